@@ -1,0 +1,426 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// This file holds the validation and update logic shared by every backend,
+// so that all of them enforce exactly the same rules.
+
+// Identifier limits. They keep index keys bounded (and cursors short).
+const (
+	// MaxIDBytes bounds a task id.
+	MaxIDBytes = 256
+	// MaxOwnerBytes bounds an owner string.
+	MaxOwnerBytes = 1024
+	// MaxVariableNameBytes bounds a variable name.
+	MaxVariableNameBytes = 1024
+)
+
+// WithDefaults returns l with every zero (or negative) field replaced by its
+// default.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxVariableBytes <= 0 {
+		l.MaxVariableBytes = DefaultMaxVariableBytes
+	}
+	if l.MaxVariablesBytes <= 0 {
+		l.MaxVariablesBytes = DefaultMaxVariablesBytes
+	}
+	if l.MaxResultBytes <= 0 {
+		l.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if l.MaxArgumentsBytes <= 0 {
+		l.MaxArgumentsBytes = DefaultMaxArgumentsBytes
+	}
+	return l
+}
+
+// PageLimit turns a requested page size into the one to use: zero or less
+// means DefaultPageSize, and anything above MaxPageSize is capped.
+func PageLimit(n int) int {
+	if n <= 0 {
+		return DefaultPageSize
+	}
+	if n > MaxPageSize {
+		return MaxPageSize
+	}
+	return n
+}
+
+// ValidTime reports whether t can be represented as int64 Unix nanoseconds
+// (roughly years 1678 to 2262), which is how backends index times.
+func ValidTime(t time.Time) bool {
+	n := t.UnixNano()
+	return time.Unix(0, n).Equal(t)
+}
+
+// IsJSONNull reports whether v is the JSON literal null, ignoring
+// surrounding whitespace.
+func IsJSONNull(v json.RawMessage) bool {
+	return string(bytes.TrimSpace(v)) == "null"
+}
+
+// VariablesSize is the size of a variable set as counted against
+// Limits.MaxVariablesBytes: the sum of len(name)+len(value).
+func VariablesSize(vars map[string]json.RawMessage) int {
+	n := 0
+	for k, v := range vars {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func tooLarge(what string, size, limit int) error {
+	return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrTooLarge, what, size, limit)
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// checkJSON checks a JSON value against a size limit and for validity.
+func checkJSON(what string, v []byte, limit int) error {
+	if len(v) > limit {
+		return tooLarge(what, len(v), limit)
+	}
+	if !json.Valid(v) {
+		return invalid("%s is not valid JSON", what)
+	}
+	return nil
+}
+
+func checkVarName(name string) error {
+	if name == "" {
+		return invalid("empty variable name")
+	}
+	if len(name) > MaxVariableNameBytes {
+		return tooLarge(fmt.Sprintf("variable name %.32q...", name), len(name), MaxVariableNameBytes)
+	}
+	return nil
+}
+
+func checkError(e *ErrorInfo, lim Limits) error {
+	if e == nil || len(e.Data) == 0 {
+		return nil
+	}
+	return checkJSON("error data", e.Data, lim.MaxResultBytes)
+}
+
+func cloneError(e *ErrorInfo) *ErrorInfo {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.Data = cloneRaw(e.Data)
+	if len(c.Data) == 0 {
+		c.Data = nil
+	}
+	return &c
+}
+
+// PrepareCreate validates t for Create and returns the record to store: a
+// deep copy of t with Version 1, times in UTC, UpdatedAt defaulted to
+// CreatedAt, ExpiresAt computed from TTL, null variables and empty labels
+// dropped, and empty collections normalized to nil. t is not modified.
+//
+// It fails with ErrInvalid (bad id, owner, status, times, TTL, poll
+// interval, JSON) or ErrTooLarge (a size limit of lim, after defaults).
+// Backends call it before writing anything.
+func PrepareCreate(t *Task, lim Limits) (*Task, error) {
+	if t == nil {
+		return nil, invalid("nil task")
+	}
+	lim = lim.WithDefaults()
+	switch {
+	case t.ID == "":
+		return nil, invalid("empty id")
+	case len(t.ID) > MaxIDBytes:
+		return nil, invalid("id is %d bytes, limit %d", len(t.ID), MaxIDBytes)
+	case t.Owner == "":
+		return nil, invalid("task %s: empty owner", t.ID)
+	case len(t.Owner) > MaxOwnerBytes:
+		return nil, invalid("task %s: owner is %d bytes, limit %d", t.ID, len(t.Owner), MaxOwnerBytes)
+	case t.Status != StatusWorking && t.Status != StatusInputRequired:
+		return nil, invalid("task %s: initial status %q (want working or input_required)", t.ID, t.Status)
+	case t.CreatedAt.IsZero():
+		return nil, invalid("task %s: zero CreatedAt", t.ID)
+	case !ValidTime(t.CreatedAt):
+		return nil, invalid("task %s: CreatedAt %v out of range", t.ID, t.CreatedAt)
+	case !t.UpdatedAt.IsZero() && !ValidTime(t.UpdatedAt):
+		return nil, invalid("task %s: UpdatedAt %v out of range", t.ID, t.UpdatedAt)
+	case t.TTL < 0:
+		return nil, invalid("task %s: negative TTL", t.ID)
+	case t.PollInterval < 0:
+		return nil, invalid("task %s: negative poll interval", t.ID)
+	}
+	var expires time.Time
+	if t.TTL > 0 {
+		expires = t.CreatedAt.Add(t.TTL)
+		if !ValidTime(expires) || expires.Before(t.CreatedAt) {
+			return nil, invalid("task %s: CreatedAt+TTL out of range", t.ID)
+		}
+	}
+	if len(t.Request.Arguments) > 0 {
+		if err := checkJSON("request arguments", t.Request.Arguments, lim.MaxArgumentsBytes); err != nil {
+			return nil, err
+		}
+	}
+	total := 0
+	for k, v := range t.Variables {
+		if err := checkVarName(k); err != nil {
+			return nil, err
+		}
+		if err := checkJSON(fmt.Sprintf("variable %q", k), v, lim.MaxVariableBytes); err != nil {
+			return nil, err
+		}
+		if !IsJSONNull(v) {
+			total += len(k) + len(v)
+		}
+	}
+	if total > lim.MaxVariablesBytes {
+		return nil, tooLarge("variables", total, lim.MaxVariablesBytes)
+	}
+	if len(t.Result) > 0 {
+		if err := checkJSON("result", t.Result, lim.MaxResultBytes); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkError(t.Error, lim); err != nil {
+		return nil, err
+	}
+	for k := range t.Labels {
+		if k == "" {
+			return nil, invalid("task %s: empty label name", t.ID)
+		}
+	}
+
+	c := t.Clone()
+	c.CreatedAt = t.CreatedAt.UTC()
+	if t.UpdatedAt.IsZero() {
+		c.UpdatedAt = c.CreatedAt
+	} else {
+		c.UpdatedAt = t.UpdatedAt.UTC()
+	}
+	if t.TTL > 0 {
+		c.ExpiresAt = expires.UTC()
+	} else {
+		c.ExpiresAt = time.Time{}
+	}
+	if len(c.Request.Arguments) == 0 {
+		c.Request.Arguments = nil
+	}
+	if len(c.Result) == 0 {
+		c.Result = nil
+	}
+	c.Error = cloneError(t.Error)
+	for k, v := range c.Labels {
+		if v == "" {
+			delete(c.Labels, k)
+		}
+	}
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	for k, v := range c.Variables {
+		if IsJSONNull(v) {
+			delete(c.Variables, k)
+		}
+	}
+	if len(c.Variables) == 0 {
+		c.Variables = nil
+	}
+	c.Version = 1
+	return c, nil
+}
+
+// PreparedUpdate is an Update whose stateless checks (JSON validity, value
+// sizes, names) have passed. Backends prepare outside their critical
+// section and Apply inside it. A PreparedUpdate holds private copies of the
+// update's values; Apply may be called more than once (on different
+// records), and records it is applied to share its (read-only) values.
+type PreparedUpdate struct {
+	u       Update
+	lim     Limits
+	deletes map[string]bool // variable names set to null
+}
+
+// Changes reports what Apply changed, so a backend can write only that.
+type Changes struct {
+	// PrevStatus is the status before the update.
+	PrevStatus Status
+	// SetVariables are the variable names written, sorted.
+	SetVariables []string
+	// DeletedVariables are the existing variable names removed, sorted.
+	DeletedVariables []string
+	// ResultChanged is set when the result or the error was replaced.
+	ResultChanged bool
+}
+
+// PrepareUpdate validates the parts of u that do not depend on the stored
+// task: variable names, each variable value (size, then JSON validity), the
+// result and the error data. It fails with ErrInvalid or ErrTooLarge.
+func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
+	lim = lim.WithDefaults()
+	p := &PreparedUpdate{lim: lim}
+	for k, v := range u.Variables {
+		if err := checkVarName(k); err != nil {
+			return nil, err
+		}
+		if err := checkJSON(fmt.Sprintf("variable %q", k), v, lim.MaxVariableBytes); err != nil {
+			return nil, err
+		}
+	}
+	if u.Result != nil {
+		if err := checkJSON("result", u.Result, lim.MaxResultBytes); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkError(u.Error, lim); err != nil {
+		return nil, err
+	}
+	for k := range u.Labels {
+		if k == "" {
+			return nil, invalid("empty label name")
+		}
+	}
+	// Private copies: the caller may reuse its maps and slices.
+	p.u = u
+	if u.StatusMessage != nil {
+		m := *u.StatusMessage
+		p.u.StatusMessage = &m
+	}
+	if u.Variables != nil {
+		p.u.Variables = make(map[string]json.RawMessage, len(u.Variables))
+		for k, v := range u.Variables {
+			if IsJSONNull(v) {
+				if p.deletes == nil {
+					p.deletes = make(map[string]bool)
+				}
+				p.deletes[k] = true
+				continue
+			}
+			p.u.Variables[k] = cloneRaw(v)
+		}
+	}
+	p.u.Result = cloneRaw(u.Result)
+	p.u.Error = cloneError(u.Error)
+	if u.Labels != nil {
+		p.u.Labels = make(map[string]string, len(u.Labels))
+		for k, v := range u.Labels {
+			p.u.Labels[k] = v
+		}
+	}
+	return p, nil
+}
+
+// Apply checks the update against t and, only if every check passes,
+// applies it to t in place. The checks, in order:
+//
+//   - t is terminal: *TransitionError{From: t.Status, To: u.Status or
+//     t.Status} — terminal tasks never change, even without a new status;
+//   - u.Status is set and CanTransition(t.Status, u.Status) is false:
+//     *TransitionError;
+//   - u.IfVersion is non-zero and differs from t.Version: ErrConflict;
+//   - the variables after the merge exceed MaxVariablesBytes: ErrTooLarge.
+//
+// Then the status and message are set, variables merged (null deletes),
+// labels merged ("" deletes), result and error replaced when given,
+// Version incremented and UpdatedAt set to now (UTC). t must carry its full
+// Variables for the size check and the merge. On error t is unchanged.
+func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
+	u := &p.u
+	ch := Changes{PrevStatus: t.Status}
+	if t.Status.Terminal() {
+		to := u.Status
+		if to == "" {
+			to = t.Status
+		}
+		return ch, &TransitionError{ID: t.ID, From: t.Status, To: to}
+	}
+	if u.Status != "" && !CanTransition(t.Status, u.Status) {
+		return ch, &TransitionError{ID: t.ID, From: t.Status, To: u.Status}
+	}
+	if u.IfVersion != 0 && u.IfVersion != t.Version {
+		return ch, fmt.Errorf("%w: task %s is at version %d, update expected %d", ErrConflict, t.ID, t.Version, u.IfVersion)
+	}
+	if len(u.Variables) > 0 || len(p.deletes) > 0 {
+		total := VariablesSize(t.Variables)
+		for k := range p.deletes {
+			if old, ok := t.Variables[k]; ok {
+				total -= len(k) + len(old)
+			}
+		}
+		for k, v := range u.Variables {
+			if old, ok := t.Variables[k]; ok {
+				total -= len(k) + len(old)
+			}
+			total += len(k) + len(v)
+		}
+		if total > p.lim.MaxVariablesBytes {
+			return ch, tooLarge("variables after merge", total, p.lim.MaxVariablesBytes)
+		}
+	}
+
+	// Every check passed: mutate.
+	if u.Status != "" {
+		t.Status = u.Status
+	}
+	if u.StatusMessage != nil {
+		t.StatusMessage = *u.StatusMessage
+	}
+	for k := range p.deletes {
+		if _, ok := t.Variables[k]; ok {
+			delete(t.Variables, k)
+			ch.DeletedVariables = append(ch.DeletedVariables, k)
+		}
+	}
+	if len(u.Variables) > 0 && t.Variables == nil {
+		t.Variables = make(map[string]json.RawMessage, len(u.Variables))
+	}
+	for k, v := range u.Variables {
+		t.Variables[k] = v
+		ch.SetVariables = append(ch.SetVariables, k)
+	}
+	if len(t.Variables) == 0 {
+		t.Variables = nil
+	}
+	for k, v := range u.Labels {
+		if v == "" {
+			delete(t.Labels, k)
+			continue
+		}
+		if t.Labels == nil {
+			t.Labels = make(map[string]string, len(u.Labels))
+		}
+		t.Labels[k] = v
+	}
+	if len(t.Labels) == 0 {
+		t.Labels = nil
+	}
+	if u.Result != nil {
+		t.Result = u.Result
+		ch.ResultChanged = true
+	}
+	if u.Error != nil {
+		t.Error = cloneError(u.Error)
+		ch.ResultChanged = true
+	}
+	t.Version++
+	t.UpdatedAt = now.UTC()
+	sort.Strings(ch.SetVariables)
+	sort.Strings(ch.DeletedVariables)
+	return ch, nil
+}
+
+// ApplyUpdate is PrepareUpdate followed by Apply.
+func ApplyUpdate(t *Task, u Update, lim Limits, now time.Time) (Changes, error) {
+	p, err := PrepareUpdate(u, lim)
+	if err != nil {
+		return Changes{PrevStatus: t.Status}, err
+	}
+	return p.Apply(t, now)
+}

@@ -1,0 +1,635 @@
+package bboltstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Bucket and meta key names.
+var (
+	bucketTasks   = []byte("tasks")
+	bucketVars    = []byte("vars")
+	bucketResults = []byte("results")
+	bucketByOwner = []byte("by_owner")
+	bucketExpiry  = []byte("expiry")
+	bucketActive  = []byte("active")
+	bucketMeta    = []byte("meta")
+
+	metaSchema    = []byte("schema")
+	metaCursorKey = []byte("cursor_key")
+
+	allBuckets = [][]byte{bucketTasks, bucketVars, bucketResults, bucketByOwner, bucketExpiry, bucketActive, bucketMeta}
+)
+
+// SchemaVersion is the on-disk layout version stored in the meta bucket.
+// Open refuses files with another version.
+const SchemaVersion = 1
+
+const (
+	// maxBatch caps the number of operations committed in one transaction.
+	maxBatch = 512
+	// DefaultOpenTimeout is how long Open waits for the file lock.
+	DefaultOpenTimeout = time.Second
+	cursorKeyLen       = 32
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	limits      store.Limits
+	now         func() time.Time
+	noSync      bool
+	openTimeout time.Duration
+	logger      *slog.Logger
+}
+
+// WithLimits sets the size limits; zero fields take the store defaults.
+func WithLimits(l store.Limits) Option {
+	return func(o *options) { o.limits = l }
+}
+
+// WithClock sets the clock used for UpdatedAt (default time.Now). A nil
+// clock is ignored.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	}
+}
+
+// WithNoSync(true) skips the fsync after each commit. This is UNSAFE: it is
+// much faster, but a machine crash or power loss can lose acknowledged
+// writes or corrupt the file. Use it for tests and throw-away data only.
+// The default is false (every acknowledged write is on stable storage).
+func WithNoSync(noSync bool) Option {
+	return func(o *options) { o.noSync = noSync }
+}
+
+// WithOpenTimeout sets how long Open waits for the exclusive file lock held
+// by another open store before failing (default DefaultOpenTimeout). A
+// value of zero or less waits indefinitely.
+func WithOpenTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 {
+			d = 0
+		}
+		o.openTimeout = d
+	}
+}
+
+// WithLogger sets the logger for unusual events (failed commits, rolled
+// back batches). The default discards everything. A nil logger is ignored.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// Stats are counters of the group committer since Open.
+type Stats struct {
+	// Commits is the number of read-write transactions committed.
+	Commits uint64
+	// OpsCommitted is the number of write operations (Create, Update,
+	// Delete) whose changes were committed.
+	OpsCommitted uint64
+	// OpsFailed is the number of write operations that returned an error
+	// (validation, not found, conflict, cancelled, commit failure).
+	OpsFailed uint64
+	// MaxOpsPerCommit is the largest number of operations committed by a
+	// single transaction.
+	MaxOpsPerCommit uint64
+	// CommitErrors counts failed commits (and failed transaction starts).
+	CommitErrors uint64
+	// Retries counts batches re-run because one operation failed while
+	// writing.
+	Retries uint64
+}
+
+// OpsPerCommit is the mean number of operations per committed transaction.
+func (s Stats) OpsPerCommit() float64 {
+	if s.Commits == 0 {
+		return 0
+	}
+	return float64(s.OpsCommitted) / float64(s.Commits)
+}
+
+// Store is a task store on a bbolt file. It is safe for concurrent use.
+type Store struct {
+	db     *bolt.DB
+	limits store.Limits
+	now    func() time.Time
+	log    *slog.Logger
+	codec  *store.CursorCodec
+
+	// closeMu guards closed and sending on ops: senders hold it shared,
+	// Close takes it exclusively to close ops.
+	closeMu    sync.RWMutex
+	closed     bool
+	closedFlag atomic.Bool // for the lock-free check in readers
+	ops        chan *op
+	done       chan struct{} // closed when the committer exits
+
+	stats struct {
+		commits, opsCommitted, opsFailed, maxBatch, commitErrors, retries atomic.Uint64
+		// Write counters for tests: variable values and result records
+		// written.
+		varWrites, resultWrites atomic.Uint64
+	}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store file at path and starts its
+// committer. It fails with a clear error, after the open timeout, when
+// another Store (in this or another process) holds the file.
+func Open(path string, opts ...Option) (*Store, error) {
+	o := options{now: time.Now, openTimeout: DefaultOpenTimeout, logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      o.openTimeout,
+		NoSync:       o.noSync,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, fmt.Errorf("bboltstore: open %s: the file is locked by another open store (waited %v for the lock): %w", path, o.openTimeout, err)
+		}
+		return nil, fmt.Errorf("bboltstore: open %s: %w", path, err)
+	}
+	var cursorKey []byte
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(metaSchema); v == nil {
+			if err := meta.Put(metaSchema, []byte{SchemaVersion}); err != nil {
+				return err
+			}
+		} else if len(v) != 1 || v[0] != SchemaVersion {
+			return fmt.Errorf("unsupported schema version %v (want %d)", v, SchemaVersion)
+		}
+		if k := meta.Get(metaCursorKey); k != nil {
+			if len(k) != cursorKeyLen {
+				return fmt.Errorf("corrupt cursor key (%d bytes)", len(k))
+			}
+			cursorKey = slices.Clone(k)
+			return nil
+		}
+		cursorKey = make([]byte, cursorKeyLen)
+		if _, err := rand.Read(cursorKey); err != nil {
+			return err
+		}
+		return meta.Put(metaCursorKey, cursorKey)
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("bboltstore: open %s: %w", path, err)
+	}
+	s := &Store{
+		db:     db,
+		limits: o.limits.WithDefaults(),
+		now:    o.now,
+		log:    o.logger,
+		codec:  store.NewCursorCodec(cursorKey),
+		ops:    make(chan *op, maxBatch),
+		done:   make(chan struct{}),
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// Stats returns the committer's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Commits:         s.stats.commits.Load(),
+		OpsCommitted:    s.stats.opsCommitted.Load(),
+		OpsFailed:       s.stats.opsFailed.Load(),
+		MaxOpsPerCommit: s.stats.maxBatch.Load(),
+		CommitErrors:    s.stats.commitErrors.Load(),
+		Retries:         s.stats.retries.Load(),
+	}
+}
+
+// Close stops accepting writes (they fail with store.ErrClosed), finishes
+// every queued write, and closes the file. Every later call, including
+// Close, fails with store.ErrClosed.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return store.ErrClosed
+	}
+	s.closed = true
+	s.closedFlag.Store(true)
+	close(s.ops)
+	s.closeMu.Unlock()
+	<-s.done
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("bboltstore: close: %w", err)
+	}
+	return nil
+}
+
+// writeError marks an error that happened while an operation was writing,
+// after its validation passed: the transaction may hold part of its writes.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return "bboltstore: write: " + e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+func put(b *bolt.Bucket, k, v []byte) error {
+	if err := b.Put(k, v); err != nil {
+		return &writeError{err}
+	}
+	return nil
+}
+
+func del(b *bolt.Bucket, k []byte) error {
+	if err := b.Delete(k); err != nil {
+		return &writeError{err}
+	}
+	return nil
+}
+
+// empty is the value of index entries.
+var empty = []byte{}
+
+func notFound(id string) error { return fmt.Errorf("%w: %s", store.ErrNotFound, id) }
+
+func ctxOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// view runs a read-only transaction.
+func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctxOrBackground(ctx).Err(); err != nil {
+		return err
+	}
+	if s.closedFlag.Load() {
+		return store.ErrClosed
+	}
+	err := s.db.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return store.ErrClosed
+	}
+	return err
+}
+
+// loadTask reads the full task id (header, variables, result) in tx.
+func loadTask(tx *bolt.Tx, id []byte) (*store.Task, error) {
+	h := tx.Bucket(bucketTasks).Get(id)
+	if h == nil {
+		return nil, notFound(string(id))
+	}
+	t, err := decodeHeader(h)
+	if err != nil {
+		return nil, fmt.Errorf("task %q header: %w", id, err)
+	}
+	if vb := tx.Bucket(bucketVars).Bucket(id); vb != nil {
+		c := vb.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if v == nil {
+				continue // not ours
+			}
+			if t.Variables == nil {
+				t.Variables = make(map[string]json.RawMessage)
+			}
+			t.Variables[string(k)] = append(make([]byte, 0, len(v)), v...)
+		}
+	}
+	if r := tx.Bucket(bucketResults).Get(id); r != nil {
+		if err := decodeResult(r, t); err != nil {
+			return nil, fmt.Errorf("task %q result: %w", id, err)
+		}
+	}
+	return t, nil
+}
+
+// Create stores a new task; see store.Store.
+func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
+	rec, err := store.PrepareCreate(t, s.limits)
+	if err != nil {
+		return nil, err
+	}
+	id := []byte(rec.ID)
+	hdr := encodeHeader(rec)
+	res := encodeResult(rec)
+	okey := ownerKey(rec.Owner, rec.CreatedAt.UnixNano(), rec.ID)
+	var ekey []byte
+	if rec.TTL > 0 {
+		ekey = expiryKey(rec.ExpiresAt.UnixNano(), rec.ID)
+	}
+	err = s.submit(ctx, func(tx *bolt.Tx) error {
+		tasks := tx.Bucket(bucketTasks)
+		if tasks.Get(id) != nil {
+			return fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
+		}
+		if err := put(tasks, id, hdr); err != nil {
+			return err
+		}
+		if len(rec.Variables) > 0 {
+			vb, err := tx.Bucket(bucketVars).CreateBucketIfNotExists(id)
+			if err != nil {
+				return &writeError{err}
+			}
+			for k, v := range rec.Variables {
+				if err := put(vb, []byte(k), v); err != nil {
+					return err
+				}
+				s.stats.varWrites.Add(1)
+			}
+		}
+		if res != nil {
+			if err := put(tx.Bucket(bucketResults), id, res); err != nil {
+				return err
+			}
+			s.stats.resultWrites.Add(1)
+		}
+		if err := put(tx.Bucket(bucketByOwner), okey, empty); err != nil {
+			return err
+		}
+		if ekey != nil {
+			if err := put(tx.Bucket(bucketExpiry), ekey, empty); err != nil {
+				return err
+			}
+		}
+		return put(tx.Bucket(bucketActive), id, empty)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec.Clone(), nil
+}
+
+// Get returns the task; see store.Store.
+func (s *Store) Get(ctx context.Context, id string) (*store.Task, error) {
+	var t *store.Task
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		if id == "" {
+			return notFound(id)
+		}
+		var err error
+		t, err = loadTask(tx, []byte(id))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Update applies u atomically; see store.Store. Only what changes is
+// written: the header always, the variables named in u, and the result
+// record when u sets a result or an error.
+func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+	p, err := store.PrepareUpdate(u, s.limits)
+	if err != nil {
+		return nil, err
+	}
+	key := []byte(id)
+	var out *store.Task
+	err = s.submit(ctx, func(tx *bolt.Tx) error {
+		out = nil
+		if id == "" {
+			return notFound(id)
+		}
+		t, err := loadTask(tx, key)
+		if err != nil {
+			return err
+		}
+		ch, err := p.Apply(t, s.now())
+		if err != nil {
+			return err
+		}
+		// Validation is over; from here on only writes.
+		if err := put(tx.Bucket(bucketTasks), key, encodeHeader(t)); err != nil {
+			return err
+		}
+		if len(ch.SetVariables) > 0 || len(ch.DeletedVariables) > 0 {
+			vars := tx.Bucket(bucketVars)
+			vb, err := vars.CreateBucketIfNotExists(key)
+			if err != nil {
+				return &writeError{err}
+			}
+			for _, k := range ch.DeletedVariables {
+				if err := del(vb, []byte(k)); err != nil {
+					return err
+				}
+			}
+			for _, k := range ch.SetVariables {
+				if err := put(vb, []byte(k), t.Variables[k]); err != nil {
+					return err
+				}
+				s.stats.varWrites.Add(1)
+			}
+			if k, _ := vb.Cursor().First(); k == nil {
+				if err := vars.DeleteBucket(key); err != nil {
+					return &writeError{err}
+				}
+			}
+		}
+		if ch.ResultChanged {
+			if err := put(tx.Bucket(bucketResults), key, encodeResult(t)); err != nil {
+				return err
+			}
+			s.stats.resultWrites.Add(1)
+		}
+		if t.Status.Terminal() && !ch.PrevStatus.Terminal() {
+			if err := del(tx.Bucket(bucketActive), key); err != nil {
+				return err
+			}
+		}
+		out = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Delete removes a task and its index entries; see store.Store.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	key := []byte(id)
+	return s.submit(ctx, func(tx *bolt.Tx) error {
+		if id == "" {
+			return notFound(id)
+		}
+		tasks := tx.Bucket(bucketTasks)
+		h := tasks.Get(key)
+		if h == nil {
+			return notFound(id)
+		}
+		t, err := decodeHeader(h)
+		if err != nil {
+			return fmt.Errorf("task %q header: %w", id, err)
+		}
+		if err := del(tasks, key); err != nil {
+			return err
+		}
+		vars := tx.Bucket(bucketVars)
+		if vars.Bucket(key) != nil {
+			if err := vars.DeleteBucket(key); err != nil {
+				return &writeError{err}
+			}
+		}
+		if err := del(tx.Bucket(bucketResults), key); err != nil {
+			return err
+		}
+		if err := del(tx.Bucket(bucketByOwner), ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID)); err != nil {
+			return err
+		}
+		if t.TTL > 0 {
+			if err := del(tx.Bucket(bucketExpiry), expiryKey(t.ExpiresAt.UnixNano(), t.ID)); err != nil {
+				return err
+			}
+		}
+		return del(tx.Bucket(bucketActive), key)
+	})
+}
+
+// List returns one page of an owner's tasks in (CreatedAt, id) order; see
+// store.Store. It seeks the owner index, so a cursor whose task was deleted
+// since stays valid: the listing resumes after its position.
+func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, error) {
+	if opts.Owner == "" {
+		return store.Page{}, fmt.Errorf("%w: List needs an owner", store.ErrInvalid)
+	}
+	limit := store.PageLimit(opts.Limit)
+	var seek []byte
+	if opts.Cursor != "" {
+		at, id, err := s.codec.Decode(opts.Owner, opts.Cursor)
+		if err != nil {
+			return store.Page{}, err
+		}
+		seek = ownerKey(opts.Owner, at.UnixNano(), id)
+	}
+	if len(opts.Owner) > store.MaxOwnerBytes {
+		// No such task can exist, and the 2-byte length prefix could not
+		// represent the owner.
+		if err := s.view(ctx, func(*bolt.Tx) error { return nil }); err != nil {
+			return store.Page{}, err
+		}
+		return store.Page{}, nil
+	}
+	prefix := ownerPrefix(opts.Owner)
+	var page store.Page
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		page = store.Page{}
+		c := tx.Bucket(bucketByOwner).Cursor()
+		var k []byte
+		if seek != nil {
+			k, _ = c.Seek(seek)
+			if bytes.Equal(k, seek) {
+				k, _ = c.Next()
+			}
+		} else {
+			k, _ = c.Seek(prefix)
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if len(page.Tasks) == limit {
+				last := page.Tasks[len(page.Tasks)-1]
+				page.NextCursor = s.codec.Encode(opts.Owner, last.CreatedAt, last.ID)
+				break
+			}
+			if len(k) < len(prefix)+8 {
+				return fmt.Errorf("%w: short owner index key", errCorrupt)
+			}
+			t, err := loadTask(tx, k[len(prefix)+8:])
+			if err != nil {
+				return fmt.Errorf("owner index: %w", err)
+			}
+			page.Tasks = append(page.Tasks, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Page{}, err
+	}
+	return page, nil
+}
+
+// Expired returns up to limit tasks whose ExpiresAt is at or before now,
+// soonest first, reading the expiry index; see store.Store. A limit of zero
+// or less means store.DefaultPageSize; it is capped at store.MaxPageSize.
+func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	limit = store.PageLimit(limit)
+	var out []*store.Task
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		out = nil
+		c := tx.Bucket(bucketExpiry).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+			if len(k) < 8 {
+				return fmt.Errorf("%w: short expiry key", errCorrupt)
+			}
+			if time.Unix(0, keyNanos(k)).After(now) {
+				break
+			}
+			t, err := loadTask(tx, k[8:])
+			if err != nil {
+				return fmt.Errorf("expiry index: %w", err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Active returns every non-terminal task, ordered by (CreatedAt, id),
+// reading the active index; see store.Store.
+func (s *Store) Active(ctx context.Context) ([]*store.Task, error) {
+	var out []*store.Task
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		out = nil
+		c := tx.Bucket(bucketActive).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			t, err := loadTask(tx, k)
+			if err != nil {
+				return fmt.Errorf("active index: %w", err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *store.Task) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}

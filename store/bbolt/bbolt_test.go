@@ -1,0 +1,261 @@
+package bboltstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskbridge/taskbridge/store"
+	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
+	"github.com/taskbridge/taskbridge/store/storetest"
+)
+
+func openTemp(t testing.TB, opts ...bboltstore.Option) (*bboltstore.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := bboltstore.Open(path, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, path
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, _ := openTemp(t)
+		return s
+	})
+}
+
+func TestDurable(t *testing.T) {
+	storetest.RunDurable(t, func(t *testing.T, path string) store.Store {
+		s, err := bboltstore.Open(path)
+		require.NoError(t, err)
+		return s
+	})
+}
+
+func task(id string, at time.Time) *store.Task {
+	return &store.Task{ID: id, Owner: "owner", Status: store.StatusWorking, CreatedAt: at}
+}
+
+func TestOpenLockedFileFailsFast(t *testing.T) {
+	s, path := openTemp(t)
+	_, err := s.Create(t.Context(), task("a", time.Now()))
+	require.NoError(t, err)
+
+	start := time.Now()
+	_, err = bboltstore.Open(path, bboltstore.WithOpenTimeout(100*time.Millisecond))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "locked")
+	require.Contains(t, err.Error(), path)
+	require.Less(t, time.Since(start), 2*time.Second)
+
+	if !testing.Short() {
+		start = time.Now()
+		_, err = bboltstore.Open(path) // default timeout
+		require.ErrorContains(t, err, "locked")
+		require.Less(t, time.Since(start), 3*time.Second)
+	}
+
+	require.NoError(t, s.Close())
+	s2, err := bboltstore.Open(path, bboltstore.WithOpenTimeout(100*time.Millisecond))
+	require.NoError(t, err, "the lock is released by Close")
+	got, err := s2.Get(t.Context(), "a")
+	require.NoError(t, err)
+	require.Equal(t, "a", got.ID)
+	require.NoError(t, s2.Close())
+}
+
+func TestOpenErrors(t *testing.T) {
+	_, err := bboltstore.Open(filepath.Join(t.TempDir(), "missing-dir", "tasks.db"))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "bboltstore: open")
+}
+
+func TestGroupCommitBatches(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := t.Context()
+	const writers, each = 64, 10
+	var wg sync.WaitGroup
+	errc := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				if _, err := s.Create(ctx, task(id, time.Unix(int64(w), int64(i)))); err != nil {
+					errc <- err
+					return
+				}
+				if _, err := s.Update(ctx, id, store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)}); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		require.NoError(t, err)
+	}
+	st := s.Stats()
+	t.Logf("stats: %+v (%.1f ops/commit)", st, st.OpsPerCommit())
+	require.Equal(t, uint64(2*writers*each), st.OpsCommitted)
+	require.Greater(t, st.MaxOpsPerCommit, uint64(1), "concurrent writers share commits")
+	require.Less(t, st.Commits, st.OpsCommitted)
+	require.Zero(t, st.OpsFailed)
+	require.Zero(t, st.CommitErrors)
+}
+
+func TestSingleWriterNoDelay(t *testing.T) {
+	s, _ := openTemp(t, bboltstore.WithNoSync(true))
+	ctx := t.Context()
+	start := time.Now()
+	const n = 200
+	for i := range n {
+		_, err := s.Create(ctx, task(strconv.Itoa(i), time.Unix(0, int64(i))))
+		require.NoError(t, err)
+	}
+	// With a batching timer (like bbolt's DB.Batch, 10ms) this would take
+	// two seconds or more.
+	require.Less(t, time.Since(start), time.Second)
+	st := s.Stats()
+	require.Equal(t, uint64(n), st.Commits)
+	require.Equal(t, uint64(1), st.MaxOpsPerCommit)
+}
+
+func TestNoSync(t *testing.T) {
+	s, path := openTemp(t, bboltstore.WithNoSync(true))
+	ctx := t.Context()
+	for i := range 50 {
+		_, err := s.Create(ctx, task(strconv.Itoa(i), time.Unix(0, int64(i))))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	// Closing the file (without a crash) keeps everything.
+	s2, err := bboltstore.Open(path, bboltstore.WithNoSync(true))
+	require.NoError(t, err)
+	defer s2.Close()
+	page, err := s2.List(ctx, store.ListOptions{Owner: "owner", Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, page.Tasks, 50)
+}
+
+func TestClockAndLimits(t *testing.T) {
+	now := time.Date(2031, 5, 6, 7, 8, 9, 10, time.UTC)
+	s, _ := openTemp(t,
+		bboltstore.WithClock(func() time.Time { return now }),
+		bboltstore.WithLimits(store.Limits{MaxResultBytes: 4}),
+		bboltstore.WithLogger(nil),
+	)
+	ctx := t.Context()
+	_, err := s.Create(ctx, task("a", now.Add(-time.Minute)))
+	require.NoError(t, err)
+	_, err = s.Update(ctx, "a", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`12345`)})
+	require.ErrorIs(t, err, store.ErrTooLarge)
+	require.ErrorContains(t, err, "limit 4")
+	got, err := s.Update(ctx, "a", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1234`)})
+	require.NoError(t, err)
+	require.True(t, got.UpdatedAt.Equal(now))
+	require.Zero(t, s.Stats().OpsFailed, "requests rejected before queueing are not ops")
+	_, err = s.Update(ctx, "missing", store.Update{})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, uint64(1), s.Stats().OpsFailed)
+}
+
+// TestCloseFinishesQueuedWrites closes the store while writers are busy:
+// every write either fails with ErrClosed or was acknowledged, and every
+// acknowledged write is in the file.
+func TestCloseFinishesQueuedWrites(t *testing.T) {
+	s, path := openTemp(t)
+	ctx := t.Context()
+	const writers = 32
+	var (
+		mu    sync.Mutex
+		acked []string
+		wg    sync.WaitGroup
+	)
+	errc := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				_, err := s.Create(ctx, task(id, time.Unix(int64(w), int64(i))))
+				if errors.Is(err, store.ErrClosed) {
+					errc <- nil
+					return
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+				mu.Lock()
+				acked = append(acked, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, s.Close())
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		require.NoError(t, err)
+	}
+	require.NotEmpty(t, acked)
+
+	s2, err := bboltstore.Open(path)
+	require.NoError(t, err)
+	defer s2.Close()
+	for _, id := range acked {
+		_, err := s2.Get(ctx, id)
+		require.NoError(t, err, id)
+	}
+}
+
+// TestCancelledWhileQueued checks that a context cancelled before the op
+// reaches the committer is reported and the op does not run.
+func TestCancelledContext(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.Create(ctx, task("a", time.Now()))
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.Get(t.Context(), "a")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.Get(ctx, "a")
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func openBench(b *testing.B) *bboltstore.Store {
+	s, _ := openTemp(b)
+	return s
+}
+
+func BenchmarkCreateComplete(b *testing.B) {
+	for _, writers := range []int{1, 16, 64} {
+		b.Run("writers="+strconv.Itoa(writers), func(b *testing.B) {
+			s := openBench(b)
+			storetest.BenchCreateComplete(b, s, writers)
+			st := s.Stats()
+			b.ReportMetric(st.OpsPerCommit(), "ops/commit")
+			b.ReportMetric(float64(st.MaxOpsPerCommit), "max-ops/commit")
+		})
+	}
+}
+
+func BenchmarkGet(b *testing.B) { storetest.BenchGet(b, openBench(b)) }
+
+func BenchmarkListPage(b *testing.B) { storetest.BenchListPage(b, openBench(b)) }

@@ -1,0 +1,252 @@
+package bboltstore
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Record format bytes.
+const (
+	headerFormat byte = 1
+	resultFormat byte = 1
+)
+
+var errCorrupt = errors.New("bboltstore: corrupt record")
+
+// timeKey is t's Unix nanoseconds with the sign bit flipped, big endian, so
+// that byte order is time order.
+func timeKey(nanos int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(nanos)^(1<<63))
+}
+
+func keyNanos(k []byte) int64 {
+	return int64(binary.BigEndian.Uint64(k) ^ (1 << 63))
+}
+
+// ownerPrefix is len(owner) as 2 bytes then the owner. Owners are at most
+// store.MaxOwnerBytes long, so the length always fits.
+func ownerPrefix(owner string) []byte {
+	b := make([]byte, 0, 2+len(owner)+8+store.MaxIDBytes)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(owner)))
+	return append(b, owner...)
+}
+
+func ownerKey(owner string, createdAt int64, id string) []byte {
+	b := ownerPrefix(owner)
+	b = binary.BigEndian.AppendUint64(b, uint64(createdAt)^(1<<63))
+	return append(b, id...)
+}
+
+func expiryKey(expiresAt int64, id string) []byte {
+	return append(timeKey(expiresAt), id...)
+}
+
+// encoder appends length-prefixed fields.
+type encoder struct{ b []byte }
+
+func (e *encoder) byte(v byte)      { e.b = append(e.b, v) }
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) optBytes(v []byte) { // nil and empty are distinct
+	if v == nil {
+		e.uvarint(0)
+		return
+	}
+	e.uvarint(uint64(len(v)) + 1)
+	e.b = append(e.b, v...)
+}
+
+// decoder reads what encoder wrote. It never panics: the first problem
+// sticks in err and every later read returns a zero value. Everything it
+// returns is copied out of the input (bbolt memory is only valid inside its
+// transaction).
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errCorrupt
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail()
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) take(n uint64) []byte {
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string { return string(d.take(d.uvarint())) }
+func (d *decoder) optBytes() []byte {
+	n := d.uvarint()
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	v := d.take(n - 1)
+	if d.err != nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(v)), v...)
+}
+
+func (d *decoder) done() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = errCorrupt
+	}
+	return d.err
+}
+
+func timeOrZero(nanos int64, present bool) time.Time {
+	if !present {
+		return time.Time{}
+	}
+	return time.Unix(0, nanos).UTC()
+}
+
+// encodeHeader encodes every field of t except Variables, Result and Error.
+func encodeHeader(t *store.Task) []byte {
+	e := encoder{b: make([]byte, 0, 128+len(t.Request.Arguments))}
+	e.byte(headerFormat)
+	e.str(t.ID)
+	e.str(t.Owner)
+	e.str(string(t.Status))
+	e.str(t.StatusMessage)
+	e.varint(t.CreatedAt.UnixNano())
+	e.varint(t.UpdatedAt.UnixNano())
+	e.varint(int64(t.TTL))
+	if t.ExpiresAt.IsZero() {
+		e.byte(0)
+	} else {
+		e.byte(1)
+		e.varint(t.ExpiresAt.UnixNano())
+	}
+	e.varint(int64(t.PollInterval))
+	e.str(t.Request.Method)
+	e.str(t.Request.Name)
+	e.optBytes(t.Request.Arguments)
+	keys := make([]string, 0, len(t.Labels))
+	for k := range t.Labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.str(t.Labels[k])
+	}
+	e.uvarint(t.Version)
+	return e.b
+}
+
+func decodeHeader(b []byte) (*store.Task, error) {
+	d := decoder{b: b}
+	if d.byte() != headerFormat {
+		return nil, fmt.Errorf("%w: unknown header format", errCorrupt)
+	}
+	t := &store.Task{}
+	t.ID = d.str()
+	t.Owner = d.str()
+	t.Status = store.Status(d.str())
+	t.StatusMessage = d.str()
+	t.CreatedAt = timeOrZero(d.varint(), true)
+	t.UpdatedAt = timeOrZero(d.varint(), true)
+	t.TTL = time.Duration(d.varint())
+	if d.byte() == 1 {
+		t.ExpiresAt = timeOrZero(d.varint(), true)
+	}
+	t.PollInterval = time.Duration(d.varint())
+	t.Request.Method = d.str()
+	t.Request.Name = d.str()
+	t.Request.Arguments = d.optBytes()
+	n := d.uvarint()
+	if n > uint64(len(d.b)) { // each label takes at least 2 bytes
+		d.fail()
+	}
+	if n > 0 && d.err == nil {
+		t.Labels = make(map[string]string, n)
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			k := d.str()
+			t.Labels[k] = d.str()
+		}
+	}
+	t.Version = d.uvarint()
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// encodeResult encodes t's Result and Error; it returns nil when the task
+// has neither.
+func encodeResult(t *store.Task) []byte {
+	if t.Result == nil && t.Error == nil {
+		return nil
+	}
+	e := encoder{b: make([]byte, 0, 32+len(t.Result))}
+	e.byte(resultFormat)
+	e.optBytes(t.Result)
+	if t.Error == nil {
+		e.byte(0)
+	} else {
+		e.byte(1)
+		e.varint(t.Error.Code)
+		e.str(t.Error.Message)
+		e.optBytes(t.Error.Data)
+	}
+	return e.b
+}
+
+func decodeResult(b []byte, t *store.Task) error {
+	d := decoder{b: b}
+	if d.byte() != resultFormat {
+		return fmt.Errorf("%w: unknown result format", errCorrupt)
+	}
+	t.Result = json.RawMessage(d.optBytes())
+	if d.byte() == 1 {
+		t.Error = &store.ErrorInfo{Code: d.varint(), Message: d.str(), Data: json.RawMessage(d.optBytes())}
+	}
+	return d.done()
+}

@@ -1,0 +1,187 @@
+package storetest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+var cursorB64 = base64.RawURLEncoding
+
+func base64Decode(s string) ([]byte, error) { return cursorB64.DecodeString(s) }
+func base64Encode(b []byte) string          { return cursorB64.EncodeToString(b) }
+
+// RunDurable runs the persistence tests. open must open the store kept at
+// path, creating it when the file does not exist; the suite closes each
+// store before it reopens the same path.
+func RunDurable(t *testing.T, open func(t *testing.T, path string) store.Store) {
+	t.Run("Reopen", func(t *testing.T) { testReopen(t, open) })
+	t.Run("StatusUpdateKeepsVariablesAndResult", func(t *testing.T) { testKeepsVarsAndResult(t, open) })
+}
+
+func openAt(t *testing.T, open func(t *testing.T, path string) store.Store, path string) store.Store {
+	t.Helper()
+	s := open(t, path)
+	require.NotNil(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+type listing struct {
+	cursor string
+	page   store.Page
+}
+
+// snapshot is everything observable about a store's contents.
+type snapshot struct {
+	tasks    map[string]*store.Task
+	active   []*store.Task
+	expired  []*store.Task
+	listings map[string][]listing
+}
+
+func takeSnapshot(t *testing.T, s store.Store, ids []string, owners []string) snapshot {
+	t.Helper()
+	ctx := t.Context()
+	snap := snapshot{tasks: map[string]*store.Task{}, listings: map[string][]listing{}}
+	for _, id := range ids {
+		task, err := s.Get(ctx, id)
+		if err == nil {
+			snap.tasks[id] = task
+		} else {
+			require.ErrorIs(t, err, store.ErrNotFound)
+		}
+	}
+	var err error
+	snap.active, err = s.Active(ctx)
+	require.NoError(t, err)
+	snap.expired, err = s.Expired(ctx, t0.Add(100*365*24*time.Hour), store.MaxPageSize)
+	require.NoError(t, err)
+	for _, owner := range owners {
+		cursor := ""
+		for {
+			page, err := s.List(ctx, store.ListOptions{Owner: owner, Cursor: cursor, Limit: 2})
+			require.NoError(t, err)
+			snap.listings[owner] = append(snap.listings[owner], listing{cursor: cursor, page: page})
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+	}
+	return snap
+}
+
+func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openAt(t, open, path)
+
+	oddOwner := "bob\x00\xff"
+	mustCreate(t, s, fullTask("full", "alice"))
+	mustUpdate(t, s, "full", store.Update{
+		Variables: map[string]json.RawMessage{"question": json.RawMessage(`null`), "answer": json.RawMessage(` 42 `)},
+		Labels:    map[string]string{"kind": "", "retry": "3"},
+	})
+	plain := newTask("plain", "alice", t0.Add(time.Second))
+	plain.PollInterval = time.Second
+	mustCreate(t, s, plain)
+	for i, st := range []store.Status{store.StatusCompleted, store.StatusFailed, store.StatusCancelled, store.StatusInputRequired} {
+		id := fmt.Sprintf("s-%s", st)
+		task := newTask(id, "alice", t0.Add(time.Duration(i+2)*time.Second))
+		task.TTL = time.Duration(i+1) * time.Hour
+		task.Variables = map[string]json.RawMessage{"i": json.RawMessage(fmt.Sprint(i))}
+		mustCreate(t, s, task)
+		u := store.Update{Status: st, StatusMessage: strPtr(string(st))}
+		switch st {
+		case store.StatusCompleted:
+			u.Result = json.RawMessage(`{"content": [], "structuredContent": {"x": "é\u00e9"}}`)
+		case store.StatusFailed:
+			u.Error = &store.ErrorInfo{Code: -32001, Message: "bad \xff bytes", Data: json.RawMessage(`{"retry": false}`)}
+		}
+		mustUpdate(t, s, id, u)
+	}
+	mustCreate(t, s, newTask("odd", oddOwner, t0))
+	big := newTask("big", oddOwner, t0.Add(time.Minute))
+	big.Variables = map[string]json.RawMessage{"blob": jsonString(store.DefaultMaxVariableBytes)}
+	mustCreate(t, s, big)
+	mustCreate(t, s, newTask("deleted", "alice", t0.Add(time.Hour)))
+	require.NoError(t, s.Delete(t.Context(), "deleted"))
+
+	allIDs := []string{"full", "plain", "s-completed", "s-failed", "s-cancelled", "s-input_required", "odd", "big", "deleted"}
+	owners := []string{"alice", oddOwner}
+	before := takeSnapshot(t, s, allIDs, owners)
+	require.Len(t, before.tasks, len(allIDs)-1)
+	require.Len(t, before.listings["alice"], 3)
+	require.NoError(t, s.Close())
+
+	s2 := openAt(t, open, path)
+	after := takeSnapshot(t, s2, allIDs, owners)
+	require.Equal(t, before.tasks, after.tasks)
+	require.Equal(t, before.active, after.active)
+	require.Equal(t, before.expired, after.expired)
+	require.Equal(t, before.listings, after.listings)
+	// Old cursors still decode and resume where they did.
+	for owner, ls := range before.listings {
+		for _, l := range ls {
+			page, err := s2.List(t.Context(), store.ListOptions{Owner: owner, Cursor: l.cursor, Limit: 2})
+			require.NoError(t, err)
+			require.Equal(t, l.page, page)
+		}
+	}
+
+	// Writing continues from the stored versions.
+	got := mustUpdate(t, s2, "plain", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
+	require.Equal(t, before.tasks["plain"].Version+1, got.Version)
+	mustCreate(t, s2, newTask("deleted", "carol", t0))
+	require.NoError(t, s2.Delete(t.Context(), "big"))
+	require.NoError(t, s2.Close())
+
+	s3 := openAt(t, open, path)
+	require.Equal(t, got, mustGet(t, s3, "plain"))
+	require.Equal(t, "carol", mustGet(t, s3, "deleted").Owner)
+	_, err := s3.Get(t.Context(), "big")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	active, err := s3.Active(t.Context())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"full", "s-input_required", "odd", "deleted"}, ids(active))
+}
+
+func testKeepsVarsAndResult(t *testing.T, open func(t *testing.T, path string) store.Store) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openAt(t, open, path)
+	task := newTask("keep", "alice", t0)
+	task.Variables = map[string]json.RawMessage{
+		"a": json.RawMessage(`{"deep": [1, 2, 3]}`),
+		"b": jsonString(64 << 10),
+	}
+	mustCreate(t, s, task)
+	withResult := mustUpdate(t, s, "keep", store.Update{Result: json.RawMessage(`{"partial": "yes"}`)})
+
+	got := mustUpdate(t, s, "keep", store.Update{Status: store.StatusInputRequired})
+	require.Equal(t, withResult.Variables, got.Variables)
+	require.Equal(t, withResult.Result, got.Result)
+	got = mustUpdate(t, s, "keep", store.Update{StatusMessage: strPtr("hm"), Labels: map[string]string{"x": "y"}})
+	require.Equal(t, withResult.Variables, got.Variables)
+	require.Equal(t, withResult.Result, got.Result)
+	got = mustUpdate(t, s, "keep", store.Update{Status: store.StatusCompleted})
+	require.Equal(t, withResult.Variables, got.Variables)
+	require.Equal(t, string(withResult.Result), string(got.Result), "completing without a result keeps the stored one")
+	require.Equal(t, got, mustGet(t, s, "keep"))
+	require.NoError(t, s.Close())
+
+	s2 := openAt(t, open, path)
+	reread := mustGet(t, s2, "keep")
+	require.Equal(t, got, reread)
+	require.Equal(t, withResult.Variables, reread.Variables)
+	require.Equal(t, string(withResult.Result), string(reread.Result))
+	require.Equal(t, store.StatusCompleted, reread.Status)
+	require.Equal(t, "hm", reread.StatusMessage)
+	require.Equal(t, uint64(5), reread.Version)
+}

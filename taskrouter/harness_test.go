@@ -1,0 +1,281 @@
+package taskrouter_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/internal/rpcconn"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/memory"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// harness is a real go-sdk server with a router and a set of test tools.
+type harness struct {
+	t      *testing.T
+	st     store.Store
+	r      *taskrouter.Router
+	srv    *mcp.Server
+	httpURL string
+
+	mu        sync.Mutex
+	cancelled map[string]bool // label -> handler saw ctx cancellation
+	started   chan string
+}
+
+type sleepyIn struct {
+	Ms    int    `json:"ms"`
+	Label string `json:"label,omitempty"`
+}
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+func newHarness(t *testing.T, mutate func(*taskrouter.Config)) *harness {
+	t.Helper()
+	return newHarnessOn(t, memory.New(), mutate)
+}
+
+func newHarnessOn(t *testing.T, st store.Store, mutate func(*taskrouter.Config)) *harness {
+	t.Helper()
+	cfg := taskrouter.Config{Store: st, PollInterval: 50 * time.Millisecond}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	r, err := taskrouter.New(cfg)
+	require.NoError(t, err)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	require.NoError(t, r.Install(srv))
+	h := &harness{t: t, st: st, r: r, srv: srv, cancelled: map[string]bool{}, started: make(chan string, 1024)}
+	h.addTools()
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(func() { _ = r.Close() })
+	return h
+}
+
+func (h *harness) addTools() {
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return textResult(in.Text), nil, nil
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskForbidden})
+	sleepy := func(ctx context.Context, req *mcp.CallToolRequest, in sleepyIn) (*mcp.CallToolResult, any, error) {
+		h.started <- in.Label
+		select {
+		case <-time.After(time.Duration(in.Ms) * time.Millisecond):
+			return textResult("slept " + in.Label), nil, nil
+		case <-ctx.Done():
+			h.mu.Lock()
+			h.cancelled[in.Label] = true
+			h.mu.Unlock()
+			return nil, nil, ctx.Err()
+		}
+	}
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "sleepy"}, sleepy, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "must"}, sleepy, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "boom"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		return nil, nil, errors.New("boom: it broke")
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	h.r.AddRawTool(&mcp.Tool{Name: "rpcerr", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: -32099, Message: "custom failure", Data: json.RawMessage(`{"why":"test"}`)}
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "panicky"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		panic("handler exploded")
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		res, err := taskrouter.Elicit(ctx, req, &mcp.ElicitParams{Message: "Proceed?", RequestedSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return textResult("answer: " + res.Action), nil, nil
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+}
+
+func textResult(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func (h *harness) wasCancelled(label string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cancelled[label]
+}
+
+// serveHTTP starts the router's HTTP handler on 127.0.0.1.
+func (h *harness) serveHTTP() string {
+	if h.httpURL != "" {
+		return h.httpURL
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(h.t, err)
+	hs := httptest.NewUnstartedServer(h.r.HTTPHandler(nil))
+	hs.Listener = ln
+	hs.Start()
+	h.t.Cleanup(hs.Close)
+	h.httpURL = hs.URL
+	return hs.URL
+}
+
+// dialect of a test peer.
+type dialect int
+
+const (
+	core dialect = iota
+	ext
+	extUndeclared // 2026-07-28 without declaring the tasks extension
+)
+
+// peer is a raw JSON-RPC client speaking one dialect.
+type peer struct {
+	t    *testing.T
+	c    *rpcconn.Conn
+	d    dialect
+	mu   sync.Mutex
+	push []json.RawMessage
+}
+
+type transportKind int
+
+const (
+	inMemory transportKind = iota
+	overHTTP
+)
+
+func (k transportKind) String() string {
+	if k == overHTTP {
+		return "http"
+	}
+	return "memory"
+}
+
+func (d dialect) String() string {
+	switch d {
+	case ext:
+		return "ext"
+	case extUndeclared:
+		return "ext-undeclared"
+	}
+	return "core"
+}
+
+// dial connects a peer over the given transport.
+func (h *harness) dial(k transportKind, d dialect, handler rpcconn.Handler) *peer {
+	h.t.Helper()
+	var t mcp.Transport
+	if k == overHTTP {
+		t = &mcp.StreamableClientTransport{Endpoint: h.serveHTTP() + "/", DisableStandaloneSSE: true, MaxRetries: -1}
+	} else {
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := h.srv.Connect(context.Background(), h.r.Transport(st), nil)
+		require.NoError(h.t, err)
+		h.t.Cleanup(func() { _ = ss.Close() })
+		t = ct
+	}
+	p := &peer{t: h.t, d: d}
+	c, err := rpcconn.Dial(context.Background(), t, &rpcconn.Options{Handler: handler, OnNotification: func(method string, params json.RawMessage) {
+		if method == "notifications/tasks/status" {
+			p.mu.Lock()
+			p.push = append(p.push, params)
+			p.mu.Unlock()
+		}
+	}})
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { _ = c.Close() })
+	p.c = c
+	if d == core {
+		var res json.RawMessage
+		require.NoError(h.t, c.Call(context.Background(), "initialize", map[string]any{
+			"protocolVersion": "2025-11-25",
+			"capabilities":    map[string]any{"elicitation": map[string]any{}},
+			"clientInfo":      map[string]any{"name": "peer", "version": "1"},
+		}, &res))
+		require.NoError(h.t, c.Notify(context.Background(), "notifications/initialized", map[string]any{}))
+	}
+	return p
+}
+
+// params adds the per-request _meta of the 2026-07-28 dialects.
+func (p *peer) params(in map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range in {
+		out[k] = v
+	}
+	if p.d == core {
+		return out
+	}
+	caps := map[string]any{"elicitation": map[string]any{}}
+	if p.d == ext {
+		caps["extensions"] = map[string]any{taskrouter.ExtensionID: map[string]any{}}
+	}
+	meta := map[string]any{}
+	if m, ok := out["_meta"].(map[string]any); ok {
+		for k, v := range m {
+			meta[k] = v
+		}
+	}
+	meta["io.modelcontextprotocol/protocolVersion"] = "2026-07-28"
+	meta["io.modelcontextprotocol/clientCapabilities"] = caps
+	meta["io.modelcontextprotocol/clientInfo"] = map[string]any{"name": "peer", "version": "1"}
+	out["_meta"] = meta
+	return out
+}
+
+// call sends method and decodes the result into a generic map.
+func (p *peer) call(method string, params map[string]any) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var res map[string]any
+	err := p.c.Call(ctx, method, p.params(params), &res)
+	return res, err
+}
+
+func (p *peer) mustCall(method string, params map[string]any) map[string]any {
+	p.t.Helper()
+	res, err := p.call(method, params)
+	require.NoError(p.t, err, "%s", method)
+	return res
+}
+
+// rpcCode returns the JSON-RPC code of err, failing the test if err is not
+// a JSON-RPC error.
+func rpcCode(t *testing.T, err error) int64 {
+	t.Helper()
+	require.Error(t, err)
+	var je *jsonrpc.Error
+	require.ErrorAs(t, err, &je)
+	return je.Code
+}
+
+// waitStatus polls tasks/get until the task reaches one of the statuses.
+func (p *peer) waitStatus(id string, statuses ...string) map[string]any {
+	p.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := p.mustCall("tasks/get", map[string]any{"taskId": id})
+		for _, s := range statuses {
+			if res["status"] == s {
+				return res
+			}
+		}
+		require.True(p.t, time.Now().Before(deadline), "task %s still %v, want %v", id, res["status"], statuses)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (p *peer) pushed() []json.RawMessage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]json.RawMessage(nil), p.push...)
+}
+
+var _ = http.MethodPost

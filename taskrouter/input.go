@@ -1,0 +1,228 @@
+package taskrouter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+const methodElicit = "elicitation/create"
+
+// pendingInput is one request for client input a running task is waiting on.
+type pendingInput struct {
+	key      string
+	method   string
+	params   json.RawMessage
+	reply    chan inputAnswer
+	inFlight bool // a core-dialect tasks/result stream is delivering it
+}
+
+type inputAnswer struct {
+	result json.RawMessage
+	err    error
+}
+
+func (ru *run) addInput(method string, params json.RawMessage) *pendingInput {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	ru.seq++
+	in := &pendingInput{key: fmt.Sprintf("input-%d", ru.seq), method: method, params: params, reply: make(chan inputAnswer, 1)}
+	ru.inputs[in.key] = in
+	return in
+}
+
+// removeInput drops an input and reports how many remain.
+func (ru *run) removeInput(key string) int {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	delete(ru.inputs, key)
+	return len(ru.inputs)
+}
+
+// answer delivers a response to a pending input; it reports whether the key
+// was pending.
+func (ru *run) answer(key string, a inputAnswer) bool {
+	ru.mu.Lock()
+	in, ok := ru.inputs[key]
+	if ok {
+		delete(ru.inputs, key)
+	}
+	ru.mu.Unlock()
+	if ok {
+		in.reply <- a
+	}
+	return ok
+}
+
+// inputRequests returns the pending inputs in the extension's wire shape:
+// key -> {"method", "params"}.
+func (ru *run) inputRequests() map[string]json.RawMessage {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if len(ru.inputs) == 0 {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(ru.inputs))
+	for k, in := range ru.inputs {
+		b, _ := json.Marshal(struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}{in.method, in.params})
+		out[k] = b
+	}
+	return out
+}
+
+// claimInputs marks every undelivered input in flight and returns them.
+func (ru *run) claimInputs() []*pendingInput {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	var out []*pendingInput
+	for _, in := range ru.inputs {
+		if !in.inFlight {
+			in.inFlight = true
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func (ru *run) release(in *pendingInput) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	in.inFlight = false
+}
+
+func (ru *run) failInputs(err error) {
+	ru.mu.Lock()
+	inputs := ru.inputs
+	ru.inputs = map[string]*pendingInput{}
+	ru.mu.Unlock()
+	for _, in := range inputs {
+		in.reply <- inputAnswer{err: err}
+	}
+}
+
+// runOf finds the run of a task handler context.
+func runOf(ctx context.Context) *run {
+	ru, _ := ctx.Value(taskCtxKey{}).(*run)
+	return ru
+}
+
+// Elicit asks the client for input from inside a tool handler. When the
+// handler runs as a task, the task moves to input_required and the request
+// reaches the client the way its dialect prescribes: on the stream of its
+// pending tasks/result (core), or as inputRequests in tasks/get answered by
+// tasks/update (extension); the task returns to working once answered.
+// Outside a task it is req.Session.Elicit.
+func Elicit(ctx context.Context, req *mcp.CallToolRequest, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	ru := runOf(ctx)
+	if ru == nil {
+		if req == nil || req.Session == nil {
+			return nil, errors.New("taskrouter: Elicit outside a task needs a request with a session")
+		}
+		return req.Session.Elicit(ctx, params)
+	}
+	var res mcp.ElicitResult
+	if err := ru.r.requestInput(ctx, ru, methodElicit, params, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// requestInput parks the task in input_required until the client answers.
+func (r *Router) requestInput(ctx context.Context, ru *run, method string, params any, out any) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("taskrouter: encoding input request: %w", err)
+	}
+	raw, err = withRelatedTask(raw, ru.id)
+	if err != nil {
+		return err
+	}
+	in := ru.addInput(method, raw)
+	msg := "waiting for client input"
+	if _, err := r.Update(ctx, ru.id, store.Update{Status: store.StatusInputRequired, StatusMessage: &msg}); err != nil {
+		ru.removeInput(in.key)
+		return err
+	}
+	var ans inputAnswer
+	select {
+	case ans = <-in.reply:
+	case <-ctx.Done():
+		ru.removeInput(in.key)
+		return context.Cause(ctx)
+	}
+	if ru.removeInput(in.key) == 0 && ans.err == nil {
+		if _, err := r.Update(ctx, ru.id, store.Update{Status: store.StatusWorking, StatusMessage: ptr("")}); err != nil {
+			return err
+		}
+	}
+	if ans.err != nil {
+		return ans.err
+	}
+	if err := json.Unmarshal(ans.result, out); err != nil {
+		return fmt.Errorf("taskrouter: decoding client input: %w", err)
+	}
+	return nil
+}
+
+// withRelatedTask adds the related-task _meta to encoded request params.
+func withRelatedTask(raw json.RawMessage, taskID string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	meta := map[string]any{}
+	if old, ok := m["_meta"]; ok {
+		_ = json.Unmarshal(old, &meta)
+	}
+	meta[MetaRelatedTask] = map[string]string{"taskId": taskID}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	m["_meta"] = b
+	return json.Marshal(m)
+}
+
+// serviceInputs sends a core-dialect task's pending input requests to the
+// client on the stream of the tasks/result call that ctx belongs to.
+func (r *Router) serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *run) {
+	if ss == nil {
+		return
+	}
+	for _, in := range ru.claimInputs() {
+		switch in.method {
+		case methodElicit:
+			var p mcp.ElicitParams
+			if err := json.Unmarshal(in.params, &p); err != nil {
+				ru.answer(in.key, inputAnswer{err: err})
+				continue
+			}
+			res, err := ss.Elicit(ctx, &p)
+			if err != nil {
+				if ctx.Err() != nil {
+					ru.release(in)
+					return
+				}
+				ru.answer(in.key, inputAnswer{err: fmt.Errorf("taskrouter: client input: %w", err)})
+				continue
+			}
+			b, err := json.Marshal(res)
+			ru.answer(in.key, inputAnswer{result: b, err: err})
+		default:
+			ru.answer(in.key, inputAnswer{err: fmt.Errorf("taskrouter: unsupported input method %q", in.method)})
+		}
+	}
+}
+
+func (r *Router) runFor(id string) *run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[id]
+}
