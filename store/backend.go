@@ -258,6 +258,11 @@ type Changes struct {
 	DeletedVariables []string
 	// ResultChanged is set when the result or the error was replaced.
 	ResultChanged bool
+	// ExpiryChanged is set when the update moved ExpiresAt (Update.ExpiresAt
+	// was non-nil); PrevExpiresAt is the old value, so a backend can move
+	// the task's expiry index entry (the zero time means no entry).
+	ExpiryChanged bool
+	PrevExpiresAt time.Time
 }
 
 // PrepareUpdate validates the parts of u that do not depend on the stored
@@ -287,6 +292,9 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 			return nil, invalid("empty label name")
 		}
 	}
+	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() && !ValidTime(*u.ExpiresAt) {
+		return nil, invalid("ExpiresAt %v out of range", *u.ExpiresAt)
+	}
 	// Private copies: the caller may reuse its maps and slices.
 	p.u = u
 	if u.StatusMessage != nil {
@@ -308,6 +316,13 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 	}
 	p.u.Result = cloneRaw(u.Result)
 	p.u.Error = cloneError(u.Error)
+	if u.ExpiresAt != nil {
+		e := time.Time{}
+		if !u.ExpiresAt.IsZero() {
+			e = u.ExpiresAt.UTC()
+		}
+		p.u.ExpiresAt = &e
+	}
 	if u.Labels != nil {
 		p.u.Labels = make(map[string]string, len(u.Labels))
 		for k, v := range u.Labels {
@@ -328,12 +343,12 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 //   - the variables after the merge exceed MaxVariablesBytes: ErrTooLarge.
 //
 // Then the status and message are set, variables merged (null deletes),
-// labels merged ("" deletes), result and error replaced when given,
-// Version incremented and UpdatedAt set to now (UTC). t must carry its full
+// labels merged ("" deletes), result, error and ExpiresAt replaced when
+// given (TTL is left as it was), Version incremented and UpdatedAt set to now (UTC). t must carry its full
 // Variables for the size check and the merge. On error t is unchanged.
 func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	u := &p.u
-	ch := Changes{PrevStatus: t.Status}
+	ch := Changes{PrevStatus: t.Status, PrevExpiresAt: t.ExpiresAt}
 	if t.Status.Terminal() {
 		to := u.Status
 		if to == "" {
@@ -409,6 +424,10 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 		t.Error = cloneError(u.Error)
 		ch.ResultChanged = true
 	}
+	if u.ExpiresAt != nil {
+		t.ExpiresAt = *u.ExpiresAt
+		ch.ExpiryChanged = true
+	}
 	t.Version++
 	t.UpdatedAt = now.UTC()
 	sort.Strings(ch.SetVariables)
@@ -420,7 +439,7 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 func ApplyUpdate(t *Task, u Update, lim Limits, now time.Time) (Changes, error) {
 	p, err := PrepareUpdate(u, lim)
 	if err != nil {
-		return Changes{PrevStatus: t.Status}, err
+		return Changes{PrevStatus: t.Status, PrevExpiresAt: t.ExpiresAt}, err
 	}
 	return p.Apply(t, now)
 }

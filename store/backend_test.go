@@ -46,7 +46,7 @@ func TestApplyUpdateLeavesTaskOnError(t *testing.T) {
 	base := &Task{ID: "a", Owner: "o", Status: StatusWorking, Version: 3,
 		Variables: map[string]json.RawMessage{"x": json.RawMessage(`1`)}, Labels: map[string]string{"l": "v"}}
 	for name, u := range map[string]Update{
-		"conflict":   {IfVersion: 2, Status: StatusCompleted, Variables: map[string]json.RawMessage{"x": nil}},
+		"conflict":   {IfVersion: 2, Status: StatusCompleted, Variables: map[string]json.RawMessage{"x": json.RawMessage(`null`)}},
 		"transition": {Status: "nope", Labels: map[string]string{"l": ""}},
 		"too large":  {Variables: map[string]json.RawMessage{"y": json.RawMessage(`"` + string(make([]byte, 10)) + `"`)}},
 	} {

@@ -22,10 +22,10 @@ import (
 
 // harness is a real go-sdk server with a router and a set of test tools.
 type harness struct {
-	t      *testing.T
-	st     store.Store
-	r      *taskrouter.Router
-	srv    *mcp.Server
+	t       *testing.T
+	st      store.Store
+	r       *taskrouter.Router
+	srv     *mcp.Server
 	httpURL string
 
 	mu        sync.Mutex

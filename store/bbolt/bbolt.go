@@ -258,7 +258,10 @@ func (s *Store) Close() error {
 // after its validation passed: the transaction may hold part of its writes.
 type writeError struct{ err error }
 
+// Error implements error.
 func (e *writeError) Error() string { return "bboltstore: write: " + e.err.Error() }
+
+// Unwrap returns the underlying bbolt error.
 func (e *writeError) Unwrap() error { return e.err }
 
 func put(b *bolt.Bucket, k, v []byte) error {
@@ -343,7 +346,7 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 	res := encodeResult(rec)
 	okey := ownerKey(rec.Owner, rec.CreatedAt.UnixNano(), rec.ID)
 	var ekey []byte
-	if rec.TTL > 0 {
+	if !rec.ExpiresAt.IsZero() {
 		ekey = expiryKey(rec.ExpiresAt.UnixNano(), rec.ID)
 	}
 	err = s.submit(ctx, func(tx *bolt.Tx) error {
@@ -461,6 +464,19 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 			}
 			s.stats.resultWrites.Add(1)
 		}
+		if ch.ExpiryChanged {
+			expiry := tx.Bucket(bucketExpiry)
+			if !ch.PrevExpiresAt.IsZero() {
+				if err := del(expiry, expiryKey(ch.PrevExpiresAt.UnixNano(), id)); err != nil {
+					return err
+				}
+			}
+			if !t.ExpiresAt.IsZero() {
+				if err := put(expiry, expiryKey(t.ExpiresAt.UnixNano(), id), empty); err != nil {
+					return err
+				}
+			}
+		}
 		if t.Status.Terminal() && !ch.PrevStatus.Terminal() {
 			if err := del(tx.Bucket(bucketActive), key); err != nil {
 				return err
@@ -506,7 +522,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		if err := del(tx.Bucket(bucketByOwner), ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID)); err != nil {
 			return err
 		}
-		if t.TTL > 0 {
+		if !t.ExpiresAt.IsZero() {
 			if err := del(tx.Bucket(bucketExpiry), expiryKey(t.ExpiresAt.UnixNano(), t.ID)); err != nil {
 				return err
 			}

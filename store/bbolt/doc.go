@@ -13,7 +13,8 @@
 //	                variable name -> raw JSON value
 //	results   id -> result record: raw result JSON and the JSON-RPC error
 //	by_owner  len(owner) (2 bytes) | owner | createdAt (8) | id -> empty
-//	expiry    expiresAt (8) | id -> empty; only tasks with TTL > 0
+//	expiry    expiresAt (8) | id -> empty; only tasks with an ExpiresAt
+//	          (TTL > 0, or moved there by Update.ExpiresAt)
 //	active    id -> empty; tasks not in a terminal status
 //	meta      "schema" -> schema version (1);
 //	          "cursor_key" -> 32 random bytes generated on first open, the

@@ -5,8 +5,8 @@
 //
 //   - per owner, a slice sorted by (CreatedAt, id) for List (binary-search
 //     seek from the cursor position);
-//   - a slice sorted by (ExpiresAt, id) holding only tasks with a TTL, for
-//     Expired;
+//   - a slice sorted by (ExpiresAt, id) holding only tasks with a non-zero
+//     ExpiresAt, for Expired;
 //   - a set of the ids of non-terminal tasks, for Active.
 //
 // Every method returns deep copies, so callers can never mutate stored
@@ -77,7 +77,7 @@ type Store struct {
 	closed  bool
 	tasks   map[string]*store.Task
 	byOwner map[string][]pos // sorted by (CreatedAt, id)
-	expiry  []pos            // sorted by (ExpiresAt, id); tasks with TTL > 0
+	expiry  []pos            // sorted by (ExpiresAt, id); tasks with an ExpiresAt
 	active  map[string]struct{}
 }
 
@@ -143,7 +143,7 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 	}
 	s.tasks[rec.ID] = rec
 	s.byOwner[rec.Owner] = insertPos(s.byOwner[rec.Owner], ownerPos(rec))
-	if rec.TTL > 0 {
+	if !rec.ExpiresAt.IsZero() {
 		s.expiry = insertPos(s.expiry, expiryPos(rec))
 	}
 	s.active[rec.ID] = struct{}{}
@@ -187,8 +187,17 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 	}
 	// Apply checks everything before it mutates, so the stored record is
 	// untouched on error.
-	if _, err := p.Apply(t, s.now()); err != nil {
+	ch, err := p.Apply(t, s.now())
+	if err != nil {
 		return nil, err
+	}
+	if ch.ExpiryChanged {
+		if !ch.PrevExpiresAt.IsZero() {
+			s.expiry = removePos(s.expiry, pos{at: ch.PrevExpiresAt.UnixNano(), id: id})
+		}
+		if !t.ExpiresAt.IsZero() {
+			s.expiry = insertPos(s.expiry, expiryPos(t))
+		}
 	}
 	if t.Status.Terminal() {
 		delete(s.active, id)
@@ -216,7 +225,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	} else {
 		s.byOwner[t.Owner] = idx
 	}
-	if t.TTL > 0 {
+	if !t.ExpiresAt.IsZero() {
 		s.expiry = removePos(s.expiry, expiryPos(t))
 	}
 	delete(s.active, id)

@@ -111,6 +111,8 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	big := newTask("big", oddOwner, t0.Add(time.Minute))
 	big.Variables = map[string]json.RawMessage{"blob": jsonString(store.DefaultMaxVariableBytes)}
 	mustCreate(t, s, big)
+	grace := t0.Add(5 * time.Hour)
+	mustUpdate(t, s, "plain", store.Update{ExpiresAt: &grace}) // a moved expiry
 	mustCreate(t, s, newTask("deleted", "alice", t0.Add(time.Hour)))
 	require.NoError(t, s.Delete(t.Context(), "deleted"))
 

@@ -224,6 +224,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("CursorAfterDelete", func(t *testing.T) { testCursorAfterDelete(t, o) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, o) })
 	t.Run("Expired", func(t *testing.T) { testExpired(t, o) })
+	t.Run("MoveExpiry", func(t *testing.T) { testMoveExpiry(t, o) })
 	t.Run("Active", func(t *testing.T) { testActive(t, o) })
 	t.Run("ContextCancelled", func(t *testing.T) { testContext(t, o) })
 	t.Run("ConcurrentWriters", func(t *testing.T) { testConcurrent(t, o) })
@@ -1013,6 +1014,61 @@ func testExpired(t *testing.T, o opener) {
 	check(t0.Add(time.Hour), 0, "t1", "late", "t5", "t5b", "t10", "t20") // default limit
 	check(t0.Add(100*365*24*time.Hour), 100, "t1", "late", "t5", "t5b", "t10", "t20")
 	check(t0.Add(-time.Hour), 100)
+}
+
+func testMoveExpiry(t *testing.T, o opener) {
+	s := o.open(t)
+	ctx := t.Context()
+	expired := func(now time.Time) []string {
+		t.Helper()
+		got, err := s.Expired(ctx, now, 100)
+		require.NoError(t, err)
+		return ids(got)
+	}
+	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+	ttl := newTask("ttl", "alice", t0)
+	ttl.TTL = time.Minute
+	mustCreate(t, s, ttl)
+	mustCreate(t, s, newTask("forever", "alice", t0))
+	require.Equal(t, []string{"ttl"}, expired(t0.Add(time.Hour)))
+
+	// Later: the old index entry goes, the new one counts.
+	got := mustUpdate(t, s, "ttl", store.Update{ExpiresAt: at(2 * time.Hour)})
+	require.True(t, got.ExpiresAt.Equal(t0.Add(2*time.Hour)))
+	require.Equal(t, time.Minute, got.TTL, "TTL is left as it was")
+	require.Equal(t, got, mustGet(t, s, "ttl"))
+	require.Empty(t, expired(t0.Add(time.Hour)))
+	require.Equal(t, []string{"ttl"}, expired(t0.Add(2*time.Hour)))
+
+	// A task without a TTL can be given an expiry, together with a
+	// terminal status (an expired task kept readable for a grace period).
+	got = mustUpdate(t, s, "forever", store.Update{Status: store.StatusFailed, ExpiresAt: at(30 * time.Minute)})
+	require.Zero(t, got.TTL)
+	require.Equal(t, []string{"forever", "ttl"}, expired(t0.Add(3*time.Hour)), "soonest first")
+
+	// The zero time removes the expiry.
+	got = mustUpdate(t, s, "ttl", store.Update{ExpiresAt: &time.Time{}})
+	require.True(t, got.ExpiresAt.IsZero())
+	require.Equal(t, []string{"forever"}, expired(t0.Add(1000*time.Hour)))
+
+	// A rejected update does not move the expiry.
+	_, err := s.Update(ctx, "forever", store.Update{ExpiresAt: at(time.Hour * 50)})
+	require.ErrorIs(t, err, store.ErrTerminal)
+	_, err = s.Update(ctx, "ttl", store.Update{IfVersion: 1, ExpiresAt: at(time.Second)})
+	require.ErrorIs(t, err, store.ErrConflict)
+	_, err = s.Update(ctx, "ttl", store.Update{ExpiresAt: &time.Time{}, Variables: map[string]json.RawMessage{"x": json.RawMessage(`{`)}})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err = s.Update(ctx, "ttl", store.Update{ExpiresAt: &far})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	require.Equal(t, []string{"forever"}, expired(t0.Add(1000*time.Hour)))
+
+	// Delete removes the moved entry.
+	require.NoError(t, s.Delete(ctx, "forever"))
+	require.Empty(t, expired(t0.Add(1000*time.Hour)))
+	mustUpdate(t, s, "ttl", store.Update{ExpiresAt: at(time.Second)})
+	require.NoError(t, s.Delete(ctx, "ttl"))
+	require.Empty(t, expired(t0.Add(1000*time.Hour)))
 }
 
 func testActive(t *testing.T, o opener) {
