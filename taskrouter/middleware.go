@@ -44,6 +44,15 @@ func (r *Router) Install(s *mcp.Server) error {
 
 type requestCtxKey struct{}
 
+type inlineCtxKey struct{}
+
+// Inline marks ctx so that a tools/call passed down the middleware chain
+// with it runs in the request, never as a task. The workflow bridge uses it
+// for continuation calls, whose outcome it records on the workflow's task.
+func Inline(ctx context.Context) context.Context {
+	return context.WithValue(ctx, inlineCtxKey{}, true)
+}
+
 // requestFrom returns the MCP request the middleware stored in ctx.
 func requestFrom(ctx context.Context) mcp.Request {
 	req, _ := ctx.Value(requestCtxKey{}).(mcp.Request)
@@ -56,8 +65,10 @@ type versioned interface {
 	ClientCapabilities() *mcp.ClientCapabilities
 }
 
-// isExtension reports whether req speaks the 2026-07-28 protocol, where
+// IsExtension reports whether req speaks the 2026-07-28 protocol, where
 // tasks are the io.modelcontextprotocol/tasks extension.
+func IsExtension(req mcp.Request) bool { return isExtension(req) }
+
 func isExtension(req mcp.Request) bool {
 	v, ok := req.(versioned)
 	return ok && v.ProtocolVersion() >= ExtensionVersion
@@ -188,7 +199,7 @@ func (r *Router) toolsCall(ctx context.Context, req *mcp.CallToolRequest, next m
 	}
 	taskReq, asked, perr := takeTaskParam(req.Params)
 	connID := takeConnID(req.Params)
-	if r.isLoopback(req) {
+	if r.isLoopback(req) || ctx.Value(inlineCtxKey{}) != nil {
 		return next(ctx, methodToolsCall, req)
 	}
 	name := req.Params.Name

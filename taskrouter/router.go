@@ -700,6 +700,22 @@ func (r *Router) CallTool(ctx context.Context, name string, args any) (*mcp.Call
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 }
 
+// Tools lists the installed server's tools in-process.
+func (r *Router) Tools(ctx context.Context) ([]*mcp.Tool, error) {
+	cs, err := r.loopback(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
 func (r *Router) loopback(ctx context.Context) (*mcp.ClientSession, error) {
 	r.loopMu.Lock()
 	defer r.loopMu.Unlock()

@@ -1,0 +1,267 @@
+// Package builder is taskbridge's front door (INTG-01): one fluent chain
+// takes tools, plain and task-aware workflow prompts, a store (bbolt by
+// default) and options, validates everything, and returns a ready server
+// that serves over stdio, Streamable HTTP or an in-memory transport.
+//
+//	b := builder.New("demo", "1.0.0").WithDBPath("tasks.db")
+//	builder.Tool(b, &mcp.Tool{Name: "fetch"}, fetch, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+//	b.TaskWorkflow(wf)
+//	srv, err := b.Build(ctx)
+//	defer srv.Close()
+//	http.ListenAndServe("127.0.0.1:8080", srv.HTTPHandler(nil))
+package builder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/store"
+	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+// EnvDB names the environment variable that sets the bbolt file when no
+// store or path is given.
+const EnvDB = "TASKBRIDGE_DB"
+
+// DefaultDBFile is the bbolt file used when neither a store, a path nor
+// EnvDB is given.
+const DefaultDBFile = "taskbridge.db"
+
+// Builder assembles a taskbridge server. Its methods record problems
+// instead of failing one by one; Build reports them all.
+type Builder struct {
+	impl   *mcp.Implementation
+	opts   *mcp.ServerOptions
+	cfg    taskrouter.Config
+	st     store.Store
+	dbPath string
+	useEnv bool
+	logger *slog.Logger
+	tools  []func(r *taskrouter.Router)
+	plain  []*workflow.SequentialWorkflow
+	tasked []*workflow.SequentialWorkflow
+	setup  []func(*mcp.Server)
+	errs   []error
+}
+
+// New starts a builder for a server with the given name and version.
+func New(name, version string) *Builder {
+	return &Builder{impl: &mcp.Implementation{Name: name, Version: version}, useEnv: true}
+}
+
+// WithStore uses st for tasks. The caller keeps ownership: Server.Close
+// does not close it.
+func (b *Builder) WithStore(st store.Store) *Builder { b.st = st; return b }
+
+// WithDBPath uses a bbolt file at path (created if missing), owned and
+// closed by the server.
+func (b *Builder) WithDBPath(path string) *Builder { b.dbPath = path; return b }
+
+// WithConfig sets the task engine's configuration (its Store field is
+// ignored: use WithStore or WithDBPath).
+func (b *Builder) WithConfig(cfg taskrouter.Config) *Builder { b.cfg = cfg; return b }
+
+// WithoutEnv stops Build from reading TASKBRIDGE_* environment variables.
+func (b *Builder) WithoutEnv() *Builder { b.useEnv = false; return b }
+
+// WithServerOptions sets the go-sdk server options.
+func (b *Builder) WithServerOptions(opts *mcp.ServerOptions) *Builder { b.opts = opts; return b }
+
+// WithLogger sets the logger for the engine and the SDK server.
+func (b *Builder) WithLogger(l *slog.Logger) *Builder { b.logger = l; return b }
+
+// Setup registers a function that gets the *mcp.Server before tools are
+// added, for anything the builder does not cover (resources, middleware).
+func (b *Builder) Setup(f func(*mcp.Server)) *Builder { b.setup = append(b.setup, f); return b }
+
+// Tool adds a typed tool with its task behaviour (see taskrouter.AddTool).
+func Tool[In, Out any](b *Builder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts taskrouter.ToolOptions) *Builder {
+	if t == nil || t.Name == "" {
+		b.errs = append(b.errs, errors.New("builder: a tool has no name"))
+		return b
+	}
+	b.tools = append(b.tools, func(r *taskrouter.Router) { taskrouter.AddTool(r, t, h, opts) })
+	return b
+}
+
+// RawTool adds an untyped tool (see taskrouter.Router.AddRawTool).
+func (b *Builder) RawTool(t *mcp.Tool, h mcp.ToolHandler, opts taskrouter.ToolOptions) *Builder {
+	if t == nil || t.Name == "" {
+		b.errs = append(b.errs, errors.New("builder: a tool has no name"))
+		return b
+	}
+	b.tools = append(b.tools, func(r *taskrouter.Router) { r.AddRawTool(t, h, opts) })
+	return b
+}
+
+// Workflow adds a plain workflow prompt (no task).
+func (b *Builder) Workflow(w *workflow.SequentialWorkflow) *Builder {
+	b.plain = append(b.plain, w)
+	return b
+}
+
+// TaskWorkflow adds a task-aware workflow prompt.
+func (b *Builder) TaskWorkflow(w *workflow.SequentialWorkflow) *Builder {
+	b.tasked = append(b.tasked, w)
+	return b
+}
+
+// Server is a built taskbridge server.
+type Server struct {
+	// MCP is the go-sdk server.
+	MCP *mcp.Server
+	// Router is the task engine.
+	Router *taskrouter.Router
+	// Bridge serves the task-aware workflows.
+	Bridge *workflow.Bridge
+	// Store holds the tasks.
+	Store store.Store
+	// DBPath is the bbolt file, when the builder opened one.
+	DBPath string
+
+	ownsStore bool
+}
+
+// Build validates everything, opens the store, installs the task engine,
+// registers tools and workflows, resolves tasks a previous process left
+// behind, and returns the server.
+func (b *Builder) Build(ctx context.Context) (*Server, error) {
+	if len(b.errs) > 0 {
+		return nil, errors.Join(b.errs...)
+	}
+	cfg := b.cfg
+	if b.logger != nil {
+		cfg.Logger = b.logger
+	}
+	if b.useEnv {
+		var err error
+		if cfg, err = taskrouter.ConfigFromEnv(cfg); err != nil {
+			return nil, err
+		}
+	}
+	srv := &Server{Store: b.st}
+	if srv.Store == nil {
+		path := b.dbPath
+		if path == "" && b.useEnv {
+			path = os.Getenv(EnvDB)
+		}
+		if path == "" {
+			path = DefaultDBFile
+		}
+		if dir := filepath.Dir(path); dir != "." {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("builder: %w", err)
+			}
+		}
+		st, err := bboltstore.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("builder: opening %s: %w", path, err)
+		}
+		srv.Store, srv.DBPath, srv.ownsStore = st, path, true
+	}
+	fail := func(err error) (*Server, error) {
+		_ = srv.Close()
+		return nil, err
+	}
+	cfg.Store = srv.Store
+	router, err := taskrouter.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	srv.Router = router
+	opts := b.opts
+	if opts == nil {
+		opts = &mcp.ServerOptions{}
+	}
+	if opts.Logger == nil && b.logger != nil {
+		o := *opts
+		o.Logger = b.logger
+		opts = &o
+	}
+	srv.MCP = mcp.NewServer(b.impl, opts)
+	if err := router.Install(srv.MCP); err != nil {
+		return fail(err)
+	}
+	for _, f := range b.setup {
+		f(srv.MCP)
+	}
+	for _, add := range b.tools {
+		add(router)
+	}
+	tools, err := router.Tools(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("builder: listing tools: %w", err))
+	}
+	lookup := workflow.ToolsLookup(tools)
+	call := func(ctx context.Context, tool string, args map[string]json.RawMessage) (*mcp.CallToolResult, error) {
+		return router.CallTool(ctx, tool, args)
+	}
+	var errs []error
+	for _, w := range b.plain {
+		if _, err := workflow.RegisterPlain(srv.MCP, w, lookup, call); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	srv.Bridge = workflow.NewBridge(router)
+	srv.Bridge.Install(srv.MCP)
+	for _, w := range b.tasked {
+		if _, err := srv.Bridge.Register(srv.MCP, w, lookup); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fail(errors.Join(errs...))
+	}
+	if err := router.Start(ctx); err != nil {
+		return fail(err)
+	}
+	return srv, nil
+}
+
+// HTTPHandler serves the server over Streamable HTTP in both task
+// dialects (see taskrouter.Router.HTTPHandler). Mount it at /mcp.
+func (s *Server) HTTPHandler(opts *taskrouter.HTTPOptions) http.Handler {
+	return s.Router.HTTPHandler(opts)
+}
+
+// ServeStdio serves one client over standard input and output until the
+// client disconnects or ctx ends.
+func (s *Server) ServeStdio(ctx context.Context) error {
+	return s.MCP.Run(ctx, s.Router.Transport(&mcp.StdioTransport{}))
+}
+
+// Connect serves one in-process client and returns the client's end of
+// the in-memory transport.
+func (s *Server) Connect(ctx context.Context) (mcp.Transport, error) {
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := s.MCP.Connect(ctx, s.Router.Transport(st), nil); err != nil {
+		return nil, err
+	}
+	return ct, nil
+}
+
+// Close stops background work and closes the store if the builder opened
+// it. Tasks still running are left for the next start to resolve.
+func (s *Server) Close() error {
+	var errs []error
+	if s.Bridge != nil {
+		s.Bridge.Close()
+	}
+	if s.Router != nil {
+		errs = append(errs, s.Router.Close())
+	}
+	if s.ownsStore && s.Store != nil {
+		errs = append(errs, s.Store.Close())
+		s.ownsStore = false
+	}
+	return errors.Join(errs...)
+}

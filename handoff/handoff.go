@@ -1,0 +1,426 @@
+package handoff
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// SchemaVersion is the version of the document format this package writes
+// and reads. [Parse] and [Document.Validate] reject any other version.
+const SchemaVersion = 1
+
+// MetaKey is the key under which the document is stored in
+// GetPromptResult._meta.
+const MetaKey = "taskbridge/handoff"
+
+// TaskIDMetaKey is the _meta key a client sets, to the task id, on the tool
+// calls that continue a task.
+const TaskIDMetaKey = "_task_id"
+
+// The continuation methods named in a [Continuation].
+const (
+	// StatusMethod is the request that reports a task's status.
+	StatusMethod = "tasks/get"
+	// ResultMethod is the request that waits for a task's result. Clients on
+	// the tasks extension have no such request.
+	ResultMethod = "tasks/result"
+)
+
+// The task statuses a document may carry (the MCP task status strings).
+const (
+	StatusWorking       = "working"
+	StatusInputRequired = "input_required"
+	StatusCompleted     = "completed"
+	StatusFailed        = "failed"
+	StatusCancelled     = "cancelled"
+)
+
+// statuses lists the valid statuses in the order error messages name them.
+var statuses = []string{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
+
+// MaxSize is the largest input, in bytes, that [Parse] and
+// [FromPromptResult] accept.
+const MaxSize = 8 << 20
+
+// Sentinel errors. Every error returned by this package's parsing and
+// validation functions wraps exactly one of them; test with errors.Is.
+var (
+	// ErrNoHandoff means the input holds no handoff at all: no ```json
+	// block in the text, or no _meta entry and no assistant text message.
+	ErrNoHandoff = errors.New("handoff: no handoff document")
+	// ErrInvalid means a handoff is present but unusable: an unterminated
+	// fence, malformed JSON, an oversized input or a document that fails
+	// [Document.Validate].
+	ErrInvalid = errors.New("handoff: invalid handoff document")
+)
+
+// handoffError is an error whose message is "handoff: " + msg and which
+// wraps one of the sentinels.
+type handoffError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *handoffError) Error() string { return "handoff: " + e.msg }
+func (e *handoffError) Unwrap() error { return e.sentinel }
+
+func invalidf(format string, args ...any) error {
+	return &handoffError{sentinel: ErrInvalid, msg: fmt.Sprintf(format, args...)}
+}
+
+func noHandofff(format string, args ...any) error {
+	return &handoffError{sentinel: ErrNoHandoff, msg: fmt.Sprintf(format, args...)}
+}
+
+// withContext prefixes the message of a package error with where (e.g.
+// `_meta["taskbridge/handoff"]: `), keeping its sentinel.
+func withContext(err error, where string) error {
+	var he *handoffError
+	if errors.As(err, &he) {
+		return &handoffError{sentinel: he.sentinel, msg: where + he.msg}
+	}
+	return err
+}
+
+// Execution says who performs a remaining step.
+type Execution string
+
+// The execution modes.
+const (
+	// ExecServer steps are run by the server automatically once their
+	// inputs exist; the client must not call them.
+	ExecServer Execution = "server"
+	// ExecClient steps are performed by the client, which calls the step's
+	// tool with _meta._task_id set to the task id.
+	ExecClient Execution = "client"
+)
+
+// Document is a handoff: the state of a workflow task and what the client
+// must do next. Its JSON form is described by [Schema].
+type Document struct {
+	// SchemaVersion is the format version; always [SchemaVersion].
+	SchemaVersion int `json:"schemaVersion" jsonschema:"Version of the handoff format. Always 1 for this schema."`
+	// TaskID is the id of the task the workflow runs as.
+	TaskID string `json:"taskId" jsonschema:"Id of the task the workflow runs as. Put it in _meta._task_id of continuation tool calls and in the taskId parameter of tasks/get and tasks/result."`
+	// Workflow is the name of the workflow prompt.
+	Workflow string `json:"workflow" jsonschema:"Name of the workflow prompt."`
+	// Goal optionally says what the workflow is for.
+	Goal string `json:"goal,omitempty" jsonschema:"What the workflow is meant to achieve."`
+	// Status is the MCP task status: working, input_required, completed,
+	// failed or cancelled.
+	Status string `json:"status" jsonschema:"The MCP task status when the handoff was written."`
+	// PauseReason says why the server stopped, e.g.
+	// `step "review" must be performed by the client` or
+	// `step "fetch" failed: connection refused`.
+	PauseReason string `json:"pauseReason,omitempty" jsonschema:"Why the server stopped running steps."`
+	// CompletedSteps are the steps already performed, in order. Encoded as
+	// [] when empty, never null.
+	CompletedSteps []CompletedStep `json:"completedSteps" jsonschema:"Steps already performed, in order, with their results."`
+	// RemainingSteps are the steps still to perform, in order. Encoded as
+	// [] when empty, never null.
+	RemainingSteps []RemainingStep `json:"remainingSteps" jsonschema:"Steps still to perform, in order. Empty when the workflow is complete."`
+	// Errors lists step failures.
+	Errors []StepError `json:"errors,omitempty" jsonschema:"Step failures, if any."`
+	// Continuation says how the client continues the task.
+	Continuation Continuation `json:"continuation" jsonschema:"How the client continues the task."`
+}
+
+// CompletedStep is a step that has been performed.
+type CompletedStep struct {
+	// Name is the step's name, unique within the document.
+	Name string `json:"name" jsonschema:"Name of the step, unique within the document."`
+	// Tool is the tool the step called.
+	Tool string `json:"tool" jsonschema:"Tool the step called."`
+	// Result is the step's output as JSON (often a CallToolResult), if
+	// recorded.
+	Result json.RawMessage `json:"result,omitempty" jsonschema:"Output of the step as JSON, often a CallToolResult."`
+}
+
+// RemainingStep is a step still to be performed.
+type RemainingStep struct {
+	// Name is the step's name, unique within the document.
+	Name string `json:"name" jsonschema:"Name of the step, unique within the document."`
+	// Tool is the tool to call.
+	Tool string `json:"tool" jsonschema:"Tool to call."`
+	// Execution says who performs the step.
+	Execution Execution `json:"execution" jsonschema:"Who performs the step: client means the client must call the tool itself; server means the server runs it automatically once its inputs exist."`
+	// Arguments are the tool arguments: resolved JSON values where known,
+	// otherwise placeholders (see [Placeholder]). Encoded as {} when empty,
+	// never null.
+	Arguments map[string]json.RawMessage `json:"arguments" jsonschema:"Tool arguments: resolved JSON values where known, otherwise a placeholder string of the form <description> that the client must replace."`
+	// Guidance tells the client (or its LLM) how to perform the step.
+	Guidance string `json:"guidance,omitempty" jsonschema:"How to perform the step."`
+	// DependsOn names earlier steps whose output the step needs.
+	DependsOn []string `json:"dependsOn,omitempty" jsonschema:"Names of earlier steps whose output this step needs."`
+}
+
+// StepError is a step failure.
+type StepError struct {
+	// Step is the name of the step that failed.
+	Step string `json:"step" jsonschema:"Name of the step that failed."`
+	// Tool is the tool the step called, if known.
+	Tool string `json:"tool,omitempty" jsonschema:"Tool the step called."`
+	// Message describes the failure.
+	Message string `json:"message" jsonschema:"What went wrong."`
+	// Retryable reports whether performing the step again may succeed.
+	Retryable bool `json:"retryable,omitempty" jsonschema:"Whether performing the step again may succeed."`
+}
+
+// Continuation says how the client continues a task.
+type Continuation struct {
+	// MetaKey is the _meta key to set on continuation tool calls; always
+	// [TaskIDMetaKey].
+	MetaKey string `json:"metaKey" jsonschema:"The _meta key to set, to taskId, on continuation tool calls. Always _task_id."`
+	// TaskID is the task id; equal to Document.TaskID.
+	TaskID string `json:"taskId" jsonschema:"The task id; equal to the document's taskId."`
+	// StatusMethod is the request that reports the task's status
+	// ([StatusMethod]).
+	StatusMethod string `json:"statusMethod" jsonschema:"Request that reports the task status, called with {\"taskId\": ...}."`
+	// ResultMethod is the request that waits for the task's result
+	// ([ResultMethod]); empty for clients on the tasks extension, which has
+	// no such request.
+	ResultMethod string `json:"resultMethod,omitempty" jsonschema:"Request that waits for the task result, called with {\"taskId\": ...}. Absent when the client has no such request."`
+	// Instructions is one sentence on how to continue.
+	Instructions string `json:"instructions" jsonschema:"One sentence on how to continue."`
+}
+
+// NewContinuation returns the continuation for taskID: MetaKey
+// [TaskIDMetaKey], StatusMethod [StatusMethod], ResultMethod [ResultMethod]
+// if withResultMethod, and a one-sentence instruction naming the task id.
+func NewContinuation(taskID string, withResultMethod bool) Continuation {
+	c := Continuation{
+		MetaKey:      TaskIDMetaKey,
+		TaskID:       taskID,
+		StatusMethod: StatusMethod,
+	}
+	id := jsonString(taskID)
+	wait := ""
+	if withResultMethod {
+		c.ResultMethod = ResultMethod
+		wait = fmt.Sprintf(", or wait on %s with {\"taskId\": %s}", ResultMethod, id)
+	}
+	c.Instructions = fmt.Sprintf("Call each client step's tool with \"_meta\": {%q: %s}, then poll %s with {\"taskId\": %s}%s until the task is completed, failed or cancelled.",
+		TaskIDMetaKey, id, StatusMethod, id, wait)
+	return c
+}
+
+// Placeholder returns the JSON string "<description>", the value of an
+// argument the client must supply.
+func Placeholder(description string) json.RawMessage {
+	return json.RawMessage(jsonString("<" + description + ">"))
+}
+
+// IsPlaceholder reports whether v is a placeholder: a JSON string that
+// starts with "<" and ends with ">".
+func IsPlaceholder(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	if len(v) < 2 || v[0] != '"' {
+		return false
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return false
+	}
+	return len(s) >= 2 && strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">")
+}
+
+// Validate reports the first problem that makes d unusable, as an error
+// wrapping [ErrInvalid]: a schemaVersion other than [SchemaVersion], an
+// empty taskId or workflow, an unknown status, a step without a name or
+// tool, a remaining step with an unknown execution, a result or argument
+// that is not valid JSON, an error without a step or message, duplicate
+// step names across completed and remaining steps, or a continuation whose
+// metaKey is not "_task_id", whose taskId differs from the document's or
+// whose statusMethod is empty.
+func (d *Document) Validate() error {
+	if d == nil {
+		return invalidf("document is nil")
+	}
+	switch d.SchemaVersion {
+	case SchemaVersion:
+	case 0:
+		return invalidf("schemaVersion is missing (this package supports schemaVersion %d)", SchemaVersion)
+	default:
+		return invalidf("schemaVersion %d is not supported (this package supports schemaVersion %d)", d.SchemaVersion, SchemaVersion)
+	}
+	if d.TaskID == "" {
+		return invalidf("taskId is empty")
+	}
+	if d.Workflow == "" {
+		return invalidf("workflow is empty")
+	}
+	if d.Status == "" {
+		return invalidf("status is empty (want one of %s)", strings.Join(statuses, ", "))
+	}
+	if !validStatus(d.Status) {
+		return invalidf("status %q is not one of %s", d.Status, strings.Join(statuses, ", "))
+	}
+	seen := make(map[string]string) // step name -> where it was first used
+	for i, s := range d.CompletedSteps {
+		where := fmt.Sprintf("completedSteps[%d]", i)
+		if err := checkStep(where, s.Name, s.Tool, seen); err != nil {
+			return err
+		}
+		if s.Result != nil && !json.Valid(s.Result) {
+			return invalidf("%s: result is not valid JSON", where)
+		}
+	}
+	for i, s := range d.RemainingSteps {
+		where := fmt.Sprintf("remainingSteps[%d]", i)
+		if err := checkStep(where, s.Name, s.Tool, seen); err != nil {
+			return err
+		}
+		switch s.Execution {
+		case ExecServer, ExecClient:
+		case "":
+			return invalidf("%s: execution is empty (want %q or %q)", where, ExecServer, ExecClient)
+		default:
+			return invalidf("%s: execution %q is not %q or %q", where, s.Execution, ExecServer, ExecClient)
+		}
+		for _, k := range sortedKeys(s.Arguments) {
+			v := s.Arguments[k]
+			if len(v) == 0 {
+				return invalidf("%s: arguments[%q] is empty (use json.RawMessage(\"null\") for null)", where, k)
+			}
+			if !json.Valid(v) {
+				return invalidf("%s: arguments[%q] is not valid JSON", where, k)
+			}
+		}
+		for j, dep := range s.DependsOn {
+			if dep == "" {
+				return invalidf("%s: dependsOn[%d] is empty", where, j)
+			}
+			if dep == s.Name {
+				return invalidf("%s: dependsOn[%d]: step %q depends on itself", where, j, dep)
+			}
+		}
+	}
+	for i, e := range d.Errors {
+		if e.Step == "" {
+			return invalidf("errors[%d]: step is empty", i)
+		}
+		if e.Message == "" {
+			return invalidf("errors[%d]: message is empty", i)
+		}
+	}
+	c := d.Continuation
+	if c.MetaKey != TaskIDMetaKey {
+		return invalidf("continuation.metaKey is %q, want %q", c.MetaKey, TaskIDMetaKey)
+	}
+	if c.TaskID != d.TaskID {
+		return invalidf("continuation.taskId %q does not match taskId %q", c.TaskID, d.TaskID)
+	}
+	if c.StatusMethod == "" {
+		return invalidf("continuation.statusMethod is empty (want %q)", StatusMethod)
+	}
+	return nil
+}
+
+func checkStep(where, name, tool string, seen map[string]string) error {
+	if name == "" {
+		return invalidf("%s: name is empty", where)
+	}
+	if tool == "" {
+		return invalidf("%s: step %q: tool is empty", where, name)
+	}
+	if first, dup := seen[name]; dup {
+		return invalidf("%s: duplicate step name %q (also %s)", where, name, first)
+	}
+	seen[name] = where
+	return nil
+}
+
+func validStatus(s string) bool {
+	for _, v := range statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// ClientSteps returns the remaining steps the client must perform
+// (Execution [ExecClient]), in order.
+func (d *Document) ClientSteps() []RemainingStep {
+	if d == nil {
+		return nil
+	}
+	var out []RemainingStep
+	for _, s := range d.RemainingSteps {
+		if s.Execution == ExecClient {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Message returns the handoff as the final assistant message of a prompt
+// result: role "assistant" with the text [Render] produces.
+func (d *Document) Message() (*mcp.PromptMessage, error) {
+	text, err := Render(d)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.PromptMessage{Role: "assistant", Content: &mcp.TextContent{Text: text}}, nil
+}
+
+// Meta returns {MetaKey: d}, to merge into GetPromptResult.Meta. The map
+// holds d itself, so later changes to d show through until it is encoded.
+func (d *Document) Meta() map[string]any {
+	return map[string]any{MetaKey: d}
+}
+
+// docFields has Document's fields without its MarshalJSON method.
+type docFields Document
+
+// MarshalJSON encodes d with completedSteps and remainingSteps as [] (not
+// null) when empty, and without escaping <, > and & (so placeholders stay
+// readable).
+func (d Document) MarshalJSON() ([]byte, error) {
+	w := docFields(d)
+	if w.CompletedSteps == nil {
+		w.CompletedSteps = []CompletedStep{}
+	}
+	if w.RemainingSteps == nil {
+		w.RemainingSteps = []RemainingStep{}
+	}
+	return marshalNoEscape(w)
+}
+
+// stepFields has RemainingStep's fields without its MarshalJSON method.
+type stepFields RemainingStep
+
+// MarshalJSON encodes s with arguments as {} (not null) when empty, and
+// without escaping <, > and &.
+func (s RemainingStep) MarshalJSON() ([]byte, error) {
+	w := stepFields(s)
+	if w.Arguments == nil {
+		w.Arguments = map[string]json.RawMessage{}
+	}
+	return marshalNoEscape(w)
+}
+
+// marshalNoEscape is json.Marshal without HTML escaping.
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// jsonString returns s as a JSON string literal, without HTML escaping.
+func jsonString(s string) string {
+	b, err := marshalNoEscape(s)
+	if err != nil { // cannot happen for a string
+		return `""`
+	}
+	return string(b)
+}

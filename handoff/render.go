@@ -1,0 +1,320 @@
+package handoff
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits on how much of a value the prose shows; the JSON block always
+// holds the full value.
+const (
+	maxResultRunes = 200  // completed step results
+	maxArgsRunes   = 2000 // client step arguments
+)
+
+// Render validates d and returns the handoff text: prose for an LLM, a
+// blank line, then one fenced ```json block with d indented by two spaces.
+// The output is deterministic. See the package documentation for the
+// layout of the prose.
+func Render(d *Document) (string, error) {
+	if err := d.Validate(); err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(d); err != nil {
+		return "", fmt.Errorf("handoff: encoding the document: %w", err)
+	}
+	var b strings.Builder
+	writeProse(&b, d)
+	b.WriteString("\n\n```json\n")
+	b.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	b.WriteString("\n```\n")
+	return b.String(), nil
+}
+
+// statusPhrase completes "Workflow W (task T) ...".
+func statusPhrase(status string) string {
+	switch status {
+	case StatusWorking:
+		return "is running on the server"
+	case StatusInputRequired:
+		return "is paused, waiting for the client"
+	case StatusCompleted:
+		return "is complete"
+	case StatusFailed:
+		return "has failed"
+	case StatusCancelled:
+		return "was cancelled"
+	}
+	return "is in an unknown state"
+}
+
+func terminal(status string) bool {
+	return status == StatusCompleted || status == StatusFailed || status == StatusCancelled
+}
+
+func writeProse(b *strings.Builder, d *Document) {
+	id := jsonString(d.TaskID)
+	fmt.Fprintf(b, "Workflow %s (task %s) %s (status: %s).", jsonString(d.Workflow), id, statusPhrase(d.Status), d.Status)
+	if d.Goal != "" {
+		fmt.Fprintf(b, "\nGoal: %s", oneLine(d.Goal, 0))
+	}
+	if d.PauseReason != "" {
+		label := "Paused because"
+		if terminal(d.Status) {
+			label = "Stopped because"
+		}
+		fmt.Fprintf(b, "\n%s: %s", label, oneLine(d.PauseReason, 0))
+	}
+
+	// Completed steps.
+	if len(d.CompletedSteps) == 0 {
+		b.WriteString("\n\nCompleted steps: none yet.")
+	} else {
+		b.WriteString("\n\nCompleted steps:")
+		for _, s := range d.CompletedSteps {
+			res := summarizeResult(s.Result)
+			if res == "" {
+				res = "(no result recorded)"
+			}
+			fmt.Fprintf(b, "\n- %s (tool %s): %s", jsonString(s.Name), jsonString(s.Tool), res)
+		}
+	}
+
+	// Remaining steps.
+	if len(d.RemainingSteps) == 0 {
+		if d.Status == StatusFailed || d.Status == StatusCancelled {
+			b.WriteString("\n\nRemaining steps: none; the workflow stopped and runs no further steps.")
+		} else {
+			b.WriteString("\n\nRemaining steps: none; the workflow is complete.")
+		}
+	} else {
+		b.WriteString("\n\nRemaining steps:")
+		for i, s := range d.RemainingSteps {
+			writeRemaining(b, i+1, s)
+		}
+	}
+
+	// Errors.
+	if len(d.Errors) > 0 {
+		b.WriteString("\n\nErrors:")
+		for _, e := range d.Errors {
+			fmt.Fprintf(b, "\n- step %s", jsonString(e.Step))
+			if e.Tool != "" {
+				fmt.Fprintf(b, " (tool %s)", jsonString(e.Tool))
+			}
+			retry := "not retryable"
+			if e.Retryable {
+				retry = "a retry may succeed"
+			}
+			fmt.Fprintf(b, ": %s (%s)", oneLine(e.Message, 0), retry)
+		}
+	}
+
+	// How to continue.
+	c := d.Continuation
+	taskParam := fmt.Sprintf(`{"taskId": %s}`, id)
+	b.WriteString("\n\n")
+	switch {
+	case terminal(d.Status):
+		fmt.Fprintf(b, "The task has finished: %s with %s returns its final status", c.StatusMethod, taskParam)
+		if c.ResultMethod != "" {
+			fmt.Fprintf(b, ", and %s with %s returns its result", c.ResultMethod, taskParam)
+		}
+		b.WriteString(".")
+	case len(d.ClientSteps()) > 0:
+		fmt.Fprintf(b, "How to continue: call the tool of each client step above (tools/call, in order) with \"_meta\": {%s: %s} in the request params, so the server records the result on this task and runs the steps that follow. Then call %s with %s to follow the task",
+			jsonString(c.MetaKey), id, c.StatusMethod, taskParam)
+		if c.ResultMethod != "" {
+			fmt.Fprintf(b, ", or %s with %s to wait for its final result", c.ResultMethod, taskParam)
+		}
+		b.WriteString(".")
+	default:
+		fmt.Fprintf(b, "How to continue: nothing needs to be called now. Call %s with %s to follow the task", c.StatusMethod, taskParam)
+		if c.ResultMethod != "" {
+			fmt.Fprintf(b, ", or %s with %s to wait for its final result", c.ResultMethod, taskParam)
+		}
+		b.WriteString(".")
+	}
+	fmt.Fprintf(b, "\nThe same handoff follows as JSON (schemaVersion %d) for programs.", SchemaVersion)
+}
+
+func writeRemaining(b *strings.Builder, n int, s RemainingStep) {
+	const indent = "\n   "
+	if s.Execution != ExecClient {
+		fmt.Fprintf(b, "\n%d. %s (tool %s): the server runs this step automatically once its inputs exist; do not call it yourself.",
+			n, jsonString(s.Name), jsonString(s.Tool))
+	} else {
+		fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) must perform this step by calling tool %s.",
+			n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
+		args, err := marshalNoEscape(normalizedArgs(s.Arguments))
+		if err != nil { // cannot happen: Validate checked every value
+			args = []byte("{}")
+		}
+		if a := string(args); utf8.RuneCountInString(a) > maxArgsRunes {
+			b.WriteString(indent + "Arguments (truncated; the full arguments are in the JSON block below): " + truncateRunes(a, maxArgsRunes))
+		} else {
+			b.WriteString(indent + "Arguments: " + a)
+		}
+		var ph []string
+		for _, k := range sortedKeys(s.Arguments) {
+			if IsPlaceholder(s.Arguments[k]) {
+				ph = append(ph, jsonString(k))
+			}
+		}
+		if len(ph) > 0 {
+			b.WriteString(indent + "Placeholders you must replace with real values: " + strings.Join(ph, ", ") + ".")
+		} else {
+			b.WriteString(indent + "All argument values are resolved; send them as shown.")
+		}
+	}
+	if s.Guidance != "" {
+		for i, line := range strings.Split(multiLine(s.Guidance), "\n") {
+			switch {
+			case i == 0:
+				b.WriteString(indent + "Guidance: " + line)
+			case line == "":
+				b.WriteString("\n")
+			default:
+				b.WriteString(indent + "  " + line)
+			}
+		}
+	}
+	if len(s.DependsOn) > 0 {
+		deps := make([]string, len(s.DependsOn))
+		for i, d := range s.DependsOn {
+			deps[i] = jsonString(d)
+		}
+		b.WriteString(indent + "Needs the output of: " + strings.Join(deps, ", ") + ".")
+	}
+}
+
+// normalizedArgs returns args with every value compacted, for the prose.
+func normalizedArgs(args map[string]json.RawMessage) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(args))
+	for k, v := range args {
+		out[k] = compactJSON(v)
+	}
+	return out
+}
+
+// summarizeResult renders a step result on one line, at most
+// maxResultRunes runes plus an ellipsis. A CallToolResult-shaped object
+// shows the text of its text content; a JSON string shows the string;
+// anything else shows compact JSON. It returns "" for an absent result.
+func summarizeResult(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	text := string(compactJSON(raw))
+	switch raw[0] {
+	case '{':
+		var r struct {
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+			IsError bool `json:"isError"`
+		}
+		if json.Unmarshal(raw, &r) == nil {
+			var parts []string
+			for _, c := range r.Content {
+				if c.Type == "text" && strings.TrimSpace(c.Text) != "" {
+					parts = append(parts, c.Text)
+				}
+			}
+			if len(parts) > 0 {
+				text = strings.Join(parts, " ")
+				if r.IsError {
+					text = "tool error: " + text
+				}
+			}
+		}
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			text = s
+		}
+	}
+	return oneLine(text, maxResultRunes)
+}
+
+// compactJSON returns v compacted, or v unchanged if it is not valid JSON.
+func compactJSON(v json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, v); err != nil {
+		return v
+	}
+	return buf.Bytes()
+}
+
+// oneLine collapses whitespace and control characters in s to single
+// spaces, trims it, and, if max > 0, truncates it to max runes followed by
+// an ellipsis.
+func oneLine(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if max > 0 && utf8.RuneCountInString(out) > max {
+		out = truncateRunes(out, max)
+	}
+	return out
+}
+
+// multiLine keeps the line structure of s (for guidance) but removes other
+// control characters, carriage returns and trailing blanks.
+func multiLine(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' {
+			return r
+		}
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRightFunc(l, unicode.IsSpace)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// truncateRunes returns the first max runes of s followed by "…".
+func truncateRunes(s string, max int) string {
+	n := 0
+	for i := range s {
+		if n == max {
+			return strings.TrimRightFunc(s[:i], unicode.IsSpace) + "…"
+		}
+		n++
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
