@@ -63,7 +63,7 @@ func Example() {
 	// Output:
 	// Workflow "publish-summary" (task "task-7f3a") is paused, waiting for the client (status: input_required).
 	// Goal: Summarize a web page and publish the reviewed summary.
-	// Paused because: step "review" must be performed by the client
+	// Paused because: step "review" must be performed by the client.
 	//
 	// Completed steps:
 	// - "fetch" (tool "fetch_url"): Example Domain. This domain is for use in documentation examples.
@@ -143,7 +143,7 @@ func Example() {
 	//     "taskId": "task-7f3a",
 	//     "statusMethod": "tasks/get",
 	//     "resultMethod": "tasks/result",
-	//     "instructions": "Call each client step's tool with \"_meta\": {\"_task_id\": \"task-7f3a\"}, then poll tasks/get with {\"taskId\": \"task-7f3a\"}, or wait on tasks/result with {\"taskId\": \"task-7f3a\"} until the task is completed, failed or cancelled."
+	//     "instructions": "Call each client step's tool with \"_meta\": {\"_task_id\": \"task-7f3a\"}, then poll tasks/get with {\"taskId\": \"task-7f3a\"} until the task is completed, failed or cancelled (or wait on tasks/result with {\"taskId\": \"task-7f3a\"})."
 	//   }
 	// }
 	// ```

@@ -202,10 +202,10 @@ func NewContinuation(taskID string, withResultMethod bool) Continuation {
 	wait := ""
 	if withResultMethod {
 		c.ResultMethod = ResultMethod
-		wait = fmt.Sprintf(", or wait on %s with {\"taskId\": %s}", ResultMethod, id)
+		wait = fmt.Sprintf(" (or wait on %s with {\"taskId\": %s})", ResultMethod, id)
 	}
-	c.Instructions = fmt.Sprintf("Call each client step's tool with \"_meta\": {%q: %s}, then poll %s with {\"taskId\": %s}%s until the task is completed, failed or cancelled.",
-		TaskIDMetaKey, id, StatusMethod, id, wait)
+	c.Instructions = fmt.Sprintf("Call each client step's tool with \"_meta\": {%s: %s}, then poll %s with {\"taskId\": %s} until the task is completed, failed or cancelled%s.",
+		jsonString(TaskIDMetaKey), id, StatusMethod, id, wait)
 	return c
 }
 

@@ -21,7 +21,8 @@ import (
 // [MaxSize] or a document that fails [Document.Validate]. Parse never
 // panics.
 //
-// The returned document is in canonical form: JSON values are compact and
+// The returned document is in canonical form: results and argument values
+// are compact JSON with sorted object keys (see [FromPromptResult]), and
 // empty lists and maps are nil, so Parse(Render(d)) equals d for a d in
 // that form.
 func Parse(text string) (*Document, error) {
@@ -113,8 +114,9 @@ func decodeDocument(data []byte, what string, firstLine int, prefix string) (*Do
 			return nil, invalidf("%s: invalid JSON: %v", what, err)
 		}
 	}
-	if rest := dec.InputOffset(); len(bytes.TrimSpace(data[rest:])) > 0 {
-		return nil, invalidf("%s: unexpected data after the JSON object at %s", what, position(rest))
+	rest := data[dec.InputOffset():]
+	if extra := bytes.TrimLeft(rest, " \t\r\n"); len(extra) > 0 {
+		return nil, invalidf("%s: unexpected data after the JSON object at %s", what, position(int64(len(data)-len(extra))))
 	}
 	canonicalize(&d)
 	if err := d.Validate(); err != nil {
@@ -123,15 +125,15 @@ func decodeDocument(data []byte, what string, firstLine int, prefix string) (*Do
 	return &d, nil
 }
 
-// canonicalize compacts JSON values and turns empty lists and maps into
-// nil.
+// canonicalize re-encodes JSON values canonically (see canonicalJSON) and
+// turns empty lists and maps into nil.
 func canonicalize(d *Document) {
 	if len(d.CompletedSteps) == 0 {
 		d.CompletedSteps = nil
 	}
 	for i := range d.CompletedSteps {
 		if d.CompletedSteps[i].Result != nil {
-			d.CompletedSteps[i].Result = compactJSON(d.CompletedSteps[i].Result)
+			d.CompletedSteps[i].Result = canonicalJSON(d.CompletedSteps[i].Result)
 		}
 	}
 	if len(d.RemainingSteps) == 0 {
@@ -143,7 +145,7 @@ func canonicalize(d *Document) {
 			s.Arguments = nil
 		}
 		for k, v := range s.Arguments {
-			s.Arguments[k] = compactJSON(v)
+			s.Arguments[k] = canonicalJSON(v)
 		}
 		if len(s.DependsOn) == 0 {
 			s.DependsOn = nil
@@ -159,7 +161,10 @@ func canonicalize(d *Document) {
 // process), or a map[string]any, json.RawMessage or []byte (after JSON
 // transit); otherwise it parses the text of the last assistant message
 // with text content. An invalid _meta entry is an error; it does not fall
-// back to the text. Errors wrap [ErrNoHandoff] or [ErrInvalid].
+// back to the text. Errors wrap [ErrNoHandoff] or [ErrInvalid]. Whatever
+// the source, the document is validated and returned in the canonical form
+// described at [Parse], so the same handoff compares equal whether it came
+// from _meta or from the text.
 func FromPromptResult(res *mcp.GetPromptResult) (*Document, error) {
 	if res == nil {
 		return nil, noHandofff("prompt result is nil")
@@ -209,4 +214,24 @@ func fromMeta(v any) (*Document, error) {
 		return nil, invalidf("%s is %d bytes, more than the %d-byte limit", what, len(data), MaxSize)
 	}
 	return decodeDocument(data, what, 0, what+": ")
+}
+
+// canonicalJSON re-encodes a JSON value compactly, with object keys sorted
+// (the last of duplicate keys wins), strings re-escaped without HTML
+// escaping and numbers kept as written. The form does not depend on how
+// the value travelled (JSON text, a decoded map, a Go value), so documents
+// from Parse and FromPromptResult compare equal. A value that cannot be
+// decoded (e.g. nested too deeply) is only compacted.
+func canonicalJSON(v json.RawMessage) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return compactJSON(v)
+	}
+	b, err := marshalNoEscape(x)
+	if err != nil {
+		return compactJSON(v)
+	}
+	return b
 }

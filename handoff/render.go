@@ -66,14 +66,14 @@ func writeProse(b *strings.Builder, d *Document) {
 	id := jsonString(d.TaskID)
 	fmt.Fprintf(b, "Workflow %s (task %s) %s (status: %s).", jsonString(d.Workflow), id, statusPhrase(d.Status), d.Status)
 	if d.Goal != "" {
-		fmt.Fprintf(b, "\nGoal: %s", oneLine(d.Goal, 0))
+		fmt.Fprintf(b, "\nGoal: %s", sentence(oneLine(d.Goal, 0)))
 	}
 	if d.PauseReason != "" {
 		label := "Paused because"
 		if terminal(d.Status) {
 			label = "Stopped because"
 		}
-		fmt.Fprintf(b, "\n%s: %s", label, oneLine(d.PauseReason, 0))
+		fmt.Fprintf(b, "\n%s: %s", label, sentence(oneLine(d.PauseReason, 0)))
 	}
 
 	// Completed steps.
@@ -116,7 +116,7 @@ func writeProse(b *strings.Builder, d *Document) {
 			if e.Retryable {
 				retry = "a retry may succeed"
 			}
-			fmt.Fprintf(b, ": %s (%s)", oneLine(e.Message, 0), retry)
+			fmt.Fprintf(b, ": %s (%s).", strings.TrimRight(oneLine(e.Message, 0), "."), retry)
 		}
 	}
 
@@ -301,6 +301,14 @@ func multiLine(s string) string {
 		lines[i] = strings.TrimRightFunc(l, unicode.IsSpace)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sentence ends s with a period unless it already ends with . ! or ?.
+func sentence(s string) string {
+	if s == "" || strings.HasSuffix(s, ".") || strings.HasSuffix(s, "!") || strings.HasSuffix(s, "?") {
+		return s
+	}
+	return s + "."
 }
 
 // truncateRunes returns the first max runes of s followed by "…".

@@ -1,7 +1,6 @@
 package handoff
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -26,14 +25,11 @@ func Schema() *jsonschema.Schema {
 // SchemaJSON returns [Schema] encoded as indented JSON. Each call returns
 // a new slice.
 func SchemaJSON() []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(schemaOnce()); err != nil {
+	b, err := json.MarshalIndent(schemaOnce(), "", "  ")
+	if err != nil {
 		panic(fmt.Sprintf("handoff: encoding the schema: %v", err)) // a bug
 	}
-	return buf.Bytes()
+	return b
 }
 
 var schemaOnce = sync.OnceValue(func() *jsonschema.Schema {

@@ -335,3 +335,25 @@ func TestPendingLimitPerOwner(t *testing.T) {
 	require.EqualValues(t, taskrouter.CodeTooManyTasks, rpcCode(t, err))
 	require.Len(t, p.mustCall("tasks/list", nil)["tasks"], 2)
 }
+
+// TestMissingParamsDoNotCrash: the TypeScript SDK sends tasks/list without
+// params; every tasks/* method must answer such a request, not panic.
+func TestMissingParamsDoNotCrash(t *testing.T) {
+	for _, k := range transports {
+		t.Run(k.String(), func(t *testing.T) {
+			h := newHarness(t, nil)
+			p := h.dial(k, core, nil)
+			ctx := context.Background()
+			var list map[string]any
+			require.NoError(t, p.c.Call(ctx, "tasks/list", nil, &list))
+			require.Empty(t, list["tasks"])
+			for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel", "tasks/update"} {
+				err := p.c.Call(ctx, m, nil, nil)
+				require.Error(t, err, m)
+				require.Contains(t, []int64{-32602, -32601}, rpcCode(t, err), m)
+			}
+			// Still serving.
+			require.NotNil(t, p.mustCall("tasks/list", nil))
+		})
+	}
+}

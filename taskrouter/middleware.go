@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -106,8 +107,38 @@ func rpcError(code int64, format string, args ...any) error {
 	return &jsonrpc.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// normalizeParams gives a tasks/* request that arrived without params (the
+// TypeScript SDK omits them on tasks/list) an empty params value. The SDK
+// passes a nil pointer, and the promoted ParamsBase methods it calls for the
+// request's protocol version would dereference it.
+func normalizeParams(req mcp.Request) {
+	switch r := req.(type) {
+	case *mcp.ServerRequest[*TaskIDParams]:
+		if r.Params == nil {
+			r.Params = &TaskIDParams{}
+		}
+	case *mcp.ServerRequest[*ListTasksParams]:
+		if r.Params == nil {
+			r.Params = &ListTasksParams{}
+		}
+	case *mcp.ServerRequest[*UpdateTaskParams]:
+		if r.Params == nil {
+			r.Params = &UpdateTaskParams{}
+		}
+	}
+}
+
 func (r *Router) middleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		// The SDK does not recover panics in request handlers: one bad
+		// request must not take the process down.
+		defer func() {
+			if p := recover(); p != nil {
+				r.log.Error("panic handling request", "method", method, "panic", p, "stack", string(debug.Stack()))
+				res, err = nil, rpcError(CodeInternalError, "internal error handling %s", method)
+			}
+		}()
+		normalizeParams(req)
 		ctx = context.WithValue(ctx, requestCtxKey{}, req)
 		switch method {
 		case methodInitialize:

@@ -70,8 +70,19 @@ func placeholder(src Source, err error) json.RawMessage {
 	if desc == "" {
 		desc = err.Error()
 	}
-	b, _ := json.Marshal("<" + desc + ">")
-	return b
+	return marshal("<" + desc + ">")
+}
+
+// marshal encodes v without HTML escaping, so "<placeholders>" and code
+// stay readable for an LLM. v must be encodable.
+func marshal(v any) json.RawMessage {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
 }
 
 func (r *runner) value(p *WorkflowProgress, src Source) (json.RawMessage, error) {
@@ -83,8 +94,7 @@ func (r *runner) value(p *WorkflowProgress, src Source) (json.RawMessage, error)
 		if !ok {
 			return nil, &errMissing{what: fmt.Sprintf("prompt argument %q", src.Name)}
 		}
-		b, _ := json.Marshal(v)
-		return b, nil
+		return marshal(v), nil
 	case SourceStepOutput:
 		out, ok := p.Outputs[src.Name]
 		if !ok {
@@ -254,7 +264,7 @@ func textMessage(role, text string) *mcp.PromptMessage {
 }
 
 func callMessage(s *Step, args map[string]json.RawMessage) *mcp.PromptMessage {
-	b, _ := json.Marshal(args)
+	b := marshal(args)
 	return textMessage("assistant", fmt.Sprintf("Step %q: calling tool %q with %s", s.Name, s.Tool, b))
 }
 
@@ -263,7 +273,7 @@ func resultMessage(s *Step, res *mcp.CallToolResult) *mcp.PromptMessage {
 }
 
 func (r *runner) startMessage(p *WorkflowProgress) *mcp.PromptMessage {
-	b, _ := json.Marshal(p.Arguments)
+	b := marshal(p.Arguments)
 	return textMessage("user", fmt.Sprintf("Run workflow %q: %s. Arguments: %s", r.wf.Name, r.wf.goal(), b))
 }
 

@@ -89,7 +89,7 @@ func (h *WorkflowPromptHandler) summary(p *WorkflowProgress, r *runner) string {
 			continue
 		}
 		args, _ := r.resolve(p, s, true)
-		ab, _ := json.Marshal(args)
+		ab := marshal(args)
 		who := "server"
 		if s.execution() == ClientDeferred {
 			who = "you"
