@@ -289,10 +289,12 @@ func (w *SequentialWorkflow) Validate(tools ToolLookup) error {
 			continue
 		}
 		where := fmt.Sprintf("step %q", s.Name)
+		dupName := false
 		if s.Name == "" {
 			where = fmt.Sprintf("step %d", i+1)
 			add("%s has no name: set Step.Name", where)
 		} else if names[s.Name] {
+			dupName = true
 			add("%s: the name is used by an earlier step: step names must be unique", where)
 		}
 		names[s.Name] = true
@@ -364,7 +366,7 @@ func (w *SequentialWorkflow) Validate(tools ToolLookup) error {
 		}
 		if s.Name != "" {
 			b := s.binding()
-			if prev, dup := produced[b]; dup {
+			if prev, dup := produced[b]; dup && !(dupName && s.Output == "") {
 				add("%s: output binding %q is already produced by step %q: give one of them another Output", where, b, prev.Name)
 			}
 			produced[b] = s
