@@ -104,89 +104,89 @@ const (
 // must do next. Its JSON form is described by [Schema].
 type Document struct {
 	// SchemaVersion is the format version; always [SchemaVersion].
-	SchemaVersion int `json:"schemaVersion" jsonschema:"Version of the handoff format. Always 1 for this schema."`
+	SchemaVersion int `json:"schemaVersion" jsonschema_description:"Version of the handoff format. Always 1 for this schema."`
 	// TaskID is the id of the task the workflow runs as.
-	TaskID string `json:"taskId" jsonschema:"Id of the task the workflow runs as. Put it in _meta._task_id of continuation tool calls and in the taskId parameter of tasks/get and tasks/result."`
+	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"Id of the task the workflow runs as. Put it in _meta._task_id of continuation tool calls and in the taskId parameter of tasks/get and tasks/result."`
 	// Workflow is the name of the workflow prompt.
-	Workflow string `json:"workflow" jsonschema:"Name of the workflow prompt."`
+	Workflow string `json:"workflow" jsonschema:"minLength=1" jsonschema_description:"Name of the workflow prompt."`
 	// Goal optionally says what the workflow is for.
-	Goal string `json:"goal,omitempty" jsonschema:"What the workflow is meant to achieve."`
+	Goal string `json:"goal,omitempty" jsonschema_description:"What the workflow is meant to achieve."`
 	// Status is the MCP task status: working, input_required, completed,
 	// failed or cancelled.
-	Status string `json:"status" jsonschema:"The MCP task status when the handoff was written."`
+	Status string `json:"status" jsonschema:"enum=working,enum=input_required,enum=completed,enum=failed,enum=cancelled" jsonschema_description:"The MCP task status when the handoff was written."`
 	// PauseReason says why the server stopped, e.g.
 	// `step "review" must be performed by the client` or
 	// `step "fetch" failed: connection refused`.
-	PauseReason string `json:"pauseReason,omitempty" jsonschema:"Why the server stopped running steps."`
+	PauseReason string `json:"pauseReason,omitempty" jsonschema_description:"Why the server stopped running steps."`
 	// CompletedSteps are the steps already performed, in order. Encoded as
 	// [] when empty, never null.
-	CompletedSteps []CompletedStep `json:"completedSteps" jsonschema:"Steps already performed, in order, with their results."`
+	CompletedSteps []CompletedStep `json:"completedSteps" jsonschema_description:"Steps already performed, in order, with their results."`
 	// RemainingSteps are the steps still to perform, in order. Encoded as
 	// [] when empty, never null.
-	RemainingSteps []RemainingStep `json:"remainingSteps" jsonschema:"Steps still to perform, in order. Empty when the workflow is complete."`
+	RemainingSteps []RemainingStep `json:"remainingSteps" jsonschema_description:"Steps still to perform, in order. Empty when the workflow is complete."`
 	// Errors lists step failures.
-	Errors []StepError `json:"errors,omitempty" jsonschema:"Step failures, if any."`
+	Errors []StepError `json:"errors,omitempty" jsonschema_description:"Step failures, if any."`
 	// Continuation says how the client continues the task.
-	Continuation Continuation `json:"continuation" jsonschema:"How the client continues the task."`
+	Continuation Continuation `json:"continuation" jsonschema_description:"How the client continues the task."`
 }
 
 // CompletedStep is a step that has been performed.
 type CompletedStep struct {
 	// Name is the step's name, unique within the document.
-	Name string `json:"name" jsonschema:"Name of the step, unique within the document."`
+	Name string `json:"name" jsonschema:"minLength=1" jsonschema_description:"Name of the step, unique within the document."`
 	// Tool is the tool the step called.
-	Tool string `json:"tool" jsonschema:"Tool the step called."`
+	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"Tool the step called."`
 	// Result is the step's output as JSON (often a CallToolResult), if
 	// recorded.
-	Result json.RawMessage `json:"result,omitempty" jsonschema:"Output of the step as JSON, often a CallToolResult."`
+	Result json.RawMessage `json:"result,omitempty" jsonschema_description:"Output of the step as JSON, often a CallToolResult."`
 }
 
 // RemainingStep is a step still to be performed.
 type RemainingStep struct {
 	// Name is the step's name, unique within the document.
-	Name string `json:"name" jsonschema:"Name of the step, unique within the document."`
+	Name string `json:"name" jsonschema:"minLength=1" jsonschema_description:"Name of the step, unique within the document."`
 	// Tool is the tool to call.
-	Tool string `json:"tool" jsonschema:"Tool to call."`
+	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"Tool to call."`
 	// Execution says who performs the step.
-	Execution Execution `json:"execution" jsonschema:"Who performs the step: client means the client must call the tool itself; server means the server runs it automatically once its inputs exist."`
+	Execution Execution `json:"execution" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performs the step: client means the client must call the tool itself; server means the server runs it automatically once its inputs exist."`
 	// Arguments are the tool arguments: resolved JSON values where known,
 	// otherwise placeholders (see [Placeholder]). Encoded as {} when empty,
 	// never null.
-	Arguments map[string]json.RawMessage `json:"arguments" jsonschema:"Tool arguments: resolved JSON values where known, otherwise a placeholder string of the form <description> that the client must replace."`
+	Arguments map[string]json.RawMessage `json:"arguments" jsonschema_description:"Tool arguments: resolved JSON values where known, otherwise a placeholder string of the form <description> that the client must replace."`
 	// Guidance tells the client (or its LLM) how to perform the step.
-	Guidance string `json:"guidance,omitempty" jsonschema:"How to perform the step."`
+	Guidance string `json:"guidance,omitempty" jsonschema_description:"How to perform the step."`
 	// DependsOn names earlier steps whose output the step needs.
-	DependsOn []string `json:"dependsOn,omitempty" jsonschema:"Names of earlier steps whose output this step needs."`
+	DependsOn []string `json:"dependsOn,omitempty" jsonschema_description:"Names of earlier steps whose output this step needs."`
 }
 
 // StepError is a step failure.
 type StepError struct {
 	// Step is the name of the step that failed.
-	Step string `json:"step" jsonschema:"Name of the step that failed."`
+	Step string `json:"step" jsonschema:"minLength=1" jsonschema_description:"Name of the step that failed."`
 	// Tool is the tool the step called, if known.
-	Tool string `json:"tool,omitempty" jsonschema:"Tool the step called."`
+	Tool string `json:"tool,omitempty" jsonschema_description:"Tool the step called."`
 	// Message describes the failure.
-	Message string `json:"message" jsonschema:"What went wrong."`
+	Message string `json:"message" jsonschema:"minLength=1" jsonschema_description:"What went wrong."`
 	// Retryable reports whether performing the step again may succeed.
-	Retryable bool `json:"retryable,omitempty" jsonschema:"Whether performing the step again may succeed."`
+	Retryable bool `json:"retryable,omitempty" jsonschema_description:"Whether performing the step again may succeed."`
 }
 
 // Continuation says how the client continues a task.
 type Continuation struct {
 	// MetaKey is the _meta key to set on continuation tool calls; always
 	// [TaskIDMetaKey].
-	MetaKey string `json:"metaKey" jsonschema:"The _meta key to set, to taskId, on continuation tool calls. Always _task_id."`
+	MetaKey string `json:"metaKey" jsonschema_description:"The _meta key to set, to taskId, on continuation tool calls. Always _task_id."`
 	// TaskID is the task id; equal to Document.TaskID.
-	TaskID string `json:"taskId" jsonschema:"The task id; equal to the document's taskId."`
+	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"The task id; equal to the document's taskId."`
 	// StatusMethod is the request that reports the task's status
 	// ([StatusMethod]).
-	StatusMethod string `json:"statusMethod" jsonschema:"Request that reports the task status, called with {\"taskId\": ...}."`
+	StatusMethod string `json:"statusMethod" jsonschema:"minLength=1" jsonschema_description:"Request that reports the task status, called with {\"taskId\": ...}."`
 	// ResultMethod is the request that waits for the task's result
 	// ([ResultMethod]); empty for clients on the tasks extension, which has
 	// no such request.
-	ResultMethod string `json:"resultMethod,omitempty" jsonschema:"Request that waits for the task result, called with {\"taskId\": ...}. Absent when the client has no such request."`
+	ResultMethod string `json:"resultMethod,omitempty" jsonschema_description:"Request that waits for the task result, called with {\"taskId\": ...}. Absent when the client has no such request."`
 	// Instructions is one sentence on how to continue.
-	Instructions string `json:"instructions" jsonschema:"One sentence on how to continue."`
+	Instructions string `json:"instructions" jsonschema_description:"One sentence on how to continue."`
 }
 
 // NewContinuation returns the continuation for taskID: MetaKey
@@ -233,8 +233,9 @@ func IsPlaceholder(v json.RawMessage) bool {
 // wrapping [ErrInvalid]: a schemaVersion other than [SchemaVersion], an
 // empty taskId or workflow, an unknown status, a step without a name or
 // tool, a remaining step with an unknown execution, a result or argument
-// that is not valid JSON, an error without a step or message, duplicate
-// step names across completed and remaining steps, or a continuation whose
+// value that is not valid JSON (an empty argument value counts as
+// invalid), a dependsOn entry that is empty or names its own step, an
+// error without a step or message, duplicate step names across completed and remaining steps, or a continuation whose
 // metaKey is not "_task_id", whose taskId differs from the document's or
 // whose statusMethod is empty.
 func (d *Document) Validate() error {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	invopop "github.com/invopop/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -651,9 +652,18 @@ func TestFromPromptResult(t *testing.T) {
 	})
 }
 
-func TestSchemaValidatesRenderedDocuments(t *testing.T) {
-	resolved, err := handoff.Schema().Resolve(nil)
+// resolvedSchema loads SchemaJSON into the go-sdk's validator.
+func resolvedSchema(t *testing.T) *jsonschema.Resolved {
+	t.Helper()
+	var s jsonschema.Schema
+	require.NoError(t, json.Unmarshal(handoff.SchemaJSON(), &s))
+	resolved, err := s.Resolve(nil)
 	require.NoError(t, err)
+	return resolved
+}
+
+func TestSchemaValidatesRenderedDocuments(t *testing.T) {
+	resolved := resolvedSchema(t)
 	for name, doc := range allDocs() {
 		t.Run(name, func(t *testing.T) {
 			text, err := handoff.Render(doc)
@@ -665,55 +675,83 @@ func TestSchemaValidatesRenderedDocuments(t *testing.T) {
 		})
 	}
 
-	bad := []func(m map[string]any){
-		func(m map[string]any) { remaining(m, 0)["execution"] = "bogus" },
-		func(m map[string]any) { m["status"] = "paused" },
-		func(m map[string]any) { m["schemaVersion"] = 2 },
-		func(m map[string]any) { delete(m, "taskId") },
-		func(m map[string]any) { m["completedSteps"] = nil },
-		func(m map[string]any) { m["continuation"].(map[string]any)["metaKey"] = "x" },
-		func(m map[string]any) { delete(remaining(m, 0), "arguments") },
+	bad := map[string]func(m map[string]any){
+		"bad execution":      func(m map[string]any) { remaining(m, 0)["execution"] = "bogus" },
+		"bad status":         func(m map[string]any) { m["status"] = "paused" },
+		"schemaVersion 2":    func(m map[string]any) { m["schemaVersion"] = 2 },
+		"no taskId":          func(m map[string]any) { delete(m, "taskId") },
+		"empty taskId":       func(m map[string]any) { m["taskId"] = "" },
+		"null steps":         func(m map[string]any) { m["completedSteps"] = nil },
+		"wrong metaKey":      func(m map[string]any) { m["continuation"].(map[string]any)["metaKey"] = "x" },
+		"no arguments":       func(m map[string]any) { delete(remaining(m, 0), "arguments") },
+		"empty step name":    func(m map[string]any) { remaining(m, 1)["name"] = "" },
+		"no statusMethod":    func(m map[string]any) { delete(m["continuation"].(map[string]any), "statusMethod") },
+		"error with no step": func(m map[string]any) { m["errors"] = []any{map[string]any{"message": "m"}} },
 	}
-	for i, mutate := range bad {
+	for name, mutate := range bad {
 		m := docJSON(t)
 		mutate(m)
 		b, err := json.Marshal(m)
 		require.NoError(t, err)
 		var instance any
 		require.NoError(t, json.Unmarshal(b, &instance))
-		require.Error(t, resolved.Validate(instance), "case %d", i)
+		require.Error(t, resolved.Validate(instance), name)
 	}
 
 	// Unknown fields are accepted, like Parse does.
 	m := docJSON(t)
 	m["futureField"] = true
 	remaining(m, 0)["futureField"] = true
+	m["continuation"].(map[string]any)["futureField"] = true
 	require.NoError(t, resolved.Validate(m))
 }
 
 func TestSchemaStructure(t *testing.T) {
 	s := handoff.Schema()
-	require.Equal(t, handoff.SchemaID, s.ID)
-	require.Equal(t, "https://json-schema.org/draft/2020-12/schema", s.Schema)
-	require.ElementsMatch(t, []string{"schemaVersion", "taskId", "workflow", "status", "completedSteps", "remainingSteps", "continuation"}, s.Required)
-	require.Equal(t, []any{"working", "input_required", "completed", "failed", "cancelled"}, s.Properties["status"].Enum)
-	step := s.Properties["remainingSteps"].Items
-	require.Equal(t, []any{"server", "client"}, step.Properties["execution"].Enum)
-	require.ElementsMatch(t, []string{"name", "tool", "execution", "arguments"}, step.Required)
-	require.ElementsMatch(t, []string{"metaKey", "taskId", "statusMethod", "instructions"}, s.Properties["continuation"].Required)
-	for name, p := range s.Properties {
-		require.NotEmpty(t, p.Description, name)
+	require.Equal(t, handoff.SchemaID, string(s.ID))
+	require.Equal(t, "https://json-schema.org/draft/2020-12/schema", s.Version)
+	require.Equal(t, "object", s.Type)
+	require.Equal(t, []string{"schemaVersion", "taskId", "workflow", "status", "completedSteps", "remainingSteps", "continuation"}, s.Required)
+
+	get := func(s *invopop.Schema, path ...string) *invopop.Schema {
+		t.Helper()
+		for _, name := range path {
+			if name == "[]" {
+				require.NotNil(t, s.Items)
+				s = s.Items
+				continue
+			}
+			p, ok := s.Properties.Get(name)
+			require.True(t, ok, "property %q", name)
+			s = p
+		}
+		return s
+	}
+	require.Equal(t, []any{"working", "input_required", "completed", "failed", "cancelled"}, get(s, "status").Enum)
+	require.Equal(t, handoff.SchemaVersion, get(s, "schemaVersion").Const)
+	require.Equal(t, "_task_id", get(s, "continuation", "metaKey").Const)
+	require.Equal(t, []any{"server", "client"}, get(s, "remainingSteps", "[]", "execution").Enum)
+	require.Equal(t, []string{"name", "tool", "execution", "arguments"}, get(s, "remainingSteps", "[]").Required)
+	require.Equal(t, []string{"name", "tool"}, get(s, "completedSteps", "[]").Required)
+	require.Equal(t, []string{"step", "message"}, get(s, "errors", "[]").Required)
+	require.Equal(t, []string{"metaKey", "taskId", "statusMethod", "instructions"}, get(s, "continuation").Required)
+	require.Equal(t, "array", get(s, "completedSteps").Type)
+	require.Empty(t, get(s, "completedSteps", "[]", "result").Type, "a result is any JSON value")
+	for pair := s.Properties.Oldest(); pair != nil; pair = pair.Next() {
+		require.NotEmpty(t, pair.Value.Description, pair.Key)
 	}
 
-	// Schema returns a copy.
-	s.Properties["status"].Enum = nil
-	require.Len(t, handoff.Schema().Properties["status"].Enum, 5)
+	// Schema returns a new schema each time.
+	get(s, "status").Enum = nil
+	require.Len(t, get(handoff.Schema(), "status").Enum, 5)
 
-	// SchemaJSON is the same schema.
-	var fromJSON jsonschema.Schema
-	require.NoError(t, json.Unmarshal(handoff.SchemaJSON(), &fromJSON))
-	require.Equal(t, handoff.SchemaID, fromJSON.ID)
-	require.Contains(t, string(handoff.SchemaJSON()), `"enum": [`)
+	// SchemaJSON encodes the same schema.
+	js := handoff.SchemaJSON()
+	want, err := json.Marshal(handoff.Schema())
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(js))
+	js[0] = 'x'
+	require.Equal(t, byte('{'), handoff.SchemaJSON()[0], "SchemaJSON returns a copy")
 }
 
 func TestErrorsAreDistinct(t *testing.T) {

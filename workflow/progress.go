@@ -31,7 +31,7 @@ const (
 // variable VarProgress and rewritten after every step, before the next one
 // starts (EXEC-01).
 type WorkflowProgress struct {
-	SchemaVersion int `json:"schemaVersion" jsonschema:"const=1,description=Version of this format"`
+	SchemaVersion int `json:"schemaVersion" jsonschema:"description=Version of this format"`
 	// Workflow is the workflow (prompt) name.
 	Workflow string `json:"workflow" jsonschema:"description=Workflow (prompt) name"`
 	// Goal is what the workflow achieves.
@@ -76,6 +76,9 @@ type StepError struct {
 var progressSchema = sync.OnceValue(func() []byte {
 	r := &jsonschema.Reflector{DoNotReference: true}
 	s := r.Reflect(&WorkflowProgress{})
+	if v, ok := s.Properties.Get("schemaVersion"); ok {
+		v.Const = ProgressSchemaVersion // invopop ignores a const tag
+	}
 	s.ID = "https://taskbridge.dev/schemas/workflow-progress-v1.json"
 	s.Title = "taskbridge WorkflowProgress"
 	b, err := json.MarshalIndent(s, "", "  ")

@@ -181,3 +181,13 @@ func TestAdvanceRecordsAfterEveryStep(t *testing.T) {
 	require.Contains(t, snaps[1].RemainingSteps, "sum")
 	require.Contains(t, snaps[1].PauseReason, `step "sum" failed`)
 }
+
+func TestProgressSchemaPinsVersion(t *testing.T) {
+	var s struct {
+		Properties map[string]struct {
+			Const any `json:"const"`
+		} `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(ProgressSchemaJSON(), &s))
+	require.EqualValues(t, ProgressSchemaVersion, s.Properties["schemaVersion"].Const)
+}
