@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
@@ -356,4 +357,39 @@ func TestMissingParamsDoNotCrash(t *testing.T) {
 			require.NotNil(t, p.mustCall("tasks/list", nil))
 		})
 	}
+}
+
+// TestWorkflowFacingCalls covers FNDX-04: a task created for a prompt
+// execution, its variables merged and deleted, then completed with a result
+// that tasks/result returns.
+func TestWorkflowFacingCalls(t *testing.T) {
+	h := newHarness(t, nil)
+	p := h.dial(inMemory, core, nil)
+	ctx := context.Background()
+	task, err := h.r.CreateTask(ctx, taskrouter.LocalOwner, store.Request{Method: "prompts/get", Name: "wf"},
+		taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow, Variables: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
+	require.NoError(t, err)
+	require.Equal(t, store.StatusWorking, task.Status)
+	task, err = h.r.SetVariables(ctx, task.ID, map[string]json.RawMessage{"a": json.RawMessage(`null`), "b": json.RawMessage(`{"x":2}`)}, task.Version)
+	require.NoError(t, err)
+	require.NotContains(t, task.Variables, "a")
+	require.JSONEq(t, `{"x":2}`, string(task.Variables["b"]))
+	_, err = h.r.SetVariables(ctx, task.ID, map[string]json.RawMessage{"c": json.RawMessage(`3`)}, task.Version-1)
+	require.ErrorIs(t, err, store.ErrConflict, "a stale version writes nothing")
+
+	waited := make(chan map[string]any, 1)
+	go func() {
+		res, _ := p.call("tasks/result", map[string]any{"taskId": task.ID})
+		waited <- res
+	}()
+	_, err = h.r.Complete(ctx, task.ID, map[string]any{"messages": []any{}, "description": "done"}, nil)
+	require.NoError(t, err)
+	select {
+	case res := <-waited:
+		require.Equal(t, "done", res["description"])
+	case <-time.After(5 * time.Second):
+		t.Fatal("tasks/result did not wake on Complete")
+	}
+	_, err = h.r.Fail(ctx, task.ID, "too late", nil)
+	require.ErrorIs(t, err, store.ErrTerminal)
 }

@@ -1,0 +1,79 @@
+package taskrouter_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv(taskrouter.EnvPollInterval, "250")
+	t.Setenv(taskrouter.EnvDefaultTTL, "10m")
+	t.Setenv(taskrouter.EnvMaxTTL, "2h")
+	t.Setenv(taskrouter.EnvTaskTimeout, "1.5s")
+	t.Setenv(taskrouter.EnvMaxConcurrent, "7")
+	t.Setenv(taskrouter.EnvMaxConcurrentPerOwner, "3")
+	t.Setenv(taskrouter.EnvSweepInterval, "")
+	cfg, err := taskrouter.ConfigFromEnv(taskrouter.Config{SweepInterval: time.Minute, MaxConcurrent: 99})
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, cfg.PollInterval)
+	require.Equal(t, 10*time.Minute, cfg.DefaultTTL)
+	require.Equal(t, 2*time.Hour, cfg.MaxTTL)
+	require.Equal(t, 1500*time.Millisecond, cfg.TaskTimeout)
+	require.Equal(t, 7, cfg.MaxConcurrent)
+	require.Equal(t, 3, cfg.MaxConcurrentPerOwner)
+	require.Equal(t, time.Minute, cfg.SweepInterval, "an empty variable leaves the field alone")
+
+	for env, bad := range map[string]string{
+		taskrouter.EnvPollInterval:  "soon",
+		taskrouter.EnvMaxTTL:        "-5s",
+		taskrouter.EnvMaxConcurrent: "many",
+	} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, bad)
+			_, err := taskrouter.ConfigFromEnv(taskrouter.Config{})
+			require.ErrorContains(t, err, env)
+		})
+	}
+}
+
+func TestDefaultsApplied(t *testing.T) {
+	r, err := taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), DefaultTTL: 48 * time.Hour})
+	require.NoError(t, err)
+	cfg := r.Config()
+	require.Equal(t, taskrouter.DefaultMaxTTL, cfg.MaxTTL)
+	require.Equal(t, taskrouter.DefaultMaxTTL, cfg.DefaultTTL, "the default ttl is capped by the maximum")
+	require.Equal(t, taskrouter.DefaultPollInterval, cfg.PollInterval)
+	_, err = taskrouter.New(taskrouter.Config{})
+	require.Error(t, err, "a store is required")
+}
+
+func TestDefaultOwner(t *testing.T) {
+	ctx := context.Background()
+	owner, err := taskrouter.DefaultOwner(ctx, &mcp.CallToolRequest{})
+	require.NoError(t, err)
+	require.Equal(t, taskrouter.LocalOwner, owner)
+	owner, err = taskrouter.DefaultOwner(ctx, &mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{UserID: "alice"}}})
+	require.NoError(t, err)
+	require.Equal(t, "user:alice", owner)
+	_, err = taskrouter.DefaultOwner(ctx, &mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{}}})
+	require.ErrorContains(t, err, "no user id")
+}
+
+func TestImmediateResponse(t *testing.T) {
+	h := newHarness(t, func(c *taskrouter.Config) {
+		c.ImmediateResponse = func(tool string, task *store.Task) string {
+			return "Started " + tool + "; check back with tasks/get " + task.ID
+		}
+	})
+	p := h.dial(inMemory, core, nil)
+	res := p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{}})
+	id := taskOf(t, res)["taskId"].(string)
+	require.Equal(t, "Started sleepy; check back with tasks/get "+id, res["_meta"].(map[string]any)[taskrouter.MetaModelImmediateResponse])
+}
