@@ -1,0 +1,350 @@
+// Command bench measures taskbridge and prints one table of ratios measured
+// side by side in one run, on 127.0.0.1:
+//
+//	go run ./bench            # full run (a few minutes on 2 cores)
+//	go run ./bench -quick     # shorter rounds, 100k tasks for the scale test
+//
+// It starts the servers under test as separate processes (taskbridge's bench
+// server from this binary; the official TypeScript SDK's task server with
+// Node), drives them with the same Go load generator, and reports medians
+// over repeated rounds. Timing is never a pass/fail test; this command is
+// where speed is reported.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	rounds   int
+	duration time.Duration
+	scale    int
+	skipPeer bool
+	only     string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		if err := serve(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench serve:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "load" {
+		if err := loadCmd(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench load:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	quick := flag.Bool("quick", false, "short rounds and a 100k-task scale test")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds per measurement (the median is reported)")
+	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
+	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
+	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-6)")
+	flag.Parse()
+	if *quick {
+		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// row is one line of the report.
+type row struct {
+	n, what, ours, other, ratio, goal, met string
+}
+
+type report struct{ rows []row }
+
+func (r *report) add(x row) {
+	r.rows = append(r.rows, x)
+	fmt.Fprintf(os.Stderr, "  %s %s: %s | %s | %s\n", x.n, x.what, x.ours, x.other, x.ratio)
+}
+
+func run(o options) error {
+	want := func(n string) bool { return o.only == "" || strings.Contains(","+o.only+",", ","+n+",") }
+	tmp, err := os.MkdirTemp("", "taskbridge-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	rep := &report{}
+	started := time.Now()
+	if want("1") || want("2") || want("3") || want("4") || want("6") {
+		ours, err := startOurs("bbolt", filepath.Join(tmp, "ours.db"))
+		if err != nil {
+			return err
+		}
+		defer ours.stop()
+		if want("1") {
+			if err := taskOverhead(o, ours, rep); err != nil {
+				return fmt.Errorf("task overhead: %w", err)
+			}
+		}
+		if want("2") {
+			mem, err := startOurs("memory", "")
+			if err != nil {
+				return err
+			}
+			err = durability(o, ours, mem, rep)
+			mem.stop()
+			if err != nil {
+				return fmt.Errorf("durability: %w", err)
+			}
+		}
+		var peer *proc
+		if !o.skipPeer && (want("3") || want("4")) {
+			if peer, err = startPeer(); err != nil {
+				return fmt.Errorf("starting the TypeScript peer: %w (use -skip-peer to skip it)", err)
+			}
+			defer peer.stop()
+		}
+		if want("3") && peer != nil {
+			if err := againstPeer(o, ours, peer, rep); err != nil {
+				return fmt.Errorf("peer: %w", err)
+			}
+		}
+		if want("4") {
+			if err := resultLatency(ours, peer, rep); err != nil {
+				return fmt.Errorf("result latency: %w", err)
+			}
+		}
+		if want("6") {
+			if err := workflowCost(o, ours, rep); err != nil {
+				return fmt.Errorf("workflow: %w", err)
+			}
+		}
+	}
+	if want("5") {
+		if err := scale(o, tmp, rep); err != nil {
+			return fmt.Errorf("scale: %w", err)
+		}
+	}
+	printReport(o, rep, time.Since(started))
+	return nil
+}
+
+func printReport(o options, rep *report, took time.Duration) {
+	node := "-"
+	if out, err := exec.Command("node", "--version").Output(); err == nil {
+		node = strings.TrimSpace(string(out))
+	}
+	fmt.Printf("taskbridge bench, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Printf("machine: %s, %d cores, %s/%s, %s, node %s\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), node)
+	fmt.Printf("method: servers in separate processes on 127.0.0.1, one Go load generator, Streamable HTTP, core dialect;\n")
+	fmt.Printf("        throughput = median of %d rounds of %s; latencies pooled over rounds; took %s\n\n", o.rounds, o.duration, took.Round(time.Second))
+	fmt.Println("| # | measurement | taskbridge | compared with | ratio | goal | met |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, r := range rep.rows {
+		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.n, r.what, r.ours, r.other, r.ratio, r.goal, r.met)
+	}
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			if i := strings.Index(line, ":"); i >= 0 {
+				return strings.TrimSpace(line[i+1:])
+			}
+		}
+	}
+	return runtime.GOARCH
+}
+
+// ---- processes ----
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	url  string
+}
+
+func startProc(name string, cmd *exec.Cmd) (*proc, error) {
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case line, ok := <-lines:
+		var ready struct {
+			Port int `json:"port"`
+		}
+		if !ok || json.Unmarshal([]byte(line), &ready) != nil || ready.Port == 0 {
+			_ = cmd.Process.Kill()
+			return nil, fmt.Errorf("%s did not report its port (got %q)", name, line)
+		}
+		return &proc{name: name, cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d/mcp", ready.Port)}, nil
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("%s did not start within 30s", name)
+	}
+}
+
+func startOurs(store, db string) (*proc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "-store", store}
+	if db != "" {
+		args = append(args, "-db", db)
+	}
+	return startProc("taskbridge/"+store, exec.Command(self, args...))
+}
+
+// nodeDir finds integration/node from the working directory upward and
+// installs its packages if needed.
+func nodeDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		cand := filepath.Join(dir, "integration", "node")
+		if _, err := os.Stat(filepath.Join(cand, "package.json")); err == nil {
+			if _, err := os.Stat(filepath.Join(cand, "node_modules")); err != nil {
+				fmt.Fprintln(os.Stderr, "installing Node packages in", cand)
+				cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+				cmd.Dir, cmd.Stdout, cmd.Stderr = cand, os.Stderr, os.Stderr
+				if err := cmd.Run(); err != nil {
+					return "", fmt.Errorf("npm ci: %w", err)
+				}
+			}
+			return cand, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("integration/node not found: run from the repository")
+		}
+		dir = parent
+	}
+}
+
+func startPeer() (*proc, error) {
+	dir, err := nodeDir()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("node", "bench-peer.mjs")
+	cmd.Dir = dir
+	return startProc("typescript-sdk", cmd)
+}
+
+func (p *proc) stop() {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// rssMiB reads the resident set size of a process.
+func rssMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// ---- helpers ----
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func medianDur(xs []time.Duration) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func met(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+func ctxTimeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), time.Minute)
+}
+
+// loadCmd drives one server for profiling: `bench load -url URL -c 64 -d 10s -op task`.
+func loadCmd(args []string) error {
+	fs := flag.NewFlagSet("load", flag.ExitOnError)
+	url := fs.String("url", "", "server URL (http://127.0.0.1:PORT/mcp)")
+	conc := fs.Int("c", 64, "concurrent sessions")
+	d := fs.Duration("d", 10*time.Second, "duration")
+	op := fs.String("op", "task", "task or plain")
+	_ = fs.Parse(args)
+	f := opTask
+	if *op == "plain" {
+		f = opPlain
+	}
+	r, err := runLoad(*url, *conc, *d, f)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%.0f ops/s, %d errors (first: %v), p50 %s p99 %s\n", r.perSec(), r.errs, r.firstEr, ms(r.pct(0.5)), ms(r.pct(0.99)))
+	return nil
+}

@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// rounds runs op on url for o.rounds rounds and returns the median ops/s
+// and the pooled sorted latencies.
+func rounds(o options, url string, conc int, op func(context.Context, *session) error) (float64, result, error) {
+	var rates []float64
+	var pooled result
+	for range o.rounds {
+		r, err := runLoad(url, conc, o.duration, op)
+		if err != nil {
+			return 0, result{}, err
+		}
+		if r.errs > 0 {
+			return 0, result{}, fmt.Errorf("%d errors at %d clients, first: %v", r.errs, conc, r.firstEr)
+		}
+		rates = append(rates, r.perSec())
+		pooled.lat = append(pooled.lat, r.lat...)
+		pooled.ops += r.ops
+	}
+	sort.Slice(pooled.lat, func(i, j int) bool { return pooled.lat[i] < pooled.lat[j] })
+	return median(rates), pooled, nil
+}
+
+// 1. Task overhead: task round trips vs plain calls on the same server.
+func taskOverhead(o options, ours *proc, rep *report) error {
+	for _, conc := range []int{1, 64} {
+		var plain, task []float64
+		for range o.rounds {
+			p, err := runLoad(ours.url, conc, o.duration, opPlain)
+			if err != nil || p.errs > 0 {
+				return fmt.Errorf("plain calls: %v %v", err, p.firstEr)
+			}
+			t, err := runLoad(ours.url, conc, o.duration, opTask)
+			if err != nil || t.errs > 0 {
+				return fmt.Errorf("task calls: %v %v", err, t.firstEr)
+			}
+			plain = append(plain, p.perSec())
+			task = append(task, t.perSec())
+		}
+		mp, mt := median(plain), median(task)
+		ratio := mt / mp
+		rep.add(row{"1", fmt.Sprintf("task round trips vs plain tools/call, %d client(s), bbolt", conc),
+			fmt.Sprintf("%.0f tasks/s", mt), fmt.Sprintf("%.0f plain calls/s", mp), fmt.Sprintf("%.2f", ratio), "≥ 0.45", met(ratio >= 0.45)})
+	}
+	return nil
+}
+
+// 2. Durability cost: bbolt vs memory store, full task round trips.
+func durability(o options, bolt, mem *proc, rep *report) error {
+	for _, conc := range []int{1, 16, 64} {
+		var b, m []float64
+		for range o.rounds {
+			rb, err := runLoad(bolt.url, conc, o.duration, opTask)
+			if err != nil || rb.errs > 0 {
+				return fmt.Errorf("bbolt: %v %v", err, rb.firstEr)
+			}
+			rm, err := runLoad(mem.url, conc, o.duration, opTask)
+			if err != nil || rm.errs > 0 {
+				return fmt.Errorf("memory: %v %v", err, rm.firstEr)
+			}
+			b = append(b, rb.perSec())
+			m = append(m, rm.perSec())
+		}
+		mb, mm := median(b), median(m)
+		goal, ok := "-", "-"
+		if conc == 64 {
+			goal, ok = "≥ 0.3", met(mb/mm >= 0.3)
+		}
+		rep.add(row{"2", fmt.Sprintf("tasks created+completed, bbolt vs memory store, %d writer(s)", conc),
+			fmt.Sprintf("%.0f tasks/s (bbolt)", mb), fmt.Sprintf("%.0f tasks/s (memory)", mm), fmt.Sprintf("%.2f", mb/mm), goal, ok})
+	}
+	return nil
+}
+
+// 3. Against the TypeScript SDK's task server, same load.
+func againstPeer(o options, ours, peer *proc, rep *report) error {
+	for _, conc := range []int{1, 64} {
+		ro, lo, err := rounds(o, ours.url, conc, opTask)
+		if err != nil {
+			return fmt.Errorf("taskbridge: %w", err)
+		}
+		rp, lp, err := rounds(o, peer.url, conc, opTask)
+		if err != nil {
+			return fmt.Errorf("typescript peer: %w", err)
+		}
+		goal, ok := "-", "-"
+		if conc == 64 {
+			goal, ok = "≥ 3", met(ro/rp >= 3)
+		}
+		rep.add(row{"3", fmt.Sprintf("task throughput vs TypeScript SDK task server (InMemoryTaskStore), %d client(s); ours on bbolt", conc),
+			fmt.Sprintf("%.0f tasks/s", ro), fmt.Sprintf("%.0f tasks/s", rp), fmt.Sprintf("%.2f", ro/rp), goal, ok})
+		rep.add(row{"3", fmt.Sprintf("create-to-result latency p50 / p99, %d client(s)", conc),
+			ms(lo.pct(0.5)) + " / " + ms(lo.pct(0.99)), ms(lp.pct(0.5)) + " / " + ms(lp.pct(0.99)),
+			fmt.Sprintf("%.2f (p50)", float64(lp.pct(0.5))/float64(lo.pct(0.5))), "-", "-"})
+	}
+	return nil
+}
+
+// 4. Result latency: from the tool finishing to tasks/result returning.
+func resultLatency(ours, peer *proc, rep *report) error {
+	// samples, after warm-up: the peer's tasks/result sleeps a whole poll
+	// interval (1s) when the task is still running, so it gets fewer.
+	measure := func(p *proc, samples, warm int) (time.Duration, time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		s, err := dial(ctx, newHTTPClient(1), p.url)
+		if err != nil {
+			return 0, 0, err
+		}
+		var lats []time.Duration
+		for i := 0; i < samples+warm; i++ {
+			raw, err := taskRoundTrip(ctx, s, 5)
+			now := float64(time.Now().UnixNano()) / 1e6
+			if err != nil {
+				return 0, 0, err
+			}
+			var res struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			if err := json.Unmarshal(raw, &res); err != nil || len(res.Content) == 0 {
+				return 0, 0, fmt.Errorf("unexpected result %s", raw)
+			}
+			var fin struct {
+				FinishedAt float64 `json:"finishedAt"`
+			}
+			if err := json.Unmarshal([]byte(res.Content[0].Text), &fin); err != nil {
+				return 0, 0, err
+			}
+			if i >= warm {
+				lats = append(lats, time.Duration((now-fin.FinishedAt)*float64(time.Millisecond)))
+			}
+		}
+		sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+		return lats[len(lats)/2], lats[len(lats)*99/100], nil
+	}
+	o50, o99, err := measure(ours, 200, 20)
+	if err != nil {
+		return err
+	}
+	other, ratio := "-", "-"
+	if peer != nil {
+		p50, p99, err := measure(peer, 20, 2)
+		if err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+		other = ms(p50) + " / " + ms(p99)
+		ratio = fmt.Sprintf("%.0fx faster", float64(p50)/float64(o50))
+	}
+	rep.add(row{"4", "task finished → tasks/result returned, p50 / p99 (1 client)", ms(o50) + " / " + ms(o99), other, ratio, "p50 < 1 ms", met(o50 < time.Millisecond)})
+	return nil
+}
+
+// 6. Workflow: prompts/get of a 10-step server workflow vs the 10 calls.
+func workflowCost(o options, ours *proc, rep *report) error {
+	ctx, cancel := ctxTimeout()
+	defer cancel()
+	s, err := dial(ctx, newHTTPClient(1), ours.url)
+	if err != nil {
+		return err
+	}
+	n := 60 * o.rounds
+	timeIt := func(f func() error) (time.Duration, error) {
+		var ds []time.Duration
+		for i := 0; i < n; i++ {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		return medianDur(ds[n/10:]), nil
+	}
+	direct, err := timeIt(func() error {
+		for i := 1; i <= 10; i++ {
+			if _, err := s.call(ctx, "tools/call", map[string]any{"name": fmt.Sprintf("step%d", i), "arguments": map[string]any{"n": i}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	plain, err := timeIt(func() error {
+		_, err := s.call(ctx, "prompts/get", map[string]any{"name": "wf10_plain"})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	tasked, err := timeIt(func() error {
+		_, err := s.call(ctx, "prompts/get", map[string]any{"name": "wf10"})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	rep.add(row{"6", "10-step server workflow: prompts/get (task, bbolt) vs 10 direct tools/call", ms(tasked), ms(direct),
+		fmt.Sprintf("%.2f", float64(tasked)/float64(direct)), "-", "-"})
+	rep.add(row{"6", "per step: task-aware / plain workflow (no task)", ms(tasked/10) + " / " + ms(plain/10), ms(direct/10) + " per direct call", "-", "-", "-"})
+	return nil
+}
+
+// 5. Scale: tasks/get and one tasks/list page with few vs many stored
+// tasks; memory and file size with many.
+func scale(o options, tmp string, rep *report) error {
+	type point struct {
+		get, list, deep time.Duration
+		rss, file       float64
+	}
+	measure := func(n int) (point, error) {
+		path := filepath.Join(tmp, fmt.Sprintf("scale-%d.db", n))
+		ids, err := populate(path, n)
+		if err != nil {
+			return point{}, err
+		}
+		srv, err := startOurs("bbolt", path)
+		if err != nil {
+			return point{}, err
+		}
+		defer srv.stop()
+		ctx, cancel := ctxTimeout()
+		defer cancel()
+		s, err := dial(ctx, newHTTPClient(1), srv.url)
+		if err != nil {
+			return point{}, err
+		}
+		var gets, lists []time.Duration
+		for i := 0; i < 2000; i++ {
+			id := ids[rand.IntN(len(ids))]
+			t0 := time.Now()
+			if _, err := s.call(ctx, "tasks/get", map[string]any{"taskId": id}); err != nil {
+				return point{}, err
+			}
+			gets = append(gets, time.Since(t0))
+		}
+		var cursor string
+		for i := 0; i < 200; i++ {
+			params := map[string]any{}
+			if cursor != "" {
+				params["cursor"] = cursor
+			}
+			t0 := time.Now()
+			raw, err := s.call(ctx, "tasks/list", params)
+			if err != nil {
+				return point{}, err
+			}
+			lists = append(lists, time.Since(t0))
+			var page struct {
+				NextCursor string `json:"nextCursor"`
+			}
+			_ = json.Unmarshal(raw, &page)
+			cursor = page.NextCursor
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			return point{}, err
+		}
+		return point{get: medianDur(gets[200:]), list: medianDur(lists[20:]), rss: rssMiB(srv.cmd.Process.Pid), file: float64(st.Size()) / (1 << 20)}, nil
+	}
+	small, err := measure(1000)
+	if err != nil {
+		return err
+	}
+	big, err := measure(o.scale)
+	if err != nil {
+		return err
+	}
+	gr, lr := float64(big.get)/float64(small.get), float64(big.list)/float64(small.list)
+	rep.add(row{"5", fmt.Sprintf("tasks/get with %s vs 1k stored tasks (bbolt)", count(o.scale)), ms(big.get), ms(small.get), fmt.Sprintf("%.2f", gr), "≤ 1.5", met(gr <= 1.5)})
+	rep.add(row{"5", fmt.Sprintf("tasks/list page (50) with %s vs 1k stored tasks", count(o.scale)), ms(big.list), ms(small.list), fmt.Sprintf("%.2f", lr), "≤ 1.5", met(lr <= 1.5)})
+	rep.add(row{"5", fmt.Sprintf("server RSS / file size with %s vs 1k tasks", count(o.scale)),
+		fmt.Sprintf("%.0f MiB / %.0f MiB", big.rss, big.file), fmt.Sprintf("%.0f MiB / %.1f MiB", small.rss, small.file),
+		fmt.Sprintf("%.2f (RSS)", big.rss/small.rss), "RSS flat", met(big.rss/small.rss <= 2)})
+	return nil
+}
+
+func count(n int) string {
+	if n >= 1_000_000 && n%1_000_000 == 0 {
+		return fmt.Sprintf("%dM", n/1_000_000)
+	}
+	return fmt.Sprintf("%dk", n/1000)
+}
+
+// populate writes n finished tasks for the local owner with 64 concurrent
+// writers (group commit) and returns a sample of their ids.
+func populate(path string, n int) ([]string, error) {
+	st, err := bboltstore.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	t0 := time.Now()
+	const writers = 64
+	var (
+		mu      sync.Mutex
+		sample  []string
+		wg      sync.WaitGroup
+		firstEr error
+	)
+	result := json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
+	per := (n + writers - 1) / writers
+	base := time.Now().Add(-time.Hour)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per && w*per+i < n; i++ {
+				id := taskrouter.NewTaskID()
+				created := base.Add(time.Duration(w*per+i) * time.Microsecond)
+				_, err := st.Create(context.Background(), &store.Task{
+					ID: id, Owner: taskrouter.LocalOwner, Status: store.StatusWorking, CreatedAt: created,
+					Request: store.Request{Method: "tools/call", Name: "work", Arguments: json.RawMessage(`{"ms":0}`)},
+					Labels:  map[string]string{taskrouter.LabelKind: taskrouter.KindTool},
+				})
+				if err == nil {
+					_, err = st.Update(context.Background(), id, store.Update{Status: store.StatusCompleted, Result: result})
+				}
+				if err != nil {
+					mu.Lock()
+					firstEr = err
+					mu.Unlock()
+					return
+				}
+				if i%97 == 0 {
+					mu.Lock()
+					sample = append(sample, id)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstEr != nil {
+		return nil, firstEr
+	}
+	fmt.Fprintf(os.Stderr, "  populated %d tasks in %s\n", n, time.Since(t0).Round(time.Millisecond))
+	return sample, nil
+}

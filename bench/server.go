@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/store/memory"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+type workIn struct {
+	Ms float64 `json:"ms"`
+}
+
+type stepIn struct {
+	N int `json:"n"`
+}
+
+type stepOut struct {
+	N int `json:"n"`
+}
+
+// benchBuilder is the server under test: the same trivial tools the peer
+// serves, plus ten trivial steps and a 10-step workflow over them.
+func benchBuilder() *builder.Builder {
+	b := builder.New("taskbridge-bench", "1").WithoutEnv()
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "work"}, func(ctx context.Context, _ *mcp.CallToolRequest, in workIn) (*mcp.CallToolResult, any, error) {
+		if in.Ms > 0 {
+			select {
+			case <-time.After(time.Duration(in.Ms * float64(time.Millisecond))):
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		}
+		finished := float64(time.Now().UnixNano()) / 1e6
+		b, _ := json.Marshal(map[string]float64{"finishedAt": finished})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	wf := workflow.New("wf10", "ten trivial server steps")
+	wfPlain := workflow.New("wf10_plain", "ten trivial server steps, no task")
+	for i := 1; i <= 10; i++ {
+		name := fmt.Sprintf("step%d", i)
+		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, in stepIn) (*mcp.CallToolResult, stepOut, error) {
+			return nil, stepOut{N: in.N + 1}, nil
+		}, taskrouter.ToolOptions{})
+		for _, w := range []*workflow.SequentialWorkflow{wf, wfPlain} {
+			s := workflow.Server(name, name)
+			if i == 1 {
+				s.Bind("n", workflow.Const(0))
+			} else {
+				s.Bind("n", workflow.StepOutput(fmt.Sprintf("step%d", i-1), "n"))
+			}
+			w.Step(s)
+		}
+	}
+	b.TaskWorkflow(wf).Workflow(wfPlain)
+	return b
+}
+
+// benchConfig lifts the per-owner limits (the load generator's sessions are
+// one owner here) so the engine is measured, not its admission control.
+func benchConfig() taskrouter.Config {
+	return taskrouter.Config{
+		MaxConcurrent:         4096,
+		MaxConcurrentPerOwner: 4096,
+		MaxPendingPerOwner:    1 << 20,
+		MaxTTL:                24 * time.Hour,
+		// One owner for every session, so the scale test can pre-populate
+		// tasks the HTTP clients may read.
+		Owner: func(context.Context, mcp.Request) (string, error) { return taskrouter.LocalOwner, nil },
+	}
+}
+
+// serve runs the bench server until SIGTERM: `bench serve -http ADDR -store bbolt|memory -db FILE`.
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	addr := fs.String("http", "127.0.0.1:0", "listen address")
+	storeKind := fs.String("store", "bbolt", "bbolt or memory")
+	db := fs.String("db", "", "bbolt file")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
+	_ = fs.Parse(args)
+	b := benchBuilder().WithConfig(benchConfig())
+	switch *storeKind {
+	case "memory":
+		b.WithStore(memory.New())
+	case "bbolt":
+		if *db == "" {
+			return errors.New("serve: -db is required with -store bbolt")
+		}
+		b.WithDBPath(*db)
+	default:
+		return fmt.Errorf("serve: unknown store %q", *storeKind)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := b.Build(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.HTTPHandler(nil))
+	if *pprofAddr != "" {
+		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // DefaultServeMux has pprof
+	}
+	hs := &http.Server{Handler: mux}
+	go func() {
+		<-ctx.Done()
+		_ = hs.Close()
+	}()
+	fmt.Printf("{\"port\": %d}\n", ln.Addr().(*net.TCPAddr).Port)
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
