@@ -22,7 +22,7 @@ import (
 
 // harness is a real go-sdk server with a router and a set of test tools.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	st      store.Store
 	r       *taskrouter.Router
 	srv     *mcp.Server
@@ -42,12 +42,12 @@ type echoIn struct {
 	Text string `json:"text"`
 }
 
-func newHarness(t *testing.T, mutate func(*taskrouter.Config)) *harness {
+func newHarness(t testing.TB, mutate func(*taskrouter.Config)) *harness {
 	t.Helper()
 	return newHarnessOn(t, memory.New(), mutate)
 }
 
-func newHarnessOn(t *testing.T, st store.Store, mutate func(*taskrouter.Config)) *harness {
+func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Config)) *harness {
 	t.Helper()
 	cfg := taskrouter.Config{Store: st, PollInterval: 50 * time.Millisecond}
 	if mutate != nil {
@@ -137,7 +137,7 @@ const (
 
 // peer is a raw JSON-RPC client speaking one dialect.
 type peer struct {
-	t    *testing.T
+	t    testing.TB
 	c    *rpcconn.Conn
 	d    dialect
 	mu   sync.Mutex
