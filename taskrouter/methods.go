@@ -140,10 +140,16 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		return nil, err
 	}
 	id := taskIDOf(p)
+	if _, err := r.load(ctx, tc, id); err != nil {
+		// Unknown and foreign ids never register a watch.
+		return nil, err
+	}
 	for {
+		// Watch first, then read, so no change between the two is missed.
 		w := r.watch(id)
 		t, err := r.load(ctx, tc, id)
 		if err != nil {
+			r.unwatch(id, w)
 			return nil, err
 		}
 		if t.Status.Terminal() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"time"
 
@@ -218,8 +219,10 @@ func (tr *coreTaskRequest) ttl() time.Duration {
 		return 0
 	}
 	ms := *tr.TTL
-	if ms > float64(1<<53) {
-		ms = float64(1 << 53)
+	// Clamp before converting: beyond ~292 years of nanoseconds the
+	// product overflows int64. Router.actualTTL caps at MaxTTL anyway.
+	if ms >= float64(math.MaxInt64/int64(time.Millisecond)) {
+		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(ms * float64(time.Millisecond))
 }
@@ -262,7 +265,9 @@ func (r *Router) toolsCall(ctx context.Context, req *mcp.CallToolRequest, next m
 	case asked && te.support == TaskForbidden:
 		return nil, rpcError(CodeMethodNotFound, "tool %q does not support task-augmented calls (execution.taskSupport is forbidden)", name)
 	case !asked && te.support == TaskRequired:
-		return nil, rpcError(CodeMethodNotFound, "tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
+		// -32600, which the spec allows here: go-sdk replaces the message of
+		// every -32601 error with "method not found", losing the reason.
+		return nil, rpcError(CodeInvalidRequest, "tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
 	case asked:
 		if te.preflight != nil {
 			if err := r.preflightCore(ctx, req, te); err != nil {

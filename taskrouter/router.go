@@ -200,6 +200,16 @@ func (r *Router) watch(id string) <-chan struct{} {
 	return ch
 }
 
+// unwatch drops w if it is still the registered watch of id (the task
+// vanished while a waiter held it).
+func (r *Router) unwatch(id string, w <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch, ok := r.watches[id]; ok && (<-chan struct{})(ch) == w {
+		delete(r.watches, id)
+	}
+}
+
 // changed wakes everyone watching task t and pushes its status.
 func (r *Router) changed(t *store.Task) {
 	r.mu.Lock()
@@ -327,7 +337,12 @@ func ptr[T any](v T) *T { return &v }
 
 // admit reserves a pending slot for owner, or fails when the owner has too
 // many queued and running tasks.
-func (r *Router) admit(owner string) error {
+func (r *Router) admit(owner string) error { return r.admitAs(owner, false) }
+
+// admitAs is admit; with recovered set it skips the pending cap, because a
+// task re-run after a restart was admitted before the crash, and refusing it
+// now would leave it working forever.
+func (r *Router) admitAs(owner string, recovered bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -338,7 +353,7 @@ func (r *Router) admit(owner string) error {
 		os = &ownerState{wake: make(chan struct{})}
 		r.owners[owner] = os
 	}
-	if os.pending >= r.cfg.MaxPendingPerOwner {
+	if os.pending >= r.cfg.MaxPendingPerOwner && !recovered {
 		return &jsonrpc.Error{Code: CodeTooManyTasks, Message: fmt.Sprintf("too many active tasks for this requestor (limit %d)", r.cfg.MaxPendingPerOwner)}
 	}
 	os.pending++
@@ -367,20 +382,30 @@ func (r *Router) acquire(ctx context.Context, owner string) error {
 	case r.sem <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		r.releaseOwner(owner, true)
+		r.releaseRunning(owner)
 		return context.Cause(ctx)
 	}
 }
 
-func (r *Router) releaseOwner(owner string, running bool) {
+// releaseRunning gives back an owner's running slot and wakes its waiters.
+func (r *Router) releaseRunning(owner string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	os := r.owners[owner]
+	os.running--
+	close(os.wake)
+	os.wake = make(chan struct{})
+}
+
+// releaseOwner gives back an owner's pending slot, and its running slot
+// when running is set.
+func (r *Router) releaseOwner(owner string, running bool) {
 	if running {
-		os.running--
-		close(os.wake)
-		os.wake = make(chan struct{})
+		r.releaseRunning(owner)
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	os := r.owners[owner]
 	os.pending--
 	if os.pending == 0 && os.running == 0 {
 		delete(r.owners, owner)
@@ -669,13 +694,15 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task) {
 		}
 		return
 	}
-	msg := "re-running after a server restart"
-	nt, err := r.Update(ctx, t.ID, store.Update{Status: store.StatusWorking, StatusMessage: &msg})
-	if err != nil {
+	if err := r.admitAs(t.Owner, true); err != nil {
+		// Only a closed router refuses; the next start resolves the task.
 		r.log.Error("re-running interrupted task", "task", t.ID, "error", err)
 		return
 	}
-	if err := r.admit(nt.Owner); err != nil {
+	msg := "re-running after a server restart"
+	nt, err := r.Update(ctx, t.ID, store.Update{Status: store.StatusWorking, StatusMessage: &msg})
+	if err != nil {
+		r.releaseOwner(t.Owner, false)
 		r.log.Error("re-running interrupted task", "task", t.ID, "error", err)
 		return
 	}

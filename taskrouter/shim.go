@@ -29,8 +29,7 @@ const metaConnID = "taskbridge/conn"
 // the params with it. It returns the input unchanged when there is nothing
 // to do or the params are not a JSON object.
 func rewriteParams(params json.RawMessage, connID string) json.RawMessage {
-	hasTask := bytes.Contains(params, []byte(`"task"`))
-	if !hasTask && connID == "" {
+	if !mayHaveTask(params) && connID == "" {
 		return params
 	}
 	var m map[string]json.RawMessage
@@ -43,8 +42,11 @@ func rewriteParams(params json.RawMessage, connID string) json.RawMessage {
 	}
 	meta := map[string]json.RawMessage{}
 	if old, ok := m["_meta"]; ok {
-		if err := json.Unmarshal(old, &meta); err != nil || meta == nil {
+		if err := json.Unmarshal(old, &meta); err != nil {
 			return params // a malformed _meta is the SDK's to reject
+		}
+		if meta == nil { // "_meta": null
+			meta = map[string]json.RawMessage{}
 		}
 	}
 	if hasTask {
@@ -60,6 +62,12 @@ func rewriteParams(params json.RawMessage, connID string) json.RawMessage {
 		return params
 	}
 	return out
+}
+
+// mayHaveTask is a fast filter: params can only carry a "task" key if the
+// bytes contain it literally or contain a \u escape (which could spell it).
+func mayHaveTask(params []byte) bool {
+	return bytes.Contains(params, []byte(`"task"`)) || bytes.Contains(params, []byte(`\u`))
 }
 
 // takeConnID removes and returns the shim's connection id from _meta.
@@ -284,7 +292,7 @@ func rewriteMessage(raw json.RawMessage) (json.RawMessage, bool, bool) {
 			newProto = v >= ExtensionVersion
 		}
 	}
-	if wm.Method != methodToolsCall || !bytes.Contains(wm.Params, []byte(`"task"`)) {
+	if wm.Method != methodToolsCall || !mayHaveTask(wm.Params) {
 		return raw, false, newProto
 	}
 	np := rewriteParams(wm.Params, "")
