@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +60,12 @@ func hostileOutcome(rep *relReply) string {
 	case rep.Result != nil:
 		return prefix + "ok"
 	case rep.Batch != nil:
+		// JSON-RPC lets a server answer a batch in any order: compare in
+		// request-id order.
+		batch := append([]relWireResponse(nil), rep.Batch...)
+		sort.SliceStable(batch, func(i, j int) bool { return string(batch[i].ID) < string(batch[j].ID) })
 		var parts []string
-		for _, r := range rep.Batch {
+		for _, r := range batch {
 			if r.Error != nil {
 				parts = append(parts, fmt.Sprintf("rpc:%d", r.Error.Code))
 			} else {

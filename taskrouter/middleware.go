@@ -144,10 +144,9 @@ func (r *Router) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		switch method {
 		case methodInitialize:
 			res, err := next(ctx, method, req)
+			// initialize negotiates 2025-11-25 or older: the core capability
+			// only (the extension is advertised by server/discover).
 			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
-				if ir.Capabilities != nil {
-					ir.Capabilities.AddExtension(ExtensionID, nil)
-				}
 				return &initializeResult{InitializeResult: ir}, nil
 			}
 			return res, err

@@ -1,7 +1,8 @@
 // Package rpcconn is a minimal JSON-RPC 2.0 peer over an mcp.Connection. It
 // can send any request the go-sdk client cannot express (a core-dialect
-// task-augmented tools/call, tasks/*), answer server-to-client requests with
-// a handler, and collect notifications.
+// task-augmented tools/call, tasks/*), answer requests from the other side
+// with a handler, and collect notifications. It works in either role: the
+// client package uses it as an MCP client, and tests use it as a raw server.
 package rpcconn
 
 import (
@@ -10,34 +11,53 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Handler answers a server-to-client request.
+// Handler answers a request from the other side. Its context is cancelled
+// when the peer sends notifications/cancelled for the request, and when the
+// connection ends.
 type Handler func(ctx context.Context, method string, params json.RawMessage) (any, error)
+
+// AfterReply may be implemented by a Handler's result: the connection calls
+// AfterReply, in a new goroutine, once the response carrying the result has
+// been written. A receiver uses it to start work that must not be reported
+// (for example by a status notification) before the reply itself.
+type AfterReply interface {
+	AfterReply()
+}
 
 // Conn is a JSON-RPC peer.
 type Conn struct {
-	conn    mcp.Connection
-	handler Handler
+	conn       mcp.Connection
+	handler    Handler
+	sendCancel bool
 
-	mu      sync.Mutex
-	nextID  int64
-	pending map[int64]chan *jsonrpc.Response
-	notify  func(method string, params json.RawMessage)
-	err     error
-	done    chan struct{}
+	mu       sync.Mutex
+	nextID   int64
+	pending  map[int64]chan *jsonrpc.Response
+	inbound  map[string]context.CancelFunc // peer request id -> handler cancel
+	notify   func(method string, params json.RawMessage)
+	err      error
+	done     chan struct{}
+	baseCtx  context.Context
+	stopBase context.CancelFunc
 }
 
 // Options configure Dial.
 type Options struct {
-	// Handler answers server-to-client requests; nil answers every request
-	// with "method not found".
+	// Handler answers requests from the other side; nil answers every
+	// request with "method not found".
 	Handler Handler
-	// OnNotification receives server notifications.
+	// OnNotification receives notifications. It runs on the read loop, so
+	// it must not block.
 	OnNotification func(method string, params json.RawMessage)
+	// SendCancelled makes Call send notifications/cancelled for a request
+	// whose context ends before the response arrives.
+	SendCancelled bool
 }
 
 // Dial connects over t and starts reading.
@@ -46,10 +66,19 @@ func Dial(ctx context.Context, t mcp.Transport, opts *Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{conn: conn, pending: map[int64]chan *jsonrpc.Response{}, done: make(chan struct{})}
+	base, stop := context.WithCancel(context.Background())
+	c := &Conn{
+		conn:     conn,
+		pending:  map[int64]chan *jsonrpc.Response{},
+		inbound:  map[string]context.CancelFunc{},
+		done:     make(chan struct{}),
+		baseCtx:  base,
+		stopBase: stop,
+	}
 	if opts != nil {
 		c.handler = opts.Handler
 		c.notify = opts.OnNotification
+		c.sendCancel = opts.SendCancelled
 	}
 	go c.readLoop()
 	return c, nil
@@ -67,6 +96,7 @@ func (c *Conn) readLoop() {
 				delete(c.pending, id)
 			}
 			c.mu.Unlock()
+			c.stopBase()
 			return
 		}
 		switch m := msg.(type) {
@@ -84,22 +114,72 @@ func (c *Conn) readLoop() {
 			}
 		case *jsonrpc.Request:
 			if !m.IsCall() {
+				if m.Method == "notifications/cancelled" {
+					c.cancelInbound(m.Params)
+				}
 				if c.notify != nil {
 					c.notify(m.Method, m.Params)
 				}
 				continue
 			}
-			go c.answer(m)
+			ctx, cancel := context.WithCancel(c.baseCtx)
+			key := idKey(m.ID.Raw())
+			c.mu.Lock()
+			c.inbound[key] = cancel
+			c.mu.Unlock()
+			go c.answer(ctx, key, m)
 		}
 	}
 }
 
-func (c *Conn) answer(req *jsonrpc.Request) {
+// idKey turns a request id into a map key that keeps numbers and strings
+// apart.
+func idKey(raw any) string {
+	switch v := raw.(type) {
+	case string:
+		return "s:" + v
+	case int64:
+		return fmt.Sprintf("n:%d", v)
+	case float64:
+		return fmt.Sprintf("n:%d", int64(v))
+	}
+	return fmt.Sprintf("?:%v", raw)
+}
+
+// cancelInbound cancels the handler of the request named by a
+// notifications/cancelled.
+func (c *Conn) cancelInbound(params json.RawMessage) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	key := idKey(p.RequestID)
+	c.mu.Lock()
+	cancel := c.inbound[key]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (c *Conn) answer(ctx context.Context, key string, req *jsonrpc.Request) {
+	defer func() {
+		c.mu.Lock()
+		cancel := c.inbound[key]
+		delete(c.inbound, key)
+		c.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	resp := &jsonrpc.Response{ID: req.ID}
+	var after AfterReply
 	if c.handler == nil {
 		resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no handler for " + req.Method}
 	} else {
-		res, err := c.handler(context.Background(), req.Method, req.Params)
+		res, err := c.callHandler(ctx, req)
 		if err != nil {
 			var je *jsonrpc.Error
 			if !errors.As(err, &je) {
@@ -112,10 +192,25 @@ func (c *Conn) answer(req *jsonrpc.Request) {
 				resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()}
 			} else {
 				resp.Result = b
+				after, _ = res.(AfterReply)
 			}
 		}
 	}
-	_ = c.conn.Write(context.Background(), resp)
+	werr := c.conn.Write(context.Background(), resp)
+	if after != nil && werr == nil {
+		go after.AfterReply()
+	}
+}
+
+// callHandler runs the handler, turning a panic into an internal error so
+// that a bad message cannot take the process down.
+func (c *Conn) callHandler(ctx context.Context, req *jsonrpc.Request) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("handler for %s panicked: %v", req.Method, p)}
+		}
+	}()
+	return c.handler(ctx, req.Method, req.Params)
 }
 
 // Call sends a request and decodes its result into result (which may be
@@ -167,8 +262,24 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		return json.Unmarshal(resp.Result, result)
 	case <-ctx.Done():
 		c.forget(id)
+		if c.sendCancel {
+			c.notifyCancelled(id, ctx)
+		}
 		return ctx.Err()
 	}
+}
+
+// notifyCancelled tells the peer, best effort, that request id was
+// abandoned.
+func (c *Conn) notifyCancelled(id int64, ctx context.Context) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = c.Notify(wctx, "notifications/cancelled", map[string]any{"requestId": id, "reason": context.Cause(ctx).Error()})
 }
 
 // Notify sends a notification.
@@ -192,9 +303,17 @@ func (c *Conn) closedErr() error {
 	return c.err
 }
 
-// Close closes the connection.
+// Done is closed when the connection has stopped reading (closed by either
+// side).
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection stopped reading, or nil while it runs.
+func (c *Conn) Err() error { return c.closedErr() }
+
+// Close closes the connection; running handlers see their context end.
 func (c *Conn) Close() error {
 	err := c.conn.Close()
 	<-c.done
+	c.stopBase()
 	return err
 }

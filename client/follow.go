@@ -1,0 +1,400 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/handoff"
+)
+
+// metaWorkflow is the _meta key of the workflow summary a taskbridge
+// server adds to the result of a continuation call.
+const metaWorkflow = "taskbridge/workflow"
+
+// maxFollowSteps bounds how many client steps Follow performs.
+const maxFollowSteps = 1000
+
+// GetPrompt gets a prompt (prompts/get). When the prompt is a task-aware
+// workflow, the result ends with a handoff and doc is that handoff
+// document; otherwise doc is nil. A result that carries a handoff in
+// _meta["taskbridge/handoff"] that does not validate is an error.
+func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, *handoff.Document, error) {
+	return c.getPrompt(ctx, name, args, nil)
+}
+
+func (c *Client) getPrompt(ctx context.Context, name string, args map[string]string, meta map[string]any) (*mcp.GetPromptResult, *handoff.Document, error) {
+	params := map[string]any{"name": name}
+	if args != nil {
+		params["arguments"] = args
+	}
+	raw, err := c.retryingCall(ctx, methodPromptsGet, params, meta)
+	if err != nil {
+		return nil, nil, err
+	}
+	var res mcp.GetPromptResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, nil, malformed("prompts/get result: %v", err)
+	}
+	doc, herr := handoff.FromPromptResult(&res)
+	switch {
+	case herr == nil:
+		return &res, doc, nil
+	case errors.Is(herr, handoff.ErrNoHandoff):
+		return &res, nil, nil
+	}
+	if _, ok := res.Meta[handoff.MetaKey]; ok {
+		return &res, nil, fmt.Errorf("client: prompt %q: %w", name, herr)
+	}
+	// A ```json block in an ordinary prompt's text is not a handoff.
+	return &res, nil, nil
+}
+
+// retryingCall sends a request that may be answered input_required
+// (SEP-2322 multi round-trip, 2026-07-28): it answers the input requests
+// through the InputHandler and retries until it gets a result.
+func (c *Client) retryingCall(ctx context.Context, method string, params, meta map[string]any) (json.RawMessage, error) {
+	for round := 0; round < maxInputRounds; round++ {
+		raw, err := c.callWith(ctx, method, params, meta, false)
+		if err != nil {
+			return nil, err
+		}
+		var probe struct {
+			ResultType    string                     `json:"resultType"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+		}
+		if json.Unmarshal(raw, &probe) != nil || probe.ResultType != "input_required" {
+			return raw, nil
+		}
+		inputs, err := decodeInputRequests(probe.InputRequests)
+		if err != nil {
+			return nil, malformed("%s: %v", method, err)
+		}
+		responses := map[string]json.RawMessage{}
+		for _, key := range slices.Sorted(maps.Keys(inputs)) {
+			res, err := c.answerDirect(ctx, "", inputs[key])
+			if err != nil {
+				return nil, fmt.Errorf("client: answering input request %q of %s: %w", key, method, err)
+			}
+			responses[key] = res
+		}
+		params = maps.Clone(params)
+		params["inputResponses"] = responses
+		if probe.RequestState != "" {
+			params["requestState"] = probe.RequestState
+		} else {
+			delete(params, "requestState")
+		}
+	}
+	return nil, fmt.Errorf("client: %s still needs input after %d rounds", method, maxInputRounds)
+}
+
+// FollowOptions configure Follow.
+type FollowOptions struct {
+	// Fill supplies the arguments of a client step that are still
+	// placeholders ("<description>" strings, see handoff.IsPlaceholder).
+	// placeholders names them, sorted; the returned map must have a value
+	// for each (it may also override resolved arguments). Fill is required
+	// when a step has placeholders.
+	Fill func(ctx context.Context, step handoff.RemainingStep, placeholders []string) (map[string]any, error)
+	// TaskVars, when set, are sent with every client step as
+	// _meta["_task_vars"]: workflow task variables that later steps read
+	// (a taskbridge extension).
+	TaskVars map[string]any
+}
+
+// WorkflowError reports that a workflow stopped somewhere Follow cannot
+// continue from: a step failed, or the task ended failed or cancelled.
+type WorkflowError struct {
+	// TaskID and Workflow identify the workflow task.
+	TaskID, Workflow string
+	// Step is the step the workflow stopped at, when known.
+	Step string
+	// Status is the task status the server reported.
+	Status string
+	// Reason is the server's pause reason or error message.
+	Reason string
+	// RemainingSteps names the steps not done.
+	RemainingSteps []string
+}
+
+// Error implements error.
+func (e *WorkflowError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "client: workflow %q (task %s)", e.Workflow, e.TaskID)
+	if e.Step != "" {
+		fmt.Fprintf(&b, " stopped at step %q", e.Step)
+	} else {
+		b.WriteString(" stopped")
+	}
+	fmt.Fprintf(&b, " (status %s)", e.Status)
+	if e.Reason != "" {
+		fmt.Fprintf(&b, ": %s", e.Reason)
+	}
+	return b.String()
+}
+
+// workflowSummary is _meta["taskbridge/workflow"] of a continuation result.
+type workflowSummary struct {
+	TaskID         string   `json:"taskId"`
+	Status         string   `json:"status"`
+	RemainingSteps []string `json:"remainingSteps"`
+	PauseReason    string   `json:"pauseReason"`
+}
+
+// Follow continues a workflow task from its handoff: it performs the
+// remaining client steps in order, calling each step's tool with
+// _meta {"_task_id": doc.TaskID} and the step's arguments (asking
+// opts.Fill for any still a placeholder), then waits for the task to end
+// and returns the workflow's final result (a GetPromptResult as JSON).
+//
+// After each client step the server runs the server steps that follow;
+// when the workflow then waits on another client step, Follow re-reads the
+// handoff (prompts/get with the task id, so arguments resolved from the
+// step just performed are filled in) and continues. When a step fails, or
+// the task ends failed or cancelled, Follow returns a *WorkflowError.
+func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowOptions) (json.RawMessage, error) {
+	if doc == nil {
+		return nil, errors.New("client: Follow needs a handoff document")
+	}
+	if err := doc.Validate(); err != nil {
+		return nil, err
+	}
+	cur := doc
+	for range maxFollowSteps {
+		switch cur.Status {
+		case handoff.StatusCompleted:
+			return c.waitWorkflow(ctx, cur)
+		case handoff.StatusFailed, handoff.StatusCancelled:
+			return nil, docError(cur)
+		}
+		if len(cur.RemainingSteps) == 0 {
+			return c.waitWorkflow(ctx, cur)
+		}
+		step := cur.RemainingSteps[0]
+		if step.Execution != handoff.ExecClient {
+			if failedStep(cur, step.Name) {
+				return nil, docError(cur)
+			}
+			// The server is still running (or will run) its steps.
+			return c.waitWorkflow(ctx, cur)
+		}
+		args, err := fillArguments(ctx, step, opts.Fill)
+		if err != nil {
+			return nil, fmt.Errorf("client: workflow %q step %q: %w", cur.Workflow, step.Name, err)
+		}
+		sum, err := c.performStep(ctx, cur, step, args, opts.TaskVars)
+		if err != nil {
+			return nil, err
+		}
+		switch Status(sum.Status) {
+		case StatusCompleted:
+			return c.waitWorkflow(ctx, cur)
+		case StatusFailed, StatusCancelled:
+			return nil, &WorkflowError{TaskID: cur.TaskID, Workflow: cur.Workflow, Status: sum.Status, Reason: sum.PauseReason, RemainingSteps: sum.RemainingSteps}
+		}
+		if len(sum.RemainingSteps) == 0 {
+			return c.waitWorkflow(ctx, cur)
+		}
+		next := stepNamed(cur, sum.RemainingSteps[0])
+		if next == nil || next.Execution != handoff.ExecClient {
+			// The server stopped at a server step: it failed.
+			if sum.PauseReason != "" {
+				return nil, &WorkflowError{TaskID: cur.TaskID, Workflow: cur.Workflow, Step: sum.RemainingSteps[0], Status: sum.Status, Reason: sum.PauseReason, RemainingSteps: sum.RemainingSteps}
+			}
+			return c.waitWorkflow(ctx, cur)
+		}
+		cur, err = c.refreshHandoff(ctx, cur, step.Name)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("client: workflow %q (task %s) did not end after %d client steps", doc.Workflow, doc.TaskID, maxFollowSteps)
+}
+
+// performStep calls a client step's tool bound to the workflow task and
+// returns the workflow summary the server attached to the result.
+func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step handoff.RemainingStep, args map[string]any, vars map[string]any) (*workflowSummary, error) {
+	meta := map[string]any{handoff.TaskIDMetaKey: doc.TaskID}
+	if len(vars) > 0 {
+		meta["_task_vars"] = vars
+	}
+	res, err := c.plainCall(ctx, step.Tool, args, meta)
+	if err != nil {
+		return nil, fmt.Errorf("client: workflow %q (task %s) step %q (tool %q): %w", doc.Workflow, doc.TaskID, step.Name, step.Tool, err)
+	}
+	sum := &workflowSummary{}
+	if raw, ok := res.Meta[metaWorkflow]; ok {
+		b, err := json.Marshal(raw)
+		if err == nil {
+			err = json.Unmarshal(b, sum)
+		}
+		if err != nil {
+			return nil, malformed("step %q: _meta[%q]: %v", step.Name, metaWorkflow, err)
+		}
+	}
+	if res.IsError {
+		reason := sum.PauseReason
+		if reason == "" {
+			reason = toolText(res)
+		}
+		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Step: step.Name, Status: sum.Status, Reason: reason, RemainingSteps: sum.RemainingSteps}
+	}
+	if sum.Status == "" {
+		// Not a taskbridge continuation reply: ask the task itself.
+		t, err := c.GetTask(ctx, doc.TaskID)
+		if err != nil {
+			return nil, fmt.Errorf("client: workflow %q step %q: the result carries no workflow summary and tasks/get failed: %w", doc.Workflow, step.Name, err)
+		}
+		sum.Status = string(t.Status)
+		sum.PauseReason = t.StatusMessage
+		if !t.Status.Terminal() {
+			for _, s := range doc.RemainingSteps[1:] {
+				sum.RemainingSteps = append(sum.RemainingSteps, s.Name)
+			}
+		}
+	}
+	return sum, nil
+}
+
+// plainCall is a tools/call that never asks for a task; if the server
+// makes one anyway, its result is awaited.
+func (c *Client) plainCall(ctx context.Context, tool string, args map[string]any, meta map[string]any) (*mcp.CallToolResult, error) {
+	params := map[string]any{"name": tool, "arguments": args}
+	raw, err := c.retryingCall(ctx, methodToolsCall, params, meta)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := decodeCallReply(raw)
+	if err != nil {
+		return nil, err
+	}
+	if rep.task != nil {
+		out, err := c.TaskResult(ctx, rep.task.ID)
+		if err != nil {
+			return nil, err
+		}
+		return decodeToolResult(out)
+	}
+	if rep.result == nil {
+		return nil, malformed("tools/call %q returned no result", tool)
+	}
+	return rep.result, nil
+}
+
+// refreshHandoff re-reads the handoff of a workflow task after a client
+// step. If the server cannot resume the prompt, the old document minus the
+// performed step is used.
+func (c *Client) refreshHandoff(ctx context.Context, doc *handoff.Document, performed string) (*handoff.Document, error) {
+	_, fresh, err := c.getPrompt(ctx, doc.Workflow, nil, map[string]any{handoff.TaskIDMetaKey: doc.TaskID})
+	if err == nil && fresh != nil && fresh.TaskID == doc.TaskID {
+		return fresh, nil
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	c.log.Debug("re-reading the handoff failed; continuing from the old one", "task", doc.TaskID, "error", err)
+	next := *doc
+	next.RemainingSteps = slices.DeleteFunc(slices.Clone(doc.RemainingSteps), func(s handoff.RemainingStep) bool { return s.Name == performed })
+	return &next, nil
+}
+
+// waitWorkflow waits for the workflow task to end and returns its result.
+func (c *Client) waitWorkflow(ctx context.Context, doc *handoff.Document) (json.RawMessage, error) {
+	raw, err := c.TaskResult(ctx, doc.TaskID)
+	if err == nil {
+		return raw, nil
+	}
+	if errors.Is(err, ErrCancelled) {
+		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Status: string(StatusCancelled), Reason: err.Error()}
+	}
+	var re *RPCError
+	if errors.As(err, &re) && re.Kind() == nil {
+		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Status: string(StatusFailed), Reason: re.Message}
+	}
+	return nil, err
+}
+
+// fillArguments resolves a client step's arguments, asking fill for the
+// placeholders.
+func fillArguments(ctx context.Context, step handoff.RemainingStep, fill func(context.Context, handoff.RemainingStep, []string) (map[string]any, error)) (map[string]any, error) {
+	args := make(map[string]any, len(step.Arguments))
+	var holes []string
+	for k, v := range step.Arguments {
+		if handoff.IsPlaceholder(v) {
+			holes = append(holes, k)
+			continue
+		}
+		args[k] = v
+	}
+	if len(holes) == 0 {
+		return args, nil
+	}
+	slices.Sort(holes)
+	if fill == nil {
+		return nil, fmt.Errorf("arguments %q are placeholders and FollowOptions.Fill is nil", holes)
+	}
+	vals, err := fill(ctx, step, holes)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range holes {
+		if _, ok := vals[h]; !ok {
+			return nil, fmt.Errorf("Fill returned no value for argument %q", h)
+		}
+	}
+	for k, v := range vals {
+		args[k] = v
+	}
+	return args, nil
+}
+
+func stepNamed(doc *handoff.Document, name string) *handoff.RemainingStep {
+	for i := range doc.RemainingSteps {
+		if doc.RemainingSteps[i].Name == name {
+			return &doc.RemainingSteps[i]
+		}
+	}
+	return nil
+}
+
+// failedStep reports whether the handoff records an error for step name.
+func failedStep(doc *handoff.Document, name string) bool {
+	for _, e := range doc.Errors {
+		if e.Step == name {
+			return true
+		}
+	}
+	return false
+}
+
+func docError(doc *handoff.Document) error {
+	e := &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Status: doc.Status, Reason: doc.PauseReason}
+	if len(doc.RemainingSteps) > 0 {
+		e.Step = doc.RemainingSteps[0].Name
+	}
+	for _, s := range doc.RemainingSteps {
+		e.RemainingSteps = append(e.RemainingSteps, s.Name)
+	}
+	if e.Reason == "" && len(doc.Errors) > 0 {
+		e.Reason = doc.Errors[len(doc.Errors)-1].Message
+	}
+	return e
+}
+
+// toolText joins the text content of a tool result.
+func toolText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok && tc.Text != "" {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
