@@ -134,8 +134,10 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 		require.Equal(t, "ts-task-server", c.ServerInfo().Name)
 		// Wire evidence: server/discover was refused (no session), then
 		// initialize.
-		require.Contains(t, wire.String(), `"method":"server/discover"`)
-		require.Contains(t, wire.String(), "No valid session ID provided")
+		require.Eventually(t, func() bool {
+			w := wire.String()
+			return strings.Contains(w, `"method":"server/discover"`) && strings.Contains(w, "No valid session ID provided")
+		}, 5*time.Second, 10*time.Millisecond, "the server/discover probe and its refusal are in the wire log")
 	})
 
 	t.Run("tools", func(t *testing.T) {
@@ -264,7 +266,11 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 			require.True(t, seen[id], "task %s not listed", id)
 		}
 		// The TS store pages by 10: the 12 tasks needed more than one page.
-		require.GreaterOrEqual(t, strings.Count(wire.String(), `"method":"tasks/list"`), 2)
+		// The wire log is the server's stderr, which arrives through a pipe
+		// after the replies: wait for it rather than race it.
+		require.Eventually(t, func() bool {
+			return strings.Count(wire.String(), `"method":"tasks/list"`) >= 2
+		}, 5*time.Second, 10*time.Millisecond, "tasks/list was sent once: the listing did not page")
 	})
 
 	t.Run("cancel", func(t *testing.T) {
