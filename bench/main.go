@@ -280,16 +280,18 @@ func (p *proc) stop() {
 	}
 }
 
-// rssMiB reads the resident set size of a process.
-func rssMiB(pid int) float64 {
+// memMiB reads a process's resident memory from /proc: field is "VmRSS"
+// (everything), "RssAnon" (heap, stacks) or "RssFile" (mapped file pages,
+// which the kernel can drop at any time).
+func memMiB(pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
+		if strings.HasPrefix(line, field+":") {
 			var kb float64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%f", &kb)
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, field+":")), "%f", &kb)
 			return kb / 1024
 		}
 	}

@@ -8,33 +8,23 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/store"
 )
 
-// Status is an MCP task status.
-type Status string
+// Status is an MCP task status: the wire strings, shared with package
+// store (a leaf package with no dependencies), whose Terminal and Valid
+// methods it has.
+type Status = store.Status
 
 // The task statuses. The last three are terminal: a task in one of them
 // never changes again.
 const (
-	StatusWorking       Status = "working"
-	StatusInputRequired Status = "input_required"
-	StatusCompleted     Status = "completed"
-	StatusFailed        Status = "failed"
-	StatusCancelled     Status = "cancelled"
+	StatusWorking       = store.StatusWorking
+	StatusInputRequired = store.StatusInputRequired
+	StatusCompleted     = store.StatusCompleted
+	StatusFailed        = store.StatusFailed
+	StatusCancelled     = store.StatusCancelled
 )
-
-// Terminal reports whether s is completed, failed or cancelled.
-func (s Status) Terminal() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
-}
-
-func (s Status) valid() bool {
-	switch s {
-	case StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled:
-		return true
-	}
-	return false
-}
 
 // Task is a task as the server reported it, in either dialect.
 type Task struct {
@@ -140,7 +130,7 @@ func decodeTask(raw json.RawMessage) (*Task, error) {
 		return nil, malformed("task without a string taskId")
 	}
 	t := &Task{ID: id, Status: Status(w.Status), StatusMessage: w.StatusMessage}
-	if !t.Status.valid() {
+	if !t.Status.Valid() {
 		return nil, malformed("task %s has unknown status %q", id, w.Status)
 	}
 	var err error

@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -11,9 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
-	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
-	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // The ten tasks-* scenarios of the official MCP conformance suite: the
@@ -38,22 +33,7 @@ func TestConformanceTasksScenarios(t *testing.T) {
 	modules := nodeModules(t)
 	script := filepath.Join(modules, "@modelcontextprotocol", "conformance", "dist", "index.js")
 
-	st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	_, router, err := conftools.NewServer(taskrouter.Config{Store: st, PollInterval: time.Second, DefaultTTL: 5 * time.Minute})
-	require.NoError(t, err)
-	require.NoError(t, router.Start(context.Background()))
-	t.Cleanup(func() { _ = router.Close() })
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", router.HTTPHandler(nil))
-	hs := &http.Server{Handler: mux}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	url := "http://" + ln.Addr().String() + "/mcp"
+	url := startConformanceServer(t)
 
 	passed := regexp.MustCompile(`Passed: (\d+)/(\d+), 0 failed`)
 	for _, scenario := range conformanceScenarios {

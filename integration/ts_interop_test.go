@@ -34,7 +34,7 @@ func TestTypeScriptCoreClient(t *testing.T) {
 	script, err := filepath.Abs(filepath.Join("node", "ts-core-client.mjs"))
 	require.NoError(t, err)
 
-	url := startTSInteropServer(t)
+	url := startConformanceServer(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -217,9 +217,9 @@ func TestTypeScriptCoreClient(t *testing.T) {
 	})
 }
 
-// startTSInteropServer serves the conformance tools, backed by bbolt, over
-// Streamable HTTP on 127.0.0.1 and returns the endpoint URL.
-func startTSInteropServer(t *testing.T) string {
+// startConformanceServer serves the conformance tools, backed by bbolt,
+// over Streamable HTTP on 127.0.0.1 and returns the endpoint URL.
+func startConformanceServer(t *testing.T) string {
 	t.Helper()
 	st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"))
 	require.NoError(t, err)
