@@ -211,6 +211,10 @@ type ListOptions struct {
 	// Limit is the page size; zero or less means DefaultPageSize, and it is
 	// capped at MaxPageSize.
 	Limit int
+	// HeadersOnly leaves Variables, Result and Error out of the returned
+	// tasks, which lets a backend read one record per task instead of
+	// three (tasks/list needs only the headers).
+	HeadersOnly bool
 }
 
 // Page sizes for List.

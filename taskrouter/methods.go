@@ -195,7 +195,7 @@ func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTas
 	if p != nil {
 		cursor = p.Cursor
 	}
-	page, err := r.st.List(ctx, store.ListOptions{Owner: tc.owner, Cursor: cursor})
+	page, err := r.st.List(ctx, store.ListOptions{Owner: tc.owner, Cursor: cursor, HeadersOnly: true})
 	if err != nil {
 		return nil, storeError(err)
 	}

@@ -306,7 +306,8 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 }
 
 // loadTask reads the full task id (header, variables, result) in tx.
-func loadTask(tx *bolt.Tx, id []byte) (*store.Task, error) {
+// loadHeader reads a task without its variables, result and error.
+func loadHeader(tx *bolt.Tx, id []byte) (*store.Task, error) {
 	h := tx.Bucket(bucketTasks).Get(id)
 	if h == nil {
 		return nil, notFound(string(id))
@@ -314,6 +315,14 @@ func loadTask(tx *bolt.Tx, id []byte) (*store.Task, error) {
 	t, err := decodeHeader(h)
 	if err != nil {
 		return nil, fmt.Errorf("task %q header: %w", id, err)
+	}
+	return t, nil
+}
+
+func loadTask(tx *bolt.Tx, id []byte) (*store.Task, error) {
+	t, err := loadHeader(tx, id)
+	if err != nil {
+		return nil, err
 	}
 	if vb := tx.Bucket(bucketVars).Bucket(id); vb != nil {
 		c := vb.Cursor()
@@ -578,7 +587,11 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 			if len(k) < len(prefix)+8 {
 				return fmt.Errorf("%w: short owner index key", errCorrupt)
 			}
-			t, err := loadTask(tx, k[len(prefix)+8:])
+			load := loadTask
+			if opts.HeadersOnly {
+				load = loadHeader
+			}
+			t, err := load(tx, k[len(prefix)+8:])
 			if err != nil {
 				return fmt.Errorf("owner index: %w", err)
 			}

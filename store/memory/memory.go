@@ -270,7 +270,13 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 	if start < end {
 		page.Tasks = make([]*store.Task, 0, end-start)
 		for _, p := range idx[start:end] {
-			page.Tasks = append(page.Tasks, s.tasks[p.id].Clone())
+			t := s.tasks[p.id]
+			if opts.HeadersOnly {
+				h := *t
+				h.Variables, h.Result, h.Error = nil, nil, nil
+				t = &h
+			}
+			page.Tasks = append(page.Tasks, t.Clone())
 		}
 	}
 	if end < len(idx) && end > start {

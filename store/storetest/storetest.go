@@ -218,6 +218,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("SizeLimits", func(t *testing.T) { testSizeLimits(t, o) })
 	t.Run("ReturnsCopies", func(t *testing.T) { testCopies(t, o) })
 	t.Run("ListOwnerScoping", func(t *testing.T) { testListScoping(t, o) })
+	t.Run("ListHeadersOnly", func(t *testing.T) { testListHeadersOnly(t, o) })
 	t.Run("ListPagination", func(t *testing.T) { testPagination(t, o) })
 	t.Run("CursorWrongOwner", func(t *testing.T) { testCursorWrongOwner(t, o) })
 	t.Run("CursorGarbage", func(t *testing.T) { testCursorGarbage(t, o) })
@@ -767,6 +768,36 @@ func testCopies(t *testing.T, o opener) {
 	e.Data[0] = 'X'
 	scribble(done)
 	require.Equal(t, want, mustGet(t, s, "copy"), "mutating the result and error passed to Update")
+}
+
+// testListHeadersOnly checks that HeadersOnly leaves out variables, result
+// and error, and nothing else.
+func testListHeadersOnly(t *testing.T, o opener) {
+	s := o.open(t)
+	ctx := t.Context()
+	task := newTask("h1", "owner", t0)
+	task.Variables = map[string]json.RawMessage{"k": json.RawMessage(`{"v":1}`)}
+	task.Labels = map[string]string{"kind": "tool"}
+	mustCreate(t, s, task)
+	_, err := s.Update(ctx, "h1", store.Update{Status: store.StatusFailed, Result: json.RawMessage(`{"r":1}`),
+		Error: &store.ErrorInfo{Code: -32603, Message: "boom"}})
+	require.NoError(t, err)
+	full, err := s.List(ctx, store.ListOptions{Owner: "owner"})
+	require.NoError(t, err)
+	head, err := s.List(ctx, store.ListOptions{Owner: "owner", HeadersOnly: true})
+	require.NoError(t, err)
+	require.Len(t, full.Tasks, 1)
+	require.Len(t, head.Tasks, 1)
+	f, h := full.Tasks[0], head.Tasks[0]
+	require.NotEmpty(t, f.Variables)
+	require.NotEmpty(t, f.Result)
+	require.NotNil(t, f.Error)
+	require.Empty(t, h.Variables)
+	require.Empty(t, h.Result)
+	require.Nil(t, h.Error)
+	f.Variables, f.Result, f.Error = nil, nil, nil
+	h.Variables = nil
+	require.Equal(t, f, h, "everything else is the same")
 }
 
 func testListScoping(t *testing.T, o opener) {
