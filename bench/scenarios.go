@@ -223,9 +223,9 @@ func workflowCost(o options, ours *proc, rep *report) error {
 // tasks; memory and file size with many.
 func scale(o options, tmp string, rep *report) error {
 	type point struct {
-		get, list       time.Duration
-		anon, mapped    float64
-		file            float64
+		get, list    time.Duration
+		anon, mapped float64
+		file         float64
 	}
 	measure := func(n int) (point, error) {
 		path := filepath.Join(tmp, fmt.Sprintf("scale-%d.db", n))
