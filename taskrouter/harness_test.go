@@ -158,16 +158,6 @@ func (k transportKind) String() string {
 	return "memory"
 }
 
-func (d dialect) String() string {
-	switch d {
-	case ext:
-		return "ext"
-	case extUndeclared:
-		return "ext-undeclared"
-	}
-	return "core"
-}
-
 // dial connects a peer over the given transport.
 func (h *harness) dial(k transportKind, d dialect, handler rpcconn.Handler) *peer {
 	h.t.Helper()

@@ -140,7 +140,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	if err != nil {
 		return fmt.Errorf("taskrouter: encoding input request: %w", err)
 	}
-	raw, err = withRelatedTask(raw, ru.id)
+	raw, err = mergeMeta(raw, map[string]any{MetaRelatedTask: map[string]string{"taskId": ru.id}})
 	if err != nil {
 		return err
 	}
@@ -169,25 +169,6 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 		return fmt.Errorf("taskrouter: decoding client input: %w", err)
 	}
 	return nil
-}
-
-// withRelatedTask adds the related-task _meta to encoded request params.
-func withRelatedTask(raw json.RawMessage, taskID string) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		m = map[string]json.RawMessage{}
-	}
-	meta := map[string]any{}
-	if old, ok := m["_meta"]; ok {
-		_ = json.Unmarshal(old, &meta)
-	}
-	meta[MetaRelatedTask] = map[string]string{"taskId": taskID}
-	b, err := json.Marshal(meta)
-	if err != nil {
-		return nil, err
-	}
-	m["_meta"] = b
-	return json.Marshal(m)
 }
 
 // serviceInputs sends a core-dialect task's pending input requests to the

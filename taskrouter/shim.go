@@ -238,12 +238,6 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.stateful.ServeHTTP(w, req)
 }
 
-// wireMessage is the part of a JSON-RPC message the shim looks at.
-type wireMessage struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-}
-
 // rewriteBody applies rewriteParams to the tools/call messages of a body
 // (one message or a batch) and reports whether any message carries the
 // per-request protocol version of 2026-07-28 or later.
@@ -277,27 +271,32 @@ func rewriteBody(body []byte) ([]byte, bool) {
 	return out, np
 }
 
+// rewriteMessage decodes one message once: it reports whether the message
+// carries a 2026-07-28 per-request protocol version, and moves a
+// tools/call's params.task into _meta (re-encoding only when it did).
 func rewriteMessage(raw json.RawMessage) (json.RawMessage, bool, bool) {
-	var wm wireMessage
-	if err := json.Unmarshal(raw, &wm); err != nil {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return raw, false, false
 	}
+	params := m["params"]
 	newProto := false
-	if bytes.Contains(wm.Params, []byte(`"io.modelcontextprotocol/protocolVersion"`)) {
+	if bytes.Contains(params, []byte(`"io.modelcontextprotocol/protocolVersion"`)) {
 		var p struct {
 			Meta map[string]any `json:"_meta"`
 		}
-		if json.Unmarshal(wm.Params, &p) == nil {
+		if json.Unmarshal(params, &p) == nil {
 			v, _ := p.Meta["io.modelcontextprotocol/protocolVersion"].(string)
 			newProto = v >= ExtensionVersion
 		}
 	}
-	if wm.Method != methodToolsCall || !mayHaveTask(wm.Params) {
+	var method string
+	_ = json.Unmarshal(m["method"], &method)
+	if method != methodToolsCall || !mayHaveTask(params) {
 		return raw, false, newProto
 	}
-	np := rewriteParams(wm.Params, "")
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
+	np := rewriteParams(params, "")
+	if bytes.Equal(np, params) {
 		return raw, false, newProto
 	}
 	m["params"] = np

@@ -193,16 +193,20 @@ type rawResult struct {
 	raw json.RawMessage
 }
 
-func (r *rawResult) MarshalJSON() ([]byte, error) {
+func (r *rawResult) MarshalJSON() ([]byte, error) { return mergeMeta(r.raw, r.Meta) }
+
+// mergeMeta returns the JSON object raw with add merged into its _meta
+// (keys in add win). A raw value that is not an object becomes {}.
+func mergeMeta(raw json.RawMessage, add map[string]any) (json.RawMessage, error) {
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(r.raw, &m); err != nil || m == nil {
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		m = map[string]json.RawMessage{}
 	}
 	meta := map[string]any{}
 	if old, ok := m["_meta"]; ok {
 		_ = json.Unmarshal(old, &meta)
 	}
-	for k, v := range r.Meta {
+	for k, v := range add {
 		meta[k] = v
 	}
 	if len(meta) > 0 {

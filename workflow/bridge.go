@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -202,14 +203,21 @@ func storeErr(err error) error {
 }
 
 func (r *recorder) vars(name string) (json.RawMessage, bool) {
+	return userVar(name, r.extra, r.task.Variables)
+}
+
+// userVar looks a task variable up in layers, first match wins, hiding the
+// engine's reserved variables from TaskVar sources.
+func userVar(name string, layers ...map[string]json.RawMessage) (json.RawMessage, bool) {
 	if strings.HasPrefix(name, ReservedPrefix) {
 		return nil, false
 	}
-	if v, ok := r.extra[name]; ok {
-		return v, true
+	for _, l := range layers {
+		if v, ok := l[name]; ok {
+			return v, true
+		}
 	}
-	v, ok := r.task.Variables[name]
-	return v, ok
+	return nil, false
 }
 
 // Handle is the mcp.PromptHandler. A prompts/get with _meta._task_id
@@ -329,13 +337,7 @@ func (h *TaskWorkflowPromptHandler) result(t *store.Task, p *WorkflowProgress, t
 // handoff builds the handoff document from the progress (HAND-02/03).
 func (h *TaskWorkflowPromptHandler) handoff(t *store.Task, p *WorkflowProgress, ext bool) *handoff.Document {
 	w := h.Plain.Workflow
-	r := h.Plain.runner(func(name string) (json.RawMessage, bool) {
-		if strings.HasPrefix(name, ReservedPrefix) {
-			return nil, false
-		}
-		v, ok := t.Variables[name]
-		return v, ok
-	})
+	r := h.Plain.runner(func(name string) (json.RawMessage, bool) { return userVar(name, t.Variables) })
 	doc := &handoff.Document{
 		SchemaVersion:  handoff.SchemaVersion,
 		TaskID:         t.ID,
@@ -359,9 +361,9 @@ func (h *TaskWorkflowPromptHandler) handoff(t *store.Task, p *WorkflowProgress, 
 			exec = handoff.ExecClient
 		}
 		rs := handoff.RemainingStep{Name: s.Name, Tool: s.Tool, Execution: exec, Arguments: args, Guidance: s.Guidance}
-		for _, src := range sortedSources(s) {
-			if src.Kind == SourceStepOutput {
-				if from := w.producer(src.Name); from != nil && !containsStr(rs.DependsOn, from.Name) {
+		for _, arg := range slices.Sorted(maps.Keys(s.Args)) {
+			if src := s.Args[arg]; src.Kind == SourceStepOutput {
+				if from := w.producer(src.Name); from != nil && !slices.Contains(rs.DependsOn, from.Name) {
 					rs.DependsOn = append(rs.DependsOn, from.Name)
 				}
 			}
@@ -372,28 +374,6 @@ func (h *TaskWorkflowPromptHandler) handoff(t *store.Task, p *WorkflowProgress, 
 		doc.Errors = append(doc.Errors, handoff.StepError{Step: e.Step, Tool: e.Tool, Message: e.Message, Retryable: e.Retryable})
 	}
 	return doc
-}
-
-func sortedSources(s *Step) []Source {
-	keys := make([]string, 0, len(s.Args))
-	for k := range s.Args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]Source, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, s.Args[k])
-	}
-	return out
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *SequentialWorkflow) producer(binding string) *Step {

@@ -306,12 +306,3 @@ func (w *SequentialWorkflow) declares(name string) bool {
 	}
 	return false
 }
-
-func (w *SequentialWorkflow) stepNamed(name string) *Step {
-	for _, s := range w.Steps {
-		if s.Name == name {
-			return s
-		}
-	}
-	return nil
-}

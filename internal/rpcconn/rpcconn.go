@@ -307,9 +307,6 @@ func (c *Conn) closedErr() error {
 // side).
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Err returns why the connection stopped reading, or nil while it runs.
-func (c *Conn) Err() error { return c.closedErr() }
-
 // Close closes the connection; running handlers see their context end.
 func (c *Conn) Close() error {
 	err := c.conn.Close()
