@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
-	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
-	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/taskbridge/taskbridge/store"
-	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )

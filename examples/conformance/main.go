@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
-	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 

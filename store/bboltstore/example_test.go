@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
-	bboltstore "github.com/taskbridge/taskbridge/store/bbolt"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
 )
 
 func ExampleOpen() {
