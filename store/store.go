@@ -1,10 +1,11 @@
 // Package store defines the durable task record and the Store interface that
 // every taskbridge backend implements.
 //
-// The package knows nothing about MCP: a task is a record with an owner, a
-// status that follows a fixed state machine, an originating request, a set
-// of variables and a final outcome. The engine in package taskrouter maps
-// these records onto the wire.
+// The package knows nothing about the MCP wire beyond the vocabulary of
+// package mcptask (the status strings and the JSON-RPC error value): a task
+// is a record with an owner, a status that follows a fixed state machine, an
+// originating request, a set of variables and a final outcome. The engine in
+// package taskrouter maps these records onto the wire.
 //
 // Invariants enforced by every backend (and checked by package storetest):
 //
@@ -26,34 +27,22 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// Status is the lifecycle state of a task. The values are the MCP wire
-// strings.
-type Status string
+// Status is the lifecycle state of a task: the MCP wire strings, declared
+// once in package mcptask.
+type Status = mcptask.Status
 
 // The task statuses.
 const (
-	StatusWorking       Status = "working"
-	StatusInputRequired Status = "input_required"
-	StatusCompleted     Status = "completed"
-	StatusFailed        Status = "failed"
-	StatusCancelled     Status = "cancelled"
+	StatusWorking       = mcptask.StatusWorking
+	StatusInputRequired = mcptask.StatusInputRequired
+	StatusCompleted     = mcptask.StatusCompleted
+	StatusFailed        = mcptask.StatusFailed
+	StatusCancelled     = mcptask.StatusCancelled
 )
-
-// Valid reports whether s is one of the five statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled:
-		return true
-	}
-	return false
-}
-
-// Terminal reports whether s is a final status that never changes.
-func (s Status) Terminal() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
-}
 
 // CanTransition reports whether a task may move from one status to another.
 // working and input_required may move to each other and to any terminal
@@ -108,13 +97,7 @@ type Request struct {
 }
 
 // ErrorInfo is a JSON-RPC error that ended a task.
-type ErrorInfo struct {
-	Code    int64           `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *ErrorInfo) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+type ErrorInfo = mcptask.ErrorInfo
 
 // Task is one task record.
 type Task struct {

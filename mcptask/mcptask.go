@@ -1,0 +1,294 @@
+// Package mcptask is the vocabulary of MCP tasks that every other
+// taskbridge package shares: task statuses, the two wire dialects, protocol
+// versions, method names, _meta keys, JSON-RPC error codes and their
+// constructors, tool task support levels, the wire shapes of a task, and the
+// workflow summary a taskbridge server attaches to continuation results.
+//
+// It is a leaf: it imports only the standard library and go-sdk's small
+// jsonrpc package, so the store, the engine (taskrouter), the workflow
+// bridge, the handoff document and the Go client can all depend on it
+// without depending on each other (River's rivertype plays the same role).
+//
+// # Dialects
+//
+// Two incompatible wire dialects of MCP tasks exist. A [Dialect] is resolved
+// once per request (from the negotiated protocol version, see [DialectFor])
+// and answers every question the code asks about the difference:
+//
+//	question                          Core (2025-11-25)     Extension (2026-07-28)
+//	tasks/result, tasks/list          yes                   no (-32601)
+//	tasks/update                      no (-32601)           yes
+//	who decides a call is a task      the client (params.task)  the server
+//	create reply                      {"task": {...}}       flat, resultType "task"
+//	status of an isError tool result  failed                completed
+//	tasks/cancel of a finished task   -32602                acknowledged
+package mcptask
+
+import (
+	"fmt"
+)
+
+// Status is the lifecycle state of a task; the values are the MCP wire
+// strings.
+type Status string
+
+// The task statuses. The last three are terminal: a task in one of them
+// never changes again.
+const (
+	StatusWorking       Status = "working"
+	StatusInputRequired Status = "input_required"
+	StatusCompleted     Status = "completed"
+	StatusFailed        Status = "failed"
+	StatusCancelled     Status = "cancelled"
+)
+
+// Statuses lists every status, in lifecycle order.
+var Statuses = []Status{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
+
+// Valid reports whether s is one of the five statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether s is a final status that never changes.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Protocol versions and the extension's identifier.
+const (
+	// CoreVersion is the protocol version of the core tasks dialect.
+	CoreVersion = "2025-11-25"
+	// ExtensionVersion is the first protocol version that speaks the tasks
+	// extension instead of core tasks.
+	ExtensionVersion = "2026-07-28"
+	// ExtensionID identifies the tasks extension in capabilities.
+	ExtensionID = "io.modelcontextprotocol/tasks"
+)
+
+// Dialect is an MCP tasks wire dialect. The zero value is no dialect (a
+// client that has not negotiated yet); servers resolve every request to
+// Core or Extension with DialectFor.
+type Dialect uint8
+
+// The dialects.
+const (
+	// Core is the 2025-11-25 core tasks dialect (SEP-1686).
+	Core Dialect = 1
+	// Extension is the 2026-07-28 io.modelcontextprotocol/tasks extension
+	// (SEP-2663).
+	Extension Dialect = 2
+)
+
+// DialectFor returns the dialect a request at protocolVersion speaks:
+// Extension from ExtensionVersion on, Core before it (and for an empty
+// version, which predates negotiation).
+func DialectFor(protocolVersion string) Dialect {
+	if protocolVersion >= ExtensionVersion {
+		return Extension
+	}
+	return Core
+}
+
+// ParseDialect reads a dialect name: "core", or "extension" (also its
+// stored label "ext").
+func ParseDialect(s string) (Dialect, error) {
+	switch s {
+	case "core":
+		return Core, nil
+	case "extension", "ext":
+		return Extension, nil
+	}
+	return 0, fmt.Errorf("unknown dialect %q (want core or extension)", s)
+}
+
+// String returns "core", "extension", or "none" for the zero value.
+func (d Dialect) String() string {
+	switch d {
+	case Core:
+		return "core"
+	case Extension:
+		return "extension"
+	}
+	return "none"
+}
+
+// Label is the short form kept on stored task records: "core" or "ext".
+func (d Dialect) Label() string {
+	if d == Extension {
+		return "ext"
+	}
+	return "core"
+}
+
+// ProtocolVersion is the protocol version a client negotiates for d.
+func (d Dialect) ProtocolVersion() string {
+	if d == Extension {
+		return ExtensionVersion
+	}
+	return CoreVersion
+}
+
+// HasMethod reports whether method exists in the dialect. Only the task
+// methods differ: tasks/result and tasks/list are core only, tasks/update is
+// extension only; every other method exists in both.
+func (d Dialect) HasMethod(method string) bool {
+	switch method {
+	case MethodTasksResult, MethodTasksList:
+		return d == Core
+	case MethodTasksUpdate:
+		return d == Extension
+	}
+	return true
+}
+
+// ToolErrorStatus is the status a task ends in when its tool returns a
+// result with isError set: failed in the core dialect; completed in the
+// extension, which reserves failed for JSON-RPC errors.
+func (d Dialect) ToolErrorStatus() Status {
+	if d == Extension {
+		return StatusCompleted
+	}
+	return StatusFailed
+}
+
+// AcksFinishedCancel reports whether tasks/cancel of a task that has
+// already ended is acknowledged (extension) rather than refused with -32602
+// (core).
+func (d Dialect) AcksFinishedCancel() bool { return d == Extension }
+
+// ServerDecidesTasks reports whether the server decides which tools/call
+// requests become tasks (extension) rather than the client asking with
+// params.task (core).
+func (d Dialect) ServerDecidesTasks() bool { return d == Extension }
+
+// Method names.
+const (
+	MethodInitialize          = "initialize"
+	MethodInitialized         = "notifications/initialized"
+	MethodDiscover            = "server/discover"
+	MethodToolsList           = "tools/list"
+	MethodToolsCall           = "tools/call"
+	MethodPromptsGet          = "prompts/get"
+	MethodTasksGet            = "tasks/get"
+	MethodTasksResult         = "tasks/result"
+	MethodTasksList           = "tasks/list"
+	MethodTasksCancel         = "tasks/cancel"
+	MethodTasksUpdate         = "tasks/update"
+	MethodSubscriptionsListen = "subscriptions/listen"
+	MethodElicit              = "elicitation/create"
+	MethodSampling            = "sampling/createMessage"
+	MethodRootsList           = "roots/list"
+	MethodPing                = "ping"
+
+	// NotificationTaskStatus is the core dialect's status push
+	// (params: the full task).
+	NotificationTaskStatus = "notifications/tasks/status"
+	// NotificationTasks is the extension dialect's status push, sent on a
+	// subscriptions/listen stream (params: the full task).
+	NotificationTasks = "notifications/tasks"
+)
+
+// IsTaskMethod reports whether method is one of the tasks/* requests.
+func IsTaskMethod(method string) bool {
+	switch method {
+	case MethodTasksGet, MethodTasksResult, MethodTasksList, MethodTasksCancel, MethodTasksUpdate:
+		return true
+	}
+	return false
+}
+
+// _meta keys defined by MCP.
+const (
+	// MetaRelatedTask ties a message to a task: {"taskId": "..."}.
+	MetaRelatedTask = "io.modelcontextprotocol/related-task"
+	// MetaModelImmediateResponse is the optional text for the model in a
+	// core-dialect create reply.
+	MetaModelImmediateResponse = "io.modelcontextprotocol/model-immediate-response"
+	// MetaProtocolVersion, MetaClientCapabilities and MetaClientInfo carry
+	// the per-request negotiation of 2026-07-28 and later.
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	// MetaServerInfo carries the server's implementation in server/discover.
+	MetaServerInfo = "io.modelcontextprotocol/serverInfo"
+)
+
+// _meta keys defined by taskbridge.
+const (
+	// MetaTaskID binds a tools/call (or, to resume, a prompts/get) to an
+	// existing workflow task: "_meta": {"_task_id": "<id>"}.
+	MetaTaskID = "_task_id"
+	// MetaTaskVars carries task variables a continuation call sets (an
+	// object of JSON values).
+	MetaTaskVars = "_task_vars"
+	// MetaWorkflow is the key of the WorkflowSummary a taskbridge server
+	// adds to the result of a continuation call.
+	MetaWorkflow = "taskbridge/workflow"
+	// MetaHandoff is the key of the handoff document in a workflow
+	// prompt's GetPromptResult.
+	MetaHandoff = "taskbridge/handoff"
+	// MetaIdempotencyKey is set on the tools/call of a workflow server
+	// step: the same value for every run of one step of one task, so a tool
+	// with side effects can recognise a re-run.
+	MetaIdempotencyKey = "taskbridge/idempotency-key"
+	// PrivateMetaPrefix starts the _meta keys the library adds for itself
+	// on the way in (the transport shims); they are removed before any
+	// handler sees the request.
+	PrivateMetaPrefix = "taskbridge/private/"
+)
+
+// RelatedTask is the value of MetaRelatedTask.
+type RelatedTask struct {
+	TaskID string `json:"taskId"`
+}
+
+// RelatedTaskMeta returns a _meta map naming the related task.
+func RelatedTaskMeta(taskID string) map[string]any {
+	return map[string]any{MetaRelatedTask: RelatedTask{TaskID: taskID}}
+}
+
+// TaskSupport is a tool's execution.taskSupport.
+type TaskSupport string
+
+// The task support levels. A tool that does not state one is
+// TaskForbidden.
+const (
+	TaskForbidden TaskSupport = "forbidden"
+	TaskOptional  TaskSupport = "optional"
+	TaskRequired  TaskSupport = "required"
+)
+
+// Valid reports whether s is one of the three levels.
+func (s TaskSupport) Valid() bool {
+	return s == TaskForbidden || s == TaskOptional || s == TaskRequired
+}
+
+// WorkflowSummary is _meta["taskbridge/workflow"] of a continuation call's
+// result: where the workflow stands after the call.
+type WorkflowSummary struct {
+	// TaskID is the workflow task.
+	TaskID string `json:"taskId"`
+	// Workflow is the workflow (prompt) name.
+	Workflow string `json:"workflow,omitempty"`
+	// Status is the task status after the call.
+	Status Status `json:"status"`
+	// StatusMessage is the task's status message after the call.
+	StatusMessage string `json:"statusMessage,omitempty"`
+	// Step is the step the call performed.
+	Step string `json:"step,omitempty"`
+	// Replayed is true when the call repeated a step that was already
+	// recorded with the same arguments: the result is the recorded one and
+	// the tool did not run again.
+	Replayed bool `json:"replayed,omitempty"`
+	// RemainingSteps names the steps still to do, in order.
+	RemainingSteps []string `json:"remainingSteps"`
+	// ClientSteps names the remaining steps the client may perform now.
+	ClientSteps []string `json:"clientSteps,omitempty"`
+	// PauseReason says why the server stopped running steps.
+	PauseReason string `json:"pauseReason,omitempty"`
+}
