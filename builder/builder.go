@@ -202,8 +202,8 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		return fail(fmt.Errorf("builder: listing tools: %w", err))
 	}
 	lookup := workflow.ToolsLookup(tools)
-	call := func(ctx context.Context, tool string, args map[string]json.RawMessage) (*mcp.CallToolResult, error) {
-		return router.CallTool(ctx, tool, args)
+	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+		return router.CallTool(ctx, workflow.SessionFrom(ctx), tool, args, meta)
 	}
 	var errs []error
 	for _, w := range b.plain {

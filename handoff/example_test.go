@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A workflow "publish-summary" ran its first two steps on the server and
@@ -53,7 +54,7 @@ func Example() {
 				DependsOn: []string{"review"},
 			},
 		},
-		Continuation: handoff.NewContinuation("task-7f3a", true),
+		Continuation: handoff.NewContinuation("task-7f3a", mcptask.Core),
 	}
 	text, err := handoff.Render(doc)
 	if err != nil {
@@ -143,6 +144,7 @@ func Example() {
 	//     "taskId": "task-7f3a",
 	//     "statusMethod": "tasks/get",
 	//     "resultMethod": "tasks/result",
+	//     "resumeMethod": "prompts/get",
 	//     "instructions": "Call each client step's tool with \"_meta\": {\"_task_id\": \"task-7f3a\"}, then poll tasks/get with {\"taskId\": \"task-7f3a\"} until the task is completed, failed or cancelled (or wait on tasks/result with {\"taskId\": \"task-7f3a\"})."
 	//   }
 	// }

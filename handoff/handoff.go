@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // SchemaVersion is the version of the document format this package writes
@@ -16,32 +17,44 @@ const SchemaVersion = 1
 
 // MetaKey is the key under which the document is stored in
 // GetPromptResult._meta.
-const MetaKey = "taskbridge/handoff"
+const MetaKey = mcptask.MetaHandoff
 
 // TaskIDMetaKey is the _meta key a client sets, to the task id, on the tool
 // calls that continue a task.
-const TaskIDMetaKey = "_task_id"
+const TaskIDMetaKey = mcptask.MetaTaskID
 
 // The continuation methods named in a [Continuation].
 const (
 	// StatusMethod is the request that reports a task's status.
-	StatusMethod = "tasks/get"
+	StatusMethod = mcptask.MethodTasksGet
 	// ResultMethod is the request that waits for a task's result. Clients on
 	// the tasks extension have no such request.
-	ResultMethod = "tasks/result"
+	ResultMethod = mcptask.MethodTasksResult
+	// ResumeMethod, with _meta._task_id, makes the server run the
+	// workflow's server steps again (retrying failed ones) and returns a
+	// fresh handoff.
+	ResumeMethod = mcptask.MethodPromptsGet
 )
 
 // The task statuses a document may carry (the MCP task status strings).
 const (
-	StatusWorking       = "working"
-	StatusInputRequired = "input_required"
-	StatusCompleted     = "completed"
-	StatusFailed        = "failed"
-	StatusCancelled     = "cancelled"
+	StatusWorking       = string(mcptask.StatusWorking)
+	StatusInputRequired = string(mcptask.StatusInputRequired)
+	StatusCompleted     = string(mcptask.StatusCompleted)
+	StatusFailed        = string(mcptask.StatusFailed)
+	StatusCancelled     = string(mcptask.StatusCancelled)
 )
 
 // statuses lists the valid statuses in the order error messages name them.
 var statuses = []string{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
+
+// The step statuses a remaining step may carry.
+const (
+	StepPending        = "pending"
+	StepRunning        = "running"
+	StepAwaitingClient = "awaiting_client"
+	StepFailed         = "failed"
+)
 
 // MaxSize is the largest input, in bytes, that [Parse] and
 // [FromPromptResult] accept.
@@ -139,6 +152,10 @@ type CompletedStep struct {
 	// Result is the step's output as JSON (often a CallToolResult), if
 	// recorded.
 	Result json.RawMessage `json:"result,omitempty" jsonschema_description:"Output of the step as JSON, often a CallToolResult."`
+	// By says who performed the step: server or client.
+	By string `json:"by,omitempty" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performed the step."`
+	// Attempts counts the step's runs, when more than one was needed.
+	Attempts int `json:"attempts,omitempty" jsonschema_description:"How many runs the step took (present when more than one)."`
 }
 
 // RemainingStep is a step still to be performed.
@@ -157,6 +174,16 @@ type RemainingStep struct {
 	Guidance string `json:"guidance,omitempty" jsonschema_description:"How to perform the step."`
 	// DependsOn names earlier steps whose output the step needs.
 	DependsOn []string `json:"dependsOn,omitempty" jsonschema_description:"Names of earlier steps whose output this step needs."`
+	// Status is where the step stands: pending, running, awaiting_client
+	// or failed.
+	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=failed" jsonschema_description:"Where the step stands."`
+	// HandedToClient marks a server step the server gave up on: Execution
+	// is then client, and the client may perform it.
+	HandedToClient bool `json:"handedToClient,omitempty" jsonschema_description:"The server could not perform this server step and hands it to the client, which may call its tool itself (correcting the arguments if they caused the error) or resume the workflow to have the server retry it."`
+	// Error is the step's last failure.
+	Error string `json:"error,omitempty" jsonschema_description:"The step's last failure."`
+	// Attempts counts the step's runs so far.
+	Attempts int `json:"attempts,omitempty" jsonschema_description:"How many times the step ran so far."`
 }
 
 // StepError is a step failure.
@@ -185,22 +212,28 @@ type Continuation struct {
 	// ([ResultMethod]); empty for clients on the tasks extension, which has
 	// no such request.
 	ResultMethod string `json:"resultMethod,omitempty" jsonschema_description:"Request that waits for the task result, called with {\"taskId\": ...}. Absent when the client has no such request."`
+	// ResumeMethod is the request that resumes the workflow
+	// ([ResumeMethod], with _meta._task_id).
+	ResumeMethod string `json:"resumeMethod,omitempty" jsonschema_description:"Request that resumes the workflow (prompts/get of the same prompt with _meta._task_id): the server retries failed server steps and answers with a fresh handoff."`
 	// Instructions is one sentence on how to continue.
 	Instructions string `json:"instructions" jsonschema_description:"One sentence on how to continue."`
 }
 
-// NewContinuation returns the continuation for taskID: MetaKey
-// [TaskIDMetaKey], StatusMethod [StatusMethod], ResultMethod [ResultMethod]
-// if withResultMethod, and a one-sentence instruction naming the task id.
-func NewContinuation(taskID string, withResultMethod bool) Continuation {
+// NewContinuation returns the continuation of taskID for a client that
+// speaks dialect d: MetaKey [TaskIDMetaKey], StatusMethod [StatusMethod],
+// ResumeMethod [ResumeMethod], ResultMethod [ResultMethod] only if the
+// dialect has it, and a one-sentence instruction naming the task id and
+// only methods the dialect has.
+func NewContinuation(taskID string, d mcptask.Dialect) Continuation {
 	c := Continuation{
 		MetaKey:      TaskIDMetaKey,
 		TaskID:       taskID,
 		StatusMethod: StatusMethod,
+		ResumeMethod: ResumeMethod,
 	}
 	id := jsonString(taskID)
 	wait := ""
-	if withResultMethod {
+	if d.HasMethod(ResultMethod) {
 		c.ResultMethod = ResultMethod
 		wait = fmt.Sprintf(" (or wait on %s with {\"taskId\": %s})", ResultMethod, id)
 	}
@@ -275,6 +308,11 @@ func (d *Document) Validate() error {
 		where := fmt.Sprintf("remainingSteps[%d]", i)
 		if err := checkStep(where, s.Name, s.Tool, seen); err != nil {
 			return err
+		}
+		switch s.Status {
+		case "", StepPending, StepRunning, StepAwaitingClient, StepFailed:
+		default:
+			return invalidf("%s: status %q is not one of pending, running, awaiting_client, failed", where, s.Status)
 		}
 		switch s.Execution {
 		case ExecServer, ExecClient:

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // pausedDoc is paused at a client step with placeholders, followed by a
@@ -50,7 +51,7 @@ func pausedDoc() *handoff.Document {
 				DependsOn: []string{"review"},
 			},
 		},
-		Continuation: handoff.NewContinuation("task-paused-1", true),
+		Continuation: handoff.NewContinuation("task-paused-1", mcptask.Core),
 	}
 }
 
@@ -72,7 +73,7 @@ func failedDoc() *handoff.Document {
 			{Step: "fetch", Tool: "fetch_url", Message: "connection refused", Retryable: true},
 			{Step: "plan", Message: "plan was truncated"},
 		},
-		Continuation: handoff.NewContinuation("task-failed-2", true),
+		Continuation: handoff.NewContinuation("task-failed-2", mcptask.Core),
 	}
 }
 
@@ -86,7 +87,7 @@ func completeDoc() *handoff.Document {
 		CompletedSteps: []handoff.CompletedStep{
 			{Name: "greet", Tool: "greet", Result: json.RawMessage(`{"content":[{"text":"Hello, Ada!","type":"text"}]}`)},
 		},
-		Continuation: handoff.NewContinuation("task-done-3", true),
+		Continuation: handoff.NewContinuation("task-done-3", mcptask.Core),
 	}
 }
 
@@ -102,7 +103,7 @@ func extDoc() *handoff.Document {
 			{Name: "label", Tool: "set_label", Execution: handoff.ExecClient, Arguments: map[string]json.RawMessage{"label": handoff.Placeholder("bug, feature or question")}, Guidance: "Pick the best label."},
 			{Name: "close", Tool: "close_issue", Execution: handoff.ExecClient, Guidance: "Close the issue if it is a question."},
 		},
-		Continuation: handoff.NewContinuation("ext-4", false),
+		Continuation: handoff.NewContinuation("ext-4", mcptask.Extension),
 	}
 }
 
@@ -475,7 +476,7 @@ func TestMarshalNeverNull(t *testing.T) {
 		Workflow:       "w",
 		Status:         handoff.StatusWorking,
 		RemainingSteps: []handoff.RemainingStep{{Name: "s", Tool: "x", Execution: handoff.ExecServer}},
-		Continuation:   handoff.NewContinuation("t", false),
+		Continuation:   handoff.NewContinuation("t", mcptask.Extension),
 	}
 	for _, v := range []any{doc, *doc} {
 		b, err := json.Marshal(v)
@@ -491,7 +492,7 @@ func TestMarshalNeverNull(t *testing.T) {
 }
 
 func TestNewContinuation(t *testing.T) {
-	c := handoff.NewContinuation("abc", true)
+	c := handoff.NewContinuation("abc", mcptask.Core)
 	require.Equal(t, "_task_id", c.MetaKey)
 	require.Equal(t, "abc", c.TaskID)
 	require.Equal(t, "tasks/get", c.StatusMethod)
@@ -500,7 +501,7 @@ func TestNewContinuation(t *testing.T) {
 	require.Contains(t, c.Instructions, "tasks/result")
 	require.Equal(t, 1, strings.Count(c.Instructions, "."), "one sentence")
 
-	c = handoff.NewContinuation("abc", false)
+	c = handoff.NewContinuation("abc", mcptask.Extension)
 	require.Empty(t, c.ResultMethod)
 	require.NotContains(t, c.Instructions, "tasks/result")
 	require.Contains(t, c.Instructions, `tasks/get with {"taskId": "abc"}`)

@@ -100,7 +100,7 @@ func writeProse(b *strings.Builder, d *Document) {
 	} else {
 		b.WriteString("\n\nRemaining steps:")
 		for i, s := range d.RemainingSteps {
-			writeRemaining(b, i+1, s)
+			writeRemaining(b, i+1, s, id)
 		}
 	}
 
@@ -148,14 +148,33 @@ func writeProse(b *strings.Builder, d *Document) {
 	fmt.Fprintf(b, "\nThe same handoff follows as JSON (schemaVersion %d) for programs.", SchemaVersion)
 }
 
-func writeRemaining(b *strings.Builder, n int, s RemainingStep) {
+func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
 	const indent = "\n   "
-	if s.Execution != ExecClient {
+	switch {
+	case s.Execution != ExecClient && s.Status == StepRunning:
+		fmt.Fprintf(b, "\n%d. %s (tool %s): the server is running this step now; do not call it yourself.",
+			n, jsonString(s.Name), jsonString(s.Tool))
+	case s.Execution != ExecClient:
 		fmt.Fprintf(b, "\n%d. %s (tool %s): the server runs this step automatically once its inputs exist; do not call it yourself.",
 			n, jsonString(s.Name), jsonString(s.Tool))
-	} else {
-		fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) must perform this step by calling tool %s.",
-			n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
+	default:
+		if s.HandedToClient {
+			fmt.Fprintf(b, "\n%d. %s (tool %s): the server could not perform this step", n, jsonString(s.Name), jsonString(s.Tool))
+			if s.Attempts > 0 {
+				fmt.Fprintf(b, " (%d attempt(s))", s.Attempts)
+			}
+			if s.Error != "" {
+				fmt.Fprintf(b, "; last error: %s", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
+			}
+			fmt.Fprintf(b, ". YOU (the client) may perform it by calling tool %s, correcting any argument that caused the error; or resume the workflow (%s of this prompt with \"_meta\": {%s: %s}) to have the server try again.",
+				jsonString(s.Tool), ResumeMethod, jsonString(TaskIDMetaKey), id)
+		} else {
+			fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) must perform this step by calling tool %s.",
+				n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
+			if s.Status == StepFailed && s.Error != "" {
+				fmt.Fprintf(b, " Your last call failed: %s; call it again with corrected arguments.", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
+			}
+		}
 		args, err := marshalNoEscape(normalizedArgs(s.Arguments))
 		if err != nil { // cannot happen: Validate checked every value
 			args = []byte("{}")

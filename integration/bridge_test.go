@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,11 +16,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/internal/rpcconn"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -33,7 +37,7 @@ type bridgeFixture struct {
 	failures  atomic.Int32 // finish fails while > 0
 	gate      chan struct{}
 	gateOn    atomic.Bool
-	enrichRan chan *store.Task
+	enrichRan chan string // task ids, from the idempotency key, when enrich starts
 }
 
 type prepIn struct {
@@ -63,7 +67,7 @@ type finishIn struct {
 
 func newBridgeFixture(t *testing.T, dbPath string) *bridgeFixture {
 	t.Helper()
-	f := &bridgeFixture{gate: make(chan struct{}), enrichRan: make(chan *store.Task, 16)}
+	f := &bridgeFixture{gate: make(chan struct{}), enrichRan: make(chan string, 16)}
 	f.srv = f.build(t, dbPath)
 	return f
 }
@@ -79,9 +83,20 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 	builder.Tool(b, &mcp.Tool{Name: "prepare"}, func(ctx context.Context, _ *mcp.CallToolRequest, in prepIn) (*mcp.CallToolResult, prepOut, error) {
 		return nil, prepOut{Topic: in.Topic, Items: []string{in.Topic + "-1", in.Topic + "-2"}}, nil
 	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
-	builder.Tool(b, &mcp.Tool{Name: "enrich"}, func(ctx context.Context, _ *mcp.CallToolRequest, in enrichIn) (*mcp.CallToolResult, enrichOut, error) {
+	builder.Tool(b, &mcp.Tool{Name: "enrich"}, func(ctx context.Context, req *mcp.CallToolRequest, in enrichIn) (*mcp.CallToolResult, enrichOut, error) {
+		if key, ok := req.Params.GetMeta()[mcptask.MetaIdempotencyKey].(string); ok {
+			id, _, _ := strings.Cut(key, "/")
+			select {
+			case f.enrichRan <- id:
+			default:
+			}
+		}
 		if f.gateOn.Load() {
-			<-f.gate
+			select {
+			case <-f.gate:
+			case <-ctx.Done():
+				return nil, enrichOut{}, ctx.Err()
+			}
 		}
 		return nil, enrichOut{Enriched: "enriched " + in.First}, nil
 	}, taskrouter.ToolOptions{})
@@ -145,7 +160,7 @@ type taskGet struct {
 func (f *bridgeFixture) sdkClient(t *testing.T, overHTTP bool) *mcp.ClientSession {
 	t.Helper()
 	caps := &mcp.ClientCapabilities{}
-	caps.AddExtension(taskrouter.ExtensionID, nil)
+	caps.AddExtension(mcptask.ExtensionID, nil)
 	c := mcp.NewClient(&mcp.Implementation{Name: "it", Version: "1"}, &mcp.ClientOptions{Capabilities: caps})
 	require.NoError(t, mcp.AddSendingCustomMethod[*taskrouter.TaskIDParams, *taskGet](c, "tasks/get"))
 	var tr mcp.Transport
@@ -306,7 +321,7 @@ func TestBridgeCoreDialectResult(t *testing.T) {
 		fdoc, err := handoff.FromPromptResult(&final)
 		require.NoError(t, err)
 		require.Equal(t, "completed", fdoc.Status)
-		require.Contains(t, string(raw), taskrouter.MetaRelatedTask)
+		require.Contains(t, string(raw), mcptask.MetaRelatedTask)
 	case <-time.After(10 * time.Second):
 		t.Fatal("tasks/result did not return after the workflow completed")
 	}
@@ -343,9 +358,9 @@ func TestBridgeStepByStepWrites(t *testing.T) {
 	require.Equal(t, taskID, doc.TaskID)
 }
 
-// TestBridgeFailingStepThenRetry: a failing server step keeps the task
-// working with the error recorded (EXEC-03); the handoff reports it; the
-// client retries the step with _task_id and the workflow completes.
+// TestBridgeFailingStepThenRetry: a retryable server step that fails once
+// is retried by the server at once, and the workflow completes; the
+// attempts are recorded.
 func TestBridgeFailingStepThenRetry(t *testing.T) {
 	f := newBridgeFixture(t, "")
 	cs := f.sdkClient(t, false)
@@ -354,33 +369,59 @@ func TestBridgeFailingStepThenRetry(t *testing.T) {
 	out, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
 	require.NoError(t, err)
 	summary := out.Meta[workflow.MetaWorkflow].(map[string]any)
+	require.Equal(t, "completed", summary["status"])
+	task, p := progressOf(t, f.srv.Store, doc.TaskID)
+	require.Equal(t, store.StatusCompleted, task.Status)
+	fin := p.Steps[3]
+	require.Equal(t, 2, fin.Attempts)
+	require.Len(t, fin.History, 2)
+	require.Equal(t, workflow.ReasonFirst, fin.History[0].Reason)
+	require.Equal(t, workflow.OutcomeError, fin.History[0].Outcome)
+	require.Equal(t, workflow.ReasonRetry, fin.History[1].Reason)
+	require.Equal(t, workflow.OutcomeOK, fin.History[1].Outcome)
+	require.Len(t, p.Errors, 1)
+}
+
+// TestBridgeGiveUpThenResume: when the server gives up on a step (its
+// retries are spent), the task stays working with the error recorded, the
+// handoff hands the step to the client, and a resume (prompts/get with
+// _meta._task_id) makes the server try again.
+func TestBridgeGiveUpThenResume(t *testing.T) {
+	f := newBridgeFixture(t, "")
+	cs := f.sdkClient(t, false)
+	_, doc := startFlow(t, cs, "t")
+	f.failures.Store(3)
+	out, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
+	require.NoError(t, err)
+	summary := out.Meta[workflow.MetaWorkflow].(map[string]any)
 	require.Equal(t, "working", summary["status"])
 	require.Contains(t, summary["pauseReason"], "downstream unavailable")
-
+	require.Equal(t, []any{"finish"}, summary["clientSteps"])
 	task, p := progressOf(t, f.srv.Store, doc.TaskID)
 	require.Equal(t, store.StatusWorking, task.Status)
-	require.Len(t, p.Errors, 1)
-	require.Equal(t, "finish", p.Errors[0].Step)
-	require.True(t, p.Errors[0].Retryable)
+	require.Contains(t, task.StatusMessage, `step "finish" (tool "finish") failed after 3 attempt(s): finish: downstream unavailable; the client may perform it`)
+	require.Len(t, p.Errors, 3)
+	require.True(t, p.Steps[3].HandedToClient)
 
-	// Resuming the prompt (ADVW-02) shows the error in the handoff.
 	res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Meta: mcp.Meta{workflow.MetaTaskID: doc.TaskID}, Name: "flow"})
 	require.NoError(t, err)
 	rdoc, err := handoff.FromPromptResult(res)
 	require.NoError(t, err)
 	require.Equal(t, doc.TaskID, rdoc.TaskID)
-	require.Len(t, rdoc.Errors, 1)
-	require.Equal(t, []string{"prepare", "enrich", "approve", "finish"}, stepNames(rdoc.CompletedSteps), "resume re-ran the retryable step")
+	require.Equal(t, []string{"prepare", "enrich", "approve", "finish"}, stepNames(rdoc.CompletedSteps), "resume re-ran the step")
 	require.Equal(t, "completed", getTask(t, cs, doc.TaskID).Status)
+	_, p = progressOf(t, f.srv.Store, doc.TaskID)
+	require.Equal(t, 4, p.Steps[3].Attempts)
+	require.Equal(t, workflow.ReasonResume, p.Steps[3].History[3].Reason)
 }
 
-// TestBridgeClientRetriesFailedStep: the client performs a failed server
-// step itself by calling its tool with _task_id.
+// TestBridgeClientRetriesFailedStep: the client performs a server step the
+// server gave up on by calling its tool with _task_id.
 func TestBridgeClientRetriesFailedStep(t *testing.T) {
 	f := newBridgeFixture(t, "")
 	cs := f.sdkClient(t, false)
 	_, doc := startFlow(t, cs, "t")
-	f.failures.Store(1)
+	f.failures.Store(3)
 	_, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
 	require.NoError(t, err)
 	out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: mcp.Meta{workflow.MetaTaskID: doc.TaskID}, Name: "finish",
@@ -430,24 +471,49 @@ func TestBridgeRestartMidWorkflow(t *testing.T) {
 	require.Equal(t, "completed", out.Meta[workflow.MetaWorkflow].(map[string]any)["status"])
 }
 
-// TestBridgeRestartResumesServerSteps: a retryable server step failed
-// before the restart; on start the engine resumes the workflow from its
-// progress and completes it with no client action.
+// TestBridgeRestartResumesServerSteps: a server step was running when the
+// server stopped; on start the engine re-runs it (recorded as a re-run
+// after a restart, with the same idempotency key) and completes the
+// workflow with no client action.
 func TestBridgeRestartResumesServerSteps(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	f := newBridgeFixture(t, path)
 	cs := f.sdkClient(t, false)
-	_, doc := startFlow(t, cs, "r")
-	f.failures.Store(1)
-	out, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
-	require.NoError(t, err)
-	require.Equal(t, "working", out.Meta[workflow.MetaWorkflow].(map[string]any)["status"])
-	require.NoError(t, cs.Close())
+	f.gateOn.Store(true)
+	started := make(chan *handoff.Document, 1)
+	go func() {
+		res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "flow", Arguments: map[string]string{"topic": "r"}})
+		if err == nil {
+			doc, _ := handoff.FromPromptResult(res)
+			started <- doc
+		}
+		close(started)
+	}()
+	taskID := <-f.enrichRan // enrich is running, blocked on the gate
 	require.NoError(t, f.srv.Close())
+	<-started
+
+	st, err := bboltstore.Open(path)
+	require.NoError(t, err)
+	_, p := progressOf(t, st, taskID)
+	require.NoError(t, st.Close())
+	require.Equal(t, workflow.StepRunning, p.Steps[1].Status, "the interrupted step is recorded as running")
 
 	f2 := newBridgeFixture(t, path)
 	cs2 := f2.sdkClient(t, false)
-	require.Eventually(t, func() bool { return getTask(t, cs2, doc.TaskID).Status == "completed" }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, p := progressOf(t, f2.srv.Store, taskID)
+		return p.Steps[1].Status == workflow.StepCompleted
+	}, 10*time.Second, 10*time.Millisecond)
+	tk, p := progressOf(t, f2.srv.Store, taskID)
+	require.Equal(t, store.StatusWorking, tk.Status, "now waiting for the client")
+	enrich := p.Steps[1]
+	require.Equal(t, 2, enrich.Attempts)
+	require.Equal(t, workflow.ReasonRestart, enrich.History[1].Reason)
+	require.Equal(t, taskID+"/enrich", enrich.IdempotencyKey)
+	out, err := approve(t, cs2, taskID, map[string]any{"approver": "ada"})
+	require.NoError(t, err)
+	require.Equal(t, "completed", out.Meta[workflow.MetaWorkflow].(map[string]any)["status"])
 }
 
 // TestBridgeBadTaskID: every bad _task_id gets -32602 and records nothing.
@@ -460,13 +526,7 @@ func TestBridgeBadTaskID(t *testing.T) {
 	_, err := approve(t, cs, done.TaskID, map[string]any{"approver": "x"})
 	require.NoError(t, err)
 	// A task that is not a workflow task.
-	plainTask, err := f.srv.Router.CreateTask(context.Background(), taskrouter.LocalOwner, store.Request{Method: "tools/call", Name: "prepare"}, taskrouter.CreateOptions{Kind: taskrouter.KindTool})
-	require.NoError(t, err)
-	// Another owner's workflow task (HTTP session owner).
-	other := f.sdkClientCore(t)
-	var foreign mcp.GetPromptResult
-	require.NoError(t, other.Call(context.Background(), "prompts/get", map[string]any{"name": "flow", "arguments": map[string]string{"topic": "o"}}, &foreign))
-	fdoc, err := handoff.FromPromptResult(&foreign)
+	plainTask, err := f.srv.Router.CreateTask(context.Background(), nil, store.Request{Method: "tools/call", Name: "prepare"}, taskrouter.CreateOptions{Kind: taskrouter.KindTool})
 	require.NoError(t, err)
 
 	before, _ := progressOf(t, f.srv.Store, doc.TaskID)
@@ -479,8 +539,7 @@ func TestBridgeBadTaskID(t *testing.T) {
 		{"number", mcp.Meta{"_task_id": 42}, "approve", "must be a non-empty string"},
 		{"empty", mcp.Meta{"_task_id": ""}, "approve", "must be a non-empty string"},
 		{"unknown", mcp.Meta{"_task_id": "0123456789abcdef0123456789abcdef"}, "approve", "unknown workflow task"},
-		{"foreign", mcp.Meta{"_task_id": fdoc.TaskID}, "approve", "unknown workflow task"},
-		{"finished", mcp.Meta{"_task_id": done.TaskID}, "approve", "already completed"},
+		{"finished", mcp.Meta{"_task_id": done.TaskID}, "approve", "already done"},
 		{"not a workflow", mcp.Meta{"_task_id": plainTask.ID}, "approve", "not a workflow task"},
 		{"no matching step", mcp.Meta{"_task_id": doc.TaskID}, "prepare", "matches no remaining step"},
 		{"reserved variable", mcp.Meta{"_task_id": doc.TaskID, "_task_vars": map[string]any{"_workflow.progress": 1}}, "approve", "reserved"},
@@ -495,10 +554,6 @@ func TestBridgeBadTaskID(t *testing.T) {
 	}
 	after, _ := progressOf(t, f.srv.Store, doc.TaskID)
 	require.Equal(t, before.Version, after.Version, "bad continuations recorded nothing")
-	// The foreign task is untouched and still waits for its owner.
-	ft, err := f.srv.Store.Get(context.Background(), fdoc.TaskID)
-	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, ft.Status)
 }
 
 // sdkClientCore is a core-dialect raw client over HTTP (its own session,
@@ -514,28 +569,33 @@ func (f *bridgeFixture) sdkClientCore(t *testing.T) *rpcconn.Conn {
 	return c
 }
 
-// TestBridgeConcurrentContinuations: two clients race to perform the same
-// step; exactly one records it.
+// TestBridgeConcurrentContinuations: four clients race to perform the same
+// step with the same arguments; exactly one runs and records it, and the
+// others get the recorded result (a retry is idempotent).
 func TestBridgeConcurrentContinuations(t *testing.T) {
 	f := newBridgeFixture(t, "")
 	cs := f.sdkClient(t, false)
 	_, doc := startFlow(t, cs, "c")
 	var wg sync.WaitGroup
-	var ok, rejected atomic.Int32
+	var ran, replayed atomic.Int32
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"}); err == nil {
-				ok.Add(1)
+			out, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
+			if !assert.NoError(t, err) {
+				return
+			}
+			if out.Meta[workflow.MetaWorkflow].(map[string]any)["replayed"] == true {
+				replayed.Add(1)
 			} else {
-				rejected.Add(1)
+				ran.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	require.EqualValues(t, 1, ok.Load())
-	require.EqualValues(t, 3, rejected.Load())
+	require.EqualValues(t, 1, ran.Load())
+	require.EqualValues(t, 3, replayed.Load())
 	_, p := progressOf(t, f.srv.Store, doc.TaskID)
 	require.Equal(t, 1, p.Steps[2].Attempts)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -231,7 +232,7 @@ func (c *crashCluster) waitReady(e *crashEpoch) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		rep, err := cl.call(ctx, "tasks/get", map[string]any{"taskId": "00000000000000000000000000000000"})
 		cancel()
-		if err == nil && rep.Err != nil && rep.Err.Code == taskrouter.CodeInvalidParams {
+		if err == nil && rep.Err != nil && rep.Err.Code == mcptask.CodeInvalidParams {
 			return true
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -506,7 +507,7 @@ func (w *crashWorker) pollExt(id, topic string) {
 		}
 		rep, err := w.client.call(w.ctx, "tasks/get", map[string]any{"taskId": id})
 		if err != nil || rep.Err != nil {
-			if err == nil && rep.Err != nil && rep.Err.Code == taskrouter.CodeInvalidParams && !w.epoch.isDead() {
+			if err == nil && rep.Err != nil && rep.Err.Code == mcptask.CodeInvalidParams && !w.epoch.isDead() {
 				w.l.protocolError("run %d: acknowledged task %s is unknown to tasks/get: %s", w.epoch.n, id, rep)
 				return
 			}
@@ -579,7 +580,7 @@ func (w *crashWorker) continueWorkflow(d relDialect, id, owner string, draft jso
 			"arguments": map[string]any{"draft": draftText, "feedback": "ship it (" + reviewer + ")", "approved": true},
 			"_meta":     map[string]any{workflow.MetaTaskID: id, workflow.MetaTaskVars: map[string]any{"reviewer": reviewer}},
 		})
-		if err == nil && rep.Err != nil && rep.Err.Code == taskrouter.CodeInvalidParams && attempt > 0 &&
+		if err == nil && rep.Err != nil && rep.Err.Code == mcptask.CodeInvalidParams && attempt > 0 &&
 			(strings.Contains(rep.Err.Message, "matches no remaining step") || strings.Contains(rep.Err.Message, "is already completed")) {
 			// An earlier attempt, cut off by the kill before its reply, was
 			// recorded (and the restarted server may have run the last

@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -197,7 +198,7 @@ func (c *relClient) withMeta(params map[string]any) map[string]any {
 	}
 	caps := map[string]any{}
 	if c.dialect == relExt {
-		caps["extensions"] = map[string]any{taskrouter.ExtensionID: map[string]any{}}
+		caps["extensions"] = map[string]any{mcptask.ExtensionID: map[string]any{}}
 	}
 	meta := map[string]any{}
 	if m, ok := out["_meta"].(map[string]any); ok {

@@ -170,8 +170,13 @@ func TestHostileInput(t *testing.T) {
 		{name: "core ttl is a boolean", layer: "router", send: callAs(co, "tools/call", work(map[string]any{"ttl": true})), want: "rpc:-32602"},
 		{name: "core ttl is an object", layer: "router", send: callAs(co, "tools/call", work(map[string]any{"ttl": map[string]any{}})), want: "rpc:-32602"},
 		{name: "core ttl is negative", layer: "router", send: callAs(co, "tools/call", work(map[string]any{"ttl": -1})), want: "rpc:-32602"},
-		{name: "core ttl is NaN (not JSON)", layer: "sdk", send: rawAs(co, "tools/call",
-			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{},"task":{"ttl":NaN}}}`, nil), want: "http:400"},
+		{name: "core ttl is NaN (not JSON)", layer: "shim", send: rawAs(co, "tools/call",
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{},"task":{"ttl":NaN}}}`, nil), want: "http400+rpc:-32700"},
+		{name: "two JSON values in one body (a core task call second)", layer: "shim", send: rawAs(co, "tools/call",
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{}}}`+
+				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"work","arguments":{},"task":{}}}`, nil), want: "http400+rpc:-32700"},
+		{name: "a JSON value followed by garbage", layer: "shim", send: rawAs(co, "tasks/get",
+			`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}} trailing`, nil), want: "http400+rpc:-32700"},
 		{name: "core ttl is \"NaN\"", layer: "router", send: callAs(co, "tools/call", work(map[string]any{"ttl": "NaN"})), want: "rpc:-32602"},
 		{name: "core ttl overflows float64 (1e309)", layer: "sdk", send: rawAs(co, "tools/call",
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{},"task":{"ttl":1e309}}}`, nil), want: "rpc:-32602"},
@@ -193,10 +198,13 @@ func TestHostileInput(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{},"task":{"ttl":1000},"task":{"ttl":-5}}}`, nil), want: "rpc:-32602"},
 		{name: "core params._meta is not an object (with a task)", layer: "sdk", send: rawAs(co, "tools/call",
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{},"task":{},"_meta":5}}`, nil), want: "rpc:-32602"},
-		{name: "core params nested 20000 deep", layer: "sdk", send: rawAs(co, "tools/call",
-			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{"x":`+deep+`},"task":{}}}`, nil), want: "http:400"},
+		{name: "core params nested 20000 deep", layer: "shim", send: rawAs(co, "tools/call",
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{"x":`+deep+`},"task":{}}}`, nil), want: "http400+rpc:-32700"},
 		{name: "core task on a task-forbidden tool", layer: "router", send: callAs(co, "tools/call",
-			map[string]any{"name": "plain_work", "arguments": map[string]any{}, "task": map[string]any{}}), want: "rpc:-32601"},
+			map[string]any{"name": "plain_work", "arguments": map[string]any{}, "task": map[string]any{}}), want: "rpc:-32600",
+			check: func(t *testing.T, rep *relReply) {
+				require.Contains(t, rep.Err.Message, "cannot be called as a task", "the reason reaches the client")
+			}},
 		{name: "core task-required tool without a task", layer: "router", send: callAs(co, "tools/call",
 			map[string]any{"name": "must_work", "arguments": map[string]any{}}), want: "rpc:-32600",
 			check: func(t *testing.T, rep *relReply) {
@@ -270,12 +278,19 @@ func TestHostileInput(t *testing.T) {
 		{name: "ext tasks/result", layer: "router", send: callAs(ex, "tasks/result", map[string]any{"taskId": doneID}), want: "http404+rpc:-32601"},
 		{name: "ext tasks/list", layer: "router", send: callAs(ex, "tasks/list", map[string]any{}), want: "http404+rpc:-32601"},
 		{name: "core tasks/update", layer: "router", send: callAs(co, "tasks/update", map[string]any{"taskId": doneID}), want: "rpc:-32601"},
-		{name: "ext tasks/get Mcp-Name mismatch", layer: "router", send: func(ctx context.Context) (*relReply, error) {
+		{name: "ext tasks/get with two Mcp-Name headers, the second wrong", layer: "shim", send: func(ctx context.Context) (*relReply, error) {
+			p := map[string]any{"taskId": doneID}
+			h := ex.headers("tasks/get", p)
+			h.Set("Mcp-Name", doneID)
+			h.Add("Mcp-Name", wfID)
+			return ex.post(ctx, ex.envelope("tasks/get", p), h)
+		}, want: "http400+rpc:-32020"},
+		{name: "ext tasks/get Mcp-Name mismatch", layer: "shim", send: func(ctx context.Context) (*relReply, error) {
 			p := map[string]any{"taskId": doneID}
 			h := ex.headers("tasks/get", p)
 			h.Set("Mcp-Name", wfID)
 			return ex.post(ctx, ex.envelope("tasks/get", p), h)
-		}, want: "rpc:-32020"},
+		}, want: "http400+rpc:-32020"},
 		{name: "ext tools/call Mcp-Name mismatch", layer: "sdk", send: func(ctx context.Context) (*relReply, error) {
 			p := map[string]any{"name": "work", "arguments": map[string]any{}}
 			h := ex.headers("tools/call", p)
@@ -312,8 +327,8 @@ func TestHostileInput(t *testing.T) {
 			func(h http.Header) { h.Del("Mcp-Protocol-Version") }), want: "batch[ok,rpc:-32602,rpc:-32602,rpc:-32602]"},
 		{name: "body over 8 MiB", layer: "shim", send: rawAs(co, "tools/call",
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"work","arguments":{"label":"`+strings.Repeat("b", 9<<20)+`"},"task":{}}}`, nil), want: "http:413"},
-		{name: "invalid JSON body", layer: "sdk", send: rawAs(co, "tasks/get", `{"jsonrpc":"2.0","id":1,"method":`, nil), want: "http:400"},
-		{name: "empty body", layer: "sdk", send: rawAs(co, "tasks/get", ``, nil), want: "http:400"},
+		{name: "invalid JSON body", layer: "shim", send: rawAs(co, "tasks/get", `{"jsonrpc":"2.0","id":1,"method":`, nil), want: "http400+rpc:-32700"},
+		{name: "empty body", layer: "shim", send: rawAs(co, "tasks/get", ``, nil), want: "http400+rpc:-32700"},
 		{name: "empty batch", layer: "sdk", send: rawAs(co, "tasks/get", `[]`, nil), want: "http:400"},
 		{name: "jsonrpc version 1.0", layer: "sdk", send: rawAs(co, "tasks/get", `{"jsonrpc":"1.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`, nil), want: "http:400"},
 		{name: "non-loopback Host header (DNS rebinding)", layer: "sdk", send: rawAs(co, "tasks/get",

@@ -8,8 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -72,7 +72,7 @@ func TestIsolationBetweenOwners(t *testing.T) {
 		rep, err := c.call(ctx, method, params)
 		require.NoError(t, err)
 		require.NotNil(t, rep.Err, "%s %s by bob (%s): %s", method, params["taskId"], c.dialect, rep)
-		require.EqualValues(t, taskrouter.CodeInvalidParams, rep.Err.Code, "%s by bob (%s): %s", method, c.dialect, rep)
+		require.EqualValues(t, mcptask.CodeInvalidParams, rep.Err.Code, "%s by bob (%s): %s", method, c.dialect, rep)
 	}
 	sign := func(id string) map[string]any {
 		return map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "bob says yes"}, "_meta": map[string]any{workflow.MetaTaskID: id}}
@@ -133,7 +133,7 @@ func TestIsolationBetweenOwners(t *testing.T) {
 		require.Equal(t, id, aliceExt.must(t, ctx, "tasks/get", map[string]any{"taskId": id})["taskId"])
 	}
 	res := aliceCore2.must(t, ctx, "tasks/result", map[string]any{"taskId": aExtDone})
-	require.Contains(t, res["_meta"], taskrouter.MetaRelatedTask)
+	require.Contains(t, res["_meta"], mcptask.MetaRelatedTask)
 	aliceExt.must(t, ctx, "tasks/update", map[string]any{"taskId": aLong, "inputResponses": map[string]any{}})
 	cancelled := aliceCore2.must(t, ctx, "tasks/cancel", map[string]any{"taskId": aLong})
 	require.Equal(t, "cancelled", cancelled["status"])

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
@@ -198,7 +199,7 @@ func loadCoreResult(ctx context.Context, c *relClient, id, label string, tally *
 		tally.fail(&tally.protocolErrors, "core tasks/result %s: %v", id, err)
 	case rep.Err != nil && strings.Contains(rep.Err.Message, "expired"):
 		tally.fail(&tally.expired, "core task %s: %v", id, rep.Err)
-	case rep.Err != nil && rep.Err.Code == taskrouter.CodeInvalidParams:
+	case rep.Err != nil && rep.Err.Code == mcptask.CodeInvalidParams:
 		tally.fail(&tally.lost, "core task %s: %v", id, rep.Err)
 	case rep.Err != nil || rep.Result == nil:
 		tally.fail(&tally.protocolErrors, "core tasks/result %s: %s", id, rep)
@@ -217,7 +218,7 @@ func loadExtResult(ctx context.Context, c *relClient, id, label string, tally *l
 		case err != nil:
 			tally.fail(&tally.protocolErrors, "ext tasks/get %s: %v", id, err)
 			return
-		case rep.Err != nil && rep.Err.Code == taskrouter.CodeInvalidParams:
+		case rep.Err != nil && rep.Err.Code == mcptask.CodeInvalidParams:
 			tally.fail(&tally.lost, "ext task %s: %v", id, rep.Err)
 			return
 		case rep.Err != nil || rep.Result == nil:
@@ -309,7 +310,7 @@ func TestLoadUnknownTaskIDsDoNotLeak(t *testing.T) {
 			for range per {
 				_, _ = rand.Read(raw)
 				rep, err := c.call(ctx, "tasks/result", map[string]any{"taskId": hex.EncodeToString(raw)})
-				if err != nil || rep.Err == nil || rep.Err.Code != taskrouter.CodeInvalidParams {
+				if err != nil || rep.Err == nil || rep.Err.Code != mcptask.CodeInvalidParams {
 					bad.Add(1)
 				}
 			}

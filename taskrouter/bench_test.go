@@ -118,11 +118,11 @@ func BenchmarkEngineCreateComplete(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					t, err := r.CreateTask(ctx, "o", store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{})
+					t, err := r.CreateTask(ctx, &taskrouter.Request{Owner: "o"}, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{})
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := r.Complete(ctx, t.ID, map[string]any{"content": []any{}}, nil); err != nil {
+					if _, err := r.Complete(ctx, t.ID, map[string]any{"content": []any{}}, nil, 0); err != nil {
 						b.Fatal(err)
 					}
 				}

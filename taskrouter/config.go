@@ -2,6 +2,7 @@ package taskrouter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,6 +21,8 @@ const (
 	DefaultMaxConcurrent         = 256
 	DefaultMaxConcurrentPerOwner = 32
 	DefaultMaxPendingPerOwner    = 1024
+	DefaultMaxPendingPerSource   = 256
+	DefaultMaxPending            = 8192
 	DefaultSweepInterval         = 30 * time.Second
 	DefaultExpiredGrace          = 5 * time.Minute
 )
@@ -34,6 +37,10 @@ const (
 	EnvMaxConcurrent         = "TASKBRIDGE_MAX_CONCURRENT"
 	EnvMaxConcurrentPerOwner = "TASKBRIDGE_MAX_CONCURRENT_PER_OWNER"
 	EnvSweepInterval         = "TASKBRIDGE_SWEEP_INTERVAL"
+	EnvMaxPendingPerOwner    = "TASKBRIDGE_MAX_PENDING_PER_OWNER"
+	EnvMaxPendingPerSource   = "TASKBRIDGE_MAX_PENDING_PER_SOURCE"
+	EnvMaxPending            = "TASKBRIDGE_MAX_PENDING"
+	EnvSessionBound          = "TASKBRIDGE_SESSION_BOUND"
 )
 
 // An OwnerFunc decides which principal a request acts for. Tasks belong to
@@ -56,13 +63,23 @@ type Config struct {
 	// bound beyond the task's ttl.
 	TaskTimeout time.Duration
 	// MaxConcurrent bounds how many task handlers run at once; more tasks
-	// wait in "working" with a "queued" status message.
+	// wait in "working" with a "queued: ..." status message until a slot
+	// frees up.
 	MaxConcurrent int
 	// MaxConcurrentPerOwner bounds how many handlers one owner runs at once.
 	MaxConcurrentPerOwner int
 	// MaxPendingPerOwner bounds one owner's queued plus running tasks; a
-	// request past it fails with CodeTooManyTasks.
+	// request past it fails with CodeTooManyTasks. It does not apply to the
+	// shared LocalOwner of unauthenticated stateless requests, which is no
+	// single requestor: MaxPendingPerSource bounds those.
 	MaxPendingPerOwner int
+	// MaxPendingPerSource bounds the queued plus running tasks created
+	// from one source: one session (stdio, in-memory, stateful HTTP), or
+	// one remote IP address for stateless HTTP. It keeps one anonymous
+	// client from filling the server for everyone.
+	MaxPendingPerSource int
+	// MaxPending bounds all queued plus running tasks of the process.
+	MaxPending int
 	// SweepInterval is how often expired tasks are swept.
 	SweepInterval time.Duration
 	// ExpiredGrace is how long a task that was still running when its ttl
@@ -70,6 +87,16 @@ type Config struct {
 	ExpiredGrace time.Duration
 	// Owner maps a request to its owner; nil means DefaultOwner.
 	Owner OwnerFunc
+	// SessionBound makes tasks created without an authorization context
+	// visible to their owner only (with DefaultOwner: the session that
+	// created them; a client that reconnects loses them). By default such
+	// tasks are id-capabilities instead: any unauthenticated requestor that
+	// presents the task id (128 random bits) may get, wait on, cancel and
+	// continue it, from any session and after restarts, while tasks/list
+	// still shows only the requestor's own tasks. Requests with an
+	// authorization context always see only their own tasks, whatever this
+	// says.
+	SessionBound bool
 	// ImmediateResponse, when set, produces the optional core-dialect
 	// model-immediate-response text for a newly created tool task.
 	ImmediateResponse func(tool string, task *store.Task) string
@@ -77,37 +104,34 @@ type Config struct {
 	Now func() time.Time
 }
 
+// withDefaults fills every zero field with its default; negative values
+// are left for validate to refuse.
 func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = DefaultPollInterval
+	setDuration := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
 	}
-	if c.MaxTTL <= 0 {
-		c.MaxTTL = DefaultMaxTTL
+	setInt := func(n *int, def int) {
+		if *n == 0 {
+			*n = def
+		}
 	}
-	if c.DefaultTTL <= 0 {
-		c.DefaultTTL = DefaultTTL
+	setDuration(&c.PollInterval, DefaultPollInterval)
+	setDuration(&c.MaxTTL, DefaultMaxTTL)
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = min(DefaultTTL, c.MaxTTL)
 	}
-	if c.DefaultTTL > c.MaxTTL {
-		c.DefaultTTL = c.MaxTTL
-	}
-	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if c.MaxConcurrentPerOwner <= 0 {
-		c.MaxConcurrentPerOwner = DefaultMaxConcurrentPerOwner
-	}
-	if c.MaxPendingPerOwner <= 0 {
-		c.MaxPendingPerOwner = DefaultMaxPendingPerOwner
-	}
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = DefaultSweepInterval
-	}
-	if c.ExpiredGrace <= 0 {
-		c.ExpiredGrace = DefaultExpiredGrace
-	}
+	setDuration(&c.SweepInterval, DefaultSweepInterval)
+	setDuration(&c.ExpiredGrace, DefaultExpiredGrace)
+	setInt(&c.MaxConcurrent, DefaultMaxConcurrent)
+	setInt(&c.MaxConcurrentPerOwner, DefaultMaxConcurrentPerOwner)
+	setInt(&c.MaxPendingPerOwner, DefaultMaxPendingPerOwner)
+	setInt(&c.MaxPendingPerSource, DefaultMaxPendingPerSource)
+	setInt(&c.MaxPending, DefaultMaxPending)
 	if c.Owner == nil {
 		c.Owner = DefaultOwner
 	}
@@ -115,6 +139,43 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	return c
+}
+
+// validate refuses values that cannot work, naming the field and why.
+func (c Config) validate() error {
+	var errs []error
+	bad := func(field string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("taskrouter: Config.%s: "+format, append([]any{field}, args...)...))
+	}
+	if c.Store == nil {
+		bad("Store", "is required")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PollInterval", c.PollInterval}, {"DefaultTTL", c.DefaultTTL}, {"MaxTTL", c.MaxTTL},
+		{"TaskTimeout", c.TaskTimeout}, {"SweepInterval", c.SweepInterval}, {"ExpiredGrace", c.ExpiredGrace},
+	} {
+		if d.v < 0 {
+			bad(d.name, "is negative (%s); use zero for the default", d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"MaxConcurrent", c.MaxConcurrent}, {"MaxConcurrentPerOwner", c.MaxConcurrentPerOwner},
+		{"MaxPendingPerOwner", c.MaxPendingPerOwner}, {"MaxPendingPerSource", c.MaxPendingPerSource}, {"MaxPending", c.MaxPending},
+	} {
+		if n.v < 0 {
+			bad(n.name, "is negative (%d); use zero for the default", n.v)
+		}
+	}
+	if c.DefaultTTL > c.MaxTTL && c.MaxTTL > 0 {
+		bad("DefaultTTL", "(%s) is longer than MaxTTL (%s)", c.DefaultTTL, c.MaxTTL)
+	}
+	return errors.Join(errs...)
 }
 
 // ConfigFromEnv returns base with every field that has an environment
@@ -148,6 +209,9 @@ func ConfigFromEnv(base Config) (Config, error) {
 	}{
 		{EnvMaxConcurrent, &base.MaxConcurrent},
 		{EnvMaxConcurrentPerOwner, &base.MaxConcurrentPerOwner},
+		{EnvMaxPendingPerOwner, &base.MaxPendingPerOwner},
+		{EnvMaxPendingPerSource, &base.MaxPendingPerSource},
+		{EnvMaxPending, &base.MaxPending},
 	}
 	for _, i := range ints {
 		v, ok := os.LookupEnv(i.env)
@@ -159,6 +223,13 @@ func ConfigFromEnv(base Config) (Config, error) {
 			return base, fmt.Errorf("taskrouter: %s=%q: want a non-negative integer", i.env, v)
 		}
 		*i.dst = n
+	}
+	if v, ok := os.LookupEnv(EnvSessionBound); ok && v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return base, fmt.Errorf("taskrouter: %s=%q: want true or false", EnvSessionBound, v)
+		}
+		base.SessionBound = b
 	}
 	return base, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
@@ -44,14 +45,25 @@ func TestConfigFromEnv(t *testing.T) {
 }
 
 func TestDefaultsApplied(t *testing.T) {
-	r, err := taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), DefaultTTL: 48 * time.Hour})
+	r, err := taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), MaxTTL: 30 * time.Minute})
 	require.NoError(t, err)
 	cfg := r.Config()
-	require.Equal(t, taskrouter.DefaultMaxTTL, cfg.MaxTTL)
-	require.Equal(t, taskrouter.DefaultMaxTTL, cfg.DefaultTTL, "the default ttl is capped by the maximum")
+	require.Equal(t, 30*time.Minute, cfg.MaxTTL)
+	require.Equal(t, 30*time.Minute, cfg.DefaultTTL, "the default ttl is capped by a smaller maximum")
 	require.Equal(t, taskrouter.DefaultPollInterval, cfg.PollInterval)
-	_, err = taskrouter.New(taskrouter.Config{})
-	require.Error(t, err, "a store is required")
+	require.Equal(t, taskrouter.DefaultMaxPendingPerSource, cfg.MaxPendingPerSource)
+}
+
+// TestConfigValidate: values that cannot work are refused, each naming its
+// field, instead of being replaced silently.
+func TestConfigValidate(t *testing.T) {
+	_, err := taskrouter.New(taskrouter.Config{})
+	require.ErrorContains(t, err, "Config.Store: is required")
+	_, err = taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), DefaultTTL: 48 * time.Hour})
+	require.ErrorContains(t, err, "Config.DefaultTTL: (48h0m0s) is longer than MaxTTL (24h0m0s)")
+	_, err = taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), PollInterval: -time.Second, MaxConcurrent: -1})
+	require.ErrorContains(t, err, "Config.PollInterval: is negative")
+	require.ErrorContains(t, err, "Config.MaxConcurrent: is negative")
 }
 
 func TestDefaultOwner(t *testing.T) {
@@ -75,5 +87,5 @@ func TestImmediateResponse(t *testing.T) {
 	p := h.dial(inMemory, core, nil)
 	res := p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{}})
 	id := taskOf(t, res)["taskId"].(string)
-	require.Equal(t, "Started sleepy; check back with tasks/get "+id, res["_meta"].(map[string]any)[taskrouter.MetaModelImmediateResponse])
+	require.Equal(t, "Started sleepy; check back with tasks/get "+id, res["_meta"].(map[string]any)[mcptask.MetaModelImmediateResponse])
 }

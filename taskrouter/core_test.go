@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
@@ -86,7 +88,7 @@ func TestCoreLifecycle(t *testing.T) {
 			content := final["content"].([]any)
 			require.Equal(t, "slept a", content[0].(map[string]any)["text"])
 			meta := final["_meta"].(map[string]any)
-			require.Equal(t, id, meta[taskrouter.MetaRelatedTask].(map[string]any)["taskId"])
+			require.Equal(t, id, meta[mcptask.MetaRelatedTask].(map[string]any)["taskId"])
 
 			got = p.mustCall("tasks/get", map[string]any{"taskId": id})
 			require.Equal(t, "completed", got["status"])
@@ -117,7 +119,7 @@ func TestCoreErrors(t *testing.T) {
 				params map[string]any
 				code   int64
 			}{
-				{"task on forbidden tool", "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}, "task": map[string]any{}}, -32601},
+				{"task on forbidden tool", "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}, "task": map[string]any{}}, -32600},
 				{"required tool without task", "tools/call", map[string]any{"name": "must", "arguments": map[string]any{"ms": 1}}, -32600},
 				{"ttl of the wrong type", "tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{"ttl": "soon"}}, -32602},
 				{"negative ttl", "tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{"ttl": -5}}, -32602},
@@ -234,14 +236,26 @@ func TestCoreInputRequiredOnResultStream(t *testing.T) {
 			}
 			require.NoError(t, json.Unmarshal(<-asked, &req))
 			require.Equal(t, "Proceed?", req.Message)
-			require.Equal(t, id, req.Meta[taskrouter.MetaRelatedTask].TaskID)
+			require.Equal(t, id, req.Meta[mcptask.MetaRelatedTask].TaskID)
 			require.Equal(t, "completed", p.mustCall("tasks/get", map[string]any{"taskId": id})["status"])
 		})
 	}
 }
 
+// TestCoreListPaginatesAndIsOwnerScoped: tasks/list pages through the
+// session's own tasks only. Without authentication, another session can
+// still reach a task by its id (the id is the capability) unless the router
+// is SessionBound.
 func TestCoreListPaginatesAndIsOwnerScoped(t *testing.T) {
-	h := newHarness(t, nil)
+	for _, bound := range []bool{false, true} {
+		t.Run(fmt.Sprintf("SessionBound=%v", bound), func(t *testing.T) {
+			testCoreListScoped(t, bound)
+		})
+	}
+}
+
+func testCoreListScoped(t *testing.T, bound bool) {
+	h := newHarness(t, func(c *taskrouter.Config) { c.SessionBound = bound })
 	a := h.dial(overHTTP, core, nil)
 	b := h.dial(overHTTP, core, nil)
 	var ids []string
@@ -271,11 +285,20 @@ func TestCoreListPaginatesAndIsOwnerScoped(t *testing.T) {
 	require.Greater(t, pages, 1)
 	require.Len(t, seen, len(ids))
 
-	// Another session sees none of it.
+	// Another session lists none of it.
 	require.Empty(t, b.mustCall("tasks/list", nil)["tasks"])
 	for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
 		_, err := b.call(m, map[string]any{"taskId": ids[0]})
-		require.EqualValues(t, -32602, rpcCode(t, err), m)
+		switch {
+		case bound:
+			require.EqualValues(t, -32602, rpcCode(t, err), m)
+			require.ErrorContains(t, err, "not found")
+		case m == "tasks/cancel":
+			// Reached, but already finished.
+			require.ErrorContains(t, err, "already completed")
+		default:
+			require.NoError(t, err, "%s by id from another session", m)
+		}
 	}
 	// And a's cursor is not b's.
 	if cursor != "" {
@@ -327,14 +350,44 @@ func TestBoundedConcurrency(t *testing.T) {
 }
 
 func TestPendingLimitPerOwner(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) { c.MaxPendingPerOwner = 2 })
+	h := newHarness(t, func(c *taskrouter.Config) {
+		c.MaxPendingPerOwner = 2
+		c.Owner = func(context.Context, mcp.Request) (string, error) { return "user:alice", nil }
+	})
 	p := h.dial(inMemory, core, nil)
 	for range 2 {
 		p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 60000}, "task": map[string]any{}})
 	}
-	_, err := p.call("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{}})
-	require.EqualValues(t, taskrouter.CodeTooManyTasks, rpcCode(t, err))
+	// The owner is the limit, whichever connection asks.
+	q := h.dial(inMemory, core, nil)
+	_, err := q.call("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{}})
+	require.EqualValues(t, mcptask.CodeTooManyTasks, rpcCode(t, err))
+	require.ErrorContains(t, err, "MaxPendingPerOwner=2")
 	require.Len(t, p.mustCall("tasks/list", nil)["tasks"], 2)
+}
+
+// TestPendingLimitPerSource: one anonymous session that floods the server
+// is refused at its own limit, and another session still creates tasks.
+func TestPendingLimitPerSource(t *testing.T) {
+	for _, k := range transports {
+		t.Run(k.String(), func(t *testing.T) {
+			h := newHarness(t, func(c *taskrouter.Config) { c.MaxPendingPerSource = 5 })
+			flood := h.dial(k, core, nil)
+			refused := 0
+			for range 20 {
+				_, err := flood.call("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 60000}, "task": map[string]any{}})
+				if err != nil {
+					require.EqualValues(t, mcptask.CodeTooManyTasks, rpcCode(t, err))
+					require.ErrorContains(t, err, "from this session")
+					require.ErrorContains(t, err, "MaxPendingPerSource=5")
+					refused++
+				}
+			}
+			require.Equal(t, 15, refused)
+			other := h.dial(k, core, nil)
+			other.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{}})
+		})
+	}
 }
 
 // TestMissingParamsDoNotCrash: the TypeScript SDK sends tasks/list without
@@ -366,7 +419,7 @@ func TestWorkflowFacingCalls(t *testing.T) {
 	h := newHarness(t, nil)
 	p := h.dial(inMemory, core, nil)
 	ctx := context.Background()
-	task, err := h.r.CreateTask(ctx, taskrouter.LocalOwner, store.Request{Method: "prompts/get", Name: "wf"},
+	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"},
 		taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow, Variables: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	require.Equal(t, store.StatusWorking, task.Status)
@@ -382,7 +435,7 @@ func TestWorkflowFacingCalls(t *testing.T) {
 		res, _ := p.call("tasks/result", map[string]any{"taskId": task.ID})
 		waited <- res
 	}()
-	_, err = h.r.Complete(ctx, task.ID, map[string]any{"messages": []any{}, "description": "done"}, nil)
+	_, err = h.r.Complete(ctx, task.ID, map[string]any{"messages": []any{}, "description": "done"}, nil, 0)
 	require.NoError(t, err)
 	select {
 	case res := <-waited:

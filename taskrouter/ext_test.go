@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -22,7 +23,7 @@ func TestExtLifecycle(t *testing.T) {
 
 			disc := p.mustCall("server/discover", map[string]any{})
 			caps := disc["capabilities"].(map[string]any)
-			require.Contains(t, caps["extensions"].(map[string]any), taskrouter.ExtensionID)
+			require.Contains(t, caps["extensions"].(map[string]any), mcptask.ExtensionID)
 			require.NotContains(t, caps, "tasks")
 
 			// The server decides: an optional tool becomes a task for a
@@ -131,7 +132,7 @@ func TestExtErrors(t *testing.T) {
 		} `json:"requiredCapabilities"`
 	}
 	require.NoError(t, json.Unmarshal(jsonrpcData(t, err), &data))
-	require.Contains(t, data.RequiredCapabilities.Extensions, taskrouter.ExtensionID)
+	require.Contains(t, data.RequiredCapabilities.Extensions, mcptask.ExtensionID)
 
 	// An undeclared client gets optional tools synchronously.
 	res := u.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1, "label": "u"}})

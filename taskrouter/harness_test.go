@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/internal/rpcconn"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -205,7 +206,7 @@ func (p *peer) params(in map[string]any) map[string]any {
 	}
 	caps := map[string]any{"elicitation": map[string]any{}}
 	if p.d == ext {
-		caps["extensions"] = map[string]any{taskrouter.ExtensionID: map[string]any{}}
+		caps["extensions"] = map[string]any{mcptask.ExtensionID: map[string]any{}}
 	}
 	meta := map[string]any{}
 	if m, ok := out["_meta"].(map[string]any); ok {

@@ -7,10 +7,11 @@ import (
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
-const methodElicit = "elicitation/create"
+const methodElicit = mcptask.MethodElicit
 
 // pendingInput is one request for client input a running task is waiting on.
 type pendingInput struct {
@@ -140,7 +141,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	if err != nil {
 		return fmt.Errorf("taskrouter: encoding input request: %w", err)
 	}
-	raw, err = mergeMeta(raw, map[string]any{MetaRelatedTask: map[string]string{"taskId": ru.id}})
+	raw, err = mergeMeta(raw, mcptask.RelatedTaskMeta(ru.id))
 	if err != nil {
 		return err
 	}
@@ -206,4 +207,41 @@ func (r *Router) runFor(id string) *run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.runs[id]
+}
+
+// preflight runs a tool's Preflight before its task exists. In the
+// extension dialect a need for input goes back to the client as an
+// input_required result (SEP-2322), returned here. In the core dialect,
+// whose clients cannot retry with inputResponses, the router asks the
+// client itself on the request's stream and runs Preflight again until it
+// is satisfied; it returns nil, nil then.
+func (r *Router) preflight(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
+	if q.Dialect.ServerDecidesTasks() {
+		need, err := te.preflight(ctx, req)
+		if err != nil || len(need) == 0 {
+			return nil, err
+		}
+		return &inputRequiredResult{ResultType: mcptask.ResultTypeInputRequired, InputRequests: need}, nil
+	}
+	for range 3 {
+		need, err := te.preflight(ctx, req)
+		if err != nil || len(need) == 0 {
+			return nil, err
+		}
+		if req.Params.InputResponses == nil {
+			req.Params.InputResponses = mcp.InputResponseMap{}
+		}
+		for key, ir := range need {
+			ep, ok := ir.(*mcp.ElicitParams)
+			if !ok || req.Session == nil {
+				return nil, mcptask.InternalError("tool %q needs client input (%T) this connection cannot deliver", req.Params.Name, ir)
+			}
+			res, err := req.Session.Elicit(ctx, ep)
+			if err != nil {
+				return nil, mcptask.InternalError("asking the client for input: %v", err)
+			}
+			req.Params.InputResponses[key] = res
+		}
+	}
+	return nil, mcptask.InternalError("tool %q kept asking for input", req.Params.Name)
 }

@@ -3,12 +3,16 @@ package taskrouter
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
+
+// The tasks/* methods. Each resolves its request from ctx (the router's
+// middleware stored it there), passes the dialect's gates, and loads the
+// task the requestor may see.
 
 // storeError maps a store error to the JSON-RPC error a client sees.
 func storeError(err error) error {
@@ -17,114 +21,67 @@ func storeError(err error) error {
 	case errors.As(err, &je):
 		return err
 	case errors.Is(err, store.ErrNotFound):
-		return rpcError(CodeInvalidParams, "task not found")
+		return mcptask.InvalidParams("task not found")
 	case errors.Is(err, store.ErrInvalidCursor):
-		return rpcError(CodeInvalidParams, "invalid cursor")
+		return mcptask.InvalidParams("invalid cursor")
 	case errors.Is(err, store.ErrTerminal):
-		return rpcError(CodeInvalidParams, "task is already in a terminal status")
+		return mcptask.InvalidParams("task is already in a terminal status")
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid):
-		return rpcError(CodeInvalidParams, "%v", err)
+		return mcptask.InvalidParams("%v", err)
 	case errors.Is(err, errShutdown):
-		return rpcError(CodeInternalError, "server is shutting down")
+		return mcptask.InternalError("server is shutting down")
 	}
-	return rpcError(CodeInternalError, "task store: %v", err)
+	return mcptask.InternalError("task store: %v", err)
 }
 
-// taskCall is the common prologue of tasks/* methods: it works out the
-// dialect, checks the extension declaration and Mcp-Name header, and loads
-// the caller's task.
-type taskCall struct {
-	req   mcp.Request
-	ext   bool
-	owner string
-}
-
-// Extension-dialect checks run in the order the extension's conformance
-// suite expects: removed methods (-32601), then the Mcp-Name header
-// (-32020), then the capability gate (-32021), and only then the task
-// lookup (-32602).
-func (r *Router) begin(ctx context.Context, method, id string) (*taskCall, error) {
-	req := requestFrom(ctx)
-	if req == nil {
-		return nil, rpcError(CodeInternalError, "taskrouter middleware not installed")
+// begin is the prologue of every tasks/* method.
+func (r *Router) begin(ctx context.Context, method, id string) (*Request, error) {
+	q := RequestFrom(ctx)
+	if q == nil {
+		return nil, mcptask.InternalError("taskrouter middleware not installed")
 	}
-	tc := &taskCall{req: req, ext: isExtension(req)}
-	if tc.ext {
-		switch method {
-		case methodTasksResult, methodTasksList:
-			return nil, rpcError(CodeMethodNotFound, "%s is not part of the %s extension; poll tasks/get", method, ExtensionID)
-		case methodTasksGet, methodTasksCancel, methodTasksUpdate:
-			if err := checkNameHeader(req, id); err != nil {
-				return nil, err
-			}
-		}
-		if !declaresExtension(req) {
-			return nil, missingExtension(method)
-		}
-	} else if method == methodTasksUpdate {
-		return nil, rpcError(CodeMethodNotFound, "tasks/update belongs to the %s extension (protocol %s and later)", ExtensionID, ExtensionVersion)
-	}
-	owner, err := r.Owner(ctx, req)
-	if err != nil {
+	if err := gate(q, method, id); err != nil {
 		return nil, err
 	}
-	tc.owner = owner
-	return tc, nil
+	return q, nil
 }
 
-func (r *Router) load(ctx context.Context, tc *taskCall, id string) (*store.Task, error) {
+// load reads the task id if the requestor may see it.
+func (r *Router) load(ctx context.Context, q *Request, id string) (*store.Task, error) {
 	if id == "" {
-		return nil, rpcError(CodeInvalidParams, "taskId is required")
+		return nil, mcptask.InvalidParams("taskId is required")
 	}
-	t, err := r.OwnedTask(ctx, tc.owner, id)
+	t, err := r.TaskFor(ctx, q, id)
 	if err != nil {
 		return nil, storeError(err)
 	}
+	r.touch(ctx, t)
 	return t, nil
 }
 
-// checkNameHeader enforces that an extension-dialect tasks/* request over
-// HTTP names its task in the Mcp-Name header, when the header is present.
-func checkNameHeader(req mcp.Request, id string) error {
-	extra := req.GetExtra()
-	if extra == nil || extra.Header == nil {
-		return nil
+// A TouchHook learns that a client named a task in a request (tasks/*, or
+// a continuation): the workflow bridge uses it to tell orphaned workflow
+// tasks from ones a client holds.
+type TouchHook func(ctx context.Context, t *store.Task)
+
+// OnTouch registers a TouchHook for tasks of one kind (the LabelKind
+// label).
+func (r *Router) OnTouch(kind string, f TouchHook) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.touchHooks == nil {
+		r.touchHooks = map[string]TouchHook{}
 	}
-	var h http.Header = extra.Header
-	if name := h.Get("Mcp-Name"); name != "" && name != id {
-		return rpcError(CodeHeaderMismatch, "header mismatch: Mcp-Name header value %q does not match taskId %q", name, id)
-	}
-	return nil
+	r.touchHooks[kind] = f
 }
 
-func (r *Router) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
-	tc, err := r.begin(ctx, methodTasksGet, taskIDOf(p))
-	if err != nil {
-		return nil, err
+func (r *Router) touch(ctx context.Context, t *store.Task) {
+	r.mu.Lock()
+	hook := r.touchHooks[t.Labels[LabelKind]]
+	r.mu.Unlock()
+	if hook != nil {
+		hook(ctx, t)
 	}
-	t, err := r.load(ctx, tc, taskIDOf(p))
-	if err != nil {
-		return nil, err
-	}
-	if !tc.ext {
-		return &GetTaskResult{Task: CoreTask(t)}, nil
-	}
-	res := &ExtGetTaskResult{ResultType: "complete", ExtTask: extTask(t)}
-	switch t.Status {
-	case store.StatusInputRequired:
-		if ru := r.runFor(t.ID); ru != nil {
-			res.InputRequests = ru.inputRequests()
-		}
-	case store.StatusCompleted:
-		res.Result = t.Result
-	case store.StatusFailed:
-		if t.Error != nil {
-			res.Error = t.Error
-		} else {
-			res.Result = t.Result
-		}
-	}
-	return res, nil
 }
 
 func taskIDOf(p *TaskIDParams) string {
@@ -134,25 +91,38 @@ func taskIDOf(p *TaskIDParams) string {
 	return p.TaskID
 }
 
-func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
-	tc, err := r.begin(ctx, methodTasksResult, taskIDOf(p))
+func (r *Router) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
+	q, err := r.begin(ctx, mcptask.MethodTasksGet, taskIDOf(p))
 	if err != nil {
 		return nil, err
 	}
+	t, err := r.load(ctx, q, taskIDOf(p))
+	if err != nil {
+		return nil, err
+	}
+	return r.getReply(q.Dialect, t), nil
+}
+
+func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
 	id := taskIDOf(p)
-	if _, err := r.load(ctx, tc, id); err != nil {
-		// Unknown and foreign ids never register a watch.
+	q, err := r.begin(ctx, mcptask.MethodTasksResult, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.load(ctx, q, id); err != nil {
+		// Unknown and hidden ids never register a watch.
 		return nil, err
 	}
 	for {
 		// Watch first, then read, so no change between the two is missed.
 		w := r.watch(id)
-		t, err := r.load(ctx, tc, id)
+		t, err := r.TaskFor(ctx, q, id)
 		if err != nil {
 			r.unwatch(id, w)
-			return nil, err
+			return nil, storeError(err)
 		}
 		if t.Status.Terminal() {
+			r.unwatch(id, w)
 			return finalResult(t)
 		}
 		if t.Status == store.StatusInputRequired {
@@ -171,23 +141,22 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 // finalResult is what tasks/result returns for a terminal task: exactly
 // what the original request would have returned, tagged with the task.
 func finalResult(t *store.Task) (mcp.Result, error) {
-	meta := mcp.Meta{MetaRelatedTask: map[string]string{"taskId": t.ID}}
 	if t.Error != nil {
-		return nil, &jsonrpc.Error{Code: t.Error.Code, Message: t.Error.Message, Data: t.Error.Data}
+		return nil, t.Error.RPC()
 	}
 	if t.Status == store.StatusCancelled {
-		return nil, rpcError(CodeInvalidParams, "task %s was cancelled: %s", t.ID, t.StatusMessage)
+		return nil, mcptask.InvalidParams("task %s was cancelled: %s", t.ID, t.StatusMessage)
 	}
 	if len(t.Result) == 0 {
-		return nil, rpcError(CodeInternalError, "task %s ended without a result", t.ID)
+		return nil, mcptask.InternalError("task %s ended without a result", t.ID)
 	}
 	res := &rawResult{raw: t.Result}
-	res.Meta = meta
+	res.Meta = mcptask.RelatedTaskMeta(t.ID)
 	return res, nil
 }
 
 func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTasksParams) (mcp.Result, error) {
-	tc, err := r.begin(ctx, methodTasksList, "")
+	q, err := r.begin(ctx, mcptask.MethodTasksList, "")
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +164,7 @@ func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTas
 	if p != nil {
 		cursor = p.Cursor
 	}
-	page, err := r.st.List(ctx, store.ListOptions{Owner: tc.owner, Cursor: cursor, HeadersOnly: true})
+	page, err := r.st.List(ctx, store.ListOptions{Owner: q.Owner, Cursor: cursor, HeadersOnly: true})
 	if err != nil {
 		return nil, storeError(err)
 	}
@@ -207,42 +176,39 @@ func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTas
 }
 
 func (r *Router) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
-	tc, err := r.begin(ctx, methodTasksCancel, taskIDOf(p))
+	q, err := r.begin(ctx, mcptask.MethodTasksCancel, taskIDOf(p))
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.load(ctx, tc, taskIDOf(p))
+	t, err := r.load(ctx, q, taskIDOf(p))
 	if err != nil {
 		return nil, err
 	}
 	if t.Status.Terminal() {
-		if tc.ext {
-			return &AckResult{ResultType: "complete"}, nil
+		if q.Dialect.AcksFinishedCancel() {
+			return cancelReply(q.Dialect, t), nil
 		}
-		return nil, rpcError(CodeInvalidParams, "task %s is already %s and cannot be cancelled", t.ID, t.Status)
+		return nil, mcptask.InvalidParams("task %s is already %s and cannot be cancelled", t.ID, t.Status)
 	}
 	nt, err := r.cancelTask(ctx, t, "cancelled by request")
 	if err != nil {
-		if errors.Is(err, store.ErrTerminal) && tc.ext {
-			return &AckResult{ResultType: "complete"}, nil
+		if errors.Is(err, store.ErrTerminal) && q.Dialect.AcksFinishedCancel() {
+			return cancelReply(q.Dialect, t), nil
 		}
 		return nil, storeError(err)
 	}
-	if tc.ext {
-		return &AckResult{ResultType: "complete"}, nil
-	}
-	return &GetTaskResult{Task: CoreTask(nt)}, nil
+	return cancelReply(q.Dialect, nt), nil
 }
 
 func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *UpdateTaskParams) (mcp.Result, error) {
 	if p == nil {
 		p = &UpdateTaskParams{}
 	}
-	tc, err := r.begin(ctx, methodTasksUpdate, p.TaskID)
+	q, err := r.begin(ctx, mcptask.MethodTasksUpdate, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.load(ctx, tc, p.TaskID)
+	t, err := r.load(ctx, q, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
@@ -251,5 +217,5 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 			ru.answer(key, inputAnswer{result: val})
 		}
 	}
-	return &AckResult{ResultType: "complete"}, nil
+	return &AckResult{ResultType: mcptask.ResultTypeComplete}, nil
 }

@@ -4,19 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"runtime/debug"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
 // Install puts the router's MCP face onto s: the tasks/* methods, the
 // capability advertisements of both dialects, execution.taskSupport in
-// tools/list, and task-augmented tools/call. Call it once, before adding
-// tools with AddTool.
+// tools/list, task-augmented tools/call, and the removal of the shims'
+// private _meta keys from every request. Call it once, right after
+// mcp.NewServer and before adding tools with AddTool.
+//
+// The router's middleware must be the only place that turns tools/call
+// into tasks. Middleware added to s after Install runs before the router's
+// (the SDK makes the latest middleware the outermost); middleware added
+// before Install runs after it and also wraps the router's in-process tool
+// calls. Components that need to act on a request bound to an existing task
+// (the workflow bridge) register a ContinuationHandler instead of adding
+// their own middleware.
 func (r *Router) Install(s *mcp.Server) error {
 	if r.server != nil {
 		return fmt.Errorf("taskrouter: already installed")
@@ -26,86 +34,40 @@ func (r *Router) Install(s *mcp.Server) error {
 		name string
 		h    func(context.Context, *mcp.ServerSession, *TaskIDParams) (mcp.Result, error)
 	}{
-		{methodTasksGet, r.tasksGet},
-		{methodTasksResult, r.tasksResult},
-		{methodTasksCancel, r.tasksCancel},
+		{mcptask.MethodTasksGet, r.tasksGet},
+		{mcptask.MethodTasksResult, r.tasksResult},
+		{mcptask.MethodTasksCancel, r.tasksCancel},
 	} {
 		if err := mcp.AddReceivingCustomMethod(s, m.name, m.h); err != nil {
 			return err
 		}
 	}
-	if err := mcp.AddReceivingCustomMethod(s, methodTasksList, r.tasksList); err != nil {
+	if err := mcp.AddReceivingCustomMethod(s, mcptask.MethodTasksList, r.tasksList); err != nil {
 		return err
 	}
-	if err := mcp.AddReceivingCustomMethod(s, methodTasksUpdate, r.tasksUpdate); err != nil {
+	if err := mcp.AddReceivingCustomMethod(s, mcptask.MethodTasksUpdate, r.tasksUpdate); err != nil {
 		return err
 	}
-	s.AddReceivingMiddleware(r.middleware)
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		r.inner = next
+		return r.handle
+	})
+	r.loop.server = s
 	return nil
 }
 
-type requestCtxKey struct{}
+// A ContinuationHandler serves a tools/call bound to an existing task with
+// _meta._task_id (mcptask.MetaTaskID): the workflow bridge records the
+// call's outcome on its workflow task. It runs the tool itself, in the
+// request, with Router.CallTool.
+type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error)
 
-type inlineCtxKey struct{}
-
-// Inline marks ctx so that a tools/call passed down the middleware chain
-// with it runs in the request, never as a task. The workflow bridge uses it
-// for continuation calls, whose outcome it records on the workflow's task.
-func Inline(ctx context.Context) context.Context {
-	return context.WithValue(ctx, inlineCtxKey{}, true)
-}
-
-// requestFrom returns the MCP request the middleware stored in ctx.
-func requestFrom(ctx context.Context) mcp.Request {
-	req, _ := ctx.Value(requestCtxKey{}).(mcp.Request)
-	return req
-}
-
-// versioned is implemented by every *mcp.ServerRequest[P].
-type versioned interface {
-	ProtocolVersion() string
-	ClientCapabilities() *mcp.ClientCapabilities
-}
-
-// IsExtension reports whether req speaks the 2026-07-28 protocol, where
-// tasks are the io.modelcontextprotocol/tasks extension.
-func IsExtension(req mcp.Request) bool { return isExtension(req) }
-
-func isExtension(req mcp.Request) bool {
-	v, ok := req.(versioned)
-	return ok && v.ProtocolVersion() >= ExtensionVersion
-}
-
-// declaresExtension reports whether the request declared the tasks
-// extension in its client capabilities.
-func declaresExtension(req mcp.Request) bool {
-	v, ok := req.(versioned)
-	if !ok {
-		return false
-	}
-	caps := v.ClientCapabilities()
-	if caps == nil {
-		return false
-	}
-	_, ok = caps.Extensions[ExtensionID]
-	return ok
-}
-
-func missingExtension(what string) error {
-	data, _ := json.Marshal(map[string]any{
-		"requiredCapabilities": map[string]any{
-			"extensions": map[string]any{ExtensionID: map[string]any{}},
-		},
-	})
-	return &jsonrpc.Error{
-		Code:    CodeMissingCapability,
-		Message: fmt.Sprintf("%s requires the %s extension; declare it in the request's client capabilities", what, ExtensionID),
-		Data:    data,
-	}
-}
-
-func rpcError(code int64, format string, args ...any) error {
-	return &jsonrpc.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+// SetContinuation makes h serve every tools/call that carries
+// _meta._task_id. Without one, such calls are ordinary tool calls.
+func (r *Router) SetContinuation(h ContinuationHandler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.continuation = h
 }
 
 // normalizeParams gives a tasks/* request that arrived without params (the
@@ -129,192 +91,124 @@ func normalizeParams(req mcp.Request) {
 	}
 }
 
-func (r *Router) middleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
-		// The SDK does not recover panics in request handlers: one bad
-		// request must not take the process down.
-		defer func() {
-			if p := recover(); p != nil {
-				r.log.Error("panic handling request", "method", method, "panic", p, "stack", string(debug.Stack()))
-				res, err = nil, rpcError(CodeInternalError, "internal error handling %s", method)
-			}
-		}()
-		normalizeParams(req)
-		ctx = context.WithValue(ctx, requestCtxKey{}, req)
-		switch method {
-		case methodInitialize:
-			res, err := next(ctx, method, req)
-			// initialize negotiates 2025-11-25 or older: the core capability
-			// only (the extension is advertised by server/discover).
-			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
-				return &initializeResult{InitializeResult: ir}, nil
-			}
-			return res, err
-		case methodDiscover:
-			res, err := next(ctx, method, req)
-			if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil && dr.Capabilities != nil {
-				dr.Capabilities.AddExtension(ExtensionID, nil)
-			}
-			return res, err
-		case methodToolsList:
-			res, err := next(ctx, method, req)
-			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-				return &listToolsResult{ListToolsResult: lr, support: r.supportOf(lr.Tools)}, nil
-			}
-			return res, err
-		case methodToolsCall:
-			if ctr, ok := req.(*mcp.CallToolRequest); ok {
-				return r.toolsCall(ctx, ctr, next)
-			}
+// handle is the router's middleware: every request the server receives
+// passes here first (after middleware added later).
+func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+	// The SDK does not recover panics in request handlers: one bad request
+	// must not take the process down.
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("panic handling request", "method", method, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, mcptask.InternalError("internal error handling %s", method)
 		}
-		return next(ctx, method, req)
-	}
-}
-
-func (r *Router) supportOf(tools []*mcp.Tool) map[string]TaskSupport {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[string]TaskSupport, len(tools))
-	for _, t := range tools {
-		if te, ok := r.tools[t.Name]; ok {
-			out[t.Name] = te.support
+	}()
+	normalizeParams(req)
+	q := r.resolve(ctx, req)
+	ctx = context.WithValue(ctx, requestKey{}, q)
+	switch method {
+	case mcptask.MethodInitialize:
+		res, err := r.inner(ctx, method, req)
+		// initialize negotiates 2025-11-25 or older: the core capability
+		// only (the extension is advertised by server/discover).
+		if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			return &initializeResult{InitializeResult: ir}, nil
+		}
+		return res, err
+	case mcptask.MethodDiscover:
+		res, err := r.inner(ctx, method, req)
+		if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil && dr.Capabilities != nil {
+			dr.Capabilities.AddExtension(mcptask.ExtensionID, nil)
+		}
+		return res, err
+	case mcptask.MethodToolsList:
+		res, err := r.inner(ctx, method, req)
+		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+			return &listToolsResult{ListToolsResult: lr, support: r.supportOf(lr.Tools)}, nil
+		}
+		return res, err
+	case mcptask.MethodToolsCall:
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
+			return r.toolsCall(ctx, q, ctr)
 		}
 	}
-	return out
+	return r.inner(ctx, method, req)
 }
 
-// coreTaskRequest is the params.task object of a core-dialect request.
-type coreTaskRequest struct {
-	TTL *float64 `json:"ttl,omitempty"`
-}
-
-// takeTaskParam removes and decodes the moved params.task marker.
-func takeTaskParam(p mcp.Params) (*coreTaskRequest, bool, error) {
-	meta := p.GetMeta()
-	raw, ok := meta[MetaTaskRequest]
-	if !ok {
-		return nil, false, nil
-	}
-	delete(meta, MetaTaskRequest)
-	if raw == nil {
-		return nil, false, nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, true, err
-	}
-	var tr coreTaskRequest
-	if err := json.Unmarshal(b, &tr); err != nil {
-		return nil, true, fmt.Errorf("params.task must be an object with an optional numeric ttl: %v", err)
-	}
-	if tr.TTL != nil && (*tr.TTL < 0 || *tr.TTL != *tr.TTL) {
-		return nil, true, fmt.Errorf("params.task.ttl must be a non-negative number of milliseconds")
-	}
-	return &tr, true, nil
-}
-
-func (tr *coreTaskRequest) ttl() time.Duration {
-	if tr == nil || tr.TTL == nil {
-		return 0
-	}
-	ms := *tr.TTL
-	// Clamp before converting: beyond ~292 years of nanoseconds the
-	// product overflows int64. Router.actualTTL caps at MaxTTL anyway.
-	if ms >= float64(math.MaxInt64/int64(time.Millisecond)) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(ms * float64(time.Millisecond))
-}
-
-func (r *Router) toolsCall(ctx context.Context, req *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
-	if req.Params == nil {
-		return next(ctx, methodToolsCall, req)
-	}
-	taskReq, asked, perr := takeTaskParam(req.Params)
-	connID := takeConnID(req.Params)
-	if r.isLoopback(req) || ctx.Value(inlineCtxKey{}) != nil {
-		return next(ctx, methodToolsCall, req)
+// toolsCall decides whether a tools/call becomes a task, following the
+// request's dialect, and starts it.
+func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error) {
+	if _, bound := req.Params.GetMeta()[mcptask.MetaTaskID]; bound {
+		r.mu.Lock()
+		cont := r.continuation
+		r.mu.Unlock()
+		if cont != nil {
+			return cont(ctx, q, req)
+		}
 	}
 	name := req.Params.Name
 	te, _ := r.tool(name)
-	if isExtension(req) {
+	var ttl time.Duration
+	if q.Dialect.ServerDecidesTasks() {
 		// The server decides; a legacy params.task is ignored.
-		declared := declaresExtension(req)
 		switch {
-		case te.support == TaskRequired && !declared:
-			return nil, missingExtension(fmt.Sprintf("tool %q", name))
-		case te.support == TaskRequired, te.support == TaskOptional && declared:
-			if te.preflight != nil {
-				need, err := te.preflight(ctx, req)
-				if err != nil {
-					return nil, err
-				}
-				if len(need) > 0 {
-					return &inputRequiredResult{ResultType: "input_required", InputRequests: need}, nil
-				}
-			}
-			return r.startToolTask(ctx, req, next, 0, dialectExt, connID)
+		case te.support == TaskRequired && !q.Declared:
+			return nil, mcptask.MissingExtension(fmt.Sprintf("tool %q", name))
+		case te.support == TaskRequired, te.support == TaskOptional && q.Declared:
+		default:
+			return r.inner(ctx, mcptask.MethodToolsCall, req)
 		}
-		return next(ctx, methodToolsCall, req)
-	}
-	if perr != nil {
-		return nil, rpcError(CodeInvalidParams, "%v", perr)
-	}
-	switch {
-	case asked && te.support == TaskForbidden:
-		return nil, rpcError(CodeMethodNotFound, "tool %q does not support task-augmented calls (execution.taskSupport is forbidden)", name)
-	case !asked && te.support == TaskRequired:
-		// -32600, which the spec allows here: go-sdk replaces the message of
-		// every -32601 error with "method not found", losing the reason.
-		return nil, rpcError(CodeInvalidRequest, "tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
-	case asked:
-		if te.preflight != nil {
-			if err := r.preflightCore(ctx, req, te); err != nil {
-				return nil, err
-			}
+	} else {
+		switch {
+		case q.taskErr != nil:
+			return nil, mcptask.InvalidParams("%v", q.taskErr)
+		case q.asked && te.support == TaskForbidden:
+			// -32600, not the -32601 the spec suggests: go-sdk replaces the
+			// message of every -32601 it sends, and the client must learn why.
+			return nil, mcptask.InvalidRequest("tool %q cannot be called as a task: its execution.taskSupport is forbidden (or the tool is unknown); call it without params.task", name)
+		case !q.asked && te.support == TaskRequired:
+			return nil, mcptask.InvalidRequest("tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
+		case !q.asked:
+			return r.inner(ctx, mcptask.MethodToolsCall, req)
 		}
-		return r.startToolTask(ctx, req, next, taskReq.ttl(), dialectCore, connID)
+		ttl = q.task.ttl()
 	}
-	return next(ctx, methodToolsCall, req)
+	// Arguments that fail the tool's input schema get the answer a plain
+	// call gets, and no task is created: the SDK validates before the
+	// handler runs, so the plain call runs nothing.
+	if te.validate != nil {
+		if err := te.validate(req.Params.Arguments); err != nil {
+			return r.inner(ctx, mcptask.MethodToolsCall, req)
+		}
+	}
+	if te.preflight != nil {
+		if res, err := r.preflight(ctx, q, req, te); res != nil || err != nil {
+			return res, err
+		}
+	}
+	return r.startToolTask(ctx, q, req, ttl)
 }
 
-// Owner returns the owner a request acts for, under Config.Owner.
-func (r *Router) Owner(ctx context.Context, req mcp.Request) (string, error) {
-	owner, err := r.cfg.Owner(ctx, req)
-	if err != nil {
-		return "", rpcError(CodeInvalidRequest, "cannot identify the requestor: %v", err)
+// startToolTask creates a task for a tools/call and runs the tool in the
+// background.
+func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToolRequest, ttl time.Duration) (mcp.Result, error) {
+	if q.OwnerErr != nil {
+		return nil, q.OwnerErr
 	}
-	return owner, nil
-}
-
-func (r *Router) startToolTask(ctx context.Context, req *mcp.CallToolRequest, next mcp.MethodHandler, ttl time.Duration, dialect, connID string) (mcp.Result, error) {
-	owner, err := r.Owner(ctx, req)
-	if err != nil {
+	adm := admission{owner: q.Owner, source: q.Source}
+	if err := r.admit(adm, false); err != nil {
 		return nil, err
 	}
-	if err := r.admit(owner); err != nil {
-		return nil, err
-	}
-	t, err := r.CreateTask(ctx, owner, store.Request{Method: methodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
-		CreateOptions{TTL: ttl, Kind: KindTool, Labels: map[string]string{LabelDialect: dialect}})
+	t, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
+		CreateOptions{TTL: ttl, Kind: KindTool})
 	if err != nil {
-		r.releaseOwner(owner, false)
+		r.release(adm, false)
 		return nil, storeError(err)
 	}
-	r.bindPusher(t.ID, connID)
-	r.spawn(t, func(ctx context.Context) (mcp.Result, error) {
-		return next(ctx, methodToolsCall, req)
+	r.bindPusher(t.ID, q.connID)
+	r.spawn(t, adm, q.Dialect, func(ctx context.Context) (mcp.Result, error) {
+		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	})
-	if dialect == dialectExt {
-		return &ExtCreateTaskResult{ResultType: "task", ExtTask: extTask(t), Content: []mcp.Content{}}, nil
-	}
-	res := &CreateTaskResult{Task: CoreTask(t)}
-	if r.cfg.ImmediateResponse != nil {
-		if text := r.cfg.ImmediateResponse(req.Params.Name, t); text != "" {
-			res.Meta = mcp.Meta{MetaModelImmediateResponse: text}
-		}
-	}
-	return res, nil
+	return r.createReply(q.Dialect, req.Params.Name, t), nil
 }
 
 // initializeResult adds the core "tasks" capability to the SDK's result.
@@ -329,6 +223,7 @@ var CoreCapability = map[string]any{
 	"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
 }
 
+// MarshalJSON encodes the SDK's result with capabilities.tasks added.
 func (w *initializeResult) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(w.InitializeResult)
 	if err != nil {
@@ -353,6 +248,8 @@ type listToolsResult struct {
 	support map[string]TaskSupport
 }
 
+// MarshalJSON encodes the SDK's result with execution.taskSupport added to
+// every tool the router knows.
 func (w *listToolsResult) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(w.ListToolsResult)
 	if err != nil || len(w.support) == 0 {
@@ -385,38 +282,4 @@ func (w *listToolsResult) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(m)
-}
-
-// inputRequiredResult is a SEP-2322 input_required reply to tools/call.
-type inputRequiredResult struct {
-	mcp.ResultBase
-	ResultType    string              `json:"resultType"`
-	InputRequests mcp.InputRequestMap `json:"inputRequests"`
-}
-
-// preflightCore satisfies a tool's preflight for a core-dialect client,
-// which cannot retry with inputResponses: the router elicits each answer on
-// the request's own stream.
-func (r *Router) preflightCore(ctx context.Context, req *mcp.CallToolRequest, te toolEntry) error {
-	for range 3 {
-		need, err := te.preflight(ctx, req)
-		if err != nil || len(need) == 0 {
-			return err
-		}
-		if req.Params.InputResponses == nil {
-			req.Params.InputResponses = mcp.InputResponseMap{}
-		}
-		for key, ir := range need {
-			ep, ok := ir.(*mcp.ElicitParams)
-			if !ok || req.Session == nil {
-				return rpcError(CodeInternalError, "tool %q needs client input (%T) this connection cannot deliver", req.Params.Name, ir)
-			}
-			res, err := req.Session.Elicit(ctx, ep)
-			if err != nil {
-				return rpcError(CodeInternalError, "asking the client for input: %v", err)
-			}
-			req.Params.InputResponses[key] = res
-		}
-	}
-	return rpcError(CodeInternalError, "tool %q kept asking for input", req.Params.Name)
 }

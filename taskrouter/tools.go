@@ -2,9 +2,24 @@ package taskrouter
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// TaskSupport is a tool's task support level, as advertised in tools/list.
+type TaskSupport = mcptask.TaskSupport
+
+// The task support levels.
+const (
+	TaskForbidden = mcptask.TaskForbidden
+	TaskOptional  = mcptask.TaskOptional
+	TaskRequired  = mcptask.TaskRequired
 )
 
 // ToolOptions say how a tool behaves as a task.
@@ -27,38 +42,63 @@ type ToolOptions struct {
 	Preflight func(ctx context.Context, req *mcp.CallToolRequest) (mcp.InputRequestMap, error)
 }
 
+// toolEntry is what the router knows of a tool it registered: its
+// definition, its task options, and how to check its arguments before a
+// task exists.
+type toolEntry struct {
+	tool      *mcp.Tool
+	opts      ToolOptions
+	support   TaskSupport
+	preflight func(ctx context.Context, req *mcp.CallToolRequest) (mcp.InputRequestMap, error)
+	// validate checks arguments the way the SDK's typed handler will,
+	// before the handler runs; nil for raw tools, whose handlers validate
+	// for themselves.
+	validate func(args json.RawMessage) error
+}
+
 // AddTool adds a typed tool to the router's server exactly like
-// mcp.AddTool (the SDK infers schemas and validates input), and records
-// how it behaves as a task. Install must have been called.
+// mcp.AddTool (the SDK infers schemas and validates input), and records it
+// in the router's registry with its task behaviour. Install must have been
+// called. It panics, as mcp.AddTool does, on an unusable input schema.
 func AddTool[In, Out any](r *Router, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
 	srv := r.mustServer()
-	r.SetToolOptions(t.Name, opts)
+	validate, err := inputValidator[In](t)
+	if err != nil {
+		panic(fmt.Sprintf("taskrouter: AddTool %q: input schema: %v", t.Name, err))
+	}
+	r.register(t, opts, validate)
 	mcp.AddTool(srv, t, h)
 }
 
-// AddRawTool adds an untyped tool, like (*mcp.Server).AddTool.
+// AddRawTool adds an untyped tool, like (*mcp.Server).AddTool, and records
+// it in the router's registry. As with the SDK, the handler validates its
+// own arguments.
 func (r *Router) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
 	srv := r.mustServer()
-	r.SetToolOptions(t.Name, opts)
+	r.register(t, opts, nil)
 	srv.AddTool(t, h)
 }
 
 // SetToolOptions sets the task behaviour of a tool registered directly on
-// the server.
+// the server (not through AddTool or AddRawTool).
 func (r *Router) SetToolOptions(name string, opts ToolOptions) {
+	r.register(&mcp.Tool{Name: name}, opts, nil)
+}
+
+func (r *Router) register(t *mcp.Tool, opts ToolOptions, validate func(json.RawMessage) error) {
 	if opts.TaskSupport == "" {
 		opts.TaskSupport = TaskForbidden
 	}
-	switch opts.TaskSupport {
-	case TaskForbidden, TaskOptional, TaskRequired:
-	default:
-		panic(fmt.Sprintf("taskrouter: tool %q: unknown task support %q", name, opts.TaskSupport))
+	if !opts.TaskSupport.Valid() {
+		panic(fmt.Sprintf("taskrouter: tool %q: unknown task support %q", t.Name, opts.TaskSupport))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tools[name] = &toolEntry{support: opts.TaskSupport, retryable: opts.Retryable, preflight: opts.Preflight}
+	r.tools[t.Name] = &toolEntry{tool: t, opts: opts, support: opts.TaskSupport, preflight: opts.Preflight, validate: validate}
 }
 
+// tool returns the registry entry of a tool; an unknown tool has task
+// support forbidden.
 func (r *Router) tool(name string) (toolEntry, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -69,9 +109,175 @@ func (r *Router) tool(name string) (toolEntry, bool) {
 	return *te, true
 }
 
+func (r *Router) supportOf(tools []*mcp.Tool) map[string]TaskSupport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]TaskSupport, len(tools))
+	for _, t := range tools {
+		if te, ok := r.tools[t.Name]; ok {
+			out[t.Name] = te.support
+		}
+	}
+	return out
+}
+
 func (r *Router) mustServer() *mcp.Server {
 	if r.server == nil {
 		panic("taskrouter: call Install before adding tools")
 	}
 	return r.server
+}
+
+// ValidateArguments checks args against the input schema of a tool added
+// with AddTool, as the SDK will when the tool runs. It returns nil for
+// tools the router cannot check (raw tools, unknown tools).
+func (r *Router) ValidateArguments(name string, args json.RawMessage) error {
+	te, _ := r.tool(name)
+	if te.validate == nil {
+		return nil
+	}
+	return te.validate(args)
+}
+
+// inputValidator builds the argument check of a typed tool: the input
+// schema the SDK uses for it (the tool's own, or the one inferred from In),
+// with defaults applied, then decoding into In.
+func inputValidator[In any](t *mcp.Tool) (func(json.RawMessage) error, error) {
+	var schema *jsonschema.Schema
+	switch s := t.InputSchema.(type) {
+	case nil:
+		rt := reflect.TypeFor[In]()
+		if rt == reflect.TypeFor[any]() {
+			schema = &jsonschema.Schema{Type: "object"}
+			break
+		}
+		if rt.Kind() == reflect.Pointer {
+			rt = rt.Elem()
+		}
+		var err error
+		if schema, err = jsonschema.ForType(rt, &jsonschema.ForOptions{}); err != nil {
+			return nil, err
+		}
+	case *jsonschema.Schema:
+		schema = s
+	default:
+		b, err := json.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		schema = new(jsonschema.Schema)
+		if err := json.Unmarshal(b, schema); err != nil {
+			return nil, err
+		}
+	}
+	resolved, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		return nil, err
+	}
+	return func(args json.RawMessage) error {
+		var v any = map[string]any{}
+		if len(args) > 0 {
+			m := map[string]any{}
+			if err := json.Unmarshal(args, &m); err != nil {
+				return fmt.Errorf("unmarshaling arguments: %w", err)
+			}
+			v = m
+		}
+		if err := resolved.ApplyDefaults(&v); err != nil {
+			return err
+		}
+		if err := resolved.Validate(&v); err != nil {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var in In
+		return json.Unmarshal(b, &in)
+	}, nil
+}
+
+// CallTool runs a tool of the installed server in-process and in the
+// caller's goroutine, never as a task: the request goes straight to the
+// SDK's tool dispatch below the router's middleware (lookup, input
+// validation, the handler, output validation), with no JSON-RPC encoding.
+// session is the session the tool's handler sees in req.Session (the
+// client's session when the call is made on behalf of a request, so its
+// logs and progress reach that client); nil uses the router's loopback
+// session, whose client end discards everything. args may be any
+// JSON-encodable value or a json.RawMessage.
+//
+// It is how the workflow bridge runs server steps and how the engine
+// re-runs retryable tools after a restart.
+func (r *Router) CallTool(ctx context.Context, session *mcp.ServerSession, name string, args any, meta mcp.Meta) (*mcp.CallToolResult, error) {
+	raw, ok := args.(json.RawMessage)
+	if !ok && args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return nil, fmt.Errorf("taskrouter: encoding arguments of %q: %w", name, err)
+		}
+		raw = b
+	}
+	params := &mcp.CallToolParamsRaw{Name: name, Arguments: raw}
+	if len(meta) > 0 {
+		params.Meta = meta
+	}
+	return r.RunTool(ctx, &mcp.CallToolRequest{Session: session, Params: params})
+}
+
+// RunTool runs a tools/call request in the caller's goroutine, never as a
+// task, through the SDK's tool dispatch (see CallTool). A nil req.Session
+// is replaced by the loopback session. The continuation handler uses it to
+// run the tool a client called.
+func (r *Router) RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if r.inner == nil {
+		return nil, fmt.Errorf("taskrouter: Install has not been called")
+	}
+	if req.Session == nil {
+		ss, err := r.loop.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req.Session = ss
+	}
+	res, err := r.inner(ctx, mcptask.MethodToolsCall, req)
+	if err != nil {
+		return nil, err
+	}
+	ctr, ok := res.(*mcp.CallToolResult)
+	if !ok {
+		return nil, mcptask.InternalError("tool %q returned %T, not a tool result", req.Params.Name, res)
+	}
+	return ctr, nil
+}
+
+// Tools lists the installed server's tools (every page), in-process,
+// including tools added directly to the server.
+func (r *Router) Tools(ctx context.Context) ([]*mcp.Tool, error) {
+	if r.inner == nil {
+		return nil, fmt.Errorf("taskrouter: Install has not been called")
+	}
+	ss, err := r.loop.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*mcp.Tool
+	params := &mcp.ListToolsParams{}
+	for range 10000 {
+		res, err := r.inner(ctx, mcptask.MethodToolsList, &mcp.ListToolsRequest{Session: ss, Params: params})
+		if err != nil {
+			return nil, err
+		}
+		lr, ok := res.(*mcp.ListToolsResult)
+		if !ok {
+			return nil, fmt.Errorf("taskrouter: tools/list returned %T", res)
+		}
+		out = append(out, lr.Tools...)
+		if lr.NextCursor == "" || lr.NextCursor == params.Cursor {
+			break
+		}
+		params = &mcp.ListToolsParams{Cursor: lr.NextCursor}
+	}
+	return slices.Clip(out), nil
 }

@@ -2,121 +2,45 @@ package taskrouter
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// Wire names shared by both dialects.
-const (
-	// ExtensionID is the identifier of the 2026-07-28 tasks extension.
-	ExtensionID = "io.modelcontextprotocol/tasks"
-	// MetaRelatedTask is the _meta key that ties a message to a task.
-	MetaRelatedTask = "io.modelcontextprotocol/related-task"
-	// MetaModelImmediateResponse is the optional _meta key of a core-dialect
-	// CreateTaskResult holding text for the model to read at once.
-	MetaModelImmediateResponse = "io.modelcontextprotocol/model-immediate-response"
-	// MetaTaskRequest is the private _meta key under which the transport
-	// shims move a core-dialect params.task object, because the SDK drops
-	// unknown params before middleware runs.
-	MetaTaskRequest = "taskbridge/task"
-
-	// ExtensionVersion is the first protocol version that speaks the tasks
-	// extension instead of core tasks.
-	ExtensionVersion = "2026-07-28"
-
-	methodToolsCall   = "tools/call"
-	methodToolsList   = "tools/list"
-	methodInitialize  = "initialize"
-	methodDiscover    = "server/discover"
-	methodTasksGet    = "tasks/get"
-	methodTasksResult = "tasks/result"
-	methodTasksList   = "tasks/list"
-	methodTasksCancel = "tasks/cancel"
-	methodTasksUpdate = "tasks/update"
-
-	notificationTaskStatus = "notifications/tasks/status"
-)
-
-// JSON-RPC error codes used by the engine.
-const (
-	CodeInvalidParams     = -32602
-	CodeMethodNotFound    = -32601
-	CodeInvalidRequest    = -32600
-	CodeInternalError     = -32603
-	CodeMissingCapability = mcp.CodeMissingRequiredClientCapabilities // -32021
-	CodeHeaderMismatch    = mcp.CodeHeaderMismatch                    // -32020
-	CodeTooManyTasks      = -32000
-)
-
-// TaskSupport is a tool's task support level, as advertised in tools/list.
-type TaskSupport string
-
-// The task support levels.
-const (
-	TaskForbidden TaskSupport = "forbidden"
-	TaskOptional  TaskSupport = "optional"
-	TaskRequired  TaskSupport = "required"
-)
+// The result and params types of the tasks/* methods. The task bodies are
+// mcptask's wire shapes; these add what the SDK needs (ParamsBase,
+// ResultBase) and the dialect-specific envelopes.
 
 // Task is the core-dialect (2025-11-25) wire form of a task.
-type Task struct {
-	TaskID        string `json:"taskId"`
-	Status        string `json:"status"`
-	StatusMessage string `json:"statusMessage,omitempty"`
-	CreatedAt     string `json:"createdAt"`
-	LastUpdatedAt string `json:"lastUpdatedAt"`
-	// TTL is always present: milliseconds, or null for unlimited.
-	TTL *int64 `json:"ttl"`
-	// PollInterval is milliseconds, absent when unset (never null).
-	PollInterval *int64 `json:"pollInterval,omitempty"`
-}
+type Task = mcptask.CoreTask
 
-// ExtTask is the extension-dialect (2026-07-28) wire form of a task,
-// embedded flat in results.
-type ExtTask struct {
-	TaskID         string `json:"taskId"`
-	Status         string `json:"status"`
-	StatusMessage  string `json:"statusMessage,omitempty"`
-	CreatedAt      string `json:"createdAt"`
-	LastUpdatedAt  string `json:"lastUpdatedAt"`
-	TTLMs          *int64 `json:"ttlMs"`
-	PollIntervalMs *int64 `json:"pollIntervalMs,omitempty"`
-}
-
-func wireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
-
-func msPtr(d time.Duration) *int64 {
-	if d <= 0 {
-		return nil
-	}
-	ms := d.Milliseconds()
-	return &ms
-}
+// ExtTask is the extension-dialect (2026-07-28) wire form of a task.
+type ExtTask = mcptask.ExtTask
 
 // CoreTask converts a stored task to its core wire form.
 func CoreTask(t *store.Task) Task {
 	return Task{
 		TaskID:        t.ID,
-		Status:        string(t.Status),
+		Status:        t.Status,
 		StatusMessage: t.StatusMessage,
-		CreatedAt:     wireTime(t.CreatedAt),
-		LastUpdatedAt: wireTime(t.UpdatedAt),
-		TTL:           msPtr(t.TTL),
-		PollInterval:  msPtr(t.PollInterval),
+		CreatedAt:     mcptask.FormatTime(t.CreatedAt),
+		LastUpdatedAt: mcptask.FormatTime(t.UpdatedAt),
+		TTL:           mcptask.Millis(t.TTL),
+		PollInterval:  mcptask.Millis(t.PollInterval),
 	}
 }
 
-func extTask(t *store.Task) ExtTask {
+// ExtensionTask converts a stored task to its extension wire form.
+func ExtensionTask(t *store.Task) ExtTask {
 	return ExtTask{
 		TaskID:         t.ID,
-		Status:         string(t.Status),
+		Status:         t.Status,
 		StatusMessage:  t.StatusMessage,
-		CreatedAt:      wireTime(t.CreatedAt),
-		LastUpdatedAt:  wireTime(t.UpdatedAt),
-		TTLMs:          msPtr(t.TTL),
-		PollIntervalMs: msPtr(t.PollInterval),
+		CreatedAt:      mcptask.FormatTime(t.CreatedAt),
+		LastUpdatedAt:  mcptask.FormatTime(t.UpdatedAt),
+		TTLMs:          mcptask.Millis(t.TTL),
+		PollIntervalMs: mcptask.Millis(t.PollInterval),
 	}
 }
 
@@ -186,6 +110,13 @@ type AckResult struct {
 	ResultType string `json:"resultType"`
 }
 
+// inputRequiredResult is a SEP-2322 input_required reply to tools/call.
+type inputRequiredResult struct {
+	mcp.ResultBase
+	ResultType    string              `json:"resultType"`
+	InputRequests mcp.InputRequestMap `json:"inputRequests"`
+}
+
 // rawResult carries an already-encoded result (a stored CallToolResult)
 // with _meta merged in.
 type rawResult struct {
@@ -193,6 +124,7 @@ type rawResult struct {
 	raw json.RawMessage
 }
 
+// MarshalJSON writes the stored result with the _meta merged in.
 func (r *rawResult) MarshalJSON() ([]byte, error) { return mergeMeta(r.raw, r.Meta) }
 
 // mergeMeta returns the JSON object raw with add merged into its _meta

@@ -3,15 +3,18 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// ToolCaller runs a tool on the server.
-type ToolCaller func(ctx context.Context, tool string, args map[string]json.RawMessage) (*mcp.CallToolResult, error)
+// ToolCaller runs a tool on the server. meta is the request's _meta (it
+// carries the step's idempotency key).
+type ToolCaller func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error)
 
 // Recorder persists progress after each step. The plain handler keeps it
 // in memory; the task bridge writes it into the task's variables.
@@ -27,29 +30,44 @@ func (f RecorderFunc) Record(ctx context.Context, p *WorkflowProgress) error { r
 
 // runner executes a workflow's server steps against a progress record.
 type runner struct {
-	wf    *SequentialWorkflow
-	call  ToolCaller
-	vars  func(name string) (json.RawMessage, bool) // task variables (ADVW-01)
-	now   func() time.Time
-	trace []*mcp.PromptMessage
+	wf     *SequentialWorkflow
+	call   ToolCaller
+	vars   func(name string) (json.RawMessage, bool) // task variables
+	now    func() time.Time
+	taskID string // "" without a task: no idempotency keys
+	// reason is why server steps that already ran (and failed, or were
+	// interrupted) run again in this pass: ReasonRestart or ReasonResume.
+	reason string
+	trace  []*mcp.PromptMessage
 }
 
-// errMissing reports an input that does not exist yet.
-type errMissing struct{ what string }
+// errUnavailable reports an input that does not exist yet: the output of a
+// step that has not completed, or a task variable nobody set.
+type errUnavailable struct{ what string }
 
-func (e *errMissing) Error() string { return e.what + " is not available yet" }
+func (e *errUnavailable) Error() string { return e.what + " is not available yet" }
 
-// resolve computes a step's arguments. With partial set, unresolvable
-// arguments become handoff placeholders instead of errors.
+// errNotProvided reports an optional prompt argument the client left out.
+var errNotProvided = errors.New("not provided")
+
+// resolve computes a step's arguments. An argument bound to an optional
+// prompt argument that was not given is left out (or gets its default).
+// With partial set, unresolvable arguments become handoff placeholders
+// instead of errors.
 func (r *runner) resolve(p *WorkflowProgress, s *Step, partial bool) (map[string]json.RawMessage, error) {
 	out := make(map[string]json.RawMessage, len(s.Args))
 	for name, src := range s.Args {
 		v, err := r.value(p, src)
-		if err != nil {
-			if partial {
-				out[name] = placeholder(src, err)
-				continue
+		switch {
+		case errors.Is(err, errNotProvided):
+			if src.Default != nil {
+				out[name] = src.Default
 			}
+			continue
+		case err != nil && partial:
+			out[name] = placeholder(src, err)
+			continue
+		case err != nil:
 			return nil, fmt.Errorf("argument %q: %w", name, err)
 		}
 		out[name] = v
@@ -60,9 +78,7 @@ func (r *runner) resolve(p *WorkflowProgress, s *Step, partial bool) (map[string
 func placeholder(src Source, err error) json.RawMessage {
 	desc := src.Description
 	switch src.Kind {
-	case SourceStepOutput:
-		desc = "from " + src.String()
-	case SourceTaskVar:
+	case SourceStepOutput, SourceTaskVar:
 		desc = "from " + src.String()
 	case SourcePromptArg:
 		desc = "prompt argument " + src.Name
@@ -92,13 +108,16 @@ func (r *runner) value(p *WorkflowProgress, src Source) (json.RawMessage, error)
 	case SourcePromptArg:
 		v, ok := p.Arguments[src.Name]
 		if !ok {
-			return nil, &errMissing{what: fmt.Sprintf("prompt argument %q", src.Name)}
+			if r.wf.requiredArg(src.Name) {
+				return nil, fmt.Errorf("required prompt argument %q was not provided", src.Name)
+			}
+			return nil, fmt.Errorf("prompt argument %q: %w", src.Name, errNotProvided)
 		}
 		return marshal(v), nil
 	case SourceStepOutput:
 		out, ok := p.Outputs[src.Name]
 		if !ok {
-			return nil, &errMissing{what: fmt.Sprintf("output %q", src.Name)}
+			return nil, &errUnavailable{what: fmt.Sprintf("output %q", src.Name)}
 		}
 		return selectPath(out, src.Path)
 	case SourceTaskVar:
@@ -107,9 +126,9 @@ func (r *runner) value(p *WorkflowProgress, src Source) (json.RawMessage, error)
 				return v, nil
 			}
 		}
-		return nil, &errMissing{what: fmt.Sprintf("task variable %q", src.Name)}
+		return nil, &errUnavailable{what: fmt.Sprintf("task variable %q", src.Name)}
 	case SourceClient:
-		return nil, &errMissing{what: "a value the client supplies (" + src.Description + ")"}
+		return nil, &errUnavailable{what: "a value the client supplies (" + src.Description + ")"}
 	}
 	return nil, fmt.Errorf("unknown source kind %q", src.Kind)
 }
@@ -149,17 +168,14 @@ func OutputOf(res *mcp.CallToolResult) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	if res.StructuredContent != nil {
+		if raw, ok := res.StructuredContent.(json.RawMessage); ok && json.Valid(raw) {
+			return raw
+		}
 		if b, err := json.Marshal(res.StructuredContent); err == nil {
 			return b
 		}
 	}
-	var texts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			texts = append(texts, tc.Text)
-		}
-	}
-	text := strings.Join(texts, "\n")
+	text := toolText(res)
 	if t := strings.TrimSpace(text); t != "" && json.Valid([]byte(t)) && (t[0] == '{' || t[0] == '[') {
 		return json.RawMessage(t)
 	}
@@ -167,96 +183,237 @@ func OutputOf(res *mcp.CallToolResult) json.RawMessage {
 	return b
 }
 
-// toolError is the message of a failed tool result.
-func toolError(res *mcp.CallToolResult) string {
+// toolText joins the text content of a tool result.
+func toolText(res *mcp.CallToolResult) string {
 	var texts []string
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {
 			texts = append(texts, tc.Text)
 		}
 	}
-	if len(texts) == 0 {
-		return "the tool reported an error"
-	}
 	return strings.Join(texts, "\n")
 }
 
-// recordSuccess stores a step's output in p.
-func recordSuccess(p *WorkflowProgress, s *Step, res *mcp.CallToolResult, now time.Time) {
+// toolError is the message of a failed tool result.
+func toolError(res *mcp.CallToolResult) string {
+	if t := toolText(res); t != "" {
+		return t
+	}
+	return "the tool reported an error"
+}
+
+// idempotencyKey is the key passed to every run of step of task taskID.
+func idempotencyKey(taskID, step string) string {
+	if taskID == "" {
+		return ""
+	}
+	return taskID + "/" + step
+}
+
+// complete records a step's success in p.
+func complete(p *WorkflowProgress, s *Step, by string, args json.RawMessage, res *mcp.CallToolResult, now time.Time) {
 	sp := p.step(s.Name)
+	sp.end(ReasonClient, by, now, "")
 	sp.Status = StepCompleted
-	sp.Attempts++
+	sp.CompletedBy = by
 	sp.Error = ""
+	sp.HandedToClient = false
+	sp.Arguments = args
 	p.Outputs[s.binding()] = OutputOf(res)
-	p.PauseReason = ""
 	p.UpdatedAt = now
 	p.refresh()
 }
 
-// recordFailure notes a failed attempt; the step stays remaining (EXEC-03).
-func recordFailure(p *WorkflowProgress, s *Step, msg string, now time.Time) {
+// fail records a failed attempt of a step in p.
+func fail(p *WorkflowProgress, s *Step, by, msg string, now time.Time) {
 	sp := p.step(s.Name)
+	sp.end(ReasonClient, by, now, msg)
 	sp.Status = StepFailed
-	sp.Attempts++
 	sp.Error = msg
 	p.Errors = append(p.Errors, StepError{Step: s.Name, Tool: s.Tool, Message: msg, Retryable: s.Retryable, At: now})
-	if s.Retryable {
-		p.PauseReason = fmt.Sprintf("step %q failed: %s; it can be retried", s.Name, msg)
-	} else {
-		p.PauseReason = fmt.Sprintf("step %q failed: %s", s.Name, msg)
+	if len(p.Errors) > maxHistory {
+		p.Errors = append(p.Errors[:1], p.Errors[len(p.Errors)-maxHistory+1:]...)
 	}
 	p.UpdatedAt = now
 	p.refresh()
+}
+
+// ErrWorkflowFailed is matched by the error advance returns when a step
+// whose failure policy is FailWorkflow fails for good.
+var ErrWorkflowFailed = errors.New("workflow: a step failed the workflow")
+
+type stepFailedError struct {
+	step, msg string
+}
+
+func (e *stepFailedError) Error() string {
+	return fmt.Sprintf("step %q failed: %s; the workflow failed", e.step, e.msg)
+}
+func (e *stepFailedError) Unwrap() error { return ErrWorkflowFailed }
+
+// next returns the first step not completed, or nil when all are.
+func (r *runner) next(p *WorkflowProgress) (*Step, *StepProgress) {
+	for _, s := range r.wf.Steps {
+		if sp := p.step(s.Name); sp.Status != StepCompleted {
+			return s, sp
+		}
+	}
+	return nil, nil
+}
+
+// prepare sets the status of the step that comes next and the progress's
+// pause reason: a server step that will run now gets an open attempt (so
+// that the write that records this state also says the step is running); a
+// client step, or a server step handed to the client, says what the client
+// may do. It reports whether a server step is ready to run, and whether it
+// opened a new attempt for it (which must be written before the step runs).
+//
+// reason is why a step that ran before runs again (ReasonRetry when empty);
+// a step's first run is always ReasonFirst.
+func (r *runner) prepare(p *WorkflowProgress, now time.Time, reason string) (ready, opened bool) {
+	s, sp := r.next(p)
+	switch {
+	case s == nil:
+		p.PauseReason = ""
+		return false, false
+	case s.execution() == ClientDeferred:
+		if sp.Status != StepFailed {
+			sp.Status = StepAwaitingClient
+		}
+		p.PauseReason = awaitingMessage(s, sp)
+		return false, false
+	case sp.HandedToClient:
+		p.PauseReason = handedMessage(s, sp)
+		return false, false
+	}
+	if sp.open() == nil {
+		switch {
+		case sp.Attempts == 0:
+			reason = ReasonFirst
+		case reason == "":
+			reason = ReasonRetry
+		}
+		sp.begin(reason, "server", now)
+		opened = true
+	}
+	sp.Status = StepRunning
+	if sp.IdempotencyKey == "" {
+		sp.IdempotencyKey = idempotencyKey(r.taskID, s.Name)
+	}
+	p.PauseReason = runningMessage(s, sp)
+	return true, opened
 }
 
 // advance runs server steps in order from the first step not completed,
-// recording after each, until the workflow is done, reaches a client step,
-// or a step fails. It returns the trace of what it ran.
+// recording after each attempt, until the workflow is done, reaches a step
+// for the client, or a step fails for good. Every attempt is written as
+// running before its tool runs (in the same write that recorded the
+// previous step, when there is one). A failing step is retried as its
+// policy says; when the server gives up, the step is handed to the client
+// (HandToClient) or advance returns an error matching ErrWorkflowFailed
+// (FailWorkflow). In a pass after a restart or on a resume (r.reason), an
+// attempt found open was cut short by a dead process: it is closed as
+// interrupted and the step runs again. advance returns the context's cause
+// when the context ends (the task was cancelled or expired, or the server
+// is shutting down); the open attempt then stays recorded, and runs again
+// after a restart.
 func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder) error {
-	for _, s := range r.wf.Steps {
-		sp := p.step(s.Name)
-		if sp.Status == StepCompleted {
+	tries := map[string]int{} // attempts made in this pass, per step
+	for first := true; ; first = false {
+		now := r.now()
+		s, sp := r.next(p)
+		if s == nil {
+			p.PauseReason = ""
+			return nil
+		}
+		reason := r.reason
+		if tries[s.Name] > 0 {
+			reason = ReasonRetry
+		}
+		if a := sp.open(); a != nil && first && (r.reason == ReasonRestart || r.reason == ReasonResume) {
+			// A dead process left this attempt open: close it; the step
+			// runs again.
+			a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran"
+			reason = ReasonRestart
+		}
+		ready, opened := r.prepare(p, now, reason)
+		if !ready || opened {
+			if err := rec.Record(ctx, p); err != nil || !ready {
+				return err
+			}
+		}
+		tries[s.Name]++
+		args, rerr := r.resolve(p, s, false)
+		var res *mcp.CallToolResult
+		var msg string
+		if rerr != nil {
+			msg = rerr.Error()
+		} else {
+			r.trace = append(r.trace, callMessage(s, args))
+			var meta mcp.Meta
+			if sp.IdempotencyKey != "" {
+				meta = mcp.Meta{mcptask.MetaIdempotencyKey: sp.IdempotencyKey}
+			}
+			var err error
+			res, err = r.call(ctx, s.Tool, args, meta)
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			switch {
+			case err != nil:
+				msg = err.Error()
+			case res == nil:
+				msg = "the tool returned no result"
+			case res.IsError:
+				msg = toolError(res)
+			}
+		}
+		now = r.now()
+		if msg == "" {
+			complete(p, s, "server", marshal(args), res, now)
+			r.trace = append(r.trace, resultMessage(s, res))
+			r.prepare(p, now, r.reason) // opens the next server step's attempt in this write
+			if err := rec.Record(ctx, p); err != nil {
+				return err
+			}
 			continue
 		}
-		if s.execution() == ClientDeferred {
-			if sp.Status != StepFailed {
-				sp.Status = StepAwaitingClient
+		fail(p, s, "server", msg, now)
+		r.trace = append(r.trace, textMessage("assistant", fmt.Sprintf("Step %q failed: %s", s.Name, msg)))
+		pol := s.policy()
+		if rerr == nil && tries[s.Name] < pol.MaxAttempts {
+			wait := pol.backoff(tries[s.Name] + 1)
+			p.PauseReason = retryingMessage(s, sp, msg, tries[s.Name], pol.MaxAttempts, wait)
+			if err := rec.Record(ctx, p); err != nil {
+				return err
 			}
-			p.PauseReason = fmt.Sprintf("step %q (tool %q) must be performed by the client", s.Name, s.Tool)
-			p.UpdatedAt = r.now()
-			return rec.Record(ctx, p)
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+			continue
 		}
-		if sp.Status == StepFailed && !s.Retryable && sp.Attempts > 0 && p.PauseReason != "" {
-			// A failed step that is not retryable stays failed until the
-			// client performs it itself.
-			return rec.Record(ctx, p)
+		if s.failurePolicy() == FailWorkflow {
+			p.PauseReason = failedWorkflowMessage(s, msg)
+			return &stepFailedError{step: s.Name, msg: msg}
 		}
-		args, err := r.resolve(p, s, false)
-		if err != nil {
-			recordFailure(p, s, err.Error(), r.now())
-			return rec.Record(ctx, p)
-		}
-		r.trace = append(r.trace, callMessage(s, args))
-		res, err := r.call(ctx, s.Tool, args)
-		switch {
-		case err != nil:
-			recordFailure(p, s, err.Error(), r.now())
-			r.trace = append(r.trace, textMessage("assistant", fmt.Sprintf("Step %q failed: %v", s.Name, err)))
-			return rec.Record(ctx, p)
-		case res.IsError:
-			msg := toolError(res)
-			recordFailure(p, s, msg, r.now())
-			r.trace = append(r.trace, textMessage("assistant", fmt.Sprintf("Step %q failed: %s", s.Name, msg)))
-			return rec.Record(ctx, p)
-		}
-		recordSuccess(p, s, res, r.now())
-		r.trace = append(r.trace, resultMessage(s, res))
-		if err := rec.Record(ctx, p); err != nil {
-			return err
-		}
+		sp.HandedToClient = true
+		p.PauseReason = handedMessage(s, sp)
+		return rec.Record(ctx, p)
 	}
-	p.PauseReason = ""
-	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 func textMessage(role, text string) *mcp.PromptMessage {

@@ -3,18 +3,20 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// WorkflowPromptHandler is the plain workflow prompt (INTG-02): on
-// prompts/get it runs the workflow's server steps in order and returns the
-// conversation trace. It creates no task; at the first client-deferred
-// step it stops and describes what remains.
+// WorkflowPromptHandler is the plain workflow prompt: on prompts/get it
+// runs the workflow's server steps in order (with their retry policies)
+// and returns the conversation trace. It creates no task; at the first
+// step for the client, or at a step the server gave up on, it stops and
+// describes what remains.
 type WorkflowPromptHandler struct {
 	Workflow *SequentialWorkflow
 	// Call runs a tool; see Router.CallTool in package taskrouter.
@@ -35,27 +37,17 @@ func (h *WorkflowPromptHandler) now() time.Time {
 	return time.Now()
 }
 
-func (h *WorkflowPromptHandler) runner(vars func(string) (json.RawMessage, bool)) *runner {
-	return &runner{wf: h.Workflow, call: h.Call, vars: vars, now: h.now}
+func (h *WorkflowPromptHandler) runner(taskID string, vars func(string) (json.RawMessage, bool)) *runner {
+	return &runner{wf: h.Workflow, call: h.Call, vars: vars, now: h.now, taskID: taskID}
 }
 
 // Start validates prompt arguments and returns fresh progress.
 func (h *WorkflowPromptHandler) Start(args map[string]string) (*WorkflowProgress, error) {
 	a, err := h.Workflow.promptArgs(args)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("prompt %q: %v", h.Workflow.Name, err)}
+		return nil, mcptask.InvalidParams("prompt %q: %v", h.Workflow.Name, err)
 	}
 	return newProgress(h.Workflow, a, h.now()), nil
-}
-
-// Run advances p from where it stands: it runs server steps in order,
-// calling rec after each one, until the workflow is done, waits for the
-// client, or a step fails. It returns the trace of what ran. vars reads
-// task variables (nil when there is no task).
-func (h *WorkflowPromptHandler) Run(ctx context.Context, p *WorkflowProgress, rec Recorder, vars func(string) (json.RawMessage, bool)) ([]*mcp.PromptMessage, error) {
-	r := h.runner(vars)
-	err := r.advance(ctx, p, rec)
-	return r.trace, err
 }
 
 // Handle is the mcp.PromptHandler.
@@ -68,33 +60,64 @@ func (h *WorkflowPromptHandler) Handle(ctx context.Context, req *mcp.GetPromptRe
 	if err != nil {
 		return nil, err
 	}
-	r := h.runner(nil)
-	if err := r.advance(ctx, p, RecorderFunc(func(context.Context, *WorkflowProgress) error { return nil })); err != nil {
+	call := h.Call
+	if req != nil && req.Session != nil {
+		// Server steps run on behalf of this client: their logs and progress
+		// reach it.
+		call = withSession(call, req.Session)
+	}
+	r := &runner{wf: h.Workflow, call: call, now: h.now}
+	err = r.advance(ctx, p, RecorderFunc(func(context.Context, *WorkflowProgress) error { return nil }))
+	if err != nil && !errors.Is(err, ErrWorkflowFailed) {
 		return nil, err
 	}
 	msgs := append([]*mcp.PromptMessage{r.startMessage(p)}, r.trace...)
-	msgs = append(msgs, textMessage("assistant", h.summary(p, r)))
+	msgs = append(msgs, textMessage("assistant", h.summary(p, r, err)))
 	return &mcp.GetPromptResult{Description: h.Workflow.Description, Messages: msgs}, nil
 }
 
+// sessionKey carries the requesting client's session to a ToolCaller.
+type sessionKey struct{}
+
+// withSession makes call's context name the requesting session.
+func withSession(call ToolCaller, ss *mcp.ServerSession) ToolCaller {
+	return func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+		return call(context.WithValue(ctx, sessionKey{}, ss), tool, args, meta)
+	}
+}
+
+// SessionFrom returns the session of the client a workflow step runs for,
+// if the ToolCaller's context carries one.
+func SessionFrom(ctx context.Context) *mcp.ServerSession {
+	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
+	return ss
+}
+
 // summary describes the outcome for the plain handler.
-func (h *WorkflowPromptHandler) summary(p *WorkflowProgress, r *runner) string {
+func (h *WorkflowPromptHandler) summary(p *WorkflowProgress, r *runner, failed error) string {
+	if failed != nil {
+		return fmt.Sprintf("Workflow %q failed: %s.", h.Workflow.Name, p.PauseReason)
+	}
 	if p.done() {
 		return fmt.Sprintf("Workflow %q is complete: all %d steps ran.", h.Workflow.Name, len(p.Steps))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Workflow %q stopped: %s.\nRemaining steps:\n", h.Workflow.Name, p.PauseReason)
 	for i, s := range h.Workflow.Steps {
-		if p.step(s.Name).Status == StepCompleted {
+		sp := p.step(s.Name)
+		if sp.Status == StepCompleted {
 			continue
 		}
 		args, _ := r.resolve(p, s, true)
 		ab := marshal(args)
 		who := "server"
-		if s.execution() == ClientDeferred {
+		if s.execution() == ClientDeferred || sp.HandedToClient {
 			who = "you"
 		}
 		fmt.Fprintf(&b, "%d. %s (performed by %s): call tool %q with %s", i+1, s.Name, who, s.Tool, ab)
+		if sp.HandedToClient {
+			fmt.Fprintf(&b, ". The server could not: %s", oneLine(sp.Error))
+		}
 		if s.Guidance != "" {
 			fmt.Fprintf(&b, ". %s", s.Guidance)
 		}

@@ -12,8 +12,12 @@ import (
 // under ReservedPrefix.
 const (
 	ReservedPrefix = "_workflow."
-	// VarProgress holds the WorkflowProgress JSON (FNDX-03).
+	// VarProgress holds the WorkflowProgress JSON.
 	VarProgress = "_workflow.progress"
+	// VarResultPrefix starts the variable that keeps the full tool result
+	// of a step the client performed (VarResultPrefix + step name), so that
+	// a retried continuation is answered with the recorded result.
+	VarResultPrefix = "_workflow.result."
 )
 
 // ProgressSchemaVersion is the version of the WorkflowProgress format.
@@ -21,15 +25,40 @@ const ProgressSchemaVersion = 1
 
 // Step statuses in WorkflowProgress.
 const (
-	StepPending        = "pending"
+	// StepPending: not started.
+	StepPending = "pending"
+	// StepRunning: the server is running the step (an attempt is open).
+	// A step found running after a restart runs again.
+	StepRunning = "running"
+	// StepAwaitingClient: a client step whose inputs exist; the workflow
+	// waits for the client to perform it.
 	StepAwaitingClient = "awaiting_client"
-	StepCompleted      = "completed"
-	StepFailed         = "failed"
+	// StepCompleted: done; its output is in Outputs.
+	StepCompleted = "completed"
+	// StepFailed: the last attempt failed. A failed server step the server
+	// gave up on is handed to the client (HandedToClient).
+	StepFailed = "failed"
+)
+
+// Why an attempt was made (Attempt.Reason).
+const (
+	ReasonFirst   = "first"   // the step's first run
+	ReasonRetry   = "retry"   // the server's retry policy
+	ReasonRestart = "restart" // the server restarted while the step was due or running
+	ReasonResume  = "resume"  // a client resumed the workflow (prompts/get with _meta._task_id)
+	ReasonClient  = "client"  // the client performed the step (a continuation call)
+)
+
+// Attempt outcomes (Attempt.Outcome).
+const (
+	OutcomeRunning = "running"
+	OutcomeOK      = "ok"
+	OutcomeError   = "error"
 )
 
 // WorkflowProgress is a workflow task's durable state, kept in the task
-// variable VarProgress and rewritten after every step, before the next one
-// starts (EXEC-01).
+// variable VarProgress and rewritten after every step (and every attempt),
+// before the next one starts.
 type WorkflowProgress struct {
 	SchemaVersion int `json:"schemaVersion" jsonschema:"description=Version of this format"`
 	// Workflow is the workflow (prompt) name.
@@ -45,12 +74,17 @@ type WorkflowProgress struct {
 	RemainingSteps []string `json:"remainingSteps" jsonschema:"description=Names of steps still to do in order"`
 	// Outputs holds each completed step's output by binding name.
 	Outputs map[string]json.RawMessage `json:"outputs" jsonschema:"description=Output of each completed step by binding name"`
-	// PauseReason says why the server stopped running steps.
-	PauseReason string `json:"pauseReason,omitempty" jsonschema:"description=Why the server stopped running steps"`
+	// PauseReason says why the server stopped running steps; while the
+	// workflow runs it says what is running. The task's status message
+	// says the same.
+	PauseReason string `json:"pauseReason,omitempty" jsonschema:"description=Why the server stopped running steps (or what it is running)"`
 	// Errors lists step failures, oldest first.
 	Errors []StepError `json:"errors,omitempty" jsonschema:"description=Step failures oldest first"`
 	// UpdatedAt is when the progress was last written.
 	UpdatedAt time.Time `json:"updatedAt" jsonschema:"description=When this progress was last written"`
+	// Revision counts the writes of this progress; a writer that finds it
+	// changed since it read the progress lost a race with another writer.
+	Revision int `json:"revision" jsonschema:"description=Number of times this progress was written"`
 }
 
 // StepProgress is one step's state.
@@ -58,13 +92,46 @@ type StepProgress struct {
 	Name      string `json:"name"`
 	Tool      string `json:"tool"`
 	Execution string `json:"execution" jsonschema:"enum=server,enum=client"`
-	Status    string `json:"status" jsonschema:"enum=pending,enum=awaiting_client,enum=completed,enum=failed"`
+	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=completed,enum=failed"`
 	Output    string `json:"output" jsonschema:"description=Binding name of the step's output"`
-	Attempts  int    `json:"attempts"`
-	Error     string `json:"error,omitempty"`
+	// Attempts counts every run of the step: by the server (first runs,
+	// retries, re-runs after a restart or a resume) and by the client.
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"`
+	// HandedToClient is set on a server step the server gave up on: the
+	// client may perform it (a continuation call of its tool).
+	HandedToClient bool `json:"handedToClient,omitempty" jsonschema:"description=The server gave up on this server step; the client may perform it"`
+	// CompletedBy says who performed a completed step: server or client.
+	CompletedBy string `json:"completedBy,omitempty" jsonschema:"enum=server,enum=client"`
+	// Arguments are the arguments of the call that completed the step.
+	Arguments json.RawMessage `json:"arguments,omitempty" jsonschema:"description=Arguments of the call that completed the step"`
+	// IdempotencyKey is passed to the step's tool on every run in
+	// _meta["taskbridge/idempotency-key"], the same for every run of this
+	// step of this task.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// History records every attempt, oldest first.
+	History []Attempt `json:"history,omitempty" jsonschema:"description=Every attempt at the step oldest first"`
 }
 
-// StepError records one failed attempt of a step (EXEC-03).
+// Attempt is one run of a step.
+type Attempt struct {
+	// N numbers the step's attempts from 1.
+	N int `json:"n"`
+	// Reason says why the step ran: first, retry, restart, resume, client.
+	Reason string `json:"reason" jsonschema:"enum=first,enum=retry,enum=restart,enum=resume,enum=client"`
+	// By says who ran it: server or client.
+	By string `json:"by" jsonschema:"enum=server,enum=client"`
+	// At is when the attempt started.
+	At time.Time `json:"at"`
+	// DurationMs is how long it took, once it ended.
+	DurationMs int64 `json:"durationMs,omitempty"`
+	// Outcome is running, ok or error.
+	Outcome string `json:"outcome" jsonschema:"enum=running,enum=ok,enum=error"`
+	// Error is the failure, when Outcome is error.
+	Error string `json:"error,omitempty"`
+}
+
+// StepError records one failed attempt of a step.
 type StepError struct {
 	Step      string    `json:"step"`
 	Tool      string    `json:"tool"`
@@ -146,9 +213,37 @@ func (p *WorkflowProgress) done() bool {
 	return true
 }
 
-func (p *WorkflowProgress) clone() *WorkflowProgress {
-	b, _ := json.Marshal(p)
-	var c WorkflowProgress
-	_ = json.Unmarshal(b, &c)
-	return &c
+// maxHistory bounds the attempts kept per step (the first and the latest).
+const maxHistory = 20
+
+// begin opens an attempt at step sp and returns it.
+func (sp *StepProgress) begin(reason, by string, at time.Time) *Attempt {
+	sp.Attempts++
+	if len(sp.History) >= maxHistory {
+		sp.History = append(sp.History[:1], sp.History[2:]...)
+	}
+	sp.History = append(sp.History, Attempt{N: sp.Attempts, Reason: reason, By: by, At: at, Outcome: OutcomeRunning})
+	return &sp.History[len(sp.History)-1]
+}
+
+// open returns the step's attempt still marked running, if any.
+func (sp *StepProgress) open() *Attempt {
+	if n := len(sp.History); n > 0 && sp.History[n-1].Outcome == OutcomeRunning {
+		return &sp.History[n-1]
+	}
+	return nil
+}
+
+// end closes the open attempt (opening one for reason if none is open).
+func (sp *StepProgress) end(reason, by string, at time.Time, errMsg string) {
+	a := sp.open()
+	if a == nil {
+		a = sp.begin(reason, by, at)
+	}
+	a.DurationMs = max(0, at.Sub(a.At).Milliseconds())
+	if errMsg == "" {
+		a.Outcome = OutcomeOK
+	} else {
+		a.Outcome, a.Error = OutcomeError, errMsg
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -60,10 +61,29 @@ type Source struct {
 	Value json.RawMessage
 	// Description tells the client what to supply (SourceClient).
 	Description string
+	// Default is the JSON value used when an optional prompt argument was
+	// not given (SourcePromptArg). Without one, an argument bound to an
+	// optional prompt argument that was not given is left out of the tool
+	// call.
+	Default json.RawMessage
 }
 
-// PromptArg binds an argument to a prompt argument.
+// PromptArg binds an argument to a prompt argument. If the prompt argument
+// is optional and not given, the tool argument is left out (or gets the
+// default set with WithDefault).
 func PromptArg(name string) Source { return Source{Kind: SourcePromptArg, Name: name} }
+
+// WithDefault returns s with a default value for an optional prompt
+// argument that was not given. It panics if v cannot be encoded as JSON,
+// which is a programming error.
+func (s Source) WithDefault(v any) Source {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("workflow: Source.WithDefault: %v", err))
+	}
+	s.Default = b
+	return s
+}
 
 // StepOutput binds an argument to an earlier step's output binding. A
 // path ("items.0.id" or "items", "0", "id") selects a field inside it.
@@ -129,12 +149,78 @@ type Step struct {
 	// Guidance tells the client (or the LLM) what the step is for and how to
 	// perform it.
 	Guidance string
-	// Retryable says the step may be tried again after a failure.
+	// Retryable says the server may run the step again after a failure:
+	// at once, following Retry (DefaultRetryPolicy when Retry is zero), and
+	// again after a restart. A step that is not Retryable runs once per
+	// attempt the client asks for (a resume) or a restart makes.
 	Retryable bool
+	// Retry is the retry policy of a Retryable step.
+	Retry RetryPolicy
+	// OnFailure says what happens when the server gives up on the step;
+	// the zero value is HandToClient.
+	OnFailure FailurePolicy
 	// Execution says who performs the step; the zero value is
 	// ServerExecutable.
 	Execution StepExecution
 }
+
+// RetryPolicy says how the server retries a failing server step.
+type RetryPolicy struct {
+	// MaxAttempts is how many times the server runs the step before it
+	// gives up (at least 1).
+	MaxAttempts int
+	// Backoff is the pause before the second attempt; it doubles before
+	// each later one, up to MaxBackoff.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+}
+
+// DefaultRetryPolicy is the policy of a Retryable step without its own:
+// three attempts, 100ms then 200ms apart.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second}
+
+// policy returns the step's effective retry policy: one attempt for a step
+// that is not Retryable.
+func (s *Step) policy() RetryPolicy {
+	if !s.Retryable {
+		return RetryPolicy{MaxAttempts: 1}
+	}
+	p := s.Retry
+	if p.MaxAttempts <= 0 {
+		p = DefaultRetryPolicy
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = max(p.Backoff, DefaultRetryPolicy.MaxBackoff)
+	}
+	return p
+}
+
+// backoff is the pause before attempt n (n >= 2) of the policy.
+func (p RetryPolicy) backoff(n int) time.Duration {
+	d := p.Backoff
+	for i := 2; i < n && d < p.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxBackoff)
+}
+
+// FailurePolicy says what happens when the server gives up on a server
+// step.
+type FailurePolicy string
+
+// The failure policies.
+const (
+	// HandToClient (the default) keeps the task working and hands the step
+	// to the client: the handoff lists it as a step the client may perform
+	// (with its resolved arguments and the error), a continuation call of
+	// its tool with _meta._task_id records it and lets the server run what
+	// follows, and a resume (prompts/get with _meta._task_id) makes the
+	// server try it again.
+	HandToClient FailurePolicy = "hand_to_client"
+	// FailWorkflow ends the task failed, with the step's error as the
+	// reason.
+	FailWorkflow FailurePolicy = "fail_workflow"
+)
 
 // Server returns a server-executable step.
 func Server(name, tool string) *Step {
@@ -161,8 +247,22 @@ func (s *Step) As(binding string) *Step { s.Output = binding; return s }
 // WithGuidance sets the step's guidance.
 func (s *Step) WithGuidance(g string) *Step { s.Guidance = g; return s }
 
-// WithRetry marks the step retryable.
+// WithRetry marks the step retryable with DefaultRetryPolicy.
 func (s *Step) WithRetry() *Step { s.Retryable = true; return s }
+
+// WithRetryPolicy marks the step retryable with policy p.
+func (s *Step) WithRetryPolicy(p RetryPolicy) *Step { s.Retryable = true; s.Retry = p; return s }
+
+// FailsWorkflow makes the step's failure (once the server gives up) fail
+// the whole workflow task instead of handing the step to the client.
+func (s *Step) FailsWorkflow() *Step { s.OnFailure = FailWorkflow; return s }
+
+func (s *Step) failurePolicy() FailurePolicy {
+	if s.OnFailure == "" {
+		return HandToClient
+	}
+	return s.OnFailure
+}
 
 func (s *Step) binding() string {
 	if s.Output != "" {
@@ -323,6 +423,9 @@ func (w *SequentialWorkflow) Validate(tools ToolLookup) error {
 				if !declared[src.Name] {
 					add("%s: argument %q reads undeclared prompt argument %q: declare it with Arg", where, a, src.Name)
 				}
+				if src.Default != nil && !json.Valid(src.Default) {
+					add("%s: argument %q has an invalid default", where, a)
+				}
 			case SourceStepOutput:
 				from, ok := produced[src.Name]
 				switch {
@@ -359,10 +462,20 @@ func (w *SequentialWorkflow) Validate(tools ToolLookup) error {
 		}
 		if ok && s.execution() == ServerExecutable {
 			for _, req := range schema.required {
-				if _, bound := s.Args[req]; !bound {
+				src, bound := s.Args[req]
+				switch {
+				case !bound:
 					add("%s: required argument %q of tool %q is not bound: bind it with Bind(%q, ...)", where, req, s.Tool, req)
+				case src.Kind == SourcePromptArg && !w.requiredArg(src.Name) && src.Default == nil:
+					add("%s: required argument %q of tool %q is bound to optional prompt argument %q, which may be left out: make the prompt argument required, or give the binding a default with PromptArg(%q).WithDefault(...)", where, req, s.Tool, src.Name, src.Name)
 				}
 			}
+		}
+		if p := s.failurePolicy(); p != HandToClient && p != FailWorkflow {
+			add("%s: unknown failure policy %q: use HandToClient or FailWorkflow", where, p)
+		}
+		if s.Retry.MaxAttempts < 0 || s.Retry.Backoff < 0 || s.Retry.MaxBackoff < 0 {
+			add("%s: the retry policy has a negative value", where)
 		}
 		if s.Name != "" {
 			b := s.binding()
@@ -376,6 +489,15 @@ func (w *SequentialWorkflow) Validate(tools ToolLookup) error {
 		return &ValidationError{Workflow: w.Name, Problems: probs}
 	}
 	return nil
+}
+
+func (w *SequentialWorkflow) requiredArg(name string) bool {
+	for _, a := range w.Arguments {
+		if a.Name == name {
+			return a.Required
+		}
+	}
+	return false
 }
 
 func (w *SequentialWorkflow) producesLater(binding string, i int) bool {

@@ -130,7 +130,7 @@ func TestProgressSchemaPublished(t *testing.T) {
 // directly with a fake tool caller.
 func TestPlainHandlerRunsServerStepsWithoutTask(t *testing.T) {
 	var calls []string
-	call := func(ctx context.Context, tool string, args map[string]json.RawMessage) (*mcp.CallToolResult, error) {
+	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, _ mcp.Meta) (*mcp.CallToolResult, error) {
 		calls = append(calls, tool)
 		switch tool {
 		case "fetch":
@@ -160,11 +160,15 @@ func TestAdvanceRecordsAfterEveryStep(t *testing.T) {
 		snaps = append(snaps, p.clone())
 		return nil
 	})
-	call := func(ctx context.Context, tool string, args map[string]json.RawMessage) (*mcp.CallToolResult, error) {
+	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, _ mcp.Meta) (*mcp.CallToolResult, error) {
 		if tool == "summarize" {
-			// When the second step runs, the first is already recorded.
-			require.Len(t, snaps, 1)
-			require.Equal(t, []string{"fetch"}, snaps[0].CompletedSteps)
+			// When the second step runs, the first is already recorded as
+			// done, in the same write that says the second one runs.
+			require.Len(t, snaps, 2)
+			require.Equal(t, StepRunning, snaps[0].Steps[0].Status)
+			require.Equal(t, []string{"fetch"}, snaps[1].CompletedSteps)
+			require.Equal(t, StepRunning, snaps[1].Steps[1].Status)
+			require.Contains(t, snaps[1].PauseReason, `running step "sum"`)
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "model overloaded"}}}, nil
 		}
 		return &mcp.CallToolResult{StructuredContent: map[string]any{"items": []any{map[string]any{"text": "x"}}}}, nil
@@ -172,14 +176,16 @@ func TestAdvanceRecordsAfterEveryStep(t *testing.T) {
 	h := NewPromptHandler(validWorkflow(), call)
 	p, err := h.Start(map[string]string{"topic": "t"})
 	require.NoError(t, err)
-	_, err = h.Run(context.Background(), p, rec, nil)
-	require.NoError(t, err)
-	require.Len(t, snaps, 2)
-	// EXEC-03: the failure is recorded, the step stays remaining.
-	require.Equal(t, StepFailed, snaps[1].Steps[1].Status)
-	require.Equal(t, "model overloaded", snaps[1].Errors[0].Message)
-	require.Contains(t, snaps[1].RemainingSteps, "sum")
-	require.Contains(t, snaps[1].PauseReason, `step "sum" failed`)
+	require.NoError(t, h.runner("", nil).advance(context.Background(), p, rec))
+	require.Len(t, snaps, 3)
+	// The failure is recorded, the step stays remaining and is handed to
+	// the client.
+	last := snaps[2]
+	require.Equal(t, StepFailed, last.Steps[1].Status)
+	require.True(t, last.Steps[1].HandedToClient)
+	require.Equal(t, "model overloaded", last.Errors[0].Message)
+	require.Contains(t, last.RemainingSteps, "sum")
+	require.Contains(t, last.PauseReason, `step "sum" (tool "summarize") failed after 1 attempt(s): model overloaded; the client may perform it`)
 }
 
 func TestProgressSchemaPinsVersion(t *testing.T) {
@@ -190,4 +196,11 @@ func TestProgressSchemaPinsVersion(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(ProgressSchemaJSON(), &s))
 	require.EqualValues(t, ProgressSchemaVersion, s.Properties["schemaVersion"].Const)
+}
+
+func (p *WorkflowProgress) clone() *WorkflowProgress {
+	b, _ := json.Marshal(p)
+	var c WorkflowProgress
+	_ = json.Unmarshal(b, &c)
+	return &c
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -32,7 +33,7 @@ func demo(ctx context.Context, dbPath string, w io.Writer) error {
 
 	// The demo's client: a go-sdk client that declares the tasks extension.
 	caps := &mcp.ClientCapabilities{}
-	caps.AddExtension(taskrouter.ExtensionID, nil)
+	caps.AddExtension(mcptask.ExtensionID, nil)
 	client := mcp.NewClient(&mcp.Implementation{Name: "demo-client", Version: "0.1.0"}, &mcp.ClientOptions{Capabilities: caps})
 	if err := mcp.AddSendingCustomMethod[*taskrouter.TaskIDParams, *taskView](client, "tasks/get"); err != nil {
 		return err

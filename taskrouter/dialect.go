@@ -1,0 +1,111 @@
+package taskrouter
+
+import (
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// This file holds the engine's replies that differ by dialect: the shape
+// of a create reply, of tasks/get and of tasks/cancel, and the gates a
+// tasks/* request passes. Everywhere else the engine asks the request's
+// mcptask.Dialect a question (ServerDecidesTasks, ToolErrorStatus,
+// HasMethod) instead of branching on versions.
+
+// createReply is the answer to a tools/call that became task t.
+func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.Result {
+	if d == mcptask.Extension {
+		return &ExtCreateTaskResult{ResultType: mcptask.ResultTypeTask, ExtTask: ExtensionTask(t), Content: []mcp.Content{}}
+	}
+	res := &CreateTaskResult{Task: CoreTask(t)}
+	if r.cfg.ImmediateResponse != nil {
+		if text := r.cfg.ImmediateResponse(tool, t); text != "" {
+			res.Meta = mcp.Meta{mcptask.MetaModelImmediateResponse: text}
+		}
+	}
+	return res
+}
+
+// getReply is the answer to tasks/get: the task, plus in the extension its
+// outcome or pending input requests inline.
+func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
+	if d == mcptask.Core {
+		return &GetTaskResult{Task: CoreTask(t)}
+	}
+	res := &ExtGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: ExtensionTask(t)}
+	switch t.Status {
+	case store.StatusInputRequired:
+		if ru := r.runFor(t.ID); ru != nil {
+			res.InputRequests = ru.inputRequests()
+		}
+	case store.StatusCompleted:
+		res.Result = t.Result
+	case store.StatusFailed:
+		if t.Error != nil {
+			res.Error = t.Error
+		} else {
+			res.Result = t.Result
+		}
+	}
+	return res
+}
+
+// cancelReply is the answer to tasks/cancel once t is cancelled (or, in
+// the extension, once the request was taken).
+func cancelReply(d mcptask.Dialect, t *store.Task) mcp.Result {
+	if d == mcptask.Extension {
+		return &AckResult{ResultType: mcptask.ResultTypeComplete}
+	}
+	return &GetTaskResult{Task: CoreTask(t)}
+}
+
+// gate checks that a tasks/* request may proceed in its dialect, in the
+// order the extension's conformance suite expects: methods the dialect does
+// not have (-32601), then the Mcp-Name header (-32020), then the capability
+// declaration (-32021), then who the requestor is (-32600). The task lookup
+// (-32602) comes after.
+func gate(q *Request, method, id string) error {
+	if !q.Dialect.HasMethod(method) {
+		if q.Dialect == mcptask.Extension {
+			return mcptask.MethodNotFound("%s is not part of the %s extension; poll tasks/get", method, mcptask.ExtensionID)
+		}
+		return mcptask.MethodNotFound("%s belongs to the %s extension (protocol %s and later)", method, mcptask.ExtensionID, mcptask.ExtensionVersion)
+	}
+	if q.Dialect == mcptask.Extension {
+		if method != mcptask.MethodTasksList {
+			if err := checkNameHeader(q.MCP, id); err != nil {
+				return err
+			}
+		}
+		if !q.Declared {
+			return mcptask.MissingExtension(method)
+		}
+	}
+	return q.OwnerErr
+}
+
+// checkNameHeader enforces that an extension-dialect tasks/* request over
+// HTTP names its task in the Mcp-Name header, when the header is present:
+// every Mcp-Name value must equal taskId. (The HTTP handler already answers
+// such a mismatch with HTTP 400, as the SDK does for its own headers; this
+// check covers batches and other transports.)
+func checkNameHeader(req mcp.Request, id string) error {
+	extra := req.GetExtra()
+	if extra == nil || extra.Header == nil {
+		return nil
+	}
+	return nameHeaderError(http.Header(extra.Header), id)
+}
+
+// nameHeaderError returns the -32020 error for Mcp-Name values that do not
+// all equal id, or nil.
+func nameHeaderError(h http.Header, id string) error {
+	for _, name := range h.Values("Mcp-Name") {
+		if name != id {
+			return mcptask.Errorf(mcptask.CodeHeaderMismatch, "header mismatch: Mcp-Name header value %q does not match taskId %q", name, id)
+		}
+	}
+	return nil
+}

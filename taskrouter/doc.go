@@ -1,0 +1,101 @@
+// Package taskrouter is taskbridge's task engine: it gives a go-sdk
+// *mcp.Server durable MCP tasks in both wire dialects, from one store.
+//
+// # What it does
+//
+// A Router creates task records in a store.Store before a client hears of
+// them, runs task handlers in the background with bounded concurrency,
+// records their outcome durably, wakes waiters at once (tasks/result returns
+// within a millisecond of the task ending, no polling), cancels handlers
+// when tasks/cancel, ttl expiry or the task timeout says so, sweeps expired
+// tasks, and on Start resolves the work a dead process left behind
+// (retryable tools re-run, others fail with a reason, other kinds go to
+// hooks registered with OnRecover).
+//
+//	router, _ := taskrouter.New(taskrouter.Config{Store: st})
+//	_ = router.Install(server)                     // right after mcp.NewServer
+//	taskrouter.AddTool(router, tool, handler, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+//	_ = router.Start(ctx)                          // recovery and the ttl sweeper
+//	http.Handle("/mcp", router.HTTPHandler(nil))   // or server.Run(ctx, router.Transport(&mcp.StdioTransport{}))
+//
+// # The path of a request
+//
+//  1. A shim (HTTPHandler for Streamable HTTP, Transport for stdio and
+//     in-memory connections) moves a core-dialect params.task into a
+//     private _meta key, because go-sdk drops unknown params before any
+//     middleware runs. The HTTP shim also refuses malformed bodies and
+//     mismatched Mcp-Name headers, and routes 2026-07-28 requests to the
+//     SDK's stateless handler and older ones to its stateful one.
+//  2. The router's middleware (installed by Install) resolves the request
+//     once into a *Request: its mcptask.Dialect, whether it declared the
+//     tasks extension, its owner, its source; it removes every private
+//     _meta key, so no handler sees them, and stores the *Request in the
+//     context, which is the only way the SDK lets custom method handlers
+//     (tasks/*) reach it.
+//  3. tools/call: a call carrying _meta._task_id goes to the
+//     ContinuationHandler (the workflow bridge). Otherwise the dialect
+//     decides whether the call becomes a task (the client asks with
+//     params.task in the core dialect; the server decides in the
+//     extension). Arguments are checked against the tool's input schema
+//     before a task exists; a task is created, admitted against the quotas
+//     and run in the background through the SDK's own tool dispatch.
+//  4. tasks/get, tasks/result, tasks/list, tasks/cancel, tasks/update:
+//     gated by dialect (methods the dialect lacks, the Mcp-Name header, the
+//     capability declaration), then the task is loaded if the requestor may
+//     see it.
+//
+// # Where the SDK's gaps are worked around
+//
+//   - params.task is dropped by the SDK's decoder: the shims (shim.go,
+//     http.go).
+//   - capabilities.tasks and execution.taskSupport have no SDK fields: the
+//     initialize and tools/list results are wrapped and re-encoded
+//     (middleware.go).
+//   - custom method handlers receive no request: the resolved *Request
+//     travels in the context (request.go).
+//   - a method handler needs a *mcp.ServerSession: calls the engine makes
+//     without a client (restart recovery, listing tools) use a loopback
+//     session whose client end discards everything (loopback.go). Tool
+//     calls never go through JSON-RPC in-process: RunTool calls the SDK's
+//     dispatch below the router's middleware directly (tools.go).
+//   - the SDK sends no custom notifications: notifications/tasks/status is
+//     written on connections wrapped by Transport (shim.go).
+//   - the SDK does not recover handler panics: the middleware does.
+//
+// # Where the dialects differ
+//
+// mcptask.Dialect answers the questions (which methods exist, who decides a
+// call is a task, the status of an isError result, whether cancelling a
+// finished task is acknowledged). The replies that differ in shape are in
+// dialect.go: createReply, getReply, cancelReply and the gate of tasks/*
+// requests; middleware.go's toolsCall asks ServerDecidesTasks. Nothing else
+// in the package branches on the dialect.
+//
+//	                            core (2025-11-25)            extension (2026-07-28)
+//	a tools/call becomes a task client sends params.task      server decides (required, or optional + declared)
+//	create reply                {"task": {...}}               flat, resultType "task", content []
+//	tasks/get                   the task                      the task + result / error / inputRequests
+//	tasks/result, tasks/list    yes                           -32601
+//	tasks/update                -32601                        answers inputRequests
+//	tasks/cancel, task ended    -32602                        acknowledged
+//	isError tool result         task failed                   task completed
+//
+// # Owners
+//
+// A request with an authorization context (go-sdk TokenInfo) acts for its
+// user and sees only that user's tasks. Without one, the task id is the
+// capability (unless Config.SessionBound): any unauthenticated requestor
+// that presents the id may read, wait on, cancel and continue the task,
+// from any session and after restarts; tasks/list shows only the
+// requestor's own tasks. Tasks hidden from a requestor are "not found".
+//
+// # Files
+//
+// router.go (the Router, lifecycle, waiters), request.go (resolving a
+// request), middleware.go (Install, tools/call), dialect.go, methods.go
+// (tasks/*), tasks.go (create, read, update, complete, fail), admit.go
+// (quotas), run.go (running handlers, Track, cancel), sweep.go (ttl),
+// recover.go (restart), tools.go (the tool registry, in-process calls),
+// input.go (input mid-task), shim.go and http.go (transports), config.go,
+// wire.go (wire types).
+package taskrouter

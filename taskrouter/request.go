@@ -1,0 +1,197 @@
+package taskrouter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Request is one client request as the engine resolved it, once, on the
+// way in: the tasks dialect it speaks, whether it declared the tasks
+// extension, who it acts for and where it came from. Every dialect question
+// the engine and the workflow bridge ask is answered by Dialect; nothing
+// else branches on protocol versions.
+type Request struct {
+	// MCP is the SDK's request.
+	MCP mcp.Request
+	// Dialect is the tasks dialect of the request.
+	Dialect mcptask.Dialect
+	// Declared reports whether the request declared the tasks extension in
+	// its client capabilities (extension dialect only).
+	Declared bool
+	// Owner is the principal the request acts for (Config.Owner); empty
+	// when OwnerErr is set.
+	Owner string
+	// OwnerErr is why the requestor could not be identified, if it could
+	// not (a -32600 JSON-RPC error). Requests that read or create tasks fail
+	// with it.
+	OwnerErr error
+	// Authenticated reports whether the request carries an authorization
+	// context (go-sdk TokenInfo). Such a request only ever sees its own
+	// tasks.
+	Authenticated bool
+	// Source says where the request came from, for the per-source quota:
+	// "session:<id>" (a stateful HTTP session, or a stdio or in-memory
+	// connection wrapped by Router.Transport), "addr:<ip>" (stateless HTTP)
+	// or "local" (anything else).
+	Source string
+
+	connID  string           // shim connection (stdio, in-memory): status push target
+	task    *coreTaskRequest // core params.task, moved into _meta by a shim
+	asked   bool             // params.task was present
+	taskErr error            // params.task was malformed
+}
+
+// requestKey carries the *Request through ctx. The SDK hands custom method
+// handlers (tasks/*) only ctx, the session and the params, so the context
+// is the one way to reach the resolved request from there.
+type requestKey struct{}
+
+// RequestFrom returns the request the router's middleware resolved for
+// ctx, or nil outside a request the router saw.
+func RequestFrom(ctx context.Context) *Request {
+	q, _ := ctx.Value(requestKey{}).(*Request)
+	return q
+}
+
+// Resolve returns the resolved form of req: the one the middleware stored
+// in ctx when it is for the same request, otherwise a fresh resolution.
+func (r *Router) Resolve(ctx context.Context, req mcp.Request) *Request {
+	if q := RequestFrom(ctx); q != nil && (req == nil || q.MCP == req) {
+		return q
+	}
+	return r.resolve(ctx, req)
+}
+
+// versioned is implemented by every *mcp.ServerRequest[P].
+type versioned interface {
+	ProtocolVersion() string
+	ClientCapabilities() *mcp.ClientCapabilities
+}
+
+// remoteHeader is the private header the HTTP shim sets to the client's IP
+// address (after deleting any value the client sent).
+const remoteHeader = "Taskbridge-Private-Remote-Addr"
+
+// Private _meta keys the transport shims add; resolve removes them.
+const (
+	// MetaTaskRequest is the private _meta key under which the transport
+	// shims move a core-dialect params.task object, because the SDK drops
+	// unknown params before middleware runs.
+	MetaTaskRequest = mcptask.PrivateMetaPrefix + "task"
+	// metaConnID carries the stdio/in-memory shim's connection id.
+	metaConnID = mcptask.PrivateMetaPrefix + "conn"
+)
+
+// resolve works out everything the engine needs to know about req and
+// removes the private _meta keys the shims added, so no handler ever sees
+// them.
+func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
+	q := &Request{MCP: req, Dialect: mcptask.Core, Source: "local"}
+	if req == nil {
+		q.Owner = LocalOwner
+		return q
+	}
+	if v, ok := req.(versioned); ok {
+		q.Dialect = mcptask.DialectFor(v.ProtocolVersion())
+		if caps := v.ClientCapabilities(); caps != nil {
+			_, q.Declared = caps.Extensions[mcptask.ExtensionID]
+		}
+	}
+	if p := req.GetParams(); p != nil && !isNilParams(p) {
+		if meta := p.GetMeta(); meta != nil {
+			q.task, q.asked, q.taskErr = takeTaskParam(meta)
+			q.connID, _ = meta[metaConnID].(string)
+			for k := range meta {
+				if strings.HasPrefix(k, mcptask.PrivateMetaPrefix) {
+					delete(meta, k)
+				}
+			}
+		}
+	}
+	extra := req.GetExtra()
+	q.Authenticated = extra != nil && extra.TokenInfo != nil
+	switch ss, _ := req.GetSession().(*mcp.ServerSession); {
+	case ss != nil && ss.ID() != "":
+		q.Source = "session:" + ss.ID()
+	case q.connID != "":
+		q.Source = "session:" + q.connID
+	case extra != nil && extra.Header != nil && http.Header(extra.Header).Get(remoteHeader) != "":
+		q.Source = "addr:" + http.Header(extra.Header).Get(remoteHeader)
+	}
+	owner, err := r.cfg.Owner(ctx, req)
+	if err != nil {
+		q.OwnerErr = mcptask.InvalidRequest("cannot identify the requestor: %v", err)
+	} else {
+		q.Owner = owner
+	}
+	return q
+}
+
+// isNilParams reports a typed nil params pointer (a request sent without
+// params), whose promoted ParamsBase methods would dereference nil.
+func isNilParams(p mcp.Params) bool {
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// byID reports whether tasks this request creates are id-capabilities:
+// reachable by any unauthenticated requestor that knows the id.
+func (q *Request) byID(cfg Config) bool { return !q.Authenticated && !cfg.SessionBound }
+
+// mayAccess reports whether the requestor may read and act on t: its own
+// tasks always; without an authorization context also every task created
+// as an id-capability (see Config.SessionBound).
+func (q *Request) mayAccess(cfg Config, t *store.Task) bool {
+	if q.OwnerErr == nil && t.Owner == q.Owner {
+		return true
+	}
+	return q.byID(cfg) && t.Labels[LabelAccess] == AccessByID
+}
+
+// coreTaskRequest is the params.task object of a core-dialect request.
+type coreTaskRequest struct {
+	TTL *float64 `json:"ttl,omitempty"`
+}
+
+// takeTaskParam decodes the moved params.task marker.
+func takeTaskParam(meta mcp.Meta) (*coreTaskRequest, bool, error) {
+	raw, ok := meta[MetaTaskRequest]
+	if !ok || raw == nil {
+		return nil, false, nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, true, err
+	}
+	var tr coreTaskRequest
+	if err := json.Unmarshal(b, &tr); err != nil {
+		return nil, true, fmt.Errorf("params.task must be an object with an optional numeric ttl: %v", err)
+	}
+	if tr.TTL != nil && (*tr.TTL < 0 || *tr.TTL != *tr.TTL) {
+		return nil, true, fmt.Errorf("params.task.ttl must be a non-negative number of milliseconds")
+	}
+	return &tr, true, nil
+}
+
+func (tr *coreTaskRequest) ttl() time.Duration {
+	if tr == nil || tr.TTL == nil {
+		return 0
+	}
+	ms := *tr.TTL
+	// Clamp before converting: beyond ~292 years of nanoseconds the
+	// product overflows int64. Router.actualTTL caps at MaxTTL anyway.
+	if ms >= float64(math.MaxInt64/int64(time.Millisecond)) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}

@@ -1,0 +1,282 @@
+package taskrouter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// run is the in-memory side of a task whose handler is executing here.
+type run struct {
+	r       *Router
+	id      string
+	adm     admission
+	dialect mcptask.Dialect
+	cancel  context.CancelCauseFunc
+
+	mu     sync.Mutex
+	inputs map[string]*pendingInput
+	seq    int
+}
+
+// ExecFunc runs a task's work and returns its MCP result or error.
+type ExecFunc func(ctx context.Context) (mcp.Result, error)
+
+// taskCtxKey carries the running task into handler contexts.
+type taskCtxKey struct{}
+
+// TaskID returns the id of the task whose handler ctx belongs to.
+func TaskID(ctx context.Context) (string, bool) {
+	ru, ok := ctx.Value(taskCtxKey{}).(*run)
+	if !ok {
+		return "", false
+	}
+	return ru.id, true
+}
+
+// spawn runs exec in the background for task t, which was created (or is
+// re-run) in dialect d. The caller has admitted it.
+func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, cancel: cancel, inputs: map[string]*pendingInput{}}
+	r.mu.Lock()
+	r.runs[t.ID] = ru
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer cancel(nil)
+		res, err := r.execute(ctx, ru, exec)
+		r.finish(ctx, ru, res, err)
+	}()
+}
+
+// execute waits for running slots, then runs exec with the task's handler
+// context: cancellable by tasks/cancel, ttl expiry and Close, bounded by
+// Config.TaskTimeout, and carrying the task for TaskID and Elicit.
+func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.Result, err error) {
+	queued := false
+	err = r.acquire(ctx, ru.adm.owner, func() {
+		queued = true
+		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.cfg.MaxConcurrent, r.cfg.MaxConcurrentPerOwner)
+		_, _ = r.Update(ctx, ru.id, store.Update{StatusMessage: &msg})
+	})
+	if err != nil {
+		r.release(ru.adm, false)
+		return nil, err
+	}
+	defer func() {
+		<-r.sem
+		r.release(ru.adm, true)
+	}()
+	if queued {
+		_, _ = r.Update(ctx, ru.id, store.Update{StatusMessage: ptr("")})
+	}
+	ctx = context.WithValue(ctx, taskCtxKey{}, ru)
+	if r.cfg.TaskTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, r.cfg.TaskTimeout, fmt.Errorf("%w after %s", errTimeout, r.cfg.TaskTimeout))
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("task handler panicked", "task", ru.id, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, mcptask.InternalError("task handler panicked: %v", p)
+		}
+	}()
+	res, err = exec(ctx)
+	if err == nil && res == nil {
+		err = mcptask.InternalError("task handler returned no result")
+	}
+	if cause := context.Cause(ctx); cause != nil {
+		// The context ended (cancel, ttl, timeout, shutdown): report why,
+		// whatever the handler made of it.
+		res, err = nil, cause
+	}
+	return res, err
+}
+
+// finish records the outcome of a run unless the task was ended by
+// someone else (cancel, ttl) or the server is shutting down.
+func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error) {
+	r.mu.Lock()
+	delete(r.runs, ru.id)
+	r.mu.Unlock()
+	ru.failInputs(errCanceled)
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) || errors.Is(cause, errExpired) {
+		return
+	}
+	u := outcome(res, err, ru.dialect)
+	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, uerr := r.Update(wctx, ru.id, u); uerr != nil && !errors.Is(uerr, store.ErrTerminal) && !errors.Is(uerr, store.ErrNotFound) {
+		r.log.Error("recording task outcome", "task", ru.id, "error", uerr)
+		if errors.Is(uerr, store.ErrTooLarge) {
+			msg := "task result too large to store: " + uerr.Error()
+			if _, ferr := r.Update(wctx, ru.id, store.Update{Status: store.StatusFailed, StatusMessage: &msg,
+				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}); ferr != nil {
+				r.log.Error("failing a task whose result is too large", "task", ru.id, "error", ferr)
+			}
+		}
+	}
+}
+
+// outcome maps a handler's return to the update that ends the task. A
+// JSON-RPC error fails the task; a tool result with isError ends it in the
+// status the dialect prescribes (mcptask.Dialect.ToolErrorStatus).
+func outcome(res mcp.Result, err error, d mcptask.Dialect) store.Update {
+	if err != nil {
+		info := errorInfo(err)
+		msg := info.Message
+		return store.Update{Status: store.StatusFailed, StatusMessage: &msg, Error: info}
+	}
+	raw, merr := json.Marshal(res)
+	if merr != nil {
+		msg := "encoding task result: " + merr.Error()
+		return store.Update{Status: store.StatusFailed, StatusMessage: &msg, Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
+	}
+	if ctr, ok := res.(*mcp.CallToolResult); ok && ctr.IsError {
+		msg := toolErrorText(ctr)
+		return store.Update{Status: d.ToolErrorStatus(), StatusMessage: &msg, Result: raw}
+	}
+	return store.Update{Status: store.StatusCompleted, Result: raw, StatusMessage: ptr("")}
+}
+
+// toolErrorText is the status message of a task whose tool reported an
+// error: the result's text, bounded.
+func toolErrorText(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok && tc.Text != "" {
+			parts = append(parts, tc.Text)
+		}
+	}
+	if len(parts) == 0 {
+		return "tool reported an error"
+	}
+	msg := strings.Join(parts, "\n")
+	if len(msg) > 1024 {
+		msg = msg[:1024] + "…"
+	}
+	return msg
+}
+
+// errorInfo converts an error into the JSON-RPC error stored on a task.
+func errorInfo(err error) *store.ErrorInfo {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return &store.ErrorInfo{Code: je.Code, Message: je.Message, Data: je.Data}
+	}
+	switch {
+	case errors.Is(err, errTimeout):
+		return &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: strings.TrimPrefix(err.Error(), "taskrouter: ")}
+	case errors.Is(err, store.ErrTooLarge):
+		return &store.ErrorInfo{Code: mcptask.CodeInvalidParams, Message: err.Error()}
+	}
+	return &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: err.Error()}
+}
+
+// ---- in-process work on a task that is not a handler run ----
+
+// tracker is in-process work on a task registered with Track.
+type tracker struct {
+	cancel context.CancelCauseFunc
+}
+
+// Track registers in-process work on task id that is not a tool handler
+// run (the workflow bridge running server steps inside a request): the
+// returned context is cancelled when the task is cancelled, expires, or the
+// router closes, with the reason as its cause (see Stopped). Call done when
+// the work ends.
+func (r *Router) Track(ctx context.Context, id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	tr := &tracker{cancel: cancel}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		cancel(errShutdown)
+		return ctx, func() {}
+	}
+	if r.tracked == nil {
+		r.tracked = map[string]map[*tracker]struct{}{}
+	}
+	set := r.tracked[id]
+	if set == nil {
+		set = map[*tracker]struct{}{}
+		r.tracked[id] = set
+	}
+	set[tr] = struct{}{}
+	r.mu.Unlock()
+	return ctx, func() {
+		r.mu.Lock()
+		delete(r.tracked[id], tr)
+		if len(r.tracked[id]) == 0 {
+			delete(r.tracked, id)
+		}
+		r.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// Stopped reports why a context from Track or a handler context ended
+// because of its task: "cancelled", "expired" or "shutdown"; "" when it did
+// not end for one of those reasons.
+func Stopped(ctx context.Context) string {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCanceled):
+		return "cancelled"
+	case errors.Is(cause, errExpired):
+		return "expired"
+	case errors.Is(cause, errShutdown):
+		return "shutdown"
+	}
+	return ""
+}
+
+// stopRun cancels the handler run and the tracked work of task id.
+func (r *Router) stopRun(id string, cause error) {
+	r.mu.Lock()
+	ru := r.runs[id]
+	var trs []*tracker
+	for tr := range r.tracked[id] {
+		trs = append(trs, tr)
+	}
+	r.mu.Unlock()
+	if ru != nil {
+		ru.cancel(cause)
+	}
+	for _, tr := range trs {
+		tr.cancel(cause)
+	}
+}
+
+// cancelTask marks a task cancelled, then stops its work.
+func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) (*store.Task, error) {
+	nt, err := r.Update(ctx, t.ID, store.Update{Status: store.StatusCancelled, StatusMessage: &message})
+	if err != nil {
+		return nil, err
+	}
+	r.stopRun(t.ID, errCanceled)
+	return nt, nil
+}
+
+// Cancel cancels a task on behalf of a requestor: the task is marked
+// cancelled before its work's context is cancelled.
+func (r *Router) Cancel(ctx context.Context, req *Request, id string) (*store.Task, error) {
+	t, err := r.TaskFor(ctx, req, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.cancelTask(ctx, t, "cancelled by request")
+}

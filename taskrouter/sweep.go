@@ -1,0 +1,101 @@
+package taskrouter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+func (r *Router) sweepLoop() {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stopSweep:
+			return
+		case <-tick.C:
+			if _, err := r.Sweep(context.Background()); err != nil {
+				r.log.Warn("ttl sweep", "error", err)
+			}
+		}
+	}
+}
+
+// ExpiryHook decides what happens to a task that is still active when its
+// expiry time passes. It returns the message to fail the task with, or ""
+// to keep the default ("expired: ttl of ... elapsed").
+type ExpiryHook func(t *store.Task) string
+
+// OnExpire registers how Sweep words the failure of an active task of one
+// kind (the LabelKind label) whose expiry passed: the workflow bridge uses
+// it for workflow tasks that expire before any client touched them.
+func (r *Router) OnExpire(kind string, f ExpiryHook) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.expiry == nil {
+		r.expiry = map[string]ExpiryHook{}
+	}
+	r.expiry[kind] = f
+}
+
+// Sweep handles every task whose expiry has passed: finished tasks are
+// deleted; tasks still active are cancelled and marked failed with a
+// status message saying why, and kept readable for Config.ExpiredGrace.
+// It returns how many tasks it deleted or marked.
+func (r *Router) Sweep(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		now := r.cfg.Now()
+		batch, err := r.st.Expired(ctx, now, 256)
+		if err != nil {
+			return n, err
+		}
+		if len(batch) == 0 {
+			return n, nil
+		}
+		progressed := false
+		for _, t := range batch {
+			if t.Status.Terminal() {
+				if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+					return n, err
+				}
+				r.mu.Lock()
+				delete(r.watches, t.ID)
+				r.mu.Unlock()
+				n++
+				progressed = true
+				continue
+			}
+			msg := fmt.Sprintf("expired: ttl of %s elapsed before the task finished; it was cancelled", t.TTL)
+			r.mu.Lock()
+			hook := r.expiry[t.Labels[LabelKind]]
+			r.mu.Unlock()
+			if hook != nil {
+				if m := hook(t); m != "" {
+					msg = m
+				}
+			}
+			grace := now.Add(r.cfg.ExpiredGrace)
+			nt, err := r.st.Update(ctx, t.ID, store.Update{IfVersion: t.Version, Status: store.StatusFailed, StatusMessage: &msg,
+				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace})
+			if err != nil {
+				if errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+					continue
+				}
+				return n, err
+			}
+			r.stopRun(t.ID, errExpired)
+			r.changed(nt)
+			n++
+			progressed = true
+		}
+		if !progressed {
+			return n, nil
+		}
+	}
+}

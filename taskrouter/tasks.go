@@ -1,0 +1,131 @@
+package taskrouter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// This file holds the generic task calls a component built on the engine
+// (the workflow bridge) uses to drive a task it owns: create, read, update,
+// complete, fail.
+
+// CreateOptions shape a task created through CreateTask.
+type CreateOptions struct {
+	// TTL is the requested ttl; zero means the configured default. It is
+	// capped at Config.MaxTTL.
+	TTL time.Duration
+	// Kind is stored as the LabelKind label.
+	Kind string
+	// Labels are extra labels.
+	Labels map[string]string
+	// Variables are the task's initial variables.
+	Variables map[string]json.RawMessage
+	// StatusMessage is the initial status message.
+	StatusMessage string
+}
+
+func (r *Router) actualTTL(requested time.Duration) time.Duration {
+	if requested <= 0 {
+		return r.cfg.DefaultTTL
+	}
+	if requested > r.cfg.MaxTTL {
+		return r.cfg.MaxTTL
+	}
+	return requested
+}
+
+// CreateTask durably creates a working task for the requestor and returns
+// it. Nothing runs: the caller drives the task with Update, SetVariables,
+// Complete and Fail. req may be nil for tasks created outside a request;
+// the task then belongs to LocalOwner.
+func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts CreateOptions) (*store.Task, error) {
+	labels := make(map[string]string, len(opts.Labels)+3)
+	for k, v := range opts.Labels {
+		labels[k] = v
+	}
+	if opts.Kind != "" {
+		labels[LabelKind] = opts.Kind
+	}
+	owner := LocalOwner
+	if req != nil {
+		owner = req.Owner
+		labels[LabelDialect] = req.Dialect.Label()
+		if req.byID(r.cfg) {
+			labels[LabelAccess] = AccessByID
+		}
+	}
+	now := r.cfg.Now()
+	t := &store.Task{
+		ID:            NewTaskID(),
+		Owner:         owner,
+		Status:        store.StatusWorking,
+		StatusMessage: opts.StatusMessage,
+		CreatedAt:     now,
+		UpdatedAt:     now,
+		TTL:           r.actualTTL(opts.TTL),
+		PollInterval:  r.cfg.PollInterval,
+		Request:       origin,
+		Labels:        labels,
+		Variables:     opts.Variables,
+	}
+	return r.st.Create(ctx, t)
+}
+
+// Task returns a task by id, whoever owns it.
+func (r *Router) Task(ctx context.Context, id string) (*store.Task, error) {
+	return r.st.Get(ctx, id)
+}
+
+// TaskFor returns the task if the requestor may access it, and an error
+// matching store.ErrNotFound otherwise, so that tasks hidden from the
+// requestor are indistinguishable from missing ones (see Config.SessionBound
+// for who may access what).
+func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.Task, error) {
+	t, err := r.st.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !req.mayAccess(r.cfg, t) {
+		return nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
+	}
+	return t, nil
+}
+
+// Update applies u to a task and wakes its waiters.
+func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+	t, err := r.st.Update(ctx, id, u)
+	if err != nil {
+		return nil, err
+	}
+	r.changed(t)
+	return t, nil
+}
+
+// SetVariables merges vars into the task's variables (a JSON null deletes
+// a key). ifVersion, when non-zero, makes the write conditional.
+func (r *Router) SetVariables(ctx context.Context, id string, vars map[string]json.RawMessage, ifVersion uint64) (*store.Task, error) {
+	return r.Update(ctx, id, store.Update{IfVersion: ifVersion, Variables: vars})
+}
+
+// Complete ends a task as completed with result (any JSON-encodable MCP
+// result), optionally merging final variables in the same write.
+// ifVersion, when non-zero, makes the write conditional.
+func (r *Router) Complete(ctx context.Context, id string, result any, vars map[string]json.RawMessage, ifVersion uint64) (*store.Task, error) {
+	raw, err := json.Marshal(result)
+	if err != nil {
+		return nil, fmt.Errorf("taskrouter: encoding result: %w", err)
+	}
+	return r.Update(ctx, id, store.Update{IfVersion: ifVersion, Status: store.StatusCompleted, Result: raw, Variables: vars, StatusMessage: ptr("")})
+}
+
+// Fail ends a task as failed with a status message and, optionally, the
+// JSON-RPC error that tasks/result reports.
+func (r *Router) Fail(ctx context.Context, id string, message string, rpcErr *store.ErrorInfo) (*store.Task, error) {
+	return r.Update(ctx, id, store.Update{Status: store.StatusFailed, StatusMessage: &message, Error: rpcErr})
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,89 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// recoverTask resumes a workflow task a previous process left active, when
+// it has something to do: a server step was running or due (it runs again,
+// recorded as a re-run after a restart, with the same idempotency key), or
+// every step is done but the task was not completed. A task waiting for
+// the client is left exactly as it is: no write.
+func (b *Bridge) recoverTask(ctx context.Context, t *store.Task) error {
+	h := b.handler(t.Labels[LabelWorkflow])
+	if h == nil {
+		return fmt.Errorf("workflow %q is not registered with this server", t.Labels[LabelWorkflow])
+	}
+	p, err := decodeProgress(t)
+	if err != nil {
+		return err
+	}
+	if !h.due(p) {
+		return nil
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx := context.WithoutCancel(ctx)
+		unlock := b.lock(t.ID)
+		defer unlock()
+		cur, err := b.engine.Task(ctx, t.ID)
+		if err != nil || cur.Status.Terminal() {
+			return
+		}
+		p, err := decodeProgress(cur)
+		if err != nil || !h.due(p) {
+			return
+		}
+		rec := &recorder{b: b, task: cur}
+		if _, err := h.run(ctx, rec, p, ReasonRestart, nil); err != nil {
+			b.engine.Logger().Error("resuming workflow task after a restart", "task", t.ID, "workflow", p.Workflow, "error", err)
+		}
+	}()
+	return nil
+}
+
+// due reports whether the server has work to do on p: a server step that
+// is not handed to the client comes next, or nothing remains.
+func (h *TaskWorkflowPromptHandler) due(p *WorkflowProgress) bool {
+	for _, s := range h.Plain.Workflow.Steps {
+		sp := p.step(s.Name)
+		if sp == nil {
+			return false
+		}
+		if sp.Status == StepCompleted {
+			continue
+		}
+		return s.execution() == ServerExecutable && !sp.HandedToClient
+	}
+	return true
+}
+
+// expiryMessage words the failure of a workflow task whose expiry passed
+// while it was active: an orphan when no client ever touched it.
+func (b *Bridge) expiryMessage(t *store.Task) string {
+	if t.Labels[LabelTouched] != "" {
+		return ""
+	}
+	if exp := ttlExpiry(t); !exp.IsZero() && !t.ExpiresAt.Before(exp) {
+		return "" // its ttl, not the orphan timeout
+	}
+	return fmt.Sprintf("orphaned: no client named this workflow task in any request (tasks/get, a continuation, a resume) within %s of it waiting for one, so nobody holds its id; it was failed instead of waiting out its ttl", b.orphanTimeout().Round(time.Second))
+}
+
+// touched marks a workflow task as held by a client the first time a
+// client names it, restoring its ttl in place of the orphan deadline. It
+// writes once per task.
+func (b *Bridge) touched(ctx context.Context, t *store.Task) {
+	if t.Labels[LabelTouched] != "" || t.Status.Terminal() {
+		return
+	}
+	at := ttlExpiry(t)
+	if _, err := b.engine.Update(ctx, t.ID, store.Update{Labels: map[string]string{LabelTouched: "1"}, ExpiresAt: &at}); err != nil {
+		b.engine.Logger().Warn("marking a workflow task touched", "task", t.ID, "error", err)
+	}
+}
