@@ -10,75 +10,44 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/internal/rpcconn"
 )
 
-// Wire names.
+// Protocol versions and the extension's identifier (see package mcptask).
 const (
 	// ExtensionID is the identifier of the 2026-07-28 tasks extension.
-	ExtensionID = "io.modelcontextprotocol/tasks"
+	ExtensionID = mcptask.ExtensionID
 	// CoreVersion is the protocol version of the core tasks dialect.
-	CoreVersion = "2025-11-25"
+	CoreVersion = mcptask.CoreVersion
 	// ExtensionVersion is the protocol version of the tasks extension.
-	ExtensionVersion = "2026-07-28"
+	ExtensionVersion = mcptask.ExtensionVersion
 
-	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
-	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
-	metaRelatedTask        = "io.modelcontextprotocol/related-task"
-	metaImmediateResponse  = "io.modelcontextprotocol/model-immediate-response"
-
-	methodInitialize    = "initialize"
-	methodInitialized   = "notifications/initialized"
-	methodDiscover      = "server/discover"
-	methodToolsList     = "tools/list"
-	methodToolsCall     = "tools/call"
-	methodPromptsGet    = "prompts/get"
-	methodTasksGet      = "tasks/get"
-	methodTasksResult   = "tasks/result"
-	methodTasksList     = "tasks/list"
-	methodTasksCancel   = "tasks/cancel"
-	methodTasksUpdate   = "tasks/update"
-	methodElicit        = "elicitation/create"
-	methodSampling      = "sampling/createMessage"
-	methodRootsList     = "roots/list"
-	methodPing          = "ping"
-	notifTaskStatus     = "notifications/tasks/status"
 	defaultDiscoverWait = 10 * time.Second
 )
 
-// Dialect is the MCP tasks wire dialect a Client speaks.
-type Dialect int
+// Dialect is the MCP tasks wire dialect a Client speaks (mcptask.Dialect).
+type Dialect = mcptask.Dialect
 
-// The dialects.
+// The dialects a Client can be asked to speak.
 const (
-	// Auto (the default) asks the server with server/discover (protocol
-	// 2026-07-28) and uses Extension when the server advertises the tasks
-	// extension; otherwise it initializes at 2025-11-25 and uses Core.
-	Auto Dialect = iota
+	// Auto (the zero value) asks the server with server/discover
+	// (protocol 2026-07-28) and uses Extension when the server advertises
+	// the tasks extension; otherwise it initializes at 2025-11-25 and uses
+	// Core.
+	Auto Dialect = 0
 	// Core is the 2025-11-25 core tasks dialect (SEP-1686): initialize,
 	// then task-augmented requests with params.task, tasks/get,
 	// tasks/result, tasks/list and tasks/cancel.
-	Core
+	Core = mcptask.Core
 	// Extension is the 2026-07-28 tasks extension (SEP-2663): no
 	// initialize, per-request _meta declaring the extension, tasks created
 	// at the server's discretion, tasks/get, tasks/update and tasks/cancel.
-	Extension
+	Extension = mcptask.Extension
 )
-
-// String returns "auto", "core" or "extension".
-func (d Dialect) String() string {
-	switch d {
-	case Core:
-		return "core"
-	case Extension:
-		return "extension"
-	}
-	return "auto"
-}
 
 // InputHandler answers a request for client input (an elicitation,
 // sampling or roots request) that a task makes. taskID is the task the
@@ -313,8 +282,8 @@ func (c *Client) discover(ctx context.Context) (*discovery, error) {
 	defer cancel()
 	var raw json.RawMessage
 	params := map[string]any{"_meta": c.extMeta()}
-	if err := c.conn.Call(dctx, methodDiscover, params, &raw); err != nil {
-		return nil, rpcError(methodDiscover, err)
+	if err := c.conn.Call(dctx, mcptask.MethodDiscover, params, &raw); err != nil {
+		return nil, rpcError(mcptask.MethodDiscover, err)
 	}
 	var res struct {
 		SupportedVersions []string                   `json:"supportedVersions"`
@@ -329,7 +298,7 @@ func (c *Client) discover(ctx context.Context) (*discovery, error) {
 		return nil, fmt.Errorf("server/discover: the server supports %v, not %s", res.SupportedVersions, ExtensionVersion)
 	}
 	d := &discovery{caps: res.Capabilities, instructions: res.Instructions}
-	if si, ok := res.Meta[metaServerInfo]; ok {
+	if si, ok := res.Meta[mcptask.MetaServerInfo]; ok {
 		var impl mcp.Implementation
 		if json.Unmarshal(si, &impl) == nil {
 			d.serverInfo = &impl
@@ -362,8 +331,8 @@ func (c *Client) initialize(ctx context.Context) error {
 	}
 	params := map[string]any{"protocolVersion": CoreVersion, "capabilities": caps, "clientInfo": c.opts.ClientInfo}
 	var raw json.RawMessage
-	if err := c.conn.Call(ctx, methodInitialize, params, &raw); err != nil {
-		return fmt.Errorf("client: initialize: %w", rpcError(methodInitialize, err))
+	if err := c.conn.Call(ctx, mcptask.MethodInitialize, params, &raw); err != nil {
+		return fmt.Errorf("client: initialize: %w", rpcError(mcptask.MethodInitialize, err))
 	}
 	var res struct {
 		ProtocolVersion string              `json:"protocolVersion"`
@@ -386,7 +355,7 @@ func (c *Client) initialize(ctx context.Context) error {
 	if vs, ok := c.transport.(interface{ setProtocolVersion(string) }); ok {
 		vs.setProtocolVersion(res.ProtocolVersion)
 	}
-	if err := c.conn.Notify(ctx, methodInitialized, map[string]any{}); err != nil {
+	if err := c.conn.Notify(ctx, mcptask.MethodInitialized, map[string]any{}); err != nil {
 		return fmt.Errorf("client: notifications/initialized: %w", err)
 	}
 	return nil
@@ -445,9 +414,9 @@ func (c *Client) extMeta() map[string]any {
 	ext[ExtensionID] = map[string]any{}
 	caps["extensions"] = ext
 	return map[string]any{
-		metaProtocolVersion:    ExtensionVersion,
-		metaClientCapabilities: caps,
-		metaClientInfo:         c.opts.ClientInfo,
+		mcptask.MetaProtocolVersion:    ExtensionVersion,
+		mcptask.MetaClientCapabilities: caps,
+		mcptask.MetaClientInfo:         c.opts.ClientInfo,
 	}
 }
 
@@ -540,7 +509,7 @@ func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		raw, err := c.call(ctx, methodToolsList, params)
+		raw, err := c.call(ctx, mcptask.MethodToolsList, params)
 		if err != nil {
 			return nil, err
 		}
@@ -625,19 +594,19 @@ func (c *Client) tool(ctx context.Context, name string) (Tool, error) {
 // handle answers requests the server sends.
 func (c *Client) handle(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	switch method {
-	case methodPing:
+	case mcptask.MethodPing:
 		return map[string]any{}, nil
-	case methodElicit, methodSampling, methodRootsList:
-		if c.recv != nil && method != methodRootsList && hasTaskParam(params) {
+	case mcptask.MethodElicit, mcptask.MethodSampling, mcptask.MethodRootsList:
+		if c.recv != nil && method != mcptask.MethodRootsList && hasTaskParam(params) {
 			return c.recv.create(ctx, method, params)
 		}
 		return c.answerInput(ctx, InputRequest{Method: method, Params: params})
-	case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel:
+	case mcptask.MethodTasksGet, mcptask.MethodTasksResult, mcptask.MethodTasksList, mcptask.MethodTasksCancel:
 		if c.recv != nil {
 			return c.recv.serve(ctx, method, params)
 		}
 	}
-	return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: fmt.Sprintf("client does not handle %s", method)}
+	return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: fmt.Sprintf("client does not handle %s", method)}
 }
 
 // answerInput routes an input request to the CallTool watching its task,
@@ -697,7 +666,7 @@ type noHandlerError struct{ method string }
 func (e *noHandlerError) Error() string { return fmt.Sprintf("%v (%s)", ErrNoInputHandler, e.method) }
 
 func (e *noHandlerError) Unwrap() []error {
-	return []error{ErrNoInputHandler, &jsonrpc.Error{Code: codeMethodNotFound, Message: e.Error()}}
+	return []error{ErrNoInputHandler, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: e.Error()}}
 }
 
 func hasTaskParam(params json.RawMessage) bool {
@@ -718,7 +687,7 @@ func relatedTaskID(params json.RawMessage) string {
 	var rt struct {
 		TaskID string `json:"taskId"`
 	}
-	if raw, ok := p.Meta[metaRelatedTask]; ok && json.Unmarshal(raw, &rt) == nil {
+	if raw, ok := p.Meta[mcptask.MetaRelatedTask]; ok && json.Unmarshal(raw, &rt) == nil {
 		return rt.TaskID
 	}
 	return ""
@@ -726,7 +695,7 @@ func relatedTaskID(params json.RawMessage) string {
 
 // onNotification runs on the read loop: it must not block.
 func (c *Client) onNotification(method string, params json.RawMessage) {
-	if method != notifTaskStatus {
+	if method != mcptask.NotificationTaskStatus {
 		return
 	}
 	t, err := decodeTask(params)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/taskbridge/taskbridge/mcptask"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -36,14 +38,6 @@ var (
 	// ErrMalformed means a server reply did not have the shape the protocol
 	// requires.
 	ErrMalformed = errors.New("client: malformed server reply")
-)
-
-// JSON-RPC error codes the client interprets.
-const (
-	codeInvalidParams     = -32602
-	codeMethodNotFound    = -32601
-	codeMissingCapability = -32021
-	codeInternalError     = -32603
 )
 
 // RPCError is a JSON-RPC error returned by the server, unchanged: a tool's
@@ -112,22 +106,14 @@ func classify(method string, taskCall bool, err error) error {
 	}
 	e := &RPCError{Code: je.Code, Message: je.Message, Data: je.Data, Method: method}
 	switch {
-	case je.Code == codeMissingCapability:
+	case je.Code == mcptask.CodeMissingCapability:
 		e.kind = ErrCapability
-	case je.Code == codeInvalidParams && (method == methodTasksGet || method == methodTasksResult || method == methodTasksUpdate || method == methodTasksCancel):
+	case je.Code == mcptask.CodeInvalidParams && (method == mcptask.MethodTasksGet || method == mcptask.MethodTasksResult || method == mcptask.MethodTasksUpdate || method == mcptask.MethodTasksCancel):
 		e.kind = ErrNotFound
-	case je.Code == codeMethodNotFound && (isTaskMethod(method) || taskCall):
+	case je.Code == mcptask.CodeMethodNotFound && (mcptask.IsTaskMethod(method) || taskCall):
 		e.kind = ErrCapability
 	}
 	return e
-}
-
-func isTaskMethod(m string) bool {
-	switch m {
-	case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel, methodTasksUpdate:
-		return true
-	}
-	return false
 }
 
 // errorInfo is the wire form of a JSON-RPC error inside a result (the
@@ -139,7 +125,7 @@ type errorInfo struct {
 }
 
 func (ei *errorInfo) toRPCError() *RPCError {
-	code := int64(codeInternalError)
+	code := int64(mcptask.CodeInternalError)
 	if ei.Code != nil {
 		code = *ei.Code
 	}

@@ -9,13 +9,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/taskbridge/taskbridge/mcptask"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/handoff"
 )
-
-// metaWorkflow is the _meta key of the workflow summary a taskbridge
-// server adds to the result of a continuation call.
-const metaWorkflow = "taskbridge/workflow"
 
 // maxFollowSteps bounds how many client steps Follow performs.
 const maxFollowSteps = 1000
@@ -24,8 +22,26 @@ const maxFollowSteps = 1000
 // workflow, the result ends with a handoff and doc is that handoff
 // document; otherwise doc is nil. A result that carries a handoff in
 // _meta["taskbridge/handoff"] that does not validate is an error.
+//
+// A handoff of a workflow that is still running is acknowledged at once
+// with a tasks/get of its task: a taskbridge server expires workflow tasks
+// that no client names in any request within a few minutes (orphans whose
+// handoff never arrived).
 func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, *handoff.Document, error) {
-	return c.getPrompt(ctx, name, args, nil)
+	res, doc, err := c.getPrompt(ctx, name, args, nil)
+	if err == nil && doc != nil && !Status(doc.Status).Terminal() {
+		if _, gerr := c.GetTask(ctx, doc.TaskID); gerr != nil {
+			c.log.Debug("acknowledging the handoff", "task", doc.TaskID, "error", gerr)
+		}
+	}
+	return res, doc, err
+}
+
+// ResumePrompt gets the handoff of an existing workflow task (prompts/get
+// with _meta._task_id): the server runs whatever it can, retrying server
+// steps that failed, and answers with the workflow's current handoff.
+func (c *Client) ResumePrompt(ctx context.Context, workflow, taskID string) (*mcp.GetPromptResult, *handoff.Document, error) {
+	return c.getPrompt(ctx, workflow, nil, map[string]any{handoff.TaskIDMetaKey: taskID})
 }
 
 func (c *Client) getPrompt(ctx context.Context, name string, args map[string]string, meta map[string]any) (*mcp.GetPromptResult, *handoff.Document, error) {
@@ -33,7 +49,7 @@ func (c *Client) getPrompt(ctx context.Context, name string, args map[string]str
 	if args != nil {
 		params["arguments"] = args
 	}
-	raw, err := c.retryingCall(ctx, methodPromptsGet, params, meta)
+	raw, err := c.retryingCall(ctx, mcptask.MethodPromptsGet, params, meta)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -107,6 +123,14 @@ type FollowOptions struct {
 	// _meta["_task_vars"]: workflow task variables that later steps read
 	// (a taskbridge extension).
 	TaskVars map[string]any
+	// Repair, when set, is asked what to do about a server step the server
+	// gave up on and handed to the client (handoff.RemainingStep
+	// HandedToClient, with its Error and resolved Arguments): it returns
+	// the arguments to perform the step with, corrected where they caused
+	// the error. Without it, Follow returns a *WorkflowError for such a
+	// step. (Follow re-reads the handoff after each client step by resuming
+	// the prompt, which already makes the server try failed steps again.)
+	Repair func(ctx context.Context, step handoff.RemainingStep) (map[string]any, error)
 }
 
 // WorkflowError reports that a workflow stopped somewhere Follow cannot
@@ -140,14 +164,6 @@ func (e *WorkflowError) Error() string {
 	return b.String()
 }
 
-// workflowSummary is _meta["taskbridge/workflow"] of a continuation result.
-type workflowSummary struct {
-	TaskID         string   `json:"taskId"`
-	Status         string   `json:"status"`
-	RemainingSteps []string `json:"remainingSteps"`
-	PauseReason    string   `json:"pauseReason"`
-}
-
 // Follow continues a workflow task from its handoff: it performs the
 // remaining client steps in order, calling each step's tool with
 // _meta {"_task_id": doc.TaskID} and the step's arguments (asking
@@ -179,13 +195,19 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		}
 		step := cur.RemainingSteps[0]
 		if step.Execution != handoff.ExecClient {
-			if failedStep(cur, step.Name) {
-				return nil, docError(cur)
-			}
 			// The server is still running (or will run) its steps.
 			return c.waitWorkflow(ctx, cur)
 		}
-		args, err := fillArguments(ctx, step, opts.Fill)
+		var args map[string]any
+		var err error
+		switch {
+		case step.HandedToClient && opts.Repair != nil:
+			args, err = opts.Repair(ctx, step)
+		case step.HandedToClient:
+			return nil, docError(cur)
+		default:
+			args, err = fillArguments(ctx, step, opts.Fill)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("client: workflow %q step %q: %w", cur.Workflow, step.Name, err)
 		}
@@ -193,22 +215,21 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		if err != nil {
 			return nil, err
 		}
-		switch Status(sum.Status) {
+		switch sum.Status {
 		case StatusCompleted:
 			return c.waitWorkflow(ctx, cur)
 		case StatusFailed, StatusCancelled:
-			return nil, &WorkflowError{TaskID: cur.TaskID, Workflow: cur.Workflow, Status: sum.Status, Reason: sum.PauseReason, RemainingSteps: sum.RemainingSteps}
+			return nil, &WorkflowError{TaskID: cur.TaskID, Workflow: cur.Workflow, Status: string(sum.Status), Reason: sum.PauseReason, RemainingSteps: sum.RemainingSteps}
 		}
 		if len(sum.RemainingSteps) == 0 {
 			return c.waitWorkflow(ctx, cur)
 		}
-		next := stepNamed(cur, sum.RemainingSteps[0])
-		if next == nil || next.Execution != handoff.ExecClient {
-			// The server stopped at a server step: it failed.
-			if sum.PauseReason != "" {
-				return nil, &WorkflowError{TaskID: cur.TaskID, Workflow: cur.Workflow, Step: sum.RemainingSteps[0], Status: sum.Status, Reason: sum.PauseReason, RemainingSteps: sum.RemainingSteps}
+		if len(sum.ClientSteps) == 0 {
+			if next := stepNamed(cur, sum.RemainingSteps[0]); next != nil && next.Execution == handoff.ExecClient {
+				// A server without clientSteps in its summary: go on.
+			} else {
+				return c.waitWorkflow(ctx, cur)
 			}
-			return c.waitWorkflow(ctx, cur)
 		}
 		cur, err = c.refreshHandoff(ctx, cur, step.Name)
 		if err != nil {
@@ -220,23 +241,23 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 
 // performStep calls a client step's tool bound to the workflow task and
 // returns the workflow summary the server attached to the result.
-func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step handoff.RemainingStep, args map[string]any, vars map[string]any) (*workflowSummary, error) {
+func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step handoff.RemainingStep, args map[string]any, vars map[string]any) (*mcptask.WorkflowSummary, error) {
 	meta := map[string]any{handoff.TaskIDMetaKey: doc.TaskID}
 	if len(vars) > 0 {
-		meta["_task_vars"] = vars
+		meta[mcptask.MetaTaskVars] = vars
 	}
 	res, err := c.plainCall(ctx, step.Tool, args, meta)
 	if err != nil {
 		return nil, fmt.Errorf("client: workflow %q (task %s) step %q (tool %q): %w", doc.Workflow, doc.TaskID, step.Name, step.Tool, err)
 	}
-	sum := &workflowSummary{}
-	if raw, ok := res.Meta[metaWorkflow]; ok {
+	sum := &mcptask.WorkflowSummary{}
+	if raw, ok := res.Meta[mcptask.MetaWorkflow]; ok {
 		b, err := json.Marshal(raw)
 		if err == nil {
 			err = json.Unmarshal(b, sum)
 		}
 		if err != nil {
-			return nil, malformed("step %q: _meta[%q]: %v", step.Name, metaWorkflow, err)
+			return nil, malformed("step %q: _meta[%q]: %v", step.Name, mcptask.MetaWorkflow, err)
 		}
 	}
 	if res.IsError {
@@ -244,7 +265,7 @@ func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step ha
 		if reason == "" {
 			reason = toolText(res)
 		}
-		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Step: step.Name, Status: sum.Status, Reason: reason, RemainingSteps: sum.RemainingSteps}
+		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Step: step.Name, Status: string(sum.Status), Reason: reason, RemainingSteps: sum.RemainingSteps}
 	}
 	if sum.Status == "" {
 		// Not a taskbridge continuation reply: ask the task itself.
@@ -252,7 +273,7 @@ func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step ha
 		if err != nil {
 			return nil, fmt.Errorf("client: workflow %q step %q: the result carries no workflow summary and tasks/get failed: %w", doc.Workflow, step.Name, err)
 		}
-		sum.Status = string(t.Status)
+		sum.Status = t.Status
 		sum.PauseReason = t.StatusMessage
 		if !t.Status.Terminal() {
 			for _, s := range doc.RemainingSteps[1:] {
@@ -267,7 +288,7 @@ func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step ha
 // makes one anyway, its result is awaited.
 func (c *Client) plainCall(ctx context.Context, tool string, args map[string]any, meta map[string]any) (*mcp.CallToolResult, error) {
 	params := map[string]any{"name": tool, "arguments": args}
-	raw, err := c.retryingCall(ctx, methodToolsCall, params, meta)
+	raw, err := c.retryingCall(ctx, mcptask.MethodToolsCall, params, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -362,16 +383,6 @@ func stepNamed(doc *handoff.Document, name string) *handoff.RemainingStep {
 		}
 	}
 	return nil
-}
-
-// failedStep reports whether the handoff records an error for step name.
-func failedStep(doc *handoff.Document, name string) bool {
-	for _, e := range doc.Errors {
-		if e.Step == name {
-			return true
-		}
-	}
-	return false
 }
 
 func docError(doc *handoff.Document) error {

@@ -200,7 +200,9 @@ func TestFollowReportsFailedStep(t *testing.T) {
 			ctx := testCtx(t)
 			_, doc, err := c.GetPrompt(ctx, "flow", map[string]string{"topic": "f"})
 			require.NoError(t, err)
-			f.failures.Store(1)
+			// The server's attempt after the client's last step fails, and so
+			// does the one when Follow re-reads the handoff (a resume).
+			f.failures.Store(2)
 			fl := &filler{asked: map[string][]string{}}
 			_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n"}})
 			var we *client.WorkflowError
@@ -210,6 +212,41 @@ func TestFollowReportsFailedStep(t *testing.T) {
 			require.Equal(t, "working", we.Status)
 			require.Contains(t, we.Reason, "downstream unavailable")
 			require.Contains(t, err.Error(), `stopped at step "finish"`)
+			require.Zero(t, f.failures.Load())
+		})
+	}
+}
+
+// TestFollowRepairsHandedOverStep: a server step the server gave up on is
+// handed to the client; Follow performs it with the arguments Repair
+// returns, and the workflow completes.
+func TestFollowRepairsHandedOverStep(t *testing.T) {
+	f := newFlowServer(t)
+	for _, m := range []mode{{false, client.Core}, {true, client.Extension}} {
+		t.Run(m.String(), func(t *testing.T) {
+			c := f.dial(t, m, nil)
+			ctx := testCtx(t)
+			_, doc, err := c.GetPrompt(ctx, "flow", map[string]string{"topic": "f"})
+			require.NoError(t, err)
+			f.failures.Store(2)
+			fl := &filler{asked: map[string][]string{}}
+			var repaired []string
+			_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n"},
+				Repair: func(_ context.Context, step handoff.RemainingStep) (map[string]any, error) {
+					repaired = append(repaired, step.Name)
+					require.True(t, step.HandedToClient)
+					require.Contains(t, step.Error, "downstream unavailable")
+					args := map[string]any{}
+					for k, v := range step.Arguments {
+						args[k] = v
+					}
+					return args, nil
+				}})
+			require.NoError(t, err)
+			require.Equal(t, []string{"finish"}, repaired)
+			tk, err := c.GetTask(ctx, doc.TaskID)
+			require.NoError(t, err)
+			require.Equal(t, client.StatusCompleted, tk.Status)
 		})
 	}
 }

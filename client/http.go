@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/taskbridge/taskbridge/mcptask"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -97,7 +99,7 @@ func (h *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	version := out.Header.Get("Mcp-Protocol-Version")
 	var metaVersion string
-	if raw, ok := msg.Params.Meta[metaProtocolVersion]; ok {
+	if raw, ok := msg.Params.Meta[mcptask.MetaProtocolVersion]; ok {
 		_ = json.Unmarshal(raw, &metaVersion)
 	}
 	if version < ExtensionVersion && metaVersion < ExtensionVersion {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -51,14 +53,14 @@ type Receiver struct {
 // handlers; ok is false when no handler fits.
 func (r *Receiver) answerSync(ctx context.Context, req InputRequest) (any, bool, error) {
 	switch {
-	case req.Method == methodSampling && r.Sampling != nil:
+	case req.Method == mcptask.MethodSampling && r.Sampling != nil:
 		p, err := req.Sampling()
 		if err != nil {
 			return nil, true, invalidParams("%v", err)
 		}
 		res, err := r.Sampling(ctx, p)
 		return res, true, err
-	case req.Method == methodElicit && r.Elicitation != nil:
+	case req.Method == mcptask.MethodElicit && r.Elicitation != nil:
 		p, err := req.Elicitation()
 		if err != nil {
 			return nil, true, invalidParams("%v", err)
@@ -70,7 +72,7 @@ func (r *Receiver) answerSync(ctx context.Context, req InputRequest) (any, bool,
 }
 
 func invalidParams(format string, args ...any) error {
-	return &jsonrpc.Error{Code: codeInvalidParams, Message: fmt.Sprintf(format, args...)}
+	return &jsonrpc.Error{Code: mcptask.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
 }
 
 // receiverState holds the tasks the client runs for the server.
@@ -217,18 +219,18 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 	}
 	var run func(ctx context.Context) (any, error)
 	switch method {
-	case methodSampling:
+	case mcptask.MethodSampling:
 		if r.cfg.Sampling == nil {
-			return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: "this client does not accept task-augmented sampling/createMessage"}
+			return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: "this client does not accept task-augmented sampling/createMessage"}
 		}
 		var sp mcp.CreateMessageParams
 		if err := json.Unmarshal(params, &sp); err != nil {
 			return nil, invalidParams("sampling/createMessage params: %v", err)
 		}
 		run = func(ctx context.Context) (any, error) { return r.cfg.Sampling(ctx, &sp) }
-	case methodElicit:
+	case mcptask.MethodElicit:
 		if r.cfg.Elicitation == nil {
-			return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: "this client does not accept task-augmented elicitation/create"}
+			return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: "this client does not accept task-augmented elicitation/create"}
 		}
 		var ep mcp.ElicitParams
 		if err := json.Unmarshal(params, &ep); err != nil {
@@ -236,7 +238,7 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 		}
 		run = func(ctx context.Context) (any, error) { return r.cfg.Elicitation(ctx, &ep) }
 	default:
-		return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: method + " cannot be task-augmented"}
+		return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: method + " cannot be task-augmented"}
 	}
 	ttl := r.cfg.DefaultTTL
 	if p.Task.TTL != nil {
@@ -259,7 +261,7 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 	if r.closed {
 		r.mu.Unlock()
 		cancel()
-		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "client is closing"}
+		return nil, &jsonrpc.Error{Code: mcptask.CodeInternalError, Message: "client is closing"}
 	}
 	r.tasks[t.id] = t
 	reply := &createReply{Task: r.wire(t)}
@@ -297,7 +299,7 @@ func (r *receiverState) execute(ctx context.Context, t *recvTask, run func(conte
 	if err != nil {
 		var je *jsonrpc.Error
 		if !errors.As(err, &je) {
-			je = &jsonrpc.Error{Code: codeInternalError, Message: err.Error()}
+			je = &jsonrpc.Error{Code: mcptask.CodeInternalError, Message: err.Error()}
 		}
 		t.status, t.message, t.err = StatusFailed, je.Message, je
 	} else {
@@ -313,7 +315,7 @@ func (r *receiverState) execute(ctx context.Context, t *recvTask, run func(conte
 func (r *receiverState) notify(task map[string]any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.c.conn.Notify(ctx, notifTaskStatus, task); err != nil {
+	if err := r.c.conn.Notify(ctx, mcptask.NotificationTaskStatus, task); err != nil {
 		r.c.log.Debug("sending task status", "task", task["taskId"], "error", err)
 	}
 }
@@ -340,7 +342,7 @@ func (r *receiverState) serve(ctx context.Context, method string, params json.Ra
 		}
 	}
 	switch method {
-	case methodTasksGet:
+	case mcptask.MethodTasksGet:
 		t, err := r.lookup(p.TaskID)
 		if err != nil {
 			return nil, err
@@ -348,14 +350,14 @@ func (r *receiverState) serve(ctx context.Context, method string, params json.Ra
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return r.wire(t), nil
-	case methodTasksResult:
+	case mcptask.MethodTasksResult:
 		return r.result(ctx, p.TaskID)
-	case methodTasksList:
+	case mcptask.MethodTasksList:
 		return r.list(p.Cursor)
-	case methodTasksCancel:
+	case mcptask.MethodTasksCancel:
 		return r.cancelTask(p.TaskID)
 	}
-	return nil, &jsonrpc.Error{Code: codeMethodNotFound, Message: method}
+	return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: method}
 }
 
 // result blocks until the task ends and returns the handler's result with
@@ -368,7 +370,7 @@ func (r *receiverState) result(ctx context.Context, id string) (any, error) {
 	select {
 	case <-t.done:
 	case <-ctx.Done():
-		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "tasks/result abandoned: " + ctx.Err().Error()}
+		return nil, &jsonrpc.Error{Code: mcptask.CodeInternalError, Message: "tasks/result abandoned: " + ctx.Err().Error()}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -382,13 +384,13 @@ func (r *receiverState) result(ctx context.Context, id string) (any, error) {
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(t.result, &m); err != nil || m == nil {
-		return nil, &jsonrpc.Error{Code: codeInternalError, Message: "task result is not a JSON object"}
+		return nil, &jsonrpc.Error{Code: mcptask.CodeInternalError, Message: "task result is not a JSON object"}
 	}
 	meta := map[string]json.RawMessage{}
 	if old, ok := m["_meta"]; ok {
 		_ = json.Unmarshal(old, &meta)
 	}
-	meta[metaRelatedTask], _ = json.Marshal(map[string]string{"taskId": t.id})
+	meta[mcptask.MetaRelatedTask], _ = json.Marshal(map[string]string{"taskId": t.id})
 	m["_meta"], _ = json.Marshal(meta)
 	return m, nil
 }

@@ -7,23 +7,23 @@ import (
 	"math"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/taskbridge/taskbridge/store"
 )
 
-// Status is an MCP task status: the wire strings, shared with package
-// store (a leaf package with no dependencies), whose Terminal and Valid
-// methods it has.
-type Status = store.Status
+// Status is an MCP task status (mcptask.Status), with its Terminal and
+// Valid methods.
+type Status = mcptask.Status
 
 // The task statuses. The last three are terminal: a task in one of them
 // never changes again.
 const (
-	StatusWorking       = store.StatusWorking
-	StatusInputRequired = store.StatusInputRequired
-	StatusCompleted     = store.StatusCompleted
-	StatusFailed        = store.StatusFailed
-	StatusCancelled     = store.StatusCancelled
+	StatusWorking       = mcptask.StatusWorking
+	StatusInputRequired = mcptask.StatusInputRequired
+	StatusCompleted     = mcptask.StatusCompleted
+	StatusFailed        = mcptask.StatusFailed
+	StatusCancelled     = mcptask.StatusCancelled
 )
 
 // Task is a task as the server reported it, in either dialect.
@@ -72,8 +72,8 @@ type InputRequest struct {
 
 // Elicitation decodes the params of an elicitation/create request.
 func (r InputRequest) Elicitation() (*mcp.ElicitParams, error) {
-	if r.Method != methodElicit {
-		return nil, fmt.Errorf("client: input request is %s, not %s", r.Method, methodElicit)
+	if r.Method != mcptask.MethodElicit {
+		return nil, fmt.Errorf("client: input request is %s, not %s", r.Method, mcptask.MethodElicit)
 	}
 	var p mcp.ElicitParams
 	if err := json.Unmarshal(r.Params, &p); err != nil {
@@ -84,8 +84,8 @@ func (r InputRequest) Elicitation() (*mcp.ElicitParams, error) {
 
 // Sampling decodes the params of a sampling/createMessage request.
 func (r InputRequest) Sampling() (*mcp.CreateMessageParams, error) {
-	if r.Method != methodSampling {
-		return nil, fmt.Errorf("client: input request is %s, not %s", r.Method, methodSampling)
+	if r.Method != mcptask.MethodSampling {
+		return nil, fmt.Errorf("client: input request is %s, not %s", r.Method, mcptask.MethodSampling)
 	}
 	var p mcp.CreateMessageParams
 	if err := json.Unmarshal(r.Params, &p); err != nil {
@@ -94,31 +94,11 @@ func (r InputRequest) Sampling() (*mcp.CreateMessageParams, error) {
 	return &p, nil
 }
 
-// wireTask is the union of the task fields of both dialects: core
-// (ttl/pollInterval, possibly nested under "task") and extension
-// (ttlMs/pollIntervalMs, flat, with result/error/inputRequests).
-type wireTask struct {
-	TaskID         json.RawMessage            `json:"taskId"`
-	Status         string                     `json:"status"`
-	StatusMessage  string                     `json:"statusMessage"`
-	CreatedAt      string                     `json:"createdAt"`
-	LastUpdatedAt  string                     `json:"lastUpdatedAt"`
-	TTL            json.RawMessage            `json:"ttl"`
-	TTLMs          json.RawMessage            `json:"ttlMs"`
-	PollInterval   json.RawMessage            `json:"pollInterval"`
-	PollIntervalMs json.RawMessage            `json:"pollIntervalMs"`
-	Result         json.RawMessage            `json:"result"`
-	Error          json.RawMessage            `json:"error"`
-	InputRequests  map[string]json.RawMessage `json:"inputRequests"`
-	Task           json.RawMessage            `json:"task"`
-	ResultType     string                     `json:"resultType"`
-}
-
 // decodeTask decodes a task from a tasks/get, tasks/cancel or
 // notifications/tasks/status payload, or a CreateTaskResult of either
 // dialect (nested {"task": {...}} or flat).
 func decodeTask(raw json.RawMessage) (*Task, error) {
-	var w wireTask
+	var w mcptask.WireTask
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, malformed("task: %v", err)
 	}

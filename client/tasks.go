@@ -6,12 +6,14 @@ import (
 	"errors"
 	"iter"
 	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // GetTask returns the task's current state (tasks/get). An unknown,
 // foreign or expired task is ErrNotFound.
 func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
-	raw, err := c.call(ctx, methodTasksGet, map[string]any{"taskId": id})
+	raw, err := c.call(ctx, mcptask.MethodTasksGet, map[string]any{"taskId": id})
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +43,7 @@ func (c *Client) TaskResult(ctx context.Context, id string) (json.RawMessage, er
 	if c.dialect == Extension {
 		return c.waitExtension(ctx, id)
 	}
-	raw, err := c.call(ctx, methodTasksResult, map[string]any{"taskId": id})
+	raw, err := c.call(ctx, mcptask.MethodTasksResult, map[string]any{"taskId": id})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -88,7 +90,7 @@ func (c *Client) waitExtension(ctx context.Context, id string) (json.RawMessage,
 				return t.Result, nil
 			}
 			if t.Status == StatusFailed {
-				return nil, &RPCError{Code: codeInternalError, Message: "task failed: " + t.StatusMessage}
+				return nil, &RPCError{Code: mcptask.CodeInternalError, Message: "task failed: " + t.StatusMessage}
 			}
 			return nil, malformed("task %s is completed but tasks/get carries no result", id)
 		case StatusCancelled:
@@ -129,7 +131,7 @@ func (c *Client) ListTasks(ctx context.Context) iter.Seq2[*Task, error] {
 			if cursor != "" {
 				params["cursor"] = cursor
 			}
-			raw, err := c.call(ctx, methodTasksList, params)
+			raw, err := c.call(ctx, mcptask.MethodTasksList, params)
 			if err != nil {
 				yield(nil, err)
 				return
@@ -184,10 +186,10 @@ func (c *Client) CancelTask(ctx context.Context, id string) (*Task, error) {
 	if c.dialect == Core && !c.support.Cancel {
 		return nil, capabilityError("the server does not declare tasks.cancel")
 	}
-	raw, err := c.call(ctx, methodTasksCancel, map[string]any{"taskId": id})
+	raw, err := c.call(ctx, mcptask.MethodTasksCancel, map[string]any{"taskId": id})
 	if err != nil {
 		var re *RPCError
-		if errors.As(err, &re) && re.Code == codeInvalidParams {
+		if errors.As(err, &re) && re.Code == mcptask.CodeInvalidParams {
 			out := *re
 			t, gerr := c.GetTask(ctx, id)
 			switch {

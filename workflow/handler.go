@@ -127,7 +127,9 @@ func (h *TaskWorkflowPromptHandler) advance(ctx context.Context, q *taskrouter.R
 // expiry.
 type stoppedError struct{ why string }
 
-func (e *stoppedError) Error() string { return "the workflow task was " + e.why + " while its steps ran" }
+func (e *stoppedError) Error() string {
+	return "the workflow task was " + e.why + " while its steps ran"
+}
 
 // run advances p and ends the task when the workflow is done or failed. It
 // returns the trace of what ran.
