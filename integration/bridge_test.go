@@ -163,6 +163,7 @@ func (f *bridgeFixture) sdkClient(t *testing.T, overHTTP bool) *mcp.ClientSessio
 	caps.AddExtension(mcptask.ExtensionID, nil)
 	c := mcp.NewClient(&mcp.Implementation{Name: "it", Version: "1"}, &mcp.ClientOptions{Capabilities: caps})
 	require.NoError(t, mcp.AddSendingCustomMethod[*taskrouter.TaskIDParams, *taskGet](c, "tasks/get"))
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskrouter.TaskIDParams, *taskGet](c, "tasks/cancel"))
 	var tr mcp.Transport
 	if overHTTP {
 		tr = &mcp.StreamableClientTransport{Endpoint: f.serveHTTP(t), MaxRetries: -1}

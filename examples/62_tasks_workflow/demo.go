@@ -25,7 +25,11 @@ type taskView struct {
 
 // demo runs the whole bridge lifecycle in one process and narrates it.
 func demo(ctx context.Context, dbPath string, w io.Writer) error {
-	srv, err := newBuilder().WithDBPath(dbPath).WithoutEnv().Build(ctx)
+	b, err := newBuilder(options{DB: dbPath})
+	if err != nil {
+		return err
+	}
+	srv, err := b.WithoutEnv().Build(ctx)
 	if err != nil {
 		return err
 	}

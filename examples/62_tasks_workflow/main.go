@@ -25,12 +25,42 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/taskbridge/taskbridge/internal/tokenauth"
 )
+
+const usage = `62_tasks_workflow demonstrates taskbridge's task-prompt bridge.
+
+Usage:
+  62_tasks_workflow [-db FILE]          run the demo: the whole workflow lifecycle in one
+                                        process, narrated (default: a temporary store)
+  62_tasks_workflow serve -http ADDR    serve over Streamable HTTP at http://ADDR/mcp
+  62_tasks_workflow serve -stdio        serve one client over stdin/stdout
+
+Serve flags:
+  -http ADDR      listen address (use a loopback address such as 127.0.0.1:8080)
+  -stdio          serve over stdin/stdout instead
+  -db FILE        bbolt store file (default taskbridge-62.db)
+  -tokens LIST    require bearer tokens: "TOKEN=USER,TOKEN=USER" (HTTP only; default
+                  $TASKBRIDGE_TOKENS); each user owns the tasks its requests create
+  -v              log engine activity to stderr
+
+The server offers the workflow prompts release_notes (task-aware),
+release_notes_plain (the same, without a task) and ship_release (a flaky
+step the server retries, and a step handed to the client when the version
+is not like v1.2.3), and the tools fetch_changes, draft_notes, review_notes,
+publish_notes, generate_report (slow: run it as a task), run_checks,
+create_tag and announce_release. Environment variables TASKBRIDGE_* tune the
+task engine (see the README).
+`
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
 		fmt.Fprintln(os.Stderr, "62_tasks_workflow:", err)
-		os.Exit(1)
+		os.Exit(2)
 	}
 }
 
@@ -40,9 +70,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	fs := flag.NewFlagSet("62_tasks_workflow", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	db := fs.String("db", "", "bbolt file (default: a fresh temporary file)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unknown argument %q (the commands are: serve, or none for the demo)", fs.Arg(0))
 	}
 	path := *db
 	if path == "" {
@@ -61,19 +96,34 @@ func run(args []string, stdout, stderr io.Writer) error {
 func serve(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	addr := fs.String("http", "", "serve Streamable HTTP at http://ADDR/mcp (use a loopback address)")
 	stdio := fs.Bool("stdio", false, "serve one client over stdin/stdout")
 	db := fs.String("db", "taskbridge-62.db", "bbolt file")
+	tokenList := fs.String("tokens", os.Getenv(tokenauth.EnvTokens), "bearer tokens TOKEN=USER,...")
 	verbose := fs.Bool("v", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unknown argument %q", fs.Arg(0))
+	}
 	if (*addr == "") == !*stdio {
 		return errors.New("serve: give exactly one of -http ADDR or -stdio")
 	}
+	tokens, err := tokenauth.Parse(*tokenList)
+	if err != nil {
+		return fmt.Errorf("serve: -tokens: %w", err)
+	}
+	if len(tokens) > 0 && *stdio {
+		return errors.New("serve: -tokens needs -http (stdio has no bearer tokens)")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b := newBuilder().WithDBPath(*db)
+	b, err := newBuilder(options{DB: *db})
+	if err != nil {
+		return err
+	}
 	if *verbose {
 		b.WithLogger(slog.New(slog.NewTextHandler(stderr, nil)))
 	}
@@ -89,8 +139,12 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var h http.Handler = srv.HTTPHandler(nil)
+	if mw := tokenauth.Middleware(tokens); mw != nil {
+		h = mw(h)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.HTTPHandler(nil))
+	mux.Handle("/mcp", h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -98,7 +152,11 @@ func serve(args []string, stderr io.Writer) error {
 		defer cancel()
 		_ = hs.Shutdown(sctx)
 	}()
-	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s)\n", ln.Addr(), *db)
+	auth := "no authentication"
+	if len(tokens) > 0 {
+		auth = fmt.Sprintf("%d bearer tokens", len(tokens))
+	}
+	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s)\n", ln.Addr(), *db, auth)
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

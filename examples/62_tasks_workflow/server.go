@@ -1,21 +1,32 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/fnv"
+	"os"
+	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
 // The example's domain: release notes for a repository. The changes come
-// from an embedded changelog so the demo runs offline and gives the same
-// output every time.
+// from an embedded changelog for "taskbridge" and from a deterministic
+// generator for any other name, so the example runs offline and gives the
+// same output for the same input every time.
 
 type commit struct {
 	Hash    string `json:"hash"`
@@ -33,9 +44,39 @@ var history = map[string][]commit{
 	},
 }
 
+// subjects are what generated commits say, by kind.
+var subjects = map[string][]string{
+	"feat": {"add a --dry-run flag", "support configuration from the environment", "export metrics for the job queue",
+		"stream progress to the client", "paginate the listing endpoint", "add a health check"},
+	"fix": {"retry transient network errors", "close the file handle on error", "handle empty input gracefully",
+		"fix an off-by-one in pagination", "avoid a data race in the cache"},
+	"chore": {"update dependencies", "tidy the build scripts", "improve the README"},
+}
+
+// changesOf returns the commits of repo since a tag: the embedded history
+// for known repositories, a stable generated one for any other name.
+func changesOf(repo, since string) []commit {
+	if c, ok := history[repo]; ok {
+		return c
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s@%s", repo, since)
+	seed := h.Sum64()
+	kinds := []string{"feat", "fix", "chore"}
+	n := 3 + int(seed%4)
+	out := make([]commit, 0, n)
+	for i := range n {
+		kind := kinds[(seed>>(8*uint(i%8)))%3]
+		list := subjects[kind]
+		sum := sha1.Sum([]byte(fmt.Sprintf("%s@%s#%d", repo, since, i)))
+		out = append(out, commit{Hash: hex.EncodeToString(sum[:])[:7], Kind: kind, Subject: list[(seed>>uint(3*i))%uint64(len(list))]})
+	}
+	return out
+}
+
 type fetchIn struct {
 	Repo  string `json:"repo" jsonschema:"repository name"`
-	Since string `json:"since,omitempty" jsonschema:"tag to start from"`
+	Since string `json:"since,omitempty" jsonschema:"tag to start from (default: the first commit)"`
 }
 
 type fetchOut struct {
@@ -75,19 +116,57 @@ type publishOut struct {
 	Channel string `json:"channel"`
 	URL     string `json:"url"`
 	Bytes   int    `json:"bytes"`
+	// Deduplicated is true when this call repeated a publication already
+	// made for the same workflow step (a re-run after a restart).
+	Deduplicated bool `json:"deduplicated,omitempty"`
 }
 
 type reportIn struct {
 	Topic   string  `json:"topic"`
-	Seconds float64 `json:"seconds,omitempty" jsonschema:"how long the report takes"`
+	Seconds float64 `json:"seconds,omitempty" jsonschema:"how long the report takes (0 to 3600)"`
+}
+
+type checksIn struct {
+	Repo string `json:"repo"`
+}
+
+type checksOut struct {
+	Passed  int `json:"passed"`
+	Skipped int `json:"skipped"`
+}
+
+type tagIn struct {
+	Repo    string `json:"repo"`
+	Version string `json:"version" jsonschema:"a semantic version such as v1.2.3"`
+}
+
+type tagOut struct {
+	Tag    string `json:"tag"`
+	Commit string `json:"commit"`
+}
+
+type announceIn struct {
+	Tag     string `json:"tag"`
+	Message string `json:"message" jsonschema:"the announcement text"`
+}
+
+type announceOut struct {
+	Announced string `json:"announced"`
+}
+
+// app holds the example's state: the publication ledger and the flaky
+// check runner's memory.
+type app struct {
+	ledger *ledger
+	mu     sync.Mutex
+	checks map[string]int // idempotency key -> attempts seen
 }
 
 func fetchChanges(ctx context.Context, _ *mcp.CallToolRequest, in fetchIn) (*mcp.CallToolResult, fetchOut, error) {
-	commits, ok := history[in.Repo]
-	if !ok {
-		return nil, fetchOut{}, fmt.Errorf("unknown repository %q (try %q)", in.Repo, "taskbridge")
+	if strings.TrimSpace(in.Repo) == "" {
+		return nil, fetchOut{}, errors.New("repo is empty: name a repository")
 	}
-	return nil, fetchOut{Repo: in.Repo, Since: in.Since, Commits: commits}, nil
+	return nil, fetchOut{Repo: in.Repo, Since: in.Since, Commits: changesOf(in.Repo, in.Since)}, nil
 }
 
 func draftNotes(ctx context.Context, _ *mcp.CallToolRequest, in draftIn) (*mcp.CallToolResult, draftOut, error) {
@@ -106,8 +185,12 @@ func draftNotes(ctx context.Context, _ *mcp.CallToolRequest, in draftIn) (*mcp.C
 	fmt.Fprintf(&b, "# %s\n", title)
 	var sections []string
 	for _, k := range kinds {
-		sections = append(sections, names[k])
-		fmt.Fprintf(&b, "\n## %s\n%s\n", names[k], strings.Join(byKind[k], "\n"))
+		name := names[k]
+		if name == "" {
+			name = k
+		}
+		sections = append(sections, name)
+		fmt.Fprintf(&b, "\n## %s\n%s\n", name, strings.Join(byKind[k], "\n"))
 	}
 	return nil, draftOut{Title: title, Draft: b.String(), Sections: sections}, nil
 }
@@ -120,15 +203,26 @@ func reviewNotes(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp
 	return nil, reviewOut{Approved: in.Approved, FinalText: text}, nil
 }
 
-func publishNotes(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, publishOut, error) {
+// publishNotes posts the notes. A workflow passes the step's idempotency
+// key in _meta: a publication already recorded under that key (the step
+// ran before a crash and runs again) is not made twice.
+func (a *app) publishNotes(ctx context.Context, req *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, publishOut, error) {
 	if strings.TrimSpace(in.Text) == "" {
 		return nil, publishOut{}, fmt.Errorf("nothing to publish")
 	}
+	key, _ := req.Params.GetMeta()[mcptask.MetaIdempotencyKey].(string)
 	slug := strings.TrimPrefix(in.Channel, "#")
-	return nil, publishOut{Channel: in.Channel, URL: "https://chat.example/" + slug + "/1", Bytes: len(in.Text)}, nil
+	url, dup, err := a.ledger.publish(key, func(n int) string { return fmt.Sprintf("https://chat.example/%s/%d", slug, n) })
+	if err != nil {
+		return nil, publishOut{}, err
+	}
+	return nil, publishOut{Channel: in.Channel, URL: url, Bytes: len(in.Text), Deduplicated: dup}, nil
 }
 
 func generateReport(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, any, error) {
+	if in.Seconds < 0 || in.Seconds > 3600 {
+		return nil, nil, fmt.Errorf("seconds must be between 0 and 3600, got %v", in.Seconds)
+	}
 	d := time.Duration(in.Seconds * float64(time.Second))
 	select {
 	case <-time.After(d):
@@ -138,13 +232,46 @@ func generateReport(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Report on %q is ready.", in.Topic)}}}, nil, nil
 }
 
+// runChecks fails the first time it runs for a workflow step (a flaky
+// test suite) and passes when the server retries it.
+func (a *app) runChecks(ctx context.Context, req *mcp.CallToolRequest, in checksIn) (*mcp.CallToolResult, checksOut, error) {
+	key, _ := req.Params.GetMeta()[mcptask.MetaIdempotencyKey].(string)
+	a.mu.Lock()
+	a.checks[key]++
+	n := a.checks[key]
+	a.mu.Unlock()
+	if key != "" && n == 1 {
+		return nil, checksOut{}, fmt.Errorf("checks for %s: integration test timed out (flaky); run them again", in.Repo)
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(in.Repo))
+	return nil, checksOut{Passed: 40 + int(h.Sum32()%60), Skipped: int(h.Sum32() % 3)}, nil
+}
+
+var semver = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+
+func createTag(ctx context.Context, _ *mcp.CallToolRequest, in tagIn) (*mcp.CallToolResult, tagOut, error) {
+	if !semver.MatchString(in.Version) {
+		return nil, tagOut{}, fmt.Errorf("version %q is not a semantic version like v1.2.3: call create_tag with a version such as v1.4.0", in.Version)
+	}
+	sum := sha1.Sum([]byte(in.Repo + "@" + in.Version))
+	return nil, tagOut{Tag: in.Repo + "@" + in.Version, Commit: hex.EncodeToString(sum[:])[:7]}, nil
+}
+
+func announceRelease(ctx context.Context, _ *mcp.CallToolRequest, in announceIn) (*mcp.CallToolResult, announceOut, error) {
+	if strings.TrimSpace(in.Message) == "" {
+		return nil, announceOut{}, errors.New("message is empty: write the announcement")
+	}
+	return nil, announceOut{Announced: fmt.Sprintf("%s: %s", in.Tag, in.Message)}, nil
+}
+
 // releaseWorkflow is the example's workflow: two server steps, a step the
 // client performs, and a server step that needs the client's output.
 func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 	return workflow.New(name, "Draft, review and publish release notes for a repository").
 		WithGoal("Publish reviewed release notes for the repository").
-		Arg("repo", "repository to describe", true).
-		Arg("since", "tag to start from", false).
+		Arg("repo", "repository to describe (any name)", true).
+		Arg("since", "tag to start from (optional)", false).
 		Step(
 			workflow.Server("fetch", "fetch_changes").
 				Bind("repo", workflow.PromptArg("repo")).
@@ -163,20 +290,136 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 			workflow.Server("publish", "publish_notes").
 				Bind("text", workflow.StepOutput("review", "final_text")).
 				Bind("channel", workflow.Const("#releases")).
-				WithGuidance("Posts the reviewed notes to the releases channel.").
+				WithGuidance("Posts the reviewed notes to the releases channel (once per workflow, even if it runs again).").
 				WithRetry(),
 		)
 }
 
+// shipWorkflow exercises the failure paths: a flaky server step that the
+// server retries, and a server step whose failure is handed to the client
+// when the version the user typed is not a semantic version.
+func shipWorkflow() *workflow.SequentialWorkflow {
+	return workflow.New("ship_release", "Check, tag and announce a release").
+		WithGoal("Tag a checked release and announce it").
+		Arg("repo", "repository to release (any name)", true).
+		Arg("version", "version to tag, like v1.2.3 (default: next, which is not a valid version, to show a step handed to the client)", false).
+		Step(
+			workflow.Server("checks", "run_checks").
+				Bind("repo", workflow.PromptArg("repo")).
+				WithGuidance("Runs the test suite; it is flaky, so the server retries it.").
+				WithRetryPolicy(workflow.RetryPolicy{MaxAttempts: 3, Backoff: 50 * time.Millisecond}),
+			workflow.Server("tag", "create_tag").
+				Bind("repo", workflow.PromptArg("repo")).
+				Bind("version", workflow.PromptArg("version").WithDefault("next")).
+				WithGuidance("Tags the release. If the version is not a semantic version the server cannot tag it: call create_tag yourself with a valid version such as v1.4.0."),
+			workflow.Client("announce", "announce_release").
+				Bind("tag", workflow.StepOutput("tag", "tag")).
+				Bind("message", workflow.FromClient("the announcement text")).
+				WithGuidance("Write a one-line announcement of the release."),
+		)
+}
+
+// options configure the example server.
+type options struct {
+	// DB is the bbolt file.
+	DB string
+	// Ledger is the publication ledger file; empty means DB + ".published".
+	Ledger string
+}
+
 // newBuilder assembles the example server.
-func newBuilder() *builder.Builder {
-	b := builder.New("taskbridge-example-62", "0.1.0")
+func newBuilder(o options) (*builder.Builder, error) {
+	path := o.Ledger
+	if path == "" {
+		path = o.DB + ".published"
+	}
+	l, err := openLedger(path)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{ledger: l, checks: map[string]int{}}
+	b := builder.New("taskbridge-example-62", "0.2.0").WithDBPath(o.DB)
 	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."}, fetchChanges, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."}, draftNotes, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."}, reviewNotes, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "publish_notes", Description: "Publish release notes to a chat channel."}, publishNotes, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "publish_notes", Description: "Publish release notes to a chat channel (once per workflow step)."}, a.publishNotes, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "generate_report", Description: "Produce a report; slow, so best run as a task."}, generateReport, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "run_checks", Description: "Run a repository's test suite (flaky: fails on the first run of a workflow step)."}, a.runChecks, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "create_tag", Description: "Tag a release with a semantic version."}, createTag, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "announce_release", Description: "Announce a tagged release."}, announceRelease, taskrouter.ToolOptions{})
 	b.TaskWorkflow(releaseWorkflow("release_notes"))
 	b.Workflow(releaseWorkflow("release_notes_plain"))
-	return b
+	b.TaskWorkflow(shipWorkflow())
+	return b, nil
+}
+
+// ledger records publications by idempotency key in an append-only file,
+// synced before a publication is reported, so that a step re-run after a
+// crash finds what it already published.
+type ledger struct {
+	mu   sync.Mutex
+	path string
+	urls map[string]string
+	n    int
+}
+
+type ledgerEntry struct {
+	Key string `json:"key"`
+	URL string `json:"url"`
+}
+
+func openLedger(path string) (*ledger, error) {
+	l := &ledger{path: path, urls: map[string]string{}}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e ledgerEntry
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue // a line cut by a crash before its sync
+		}
+		l.n++
+		if e.Key != "" {
+			l.urls[e.Key] = e.URL
+		}
+	}
+	return l, sc.Err()
+}
+
+// publish records a publication (url(n) for the n-th one) and returns its
+// URL; a key already recorded returns the recorded URL and dup.
+func (l *ledger) publish(key string, url func(n int) string) (string, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if u, ok := l.urls[key]; ok && key != "" {
+		return u, true, nil
+	}
+	l.n++
+	e := ledgerEntry{Key: key, URL: url(l.n)}
+	b, _ := json.Marshal(e)
+	f, err := os.OpenFile(l.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return "", false, err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return "", false, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", false, err
+	}
+	if err := f.Close(); err != nil {
+		return "", false, err
+	}
+	if key != "" {
+		l.urls[key] = e.URL
+	}
+	return e.URL, false, nil
 }

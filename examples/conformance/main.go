@@ -25,6 +25,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
+	"github.com/taskbridge/taskbridge/internal/tokenauth"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
@@ -32,14 +33,20 @@ func main() {
 	addr := flag.String("http", "127.0.0.1:3001", "listen address (loopback) for Streamable HTTP at /mcp")
 	dbPath := flag.String("db", "", "bbolt database file (default: a temporary file removed on exit)")
 	verbose := flag.Bool("v", false, "log engine activity to stderr")
+	tokenList := flag.String("tokens", os.Getenv(tokenauth.EnvTokens), `require bearer tokens "TOKEN=USER,TOKEN=USER" (each user owns its tasks)`)
 	flag.Parse()
-	if err := run(*addr, *dbPath, *verbose); err != nil {
+	tokens, err := tokenauth.Parse(*tokenList)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance: -tokens:", err)
+		os.Exit(2)
+	}
+	if err := run(*addr, *dbPath, *verbose, tokens); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, dbPath string, verbose bool) error {
+func run(addr, dbPath string, verbose bool, tokens map[string]string) error {
 	if dbPath == "" {
 		dir, err := os.MkdirTemp("", "taskbridge-conformance-")
 		if err != nil {
@@ -76,7 +83,11 @@ func run(addr, dbPath string, verbose bool) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", router.HTTPHandler(nil))
+	var h http.Handler = router.HTTPHandler(nil)
+	if mw := tokenauth.Middleware(tokens); mw != nil {
+		h = mw(h)
+	}
+	mux.Handle("/mcp", h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "conformance server listening on http://%s/mcp (db %s)\n", ln.Addr(), dbPath)
 	go func() {

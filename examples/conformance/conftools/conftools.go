@@ -74,11 +74,17 @@ func AddTools(r *taskrouter.Router) {
 			return text(fmt.Sprintf("Hello, %s!", in.Name)), nil, nil
 		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskForbidden})
 
+	// maxComputeSeconds bounds slow_compute: beyond ~292 years a duration
+	// overflows, and a day is plenty for a test tool.
+	const maxComputeSeconds = 86400
 	taskrouter.AddTool(r, &mcp.Tool{Name: "slow_compute", Description: "Computes for a number of seconds; a task when the client allows."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
 			label := in.Label
 			if label == "" {
 				label = "default"
+			}
+			if in.Seconds > maxComputeSeconds || in.Seconds != in.Seconds {
+				return nil, nil, fmt.Errorf("seconds must be between 0 and %d, got %v", maxComputeSeconds, in.Seconds)
 			}
 			if in.Seconds <= 0 {
 				return text(fmt.Sprintf("Computation %q completed instantly. Result: 42.", label)), nil, nil

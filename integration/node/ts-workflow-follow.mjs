@@ -1,0 +1,95 @@
+// ts-workflow-follow.mjs follows a taskbridge task-aware workflow prompt to
+// its end with the official TypeScript SDK 1.x client (core dialect), the
+// way an LLM following the handoff would: get the prompt, perform the first
+// step the handoff gives the client (a client step, or a server step the
+// server could not perform and handed over), re-read the handoff with
+// prompts/get and _meta._task_id, and repeat until the workflow ends; then
+// read the task with client.experimental.tasks.
+//
+// Usage: node ts-workflow-follow.mjs <server-url> <prompt> <json-args> <json-fill>
+//   json-fill maps argument names to values the client supplies: they fill
+//   placeholders, and they correct the arguments of a handed-over step.
+// Prints one JSON line per step. Used by integration/ts_workflow_test.go.
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { GetPromptResultSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const [url, prompt, argsJSON, fillJSON] = process.argv.slice(2);
+const watchdog = setTimeout(() => {
+    emit('watchdog', { ok: false, error: 'script did not finish within 60s' });
+    process.exit(3);
+}, 60_000);
+
+function emit(step, details) {
+    process.stdout.write(JSON.stringify({ step, ...details }) + '\n');
+}
+
+async function step(name, fn) {
+    try {
+        const d = await fn();
+        emit(name, { ok: true, ...d });
+        return d;
+    } catch (e) {
+        emit(name, { ok: false, error: e?.message ?? String(e), code: e?.code });
+        throw e;
+    }
+}
+
+function parseHandoff(result) {
+    const last = result.messages[result.messages.length - 1];
+    const text = last?.content?.type === 'text' ? last.content.text : '';
+    const blocks = [...text.matchAll(/```json\s*\n([\s\S]*?)\n```/g)];
+    if (blocks.length === 0) throw new Error('no json block in the final message');
+    return { doc: JSON.parse(blocks[blocks.length - 1][1]), prose: text };
+}
+
+const isPlaceholder = (v) => typeof v === 'string' && v.startsWith('<') && v.endsWith('>');
+const terminal = (s) => s === 'completed' || s === 'failed' || s === 'cancelled';
+
+const client = new Client({ name: 'ts-workflow-follow', version: '1.0.0' }, { capabilities: {} });
+try {
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const fill = JSON.parse(fillJSON || '{}');
+    let { doc, prose } = await step('getPrompt', async () => {
+        const res = await client.getPrompt({ name: prompt, arguments: JSON.parse(argsJSON || '{}') });
+        const h = parseHandoff(res);
+        return { doc: h.doc, prose: h.prose, status: h.doc.status, pauseReason: h.doc.pauseReason };
+    });
+    const taskId = doc.taskId;
+    for (let round = 0; round < 10 && !terminal(doc.status); round++) {
+        const s = doc.remainingSteps.find((s) => s.execution === 'client');
+        if (!s) break;
+        await step('perform:' + s.name, async () => {
+            const args = {};
+            for (const [k, v] of Object.entries(s.arguments)) args[k] = isPlaceholder(v) ? fill[k] : v;
+            if (s.handedToClient) {
+                for (const k of Object.keys(args)) if (k in fill) args[k] = fill[k];
+            }
+            const res = await client.callTool({ name: s.tool, arguments: args, _meta: { _task_id: taskId } });
+            return {
+                handedToClient: Boolean(s.handedToClient), error: s.error, proseSaysYouMay: prose.includes('YOU (the client) may perform it'),
+                isError: Boolean(res.isError), workflow: res._meta?.['taskbridge/workflow'],
+            };
+        });
+        ({ doc, prose } = await step('reread:' + s.name, async () => {
+            const res = await client.getPrompt({ name: prompt, _meta: { _task_id: taskId } });
+            const h = parseHandoff(res);
+            return { doc: h.doc, prose: h.prose, status: h.doc.status };
+        }));
+    }
+    await step('taskAfter', async () => {
+        const t = await client.experimental.tasks.getTask(taskId);
+        return { status: t.status, statusMessage: t.statusMessage };
+    });
+    await step('taskResult', async () => {
+        const r = await client.experimental.tasks.getTaskResult(taskId, GetPromptResultSchema);
+        const h = parseHandoff(r);
+        return { status: h.doc.status, completed: h.doc.completedSteps.map((s) => s.name), resultMethod: h.doc.continuation.resultMethod };
+    });
+} catch {
+    // the failing step was already printed
+} finally {
+    clearTimeout(watchdog);
+    await client.close().catch(() => {});
+}
