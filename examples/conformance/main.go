@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
-	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
