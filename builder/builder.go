@@ -20,6 +20,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
@@ -31,6 +33,12 @@ import (
 // EnvDB names the environment variable that sets the bbolt file when no
 // store or path is given.
 const EnvDB = "TASKBRIDGE_DB"
+
+// EnvOrphanTimeout names the environment variable that sets how long a
+// workflow task no client has touched waits before it expires (see
+// workflow.Bridge.OrphanTimeout); Go duration syntax or milliseconds, and
+// a negative value disables it.
+const EnvOrphanTimeout = "TASKBRIDGE_ORPHAN_TIMEOUT"
 
 // DefaultDBFile is the bbolt file used when neither a store, a path nor
 // EnvDB is given.
@@ -51,6 +59,9 @@ type Builder struct {
 	tasked []*workflow.SequentialWorkflow
 	setup  []func(*mcp.Server)
 	errs   []error
+	// workflow task settings (see workflow.Bridge)
+	workflowTTL   time.Duration
+	orphanTimeout time.Duration
 }
 
 // New starts a builder for a server with the given name and version.
@@ -69,6 +80,16 @@ func (b *Builder) WithDBPath(path string) *Builder { b.dbPath = path; return b }
 // WithConfig sets the task engine's configuration (its Store field is
 // ignored: use WithStore or WithDBPath).
 func (b *Builder) WithConfig(cfg taskrouter.Config) *Builder { b.cfg = cfg; return b }
+
+// WithWorkflowTTL sets the ttl of new workflow tasks (zero: the engine's
+// default ttl).
+func (b *Builder) WithWorkflowTTL(d time.Duration) *Builder { b.workflowTTL = d; return b }
+
+// WithOrphanTimeout sets how long a workflow task that no client has
+// touched since its handoff waits before it expires as failed (see
+// workflow.Bridge.OrphanTimeout); zero keeps the default, negative
+// disables it. TASKBRIDGE_ORPHAN_TIMEOUT overrides it unless WithoutEnv.
+func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.orphanTimeout = d; return b }
 
 // WithoutEnv stops Build from reading TASKBRIDGE_* environment variables.
 func (b *Builder) WithoutEnv() *Builder { b.useEnv = false; return b }
@@ -212,6 +233,14 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		}
 	}
 	srv.Bridge = workflow.NewBridge(router)
+	srv.Bridge.TTL, srv.Bridge.OrphanTimeout = b.workflowTTL, b.orphanTimeout
+	if v := os.Getenv(EnvOrphanTimeout); v != "" && b.useEnv {
+		d, err := parseEnvDuration(v)
+		if err != nil {
+			return fail(fmt.Errorf("builder: %s=%q: %w", EnvOrphanTimeout, v, err))
+		}
+		srv.Bridge.OrphanTimeout = d
+	}
 	srv.Bridge.Install(srv.MCP)
 	for _, w := range b.tasked {
 		if _, err := srv.Bridge.Register(srv.MCP, w, lookup); err != nil {
@@ -264,4 +293,13 @@ func (s *Server) Close() error {
 		s.ownsStore = false
 	}
 	return errors.Join(errs...)
+}
+
+// parseEnvDuration reads Go duration syntax or a whole number of
+// milliseconds; negative values are allowed.
+func parseEnvDuration(v string) (time.Duration, error) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.Duration(n) * time.Millisecond, nil
+	}
+	return time.ParseDuration(v)
 }
