@@ -1,4 +1,4 @@
-// Package builder is taskbridge's front door (INTG-01): one fluent chain
+// Package builder is taskbridge's front door: one fluent chain
 // takes tools, plain and task-aware workflow prompts, a store (bbolt by
 // default) and options, validates everything, and returns a ready server
 // that serves over stdio, Streamable HTTP or an in-memory transport.

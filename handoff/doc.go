@@ -1,6 +1,6 @@
 // Package handoff defines the handoff document: what a taskbridge server
 // hands back to the client when a workflow prompt becomes a task and pauses
-// at steps the client must perform (HAND-01..03).
+// at steps the client must perform.
 //
 // # Format
 //

@@ -269,7 +269,7 @@ func (c *crashCluster) kill(e *crashEpoch) {
 func (c *crashCluster) checkLog(e *crashEpoch) {
 	b, err := os.ReadFile(e.log)
 	require.NoError(c.t, err)
-	for _, bad := range []string{"WARNING: DATA RACE", "panic:", "fatal error:", "level=ERROR"} {
+	for _, bad := range []string{"WARNING: DATA RACE", "panic:", "fatal error:", "level=ERROR", "rejected by transport"} {
 		if i := bytes.Index(b, []byte(bad)); i >= 0 {
 			c.t.Errorf("run %d logged %q:\n%s", e.n, bad, crashWindow(b, i, 4000))
 		}

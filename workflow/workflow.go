@@ -25,7 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// StepExecution says who performs a step (FNDX-02).
+// StepExecution says who performs a step: the server or the client.
 type StepExecution string
 
 // The execution modes.
@@ -105,7 +105,7 @@ func Const(v any) Source {
 	return Source{Kind: SourceConstant, Value: b}
 }
 
-// TaskVar binds an argument to a task variable (ADVW-01). Task variables
+// TaskVar binds an argument to a task variable. Task variables
 // are set by tool handlers through the task engine, or by the client with
 // _meta._task_vars on a continuation call.
 func TaskVar(name string) Source { return Source{Kind: SourceTaskVar, Name: name} }
@@ -361,8 +361,12 @@ var ErrInvalid = errors.New("workflow: invalid workflow")
 // Is makes a ValidationError match ErrInvalid.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
-// Validate checks a workflow against the tools it calls (EXEC-04 and the
-// rest). Each problem names the step and the fix.
+// Validate checks a workflow against the tools it calls: unknown tools,
+// duplicate names, outputs used before they are produced, undeclared prompt
+// arguments, required tool arguments left unbound (or bound to an optional
+// prompt argument without a default), a client step that consumes another
+// client step's output, and malformed sources. Each problem names the step
+// and the fix.
 func (w *SequentialWorkflow) Validate(tools ToolLookup) error {
 	var probs []string
 	add := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
@@ -434,7 +438,7 @@ func (w *SequentialWorkflow) Validate(tools ToolLookup) error {
 				case !ok:
 					add("%s: argument %q reads output %q, which no step produces: set a step's Output (or name) to %q", where, a, src.Name, src.Name)
 				case s.execution() == ClientDeferred && from.execution() == ClientDeferred:
-					add("%s: argument %q depends on output %q of client step %q, but a client-deferred step cannot consume another client-deferred step's output (EXEC-04): make %q a server step, or bind %q to a prompt argument or FromClient",
+					add("%s: argument %q depends on output %q of client step %q, but a client-deferred step cannot consume another client-deferred step's output: make %q a server step, or bind %q to a prompt argument or FromClient",
 						where, a, src.Name, from.Name, from.Name, a)
 				}
 				for _, seg := range src.Path {

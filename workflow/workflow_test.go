@@ -60,10 +60,10 @@ func TestValidateRejections(t *testing.T) {
 		{"never produced", New("w", "d").Step(Server("a", "summarize").Bind("text", StepOutput("ghost"))), []string{`reads output "ghost", which no step produces`}},
 		{"required argument unbound", New("w", "d").Step(Server("a", "fetch")), []string{`step "a": required argument "q" of tool "fetch" is not bound: bind it with Bind("q", ...)`}},
 		{"argument the tool lacks", New("w", "d").Step(Server("a", "fetch").Bind("q", Const("x")).Bind("qq", Const(1))), []string{`tool "fetch" has no argument "qq"`}},
-		{"EXEC-04 client depends on client", New("w", "d").Step(
+		{"client step depends on client step", New("w", "d").Step(
 			Client("c1", "open"),
 			Client("c2", "review").Bind("text", StepOutput("c1")).Bind("notes", FromClient("n")),
-		), []string{`step "c2": argument "text" depends on output "c1" of client step "c1"`, "EXEC-04", `make "c1" a server step`}},
+		), []string{`step "c2": argument "text" depends on output "c1" of client step "c1"`, "cannot consume another client-deferred step", `make "c1" a server step`}},
 		{"FromClient on a server step", New("w", "d").Step(Server("a", "fetch").Bind("q", FromClient("x"))), []string{`argument "q" is FromClient, but the step runs on the server`}},
 		{"reserved task variable", New("w", "d").Step(Server("a", "fetch").Bind("q", TaskVar("_workflow.progress"))), []string{`reads reserved task variable "_workflow.progress"`}},
 		{"empty path segment", New("w", "d").Step(Server("a", "open"), Server("b", "summarize").Bind("text", StepOutput("a", "x..y"))), []string{`empty segment in field path`}},
