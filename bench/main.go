@@ -12,6 +12,8 @@
 package main
 
 import (
+	"github.com/taskbridge/taskbridge/internal/gcpolicy"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -38,6 +40,7 @@ type options struct {
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		gcpolicy.Apply() // as the example servers do; the bench sets GOGC to compare
 		if err := serve(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "bench serve:", err)
 			os.Exit(1)

@@ -63,7 +63,7 @@ func FuzzRewriteParams(f *testing.F) {
 		}
 		msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + string(params) + `}`)
 		for _, body := range [][]byte{msg, []byte(" [" + string(msg) + "," + string(msg) + "]\n")} {
-			got := rewriteBody(body).body
+			got := rewriteBody(body, false, false).body
 			require.True(t, json.Valid(got), "rewriteBody(%q) = %q is not JSON", body, got)
 			var msgs []map[string]json.RawMessage
 			if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
@@ -195,6 +195,37 @@ func FuzzTakeTaskParam(f *testing.F) {
 		require.GreaterOrEqual(t, tr.ttl(), time.Duration(0), "BUG-1: accepted ttl %s becomes the negative duration %v (float ms * 1e6 overflows int64)", raw, tr.ttl())
 		if tr.TTL != nil && *tr.TTL >= 1 {
 			require.Positive(t, tr.ttl(), "accepted ttl %s becomes %v", raw, tr.ttl())
+		}
+	})
+}
+
+// FuzzMergeMeta checks that mergeMeta's fast path (splicing _meta into an
+// object that has none) and its slow path agree: the output is the input
+// object with _meta merged, whatever the input.
+func FuzzMergeMeta(f *testing.F) {
+	for _, s := range []string{`{}`, `{"content":[]}`, ` { "a" : 1 } `, `{"_meta":{"x":1}}`, `{"content":[{"_meta":{}}]}`, `[]`, `null`, `5`, `{"a":{"b":[1,2,{"c":"}"}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return // stored results are valid JSON
+		}
+		add := map[string]any{"io.modelcontextprotocol/related-task": map[string]string{"taskId": "t"}}
+		out, err := mergeMeta(raw, add)
+		require.NoError(t, err)
+		require.True(t, json.Valid(out), "mergeMeta(%q) = %q", raw, out)
+		var got map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(out, &got))
+		var meta map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(got["_meta"], &meta))
+		requireSameJSON(t, json.RawMessage(`{"taskId":"t"}`), meta["io.modelcontextprotocol/related-task"])
+		var src map[string]json.RawMessage
+		if json.Unmarshal(raw, &src) == nil && src != nil {
+			for k, v := range src {
+				if k != "_meta" {
+					requireSameJSON(t, v, got[k])
+				}
+			}
 		}
 	})
 }

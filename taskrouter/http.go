@@ -75,7 +75,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				"parse error: the request body must be exactly one JSON value (a message or a batch)"))
 			return
 		}
-		rb := rewriteBody(body)
+		rb := rewriteBody(body, newProtocol, len(req.Header.Values("Mcp-Name")) > 0)
 		newProtocol = newProtocol || rb.newProtocol
 		if newProtocol && rb.taskMethod != "" && rb.taskMethod != mcptask.MethodTasksList {
 			if err := nameHeaderError(req.Header, rb.taskID); err != nil {
@@ -127,14 +127,23 @@ type rewrittenBody struct {
 	id         jsonrpc.ID
 }
 
+// protocolKey is how a per-request protocol version appears in a body.
+var protocolKey = []byte(`"` + mcptask.MetaProtocolVersion + `"`)
+
 // rewriteBody applies rewriteParams to the messages of a body (one message
 // or a batch), reports whether any message carries the per-request protocol
 // version of 2026-07-28 or later, and names the task of a lone tasks/*
-// request. body is valid JSON.
-func rewriteBody(body []byte) rewrittenBody {
+// request. body is valid JSON. knownNew says the headers already name a
+// 2026-07-28 version, and named says an Mcp-Name header is present; a body
+// that needs none of this is passed through without being decoded (the
+// common case).
+func rewriteBody(body []byte, knownNew, named bool) rewrittenBody {
 	trimmed := bytes.TrimSpace(body)
 	out := rewrittenBody{body: body}
 	if len(trimmed) == 0 {
+		return out
+	}
+	if !mayNeedRewrite(trimmed) && (knownNew || !bytes.Contains(trimmed, protocolKey)) && !named {
 		return out
 	}
 	if trimmed[0] == '[' {
@@ -143,6 +152,7 @@ func rewriteBody(body []byte) rewrittenBody {
 			return out
 		}
 		changed := false
+		out.newProtocol = knownNew
 		for i, m := range batch {
 			rm := rewriteMessage(m)
 			batch[i] = rm.raw
@@ -157,7 +167,7 @@ func rewriteBody(body []byte) rewrittenBody {
 		return out
 	}
 	rm := rewriteMessage(trimmed)
-	out.body, out.newProtocol = rm.raw, rm.newProtocol
+	out.body, out.newProtocol = rm.raw, rm.newProtocol || knownNew
 	out.taskMethod, out.taskID, out.id = rm.taskMethod, rm.taskID, rm.id
 	return out
 }

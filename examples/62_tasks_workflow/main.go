@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/taskbridge/taskbridge/internal/gcpolicy"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
 )
 
@@ -55,6 +56,7 @@ task engine (see the README).
 `
 
 func main() {
+	gcpolicy.Apply() // GOGC=400 unless the environment sets GOGC (see README, Performance)
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)

@@ -24,12 +24,14 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
+	"github.com/taskbridge/taskbridge/internal/gcpolicy"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 func main() {
+	gcpolicy.Apply() // GOGC=400 unless the environment sets GOGC (see README, Performance)
 	addr := flag.String("http", "127.0.0.1:3001", "listen address (loopback) for Streamable HTTP at /mcp")
 	dbPath := flag.String("db", "", "bbolt database file (default: a temporary file removed on exit)")
 	verbose := flag.Bool("v", false, "log engine activity to stderr")
