@@ -20,10 +20,21 @@ func base64Encode(b []byte) string          { return cursorB64.EncodeToString(b)
 
 // RunDurable runs the persistence tests. open must open the store kept at
 // path, creating it when the file does not exist; the suite closes each
-// store before it reopens the same path.
+// store before it reopens the same path. Subtests run in parallel, each
+// with its own path, so open must be safe for concurrent use.
 func RunDurable(t *testing.T, open func(t *testing.T, path string) store.Store) {
-	t.Run("Reopen", func(t *testing.T) { testReopen(t, open) })
-	t.Run("StatusUpdateKeepsVariablesAndResult", func(t *testing.T) { testKeepsVarsAndResult(t, open) })
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, open func(t *testing.T, path string) store.Store)
+	}{
+		{"Reopen", testReopen},
+		{"StatusUpdateKeepsVariablesAndResult", testKeepsVarsAndResult},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // every subtest uses its own path
+			tc.fn(t, open)
+		})
+	}
 }
 
 func openAt(t *testing.T, open func(t *testing.T, path string) store.Store, path string) store.Store {
