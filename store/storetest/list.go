@@ -15,8 +15,8 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// testListHeadersOnly checks that HeadersOnly leaves out variables, result
-// and error, and nothing else.
+// testListHeadersOnly checks that HeadersOnly leaves out variables, result,
+// error and history, and nothing else.
 func testListHeadersOnly(t *testing.T, o opener) {
 	s := o.open(t)
 	ctx := t.Context()
@@ -37,10 +37,12 @@ func testListHeadersOnly(t *testing.T, o opener) {
 	require.NotEmpty(t, f.Variables)
 	require.NotEmpty(t, f.Result)
 	require.NotNil(t, f.Error)
+	require.Len(t, f.History, 2, "a full listing has the history")
 	require.Empty(t, h.Variables)
 	require.Empty(t, h.Result)
 	require.Nil(t, h.Error)
-	f.Variables, f.Result, f.Error = nil, nil, nil
+	require.Nil(t, h.History)
+	f.Variables, f.Result, f.Error, f.History = nil, nil, nil, nil
 	h.Variables = nil
 	require.Equal(t, f, h, "everything else is the same")
 }

@@ -16,9 +16,12 @@
 // uniqueness, validation, the status state machine, compare-and-swap,
 // variable and label merges, size limits (at the default Limits), deep
 // copies, owner-scoped pagination with authenticated cursors, the expiry
-// and active indexes, concurrent writers without lost updates, and
-// ErrClosed after Close. RunDurable checks that everything, including
-// cursors, survives a close and reopen.
+// and active indexes, concurrent writers without lost updates, ErrClosed
+// after Close, leases (claims, renewals, fenced updates, the lease index,
+// racing claims), operator queries with their filter-bound cursors and scan
+// budget, status counts and the status history. RunDurable checks that
+// everything, including cursors, leases, counts and history, survives a
+// close and reopen.
 //
 // The suite uses the default store.Limits: open must not configure smaller
 // or larger limits. Under testing.Short the largest workloads are scaled
@@ -82,4 +85,20 @@ var suite = []struct {
 	{"ContextCancelled", testContext},
 	{"ConcurrentWriters", testConcurrent},
 	{"Closed", testClosed},
+	// leases.go
+	{"LeaseOnCreate", testLeaseCreate},
+	{"Claim", testClaim},
+	{"Renew", testRenew},
+	{"FencedUpdate", testFence},
+	{"TerminalClearsLease", testTerminalClearsLease},
+	{"ExpiredLeases", testExpiredLeases},
+	{"ConcurrentClaims", testConcurrentClaims},
+	// query.go
+	{"Query", testQuery},
+	{"QueryCursors", testQueryCursors},
+	{"QueryScanBudget", testQueryScanBudget},
+	// counts.go
+	{"Counts", testCounts},
+	// history.go
+	{"History", testHistory},
 }
