@@ -27,8 +27,9 @@
 // or larger limits. Under testing.Short the largest workloads are scaled
 // down.
 //
-// BenchCreateComplete, BenchGet and BenchListPage are shared benchmark
-// bodies for backends' benchmarks.
+// BenchCreateComplete, BenchGet, BenchListPage and BenchQueryPage (over the
+// tasks PreloadQuery writes) are shared benchmark bodies for backends'
+// benchmarks.
 package storetest
 
 import (
