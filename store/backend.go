@@ -273,9 +273,9 @@ func checkLease(holder string, until time.Time) error {
 	return nil
 }
 
-// AppendHistory returns h with c appended, keeping the first entry and
-// at most MaxStatusHistory-1 latest others. It never modifies h's backing
-// array in place beyond its length (callers may share it).
+// AppendHistory returns a new slice: h with c appended, keeping the first
+// entry and at most MaxStatusHistory-1 latest others. h itself is never
+// modified (callers may share it).
 func AppendHistory(h []StatusChange, c StatusChange) []StatusChange {
 	if len(h) < MaxStatusHistory {
 		return append(h[:len(h):len(h)], c)

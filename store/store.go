@@ -93,6 +93,7 @@ type TransitionError struct {
 	To   Status
 }
 
+// Error implements error.
 func (e *TransitionError) Error() string {
 	return fmt.Sprintf("store: task %s cannot move from %s to %s", e.ID, e.From, e.To)
 }
@@ -136,12 +137,19 @@ const MaxStatusHistory = 32
 
 // Task is one task record.
 type Task struct {
-	ID            string
-	Owner         string
-	Status        Status
+	// ID is the task id, unique in the store (at most MaxIDBytes).
+	ID string
+	// Owner is the principal the task belongs to (at most MaxOwnerBytes).
+	Owner string
+	// Status is the task's lifecycle state (see CanTransition).
+	Status Status
+	// StatusMessage is a human-readable note on the status.
 	StatusMessage string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// CreatedAt is when the task was created; it orders List and Query.
+	CreatedAt time.Time
+	// UpdatedAt is when the task was last written (Claim and Renew leave
+	// it alone).
+	UpdatedAt time.Time
 	// TTL is the task's lifetime counted from CreatedAt; zero means unlimited.
 	TTL time.Duration
 	// ExpiresAt is CreatedAt+TTL, or the zero time when TTL is zero. Backends
@@ -187,8 +195,10 @@ type Task struct {
 // Fence identifies a lease: the holder and the epoch it got from Create or
 // Claim. See Update.Fence.
 type Fence struct {
+	// Holder is the lease holder (Task.LeaseHolder).
 	Holder string
-	Epoch  uint64
+	// Epoch is the lease's epoch (Task.LeaseEpoch).
+	Epoch uint64
 }
 
 // Fence returns the task's current lease as a Fence.
@@ -292,6 +302,7 @@ const (
 // Page is one page of a listing: List orders it by creation time then id,
 // Query by creation time then id, newest first.
 type Page struct {
+	// Tasks are the page's tasks, in the listing's order.
 	Tasks []*Task
 	// NextCursor is empty on the last page. A Query page may hold fewer
 	// than Limit tasks (even none) while NextCursor is non-empty: the

@@ -166,7 +166,9 @@ func PreloadQuery(tb testing.TB, s store.Store, n int) {
 
 // QueryBenchCase is one query BenchQueryPage measures.
 type QueryBenchCase struct {
-	Name  string
+	// Name names the sub-benchmark.
+	Name string
+	// Query is the query measured (its Limit and Cursor are zero).
 	Query store.Query
 }
 
