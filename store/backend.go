@@ -583,8 +583,8 @@ func ApplyRenew(t *Task, holder string, until time.Time) (Changes, bool) {
 	return ch, true
 }
 
-// Minimum number of index entries a Query examines per call; see
-// QueryScanBudget.
+// MinQueryScan is the least number of index entries a Query call may
+// examine, whatever its page size; see QueryScanBudget.
 const MinQueryScan = 5000
 
 // QueryScanBudget is the number of index entries a backend may examine to

@@ -310,8 +310,11 @@ type Page struct {
 	NextCursor string
 }
 
-// Query selects tasks across all owners for an operator (Store.Query). Zero
-// fields select everything.
+// Query selects tasks across all owners for an operator (Store.Query),
+// newest first. Zero fields select everything. Each call examines a
+// bounded number of index entries (QueryScanBudget), so a page may come
+// back with fewer than Limit tasks, even none, and a non-empty NextCursor:
+// keep paging until NextCursor is empty.
 type Query struct {
 	// Statuses keeps tasks in any of these statuses; empty means all.
 	Statuses []Status
@@ -406,7 +409,7 @@ type Store interface {
 	// 0 without, when LeaseUntil is cleared too) and History (one entry).
 	// It returns the stored copy.
 	Create(ctx context.Context, t *Task) (*Task, error)
-	// Get returns the task with its variables, result and error.
+	// Get returns the task with its variables, result, error and history.
 	Get(ctx context.Context, id string) (*Task, error)
 	// Update applies u atomically and returns the new record.
 	Update(ctx context.Context, id string, u Update) (*Task, error)
