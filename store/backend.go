@@ -19,6 +19,10 @@ const (
 	MaxOwnerBytes = 1024
 	// MaxVariableNameBytes bounds a variable name.
 	MaxVariableNameBytes = 1024
+	// MaxNameBytes bounds Request.Name (it is an index key for Query).
+	MaxNameBytes = 1024
+	// MaxHolderBytes bounds a lease holder.
+	MaxHolderBytes = 256
 )
 
 // WithDefaults returns l with every zero (or negative) field replaced by its
@@ -125,11 +129,13 @@ func cloneError(e *ErrorInfo) *ErrorInfo {
 // PrepareCreate validates t for Create and returns the record to store: a
 // deep copy of t with Version 1, times in UTC, UpdatedAt defaulted to
 // CreatedAt, ExpiresAt computed from TTL, null variables and empty labels
-// dropped, and empty collections normalized to nil. t is not modified.
+// dropped, empty collections normalized to nil, LeaseEpoch 1 with a
+// LeaseHolder (0 and a zero LeaseUntil without one), and History set to
+// its one creation entry. t is not modified.
 //
 // It fails with ErrInvalid (bad id, owner, status, times, TTL, poll
-// interval, JSON) or ErrTooLarge (a size limit of lim, after defaults).
-// Backends call it before writing anything.
+// interval, request name, lease, JSON) or ErrTooLarge (a size limit of
+// lim, after defaults). Backends call it before writing anything.
 func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 	if t == nil {
 		return nil, invalid("nil task")
@@ -156,6 +162,13 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 		return nil, invalid("task %s: negative TTL", t.ID)
 	case t.PollInterval < 0:
 		return nil, invalid("task %s: negative poll interval", t.ID)
+	case len(t.Request.Name) > MaxNameBytes:
+		return nil, invalid("task %s: request name is %d bytes, limit %d", t.ID, len(t.Request.Name), MaxNameBytes)
+	}
+	if t.LeaseHolder != "" {
+		if err := checkLease(t.LeaseHolder, t.LeaseUntil); err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.ID, err)
+		}
 	}
 	var expires time.Time
 	if t.TTL > 0 {
@@ -234,7 +247,43 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 		c.Variables = nil
 	}
 	c.Version = 1
+	if c.LeaseHolder != "" {
+		c.LeaseEpoch = 1
+		c.LeaseUntil = t.LeaseUntil.UTC()
+	} else {
+		c.LeaseEpoch = 0
+		c.LeaseUntil = time.Time{}
+	}
+	c.History = []StatusChange{{Status: c.Status, Message: c.StatusMessage, At: c.UpdatedAt}}
 	return c, nil
+}
+
+// checkLease validates a lease holder and end.
+func checkLease(holder string, until time.Time) error {
+	switch {
+	case holder == "":
+		return invalid("empty lease holder")
+	case len(holder) > MaxHolderBytes:
+		return invalid("lease holder is %d bytes, limit %d", len(holder), MaxHolderBytes)
+	case until.IsZero():
+		return invalid("lease holder %q without LeaseUntil", holder)
+	case !ValidTime(until):
+		return invalid("LeaseUntil %v out of range", until)
+	}
+	return nil
+}
+
+// AppendHistory returns a new slice: h with c appended, keeping the first
+// entry and at most MaxStatusHistory-1 latest others. h itself is never
+// modified (callers may share it).
+func AppendHistory(h []StatusChange, c StatusChange) []StatusChange {
+	if len(h) < MaxStatusHistory {
+		return append(h[:len(h):len(h)], c)
+	}
+	out := make([]StatusChange, 0, MaxStatusHistory)
+	out = append(out, h[0])
+	out = append(out, h[len(h)-MaxStatusHistory+2:]...)
+	return append(out, c)
 }
 
 // PreparedUpdate is an Update whose stateless checks (JSON validity, value
@@ -263,6 +312,19 @@ type Changes struct {
 	// the task's expiry index entry (the zero time means no entry).
 	ExpiryChanged bool
 	PrevExpiresAt time.Time
+	// StatusChanged is set when the status differs from PrevStatus; the
+	// update then appended to History.
+	StatusChanged bool
+	// LeaseChanged is set when LeaseHolder or LeaseUntil changed;
+	// PrevLeaseHolder and PrevLeaseUntil are the old values, so a backend
+	// can move the task's lease index entry (no entry without a holder).
+	LeaseChanged    bool
+	PrevLeaseHolder string
+	PrevLeaseUntil  time.Time
+}
+
+func changesOf(t *Task) Changes {
+	return Changes{PrevStatus: t.Status, PrevExpiresAt: t.ExpiresAt, PrevLeaseHolder: t.LeaseHolder, PrevLeaseUntil: t.LeaseUntil}
 }
 
 // PrepareUpdate validates the parts of u that do not depend on the stored
@@ -295,8 +357,13 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() && !ValidTime(*u.ExpiresAt) {
 		return nil, invalid("ExpiresAt %v out of range", *u.ExpiresAt)
 	}
+
 	// Private copies: the caller may reuse its maps and slices.
 	p.u = u
+	if u.Fence != nil {
+		f := *u.Fence
+		p.u.Fence = &f
+	}
 	if u.StatusMessage != nil {
 		m := *u.StatusMessage
 		p.u.StatusMessage = &m
@@ -339,16 +406,21 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 //     t.Status} — terminal tasks never change, even without a new status;
 //   - u.Status is set and CanTransition(t.Status, u.Status) is false:
 //     *TransitionError;
+//   - u.Fence is set and differs from t's LeaseHolder and LeaseEpoch:
+//     ErrFenced;
 //   - u.IfVersion is non-zero and differs from t.Version: ErrConflict;
 //   - the variables after the merge exceed MaxVariablesBytes: ErrTooLarge.
 //
 // Then the status and message are set, variables merged (null deletes),
 // labels merged ("" deletes), result, error and ExpiresAt replaced when
-// given (TTL is left as it was), Version incremented and UpdatedAt set to now (UTC). t must carry its full
-// Variables for the size check and the merge. On error t is unchanged.
+// given (TTL is left as it was), the lease released when u.ReleaseLease is
+// set or the new status is terminal (LeaseEpoch kept), a History entry
+// appended when the status changed, Version incremented and UpdatedAt set
+// to now (UTC). t must carry its full Variables for the size check and the
+// merge, and its History for the append. On error t is unchanged.
 func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	u := &p.u
-	ch := Changes{PrevStatus: t.Status, PrevExpiresAt: t.ExpiresAt}
+	ch := changesOf(t)
 	if t.Status.Terminal() {
 		to := u.Status
 		if to == "" {
@@ -358,6 +430,10 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	}
 	if u.Status != "" && !CanTransition(t.Status, u.Status) {
 		return ch, &TransitionError{ID: t.ID, From: t.Status, To: u.Status}
+	}
+	if u.Fence != nil && (u.Fence.Holder != t.LeaseHolder || u.Fence.Epoch != t.LeaseEpoch) {
+		return ch, fmt.Errorf("%w: task %s is leased by %q at epoch %d, update fenced by %q at epoch %d",
+			ErrFenced, t.ID, t.LeaseHolder, t.LeaseEpoch, u.Fence.Holder, u.Fence.Epoch)
 	}
 	if u.IfVersion != 0 && u.IfVersion != t.Version {
 		return ch, fmt.Errorf("%w: task %s is at version %d, update expected %d", ErrConflict, t.ID, t.Version, u.IfVersion)
@@ -381,11 +457,16 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	}
 
 	// Every check passed: mutate.
-	if u.Status != "" {
+	if u.Status != "" && u.Status != t.Status {
 		t.Status = u.Status
+		ch.StatusChanged = true
 	}
 	if u.StatusMessage != nil {
 		t.StatusMessage = *u.StatusMessage
+	}
+	if (u.ReleaseLease || t.Status.Terminal()) && (t.LeaseHolder != "" || !t.LeaseUntil.IsZero()) {
+		t.LeaseHolder, t.LeaseUntil = "", time.Time{}
+		ch.LeaseChanged = true
 	}
 	for k := range p.deletes {
 		if _, ok := t.Variables[k]; ok {
@@ -430,6 +511,9 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	}
 	t.Version++
 	t.UpdatedAt = now.UTC()
+	if ch.StatusChanged {
+		t.History = AppendHistory(t.History, StatusChange{Status: t.Status, Message: t.StatusMessage, At: t.UpdatedAt})
+	}
 	sort.Strings(ch.SetVariables)
 	sort.Strings(ch.DeletedVariables)
 	return ch, nil
@@ -439,7 +523,182 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 func ApplyUpdate(t *Task, u Update, lim Limits, now time.Time) (Changes, error) {
 	p, err := PrepareUpdate(u, lim)
 	if err != nil {
-		return Changes{PrevStatus: t.Status, PrevExpiresAt: t.ExpiresAt}, err
+		return changesOf(t), err
 	}
 	return p.Apply(t, now)
+}
+
+// CheckClaim validates the arguments of Store.Claim: a non-empty holder of
+// at most MaxHolderBytes, and now and until representable with until after
+// now. It fails with ErrInvalid. Backends call it before anything else.
+func CheckClaim(holder string, now, until time.Time) error {
+	if err := checkLease(holder, until); err != nil {
+		return err
+	}
+	if now.IsZero() || !ValidTime(now) {
+		return invalid("claim time %v out of range", now)
+	}
+	if !until.After(now) {
+		return invalid("lease until %v is not after now %v", until, now)
+	}
+	return nil
+}
+
+// ApplyClaim takes the lease of t for holder (see Store.Claim), in place:
+// it fails with ErrTerminal when t ended and with ErrLeased when another
+// holder's lease is valid at now (LeaseUntil after now), leaving t as it
+// was. Otherwise it sets LeaseHolder and LeaseUntil (UTC), increments
+// LeaseEpoch and Version, and leaves UpdatedAt. Call CheckClaim first.
+func ApplyClaim(t *Task, holder string, now, until time.Time) (Changes, error) {
+	ch := changesOf(t)
+	if t.Status.Terminal() {
+		return ch, fmt.Errorf("%w: task %s is %s", ErrTerminal, t.ID, t.Status)
+	}
+	if t.LeaseHolder != "" && t.LeaseHolder != holder && t.LeaseUntil.After(now) {
+		return ch, fmt.Errorf("%w: task %s is leased by %q until %v", ErrLeased, t.ID, t.LeaseHolder, t.LeaseUntil)
+	}
+	t.LeaseHolder = holder
+	t.LeaseUntil = until.UTC()
+	t.LeaseEpoch++
+	t.Version++
+	ch.LeaseChanged = true
+	return ch, nil
+}
+
+// CheckRenew validates the arguments of Store.Renew (ErrInvalid).
+func CheckRenew(holder string, until time.Time) error {
+	return checkLease(holder, until)
+}
+
+// ApplyRenew extends t's lease to until (UTC) when holder holds it and
+// reports whether it did. Version and UpdatedAt are left alone. A terminal
+// task has no holder, so it is never renewed.
+func ApplyRenew(t *Task, holder string, until time.Time) (Changes, bool) {
+	ch := changesOf(t)
+	if t.LeaseHolder != holder || holder == "" || t.Status.Terminal() {
+		return ch, false
+	}
+	t.LeaseUntil = until.UTC()
+	ch.LeaseChanged = true
+	return ch, true
+}
+
+// MinQueryScan is the least number of index entries a Query call may
+// examine, whatever its page size; see QueryScanBudget.
+const MinQueryScan = 5000
+
+// QueryScanBudget is the number of index entries a backend may examine to
+// fill one Query page of limit tasks (after PageLimit): ten per requested
+// task, at least MinQueryScan. It bounds the work of a query whose filters
+// the driving index does not cover.
+func QueryScanBudget(limit int) int {
+	return max(10*PageLimit(limit), MinQueryScan)
+}
+
+// AllStatuses returns every task status, in lifecycle order.
+func AllStatuses() []Status {
+	return []Status{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
+}
+
+// NormalizeQuery validates q and returns it with Statuses sorted and
+// without duplicates (nil when empty) and Limit resolved by PageLimit. It
+// fails with ErrInvalid for an unknown status, an Owner longer than
+// MaxOwnerBytes or a Name longer than MaxNameBytes (no task can match
+// them).
+func NormalizeQuery(q Query) (Query, error) {
+	q.Limit = PageLimit(q.Limit)
+	if len(q.Statuses) > 0 {
+		st := make([]Status, 0, len(q.Statuses))
+		for _, s := range q.Statuses {
+			if !s.Valid() {
+				return Query{}, invalid("query status %q", s)
+			}
+			st = append(st, s)
+		}
+		sort.Slice(st, func(i, j int) bool { return st[i] < st[j] })
+		q.Statuses = st[:0]
+		for i, s := range st {
+			if i == 0 || s != st[i-1] {
+				q.Statuses = append(q.Statuses, s)
+			}
+		}
+	} else {
+		q.Statuses = nil
+	}
+	if len(q.Owner) > MaxOwnerBytes {
+		return Query{}, invalid("query owner is %d bytes, limit %d", len(q.Owner), MaxOwnerBytes)
+	}
+	if len(q.Name) > MaxNameBytes {
+		return Query{}, invalid("query name is %d bytes, limit %d", len(q.Name), MaxNameBytes)
+	}
+	return q, nil
+}
+
+// Match reports whether t passes q's filters (q normalized or not).
+func (q Query) Match(t *Task) bool {
+	if q.Owner != "" && t.Owner != q.Owner {
+		return false
+	}
+	if q.Name != "" && t.Request.Name != q.Name {
+		return false
+	}
+	if len(q.Statuses) == 0 {
+		return true
+	}
+	for _, s := range q.Statuses {
+		if s == t.Status {
+			return true
+		}
+	}
+	return false
+}
+
+// QueryIndex names an index a backend may drive a Query from.
+type QueryIndex int
+
+// The Query driving indexes; every one is ordered by (CreatedAt, id).
+const (
+	// ByStatus is a per-status index, merged over q.Statuses (or all of
+	// them when the query has none).
+	ByStatus QueryIndex = iota
+	// ByOwner is the per-owner index.
+	ByOwner
+	// ByName is the per-request-name index.
+	ByName
+)
+
+// PlanQuery picks the index to drive a normalized query from, so that every
+// backend makes the same choice: the status index when q filters by status
+// and the counts of those statuses (from Counts, O(1)) add up to no more
+// than the scan budget (the whole result is then reachable within a few
+// pages), otherwise the owner index when q has an Owner, otherwise the
+// name index when q has a Name, otherwise the status index. counts may be
+// nil when unknown.
+func PlanQuery(q Query, counts map[Status]int) QueryIndex {
+	if len(q.Statuses) > 0 && counts != nil && (q.Owner != "" || q.Name != "") {
+		n := 0
+		for _, s := range q.Statuses {
+			n += counts[s]
+		}
+		if n <= QueryScanBudget(q.Limit) {
+			return ByStatus
+		}
+	}
+	switch {
+	case q.Owner != "":
+		return ByOwner
+	case q.Name != "":
+		return ByName
+	}
+	return ByStatus
+}
+
+// NewCounts returns a Counts result with every status at zero.
+func NewCounts() map[Status]int {
+	all := AllStatuses()
+	m := make(map[Status]int, len(all))
+	for _, s := range all {
+		m[s] = 0
+	}
+	return m
 }

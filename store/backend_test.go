@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,8 +63,209 @@ func TestApplyUpdateLeavesTaskOnError(t *testing.T) {
 		Result:    json.RawMessage(`{}`),
 	}, Limits{}, now)
 	require.NoError(t, err)
-	require.Equal(t, Changes{PrevStatus: StatusWorking, SetVariables: []string{"z"}, DeletedVariables: []string{"x"}, ResultChanged: true}, ch)
+	require.Equal(t, Changes{PrevStatus: StatusWorking, SetVariables: []string{"z"}, DeletedVariables: []string{"x"}, ResultChanged: true, StatusChanged: true}, ch)
 	require.Equal(t, uint64(4), task.Version)
+	require.Equal(t, []StatusChange{{Status: StatusCompleted, At: now.UTC()}}, task.History)
 	require.Equal(t, now.UTC(), task.UpdatedAt)
 	require.Equal(t, map[string]json.RawMessage{"z": json.RawMessage(`2`)}, task.Variables)
+}
+
+func TestApplyFenceAndLease(t *testing.T) {
+	now := time.Unix(100, 0).UTC()
+	until := now.Add(time.Minute)
+	base := &Task{ID: "a", Owner: "o", Status: StatusWorking, Version: 5, LeaseHolder: "h", LeaseEpoch: 3, LeaseUntil: until}
+
+	// Check order: terminal first, then fence, then version.
+	ended := base.Clone()
+	ended.Status, ended.LeaseHolder, ended.LeaseUntil = StatusFailed, "", time.Time{}
+	_, err := ApplyUpdate(ended, Update{Fence: &Fence{Holder: "x", Epoch: 9}, IfVersion: 1}, Limits{}, now)
+	require.ErrorIs(t, err, ErrTerminal)
+	for _, f := range []Fence{{"h", 2}, {"h", 4}, {"g", 3}, {"", 0}} {
+		task := base.Clone()
+		_, err := ApplyUpdate(task, Update{Fence: &f, IfVersion: 1, Status: StatusCompleted}, Limits{}, now)
+		require.ErrorIs(t, err, ErrFenced, "%+v", f)
+		require.NotErrorIs(t, err, ErrConflict)
+		require.Equal(t, base, task)
+	}
+	task := base.Clone()
+	_, err = ApplyUpdate(task, Update{Fence: &Fence{"h", 3}, IfVersion: 4}, Limits{}, now)
+	require.ErrorIs(t, err, ErrConflict, "a matching fence still checks the version")
+
+	// Release keeps the epoch.
+	task = base.Clone()
+	ch, err := ApplyUpdate(task, Update{Fence: &Fence{"h", 3}, ReleaseLease: true}, Limits{}, now)
+	require.NoError(t, err)
+	require.True(t, ch.LeaseChanged)
+	require.Equal(t, "h", ch.PrevLeaseHolder)
+	require.Equal(t, until, ch.PrevLeaseUntil)
+	require.Empty(t, task.LeaseHolder)
+	require.True(t, task.LeaseUntil.IsZero())
+	require.Equal(t, uint64(3), task.LeaseEpoch)
+	require.False(t, ch.StatusChanged)
+	require.Nil(t, task.History)
+
+	// A terminal status releases the lease too.
+	task = base.Clone()
+	ch, err = ApplyUpdate(task, Update{Status: StatusCancelled}, Limits{}, now)
+	require.NoError(t, err)
+	require.True(t, ch.LeaseChanged)
+	require.Empty(t, task.LeaseHolder)
+	require.Equal(t, uint64(3), task.LeaseEpoch)
+
+	// An update that leaves the status and the lease alone changes neither.
+	task = base.Clone()
+	ch, err = ApplyUpdate(task, Update{Status: StatusWorking}, Limits{}, now)
+	require.NoError(t, err)
+	require.False(t, ch.LeaseChanged)
+	require.False(t, ch.StatusChanged, "working -> working is not a change")
+	require.Equal(t, "h", task.LeaseHolder)
+}
+
+func TestClaimAndRenew(t *testing.T) {
+	now := time.Unix(1000, 0).UTC()
+	require.ErrorIs(t, CheckClaim("", now, now.Add(time.Second)), ErrInvalid)
+	require.ErrorIs(t, CheckClaim(string(make([]byte, MaxHolderBytes+1)), now, now.Add(time.Second)), ErrInvalid)
+	require.ErrorIs(t, CheckClaim("h", now, now), ErrInvalid, "until must be after now")
+	require.ErrorIs(t, CheckClaim("h", time.Time{}, now), ErrInvalid)
+	require.ErrorIs(t, CheckClaim("h", now, time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)), ErrInvalid)
+	require.NoError(t, CheckClaim("h", now, now.Add(time.Second)))
+	require.ErrorIs(t, CheckRenew("", now), ErrInvalid)
+	require.ErrorIs(t, CheckRenew("h", time.Time{}), ErrInvalid)
+
+	free := &Task{ID: "a", Status: StatusWorking, Version: 2, UpdatedAt: now.Add(-time.Hour)}
+	ch, err := ApplyClaim(free, "h1", now, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, ch.LeaseChanged)
+	require.Empty(t, ch.PrevLeaseHolder)
+	require.Equal(t, "h1", free.LeaseHolder)
+	require.Equal(t, uint64(1), free.LeaseEpoch)
+	require.Equal(t, uint64(3), free.Version)
+	require.Equal(t, now.Add(-time.Hour), free.UpdatedAt, "a claim leaves UpdatedAt")
+
+	held := free.Clone()
+	_, err = ApplyClaim(held, "h2", now.Add(time.Minute-1), now.Add(time.Hour))
+	require.ErrorIs(t, err, ErrLeased)
+	require.Equal(t, free, held)
+	_, err = ApplyClaim(held, "h2", now.Add(time.Minute), now.Add(time.Hour))
+	require.NoError(t, err, "a lease that ends at now is expired")
+	require.Equal(t, uint64(2), held.LeaseEpoch)
+	again := held.Clone()
+	_, err = ApplyClaim(again, "h2", now, now.Add(2*time.Hour))
+	require.NoError(t, err, "the holder may re-claim its valid lease")
+	require.Equal(t, uint64(3), again.LeaseEpoch)
+
+	done := &Task{ID: "d", Status: StatusCompleted}
+	_, err = ApplyClaim(done, "h", now, now.Add(time.Second))
+	require.ErrorIs(t, err, ErrTerminal)
+
+	r := held.Clone()
+	_, ok := ApplyRenew(r, "h1", now.Add(time.Hour))
+	require.False(t, ok, "h1 lost the lease")
+	ch, ok = ApplyRenew(r, "h2", now.Add(3*time.Hour))
+	require.True(t, ok)
+	require.True(t, ch.LeaseChanged)
+	require.Equal(t, held.LeaseUntil, ch.PrevLeaseUntil)
+	require.Equal(t, held.Version, r.Version, "renew does not bump the version")
+	require.Equal(t, now.Add(3*time.Hour), r.LeaseUntil)
+	_, ok = ApplyRenew(&Task{Status: StatusWorking}, "", now)
+	require.False(t, ok)
+}
+
+func TestAppendHistory(t *testing.T) {
+	var h []StatusChange
+	for i := range 100 {
+		prev := h
+		h = AppendHistory(h, StatusChange{Message: strconv.Itoa(i)})
+		require.LessOrEqual(t, len(h), MaxStatusHistory)
+		require.Equal(t, "0", h[0].Message, "the first entry stays")
+		require.Equal(t, strconv.Itoa(i), h[len(h)-1].Message)
+		if len(prev) > 0 {
+			require.Equal(t, "0", prev[0].Message, "the previous slice is untouched")
+			require.Equal(t, strconv.Itoa(i-1), prev[len(prev)-1].Message)
+		}
+	}
+	require.Len(t, h, MaxStatusHistory)
+	require.Equal(t, strconv.Itoa(100-MaxStatusHistory+1), h[1].Message, "the oldest later entries went first")
+}
+
+func TestPrepareCreateLeaseAndHistory(t *testing.T) {
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.FixedZone("Z", 3600))
+	in := &Task{ID: "a", Owner: "o", Status: StatusInputRequired, StatusMessage: "m", CreatedAt: at,
+		LeaseEpoch: 7, LeaseUntil: at.Add(time.Hour), History: []StatusChange{{Status: StatusFailed}}}
+	c, err := PrepareCreate(in, Limits{})
+	require.NoError(t, err)
+	require.Zero(t, c.LeaseEpoch, "no holder, no epoch")
+	require.True(t, c.LeaseUntil.IsZero())
+	require.Equal(t, []StatusChange{{Status: StatusInputRequired, Message: "m", At: at.UTC()}}, c.History)
+
+	in.LeaseHolder = "h"
+	c, err = PrepareCreate(in, Limits{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), c.LeaseEpoch)
+	require.Equal(t, at.Add(time.Hour).UTC(), c.LeaseUntil)
+	require.Equal(t, time.UTC, c.LeaseUntil.Location())
+
+	for name, mutate := range map[string]func(*Task){
+		"holder without until": func(x *Task) { x.LeaseUntil = time.Time{} },
+		"holder too long":      func(x *Task) { x.LeaseHolder = string(make([]byte, MaxHolderBytes+1)) },
+		"until out of range":   func(x *Task) { x.LeaseUntil = time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC) },
+		"name too long":        func(x *Task) { x.Request.Name = string(make([]byte, MaxNameBytes+1)) },
+	} {
+		x := in.Clone()
+		mutate(x)
+		_, err := PrepareCreate(x, Limits{})
+		require.ErrorIs(t, err, ErrInvalid, name)
+	}
+}
+
+func TestNormalizeAndPlanQuery(t *testing.T) {
+	q, err := NormalizeQuery(Query{Statuses: []Status{StatusFailed, StatusWorking, StatusFailed}, Limit: -1})
+	require.NoError(t, err)
+	require.Equal(t, []Status{StatusFailed, StatusWorking}, q.Statuses)
+	require.Equal(t, DefaultPageSize, q.Limit)
+	q, err = NormalizeQuery(Query{Statuses: []Status{}, Limit: MaxPageSize * 2})
+	require.NoError(t, err)
+	require.Nil(t, q.Statuses)
+	require.Equal(t, MaxPageSize, q.Limit)
+	for _, bad := range []Query{
+		{Statuses: []Status{"sleeping"}},
+		{Owner: string(make([]byte, MaxOwnerBytes+1))},
+		{Name: string(make([]byte, MaxNameBytes+1))},
+	} {
+		_, err := NormalizeQuery(bad)
+		require.ErrorIs(t, err, ErrInvalid)
+	}
+
+	require.Equal(t, MinQueryScan, QueryScanBudget(0))
+	require.Equal(t, 10*MaxPageSize, QueryScanBudget(MaxPageSize))
+
+	task := &Task{Owner: "o", Status: StatusWorking, Request: Request{Name: "n"}}
+	require.True(t, Query{}.Match(task))
+	require.True(t, Query{Owner: "o", Name: "n", Statuses: []Status{StatusFailed, StatusWorking}}.Match(task))
+	require.False(t, Query{Owner: "p"}.Match(task))
+	require.False(t, Query{Name: "m"}.Match(task))
+	require.False(t, Query{Statuses: []Status{StatusFailed}}.Match(task))
+
+	few := map[Status]int{StatusInputRequired: 3, StatusCompleted: 1 << 20}
+	for _, tc := range []struct {
+		q    Query
+		want QueryIndex
+	}{
+		{Query{}, ByStatus},
+		{Query{Statuses: []Status{StatusCompleted}}, ByStatus},
+		{Query{Owner: "o"}, ByOwner},
+		{Query{Name: "n"}, ByName},
+		{Query{Owner: "o", Name: "n"}, ByOwner},
+		{Query{Owner: "o", Statuses: []Status{StatusCompleted}}, ByOwner},
+		{Query{Owner: "o", Statuses: []Status{StatusInputRequired}}, ByStatus},
+		{Query{Name: "n", Statuses: []Status{StatusInputRequired}}, ByStatus},
+	} {
+		require.Equal(t, tc.want, PlanQuery(tc.q, few), "%+v", tc.q)
+	}
+	require.Equal(t, ByOwner, PlanQuery(Query{Owner: "o", Statuses: []Status{StatusInputRequired}}, nil), "unknown counts")
+	require.Equal(t, map[Status]int{StatusWorking: 0, StatusInputRequired: 0, StatusCompleted: 0, StatusFailed: 0, StatusCancelled: 0}, NewCounts())
+}
+
+func TestIsShared(t *testing.T) {
+	require.False(t, IsShared(nil))
 }

@@ -50,24 +50,76 @@ func NewCursorCodec(key []byte) *CursorCodec {
 	return &CursorCodec{key: append([]byte(nil), key...)}
 }
 
+// queryBinding is the high bit of the binding's length prefix: it separates
+// Query cursors (bound to a filter encoding) from List cursors (bound to an
+// owner, whose length never has that bit), so that no cursor of one kind is
+// ever accepted as the other.
+const queryBinding = 1 << 63
+
 func (c *CursorCodec) mac(owner string, payload []byte) []byte {
+	return c.macBound(uint64(len(owner)), []byte(owner), payload)
+}
+
+func (c *CursorCodec) macBound(prefix uint64, binding, payload []byte) []byte {
 	m := hmac.New(sha256.New, c.key)
 	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(owner)))
+	binary.BigEndian.PutUint64(n[:], prefix)
 	m.Write(n[:])
-	m.Write([]byte(owner))
+	m.Write(binding)
 	m.Write(payload)
 	return m.Sum(nil)[:cursorMACLen]
 }
 
 // Encode returns the cursor for position (createdAt, id) in owner's listing.
 func (c *CursorCodec) Encode(owner string, createdAt time.Time, id string) string {
+	return c.encode(c.mac, owner, createdAt, id)
+}
+
+func (c *CursorCodec) encode(mac func(string, []byte) []byte, binding string, createdAt time.Time, id string) string {
 	buf := make([]byte, 0, cursorHeaderLen+len(id)+cursorMACLen)
 	buf = append(buf, CursorVersion)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(createdAt.UnixNano()))
 	buf = append(buf, id...)
-	buf = append(buf, c.mac(owner, buf)...)
+	buf = append(buf, mac(binding, buf)...)
 	return cursorEncoding.EncodeToString(buf)
+}
+
+// queryKey is the canonical encoding of a query's filters (after
+// NormalizeQuery), each length-prefixed: the statuses, the name, the owner.
+// Cursor and Limit are not part of it (the page size may change between
+// pages).
+func queryKey(q Query) string {
+	var b []byte
+	b = binary.BigEndian.AppendUint64(b, uint64(len(q.Statuses)))
+	for _, s := range q.Statuses {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(len(q.Name)))
+	b = append(b, q.Name...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(q.Owner)))
+	b = append(b, q.Owner...)
+	return string(b)
+}
+
+func (c *CursorCodec) queryMAC(key string, payload []byte) []byte {
+	return c.macBound(queryBinding|uint64(len(key)), []byte(key), payload)
+}
+
+// EncodeQuery returns the cursor for position (createdAt, id) in the
+// results of q, which must be normalized (NormalizeQuery). The cursor is
+// bound to q's filters: it decodes only for a query with the same
+// Statuses (as a set), Name and Owner. The wire form is Encode's, with
+// the MAC over the filters instead of an owner.
+func (c *CursorCodec) EncodeQuery(q Query, createdAt time.Time, id string) string {
+	return c.encode(c.queryMAC, queryKey(q), createdAt, id)
+}
+
+// DecodeQuery verifies cursor for q (normalized) and returns the position
+// it records; it fails like Decode, with ErrInvalidCursor, also for a List
+// cursor or a cursor of a query with other filters.
+func (c *CursorCodec) DecodeQuery(q Query, cursor string) (createdAt time.Time, id string, err error) {
+	return c.decode(c.queryMAC, queryKey(q), cursor)
 }
 
 // Decode verifies cursor for owner and returns the position it records. Any
@@ -75,6 +127,10 @@ func (c *CursorCodec) Encode(owner string, createdAt time.Time, id string) strin
 // (including a cursor issued for another owner or by another store) fails
 // with an error wrapping ErrInvalidCursor. Decode never panics.
 func (c *CursorCodec) Decode(owner, cursor string) (createdAt time.Time, id string, err error) {
+	return c.decode(c.mac, owner, cursor)
+}
+
+func (c *CursorCodec) decode(mac func(string, []byte) []byte, binding, cursor string) (createdAt time.Time, id string, err error) {
 	if cursor == "" {
 		return time.Time{}, "", fmt.Errorf("%w: empty", ErrInvalidCursor)
 	}
@@ -99,7 +155,7 @@ func (c *CursorCodec) Decode(owner, cursor string) (createdAt time.Time, id stri
 	payload, sum := raw[:len(raw)-cursorMACLen], raw[len(raw)-cursorMACLen:]
 	// Check the MAC before looking at anything else so that a forged cursor
 	// learns nothing about the format beyond its length.
-	if !hmac.Equal(sum, c.mac(owner, payload)) {
+	if !hmac.Equal(sum, mac(binding, payload)) {
 		return time.Time{}, "", fmt.Errorf("%w: authentication failed", ErrInvalidCursor)
 	}
 	if payload[0] != CursorVersion {

@@ -114,3 +114,42 @@ func FuzzCursorDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestQueryCursor(t *testing.T) {
+	c := NewCursorCodec(testKey)
+	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
+	norm := func(q Query) Query {
+		q, err := NormalizeQuery(q)
+		require.NoError(t, err)
+		return q
+	}
+	q := norm(Query{Statuses: []Status{StatusWorking, StatusFailed}, Name: "tool", Owner: "alice"})
+	s := c.EncodeQuery(q, at, "id-1")
+	got, id, err := c.DecodeQuery(q, s)
+	require.NoError(t, err)
+	require.True(t, got.Equal(at))
+	require.Equal(t, "id-1", id)
+
+	// The same filters in another order, and another page size, decode.
+	_, _, err = c.DecodeQuery(norm(Query{Statuses: []Status{StatusFailed, StatusWorking, StatusWorking}, Name: "tool", Owner: "alice", Limit: 7}), s)
+	require.NoError(t, err)
+	// Other filters do not, nor does the cursor as a List cursor of any
+	// owner, nor a List cursor as a Query cursor.
+	for _, other := range []Query{
+		{Statuses: []Status{StatusWorking}, Name: "tool", Owner: "alice"},
+		{Statuses: []Status{StatusWorking, StatusFailed}, Name: "tool"},
+		{Statuses: []Status{StatusWorking, StatusFailed}, Owner: "alice"},
+		{Statuses: []Status{StatusWorking, StatusFailed}, Name: "toolalice"},
+		{Statuses: []Status{StatusWorking, StatusFailed}, Name: "", Owner: "toolalice"},
+		{},
+	} {
+		_, _, err := c.DecodeQuery(norm(other), s)
+		require.ErrorIs(t, err, ErrInvalidCursor, "%+v", other)
+	}
+	_, _, err = c.Decode(queryKey(q), s)
+	require.ErrorIs(t, err, ErrInvalidCursor)
+	empty := norm(Query{})
+	list := c.Encode(queryKey(empty), at, "id-1")
+	_, _, err = c.DecodeQuery(empty, list)
+	require.ErrorIs(t, err, ErrInvalidCursor)
+}

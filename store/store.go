@@ -14,8 +14,18 @@
 //     that would move a task out of a terminal status, or along any
 //     transition CanTransition rejects, fails with a *TransitionError that
 //     matches ErrInvalidTransition (and ErrTerminal when the task had ended).
-//   - Every successful write bumps Version by one. An Update with a non-zero
-//     IfVersion that does not match fails with ErrConflict and writes nothing.
+//   - Every successful write bumps Version by one, except Renew (a lease
+//     renewal must never make a compare-and-swap writer conflict). An Update
+//     with a non-zero IfVersion that does not match fails with ErrConflict
+//     and writes nothing.
+//   - A lease (LeaseHolder, LeaseEpoch, LeaseUntil) fences writes: an Update
+//     with a Fence fails with ErrFenced unless the task's holder and epoch
+//     equal it. Every Claim bumps LeaseEpoch; a task that reaches a
+//     terminal status, or an Update with ReleaseLease, clears the holder
+//     and LeaseUntil (the epoch stays, so an old fence never matches again).
+//   - History holds the first status of a task and at most the
+//     MaxStatusHistory-1 latest status changes.
+//   - Counts reflects every committed Create, status change and Delete.
 //   - Writing the JSON value null to a variable deletes it.
 //   - Size limits are checked before anything is written (ErrTooLarge).
 //   - A write is durable when the call returns (for durable backends).
@@ -67,6 +77,13 @@ var (
 	ErrTooLarge          = errors.New("store: value too large")
 	ErrInvalid           = errors.New("store: invalid task")
 	ErrClosed            = errors.New("store: closed")
+	// ErrFenced reports an Update whose Fence no longer matches the task's
+	// lease: another holder claimed the task (or the lease was released),
+	// so the caller must stop working on it. Nothing was written.
+	ErrFenced = errors.New("store: lease lost")
+	// ErrLeased reports a Claim of a task whose lease another holder still
+	// holds (LeaseUntil is after the claim's now).
+	ErrLeased = errors.New("store: task is leased by another holder")
 )
 
 // TransitionError reports a rejected status change.
@@ -76,6 +93,7 @@ type TransitionError struct {
 	To   Status
 }
 
+// Error implements error.
 func (e *TransitionError) Error() string {
 	return fmt.Sprintf("store: task %s cannot move from %s to %s", e.ID, e.From, e.To)
 }
@@ -99,14 +117,39 @@ type Request struct {
 // ErrorInfo is a JSON-RPC error that ended a task.
 type ErrorInfo = mcptask.ErrorInfo
 
+// StatusChange is one entry of a task's status history.
+type StatusChange struct {
+	// Status is the status the task entered.
+	Status Status
+	// Message is the task's status message right after the change.
+	Message string
+	// At is the UpdatedAt of the write that made the change (the creation's
+	// UpdatedAt for the first entry).
+	At time.Time
+}
+
+// MaxStatusHistory caps Task.History: the store keeps the first entry (the
+// status the task was created with) and the latest MaxStatusHistory-1
+// changes, dropping the oldest of those when a new one arrives. A task's
+// life has few status changes (working, input_required back and forth, one
+// terminal status), so the cap only matters for tasks that bounce.
+const MaxStatusHistory = 32
+
 // Task is one task record.
 type Task struct {
-	ID            string
-	Owner         string
-	Status        Status
+	// ID is the task id, unique in the store (at most MaxIDBytes).
+	ID string
+	// Owner is the principal the task belongs to (at most MaxOwnerBytes).
+	Owner string
+	// Status is the task's lifecycle state (see CanTransition).
+	Status Status
+	// StatusMessage is a human-readable note on the status.
 	StatusMessage string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// CreatedAt is when the task was created; it orders List and Query.
+	CreatedAt time.Time
+	// UpdatedAt is when the task was last written (Claim and Renew leave
+	// it alone).
+	UpdatedAt time.Time
 	// TTL is the task's lifetime counted from CreatedAt; zero means unlimited.
 	TTL time.Duration
 	// ExpiresAt is CreatedAt+TTL, or the zero time when TTL is zero. Backends
@@ -123,9 +166,43 @@ type Task struct {
 	Result json.RawMessage
 	// Error is the JSON-RPC error that ended the task, if any.
 	Error *ErrorInfo
-	// Version starts at 1 on Create and grows by one on every write.
+	// Version starts at 1 on Create and grows by one on every write except
+	// Renew.
 	Version uint64
+
+	// LeaseHolder names the process running work for the task ("" when
+	// none). Set by Create or Claim; cleared by Update.ReleaseLease and by
+	// every move to a terminal status.
+	LeaseHolder string
+	// LeaseEpoch grows by one on every Claim (Create with a LeaseHolder
+	// sets 1, without one 0). Writers pass it back in Update.Fence, so
+	// that a holder that lost the lease cannot write any more.
+	LeaseEpoch uint64
+	// LeaseUntil is when the lease ends unless renewed; zero when there is
+	// no holder. A lease whose LeaseUntil is at or before now may be
+	// claimed by anyone.
+	LeaseUntil time.Time
+
+	// History is the task's status history, oldest first: one entry for
+	// Create and one for every write that changed Status, capped at
+	// MaxStatusHistory entries. The store maintains it (History passed to
+	// Create is ignored). Get, Update, Claim, Expired, ExpiredLeases,
+	// Active and List without HeadersOnly return it; List with HeadersOnly
+	// and Query leave it out.
+	History []StatusChange
 }
+
+// Fence identifies a lease: the holder and the epoch it got from Create or
+// Claim. See Update.Fence.
+type Fence struct {
+	// Holder is the lease holder (Task.LeaseHolder).
+	Holder string
+	// Epoch is the lease's epoch (Task.LeaseEpoch).
+	Epoch uint64
+}
+
+// Fence returns the task's current lease as a Fence.
+func (t *Task) Fence() Fence { return Fence{Holder: t.LeaseHolder, Epoch: t.LeaseEpoch} }
 
 // Clone returns a deep copy of t.
 func (t *Task) Clone() *Task {
@@ -151,6 +228,9 @@ func (t *Task) Clone() *Task {
 		e := *t.Error
 		e.Data = cloneRaw(t.Error.Data)
 		c.Error = &e
+	}
+	if t.History != nil {
+		c.History = append([]StatusChange(nil), t.History...)
 	}
 	return &c
 }
@@ -183,6 +263,19 @@ type Update struct {
 	// ExpiresAt, when non-nil, moves the task's expiry (and its place in the
 	// expiry index); the zero time means never. TTL is left as it was.
 	ExpiresAt *time.Time
+	// Fence, when non-nil, makes the update conditional on the task's lease:
+	// it fails with ErrFenced, writing nothing, unless the task's
+	// LeaseHolder and LeaseEpoch equal the fence. The fence checks only
+	// who holds the lease, not whether it is still valid: a holder whose
+	// lease ran out may keep writing until someone else claims the task.
+	// The checks run in this order: not found, terminal status and
+	// transition (ErrTerminal wins for a task that already ended), fence,
+	// IfVersion.
+	Fence *Fence
+	// ReleaseLease clears LeaseHolder and LeaseUntil in the same write
+	// (LeaseEpoch is kept). A move to a terminal status releases the lease
+	// without it.
+	ReleaseLease bool
 }
 
 // ListOptions selects a page of tasks.
@@ -194,9 +287,9 @@ type ListOptions struct {
 	// Limit is the page size; zero or less means DefaultPageSize, and it is
 	// capped at MaxPageSize.
 	Limit int
-	// HeadersOnly leaves Variables, Result and Error out of the returned
-	// tasks, which lets a backend read one record per task instead of
-	// three (tasks/list needs only the headers).
+	// HeadersOnly leaves Variables, Result, Error and History out of the
+	// returned tasks, which lets a backend read one record per task
+	// instead of four (tasks/list needs only the headers).
 	HeadersOnly bool
 }
 
@@ -206,11 +299,84 @@ const (
 	MaxPageSize     = 1000
 )
 
-// Page is one page of a listing, ordered by creation time then id.
+// Page is one page of a listing: List orders it by creation time then id,
+// Query by creation time then id, newest first.
 type Page struct {
+	// Tasks are the page's tasks, in the listing's order.
 	Tasks []*Task
-	// NextCursor is empty on the last page.
+	// NextCursor is empty on the last page. A Query page may hold fewer
+	// than Limit tasks (even none) while NextCursor is non-empty: the
+	// backend stopped after examining its bound of index entries.
 	NextCursor string
+}
+
+// Query selects tasks across all owners for an operator (Store.Query),
+// newest first. Zero fields select everything. Each call examines a
+// bounded number of index entries (QueryScanBudget), so a page may come
+// back with fewer than Limit tasks, even none, and a non-empty NextCursor:
+// keep paging until NextCursor is empty.
+type Query struct {
+	// Statuses keeps tasks in any of these statuses; empty means all.
+	Statuses []Status
+	// Name keeps tasks whose Request.Name is exactly this; "" means any.
+	Name string
+	// Owner keeps tasks of exactly this owner; "" means any.
+	Owner string
+	// Cursor is the NextCursor of a previous page of the same query (same
+	// Statuses, Name and Owner), or empty for the first page.
+	Cursor string
+	// Limit is the page size; zero or less means DefaultPageSize, and it is
+	// capped at MaxPageSize.
+	Limit int
+}
+
+// Change is one committed write, as delivered by a Notifier.
+type Change struct {
+	// ID is the task written.
+	ID string
+	// Status is the task's status after the write (before it, for a
+	// delete).
+	Status Status
+	// Version is the task's version after the write; 0 for a delete.
+	Version uint64
+	// Deleted reports that the write deleted the task.
+	Deleted bool
+	// Resync reports that the subscription lost its connection and may
+	// have missed changes: the subscriber should re-read what it watches.
+	// ID, Status and Version are empty.
+	Resync bool
+}
+
+// Notifier is implemented by stores that several processes share (such as
+// PostgreSQL), so that one process learns of writes made by another.
+//
+// Subscribe calls fn for every write committed by any process, including
+// this one, that bumps a task's Version (Create, Update, Claim) or deletes
+// a task; Renew, which bumps nothing, is not reported. Changes of one task
+// arrive in commit order; fn is called from one goroutine at a time and
+// should return quickly. After a lost connection the subscription
+// reconnects and then calls fn once with Change{Resync: true}: changes may
+// have been missed in between. stop ends the subscription and waits until
+// fn is no longer running (so fn must not call it); Subscribe's ctx bounds
+// only the setup, and the subscription also ends when the store is closed.
+type Notifier interface {
+	Subscribe(ctx context.Context, fn func(Change)) (stop func(), err error)
+}
+
+// Shared is implemented by stores that report whether other processes may
+// write to the same data at the same time. An exclusive store (bbolt holds a
+// file lock; memory lives in one process) returns false: every write goes
+// through this process. A shared one (PostgreSQL) returns true: the engine
+// must use leases and a change feed to coordinate replicas.
+type Shared interface {
+	Shared() bool
+}
+
+// IsShared reports whether s says it is shared (see Shared); a store that
+// does not implement Shared is exclusive.
+func IsShared(s Store) bool {
+	sh, ok := s.(Shared)
+	return ok && sh.Shared()
 }
 
 // Limits bound what a task may hold. Zero fields mean "use the default".
@@ -237,11 +403,13 @@ const (
 // concurrent use.
 type Store interface {
 	// Create stores a new task. The caller sets ID, Owner, Status (working or
-	// input_required), CreatedAt, TTL and the rest; the store sets Version to
-	// 1, UpdatedAt to CreatedAt when zero, and ExpiresAt from TTL. It returns
-	// the stored copy.
+	// input_required), CreatedAt, TTL, optionally LeaseHolder and
+	// LeaseUntil, and the rest; the store sets Version to 1, UpdatedAt to
+	// CreatedAt when zero, ExpiresAt from TTL, LeaseEpoch (1 with a holder,
+	// 0 without, when LeaseUntil is cleared too) and History (one entry).
+	// It returns the stored copy.
 	Create(ctx context.Context, t *Task) (*Task, error)
-	// Get returns the task with its variables, result and error.
+	// Get returns the task with its variables, result, error and history.
 	Get(ctx context.Context, id string) (*Task, error)
 	// Update applies u atomically and returns the new record.
 	Update(ctx context.Context, id string, u Update) (*Task, error)
@@ -258,6 +426,44 @@ type Store interface {
 	// Active returns every task that is not in a terminal status, using the
 	// active index (used on start to resolve work a dead process left).
 	Active(ctx context.Context) ([]*Task, error)
+
+	// Claim takes the lease of a non-terminal task for holder until until,
+	// if the lease is free (no holder) or expired (LeaseUntil at or before
+	// now). It sets LeaseHolder and LeaseUntil, increments LeaseEpoch and
+	// Version (UpdatedAt is left as it was) and returns the full task. A
+	// holder may re-claim its own valid lease (getting a new epoch). It
+	// fails with ErrNotFound, ErrTerminal (the task ended), ErrLeased
+	// (another holder's lease is valid) or ErrInvalid (empty or oversized
+	// holder, until not after now).
+	Claim(ctx context.Context, id, holder string, now, until time.Time) (*Task, error)
+	// Renew sets LeaseUntil to until on each listed task whose LeaseHolder
+	// is holder, and returns the ids it renewed, in the order given
+	// (duplicates once). The others were lost: missing, ended, released or
+	// claimed by another holder. Renew changes neither Version nor
+	// UpdatedAt, so it never makes a compare-and-swap writer conflict, and
+	// it renews an expired lease nobody has claimed yet.
+	Renew(ctx context.Context, holder string, until time.Time, ids []string) ([]string, error)
+	// ExpiredLeases returns up to limit tasks that have a LeaseHolder whose
+	// LeaseUntil is at or before now, soonest first, from the lease index
+	// (candidates for Claim by another process). A limit of zero or less
+	// means DefaultPageSize; it is capped at MaxPageSize.
+	ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]*Task, error)
+
+	// Query returns one page of tasks across all owners matching q, newest
+	// first (CreatedAt, then id, descending), headers only: no Variables,
+	// Result, Error or History. The backend drives the page from its most
+	// selective index for q's filters and examines at most
+	// QueryScanBudget(limit) index entries per call, so a page may hold
+	// fewer than Limit tasks, even none, while NextCursor is non-empty;
+	// callers page on until NextCursor is empty. A cursor issued for other
+	// filters, or by another store, fails with ErrInvalidCursor; an
+	// unknown status fails with ErrInvalid.
+	Query(ctx context.Context, q Query) (Page, error)
+	// Counts returns the number of stored tasks by status, every status
+	// present (zero included). It reads counters the store keeps up to
+	// date in the same transaction as every write: O(1), never a scan.
+	Counts(ctx context.Context) (map[Status]int, error)
+
 	// Close releases the store. Further calls fail with ErrClosed.
 	Close() error
 }

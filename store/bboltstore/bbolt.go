@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,16 +30,26 @@ var (
 	bucketExpiry  = []byte("expiry")
 	bucketActive  = []byte("active")
 	bucketMeta    = []byte("meta")
+	// Added by schema 2.
+	bucketByStatus = []byte("by_status")
+	bucketByName   = []byte("by_name")
+	bucketLeases   = []byte("leases")
+	bucketHistory  = []byte("history")
 
 	metaSchema    = []byte("schema")
 	metaCursorKey = []byte("cursor_key")
+	// metaMigrated records how far a schema 1 -> 2 migration got (the last
+	// task id it indexed), so that an interrupted one resumes.
+	metaMigrated = []byte("migrated_through")
 
-	allBuckets = [][]byte{bucketTasks, bucketVars, bucketResults, bucketByOwner, bucketExpiry, bucketActive, bucketMeta}
+	allBuckets = [][]byte{bucketTasks, bucketVars, bucketResults, bucketByOwner, bucketExpiry, bucketActive,
+		bucketMeta, bucketByStatus, bucketByName, bucketLeases, bucketHistory}
 )
 
 // SchemaVersion is the on-disk layout version stored in the meta bucket.
-// Open refuses files with another version.
-const SchemaVersion = 1
+// Open upgrades a schema 1 file (see migrate.go) and refuses any other
+// version.
+const SchemaVersion = 2
 
 const (
 	// maxBatch caps the number of operations committed in one transaction.
@@ -135,6 +146,7 @@ func (s Stats) OpsPerCommit() float64 {
 // Store is a task store on a bbolt file. It is safe for concurrent use.
 type Store struct {
 	db     *bolt.DB
+	path   string
 	limits store.Limits
 	now    func() time.Time
 	log    *slog.Logger
@@ -160,13 +172,16 @@ var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the store file at path and starts its
 // committer. It fails with a clear error, after the open timeout, when
-// another Store (in this or another process) holds the file.
+// another Store (in this or another process) holds the file, and with an
+// error matching ErrCorrupt (never a panic) when the file is damaged in a
+// way bbolt notices while opening. A schema 1 file is upgraded in place
+// (see migrate.go).
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{now: time.Now, openTimeout: DefaultOpenTimeout, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	db, file, err := openBolt(path, &bolt.Options{
 		Timeout:      o.openTimeout,
 		NoSync:       o.noSync,
 		FreelistType: bolt.FreelistMapType,
@@ -175,42 +190,63 @@ func Open(path string, opts ...Option) (*Store, error) {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("bboltstore: open %s: the file is locked by another open store (waited %v for the lock): %w", path, o.openTimeout, err)
 		}
-		return nil, fmt.Errorf("bboltstore: open %s: %w", path, err)
+		return nil, err
 	}
-	var cursorKey []byte
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+	var (
+		cursorKey []byte
+		schema    byte
+	)
+	err = guard(path, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			for _, name := range allBuckets {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			meta := tx.Bucket(bucketMeta)
+			v := meta.Get(metaSchema)
+			switch {
+			case v == nil && isEmpty(tx.Bucket(bucketTasks)):
+				// A new file.
+				schema = SchemaVersion
+				if err := meta.Put(metaSchema, []byte{SchemaVersion}); err != nil {
+					return err
+				}
+			case v == nil:
+				return &CorruptError{Path: path, Detail: "tasks without a schema version"}
+			case len(v) == 1 && (v[0] == 1 || v[0] == SchemaVersion):
+				schema = v[0]
+			default:
+				return fmt.Errorf("unsupported schema version %v (want %d)", v, SchemaVersion)
+			}
+			if k := meta.Get(metaCursorKey); k != nil {
+				if len(k) != cursorKeyLen {
+					return &CorruptError{Path: path, Detail: fmt.Sprintf("cursor key of %d bytes", len(k))}
+				}
+				cursorKey = slices.Clone(k)
+				return nil
+			}
+			cursorKey = make([]byte, cursorKeyLen)
+			if _, err := rand.Read(cursorKey); err != nil {
 				return err
 			}
-		}
-		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get(metaSchema); v == nil {
-			if err := meta.Put(metaSchema, []byte{SchemaVersion}); err != nil {
-				return err
-			}
-		} else if len(v) != 1 || v[0] != SchemaVersion {
-			return fmt.Errorf("unsupported schema version %v (want %d)", v, SchemaVersion)
-		}
-		if k := meta.Get(metaCursorKey); k != nil {
-			if len(k) != cursorKeyLen {
-				return fmt.Errorf("corrupt cursor key (%d bytes)", len(k))
-			}
-			cursorKey = slices.Clone(k)
-			return nil
-		}
-		cursorKey = make([]byte, cursorKeyLen)
-		if _, err := rand.Read(cursorKey); err != nil {
-			return err
-		}
-		return meta.Put(metaCursorKey, cursorKey)
+			return meta.Put(metaCursorKey, cursorKey)
+		})
 	})
+	if err == nil && schema < SchemaVersion {
+		err = guard(path, func() error { return migrate(db, o.logger) })
+	}
 	if err != nil {
-		_ = db.Close()
+		_ = closeQuietly(db, file)
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("bboltstore: open %s: %w", path, err)
 	}
 	s := &Store{
 		db:     db,
+		path:   path,
 		limits: o.limits.WithDefaults(),
 		now:    o.now,
 		log:    o.logger,
@@ -290,7 +326,8 @@ func ctxOrBackground(ctx context.Context) context.Context {
 	return ctx
 }
 
-// view runs a read-only transaction.
+// view runs a read-only transaction. A panic inside bbolt (a damaged page
+// it reads lazily) becomes an error matching ErrCorrupt.
 func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctxOrBackground(ctx).Err(); err != nil {
 		return err
@@ -298,15 +335,20 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if s.closedFlag.Load() {
 		return store.ErrClosed
 	}
-	err := s.db.View(fn)
+	err := guard(s.path, func() error { return s.db.View(fn) })
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return store.ErrClosed
 	}
 	return err
 }
 
-// loadTask reads the full task id (header, variables, result) in tx.
-// loadHeader reads a task without its variables, result and error.
+func isEmpty(b *bolt.Bucket) bool {
+	k, _ := b.Cursor().First()
+	return k == nil
+}
+
+// loadHeader reads a task without its variables, result, error and
+// history.
 func loadHeader(tx *bolt.Tx, id []byte) (*store.Task, error) {
 	h := tx.Bucket(bucketTasks).Get(id)
 	if h == nil {
@@ -319,6 +361,8 @@ func loadHeader(tx *bolt.Tx, id []byte) (*store.Task, error) {
 	return t, nil
 }
 
+// loadTask reads the full task id (header, variables, result, history) in
+// tx.
 func loadTask(tx *bolt.Tx, id []byte) (*store.Task, error) {
 	t, err := loadHeader(tx, id)
 	if err != nil {
@@ -341,7 +385,144 @@ func loadTask(tx *bolt.Tx, id []byte) (*store.Task, error) {
 			return nil, fmt.Errorf("task %q result: %w", id, err)
 		}
 	}
+	if h := tx.Bucket(bucketHistory).Get(id); h != nil {
+		if t.History, err = decodeHistory(h); err != nil {
+			return nil, fmt.Errorf("task %q history: %w", id, err)
+		}
+	}
 	return t, nil
+}
+
+// addCount adds delta to the counter of status st in the meta bucket.
+// Invariant: the counters equal the number of tasks per status; every write
+// that creates, deletes or moves a task between statuses calls it in the
+// same transaction.
+func addCount(tx *bolt.Tx, st store.Status, delta int64) error {
+	meta := tx.Bucket(bucketMeta)
+	k := countKey(st)
+	var n uint64
+	if v := meta.Get(k); len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
+	}
+	return put(meta, k, binary.BigEndian.AppendUint64(nil, n+uint64(delta)))
+}
+
+// indexTask writes every index entry of a new task t and counts it.
+// Invariant (checked by Check): a task has exactly these entries —
+// by_owner, by_status and by_name always; expiry when it has an ExpiresAt;
+// leases when it has a LeaseHolder; active while it is not terminal.
+func indexTask(tx *bolt.Tx, t *store.Task) error {
+	id := []byte(t.ID)
+	if err := put(tx.Bucket(bucketByOwner), ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID), empty); err != nil {
+		return err
+	}
+	if err := put(tx.Bucket(bucketByStatus), statusKey(t), empty); err != nil {
+		return err
+	}
+	if err := put(tx.Bucket(bucketByName), nameKey(t), empty); err != nil {
+		return err
+	}
+	if !t.ExpiresAt.IsZero() {
+		if err := put(tx.Bucket(bucketExpiry), expiryKey(t.ExpiresAt.UnixNano(), t.ID), empty); err != nil {
+			return err
+		}
+	}
+	if t.LeaseHolder != "" {
+		if err := put(tx.Bucket(bucketLeases), leaseKey(t.LeaseUntil, t.ID), empty); err != nil {
+			return err
+		}
+	}
+	if !t.Status.Terminal() {
+		if err := put(tx.Bucket(bucketActive), id, empty); err != nil {
+			return err
+		}
+	}
+	return addCount(tx, t.Status, 1)
+}
+
+// unindexTask removes every index entry of t (as stored) and uncounts it.
+func unindexTask(tx *bolt.Tx, t *store.Task) error {
+	id := []byte(t.ID)
+	if err := del(tx.Bucket(bucketByOwner), ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID)); err != nil {
+		return err
+	}
+	if err := del(tx.Bucket(bucketByStatus), statusKey(t)); err != nil {
+		return err
+	}
+	if err := del(tx.Bucket(bucketByName), nameKey(t)); err != nil {
+		return err
+	}
+	if !t.ExpiresAt.IsZero() {
+		if err := del(tx.Bucket(bucketExpiry), expiryKey(t.ExpiresAt.UnixNano(), t.ID)); err != nil {
+			return err
+		}
+	}
+	if t.LeaseHolder != "" {
+		if err := del(tx.Bucket(bucketLeases), leaseKey(t.LeaseUntil, t.ID)); err != nil {
+			return err
+		}
+	}
+	if err := del(tx.Bucket(bucketActive), id); err != nil {
+		return err
+	}
+	return addCount(tx, t.Status, -1)
+}
+
+// reindex moves the index entries of t (the record after a write) that the
+// write changed, as ch reports: status (by_status, active, counters,
+// history), expiry and lease.
+func reindex(tx *bolt.Tx, t *store.Task, ch store.Changes) error {
+	if ch.StatusChanged {
+		prev := *t
+		prev.Status = ch.PrevStatus
+		if err := del(tx.Bucket(bucketByStatus), statusKey(&prev)); err != nil {
+			return err
+		}
+		if err := put(tx.Bucket(bucketByStatus), statusKey(t), empty); err != nil {
+			return err
+		}
+		if err := addCount(tx, ch.PrevStatus, -1); err != nil {
+			return err
+		}
+		if err := addCount(tx, t.Status, 1); err != nil {
+			return err
+		}
+		if err := put(tx.Bucket(bucketHistory), []byte(t.ID), encodeHistory(t.History)); err != nil {
+			return err
+		}
+		if t.Status.Terminal() {
+			if err := del(tx.Bucket(bucketActive), []byte(t.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	if ch.ExpiryChanged {
+		expiry := tx.Bucket(bucketExpiry)
+		if !ch.PrevExpiresAt.IsZero() {
+			if err := del(expiry, expiryKey(ch.PrevExpiresAt.UnixNano(), t.ID)); err != nil {
+				return err
+			}
+		}
+		if !t.ExpiresAt.IsZero() {
+			if err := put(expiry, expiryKey(t.ExpiresAt.UnixNano(), t.ID), empty); err != nil {
+				return err
+			}
+		}
+	}
+	if ch.LeaseChanged {
+		leases := tx.Bucket(bucketLeases)
+		if ch.PrevLeaseHolder != "" {
+			if err := del(leases, leaseKey(ch.PrevLeaseUntil, t.ID)); err != nil {
+				return err
+			}
+		}
+		if t.LeaseHolder != "" {
+			if err := put(leases, leaseKey(t.LeaseUntil, t.ID), empty); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Create stores a new task; see store.Store.
@@ -353,11 +534,7 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 	id := []byte(rec.ID)
 	hdr := encodeHeader(rec)
 	res := encodeResult(rec)
-	okey := ownerKey(rec.Owner, rec.CreatedAt.UnixNano(), rec.ID)
-	var ekey []byte
-	if !rec.ExpiresAt.IsZero() {
-		ekey = expiryKey(rec.ExpiresAt.UnixNano(), rec.ID)
-	}
+	hist := encodeHistory(rec.History)
 	err = s.submit(ctx, func(tx *bolt.Tx) error {
 		tasks := tx.Bucket(bucketTasks)
 		if tasks.Get(id) != nil {
@@ -384,15 +561,10 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 			}
 			s.stats.resultWrites.Add(1)
 		}
-		if err := put(tx.Bucket(bucketByOwner), okey, empty); err != nil {
+		if err := put(tx.Bucket(bucketHistory), id, hist); err != nil {
 			return err
 		}
-		if ekey != nil {
-			if err := put(tx.Bucket(bucketExpiry), ekey, empty); err != nil {
-				return err
-			}
-		}
-		return put(tx.Bucket(bucketActive), id, empty)
+		return indexTask(tx, rec)
 	})
 	if err != nil {
 		return nil, err
@@ -418,8 +590,9 @@ func (s *Store) Get(ctx context.Context, id string) (*store.Task, error) {
 }
 
 // Update applies u atomically; see store.Store. Only what changes is
-// written: the header always, the variables named in u, and the result
-// record when u sets a result or an error.
+// written: the header always, the variables named in u, the result record
+// when u sets a result or an error, the history when the status changes,
+// and the index entries the update moves.
 func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
 	p, err := store.PrepareUpdate(u, s.limits)
 	if err != nil {
@@ -473,23 +646,8 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 			}
 			s.stats.resultWrites.Add(1)
 		}
-		if ch.ExpiryChanged {
-			expiry := tx.Bucket(bucketExpiry)
-			if !ch.PrevExpiresAt.IsZero() {
-				if err := del(expiry, expiryKey(ch.PrevExpiresAt.UnixNano(), id)); err != nil {
-					return err
-				}
-			}
-			if !t.ExpiresAt.IsZero() {
-				if err := put(expiry, expiryKey(t.ExpiresAt.UnixNano(), id), empty); err != nil {
-					return err
-				}
-			}
-		}
-		if t.Status.Terminal() && !ch.PrevStatus.Terminal() {
-			if err := del(tx.Bucket(bucketActive), key); err != nil {
-				return err
-			}
+		if err := reindex(tx, t, ch); err != nil {
+			return err
 		}
 		out = t
 		return nil
@@ -507,16 +665,11 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		if id == "" {
 			return notFound(id)
 		}
-		tasks := tx.Bucket(bucketTasks)
-		h := tasks.Get(key)
-		if h == nil {
-			return notFound(id)
-		}
-		t, err := decodeHeader(h)
+		t, err := loadHeader(tx, key)
 		if err != nil {
-			return fmt.Errorf("task %q header: %w", id, err)
+			return err
 		}
-		if err := del(tasks, key); err != nil {
+		if err := del(tx.Bucket(bucketTasks), key); err != nil {
 			return err
 		}
 		vars := tx.Bucket(bucketVars)
@@ -528,15 +681,10 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		if err := del(tx.Bucket(bucketResults), key); err != nil {
 			return err
 		}
-		if err := del(tx.Bucket(bucketByOwner), ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID)); err != nil {
+		if err := del(tx.Bucket(bucketHistory), key); err != nil {
 			return err
 		}
-		if !t.ExpiresAt.IsZero() {
-			if err := del(tx.Bucket(bucketExpiry), expiryKey(t.ExpiresAt.UnixNano(), t.ID)); err != nil {
-				return err
-			}
-		}
-		return del(tx.Bucket(bucketActive), key)
+		return unindexTask(tx, t)
 	})
 }
 
@@ -609,21 +757,27 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 // soonest first, reading the expiry index; see store.Store. A limit of zero
 // or less means store.DefaultPageSize; it is capped at store.MaxPageSize.
 func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	return s.timeIndex(ctx, bucketExpiry, now, limit)
+}
+
+// timeIndex reads up to limit full tasks from an index keyed by time|id
+// (expiry, leases) whose time is at or before now, soonest first.
+func (s *Store) timeIndex(ctx context.Context, bucket []byte, now time.Time, limit int) ([]*store.Task, error) {
 	limit = store.PageLimit(limit)
 	var out []*store.Task
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		out = nil
-		c := tx.Bucket(bucketExpiry).Cursor()
+		c := tx.Bucket(bucket).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
 			if len(k) < 8 {
-				return fmt.Errorf("%w: short expiry key", errCorrupt)
+				return fmt.Errorf("%w: short %s key", errCorrupt, bucket)
 			}
 			if time.Unix(0, keyNanos(k)).After(now) {
 				break
 			}
 			t, err := loadTask(tx, k[8:])
 			if err != nil {
-				return fmt.Errorf("expiry index: %w", err)
+				return fmt.Errorf("%s index: %w", bucket, err)
 			}
 			out = append(out, t)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -120,15 +121,19 @@ func TestGroupCommitBatches(t *testing.T) {
 func TestSingleWriterNoDelay(t *testing.T) {
 	s, _ := openTemp(t, bboltstore.WithNoSync(true))
 	ctx := t.Context()
-	start := time.Now()
 	const n = 200
+	lat := make([]time.Duration, n)
 	for i := range n {
+		start := time.Now()
 		_, err := s.Create(ctx, task(strconv.Itoa(i), time.Unix(0, int64(i))))
 		require.NoError(t, err)
+		lat[i] = time.Since(start)
 	}
-	// With a batching timer (like bbolt's DB.Batch, 10ms) this would take
-	// two seconds or more.
-	require.Less(t, time.Since(start), time.Second)
+	// With a batching timer (like bbolt's DB.Batch, 10ms) every lone write
+	// would wait for it. The median, unlike the total, stays far below it
+	// even on a loaded machine.
+	slices.Sort(lat)
+	require.Less(t, lat[n/2], 5*time.Millisecond, "median latency of a lone writer")
 	st := s.Stats()
 	require.Equal(t, uint64(n), st.Commits)
 	require.Equal(t, uint64(1), st.MaxOpsPerCommit)
@@ -207,7 +212,14 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Close while writes are in flight: after the first acknowledgement
+	// (however slow the machine), and a little more.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) > 0
+	}, 10*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, s.Close())
 	wg.Wait()
 	close(errc)
@@ -259,3 +271,17 @@ func BenchmarkCreateComplete(b *testing.B) {
 func BenchmarkGet(b *testing.B) { storetest.BenchGet(b, openBench(b)) }
 
 func BenchmarkListPage(b *testing.B) { storetest.BenchListPage(b, openBench(b)) }
+
+// BenchmarkQueryPage measures operator queries over 100,000 tasks (10,000
+// with -short).
+func BenchmarkQueryPage(b *testing.B) {
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	s := openBench(b)
+	storetest.PreloadQuery(b, s, n)
+	for _, c := range storetest.QueryBenchCases() {
+		b.Run(c.Name, func(b *testing.B) { storetest.BenchQueryPage(b, s, c.Query) })
+	}
+}

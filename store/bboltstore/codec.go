@@ -3,7 +3,6 @@ package bboltstore
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,13 +10,15 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// Record format bytes.
+// Record format bytes. Format 2 of the header appended the lease fields;
+// decodeHeader still reads format 1 (written before leases existed: no
+// holder, epoch 0).
 const (
-	headerFormat byte = 1
-	resultFormat byte = 1
+	headerFormatV1 byte = 1
+	headerFormat   byte = 2
+	resultFormat   byte = 1
+	historyFormat  byte = 1
 )
-
-var errCorrupt = errors.New("bboltstore: corrupt record")
 
 // timeKey is t's Unix nanoseconds with the sign bit flipped, big endian, so
 // that byte order is time order.
@@ -30,18 +31,38 @@ func keyNanos(k []byte) int64 {
 }
 
 // ownerPrefix is len(owner) as 2 bytes then the owner. Owners are at most
-// store.MaxOwnerBytes long, so the length always fits.
+// store.MaxOwnerBytes long, so the length always fits. The status and name
+// indexes use the same prefix form (names are at most store.MaxNameBytes).
 func ownerPrefix(owner string) []byte {
 	b := make([]byte, 0, 2+len(owner)+8+store.MaxIDBytes)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(owner)))
 	return append(b, owner...)
 }
 
+// ownerKey is the key of a (CreatedAt, id) index under a length-prefixed
+// string: by_owner, by_status and by_name.
 func ownerKey(owner string, createdAt int64, id string) []byte {
 	b := ownerPrefix(owner)
 	b = binary.BigEndian.AppendUint64(b, uint64(createdAt)^(1<<63))
 	return append(b, id...)
 }
+
+// statusKey, nameKey and leaseKey are the index keys of a task.
+func statusKey(t *store.Task) []byte {
+	return ownerKey(string(t.Status), t.CreatedAt.UnixNano(), t.ID)
+}
+
+func nameKey(t *store.Task) []byte {
+	return ownerKey(t.Request.Name, t.CreatedAt.UnixNano(), t.ID)
+}
+
+func leaseKey(until time.Time, id string) []byte {
+	return append(timeKey(until.UnixNano()), id...)
+}
+
+// countKey is the meta key of the counter of tasks in status st; the value
+// is a uint64, big endian.
+func countKey(st store.Status) []byte { return append([]byte("count:"), st...) }
 
 func expiryKey(expiresAt int64, id string) []byte {
 	return append(timeKey(expiresAt), id...)
@@ -178,12 +199,23 @@ func encodeHeader(t *store.Task) []byte {
 		e.str(t.Labels[k])
 	}
 	e.uvarint(t.Version)
+	// Format 2: the lease.
+	e.str(t.LeaseHolder)
+	e.uvarint(t.LeaseEpoch)
+	if t.LeaseUntil.IsZero() {
+		e.byte(0)
+	} else {
+		e.byte(1)
+		e.varint(t.LeaseUntil.UnixNano())
+	}
 	return e.b
 }
 
+// decodeHeader reads a header of format 1 or 2.
 func decodeHeader(b []byte) (*store.Task, error) {
 	d := decoder{b: b}
-	if d.byte() != headerFormat {
+	format := d.byte()
+	if format != headerFormat && format != headerFormatV1 {
 		return nil, fmt.Errorf("%w: unknown header format", errCorrupt)
 	}
 	t := &store.Task{}
@@ -213,10 +245,50 @@ func decodeHeader(b []byte) (*store.Task, error) {
 		}
 	}
 	t.Version = d.uvarint()
+	if format >= 2 {
+		t.LeaseHolder = d.str()
+		t.LeaseEpoch = d.uvarint()
+		if d.byte() == 1 {
+			t.LeaseUntil = timeOrZero(d.varint(), true)
+		}
+	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// encodeHistory encodes a status history: the format byte, the number of
+// entries, then each entry's status, message and time.
+func encodeHistory(h []store.StatusChange) []byte {
+	e := encoder{b: make([]byte, 0, 8+24*len(h))}
+	e.byte(historyFormat)
+	e.uvarint(uint64(len(h)))
+	for _, c := range h {
+		e.str(string(c.Status))
+		e.str(c.Message)
+		e.varint(c.At.UnixNano())
+	}
+	return e.b
+}
+
+func decodeHistory(b []byte) ([]store.StatusChange, error) {
+	d := decoder{b: b}
+	if d.byte() != historyFormat {
+		return nil, fmt.Errorf("%w: unknown history format", errCorrupt)
+	}
+	n := d.uvarint()
+	if n > uint64(len(d.b)) { // each entry takes at least 3 bytes
+		d.fail()
+	}
+	var h []store.StatusChange
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		h = append(h, store.StatusChange{Status: store.Status(d.str()), Message: d.str(), At: timeOrZero(d.varint(), true)})
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // encodeResult encodes t's Result and Error; it returns nil when the task

@@ -52,6 +52,9 @@ func (s *Store) submit(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 // commits them in one transaction. It exits once ops is closed and drained.
 func (s *Store) commitLoop() {
 	defer close(s.done)
+	// A damaged page bbolt maps faults; as a panic, runOp and commit
+	// recover it.
+	debug.SetPanicOnFault(true)
 	batch := make([]*op, 0, maxBatch)
 	for first := range s.ops {
 		batch = append(batch[:0], first)
@@ -133,7 +136,7 @@ func (s *Store) runBatch(batch []*op) {
 		if ok == 0 {
 			// Nothing to write: skip the commit (and its fsync).
 			_ = tx.Rollback()
-		} else if err := tx.Commit(); err != nil {
+		} else if err := s.commit(tx); err != nil {
 			s.stats.commitErrors.Add(1)
 			s.log.Error("bboltstore: commit failed", "err", err, "ops", ok)
 			for i := range results {
@@ -156,6 +159,22 @@ func (s *Store) runBatch(batch []*op) {
 		}
 		return
 	}
+}
+
+// commit commits tx, turning a panic inside bbolt (a damaged page met while
+// writing) into an error matching ErrCorrupt; the transaction is rolled
+// back then, so that the next one can start.
+func (s *Store) commit(tx *bolt.Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			func() {
+				defer func() { _ = recover() }()
+				_ = tx.Rollback()
+			}()
+			err = &CorruptError{Path: s.path, Detail: fmt.Sprintf("bbolt failed committing: %v", r)}
+		}
+	}()
+	return tx.Commit()
 }
 
 func (s *Store) reply(o *op, err error) {

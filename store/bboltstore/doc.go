@@ -7,18 +7,31 @@
 // nanoseconds; in index keys they are stored as uint64(nanos) with the sign
 // bit flipped, so that byte order is time order (also before 1970).
 //
-//	tasks     id -> header: every field of the task except Variables, Result
-//	                and Error (versioned binary record, see below)
+//	tasks     id -> header: every field of the task except Variables, Result,
+//	                Error and History (versioned binary record, see below)
 //	vars      id -> nested bucket, one per task that has variables:
 //	                variable name -> raw JSON value
 //	results   id -> result record: raw result JSON and the JSON-RPC error
+//	history   id -> the status history (versioned binary record); written
+//	                on Create and on every status change only
 //	by_owner  len(owner) (2 bytes) | owner | createdAt (8) | id -> empty
+//	by_status len(status) (2 bytes) | status | createdAt (8) | id -> empty
+//	by_name   len(name) (2 bytes) | request name | createdAt (8) | id -> empty
 //	expiry    expiresAt (8) | id -> empty; only tasks with an ExpiresAt
 //	          (TTL > 0, or moved there by Update.ExpiresAt)
+//	leases    leaseUntil (8) | id -> empty; only tasks with a LeaseHolder
 //	active    id -> empty; tasks not in a terminal status
-//	meta      "schema" -> schema version (1);
+//	meta      "schema" -> schema version (2);
 //	          "cursor_key" -> 32 random bytes generated on first open, the
-//	          HMAC key of List cursors, so cursors survive a restart
+//	          HMAC key of List and Query cursors, so cursors survive a
+//	          restart;
+//	          "count:<status>" -> the number of tasks in that status
+//	          (uint64), so Counts reads five keys instead of the tasks
+//
+// Every write keeps the indexes and counters in step with the headers in
+// the same transaction (indexTask, unindexTask and reindex in bbolt.go);
+// Check verifies that offline. Schema 1 files (before leases, queries,
+// counts and history) are upgraded by Open, see migrate.go.
 //
 // The owner index key is length-prefixed rather than separator-terminated,
 // so owners may contain any bytes (including 0x00) without ambiguity. The
@@ -27,14 +40,25 @@
 // UTF-8 in owners, ids and messages; records carry a format byte so the
 // encoding can evolve.
 //
-// Splitting a task over three buckets means an update writes only what it
-// changes: a status-only update rewrites the header (and the index entries
-// it affects) but neither the variables nor the result; a variable merge
-// writes only the merged names.
+// Splitting a task over four buckets means an update writes only what it
+// changes: a status-only update rewrites the header, the history and the
+// index entries it affects but neither the variables nor the result; a
+// variable merge writes only the merged names and the header; a lease
+// renewal writes only the header and its lease entry.
+//
+// # Queries
+//
+// Query drives each page from one index, chosen by store.PlanQuery:
+// by_owner or by_name under one prefix, or by_status merged over the
+// wanted statuses, walked backwards (newest first) with a bbolt cursor from
+// the page cursor's position. The filters the index does not cover are
+// applied to the decoded headers, and a call examines at most
+// store.QueryScanBudget entries, so a page's cost is bounded whatever the
+// filters and the number of tasks.
 //
 // # Group commit
 //
-// Every write (Create, Update, Delete) is an operation handed to one
+// Every write (Create, Update, Delete, Claim, Renew) is an operation handed to one
 // committer goroutine; the caller waits for the outcome. The committer takes
 // the first queued operation, then drains whatever else is already queued
 // (up to 512 operations) without waiting for more, runs them all inside ONE
@@ -54,8 +78,20 @@
 // are dropped with the context's error; once an operation runs, its caller
 // gets its true outcome.
 //
-// Reads (Get, List, Expired, Active) use their own read-only transactions
-// and run concurrently with each other and with the committer.
+// Reads (Get, List, Query, Counts, Expired, ExpiredLeases, Active) use
+// their own read-only transactions and run concurrently with each other and
+// with the committer.
+//
+// # Damaged files
+//
+// A file damaged by a disk fault or a bad copy must never take the process
+// down. Open reads the meta pages first and refuses a truncated file or a
+// malformed freelist (which bbolt would fault on, or allocate without
+// bound for); panics and memory faults bbolt raises inside Open, reads and
+// commits are recovered. All of these fail with an error matching
+// ErrCorrupt that names the file and says to restore it from a backup or
+// move it away. Check verifies a file offline, bbolt's page structure and
+// the store's own invariants.
 //
 // # Durability
 //

@@ -1,13 +1,22 @@
 // Package memory is an in-memory implementation of store.Store.
 //
-// It keeps tasks in a map by id plus three indexes, so that no query scans
+// It keeps tasks in a map by id plus these indexes, so that no query scans
 // every task:
 //
-//   - per owner, a slice sorted by (CreatedAt, id) for List (binary-search
-//     seek from the cursor position);
+//   - per owner, per status and per request name, a slice sorted by
+//     (CreatedAt, id) for List, Active and Query (binary-search seek from
+//     the cursor position);
 //   - a slice sorted by (ExpiresAt, id) holding only tasks with a non-zero
 //     ExpiresAt, for Expired;
-//   - a set of the ids of non-terminal tasks, for Active.
+//   - a slice sorted by (LeaseUntil, id) holding only tasks with a
+//     LeaseHolder, for ExpiredLeases;
+//   - a count of tasks per status, for Counts.
+//
+// Every write updates the indexes it affects before it releases the lock,
+// so a reader never sees a task and its index entries disagree. The sorted
+// slices make an insertion or removal O(n) in the worst case (a memmove);
+// tasks are mostly created and finished in time order, which keeps the
+// moved tail short. The store is meant for tests and ephemeral use.
 //
 // Every method returns deep copies, so callers can never mutate stored
 // state. A single sync.RWMutex guards the store: reads share it, writes
@@ -73,12 +82,15 @@ type Store struct {
 	now    func() time.Time
 	codec  *store.CursorCodec
 
-	mu      sync.RWMutex
-	closed  bool
-	tasks   map[string]*store.Task
-	byOwner map[string][]pos // sorted by (CreatedAt, id)
-	expiry  []pos            // sorted by (ExpiresAt, id); tasks with an ExpiresAt
-	active  map[string]struct{}
+	mu       sync.RWMutex
+	closed   bool
+	tasks    map[string]*store.Task
+	byOwner  map[string][]pos       // sorted by (CreatedAt, id)
+	byStatus map[store.Status][]pos // sorted by (CreatedAt, id)
+	byName   map[string][]pos       // by Request.Name, sorted by (CreatedAt, id)
+	expiry   []pos                  // sorted by (ExpiresAt, id); tasks with an ExpiresAt
+	leases   []pos                  // sorted by (LeaseUntil, id); tasks with a LeaseHolder
+	counts   map[store.Status]int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -92,12 +104,14 @@ func New(opts ...Option) *Store {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand.Read never fails (it crashes the program instead)
 	return &Store{
-		limits:  o.limits.WithDefaults(),
-		now:     o.now,
-		codec:   store.NewCursorCodec(key),
-		tasks:   make(map[string]*store.Task),
-		byOwner: make(map[string][]pos),
-		active:  make(map[string]struct{}),
+		limits:   o.limits.WithDefaults(),
+		now:      o.now,
+		codec:    store.NewCursorCodec(key),
+		tasks:    make(map[string]*store.Task),
+		byOwner:  make(map[string][]pos),
+		byStatus: make(map[store.Status][]pos),
+		byName:   make(map[string][]pos),
+		counts:   store.NewCounts(),
 	}
 }
 
@@ -114,8 +128,86 @@ func removePos(s []pos, p pos) []pos {
 	return slices.Delete(s, i, i+1)
 }
 
-func ownerPos(t *store.Task) pos  { return pos{at: t.CreatedAt.UnixNano(), id: t.ID} }
-func expiryPos(t *store.Task) pos { return pos{at: t.ExpiresAt.UnixNano(), id: t.ID} }
+// addTo and removeFrom keep a map of sorted index slices, dropping empty
+// slices so that the map does not grow with every owner or name ever seen.
+func addTo[K comparable](m map[K][]pos, k K, p pos) { m[k] = insertPos(m[k], p) }
+
+func removeFrom[K comparable](m map[K][]pos, k K, p pos) {
+	if idx := removePos(m[k], p); len(idx) == 0 {
+		delete(m, k)
+	} else {
+		m[k] = idx
+	}
+}
+
+func createdPos(t *store.Task) pos { return pos{at: t.CreatedAt.UnixNano(), id: t.ID} }
+func expiryPos(t *store.Task) pos  { return pos{at: t.ExpiresAt.UnixNano(), id: t.ID} }
+func leasePos(t *store.Task) pos   { return pos{at: t.LeaseUntil.UnixNano(), id: t.ID} }
+
+// index adds every index entry of t; unindex removes them. The caller holds
+// mu for writing.
+func (s *Store) index(t *store.Task) {
+	p := createdPos(t)
+	addTo(s.byOwner, t.Owner, p)
+	addTo(s.byStatus, t.Status, p)
+	addTo(s.byName, t.Request.Name, p)
+	if !t.ExpiresAt.IsZero() {
+		s.expiry = insertPos(s.expiry, expiryPos(t))
+	}
+	if t.LeaseHolder != "" {
+		s.leases = insertPos(s.leases, leasePos(t))
+	}
+	s.counts[t.Status]++
+}
+
+func (s *Store) unindex(t *store.Task) {
+	p := createdPos(t)
+	removeFrom(s.byOwner, t.Owner, p)
+	removeFrom(s.byStatus, t.Status, p)
+	removeFrom(s.byName, t.Request.Name, p)
+	if !t.ExpiresAt.IsZero() {
+		s.expiry = removePos(s.expiry, expiryPos(t))
+	}
+	if t.LeaseHolder != "" {
+		s.leases = removePos(s.leases, leasePos(t))
+	}
+	s.counts[t.Status]--
+}
+
+// reindex moves t's entries in the indexes a write changed, as reported by
+// ch (t is the record after the write).
+func (s *Store) reindex(t *store.Task, ch store.Changes) {
+	if ch.StatusChanged {
+		p := createdPos(t)
+		removeFrom(s.byStatus, ch.PrevStatus, p)
+		addTo(s.byStatus, t.Status, p)
+		s.counts[ch.PrevStatus]--
+		s.counts[t.Status]++
+	}
+	if ch.ExpiryChanged {
+		if !ch.PrevExpiresAt.IsZero() {
+			s.expiry = removePos(s.expiry, pos{at: ch.PrevExpiresAt.UnixNano(), id: t.ID})
+		}
+		if !t.ExpiresAt.IsZero() {
+			s.expiry = insertPos(s.expiry, expiryPos(t))
+		}
+	}
+	if ch.LeaseChanged {
+		if ch.PrevLeaseHolder != "" {
+			s.leases = removePos(s.leases, pos{at: ch.PrevLeaseUntil.UnixNano(), id: t.ID})
+		}
+		if t.LeaseHolder != "" {
+			s.leases = insertPos(s.leases, leasePos(t))
+		}
+	}
+}
+
+// headers returns a copy of t without Variables, Result, Error and History.
+func headers(t *store.Task) *store.Task {
+	h := *t
+	h.Variables, h.Result, h.Error, h.History = nil, nil, nil, nil
+	return h.Clone()
+}
 
 func begin(ctx context.Context) error {
 	if ctx == nil {
@@ -142,11 +234,7 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 		return nil, fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
 	}
 	s.tasks[rec.ID] = rec
-	s.byOwner[rec.Owner] = insertPos(s.byOwner[rec.Owner], ownerPos(rec))
-	if !rec.ExpiresAt.IsZero() {
-		s.expiry = insertPos(s.expiry, expiryPos(rec))
-	}
-	s.active[rec.ID] = struct{}{}
+	s.index(rec)
 	return rec.Clone(), nil
 }
 
@@ -191,17 +279,7 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 	if err != nil {
 		return nil, err
 	}
-	if ch.ExpiryChanged {
-		if !ch.PrevExpiresAt.IsZero() {
-			s.expiry = removePos(s.expiry, pos{at: ch.PrevExpiresAt.UnixNano(), id: id})
-		}
-		if !t.ExpiresAt.IsZero() {
-			s.expiry = insertPos(s.expiry, expiryPos(t))
-		}
-	}
-	if t.Status.Terminal() {
-		delete(s.active, id)
-	}
+	s.reindex(t, ch)
 	return t.Clone(), nil
 }
 
@@ -220,15 +298,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %s", store.ErrNotFound, id)
 	}
 	delete(s.tasks, id)
-	if idx := removePos(s.byOwner[t.Owner], ownerPos(t)); len(idx) == 0 {
-		delete(s.byOwner, t.Owner)
-	} else {
-		s.byOwner[t.Owner] = idx
-	}
-	if !t.ExpiresAt.IsZero() {
-		s.expiry = removePos(s.expiry, expiryPos(t))
-	}
-	delete(s.active, id)
+	s.unindex(t)
 	return nil
 }
 
@@ -272,11 +342,10 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 		for _, p := range idx[start:end] {
 			t := s.tasks[p.id]
 			if opts.HeadersOnly {
-				h := *t
-				h.Variables, h.Result, h.Error = nil, nil, nil
-				t = &h
+				page.Tasks = append(page.Tasks, headers(t))
+			} else {
+				page.Tasks = append(page.Tasks, t.Clone())
 			}
-			page.Tasks = append(page.Tasks, t.Clone())
 		}
 	}
 	if end < len(idx) && end > start {
@@ -309,8 +378,8 @@ func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]*store
 	return out, nil
 }
 
-// Active returns every non-terminal task, ordered by (CreatedAt, id); see
-// store.Store.
+// Active returns every non-terminal task, ordered by (CreatedAt, id), from
+// the status index; see store.Store.
 func (s *Store) Active(ctx context.Context) ([]*store.Task, error) {
 	if err := begin(ctx); err != nil {
 		return nil, err
@@ -320,11 +389,184 @@ func (s *Store) Active(ctx context.Context) ([]*store.Task, error) {
 	if s.closed {
 		return nil, store.ErrClosed
 	}
-	out := make([]*store.Task, 0, len(s.active))
-	for id := range s.active {
-		out = append(out, s.tasks[id].Clone())
+	working, input := s.byStatus[store.StatusWorking], s.byStatus[store.StatusInputRequired]
+	out := make([]*store.Task, 0, len(working)+len(input))
+	for _, p := range working {
+		out = append(out, s.tasks[p.id].Clone())
 	}
-	slices.SortFunc(out, func(a, b *store.Task) int { return comparePos(ownerPos(a), ownerPos(b)) })
+	for _, p := range input {
+		out = append(out, s.tasks[p.id].Clone())
+	}
+	slices.SortFunc(out, func(a, b *store.Task) int { return comparePos(createdPos(a), createdPos(b)) })
+	return out, nil
+}
+
+// Claim takes a task's lease; see store.Store.
+func (s *Store) Claim(ctx context.Context, id, holder string, now, until time.Time) (*store.Task, error) {
+	if err := begin(ctx); err != nil {
+		return nil, err
+	}
+	if err := store.CheckClaim(holder, now, until); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	t, ok := s.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	ch, err := store.ApplyClaim(t, holder, now, until) // leaves t alone on error
+	if err != nil {
+		return nil, err
+	}
+	s.reindex(t, ch)
+	return t.Clone(), nil
+}
+
+// Renew extends holder's leases; see store.Store.
+func (s *Store) Renew(ctx context.Context, holder string, until time.Time, ids []string) ([]string, error) {
+	if err := begin(ctx); err != nil {
+		return nil, err
+	}
+	if err := store.CheckRenew(holder, until); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	var renewed []string
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		t, ok := s.tasks[id]
+		if !ok || seen[id] {
+			continue
+		}
+		seen[id] = true
+		if ch, ok := store.ApplyRenew(t, holder, until); ok {
+			s.reindex(t, ch)
+			renewed = append(renewed, id)
+		}
+	}
+	return renewed, nil
+}
+
+// ExpiredLeases returns up to limit leased tasks whose LeaseUntil is at or
+// before now, soonest first, from the lease index; see store.Store.
+func (s *Store) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	if err := begin(ctx); err != nil {
+		return nil, err
+	}
+	limit = store.PageLimit(limit)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	var out []*store.Task
+	for _, p := range s.leases {
+		if len(out) == limit || time.Unix(0, p.at).After(now) {
+			break
+		}
+		out = append(out, s.tasks[p.id].Clone())
+	}
+	return out, nil
+}
+
+// Query returns one page of tasks across owners, newest first; see
+// store.Store. It walks the index store.PlanQuery picks (for the status
+// index, the slices of the wanted statuses merged) backwards from the
+// cursor position, examining at most store.QueryScanBudget entries.
+func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	if err := begin(ctx); err != nil {
+		return store.Page{}, err
+	}
+	q, err := store.NormalizeQuery(q)
+	if err != nil {
+		return store.Page{}, err
+	}
+	var after *pos
+	if q.Cursor != "" {
+		at, id, err := s.codec.DecodeQuery(q, q.Cursor)
+		if err != nil {
+			return store.Page{}, err
+		}
+		after = &pos{at: at.UnixNano(), id: id}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.Page{}, store.ErrClosed
+	}
+	var lists [][]pos
+	switch store.PlanQuery(q, s.counts) {
+	case store.ByOwner:
+		lists = [][]pos{s.byOwner[q.Owner]}
+	case store.ByName:
+		lists = [][]pos{s.byName[q.Name]}
+	default:
+		statuses := q.Statuses
+		if len(statuses) == 0 {
+			statuses = store.AllStatuses()
+		}
+		for _, st := range statuses {
+			lists = append(lists, s.byStatus[st])
+		}
+	}
+	// next[i] is the index in lists[i] of the next (older) entry to look
+	// at; -1 when the list is exhausted.
+	next := make([]int, len(lists))
+	for i, l := range lists {
+		next[i] = len(l) - 1
+		if after != nil {
+			j, _ := slices.BinarySearchFunc(l, *after, comparePos) // first >= after
+			next[i] = j - 1
+		}
+	}
+	var page store.Page
+	budget := store.QueryScanBudget(q.Limit)
+	var last pos
+	for examined := 0; ; examined++ {
+		best := -1
+		for i, l := range lists {
+			if next[i] >= 0 && (best < 0 || comparePos(l[next[i]], lists[best][next[best]]) > 0) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return page, nil // every list exhausted: the last page
+		}
+		if len(page.Tasks) == q.Limit || examined == budget {
+			page.NextCursor = s.codec.EncodeQuery(q, time.Unix(0, last.at), last.id)
+			return page, nil
+		}
+		last = lists[best][next[best]]
+		next[best]--
+		if t := s.tasks[last.id]; q.Match(t) {
+			page.Tasks = append(page.Tasks, headers(t))
+		}
+	}
+}
+
+// Counts returns the number of tasks by status from the store's counters;
+// see store.Store.
+func (s *Store) Counts(ctx context.Context) (map[store.Status]int, error) {
+	if err := begin(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	out := store.NewCounts()
+	for st, n := range s.counts {
+		out[st] = n
+	}
 	return out, nil
 }
 
@@ -337,6 +579,6 @@ func (s *Store) Close() error {
 		return store.ErrClosed
 	}
 	s.closed = true
-	s.tasks, s.byOwner, s.expiry, s.active = nil, nil, nil, nil
+	s.tasks, s.byOwner, s.byStatus, s.byName, s.expiry, s.leases, s.counts = nil, nil, nil, nil, nil, nil, nil
 	return nil
 }

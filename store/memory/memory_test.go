@@ -59,6 +59,8 @@ func TestLimits(t *testing.T) {
 	require.Equal(t, uint64(3), got.Version)
 }
 
+func openBench(b *testing.B) *memory.Store { return benchStore(b) }
+
 func benchStore(b *testing.B) *memory.Store {
 	s := memory.New()
 	b.Cleanup(func() { _ = s.Close() })
@@ -76,3 +78,17 @@ func BenchmarkCreateComplete(b *testing.B) {
 func BenchmarkGet(b *testing.B) { storetest.BenchGet(b, benchStore(b)) }
 
 func BenchmarkListPage(b *testing.B) { storetest.BenchListPage(b, benchStore(b)) }
+
+// BenchmarkQueryPage measures operator queries over 100,000 tasks (10,000
+// with -short).
+func BenchmarkQueryPage(b *testing.B) {
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	s := openBench(b)
+	storetest.PreloadQuery(b, s, n)
+	for _, c := range storetest.QueryBenchCases() {
+		b.Run(c.Name, func(b *testing.B) { storetest.BenchQueryPage(b, s, c.Query) })
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,4 +109,99 @@ func BenchListPage(b *testing.B, s store.Store) {
 		}
 		cursor = page.NextCursor
 	}
+}
+
+// PreloadQuery fills s with n tasks for BenchQueryPage: 97 owners
+// ("owner-0".."owner-96"), 10 request names ("tool-0".."tool-9"), created
+// a millisecond apart; 10% left input_required, 30% left working, 60%
+// completed. It writes concurrently (64 writers) so that group-committing
+// backends batch.
+func PreloadQuery(tb testing.TB, s store.Store, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	prefix := fmt.Sprintf("q-%d-", benchSeq.Add(1))
+	tasks := make([]*store.Task, n)
+	for i := range tasks {
+		t := newTask(fmt.Sprintf("%s%07d", prefix, i), fmt.Sprintf("owner-%d", i%97), t0.Add(time.Duration(i)*time.Millisecond))
+		t.Request.Name = fmt.Sprintf("tool-%d", (i/7)%10)
+		if i%10 == 0 {
+			t.Status = store.StatusInputRequired
+		}
+		tasks[i] = t
+	}
+	createMany(tb, ctx, s, tasks, 64)
+	var done []string
+	for i, t := range tasks {
+		if i%10 >= 4 {
+			done = append(done, t.ID)
+		}
+	}
+	work := make(chan string)
+	errc := make(chan error, 64)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				if _, err := s.Update(ctx, id, store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+					errc <- err
+					for range work {
+					}
+					return
+				}
+			}
+		}()
+	}
+	for _, id := range done {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		tb.Fatal(err)
+	}
+}
+
+// QueryBenchCase is one query BenchQueryPage measures.
+type QueryBenchCase struct {
+	// Name names the sub-benchmark.
+	Name string
+	// Query is the query measured (its Limit and Cursor are zero).
+	Query store.Query
+}
+
+// QueryBenchCases are the operator queries measured over PreloadQuery's
+// tasks: unfiltered; by status (covered by the status index); by owner;
+// owner and status (owner index, status filtered); owner and name (owner
+// index, name filtered).
+func QueryBenchCases() []QueryBenchCase {
+	return []QueryBenchCase{
+		{"all", store.Query{}},
+		{"status", store.Query{Statuses: []store.Status{store.StatusInputRequired}}},
+		{"two-statuses", store.Query{Statuses: []store.Status{store.StatusInputRequired, store.StatusWorking}}},
+		{"owner", store.Query{Owner: "owner-7"}},
+		{"owner+status", store.Query{Owner: "owner-7", Statuses: []store.Status{store.StatusWorking}}},
+		{"owner+name", store.Query{Owner: "owner-7", Name: "tool-3"}},
+	}
+}
+
+// BenchQueryPage measures one Query page of store.DefaultPageSize tasks,
+// walking q's pages (and starting over at the end). It reports the mean
+// number of tasks per page.
+func BenchQueryPage(b *testing.B, s store.Store, q store.Query) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	total := 0
+	for range b.N {
+		page, err := s.Query(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += len(page.Tasks)
+		q.Cursor = page.NextCursor
+	}
+	b.ReportMetric(float64(total)/float64(b.N), "tasks/page")
 }

@@ -20,10 +20,21 @@ func base64Encode(b []byte) string          { return cursorB64.EncodeToString(b)
 
 // RunDurable runs the persistence tests. open must open the store kept at
 // path, creating it when the file does not exist; the suite closes each
-// store before it reopens the same path.
+// store before it reopens the same path. Subtests run in parallel, each
+// with its own path, so open must be safe for concurrent use.
 func RunDurable(t *testing.T, open func(t *testing.T, path string) store.Store) {
-	t.Run("Reopen", func(t *testing.T) { testReopen(t, open) })
-	t.Run("StatusUpdateKeepsVariablesAndResult", func(t *testing.T) { testKeepsVarsAndResult(t, open) })
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, open func(t *testing.T, path string) store.Store)
+	}{
+		{"Reopen", testReopen},
+		{"StatusUpdateKeepsVariablesAndResult", testKeepsVarsAndResult},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // every subtest uses its own path
+			tc.fn(t, open)
+		})
+	}
 }
 
 func openAt(t *testing.T, open func(t *testing.T, path string) store.Store, path string) store.Store {
@@ -39,12 +50,29 @@ type listing struct {
 	page   store.Page
 }
 
+type queryPage struct {
+	q    store.Query
+	page store.Page
+}
+
 // snapshot is everything observable about a store's contents.
 type snapshot struct {
 	tasks    map[string]*store.Task
 	active   []*store.Task
 	expired  []*store.Task
+	leases   []*store.Task
+	counts   map[store.Status]int
 	listings map[string][]listing
+	queries  []queryPage
+}
+
+// snapshotQueries are the queries a snapshot pages through, two tasks a
+// page, keeping every cursor.
+var snapshotQueries = []store.Query{
+	{},
+	{Owner: "alice"},
+	{Statuses: []store.Status{store.StatusInputRequired, store.StatusWorking}},
+	{Name: "echo", Statuses: []store.Status{store.StatusCompleted}},
 }
 
 func takeSnapshot(t *testing.T, s store.Store, ids []string, owners []string) snapshot {
@@ -64,6 +92,22 @@ func takeSnapshot(t *testing.T, s store.Store, ids []string, owners []string) sn
 	require.NoError(t, err)
 	snap.expired, err = s.Expired(ctx, t0.Add(100*365*24*time.Hour), store.MaxPageSize)
 	require.NoError(t, err)
+	snap.leases, err = s.ExpiredLeases(ctx, t0.Add(100*365*24*time.Hour), store.MaxPageSize)
+	require.NoError(t, err)
+	snap.counts, err = s.Counts(ctx)
+	require.NoError(t, err)
+	for _, q := range snapshotQueries {
+		q.Limit = 2
+		for {
+			page, err := s.Query(ctx, q)
+			require.NoError(t, err)
+			snap.queries = append(snap.queries, queryPage{q: q, page: page})
+			if page.NextCursor == "" {
+				break
+			}
+			q.Cursor = page.NextCursor
+		}
+	}
 	for _, owner := range owners {
 		cursor := ""
 		for {
@@ -115,12 +159,25 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	mustUpdate(t, s, "plain", store.Update{ExpiresAt: &grace}) // a moved expiry
 	mustCreate(t, s, newTask("deleted", "alice", t0.Add(time.Hour)))
 	require.NoError(t, s.Delete(t.Context(), "deleted"))
+	// Leases: one created held, one claimed twice (epoch 2) and renewed,
+	// one released.
+	mustCreate(t, s, leasedTask("leased", "replica-a", t0.Add(time.Minute)))
+	mustCreate(t, s, newTask("claimed", oddOwner, t0.Add(2*time.Minute)))
+	_, err := s.Claim(t.Context(), "claimed", "replica-a", t0, t0.Add(time.Minute))
+	require.NoError(t, err)
+	_, err = s.Claim(t.Context(), "claimed", "replica-b\x00", t0.Add(time.Minute), t0.Add(2*time.Minute))
+	require.NoError(t, err)
+	renewed, err := s.Renew(t.Context(), "replica-b\x00", t0.Add(3*time.Minute), []string{"claimed", "leased"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"claimed"}, renewed)
+	mustCreate(t, s, leasedTask("released", "replica-a", t0.Add(time.Minute)))
+	mustUpdate(t, s, "released", store.Update{ReleaseLease: true, Status: store.StatusInputRequired, StatusMessage: strPtr("asked")})
 
-	allIDs := []string{"full", "plain", "s-completed", "s-failed", "s-cancelled", "s-input_required", "odd", "big", "deleted"}
+	allIDs := []string{"full", "plain", "s-completed", "s-failed", "s-cancelled", "s-input_required", "odd", "big", "deleted", "leased", "claimed", "released"}
 	owners := []string{"alice", oddOwner}
 	before := takeSnapshot(t, s, allIDs, owners)
 	require.Len(t, before.tasks, len(allIDs)-1)
-	require.Len(t, before.listings["alice"], 3)
+	require.Len(t, before.listings["alice"], 4)
 	require.NoError(t, s.Close())
 
 	s2 := openAt(t, open, path)
@@ -128,7 +185,21 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	require.Equal(t, before.tasks, after.tasks)
 	require.Equal(t, before.active, after.active)
 	require.Equal(t, before.expired, after.expired)
+	require.Equal(t, before.leases, after.leases)
+	require.Equal(t, []string{"leased", "claimed"}, ids(after.leases))
+	require.Equal(t, uint64(2), after.tasks["claimed"].LeaseEpoch)
+	require.Len(t, after.tasks["released"].History, 2)
+	require.Equal(t, before.counts, after.counts)
+	require.Equal(t, map[store.Status]int{store.StatusWorking: 5, store.StatusInputRequired: 3,
+		store.StatusCompleted: 1, store.StatusFailed: 1, store.StatusCancelled: 1}, after.counts)
 	require.Equal(t, before.listings, after.listings)
+	require.Equal(t, before.queries, after.queries)
+	// Old query cursors still decode and resume where they did.
+	for _, qp := range before.queries {
+		page, err := s2.Query(t.Context(), qp.q)
+		require.NoError(t, err)
+		require.Equal(t, qp.page, page)
+	}
 	// Old cursors still decode and resume where they did.
 	for owner, ls := range before.listings {
 		for _, l := range ls {
@@ -137,6 +208,18 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 			require.Equal(t, l.page, page)
 		}
 	}
+
+	// A fence from before the restart still holds, and the lease can be
+	// taken over after it.
+	fence := after.tasks["claimed"].Fence()
+	mustUpdate(t, s2, "claimed", store.Update{Fence: &fence, StatusMessage: strPtr("still mine")})
+	_, err = s2.Claim(t.Context(), "claimed", "replica-c", t0.Add(2*time.Minute), t0.Add(time.Hour))
+	require.ErrorIs(t, err, store.ErrLeased)
+	taken, err := s2.Claim(t.Context(), "claimed", "replica-c", t0.Add(3*time.Minute), t0.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), taken.LeaseEpoch)
+	_, err = s2.Update(t.Context(), "claimed", store.Update{Fence: &fence})
+	require.ErrorIs(t, err, store.ErrFenced)
 
 	// Writing continues from the stored versions.
 	got := mustUpdate(t, s2, "plain", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
@@ -148,11 +231,17 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	s3 := openAt(t, open, path)
 	require.Equal(t, got, mustGet(t, s3, "plain"))
 	require.Equal(t, "carol", mustGet(t, s3, "deleted").Owner)
-	_, err := s3.Get(t.Context(), "big")
+	require.Equal(t, taken, mustGet(t, s3, "claimed"))
+	_, err = s3.Get(t.Context(), "big")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	active, err := s3.Active(t.Context())
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"full", "s-input_required", "odd", "deleted"}, ids(active))
+	require.ElementsMatch(t, []string{"full", "s-input_required", "odd", "deleted", "leased", "claimed", "released"}, ids(active))
+	counts, err := s3.Counts(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, map[store.Status]int{store.StatusWorking: 4, store.StatusInputRequired: 3,
+		store.StatusCompleted: 2, store.StatusFailed: 1, store.StatusCancelled: 1}, counts,
+		"plain completed, big deleted, deleted re-created")
 }
 
 func testKeepsVarsAndResult(t *testing.T, open func(t *testing.T, path string) store.Store) {

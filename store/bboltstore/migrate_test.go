@@ -1,0 +1,224 @@
+package bboltstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// encodeHeaderV1 is the header encoding of schema 1 (format byte 1, no
+// lease), as that version wrote it.
+func encodeHeaderV1(t *store.Task) []byte {
+	e := encoder{}
+	e.byte(headerFormatV1)
+	e.str(t.ID)
+	e.str(t.Owner)
+	e.str(string(t.Status))
+	e.str(t.StatusMessage)
+	e.varint(t.CreatedAt.UnixNano())
+	e.varint(t.UpdatedAt.UnixNano())
+	e.varint(int64(t.TTL))
+	if t.ExpiresAt.IsZero() {
+		e.byte(0)
+	} else {
+		e.byte(1)
+		e.varint(t.ExpiresAt.UnixNano())
+	}
+	e.varint(int64(t.PollInterval))
+	e.str(t.Request.Method)
+	e.str(t.Request.Name)
+	e.optBytes(t.Request.Arguments)
+	keys := make([]string, 0, len(t.Labels))
+	for k := range t.Labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.str(t.Labels[k])
+	}
+	e.uvarint(t.Version)
+	return e.b
+}
+
+func TestReadFormat1Header(t *testing.T) {
+	v1 := &store.Task{
+		ID: "old", Owner: "o\x00", Status: store.StatusInputRequired, StatusMessage: "m",
+		CreatedAt: time.Unix(1, 2).UTC(), UpdatedAt: time.Unix(3, 4).UTC(), TTL: time.Hour, ExpiresAt: time.Unix(3601, 2).UTC(),
+		PollInterval: time.Second, Request: store.Request{Method: "tools/call", Name: "n", Arguments: json.RawMessage(`{"a":1}`)},
+		Labels: map[string]string{"k": "v"}, Version: 9,
+	}
+	b := encodeHeaderV1(v1)
+	got, err := decodeHeader(b)
+	require.NoError(t, err)
+	require.Equal(t, v1, got, "a format 1 header reads as a task without a lease")
+	for i := range b {
+		_, err := decodeHeader(b[:i])
+		require.Error(t, err, "truncated at %d", i)
+	}
+	// A format 1 header is not read as format 2 and vice versa.
+	b2 := append([]byte{headerFormat}, b[1:]...)
+	_, err = decodeHeader(b2)
+	require.Error(t, err)
+	v2 := encodeHeader(v1)
+	_, err = decodeHeader(append([]byte{headerFormatV1}, v2[1:]...))
+	require.Error(t, err)
+}
+
+// writeSchema1 writes a schema 1 file at path holding tasks: the layout
+// before schema 2 (no by_status, by_name, leases or history buckets, no
+// counters, format 1 headers).
+func writeSchema1(t *testing.T, path string, tasks []*store.Task) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketTasks, bucketVars, bucketResults, bucketByOwner, bucketExpiry, bucketActive, bucketMeta} {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		require.NoError(t, meta.Put(metaSchema, []byte{1}))
+		require.NoError(t, meta.Put(metaCursorKey, make([]byte, cursorKeyLen)))
+		for _, task := range tasks {
+			id := []byte(task.ID)
+			require.NoError(t, tx.Bucket(bucketTasks).Put(id, encodeHeaderV1(task)))
+			require.NoError(t, tx.Bucket(bucketByOwner).Put(ownerKey(task.Owner, task.CreatedAt.UnixNano(), task.ID), empty))
+			if !task.ExpiresAt.IsZero() {
+				require.NoError(t, tx.Bucket(bucketExpiry).Put(expiryKey(task.ExpiresAt.UnixNano(), task.ID), empty))
+			}
+			if !task.Status.Terminal() {
+				require.NoError(t, tx.Bucket(bucketActive).Put(id, empty))
+			}
+			if task.Result != nil {
+				require.NoError(t, tx.Bucket(bucketResults).Put(id, encodeResult(task)))
+			}
+			if len(task.Variables) > 0 {
+				vb, err := tx.Bucket(bucketVars).CreateBucket(id)
+				require.NoError(t, err)
+				for k, v := range task.Variables {
+					require.NoError(t, vb.Put([]byte(k), v))
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+func schema1Tasks(n int) ([]*store.Task, map[store.Status]int) {
+	statuses := store.AllStatuses()
+	counts := store.NewCounts()
+	var tasks []*store.Task
+	for i := range n {
+		at := time.Unix(1700000000, int64(i)).UTC()
+		task := &store.Task{
+			ID: fmt.Sprintf("v1-%04d", i), Owner: fmt.Sprintf("owner-%d", i%3), Status: statuses[i%5],
+			CreatedAt: at, UpdatedAt: at, Request: store.Request{Method: "tools/call", Name: fmt.Sprintf("tool-%d", i%2)},
+			Version: 2,
+		}
+		if i%4 == 0 {
+			task.TTL = time.Hour
+			task.ExpiresAt = at.Add(time.Hour)
+			task.Variables = map[string]json.RawMessage{"v": json.RawMessage(`1`)}
+		}
+		if task.Status == store.StatusCompleted {
+			task.Result = json.RawMessage(`{"ok":true}`)
+		}
+		counts[task.Status]++
+		tasks = append(tasks, task)
+	}
+	return tasks, counts
+}
+
+func TestMigrateSchema1(t *testing.T) {
+	defer func(n int) { migrateChunk = n }(migrateChunk)
+	migrateChunk = 7 // several transactions
+	path := filepath.Join(t.TempDir(), "v1.db")
+	tasks, counts := schema1Tasks(50)
+	writeSchema1(t, path, tasks)
+	require.NoError(t, Check(path), "Check accepts a schema 1 file")
+
+	s, err := Open(path)
+	require.NoError(t, err)
+	ctx := t.Context()
+	got, err := s.Counts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, counts, got)
+	old, err := s.Get(ctx, "v1-0004")
+	require.NoError(t, err)
+	require.Equal(t, tasks[4].Variables, old.Variables)
+	require.Nil(t, old.History, "tasks from before schema 2 have no history")
+	require.Empty(t, old.LeaseHolder)
+	page, err := s.Query(ctx, store.Query{Name: "tool-1", Statuses: []store.Status{store.StatusWorking, store.StatusFailed}, Limit: 100})
+	require.NoError(t, err)
+	want := 0
+	for _, task := range tasks {
+		if task.Request.Name == "tool-1" && (task.Status == store.StatusWorking || task.Status == store.StatusFailed) {
+			want++
+		}
+	}
+	require.Len(t, page.Tasks, want)
+	// Old tasks take part in every new write path.
+	claimed, err := s.Claim(ctx, "v1-0000", "h", time.Now(), time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), claimed.LeaseEpoch)
+	done, err := s.Update(ctx, "v1-0000", store.Update{Status: store.StatusCompleted})
+	require.NoError(t, err)
+	require.Len(t, done.History, 1, "the history starts with the first change after the upgrade")
+	require.NoError(t, s.Delete(ctx, "v1-0001"))
+	require.NoError(t, s.Close())
+	require.NoError(t, Check(path))
+
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		require.Equal(t, []byte{SchemaVersion}, tx.Bucket(bucketMeta).Get(metaSchema))
+		require.Nil(t, tx.Bucket(bucketMeta).Get(metaMigrated))
+		return nil
+	}))
+	require.NoError(t, db.Close())
+}
+
+// TestMigrateResumes interrupts a migration after its first transaction:
+// the next Open finishes it without counting any task twice.
+func TestMigrateResumes(t *testing.T) {
+	defer func(n int) { migrateChunk = n }(migrateChunk)
+	migrateChunk = 10
+	path := filepath.Join(t.TempDir(), "v1.db")
+	tasks, counts := schema1Tasks(35)
+	writeSchema1(t, path, tasks)
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	done, n, err := migrateStep(db)
+	require.NoError(t, err)
+	require.False(t, done)
+	require.Equal(t, 10, n)
+	require.NoError(t, db.Close())
+
+	s, err := Open(path)
+	require.NoError(t, err)
+	got, err := s.Counts(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, counts, got)
+	require.NoError(t, s.Close())
+	require.NoError(t, Check(path))
+}

@@ -1,0 +1,147 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// ListenerApplicationName is the application_name of the connections that
+// Subscribe holds, so that an operator can tell them apart in
+// pg_stat_activity.
+const ListenerApplicationName = "taskbridge-listener"
+
+// Backoff of the change feed's reconnection attempts.
+const (
+	minReconnectDelay = 50 * time.Millisecond
+	maxReconnectDelay = 5 * time.Second
+	connectTimeout    = 10 * time.Second
+)
+
+// subscription is one Subscribe: a goroutine that owns a LISTEN connection.
+type subscription struct {
+	s      *Store
+	fn     func(store.Change)
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Subscribe calls fn for every write committed to the store's schema by
+// any process; see store.Notifier. It connects and LISTENs before it
+// returns, so that every write committed after Subscribe returns is
+// delivered. The subscription holds a connection of its own (outside the
+// pool, named ListenerApplicationName); when that connection is lost it
+// reconnects with exponential backoff (50ms to 5s) and then calls fn with
+// store.Change{Resync: true}.
+func (s *Store) Subscribe(ctx context.Context, fn func(store.Change)) (stop func(), err error) {
+	ctx, err = s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.listen(ctx)
+	if err != nil {
+		return nil, s.fail("subscribe", err)
+	}
+	sub := &subscription{s: s, fn: fn, done: make(chan struct{})}
+	sub.ctx, sub.cancel = context.WithCancel(context.Background())
+	s.subsMu.Lock()
+	if s.closed.Load() {
+		s.subsMu.Unlock()
+		_ = conn.Close(context.Background())
+		return nil, store.ErrClosed
+	}
+	s.subs[sub] = struct{}{}
+	s.subsMu.Unlock()
+	go sub.run(conn)
+	return sub.stop, nil
+}
+
+// listen opens a connection and LISTENs on the store's channel.
+func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+	cfg := s.connCfg.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = ListenerApplicationName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// stop ends the subscription and waits for its goroutine.
+func (sub *subscription) stop() {
+	sub.once.Do(func() {
+		sub.cancel()
+		<-sub.done
+		sub.s.subsMu.Lock()
+		delete(sub.s.subs, sub)
+		sub.s.subsMu.Unlock()
+	})
+}
+
+func (sub *subscription) run(conn *pgx.Conn) {
+	defer close(sub.done)
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.Background())
+		}
+	}()
+	for {
+		n, err := conn.WaitForNotification(sub.ctx)
+		if err != nil {
+			if sub.ctx.Err() != nil {
+				return
+			}
+			sub.s.log.Warn("postgres: change feed connection lost; reconnecting", "schema", sub.s.schema, "err", err)
+			_ = conn.Close(context.Background())
+			if conn = sub.reconnect(); conn == nil {
+				return
+			}
+			sub.fn(store.Change{Resync: true})
+			continue
+		}
+		c, err := parsePayload(n.Payload)
+		if err != nil {
+			sub.s.log.Warn("postgres: ignoring a malformed change notification", "schema", sub.s.schema, "err", err)
+			continue
+		}
+		sub.fn(c)
+	}
+}
+
+// reconnect retries listen until it works (returning the connection) or
+// the subscription ends (returning nil).
+func (sub *subscription) reconnect() *pgx.Conn {
+	delay := minReconnectDelay
+	for {
+		select {
+		case <-sub.ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		ctx, cancel := context.WithTimeout(sub.ctx, connectTimeout)
+		conn, err := sub.s.listen(ctx)
+		cancel()
+		if err == nil {
+			sub.s.log.Info("postgres: change feed reconnected", "schema", sub.s.schema)
+			return conn
+		}
+		if sub.ctx.Err() != nil {
+			return nil
+		}
+		sub.s.log.Warn("postgres: change feed reconnect failed", "schema", sub.s.schema, "err", err, "retry_in", delay)
+		delay = min(2*delay, maxReconnectDelay)
+	}
+}

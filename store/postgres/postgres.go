@@ -1,0 +1,270 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// DefaultSchema is the schema the tables live in unless WithSchema says
+// otherwise.
+const DefaultSchema = "taskbridge"
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	schema   string
+	limits   store.Limits
+	now      func() time.Time
+	logger   *slog.Logger
+	maxConns int32
+}
+
+// WithSchema sets the PostgreSQL schema that holds the store's tables
+// (default DefaultSchema). Open creates it when missing. Stores on
+// different schemas of one database are independent, change feed
+// included.
+func WithSchema(name string) Option {
+	return func(o *options) { o.schema = name }
+}
+
+// WithLimits sets the size limits; zero fields take the store defaults.
+func WithLimits(l store.Limits) Option {
+	return func(o *options) { o.limits = l }
+}
+
+// WithClock sets the clock used for UpdatedAt (default time.Now). A nil
+// clock is ignored.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	}
+}
+
+// WithLogger sets the logger for unusual events (a lost change-feed
+// connection). The default discards everything. A nil logger is ignored.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithMaxConns sets the size of the connection pool (default: pgxpool's,
+// the larger of 4 and the number of CPUs, unless the DSN sets
+// pool_max_conns). Each Subscribe holds one more connection of its own.
+func WithMaxConns(n int32) Option {
+	return func(o *options) { o.maxConns = n }
+}
+
+// Store is a task store on PostgreSQL. It is safe for concurrent use, and
+// several Stores (in one or many processes) may share one schema.
+type Store struct {
+	pool    *pgxpool.Pool
+	connCfg *pgx.ConnConfig // for the change feed's own connections
+	schema  string
+	channel string
+	sql     statements
+	codec   *store.CursorCodec
+	limits  store.Limits
+	now     func() time.Time
+	log     *slog.Logger
+
+	closed atomic.Bool
+	subsMu sync.Mutex
+	subs   map[*subscription]struct{}
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Shared   = (*Store)(nil)
+)
+
+// Open connects to the database at dsn (a PostgreSQL URL or key=value
+// string, as pgx accepts), creates or migrates the schema (see the package
+// documentation) and returns the store. ctx bounds the connection and the
+// migration only.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	o := options{schema: DefaultSchema, now: time.Now, logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.schema == "" {
+		return nil, fmt.Errorf("postgres: %w: empty schema name", store.ErrInvalid)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
+	}
+	if o.maxConns > 0 {
+		cfg.MaxConns = o.maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	quoted := pgx.Identifier{o.schema}.Sanitize()
+	var key []byte
+	err = pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		var err error
+		key, err = migrate(ctx, c.Conn(), o.schema, quoted)
+		return err
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open schema %s: %w", o.schema, err)
+	}
+	return &Store{
+		pool:    pool,
+		connCfg: cfg.ConnConfig.Copy(),
+		schema:  o.schema,
+		channel: channelName(o.schema),
+		sql:     newStatements(quoted),
+		codec:   store.NewCursorCodec(key),
+		limits:  o.limits.WithDefaults(),
+		now:     o.now,
+		log:     o.logger,
+		subs:    make(map[*subscription]struct{}),
+	}, nil
+}
+
+// channelName is the LISTEN/NOTIFY channel of a schema: "taskbridge:"
+// and the schema, or a hash of it when that would pass PostgreSQL's
+// 63-byte identifier limit.
+func channelName(schema string) string {
+	ch := "taskbridge:" + schema
+	if len(ch) > 63 {
+		sum := sha256.Sum256([]byte(schema))
+		ch = "taskbridge:" + hex.EncodeToString(sum[:16])
+	}
+	return ch
+}
+
+// Shared reports true: other processes may use the same schema at the same
+// time (see store.Shared).
+func (s *Store) Shared() bool { return true }
+
+// Schema returns the schema the store's tables live in.
+func (s *Store) Schema() string { return s.schema }
+
+// Close ends every subscription and closes the connection pool, waiting
+// for connections in use to be returned. Every later call, including
+// Close, fails with store.ErrClosed.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return store.ErrClosed
+	}
+	s.subsMu.Lock()
+	subs := make([]*subscription, 0, len(s.subs))
+	for sub := range s.subs {
+		subs = append(subs, sub)
+	}
+	s.subsMu.Unlock()
+	for _, sub := range subs {
+		sub.stop()
+	}
+	s.pool.Close()
+	return nil
+}
+
+// begin checks ctx and the closed flag before an operation.
+func (s *Store) begin(ctx context.Context) (context.Context, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return ctx, err
+	}
+	if s.closed.Load() {
+		return ctx, store.ErrClosed
+	}
+	return ctx, nil
+}
+
+// fail wraps a database error for op; after Close it is store.ErrClosed,
+// and a context error is returned as is.
+func (s *Store) fail(op string, err error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+// statements are the store's SQL, with the schema filled in.
+type statements struct {
+	insert, get, getForUpdate, list, listHeaders, expired, leases, active string
+	delete, renew, counts, count                                          string
+	setVars, deleteVars                                                   string
+	quoted                                                                string
+}
+
+// expand fills the quoted schema into a statement.
+func expand(sql, quoted string) string { return strings.ReplaceAll(sql, "{s}", quoted) }
+
+// Column lists. headerCols are the header (no variables, result, error or
+// history); fullCols add the rest, the variables as two arrays sorted by
+// name.
+const (
+	headerCols = `t.id, t.owner, t.status, t.status_message, t.created_at, t.updated_at, t.ttl, t.expires_at,
+	t.poll_interval, t.method, t.name, t.arguments, t.label_keys, t.label_values, t.version,
+	t.lease_holder, t.lease_epoch, t.lease_until`
+	fullCols = headerCols + `, t.result, t.has_error, t.error_code, t.error_message, t.error_data,
+	t.history_status, t.history_message, t.history_at,
+	ARRAY(SELECT v.name FROM {s}.task_vars v WHERE v.task_id = t.id ORDER BY v.name),
+	ARRAY(SELECT v.value FROM {s}.task_vars v WHERE v.task_id = t.id ORDER BY v.name)`
+	insertCols = `id, owner, status, status_message, created_at, updated_at, ttl, expires_at, poll_interval,
+	method, name, arguments, label_keys, label_values, version, lease_holder, lease_epoch, lease_until,
+	history_status, history_message, history_at, result, has_error, error_code, error_message, error_data`
+)
+
+func newStatements(quoted string) statements {
+	x := func(sql string) string { return expand(sql, quoted) }
+	return statements{
+		quoted:       quoted,
+		insert:       x(`INSERT INTO {s}.tasks (` + insertCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`),
+		get:          x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.id = $1`),
+		getForUpdate: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.id = $1 FOR UPDATE`),
+		list: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.owner = $1 AND (t.created_at, t.id) > ($2, $3)
+	ORDER BY t.created_at, t.id LIMIT $4`),
+		listHeaders: x(`SELECT ` + headerCols + ` FROM {s}.tasks t WHERE t.owner = $1 AND (t.created_at, t.id) > ($2, $3)
+	ORDER BY t.created_at, t.id LIMIT $4`),
+		expired: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.expires_at IS NOT NULL AND t.expires_at <= $1
+	ORDER BY t.expires_at, t.id LIMIT $2`),
+		leases: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.lease_holder IS NOT NULL AND t.lease_until <= $1
+	ORDER BY t.lease_until, t.id LIMIT $2`),
+		active: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.status IN ('working', 'input_required')
+	ORDER BY t.created_at, t.id`),
+		// The counter and the notification go with the row, in one
+		// statement; no row means no task.
+		delete: x(`WITH d AS (DELETE FROM {s}.tasks WHERE id = $1 RETURNING status),
+	c AS (UPDATE {s}.task_counts k SET n = k.n - 1 FROM d WHERE k.status = d.status AND k.shard = $2)
+	SELECT d.status FROM d CROSS JOIN LATERAL (SELECT pg_notify($3, '0|' || d.status || '|' || $4)) AS n`),
+		renew: x(`UPDATE {s}.tasks SET lease_until = $3
+	WHERE id = ANY($1) AND lease_holder = $2 AND status IN ('working', 'input_required') RETURNING id`),
+		counts: x(`SELECT status, sum(n)::bigint FROM {s}.task_counts GROUP BY status`),
+		count:  x(`UPDATE {s}.task_counts SET n = n + $3 WHERE status = $1 AND shard = $2`),
+		setVars: x(`INSERT INTO {s}.task_vars (task_id, name, value) SELECT $1, n, v FROM unnest($2::bytea[], $3::bytea[]) AS x(n, v)
+	ON CONFLICT (task_id, name) DO UPDATE SET value = EXCLUDED.value`),
+		deleteVars: x(`DELETE FROM {s}.task_vars WHERE task_id = $1 AND name = ANY($2::bytea[])`),
+	}
+}

@@ -1,0 +1,432 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/postgres"
+	"github.com/taskbridge/taskbridge/store/storetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var schemaSeq atomic.Int64
+
+// openSchema opens a store on a fresh schema of dsn and closes it when t
+// ends.
+func openSchema(t testing.TB, dsn string, opts ...postgres.Option) *postgres.Store {
+	t.Helper()
+	opts = append([]postgres.Option{postgres.WithSchema(fmt.Sprintf("s%d", schemaSeq.Add(1)))}, opts...)
+	s, err := postgres.Open(context.Background(), dsn, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestConformance runs the shared suite; every store it opens gets a schema
+// of its own in one database.
+func TestConformance(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openSchema(t, dsn, postgres.WithMaxConns(8))
+	})
+}
+
+// TestDurable maps each of the suite's paths to a schema: closing and
+// reopening a path reopens the same schema.
+func TestDurable(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	storetest.RunDurable(t, func(t *testing.T, path string) store.Store {
+		sum := sha256.Sum256([]byte(path))
+		s, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("d_"+hex.EncodeToString(sum[:8])))
+		require.NoError(t, err)
+		return s
+	})
+}
+
+func TestShared(t *testing.T) {
+	s := openSchema(t, pgtest.DSN(t))
+	require.True(t, s.Shared())
+	require.True(t, store.IsShared(s))
+}
+
+// TestConcurrentOpen opens one fresh schema from five goroutines at once:
+// the advisory lock lets exactly one of them migrate it, and all of them
+// end up with the same cursor key.
+func TestConcurrentOpen(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	const n = 5
+	stores := make([]*postgres.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			stores[i], errs[i] = postgres.Open(t.Context(), dsn, postgres.WithSchema("fresh"))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		t.Cleanup(func() { _ = stores[i].Close() })
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(t.Context())
+	var versions, keys int
+	require.NoError(t, conn.QueryRow(t.Context(), "SELECT count(*) FROM fresh.migrations").Scan(&versions))
+	require.Equal(t, 1, versions, "each migration ran once")
+	require.NoError(t, conn.QueryRow(t.Context(), "SELECT count(*) FROM fresh.meta").Scan(&keys))
+	require.Equal(t, 1, keys)
+
+	// Every replica reads the others' cursors.
+	ctx := t.Context()
+	for i := range 3 {
+		_, err := stores[0].Create(ctx, &store.Task{ID: fmt.Sprint(i), Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(int64(i), 0)})
+		require.NoError(t, err)
+	}
+	page, err := stores[1].List(ctx, store.ListOptions{Owner: "o", Limit: 1})
+	require.NoError(t, err)
+	for _, s := range stores {
+		next, err := s.List(ctx, store.ListOptions{Owner: "o", Limit: 1, Cursor: page.NextCursor})
+		require.NoError(t, err)
+		require.Equal(t, "1", next.Tasks[0].ID)
+	}
+}
+
+func TestSchemaNewerThanPackage(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("future"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	conn, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(t.Context())
+	_, err = conn.Exec(t.Context(), "INSERT INTO future.migrations (version) VALUES (99)")
+	require.NoError(t, err)
+	_, err = postgres.Open(t.Context(), dsn, postgres.WithSchema("future"))
+	require.ErrorContains(t, err, "newer than this package")
+
+	_, err = postgres.Open(t.Context(), dsn, postgres.WithSchema(""))
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = postgres.Open(t.Context(), "postgres://nowhere.invalid:1/x?connect_timeout=1")
+	require.Error(t, err)
+}
+
+// TestReplicasCannotBothWin races two Store values (two replicas) on one
+// schema: compare-and-swap updates, claims and fenced writes each have
+// exactly one winner.
+func TestReplicasCannotBothWin(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a := openSchema(t, dsn, postgres.WithSchema("shared"))
+	b, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("shared"))
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := t.Context()
+	replicas := []*postgres.Store{a, b}
+	now := time.Unix(1700000000, 0)
+
+	for round := range 10 {
+		id := fmt.Sprintf("race-%d", round)
+		created, err := a.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: now,
+			LeaseHolder: "dead", LeaseUntil: now.Add(time.Second)})
+		require.NoError(t, err)
+		race := func(what string, fn func(i int, r *postgres.Store) error, loses error) {
+			t.Helper()
+			var (
+				wg         sync.WaitGroup
+				wins       atomic.Int32
+				unexpected = make(chan error, len(replicas))
+			)
+			start := make(chan struct{})
+			for i, r := range replicas {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					switch err := fn(i, r); {
+					case err == nil:
+						wins.Add(1)
+					case !errors.Is(err, loses):
+						unexpected <- err
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			close(unexpected)
+			for err := range unexpected {
+				require.NoError(t, err)
+			}
+			require.Equal(t, int32(1), wins.Load(), "round %d: one %s winner", round, what)
+		}
+		race("compare-and-swap", func(_ int, r *postgres.Store) error {
+			_, err := r.Update(ctx, id, store.Update{IfVersion: created.Version, StatusMessage: new(string)})
+			return err
+		}, store.ErrConflict)
+		race("claim", func(i int, r *postgres.Store) error {
+			_, err := r.Claim(ctx, id, fmt.Sprintf("replica-%d", i), now.Add(time.Minute), now.Add(time.Hour))
+			return err
+		}, store.ErrLeased)
+		got, err := b.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), got.LeaseEpoch)
+		// Only the winner's fence writes.
+		for i, r := range replicas {
+			f := store.Fence{Holder: fmt.Sprintf("replica-%d", i), Epoch: 2}
+			_, err := r.Update(ctx, id, store.Update{Fence: &f, StatusMessage: new(string)})
+			if f.Holder == got.LeaseHolder {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, store.ErrFenced)
+			}
+		}
+	}
+}
+
+// collector gathers the changes a subscription delivers.
+type collector struct {
+	mu      sync.Mutex
+	changes []store.Change
+	notify  chan struct{}
+}
+
+func newCollector() *collector { return &collector{notify: make(chan struct{}, 1)} }
+
+func (c *collector) add(ch store.Change) {
+	c.mu.Lock()
+	c.changes = append(c.changes, ch)
+	c.mu.Unlock()
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until pred holds for the changes seen so far.
+func (c *collector) waitFor(t *testing.T, within time.Duration, what string, pred func([]store.Change) bool) []store.Change {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		c.mu.Lock()
+		got := append([]store.Change(nil), c.changes...)
+		c.mu.Unlock()
+		if pred(got) {
+			return got
+		}
+		select {
+		case <-c.notify:
+		case <-deadline:
+			t.Fatalf("%s: not seen within %v; changes: %+v", what, within, got)
+		}
+	}
+}
+
+func hasChange(want store.Change) func([]store.Change) bool {
+	return func(cs []store.Change) bool {
+		for _, c := range cs {
+			if c == want {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func TestNotifierAcrossStores(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	reader := openSchema(t, dsn, postgres.WithSchema("feed"))
+	writer, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("feed"))
+	require.NoError(t, err)
+	defer writer.Close()
+	other := openSchema(t, dsn, postgres.WithSchema("elsewhere"))
+	ctx := t.Context()
+
+	seen := newCollector()
+	stop, err := reader.Subscribe(ctx, seen.add)
+	require.NoError(t, err)
+	defer stop()
+
+	id := "task\x00\xff/é" // any bytes survive the payload
+	start := time.Now()
+	_, err = writer.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	require.NoError(t, err)
+	seen.waitFor(t, 2*time.Second, "create", hasChange(store.Change{ID: id, Status: store.StatusWorking, Version: 1}))
+	latency := time.Since(start)
+	t.Logf("a write through another Store value reached the subscriber in %v", latency)
+	require.Less(t, latency, time.Second, "the feed is a push, not a poll")
+
+	_, err = other.Create(ctx, &store.Task{ID: "other-schema", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	require.NoError(t, err)
+	_, err = writer.Update(ctx, id, store.Update{Status: store.StatusInputRequired})
+	require.NoError(t, err)
+	_, err = writer.Claim(ctx, id, "h", time.Now(), time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	_, err = writer.Renew(ctx, "h", time.Now().Add(time.Hour), []string{id})
+	require.NoError(t, err)
+	_, err = reader.Update(ctx, id, store.Update{Status: store.StatusCompleted}) // its own writes too
+	require.NoError(t, err)
+	require.NoError(t, writer.Delete(ctx, id))
+	want := []store.Change{
+		{ID: id, Status: store.StatusWorking, Version: 1},
+		{ID: id, Status: store.StatusInputRequired, Version: 2},
+		{ID: id, Status: store.StatusInputRequired, Version: 3},
+		{ID: id, Status: store.StatusCompleted, Version: 4},
+		{ID: id, Status: store.StatusCompleted, Deleted: true},
+	}
+	got := seen.waitFor(t, 2*time.Second, "every change", func(cs []store.Change) bool { return len(cs) >= len(want) })
+	require.Equal(t, want, got, "in commit order, nothing from another schema, no renewal")
+
+	// stop ends delivery.
+	stop()
+	_, err = writer.Create(ctx, &store.Task{ID: "after-stop", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	seen.mu.Lock()
+	require.Len(t, seen.changes, len(want))
+	seen.mu.Unlock()
+	stop() // idempotent
+}
+
+// TestNotifierResync kills the listener's connection: the subscriber hears
+// Resync once the subscription listens again, then changes as before.
+func TestNotifierResync(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := openSchema(t, dsn)
+	ctx := t.Context()
+	seen := newCollector()
+	stop, err := s.Subscribe(ctx, seen.add)
+	require.NoError(t, err)
+	defer stop()
+
+	admin, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var killed int
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name = $1 AND datname = current_database()) k`, postgres.ListenerApplicationName).Scan(&killed))
+	require.Equal(t, 1, killed)
+	seen.waitFor(t, 10*time.Second, "resync", hasChange(store.Change{Resync: true}))
+
+	_, err = s.Create(ctx, &store.Task{ID: "after", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	require.NoError(t, err)
+	got := seen.waitFor(t, 5*time.Second, "delivery after the resync", hasChange(store.Change{ID: "after", Status: store.StatusWorking, Version: 1}))
+	require.Equal(t, store.Change{Resync: true}, got[0])
+}
+
+func TestNotifierAndClose(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s, err := postgres.Open(t.Context(), dsn)
+	require.NoError(t, err)
+	require.Equal(t, postgres.DefaultSchema, s.Schema())
+	var calls atomic.Int32
+	_, err = s.Subscribe(t.Context(), func(store.Change) { calls.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, s.Close(), "Close ends the subscriptions")
+	_, err = s.Subscribe(t.Context(), func(store.Change) {})
+	require.ErrorIs(t, err, store.ErrClosed)
+
+	conn, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(t.Context())
+	var listeners int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`,
+		postgres.ListenerApplicationName).Scan(&listeners))
+	require.Zero(t, listeners, "the listener connection is closed")
+}
+
+// TestPlansUseIndexes asks PostgreSQL how it runs each query shape with
+// sequential scans and sorts disabled: every one must be served by an
+// index, in the order it needs (so none reads more than its page at 1M
+// rows).
+func TestPlansUseIndexes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := openSchema(t, dsn, postgres.WithSchema("plans"))
+	_ = s
+	conn, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(t.Context())
+	ctx := t.Context()
+	// With these off, PostgreSQL still uses them when nothing else can
+	// answer: a Sort or Seq Scan left in a plan means no index serves it.
+	_, err = conn.Exec(ctx, "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off")
+	require.NoError(t, err)
+	for name, sql := range map[string]string{
+		"get":           `SELECT * FROM plans.tasks WHERE id = '\x01'::bytea`,
+		"list page":     `SELECT * FROM plans.tasks t WHERE t.owner = 'o'::bytea AND (t.created_at, t.id) > (5, ''::bytea) ORDER BY t.created_at, t.id LIMIT 51`,
+		"expired":       `SELECT * FROM plans.tasks t WHERE t.expires_at IS NOT NULL AND t.expires_at <= 5 ORDER BY t.expires_at, t.id LIMIT 50`,
+		"expired lease": `SELECT * FROM plans.tasks t WHERE t.lease_holder IS NOT NULL AND t.lease_until <= 5 ORDER BY t.lease_until, t.id LIMIT 50`,
+		"active":        `SELECT * FROM plans.tasks t WHERE t.status IN ('working', 'input_required') ORDER BY t.created_at, t.id`,
+		"query status":  `SELECT * FROM plans.tasks t WHERE t.status = 'failed' AND (t.created_at, t.id) < (5, ''::bytea) ORDER BY t.created_at DESC, t.id DESC LIMIT 51`,
+		"query name":    `SELECT * FROM plans.tasks t WHERE t.name = 'n'::bytea ORDER BY t.created_at DESC, t.id DESC LIMIT 51`,
+		"query all":     `SELECT * FROM plans.tasks t ORDER BY t.created_at DESC, t.id DESC LIMIT 51`,
+		"variables":     `SELECT * FROM plans.task_vars v WHERE v.task_id = '\x01'::bytea ORDER BY v.name`,
+		"renew":         `SELECT * FROM plans.tasks WHERE id = ANY(ARRAY['\x01'::bytea]) AND lease_holder = 'h'::bytea`,
+	} {
+		rows, err := conn.Query(ctx, "EXPLAIN "+sql)
+		require.NoError(t, err, name)
+		var plan []string
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan = append(plan, line)
+		}
+		require.NoError(t, rows.Err())
+		text := strings.Join(plan, "\n")
+		require.NotContains(t, text, "Seq Scan", "%s:\n%s", name, text)
+		require.Contains(t, text, "Index", "%s:\n%s", name, text)
+		if name != "renew" {
+			require.NotContains(t, text, "Filter", "%s: the index holds exactly the rows wanted:\n%s", name, text)
+		}
+		if strings.Contains(sql, "LIMIT") {
+			require.NotContains(t, text, "Sort", "%s reads in index order:\n%s", name, text)
+		}
+	}
+}
+
+func openBench(b *testing.B) *postgres.Store {
+	return openSchema(b, pgtest.DSN(b), postgres.WithMaxConns(32))
+}
+
+func BenchmarkCreateComplete(b *testing.B) {
+	for _, writers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			storetest.BenchCreateComplete(b, openBench(b), writers)
+		})
+	}
+}
+
+func BenchmarkGet(b *testing.B) { storetest.BenchGet(b, openBench(b)) }
+
+func BenchmarkListPage(b *testing.B) { storetest.BenchListPage(b, openBench(b)) }
+
+// BenchmarkQueryPage measures operator queries over 100,000 tasks (10,000
+// with -short).
+func BenchmarkQueryPage(b *testing.B) {
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	s := openBench(b)
+	storetest.PreloadQuery(b, s, n)
+	for _, c := range storetest.QueryBenchCases() {
+		b.Run(c.Name, func(b *testing.B) { storetest.BenchQueryPage(b, s, c.Query) })
+	}
+}
