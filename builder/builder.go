@@ -21,17 +21,19 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
+	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-// EnvDB names the environment variable that sets the bbolt file when no
-// store or path is given.
+// EnvDB names the environment variable that sets the store when none is
+// given: a bbolt file path or a PostgreSQL DSN (see WithDB).
 const EnvDB = "TASKBRIDGE_DB"
 
 // EnvOrphanTimeout names the environment variable that sets how long a
@@ -74,8 +76,41 @@ func New(name, version string) *Builder {
 func (b *Builder) WithStore(st store.Store) *Builder { b.st = st; return b }
 
 // WithDBPath uses a bbolt file at path (created if missing), owned and
-// closed by the server.
+// closed by the server. It is WithDB for a file path.
 func (b *Builder) WithDBPath(path string) *Builder { b.dbPath = path; return b }
+
+// WithDB selects the store by a spec, owned and closed by the server: a
+// PostgreSQL DSN ("postgres://..." or "postgresql://...", the store for
+// several replicas, see package store/postgres) or a bbolt file path (the
+// embedded default). TASKBRIDGE_DB takes the same forms.
+func (b *Builder) WithDB(spec string) *Builder { b.dbPath = spec; return b }
+
+// IsPostgresDSN reports whether a store spec names PostgreSQL rather than
+// a bbolt file.
+func IsPostgresDSN(spec string) bool {
+	return strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://")
+}
+
+// OpenStore opens the store a spec names (see WithDB).
+func OpenStore(ctx context.Context, spec string) (store.Store, error) {
+	if IsPostgresDSN(spec) {
+		st, err := postgres.Open(ctx, spec)
+		if err != nil {
+			return nil, fmt.Errorf("builder: opening PostgreSQL store: %w", err)
+		}
+		return st, nil
+	}
+	if dir := filepath.Dir(spec); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("builder: %w", err)
+		}
+	}
+	st, err := bboltstore.Open(spec)
+	if err != nil {
+		return nil, fmt.Errorf("builder: opening %s: %w", spec, err)
+	}
+	return st, nil
+}
 
 // WithConfig sets the task engine's configuration (its Store field is
 // ignored: use WithStore or WithDBPath).
@@ -178,16 +213,14 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		if path == "" {
 			path = DefaultDBFile
 		}
-		if dir := filepath.Dir(path); dir != "." {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("builder: %w", err)
-			}
-		}
-		st, err := bboltstore.Open(path)
+		st, err := OpenStore(ctx, path)
 		if err != nil {
-			return nil, fmt.Errorf("builder: opening %s: %w", path, err)
+			return nil, err
 		}
-		srv.Store, srv.DBPath, srv.ownsStore = st, path, true
+		srv.Store, srv.ownsStore = st, true
+		if !IsPostgresDSN(path) {
+			srv.DBPath = path
+		}
 	}
 	fail := func(err error) (*Server, error) {
 		_ = srv.Close()

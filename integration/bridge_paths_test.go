@@ -602,3 +602,39 @@ func (f *shipFixture) workingTask(t *testing.T, name string) string {
 	}
 	return ""
 }
+
+type stepRecorder struct {
+	mu     sync.Mutex
+	events []workflow.StepEvent
+}
+
+func (r *stepRecorder) StepEvent(e workflow.StepEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// TestBridgeStepObserver: the bridge reports every attempt of every step,
+// by the server and by the client (with the client's _meta).
+func TestBridgeStepObserver(t *testing.T) {
+	f := newShipFixture(t)
+	rec := &stepRecorder{}
+	f.srv.Bridge.Observer = rec
+	c := f.clients(t)[0]
+	ctx := context.Background()
+	res, err := c.getPrompt(ctx, "ship", map[string]string{"repo": "r"}, nil)
+	require.NoError(t, err)
+	doc, err := handoff.FromPromptResult(res)
+	require.NoError(t, err)
+	_, err = c.callTool(ctx, "create_tag", map[string]any{"repo": "r", "version": "v1.0.0"}, mcp.Meta{"_task_id": doc.TaskID, "traceparent": "00-abc-def-01"})
+	require.NoError(t, err)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var got []string
+	for _, e := range rec.events {
+		require.Equal(t, doc.TaskID, e.TaskID)
+		got = append(got, fmt.Sprintf("%s/%s/%s/%s", e.Step, e.Attempt.By, e.Attempt.Reason, e.Attempt.Outcome))
+	}
+	require.Equal(t, []string{"fetch/server/first/ok", "tag/server/first/error", "tag/client/client/ok"}, got)
+	require.Equal(t, "00-abc-def-01", rec.events[2].Meta["traceparent"])
+}

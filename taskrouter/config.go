@@ -102,6 +102,9 @@ type Config struct {
 	ImmediateResponse func(tool string, task *store.Task) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Observer, when set, learns of every committed task change and of
+	// handler activity (metrics, traces, dashboards). See Observer.
+	Observer Observer
 }
 
 // withDefaults fills every zero field with its default; negative values

@@ -113,6 +113,14 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		// Unknown and hidden ids never register a watch.
 		return nil, err
 	}
+	r.mu.Lock()
+	r.waiters++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.waiters--
+		r.mu.Unlock()
+	}()
 	for {
 		// Watch first, then read, so no change between the two is missed.
 		w := r.watch(id)

@@ -75,6 +75,7 @@ type Router struct {
 	conns        map[string]*pushConn // shim connection id -> connection
 	taskConn     map[string]string    // task id -> creating connection id
 	continuation ContinuationHandler
+	waiters      int // tasks/result requests waiting
 	closed       bool
 
 	sem chan struct{}

@@ -22,6 +22,7 @@ type run struct {
 	id      string
 	adm     admission
 	dialect mcptask.Dialect
+	tool    string
 	cancel  context.CancelCauseFunc
 
 	mu     sync.Mutex
@@ -48,7 +49,7 @@ func TaskID(ctx context.Context) (string, bool) {
 // re-run) in dialect d. The caller has admitted it.
 func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, cancel: cancel, inputs: map[string]*pendingInput{}}
+	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}}
 	r.mu.Lock()
 	r.runs[t.ID] = ru
 	r.mu.Unlock()
@@ -66,6 +67,7 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec Exe
 // Config.TaskTimeout, and carrying the task for TaskID and Elicit.
 func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.Result, err error) {
 	queued := false
+	admitted := time.Now()
 	err = r.acquire(ctx, ru.adm.owner, func() {
 		queued = true
 		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.cfg.MaxConcurrent, r.cfg.MaxConcurrentPerOwner)
@@ -82,6 +84,11 @@ func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.R
 	if queued {
 		_, _ = r.Update(ctx, ru.id, store.Update{StatusMessage: ptr("")})
 	}
+	started := time.Now()
+	r.observeHandler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Running: true, Queued: started.Sub(admitted)})
+	defer func() {
+		r.observeHandler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Duration: time.Since(started)})
+	}()
 	ctx = context.WithValue(ctx, taskCtxKey{}, ru)
 	if r.cfg.TaskTimeout > 0 {
 		var cancel context.CancelFunc

@@ -67,6 +67,7 @@ func (r *Router) Sweep(ctx context.Context) (int, error) {
 				r.mu.Lock()
 				delete(r.watches, t.ID)
 				r.mu.Unlock()
+				r.observe(TaskDeleted, t, nil)
 				n++
 				progressed = true
 				continue
@@ -81,8 +82,9 @@ func (r *Router) Sweep(ctx context.Context) (int, error) {
 				}
 			}
 			grace := now.Add(r.cfg.ExpiredGrace)
-			nt, err := r.st.Update(ctx, t.ID, store.Update{IfVersion: t.Version, Status: store.StatusFailed, StatusMessage: &msg,
-				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace})
+			u := store.Update{IfVersion: t.Version, Status: store.StatusFailed, StatusMessage: &msg,
+				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace}
+			nt, err := r.st.Update(ctx, t.ID, u)
 			if err != nil {
 				if errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
 					continue
@@ -90,6 +92,7 @@ func (r *Router) Sweep(ctx context.Context) (int, error) {
 				return n, err
 			}
 			r.stopRun(t.ID, errExpired)
+			r.observe(TaskUpdated, nt, &u)
 			r.changed(nt)
 			n++
 			progressed = true

@@ -72,7 +72,11 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 		Labels:        labels,
 		Variables:     opts.Variables,
 	}
-	return r.st.Create(ctx, t)
+	created, err := r.st.Create(ctx, t)
+	if err == nil {
+		r.observe(TaskCreated, created, nil)
+	}
+	return created, err
 }
 
 // Task returns a task by id, whoever owns it.
@@ -101,6 +105,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	if err != nil {
 		return nil, err
 	}
+	r.observe(TaskUpdated, t, &u)
 	r.changed(t)
 	return t, nil
 }

@@ -56,6 +56,8 @@ type Bridge struct {
 	// task expires as failed, with a reason, instead of waiting out its
 	// ttl. Zero means DefaultOrphanTimeout; negative disables it.
 	OrphanTimeout time.Duration
+	// Observer, when set, learns of every step attempt (metrics, traces).
+	Observer StepObserver
 }
 
 // NewBridge returns a bridge over engine.

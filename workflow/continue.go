@@ -93,9 +93,11 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	r := h.runner(id, rec.vars, req.Session)
 	if failure != "" {
 		fail(p, step, "client", failure, now)
+		emit(b.Observer, id, p, step, meta)
 		p.PauseReason = clientFailedMessage(step, failure)
 	} else {
 		complete(p, step, "client", canonical(req.Params.Arguments), res, now)
+		emit(b.Observer, id, p, step, meta)
 		raw, err := json.Marshal(res)
 		if err != nil {
 			return nil, mcptask.InternalError("encoding the result of tool %q: %v", tool, err)

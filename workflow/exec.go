@@ -37,8 +37,9 @@ type runner struct {
 	taskID string // "" without a task: no idempotency keys
 	// reason is why server steps that already ran (and failed, or were
 	// interrupted) run again in this pass: ReasonRestart or ReasonResume.
-	reason string
-	trace  []*mcp.PromptMessage
+	reason   string
+	trace    []*mcp.PromptMessage
+	observer StepObserver
 }
 
 // errUnavailable reports an input that does not exist yet: the output of a
@@ -371,6 +372,7 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 		now = r.now()
 		if msg == "" {
 			complete(p, s, "server", marshal(args), res, now)
+			emit(r.observer, r.taskID, p, s, nil)
 			r.trace = append(r.trace, resultMessage(s, res))
 			r.prepare(p, now, r.reason) // opens the next server step's attempt in this write
 			if err := rec.Record(ctx, p); err != nil {
@@ -379,6 +381,7 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 			continue
 		}
 		fail(p, s, "server", msg, now)
+		emit(r.observer, r.taskID, p, s, nil)
 		r.trace = append(r.trace, textMessage("assistant", fmt.Sprintf("Step %q failed: %s", s.Name, msg)))
 		pol := s.policy()
 		if rerr == nil && tries[s.Name] < pol.MaxAttempts {

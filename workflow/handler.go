@@ -93,6 +93,7 @@ func (h *TaskWorkflowPromptHandler) resume(ctx context.Context, q *taskrouter.Re
 
 func (h *TaskWorkflowPromptHandler) runner(taskID string, vars func(string) (json.RawMessage, bool), session *mcp.ServerSession) *runner {
 	r := h.Plain.runner(taskID, vars)
+	r.observer = h.bridge.Observer
 	if session != nil {
 		r.call = withSession(r.call, session)
 	}

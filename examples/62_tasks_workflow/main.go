@@ -41,7 +41,8 @@ Usage:
 Serve flags:
   -http ADDR      listen address (use a loopback address such as 127.0.0.1:8080)
   -stdio          serve over stdin/stdout instead
-  -db FILE        bbolt store file (default taskbridge-62.db)
+  -db FILE|DSN    store: a bbolt file (default taskbridge-62.db), or a postgres:// DSN
+                  to share tasks between several replicas
   -tokens LIST    require bearer tokens: "TOKEN=USER,TOKEN=USER" (HTTP only; default
                   $TASKBRIDGE_TOKENS); each user owns the tasks its requests create
   -v              log engine activity to stderr
@@ -101,7 +102,7 @@ func serve(args []string, stderr io.Writer) error {
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	addr := fs.String("http", "", "serve Streamable HTTP at http://ADDR/mcp (use a loopback address)")
 	stdio := fs.Bool("stdio", false, "serve one client over stdin/stdout")
-	db := fs.String("db", "taskbridge-62.db", "bbolt file")
+	db := fs.String("db", "taskbridge-62.db", "store: a bbolt file, or a postgres:// DSN (several replicas)")
 	tokenList := fs.String("tokens", os.Getenv(tokenauth.EnvTokens), "bearer tokens TOKEN=USER,...")
 	verbose := fs.Bool("v", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {

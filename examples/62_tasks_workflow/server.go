@@ -323,14 +323,17 @@ func shipWorkflow() *workflow.SequentialWorkflow {
 type options struct {
 	// DB is the bbolt file.
 	DB string
-	// Ledger is the publication ledger file; empty means DB + ".published".
+	// Ledger is the publication ledger file; empty means DB + ".published"
+	// (or taskbridge-62.published for a PostgreSQL store).
 	Ledger string
 }
 
 // newBuilder assembles the example server.
 func newBuilder(o options) (*builder.Builder, error) {
 	path := o.Ledger
-	if path == "" {
+	if path == "" && builder.IsPostgresDSN(o.DB) {
+		path = "taskbridge-62.published" // one ledger file per working directory
+	} else if path == "" {
 		path = o.DB + ".published"
 	}
 	l, err := openLedger(path)
@@ -338,7 +341,7 @@ func newBuilder(o options) (*builder.Builder, error) {
 		return nil, err
 	}
 	a := &app{ledger: l, checks: map[string]int{}}
-	b := builder.New("taskbridge-example-62", "0.2.0").WithDBPath(o.DB)
+	b := builder.New("taskbridge-example-62", "0.2.0").WithDB(o.DB)
 	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."}, fetchChanges, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."}, draftNotes, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."}, reviewNotes, taskrouter.ToolOptions{})

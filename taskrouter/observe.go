@@ -1,0 +1,97 @@
+package taskrouter
+
+import (
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// An Observer learns of every committed change this process makes to a
+// task, and of the engine's handler activity: the hook for metrics,
+// traces and dashboards (Config.Observer). Its methods are called
+// synchronously on the engine's paths, after the change is durable: they
+// must be quick and must not block or call back into the Router.
+type Observer interface {
+	// TaskEvent reports one committed change to a task.
+	TaskEvent(e TaskEvent)
+	// HandlerEvent reports a task handler starting or ending in this
+	// process.
+	HandlerEvent(e HandlerEvent)
+}
+
+// TaskEventKind says what a TaskEvent reports.
+type TaskEventKind int
+
+// The task event kinds.
+const (
+	// TaskCreated: the task was created (Task is the stored record).
+	TaskCreated TaskEventKind = iota + 1
+	// TaskUpdated: a write to a task that is still active, or the write
+	// that ended it (Ended is set then).
+	TaskUpdated
+	// TaskDeleted: the sweeper deleted the task after its ttl (Task is the
+	// record as it was).
+	TaskDeleted
+)
+
+// A TaskEvent is one committed change to a task.
+type TaskEvent struct {
+	Kind TaskEventKind
+	// Task is the task after the change (before it, for TaskDeleted). It
+	// must not be modified.
+	Task *store.Task
+	// Ended is set on the write that moved the task to a terminal status
+	// (which happens once per task).
+	Ended bool
+}
+
+// A HandlerEvent reports a task handler starting (Running) or ending in
+// this process.
+type HandlerEvent struct {
+	TaskID string
+	// Tool is the tool the handler runs.
+	Tool string
+	// Running is true when the handler starts, false when it returns.
+	Running bool
+	// Queued is how long the task waited for a running slot (when it
+	// starts), or Duration how long the handler ran (when it ends).
+	Queued, Duration time.Duration
+}
+
+// observe reports a committed change to the configured Observer.
+func (r *Router) observe(kind TaskEventKind, t *store.Task, u *store.Update) {
+	if r.cfg.Observer == nil || t == nil {
+		return
+	}
+	ended := u != nil && u.Status != "" && t.Status.Terminal()
+	r.cfg.Observer.TaskEvent(TaskEvent{Kind: kind, Task: t, Ended: ended})
+}
+
+func (r *Router) observeHandler(e HandlerEvent) {
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.HandlerEvent(e)
+	}
+}
+
+// Stats are the engine's current load in this process.
+type Stats struct {
+	// Pending is the tasks queued or running; Running the handlers
+	// running; Queued = Pending - Running.
+	Pending, Running, Queued int
+	// Waiters is the tasks/result requests waiting for a task to end.
+	Waiters int
+	// Tracked is the in-request work (workflow server steps) running.
+	Tracked int
+}
+
+// Stats returns the engine's current load.
+func (r *Router) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Stats{Pending: r.pending, Running: len(r.sem), Waiters: r.waiters}
+	for _, set := range r.tracked {
+		s.Tracked += len(set)
+	}
+	s.Queued = max(0, s.Pending-s.Running)
+	return s
+}

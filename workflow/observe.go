@@ -1,0 +1,39 @@
+package workflow
+
+import (
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A StepObserver learns of every attempt at a workflow step when it ends:
+// the hook for metrics and traces (Bridge.Observer). It is called
+// synchronously after the attempt is recorded; it must be quick.
+type StepObserver interface {
+	StepEvent(e StepEvent)
+}
+
+// A StepEvent reports the end of one attempt at a workflow step.
+type StepEvent struct {
+	// TaskID is the workflow task ("" for a plain workflow prompt).
+	TaskID   string
+	Workflow string
+	Step     string
+	Tool     string
+	// Attempt is the attempt as recorded: its number, reason, start,
+	// duration, outcome and error. Attempt.By says who performed it.
+	Attempt Attempt
+	// Meta is the _meta of the client's continuation request (client
+	// attempts only), where a trace context travels.
+	Meta mcp.Meta
+}
+
+// emit reports the last attempt of step s.
+func emit(o StepObserver, taskID string, p *WorkflowProgress, s *Step, meta mcp.Meta) {
+	if o == nil {
+		return
+	}
+	sp := p.step(s.Name)
+	if sp == nil || len(sp.History) == 0 {
+		return
+	}
+	o.StepEvent(StepEvent{TaskID: taskID, Workflow: p.Workflow, Step: s.Name, Tool: s.Tool, Attempt: sp.History[len(sp.History)-1], Meta: meta})
+}
