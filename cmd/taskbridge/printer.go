@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // The human and JSON-lines output of every command.
@@ -146,7 +147,10 @@ func (p *printer) handoff(d *handoff.Document) error {
 	}
 	for _, s := range d.RemainingSteps {
 		mark, who := "·", "server"
-		if s.Execution == handoff.ExecClient {
+		switch {
+		case s.HandedToClient:
+			mark, who = "!", "handed to you"
+		case s.Execution == handoff.ExecClient:
 			mark, who = "→", "you"
 		}
 		fmt.Fprintf(p.w, "  %s %-12s %-16s (%s)", mark, s.Name, s.Tool, who)
@@ -161,12 +165,74 @@ func (p *printer) handoff(d *handoff.Document) error {
 			fmt.Fprintf(p.w, " needs: %s", strings.Join(ph, ", "))
 		}
 		fmt.Fprintln(p.w)
+		if s.HandedToClient && s.Error != "" {
+			fmt.Fprintf(p.w, "      failed: %s\n", oneLine(s.Error, 100))
+		}
 		if s.Guidance != "" && s.Execution == handoff.ExecClient {
 			fmt.Fprintf(p.w, "      %s\n", s.Guidance)
 		}
 	}
 	for _, e := range d.Errors {
 		fmt.Fprintf(p.w, "  ✗ %s: %s\n", e.Step, oneLine(e.Message, 80))
+	}
+	return nil
+}
+
+// completed prints a workflow's final handoff.
+func (p *printer) completed(d *handoff.Document) error {
+	if p.json {
+		return p.line(map[string]any{"event": "completed", "handoff": d})
+	}
+	fmt.Fprintf(p.w, "\nWorkflow %q (task %s) is %s: %d step(s) completed.\n", d.Workflow, d.TaskID, d.Status, len(d.CompletedSteps))
+	for _, s := range d.CompletedSteps {
+		fmt.Fprintf(p.w, "  ✓ %s (%s): %s\n", s.Name, s.Tool, oneLine(string(s.Result), 100))
+	}
+	return nil
+}
+
+// stepResult prints the result of one workflow step (call -task-id) and
+// where the workflow stands after it.
+func (p *printer) stepResult(r *mcp.CallToolResult, sum *mcptask.WorkflowSummary) error {
+	if p.json {
+		m := map[string]any{"event": "result", "result": r}
+		if sum != nil {
+			m["workflow"] = sum
+		}
+		return p.line(m)
+	}
+	if err := p.result(nil, r); err != nil {
+		return err
+	}
+	if sum == nil {
+		return nil
+	}
+	name := sum.Workflow
+	if name == "" {
+		name = "workflow"
+	}
+	fmt.Fprintf(p.w, "workflow %s (task %s): %s", name, sum.TaskID, sum.Status)
+	if sum.Step != "" {
+		fmt.Fprintf(p.w, " after step %q", sum.Step)
+	}
+	if sum.Replayed {
+		fmt.Fprint(p.w, " (replayed: the step was already recorded with these arguments)")
+	}
+	fmt.Fprintln(p.w)
+	if len(sum.RemainingSteps) > 0 {
+		fmt.Fprintf(p.w, "  remaining: %s\n", strings.Join(sum.RemainingSteps, ", "))
+	}
+	if len(sum.ClientSteps) > 0 {
+		fmt.Fprintf(p.w, "  yours now: %s\n", strings.Join(sum.ClientSteps, ", "))
+	}
+	if sum.PauseReason != "" {
+		label := "paused"
+		if sum.Status.Terminal() {
+			label = "outcome"
+		}
+		fmt.Fprintf(p.w, "  %s: %s\n", label, sum.PauseReason)
+	}
+	if sum.StatusMessage != "" && sum.StatusMessage != sum.PauseReason {
+		fmt.Fprintf(p.w, "  status: %s\n", sum.StatusMessage)
 	}
 	return nil
 }
