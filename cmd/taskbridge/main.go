@@ -59,6 +59,10 @@ Commands:
                                                   handed to you, then wait for the workflow
                                    -resume ID     continue workflow task ID instead of
                                                   starting a new one (no key=value needed)
+  ui URL | ui -- COMMAND ARGS   the terminal UI: Tools, Prompts and Tasks tabs, forms
+                                 from input schemas, workflows step by step, a live task
+                                 table with cancel and input requests ("?" lists the keys).
+                                 Flag: -dialect (as above). -timeout bounds connecting only.
   help                           this text
 
 Elicitations a task makes are asked on the terminal (field by field).
@@ -84,6 +88,8 @@ Examples:
   taskbridge -url http://127.0.0.1:8080/mcp prompt release_notes -resume 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2 -follow
   taskbridge -stdio "go run ./examples/62_tasks_workflow serve -stdio -db demo.db" \
       prompt release_notes repo=taskbridge -follow
+  taskbridge ui http://127.0.0.1:8080/mcp
+  taskbridge ui -- go run ./examples/62_tasks_workflow serve -stdio -db demo.db
 `
 
 // Exit statuses (see the usage text).
@@ -124,6 +130,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return exitUsage
 		}
 		return exitOK
+	}
+	if rest[0] == "ui" {
+		return runUI(ctx, g, rest[1:], stdin, stdout, stderr)
 	}
 	out := newPrinter(stdout, g.json)
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
