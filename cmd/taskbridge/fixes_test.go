@@ -28,8 +28,10 @@ func startRelease(t *testing.T, url, repo string) string {
 func TestExitStatus(t *testing.T) {
 	conf := testserver.Conformance(t)
 	rel := testserver.Release(t)
+	// failing_job takes a second: its subtests run in parallel.
 	for _, dialect := range []string{"core", "extension"} {
 		t.Run("tool error exits 1/"+dialect, func(t *testing.T) {
+			t.Parallel()
 			code, out, errOut := cli(t, "", "-url", conf, "-dialect", dialect, "call", "failing_job")
 			require.Equal(t, exitFailed, code, out)
 			require.Contains(t, out, "tool error")
@@ -37,6 +39,7 @@ func TestExitStatus(t *testing.T) {
 		})
 	}
 	t.Run("task result of a tool error exits 1", func(t *testing.T) {
+		t.Parallel()
 		code, out, _ := cli(t, "", "-url", conf, "call", "-detach", "failing_job")
 		require.Equal(t, exitOK, code)
 		id := strings.Fields(out)[0]
@@ -45,6 +48,7 @@ func TestExitStatus(t *testing.T) {
 		require.Contains(t, errOut, "ended with a tool error")
 	})
 	t.Run("json failure line", func(t *testing.T) {
+		t.Parallel()
 		code, out, _ := cli(t, "", "-url", conf, "-json", "-dialect", "core", "call", "failing_job")
 		require.Equal(t, exitFailed, code)
 		lines := jsonLines(t, out)
