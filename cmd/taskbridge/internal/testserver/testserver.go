@@ -103,7 +103,8 @@ type reportIn struct {
 // publish_notes (fails unless approved; the failure fails the workflow)
 // and generate_report (topic, seconds). Its task-aware workflow
 // release_notes (repo required, since optional) runs fetch and draft,
-// hands review to the client, then publishes.
+// hands review to the client, then publishes; release_notes_plain is the
+// same workflow as a plain prompt (no task, no handoff).
 func Release(t testing.TB) string {
 	t.Helper()
 	b := builder.New("taskbridge-test-release", "0.1.0").WithStore(memory.New()).WithoutEnv().
@@ -139,7 +140,19 @@ func Release(t testing.TB) string {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Report on %q is ready.", in.Topic)}}}, nil, nil
 		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
-	b.TaskWorkflow(workflow.New("release_notes", "Draft, review and publish release notes for a repository").
+	b.TaskWorkflow(releaseWorkflow("release_notes"))
+	b.Workflow(releaseWorkflow("release_notes_plain"))
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	return Serve(t, srv.HTTPHandler(nil))
+}
+
+// releaseWorkflow is example 62's workflow: fetch and draft on the server,
+// review by the client, publish on the server (failing the workflow when
+// the notes were not approved).
+func releaseWorkflow(name string) *workflow.SequentialWorkflow {
+	return workflow.New(name, "Draft, review and publish release notes for a repository").
 		WithGoal("Publish reviewed release notes for the repository").
 		Arg("repo", "repository to describe", true).
 		Arg("since", "tag to start from", false).
@@ -161,9 +174,5 @@ func Release(t testing.TB) string {
 				Bind("approved", workflow.StepOutput("review", "approved")).
 				Bind("channel", workflow.Const("#releases")).
 				FailsWorkflow(),
-		))
-	srv, err := b.Build(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	return Serve(t, srv.HTTPHandler(nil))
+		)
 }

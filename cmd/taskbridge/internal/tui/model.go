@@ -313,9 +313,6 @@ func (m *Model) View() tea.View {
 	case m.tab == tabTasks:
 		content = m.tasksView(w, body)
 	}
-	if m.confirm != nil {
-		content = append(content, "", m.st.warn.Render(m.confirm.text+"  y/n"))
-	}
 	if len(content) > body {
 		content = content[:body]
 	}
@@ -330,6 +327,10 @@ func (m *Model) View() tea.View {
 			st = m.st.errText
 		}
 		flash = st.Render(clip(oneLine(m.flash), w))
+	}
+	if m.confirm != nil {
+		// The question takes the message line, so it is never cut off.
+		flash = m.st.warn.Render(clip(m.confirm.text+"  y/n", w))
 	}
 	lines = append(lines, flash, m.statusLine(w))
 	for i, l := range lines {
@@ -447,6 +448,7 @@ func (m *Model) helpView(w int) []string {
 		m.st.bold.Render("  Tools") + "           enter: call the tool (a form from its input schema; a",
 		"                  task when the tool allows it)    r: reload the tools",
 		m.st.bold.Render("  Prompts") + "         enter: get the prompt (a form for its arguments)",
+		"                  pgup/pgdn: scroll a plain prompt's messages   esc: close them",
 		"    workflow      enter: perform the selected step (yours or handed to you)",
 		"                  r: resume (the server retries failed steps)   esc: back",
 		m.st.bold.Render("  Tasks") + "           c: cancel (asks y/n)   o: open a task by id",

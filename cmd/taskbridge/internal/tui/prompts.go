@@ -23,6 +23,7 @@ type promptsTab struct {
 	loaded bool
 	text   []string // the messages of a plain prompt
 	textT  string
+	scroll int // the first line of text shown
 	wf     *wfView
 }
 
@@ -168,6 +169,10 @@ func (m *Model) promptsKey(k string) tea.Cmd {
 		p.sel = min(len(p.list)-1, p.sel+1)
 	case "esc":
 		p.text = nil
+	case "pgdown", "space":
+		p.scroll += 5
+	case "pgup":
+		p.scroll = max(0, p.scroll-5)
 	case "r":
 		p.loaded = false
 		return m.loadPrompts()
@@ -230,7 +235,7 @@ func (m *Model) promptLoaded(msg promptMsg) tea.Cmd {
 	if msg.doc == nil {
 		p.wf = nil
 		p.textT = "prompt " + msg.name
-		p.text = nil
+		p.text, p.scroll = nil, 0
 		for _, pm := range msg.res.Messages {
 			if tc, ok := pm.Content.(*mcp.TextContent); ok {
 				p.text = append(p.text, fmt.Sprintf("[%s] %s", pm.Role, tc.Text))
@@ -480,12 +485,20 @@ func (m *Model) promptsView(w, h int) []string {
 	lines = append(lines, clip("  arguments: "+strings.Join(args, ", "), w))
 	lines = append(lines, m.st.faint.Render(clip("  enter get · ↑↓ select · r reload", w)))
 	if p.text != nil {
-		lines = append(lines, "", m.st.bold.Render(clip(p.textT+":", w)))
+		var text []string
 		for _, t := range p.text {
 			for _, l := range wrap(t, w-2) {
-				lines = append(lines, "  "+l)
+				text = append(text, "  "+l)
 			}
 		}
+		room := max(1, h-len(lines)-2)
+		p.scroll = min(p.scroll, max(0, len(text)-room))
+		title := p.textT + ":"
+		if len(text) > room {
+			title += fmt.Sprintf(" (lines %d-%d of %d; pgup/pgdn scroll, esc close)", p.scroll+1, min(len(text), p.scroll+room), len(text))
+		}
+		lines = append(lines, "", m.st.bold.Render(clip(title, w)))
+		lines = append(lines, text[p.scroll:min(len(text), p.scroll+room)]...)
 	}
 	return lines
 }

@@ -319,3 +319,20 @@ func TestOpenedTaskThatNeedsInputAsksInAForm(t *testing.T) {
 		h.see("✓ completed", "deleted 'c.txt'", "◆ 0 need input")
 	})
 }
+
+func TestPromptsTabShowsAPlainPrompt(t *testing.T) {
+	h := newHarness(t, testserver.Release(t), client.Extension, true)
+	h.keys("2", "down")
+	h.see("› release_notes_plain")
+	h.keys("enter")
+	h.typ("taskbridge")
+	h.keys("enter", "enter")
+	v := h.see("prompt release_notes_plain: (lines 1-", "[user] Run workflow \"release_notes_plain\"", "[assistant] Step \"fetch\": calling tool \"fetch_changes\"")
+	require.NotContains(t, v, "stopped: waiting for the client")
+	h.keys("pgdown", "pgdown")
+	h.see(`[assistant] Workflow "release_notes_plain" stopped: waiting for the client`)
+	h.keys("esc")
+	require.NotContains(t, h.view(), "prompt release_notes_plain: (lines")
+	require.Nil(t, h.m.prompts.wf, "no workflow view: a plain prompt has no handoff")
+	require.Empty(t, h.m.tasks.rows, "and no task")
+}
