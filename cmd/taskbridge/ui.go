@@ -18,9 +18,8 @@ import (
 // runUI runs `taskbridge ui URL` or `taskbridge ui -- COMMAND ARGS`.
 func runUI(ctx context.Context, g globals, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	out := newPrinter(stderr, false)
-	fs := flag.NewFlagSet("ui", flag.ContinueOnError)
+	fs := newUIFlags(g)
 	fs.SetOutput(stderr)
-	dialect := fs.String("dialect", g.dialect, "auto, core or extension")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -31,7 +30,7 @@ func runUI(ctx context.Context, g globals, args []string, stdin io.Reader, stdou
 	if err != nil {
 		return report(out, stderr, err)
 	}
-	d, err := parseDialect(*dialect)
+	d, err := parseDialect(fs.Lookup("dialect").Value.String())
 	if err != nil {
 		return report(out, stderr, err)
 	}
@@ -55,6 +54,15 @@ func runUI(ctx context.Context, g globals, args []string, stdin io.Reader, stdou
 		return exitFailed
 	}
 	return exitOK
+}
+
+// newUIFlags returns ui's flag set: -dialect, defaulting to the global
+// flag's value.
+func newUIFlags(g globals) *flag.FlagSet {
+	fs := flag.NewFlagSet("ui", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.String("dialect", g.dialect, "auto, core or extension")
+	return fs
 }
 
 // uiTarget reads the server from ui's arguments: one URL, or a command
