@@ -142,14 +142,15 @@ func (m *Model) callEvent(msg callMsg) tea.Cmd {
 	ev := msg.ev
 	if ev.Task != nil {
 		r := m.upsertTask(ev.Task, kindTool, msg.tool, originStarted)
-		if id == "" {
-			m.calls[msg.run] = ev.Task.ID
-			m.tab = tabTasks
-			m.tasks.selectID(ev.Task.ID)
-			m.say(false, "%s runs as task %s", msg.tool, short(ev.Task.ID))
-		}
 		if ev.Kind == client.EventResult {
 			r.result = ev.Result
+		}
+		if id == "" {
+			// The task shows at once, selected, in the Tasks tab.
+			m.calls[msg.run] = ev.Task.ID
+			m.tasks.selectID(ev.Task.ID)
+			m.say(false, "%s runs as task %s", msg.tool, short(ev.Task.ID))
+			return m.switchTab(tabTasks)
 		}
 		return nil
 	}
