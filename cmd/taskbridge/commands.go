@@ -1,48 +1,72 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"sort"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/argschema"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
+// command runs one command against a connected server.
 type command struct {
 	c      *client.Client
+	target target
 	out    *printer
 	in     *asker
 	stderr io.Writer
 }
 
 func (cmd *command) dispatch(ctx context.Context, args []string) error {
+	var err error
 	switch args[0] {
 	case "info":
-		return cmd.info()
+		err = cmd.info()
 	case "tools":
-		return cmd.tools(ctx)
+		err = cmd.tools(ctx)
 	case "call":
-		return cmd.call(ctx, args[1:])
+		err = cmd.call(ctx, args[1:])
 	case "tasks":
 		if len(args) < 2 {
 			return usagef("tasks needs a subcommand: list, get, result or cancel")
 		}
-		return cmd.tasks(ctx, args[1], args[2:])
+		err = cmd.tasks(ctx, args[1], args[2:])
 	case "prompt":
-		return cmd.prompt(ctx, args[1:])
+		err = cmd.prompt(ctx, args[1:])
+	default:
+		return usagef("unknown command %q", args[0])
 	}
-	return usagef("unknown command %q", args[0])
+	return lostConnection(cmd.c, cmd.target, err)
+}
+
+// parseInterleaved parses fs from args, allowing flags after positional
+// arguments (`prompt release_notes repo=x -follow`); it returns the
+// positional arguments. Everything after "--" is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for range len(args) + 1 {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	return pos, nil
 }
 
 func (cmd *command) info() error {
@@ -107,19 +131,30 @@ func parseArgs(args []string) (map[string]any, error) {
 func (cmd *command) call(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	fs.SetOutput(cmd.stderr)
-	ttl := fs.Duration("ttl", 0, "task ttl to ask for")
+	ttl := fs.Duration("ttl", 0, "task ttl to ask for (core dialect)")
 	plain := fs.Bool("plain", false, "allow a plain call when the tool cannot run as a task")
 	detach := fs.Bool("detach", false, "print the task id and return without waiting")
-	if err := fs.Parse(args); err != nil {
+	taskID := fs.String("task-id", "", "perform one step of this workflow task")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		return usagef("call: %v", err)
 	}
-	if fs.NArg() < 1 {
+	if len(pos) < 1 {
 		return usagef("call needs a tool name")
 	}
-	name := fs.Arg(0)
-	toolArgs, err := parseArgs(fs.Args()[1:])
+	name := pos[0]
+	toolArgs, err := parseArgs(pos[1:])
 	if err != nil {
 		return err
+	}
+	if *taskID != "" {
+		if *detach {
+			return usagef("call: -detach and -task-id do not go together (a workflow step runs in the request)")
+		}
+		return cmd.step(ctx, name, toolArgs, *taskID)
+	}
+	if *ttl > 0 && cmd.c.Dialect() == client.Extension {
+		fmt.Fprintf(cmd.stderr, "taskbridge: warning: -ttl %s is ignored: in the %s dialect the server chooses every task's ttl (use -dialect core to ask for one)\n", *ttl, client.Extension)
 	}
 	status := cmd.out.status(name)
 	defer status.stop()
@@ -139,10 +174,70 @@ func (cmd *command) call(ctx context.Context, args []string) error {
 			status.update(ev)
 		case client.EventResult:
 			status.stop()
-			return cmd.out.result(ev.Task, ev.Result)
+			if err := cmd.out.result(ev.Task, ev.Result); err != nil {
+				return err
+			}
+			return resultFailure(name, ev.Task, ev.Result)
 		}
 	}
 	return errors.New("the call ended without a result")
+}
+
+// resultFailure is the failedError of a tool result with isError or a
+// task that ended failed, nil otherwise.
+func resultFailure(tool string, t *client.Task, r *mcp.CallToolResult) error {
+	switch {
+	case t != nil && t.Status == client.StatusFailed:
+		return failedf("task %s of %s ended failed", t.ID, tool)
+	case r != nil && r.IsError:
+		return failedf("%s returned an error (isError)", tool)
+	}
+	return nil
+}
+
+// step performs one step of a workflow task: the tool call carries
+// _meta._task_id, and the server answers with the tool's result and where
+// the workflow stands (_meta["taskbridge/workflow"]).
+func (cmd *command) step(ctx context.Context, tool string, args map[string]any, taskID string) error {
+	opts := &client.CallOptions{Meta: map[string]any{handoff.TaskIDMetaKey: taskID}, AllowPlain: true}
+	res, err := cmd.c.CallToolAndWait(ctx, tool, args, opts)
+	if err != nil {
+		return err
+	}
+	sum, err := workflowSummary(res)
+	if err != nil {
+		return err
+	}
+	if err := cmd.out.stepResult(res, sum); err != nil {
+		return err
+	}
+	switch {
+	case res.IsError:
+		return failedf("step %s of workflow task %s failed", tool, taskID)
+	case sum == nil:
+		return failedf("the result of %s carries no workflow summary: is %s a workflow task, and %s one of its steps?", tool, taskID, tool)
+	case sum.Status == mcptask.StatusFailed || sum.Status == mcptask.StatusCancelled:
+		return failedf("workflow task %s is %s", taskID, sum.Status)
+	}
+	return nil
+}
+
+// workflowSummary reads _meta["taskbridge/workflow"] of a continuation
+// call's result; nil when there is none.
+func workflowSummary(res *mcp.CallToolResult) (*mcptask.WorkflowSummary, error) {
+	raw, ok := res.Meta[mcptask.MetaWorkflow]
+	if !ok {
+		return nil, nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	var sum mcptask.WorkflowSummary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return nil, fmt.Errorf("_meta[%q] is not a workflow summary: %w", mcptask.MetaWorkflow, err)
+	}
+	return &sum, nil
 }
 
 func (cmd *command) tasks(ctx context.Context, sub string, args []string) error {
@@ -154,20 +249,7 @@ func (cmd *command) tasks(ctx context.Context, sub string, args []string) error 
 	}
 	switch sub {
 	case "list":
-		n := 0
-		for t, err := range cmd.c.ListTasks(ctx) {
-			if err != nil {
-				return err
-			}
-			n++
-			if err := cmd.out.task(t); err != nil {
-				return err
-			}
-		}
-		if !cmd.out.json {
-			fmt.Fprintf(cmd.out.w, "%d task(s)\n", n)
-		}
-		return nil
+		return cmd.list(ctx)
 	case "get":
 		id, err := need()
 		if err != nil {
@@ -187,7 +269,14 @@ func (cmd *command) tasks(ctx context.Context, sub string, args []string) error 
 		if err != nil {
 			return err
 		}
-		return cmd.out.raw(raw)
+		if err := cmd.out.raw(raw); err != nil {
+			return err
+		}
+		var r mcp.CallToolResult
+		if json.Unmarshal(raw, &r) == nil && r.IsError {
+			return failedf("task %s ended with a tool error (isError)", id)
+		}
+		return nil
 	case "cancel":
 		id, err := need()
 		if err != nil {
@@ -202,34 +291,71 @@ func (cmd *command) tasks(ctx context.Context, sub string, args []string) error 
 	return usagef("unknown tasks subcommand %q (list, get, result, cancel)", sub)
 }
 
+// list runs `tasks list`, saying which tasks tasks/list covers, or why
+// there is no list and what to do instead.
+func (cmd *command) list(ctx context.Context) error {
+	if cmd.c.Dialect() == client.Extension {
+		return fmt.Errorf("tasks list is not supported in the %s dialect: the %s extension (%s) has no tasks/list. "+
+			"Use 'taskbridge tasks get ID' for a task whose id you have, or -dialect core to list the tasks this session created",
+			client.Extension, client.ExtensionID, client.ExtensionVersion)
+	}
+	n := 0
+	for t, err := range cmd.c.ListTasks(ctx) {
+		if err != nil {
+			return err
+		}
+		n++
+		if err := cmd.out.task(t); err != nil {
+			return err
+		}
+	}
+	if !cmd.out.json {
+		fmt.Fprintf(cmd.out.w, "%d task(s): %s\n", n, listScope(cmd.target))
+	}
+	return nil
+}
+
+// listScope says which tasks a core-dialect tasks/list shows.
+func listScope(t target) string {
+	if t.stdio() {
+		return "the tasks the server lists for this connection (a taskbridge server over stdio lists every task of its local owner; on a server that authenticates you, your tasks)"
+	}
+	return "the tasks this session created (each taskbridge run is a new session; on a server that authenticates you, your tasks)"
+}
+
 func (cmd *command) prompt(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("prompt", flag.ContinueOnError)
 	fs.SetOutput(cmd.stderr)
 	follow := fs.Bool("follow", false, "perform the remaining client steps and wait for completion")
-	// Accept -follow after the positional arguments too.
-	var pos []string
-	for _, a := range args {
-		if a == "-follow" || a == "--follow" {
-			*follow = true
-			continue
-		}
-		pos = append(pos, a)
-	}
-	if err := fs.Parse(pos); err != nil {
+	resume := fs.String("resume", "", "continue this workflow task")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		return usagef("prompt: %v", err)
 	}
-	if fs.NArg() < 1 {
+	if len(pos) < 1 {
 		return usagef("prompt needs a prompt name")
 	}
 	pargs := map[string]string{}
-	for _, a := range fs.Args()[1:] {
+	for _, a := range pos[1:] {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok {
 			return usagef("prompt argument %q is not key=value", a)
 		}
 		pargs[k] = v
 	}
-	res, doc, err := cmd.c.GetPrompt(ctx, fs.Arg(0), pargs)
+	var res *mcp.GetPromptResult
+	var doc *handoff.Document
+	if *resume != "" {
+		if len(pargs) > 0 {
+			return usagef("prompt -resume takes no key=value arguments: the task already has them")
+		}
+		res, doc, err = cmd.c.ResumePrompt(ctx, pos[0], *resume)
+		if err == nil && doc == nil {
+			return fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", pos[0], *resume)
+		}
+	} else {
+		res, doc, err = cmd.c.GetPrompt(ctx, pos[0], pargs)
+	}
 	if err != nil {
 		return err
 	}
@@ -240,380 +366,71 @@ func (cmd *command) prompt(ctx context.Context, args []string) error {
 		return err
 	}
 	if !*follow {
-		return nil
+		return handoffFailure(doc)
 	}
-	final, err := cmd.c.Follow(ctx, doc, client.FollowOptions{Fill: cmd.in.fill})
+	return cmd.follow(ctx, doc)
+}
+
+// handoffFailure is the failedError of a handoff whose workflow ended
+// failed or cancelled, or has a step the server gave up on.
+func handoffFailure(doc *handoff.Document) error {
+	switch doc.Status {
+	case handoff.StatusFailed, handoff.StatusCancelled:
+		return failedf("workflow %q (task %s) is %s", doc.Workflow, doc.TaskID, doc.Status)
+	}
+	for _, s := range doc.RemainingSteps {
+		if s.HandedToClient {
+			return failedf("step %q of workflow %q failed and is handed to you (continue with: prompt %s -resume %s -follow)", s.Name, doc.Workflow, doc.Workflow, doc.TaskID)
+		}
+	}
+	return nil
+}
+
+// follow performs the workflow's remaining client steps, asking for
+// placeholder values and for corrected arguments of handed-over steps,
+// and prints the outcome.
+func (cmd *command) follow(ctx context.Context, doc *handoff.Document) error {
+	schemas, err := toolSchemas(ctx, cmd.c)
+	if err != nil {
+		return err
+	}
+	final, err := cmd.c.Follow(ctx, doc, client.FollowOptions{
+		Fill: func(ctx context.Context, s handoff.RemainingStep, ph []string) (map[string]any, error) {
+			return cmd.in.fill(s, ph, schemas[s.Tool])
+		},
+		Repair: func(ctx context.Context, s handoff.RemainingStep) (map[string]any, error) {
+			return cmd.in.repair(s, schemas[s.Tool])
+		},
+	})
 	if err != nil {
 		return err
 	}
 	var pr mcp.GetPromptResult
 	if err := json.Unmarshal(final, &pr); err == nil {
 		if fdoc, err := handoff.FromPromptResult(&pr); err == nil {
-			if cmd.out.json {
-				return cmd.out.line(map[string]any{"event": "completed", "handoff": fdoc})
+			if err := cmd.out.completed(fdoc); err != nil {
+				return err
 			}
-			fmt.Fprintf(cmd.out.w, "\nWorkflow %q (task %s) is %s: %d step(s) completed.\n", fdoc.Workflow, fdoc.TaskID, fdoc.Status, len(fdoc.CompletedSteps))
-			for _, s := range fdoc.CompletedSteps {
-				fmt.Fprintf(cmd.out.w, "  ✓ %s (%s): %s\n", s.Name, s.Tool, oneLine(string(s.Result), 100))
-			}
-			return nil
+			return handoffFailure(fdoc)
 		}
 	}
 	return cmd.out.raw(final)
 }
 
-// ---- output ----
-
-type printer struct {
-	w    io.Writer
-	json bool
-	tty  bool
-	mu   sync.Mutex
-}
-
-func newPrinter(w io.Writer, jsonOut bool) *printer {
-	p := &printer{w: w, json: jsonOut}
-	if f, ok := w.(*os.File); ok && !jsonOut {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
-		}
-	}
-	return p
-}
-
-func (p *printer) line(v any) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, err := json.Marshal(v)
+// toolSchemas lists the server's tools once and returns the fields of
+// each tool's input schema, by tool name.
+func toolSchemas(ctx context.Context, c *client.Client) (map[string][]argschema.Field, error) {
+	tools, err := c.Tools(ctx)
 	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(p.w, "%s\n", b)
-	return err
-}
-
-func taskJSON(t *client.Task) map[string]any {
-	m := map[string]any{"taskId": t.ID, "status": t.Status, "createdAt": t.CreatedAt, "lastUpdatedAt": t.LastUpdatedAt}
-	if t.StatusMessage != "" {
-		m["statusMessage"] = t.StatusMessage
-	}
-	if t.TTL != nil {
-		m["ttlMs"] = t.TTL.Milliseconds()
-	}
-	if t.PollInterval > 0 {
-		m["pollIntervalMs"] = t.PollInterval.Milliseconds()
-	}
-	return m
-}
-
-func (p *printer) task(t *client.Task) error {
-	if p.json {
-		return p.line(taskJSON(t))
-	}
-	ttl := "unlimited"
-	if t.TTL != nil {
-		ttl = t.TTL.String()
-	}
-	msg := ""
-	if t.StatusMessage != "" {
-		msg = "  " + oneLine(t.StatusMessage, 60)
-	}
-	fmt.Fprintf(p.w, "%s  %-14s created %s  ttl %s%s\n", t.ID, t.Status, t.CreatedAt.Local().Format("15:04:05"), ttl, msg)
-	return nil
-}
-
-func (p *printer) result(t *client.Task, r *mcp.CallToolResult) error {
-	if p.json {
-		m := map[string]any{"event": "result", "result": r}
-		if t != nil {
-			m["task"] = taskJSON(t)
-		}
-		return p.line(m)
-	}
-	label := "result"
-	if r.IsError {
-		label = "tool error"
-	}
-	if t != nil {
-		fmt.Fprintf(p.w, "%s (task %s, %s):\n", label, t.ID, t.Status)
-	} else {
-		fmt.Fprintf(p.w, "%s (no task):\n", label)
-	}
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			fmt.Fprintf(p.w, "  %s\n", strings.ReplaceAll(tc.Text, "\n", "\n  "))
-		} else {
-			b, _ := json.Marshal(c)
-			fmt.Fprintf(p.w, "  %s\n", b)
-		}
-	}
-	if r.StructuredContent != nil {
-		b, _ := json.Marshal(r.StructuredContent)
-		fmt.Fprintf(p.w, "  structured: %s\n", b)
-	}
-	return nil
-}
-
-func (p *printer) raw(raw json.RawMessage) error {
-	if p.json {
-		return p.line(map[string]any{"event": "result", "result": raw})
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		_, err = fmt.Fprintf(p.w, "%s\n", raw)
-		return err
-	}
-	b, _ := json.MarshalIndent(v, "", "  ")
-	_, err := fmt.Fprintf(p.w, "%s\n", b)
-	return err
-}
-
-func (p *printer) prompt(res *mcp.GetPromptResult) error {
-	if p.json {
-		return p.line(map[string]any{"event": "prompt", "result": res})
-	}
-	for _, m := range res.Messages {
-		if tc, ok := m.Content.(*mcp.TextContent); ok {
-			fmt.Fprintf(p.w, "[%s] %s\n", m.Role, tc.Text)
-		}
-	}
-	return nil
-}
-
-func (p *printer) handoff(d *handoff.Document) error {
-	if p.json {
-		return p.line(map[string]any{"event": "handoff", "handoff": d})
-	}
-	fmt.Fprintf(p.w, "Workflow %q — task %s — %s\n", d.Workflow, d.TaskID, d.Status)
-	if d.PauseReason != "" {
-		fmt.Fprintf(p.w, "Paused: %s\n", d.PauseReason)
-	}
-	for _, s := range d.CompletedSteps {
-		fmt.Fprintf(p.w, "  ✓ %-12s %-16s %s\n", s.Name, s.Tool, oneLine(string(s.Result), 70))
-	}
-	for _, s := range d.RemainingSteps {
-		mark, who := "·", "server"
-		if s.Execution == handoff.ExecClient {
-			mark, who = "→", "you"
-		}
-		fmt.Fprintf(p.w, "  %s %-12s %-16s (%s)", mark, s.Name, s.Tool, who)
-		var ph []string
-		for k, v := range s.Arguments {
-			if handoff.IsPlaceholder(v) {
-				ph = append(ph, k)
-			}
-		}
-		sort.Strings(ph)
-		if len(ph) > 0 {
-			fmt.Fprintf(p.w, " needs: %s", strings.Join(ph, ", "))
-		}
-		fmt.Fprintln(p.w)
-		if s.Guidance != "" && s.Execution == handoff.ExecClient {
-			fmt.Fprintf(p.w, "      %s\n", s.Guidance)
-		}
-	}
-	for _, e := range d.Errors {
-		fmt.Fprintf(p.w, "  ✗ %s: %s\n", e.Step, oneLine(e.Message, 80))
-	}
-	return nil
-}
-
-func (p *printer) err(err error) {
-	var re *client.RPCError
-	if p.json {
-		m := map[string]any{"event": "error", "error": err.Error()}
-		if errors.As(err, &re) {
-			m["code"] = re.Code
-		}
-		_ = p.line(m)
-		return
-	}
-	fmt.Fprintln(p.w, "error:", err)
-}
-
-// statusLine shows a task's progress: on a terminal, one line redrawn with
-// a spinner and the elapsed time; otherwise a line per change.
-type statusLine struct {
-	p       *printer
-	tool    string
-	start   time.Time
-	mu      sync.Mutex
-	text    string
-	stopped bool
-	done    chan struct{}
-	once    sync.Once
-}
-
-func (p *printer) status(tool string) *statusLine {
-	s := &statusLine{p: p, tool: tool, start: time.Now(), done: make(chan struct{}), text: "calling"}
-	if p.tty {
-		go s.spin()
-	}
-	return s
-}
-
-var spinner = []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
-
-func (s *statusLine) spin() {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-s.done:
-			return
-		case <-t.C:
-			s.mu.Lock()
-			fmt.Fprintf(s.p.w, "\r\033[K%c %s  %s  %.1fs", spinner[i%len(spinner)], s.tool, s.text, time.Since(s.start).Seconds())
-			s.mu.Unlock()
-		}
-	}
-}
-
-func (s *statusLine) update(ev client.Event) {
-	text := ev.Kind.String()
-	if ev.Task != nil {
-		text = string(ev.Task.Status)
-		if ev.Task.StatusMessage != "" {
-			text += ": " + oneLine(ev.Task.StatusMessage, 50)
-		}
-	}
-	if ev.Kind == client.EventInput {
-		text = "asking you for input"
-	}
-	s.mu.Lock()
-	s.text = text
-	s.mu.Unlock()
-	switch {
-	case s.p.json:
-		m := map[string]any{"event": ev.Kind.String()}
-		if ev.Task != nil {
-			m["task"] = taskJSON(ev.Task)
-		}
-		_ = s.p.line(m)
-	case !s.p.tty:
-		id := ""
-		if ev.Task != nil {
-			id = ev.Task.ID + " "
-		}
-		fmt.Fprintf(s.p.w, "%s %s%s (%.1fs)\n", ev.Kind, id, text, time.Since(s.start).Seconds())
-	}
-}
-
-func (s *statusLine) stop() {
-	s.once.Do(func() {
-		close(s.done)
-		if s.p.tty {
-			s.mu.Lock()
-			fmt.Fprintf(s.p.w, "\r\033[K")
-			s.mu.Unlock()
-		}
-	})
-}
-
-// ---- input ----
-
-// asker asks the person at the terminal.
-type asker struct {
-	mu  sync.Mutex
-	in  *bufio.Reader
-	out io.Writer
-}
-
-func newAsker(in io.Reader, out io.Writer) *asker {
-	return &asker{in: bufio.NewReader(in), out: out}
-}
-
-func (a *asker) ask(question string) (string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	fmt.Fprintf(a.out, "%s ", question)
-	line, err := a.in.ReadString('\n')
-	if err != nil && (line == "" || !errors.Is(err, io.EOF)) {
-		return "", fmt.Errorf("reading your answer: %w", err)
-	}
-	return strings.TrimSpace(line), nil
-}
-
-// answer handles a task's elicitation on the terminal.
-func (a *asker) answer(ctx context.Context, taskID string, req client.InputRequest) (json.RawMessage, error) {
-	if req.Method != "elicitation/create" {
-		return nil, fmt.Errorf("the CLI cannot answer %s", req.Method)
-	}
-	var p struct {
-		Message         string `json:"message"`
-		RequestedSchema struct {
-			Properties map[string]struct {
-				Type        string `json:"type"`
-				Description string `json:"description"`
-			} `json:"properties"`
-		} `json:"requestedSchema"`
-	}
-	if err := json.Unmarshal(req.Params, &p); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(a.out, "\nThe server asks (task %s): %s\n", taskID, p.Message)
-	content := map[string]any{}
-	names := make([]string, 0, len(p.RequestedSchema.Properties))
-	for n := range p.RequestedSchema.Properties {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		prop := p.RequestedSchema.Properties[n]
-		ans, err := a.ask(fmt.Sprintf("  %s (%s):", n, prop.Type))
+	out := make(map[string][]argschema.Field, len(tools))
+	for _, t := range tools {
+		fields, err := argschema.Fields(t.InputSchema)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("tool %q: %w", t.Name, err)
 		}
-		content[n] = typed(ans, prop.Type)
-	}
-	return json.Marshal(map[string]any{"action": "accept", "content": content})
-}
-
-func typed(s, typ string) any {
-	switch typ {
-	case "boolean":
-		switch strings.ToLower(s) {
-		case "y", "yes", "true", "1":
-			return true
-		}
-		return false
-	case "number", "integer":
-		var f float64
-		if _, err := fmt.Sscan(s, &f); err == nil {
-			return f
-		}
-	}
-	return s
-}
-
-// fill asks for a workflow step's placeholder arguments.
-func (a *asker) fill(ctx context.Context, step handoff.RemainingStep, placeholders []string) (map[string]any, error) {
-	fmt.Fprintf(a.out, "\nStep %q: call %s", step.Name, step.Tool)
-	if step.Guidance != "" {
-		fmt.Fprintf(a.out, " — %s", step.Guidance)
-	}
-	fmt.Fprintln(a.out)
-	out := map[string]any{}
-	for _, name := range placeholders {
-		var desc string
-		_ = json.Unmarshal(step.Arguments[name], &desc)
-		ans, err := a.ask(fmt.Sprintf("  %s %s:", name, desc))
-		if err != nil {
-			return nil, err
-		}
-		var v any
-		if err := json.Unmarshal([]byte(ans), &v); err != nil {
-			v = ans
-		}
-		out[name] = v
+		out[t.Name] = fields
 	}
 	return out, nil
-}
-
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > max {
-		return string(r[:max]) + "…"
-	}
-	return s
 }

@@ -11,13 +11,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"strings"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/taskbridge/taskbridge/client"
 )
 
 const usage = `taskbridge inspects MCP servers that run tools as tasks (core tasks 2025-11-25
@@ -41,43 +36,75 @@ Commands:
   call TOOL [ARGS]               call TOOL as a task and watch it: a status line with a
                                  spinner and the elapsed time, then the result.
                                  ARGS is a JSON object or key=value pairs (values that
-                                 parse as JSON are used as JSON). Flags: -ttl 10m,
-                                 -plain (allow a plain call when a task is impossible),
-                                 -detach (print the task id and return at once)
-  tasks list                     every task the server lists for you (core dialect)
+                                 parse as JSON are used as JSON). Flags:
+                                   -ttl 10m       ttl to ask for (core dialect only; the
+                                                  extension lets the server choose)
+                                   -plain         allow a plain call when a task is impossible
+                                   -detach        print the task id and return at once
+                                   -task-id ID    perform one step of workflow task ID
+                                                  (sends _meta._task_id) and print where
+                                                  the workflow stands afterwards
+  tasks list                     the tasks the server lists (core dialect: the tasks this
+                                 session created, or all yours on a server that
+                                 authenticates you; the extension has no tasks/list)
   tasks get ID                   one task's status
   tasks result ID                wait for a task's result and print it
   tasks cancel ID                cancel a task
   prompt NAME [key=value ...]    get a prompt; for a task-aware workflow, show its
-                                 handoff readably. Flag: -follow performs the remaining
-                                 client steps, asking you for every placeholder value,
-                                 then waits for the workflow to complete
+                                 handoff readably. Flags:
+                                   -follow        perform the remaining client steps, asking
+                                                  you for every placeholder value (checked
+                                                  against the tool's input schema) and for
+                                                  corrected arguments of a step the server
+                                                  handed to you, then wait for the workflow
+                                   -resume ID     continue workflow task ID instead of
+                                                  starting a new one (no key=value needed)
+  ui URL | ui -- COMMAND ARGS   the terminal UI: Tools, Prompts and Tasks tabs, forms
+                                 from input schemas, workflows step by step, a live task
+                                 table with cancel and input requests ("?" lists the keys).
+                                 Flag: -dialect (as above). -timeout bounds connecting only.
   help                           this text
 
 Elicitations a task makes are asked on the terminal (field by field).
 
+Exit status:
+  0  the command did what was asked
+  1  what was asked failed: the server answered with an error, a tool returned
+     isError, a task ended failed or cancelled, a workflow step failed (or was
+     handed to you) or the workflow ended failed or cancelled
+  2  usage error: unknown command or flag, missing or malformed arguments
+  3  cannot reach the server: connection refused, unknown host, HTTP error,
+     the stdio command could not start or exited, the connection was lost
+
 Examples:
   taskbridge -url http://127.0.0.1:8080/mcp tools
   taskbridge -url http://127.0.0.1:8080/mcp call generate_report topic=sales seconds=3
-  taskbridge -url http://127.0.0.1:8080/mcp -json call slow_compute '{"seconds": 2}'
-  taskbridge -url http://127.0.0.1:8080/mcp tasks list
+  taskbridge -url http://127.0.0.1:8080/mcp -json call generate_report '{"topic": "q3", "seconds": 2}'
+  taskbridge -url http://127.0.0.1:8080/mcp -dialect core tasks list
   taskbridge -url http://127.0.0.1:8080/mcp tasks cancel 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2
+  taskbridge -url http://127.0.0.1:8080/mcp prompt release_notes repo=taskbridge
+  taskbridge -url http://127.0.0.1:8080/mcp call review_notes -task-id 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2 \
+      draft="..." feedback=ok approved=true
+  taskbridge -url http://127.0.0.1:8080/mcp prompt release_notes -resume 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2 -follow
   taskbridge -stdio "go run ./examples/62_tasks_workflow serve -stdio -db demo.db" \
       prompt release_notes repo=taskbridge -follow
+  taskbridge ui http://127.0.0.1:8080/mcp
+  taskbridge ui -- go run ./examples/62_tasks_workflow serve -stdio -db demo.db
 `
+
+// Exit statuses (see the usage text).
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	os.Exit(code)
-}
-
-// globals are the flags before the command.
-type globals struct {
-	url, stdio, dialect string
-	json                bool
-	timeout             time.Duration
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -92,76 +119,82 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.DurationVar(&g.timeout, "timeout", 5*time.Minute, "overall timeout")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return exitOK
 		}
-		return 2
+		return exitUsage
 	}
 	rest := fs.Args()
 	if len(rest) == 0 || rest[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		if len(rest) == 0 {
-			return 2
+			return exitUsage
 		}
-		return 0
+		return exitOK
+	}
+	if rest[0] == "ui" {
+		return runUI(ctx, g, rest[1:], stdin, stdout, stderr)
 	}
 	out := newPrinter(stdout, g.json)
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	in := newAsker(stdin, stderr)
-	c, err := connect(ctx, g, in, stderr)
+	tgt, dialect, err := g.resolve()
 	if err != nil {
-		fmt.Fprintln(stderr, "taskbridge:", err)
-		return 1
+		return report(out, stderr, err)
+	}
+	c, err := dial(ctx, tgt, dialect, in.answer, stderr)
+	if err != nil {
+		return report(out, stderr, err)
 	}
 	defer c.Close()
-	cmd := &command{c: c, out: out, in: in, stderr: stderr}
-	if err := cmd.dispatch(ctx, rest); err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "taskbridge: %v\nRun 'taskbridge help' for usage.\n", err)
-			return 2
-		}
-		out.err(err)
-		return 1
-	}
-	return 0
+	cmd := &command{c: c, target: tgt, out: out, in: in, stderr: stderr}
+	return report(out, stderr, cmd.dispatch(ctx, rest))
 }
 
+// report prints err the way its kind asks for and returns the exit
+// status: usage errors and unreachable servers on stderr, failures the
+// output has already shown (failedError) as a last line on stderr, and
+// every other error through the printer (a JSON line with -json).
+func report(out *printer, stderr io.Writer, err error) int {
+	var ue usageError
+	var un *unreachableError
+	var fe failedError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "taskbridge: %v\nRun 'taskbridge help' for usage.\n", err)
+		return exitUsage
+	case errors.As(err, &un):
+		if out.json {
+			_ = out.line(map[string]any{"event": "error", "error": un.Error(), "unreachable": true})
+		}
+		fmt.Fprintln(stderr, "taskbridge:", un)
+		return exitUnreachable
+	case errors.As(err, &fe):
+		if out.json {
+			_ = out.line(map[string]any{"event": "failed", "error": fe.Error()})
+		} else {
+			fmt.Fprintln(stderr, "taskbridge:", fe)
+		}
+		return exitFailed
+	}
+	out.err(err)
+	return exitFailed
+}
+
+// usageError is a mistake in the command line (exit status 2).
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-func connect(ctx context.Context, g globals, asker *asker, stderr io.Writer) (*client.Client, error) {
-	var t mcp.Transport
-	switch {
-	case g.url != "" && g.stdio != "":
-		return nil, usagef("give -url or -stdio, not both")
-	case g.url != "":
-		t = client.HTTPTransport(g.url, nil)
-	case g.stdio != "":
-		fields := strings.Fields(g.stdio)
-		cmd := exec.Command(fields[0], fields[1:]...)
-		cmd.Stderr = stderr
-		t = &mcp.CommandTransport{Command: cmd}
-	default:
-		return nil, usagef("give -url URL or -stdio \"COMMAND ARGS\"")
-	}
-	var d client.Dialect
-	switch g.dialect {
-	case "auto", "":
-		d = client.Auto
-	case "core":
-		d = client.Core
-	case "extension", "ext":
-		d = client.Extension
-	default:
-		return nil, usagef("-dialect must be auto, core or extension, not %q", g.dialect)
-	}
-	return client.Dial(ctx, t, &client.Options{
-		ClientInfo:   &mcp.Implementation{Name: "taskbridge-cli", Version: "0.1.0"},
-		Dialect:      d,
-		InputHandler: asker.answer,
-	})
-}
+// failedError is a failure the output has already shown (a tool result
+// with isError, a task that ended failed, a workflow that stopped): exit
+// status 1, with msg as a last line on stderr.
+type failedError struct{ msg string }
+
+func (e failedError) Error() string { return e.msg }
+
+func failedf(format string, args ...any) error { return failedError{fmt.Sprintf(format, args...)} }

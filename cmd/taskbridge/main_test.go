@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,32 +12,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/testserver"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-func serve(t *testing.T, h http.Handler) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	hs := &http.Server{Handler: mux}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	return "http://" + ln.Addr().String() + "/mcp"
-}
-
-func confServer(t *testing.T) string {
-	t.Helper()
-	_, r, err := conftools.NewServer(taskrouter.Config{Store: memory.New(), PollInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background()))
-	t.Cleanup(func() { _ = r.Close() })
-	return serve(t, r.HTTPHandler(nil))
-}
+func confServer(t *testing.T) string { return testserver.Conformance(t) }
 
 type up struct {
 	Text string `json:"text"`
@@ -58,7 +37,7 @@ func workflowServer(t *testing.T) string {
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	return serve(t, srv.HTTPHandler(nil))
+	return testserver.Serve(t, srv.HTTPHandler(nil))
 }
 
 func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -83,18 +62,18 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 func TestHelpAndUsageErrors(t *testing.T) {
 	code, out, _ := cli(t, "", "help")
 	require.Equal(t, 0, code)
-	for _, cmd := range []string{"info", "tools", "call TOOL", "tasks list", "tasks get ID", "tasks result ID", "tasks cancel ID", "prompt NAME", "Examples:"} {
+	for _, cmd := range []string{"info", "tools", "call TOOL", "tasks list", "tasks get ID", "tasks result ID", "tasks cancel ID", "prompt NAME", "-resume ID", "-task-id ID", "ui URL | ui -- COMMAND ARGS", "Exit status:", "3  cannot reach the server", "Examples:"} {
 		require.Contains(t, out, cmd)
 	}
 	code, _, errOut := cli(t, "", "tools")
-	require.Equal(t, 1, code)
+	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "give -url URL")
 	url := confServer(t)
 	code, _, errOut = cli(t, "", "-url", url, "frobnicate")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `unknown command "frobnicate"`)
 	code, _, errOut = cli(t, "", "-url", url, "-dialect", "klingon", "tools")
-	require.Equal(t, 1, code)
+	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "-dialect must be")
 }
 

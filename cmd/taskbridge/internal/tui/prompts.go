@@ -1,0 +1,571 @@
+package tui
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/argschema"
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// promptsTab lists the server's prompts; a task-aware workflow prompt
+// opens as a step list the user works through.
+type promptsTab struct {
+	list   []*mcp.Prompt
+	sel    int
+	err    string
+	loaded bool
+	text   []string // the messages of a plain prompt
+	textT  string
+	scroll int // the first line of text shown
+	wf     *wfView
+}
+
+// wfView is a workflow being followed: its latest handoff as a step list.
+type wfView struct {
+	doc  *handoff.Document
+	sel  int    // index into steps()
+	busy string // what is being done right now
+	err  string
+}
+
+// wfStep is a row of the step list: completed or remaining.
+type wfStep struct {
+	name, tool string
+	done       *handoff.CompletedStep
+	rem        *handoff.RemainingStep
+}
+
+func (v *wfView) steps() []wfStep {
+	var out []wfStep
+	for i := range v.doc.CompletedSteps {
+		s := &v.doc.CompletedSteps[i]
+		out = append(out, wfStep{name: s.Name, tool: s.Tool, done: s})
+	}
+	for i := range v.doc.RemainingSteps {
+		s := &v.doc.RemainingSteps[i]
+		out = append(out, wfStep{name: s.Name, tool: s.Tool, rem: s})
+	}
+	return out
+}
+
+// actionable reports whether the user can perform the step: a client
+// step or a server step handed to the client.
+func (s wfStep) actionable() bool {
+	return s.rem != nil && (s.rem.Execution == handoff.ExecClient || s.rem.HandedToClient)
+}
+
+// selectNext selects the first step the user can perform.
+func (v *wfView) selectNext() {
+	for i, s := range v.steps() {
+		if s.actionable() {
+			v.sel = i
+			return
+		}
+	}
+	v.sel = max(0, len(v.doc.CompletedSteps)-1)
+}
+
+type (
+	promptsMsg struct {
+		prompts []*mcp.Prompt
+		err     error
+	}
+	promptMsg struct {
+		name string
+		res  *mcp.GetPromptResult
+		doc  *handoff.Document
+		err  error
+	}
+	stepMsg struct {
+		taskID, step string
+		res          *mcp.CallToolResult
+		sum          *mcptask.WorkflowSummary
+		doc          *handoff.Document // the handoff afterwards
+		err          error
+	}
+)
+
+// stepState is a remaining step's state in words.
+func stepState(s handoff.RemainingStep) string {
+	switch {
+	case s.HandedToClient:
+		return "handed to you"
+	case s.Status == handoff.StepRunning:
+		return "running"
+	case s.Status == handoff.StepFailed:
+		return "failed"
+	case s.Execution == handoff.ExecClient:
+		return "waiting for you"
+	}
+	return "pending (server)"
+}
+
+// stepMark is a remaining step's symbol.
+func stepMark(s handoff.RemainingStep) string {
+	switch {
+	case s.HandedToClient:
+		return "!"
+	case s.Status == handoff.StepRunning:
+		return "●"
+	case s.Status == handoff.StepFailed:
+		return "✗"
+	case s.Execution == handoff.ExecClient:
+		return "→"
+	}
+	return "·"
+}
+
+func (m *Model) loadPrompts() tea.Cmd {
+	c, ctx := m.c, m.ui.ctx
+	return func() tea.Msg {
+		ps, err := c.Prompts(ctx)
+		return promptsMsg{ps, err}
+	}
+}
+
+func (m *Model) promptsLoaded(msg promptsMsg) tea.Cmd {
+	m.prompts.loaded = true
+	if msg.err != nil {
+		m.prompts.err = msg.err.Error()
+		return nil
+	}
+	m.prompts.err = ""
+	m.prompts.list = msg.prompts
+	m.prompts.sel = min(m.prompts.sel, max(0, len(msg.prompts)-1))
+	return nil
+}
+
+// promptFields turns a prompt's declared arguments into form fields (all
+// text).
+func promptFields(p *mcp.Prompt) []argschema.Field {
+	props := map[string]any{}
+	var required []string
+	for _, a := range p.Arguments {
+		props[a.Name] = map[string]any{"type": "string", "description": a.Description}
+		if a.Required {
+			required = append(required, a.Name)
+		}
+	}
+	fields, _ := argschema.Fields(map[string]any{"type": "object", "properties": props, "required": required})
+	return fields
+}
+
+func (m *Model) promptsKey(k string) tea.Cmd {
+	p := &m.prompts
+	if p.wf != nil {
+		return m.workflowKey(k)
+	}
+	switch k {
+	case "up", "k":
+		p.sel = max(0, p.sel-1)
+	case "down", "j":
+		p.sel = min(len(p.list)-1, p.sel+1)
+	case "esc":
+		p.text = nil
+	case "pgdown", "space":
+		p.scroll += 5
+	case "pgup":
+		p.scroll = max(0, p.scroll-5)
+	case "r":
+		p.loaded = false
+		return m.loadPrompts()
+	case "enter":
+		if p.sel >= len(p.list) {
+			return nil
+		}
+		pr := p.list[p.sel]
+		name := pr.Name
+		intro := []string{}
+		if pr.Description != "" {
+			intro = append(intro, pr.Description)
+		}
+		m.form = newForm(formSpec{
+			title:  "Get prompt " + name,
+			intro:  intro,
+			fields: promptFields(pr),
+			submit: func(v map[string]any) tea.Cmd { return m.getPrompt(name, v) },
+		})
+	}
+	return nil
+}
+
+func (m *Model) getPrompt(name string, values map[string]any) tea.Cmd {
+	args := map[string]string{}
+	for k, v := range values {
+		args[k] = argschema.Format(v)
+	}
+	c, ctx := m.c, m.ui.ctx
+	m.say(false, "getting prompt %s…", name)
+	return func() tea.Msg {
+		res, doc, err := c.GetPrompt(ctx, name, args)
+		return promptMsg{name: name, res: res, doc: doc, err: err}
+	}
+}
+
+// resume re-reads a workflow's handoff (prompts/get with _meta._task_id):
+// the server retries failed server steps first.
+func (m *Model) resume(workflow, taskID string) tea.Cmd {
+	c, ctx := m.c, m.ui.ctx
+	if m.prompts.wf != nil {
+		m.prompts.wf.busy = "resuming…"
+	}
+	m.say(false, "resuming workflow %s (task %s)…", workflow, short(taskID))
+	return func() tea.Msg {
+		res, doc, err := c.ResumePrompt(ctx, workflow, taskID)
+		return promptMsg{name: workflow, res: res, doc: doc, err: err}
+	}
+}
+
+func (m *Model) promptLoaded(msg promptMsg) tea.Cmd {
+	p := &m.prompts
+	if msg.err != nil {
+		m.say(true, "prompt %s: %v", msg.name, msg.err)
+		if p.wf != nil {
+			p.wf.busy, p.wf.err = "", msg.err.Error()
+		}
+		return nil
+	}
+	if msg.doc == nil {
+		p.wf = nil
+		p.textT = "prompt " + msg.name
+		p.text, p.scroll = nil, 0
+		for _, pm := range msg.res.Messages {
+			if tc, ok := pm.Content.(*mcp.TextContent); ok {
+				p.text = append(p.text, fmt.Sprintf("[%s] %s", pm.Role, tc.Text))
+			}
+		}
+		m.say(false, "prompt %s: %d message(s)", msg.name, len(msg.res.Messages))
+		return nil
+	}
+	m.showWorkflow(msg.doc)
+	m.say(false, "workflow %s: task %s is %s", msg.doc.Workflow, short(msg.doc.TaskID), msg.doc.Status)
+	return nil
+}
+
+// showWorkflow shows a handoff in the Prompts tab and its task in the
+// Tasks tab.
+func (m *Model) showWorkflow(doc *handoff.Document) {
+	v := m.prompts.wf
+	if v == nil || v.doc.TaskID != doc.TaskID {
+		v = &wfView{}
+		m.prompts.wf = v
+	}
+	v.doc, v.busy, v.err = doc, "", ""
+	v.selectNext()
+	m.tab = tabPrompts
+	r := m.tasks.byID[doc.TaskID]
+	if r == nil {
+		r = &taskRow{id: doc.TaskID, kind: kindWorkflow, name: doc.Workflow, origin: originPrompt, created: m.now()}
+		m.tasks.byID[doc.TaskID] = r
+		m.tasks.rows = append(m.tasks.rows, r)
+	}
+	r.kind, r.name, r.doc = kindWorkflow, doc.Workflow, doc
+	if !r.status.Terminal() {
+		r.status, r.message = client.Status(doc.Status), doc.PauseReason
+	}
+	if !r.status.Terminal() {
+		m.watch(r)
+	}
+}
+
+// workflowEnded updates the workflow view when the task's result arrives.
+func (m *Model) workflowEnded(r *taskRow, doc *handoff.Document) {
+	v := m.prompts.wf
+	if v == nil || v.doc.TaskID != r.id {
+		return
+	}
+	if doc != nil {
+		v.doc = doc
+		v.selectNext()
+	} else if r.errText != "" {
+		v.err = r.errText
+	}
+	v.busy = ""
+}
+
+func (m *Model) workflowKey(k string) tea.Cmd {
+	v := m.prompts.wf
+	steps := v.steps()
+	switch k {
+	case "up", "k":
+		v.sel = max(0, v.sel-1)
+	case "down", "j":
+		v.sel = min(len(steps)-1, v.sel+1)
+	case "esc":
+		m.prompts.wf = nil
+	case "r":
+		if v.busy == "" && !client.Status(v.doc.Status).Terminal() {
+			return m.resume(v.doc.Workflow, v.doc.TaskID)
+		}
+	case "enter":
+		if client.Status(v.doc.Status).Terminal() {
+			m.prompts.wf = nil
+			return nil
+		}
+		if v.busy != "" || v.sel >= len(steps) {
+			return nil
+		}
+		s := steps[v.sel]
+		if !s.actionable() {
+			m.say(false, "step %s is not yours to perform (%s)", s.name, m.stepWords(s))
+			return nil
+		}
+		m.openStepForm(v.doc, *s.rem)
+	}
+	return nil
+}
+
+func (m *Model) stepWords(s wfStep) string {
+	if s.done != nil {
+		return "done"
+	}
+	return stepState(*s.rem)
+}
+
+// openStepForm asks for a step's arguments: the resolved ones prefilled,
+// the placeholders highlighted; a handed-over step shows its error.
+func (m *Model) openStepForm(doc *handoff.Document, s handoff.RemainingStep) {
+	var intro []string
+	if s.HandedToClient {
+		msg := "The server gave up on this step"
+		if s.Attempts > 0 {
+			msg += fmt.Sprintf(" after %d attempt(s)", s.Attempts)
+		}
+		intro = append(intro, msg+": "+s.Error, "Correct the arguments and submit, or press esc and r to have the server retry.")
+	}
+	if s.Guidance != "" {
+		intro = append(intro, s.Guidance)
+	}
+	taskID, workflow, step := doc.TaskID, doc.Workflow, s
+	m.form = newForm(formSpec{
+		title:   fmt.Sprintf("Step %s: call %s (task %s)", s.Name, s.Tool, short(doc.TaskID)),
+		intro:   intro,
+		fields:  m.schemas[s.Tool],
+		prefill: s.Arguments,
+		submit:  func(args map[string]any) tea.Cmd { return m.performStep(workflow, taskID, step, args) },
+	})
+}
+
+// performStep calls a step's tool bound to the workflow task
+// (_meta._task_id), then reads where the workflow stands: its result when
+// the task has ended, else a fresh handoff.
+func (m *Model) performStep(workflow, taskID string, s handoff.RemainingStep, args map[string]any) tea.Cmd {
+	if v := m.prompts.wf; v != nil {
+		v.busy, v.err = "performing "+s.Name+"…", ""
+	}
+	c, ctx := m.c, m.ui.ctx
+	return func() tea.Msg {
+		out := stepMsg{taskID: taskID, step: s.Name}
+		out.res, out.err = c.CallToolAndWait(ctx, s.Tool, args, &client.CallOptions{
+			Meta: map[string]any{handoff.TaskIDMetaKey: taskID}, AllowPlain: true,
+		})
+		if out.err != nil {
+			return out
+		}
+		out.sum = summary(out.res)
+		if out.sum != nil && out.sum.Status.Terminal() {
+			raw, err := c.TaskResult(ctx, taskID)
+			if err != nil {
+				out.err = err
+				return out
+			}
+			var pr mcp.GetPromptResult
+			if err := json.Unmarshal(raw, &pr); err == nil {
+				out.doc, _ = handoff.FromPromptResult(&pr)
+			}
+			return out
+		}
+		_, out.doc, out.err = c.ResumePrompt(ctx, workflow, taskID)
+		return out
+	}
+}
+
+// summary reads _meta["taskbridge/workflow"] of a continuation result.
+func summary(res *mcp.CallToolResult) *mcptask.WorkflowSummary {
+	raw, ok := res.Meta[mcptask.MetaWorkflow]
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	var s mcptask.WorkflowSummary
+	if json.Unmarshal(b, &s) != nil {
+		return nil
+	}
+	return &s
+}
+
+func (m *Model) stepDone(msg stepMsg) tea.Cmd {
+	v := m.prompts.wf
+	r := m.tasks.byID[msg.taskID]
+	if msg.sum != nil && r != nil {
+		if !r.status.Terminal() {
+			r.status, r.message = msg.sum.Status, msg.sum.PauseReason
+		}
+	}
+	switch {
+	case msg.err != nil:
+		m.say(true, "step %s: %v", msg.step, msg.err)
+		if v != nil && v.doc.TaskID == msg.taskID {
+			v.busy, v.err = "", msg.err.Error()
+		}
+	case msg.res != nil && msg.res.IsError:
+		text := strings.Join(resultLines(msg.res), " ")
+		m.say(true, "step %s failed: %s", msg.step, text)
+	default:
+		m.say(false, "step %s done", msg.step)
+	}
+	if msg.doc != nil {
+		if v != nil && v.doc.TaskID == msg.taskID {
+			v.doc, v.busy = msg.doc, ""
+			v.selectNext()
+		}
+		if r != nil {
+			r.doc = msg.doc
+			if client.Status(msg.doc.Status).Terminal() {
+				r.status = client.Status(msg.doc.Status)
+			}
+		}
+	} else if v != nil && v.doc.TaskID == msg.taskID {
+		v.busy = ""
+	}
+	return nil
+}
+
+func (m *Model) promptsView(w, h int) []string {
+	p := &m.prompts
+	if p.wf != nil {
+		return m.workflowView(w, h)
+	}
+	switch {
+	case !p.loaded:
+		return []string{"loading prompts…"}
+	case p.err != "":
+		return []string{m.st.errText.Render(clip("prompts/list failed: "+p.err, w)), "", "r: try again"}
+	case len(p.list) == 0:
+		return []string{"the server has no prompts"}
+	}
+	lines := []string{m.st.faint.Render(fit(fmt.Sprintf("  %-24s %s", "PROMPT", "DESCRIPTION"), w))}
+	listH := min(len(p.list), max(3, h/3))
+	start := min(max(0, p.sel-listH/2), len(p.list)-listH)
+	for i := start; i < start+listH; i++ {
+		pr := p.list[i]
+		row := fmt.Sprintf("%-24s %s", clip(pr.Name, 24), oneLine(pr.Description))
+		if i == p.sel {
+			lines = append(lines, m.st.selected.Render(fit("› "+row, w)))
+		} else {
+			lines = append(lines, fit("  "+row, w))
+		}
+	}
+	sel := p.list[p.sel]
+	lines = append(lines, "", m.st.bold.Render(clip(sel.Name, w)))
+	for _, l := range wrap(sel.Description, w-2) {
+		lines = append(lines, "  "+l)
+	}
+	var args []string
+	for _, a := range sel.Arguments {
+		n := a.Name
+		if a.Required {
+			n += "*"
+		}
+		args = append(args, n)
+	}
+	if len(args) == 0 {
+		args = []string{"none"}
+	}
+	lines = append(lines, clip("  arguments: "+strings.Join(args, ", "), w))
+	lines = append(lines, m.st.faint.Render(clip("  enter get · ↑↓ select · r reload", w)))
+	if p.text != nil {
+		var text []string
+		for _, t := range p.text {
+			for _, l := range wrap(t, w-2) {
+				text = append(text, "  "+l)
+			}
+		}
+		room := max(1, h-len(lines)-2)
+		p.scroll = min(p.scroll, max(0, len(text)-room))
+		title := p.textT + ":"
+		if len(text) > room {
+			title += fmt.Sprintf(" (lines %d-%d of %d; pgup/pgdn scroll, esc close)", p.scroll+1, min(len(text), p.scroll+room), len(text))
+		}
+		lines = append(lines, "", m.st.bold.Render(clip(title, w)))
+		lines = append(lines, text[p.scroll:min(len(text), p.scroll+room)]...)
+	}
+	return lines
+}
+
+func (m *Model) workflowView(w, h int) []string {
+	v := m.prompts.wf
+	d := v.doc
+	st := client.Status(d.Status)
+	head := fmt.Sprintf("Workflow %s · task %s · ", d.Workflow, short(d.TaskID))
+	lines := []string{m.st.title.Render(clip(head, w-18)) + m.st.status(st).Render(statusMark(st)+" "+d.Status)}
+	if d.Goal != "" {
+		lines = append(lines, m.st.faint.Render(clip(d.Goal, w)))
+	}
+	switch {
+	case st == client.StatusCompleted:
+		lines = append(lines, m.st.ok.Render(clip(fmt.Sprintf("✓ workflow completed: %d step(s) done", len(d.CompletedSteps)), w)))
+	case d.PauseReason != "":
+		pr := wrap("paused: "+d.PauseReason, w)
+		lines = append(lines, pr[:min(2, len(pr))]...)
+	}
+	lines = append(lines, "")
+	steps := v.steps()
+	for i, s := range steps {
+		mark, state := "✓", "done"
+		style := m.st.ok
+		if s.rem != nil {
+			mark, state = stepMark(*s.rem), stepState(*s.rem)
+			style = m.st.faint
+			switch {
+			case s.rem.HandedToClient || s.rem.Status == handoff.StepFailed:
+				style = m.st.bad
+			case s.rem.Execution == handoff.ExecClient:
+				style = m.st.warn
+			case s.rem.Status == handoff.StepRunning:
+				style = m.st.busy
+			}
+			var need []string
+			for k, a := range s.rem.Arguments {
+				if handoff.IsPlaceholder(a) {
+					need = append(need, k)
+				}
+			}
+			slices.Sort(need)
+			if len(need) > 0 && s.actionable() {
+				state += " · needs " + strings.Join(need, ", ")
+			}
+		}
+		row := fmt.Sprintf("%s %-12s %-16s %s", mark, clip(s.name, 12), clip(s.tool, 16), state)
+		if i == v.sel {
+			lines = append(lines, m.st.selected.Render(fit("› "+row, w)))
+		} else {
+			lines = append(lines, style.Render(clip("  "+row, w)))
+		}
+		if s.rem != nil && s.rem.HandedToClient && s.rem.Error != "" {
+			lines = append(lines, m.st.errText.Render(clip("      ✗ "+oneLine(s.rem.Error), w)))
+		}
+	}
+	lines = append(lines, "")
+	if v.busy != "" {
+		lines = append(lines, m.st.busy.Render(clip(v.busy, w)))
+	}
+	if v.err != "" {
+		lines = append(lines, m.st.errText.Render(clip("✗ "+oneLine(v.err), w)))
+	}
+	keys := "enter perform step · r resume · ↑↓ select · esc back"
+	if st.Terminal() {
+		keys = "enter/esc back"
+	}
+	return append(lines, m.st.faint.Render(clip(keys, w)))
+}

@@ -1,0 +1,536 @@
+package tui
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/textinput"
+	tea "charm.land/bubbletea/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/handoff"
+)
+
+// What a task row runs.
+const (
+	kindTool     = "tool"
+	kindWorkflow = "workflow"
+)
+
+// How the UI came to know a task.
+const (
+	originStarted = "started" // a tool call from the Tools tab (CallTool watches it)
+	originOpened  = "opened"  // opened by id
+	originListed  = "listed"  // tasks/list (core dialect)
+	originPrompt  = "prompt"  // a workflow prompt's task
+)
+
+// taskRow is one task of the Tasks tab.
+type taskRow struct {
+	id, kind, name, origin string
+	status                 client.Status
+	message                string
+	created                time.Time
+	ttl                    *time.Duration
+	poll                   time.Duration
+	result                 *mcp.CallToolResult
+	errText                string
+	doc                    *handoff.Document // a workflow's latest handoff
+	watched                bool
+}
+
+// fail records the error a task's call or wait ended with.
+func (r *taskRow) fail(err error) {
+	switch {
+	case errors.Is(err, client.ErrCancelled):
+		r.status = client.StatusCancelled
+	default:
+		var re *client.RPCError
+		if errors.As(err, &re) && re.Kind() == nil && re.Method == "" {
+			r.status = client.StatusFailed
+		}
+		r.errText = err.Error()
+	}
+}
+
+// tasksTab is the live table of the tasks this UI started, opened or
+// listed, with a detail pane for the selected one.
+type tasksTab struct {
+	rows       []*taskRow
+	byID       map[string]*taskRow
+	sel        int
+	opening    *textinput.Model // the "open by id" input, when shown
+	listedOnce bool
+}
+
+func (t *tasksTab) selectID(id string) {
+	for i, r := range t.rows {
+		if r.id == id {
+			t.sel = i
+		}
+	}
+}
+
+func (t *tasksTab) selected() *taskRow {
+	if t.sel < 0 || t.sel >= len(t.rows) {
+		return nil
+	}
+	return t.rows[t.sel]
+}
+
+type (
+	taskMsg struct {
+		id  string
+		t   *client.Task
+		err error
+	}
+	taskResultMsg struct {
+		id  string
+		raw json.RawMessage
+		err error
+	}
+	openedMsg struct {
+		id  string
+		t   *client.Task
+		err error
+	}
+	listMsg struct {
+		tasks  []*client.Task
+		err    error
+		manual bool
+	}
+	cancelMsg struct {
+		id  string
+		t   *client.Task
+		err error
+	}
+)
+
+// upsertTask records an observation of a task, adding a row for a new one.
+// A terminal status is never replaced by a non-terminal one.
+func (m *Model) upsertTask(t *client.Task, kind, name, origin string) *taskRow {
+	r := m.tasks.byID[t.ID]
+	if r == nil {
+		r = &taskRow{id: t.ID, kind: kind, name: name, origin: origin}
+		m.tasks.byID[t.ID] = r
+		m.tasks.rows = append(m.tasks.rows, r)
+	}
+	if r.kind == "" {
+		r.kind, r.name = kind, name
+	}
+	if r.status.Terminal() && !t.Status.Terminal() {
+		return r
+	}
+	r.status, r.message = t.Status, t.StatusMessage
+	if !t.CreatedAt.IsZero() {
+		r.created = t.CreatedAt
+	} else if r.created.IsZero() {
+		r.created = m.now()
+	}
+	if t.TTL != nil {
+		ttl := *t.TTL
+		r.ttl = &ttl
+	}
+	if t.PollInterval > 0 {
+		r.poll = t.PollInterval
+	}
+	if t.Error != nil {
+		r.errText = t.Error.Error()
+	}
+	return r
+}
+
+// pollEvery is how often a watched task is polled: the server's
+// pollInterval, within bounds.
+func pollEvery(t *client.Task) time.Duration {
+	d := time.Second
+	if t != nil && t.PollInterval > 0 {
+		d = t.PollInterval
+	}
+	return min(max(d, 50*time.Millisecond), 5*time.Second)
+}
+
+// watch follows a task the UI did not start with CallTool: tasks/get at
+// the server's pollInterval until it ends. Once the task needs input or
+// has ended, one wait for its result runs beside the polling
+// (tasks/result in the core dialect, whose stream carries the task's input
+// requests; polling in the extension, answering input with tasks/update).
+// The wait starts only then so that no request stays open on the server
+// for a task that just runs.
+func (m *Model) watch(r *taskRow) {
+	if r.watched || r.origin == originStarted {
+		return
+	}
+	r.watched = true
+	id, c, u := r.id, m.c, m.ui
+	u.spawn(func() {
+		waiting := false
+		for {
+			t, err := c.GetTask(u.ctx, id)
+			u.send(taskMsg{id: id, t: t, err: err})
+			if err != nil {
+				return
+			}
+			if !waiting && (t.Status.Terminal() || t.Status == client.StatusInputRequired) {
+				waiting = true
+				u.spawn(func() {
+					raw, err := c.TaskResult(u.ctx, id)
+					u.send(taskResultMsg{id: id, raw: raw, err: err})
+				})
+			}
+			if t.Status.Terminal() {
+				return
+			}
+			select {
+			case <-time.After(pollEvery(t)):
+			case <-u.ctx.Done():
+				return
+			}
+		}
+	})
+}
+
+func (m *Model) taskPolled(msg taskMsg) tea.Cmd {
+	r := m.tasks.byID[msg.id]
+	if r == nil {
+		return nil
+	}
+	if msg.err != nil {
+		if m.ui.ctx.Err() == nil {
+			r.errText = msg.err.Error()
+		}
+		return nil
+	}
+	m.upsertTask(msg.t, r.kind, r.name, r.origin)
+	return nil
+}
+
+func (m *Model) taskResult(msg taskResultMsg) tea.Cmd {
+	r := m.tasks.byID[msg.id]
+	if r == nil || m.ui.ctx.Err() != nil {
+		return nil
+	}
+	if msg.err != nil {
+		r.fail(msg.err)
+		if r.kind == kindWorkflow {
+			m.workflowEnded(r, nil)
+		}
+		return nil
+	}
+	var probe struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(msg.raw, &probe) == nil && probe.Messages != nil {
+		var pr mcp.GetPromptResult
+		if json.Unmarshal(msg.raw, &pr) == nil {
+			if doc, err := handoff.FromPromptResult(&pr); err == nil {
+				r.kind = kindWorkflow
+				if r.name == "" {
+					r.name = doc.Workflow
+				}
+				r.status = client.Status(doc.Status)
+				r.doc = doc
+				m.workflowEnded(r, doc)
+				return nil
+			}
+		}
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(msg.raw, &res); err == nil {
+		r.result = &res
+	}
+	return nil
+}
+
+func (m *Model) listTasks(manual bool) tea.Cmd {
+	if m.c.Dialect() != client.Core || !m.c.ServerTasks().List {
+		if manual {
+			if m.c.Dialect() == client.Extension {
+				m.say(false, "the tasks extension has no tasks/list: this table shows the tasks this UI started or opened (o opens one by id)")
+			} else {
+				m.say(false, "the server does not declare tasks/list: o opens a task by id")
+			}
+		}
+		return nil
+	}
+	c, ctx := m.c, m.ui.ctx
+	return func() tea.Msg {
+		var out []*client.Task
+		for t, err := range c.ListTasks(ctx) {
+			if err != nil {
+				return listMsg{err: err, manual: manual}
+			}
+			out = append(out, t)
+		}
+		return listMsg{tasks: out, manual: manual}
+	}
+}
+
+func (m *Model) tasksListed(msg listMsg) tea.Cmd {
+	if msg.err != nil {
+		m.say(true, "tasks/list: %v", msg.err)
+		return nil
+	}
+	added := 0
+	for _, t := range msg.tasks {
+		if m.tasks.byID[t.ID] == nil {
+			added++
+		}
+		r := m.upsertTask(t, "", "", originListed)
+		if !r.status.Terminal() {
+			m.watch(r)
+		}
+	}
+	if msg.manual {
+		m.say(false, "tasks/list: %d task(s) of this session, %d new", len(msg.tasks), added)
+	}
+	return nil
+}
+
+func (m *Model) tasksKey(k string) tea.Cmd {
+	t := &m.tasks
+	switch k {
+	case "up", "k":
+		t.sel = max(0, t.sel-1)
+	case "down", "j":
+		t.sel = min(len(t.rows)-1, t.sel+1)
+	case "r":
+		for _, r := range t.rows {
+			if !r.status.Terminal() {
+				m.watch(r)
+			}
+		}
+		return m.listTasks(true)
+	case "o":
+		in := textinput.New()
+		in.Prompt = "task id: "
+		in.Placeholder = "32 hex digits"
+		st := in.Styles()
+		st.Cursor.Blink = false
+		in.SetStyles(st)
+		in.Focus()
+		t.opening = &in
+	case "c":
+		r := t.selected()
+		if r == nil {
+			return nil
+		}
+		if r.status.Terminal() {
+			m.say(false, "task %s is already %s", short(r.id), r.status)
+			return nil
+		}
+		id := r.id
+		m.confirm = &confirm{
+			text: fmt.Sprintf("Cancel task %s (%s)?", short(id), r.name),
+			yes:  func() tea.Cmd { return m.cancelTask(id) },
+		}
+	case "enter":
+		r := t.selected()
+		if r != nil && r.kind == kindWorkflow && r.name != "" {
+			m.tab = tabPrompts
+			return m.resume(r.name, r.id)
+		}
+	}
+	return nil
+}
+
+func (m *Model) openingKey(msg tea.KeyPressMsg) tea.Cmd {
+	in := m.tasks.opening
+	switch msg.String() {
+	case "esc":
+		m.tasks.opening = nil
+		return nil
+	case "enter":
+		id := strings.TrimSpace(in.Value())
+		m.tasks.opening = nil
+		if id == "" {
+			return nil
+		}
+		c, ctx := m.c, m.ui.ctx
+		return func() tea.Msg {
+			t, err := c.GetTask(ctx, id)
+			return openedMsg{id: id, t: t, err: err}
+		}
+	}
+	var cmd tea.Cmd
+	*in, cmd = in.Update(msg)
+	return cmd
+}
+
+func (m *Model) taskOpened(msg openedMsg) tea.Cmd {
+	if msg.err != nil {
+		m.say(true, "cannot open task %s: %v", msg.id, msg.err)
+		return nil
+	}
+	r := m.upsertTask(msg.t, "", "", originOpened)
+	m.tasks.selectID(r.id)
+	m.watch(r)
+	m.say(false, "opened task %s (%s)", short(r.id), r.status)
+	return nil
+}
+
+func (m *Model) cancelTask(id string) tea.Cmd {
+	c, ctx := m.c, m.ui.ctx
+	m.say(false, "cancelling %s…", short(id))
+	return func() tea.Msg {
+		t, err := c.CancelTask(ctx, id)
+		return cancelMsg{id: id, t: t, err: err}
+	}
+}
+
+func (m *Model) cancelled(msg cancelMsg) tea.Cmd {
+	r := m.tasks.byID[msg.id]
+	if msg.err != nil {
+		m.say(true, "cancel %s: %v", short(msg.id), msg.err)
+		return nil
+	}
+	if r != nil {
+		m.upsertTask(msg.t, r.kind, r.name, r.origin)
+		if !msg.t.Status.Terminal() {
+			// The extension only acknowledges a cancel: keep watching.
+			r.watched = false
+			if r.origin == originStarted {
+				r.origin = originOpened
+			}
+			m.watch(r)
+		}
+	}
+	m.say(false, "task %s: %s", short(msg.id), msg.t.Status)
+	return nil
+}
+
+// ttlLeft formats how long the server keeps a task: "∞" without a ttl.
+func (m *Model) ttlLeft(r *taskRow) string {
+	if r.ttl == nil {
+		return "∞"
+	}
+	if r.created.IsZero() {
+		return ago(*r.ttl)
+	}
+	return ago(time.Until(r.created.Add(*r.ttl)))
+}
+
+func (m *Model) tasksView(w, h int) []string {
+	t := &m.tasks
+	var lines []string
+	if t.opening != nil {
+		t.opening.SetWidth(max(10, w-12))
+		lines = append(lines, m.st.warn.Render("Open a task by id")+"  (enter open · esc cancel)", t.opening.View(), "")
+	}
+	if len(t.rows) == 0 {
+		hint := "No tasks yet: call a tool from Tools, follow a workflow from Prompts, or press o to open a task by id."
+		if m.c.Dialect() == client.Extension {
+			hint += " (The tasks extension has no tasks/list, so only the tasks this UI started or opened show here.)"
+		}
+		return append(lines, wrap(hint, w)...)
+	}
+	const idW, nameW, statW, ageW, ttlW = 9, 16, 17, 6, 6
+	msgW := max(4, w-2-idW-nameW-statW-ageW-ttlW)
+	head := "  " + fit("ID", idW) + fit("NAME", nameW) + fit("STATUS", statW) + fit("AGE", ageW) + fit("TTL", ttlW) + fit("MESSAGE", msgW)
+	lines = append(lines, m.st.faint.Render(head))
+	detail := m.taskDetail(t.selected(), w)
+	if room := h - len(lines) - 4; len(detail) > room && room > 1 {
+		// Keep the facts and the keys; drop the middle of a long detail.
+		detail = append(detail[:room-1], detail[len(detail)-1])
+	}
+	tableH := max(3, min(len(t.rows), h-len(lines)-len(detail)-1))
+	start := min(max(0, t.sel-tableH/2), max(0, len(t.rows)-tableH))
+	for i := start; i < min(len(t.rows), start+tableH); i++ {
+		r := t.rows[i]
+		name := r.name
+		if name == "" {
+			name = "(" + r.origin + ")"
+		}
+		status := m.st.status(r.status).Render(fit(statusMark(r.status)+" "+string(r.status), statW))
+		age := "-"
+		if !r.created.IsZero() {
+			age = ago(m.now().Sub(r.created))
+		}
+		msg := r.message
+		if msg == "" && r.errText != "" {
+			msg = r.errText
+		}
+		row := fit(short(r.id), idW) + fit(name, nameW) + status + fit(age, ageW) + fit(m.ttlLeft(r), ttlW) + fit(oneLine(msg), msgW)
+		if i == t.sel {
+			lines = append(lines, m.st.selected.Render("› "+row))
+		} else {
+			lines = append(lines, "  "+row)
+		}
+	}
+	lines = append(lines, "")
+	return append(lines, detail...)
+}
+
+// taskDetail is the detail pane of a task: its facts, a workflow's
+// progress and outputs, and the result or error.
+func (m *Model) taskDetail(r *taskRow, w int) []string {
+	if r == nil {
+		return nil
+	}
+	lines := []string{m.st.bold.Render(clip("task "+r.id, w))}
+	what := m.st.status(r.status).Render(statusMark(r.status) + " " + string(r.status))
+	if r.kind != "" {
+		what = r.kind + " " + r.name + " · " + what
+	}
+	lines = append(lines, clip("  "+what, w))
+	var facts []string
+	if !r.created.IsZero() {
+		facts = append(facts, "created "+r.created.Local().Format("15:04:05"))
+	}
+	facts = append(facts, "ttl left "+m.ttlLeft(r))
+	if r.poll > 0 {
+		facts = append(facts, "poll interval "+r.poll.String())
+	}
+	lines = append(lines, clip("  "+strings.Join(facts, " · "), w))
+	if r.message != "" {
+		lines = append(lines, clip("  message: "+oneLine(r.message), w))
+	}
+	if d := r.doc; d != nil {
+		done := len(d.CompletedSteps)
+		total := done + len(d.RemainingSteps)
+		p := fmt.Sprintf("  progress: %d/%d steps done", done, total)
+		if len(d.RemainingSteps) > 0 {
+			s := d.RemainingSteps[0]
+			p += fmt.Sprintf(" · next: %s (%s)", s.Name, stepState(s))
+		}
+		lines = append(lines, clip(p, w))
+		var marks []string
+		for _, s := range d.CompletedSteps {
+			marks = append(marks, "✓ "+s.Name)
+		}
+		for _, s := range d.RemainingSteps {
+			marks = append(marks, stepMark(s)+" "+s.Name)
+		}
+		lines = append(lines, clip("    "+strings.Join(marks, "  "), w))
+		if len(d.CompletedSteps) > 0 {
+			lines = append(lines, "  outputs:")
+			for _, s := range d.CompletedSteps {
+				lines = append(lines, clip(fmt.Sprintf("    %s: %s", s.Name, oneLine(string(s.Result))), w))
+			}
+		}
+	}
+	if r.result != nil {
+		label := "  result:"
+		if r.result.IsError {
+			label = "  result (isError):"
+		}
+		lines = append(lines, label)
+		for _, l := range resultLines(r.result) {
+			if strings.HasPrefix(l, "isError") {
+				continue
+			}
+			lines = append(lines, clip("    "+l, w))
+		}
+	}
+	if r.errText != "" && r.errText != r.message {
+		lines = append(lines, m.st.errText.Render(clip("  error: "+oneLine(r.errText), w)))
+	}
+	keys := "↑↓ select · c cancel · o open by id · r refresh"
+	if r.kind == kindWorkflow {
+		keys += " · enter steps"
+	}
+	return append(lines, m.st.faint.Render(clip("  "+keys, w)))
+}
