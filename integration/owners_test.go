@@ -65,8 +65,9 @@ type proc struct {
 	cmd    *exec.Cmd
 	url    string
 	exited chan struct{}
-	log    bytes.Buffer
+	log    lockedBuffer
 }
+
 
 // startProc runs bin with args (ADDR in args is replaced by a free
 // loopback address) and waits until it answers tasks/get.
