@@ -95,3 +95,20 @@ func (r *Router) Stats() Stats {
 	s.Queued = max(0, s.Pending-s.Running)
 	return s
 }
+
+// Observers combines observers into one, called in order.
+type Observers []Observer
+
+// TaskEvent calls every observer.
+func (o Observers) TaskEvent(e TaskEvent) {
+	for _, x := range o {
+		x.TaskEvent(e)
+	}
+}
+
+// HandlerEvent calls every observer.
+func (o Observers) HandlerEvent(e HandlerEvent) {
+	for _, x := range o {
+		x.HandlerEvent(e)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
@@ -58,6 +59,11 @@ type Bridge struct {
 	OrphanTimeout time.Duration
 	// Observer, when set, learns of every step attempt (metrics, traces).
 	Observer StepObserver
+	// ResultMeta, when set, adds _meta entries to every prompt result of a
+	// workflow task (the handoff's message): a tracer puts the task's
+	// traceparent there, so a client continues the trace on its
+	// continuation calls.
+	ResultMeta func(t *store.Task) map[string]any
 }
 
 // NewBridge returns a bridge over engine.

@@ -200,6 +200,11 @@ func (h *TaskWorkflowPromptHandler) result(t *store.Task, p *WorkflowProgress, t
 	for k, v := range mcptask.RelatedTaskMeta(t.ID) {
 		meta[k] = v
 	}
+	if h.bridge.ResultMeta != nil {
+		for k, v := range h.bridge.ResultMeta(t) {
+			meta[k] = v
+		}
+	}
 	msgs := append(append([]*mcp.PromptMessage{}, trace...), msg)
 	return &mcp.GetPromptResult{Meta: meta, Description: h.Plain.Workflow.Description, Messages: msgs}, nil
 }

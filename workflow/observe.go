@@ -37,3 +37,13 @@ func emit(o StepObserver, taskID string, p *WorkflowProgress, s *Step, meta mcp.
 	}
 	o.StepEvent(StepEvent{TaskID: taskID, Workflow: p.Workflow, Step: s.Name, Tool: s.Tool, Attempt: sp.History[len(sp.History)-1], Meta: meta})
 }
+
+// StepObservers combines step observers into one, called in order.
+type StepObservers []StepObserver
+
+// StepEvent calls every observer.
+func (o StepObservers) StepEvent(e StepEvent) {
+	for _, x := range o {
+		x.StepEvent(e)
+	}
+}
