@@ -137,6 +137,8 @@ func (b *Builder) WithLogger(l *slog.Logger) *Builder { b.logger = l; return b }
 
 // Setup registers a function that gets the *mcp.Server before tools are
 // added, for anything the builder does not cover (resources, middleware).
+// Tools that workflows call must be added with Tool or RawTool: workflows
+// are validated against those.
 func (b *Builder) Setup(f func(*mcp.Server)) *Builder { b.setup = append(b.setup, f); return b }
 
 // Tool adds a typed tool with its task behaviour (see taskrouter.AddTool).
@@ -251,11 +253,12 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	for _, add := range b.tools {
 		add(router)
 	}
-	tools, err := router.Tools(ctx)
-	if err != nil {
-		return fail(fmt.Errorf("builder: listing tools: %w", err))
-	}
-	lookup := workflow.ToolsLookup(tools)
+	// Workflows are validated against the tools added through the builder.
+	// No session may exist yet: prompts and resources registered while one
+	// does make the SDK queue list_changed notifications for every session
+	// that connects during its delay, which stateless HTTP sessions cannot
+	// receive.
+	lookup := workflow.ToolsLookup(router.RegisteredTools())
 	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
 		return router.CallTool(ctx, workflow.SessionFrom(ctx), tool, args, meta)
 	}

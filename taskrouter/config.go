@@ -25,6 +25,8 @@ const (
 	DefaultMaxPending            = 8192
 	DefaultSweepInterval         = 30 * time.Second
 	DefaultExpiredGrace          = 5 * time.Minute
+	DefaultLeaseDuration         = 10 * time.Second
+	DefaultChangePollInterval    = time.Second
 )
 
 // Environment variables read by ConfigFromEnv. Durations accept Go syntax
@@ -41,6 +43,9 @@ const (
 	EnvMaxPendingPerSource   = "TASKBRIDGE_MAX_PENDING_PER_SOURCE"
 	EnvMaxPending            = "TASKBRIDGE_MAX_PENDING"
 	EnvSessionBound          = "TASKBRIDGE_SESSION_BOUND"
+	EnvReplicaID             = "TASKBRIDGE_REPLICA_ID"
+	EnvLeaseDuration         = "TASKBRIDGE_LEASE_DURATION"
+	EnvChangePollInterval    = "TASKBRIDGE_CHANGE_POLL_INTERVAL"
 )
 
 // An OwnerFunc decides which principal a request acts for. Tasks belong to
@@ -105,6 +110,17 @@ type Config struct {
 	// Observer, when set, learns of every committed task change and of
 	// handler activity (metrics, traces, dashboards). See Observer.
 	Observer Observer
+	// ReplicaID names this process as a lease holder; it must differ
+	// between processes sharing a store. Empty means host-pid-random.
+	ReplicaID string
+	// LeaseDuration is how long a lease lasts unless renewed (renewal runs
+	// three times per duration). On a shared store it bounds how long the
+	// tasks of a dead process wait before another process takes them over.
+	LeaseDuration time.Duration
+	// ChangePollInterval is how often, on a shared store, waiters re-read
+	// their task in case a change notification from another process was
+	// lost.
+	ChangePollInterval time.Duration
 }
 
 // withDefaults fills every zero field with its default; negative values
@@ -130,6 +146,11 @@ func (c Config) withDefaults() Config {
 	}
 	setDuration(&c.SweepInterval, DefaultSweepInterval)
 	setDuration(&c.ExpiredGrace, DefaultExpiredGrace)
+	setDuration(&c.LeaseDuration, DefaultLeaseDuration)
+	setDuration(&c.ChangePollInterval, DefaultChangePollInterval)
+	if c.ReplicaID == "" {
+		c.ReplicaID = defaultReplicaID()
+	}
 	setInt(&c.MaxConcurrent, DefaultMaxConcurrent)
 	setInt(&c.MaxConcurrentPerOwner, DefaultMaxConcurrentPerOwner)
 	setInt(&c.MaxPendingPerOwner, DefaultMaxPendingPerOwner)
@@ -159,6 +180,7 @@ func (c Config) validate() error {
 	}{
 		{"PollInterval", c.PollInterval}, {"DefaultTTL", c.DefaultTTL}, {"MaxTTL", c.MaxTTL},
 		{"TaskTimeout", c.TaskTimeout}, {"SweepInterval", c.SweepInterval}, {"ExpiredGrace", c.ExpiredGrace},
+		{"LeaseDuration", c.LeaseDuration}, {"ChangePollInterval", c.ChangePollInterval},
 	} {
 		if d.v < 0 {
 			bad(d.name, "is negative (%s); use zero for the default", d.v)
@@ -194,6 +216,8 @@ func ConfigFromEnv(base Config) (Config, error) {
 		{EnvMaxTTL, &base.MaxTTL},
 		{EnvTaskTimeout, &base.TaskTimeout},
 		{EnvSweepInterval, &base.SweepInterval},
+		{EnvLeaseDuration, &base.LeaseDuration},
+		{EnvChangePollInterval, &base.ChangePollInterval},
 	}
 	for _, d := range durations {
 		v, ok := os.LookupEnv(d.env)
@@ -226,6 +250,9 @@ func ConfigFromEnv(base Config) (Config, error) {
 			return base, fmt.Errorf("taskrouter: %s=%q: want a non-negative integer", i.env, v)
 		}
 		*i.dst = n
+	}
+	if v := os.Getenv(EnvReplicaID); v != "" {
+		base.ReplicaID = v
 	}
 	if v, ok := os.LookupEnv(EnvSessionBound); ok && v != "" {
 		b, err := strconv.ParseBool(v)
@@ -282,4 +309,13 @@ func DefaultOwner(_ context.Context, req mcp.Request) (string, error) {
 		}
 	}
 	return LocalOwner, nil
+}
+
+// defaultReplicaID names this process: host, pid and 4 random bytes.
+func defaultReplicaID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewTaskID()[:8])
 }

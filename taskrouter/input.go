@@ -147,7 +147,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	}
 	in := ru.addInput(method, raw)
 	msg := "waiting for client input"
-	if _, err := r.Update(ctx, ru.id, store.Update{Status: store.StatusInputRequired, StatusMessage: &msg}); err != nil {
+	if _, err := r.fenced(ctx, ru, store.Update{Status: store.StatusInputRequired, StatusMessage: &msg}); err != nil {
 		ru.removeInput(in.key)
 		return err
 	}
@@ -159,7 +159,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 		return context.Cause(ctx)
 	}
 	if ru.removeInput(in.key) == 0 && ans.err == nil {
-		if _, err := r.Update(ctx, ru.id, store.Update{Status: store.StatusWorking, StatusMessage: ptr("")}); err != nil {
+		if _, err := r.fenced(ctx, ru, store.Update{Status: store.StatusWorking, StatusMessage: ptr("")}); err != nil {
 			return err
 		}
 	}

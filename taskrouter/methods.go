@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -140,10 +141,24 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		}
 		select {
 		case <-w:
+		case <-r.pollTick():
+			// A shared store's safety net: re-read in case a change
+			// notification from another process was lost.
+			r.unwatch(id, w)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// pollTick returns a channel that fires after Config.ChangePollInterval on
+// a shared store, and never on an exclusive one (every change there is
+// this process's own and wakes its waiters directly).
+func (r *Router) pollTick() <-chan time.Time {
+	if !r.shared {
+		return nil
+	}
+	return time.After(r.cfg.ChangePollInterval)
 }
 
 // finalResult is what tasks/result returns for a terminal task: exactly

@@ -199,7 +199,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		return nil, err
 	}
 	t, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
-		CreateOptions{TTL: ttl, Kind: KindTool})
+		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
 	if err != nil {
 		r.release(adm, false)
 		return nil, storeError(err)

@@ -9,39 +9,38 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// recover resolves the tasks a previous process left active: a kind with a
-// hook registered by OnRecover (workflows) is handed to it; tool tasks are
-// re-run when the tool is Retryable and failed otherwise; anything else is
-// failed with a reason. Every failure to resolve a task is logged; the task
-// is then left for the next start.
+// Why a task's work is resolved by this process rather than by the one
+// that started it.
+const (
+	// ReasonRestart: Start found the task active in an exclusive store; the
+	// process that ran it is gone.
+	ReasonRestart = "restart"
+	// ReasonTakeover: on a shared store, the process running the task
+	// stopped renewing its lease, and this one claimed the task.
+	ReasonTakeover = "takeover"
+)
+
+// recover resolves, on Start, the tasks a previous process left active.
+// On an exclusive store every active task is resolved now (no other process
+// can be running it). On a shared store nothing is done here: tasks whose
+// process died are found by their expired leases (Takeover), and an active
+// task without a lease (a workflow waiting for its client) needs nothing.
+// Every failure to resolve a task is logged; the task is then left for the
+// next start (or takeover).
 func (r *Router) recover(ctx context.Context) error {
+	if r.shared {
+		_, err := r.Takeover(ctx)
+		return err
+	}
 	active, err := r.st.Active(ctx)
 	if err != nil {
 		return fmt.Errorf("taskrouter: listing active tasks: %w", err)
 	}
 	resolved := 0
 	for _, t := range active {
-		kind := t.Labels[LabelKind]
-		r.mu.Lock()
-		hook := r.recovery[kind]
-		r.mu.Unlock()
-		switch {
-		case hook != nil:
-			if err := hook(ctx, t); err != nil {
-				r.log.Error("recovering task", "task", t.ID, "kind", kind, "error", err)
-				continue
-			}
-		case kind == KindTool:
-			if err := r.recoverTool(ctx, t); err != nil {
-				r.log.Error("recovering tool task", "task", t.ID, "tool", t.Request.Name, "error", err)
-				continue
-			}
-		default:
-			msg := fmt.Sprintf("interrupted: the server restarted while this task was %s and no recovery is registered for kind %q", t.Status, kind)
-			if _, err := r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}); err != nil {
-				r.log.Error("failing interrupted task", "task", t.ID, "error", err)
-				continue
-			}
+		if err := r.resolveTask(ctx, t, ReasonRestart); err != nil {
+			r.log.Error("recovering task", "task", t.ID, "kind", t.Labels[LabelKind], "error", err)
+			continue
 		}
 		resolved++
 	}
@@ -51,21 +50,60 @@ func (r *Router) recover(ctx context.Context) error {
 	return nil
 }
 
+// A RecoverFunc resolves an active task of one kind whose process is gone
+// (see Router.OnRecover). reason is ReasonRestart or ReasonTakeover. The
+// function claims (Router.Lease) whatever it runs.
+type RecoverFunc func(ctx context.Context, t *store.Task, reason string) error
+
+// resolveTask hands a task whose process is gone to the policy of its kind: a
+// hook registered with OnRecover (workflows), the tool policy, or failure
+// with a reason.
+func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) error {
+	kind := t.Labels[LabelKind]
+	r.mu.Lock()
+	hook := r.recovery[kind]
+	r.mu.Unlock()
+	switch {
+	case hook != nil:
+		return hook(ctx, t, reason)
+	case kind == KindTool:
+		return r.recoverTool(ctx, t, reason)
+	}
+	msg := fmt.Sprintf("interrupted: the process running this task stopped while it was %s, and no recovery is registered for kind %q", t.Status, kind)
+	_, err := r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+	return err
+}
+
 // recoverTool re-runs a Retryable tool's task from the start, or fails it.
-func (r *Router) recoverTool(ctx context.Context, t *store.Task) error {
+func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) error {
 	te, _ := r.tool(t.Request.Name)
 	if !te.opts.Retryable {
-		msg := fmt.Sprintf("interrupted: the server restarted while tool %q was running, and the tool is not registered as safe to retry", t.Request.Name)
+		msg := fmt.Sprintf("interrupted: the process running tool %q stopped, and the tool is not registered as safe to retry", t.Request.Name)
 		_, err := r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 		return err
 	}
+	claimed := t
+	if r.shared {
+		var err error
+		if claimed, err = r.claim(ctx, t.ID); err != nil {
+			return err
+		}
+	}
 	// The owner's quota was taken before the crash; the source is gone.
-	adm := admission{owner: t.Owner, source: "recovered"}
+	adm := admission{owner: claimed.Owner, source: "recovered"}
 	if err := r.admit(adm, true); err != nil {
 		return err // only a closed router refuses; the next start resolves the task
 	}
 	msg := "re-running after a server restart"
-	nt, err := r.Update(ctx, t.ID, store.Update{IfVersion: t.Version, Status: store.StatusWorking, StatusMessage: &msg})
+	if reason == ReasonTakeover {
+		msg = fmt.Sprintf("re-running on %s: the process running it stopped", r.cfg.ReplicaID)
+	}
+	u := store.Update{Status: store.StatusWorking, StatusMessage: &msg}
+	if r.shared {
+		fence := claimed.Fence()
+		u.Fence = &fence
+	}
+	nt, err := r.Update(ctx, claimed.ID, u)
 	if err != nil {
 		r.release(adm, false)
 		return err
@@ -75,9 +113,16 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task) error {
 		d = mcptask.Core
 	}
 	name, args := nt.Request.Name, nt.Request.Arguments
-	r.log.Info("re-running interrupted task", "task", nt.ID, "tool", name)
+	r.log.Info("re-running interrupted task", "task", nt.ID, "tool", name, "reason", reason)
 	r.spawn(nt, adm, d, func(ctx context.Context) (mcp.Result, error) {
 		return r.CallTool(ctx, nil, name, args, nil)
 	})
 	return nil
+}
+
+// claim takes task id's lease for this process (shared stores): when it
+// is free, expired, or already ours.
+func (r *Router) claim(ctx context.Context, id string) (*store.Task, error) {
+	now := r.cfg.Now()
+	return r.st.Claim(ctx, id, r.cfg.ReplicaID, now, now.Add(r.cfg.LeaseDuration))
 }

@@ -40,6 +40,7 @@ var (
 	errCanceled = errors.New("taskrouter: task cancelled")
 	errExpired  = errors.New("taskrouter: task ttl elapsed")
 	errTimeout  = errors.New("taskrouter: task timed out")
+	errEnded    = errors.New("taskrouter: the task ended in another process")
 )
 
 // Router is the task engine: it creates durable tasks, runs task handlers
@@ -80,13 +81,15 @@ type Router struct {
 
 	sem chan struct{}
 
+	shared    bool   // the store is shared by several processes (store.IsShared)
+	leases    leases // leases this process holds
+	feedStop  func()
+	listeners listeners // subscriptions/listen streams waiting for task changes
+
 	stopSweep chan struct{}
 	wg        sync.WaitGroup
 	startOnce sync.Once
 }
-
-// RecoverFunc resolves an active task of one kind found on start.
-type RecoverFunc func(ctx context.Context, t *store.Task) error
 
 // New returns a Router over cfg.Store. It reports every invalid
 // configuration field by name. Call Install to serve it over MCP and Start
@@ -110,6 +113,7 @@ func New(cfg Config) (*Router, error) {
 		taskConn:  map[string]string{},
 		sem:       make(chan struct{}, cfg.MaxConcurrent),
 		stopSweep: make(chan struct{}),
+		shared:    store.IsShared(cfg.Store),
 	}, nil
 }
 
@@ -143,9 +147,17 @@ func (r *Router) OnRecover(kind string, f RecoverFunc) {
 func (r *Router) Start(ctx context.Context) error {
 	var err error
 	r.startOnce.Do(func() {
+		if err = r.subscribe(ctx); err != nil {
+			return
+		}
 		err = r.recover(ctx)
-		r.wg.Add(1)
+		r.wg.Add(2)
 		go r.sweepLoop()
+		go r.renewLoop()
+		if r.shared {
+			r.wg.Add(1)
+			go r.takeoverLoop()
+		}
 	})
 	return err
 }
@@ -172,6 +184,10 @@ func (r *Router) Close() error {
 	for _, id := range ids {
 		r.stopRun(id, errShutdown)
 	}
+	if r.feedStop != nil {
+		r.feedStop()
+	}
+	r.listeners.closeAll()
 	r.wg.Wait()
 	r.loop.close()
 	return nil
@@ -220,4 +236,5 @@ func (r *Router) changed(t *store.Task) {
 		close(ch)
 	}
 	r.push(t)
+	r.listeners.changed(t.ID)
 }

@@ -24,6 +24,7 @@ type run struct {
 	dialect mcptask.Dialect
 	tool    string
 	cancel  context.CancelCauseFunc
+	lease   *heldLease // the task's lease, when this process holds one
 
 	mu     sync.Mutex
 	inputs map[string]*pendingInput
@@ -50,6 +51,10 @@ func TaskID(ctx context.Context) (string, bool) {
 func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}}
+	if t.LeaseHolder == r.cfg.ReplicaID {
+		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
+		r.leases.add(t.ID, ru.lease)
+	}
 	r.mu.Lock()
 	r.runs[t.ID] = ru
 	r.mu.Unlock()
@@ -71,7 +76,7 @@ func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.R
 	err = r.acquire(ctx, ru.adm.owner, func() {
 		queued = true
 		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.cfg.MaxConcurrent, r.cfg.MaxConcurrentPerOwner)
-		_, _ = r.Update(ctx, ru.id, store.Update{StatusMessage: &msg})
+		_, _ = r.fenced(ctx, ru, store.Update{StatusMessage: &msg})
 	})
 	if err != nil {
 		r.release(ru.adm, false)
@@ -82,7 +87,7 @@ func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.R
 		r.release(ru.adm, true)
 	}()
 	if queued {
-		_, _ = r.Update(ctx, ru.id, store.Update{StatusMessage: ptr("")})
+		_, _ = r.fenced(ctx, ru, store.Update{StatusMessage: ptr("")})
 	}
 	started := time.Now()
 	r.observeHandler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Running: true, Queued: started.Sub(admitted)})
@@ -119,19 +124,24 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 	r.mu.Lock()
 	delete(r.runs, ru.id)
 	r.mu.Unlock()
+	if ru.lease != nil {
+		r.leases.remove(ru.id, ru.lease)
+	}
 	ru.failInputs(errCanceled)
 	cause := context.Cause(ctx)
-	if errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) || errors.Is(cause, errExpired) {
+	if errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) || errors.Is(cause, errExpired) || errors.Is(cause, errLeaseLost) || errors.Is(cause, errEnded) {
 		return
 	}
 	u := outcome(res, err, ru.dialect)
 	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, uerr := r.Update(wctx, ru.id, u); uerr != nil && !errors.Is(uerr, store.ErrTerminal) && !errors.Is(uerr, store.ErrNotFound) {
+	if _, uerr := r.fenced(wctx, ru, u); errors.Is(uerr, errLeaseLost) {
+		r.log.Warn("not recording a task's outcome: another process took it over", "task", ru.id)
+	} else if uerr != nil && !errors.Is(uerr, store.ErrTerminal) && !errors.Is(uerr, store.ErrNotFound) {
 		r.log.Error("recording task outcome", "task", ru.id, "error", uerr)
 		if errors.Is(uerr, store.ErrTooLarge) {
 			msg := "task result too large to store: " + uerr.Error()
-			if _, ferr := r.Update(wctx, ru.id, store.Update{Status: store.StatusFailed, StatusMessage: &msg,
+			if _, ferr := r.fenced(wctx, ru, store.Update{Status: store.StatusFailed, StatusMessage: &msg,
 				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}); ferr != nil {
 				r.log.Error("failing a task whose result is too large", "task", ru.id, "error", ferr)
 			}
@@ -237,14 +247,19 @@ func (r *Router) Track(ctx context.Context, id string) (context.Context, func())
 }
 
 // Stopped reports why a context from Track or a handler context ended
-// because of its task: "cancelled", "expired" or "shutdown"; "" when it did
-// not end for one of those reasons.
+// because of its task: "cancelled", "expired", "ended" (another process
+// ended the task), "lease lost" (another process took the work over) or
+// "shutdown"; "" when it did not end for one of those reasons.
 func Stopped(ctx context.Context) string {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errCanceled):
 		return "cancelled"
 	case errors.Is(cause, errExpired):
 		return "expired"
+	case errors.Is(cause, errEnded):
+		return "ended"
+	case errors.Is(cause, errLeaseLost):
+		return "lease lost"
 	case errors.Is(cause, errShutdown):
 		return "shutdown"
 	}

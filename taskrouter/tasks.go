@@ -26,6 +26,9 @@ type CreateOptions struct {
 	Variables map[string]json.RawMessage
 	// StatusMessage is the initial status message.
 	StatusMessage string
+	// Lease makes this process the task's lease holder from creation (it
+	// is about to run work for it) on a shared store; see Router.Lease.
+	Lease bool
 }
 
 func (r *Router) actualTTL(requested time.Duration) time.Duration {
@@ -71,6 +74,9 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 		Request:       origin,
 		Labels:        labels,
 		Variables:     opts.Variables,
+	}
+	if opts.Lease && r.shared {
+		t.LeaseHolder, t.LeaseUntil = r.cfg.ReplicaID, r.leaseUntil()
 	}
 	created, err := r.st.Create(ctx, t)
 	if err == nil {

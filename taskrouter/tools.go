@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -62,11 +63,13 @@ type toolEntry struct {
 // called. It panics, as mcp.AddTool does, on an unusable input schema.
 func AddTool[In, Out any](r *Router, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
 	srv := r.mustServer()
-	validate, err := inputValidator[In](t)
+	schema, validate, err := inputValidator[In](t)
 	if err != nil {
 		panic(fmt.Sprintf("taskrouter: AddTool %q: input schema: %v", t.Name, err))
 	}
-	r.register(t, opts, validate)
+	effective := *t
+	effective.InputSchema = schema // as the SDK will advertise it
+	r.register(&effective, opts, validate)
 	mcp.AddTool(srv, t, h)
 }
 
@@ -142,7 +145,7 @@ func (r *Router) ValidateArguments(name string, args json.RawMessage) error {
 // inputValidator builds the argument check of a typed tool: the input
 // schema the SDK uses for it (the tool's own, or the one inferred from In),
 // with defaults applied, then decoding into In.
-func inputValidator[In any](t *mcp.Tool) (func(json.RawMessage) error, error) {
+func inputValidator[In any](t *mcp.Tool) (*jsonschema.Schema, func(json.RawMessage) error, error) {
 	var schema *jsonschema.Schema
 	switch s := t.InputSchema.(type) {
 	case nil:
@@ -156,25 +159,25 @@ func inputValidator[In any](t *mcp.Tool) (func(json.RawMessage) error, error) {
 		}
 		var err error
 		if schema, err = jsonschema.ForType(rt, &jsonschema.ForOptions{}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case *jsonschema.Schema:
 		schema = s
 	default:
 		b, err := json.Marshal(s)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		schema = new(jsonschema.Schema)
 		if err := json.Unmarshal(b, schema); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	resolved, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return func(args json.RawMessage) error {
+	return schema, func(args json.RawMessage) error {
 		var v any = map[string]any{}
 		if len(args) > 0 {
 			m := map[string]any{}
@@ -250,6 +253,24 @@ func (r *Router) RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return nil, mcptask.InternalError("tool %q returned %T, not a tool result", req.Params.Name, res)
 	}
 	return ctr, nil
+}
+
+// RegisteredTools returns the tools added through AddTool and AddRawTool,
+// with the input schemas the server advertises for them, without touching
+// the server. (Router.Tools also sees tools added directly to the server,
+// but it opens the loopback session: registering prompts or resources
+// while a session exists makes the SDK send list_changed notifications.)
+func (r *Router) RegisteredTools() []*mcp.Tool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*mcp.Tool, 0, len(r.tools))
+	for _, te := range r.tools {
+		if te.tool != nil && (te.validate != nil || te.tool.InputSchema != nil) {
+			out = append(out, te.tool)
+		}
+	}
+	slices.SortFunc(out, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Tools lists the installed server's tools (every page), in-process,

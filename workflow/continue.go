@@ -61,13 +61,26 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		}
 		return nil, mcptask.InvalidParams("%s; it takes no more steps", msg)
 	}
+	if err := h.checkStep(st, tool); err != nil {
+		return nil, err
+	}
+	// Take the task's lease: the first write of the call. Another process
+	// may have advanced the task since it was loaded, so look again.
+	rec, err := b.claim(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.giveBack(ctx) // when the call ends before a write released it
+	p = st.progress
+	if s := replayable(w, p, tool); s != nil {
+		if res, err, ok := h.replay(st, s, req); ok {
+			return res, err
+		}
+	}
+	if err := h.checkStep(st, tool); err != nil {
+		return nil, err
+	}
 	step := h.match(p, tool)
-	if step == nil {
-		return nil, h.noMatch(st, tool)
-	}
-	if missing := h.missingInputs(p, step); missing != "" {
-		return nil, mcptask.InvalidParams("step %q (tool %q) of workflow task %s cannot run yet: %s", step.Name, tool, id, missing)
-	}
 	delete(meta, MetaTaskVars)
 	sp := p.step(step.Name)
 	if sp.IdempotencyKey == "" {
@@ -75,7 +88,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	}
 	meta[mcptask.MetaIdempotencyKey] = sp.IdempotencyKey
 
-	rec := &recorder{b: b, task: st.task, extra: setVars, touch: true}
+	rec.extra, rec.touch = setVars, true
 	tctx, done := b.engine.Track(ctx, id)
 	res, callErr := b.engine.RunTool(tctx, req)
 	done()
@@ -132,6 +145,19 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	}
 	out.Meta[MetaWorkflow] = h.summary(rec.task, p, step.Name, false)
 	return &out, nil
+}
+
+// checkStep refuses a call of tool that matches no step the client may
+// perform now, or whose step's inputs do not exist yet.
+func (h *TaskWorkflowPromptHandler) checkStep(st *taskState, tool string) error {
+	step := h.match(st.progress, tool)
+	if step == nil {
+		return h.noMatch(st, tool)
+	}
+	if missing := h.missingInputs(st.progress, step); missing != "" {
+		return mcptask.InvalidParams("step %q (tool %q) of workflow task %s cannot run yet: %s", step.Name, tool, st.task.ID, missing)
+	}
+	return nil
 }
 
 // summary is the mcptask.WorkflowSummary attached to a continuation's

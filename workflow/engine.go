@@ -28,8 +28,14 @@ type TaskEngine interface {
 	CallTool(ctx context.Context, session *mcp.ServerSession, name string, args any, meta mcp.Meta) (*mcp.CallToolResult, error)
 	// RunTool runs a client's tools/call in-process, never as a task.
 	RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error)
-	// Track makes tasks/cancel, expiry and shutdown cancel work on a task.
+	// Track makes tasks/cancel, expiry, shutdown and a lost lease cancel
+	// work on a task.
 	Track(ctx context.Context, id string) (context.Context, func())
+	// Lease claims a task's lease for this process while it runs the
+	// task's server steps; AdoptLease keeps renewing one it already holds
+	// (from CreateTask with CreateOptions.Lease).
+	Lease(ctx context.Context, id string) (*taskrouter.Lease, error)
+	AdoptLease(t *store.Task) *taskrouter.Lease
 	// OnRecover, OnExpire and OnTouch register the bridge's hooks for
 	// workflow tasks; SetContinuation routes calls with _meta._task_id to
 	// it.

@@ -50,13 +50,13 @@ func (h *TaskWorkflowPromptHandler) Handle(ctx context.Context, req *mcp.GetProm
 	args, _ := json.Marshal(p.Arguments)
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: h.Plain.Workflow.Name, Arguments: args},
 		taskrouter.CreateOptions{TTL: b.TTL, Kind: taskrouter.KindWorkflow, Labels: map[string]string{LabelWorkflow: h.Plain.Workflow.Name},
-			Variables: map[string]json.RawMessage{VarProgress: raw}, StatusMessage: p.PauseReason})
+			Variables: map[string]json.RawMessage{VarProgress: raw}, StatusMessage: p.PauseReason, Lease: true})
 	if err != nil {
 		return nil, storeErr(err)
 	}
 	unlock := b.lock(t.ID)
 	defer unlock()
-	rec := &recorder{b: b, task: t}
+	rec := &recorder{b: b, task: t, lease: b.engine.AdoptLease(t)}
 	res, err := h.advance(ctx, q, rec, p, "", req.Session)
 	if err != nil {
 		return nil, err
@@ -82,13 +82,18 @@ func (h *TaskWorkflowPromptHandler) resume(ctx context.Context, q *taskrouter.Re
 	if st.task.Status.Terminal() {
 		return h.result(st.task, st.progress, nil, q.Dialect)
 	}
+	rec, err := b.claim(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	rec.touch = true
 	for i := range st.progress.Steps {
 		sp := &st.progress.Steps[i]
 		if sp.Execution == string(ServerExecutable) && sp.Status == StepFailed {
 			sp.HandedToClient = false
 		}
 	}
-	return h.advance(ctx, q, &recorder{b: b, task: st.task, touch: true}, st.progress, ReasonResume, req.Session)
+	return h.advance(ctx, q, rec, st.progress, ReasonResume, req.Session)
 }
 
 func (h *TaskWorkflowPromptHandler) runner(taskID string, vars func(string) (json.RawMessage, bool), session *mcp.ServerSession) *runner {
@@ -138,12 +143,15 @@ func (h *TaskWorkflowPromptHandler) run(ctx context.Context, rec *recorder, p *W
 	b := h.bridge
 	tctx, done := b.engine.Track(ctx, rec.task.ID)
 	defer done()
+	defer rec.release() // a pass that ends without releasing lets the lease expire
 	r := h.runner(rec.task.ID, rec.vars, session)
 	r.reason = reason
 	err := r.advance(tctx, p, rec)
 	switch why := taskrouter.Stopped(tctx); {
-	case why == "cancelled" || why == "expired":
+	case why == "cancelled" || why == "expired" || why == "ended":
 		return r.trace, &stoppedError{why: why}
+	case why == "lease lost":
+		return r.trace, mcptask.InternalError("workflow task %s was taken over by another server process while this one ran its steps", rec.task.ID)
 	case why == "shutdown":
 		return r.trace, mcptask.InternalError("the server is shutting down; the workflow resumes when it restarts")
 	case errors.Is(err, ErrWorkflowFailed):

@@ -20,11 +20,49 @@ import (
 // task changed in between is retried when the change was not to the
 // progress (a client's tasks/get marking the task touched, say); when the
 // progress itself changed (another process advanced it), it fails.
+//
+// While the bridge runs a task's server steps it holds the task's lease:
+// every write carries the lease's fence (a process that lost the lease
+// cannot overwrite the new holder's work), and the write that leaves the
+// workflow waiting for its client releases the lease.
 type recorder struct {
 	b     *Bridge
 	task  *store.Task
 	extra map[string]json.RawMessage // variables to write with the next record
 	touch bool                       // mark the task touched in the next write
+	lease *taskrouter.Lease          // held while steps run; nil otherwise
+}
+
+// release stops renewing the lease (after the write that released it in
+// the store, or when the pass ends without one and it must expire).
+func (r *recorder) release() {
+	if r.lease != nil {
+		r.lease.Release()
+		r.lease = nil
+	}
+}
+
+// giveBack releases a lease still held in the store and stops renewing
+// it: for a pass that claimed the task but had nothing to do.
+func (r *recorder) giveBack(ctx context.Context) {
+	if r.lease == nil || !r.lease.Held() {
+		r.release()
+		return
+	}
+	if err := r.b.releaseLease(ctx, r.lease.Task); err != nil {
+		r.b.engine.Logger().Warn("releasing a workflow task's lease", "task", r.task.ID, "error", err)
+	}
+	r.release()
+}
+
+// releaseLease gives up the lease of t (as claimed) in the store.
+func (b *Bridge) releaseLease(ctx context.Context, t *store.Task) error {
+	fence := t.Fence()
+	_, err := b.engine.Update(context.WithoutCancel(ctx), t.ID, store.Update{Fence: &fence, ReleaseLease: true})
+	if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrTerminal) {
+		return nil // someone else holds it now, or it ended
+	}
+	return err
 }
 
 func (r *recorder) Record(ctx context.Context, p *WorkflowProgress) error {
@@ -50,13 +88,27 @@ func (r *recorder) write(ctx context.Context, p *WorkflowProgress, u store.Updat
 		vars[k] = v
 	}
 	u.Variables = vars
+	releasing := false
+	if r.lease != nil && r.lease.Held() {
+		u.Fence = r.lease.Fence()
+		releasing = u.Status == "" && waiting(p)
+		u.ReleaseLease = releasing
+	}
 	for attempt := 0; ; attempt++ {
 		u.IfVersion = r.task.Version
 		r.orphanRules(p, &u)
 		t, err := r.b.engine.Update(ctx, r.task.ID, u)
 		if err == nil {
 			r.task, r.extra, r.touch = t, nil, false
+			if releasing || t.Status.Terminal() {
+				r.release()
+			}
 			return t, nil
+		}
+		if errors.Is(err, store.ErrFenced) {
+			p.Revision = rev
+			r.release()
+			return nil, mcptask.InternalError("workflow task %s was taken over by another server process while this one ran its steps; nothing more was recorded here", r.task.ID)
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt >= 5 {
 			p.Revision = rev
@@ -196,4 +248,21 @@ func (b *Bridge) load(ctx context.Context, q *taskrouter.Request, id string) (*t
 		return nil, mcptask.InternalError("%v", err)
 	}
 	return &taskState{task: t, progress: p}, nil
+}
+
+// claim takes the lease of a loaded workflow task for a pass of its steps
+// and returns a recorder holding it, with st refreshed from the claimed
+// task (another process may have advanced it since it was loaded).
+func (b *Bridge) claim(ctx context.Context, st *taskState) (*recorder, error) {
+	lease, err := b.engine.Lease(ctx, st.task.ID)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	p, err := decodeProgress(lease.Task)
+	if err != nil {
+		lease.Release()
+		return nil, mcptask.InternalError("%v", err)
+	}
+	st.task, st.progress = lease.Task, p
+	return &recorder{b: b, task: lease.Task, lease: lease}, nil
 }

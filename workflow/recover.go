@@ -6,14 +6,17 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-// recoverTask resumes a workflow task a previous process left active, when
-// it has something to do: a server step was running or due (it runs again,
+// recoverTask resumes a workflow task whose process is gone (a restart,
+// or on a shared store a takeover of its expired lease), when it has
+// something to do: a server step was running or due (it runs again,
 // recorded as a re-run after a restart, with the same idempotency key), or
 // every step is done but the task was not completed. A task waiting for
-// the client is left exactly as it is: no write.
-func (b *Bridge) recoverTask(ctx context.Context, t *store.Task) error {
+// the client is left exactly as it is: no write, except giving back a
+// lease taken over.
+func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) error {
 	h := b.handler(t.Labels[LabelWorkflow])
 	if h == nil {
 		return fmt.Errorf("workflow %q is not registered with this server", t.Labels[LabelWorkflow])
@@ -23,6 +26,9 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task) error {
 		return err
 	}
 	if !h.due(p) {
+		if reason == taskrouter.ReasonTakeover {
+			return b.releaseLease(ctx, t)
+		}
 		return nil
 	}
 	b.wg.Add(1)
@@ -39,8 +45,17 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task) error {
 		if err != nil || !h.due(p) {
 			return
 		}
-		rec := &recorder{b: b, task: cur}
-		if _, err := h.run(ctx, rec, p, ReasonRestart, nil); err != nil {
+		st := &taskState{task: cur, progress: p}
+		rec, err := b.claim(ctx, st)
+		if err != nil {
+			b.engine.Logger().Error("claiming a workflow task to resume it", "task", t.ID, "error", err)
+			return
+		}
+		if !h.due(st.progress) {
+			rec.giveBack(ctx)
+			return
+		}
+		if _, err := h.run(ctx, rec, st.progress, ReasonRestart, nil); err != nil {
 			b.engine.Logger().Error("resuming workflow task after a restart", "task", t.ID, "workflow", p.Workflow, "error", err)
 		}
 	}()

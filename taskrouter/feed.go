@@ -1,0 +1,177 @@
+package taskrouter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// The change feed. Every write this process makes wakes its own waiters
+// at once (Router.changed). On a shared store the writes of other
+// processes arrive through the store's Notifier: they wake waiters here,
+// stop work here on a task another process ended (a tasks/cancel that
+// landed on another replica stops the handler running on this one), and
+// reach subscriptions/listen streams. A periodic re-read (Config.
+// ChangePollInterval) covers notifications that were lost.
+
+// subscribe starts the change feed when the store has one.
+func (r *Router) subscribe(ctx context.Context) error {
+	n, ok := r.st.(store.Notifier)
+	if !ok {
+		return nil
+	}
+	stop, err := n.Subscribe(context.WithoutCancel(ctx), r.onChange)
+	if err != nil {
+		return fmt.Errorf("taskrouter: subscribing to the store's changes: %w", err)
+	}
+	r.feedStop = stop
+	return nil
+}
+
+// onChange handles one change from the feed (it may be this process's own
+// write, which is harmless: waking a waiter twice makes it re-read once
+// more).
+func (r *Router) onChange(c store.Change) {
+	if c.Resync {
+		r.wakeAll()
+		r.checkRuns()
+		return
+	}
+	r.wake(c.ID)
+	if c.Deleted || c.Status.Terminal() {
+		r.stopRun(c.ID, errEnded)
+	}
+	r.listeners.changed(c.ID)
+}
+
+// wake wakes the waiters of task id without reading it.
+func (r *Router) wake(id string) {
+	r.mu.Lock()
+	ch, ok := r.watches[id]
+	if ok {
+		delete(r.watches, id)
+	}
+	r.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+// wakeAll wakes every waiter (after a lost feed connection).
+func (r *Router) wakeAll() {
+	r.mu.Lock()
+	ws := r.watches
+	r.watches = map[string]chan struct{}{}
+	r.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
+	}
+	r.listeners.changedAll()
+}
+
+// checkRuns re-reads the tasks this process runs work for and stops the
+// work of those that ended elsewhere.
+func (r *Router) checkRuns() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.runs)+len(r.tracked))
+	for id := range r.runs {
+		ids = append(ids, id)
+	}
+	for id := range r.tracked {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		t, err := r.st.Get(context.Background(), id)
+		if err == nil && !t.Status.Terminal() {
+			continue
+		}
+		r.stopRun(id, errEnded)
+	}
+}
+
+// listeners are the subscriptions/listen streams of this process, by the
+// task ids they follow.
+type listeners struct {
+	mu     sync.Mutex
+	byTask map[string]map[*listener]struct{}
+}
+
+// listener is one subscriptions/listen stream: changed is signalled (never
+// blocking) when a task it follows may have changed.
+type listener struct {
+	tasks   []string
+	changed chan string
+	done    chan struct{}
+}
+
+func (l *listeners) add(ln *listener) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byTask == nil {
+		l.byTask = map[string]map[*listener]struct{}{}
+	}
+	for _, id := range ln.tasks {
+		set := l.byTask[id]
+		if set == nil {
+			set = map[*listener]struct{}{}
+			l.byTask[id] = set
+		}
+		set[ln] = struct{}{}
+	}
+}
+
+func (l *listeners) remove(ln *listener) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ln.tasks {
+		delete(l.byTask[id], ln)
+		if len(l.byTask[id]) == 0 {
+			delete(l.byTask, id)
+		}
+	}
+}
+
+// changed signals the listeners of task id.
+func (l *listeners) changed(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ln := range l.byTask[id] {
+		select {
+		case ln.changed <- id:
+		default: // a signal is pending; the listener re-reads everything it follows
+		}
+	}
+}
+
+// changedAll signals every listener.
+func (l *listeners) changedAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, set := range l.byTask {
+		for ln := range set {
+			select {
+			case ln.changed <- "":
+			default:
+			}
+		}
+	}
+}
+
+// closeAll ends every listener (the router is closing).
+func (l *listeners) closeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[*listener]bool{}
+	for _, set := range l.byTask {
+		for ln := range set {
+			if !seen[ln] {
+				seen[ln] = true
+				close(ln.done)
+			}
+		}
+	}
+	l.byTask = nil
+}

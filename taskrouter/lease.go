@@ -1,0 +1,271 @@
+package taskrouter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Leases: the process running work for a task (a tool handler, or a
+// workflow's server steps) holds the task's lease in the store, renews it,
+// and fences every write of that work with the lease's epoch. When the
+// process dies, its leases expire; on a shared store (several replicas)
+// another process claims the task, which bumps the epoch, and resolves it
+// by the same policy as a restart: retryable tools run again, others fail
+// with a reason, workflows resume their due steps. A process that was only
+// presumed dead (paused, partitioned) then finds its fenced writes refused
+// (store.ErrFenced) and its work stopped: it cannot overwrite the new
+// holder's work.
+//
+// On an exclusive store (bbolt, memory: one process holds it) no leases are
+// taken at all: no other process can run a task, Start resolves every
+// active task, and the bridge's in-process locks keep its own work apart.
+// The lease calls below then cost nothing and fence nothing.
+
+var errLeaseLost = errors.New("taskrouter: the task's lease was lost to another process")
+
+// leases is the set of leases this process holds, by task id.
+type leases struct {
+	mu   sync.Mutex
+	held map[string]*heldLease
+}
+
+// heldLease is one lease this process holds.
+type heldLease struct {
+	fence store.Fence
+	// stop ends the work the lease covers when it is lost.
+	stop func(cause error)
+}
+
+func (l *leases) add(id string, h *heldLease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held == nil {
+		l.held = map[string]*heldLease{}
+	}
+	l.held[id] = h
+}
+
+func (l *leases) remove(id string, h *heldLease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[id] == h {
+		delete(l.held, id)
+	}
+}
+
+func (l *leases) snapshot() map[string]*heldLease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]*heldLease, len(l.held))
+	for id, h := range l.held {
+		out[id] = h
+	}
+	return out
+}
+
+// leaseUntil is the end of a lease taken or renewed now.
+func (r *Router) leaseUntil() time.Time { return r.cfg.Now().Add(r.cfg.LeaseDuration) }
+
+// ReplicaID returns the name under which this process holds leases.
+func (r *Router) ReplicaID() string { return r.cfg.ReplicaID }
+
+// renewLoop extends every lease this process holds, three times per lease
+// duration; work whose lease was not renewed (taken over, or the task
+// ended elsewhere) is stopped.
+func (r *Router) renewLoop() {
+	defer r.wg.Done()
+	tick := time.NewTicker(max(r.cfg.LeaseDuration/3, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stopSweep:
+			return
+		case <-tick.C:
+			r.renew(context.Background())
+		}
+	}
+}
+
+func (r *Router) renew(ctx context.Context) {
+	held := r.leases.snapshot()
+	if len(held) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
+	}
+	renewed, err := r.st.Renew(ctx, r.cfg.ReplicaID, r.leaseUntil(), ids)
+	if err != nil {
+		r.log.Warn("renewing leases", "leases", len(ids), "error", err)
+		return
+	}
+	ok := make(map[string]bool, len(renewed))
+	for _, id := range renewed {
+		ok[id] = true
+	}
+	for id, h := range held {
+		if !ok[id] {
+			r.log.Warn("lease lost; stopping the task's work here", "task", id)
+			r.leases.remove(id, h)
+			h.stop(errLeaseLost)
+		}
+	}
+}
+
+// takeoverLoop claims, on a shared store, the tasks whose lease expired
+// (their process died) and resolves them.
+func (r *Router) takeoverLoop() {
+	defer r.wg.Done()
+	tick := time.NewTicker(max(r.cfg.LeaseDuration/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stopSweep:
+			return
+		case <-tick.C:
+			if _, err := r.Takeover(context.Background()); err != nil {
+				r.log.Warn("taking over expired leases", "error", err)
+			}
+		}
+	}
+}
+
+// Takeover claims the active tasks whose lease has expired and resolves
+// each as after a restart (see Start). It returns how many it took over.
+// The engine runs it periodically on a shared store.
+func (r *Router) Takeover(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		expired, err := r.st.ExpiredLeases(ctx, r.cfg.Now(), 64)
+		if err != nil || len(expired) == 0 {
+			return n, err
+		}
+		progressed := false
+		for _, t := range expired {
+			claimed, err := r.st.Claim(ctx, t.ID, r.cfg.ReplicaID, r.cfg.Now(), r.leaseUntil())
+			if err != nil {
+				if errors.Is(err, store.ErrLeased) || errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) {
+					continue // another replica was faster, or it ended
+				}
+				return n, err
+			}
+			progressed = true
+			n++
+			r.log.Info("took over a task whose process stopped renewing its lease", "task", t.ID, "previous", t.LeaseHolder, "epoch", claimed.LeaseEpoch)
+			if err := r.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
+				r.log.Error("resolving a task taken over", "task", t.ID, "error", err)
+			}
+		}
+		if !progressed {
+			return n, nil
+		}
+	}
+}
+
+// A Lease is this process's claim on a task while it runs work for it (see
+// Router.Lease): its writes carry Fence, and Release gives it up.
+type Lease struct {
+	r    *Router
+	id   string
+	held *heldLease
+	// Task is the task as claimed.
+	Task *store.Task
+}
+
+// Fence is what the lease's writes must carry (store.Update.Fence); nil on
+// an exclusive store, where no lease is taken.
+func (l *Lease) Fence() *store.Fence {
+	if l.held == nil {
+		return nil
+	}
+	f := l.held.fence
+	return &f
+}
+
+// Held reports whether the lease exists in the store (shared stores only).
+func (l *Lease) Held() bool { return l.held != nil }
+
+// Release stops renewing the lease. The store's lease itself is released
+// by a write with store.Update.ReleaseLease (or a terminal status); if
+// neither happens it simply expires.
+func (l *Lease) Release() {
+	if l.held != nil {
+		l.r.leases.remove(l.id, l.held)
+	}
+}
+
+// Lease claims task id for this process while it runs work for the task
+// outside a tool handler (the workflow bridge's server steps), and keeps
+// it renewed until Release. If the lease is lost, the task's tracked work
+// (Track) is stopped with Stopped reporting "lease lost". When another
+// process holds a valid lease, Lease waits for it (it is usually finishing
+// a short step) up to the lease duration, then fails with a -32603 error
+// saying so. A terminal or unknown task fails with the store's error.
+func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
+	if !r.shared {
+		t, err := r.st.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if t.Status.Terminal() {
+			return nil, fmt.Errorf("%w: task %s is %s", store.ErrTerminal, id, t.Status)
+		}
+		return &Lease{r: r, id: id, Task: t}, nil
+	}
+	deadline := time.Now().Add(r.cfg.LeaseDuration)
+	for {
+		t, err := r.claim(ctx, id)
+		if err == nil {
+			return r.AdoptLease(t), nil
+		}
+		if !errors.Is(err, store.ErrLeased) {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, mcptask.InternalError("task %s is being worked on by another server process; retry shortly", id)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// AdoptLease keeps renewing the lease of t, which this process already
+// holds (it created t with CreateOptions.Lease), until Release.
+func (r *Router) AdoptLease(t *store.Task) *Lease {
+	id := t.ID
+	if t.LeaseHolder != r.cfg.ReplicaID {
+		return &Lease{r: r, id: id, Task: t}
+	}
+	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.stopRun(id, cause) }}
+	r.leases.add(id, h)
+	return &Lease{r: r, id: id, held: h, Task: t}
+}
+
+// fenceOf returns the fence of a handler run's lease, if it holds one.
+func (ru *run) fenceOf() *store.Fence {
+	if ru.lease == nil {
+		return nil
+	}
+	f := ru.lease.fence
+	return &f
+}
+
+// fenced applies u to a task this run holds, with the run's fence.
+func (r *Router) fenced(ctx context.Context, ru *run, u store.Update) (*store.Task, error) {
+	u.Fence = ru.fenceOf()
+	t, err := r.Update(ctx, ru.id, u)
+	if errors.Is(err, store.ErrFenced) {
+		return nil, fmt.Errorf("%w: %w", errLeaseLost, err)
+	}
+	return t, err
+}
