@@ -200,6 +200,21 @@ func (u *tmuxUI) waitFor(texts ...string) string {
 	}
 }
 
+// selectRow moves the selection down until the list's cursor (›) is on
+// name, as a user would.
+func (u *tmuxUI) selectRow(name string) {
+	u.t.Helper()
+	u.waitFor(name)
+	for range 30 {
+		if strings.Contains(u.screen(), "› "+name) {
+			return
+		}
+		u.keys("Down")
+		time.Sleep(50 * time.Millisecond)
+	}
+	u.waitFor("› " + name)
+}
+
 // checkSize checks that every line of a screen fits 80 columns and that
 // the UI uses all 24 rows.
 func checkSize(t *testing.T, screen string) {
@@ -224,7 +239,7 @@ func TestUIEndToEndHTTP(t *testing.T) {
 	url := startServer(t, filepath.Join(dir, "62_tasks_workflow"), "serve", "-http", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "e2e.db"))
 	ui := startUI(t, filepath.Join(dir, "taskbridge"), "ui", url)
 
-	s := ui.waitFor("[1 Tools]", "taskbridge-example-62 0.1.0 · extension", "generate_report", "? help  q quit")
+	s := ui.waitFor("[1 Tools]", "taskbridge-example-62 0.2.0 · extension", "generate_report", "? help  q quit")
 	checkSize(t, s)
 	require.Contains(t, s, "── "+url+" ")
 
@@ -233,8 +248,8 @@ func TestUIEndToEndHTTP(t *testing.T) {
 	ui.waitFor("[3 Tasks]", "No tasks yet", "has no tasks/list")
 
 	// Start a task from the Tools tab.
-	ui.keys("1", "Down", "Down")
-	ui.waitFor("› generate_report")
+	ui.keys("1")
+	ui.selectRow("generate_report")
 	ui.keys("Enter")
 	ui.waitFor("Call generate_report", "topic*")
 	ui.text("e2e")
@@ -279,9 +294,10 @@ func TestUIEndToEndStdio(t *testing.T) {
 	dir := build(t)
 	ui := startUI(t, filepath.Join(dir, "taskbridge"), "ui", "-dialect", "core", "--",
 		filepath.Join(dir, "62_tasks_workflow"), "serve", "-stdio", "-db", filepath.Join(t.TempDir(), "stdio.db"))
-	s := ui.waitFor("[1 Tools]", "taskbridge-example-62 0.1.0 · core", "generate_report")
+	s := ui.waitFor("[1 Tools]", "taskbridge-example-62 0.2.0 · core", "generate_report")
 	require.Contains(t, s, "62_tasks_workflow serve -stdio")
-	ui.keys("Down", "Down", "Enter")
+	ui.selectRow("generate_report")
+	ui.keys("Enter")
 	ui.waitFor("Call generate_report")
 	ui.text("stdio")
 	ui.keys("Tab")
@@ -302,14 +318,8 @@ func TestUIEndToEndConformanceServer(t *testing.T) {
 	s := ui.waitFor("[1 Tools]", "taskbridge-conformance", "slow_compute", "confirm_delete")
 	require.Regexp(t, `greet\s+forbidden`, s)
 	require.Regexp(t, `failing_job\s+required`, s)
-	for range 10 {
-		if strings.Contains(ui.screen(), "› slow_compute") {
-			break
-		}
-		ui.keys("Down")
-		time.Sleep(50 * time.Millisecond)
-	}
-	ui.waitFor("› slow_compute", "runs as: task (taskSupport optional)")
+	ui.selectRow("slow_compute")
+	ui.waitFor("runs as: task (taskSupport optional)")
 	ui.keys("Enter")
 	ui.waitFor("Call slow_compute", "seconds")
 	// Fields: required first, then by name: label, seconds.
