@@ -33,7 +33,9 @@ type HTTPOptions struct {
 // tasks/* request whose Mcp-Name headers do not all name its task (-32020,
 // HTTP 400, like the SDK's own header checks), moves a core-dialect
 // params.task where the router sees it, drops private _meta keys a client
-// sent, and records the client's IP address for the per-source quota.
+// sent, and records the client's IP address for the per-source quota. It
+// serves an extension-dialect subscriptions/listen that asks for task
+// notifications itself (see listen.go).
 func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
@@ -46,6 +48,7 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	statefulOpts, statelessOpts := o.Streamable, o.Streamable
 	statefulOpts.Stateless, statelessOpts.Stateless = false, true
 	return &httpShim{
+		r:         r,
 		stateful:  mcp.NewStreamableHTTPHandler(get, &statefulOpts),
 		stateless: mcp.NewStreamableHTTPHandler(get, &statelessOpts),
 		maxBody:   o.MaxBodyBytes,
@@ -53,6 +56,7 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 }
 
 type httpShim struct {
+	r                   *Router
 	stateful, stateless http.Handler
 	maxBody             int64
 }
@@ -74,6 +78,12 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, mcptask.Errorf(mcptask.CodeParseError,
 				"parse error: the request body must be exactly one JSON value (a message or a batch)"))
 			return
+		}
+		if bytes.Contains(body, listenMethod) {
+			if lr, ok := listenFor(body); ok && (newProtocol || bytes.Contains(body, protocolKey)) {
+				h.r.serveListen(w, req, lr)
+				return
+			}
 		}
 		rb := rewriteBody(body, newProtocol, len(req.Header.Values("Mcp-Name")) > 0)
 		newProtocol = newProtocol || rb.newProtocol
@@ -126,6 +136,8 @@ type rewrittenBody struct {
 	taskID     string
 	id         jsonrpc.ID
 }
+
+var listenMethod = []byte(`"` + mcptask.MethodSubscriptionsListen + `"`)
 
 // protocolKey is how a per-request protocol version appears in a body.
 var protocolKey = []byte(`"` + mcptask.MetaProtocolVersion + `"`)

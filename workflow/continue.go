@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -67,8 +68,21 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	// Take the task's lease: the first write of the call. Another process
 	// may have advanced the task since it was loaded, so look again.
 	rec, err := b.claim(ctx, st)
+	if errors.Is(err, store.ErrTerminal) {
+		// Another process ended the task while this call waited for the
+		// lease: most likely it recorded this very step.
+		if st, err = b.load(ctx, q, id); err != nil {
+			return nil, err
+		}
+		if s := replayable(w, st.progress, tool); s != nil {
+			if res, err, ok := h.replay(st, s, req); ok {
+				return res, err
+			}
+		}
+		return nil, mcptask.InvalidParams("workflow task %s is %s; it takes no more steps", id, st.task.Status)
+	}
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
 	defer rec.giveBack(ctx) // when the call ends before a write released it
 	p = st.progress

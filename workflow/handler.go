@@ -83,8 +83,15 @@ func (h *TaskWorkflowPromptHandler) resume(ctx context.Context, q *taskrouter.Re
 		return h.result(st.task, st.progress, nil, q.Dialect)
 	}
 	rec, err := b.claim(ctx, st)
+	if errors.Is(err, store.ErrTerminal) {
+		// It ended meanwhile (another process completed it): show that.
+		if st, err = b.load(ctx, q, id); err != nil {
+			return nil, err
+		}
+		return h.result(st.task, st.progress, nil, q.Dialect)
+	}
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
 	rec.touch = true
 	for i := range st.progress.Steps {

@@ -252,11 +252,13 @@ func (b *Bridge) load(ctx context.Context, q *taskrouter.Request, id string) (*t
 
 // claim takes the lease of a loaded workflow task for a pass of its steps
 // and returns a recorder holding it, with st refreshed from the claimed
-// task (another process may have advanced it since it was loaded).
+// task (another process may have advanced it since it was loaded). Store
+// errors are returned as they are (store.ErrTerminal when the task ended
+// meanwhile).
 func (b *Bridge) claim(ctx context.Context, st *taskState) (*recorder, error) {
 	lease, err := b.engine.Lease(ctx, st.task.ID)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, err
 	}
 	p, err := decodeProgress(lease.Task)
 	if err != nil {

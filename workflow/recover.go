@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,7 +49,9 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 		st := &taskState{task: cur, progress: p}
 		rec, err := b.claim(ctx, st)
 		if err != nil {
-			b.engine.Logger().Error("claiming a workflow task to resume it", "task", t.ID, "error", err)
+			if !errors.Is(err, store.ErrTerminal) {
+				b.engine.Logger().Error("claiming a workflow task to resume it", "task", t.ID, "error", err)
+			}
 			return
 		}
 		if !h.due(st.progress) {

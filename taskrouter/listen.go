@@ -1,0 +1,197 @@
+package taskrouter
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// Task status notifications of the extension dialect: a client sends
+// subscriptions/listen with notifications.taskIds; the server acknowledges
+// the task ids it agrees to follow (those the requestor may see) and then
+// sends notifications/tasks with the full task, as tasks/get would return
+// it, every time one of them changes, on the listen request's own stream.
+//
+// go-sdk serves subscriptions/listen itself but knows no taskIds (it drops
+// the field while decoding, as it drops params.task) and offers no way to
+// send a custom notification, so the Streamable HTTP handler answers a
+// listen request that asks for task ids itself, writing the stream. The
+// changes come from this process's writes and, on a shared store, from the
+// store's change feed: any replica serves any task's notifications. The
+// stream ends (with the listen result) once every followed task has ended,
+// or when the client goes away.
+
+const (
+	methodSubscriptionsAcknowledged = "notifications/subscriptions/acknowledged"
+	metaSubscriptionID              = "io.modelcontextprotocol/subscriptionId"
+)
+
+// listenRequest is the part of a subscriptions/listen request the router
+// reads.
+type listenRequest struct {
+	ID     json.RawMessage `json:"id"`
+	Params struct {
+		Meta          map[string]json.RawMessage `json:"_meta"`
+		Notifications *struct {
+			TaskIDs []string `json:"taskIds"`
+		} `json:"notifications"`
+	} `json:"params"`
+}
+
+// listenFor decodes a lone subscriptions/listen request that asks for task
+// notifications; ok is false for anything else (the SDK serves it).
+func listenFor(body []byte) (*listenRequest, bool) {
+	var lr listenRequest
+	var probe struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &probe) != nil || probe.Method != mcptask.MethodSubscriptionsListen {
+		return nil, false
+	}
+	if json.Unmarshal(body, &lr) != nil || lr.Params.Notifications == nil || lr.Params.Notifications.TaskIDs == nil {
+		return nil, false
+	}
+	return &lr, true
+}
+
+// declaresExtension reports whether the request's per-request client
+// capabilities declare the tasks extension.
+func (lr *listenRequest) declaresExtension() bool {
+	var caps struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	if json.Unmarshal(lr.Params.Meta[mcptask.MetaClientCapabilities], &caps) != nil {
+		return false
+	}
+	_, ok := caps.Extensions[mcptask.ExtensionID]
+	return ok
+}
+
+// serveListen answers a subscriptions/listen request for task
+// notifications on its HTTP response stream.
+func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *listenRequest) {
+	var id jsonrpc.ID
+	var rawID any
+	if json.Unmarshal(lr.ID, &rawID) == nil {
+		id, _ = jsonrpc.MakeID(rawID)
+	}
+	if !lr.declaresExtension() {
+		writeRPCError(w, http.StatusOK, id, mcptask.MissingExtension("task notifications on subscriptions/listen"))
+		return
+	}
+	q := r.resolve(hreq.Context(), &mcp.ServerRequest[*mcp.SubscriptionsListenParams]{
+		Params: &mcp.SubscriptionsListenParams{},
+		Extra:  &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(hreq.Context()), Header: hreq.Header},
+	})
+	q.Dialect = mcptask.Extension
+	if q.OwnerErr != nil {
+		writeRPCError(w, http.StatusOK, id, q.OwnerErr)
+		return
+	}
+	ctx := hreq.Context()
+	// Agree to the tasks the requestor may see.
+	var agreed []string
+	last := map[string]uint64{}
+	for _, tid := range lr.Params.Notifications.TaskIDs {
+		if _, dup := last[tid]; dup {
+			continue
+		}
+		if _, err := r.TaskFor(ctx, q, tid); err == nil {
+			agreed = append(agreed, tid)
+			last[tid] = 0
+		}
+	}
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	send := func(msg any) bool {
+		b, err := json.Marshal(msg)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", b); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	subMeta := map[string]any{metaSubscriptionID: rawID}
+	if !send(notification(methodSubscriptionsAcknowledged, map[string]any{
+		"_meta":         subMeta,
+		"notifications": map[string]any{"taskIds": nonNil(agreed)},
+	})) {
+		return
+	}
+	ln := &listener{tasks: agreed, changed: make(chan string, 1), done: make(chan struct{})}
+	r.listeners.add(ln)
+	defer r.listeners.remove(ln)
+	// Report every followed task once now (a change between the client's
+	// last poll and this subscription is not lost), then on every change.
+	for {
+		open := 0
+		for _, tid := range agreed {
+			t, err := r.TaskFor(ctx, q, tid)
+			if err != nil {
+				delete(last, tid) // gone: expired and swept
+				continue
+			}
+			if t.Version != last[tid] {
+				last[tid] = t.Version
+				if !send(notification(mcptask.NotificationTasks, taskNotification(r.getReply(mcptask.Extension, t), subMeta))) {
+					return
+				}
+			}
+			if !t.Status.Terminal() {
+				open++
+			}
+		}
+		if open == 0 {
+			send(map[string]any{"jsonrpc": "2.0", "id": rawID, "result": map[string]any{"resultType": mcptask.ResultTypeComplete, "_meta": subMeta}})
+			return
+		}
+		select {
+		case <-ln.changed:
+		case <-r.pollTick():
+		case <-ln.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func notification(method string, params any) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
+}
+
+// taskNotification is the params of notifications/tasks: the task as
+// tasks/get returns it (without the result's resultType), with _meta.
+func taskNotification(reply any, meta map[string]any) json.RawMessage {
+	b, err := json.Marshal(reply)
+	if err != nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b
+	}
+	delete(m, "resultType")
+	m["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(m)
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
