@@ -194,13 +194,15 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 
 		// The TS server's tasks/result wakes up by sleeping the task's
 		// pollInterval (200ms here), so a result is seen up to one interval
-		// late; ours is woken by the status change.
+		// late; ours is woken by the status change. (Logged, not asserted:
+		// timing is the bench's business.)
 		id := startTSTask(t, ctx, c, "slow", map[string]any{"ms": 50})
 		start := time.Now()
-		_, err = c.TaskResult(ctx, id)
+		raw, err = c.TaskResult(ctx, id)
 		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &res))
+		require.Equal(t, "slow task done after 50ms", tsText(&res))
 		t.Logf("tasks/result for a 50ms task returned after %s (the TS server polls its store every 200ms)", time.Since(start).Round(time.Millisecond))
-		require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
 	})
 
 	t.Run("failedTool", func(t *testing.T) {
