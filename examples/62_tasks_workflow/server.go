@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -358,12 +359,13 @@ func newBuilder(o options) (*builder.Builder, error) {
 
 // ledger records publications by idempotency key in an append-only file,
 // synced before a publication is reported, so that a step re-run after a
-// crash finds what it already published.
+// crash (in this process, or in another replica sharing the file) finds
+// what it already published. Every publication holds an exclusive lock on
+// the file (flock) while it reads it and appends, so processes sharing the
+// file never publish one key twice.
 type ledger struct {
 	mu   sync.Mutex
 	path string
-	urls map[string]string
-	n    int
 }
 
 type ledgerEntry struct {
@@ -372,27 +374,11 @@ type ledgerEntry struct {
 }
 
 func openLedger(path string) (*ledger, error) {
-	l := &ledger{path: path, urls: map[string]string{}}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return l, nil
-	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var e ledgerEntry
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue // a line cut by a crash before its sync
-		}
-		l.n++
-		if e.Key != "" {
-			l.urls[e.Key] = e.URL
-		}
-	}
-	return l, sc.Err()
+	return &ledger{path: path}, f.Close()
 }
 
 // publish records a publication (url(n) for the n-th one) and returns its
@@ -400,29 +386,37 @@ func openLedger(path string) (*ledger, error) {
 func (l *ledger) publish(key string, url func(n int) string) (string, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if u, ok := l.urls[key]; ok && key != "" {
-		return u, true, nil
-	}
-	l.n++
-	e := ledgerEntry{Key: key, URL: url(l.n)}
-	b, _ := json.Marshal(e)
-	f, err := os.OpenFile(l.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 	if err != nil {
 		return "", false, err
 	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return "", false, err
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e ledgerEntry
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue // a line cut by a crash before its sync
+		}
+		n++
+		if key != "" && e.Key == key {
+			return e.URL, true, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", false, err
+	}
+	e := ledgerEntry{Key: key, URL: url(n + 1)}
+	b, _ := json.Marshal(e)
 	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
 		return "", false, err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
 		return "", false, err
-	}
-	if err := f.Close(); err != nil {
-		return "", false, err
-	}
-	if key != "" {
-		l.urls[key] = e.URL
 	}
 	return e.URL, false, nil
 }

@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,7 +120,8 @@ func Get(tb testing.TB) *Server {
 	return server
 }
 
-// DSN returns a connection string (key=value form) to a new, empty
+// DSN returns a connection URL (postgres://…, the form builder.WithDB and
+// the example's -db flag recognise) to a new, empty
 // database on the binary's server, owned by the superuser "postgres". The
 // database is dropped, with any connections still open to it, when tb
 // ends.
@@ -147,7 +149,8 @@ func DSN(tb testing.TB) string {
 func (s *Server) AdminDSN() string { return s.dsn("postgres") }
 
 func (s *Server) dsn(db string) string {
-	return fmt.Sprintf("host=%s port=5432 user=postgres dbname=%s sslmode=disable", s.dir, db)
+	q := url.Values{"host": {s.dir}, "port": {"5432"}, "sslmode": {"disable"}}
+	return (&url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/" + db, RawQuery: q.Encode()}).String()
 }
 
 // findBin returns the directory holding initdb and postgres.
