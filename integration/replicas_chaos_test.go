@@ -281,4 +281,3 @@ func chaosWorkflow(ctx context.Context, hc *http.Client, c *chaosCluster, l *cha
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
