@@ -63,6 +63,10 @@ Commands:
                                  from input schemas, workflows step by step, a live task
                                  table with cancel and input requests ("?" lists the keys).
                                  Flag: -dialect (as above). -timeout bounds connecting only.
+  store check FILE               check a bbolt store file offline (no -url needed): bbolt's
+                                 page check, then the store's own invariants (indexes,
+                                 counters, records). Exit 1 when the file is corrupt; the
+                                 file must not be open in a running server.
   help                           this text
 
 Elicitations a task makes are asked on the terminal (field by field).
@@ -90,6 +94,7 @@ Examples:
       prompt release_notes repo=taskbridge -follow
   taskbridge ui http://127.0.0.1:8080/mcp
   taskbridge ui -- go run ./examples/62_tasks_workflow serve -stdio -db demo.db
+  taskbridge store check taskbridge-62.db
 `
 
 // Exit statuses (see the usage text).
@@ -131,8 +136,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return exitOK
 	}
-	if rest[0] == "ui" {
+	switch rest[0] {
+	case "ui":
 		return runUI(ctx, g, rest[1:], stdin, stdout, stderr)
+	case "store":
+		return runStore(g, rest[1:], stdout, stderr)
 	}
 	out := newPrinter(stdout, g.json)
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)

@@ -62,7 +62,7 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 func TestHelpAndUsageErrors(t *testing.T) {
 	code, out, _ := cli(t, "", "help")
 	require.Equal(t, 0, code)
-	for _, cmd := range []string{"info", "tools", "call TOOL", "tasks list", "tasks get ID", "tasks result ID", "tasks cancel ID", "prompt NAME", "-resume ID", "-task-id ID", "ui URL | ui -- COMMAND ARGS", "Exit status:", "3  cannot reach the server", "Examples:"} {
+	for _, cmd := range []string{"info", "tools", "call TOOL", "tasks list", "tasks get ID", "tasks result ID", "tasks cancel ID", "prompt NAME", "-resume ID", "-task-id ID", "ui URL | ui -- COMMAND ARGS", "store check FILE", "Exit status:", "3  cannot reach the server", "Examples:"} {
 		require.Contains(t, out, cmd)
 	}
 	code, _, errOut := cli(t, "", "tools")
