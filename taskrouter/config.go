@@ -27,6 +27,7 @@ const (
 	DefaultExpiredGrace          = 5 * time.Minute
 	DefaultLeaseDuration         = 10 * time.Second
 	DefaultChangePollInterval    = time.Second
+	DefaultInstantWindow         = time.Millisecond
 )
 
 // Environment variables read by ConfigFromEnv. Durations accept Go syntax
@@ -46,6 +47,7 @@ const (
 	EnvReplicaID             = "TASKBRIDGE_REPLICA_ID"
 	EnvLeaseDuration         = "TASKBRIDGE_LEASE_DURATION"
 	EnvChangePollInterval    = "TASKBRIDGE_CHANGE_POLL_INTERVAL"
+	EnvInstantWindow         = "TASKBRIDGE_INSTANT_WINDOW" // a duration, or "off"
 )
 
 // An OwnerFunc decides which principal a request acts for. Tasks belong to
@@ -121,6 +123,15 @@ type Config struct {
 	// their task in case a change notification from another process was
 	// lost.
 	ChangePollInterval time.Duration
+	// InstantWindow is how long a task-augmented tools/call waits for its
+	// handler before storing the working task. A handler that returns
+	// within it has its task created already ended, outcome included: one
+	// durable write instead of two, before the reply as always. A handler
+	// still running then has its working task stored at once (also as
+	// soon as it asks for its TaskID, asks for input or waits for a
+	// running slot), so a slow tool's reply waits at most this long. Zero
+	// means DefaultInstantWindow; a negative value turns folding off.
+	InstantWindow time.Duration
 }
 
 // withDefaults fills every zero field with its default; negative values
@@ -148,6 +159,7 @@ func (c Config) withDefaults() Config {
 	setDuration(&c.ExpiredGrace, DefaultExpiredGrace)
 	setDuration(&c.LeaseDuration, DefaultLeaseDuration)
 	setDuration(&c.ChangePollInterval, DefaultChangePollInterval)
+	setDuration(&c.InstantWindow, DefaultInstantWindow)
 	if c.ReplicaID == "" {
 		c.ReplicaID = defaultReplicaID()
 	}
@@ -250,6 +262,17 @@ func ConfigFromEnv(base Config) (Config, error) {
 			return base, fmt.Errorf("taskrouter: %s=%q: want a non-negative integer", i.env, v)
 		}
 		*i.dst = n
+	}
+	if v := os.Getenv(EnvInstantWindow); v != "" {
+		if v == "off" {
+			base.InstantWindow = -1
+		} else {
+			d, err := parseDuration(v)
+			if err != nil {
+				return base, fmt.Errorf("taskrouter: %s=%q: want a duration or off: %w", EnvInstantWindow, v, err)
+			}
+			base.InstantWindow = d
+		}
 	}
 	if v := os.Getenv(EnvReplicaID); v != "" {
 		base.ReplicaID = v

@@ -31,10 +31,23 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, 3, cfg.MaxConcurrentPerOwner)
 	require.Equal(t, time.Minute, cfg.SweepInterval, "an empty variable leaves the field alone")
 
+	t.Setenv(taskrouter.EnvInstantWindow, "5ms")
+	cfg, err = taskrouter.ConfigFromEnv(taskrouter.Config{})
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Millisecond, cfg.InstantWindow)
+	t.Setenv(taskrouter.EnvInstantWindow, "off")
+	cfg, err = taskrouter.ConfigFromEnv(taskrouter.Config{})
+	require.NoError(t, err)
+	require.Negative(t, cfg.InstantWindow)
+	r, err := taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), InstantWindow: cfg.InstantWindow})
+	require.NoError(t, err, "a negative InstantWindow turns folding off; it is not refused")
+	require.Negative(t, r.Config().InstantWindow)
+
 	for env, bad := range map[string]string{
 		taskrouter.EnvPollInterval:  "soon",
 		taskrouter.EnvMaxTTL:        "-5s",
 		taskrouter.EnvMaxConcurrent: "many",
+		taskrouter.EnvInstantWindow: "never",
 	} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, bad)
@@ -52,6 +65,7 @@ func TestDefaultsApplied(t *testing.T) {
 	require.Equal(t, 30*time.Minute, cfg.DefaultTTL, "the default ttl is capped by a smaller maximum")
 	require.Equal(t, taskrouter.DefaultPollInterval, cfg.PollInterval)
 	require.Equal(t, taskrouter.DefaultMaxPendingPerSource, cfg.MaxPendingPerSource)
+	require.Equal(t, taskrouter.DefaultInstantWindow, cfg.InstantWindow)
 }
 
 // TestConfigValidate: values that cannot work are refused, each naming its

@@ -53,12 +53,14 @@ func Example() {
 		}
 		switch ev.Kind {
 		case client.EventCreated:
+			// An instant handler's task is stored already ended (see
+			// Config.InstantWindow); a slower one's starts out working.
 			fmt.Println("created:", ev.Task.Status)
 		case client.EventResult:
 			fmt.Println("result:", ev.Result.Content[0].(*mcp.TextContent).Text)
 		}
 	}
 	// Output:
-	// created: working
+	// created: completed
 	// result: report on sales
 }

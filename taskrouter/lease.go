@@ -262,6 +262,11 @@ func (ru *run) fenceOf() *store.Fence {
 
 // fenced applies u to a task this run holds, with the run's fence.
 func (r *Router) fenced(ctx context.Context, ru *run, u store.Update) (*store.Task, error) {
+	if ru.pending != nil {
+		if _, err := r.materialize(ru); err != nil {
+			return nil, err
+		}
+	}
 	u.Fence = ru.fenceOf()
 	t, err := r.Update(ctx, ru.id, u)
 	if errors.Is(err, store.ErrFenced) {

@@ -198,16 +198,21 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	if err := r.admit(adm, false); err != nil {
 		return nil, err
 	}
-	t, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
+	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
+	exec := func(ctx context.Context) (mcp.Result, error) {
+		return r.inner(ctx, mcptask.MethodToolsCall, req)
+	}
+	if r.cfg.InstantWindow > 0 {
+		return r.startInstant(ctx, q, adm, rec, exec)
+	}
+	t, err := r.createRecord(ctx, rec)
 	if err != nil {
 		r.release(adm, false)
 		return nil, storeError(err)
 	}
 	r.bindPusher(t.ID, q.connID)
-	r.spawn(t, adm, q.Dialect, func(ctx context.Context) (mcp.Result, error) {
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
-	})
+	r.spawn(t, adm, q.Dialect, exec)
 	return r.createReply(q.Dialect, req.Params.Name, t), nil
 }
 

@@ -24,7 +24,10 @@ type TaskEventKind int
 
 // The task event kinds.
 const (
-	// TaskCreated: the task was created (Task is the stored record).
+	// TaskCreated: the task was created (Task is the stored record). A
+	// tool task whose handler returned within Config.InstantWindow is
+	// created already ended: Ended is set then, and no TaskUpdated
+	// follows.
 	TaskCreated TaskEventKind = iota + 1
 	// TaskUpdated: a write to a task that is still active, or the write
 	// that ended it (Ended is set then).
@@ -41,7 +44,8 @@ type TaskEvent struct {
 	// must not be modified.
 	Task *store.Task
 	// Ended is set on the write that moved the task to a terminal status
-	// (which happens once per task).
+	// (which happens once per task: an update, or the create of a task
+	// that ended before it was first stored).
 	Ended bool
 }
 
@@ -63,7 +67,7 @@ func (r *Router) observe(kind TaskEventKind, t *store.Task, u *store.Update) {
 	if r.cfg.Observer == nil || t == nil {
 		return
 	}
-	ended := u != nil && u.Status != "" && t.Status.Terminal()
+	ended := (kind == TaskCreated || u != nil && u.Status != "") && t.Status.Terminal()
 	r.cfg.Observer.TaskEvent(TaskEvent{Kind: kind, Task: t, Ended: ended})
 }
 

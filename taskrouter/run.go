@@ -26,6 +26,12 @@ type run struct {
 	cancel  context.CancelCauseFunc
 	lease   *heldLease // the task's lease, when this process holds one
 
+	// pending is the task's record while it is not stored yet (see
+	// startInstant), and connID the connection that asked for the task;
+	// nil and "" for tasks stored before their handler started.
+	pending *pendingRecord
+	connID  string
+
 	mu     sync.Mutex
 	inputs map[string]*pendingInput
 	seq    int
@@ -37,21 +43,31 @@ type ExecFunc func(ctx context.Context) (mcp.Result, error)
 // taskCtxKey carries the running task into handler contexts.
 type taskCtxKey struct{}
 
-// TaskID returns the id of the task whose handler ctx belongs to.
+// TaskID returns the id of the task whose handler ctx belongs to. The task
+// exists in the store once TaskID returns (a handler that returns at once
+// may otherwise have its task stored only with its outcome; see
+// Config.InstantWindow), so the handler may pass the id to Router methods.
 func TaskID(ctx context.Context) (string, bool) {
 	ru, ok := ctx.Value(taskCtxKey{}).(*run)
 	if !ok {
 		return "", false
 	}
+	if ru.pending != nil {
+		_, _ = ru.r.materialize(ru)
+	}
 	return ru.id, true
 }
 
 // spawn runs exec in the background for task t, which was created (or is
-// re-run) in dialect d. The caller has admitted it.
-func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc) {
+// re-run) in dialect d, or is about to be created (setup then marks the run
+// pending before it starts). The caller has admitted it.
+func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc, setup ...func(*run)) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}}
-	if t.LeaseHolder == r.cfg.ReplicaID {
+	for _, f := range setup {
+		f(ru)
+	}
+	if ru.pending == nil && t.LeaseHolder == r.cfg.ReplicaID {
 		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
 		r.leases.add(t.ID, ru.lease)
 	}
@@ -65,6 +81,7 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec Exe
 		res, err := r.execute(ctx, ru, exec)
 		r.finish(ctx, ru, res, err)
 	}()
+	return ru
 }
 
 // execute waits for running slots, then runs exec with the task's handler
@@ -121,6 +138,18 @@ func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.R
 // finish records the outcome of a run unless the task was ended by
 // someone else (cancel, ttl) or the server is shutting down.
 func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error) {
+	cause := context.Cause(ctx)
+	stored := true
+	if ru.pending != nil {
+		var folded bool
+		folded, stored = ru.pending.settled(handlerOutcome{res: res, err: err, cause: cause})
+		if folded {
+			r.mu.Lock()
+			delete(r.runs, ru.id)
+			r.mu.Unlock()
+			return // the request creates the task with its outcome
+		}
+	}
 	r.mu.Lock()
 	delete(r.runs, ru.id)
 	r.mu.Unlock()
@@ -128,7 +157,9 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 		r.leases.remove(ru.id, ru.lease)
 	}
 	ru.failInputs(errCanceled)
-	cause := context.Cause(ctx)
+	if !stored {
+		return // its record could not be created; the request reported that
+	}
 	if errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) || errors.Is(cause, errExpired) || errors.Is(cause, errLeaseLost) || errors.Is(cause, errEnded) {
 		return
 	}

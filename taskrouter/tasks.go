@@ -46,6 +46,11 @@ func (r *Router) actualTTL(requested time.Duration) time.Duration {
 // Complete and Fail. req may be nil for tasks created outside a request;
 // the task then belongs to LocalOwner.
 func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts CreateOptions) (*store.Task, error) {
+	return r.createRecord(ctx, r.newRecord(req, origin, opts))
+}
+
+// newRecord builds the record CreateTask stores.
+func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOptions) *store.Task {
 	labels := make(map[string]string, len(opts.Labels)+3)
 	for k, v := range opts.Labels {
 		labels[k] = v
@@ -78,6 +83,11 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 	if opts.Lease && r.shared {
 		t.LeaseHolder, t.LeaseUntil = r.cfg.ReplicaID, r.leaseUntil()
 	}
+	return t
+}
+
+// createRecord stores a new task record and reports it.
+func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, error) {
 	created, err := r.st.Create(ctx, t)
 	if err == nil {
 		r.observe(TaskCreated, created, nil)

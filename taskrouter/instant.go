@@ -1,0 +1,162 @@
+package taskrouter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Instant tools. A task-augmented tools/call starts its handler before the
+// task's record is stored, and waits up to Config.InstantWindow for it.
+// When the handler returns in that window, the task is created already
+// ended, its outcome in the same durable write: one commit instead of a
+// create and an update, still durable before the reply. Otherwise the
+// working record is created when the window ends, or as soon as the
+// handler needs its task to exist: when it asks for its id (TaskID), asks
+// for input, or has to wait for a running slot. Until then nobody but the
+// handler knows the task id, so nobody can miss the record.
+
+// pendingRecord is a task record not stored yet, shared by the request that
+// creates it and the run of its handler.
+type pendingRecord struct {
+	mu    sync.Mutex
+	state recordState
+	rec   *store.Task // the record to store
+	// done is closed once the working record's create has returned; task
+	// and err are its outcome.
+	done chan struct{}
+	task *store.Task
+	err  error
+	// ended receives the handler's outcome when it returned first.
+	ended chan handlerOutcome
+}
+
+type recordState int
+
+const (
+	recordPending  recordState = iota // nothing stored yet
+	recordCreating                    // the working record is being (or was) stored
+	recordFolded                      // the handler returned first: its outcome goes into the create
+)
+
+// handlerOutcome is what a handler returned, and why its context ended if
+// it did.
+type handlerOutcome struct {
+	res   mcp.Result
+	err   error
+	cause error
+}
+
+// errFolded tells the caller of materialize that the handler's outcome went
+// to the request, which creates the ended task.
+var errFolded = errors.New("taskrouter: the task is created ended")
+
+// materialize stores the run's working record unless it is stored already
+// (then it waits for that create and returns its result) or the handler's
+// outcome is being folded into the create (errFolded).
+func (r *Router) materialize(ru *run) (*store.Task, error) {
+	p := ru.pending
+	p.mu.Lock()
+	switch p.state {
+	case recordCreating:
+		p.mu.Unlock()
+		<-p.done
+		return p.task, p.err
+	case recordFolded:
+		p.mu.Unlock()
+		return nil, errFolded
+	}
+	p.state = recordCreating
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t, err := r.createRecord(ctx, p.rec)
+	if err == nil {
+		r.bindPusher(t.ID, ru.connID)
+		if t.LeaseHolder == r.cfg.ReplicaID {
+			ru.lease = &heldLease{fence: t.Fence(), stop: ru.cancel}
+			r.leases.add(t.ID, ru.lease)
+		}
+	} else {
+		// The handler works for a task that will never exist: stop it.
+		ru.cancel(errShutdown)
+	}
+	p.task, p.err = t, err
+	close(p.done)
+	return t, err
+}
+
+// settled is called by finish before it records anything: it reports
+// whether the outcome went to the request instead (the record was still
+// pending), and otherwise waits until the working record is stored and
+// reports whether that worked.
+func (p *pendingRecord) settled(o handlerOutcome) (folded, stored bool) {
+	p.mu.Lock()
+	if p.state == recordPending {
+		p.state = recordFolded
+		p.mu.Unlock()
+		p.ended <- o
+		return true, false
+	}
+	p.mu.Unlock()
+	<-p.done
+	return false, p.err == nil
+}
+
+// startInstant runs a tool task's handler before its record is stored (see
+// above) and returns the reply to the tools/call that creates it.
+func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec ExecFunc) (mcp.Result, error) {
+	p := &pendingRecord{rec: rec, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
+	ru := r.spawn(rec, adm, q.Dialect, exec, func(ru *run) {
+		ru.pending = p
+		ru.connID = q.connID
+	})
+	timer := time.NewTimer(r.cfg.InstantWindow)
+	defer timer.Stop()
+	select {
+	case o := <-p.ended:
+		return r.createEnded(ctx, q.Dialect, rec, o)
+	case <-timer.C:
+	case <-p.done:
+	}
+	t, err := r.materialize(ru)
+	switch {
+	case errors.Is(err, errFolded):
+		return r.createEnded(ctx, q.Dialect, rec, <-p.ended)
+	case err != nil:
+		return nil, storeError(err)
+	}
+	return r.createReply(q.Dialect, rec.Request.Name, t), nil
+}
+
+// createEnded stores a task whose handler returned before its record was
+// stored, with its outcome, in one write.
+func (r *Router) createEnded(ctx context.Context, d mcptask.Dialect, rec *store.Task, o handlerOutcome) (mcp.Result, error) {
+	if o.cause != nil && (errors.Is(o.cause, errShutdown) || errors.Is(o.cause, errEnded)) {
+		return nil, errShutdown
+	}
+	u := outcome(o.res, o.err, d)
+	t := *rec
+	t.Status, t.Result, t.Error = u.Status, u.Result, u.Error
+	if u.StatusMessage != nil {
+		t.StatusMessage = *u.StatusMessage
+	}
+	t.LeaseHolder, t.LeaseUntil = "", time.Time{}
+	t.UpdatedAt = r.cfg.Now()
+	created, err := r.createRecord(ctx, &t)
+	if errors.Is(err, store.ErrTooLarge) {
+		msg := "task result too large to store: " + err.Error()
+		t.Status, t.StatusMessage, t.Result = store.StatusFailed, msg, nil
+		t.Error = &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}
+		created, err = r.createRecord(ctx, &t)
+	}
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return r.createReply(d, rec.Request.Name, created), nil
+}

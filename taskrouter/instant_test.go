@@ -1,0 +1,240 @@
+package taskrouter_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/memory"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// writeCounter counts the durable writes a store receives, per task.
+type writeCounter struct {
+	store.Store
+	mu      sync.Mutex
+	creates map[string]store.Status // task id -> status it was created in
+	updates map[string]int
+}
+
+func countWrites(st store.Store) *writeCounter {
+	return &writeCounter{Store: st, creates: map[string]store.Status{}, updates: map[string]int{}}
+}
+
+func (w *writeCounter) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
+	out, err := w.Store.Create(ctx, t)
+	if err == nil {
+		w.mu.Lock()
+		w.creates[t.ID] = t.Status
+		w.mu.Unlock()
+	}
+	return out, err
+}
+
+func (w *writeCounter) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+	out, err := w.Store.Update(ctx, id, u)
+	if err == nil {
+		w.mu.Lock()
+		w.updates[id]++
+		w.mu.Unlock()
+	}
+	return out, err
+}
+
+func (w *writeCounter) writes(id string) (store.Status, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.creates[id], w.updates[id]
+}
+
+func drainStarted(h *harness) {
+	go func() {
+		for range h.started {
+		}
+	}()
+}
+
+// TestInstantToolIsOneWrite: a handler that returns within the instant
+// window has its task created ended, outcome included, in one write; the
+// client reads it back like any task, in both dialects.
+func TestInstantToolIsOneWrite(t *testing.T) {
+	for _, k := range transports {
+		t.Run(k.String(), func(t *testing.T) {
+			st := countWrites(memory.New())
+			h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+			drainStarted(h)
+
+			p := h.dial(k, core, nil)
+			task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "c"}, "task": map[string]any{}}))
+			require.Equal(t, "completed", task["status"])
+			id := task["taskId"].(string)
+			res := p.mustCall("tasks/result", map[string]any{"taskId": id})
+			require.Equal(t, "slept c", res["content"].([]any)[0].(map[string]any)["text"])
+			status, updates := st.writes(id)
+			require.Equal(t, store.StatusCompleted, status)
+			require.Zero(t, updates)
+
+			e := h.dial(k, ext, nil)
+			created := e.mustCall("tools/call", map[string]any{"name": "must", "arguments": map[string]any{"ms": 0, "label": "e"}})
+			require.Equal(t, "task", created["resultType"])
+			require.Equal(t, "completed", created["status"])
+			got := e.mustCall("tasks/get", map[string]any{"taskId": created["taskId"]})
+			require.Equal(t, "slept e", got["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
+			status, updates = st.writes(created["taskId"].(string))
+			require.Equal(t, store.StatusCompleted, status)
+			require.Zero(t, updates)
+		})
+	}
+}
+
+// TestInstantFailuresAreFolded: errors, tool errors and panics of an
+// instant handler end its task the way they end any task.
+func TestInstantFailuresAreFolded(t *testing.T) {
+	st := countWrites(memory.New())
+	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+	p := h.dial(inMemory, core, nil)
+	for tool, want := range map[string]string{"boom": "boom: it broke", "panicky": "task handler panicked: handler exploded", "rpcerr": "custom failure"} {
+		task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": tool, "arguments": map[string]any{}, "task": map[string]any{}}))
+		require.Equal(t, "failed", task["status"], tool)
+		require.Contains(t, task["statusMessage"], want, tool)
+		res, err := p.call("tasks/result", map[string]any{"taskId": task["taskId"]})
+		if tool == "boom" { // a typed handler's error is a tool error result
+			require.NoError(t, err)
+			require.Equal(t, true, res["isError"])
+		} else {
+			require.ErrorContains(t, err, want, tool)
+		}
+		_, updates := st.writes(task["taskId"].(string))
+		require.Zero(t, updates, tool)
+	}
+}
+
+// TestSlowToolIsStoredWorking: a handler still running when the window
+// ends has its working task stored then; the reply does not wait for it.
+func TestSlowToolIsStoredWorking(t *testing.T) {
+	st := countWrites(memory.New())
+	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = 20 * time.Millisecond })
+	drainStarted(h)
+	p := h.dial(inMemory, core, nil)
+	start := time.Now()
+	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 2000, "label": "s"}, "task": map[string]any{}}))
+	require.Less(t, time.Since(start), 1500*time.Millisecond, "the reply waited for the handler")
+	require.Equal(t, "working", task["status"])
+	id := task["taskId"].(string)
+	p.mustCall("tasks/cancel", map[string]any{"taskId": id})
+	require.Eventually(t, func() bool { return h.wasCancelled("s") }, 5*time.Second, 5*time.Millisecond)
+	status, _ := st.writes(id)
+	require.Equal(t, store.StatusWorking, status)
+}
+
+// TestInstantWindowOff: with folding off, every task is stored working
+// first.
+func TestInstantWindowOff(t *testing.T) {
+	st := countWrites(memory.New())
+	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = -1 })
+	drainStarted(h)
+	p := h.dial(inMemory, core, nil)
+	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "o"}, "task": map[string]any{}}))
+	require.Equal(t, "working", task["status"])
+	id := task["taskId"].(string)
+	p.mustCall("tasks/result", map[string]any{"taskId": id})
+	status, updates := st.writes(id)
+	require.Equal(t, store.StatusWorking, status)
+	require.Equal(t, 1, updates)
+}
+
+// TestHandlerThatNeedsItsTaskGetsItStored: a handler that asks for its
+// task id (to write variables, say), asks for input, or waits for a
+// running slot has a stored task to work with, even within the window.
+func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
+	st := countWrites(memory.New())
+	h := newHarnessOn(t, st, func(c *taskrouter.Config) {
+		c.InstantWindow = time.Hour
+		c.MaxConcurrent = 1
+	})
+	drainStarted(h)
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "noter"}, func(ctx context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		id, ok := taskrouter.TaskID(ctx)
+		if !ok {
+			return nil, nil, nil
+		}
+		if _, err := h.r.SetVariables(ctx, id, map[string]json.RawMessage{"note": json.RawMessage(`"` + in.Text + `"`)}, 0); err != nil {
+			return nil, nil, err
+		}
+		return textResult("noted " + in.Text), nil, nil
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+
+	// blocker makes sure its task is stored (TaskID), then runs until
+	// cancelled.
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "blocker"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		taskrouter.TaskID(ctx)
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+
+	p := h.dial(inMemory, core, nil)
+	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "noter", "arguments": map[string]any{"text": "hi"}, "task": map[string]any{}}))
+	id := task["taskId"].(string)
+	res := p.mustCall("tasks/result", map[string]any{"taskId": id})
+	require.Equal(t, "noted hi", res["content"].([]any)[0].(map[string]any)["text"])
+	stored, err := h.r.Task(context.Background(), id)
+	require.NoError(t, err)
+	require.JSONEq(t, `"hi"`, string(stored.Variables["note"]))
+	status, updates := st.writes(id)
+	require.Equal(t, store.StatusWorking, status)
+	require.Equal(t, 2, updates) // the variables, the outcome
+
+	// Input: the task waits in input_required where the client can see it.
+	asked := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "ask", "arguments": map[string]any{}, "task": map[string]any{}}))
+	require.Contains(t, []any{"working", "input_required"}, asked["status"])
+	p.waitStatus(asked["taskId"].(string), "input_required")
+	p.mustCall("tasks/cancel", map[string]any{"taskId": asked["taskId"]})
+
+	// A running slot: a task queued behind a running one is stored
+	// working with a "queued" message, though its window never ends.
+	first := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "blocker", "arguments": map[string]any{}, "task": map[string]any{}}))
+	require.Equal(t, "working", first["status"])
+	second := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "q2"}, "task": map[string]any{}}))
+	require.Equal(t, "working", second["status"])
+	queued := p.mustCall("tasks/get", map[string]any{"taskId": second["taskId"]})
+	require.True(t, strings.HasPrefix(queued["statusMessage"].(string), "queued"), queued["statusMessage"])
+	p.mustCall("tasks/cancel", map[string]any{"taskId": first["taskId"]})
+	p.waitStatus(second["taskId"].(string), "completed")
+}
+
+// TestInstantResultTooLarge: a folded result the store refuses fails the
+// task with the reason instead of losing it.
+func TestInstantResultTooLarge(t *testing.T) {
+	st := memory.New(memory.WithLimits(store.Limits{MaxResultBytes: 64}))
+	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+	drainStarted(h)
+	p := h.dial(inMemory, core, nil)
+	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": strings.Repeat("x", 200)}, "task": map[string]any{}}))
+	require.Equal(t, "failed", task["status"])
+	require.Contains(t, task["statusMessage"], "task result too large to store")
+}
+
+// TestInstantObserved: an observer sees a folded task's creation as its
+// end, once.
+func TestInstantObserved(t *testing.T) {
+	rec := &recorder{}
+	h := newHarness(t, func(c *taskrouter.Config) {
+		c.Observer = rec
+		c.InstantWindow = time.Second
+	})
+	drainStarted(h)
+	p := h.dial(inMemory, core, nil)
+	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "o"}, "task": map[string]any{}}))
+	require.Equal(t, "completed", task["status"])
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.tasks, 1)
+	require.Equal(t, taskrouter.TaskCreated, rec.tasks[0].Kind)
+	require.True(t, rec.tasks[0].Ended)
+}
