@@ -36,6 +36,8 @@ var rewriteSeeds = []string{
 	// JSON-equivalent spellings of a task-augmented call (BUG-4).
 	`{"name":"sleepy","arguments":{},"task":{"ttl":60000},"_meta":null}`,
 	`{"name":"sleepy","arguments":{},"\u0074ask":{"ttl":60000}}`,
+	" { \"name\" : \"s\\\"x\" ,\n\"task\" : { \"ttl\" : 1 } , \"_meta\" : { \"a\" : [1,{\"}\":\"]\"}] , \"taskbridge/private/x\" : true } } ",
+	`{"task":null,"_meta":{}}`, `{"_meta":{"taskbridge/private/task":1},"name":"\u0074ask"}`, `{"a":"\\","task":{"x":"\"}"}}`,
 	`[]`, `null`, `"task"`, `{}`, ``, `{"task"`, `{"task":}`, "\xff\xfe{\"task\":{}}",
 }
 

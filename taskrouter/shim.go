@@ -35,6 +35,118 @@ func rewriteParams(params json.RawMessage, connID string, moveTask bool) json.Ra
 	if !mayNeedRewrite(params) && connID == "" {
 		return params
 	}
+	if !json.Valid(params) {
+		return params // the SDK answers it
+	}
+	if out, ok := spliceParams(params, connID, moveTask); ok {
+		return out
+	}
+	return decodeRewrite(params, connID, moveTask)
+}
+
+var (
+	keyTask        = []byte(`"task"`)
+	keyMeta        = []byte(`"_meta"`)
+	keyTaskRequest = quotedKey(MetaTaskRequest)
+	keyConnID      = quotedKey(metaConnID)
+	quotedPrivate  = quotedKey(mcptask.PrivateMetaPrefix)[:len(mcptask.PrivateMetaPrefix)+1] // with the opening quote
+)
+
+// spliceParams is rewriteParams on the bytes: it copies the members it
+// keeps and writes the new _meta, without decoding anything. ok is false
+// when it cannot tell exactly (an escaped key, a duplicate "task" or
+// "_meta"); decodeRewrite decides then.
+func spliceParams(params json.RawMessage, connID string, moveTask bool) (json.RawMessage, bool) {
+	ms, ok := objectMembers(params)
+	if !ok {
+		if bytes.TrimSpace(params)[0] == '{' {
+			return nil, false // an escaped key
+		}
+		return params, true // not an object: the SDK's to reject
+	}
+	task, meta := -1, -1
+	for i, m := range ms {
+		switch {
+		case moveTask && bytes.Equal(m.key, keyTask):
+			if task >= 0 {
+				return nil, false
+			}
+			task = i
+		case bytes.Equal(m.key, keyMeta):
+			if meta >= 0 {
+				return nil, false
+			}
+			meta = i
+		}
+	}
+	var metaMembers []member
+	var metaRaw []byte
+	forged := false
+	if meta >= 0 {
+		metaRaw = params[ms[meta].vstart:ms[meta].end]
+		if string(metaRaw) != "null" {
+			var isObj bool
+			metaMembers, isObj = objectMembers(metaRaw)
+			if !isObj {
+				if metaRaw[0] == '{' {
+					return nil, false // an escaped key
+				}
+				return params, true // a _meta that is not an object is the SDK's to reject
+			}
+			for _, m := range metaMembers {
+				if bytes.HasPrefix(m.key, quotedPrivate) {
+					forged = true
+				}
+			}
+		}
+	}
+	if task < 0 && connID == "" && !forged {
+		return params, true
+	}
+	out := make([]byte, 0, len(params)+len(keyTaskRequest)+len(keyConnID)+len(connID)+16)
+	out = append(out, '{')
+	for i, m := range ms {
+		if i == task || i == meta {
+			continue
+		}
+		out = append(out, params[m.start:m.end]...)
+		out = append(out, ',')
+	}
+	out = append(out, keyMeta...)
+	out = append(out, ":{"...)
+	n := 0
+	for _, m := range metaMembers {
+		if bytes.HasPrefix(m.key, quotedPrivate) {
+			continue
+		}
+		out = append(out, metaRaw[m.start:m.end]...)
+		out = append(out, ',')
+		n++
+	}
+	if task >= 0 {
+		out = append(out, keyTaskRequest...)
+		out = append(out, ':')
+		out = append(out, params[ms[task].vstart:ms[task].end]...)
+		out = append(out, ',')
+		n++
+	}
+	if connID != "" {
+		out = append(out, keyConnID...)
+		out = append(out, ':')
+		out = append(out, quotedKey(connID)...)
+		out = append(out, ',')
+		n++
+	}
+	if n > 0 {
+		out = out[:len(out)-1]
+	}
+	out = append(out, "}}"...)
+	return out, true
+}
+
+// decodeRewrite is rewriteParams through a decoded map: for params whose
+// keys hold escapes or repeat.
+func decodeRewrite(params json.RawMessage, connID string, moveTask bool) json.RawMessage {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(params, &m); err != nil || m == nil {
 		return params
