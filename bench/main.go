@@ -60,7 +60,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-6)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-7)")
 	flag.Parse()
 	if *quick {
 		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
@@ -142,6 +142,11 @@ func run(o options) error {
 			return fmt.Errorf("scale: %w", err)
 		}
 	}
+	if want("7") {
+		if err := observeOverhead(o, tmp, rep); err != nil {
+			return fmt.Errorf("observe: %w", err)
+		}
+	}
 	printReport(o, rep, time.Since(started))
 	return nil
 }
@@ -218,7 +223,7 @@ func startProc(name string, cmd *exec.Cmd) (*proc, error) {
 	}
 }
 
-func startOurs(store, db string) (*proc, error) {
+func startOurs(store, db string, extra ...string) (*proc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -227,7 +232,11 @@ func startOurs(store, db string) (*proc, error) {
 	if db != "" {
 		args = append(args, "-db", db)
 	}
-	return startProc("taskbridge/"+store, exec.Command(self, args...))
+	name := "taskbridge/" + store
+	if len(extra) > 0 {
+		name += " " + strings.Join(extra, " ")
+	}
+	return startProc(name, exec.Command(self, append(args, extra...)...))
 }
 
 // nodeDir finds integration/node from the working directory upward and

@@ -98,8 +98,15 @@ func serve(args []string) error {
 	storeKind := fs.String("store", "bbolt", "bbolt or memory")
 	db := fs.String("db", "", "bbolt file")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
+	observe := fs.Bool("observe", false, "turn on Prometheus metrics (at /metrics) and OpenTelemetry tracing")
 	_ = fs.Parse(args)
 	b := benchBuilder().WithConfig(benchConfig())
+	var metricsHandler http.Handler
+	if *observe {
+		var shutdown func()
+		metricsHandler, shutdown = observed(b)
+		defer shutdown()
+	}
 	switch *storeKind {
 	case "memory":
 		b.WithStore(memory.New())
@@ -124,6 +131,9 @@ func serve(args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(nil))
+	if metricsHandler != nil {
+		mux.Handle("/metrics", metricsHandler)
+	}
 	if *pprofAddr != "" {
 		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // DefaultServeMux has pprof
 	}

@@ -64,6 +64,7 @@ type Builder struct {
 	// workflow task settings (see workflow.Bridge)
 	workflowTTL   time.Duration
 	orphanTimeout time.Duration
+	observers     []taskrouter.Observer
 }
 
 // New starts a builder for a server with the given name and version.
@@ -125,6 +126,42 @@ func (b *Builder) WithWorkflowTTL(d time.Duration) *Builder { b.workflowTTL = d;
 // workflow.Bridge.OrphanTimeout); zero keeps the default, negative
 // disables it. TASKBRIDGE_ORPHAN_TIMEOUT overrides it unless WithoutEnv.
 func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.orphanTimeout = d; return b }
+
+// WithObserver adds an observer of the task engine: metrics
+// (package metrics), traces (package tracing), a dashboard's live feed
+// (package dashboard). Observers are called in the order added, after the
+// one in WithConfig's Config.Observer. Build also wires what o offers
+// beyond taskrouter.Observer:
+//
+//   - a workflow.StepObserver sees every workflow step attempt
+//     (workflow.Bridge.Observer);
+//   - a ResultMetaSource adds _meta entries to workflow prompt results
+//     (workflow.Bridge.ResultMeta), as a tracer does with the task's
+//     traceparent;
+//   - a RouterAttacher is handed the router once it exists (metrics read
+//     the engine's gauges from it).
+//
+// Nothing is observed by default.
+func (b *Builder) WithObserver(o taskrouter.Observer) *Builder {
+	if o == nil {
+		b.errs = append(b.errs, errors.New("builder: WithObserver(nil)"))
+		return b
+	}
+	b.observers = append(b.observers, o)
+	return b
+}
+
+// ResultMetaSource is implemented by observers that add _meta entries to
+// the prompt results of workflow tasks (see WithObserver).
+type ResultMetaSource interface {
+	ResultMeta(t *store.Task) map[string]any
+}
+
+// RouterAttacher is implemented by observers that need the router once it
+// is built (see WithObserver).
+type RouterAttacher interface {
+	Attach(r *taskrouter.Router)
+}
 
 // WithoutEnv stops Build from reading TASKBRIDGE_* environment variables.
 func (b *Builder) WithoutEnv() *Builder { b.useEnv = false; return b }
@@ -229,11 +266,23 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		return nil, err
 	}
 	cfg.Store = srv.Store
+	if len(b.observers) > 0 {
+		obs := taskrouter.Observers{}
+		if cfg.Observer != nil {
+			obs = append(obs, cfg.Observer)
+		}
+		cfg.Observer = append(obs, b.observers...)
+	}
 	router, err := taskrouter.New(cfg)
 	if err != nil {
 		return fail(err)
 	}
 	srv.Router = router
+	for _, o := range b.observers {
+		if a, ok := o.(RouterAttacher); ok {
+			a.Attach(router)
+		}
+	}
 	opts := b.opts
 	if opts == nil {
 		opts = &mcp.ServerOptions{}
@@ -277,6 +326,7 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		}
 		srv.Bridge.OrphanTimeout = d
 	}
+	b.observeWorkflows(srv.Bridge)
 	srv.Bridge.Install(srv.MCP)
 	for _, w := range b.tasked {
 		if _, err := srv.Bridge.Register(srv.MCP, w, lookup); err != nil {
@@ -290,6 +340,35 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		return fail(err)
 	}
 	return srv, nil
+}
+
+// observeWorkflows hands the observers that watch workflow steps, or add
+// to workflow prompt results, to the bridge.
+func (b *Builder) observeWorkflows(br *workflow.Bridge) {
+	var steps workflow.StepObservers
+	var metas []ResultMetaSource
+	for _, o := range b.observers {
+		if so, ok := o.(workflow.StepObserver); ok {
+			steps = append(steps, so)
+		}
+		if ms, ok := o.(ResultMetaSource); ok {
+			metas = append(metas, ms)
+		}
+	}
+	if len(steps) > 0 {
+		br.Observer = steps
+	}
+	if len(metas) > 0 {
+		br.ResultMeta = func(t *store.Task) map[string]any {
+			out := map[string]any{}
+			for _, ms := range metas {
+				for k, v := range ms.ResultMeta(t) {
+					out[k] = v
+				}
+			}
+			return out
+		}
+	}
 }
 
 // HTTPHandler serves the server over Streamable HTTP in both task

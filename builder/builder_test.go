@@ -3,11 +3,14 @@ package builder_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -69,4 +72,62 @@ func TestBuildReadsEnvironment(t *testing.T) {
 	t.Setenv(taskrouter.EnvPollInterval, "later")
 	_, err = builder.New("t", "1").WithStore(memory.New()).Build(context.Background())
 	require.ErrorContains(t, err, taskrouter.EnvPollInterval)
+}
+
+// allSeeing is an observer that also watches steps, adds result _meta and
+// wants the router.
+type allSeeing struct {
+	mu       sync.Mutex
+	created  int
+	steps    []string
+	attached *taskrouter.Router
+}
+
+func (a *allSeeing) TaskEvent(e taskrouter.TaskEvent) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e.Kind == taskrouter.TaskCreated {
+		a.created++
+	}
+}
+func (a *allSeeing) HandlerEvent(taskrouter.HandlerEvent) {}
+func (a *allSeeing) StepEvent(e workflow.StepEvent) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.steps = append(a.steps, e.Step)
+}
+func (a *allSeeing) ResultMeta(t *store.Task) map[string]any { return map[string]any{"seen": t.ID} }
+func (a *allSeeing) Attach(r *taskrouter.Router)             { a.attached = r }
+
+// TestWithObserverWiresEverything: one WithObserver reaches the engine
+// (with the Config's own observer kept), the workflow steps, the prompt
+// results' _meta and the router.
+func TestWithObserverWiresEverything(t *testing.T) {
+	first, second := &allSeeing{}, &allSeeing{}
+	b := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().
+		WithConfig(taskrouter.Config{Observer: first}).WithObserver(second)
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	b.TaskWorkflow(workflow.New("w", "d").Arg("text", "t", true).Step(workflow.Server("say", "echo").Bind("text", workflow.PromptArg("text"))))
+	srv, err := b.Build(t.Context())
+	require.NoError(t, err)
+	defer srv.Close()
+	require.Same(t, srv.Router, second.attached)
+
+	tr, err := srv.Connect(t.Context())
+	require.NoError(t, err)
+	c, err := client.Dial(t.Context(), tr, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	res, doc, err := c.GetPrompt(t.Context(), "w", map[string]string{"text": "hi"})
+	require.NoError(t, err)
+	require.NotNil(t, doc)
+	require.Equal(t, doc.TaskID, res.Meta["seen"])
+	second.mu.Lock()
+	defer second.mu.Unlock()
+	require.Equal(t, []string{"say"}, second.steps)
+	require.Equal(t, 1, second.created)
+	first.mu.Lock()
+	defer first.mu.Unlock()
+	require.Equal(t, 1, first.created, "the Config's observer still sees the engine")
+	require.Nil(t, first.attached, "only WithObserver's observers are wired beyond the engine")
 }

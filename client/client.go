@@ -146,6 +146,9 @@ type Client struct {
 	watchers map[string][]*watcher
 	recv     *receiverState
 	closed   bool
+	// traces remembers the traceparent of the latest prompt result of each
+	// workflow task, for Follow to forward (bounded by maxTraces).
+	traces map[string]string
 }
 
 // Dial connects to the server over t, negotiates the dialect (see

@@ -60,6 +60,7 @@ func (c *Client) getPrompt(ctx context.Context, name string, args map[string]str
 	doc, herr := handoff.FromPromptResult(&res)
 	switch {
 	case herr == nil:
+		c.rememberTrace(doc, &res)
 		return &res, doc, nil
 	case errors.Is(herr, handoff.ErrNoHandoff):
 		return &res, nil, nil
@@ -123,6 +124,13 @@ type FollowOptions struct {
 	// _meta["_task_vars"]: workflow task variables that later steps read
 	// (a taskbridge extension).
 	TaskVars map[string]any
+	// TraceParent, when set, is sent as _meta["traceparent"] (W3C trace
+	// context) on every continuation call. When empty, Follow sends the
+	// traceparent of the latest prompt result this client read for the
+	// task (GetPrompt, ResumePrompt, and Follow's own re-reads), if the
+	// server put one there (a taskbridge server with tracing does), so the
+	// client's steps join the workflow's trace.
+	TraceParent string
 	// Repair, when set, is asked what to do about a server step the server
 	// gave up on and handed to the client (handoff.RemainingStep
 	// HandedToClient, with its Error and resolved Arguments): it returns
@@ -211,7 +219,7 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		if err != nil {
 			return nil, fmt.Errorf("client: workflow %q step %q: %w", cur.Workflow, step.Name, err)
 		}
-		sum, err := c.performStep(ctx, cur, step, args, opts.TaskVars)
+		sum, err := c.performStep(ctx, cur, step, args, opts.TaskVars, c.traceFor(cur.TaskID, opts.TraceParent))
 		if err != nil {
 			return nil, err
 		}
@@ -241,10 +249,13 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 
 // performStep calls a client step's tool bound to the workflow task and
 // returns the workflow summary the server attached to the result.
-func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step handoff.RemainingStep, args map[string]any, vars map[string]any) (*mcptask.WorkflowSummary, error) {
+func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step handoff.RemainingStep, args map[string]any, vars map[string]any, traceParent string) (*mcptask.WorkflowSummary, error) {
 	meta := map[string]any{handoff.TaskIDMetaKey: doc.TaskID}
 	if len(vars) > 0 {
 		meta[mcptask.MetaTaskVars] = vars
+	}
+	if traceParent != "" {
+		meta[MetaTraceParent] = traceParent
 	}
 	res, err := c.plainCall(ctx, step.Tool, args, meta)
 	if err != nil {
@@ -282,6 +293,38 @@ func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step ha
 		}
 	}
 	return sum, nil
+}
+
+// MetaTraceParent is the _meta key of the W3C trace context a taskbridge
+// server with tracing puts on workflow prompt results, and that Follow
+// sends back on continuation calls.
+const MetaTraceParent = "traceparent"
+
+// maxTraces bounds the traceparents a Client remembers.
+const maxTraces = 1024
+
+// rememberTrace keeps the traceparent of a workflow prompt result.
+func (c *Client) rememberTrace(doc *handoff.Document, res *mcp.GetPromptResult) {
+	tp, _ := res.Meta[MetaTraceParent].(string)
+	if doc == nil || tp == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.traces == nil || len(c.traces) >= maxTraces {
+		c.traces = map[string]string{}
+	}
+	c.traces[doc.TaskID] = tp
+}
+
+// traceFor returns the traceparent to send on a continuation of task id.
+func (c *Client) traceFor(id, explicit string) string {
+	if explicit != "" {
+		return explicit
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.traces[id]
 }
 
 // plainCall is a tools/call that never asks for a task; if the server

@@ -85,7 +85,8 @@ func (c *CursorCodec) encode(mac func(string, []byte) []byte, binding string, cr
 }
 
 // queryKey is the canonical encoding of a query's filters (after
-// NormalizeQuery), each length-prefixed: the statuses, the name, the owner.
+// NormalizeQuery), each length-prefixed: the statuses, the name, the owner,
+// then the direction when it is oldest first.
 // Cursor and Limit are not part of it (the page size may change between
 // pages).
 func queryKey(q Query) string {
@@ -99,6 +100,11 @@ func queryKey(q Query) string {
 	b = append(b, q.Name...)
 	b = binary.BigEndian.AppendUint64(b, uint64(len(q.Owner)))
 	b = append(b, q.Owner...)
+	if q.Oldest {
+		// A trailing field only for oldest-first queries, so that the
+		// cursors of newest-first queries stay what they were.
+		b = append(b, "oldest"...)
+	}
 	return string(b)
 }
 
@@ -109,7 +115,7 @@ func (c *CursorCodec) queryMAC(key string, payload []byte) []byte {
 // EncodeQuery returns the cursor for position (createdAt, id) in the
 // results of q, which must be normalized (NormalizeQuery). The cursor is
 // bound to q's filters: it decodes only for a query with the same
-// Statuses (as a set), Name and Owner. The wire form is Encode's, with
+// Statuses (as a set), Name, Owner and direction (Oldest). The wire form is Encode's, with
 // the MAC over the filters instead of an owner.
 func (c *CursorCodec) EncodeQuery(q Query, createdAt time.Time, id string) string {
 	return c.encode(c.queryMAC, queryKey(q), createdAt, id)

@@ -303,7 +303,8 @@ const (
 )
 
 // Page is one page of a listing: List orders it by creation time then id,
-// Query by creation time then id, newest first.
+// Query by creation time then id, newest first (oldest first with
+// Query.Oldest).
 type Page struct {
 	// Tasks are the page's tasks, in the listing's order.
 	Tasks []*Task
@@ -314,7 +315,7 @@ type Page struct {
 }
 
 // Query selects tasks across all owners for an operator (Store.Query),
-// newest first. Zero fields select everything. Each call examines a
+// newest first (oldest first with Oldest). Zero fields select everything. Each call examines a
 // bounded number of index entries (QueryScanBudget), so a page may come
 // back with fewer than Limit tasks, even none, and a non-empty NextCursor:
 // keep paging until NextCursor is empty.
@@ -331,6 +332,12 @@ type Query struct {
 	// Limit is the page size; zero or less means DefaultPageSize, and it is
 	// capped at MaxPageSize.
 	Limit int
+	// Oldest lists oldest first (CreatedAt, then id, ascending) instead of
+	// newest first, from the same indexes and under the same scan budget
+	// (an operator's "oldest working task"). A cursor is bound to the
+	// direction: a newest-first cursor is refused by an oldest-first query
+	// and the other way round.
+	Oldest bool
 }
 
 // Change is one committed write, as delivered by a Notifier.
@@ -463,7 +470,8 @@ type Store interface {
 	ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]*Task, error)
 
 	// Query returns one page of tasks across all owners matching q, newest
-	// first (CreatedAt, then id, descending), headers only: no Variables,
+	// first (CreatedAt, then id, descending; ascending with q.Oldest),
+	// headers only: no Variables,
 	// Result, Error or History. The backend drives the page from its most
 	// selective index for q's filters and examines at most
 	// QueryScanBudget(limit) index entries per call, so a page may hold

@@ -45,7 +45,17 @@ Serve flags:
                   to share tasks between several replicas
   -tokens LIST    require bearer tokens: "TOKEN=USER,TOKEN=USER" (HTTP only; default
                   $TASKBRIDGE_TOKENS); each user owns the tasks its requests create
+  -dashboard-token TOKEN
+                  admin token of the dashboard at http://ADDR/dashboard/ (default
+                  $TASKBRIDGE_DASHBOARD_TOKEN); users of -tokens sign in with their
+                  own token and see their own tasks. Without either, no dashboard.
+  -trace none|stdout
+                  tracing: "none" (default) makes spans and hands clients the
+                  traceparent but exports nothing; "stdout" writes spans as JSON
+                  to stderr (stdout carries the stdio transport)
   -v              log engine activity to stderr
+
+Prometheus metrics are served at http://ADDR/metrics (HTTP only).
 
 The server offers the workflow prompts release_notes (task-aware),
 release_notes_plain (the same, without a task) and ship_release (a flaky
@@ -104,6 +114,8 @@ func serve(args []string, stderr io.Writer) error {
 	stdio := fs.Bool("stdio", false, "serve one client over stdin/stdout")
 	db := fs.String("db", "taskbridge-62.db", "store: a bbolt file, or a postgres:// DSN (several replicas)")
 	tokenList := fs.String("tokens", os.Getenv(tokenauth.EnvTokens), "bearer tokens TOKEN=USER,...")
+	dashToken := fs.String("dashboard-token", os.Getenv(EnvDashboardToken), "dashboard admin token")
+	traceTo := fs.String("trace", "none", "tracing exporter: none or stdout")
 	verbose := fs.Bool("v", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -121,6 +133,9 @@ func serve(args []string, stderr io.Writer) error {
 	if len(tokens) > 0 && *stdio {
 		return errors.New("serve: -tokens needs -http (stdio has no bearer tokens)")
 	}
+	if *dashToken != "" && *stdio {
+		return errors.New("serve: -dashboard-token needs -http")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := newBuilder(options{DB: *db})
@@ -130,6 +145,11 @@ func serve(args []string, stderr io.Writer) error {
 	if *verbose {
 		b.WithLogger(slog.New(slog.NewTextHandler(stderr, nil)))
 	}
+	obs, err := observe(b, *traceTo, stderr)
+	if err != nil {
+		return err
+	}
+	defer obs.shutdown()
 	srv, err := b.Build(ctx)
 	if err != nil {
 		return err
@@ -148,9 +168,14 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
+	mux.Handle("/metrics", obs.metrics.Handler())
+	dash := newDashboard(srv.Router, obs.feed, *dashToken, tokens)
+	defer dash.Close()
+	mux.Handle("/dashboard/", dash)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
+		dash.Close() // ends the dashboards' event streams, which Shutdown would wait for
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
@@ -159,7 +184,12 @@ func serve(args []string, stderr io.Writer) error {
 	if len(tokens) > 0 {
 		auth = fmt.Sprintf("%d bearer tokens", len(tokens))
 	}
-	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s)\n", ln.Addr(), *db, auth)
+	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s), metrics at /metrics\n", ln.Addr(), *db, auth)
+	if *dashToken != "" || len(tokens) > 0 {
+		fmt.Fprintf(stderr, "dashboard at http://%s/dashboard/ (sign in with the dashboard token or a user token)\n", ln.Addr())
+	} else {
+		fmt.Fprintln(stderr, "dashboard: off (give -dashboard-token or -tokens)")
+	}
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -133,6 +133,10 @@ type Stats struct {
 	// Retries counts batches re-run because one operation failed while
 	// writing.
 	Retries uint64
+	// CommitTime is the total time spent committing (writing and syncing)
+	// the Commits transactions: CommitTime/Commits is the mean commit
+	// latency, and two readings a while apart give it over that while.
+	CommitTime time.Duration
 }
 
 // OpsPerCommit is the mean number of operations per committed transaction.
@@ -161,7 +165,7 @@ type Store struct {
 	done       chan struct{} // closed when the committer exits
 
 	stats struct {
-		commits, opsCommitted, opsFailed, maxBatch, commitErrors, retries atomic.Uint64
+		commits, commitNanos, opsCommitted, opsFailed, maxBatch, commitErrors, retries atomic.Uint64
 		// Write counters for tests: variable values and result records
 		// written.
 		varWrites, resultWrites atomic.Uint64
@@ -267,6 +271,7 @@ func (s *Store) Stats() Stats {
 		MaxOpsPerCommit: s.stats.maxBatch.Load(),
 		CommitErrors:    s.stats.commitErrors.Load(),
 		Retries:         s.stats.retries.Load(),
+		CommitTime:      time.Duration(s.stats.commitNanos.Load()),
 	}
 }
 

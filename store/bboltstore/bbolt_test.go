@@ -123,6 +123,8 @@ func TestGroupCommitBatches(t *testing.T) {
 	require.Less(t, st.Commits, st.OpsCommitted)
 	require.Zero(t, st.OpsFailed)
 	require.Zero(t, st.CommitErrors)
+	require.Positive(t, st.CommitTime, "commits take time (two fsyncs each)")
+	require.Less(t, st.CommitTime/time.Duration(st.Commits), 5*time.Second, "a mean commit latency, not a total of something else")
 }
 
 func TestSingleWriterNoDelay(t *testing.T) {

@@ -13,10 +13,12 @@ import (
 )
 
 // revIter walks the keys of one index under prefix (keys prefix |
-// createdAt (8) | id) backwards, newest first.
+// createdAt (8) | id) backwards, newest first, or forwards, oldest first,
+// when fwd is set.
 type revIter struct {
 	c      *bolt.Cursor
 	prefix []byte
+	fwd    bool
 	k      []byte // the current key; nil when exhausted
 }
 
@@ -39,6 +41,20 @@ func newRevIter(b *bolt.Bucket, prefix, bound []byte) *revIter {
 	return it
 }
 
+// newFwdIter positions a forward iterator on the first key under prefix
+// that is strictly after bound (a full key), or on the first key under
+// prefix when bound is nil.
+func newFwdIter(b *bolt.Bucket, prefix, bound []byte) *revIter {
+	it := &revIter{c: b.Cursor(), prefix: prefix, fwd: true}
+	if bound == nil {
+		it.k, _ = it.c.Seek(prefix)
+	} else if it.k, _ = it.c.Seek(bound); it.k != nil && bytes.Equal(it.k, bound) {
+		it.k, _ = it.c.Next()
+	}
+	it.check()
+	return it
+}
+
 func (it *revIter) check() {
 	if it.k != nil && (!bytes.HasPrefix(it.k, it.prefix) || len(it.k) < len(it.prefix)+8) {
 		it.k = nil
@@ -46,7 +62,11 @@ func (it *revIter) check() {
 }
 
 func (it *revIter) next() {
-	it.k, _ = it.c.Prev()
+	if it.fwd {
+		it.k, _ = it.c.Next()
+	} else {
+		it.k, _ = it.c.Prev()
+	}
 	it.check()
 }
 
@@ -93,9 +113,9 @@ func (s *Store) Counts(ctx context.Context) (map[store.Status]int, error) {
 	return out, nil
 }
 
-// Query returns one page of tasks across owners, newest first; see
-// store.Store. It walks the index store.PlanQuery picks backwards from the
-// cursor position — by_owner or by_name under one prefix, or by_status
+// Query returns one page of tasks across owners, newest first (oldest
+// first with q.Oldest); see store.Store. It walks the index
+// store.PlanQuery picks backwards (forwards) from the cursor position — by_owner or by_name under one prefix, or by_status
 // under each wanted status's prefix, merged — decoding each entry's header
 // to apply the remaining filters, and stops after store.QueryScanBudget
 // entries.
@@ -140,14 +160,22 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 			if after != nil {
 				bound = append(bytes.Clone(p), after...)
 			}
-			iters[i] = newRevIter(bucket, p, bound)
+			if q.Oldest {
+				iters[i] = newFwdIter(bucket, p, bound)
+			} else {
+				iters[i] = newRevIter(bucket, p, bound)
+			}
 		}
 		budget := store.QueryScanBudget(q.Limit)
 		var last []byte
+		sign := 1 // newest first: take the greatest position
+		if q.Oldest {
+			sign = -1
+		}
 		for examined := 0; ; examined++ {
 			var best *revIter
 			for _, it := range iters {
-				if it.k != nil && (best == nil || bytes.Compare(it.pos(), best.pos()) > 0) {
+				if it.k != nil && (best == nil || sign*bytes.Compare(it.pos(), best.pos()) > 0) {
 					best = it
 				}
 			}

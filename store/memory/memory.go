@@ -477,10 +477,11 @@ func (s *Store) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]
 	return out, nil
 }
 
-// Query returns one page of tasks across owners, newest first; see
-// store.Store. It walks the index store.PlanQuery picks (for the status
-// index, the slices of the wanted statuses merged) backwards from the
-// cursor position, examining at most store.QueryScanBudget entries.
+// Query returns one page of tasks across owners, newest first (oldest
+// first with q.Oldest); see store.Store. It walks the index
+// store.PlanQuery picks (for the status index, the slices of the wanted
+// statuses merged) from the cursor position, backwards or forwards,
+// examining at most store.QueryScanBudget entries.
 func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if err := begin(ctx); err != nil {
 		return store.Page{}, err
@@ -517,23 +518,39 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 			lists = append(lists, s.byStatus[st])
 		}
 	}
-	// next[i] is the index in lists[i] of the next (older) entry to look
-	// at; -1 when the list is exhausted.
+	// next[i] is the index in lists[i] of the next entry to look at (older
+	// ones newest first, newer ones with q.Oldest); out of range when the
+	// list is exhausted.
+	step := -1
+	if q.Oldest {
+		step = 1
+	}
 	next := make([]int, len(lists))
 	for i, l := range lists {
-		next[i] = len(l) - 1
-		if after != nil {
-			j, _ := slices.BinarySearchFunc(l, *after, comparePos) // first >= after
+		switch {
+		case after == nil && q.Oldest:
+			next[i] = 0
+		case after == nil:
+			next[i] = len(l) - 1
+		case q.Oldest:
+			j, found := slices.BinarySearchFunc(l, *after, comparePos) // first >= after
+			if found {
+				j++
+			}
+			next[i] = j
+		default:
+			j, _ := slices.BinarySearchFunc(l, *after, comparePos)
 			next[i] = j - 1
 		}
 	}
+	live := func(i int) bool { return next[i] >= 0 && next[i] < len(lists[i]) }
 	var page store.Page
 	budget := store.QueryScanBudget(q.Limit)
 	var last pos
 	for examined := 0; ; examined++ {
 		best := -1
 		for i, l := range lists {
-			if next[i] >= 0 && (best < 0 || comparePos(l[next[i]], lists[best][next[best]]) > 0) {
+			if live(i) && (best < 0 || step*comparePos(l[next[i]], lists[best][next[best]]) < 0) {
 				best = i
 			}
 		}
@@ -545,7 +562,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 			return page, nil
 		}
 		last = lists[best][next[best]]
-		next[best]--
+		next[best] += step
 		if t := s.tasks[last.id]; q.Match(t) {
 			page.Tasks = append(page.Tasks, headers(t))
 		}

@@ -377,6 +377,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		"query status":  `SELECT * FROM plans.tasks t WHERE t.status = 'failed' AND (t.created_at, t.id) < (5, ''::bytea) ORDER BY t.created_at DESC, t.id DESC LIMIT 51`,
 		"query name":    `SELECT * FROM plans.tasks t WHERE t.name = 'n'::bytea ORDER BY t.created_at DESC, t.id DESC LIMIT 51`,
 		"query all":     `SELECT * FROM plans.tasks t ORDER BY t.created_at DESC, t.id DESC LIMIT 51`,
+		"query oldest":  `SELECT * FROM plans.tasks t WHERE t.status = 'failed' AND (t.created_at, t.id) > (5, ''::bytea) ORDER BY t.created_at ASC, t.id ASC LIMIT 2`,
 		"variables":     `SELECT * FROM plans.task_vars v WHERE v.task_id = '\x01'::bytea ORDER BY v.name`,
 		"renew":         `SELECT * FROM plans.tasks WHERE id = ANY(ARRAY['\x01'::bytea]) AND lease_holder = 'h'::bytea`,
 	} {

@@ -49,19 +49,24 @@ func (a *sqlArgs) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
-// scanSQL builds a newest-first keyset scan over one index: one branch per
+// scanSQL builds a newest-first (oldest-first when oldest) keyset scan
+// over one index: one branch per
 // predicate (each an index range: the owner, the name, or one status),
 // merged with UNION ALL when there are several, every branch and the whole
 // limited to limit rows.
-func (s *Store) scanSQL(cols string, preds []string, after *[2]any, limit int, args *sqlArgs) string {
+func (s *Store) scanSQL(cols string, preds []string, after *[2]any, limit int, oldest bool, args *sqlArgs) string {
 	lim := args.add(limit)
+	cmp, dir := "<", "DESC"
+	if oldest {
+		cmp, dir = ">", "ASC"
+	}
 	keyset := ""
 	if after != nil {
-		keyset = " AND (t.created_at, t.id) < (" + args.add(after[0]) + ", " + args.add(after[1]) + ")"
+		keyset = " AND (t.created_at, t.id) " + cmp + " (" + args.add(after[0]) + ", " + args.add(after[1]) + ")"
 	}
 	branch := func(pred string) string {
 		return "SELECT " + cols + " FROM " + s.sql.quoted + ".tasks t WHERE " + pred + keyset +
-			" ORDER BY t.created_at DESC, t.id DESC LIMIT " + lim
+			" ORDER BY t.created_at " + dir + ", t.id " + dir + " LIMIT " + lim
 	}
 	if len(preds) == 1 {
 		return branch(preds[0])
@@ -70,11 +75,11 @@ func (s *Store) scanSQL(cols string, preds []string, after *[2]any, limit int, a
 	for i, p := range preds {
 		parts[i] = "(" + branch(p) + ")"
 	}
-	return "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + ") u ORDER BY created_at DESC, id DESC LIMIT " + lim
+	return "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + ") u ORDER BY created_at " + dir + ", id " + dir + " LIMIT " + lim
 }
 
-// Query returns one page of tasks across owners, newest first; see
-// store.Store. It drives the page from the index store.PlanQuery picks
+// Query returns one page of tasks across owners, newest first (oldest
+// first with q.Oldest); see store.Store. It drives the page from the index store.PlanQuery picks
 // (tasks_owner, tasks_name, or tasks_status with one range per wanted
 // status; tasks_created when no filter is set). When that index covers
 // every filter, one query returns the page. Otherwise it scans the index
@@ -134,7 +139,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 // queryCovered reads a page whose every row matches: limit+1 headers, the
 // extra one telling whether there is a next page.
 func (s *Store) queryCovered(ctx context.Context, q store.Query, preds []string, after *[2]any, args sqlArgs) (store.Page, error) {
-	sql := s.scanSQL(headerCols, preds, after, q.Limit+1, &args)
+	sql := s.scanSQL(headerCols, preds, after, q.Limit+1, q.Oldest, &args)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return store.Page{}, s.fail("query", err)
@@ -173,7 +178,7 @@ func (s *Store) queryFiltered(ctx context.Context, q store.Query, preds []string
 scan:
 	for {
 		args := append(sqlArgs(nil), base...)
-		sql := s.scanSQL("t.id, t.created_at, t.owner, t.name, t.status", preds, after, chunk, &args)
+		sql := s.scanSQL("t.id, t.created_at, t.owner, t.name, t.status", preds, after, chunk, q.Oldest, &args)
 		rows, err := s.pool.Query(ctx, sql, args...)
 		if err != nil {
 			return store.Page{}, s.fail("query", err)

@@ -108,6 +108,25 @@ func testQuery(t *testing.T, o opener) {
 			require.Equal(t, ids(want), ids(got), "%+v", q)
 			require.Equal(t, want, got, "%+v: headers only, everything else as stored", q)
 		}
+		// Oldest first: the same tasks in the reverse order.
+		slices.Reverse(want)
+		q.Oldest = true
+		for _, limit := range []int{1, 7, 0} {
+			q.Limit = limit
+			got, _ := queryAll(t, s, q)
+			require.Equal(t, ids(want), ids(got), "%+v", q)
+			require.Equal(t, want, got, "%+v: headers only, everything else as stored", q)
+		}
+	}
+
+	// The oldest working task is the first entry of a one-task page.
+	oldest, err := s.Query(t.Context(), store.Query{Statuses: []store.Status{store.StatusWorking}, Oldest: true, Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, oldest.Tasks, 1)
+	for _, task := range all {
+		if task.Status == store.StatusWorking {
+			require.GreaterOrEqual(t, comparePos(task, oldest.Tasks[0]), 0, "no working task is older")
+		}
 	}
 
 	// A full page of an unfiltered query comes back whole.
@@ -142,11 +161,26 @@ func testQueryCursors(t *testing.T, o opener) {
 		{Statuses: []store.Status{store.StatusWorking, store.StatusCompleted}, Owner: "alice", Name: "echo"},
 		{Owner: "alice"},
 		{},
+		// The same filters in the other direction.
+		{Statuses: []store.Status{store.StatusWorking, store.StatusCompleted}, Owner: "alice", Oldest: true},
 	} {
 		other.Cursor = first.NextCursor
 		_, err := s.Query(ctx, other)
 		require.ErrorIs(t, err, store.ErrInvalidCursor, "%+v", other)
 	}
+	// An oldest-first cursor resumes oldest first, and is refused newest
+	// first.
+	asc := store.Query{Owner: "bob", Oldest: true, Limit: 4}
+	p, err := s.Query(ctx, asc)
+	require.NoError(t, err)
+	require.Len(t, p.Tasks, 4)
+	asc.Cursor = p.NextCursor
+	p2, err := s.Query(ctx, asc)
+	require.NoError(t, err)
+	require.NotEmpty(t, p2.Tasks)
+	require.Positive(t, comparePos(p2.Tasks[0], p.Tasks[3]), "the next page is newer")
+	_, err = s.Query(ctx, store.Query{Owner: "bob", Cursor: p.NextCursor})
+	require.ErrorIs(t, err, store.ErrInvalidCursor)
 	// List cursors are not Query cursors, nor the other way round.
 	list, err := s.List(ctx, store.ListOptions{Owner: "alice", Limit: 1})
 	require.NoError(t, err)
@@ -207,4 +241,12 @@ func testQueryScanBudget(t *testing.T, o opener) {
 	got, _ = queryAll(t, s, store.Query{Owner: "crowd", Name: "common", Limit: store.MaxPageSize})
 	require.Len(t, got, crowd)
 	require.True(t, slices.IsSortedFunc(got, newestFirst))
+
+	// Oldest first: the match is the very first entry, found on page one.
+	got, pages = queryAll(t, s, store.Query{Owner: "crowd", Name: "rare", Oldest: true, Limit: 1})
+	require.Equal(t, []string{"rare"}, ids(got))
+	require.LessOrEqual(t, pages, crowd/store.QueryScanBudget(1)+2)
+	first, err := s.Query(t.Context(), store.Query{Owner: "crowd", Name: "rare", Oldest: true, Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, []string{"rare"}, ids(first.Tasks))
 }

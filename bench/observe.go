@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/metrics"
+	"github.com/taskbridge/taskbridge/tracing"
+)
+
+// observed turns on what an operator would: Prometheus metrics and
+// OpenTelemetry tracing with a batching processor (its exporter drops
+// the spans, so the bench measures making and queueing them, not a
+// collector). It returns the /metrics handler and a shutdown function.
+func observed(b *builder.Builder) (http.Handler, func()) {
+	m := metrics.New(metrics.Options{})
+	tp := tracing.NewProvider(sdktrace.WithBatcher(discard{}))
+	b.WithObserver(m).WithObserver(tracing.New(tp, tracing.Options{}))
+	return m.Handler(), func() { _ = tp.Shutdown(context.Background()) }
+}
+
+// discard is a span exporter that drops everything.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// 7. The cost of observing: task round trips on a server with metrics and
+// tracing on versus the same server with them off (the library default),
+// both on bbolt, rounds interleaved.
+func observeOverhead(o options, tmp string, rep *report) error {
+	off, err := startOurs("bbolt", filepath.Join(tmp, "observe-off.db"))
+	if err != nil {
+		return err
+	}
+	defer off.stop()
+	on, err := startOurs("bbolt", filepath.Join(tmp, "observe-on.db"), "-observe")
+	if err != nil {
+		return err
+	}
+	defer on.stop()
+	for _, conc := range []int{1, 64} {
+		var rOff, rOn []float64
+		for i := range o.rounds {
+			first, second := off, on
+			if i%2 == 1 {
+				first, second = on, off
+			}
+			a, err := runLoad(first.url, conc, o.duration, opTask)
+			if err != nil || a.errs > 0 {
+				return fmt.Errorf("%s: %v %v", first.name, err, a.firstEr)
+			}
+			b, err := runLoad(second.url, conc, o.duration, opTask)
+			if err != nil || b.errs > 0 {
+				return fmt.Errorf("%s: %v %v", second.name, err, b.firstEr)
+			}
+			if first == off {
+				rOff, rOn = append(rOff, a.perSec()), append(rOn, b.perSec())
+			} else {
+				rOn, rOff = append(rOn, a.perSec()), append(rOff, b.perSec())
+			}
+		}
+		mOn, mOff := median(rOn), median(rOff)
+		rep.add(row{"7", fmt.Sprintf("task round trips with metrics + tracing on vs off, %d client(s), bbolt", conc),
+			fmt.Sprintf("%.0f tasks/s (on)", mOn), fmt.Sprintf("%.0f tasks/s (off)", mOff), fmt.Sprintf("%.3f", mOn/mOff), "≥ 0.95", met(mOn/mOff >= 0.95)})
+	}
+	return nil
+}

@@ -1,0 +1,410 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// DefaultPrefix is where the dashboard is mounted unless Options.Prefix
+// says otherwise.
+const DefaultPrefix = "/dashboard"
+
+// DefaultPageSize is the number of tasks in a table page.
+const DefaultPageSize = 50
+
+// Options configure New.
+type Options struct {
+	// Prefix is the URL path the dashboard is mounted at, without a
+	// trailing slash; "" means DefaultPrefix. Mount the handler at
+	// Prefix+"/" (mux.Handle("/dashboard/", d)); it strips the prefix
+	// itself.
+	Prefix string
+	// Token, when set, admits requests bearing it (Authorization: Bearer,
+	// or the login form's cookie) as an admin viewer who may cancel.
+	Token string
+	// Authenticate, when set, says who a request's viewer is; false
+	// refuses the request. TokenFrom reads the bearer token of the
+	// request, TokenViewers maps tokens to viewers. It is asked after
+	// Token.
+	Authenticate func(r *http.Request) (Viewer, bool)
+	// Feed, when set, is the router's observer that makes the pages live
+	// and counts tasks per minute (see Feed). Without it, the pages learn
+	// of changes only through the store's change feed (store.Notifier,
+	// PostgreSQL) when there is one, and otherwise refresh every few
+	// seconds.
+	Feed *Feed
+	// PageSize is the number of tasks in a table page; zero means
+	// DefaultPageSize (capped at store.MaxPageSize).
+	PageSize int
+	// Logger reports failures; nil means the router's logger.
+	Logger *slog.Logger
+}
+
+// Dashboard is the operator dashboard: an http.Handler over a router's
+// tasks. See the package documentation for its routes.
+type Dashboard struct {
+	r       *taskrouter.Router
+	opts    Options
+	prefix  string
+	auth    func(*http.Request) (Viewer, bool)
+	feed    *Feed
+	live    bool // a Feed or a store.Notifier makes pages live
+	log     *slog.Logger
+	secret  [32]byte
+	tmpl    *template.Template
+	static  http.Handler
+	notify  sync.Once
+	stopSub func()
+}
+
+// New returns the dashboard of router r. It is a function rather than a
+// method of taskrouter.Router because package dashboard imports
+// taskrouter (and workflow, for the progress timeline); a method would be
+// an import cycle.
+//
+// The dashboard is off unless opts sets Token or Authenticate: without
+// either, every request gets 404.
+func New(r *taskrouter.Router, opts Options) *Dashboard {
+	d := &Dashboard{r: r, opts: opts, prefix: strings.TrimSuffix(opts.Prefix, "/"), feed: opts.Feed, log: opts.Logger}
+	if d.prefix == "" {
+		d.prefix = DefaultPrefix
+	}
+	if d.log == nil {
+		d.log = r.Logger()
+	}
+	if d.opts.PageSize <= 0 {
+		d.opts.PageSize = DefaultPageSize
+	}
+	d.opts.PageSize = min(d.opts.PageSize, store.MaxPageSize)
+	var admins func(*http.Request) (Viewer, bool)
+	if opts.Token != "" {
+		admins = TokenViewers(map[string]Viewer{opts.Token: {Name: "admin", Admin: true, CanCancel: true}})
+	}
+	switch {
+	case admins != nil && opts.Authenticate != nil:
+		d.auth = func(r *http.Request) (Viewer, bool) {
+			if v, ok := admins(r); ok {
+				return v, true
+			}
+			return opts.Authenticate(r)
+		}
+	case admins != nil:
+		d.auth = admins
+	default:
+		d.auth = opts.Authenticate
+	}
+	_, notifier := r.Store().(store.Notifier)
+	d.live = d.feed != nil || notifier
+	if d.feed == nil {
+		d.feed = NewFeed()
+	}
+	if _, err := rand.Read(d.secret[:]); err != nil {
+		panic(fmt.Sprintf("dashboard: no randomness: %v", err))
+	}
+	d.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
+	sub, _ := fs.Sub(staticFS, "static")
+	d.static = http.StripPrefix(d.prefix+"/static/", http.FileServerFS(sub))
+	return d
+}
+
+// Close ends the pages' live streams (see Feed.Close) and the store
+// subscription, if any. Call it before shutting the HTTP server down.
+func (d *Dashboard) Close() {
+	d.feed.Close()
+	d.notify.Do(func() {}) // waits for a subscription under way, and stops later ones
+	if d.stopSub != nil {
+		d.stopSub()
+	}
+}
+
+// ServeHTTP implements http.Handler.
+//
+//	GET  {prefix}/                    overview: counts, rates, oldest working task, task table
+//	GET  {prefix}/tasks/{id}          one task: history, variables, workflow timeline, result
+//	POST {prefix}/tasks/{id}/cancel   cancel the task (CSRF token, same origin)
+//	GET  {prefix}/events              server-sent events (?task=ID for one task)
+//	GET  {prefix}/login, POST {prefix}/login, POST {prefix}/logout
+//	GET  {prefix}/static/...          the script and the style sheet
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	// same-origin, not no-referrer: with no-referrer browsers send "Origin:
+	// null" on form posts, which the same-origin check must refuse.
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	if d.auth == nil {
+		http.Error(w, "the dashboard is disabled: set dashboard.Options.Token or Authenticate", http.StatusNotFound)
+		return
+	}
+	path, ok := strings.CutPrefix(r.URL.Path, d.prefix)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	switch {
+	case path == "" && r.Method == http.MethodGet:
+		http.Redirect(w, r, d.prefix+"/", http.StatusFound)
+		return
+	case strings.HasPrefix(path, "/static/"):
+		h.Set("Cache-Control", "public, max-age=300")
+		d.static.ServeHTTP(w, r)
+		return
+	case path == "/login":
+		d.login(w, r)
+		return
+	case path == "/logout" && r.Method == http.MethodPost:
+		if !sameOrigin(r) {
+			http.Error(w, "cross-site request refused", http.StatusForbidden)
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: d.prefix + "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, d.prefix+"/login", http.StatusSeeOther)
+		return
+	}
+	v, ok := d.auth(r)
+	if !ok {
+		if r.Method == http.MethodGet && r.URL.Query().Get("partial") == "" && path != "/events" {
+			w.WriteHeader(http.StatusUnauthorized)
+			d.render(w, "login", loginData{page: d.page(Viewer{}, "Sign in")})
+			return
+		}
+		h.Set("WWW-Authenticate", `Bearer realm="taskbridge dashboard"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	switch {
+	case path == "/" && r.Method == http.MethodGet:
+		d.overview(w, r, v)
+	case path == "/events" && r.Method == http.MethodGet:
+		d.events(w, r, v)
+	case strings.HasPrefix(path, "/tasks/"):
+		rest := strings.TrimPrefix(path, "/tasks/")
+		if id, ok := strings.CutSuffix(rest, "/cancel"); ok && r.Method == http.MethodPost {
+			d.cancel(w, r, v, id)
+		} else if !strings.Contains(rest, "/") && r.Method == http.MethodGet {
+			d.task(w, r, v, rest)
+		} else {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// page is what every page template gets.
+type page struct {
+	Prefix string
+	Title  string
+	Viewer Viewer
+	Live   bool
+}
+
+func (d *Dashboard) page(v Viewer, title string) page {
+	return page{Prefix: d.prefix, Title: title, Viewer: v, Live: d.live}
+}
+
+func (d *Dashboard) render(w http.ResponseWriter, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := d.tmpl.ExecuteTemplate(w, name, data); err != nil {
+		d.log.Error("dashboard: rendering", "template", name, "err", err)
+	}
+}
+
+type loginData struct {
+	page
+	Error string
+}
+
+// login shows the token form and, on POST, checks the token and sets the
+// cookie.
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+		d.render(w, "login", loginData{page: d.page(Viewer{}, "Sign in")})
+	case http.MethodPost:
+		if !sameOrigin(r) {
+			http.Error(w, "cross-site request refused", http.StatusForbidden)
+			return
+		}
+		tok := strings.TrimSpace(r.PostFormValue("token"))
+		probe := r.Clone(r.Context())
+		probe.Header = r.Header.Clone()
+		probe.Header.Set("Authorization", "Bearer "+tok)
+		if _, ok := d.auth(probe); !ok || tok == "" {
+			w.WriteHeader(http.StatusUnauthorized)
+			d.render(w, "login", loginData{page: d.page(Viewer{}, "Sign in"), Error: "That token is not accepted."})
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: url.QueryEscape(tok), Path: d.prefix + "/",
+			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, d.prefix+"/", http.StatusSeeOther)
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// cancel cancels a task through the router (its handler is stopped).
+func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, v Viewer, id string) {
+	if !sameOrigin(r) {
+		http.Error(w, "cross-site request refused", http.StatusForbidden)
+		return
+	}
+	if !v.CanCancel {
+		http.Error(w, "you may not cancel tasks", http.StatusForbidden)
+		return
+	}
+	if tok := r.PostFormValue("csrf"); tok == "" || tok != d.csrfToken(v) {
+		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
+		return
+	}
+	t, err := d.r.Task(r.Context(), id)
+	if err != nil || !v.mayView(t.Owner) {
+		http.NotFound(w, r)
+		return
+	}
+	result := "cancelled"
+	if t.Status.Terminal() {
+		result = "ended"
+	} else if _, err := d.r.Cancel(r.Context(), &taskrouter.Request{Owner: t.Owner, Authenticated: true}, id); err != nil {
+		if !errors.Is(err, store.ErrTerminal) {
+			d.log.Error("dashboard: cancelling", "task", id, "err", err)
+			http.Error(w, "cancelling failed: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		result = "ended"
+	}
+	http.Redirect(w, r, d.prefix+"/tasks/"+url.PathEscape(id)+"?done="+result, http.StatusSeeOther)
+}
+
+// events streams changes to a page as server-sent events: "task" events
+// ({"id","status","kind"}) for the tasks the viewer may see, "refresh"
+// when the page should re-read (a change it may not know the owner of, or
+// missed events).
+func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, v Viewer) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	only := r.URL.Query().Get("task")
+	if only != "" {
+		if t, err := d.r.Task(r.Context(), only); err != nil || !v.mayView(t.Owner) {
+			http.NotFound(w, r)
+			return
+		}
+	}
+	d.subscribeStore()
+	sub := d.feed.subscribe()
+	if sub == nil {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer d.feed.unsubscribe(sub)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 1000\n\nevent: hello\ndata: {}\n\n")
+	fl.Flush()
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	var poll <-chan time.Time
+	if !d.live {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		poll = t.C
+	}
+	send := func(event string, c change) bool {
+		b, _ := json.Marshal(c)
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return false
+		}
+		fl.Flush()
+		return true
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-poll:
+			if !send("refresh", change{Kind: "refresh"}) {
+				return
+			}
+		case c, ok := <-sub.ch:
+			if !ok {
+				return
+			}
+			if d.feed.takeDropped(sub) {
+				c = change{Kind: "refresh"}
+			}
+			switch {
+			case c.Kind == "refresh":
+			case only != "" && c.ID != only:
+				continue
+			case only != "":
+				// The viewer was allowed to see this task when the stream
+				// opened; owners never change.
+			case c.known && !v.mayView(c.Owner):
+				continue
+			case !c.known && !v.Admin:
+				// Another process's write: the owner is unknown here, so
+				// tell a non-admin page to re-read, without the id.
+				c = change{Kind: "refresh"}
+			}
+			event := "task"
+			if c.Kind == "refresh" {
+				event = "refresh"
+			}
+			if !send(event, c) {
+				return
+			}
+		}
+	}
+}
+
+// subscribeStore relays the store's change feed (a shared store's writes
+// by other processes) into the dashboard's feed, once.
+func (d *Dashboard) subscribeStore() {
+	n, ok := d.r.Store().(store.Notifier)
+	if !ok {
+		return
+	}
+	d.notify.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stop, err := n.Subscribe(ctx, d.feed.storeChange)
+		if err != nil {
+			d.log.Warn("dashboard: no store change feed; pages learn of other replicas' writes only on reload", "err", err)
+			return
+		}
+		d.stopSub = stop
+	})
+}

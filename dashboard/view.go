@@ -1,0 +1,403 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+// maxQueryCalls bounds the store queries one table page may take (each
+// examines at most store.QueryScanBudget index entries).
+const maxQueryCalls = 8
+
+// maxShownJSON bounds how much of one variable or result a page shows.
+const maxShownJSON = 16 << 10
+
+// taskRow is one task in a table.
+type taskRow struct {
+	ID, Name, Kind, Status, Owner, Message string
+	Created, Updated                       time.Time
+}
+
+func rowOf(t *store.Task) taskRow {
+	kind := t.Labels[taskrouter.LabelKind]
+	if kind == "" {
+		kind = taskrouter.KindTool
+	}
+	return taskRow{ID: t.ID, Name: t.Request.Name, Kind: kind, Status: string(t.Status), Owner: t.Owner,
+		Message: clip(t.StatusMessage, 140), Created: t.CreatedAt, Updated: t.UpdatedAt}
+}
+
+type countItem struct {
+	Status string
+	N      int
+}
+
+type filter struct {
+	Status, Name, Owner string
+}
+
+type overviewData struct {
+	page
+	Counts      []countItem
+	Total       int
+	Rates       []Rate
+	HasRates    bool
+	LastCreated int
+	LastDone    int
+	RateMax     int
+	Oldest      *taskRow
+	Filter      filter
+	Statuses    []string
+	Rows        []taskRow
+	NextURL     string
+	FirstURL    string
+	Paged       bool
+	Error       string
+	Now         time.Time
+}
+
+// overview renders the overview, or its live part (?partial=1).
+func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	data := overviewData{page: d.page(v, "Tasks"), Now: time.Now(),
+		Filter: filter{Status: q.Get("status"), Name: strings.TrimSpace(q.Get("name")), Owner: strings.TrimSpace(q.Get("owner"))}}
+	for _, s := range store.AllStatuses() {
+		data.Statuses = append(data.Statuses, string(s))
+	}
+	query := store.Query{Name: data.Filter.Name, Cursor: q.Get("cursor"), Limit: d.opts.PageSize}
+	if data.Filter.Status != "" {
+		query.Statuses = []store.Status{store.Status(data.Filter.Status)}
+	}
+	switch {
+	case !v.Admin:
+		query.Owner = v.Owner
+		data.Filter.Owner = ""
+	default:
+		query.Owner = data.Filter.Owner
+	}
+	if v.Admin {
+		// Counts and rates are of every owner's tasks: admins only.
+		if counts, err := d.r.Store().Counts(ctx); err == nil {
+			for _, s := range store.AllStatuses() {
+				data.Counts = append(data.Counts, countItem{string(s), counts[s]})
+				data.Total += counts[s]
+			}
+		} else {
+			data.Error = "counts: " + err.Error()
+		}
+		if d.opts.Feed != nil {
+			data.HasRates = true
+			data.Rates = d.feed.Rates(30)
+			for _, r := range data.Rates {
+				data.RateMax = max(data.RateMax, r.Created, r.Finished)
+			}
+			last := data.Rates[len(data.Rates)-1]
+			data.LastCreated, data.LastDone = last.Created, last.Finished
+		}
+	}
+	if v.Admin || v.Owner != "" {
+		if t, err := d.oldestWorking(ctx, query.Owner); err == nil && t != nil {
+			row := rowOf(t)
+			data.Oldest = &row
+		}
+		rows, next, err := d.tasks(ctx, query)
+		switch {
+		case errors.Is(err, store.ErrInvalidCursor):
+			data.Error = "That page link is stale (the filters changed): showing the newest tasks."
+			query.Cursor = ""
+			rows, next, err = d.tasks(ctx, query)
+		case errors.Is(err, store.ErrInvalid):
+			data.Error = "Unknown status filter."
+			err = nil
+		}
+		if err != nil {
+			data.Error = err.Error()
+		}
+		data.Rows = rows
+		base := url.Values{}
+		for k, val := range map[string]string{"status": data.Filter.Status, "name": data.Filter.Name, "owner": data.Filter.Owner} {
+			if val != "" {
+				base.Set(k, val)
+			}
+		}
+		data.FirstURL = d.prefix + "/?" + base.Encode()
+		data.Paged = query.Cursor != ""
+		if next != "" {
+			base.Set("cursor", next)
+			data.NextURL = d.prefix + "/?" + base.Encode()
+		}
+	}
+	if q.Get("partial") != "" {
+		d.render(w, "overview-live", data)
+		return
+	}
+	d.render(w, "overview", data)
+}
+
+// tasks reads one table page: store queries until the page is full or
+// the listing ends, at most maxQueryCalls of them.
+func (d *Dashboard) tasks(ctx context.Context, q store.Query) ([]taskRow, string, error) {
+	var rows []taskRow
+	for range maxQueryCalls {
+		page, err := d.r.Store().Query(ctx, q)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, t := range page.Tasks {
+			if len(rows) < d.opts.PageSize {
+				rows = append(rows, rowOf(t))
+			}
+		}
+		if page.NextCursor == "" || len(rows) >= d.opts.PageSize {
+			return rows, page.NextCursor, nil
+		}
+		q.Cursor = page.NextCursor
+		q.Limit = d.opts.PageSize - len(rows)
+	}
+	return rows, q.Cursor, nil
+}
+
+// oldestWorking finds the oldest task in status working (of owner, when
+// set), from the oldest end of the status index.
+func (d *Dashboard) oldestWorking(ctx context.Context, owner string) (*store.Task, error) {
+	q := store.Query{Statuses: []store.Status{store.StatusWorking}, Owner: owner, Oldest: true, Limit: 1}
+	for range maxQueryCalls {
+		page, err := d.r.Store().Query(ctx, q)
+		if err != nil || len(page.Tasks) > 0 {
+			if err != nil {
+				return nil, err
+			}
+			return page.Tasks[0], nil
+		}
+		if page.NextCursor == "" {
+			return nil, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+	return nil, nil
+}
+
+// ---- the task page ----
+
+type histRow struct {
+	Status, Message string
+	At              time.Time
+	After           time.Duration // since the previous entry
+}
+
+type attemptView struct {
+	N                   int
+	Reason, By, Outcome string
+	At                  time.Time
+	Duration            time.Duration
+	Error               string
+	Running             bool
+}
+
+type stepView struct {
+	Name, Tool, Execution string
+	// State is done, waiting, handed, failed, running or pending.
+	State, StateLabel string
+	CompletedBy       string
+	Error             string
+	Attempts          []attemptView
+	Total             time.Duration
+}
+
+type progressView struct {
+	Workflow, Goal, PauseReason string
+	Steps                       []stepView
+	Done, Count                 int
+}
+
+type varView struct {
+	Name, JSON string
+	Clipped    bool
+}
+
+type taskData struct {
+	page
+	T         taskRow
+	Terminal  bool
+	TTL       time.Duration
+	ExpiresAt time.Time
+	Method    string
+	Arguments string
+	History   []histRow
+	Progress  *progressView
+	Vars      []varView
+	Result    string
+	Error     *store.ErrorInfo
+	CanCancel bool
+	CSRF      string
+	Done      string
+	Now       time.Time
+}
+
+// task renders one task's page, or its live part (?partial=1).
+func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id string) {
+	t, err := d.r.Task(r.Context(), id)
+	if err != nil || !v.mayView(t.Owner) {
+		// Hidden and missing tasks look the same.
+		w.WriteHeader(http.StatusNotFound)
+		d.render(w, "notfound", d.page(v, "Not found"))
+		return
+	}
+	data := taskData{page: d.page(v, "Task "+short(t.ID)), T: rowOf(t), Terminal: t.Status.Terminal(),
+		TTL: t.TTL, ExpiresAt: t.ExpiresAt, Method: t.Request.Method, Arguments: pretty(t.Request.Arguments, maxShownJSON),
+		Error: t.Error, Now: time.Now(), Done: r.URL.Query().Get("done")}
+	data.CanCancel = v.CanCancel && !data.Terminal
+	if data.CanCancel {
+		data.CSRF = d.csrfToken(v)
+	}
+	for i, h := range t.History {
+		row := histRow{Status: string(h.Status), Message: h.Message, At: h.At}
+		if i > 0 {
+			row.After = h.At.Sub(t.History[i-1].At)
+		}
+		data.History = append(data.History, row)
+	}
+	if raw, ok := t.Variables[workflow.VarProgress]; ok {
+		var p workflow.WorkflowProgress
+		if json.Unmarshal(raw, &p) == nil {
+			data.Progress = timeline(&p, data.Now)
+		}
+	}
+	names := make([]string, 0, len(t.Variables))
+	for k := range t.Variables {
+		if k != workflow.VarProgress {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		js := pretty(t.Variables[k], maxShownJSON)
+		data.Vars = append(data.Vars, varView{Name: k, JSON: js, Clipped: len(t.Variables[k]) > maxShownJSON})
+	}
+	if len(t.Result) > 0 {
+		data.Result = pretty(t.Result, maxShownJSON)
+	}
+	if r.URL.Query().Get("partial") != "" {
+		d.render(w, "task-live", data)
+		return
+	}
+	d.render(w, "task", data)
+}
+
+// timeline turns a workflow's progress into the steps the page draws.
+func timeline(p *workflow.WorkflowProgress, now time.Time) *progressView {
+	pv := &progressView{Workflow: p.Workflow, Goal: p.Goal, PauseReason: p.PauseReason, Count: len(p.Steps)}
+	for _, s := range p.Steps {
+		sv := stepView{Name: s.Name, Tool: s.Tool, Execution: s.Execution, CompletedBy: s.CompletedBy, Error: s.Error}
+		switch {
+		case s.Status == workflow.StepCompleted:
+			sv.State, sv.StateLabel = "done", "done"
+			if s.CompletedBy != "" {
+				sv.StateLabel = "done by " + s.CompletedBy
+			}
+			pv.Done++
+		case s.HandedToClient:
+			sv.State, sv.StateLabel = "handed", "handed to client"
+		case s.Status == workflow.StepAwaitingClient:
+			sv.State, sv.StateLabel = "waiting", "waiting for the client"
+		case s.Status == workflow.StepFailed:
+			sv.State, sv.StateLabel = "failed", "failed"
+		case s.Status == workflow.StepRunning:
+			sv.State, sv.StateLabel = "running", "running"
+		default:
+			sv.State, sv.StateLabel = "pending", "pending"
+		}
+		for _, a := range s.History {
+			av := attemptView{N: a.N, Reason: a.Reason, By: a.By, Outcome: a.Outcome, At: a.At, Error: a.Error,
+				Duration: time.Duration(a.DurationMs) * time.Millisecond, Running: a.Outcome == workflow.OutcomeRunning}
+			if av.Running {
+				av.Duration = now.Sub(a.At)
+			}
+			sv.Total += av.Duration
+			sv.Attempts = append(sv.Attempts, av)
+		}
+		pv.Steps = append(pv.Steps, sv)
+	}
+	return pv
+}
+
+// ---- template helpers ----
+
+var funcs = template.FuncMap{
+	"short": short,
+	"ts":    func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
+	"since": func(now, t time.Time) string { return human(now.Sub(t)) },
+	"human": human,
+	"pct": func(n, total int) int {
+		if total <= 0 {
+			return 0
+		}
+		return n * 100 / total
+	},
+	"barh": func(n, maxN int) int {
+		if maxN <= 0 || n <= 0 {
+			return 0
+		}
+		return max(1, n*40/maxN)
+	},
+	"add": func(a, b int) int { return a + b },
+	"mul": func(a, b int) int { return a * b },
+	"sub": func(a, b int) int { return a - b },
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// human prints a duration the way an operator reads it.
+func human(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// pretty indents JSON for display, clipped to n bytes.
+func pretty(raw json.RawMessage, n int) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if len(raw) > n || json.Indent(&b, raw, "", "  ") != nil {
+		return clip(string(raw), n)
+	}
+	return b.String()
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/dashboard"
+	"github.com/taskbridge/taskbridge/metrics"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/tracing"
+)
+
+// EnvDashboardToken is the environment variable read for -dashboard-token.
+const EnvDashboardToken = "TASKBRIDGE_DASHBOARD_TOKEN"
+
+// observers are what serve turns on: metrics, traces and the dashboard's
+// live feed (all off in the library, on in this example).
+type observers struct {
+	metrics  *metrics.Metrics
+	feed     *dashboard.Feed
+	provider *sdktrace.TracerProvider
+}
+
+// observe adds metrics, tracing (exported as traceTo says) and the
+// dashboard feed to b.
+func observe(b *builder.Builder, traceTo string, stderr io.Writer) (*observers, error) {
+	var opts []sdktrace.TracerProviderOption
+	switch traceTo {
+	case "none", "":
+		// Spans are made (and the traceparent handed to clients), nothing
+		// is exported.
+	case "stdout":
+		exp, err := stdouttrace.New(stdouttrace.WithWriter(stderr))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	default:
+		return nil, fmt.Errorf("serve: -trace %q: want none or stdout", traceTo)
+	}
+	o := &observers{metrics: metrics.New(metrics.Options{}), feed: dashboard.NewFeed(), provider: tracing.NewProvider(opts...)}
+	b.WithObserver(o.metrics).WithObserver(o.feed).WithObserver(tracing.New(o.provider, tracing.Options{}))
+	return o, nil
+}
+
+// shutdown flushes the spans still buffered.
+func (o *observers) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = o.provider.Shutdown(ctx)
+}
+
+// newDashboard is the dashboard at /dashboard/: the admin token sees every
+// task; each user of -tokens signs in with their own token and sees the
+// tasks they own ("user:<USER>", the owner the engine gives their MCP
+// requests), and may cancel them. With no token at all it is off (404).
+func newDashboard(r *taskrouter.Router, feed *dashboard.Feed, admin string, users map[string]string) *dashboard.Dashboard {
+	viewers := map[string]dashboard.Viewer{}
+	for token, user := range users {
+		viewers[token] = dashboard.Viewer{Name: user, Owner: "user:" + user, CanCancel: true}
+	}
+	opts := dashboard.Options{Token: admin, Feed: feed}
+	if len(viewers) > 0 {
+		opts.Authenticate = dashboard.TokenViewers(viewers)
+	}
+	return dashboard.New(r, opts)
+}

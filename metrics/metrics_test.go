@@ -1,0 +1,166 @@
+package metrics_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/internal/obstest"
+	"github.com/taskbridge/taskbridge/metrics"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/memory"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+// scrape fetches the handler over real HTTP on 127.0.0.1 and returns the
+// exposition text.
+func scrape(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// value finds the sample line "name{labels} value" in an exposition
+// (labels in the order the registry prints them: sorted by name).
+func value(t *testing.T, text, series string) string {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			return rest
+		}
+	}
+	t.Fatalf("no sample %s in:\n%s", series, text)
+	return ""
+}
+
+// TestScrapeAfterRealActivity runs tool tasks (completed, failed,
+// cancelled) and a workflow with a client step through a bbolt-backed
+// server, then scrapes /metrics and checks the values.
+func TestScrapeAfterRealActivity(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	f := obstest.New(t, nil, func(b *builder.Builder) { b.WithObserver(m) })
+	c := f.Client(t)
+	ctx := t.Context()
+
+	for range 3 {
+		_, err := c.CallToolAndWait(ctx, "echo", map[string]any{"text": "hi"}, nil)
+		require.NoError(t, err)
+	}
+	// A tool error is an isError result, which fails the task in the core
+	// dialect.
+	res, err := c.CallToolAndWait(ctx, "fail", map[string]any{"text": "no"}, nil)
+	if err == nil {
+		require.True(t, res.IsError)
+	}
+	slow := obstest.Start(t, c, "slow", map[string]any{"text": "s", "ms": 60000})
+	// While it runs, the router's gauges show it.
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, m.Handler()), "taskbridge_handlers_running 1\n")
+	}, 5*time.Second, 10*time.Millisecond)
+	_, err = c.CancelTask(ctx, slow)
+	require.NoError(t, err)
+	f.Wait(t, slow, store.StatusCancelled)
+
+	_, doc := obstest.Handoff(t, c, "metrics")
+	obstest.Finish(t, c, doc, client.FollowOptions{})
+	f.Wait(t, doc.TaskID, store.StatusCompleted)
+
+	text := scrape(t, m.Handler())
+	require.Equal(t, "3", value(t, text, `taskbridge_tasks_finished_total{kind="tool",name="echo",status="completed"}`))
+	require.Equal(t, "1", value(t, text, `taskbridge_tasks_finished_total{kind="tool",name="fail",status="failed"}`))
+	require.Equal(t, "1", value(t, text, `taskbridge_tasks_finished_total{kind="tool",name="slow",status="cancelled"}`))
+	require.Equal(t, "1", value(t, text, `taskbridge_tasks_finished_total{kind="workflow",name="release",status="completed"}`))
+	require.Equal(t, "3", value(t, text, `taskbridge_tasks_created_total{kind="tool",name="echo"}`))
+	require.Equal(t, "1", value(t, text, `taskbridge_tasks_created_total{kind="workflow",name="release"}`))
+	require.Equal(t, "3", value(t, text, `taskbridge_task_duration_seconds_count{kind="tool",name="echo",status="completed"}`))
+	require.Equal(t, "3", value(t, text, `taskbridge_task_duration_seconds_bucket{kind="tool",name="echo",status="completed",le="+Inf"}`))
+	require.Equal(t, "1", value(t, text, `taskbridge_handler_duration_seconds_count{tool="slow"}`))
+	require.Equal(t, "3", value(t, text, `taskbridge_handler_queue_seconds_count{tool="echo"}`))
+	// Workflow steps: three by the server, one by the client, all ok.
+	for _, s := range []struct{ step, by string }{{"fetch", "server"}, {"draft", "server"}, {"review", "client"}, {"publish", "server"}} {
+		require.Equal(t, "1", value(t, text, `taskbridge_workflow_step_attempts_total{by="`+s.by+`",outcome="ok",step="`+s.step+`",workflow="release"}`), s.step)
+	}
+	// The router's gauges, back to idle, and the store's counts.
+	require.Equal(t, "0", value(t, text, "taskbridge_handlers_running"))
+	require.Equal(t, "0", value(t, text, "taskbridge_tasks_pending"))
+	require.Equal(t, "0", value(t, text, "taskbridge_result_waiters"))
+	require.Equal(t, "4", value(t, text, `taskbridge_tasks_stored{status="completed"}`))
+	require.Equal(t, "1", value(t, text, `taskbridge_tasks_stored{status="cancelled"}`))
+	// bbolt commits: latency and writes per commit.
+	commits := value(t, text, "taskbridge_store_commits_total")
+	require.NotEqual(t, "0", commits)
+	require.Equal(t, commits, value(t, text, "taskbridge_store_commit_duration_seconds_count"))
+	require.Equal(t, commits, value(t, text, "taskbridge_store_commit_writes_count"))
+	require.NotEqual(t, "0", value(t, text, "taskbridge_store_commit_duration_seconds_sum"))
+	// No task id is ever a label value.
+	require.NotContains(t, text, slow)
+	require.NotContains(t, text, doc.TaskID)
+}
+
+// TestLabelsStayBounded: past MaxNames distinct names, the rest are
+// counted as "other".
+func TestLabelsStayBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(metrics.Options{Registerer: reg, MaxNames: 2})
+	for _, name := range []string{"a", "b", "c", "d", "a"} {
+		m.TaskEvent(taskrouter.TaskEvent{Kind: taskrouter.TaskCreated, Task: &store.Task{Request: store.Request{Name: name}}})
+	}
+	n, err := testutil.GatherAndCount(reg, "taskbridge_tasks_created_total")
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "a, b and other")
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP taskbridge_tasks_created_total Tasks created, by kind (tool or workflow) and tool or workflow name.
+# TYPE taskbridge_tasks_created_total counter
+taskbridge_tasks_created_total{kind="tool",name="a"} 2
+taskbridge_tasks_created_total{kind="tool",name="b"} 1
+taskbridge_tasks_created_total{kind="tool",name="other"} 2
+`), "taskbridge_tasks_created_total"))
+}
+
+// TestStepOutcomes: a failed attempt and its retry are counted apart.
+func TestStepOutcomes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(metrics.Options{Registerer: reg, Namespace: "x"})
+	at := time.Now()
+	m.StepEvent(workflow.StepEvent{Workflow: "w", Step: "s", Attempt: workflow.Attempt{N: 1, By: "server", Outcome: workflow.OutcomeError, At: at, DurationMs: 20}})
+	m.StepEvent(workflow.StepEvent{Workflow: "w", Step: "s", Attempt: workflow.Attempt{N: 2, By: "server", Outcome: workflow.OutcomeOK, At: at, DurationMs: 30}})
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP x_workflow_step_attempts_total Workflow step attempts that ended, by who performed them and outcome.
+# TYPE x_workflow_step_attempts_total counter
+x_workflow_step_attempts_total{by="server",outcome="error",step="s",workflow="w"} 1
+x_workflow_step_attempts_total{by="server",outcome="ok",step="s",workflow="w"} 1
+`), "x_workflow_step_attempts_total"))
+	n, err := testutil.GatherAndCount(reg, "x_workflow_step_duration_seconds")
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one series: the outcome is not a duration label")
+}
+
+// TestMemoryStoreHasNoCommitMetrics: the store gauges are bbolt's only;
+// the router's gauges are always there.
+func TestMemoryStoreHasNoCommitMetrics(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	f := obstest.New(t, memory.New(), func(b *builder.Builder) { b.WithObserver(m) })
+	_, err := f.Client(t).CallToolAndWait(t.Context(), "echo", map[string]any{"text": "x"}, nil)
+	require.NoError(t, err)
+	text := scrape(t, m.Handler())
+	require.NotContains(t, text, "taskbridge_store_commits_total")
+	require.Equal(t, "1", value(t, text, `taskbridge_tasks_stored{status="completed"}`))
+	require.Equal(t, "0", value(t, text, "taskbridge_tasks_queued"))
+}
