@@ -68,6 +68,9 @@ func (f *Feed) TaskEvent(e taskrouter.TaskEvent) {
 	case taskrouter.TaskCreated:
 		c.Kind = "created"
 		b.created++
+		if e.Ended { // created ended: its handler returned within the instant window
+			b.finished++
+		}
 	case taskrouter.TaskDeleted:
 		c.Kind = "deleted"
 	default:

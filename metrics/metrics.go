@@ -201,10 +201,10 @@ func (m *Metrics) TaskEvent(e taskrouter.TaskEvent) {
 		m.created.WithLabelValues(kind, m.names.get("name", t.Request.Name)).Inc()
 	case taskrouter.TaskDeleted:
 		m.deleted.WithLabelValues(kind).Inc()
-	case taskrouter.TaskUpdated:
-		if !e.Ended {
-			return
-		}
+	}
+	// A task ends on an update, or on its create when its handler returned
+	// within the instant window.
+	if e.Ended {
 		name, status := m.names.get("name", t.Request.Name), string(t.Status)
 		m.finished.WithLabelValues(kind, name, status).Inc()
 		m.duration.WithLabelValues(kind, name, status).Observe(max(0, t.UpdatedAt.Sub(t.CreatedAt).Seconds()))

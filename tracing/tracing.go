@@ -249,7 +249,7 @@ func taskName(task *store.Task) string {
 // TaskEvent emits the task span when the task reaches its terminal status
 // (taskrouter.Observer).
 func (t *Tracer) TaskEvent(e taskrouter.TaskEvent) {
-	if e.Kind != taskrouter.TaskUpdated || !e.Ended {
+	if !e.Ended { // an update, or the create of a task that ended within the instant window
 		return
 	}
 	task := e.Task
