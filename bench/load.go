@@ -24,6 +24,36 @@ type session struct {
 	client *http.Client
 	id     string
 	nextID atomic.Int64
+	// ext makes the session speak the 2026-07-28 extension dialect: no
+	// initialize, every request carries its protocol version and
+	// capabilities (declaring io.modelcontextprotocol/tasks) in _meta.
+	ext bool
+}
+
+// extVersion is the protocol version of the extension dialect.
+const extVersion = "2026-07-28"
+
+// dialExt opens an extension-dialect session (nothing to send up front).
+func dialExt(client *http.Client, url string) *session {
+	return &session{url: url, client: client, ext: true}
+}
+
+// extParams adds the per-request _meta of the extension dialect.
+func extParams(params any) any {
+	m, ok := params.(map[string]any)
+	if !ok {
+		return params
+	}
+	out := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	out["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    extVersion,
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "taskbridge-bench", "version": "1"},
+	}
+	return out
 }
 
 type rpcError struct {
@@ -69,6 +99,9 @@ func (s *session) call(ctx context.Context, method string, params any) (json.Raw
 }
 
 func (s *session) post(ctx context.Context, method string, params any, isCall bool) (json.RawMessage, http.Header, error) {
+	if s.ext {
+		params = extParams(params)
+	}
 	msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
 	var id int64
 	if isCall {
@@ -88,6 +121,17 @@ func (s *session) post(ctx context.Context, method string, params any, isCall bo
 	if s.id != "" {
 		req.Header.Set("Mcp-Session-Id", s.id)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	if s.ext {
+		req.Header.Set("Mcp-Protocol-Version", extVersion)
+		req.Header.Set("Mcp-Method", method)
+		if m, ok := params.(map[string]any); ok {
+			for _, k := range []string{"name", "taskId"} {
+				if v, ok := m[k].(string); ok {
+					req.Header.Set("Mcp-Name", v)
+				}
+			}
+		}
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -181,6 +225,48 @@ func taskRoundTrip(ctx context.Context, s *session, ms int) (json.RawMessage, er
 	return s.call(ctx, "tasks/result", map[string]any{"taskId": created.Task.TaskID})
 }
 
+// opExtTask is one extension-dialect task round trip: tools/call of work
+// (the server makes it a task), then tasks/get until the task has ended
+// (its result comes inline).
+func opExtTask(ctx context.Context, s *session) error {
+	raw, err := s.call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 0}})
+	if err != nil {
+		return err
+	}
+	var t struct {
+		TaskID string `json:"taskId"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil || t.TaskID == "" {
+		return fmt.Errorf("no task in create reply %s", raw)
+	}
+	for i := 0; ; i++ {
+		raw, err := s.call(ctx, "tasks/get", map[string]any{"taskId": t.TaskID})
+		if err != nil {
+			return err
+		}
+		var got struct {
+			Status string          `json:"status"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(raw, &got); err != nil {
+			return err
+		}
+		switch got.Status {
+		case "completed":
+			if len(got.Result) == 0 {
+				return fmt.Errorf("completed without a result: %s", raw)
+			}
+			return nil
+		case "failed", "cancelled":
+			return fmt.Errorf("task %s: %s", got.Status, raw)
+		}
+		if i > 2 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // ---- runner ----
 
 // result of one measurement run.
@@ -202,12 +288,22 @@ func (r result) pct(p float64) time.Duration {
 	return r.lat[i]
 }
 
-// runLoad runs op from conc sessions for d and collects latencies.
+// runLoad runs op from conc core-dialect sessions for d and collects
+// latencies.
 func runLoad(url string, conc int, d time.Duration, op func(context.Context, *session) error) (result, error) {
+	return runLoadIn(false, url, conc, d, op)
+}
+
+// runLoadIn is runLoad in either dialect (ext: the extension).
+func runLoadIn(ext bool, url string, conc int, d time.Duration, op func(context.Context, *session) error) (result, error) {
 	client := newHTTPClient(conc)
 	ctx := context.Background()
 	sessions := make([]*session, conc)
 	for i := range sessions {
+		if ext {
+			sessions[i] = dialExt(client, url)
+			continue
+		}
 		s, err := dial(ctx, client, url)
 		if err != nil {
 			return result{}, err

@@ -147,6 +147,16 @@ func run(o options) error {
 			return fmt.Errorf("observe: %w", err)
 		}
 	}
+	if want("8") {
+		if err := allocations(rep); err != nil {
+			return fmt.Errorf("allocations: %w", err)
+		}
+	}
+	if want("9") {
+		if err := gcEffect(o, tmp, rep); err != nil {
+			return fmt.Errorf("gc: %w", err)
+		}
+	}
 	printReport(o, rep, time.Since(started))
 	return nil
 }
@@ -224,6 +234,12 @@ func startProc(name string, cmd *exec.Cmd) (*proc, error) {
 }
 
 func startOurs(store, db string, extra ...string) (*proc, error) {
+	return startOursEnv(nil, store, db, extra...)
+}
+
+// startOursEnv starts the bench server with env added to this process's
+// environment.
+func startOursEnv(env []string, store, db string, extra ...string) (*proc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -236,7 +252,12 @@ func startOurs(store, db string, extra ...string) (*proc, error) {
 	if len(extra) > 0 {
 		name += " " + strings.Join(extra, " ")
 	}
-	return startProc(name, exec.Command(self, append(args, extra...)...))
+	cmd := exec.Command(self, append(args, extra...)...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+		name += " " + strings.Join(env, " ")
+	}
+	return startProc(name, cmd)
 }
 
 // nodeDir finds integration/node from the working directory upward and
