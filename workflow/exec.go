@@ -40,6 +40,19 @@ type runner struct {
 	reason   string
 	trace    []*mcp.PromptMessage
 	observer StepObserver
+	// coalesce, when positive, lets a successful server step that ended
+	// within coalesce of the last progress write go unrecorded until the
+	// next write (see Bridge.ProgressInterval); recorded is when that
+	// write was.
+	coalesce time.Duration
+	recorded time.Time
+}
+
+// record writes p through rec and remembers when.
+func (r *runner) record(ctx context.Context, p *WorkflowProgress, rec Recorder) error {
+	err := rec.Record(ctx, p)
+	r.recorded = r.now()
+	return err
 }
 
 // errUnavailable reports an input that does not exist yet: the output of a
@@ -339,7 +352,7 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 		}
 		ready, opened := r.prepare(p, now, reason)
 		if !ready || opened {
-			if err := rec.Record(ctx, p); err != nil || !ready {
+			if err := r.record(ctx, p, rec); err != nil || !ready {
 				return err
 			}
 		}
@@ -374,8 +387,17 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 			complete(p, s, "server", marshal(args), res, now)
 			emit(r.observer, r.taskID, p, s, nil)
 			r.trace = append(r.trace, resultMessage(s, res))
-			r.prepare(p, now, r.reason) // opens the next server step's attempt in this write
-			if err := rec.Record(ctx, p); err != nil {
+			ready, _ := r.prepare(p, now, r.reason) // opens the next server step's attempt in this write
+			if ready && r.coalesce > 0 && s.Retryable && now.Sub(r.recorded) < r.coalesce {
+				if next, _ := r.next(p); next.Retryable {
+					// A quick retryable step, and another runs next: its
+					// outcome goes into the next write. A crash before
+					// that write runs both again, which retryable steps
+					// allow (with the same idempotency keys).
+					continue
+				}
+			}
+			if err := r.record(ctx, p, rec); err != nil {
 				return err
 			}
 			continue
@@ -387,7 +409,7 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 		if rerr == nil && tries[s.Name] < pol.MaxAttempts {
 			wait := pol.backoff(tries[s.Name] + 1)
 			p.PauseReason = retryingMessage(s, sp, msg, tries[s.Name], pol.MaxAttempts, wait)
-			if err := rec.Record(ctx, p); err != nil {
+			if err := r.record(ctx, p, rec); err != nil {
 				return err
 			}
 			if err := sleep(ctx, wait); err != nil {
@@ -401,7 +423,7 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 		}
 		sp.HandedToClient = true
 		p.PauseReason = handedMessage(s, sp)
-		return rec.Record(ctx, p)
+		return r.record(ctx, p, rec)
 	}
 }
 
