@@ -133,9 +133,16 @@ func cloneError(e *ErrorInfo) *ErrorInfo {
 // LeaseHolder (0 and a zero LeaseUntil without one), and History set to
 // its one creation entry. t is not modified.
 //
+// t.Status may be any valid status. A task created in a terminal status
+// (completed, failed, cancelled: one that ended before it was first
+// stored) must carry its outcome, a Result or an Error, and no
+// LeaseHolder: nobody runs work for a task that has ended. Its result
+// and error are held to the same limits as an Update's.
+//
 // It fails with ErrInvalid (bad id, owner, status, times, TTL, poll
-// interval, request name, lease, JSON) or ErrTooLarge (a size limit of
-// lim, after defaults). Backends call it before writing anything.
+// interval, request name, lease, JSON, a terminal task without an outcome
+// or with a lease) or ErrTooLarge (a size limit of lim, after defaults).
+// Backends call it before writing anything.
 func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 	if t == nil {
 		return nil, invalid("nil task")
@@ -150,8 +157,12 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 		return nil, invalid("task %s: empty owner", t.ID)
 	case len(t.Owner) > MaxOwnerBytes:
 		return nil, invalid("task %s: owner is %d bytes, limit %d", t.ID, len(t.Owner), MaxOwnerBytes)
-	case t.Status != StatusWorking && t.Status != StatusInputRequired:
-		return nil, invalid("task %s: initial status %q (want working or input_required)", t.ID, t.Status)
+	case !t.Status.Valid():
+		return nil, invalid("task %s: initial status %q", t.ID, t.Status)
+	case t.Status.Terminal() && len(t.Result) == 0 && t.Error == nil:
+		return nil, invalid("task %s: created %s without a Result or an Error", t.ID, t.Status)
+	case t.Status.Terminal() && t.LeaseHolder != "":
+		return nil, invalid("task %s: created %s with lease holder %q (an ended task has no lease)", t.ID, t.Status, t.LeaseHolder)
 	case t.CreatedAt.IsZero():
 		return nil, invalid("task %s: zero CreatedAt", t.ID)
 	case !ValidTime(t.CreatedAt):

@@ -10,6 +10,9 @@
 // Invariants enforced by every backend (and checked by package storetest):
 //
 //   - A task id is unique; Create of an existing id fails with ErrExists.
+//   - A task may be created in any status. One created in a terminal
+//     status carries a Result or an Error and no lease (ErrInvalid
+//     otherwise); it is never in the active index.
 //   - Terminal statuses (completed, failed, cancelled) never change. An update
 //     that would move a task out of a terminal status, or along any
 //     transition CanTransition rejects, fails with a *TransitionError that
@@ -402,12 +405,22 @@ const (
 // Store is a durable home for task records. Implementations are safe for
 // concurrent use.
 type Store interface {
-	// Create stores a new task. The caller sets ID, Owner, Status (working or
-	// input_required), CreatedAt, TTL, optionally LeaseHolder and
-	// LeaseUntil, and the rest; the store sets Version to 1, UpdatedAt to
-	// CreatedAt when zero, ExpiresAt from TTL, LeaseEpoch (1 with a holder,
-	// 0 without, when LeaseUntil is cleared too) and History (one entry).
-	// It returns the stored copy.
+	// Create stores a new task. The caller sets ID, Owner, Status,
+	// CreatedAt, TTL, optionally LeaseHolder and LeaseUntil, and the rest;
+	// the store sets Version to 1, UpdatedAt to CreatedAt when zero,
+	// ExpiresAt from TTL, LeaseEpoch (1 with a holder, 0 without, when
+	// LeaseUntil is cleared too) and History (one entry). It returns the
+	// stored copy.
+	//
+	// Status is usually working or input_required. It may also be a
+	// terminal status, for a task that ended before it was first stored
+	// (an instant tool whose creation and completion are one durable
+	// write): such a task must carry a Result or an Error, within the
+	// limits an Update's obey, and no LeaseHolder (ErrInvalid otherwise).
+	// It is stored as if it had been created and then ended: counted
+	// under its status, with one History entry, an ExpiresAt from TTL as
+	// usual, never in Active, and every later Update fails with
+	// ErrTerminal.
 	Create(ctx context.Context, t *Task) (*Task, error)
 	// Get returns the task with its variables, result, error and history.
 	Get(ctx context.Context, id string) (*Task, error)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,8 +36,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestDurable runs the persistence suite; every file it reopens must also
+// pass Check, whose invariants (index entries, counts, no lease on an
+// ended task) the suite's writes exercise.
 func TestDurable(t *testing.T) {
 	storetest.RunDurable(t, func(t *testing.T, path string) store.Store {
+		if _, err := os.Stat(path); err == nil {
+			require.NoError(t, bboltstore.Check(path), "the file the suite wrote checks clean")
+		}
 		s, err := bboltstore.Open(path)
 		require.NoError(t, err)
 		return s

@@ -83,15 +83,26 @@ func testDuplicate(t *testing.T, o opener) {
 func testCreateInvalid(t *testing.T, o opener) {
 	s := o.open(t)
 	cases := map[string]func(*store.Task){
-		"empty id":               func(x *store.Task) { x.ID = "" },
-		"id too long":            func(x *store.Task) { x.ID = strings.Repeat("i", store.MaxIDBytes+1) },
-		"empty owner":            func(x *store.Task) { x.Owner = "" },
-		"owner too long":         func(x *store.Task) { x.Owner = strings.Repeat("o", store.MaxOwnerBytes+1) },
-		"empty status":           func(x *store.Task) { x.Status = "" },
-		"bogus status":           func(x *store.Task) { x.Status = "sleeping" },
-		"completed status":       func(x *store.Task) { x.Status = store.StatusCompleted },
-		"failed status":          func(x *store.Task) { x.Status = store.StatusFailed },
-		"cancelled status":       func(x *store.Task) { x.Status = store.StatusCancelled },
+		"empty id":              func(x *store.Task) { x.ID = "" },
+		"id too long":           func(x *store.Task) { x.ID = strings.Repeat("i", store.MaxIDBytes+1) },
+		"empty owner":           func(x *store.Task) { x.Owner = "" },
+		"owner too long":        func(x *store.Task) { x.Owner = strings.Repeat("o", store.MaxOwnerBytes+1) },
+		"empty status":          func(x *store.Task) { x.Status = "" },
+		"bogus status":          func(x *store.Task) { x.Status = "sleeping" },
+		"completed, no outcome": func(x *store.Task) { x.Status = store.StatusCompleted },
+		"failed, no outcome":    func(x *store.Task) { x.Status = store.StatusFailed },
+		"cancelled, no outcome": func(x *store.Task) { x.Status = store.StatusCancelled },
+		"completed, empty result": func(x *store.Task) {
+			x.Status, x.Result = store.StatusCompleted, json.RawMessage{}
+		},
+		"completed with a lease": func(x *store.Task) {
+			x.Status, x.Result = store.StatusCompleted, json.RawMessage(`{}`)
+			x.LeaseHolder, x.LeaseUntil = "replica-a", t0.Add(time.Minute)
+		},
+		"failed with a lease": func(x *store.Task) {
+			x.Status, x.Error = store.StatusFailed, &store.ErrorInfo{Code: -32603, Message: "boom"}
+			x.LeaseHolder, x.LeaseUntil = "replica-a", t0.Add(time.Minute)
+		},
 		"zero CreatedAt":         func(x *store.Task) { x.CreatedAt = time.Time{} },
 		"CreatedAt out of range": func(x *store.Task) { x.CreatedAt = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC) },
 		"negative TTL":           func(x *store.Task) { x.TTL = -time.Second },

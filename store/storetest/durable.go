@@ -29,6 +29,7 @@ func RunDurable(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	}{
 		{"Reopen", testReopen},
 		{"StatusUpdateKeepsVariablesAndResult", testKeepsVarsAndResult},
+		{"CreatedTerminal", testReopenCreatedTerminal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // every subtest uses its own path
@@ -275,4 +276,42 @@ func testKeepsVarsAndResult(t *testing.T, open func(t *testing.T, path string) s
 	require.Equal(t, store.StatusCompleted, reread.Status)
 	require.Equal(t, "hm", reread.StatusMessage)
 	require.Equal(t, uint64(5), reread.Version)
+}
+
+// testReopenCreatedTerminal checks that tasks created in a terminal status
+// come back whole after a reopen, stay out of the active index, keep their
+// counts and expiry, and still refuse every update.
+func testReopenCreatedTerminal(t *testing.T, open func(t *testing.T, path string) store.Store) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openAt(t, open, path)
+	mustCreate(t, s, newTask("live", "alice", t0.Add(-time.Second)))
+	ended := endedTasks("alice", t0)
+	allIDs := []string{"live"}
+	for _, in := range ended {
+		mustCreate(t, s, in)
+		allIDs = append(allIDs, in.ID)
+	}
+	before := takeSnapshot(t, s, allIDs, []string{"alice"})
+	require.Len(t, before.tasks, 4)
+	require.Equal(t, []string{"live"}, ids(before.active))
+	require.Equal(t, []string{"ended-failed", "ended-completed"}, ids(before.expired))
+	require.NoError(t, s.Close())
+
+	s2 := openAt(t, open, path)
+	after := takeSnapshot(t, s2, allIDs, []string{"alice"})
+	require.Equal(t, before, after)
+	require.Equal(t, map[store.Status]int{store.StatusWorking: 1, store.StatusInputRequired: 0,
+		store.StatusCompleted: 1, store.StatusFailed: 1, store.StatusCancelled: 1}, after.counts)
+	for _, in := range ended {
+		got := after.tasks[in.ID]
+		require.Equal(t, in.Status, got.Status)
+		require.Len(t, got.History, 1)
+		_, err := s2.Update(t.Context(), in.ID, store.Update{Status: store.StatusWorking})
+		require.ErrorIs(t, err, store.ErrTerminal)
+		_, err = s2.Update(t.Context(), in.ID, store.Update{StatusMessage: strPtr("x")})
+		require.ErrorIs(t, err, store.ErrTerminal)
+		_, err = s2.Claim(t.Context(), in.ID, "h", t0, t0.Add(time.Minute))
+		require.ErrorIs(t, err, store.ErrTerminal)
+	}
+	require.Equal(t, after.tasks, takeSnapshot(t, s2, allIDs, nil).tasks, "refused writes leave them as they were")
 }

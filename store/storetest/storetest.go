@@ -19,9 +19,10 @@
 // and active indexes, concurrent writers without lost updates, ErrClosed
 // after Close, leases (claims, renewals, fenced updates, the lease index,
 // racing claims), operator queries with their filter-bound cursors and scan
-// budget, status counts and the status history. RunDurable checks that
-// everything, including cursors, leases, counts and history, survives a
-// close and reopen.
+// budget, status counts, the status history, and tasks created in a
+// terminal status. RunDurable checks that everything, including cursors,
+// leases, counts, history and tasks created ended, survives a close and
+// reopen.
 //
 // The suite uses the default store.Limits: open must not configure smaller
 // or larger limits. Under testing.Short the largest workloads are scaled
@@ -64,6 +65,8 @@ var suite = []struct {
 	{"ResultAndError", testResultAndError},
 	{"ReturnsCopies", testCopies},
 	{"Delete", testDelete},
+	// terminal.go
+	{"CreateTerminal", testCreateTerminal},
 	// transitions.go
 	{"Transitions", testTransitions},
 	{"CompareAndSwap", testCAS},
