@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -19,10 +18,10 @@ import (
 
 func notFound(id string) error { return fmt.Errorf("%w: %s", store.ErrNotFound, id) }
 
-// Create stores a new task; see store.Store. The row, its variables, its
-// counter and its notification go in one batch, which PostgreSQL runs as
-// one implicit transaction: a duplicate id (the primary key) fails the
-// whole batch with store.ErrExists.
+// Create stores a new task; see store.Store. The row, its variables and
+// its counter go in one batch, which PostgreSQL runs as one implicit
+// transaction: a duplicate id (the primary key) fails the whole batch with
+// store.ErrExists. The change is published after the commit.
 func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
 	ctx, err := s.begin(ctx)
 	if err != nil {
@@ -32,6 +31,15 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 	if err != nil {
 		return nil, err
 	}
+	unlock := s.keys.lock(rec.ID)
+	defer unlock()
+	// An explicit connection, released after the publish: Close waits for
+	// every connection, so a committed write is always handed over.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, s.fail("create "+rec.ID, err)
+	}
+	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue(s.sql.insert, insertArgs(rec)...)
 	if len(rec.Variables) > 0 {
@@ -42,14 +50,14 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 		queueSetVars(b, s.sql.setVars, rec, names)
 	}
 	b.Queue(s.sql.count, string(rec.Status), shard(rec.ID), 1)
-	b.Queue("SELECT pg_notify($1, $2)", s.channel, payload(rec))
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "tasks" {
 			return nil, fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
 		}
 		return nil, s.fail("create "+rec.ID, err)
 	}
+	s.pub.publish(record(rec))
 	return rec.Clone(), nil
 }
 
@@ -100,10 +108,13 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 
 // modify runs fn on the locked task row and writes what it changed, in two
 // round trips on one connection: BEGIN and SELECT ... FOR UPDATE, then
-// (after fn, in Go) the writes (row, variables, counters, notification)
-// and COMMIT. The row lock is held for one round trip. When fn fails,
-// nothing is written.
+// (after fn, in Go) the writes (row, variables, counters) and COMMIT. The
+// row lock is held for one round trip. When fn fails, nothing is written.
+// After the commit the change is published, before the connection goes
+// back to the pool and before the task's key lock is released.
 func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task) (store.Changes, error)) (_ *store.Task, err error) {
+	unlock := s.keys.lock(id)
+	defer unlock()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, s.fail(op+" "+id, err)
@@ -146,14 +157,15 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
 		return nil, s.fail(op+" "+id, fmt.Errorf("transaction status %q after COMMIT", st))
 	}
+	s.pub.publish(record(t))
 	return t, nil
 }
 
 // writes queues the statements that store t after a change described by
 // ch: the row (the history only when the status changed, the result and
-// error only when they changed), the variables set or deleted, the
+// error only when they changed), the variables set or deleted, and the
 // counters of the old and new status (sorted, so that concurrent writers
-// lock counter rows in one order), and the notification.
+// lock counter rows in one order).
 func (s *Store) writes(t *store.Task, ch store.Changes) *pgx.Batch {
 	keys, values := labelArrays(t)
 	args := []any{[]byte(t.ID), string(t.Status), nonNil(t.StatusMessage), t.UpdatedAt.UnixNano(), optNanosArg(t.ExpiresAt),
@@ -208,25 +220,33 @@ func (s *Store) writes(t *store.Task, ch store.Changes) *pgx.Batch {
 			b.Queue(s.sql.count, string(d.st), sh, d.n)
 		}
 	}
-	b.Queue("SELECT pg_notify($1, $2)", s.channel, payload(t))
 	return b
 }
 
-// Delete removes a task (its variables go with it: ON DELETE CASCADE),
-// uncounts it and notifies, in one statement; see store.Store.
+// Delete removes a task (its variables go with it: ON DELETE CASCADE) and
+// uncounts it in one statement, then publishes the change; see
+// store.Store.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	ctx, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
+	unlock := s.keys.lock(id)
+	defer unlock()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return s.fail("delete "+id, err)
+	}
+	defer conn.Release()
 	var status string
-	err = s.pool.QueryRow(ctx, s.sql.delete, []byte(id), shard(id), s.channel, hex.EncodeToString([]byte(id))).Scan(&status)
+	err = conn.QueryRow(ctx, s.sql.delete, []byte(id), shard(id)).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return notFound(id)
 	}
 	if err != nil {
 		return s.fail("delete "+id, err)
 	}
+	s.pub.publish(deleteRecord(id, store.Status(status)))
 	return nil
 }
 
