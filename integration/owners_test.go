@@ -68,7 +68,6 @@ type proc struct {
 	log    lockedBuffer
 }
 
-
 // startProc runs bin with args (ADDR in args is replaced by a free
 // loopback address) and waits until it answers tasks/get.
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
