@@ -93,6 +93,17 @@ func unavailable(tb skipper, err error) {
 	tb.Skipf("pgtest: PostgreSQL unavailable (set %s=1 to fail instead): %v", RequireEnv, err)
 }
 
+// Binaries checks that PostgreSQL's binaries are installed, for tests that
+// start PostgreSQL some other way (a program under test that runs its own
+// cluster): it skips tb when they are not, or fails it when RequireEnv is
+// "1".
+func Binaries(tb testing.TB) {
+	tb.Helper()
+	if _, err := pgserver.FindBin(); err != nil {
+		unavailable(tb, err)
+	}
+}
+
 // Get returns the binary's server, starting it on first use. Tests usually
 // call DSN instead.
 func Get(tb testing.TB) *Server {
