@@ -91,8 +91,7 @@ type Store struct {
 	subsMu sync.Mutex
 	subs   map[*subscription]struct{}
 
-	keys keyLocks   // per task id: writes publish in commit order
-	pub  *publisher // sends the change notifications after commit
+	pub *publisher // sends the change notifications after commit
 }
 
 var (

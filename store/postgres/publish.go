@@ -31,21 +31,26 @@ const (
 )
 
 // publisher sends the change notifications of one Store, after the writes
-// commit. Writers hand it one record each (publish, which never blocks on
-// the database); one goroutine sends everything queued in one round trip
-// on a connection of its own: the records packed into as few payloads as
-// the size limit allows, several payloads in one transaction. Records
-// leave in the order they were handed over, so a task's changes, which
-// its writers hand over in commit order (see keyLocks), are sent in commit
-// order. A failed send is retried, after a reconnect and a backoff, ahead
-// of anything queued since.
+// commit. A write reserves a slot for its change while it still holds the
+// task's row lock (before its COMMIT), and marks the slot ready once the
+// commit returned, or cancels it when the commit failed; reserving never
+// waits for the database. One goroutine sends every ready change in one
+// round trip, on a connection of its own: packed into as few payloads as
+// the size limit allows, several payloads in one transaction.
+//
+// The order is per task: writers of one task reserve their slots in
+// commit order (the row lock admits the next writer only after the
+// previous one committed), and a ready change waits while an earlier slot
+// of the same task is still pending. Changes of other tasks do not wait
+// for each other. A failed send is retried, after a reconnect and a
+// backoff, ahead of anything queued since.
 type publisher struct {
 	s *Store
 
 	mu       sync.Mutex
-	queue    []string // records not yet sent, oldest first
+	queue    []*slot // reserved changes not yet sent, in reservation order
 	stopping bool
-	wake     chan struct{} // capacity 1: something was queued, or stop
+	wake     chan struct{} // capacity 1: a slot was resolved, or stop
 	done     chan struct{} // closed when run returns
 
 	conn *pgx.Conn // owned by run
@@ -54,27 +59,88 @@ type publisher struct {
 	records, roundTrips, dropped atomic.Uint64
 }
 
+// slot is one reserved change.
+type slot struct {
+	key    string // the task id
+	record string // "version|status|hex(id)"
+	state  slotState
+}
+
+type slotState uint8
+
+const (
+	slotPending slotState = iota
+	slotReady
+	slotCancelled
+)
+
 func newPublisher(s *Store) *publisher {
 	p := &publisher{s: s, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go p.run()
 	return p
 }
 
-// publish queues one record: "version|status|hex(id)".
-func (p *publisher) publish(record string) {
+// reserve queues a pending change of task key. The caller must resolve it
+// with commit or cancel.
+func (p *publisher) reserve(key, record string) *slot {
+	sl := &slot{key: key, record: record}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.stopping {
-		p.mu.Unlock()
+		sl.state = slotCancelled
 		p.dropped.Add(1)
-		return
+		return sl
 	}
-	p.queue = append(p.queue, record)
-	if n := len(p.queue) - maxQueued; n > 0 {
-		p.queue = append(p.queue[:0], p.queue[n:]...)
-		p.dropped.Add(uint64(n))
+	p.queue = append(p.queue, sl)
+	p.trim()
+	return sl
+}
+
+// resolveFor marks sl ready when *err is nil and cancels it otherwise; for
+// a defer after reserve.
+func (p *publisher) resolveFor(sl *slot, err *error) {
+	if *err == nil {
+		p.commit(sl)
+	} else {
+		p.cancel(sl)
+	}
+}
+
+// commit marks sl ready to send.
+func (p *publisher) commit(sl *slot) { p.resolve(sl, slotReady) }
+
+// cancel drops sl: its write did not commit (or may not have).
+func (p *publisher) cancel(sl *slot) { p.resolve(sl, slotCancelled) }
+
+func (p *publisher) resolve(sl *slot, st slotState) {
+	p.mu.Lock()
+	if sl.state == slotPending {
+		sl.state = st
 	}
 	p.mu.Unlock()
 	p.signal()
+}
+
+// trim drops the oldest resolved slots beyond maxQueued. The caller holds
+// mu.
+func (p *publisher) trim() {
+	excess := len(p.queue) - maxQueued
+	if excess <= 0 {
+		return
+	}
+	kept := p.queue[:0]
+	for _, sl := range p.queue {
+		if excess > 0 && sl.state != slotPending {
+			excess--
+			if sl.state == slotReady {
+				p.dropped.Add(1)
+			}
+			continue
+		}
+		kept = append(kept, sl)
+	}
+	clear(p.queue[len(kept):])
+	p.queue = kept
 }
 
 func (p *publisher) signal() {
@@ -84,9 +150,9 @@ func (p *publisher) signal() {
 	}
 }
 
-// stop sends what is queued (within closeFlushTimeout), closes the
-// connection and waits for the goroutine. Records published later are
-// dropped.
+// stop sends what is ready (within closeFlushTimeout), closes the
+// connection and waits for the goroutine. Changes reserved later, or
+// still pending, are dropped. Call it when no write is in flight.
 func (p *publisher) stop() {
 	p.mu.Lock()
 	p.stopping = true
@@ -95,23 +161,54 @@ func (p *publisher) stop() {
 	<-p.done
 }
 
+// sendable splits queue into the slots to send now, in order (every ready
+// slot no pending slot of its task precedes), and the slots to keep
+// (pending ones, and ready ones behind a pending one of their task), in
+// order. Cancelled slots go.
+func sendable(queue []*slot) (ready, rest []*slot) {
+	var blocked map[string]bool
+	for _, sl := range queue {
+		switch {
+		case sl.state == slotCancelled:
+		case sl.state == slotPending:
+			if blocked == nil {
+				blocked = make(map[string]bool)
+			}
+			blocked[sl.key] = true
+			rest = append(rest, sl)
+		case blocked[sl.key]:
+			rest = append(rest, sl)
+		default:
+			ready = append(ready, sl)
+		}
+	}
+	return ready, rest
+}
+
 func (p *publisher) run() {
 	defer close(p.done)
 	defer p.closeConn()
 	delay := time.Duration(0)
 	for {
 		p.mu.Lock()
-		for len(p.queue) == 0 && !p.stopping {
+		var batch []*slot
+		for {
+			batch, p.queue = sendable(p.queue)
+			if len(batch) > 0 || p.stopping {
+				break
+			}
 			p.mu.Unlock()
 			<-p.wake
 			p.mu.Lock()
 		}
-		batch, stopping := p.queue, p.stopping
-		p.queue = nil
-		p.mu.Unlock()
-		if len(batch) == 0 {
-			return // stopping, nothing left
+		stopping := p.stopping
+		if stopping && len(batch) == 0 {
+			p.dropped.Add(uint64(len(p.queue))) // pending at Close: none when no write is in flight
+			p.queue = nil
+			p.mu.Unlock()
+			return
 		}
+		p.mu.Unlock()
 		timeout := sendTimeout
 		if stopping {
 			timeout = closeFlushTimeout
@@ -130,12 +227,11 @@ func (p *publisher) run() {
 		delay = min(max(2*delay, minReconnectDelay), maxReconnectDelay)
 		p.s.log.Warn("postgres: sending change notifications failed; retrying", "schema", p.s.schema,
 			"changes", len(batch), "err", err, "retry_in", delay)
+		// Ahead of everything else: they were the oldest ready slots, so
+		// the order per task holds.
 		p.mu.Lock()
 		p.queue = append(batch, p.queue...)
-		if n := len(p.queue) - maxQueued; n > 0 {
-			p.queue = p.queue[n:]
-			p.dropped.Add(uint64(n))
-		}
+		p.trim()
 		p.mu.Unlock()
 		p.sleep(delay)
 	}
@@ -163,7 +259,7 @@ func (p *publisher) sleep(d time.Duration) {
 // send delivers batch in one round trip: one NOTIFY, or several in one
 // transaction (PostgreSQL queues a transaction's notifications in the
 // order they were made and delivers them at its commit).
-func (p *publisher) send(batch []string, timeout time.Duration) error {
+func (p *publisher) send(batch []*slot, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if p.conn == nil {
@@ -173,7 +269,11 @@ func (p *publisher) send(batch []string, timeout time.Duration) error {
 		}
 		p.conn = conn
 	}
-	payloads := pack(batch)
+	records := make([]string, len(batch))
+	for i, sl := range batch {
+		records[i] = sl.record
+	}
+	payloads := pack(records)
 	var err error
 	if len(payloads) == 1 {
 		_, err = p.conn.Exec(ctx, "SELECT pg_notify($1, $2)", p.s.channel, payloads[0])
@@ -226,45 +326,4 @@ func pack(records []string) []string {
 		out = append(out, b.String())
 	}
 	return out
-}
-
-// keyLocks serializes this process's writes of one task id, from before a
-// write touches the database until its change is published, so that the
-// changes of a task are published in commit order. (The row lock orders
-// the commits; without this, two writers could hand their changes over in
-// the other order.) A write always takes its key lock before a pool
-// connection and holds one key at a time, so waiting for it cannot
-// deadlock with a wait inside the database.
-type keyLocks struct {
-	mu sync.Mutex
-	m  map[string]*keyLock
-}
-
-type keyLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-// lock locks id and returns the unlock function.
-func (k *keyLocks) lock(id string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = make(map[string]*keyLock)
-	}
-	l := k.m[id]
-	if l == nil {
-		l = &keyLock{}
-		k.m[id] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.m, id)
-		}
-		k.mu.Unlock()
-	}
 }

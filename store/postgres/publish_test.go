@@ -47,35 +47,79 @@ func TestPack(t *testing.T) {
 	require.Len(t, pack([]string{rec, rec, "x"}), 2)
 }
 
-func TestKeyLocks(t *testing.T) {
-	var k keyLocks
+// TestSendable: a ready change waits only behind a pending change of its
+// own task; cancelled ones go.
+func TestSendable(t *testing.T) {
+	sl := func(key string, st slotState) *slot { return &slot{key: key, record: key, state: st} }
+	a1, b1, a2, c1, d1, b2 := sl("a", slotPending), sl("b", slotReady), sl("a", slotReady),
+		sl("c", slotReady), sl("d", slotCancelled), sl("b", slotReady)
+	ready, rest := sendable([]*slot{a1, b1, a2, c1, d1, b2})
+	require.Equal(t, []*slot{b1, c1, b2}, ready)
+	require.Equal(t, []*slot{a1, a2}, rest)
+
+	a1.state = slotReady
+	a3 := sl("a", slotPending)
+	ready, rest = sendable(append(rest, a3))
+	require.Equal(t, []*slot{a1, a2}, ready)
+	require.Equal(t, []*slot{a3}, rest)
+	a3.state = slotCancelled
+	ready, rest = sendable(rest)
+	require.Empty(t, ready)
+	require.Empty(t, rest)
+}
+
+// TestPublisherOrderPerTask resolves reserved slots out of order: each
+// task's changes are still sent in reservation order, and a task's change
+// is not held up by another task's pending one.
+func TestPublisherOrderPerTask(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s, err := Open(t.Context(), dsn, WithSchema("order"))
+	require.NoError(t, err)
+	defer s.Close()
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		inside  = map[string]int{}
-		overlap bool
+		mu  sync.Mutex
+		got []store.Change
 	)
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 200 {
-				id := fmt.Sprint((g + i) % 3)
-				unlock := k.lock(id)
-				mu.Lock()
-				inside[id]++
-				overlap = overlap || inside[id] > 1
-				mu.Unlock()
-				mu.Lock()
-				inside[id]--
-				mu.Unlock()
-				unlock()
-			}
-		}()
+	stop, err := s.Subscribe(t.Context(), func(c store.Change) {
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+	})
+	require.NoError(t, err)
+	defer stop()
+	seen := func(n int) []store.Change {
+		t.Helper()
+		var out []store.Change
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			out = append([]store.Change(nil), got...)
+			return len(out) >= n
+		}, 5*time.Second, 5*time.Millisecond)
+		return out
 	}
-	wg.Wait()
-	require.False(t, overlap, "one holder per key at a time")
-	require.Empty(t, k.m, "unused keys are forgotten")
+	rec := func(id string, v uint64) string {
+		return record(&store.Task{ID: id, Status: store.StatusWorking, Version: v})
+	}
+	x1 := s.pub.reserve("x", rec("x", 1))
+	y1 := s.pub.reserve("y", rec("y", 1))
+	x2 := s.pub.reserve("x", rec("x", 2))
+	s.pub.commit(x2) // waits for x1
+	s.pub.commit(y1) // does not
+	require.Equal(t, []store.Change{{ID: "y", Status: store.StatusWorking, Version: 1}}, seen(1))
+	s.pub.commit(x1)
+	got2 := seen(3)
+	require.Equal(t, []store.Change{
+		{ID: "y", Status: store.StatusWorking, Version: 1},
+		{ID: "x", Status: store.StatusWorking, Version: 1},
+		{ID: "x", Status: store.StatusWorking, Version: 2},
+	}, got2)
+	// A cancelled change is never sent and holds nothing up.
+	x3 := s.pub.reserve("x", rec("x", 3))
+	x4 := s.pub.reserve("x", rec("x", 4))
+	s.pub.commit(x4)
+	s.pub.cancel(x3)
+	require.Equal(t, store.Change{ID: "x", Status: store.StatusWorking, Version: 4}, seen(4)[3])
 }
 
 // TestPublisherLargeBatch hands the notifier more records at once than one
@@ -100,14 +144,16 @@ func TestPublisherLargeBatch(t *testing.T) {
 
 	const n = 300
 	var want []store.Change
+	var records []string
 	s.pub.mu.Lock()
 	for i := range n {
 		task := &store.Task{ID: fmt.Sprintf("%0200d", i), Status: store.StatusWorking, Version: uint64(i + 1)}
-		s.pub.queue = append(s.pub.queue, record(task))
+		s.pub.queue = append(s.pub.queue, &slot{key: task.ID, record: record(task), state: slotReady})
+		records = append(records, record(task))
 		want = append(want, store.Change{ID: task.ID, Status: task.Status, Version: task.Version})
 	}
-	require.Greater(t, len(pack(s.pub.queue)), 5)
 	s.pub.mu.Unlock()
+	require.Greater(t, len(pack(records)), 5)
 	s.pub.signal()
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

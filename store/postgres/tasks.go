@@ -21,9 +21,10 @@ func notFound(id string) error { return fmt.Errorf("%w: %s", store.ErrNotFound, 
 // Create stores a new task; see store.Store. The row, its variables and
 // its counter go in one batch, which PostgreSQL runs as one implicit
 // transaction: a duplicate id (the primary key) fails the whole batch with
-// store.ErrExists. The change is published after the commit.
-func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
-	ctx, err := s.begin(ctx)
+// store.ErrExists. The change notification is reserved before the batch
+// and sent once it committed.
+func (s *Store) Create(ctx context.Context, t *store.Task) (_ *store.Task, err error) {
+	ctx, err = s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -31,15 +32,18 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 	if err != nil {
 		return nil, err
 	}
-	unlock := s.keys.lock(rec.ID)
-	defer unlock()
-	// An explicit connection, released after the publish: Close waits for
-	// every connection, so a committed write is always handed over.
+	// An explicit connection, released after the notification is
+	// resolved: Close waits for every connection, so the notification of
+	// a committed write is always handed over.
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, s.fail("create "+rec.ID, err)
 	}
 	defer conn.Release()
+	// No other write of this task can commit before this one: none can
+	// see it. So its notification is the task's first.
+	sl := s.pub.reserve(rec.ID, record(rec))
+	defer s.pub.resolveFor(sl, &err)
 	b := &pgx.Batch{}
 	b.Queue(s.sql.insert, insertArgs(rec)...)
 	if len(rec.Variables) > 0 {
@@ -57,7 +61,6 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 		}
 		return nil, s.fail("create "+rec.ID, err)
 	}
-	s.pub.publish(record(rec))
 	return rec.Clone(), nil
 }
 
@@ -110,11 +113,10 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 // round trips on one connection: BEGIN and SELECT ... FOR UPDATE, then
 // (after fn, in Go) the writes (row, variables, counters) and COMMIT. The
 // row lock is held for one round trip. When fn fails, nothing is written.
-// After the commit the change is published, before the connection goes
-// back to the pool and before the task's key lock is released.
+// The change notification is reserved while the row is locked, so that
+// the task's notifications are in commit order, and resolved before the
+// connection goes back to the pool.
 func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task) (store.Changes, error)) (_ *store.Task, err error) {
-	unlock := s.keys.lock(id)
-	defer unlock()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, s.fail(op+" "+id, err)
@@ -149,6 +151,8 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 	if err != nil {
 		return nil, err
 	}
+	sl := s.pub.reserve(id, record(t))
+	defer s.pub.resolveFor(sl, &err)
 	w := s.writes(t, ch)
 	w.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, w).Close(); err != nil {
@@ -157,7 +161,6 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
 		return nil, s.fail(op+" "+id, fmt.Errorf("transaction status %q after COMMIT", st))
 	}
-	s.pub.publish(record(t))
 	return t, nil
 }
 
@@ -224,29 +227,50 @@ func (s *Store) writes(t *store.Task, ch store.Changes) *pgx.Batch {
 }
 
 // Delete removes a task (its variables go with it: ON DELETE CASCADE) and
-// uncounts it in one statement, then publishes the change; see
-// store.Store.
-func (s *Store) Delete(ctx context.Context, id string) error {
-	ctx, err := s.begin(ctx)
+// uncounts it; see store.Store. It takes two round trips, like modify:
+// BEGIN and the delete (one statement), then, with the change
+// notification reserved while the deleted row is still locked, COMMIT.
+func (s *Store) Delete(ctx context.Context, id string) (err error) {
+	ctx, err = s.begin(ctx)
 	if err != nil {
 		return err
 	}
-	unlock := s.keys.lock(id)
-	defer unlock()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return s.fail("delete "+id, err)
 	}
-	defer conn.Release()
+	defer func() {
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		conn.Release()
+	}()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.sql.delete, []byte(id), shard(id))
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
 	var status string
-	err = conn.QueryRow(ctx, s.sql.delete, []byte(id), shard(id)).Scan(&status)
+	if err == nil {
+		err = br.QueryRow().Scan(&status)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return notFound(id)
 	}
 	if err != nil {
 		return s.fail("delete "+id, err)
 	}
-	s.pub.publish(deleteRecord(id, store.Status(status)))
+	sl := s.pub.reserve(id, deleteRecord(id, store.Status(status)))
+	defer s.pub.resolveFor(sl, &err)
+	if _, err = conn.Exec(ctx, "COMMIT"); err != nil {
+		return s.fail("delete "+id, err)
+	}
+	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
+		return s.fail("delete "+id, fmt.Errorf("transaction status %q after COMMIT", st))
+	}
 	return nil
 }
 
