@@ -8,7 +8,8 @@
 // header of the response that created it (usually the answer to
 // initialize) and forgets it when a DELETE for it succeeds or the backend
 // answers 404 for it (the session is gone). A session id the proxy does
-// not know is sent round-robin, so that some backend can answer 404.
+// not know is sent round-robin (a backend that does not hold it answers
+// 404, which tells the client to start a new session).
 //
 // A backend that refuses the connection (nothing was sent to it) is
 // skipped: the request goes to the next one, and the proxy answers 502 Bad
@@ -198,7 +199,9 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		if id := resp.Header.Get(SessionHeader); id != "" && id != sid {
+		// A successful answer that names a session (initialize's) means
+		// this backend holds it.
+		if id := resp.Header.Get(SessionHeader); id != "" && resp.StatusCode/100 == 2 && req.Method != http.MethodDelete {
 			p.learn(id, i)
 		}
 		return resp, nil
