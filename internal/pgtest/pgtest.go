@@ -49,7 +49,8 @@ const RequireEnv = "TASKBRIDGE_REQUIRE_POSTGRES"
 // startTimeout bounds how long the server may take to accept connections.
 const startTimeout = 60 * time.Second
 
-// Server is the test binary's PostgreSQL cluster.
+// Server is the test binary's PostgreSQL cluster (a pgserver.Server, whose
+// DSN, URL and Dir it offers).
 type Server struct {
 	*pgserver.Server
 	admin *pgxpool.Pool // to the "postgres" database, for CREATE/DROP DATABASE
@@ -138,14 +139,12 @@ func DSN(tb testing.TB) string {
 			tb.Errorf("pgtest: drop database %s: %v", name, err)
 		}
 	})
-	return s.dsn(name)
+	return s.DSN(name)
 }
 
 // AdminDSN returns a connection string to the server's "postgres"
 // database, for tests that inspect the server (pg_stat_activity, say).
 func (s *Server) AdminDSN() string { return s.DSN("postgres") }
-
-func (s *Server) dsn(db string) string { return s.Server.DSN(db) }
 
 // start starts the binary's cluster and opens the admin pool.
 func start() (*Server, error) {
