@@ -360,15 +360,30 @@ type Change struct {
 // Notifier is implemented by stores that several processes share (such as
 // PostgreSQL), so that one process learns of writes made by another.
 //
-// Subscribe calls fn for every write committed by any process, including
-// this one, that bumps a task's Version (Create, Update, Claim) or deletes
-// a task; Renew, which bumps nothing, is not reported. Changes of one task
-// arrive in commit order; fn is called from one goroutine at a time and
-// should return quickly. After a lost connection the subscription
-// reconnects and then calls fn once with Change{Resync: true}: changes may
-// have been missed in between. stop ends the subscription and waits until
-// fn is no longer running (so fn must not call it); Subscribe's ctx bounds
-// only the setup, and the subscription also ends when the store is closed.
+// Subscribe calls fn for the writes committed by any process, including
+// this one, that bump a task's Version (Create, Update, Claim) or delete a
+// task; Renew, which bumps nothing, is not reported.
+//
+// A change is notified after its write commits, never before (a
+// subscriber that reads the task when it hears of a change sees that
+// write or a later one), normally within milliseconds. Delivery is best
+// effort: a process that dies between a commit and its notification loses
+// that notification, and a store that cannot send its notifications for
+// a long time may drop the oldest; rarely, a change arrives twice. So a
+// subscriber must not rely on the feed alone: the engine also re-reads
+// what it watches periodically (taskrouter's ChangePollInterval).
+//
+// The changes of one task written through one Store value arrive in
+// commit order. Changes written through different Store values (other
+// processes) may arrive in another order than their commits; Version
+// tells the newer (a deletion has Version 0). fn is called from one
+// goroutine at a time and should return quickly. After a lost connection
+// the subscription reconnects and then calls fn once with
+// Change{Resync: true}: changes may have been missed in between, and the
+// subscriber should re-read what it watches. stop ends the subscription
+// and waits until fn is no longer running (so fn must not call it);
+// Subscribe's ctx bounds only the setup, and the subscription also ends
+// when the store is closed.
 type Notifier interface {
 	Subscribe(ctx context.Context, fn func(Change)) (stop func(), err error)
 }

@@ -6,9 +6,13 @@
 // continues with _meta._task_id, the last server step runs, and the task
 // completes.
 //
+// The replicas mode runs the server as several replicas sharing one
+// throwaway PostgreSQL, behind a round-robin proxy (see docs/REPLICAS.md).
+//
 //	go run ./examples/62_tasks_workflow
 //	go run ./examples/62_tasks_workflow serve -http 127.0.0.1:8080 -db tasks.db
 //	go run ./examples/62_tasks_workflow serve -stdio -db tasks.db
+//	go run ./examples/62_tasks_workflow replicas -n 3 -http 127.0.0.1:8080
 package main
 
 import (
@@ -37,6 +41,8 @@ Usage:
                                         process, narrated (default: a temporary store)
   62_tasks_workflow serve -http ADDR    serve over Streamable HTTP at http://ADDR/mcp
   62_tasks_workflow serve -stdio        serve one client over stdin/stdout
+  62_tasks_workflow replicas            run N replicas of serve on a throwaway PostgreSQL,
+                                        behind a round-robin proxy at http://ADDR/mcp
 
 Serve flags:
   -http ADDR      listen address (use a loopback address such as 127.0.0.1:8080)
@@ -56,6 +62,16 @@ Serve flags:
   -v              log engine activity to stderr
 
 Prometheus metrics are served at http://ADDR/metrics (HTTP only).
+
+Replicas flags (PostgreSQL's initdb and postgres must be installed, e.g. under
+/usr/lib/postgresql/*/bin; as root the database runs as the postgres user):
+  -http ADDR      the proxy's listen address (default 127.0.0.1:8080); the replicas
+                  listen on free loopback ports, each named by TASKBRIDGE_REPLICA_ID
+                  (replica-1, replica-2, ...)
+  -n N            number of replicas (default 3)
+  -keep-db        leave the PostgreSQL data directory when stopping (default: removed)
+  -v              the replicas log engine activity, each line prefixed with its name
+Ctrl-C (SIGINT) or SIGTERM stops the proxy, the replicas and PostgreSQL.
 
 The server offers the workflow prompts release_notes (task-aware),
 release_notes_plain (the same, without a task) and ship_release (a flaky
@@ -81,6 +97,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "serve" {
 		return serve(args[1:], stderr)
 	}
+	if len(args) > 0 && args[0] == "replicas" {
+		return replicas(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("62_tasks_workflow", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
@@ -90,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("unknown argument %q (the commands are: serve, or none for the demo)", fs.Arg(0))
+		return fmt.Errorf("unknown argument %q (the commands are: serve, replicas, or none for the demo)", fs.Arg(0))
 	}
 	path := *db
 	if path == "" {

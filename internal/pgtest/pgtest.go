@@ -12,18 +12,15 @@
 //	}
 //
 // The first DSN call starts one PostgreSQL cluster for the whole test
-// binary: initdb into a temporary directory, then the postgres server
-// listening only on a Unix socket in that directory (no TCP port, so
-// parallel test binaries never collide). It runs with fsync, synchronous
-// commit and full-page writes off: fast, and unsafe for anything but
-// throwaway data. Main stops the server and removes the directory when the
-// tests end; should the test binary die first, the server gets SIGQUIT from
-// the kernel (a parent-death signal) and shuts down too.
-//
-// The binaries (initdb, postgres) are looked up under
-// /usr/lib/postgresql/<version>/bin (the newest version first), then on
-// PATH. PostgreSQL refuses to run as root: when the tests run as root, the
-// cluster runs as the "postgres" user, which owns the temporary directory.
+// binary with package pgserver: initdb into a temporary directory, then
+// the postgres server listening only on a Unix socket in that directory
+// (no TCP port, so parallel test binaries never collide). It runs with
+// fsync, synchronous commit and full-page writes off: fast, and unsafe for
+// anything but throwaway data. Main stops the server and removes the
+// directory when the tests end; should the test binary die first, the
+// server gets SIGQUIT from the kernel (a parent-death signal) and shuts
+// down too. pgserver documents where the binaries are looked up and which
+// user the cluster runs as.
 //
 // When PostgreSQL cannot be started (not installed, no postgres user), DSN
 // skips the test with the reason, or fails it when the environment
@@ -33,22 +30,16 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskbridge/taskbridge/internal/pgserver"
 )
 
 // RequireEnv is the environment variable that turns "PostgreSQL is
@@ -58,15 +49,12 @@ const RequireEnv = "TASKBRIDGE_REQUIRE_POSTGRES"
 // startTimeout bounds how long the server may take to accept connections.
 const startTimeout = 60 * time.Second
 
-// Server is a running throwaway PostgreSQL cluster.
+// Server is the test binary's PostgreSQL cluster (a pgserver.Server, whose
+// DSN, URL and Dir it offers).
 type Server struct {
-	dir     string // temporary directory: data/, the socket, the log
-	bin     string // directory of initdb and postgres
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the server process exits
-	waitErr error         // the process's exit status, once exited is closed
-	admin   *pgxpool.Pool // to the "postgres" database, for CREATE/DROP DATABASE
-	seq     atomic.Int64
+	*pgserver.Server
+	admin *pgxpool.Pool // to the "postgres" database, for CREATE/DROP DATABASE
+	seq   atomic.Int64
 }
 
 var (
@@ -106,6 +94,17 @@ func unavailable(tb skipper, err error) {
 	tb.Skipf("pgtest: PostgreSQL unavailable (set %s=1 to fail instead): %v", RequireEnv, err)
 }
 
+// Binaries checks that PostgreSQL's binaries are installed, for tests that
+// start PostgreSQL some other way (a program under test that runs its own
+// cluster): it skips tb when they are not, or fails it when RequireEnv is
+// "1".
+func Binaries(tb testing.TB) {
+	tb.Helper()
+	if _, err := pgserver.FindBin(); err != nil {
+		unavailable(tb, err)
+	}
+}
+
 // Get returns the binary's server, starting it on first use. Tests usually
 // call DSN instead.
 func Get(tb testing.TB) *Server {
@@ -141,117 +140,34 @@ func DSN(tb testing.TB) string {
 			tb.Errorf("pgtest: drop database %s: %v", name, err)
 		}
 	})
-	return s.dsn(name)
+	return s.URL(name)
 }
 
 // AdminDSN returns a connection string to the server's "postgres"
 // database, for tests that inspect the server (pg_stat_activity, say).
-func (s *Server) AdminDSN() string { return s.dsn("postgres") }
+func (s *Server) AdminDSN() string { return s.DSN("postgres") }
 
-func (s *Server) dsn(db string) string {
-	q := url.Values{"host": {s.dir}, "port": {"5432"}, "sslmode": {"disable"}}
-	return (&url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/" + db, RawQuery: q.Encode()}).String()
-}
-
-// findBin returns the directory holding initdb and postgres.
-func findBin() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	// Newest version first (numeric order: 9 < 15).
-	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
-	for _, d := range dirs {
-		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "postgres")) {
-			return d, nil
-		}
-	}
-	if p, err := exec.LookPath("initdb"); err == nil {
-		d := filepath.Dir(p)
-		if isExec(filepath.Join(d, "postgres")) {
-			return d, nil
-		}
-	}
-	return "", errors.New("initdb and postgres not found under /usr/lib/postgresql/*/bin or on PATH (install PostgreSQL, e.g. apt-get install postgresql)")
-}
-
-func version(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
-}
-
-func isExec(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-}
-
-// tempDir makes the cluster's directory. The socket path inside it must
-// stay under the Unix limit (107 bytes), so a long TMPDIR falls back to
-// /tmp.
-func tempDir() (string, error) {
-	dir, err := os.MkdirTemp("", "pgtest-")
-	if err == nil && len(dir) > 80 {
-		_ = os.RemoveAll(dir)
-		dir, err = os.MkdirTemp("/tmp", "pgtest-")
-	}
-	return dir, err
-}
-
-// connect waits until the server accepts connections and opens the admin
-// pool.
-func (s *Server) connect() error {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	cfg, err := pgxpool.ParseConfig(s.AdminDSN())
+// start starts the binary's cluster and opens the admin pool.
+func start() (*Server, error) {
+	ps, err := pgserver.Start(pgserver.Options{Unsafe: true, MaxConnections: 300, StartTimeout: startTimeout})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cfg.MaxConns = 4
-	for {
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err == nil {
-			if err = pool.Ping(ctx); err == nil {
-				s.admin = pool
-				return nil
-			}
-			pool.Close()
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("postgres exited (%v) before accepting connections:\n%s", s.waitErr, s.log())
-		case <-ctx.Done():
-			return fmt.Errorf("postgres did not accept connections within %v (%v):\n%s", startTimeout, err, s.log())
-		case <-time.After(20 * time.Millisecond):
-		}
+	s := &Server{Server: ps}
+	cfg, err := pgxpool.ParseConfig(s.AdminDSN())
+	if err == nil {
+		cfg.MaxConns = 4
+		s.admin, err = pgxpool.NewWithConfig(context.Background(), cfg)
 	}
+	if err != nil {
+		_ = ps.Stop()
+		return nil, err
+	}
+	return s, nil
 }
 
-func (s *Server) log() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
-	return strings.TrimSpace(string(b))
-}
-
-// stop shuts the server down (fast shutdown: SIGINT, then SIGQUIT after 10
-// seconds) and removes its directory.
+// stop closes the admin pool, stops the server and removes its directory.
 func (s *Server) stop() error {
-	if s.admin != nil {
-		s.admin.Close()
-	}
-	var err error
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Signal(syscall.SIGQUIT)
-			select {
-			case <-s.exited:
-			case <-time.After(5 * time.Second):
-				_ = s.cmd.Process.Kill()
-				<-s.exited
-				err = errors.New("postgres did not shut down; killed")
-			}
-		}
-	}
-	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
-		err = rmErr
-	}
-	return err
+	s.admin.Close()
+	return s.Server.Stop()
 }

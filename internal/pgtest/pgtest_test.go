@@ -87,13 +87,3 @@ func TestUnavailable(t *testing.T) {
 		require.Contains(t, r.skip, RequireEnv)
 	}
 }
-
-func TestFindBin(t *testing.T) {
-	dir, err := findBin()
-	if err != nil {
-		unavailable(t, err)
-	}
-	require.FileExists(t, dir+"/initdb")
-	require.FileExists(t, dir+"/postgres")
-	require.Equal(t, 15, version("/usr/lib/postgresql/15/bin"))
-}

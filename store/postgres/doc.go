@@ -4,8 +4,8 @@
 // It passes the whole storetest suite, like the embedded backends, and adds
 // what replicas need: every write is atomic in SQL so that two processes
 // can never both win a compare-and-swap, a fenced update or a claim, and a
-// change feed (store.Notifier) carries every committed write to every
-// process. Store.Shared reports true.
+// change feed (store.Notifier) carries committed writes to every process
+// soon after they commit. Store.Shared reports true.
 //
 // # Schema
 //
@@ -48,17 +48,43 @@
 // (store.PreparedUpdate.Apply, store.ApplyClaim), then write and commit in
 // a second round trip: a second writer waits for the row and then sees the
 // first one's result, so IfVersion, Fence and the lease checks hold across
-// processes. Create,
-// Delete and Renew are single statements (or one implicit transaction).
-// Locks are taken in one order — the task row, then its counter rows
-// sorted by status — so writers never deadlock.
+// processes. Delete works the same way (BEGIN and the DELETE, then
+// COMMIT); Create and Renew are one implicit transaction each. Locks are
+// taken in one order — the task row, then its counter rows sorted by
+// status — so writers never deadlock.
 //
 // # Change feed
 //
-// Every write that bumps a version or deletes a task calls pg_notify in its
-// transaction, on a channel named after the schema, with the payload
-// "version|status|hex(id)" (a delete sends version 0). PostgreSQL delivers
-// notifications after commit, in commit order. Subscribe LISTENs on a
-// connection of its own and reconnects with backoff when it is lost,
-// reporting store.Change{Resync: true} once it listens again.
+// Notifications are sent after commit, not inside the write's
+// transaction: PostgreSQL serializes the commits of every transaction that
+// called NOTIFY on one cluster-wide lock, so notifying inside each write
+// made writers queue behind each other. Instead, a write reserves a slot
+// for its change with the Store's notifier just before its COMMIT (while
+// it holds the task's row lock) and marks it ready once the commit
+// returned (or drops it when the commit failed). The notifier, one
+// goroutine per Store, sends every ready change in one round trip on a
+// connection of its own (named NotifierApplicationName, opened at the
+// first write): the changes are records "version|status|hex(id)" (a
+// delete sends version 0), packed, one per line, into payloads under
+// PostgreSQL's 8000-byte limit, several payloads in one transaction. The
+// channel is named after the schema. A failed send is retried after a
+// reconnect (50ms to 5s backoff) ahead of later changes; Close sends what
+// is ready, waiting at most two seconds.
+//
+// What a subscriber can rely on: a change is notified after it commits,
+// normally within milliseconds. A process that dies between a commit and
+// the notification loses that notification (and one whose notifier
+// cannot reach the database keeps at most 100,000 changes, dropping the
+// oldest), which is why subscribers, the engine among them, also poll.
+// The changes of one task made through one Store arrive in commit order:
+// its writers reserve their slots in commit order (the row lock admits
+// the next one only after the previous one committed), and a ready change
+// is held back while an earlier one of the same task is still pending;
+// other tasks' changes never wait for it. Changes made through different
+// Stores may arrive in another order than their commits; Version tells
+// the newer.
+//
+// Subscribe LISTENs on a connection of its own and reconnects with backoff
+// when it is lost, reporting store.Change{Resync: true} once it listens
+// again.
 package postgres

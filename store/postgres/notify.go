@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,10 +33,13 @@ type subscription struct {
 	once   sync.Once
 }
 
-// Subscribe calls fn for every write committed to the store's schema by
-// any process; see store.Notifier. It connects and LISTENs before it
+// Subscribe calls fn for the writes committed to the store's schema by
+// any process, soon after they commit; see store.Notifier and the package
+// documentation for what is guaranteed. It connects and LISTENs before it
 // returns, so that every write committed after Subscribe returns is
-// delivered. The subscription holds a connection of its own (outside the
+// delivered (unless its process dies before it notifies). A payload may
+// carry several changes; fn gets them one by one, in order. The
+// subscription holds a connection of its own (outside the
 // pool, named ListenerApplicationName); when that connection is lost it
 // reconnects with exponential backoff (50ms to 5s) and then calls fn with
 // store.Change{Resync: true}.
@@ -62,14 +66,20 @@ func (s *Store) Subscribe(ctx context.Context, fn func(store.Change)) (stop func
 	return sub.stop, nil
 }
 
-// listen opens a connection and LISTENs on the store's channel.
-func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+// connect opens a connection of its own (outside the pool), named app in
+// pg_stat_activity.
+func (s *Store) connect(ctx context.Context, app string) (*pgx.Conn, error) {
 	cfg := s.connCfg.Copy()
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	cfg.RuntimeParams["application_name"] = ListenerApplicationName
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	cfg.RuntimeParams["application_name"] = app
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// listen opens a connection and LISTENs on the store's channel.
+func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := s.connect(ctx, ListenerApplicationName)
 	if err != nil {
 		return nil, err
 	}
@@ -112,12 +122,14 @@ func (sub *subscription) run(conn *pgx.Conn) {
 			sub.fn(store.Change{Resync: true})
 			continue
 		}
-		c, err := parsePayload(n.Payload)
-		if err != nil {
-			sub.s.log.Warn("postgres: ignoring a malformed change notification", "schema", sub.s.schema, "err", err)
-			continue
+		for record := range strings.SplitSeq(n.Payload, "\n") {
+			c, err := parseRecord(record)
+			if err != nil {
+				sub.s.log.Warn("postgres: ignoring a malformed change notification", "schema", sub.s.schema, "err", err)
+				continue
+			}
+			sub.fn(c)
 		}
-		sub.fn(c)
 	}
 }
 

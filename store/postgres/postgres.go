@@ -68,7 +68,8 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithMaxConns sets the size of the connection pool (default: pgxpool's,
 // the larger of 4 and the number of CPUs, unless the DSN sets
-// pool_max_conns). Each Subscribe holds one more connection of its own.
+// pool_max_conns). The change notifier holds one more connection of its
+// own (opened at the first write), and each Subscribe one more.
 func WithMaxConns(n int32) Option {
 	return func(o *options) { o.maxConns = n }
 }
@@ -89,6 +90,8 @@ type Store struct {
 	closed atomic.Bool
 	subsMu sync.Mutex
 	subs   map[*subscription]struct{}
+
+	pub *publisher // sends the change notifications after commit
 }
 
 var (
@@ -131,7 +134,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open schema %s: %w", o.schema, err)
 	}
-	return &Store{
+	s := &Store{
 		pool:    pool,
 		connCfg: cfg.ConnConfig.Copy(),
 		schema:  o.schema,
@@ -142,7 +145,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		now:     o.now,
 		log:     o.logger,
 		subs:    make(map[*subscription]struct{}),
-	}, nil
+	}
+	s.pub = newPublisher(s)
+	return s, nil
 }
 
 // channelName is the LISTEN/NOTIFY channel of a schema: "taskbridge:"
@@ -164,9 +169,11 @@ func (s *Store) Shared() bool { return true }
 // Schema returns the schema the store's tables live in.
 func (s *Store) Schema() string { return s.schema }
 
-// Close ends every subscription and closes the connection pool, waiting
-// for connections in use to be returned. Every later call, including
-// Close, fails with store.ErrClosed.
+// Close ends every subscription, closes the connection pool (waiting for
+// the writes in flight to finish), then sends the change notifications
+// still queued (waiting at most two seconds) and closes the notifier's
+// connection. Every later call, including Close, fails with
+// store.ErrClosed.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return store.ErrClosed
@@ -181,6 +188,7 @@ func (s *Store) Close() error {
 		sub.stop()
 	}
 	s.pool.Close()
+	s.pub.stop()
 	return nil
 }
 
@@ -254,11 +262,11 @@ func newStatements(quoted string) statements {
 	ORDER BY t.lease_until, t.id LIMIT $2`),
 		active: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.status IN ('working', 'input_required')
 	ORDER BY t.created_at, t.id`),
-		// The counter and the notification go with the row, in one
-		// statement; no row means no task.
+		// The counter goes with the row, in one statement; no row means
+		// no task.
 		delete: x(`WITH d AS (DELETE FROM {s}.tasks WHERE id = $1 RETURNING status),
 	c AS (UPDATE {s}.task_counts k SET n = k.n - 1 FROM d WHERE k.status = d.status AND k.shard = $2)
-	SELECT d.status FROM d CROSS JOIN LATERAL (SELECT pg_notify($3, '0|' || d.status || '|' || $4)) AS n`),
+	SELECT d.status FROM d`),
 		renew: x(`UPDATE {s}.tasks SET lease_until = $3
 	WHERE id = ANY($1) AND lease_holder = $2 AND status IN ('working', 'input_required') RETURNING id`),
 		counts: x(`SELECT status, sum(n)::bigint FROM {s}.task_counts GROUP BY status`),

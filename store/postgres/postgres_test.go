@@ -239,6 +239,8 @@ func (c *collector) waitFor(t *testing.T, within time.Duration, what string, pre
 	}
 }
 
+func strPtr(s string) *string { return &s }
+
 func hasChange(want store.Change) func([]store.Change) bool {
 	return func(cs []store.Change) bool {
 		for _, c := range cs {
@@ -281,8 +283,13 @@ func TestNotifierAcrossStores(t *testing.T) {
 	require.NoError(t, err)
 	_, err = writer.Renew(ctx, "h", time.Now().Add(time.Hour), []string{id})
 	require.NoError(t, err)
+	// Each Store notifies its own writes in commit order; writes through
+	// two Stores arrive in commit order when the second starts after the
+	// first was heard (see store.Notifier).
+	seen.waitFor(t, 2*time.Second, "the claim", hasChange(store.Change{ID: id, Status: store.StatusInputRequired, Version: 3}))
 	_, err = reader.Update(ctx, id, store.Update{Status: store.StatusCompleted}) // its own writes too
 	require.NoError(t, err)
+	seen.waitFor(t, 2*time.Second, "the completion", hasChange(store.Change{ID: id, Status: store.StatusCompleted, Version: 4}))
 	require.NoError(t, writer.Delete(ctx, id))
 	want := []store.Change{
 		{ID: id, Status: store.StatusWorking, Version: 1},
@@ -303,6 +310,135 @@ func TestNotifierAcrossStores(t *testing.T) {
 	require.Len(t, seen.changes, len(want))
 	seen.mu.Unlock()
 	stop() // idempotent
+}
+
+// TestNotifierBatches writes from many goroutines at once, through one
+// Store, to tasks of their own and to one task they share: every change
+// arrives at a subscriber on another Store, each task's in commit order
+// (versions 1, 2, 3, ... without gaps), and the notifier sent them in
+// fewer round trips than there were changes.
+func TestNotifierBatches(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	writer := openSchema(t, dsn, postgres.WithSchema("batches"), postgres.WithMaxConns(16))
+	reader, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("batches"))
+	require.NoError(t, err)
+	defer reader.Close()
+	ctx := t.Context()
+	seen := newCollector()
+	stop, err := reader.Subscribe(ctx, seen.add)
+	require.NoError(t, err)
+	defer stop()
+
+	const (
+		writers   = 24
+		perWriter = 8 // tasks per writer, and writes of the shared task
+	)
+	_, err = writer.Create(ctx, &store.Task{ID: "hot", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	require.NoError(t, err)
+	// Long ids make long records, so that some batches need several
+	// payloads.
+	pad := strings.Repeat("x", 200)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				id := fmt.Sprintf("%s-%d-%d", pad, w, i)
+				steps := []func() error{
+					func() error {
+						_, err := writer.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+						return err
+					},
+					func() error {
+						_, err := writer.Update(ctx, id, store.Update{Status: store.StatusInputRequired})
+						return err
+					},
+					func() error {
+						_, err := writer.Update(ctx, "hot", store.Update{StatusMessage: strPtr(id)})
+						return err
+					},
+					func() error {
+						_, err := writer.Update(ctx, id, store.Update{Status: store.StatusCompleted, Result: []byte(`{}`)})
+						return err
+					},
+				}
+				for _, step := range steps {
+					if err := step(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	hot := 1 + writers*perWriter
+	total := writers*perWriter*3 + hot
+	got := seen.waitFor(t, 10*time.Second, "every change", func(cs []store.Change) bool { return len(cs) >= total })
+	require.Len(t, got, total, "no change twice")
+	versions := map[string][]uint64{}
+	for _, c := range got {
+		versions[c.ID] = append(versions[c.ID], c.Version)
+	}
+	require.Len(t, versions, writers*perWriter+1)
+	for id, vs := range versions {
+		want := []uint64{1, 2, 3}
+		if id == "hot" {
+			want = make([]uint64, hot)
+			for i := range want {
+				want[i] = uint64(i + 1)
+			}
+		}
+		require.Equal(t, want, vs, "task %.20s...: in commit order", id)
+	}
+	// The notifier counts a send after PostgreSQL took it, which may be
+	// after the subscriber heard of it.
+	var records, roundTrips uint64
+	require.Eventually(t, func() bool {
+		records, roundTrips = postgres.NotifierCounts(writer)
+		return records == uint64(total)
+	}, 5*time.Second, 5*time.Millisecond, "every change sent once")
+	t.Logf("%d changes sent in %d round trips", records, roundTrips)
+	require.Less(t, roundTrips, records, "concurrent writes share round trips")
+}
+
+// TestNotifierReconnects kills the notifier's connection: the next writes
+// are still delivered (the notifier reconnects and sends them).
+func TestNotifierReconnects(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := openSchema(t, dsn)
+	ctx := t.Context()
+	seen := newCollector()
+	stop, err := s.Subscribe(ctx, seen.add)
+	require.NoError(t, err)
+	defer stop()
+	_, err = s.Create(ctx, &store.Task{ID: "before", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	require.NoError(t, err)
+	seen.waitFor(t, 2*time.Second, "the first write", hasChange(store.Change{ID: "before", Status: store.StatusWorking, Version: 1}))
+
+	admin, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var killed int
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name = $1 AND datname = current_database()) k`, postgres.NotifierApplicationName).Scan(&killed))
+	require.Equal(t, 1, killed)
+
+	for i := range 3 {
+		_, err = s.Create(ctx, &store.Task{ID: fmt.Sprint("after-", i), Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+		require.NoError(t, err)
+	}
+	got := seen.waitFor(t, 5*time.Second, "the writes after the kill", func(cs []store.Change) bool { return len(cs) >= 4 })
+	require.Equal(t, []string{"before", "after-0", "after-1", "after-2"}, []string{got[0].ID, got[1].ID, got[2].ID, got[3].ID})
+	for _, c := range got {
+		require.False(t, c.Resync, "the listener's connection was not touched")
+	}
 }
 
 // TestNotifierResync kills the listener's connection: the subscriber hears
@@ -336,20 +472,41 @@ func TestNotifierAndClose(t *testing.T) {
 	s, err := postgres.Open(t.Context(), dsn)
 	require.NoError(t, err)
 	require.Equal(t, postgres.DefaultSchema, s.Schema())
+	watcher, err := postgres.Open(t.Context(), dsn)
+	require.NoError(t, err)
+	seen := newCollector()
+	stopWatching, err := watcher.Subscribe(t.Context(), seen.add)
+	require.NoError(t, err)
 	var calls atomic.Int32
 	_, err = s.Subscribe(t.Context(), func(store.Change) { calls.Add(1) })
 	require.NoError(t, err)
+
+	// Close sends the notifications of the writes that returned before it.
+	for i := range 3 {
+		_, err = s.Create(t.Context(), &store.Task{ID: fmt.Sprint("last-", i), Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+		require.NoError(t, err)
+	}
 	require.NoError(t, s.Close(), "Close ends the subscriptions")
 	_, err = s.Subscribe(t.Context(), func(store.Change) {})
 	require.ErrorIs(t, err, store.ErrClosed)
+	got := seen.waitFor(t, 2*time.Second, "the writes before Close", func(cs []store.Change) bool { return len(cs) >= 3 })
+	require.Equal(t, "last-2", got[2].ID)
+	stopWatching()
+	require.NoError(t, watcher.Close())
 
 	conn, err := pgx.Connect(t.Context(), dsn)
 	require.NoError(t, err)
 	defer conn.Close(t.Context())
-	var listeners int
-	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`,
-		postgres.ListenerApplicationName).Scan(&listeners))
-	require.Zero(t, listeners, "the listener connection is closed")
+	for _, app := range []string{postgres.ListenerApplicationName, postgres.NotifierApplicationName} {
+		// A backend leaves pg_stat_activity a moment after its client
+		// hung up.
+		require.Eventually(t, func() bool {
+			var n int
+			require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`,
+				app).Scan(&n))
+			return n == 0
+		}, 5*time.Second, 10*time.Millisecond, "the %s connections are closed", app)
+	}
 }
 
 // TestPlansUseIndexes asks PostgreSQL how it runs each query shape with

@@ -227,13 +227,20 @@ func shard(id string) int32 {
 	return int32(h.Sum32() % counterShards)
 }
 
-// payload is the notification of a write: "version|status|hex(id)".
-func payload(t *store.Task) string {
+// record is the change notification of a write: "version|status|hex(id)".
+// A payload holds one or more records separated by newlines.
+func record(t *store.Task) string {
 	return strconv.FormatUint(t.Version, 10) + "|" + string(t.Status) + "|" + hex.EncodeToString([]byte(t.ID))
 }
 
-// parsePayload reads a notification payload.
-func parsePayload(p string) (store.Change, error) {
+// deleteRecord is the change notification of the delete of task id, which
+// had status st: version 0.
+func deleteRecord(id string, st store.Status) string {
+	return "0|" + string(st) + "|" + hex.EncodeToString([]byte(id))
+}
+
+// parseRecord reads one record of a notification payload.
+func parseRecord(p string) (store.Change, error) {
 	var c store.Change
 	v, rest, ok := strings.Cut(p, "|")
 	if !ok {

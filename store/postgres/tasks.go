@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -19,12 +18,13 @@ import (
 
 func notFound(id string) error { return fmt.Errorf("%w: %s", store.ErrNotFound, id) }
 
-// Create stores a new task; see store.Store. The row, its variables, its
-// counter and its notification go in one batch, which PostgreSQL runs as
-// one implicit transaction: a duplicate id (the primary key) fails the
-// whole batch with store.ErrExists.
-func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
-	ctx, err := s.begin(ctx)
+// Create stores a new task; see store.Store. The row, its variables and
+// its counter go in one batch, which PostgreSQL runs as one implicit
+// transaction: a duplicate id (the primary key) fails the whole batch with
+// store.ErrExists. The change notification is reserved before the batch
+// and sent once it committed.
+func (s *Store) Create(ctx context.Context, t *store.Task) (_ *store.Task, err error) {
+	ctx, err = s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -32,6 +32,18 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 	if err != nil {
 		return nil, err
 	}
+	// An explicit connection, released after the notification is
+	// resolved: Close waits for every connection, so the notification of
+	// a committed write is always handed over.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, s.fail("create "+rec.ID, err)
+	}
+	defer conn.Release()
+	// No other write of this task can commit before this one: none can
+	// see it. So its notification is the task's first.
+	sl := s.pub.reserve(rec.ID, record(rec))
+	defer s.pub.resolveFor(sl, &err)
 	b := &pgx.Batch{}
 	b.Queue(s.sql.insert, insertArgs(rec)...)
 	if len(rec.Variables) > 0 {
@@ -42,8 +54,7 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 		queueSetVars(b, s.sql.setVars, rec, names)
 	}
 	b.Queue(s.sql.count, string(rec.Status), shard(rec.ID), 1)
-	b.Queue("SELECT pg_notify($1, $2)", s.channel, payload(rec))
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "tasks" {
 			return nil, fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
@@ -100,9 +111,11 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 
 // modify runs fn on the locked task row and writes what it changed, in two
 // round trips on one connection: BEGIN and SELECT ... FOR UPDATE, then
-// (after fn, in Go) the writes (row, variables, counters, notification)
-// and COMMIT. The row lock is held for one round trip. When fn fails,
-// nothing is written.
+// (after fn, in Go) the writes (row, variables, counters) and COMMIT. The
+// row lock is held for one round trip. When fn fails, nothing is written.
+// The change notification is reserved while the row is locked, so that
+// the task's notifications are in commit order, and resolved before the
+// connection goes back to the pool.
 func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task) (store.Changes, error)) (_ *store.Task, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -138,6 +151,8 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 	if err != nil {
 		return nil, err
 	}
+	sl := s.pub.reserve(id, record(t))
+	defer s.pub.resolveFor(sl, &err)
 	w := s.writes(t, ch)
 	w.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, w).Close(); err != nil {
@@ -151,9 +166,9 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 
 // writes queues the statements that store t after a change described by
 // ch: the row (the history only when the status changed, the result and
-// error only when they changed), the variables set or deleted, the
+// error only when they changed), the variables set or deleted, and the
 // counters of the old and new status (sorted, so that concurrent writers
-// lock counter rows in one order), and the notification.
+// lock counter rows in one order).
 func (s *Store) writes(t *store.Task, ch store.Changes) *pgx.Batch {
 	keys, values := labelArrays(t)
 	args := []any{[]byte(t.ID), string(t.Status), nonNil(t.StatusMessage), t.UpdatedAt.UnixNano(), optNanosArg(t.ExpiresAt),
@@ -208,24 +223,53 @@ func (s *Store) writes(t *store.Task, ch store.Changes) *pgx.Batch {
 			b.Queue(s.sql.count, string(d.st), sh, d.n)
 		}
 	}
-	b.Queue("SELECT pg_notify($1, $2)", s.channel, payload(t))
 	return b
 }
 
-// Delete removes a task (its variables go with it: ON DELETE CASCADE),
-// uncounts it and notifies, in one statement; see store.Store.
-func (s *Store) Delete(ctx context.Context, id string) error {
-	ctx, err := s.begin(ctx)
+// Delete removes a task (its variables go with it: ON DELETE CASCADE) and
+// uncounts it; see store.Store. It takes two round trips, like modify:
+// BEGIN and the delete (one statement), then, with the change
+// notification reserved while the deleted row is still locked, COMMIT.
+func (s *Store) Delete(ctx context.Context, id string) (err error) {
+	ctx, err = s.begin(ctx)
 	if err != nil {
 		return err
 	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return s.fail("delete "+id, err)
+	}
+	defer func() {
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		conn.Release()
+	}()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.sql.delete, []byte(id), shard(id))
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
 	var status string
-	err = s.pool.QueryRow(ctx, s.sql.delete, []byte(id), shard(id), s.channel, hex.EncodeToString([]byte(id))).Scan(&status)
+	if err == nil {
+		err = br.QueryRow().Scan(&status)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return notFound(id)
 	}
 	if err != nil {
 		return s.fail("delete "+id, err)
+	}
+	sl := s.pub.reserve(id, deleteRecord(id, store.Status(status)))
+	defer s.pub.resolveFor(sl, &err)
+	if _, err = conn.Exec(ctx, "COMMIT"); err != nil {
+		return s.fail("delete "+id, err)
+	}
+	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
+		return s.fail("delete "+id, fmt.Errorf("transaction status %q after COMMIT", st))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"fmt"
@@ -11,9 +11,10 @@ import (
 	"syscall"
 )
 
-// credential returns the user the cluster runs as: nil (this process's
-// user) unless this process is root, then the "postgres" user.
-func credential() (*syscall.Credential, error) {
+// Credential returns the user a PostgreSQL server started by this process
+// runs as: nil (this process's user) unless this process is root, then
+// the "postgres" user.
+func Credential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -32,12 +33,15 @@ func credential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-func start() (_ *Server, err error) {
-	bin, err := findBin()
+// Start creates a cluster in a new temporary directory, starts its server
+// and waits until it accepts connections. On error nothing is left
+// behind.
+func Start(opts Options) (_ *Server, err error) {
+	bin, err := FindBin()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := credential()
+	cred, err := Credential()
 	if err != nil {
 		return nil, err
 	}
@@ -45,10 +49,11 @@ func start() (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bin: bin, exited: make(chan struct{})}
+	s := &Server{opts: opts, dir: dir, bin: bin, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			_ = s.stop()
+			s.opts.KeepDir = false
+			_ = s.Stop()
 		}
 	}()
 	if cred != nil {
@@ -56,17 +61,16 @@ func start() (_ *Server, err error) {
 			return nil, fmt.Errorf("chown %s to postgres: %w", dir, err)
 		}
 	}
-	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", s.DataDir(), "-U", "postgres", "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	if err := s.run(data, cred); err != nil {
+	if err := s.run(cred); err != nil {
 		return nil, err
 	}
-	if err := s.connect(); err != nil {
+	if err := s.waitReady(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -75,17 +79,16 @@ func start() (_ *Server, err error) {
 // run starts the postgres server in the background. The process gets
 // SIGQUIT (immediate shutdown) if the thread that started it exits: that
 // thread is locked to a goroutine that lives exactly as long as the server,
-// so the signal comes only when the test binary itself dies.
-func (s *Server) run(data string, cred *syscall.Credential) error {
+// so the signal comes only when this process itself dies.
+func (s *Server) run(cred *syscall.Credential) error {
 	logf, err := os.Create(filepath.Join(s.dir, "postgres.log"))
 	if err != nil {
 		return err
 	}
-	s.cmd = exec.Command(filepath.Join(s.bin, "postgres"), "-D", data, "-k", s.dir, "-p", "5432",
-		"-c", "listen_addresses=",
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=300", "-c", "shared_buffers=64MB",
-		"-c", "log_min_messages=warning")
+	if cred != nil {
+		_ = logf.Chown(int(cred.Uid), int(cred.Gid))
+	}
+	s.cmd = exec.Command(filepath.Join(s.bin, "postgres"), s.serverArgs()...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
 	started := make(chan error, 1)
