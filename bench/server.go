@@ -56,15 +56,20 @@ func benchBuilder() *builder.Builder {
 		b, _ := json.Marshal(map[string]float64{"finishedAt": finished})
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	// wf10's steps are pure (Retryable: quick ones share progress writes);
+	// wf10_once's are the same steps declared not Retryable (one durable
+	// write per step).
 	wf := workflow.New("wf10", "ten trivial server steps")
+	wfOnce := workflow.New("wf10_once", "ten trivial server steps, each written on its own")
 	wfPlain := workflow.New("wf10_plain", "ten trivial server steps, no task")
 	for i := 1; i <= 10; i++ {
 		name := fmt.Sprintf("step%d", i)
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, in stepIn) (*mcp.CallToolResult, stepOut, error) {
 			return nil, stepOut{N: in.N + 1}, nil
 		}, taskrouter.ToolOptions{})
-		for _, w := range []*workflow.SequentialWorkflow{wf, wfPlain} {
+		for _, w := range []*workflow.SequentialWorkflow{wf, wfOnce, wfPlain} {
 			s := workflow.Server(name, name)
+			s.Retryable = w != wfOnce
 			if i == 1 {
 				s.Bind("n", workflow.Const(0))
 			} else {
@@ -73,7 +78,7 @@ func benchBuilder() *builder.Builder {
 			w.Step(s)
 		}
 	}
-	b.TaskWorkflow(wf).Workflow(wfPlain)
+	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).Workflow(wfPlain)
 	return b
 }
 
