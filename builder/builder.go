@@ -42,6 +42,12 @@ const EnvDB = "TASKBRIDGE_DB"
 // a negative value disables it.
 const EnvOrphanTimeout = "TASKBRIDGE_ORPHAN_TIMEOUT"
 
+// EnvProgressInterval names the environment variable that sets how long
+// quick Retryable workflow steps may share a progress write (see
+// workflow.Bridge.ProgressInterval); Go duration syntax or milliseconds,
+// and a negative value writes after every step.
+const EnvProgressInterval = "TASKBRIDGE_PROGRESS_INTERVAL"
+
 // DefaultDBFile is the bbolt file used when neither a store, a path nor
 // EnvDB is given.
 const DefaultDBFile = "taskbridge.db"
@@ -64,6 +70,7 @@ type Builder struct {
 	// workflow task settings (see workflow.Bridge)
 	workflowTTL   time.Duration
 	orphanTimeout time.Duration
+	progressEvery time.Duration
 	observers     []taskrouter.Observer
 }
 
@@ -126,6 +133,12 @@ func (b *Builder) WithWorkflowTTL(d time.Duration) *Builder { b.workflowTTL = d;
 // workflow.Bridge.OrphanTimeout); zero keeps the default, negative
 // disables it. TASKBRIDGE_ORPHAN_TIMEOUT overrides it unless WithoutEnv.
 func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.orphanTimeout = d; return b }
+
+// WithProgressInterval sets how long quick Retryable workflow steps may
+// share one progress write (see workflow.Bridge.ProgressInterval); zero
+// keeps the default, negative writes after every step.
+// TASKBRIDGE_PROGRESS_INTERVAL overrides it unless WithoutEnv.
+func (b *Builder) WithProgressInterval(d time.Duration) *Builder { b.progressEvery = d; return b }
 
 // WithObserver adds an observer of the task engine: metrics
 // (package metrics), traces (package tracing), a dashboard's live feed
@@ -318,13 +331,18 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		}
 	}
 	srv.Bridge = workflow.NewBridge(router)
-	srv.Bridge.TTL, srv.Bridge.OrphanTimeout = b.workflowTTL, b.orphanTimeout
-	if v := os.Getenv(EnvOrphanTimeout); v != "" && b.useEnv {
-		d, err := parseEnvDuration(v)
-		if err != nil {
-			return fail(fmt.Errorf("builder: %s=%q: %w", EnvOrphanTimeout, v, err))
+	srv.Bridge.TTL, srv.Bridge.OrphanTimeout, srv.Bridge.ProgressInterval = b.workflowTTL, b.orphanTimeout, b.progressEvery
+	for _, e := range []struct {
+		name string
+		dst  *time.Duration
+	}{{EnvOrphanTimeout, &srv.Bridge.OrphanTimeout}, {EnvProgressInterval, &srv.Bridge.ProgressInterval}} {
+		if v := os.Getenv(e.name); v != "" && b.useEnv {
+			d, err := parseEnvDuration(v)
+			if err != nil {
+				return fail(fmt.Errorf("builder: %s=%q: %w", e.name, v, err))
+			}
+			*e.dst = d
 		}
-		srv.Bridge.OrphanTimeout = d
 	}
 	b.observeWorkflows(srv.Bridge)
 	srv.Bridge.Install(srv.MCP)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -72,6 +73,24 @@ func TestBuildReadsEnvironment(t *testing.T) {
 	t.Setenv(taskrouter.EnvPollInterval, "later")
 	_, err = builder.New("t", "1").WithStore(memory.New()).Build(context.Background())
 	require.ErrorContains(t, err, taskrouter.EnvPollInterval)
+	t.Setenv(taskrouter.EnvPollInterval, "")
+
+	// The bridge's settings: the builder's value, overridden by the
+	// environment; a malformed value is refused with its name.
+	t.Setenv(builder.EnvProgressInterval, "-1")
+	t.Setenv(builder.EnvOrphanTimeout, "2m")
+	srv, err = builder.New("t", "1").WithStore(memory.New()).WithProgressInterval(time.Second).WithOrphanTimeout(time.Minute).Build(context.Background())
+	require.NoError(t, err)
+	defer srv.Close()
+	require.Negative(t, srv.Bridge.ProgressInterval)
+	require.Equal(t, 2*time.Minute, srv.Bridge.OrphanTimeout)
+	srv2, err := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().WithProgressInterval(time.Second).Build(context.Background())
+	require.NoError(t, err)
+	defer srv2.Close()
+	require.Equal(t, time.Second, srv2.Bridge.ProgressInterval)
+	t.Setenv(builder.EnvProgressInterval, "often")
+	_, err = builder.New("t", "1").WithStore(memory.New()).Build(context.Background())
+	require.ErrorContains(t, err, builder.EnvProgressInterval)
 }
 
 // allSeeing is an observer that also watches steps, adds result _meta and
