@@ -243,6 +243,20 @@ type callReply struct {
 	requestState string
 }
 
+// send makes the tools/call and decodes its reply; on failure it ends the
+// run with the error and reports false.
+func (r *callRun) send(ctx context.Context, params map[string]any, asTask bool) (*callReply, bool) {
+	raw, err := r.c.callWith(ctx, mcptask.MethodToolsCall, params, r.opts.Meta, asTask)
+	if err == nil {
+		var rep *callReply
+		if rep, err = decodeCallReply(raw); err == nil {
+			return rep, true
+		}
+	}
+	r.fail(err)
+	return nil, false
+}
+
 func decodeCallReply(raw json.RawMessage) (*callReply, error) {
 	var probe struct {
 		ResultType    string                     `json:"resultType"`

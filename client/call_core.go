@@ -26,14 +26,8 @@ func (r *callRun) runCore(ctx context.Context, asTask bool) {
 		}
 		params["task"] = task
 	}
-	raw, err := r.c.callWith(ctx, mcptask.MethodToolsCall, params, r.opts.Meta, asTask)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	rep, err := decodeCallReply(raw)
-	if err != nil {
-		r.fail(err)
+	rep, ok := r.send(ctx, params, asTask)
+	if !ok {
 		return
 	}
 	switch {

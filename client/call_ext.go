@@ -25,14 +25,8 @@ func (r *callRun) runExtension(ctx context.Context) {
 		params["arguments"] = r.args
 	}
 	for round := 0; ; round++ {
-		raw, err := r.c.callWith(ctx, mcptask.MethodToolsCall, params, r.opts.Meta, true)
-		if err != nil {
-			r.fail(err)
-			return
-		}
-		rep, err := decodeCallReply(raw)
-		if err != nil {
-			r.fail(err)
+		rep, ok := r.send(ctx, params, true)
+		if !ok {
 			return
 		}
 		switch {

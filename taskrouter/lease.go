@@ -75,23 +75,6 @@ func (r *Router) leaseUntil() time.Time { return r.cfg.Now().Add(r.cfg.LeaseDura
 // ReplicaID returns the name under which this process holds leases.
 func (r *Router) ReplicaID() string { return r.cfg.ReplicaID }
 
-// renewLoop extends every lease this process holds, three times per lease
-// duration; work whose lease was not renewed (taken over, or the task
-// ended elsewhere) is stopped.
-func (r *Router) renewLoop() {
-	defer r.wg.Done()
-	tick := time.NewTicker(max(r.cfg.LeaseDuration/3, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.stopSweep:
-			return
-		case <-tick.C:
-			r.renew(context.Background())
-		}
-	}
-}
-
 func (r *Router) renew(ctx context.Context) {
 	held := r.leases.snapshot()
 	if len(held) == 0 {
@@ -115,24 +98,6 @@ func (r *Router) renew(ctx context.Context) {
 			r.log.Warn("lease lost; stopping the task's work here", "task", id)
 			r.leases.remove(id, h)
 			h.stop(errLeaseLost)
-		}
-	}
-}
-
-// takeoverLoop claims, on a shared store, the tasks whose lease expired
-// (their process died) and resolves them.
-func (r *Router) takeoverLoop() {
-	defer r.wg.Done()
-	tick := time.NewTicker(max(r.cfg.LeaseDuration/4, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.stopSweep:
-			return
-		case <-tick.C:
-			if _, err := r.Takeover(context.Background()); err != nil {
-				r.log.Warn("taking over expired leases", "error", err)
-			}
 		}
 	}
 }

@@ -151,12 +151,10 @@ func (r *Router) Start(ctx context.Context) error {
 			return
 		}
 		err = r.recover(ctx)
-		r.wg.Add(2)
-		go r.sweepLoop()
-		go r.renewLoop()
+		r.every(r.cfg.SweepInterval, r.sweep)
+		r.every(max(r.cfg.LeaseDuration/3, 10*time.Millisecond), r.renew)
 		if r.shared {
-			r.wg.Add(1)
-			go r.takeoverLoop()
+			r.every(max(r.cfg.LeaseDuration/4, 10*time.Millisecond), r.takeover)
 		}
 	})
 	return err

@@ -10,19 +10,36 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-func (r *Router) sweepLoop() {
-	defer r.wg.Done()
-	tick := time.NewTicker(r.cfg.SweepInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.stopSweep:
-			return
-		case <-tick.C:
-			if _, err := r.Sweep(context.Background()); err != nil {
-				r.log.Warn("ttl sweep", "error", err)
+// every runs f every d until Close, in a goroutine Close waits for. The
+// engine's periodic work runs this way: the ttl sweep, and on a shared
+// store lease renewal (three times per lease duration; work whose lease
+// was not renewed is stopped) and the takeover of expired leases.
+func (r *Router) every(d time.Duration, f func(ctx context.Context)) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.stopSweep:
+				return
+			case <-tick.C:
+				f(context.Background())
 			}
 		}
+	}()
+}
+
+func (r *Router) sweep(ctx context.Context) {
+	if _, err := r.Sweep(ctx); err != nil {
+		r.log.Warn("ttl sweep", "error", err)
+	}
+}
+
+func (r *Router) takeover(ctx context.Context) {
+	if _, err := r.Takeover(ctx); err != nil {
+		r.log.Warn("taking over expired leases", "error", err)
 	}
 }
 

@@ -359,6 +359,12 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 // soonest first; see store.Store. A limit of zero or less means
 // store.DefaultPageSize; it is capped at store.MaxPageSize.
 func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	return s.due(ctx, func() []pos { return s.expiry }, now, limit)
+}
+
+// due returns up to limit tasks of a time index (read under the lock) whose
+// time is at or before now, soonest first.
+func (s *Store) due(ctx context.Context, index func() []pos, now time.Time, limit int) ([]*store.Task, error) {
 	if err := begin(ctx); err != nil {
 		return nil, err
 	}
@@ -369,7 +375,7 @@ func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]*store
 		return nil, store.ErrClosed
 	}
 	var out []*store.Task
-	for _, p := range s.expiry {
+	for _, p := range index() {
 		if len(out) == limit || time.Unix(0, p.at).After(now) {
 			break
 		}
@@ -458,23 +464,7 @@ func (s *Store) Renew(ctx context.Context, holder string, until time.Time, ids [
 // ExpiredLeases returns up to limit leased tasks whose LeaseUntil is at or
 // before now, soonest first, from the lease index; see store.Store.
 func (s *Store) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
-	limit = store.PageLimit(limit)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	var out []*store.Task
-	for _, p := range s.leases {
-		if len(out) == limit || time.Unix(0, p.at).After(now) {
-			break
-		}
-		out = append(out, s.tasks[p.id].Clone())
-	}
-	return out, nil
+	return s.due(ctx, func() []pos { return s.leases }, now, limit)
 }
 
 // Query returns one page of tasks across owners, newest first (oldest
