@@ -56,9 +56,10 @@ func benchBuilder() *builder.Builder {
 		b, _ := json.Marshal(map[string]float64{"finishedAt": finished})
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
-	// wf10's steps are pure (Retryable: quick ones share progress writes);
-	// wf10_once's are the same steps declared not Retryable (one durable
-	// write per step).
+	// wf10's steps are pure and declared Retryable, so with the server's
+	// ProgressInterval (opt-in, set in serve) quick ones share progress
+	// writes; wf10_once's are the same steps not Retryable: each is
+	// durable before the next starts, as every step is by default.
 	wf := workflow.New("wf10", "ten trivial server steps")
 	wfOnce := workflow.New("wf10_once", "ten trivial server steps, each written on its own")
 	wfPlain := workflow.New("wf10_plain", "ten trivial server steps, no task")
@@ -105,7 +106,7 @@ func serve(args []string) error {
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	observe := fs.Bool("observe", false, "turn on Prometheus metrics (at /metrics) and OpenTelemetry tracing")
 	_ = fs.Parse(args)
-	b := benchBuilder().WithConfig(benchConfig())
+	b := benchBuilder().WithConfig(benchConfig()).WithProgressInterval(20 * time.Millisecond)
 	var metricsHandler http.Handler
 	if *observe {
 		var shutdown func()

@@ -42,10 +42,10 @@ const EnvDB = "TASKBRIDGE_DB"
 // a negative value disables it.
 const EnvOrphanTimeout = "TASKBRIDGE_ORPHAN_TIMEOUT"
 
-// EnvProgressInterval names the environment variable that sets how long
-// quick Retryable workflow steps may share a progress write (see
-// workflow.Bridge.ProgressInterval); Go duration syntax or milliseconds,
-// and a negative value writes after every step.
+// EnvProgressInterval names the environment variable that lets quick
+// Retryable workflow steps share progress writes (see
+// workflow.Bridge.ProgressInterval); Go duration syntax or milliseconds;
+// zero or negative (the default) writes after every step.
 const EnvProgressInterval = "TASKBRIDGE_PROGRESS_INTERVAL"
 
 // DefaultDBFile is the bbolt file used when neither a store, a path nor
@@ -134,9 +134,9 @@ func (b *Builder) WithWorkflowTTL(d time.Duration) *Builder { b.workflowTTL = d;
 // disables it. TASKBRIDGE_ORPHAN_TIMEOUT overrides it unless WithoutEnv.
 func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.orphanTimeout = d; return b }
 
-// WithProgressInterval sets how long quick Retryable workflow steps may
-// share one progress write (see workflow.Bridge.ProgressInterval); zero
-// keeps the default, negative writes after every step.
+// WithProgressInterval lets quick Retryable workflow steps share progress
+// writes (see workflow.Bridge.ProgressInterval); zero or negative (the
+// default) writes after every step.
 // TASKBRIDGE_PROGRESS_INTERVAL overrides it unless WithoutEnv.
 func (b *Builder) WithProgressInterval(d time.Duration) *Builder { b.progressEvery = d; return b }
 

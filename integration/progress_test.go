@@ -115,7 +115,7 @@ func TestProgressWritesCoalesce(t *testing.T) {
 		// Every step on its own: the first attempt opened, then one write
 		// per step (its outcome and the next step's attempt), the last
 		// one being the handoff.
-		{"off", -1, func(t *testing.T, n int) { require.Equal(t, 10, n) }},
+		{"off", 0, func(t *testing.T, n int) { require.Equal(t, 10, n) }},
 		// Coalesced: the first attempt; quick1-5 ride along with quick6's
 		// write, which must be written because "once" is not Retryable;
 		// once; slow (slower than the interval); after and the handoff.
@@ -123,7 +123,7 @@ func TestProgressWritesCoalesce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			interval := tc.interval
-			if interval < 0 {
+			if interval <= 0 {
 				interval = 5 * time.Millisecond // for slow_inc's sleep
 			}
 			srv, st := progressServer(t, interval)

@@ -37,8 +37,6 @@ const (
 // DefaultOrphanTimeout is the default Bridge.OrphanTimeout.
 const DefaultOrphanTimeout = 10 * time.Minute
 
-// DefaultProgressInterval is the default Bridge.ProgressInterval.
-const DefaultProgressInterval = 20 * time.Millisecond
 
 // Bridge connects task-aware workflow prompts to a task engine: it serves
 // continuation calls (tools/call with _meta._task_id), resumptions
@@ -60,16 +58,16 @@ type Bridge struct {
 	// task expires as failed, with a reason, instead of waiting out its
 	// ttl. Zero means DefaultOrphanTimeout; negative disables it.
 	OrphanTimeout time.Duration
-	// ProgressInterval lets quick Retryable server steps share progress
-	// writes: when a Retryable step succeeds within ProgressInterval of
-	// the last write and another Retryable server step runs next, its
-	// outcome is written with the next write instead of in one of its
-	// own. Every other moment is written at once: a step that is not
-	// Retryable (before it runs and after), a slow step, a failure, a
-	// retry wait, the handoff and the end. A crash between writes runs
+	// ProgressInterval, when positive, lets quick Retryable server steps
+	// share progress writes: when a Retryable step succeeds within
+	// ProgressInterval of the last write and another Retryable server step
+	// runs next, its outcome is written with the next write instead of in
+	// one of its own. Every other moment is written at once: a step that
+	// is not Retryable (before it runs and after), a slow step, a failure,
+	// a retry wait, the handoff and the end. A crash between writes runs
 	// the unwritten steps again, which Retryable allows (with the same
-	// idempotency keys). Zero means DefaultProgressInterval; negative
-	// writes after every step.
+	// idempotency keys). Zero or negative (the default) writes every
+	// step's outcome before the next step starts.
 	ProgressInterval time.Duration
 	// Observer, when set, learns of every step attempt (metrics, traces).
 	Observer StepObserver
@@ -83,13 +81,6 @@ type Bridge struct {
 // NewBridge returns a bridge over engine.
 func NewBridge(engine TaskEngine) *Bridge {
 	return &Bridge{engine: engine, handlers: map[string]*TaskWorkflowPromptHandler{}}
-}
-
-func (b *Bridge) progressInterval() time.Duration {
-	if b.ProgressInterval == 0 {
-		return DefaultProgressInterval
-	}
-	return b.ProgressInterval
 }
 
 func (b *Bridge) orphanTimeout() time.Duration {

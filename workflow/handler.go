@@ -106,7 +106,7 @@ func (h *TaskWorkflowPromptHandler) resume(ctx context.Context, q *taskrouter.Re
 func (h *TaskWorkflowPromptHandler) runner(taskID string, vars func(string) (json.RawMessage, bool), session *mcp.ServerSession) *runner {
 	r := h.Plain.runner(taskID, vars)
 	r.observer = h.bridge.Observer
-	r.coalesce = h.bridge.progressInterval()
+	r.coalesce = h.bridge.ProgressInterval
 	r.recorded = r.now() // the task was just written (created, claimed or continued)
 	if session != nil {
 		r.call = withSession(r.call, session)
