@@ -135,9 +135,12 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		rec.extra[VarResultPrefix+step.Name] = raw
 		r.prepare(p, now, "") // the next server step is written as running with this step's result
 	}
-	// The step's outcome is durable before anything else runs.
-	if err := rec.Record(ctx, p); err != nil {
-		return nil, err
+	// The step's outcome is durable before anything else runs (when it
+	// was the last step, in the write that completes the task).
+	if failure != "" || !p.done() {
+		if err := rec.Record(ctx, p); err != nil {
+			return nil, err
+		}
 	}
 	if failure == "" {
 		if _, err := h.run(ctx, rec, p, "", req.Session); err != nil {

@@ -330,7 +330,9 @@ func (r *runner) prepare(p *WorkflowProgress, now time.Time, reason string) (rea
 // interrupted and the step runs again. advance returns the context's cause
 // when the context ends (the task was cancelled or expired, or the server
 // is shutting down); the open attempt then stays recorded, and runs again
-// after a restart.
+// after a restart. When the workflow is done, the last step's outcome is
+// left for the caller's final write (the task's completion), which
+// follows at once.
 func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder) error {
 	tries := map[string]int{} // attempts made in this pass, per step
 	for first := true; ; first = false {
@@ -388,6 +390,11 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 			emit(r.observer, r.taskID, p, s, nil)
 			r.trace = append(r.trace, resultMessage(s, res))
 			ready, _ := r.prepare(p, now, r.reason) // opens the next server step's attempt in this write
+			if p.done() {
+				// The last step: the caller's final write (the task's
+				// completion) records it, before anything else happens.
+				continue
+			}
 			if ready && r.coalesce > 0 && s.Retryable && now.Sub(r.recorded) < r.coalesce {
 				if next, _ := r.next(p); next.Retryable {
 					// A quick retryable step, and another runs next: its
