@@ -60,7 +60,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-7)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-10)")
 	flag.Parse()
 	if *quick {
 		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
@@ -155,6 +155,11 @@ func run(o options) error {
 	if want("9") {
 		if err := gcEffect(o, tmp, rep); err != nil {
 			return fmt.Errorf("gc: %w", err)
+		}
+	}
+	if want("10") {
+		if err := replicaScale(o, tmp, rep); err != nil {
+			return fmt.Errorf("replicas: %w", err)
 		}
 	}
 	printReport(o, rep, time.Since(started))

@@ -44,18 +44,11 @@ func benchBuilder() *builder.Builder {
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
-	builder.Tool(b, &mcp.Tool{Name: "work"}, func(ctx context.Context, _ *mcp.CallToolRequest, in workIn) (*mcp.CallToolResult, any, error) {
-		if in.Ms > 0 {
-			select {
-			case <-time.After(time.Duration(in.Ms * float64(time.Millisecond))):
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
-			}
-		}
-		finished := float64(time.Now().UnixNano()) / 1e6
-		b, _ := json.Marshal(map[string]float64{"finishedAt": finished})
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "work"}, work, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	// hold is work declared Retryable: a replica that takes over the task
+	// of a dead one runs it again (bench row 10's takeover). work stays
+	// not Retryable so that the other rows measure what they always did.
+	builder.Tool(b, &mcp.Tool{Name: "hold"}, work, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
 	// wf10's steps are pure and declared Retryable, so with the server's
 	// ProgressInterval (opt-in, set in serve) quick ones share progress
 	// writes; wf10_once's are the same steps not Retryable: each is
@@ -83,6 +76,22 @@ func benchBuilder() *builder.Builder {
 	return b
 }
 
+// work sleeps in.Ms milliseconds (or until cancelled), then answers
+// {"finishedAt": Unix milliseconds} so that a client can tell how long the
+// result took to reach it.
+func work(ctx context.Context, _ *mcp.CallToolRequest, in workIn) (*mcp.CallToolResult, any, error) {
+	if in.Ms > 0 {
+		select {
+		case <-time.After(time.Duration(in.Ms * float64(time.Millisecond))):
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	finished := float64(time.Now().UnixNano()) / 1e6
+	b, _ := json.Marshal(map[string]float64{"finishedAt": finished})
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+}
+
 // benchConfig lifts the per-owner limits (the load generator's sessions are
 // one owner here) so the engine is measured, not its admission control.
 func benchConfig() taskrouter.Config {
@@ -97,16 +106,23 @@ func benchConfig() taskrouter.Config {
 	}
 }
 
-// serve runs the bench server until SIGTERM: `bench serve -http ADDR -store bbolt|memory -db FILE`.
+// serve runs the bench server until SIGTERM:
+// `bench serve -http ADDR -store bbolt|memory|postgres -db FILE|URL [-replica NAME] [-lease D]`.
+// The builder reads no TASKBRIDGE_* variables (WithoutEnv), so the replica
+// settings come as flags.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	addr := fs.String("http", "127.0.0.1:0", "listen address")
-	storeKind := fs.String("store", "bbolt", "bbolt or memory")
-	db := fs.String("db", "", "bbolt file")
+	storeKind := fs.String("store", "bbolt", "bbolt, memory or postgres")
+	db := fs.String("db", "", "bbolt file, or a postgres:// URL with -store postgres")
+	replica := fs.String("replica", "", "replica id, the name this process holds leases under (default: host-pid-random)")
+	lease := fs.Duration("lease", 0, "lease duration on a shared store (default: taskrouter.DefaultLeaseDuration)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	observe := fs.Bool("observe", false, "turn on Prometheus metrics (at /metrics) and OpenTelemetry tracing")
 	_ = fs.Parse(args)
-	b := benchBuilder().WithConfig(benchConfig()).WithProgressInterval(20 * time.Millisecond)
+	cfg := benchConfig()
+	cfg.ReplicaID, cfg.LeaseDuration = *replica, *lease
+	b := benchBuilder().WithConfig(cfg).WithProgressInterval(20 * time.Millisecond)
 	var metricsHandler http.Handler
 	if *observe {
 		var shutdown func()
@@ -121,6 +137,11 @@ func serve(args []string) error {
 			return errors.New("serve: -db is required with -store bbolt")
 		}
 		b.WithDBPath(*db)
+	case "postgres":
+		if !builder.IsPostgresDSN(*db) {
+			return errors.New("serve: -db must be a postgres:// URL with -store postgres")
+		}
+		b.WithDB(*db)
 	default:
 		return fmt.Errorf("serve: unknown store %q", *storeKind)
 	}

@@ -83,6 +83,10 @@ func New(backends ...string) (*Proxy, error) {
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	// Keep enough idle connections per replica for many concurrent
+	// clients; the default two makes a busy proxy dial (and leave a
+	// TIME-WAIT socket) for almost every request.
+	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = 1024, 256
 	p.rp = &httputil.ReverseProxy{
 		// Rewrite leaves the URL to RoundTrip, which picks the backend;
 		// it keeps the inbound headers (no X-Forwarded-*).
