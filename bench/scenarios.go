@@ -430,3 +430,39 @@ func gcEffect(o options, tmp string, rep *report) error {
 		fmt.Sprintf("%.0f MiB", memMiB(g100.cmd.Process.Pid, "VmHWM")), "-", "-", "-"})
 	return nil
 }
+
+// 11. Folding an instant tool's completion into its create commit: task
+// round trips on a server with the default InstantWindow vs one with it
+// off (a create commit, then a completion commit), rounds interleaved.
+func instantFold(o options, tmp string, rep *report) error {
+	on, err := startOurs("bbolt", filepath.Join(tmp, "instant-on.db"))
+	if err != nil {
+		return err
+	}
+	defer on.stop()
+	off, err := startOurs("bbolt", filepath.Join(tmp, "instant-off.db"), "-instant-window", "-1ns")
+	if err != nil {
+		return err
+	}
+	defer off.stop()
+	for _, conc := range []int{1, 64} {
+		var rOn, rOff []float64
+		var lOn, lOff []time.Duration
+		for range o.rounds {
+			a, err := runLoad(on.url, conc, o.duration, opTask)
+			if err != nil || a.errs > 0 {
+				return fmt.Errorf("%s: %v %v", on.name, err, a.firstEr)
+			}
+			b, err := runLoad(off.url, conc, o.duration, opTask)
+			if err != nil || b.errs > 0 {
+				return fmt.Errorf("%s: %v %v", off.name, err, b.firstEr)
+			}
+			rOn, rOff = append(rOn, a.perSec()), append(rOff, b.perSec())
+			lOn, lOff = append(lOn, a.pct(0.5)), append(lOff, b.pct(0.5))
+		}
+		mOn, mOff := median(rOn), median(rOff)
+		rep.add(row{"11", fmt.Sprintf("task round trips, %d client(s), bbolt: instant tool folded into its create commit (InstantWindow %s) vs off", conc, taskrouter.DefaultInstantWindow),
+			fmt.Sprintf("%.0f tasks/s, p50 %s", mOn, ms(medianDur(lOn))), fmt.Sprintf("%.0f tasks/s, p50 %s", mOff, ms(medianDur(lOff))), fmt.Sprintf("%.2f", mOn/mOff), "-", "-"})
+	}
+	return nil
+}

@@ -119,9 +119,10 @@ func serve(args []string) error {
 	lease := fs.Duration("lease", 0, "lease duration on a shared store (default: taskrouter.DefaultLeaseDuration)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	observe := fs.Bool("observe", false, "turn on Prometheus metrics (at /metrics) and OpenTelemetry tracing")
+	instant := fs.Duration("instant-window", 0, "taskrouter.Config.InstantWindow (0: the default; negative: off)")
 	_ = fs.Parse(args)
 	cfg := benchConfig()
-	cfg.ReplicaID, cfg.LeaseDuration = *replica, *lease
+	cfg.ReplicaID, cfg.LeaseDuration, cfg.InstantWindow = *replica, *lease, *instant
 	b := benchBuilder().WithConfig(cfg).WithProgressInterval(20 * time.Millisecond)
 	var metricsHandler http.Handler
 	if *observe {
