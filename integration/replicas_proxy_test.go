@@ -88,6 +88,30 @@ func TestReplicasBehindProxyGoClient(t *testing.T) {
 	ran := ranOn(t, rs, "go-round-trip")
 	require.Equal(t, "held go-round-trip on "+ran.name, res.Content[0].(*mcp.TextContent).Text)
 
+	// subscriptions/listen on another replica than the one that created
+	// and runs a task (the client's polls went to the third) streams its
+	// notifications.
+	var watched string
+	for ev, err := range c.CallTool(ctx, "hold", map[string]any{"label": "go-watched", "ms": 400}, nil) {
+		require.NoError(t, err)
+		if ev.Kind == client.EventCreated {
+			watched = ev.Task.ID
+			break
+		}
+	}
+	running := ranOn(t, rs, "go-watched")
+	var third *replica
+	for _, rp := range rs {
+		if rp != running {
+			third = rp
+		}
+	}
+	msgs := listenAll(t, ctx, newRelHTTPClient(2), third.url, watched)
+	require.Equal(t, "notifications/subscriptions/acknowledged", msgs[0]["method"])
+	last := msgs[len(msgs)-2]["params"].(map[string]any)
+	require.Equal(t, "completed", last["status"])
+	require.Equal(t, "held go-watched on "+running.name, last["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
+
 	// A workflow: the prompt on one replica, the client step on the next,
 	// the final read on another.
 	_, doc, err := c.GetPrompt(ctx, "relay", map[string]string{"text": "from go"})

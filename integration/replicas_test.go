@@ -258,10 +258,33 @@ func TestReplicaListenNotifications(t *testing.T) {
 	a := newRelClient(rs[0].url, hc, relExt, "")
 	id := relTaskID(a.must(t, ctx, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": "watched", "ms": 300}}))
 	// Listen on r2.
-	l := newRelClient(rs[1].url, hc, relExt, "")
-	params := l.withMeta(map[string]any{"notifications": map[string]any{"taskIds": []string{id, "0123456789abcdef0123456789abcdef"}}})
+	msgs := listenAll(t, ctx, hc, rs[1].url, id, "0123456789abcdef0123456789abcdef")
+	require.GreaterOrEqual(t, len(msgs), 3, "%v", msgs)
+	ack := msgs[0]
+	require.Equal(t, "notifications/subscriptions/acknowledged", ack["method"])
+	require.Equal(t, []any{id}, ack["params"].(map[string]any)["notifications"].(map[string]any)["taskIds"], "only the known task is agreed")
+	var statuses []string
+	for _, m := range msgs[1 : len(msgs)-1] {
+		require.Equal(t, "notifications/tasks", m["method"])
+		p := m["params"].(map[string]any)
+		require.Equal(t, id, p["taskId"])
+		require.EqualValues(t, 7, p["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"])
+		statuses = append(statuses, p["status"].(string))
+	}
+	require.Equal(t, "completed", statuses[len(statuses)-1], "%v", statuses)
+	last := msgs[len(msgs)-2]["params"].(map[string]any)
+	require.Equal(t, "held watched on r1", last["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
+	require.EqualValues(t, 7, msgs[len(msgs)-1]["id"])
+}
+
+// listenAll sends subscriptions/listen for ids to one replica and returns
+// every message of the stream up to the final response.
+func listenAll(t *testing.T, ctx context.Context, hc *http.Client, url string, ids ...string) []map[string]any {
+	t.Helper()
+	l := newRelClient(url, hc, relExt, "")
+	params := l.withMeta(map[string]any{"notifications": map[string]any{"taskIds": ids}})
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": params})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rs[1].url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	require.NoError(t, err)
 	for k, v := range l.headers("subscriptions/listen", params) {
 		req.Header[k] = v
@@ -285,20 +308,5 @@ func TestReplicaListenNotifications(t *testing.T) {
 			break
 		}
 	}
-	require.GreaterOrEqual(t, len(msgs), 3, "%v", msgs)
-	ack := msgs[0]
-	require.Equal(t, "notifications/subscriptions/acknowledged", ack["method"])
-	require.Equal(t, []any{id}, ack["params"].(map[string]any)["notifications"].(map[string]any)["taskIds"], "only the known task is agreed")
-	var statuses []string
-	for _, m := range msgs[1 : len(msgs)-1] {
-		require.Equal(t, "notifications/tasks", m["method"])
-		p := m["params"].(map[string]any)
-		require.Equal(t, id, p["taskId"])
-		require.EqualValues(t, 7, p["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"])
-		statuses = append(statuses, p["status"].(string))
-	}
-	require.Equal(t, "completed", statuses[len(statuses)-1], "%v", statuses)
-	last := msgs[len(msgs)-2]["params"].(map[string]any)
-	require.Equal(t, "held watched on r1", last["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
-	require.EqualValues(t, 7, msgs[len(msgs)-1]["id"])
+	return msgs
 }
