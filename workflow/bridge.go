@@ -37,7 +37,6 @@ const (
 // DefaultOrphanTimeout is the default Bridge.OrphanTimeout.
 const DefaultOrphanTimeout = 10 * time.Minute
 
-
 // Bridge connects task-aware workflow prompts to a task engine: it serves
 // continuation calls (tools/call with _meta._task_id), resumptions
 // (prompts/get with _meta._task_id), restart recovery, and the expiry of
