@@ -37,10 +37,10 @@ type loadTally struct {
 	// gone counts tasks deleted after their ttl ran out before a slow
 	// client (on an overloaded machine) read the result: the ttl allows
 	// it, so it is not a loss.
-	gone atomic.Int64
-	mu                                                sync.Mutex
-	samples                                           []string
-	ids                                               sync.Map // task id -> struct{}
+	gone    atomic.Int64
+	mu      sync.Mutex
+	samples []string
+	ids     sync.Map // task id -> struct{}
 }
 
 func (l *loadTally) fail(kind *atomic.Int64, format string, args ...any) {
