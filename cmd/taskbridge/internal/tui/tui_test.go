@@ -166,7 +166,10 @@ func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
 		h.see("not cancelled")
 		require.Equal(t, client.StatusWorking, h.m.tasks.byID[id].status)
 		h.keys("c", "y")
-		v = h.see("⊘ cancelled", "⊘ 1 cancelled")
+		// The cancel's own answer (its flash), not only the watcher's
+		// poll, before the next key: a late answer would replace the
+		// next key's flash.
+		v = h.see("⊘ cancelled", "⊘ 1 cancelled", "task "+short(id)+": cancelled")
 		require.Contains(t, v, "0 working")
 
 		// r refreshes: tasks/list in the core dialect, an explanation in
