@@ -75,6 +75,14 @@ func (e *encoder) byte(v byte)      { e.b = append(e.b, v) }
 func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) optTime(t time.Time) { // the zero time as one 0 byte
+	if t.IsZero() {
+		e.byte(0)
+		return
+	}
+	e.byte(1)
+	e.varint(t.UnixNano())
+}
 func (e *encoder) optBytes(v []byte) { // nil and empty are distinct
 	if v == nil {
 		e.uvarint(0)
@@ -108,6 +116,14 @@ func (d *decoder) byte() byte {
 	v := d.b[0]
 	d.b = d.b[1:]
 	return v
+}
+
+// optTime reads what encoder.optTime wrote.
+func (d *decoder) optTime() time.Time {
+	if d.byte() != 1 {
+		return time.Time{}
+	}
+	return timeOrZero(d.varint(), true)
 }
 
 func (d *decoder) uvarint() uint64 {
@@ -171,6 +187,17 @@ func timeOrZero(nanos int64, present bool) time.Time {
 func encodeHeader(t *store.Task) []byte {
 	e := encoder{b: make([]byte, 0, 128+len(t.Request.Arguments))}
 	e.byte(headerFormat)
+	e.headerFields(t)
+	// Format 2: the lease.
+	e.str(t.LeaseHolder)
+	e.uvarint(t.LeaseEpoch)
+	e.optTime(t.LeaseUntil)
+	return e.b
+}
+
+// headerFields encodes the header fields of format 1: everything but the
+// lease, which format 2 appends.
+func (e *encoder) headerFields(t *store.Task) {
 	e.str(t.ID)
 	e.str(t.Owner)
 	e.str(string(t.Status))
@@ -178,12 +205,7 @@ func encodeHeader(t *store.Task) []byte {
 	e.varint(t.CreatedAt.UnixNano())
 	e.varint(t.UpdatedAt.UnixNano())
 	e.varint(int64(t.TTL))
-	if t.ExpiresAt.IsZero() {
-		e.byte(0)
-	} else {
-		e.byte(1)
-		e.varint(t.ExpiresAt.UnixNano())
-	}
+	e.optTime(t.ExpiresAt)
 	e.varint(int64(t.PollInterval))
 	e.str(t.Request.Method)
 	e.str(t.Request.Name)
@@ -199,16 +221,6 @@ func encodeHeader(t *store.Task) []byte {
 		e.str(t.Labels[k])
 	}
 	e.uvarint(t.Version)
-	// Format 2: the lease.
-	e.str(t.LeaseHolder)
-	e.uvarint(t.LeaseEpoch)
-	if t.LeaseUntil.IsZero() {
-		e.byte(0)
-	} else {
-		e.byte(1)
-		e.varint(t.LeaseUntil.UnixNano())
-	}
-	return e.b
 }
 
 // decodeHeader reads a header of format 1 or 2.
@@ -226,9 +238,7 @@ func decodeHeader(b []byte) (*store.Task, error) {
 	t.CreatedAt = timeOrZero(d.varint(), true)
 	t.UpdatedAt = timeOrZero(d.varint(), true)
 	t.TTL = time.Duration(d.varint())
-	if d.byte() == 1 {
-		t.ExpiresAt = timeOrZero(d.varint(), true)
-	}
+	t.ExpiresAt = d.optTime()
 	t.PollInterval = time.Duration(d.varint())
 	t.Request.Method = d.str()
 	t.Request.Name = d.str()
@@ -248,9 +258,7 @@ func decodeHeader(b []byte) (*store.Task, error) {
 	if format >= 2 {
 		t.LeaseHolder = d.str()
 		t.LeaseEpoch = d.uvarint()
-		if d.byte() == 1 {
-			t.LeaseUntil = timeOrZero(d.varint(), true)
-		}
+		t.LeaseUntil = d.optTime()
 	}
 	if err := d.done(); err != nil {
 		return nil, err

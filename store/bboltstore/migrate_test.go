@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -19,34 +18,7 @@ import (
 func encodeHeaderV1(t *store.Task) []byte {
 	e := encoder{}
 	e.byte(headerFormatV1)
-	e.str(t.ID)
-	e.str(t.Owner)
-	e.str(string(t.Status))
-	e.str(t.StatusMessage)
-	e.varint(t.CreatedAt.UnixNano())
-	e.varint(t.UpdatedAt.UnixNano())
-	e.varint(int64(t.TTL))
-	if t.ExpiresAt.IsZero() {
-		e.byte(0)
-	} else {
-		e.byte(1)
-		e.varint(t.ExpiresAt.UnixNano())
-	}
-	e.varint(int64(t.PollInterval))
-	e.str(t.Request.Method)
-	e.str(t.Request.Name)
-	e.optBytes(t.Request.Arguments)
-	keys := make([]string, 0, len(t.Labels))
-	for k := range t.Labels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	e.uvarint(uint64(len(keys)))
-	for _, k := range keys {
-		e.str(k)
-		e.str(t.Labels[k])
-	}
-	e.uvarint(t.Version)
+	e.headerFields(t)
 	return e.b
 }
 
