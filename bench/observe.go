@@ -45,27 +45,11 @@ func observeOverhead(o options, tmp string, rep *report) error {
 	}
 	defer on.stop()
 	for _, conc := range []int{1, 64} {
-		var rOff, rOn []float64
-		for i := range o.rounds {
-			first, second := off, on
-			if i%2 == 1 {
-				first, second = on, off
-			}
-			a, err := runLoad(first.url, conc, o.duration, opTask)
-			if err != nil || a.errs > 0 {
-				return fmt.Errorf("%s: %v %v", first.name, err, a.firstEr)
-			}
-			b, err := runLoad(second.url, conc, o.duration, opTask)
-			if err != nil || b.errs > 0 {
-				return fmt.Errorf("%s: %v %v", second.name, err, b.firstEr)
-			}
-			if first == off {
-				rOff, rOn = append(rOff, a.perSec()), append(rOn, b.perSec())
-			} else {
-				rOn, rOff = append(rOn, a.perSec()), append(rOff, b.perSec())
-			}
+		sd, err := interleaved(o, conc, opTask, on.url, off.url)
+		if err != nil {
+			return err
 		}
-		mOn, mOff := median(rOn), median(rOff)
+		mOn, mOff := sd[0].rate(), sd[1].rate()
 		rep.add(row{"7", fmt.Sprintf("task round trips with metrics + tracing on vs off, %d client(s), bbolt", conc),
 			fmt.Sprintf("%.0f tasks/s (on)", mOn), fmt.Sprintf("%.0f tasks/s (off)", mOff), fmt.Sprintf("%.3f", mOn/mOff), "≥ 0.95", met(mOn/mOff >= 0.95)})
 	}

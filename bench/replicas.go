@@ -59,10 +59,11 @@ func replicaScale(o options, tmp string, rep *report) (err error) {
 	if err != nil {
 		return err
 	}
-	r, _, err := interleaved(o, 64, opTask, one.url, bolt.url)
+	sd, err := interleaved(o, 64, opTask, one.url, bolt.url)
 	if err != nil {
 		return fmt.Errorf("PostgreSQL vs bbolt: %w", err)
 	}
+	r := []float64{sd[0].rate(), sd[1].rate()}
 	bolt.stop()
 	rep.add(row{"10", "task round trips, 64 clients: 1 replica on PostgreSQL vs 1 on bbolt",
 		fmt.Sprintf("%.0f tasks/s (PostgreSQL)", r[0]), fmt.Sprintf("%.0f tasks/s (bbolt)", r[1]), fmt.Sprintf("%.2f", r[0]/r[1]), "-", "-"})
@@ -87,10 +88,12 @@ func replicaScale(o options, tmp string, rep *report) (err error) {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	defer proxy3.Close()
-	r, busy, err := interleaved(o, 64, opTask, proxy3.URL+"/mcp", proxy1.URL+"/mcp")
+	sd, err = interleaved(o, 64, opTask, proxy3.URL+"/mcp", proxy1.URL+"/mcp")
 	if err != nil {
 		return fmt.Errorf("3 replicas vs 1: %w", err)
 	}
+	r = []float64{sd[0].rate(), sd[1].rate()}
+	busy := []float64{sd[0].busy, sd[1].busy}
 	fmt.Fprintf(os.Stderr, "  requests per replica behind the proxy of three: %v\n", proxy3.Served())
 	ratio := r[0] / r[1]
 	rep.add(row{"10", fmt.Sprintf("task round trips, 64 clients: 3 replicas vs 1 on PostgreSQL (round-robin proxy); this machine has %d cores, shared with the load generator, the proxy and PostgreSQL: CPUs %.0f%% busy with 1 replica, %.0f%% with 3",
@@ -138,35 +141,47 @@ func (s *procSet) stopAll() {
 // its backends.
 func baseURL(mcpURL string) string { return strings.TrimSuffix(mcpURL, "/mcp") }
 
+// side is what interleaved measured on one URL: ops/s and median latency
+// per round, and how busy the machine's CPUs were (0 to 1, all processes)
+// while that URL was loaded.
+type side struct {
+	rates []float64
+	p50s  []time.Duration
+	busy  float64
+}
+
+// rate is the median ops/s over the rounds.
+func (s side) rate() float64 { return median(s.rates) }
+
 // interleaved runs op at conc clients against each URL in turn, o.rounds
-// times, and returns the median ops/s of each URL and how busy the
-// machine's CPUs were (0 to 1, all processes) while each URL was loaded.
-func interleaved(o options, conc int, op func(context.Context, *session) error, urls ...string) (rates, busy []float64, err error) {
-	all := make([][]float64, len(urls))
-	var busyT, totalT = make([]uint64, len(urls)), make([]uint64, len(urls))
-	for range o.rounds {
-		for i, u := range urls {
+// times, starting each round with the next URL so that none always goes
+// first, and returns what it measured per URL.
+func interleaved(o options, conc int, op func(context.Context, *session) error, urls ...string) ([]side, error) {
+	sides := make([]side, len(urls))
+	busyT, totalT := make([]uint64, len(urls)), make([]uint64, len(urls))
+	for round := range o.rounds {
+		for k := range urls {
+			i := (round + k) % len(urls)
 			b0, t0 := cpuTicks()
-			r, err := runLoad(u, conc, o.duration, op)
+			r, err := runLoad(urls[i], conc, o.duration, op)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", u, err)
+				return nil, fmt.Errorf("%s: %w", urls[i], err)
 			}
 			if r.errs > 0 {
-				return nil, nil, fmt.Errorf("%s: %d errors at %d clients, first: %v", u, r.errs, conc, r.firstEr)
+				return nil, fmt.Errorf("%s: %d errors at %d clients, first: %v", urls[i], r.errs, conc, r.firstEr)
 			}
 			b1, t1 := cpuTicks()
 			busyT[i], totalT[i] = busyT[i]+b1-b0, totalT[i]+t1-t0
-			all[i] = append(all[i], r.perSec())
+			sides[i].rates = append(sides[i].rates, r.perSec())
+			sides[i].p50s = append(sides[i].p50s, r.pct(0.5))
 		}
 	}
-	rates, busy = make([]float64, len(urls)), make([]float64, len(urls))
-	for i := range all {
-		rates[i] = median(all[i])
+	for i := range sides {
 		if totalT[i] > 0 {
-			busy[i] = float64(busyT[i]) / float64(totalT[i])
+			sides[i].busy = float64(busyT[i]) / float64(totalT[i])
 		}
 	}
-	return rates, busy, nil
+	return sides, nil
 }
 
 // cpuTicks reads the machine's busy and total CPU time (clock ticks, all

@@ -87,20 +87,11 @@ func taskOverhead(o options, ours *proc, rep *report) error {
 // 2. Durability cost: bbolt vs memory store, full task round trips.
 func durability(o options, bolt, mem *proc, rep *report) error {
 	for _, conc := range []int{1, 16, 64} {
-		var b, m []float64
-		for range o.rounds {
-			rb, err := runLoad(bolt.url, conc, o.duration, opTask)
-			if err != nil || rb.errs > 0 {
-				return fmt.Errorf("bbolt: %v %v", err, rb.firstEr)
-			}
-			rm, err := runLoad(mem.url, conc, o.duration, opTask)
-			if err != nil || rm.errs > 0 {
-				return fmt.Errorf("memory: %v %v", err, rm.firstEr)
-			}
-			b = append(b, rb.perSec())
-			m = append(m, rm.perSec())
+		sd, err := interleaved(o, conc, opTask, bolt.url, mem.url)
+		if err != nil {
+			return err
 		}
-		mb, mm := median(b), median(m)
+		mb, mm := sd[0].rate(), sd[1].rate()
 		goal, ok := "-", "-"
 		if conc == 64 {
 			goal, ok = "≥ 0.3", met(mb/mm >= 0.3)
@@ -410,19 +401,11 @@ func gcEffect(o options, tmp string, rep *report) error {
 		name string
 		f    func(context.Context, *session) error
 	}{{"task round trips", opTask}, {"plain tools/call", opPlain}} {
-		var rd, r100 []float64
-		for range o.rounds {
-			a, err := runLoad(def.url, 64, o.duration, op.f)
-			if err != nil || a.errs > 0 {
-				return fmt.Errorf("%s: %v %v", def.name, err, a.firstEr)
-			}
-			b, err := runLoad(g100.url, 64, o.duration, op.f)
-			if err != nil || b.errs > 0 {
-				return fmt.Errorf("%s: %v %v", g100.name, err, b.firstEr)
-			}
-			rd, r100 = append(rd, a.perSec()), append(r100, b.perSec())
+		sd, err := interleaved(o, 64, op.f, def.url, g100.url)
+		if err != nil {
+			return err
 		}
-		md, m100 := median(rd), median(r100)
+		md, m100 := sd[0].rate(), sd[1].rate()
 		rep.add(row{"9", fmt.Sprintf("%s, 64 clients: GOGC=%d (the binaries' default) vs GOGC=100", op.name, gcpolicy.DefaultGOGC),
 			fmt.Sprintf("%.0f/s", md), fmt.Sprintf("%.0f/s", m100), fmt.Sprintf("%.2f", md/m100), "-", "-"})
 	}
@@ -446,21 +429,12 @@ func instantFold(o options, tmp string, rep *report) error {
 	}
 	defer off.stop()
 	for _, conc := range []int{1, 64} {
-		var rOn, rOff []float64
-		var lOn, lOff []time.Duration
-		for range o.rounds {
-			a, err := runLoad(on.url, conc, o.duration, opTask)
-			if err != nil || a.errs > 0 {
-				return fmt.Errorf("%s: %v %v", on.name, err, a.firstEr)
-			}
-			b, err := runLoad(off.url, conc, o.duration, opTask)
-			if err != nil || b.errs > 0 {
-				return fmt.Errorf("%s: %v %v", off.name, err, b.firstEr)
-			}
-			rOn, rOff = append(rOn, a.perSec()), append(rOff, b.perSec())
-			lOn, lOff = append(lOn, a.pct(0.5)), append(lOff, b.pct(0.5))
+		sd, err := interleaved(o, conc, opTask, on.url, off.url)
+		if err != nil {
+			return err
 		}
-		mOn, mOff := median(rOn), median(rOff)
+		mOn, mOff := sd[0].rate(), sd[1].rate()
+		lOn, lOff := sd[0].p50s, sd[1].p50s
 		rep.add(row{"11", fmt.Sprintf("task round trips, %d client(s), bbolt: instant tool folded into its create commit (InstantWindow %s) vs off", conc, taskrouter.DefaultInstantWindow),
 			fmt.Sprintf("%.0f tasks/s, p50 %s", mOn, ms(medianDur(lOn))), fmt.Sprintf("%.0f tasks/s, p50 %s", mOff, ms(medianDur(lOff))), fmt.Sprintf("%.2f", mOn/mOff), "-", "-"})
 	}

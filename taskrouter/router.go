@@ -170,13 +170,7 @@ func (r *Router) Close() error {
 		return nil
 	}
 	r.closed = true
-	ids := make([]string, 0, len(r.runs)+len(r.tracked))
-	for id := range r.runs {
-		ids = append(ids, id)
-	}
-	for id := range r.tracked {
-		ids = append(ids, id)
-	}
+	ids := r.workingOnLocked()
 	r.mu.Unlock()
 	close(r.stopSweep)
 	for _, id := range ids {
