@@ -24,9 +24,10 @@ import (
 // pendingRecord is a task record not stored yet, shared by the request that
 // creates it and the run of its handler.
 type pendingRecord struct {
-	mu    sync.Mutex
-	state recordState
-	rec   *store.Task // the record to store
+	mu     sync.Mutex
+	state  recordState
+	rec    *store.Task // the record to store
+	connID string      // the connection that asked for the task
 	// done is closed once the working record's create has returned; task
 	// and err are its outcome.
 	done chan struct{}
@@ -77,7 +78,7 @@ func (r *Router) materialize(ru *run) (*store.Task, error) {
 	defer cancel()
 	t, err := r.createRecord(ctx, p.rec)
 	if err == nil {
-		r.bindPusher(t.ID, ru.connID)
+		r.bindPusher(t.ID, p.connID)
 		if t.LeaseHolder == r.cfg.ReplicaID {
 			ru.lease = &heldLease{fence: t.Fence(), stop: ru.cancel}
 			r.leases.add(t.ID, ru.lease)
@@ -111,11 +112,8 @@ func (p *pendingRecord) settled(o handlerOutcome) (folded, stored bool) {
 // startInstant runs a tool task's handler before its record is stored (see
 // above) and returns the reply to the tools/call that creates it.
 func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec ExecFunc) (mcp.Result, error) {
-	p := &pendingRecord{rec: rec, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
-	ru := r.spawn(rec, adm, q.Dialect, exec, func(ru *run) {
-		ru.pending = p
-		ru.connID = q.connID
-	})
+	p := &pendingRecord{rec: rec, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
+	ru := r.spawn(rec, adm, q.Dialect, exec, p)
 	timer := time.NewTimer(r.cfg.InstantWindow)
 	defer timer.Stop()
 	select {

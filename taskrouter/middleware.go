@@ -212,7 +212,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		return nil, storeError(err)
 	}
 	r.bindPusher(t.ID, q.connID)
-	r.spawn(t, adm, q.Dialect, exec)
+	r.spawn(t, adm, q.Dialect, exec, nil)
 	return r.createReply(q.Dialect, req.Params.Name, t), nil
 }
 

@@ -116,7 +116,7 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	r.log.Info("re-running interrupted task", "task", nt.ID, "tool", name, "reason", reason)
 	r.spawn(nt, adm, d, func(ctx context.Context) (mcp.Result, error) {
 		return r.CallTool(ctx, nil, name, args, nil)
-	})
+	}, nil)
 	return nil
 }
 

@@ -27,10 +27,8 @@ type run struct {
 	lease   *heldLease // the task's lease, when this process holds one
 
 	// pending is the task's record while it is not stored yet (see
-	// startInstant), and connID the connection that asked for the task;
-	// nil and "" for tasks stored before their handler started.
+	// startInstant); nil for tasks stored before their handler started.
 	pending *pendingRecord
-	connID  string
 
 	mu     sync.Mutex
 	inputs map[string]*pendingInput
@@ -59,15 +57,12 @@ func TaskID(ctx context.Context) (string, bool) {
 }
 
 // spawn runs exec in the background for task t, which was created (or is
-// re-run) in dialect d, or is about to be created (setup then marks the run
-// pending before it starts). The caller has admitted it.
-func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc, setup ...func(*run)) *run {
+// re-run) in dialect d, or, when pending is set, is about to be created
+// from pending's record. The caller has admitted it.
+func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc, pending *pendingRecord) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}}
-	for _, f := range setup {
-		f(ru)
-	}
-	if ru.pending == nil && t.LeaseHolder == r.cfg.ReplicaID {
+	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
+	if pending == nil && t.LeaseHolder == r.cfg.ReplicaID {
 		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
 		r.leases.add(t.ID, ru.lease)
 	}
@@ -139,27 +134,21 @@ func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.R
 // someone else (cancel, ttl) or the server is shutting down.
 func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error) {
 	cause := context.Cause(ctx)
-	stored := true
-	if ru.pending != nil {
-		var folded bool
-		folded, stored = ru.pending.settled(handlerOutcome{res: res, err: err, cause: cause})
-		if folded {
-			r.mu.Lock()
-			delete(r.runs, ru.id)
-			r.mu.Unlock()
-			return // the request creates the task with its outcome
-		}
-	}
 	r.mu.Lock()
 	delete(r.runs, ru.id)
 	r.mu.Unlock()
+	if ru.pending != nil {
+		// Either the request creates the task with this outcome, or the
+		// record could not be created (the request reported that); with
+		// no record there is no lease and no input request either.
+		if folded, stored := ru.pending.settled(handlerOutcome{res: res, err: err, cause: cause}); folded || !stored {
+			return
+		}
+	}
 	if ru.lease != nil {
 		r.leases.remove(ru.id, ru.lease)
 	}
 	ru.failInputs(errCanceled)
-	if !stored {
-		return // its record could not be created; the request reported that
-	}
 	if errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) || errors.Is(cause, errExpired) || errors.Is(cause, errLeaseLost) || errors.Is(cause, errEnded) {
 		return
 	}
