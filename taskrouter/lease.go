@@ -51,12 +51,22 @@ func (l *leases) add(id string, h *heldLease) {
 	l.held[id] = h
 }
 
-func (l *leases) remove(id string, h *heldLease) {
+// remove forgets lease h of task id; it reports whether h was held.
+func (l *leases) remove(id string, h *heldLease) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.held[id] == h {
-		delete(l.held, id)
+	if l.held[id] != h {
+		return false
 	}
+	delete(l.held, id)
+	return true
+}
+
+// holds reports whether h is still the lease held for task id.
+func (l *leases) holds(id string, h *heldLease) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[id] == h
 }
 
 func (l *leases) snapshot() map[string]*heldLease {
@@ -95,11 +105,39 @@ func (r *Router) renew(ctx context.Context) {
 	}
 	for id, h := range held {
 		if !ok[id] {
-			r.log.Warn("lease lost; stopping the task's work here", "task", id)
-			r.leases.remove(id, h)
-			h.stop(errLeaseLost)
+			r.lostLease(ctx, id, h)
 		}
 	}
+}
+
+// lostLease stops the work of a lease Renew did not renew, after reading
+// the task to tell why: a lease the work itself gave up (its releasing
+// write committed while Renew ran: no holder, the same epoch) is not lost
+// and stops nothing; a task that ended (cancelled from another process,
+// say) stops its work as ended, so the work reports the end rather than a
+// takeover; otherwise another process holds it now.
+func (r *Router) lostLease(ctx context.Context, id string, h *heldLease) {
+	if !r.leases.holds(id, h) {
+		return
+	}
+	t, err := r.st.Get(ctx, id)
+	cause := errLeaseLost
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && t.Status.Terminal()):
+		cause = errEnded
+	case err == nil && t.LeaseHolder == "" && t.LeaseEpoch == h.fence.Epoch:
+		r.leases.remove(id, h) // released by this process's own write
+		return
+	}
+	if !r.leases.remove(id, h) {
+		return // released while the task was read
+	}
+	why := "another process holds it"
+	if cause == errEnded {
+		why = "the task ended or was deleted"
+	}
+	r.log.Warn("lease lost; stopping the task's work here", "task", id, "why", why)
+	h.stop(cause)
 }
 
 // Takeover claims the active tasks whose lease has expired and resolves
@@ -159,7 +197,10 @@ func (l *Lease) Held() bool { return l.held != nil }
 
 // Release stops renewing the lease. The store's lease itself is released
 // by a write with store.Update.ReleaseLease (or a terminal status); if
-// neither happens it simply expires.
+// neither happens it simply expires. Call Release before such a write, not
+// after: a renewal that runs after the write committed would find the
+// lease gone and stop the work as if another process had taken it over.
+// The lease's Fence stays usable for that write.
 func (l *Lease) Release() {
 	if l.held != nil {
 		l.r.leases.remove(l.id, l.held)

@@ -149,15 +149,25 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 		r.leases.remove(ru.id, ru.lease)
 	}
 	ru.failInputs(errCanceled)
-	if errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) || errors.Is(cause, errExpired) || errors.Is(cause, errLeaseLost) || errors.Is(cause, errEnded) {
+	switch {
+	case errors.Is(cause, errEnded):
+		r.log.Info("stopped a task's handler without recording its outcome: the task ended in another process", "task", ru.id)
+		return
+	case errors.Is(cause, errLeaseLost):
+		r.log.Info("stopped a task's handler without recording its outcome: another process took the task over", "task", ru.id)
+		return
+	case errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) || errors.Is(cause, errExpired):
 		return
 	}
 	u := outcome(res, err, ru.dialect)
 	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, uerr := r.fenced(wctx, ru, u); errors.Is(uerr, errLeaseLost) {
-		r.log.Warn("not recording a task's outcome: another process took it over", "task", ru.id)
-	} else if uerr != nil && !errors.Is(uerr, store.ErrTerminal) && !errors.Is(uerr, store.ErrNotFound) {
+	switch _, uerr := r.fenced(wctx, ru, u); {
+	case errors.Is(uerr, errLeaseLost):
+		r.log.Warn("not recording a task's outcome: another process took the task over", "task", ru.id)
+	case errors.Is(uerr, store.ErrTerminal) || errors.Is(uerr, store.ErrNotFound):
+		r.log.Info("not recording a task's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", ru.id)
+	case uerr != nil:
 		r.log.Error("recording task outcome", "task", ru.id, "error", uerr)
 		if errors.Is(uerr, store.ErrTooLarge) {
 			msg := "task result too large to store: " + uerr.Error()

@@ -49,6 +49,7 @@ func (r *recorder) giveBack(ctx context.Context) {
 		r.release()
 		return
 	}
+	r.lease.Release() // stop renewing first: see taskrouter.Lease.Release
 	if err := r.b.releaseLease(ctx, r.lease.Task); err != nil {
 		r.b.engine.Logger().Warn("releasing a workflow task's lease", "task", r.task.ID, "error", err)
 	}
@@ -93,6 +94,9 @@ func (r *recorder) write(ctx context.Context, p *WorkflowProgress, u store.Updat
 		u.Fence = r.lease.Fence()
 		releasing = u.Status == "" && waiting(p)
 		u.ReleaseLease = releasing
+		if releasing || u.Status.Terminal() {
+			r.lease.Release() // stop renewing first: see taskrouter.Lease.Release
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		u.IfVersion = r.task.Version
