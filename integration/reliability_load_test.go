@@ -116,8 +116,8 @@ func TestLoadManyClientsShortTTL(t *testing.T) {
 				if d == relCore {
 					params["task"] = map[string]any{"ttl": ttl.Milliseconds()}
 				}
+				sent := time.Now()
 				rep, err := c.call(ctx, "tools/call", params)
-				acked := time.Now()
 				if err != nil || rep.Err != nil || rep.Result == nil {
 					tally.fail(&tally.protocolErrors, "%s create: %v %v", d, err, rep)
 					continue
@@ -129,9 +129,12 @@ func TestLoadManyClientsShortTTL(t *testing.T) {
 				}
 				tally.created.Add(1)
 				tally.ids.Store(id, struct{}{})
-				// The task was created before its id came back: past
-				// acked+ttl its ttl has surely run out.
-				expires := acked.Add(ttl)
+				// The task was created after the request was sent, so its
+				// ttl cannot run out before sent+ttl: a task missing
+				// before then was lost. Later, the sweeper may have
+				// deleted it (an overloaded machine can take longer than
+				// the ttl to answer the create or the read).
+				expires := sent.Add(ttl)
 				if d == relCore {
 					loadCoreResult(ctx, c, id, label, expires, &tally)
 				} else {
@@ -149,7 +152,7 @@ func TestLoadManyClientsShortTTL(t *testing.T) {
 	require.Zero(t, tally.expired.Load(), "tasks that expired before finishing, e.g. %v", tally.samples)
 	require.Positive(t, tally.created.Load())
 	require.Equal(t, tally.created.Load(), tally.completed.Load()+tally.gone.Load())
-	require.Less(t, tally.gone.Load(), tally.created.Load()/10, "most results are read within their ttl")
+	require.Less(t, tally.gone.Load(), tally.created.Load()/4, "most results are read within their ttl")
 
 	// Close the core sessions the way a client does (HTTP DELETE).
 	sessions.Range(func(k, _ any) bool {
@@ -203,6 +206,9 @@ func TestLoadManyClientsShortTTL(t *testing.T) {
 
 // notFound classifies a task the server no longer knows: deleted after its
 // ttl (allowed) or lost (a bug).
+// notFound classifies a "task not found" answer: a loss when it came back
+// before the task's ttl could have run out (expires: the earliest moment it
+// can), a deletion by the ttl sweeper otherwise.
 func (l *loadTally) notFound(id string, expires time.Time, err any) {
 	if time.Now().After(expires) {
 		l.gone.Add(1)
