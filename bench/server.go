@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -120,6 +121,7 @@ func serve(args []string) error {
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	observe := fs.Bool("observe", false, "turn on Prometheus metrics (at /metrics) and OpenTelemetry tracing")
 	instant := fs.Duration("instant-window", 0, "taskrouter.Config.InstantWindow (0: the default; negative: off)")
+	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.WithPrefault")
 	_ = fs.Parse(args)
 	cfg := benchConfig()
 	cfg.ReplicaID, cfg.LeaseDuration, cfg.InstantWindow = *replica, *lease, *instant
@@ -137,7 +139,16 @@ func serve(args []string) error {
 		if *db == "" {
 			return errors.New("serve: -db is required with -store bbolt")
 		}
-		b.WithDBPath(*db)
+		if !*prefault {
+			b.WithDBPath(*db)
+			break
+		}
+		st, err := bboltstore.Open(*db, bboltstore.WithPrefault(true))
+		if err != nil {
+			return err
+		}
+		defer st.Close() // after srv.Close: defers run last-in first-out
+		b.WithStore(st)
 	case "postgres":
 		if !builder.IsPostgresDSN(*db) {
 			return errors.New("serve: -db must be a postgres:// URL with -store postgres")

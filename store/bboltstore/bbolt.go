@@ -68,6 +68,7 @@ type options struct {
 	noSync      bool
 	openTimeout time.Duration
 	logger      *slog.Logger
+	prefault    bool
 }
 
 // WithLimits sets the size limits; zero fields take the store defaults.
@@ -91,6 +92,21 @@ func WithClock(now func() time.Time) Option {
 // The default is false (every acknowledged write is on stable storage).
 func WithNoSync(noSync bool) Option {
 	return func(o *options) { o.noSync = noSync }
+}
+
+// WithPrefault(true) maps the file with its pages populated (MAP_POPULATE,
+// Linux only; elsewhere it does nothing): Open, and every remap when the
+// file grows, fault in the whole file at once, so that reads never take a
+// page fault. It pays off on large stores read at random — tasks/get and
+// tasks/list over a million tasks — where each read otherwise faults a
+// page in, which costs most on virtual machines (bench row 5 on a
+// Firecracker VM: a tasks/list page at 1M tasks 1.2 ms → 0.6 ms in the
+// store). The price: Open reads the whole file (45–75 ms for 900 MiB in
+// the page cache; a cold file is read from disk), a growth remap stalls
+// readers and writers while it populates, and the file counts in the
+// process's resident set. Default false.
+func WithPrefault(on bool) Option {
+	return func(o *options) { o.prefault = on }
 }
 
 // WithOpenTimeout sets how long Open waits for the exclusive file lock held
@@ -189,6 +205,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		Timeout:      o.openTimeout,
 		NoSync:       o.noSync,
 		FreelistType: bolt.FreelistMapType,
+		MmapFlags:    mmapFlags(o.prefault),
 	})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {

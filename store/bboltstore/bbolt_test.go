@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -293,4 +294,37 @@ func BenchmarkQueryPage(b *testing.B) {
 	for _, c := range storetest.QueryBenchCases() {
 		b.Run(c.Name, func(b *testing.B) { storetest.BenchQueryPage(b, s, c.Query) })
 	}
+}
+
+// TestPrefault: a store opened WithPrefault passes the conformance suite,
+// and keeps every write across the remaps of a file growing to tens of
+// megabytes and a reopen.
+func TestPrefault(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, _ := openTemp(t, bboltstore.WithPrefault(true))
+		return s
+	})
+	t.Run("growth", func(t *testing.T) {
+		s, path := openTemp(t, bboltstore.WithPrefault(true))
+		ctx := t.Context()
+		big := json.RawMessage(`"` + strings.Repeat("x", 60_000) + `"`)
+		const n = 400 // ~24 MB of variables: several remaps
+		for i := range n {
+			id := fmt.Sprintf("p%04d", i)
+			_, err := s.Create(ctx, task(id, time.Unix(int64(i), 0)))
+			require.NoError(t, err)
+			_, err = s.Update(ctx, id, store.Update{Variables: map[string]json.RawMessage{"v": big}})
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Close())
+		require.NoError(t, bboltstore.Check(path))
+		s2, err := bboltstore.Open(path, bboltstore.WithPrefault(true))
+		require.NoError(t, err)
+		defer s2.Close()
+		for i := range n {
+			got, err := s2.Get(ctx, fmt.Sprintf("p%04d", i))
+			require.NoError(t, err)
+			require.JSONEq(t, string(big), string(got.Variables["v"]))
+		}
+	})
 }

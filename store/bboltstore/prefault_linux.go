@@ -1,0 +1,11 @@
+package bboltstore
+
+import "syscall"
+
+// mmapFlags returns the bbolt MmapFlags for WithPrefault.
+func mmapFlags(prefault bool) int {
+	if prefault {
+		return syscall.MAP_POPULATE
+	}
+	return 0
+}
