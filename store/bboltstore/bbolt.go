@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,110 +57,6 @@ const (
 	DefaultOpenTimeout = time.Second
 	cursorKeyLen       = 32
 )
-
-// Option configures Open.
-type Option func(*options)
-
-type options struct {
-	limits      store.Limits
-	now         func() time.Time
-	noSync      bool
-	openTimeout time.Duration
-	logger      *slog.Logger
-	prefault    bool
-}
-
-// WithLimits sets the size limits; zero fields take the store defaults.
-func WithLimits(l store.Limits) Option {
-	return func(o *options) { o.limits = l }
-}
-
-// WithClock sets the clock used for UpdatedAt (default time.Now). A nil
-// clock is ignored.
-func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		if now != nil {
-			o.now = now
-		}
-	}
-}
-
-// WithNoSync(true) skips the fsync after each commit. This is UNSAFE: it is
-// much faster, but a machine crash or power loss can lose acknowledged
-// writes or corrupt the file. Use it for tests and throw-away data only.
-// The default is false (every acknowledged write is on stable storage).
-func WithNoSync(noSync bool) Option {
-	return func(o *options) { o.noSync = noSync }
-}
-
-// WithPrefault(true) maps the file with its pages populated (MAP_POPULATE,
-// Linux only; elsewhere it does nothing): Open, and every remap when the
-// file grows, fault in the whole file at once, so that reads never take a
-// page fault. It pays off on large stores read at random — tasks/get and
-// tasks/list over a million tasks — where each read otherwise faults a
-// page in, which costs most on virtual machines (bench row 5 on a
-// Firecracker VM: a tasks/list page at 1M tasks 1.2 ms → 0.6 ms in the
-// store). The price: Open reads the whole file (45–75 ms for 900 MiB in
-// the page cache; a cold file is read from disk), a growth remap stalls
-// readers and writers while it populates, and the file counts in the
-// process's resident set. Default false.
-func WithPrefault(on bool) Option {
-	return func(o *options) { o.prefault = on }
-}
-
-// WithOpenTimeout sets how long Open waits for the exclusive file lock held
-// by another open store before failing (default DefaultOpenTimeout). A
-// value of zero or less waits indefinitely.
-func WithOpenTimeout(d time.Duration) Option {
-	return func(o *options) {
-		if d < 0 {
-			d = 0
-		}
-		o.openTimeout = d
-	}
-}
-
-// WithLogger sets the logger for unusual events (failed commits, rolled
-// back batches). The default discards everything. A nil logger is ignored.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
-		if l != nil {
-			o.logger = l
-		}
-	}
-}
-
-// Stats are counters of the group committer since Open.
-type Stats struct {
-	// Commits is the number of read-write transactions committed.
-	Commits uint64
-	// OpsCommitted is the number of write operations (Create, Update,
-	// Delete) whose changes were committed.
-	OpsCommitted uint64
-	// OpsFailed is the number of write operations that returned an error
-	// (validation, not found, conflict, cancelled, commit failure).
-	OpsFailed uint64
-	// MaxOpsPerCommit is the largest number of operations committed by a
-	// single transaction.
-	MaxOpsPerCommit uint64
-	// CommitErrors counts failed commits (and failed transaction starts).
-	CommitErrors uint64
-	// Retries counts batches re-run because one operation failed while
-	// writing.
-	Retries uint64
-	// CommitTime is the total time spent committing (writing and syncing)
-	// the Commits transactions: CommitTime/Commits is the mean commit
-	// latency, and two readings a while apart give it over that while.
-	CommitTime time.Duration
-}
-
-// OpsPerCommit is the mean number of operations per committed transaction.
-func (s Stats) OpsPerCommit() float64 {
-	if s.Commits == 0 {
-		return 0
-	}
-	return float64(s.OpsCommitted) / float64(s.Commits)
-}
 
 // Store is a task store on a bbolt file. It is safe for concurrent use.
 type Store struct {
@@ -277,19 +172,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	go s.commitLoop()
 	return s, nil
-}
-
-// Stats returns the committer's counters.
-func (s *Store) Stats() Stats {
-	return Stats{
-		Commits:         s.stats.commits.Load(),
-		OpsCommitted:    s.stats.opsCommitted.Load(),
-		OpsFailed:       s.stats.opsFailed.Load(),
-		MaxOpsPerCommit: s.stats.maxBatch.Load(),
-		CommitErrors:    s.stats.commitErrors.Load(),
-		Retries:         s.stats.retries.Load(),
-		CommitTime:      time.Duration(s.stats.commitNanos.Load()),
-	}
 }
 
 // Close stops accepting writes (they fail with store.ErrClosed), finishes
@@ -413,138 +295,6 @@ func loadTask(tx *bolt.Tx, id []byte) (*store.Task, error) {
 		}
 	}
 	return t, nil
-}
-
-// addCount adds delta to the counter of status st in the meta bucket.
-// Invariant: the counters equal the number of tasks per status; every write
-// that creates, deletes or moves a task between statuses calls it in the
-// same transaction.
-func addCount(tx *bolt.Tx, st store.Status, delta int64) error {
-	meta := tx.Bucket(bucketMeta)
-	k := countKey(st)
-	var n uint64
-	if v := meta.Get(k); len(v) == 8 {
-		n = binary.BigEndian.Uint64(v)
-	}
-	return put(meta, k, binary.BigEndian.AppendUint64(nil, n+uint64(delta)))
-}
-
-// indexTask writes every index entry of a new task t and counts it.
-// Invariant (checked by Check): a task has exactly these entries —
-// by_owner, by_status and by_name always; expiry when it has an ExpiresAt;
-// leases when it has a LeaseHolder; active while it is not terminal.
-func indexTask(tx *bolt.Tx, t *store.Task) error {
-	id := []byte(t.ID)
-	if err := put(tx.Bucket(bucketByOwner), ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID), empty); err != nil {
-		return err
-	}
-	if err := put(tx.Bucket(bucketByStatus), statusKey(t), empty); err != nil {
-		return err
-	}
-	if err := put(tx.Bucket(bucketByName), nameKey(t), empty); err != nil {
-		return err
-	}
-	if !t.ExpiresAt.IsZero() {
-		if err := put(tx.Bucket(bucketExpiry), expiryKey(t.ExpiresAt.UnixNano(), t.ID), empty); err != nil {
-			return err
-		}
-	}
-	if t.LeaseHolder != "" {
-		if err := put(tx.Bucket(bucketLeases), leaseKey(t.LeaseUntil, t.ID), empty); err != nil {
-			return err
-		}
-	}
-	if !t.Status.Terminal() {
-		if err := put(tx.Bucket(bucketActive), id, empty); err != nil {
-			return err
-		}
-	}
-	return addCount(tx, t.Status, 1)
-}
-
-// unindexTask removes every index entry of t (as stored) and uncounts it.
-func unindexTask(tx *bolt.Tx, t *store.Task) error {
-	id := []byte(t.ID)
-	if err := del(tx.Bucket(bucketByOwner), ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID)); err != nil {
-		return err
-	}
-	if err := del(tx.Bucket(bucketByStatus), statusKey(t)); err != nil {
-		return err
-	}
-	if err := del(tx.Bucket(bucketByName), nameKey(t)); err != nil {
-		return err
-	}
-	if !t.ExpiresAt.IsZero() {
-		if err := del(tx.Bucket(bucketExpiry), expiryKey(t.ExpiresAt.UnixNano(), t.ID)); err != nil {
-			return err
-		}
-	}
-	if t.LeaseHolder != "" {
-		if err := del(tx.Bucket(bucketLeases), leaseKey(t.LeaseUntil, t.ID)); err != nil {
-			return err
-		}
-	}
-	if err := del(tx.Bucket(bucketActive), id); err != nil {
-		return err
-	}
-	return addCount(tx, t.Status, -1)
-}
-
-// reindex moves the index entries of t (the record after a write) that the
-// write changed, as ch reports: status (by_status, active, counters,
-// history), expiry and lease.
-func reindex(tx *bolt.Tx, t *store.Task, ch store.Changes) error {
-	if ch.StatusChanged {
-		prev := *t
-		prev.Status = ch.PrevStatus
-		if err := del(tx.Bucket(bucketByStatus), statusKey(&prev)); err != nil {
-			return err
-		}
-		if err := put(tx.Bucket(bucketByStatus), statusKey(t), empty); err != nil {
-			return err
-		}
-		if err := addCount(tx, ch.PrevStatus, -1); err != nil {
-			return err
-		}
-		if err := addCount(tx, t.Status, 1); err != nil {
-			return err
-		}
-		if err := put(tx.Bucket(bucketHistory), []byte(t.ID), encodeHistory(t.History)); err != nil {
-			return err
-		}
-		if t.Status.Terminal() {
-			if err := del(tx.Bucket(bucketActive), []byte(t.ID)); err != nil {
-				return err
-			}
-		}
-	}
-	if ch.ExpiryChanged {
-		expiry := tx.Bucket(bucketExpiry)
-		if !ch.PrevExpiresAt.IsZero() {
-			if err := del(expiry, expiryKey(ch.PrevExpiresAt.UnixNano(), t.ID)); err != nil {
-				return err
-			}
-		}
-		if !t.ExpiresAt.IsZero() {
-			if err := put(expiry, expiryKey(t.ExpiresAt.UnixNano(), t.ID), empty); err != nil {
-				return err
-			}
-		}
-	}
-	if ch.LeaseChanged {
-		leases := tx.Bucket(bucketLeases)
-		if ch.PrevLeaseHolder != "" {
-			if err := del(leases, leaseKey(ch.PrevLeaseUntil, t.ID)); err != nil {
-				return err
-			}
-		}
-		if t.LeaseHolder != "" {
-			if err := put(leases, leaseKey(t.LeaseUntil, t.ID), empty); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // Create stores a new task; see store.Store.

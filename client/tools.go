@@ -1,0 +1,112 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// Tool is a tool from tools/list with its task support.
+type Tool struct {
+	*mcp.Tool
+	// TaskSupport is the tool's execution.taskSupport; TaskForbidden when
+	// absent.
+	TaskSupport TaskSupport
+	// declared reports whether the server stated the support level.
+	declared bool
+}
+
+// Tools lists every tool of the server (all pages) with its task support,
+// and refreshes the cache CallTool uses to check task support.
+func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
+	var out []Tool
+	cursor := ""
+	for range 1000 {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		raw, err := c.call(ctx, mcptask.MethodToolsList, params)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return nil, malformed("tools/list: %v", err)
+		}
+		for _, rt := range page.Tools {
+			t, err := decodeTool(rt)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		if page.NextCursor == "" || page.NextCursor == cursor {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	c.mu.Lock()
+	c.tools = make(map[string]Tool, len(out))
+	for _, t := range out {
+		c.tools[t.Name] = t
+	}
+	c.mu.Unlock()
+	return out, nil
+}
+
+func decodeTool(raw json.RawMessage) (Tool, error) {
+	var t mcp.Tool
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return Tool{}, malformed("tools/list: tool: %v", err)
+	}
+	if t.Name == "" {
+		return Tool{}, malformed("tools/list: a tool has no name")
+	}
+	var ex struct {
+		Execution *struct {
+			TaskSupport string `json:"taskSupport"`
+		} `json:"execution"`
+	}
+	_ = json.Unmarshal(raw, &ex)
+	out := Tool{Tool: &t, TaskSupport: TaskForbidden}
+	if ex.Execution != nil && ex.Execution.TaskSupport != "" {
+		out.declared = true
+		switch s := TaskSupport(ex.Execution.TaskSupport); s {
+		case TaskForbidden, TaskOptional, TaskRequired:
+			out.TaskSupport = s
+		default:
+			return Tool{}, malformed("tools/list: tool %q: unknown taskSupport %q", t.Name, s)
+		}
+	}
+	return out, nil
+}
+
+// tool returns a tool from the cache, listing the tools once if it is
+// missing.
+func (c *Client) tool(ctx context.Context, name string) (Tool, error) {
+	c.mu.Lock()
+	t, ok := c.tools[name]
+	c.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	if _, err := c.Tools(ctx); err != nil {
+		return Tool{}, err
+	}
+	c.mu.Lock()
+	t, ok = c.tools[name]
+	c.mu.Unlock()
+	if !ok {
+		return Tool{}, fmt.Errorf("%w: %q is not in the server's tools/list", ErrUnknownTool, name)
+	}
+	return t, nil
+}
+
+// ---- server-to-client traffic ----
