@@ -90,6 +90,10 @@ func (r *Router) renew(ctx context.Context) {
 	if len(held) == 0 {
 		return
 	}
+	// A renewal that takes longer than a lease is useless: give up and let
+	// the next tick try again rather than hang the renewals on a stuck store.
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseDuration)
+	defer cancel()
 	ids := make([]string, 0, len(held))
 	for id := range held {
 		ids = append(ids, id)
