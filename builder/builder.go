@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,11 @@ const EnvOrphanTimeout = "TASKBRIDGE_ORPHAN_TIMEOUT"
 // zero or negative (the default) writes after every step.
 const EnvProgressInterval = "TASKBRIDGE_PROGRESS_INTERVAL"
 
+// EnvBboltPrefault names the environment variable that opens a bbolt
+// store with its file prefaulted (bboltstore.WithPrefault): "1" or "true"
+// turns it on, "0" or "false" off.
+const EnvBboltPrefault = "TASKBRIDGE_BBOLT_PREFAULT"
+
 // DefaultDBFile is the bbolt file used when neither a store, a path nor
 // EnvDB is given.
 const DefaultDBFile = "taskbridge.db"
@@ -60,6 +66,7 @@ type Builder struct {
 	cfg    taskrouter.Config
 	st     store.Store
 	dbPath string
+	bbolt  []bboltstore.Option
 	useEnv bool
 	logger *slog.Logger
 	tools  []func(r *taskrouter.Router)
@@ -99,8 +106,18 @@ func IsPostgresDSN(spec string) bool {
 	return strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://")
 }
 
-// OpenStore opens the store a spec names (see WithDB).
-func OpenStore(ctx context.Context, spec string) (store.Store, error) {
+// WithBboltOptions passes opts to bboltstore.Open when the server opens a
+// bbolt file itself (WithDB, WithDBPath, EnvDB or DefaultDBFile), for
+// example bboltstore.WithPrefault(true). EnvBboltPrefault, read after
+// them, can turn prefaulting on or off unless WithoutEnv.
+func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {
+	b.bbolt = append(b.bbolt, opts...)
+	return b
+}
+
+// OpenStore opens the store a spec names (see WithDB); bolt options apply
+// to a bbolt file only.
+func OpenStore(ctx context.Context, spec string, bolt ...bboltstore.Option) (store.Store, error) {
 	if IsPostgresDSN(spec) {
 		st, err := postgres.Open(ctx, spec)
 		if err != nil {
@@ -113,7 +130,7 @@ func OpenStore(ctx context.Context, spec string) (store.Store, error) {
 			return nil, fmt.Errorf("builder: %w", err)
 		}
 	}
-	st, err := bboltstore.Open(spec)
+	st, err := bboltstore.Open(spec, bolt...)
 	if err != nil {
 		return nil, fmt.Errorf("builder: opening %s: %w", spec, err)
 	}
@@ -265,7 +282,15 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		if path == "" {
 			path = DefaultDBFile
 		}
-		st, err := OpenStore(ctx, path)
+		bolt := b.bbolt
+		if v := os.Getenv(EnvBboltPrefault); v != "" && b.useEnv {
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("builder: %s=%q: want 1, true, 0 or false", EnvBboltPrefault, v)
+			}
+			bolt = append(slices.Clone(bolt), bboltstore.WithPrefault(on))
+		}
+		st, err := OpenStore(ctx, path, bolt...)
 		if err != nil {
 			return nil, err
 		}
