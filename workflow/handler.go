@@ -160,7 +160,7 @@ func (h *TaskWorkflowPromptHandler) run(ctx context.Context, rec *recorder, p *W
 	case why == "cancelled" || why == "expired" || why == "ended":
 		return r.trace, &stoppedError{why: why}
 	case why == "lease lost":
-		return r.trace, mcptask.InternalError("workflow task %s was taken over by another server process while this one ran its steps", rec.task.ID)
+		return r.trace, mcptask.InternalError("workflow task %s was taken over by another server process while this one ran its steps; get the prompt again with _meta._task_id to see where it stands", rec.task.ID)
 	case why == "shutdown":
 		return r.trace, mcptask.InternalError("the server is shutting down; the workflow resumes when it restarts")
 	case errors.Is(err, ErrWorkflowFailed):

@@ -112,7 +112,7 @@ func (r *recorder) write(ctx context.Context, p *WorkflowProgress, u store.Updat
 		if errors.Is(err, store.ErrFenced) {
 			p.Revision = rev
 			r.release()
-			return nil, mcptask.InternalError("workflow task %s was taken over by another server process while this one ran its steps; nothing more was recorded here", r.task.ID)
+			return nil, mcptask.InternalError("workflow task %s was taken over by another server process while this one ran its steps; nothing more was recorded here: get the prompt again with _meta._task_id to see where it stands", r.task.ID)
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt >= 5 {
 			p.Revision = rev
