@@ -29,7 +29,7 @@
 //	          (uint64), so Counts reads five keys instead of the tasks
 //
 // Every write keeps the indexes and counters in step with the headers in
-// the same transaction (indexTask, unindexTask and reindex in bbolt.go);
+// the same transaction (indexTask, unindexTask and reindex in index.go);
 // Check verifies that offline. Schema 1 files (before leases, queries,
 // counts and history) are upgraded by Open, see migrate.go.
 //
@@ -81,6 +81,11 @@
 // Reads (Get, List, Query, Counts, Expired, ExpiredLeases, Active) use
 // their own read-only transactions and run concurrently with each other and
 // with the committer.
+//
+// Reads go through bbolt's memory map of the file: the first read of each
+// page takes a page fault. With WithPrefault(true) (Linux) the map is
+// populated at Open instead, which pays off for large stores read at
+// random; see WithPrefault for its costs.
 //
 // # Damaged files
 //
