@@ -55,12 +55,14 @@ func Example() {
 		case client.EventCreated:
 			// An instant handler's task is stored already ended (see
 			// Config.InstantWindow); a slower one's starts out working.
-			fmt.Println("created:", ev.Task.Status)
+			// Which one this is depends on the machine's load, so the
+			// example prints neither.
+			fmt.Println("created:", ev.Task.ID != "")
 		case client.EventResult:
 			fmt.Println("result:", ev.Result.Content[0].(*mcp.TextContent).Text)
 		}
 	}
 	// Output:
-	// created: completed
+	// created: true
 	// result: report on sales
 }
