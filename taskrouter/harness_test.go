@@ -138,11 +138,31 @@ const (
 
 // peer is a raw JSON-RPC client speaking one dialect.
 type peer struct {
-	t    testing.TB
-	c    *rpcconn.Conn
-	d    dialect
-	mu   sync.Mutex
-	push []json.RawMessage
+	t     testing.TB
+	c     *rpcconn.Conn
+	d     dialect
+	mu    sync.Mutex
+	push  []json.RawMessage
+	notes []note // every notification, in order
+}
+
+// note is one notification a peer received.
+type note struct {
+	method string
+	params map[string]any
+}
+
+// notesOf returns the notifications of method received so far.
+func (p *peer) notesOf(method string) []map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []map[string]any
+	for _, n := range p.notes {
+		if n.method == method {
+			out = append(out, n.params)
+		}
+	}
+	return out
 }
 
 type transportKind int
@@ -173,11 +193,14 @@ func (h *harness) dial(k transportKind, d dialect, handler rpcconn.Handler) *pee
 		t = ct
 	}
 	p := &peer{t: h.t, d: d}
-	c, err := rpcconn.Dial(context.Background(), t, &rpcconn.Options{Handler: handler, OnNotification: func(method string, params json.RawMessage) {
+	c, err := rpcconn.Dial(context.Background(), t, &rpcconn.Options{Handler: handler, SendCancelled: true, OnNotification: func(method string, params json.RawMessage) {
+		var m map[string]any
+		_ = json.Unmarshal(params, &m)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.notes = append(p.notes, note{method, m})
 		if method == "notifications/tasks/status" {
-			p.mu.Lock()
 			p.push = append(p.push, params)
-			p.mu.Unlock()
 		}
 	}})
 	require.NoError(h.t, err)

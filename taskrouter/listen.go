@@ -1,6 +1,7 @@
 package taskrouter
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,8 +20,11 @@ import (
 //
 // go-sdk serves subscriptions/listen itself but knows no taskIds (it drops
 // the field while decoding, as it drops params.task) and offers no way to
-// send a custom notification, so the Streamable HTTP handler answers a
-// listen request that asks for task ids itself, writing the stream. The
+// send a custom notification, so the router answers a listen request that
+// asks for task ids itself: the Streamable HTTP handler on the request's
+// response stream, and a connection wrapped by Router.Transport (stdio,
+// in-memory) on the connection, concurrently with the session's other
+// requests (notifications/cancelled for the listen request ends it). The
 // changes come from this process's writes and, on a shared store, from the
 // store's change feed: any replica serves any task's notifications. The
 // stream ends (with the listen result) once every followed task has ended,
@@ -35,12 +39,15 @@ const (
 // reads.
 type listenRequest struct {
 	ID     json.RawMessage `json:"id"`
-	Params struct {
-		Meta          map[string]json.RawMessage `json:"_meta"`
-		Notifications *struct {
-			TaskIDs []string `json:"taskIds"`
-		} `json:"notifications"`
-	} `json:"params"`
+	Params listenParams    `json:"params"`
+}
+
+// listenParams are the params of a subscriptions/listen request.
+type listenParams struct {
+	Meta          map[string]json.RawMessage `json:"_meta"`
+	Notifications *struct {
+		TaskIDs []string `json:"taskIds"`
+	} `json:"notifications"`
 }
 
 // listenFor decodes a lone subscriptions/listen request that asks for task
@@ -53,23 +60,43 @@ func listenFor(body []byte) (*listenRequest, bool) {
 	if json.Unmarshal(body, &probe) != nil || probe.Method != mcptask.MethodSubscriptionsListen {
 		return nil, false
 	}
-	if json.Unmarshal(body, &lr) != nil || lr.Params.Notifications == nil || lr.Params.Notifications.TaskIDs == nil {
+	if json.Unmarshal(body, &lr) != nil || !lr.Params.forTasks() {
 		return nil, false
 	}
 	return &lr, true
 }
 
+// forTasks reports whether the listen asks for task notifications.
+func (lp *listenParams) forTasks() bool {
+	return lp.Notifications != nil && lp.Notifications.TaskIDs != nil
+}
+
 // declaresExtension reports whether the request's per-request client
 // capabilities declare the tasks extension.
-func (lr *listenRequest) declaresExtension() bool {
+func (lp *listenParams) declaresExtension() bool {
 	var caps struct {
 		Extensions map[string]json.RawMessage `json:"extensions"`
 	}
-	if json.Unmarshal(lr.Params.Meta[mcptask.MetaClientCapabilities], &caps) != nil {
+	if json.Unmarshal(lp.Meta[mcptask.MetaClientCapabilities], &caps) != nil {
 		return false
 	}
 	_, ok := caps.Extensions[mcptask.ExtensionID]
 	return ok
+}
+
+// listenSink is where a listen stream goes: notifications, then the
+// listen result. Each reports whether the client is still there.
+type listenSink struct {
+	notify func(method string, params any) bool
+	reply  func(result any) bool
+}
+
+// listenOwner resolves the requestor of a listen request the router
+// answers itself (below the SDK): extra carries what the transport knows.
+func (r *Router) listenOwner(ctx context.Context, extra *mcp.RequestExtra) *Request {
+	q := r.resolve(ctx, &mcp.ServerRequest[*mcp.SubscriptionsListenParams]{Params: &mcp.SubscriptionsListenParams{}, Extra: extra})
+	q.Dialect = mcptask.Extension
+	return q
 }
 
 // serveListen answers a subscriptions/listen request for task
@@ -80,31 +107,14 @@ func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *list
 	if json.Unmarshal(lr.ID, &rawID) == nil {
 		id, _ = jsonrpc.MakeID(rawID)
 	}
-	if !lr.declaresExtension() {
+	if !lr.Params.declaresExtension() {
 		writeRPCError(w, http.StatusOK, id, mcptask.MissingExtension("task notifications on subscriptions/listen"))
 		return
 	}
-	q := r.resolve(hreq.Context(), &mcp.ServerRequest[*mcp.SubscriptionsListenParams]{
-		Params: &mcp.SubscriptionsListenParams{},
-		Extra:  &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(hreq.Context()), Header: hreq.Header},
-	})
-	q.Dialect = mcptask.Extension
+	q := r.listenOwner(hreq.Context(), &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(hreq.Context()), Header: hreq.Header})
 	if q.OwnerErr != nil {
 		writeRPCError(w, http.StatusOK, id, q.OwnerErr)
 		return
-	}
-	ctx := hreq.Context()
-	// Agree to the tasks the requestor may see.
-	var agreed []string
-	last := map[string]uint64{}
-	for _, tid := range lr.Params.Notifications.TaskIDs {
-		if _, dup := last[tid]; dup {
-			continue
-		}
-		if _, err := r.TaskFor(ctx, q, tid); err == nil {
-			agreed = append(agreed, tid)
-			last[tid] = 0
-		}
 	}
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -123,11 +133,34 @@ func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *list
 		}
 		return true
 	}
+	r.runListen(hreq.Context(), q, rawID, lr.Params.Notifications.TaskIDs, listenSink{
+		notify: func(method string, params any) bool { return send(notification(method, params)) },
+		reply: func(result any) bool {
+			return send(map[string]any{"jsonrpc": "2.0", "id": rawID, "result": result})
+		},
+	})
+}
+
+// runListen acknowledges the task ids q may see, then notifies the state
+// of each followed task now and at every change, until every one of them
+// ended (then it sends the listen result), the sink fails or ctx ends.
+func (r *Router) runListen(ctx context.Context, q *Request, rawID any, taskIDs []string, sink listenSink) {
+	var agreed []string
+	last := map[string]uint64{}
+	for _, tid := range taskIDs {
+		if _, dup := last[tid]; dup {
+			continue
+		}
+		if _, err := r.TaskFor(ctx, q, tid); err == nil {
+			agreed = append(agreed, tid)
+			last[tid] = 0
+		}
+	}
 	subMeta := map[string]any{metaSubscriptionID: rawID}
-	if !send(notification(methodSubscriptionsAcknowledged, map[string]any{
+	if !sink.notify(methodSubscriptionsAcknowledged, map[string]any{
 		"_meta":         subMeta,
 		"notifications": map[string]any{"taskIds": nonNil(agreed)},
-	})) {
+	}) {
 		return
 	}
 	ln := &listener{tasks: agreed, changed: make(chan string, 1), done: make(chan struct{})}
@@ -145,7 +178,7 @@ func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *list
 			}
 			if t.Version != last[tid] {
 				last[tid] = t.Version
-				if !send(notification(mcptask.NotificationTasks, taskNotification(r.getReply(mcptask.Extension, t), subMeta))) {
+				if !sink.notify(mcptask.NotificationTasks, taskNotification(r.getReply(mcptask.Extension, t), subMeta)) {
 					return
 				}
 			}
@@ -154,7 +187,7 @@ func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *list
 			}
 		}
 		if open == 0 {
-			send(map[string]any{"jsonrpc": "2.0", "id": rawID, "result": map[string]any{"resultType": mcptask.ResultTypeComplete, "_meta": subMeta}})
+			sink.reply(map[string]any{"resultType": mcptask.ResultTypeComplete, "_meta": subMeta})
 			return
 		}
 		select {

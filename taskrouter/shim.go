@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -213,7 +214,7 @@ func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r}
+	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]context.CancelFunc{}}
 	t.r.mu.Lock()
 	t.r.conns[pc.id] = pc
 	t.r.mu.Unlock()
@@ -226,24 +227,125 @@ type pushConn struct {
 	id        string
 	r         *Router
 	closeOnce sync.Once
+
+	mu      sync.Mutex
+	listens map[string]context.CancelFunc // subscriptions/listen streams served here, by request id
+	closed  bool
 }
 
 func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && err == nil {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || err != nil {
+			return msg, err
+		}
 		switch req.Method {
 		case mcptask.MethodToolsCall:
 			req.Params = rewriteParams(req.Params, c.id, true)
 		case mcptask.MethodPromptsGet:
 			req.Params = rewriteParams(req.Params, c.id, false)
+		case mcptask.MethodSubscriptionsListen:
+			var lp listenParams
+			if req.IsCall() && json.Unmarshal(req.Params, &lp) == nil && lp.forTasks() {
+				c.listen(req, &lp)
+				continue // answered here, not by the SDK
+			}
+			req.Params = rewriteParams(req.Params, "", false)
+		case methodCancelled:
+			c.cancelListen(req.Params) // and the SDK cancels its own requests
 		default:
 			req.Params = rewriteParams(req.Params, "", false)
 		}
+		return msg, err
 	}
-	return msg, err
+}
+
+const methodCancelled = "notifications/cancelled"
+
+// listen serves a subscriptions/listen request for task notifications on
+// the connection, in its own goroutine, until the followed tasks ended,
+// the client cancels it or the connection closes.
+func (c *pushConn) listen(req *jsonrpc.Request, lp *listenParams) {
+	write := func(ctx context.Context, msg jsonrpc.Message) bool {
+		if err := c.Connection.Write(ctx, msg); err != nil {
+			c.r.log.Debug("writing a subscriptions/listen message", "error", err)
+			return false
+		}
+		return true
+	}
+	if !lp.declaresExtension() {
+		write(context.Background(), &jsonrpc.Response{ID: req.ID, Error: mcptask.MissingExtension("task notifications on subscriptions/listen")})
+		return
+	}
+	q := c.r.listenOwner(context.Background(), &mcp.RequestExtra{})
+	if q.OwnerErr != nil {
+		write(context.Background(), &jsonrpc.Response{ID: req.ID, Error: q.OwnerErr})
+		return
+	}
+	key := listenKey(req.ID)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel()
+		return
+	}
+	if prev := c.listens[key]; prev != nil {
+		prev() // a client reusing a request id ends the earlier stream
+	}
+	c.listens[key] = cancel
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.listens, key)
+			c.mu.Unlock()
+			cancel()
+		}()
+		c.r.runListen(ctx, q, req.ID.Raw(), lp.Notifications.TaskIDs, listenSink{
+			notify: func(method string, params any) bool {
+				raw, err := json.Marshal(params)
+				return err == nil && write(ctx, &jsonrpc.Request{Method: method, Params: raw})
+			},
+			reply: func(result any) bool {
+				raw, err := json.Marshal(result)
+				return err == nil && write(ctx, &jsonrpc.Response{ID: req.ID, Result: raw})
+			},
+		})
+	}()
+}
+
+// listenKey keys a request id (a number and a string never collide).
+func listenKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
+
+// cancelListen ends the listen stream a notifications/cancelled names.
+func (c *pushConn) cancelListen(params json.RawMessage) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	cancel := c.listens[listenKey(id)]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 func (c *pushConn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	for _, cancel := range c.listens {
+		cancel()
+	}
+	c.mu.Unlock()
 	c.closeOnce.Do(func() {
 		c.r.mu.Lock()
 		delete(c.r.conns, c.id)
