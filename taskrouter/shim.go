@@ -214,7 +214,7 @@ func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]context.CancelFunc{}}
+	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]*connListen{}}
 	t.r.mu.Lock()
 	t.r.conns[pc.id] = pc
 	t.r.mu.Unlock()
@@ -229,9 +229,12 @@ type pushConn struct {
 	closeOnce sync.Once
 
 	mu      sync.Mutex
-	listens map[string]context.CancelFunc // subscriptions/listen streams served here, by request id
+	listens map[string]*connListen // subscriptions/listen streams served here, by request id
 	closed  bool
 }
+
+// connListen is a subscriptions/listen stream served on a pushConn.
+type connListen struct{ cancel context.CancelFunc }
 
 func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
@@ -274,17 +277,23 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *listenParams) {
 		}
 		return true
 	}
+	refuse := func(err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		write(ctx, &jsonrpc.Response{ID: req.ID, Error: err})
+	}
 	if !lp.declaresExtension() {
-		write(context.Background(), &jsonrpc.Response{ID: req.ID, Error: mcptask.MissingExtension("task notifications on subscriptions/listen")})
+		refuse(mcptask.MissingExtension("task notifications on subscriptions/listen"))
 		return
 	}
 	q := c.r.listenOwner(context.Background(), &mcp.RequestExtra{})
 	if q.OwnerErr != nil {
-		write(context.Background(), &jsonrpc.Response{ID: req.ID, Error: q.OwnerErr})
+		refuse(q.OwnerErr)
 		return
 	}
 	key := listenKey(req.ID)
 	ctx, cancel := context.WithCancel(context.Background())
+	ln := &connListen{cancel: cancel}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -292,14 +301,16 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *listenParams) {
 		return
 	}
 	if prev := c.listens[key]; prev != nil {
-		prev() // a client reusing a request id ends the earlier stream
+		prev.cancel() // a client reusing a request id ends the earlier stream
 	}
-	c.listens[key] = cancel
+	c.listens[key] = ln
 	c.mu.Unlock()
 	go func() {
 		defer func() {
 			c.mu.Lock()
-			delete(c.listens, key)
+			if c.listens[key] == ln {
+				delete(c.listens, key)
+			}
 			c.mu.Unlock()
 			cancel()
 		}()
@@ -332,18 +343,18 @@ func (c *pushConn) cancelListen(params json.RawMessage) {
 		return
 	}
 	c.mu.Lock()
-	cancel := c.listens[listenKey(id)]
+	ln := c.listens[listenKey(id)]
 	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if ln != nil {
+		ln.cancel()
 	}
 }
 
 func (c *pushConn) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	for _, cancel := range c.listens {
-		cancel()
+	for _, ln := range c.listens {
+		ln.cancel()
 	}
 	c.mu.Unlock()
 	c.closeOnce.Do(func() {
