@@ -109,6 +109,20 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	if why := taskrouter.Stopped(tctx); why != "" {
 		return nil, mcptask.InvalidParams("workflow task %s was %s while step %q ran; nothing was recorded", id, why, step.Name)
 	}
+	if err := h.recordClientStep(ctx, rec, p, step, req, res, callErr); err != nil {
+		return nil, err
+	}
+	if callErr != nil {
+		return nil, callErr
+	}
+	return h.continuationResult(rec, p, step, res), nil
+}
+
+// recordClientStep records the outcome of the client step that req ran
+// (res, or callErr) durably, and when the step succeeded runs the server
+// steps that became runnable.
+func (h *TaskWorkflowPromptHandler) recordClientStep(ctx context.Context, rec *recorder, p *WorkflowProgress, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, callErr error) error {
+	id, meta := rec.task.ID, req.Params.GetMeta()
 	now := h.Plain.now()
 	var failure string
 	switch {
@@ -117,51 +131,55 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	case res.IsError:
 		failure = toolError(res)
 	}
-	r := h.runner(id, rec.vars, req.Session)
 	if failure != "" {
 		fail(p, step, "client", failure, now)
-		emit(b.Observer, id, p, step, meta)
+		emit(h.bridge.Observer, id, p, step, meta)
 		p.PauseReason = clientFailedMessage(step, failure)
 	} else {
 		complete(p, step, "client", canonical(req.Params.Arguments), res, now)
-		emit(b.Observer, id, p, step, meta)
+		emit(h.bridge.Observer, id, p, step, meta)
 		raw, err := json.Marshal(res)
 		if err != nil {
-			return nil, mcptask.InternalError("encoding the result of tool %q: %v", tool, err)
+			return mcptask.InternalError("encoding the result of tool %q: %v", req.Params.Name, err)
 		}
 		if rec.extra == nil {
 			rec.extra = map[string]json.RawMessage{}
 		}
 		rec.extra[VarResultPrefix+step.Name] = raw
-		r.prepare(p, now, "") // the next server step is written as running with this step's result
+		// The next server step is written as running with this step's
+		// result.
+		h.runner(id, rec.vars, req.Session).prepare(p, now, "")
 	}
 	// The step's outcome is durable before anything else runs (when it
 	// was the last step, in the write that completes the task).
 	if failure != "" || !p.done() {
 		if err := rec.Record(ctx, p); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if failure == "" {
 		if _, err := h.run(ctx, rec, p, "", req.Session); err != nil {
 			if _, stopped := err.(*stoppedError); !stopped {
-				return nil, err
+				return err
 			}
 		}
 	}
-	if callErr != nil {
-		return nil, callErr
-	}
+	return nil
+}
+
+// continuationResult is the reply to a continuation call: the tool's
+// result, tagged with the task and the workflow's state after step.
+func (h *TaskWorkflowPromptHandler) continuationResult(rec *recorder, p *WorkflowProgress, step *Step, res *mcp.CallToolResult) *mcp.CallToolResult {
 	out := *res
 	out.Meta = mcp.Meta{}
 	for k, v := range res.Meta {
 		out.Meta[k] = v
 	}
-	for k, v := range mcptask.RelatedTaskMeta(id) {
+	for k, v := range mcptask.RelatedTaskMeta(rec.task.ID) {
 		out.Meta[k] = v
 	}
 	out.Meta[MetaWorkflow] = h.summary(rec.task, p, step.Name, false)
-	return &out, nil
+	return &out
 }
 
 // checkStep refuses a call of tool that matches no step the client may
