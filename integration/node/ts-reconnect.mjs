@@ -12,25 +12,12 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { startWatchdog, step as printStep } from './lib.mjs';
 
 const [url, mode, arg] = process.argv.slice(2);
-const watchdog = setTimeout(() => {
-    emit('watchdog', { ok: false, error: 'script did not finish within 60s' });
-    process.exit(3);
-}, 60_000);
-
-function emit(step, details) {
-    process.stdout.write(JSON.stringify({ step, ...details }) + '\n');
-}
-
-async function step(name, fn) {
-    try {
-        const d = await fn();
-        emit(name, { ok: true, ...d });
-    } catch (e) {
-        emit(name, { ok: false, error: e?.message ?? String(e), code: e?.code });
-    }
-}
+const watchdog = startWatchdog(60);
+// A failed step is printed and the script goes on to the next.
+const step = (name, fn) => printStep(name, fn, { rethrow: false });
 
 const REQ = { timeout: 50_000 };
 const client = new Client({ name: 'ts-reconnect', version: '1.0.0' }, { capabilities: {} });

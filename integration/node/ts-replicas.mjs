@@ -13,16 +13,10 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { emit, startWatchdog } from './lib.mjs';
 
 const [url] = process.argv.slice(2);
-const watchdog = setTimeout(() => {
-    emit('watchdog', { ok: false, error: 'script did not finish within 60s' });
-    process.exit(3);
-}, 60_000);
-
-function emit(step, details) {
-    process.stdout.write(JSON.stringify({ step, ...details }) + '\n');
-}
+const watchdog = startWatchdog(60);
 
 const REQ = { timeout: 50_000 };
 

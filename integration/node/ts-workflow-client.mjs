@@ -13,42 +13,14 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { GetPromptResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { isPlaceholder, parseHandoff, startWatchdog, step } from './lib.mjs';
 
 const [url, prompt, argsJSON, fillJSON] = process.argv.slice(2);
 if (!url || !prompt) {
     console.error('usage: node ts-workflow-client.mjs <url> <prompt> <json-args> <json-fill>');
     process.exit(2);
 }
-const watchdog = setTimeout(() => {
-    emit('watchdog', { ok: false, error: 'script did not finish within 60s' });
-    process.exit(3);
-}, 60_000);
-
-function emit(step, details) {
-    process.stdout.write(JSON.stringify({ step, ...details }) + '\n');
-}
-
-async function step(name, fn) {
-    try {
-        const d = await fn();
-        emit(name, { ok: true, ...d });
-        return d;
-    } catch (e) {
-        emit(name, { ok: false, error: e?.message ?? String(e), code: e?.code });
-        throw e;
-    }
-}
-
-// The handoff is the last ```json block of the final assistant message.
-function parseHandoff(result) {
-    const last = result.messages[result.messages.length - 1];
-    const text = last?.content?.type === 'text' ? last.content.text : '';
-    const blocks = [...text.matchAll(/```json\s*\n([\s\S]*?)\n```/g)];
-    if (blocks.length === 0) throw new Error('no json block in the final message');
-    return { doc: JSON.parse(blocks[blocks.length - 1][1]), prose: text };
-}
-
-const isPlaceholder = (v) => typeof v === 'string' && v.startsWith('<') && v.endsWith('>');
+const watchdog = startWatchdog(60);
 
 const client = new Client({ name: 'ts-workflow-client', version: '1.0.0' }, { capabilities: {} });
 try {

@@ -14,37 +14,11 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { GetPromptResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { isPlaceholder, parseHandoff, startWatchdog, step } from './lib.mjs';
 
 const [url, prompt, argsJSON, fillJSON] = process.argv.slice(2);
-const watchdog = setTimeout(() => {
-    emit('watchdog', { ok: false, error: 'script did not finish within 60s' });
-    process.exit(3);
-}, 60_000);
+const watchdog = startWatchdog(60);
 
-function emit(step, details) {
-    process.stdout.write(JSON.stringify({ step, ...details }) + '\n');
-}
-
-async function step(name, fn) {
-    try {
-        const d = await fn();
-        emit(name, { ok: true, ...d });
-        return d;
-    } catch (e) {
-        emit(name, { ok: false, error: e?.message ?? String(e), code: e?.code });
-        throw e;
-    }
-}
-
-function parseHandoff(result) {
-    const last = result.messages[result.messages.length - 1];
-    const text = last?.content?.type === 'text' ? last.content.text : '';
-    const blocks = [...text.matchAll(/```json\s*\n([\s\S]*?)\n```/g)];
-    if (blocks.length === 0) throw new Error('no json block in the final message');
-    return { doc: JSON.parse(blocks[blocks.length - 1][1]), prose: text };
-}
-
-const isPlaceholder = (v) => typeof v === 'string' && v.startsWith('<') && v.endsWith('>');
 const terminal = (s) => s === 'completed' || s === 'failed' || s === 'cancelled';
 
 const client = new Client({ name: 'ts-workflow-follow', version: '1.0.0' }, { capabilities: {} });
