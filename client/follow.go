@@ -261,15 +261,12 @@ func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step ha
 	if err != nil {
 		return nil, fmt.Errorf("client: workflow %q (task %s) step %q (tool %q): %w", doc.Workflow, doc.TaskID, step.Name, step.Tool, err)
 	}
-	sum := &mcptask.WorkflowSummary{}
-	if raw, ok := res.Meta[mcptask.MetaWorkflow]; ok {
-		b, err := json.Marshal(raw)
-		if err == nil {
-			err = json.Unmarshal(b, sum)
-		}
-		if err != nil {
-			return nil, malformed("step %q: _meta[%q]: %v", step.Name, mcptask.MetaWorkflow, err)
-		}
+	sum, err := mcptask.SummaryFromMeta(res.Meta)
+	if err != nil {
+		return nil, malformed("step %q: _meta[%q]: %v", step.Name, mcptask.MetaWorkflow, err)
+	}
+	if sum == nil {
+		sum = &mcptask.WorkflowSummary{}
 	}
 	if res.IsError {
 		reason := sum.PauseReason

@@ -25,6 +25,7 @@
 package mcptask
 
 import (
+	"encoding/json"
 	"fmt"
 )
 
@@ -291,4 +292,23 @@ type WorkflowSummary struct {
 	ClientSteps []string `json:"clientSteps,omitempty"`
 	// PauseReason says why the server stopped running steps.
 	PauseReason string `json:"pauseReason,omitempty"`
+}
+
+// SummaryFromMeta reads the WorkflowSummary in meta[MetaWorkflow] (a
+// continuation call's result _meta, as decoded into a map); nil without an
+// error when there is none.
+func SummaryFromMeta(meta map[string]any) (*WorkflowSummary, error) {
+	raw, ok := meta[MetaWorkflow]
+	if !ok {
+		return nil, nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	var sum WorkflowSummary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return nil, err
+	}
+	return &sum, nil
 }

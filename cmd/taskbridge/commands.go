@@ -204,9 +204,9 @@ func (cmd *command) step(ctx context.Context, tool string, args map[string]any, 
 	if err != nil {
 		return err
 	}
-	sum, err := workflowSummary(res)
+	sum, err := mcptask.SummaryFromMeta(res.Meta)
 	if err != nil {
-		return err
+		return fmt.Errorf("_meta[%q] is not a workflow summary: %w", mcptask.MetaWorkflow, err)
 	}
 	if err := cmd.out.stepResult(res, sum); err != nil {
 		return err
@@ -220,24 +220,6 @@ func (cmd *command) step(ctx context.Context, tool string, args map[string]any, 
 		return failedf("workflow task %s is %s", taskID, sum.Status)
 	}
 	return nil
-}
-
-// workflowSummary reads _meta["taskbridge/workflow"] of a continuation
-// call's result; nil when there is none.
-func workflowSummary(res *mcp.CallToolResult) (*mcptask.WorkflowSummary, error) {
-	raw, ok := res.Meta[mcptask.MetaWorkflow]
-	if !ok {
-		return nil, nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	var sum mcptask.WorkflowSummary
-	if err := json.Unmarshal(b, &sum); err != nil {
-		return nil, fmt.Errorf("_meta[%q] is not a workflow summary: %w", mcptask.MetaWorkflow, err)
-	}
-	return &sum, nil
 }
 
 func (cmd *command) tasks(ctx context.Context, sub string, args []string) error {

@@ -369,7 +369,7 @@ func (m *Model) performStep(workflow, taskID string, s handoff.RemainingStep, ar
 		if out.err != nil {
 			return out
 		}
-		out.sum = summary(out.res)
+		out.sum, _ = mcptask.SummaryFromMeta(out.res.Meta) // a malformed one shows no summary
 		if out.sum != nil && out.sum.Status.Terminal() {
 			raw, err := c.TaskResult(ctx, taskID)
 			if err != nil {
@@ -385,23 +385,6 @@ func (m *Model) performStep(workflow, taskID string, s handoff.RemainingStep, ar
 		_, out.doc, out.err = c.ResumePrompt(ctx, workflow, taskID)
 		return out
 	}
-}
-
-// summary reads _meta["taskbridge/workflow"] of a continuation result.
-func summary(res *mcp.CallToolResult) *mcptask.WorkflowSummary {
-	raw, ok := res.Meta[mcptask.MetaWorkflow]
-	if !ok {
-		return nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil
-	}
-	var s mcptask.WorkflowSummary
-	if json.Unmarshal(b, &s) != nil {
-		return nil
-	}
-	return &s
 }
 
 func (m *Model) stepDone(msg stepMsg) tea.Cmd {
