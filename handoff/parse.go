@@ -184,6 +184,18 @@ func FromPromptResult(res *mcp.GetPromptResult) (*Document, error) {
 	return nil, noHandofff("prompt result has no _meta[%q] and no assistant message with text content", MetaKey)
 }
 
+// FromResultJSON is FromPromptResult for a prompt result still in JSON (a
+// finished workflow task's tasks/result, say). Anything that is not a
+// prompt result carrying a handoff — a tool result, malformed JSON — is an
+// error wrapping [ErrNoHandoff].
+func FromResultJSON(raw []byte) (*Document, error) {
+	var res mcp.GetPromptResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, noHandofff("not a prompt result: %v", err)
+	}
+	return FromPromptResult(&res)
+}
+
 func fromMeta(v any) (*Document, error) {
 	what := fmt.Sprintf("_meta[%q]", MetaKey)
 	var data []byte

@@ -387,14 +387,11 @@ func (cmd *command) follow(ctx context.Context, doc *handoff.Document) error {
 	if err != nil {
 		return err
 	}
-	var pr mcp.GetPromptResult
-	if err := json.Unmarshal(final, &pr); err == nil {
-		if fdoc, err := handoff.FromPromptResult(&pr); err == nil {
-			if err := cmd.out.completed(fdoc); err != nil {
-				return err
-			}
-			return handoffFailure(fdoc)
+	if fdoc, err := handoff.FromResultJSON(final); err == nil {
+		if err := cmd.out.completed(fdoc); err != nil {
+			return err
 		}
+		return handoffFailure(fdoc)
 	}
 	return cmd.out.raw(final)
 }

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -376,10 +375,7 @@ func (m *Model) performStep(workflow, taskID string, s handoff.RemainingStep, ar
 				out.err = err
 				return out
 			}
-			var pr mcp.GetPromptResult
-			if err := json.Unmarshal(raw, &pr); err == nil {
-				out.doc, _ = handoff.FromPromptResult(&pr)
-			}
+			out.doc, _ = handoff.FromResultJSON(raw)
 			return out
 		}
 		_, out.doc, out.err = c.ResumePrompt(ctx, workflow, taskID)

@@ -220,23 +220,15 @@ func (m *Model) taskResult(msg taskResultMsg) tea.Cmd {
 		}
 		return nil
 	}
-	var probe struct {
-		Messages json.RawMessage `json:"messages"`
-	}
-	if json.Unmarshal(msg.raw, &probe) == nil && probe.Messages != nil {
-		var pr mcp.GetPromptResult
-		if json.Unmarshal(msg.raw, &pr) == nil {
-			if doc, err := handoff.FromPromptResult(&pr); err == nil {
-				r.kind = kindWorkflow
-				if r.name == "" {
-					r.name = doc.Workflow
-				}
-				r.status = client.Status(doc.Status)
-				r.doc = doc
-				m.workflowEnded(r, doc)
-				return nil
-			}
+	if doc, err := handoff.FromResultJSON(msg.raw); err == nil {
+		r.kind = kindWorkflow
+		if r.name == "" {
+			r.name = doc.Workflow
 		}
+		r.status = client.Status(doc.Status)
+		r.doc = doc
+		m.workflowEnded(r, doc)
+		return nil
 	}
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(msg.raw, &res); err == nil {
