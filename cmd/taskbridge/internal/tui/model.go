@@ -248,12 +248,7 @@ func (m *Model) nextAsk() {
 	}
 	ask := m.asks[0]
 	m.asks = m.asks[1:]
-	p, err := ask.req.Elicitation()
-	if err != nil {
-		ask.reply <- inputReply{err: err}
-		m.nextAsk()
-		return
-	}
+	p := ask.p
 	fields, err := argschema.Fields(p.RequestedSchema)
 	if err != nil {
 		ask.reply <- inputReply{err: err}

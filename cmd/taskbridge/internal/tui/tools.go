@@ -87,10 +87,13 @@ func asTask(t client.Tool) string {
 }
 
 func (m *Model) openToolForm(t client.Tool) {
-	fields, err := argschema.Fields(t.InputSchema)
-	if err != nil {
-		m.say(true, "tool %s: %v", t.Name, err)
-		return
+	fields, ok := m.schemas[t.Name] // parsed when the tools were listed
+	if !ok {
+		var err error
+		if fields, err = argschema.Fields(t.InputSchema); err != nil {
+			m.say(true, "tool %s: %v", t.Name, err)
+			return
+		}
 	}
 	intro := []string{}
 	if t.Description != "" {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
 )
 
@@ -114,7 +115,7 @@ var ErrClosed = errors.New("tui: the terminal UI closed")
 // inputAsk is an input request (an elicitation) waiting for the user.
 type inputAsk struct {
 	taskID string
-	req    client.InputRequest
+	p      *mcp.ElicitParams // the elicitation, decoded once by InputHandler
 	reply  chan inputReply
 }
 
@@ -128,10 +129,11 @@ type inputReply struct {
 // until the user submits (accept) or presses esc (decline). Other requests
 // (sampling, roots) are refused.
 func (u *UI) InputHandler(ctx context.Context, taskID string, req client.InputRequest) (json.RawMessage, error) {
-	if _, err := req.Elicitation(); err != nil {
+	p, err := req.Elicitation()
+	if err != nil {
 		return nil, fmt.Errorf("tui: cannot answer %s", req.Method)
 	}
-	ask := &inputAsk{taskID: taskID, req: req, reply: make(chan inputReply, 1)}
+	ask := &inputAsk{taskID: taskID, p: p, reply: make(chan inputReply, 1)}
 	u.send(ask)
 	select {
 	case r := <-ask.reply:
