@@ -233,9 +233,9 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 			return c.waitWorkflow(ctx, cur)
 		}
 		if len(sum.ClientSteps) == 0 {
-			if next := stepNamed(cur, sum.RemainingSteps[0]); next != nil && next.Execution == handoff.ExecClient {
-				// A server without clientSteps in its summary: go on.
-			} else {
+			// A server without clientSteps in its summary: go on while
+			// the next remaining step is the client's.
+			if next := stepNamed(cur, sum.RemainingSteps[0]); next == nil || next.Execution != handoff.ExecClient {
 				return c.waitWorkflow(ctx, cur)
 			}
 		}
@@ -353,7 +353,7 @@ func (c *Client) plainCall(ctx context.Context, tool string, args map[string]any
 // step. If the server cannot resume the prompt, the old document minus the
 // performed step is used.
 func (c *Client) refreshHandoff(ctx context.Context, doc *handoff.Document, performed string) (*handoff.Document, error) {
-	_, fresh, err := c.getPrompt(ctx, doc.Workflow, nil, map[string]any{handoff.TaskIDMetaKey: doc.TaskID})
+	_, fresh, err := c.ResumePrompt(ctx, doc.Workflow, doc.TaskID)
 	if err == nil && fresh != nil && fresh.TaskID == doc.TaskID {
 		return fresh, nil
 	}

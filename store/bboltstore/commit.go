@@ -134,16 +134,11 @@ func (s *Store) runBatch(batch []*op) {
 			pending = append(pending[:poisoned:poisoned], pending[poisoned+1:]...)
 			continue
 		}
-		var took time.Duration
+		start := time.Now()
 		if ok == 0 {
 			// Nothing to write: skip the commit (and its fsync).
 			_ = tx.Rollback()
-		} else if err := func() error {
-			start := time.Now()
-			err := s.commit(tx)
-			took = time.Since(start)
-			return err
-		}(); err != nil {
+		} else if err := s.commit(tx); err != nil {
 			s.stats.commitErrors.Add(1)
 			s.log.Error("bboltstore: commit failed", "err", err, "ops", ok)
 			for i := range results {
@@ -153,7 +148,7 @@ func (s *Store) runBatch(batch []*op) {
 			}
 		} else {
 			s.stats.commits.Add(1)
-			s.stats.commitNanos.Add(uint64(took))
+			s.stats.commitNanos.Add(uint64(time.Since(start)))
 			s.stats.opsCommitted.Add(uint64(ok))
 			for {
 				cur := s.stats.maxBatch.Load()

@@ -55,8 +55,8 @@ type publisher struct {
 
 	conn *pgx.Conn // owned by run
 
-	// Counters, for tests and logs.
-	records, roundTrips, dropped atomic.Uint64
+	// Counters, for tests.
+	records, roundTrips atomic.Uint64
 }
 
 // slot is one reserved change.
@@ -88,7 +88,6 @@ func (p *publisher) reserve(key, record string) *slot {
 	defer p.mu.Unlock()
 	if p.stopping {
 		sl.state = slotCancelled
-		p.dropped.Add(1)
 		return sl
 	}
 	p.queue = append(p.queue, sl)
@@ -132,9 +131,6 @@ func (p *publisher) trim() {
 	for _, sl := range p.queue {
 		if excess > 0 && sl.state != slotPending {
 			excess--
-			if sl.state == slotReady {
-				p.dropped.Add(1)
-			}
 			continue
 		}
 		kept = append(kept, sl)
@@ -203,8 +199,7 @@ func (p *publisher) run() {
 		}
 		stopping := p.stopping
 		if stopping && len(batch) == 0 {
-			p.dropped.Add(uint64(len(p.queue))) // pending at Close: none when no write is in flight
-			p.queue = nil
+			p.queue = nil // pending at Close: none when no write is in flight
 			p.mu.Unlock()
 			return
 		}
@@ -220,7 +215,6 @@ func (p *publisher) run() {
 		}
 		p.closeConn()
 		if stopping {
-			p.dropped.Add(uint64(len(batch)))
 			p.s.log.Warn("postgres: change notifications lost while closing", "schema", p.s.schema, "changes", len(batch), "err", err)
 			continue
 		}

@@ -236,7 +236,7 @@ func record(t *store.Task) string {
 // deleteRecord is the change notification of the delete of task id, which
 // had status st: version 0.
 func deleteRecord(id string, st store.Status) string {
-	return "0|" + string(st) + "|" + hex.EncodeToString([]byte(id))
+	return record(&store.Task{ID: id, Status: st})
 }
 
 // parseRecord reads one record of a notification payload.
