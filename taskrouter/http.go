@@ -205,7 +205,7 @@ func rewriteMessage(raw json.RawMessage) rewrittenMessage {
 		return out
 	}
 	params := m["params"]
-	if bytes.Contains(params, []byte(`"`+mcptask.MetaProtocolVersion+`"`)) {
+	if bytes.Contains(params, protocolKey) {
 		var p struct {
 			Meta map[string]any `json:"_meta"`
 		}

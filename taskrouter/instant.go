@@ -148,9 +148,8 @@ func (r *Router) createEnded(ctx context.Context, d mcptask.Dialect, rec *store.
 	t.UpdatedAt = r.cfg.Now()
 	created, err := r.createRecord(ctx, &t)
 	if errors.Is(err, store.ErrTooLarge) {
-		msg := "task result too large to store: " + err.Error()
-		t.Status, t.StatusMessage, t.Result = store.StatusFailed, msg, nil
-		t.Error = &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}
+		f := tooLargeFailure(err)
+		t.Status, t.StatusMessage, t.Result, t.Error = f.Status, *f.StatusMessage, nil, f.Error
 		created, err = r.createRecord(ctx, &t)
 	}
 	if err != nil {

@@ -218,15 +218,7 @@ func (r *Router) unwatch(id string, w <-chan struct{}) {
 
 // changed wakes everyone watching task t and pushes its status.
 func (r *Router) changed(t *store.Task) {
-	r.mu.Lock()
-	ch, ok := r.watches[t.ID]
-	if ok {
-		delete(r.watches, t.ID)
-	}
-	r.mu.Unlock()
-	if ok {
-		close(ch)
-	}
+	r.wake(t.ID)
 	r.push(t)
 	r.listeners.changed(t.ID)
 }

@@ -170,13 +170,19 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 	case uerr != nil:
 		r.log.Error("recording task outcome", "task", ru.id, "error", uerr)
 		if errors.Is(uerr, store.ErrTooLarge) {
-			msg := "task result too large to store: " + uerr.Error()
-			if _, ferr := r.fenced(wctx, ru, store.Update{Status: store.StatusFailed, StatusMessage: &msg,
-				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}); ferr != nil {
+			if _, ferr := r.fenced(wctx, ru, tooLargeFailure(uerr)); ferr != nil {
 				r.log.Error("failing a task whose result is too large", "task", ru.id, "error", ferr)
 			}
 		}
 	}
+}
+
+// tooLargeFailure is the update that fails a task whose outcome the store
+// refused as too large (err matches store.ErrTooLarge).
+func tooLargeFailure(err error) store.Update {
+	msg := "task result too large to store: " + err.Error()
+	return store.Update{Status: store.StatusFailed, StatusMessage: &msg,
+		Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
 }
 
 // outcome maps a handler's return to the update that ends the task. A

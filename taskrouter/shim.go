@@ -47,7 +47,6 @@ func rewriteParams(params json.RawMessage, connID string, moveTask bool) json.Ra
 
 var (
 	keyTask        = []byte(`"task"`)
-	keyMeta        = []byte(`"_meta"`)
 	keyTaskRequest = quotedKey(MetaTaskRequest)
 	keyConnID      = quotedKey(metaConnID)
 	quotedPrivate  = quotedKey(mcptask.PrivateMetaPrefix)[:len(mcptask.PrivateMetaPrefix)+1] // with the opening quote
@@ -73,7 +72,7 @@ func spliceParams(params json.RawMessage, connID string, moveTask bool) (json.Ra
 				return nil, false
 			}
 			task = i
-		case bytes.Equal(m.key, keyMeta):
+		case bytes.Equal(m.key, metaKey):
 			if meta >= 0 {
 				return nil, false
 			}
@@ -113,7 +112,7 @@ func spliceParams(params json.RawMessage, connID string, moveTask bool) (json.Ra
 		out = append(out, params[m.start:m.end]...)
 		out = append(out, ',')
 	}
-	out = append(out, keyMeta...)
+	out = append(out, metaKey...)
 	out = append(out, ":{"...)
 	n := 0
 	for _, m := range metaMembers {
@@ -192,7 +191,7 @@ func decodeRewrite(params json.RawMessage, connID string, moveTask bool) json.Ra
 // private _meta key if the bytes contain them literally or contain a \u
 // escape (which could spell them).
 func mayNeedRewrite(params []byte) bool {
-	return bytes.Contains(params, []byte(`"task"`)) || bytes.Contains(params, privatePrefix) || bytes.IndexByte(params, '\\') >= 0
+	return bytes.Contains(params, keyTask) || bytes.Contains(params, privatePrefix) || bytes.IndexByte(params, '\\') >= 0
 }
 
 // ---- stdio / in-memory ----

@@ -131,17 +131,6 @@ func (r *Router) mustServer() *mcp.Server {
 	return r.server
 }
 
-// ValidateArguments checks args against the input schema of a tool added
-// with AddTool, as the SDK will when the tool runs. It returns nil for
-// tools the router cannot check (raw tools, unknown tools).
-func (r *Router) ValidateArguments(name string, args json.RawMessage) error {
-	te, _ := r.tool(name)
-	if te.validate == nil {
-		return nil
-	}
-	return te.validate(args)
-}
-
 // inputValidator builds the argument check of a typed tool: the input
 // schema the SDK uses for it (the tool's own, or the one inferred from In),
 // with defaults applied, then decoding into In.

@@ -415,7 +415,7 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 		pol := s.policy()
 		if rerr == nil && tries[s.Name] < pol.MaxAttempts {
 			wait := pol.backoff(tries[s.Name] + 1)
-			p.PauseReason = retryingMessage(s, sp, msg, tries[s.Name], pol.MaxAttempts, wait)
+			p.PauseReason = retryingMessage(s, msg, tries[s.Name], pol.MaxAttempts, wait)
 			if err := r.record(ctx, p, rec); err != nil {
 				return err
 			}

@@ -43,7 +43,7 @@ func handedMessage(s *Step, sp *StepProgress) string {
 		s.Name, s.Tool, sp.Attempts, oneLine(sp.Error), s.Tool)
 }
 
-func retryingMessage(s *Step, sp *StepProgress, msg string, try, max int, wait time.Duration) string {
+func retryingMessage(s *Step, msg string, try, max int, wait time.Duration) string {
 	return fmt.Sprintf("step %q (tool %q) failed (attempt %d of %d in a row): %s; retrying in %s", s.Name, s.Tool, try, max, oneLine(msg), wait)
 }
 
