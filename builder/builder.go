@@ -13,7 +13,6 @@ package builder
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -346,9 +345,7 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	// that connects during its delay, which stateless HTTP sessions cannot
 	// receive.
 	lookup := workflow.ToolsLookup(router.RegisteredTools())
-	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		return router.CallTool(ctx, workflow.SessionFrom(ctx), tool, args, meta)
-	}
+	call := workflow.EngineCaller(router)
 	var errs []error
 	for _, w := range b.plain {
 		if _, err := workflow.RegisterPlain(srv.MCP, w, lookup, call); err != nil {

@@ -123,9 +123,14 @@ func (b *Bridge) Register(s *mcp.Server, w *SequentialWorkflow, tools ToolLookup
 
 // caller runs server steps through the engine, on behalf of the session
 // the context names (SessionFrom), or the engine's loopback session.
-func (b *Bridge) caller() ToolCaller {
+func (b *Bridge) caller() ToolCaller { return EngineCaller(b.engine) }
+
+// EngineCaller is the ToolCaller that runs tools registered with e in
+// process, on the session of the prompt request that runs the workflow
+// (SessionFrom), for plain workflow prompts registered with RegisterPlain.
+func EngineCaller(e TaskEngine) ToolCaller {
 	return func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		return b.engine.CallTool(ctx, SessionFrom(ctx), tool, args, meta)
+		return e.CallTool(ctx, SessionFrom(ctx), tool, args, meta)
 	}
 }
 

@@ -264,10 +264,14 @@ func (b *Bridge) claim(ctx context.Context, st *taskState) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := decodeProgress(lease.Task)
-	if err != nil {
-		lease.Release()
-		return nil, mcptask.InternalError("%v", err)
+	// The progress decoded by load still holds unless the task changed
+	// since (always on a shared store, where the claim itself is a write).
+	p := st.progress
+	if p == nil || lease.Task.Version != st.task.Version {
+		if p, err = decodeProgress(lease.Task); err != nil {
+			lease.Release()
+			return nil, mcptask.InternalError("%v", err)
+		}
 	}
 	st.task, st.progress = lease.Task, p
 	return &recorder{b: b, task: lease.Task, lease: lease}, nil
