@@ -359,7 +359,7 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		dst  *time.Duration
 	}{{EnvOrphanTimeout, &srv.Bridge.OrphanTimeout}, {EnvProgressInterval, &srv.Bridge.ProgressInterval}} {
 		if v := os.Getenv(e.name); v != "" && b.useEnv {
-			d, err := parseEnvDuration(v)
+			d, err := taskrouter.ParseEnvDuration(v)
 			if err != nil {
 				return fail(fmt.Errorf("builder: %s=%q: %w", e.name, v, err))
 			}
@@ -448,13 +448,4 @@ func (s *Server) Close() error {
 		s.ownsStore = false
 	}
 	return errors.Join(errs...)
-}
-
-// parseEnvDuration reads Go duration syntax or a whole number of
-// milliseconds; negative values are allowed.
-func parseEnvDuration(v string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return time.Duration(n) * time.Millisecond, nil
-	}
-	return time.ParseDuration(v)
 }

@@ -287,21 +287,24 @@ func ConfigFromEnv(base Config) (Config, error) {
 	return base, nil
 }
 
+// parseDuration is ParseEnvDuration, refusing negative values.
 func parseDuration(v string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 {
-			return 0, fmt.Errorf("negative duration")
-		}
-		return time.Duration(n) * time.Millisecond, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, err
-	}
-	if d < 0 {
+	d, err := ParseEnvDuration(v)
+	if err == nil && d < 0 {
 		return 0, fmt.Errorf("negative duration")
 	}
-	return d, nil
+	return d, err
+}
+
+// ParseEnvDuration reads a duration as the TASKBRIDGE_* environment
+// variables give it: Go syntax ("90s", "10m") or a plain number of
+// milliseconds. It may be negative; the settings that refuse negative
+// values say so themselves.
+func ParseEnvDuration(v string) (time.Duration, error) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.Duration(n) * time.Millisecond, nil
+	}
+	return time.ParseDuration(v)
 }
 
 // LocalOwner is the owner of requests that carry neither an authenticated
