@@ -217,14 +217,14 @@ func (r *Router) runFor(id string) *run {
 // is satisfied; it returns nil, nil then.
 func (r *Router) preflight(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
 	if q.Dialect.ServerDecidesTasks() {
-		need, err := te.preflight(ctx, req)
+		need, err := te.opts.Preflight(ctx, req)
 		if err != nil || len(need) == 0 {
 			return nil, err
 		}
 		return &inputRequiredResult{ResultType: mcptask.ResultTypeInputRequired, InputRequests: need}, nil
 	}
 	for range 3 {
-		need, err := te.preflight(ctx, req)
+		need, err := te.opts.Preflight(ctx, req)
 		if err != nil || len(need) == 0 {
 			return nil, err
 		}

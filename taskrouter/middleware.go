@@ -151,9 +151,9 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 	if q.Dialect.ServerDecidesTasks() {
 		// The server decides; a legacy params.task is ignored.
 		switch {
-		case te.support == TaskRequired && !q.Declared:
+		case te.opts.TaskSupport == TaskRequired && !q.Declared:
 			return nil, mcptask.MissingExtension(fmt.Sprintf("tool %q", name))
-		case te.support == TaskRequired, te.support == TaskOptional && q.Declared:
+		case te.opts.TaskSupport == TaskRequired, te.opts.TaskSupport == TaskOptional && q.Declared:
 		default:
 			return r.inner(ctx, mcptask.MethodToolsCall, req)
 		}
@@ -161,11 +161,11 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 		switch {
 		case q.taskErr != nil:
 			return nil, mcptask.InvalidParams("%v", q.taskErr)
-		case q.asked && te.support == TaskForbidden:
+		case q.asked && te.opts.TaskSupport == TaskForbidden:
 			// -32600, not the -32601 the spec suggests: go-sdk replaces the
 			// message of every -32601 it sends, and the client must learn why.
 			return nil, mcptask.InvalidRequest("tool %q cannot be called as a task: its execution.taskSupport is forbidden (or the tool is unknown); call it without params.task", name)
-		case !q.asked && te.support == TaskRequired:
+		case !q.asked && te.opts.TaskSupport == TaskRequired:
 			return nil, mcptask.InvalidRequest("tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
 		case !q.asked:
 			return r.inner(ctx, mcptask.MethodToolsCall, req)
@@ -180,7 +180,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			return r.inner(ctx, mcptask.MethodToolsCall, req)
 		}
 	}
-	if te.preflight != nil {
+	if te.opts.Preflight != nil {
 		if res, err := r.preflight(ctx, q, req, te); res != nil || err != nil {
 			return res, err
 		}

@@ -47,10 +47,8 @@ type ToolOptions struct {
 // definition, its task options, and how to check its arguments before a
 // task exists.
 type toolEntry struct {
-	tool      *mcp.Tool
-	opts      ToolOptions
-	support   TaskSupport
-	preflight func(ctx context.Context, req *mcp.CallToolRequest) (mcp.InputRequestMap, error)
+	tool *mcp.Tool
+	opts ToolOptions // TaskSupport filled in (TaskForbidden when unset)
 	// validate checks arguments the way the SDK's typed handler will,
 	// before the handler runs; nil for raw tools, whose handlers validate
 	// for themselves.
@@ -97,7 +95,7 @@ func (r *Router) register(t *mcp.Tool, opts ToolOptions, validate func(json.RawM
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tools[t.Name] = &toolEntry{tool: t, opts: opts, support: opts.TaskSupport, preflight: opts.Preflight, validate: validate}
+	r.tools[t.Name] = &toolEntry{tool: t, opts: opts, validate: validate}
 }
 
 // tool returns the registry entry of a tool; an unknown tool has task
@@ -107,7 +105,7 @@ func (r *Router) tool(name string) (toolEntry, bool) {
 	defer r.mu.Unlock()
 	te, ok := r.tools[name]
 	if !ok {
-		return toolEntry{support: TaskForbidden}, false
+		return toolEntry{opts: ToolOptions{TaskSupport: TaskForbidden}}, false
 	}
 	return *te, true
 }
@@ -118,7 +116,7 @@ func (r *Router) supportOf(tools []*mcp.Tool) map[string]TaskSupport {
 	out := make(map[string]TaskSupport, len(tools))
 	for _, t := range tools {
 		if te, ok := r.tools[t.Name]; ok {
-			out[t.Name] = te.support
+			out[t.Name] = te.opts.TaskSupport
 		}
 	}
 	return out
