@@ -38,6 +38,7 @@ const (
 // listenRequest is the part of a subscriptions/listen request the router
 // reads.
 type listenRequest struct {
+	Method string          `json:"method"`
 	ID     json.RawMessage `json:"id"`
 	Params listenParams    `json:"params"`
 }
@@ -54,13 +55,7 @@ type listenParams struct {
 // notifications; ok is false for anything else (the SDK serves it).
 func listenFor(body []byte) (*listenRequest, bool) {
 	var lr listenRequest
-	var probe struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(body, &probe) != nil || probe.Method != mcptask.MethodSubscriptionsListen {
-		return nil, false
-	}
-	if json.Unmarshal(body, &lr) != nil || !lr.Params.forTasks() {
+	if json.Unmarshal(body, &lr) != nil || lr.Method != mcptask.MethodSubscriptionsListen || !lr.Params.forTasks() {
 		return nil, false
 	}
 	return &lr, true
@@ -178,7 +173,7 @@ func (r *Router) runListen(ctx context.Context, q *Request, rawID any, taskIDs [
 			}
 			if t.Version != last[tid] {
 				last[tid] = t.Version
-				if !sink.notify(mcptask.NotificationTasks, taskNotification(r.getReply(mcptask.Extension, t), subMeta)) {
+				if !sink.notify(mcptask.NotificationTasks, taskNotification(r.getReply(mcptask.Extension, t).(*ExtGetTaskResult), subMeta)) {
 					return
 				}
 			}
@@ -206,20 +201,11 @@ func notification(method string, params any) map[string]any {
 }
 
 // taskNotification is the params of notifications/tasks: the task as
-// tasks/get returns it (without the result's resultType), with _meta.
-func taskNotification(reply any, meta map[string]any) json.RawMessage {
-	b, err := json.Marshal(reply)
-	if err != nil {
-		return nil
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil {
-		return b
-	}
-	delete(m, "resultType")
-	m["_meta"], _ = json.Marshal(meta)
-	out, _ := json.Marshal(m)
-	return out
+// tasks/get returns it, without the resultType, with _meta.
+func taskNotification(reply *ExtGetTaskResult, meta map[string]any) *ExtGetTaskResult {
+	reply.ResultType = ""
+	reply.Meta = meta
+	return reply
 }
 
 func nonNil(s []string) []string {

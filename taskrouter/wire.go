@@ -98,7 +98,9 @@ type ListTasksResult struct {
 // ExtGetTaskResult is the extension-dialect reply to tasks/get.
 type ExtGetTaskResult struct {
 	mcp.ResultBase
-	ResultType string `json:"resultType"`
+	// ResultType is "complete" in a tasks/get reply (getReply sets it);
+	// empty, and left out, in a notifications/tasks.
+	ResultType string `json:"resultType,omitempty"`
 	ExtTask
 	Result        json.RawMessage            `json:"result,omitempty"`
 	Error         *store.ErrorInfo           `json:"error,omitempty"`
