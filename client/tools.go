@@ -23,34 +23,25 @@ type Tool struct {
 // and refreshes the cache CallTool uses to check task support.
 func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 	var out []Tool
-	cursor := ""
-	for range 1000 {
-		params := map[string]any{}
-		if cursor != "" {
-			params["cursor"] = cursor
-		}
-		raw, err := c.call(ctx, mcptask.MethodToolsList, params)
-		if err != nil {
-			return nil, err
-		}
+	err := c.listPages(ctx, mcptask.MethodToolsList, func(raw json.RawMessage) (string, error) {
 		var page struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, malformed("tools/list: %v", err)
+			return "", malformed("tools/list: %v", err)
 		}
 		for _, rt := range page.Tools {
 			t, err := decodeTool(rt)
 			if err != nil {
-				return nil, err
+				return "", err
 			}
 			out = append(out, t)
 		}
-		if page.NextCursor == "" || page.NextCursor == cursor {
-			break
-		}
-		cursor = page.NextCursor
+		return page.NextCursor, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	c.tools = make(map[string]Tool, len(out))
@@ -110,3 +101,29 @@ func (c *Client) tool(ctx context.Context, name string) (Tool, error) {
 }
 
 // ---- server-to-client traffic ----
+
+// listPages sends method (tools/list, prompts/list) for every page, up to
+// 1000 of them: page decodes one result and returns its nextCursor. It
+// stops at an empty or repeated cursor.
+func (c *Client) listPages(ctx context.Context, method string, page func(json.RawMessage) (string, error)) error {
+	cursor := ""
+	for range 1000 {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		raw, err := c.call(ctx, method, params)
+		if err != nil {
+			return err
+		}
+		next, err := page(raw)
+		if err != nil {
+			return err
+		}
+		if next == "" || next == cursor {
+			return nil
+		}
+		cursor = next
+	}
+	return nil
+}

@@ -175,6 +175,7 @@ const (
 	MethodToolsList           = "tools/list"
 	MethodToolsCall           = "tools/call"
 	MethodPromptsGet          = "prompts/get"
+	MethodPromptsList         = "prompts/list"
 	MethodTasksGet            = "tasks/get"
 	MethodTasksResult         = "tasks/result"
 	MethodTasksList           = "tasks/list"
