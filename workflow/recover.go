@@ -38,15 +38,9 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 		ctx := context.WithoutCancel(ctx)
 		unlock := b.lock(t.ID)
 		defer unlock()
-		cur, err := b.engine.Task(ctx, t.ID)
-		if err != nil || cur.Status.Terminal() {
-			return
-		}
-		p, err := decodeProgress(cur)
-		if err != nil || !h.due(p) {
-			return
-		}
-		st := &taskState{task: cur, progress: p}
+		// The claim reads the task again (another request may have
+		// advanced it before the lock was ours); due is checked on that.
+		st := &taskState{task: t, progress: p}
 		rec, err := b.claim(ctx, st)
 		if err != nil {
 			if !errors.Is(err, store.ErrTerminal) {
@@ -59,7 +53,7 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 			return
 		}
 		if _, err := h.run(ctx, rec, st.progress, ReasonRestart, nil); err != nil {
-			b.engine.Logger().Error("resuming workflow task after a restart", "task", t.ID, "workflow", p.Workflow, "error", err)
+			b.engine.Logger().Error("resuming workflow task after a restart", "task", t.ID, "workflow", st.progress.Workflow, "error", err)
 		}
 	}()
 	return nil
