@@ -396,14 +396,17 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 }
 
 // Apply checks the update against t and, only if every check passes,
-// applies it to t in place. The checks, in order:
+// applies it to t in place. The checks, in order (the backend has already
+// found t: ErrNotFound comes first):
 //
+//   - u.Fence is set and differs from t's LeaseHolder and LeaseEpoch:
+//     ErrFenced. It comes before the terminal check: an ended task has
+//     no holder, so a fenced write to it reports the lost lease;
 //   - t is terminal: *TransitionError{From: t.Status, To: u.Status or
-//     t.Status} — terminal tasks never change, even without a new status;
+//     t.Status} (it matches ErrTerminal) — terminal tasks never change,
+//     even without a new status;
 //   - u.Status is set and CanTransition(t.Status, u.Status) is false:
 //     *TransitionError;
-//   - u.Fence is set and differs from t's LeaseHolder and LeaseEpoch:
-//     ErrFenced;
 //   - u.IfVersion is non-zero and differs from t.Version: ErrConflict;
 //   - the variables after the merge exceed MaxVariablesBytes: ErrTooLarge.
 //
@@ -417,6 +420,14 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	u := &p.u
 	ch := changesOf(t)
+	if u.Fence != nil && (u.Fence.Holder != t.LeaseHolder || u.Fence.Epoch != t.LeaseEpoch) {
+		if t.Status.Terminal() {
+			return ch, fmt.Errorf("%w: task %s is %s (its lease ended with it), update fenced by %q at epoch %d",
+				ErrFenced, t.ID, t.Status, u.Fence.Holder, u.Fence.Epoch)
+		}
+		return ch, fmt.Errorf("%w: task %s is leased by %q at epoch %d, update fenced by %q at epoch %d",
+			ErrFenced, t.ID, t.LeaseHolder, t.LeaseEpoch, u.Fence.Holder, u.Fence.Epoch)
+	}
 	if t.Status.Terminal() {
 		to := u.Status
 		if to == "" {
@@ -426,10 +437,6 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	}
 	if u.Status != "" && !CanTransition(t.Status, u.Status) {
 		return ch, &TransitionError{ID: t.ID, From: t.Status, To: u.Status}
-	}
-	if u.Fence != nil && (u.Fence.Holder != t.LeaseHolder || u.Fence.Epoch != t.LeaseEpoch) {
-		return ch, fmt.Errorf("%w: task %s is leased by %q at epoch %d, update fenced by %q at epoch %d",
-			ErrFenced, t.ID, t.LeaseHolder, t.LeaseEpoch, u.Fence.Holder, u.Fence.Epoch)
 	}
 	if u.IfVersion != 0 && u.IfVersion != t.Version {
 		return ch, fmt.Errorf("%w: task %s is at version %d, update expected %d", ErrConflict, t.ID, t.Version, u.IfVersion)

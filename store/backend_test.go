@@ -75,11 +75,19 @@ func TestApplyFenceAndLease(t *testing.T) {
 	until := now.Add(time.Minute)
 	base := &Task{ID: "a", Owner: "o", Status: StatusWorking, Version: 5, LeaseHolder: "h", LeaseEpoch: 3, LeaseUntil: until}
 
-	// Check order: terminal first, then fence, then version.
+	// Check order: fence first, then terminal, then version.
 	ended := base.Clone()
 	ended.Status, ended.LeaseHolder, ended.LeaseUntil = StatusFailed, "", time.Time{}
-	_, err := ApplyUpdate(ended, Update{Fence: &Fence{Holder: "x", Epoch: 9}, IfVersion: 1}, Limits{}, now)
-	require.ErrorIs(t, err, ErrTerminal)
+	for _, f := range []Fence{{Holder: "x", Epoch: 9}, base.Fence()} {
+		_, err := ApplyUpdate(ended, Update{Fence: &f, IfVersion: 1}, Limits{}, now)
+		require.ErrorIs(t, err, ErrFenced, "a fenced write to an ended task: %+v", f)
+		require.NotErrorIs(t, err, ErrTerminal)
+	}
+	_, err := ApplyUpdate(ended, Update{IfVersion: 1}, Limits{}, now)
+	require.ErrorIs(t, err, ErrTerminal, "without a fence, the terminal status comes before the version")
+	require.NotErrorIs(t, err, ErrConflict)
+	_, err = ApplyUpdate(base.Clone(), Update{Fence: &Fence{Holder: "x", Epoch: 9}, Status: "nope"}, Limits{}, now)
+	require.ErrorIs(t, err, ErrFenced, "the fence comes before the transition")
 	for _, f := range []Fence{{"h", 2}, {"h", 4}, {"g", 3}, {"", 0}} {
 		task := base.Clone()
 		_, err := ApplyUpdate(task, Update{Fence: &f, IfVersion: 1, Status: StatusCompleted}, Limits{}, now)

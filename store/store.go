@@ -26,6 +26,11 @@
 //     equal it. Every Claim bumps LeaseEpoch; a task that reaches a
 //     terminal status, or an Update with ReleaseLease, clears the holder
 //     and LeaseUntil (the epoch stays, so an old fence never matches again).
+//   - An Update's checks run in one order: not found, fence, terminal
+//     status and transition, IfVersion, sizes. The fence comes before the
+//     terminal status, so a holder whose task ended meanwhile (a terminal
+//     move clears the holder) learns that it was fenced (ErrFenced), and
+//     a write without a fence to an ended task fails with ErrTerminal.
 //   - History holds the first status of a task and at most the
 //     MaxStatusHistory-1 latest status changes.
 //   - Counts reflects every committed Create, status change and Delete.
@@ -271,9 +276,15 @@ type Update struct {
 	// LeaseHolder and LeaseEpoch equal the fence. The fence checks only
 	// who holds the lease, not whether it is still valid: a holder whose
 	// lease ran out may keep writing until someone else claims the task.
-	// The checks run in this order: not found, terminal status and
-	// transition (ErrTerminal wins for a task that already ended), fence,
-	// IfVersion.
+	//
+	// The checks run in this order: not found, fence, terminal status and
+	// transition, IfVersion, sizes. So a fenced write to a task that has
+	// ended fails with ErrFenced, not ErrTerminal: a move to a terminal
+	// status clears the holder, so no fence matches an ended task any more
+	// (not even the fence of the holder that ended it), and the writer
+	// learns that its lease is gone. It may then read the task to tell a
+	// takeover (another holder) from an end (a terminal status). An
+	// unfenced write to an ended task fails with ErrTerminal.
 	Fence *Fence
 	// ReleaseLease clears LeaseHolder and LeaseUntil in the same write
 	// (LeaseEpoch is kept). A move to a terminal status releases the lease
@@ -442,7 +453,7 @@ type Store interface {
 	// It is stored as if it had been created and then ended: counted
 	// under its status, with one History entry, an ExpiresAt from TTL as
 	// usual, never in Active, and every later Update fails with
-	// ErrTerminal.
+	// ErrTerminal (ErrFenced when it carries a Fence).
 	Create(ctx context.Context, t *Task) (*Task, error)
 	// Get returns the task with its variables, result, error and history.
 	Get(ctx context.Context, id string) (*Task, error)

@@ -225,16 +225,17 @@ func testFence(t *testing.T, o opener) {
 	require.NoError(t, err)
 	require.Empty(t, expired, "a released lease leaves the lease index")
 
-	// Reclaimed (free now), then finished with the fence: ErrTerminal wins
-	// over a stale fence afterwards.
+	// Reclaimed (free now), then finished with the fence: a stale fence
+	// is still told it was fenced (the fence is checked before the
+	// terminal status; see testFencedEnded).
 	third, err := s.Claim(ctx, "f", "h3", until, until.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), third.LeaseEpoch)
 	f3 := third.Fence()
 	mustUpdate(t, s, "f", store.Update{Fence: &f3, Status: store.StatusCompleted})
 	_, err = s.Update(ctx, "f", store.Update{Fence: &oldFence})
-	require.ErrorIs(t, err, store.ErrTerminal)
-	require.NotErrorIs(t, err, store.ErrFenced)
+	require.ErrorIs(t, err, store.ErrFenced)
+	require.NotErrorIs(t, err, store.ErrTerminal)
 
 	// A fence on a task that never had a lease.
 	mustCreate(t, s, newTask("plain", "alice", t0))
@@ -242,6 +243,72 @@ func testFence(t *testing.T, o opener) {
 	require.ErrorIs(t, err, store.ErrFenced)
 	_, err = s.Update(ctx, "missing", store.Update{Fence: &oldFence})
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// testFencedEnded checks the order of an Update's checks on a task that
+// has ended: the fence comes first. A paused holder whose task another
+// holder completed, or another process cancelled, gets ErrFenced (and not
+// ErrTerminal), so it can tell that it was fenced; the holder that ended
+// the task is fenced out too, since the terminal move cleared the holder;
+// a write without a fence gets ErrTerminal. Nothing is written.
+func testFencedEnded(t *testing.T, o opener) {
+	s := o.open(t)
+	ctx := t.Context()
+	until := t0.Add(time.Minute)
+	requireFenced := func(id string, u store.Update, why string) {
+		t.Helper()
+		before := mustGet(t, s, id)
+		_, err := s.Update(ctx, id, u)
+		require.ErrorIs(t, err, store.ErrFenced, why)
+		require.NotErrorIs(t, err, store.ErrTerminal, why)
+		require.NotErrorIs(t, err, store.ErrConflict, why)
+		require.Equal(t, before, mustGet(t, s, id), "%s: nothing written", why)
+	}
+	requireTerminal := func(id string, u store.Update, why string) {
+		t.Helper()
+		before := mustGet(t, s, id)
+		_, err := s.Update(ctx, id, u)
+		require.ErrorIs(t, err, store.ErrTerminal, why)
+		require.ErrorIs(t, err, store.ErrInvalidTransition, why)
+		require.NotErrorIs(t, err, store.ErrFenced, why)
+		require.Equal(t, before, mustGet(t, s, id), "%s: nothing written", why)
+	}
+
+	// Completed by its new lease holder.
+	stale := mustCreate(t, s, leasedTask("taken", "h1", until)).Fence()
+	taken, err := s.Claim(ctx, "taken", "h2", until, until.Add(time.Minute))
+	require.NoError(t, err)
+	fresh := taken.Fence()
+	ended := mustUpdate(t, s, "taken", store.Update{Fence: &fresh, Status: store.StatusCompleted, Result: []byte(`{}`)})
+	require.Empty(t, ended.LeaseHolder)
+	require.Equal(t, uint64(2), ended.LeaseEpoch)
+	for _, u := range []store.Update{
+		{Fence: &stale, Status: store.StatusCompleted, Result: []byte(`1`)},
+		{Fence: &stale, StatusMessage: strPtr("late")},
+		{Fence: &stale, IfVersion: 1, Status: store.StatusWorking}, // before the version and the transition
+	} {
+		requireFenced("taken", u, "the paused holder's write")
+	}
+	requireFenced("taken", store.Update{Fence: &fresh, StatusMessage: strPtr("again")},
+		"the holder that ended it: the terminal move cleared the holder")
+	requireTerminal("taken", store.Update{StatusMessage: strPtr("x")}, "an unfenced write")
+	requireTerminal("taken", store.Update{Status: store.StatusWorking, IfVersion: 1}, "an unfenced write, before the version")
+
+	// Cancelled by another process without a fence, while h1 held it.
+	held := mustCreate(t, s, leasedTask("cancelled", "h1", until)).Fence()
+	gone := mustUpdate(t, s, "cancelled", store.Update{Status: store.StatusCancelled})
+	require.Empty(t, gone.LeaseHolder)
+	requireFenced("cancelled", store.Update{Fence: &held, Status: store.StatusCompleted, Result: []byte(`1`)}, "the holder of a cancelled task")
+	requireTerminal("cancelled", store.Update{Status: store.StatusCompleted}, "an unfenced write to a cancelled task")
+
+	// Created ended: it never had a lease.
+	for _, in := range endedTasks("alice", t0) {
+		mustCreate(t, s, in)
+		requireFenced(in.ID, store.Update{Fence: &store.Fence{Holder: "h1", Epoch: 1}}, "a fenced write to a task created ended")
+		requireTerminal(in.ID, store.Update{StatusMessage: strPtr("x")}, "an unfenced write to a task created ended")
+	}
+	_, err = s.Update(ctx, "missing", store.Update{Fence: &held})
+	require.ErrorIs(t, err, store.ErrNotFound, "not found comes first")
 }
 
 func testTerminalClearsLease(t *testing.T, o opener) {

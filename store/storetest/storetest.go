@@ -18,7 +18,8 @@
 // copies, owner-scoped pagination with authenticated cursors, the expiry
 // and active indexes, concurrent writers without lost updates, ErrClosed
 // after Close, leases (claims, renewals, fenced updates, the lease index,
-// racing claims), operator queries with their filter-bound cursors and scan
+// racing claims, the order of an update's checks on an ended task),
+// operator queries with their filter-bound cursors and scan
 // budget, status counts, the status history, and tasks created in a
 // terminal status. RunDurable checks that everything, including cursors,
 // leases, counts, history and tasks created ended, survives a close and
@@ -94,6 +95,7 @@ var suite = []struct {
 	{"Claim", testClaim},
 	{"Renew", testRenew},
 	{"FencedUpdate", testFence},
+	{"FencedUpdateOfEndedTask", testFencedEnded},
 	{"TerminalClearsLease", testTerminalClearsLease},
 	{"ExpiredLeases", testExpiredLeases},
 	{"ConcurrentClaims", testConcurrentClaims},
