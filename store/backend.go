@@ -128,21 +128,22 @@ func cloneError(e *ErrorInfo) *ErrorInfo {
 
 // PrepareCreate validates t for Create and returns the record to store: a
 // deep copy of t with Version 1, times in UTC, UpdatedAt defaulted to
-// CreatedAt, ExpiresAt computed from TTL, null variables and empty labels
-// dropped, empty collections normalized to nil, LeaseEpoch 1 with a
-// LeaseHolder (0 and a zero LeaseUntil without one), and History set to
-// its one creation entry. t is not modified.
+// CreatedAt, ExpiresAt computed from TTL, WakeAt as given, null variables
+// and empty labels dropped, empty collections normalized to nil,
+// LeaseEpoch 1 with a LeaseHolder (0 and a zero LeaseUntil without one),
+// and History set to its one creation entry. t is not modified.
 //
 // t.Status may be any valid status. A task created in a terminal status
 // (completed, failed, cancelled: one that ended before it was first
 // stored) must carry its outcome, a Result or an Error, and no
-// LeaseHolder: nobody runs work for a task that has ended. Its result
-// and error are held to the same limits as an Update's.
+// LeaseHolder or WakeAt: nobody runs work for a task that has ended. Its
+// result and error are held to the same limits as an Update's.
 //
 // It fails with ErrInvalid (bad id, owner, status, times, TTL, poll
-// interval, request name, lease, JSON, a terminal task without an outcome
-// or with a lease) or ErrTooLarge (a size limit of lim, after defaults).
-// Backends call it before writing anything.
+// interval, request name, lease, wake-up time, JSON, a terminal task
+// without an outcome or with a lease or a wake-up time) or ErrTooLarge (a
+// size limit of lim, after defaults). Backends call it before writing
+// anything.
 func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 	if t == nil {
 		return nil, invalid("nil task")
@@ -163,6 +164,10 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 		return nil, invalid("task %s: created %s without a Result or an Error", t.ID, t.Status)
 	case t.Status.Terminal() && t.LeaseHolder != "":
 		return nil, invalid("task %s: created %s with lease holder %q (an ended task has no lease)", t.ID, t.Status, t.LeaseHolder)
+	case t.Status.Terminal() && !t.WakeAt.IsZero():
+		return nil, invalid("task %s: created %s with WakeAt %v (an ended task has no wake-up)", t.ID, t.Status, t.WakeAt)
+	case !t.WakeAt.IsZero() && !ValidTime(t.WakeAt):
+		return nil, invalid("task %s: WakeAt %v out of range", t.ID, t.WakeAt)
 	case t.CreatedAt.IsZero():
 		return nil, invalid("task %s: zero CreatedAt", t.ID)
 	case !ValidTime(t.CreatedAt):
@@ -233,6 +238,9 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 		c.ExpiresAt = expires.UTC()
 	} else {
 		c.ExpiresAt = time.Time{}
+	}
+	if !t.WakeAt.IsZero() {
+		c.WakeAt = t.WakeAt.UTC()
 	}
 	if len(c.Request.Arguments) == 0 {
 		c.Request.Arguments = nil
@@ -317,15 +325,23 @@ type Changes struct {
 	LeaseChanged    bool
 	PrevLeaseHolder string
 	PrevLeaseUntil  time.Time
+	// WakeChanged is set when the update changed WakeAt: Update.WakeAt
+	// gave another time, or a move to a terminal status cleared it.
+	// PrevWakeAt is the old value, so a backend can move the task's wake
+	// index entry (the zero time means no entry).
+	WakeChanged bool
+	PrevWakeAt  time.Time
 }
 
 func changesOf(t *Task) Changes {
-	return Changes{PrevStatus: t.Status, PrevExpiresAt: t.ExpiresAt, PrevLeaseHolder: t.LeaseHolder, PrevLeaseUntil: t.LeaseUntil}
+	return Changes{PrevStatus: t.Status, PrevExpiresAt: t.ExpiresAt, PrevLeaseHolder: t.LeaseHolder,
+		PrevLeaseUntil: t.LeaseUntil, PrevWakeAt: t.WakeAt}
 }
 
 // PrepareUpdate validates the parts of u that do not depend on the stored
 // task: variable names, each variable value (size, then JSON validity), the
-// result and the error data. It fails with ErrInvalid or ErrTooLarge.
+// result and the error data, label names, and the range of ExpiresAt and
+// WakeAt. It fails with ErrInvalid or ErrTooLarge.
 func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 	lim = lim.WithDefaults()
 	p := &PreparedUpdate{lim: lim}
@@ -352,6 +368,9 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 	}
 	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() && !ValidTime(*u.ExpiresAt) {
 		return nil, invalid("ExpiresAt %v out of range", *u.ExpiresAt)
+	}
+	if u.WakeAt != nil && !u.WakeAt.IsZero() && !ValidTime(*u.WakeAt) {
+		return nil, invalid("WakeAt %v out of range", *u.WakeAt)
 	}
 
 	// Private copies: the caller may reuse its maps and slices.
@@ -386,6 +405,13 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 		}
 		p.u.ExpiresAt = &e
 	}
+	if u.WakeAt != nil {
+		w := time.Time{}
+		if !u.WakeAt.IsZero() {
+			w = u.WakeAt.UTC()
+		}
+		p.u.WakeAt = &w
+	}
 	if u.Labels != nil {
 		p.u.Labels = make(map[string]string, len(u.Labels))
 		for k, v := range u.Labels {
@@ -411,9 +437,10 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 //   - the variables after the merge exceed MaxVariablesBytes: ErrTooLarge.
 //
 // Then the status and message are set, variables merged (null deletes),
-// labels merged ("" deletes), result, error and ExpiresAt replaced when
-// given (TTL is left as it was), the lease released when u.ReleaseLease is
-// set or the new status is terminal (LeaseEpoch kept), a History entry
+// labels merged ("" deletes), result, error, ExpiresAt and WakeAt replaced
+// when given (TTL is left as it was), the lease released when
+// u.ReleaseLease is set or the new status is terminal (LeaseEpoch kept),
+// WakeAt cleared when the new status is terminal, a History entry
 // appended when the status changed, Version incremented and UpdatedAt set
 // to now (UTC). t must carry its full Variables for the size check and the
 // merge, and its History for the append. On error t is unchanged.
@@ -511,6 +538,17 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	if u.ExpiresAt != nil {
 		t.ExpiresAt = *u.ExpiresAt
 		ch.ExpiryChanged = true
+	}
+	wake := t.WakeAt
+	if u.WakeAt != nil {
+		wake = *u.WakeAt
+	}
+	if t.Status.Terminal() {
+		wake = time.Time{} // an ended task has nothing to wake up for
+	}
+	if !wake.Equal(t.WakeAt) {
+		t.WakeAt = wake
+		ch.WakeChanged = true
 	}
 	t.Version++
 	t.UpdatedAt = now.UTC()

@@ -277,3 +277,70 @@ func TestNormalizeAndPlanQuery(t *testing.T) {
 func TestIsShared(t *testing.T) {
 	require.False(t, IsShared(nil))
 }
+
+func TestWakeAt(t *testing.T) {
+	now := time.Unix(100, 0).UTC()
+	zone := time.FixedZone("Z", 3600)
+	wake := time.Date(2030, 1, 1, 0, 0, 0, 5, zone)
+	in := &Task{ID: "a", Owner: "o", Status: StatusWorking, CreatedAt: now, WakeAt: wake}
+	c, err := PrepareCreate(in, Limits{})
+	require.NoError(t, err)
+	require.Equal(t, wake.UTC(), c.WakeAt, "stored as given, in UTC")
+	require.Equal(t, zone, in.WakeAt.Location(), "the argument is left alone")
+	for name, mutate := range map[string]func(*Task){
+		"out of range": func(x *Task) { x.WakeAt = time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC) },
+		"ended":        func(x *Task) { x.Status, x.Result = StatusCompleted, []byte(`1`) },
+	} {
+		x := in.Clone()
+		mutate(x)
+		_, err := PrepareCreate(x, Limits{})
+		require.ErrorIs(t, err, ErrInvalid, name)
+	}
+	far := time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err = PrepareUpdate(Update{WakeAt: &far}, Limits{})
+	require.ErrorIs(t, err, ErrInvalid)
+
+	at := func(d time.Duration) *time.Time { x := now.Add(d).In(zone); return &x }
+	task := c.Clone()
+	ch, err := ApplyUpdate(task, Update{WakeAt: at(time.Minute)}, Limits{}, now)
+	require.NoError(t, err)
+	require.True(t, ch.WakeChanged)
+	require.Equal(t, wake.UTC(), ch.PrevWakeAt)
+	require.Equal(t, now.Add(time.Minute), task.WakeAt)
+	require.Equal(t, time.UTC, task.WakeAt.Location())
+
+	ch, err = ApplyUpdate(task, Update{WakeAt: at(time.Minute), StatusMessage: new(string)}, Limits{}, now)
+	require.NoError(t, err)
+	require.False(t, ch.WakeChanged, "the same time is no change")
+	ch, err = ApplyUpdate(task, Update{Status: StatusInputRequired}, Limits{}, now)
+	require.NoError(t, err)
+	require.False(t, ch.WakeChanged, "an update without WakeAt keeps it")
+	require.Equal(t, now.Add(time.Minute), task.WakeAt)
+
+	_, err = ApplyClaim(task, "h", now, now.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, now.Add(time.Minute), task.WakeAt, "a claim keeps it")
+
+	cleared := task.Clone()
+	ch, err = ApplyUpdate(cleared, Update{WakeAt: &time.Time{}}, Limits{}, now)
+	require.NoError(t, err)
+	require.True(t, ch.WakeChanged)
+	require.Equal(t, now.Add(time.Minute), ch.PrevWakeAt)
+	require.True(t, cleared.WakeAt.IsZero())
+
+	// A terminal move clears it and reports the change, even when the
+	// same update asks for a wake-up.
+	for _, u := range []Update{{Status: StatusCompleted}, {Status: StatusFailed, WakeAt: at(time.Hour)}} {
+		ended := task.Clone()
+		ch, err = ApplyUpdate(ended, u, Limits{}, now)
+		require.NoError(t, err)
+		require.True(t, ch.WakeChanged)
+		require.Equal(t, now.Add(time.Minute), ch.PrevWakeAt)
+		require.True(t, ended.WakeAt.IsZero())
+	}
+	// A rejected update leaves it.
+	rejected := task.Clone()
+	_, err = ApplyUpdate(rejected, Update{IfVersion: 1, WakeAt: at(time.Hour)}, Limits{}, now)
+	require.ErrorIs(t, err, ErrConflict)
+	require.Equal(t, task, rejected)
+}

@@ -31,6 +31,9 @@
 //     terminal status, so a holder whose task ended meanwhile (a terminal
 //     move clears the holder) learns that it was fenced (ErrFenced), and
 //     a write without a fence to an ended task fails with ErrTerminal.
+//   - WakeAt, when set, puts a task in the wake index that Due reads; only
+//     a task that is not terminal has one (a move to a terminal status
+//     clears it, and Create refuses an ended task with one).
 //   - History holds the first status of a task and at most the
 //     MaxStatusHistory-1 latest status changes.
 //   - Counts reflects every committed Create, status change and Delete.
@@ -163,6 +166,13 @@ type Task struct {
 	// ExpiresAt is CreatedAt+TTL, or the zero time when TTL is zero. Backends
 	// compute it on Create; it feeds the expiry index.
 	ExpiresAt time.Time
+	// WakeAt is when the engine should next run work for the task (a
+	// retry backoff, a durable sleep, a wait's timeout); the zero time
+	// means no wake-up. Backends keep it in a wake index (see Store.Due).
+	// Create stores it as given (it must be ValidTime; a task created in a
+	// terminal status must have none: ErrInvalid); a move to a terminal
+	// status clears it.
+	WakeAt time.Time
 	// PollInterval is the suggested polling interval; zero means none.
 	PollInterval time.Duration
 	Request      Request
@@ -195,8 +205,8 @@ type Task struct {
 	// Create and one for every write that changed Status, capped at
 	// MaxStatusHistory entries. The store maintains it (History passed to
 	// Create is ignored). Get, Update, Claim, Expired, ExpiredLeases,
-	// Active and List without HeadersOnly return it; List with HeadersOnly
-	// and Query leave it out.
+	// Active, Due and List without HeadersOnly return it; List with
+	// HeadersOnly and Query leave it out.
 	History []StatusChange
 }
 
@@ -271,6 +281,11 @@ type Update struct {
 	// ExpiresAt, when non-nil, moves the task's expiry (and its place in the
 	// expiry index); the zero time means never. TTL is left as it was.
 	ExpiresAt *time.Time
+	// WakeAt, when non-nil, sets the task's wake-up time; the zero time
+	// clears it. Its index entry moves with it. A non-zero time must be
+	// ValidTime (ErrInvalid). An update that moves the task to a terminal
+	// status clears WakeAt whatever this says.
+	WakeAt *time.Time
 	// Fence, when non-nil, makes the update conditional on the task's lease:
 	// it fails with ErrFenced, writing nothing, unless the task's
 	// LeaseHolder and LeaseEpoch equal the fence. The fence checks only
@@ -439,21 +454,21 @@ const (
 // concurrent use.
 type Store interface {
 	// Create stores a new task. The caller sets ID, Owner, Status,
-	// CreatedAt, TTL, optionally LeaseHolder and LeaseUntil, and the rest;
-	// the store sets Version to 1, UpdatedAt to CreatedAt when zero,
-	// ExpiresAt from TTL, LeaseEpoch (1 with a holder, 0 without, when
-	// LeaseUntil is cleared too) and History (one entry). It returns the
-	// stored copy.
+	// CreatedAt, TTL, optionally LeaseHolder and LeaseUntil, optionally
+	// WakeAt, and the rest; the store sets Version to 1, UpdatedAt to
+	// CreatedAt when zero, ExpiresAt from TTL, LeaseEpoch (1 with a
+	// holder, 0 without, when LeaseUntil is cleared too) and History (one
+	// entry). It returns the stored copy.
 	//
 	// Status is usually working or input_required. It may also be a
 	// terminal status, for a task that ended before it was first stored
 	// (an instant tool whose creation and completion are one durable
 	// write): such a task must carry a Result or an Error, within the
-	// limits an Update's obey, and no LeaseHolder (ErrInvalid otherwise).
-	// It is stored as if it had been created and then ended: counted
-	// under its status, with one History entry, an ExpiresAt from TTL as
-	// usual, never in Active, and every later Update fails with
-	// ErrTerminal (ErrFenced when it carries a Fence).
+	// limits an Update's obey, and no LeaseHolder or WakeAt (ErrInvalid
+	// otherwise). It is stored as if it had been created and then ended:
+	// counted under its status, with one History entry, an ExpiresAt from
+	// TTL as usual, never in Active or Due, and every later Update fails
+	// (ErrTerminal; ErrFenced when it carries a Fence).
 	Create(ctx context.Context, t *Task) (*Task, error)
 	// Get returns the task with its variables, result, error and history.
 	Get(ctx context.Context, id string) (*Task, error)
@@ -472,6 +487,12 @@ type Store interface {
 	// Active returns every task that is not in a terminal status, using the
 	// active index (used on start to resolve work a dead process left).
 	Active(ctx context.Context) ([]*Task, error)
+	// Due returns up to limit non-terminal tasks whose WakeAt is set and at
+	// or before now, soonest first (WakeAt, then id), from the wake index:
+	// never a scan of all tasks. A limit of zero or less means
+	// DefaultPageSize; it is capped at MaxPageSize. It returns full tasks
+	// (as Expired does).
+	Due(ctx context.Context, now time.Time, limit int) ([]*Task, error)
 
 	// Claim takes the lease of a non-terminal task for holder until until,
 	// if the lease is free (no holder) or expired (LeaseUntil at or before

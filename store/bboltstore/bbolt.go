@@ -34,6 +34,8 @@ var (
 	bucketByName   = []byte("by_name")
 	bucketLeases   = []byte("leases")
 	bucketHistory  = []byte("history")
+	// Added by schema 3.
+	bucketWake = []byte("wake")
 
 	metaSchema    = []byte("schema")
 	metaCursorKey = []byte("cursor_key")
@@ -42,13 +44,25 @@ var (
 	metaMigrated = []byte("migrated_through")
 
 	allBuckets = [][]byte{bucketTasks, bucketVars, bucketResults, bucketByOwner, bucketExpiry, bucketActive,
-		bucketMeta, bucketByStatus, bucketByName, bucketLeases, bucketHistory}
+		bucketMeta, bucketByStatus, bucketByName, bucketLeases, bucketHistory, bucketWake}
 )
 
 // SchemaVersion is the on-disk layout version stored in the meta bucket.
-// Open upgrades a schema 1 file (see migrate.go) and refuses any other
-// version.
-const SchemaVersion = 2
+// Open upgrades a schema 1 or 2 file (see migrate.go) and refuses any
+// other version.
+const SchemaVersion = 3
+
+// bucketSchema returns the schema version that added bucket name: 1 for
+// the original buckets.
+func bucketSchema(name []byte) byte {
+	switch string(name) {
+	case string(bucketByStatus), string(bucketByName), string(bucketLeases), string(bucketHistory):
+		return 2
+	case string(bucketWake):
+		return 3
+	}
+	return 1
+}
 
 const (
 	// maxBatch caps the number of operations committed in one transaction.
@@ -89,8 +103,8 @@ var _ store.Store = (*Store)(nil)
 // committer. It fails with a clear error, after the open timeout, when
 // another Store (in this or another process) holds the file, and with an
 // error matching ErrCorrupt (never a panic) when the file is damaged in a
-// way bbolt notices while opening. A schema 1 file is upgraded in place
-// (see migrate.go).
+// way bbolt notices while opening. A schema 1 or 2 file is upgraded in
+// place (see migrate.go).
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{now: time.Now, openTimeout: DefaultOpenTimeout, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
@@ -130,7 +144,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 				}
 			case v == nil:
 				return &CorruptError{Path: path, Detail: "tasks without a schema version"}
-			case len(v) == 1 && (v[0] == 1 || v[0] == SchemaVersion):
+			case len(v) == 1 && v[0] >= 1 && v[0] <= SchemaVersion:
 				schema = v[0]
 			default:
 				return fmt.Errorf("unsupported schema version %v (want %d)", v, SchemaVersion)
@@ -150,7 +164,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		})
 	})
 	if err == nil && schema < SchemaVersion {
-		err = guard(path, func() error { return migrate(db, o.logger) })
+		err = guard(path, func() error { return migrate(db, schema, o.logger) })
 	}
 	if err != nil {
 		_ = closeQuietly(db, file)
@@ -532,8 +546,15 @@ func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]*store
 	return s.timeIndex(ctx, bucketExpiry, now, limit)
 }
 
+// Due returns up to limit tasks whose WakeAt is at or before now, soonest
+// first, reading the wake index; see store.Store. Only tasks that are not
+// terminal have a WakeAt (and so a wake entry).
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	return s.timeIndex(ctx, bucketWake, now, limit)
+}
+
 // timeIndex reads up to limit full tasks from an index keyed by time|id
-// (expiry, leases) whose time is at or before now, soonest first.
+// (expiry, leases, wake) whose time is at or before now, soonest first.
 func (s *Store) timeIndex(ctx context.Context, bucket []byte, now time.Time, limit int) ([]*store.Task, error) {
 	limit = store.PageLimit(limit)
 	var out []*store.Task

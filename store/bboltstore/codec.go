@@ -10,12 +10,14 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// Record format bytes. Format 2 of the header appended the lease fields;
-// decodeHeader still reads format 1 (written before leases existed: no
-// holder, epoch 0).
+// Record format bytes. Format 2 of the header appended the lease fields,
+// format 3 the wake-up time; decodeHeader still reads format 1 (written
+// before leases existed: no holder, epoch 0) and format 2 (written before
+// wake-ups existed: no WakeAt).
 const (
 	headerFormatV1 byte = 1
-	headerFormat   byte = 2
+	headerFormatV2 byte = 2
+	headerFormat   byte = 3
 	resultFormat   byte = 1
 	historyFormat  byte = 1
 )
@@ -66,6 +68,11 @@ func countKey(st store.Status) []byte { return append([]byte("count:"), st...) }
 
 func expiryKey(expiresAt int64, id string) []byte {
 	return append(timeKey(expiresAt), id...)
+}
+
+// wakeKey is the key of a task's entry in the wake bucket.
+func wakeKey(wakeAt time.Time, id string) []byte {
+	return append(timeKey(wakeAt.UnixNano()), id...)
 }
 
 // encoder appends length-prefixed fields.
@@ -183,20 +190,28 @@ func timeOrZero(nanos int64, present bool) time.Time {
 	return time.Unix(0, nanos).UTC()
 }
 
-// encodeHeader encodes every field of t except Variables, Result and Error.
+// encodeHeader encodes every field of t except Variables, Result, Error
+// and History, in header format 3.
 func encodeHeader(t *store.Task) []byte {
 	e := encoder{b: make([]byte, 0, 128+len(t.Request.Arguments))}
 	e.byte(headerFormat)
 	e.headerFields(t)
-	// Format 2: the lease.
-	e.str(t.LeaseHolder)
-	e.uvarint(t.LeaseEpoch)
-	e.optTime(t.LeaseUntil)
+	e.leaseFields(t)
+	// Format 3: the wake-up time.
+	e.optTime(t.WakeAt)
 	return e.b
 }
 
+// leaseFields encodes what format 2 appended to format 1: the lease.
+func (e *encoder) leaseFields(t *store.Task) {
+	e.str(t.LeaseHolder)
+	e.uvarint(t.LeaseEpoch)
+	e.optTime(t.LeaseUntil)
+}
+
 // headerFields encodes the header fields of format 1: everything but the
-// lease, which format 2 appends.
+// lease, which format 2 appends, and the wake-up time, which format 3
+// appends.
 func (e *encoder) headerFields(t *store.Task) {
 	e.str(t.ID)
 	e.str(t.Owner)
@@ -223,11 +238,11 @@ func (e *encoder) headerFields(t *store.Task) {
 	e.uvarint(t.Version)
 }
 
-// decodeHeader reads a header of format 1 or 2.
+// decodeHeader reads a header of format 1, 2 or 3.
 func decodeHeader(b []byte) (*store.Task, error) {
 	d := decoder{b: b}
 	format := d.byte()
-	if format != headerFormat && format != headerFormatV1 {
+	if format < headerFormatV1 || format > headerFormat {
 		return nil, fmt.Errorf("%w: unknown header format", errCorrupt)
 	}
 	t := &store.Task{}
@@ -255,10 +270,13 @@ func decodeHeader(b []byte) (*store.Task, error) {
 		}
 	}
 	t.Version = d.uvarint()
-	if format >= 2 {
+	if format >= headerFormatV2 {
 		t.LeaseHolder = d.str()
 		t.LeaseEpoch = d.uvarint()
 		t.LeaseUntil = d.optTime()
+	}
+	if format >= headerFormat {
+		t.WakeAt = d.optTime()
 	}
 	if err := d.done(); err != nil {
 		return nil, err

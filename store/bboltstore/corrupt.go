@@ -1,7 +1,6 @@
 package bboltstore
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -278,12 +277,15 @@ func (c *checker) addf(format string, args ...any) {
 // It runs bbolt's own consistency check (page structure, freelist), then
 // the store's invariants: every task header decodes and is stored under
 // its id; every task has exactly its index entries (by_owner, by_status,
-// by_name; expiry with an ExpiresAt; leases with a LeaseHolder; active
-// while not terminal) and every index entry belongs to a task (checked by
-// looking each task's entries up and comparing entry counts); variables,
-// results and histories belong to existing tasks and decode; and the status
-// counters equal the number of tasks per status. Check reads the whole
-// file: it takes time proportional to its size.
+// by_name; expiry with an ExpiresAt; leases with a LeaseHolder; wake with
+// a WakeAt; active while not terminal) and every index entry belongs to a
+// task (checked by looking each task's entries up and comparing entry
+// counts); no terminal task has a lease or a wake-up time; variables,
+// results and histories belong to existing tasks and decode; and the
+// status counters equal the number of tasks per status. A file of an
+// older schema (not yet upgraded by Open) is checked against what its
+// schema had. Check reads the whole file: it takes time proportional to
+// its size.
 func Check(path string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("bboltstore: check %s: %w", path, err)
@@ -330,14 +332,17 @@ func checkStore(tx *bolt.Tx, c *checker) {
 		return
 	}
 	schema := meta.Get(metaSchema)
-	if len(schema) != 1 || (schema[0] != 1 && schema[0] != SchemaVersion) {
+	if len(schema) != 1 || schema[0] < 1 || schema[0] > SchemaVersion {
 		c.addf("schema version %v (want %d)", schema, SchemaVersion)
 		return
 	}
-	// A schema 1 file (not yet upgraded by Open) lacks what schema 2 added.
-	v2 := schema[0] == SchemaVersion
+	// A file of an older schema (not yet upgraded by Open) lacks what the
+	// later ones added.
+	version := schema[0]
+	has := func(bucket []byte) bool { return bucketSchema(bucket) <= version }
+	v2 := version >= 2
 	for _, name := range allBuckets {
-		if tx.Bucket(name) == nil && (v2 || !schema2Bucket(name)) {
+		if tx.Bucket(name) == nil && has(name) {
 			c.addf("missing bucket %s", name)
 		}
 	}
@@ -353,8 +358,8 @@ func checkStore(tx *bolt.Tx, c *checker) {
 		expected int
 	}
 	indexes := map[string]*index{}
-	for _, b := range [][]byte{bucketByOwner, bucketByStatus, bucketByName, bucketExpiry, bucketLeases, bucketActive} {
-		if v2 || !schema2Bucket(b) {
+	for _, b := range [][]byte{bucketByOwner, bucketByStatus, bucketByName, bucketExpiry, bucketLeases, bucketWake, bucketActive} {
+		if has(b) {
 			indexes[string(b)] = &index{name: b}
 		}
 	}
@@ -405,6 +410,16 @@ func checkStore(tx *bolt.Tx, c *checker) {
 				c.addf("task %q has a lease in a schema 1 file", id)
 			}
 		}
+		if !t.WakeAt.IsZero() {
+			if t.Status.Terminal() {
+				c.addf("task %q is %s but has a wake-up at %v", id, t.Status, t.WakeAt)
+			}
+			if has(bucketWake) {
+				expect(bucketWake, wakeKey(t.WakeAt, t.ID), id)
+			} else {
+				c.addf("task %q has a wake-up time in a schema %d file", id, version)
+			}
+		}
 		if !t.Status.Terminal() {
 			expect(bucketActive, id, id)
 		}
@@ -434,7 +449,7 @@ func checkStore(tx *bolt.Tx, c *checker) {
 	}
 	// Side records of missing tasks.
 	for _, b := range [][]byte{bucketVars, bucketResults, bucketHistory} {
-		if !v2 && schema2Bucket(b) {
+		if !has(b) {
 			continue
 		}
 		bc := tx.Bucket(b).Cursor()
@@ -449,16 +464,6 @@ func checkStore(tx *bolt.Tx, c *checker) {
 			c.addf("status counters %v, the tasks number %v", got, counts)
 		}
 	}
-}
-
-// schema2Bucket reports whether bucket name was added by schema 2.
-func schema2Bucket(name []byte) bool {
-	for _, b := range [][]byte{bucketByStatus, bucketByName, bucketLeases, bucketHistory} {
-		if bytes.Equal(b, name) {
-			return true
-		}
-	}
-	return false
 }
 
 func equalCounts(a, b map[store.Status]int) bool {

@@ -34,6 +34,9 @@ func goodFile(t *testing.T) (data []byte, pageSize int, ids []string) {
 		if i%3 == 0 {
 			task.LeaseHolder, task.LeaseUntil = "h", time.Unix(1700000100, 0)
 		}
+		if i%5 == 1 {
+			task.WakeAt = time.Unix(1700000200, int64(i))
+		}
 		_, err := s.Create(ctx, task)
 		require.NoError(t, err)
 		if i%2 == 0 {
@@ -128,6 +131,7 @@ func exercise(t *testing.T, path string, ids []string) (openErr error) {
 	_, _ = s.Active(ctx)
 	_, _ = s.Expired(ctx, time.Unix(1800000000, 0), store.MaxPageSize)
 	_, _ = s.ExpiredLeases(ctx, time.Unix(1800000000, 0), store.MaxPageSize)
+	_, _ = s.Due(ctx, time.Unix(1800000000, 0), store.MaxPageSize)
 	_, _ = s.Update(ctx, ids[1], store.Update{StatusMessage: new(string)})
 	_, _ = s.Create(ctx, &store.Task{ID: "new", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
 	_ = s.Delete(ctx, ids[3])
@@ -310,6 +314,23 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 		"active terminal task": {func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketActive).Put([]byte("t0"), empty)
 		}, "active holds"},
+		"missing wake entry": {func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketWake).Delete(wakeKey(time.Unix(1700000200, 2), "t2"))
+		}, `task "t2" has no wake entry`},
+		"stray wake entry": {func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketWake).Put(wakeKey(time.Unix(1700000200, 0), "ghost"), empty)
+		}, "wake holds 3 entries, the tasks need 2"},
+		"terminal task with a wake-up": {func(tx *bolt.Tx) error {
+			task, err := loadHeader(tx, []byte("t0"))
+			if err != nil {
+				return err
+			}
+			task.WakeAt = time.Unix(1700000300, 0)
+			if err := tx.Bucket(bucketTasks).Put([]byte("t0"), encodeHeader(task)); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketWake).Put(wakeKey(task.WakeAt, "t0"), empty)
+		}, `task "t0" is completed but has a wake-up`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tasks.db")
@@ -318,7 +339,7 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 			for i := range 3 {
 				task := &store.Task{ID: fmt.Sprintf("t%d", i), Owner: "o", Status: store.StatusWorking,
 					CreatedAt: time.Unix(1700000000, int64(i)), Request: store.Request{Name: "tool"},
-					LeaseHolder: "h", LeaseUntil: time.Unix(1700000100, 0)}
+					LeaseHolder: "h", LeaseUntil: time.Unix(1700000100, 0), WakeAt: time.Unix(1700000200, int64(i))}
 				_, err := s.Create(t.Context(), task)
 				require.NoError(t, err)
 			}

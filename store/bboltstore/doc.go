@@ -20,8 +20,10 @@
 //	expiry    expiresAt (8) | id -> empty; only tasks with an ExpiresAt
 //	          (TTL > 0, or moved there by Update.ExpiresAt)
 //	leases    leaseUntil (8) | id -> empty; only tasks with a LeaseHolder
+//	wake      wakeAt (8) | id -> empty; only tasks with a WakeAt (never a
+//	          terminal one), for Due
 //	active    id -> empty; tasks not in a terminal status
-//	meta      "schema" -> schema version (2);
+//	meta      "schema" -> schema version (3);
 //	          "cursor_key" -> 32 random bytes generated on first open, the
 //	          HMAC key of List and Query cursors, so cursors survive a
 //	          restart;
@@ -31,7 +33,8 @@
 // Every write keeps the indexes and counters in step with the headers in
 // the same transaction (indexTask, unindexTask and reindex in index.go);
 // Check verifies that offline. Schema 1 files (before leases, queries,
-// counts and history) are upgraded by Open, see migrate.go.
+// counts and history) and schema 2 files (before wake-ups) are upgraded by
+// Open, see migrate.go.
 //
 // The owner index key is length-prefixed rather than separator-terminated,
 // so owners may contain any bytes (including 0x00) without ambiguity. The
@@ -44,7 +47,8 @@
 // changes: a status-only update rewrites the header, the history and the
 // index entries it affects but neither the variables nor the result; a
 // variable merge writes only the merged names and the header; a lease
-// renewal writes only the header and its lease entry.
+// renewal writes only the header and its lease entry; moving a wake-up
+// writes only the header and its wake entry.
 //
 // # Queries
 //
@@ -78,7 +82,7 @@
 // are dropped with the context's error; once an operation runs, its caller
 // gets its true outcome.
 //
-// Reads (Get, List, Query, Counts, Expired, ExpiredLeases, Active) use
+// Reads (Get, List, Query, Counts, Expired, ExpiredLeases, Due, Active) use
 // their own read-only transactions and run concurrently with each other and
 // with the committer.
 //

@@ -24,7 +24,8 @@ func addCount(tx *bolt.Tx, st store.Status, delta int64) error {
 // indexTask writes every index entry of a new task t and counts it.
 // Invariant (checked by Check): a task has exactly these entries —
 // by_owner, by_status and by_name always; expiry when it has an ExpiresAt;
-// leases when it has a LeaseHolder; active while it is not terminal.
+// leases when it has a LeaseHolder; wake when it has a WakeAt (only a
+// task that is not terminal has one); active while it is not terminal.
 func indexTask(tx *bolt.Tx, t *store.Task) error {
 	id := []byte(t.ID)
 	if err := put(tx.Bucket(bucketByOwner), ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID), empty); err != nil {
@@ -43,6 +44,11 @@ func indexTask(tx *bolt.Tx, t *store.Task) error {
 	}
 	if t.LeaseHolder != "" {
 		if err := put(tx.Bucket(bucketLeases), leaseKey(t.LeaseUntil, t.ID), empty); err != nil {
+			return err
+		}
+	}
+	if !t.WakeAt.IsZero() {
+		if err := put(tx.Bucket(bucketWake), wakeKey(t.WakeAt, t.ID), empty); err != nil {
 			return err
 		}
 	}
@@ -76,6 +82,11 @@ func unindexTask(tx *bolt.Tx, t *store.Task) error {
 			return err
 		}
 	}
+	if !t.WakeAt.IsZero() {
+		if err := del(tx.Bucket(bucketWake), wakeKey(t.WakeAt, t.ID)); err != nil {
+			return err
+		}
+	}
 	if err := del(tx.Bucket(bucketActive), id); err != nil {
 		return err
 	}
@@ -84,7 +95,7 @@ func unindexTask(tx *bolt.Tx, t *store.Task) error {
 
 // reindex moves the index entries of t (the record after a write) that the
 // write changed, as ch reports: status (by_status, active, counters,
-// history), expiry and lease.
+// history), expiry, lease and wake.
 func reindex(tx *bolt.Tx, t *store.Task, ch store.Changes) error {
 	if ch.StatusChanged {
 		prev := *t
@@ -132,6 +143,19 @@ func reindex(tx *bolt.Tx, t *store.Task, ch store.Changes) error {
 		}
 		if t.LeaseHolder != "" {
 			if err := put(leases, leaseKey(t.LeaseUntil, t.ID), empty); err != nil {
+				return err
+			}
+		}
+	}
+	if ch.WakeChanged {
+		wake := tx.Bucket(bucketWake)
+		if !ch.PrevWakeAt.IsZero() {
+			if err := del(wake, wakeKey(ch.PrevWakeAt, t.ID)); err != nil {
+				return err
+			}
+		}
+		if !t.WakeAt.IsZero() {
+			if err := put(wake, wakeKey(t.WakeAt, t.ID), empty); err != nil {
 				return err
 			}
 		}

@@ -13,32 +13,50 @@ import (
 // variable so that tests can make chunks small.
 var migrateChunk = 10000
 
-// migrate upgrades a schema 1 file to schema 2. Schema 2 added the
-// by_status, by_name, leases and history buckets (created by Open) and the
-// per-status counters; schema 1 headers (format 1) stay as they are, since
-// decodeHeader reads them (no lease). migrate walks the tasks in id order,
-// migrateChunk per transaction, writing each one's by_status and by_name
-// entries and counting it; each transaction also records the last id it
-// did under metaMigrated, so a migration interrupted by a crash resumes
-// where it stopped. The last transaction sets the schema version to 2.
-// Tasks written before the upgrade have no History.
-func migrate(db *bolt.DB, log *slog.Logger) error {
-	total := 0
-	for {
+// migrate upgrades a schema 1 or 2 file to SchemaVersion, one schema at a
+// time; each step records the schema it reached, so an upgrade
+// interrupted by a crash resumes where it stopped.
+//
+// Schema 2 added the by_status, by_name, leases and history buckets
+// (created by Open) and the per-status counters; schema 1 headers (format
+// 1) stay as they are, since decodeHeader reads them (no lease). The step
+// from 1 walks the tasks in id order, migrateChunk per transaction,
+// writing each one's by_status and by_name entries and counting it; each
+// transaction also records the last id it did under metaMigrated, so that
+// it resumes where it stopped. Its last transaction sets the schema
+// version to 2. Tasks written before the upgrade have no History.
+//
+// Schema 3 added the wake bucket (created by Open) and header format 3
+// (the wake-up time). No task of an older file has a wake-up time, so the
+// empty bucket is its complete wake index and its headers (formats 1 and
+// 2, read as WakeAt zero) stay as they are until they are next written:
+// the step from 2 only sets the schema version to 3, in one transaction.
+func migrate(db *bolt.DB, from byte, log *slog.Logger) error {
+	start, total := from, 0
+	for from == 1 {
 		done, n, err := migrateStep(db)
 		if err != nil {
-			return fmt.Errorf("migrate schema 1 to %d: %w", SchemaVersion, err)
+			return fmt.Errorf("migrate schema 1 to 2: %w", err)
 		}
 		total += n
 		if done {
-			log.Info("bboltstore: migrated the store file", "from_schema", 1, "to_schema", SchemaVersion, "tasks", total)
-			return nil
+			from = 2
 		}
 	}
+	if from == 2 {
+		err := db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaSchema, []byte{3})
+		})
+		if err != nil {
+			return fmt.Errorf("migrate schema 2 to 3: %w", err)
+		}
+	}
+	log.Info("bboltstore: migrated the store file", "from_schema", start, "to_schema", SchemaVersion, "tasks_indexed", total)
+	return nil
 }
 
-// migrateStep indexes the next migrateChunk tasks in one transaction and
-// reports whether the migration is complete.
+// migrateStep indexes the next migrateChunk tasks of a schema 1 file in
+// one transaction and reports whether the step to schema 2 is complete.
 func migrateStep(db *bolt.DB) (done bool, n int, err error) {
 	err = db.Update(func(tx *bolt.Tx) error {
 		done, n = false, 0
@@ -78,7 +96,7 @@ func migrateStep(db *bolt.DB) (done bool, n int, err error) {
 		if err := meta.Delete(metaMigrated); err != nil {
 			return err
 		}
-		return meta.Put(metaSchema, []byte{SchemaVersion})
+		return meta.Put(metaSchema, []byte{2})
 	})
 	return done, n, err
 }

@@ -37,13 +37,48 @@ func TestReadFormat1Header(t *testing.T) {
 		_, err := decodeHeader(b[:i])
 		require.Error(t, err, "truncated at %d", i)
 	}
-	// A format 1 header is not read as format 2 and vice versa.
-	b2 := append([]byte{headerFormat}, b[1:]...)
-	_, err = decodeHeader(b2)
+	// A format 1 header is not read as a later format and vice versa.
+	for _, f := range []byte{headerFormatV2, headerFormat} {
+		_, err = decodeHeader(append([]byte{f}, b[1:]...))
+		require.Error(t, err)
+	}
+	v3 := encodeHeader(v1)
+	_, err = decodeHeader(append([]byte{headerFormatV1}, v3[1:]...))
 	require.Error(t, err)
-	v2 := encodeHeader(v1)
-	_, err = decodeHeader(append([]byte{headerFormatV1}, v2[1:]...))
+	_, err = decodeHeader(append([]byte{headerFormatV2}, v3[1:]...))
 	require.Error(t, err)
+}
+
+// encodeHeaderV2 is the header encoding of schema 2 (format byte 2: the
+// lease, no wake-up time), as that version wrote it.
+func encodeHeaderV2(t *store.Task) []byte {
+	e := encoder{}
+	e.byte(headerFormatV2)
+	e.headerFields(t)
+	e.leaseFields(t)
+	return e.b
+}
+
+func TestReadFormat2Header(t *testing.T) {
+	v2 := &store.Task{
+		ID: "old", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1, 2).UTC(), UpdatedAt: time.Unix(3, 4).UTC(),
+		Request: store.Request{Method: "tools/call"}, Version: 3,
+		LeaseHolder: "h", LeaseEpoch: 2, LeaseUntil: time.Unix(5, 6).UTC(),
+	}
+	b := encodeHeaderV2(v2)
+	got, err := decodeHeader(b)
+	require.NoError(t, err)
+	require.Equal(t, v2, got, "a format 2 header reads as a task without a wake-up time")
+	for i := range b {
+		_, err := decodeHeader(b[:i])
+		require.Error(t, err, "truncated at %d", i)
+	}
+	v2.WakeAt = time.Unix(7, 8).UTC()
+	b = encodeHeader(v2)
+	require.Equal(t, headerFormat, b[0])
+	got, err = decodeHeader(b)
+	require.NoError(t, err)
+	require.Equal(t, v2, got)
 }
 
 // writeSchema1 writes a schema 1 file at path holding tasks: the layout
@@ -160,6 +195,118 @@ func TestMigrateSchema1(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, db.Close())
+}
+
+// writeSchema2 writes a schema 2 file at path: a file of the current
+// layout holding tasks, rewritten to what schema 2 wrote (format 2
+// headers, no wake bucket, schema version 2). tasks must have no WakeAt.
+func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
+	t.Helper()
+	s, err := Open(path)
+	require.NoError(t, err)
+	for _, task := range tasks {
+		require.True(t, task.WakeAt.IsZero())
+		_, err := s.Create(t.Context(), task)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTasks)
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			task, err := decodeHeader(v)
+			require.NoError(t, err)
+			require.NoError(t, b.Put(k, encodeHeaderV2(task)))
+		}
+		require.NoError(t, tx.DeleteBucket(bucketWake))
+		return tx.Bucket(bucketMeta).Put(metaSchema, []byte{2})
+	}))
+}
+
+// TestMigrateSchema2 opens a file written before wake-ups existed: its
+// tasks have no WakeAt, Due finds nothing, and then every wake path works
+// on the old tasks and new ones alike.
+func TestMigrateSchema2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v2.db")
+	now := time.Unix(1700000000, 0).UTC()
+	var tasks []*store.Task
+	for i := range 6 {
+		task := &store.Task{ID: fmt.Sprintf("v2-%d", i), Owner: "o", Status: store.StatusWorking,
+			CreatedAt: now.Add(time.Duration(i)), Request: store.Request{Method: "tools/call", Name: "tool"}}
+		if i%2 == 0 {
+			task.LeaseHolder, task.LeaseUntil = "h", now.Add(time.Minute)
+		}
+		if i == 5 {
+			task.Status, task.Result = store.StatusCompleted, json.RawMessage(`{}`)
+			task.LeaseHolder, task.LeaseUntil = "", time.Time{}
+		}
+		tasks = append(tasks, task)
+	}
+	writeSchema2(t, path, tasks)
+	require.NoError(t, Check(path), "Check accepts a schema 2 file")
+
+	s, err := Open(path)
+	require.NoError(t, err)
+	ctx := t.Context()
+	for _, task := range tasks {
+		got, err := s.Get(ctx, task.ID)
+		require.NoError(t, err)
+		require.True(t, got.WakeAt.IsZero(), "an old task has no wake-up time")
+		require.Equal(t, task.LeaseHolder, got.LeaseHolder, "and keeps its lease")
+	}
+	due, err := s.Due(ctx, now.Add(1000*time.Hour), store.MaxPageSize)
+	require.NoError(t, err)
+	require.Empty(t, due)
+
+	// Old tasks take part in the wake index from their next write.
+	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
+	_, err = s.Update(ctx, "v2-1", store.Update{WakeAt: at(2 * time.Second)})
+	require.NoError(t, err)
+	_, err = s.Update(ctx, "v2-0", store.Update{WakeAt: at(time.Second), Fence: &store.Fence{Holder: "h", Epoch: 1}})
+	require.NoError(t, err)
+	_, err = s.Update(ctx, "v2-5", store.Update{WakeAt: at(time.Second)})
+	require.ErrorIs(t, err, store.ErrTerminal)
+	fresh := &store.Task{ID: "new", Owner: "o", Status: store.StatusWorking, CreatedAt: now, WakeAt: now.Add(3 * time.Second)}
+	_, err = s.Create(ctx, fresh)
+	require.NoError(t, err)
+	due, err = s.Due(ctx, now.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"v2-0", "v2-1", "new"}, taskIDs(due))
+	_, err = s.Update(ctx, "v2-1", store.Update{Status: store.StatusCancelled})
+	require.NoError(t, err)
+	require.NoError(t, s.Delete(ctx, "new"))
+	due, err = s.Due(ctx, now.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"v2-0"}, taskIDs(due))
+	require.NoError(t, s.Close())
+	require.NoError(t, Check(path))
+
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		require.Equal(t, []byte{SchemaVersion}, tx.Bucket(bucketMeta).Get(metaSchema))
+		require.Equal(t, headerFormatV2, tx.Bucket(bucketTasks).Get([]byte("v2-2"))[0], "an untouched header keeps its format")
+		return nil
+	}))
+	require.NoError(t, db.Close())
+
+	s, err = Open(path)
+	require.NoError(t, err, "an upgraded file opens again")
+	got, err := s.Get(ctx, "v2-0")
+	require.NoError(t, err)
+	require.Equal(t, now.Add(time.Second), got.WakeAt)
+	require.NoError(t, s.Close())
+}
+
+func taskIDs(tasks []*store.Task) []string {
+	out := make([]string, len(tasks))
+	for i, t := range tasks {
+		out[i] = t.ID
+	}
+	return out
 }
 
 // TestMigrateResumes interrupts a migration after its first transaction:

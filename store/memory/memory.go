@@ -10,6 +10,8 @@
 //     ExpiresAt, for Expired;
 //   - a slice sorted by (LeaseUntil, id) holding only tasks with a
 //     LeaseHolder, for ExpiredLeases;
+//   - a slice sorted by (WakeAt, id) holding only tasks with a WakeAt
+//     (never terminal ones), for Due;
 //   - a count of tasks per status, for Counts.
 //
 // Every write updates the indexes it affects before it releases the lock,
@@ -90,6 +92,7 @@ type Store struct {
 	byName   map[string][]pos       // by Request.Name, sorted by (CreatedAt, id)
 	expiry   []pos                  // sorted by (ExpiresAt, id); tasks with an ExpiresAt
 	leases   []pos                  // sorted by (LeaseUntil, id); tasks with a LeaseHolder
+	wake     []pos                  // sorted by (WakeAt, id); tasks with a WakeAt
 	counts   map[store.Status]int
 }
 
@@ -143,6 +146,7 @@ func removeFrom[K comparable](m map[K][]pos, k K, p pos) {
 func createdPos(t *store.Task) pos { return pos{at: t.CreatedAt.UnixNano(), id: t.ID} }
 func expiryPos(t *store.Task) pos  { return pos{at: t.ExpiresAt.UnixNano(), id: t.ID} }
 func leasePos(t *store.Task) pos   { return pos{at: t.LeaseUntil.UnixNano(), id: t.ID} }
+func wakePos(t *store.Task) pos    { return pos{at: t.WakeAt.UnixNano(), id: t.ID} }
 
 // index adds every index entry of t; unindex removes them. The caller holds
 // mu for writing.
@@ -157,6 +161,9 @@ func (s *Store) index(t *store.Task) {
 	if t.LeaseHolder != "" {
 		s.leases = insertPos(s.leases, leasePos(t))
 	}
+	if !t.WakeAt.IsZero() {
+		s.wake = insertPos(s.wake, wakePos(t))
+	}
 	s.counts[t.Status]++
 }
 
@@ -170,6 +177,9 @@ func (s *Store) unindex(t *store.Task) {
 	}
 	if t.LeaseHolder != "" {
 		s.leases = removePos(s.leases, leasePos(t))
+	}
+	if !t.WakeAt.IsZero() {
+		s.wake = removePos(s.wake, wakePos(t))
 	}
 	s.counts[t.Status]--
 }
@@ -198,6 +208,14 @@ func (s *Store) reindex(t *store.Task, ch store.Changes) {
 		}
 		if t.LeaseHolder != "" {
 			s.leases = insertPos(s.leases, leasePos(t))
+		}
+	}
+	if ch.WakeChanged {
+		if !ch.PrevWakeAt.IsZero() {
+			s.wake = removePos(s.wake, pos{at: ch.PrevWakeAt.UnixNano(), id: t.ID})
+		}
+		if !t.WakeAt.IsZero() {
+			s.wake = insertPos(s.wake, wakePos(t))
 		}
 	}
 }
@@ -360,6 +378,13 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 // store.DefaultPageSize; it is capped at store.MaxPageSize.
 func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
 	return s.due(ctx, func() []pos { return s.expiry }, now, limit)
+}
+
+// Due returns up to limit tasks whose WakeAt is at or before now, soonest
+// first, from the wake index; see store.Store. Only tasks that are not
+// terminal have a WakeAt, so the index holds nothing else.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	return s.due(ctx, func() []pos { return s.wake }, now, limit)
 }
 
 // due returns up to limit tasks of a time index (read under the lock) whose
@@ -586,6 +611,6 @@ func (s *Store) Close() error {
 		return store.ErrClosed
 	}
 	s.closed = true
-	s.tasks, s.byOwner, s.byStatus, s.byName, s.expiry, s.leases, s.counts = nil, nil, nil, nil, nil, nil, nil
+	s.tasks, s.byOwner, s.byStatus, s.byName, s.expiry, s.leases, s.wake, s.counts = nil, nil, nil, nil, nil, nil, nil, nil
 	return nil
 }

@@ -22,7 +22,8 @@
 //	             invalid UTF-8); times are bigint Unix nanoseconds (the
 //	             store keeps nanoseconds, timestamptz has microseconds);
 //	             labels and the status history are arrays; the result and
-//	             error are columns too
+//	             error are columns too; wake_at (migration 2) is NULL
+//	             when the task has no wake-up time
 //	task_vars    (task_id, name) -> value: one row per variable, so that a
 //	             merge writes only the names it sets or deletes
 //	task_counts  (status, shard) -> n: the Counts counters, updated in the
@@ -38,7 +39,8 @@
 // List and owner queries, (status, created_at, id) for Active and status
 // queries, (name, created_at, id) for name queries, (created_at, id) for
 // unfiltered queries, and partial indexes holding only the rows they serve:
-// (expires_at, id) for Expired, (lease_until, id) for ExpiredLeases and
+// (expires_at, id) for Expired, (lease_until, id) for ExpiredLeases,
+// (wake_at, id) of the non-terminal tasks with a wake-up time for Due, and
 // (created_at, id) of the non-terminal tasks for Active.
 //
 // # Atomicity

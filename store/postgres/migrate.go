@@ -81,6 +81,19 @@ CREATE TABLE {s}.meta (
 	value bytea NOT NULL
 );
 `,
+	// 2: the wake-up time and its index (Store.Due). The column is
+	// nullable without a default, so adding it rewrites no row; every
+	// existing task gets no wake-up. The index holds only the rows Due
+	// reads: a wake-up time on a task that is not terminal (the status
+	// predicate also keeps out a terminal row that a replica of an older
+	// version, which does not know the column, ended without clearing
+	// it). IF NOT EXISTS makes the step idempotent on its own, beside the
+	// advisory lock and the migrations table that already run it once.
+	`
+ALTER TABLE {s}.tasks ADD COLUMN IF NOT EXISTS wake_at bigint;
+CREATE INDEX IF NOT EXISTS tasks_wake ON {s}.tasks (wake_at, id)
+	WHERE wake_at IS NOT NULL AND status IN ('working', 'input_required');
+`,
 }
 
 // migrate brings the schema up to date and returns the cursor key. It runs

@@ -220,10 +220,10 @@ func (s *Store) fail(op string, err error) error {
 
 // statements are the store's SQL, with the schema filled in.
 type statements struct {
-	insert, get, getForUpdate, list, listHeaders, expired, leases, active string
-	delete, renew, counts, count                                          string
-	setVars, deleteVars                                                   string
-	quoted                                                                string
+	insert, get, getForUpdate, list, listHeaders, expired, leases, due, active string
+	delete, renew, counts, count                                               string
+	setVars, deleteVars                                                        string
+	quoted                                                                     string
 }
 
 // expand fills the quoted schema into a statement.
@@ -235,13 +235,13 @@ func expand(sql, quoted string) string { return strings.ReplaceAll(sql, "{s}", q
 const (
 	headerCols = `t.id, t.owner, t.status, t.status_message, t.created_at, t.updated_at, t.ttl, t.expires_at,
 	t.poll_interval, t.method, t.name, t.arguments, t.label_keys, t.label_values, t.version,
-	t.lease_holder, t.lease_epoch, t.lease_until`
+	t.lease_holder, t.lease_epoch, t.lease_until, t.wake_at`
 	fullCols = headerCols + `, t.result, t.has_error, t.error_code, t.error_message, t.error_data,
 	t.history_status, t.history_message, t.history_at,
 	ARRAY(SELECT v.name FROM {s}.task_vars v WHERE v.task_id = t.id ORDER BY v.name),
 	ARRAY(SELECT v.value FROM {s}.task_vars v WHERE v.task_id = t.id ORDER BY v.name)`
 	insertCols = `id, owner, status, status_message, created_at, updated_at, ttl, expires_at, poll_interval,
-	method, name, arguments, label_keys, label_values, version, lease_holder, lease_epoch, lease_until,
+	method, name, arguments, label_keys, label_values, version, lease_holder, lease_epoch, lease_until, wake_at,
 	history_status, history_message, history_at, result, has_error, error_code, error_message, error_data`
 )
 
@@ -249,7 +249,7 @@ func newStatements(quoted string) statements {
 	x := func(sql string) string { return expand(sql, quoted) }
 	return statements{
 		quoted:       quoted,
-		insert:       x(`INSERT INTO {s}.tasks (` + insertCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`),
+		insert:       x(`INSERT INTO {s}.tasks (` + insertCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`),
 		get:          x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.id = $1`),
 		getForUpdate: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.id = $1 FOR UPDATE`),
 		list: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.owner = $1 AND (t.created_at, t.id) > ($2, $3)
@@ -260,6 +260,10 @@ func newStatements(quoted string) statements {
 	ORDER BY t.expires_at, t.id LIMIT $2`),
 		leases: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.lease_holder IS NOT NULL AND t.lease_until <= $1
 	ORDER BY t.lease_until, t.id LIMIT $2`),
+		// The predicates of the partial index tasks_wake, so that it
+		// serves the whole query.
+		due: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.wake_at IS NOT NULL AND t.status IN ('working', 'input_required')
+	AND t.wake_at <= $1 ORDER BY t.wake_at, t.id LIMIT $2`),
 		active: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.status IN ('working', 'input_required')
 	ORDER BY t.created_at, t.id`),
 		// The counter goes with the row, in one statement; no row means

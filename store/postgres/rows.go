@@ -20,7 +20,7 @@ type row struct {
 	id, owner, message, method, name, args []byte
 	status                                 string
 	created, updated, ttl, poll            int64
-	expires, leaseUntil                    *int64
+	expires, leaseUntil, wakeAt            *int64
 	labelKeys, labelValues                 [][]byte
 	version, epoch                         int64
 	holder                                 []byte
@@ -38,7 +38,7 @@ type row struct {
 func (r *row) dest(full bool) []any {
 	d := []any{&r.id, &r.owner, &r.status, &r.message, &r.created, &r.updated, &r.ttl, &r.expires,
 		&r.poll, &r.method, &r.name, &r.args, &r.labelKeys, &r.labelValues, &r.version,
-		&r.holder, &r.epoch, &r.leaseUntil}
+		&r.holder, &r.epoch, &r.leaseUntil, &r.wakeAt}
 	if full {
 		d = append(d, &r.result, &r.hasError, &r.errCode, &r.errMessage, &r.errData,
 			&r.histStatus, &r.histMessage, &r.histAt, &r.varNames, &r.varValues)
@@ -72,6 +72,7 @@ func (r *row) task(full bool) (*store.Task, error) {
 		LeaseHolder:   string(r.holder),
 		LeaseEpoch:    uint64(r.epoch),
 		LeaseUntil:    optNanos(r.leaseUntil),
+		WakeAt:        optNanos(r.wakeAt),
 	}
 	if len(r.labelKeys) != len(r.labelValues) {
 		return nil, fmt.Errorf("task %q: %d label keys, %d values", r.id, len(r.labelKeys), len(r.labelValues))
@@ -214,7 +215,7 @@ func insertArgs(t *store.Task) []any {
 		[]byte(t.ID), []byte(t.Owner), string(t.Status), nonNil(t.StatusMessage), t.CreatedAt.UnixNano(),
 		t.UpdatedAt.UnixNano(), int64(t.TTL), optNanosArg(t.ExpiresAt), int64(t.PollInterval),
 		nonNil(t.Request.Method), nonNil(t.Request.Name), args, keys, values, int64(t.Version),
-		optBytes(t.LeaseHolder), int64(t.LeaseEpoch), optNanosArg(t.LeaseUntil),
+		optBytes(t.LeaseHolder), int64(t.LeaseEpoch), optNanosArg(t.LeaseUntil), optNanosArg(t.WakeAt),
 		hs, hm, ha, result,
 	}
 	return append(out, errorArgs(t)...)

@@ -172,10 +172,11 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 func (s *Store) writes(t *store.Task, ch store.Changes) *pgx.Batch {
 	keys, values := labelArrays(t)
 	args := []any{[]byte(t.ID), string(t.Status), nonNil(t.StatusMessage), t.UpdatedAt.UnixNano(), optNanosArg(t.ExpiresAt),
-		keys, values, int64(t.Version), optBytes(t.LeaseHolder), int64(t.LeaseEpoch), optNanosArg(t.LeaseUntil)}
+		keys, values, int64(t.Version), optBytes(t.LeaseHolder), int64(t.LeaseEpoch), optNanosArg(t.LeaseUntil),
+		optNanosArg(t.WakeAt)}
 	var set strings.Builder
 	set.WriteString(`status = $2, status_message = $3, updated_at = $4, expires_at = $5, label_keys = $6,
-	label_values = $7, version = $8, lease_holder = $9, lease_epoch = $10, lease_until = $11`)
+	label_values = $7, version = $8, lease_holder = $9, lease_epoch = $10, lease_until = $11, wake_at = $12`)
 	param := func(name string, v any) {
 		args = append(args, v)
 		set.WriteString(", " + name + " = $" + strconv.Itoa(len(args)))
@@ -320,6 +321,13 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 // soonest first, from the expiry index; see store.Store.
 func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
 	return s.timeIndex(ctx, "expired", s.sql.expired, now, limit)
+}
+
+// Due returns up to limit tasks whose WakeAt is at or before now, soonest
+// first, from the wake index (tasks_wake, which holds only tasks that are
+// not terminal); see store.Store.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	return s.timeIndex(ctx, "due", s.sql.due, now, limit)
 }
 
 func (s *Store) timeIndex(ctx context.Context, op, sql string, now time.Time, limit int) ([]*store.Task, error) {

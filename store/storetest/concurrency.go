@@ -155,6 +155,8 @@ func testClosed(t *testing.T, o opener) {
 	require.ErrorIs(t, err, store.ErrClosed)
 	_, err = s.Expired(ctx, t0, 10)
 	require.ErrorIs(t, err, store.ErrClosed)
+	_, err = s.Due(ctx, t0, 10)
+	require.ErrorIs(t, err, store.ErrClosed)
 	_, err = s.Active(ctx)
 	require.ErrorIs(t, err, store.ErrClosed)
 	require.ErrorIs(t, s.Close(), store.ErrClosed)

@@ -28,6 +28,8 @@ func testRoundTrip(t *testing.T, o opener) {
 	require.True(t, created.UpdatedAt.Equal(t0), "UpdatedAt defaults to CreatedAt, got %v", created.UpdatedAt)
 	require.Equal(t, 90*time.Minute, created.TTL)
 	require.True(t, created.ExpiresAt.Equal(t0.Add(90*time.Minute)), "ExpiresAt %v", created.ExpiresAt)
+	require.True(t, created.WakeAt.Equal(t0.Add(45*time.Minute)), "WakeAt %v", created.WakeAt)
+	require.Equal(t, time.UTC, created.WakeAt.Location())
 	require.Equal(t, 2500*time.Millisecond, created.PollInterval)
 	require.Equal(t, in.Request.Method, created.Request.Method)
 	require.Equal(t, in.Request.Name, created.Request.Name)
@@ -228,7 +230,11 @@ func testCopies(t *testing.T, o opener) {
 	require.NoError(t, err)
 	require.Len(t, expired, 1)
 	scribble(expired[0])
-	require.Equal(t, want, mustGet(t, s, "copy"), "mutating List, Active or Expired results")
+	due, err := s.Due(ctx, t0.Add(24*time.Hour), 10)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	scribble(due[0])
+	require.Equal(t, want, mustGet(t, s, "copy"), "mutating List, Active, Expired or Due results")
 
 	res := json.RawMessage(`{"r": 1}`)
 	e := &store.ErrorInfo{Code: 1, Message: "m", Data: json.RawMessage(`{"d": 1}`)}
@@ -262,6 +268,9 @@ func testDelete(t *testing.T, o opener) {
 	active, err := s.Active(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"keep"}, ids(active))
+	due, err := s.Due(ctx, t0.Add(1000*time.Hour), 100)
+	require.NoError(t, err)
+	require.Empty(t, due, "the deleted task's wake-up goes with it")
 	require.ErrorIs(t, s.Delete(ctx, "del"), store.ErrNotFound)
 
 	// The id can be reused; nothing of the old task remains.

@@ -30,6 +30,7 @@ func RunDurable(t *testing.T, open func(t *testing.T, path string) store.Store) 
 		{"Reopen", testReopen},
 		{"StatusUpdateKeepsVariablesAndResult", testKeepsVarsAndResult},
 		{"CreatedTerminal", testReopenCreatedTerminal},
+		{"Wake", testReopenWake},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // every subtest uses its own path
@@ -62,6 +63,7 @@ type snapshot struct {
 	active   []*store.Task
 	expired  []*store.Task
 	leases   []*store.Task
+	due      []*store.Task
 	counts   map[store.Status]int
 	listings map[string][]listing
 	queries  []queryPage
@@ -94,6 +96,8 @@ func takeSnapshot(t *testing.T, s store.Store, ids []string, owners []string) sn
 	snap.expired, err = s.Expired(ctx, t0.Add(100*365*24*time.Hour), store.MaxPageSize)
 	require.NoError(t, err)
 	snap.leases, err = s.ExpiredLeases(ctx, t0.Add(100*365*24*time.Hour), store.MaxPageSize)
+	require.NoError(t, err)
+	snap.due, err = s.Due(ctx, t0.Add(100*365*24*time.Hour), store.MaxPageSize)
 	require.NoError(t, err)
 	snap.counts, err = s.Counts(ctx)
 	require.NoError(t, err)
@@ -188,6 +192,8 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	require.Equal(t, before.expired, after.expired)
 	require.Equal(t, before.leases, after.leases)
 	require.Equal(t, []string{"leased", "claimed"}, ids(after.leases))
+	require.Equal(t, before.due, after.due)
+	require.Equal(t, []string{"full"}, ids(after.due))
 	require.Equal(t, uint64(2), after.tasks["claimed"].LeaseEpoch)
 	require.Len(t, after.tasks["released"].History, 2)
 	require.Equal(t, before.counts, after.counts)
@@ -314,4 +320,46 @@ func testReopenCreatedTerminal(t *testing.T, open func(t *testing.T, path string
 		require.ErrorIs(t, err, store.ErrTerminal)
 	}
 	require.Equal(t, after.tasks, takeSnapshot(t, s2, allIDs, nil).tasks, "refused writes leave them as they were")
+}
+
+// testReopenWake checks that wake-ups survive a reopen: set on create,
+// moved, cleared, dropped by a terminal move and by a delete; the wake
+// index comes back as it was and keeps working.
+func testReopenWake(t *testing.T, open func(t *testing.T, path string) store.Store) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openAt(t, open, path)
+	mustCreate(t, s, wakeTask("created", t0.Add(3*time.Second)))
+	mustCreate(t, s, wakeTask("moved", t0.Add(time.Hour)))
+	mustUpdate(t, s, "moved", store.Update{WakeAt: at(time.Second)})
+	mustCreate(t, s, newTask("set", "alice", t0.Add(time.Millisecond)))
+	mustUpdate(t, s, "set", store.Update{WakeAt: at(2 * time.Second), Status: store.StatusInputRequired})
+	mustCreate(t, s, wakeTask("cleared", t0.Add(time.Second)))
+	mustUpdate(t, s, "cleared", store.Update{WakeAt: &time.Time{}})
+	mustCreate(t, s, wakeTask("ended", t0.Add(time.Second)))
+	mustUpdate(t, s, "ended", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
+	mustCreate(t, s, wakeTask("deleted", t0.Add(time.Second)))
+	require.NoError(t, s.Delete(t.Context(), "deleted"))
+	mustCreate(t, s, wakeTask("tie", t0.Add(time.Second)))
+	allIDs := []string{"created", "moved", "set", "cleared", "ended", "deleted", "tie"}
+	before := takeSnapshot(t, s, allIDs, []string{"alice"})
+	require.Equal(t, []string{"moved", "tie", "set", "created"}, ids(before.due))
+	require.NoError(t, s.Close())
+
+	s2 := openAt(t, open, path)
+	after := takeSnapshot(t, s2, allIDs, []string{"alice"})
+	require.Equal(t, before, after)
+	require.True(t, after.tasks["cleared"].WakeAt.IsZero())
+	require.True(t, after.tasks["ended"].WakeAt.IsZero())
+	requireDue(t, s2, t0.Add(time.Second), 10, "moved", "tie")
+
+	// The index keeps working from where it was.
+	mustUpdate(t, s2, "tie", store.Update{WakeAt: at(time.Hour)})
+	mustUpdate(t, s2, "created", store.Update{Status: store.StatusFailed, Error: &store.ErrorInfo{Code: 1, Message: "m"}})
+	mustUpdate(t, s2, "cleared", store.Update{WakeAt: at(0)})
+	require.NoError(t, s2.Delete(t.Context(), "moved"))
+	requireDue(t, s2, t0.Add(time.Minute), 10, "cleared", "set")
+	require.NoError(t, s2.Close())
+
+	s3 := openAt(t, open, path)
+	requireDue(t, s3, t0.Add(2*time.Hour), 10, "cleared", "set", "tie")
 }

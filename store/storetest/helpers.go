@@ -46,6 +46,7 @@ func fullTask(id, owner string) *store.Task {
 		CreatedAt:     t0,
 		TTL:           90 * time.Minute,
 		ExpiresAt:     t0.Add(-time.Hour), // ignored: the store computes it
+		WakeAt:        t0.Add(45 * time.Minute),
 		PollInterval:  2500 * time.Millisecond,
 		Request: store.Request{
 			Method:    "tools/call",

@@ -19,11 +19,12 @@
 // and active indexes, concurrent writers without lost updates, ErrClosed
 // after Close, leases (claims, renewals, fenced updates, the lease index,
 // racing claims, the order of an update's checks on an ended task),
-// operator queries with their filter-bound cursors and scan
-// budget, status counts, the status history, and tasks created in a
-// terminal status. RunDurable checks that everything, including cursors,
-// leases, counts, history and tasks created ended, survives a close and
-// reopen.
+// operator queries with their filter-bound cursors and scan budget, status
+// counts, the status history, tasks created in a terminal status, and
+// wake-ups (WakeAt, Update.WakeAt and the wake index behind Due, under
+// concurrent writers too). RunDurable checks that everything, including
+// cursors, leases, counts, history, wake-ups and tasks created ended,
+// survives a close and reopen.
 //
 // The suite uses the default store.Limits: open must not configure smaller
 // or larger limits. Under testing.Short the largest workloads are scaled
@@ -107,4 +108,11 @@ var suite = []struct {
 	{"Counts", testCounts},
 	// history.go
 	{"History", testHistory},
+	// wake.go
+	{"WakeOnCreate", testWakeCreate},
+	{"WakeUpdate", testWakeUpdate},
+	{"Due", testDue},
+	{"WakeClearedByTerminal", testWakeTerminal},
+	{"WakeDelete", testWakeDelete},
+	{"WakeConcurrent", testWakeConcurrent},
 }
