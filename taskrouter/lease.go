@@ -270,7 +270,8 @@ func (ru *run) fenceOf() *store.Fence {
 	return &f
 }
 
-// fenced applies u to a task this run holds, with the run's fence.
+// fenced applies u to a task this run holds, with the run's fence. A
+// refused fence becomes errEnded or errLeaseLost (see fenceLost).
 func (r *Router) fenced(ctx context.Context, ru *run, u store.Update) (*store.Task, error) {
 	if ru.pending != nil {
 		if _, err := r.materialize(ru); err != nil {
@@ -280,7 +281,23 @@ func (r *Router) fenced(ctx context.Context, ru *run, u store.Update) (*store.Ta
 	u.Fence = ru.fenceOf()
 	t, err := r.Update(ctx, ru.id, u)
 	if errors.Is(err, store.ErrFenced) {
-		return nil, fmt.Errorf("%w: %w", errLeaseLost, err)
+		return nil, r.fenceLost(ctx, ru.id, err)
 	}
 	return t, err
+}
+
+// fenceLost tells why a fenced write to task id failed with
+// store.ErrFenced (err). The store checks the fence before the terminal
+// status, and a move to a terminal status clears the lease holder, so a
+// fenced write to a task that has ended is refused as fenced too:
+// fenceLost reads the task and returns err wrapped in errEnded when the
+// task has ended or is gone (cancelled or expired in another process, or
+// finished by the replica that took it over), and in errLeaseLost when
+// another process holds it now (or the read failed and it cannot tell).
+func (r *Router) fenceLost(ctx context.Context, id string, err error) error {
+	t, gerr := r.st.Get(context.WithoutCancel(ctx), id)
+	if errors.Is(gerr, store.ErrNotFound) || (gerr == nil && t.Status.Terminal()) {
+		return fmt.Errorf("%w: %w", errEnded, err)
+	}
+	return fmt.Errorf("%w: %w", errLeaseLost, err)
 }

@@ -2,6 +2,7 @@ package taskrouter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -106,6 +107,15 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	nt, err := r.Update(ctx, claimed.ID, u)
 	if err != nil {
 		r.release(adm, false)
+		if errors.Is(err, store.ErrFenced) {
+			// The store checks the fence before the terminal status: a
+			// task cancelled (or ended) by another process since the
+			// claim refuses the fence too. That leaves nothing to re-run.
+			if err = r.fenceLost(ctx, claimed.ID, err); errors.Is(err, errEnded) {
+				r.log.Info("not re-running an interrupted task: it ended meanwhile", "task", claimed.ID, "reason", reason)
+				return nil
+			}
+		}
 		return err
 	}
 	d, err := mcptask.ParseDialect(nt.Labels[LabelDialect])

@@ -162,11 +162,16 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 	u := outcome(res, err, ru.dialect)
 	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// A fenced write refused because the lease is gone has read the task
+	// to tell why (fenceLost): ended (the store checks the fence before
+	// the terminal status, and an ended task has no holder), or taken
+	// over. Without a lease (an exclusive store) an ended task is
+	// ErrTerminal.
 	switch _, uerr := r.fenced(wctx, ru, u); {
+	case errors.Is(uerr, errEnded) || errors.Is(uerr, store.ErrTerminal) || errors.Is(uerr, store.ErrNotFound):
+		r.log.Info("not recording a task's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", ru.id)
 	case errors.Is(uerr, errLeaseLost):
 		r.log.Warn("not recording a task's outcome: another process took the task over", "task", ru.id)
-	case errors.Is(uerr, store.ErrTerminal) || errors.Is(uerr, store.ErrNotFound):
-		r.log.Info("not recording a task's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", ru.id)
 	case uerr != nil:
 		r.log.Error("recording task outcome", "task", ru.id, "error", uerr)
 		if errors.Is(uerr, store.ErrTooLarge) {
