@@ -454,7 +454,7 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "tasks.db")
 	}
-	st, err := bboltstore.Open(path, bboltstore.WithLimits(o.limits))
+	st, err := bboltstore.Open(path, bboltstore.WithOptions(store.WithLimits(o.limits)))
 	require.NoError(t, err)
 	hooks := &relHooks{started: make(chan string, 4096)}
 	cfg := o.cfg

@@ -211,7 +211,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 // TestInstantResultTooLarge: a folded result the store refuses fails the
 // task with the reason instead of losing it.
 func TestInstantResultTooLarge(t *testing.T) {
-	st := memory.New(memory.WithLimits(store.Limits{MaxResultBytes: 64}))
+	st := memory.New(store.WithLimits(store.Limits{MaxResultBytes: 64}))
 	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)

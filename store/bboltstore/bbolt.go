@@ -106,10 +106,11 @@ var _ store.Store = (*Store)(nil)
 // way bbolt notices while opening. A schema 1 or 2 file is upgraded in
 // place (see migrate.go).
 func Open(path string, opts ...Option) (*Store, error) {
-	o := options{now: time.Now, openTimeout: DefaultOpenTimeout, logger: slog.New(slog.DiscardHandler)}
+	o := options{openTimeout: DefaultOpenTimeout, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.Options = o.Options.WithDefaults()
 	db, file, err := openBolt(path, &bolt.Options{
 		Timeout:      o.openTimeout,
 		NoSync:       o.noSync,
@@ -177,8 +178,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 	s := &Store{
 		db:     db,
 		path:   path,
-		limits: o.limits.WithDefaults(),
-		now:    o.now,
+		limits: o.Limits,
+		now:    o.Now,
 		log:    o.logger,
 		codec:  store.NewCursorCodec(cursorKey),
 		ops:    make(chan *op, maxBatch),

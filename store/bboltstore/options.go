@@ -11,28 +11,29 @@ import (
 type Option func(*options)
 
 type options struct {
-	limits      store.Limits
-	now         func() time.Time
-	noSync      bool
-	openTimeout time.Duration
-	logger      *slog.Logger
-	prefault    bool
+	store.Options // limits and clock, shared by every backend
+	noSync        bool
+	openTimeout   time.Duration
+	logger        *slog.Logger
+	prefault      bool
+}
+
+// WithOptions applies the options every backend shares: store.WithLimits
+// and store.WithClock.
+func WithOptions(opts ...store.Option) Option {
+	return func(o *options) { o.Options.Apply(opts...) }
 }
 
 // WithLimits sets the size limits; zero fields take the store defaults.
-func WithLimits(l store.Limits) Option {
-	return func(o *options) { o.limits = l }
-}
+//
+// Deprecated: use WithOptions(store.WithLimits(l)).
+func WithLimits(l store.Limits) Option { return WithOptions(store.WithLimits(l)) }
 
 // WithClock sets the clock used for UpdatedAt (default time.Now). A nil
 // clock is ignored.
-func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		if now != nil {
-			o.now = now
-		}
-	}
-}
+//
+// Deprecated: use WithOptions(store.WithClock(now)).
+func WithClock(now func() time.Time) Option { return WithOptions(store.WithClock(now)) }
 
 // WithNoSync(true) skips the fsync after each commit. This is UNSAFE: it is
 // much faster, but a machine crash or power loss can lose acknowledged

@@ -41,28 +41,21 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// Option configures a Store.
-type Option func(*options)
-
-type options struct {
-	limits store.Limits
-	now    func() time.Time
-}
+// Option configures a Store. The memory store has only the settings every
+// backend shares, so its options are package store's: store.WithLimits
+// and store.WithClock.
+type Option = store.Option
 
 // WithLimits sets the size limits; zero fields take the store defaults.
-func WithLimits(l store.Limits) Option {
-	return func(o *options) { o.limits = l }
-}
+//
+// Deprecated: use store.WithLimits.
+func WithLimits(l store.Limits) Option { return store.WithLimits(l) }
 
 // WithClock sets the clock used for UpdatedAt (default time.Now). A nil
 // clock is ignored.
-func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		if now != nil {
-			o.now = now
-		}
-	}
-}
+//
+// Deprecated: use store.WithClock.
+func WithClock(now func() time.Time) Option { return store.WithClock(now) }
 
 // pos is a task's position in an ordered index: a Unix-nanosecond time and
 // the task id.
@@ -98,17 +91,15 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// New returns an empty store.
+// New returns an empty store configured by opts (store.WithLimits,
+// store.WithClock).
 func New(opts ...Option) *Store {
-	o := options{now: time.Now}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := store.NewOptions(opts...)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand.Read never fails (it crashes the program instead)
 	return &Store{
-		limits:   o.limits.WithDefaults(),
-		now:      o.now,
+		limits:   o.Limits,
+		now:      o.Now,
 		codec:    store.NewCursorCodec(key),
 		tasks:    make(map[string]*store.Task),
 		byOwner:  make(map[string][]pos),

@@ -20,7 +20,7 @@ func TestConformance(t *testing.T) {
 
 func TestClock(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 6, time.FixedZone("Y", -3600))
-	s := memory.New(memory.WithClock(func() time.Time { return now }))
+	s := memory.New(store.WithClock(func() time.Time { return now }))
 	defer s.Close()
 	ctx := t.Context()
 	created, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now.Add(-time.Hour)})
@@ -33,7 +33,7 @@ func TestClock(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	s := memory.New(memory.WithLimits(store.Limits{MaxVariableBytes: 10, MaxVariablesBytes: 20, MaxResultBytes: 5, MaxArgumentsBytes: 8}))
+	s := memory.New(store.WithLimits(store.Limits{MaxVariableBytes: 10, MaxVariablesBytes: 20, MaxResultBytes: 5, MaxArgumentsBytes: 8}))
 	defer s.Close()
 	ctx := t.Context()
 	task := &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now(), Request: store.Request{Arguments: json.RawMessage(`"123456789"`)}}
@@ -91,4 +91,20 @@ func BenchmarkQueryPage(b *testing.B) {
 	for _, c := range storetest.QueryBenchCases() {
 		b.Run(c.Name, func(b *testing.B) { storetest.BenchQueryPage(b, s, c.Query) })
 	}
+}
+
+// TestDeprecatedOptions: the options memory had before store.Options still
+// work.
+func TestDeprecatedOptions(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := memory.New(memory.WithClock(func() time.Time { return now }), memory.WithLimits(store.Limits{MaxResultBytes: 2}))
+	defer s.Close()
+	ctx := t.Context()
+	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now.Add(-time.Hour)})
+	require.NoError(t, err)
+	got, err := s.Update(ctx, "a", store.Update{StatusMessage: new(string)})
+	require.NoError(t, err)
+	require.True(t, got.UpdatedAt.Equal(now))
+	_, err = s.Update(ctx, "a", store.Update{Result: json.RawMessage(`123`)})
+	require.ErrorIs(t, err, store.ErrTooLarge)
 }

@@ -26,11 +26,10 @@ const DefaultSchema = "taskbridge"
 type Option func(*options)
 
 type options struct {
-	schema   string
-	limits   store.Limits
-	now      func() time.Time
-	logger   *slog.Logger
-	maxConns int32
+	store.Options // limits and clock, shared by every backend
+	schema        string
+	logger        *slog.Logger
+	maxConns      int32
 }
 
 // WithSchema sets the PostgreSQL schema that holds the store's tables
@@ -41,20 +40,22 @@ func WithSchema(name string) Option {
 	return func(o *options) { o.schema = name }
 }
 
-// WithLimits sets the size limits; zero fields take the store defaults.
-func WithLimits(l store.Limits) Option {
-	return func(o *options) { o.limits = l }
+// WithOptions applies the options every backend shares: store.WithLimits
+// and store.WithClock.
+func WithOptions(opts ...store.Option) Option {
+	return func(o *options) { o.Options.Apply(opts...) }
 }
+
+// WithLimits sets the size limits; zero fields take the store defaults.
+//
+// Deprecated: use WithOptions(store.WithLimits(l)).
+func WithLimits(l store.Limits) Option { return WithOptions(store.WithLimits(l)) }
 
 // WithClock sets the clock used for UpdatedAt (default time.Now). A nil
 // clock is ignored.
-func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		if now != nil {
-			o.now = now
-		}
-	}
-}
+//
+// Deprecated: use WithOptions(store.WithClock(now)).
+func WithClock(now func() time.Time) Option { return WithOptions(store.WithClock(now)) }
 
 // WithLogger sets the logger for unusual events (a lost change-feed
 // connection). The default discards everything. A nil logger is ignored.
@@ -105,10 +106,11 @@ var (
 // documentation) and returns the store. ctx bounds the connection and the
 // migration only.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	o := options{schema: DefaultSchema, now: time.Now, logger: slog.New(slog.DiscardHandler)}
+	o := options{schema: DefaultSchema, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.Options = o.Options.WithDefaults()
 	if o.schema == "" {
 		return nil, fmt.Errorf("postgres: %w: empty schema name", store.ErrInvalid)
 	}
@@ -141,8 +143,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		channel: channelName(o.schema),
 		sql:     newStatements(quoted),
 		codec:   store.NewCursorCodec(key),
-		limits:  o.limits.WithDefaults(),
-		now:     o.now,
+		limits:  o.Limits,
+		now:     o.Now,
 		log:     o.logger,
 		subs:    make(map[*subscription]struct{}),
 	}
