@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,7 +26,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
-	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -94,13 +92,15 @@ func (b *Builder) WithStore(st store.Store) *Builder { b.st = st; return b }
 func (b *Builder) WithDBPath(path string) *Builder { b.dbPath = path; return b }
 
 // WithDB selects the store by a spec, owned and closed by the server: a
-// PostgreSQL DSN ("postgres://..." or "postgresql://...", the store for
+// URL whose scheme names a registered backend (RegisterStore; by default
+// a PostgreSQL DSN, "postgres://..." or "postgresql://...", the store for
 // several replicas, see package store/postgres) or a bbolt file path (the
-// embedded default). TASKBRIDGE_DB takes the same forms.
+// embedded default). TASKBRIDGE_DB takes the same forms; OpenStore opens
+// them.
 func (b *Builder) WithDB(spec string) *Builder { b.dbPath = spec; return b }
 
-// IsPostgresDSN reports whether a store spec names PostgreSQL rather than
-// a bbolt file.
+// IsPostgresDSN reports whether a store spec names PostgreSQL (the
+// "postgres" or "postgresql" scheme) rather than a bbolt file.
 func IsPostgresDSN(spec string) bool {
 	return strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://")
 }
@@ -112,28 +112,6 @@ func IsPostgresDSN(spec string) bool {
 func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {
 	b.bbolt = append(b.bbolt, opts...)
 	return b
-}
-
-// OpenStore opens the store a spec names (see WithDB); bolt options apply
-// to a bbolt file only.
-func OpenStore(ctx context.Context, spec string, bolt ...bboltstore.Option) (store.Store, error) {
-	if IsPostgresDSN(spec) {
-		st, err := postgres.Open(ctx, spec)
-		if err != nil {
-			return nil, fmt.Errorf("builder: opening PostgreSQL store: %w", err)
-		}
-		return st, nil
-	}
-	if dir := filepath.Dir(spec); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("builder: %w", err)
-		}
-	}
-	st, err := bboltstore.Open(spec, bolt...)
-	if err != nil {
-		return nil, fmt.Errorf("builder: opening %s: %w", spec, err)
-	}
-	return st, nil
 }
 
 // WithConfig sets the task engine's configuration (its Store field is
@@ -294,7 +272,7 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 			return nil, err
 		}
 		srv.Store, srv.ownsStore = st, true
-		if !IsPostgresDSN(path) {
+		if storeScheme(path) == "" {
 			srv.DBPath = path
 		}
 	}
