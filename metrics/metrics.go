@@ -35,7 +35,8 @@
 //	taskbridge_tracked_work           in-request work (workflow server steps) running
 //	taskbridge_tasks_stored{status}   tasks in the store by status (store.Counts, O(1))
 //
-// and, when the store is bbolt (bboltstore.Store.Stats):
+// and, when the store reports write statistics (it implements
+// store.StatsReporter, as bboltstore and postgres do):
 //
 //	taskbridge_store_commits_total                  write transactions committed
 //	taskbridge_store_commit_duration_seconds        commit latency (summary: _sum and _count)
@@ -62,7 +63,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -178,8 +178,8 @@ func (m *Metrics) Gatherer() prometheus.Gatherer {
 }
 
 // Attach registers the gauges read from r at scrape time: r.Stats(), the
-// store's counts by status, and, when r's store is a *bboltstore.Store,
-// its commit statistics. Only the first call has an effect.
+// store's counts by status, and, when r's store is a store.StatsReporter,
+// its write statistics. Only the first call has an effect.
 // builder.WithObserver calls it after building the router.
 func (m *Metrics) Attach(r *taskrouter.Router) {
 	m.attachOnce.Do(func() { m.reg.MustRegister(newRouterCollector(m.ns, r)) })
@@ -289,12 +289,12 @@ func newRouterCollector(ns string, r *taskrouter.Router) *routerCollector {
 		waiters:      d("result_waiters", "tasks/result requests waiting for a task to end."),
 		tracked:      d("tracked_work", "In-request work (workflow server steps) running."),
 		stored:       d("tasks_stored", "Tasks in the store by status.", "status"),
-		commits:      d("store_commits_total", "Write transactions the bbolt store committed."),
-		commitDur:    d("store_commit_duration_seconds", "Time the bbolt store spent committing (writing and syncing) transactions."),
-		commitWrites: d("store_commit_writes", "Write operations per committed bbolt transaction (sum: writes, count: commits)."),
-		commitMax:    d("store_commit_writes_max", "The most write operations one bbolt transaction committed."),
-		failed:       d("store_writes_failed_total", "Write operations the bbolt store refused or failed."),
-		commitErrs:   d("store_commit_errors_total", "bbolt commits that failed."),
+		commits:      d("store_commits_total", "Write transactions the store committed."),
+		commitDur:    d("store_commit_duration_seconds", "Time the store spent committing (writing, and syncing or waiting for the database) transactions."),
+		commitWrites: d("store_commit_writes", "Write operations per committed store transaction (sum: writes, count: commits)."),
+		commitMax:    d("store_commit_writes_max", "The most write operations one store transaction committed."),
+		failed:       d("store_writes_failed_total", "Write operations the store refused or failed."),
+		commitErrs:   d("store_commit_errors_total", "Store commits that failed."),
 	}
 }
 
@@ -324,8 +324,8 @@ func (c *routerCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.stored, float64(counts[st]), string(st))
 		}
 	}
-	if b, ok := c.r.Store().(*bboltstore.Store); ok {
-		bs := b.Stats()
+	if sr, ok := c.r.Store().(store.StatsReporter); ok {
+		bs := sr.Stats()
 		ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(bs.Commits))
 		ch <- prometheus.MustNewConstSummary(c.commitDur, bs.Commits, bs.CommitTime.Seconds(), nil)
 		ch <- prometheus.MustNewConstSummary(c.commitWrites, bs.Commits, float64(bs.OpsCommitted), nil)

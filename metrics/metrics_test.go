@@ -152,8 +152,9 @@ x_workflow_step_attempts_total{by="server",outcome="ok",step="s",workflow="w"} 1
 	require.Equal(t, 1, n, "one series: the outcome is not a duration label")
 }
 
-// TestMemoryStoreHasNoCommitMetrics: the store gauges are bbolt's only;
-// the router's gauges are always there.
+// TestMemoryStoreHasNoCommitMetrics: the store gauges come from a
+// store.StatsReporter only (memory is none); the router's gauges are
+// always there.
 func TestMemoryStoreHasNoCommitMetrics(t *testing.T) {
 	m := metrics.New(metrics.Options{})
 	f := obstest.New(t, memory.New(), func(b *builder.Builder) { b.WithObserver(m) })
@@ -163,4 +164,34 @@ func TestMemoryStoreHasNoCommitMetrics(t *testing.T) {
 	require.NotContains(t, text, "taskbridge_store_commits_total")
 	require.Equal(t, "1", value(t, text, `taskbridge_tasks_stored{status="completed"}`))
 	require.Equal(t, "0", value(t, text, "taskbridge_tasks_queued"))
+}
+
+// reportingStore is a memory store that reports fixed write statistics,
+// as any backend may (store.StatsReporter).
+type reportingStore struct {
+	*memory.Store
+}
+
+func (reportingStore) Stats() store.Stats {
+	return store.Stats{Commits: 4, OpsCommitted: 10, OpsFailed: 2, MaxOpsPerCommit: 5, CommitErrors: 1, CommitTime: 2 * time.Second}
+}
+
+// TestAnyStatsReporter: the store gauges are read from any store that
+// implements store.StatsReporter, not from one backend's type.
+func TestAnyStatsReporter(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	obstest.New(t, reportingStore{memory.New()}, func(b *builder.Builder) { b.WithObserver(m) })
+	text := scrape(t, m.Handler())
+	for series, want := range map[string]string{
+		"taskbridge_store_commits_total":                 "4",
+		"taskbridge_store_commit_duration_seconds_sum":   "2",
+		"taskbridge_store_commit_duration_seconds_count": "4",
+		"taskbridge_store_commit_writes_sum":             "10",
+		"taskbridge_store_commit_writes_count":           "4",
+		"taskbridge_store_commit_writes_max":             "5",
+		"taskbridge_store_writes_failed_total":           "2",
+		"taskbridge_store_commit_errors_total":           "1",
+	} {
+		require.Equal(t, want, value(t, text, series), series)
+	}
 }

@@ -187,37 +187,12 @@ func (s *Store) reply(o *op, err error) {
 	o.done <- err
 }
 
-// Stats are counters of the group committer since Open.
-type Stats struct {
-	// Commits is the number of read-write transactions committed.
-	Commits uint64
-	// OpsCommitted is the number of write operations (Create, Update,
-	// Delete) whose changes were committed.
-	OpsCommitted uint64
-	// OpsFailed is the number of write operations that returned an error
-	// (validation, not found, conflict, cancelled, commit failure).
-	OpsFailed uint64
-	// MaxOpsPerCommit is the largest number of operations committed by a
-	// single transaction.
-	MaxOpsPerCommit uint64
-	// CommitErrors counts failed commits (and failed transaction starts).
-	CommitErrors uint64
-	// Retries counts batches re-run because one operation failed while
-	// writing.
-	Retries uint64
-	// CommitTime is the total time spent committing (writing and syncing)
-	// the Commits transactions: CommitTime/Commits is the mean commit
-	// latency, and two readings a while apart give it over that while.
-	CommitTime time.Duration
-}
+// Stats are counters of the group committer since Open: store.Stats,
+// every field filled (Commits are the group commits, OpsCommitted the
+// operations they carried, Retries the batches re-run).
+type Stats = store.Stats
 
-// OpsPerCommit is the mean number of operations per committed transaction.
-func (s Stats) OpsPerCommit() float64 {
-	if s.Commits == 0 {
-		return 0
-	}
-	return float64(s.OpsCommitted) / float64(s.Commits)
-}
+var _ store.StatsReporter = (*Store)(nil)
 
 // Stats returns the committer's counters.
 func (s *Store) Stats() Stats {

@@ -28,8 +28,8 @@ func (s *Store) Claim(ctx context.Context, id, holder string, now, until time.Ti
 // store.Store. The holder check is in its WHERE clause, so a lease claimed
 // by another process in the meantime is not renewed. Nothing is notified:
 // a renewal bumps no version.
-func (s *Store) Renew(ctx context.Context, holder string, until time.Time, ids []string) ([]string, error) {
-	ctx, err := s.begin(ctx)
+func (s *Store) Renew(ctx context.Context, holder string, until time.Time, ids []string) (_ []string, err error) {
+	ctx, err = s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -47,8 +47,13 @@ func (s *Store) Renew(ctx context.Context, holder string, until time.Time, ids [
 	if len(keys) == 0 {
 		return nil, nil
 	}
+	defer s.stats.failed(&err)
+	// One statement, one implicit transaction: committed once every row
+	// came back.
+	start := time.Now()
 	rows, err := s.pool.Query(ctx, s.sql.renew, keys, []byte(holder), until.UnixNano())
 	if err != nil {
+		s.stats.commitErrors.Add(1)
 		return nil, s.fail("renew", err)
 	}
 	defer rows.Close()
@@ -56,13 +61,16 @@ func (s *Store) Renew(ctx context.Context, holder string, until time.Time, ids [
 	for rows.Next() {
 		var id []byte
 		if err := rows.Scan(&id); err != nil {
+			s.stats.commitErrors.Add(1)
 			return nil, s.fail("renew", err)
 		}
 		got[string(id)] = true
 	}
 	if err := rows.Err(); err != nil {
+		s.stats.commitErrors.Add(1)
 		return nil, s.fail("renew", err)
 	}
+	s.stats.committed(time.Since(start))
 	var renewed []string
 	for _, k := range keys {
 		if got[string(k)] {

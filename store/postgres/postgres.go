@@ -92,7 +92,8 @@ type Store struct {
 	subsMu sync.Mutex
 	subs   map[*subscription]struct{}
 
-	pub *publisher // sends the change notifications after commit
+	pub   *publisher // sends the change notifications after commit
+	stats writeStats
 }
 
 var (

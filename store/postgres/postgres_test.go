@@ -684,3 +684,34 @@ func TestOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestStats: every committed write is one transaction, counted with its
+// commit time; refused writes count as failed.
+func TestStats(t *testing.T) {
+	s := openSchema(t, pgtest.DSN(t))
+	var reporter store.StatsReporter = s
+	require.Equal(t, store.Stats{}, reporter.Stats())
+	ctx := t.Context()
+	now := time.Now()
+	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+	require.NoError(t, err)
+	_, err = s.Update(ctx, "a", store.Update{StatusMessage: strPtr("m")})
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, "a", "h", now, now.Add(time.Minute))
+	require.NoError(t, err)
+	_, err = s.Renew(ctx, "h", now.Add(time.Hour), []string{"a"})
+	require.NoError(t, err)
+	require.NoError(t, s.Delete(ctx, "a"))
+	_, err = s.Update(ctx, "a", store.Update{StatusMessage: strPtr("gone")})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.Create(ctx, &store.Task{ID: "", Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+	require.ErrorIs(t, err, store.ErrInvalid, "refused before the store took it on: not counted")
+	st := s.Stats()
+	require.Equal(t, uint64(5), st.Commits)
+	require.Equal(t, uint64(5), st.OpsCommitted)
+	require.Equal(t, uint64(1), st.MaxOpsPerCommit)
+	require.Equal(t, uint64(1), st.OpsFailed)
+	require.Zero(t, st.CommitErrors)
+	require.Positive(t, st.CommitTime)
+	require.InDelta(t, 1.0, st.OpsPerCommit(), 0)
+}

@@ -32,6 +32,7 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (_ *store.Task, err e
 	if err != nil {
 		return nil, err
 	}
+	defer s.stats.failed(&err)
 	// An explicit connection, released after the notification is
 	// resolved: Close waits for every connection, so the notification of
 	// a committed write is always handed over.
@@ -54,13 +55,16 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (_ *store.Task, err e
 		queueSetVars(b, s.sql.setVars, rec, names)
 	}
 	b.Queue(s.sql.count, string(rec.Status), shard(rec.ID), 1)
+	start := time.Now()
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "tasks" {
 			return nil, fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
 		}
+		s.stats.commitErrors.Add(1)
 		return nil, s.fail("create "+rec.ID, err)
 	}
+	s.stats.committed(time.Since(start))
 	return rec.Clone(), nil
 }
 
@@ -117,6 +121,7 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 // the task's notifications are in commit order, and resolved before the
 // connection goes back to the pool.
 func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task) (store.Changes, error)) (_ *store.Task, err error) {
+	defer s.stats.failed(&err)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, s.fail(op+" "+id, err)
@@ -155,12 +160,16 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 	defer s.pub.resolveFor(sl, &err)
 	w := s.writes(t, ch)
 	w.Queue("COMMIT")
+	start := time.Now()
 	if err := conn.SendBatch(ctx, w).Close(); err != nil {
+		s.stats.commitErrors.Add(1)
 		return nil, s.fail(op+" "+id, err)
 	}
 	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
+		s.stats.commitErrors.Add(1)
 		return nil, s.fail(op+" "+id, fmt.Errorf("transaction status %q after COMMIT", st))
 	}
+	s.stats.committed(time.Since(start))
 	return t, nil
 }
 
@@ -236,6 +245,7 @@ func (s *Store) Delete(ctx context.Context, id string) (err error) {
 	if err != nil {
 		return err
 	}
+	defer s.stats.failed(&err)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return s.fail("delete "+id, err)
@@ -266,12 +276,16 @@ func (s *Store) Delete(ctx context.Context, id string) (err error) {
 	}
 	sl := s.pub.reserve(id, deleteRecord(id, store.Status(status)))
 	defer s.pub.resolveFor(sl, &err)
+	start := time.Now()
 	if _, err = conn.Exec(ctx, "COMMIT"); err != nil {
+		s.stats.commitErrors.Add(1)
 		return s.fail("delete "+id, err)
 	}
 	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
+		s.stats.commitErrors.Add(1)
 		return s.fail("delete "+id, fmt.Errorf("transaction status %q after COMMIT", st))
 	}
+	s.stats.committed(time.Since(start))
 	return nil
 }
 
