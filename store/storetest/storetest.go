@@ -22,9 +22,14 @@
 // operator queries with their filter-bound cursors and scan budget, status
 // counts, the status history, tasks created in a terminal status, and
 // wake-ups (WakeAt, Update.WakeAt and the wake index behind Due, under
-// concurrent writers too). RunDurable checks that everything, including
-// cursors, leases, counts, history, wake-ups and tasks created ended,
-// survives a close and reopen.
+// concurrent writers too). When the store implements the optional
+// store.Notifier, Run also checks its change feed (every version-bumping
+// write and every delete delivered after it committed, one task's changes
+// in commit order, no renewals, stop waiting for a running callback,
+// Close ending subscriptions); RunNotifierResync checks the Resync after a
+// lost connection, which only the backend can provoke. RunDurable checks
+// that everything, including cursors, leases, counts, history, wake-ups
+// and tasks created ended, survives a close and reopen.
 //
 // The suite uses the default store.Limits: open must not configure smaller
 // or larger limits. Under testing.Short the largest workloads are scaled
@@ -115,4 +120,8 @@ var suite = []struct {
 	{"WakeClearedByTerminal", testWakeTerminal},
 	{"WakeDelete", testWakeDelete},
 	{"WakeConcurrent", testWakeConcurrent},
+	// notifier.go: skipped unless the store implements store.Notifier
+	{"NotifierChanges", testNotifierChanges},
+	{"NotifierOrder", testNotifierOrder},
+	{"NotifierStop", testNotifierStop},
 }
