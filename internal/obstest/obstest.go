@@ -2,6 +2,12 @@
 // (metrics, tracing, dashboard) test against: real tools, a workflow with
 // server and client steps, a real store and real clients, so their tests
 // observe genuine task activity.
+//
+// It is a test harness: import it from _test.go files only. It is a
+// package of its own so that three packages' tests share one copy, and
+// TestOnlyTestsImportHarnesses checks the import graph (go list -deps of
+// every package of the module) so that no build other than a test ever
+// links it, or testify with it.
 package obstest
 
 import (
