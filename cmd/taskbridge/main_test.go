@@ -12,13 +12,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/testserver"
+	"github.com/taskbridge/taskbridge/internal/clitest"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-func confServer(t *testing.T) string { return testserver.Conformance(t) }
+func confServer(t *testing.T) string { return clitest.Conformance(t) }
 
 type up struct {
 	Text string `json:"text"`
@@ -37,7 +37,7 @@ func workflowServer(t *testing.T) string {
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	return testserver.Serve(t, srv.HTTPHandler(nil))
+	return clitest.Serve(t, srv.HTTPHandler(nil))
 }
 
 func cli(t *testing.T, stdin string, args ...string) (int, string, string) {

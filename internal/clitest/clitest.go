@@ -1,9 +1,14 @@
-// Package testserver serves, on 127.0.0.1, the MCP servers that the
-// taskbridge CLI and terminal UI tests talk to: a release-notes server
+// Package clitest serves, on 127.0.0.1, the MCP servers that the tests of
+// the taskbridge CLI and its terminal UI talk to: a release-notes server
 // shaped like examples/62_tasks_workflow (same tools, same workflow), and
 // the conformance tools of examples/conformance. Both keep tasks in memory
 // and poll fast, so tests stay short.
-package testserver
+//
+// It is a test harness: only _test.go files import it. It lives outside
+// cmd/taskbridge so that no package of the CLI (test helpers included)
+// depends on examples/ (cmd/taskbridge's TestCLIDependsOnNoExample checks
+// that with go list).
+package clitest
 
 import (
 	"context"
