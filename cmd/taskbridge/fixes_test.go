@@ -189,20 +189,6 @@ func TestFollowRepairsAHandedOverStep(t *testing.T) {
 	require.Contains(t, out, "is completed: 4 step(s) completed")
 }
 
-func TestTasksListExplainsScope(t *testing.T) {
-	url := clitest.Conformance(t)
-	code, out, _ := cli(t, "", "-url", url, "tasks", "list")
-	require.Equal(t, exitFailed, code)
-	require.Contains(t, out, "has no tasks/list")
-	require.Contains(t, out, "taskbridge tasks get ID")
-	require.Contains(t, out, "-dialect core")
-	code, out, errOut := cli(t, "", "-url", url, "-dialect", "core", "tasks", "list")
-	require.Equal(t, exitOK, code, errOut)
-	require.Contains(t, out, "0 task(s): the tasks this session created")
-	require.Contains(t, out, "your tasks")
-	require.Contains(t, listScope(target{argv: []string{"srv"}}), "local owner")
-}
-
 func TestTTLWarning(t *testing.T) {
 	url := clitest.Conformance(t)
 	code, _, errOut := cli(t, "", "-url", url, "call", "-ttl", "1m", "slow_compute", "seconds=0")

@@ -143,8 +143,9 @@ func (a *asker) fill(step handoff.RemainingStep, placeholders []string, fields [
 
 // repair shows why the server gave up on a step it handed to the client
 // and asks for the arguments to perform it with, prefilled with the
-// resolved ones (an empty answer keeps a value).
-func (a *asker) repair(step handoff.RemainingStep, fields []argschema.Field) (map[string]any, error) {
+// resolved ones (an empty answer keeps a value). An argument naming the
+// workflow task (_task_id) is taskID, never asked.
+func (a *asker) repair(step handoff.RemainingStep, fields []argschema.Field, taskID string) (map[string]any, error) {
 	fmt.Fprintf(a.out, "\nStep %q (tool %s) failed on the server", step.Name, step.Tool)
 	if step.Attempts > 0 {
 		fmt.Fprintf(a.out, " after %d attempt(s)", step.Attempts)
@@ -167,6 +168,10 @@ func (a *asker) repair(step handoff.RemainingStep, fields []argschema.Field) (ma
 	}
 	out := map[string]any{}
 	for _, name := range names {
+		if name == taskIDArg {
+			out[name] = taskID
+			continue
+		}
 		cur := ""
 		if raw, ok := step.Arguments[name]; ok && !handoff.IsPlaceholder(raw) {
 			cur = argschema.Format(raw)
