@@ -362,10 +362,10 @@ func (cmd *command) follow(ctx context.Context, doc *handoff.Document) error {
 	}
 	final, err := cmd.c.Follow(ctx, doc, client.FollowOptions{
 		Fill: func(ctx context.Context, s handoff.RemainingStep, ph []string) (map[string]any, error) {
-			return cmd.in.fill(s, ph, schemas[s.Tool])
+			return cmd.in.fill(ctx, s, ph, schemas[s.Tool])
 		},
 		Repair: func(ctx context.Context, s handoff.RemainingStep) (map[string]any, error) {
-			return cmd.in.repair(s, schemas[s.Tool], doc.TaskID)
+			return cmd.in.repair(ctx, s, schemas[s.Tool], doc.TaskID)
 		},
 	})
 	if err != nil {

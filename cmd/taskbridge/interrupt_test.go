@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -135,6 +136,42 @@ func TestCtrlCOnTheBinary(t *testing.T) {
 	require.Equal(t, exitInterrupted, ee.ExitCode(), errOut.String())
 	id := createdRe.FindStringSubmatch(out.String())[1]
 	require.Contains(t, errOut.String(), "interrupted: task "+id+" is still running on the server")
+	code, got, _ := cli(t, "", "-url", url, "tasks", "get", id)
+	require.Equal(t, exitOK, code)
+	require.Contains(t, got, "working")
+}
+
+// Ctrl-C while prompt -follow waits for an answer ends the question at
+// once (it does not wait for a line of input) and names the workflow
+// task, which goes on.
+func TestInterruptWhileAskingNamesTheWorkflow(t *testing.T) {
+	useHistory(t)
+	url := clitest.Release(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stdin, never := io.Pipe() // no answer ever comes
+	defer never.Close()
+	var out bytes.Buffer
+	errOut := newSawWriter("approved <")
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"-url", url, "prompt", "release_notes", "repo=taskbridge", "-follow"}, stdin, &out, errOut)
+	}()
+	select {
+	case <-errOut.seen:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no question was asked: %s", errOut.String())
+	}
+	cancel(errInterrupted)
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CLI still waits for an answer after Ctrl-C")
+	}
+	require.Equal(t, exitInterrupted, code, errOut.String())
+	id := regexp.MustCompile(`task ([0-9a-f]{32})`).FindStringSubmatch(out.String())[1]
+	require.Contains(t, errOut.String(), "taskbridge: interrupted: task "+id+" is still running on the server")
 	code, got, _ := cli(t, "", "-url", url, "tasks", "get", id)
 	require.Equal(t, exitOK, code)
 	require.Contains(t, got, "working")

@@ -202,7 +202,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, g.timeout, errTimedOut)
 	defer cancel()
-	in := newAsker(stdin, stderr)
+	in := newAsker(ctx, stdin, stderr)
 	c, err := dial(ctx, tgt, dialect, in.answer, stderr)
 	if err != nil {
 		return report(out, stderr, err)

@@ -128,7 +128,7 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 		if err != nil {
 			return nil, workflow, err
 		}
-		vals, err := cmd.in.fill(s, holes, schemas[tool])
+		vals, err := cmd.in.fill(ctx, s, holes, schemas[tool])
 		if err != nil {
 			return nil, workflow, err
 		}
