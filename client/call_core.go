@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -185,6 +186,10 @@ func (c *Client) taskFailure(ctx context.Context, id string, err error, see func
 	}
 	switch t.Status {
 	case StatusCancelled:
+		if t.StatusMessage != "" && strings.Contains(re.Message, t.StatusMessage) {
+			// The server's error only restates the status message.
+			return cancelledError(t)
+		}
 		return fmt.Errorf("%w: %s", cancelledError(t), re.Message)
 	case StatusFailed, StatusCompleted:
 		// The error is what the tool call itself ended with.

@@ -214,7 +214,7 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		case step.HandedToClient:
 			return nil, docError(cur)
 		default:
-			args, err = fillArguments(ctx, step, opts.Fill)
+			args, err = fillArguments(ctx, cur.TaskID, step, opts.Fill)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("client: workflow %q step %q: %w", cur.Workflow, step.Name, err)
@@ -383,16 +383,20 @@ func (c *Client) waitWorkflow(ctx context.Context, doc *handoff.Document) (json.
 }
 
 // fillArguments resolves a client step's arguments, asking fill for the
-// placeholders.
-func fillArguments(ctx context.Context, step handoff.RemainingStep, fill func(context.Context, handoff.RemainingStep, []string) (map[string]any, error)) (map[string]any, error) {
+// placeholders. An argument named _task_id (a step tool that takes the
+// workflow task as an argument) is the task's id, never asked for.
+func fillArguments(ctx context.Context, taskID string, step handoff.RemainingStep, fill func(context.Context, handoff.RemainingStep, []string) (map[string]any, error)) (map[string]any, error) {
 	args := make(map[string]any, len(step.Arguments))
 	var holes []string
 	for k, v := range step.Arguments {
-		if handoff.IsPlaceholder(v) {
+		switch {
+		case k == mcptask.MetaTaskID:
+			args[k] = taskID
+		case handoff.IsPlaceholder(v):
 			holes = append(holes, k)
-			continue
+		default:
+			args[k] = v
 		}
-		args[k] = v
 	}
 	if len(holes) == 0 {
 		return args, nil

@@ -8,43 +8,93 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/argschema"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 	"github.com/taskbridge/taskbridge/handoff"
-	"github.com/taskbridge/taskbridge/mcptask"
 )
+
+// plan is a command line, checked before anything connects: run performs
+// it on a connected server; check, when set, refuses it for a target it
+// cannot work with; local, when set instead of run, performs a command
+// that needs no server.
+type plan struct {
+	run   func(ctx context.Context, cmd *command) error
+	check func(t target) error
+	local func(l *local) error
+}
+
+// parseCommand checks a command line (the command and its arguments,
+// after the global flags).
+func parseCommand(args []string) (*plan, error) {
+	switch args[0] {
+	case "info", "tools":
+		if len(args) > 1 {
+			return nil, usagef("%s takes no arguments, not %q", args[0], args[1])
+		}
+		if args[0] == "info" {
+			return &plan{run: func(_ context.Context, cmd *command) error { return cmd.info() }}, nil
+		}
+		return &plan{run: func(ctx context.Context, cmd *command) error { return cmd.tools(ctx) }}, nil
+	case "call":
+		return parseCall(args[1:])
+	case "tasks":
+		return parseTasks(args[1:])
+	case "prompt":
+		return parsePrompt(args[1:])
+	}
+	return nil, usagef("unknown command %q", args[0])
+}
 
 // command runs one command against a connected server.
 type command struct {
-	c      *client.Client
-	target target
+	c      *conn
 	out    *printer
 	in     *asker
 	stderr io.Writer
+	hist   *history.History
+	// waiting is the task the command is waiting for, if any: an
+	// interruption names it.
+	waiting string
+	warned  bool // the history's problem was reported
 }
 
-func (cmd *command) dispatch(ctx context.Context, args []string) error {
-	var err error
-	switch args[0] {
-	case "info":
-		err = cmd.info()
-	case "tools":
-		err = cmd.tools(ctx)
-	case "call":
-		err = cmd.call(ctx, args[1:])
-	case "tasks":
-		if len(args) < 2 {
-			return usagef("tasks needs a subcommand: list, get, result or cancel")
-		}
-		err = cmd.tasks(ctx, args[1], args[2:])
-	case "prompt":
-		err = cmd.prompt(ctx, args[1:])
-	default:
-		return usagef("unknown command %q", args[0])
+// local is what a command that needs no server works with.
+type local struct {
+	out    *printer
+	hist   *history.History
+	target target // may be empty
+}
+
+// server names the connected server in the task history.
+func (cmd *command) server() string { return cmd.c.target.String() }
+
+// remember records a task in the local task history; a history that
+// cannot be written is reported once, as a warning.
+func (cmd *command) remember(id, name, kind string, created time.Time) {
+	err := cmd.hist.Record(history.Entry{ID: id, Server: cmd.server(), Name: name, Kind: kind, Created: created})
+	if err != nil && !cmd.warned {
+		cmd.warned = true
+		fmt.Fprintf(cmd.stderr, "taskbridge: warning: the task history (%s) is not updated: %v\n", cmd.hist.Path(), err)
 	}
-	return lostConnection(cmd.c, cmd.target, err)
+}
+
+// interrupted turns the error of a command that Ctrl-C or -timeout ended
+// into an *interruptedError naming the task it waited for, and an error
+// that means the connection is gone into an *unreachableError.
+func (cmd *command) interrupted(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe failedError
+	cause := context.Cause(ctx)
+	if ctx.Err() != nil && !errors.As(err, &fe) && (errors.Is(cause, errInterrupted) || errors.Is(cause, errTimedOut)) {
+		return &interruptedError{timeout: errors.Is(cause, errTimedOut), taskID: cmd.waiting, target: cmd.c.target}
+	}
+	return lostConnection(cmd.c, err)
 }
 
 // parseInterleaved parses fs from args, allowing flags after positional
@@ -128,52 +178,82 @@ func parseArgs(args []string) (map[string]any, error) {
 	return out, nil
 }
 
-func (cmd *command) call(ctx context.Context, args []string) error {
+// parseCall checks `call TOOL [ARGS] [flags]`.
+func parseCall(args []string) (*plan, error) {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
-	fs.SetOutput(cmd.stderr)
+	fs.SetOutput(io.Discard)
 	ttl := fs.Duration("ttl", 0, "task ttl to ask for (core dialect)")
 	plain := fs.Bool("plain", false, "allow a plain call when the tool cannot run as a task")
 	detach := fs.Bool("detach", false, "print the task id and return without waiting")
 	taskID := fs.String("task-id", "", "perform one step of this workflow task")
+	workflow := fs.String("workflow", "", "the workflow of -task-id, when the task history does not know it")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		return usagef("call: %v", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, usagef("call: %v", err)
 	}
 	if len(pos) < 1 {
-		return usagef("call needs a tool name")
+		return nil, usagef("call needs a tool name")
 	}
 	name := pos[0]
 	toolArgs, err := parseArgs(pos[1:])
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if *taskID != "" {
-		if *detach {
-			return usagef("call: -detach and -task-id do not go together (a workflow step runs in the request)")
+	switch {
+	case *taskID != "" && *detach:
+		return nil, usagef("call: -detach and -task-id do not go together (a workflow step runs in the request)")
+	case *workflow != "" && *taskID == "":
+		return nil, usagef("call: -workflow names the workflow of -task-id; give -task-id too")
+	}
+	p := &plan{run: func(ctx context.Context, cmd *command) error {
+		if *taskID != "" {
+			return cmd.step(ctx, name, toolArgs, *taskID, *workflow)
 		}
-		return cmd.step(ctx, name, toolArgs, *taskID)
+		return cmd.call(ctx, name, toolArgs, *ttl, *plain, *detach)
+	}}
+	if *detach {
+		p.check = func(t target) error {
+			if t.stdio() {
+				return usagef("call -detach needs a server that outlives this command: over -stdio the server is this " +
+					"command's child and stops when it exits, so the task would stop with it (and run again, or fail, " +
+					"when the server next starts on the same store). Run the server on its own (serve -http) and use -url")
+			}
+			return nil
+		}
 	}
-	if *ttl > 0 && cmd.c.Dialect() == client.Extension {
-		fmt.Fprintf(cmd.stderr, "taskbridge: warning: -ttl %s is ignored: in the %s dialect the server chooses every task's ttl (use -dialect core to ask for one)\n", *ttl, client.Extension)
+	return p, nil
+}
+
+func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]any, ttl time.Duration, plain, detach bool) error {
+	if ttl > 0 && cmd.c.Dialect() == client.Extension {
+		fmt.Fprintf(cmd.stderr, "taskbridge: warning: -ttl %s is ignored: in the %s dialect the server chooses every task's ttl (use -dialect core to ask for one)\n", ttl, client.Extension)
 	}
 	status := cmd.out.status(name)
 	defer status.stop()
-	for ev, err := range cmd.c.CallTool(ctx, name, toolArgs, &client.CallOptions{TTL: *ttl, AllowPlain: *plain}) {
+	for ev, err := range cmd.c.CallTool(ctx, name, toolArgs, &client.CallOptions{TTL: ttl, AllowPlain: plain}) {
 		if err != nil {
 			status.stop()
 			return err
 		}
 		switch ev.Kind {
 		case client.EventCreated, client.EventStatus:
-			if ev.Kind == client.EventCreated && *detach {
-				status.stop()
-				return cmd.out.task(ev.Task)
+			if ev.Kind == client.EventCreated {
+				cmd.waiting = ev.Task.ID
+				cmd.remember(ev.Task.ID, name, history.KindTool, ev.Task.CreatedAt)
+				if detach {
+					status.stop()
+					return cmd.out.task(ev.Task)
+				}
 			}
 			status.update(ev)
 		case client.EventInput:
 			status.update(ev)
 		case client.EventResult:
 			status.stop()
+			cmd.waiting = ""
 			if err := cmd.out.result(ev.Task, ev.Result); err != nil {
 				return err
 			}
@@ -195,148 +275,50 @@ func resultFailure(tool string, t *client.Task, r *mcp.CallToolResult) error {
 	return nil
 }
 
-// step performs one step of a workflow task: the tool call carries
-// _meta._task_id, and the server answers with the tool's result and where
-// the workflow stands (_meta["taskbridge/workflow"]).
-func (cmd *command) step(ctx context.Context, tool string, args map[string]any, taskID string) error {
-	opts := &client.CallOptions{Meta: map[string]any{handoff.TaskIDMetaKey: taskID}, AllowPlain: true}
-	res, err := cmd.c.CallToolAndWait(ctx, tool, args, opts)
-	if err != nil {
-		return err
-	}
-	sum, err := mcptask.SummaryFromMeta(res.Meta)
-	if err != nil {
-		return fmt.Errorf("_meta[%q] is not a workflow summary: %w", mcptask.MetaWorkflow, err)
-	}
-	if err := cmd.out.stepResult(res, sum); err != nil {
-		return err
-	}
-	switch {
-	case res.IsError:
-		return failedf("step %s of workflow task %s failed", tool, taskID)
-	case sum == nil:
-		return failedf("the result of %s carries no workflow summary: is %s a workflow task, and %s one of its steps?", tool, taskID, tool)
-	case sum.Status == mcptask.StatusFailed || sum.Status == mcptask.StatusCancelled:
-		return failedf("workflow task %s is %s", taskID, sum.Status)
-	}
-	return nil
-}
-
-func (cmd *command) tasks(ctx context.Context, sub string, args []string) error {
-	need := func() (string, error) {
-		if len(args) != 1 {
-			return "", usagef("tasks %s needs one task id", sub)
-		}
-		return args[0], nil
-	}
-	switch sub {
-	case "list":
-		return cmd.list(ctx)
-	case "get":
-		id, err := need()
-		if err != nil {
-			return err
-		}
-		t, err := cmd.c.GetTask(ctx, id)
-		if err != nil {
-			return err
-		}
-		return cmd.out.task(t)
-	case "result":
-		id, err := need()
-		if err != nil {
-			return err
-		}
-		raw, err := cmd.c.TaskResult(ctx, id)
-		if err != nil {
-			return err
-		}
-		if err := cmd.out.raw(raw); err != nil {
-			return err
-		}
-		var r mcp.CallToolResult
-		if json.Unmarshal(raw, &r) == nil && r.IsError {
-			return failedf("task %s ended with a tool error (isError)", id)
-		}
-		return nil
-	case "cancel":
-		id, err := need()
-		if err != nil {
-			return err
-		}
-		t, err := cmd.c.CancelTask(ctx, id)
-		if err != nil {
-			return err
-		}
-		return cmd.out.task(t)
-	}
-	return usagef("unknown tasks subcommand %q (list, get, result, cancel)", sub)
-}
-
-// list runs `tasks list`, saying which tasks tasks/list covers, or why
-// there is no list and what to do instead.
-func (cmd *command) list(ctx context.Context) error {
-	if cmd.c.Dialect() == client.Extension {
-		return fmt.Errorf("tasks list is not supported in the %s dialect: the %s extension (%s) has no tasks/list. "+
-			"Use 'taskbridge tasks get ID' for a task whose id you have, or -dialect core to list the tasks this session created",
-			client.Extension, client.ExtensionID, client.ExtensionVersion)
-	}
-	n := 0
-	for t, err := range cmd.c.ListTasks(ctx) {
-		if err != nil {
-			return err
-		}
-		n++
-		if err := cmd.out.task(t); err != nil {
-			return err
-		}
-	}
-	if !cmd.out.json {
-		fmt.Fprintf(cmd.out.w, "%d task(s): %s\n", n, listScope(cmd.target))
-	}
-	return nil
-}
-
-// listScope says which tasks a core-dialect tasks/list shows.
-func listScope(t target) string {
-	if t.stdio() {
-		return "the tasks the server lists for this connection (a taskbridge server over stdio lists every task of its local owner; on a server that authenticates you, your tasks)"
-	}
-	return "the tasks this session created (each taskbridge run is a new session; on a server that authenticates you, your tasks)"
-}
-
-func (cmd *command) prompt(ctx context.Context, args []string) error {
+// parsePrompt checks `prompt NAME [key=value ...] [-follow] [-resume ID]`.
+func parsePrompt(args []string) (*plan, error) {
 	fs := flag.NewFlagSet("prompt", flag.ContinueOnError)
-	fs.SetOutput(cmd.stderr)
+	fs.SetOutput(io.Discard)
 	follow := fs.Bool("follow", false, "perform the remaining client steps and wait for completion")
 	resume := fs.String("resume", "", "continue this workflow task")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		return usagef("prompt: %v", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, usagef("prompt: %v", err)
 	}
 	if len(pos) < 1 {
-		return usagef("prompt needs a prompt name")
+		return nil, usagef("prompt needs a prompt name")
 	}
 	pargs := map[string]string{}
 	for _, a := range pos[1:] {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok {
-			return usagef("prompt argument %q is not key=value", a)
+			return nil, usagef("prompt argument %q is not key=value", a)
 		}
 		pargs[k] = v
 	}
+	if *resume != "" && len(pargs) > 0 {
+		return nil, usagef("prompt -resume takes no key=value arguments: the task already has them")
+	}
+	return &plan{run: func(ctx context.Context, cmd *command) error {
+		return cmd.prompt(ctx, pos[0], pargs, *resume, *follow)
+	}}, nil
+}
+
+func (cmd *command) prompt(ctx context.Context, name string, pargs map[string]string, resume string, follow bool) error {
 	var res *mcp.GetPromptResult
 	var doc *handoff.Document
-	if *resume != "" {
-		if len(pargs) > 0 {
-			return usagef("prompt -resume takes no key=value arguments: the task already has them")
-		}
-		res, doc, err = cmd.c.ResumePrompt(ctx, pos[0], *resume)
+	var err error
+	if resume != "" {
+		cmd.waiting = resume
+		res, doc, err = cmd.c.ResumePrompt(ctx, name, resume)
 		if err == nil && doc == nil {
-			return fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", pos[0], *resume)
+			return fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", name, resume)
 		}
 	} else {
-		res, doc, err = cmd.c.GetPrompt(ctx, pos[0], pargs)
+		res, doc, err = cmd.c.GetPrompt(ctx, name, pargs)
 	}
 	if err != nil {
 		return err
@@ -344,10 +326,12 @@ func (cmd *command) prompt(ctx context.Context, args []string) error {
 	if doc == nil {
 		return cmd.out.prompt(res)
 	}
+	cmd.waiting = doc.TaskID
+	cmd.remember(doc.TaskID, doc.Workflow, history.KindWorkflow, time.Time{})
 	if err := cmd.out.handoff(doc); err != nil {
 		return err
 	}
-	if !*follow {
+	if !follow {
 		return handoffFailure(doc)
 	}
 	return cmd.follow(ctx, doc)
@@ -378,15 +362,16 @@ func (cmd *command) follow(ctx context.Context, doc *handoff.Document) error {
 	}
 	final, err := cmd.c.Follow(ctx, doc, client.FollowOptions{
 		Fill: func(ctx context.Context, s handoff.RemainingStep, ph []string) (map[string]any, error) {
-			return cmd.in.fill(s, ph, schemas[s.Tool])
+			return cmd.in.fill(ctx, s, ph, schemas[s.Tool])
 		},
 		Repair: func(ctx context.Context, s handoff.RemainingStep) (map[string]any, error) {
-			return cmd.in.repair(s, schemas[s.Tool])
+			return cmd.in.repair(ctx, s, schemas[s.Tool], doc.TaskID)
 		},
 	})
 	if err != nil {
 		return err
 	}
+	cmd.waiting = ""
 	if fdoc, err := handoff.FromResultJSON(final); err == nil {
 		if err := cmd.out.completed(fdoc); err != nil {
 			return err
@@ -398,7 +383,7 @@ func (cmd *command) follow(ctx context.Context, doc *handoff.Document) error {
 
 // toolSchemas lists the server's tools once and returns the fields of
 // each tool's input schema, by tool name.
-func toolSchemas(ctx context.Context, c *client.Client) (map[string][]argschema.Field, error) {
+func toolSchemas(ctx context.Context, c *conn) (map[string][]argschema.Field, error) {
 	tools, err := c.Tools(ctx)
 	if err != nil {
 		return nil, err

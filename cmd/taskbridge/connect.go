@@ -6,12 +6,16 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,11 +23,69 @@ import (
 	"github.com/taskbridge/taskbridge/client"
 )
 
+// EnvToken is the environment variable -token defaults to.
+const EnvToken = "TASKBRIDGE_TOKEN"
+
 // globals are the flags before the command.
 type globals struct {
 	url, stdio, dialect string
 	json                bool
 	timeout             time.Duration
+	// token is the bearer token of an HTTP server (-token, or
+	// $TASKBRIDGE_TOKEN); headers are the -header K=V values.
+	token   string
+	headers headerFlag
+	// explicit names the flags given on the command line.
+	explicit map[string]bool
+}
+
+// register defines the global flags on fs.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.url, "url", "", "Streamable HTTP endpoint")
+	fs.StringVar(&g.stdio, "stdio", "", "command line of a stdio server to launch")
+	fs.StringVar(&g.dialect, "dialect", "auto", "auto, core or extension")
+	fs.BoolVar(&g.json, "json", false, "JSON lines output")
+	fs.DurationVar(&g.timeout, "timeout", 5*time.Minute, "overall timeout")
+	fs.StringVar(&g.token, "token", os.Getenv(EnvToken), "bearer token (HTTP)")
+	fs.Var(&g.headers, "header", "HTTP header K=V (repeatable)")
+}
+
+// noteExplicit records which flags of fs the command line set.
+func (g *globals) noteExplicit(fs *flag.FlagSet) {
+	if g.explicit == nil {
+		g.explicit = map[string]bool{}
+	}
+	fs.Visit(func(f *flag.Flag) { g.explicit[f.Name] = true })
+}
+
+// headerFlag is the repeatable -header K=V flag.
+type headerFlag []string
+
+func (h *headerFlag) String() string { return strings.Join(*h, ", ") }
+
+func (h *headerFlag) Set(v string) error {
+	k, _, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want K=V, not %q", v)
+	}
+	*h = append(*h, v)
+	return nil
+}
+
+// httpHeader turns the -token and -header flags into request headers.
+func (g globals) httpHeader() http.Header {
+	if g.token == "" && len(g.headers) == 0 {
+		return nil
+	}
+	h := http.Header{}
+	if g.token != "" {
+		h.Set("Authorization", "Bearer "+g.token)
+	}
+	for _, kv := range g.headers {
+		k, v, _ := strings.Cut(kv, "=")
+		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	return h
 }
 
 // resolve checks the connection flags.
@@ -36,8 +98,11 @@ func (g globals) resolve() (target, client.Dialect, error) {
 	case g.url != "" && g.stdio != "":
 		return target{}, 0, usagef("give -url or -stdio, not both")
 	case g.url != "":
-		return target{url: g.url}, d, nil
+		return target{url: g.url, header: g.httpHeader()}, d, nil
 	case g.stdio != "":
+		if g.explicit["token"] || g.explicit["header"] {
+			return target{}, 0, usagef("-token and -header are for -url (HTTP); a stdio server has no HTTP headers")
+		}
 		return target{argv: strings.Fields(g.stdio)}, d, nil
 	}
 	return target{}, 0, usagef("give -url URL or -stdio \"COMMAND ARGS\"")
@@ -56,11 +121,13 @@ func parseDialect(s string) (client.Dialect, error) {
 	return 0, usagef("-dialect must be auto, core or extension, not %q", s)
 }
 
-// target is the server to talk to: a Streamable HTTP endpoint, or a
-// command to launch as a stdio server.
+// target is the server to talk to: a Streamable HTTP endpoint (with the
+// headers every request carries), or a command to launch as a stdio
+// server.
 type target struct {
-	url  string
-	argv []string
+	url    string
+	header http.Header
+	argv   []string
 }
 
 // String names the target for messages.
@@ -71,31 +138,118 @@ func (t target) String() string {
 	return strings.Join(t.argv, " ")
 }
 
+// flags are the connection flags that name the target again, for a
+// command line to show the user (the credentials are left out).
+func (t target) flags() string {
+	if t.url != "" {
+		return "-url " + shellQuote(t.url)
+	}
+	return "-stdio " + shellQuote(strings.Join(t.argv, " "))
+}
+
+// shellQuote quotes a command line for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t'\"\\$`!*?[]{}()<>|&;~#") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // stdio reports whether the target is a launched command.
 func (t target) stdio() bool { return t.url == "" }
 
-func (t target) transport(stderr io.Writer) mcp.Transport {
+// transport returns the MCP transport to the target, and for HTTP the
+// round tripper that adds the headers and notes a refusal of them.
+func (t target) transport(stderr io.Writer) (mcp.Transport, *authTransport) {
 	if t.url != "" {
-		return client.HTTPTransport(t.url, nil)
+		at := &authTransport{header: t.header, next: http.DefaultTransport}
+		return client.HTTPTransport(t.url, &http.Client{Transport: at}), at
 	}
 	cmd := exec.Command(t.argv[0], t.argv[1:]...)
 	cmd.Stderr = stderr
-	return &mcp.CommandTransport{Command: cmd}
+	return &mcp.CommandTransport{Command: cmd}, nil
+}
+
+// authTransport adds the -token and -header headers to every HTTP request
+// and remembers the last 401 or 403 answer, so that a refused credential
+// is reported as such rather than as an unreachable server.
+type authTransport struct {
+	header  http.Header
+	next    http.RoundTripper
+	refused atomic.Int32 // the HTTP status of the last refusal
+}
+
+func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(a.header) > 0 {
+		req = req.Clone(req.Context())
+		for k, vs := range a.header {
+			req.Header.Del(k)
+			for _, v := range vs {
+				req.Header.Add(k, v)
+			}
+		}
+	}
+	res, err := a.next.RoundTrip(req)
+	if err == nil && (res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden) {
+		a.refused.Store(int32(res.StatusCode))
+	}
+	return res, err
+}
+
+// refusal returns the *authError of the last refused request, or nil.
+func (a *authTransport) refusal() error {
+	if a == nil {
+		return nil
+	}
+	if code := a.refused.Load(); code != 0 {
+		return &authError{status: int(code), sent: a.header.Get("Authorization") != ""}
+	}
+	return nil
+}
+
+// authError means the server refused the credentials (HTTP 401 or 403):
+// exit status 3, like an unreachable server, with its own message.
+type authError struct {
+	status int
+	sent   bool // a token (an Authorization header) was sent
+}
+
+func (e *authError) Error() string {
+	hint := "pass -token TOKEN (or set " + EnvToken + "), or -header for other credentials"
+	if e.sent {
+		hint = "check the token given with -token (or " + EnvToken + ")"
+		if e.status == http.StatusForbidden {
+			hint = "the token is valid but not allowed here"
+		}
+	}
+	return fmt.Sprintf("the server refused the credentials (HTTP %d %s): %s", e.status, http.StatusText(e.status), hint)
+}
+
+// conn is a connection to the server the command line names.
+type conn struct {
+	*client.Client
+	target target
+	auth   *authTransport // HTTP only
 }
 
 // dial connects to the target. A server that cannot be reached is an
-// *unreachableError that says why in words.
-func dial(ctx context.Context, t target, d client.Dialect, h client.InputHandler, stderr io.Writer) (*client.Client, error) {
+// *unreachableError that says why in words; one that refuses the
+// credentials is an *authError.
+func dial(ctx context.Context, t target, d client.Dialect, h client.InputHandler, stderr io.Writer) (*conn, error) {
 	if t.url == "" && len(t.argv) == 0 {
 		return nil, usagef("no server to connect to")
 	}
-	c, err := client.Dial(ctx, t.transport(stderr), &client.Options{
-		ClientInfo:   &mcp.Implementation{Name: "taskbridge-cli", Version: "0.1.0"},
+	tr, at := t.transport(stderr)
+	c, err := client.Dial(ctx, tr, &client.Options{
+		ClientInfo:   &mcp.Implementation{Name: "taskbridge-cli", Version: "0.2.0"},
 		Dialect:      d,
 		InputHandler: h,
 	})
 	if err == nil {
-		return c, nil
+		return &conn{Client: c, target: t, auth: at}, nil
+	}
+	if aerr := at.refusal(); aerr != nil {
+		return nil, aerr
 	}
 	var re *client.RPCError
 	if errors.As(err, &re) && re.Code != codeRejectedByTransport {
@@ -103,6 +257,9 @@ func dial(ctx context.Context, t target, d client.Dialect, h client.InputHandler
 		return nil, err
 	}
 	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), errInterrupted) {
+			return nil, &interruptedError{}
+		}
 		return nil, &unreachableError{target: t, why: "no answer before the timeout"}
 	}
 	return nil, &unreachableError{target: t, why: diagnose(ctx, t, err)}
@@ -129,11 +286,13 @@ func (e *unreachableError) Error() string {
 
 // lostConnection turns an error that means the connection is gone (the
 // transport could not deliver a request, the stdio server exited) into an
-// *unreachableError; other errors are returned unchanged.
-func lostConnection(c *client.Client, t target, err error) error {
+// *unreachableError, or an *authError when the server refused the
+// credentials; other errors are returned unchanged.
+func lostConnection(c *conn, err error) error {
 	if err == nil {
 		return nil
 	}
+	t := c.target
 	var re *client.RPCError
 	rejected := errors.As(err, &re) && re.Code == codeRejectedByTransport
 	closed := false
@@ -144,6 +303,9 @@ func lostConnection(c *client.Client, t target, err error) error {
 	}
 	if !rejected && !closed {
 		return err
+	}
+	if aerr := c.auth.refusal(); aerr != nil {
+		return aerr
 	}
 	return &unreachableError{target: t, why: "lost the connection to the server (" + strings.TrimPrefix(err.Error(), "client: ") + ")"}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 )
 
 // envRequireTmux makes a missing tmux a test failure instead of a skip
@@ -75,10 +76,20 @@ func build(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The task history of every CLI run and UI of the tests goes to a
+	// directory of their own, never the user's.
+	state, err := os.MkdirTemp("", "taskbridge-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
+	os.Unsetenv(history.EnvPath)
+	os.Unsetenv(EnvToken)
 	code := m.Run()
 	if binaries.dir != "" {
 		_ = os.RemoveAll(binaries.dir)
 	}
+	_ = os.RemoveAll(state)
 	os.Exit(code)
 }
 
@@ -133,9 +144,16 @@ const (
 	uiRows = 24
 )
 
-// startUI runs argv in tmux. The shell wrapper reports the exit status on
-// the screen and keeps the pane open, so a crash is visible to waitFor.
+// startUI runs argv in tmux, with a task history of its own. The shell
+// wrapper reports the exit status on the screen and keeps the pane open,
+// so a crash is visible to waitFor.
 func startUI(t *testing.T, argv ...string) *tmuxUI {
+	t.Helper()
+	return startUIEnv(t, []string{history.EnvPath + "=" + filepath.Join(t.TempDir(), "history")}, argv...)
+}
+
+// startUIEnv is startUI with environment variables (K=V) of its own.
+func startUIEnv(t *testing.T, env []string, argv ...string) *tmuxUI {
 	t.Helper()
 	dir := t.TempDir()
 	u := &tmuxUI{t: t, tmux: needTmux(t), sock: filepath.Join(dir, "tmux.sock"), errLog: filepath.Join(dir, "stderr.log")}
@@ -144,8 +162,10 @@ func startUI(t *testing.T, argv ...string) *tmuxUI {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	script := fmt.Sprintf("%s 2>%s; echo EXITED $?; sleep 600", strings.Join(quoted, " "), u.errLog)
-	u.run("-f", "/dev/null", "new-session", "-d", "-s", "ui", "-x", fmt.Sprint(uiCols), "-y", fmt.Sprint(uiRows),
-		"env", "TERM=xterm-256color", "NO_COLOR=1", "sh", "-c", script)
+	args := []string{"-f", "/dev/null", "new-session", "-d", "-s", "ui", "-x", fmt.Sprint(uiCols), "-y", fmt.Sprint(uiRows),
+		"env", "TERM=xterm-256color", "NO_COLOR=1"}
+	args = append(append(args, env...), "sh", "-c", script)
+	u.run(args...)
 	t.Cleanup(func() { _ = exec.Command(u.tmux, "-S", u.sock, "kill-server").Run() })
 	return u
 }
@@ -330,6 +350,44 @@ func TestUIEndToEndConformanceServer(t *testing.T) {
 	s = ui.waitFor("slow_compute", "✓ completed", `Computation "e2e" completed after 0.5 seconds`)
 	checkSize(t, s)
 	ui.quit()
+}
+
+// The UI against example 62 serving with bearer tokens: -token gets in,
+// and the Tasks tab starts with the tasks the CLI started (the task
+// history), named by their tool and workflow.
+func TestUIEndToEndTokenAndHistory(t *testing.T) {
+	needTmux(t)
+	dir := build(t)
+	url := startServer(t, filepath.Join(dir, "62_tasks_workflow"), "serve", "-http", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "auth.db"), "-tokens", "tok-a=alice")
+	hist := filepath.Join(t.TempDir(), "history")
+	t.Setenv(history.EnvPath, hist)
+	code, out, errOut := cli(t, "", "-url", url, "-token", "tok-a", "call", "-detach", "generate_report", "topic=bg", "seconds=60")
+	require.Equal(t, exitOK, code, errOut)
+	id := strings.Fields(out)[0]
+	code, _, errOut = cli(t, "", "-url", url, "-token", "tok-a", "prompt", "release_notes", "repo=taskbridge")
+	require.Equal(t, exitOK, code, errOut)
+
+	ui := startUIEnv(t, []string{history.EnvPath + "=" + hist}, filepath.Join(dir, "taskbridge"), "ui", "-token", "tok-a", url)
+	ui.waitFor("[1 Tools]", "generate_report", "● 2 working")
+	ui.keys("3")
+	s := ui.waitFor("[3 Tasks (2)]", "release_notes")
+	checkSize(t, s)
+	require.Regexp(t, id[:8]+`\s+generate_report\s+● working`, s)
+	require.NotContains(t, s, "No tasks yet")
+	ui.keys("Up") // the newest task is selected: the workflow
+	ui.waitFor("› " + id[:8])
+	ui.keys("c")
+	ui.waitFor("Cancel task " + id[:8])
+	ui.keys("y")
+	ui.waitFor("⊘ cancelled", "⊘ 1 cancelled")
+	ui.quit()
+
+	// Without the token the UI does not start, and says why.
+	ui = startUIEnv(t, []string{history.EnvPath + "=" + hist}, filepath.Join(dir, "taskbridge"), "ui", url)
+	ui.waitFor("EXITED 3")
+	logs, err := os.ReadFile(ui.errLog)
+	require.NoError(t, err)
+	require.Contains(t, string(logs), "the server refused the credentials (HTTP 401 Unauthorized): pass -token")
 }
 
 // The help text's examples name tools and prompts example 62 has.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/testserver"
+	"github.com/taskbridge/taskbridge/internal/clitest"
 )
 
 // startRelease gets release_notes for repo and returns the workflow's
@@ -26,8 +26,8 @@ func startRelease(t *testing.T, url, repo string) string {
 }
 
 func TestExitStatus(t *testing.T) {
-	conf := testserver.Conformance(t)
-	rel := testserver.Release(t)
+	conf := clitest.Conformance(t)
+	rel := clitest.Release(t)
 	// failing_job takes a second: its subtests run in parallel.
 	for _, dialect := range []string{"core", "extension"} {
 		t.Run("tool error exits 1/"+dialect, func(t *testing.T) {
@@ -104,14 +104,14 @@ func TestUnreachableServer(t *testing.T) {
 	require.Contains(t, errOut, "cannot run /nonexistent/taskbridge-server -stdio:")
 
 	// Something that answers HTTP but is not an MCP endpoint.
-	srv := testserver.Conformance(t)
+	srv := clitest.Conformance(t)
 	code, _, errOut = cli(t, "", "-url", strings.TrimSuffix(srv, "/mcp")+"/nothing-here", "tools")
 	require.Equal(t, exitUnreachable, code)
 	require.Contains(t, errOut, "is this the server's MCP endpoint?")
 }
 
 func TestPromptResume(t *testing.T) {
-	url := testserver.Release(t)
+	url := clitest.Release(t)
 	id := startRelease(t, url, "taskbridge")
 	// Without -follow: the handoff of the existing task, not a new one.
 	code, out, errOut := cli(t, "", "-url", url, "prompt", "release_notes", "-resume", id)
@@ -129,7 +129,7 @@ func TestPromptResume(t *testing.T) {
 }
 
 func TestCallTaskIDPerformsOneStep(t *testing.T) {
-	url := testserver.Release(t)
+	url := clitest.Release(t)
 	for _, dialect := range []string{"core", "extension"} {
 		t.Run(dialect, func(t *testing.T) {
 			id := startRelease(t, url, "taskbridge")
@@ -158,7 +158,7 @@ func TestCallTaskIDPerformsOneStep(t *testing.T) {
 }
 
 func TestFollowRefusesAnswersTheSchemaRefuses(t *testing.T) {
-	url := testserver.Release(t)
+	url := clitest.Release(t)
 	// approved is asked first (placeholders are sorted): "yes" is no
 	// boolean, so it is refused and asked again.
 	code, out, errOut := cli(t, "yes\ntrue\nlooks good\n", "-url", url, "prompt", "release_notes", "repo=taskbridge", "-follow")
@@ -176,7 +176,7 @@ func TestFollowRefusesAnswersTheSchemaRefuses(t *testing.T) {
 }
 
 func TestFollowRepairsAHandedOverStep(t *testing.T) {
-	url := testserver.Release(t)
+	url := clitest.Release(t)
 	// fetch fails for repo "nope" and is handed to the client: -follow
 	// shows the error and asks for corrected arguments, prefilled (Enter
 	// keeps since, empty), then the review step's placeholders.
@@ -189,22 +189,8 @@ func TestFollowRepairsAHandedOverStep(t *testing.T) {
 	require.Contains(t, out, "is completed: 4 step(s) completed")
 }
 
-func TestTasksListExplainsScope(t *testing.T) {
-	url := testserver.Conformance(t)
-	code, out, _ := cli(t, "", "-url", url, "tasks", "list")
-	require.Equal(t, exitFailed, code)
-	require.Contains(t, out, "has no tasks/list")
-	require.Contains(t, out, "taskbridge tasks get ID")
-	require.Contains(t, out, "-dialect core")
-	code, out, errOut := cli(t, "", "-url", url, "-dialect", "core", "tasks", "list")
-	require.Equal(t, exitOK, code, errOut)
-	require.Contains(t, out, "0 task(s): the tasks this session created")
-	require.Contains(t, out, "your tasks")
-	require.Contains(t, listScope(target{argv: []string{"srv"}}), "local owner")
-}
-
 func TestTTLWarning(t *testing.T) {
-	url := testserver.Conformance(t)
+	url := clitest.Conformance(t)
 	code, _, errOut := cli(t, "", "-url", url, "call", "-ttl", "1m", "slow_compute", "seconds=0")
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, errOut, "warning: -ttl 1m0s is ignored: in the extension dialect the server chooses every task's ttl")

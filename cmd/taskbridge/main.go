@@ -12,7 +12,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"time"
+
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 )
 
 const usage = `taskbridge inspects MCP servers that run tools as tasks (core tasks 2025-11-25
@@ -26,6 +27,9 @@ Connect with one of:
   -stdio "CMD ARGS"    launch a stdio server and talk to it over stdin/stdout
 
 Flags:
+  -token TOKEN                   bearer token for an HTTP server that requires one
+                                 (default $TASKBRIDGE_TOKEN)
+  -header K=V                    an HTTP header to send with every request (repeatable)
   -dialect auto|core|extension   wire dialect (default auto: server/discover, then initialize)
   -json                          machine-readable output: one JSON object per line
   -timeout DURATION              give up after this long (default 5m)
@@ -41,15 +45,24 @@ Commands:
                                                   extension lets the server choose)
                                    -plain         allow a plain call when a task is impossible
                                    -detach        print the task id and return at once
+                                                  (HTTP only: a stdio server stops with
+                                                  the command)
                                    -task-id ID    perform one step of workflow task ID
-                                                  (sends _meta._task_id) and print where
-                                                  the workflow stands afterwards
-  tasks list                     the tasks the server lists (core dialect: the tasks this
-                                 session created, or all yours on a server that
-                                 authenticates you; the extension has no tasks/list)
+                                                  (sends _meta._task_id): the arguments
+                                                  its handoff resolved are filled in, the
+                                                  ones you give override them, and the
+                                                  placeholders left are asked; then print
+                                                  where the workflow stands
+                                   -workflow NAME the workflow of -task-id, when the task
+                                                  history does not know it
+  tasks list                     the tasks of this server in the task history (every task
+                                 taskbridge created or opened here), each with its status
+                                 now, plus what the server's tasks/list shows (core dialect)
   tasks get ID                   one task's status
   tasks result ID                wait for a task's result and print it
   tasks cancel ID                cancel a task
+  tasks forget ID... | -all      drop tasks from the task history (-all: every task of the
+                                 server -url or -stdio names); the tasks are untouched
   prompt NAME [key=value ...]    get a prompt; for a task-aware workflow, show its
                                  handoff readably. Flags:
                                    -follow        perform the remaining client steps, asking
@@ -61,8 +74,9 @@ Commands:
                                                   starting a new one (no key=value needed)
   ui URL | ui -- COMMAND ARGS   the terminal UI: Tools, Prompts and Tasks tabs, forms
                                  from input schemas, workflows step by step, a live task
-                                 table with cancel and input requests ("?" lists the keys).
-                                 Flag: -dialect (as above). -timeout bounds connecting only.
+                                 table (starting with the task history) with cancel and
+                                 input requests ("?" lists the keys). Flags: -dialect,
+                                 -token, -header (as above). -timeout bounds connecting only.
   store check FILE               check a bbolt store file offline (no -url needed): bbolt's
                                  page check, then the store's own invariants (indexes,
                                  counters, records). Exit 1 when the file is corrupt; the
@@ -71,24 +85,35 @@ Commands:
 
 Elicitations a task makes are asked on the terminal (field by field).
 
+Task history: the ids of the tasks taskbridge creates or opens, with the server, the
+tool or workflow and the creation time, are kept in $XDG_STATE_HOME/taskbridge/history
+(default ~/.local/state/taskbridge/history; at most 1000, the least recently used go
+first). TASKBRIDGE_HISTORY=FILE keeps them elsewhere; TASKBRIDGE_HISTORY=off keeps none.
+
 Exit status:
-  0  the command did what was asked
-  1  what was asked failed: the server answered with an error, a tool returned
-     isError, a task ended failed or cancelled, a workflow step failed (or was
-     handed to you) or the workflow ended failed or cancelled
-  2  usage error: unknown command or flag, missing or malformed arguments
-  3  cannot reach the server: connection refused, unknown host, HTTP error,
-     the stdio command could not start or exited, the connection was lost
+  0    the command did what was asked
+  1    what was asked failed: the server answered with an error, a tool returned
+       isError, a task ended failed or cancelled, a workflow step failed (or was
+       handed to you) or the workflow ended failed or cancelled
+  2    usage error: unknown command or flag, missing or malformed arguments
+  3    cannot reach the server: connection refused, unknown host, HTTP error,
+       the stdio command could not start or exited, the connection was lost; or the
+       server refused the credentials (HTTP 401 or 403: see -token)
+  124  -timeout ran out while waiting (the task goes on: the message says how to
+       wait for it or cancel it)
+  130  interrupted (Ctrl-C) while waiting (likewise)
 
 Examples:
   taskbridge -url http://127.0.0.1:8080/mcp tools
+  taskbridge -url http://127.0.0.1:8080/mcp -token alice-token tools
   taskbridge -url http://127.0.0.1:8080/mcp call generate_report topic=sales seconds=3
   taskbridge -url http://127.0.0.1:8080/mcp -json call generate_report '{"topic": "q3", "seconds": 2}'
-  taskbridge -url http://127.0.0.1:8080/mcp -dialect core tasks list
+  taskbridge -url http://127.0.0.1:8080/mcp call -detach generate_report topic=q4 seconds=60
+  taskbridge -url http://127.0.0.1:8080/mcp tasks list
   taskbridge -url http://127.0.0.1:8080/mcp tasks cancel 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2
   taskbridge -url http://127.0.0.1:8080/mcp prompt release_notes repo=taskbridge
   taskbridge -url http://127.0.0.1:8080/mcp call review_notes -task-id 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2 \
-      draft="..." feedback=ok approved=true
+      feedback=ok approved=true
   taskbridge -url http://127.0.0.1:8080/mcp prompt release_notes -resume 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2 -follow
   taskbridge -stdio "go run ./examples/62_tasks_workflow serve -stdio -db demo.db" \
       prompt release_notes repo=taskbridge -follow
@@ -103,72 +128,118 @@ const (
 	exitFailed      = 1
 	exitUsage       = 2
 	exitUnreachable = 3
+	exitTimeout     = 124 // -timeout ran out (as timeout(1) reports it)
+	exitInterrupted = 130 // Ctrl-C (128 + SIGINT, as shells report it)
+)
+
+// errInterrupted and errTimedOut are the causes of the command's context
+// ending: Ctrl-C, or -timeout.
+var (
+	errInterrupted = errors.New("interrupted")
+	errTimedOut    = errors.New("timed out")
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	go func() {
+		<-sig
+		signal.Stop(sig) // a second Ctrl-C stops the CLI at once
+		cancel(errInterrupted)
+	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	os.Exit(code)
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("taskbridge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	var g globals
-	fs.StringVar(&g.url, "url", "", "Streamable HTTP endpoint")
-	fs.StringVar(&g.stdio, "stdio", "", "command line of a stdio server to launch")
-	fs.StringVar(&g.dialect, "dialect", "auto", "auto, core or extension")
-	fs.BoolVar(&g.json, "json", false, "JSON lines output")
-	fs.DurationVar(&g.timeout, "timeout", 5*time.Minute, "overall timeout")
+	g.register(fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+		return report(newPrinter(stdout, false), stderr, flagError(err))
 	}
+	g.noteExplicit(fs)
 	rest := fs.Args()
-	if len(rest) == 0 || rest[0] == "help" {
+	switch {
+	case len(rest) == 0:
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	case rest[0] == "help":
 		fmt.Fprint(stdout, usage)
-		if len(rest) == 0 {
-			return exitUsage
-		}
 		return exitOK
-	}
-	switch rest[0] {
-	case "ui":
+	case rest[0] == "ui":
 		return runUI(ctx, g, rest[1:], stdin, stdout, stderr)
-	case "store":
+	case rest[0] == "store":
 		return runStore(g, rest[1:], stdout, stderr)
 	}
 	out := newPrinter(stdout, g.json)
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	in := newAsker(stdin, stderr)
-	tgt, dialect, err := g.resolve()
+	// The command line is checked before anything connects: a mistake in
+	// it is a usage error even when the server is down.
+	p, err := parseCommand(rest)
 	if err != nil {
 		return report(out, stderr, err)
 	}
+	hist := history.Default()
+	if p.local != nil {
+		tgt, _, err := g.resolve()
+		if err != nil && g.url == "" && g.stdio == "" {
+			err = nil // a local command may name no server
+		}
+		if err != nil {
+			return report(out, stderr, err)
+		}
+		return report(out, stderr, p.local(&local{out: out, hist: hist, target: tgt}))
+	}
+	tgt, dialect, err := g.resolve()
+	if err == nil && p.check != nil {
+		err = p.check(tgt)
+	}
+	if err != nil {
+		return report(out, stderr, err)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, g.timeout, errTimedOut)
+	defer cancel()
+	in := newAsker(ctx, stdin, stderr)
 	c, err := dial(ctx, tgt, dialect, in.answer, stderr)
 	if err != nil {
 		return report(out, stderr, err)
 	}
 	defer c.Close()
-	cmd := &command{c: c, target: tgt, out: out, in: in, stderr: stderr}
-	return report(out, stderr, cmd.dispatch(ctx, rest))
+	cmd := &command{c: c, out: out, in: in, stderr: stderr, hist: hist}
+	return report(out, stderr, cmd.interrupted(ctx, p.run(ctx, cmd)))
 }
 
+// flagError is the usage error of a flag set's Parse error; -h and -help
+// ask for the usage text.
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return errHelp
+	}
+	return usagef("%v", err)
+}
+
+// errHelp asks for the usage text on stdout (-h, -help), exit status 0.
+var errHelp = errors.New("help requested")
+
 // report prints err the way its kind asks for and returns the exit
-// status: usage errors and unreachable servers on stderr, failures the
-// output has already shown (failedError) as a last line on stderr, and
-// every other error through the printer (a JSON line with -json).
+// status: usage errors, unreachable servers, refused credentials and
+// interruptions on stderr, failures the output has already shown
+// (failedError) as a last line on stderr, and every other error through
+// the printer (a JSON line with -json).
 func report(out *printer, stderr io.Writer, err error) int {
 	var ue usageError
 	var un *unreachableError
+	var ae *authError
+	var ie *interruptedError
 	var fe failedError
 	switch {
 	case err == nil:
+		return exitOK
+	case errors.Is(err, errHelp):
+		fmt.Fprint(out.w, usage)
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "taskbridge: %v\nRun 'taskbridge help' for usage.\n", err)
@@ -179,6 +250,25 @@ func report(out *printer, stderr io.Writer, err error) int {
 		}
 		fmt.Fprintln(stderr, "taskbridge:", un)
 		return exitUnreachable
+	case errors.As(err, &ae):
+		if out.json {
+			_ = out.line(map[string]any{"event": "error", "error": ae.Error(), "unauthorized": true, "httpStatus": ae.status})
+		}
+		fmt.Fprintln(stderr, "taskbridge:", ae)
+		return exitUnreachable
+	case errors.As(err, &ie):
+		if out.json {
+			m := map[string]any{"event": "interrupted", "error": ie.Error(), "timeout": ie.timeout}
+			if ie.taskID != "" {
+				m["taskId"] = ie.taskID
+			}
+			_ = out.line(m)
+		}
+		fmt.Fprintln(stderr, "taskbridge:", ie)
+		if ie.timeout {
+			return exitTimeout
+		}
+		return exitInterrupted
 	case errors.As(err, &fe):
 		if out.json {
 			_ = out.line(map[string]any{"event": "failed", "error": fe.Error()})
@@ -206,3 +296,29 @@ type failedError struct{ msg string }
 func (e failedError) Error() string { return e.msg }
 
 func failedf(format string, args ...any) error { return failedError{fmt.Sprintf(format, args...)} }
+
+// interruptedError means Ctrl-C or -timeout ended the command (exit
+// status 130 or 124) while it waited; taskID, when set, is the task it
+// was waiting for, which goes on without it.
+type interruptedError struct {
+	timeout bool
+	taskID  string
+	target  target
+}
+
+func (e *interruptedError) Error() string {
+	what := "interrupted"
+	if e.timeout {
+		what = "timed out (-timeout)"
+	}
+	if e.taskID == "" {
+		return what
+	}
+	if e.target.stdio() {
+		return fmt.Sprintf("%s: task %s was still running; the stdio server is this command's child and stops with it, "+
+			"and when it starts again on the same store its restart policy resumes, re-runs or fails the task: "+
+			"see it with `taskbridge %s tasks get %s`", what, e.taskID, e.target.flags(), e.taskID)
+	}
+	return fmt.Sprintf("%s: task %s is still running on the server; wait with `taskbridge %s tasks result %s`, cancel with `taskbridge %s tasks cancel %s`",
+		what, e.taskID, e.target.flags(), e.taskID, e.target.flags(), e.taskID)
+}

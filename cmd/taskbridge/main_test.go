@@ -12,13 +12,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/testserver"
+	"github.com/taskbridge/taskbridge/internal/clitest"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-func confServer(t *testing.T) string { return testserver.Conformance(t) }
+func confServer(t *testing.T) string { return clitest.Conformance(t) }
 
 type up struct {
 	Text string `json:"text"`
@@ -37,7 +37,7 @@ func workflowServer(t *testing.T) string {
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	return testserver.Serve(t, srv.HTTPHandler(nil))
+	return clitest.Serve(t, srv.HTTPHandler(nil))
 }
 
 func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -62,7 +62,7 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 func TestHelpAndUsageErrors(t *testing.T) {
 	code, out, _ := cli(t, "", "help")
 	require.Equal(t, 0, code)
-	for _, cmd := range []string{"info", "tools", "call TOOL", "tasks list", "tasks get ID", "tasks result ID", "tasks cancel ID", "prompt NAME", "-resume ID", "-task-id ID", "ui URL | ui -- COMMAND ARGS", "store check FILE", "Exit status:", "3  cannot reach the server", "Examples:"} {
+	for _, cmd := range []string{"info", "tools", "call TOOL", "tasks list", "tasks get ID", "tasks result ID", "tasks cancel ID", "prompt NAME", "-resume ID", "-task-id ID", "ui URL | ui -- COMMAND ARGS", "store check FILE", "Exit status:", "3    cannot reach the server", "124  -timeout", "130  interrupted", "-token TOKEN", "-header K=V", "tasks forget", "Examples:"} {
 		require.Contains(t, out, cmd)
 	}
 	code, _, errOut := cli(t, "", "tools")
@@ -164,10 +164,12 @@ func TestTasksCommands(t *testing.T) {
 	code, out, _ = cli(t, "", "-url", url, "-json", "tasks", "get", "0123456789abcdef0123456789abcdef")
 	require.Equal(t, 1, code)
 	require.EqualValues(t, -32602, jsonLines(t, out)[0]["code"])
-	// tasks/list is core-only: the extension dialect says so clearly.
-	code, out, _ = cli(t, "", "-url", url, "tasks", "list")
-	require.Equal(t, 1, code)
-	require.Contains(t, out, "not supported")
+	// tasks list shows the tasks of the history (this one, created with
+	// -detach), in either dialect.
+	code, out, errOut = cli(t, "", "-url", url, "tasks", "list")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, id+`\s+cancelled\s+slow_compute`, out)
+	require.Contains(t, out, "has no tasks/list")
 	code, out, _ = cli(t, "", "-url", url, "-dialect", "core", "tasks", "list")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "task(s)")

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
@@ -74,6 +75,61 @@ func (p *printer) task(t *client.Task) error {
 	}
 	fmt.Fprintf(p.w, "%s  %-14s created %s  ttl %s%s\n", t.ID, t.Status, t.CreatedAt.Local().Format("15:04:05"), ttl, msg)
 	return nil
+}
+
+// listed prints one task of `tasks list`: its status from the server (or
+// that the server no longer knows it), the tool or workflow it runs as the
+// history remembers it, and when it was created.
+func (p *printer) listed(r *listRow) error {
+	name, kind := "", ""
+	if r.entry != nil {
+		name, kind = r.entry.Name, r.entry.Kind
+	}
+	source := "history"
+	switch {
+	case r.listed && r.entry != nil:
+		source = "history+server"
+	case r.listed:
+		source = "server"
+	}
+	if p.json {
+		m := map[string]any{"taskId": r.id, "found": !r.missing, "source": source}
+		if r.task != nil {
+			m = taskJSON(r.task)
+			m["found"], m["source"] = true, source
+		} else if c := r.created(); !c.IsZero() {
+			m["createdAt"] = c
+		}
+		if name != "" {
+			m["name"], m["kind"] = name, kind
+		}
+		return p.line(m)
+	}
+	if name == "" {
+		name = "-"
+	}
+	status, msg := "not found", "  the server no longer knows it (expired, or another user's)"
+	if r.task != nil {
+		status, msg = string(r.task.Status), ""
+		if r.task.StatusMessage != "" {
+			msg = "  " + oneLine(r.task.StatusMessage, 50)
+		}
+	}
+	fmt.Fprintf(p.w, "%s  %-14s %-20s created %s%s\n", r.id, status, oneLine(name, 20), when(r.created()), msg)
+	return nil
+}
+
+// when formats a creation time: the time of day for today, with the date
+// otherwise.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	t = t.Local()
+	if y, m, d := t.Date(); y == time.Now().Year() && m == time.Now().Month() && d == time.Now().Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04")
 }
 
 func (p *printer) result(t *client.Task, r *mcp.CallToolResult) error {
@@ -142,8 +198,16 @@ func (p *printer) handoff(d *handoff.Document) error {
 	if d.PauseReason != "" {
 		fmt.Fprintf(p.w, "Paused: %s\n", d.PauseReason)
 	}
+	done := map[string]bool{}
 	for _, s := range d.CompletedSteps {
+		done[s.Name] = true
 		fmt.Fprintf(p.w, "  ✓ %-12s %-16s %s\n", s.Name, s.Tool, oneLine(string(s.Result), 70))
+		for _, e := range d.Errors {
+			if e.Step == s.Name {
+				// A failed attempt of a step that then succeeded: no ✗.
+				fmt.Fprintf(p.w, "      retried after: %s\n", oneLine(e.Message, 80))
+			}
+		}
 	}
 	for _, s := range d.RemainingSteps {
 		mark, who := "·", "server"
@@ -156,7 +220,7 @@ func (p *printer) handoff(d *handoff.Document) error {
 		fmt.Fprintf(p.w, "  %s %-12s %-16s (%s)", mark, s.Name, s.Tool, who)
 		var ph []string
 		for k, v := range s.Arguments {
-			if handoff.IsPlaceholder(v) {
+			if handoff.IsPlaceholder(v) && k != taskIDArg { // the task id is filled in, never asked
 				ph = append(ph, k)
 			}
 		}
@@ -173,7 +237,9 @@ func (p *printer) handoff(d *handoff.Document) error {
 		}
 	}
 	for _, e := range d.Errors {
-		fmt.Fprintf(p.w, "  ✗ %s: %s\n", e.Step, oneLine(e.Message, 80))
+		if !done[e.Step] {
+			fmt.Fprintf(p.w, "  ✗ %s: %s\n", e.Step, oneLine(e.Message, 80))
+		}
 	}
 	return nil
 }

@@ -25,39 +25,81 @@ import (
 // answer.
 const maxAsks = 5
 
-// asker asks the person at the terminal.
+// asker asks the person at the terminal. A question waits for a line of
+// stdin, for the end of the context it is asked in, or for the end of the
+// command (Ctrl-C, -timeout), whichever comes first: an interrupted
+// command never hangs on a question.
 type asker struct {
-	mu  sync.Mutex
-	in  *bufio.Reader
-	out io.Writer
+	mu    sync.Mutex
+	in    *bufio.Reader
+	out   io.Writer
+	ctx   context.Context // the command's
+	once  sync.Once
+	lines chan readLine // lines of stdin, read one ahead of the questions
+	end   error         // stdin ended (or failed) with this
 }
 
-func newAsker(in io.Reader, out io.Writer) *asker {
-	return &asker{in: bufio.NewReader(in), out: out}
+type readLine struct {
+	text string
+	err  error
 }
 
-func (a *asker) ask(question string) (string, error) {
+func newAsker(ctx context.Context, in io.Reader, out io.Writer) *asker {
+	return &asker{in: bufio.NewReader(in), out: out, ctx: ctx}
+}
+
+// read reads stdin line by line until it ends.
+func (a *asker) read() {
+	for {
+		line, err := a.in.ReadString('\n')
+		a.lines <- readLine{line, err}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (a *asker) ask(ctx context.Context, question string) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	fmt.Fprintf(a.out, "%s ", question)
-	line, err := a.in.ReadString('\n')
-	if err != nil && (line == "" || !errors.Is(err, io.EOF)) {
-		return "", fmt.Errorf("reading your answer: %w", err)
+	if a.end != nil {
+		return "", fmt.Errorf("reading your answer: %w", a.end)
 	}
-	return strings.TrimSpace(line), nil
+	a.once.Do(func() {
+		a.lines = make(chan readLine)
+		go a.read()
+	})
+	var r readLine
+	select {
+	case r = <-a.lines:
+	case <-ctx.Done():
+		fmt.Fprintln(a.out)
+		return "", ctx.Err()
+	case <-a.ctx.Done():
+		fmt.Fprintln(a.out)
+		return "", a.ctx.Err()
+	}
+	if r.err != nil {
+		a.end = r.err
+		if r.text == "" || !errors.Is(r.err, io.EOF) {
+			return "", fmt.Errorf("reading your answer: %w", r.err)
+		}
+	}
+	return strings.TrimSpace(r.text), nil
 }
 
 // askField asks for one field until the answer fits its schema. label is
 // the question; current, when not empty, is kept on an empty answer.
 // yesNo also accepts y/yes/n/no for a boolean (an elicitation's question).
 // set is false for an optional field left empty.
-func (a *asker) askField(label string, f argschema.Field, current string, yesNo bool) (v any, set bool, err error) {
+func (a *asker) askField(ctx context.Context, label string, f argschema.Field, current string, yesNo bool) (v any, set bool, err error) {
 	question := fmt.Sprintf("  %s (%s)", label, f.Hint())
 	if current != "" {
 		question += fmt.Sprintf(" [%s]", oneLine(current, 60))
 	}
 	for range maxAsks {
-		ans, err := a.ask(question + ":")
+		ans, err := a.ask(ctx, question+":")
 		if err != nil {
 			return nil, false, err
 		}
@@ -98,7 +140,7 @@ func (a *asker) answer(ctx context.Context, taskID string, req client.InputReque
 	fmt.Fprintf(a.out, "\n%s: %s\n", who, p.Message)
 	content := map[string]any{}
 	for _, f := range fields {
-		v, set, err := a.askField(f.Name, f, argschema.Format(f.Default), true)
+		v, set, err := a.askField(ctx, f.Name, f, argschema.Format(f.Default), true)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +162,7 @@ func fieldFor(fields []argschema.Field, name string) argschema.Field {
 
 // fill asks for a workflow step's placeholder arguments, checking each
 // answer against the tool's input schema.
-func (a *asker) fill(step handoff.RemainingStep, placeholders []string, fields []argschema.Field) (map[string]any, error) {
+func (a *asker) fill(ctx context.Context, step handoff.RemainingStep, placeholders []string, fields []argschema.Field) (map[string]any, error) {
 	fmt.Fprintf(a.out, "\nStep %q: call %s", step.Name, step.Tool)
 	if step.Guidance != "" {
 		fmt.Fprintf(a.out, " — %s", step.Guidance)
@@ -132,7 +174,7 @@ func (a *asker) fill(step handoff.RemainingStep, placeholders []string, fields [
 		_ = json.Unmarshal(step.Arguments[name], &desc)
 		f := fieldFor(fields, name)
 		f.Required = true // the workflow needs a value
-		v, _, err := a.askField(name+" "+desc, f, "", false)
+		v, _, err := a.askField(ctx, name+" "+desc, f, "", false)
 		if err != nil {
 			return nil, err
 		}
@@ -143,8 +185,9 @@ func (a *asker) fill(step handoff.RemainingStep, placeholders []string, fields [
 
 // repair shows why the server gave up on a step it handed to the client
 // and asks for the arguments to perform it with, prefilled with the
-// resolved ones (an empty answer keeps a value).
-func (a *asker) repair(step handoff.RemainingStep, fields []argschema.Field) (map[string]any, error) {
+// resolved ones (an empty answer keeps a value). An argument naming the
+// workflow task (_task_id) is taskID, never asked.
+func (a *asker) repair(ctx context.Context, step handoff.RemainingStep, fields []argschema.Field, taskID string) (map[string]any, error) {
 	fmt.Fprintf(a.out, "\nStep %q (tool %s) failed on the server", step.Name, step.Tool)
 	if step.Attempts > 0 {
 		fmt.Fprintf(a.out, " after %d attempt(s)", step.Attempts)
@@ -167,6 +210,10 @@ func (a *asker) repair(step handoff.RemainingStep, fields []argschema.Field) (ma
 	}
 	out := map[string]any{}
 	for _, name := range names {
+		if name == taskIDArg {
+			out[name] = taskID
+			continue
+		}
 		cur := ""
 		if raw, ok := step.Arguments[name]; ok && !handoff.IsPlaceholder(raw) {
 			cur = argschema.Format(raw)
@@ -174,7 +221,7 @@ func (a *asker) repair(step handoff.RemainingStep, fields []argschema.Field) (ma
 				cur = `""`
 			}
 		}
-		v, set, err := a.askField(name, fieldFor(fields, name), cur, false)
+		v, set, err := a.askField(ctx, name, fieldFor(fields, name), cur, false)
 		if err != nil {
 			return nil, err
 		}

@@ -12,34 +12,35 @@ import (
 	"os"
 	"sync"
 
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/tui"
 )
 
 // runUI runs `taskbridge ui URL` or `taskbridge ui -- COMMAND ARGS`.
 func runUI(ctx context.Context, g globals, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	out := newPrinter(stderr, false)
-	fs := newUIFlags(g)
-	fs.SetOutput(stderr)
+	out := newPrinter(stdout, false)
+	fs := newUIFlags(&g)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return report(out, stderr, errHelp)
 		}
 		return report(out, stderr, usagef("ui: %v", err))
 	}
+	g.noteExplicit(fs)
 	tgt, err := uiTarget(g, args, fs.Args())
 	if err != nil {
 		return report(out, stderr, err)
 	}
-	d, err := parseDialect(fs.Lookup("dialect").Value.String())
+	d, err := parseDialect(g.dialect)
 	if err != nil {
 		return report(out, stderr, err)
 	}
-	u := tui.New(tui.Options{Target: tgt.String(), NoColor: os.Getenv("NO_COLOR") != ""})
+	u := tui.New(tui.Options{Target: tgt.String(), NoColor: os.Getenv("NO_COLOR") != "", History: history.Default()})
 	defer u.Close()
 	// A stdio server's stderr would scribble over the UI: it shows while
 	// connecting, then is kept (the tail) and printed when the UI ends.
 	logs := &serverLog{w: stderr}
-	dctx, cancel := context.WithTimeout(ctx, g.timeout)
+	dctx, cancel := context.WithTimeoutCause(ctx, g.timeout, errTimedOut)
 	c, err := dial(dctx, tgt, d, u.InputHandler, logs)
 	cancel()
 	if err != nil {
@@ -47,7 +48,7 @@ func runUI(ctx context.Context, g globals, args []string, stdin io.Reader, stdou
 	}
 	defer c.Close()
 	logs.hold()
-	err = u.Run(ctx, c, stdin, stdout)
+	err = u.Run(ctx, c.Client, stdin, stdout)
 	logs.release()
 	if err != nil {
 		fmt.Fprintln(stderr, "taskbridge: ui:", err)
@@ -56,12 +57,14 @@ func runUI(ctx context.Context, g globals, args []string, stdin io.Reader, stdou
 	return exitOK
 }
 
-// newUIFlags returns ui's flag set: -dialect, defaulting to the global
-// flag's value.
-func newUIFlags(g globals) *flag.FlagSet {
+// newUIFlags returns ui's flag set: -dialect, -token and -header, which
+// set g's (the global flags' values are the defaults).
+func newUIFlags(g *globals) *flag.FlagSet {
 	fs := flag.NewFlagSet("ui", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.String("dialect", g.dialect, "auto, core or extension")
+	fs.StringVar(&g.dialect, "dialect", g.dialect, "auto, core or extension")
+	fs.StringVar(&g.token, "token", g.token, "bearer token (HTTP)")
+	fs.Var(&g.headers, "header", "HTTP header K=V (repeatable)")
 	return fs
 }
 
@@ -71,6 +74,9 @@ func uiTarget(g globals, args, rest []string) (target, error) {
 	if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
 		if len(rest) == 0 {
 			return target{}, usagef("ui: give the server's command after --")
+		}
+		if g.explicit["token"] || g.explicit["header"] {
+			return target{}, usagef("ui: -token and -header are for a server's URL (HTTP); a stdio server has no HTTP headers")
 		}
 		return target{argv: rest}, nil
 	}
@@ -82,7 +88,7 @@ func uiTarget(g globals, args, rest []string) (target, error) {
 		}
 		return t, nil
 	case 1:
-		return target{url: rest[0]}, nil
+		return target{url: rest[0], header: g.httpHeader()}, nil
 	}
 	return target{}, usagef("ui takes one URL, or a command after --: taskbridge ui -- %s", rest[0])
 }

@@ -46,7 +46,7 @@ func TestUITarget(t *testing.T) {
 		{nil, globals{url: "http://g/mcp"}, target{url: "http://g/mcp"}},
 		{nil, globals{stdio: "srv -x"}, target{argv: []string{"srv", "-x"}}},
 	} {
-		fs := newUIFlags(tc.g)
+		fs := newUIFlags(&tc.g)
 		require.NoError(t, fs.Parse(tc.args))
 		got, err := uiTarget(tc.g, tc.args, fs.Args())
 		require.NoError(t, err, tc.args)

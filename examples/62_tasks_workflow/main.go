@@ -24,11 +24,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/taskbridge/taskbridge/builder"
 
 	"github.com/taskbridge/taskbridge/internal/gcpolicy"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
@@ -49,6 +52,9 @@ Serve flags:
   -stdio          serve over stdin/stdout instead
   -db FILE|DSN    store: a bbolt file (default taskbridge-62.db), or a postgres:// DSN
                   to share tasks between several replicas
+  -ledger FILE    the publication ledger publish_notes keeps (default: FILE.published
+                  beside a bbolt file; for PostgreSQL, taskbridge/example-62.published
+                  in $XDG_STATE_HOME, by default ~/.local/state)
   -tokens LIST    require bearer tokens: "TOKEN=USER,TOKEN=USER" (HTTP only; default
                   $TASKBRIDGE_TOKENS); each user owns the tasks its requests create
   -dashboard-token TOKEN
@@ -70,6 +76,9 @@ Replicas flags (PostgreSQL's initdb and postgres must be installed, e.g. under
                   (replica-1, replica-2, ...)
   -n N            number of replicas (default 3)
   -keep-db        leave the PostgreSQL data directory when stopping (default: removed)
+  -dashboard-token TOKEN
+                  admin token of the dashboard at http://ADDR/dashboard/, behind the
+                  proxy (default $TASKBRIDGE_DASHBOARD_TOKEN; without it, no dashboard)
   -v              the replicas log engine activity, each line prefixed with its name
 Ctrl-C (SIGINT) or SIGTERM stops the proxy, the replicas and PostgreSQL.
 
@@ -111,6 +120,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("unknown argument %q (the commands are: serve, replicas, or none for the demo)", fs.Arg(0))
 	}
+	if err := checkDBDir(*db); err != nil {
+		return err
+	}
 	path := *db
 	if path == "" {
 		dir, err := os.MkdirTemp("", "taskbridge-62-")
@@ -132,6 +144,7 @@ func serve(args []string, stderr io.Writer) error {
 	addr := fs.String("http", "", "serve Streamable HTTP at http://ADDR/mcp (use a loopback address)")
 	stdio := fs.Bool("stdio", false, "serve one client over stdin/stdout")
 	db := fs.String("db", "taskbridge-62.db", "store: a bbolt file, or a postgres:// DSN (several replicas)")
+	ledger := fs.String("ledger", "", "publication ledger file (default: beside a bbolt file, or in the state directory)")
 	tokenList := fs.String("tokens", os.Getenv(tokenauth.EnvTokens), "bearer tokens TOKEN=USER,...")
 	dashToken := fs.String("dashboard-token", os.Getenv(EnvDashboardToken), "dashboard admin token")
 	traceTo := fs.String("trace", "none", "tracing exporter: none or stdout")
@@ -155,9 +168,12 @@ func serve(args []string, stderr io.Writer) error {
 	if *dashToken != "" && *stdio {
 		return errors.New("serve: -dashboard-token needs -http")
 	}
+	if err := checkDBDir(*db); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := newBuilder(options{DB: *db})
+	b, err := newBuilder(options{DB: *db, Ledger: *ledger})
 	if err != nil {
 		return err
 	}
@@ -203,7 +219,7 @@ func serve(args []string, stderr io.Writer) error {
 	if len(tokens) > 0 {
 		auth = fmt.Sprintf("%d bearer tokens", len(tokens))
 	}
-	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s), metrics at /metrics\n", ln.Addr(), *db, auth)
+	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s), metrics at /metrics\n", ln.Addr(), redactDSN(*db), auth)
 	if *dashToken != "" || len(tokens) > 0 {
 		fmt.Fprintf(stderr, "dashboard at http://%s/dashboard/ (sign in with the dashboard token or a user token)\n", ln.Addr())
 	} else {
@@ -213,4 +229,56 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// redactDSN hides the password of a postgres:// DSN, for logs.
+func redactDSN(db string) string {
+	if !builder.IsPostgresDSN(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "postgres://(a DSN that does not parse)"
+	}
+	return u.Redacted()
+}
+
+// checkDBDir reports a -db file whose directory does not exist, naming
+// the database path (the store would fail later, and the publication
+// ledger beside it first, with a less helpful error).
+func checkDBDir(db string) error {
+	if db == "" || builder.IsPostgresDSN(db) {
+		return nil
+	}
+	dir := filepath.Dir(db)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("-db %s: the directory %s does not exist (create it, or give another path)", db, dir)
+	case err != nil:
+		return fmt.Errorf("-db %s: %w", db, err)
+	case !st.IsDir():
+		return fmt.Errorf("-db %s: %s is not a directory", db, dir)
+	}
+	return nil
+}
+
+// ledgerInStateDir is the publication ledger of a server on PostgreSQL,
+// which has no file to keep it beside: taskbridge/example-62.published in
+// the user's state directory ($XDG_STATE_HOME, by default ~/.local/state),
+// never the working directory.
+func ledgerInStateDir() (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" || !filepath.IsAbs(dir) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("the publication ledger: no state directory (give -ledger FILE): %w", err)
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	dir = filepath.Join(dir, "taskbridge")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("the publication ledger: %w", err)
+	}
+	return filepath.Join(dir, "example-62.published"), nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -42,6 +43,7 @@ func replicas(args []string, stdout, stderr io.Writer) error {
 	addr := fs.String("http", "127.0.0.1:8080", "the proxy's listen address (a loopback address)")
 	n := fs.Int("n", 3, "number of replicas")
 	keep := fs.Bool("keep-db", false, "leave the PostgreSQL data directory when stopping")
+	dashToken := fs.String("dashboard-token", os.Getenv(EnvDashboardToken), "dashboard admin token (served behind the proxy)")
 	verbose := fs.Bool("v", false, "the replicas log engine activity (to stderr, prefixed with their names)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,8 +80,8 @@ func replicas(args []string, stdout, stderr io.Writer) error {
 	}
 	dsn := pg.URL("taskbridge")
 	// The replicas' working directory: they keep the example's
-	// publication ledger there (one file, shared as it would be in one
-	// working directory).
+	// publication ledger there (one file, shared by every replica, and
+	// as throwaway as the database).
 	work, err := os.MkdirTemp("", "taskbridge-62-replicas-")
 	if err != nil {
 		return err
@@ -92,7 +94,10 @@ func replicas(args []string, stdout, stderr io.Writer) error {
 	defer set.stop()
 	for i := 1; i <= *n; i++ {
 		name := fmt.Sprintf("replica-%d", i)
-		args := []string{"serve", "-http", "127.0.0.1:0", "-db", dsn}
+		args := []string{"serve", "-http", "127.0.0.1:0", "-db", dsn, "-ledger", filepath.Join(work, "taskbridge-62.published")}
+		if *dashToken != "" {
+			args = append(args, "-dashboard-token", *dashToken)
+		}
 		if *verbose {
 			args = append(args, "-v")
 		}
@@ -122,7 +127,10 @@ func replicas(args []string, stdout, stderr io.Writer) error {
 	for i, u := range urls {
 		fmt.Fprintf(stdout, "%-10s %s/mcp\n", set.procs[i].name, u)
 	}
-	fmt.Fprintf(stdout, "database   %s\n", dsn)
+	fmt.Fprintf(stdout, "database   %s\n", redactDSN(dsn))
+	if *dashToken != "" {
+		fmt.Fprintf(stdout, "dashboard  %s/dashboard/   (sign in with the -dashboard-token)\n", proxy.URL)
+	}
 	fmt.Fprintln(stdout, "press Ctrl-C to stop everything")
 
 	select {

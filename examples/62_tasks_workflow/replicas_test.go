@@ -5,8 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,12 +31,8 @@ func TestReplicasMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the example and starts PostgreSQL and three servers")
 	}
-	bin := filepath.Join(t.TempDir(), "ex62")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-
-	cmd := exec.Command(bin, "replicas", "-http", "127.0.0.1:0", "-n", "3")
+	bin := buildExample(t)
+	cmd := exec.Command(bin, "replicas", "-http", "127.0.0.1:0", "-n", "3", "-dashboard-token", "admin-token")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr lockedBuffer
@@ -92,6 +88,20 @@ func TestReplicasMode(t *testing.T) {
 		require.NoError(t, cs.Close())
 	}
 
+	// The dashboard, behind the proxy, with replicas' -dashboard-token.
+	base := strings.TrimSuffix(proxyURL, "/mcp")
+	for token, want := range map[string]int{"admin-token": http.StatusOK, "": http.StatusUnauthorized} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/dashboard/", nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "dashboard with token %q", token)
+	}
+
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	var rest []string
 	for l := range lines {
@@ -122,6 +132,7 @@ func TestReplicasMode(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, reached, 2, "requests reached more than one replica: %s", counts)
 	require.Contains(t, stderr.String(), "[replica-3] serving http://127.0.0.1:")
+	require.Contains(t, strings.Join(rest, "\n"), "dashboard  "+base+"/dashboard/")
 	dir := regexp.MustCompile(`host=([^&\s]+)`).FindStringSubmatch(strings.Join(append(printed, rest...), "\n"))
 	require.NotNil(t, dir, "the database line names the socket directory")
 	require.NoDirExists(t, strings.ReplaceAll(dir[1], "%2F", "/"), "the data is removed")

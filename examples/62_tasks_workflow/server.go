@@ -324,7 +324,7 @@ type options struct {
 	// DB is the bbolt file.
 	DB string
 	// Ledger is the publication ledger file; empty means DB + ".published"
-	// (or taskbridge-62.published for a PostgreSQL store).
+	// (for a PostgreSQL store, ledgerInStateDir).
 	Ledger string
 }
 
@@ -332,7 +332,10 @@ type options struct {
 func newBuilder(o options) (*builder.Builder, error) {
 	path := o.Ledger
 	if path == "" && builder.IsPostgresDSN(o.DB) {
-		path = "taskbridge-62.published" // one ledger file per working directory
+		var err error
+		if path, err = ledgerInStateDir(); err != nil {
+			return nil, err
+		}
 	} else if path == "" {
 		path = o.DB + ".published"
 	}

@@ -30,7 +30,14 @@ const waitFor = 15 * time.Second
 
 func newHarness(t *testing.T, url string, d client.Dialect, noColor bool) *harness {
 	t.Helper()
-	u := New(Options{Target: url, NoColor: noColor})
+	return newHarnessWith(t, url, d, Options{NoColor: noColor})
+}
+
+// newHarnessWith is newHarness with more options (Target is url).
+func newHarnessWith(t *testing.T, url string, d client.Dialect, opts Options) *harness {
+	t.Helper()
+	opts.Target = url
+	u := New(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.HTTPTransport(url, nil), &client.Options{Dialect: d, InputHandler: u.InputHandler})

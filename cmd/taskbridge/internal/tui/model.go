@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/argschema"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 )
 
 // tab is one of the UI's screens.
@@ -49,6 +50,9 @@ type Model struct {
 	calls   map[int]string // CallTool run -> its task id
 	nextRun int
 	now     func() time.Time
+	// remembered is the task history of this server, by task id.
+	remembered map[string]history.Entry
+	histErr    string // why the history could not be read or written
 }
 
 // confirm is a yes/no question (cancel a task?).
@@ -58,14 +62,23 @@ type confirm struct {
 }
 
 func newModel(u *UI, c *client.Client) *Model {
-	return &Model{
+	m := &Model{
 		ui: u, c: c, st: newStyles(u.opts.NoColor),
 		width: 80, height: 24,
-		schemas: map[string][]argschema.Field{},
-		calls:   map[int]string{},
-		tasks:   tasksTab{byID: map[string]*taskRow{}},
-		now:     time.Now,
+		schemas:    map[string][]argschema.Field{},
+		calls:      map[int]string{},
+		tasks:      tasksTab{byID: map[string]*taskRow{}},
+		now:        time.Now,
+		remembered: map[string]history.Entry{},
 	}
+	entries, err := u.opts.History.List(u.opts.Target)
+	if err != nil {
+		m.histErr = err.Error()
+	}
+	for _, e := range entries {
+		m.remembered[e.ID] = e
+	}
+	return m
 }
 
 type tickMsg time.Time
@@ -76,8 +89,10 @@ func tick() tea.Cmd {
 	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
 }
 
-// Init loads the tools and prompts and starts listening.
+// Init loads the tools and prompts, fills the Tasks tab from the task
+// history, and starts listening.
 func (m *Model) Init() tea.Cmd {
+	m.loadHistory()
 	return tea.Batch(m.ui.listen, m.loadTools(), m.loadPrompts(), tick(), m.watchConn())
 }
 
@@ -229,6 +244,11 @@ func (m *Model) quit() tea.Cmd {
 }
 
 func (m *Model) switchTab(t tab) tea.Cmd {
+	if v := m.prompts.wf; t == tabPrompts && v != nil && (m.tab == tabPrompts || client.Status(v.doc.Status).Terminal()) {
+		// 2 on the Prompts tab goes back to the prompt list, and so does
+		// coming back to a workflow that has ended (its task is in Tasks).
+		m.prompts.wf = nil
+	}
 	if t == m.tab {
 		return nil
 	}
@@ -438,6 +458,7 @@ func (m *Model) helpView(w int) []string {
 		m.st.title.Render("Keys"),
 		"",
 		"  1 2 3 / tab     Tools, Prompts, Tasks tab       ?  this help (any key closes)",
+		"                  (2 on Prompts: the prompt list)",
 		"  ↑ ↓ / k j       select                          q  quit (ctrl+c anywhere)",
 		"",
 		m.st.bold.Render("  Tools") + "           enter: call the tool (a form from its input schema; a",

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -261,11 +262,13 @@ func (m *Model) showWorkflow(doc *handoff.Document) {
 	m.tab = tabPrompts
 	r := m.tasks.byID[doc.TaskID]
 	if r == nil {
-		r = &taskRow{id: doc.TaskID, kind: kindWorkflow, name: doc.Workflow, origin: originPrompt, created: m.now()}
-		m.tasks.byID[doc.TaskID] = r
-		m.tasks.rows = append(m.tasks.rows, r)
+		r = m.addRow(doc.TaskID, kindWorkflow, doc.Workflow, originPrompt)
+		r.created = m.now()
 	}
 	r.kind, r.name, r.doc = kindWorkflow, doc.Workflow, doc
+	if e, ok := m.remembered[doc.TaskID]; !ok || e.Name != doc.Workflow {
+		m.record(doc.TaskID, kindWorkflow, doc.Workflow, r.created)
+	}
 	if !r.status.Terminal() {
 		r.status, r.message = client.Status(doc.Status), doc.PauseReason
 	}
@@ -343,14 +346,29 @@ func (m *Model) openStepForm(doc *handoff.Document, s handoff.RemainingStep) {
 		intro = append(intro, s.Guidance)
 	}
 	taskID, workflow, step := doc.TaskID, doc.Workflow, s
+	// An argument naming the workflow task (_task_id, host mode) is the
+	// task's id: sent, never shown or asked.
+	prefill := maps.Clone(s.Arguments)
+	_, withID := prefill[taskIDArg]
+	delete(prefill, taskIDArg)
+	fields := slices.DeleteFunc(slices.Clone(m.schemas[s.Tool]), func(f argschema.Field) bool { return f.Name == taskIDArg })
 	m.form = newForm(formSpec{
 		title:   fmt.Sprintf("Step %s: call %s (task %s)", s.Name, s.Tool, short(doc.TaskID)),
 		intro:   intro,
-		fields:  m.schemas[s.Tool],
-		prefill: s.Arguments,
-		submit:  func(args map[string]any) tea.Cmd { return m.performStep(workflow, taskID, step, args) },
+		fields:  fields,
+		prefill: prefill,
+		submit: func(args map[string]any) tea.Cmd {
+			if withID || slices.ContainsFunc(m.schemas[step.Tool], func(f argschema.Field) bool { return f.Name == taskIDArg }) {
+				args[taskIDArg] = taskID
+			}
+			return m.performStep(workflow, taskID, step, args)
+		},
 	})
 }
+
+// taskIDArg is the argument a workflow step's tool may take that names the
+// workflow task (host mode); the UI fills it with the task's id.
+const taskIDArg = mcptask.MetaTaskID
 
 // performStep calls a step's tool bound to the workflow task
 // (_meta._task_id), then reads where the workflow stands: its result when
@@ -494,6 +512,9 @@ func (m *Model) workflowView(w, h int) []string {
 	switch {
 	case st == client.StatusCompleted:
 		lines = append(lines, m.st.ok.Render(clip(fmt.Sprintf("✓ workflow completed: %d step(s) done", len(d.CompletedSteps)), w)))
+	case st.Terminal() && d.PauseReason != "":
+		pr := wrap(d.Status+": "+d.PauseReason, w)
+		lines = append(lines, pr[:min(2, len(pr))]...)
 	case d.PauseReason != "":
 		pr := wrap("paused: "+d.PauseReason, w)
 		lines = append(lines, pr[:min(2, len(pr))]...)
@@ -503,7 +524,10 @@ func (m *Model) workflowView(w, h int) []string {
 	for i, s := range steps {
 		mark, state := "✓", "done"
 		style := m.st.ok
-		if s.rem != nil {
+		if s.rem != nil && st.Terminal() {
+			// The workflow ended before this step: nobody performs it.
+			mark, state, style = "·", "not done (workflow "+d.Status+")", m.st.faint
+		} else if s.rem != nil {
 			mark, state = stepMark(*s.rem), stepState(*s.rem)
 			style = m.st.faint
 			switch {
@@ -516,7 +540,7 @@ func (m *Model) workflowView(w, h int) []string {
 			}
 			var need []string
 			for k, a := range s.rem.Arguments {
-				if handoff.IsPlaceholder(a) {
+				if handoff.IsPlaceholder(a) && k != taskIDArg {
 					need = append(need, k)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,13 +12,14 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 	"github.com/taskbridge/taskbridge/handoff"
 )
 
 // What a task row runs.
 const (
-	kindTool     = "tool"
-	kindWorkflow = "workflow"
+	kindTool     = history.KindTool
+	kindWorkflow = history.KindWorkflow
 )
 
 // How the UI came to know a task.
@@ -26,7 +28,11 @@ const (
 	originOpened  = "opened"  // opened by id
 	originListed  = "listed"  // tasks/list (core dialect)
 	originPrompt  = "prompt"  // a workflow prompt's task
+	originHistory = "history" // remembered by the task history
 )
+
+// maxHistoryRows bounds the remembered tasks the Tasks tab starts with.
+const maxHistoryRows = 50
 
 // taskRow is one task of the Tasks tab.
 type taskRow struct {
@@ -40,6 +46,7 @@ type taskRow struct {
 	errText                string
 	doc                    *handoff.Document // a workflow's latest handoff
 	watched                bool
+	gone                   bool // the server does not know the task (any more)
 }
 
 // fail records the error a task's call or wait ended with.
@@ -109,18 +116,76 @@ type (
 	}
 )
 
+// addRow adds a row for a task the UI did not know, named from the task
+// history when the caller cannot name it.
+func (m *Model) addRow(id, kind, name, origin string) *taskRow {
+	if kind == "" {
+		if e, ok := m.remembered[id]; ok {
+			kind, name = e.Kind, e.Name
+		}
+	}
+	r := &taskRow{id: id, kind: kind, name: name, origin: origin}
+	m.tasks.byID[id] = r
+	m.tasks.rows = append(m.tasks.rows, r)
+	return r
+}
+
+// record remembers a task the UI created or opened in the task history.
+func (m *Model) record(id, kind, name string, created time.Time) {
+	h := m.ui.opts.History
+	if h == nil {
+		return
+	}
+	if e, ok := m.remembered[id]; ok && e.Name != "" && name == "" {
+		kind, name = e.Kind, e.Name
+	}
+	e := history.Entry{ID: id, Server: m.ui.opts.Target, Name: name, Kind: kind, Created: created}
+	if err := h.Record(e); err != nil {
+		if m.histErr == "" {
+			m.say(true, "the task history is not updated: %v", err)
+		}
+		m.histErr = err.Error()
+		return
+	}
+	m.remembered[id] = e
+}
+
+// loadHistory adds the tasks the history remembers for this server (the
+// most recent maxHistoryRows) and watches them.
+func (m *Model) loadHistory() {
+	entries := make([]history.Entry, 0, len(m.remembered))
+	for _, e := range m.remembered {
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(a, b history.Entry) int { return a.Created.Compare(b.Created) })
+	if len(entries) > maxHistoryRows {
+		entries = entries[len(entries)-maxHistoryRows:]
+	}
+	for _, e := range entries {
+		if m.tasks.byID[e.ID] != nil {
+			continue
+		}
+		r := m.addRow(e.ID, e.Kind, e.Name, originHistory)
+		r.created = e.Created
+		m.watch(r)
+	}
+	if len(m.tasks.rows) > 0 {
+		m.tasks.sel = len(m.tasks.rows) - 1
+	}
+}
+
 // upsertTask records an observation of a task, adding a row for a new one.
 // A terminal status is never replaced by a non-terminal one.
 func (m *Model) upsertTask(t *client.Task, kind, name, origin string) *taskRow {
 	r := m.tasks.byID[t.ID]
 	if r == nil {
-		r = &taskRow{id: t.ID, kind: kind, name: name, origin: origin}
-		m.tasks.byID[t.ID] = r
-		m.tasks.rows = append(m.tasks.rows, r)
+		r = m.addRow(t.ID, kind, name, origin)
 	}
 	if r.kind == "" {
 		r.kind, r.name = kind, name
 	}
+	r.gone = false
+	defer m.syncWorkflow(r)
 	if r.status.Terminal() && !t.Status.Terminal() {
 		return r
 	}
@@ -201,11 +266,40 @@ func (m *Model) taskPolled(msg taskMsg) tea.Cmd {
 	if msg.err != nil {
 		if m.ui.ctx.Err() == nil {
 			r.errText = msg.err.Error()
+			if errors.Is(msg.err, client.ErrNotFound) {
+				r.gone = true
+				r.errText = "the server no longer knows this task (expired, or another user's)"
+			}
 		}
 		return nil
 	}
 	m.upsertTask(msg.t, r.kind, r.name, r.origin)
 	return nil
+}
+
+// syncWorkflow shows a workflow task that ended without a final handoff
+// (cancelled, failed, expired) as ended wherever its last handoff shows:
+// none of its remaining steps is anyone's to perform any more. A
+// completed workflow's final handoff comes with its result.
+func (m *Model) syncWorkflow(r *taskRow) {
+	if r.status != client.StatusCancelled && r.status != client.StatusFailed {
+		return
+	}
+	end := func(d *handoff.Document) *handoff.Document {
+		if d == nil || client.Status(d.Status).Terminal() {
+			return d
+		}
+		out := *d
+		out.Status = string(r.status)
+		if r.message != "" {
+			out.PauseReason = r.message
+		}
+		return &out
+	}
+	r.doc = end(r.doc)
+	if v := m.prompts.wf; v != nil && v.doc.TaskID == r.id {
+		v.doc, v.busy = end(v.doc), ""
+	}
 }
 
 func (m *Model) taskResult(msg taskResultMsg) tea.Cmd {
@@ -215,6 +309,7 @@ func (m *Model) taskResult(msg taskResultMsg) tea.Cmd {
 	}
 	if msg.err != nil {
 		r.fail(msg.err)
+		m.syncWorkflow(r)
 		if r.kind == kindWorkflow {
 			m.workflowEnded(r, nil)
 		}
@@ -358,6 +453,7 @@ func (m *Model) taskOpened(msg openedMsg) tea.Cmd {
 		return nil
 	}
 	r := m.upsertTask(msg.t, "", "", originOpened)
+	m.record(r.id, r.kind, r.name, msg.t.CreatedAt)
 	m.tasks.selectID(r.id)
 	m.watch(r)
 	m.say(false, "opened task %s (%s)", short(r.id), r.status)
@@ -434,9 +530,16 @@ func (m *Model) tasksView(w, h int) []string {
 		r := t.rows[i]
 		name := r.name
 		if name == "" {
-			name = "(" + r.origin + ")"
+			name = "-" // opened by id or listed, and not in the task history
 		}
-		status := m.st.status(r.status).Render(fit(statusMark(r.status)+" "+string(r.status), statW))
+		word := string(r.status)
+		switch {
+		case r.gone:
+			word = "not found"
+		case word == "":
+			word = "checking…"
+		}
+		status := m.st.status(r.status).Render(fit(statusMark(r.status)+" "+word, statW))
 		age := "-"
 		if !r.created.IsZero() {
 			age = ago(m.now().Sub(r.created))
@@ -484,7 +587,10 @@ func (m *Model) taskDetail(r *taskRow, w int) []string {
 		done := len(d.CompletedSteps)
 		total := done + len(d.RemainingSteps)
 		p := fmt.Sprintf("  progress: %d/%d steps done", done, total)
-		if len(d.RemainingSteps) > 0 {
+		switch {
+		case len(d.RemainingSteps) > 0 && client.Status(d.Status).Terminal():
+			p += fmt.Sprintf(" · %s before: %s", d.Status, d.RemainingSteps[0].Name)
+		case len(d.RemainingSteps) > 0:
 			s := d.RemainingSteps[0]
 			p += fmt.Sprintf(" · next: %s (%s)", s.Name, stepState(s))
 		}
@@ -494,7 +600,11 @@ func (m *Model) taskDetail(r *taskRow, w int) []string {
 			marks = append(marks, "✓ "+s.Name)
 		}
 		for _, s := range d.RemainingSteps {
-			marks = append(marks, stepMark(s)+" "+s.Name)
+			mark := stepMark(s)
+			if client.Status(d.Status).Terminal() {
+				mark = "·"
+			}
+			marks = append(marks, mark+" "+s.Name)
 		}
 		lines = append(lines, clip("    "+strings.Join(marks, "  "), w))
 		if len(d.CompletedSteps) > 0 {

@@ -151,6 +151,7 @@ func (m *Model) callEvent(msg callMsg) tea.Cmd {
 		if id == "" {
 			// The task shows at once, selected, in the Tasks tab.
 			m.calls[msg.run] = ev.Task.ID
+			m.record(ev.Task.ID, kindTool, msg.tool, ev.Task.CreatedAt)
 			m.tasks.selectID(ev.Task.ID)
 			m.say(false, "%s runs as task %s", msg.tool, short(ev.Task.ID))
 			return m.switchTab(tabTasks)

@@ -24,6 +24,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 )
 
 // Options configure a UI.
@@ -33,6 +34,11 @@ type Options struct {
 	// NoColor renders without colours (NO_COLOR): states keep their
 	// symbols and words, selection its marker and reverse video.
 	NoColor bool
+	// History, when set, is the local task history: the Tasks tab starts
+	// with the tasks it remembers for Target (the most recent
+	// maxHistoryRows), names tasks opened by id or listed by the server
+	// from it, and every task the UI creates or opens is recorded in it.
+	History *history.History
 }
 
 // UI is one terminal UI session. Create it with New before dialling, so

@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/testserver"
+	"github.com/taskbridge/taskbridge/internal/clitest"
 )
 
 func TestToolsTabCallsAToolAsATask(t *testing.T) {
-	url := testserver.Release(t)
+	url := clitest.Release(t)
 	dialects(t, func(t *testing.T, d client.Dialect) {
 		h := newHarness(t, url, d, true)
 		v := h.see("[1 Tools]", "generate_report")
@@ -46,7 +46,7 @@ func TestToolsTabCallsAToolAsATask(t *testing.T) {
 }
 
 func TestToolsTabPlainCallShowsItsResult(t *testing.T) {
-	h := newHarness(t, testserver.Release(t), client.Extension, true)
+	h := newHarness(t, clitest.Release(t), client.Extension, true)
 	h.selectTool("review_notes")
 	h.see("runs as: plain call (taskSupport forbidden)")
 	h.keys("enter")
@@ -63,7 +63,7 @@ func TestToolsTabPlainCallShowsItsResult(t *testing.T) {
 }
 
 func TestPromptsTabFollowsAWorkflowToCompletion(t *testing.T) {
-	url := testserver.Release(t)
+	url := clitest.Release(t)
 	dialects(t, func(t *testing.T, d client.Dialect) {
 		h := newHarness(t, url, d, true)
 		h.keys("2")
@@ -109,7 +109,7 @@ func TestPromptsTabFollowsAWorkflowToCompletion(t *testing.T) {
 }
 
 func TestPromptsTabRepairsAHandedOverStep(t *testing.T) {
-	h := newHarness(t, testserver.Release(t), client.Core, true)
+	h := newHarness(t, clitest.Release(t), client.Core, true)
 	h.keys("2", "enter")
 	h.typ("nope")
 	h.keys("ctrl+s")
@@ -133,7 +133,7 @@ func TestPromptsTabRepairsAHandedOverStep(t *testing.T) {
 }
 
 func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
-	url := testserver.Release(t)
+	url := clitest.Release(t)
 	dialects(t, func(t *testing.T, d client.Dialect) {
 		// Another client starts a long task; the UI opens it by id.
 		other, err := client.Dial(context.Background(), client.HTTPTransport(url, nil), &client.Options{Dialect: client.Extension})
@@ -156,8 +156,9 @@ func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
 		h.see("Open a task by id")
 		h.typ(id)
 		h.keys("enter")
-		v = h.see("(opened)", "● working", "task "+id)
-		require.Regexp(t, short(id)+`\s+\(opened\)\s+● working\s+\d+s\s+\d+m`, v, "id, name, status, age and ttl left")
+		v = h.see("● working", "task "+id)
+		// Not started here and not in a task history: no name to show.
+		require.Regexp(t, short(id)+`\s+-\s+● working\s+\d+s\s+\d+m`, v, "id, name, status, age and ttl left")
 		require.Contains(t, v, "1 working")
 
 		h.keys("c")
@@ -189,7 +190,7 @@ func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
 }
 
 func TestTasksTabListsTheSessionsTasksInCore(t *testing.T) {
-	h := newHarness(t, testserver.Release(t), client.Core, true)
+	h := newHarness(t, clitest.Release(t), client.Core, true)
 	h.selectTool("generate_report")
 	h.keys("enter")
 	h.typ("a")
@@ -203,7 +204,7 @@ func TestTasksTabListsTheSessionsTasksInCore(t *testing.T) {
 }
 
 func TestInputRequestsAreAnsweredInAForm(t *testing.T) {
-	url := testserver.Conformance(t)
+	url := clitest.Conformance(t)
 	dialects(t, func(t *testing.T, d client.Dialect) {
 		h := newHarness(t, url, d, true)
 		h.selectTool("confirm_delete")
@@ -234,7 +235,7 @@ func TestInputRequestsAreAnsweredInAForm(t *testing.T) {
 }
 
 func TestFailedTasksShowTheirError(t *testing.T) {
-	h := newHarness(t, testserver.Conformance(t), client.Core, true)
+	h := newHarness(t, clitest.Conformance(t), client.Core, true)
 	h.selectTool("failing_job")
 	h.keys("enter", "enter")
 	v := h.see("✗ failed", "result (isError):", "simulated failure: job crashed", "✗ 1 failed")
@@ -245,7 +246,7 @@ func TestFailedTasksShowTheirError(t *testing.T) {
 }
 
 func TestHelpLayoutAndNoColor(t *testing.T) {
-	url := testserver.Release(t)
+	url := clitest.Release(t)
 	h := newHarness(t, url, client.Extension, true)
 	h.keys("?")
 	v := h.see("Keys", "c: cancel (asks y/n)", "ctrl+s: submit", "◆ needs input")
@@ -277,7 +278,7 @@ func TestHelpLayoutAndNoColor(t *testing.T) {
 }
 
 func TestStatusLineCountsWorkingTasks(t *testing.T) {
-	h := newHarness(t, testserver.Release(t), client.Extension, true)
+	h := newHarness(t, clitest.Release(t), client.Extension, true)
 	for _, topic := range []string{"a", "b"} {
 		h.selectTool("generate_report")
 		h.keys("enter")
@@ -293,7 +294,7 @@ func TestStatusLineCountsWorkingTasks(t *testing.T) {
 }
 
 func TestOpenedTaskThatNeedsInputAsksInAForm(t *testing.T) {
-	url := testserver.Conformance(t)
+	url := clitest.Conformance(t)
 	dialects(t, func(t *testing.T, d client.Dialect) {
 		// Another client starts a task that asks a question, and walks
 		// away: the task waits in input_required.
@@ -324,7 +325,7 @@ func TestOpenedTaskThatNeedsInputAsksInAForm(t *testing.T) {
 }
 
 func TestPromptsTabShowsAPlainPrompt(t *testing.T) {
-	h := newHarness(t, testserver.Release(t), client.Extension, true)
+	h := newHarness(t, clitest.Release(t), client.Extension, true)
 	h.keys("2", "down")
 	h.see("› release_notes_plain")
 	h.keys("enter")

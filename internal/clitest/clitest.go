@@ -1,9 +1,14 @@
-// Package testserver serves, on 127.0.0.1, the MCP servers that the
-// taskbridge CLI and terminal UI tests talk to: a release-notes server
+// Package clitest serves, on 127.0.0.1, the MCP servers that the tests of
+// the taskbridge CLI and its terminal UI talk to: a release-notes server
 // shaped like examples/62_tasks_workflow (same tools, same workflow), and
 // the conformance tools of examples/conformance. Both keep tasks in memory
 // and poll fast, so tests stay short.
-package testserver
+//
+// It is a test harness: only _test.go files import it. It lives outside
+// cmd/taskbridge so that no package of the CLI (test helpers included)
+// depends on examples/ (cmd/taskbridge's TestCLIDependsOnNoExample checks
+// that with go list).
+package clitest
 
 import (
 	"context"
@@ -11,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
+	"github.com/taskbridge/taskbridge/internal/tokenauth"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -107,6 +114,20 @@ type reportIn struct {
 // same workflow as a plain prompt (no task, no handoff).
 func Release(t testing.TB) string {
 	t.Helper()
+	return Serve(t, releaseHandler(t))
+}
+
+// ReleaseWithTokens serves the Release server behind bearer-token
+// authentication (tokens: token -> user, as example 62's serve -tokens
+// takes them) and returns its URL. Each user owns the tasks its requests
+// create.
+func ReleaseWithTokens(t testing.TB, tokens map[string]string) string {
+	t.Helper()
+	return Serve(t, tokenauth.Middleware(tokens)(releaseHandler(t)))
+}
+
+func releaseHandler(t testing.TB) http.Handler {
+	t.Helper()
 	b := builder.New("taskbridge-test-release", "0.1.0").WithStore(memory.New()).WithoutEnv().
 		WithConfig(taskrouter.Config{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."},
@@ -145,7 +166,7 @@ func Release(t testing.TB) string {
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	return Serve(t, srv.HTTPHandler(nil))
+	return srv.HTTPHandler(nil)
 }
 
 // releaseWorkflow is example 62's workflow: fetch and draft on the server,
@@ -175,4 +196,46 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 				Bind("channel", workflow.Const("#releases")).
 				FailsWorkflow(),
 		)
+}
+
+type boundIn struct {
+	TaskID string `json:"_task_id"`
+	Note   string `json:"note"`
+}
+
+type boundOut struct {
+	Seen string `json:"seen"`
+}
+
+// TaskIDArgument serves a workflow whose client step's tool takes the
+// workflow task as an argument (_task_id, as host-mode handoffs present
+// it): bound_flow has one client step, mark, calling bound with _task_id
+// and note, both placeholders in the handoff. It returns the URL and a
+// function that returns the _task_id values bound was called with.
+func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	b := builder.New("taskbridge-test-bound", "0.1.0").WithStore(memory.New()).WithoutEnv().
+		WithConfig(taskrouter.Config{PollInterval: PollInterval})
+	builder.Tool(b, &mcp.Tool{Name: "bound", Description: "Record a note against a workflow task."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
+			mu.Lock()
+			got = append(got, in.TaskID)
+			mu.Unlock()
+			return nil, boundOut{Seen: in.TaskID + ": " + in.Note}, nil
+		}, taskrouter.ToolOptions{})
+	b.TaskWorkflow(workflow.New("bound_flow", "A step that names its workflow task").Step(
+		workflow.Client("mark", "bound").
+			Bind("_task_id", workflow.FromClient("the workflow task")).
+			Bind("note", workflow.FromClient("a note")),
+	))
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	return Serve(t, srv.HTTPHandler(nil)), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
 }

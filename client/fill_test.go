@@ -1,0 +1,98 @@
+package client_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/store/memory"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+type boundIn struct {
+	TaskID string `json:"_task_id"`
+	Note   string `json:"note"`
+}
+
+type boundOut struct {
+	Seen string `json:"seen"`
+}
+
+// A client step whose tool takes the workflow task as an argument
+// (_task_id, host mode) gets the task's id from Follow: Fill is asked only
+// for the other placeholders.
+func TestFollowFillsTheTaskIDArgument(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	b := builder.New("bound", "1").WithStore(memory.New()).WithoutEnv().
+		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
+	builder.Tool(b, &mcp.Tool{Name: "bound"}, func(ctx context.Context, _ *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
+		mu.Lock()
+		seen = append(seen, in.TaskID)
+		mu.Unlock()
+		return nil, boundOut{Seen: in.TaskID + ":" + in.Note}, nil
+	}, taskrouter.ToolOptions{})
+	b.TaskWorkflow(workflow.New("bound_flow", "a step that names its task").Step(
+		workflow.Client("mark", "bound").
+			Bind("_task_id", workflow.FromClient("the workflow task")).
+			Bind("note", workflow.FromClient("a note")),
+	))
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	hs := httptest.NewServer(srv.HTTPHandler(nil))
+	t.Cleanup(hs.Close)
+
+	for _, d := range []client.Dialect{client.Core, client.Extension} {
+		t.Run(d.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c, err := client.Dial(ctx, client.HTTPTransport(hs.URL, nil), &client.Options{Dialect: d})
+			require.NoError(t, err)
+			defer c.Close()
+			_, doc, err := c.GetPrompt(ctx, "bound_flow", nil)
+			require.NoError(t, err)
+			require.NotNil(t, doc)
+			require.True(t, handoff.IsPlaceholder(doc.RemainingSteps[0].Arguments["_task_id"]), "the handoff asks for it")
+			var asked []string
+			_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: func(_ context.Context, _ handoff.RemainingStep, ph []string) (map[string]any, error) {
+				asked = append(asked, ph...)
+				return map[string]any{"note": "hi"}, nil
+			}})
+			require.NoError(t, err)
+			require.Equal(t, []string{"note"}, asked, "_task_id is never asked")
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, doc.TaskID, seen[len(seen)-1])
+		})
+	}
+}
+
+// A task cancelled while tasks/result waits ends with one message that
+// says so once (the server's error restated the status message).
+func TestCancelledTaskErrorSaysItOnce(t *testing.T) {
+	s := newConfServer(t, nil)
+	c := s.dial(mode{true, client.Core}, nil)
+	ctx := testCtx(t)
+	var id string
+	for ev, err := range c.CallTool(ctx, "slow_compute", map[string]any{"seconds": 60}, nil) {
+		require.NoError(t, err)
+		id = ev.Task.ID
+		break
+	}
+	_, err := c.CancelTask(ctx, id)
+	require.NoError(t, err)
+	_, err = c.TaskResult(ctx, id)
+	require.ErrorIs(t, err, client.ErrCancelled)
+	require.Equal(t, 1, strings.Count(err.Error(), "cancel"+"led by request"), err.Error())
+	require.Equal(t, 1, strings.Count(err.Error(), id), err.Error())
+}

@@ -1,0 +1,140 @@
+package main
+
+// `call TOOL -task-id ID`: one step of a workflow task, with the arguments
+// its handoff already resolved filled in and only the placeholders asked.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// taskIDArg is the argument a workflow step's tool may take that names the
+// workflow task (host mode: _task_id as an argument, not only in _meta).
+// It is always resolved to the task id, never asked for.
+const taskIDArg = mcptask.MetaTaskID
+
+// step performs one step of a workflow task: the tool call carries
+// _meta._task_id, and the server answers with the tool's result and where
+// the workflow stands (_meta["taskbridge/workflow"]). The arguments the
+// workflow's handoff already resolved are filled in, the ones given on
+// the command line override them, and the placeholders left are asked.
+func (cmd *command) step(ctx context.Context, tool string, given map[string]any, taskID, workflow string) error {
+	cmd.waiting = taskID
+	args, workflow, err := cmd.stepArgs(ctx, tool, given, taskID, workflow)
+	if err != nil {
+		return err
+	}
+	cmd.remember(taskID, workflow, history.KindWorkflow, time.Time{})
+	opts := &client.CallOptions{Meta: map[string]any{handoff.TaskIDMetaKey: taskID}, AllowPlain: true}
+	res, err := cmd.c.CallToolAndWait(ctx, tool, args, opts)
+	if err != nil {
+		return err
+	}
+	cmd.waiting = ""
+	sum, err := mcptask.SummaryFromMeta(res.Meta)
+	if err != nil {
+		return fmt.Errorf("_meta[%q] is not a workflow summary: %w", mcptask.MetaWorkflow, err)
+	}
+	if err := cmd.out.stepResult(res, sum); err != nil {
+		return err
+	}
+	switch {
+	case res.IsError:
+		return failedf("step %s of workflow task %s failed", tool, taskID)
+	case sum == nil:
+		return failedf("the result of %s carries no workflow summary: is %s a workflow task, and %s one of its steps?", tool, taskID, tool)
+	case sum.Status == mcptask.StatusFailed || sum.Status == mcptask.StatusCancelled:
+		return failedf("workflow task %s is %s", taskID, sum.Status)
+	}
+	return nil
+}
+
+// stepArgs reads the workflow's handoff (prompts/get with the task id, as
+// `prompt -resume` does) and builds the step's arguments from it. The
+// workflow is named by -workflow or by the task history; when neither
+// knows it, the arguments given are sent as they are.
+func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]any, taskID, workflow string) (map[string]any, string, error) {
+	if workflow == "" {
+		if e, ok, _ := cmd.hist.Lookup(cmd.server(), taskID); ok && e.Kind == history.KindWorkflow {
+			workflow = e.Name
+		}
+	}
+	if workflow == "" {
+		fmt.Fprintf(cmd.stderr, "taskbridge: task %s is not in this computer's task history, so its workflow (and handoff) is unknown: "+
+			"sending only the arguments given; add -workflow NAME to fill the others from the handoff\n", taskID)
+		return given, "", nil
+	}
+	_, doc, err := cmd.c.ResumePrompt(ctx, workflow, taskID)
+	if err != nil {
+		return nil, workflow, fmt.Errorf("reading the handoff of workflow %q (task %s): %w", workflow, taskID, err)
+	}
+	if doc == nil {
+		return nil, workflow, fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", workflow, taskID)
+	}
+	if client.Status(doc.Status).Terminal() {
+		return nil, workflow, failedf("workflow %q (task %s) is %s: it takes no more steps", doc.Workflow, taskID, doc.Status)
+	}
+	i := slices.IndexFunc(doc.RemainingSteps, func(s handoff.RemainingStep) bool {
+		return s.Tool == tool && (s.Execution == handoff.ExecClient || s.HandedToClient)
+	})
+	if i < 0 {
+		var yours []string
+		for _, s := range doc.RemainingSteps {
+			if s.Execution == handoff.ExecClient || s.HandedToClient {
+				yours = append(yours, fmt.Sprintf("%s (tool %s)", s.Name, s.Tool))
+			}
+		}
+		if len(yours) == 0 {
+			yours = []string{"none (the server is running its steps)"}
+		}
+		return nil, workflow, failedf("no remaining step of workflow %q (task %s) that is yours calls %s; yours now: %s",
+			doc.Workflow, taskID, tool, strings.Join(yours, ", "))
+	}
+	s := doc.RemainingSteps[i]
+	args := map[string]any{}
+	var holes, filled []string
+	for k, v := range s.Arguments {
+		_, overridden := given[k]
+		switch {
+		case k == taskIDArg:
+			args[k] = taskID
+		case overridden:
+		case handoff.IsPlaceholder(v):
+			holes = append(holes, k)
+		default:
+			args[k] = json.RawMessage(v)
+			filled = append(filled, k)
+		}
+	}
+	for k, v := range given {
+		args[k] = v
+	}
+	slices.Sort(filled)
+	slices.Sort(holes)
+	if len(filled) > 0 {
+		fmt.Fprintf(cmd.stderr, "Step %q of workflow %q (task %s): %s from the handoff\n", s.Name, doc.Workflow, taskID, strings.Join(filled, ", "))
+	}
+	if len(holes) > 0 {
+		schemas, err := toolSchemas(ctx, cmd.c)
+		if err != nil {
+			return nil, workflow, err
+		}
+		vals, err := cmd.in.fill(ctx, s, holes, schemas[tool])
+		if err != nil {
+			return nil, workflow, err
+		}
+		for k, v := range vals {
+			args[k] = v
+		}
+	}
+	return args, doc.Workflow, nil
+}
