@@ -46,6 +46,22 @@ const EnvOrphanTimeout = "TASKBRIDGE_ORPHAN_TIMEOUT"
 // zero or negative (the default) writes after every step.
 const EnvProgressInterval = "TASKBRIDGE_PROGRESS_INTERVAL"
 
+// EnvPromptWait names the environment variable that bounds how long a
+// workflow prompt or continuation waits for the server steps it sets off
+// (see workflow.Options.PromptWait); Go duration syntax or milliseconds;
+// "0" or "off" waits until the workflow rests.
+const EnvPromptWait = "TASKBRIDGE_PROMPT_WAIT"
+
+// EnvWorkflowTTL names the environment variable that sets how long a
+// workflow task may rest between recorded steps (see
+// workflow.Options.TTL).
+const EnvWorkflowTTL = "TASKBRIDGE_WORKFLOW_TTL"
+
+// EnvUnknownVersion names the environment variable that says what happens
+// to a task whose workflow version is not registered: "fail" (the
+// default) or "wait" (see workflow.VersionPolicy).
+const EnvUnknownVersion = "TASKBRIDGE_UNKNOWN_VERSION"
+
 // EnvBboltPrefault names the environment variable that opens a bbolt
 // store with its file prefaulted (bboltstore.WithPrefault): "1" or "true"
 // turns it on, "0" or "false" off.
@@ -71,11 +87,8 @@ type Builder struct {
 	tasked []*workflow.SequentialWorkflow
 	setup  []func(*mcp.Server)
 	errs   []error
-	// workflow task settings (see workflow.Bridge)
-	workflowTTL   time.Duration
-	orphanTimeout time.Duration
-	progressEvery time.Duration
-	observers     []taskrouter.Observer
+	wopts     workflow.Options // workflow task settings (see workflow.Options)
+	observers []taskrouter.Observer
 }
 
 // New starts a builder for a server with the given name and version.
@@ -118,21 +131,37 @@ func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {
 // ignored: use WithStore or WithDBPath).
 func (b *Builder) WithConfig(cfg taskrouter.Config) *Builder { b.cfg = cfg; return b }
 
-// WithWorkflowTTL sets the ttl of new workflow tasks (zero: the engine's
-// default ttl).
-func (b *Builder) WithWorkflowTTL(d time.Duration) *Builder { b.workflowTTL = d; return b }
+// WithWorkflowOptions sets the workflow bridge's options (see
+// workflow.Options); the With* methods below set single fields of them,
+// and the TASKBRIDGE_* variables they name override them unless
+// WithoutEnv. Observer and ResultMeta are added to those WithObserver
+// wires.
+func (b *Builder) WithWorkflowOptions(o workflow.Options) *Builder { b.wopts = o; return b }
 
-// WithOrphanTimeout sets how long a workflow task that no client has
-// touched since its handoff waits before it expires as failed (see
-// workflow.Bridge.OrphanTimeout); zero keeps the default, negative
+// WithWorkflowTTL sets how long a workflow task may rest between two
+// recorded steps before it expires, for workflows whose definition sets no
+// TTL (see workflow.Options.TTL; zero: the engine's default ttl).
+// TASKBRIDGE_WORKFLOW_TTL overrides it unless WithoutEnv.
+func (b *Builder) WithWorkflowTTL(d time.Duration) *Builder { b.wopts.TTL = d; return b }
+
+// WithOrphanTimeout sets how long a workflow task whose handoff no client
+// received waits before it expires as failed (see
+// workflow.Options.OrphanTimeout); zero keeps the default, negative
 // disables it. TASKBRIDGE_ORPHAN_TIMEOUT overrides it unless WithoutEnv.
-func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.orphanTimeout = d; return b }
+func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.wopts.OrphanTimeout = d; return b }
 
 // WithProgressInterval lets quick Retryable workflow steps share progress
-// writes (see workflow.Bridge.ProgressInterval); zero or negative (the
+// writes (see workflow.Options.ProgressInterval); zero or negative (the
 // default) writes after every step.
 // TASKBRIDGE_PROGRESS_INTERVAL overrides it unless WithoutEnv.
-func (b *Builder) WithProgressInterval(d time.Duration) *Builder { b.progressEvery = d; return b }
+func (b *Builder) WithProgressInterval(d time.Duration) *Builder { b.wopts.ProgressInterval = d; return b }
+
+// WithPromptWait bounds how long a workflow prompt (or continuation) waits
+// for the server steps it sets off before it answers (see
+// workflow.Options.PromptWait): zero keeps the default, negative waits
+// until the workflow rests. TASKBRIDGE_PROMPT_WAIT overrides it unless
+// WithoutEnv (there "0" or "off" waits until the workflow rests).
+func (b *Builder) WithPromptWait(d time.Duration) *Builder { b.wopts.PromptWait = d; return b }
 
 // WithObserver adds an observer of the task engine: metrics
 // (package metrics), traces (package tracing), a dashboard's live feed
@@ -330,21 +359,14 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 			errs = append(errs, err)
 		}
 	}
-	srv.Bridge = workflow.NewBridge(router)
-	srv.Bridge.TTL, srv.Bridge.OrphanTimeout, srv.Bridge.ProgressInterval = b.workflowTTL, b.orphanTimeout, b.progressEvery
-	for _, e := range []struct {
-		name string
-		dst  *time.Duration
-	}{{EnvOrphanTimeout, &srv.Bridge.OrphanTimeout}, {EnvProgressInterval, &srv.Bridge.ProgressInterval}} {
-		if v := os.Getenv(e.name); v != "" && b.useEnv {
-			d, err := taskrouter.ParseEnvDuration(v)
-			if err != nil {
-				return fail(fmt.Errorf("builder: %s=%q: %w", e.name, v, err))
-			}
-			*e.dst = d
-		}
+	wopts, err := b.workflowOptions()
+	if err != nil {
+		return fail(err)
 	}
-	b.observeWorkflows(srv.Bridge)
+	b.observeWorkflows(&wopts)
+	if srv.Bridge, err = workflow.NewBridge(router, &wopts); err != nil {
+		return fail(err)
+	}
 	srv.Bridge.Install(srv.MCP)
 	for _, w := range b.tasked {
 		if _, err := srv.Bridge.Register(srv.MCP, w, lookup); err != nil {
@@ -360,9 +382,46 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	return srv, nil
 }
 
+// workflowOptions are the bridge's options: the builder's, then the
+// environment's.
+func (b *Builder) workflowOptions() (workflow.Options, error) {
+	o := b.wopts
+	if !b.useEnv {
+		return o, nil
+	}
+	for _, e := range []struct {
+		name string
+		dst  *time.Duration
+		off  time.Duration // what "0" and "off" mean
+	}{
+		{EnvWorkflowTTL, &o.TTL, 0},
+		{EnvOrphanTimeout, &o.OrphanTimeout, -1},
+		{EnvProgressInterval, &o.ProgressInterval, 0},
+		{EnvPromptWait, &o.PromptWait, -1},
+	} {
+		v := os.Getenv(e.name)
+		if v == "" {
+			continue
+		}
+		if v == "off" || v == "0" {
+			*e.dst = e.off
+			continue
+		}
+		d, err := taskrouter.ParseEnvDuration(v)
+		if err != nil {
+			return o, fmt.Errorf("builder: %s=%q: %w", e.name, v, err)
+		}
+		*e.dst = d
+	}
+	if v := os.Getenv(EnvUnknownVersion); v != "" {
+		o.UnknownVersion = workflow.VersionPolicy(v)
+	}
+	return o, nil
+}
+
 // observeWorkflows hands the observers that watch workflow steps, or add
-// to workflow prompt results, to the bridge.
-func (b *Builder) observeWorkflows(br *workflow.Bridge) {
+// to workflow prompt results, to the bridge's options.
+func (b *Builder) observeWorkflows(br *workflow.Options) {
 	var steps workflow.StepObservers
 	var metas []ResultMetaSource
 	for _, o := range b.observers {
@@ -373,12 +432,20 @@ func (b *Builder) observeWorkflows(br *workflow.Bridge) {
 			metas = append(metas, ms)
 		}
 	}
+	if br.Observer != nil {
+		steps = append(workflow.StepObservers{br.Observer}, steps...)
+	}
 	if len(steps) > 0 {
 		br.Observer = steps
 	}
-	if len(metas) > 0 {
+	if prev := br.ResultMeta; len(metas) > 0 {
 		br.ResultMeta = func(t *store.Task) map[string]any {
 			out := map[string]any{}
+			if prev != nil {
+				for k, v := range prev(t) {
+					out[k] = v
+				}
+			}
 			for _, ms := range metas {
 				for k, v := range ms.ResultMeta(t) {
 					out[k] = v

@@ -19,32 +19,30 @@ import (
 )
 
 type boundIn struct {
-	TaskID string `json:"_task_id"`
-	Note   string `json:"note"`
+	Note string `json:"note"`
 }
 
 type boundOut struct {
 	Seen string `json:"seen"`
 }
 
-// A client step whose tool takes the workflow task as an argument
-// (_task_id, host mode) gets the task's id from Follow: Fill is asked only
-// for the other placeholders.
+// The handoff lists the task id among a client step's arguments
+// (_task_id, for a model that cannot set _meta); Follow sends it, the
+// engine takes it out before the tool runs, and Fill is asked only for the
+// other placeholders.
 func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	b := builder.New("bound", "1").WithStore(memory.New()).WithoutEnv().
 		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
-	builder.Tool(b, &mcp.Tool{Name: "bound"}, func(ctx context.Context, _ *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
+	builder.Tool(b, &mcp.Tool{Name: "bound"}, func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
 		mu.Lock()
-		seen = append(seen, in.TaskID)
+		seen = append(seen, string(req.Params.Arguments))
 		mu.Unlock()
-		return nil, boundOut{Seen: in.TaskID + ":" + in.Note}, nil
+		return nil, boundOut{Seen: in.Note}, nil
 	}, taskrouter.ToolOptions{})
-	b.TaskWorkflow(workflow.New("bound_flow", "a step that names its task").Step(
-		workflow.Client("mark", "bound").
-			Bind("_task_id", workflow.FromClient("the workflow task")).
-			Bind("note", workflow.FromClient("a note")),
+	b.TaskWorkflow(workflow.New("bound_flow", "a client step").Step(
+		workflow.Client("mark", "bound").Bind("note", workflow.FromClient("a note")),
 	))
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
@@ -62,17 +60,20 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 			_, doc, err := c.GetPrompt(ctx, "bound_flow", nil)
 			require.NoError(t, err)
 			require.NotNil(t, doc)
-			require.True(t, handoff.IsPlaceholder(doc.RemainingSteps[0].Arguments["_task_id"]), "the handoff asks for it")
+			require.JSONEq(t, `"`+doc.TaskID+`"`, string(doc.RemainingSteps[0].Arguments["_task_id"]), "the handoff carries the id")
 			var asked []string
-			_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: func(_ context.Context, _ handoff.RemainingStep, ph []string) (map[string]any, error) {
+			final, err := c.Follow(ctx, doc, client.FollowOptions{Fill: func(_ context.Context, _ handoff.RemainingStep, ph []string) (map[string]any, error) {
 				asked = append(asked, ph...)
 				return map[string]any{"note": "hi"}, nil
 			}})
 			require.NoError(t, err)
+			fdoc, err := handoff.FromResultJSON(final)
+			require.NoError(t, err)
+			require.Equal(t, handoff.StatusCompleted, fdoc.Status)
 			require.Equal(t, []string{"note"}, asked, "_task_id is never asked")
 			mu.Lock()
 			defer mu.Unlock()
-			require.Equal(t, doc.TaskID, seen[len(seen)-1])
+			require.JSONEq(t, `{"note":"hi"}`, seen[len(seen)-1], "the tool never sees _task_id")
 		})
 	}
 }

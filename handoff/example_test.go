@@ -40,6 +40,7 @@ func Example() {
 					"draft":    json.RawMessage(`"A placeholder domain for documentation."`),
 					"verdict":  handoff.Placeholder("approve or reject"),
 					"comments": handoff.Placeholder("what to change, if rejected"),
+					"_task_id": json.RawMessage(`"task-7f3a"`),
 				},
 				Guidance:  "Read the draft and decide whether it is accurate.",
 				DependsOn: []string{"summarize"},
@@ -72,19 +73,19 @@ func Example() {
 	//
 	// Remaining steps:
 	// 1. "review" (tool "review_draft"): YOU (the client) must perform this step by calling tool "review_draft".
-	//    Arguments: {"comments":"<what to change, if rejected>","draft":"A placeholder domain for documentation.","verdict":"<approve or reject>"}
+	//    Arguments: {"_task_id":"task-7f3a","comments":"<what to change, if rejected>","draft":"A placeholder domain for documentation.","verdict":"<approve or reject>"}
 	//    Placeholders you must replace with real values: "comments", "verdict".
 	//    Guidance: Read the draft and decide whether it is accurate.
 	//    Needs the output of: "summarize".
 	// 2. "publish" (tool "publish_post"): the server runs this step automatically once its inputs exist; do not call it yourself.
 	//    Needs the output of: "review".
 	//
-	// How to continue: call the tool of each client step above (tools/call, in order) with "_meta": {"_task_id": "task-7f3a"} in the request params, so the server records the result on this task and runs the steps that follow. Then call tasks/get with {"taskId": "task-7f3a"} to follow the task, or tasks/result with {"taskId": "task-7f3a"} to wait for its final result.
-	// The same handoff follows as JSON (schemaVersion 1) for programs.
+	// How to continue: call the tool of each client step above with the arguments shown, replacing the placeholders. The arguments include "_task_id": "task-7f3a", which records the call on this task; the server then runs the steps that follow. (A program may send the id as "_meta": {"_task_id": "task-7f3a"} instead.) Then call tasks/get with {"taskId": "task-7f3a"} to follow the task, or tasks/result with {"taskId": "task-7f3a"} to wait for its final result.
+	// The same handoff follows as JSON (schemaVersion 2) for programs.
 	//
 	// ```json
 	// {
-	//   "schemaVersion": 1,
+	//   "schemaVersion": 2,
 	//   "taskId": "task-7f3a",
 	//   "workflow": "publish-summary",
 	//   "goal": "Summarize a web page and publish the reviewed summary.",
@@ -118,6 +119,7 @@ func Example() {
 	//       "tool": "review_draft",
 	//       "execution": "client",
 	//       "arguments": {
+	//         "_task_id": "task-7f3a",
 	//         "comments": "<what to change, if rejected>",
 	//         "draft": "A placeholder domain for documentation.",
 	//         "verdict": "<approve or reject>"
@@ -140,12 +142,13 @@ func Example() {
 	//     }
 	//   ],
 	//   "continuation": {
+	//     "argument": "_task_id",
 	//     "metaKey": "_task_id",
 	//     "taskId": "task-7f3a",
 	//     "statusMethod": "tasks/get",
 	//     "resultMethod": "tasks/result",
 	//     "resumeMethod": "prompts/get",
-	//     "instructions": "Call each client step's tool with \"_meta\": {\"_task_id\": \"task-7f3a\"}, then poll tasks/get with {\"taskId\": \"task-7f3a\"} until the task is completed, failed or cancelled (or wait on tasks/result with {\"taskId\": \"task-7f3a\"})."
+	//     "instructions": "Call each client step's tool with the arguments shown, which include \"_task_id\": \"task-7f3a\" (a program may set \"_meta\": {\"_task_id\": \"task-7f3a\"} instead), then poll tasks/get with {\"taskId\": \"task-7f3a\"} until the task is completed, failed or cancelled (or wait on tasks/result with {\"taskId\": \"task-7f3a\"})."
 	//   }
 	// }
 	// ```

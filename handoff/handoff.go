@@ -6,14 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// SchemaVersion is the version of the document format this package writes
-// and reads. [Parse] and [Document.Validate] reject any other version.
-const SchemaVersion = 1
+// SchemaVersion is the version of the document format this package
+// writes. [Parse] and [Document.Validate] also accept version 1 documents
+// (before workflow versions, skipped steps, retry times, client deadlines
+// and the _task_id argument); any other version is rejected.
+const SchemaVersion = 2
+
+// MinSchemaVersion is the oldest document version this package reads.
+const MinSchemaVersion = 1
 
 // MetaKey is the key under which the document is stored in
 // GetPromptResult._meta.
@@ -22,6 +28,11 @@ const MetaKey = mcptask.MetaHandoff
 // TaskIDMetaKey is the _meta key a client sets, to the task id, on the tool
 // calls that continue a task.
 const TaskIDMetaKey = mcptask.MetaTaskID
+
+// TaskIDArgument is the tool argument that carries the task id on the tool
+// calls that continue a task, for clients that cannot set _meta (a model in
+// an LLM host). Every client step's Arguments include it.
+const TaskIDArgument = mcptask.ArgTaskID
 
 // The continuation methods named in a [Continuation].
 const (
@@ -55,6 +66,9 @@ const (
 	StepAwaitingClient = "awaiting_client"
 	StepFailed         = "failed"
 )
+
+// stepStatuses lists the valid remaining-step statuses.
+var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepFailed}
 
 // MaxSize is the largest input, in bytes, that [Parse] and
 // [FromPromptResult] accept.
@@ -116,12 +130,15 @@ const (
 // Document is a handoff: the state of a workflow task and what the client
 // must do next. Its JSON form is described by [Schema].
 type Document struct {
-	// SchemaVersion is the format version; always [SchemaVersion].
-	SchemaVersion int `json:"schemaVersion" jsonschema_description:"Version of the handoff format. Always 1 for this schema."`
+	// SchemaVersion is the format version: [SchemaVersion] in documents
+	// this package writes; [MinSchemaVersion] and up are read.
+	SchemaVersion int `json:"schemaVersion" jsonschema_description:"Version of the handoff format: 2 (this schema; 1 is the older form without version, skippedSteps, retryAt, deadline and the _task_id argument)."`
 	// TaskID is the id of the task the workflow runs as.
 	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"Id of the task the workflow runs as. Put it in _meta._task_id of continuation tool calls and in the taskId parameter of tasks/get and tasks/result."`
 	// Workflow is the name of the workflow prompt.
 	Workflow string `json:"workflow" jsonschema:"minLength=1" jsonschema_description:"Name of the workflow prompt."`
+	// Version is the workflow version the task runs on.
+	Version string `json:"version,omitempty" jsonschema_description:"The workflow version the task runs on (a task runs to its end on the version it started with)."`
 	// Goal optionally says what the workflow is for.
 	Goal string `json:"goal,omitempty" jsonschema_description:"What the workflow is meant to achieve."`
 	// Status is the MCP task status: working, input_required, completed,
@@ -137,6 +154,8 @@ type Document struct {
 	// RemainingSteps are the steps still to perform, in order. Encoded as
 	// [] when empty, never null.
 	RemainingSteps []RemainingStep `json:"remainingSteps" jsonschema_description:"Steps still to perform, in order. Empty when the workflow is complete."`
+	// SkippedSteps are the steps that will not run, with the reason.
+	SkippedSteps []SkippedStep `json:"skippedSteps,omitempty" jsonschema_description:"Steps that will not run, with the reason."`
 	// Errors lists step failures.
 	Errors []StepError `json:"errors,omitempty" jsonschema_description:"Step failures, if any."`
 	// Continuation says how the client continues the task.
@@ -156,6 +175,16 @@ type CompletedStep struct {
 	By string `json:"by,omitempty" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performed the step."`
 	// Attempts counts the step's runs, when more than one was needed.
 	Attempts int `json:"attempts,omitempty" jsonschema_description:"How many runs the step took (present when more than one)."`
+}
+
+// SkippedStep is a step that will not run.
+type SkippedStep struct {
+	// Name is the step's name, unique within the document.
+	Name string `json:"name" jsonschema:"minLength=1" jsonschema_description:"Name of the step, unique within the document."`
+	// Tool is the tool the step would have called.
+	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"Tool the step would have called."`
+	// Reason says why it does not run.
+	Reason string `json:"reason,omitempty" jsonschema_description:"Why the step does not run."`
 }
 
 // RemainingStep is a step still to be performed.
@@ -184,6 +213,10 @@ type RemainingStep struct {
 	Error string `json:"error,omitempty" jsonschema_description:"The step's last failure."`
 	// Attempts counts the step's runs so far.
 	Attempts int `json:"attempts,omitempty" jsonschema_description:"How many times the step ran so far."`
+	// RetryAt is when the server runs a failed step again.
+	RetryAt *time.Time `json:"retryAt,omitempty" jsonschema_description:"When the server runs this failed step again."`
+	// Deadline is when the wait for the client on this step ends.
+	Deadline *time.Time `json:"deadline,omitempty" jsonschema_description:"When the workflow stops waiting for the client to perform this step (what happens then is the workflow's choice: it fails, skips the step, or the server performs it)."`
 }
 
 // StepError is a step failure.
@@ -200,9 +233,12 @@ type StepError struct {
 
 // Continuation says how the client continues a task.
 type Continuation struct {
-	// MetaKey is the _meta key to set on continuation tool calls; always
-	// [TaskIDMetaKey].
-	MetaKey string `json:"metaKey" jsonschema_description:"The _meta key to set, to taskId, on continuation tool calls. Always _task_id."`
+	// Argument is the tool argument that carries the task id on
+	// continuation calls; always [TaskIDArgument] (version 2).
+	Argument string `json:"argument,omitempty" jsonschema_description:"The tool argument that carries taskId on continuation tool calls (every client step's arguments already include it). Always _task_id."`
+	// MetaKey is the _meta key a program may set instead, to the task id;
+	// always [TaskIDMetaKey].
+	MetaKey string `json:"metaKey" jsonschema_description:"The _meta key a program may set, to taskId, on continuation tool calls instead of the argument. Always _task_id."`
 	// TaskID is the task id; equal to Document.TaskID.
 	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"The task id; equal to the document's taskId."`
 	// StatusMethod is the request that reports the task's status
@@ -215,31 +251,55 @@ type Continuation struct {
 	// ResumeMethod is the request that resumes the workflow
 	// ([ResumeMethod], with _meta._task_id).
 	ResumeMethod string `json:"resumeMethod,omitempty" jsonschema_description:"Request that resumes the workflow (prompts/get of the same prompt with _meta._task_id): the server retries failed server steps and answers with a fresh handoff."`
+	// ResultTool, when the server offers it, is a tool that waits for the
+	// task and returns its state or result, called with {"task_id": id}:
+	// what a model uses instead of tasks/get and tasks/result.
+	ResultTool string `json:"resultTool,omitempty" jsonschema_description:"A tool that waits for the task and returns its state or final result, called with {\"task_id\": taskId}; for clients that cannot send tasks/get or tasks/result."`
 	// Instructions is one sentence on how to continue.
 	Instructions string `json:"instructions" jsonschema_description:"One sentence on how to continue."`
 }
 
 // NewContinuation returns the continuation of taskID for a client that
-// speaks dialect d: MetaKey [TaskIDMetaKey], StatusMethod [StatusMethod],
-// ResumeMethod [ResumeMethod], ResultMethod [ResultMethod] only if the
-// dialect has it, and a one-sentence instruction naming the task id and
-// only methods the dialect has.
+// speaks dialect d: Argument [TaskIDArgument], MetaKey [TaskIDMetaKey],
+// StatusMethod [StatusMethod], ResumeMethod [ResumeMethod], ResultMethod
+// [ResultMethod] only if the dialect has it, and a one-sentence
+// instruction naming the task id and only methods the dialect has. Set
+// ResultTool with [Continuation.WithResultTool].
 func NewContinuation(taskID string, d mcptask.Dialect) Continuation {
 	c := Continuation{
+		Argument:     TaskIDArgument,
 		MetaKey:      TaskIDMetaKey,
 		TaskID:       taskID,
 		StatusMethod: StatusMethod,
 		ResumeMethod: ResumeMethod,
 	}
-	id := jsonString(taskID)
-	wait := ""
 	if d.HasMethod(ResultMethod) {
 		c.ResultMethod = ResultMethod
-		wait = fmt.Sprintf(" (or wait on %s with {\"taskId\": %s})", ResultMethod, id)
 	}
-	c.Instructions = fmt.Sprintf("Call each client step's tool with \"_meta\": {%s: %s}, then poll %s with {\"taskId\": %s} until the task is completed, failed or cancelled%s.",
-		jsonString(TaskIDMetaKey), id, StatusMethod, id, wait)
+	c.Instructions = c.instructions()
 	return c
+}
+
+// WithResultTool returns c naming tool as the tool that waits for the task
+// (see Continuation.ResultTool).
+func (c Continuation) WithResultTool(tool string) Continuation {
+	c.ResultTool = tool
+	c.Instructions = c.instructions()
+	return c
+}
+
+func (c Continuation) instructions() string {
+	id := jsonString(c.TaskID)
+	follow := fmt.Sprintf("poll %s with {\"taskId\": %s}", c.StatusMethod, id)
+	if c.ResultTool != "" {
+		follow = fmt.Sprintf("call tool %s with {\"task_id\": %s} (or poll %s)", jsonString(c.ResultTool), id, c.StatusMethod)
+	}
+	wait := ""
+	if c.ResultMethod != "" {
+		wait = fmt.Sprintf(" (or wait on %s with {\"taskId\": %s})", c.ResultMethod, id)
+	}
+	return fmt.Sprintf("Call each client step's tool with the arguments shown, which include %s: %s (a program may set \"_meta\": {%s: %s} instead), then %s until the task is completed, failed or cancelled%s.",
+		jsonString(TaskIDArgument), id, jsonString(TaskIDMetaKey), id, follow, wait)
 }
 
 // Placeholder returns the JSON string "<description>", the value of an
@@ -263,7 +323,8 @@ func IsPlaceholder(v json.RawMessage) bool {
 }
 
 // Validate reports the first problem that makes d unusable, as an error
-// wrapping [ErrInvalid]: a schemaVersion other than [SchemaVersion], an
+// wrapping [ErrInvalid]: a schemaVersion outside [MinSchemaVersion] to
+// [SchemaVersion], an
 // empty taskId or workflow, an unknown status, a step without a name or
 // tool, a remaining step with an unknown execution, a result or argument
 // value that is not valid JSON (an empty argument value counts as
@@ -275,12 +336,11 @@ func (d *Document) Validate() error {
 	if d == nil {
 		return invalidf("document is nil")
 	}
-	switch d.SchemaVersion {
-	case SchemaVersion:
-	case 0:
-		return invalidf("schemaVersion is missing (this package supports schemaVersion %d)", SchemaVersion)
-	default:
-		return invalidf("schemaVersion %d is not supported (this package supports schemaVersion %d)", d.SchemaVersion, SchemaVersion)
+	switch {
+	case d.SchemaVersion == 0:
+		return invalidf("schemaVersion is missing (this package supports schemaVersions %d to %d)", MinSchemaVersion, SchemaVersion)
+	case d.SchemaVersion < MinSchemaVersion || d.SchemaVersion > SchemaVersion:
+		return invalidf("schemaVersion %d is not supported (this package supports schemaVersions %d to %d)", d.SchemaVersion, MinSchemaVersion, SchemaVersion)
 	}
 	if d.TaskID == "" {
 		return invalidf("taskId is empty")
@@ -309,10 +369,8 @@ func (d *Document) Validate() error {
 		if err := checkStep(where, s.Name, s.Tool, seen); err != nil {
 			return err
 		}
-		switch s.Status {
-		case "", StepPending, StepRunning, StepAwaitingClient, StepFailed:
-		default:
-			return invalidf("%s: status %q is not one of pending, running, awaiting_client, failed", where, s.Status)
+		if s.Status != "" && !contains(stepStatuses, s.Status) {
+			return invalidf("%s: status %q is not one of %s", where, s.Status, strings.Join(stepStatuses, ", "))
 		}
 		switch s.Execution {
 		case ExecServer, ExecClient:
@@ -339,6 +397,11 @@ func (d *Document) Validate() error {
 			}
 		}
 	}
+	for i, s := range d.SkippedSteps {
+		if err := checkStep(fmt.Sprintf("skippedSteps[%d]", i), s.Name, s.Tool, seen); err != nil {
+			return err
+		}
+	}
 	for i, e := range d.Errors {
 		if e.Step == "" {
 			return invalidf("errors[%d]: step is empty", i)
@@ -348,6 +411,9 @@ func (d *Document) Validate() error {
 		}
 	}
 	c := d.Continuation
+	if c.Argument != "" && c.Argument != TaskIDArgument {
+		return invalidf("continuation.argument is %q, want %q", c.Argument, TaskIDArgument)
+	}
 	if c.MetaKey != TaskIDMetaKey {
 		return invalidf("continuation.metaKey is %q, want %q", c.MetaKey, TaskIDMetaKey)
 	}
@@ -374,9 +440,11 @@ func checkStep(where, name, tool string, seen map[string]string) error {
 	return nil
 }
 
-func validStatus(s string) bool {
-	for _, v := range statuses {
-		if s == v {
+func validStatus(s string) bool { return contains(statuses, s) }
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if x == v {
 			return true
 		}
 	}

@@ -350,9 +350,9 @@ func TestParseRejects(t *testing.T) {
 		{"trailing data", func(*testing.T) string { return "```json\n{}\n{}\n```\n" }, handoff.ErrInvalid, "unexpected data after the JSON object at line 3"},
 		{"wrong schemaVersion", func(t *testing.T) string {
 			m := docJSON(t)
-			m["schemaVersion"] = 2
+			m["schemaVersion"] = 3
 			return block(t, m)
-		}, handoff.ErrInvalid, "handoff: schemaVersion 2 is not supported (this package supports schemaVersion 1)"},
+		}, handoff.ErrInvalid, "handoff: schemaVersion 3 is not supported (this package supports schemaVersions 1 to 2)"},
 		{"missing schemaVersion", func(t *testing.T) string {
 			m := docJSON(t)
 			delete(m, "schemaVersion")
@@ -679,7 +679,7 @@ func TestSchemaValidatesRenderedDocuments(t *testing.T) {
 	bad := map[string]func(m map[string]any){
 		"bad execution":      func(m map[string]any) { remaining(m, 0)["execution"] = "bogus" },
 		"bad status":         func(m map[string]any) { m["status"] = "paused" },
-		"schemaVersion 2":    func(m map[string]any) { m["schemaVersion"] = 2 },
+		"schemaVersion 3":    func(m map[string]any) { m["schemaVersion"] = 3 },
 		"no taskId":          func(m map[string]any) { delete(m, "taskId") },
 		"empty taskId":       func(m map[string]any) { m["taskId"] = "" },
 		"null steps":         func(m map[string]any) { m["completedSteps"] = nil },
@@ -729,7 +729,7 @@ func TestSchemaStructure(t *testing.T) {
 		return s
 	}
 	require.Equal(t, []any{"working", "input_required", "completed", "failed", "cancelled"}, get(s, "status").Enum)
-	require.Equal(t, handoff.SchemaVersion, get(s, "schemaVersion").Const)
+	require.Equal(t, []any{1, 2}, get(s, "schemaVersion").Enum)
 	require.Equal(t, "_task_id", get(s, "continuation", "metaKey").Const)
 	require.Equal(t, []any{"server", "client"}, get(s, "remainingSteps", "[]", "execution").Enum)
 	require.Equal(t, []string{"name", "tool", "execution", "arguments"}, get(s, "remainingSteps", "[]").Required)

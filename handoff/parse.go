@@ -184,16 +184,56 @@ func FromPromptResult(res *mcp.GetPromptResult) (*Document, error) {
 	return nil, noHandofff("prompt result has no _meta[%q] and no assistant message with text content", MetaKey)
 }
 
-// FromResultJSON is FromPromptResult for a prompt result still in JSON (a
-// finished workflow task's tasks/result, say). Anything that is not a
-// prompt result carrying a handoff — a tool result, malformed JSON — is an
-// error wrapping [ErrNoHandoff].
-func FromResultJSON(raw []byte) (*Document, error) {
-	var res mcp.GetPromptResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, noHandofff("not a prompt result: %v", err)
+// FromToolResult extracts the handoff from a tool result: a workflow
+// task's final result (its tasks/result), a workflow tool's result, or a
+// continuation's. It prefers res.Meta[MetaKey] (as FromPromptResult
+// does), then the structured content when it is a handoff document, then
+// the last text content holding a ```json block.
+func FromToolResult(res *mcp.CallToolResult) (*Document, error) {
+	if res == nil {
+		return nil, noHandofff("tool result is nil")
 	}
-	return FromPromptResult(&res)
+	if v, ok := res.Meta[MetaKey]; ok && v != nil {
+		return fromMeta(v)
+	}
+	if sc := res.StructuredContent; sc != nil {
+		if d, err := fromMeta(sc); err == nil {
+			return d, nil
+		}
+	}
+	for i := len(res.Content) - 1; i >= 0; i-- {
+		if tc, ok := res.Content[i].(*mcp.TextContent); ok && tc != nil {
+			if d, err := Parse(tc.Text); !errors.Is(err, ErrNoHandoff) {
+				return d, err
+			}
+		}
+	}
+	return nil, noHandofff("tool result has no _meta[%q], no handoff as structured content and no text with a ```json block", MetaKey)
+}
+
+// FromResultJSON is FromPromptResult or FromToolResult for a result still
+// in JSON (a finished workflow task's tasks/result, say): a prompt result
+// (it has "messages") or a tool result. Malformed JSON, or a result that
+// carries no handoff, is an error wrapping [ErrNoHandoff].
+func FromResultJSON(raw []byte) (*Document, error) {
+	var probe struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, noHandofff("not a result: %v", err)
+	}
+	if probe.Messages != nil {
+		var res mcp.GetPromptResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, noHandofff("not a prompt result: %v", err)
+		}
+		return FromPromptResult(&res)
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, noHandofff("not a tool result: %v", err)
+	}
+	return FromToolResult(&res)
 }
 
 func fromMeta(v any) (*Document, error) {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -90,6 +91,17 @@ func writeProse(b *strings.Builder, d *Document) {
 		}
 	}
 
+	// Skipped steps.
+	if len(d.SkippedSteps) > 0 {
+		b.WriteString("\n\nSkipped steps (they will not run):")
+		for _, s := range d.SkippedSteps {
+			fmt.Fprintf(b, "\n- %s (tool %s)", jsonString(s.Name), jsonString(s.Tool))
+			if s.Reason != "" {
+				fmt.Fprintf(b, ": %s", sentence(oneLine(s.Reason, maxResultRunes)))
+			}
+		}
+	}
+
 	// Remaining steps.
 	if len(d.RemainingSteps) == 0 {
 		if d.Status == StatusFailed || d.Status == StatusCancelled {
@@ -123,6 +135,16 @@ func writeProse(b *strings.Builder, d *Document) {
 	// How to continue.
 	c := d.Continuation
 	taskParam := fmt.Sprintf(`{"taskId": %s}`, id)
+	follow := fmt.Sprintf("call %s with %s to follow the task", c.StatusMethod, taskParam)
+	if c.ResultTool != "" {
+		follow = fmt.Sprintf("call tool %s with {\"task_id\": %s} to wait for the task and see where it stands (a program may call %s with %s instead", jsonString(c.ResultTool), id, c.StatusMethod, taskParam)
+		if c.ResultMethod != "" {
+			follow += fmt.Sprintf(", or %s to wait for its final result", c.ResultMethod)
+		}
+		follow += ")"
+	} else if c.ResultMethod != "" {
+		follow += fmt.Sprintf(", or %s with %s to wait for its final result", c.ResultMethod, taskParam)
+	}
 	b.WriteString("\n\n")
 	switch {
 	case terminal(d.Status):
@@ -131,21 +153,16 @@ func writeProse(b *strings.Builder, d *Document) {
 			fmt.Fprintf(b, ", and %s with %s returns its result", c.ResultMethod, taskParam)
 		}
 		b.WriteString(".")
+	case len(d.ClientSteps()) > 0 && c.Argument != "":
+		fmt.Fprintf(b, "How to continue: call the tool of each client step above with the arguments shown, replacing the placeholders. The arguments include %s: %s, which records the call on this task; the server then runs the steps that follow. (A program may send the id as \"_meta\": {%s: %s} instead.) Then %s.",
+			jsonString(c.Argument), id, jsonString(c.MetaKey), id, follow)
 	case len(d.ClientSteps()) > 0:
-		fmt.Fprintf(b, "How to continue: call the tool of each client step above (tools/call, in order) with \"_meta\": {%s: %s} in the request params, so the server records the result on this task and runs the steps that follow. Then call %s with %s to follow the task",
-			jsonString(c.MetaKey), id, c.StatusMethod, taskParam)
-		if c.ResultMethod != "" {
-			fmt.Fprintf(b, ", or %s with %s to wait for its final result", c.ResultMethod, taskParam)
-		}
-		b.WriteString(".")
+		fmt.Fprintf(b, "How to continue: call the tool of each client step above (tools/call, in order) with \"_meta\": {%s: %s} in the request params, so the server records the result on this task and runs the steps that follow. Then %s.",
+			jsonString(c.MetaKey), id, follow)
 	default:
-		fmt.Fprintf(b, "How to continue: nothing needs to be called now. Call %s with %s to follow the task", c.StatusMethod, taskParam)
-		if c.ResultMethod != "" {
-			fmt.Fprintf(b, ", or %s with %s to wait for its final result", c.ResultMethod, taskParam)
-		}
-		b.WriteString(".")
+		fmt.Fprintf(b, "How to continue: nothing needs to be called now; the server is working on the task. Then %s.", follow)
 	}
-	fmt.Fprintf(b, "\nThe same handoff follows as JSON (schemaVersion %d) for programs.", SchemaVersion)
+	fmt.Fprintf(b, "\nThe same handoff follows as JSON (schemaVersion %d) for programs.", d.SchemaVersion)
 }
 
 func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
@@ -154,6 +171,12 @@ func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
 	case s.Execution != ExecClient && s.Status == StepRunning:
 		fmt.Fprintf(b, "\n%d. %s (tool %s): the server is running this step now; do not call it yourself.",
 			n, jsonString(s.Name), jsonString(s.Tool))
+	case s.Execution != ExecClient && s.RetryAt != nil:
+		fmt.Fprintf(b, "\n%d. %s (tool %s): failed", n, jsonString(s.Name), jsonString(s.Tool))
+		if s.Error != "" {
+			fmt.Fprintf(b, " (%s)", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
+		}
+		fmt.Fprintf(b, "; the server tries it again at %s; do not call it yourself.", s.RetryAt.UTC().Format(time.RFC3339))
 	case s.Execution != ExecClient:
 		fmt.Fprintf(b, "\n%d. %s (tool %s): the server runs this step automatically once its inputs exist; do not call it yourself.",
 			n, jsonString(s.Name), jsonString(s.Tool))
@@ -166,14 +189,17 @@ func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
 			if s.Error != "" {
 				fmt.Fprintf(b, "; last error: %s", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
 			}
-			fmt.Fprintf(b, ". YOU (the client) may perform it by calling tool %s, correcting any argument that caused the error; or resume the workflow (%s of this prompt with \"_meta\": {%s: %s}) to have the server try again.",
-				jsonString(s.Tool), ResumeMethod, jsonString(TaskIDMetaKey), id)
+			fmt.Fprintf(b, ". YOU (the client) may perform it by calling tool %s with the arguments below, correcting any argument that caused the error; or resume the workflow (%s of this prompt with the argument %s: %s) to have the server try again.",
+				jsonString(s.Tool), ResumeMethod, jsonString(TaskIDArgument), id)
 		} else {
 			fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) must perform this step by calling tool %s.",
 				n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
 			if s.Status == StepFailed && s.Error != "" {
 				fmt.Fprintf(b, " Your last call failed: %s; call it again with corrected arguments.", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
 			}
+		}
+		if s.Deadline != nil {
+			fmt.Fprintf(b, " The workflow waits for this step until %s.", s.Deadline.UTC().Format(time.RFC3339))
 		}
 		args, err := marshalNoEscape(normalizedArgs(s.Arguments))
 		if err != nil { // cannot happen: Validate checked every value
@@ -186,7 +212,7 @@ func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
 		}
 		var ph []string
 		for _, k := range sortedKeys(s.Arguments) {
-			if IsPlaceholder(s.Arguments[k]) {
+			if k != TaskIDArgument && IsPlaceholder(s.Arguments[k]) {
 				ph = append(ph, jsonString(k))
 			}
 		}

@@ -10,7 +10,7 @@ import (
 )
 
 // SchemaID is the $id of the handoff JSON Schema.
-const SchemaID = "https://taskbridge.dev/schemas/handoff-v1.json"
+const SchemaID = "https://taskbridge.dev/schemas/handoff-v2.json"
 
 // Schema returns the JSON Schema (draft 2020-12) of the document's JSON
 // form, generated with github.com/invopop/jsonschema from [Document] and
@@ -33,7 +33,11 @@ func Schema() *jsonschema.Schema {
 	s.Description = "A workflow task and what the client must do next: the JSON block at the end of the final assistant message of a workflow prompt, also found in the prompt result's _meta[\"taskbridge/handoff\"]."
 
 	// Keywords the tags cannot express.
-	prop(s, "schemaVersion").Const = SchemaVersion
+	versions := []any{}
+	for v := MinSchemaVersion; v <= SchemaVersion; v++ {
+		versions = append(versions, v)
+	}
+	prop(s, "schemaVersion").Enum = versions
 	prop(prop(s, "continuation"), "metaKey").Const = TaskIDMetaKey
 	return s
 }

@@ -75,7 +75,7 @@ type shipFixture struct {
 
 var semverRE = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 
-func newShipFixture(t *testing.T) *shipFixture {
+func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixture {
 	t.Helper()
 	f := &shipFixture{slowRan: make(chan struct{}, 8)}
 	b := builder.New("ship-test", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
@@ -137,6 +137,9 @@ func newShipFixture(t *testing.T) *shipFixture {
 	b.TaskWorkflow(workflow.New("strict", "a step whose failure fails the workflow").Arg("version", "v", true).Step(
 		workflow.Server("tag", "create_tag").Bind("repo", workflow.Const("r")).Bind("version", workflow.PromptArg("version")).FailsWorkflow(),
 	))
+	for _, c := range configure {
+		c(b)
+	}
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
@@ -369,7 +372,7 @@ func TestBridgeItem4HonestStatus(t *testing.T) {
 	require.NoError(t, err)
 	status, msg := c.task(t, doc.TaskID)
 	require.Equal(t, "working", status)
-	require.Equal(t, `waiting for the client to call tool "announce" for step "announce" (with _meta._task_id)`, msg)
+	require.Equal(t, `waiting for the client to call tool "announce" for step "announce" (with the task id as argument _task_id)`, msg)
 	require.Equal(t, msg, doc.PauseReason)
 	// A failed client call.
 	_, err = c.callTool(ctx, "announce", map[string]any{"tag": 5, "message": "m"}, mcp.Meta{"_task_id": doc.TaskID})
@@ -400,12 +403,15 @@ func TestBridgeItem5DialectTrueHandoff(t *testing.T) {
 			require.NoError(t, err)
 			tk, err := f.srv.Store.Get(ctx, doc.TaskID)
 			require.NoError(t, err)
-			var final mcp.GetPromptResult
+			// The stored result is a tool result (what tasks/result
+			// returns): the handoff's text, the document as structured
+			// content and in _meta.
+			var final mcp.CallToolResult
 			require.NoError(t, json.Unmarshal(tk.Result, &final))
-			fdoc, err := handoff.FromPromptResult(&final)
+			fdoc, err := handoff.FromToolResult(&final)
 			require.NoError(t, err)
 			require.Equal(t, handoff.StatusCompleted, fdoc.Status)
-			text := final.Messages[len(final.Messages)-1].Content.(*mcp.TextContent).Text
+			text := final.Content[len(final.Content)-1].(*mcp.TextContent).Text
 			if c.ext != nil {
 				require.Empty(t, fdoc.Continuation.ResultMethod)
 				require.NotContains(t, text, "tasks/result")
@@ -617,9 +623,8 @@ func (r *stepRecorder) StepEvent(e workflow.StepEvent) {
 // TestBridgeStepObserver: the bridge reports every attempt of every step,
 // by the server and by the client (with the client's _meta).
 func TestBridgeStepObserver(t *testing.T) {
-	f := newShipFixture(t)
 	rec := &stepRecorder{}
-	f.srv.Bridge.Observer = rec
+	f := newShipFixture(t, func(b *builder.Builder) { b.WithWorkflowOptions(workflow.Options{Observer: rec}) })
 	c := f.clients(t)[0]
 	ctx := context.Background()
 	res, err := c.getPrompt(ctx, "ship", map[string]string{"repo": "r"}, nil)

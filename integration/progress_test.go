@@ -51,9 +51,9 @@ type incOut struct {
 // progressServer serves "chain": six quick Retryable steps, one that is
 // not Retryable, two more Retryable ones of which the first is slow, then
 // a client step.
-func progressServer(t *testing.T, interval time.Duration) (*builder.Server, *progressWrites) {
+func progressServer(t *testing.T, interval, coalesce time.Duration) (*builder.Server, *progressWrites) {
 	st := &progressWrites{Store: memory.New(), updates: map[string]int{}}
-	b := builder.New("progress", "1").WithStore(st).WithoutEnv()
+	b := builder.New("progress", "1").WithStore(st).WithoutEnv().WithProgressInterval(coalesce)
 	builder.Tool(b, &mcp.Tool{Name: "inc"}, func(ctx context.Context, _ *mcp.CallToolRequest, in incIn) (*mcp.CallToolResult, incOut, error) {
 		return nil, incOut{N: in.N + 1}, nil
 	}, taskrouter.ToolOptions{})
@@ -84,7 +84,6 @@ func progressServer(t *testing.T, interval time.Duration) (*builder.Server, *pro
 	b.TaskWorkflow(wf)
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
-	srv.Bridge.ProgressInterval = interval
 	t.Cleanup(func() { _ = srv.Close() })
 	return srv, st
 }
@@ -114,20 +113,21 @@ func TestProgressWritesCoalesce(t *testing.T) {
 	}{
 		// Every step on its own: the first attempt opened, then one write
 		// per step (its outcome and the next step's attempt), the last
-		// one being the handoff.
-		{"off", 0, func(t *testing.T, n int) { require.Equal(t, 10, n) }},
+		// one being the handoff, and the record that the handoff was
+		// delivered (a client holds the id: no orphan deadline).
+		{"off", 0, func(t *testing.T, n int) { require.Equal(t, 11, n) }},
 		// Coalesced: the first attempt; quick1-5 ride along with quick6's
 		// write, which must be written because "once" is not Retryable;
-		// once; slow (slower than the interval); after and the handoff.
-		{"on", 200 * time.Millisecond, func(t *testing.T, n int) { require.Equal(t, 5, n) }},
+		// once; slow (slower than the interval); after and the handoff;
+		// the delivery.
+		{"on", 200 * time.Millisecond, func(t *testing.T, n int) { require.Equal(t, 6, n) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			interval := tc.interval
 			if interval <= 0 {
 				interval = 5 * time.Millisecond // for slow_inc's sleep
 			}
-			srv, st := progressServer(t, interval)
-			srv.Bridge.ProgressInterval = tc.interval
+			srv, st := progressServer(t, interval, tc.interval)
 			doc := runChain(t, srv)
 			require.Equal(t, "working", doc.Status)
 			require.Len(t, doc.CompletedSteps, 9)

@@ -56,7 +56,7 @@ func (c *chaosCluster) start(i int) {
 	c.gen++
 	name := fmt.Sprintf("r%d-%d", i, c.gen)
 	c.mu.Unlock()
-	p := startProc(c.t, c.bin, c.env(name), "serve", "-http", "ADDR", "-db", c.dsn, "-v")
+	p := startProc(c.t, c.bin, c.env(name), "serve", "-http", "ADDR", "-db", c.dsn, "-ledger", filepath.Join(c.dir, "taskbridge-62.published"), "-v")
 	c.mu.Lock()
 	c.procs[i] = p
 	c.mu.Unlock()
@@ -91,9 +91,8 @@ func TestReplicaChaos(t *testing.T) {
 		t.Skip("the replica chaos test runs for about a minute")
 	}
 	c := &chaosCluster{t: t, bin: exampleBinary(t, "./examples/62_tasks_workflow"), dsn: pgtest.DSN(t), dir: t.TempDir(), procs: make([]*proc, 3)}
-	// The replicas share the working directory, so they share the
-	// publication ledger (taskbridge-62.published) the way real replicas
-	// would share a downstream system.
+	// The replicas share one publication ledger (-ledger) the way real
+	// replicas would share a downstream system.
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 	require.NoError(t, os.Chdir(c.dir))

@@ -225,6 +225,11 @@ const (
 	// MetaTaskID binds a tools/call (or, to resume, a prompts/get) to an
 	// existing workflow task: "_meta": {"_task_id": "<id>"}.
 	MetaTaskID = "_task_id"
+	// ArgTaskID is the same binding as a tool or prompt argument, for
+	// clients that cannot set _meta (a model in an LLM host):
+	// "arguments": {"_task_id": "<id>", ...}. The engine removes it before
+	// the tool sees its arguments.
+	ArgTaskID = "_task_id"
 	// MetaTaskVars carries task variables a continuation call sets (an
 	// object of JSON values).
 	MetaTaskVars = "_task_vars"

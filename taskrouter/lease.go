@@ -249,12 +249,31 @@ func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
 	}
 }
 
+// TryLease is Lease without the wait: when another process holds a valid
+// lease it fails at once with an error matching store.ErrLeased.
+func (r *Router) TryLease(ctx context.Context, id string) (*Lease, error) {
+	if !r.shared {
+		return r.Lease(ctx, id)
+	}
+	t, err := r.claim(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.AdoptLease(t), nil
+}
+
 // AdoptLease keeps renewing the lease of t, which this process already
-// holds (it created t with CreateOptions.Lease), until Release.
+// holds (it created t with CreateOptions.Lease, or the engine claimed it
+// for a takeover or a wake-up), until Release. On an exclusive store it
+// returns a Lease that fences nothing (no lease is needed there). On a
+// shared store it returns nil when this process does not hold t's lease.
 func (r *Router) AdoptLease(t *store.Task) *Lease {
 	id := t.ID
-	if t.LeaseHolder != r.cfg.ReplicaID {
+	if !r.shared {
 		return &Lease{r: r, id: id, Task: t}
+	}
+	if t.LeaseHolder != r.cfg.ReplicaID {
+		return nil
 	}
 	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.stopRun(id, cause) }}
 	r.leases.add(id, h)

@@ -65,22 +65,8 @@ func (r *Router) load(ctx context.Context, q *Request, id string) (*store.Task, 
 // tasks from ones a client holds.
 type TouchHook func(ctx context.Context, t *store.Task)
 
-// OnTouch registers a TouchHook for tasks of one kind (the LabelKind
-// label).
-func (r *Router) OnTouch(kind string, f TouchHook) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.touchHooks == nil {
-		r.touchHooks = map[string]TouchHook{}
-	}
-	r.touchHooks[kind] = f
-}
-
 func (r *Router) touch(ctx context.Context, t *store.Task) {
-	r.mu.Lock()
-	hook := r.touchHooks[t.Labels[LabelKind]]
-	r.mu.Unlock()
-	if hook != nil {
+	if _, _, _, hook := r.kinds.of(t); hook != nil {
 		hook(ctx, t)
 	}
 }

@@ -123,7 +123,7 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 	case mcptask.MethodToolsList:
 		res, err := r.inner(ctx, method, req)
 		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-			return &listToolsResult{ListToolsResult: lr, support: r.supportOf(lr.Tools)}, nil
+			return &listToolsResult{ListToolsResult: lr, support: r.supportOf(lr.Tools), taskIDArg: r.taskIDToolsOf(lr.Tools)}, nil
 		}
 		return res, err
 	case mcptask.MethodToolsCall:
@@ -137,6 +137,11 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 // toolsCall decides whether a tools/call becomes a task, following the
 // request's dialect, and starts it.
 func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error) {
+	if r.takesTaskID(req.Params.Name) {
+		if err := moveTaskIDArgument(req); err != nil {
+			return nil, err
+		}
+	}
 	if _, bound := req.Params.GetMeta()[mcptask.MetaTaskID]; bound {
 		r.mu.Lock()
 		cont := r.continuation
@@ -247,17 +252,19 @@ func (w *initializeResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// listToolsResult adds execution.taskSupport to each tool.
+// listToolsResult adds execution.taskSupport to each tool, and the
+// _task_id argument to the tools that take it.
 type listToolsResult struct {
 	*mcp.ListToolsResult
-	support map[string]TaskSupport
+	support   map[string]TaskSupport
+	taskIDArg map[string]bool
 }
 
 // MarshalJSON encodes the SDK's result with execution.taskSupport added to
 // every tool the router knows.
 func (w *listToolsResult) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(w.ListToolsResult)
-	if err != nil || len(w.support) == 0 {
+	if err != nil || len(w.support) == 0 && len(w.taskIDArg) == 0 {
 		return b, err
 	}
 	var m map[string]json.RawMessage
@@ -271,6 +278,9 @@ func (w *listToolsResult) MarshalJSON() ([]byte, error) {
 	for _, t := range tools {
 		var name string
 		_ = json.Unmarshal(t["name"], &name)
+		if w.taskIDArg[name] {
+			t["inputSchema"] = withTaskIDArgument(t["inputSchema"])
+		}
 		s, ok := w.support[name]
 		if !ok {
 			continue

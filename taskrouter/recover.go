@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -39,6 +40,8 @@ func (r *Router) recover(ctx context.Context) error {
 	}
 	resolved := 0
 	for _, t := range active {
+		r.sched.note(t.WakeAt) // a wake-up from before the restart
+
 		if err := r.resolveTask(ctx, t, ReasonRestart); err != nil {
 			r.log.Error("recovering task", "task", t.ID, "kind", t.Labels[LabelKind], "error", err)
 			continue
@@ -59,11 +62,18 @@ type RecoverFunc func(ctx context.Context, t *store.Task, reason string) error
 // resolveTask hands a task whose process is gone to the policy of its kind: a
 // hook registered with OnRecover (workflows), the tool policy, or failure
 // with a reason.
-func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) error {
+func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			// One bad task must not keep the others from recovering, nor
+			// crash every start.
+			r.log.Error("panic resolving a task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
+			msg := fmt.Sprintf("interrupted, and resolving it after the restart failed: internal error: %v", p)
+			_, err = r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+		}
+	}()
 	kind := t.Labels[LabelKind]
-	r.mu.Lock()
-	hook := r.recovery[kind]
-	r.mu.Unlock()
+	hook, _, _, _ := r.kinds.of(t)
 	switch {
 	case hook != nil:
 		return hook(ctx, t, reason)
@@ -71,7 +81,7 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 		return r.recoverTool(ctx, t, reason)
 	}
 	msg := fmt.Sprintf("interrupted: the process running this task stopped while it was %s, and no recovery is registered for kind %q", t.Status, kind)
-	_, err := r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+	_, err = r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 	return err
 }
 

@@ -70,12 +70,10 @@ type Router struct {
 	owners       map[string]*slots // pending/running slots by owner
 	sources      map[string]int    // pending tasks by request source
 	pending      int               // pending tasks in total
-	recovery     map[string]RecoverFunc
-	expiry       map[string]ExpiryHook
-	touchHooks   map[string]TouchHook
 	conns        map[string]*pushConn // shim connection id -> connection
 	taskConn     map[string]string    // task id -> creating connection id
 	continuation ContinuationHandler
+	taskIDTools  map[string]bool // tools that take the argument _task_id (host mode)
 	waiters      int // tasks/result requests waiting
 	closed       bool
 
@@ -83,6 +81,8 @@ type Router struct {
 
 	shared    bool   // the store is shared by several processes (store.IsShared)
 	leases    leases // leases this process holds
+	kinds     kinds  // hooks of the task kinds components drive
+	sched     scheduler
 	feedStop  func()
 	listeners listeners // subscriptions/listen streams waiting for task changes
 
@@ -99,7 +99,7 @@ func New(cfg Config) (*Router, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Router{
+	r := &Router{
 		cfg:       cfg,
 		st:        cfg.Store,
 		log:       cfg.Logger,
@@ -108,13 +108,14 @@ func New(cfg Config) (*Router, error) {
 		watches:   map[string]chan struct{}{},
 		owners:    map[string]*slots{},
 		sources:   map[string]int{},
-		recovery:  map[string]RecoverFunc{},
 		conns:     map[string]*pushConn{},
 		taskConn:  map[string]string{},
 		sem:       make(chan struct{}, cfg.MaxConcurrent),
 		stopSweep: make(chan struct{}),
 		shared:    store.IsShared(cfg.Store),
-	}, nil
+	}
+	r.sched.init()
+	return r, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -132,15 +133,6 @@ func (r *Router) Now() time.Time { return r.cfg.Now() }
 // Server returns the server Install put the router on, or nil.
 func (r *Router) Server() *mcp.Server { return r.server }
 
-// OnRecover registers how Start resolves active tasks of a kind (the
-// LabelKind label) that a previous process left behind. Tool tasks are
-// handled by the router itself.
-func (r *Router) OnRecover(kind string, f RecoverFunc) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recovery[kind] = f
-}
-
 // Start resolves tasks left active by a previous process and starts the
 // TTL sweeper. Call it once, after every tool and recovery hook is
 // registered and Install has run. Later calls do nothing.
@@ -151,6 +143,7 @@ func (r *Router) Start(ctx context.Context) error {
 			return
 		}
 		err = r.recover(ctx)
+		r.runScheduler()
 		r.every(r.cfg.SweepInterval, r.sweep)
 		r.every(max(r.cfg.LeaseDuration/3, 10*time.Millisecond), r.renew)
 		if r.shared {

@@ -48,18 +48,6 @@ func (r *Router) takeover(ctx context.Context) {
 // to keep the default ("expired: ttl of ... elapsed").
 type ExpiryHook func(t *store.Task) string
 
-// OnExpire registers how Sweep words the failure of an active task of one
-// kind (the LabelKind label) whose expiry passed: the workflow bridge uses
-// it for workflow tasks that expire before any client touched them.
-func (r *Router) OnExpire(kind string, f ExpiryHook) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.expiry == nil {
-		r.expiry = map[string]ExpiryHook{}
-	}
-	r.expiry[kind] = f
-}
-
 // Sweep handles every task whose expiry has passed: finished tasks are
 // deleted; tasks still active are cancelled and marked failed with a
 // status message saying why, and kept readable for Config.ExpiredGrace.
@@ -90,10 +78,7 @@ func (r *Router) Sweep(ctx context.Context) (int, error) {
 				continue
 			}
 			msg := fmt.Sprintf("expired: ttl of %s elapsed before the task finished; it was cancelled", t.TTL)
-			r.mu.Lock()
-			hook := r.expiry[t.Labels[LabelKind]]
-			r.mu.Unlock()
-			if hook != nil {
+			if _, _, hook, _ := r.kinds.of(t); hook != nil {
 				if m := hook(t); m != "" {
 					msg = m
 				}

@@ -29,6 +29,9 @@ type CreateOptions struct {
 	// Lease makes this process the task's lease holder from creation (it
 	// is about to run work for it) on a shared store; see Router.Lease.
 	Lease bool
+	// WakeAt, when set, is the task's first wake-up time (see
+	// store.Task.WakeAt and the engine's scheduler).
+	WakeAt time.Time
 }
 
 func (r *Router) actualTTL(requested time.Duration) time.Duration {
@@ -79,6 +82,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		Request:       origin,
 		Labels:        labels,
 		Variables:     opts.Variables,
+		WakeAt:        opts.WakeAt,
 	}
 	if opts.Lease && r.shared {
 		t.LeaseHolder, t.LeaseUntil = r.cfg.ReplicaID, r.leaseUntil()
@@ -90,6 +94,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, error) {
 	created, err := r.st.Create(ctx, t)
 	if err == nil {
+		r.sched.note(created.WakeAt)
 		r.observe(TaskCreated, created, nil)
 	}
 	return created, err
@@ -115,16 +120,57 @@ func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.T
 	return t, nil
 }
 
-// Update applies u to a task and wakes its waiters.
+// Update applies u to a task and wakes its waiters. A wake-up time it
+// sets is handed to the engine's scheduler.
 func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
 	t, err := r.st.Update(ctx, id, u)
 	if err != nil {
 		return nil, err
 	}
+	if u.WakeAt != nil {
+		r.sched.note(t.WakeAt)
+	}
 	r.observe(TaskUpdated, t, &u)
 	r.changed(t)
 	return t, nil
 }
+
+// Await waits until done reports true for task id, or ctx ends. It reads
+// the task at once and again at every change (written by this process or,
+// on a shared store, announced by another one, with a re-read every
+// ChangePollInterval in case an announcement was lost), and returns the
+// task as last read; with ctx's error when ctx ended first, or the store's
+// error (store.ErrNotFound once the task is gone).
+func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bool) (*store.Task, error) {
+	var last *store.Task
+	for {
+		w := r.watch(id) // watch first, then read: no change in between is missed
+		t, err := r.st.Get(ctx, id)
+		if err != nil {
+			r.unwatch(id, w)
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, err
+		}
+		last = t
+		if done(t) {
+			r.unwatch(id, w)
+			return t, nil
+		}
+		select {
+		case <-w:
+		case <-r.pollTick():
+			r.unwatch(id, w)
+		case <-ctx.Done():
+			r.unwatch(id, w)
+			return last, ctx.Err()
+		}
+	}
+}
+
+// MaxTTL is the longest ttl a task may have (Config.MaxTTL).
+func (r *Router) MaxTTL() time.Duration { return r.cfg.MaxTTL }
 
 // SetVariables merges vars into the task's variables (a JSON null deletes
 // a key). ifVersion, when non-zero, makes the write conditional.

@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -19,6 +20,17 @@ type Task = mcptask.CoreTask
 // ExtTask is the extension-dialect (2026-07-28) wire form of a task.
 type ExtTask = mcptask.ExtTask
 
+// wireTTL is the ttl a task reports: how long after its creation it is
+// kept, which is its ttl unless its expiry moved (a workflow task's
+// deadline moves with its progress, a task that ran out of time is kept a
+// little longer to be read).
+func wireTTL(t *store.Task) time.Duration {
+	if !t.ExpiresAt.IsZero() && t.ExpiresAt.After(t.CreatedAt) {
+		return t.ExpiresAt.Sub(t.CreatedAt)
+	}
+	return t.TTL
+}
+
 // CoreTask converts a stored task to its core wire form.
 func CoreTask(t *store.Task) Task {
 	return Task{
@@ -27,7 +39,7 @@ func CoreTask(t *store.Task) Task {
 		StatusMessage: t.StatusMessage,
 		CreatedAt:     mcptask.FormatTime(t.CreatedAt),
 		LastUpdatedAt: mcptask.FormatTime(t.UpdatedAt),
-		TTL:           mcptask.Millis(t.TTL),
+		TTL:           mcptask.Millis(wireTTL(t)),
 		PollInterval:  mcptask.Millis(t.PollInterval),
 	}
 }
@@ -40,7 +52,7 @@ func ExtensionTask(t *store.Task) ExtTask {
 		StatusMessage:  t.StatusMessage,
 		CreatedAt:      mcptask.FormatTime(t.CreatedAt),
 		LastUpdatedAt:  mcptask.FormatTime(t.UpdatedAt),
-		TTLMs:          mcptask.Millis(t.TTL),
+		TTLMs:          mcptask.Millis(wireTTL(t)),
 		PollIntervalMs: mcptask.Millis(t.PollInterval),
 	}
 }

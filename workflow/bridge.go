@@ -3,8 +3,8 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -17,7 +17,8 @@ import (
 // Meta keys a client uses on continuation calls.
 const (
 	// MetaTaskID binds a tools/call (or a prompts/get, to resume) to a
-	// workflow task.
+	// workflow task. A client that cannot set _meta passes the same id as
+	// the argument TaskIDArgument instead.
 	MetaTaskID = mcptask.MetaTaskID
 	// MetaTaskVars carries task variables a continuation call sets (an
 	// object of JSON values; keys under ReservedPrefix are refused).
@@ -25,49 +26,95 @@ const (
 	// MetaWorkflow is the _meta key of the mcptask.WorkflowSummary added to
 	// a continuation call's result.
 	MetaWorkflow = mcptask.MetaWorkflow
-	// LabelWorkflow is the task label holding the workflow name.
-	LabelWorkflow = "workflow"
-	// LabelTouched is set on a workflow task the first time a client names
-	// it in a request after it was created (tasks/*, a continuation, a
-	// resume). Until then the task is a possible orphan (see
-	// Bridge.OrphanTimeout).
-	LabelTouched = "touched"
 )
 
-// DefaultOrphanTimeout is the default Bridge.OrphanTimeout.
-const DefaultOrphanTimeout = 10 * time.Minute
+// Labels the bridge keeps on workflow tasks.
+const (
+	// LabelWorkflow is the task label holding the workflow name.
+	LabelWorkflow = "workflow"
+	// LabelVersion holds the workflow version the task runs on.
+	LabelVersion = "workflow.version"
+	// LabelTouched is set on a workflow task once a client holds its id:
+	// the prompt (or tool) that created it returned its handoff, or a
+	// client named it in a request (tasks/*, a continuation, a resume).
+	// Until then the task is a possible orphan (see Options.OrphanTimeout).
+	LabelTouched = "touched"
+	// LabelDeadline says which rule set the task's current expiry:
+	// DeadlineIdle or DeadlineOrphan.
+	LabelDeadline = "deadline"
+	// DeadlineIdle: the task expires when it has rested for its ttl (every
+	// recorded step moves the deadline to now + ttl).
+	DeadlineIdle = "idle"
+	// DeadlineOrphan: no client holds the task's id yet and it waits for
+	// one; it expires after the orphan timeout.
+	DeadlineOrphan = "orphan"
+)
 
-// Bridge connects task-aware workflow prompts to a task engine: it serves
-// continuation calls (tools/call with _meta._task_id), resumptions
-// (prompts/get with _meta._task_id), restart recovery, and the expiry of
-// orphaned workflow tasks.
-type Bridge struct {
-	engine   TaskEngine
-	mu       sync.Mutex
-	handlers map[string]*TaskWorkflowPromptHandler
-	locks    [64]sync.Mutex
-	wg       sync.WaitGroup
+// Defaults of Options.
+const (
+	// DefaultOrphanTimeout is the default Options.OrphanTimeout.
+	DefaultOrphanTimeout = 10 * time.Minute
+	// DefaultPromptWait is the default Options.PromptWait.
+	DefaultPromptWait = 3 * time.Second
+)
 
-	// TTL is the ttl of new workflow tasks; zero means the engine default.
+// VersionPolicy says what happens to a task whose workflow version this
+// server does not serve.
+type VersionPolicy string
+
+// The version policies.
+const (
+	// FailUnknownVersion (the default) ends such a task failed, naming its
+	// version and the versions served, the first time the engine handles
+	// it (at start, on a wake-up, a continuation or a resume).
+	FailUnknownVersion VersionPolicy = "fail"
+	// WaitForVersion leaves such a task as it is, with a status message
+	// saying which version it waits for, until a server that serves that
+	// version again picks it up (its ttl still applies). Continuations and
+	// resumes are refused meanwhile, recording nothing.
+	WaitForVersion VersionPolicy = "wait"
+)
+
+// Options configure a Bridge. The zero value is valid; zero fields mean
+// the defaults.
+type Options struct {
+	// TTL is the ttl of new workflow tasks whose definition sets none: how
+	// long a task may rest between two recorded steps before it expires.
+	// The task's deadline starts at creation + TTL and every write that
+	// records progress moves it to now + TTL when that is later, so a
+	// workflow that keeps making progress never expires, and one waiting
+	// for a human waits TTL after its last step. Zero means the engine's
+	// default ttl. It must not exceed the engine's MaxTTL (nor may a
+	// definition's TTL): registration refuses it rather than cut it.
 	TTL time.Duration
 	// OrphanTimeout bounds how long a workflow task waits for a client when
-	// no client has named it in any request since it was created (no
-	// tasks/get, continuation or resume): a prompts/get cut off after the
-	// task was created leaves a task whose id nobody received. Past it the
-	// task expires as failed, with a reason, instead of waiting out its
-	// ttl. Zero means DefaultOrphanTimeout; negative disables it.
+	// no client holds its id: its creating prompts/get (or workflow tool
+	// call) did not return the handoff (the caller gave up, or the process
+	// died first) and no client has named it since. Past it the task
+	// expires as failed, with a reason. A delivered handoff is never
+	// orphaned. Zero means DefaultOrphanTimeout; negative disables it.
 	OrphanTimeout time.Duration
+	// PromptWait bounds how long prompts/get, a workflow tool call, a
+	// resume and a continuation wait for the server steps they set off
+	// before they answer: with the handoff of a workflow that rests (it
+	// waits for the client, or for a time after the bound), or with one
+	// saying which steps still run (the steps go on, on the engine; the
+	// client follows with tasks/get, task_result or a resume). Zero means
+	// DefaultPromptWait; negative waits until the workflow rests, however
+	// long its server steps take.
+	PromptWait time.Duration
 	// ProgressInterval, when positive, lets quick Retryable server steps
 	// share progress writes: when a Retryable step succeeds within
-	// ProgressInterval of the last write and another Retryable server step
-	// runs next, its outcome is written with the next write instead of in
-	// one of its own. Every other moment is written at once: a step that
-	// is not Retryable (before it runs and after), a slow step, a failure,
-	// a retry wait, the handoff and the end. A crash between writes runs
-	// the unwritten steps again, which Retryable allows (with the same
-	// idempotency keys). Zero or negative (the default) writes every
-	// step's outcome before the next step starts.
+	// ProgressInterval of the last write and only Retryable server steps
+	// start next, its outcome is written with the next write instead of
+	// one of its own. Every other moment is written at once. A crash
+	// between writes runs the unwritten steps again, which Retryable
+	// allows (with the same idempotency keys). Zero or negative writes
+	// every step's outcome before the next step starts.
 	ProgressInterval time.Duration
+	// UnknownVersion says what happens to a task whose workflow version
+	// is not registered; zero means FailUnknownVersion.
+	UnknownVersion VersionPolicy
 	// Observer, when set, learns of every step attempt (metrics, traces).
 	Observer StepObserver
 	// ResultMeta, when set, adds _meta entries to every prompt result of a
@@ -75,67 +122,195 @@ type Bridge struct {
 	// traceparent there, so a client continues the trace on its
 	// continuation calls.
 	ResultMeta func(t *store.Task) map[string]any
+	// ResultTool names the server's tool that waits for a task and returns
+	// its state (taskrouter's built-in task_result), when it has one: the
+	// handoff tells clients that cannot call tasks/get (a model) to use it.
+	ResultTool string
 }
 
-// NewBridge returns a bridge over engine.
-func NewBridge(engine TaskEngine) *Bridge {
-	return &Bridge{engine: engine, handlers: map[string]*TaskWorkflowPromptHandler{}}
-}
-
-func (b *Bridge) orphanTimeout() time.Duration {
-	if b.OrphanTimeout == 0 {
-		return DefaultOrphanTimeout
+// withDefaults fills zero fields and checks the others against engine e.
+func (o Options) withDefaults(e TaskEngine) (Options, error) {
+	var errs []error
+	if o.TTL < 0 {
+		errs = append(errs, fmt.Errorf("workflow: Options.TTL is negative (%s)", o.TTL))
 	}
-	return b.OrphanTimeout
+	if max := e.MaxTTL(); o.TTL > max {
+		errs = append(errs, fmt.Errorf("workflow: Options.TTL %s is above the engine's MaxTTL %s: raise MaxTTL (TASKBRIDGE_MAX_TTL) or lower the ttl", o.TTL, max))
+	}
+	switch o.UnknownVersion {
+	case "":
+		o.UnknownVersion = FailUnknownVersion
+	case FailUnknownVersion, WaitForVersion:
+	default:
+		errs = append(errs, fmt.Errorf("workflow: Options.UnknownVersion %q: use FailUnknownVersion or WaitForVersion", o.UnknownVersion))
+	}
+	if o.OrphanTimeout == 0 {
+		o.OrphanTimeout = DefaultOrphanTimeout
+	}
+	if o.PromptWait == 0 {
+		o.PromptWait = DefaultPromptWait
+	}
+	return o, errors.Join(errs...)
 }
+
+// Bridge connects task-aware workflow prompts to a task engine: it starts
+// workflow tasks, runs their server steps on the engine, serves
+// continuation calls (tools/call with _task_id) and resumptions
+// (prompts/get with _task_id), recovers tasks after a restart or a
+// takeover, and expires orphaned ones. See the package documentation.
+type Bridge struct {
+	engine TaskEngine
+	opts   Options
+	ctx    context.Context // ends at Close: the lifetime of all background work
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	workflows map[string]*versions
+	instances map[string]*instance
+	closed    bool
+}
+
+// NewBridge returns a bridge over engine; opts may be nil. It reports
+// every invalid option by name.
+func NewBridge(engine TaskEngine, opts *Options) (*Bridge, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o, err := o.withDefaults(engine)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Bridge{engine: engine, opts: o, ctx: ctx, stop: stop,
+		workflows: map[string]*versions{}, instances: map[string]*instance{}}, nil
+}
+
+// Options returns the bridge's effective options (defaults filled in).
+func (b *Bridge) Options() Options { return b.opts }
 
 // Install serves continuation calls through the engine, publishes the
 // progress and handoff schemas as resources, and registers the recovery,
-// expiry and touch hooks of workflow tasks. Call it once, after the task
-// engine is installed on s.
+// wake-up, expiry and touch hooks of workflow tasks. Call it once, after
+// the task engine is installed on s.
 func (b *Bridge) Install(s *mcp.Server) {
 	b.engine.SetContinuation(b.continueCall)
 	RegisterSchemaResources(s)
-	b.engine.OnRecover(taskrouter.KindWorkflow, b.recoverTask)
-	b.engine.OnExpire(taskrouter.KindWorkflow, b.expiryMessage)
-	b.engine.OnTouch(taskrouter.KindWorkflow, b.touched)
+	b.engine.HandleKind(taskrouter.KindWorkflow, kindHooks{b})
 }
 
-// Close waits for background resumptions started by recovery.
-func (b *Bridge) Close() { b.wg.Wait() }
+// Close stops the server steps running for workflow tasks (they run again
+// when a process picks the tasks up: a restart, another replica) and waits
+// for the work to end. It does not close the engine.
+func (b *Bridge) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.stop()
+	b.wg.Wait()
+}
 
 // Register validates w against tools and adds it to s as a task-aware
-// workflow prompt.
-func (b *Bridge) Register(s *mcp.Server, w *SequentialWorkflow, tools ToolLookup) (*TaskWorkflowPromptHandler, error) {
+// workflow prompt (and as a tool when w.Tool is set). Several versions of
+// one workflow may be registered (see Definition.Version): new tasks start
+// on the one registered last, and every task continues on its own.
+// Registering a second definition under a version already registered is
+// an error, as is a TTL above the engine's MaxTTL.
+func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*TaskPromptHandler, error) {
 	if err := w.Validate(tools); err != nil {
 		return nil, err
 	}
-	h := &TaskWorkflowPromptHandler{Plain: NewPromptHandler(w, b.caller()), bridge: b}
+	if max := b.engine.MaxTTL(); w.TTL > max {
+		return nil, fmt.Errorf("workflow %q: TTL %s is above the engine's MaxTTL %s: raise MaxTTL (TASKBRIDGE_MAX_TTL) or lower the workflow's TTL", w.Name, w.TTL, max)
+	}
+	c := compile(w)
+	b.mu.Lock()
+	v := b.workflows[w.Name]
+	if v == nil {
+		v = &versions{byVersion: map[string]*compiled{}}
+		v.prompt = &TaskPromptHandler{bridge: b, name: w.Name}
+	}
+	if err := v.add(c); err != nil {
+		b.mu.Unlock()
+		return nil, err
+	}
+	b.workflows[w.Name] = v
+	b.mu.Unlock()
+	for _, st := range w.Steps {
+		if st.execution() == ClientDeferred || st.failurePolicy() == HandToClient {
+			b.engine.AcceptTaskIDArgument(st.Tool) // a step the client may be asked to perform
+		}
+	}
+	s.AddPrompt(promptOf(w), v.prompt.Handle)
+	return v.prompt, nil
+}
+
+// versionFor returns the version task progress p of workflow name runs on.
+func (b *Bridge) versionFor(name, recorded string, p *Progress) (*compiled, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, dup := b.handlers[w.Name]; dup {
-		return nil, fmt.Errorf("workflow %q is already registered", w.Name)
-	}
-	b.handlers[w.Name] = h
-	s.AddPrompt(w.Prompt(), h.Handle)
-	return h, nil
+	return b.workflows[name].find(name, recorded, p)
 }
 
-// caller runs server steps through the engine, on behalf of the session
-// the context names (SessionFrom), or the engine's loopback session.
-func (b *Bridge) caller() ToolCaller { return EngineCaller(b.engine) }
-
-// EngineCaller is the ToolCaller that runs tools registered with e in
-// process, on the session of the prompt request that runs the workflow
-// (SessionFrom), for plain workflow prompts registered with RegisterPlain.
-func EngineCaller(e TaskEngine) ToolCaller {
-	return func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		return e.CallTool(ctx, SessionFrom(ctx), tool, args, meta)
+// newest returns the version new tasks of workflow name start on.
+func (b *Bridge) newest(name string) *compiled {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v := b.workflows[name]; v != nil {
+		return v.newest()
 	}
+	return nil
 }
+
+// Versions returns the versions of workflow name this bridge serves, the
+// newest last.
+func (b *Bridge) Versions(name string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v := b.workflows[name]; v != nil {
+		return v.servedVersions()
+	}
+	return nil
+}
+
+// ttlOf is the ttl of a new task of wf.
+func (b *Bridge) ttlOf(wf *compiled) time.Duration {
+	if wf.def.TTL > 0 {
+		return wf.def.TTL
+	}
+	return b.opts.TTL
+}
+
+// unserved handles a task that cannot run here (in.verr): by the version
+// policy, it fails, or it waits with a status message saying what for.
+// Call with mu held.
+func (in *instance) unserved(ctx context.Context) {
+	b, t := in.b, in.task
+	log := b.engine.Logger()
+	msg := in.verr.Error()
+	if errors.Is(in.verr, ErrVersionNotServed) && b.opts.UnknownVersion == WaitForVersion {
+		msg = "waiting: " + msg
+		if t.StatusMessage != msg {
+			log.Warn("a workflow task waits for its version to be served again", "task", t.ID, "workflow", t.Labels[LabelWorkflow], "version", t.Labels[LabelVersion])
+			if nt, err := b.engine.Update(ctx, t.ID, store.Update{IfVersion: t.Version, StatusMessage: &msg}); err == nil {
+				in.task = nt
+			}
+		}
+		return
+	}
+	log.Error("failing a workflow task that cannot run on this server", "task", t.ID, "workflow", t.Labels[LabelWorkflow], "version", t.Labels[LabelVersion], "reason", msg)
+	b.failTask(ctx, t.ID, msg)
+	in.invalidate()
+}
+
+// promptOf is the prompt that advertises w. It also accepts the argument
+// _task_id (to resume a task), which it does not advertise: a host shows
+// advertised arguments as fields to fill in when a user starts a prompt.
+func promptOf(w *Definition) *mcp.Prompt { return w.Prompt() }
 
 // RegisterPlain validates w and adds it to s as a plain workflow prompt.
-func RegisterPlain(s *mcp.Server, w *SequentialWorkflow, tools ToolLookup, call ToolCaller) (*WorkflowPromptHandler, error) {
+func RegisterPlain(s *mcp.Server, w *Definition, tools ToolLookup, call ToolCaller) (*PromptHandler, error) {
 	if err := w.Validate(tools); err != nil {
 		return nil, err
 	}
@@ -144,24 +319,17 @@ func RegisterPlain(s *mcp.Server, w *SequentialWorkflow, tools ToolLookup, call 
 	return h, nil
 }
 
-func (b *Bridge) handler(name string) *TaskWorkflowPromptHandler {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.handlers[name]
+// EngineCaller is the ToolCaller that runs tools registered with e in
+// process, on the session of the prompt request that runs the workflow,
+// for plain workflow prompts registered with RegisterPlain.
+func EngineCaller(e TaskEngine) ToolCaller {
+	return func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+		return e.RunTool(ctx, toolRequest(SessionFrom(ctx), tool, args, meta))
+	}
 }
 
-// lock serializes the bridge's work on one task in this process (other
-// processes are kept out by the recorder's compare-and-swap).
-func (b *Bridge) lock(id string) func() {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	m := &b.locks[h.Sum32()%uint32(len(b.locks))]
-	m.Lock()
-	return m.Unlock
-}
-
-// RegisterSchemaResources publishes the WorkflowProgress and handoff JSON
-// Schemas as MCP resources.
+// RegisterSchemaResources publishes the Progress and handoff JSON Schemas
+// as MCP resources.
 func RegisterSchemaResources(s *mcp.Server) {
 	add := func(uri, name, desc string, body func() []byte) {
 		s.AddResource(&mcp.Resource{URI: uri, Name: name, Description: desc, MIMEType: "application/schema+json"},
@@ -169,7 +337,7 @@ func RegisterSchemaResources(s *mcp.Server) {
 				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/schema+json", Text: string(body())}}}, nil
 			})
 	}
-	add(ProgressSchemaURI, "workflow-progress-schema", "JSON Schema of the WorkflowProgress kept in a workflow task's variables", ProgressSchemaJSON)
+	add(ProgressSchemaURI, "workflow-progress-schema", "JSON Schema of the workflow Progress kept in a workflow task's variables", ProgressSchemaJSON)
 	add(HandoffSchemaURI, "handoff-schema", "JSON Schema of the workflow handoff document", handoffSchemaJSON)
 }
 

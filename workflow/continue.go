@@ -11,264 +11,350 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-// continueCall serves a tool call bound to a workflow task with
-// _meta._task_id: the tool runs, its result is recorded against the
-// matching step, server steps that became runnable run, and the task
-// completes when no step remains.
+// continueCall serves a tool call bound to a workflow task (_meta._task_id,
+// or the argument _task_id, which the engine moved into _meta): the tool
+// runs, its result is recorded against the matching step, the server steps
+// that became runnable run on the engine, and the call answers with the
+// tool's result and where the workflow stands.
 //
-// Every check happens before the tool runs, so a bad call records nothing:
-// an unknown, hidden, finished or non-workflow task; a tool that matches no
-// step the client may perform; a step whose inputs do not exist yet. A call
+// Every check happens before the tool runs, so a refused call records
+// nothing: an unknown, hidden, finished or non-workflow task; a task whose
+// version this server does not serve; a tool that matches no step the
+// client may perform now; a step whose inputs do not exist yet. A call
 // that repeats a step the client already performed, with the same
 // arguments (a client retrying after a lost reply), is answered with the
 // recorded result without running the tool again; with other arguments it
-// is refused with the recorded ones.
+// is refused with the recorded ones. A call whose tool fails with a
+// JSON-RPC error records nothing either. Once the step's outcome is
+// recorded, the answer is that outcome and the workflow's state, whatever
+// happens to the task afterwards (it completes on another replica, it is
+// cancelled): a refusal always means nothing was recorded.
 func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest) (mcp.Result, error) {
 	meta := req.Params.GetMeta()
 	id, ok := meta[MetaTaskID].(string)
 	if !ok || id == "" {
-		return nil, mcptask.InvalidParams("_meta.%s must be a non-empty string task id", MetaTaskID)
+		return nil, mcptask.InvalidParams("_meta.%s (or the argument %s) must be a non-empty string task id", MetaTaskID, TaskIDArgument)
 	}
 	setVars, err := taskVars(meta[MetaTaskVars])
 	if err != nil {
 		return nil, err
 	}
-	unlock := b.lock(id)
-	defer unlock()
-	st, err := b.load(ctx, q, id)
+	t, err := b.load(ctx, q, id)
 	if err != nil {
 		return nil, err
 	}
-	h := b.handler(st.task.Labels[LabelWorkflow])
-	if h == nil {
-		return nil, mcptask.InvalidParams("task %s belongs to workflow %q, which this server does not serve", id, st.task.Labels[LabelWorkflow])
-	}
-	w, p := h.Plain.Workflow, st.progress
-	tool := req.Params.Name
-	if s := replayable(w, p, tool); s != nil {
-		if res, err, ok := h.replay(st, s, req); ok {
-			return res, err
-		}
-	}
-	if st.task.Status.Terminal() {
-		msg := fmt.Sprintf("workflow task %s is %s", id, st.task.Status)
-		if st.task.StatusMessage != "" {
-			msg += ": " + st.task.StatusMessage
-		}
-		return nil, mcptask.InvalidParams("%s; it takes no more steps", msg)
-	}
-	if err := h.checkStep(st, tool); err != nil {
-		return nil, err
-	}
-	// Take the task's lease: the first write of the call. Another process
-	// may have advanced the task since it was loaded, so look again.
-	rec, err := b.claim(ctx, st)
-	if errors.Is(err, store.ErrTerminal) {
-		// Another process ended the task while this call waited for the
-		// lease: most likely it recorded this very step.
-		if st, err = b.load(ctx, q, id); err != nil {
-			return nil, err
-		}
-		if s := replayable(w, st.progress, tool); s != nil {
-			if res, err, ok := h.replay(st, s, req); ok {
-				return res, err
-			}
-		}
-		return nil, mcptask.InvalidParams("workflow task %s is %s; it takes no more steps", id, st.task.Status)
-	}
+	in := b.use(id)
+	defer b.done(in)
+	step, replay, err := in.claimStep(ctx, t, req)
 	if err != nil {
-		return nil, storeErr(err)
-	}
-	defer rec.giveBack(ctx) // when the call ends before a write released it
-	p = st.progress
-	if s := replayable(w, p, tool); s != nil {
-		if res, err, ok := h.replay(st, s, req); ok {
-			return res, err
-		}
-	}
-	if err := h.checkStep(st, tool); err != nil {
 		return nil, err
 	}
-	step := h.match(p, tool)
-	delete(meta, MetaTaskVars)
-	sp := p.step(step.Name)
-	if sp.IdempotencyKey == "" {
-		sp.IdempotencyKey = idempotencyKey(id, step.Name)
+	if replay != nil {
+		return b.answer(ctx, id, step, replay, q.Dialect, true), nil
 	}
-	meta[mcptask.MetaIdempotencyKey] = sp.IdempotencyKey
+	defer in.releaseStep(step.Name)
 
-	rec.extra, rec.touch = setVars, true
-	tctx, done := b.engine.Track(ctx, id)
+	delete(meta, MetaTaskVars)
+	meta[mcptask.MetaIdempotencyKey] = idempotencyKey(id, step.Name)
+	tctx, untrack := b.engine.Track(ctx, id)
 	res, callErr := b.engine.RunTool(tctx, req)
-	done()
+	untrack()
 	if why := taskrouter.Stopped(tctx); why != "" {
 		return nil, mcptask.InvalidParams("workflow task %s was %s while step %q ran; nothing was recorded", id, why, step.Name)
 	}
-	if err := h.recordClientStep(ctx, rec, p, step, req, res, callErr); err != nil {
-		return nil, err
-	}
 	if callErr != nil {
+		// A JSON-RPC error (arguments the tool refused, say) is the
+		// client's to fix: nothing is recorded.
 		return nil, callErr
 	}
-	return h.continuationResult(rec, p, step, res), nil
+	recorded, err := in.recordClient(context.WithoutCancel(ctx), step, req, res, setVars)
+	if err != nil {
+		return nil, err
+	}
+	if recorded != nil {
+		// Another call recorded the step meanwhile: answer as a repeated
+		// call is answered.
+		return b.answer(ctx, id, step, recorded, q.Dialect, true), nil
+	}
+	if !res.IsError {
+		in.kick("")
+	}
+	return b.answer(ctx, id, step, res, q.Dialect, false), nil
 }
 
-// recordClientStep records the outcome of the client step that req ran
-// (res, or callErr) durably, and when the step succeeded runs the server
-// steps that became runnable.
-func (h *TaskWorkflowPromptHandler) recordClientStep(ctx context.Context, rec *recorder, p *WorkflowProgress, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, callErr error) error {
-	id, meta := rec.task.ID, req.Params.GetMeta()
-	now := h.Plain.now()
-	var failure string
-	switch {
-	case callErr != nil:
-		failure = callErr.Error()
-	case res.IsError:
-		failure = toolError(res)
-	}
-	if failure != "" {
-		fail(p, step, "client", failure, now)
-		emit(h.bridge.Observer, id, p, step, meta)
-		p.PauseReason = clientFailedMessage(step, failure)
-	} else {
-		complete(p, step, "client", canonical(req.Params.Arguments), res, now)
-		emit(h.bridge.Observer, id, p, step, meta)
-		raw, err := json.Marshal(res)
-		if err != nil {
-			return mcptask.InternalError("encoding the result of tool %q: %v", req.Params.Name, err)
+// answer is a continuation's reply once its step is recorded (by this
+// call, or by an earlier one it repeats): the step's result and where the
+// workflow stands once it rests or Options.PromptWait has passed.
+func (b *Bridge) answer(ctx context.Context, id string, step *Step, res *mcp.CallToolResult, d mcptask.Dialect, replayed bool) *mcp.CallToolResult {
+	cur, p := b.settle(ctx, id)
+	return b.continuationResult(cur, p, step, res, d, replayed)
+}
+
+// claimStep checks a continuation against the task as it stands and marks
+// its step as being performed here (so a second call of the same step
+// waits for the first, then gets its recorded result). It returns the
+// step, with the recorded result when the call repeats a recorded step
+// (replay), or a refusal.
+func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallToolRequest) (*Step, *mcp.CallToolResult, error) {
+	tool := req.Params.Name
+	for {
+		in.mu.Lock()
+		if t != nil && (in.task == nil || t.Version > in.task.Version) {
+			in.adopt(t)
 		}
-		if rec.extra == nil {
-			rec.extra = map[string]json.RawMessage{}
+		t = nil
+		if err := in.load(ctx); err != nil {
+			in.mu.Unlock()
+			return nil, nil, storeErr(err)
 		}
-		rec.extra[VarResultPrefix+step.Name] = raw
-		// The next server step is written as running with this step's
-		// result.
-		h.runner(id, rec.vars, req.Session).prepare(p, now, "")
-	}
-	// The step's outcome is durable before anything else runs (when it
-	// was the last step, in the write that completes the task).
-	if failure != "" || !p.done() {
-		if err := rec.Record(ctx, p); err != nil {
-			return err
+		if in.verr != nil {
+			in.unserved(ctx)
+			err := in.verr
+			in.mu.Unlock()
+			if err == nil {
+				err = errors.New("the task's definition is not served here")
+			}
+			return nil, nil, mcptask.InvalidParams("workflow task %s cannot continue: %v; nothing was recorded", in.id, err)
 		}
-	}
-	if failure == "" {
-		if _, err := h.run(ctx, rec, p, "", req.Session); err != nil {
-			if _, stopped := err.(*stoppedError); !stopped {
-				return err
+		cur, wf, p := in.task, in.wf, in.p
+		if s := replayable(wf, p, tool); s != nil {
+			res, err, ok := recordedResult(cur, wf, p, s, req)
+			if ok {
+				in.mu.Unlock()
+				return s, res, err
 			}
 		}
+		if cur.Status.Terminal() {
+			in.mu.Unlock()
+			msg := fmt.Sprintf("workflow task %s is %s", in.id, cur.Status)
+			if cur.StatusMessage != "" {
+				msg += ": " + cur.StatusMessage
+			}
+			return nil, nil, mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg)
+		}
+		step, err := checkStep(wf, p, cur.ID, tool)
+		if err != nil {
+			in.mu.Unlock()
+			return nil, nil, err
+		}
+		if busy := in.clients[step.Name]; busy != nil {
+			in.mu.Unlock()
+			select {
+			case <-busy:
+				continue // it ended: look again (a replay, most likely)
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		}
+		in.clients[step.Name] = make(chan struct{})
+		in.mu.Unlock()
+		return step, nil, nil
 	}
-	return nil
 }
 
-// continuationResult is the reply to a continuation call: the tool's
-// result, tagged with the task and the workflow's state after step.
-func (h *TaskWorkflowPromptHandler) continuationResult(rec *recorder, p *WorkflowProgress, step *Step, res *mcp.CallToolResult) *mcp.CallToolResult {
+// releaseStep ends a continuation of step name.
+func (in *instance) releaseStep(name string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if ch := in.clients[name]; ch != nil {
+		close(ch)
+		delete(in.clients, name)
+	}
+}
+
+// recordClient records the outcome of the client step a continuation ran,
+// durably, with the task variables it sets; the task is marked held by a
+// client. It returns a replay answer when another call recorded the step
+// first, and an error only when nothing was recorded.
+func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage) (*mcp.CallToolResult, error) {
+	b := in.b
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return nil, mcptask.InternalError("encoding the result of tool %q: %v", req.Params.Name, err)
+	}
+	meta := req.Params.GetMeta()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
+			sp := p.step(step.Name)
+			if sp == nil || sp.ended() || !reached(in.wf, p, in.wf.index[step.Name]) || !clientSide(step, sp) {
+				return store.Update{}, errStale
+			}
+			now := b.engine.Now()
+			vars := maps.Clone(setVars)
+			if vars == nil {
+				vars = map[string]json.RawMessage{}
+			}
+			if res.IsError {
+				fail(p, step, "client", toolError(res), now)
+				p.PauseReason = clientFailedMessage(step, toolError(res))
+			} else {
+				complete(p, step, "client", canonical(req.Params.Arguments), res, now)
+				vars[VarResultPrefix+step.Name] = raw
+			}
+			if sp.IdempotencyKey == "" {
+				sp.IdempotencyKey = idempotencyKey(in.id, step.Name)
+			}
+			sp.ReachedAt, sp.Deadline = nil, nil
+			emit(b.opts.Observer, in.id, p, step, meta)
+			if !res.IsError {
+				markReached(in.wf, p, now)
+				p.PauseReason = pauseReason(in.wf, p)
+			}
+			return store.Update{Variables: vars, Labels: map[string]string{LabelTouched: "1"}}, nil
+		})
+		switch {
+		case err == nil:
+			return nil, nil
+		case errors.Is(err, errTakenOver) && attempt == 0:
+			continue // the lease this process held is gone: record without it
+		case errors.Is(err, errStale):
+			// Another call recorded this step (or the workflow moved on):
+			// answer as a repeated call would be answered.
+			if lerr := in.load(ctx); lerr == nil && in.wf != nil {
+				if s := replayable(in.wf, in.p, step.Tool); s != nil {
+					if ans, rerr, ok := recordedResult(in.task, in.wf, in.p, s, req); ok {
+						return ans, rerr
+					}
+				}
+			}
+			return nil, mcptask.InvalidParams("step %q of workflow task %s can no longer be performed: the workflow moved on while the tool ran; nothing was recorded", step.Name, in.id)
+		case errors.Is(err, errEnded):
+			cur := in.task
+			if cur == nil {
+				cur, _ = b.engine.Task(ctx, in.id)
+			}
+			status := "ended"
+			if cur != nil {
+				status = string(cur.Status)
+			}
+			return nil, mcptask.InvalidParams("workflow task %s %s while step %q ran; nothing was recorded", in.id, status, step.Name)
+		}
+		return nil, err
+	}
+}
+
+// continuationResult is the answer to a continuation call: the tool's
+// result, then (what a model reads) the handoff of the workflow as it
+// stands now, or its completion; the task and a summary in _meta.
+func (b *Bridge) continuationResult(t *store.Task, p *Progress, step *Step, res *mcp.CallToolResult, d mcptask.Dialect, replayed bool) *mcp.CallToolResult {
 	out := *res
 	out.Meta = mcp.Meta{}
-	for k, v := range res.Meta {
-		out.Meta[k] = v
+	maps.Copy(out.Meta, res.Meta)
+	maps.Copy(out.Meta, mcptask.RelatedTaskMeta(t.ID))
+	out.Meta[MetaWorkflow] = b.summary(t, p, step.Name, replayed)
+	doc := b.handoff(t, p, d)
+	out.Meta[handoff.MetaKey] = doc
+	if text, err := renderDoc(doc); err == nil {
+		out.Content = append(slices.Clone(res.Content), &mcp.TextContent{Text: nextText(t, step) + "\n\n" + text})
 	}
-	for k, v := range mcptask.RelatedTaskMeta(rec.task.ID) {
-		out.Meta[k] = v
-	}
-	out.Meta[MetaWorkflow] = h.summary(rec.task, p, step.Name, false)
 	return &out
 }
 
-// checkStep refuses a call of tool that matches no step the client may
-// perform now, or whose step's inputs do not exist yet.
-func (h *TaskWorkflowPromptHandler) checkStep(st *taskState, tool string) error {
-	step := h.match(st.progress, tool)
-	if step == nil {
-		return h.noMatch(st, tool)
+// nextText introduces the handoff appended to a continuation's result.
+func nextText(t *store.Task, step *Step) string {
+	switch t.Status {
+	case store.StatusCompleted:
+		return fmt.Sprintf("Step %q is recorded on workflow task %s, and the workflow has completed.", step.Name, t.ID)
+	case store.StatusFailed, store.StatusCancelled:
+		return fmt.Sprintf("Step %q is recorded on workflow task %s, which has since %s.", step.Name, t.ID, t.Status)
 	}
-	if missing := h.missingInputs(st.progress, step); missing != "" {
-		return mcptask.InvalidParams("step %q (tool %q) of workflow task %s cannot run yet: %s", step.Name, tool, st.task.ID, missing)
-	}
-	return nil
+	return fmt.Sprintf("Step %q is recorded on workflow task %s. Where the workflow stands now:", step.Name, t.ID)
 }
 
 // summary is the mcptask.WorkflowSummary attached to a continuation's
 // result.
-func (h *TaskWorkflowPromptHandler) summary(t *store.Task, p *WorkflowProgress, step string, replayed bool) mcptask.WorkflowSummary {
+func (b *Bridge) summary(t *store.Task, p *Progress, step string, replayed bool) mcptask.WorkflowSummary {
 	return mcptask.WorkflowSummary{
 		TaskID:         t.ID,
-		Workflow:       h.Plain.Workflow.Name,
+		Workflow:       p.Workflow,
 		Status:         t.Status,
 		StatusMessage:  t.StatusMessage,
 		Step:           step,
 		Replayed:       replayed,
 		RemainingSteps: p.RemainingSteps,
-		ClientSteps:    h.clientSteps(p),
+		ClientSteps:    clientSteps(p),
 		PauseReason:    p.PauseReason,
 	}
 }
 
-// match finds the remaining step a client call of tool performs: a client
-// step not yet completed, or a server step the server handed to the client.
-func (h *TaskWorkflowPromptHandler) match(p *WorkflowProgress, tool string) *Step {
-	for _, s := range h.Plain.Workflow.Steps {
-		sp := p.step(s.Name)
-		if sp == nil || sp.Status == StepCompleted || s.Tool != tool {
+// checkStep finds the step a client call of tool performs now, or refuses
+// the call, naming what the client may do instead.
+func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
+	if s := match(wf, p, tool); s != nil {
+		return s, nil
+	}
+	options := "none"
+	if names := clientSteps(p); len(names) > 0 {
+		var parts []string
+		for _, n := range names {
+			parts = append(parts, fmt.Sprintf("%q (tool %q)", n, wf.byName[n].Tool))
+		}
+		options = strings.Join(parts, ", ")
+	}
+	for i, s := range wf.def.Steps {
+		sp := &p.Steps[i]
+		if s.Tool != tool || sp.ended() {
 			continue
 		}
-		if s.execution() == ClientDeferred || sp.HandedToClient {
-			return s
+		if missing := missingInputs(wf, p, s); missing != "" {
+			return nil, mcptask.InvalidParams("step %q (tool %q) of workflow task %s cannot run yet: %s", s.Name, tool, taskID, missing)
 		}
+		if clientSide(s, sp) {
+			return nil, mcptask.InvalidParams("step %q (tool %q) of workflow %q (task %s) cannot run yet: an earlier step has not ended (%s); steps the client may perform now: %s",
+				s.Name, tool, wf.def.Name, taskID, oneLine(p.PauseReason), options)
+		}
+		why := string(sp.Status)
+		if sp.ServerTakeover {
+			why = "the client's wait ran out, so the server performs it"
+		}
+		return nil, mcptask.InvalidParams("step %q (tool %q) of workflow %q (task %s) is performed by the server, not the client (%s); steps the client may perform now: %s",
+			s.Name, tool, wf.def.Name, taskID, why, options)
+	}
+	return nil, mcptask.InvalidParams("tool %q matches no remaining step of workflow %q (task %s); steps the client may perform now: %s",
+		tool, wf.def.Name, taskID, options)
+}
+
+// match finds the step a client call of tool performs: a reached step the
+// client may perform (a client step, or a server step handed to the
+// client) whose inputs exist.
+func match(wf *compiled, p *Progress, tool string) *Step {
+	for i, s := range wf.def.Steps {
+		sp := &p.Steps[i]
+		if sp.ended() || s.Tool != tool || !clientSide(s, sp) || !reached(wf, p, i) || missingInputs(wf, p, s) != "" {
+			continue
+		}
+		return s
 	}
 	return nil
 }
 
-// clientSteps names the remaining steps the client may perform now.
-func (h *TaskWorkflowPromptHandler) clientSteps(p *WorkflowProgress) []string {
+// clientSteps names the steps the client may perform now.
+func clientSteps(p *Progress) []string {
 	var out []string
-	for _, s := range h.Plain.Workflow.Steps {
-		sp := p.step(s.Name)
-		if sp == nil || sp.Status == StepCompleted {
+	for i := range p.Steps {
+		sp := &p.Steps[i]
+		if sp.ended() {
 			continue
 		}
-		if (s.execution() == ClientDeferred || sp.HandedToClient) && h.missingInputs(p, s) == "" {
-			out = append(out, s.Name)
+		if sp.Status == StepAwaitingClient || sp.HandedToClient || (sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover) {
+			out = append(out, sp.Name)
 		}
 	}
 	return out
 }
 
-// noMatch explains why a tool matches no step the client may perform.
-func (h *TaskWorkflowPromptHandler) noMatch(st *taskState, tool string) error {
-	w, p := h.Plain.Workflow, st.progress
-	options := "none"
-	if names := h.clientSteps(p); len(names) > 0 {
-		var parts []string
-		for _, n := range names {
-			parts = append(parts, fmt.Sprintf("%q (tool %q)", n, w.step(n).Tool))
-		}
-		options = strings.Join(parts, ", ")
-	}
-	for _, s := range w.Steps {
-		sp := p.step(s.Name)
-		if s.Tool != tool || sp == nil || sp.Status == StepCompleted {
-			continue
-		}
-		return mcptask.InvalidParams("step %q (tool %q) of workflow %q (task %s) is performed by the server, not the client (it is %s); steps the client may perform now: %s",
-			s.Name, tool, w.Name, st.task.ID, sp.Status, options)
-	}
-	return mcptask.InvalidParams("tool %q matches no remaining step of workflow %q (task %s); steps the client may perform now: %s",
-		tool, w.Name, st.task.ID, options)
-}
-
 // missingInputs names the steps whose outputs step needs and that have not
 // completed, with what the client can do about it; "" when every input
 // exists.
-func (h *TaskWorkflowPromptHandler) missingInputs(p *WorkflowProgress, step *Step) string {
-	w := h.Plain.Workflow
+func missingInputs(wf *compiled, p *Progress, step *Step) string {
 	var parts []string
 	seen := map[string]bool{}
 	for _, arg := range slices.Sorted(maps.Keys(step.Args)) {
@@ -276,13 +362,13 @@ func (h *TaskWorkflowPromptHandler) missingInputs(p *WorkflowProgress, step *Ste
 		if src.Kind != SourceStepOutput {
 			continue
 		}
-		from := w.producer(src.Name)
+		from := wf.def.producer(src.Name)
 		if from == nil || seen[from.Name] {
 			continue
 		}
 		seen[from.Name] = true
 		sp := p.step(from.Name)
-		if sp.Status == StepCompleted {
+		if sp == nil || sp.Status == StepCompleted {
 			continue
 		}
 		switch {
@@ -297,57 +383,41 @@ func (h *TaskWorkflowPromptHandler) missingInputs(p *WorkflowProgress, step *Ste
 	return strings.Join(parts, "; ")
 }
 
-func (w *SequentialWorkflow) step(name string) *Step {
-	for _, s := range w.Steps {
-		if s.Name == name {
-			return s
-		}
-	}
-	return nil
-}
-
 // replayable returns the completed step the client performed with tool, if
 // any: a call of it is a retry of that step.
-func replayable(w *SequentialWorkflow, p *WorkflowProgress, tool string) *Step {
-	for _, s := range w.Steps {
+func replayable(wf *compiled, p *Progress, tool string) *Step {
+	for i, s := range wf.def.Steps {
 		if s.Tool != tool {
 			continue
 		}
-		if sp := p.step(s.Name); sp != nil && sp.Status == StepCompleted && sp.CompletedBy == "client" {
+		if sp := &p.Steps[i]; sp.Status == StepCompleted && sp.CompletedBy == "client" {
 			return s
 		}
 	}
 	return nil
 }
 
-// replay answers a retried continuation: the recorded result when the
-// arguments are the recorded ones, a clear refusal otherwise. ok is false
-// when the call is not a retry after all (other arguments, and a remaining
-// step uses the same tool).
-func (h *TaskWorkflowPromptHandler) replay(st *taskState, s *Step, req *mcp.CallToolRequest) (res mcp.Result, err error, ok bool) {
-	sp := st.progress.step(s.Name)
+// recordedResult answers a retried continuation: the recorded result
+// when the arguments are the recorded ones, a clear refusal otherwise. ok
+// is false when the call is not a retry after all (other arguments, and a
+// remaining step uses the same tool).
+func recordedResult(t *store.Task, wf *compiled, p *Progress, s *Step, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error, ok bool) {
+	sp := p.step(s.Name)
 	if !sameJSON(canonical(req.Params.Arguments), sp.Arguments) {
-		if next := h.match(st.progress, s.Tool); next != nil && !st.task.Status.Terminal() {
+		if next := match(wf, p, s.Tool); next != nil && !t.Status.Terminal() {
 			return nil, nil, false
 		}
 		return nil, mcptask.InvalidParams("step %q (tool %q) of workflow task %s is already done: it was recorded with arguments %s and result %s; a retry must repeat those arguments",
-			s.Name, s.Tool, st.task.ID, sp.Arguments, truncate(string(st.progress.Outputs[s.binding()]), 500)), true
+			s.Name, s.Tool, t.ID, sp.Arguments, truncate(string(p.Outputs[s.binding()]), 500)), true
 	}
-	raw, found := st.task.Variables[VarResultPrefix+s.Name]
+	raw, found := t.Variables[VarResultPrefix+s.Name]
 	if !found {
-		return nil, mcptask.InternalError("step %q of workflow task %s is done but its result was not kept", s.Name, st.task.ID), true
+		return nil, mcptask.InternalError("step %q of workflow task %s is done but its result was not kept", s.Name, t.ID), true
 	}
 	var ctr mcp.CallToolResult
 	if err := json.Unmarshal(raw, &ctr); err != nil {
 		return nil, mcptask.InternalError("decoding the recorded result of step %q: %v", s.Name, err), true
 	}
-	if ctr.Meta == nil {
-		ctr.Meta = mcp.Meta{}
-	}
-	for k, v := range mcptask.RelatedTaskMeta(st.task.ID) {
-		ctr.Meta[k] = v
-	}
-	ctr.Meta[MetaWorkflow] = h.summary(st.task, st.progress, s.Name, true)
 	return &ctr, nil, true
 }
 

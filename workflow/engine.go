@@ -11,7 +11,8 @@ import (
 )
 
 // TaskEngine is what the bridge needs from the task engine;
-// *taskrouter.Router implements it.
+// *taskrouter.Router implements it, and the bridge's unit tests use a
+// small fake.
 type TaskEngine interface {
 	// Resolve returns the resolved form of a request (dialect, owner).
 	Resolve(ctx context.Context, req mcp.Request) *taskrouter.Request
@@ -24,29 +25,45 @@ type TaskEngine interface {
 	Task(ctx context.Context, id string) (*store.Task, error)
 	// Update writes to a task and wakes its waiters.
 	Update(ctx context.Context, id string, u store.Update) (*store.Task, error)
-	// CallTool runs a tool in-process, never as a task.
-	CallTool(ctx context.Context, session *mcp.ServerSession, name string, args any, meta mcp.Meta) (*mcp.CallToolResult, error)
-	// RunTool runs a client's tools/call in-process, never as a task.
+	// Await waits until done reports true for task id (read at every
+	// change, on any replica), or ctx ends; it returns the task as last
+	// read.
+	Await(ctx context.Context, id string, done func(*store.Task) bool) (*store.Task, error)
+	// RunTool runs a tools/call request in-process, never as a task (a nil
+	// req.Session runs it on the engine's own session).
 	RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error)
 	// Track makes tasks/cancel, expiry, shutdown and a lost lease cancel
 	// work on a task.
 	Track(ctx context.Context, id string) (context.Context, func())
-	// Lease claims a task's lease for this process while it runs the
-	// task's server steps; AdoptLease keeps renewing one it already holds
-	// (from CreateTask with CreateOptions.Lease).
-	Lease(ctx context.Context, id string) (*taskrouter.Lease, error)
+	// TryLease claims a task's lease for work this process runs for it,
+	// without waiting (store.ErrLeased when another process holds it);
+	// AdoptLease keeps renewing one the process already holds (from
+	// CreateTask with CreateOptions.Lease, or a takeover).
+	TryLease(ctx context.Context, id string) (*taskrouter.Lease, error)
 	AdoptLease(t *store.Task) *taskrouter.Lease
-	// OnRecover, OnExpire and OnTouch register the bridge's hooks for
-	// workflow tasks; SetContinuation routes calls with _meta._task_id to
-	// it.
-	OnRecover(kind string, f taskrouter.RecoverFunc)
-	OnExpire(kind string, f taskrouter.ExpiryHook)
-	OnTouch(kind string, f taskrouter.TouchHook)
+	// HandleKind hands the engine's hooks for workflow tasks (recovery,
+	// wake-ups, expiry wording, touches) to the bridge; SetContinuation
+	// routes calls with _task_id to it.
+	HandleKind(kind string, h taskrouter.KindHandler)
 	SetContinuation(h taskrouter.ContinuationHandler)
-	// Logger is where the bridge logs.
+	// AcceptTaskIDArgument makes a tool take the task id as the argument
+	// _task_id (for clients that cannot set _meta).
+	AcceptTaskIDArgument(tool string)
+	// Logger is where the bridge logs; Now is the engine's clock; MaxTTL
+	// caps every task's ttl.
 	Logger() *slog.Logger
-	// Now is the engine's clock.
 	Now() time.Time
+	MaxTTL() time.Duration
 }
 
 var _ TaskEngine = (*taskrouter.Router)(nil)
+
+// kindHooks adapts the bridge to taskrouter.KindHandler.
+type kindHooks struct{ b *Bridge }
+
+func (k kindHooks) Recover(ctx context.Context, t *store.Task, reason string) error {
+	return k.b.recoverTask(ctx, t, reason)
+}
+func (k kindHooks) Wake(ctx context.Context, t *store.Task) error { return k.b.wake(ctx, t) }
+func (k kindHooks) ExpiryMessage(t *store.Task) string            { return k.b.expiryMessage(t) }
+func (k kindHooks) Touched(ctx context.Context, t *store.Task)    { k.b.touched(ctx, t) }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // ToolCaller runs a tool on the server. meta is the request's _meta (it
@@ -19,40 +18,24 @@ type ToolCaller func(ctx context.Context, tool string, args map[string]json.RawM
 // Recorder persists progress after each step. The plain handler keeps it
 // in memory; the task bridge writes it into the task's variables.
 type Recorder interface {
-	Record(ctx context.Context, p *WorkflowProgress) error
+	Record(ctx context.Context, p *Progress) error
 }
 
 // RecorderFunc adapts a function to Recorder.
-type RecorderFunc func(ctx context.Context, p *WorkflowProgress) error
+type RecorderFunc func(ctx context.Context, p *Progress) error
 
 // Record calls f.
-func (f RecorderFunc) Record(ctx context.Context, p *WorkflowProgress) error { return f(ctx, p) }
+func (f RecorderFunc) Record(ctx context.Context, p *Progress) error { return f(ctx, p) }
 
-// runner executes a workflow's server steps against a progress record.
+// runner resolves a workflow's arguments against a progress record, and
+// runs a plain workflow's server steps (see advance).
 type runner struct {
-	wf     *SequentialWorkflow
-	call   ToolCaller
-	vars   func(name string) (json.RawMessage, bool) // task variables
-	now    func() time.Time
-	taskID string // "" without a task: no idempotency keys
-	// reason is why server steps that already ran (and failed, or were
-	// interrupted) run again in this pass: ReasonRestart or ReasonResume.
-	reason   string
+	wf       *Definition
+	call     ToolCaller
+	vars     func(name string) (json.RawMessage, bool) // task variables
+	now      func() time.Time
 	trace    []*mcp.PromptMessage
 	observer StepObserver
-	// coalesce, when positive, lets a successful server step that ended
-	// within coalesce of the last progress write go unrecorded until the
-	// next write (see Bridge.ProgressInterval); recorded is when that
-	// write was.
-	coalesce time.Duration
-	recorded time.Time
-}
-
-// record writes p through rec and remembers when.
-func (r *runner) record(ctx context.Context, p *WorkflowProgress, rec Recorder) error {
-	err := rec.Record(ctx, p)
-	r.recorded = r.now()
-	return err
 }
 
 // errUnavailable reports an input that does not exist yet: the output of a
@@ -68,9 +51,24 @@ var errNotProvided = errors.New("not provided")
 // prompt argument that was not given is left out (or gets its default).
 // With partial set, unresolvable arguments become handoff placeholders
 // instead of errors.
-func (r *runner) resolve(p *WorkflowProgress, s *Step, partial bool) (map[string]json.RawMessage, error) {
+func (r *runner) resolve(p *Progress, s *Step, partial bool) (map[string]json.RawMessage, error) {
+	return r.resolveWith(p, s, partial, false)
+}
+
+// resolveFor computes the arguments of a server run of s: with takeover
+// (the server performs a client step whose wait ran out), FromClient
+// arguments take their defaults.
+func (r *runner) resolveFor(p *Progress, s *Step, takeover bool) (map[string]json.RawMessage, error) {
+	return r.resolveWith(p, s, false, takeover)
+}
+
+func (r *runner) resolveWith(p *Progress, s *Step, partial, takeover bool) (map[string]json.RawMessage, error) {
 	out := make(map[string]json.RawMessage, len(s.Args))
 	for name, src := range s.Args {
+		if takeover && src.Kind == SourceClient && src.Default != nil {
+			out[name] = src.Default
+			continue
+		}
 		v, err := r.value(p, src)
 		switch {
 		case errors.Is(err, errNotProvided):
@@ -115,7 +113,7 @@ func marshal(v any) json.RawMessage {
 	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
 }
 
-func (r *runner) value(p *WorkflowProgress, src Source) (json.RawMessage, error) {
+func (r *runner) value(p *Progress, src Source) (json.RawMessage, error) {
 	switch src.Kind {
 	case SourceConstant:
 		return src.Value, nil
@@ -225,7 +223,7 @@ func idempotencyKey(taskID, step string) string {
 }
 
 // complete records a step's success in p.
-func complete(p *WorkflowProgress, s *Step, by string, args json.RawMessage, res *mcp.CallToolResult, now time.Time) {
+func complete(p *Progress, s *Step, by string, args json.RawMessage, res *mcp.CallToolResult, now time.Time) {
 	sp := p.step(s.Name)
 	sp.end(ReasonClient, by, now, "")
 	sp.Status = StepCompleted
@@ -239,7 +237,7 @@ func complete(p *WorkflowProgress, s *Step, by string, args json.RawMessage, res
 }
 
 // fail records a failed attempt of a step in p.
-func fail(p *WorkflowProgress, s *Step, by, msg string, now time.Time) {
+func fail(p *Progress, s *Step, by, msg string, now time.Time) {
 	sp := p.step(s.Name)
 	sp.end(ReasonClient, by, now, msg)
 	sp.Status = StepFailed
@@ -266,99 +264,55 @@ func (e *stepFailedError) Error() string {
 func (e *stepFailedError) Unwrap() error { return ErrWorkflowFailed }
 
 // next returns the first step not completed, or nil when all are.
-func (r *runner) next(p *WorkflowProgress) (*Step, *StepProgress) {
+func (r *runner) next(p *Progress) (*Step, *StepProgress) {
 	for _, s := range r.wf.Steps {
-		if sp := p.step(s.Name); sp.Status != StepCompleted {
+		if sp := p.step(s.Name); sp != nil && !sp.ended() {
 			return s, sp
 		}
 	}
 	return nil, nil
 }
 
-// prepare sets the status of the step that comes next and the progress's
-// pause reason: a server step that will run now gets an open attempt (so
-// that the write that records this state also says the step is running); a
-// client step, or a server step handed to the client, says what the client
-// may do. It reports whether a server step is ready to run, and whether it
-// opened a new attempt for it (which must be written before the step runs).
-//
-// reason is why a step that ran before runs again (ReasonRetry when empty);
-// a step's first run is always ReasonFirst.
-func (r *runner) prepare(p *WorkflowProgress, now time.Time, reason string) (ready, opened bool) {
-	s, sp := r.next(p)
-	switch {
-	case s == nil:
-		p.PauseReason = ""
-		return false, false
-	case s.execution() == ClientDeferred:
-		if sp.Status != StepFailed {
-			sp.Status = StepAwaitingClient
-		}
-		p.PauseReason = awaitingMessage(s, sp)
-		return false, false
-	case sp.HandedToClient:
-		p.PauseReason = handedMessage(s, sp)
-		return false, false
-	}
-	if sp.open() == nil {
-		switch {
-		case sp.Attempts == 0:
-			reason = ReasonFirst
-		case reason == "":
-			reason = ReasonRetry
-		}
-		sp.begin(reason, "server", now)
-		opened = true
-	}
-	sp.Status = StepRunning
-	if sp.IdempotencyKey == "" {
-		sp.IdempotencyKey = idempotencyKey(r.taskID, s.Name)
-	}
-	p.PauseReason = runningMessage(s, sp)
-	return true, opened
-}
-
-// advance runs server steps in order from the first step not completed,
+// advance runs a plain workflow's server steps in order, in the request,
 // recording after each attempt, until the workflow is done, reaches a step
-// for the client, or a step fails for good. Every attempt is written as
-// running before its tool runs (in the same write that recorded the
-// previous step, when there is one). A failing step is retried as its
-// policy says; when the server gives up, the step is handed to the client
-// (HandToClient) or advance returns an error matching ErrWorkflowFailed
-// (FailWorkflow). In a pass after a restart or on a resume (r.reason), an
-// attempt found open was cut short by a dead process: it is closed as
-// interrupted and the step runs again. advance returns the context's cause
-// when the context ends (the task was cancelled or expired, or the server
-// is shutting down); the open attempt then stays recorded, and runs again
-// after a restart. When the workflow is done, the last step's outcome is
-// left for the caller's final write (the task's completion), which
-// follows at once.
-func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder) error {
-	tries := map[string]int{} // attempts made in this pass, per step
-	for first := true; ; first = false {
-		now := r.now()
+// for the client, or a step fails for good. A failing step is retried as
+// its policy says; when the server gives up, the step is handed to the
+// client (HandToClient) or advance returns an error matching
+// ErrWorkflowFailed (FailWorkflow). It returns the context's cause when
+// the context ends. (A task-aware workflow runs its steps on the engine
+// instead; see the drive loop.)
+func (r *runner) advance(ctx context.Context, p *Progress, rec Recorder) error {
+	for {
 		s, sp := r.next(p)
-		if s == nil {
+		switch {
+		case s == nil:
 			p.PauseReason = ""
 			return nil
+		case s.execution() == ClientDeferred:
+			sp.Status = StepAwaitingClient
+			p.PauseReason = awaitingMessage(s, sp)
+			return rec.Record(ctx, p)
+		case sp.HandedToClient:
+			p.PauseReason = handedMessage(s, sp)
+			return rec.Record(ctx, p)
 		}
-		reason := r.reason
-		if tries[s.Name] > 0 {
+		if err := r.runStep(ctx, p, s, sp, rec); err != nil {
+			return err
+		}
+	}
+}
+
+// runStep runs server step s of a plain workflow with its retry policy.
+func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProgress, rec Recorder) error {
+	pol := s.policy()
+	for try := 1; ; try++ {
+		reason := ReasonFirst
+		if sp.Attempts > 0 {
 			reason = ReasonRetry
 		}
-		if a := sp.open(); a != nil && first && (r.reason == ReasonRestart || r.reason == ReasonResume) {
-			// A dead process left this attempt open: close it; the step
-			// runs again.
-			a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran"
-			reason = ReasonRestart
-		}
-		ready, opened := r.prepare(p, now, reason)
-		if !ready || opened {
-			if err := r.record(ctx, p, rec); err != nil || !ready {
-				return err
-			}
-		}
-		tries[s.Name]++
+		sp.begin(reason, "server", r.now())
+		sp.Status = StepRunning
+		p.PauseReason = runningMessage(s, sp)
 		args, rerr := r.resolve(p, s, false)
 		var res *mcp.CallToolResult
 		var msg string
@@ -366,12 +320,8 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 			msg = rerr.Error()
 		} else {
 			r.trace = append(r.trace, callMessage(s, args))
-			var meta mcp.Meta
-			if sp.IdempotencyKey != "" {
-				meta = mcp.Meta{mcptask.MetaIdempotencyKey: sp.IdempotencyKey}
-			}
 			var err error
-			res, err = r.call(ctx, s.Tool, args, meta)
+			res, err = r.call(ctx, s.Tool, args, nil)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
@@ -384,39 +334,20 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 				msg = toolError(res)
 			}
 		}
-		now = r.now()
+		now := r.now()
 		if msg == "" {
 			complete(p, s, "server", marshal(args), res, now)
-			emit(r.observer, r.taskID, p, s, nil)
+			emit(r.observer, "", p, s, nil)
 			r.trace = append(r.trace, resultMessage(s, res))
-			ready, _ := r.prepare(p, now, r.reason) // opens the next server step's attempt in this write
-			if p.done() {
-				// The last step: the caller's final write (the task's
-				// completion) records it, before anything else happens.
-				continue
-			}
-			if ready && r.coalesce > 0 && s.Retryable && now.Sub(r.recorded) < r.coalesce {
-				if next, _ := r.next(p); next.Retryable {
-					// A quick retryable step, and another runs next: its
-					// outcome goes into the next write. A crash before
-					// that write runs both again, which retryable steps
-					// allow (with the same idempotency keys).
-					continue
-				}
-			}
-			if err := r.record(ctx, p, rec); err != nil {
-				return err
-			}
-			continue
+			return rec.Record(ctx, p)
 		}
 		fail(p, s, "server", msg, now)
-		emit(r.observer, r.taskID, p, s, nil)
+		emit(r.observer, "", p, s, nil)
 		r.trace = append(r.trace, textMessage("assistant", fmt.Sprintf("Step %q failed: %s", s.Name, msg)))
-		pol := s.policy()
-		if rerr == nil && tries[s.Name] < pol.MaxAttempts {
-			wait := pol.backoff(tries[s.Name] + 1)
-			p.PauseReason = retryingMessage(s, msg, tries[s.Name], pol.MaxAttempts, wait)
-			if err := r.record(ctx, p, rec); err != nil {
+		if rerr == nil && try < pol.MaxAttempts {
+			wait := pol.backoff(try + 1)
+			p.PauseReason = retryingMessage(s, msg, try, pol.MaxAttempts, wait)
+			if err := rec.Record(ctx, p); err != nil {
 				return err
 			}
 			if err := sleep(ctx, wait); err != nil {
@@ -429,8 +360,7 @@ func (r *runner) advance(ctx context.Context, p *WorkflowProgress, rec Recorder)
 			return &stepFailedError{step: s.Name, msg: msg}
 		}
 		sp.HandedToClient = true
-		p.PauseReason = handedMessage(s, sp)
-		return r.record(ctx, p, rec)
+		return nil // advance records the handoff
 	}
 }
 
@@ -461,13 +391,8 @@ func resultMessage(s *Step, res *mcp.CallToolResult) *mcp.PromptMessage {
 	return textMessage("user", fmt.Sprintf("Result of step %q (tool %q): %s", s.Name, s.Tool, OutputOf(res)))
 }
 
-func (r *runner) startMessage(p *WorkflowProgress) *mcp.PromptMessage {
-	b := marshal(p.Arguments)
-	return textMessage("user", fmt.Sprintf("Run workflow %q: %s. Arguments: %s", r.wf.Name, r.wf.goal(), b))
-}
-
 // promptArgs checks and copies the prompt's arguments.
-func (w *SequentialWorkflow) promptArgs(in map[string]string) (map[string]string, error) {
+func (w *Definition) promptArgs(in map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, a := range w.Arguments {
 		v, ok := in[a.Name]
@@ -487,7 +412,7 @@ func (w *SequentialWorkflow) promptArgs(in map[string]string) (map[string]string
 	return out, nil
 }
 
-func (w *SequentialWorkflow) declares(name string) bool {
+func (w *Definition) declares(name string) bool {
 	for _, a := range w.Arguments {
 		if a.Name == name {
 			return true

@@ -12,37 +12,38 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// WorkflowPromptHandler is the plain workflow prompt: on prompts/get it
-// runs the workflow's server steps in order (with their retry policies)
-// and returns the conversation trace. It creates no task; at the first
-// step for the client, or at a step the server gave up on, it stops and
-// describes what remains.
-type WorkflowPromptHandler struct {
-	Workflow *SequentialWorkflow
+// PromptHandler is the plain workflow prompt: on prompts/get it runs the
+// workflow's server steps in order (with their retry policies), in the
+// request, and returns the conversation trace. It creates no task; at the
+// first step for the client, or at a step the server gave up on, it stops
+// and describes what remains.
+type PromptHandler struct {
+	Workflow *Definition
 	// Call runs a tool; see Router.CallTool in package taskrouter.
 	Call ToolCaller
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
+// WorkflowPromptHandler is the former name of PromptHandler.
+//
+// Deprecated: use PromptHandler.
+type WorkflowPromptHandler = PromptHandler
+
 // NewPromptHandler returns a plain handler for w.
-func NewPromptHandler(w *SequentialWorkflow, call ToolCaller) *WorkflowPromptHandler {
-	return &WorkflowPromptHandler{Workflow: w, Call: call}
+func NewPromptHandler(w *Definition, call ToolCaller) *PromptHandler {
+	return &PromptHandler{Workflow: w, Call: call}
 }
 
-func (h *WorkflowPromptHandler) now() time.Time {
+func (h *PromptHandler) now() time.Time {
 	if h.Now != nil {
 		return h.Now()
 	}
 	return time.Now()
 }
 
-func (h *WorkflowPromptHandler) runner(taskID string, vars func(string) (json.RawMessage, bool)) *runner {
-	return &runner{wf: h.Workflow, call: h.Call, vars: vars, now: h.now, taskID: taskID}
-}
-
 // Start validates prompt arguments and returns fresh progress.
-func (h *WorkflowPromptHandler) Start(args map[string]string) (*WorkflowProgress, error) {
+func (h *PromptHandler) Start(args map[string]string) (*Progress, error) {
 	a, err := h.Workflow.promptArgs(args)
 	if err != nil {
 		return nil, mcptask.InvalidParams("prompt %q: %v", h.Workflow.Name, err)
@@ -51,7 +52,7 @@ func (h *WorkflowPromptHandler) Start(args map[string]string) (*WorkflowProgress
 }
 
 // Handle is the mcp.PromptHandler.
-func (h *WorkflowPromptHandler) Handle(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+func (h *PromptHandler) Handle(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	var args map[string]string
 	if req != nil && req.Params != nil {
 		args = req.Params.Arguments
@@ -67,11 +68,11 @@ func (h *WorkflowPromptHandler) Handle(ctx context.Context, req *mcp.GetPromptRe
 		call = withSession(call, req.Session)
 	}
 	r := &runner{wf: h.Workflow, call: call, now: h.now}
-	err = r.advance(ctx, p, RecorderFunc(func(context.Context, *WorkflowProgress) error { return nil }))
+	err = r.advance(ctx, p, RecorderFunc(func(context.Context, *Progress) error { return nil }))
 	if err != nil && !errors.Is(err, ErrWorkflowFailed) {
 		return nil, err
 	}
-	msgs := append([]*mcp.PromptMessage{r.startMessage(p)}, r.trace...)
+	msgs := append([]*mcp.PromptMessage{startMessage(h.Workflow, p)}, r.trace...)
 	msgs = append(msgs, textMessage("assistant", h.summary(p, r, err)))
 	return &mcp.GetPromptResult{Description: h.Workflow.Description, Messages: msgs}, nil
 }
@@ -94,7 +95,7 @@ func SessionFrom(ctx context.Context) *mcp.ServerSession {
 }
 
 // summary describes the outcome for the plain handler.
-func (h *WorkflowPromptHandler) summary(p *WorkflowProgress, r *runner, failed error) string {
+func (h *PromptHandler) summary(p *Progress, r *runner, failed error) string {
 	if failed != nil {
 		return fmt.Sprintf("Workflow %q failed: %s.", h.Workflow.Name, p.PauseReason)
 	}

@@ -20,8 +20,10 @@ const (
 	VarResultPrefix = "_workflow.result."
 )
 
-// ProgressSchemaVersion is the version of the WorkflowProgress format.
-const ProgressSchemaVersion = 1
+// ProgressSchemaVersion is the version of the Progress format this package
+// writes. Version 1 (before workflow versions, retry times and client
+// deadlines) is read as it is: the fields it lacks are zero.
+const ProgressSchemaVersion = 2
 
 // Step statuses in WorkflowProgress.
 const (
@@ -36,8 +38,13 @@ const (
 	// StepCompleted: done; its output is in Outputs.
 	StepCompleted = "completed"
 	// StepFailed: the last attempt failed. A failed server step the server
-	// gave up on is handed to the client (HandedToClient).
+	// gave up on is handed to the client (HandedToClient); one it retries
+	// has a RetryAt.
 	StepFailed = "failed"
+	// StepSkipped: the step will not run (its client did not perform it
+	// in time with TimeoutSkip, or it needs the output of a skipped step);
+	// SkipReason says why.
+	StepSkipped = "skipped"
 )
 
 // Why an attempt was made (Attempt.Reason).
@@ -47,6 +54,7 @@ const (
 	ReasonRestart = "restart" // the server restarted while the step was due or running
 	ReasonResume  = "resume"  // a client resumed the workflow (prompts/get with _meta._task_id)
 	ReasonClient  = "client"  // the client performed the step (a continuation call)
+	ReasonTimeout = "timeout" // the server performs a step whose client did not in time (TimeoutServer)
 )
 
 // Attempt outcomes (Attempt.Outcome).
@@ -56,13 +64,16 @@ const (
 	OutcomeError   = "error"
 )
 
-// WorkflowProgress is a workflow task's durable state, kept in the task
-// variable VarProgress and rewritten after every step (and every attempt),
-// before the next one starts.
-type WorkflowProgress struct {
+// Progress is a workflow task's durable state, kept in the task variable
+// VarProgress and rewritten after every step (and every attempt), before
+// the next one starts.
+type Progress struct {
 	SchemaVersion int `json:"schemaVersion" jsonschema:"description=Version of this format"`
 	// Workflow is the workflow (prompt) name.
 	Workflow string `json:"workflow" jsonschema:"description=Workflow (prompt) name"`
+	// Version is the workflow version the task runs on (see
+	// Definition.Version); empty in progress written before versions.
+	Version string `json:"version,omitempty" jsonschema:"description=Workflow version the task runs on"`
 	// Goal is what the workflow achieves.
 	Goal string `json:"goal,omitempty" jsonschema:"description=What the workflow achieves"`
 	// Arguments are the prompt arguments the workflow was started with.
@@ -87,12 +98,17 @@ type WorkflowProgress struct {
 	Revision int `json:"revision" jsonschema:"description=Number of times this progress was written"`
 }
 
+// WorkflowProgress is the former name of Progress.
+//
+// Deprecated: use Progress.
+type WorkflowProgress = Progress
+
 // StepProgress is one step's state.
 type StepProgress struct {
 	Name      string `json:"name"`
 	Tool      string `json:"tool"`
 	Execution string `json:"execution" jsonschema:"enum=server,enum=client"`
-	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=completed,enum=failed"`
+	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=completed,enum=failed,enum=skipped"`
 	Output    string `json:"output" jsonschema:"description=Binding name of the step's output"`
 	// Attempts counts every run of the step: by the server (first runs,
 	// retries, re-runs after a restart or a resume) and by the client.
@@ -111,6 +127,29 @@ type StepProgress struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// History records every attempt, oldest first.
 	History []Attempt `json:"history,omitempty" jsonschema:"description=Every attempt at the step oldest first"`
+	// RetryAt is when the server tries a failed server step again (its
+	// retry policy's backoff); the engine's scheduler wakes the task then,
+	// on any replica, after a restart too.
+	RetryAt *time.Time `json:"retryAt,omitempty" jsonschema:"description=When the server retries this failed step"`
+	// ReachedAt is when the workflow started waiting for the client to
+	// perform the step (a client step reached, or a server step handed to
+	// the client).
+	ReachedAt *time.Time `json:"reachedAt,omitempty" jsonschema:"description=When the workflow started waiting for the client on this step"`
+	// Deadline is when the wait for the client ends (ReachedAt plus the
+	// step's ClientWait); what happens then is the step's
+	// OnClientTimeout.
+	Deadline *time.Time `json:"deadline,omitempty" jsonschema:"description=When the wait for the client on this step ends"`
+	// SkipReason says why a skipped step did not run.
+	SkipReason string `json:"skipReason,omitempty" jsonschema:"description=Why the step was skipped"`
+	// Tries counts the server's attempts in the current series, which its
+	// retry policy bounds (a resume or a timeout starts a new series).
+	Tries int `json:"tries,omitempty" jsonschema:"description=Server attempts in the current retry series"`
+	// Interrupted counts the attempts in a row cut short by the server
+	// stopping; past a few the step is given up on.
+	Interrupted int `json:"interrupted,omitempty" jsonschema:"description=Attempts in a row cut short by the server stopping"`
+	// ServerTakeover is set on a client step the server performs itself
+	// because the client's wait ran out (TimeoutServer).
+	ServerTakeover bool `json:"serverTakeover,omitempty" jsonschema:"description=The server performs this client step because the client's wait ran out"`
 }
 
 // Attempt is one run of a step.
@@ -118,7 +157,7 @@ type Attempt struct {
 	// N numbers the step's attempts from 1.
 	N int `json:"n"`
 	// Reason says why the step ran: first, retry, restart, resume, client.
-	Reason string `json:"reason" jsonschema:"enum=first,enum=retry,enum=restart,enum=resume,enum=client"`
+	Reason string `json:"reason" jsonschema:"enum=first,enum=retry,enum=restart,enum=resume,enum=client,enum=timeout"`
 	// By says who ran it: server or client.
 	By string `json:"by" jsonschema:"enum=server,enum=client"`
 	// At is when the attempt started.
@@ -142,12 +181,12 @@ type StepError struct {
 
 var progressSchema = sync.OnceValue(func() []byte {
 	r := &jsonschema.Reflector{DoNotReference: true}
-	s := r.Reflect(&WorkflowProgress{})
+	s := r.Reflect(&Progress{})
 	if v, ok := s.Properties.Get("schemaVersion"); ok {
 		v.Const = ProgressSchemaVersion // invopop ignores a const tag
 	}
-	s.ID = "https://taskbridge.dev/schemas/workflow-progress-v1.json"
-	s.Title = "taskbridge WorkflowProgress"
+	s.ID = "https://taskbridge.dev/schemas/workflow-progress-v2.json"
+	s.Title = "taskbridge workflow Progress"
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		panic(err)
@@ -162,10 +201,11 @@ func ProgressSchemaJSON() []byte { return progressSchema() }
 // ProgressSchemaJSON (see RegisterSchemaResources).
 const ProgressSchemaURI = "taskbridge://schemas/workflow-progress.json"
 
-func newProgress(w *SequentialWorkflow, args map[string]string, now time.Time) *WorkflowProgress {
-	p := &WorkflowProgress{
+func newProgress(w *Definition, args map[string]string, now time.Time) *Progress {
+	p := &Progress{
 		SchemaVersion: ProgressSchemaVersion,
 		Workflow:      w.Name,
+		Version:       VersionOf(w),
 		Goal:          w.goal(),
 		Arguments:     args,
 		Outputs:       map[string]json.RawMessage{},
@@ -182,19 +222,21 @@ func newProgress(w *SequentialWorkflow, args map[string]string, now time.Time) *
 }
 
 // refresh recomputes the derived step name lists.
-func (p *WorkflowProgress) refresh() {
+func (p *Progress) refresh() {
 	p.CompletedSteps = []string{}
 	p.RemainingSteps = []string{}
 	for _, s := range p.Steps {
-		if s.Status == StepCompleted {
+		switch s.Status {
+		case StepCompleted:
 			p.CompletedSteps = append(p.CompletedSteps, s.Name)
-		} else {
+		case StepSkipped:
+		default:
 			p.RemainingSteps = append(p.RemainingSteps, s.Name)
 		}
 	}
 }
 
-func (p *WorkflowProgress) step(name string) *StepProgress {
+func (p *Progress) step(name string) *StepProgress {
 	for i := range p.Steps {
 		if p.Steps[i].Name == name {
 			return &p.Steps[i]
@@ -203,15 +245,19 @@ func (p *WorkflowProgress) step(name string) *StepProgress {
 	return nil
 }
 
-// done reports whether every step completed.
-func (p *WorkflowProgress) done() bool {
-	for _, s := range p.Steps {
-		if s.Status != StepCompleted {
+// done reports whether every step ended (completed or skipped).
+func (p *Progress) done() bool {
+	for i := range p.Steps {
+		if !p.Steps[i].ended() {
 			return false
 		}
 	}
 	return true
 }
+
+// ended reports whether the step is completed or skipped: nothing more
+// happens to it.
+func (sp *StepProgress) ended() bool { return sp.Status == StepCompleted || sp.Status == StepSkipped }
 
 // maxHistory bounds the attempts kept per step (the first and the latest).
 const maxHistory = 20

@@ -2,100 +2,134 @@ package workflow
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-// recoverTask resumes a workflow task whose process is gone (a restart,
-// or on a shared store a takeover of its expired lease), when it has
-// something to do: a server step was running or due (it runs again,
-// recorded as a re-run after a restart, with the same idempotency key), or
-// every step is done but the task was not completed. A task waiting for
-// the client is left exactly as it is: no write, except giving back a
-// lease taken over.
-func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) error {
-	h := b.handler(t.Labels[LabelWorkflow])
-	if h == nil {
-		return fmt.Errorf("workflow %q is not registered with this server", t.Labels[LabelWorkflow])
-	}
-	p, err := decodeProgress(t)
-	if err != nil {
-		return err
-	}
-	if !h.due(p) {
-		if reason == taskrouter.ReasonTakeover {
-			return b.releaseLease(ctx, t)
-		}
-		return nil
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		ctx := context.WithoutCancel(ctx)
-		unlock := b.lock(t.ID)
-		defer unlock()
-		// The claim reads the task again (another request may have
-		// advanced it before the lock was ours); due is checked on that.
-		st := &taskState{task: t, progress: p}
-		rec, err := b.claim(ctx, st)
-		if err != nil {
-			if !errors.Is(err, store.ErrTerminal) {
-				b.engine.Logger().Error("claiming a workflow task to resume it", "task", t.ID, "error", err)
-			}
-			return
-		}
-		if !h.due(st.progress) {
-			rec.giveBack(ctx)
-			return
-		}
-		if _, err := h.run(ctx, rec, st.progress, ReasonRestart, nil); err != nil {
-			b.engine.Logger().Error("resuming workflow task after a restart", "task", t.ID, "workflow", st.progress.Workflow, "error", err)
+// recoverTask resumes a workflow task whose process is gone (a restart, or
+// on a shared store a takeover of its expired lease) when it has something
+// to do now: a server step was running or is due, a retry or a client's
+// wait is due, or every step is done but the task was not completed. A
+// task waiting for its client (or for a later time) is left as it is, with
+// no write, except giving back a lease taken over. A task whose version is
+// not served, or whose progress does not match its definition, is handled
+// by the version policy; one bad task never keeps the others from
+// recovering, and never crashes the process.
+func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.engine.Logger().Error("panic recovering a workflow task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
+			b.failTask(context.WithoutCancel(ctx), t.ID, fmt.Sprintf("internal error while recovering the workflow: %v", p))
+			err = nil
 		}
 	}()
+	in := b.use(t.ID)
+	defer b.done(in)
+	in.mu.Lock()
+	in.adopt(t)
+	if l := b.engine.AdoptLease(t); l != nil {
+		in.lease = l // the engine claimed it for us (a takeover, a wake-up), or the store needs none
+	}
+	if in.verr != nil {
+		in.unserved(ctx)
+		in.mu.Unlock()
+		return nil
+	}
+	due := dueNow(in.p, b.engine.Now())
+	if !due && in.lease != nil && in.lease.Held() {
+		lease := in.lease
+		in.dropLease()
+		in.mu.Unlock()
+		return b.releaseLease(ctx, lease.Task)
+	}
+	in.mu.Unlock()
+	if due {
+		in.kick(ReasonRestart)
+	}
 	return nil
 }
 
-// due reports whether the server has work to do on p: a server step that
-// is not handed to the client comes next, or nothing remains.
-func (h *TaskWorkflowPromptHandler) due(p *WorkflowProgress) bool {
-	for _, s := range h.Plain.Workflow.Steps {
-		sp := p.step(s.Name)
-		if sp == nil {
-			return false
+// wake runs a workflow task whose wake-up time came (a retry's backoff, a
+// client's wait running out), on whichever process the engine's scheduler
+// picked.
+func (b *Bridge) wake(ctx context.Context, t *store.Task) error {
+	return b.recoverTask(ctx, t, "")
+}
+
+// dueNow reports whether the server has work to do on p now, in a
+// process that runs none of its steps: a step was running (its process
+// stopped), a server step is due, or a retry or a client's wait is due.
+func dueNow(p *Progress, now time.Time) bool {
+	for i := range p.Steps {
+		if p.Steps[i].Status == StepRunning {
+			return true
 		}
-		if sp.Status == StepCompleted {
-			continue
-		}
-		return s.execution() == ServerExecutable && !sp.HandedToClient
 	}
-	return true
+	at := p.timerWake()
+	return p.serverDue() || !at.IsZero() && !at.After(now)
+}
+
+// releaseLease gives up the lease of t (as claimed) in the store.
+func (b *Bridge) releaseLease(ctx context.Context, t *store.Task) error {
+	fence := t.Fence()
+	_, err := b.engine.Update(context.WithoutCancel(ctx), t.ID, store.Update{Fence: &fence, ReleaseLease: true})
+	if err != nil && isGone(err) {
+		return nil // someone else holds it now, or it ended
+	}
+	return err
 }
 
 // expiryMessage words the failure of a workflow task whose expiry passed
-// while it was active: an orphan when no client ever touched it.
+// while it was active: an orphan when no client held its id.
 func (b *Bridge) expiryMessage(t *store.Task) string {
-	if t.Labels[LabelTouched] != "" {
-		return ""
+	if t.Labels[LabelTouched] != "" || t.Labels[LabelDeadline] != DeadlineOrphan {
+		return fmt.Sprintf("expired: the workflow rested for its ttl of %s without a step being recorded; it was cancelled", t.TTL)
 	}
-	if exp := ttlExpiry(t); !exp.IsZero() && !t.ExpiresAt.Before(exp) {
-		return "" // its ttl, not the orphan timeout
-	}
-	return fmt.Sprintf("orphaned: no client named this workflow task in any request (tasks/get, a continuation, a resume) within %s of it waiting for one, so nobody holds its id; it was failed instead of waiting out its ttl", b.orphanTimeout().Round(time.Second))
+	return fmt.Sprintf("orphaned: the handoff of this workflow task never reached a client (its prompt request ended before it was answered) and no client named the task within %s of it waiting for one, so nobody holds its id; it was failed instead of waiting out its ttl", b.opts.OrphanTimeout.Round(time.Second))
 }
 
 // touched marks a workflow task as held by a client the first time a
-// client names it, restoring its ttl in place of the orphan deadline. It
-// writes once per task.
+// client names it (tasks/*), restoring its ttl deadline in place of the
+// orphan deadline. It writes once per task.
 func (b *Bridge) touched(ctx context.Context, t *store.Task) {
 	if t.Labels[LabelTouched] != "" || t.Status.Terminal() {
 		return
 	}
-	at := ttlExpiry(t)
-	if _, err := b.engine.Update(ctx, t.ID, store.Update{Labels: map[string]string{LabelTouched: "1"}, ExpiresAt: &at}); err != nil {
-		b.engine.Logger().Warn("marking a workflow task touched", "task", t.ID, "error", err)
+	in := b.use(t.ID)
+	defer b.done(in)
+	in.touch(ctx)
+}
+
+// touch marks the task held by a client (its handoff was delivered, or a
+// client named it): the orphan rule no longer applies to it.
+func (in *instance) touch(ctx context.Context) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for attempt := 0; attempt < 4; attempt++ {
+		if err := in.load(ctx); err != nil {
+			return
+		}
+		t := in.task
+		if t.Labels[LabelTouched] != "" || t.Status.Terminal() {
+			return
+		}
+		now := in.b.engine.Now()
+		at := renewed(t, now)
+		u := store.Update{IfVersion: t.Version, Labels: map[string]string{LabelTouched: "1", LabelDeadline: DeadlineIdle}}
+		if t.TTL > 0 {
+			u.ExpiresAt = &at
+		}
+		nt, err := in.b.engine.Update(ctx, t.ID, u)
+		if err == nil {
+			in.task = nt // the progress did not change
+			return
+		}
+		in.invalidate()
+		if isGone(err) {
+			return
+		}
 	}
 }

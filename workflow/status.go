@@ -31,7 +31,7 @@ func runningMessage(s *Step, sp *StepProgress) string {
 }
 
 func awaitingMessage(s *Step, sp *StepProgress) string {
-	msg := fmt.Sprintf("waiting for the client to call tool %q for step %q (with _meta._task_id)", s.Tool, s.Name)
+	msg := fmt.Sprintf("waiting for the client to call tool %q for step %q (with the task id as argument _task_id)", s.Tool, s.Name)
 	if sp.Status == StepFailed && sp.Error != "" {
 		msg += fmt.Sprintf("; its last call failed: %s", oneLine(sp.Error))
 	}
@@ -39,7 +39,7 @@ func awaitingMessage(s *Step, sp *StepProgress) string {
 }
 
 func handedMessage(s *Step, sp *StepProgress) string {
-	return fmt.Sprintf("step %q (tool %q) failed after %d attempt(s): %s; the client may perform it by calling tool %q with _meta._task_id (correct its arguments if they caused the error), or resume the workflow (prompts/get with _meta._task_id) to have the server try again",
+	return fmt.Sprintf("step %q (tool %q) failed after %d attempt(s): %s; the client may perform it by calling tool %q with the task id as argument _task_id (correct its arguments if they caused the error), or resume the workflow to have the server try again",
 		s.Name, s.Tool, sp.Attempts, oneLine(sp.Error), s.Tool)
 }
 
@@ -52,11 +52,55 @@ func failedWorkflowMessage(s *Step, msg string) string {
 }
 
 func clientFailedMessage(s *Step, msg string) string {
-	return fmt.Sprintf("the client's call of tool %q for step %q failed: %s; call it again (with corrected arguments) and _meta._task_id", s.Tool, s.Name, oneLine(msg))
+	return fmt.Sprintf("the client's call of tool %q for step %q failed: %s; call it again with corrected arguments and the task id as argument _task_id", s.Tool, s.Name, oneLine(msg))
 }
 
-func completedMessage(p *WorkflowProgress) string {
-	return fmt.Sprintf("completed: all %d steps done", len(p.Steps))
+func completedMessage(p *Progress) string {
+	done, skipped := 0, 0
+	for i := range p.Steps {
+		if p.Steps[i].Status == StepSkipped {
+			skipped++
+		} else {
+			done++
+		}
+	}
+	if skipped > 0 {
+		return fmt.Sprintf("completed: %d steps done, %d skipped", done, skipped)
+	}
+	return fmt.Sprintf("completed: all %d steps done", done)
+}
+
+// pauseReason is the status line of a workflow that is neither done nor
+// failed: what runs, else what waits for the clock, else what waits for
+// the client.
+func pauseReason(wf *compiled, p *Progress) string {
+	var retry, handed, awaiting string
+	for i, s := range wf.def.Steps {
+		sp := &p.Steps[i]
+		switch {
+		case sp.ended():
+		case sp.Status == StepRunning:
+			return runningMessage(s, sp)
+		case sp.RetryAt != nil && retry == "":
+			retry = fmt.Sprintf("step %q (tool %q) failed (attempt %d of %d in a row): %s; retrying at %s",
+				s.Name, s.Tool, sp.Tries, s.policy().MaxAttempts, oneLine(sp.Error), sp.RetryAt.UTC().Format(time.RFC3339Nano))
+		case sp.HandedToClient && handed == "":
+			handed = handedMessage(s, sp)
+		case clientSide(s, sp) && awaiting == "" && sp.Status != StepPending:
+			awaiting = awaitingMessage(s, sp)
+		}
+	}
+	for _, m := range []string{retry, handed, awaiting} {
+		if m != "" {
+			return m
+		}
+	}
+	for i, s := range wf.def.Steps {
+		if sp := &p.Steps[i]; !sp.ended() {
+			return fmt.Sprintf("step %q (tool %q) is about to run", s.Name, s.Tool)
+		}
+	}
+	return ""
 }
 
 // oneLine bounds a message for a status line.

@@ -199,19 +199,20 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 }
 
 type boundIn struct {
-	TaskID string `json:"_task_id"`
-	Note   string `json:"note"`
+	Note string `json:"note"`
 }
 
 type boundOut struct {
 	Seen string `json:"seen"`
 }
 
-// TaskIDArgument serves a workflow whose client step's tool takes the
-// workflow task as an argument (_task_id, as host-mode handoffs present
-// it): bound_flow has one client step, mark, calling bound with _task_id
-// and note, both placeholders in the handoff. It returns the URL and a
-// function that returns the _task_id values bound was called with.
+// TaskIDArgument serves a workflow with one client step, mark, calling
+// bound with note (a placeholder in the handoff); the handoff also lists
+// the task id as the argument _task_id, as host-mode handoffs do, which
+// the engine takes out of the arguments before bound runs. It returns the
+// URL and a function that returns, for each call of bound, the task id it
+// was bound to (from _meta._task_id), or "ARGUMENT LEAKED" when _task_id
+// reached the tool's arguments.
 func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
 	t.Helper()
 	var mu sync.Mutex
@@ -219,16 +220,18 @@ func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
 	b := builder.New("taskbridge-test-bound", "0.1.0").WithStore(memory.New()).WithoutEnv().
 		WithConfig(taskrouter.Config{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "bound", Description: "Record a note against a workflow task."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
+			id, _ := req.Params.GetMeta()["_task_id"].(string)
+			if strings.Contains(string(req.Params.Arguments), "_task_id") {
+				id = "ARGUMENT LEAKED"
+			}
 			mu.Lock()
-			got = append(got, in.TaskID)
+			got = append(got, id)
 			mu.Unlock()
-			return nil, boundOut{Seen: in.TaskID + ": " + in.Note}, nil
+			return nil, boundOut{Seen: id + ": " + in.Note}, nil
 		}, taskrouter.ToolOptions{})
 	b.TaskWorkflow(workflow.New("bound_flow", "A step that names its workflow task").Step(
-		workflow.Client("mark", "bound").
-			Bind("_task_id", workflow.FromClient("the workflow task")).
-			Bind("note", workflow.FromClient("a note")),
+		workflow.Client("mark", "bound").Bind("note", workflow.FromClient("a note")),
 	))
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)

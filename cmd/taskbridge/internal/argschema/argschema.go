@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/taskbridge/taskbridge/mcptask"
+
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -43,7 +45,9 @@ type Field struct {
 // Fields returns the properties of an object schema, required ones first,
 // each group in name order. schema may be anything that marshals to a JSON
 // Schema object (a map from a decoded tools/list, a *jsonschema.Schema, raw
-// JSON); nil means no arguments.
+// JSON); nil means no arguments. The _task_id argument a taskbridge server
+// adds to the tools of workflow steps is left out: nobody types it (a
+// workflow step's call fills it from the handoff).
 func Fields(schema any) ([]Field, error) {
 	root, err := decode(schema)
 	if err != nil || root == nil {
@@ -55,6 +59,9 @@ func Fields(schema any) ([]Field, error) {
 	}
 	var out []Field
 	for name, prop := range root.Properties {
+		if name == mcptask.ArgTaskID {
+			continue
+		}
 		if prop == nil {
 			prop = &jsonschema.Schema{}
 		}

@@ -46,7 +46,7 @@ func TestValidateRejections(t *testing.T) {
 		wf   *SequentialWorkflow
 		want []string // substrings of the problem, naming step and fix
 	}{
-		{"no name", New("", "d").Step(Server("a", "open")), []string{"no name: set SequentialWorkflow.Name"}},
+		{"no name", New("", "d").Step(Server("a", "open")), []string{"no name: set Definition.Name"}},
 		{"no steps", New("w", "d"), []string{"no steps"}},
 		{"unknown tool", New("w", "d").Step(Server("a", "nope")), []string{`step "a": unknown tool "nope"`, "register the tool"}},
 		{"duplicate step", New("w", "d").Step(Server("a", "open"), Server("a", "open").As("other")), []string{`step "a": the name is used by an earlier step`}},
@@ -152,23 +152,18 @@ func TestPlainHandlerRunsServerStepsWithoutTask(t *testing.T) {
 	require.ErrorContains(t, err, `unknown argument "extra"`)
 }
 
-// TestAdvanceRecordsAfterEveryStep checks the write order of EXEC-01 with
-// a recorder that snapshots each write.
-func TestAdvanceRecordsAfterEveryStep(t *testing.T) {
-	var snaps []*WorkflowProgress
-	rec := RecorderFunc(func(_ context.Context, p *WorkflowProgress) error {
+// TestPlainRunnerRecordsEachStep checks that a plain workflow records
+// every step before the next one runs, and hands a failed step over.
+func TestPlainRunnerRecordsEachStep(t *testing.T) {
+	var snaps []*Progress
+	rec := RecorderFunc(func(_ context.Context, p *Progress) error {
 		snaps = append(snaps, p.clone())
 		return nil
 	})
 	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, _ mcp.Meta) (*mcp.CallToolResult, error) {
 		if tool == "summarize" {
-			// When the second step runs, the first is already recorded as
-			// done, in the same write that says the second one runs.
-			require.Len(t, snaps, 2)
-			require.Equal(t, StepRunning, snaps[0].Steps[0].Status)
-			require.Equal(t, []string{"fetch"}, snaps[1].CompletedSteps)
-			require.Equal(t, StepRunning, snaps[1].Steps[1].Status)
-			require.Contains(t, snaps[1].PauseReason, `running step "sum"`)
+			require.NotEmpty(t, snaps)
+			require.Equal(t, []string{"fetch"}, snaps[0].CompletedSteps)
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "model overloaded"}}}, nil
 		}
 		return &mcp.CallToolResult{StructuredContent: map[string]any{"items": []any{map[string]any{"text": "x"}}}}, nil
@@ -176,11 +171,9 @@ func TestAdvanceRecordsAfterEveryStep(t *testing.T) {
 	h := NewPromptHandler(validWorkflow(), call)
 	p, err := h.Start(map[string]string{"topic": "t"})
 	require.NoError(t, err)
-	require.NoError(t, h.runner("", nil).advance(context.Background(), p, rec))
-	require.Len(t, snaps, 3)
-	// The failure is recorded, the step stays remaining and is handed to
-	// the client.
-	last := snaps[2]
+	r := &runner{wf: h.Workflow, call: call, now: h.now}
+	require.NoError(t, r.advance(context.Background(), p, rec))
+	last := snaps[len(snaps)-1]
 	require.Equal(t, StepFailed, last.Steps[1].Status)
 	require.True(t, last.Steps[1].HandedToClient)
 	require.Equal(t, "model overloaded", last.Errors[0].Message)
@@ -198,9 +191,9 @@ func TestProgressSchemaPinsVersion(t *testing.T) {
 	require.EqualValues(t, ProgressSchemaVersion, s.Properties["schemaVersion"].Const)
 }
 
-func (p *WorkflowProgress) clone() *WorkflowProgress {
+func (p *Progress) clone() *Progress {
 	b, _ := json.Marshal(p)
-	var c WorkflowProgress
+	var c Progress
 	_ = json.Unmarshal(b, &c)
 	return &c
 }

@@ -1,23 +1,8 @@
-// Package workflow defines sequential workflow prompts and runs them, either
-// plainly (WorkflowPromptHandler: server steps run during prompts/get, no
-// task) or bridged to a durable task (TaskWorkflowPromptHandler: the
-// workflow becomes a task whose progress is written step by step, pauses at
-// the steps the client must perform, and ends with a handoff).
-//
-// A workflow is a list of steps. Each step calls one tool with arguments
-// bound to sources: a prompt argument, the output of an earlier step
-// (optionally a field path into it), a constant, or a task variable. A
-// step is either server-executable (the server runs it) or client-deferred
-// (the client runs it and reports back by calling the tool with
-// _meta._task_id).
 package workflow
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -62,9 +47,10 @@ type Source struct {
 	// Description tells the client what to supply (SourceClient).
 	Description string
 	// Default is the JSON value used when an optional prompt argument was
-	// not given (SourcePromptArg). Without one, an argument bound to an
+	// not given (SourcePromptArg); without one, an argument bound to an
 	// optional prompt argument that was not given is left out of the tool
-	// call.
+	// call. For SourceClient it is the value the server uses when it
+	// performs a client step itself (TimeoutServer).
 	Default json.RawMessage
 }
 
@@ -73,8 +59,9 @@ type Source struct {
 // default set with WithDefault).
 func PromptArg(name string) Source { return Source{Kind: SourcePromptArg, Name: name} }
 
-// WithDefault returns s with a default value for an optional prompt
-// argument that was not given. It panics if v cannot be encoded as JSON,
+// WithDefault returns s with a default value: for an optional prompt
+// argument that was not given, or for a FromClient argument the server
+// fills in itself (TimeoutServer). It panics if v cannot be encoded as JSON,
 // which is a programming error.
 func (s Source) WithDefault(v any) Source {
 	b, err := json.Marshal(v)
@@ -111,7 +98,9 @@ func Const(v any) Source {
 func TaskVar(name string) Source { return Source{Kind: SourceTaskVar, Name: name} }
 
 // FromClient marks an argument of a client-deferred step as one the client
-// supplies; the handoff shows the description as a placeholder.
+// supplies; the handoff shows the description as a placeholder. A default
+// (WithDefault) is what the server uses when it performs the step itself
+// after the client's wait ran out (TimeoutServer).
 func FromClient(description string) Source {
 	return Source{Kind: SourceClient, Description: description}
 }
@@ -135,7 +124,8 @@ func (s Source) String() string {
 	return string(s.Kind)
 }
 
-// Step is one tool call of a workflow.
+// Step is one step of a workflow: a tool call the server or the client
+// performs.
 type Step struct {
 	// Name identifies the step; unique in the workflow.
 	Name string
@@ -162,7 +152,34 @@ type Step struct {
 	// Execution says who performs the step; the zero value is
 	// ServerExecutable.
 	Execution StepExecution
+	// ClientWait, when positive, bounds how long the workflow waits for
+	// the client to perform the step: a client step from the moment it is
+	// reached, a server step from the moment it is handed to the client.
+	// OnClientTimeout says what happens then.
+	ClientWait time.Duration
+	// OnClientTimeout is what happens when ClientWait passes; the zero
+	// value is TimeoutFail.
+	OnClientTimeout TimeoutPolicy
 }
+
+// TimeoutPolicy says what happens when the client does not perform a step
+// within the step's ClientWait.
+type TimeoutPolicy string
+
+// The timeout policies.
+const (
+	// TimeoutFail ends the workflow task failed, naming the step and the
+	// wait.
+	TimeoutFail TimeoutPolicy = "fail_workflow"
+	// TimeoutSkip records the step skipped (with the reason) and goes on;
+	// steps that need its output are skipped too.
+	TimeoutSkip TimeoutPolicy = "skip"
+	// TimeoutServer hands the step back to the server, which performs it
+	// itself: a server step handed to the client is tried again; a client
+	// step's tool is called with the defaults of its FromClient arguments
+	// (every FromClient argument of such a step needs one).
+	TimeoutServer TimeoutPolicy = "server"
+)
 
 // RetryPolicy says how the server retries a failing server step.
 type RetryPolicy struct {
@@ -253,6 +270,20 @@ func (s *Step) WithRetry() *Step { s.Retryable = true; return s }
 // WithRetryPolicy marks the step retryable with policy p.
 func (s *Step) WithRetryPolicy(p RetryPolicy) *Step { s.Retryable = true; s.Retry = p; return s }
 
+// WaitsAtMost bounds how long the workflow waits for the client to
+// perform the step (see Step.ClientWait) and says what happens then.
+func (s *Step) WaitsAtMost(d time.Duration, then TimeoutPolicy) *Step {
+	s.ClientWait, s.OnClientTimeout = d, then
+	return s
+}
+
+func (s *Step) timeoutPolicy() TimeoutPolicy {
+	if s.OnClientTimeout == "" {
+		return TimeoutFail
+	}
+	return s.OnClientTimeout
+}
+
 // FailsWorkflow makes the step's failure (once the server gives up) fail
 // the whole workflow task instead of handing the step to the client.
 func (s *Step) FailsWorkflow() *Step { s.OnFailure = FailWorkflow; return s }
@@ -285,39 +316,70 @@ type Argument struct {
 	Required    bool
 }
 
-// SequentialWorkflow is a workflow prompt: a name, a description, declared
-// prompt arguments and ordered steps.
-type SequentialWorkflow struct {
+// Definition is a workflow: a name, a description, declared prompt
+// arguments and ordered steps, registered as a prompt (and optionally as a
+// tool) and run by a Bridge as a durable task, or plainly by RegisterPlain.
+type Definition struct {
 	Name        string
 	Description string
 	// Goal is what the workflow achieves, shown to the client; it defaults
 	// to Description.
-	Goal      string
+	Goal string
+	// Version names this definition among the versions of the workflow a
+	// server may serve at once. A task records the version it started with
+	// and runs to its end on it. Empty means the version is derived from
+	// the steps (see VersionOf): any change to a step's name, kind, tool,
+	// execution or bindings makes a new version.
+	Version string
+	// TTL is how long a task of this workflow may rest between two steps
+	// before it expires (see Bridge for the exact rule); zero means the
+	// bridge's default. Registration refuses a TTL above the engine's
+	// MaxTTL.
+	TTL time.Duration
+	// Tool also registers the workflow as a tool of the same name, whose
+	// arguments are the prompt arguments and whose result is the handoff,
+	// so that a model (which cannot pick prompts) can start it.
+	Tool      bool
 	Arguments []Argument
 	Steps     []*Step
 }
 
+// SequentialWorkflow is the former name of Definition.
+//
+// Deprecated: use Definition.
+type SequentialWorkflow = Definition
+
 // New returns an empty workflow to fill with Arg and Step.
-func New(name, description string) *SequentialWorkflow {
-	return &SequentialWorkflow{Name: name, Description: description}
+func New(name, description string) *Definition {
+	return &Definition{Name: name, Description: description}
 }
 
 // Arg declares a prompt argument.
-func (w *SequentialWorkflow) Arg(name, description string, required bool) *SequentialWorkflow {
+func (w *Definition) Arg(name, description string, required bool) *Definition {
 	w.Arguments = append(w.Arguments, Argument{Name: name, Description: description, Required: required})
 	return w
 }
 
 // Step appends steps.
-func (w *SequentialWorkflow) Step(steps ...*Step) *SequentialWorkflow {
+func (w *Definition) Step(steps ...*Step) *Definition {
 	w.Steps = append(w.Steps, steps...)
 	return w
 }
 
 // WithGoal sets the goal.
-func (w *SequentialWorkflow) WithGoal(goal string) *SequentialWorkflow { w.Goal = goal; return w }
+func (w *Definition) WithGoal(goal string) *Definition { w.Goal = goal; return w }
 
-func (w *SequentialWorkflow) goal() string {
+// WithVersion declares the definition's version (see Definition.Version).
+func (w *Definition) WithVersion(v string) *Definition { w.Version = v; return w }
+
+// WithTTL sets how long a task of the workflow may rest between steps
+// (see Definition.TTL).
+func (w *Definition) WithTTL(d time.Duration) *Definition { w.TTL = d; return w }
+
+// AsTool also registers the workflow as a tool (see Definition.Tool).
+func (w *Definition) AsTool() *Definition { w.Tool = true; return w }
+
+func (w *Definition) goal() string {
 	if w.Goal != "" {
 		return w.Goal
 	}
@@ -325,7 +387,7 @@ func (w *SequentialWorkflow) goal() string {
 }
 
 // Prompt returns the MCP prompt that advertises the workflow.
-func (w *SequentialWorkflow) Prompt() *mcp.Prompt {
+func (w *Definition) Prompt() *mcp.Prompt {
 	p := &mcp.Prompt{Name: w.Name, Description: w.Description}
 	for _, a := range w.Arguments {
 		p.Arguments = append(p.Arguments, &mcp.PromptArgument{Name: a.Name, Description: a.Description, Required: a.Required})
@@ -343,169 +405,6 @@ func ToolsLookup(tools []*mcp.Tool) ToolLookup {
 		m[t.Name] = t
 	}
 	return func(name string) (*mcp.Tool, bool) { t, ok := m[name]; return t, ok }
-}
-
-// ValidationError lists everything wrong with a workflow.
-type ValidationError struct {
-	Workflow string
-	Problems []string
-}
-
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("workflow %q is invalid:\n  - %s", e.Workflow, strings.Join(e.Problems, "\n  - "))
-}
-
-// ErrInvalid is matched by every *ValidationError.
-var ErrInvalid = errors.New("workflow: invalid workflow")
-
-// Is makes a ValidationError match ErrInvalid.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
-
-// Validate checks a workflow against the tools it calls: unknown tools,
-// duplicate names, outputs used before they are produced, undeclared prompt
-// arguments, required tool arguments left unbound (or bound to an optional
-// prompt argument without a default), a client step that consumes another
-// client step's output, and malformed sources. Each problem names the step
-// and the fix.
-func (w *SequentialWorkflow) Validate(tools ToolLookup) error {
-	var probs []string
-	add := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
-	if w.Name == "" {
-		add("the workflow has no name: set SequentialWorkflow.Name")
-	}
-	if len(w.Steps) == 0 {
-		add("the workflow has no steps: add at least one with Step")
-	}
-	declared := map[string]bool{}
-	for _, a := range w.Arguments {
-		if a.Name == "" {
-			add("a prompt argument has no name")
-		} else if declared[a.Name] {
-			add("prompt argument %q is declared twice: remove one", a.Name)
-		}
-		declared[a.Name] = true
-	}
-	names := map[string]bool{}
-	produced := map[string]*Step{} // binding -> step, for steps before the current one
-	for i, s := range w.Steps {
-		if s == nil {
-			add("step %d is nil", i+1)
-			continue
-		}
-		where := fmt.Sprintf("step %q", s.Name)
-		dupName := false
-		if s.Name == "" {
-			where = fmt.Sprintf("step %d", i+1)
-			add("%s has no name: set Step.Name", where)
-		} else if names[s.Name] {
-			dupName = true
-			add("%s: the name is used by an earlier step: step names must be unique", where)
-		}
-		names[s.Name] = true
-		if ex := s.execution(); ex != ServerExecutable && ex != ClientDeferred {
-			add("%s: execution %q is neither %q nor %q", where, ex, ServerExecutable, ClientDeferred)
-		}
-		var schema toolSchema
-		tool, ok := tools(s.Tool)
-		if !ok {
-			add("%s: unknown tool %q: register the tool before the workflow, or fix the name", where, s.Tool)
-		} else {
-			schema = schemaOf(tool)
-		}
-		argNames := make([]string, 0, len(s.Args))
-		for a := range s.Args {
-			argNames = append(argNames, a)
-		}
-		sort.Strings(argNames)
-		for _, a := range argNames {
-			src := s.Args[a]
-			if ok && schema.closed && !schema.has(a) {
-				add("%s: tool %q has no argument %q: remove the binding or fix its name", where, s.Tool, a)
-			}
-			switch src.Kind {
-			case SourcePromptArg:
-				if !declared[src.Name] {
-					add("%s: argument %q reads undeclared prompt argument %q: declare it with Arg", where, a, src.Name)
-				}
-				if src.Default != nil && !json.Valid(src.Default) {
-					add("%s: argument %q has an invalid default", where, a)
-				}
-			case SourceStepOutput:
-				from, ok := produced[src.Name]
-				switch {
-				case !ok && w.producesLater(src.Name, i):
-					add("%s: argument %q uses output %q before the step that produces it: move that step earlier", where, a, src.Name)
-				case !ok:
-					add("%s: argument %q reads output %q, which no step produces: set a step's Output (or name) to %q", where, a, src.Name, src.Name)
-				case s.execution() == ClientDeferred && from.execution() == ClientDeferred:
-					add("%s: argument %q depends on output %q of client step %q, but a client-deferred step cannot consume another client-deferred step's output: make %q a server step, or bind %q to a prompt argument or FromClient",
-						where, a, src.Name, from.Name, from.Name, a)
-				}
-				for _, seg := range src.Path {
-					if seg == "" {
-						add("%s: argument %q has an empty segment in field path %q", where, a, strings.Join(src.Path, "."))
-					}
-				}
-			case SourceConstant:
-				if !json.Valid(src.Value) {
-					add("%s: argument %q has an invalid constant", where, a)
-				}
-			case SourceTaskVar:
-				if src.Name == "" {
-					add("%s: argument %q reads a task variable with no name", where, a)
-				} else if strings.HasPrefix(src.Name, ReservedPrefix) {
-					add("%s: argument %q reads reserved task variable %q: the %q prefix belongs to the workflow engine", where, a, src.Name, ReservedPrefix)
-				}
-			case SourceClient:
-				if s.execution() != ClientDeferred {
-					add("%s: argument %q is FromClient, but the step runs on the server: bind it to another source or make the step ClientDeferred", where, a)
-				}
-			default:
-				add("%s: argument %q has unknown source kind %q", where, a, src.Kind)
-			}
-		}
-		if ok && s.execution() == ServerExecutable {
-			for _, req := range schema.required {
-				src, bound := s.Args[req]
-				switch {
-				case !bound:
-					add("%s: required argument %q of tool %q is not bound: bind it with Bind(%q, ...)", where, req, s.Tool, req)
-				case src.Kind == SourcePromptArg && !w.requiredArg(src.Name) && src.Default == nil:
-					add("%s: required argument %q of tool %q is bound to optional prompt argument %q, which may be left out: make the prompt argument required, or give the binding a default with PromptArg(%q).WithDefault(...)", where, req, s.Tool, src.Name, src.Name)
-				}
-			}
-		}
-		if p := s.failurePolicy(); p != HandToClient && p != FailWorkflow {
-			add("%s: unknown failure policy %q: use HandToClient or FailWorkflow", where, p)
-		}
-		if s.Retry.MaxAttempts < 0 || s.Retry.Backoff < 0 || s.Retry.MaxBackoff < 0 {
-			add("%s: the retry policy has a negative value", where)
-		}
-		if s.Name != "" {
-			b := s.binding()
-			if prev, dup := produced[b]; dup && !(dupName && s.Output == "") {
-				add("%s: output binding %q is already produced by step %q: give one of them another Output", where, b, prev.Name)
-			}
-			produced[b] = s
-		}
-	}
-	if len(probs) > 0 {
-		return &ValidationError{Workflow: w.Name, Problems: probs}
-	}
-	return nil
-}
-
-func (w *SequentialWorkflow) requiredArg(name string) bool {
-	for _, a := range w.Arguments {
-		if a.Name == name {
-			return a.Required
-		}
-	}
-	return false
-}
-
-func (w *SequentialWorkflow) producesLater(binding string, i int) bool {
-	return slices.ContainsFunc(w.Steps[i:], func(s *Step) bool { return s != nil && s.binding() == binding })
 }
 
 // toolSchema is what validation needs from a tool's input schema.

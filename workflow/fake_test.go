@@ -1,0 +1,294 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/memory"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// fakeEngine is a TaskEngine over a memory store, with a clock the test
+// moves and tools that are Go functions: enough to test the bridge without
+// an MCP server. It has no scheduler: a test wakes due tasks with wakeDue.
+type fakeEngine struct {
+	st          store.Store
+	mu          sync.Mutex
+	now         time.Time
+	tools       map[string]func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error)
+	calls       map[string]int
+	kind        taskrouter.KindHandler
+	cont        taskrouter.ContinuationHandler
+	track       map[string][]context.CancelCauseFunc
+	watch       map[string]chan struct{}
+	taskIDTools map[string]bool
+	maxTTL      time.Duration
+}
+
+func newFakeEngine() *fakeEngine {
+	e := &fakeEngine{
+		now:         time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC),
+		tools:       map[string]func(context.Context, map[string]any) (*mcp.CallToolResult, error){},
+		calls:       map[string]int{},
+		track:       map[string][]context.CancelCauseFunc{},
+		watch:       map[string]chan struct{}{},
+		taskIDTools: map[string]bool{},
+		maxTTL:      24 * time.Hour,
+	}
+	e.st = memory.New(store.WithClock(e.Now))
+	return e
+}
+
+var _ TaskEngine = (*fakeEngine)(nil)
+
+func (e *fakeEngine) Resolve(ctx context.Context, req mcp.Request) *taskrouter.Request {
+	return &taskrouter.Request{MCP: req, Dialect: mcptask.Extension, Declared: true, Owner: taskrouter.LocalOwner, Source: "local"}
+}
+
+func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts taskrouter.CreateOptions) (*store.Task, error) {
+	labels := map[string]string{taskrouter.LabelKind: opts.Kind, taskrouter.LabelDialect: "ext"}
+	for k, v := range opts.Labels {
+		labels[k] = v
+	}
+	ttl := opts.TTL
+	if ttl == 0 {
+		ttl = time.Hour
+	}
+	return e.st.Create(ctx, &store.Task{ID: taskrouter.NewTaskID(), Owner: taskrouter.LocalOwner, Status: store.StatusWorking,
+		StatusMessage: opts.StatusMessage, CreatedAt: e.Now(), TTL: ttl, Request: origin, Labels: labels, Variables: opts.Variables, WakeAt: opts.WakeAt})
+}
+
+func (e *fakeEngine) TaskFor(ctx context.Context, req *taskrouter.Request, id string) (*store.Task, error) {
+	return e.st.Get(ctx, id)
+}
+
+func (e *fakeEngine) Task(ctx context.Context, id string) (*store.Task, error) {
+	return e.st.Get(ctx, id)
+}
+
+func (e *fakeEngine) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+	t, err := e.st.Update(ctx, id, u)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if ch := e.watch[id]; ch != nil {
+		close(ch)
+		delete(e.watch, id)
+	}
+	e.mu.Unlock()
+	return t, nil
+}
+
+func (e *fakeEngine) Await(ctx context.Context, id string, done func(*store.Task) bool) (*store.Task, error) {
+	var last *store.Task
+	for {
+		e.mu.Lock()
+		ch := e.watch[id]
+		if ch == nil {
+			ch = make(chan struct{})
+			e.watch[id] = ch
+		}
+		e.mu.Unlock()
+		t, err := e.st.Get(ctx, id)
+		if err != nil {
+			return last, err
+		}
+		last = t
+		if done(t) {
+			return t, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return last, ctx.Err()
+		}
+	}
+}
+
+func (e *fakeEngine) RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	e.mu.Lock()
+	f := e.tools[req.Params.Name]
+	e.calls[req.Params.Name]++
+	e.mu.Unlock()
+	if f == nil {
+		return nil, fmt.Errorf("unknown tool %q", req.Params.Name)
+	}
+	var args map[string]any
+	_ = json.Unmarshal(req.Params.Arguments, &args)
+	return f(ctx, args)
+}
+
+func (e *fakeEngine) Track(ctx context.Context, id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	e.mu.Lock()
+	e.track[id] = append(e.track[id], cancel)
+	e.mu.Unlock()
+	return ctx, func() { cancel(nil) }
+}
+
+// cancel cancels task id as tasks/cancel does: the status first, then the
+// work.
+func (e *fakeEngine) cancel(t *testing.T, id string) {
+	msg := "cancelled by request"
+	_, err := e.Update(context.Background(), id, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+	require.NoError(t, err)
+	e.mu.Lock()
+	cs := e.track[id]
+	delete(e.track, id)
+	e.mu.Unlock()
+	for _, c := range cs {
+		c(errors.New("cancelled"))
+	}
+}
+
+func (e *fakeEngine) TryLease(ctx context.Context, id string) (*taskrouter.Lease, error) {
+	t, err := e.st.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status.Terminal() {
+		return nil, store.ErrTerminal
+	}
+	return &taskrouter.Lease{Task: t}, nil
+}
+
+func (e *fakeEngine) AdoptLease(t *store.Task) *taskrouter.Lease { return &taskrouter.Lease{Task: t} }
+
+func (e *fakeEngine) HandleKind(kind string, h taskrouter.KindHandler) { e.kind = h }
+
+func (e *fakeEngine) SetContinuation(h taskrouter.ContinuationHandler) { e.cont = h }
+
+func (e *fakeEngine) AcceptTaskIDArgument(tool string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.taskIDTools[tool] = true
+}
+
+func (e *fakeEngine) Logger() *slog.Logger    { return slog.New(slog.DiscardHandler) }
+func (e *fakeEngine) MaxTTL() time.Duration   { return e.maxTTL }
+func (e *fakeEngine) Now() time.Time          { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
+func (e *fakeEngine) advance(d time.Duration) { e.mu.Lock(); e.now = e.now.Add(d); e.mu.Unlock() }
+
+func (e *fakeEngine) tool(name string, f func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tools[name] = f
+}
+
+func (e *fakeEngine) callsOf(name string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls[name]
+}
+
+// lookup is the ToolLookup of the fake's tools (every schema open).
+func (e *fakeEngine) lookup() ToolLookup {
+	return func(name string) (*mcp.Tool, bool) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		_, ok := e.tools[name]
+		return &mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, ok
+	}
+}
+
+// wakeDue wakes every task whose wake-up time came, as the engine's
+// scheduler does.
+func (e *fakeEngine) wakeDue(t *testing.T) int {
+	due, err := e.st.Due(context.Background(), e.Now(), 100)
+	require.NoError(t, err)
+	for _, task := range due {
+		require.NoError(t, e.kind.Wake(context.Background(), task))
+	}
+	return len(due)
+}
+
+// recoverAll resolves every active task as Start does after a restart.
+func (e *fakeEngine) recoverAll(t *testing.T) {
+	active, err := e.st.Active(context.Background())
+	require.NoError(t, err)
+	for _, task := range active {
+		require.NoError(t, e.kind.Recover(context.Background(), task, taskrouter.ReasonRestart))
+	}
+}
+
+// ok is a tool result with structured content v.
+func ok(v any) *mcp.CallToolResult { return &mcp.CallToolResult{StructuredContent: v} }
+
+// fixture is a bridge on a fake engine, with an MCP server to register on.
+type fixture struct {
+	e   *fakeEngine
+	b   *Bridge
+	srv *mcp.Server
+}
+
+func newFixture(t *testing.T, e *fakeEngine, opts *Options, wfs ...*Definition) *fixture {
+	t.Helper()
+	if opts == nil {
+		opts = &Options{}
+	}
+	b, err := NewBridge(e, opts)
+	require.NoError(t, err)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	b.Install(srv)
+	for _, w := range wfs {
+		_, err := b.Register(srv, w, e.lookup())
+		require.NoError(t, err)
+	}
+	t.Cleanup(b.Close)
+	return &fixture{e: e, b: b, srv: srv}
+}
+
+// start runs the workflow's prompt and returns its handoff's task and
+// progress.
+func (f *fixture) start(t *testing.T, name string, args map[string]string) (*store.Task, *Progress) {
+	t.Helper()
+	v := f.b.workflows[name]
+	require.NotNil(t, v)
+	res, err := v.prompt.Handle(context.Background(), &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: name, Arguments: args}})
+	require.NoError(t, err)
+	id := res.Meta[mcptask.MetaRelatedTask].(mcptask.RelatedTask).TaskID
+	return f.task(t, id)
+}
+
+// task reads a task and its progress.
+func (f *fixture) task(t *testing.T, id string) (*store.Task, *Progress) {
+	t.Helper()
+	tk, err := f.e.st.Get(context.Background(), id)
+	require.NoError(t, err)
+	p, err := decodeProgress(tk)
+	require.NoError(t, err)
+	return tk, p
+}
+
+// call performs a continuation of tool on task id.
+func (f *fixture) call(t *testing.T, id, tool string, args map[string]any) (mcp.Result, error) {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	require.NoError(t, err)
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool, Arguments: raw, Meta: mcp.Meta{MetaTaskID: id}}}
+	return f.e.cont(context.Background(), f.e.Resolve(context.Background(), req), req)
+}
+
+// settled waits (bounded) until task id rests or ends.
+func (f *fixture) settled(t *testing.T, id string) (*store.Task, *Progress) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tk, err := f.e.Await(ctx, id, func(tk *store.Task) bool {
+		p, err := decodeProgress(tk)
+		return err != nil || tk.Status.Terminal() || rests(p, f.e.Now().Add(time.Second))
+	})
+	require.NoError(t, err)
+	return f.task(t, tk.ID)
+}
