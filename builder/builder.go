@@ -74,19 +74,19 @@ const DefaultDBFile = "taskbridge.db"
 // Builder assembles a taskbridge server. Its methods record problems
 // instead of failing one by one; Build reports them all.
 type Builder struct {
-	impl   *mcp.Implementation
-	opts   *mcp.ServerOptions
-	cfg    taskrouter.Config
-	st     store.Store
-	dbPath string
-	bbolt  []bboltstore.Option
-	useEnv bool
-	logger *slog.Logger
-	tools  []func(r *taskrouter.Router)
-	plain  []*workflow.SequentialWorkflow
-	tasked []*workflow.SequentialWorkflow
-	setup  []func(*mcp.Server)
-	errs   []error
+	impl      *mcp.Implementation
+	opts      *mcp.ServerOptions
+	cfg       taskrouter.Config
+	st        store.Store
+	dbPath    string
+	bbolt     []bboltstore.Option
+	useEnv    bool
+	logger    *slog.Logger
+	tools     []func(r *taskrouter.Router)
+	plain     []*workflow.SequentialWorkflow
+	tasked    []*workflow.SequentialWorkflow
+	setup     []func(*mcp.Server)
+	errs      []error
 	wopts     workflow.Options // workflow task settings (see workflow.Options)
 	observers []taskrouter.Observer
 }
@@ -154,7 +154,10 @@ func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.wopts.OrphanTi
 // writes (see workflow.Options.ProgressInterval); zero or negative (the
 // default) writes after every step.
 // TASKBRIDGE_PROGRESS_INTERVAL overrides it unless WithoutEnv.
-func (b *Builder) WithProgressInterval(d time.Duration) *Builder { b.wopts.ProgressInterval = d; return b }
+func (b *Builder) WithProgressInterval(d time.Duration) *Builder {
+	b.wopts.ProgressInterval = d
+	return b
+}
 
 // WithPromptWait bounds how long a workflow prompt (or continuation) waits
 // for the server steps it sets off before it answers (see

@@ -67,14 +67,14 @@ type Router struct {
 	runs         map[string]*run
 	tracked      map[string]map[*tracker]struct{} // task id -> work registered with Track
 	watches      map[string]chan struct{}
-	owners       map[string]*slots // pending/running slots by owner
-	sources      map[string]int    // pending tasks by request source
-	pending      int               // pending tasks in total
+	owners       map[string]*slots    // pending/running slots by owner
+	sources      map[string]int       // pending tasks by request source
+	pending      int                  // pending tasks in total
 	conns        map[string]*pushConn // shim connection id -> connection
 	taskConn     map[string]string    // task id -> creating connection id
 	continuation ContinuationHandler
 	taskIDTools  map[string]bool // tools that take the argument _task_id (host mode)
-	waiters      int // tasks/result requests waiting
+	waiters      int             // tasks/result requests waiting
 	closed       bool
 
 	sem chan struct{}
