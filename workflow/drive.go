@@ -472,9 +472,9 @@ func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Ti
 	switch {
 	case interrupted:
 		reason = ReasonRestart
-	case reason == ReasonTimeout, reason == ReasonResume, reason == ReasonRestart:
 	case sp.Attempts == 0:
 		reason = ReasonFirst
+	case reason == ReasonTimeout, reason == ReasonResume, reason == ReasonRestart:
 	default:
 		reason = ReasonRetry
 	}

@@ -120,7 +120,7 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: h.name, Arguments: rawArgs},
 		taskrouter.CreateOptions{TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow,
 			Labels:    map[string]string{LabelWorkflow: h.name, LabelVersion: wf.version},
-			Variables: map[string]json.RawMessage{VarProgress: raw}, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.nextWake(now)})
+			Variables: map[string]json.RawMessage{VarProgress: raw}, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake()})
 	if err != nil {
 		return nil, nil, storeErr(err)
 	}

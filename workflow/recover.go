@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // recoverTask resumes a workflow task whose process is gone (a restart, or
@@ -18,6 +19,10 @@ import (
 // not served, or whose progress does not match its definition, is handled
 // by the version policy; one bad task never keeps the others from
 // recovering, and never crashes the process.
+//
+// reason is taskrouter.ReasonRestart or ReasonTakeover (steps found
+// running ran in a process that is gone: they run again, recorded as a
+// restart), or "" for a wake-up of the scheduler.
 func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -29,7 +34,9 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 	in := b.use(t.ID)
 	defer b.done(in)
 	in.mu.Lock()
-	in.adopt(t)
+	if in.task == nil || t.Version > in.task.Version {
+		in.adopt(t)
+	}
 	if l := b.engine.AdoptLease(t); l != nil {
 		in.lease = l // the engine claimed it for us (a takeover, a wake-up), or the store needs none
 	}
@@ -47,7 +54,10 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 	}
 	in.mu.Unlock()
 	if due {
-		in.kick(ReasonRestart)
+		if reason == taskrouter.ReasonTakeover {
+			reason = ReasonRestart // a step found running ran in a process that stopped
+		}
+		in.kick(reason)
 	}
 	return nil
 }

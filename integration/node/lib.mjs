@@ -32,11 +32,20 @@ export async function step(name, fn, { rethrow = true } = {}) {
 
 // parseHandoff returns the handoff of a task-aware workflow prompt result:
 // the last ```json block of the final assistant message, and the prose.
+// A prompt result carries the handoff in its final message; a tool result
+// (a workflow task's tasks/result, a workflow tool's result, a
+// continuation's) in its last text content.
 export function parseHandoff(result) {
-    const last = result.messages[result.messages.length - 1];
-    const text = last?.content?.type === 'text' ? last.content.text : '';
+    let text = '';
+    if (Array.isArray(result.messages)) {
+        const last = result.messages[result.messages.length - 1];
+        text = last?.content?.type === 'text' ? last.content.text : '';
+    } else {
+        const texts = (result.content ?? []).filter((c) => c.type === 'text');
+        text = texts.length > 0 ? texts[texts.length - 1].text : '';
+    }
     const blocks = [...text.matchAll(/```json\s*\n([\s\S]*?)\n```/g)];
-    if (blocks.length === 0) throw new Error('no json block in the final message');
+    if (blocks.length === 0) throw new Error('no json block in the result');
     return { doc: JSON.parse(blocks[blocks.length - 1][1]), prose: text };
 }
 

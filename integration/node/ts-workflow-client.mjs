@@ -12,7 +12,7 @@
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { GetPromptResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { isPlaceholder, parseHandoff, startWatchdog, step } from './lib.mjs';
 
 const [url, prompt, argsJSON, fillJSON] = process.argv.slice(2);
@@ -61,8 +61,9 @@ try {
     });
 
     await step('taskResult', async () => {
-        const r = await client.experimental.tasks.getTaskResult(doc.taskId, GetPromptResultSchema);
+        const r = await client.experimental.tasks.getTaskResult(doc.taskId, CallToolResultSchema);
         const h = parseHandoff(r);
+        if (!r.structuredContent || r.structuredContent.taskId !== h.doc.taskId) throw new Error('the handoff is not the structured content of the result');
         return { status: h.doc.status, completed: h.doc.completedSteps.map((s) => s.name), relatedTask: r._meta?.['io.modelcontextprotocol/related-task']?.taskId };
     });
 
