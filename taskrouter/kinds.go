@@ -31,9 +31,11 @@ type KindHandler interface {
 }
 
 // A WakeFunc runs a task whose wake-up time came (see OnWake). On a shared
-// store the engine has claimed the task's lease for this process; the
-// function adopts it (Router.AdoptLease) or gives it back. It must move or
-// clear the task's WakeAt, or the engine wakes it again.
+// store several replicas may wake the same task: the function claims the
+// task's lease (Router.TryLease) for the work it runs, and leaves the task
+// alone when another process holds it. It must move or clear the task's
+// WakeAt, or the engine wakes it again (after a short backoff when it
+// failed).
 type WakeFunc func(ctx context.Context, t *store.Task) error
 
 // kinds holds the hooks registered per task kind.
