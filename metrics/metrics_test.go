@@ -3,9 +3,9 @@ package metrics_test
 import (
 	"context"
 	"io"
-	"path/filepath"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
