@@ -182,6 +182,41 @@ func writeProse(b *strings.Builder, d *Document) {
 
 func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
 	const indent = "\n   "
+	defer func() {
+		if s.Group != "" {
+			fmt.Fprintf(b, indent+"Part of the parallel group %s: its steps run together.", jsonString(s.Group))
+		}
+		if s.Condition != "" {
+			b.WriteString(indent + "Runs only if " + sentence(oneLine(s.Condition, maxResultRunes)) + " It is skipped otherwise.")
+		}
+		if s.Webhook != nil {
+			fmt.Fprintf(b, indent+"An outside system may perform it instead: POST the %s as a JSON object to %s with the header \"Authorization: Bearer %s\".",
+				map[bool]string{true: "event's payload", false: "tool's arguments (without _task_id)"}[s.Kind == KindEvent], s.Webhook.URL, s.Webhook.Token)
+		}
+	}()
+	switch {
+	case s.Kind == KindSleep:
+		if s.Until != nil {
+			fmt.Fprintf(b, "\n%d. %s (a durable sleep): the server waits until %s, then goes on; nothing to do.", n, jsonString(s.Name), s.Until.UTC().Format(time.RFC3339))
+		} else {
+			fmt.Fprintf(b, "\n%d. %s (a durable sleep): the server sleeps here once the steps before it are done; nothing to do.", n, jsonString(s.Name))
+		}
+		return
+	case s.Kind == KindEvent:
+		fmt.Fprintf(b, "\n%d. %s (an event): the workflow waits for this event", n, jsonString(s.Name))
+		if s.Guidance != "" {
+			fmt.Fprintf(b, " (%s)", strings.TrimRight(oneLine(s.Guidance, maxResultRunes), "."))
+		}
+		fmt.Fprintf(b, ". Deliver it with tasks/update {\"taskId\": %s, \"inputResponses\": {%s: {\"action\": \"accept\", \"content\": <payload>}}}, or through the webhook below.", id, jsonString(s.Name))
+		if len(s.Payload) > 0 {
+			b.WriteString(indent + "Payload schema: " + string(compactJSON(s.Payload)))
+		}
+		if s.Deadline != nil {
+			fmt.Fprintf(b, indent+"The workflow waits for it until %s.", s.Deadline.UTC().Format(time.RFC3339))
+		}
+		s.Guidance = ""
+		return
+	}
 	switch {
 	case s.Execution != ExecClient && s.Status == StepRunning:
 		fmt.Fprintf(b, "\n%d. %s (tool %s): the server is running this step now; do not call it yourself.",
@@ -206,6 +241,9 @@ func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
 			}
 			fmt.Fprintf(b, ". YOU (the client) may perform it by calling tool %s with the arguments below, correcting any argument that caused the error; or resume the workflow (%s of this prompt with the argument %s: %s) to have the server try again.",
 				jsonString(s.Tool), ResumeMethod, jsonString(TaskIDArgument), id)
+		} else if s.Status == StepPending {
+			fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) will perform this step by calling tool %s once the steps before it are done; not yet.",
+				n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
 		} else {
 			fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) must perform this step by calling tool %s.",
 				n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))

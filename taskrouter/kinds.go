@@ -2,6 +2,7 @@ package taskrouter
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
 	"github.com/taskbridge/taskbridge/store"
@@ -28,6 +29,28 @@ type KindHandler interface {
 	// Touched learns that a client named the task in a request. See
 	// TouchHook.
 	Touched(ctx context.Context, t *store.Task)
+}
+
+// An InputKind is implemented by a KindHandler whose tasks take input from
+// the client without a handler waiting for it (a workflow waiting for
+// events): the extension's tasks/get lists InputRequests for such a task
+// when it is input_required, and tasks/update hands the answers to
+// Answer.
+type InputKind interface {
+	// InputRequests returns the task's pending input requests by key
+	// (each a {"method": ..., "params": ...} object), or nil.
+	InputRequests(t *store.Task) map[string]json.RawMessage
+	// Answer takes the client's answers (tasks/update inputResponses) for
+	// task t; unknown keys are ignored, as the extension says.
+	Answer(ctx context.Context, t *store.Task, responses map[string]json.RawMessage) error
+}
+
+// inputKindOf returns t's kind handler when it is an InputKind.
+func (r *Router) inputKindOf(t *store.Task) InputKind {
+	r.kinds.mu.Lock()
+	defer r.kinds.mu.Unlock()
+	ik, _ := r.kinds.handlers[t.Labels[LabelKind]].(InputKind)
+	return ik
 }
 
 // A WakeFunc runs a task whose wake-up time came (see OnWake). On a shared

@@ -126,6 +126,10 @@ type Options struct {
 	// its state (taskrouter's built-in task_result), when it has one: the
 	// handoff tells clients that cannot call tasks/get (a model) to use it.
 	ResultTool string
+	// WebhookURL is where the server mounts WebhookHandler, as outside
+	// systems reach it (say "https://example.com/hooks"): the handoff then
+	// gives each webhook step its URL and token. Empty leaves them out.
+	WebhookURL string
 }
 
 // withDefaults fills zero fields and checks the others against engine e.
@@ -323,6 +327,9 @@ func promptOf(w *Definition) *mcp.Prompt { return w.Prompt() }
 // RegisterPlain validates w and adds it to s as a plain workflow prompt.
 func RegisterPlain(s *mcp.Server, w *Definition, tools ToolLookup, call ToolCaller) (*PromptHandler, error) {
 	if err := w.Validate(tools); err != nil {
+		return nil, err
+	}
+	if err := w.plainOnly(); err != nil {
 		return nil, err
 	}
 	h := NewPromptHandler(w, call)

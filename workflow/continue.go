@@ -77,7 +77,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		// client's to fix: nothing is recorded.
 		return nil, callErr
 	}
-	recorded, err := in.recordClient(context.WithoutCancel(ctx), step, req, res, setVars)
+	recorded, err := in.recordClient(context.WithoutCancel(ctx), step, req, res, setVars, ByClient)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (in *instance) releaseStep(name string) {
 // durably, with the task variables it sets; the task is marked held by a
 // client. It returns a replay answer when another call recorded the step
 // first, and an error only when nothing was recorded.
-func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage) (*mcp.CallToolResult, error) {
+func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
 	b := in.b
 	raw, err := json.Marshal(res)
 	if err != nil {
@@ -197,10 +197,10 @@ func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallT
 				vars = map[string]json.RawMessage{}
 			}
 			if res.IsError {
-				fail(p, step, "client", toolError(res), now)
+				fail(p, step, by, toolError(res), now)
 				p.PauseReason = clientFailedMessage(step, toolError(res))
 			} else {
-				complete(p, step, "client", canonical(req.Params.Arguments), res, now)
+				complete(p, step, by, canonical(req.Params.Arguments), res, now)
 				vars[VarResultPrefix+step.Name] = raw
 			}
 			if sp.IdempotencyKey == "" {
@@ -303,7 +303,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
 		}
 		options = strings.Join(parts, ", ")
 	}
-	for i, s := range wf.def.Steps {
+	for i, s := range wf.steps {
 		sp := &p.Steps[i]
 		if s.Tool != tool || sp.ended() {
 			continue
@@ -330,7 +330,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
 // client may perform (a client step, or a server step handed to the
 // client) whose inputs exist.
 func match(wf *compiled, p *Progress, tool string) *Step {
-	for i, s := range wf.def.Steps {
+	for i, s := range wf.steps {
 		sp := &p.Steps[i]
 		if sp.ended() || s.Tool != tool || !clientSide(s, sp) || !reached(wf, p, i) || missingInputs(wf, p, s) != "" {
 			continue
@@ -390,7 +390,7 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 // replayable returns the completed step the client performed with tool, if
 // any: a call of it is a retry of that step.
 func replayable(wf *compiled, p *Progress, tool string) *Step {
-	for i, s := range wf.def.Steps {
+	for i, s := range wf.steps {
 		if s.Tool != tool {
 			continue
 		}

@@ -233,6 +233,12 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 		wake := p.nextWake(now)
 		u.WakeAt = &wake
 		in.b.deadline(t, p, &u, now)
+		// A workflow waiting only for events needs the client's input
+		// (tasks/update, or the webhook): input_required, with its
+		// inputRequests; working otherwise.
+		if want := wantStatus(t, p); u.Status == "" && t.Status != want {
+			u.Status = want
+		}
 	}
 	nt, err := in.b.engine.Update(ctx, in.id, u)
 	if err != nil {
@@ -324,10 +330,10 @@ func waiting(p *Progress) bool {
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
-		case sp.ended():
-		case sp.Status == StepRunning, sp.RetryAt != nil:
+		case sp.ended(), sp.GaveUp:
+		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping:
 			return false
-		case sp.Status == StepAwaitingClient, sp.HandedToClient:
+		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient:
 			client = true
 		}
 	}
@@ -350,6 +356,7 @@ func (p *Progress) timerWake() time.Time {
 		}
 		take(sp.RetryAt)
 		take(sp.Deadline)
+		take(sp.Until)
 	}
 	return at
 }
@@ -373,18 +380,54 @@ func (p *Progress) serverDue() bool {
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
-		case sp.ended():
+		case sp.ended(), sp.GaveUp:
 			continue
 		case sp.HandedToClient:
 			return false
 		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
 			return false
-		case sp.Status == StepRunning, sp.RetryAt != nil:
+		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Until != nil:
 			return false
 		}
 		return true
 	}
 	return true
+}
+
+// wantStatus is the status of active workflow task t at progress p:
+// input_required while it waits only for events and its client speaks the
+// extension dialect (which answers them with tasks/update), working
+// otherwise (a core client cannot answer: the webhook delivers them).
+func wantStatus(t *store.Task, p *Progress) store.Status {
+	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
+	return statusFor(d, p)
+}
+
+// statusFor is wantStatus for a client of dialect d.
+func statusFor(d mcptask.Dialect, p *Progress) store.Status {
+	if d == mcptask.Extension && p.waitsOnEventsOnly() {
+		return store.StatusInputRequired
+	}
+	return store.StatusWorking
+}
+
+// waitsOnEventsOnly reports whether every step the workflow waits on is
+// an event (the task is then input_required: its inputRequests name them).
+func (p *Progress) waitsOnEventsOnly() bool {
+	events := false
+	for i := range p.Steps {
+		sp := &p.Steps[i]
+		switch {
+		case sp.ended(), sp.GaveUp:
+		case sp.Status == StepAwaitingEvent:
+			events = true
+		case sp.Status == StepPending && sp.RetryAt == nil && !sp.HandedToClient:
+			// not reached: it waits for what comes before it
+		default:
+			return false
+		}
+	}
+	return events
 }
 
 // vars reads task variables for TaskVar sources. Call with mu held.

@@ -117,10 +117,15 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 		return nil, nil, mcptask.InternalError("encoding workflow progress: %v", err)
 	}
 	rawArgs, _ := json.Marshal(a)
+	vars := map[string]json.RawMessage{VarProgress: raw}
+	if wf.def.hasWebhook() {
+		vars[VarWebhookToken] = marshal(newWebhookToken())
+	}
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: h.name, Arguments: rawArgs},
 		taskrouter.CreateOptions{TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow,
 			Labels:    map[string]string{LabelWorkflow: h.name, LabelVersion: wf.version},
-			Variables: map[string]json.RawMessage{VarProgress: raw}, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake()})
+			Variables: vars, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake(),
+			InputRequired: statusFor(q.Dialect, p) == store.StatusInputRequired})
 	if err != nil {
 		return nil, nil, storeErr(err)
 	}
@@ -249,16 +254,29 @@ func (b *Bridge) settle(ctx context.Context, taskID string) (*store.Task, *Progr
 // the client, or for a time after deadline. With a zero deadline (no
 // bound), a retry's backoff is waited for, a client's wait is not.
 func rests(p *Progress, deadline time.Time) bool {
+	for i := range p.Steps {
+		if p.Steps[i].Status == StepRunning {
+			return false // a group's member runs, beside a step that waits
+		}
+	}
 	waits := false // a client step before this one is not done
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
 		case sp.ended():
 			continue
+		case sp.GaveUp:
+			continue
 		case sp.Status == StepRunning:
 			return false
 		case sp.Deadline != nil && !deadline.IsZero() && !sp.Deadline.After(deadline):
 			return false // the client's wait ends before deadline: the server acts then
+		case sp.Until != nil:
+			if !deadline.IsZero() && !sp.Until.After(deadline) {
+				return false // the sleep ends before deadline
+			}
+			waits = true // a sleep holds what follows
+			continue
 		case sp.HandedToClient:
 			return true
 		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
