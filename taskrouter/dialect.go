@@ -37,7 +37,9 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	res := &ExtGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: ExtensionTask(t)}
 	switch t.Status {
 	case store.StatusInputRequired:
-		if ru := r.runFor(t.ID); ru != nil {
+		if r.shared {
+			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica
+		} else if ru := r.runFor(t.ID); ru != nil {
 			res.InputRequests = ru.inputRequests()
 		}
 	case store.StatusCompleted:
