@@ -82,7 +82,7 @@ func TestReplicaInputRequests(t *testing.T) {
 
 	// Answer one on r2: both replicas show only the other pending.
 	c2.must(t, ctx, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{
-		nameKey: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}},
+		nameKey:       map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}},
 		"no-such-key": map[string]any{"action": "decline"},
 	}})
 	for _, c := range []*relClient{c2, c1} {
