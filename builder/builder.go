@@ -89,6 +89,8 @@ type Builder struct {
 	errs      []error
 	wopts     workflow.Options // workflow task settings (see workflow.Options)
 	observers []taskrouter.Observer
+	taskTools *taskrouter.TaskToolsOptions // names of the built-in task tools
+	noTools   bool                         // WithoutTaskTools
 }
 
 // New starts a builder for a server with the given name and version.
@@ -201,6 +203,19 @@ type ResultMetaSource interface {
 type RouterAttacher interface {
 	Attach(r *taskrouter.Router)
 }
+
+// WithTaskTools names the built-in task tools (task_result, task_cancel
+// by default; see taskrouter.Router.AddTaskTools). The builder registers
+// them unless WithoutTaskTools: they let a model in an LLM host, which
+// can only call tools, wait for and cancel the tasks its long tool calls
+// and workflows became.
+func (b *Builder) WithTaskTools(opts taskrouter.TaskToolsOptions) *Builder {
+	b.taskTools = &opts
+	return b
+}
+
+// WithoutTaskTools leaves the built-in task tools out.
+func (b *Builder) WithoutTaskTools() *Builder { b.noTools = true; return b }
 
 // WithoutEnv stops Build from reading TASKBRIDGE_* environment variables.
 func (b *Builder) WithoutEnv() *Builder { b.useEnv = false; return b }
@@ -349,6 +364,9 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	for _, add := range b.tools {
 		add(router)
 	}
+	if !b.noTools {
+		router.AddTaskTools(b.taskTools)
+	}
 	// Workflows are validated against the tools added through the builder.
 	// No session may exist yet: prompts and resources registered while one
 	// does make the SDK queue list_changed notifications for every session
@@ -367,6 +385,12 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		return fail(err)
 	}
 	b.observeWorkflows(&wopts)
+	if !b.noTools && wopts.ResultTool == "" {
+		wopts.ResultTool = taskrouter.DefaultResultToolName
+		if b.taskTools != nil && b.taskTools.ResultName != "" {
+			wopts.ResultTool = b.taskTools.ResultName
+		}
+	}
 	if srv.Bridge, err = workflow.NewBridge(router, &wopts); err != nil {
 		return fail(err)
 	}

@@ -31,18 +31,21 @@ type KindHandler interface {
 }
 
 // A WakeFunc runs a task whose wake-up time came (see OnWake). On a shared
-// store the engine has claimed the task's lease for this process; the
-// function adopts it (Router.AdoptLease) or gives it back. It must move or
-// clear the task's WakeAt, or the engine wakes it again.
+// store several replicas may wake the same task: the function claims the
+// task's lease (Router.TryLease) for the work it runs, and leaves the task
+// alone when another process holds it. It must move or clear the task's
+// WakeAt, or the engine wakes it again (after a short backoff when it
+// failed).
 type WakeFunc func(ctx context.Context, t *store.Task) error
 
 // kinds holds the hooks registered per task kind.
 type kinds struct {
-	mu      sync.Mutex
-	recover map[string]RecoverFunc
-	wake    map[string]WakeFunc
-	expire  map[string]ExpiryHook
-	touch   map[string]TouchHook
+	mu       sync.Mutex
+	handlers map[string]KindHandler // registered with HandleKind
+	recover  map[string]RecoverFunc
+	wake     map[string]WakeFunc
+	expire   map[string]ExpiryHook
+	touch    map[string]TouchHook
 }
 
 func (k *kinds) set(kind string, rf RecoverFunc, wf WakeFunc, ef ExpiryHook, tf TouchHook) {
@@ -86,6 +89,12 @@ func (k *kinds) of(t *store.Task) (RecoverFunc, WakeFunc, ExpiryHook, TouchHook)
 // label).
 func (r *Router) HandleKind(kind string, h KindHandler) {
 	r.kinds.set(kind, h.Recover, h.Wake, h.ExpiryMessage, h.Touched)
+	r.kinds.mu.Lock()
+	defer r.kinds.mu.Unlock()
+	if r.kinds.handlers == nil {
+		r.kinds.handlers = map[string]KindHandler{}
+	}
+	r.kinds.handlers[kind] = h
 }
 
 // OnRecover registers how Start resolves active tasks of a kind that a

@@ -231,12 +231,23 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 		v = &versions{byVersion: map[string]*compiled{}}
 		v.prompt = &TaskPromptHandler{bridge: b, name: w.Name}
 	}
+	if w.Tool && !v.tool {
+		if _, taken := tools(w.Name); taken {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("workflow %q: a tool of that name exists, so the workflow cannot also be served as a tool: rename one", w.Name)
+		}
+	}
 	if err := v.add(c); err != nil {
 		b.mu.Unlock()
 		return nil, err
 	}
+	addTool := w.Tool && !v.tool
+	v.tool = v.tool || w.Tool
 	b.workflows[w.Name] = v
 	b.mu.Unlock()
+	if addTool {
+		s.AddTool(toolOf(w), b.toolHandler(w.Name))
+	}
 	for _, st := range w.Steps {
 		if st.execution() == ClientDeferred || st.failurePolicy() == HandToClient {
 			b.engine.AcceptTaskIDArgument(st.Tool) // a step the client may be asked to perform

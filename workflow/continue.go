@@ -37,6 +37,10 @@ import (
 // happens to the task afterwards (it completes on another replica, it is
 // cancelled): a refusal always means nothing was recorded.
 func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest) (mcp.Result, error) {
+	if b.isWorkflowTool(req.Params.Name) {
+		// The workflow's own tool named with a task: a resume.
+		return b.toolHandler(req.Params.Name)(ctx, req)
+	}
 	meta := req.Params.GetMeta()
 	id, ok := meta[MetaTaskID].(string)
 	if !ok || id == "" {

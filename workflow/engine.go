@@ -67,3 +67,9 @@ func (k kindHooks) Recover(ctx context.Context, t *store.Task, reason string) er
 func (k kindHooks) Wake(ctx context.Context, t *store.Task) error { return k.b.wake(ctx, t) }
 func (k kindHooks) ExpiryMessage(t *store.Task) string            { return k.b.expiryMessage(t) }
 func (k kindHooks) Touched(ctx context.Context, t *store.Task)    { k.b.touched(ctx, t) }
+
+// Report makes the built-in task_result tool answer with the workflow's
+// handoff (see taskrouter.Reporter).
+func (k kindHooks) Report(ctx context.Context, t *store.Task) (*mcp.CallToolResult, bool) {
+	return k.b.report(ctx, t)
+}

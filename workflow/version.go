@@ -164,6 +164,7 @@ type versions struct {
 	byVersion map[string]*compiled
 	order     []string // registration order; the last is the newest
 	prompt    *TaskPromptHandler
+	tool      bool // also served as a tool
 }
 
 func (v *versions) newest() *compiled { return v.byVersion[v.order[len(v.order)-1]] }

@@ -353,9 +353,11 @@ func newBuilder(o options) (*builder.Builder, error) {
 	builder.Tool(b, &mcp.Tool{Name: "run_checks", Description: "Run a repository's test suite (flaky: fails on the first run of a workflow step)."}, a.runChecks, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "create_tag", Description: "Tag a release with a semantic version."}, createTag, taskrouter.ToolOptions{})
 	builder.Tool(b, &mcp.Tool{Name: "announce_release", Description: "Announce a tagged release."}, announceRelease, taskrouter.ToolOptions{})
-	b.TaskWorkflow(releaseWorkflow("release_notes"))
+	// The task-aware workflows are tools too, so that a model in an LLM
+	// host (which cannot pick prompts) can start them.
+	b.TaskWorkflow(releaseWorkflow("release_notes").AsTool())
 	b.Workflow(releaseWorkflow("release_notes_plain"))
-	b.TaskWorkflow(shipWorkflow())
+	b.TaskWorkflow(shipWorkflow().AsTool())
 	return b, nil
 }
 
