@@ -168,8 +168,12 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 		return time.Time{}, len(in.running) > 0
 	}
 	if in.task.Status.Terminal() {
+		// A pass runs because something was due (a record, a wake-up, an
+		// outcome): the task ended before it could act.
 		if len(results) > 0 {
-			log.Info("not recording a workflow step's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "step", results[0].step)
+			log.Info("not recording a workflow step's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "step", results[0].step, "status", in.task.Status)
+		} else {
+			log.Info("not running a workflow task's steps here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "status", in.task.Status)
 		}
 		in.stopAll(errTaskEnded)
 		return time.Time{}, false
