@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -174,16 +175,24 @@ func (r *Router) deliverInputs(ctx context.Context, t *store.Task, answers map[s
 
 // storedAnswer waits (until ctx ends) for the answer to input key of task
 // id to appear in the store (see VarInputResponsePrefix) and sends it on
-// the returned channel.
+// the returned channel. Call it once the request is stored. A failed read
+// is tried again: an answer must not be lost to a passing store error.
 func (r *Router) storedAnswer(ctx context.Context, id, key string) <-chan inputAnswer {
 	ch := make(chan inputAnswer, 1)
 	go func() {
-		t, err := r.Await(ctx, id, func(t *store.Task) bool {
-			_, ok := t.Variables[VarInputResponsePrefix+key]
-			return ok
-		})
-		if err == nil {
-			ch <- inputAnswer{result: t.Variables[VarInputResponsePrefix+key]}
+		for ctx.Err() == nil {
+			t, err := r.Await(ctx, id, func(t *store.Task) bool {
+				_, ok := t.Variables[VarInputResponsePrefix+key]
+				return ok
+			})
+			if err == nil {
+				ch <- inputAnswer{result: t.Variables[VarInputResponsePrefix+key]}
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.cfg.ChangePollInterval):
+			}
 		}
 	}()
 	return ch
@@ -236,13 +245,17 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 			Params json.RawMessage `json:"params"`
 		}{method, raw})
 		park.Variables = map[string]json.RawMessage{VarInputRequestPrefix + in.key: req}
-		wctx, stop := context.WithCancel(ctx)
-		defer stop()
-		stored = r.storedAnswer(wctx, ru.id, in.key)
 	}
 	if _, err := r.fenced(ctx, ru, park); err != nil {
 		ru.removeInput(in.key)
 		return err
+	}
+	if r.shared {
+		// After the park: the task may exist in the store only from then
+		// on (an instant task is stored at its first write).
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		stored = r.storedAnswer(wctx, ru.id, in.key)
 	}
 	var ans inputAnswer
 	select {
