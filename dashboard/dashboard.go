@@ -76,6 +76,9 @@ type Dashboard struct {
 	static  http.Handler
 	notify  sync.Once
 	stopSub func()
+
+	versionsMu sync.Mutex
+	versions   versionCensus // active workflow tasks per version, cached
 }
 
 // New returns the dashboard of router r. It is a function rather than a

@@ -294,6 +294,14 @@ func TestTaskPageShowsTheWorkflow(t *testing.T) {
 	}
 	require.Contains(t, body, "waiting for the client")
 	require.Contains(t, body, `id="cancel"`)
+	// The real deadline and why (the handoff was delivered: the idle
+	// allowance, moved by every recorded step), and the version.
+	require.Contains(t, body, `id="deadline"`)
+	require.Contains(t, body, "idle allowance")
+	require.Contains(t, body, `id="version"`)
+	// The overview counts active workflow tasks per version (admins).
+	_, over := e.get(t, adminToken, "/dashboard/?partial=1")
+	require.Contains(t, over, `id="versions"`)
 	// The live part alone.
 	_, part := e.get(t, adminToken, "/dashboard/tasks/"+doc.TaskID+"?partial=1")
 	require.NotContains(t, part, "<html")

@@ -67,6 +67,54 @@ type overviewData struct {
 	Paged       bool
 	Error       string
 	Now         time.Time
+	// Versions counts the active workflow tasks per workflow version
+	// (admins): what an operator watches drain before retiring a version.
+	Versions         []versionRow
+	VersionsComplete bool
+}
+
+// versionRow is one workflow version's active tasks.
+type versionRow struct {
+	Workflow, Version string
+	Active            int
+}
+
+// versionCensus is a cached count of active workflow tasks per version.
+type versionCensus struct {
+	at       time.Time
+	rows     []versionRow
+	complete bool
+}
+
+// maxCensus bounds the tasks one census reads; censusTTL how long it is
+// reused (the overview refreshes live).
+const (
+	maxCensus = 100000
+	censusTTL = 10 * time.Second
+)
+
+// versionCensus returns the active workflow tasks per version, counted at
+// most every censusTTL.
+func (d *Dashboard) versionCensus(ctx context.Context) versionCensus {
+	d.versionsMu.Lock()
+	defer d.versionsMu.Unlock()
+	if time.Since(d.versions.at) < censusTTL {
+		return d.versions
+	}
+	counts, complete, err := d.r.ActiveByLabels(ctx, taskrouter.KindWorkflow, []string{workflow.LabelWorkflow, workflow.LabelVersion}, maxCensus)
+	if err != nil {
+		return d.versions
+	}
+	c := versionCensus{at: time.Now(), complete: complete}
+	for _, lc := range counts {
+		v := lc.Values[1]
+		if v == "" {
+			v = "(recorded before versions)"
+		}
+		c.rows = append(c.rows, versionRow{Workflow: lc.Values[0], Version: v, Active: lc.N})
+	}
+	d.versions = c
+	return c
 }
 
 // overview renders the overview, or its live part (?partial=1).
@@ -99,6 +147,8 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 		} else {
 			data.Error = "counts: " + err.Error()
 		}
+		vc := d.versionCensus(ctx)
+		data.Versions, data.VersionsComplete = vc.rows, vc.complete
 		if d.opts.Feed != nil {
 			data.HasRates = true
 			data.Rates = d.feed.Rates(30)
@@ -235,6 +285,13 @@ type taskData struct {
 	Terminal  bool
 	TTL       time.Duration
 	ExpiresAt time.Time
+	// Deadline says which rule set ExpiresAt (a workflow task's deadline
+	// moves with its progress, or is the orphan timeout).
+	Deadline string
+	// WakeAt is when the engine's scheduler next runs work for the task.
+	WakeAt time.Time
+	// Version is a workflow task's workflow version.
+	Version   string
 	Method    string
 	Arguments string
 	History   []histRow
@@ -258,7 +315,8 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		return
 	}
 	data := taskData{page: d.page(v, "Task "+short(t.ID)), T: rowOf(t), Terminal: t.Status.Terminal(),
-		TTL: t.TTL, ExpiresAt: t.ExpiresAt, Method: t.Request.Method, Arguments: pretty(t.Request.Arguments, maxShownJSON),
+		TTL: t.TTL, ExpiresAt: t.ExpiresAt, Deadline: deadlineWhy(t), WakeAt: t.WakeAt, Version: t.Labels[workflow.LabelVersion],
+		Method: t.Request.Method, Arguments: pretty(t.Request.Arguments, maxShownJSON),
 		Error: t.Error, Now: time.Now(), Done: r.URL.Query().Get("done")}
 	data.CanCancel = v.CanCancel && !data.Terminal
 	if data.CanCancel {
@@ -400,4 +458,19 @@ func pretty(raw json.RawMessage, n int) string {
 		return clip(string(raw), n)
 	}
 	return b.String()
+}
+
+// deadlineWhy says which rule set a task's expiry.
+func deadlineWhy(t *store.Task) string {
+	switch {
+	case t.ExpiresAt.IsZero():
+		return ""
+	case t.Status.Terminal():
+		return "kept until then to be read, then deleted"
+	case t.Labels[workflow.LabelDeadline] == workflow.DeadlineOrphan:
+		return "orphan timeout: no client holds this workflow task's id yet (its handoff was not delivered); it fails then unless a client names it"
+	case t.Labels[workflow.LabelDeadline] == workflow.DeadlineIdle:
+		return "idle allowance: " + human(t.TTL) + " after the last recorded step; every recorded step moves it"
+	}
+	return "ttl: " + human(t.TTL) + " from creation"
 }

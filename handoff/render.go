@@ -59,13 +59,28 @@ func statusPhrase(status string) string {
 	return "is in an unknown state"
 }
 
+// waitsForClient reports whether the server runs no step and some step
+// waits for the client.
+func waitsForClient(d *Document) bool {
+	for _, s := range d.RemainingSteps {
+		if s.Execution != ExecClient && (s.Status == StepRunning || s.RetryAt != nil) {
+			return false
+		}
+	}
+	return len(d.ClientSteps()) > 0
+}
+
 func terminal(status string) bool {
 	return status == StatusCompleted || status == StatusFailed || status == StatusCancelled
 }
 
 func writeProse(b *strings.Builder, d *Document) {
 	id := jsonString(d.TaskID)
-	fmt.Fprintf(b, "Workflow %s (task %s) %s (status: %s).", jsonString(d.Workflow), id, statusPhrase(d.Status), d.Status)
+	phrase := statusPhrase(d.Status)
+	if d.Status == StatusWorking && waitsForClient(d) {
+		phrase = "is waiting for the client"
+	}
+	fmt.Fprintf(b, "Workflow %s (task %s) %s (status: %s).", jsonString(d.Workflow), id, phrase, d.Status)
 	if d.Goal != "" {
 		fmt.Fprintf(b, "\nGoal: %s", sentence(oneLine(d.Goal, 0)))
 	}
