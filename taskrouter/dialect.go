@@ -39,6 +39,8 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	case store.StatusInputRequired:
 		if ik := r.inputKindOf(t); ik != nil {
 			res.InputRequests = ik.InputRequests(t)
+		} else if r.shared {
+			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica
 		} else if ru := r.runFor(t.ID); ru != nil {
 			res.InputRequests = ru.inputRequests()
 		}

@@ -227,6 +227,13 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 		}
 		return &AckResult{ResultType: mcptask.ResultTypeComplete}, nil
 	}
+	if r.shared {
+		// The handler may wait on another replica: the answers go
+		// through the store (see VarInputRequestPrefix).
+		if err := r.deliverInputs(ctx, t, p.InputResponses); err != nil {
+			return nil, storeError(err)
+		}
+	}
 	if ru := r.runFor(t.ID); ru != nil {
 		for key, val := range p.InputResponses {
 			ru.answer(key, inputAnswer{result: val})

@@ -324,7 +324,7 @@ func (b *Bridge) performByWebhook(ctx context.Context, in *instance, s *Step, pa
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrNotWaiting, err)
 	case replay != nil:
-		return b.answer(ctx, in.id, step, replay, mcptask.Core, true), nil
+		return b.answer(ctx, in, step, replay, mcptask.Core, true), nil
 	case step.Name != s.Name:
 		in.releaseStep(step.Name)
 		return nil, fmt.Errorf("the webhook names step %q, but step %q is the one waiting for tool %q: %w", s.Name, step.Name, s.Tool, ErrNotWaiting)
@@ -341,12 +341,12 @@ func (b *Bridge) performByWebhook(ctx context.Context, in *instance, s *Step, pa
 		return nil, err
 	}
 	if recorded != nil {
-		return b.answer(ctx, in.id, step, recorded, mcptask.Core, true), nil
+		return b.answer(ctx, in, step, recorded, mcptask.Core, true), nil
 	}
 	if !res.IsError {
 		in.kick("")
 	}
-	return b.answer(ctx, in.id, step, res, mcptask.Core, false), nil
+	return b.answer(ctx, in, step, res, mcptask.Core, false), nil
 }
 
 // maxWebhookBody bounds a webhook's body.

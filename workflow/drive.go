@@ -153,18 +153,6 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 			delete(in.running, r.step)
 		}
 	}
-	if err := in.load(ctx); err != nil {
-		log.Warn("reading a workflow task", "task", in.id, "error", err)
-		return time.Time{}, len(in.running) > 0
-	}
-	if in.task.Status.Terminal() {
-		in.stopAll(errTaskEnded)
-		return time.Time{}, false
-	}
-	if in.verr != nil {
-		in.unserved(ctx)
-		return time.Time{}, false
-	}
 	for _, r := range results {
 		if r.stopped != "" {
 			// The task's work was stopped (a cancel, its expiry, a lost
@@ -172,8 +160,28 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 			// next; nothing is recorded here.
 			in.stopAll(errTaskEnded)
 			in.invalidate()
+			in.logStopped(r.step, r.stopped)
 			return time.Time{}, false
 		}
+	}
+	if err := in.load(ctx); err != nil {
+		log.Warn("reading a workflow task", "task", in.id, "error", err)
+		return time.Time{}, len(in.running) > 0
+	}
+	if in.task.Status.Terminal() {
+		// A pass runs because something was due (a record, a wake-up, an
+		// outcome): the task ended before it could act.
+		if len(results) > 0 {
+			log.Info("not recording a workflow step's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "step", results[0].step, "status", in.task.Status)
+		} else {
+			log.Info("not running a workflow task's steps here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "status", in.task.Status)
+		}
+		in.stopAll(errTaskEnded)
+		return time.Time{}, false
+	}
+	if in.verr != nil {
+		in.unserved(ctx)
+		return time.Time{}, false
 	}
 	kept := results
 	var pl plan
@@ -186,7 +194,10 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 		case err == nil:
 		case errors.Is(err, errNeedLease):
 			if lerr := in.holdLease(ctx); lerr != nil {
-				if !errors.Is(lerr, store.ErrLeased) && !errors.Is(lerr, store.ErrTerminal) {
+				switch {
+				case errors.Is(lerr, store.ErrTerminal), errors.Is(lerr, store.ErrNotFound):
+					log.Info("not running a workflow task's steps here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id)
+				case !errors.Is(lerr, store.ErrLeased):
 					log.Warn("claiming a workflow task's lease", "task", in.id, "error", lerr)
 				}
 				// Another process runs the task's server steps (or it
@@ -195,7 +206,12 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 			}
 			continue
 		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
-		case errors.Is(err, errEnded), errors.Is(err, errTakenOver):
+		case errors.Is(err, errEnded):
+			log.Info("not recording a workflow task's progress here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id)
+			in.stopAll(errTaskEnded)
+			return time.Time{}, false
+		case errors.Is(err, errTakenOver):
+			log.Warn("lease lost; not recording a workflow task's progress here: another process took the task over", "task", in.id)
 			in.stopAll(errTaskEnded)
 			return time.Time{}, false
 		default:
@@ -216,6 +232,22 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 		wake = w
 	}
 	return wake, len(in.running) > 0 || !wake.IsZero()
+}
+
+// logStopped says why the tool of a server step was stopped without its
+// outcome being recorded (why is taskrouter.Stopped's word), in the words
+// README ("Running several replicas") promises a replica that was paused
+// or cut off past its lease.
+func (in *instance) logStopped(step, why string) {
+	log := in.b.engine.Logger()
+	switch why {
+	case "lease lost":
+		log.Warn("lease lost; stopped a workflow step without recording its outcome: another process took the task over", "task", in.id, "step", step)
+	case "ended":
+		log.Info("stopped a workflow step without recording its outcome: the task ended meanwhile (in another process)", "task", in.id, "step", step)
+	default:
+		log.Info("stopped a workflow step without recording its outcome", "task", in.id, "step", step, "why", why)
+	}
 }
 
 // errNeedLease asks pass to take the lease before the plan may open

@@ -143,7 +143,8 @@ var errTakenOver = errors.New("workflow: another server process took the task ov
 // error) to give up: nothing is written and the instance reloads; it
 // returns errNoWrite to keep its change in memory, unwritten (coalesced
 // progress). Call with mu held. The errors: errEnded (the task ended or is
-// gone), errTakenOver (another process holds the lease), in.verr (the
+// gone, also when a fenced write found it so), errTakenOver (another
+// process holds the lease), in.verr (the
 // task's version is not served here), change's own, and JSON-RPC errors
 // for store failures.
 func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.Update, error)) error {
@@ -180,8 +181,14 @@ func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.
 			in.invalidate()
 			continue
 		case errors.Is(err, store.ErrFenced):
+			// The store checks the fence before the terminal status (an
+			// ended task has no lease holder): read the task to tell a
+			// task that ended from one another process holds.
 			in.invalidate()
 			in.dropLease()
+			if t, gerr := in.b.engine.Task(context.WithoutCancel(ctx), in.id); errors.Is(gerr, store.ErrNotFound) || gerr == nil && t.Status.Terminal() {
+				return errEnded
+			}
 			return errTakenOver
 		case errors.Is(err, store.ErrTerminal), errors.Is(err, store.ErrNotFound):
 			in.invalidate()
