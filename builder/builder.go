@@ -62,6 +62,11 @@ const EnvWorkflowTTL = "TASKBRIDGE_WORKFLOW_TTL"
 // default) or "wait" (see workflow.VersionPolicy).
 const EnvUnknownVersion = "TASKBRIDGE_UNKNOWN_VERSION"
 
+// EnvWebhookURL names the environment variable that says where the
+// server's workflow webhook handler is reachable from outside (see
+// workflow.Options.WebhookURL), e.g. https://ci-hooks.example.com/hooks.
+const EnvWebhookURL = "TASKBRIDGE_WEBHOOK_URL"
+
 // EnvBboltPrefault names the environment variable that opens a bbolt
 // store with its file prefaulted (bboltstore.WithPrefault): "1" or "true"
 // turns it on, "0" or "false" off.
@@ -167,6 +172,13 @@ func (b *Builder) WithProgressInterval(d time.Duration) *Builder {
 // until the workflow rests. TASKBRIDGE_PROMPT_WAIT overrides it unless
 // WithoutEnv (there "0" or "off" waits until the workflow rests).
 func (b *Builder) WithPromptWait(d time.Duration) *Builder { b.wopts.PromptWait = d; return b }
+
+// WithWebhookURL says where the workflow webhook handler
+// (workflow.Bridge.WebhookHandler, which the caller mounts) is reachable
+// from outside, so that handoffs carry each webhook step's URL (see
+// workflow.Options.WebhookURL). TASKBRIDGE_WEBHOOK_URL overrides it unless
+// WithoutEnv.
+func (b *Builder) WithWebhookURL(url string) *Builder { b.wopts.WebhookURL = url; return b }
 
 // WithObserver adds an observer of the task engine: metrics
 // (package metrics), traces (package tracing), a dashboard's live feed
@@ -442,6 +454,9 @@ func (b *Builder) workflowOptions() (workflow.Options, error) {
 	}
 	if v := os.Getenv(EnvUnknownVersion); v != "" {
 		o.UnknownVersion = workflow.VersionPolicy(v)
+	}
+	if v := os.Getenv(EnvWebhookURL); v != "" {
+		o.WebhookURL = v
 	}
 	return o, nil
 }

@@ -3,6 +3,7 @@ package workflow
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -209,4 +210,28 @@ func (c Condition) describe() any {
 		m["subs"] = subs
 	}
 	return m
+}
+
+// skipReason says why step s, reached, does not run: it needs the output
+// of a skipped step, or its condition does not hold (or cannot be
+// judged); "" when it runs. A condition reads an optional prompt argument
+// not given, and the output of a skipped step, as null.
+func (r *runner) skipReason(p *Progress, s *Step) string {
+	if why := skipInput(r.wf, p, s); why != "" || s.Condition == nil {
+		return why
+	}
+	ok, err := s.Condition.eval(func(src Source) (json.RawMessage, error) {
+		v, err := r.value(p, src)
+		if errors.Is(err, errNotProvided) || skippedOutput(r.wf, p, src) {
+			return json.RawMessage("null"), nil
+		}
+		return v, err
+	})
+	switch {
+	case err != nil:
+		return fmt.Sprintf("its condition (%s) cannot be judged: %v", s.Condition, err)
+	case !ok:
+		return fmt.Sprintf("its condition did not hold: %s", s.Condition)
+	}
+	return ""
 }

@@ -419,27 +419,10 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 // condition does not hold. A condition is judged once the step's stage is
 // reached (for a server step, once no earlier client step waits).
 func (in *instance) skipReason(p *Progress, s *Step, waits bool) string {
-	if dep := skippedInput(in.wf, p, s); dep != "" {
-		return fmt.Sprintf("it needs the output of step %q, which was skipped", dep)
+	if waits && !clientSide(s, p.step(s.Name)) {
+		return skipInput(in.wf.def, p, s) // the condition waits too
 	}
-	if s.Condition == nil || (waits && !clientSide(s, p.step(s.Name))) {
-		return ""
-	}
-	r := &runner{wf: in.wf.def, vars: in.vars}
-	ok, err := s.Condition.eval(func(src Source) (json.RawMessage, error) {
-		v, err := r.value(p, src)
-		if errors.Is(err, errNotProvided) || skippedOutput(in.wf, p, src) {
-			return json.RawMessage("null"), nil
-		}
-		return v, err
-	})
-	switch {
-	case err != nil:
-		return fmt.Sprintf("its condition (%s) cannot be judged: %v", s.Condition, err)
-	case !ok:
-		return fmt.Sprintf("its condition did not hold: %s", s.Condition)
-	}
-	return ""
+	return (&runner{wf: in.wf.def, vars: in.vars}).skipReason(p, s)
 }
 
 // serve does the server's part of step s, reached: a tool step runs (or
@@ -722,23 +705,23 @@ func (in *instance) stopAll(cause error) {
 	in.dropLease()
 }
 
-// skippedInput names a skipped step whose output s needs (for an
-// argument or its sleep), or "".
-func skippedInput(wf *compiled, p *Progress, s *Step) string {
+// skipInput says why s cannot run because a step whose output it needs
+// (for an argument or its sleep) was skipped, or "".
+func skipInput(w *Definition, p *Progress, s *Step) string {
 	for _, src := range s.inputs() {
-		if skippedOutput(wf, p, src) {
-			return wf.def.producer(src.Name).Name
+		if skippedOutput(w, p, src) {
+			return fmt.Sprintf("it needs the output of step %q, which was skipped", w.producer(src.Name).Name)
 		}
 	}
 	return ""
 }
 
 // skippedOutput reports whether src reads the output of a skipped step.
-func skippedOutput(wf *compiled, p *Progress, src Source) bool {
+func skippedOutput(w *Definition, p *Progress, src Source) bool {
 	if src.Kind != SourceStepOutput {
 		return false
 	}
-	from := wf.def.producer(src.Name)
+	from := w.producer(src.Name)
 	if from == nil {
 		return false
 	}

@@ -284,6 +284,13 @@ func (r *runner) next(p *Progress) (*Step, *StepProgress) {
 func (r *runner) advance(ctx context.Context, p *Progress, rec Recorder) error {
 	for {
 		s, sp := r.next(p)
+		if s != nil && !sp.HandedToClient {
+			if why := r.skipReason(p, s); why != "" {
+				sp.Status, sp.SkipReason = StepSkipped, why
+				p.refresh()
+				continue
+			}
+		}
 		switch {
 		case s == nil:
 			p.PauseReason = ""

@@ -11,15 +11,13 @@ import (
 
 // plainOnly refuses what only a Bridge runs: a plain workflow
 // (RegisterPlain) runs its steps in the request, in order, so it has no
-// parallel groups, sleeps, events, conditions or webhooks.
+// parallel groups, sleeps, events or webhooks (conditions it judges).
 func (w *Definition) plainOnly() error {
 	var probs []string
 	for _, s := range w.Steps {
 		switch {
 		case s.kind() != KindTool:
 			probs = append(probs, fmt.Sprintf("step %q is a %s step", s.Name, s.kind()))
-		case s.Condition != nil:
-			probs = append(probs, fmt.Sprintf("step %q has a condition", s.Name))
 		case s.Webhook:
 			probs = append(probs, fmt.Sprintf("step %q accepts the webhook", s.Name))
 		}

@@ -592,3 +592,28 @@ func TestPlainRefusesDurableKinds(t *testing.T) {
 	require.ErrorAs(t, err, &ve)
 	require.Contains(t, err.Error(), "register it with a Bridge")
 }
+
+// A plain workflow judges conditions too: a step whose condition does
+// not hold is skipped, and so is what needs its output.
+func TestPlainJudgesConditions(t *testing.T) {
+	e := newFakeEngine()
+	echoTools(e, "a", "b", "c", "d")
+	w := New("w", "").Arg("go", "", false).Step(
+		Server("a", "a").When(Truthy(PromptArg("go"))),
+		Server("b", "b").Bind("x", StepOutput("a")),
+		Server("c", "c"),
+	)
+	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+		raw, _ := json.Marshal(args)
+		return e.RunTool(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool, Arguments: raw}})
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	h, err := RegisterPlain(srv, w, e.lookup(), call)
+	require.NoError(t, err)
+	res, err := h.Handle(context.Background(), &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: "w", Arguments: map[string]string{"go": "no"}}})
+	require.NoError(t, err)
+	require.Zero(t, e.callsOf("a")+e.callsOf("b"))
+	require.Equal(t, 1, e.callsOf("c"))
+	last := res.Messages[len(res.Messages)-1].Content.(*mcp.TextContent).Text
+	require.Contains(t, last, "skipped")
+}

@@ -99,14 +99,23 @@ func (h *PromptHandler) summary(p *Progress, r *runner, failed error) string {
 	if failed != nil {
 		return fmt.Sprintf("Workflow %q failed: %s.", h.Workflow.Name, p.PauseReason)
 	}
+	var skipped strings.Builder
+	for _, sp := range p.Steps {
+		if sp.Status == StepSkipped {
+			fmt.Fprintf(&skipped, "\nStep %q was skipped: %s.", sp.Name, sp.SkipReason)
+		}
+	}
 	if p.done() {
+		if skipped.Len() > 0 {
+			return fmt.Sprintf("Workflow %q is complete: %d of its %d steps ran.", h.Workflow.Name, len(p.CompletedSteps), len(p.Steps)) + skipped.String()
+		}
 		return fmt.Sprintf("Workflow %q is complete: all %d steps ran.", h.Workflow.Name, len(p.Steps))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Workflow %q stopped: %s.\nRemaining steps:\n", h.Workflow.Name, p.PauseReason)
+	fmt.Fprintf(&b, "Workflow %q stopped: %s.%s\nRemaining steps:\n", h.Workflow.Name, p.PauseReason, skipped.String())
 	for i, s := range h.Workflow.Steps {
 		sp := p.step(s.Name)
-		if sp.Status == StepCompleted {
+		if sp.ended() {
 			continue
 		}
 		args, _ := r.resolve(p, s, true)
