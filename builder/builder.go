@@ -407,6 +407,13 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		return fail(err)
 	}
 	srv.Bridge.Install(srv.MCP)
+	if !b.noTools {
+		var fork string
+		if b.taskTools != nil {
+			fork = b.taskTools.ForkName
+		}
+		srv.Bridge.AddForkTool(srv.MCP, fork)
+	}
 	for _, w := range b.tasked {
 		if _, err := srv.Bridge.Register(srv.MCP, w, lookup); err != nil {
 			errs = append(errs, err)

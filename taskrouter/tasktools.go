@@ -29,6 +29,10 @@ const (
 type TaskToolsOptions struct {
 	ResultName string
 	CancelName string
+	// ForkName names the tool that runs a workflow task again from a step
+	// (workflow.Bridge.AddForkTool; default workflow_fork), which the
+	// builder registers beside these.
+	ForkName string
 }
 
 // A Reporter is implemented by a KindHandler whose tasks may wait for the
