@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -260,12 +261,22 @@ type attemptView struct {
 
 type stepView struct {
 	Name, Tool, Execution string
-	// State is done, waiting, handed, failed, running or pending.
+	// Kind is sleep or event for those steps; Group the parallel group
+	// the step belongs to.
+	Kind, Group string
+	// State is done, waiting, handed, failed, running, sleeping, skipped
+	// or pending.
 	State, StateLabel string
 	CompletedBy       string
 	Error             string
-	Attempts          []attemptView
-	Total             time.Duration
+	// Note says more on the state: why the step was skipped, when a
+	// sleep ends.
+	Note     string
+	Attempts []attemptView
+	Total    time.Duration
+	// ForkFrom, when set, is what an admin's "rerun from here" forks the
+	// task at (the step, or its group).
+	ForkFrom string
 }
 
 type progressView struct {
@@ -300,9 +311,15 @@ type taskData struct {
 	Result    string
 	Error     *store.ErrorInfo
 	CanCancel bool
-	CSRF      string
-	Done      string
-	Now       time.Time
+	// CanFork shows the "rerun from here" buttons (an admin, a Forker);
+	// ForkedFrom and Forks are the task's lineage.
+	CanFork    bool
+	ForkedFrom string
+	ForkedAt   string
+	Forks      []workflow.Fork
+	CSRF       string
+	Done       string
+	Now        time.Time
 }
 
 // task renders one task's page, or its live part (?partial=1).
@@ -319,7 +336,14 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		Method: t.Request.Method, Arguments: pretty(t.Request.Arguments, maxShownJSON),
 		Error: t.Error, Now: time.Now(), Done: r.URL.Query().Get("done")}
 	data.CanCancel = v.CanCancel && !data.Terminal
-	if data.CanCancel {
+	data.ForkedFrom, data.ForkedAt = t.Labels[workflow.LabelForkedFrom], t.Labels[workflow.LabelForkedAt]
+	data.Forks = workflow.Forks(t)
+	var points []string
+	if v.Admin && d.opts.Forker != nil {
+		points = d.opts.Forker.ForkPoints(t)
+		data.CanFork = len(points) > 0
+	}
+	if data.CanCancel || data.CanFork {
 		data.CSRF = d.csrfToken(v)
 	}
 	for i, h := range t.History {
@@ -333,6 +357,14 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		var p workflow.WorkflowProgress
 		if json.Unmarshal(raw, &p) == nil {
 			data.Progress = timeline(&p, data.Now)
+			for i, s := range data.Progress.Steps {
+				switch {
+				case slices.Contains(points, s.Name):
+					data.Progress.Steps[i].ForkFrom = s.Name
+				case s.Group != "" && slices.Contains(points, s.Group):
+					data.Progress.Steps[i].ForkFrom = s.Group
+				}
+			}
 		}
 	}
 	names := make([]string, 0, len(t.Variables))
@@ -360,7 +392,7 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 func timeline(p *workflow.WorkflowProgress, now time.Time) *progressView {
 	pv := &progressView{Workflow: p.Workflow, Goal: p.Goal, PauseReason: p.PauseReason, Count: len(p.Steps)}
 	for _, s := range p.Steps {
-		sv := stepView{Name: s.Name, Tool: s.Tool, Execution: s.Execution, CompletedBy: s.CompletedBy, Error: s.Error}
+		sv := stepView{Name: s.Name, Tool: s.Tool, Execution: s.Execution, Kind: s.Kind, Group: s.Group, CompletedBy: s.CompletedBy, Error: s.Error}
 		switch {
 		case s.Status == workflow.StepCompleted:
 			sv.State, sv.StateLabel = "done", "done"
@@ -368,10 +400,20 @@ func timeline(p *workflow.WorkflowProgress, now time.Time) *progressView {
 				sv.StateLabel = "done by " + s.CompletedBy
 			}
 			pv.Done++
+		case s.Status == workflow.StepSkipped:
+			sv.State, sv.StateLabel, sv.Note = "skipped", "skipped", s.SkipReason
+			pv.Done++
 		case s.HandedToClient:
 			sv.State, sv.StateLabel = "handed", "handed to client"
 		case s.Status == workflow.StepAwaitingClient:
 			sv.State, sv.StateLabel = "waiting", "waiting for the client"
+		case s.Status == workflow.StepAwaitingEvent:
+			sv.State, sv.StateLabel = "waiting", "waiting for its event"
+		case s.Status == workflow.StepSleeping:
+			sv.State, sv.StateLabel = "sleeping", "sleeping"
+			if s.Until != nil {
+				sv.Note = "until " + s.Until.Local().Format("2006-01-02 15:04:05")
+			}
 		case s.Status == workflow.StepFailed:
 			sv.State, sv.StateLabel = "failed", "failed"
 		case s.Status == workflow.StepRunning:

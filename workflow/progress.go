@@ -127,7 +127,7 @@ type StepProgress struct {
 	// client may perform it (a continuation call of its tool).
 	HandedToClient bool `json:"handedToClient,omitempty" jsonschema:"description=The server gave up on this server step; the client may perform it"`
 	// CompletedBy says who performed a completed step: server or client.
-	CompletedBy string `json:"completedBy,omitempty" jsonschema:"enum=server,enum=client"`
+	CompletedBy string `json:"completedBy,omitempty" jsonschema:"enum=server,enum=client,enum=webhook"`
 	// Arguments are the arguments of the call that completed the step.
 	Arguments json.RawMessage `json:"arguments,omitempty" jsonschema:"description=Arguments of the call that completed the step"`
 	// IdempotencyKey is passed to the step's tool on every run in

@@ -223,7 +223,7 @@ func serve(args []string, stderr io.Writer) error {
 	// The webhooks authenticate with each task's own token, not the
 	// bearer tokens of the MCP endpoint.
 	mux.Handle("/hooks/", http.StripPrefix("/hooks", srv.Bridge.WebhookHandler()))
-	dash := newDashboard(srv.Router, obs.feed, *dashToken, tokens)
+	dash := newDashboard(srv, obs.feed, *dashToken, tokens)
 	defer dash.Close()
 	mux.Handle("/dashboard/", dash)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
