@@ -102,7 +102,7 @@ func writeProse(b *strings.Builder, d *Document) {
 			if res == "" {
 				res = "(no result recorded)"
 			}
-			fmt.Fprintf(b, "\n- %s (tool %s): %s", jsonString(s.Name), jsonString(s.Tool), res)
+			fmt.Fprintf(b, "\n- %s (%s): %s", jsonString(s.Name), toolLabel(s.Tool, s.Kind), res)
 		}
 	}
 
@@ -110,7 +110,7 @@ func writeProse(b *strings.Builder, d *Document) {
 	if len(d.SkippedSteps) > 0 {
 		b.WriteString("\n\nSkipped steps (they will not run):")
 		for _, s := range d.SkippedSteps {
-			fmt.Fprintf(b, "\n- %s (tool %s)", jsonString(s.Name), jsonString(s.Tool))
+			fmt.Fprintf(b, "\n- %s (%s)", jsonString(s.Name), toolLabel(s.Tool, s.Kind))
 			if s.Reason != "" {
 				fmt.Fprintf(b, ": %s", sentence(oneLine(s.Reason, maxResultRunes)))
 			}
@@ -127,7 +127,7 @@ func writeProse(b *strings.Builder, d *Document) {
 	} else {
 		b.WriteString("\n\nRemaining steps:")
 		for i, s := range d.RemainingSteps {
-			writeRemaining(b, i+1, s, id)
+			writeRemaining(b, i+1, s, id, d.Continuation.ResultMethod == "")
 		}
 	}
 
@@ -160,6 +160,14 @@ func writeProse(b *strings.Builder, d *Document) {
 	} else if c.ResultMethod != "" {
 		follow += fmt.Sprintf(", or %s with %s to wait for its final result", c.ResultMethod, taskParam)
 	}
+	tools, events := 0, 0
+	for _, s := range d.ClientSteps() {
+		if s.Kind == KindEvent {
+			events++
+		} else {
+			tools++
+		}
+	}
 	b.WriteString("\n\n")
 	switch {
 	case terminal(d.Status):
@@ -168,10 +176,12 @@ func writeProse(b *strings.Builder, d *Document) {
 			fmt.Fprintf(b, ", and %s with %s returns its result", c.ResultMethod, taskParam)
 		}
 		b.WriteString(".")
-	case len(d.ClientSteps()) > 0 && c.Argument != "":
+	case tools == 0 && events > 0:
+		fmt.Fprintf(b, "How to continue: no tool needs calling; the workflow waits for the event(s) above, which you or an outside system deliver as each says. Then %s.", follow)
+	case tools > 0 && c.Argument != "":
 		fmt.Fprintf(b, "How to continue: call the tool of each client step above with the arguments shown, replacing the placeholders. The arguments include %s: %s, which records the call on this task; the server then runs the steps that follow. (A program may send the id as \"_meta\": {%s: %s} instead.) Then %s.",
 			jsonString(c.Argument), id, jsonString(c.MetaKey), id, follow)
-	case len(d.ClientSteps()) > 0:
+	case tools > 0:
 		fmt.Fprintf(b, "How to continue: call the tool of each client step above (tools/call, in order) with \"_meta\": {%s: %s} in the request params, so the server records the result on this task and runs the steps that follow. Then %s.",
 			jsonString(c.MetaKey), id, follow)
 	default:
@@ -180,7 +190,10 @@ func writeProse(b *strings.Builder, d *Document) {
 	fmt.Fprintf(b, "\nThe same handoff follows as JSON (schemaVersion %d) for programs.", d.SchemaVersion)
 }
 
-func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
+// writeRemaining writes remaining step s, numbered n, of task id; update
+// says the client has tasks/update (the extension dialect) to deliver
+// events with.
+func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string, update bool) {
 	const indent = "\n   "
 	defer func() {
 		if s.Group != "" {
@@ -207,7 +220,18 @@ func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
 		if s.Guidance != "" {
 			fmt.Fprintf(b, " (%s)", strings.TrimRight(oneLine(s.Guidance, maxResultRunes), "."))
 		}
-		fmt.Fprintf(b, ". Deliver it with tasks/update {\"taskId\": %s, \"inputResponses\": {%s: {\"action\": \"accept\", \"content\": <payload>}}}, or through the webhook below.", id, jsonString(s.Name))
+		switch {
+		case update:
+			fmt.Fprintf(b, ". Deliver it with tasks/update {\"taskId\": %s, \"inputResponses\": {%s: {\"action\": \"accept\", \"content\": <payload>}}}", id, jsonString(s.Name))
+			if s.Webhook != nil {
+				b.WriteString(", or through the webhook below")
+			}
+			b.WriteString(".")
+		case s.Webhook != nil:
+			b.WriteString(". Deliver it through the webhook below.")
+		default:
+			b.WriteString("; an outside system delivers it through the server's webhook. Nothing to do.")
+		}
 		if len(s.Payload) > 0 {
 			b.WriteString(indent + "Payload schema: " + string(compactJSON(s.Payload)))
 		}
@@ -423,4 +447,18 @@ func truncateRunes(s string, max int) string {
 
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// toolLabel names what a step calls in the prose: its tool, or what it is
+// when it calls none.
+func toolLabel(tool, kind string) string {
+	switch {
+	case tool != "":
+		return "tool " + jsonString(tool)
+	case kind == KindSleep:
+		return "a durable sleep"
+	case kind == KindEvent:
+		return "an event"
+	}
+	return "no tool"
 }

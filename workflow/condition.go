@@ -63,7 +63,12 @@ func (c Condition) String() string {
 	case "falsy":
 		return fmt.Sprintf("%s is false", c.src)
 	case "not":
-		return "not (" + c.subs[0].String() + ")"
+		inner := c.subs[0]
+		if opp, ok := map[string]string{"truthy": "falsy", "falsy": "truthy", "eq": "ne", "ne": "eq"}[inner.op]; ok {
+			inner.op = opp
+			return inner.String()
+		}
+		return "not (" + inner.String() + ")"
 	case "all", "any":
 		parts := make([]string, len(c.subs))
 		for i, s := range c.subs {
