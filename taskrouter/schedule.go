@@ -97,6 +97,11 @@ func (r *Router) runScheduler() {
 			} else if d := next.Sub(now); d < wait {
 				wait = d
 			}
+			// The notes keep only the earliest time: after a round, the
+			// index says when the next wake-up is due.
+			if up := r.upcoming(context.Background(), now, wait); !up.IsZero() {
+				wait = min(wait, max(0, up.Sub(r.cfg.Now())))
+			}
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -106,6 +111,26 @@ func (r *Router) runScheduler() {
 			timer.Reset(wait)
 		}
 	}()
+}
+
+// upcoming returns the earliest wake time after now in the store's wake
+// index, within horizon; zero when there is none. Tasks due already (being
+// woken now, or held by this process) are passed over.
+func (r *Router) upcoming(ctx context.Context, now time.Time, horizon time.Duration) time.Time {
+	s := &r.sched
+	s.mu.Lock()
+	limit := 16 + len(s.inflight)
+	s.mu.Unlock()
+	ts, err := r.st.Due(ctx, now.Add(horizon), limit)
+	if err != nil {
+		return time.Time{}
+	}
+	for _, t := range ts {
+		if t.WakeAt.After(now) {
+			return t.WakeAt
+		}
+	}
+	return time.Time{}
 }
 
 // wakeDue hands every due task to its kind's WakeFunc.
