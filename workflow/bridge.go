@@ -341,8 +341,8 @@ func RegisterPlain(s *mcp.Server, w *Definition, tools ToolLookup, call ToolCall
 // process, on the session of the prompt request that runs the workflow,
 // for plain workflow prompts registered with RegisterPlain.
 func EngineCaller(e TaskEngine) ToolCaller {
-	return func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		return e.RunTool(ctx, toolRequest(SessionFrom(ctx), tool, args, meta))
+	return func(ctx context.Context, ss *mcp.ServerSession, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+		return e.RunTool(ctx, toolRequest(ss, tool, args, meta))
 	}
 }
 

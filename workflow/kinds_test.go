@@ -603,7 +603,7 @@ func TestPlainJudgesConditions(t *testing.T) {
 		Server("b", "b").Bind("x", StepOutput("a")),
 		Server("c", "c"),
 	)
-	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+	call := func(ctx context.Context, _ *mcp.ServerSession, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
 		raw, _ := json.Marshal(args)
 		return e.RunTool(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool, Arguments: raw}})
 	}

@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -61,13 +60,12 @@ func (h *PromptHandler) Handle(ctx context.Context, req *mcp.GetPromptRequest) (
 	if err != nil {
 		return nil, err
 	}
-	call := h.Call
-	if req != nil && req.Session != nil {
-		// Server steps run on behalf of this client: their logs and progress
-		// reach it.
-		call = withSession(call, req.Session)
+	r := &runner{wf: h.Workflow, call: h.Call, now: h.now}
+	if req != nil {
+		// Server steps run on behalf of this client: their logs and
+		// progress reach it.
+		r.session = req.Session
 	}
-	r := &runner{wf: h.Workflow, call: call, now: h.now}
 	err = r.advance(ctx, p, RecorderFunc(func(context.Context, *Progress) error { return nil }))
 	if err != nil && !errors.Is(err, ErrWorkflowFailed) {
 		return nil, err
@@ -75,23 +73,6 @@ func (h *PromptHandler) Handle(ctx context.Context, req *mcp.GetPromptRequest) (
 	msgs := append([]*mcp.PromptMessage{startMessage(h.Workflow, p)}, r.trace...)
 	msgs = append(msgs, textMessage("assistant", h.summary(p, r, err)))
 	return &mcp.GetPromptResult{Description: h.Workflow.Description, Messages: msgs}, nil
-}
-
-// sessionKey carries the requesting client's session to a ToolCaller.
-type sessionKey struct{}
-
-// withSession makes call's context name the requesting session.
-func withSession(call ToolCaller, ss *mcp.ServerSession) ToolCaller {
-	return func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		return call(context.WithValue(ctx, sessionKey{}, ss), tool, args, meta)
-	}
-}
-
-// SessionFrom returns the session of the client a workflow step runs for,
-// if the ToolCaller's context carries one.
-func SessionFrom(ctx context.Context) *mcp.ServerSession {
-	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
-	return ss
 }
 
 // summary describes the outcome for the plain handler.
