@@ -51,29 +51,48 @@ const inProcessWait = 2 * time.Second
 
 // kick makes sure the drive loop runs for the task, starting it unless it
 // runs; reason is why steps that ran before run again (ReasonRestart,
-// ReasonResume; "" otherwise).
-func (in *instance) kick(reason string) {
+// ReasonResume; "" otherwise). The channel it returns is closed when the
+// loop's next pass has ended: what was due then is written (a wake-up
+// waits for it, so the scheduler does not wake the task again before its
+// wake-up time moved).
+func (in *instance) kick(reason string) <-chan struct{} {
 	b := in.b
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.passed == nil {
+		in.passed = make(chan struct{})
+	}
+	passed := in.passed
 	if in.driving {
 		in.again = true
 		select {
 		case in.poke <- struct{}{}:
 		default:
 		}
-		return
+		return passed
 	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return
+		close(in.passed)
+		in.passed = nil
+		return passed
 	}
 	in.refs++
 	b.wg.Add(1)
 	b.mu.Unlock()
 	in.driving = true
 	go in.drive(reason)
+	return passed
+}
+
+// passEnded tells those waiting for a pass (see kick) that one ended.
+// Call with mu held.
+func (in *instance) passEnded() {
+	if in.passed != nil {
+		close(in.passed)
+		in.passed = nil
+	}
 }
 
 func (in *instance) drive(reason string) {
@@ -88,6 +107,7 @@ func (in *instance) drive(reason string) {
 			in.driving = false
 			in.stopAll(errTaskEnded)
 			in.invalidate()
+			in.passEnded()
 			in.mu.Unlock()
 			b.failTask(context.WithoutCancel(b.ctx), in.id, fmt.Sprintf("internal error while running the workflow's steps: %v", p))
 		}
@@ -96,6 +116,7 @@ func (in *instance) drive(reason string) {
 	for {
 		wake, more := in.locked(func() (time.Time, bool) {
 			in.again = false
+			defer in.passEnded()
 			wake, more := in.pass(b.ctx, reason, results)
 			if !more && !in.again {
 				in.driving = false
@@ -120,6 +141,7 @@ func (in *instance) drive(reason string) {
 		case <-b.ctx.Done():
 			in.mu.Lock()
 			in.driving = false
+			in.passEnded()
 			in.mu.Unlock()
 			return
 		}

@@ -41,6 +41,7 @@ type instance struct {
 	clients   map[string]chan struct{} // client steps a continuation performs here now; closed when it ends
 	driving   bool                     // the drive loop runs
 	again     bool                     // a kick arrived while the drive loop ran: plan again
+	passed    chan struct{}            // closed when the drive loop's next pass ends (see kick)
 	results   chan stepResult
 	poke      chan struct{}
 	coalesced bool      // p holds outcomes not written yet (Options.ProgressInterval)

@@ -57,7 +57,17 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 		if reason == taskrouter.ReasonTakeover {
 			reason = ReasonRestart // a step found running ran in a process that stopped
 		}
-		in.kick(reason)
+		passed := in.kick(reason)
+		if reason == "" { // a wake-up: see wake
+			t := time.NewTimer(wakeWait)
+			defer t.Stop()
+			select {
+			case <-passed:
+			case <-t.C:
+			case <-ctx.Done():
+			case <-b.ctx.Done():
+			}
+		}
 	}
 	return nil
 }
@@ -65,9 +75,16 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 // wake runs a workflow task whose wake-up time came (a retry's backoff, a
 // client's wait running out), on whichever process the engine's scheduler
 // picked.
+//
+// It returns once the drive loop's pass has written what was due (or
+// after wakeWait), so that the scheduler, which keeps the task to itself
+// until then, does not wake it again before its wake-up time moved.
 func (b *Bridge) wake(ctx context.Context, t *store.Task) error {
 	return b.recoverTask(ctx, t, "")
 }
+
+// wakeWait bounds how long a wake-up waits for the pass it set off.
+const wakeWait = 10 * time.Second
 
 // dueNow reports whether the server has work to do on p now, in a
 // process that runs none of its steps: a step was running (its process
