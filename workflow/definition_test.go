@@ -181,14 +181,14 @@ func TestPlainRunnerRecordsEachStep(t *testing.T) {
 	require.Contains(t, last.PauseReason, `step "sum" (tool "summarize") failed after 1 attempt(s): model overloaded; the client may perform it`)
 }
 
-func TestProgressSchemaPinsVersion(t *testing.T) {
+func TestProgressSchemaListsTheVersionsRead(t *testing.T) {
 	var s struct {
 		Properties map[string]struct {
-			Const any `json:"const"`
+			Enum []any `json:"enum"`
 		} `json:"properties"`
 	}
 	require.NoError(t, json.Unmarshal(ProgressSchemaJSON(), &s))
-	require.EqualValues(t, ProgressSchemaVersion, s.Properties["schemaVersion"].Const)
+	require.Equal(t, []any{1.0, 2.0, 3.0}, s.Properties["schemaVersion"].Enum, "the versions this package reads")
 }
 
 func (p *Progress) clone() *Progress {

@@ -21,9 +21,11 @@ const (
 )
 
 // ProgressSchemaVersion is the version of the Progress format this package
-// writes. Version 1 (before workflow versions, retry times and client
-// deadlines) is read as it is: the fields it lacks are zero.
-const ProgressSchemaVersion = 2
+// writes. Older versions are read as they are (the fields they lack are
+// zero): 1, before workflow versions, retry times and client deadlines;
+// 2, before step kinds (kind, group, until, gaveUp, the statuses sleeping,
+// awaiting_event and skipped by a condition, completedBy webhook).
+const ProgressSchemaVersion = 3
 
 // Step statuses in WorkflowProgress.
 const (
@@ -199,9 +201,11 @@ var progressSchema = sync.OnceValue(func() []byte {
 	r := &jsonschema.Reflector{DoNotReference: true}
 	s := r.Reflect(&Progress{})
 	if v, ok := s.Properties.Get("schemaVersion"); ok {
-		v.Const = ProgressSchemaVersion // invopop ignores a const tag
+		for n := 1; n <= ProgressSchemaVersion; n++ { // the versions read
+			v.Enum = append(v.Enum, n)
+		}
 	}
-	s.ID = "https://taskbridge.dev/schemas/workflow-progress-v2.json"
+	s.ID = "https://taskbridge.dev/schemas/workflow-progress-v3.json"
 	s.Title = "taskbridge workflow Progress"
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
