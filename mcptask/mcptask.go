@@ -1,8 +1,10 @@
 // Package mcptask is the vocabulary of MCP tasks that every other
 // taskbridge package shares: task statuses, the two wire dialects, protocol
 // versions, method names, _meta keys, JSON-RPC error codes and their
-// constructors, tool task support levels, the wire shapes of a task, and the
-// workflow summary a taskbridge server attaches to continuation results.
+// constructors, tool task support levels, the wire shapes of a task, the
+// workflow summary a taskbridge server attaches to continuation results,
+// and the step vocabulary of workflow tasks (step statuses, executions and
+// step kinds) that the workflow progress and the handoff document share.
 //
 // It is a leaf: it imports only the standard library and go-sdk's small
 // jsonrpc package, so the store, the engine (taskrouter), the workflow

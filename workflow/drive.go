@@ -571,7 +571,7 @@ func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Ti
 	default:
 		reason = ReasonRetry
 	}
-	sp.begin(reason, "server", now)
+	sp.begin(reason, ByServer, now)
 	if !interrupted {
 		sp.Tries++
 	}
@@ -601,12 +601,12 @@ func (in *instance) record(p *Progress, s *Step, r stepResult, now time.Time) (a
 	}
 	sp.Interrupted = 0
 	if r.msg == "" {
-		complete(p, s, "server", r.args, r.res, now)
+		complete(p, s, ByServer, r.args, r.res, now)
 		sp.Tries, sp.RetryAt = 0, nil
 		emit(in.b.opts.Observer, in.id, p, s, nil)
 		return true, ""
 	}
-	fail(p, s, "server", r.msg, now)
+	fail(p, s, ByServer, r.msg, now)
 	emit(in.b.opts.Observer, in.id, p, s, nil)
 	if pol := s.policy(); !r.final && sp.Tries < pol.MaxAttempts {
 		at := now.Add(pol.backoff(sp.Tries + 1))
