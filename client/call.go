@@ -270,7 +270,7 @@ func decodeCallReply(raw json.RawMessage) (*callReply, error) {
 		return nil, malformed("tools/call result: %v", err)
 	}
 	switch {
-	case probe.ResultType == "task" || (probe.ResultType == "" && !isAbsent(probe.Task)):
+	case probe.ResultType == mcptask.ResultTypeTask || (probe.ResultType == "" && !isAbsent(probe.Task)):
 		t, err := decodeTask(raw)
 		if err != nil {
 			return nil, err
@@ -280,13 +280,13 @@ func decodeCallReply(raw json.RawMessage) (*callReply, error) {
 			_ = json.Unmarshal(s, &rep.immediate)
 		}
 		return rep, nil
-	case probe.ResultType == "input_required":
+	case probe.ResultType == mcptask.ResultTypeInputRequired:
 		inputs, err := decodeInputRequests(probe.InputRequests)
 		if err != nil {
 			return nil, malformed("tools/call: %v", err)
 		}
 		return &callReply{inputs: inputs, inputNeeded: true, requestState: probe.RequestState}, nil
-	case probe.ResultType == "" || probe.ResultType == "complete":
+	case probe.ResultType == "" || probe.ResultType == mcptask.ResultTypeComplete:
 		res, err := decodeToolResult(raw)
 		if err != nil {
 			return nil, err

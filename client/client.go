@@ -99,14 +99,14 @@ type Support struct {
 	Extension bool
 }
 
-// TaskSupport is a tool's execution.taskSupport.
-type TaskSupport string
+// TaskSupport is a tool's execution.taskSupport (mcptask.TaskSupport).
+type TaskSupport = mcptask.TaskSupport
 
 // The task support levels. A tool that does not say is TaskForbidden.
 const (
-	TaskForbidden TaskSupport = "forbidden"
-	TaskOptional  TaskSupport = "optional"
-	TaskRequired  TaskSupport = "required"
+	TaskForbidden = mcptask.TaskForbidden
+	TaskOptional  = mcptask.TaskOptional
+	TaskRequired  = mcptask.TaskRequired
 )
 
 // Client is a connection to an MCP server that can run tool calls as
