@@ -194,7 +194,7 @@ func (r *callRun) run(ctx context.Context) {
 		r.fail(err)
 		return
 	}
-	if r.c.dialect == Extension {
+	if r.c.dialect.ServerDecidesTasks() {
 		r.runExtension(ctx)
 		return
 	}
@@ -210,15 +210,12 @@ func (c *Client) planTaskCall(ctx context.Context, name string, allowPlain bool)
 		}
 		return false, capabilityError(format, args...)
 	}
-	switch c.dialect {
-	case Core:
+	if c.dialect.ServerDeclaresTaskMethods() {
 		if !c.support.ToolsCall {
 			return refuse("the server does not declare tasks.requests.tools.call; it cannot run %q as a task", name)
 		}
-	case Extension:
-		if !c.support.Extension {
-			return refuse("the server does not advertise the %s extension; it cannot run %q as a task", ExtensionID, name)
-		}
+	} else if !c.support.Extension {
+		return refuse("the server does not advertise the %s extension; it cannot run %q as a task", ExtensionID, name)
 	}
 	t, err := c.tool(ctx, name)
 	if err != nil {
@@ -227,7 +224,7 @@ func (c *Client) planTaskCall(ctx context.Context, name string, allowPlain bool)
 	// In the core dialect an undeclared support level means forbidden; in
 	// the extension the server decides, so only an explicit "forbidden"
 	// rules a task out.
-	if t.TaskSupport == TaskForbidden && (c.dialect == Core || t.declared) {
+	if t.TaskSupport == TaskForbidden && (c.dialect.UndeclaredForbidsTasks() || t.declared) {
 		return refuse("tool %q does not support tasks (execution.taskSupport is forbidden)", name)
 	}
 	return true, nil
@@ -270,7 +267,7 @@ func decodeCallReply(raw json.RawMessage) (*callReply, error) {
 		return nil, malformed("tools/call result: %v", err)
 	}
 	switch {
-	case probe.ResultType == "task" || (probe.ResultType == "" && !isAbsent(probe.Task)):
+	case probe.ResultType == mcptask.ResultTypeTask || (probe.ResultType == "" && !isAbsent(probe.Task)):
 		t, err := decodeTask(raw)
 		if err != nil {
 			return nil, err
@@ -280,13 +277,13 @@ func decodeCallReply(raw json.RawMessage) (*callReply, error) {
 			_ = json.Unmarshal(s, &rep.immediate)
 		}
 		return rep, nil
-	case probe.ResultType == "input_required":
+	case probe.ResultType == mcptask.ResultTypeInputRequired:
 		inputs, err := decodeInputRequests(probe.InputRequests)
 		if err != nil {
 			return nil, malformed("tools/call: %v", err)
 		}
 		return &callReply{inputs: inputs, inputNeeded: true, requestState: probe.RequestState}, nil
-	case probe.ResultType == "" || probe.ResultType == "complete":
+	case probe.ResultType == "" || probe.ResultType == mcptask.ResultTypeComplete:
 		res, err := decodeToolResult(raw)
 		if err != nil {
 			return nil, err

@@ -99,14 +99,14 @@ type Support struct {
 	Extension bool
 }
 
-// TaskSupport is a tool's execution.taskSupport.
-type TaskSupport string
+// TaskSupport is a tool's execution.taskSupport (mcptask.TaskSupport).
+type TaskSupport = mcptask.TaskSupport
 
 // The task support levels. A tool that does not say is TaskForbidden.
 const (
-	TaskForbidden TaskSupport = "forbidden"
-	TaskOptional  TaskSupport = "optional"
-	TaskRequired  TaskSupport = "required"
+	TaskForbidden = mcptask.TaskForbidden
+	TaskOptional  = mcptask.TaskOptional
+	TaskRequired  = mcptask.TaskRequired
 )
 
 // Client is a connection to an MCP server that can run tool calls as
@@ -183,7 +183,7 @@ func Dial(ctx context.Context, t mcp.Transport, opts *Options) (*Client, error) 
 		_ = conn.Close()
 		return nil, err
 	}
-	if o.Receiver != nil && c.dialect == Core {
+	if o.Receiver != nil && c.dialect.ClientRunsTasks() {
 		c.recv = newReceiverState(c, o.Receiver)
 	}
 	return c, nil
@@ -220,7 +220,7 @@ func (c *Client) withMeta(params map[string]any, extra map[string]any) map[strin
 	for k, v := range extra {
 		meta[k] = v
 	}
-	if c.dialect == Extension {
+	if c.dialect.NegotiatesPerRequest() {
 		for k, v := range c.extMeta() {
 			meta[k] = v
 		}

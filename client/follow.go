@@ -86,7 +86,7 @@ func (c *Client) retryingCall(ctx context.Context, method string, params, meta m
 			InputRequests map[string]json.RawMessage `json:"inputRequests"`
 			RequestState  string                     `json:"requestState"`
 		}
-		if json.Unmarshal(raw, &probe) != nil || probe.ResultType != "input_required" {
+		if json.Unmarshal(raw, &probe) != nil || probe.ResultType != mcptask.ResultTypeInputRequired {
 			return raw, nil
 		}
 		inputs, err := decodeInputRequests(probe.InputRequests)

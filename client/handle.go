@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
@@ -26,7 +25,7 @@ func (c *Client) handle(ctx context.Context, method string, params json.RawMessa
 			return c.recv.serve(ctx, method, params)
 		}
 	}
-	return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: fmt.Sprintf("client does not handle %s", method)}
+	return nil, mcptask.MethodNotFound("client does not handle %s", method)
 }
 
 // answerInput routes an input request to the CallTool watching its task,
@@ -86,7 +85,7 @@ type noHandlerError struct{ method string }
 func (e *noHandlerError) Error() string { return fmt.Sprintf("%v (%s)", ErrNoInputHandler, e.method) }
 
 func (e *noHandlerError) Unwrap() []error {
-	return []error{ErrNoInputHandler, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: e.Error()}}
+	return []error{ErrNoInputHandler, mcptask.MethodNotFound("%s", e.Error())}
 }
 
 func hasTaskParam(params json.RawMessage) bool {

@@ -72,7 +72,7 @@ func (r *Receiver) answerSync(ctx context.Context, req InputRequest) (any, bool,
 }
 
 func invalidParams(format string, args ...any) error {
-	return &jsonrpc.Error{Code: mcptask.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+	return mcptask.InvalidParams(format, args...)
 }
 
 // receiverState holds the tasks the client runs for the server.
@@ -221,7 +221,7 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 	switch method {
 	case mcptask.MethodSampling:
 		if r.cfg.Sampling == nil {
-			return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: "this client does not accept task-augmented sampling/createMessage"}
+			return nil, mcptask.MethodNotFound("this client does not accept task-augmented sampling/createMessage")
 		}
 		var sp mcp.CreateMessageParams
 		if err := json.Unmarshal(params, &sp); err != nil {
@@ -230,7 +230,7 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 		run = func(ctx context.Context) (any, error) { return r.cfg.Sampling(ctx, &sp) }
 	case mcptask.MethodElicit:
 		if r.cfg.Elicitation == nil {
-			return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: "this client does not accept task-augmented elicitation/create"}
+			return nil, mcptask.MethodNotFound("this client does not accept task-augmented elicitation/create")
 		}
 		var ep mcp.ElicitParams
 		if err := json.Unmarshal(params, &ep); err != nil {
@@ -238,7 +238,7 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 		}
 		run = func(ctx context.Context) (any, error) { return r.cfg.Elicitation(ctx, &ep) }
 	default:
-		return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: method + " cannot be task-augmented"}
+		return nil, mcptask.MethodNotFound("%s cannot be task-augmented", method)
 	}
 	ttl := r.cfg.DefaultTTL
 	if p.Task.TTL != nil {
@@ -261,7 +261,7 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 	if r.closed {
 		r.mu.Unlock()
 		cancel()
-		return nil, &jsonrpc.Error{Code: mcptask.CodeInternalError, Message: "client is closing"}
+		return nil, mcptask.InternalError("client is closing")
 	}
 	r.tasks[t.id] = t
 	reply := &createReply{Task: r.wire(t)}
@@ -299,7 +299,7 @@ func (r *receiverState) execute(ctx context.Context, t *recvTask, run func(conte
 	if err != nil {
 		var je *jsonrpc.Error
 		if !errors.As(err, &je) {
-			je = &jsonrpc.Error{Code: mcptask.CodeInternalError, Message: err.Error()}
+			je = mcptask.InternalError("%s", err.Error())
 		}
 		t.status, t.message, t.err = StatusFailed, je.Message, je
 	} else {
@@ -357,7 +357,7 @@ func (r *receiverState) serve(ctx context.Context, method string, params json.Ra
 	case mcptask.MethodTasksCancel:
 		return r.cancelTask(p.TaskID)
 	}
-	return nil, &jsonrpc.Error{Code: mcptask.CodeMethodNotFound, Message: method}
+	return nil, mcptask.MethodNotFound("%s", method)
 }
 
 // result blocks until the task ends and returns the handler's result with
@@ -370,7 +370,7 @@ func (r *receiverState) result(ctx context.Context, id string) (any, error) {
 	select {
 	case <-t.done:
 	case <-ctx.Done():
-		return nil, &jsonrpc.Error{Code: mcptask.CodeInternalError, Message: "tasks/result abandoned: " + ctx.Err().Error()}
+		return nil, mcptask.InternalError("tasks/result abandoned: %s", ctx.Err().Error())
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -384,7 +384,7 @@ func (r *receiverState) result(ctx context.Context, id string) (any, error) {
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(t.result, &m); err != nil || m == nil {
-		return nil, &jsonrpc.Error{Code: mcptask.CodeInternalError, Message: "task result is not a JSON object"}
+		return nil, mcptask.InternalError("task result is not a JSON object")
 	}
 	meta := map[string]json.RawMessage{}
 	if old, ok := m["_meta"]; ok {

@@ -40,7 +40,7 @@ func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
 // tasks/result, tasks/get is polled until the task ends, answering input
 // requests through Options.InputHandler with tasks/update.
 func (c *Client) TaskResult(ctx context.Context, id string) (json.RawMessage, error) {
-	if c.dialect == Extension {
+	if !c.dialect.HasMethod(mcptask.MethodTasksResult) {
 		return c.waitExtension(ctx, id)
 	}
 	raw, err := c.call(ctx, mcptask.MethodTasksResult, map[string]any{"taskId": id})
@@ -116,7 +116,7 @@ func (c *Client) waitExtension(ctx context.Context, id string) (json.RawMessage,
 // is a single ErrCapability error.
 func (c *Client) ListTasks(ctx context.Context) iter.Seq2[*Task, error] {
 	return func(yield func(*Task, error) bool) {
-		if c.dialect == Extension {
+		if !c.dialect.HasMethod(mcptask.MethodTasksList) {
 			yield(nil, capabilityError("tasks/list is not part of the %s extension", ExtensionID))
 			return
 		}
@@ -183,7 +183,7 @@ func (c *Client) ListTasks(ctx context.Context) iter.Seq2[*Task, error] {
 // follows it with one tasks/get and returns that state, which may not be
 // cancelled yet, or not at all.
 func (c *Client) CancelTask(ctx context.Context, id string) (*Task, error) {
-	if c.dialect == Core && !c.support.Cancel {
+	if c.dialect.ServerDeclaresTaskMethods() && !c.support.Cancel {
 		return nil, capabilityError("the server does not declare tasks.cancel")
 	}
 	raw, err := c.call(ctx, mcptask.MethodTasksCancel, map[string]any{"taskId": id})
@@ -204,7 +204,7 @@ func (c *Client) CancelTask(ctx context.Context, id string) (*Task, error) {
 		}
 		return nil, err
 	}
-	if c.dialect == Extension {
+	if c.dialect.AcksCancel() {
 		return c.GetTask(ctx, id)
 	}
 	t, err := decodeTask(raw)

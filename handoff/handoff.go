@@ -61,23 +61,25 @@ const (
 // statuses lists the valid statuses in the order error messages name them.
 var statuses = []string{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
 
-// The step statuses a remaining step may carry.
+// The step statuses a remaining step may carry (declared in mcptask).
 const (
-	StepPending        = "pending"
-	StepRunning        = "running"
-	StepAwaitingClient = "awaiting_client"
-	StepAwaitingEvent  = "awaiting_event"
-	StepSleeping       = "sleeping"
-	StepFailed         = "failed"
+	StepPending        = mcptask.StepPending
+	StepRunning        = mcptask.StepRunning
+	StepAwaitingClient = mcptask.StepAwaitingClient
+	StepAwaitingEvent  = mcptask.StepAwaitingEvent
+	StepSleeping       = mcptask.StepSleeping
+	StepFailed         = mcptask.StepFailed
 )
 
 // stepStatuses lists the valid remaining-step statuses.
 var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent, StepSleeping, StepFailed}
 
-// The kinds a remaining step may have besides a tool call (Kind).
+// The kinds a remaining step may have besides a tool call (Kind;
+// declared in mcptask). Like the Status constants they are typed string
+// constants, for the string field Kind.
 const (
-	KindSleep = "sleep"
-	KindEvent = "event"
+	KindSleep = string(mcptask.StepKindSleep)
+	KindEvent = string(mcptask.StepKindEvent)
 )
 
 // MaxSize is the largest input, in bytes, that [Parse] and
@@ -124,17 +126,18 @@ func withContext(err error, where string) error {
 	return err
 }
 
-// Execution says who performs a remaining step.
-type Execution string
+// Execution says who performs a remaining step (the same type as
+// workflow.StepExecution; the values are declared in mcptask).
+type Execution = mcptask.Execution
 
 // The execution modes.
 const (
 	// ExecServer steps are run by the server automatically once their
 	// inputs exist; the client must not call them.
-	ExecServer Execution = "server"
+	ExecServer = mcptask.ExecServer
 	// ExecClient steps are performed by the client, which calls the step's
 	// tool with _meta._task_id set to the task id.
-	ExecClient Execution = "client"
+	ExecClient = mcptask.ExecClient
 )
 
 // Document is a handoff: the state of a workflow task and what the client

@@ -7,17 +7,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// JSON-RPC error codes used with tasks.
+// JSON-RPC error codes used with tasks. The standard JSON-RPC 2.0 codes
+// are go-sdk's (package jsonrpc), named here too so that one import serves.
 const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	// CodeMethodNotFound: go-sdk replaces the message of every -32601 it
-	// sends with `method not found: "<method>"`, so taskbridge uses it only
-	// where the method really is absent; refusals that need a reason use
-	// CodeInvalidRequest.
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
+	CodeParseError     = jsonrpc.CodeParseError     // -32700
+	CodeInvalidRequest = jsonrpc.CodeInvalidRequest // -32600
+	// CodeMethodNotFound (-32601): go-sdk replaces the message of every
+	// -32601 it sends with `method not found: "<method>"`, so taskbridge
+	// uses it only where the method really is absent; refusals that need a
+	// reason use CodeInvalidRequest.
+	CodeMethodNotFound = jsonrpc.CodeMethodNotFound
+	CodeInvalidParams  = jsonrpc.CodeInvalidParams // -32602
+	CodeInternalError  = jsonrpc.CodeInternalError // -32603
 	// CodeTooManyTasks refuses a task when a requestor has too many queued
 	// and running tasks.
 	CodeTooManyTasks = -32000

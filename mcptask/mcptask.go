@@ -1,8 +1,10 @@
 // Package mcptask is the vocabulary of MCP tasks that every other
 // taskbridge package shares: task statuses, the two wire dialects, protocol
 // versions, method names, _meta keys, JSON-RPC error codes and their
-// constructors, tool task support levels, the wire shapes of a task, and the
-// workflow summary a taskbridge server attaches to continuation results.
+// constructors, tool task support levels, the wire shapes of a task, the
+// workflow summary a taskbridge server attaches to continuation results,
+// and the step vocabulary of workflow tasks (step statuses, executions and
+// step kinds) that the workflow progress and the handoff document share.
 //
 // It is a leaf: it imports only the standard library and go-sdk's small
 // jsonrpc package, so the store, the engine (taskrouter), the workflow
@@ -13,15 +15,23 @@
 //
 // Two incompatible wire dialects of MCP tasks exist. A [Dialect] is resolved
 // once per request (from the negotiated protocol version, see [DialectFor])
-// and answers every question the code asks about the difference:
+// and answers the questions the code asks about the difference (the
+// method column):
 //
-//	question                          Core (2025-11-25)     Extension (2026-07-28)
-//	tasks/result, tasks/list          yes                   no (-32601)
-//	tasks/update                      no (-32601)           yes
-//	who decides a call is a task      the client (params.task)  the server
-//	create reply                      {"task": {...}}       flat, resultType "task"
-//	status of an isError tool result  failed                completed
-//	tasks/cancel of a finished task   -32602                acknowledged
+//	question                           Core (2025-11-25)             Extension (2026-07-28)   method
+//	tasks/result, tasks/list           yes                           no (-32601)              HasMethod
+//	tasks/update                       no (-32601)                   yes                      HasMethod
+//	who decides a call is a task       the client (params.task)      the server               ServerDecidesTasks
+//	create reply                       {"task": {...}}               flat, resultType "task"
+//	status of an isError tool result   failed                        completed                ToolErrorStatus
+//	tasks/cancel of a finished task    -32602                        acknowledged             AcksFinishedCancel
+//	tasks/cancel reply                 the task                      an acknowledgement       AcksCancel
+//	input a call needs before a task   asked on its stream           input_required, retried  ClientRetriesWithInput
+//	who chooses a task's ttl           the client (params.task.ttl)  the server               ServerSetsTTL
+//	a tool without taskSupport         no task (forbidden)           the server decides       UndeclaredForbidsTasks
+//	task capabilities of a server      one per request               the extension, whole     ServerDeclaresTaskMethods
+//	version, capabilities, clientInfo  initialize, once              _meta of every request   NegotiatesPerRequest
+//	server's task requests to client   yes (capabilities.tasks)      no                       ClientRunsTasks
 package mcptask
 
 import (
@@ -166,6 +176,48 @@ func (d Dialect) AcksFinishedCancel() bool { return d == Extension }
 // requests become tasks (extension) rather than the client asking with
 // params.task (core).
 func (d Dialect) ServerDecidesTasks() bool { return d == Extension }
+
+// AcksCancel reports whether tasks/cancel is only acknowledged, its reply
+// carrying no task, so that a client reads the task's state with tasks/get
+// (extension), rather than answered with the task (core). For a task that
+// has already ended, see AcksFinishedCancel.
+func (d Dialect) AcksCancel() bool { return d == Extension }
+
+// ClientRetriesWithInput reports whether a tools/call that needs input
+// before its task exists is answered with an input_required result, which
+// the client retries with inputResponses (extension, SEP-2322), rather
+// than the server asking the client on the request's own stream (core).
+func (d Dialect) ClientRetriesWithInput() bool { return d == Extension }
+
+// ServerSetsTTL reports whether the server chooses every task's ttl
+// (extension) rather than the client asking for one with params.task.ttl
+// (core).
+func (d Dialect) ServerSetsTTL() bool { return d == Extension }
+
+// UndeclaredForbidsTasks reports whether a tool that states no
+// execution.taskSupport cannot be called as a task (core, where the level
+// defaults to forbidden), rather than the server deciding (extension).
+func (d Dialect) UndeclaredForbidsTasks() bool { return d == Core }
+
+// ServerDeclaresTaskMethods reports whether a server declares, one by one,
+// the task requests it answers (capabilities.tasks: list, cancel,
+// requests.tools.call; core), so that a client checks the one it is about
+// to send, rather than advertising the tasks extension as a whole
+// (extension).
+func (d Dialect) ServerDeclaresTaskMethods() bool { return d == Core }
+
+// NegotiatesPerRequest reports whether every request carries its protocol
+// version, client capabilities and client info in _meta (extension; see
+// MetaProtocolVersion), rather than the session negotiating them once with
+// initialize (core).
+func (d Dialect) NegotiatesPerRequest() bool { return d == Extension }
+
+// ClientRunsTasks reports whether the client may run tasks for the server:
+// answer a task-augmented sampling/createMessage or elicitation/create
+// (params.task) with a task it then serves with tasks/*, as it declares
+// with capabilities.tasks in initialize (core). taskbridge's client does
+// not in the extension dialect.
+func (d Dialect) ClientRunsTasks() bool { return d == Core }
 
 // Method names.
 const (

@@ -221,7 +221,7 @@ func (l *Lease) Release() {
 // Lease claims task id for this process while it runs work for the task
 // outside a tool handler (the workflow bridge's server steps), and keeps
 // it renewed until Release. If the lease is lost, the task's tracked work
-// (Track) is stopped with Stopped reporting "lease lost". When another
+// (Track) is stopped with Stopped reporting StopLeaseLost. When another
 // process holds a valid lease, Lease waits for it (it is usually finishing
 // a short step) up to the lease duration, then fails with a -32603 error
 // saying so. A terminal or unknown task fails with the store's error.

@@ -71,7 +71,7 @@ func stoppedWithin(t *testing.T, tctx context.Context) string {
 	t.Helper()
 	select {
 	case <-tctx.Done():
-		return taskrouter.Stopped(tctx)
+		return string(taskrouter.Stopped(tctx))
 	case <-time.After(5 * time.Second):
 		t.Fatal("the work was not stopped")
 		return ""

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/internal/storerpc"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -15,25 +15,19 @@ import (
 // middleware stored it there), passes the dialect's gates, and loads the
 // task the requestor may see.
 
-// storeError maps a store error to the JSON-RPC error a client sees.
-func storeError(err error) error {
-	var je *jsonrpc.Error
-	switch {
-	case errors.As(err, &je):
-		return err
-	case errors.Is(err, store.ErrNotFound):
-		return mcptask.InvalidParams("task not found")
-	case errors.Is(err, store.ErrInvalidCursor):
-		return mcptask.InvalidParams("invalid cursor")
-	case errors.Is(err, store.ErrTerminal):
-		return mcptask.InvalidParams("task is already in a terminal status")
-	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid):
-		return mcptask.InvalidParams("%v", err)
-	case errors.Is(err, errShutdown):
-		return mcptask.InternalError("server is shutting down")
-	}
-	return mcptask.InternalError("task store: %v", err)
+// storeErrors words the store errors the task methods meet (see
+// storerpc.Mapping; an empty message is the error's own text).
+var storeErrors = storerpc.Mapping{
+	{Err: store.ErrNotFound, Code: mcptask.CodeInvalidParams, Message: "task not found"},
+	{Err: store.ErrInvalidCursor, Code: mcptask.CodeInvalidParams, Message: "invalid cursor"},
+	{Err: store.ErrTerminal, Code: mcptask.CodeInvalidParams, Message: "task is already in a terminal status"},
+	{Err: store.ErrTooLarge, Code: mcptask.CodeInvalidParams},
+	{Err: store.ErrInvalid, Code: mcptask.CodeInvalidParams},
+	{Err: errShutdown, Code: mcptask.CodeInternalError, Message: "server is shutting down"},
 }
+
+// storeError maps a store error to the JSON-RPC error a client sees.
+func storeError(err error) error { return storeErrors.Error(err) }
 
 // begin is the prologue of every tasks/* method.
 func (r *Router) begin(ctx context.Context, method, id string) (*Request, error) {

@@ -287,22 +287,44 @@ func (r *Router) Track(ctx context.Context, id string) (context.Context, func())
 	}
 }
 
+// StopReason says why a task's work was stopped (Stopped). It is a
+// string: the values read as words in messages ("task X was cancelled").
+type StopReason string
+
+// The stop reasons. The zero value "" means the work was not stopped
+// because of its task.
+const (
+	// StopCancelled: the task was cancelled.
+	StopCancelled StopReason = "cancelled"
+	// StopExpired: the task's ttl elapsed.
+	StopExpired StopReason = "expired"
+	// StopEnded: another process ended the task.
+	StopEnded StopReason = "ended"
+	// StopLeaseLost: another process took the work over.
+	StopLeaseLost StopReason = "lease lost"
+	// StopShutdown: the server is shutting down.
+	StopShutdown StopReason = "shutdown"
+)
+
+// String returns the reason as a string.
+func (s StopReason) String() string { return string(s) }
+
 // Stopped reports why a context from Track or a handler context ended
-// because of its task: "cancelled", "expired", "ended" (another process
-// ended the task), "lease lost" (another process took the work over) or
-// "shutdown"; "" when it did not end for one of those reasons.
-func Stopped(ctx context.Context) string {
+// because of its task: StopCancelled, StopExpired, StopEnded (another
+// process ended the task), StopLeaseLost (another process took the work
+// over) or StopShutdown; "" when it did not end for one of those reasons.
+func Stopped(ctx context.Context) StopReason {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errCanceled):
-		return "cancelled"
+		return StopCancelled
 	case errors.Is(cause, errExpired):
-		return "expired"
+		return StopExpired
 	case errors.Is(cause, errEnded):
-		return "ended"
+		return StopEnded
 	case errors.Is(cause, errLeaseLost):
-		return "lease lost"
+		return StopLeaseLost
 	case errors.Is(cause, errShutdown):
-		return "shutdown"
+		return StopShutdown
 	}
 	return ""
 }

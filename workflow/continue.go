@@ -446,7 +446,7 @@ func replayable(wf *compiled, p *Progress, tool string) *Step {
 		if s.Tool != tool {
 			continue
 		}
-		if sp := &p.Steps[i]; sp.Status == StepCompleted && sp.CompletedBy == "client" {
+		if sp := &p.Steps[i]; sp.Status == StepCompleted && sp.CompletedBy == ByClient {
 			return s
 		}
 	}

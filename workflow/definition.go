@@ -8,18 +8,20 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// StepExecution says who performs a step: the server or the client.
-type StepExecution string
+// StepExecution says who performs a step: the server or the client (the
+// same type as handoff.Execution; the values are declared in mcptask).
+type StepExecution = mcptask.Execution
 
 // The execution modes.
 const (
 	// ServerExecutable steps run on the server as soon as their inputs exist.
-	ServerExecutable StepExecution = "server"
+	ServerExecutable = mcptask.ExecServer
 	// ClientDeferred steps are performed by the client, which calls the
 	// step's tool with _meta._task_id.
-	ClientDeferred StepExecution = "client"
+	ClientDeferred = mcptask.ExecClient
 )
 
 // SourceKind is where an argument's value comes from.
@@ -197,24 +199,24 @@ type Step struct {
 	Payload any
 }
 
-// StepKind says what a step does.
-type StepKind string
+// StepKind says what a step does (the values are declared in mcptask).
+type StepKind = mcptask.StepKind
 
 // The step kinds.
 const (
 	// KindTool calls a tool: the server does (Server) or the client does
 	// (Client).
-	KindTool StepKind = "tool"
+	KindTool = mcptask.StepKindTool
 	// KindGroup runs its Members together (Parallel).
-	KindGroup StepKind = "group"
+	KindGroup = mcptask.StepKindGroup
 	// KindSleep waits, durably, for a time (Sleep, SleepFor, SleepUntil):
 	// the engine's scheduler ends it on any replica, after a restart too,
 	// never restarting the wait from zero.
-	KindSleep StepKind = "sleep"
+	KindSleep = mcptask.StepKindSleep
 	// KindEvent waits for a named event that an outsider delivers: the
 	// client with tasks/update (extension dialect), or anyone holding the
 	// task's webhook token with an HTTP POST (Event).
-	KindEvent StepKind = "event"
+	KindEvent = mcptask.StepKindEvent
 )
 
 // Parallel returns a group of steps that start together: the server runs

@@ -36,10 +36,13 @@ import (
 const VarWebhookToken = "_workflow.webhook"
 
 // Who delivered an event, or performed a step through the webhook
-// (Attempt.By, StepProgress.CompletedBy).
+// (Attempt.By, StepProgress.CompletedBy). ByServer and ByClient are the
+// execution values (mcptask.ExecServer, mcptask.ExecClient) as strings:
+// who performed a step, where Execution says who is to.
 const (
 	ByWebhook = "webhook"
-	ByClient  = "client"
+	ByClient  = string(mcptask.ExecClient)
+	ByServer  = string(mcptask.ExecServer)
 )
 
 // ErrNotWaiting is matched by the error of a delivery to a step that does

@@ -39,9 +39,9 @@ type stepResult struct {
 	attempt int
 	args    json.RawMessage
 	res     *mcp.CallToolResult
-	msg     string // the failure; "" on success
-	final   bool   // a failure retrying cannot fix (the arguments could not be resolved)
-	stopped string // why the task's work was stopped (taskrouter.Stopped): nothing is recorded
+	msg     string                // the failure; "" on success
+	final   bool                  // a failure retrying cannot fix (the arguments could not be resolved)
+	stopped taskrouter.StopReason // why the task's work was stopped (taskrouter.Stopped): nothing is recorded
 }
 
 // inProcessWait bounds how long the drive loop waits in process for a
@@ -257,15 +257,15 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 }
 
 // logStopped says why the tool of a server step was stopped without its
-// outcome being recorded (why is taskrouter.Stopped's word), in the words
+// outcome being recorded (why is taskrouter.Stopped's reason), in the words
 // README ("Running several replicas") promises a replica that was paused
 // or cut off past its lease.
-func (in *instance) logStopped(step, why string) {
+func (in *instance) logStopped(step string, why taskrouter.StopReason) {
 	log := in.b.engine.Logger()
 	switch why {
-	case "lease lost":
+	case taskrouter.StopLeaseLost:
 		log.Warn("lease lost; stopped a workflow step without recording its outcome: another process took the task over", "task", in.id, "step", step)
-	case "ended":
+	case taskrouter.StopEnded:
 		log.Info("stopped a workflow step without recording its outcome: the task ended meanwhile (in another process)", "task", in.id, "step", step)
 	default:
 		log.Info("stopped a workflow step without recording its outcome", "task", in.id, "step", step, "why", why)
@@ -593,7 +593,7 @@ func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Ti
 	default:
 		reason = ReasonRetry
 	}
-	sp.begin(reason, "server", now)
+	sp.begin(reason, ByServer, now)
 	if !interrupted {
 		sp.Tries++
 	}
@@ -623,12 +623,12 @@ func (in *instance) record(p *Progress, s *Step, r stepResult, now time.Time) (a
 	}
 	sp.Interrupted = 0
 	if r.msg == "" {
-		complete(p, s, "server", r.args, r.res, now)
+		complete(p, s, ByServer, r.args, r.res, now)
 		sp.Tries, sp.RetryAt = 0, nil
 		emit(in.b.opts.Observer, in.id, p, s, nil)
 		return true, ""
 	}
-	fail(p, s, "server", r.msg, now)
+	fail(p, s, ByServer, r.msg, now)
 	emit(in.b.opts.Observer, in.id, p, s, nil)
 	if pol := s.policy(); !r.final && sp.Tries < pol.MaxAttempts {
 		at := now.Add(pol.backoff(sp.Tries + 1))
@@ -688,7 +688,7 @@ func (in *instance) launch(name string) {
 			case ctx.Err() != nil:
 				r.stopped = taskrouter.Stopped(ctx)
 				if r.stopped == "" {
-					r.stopped = "shutdown"
+					r.stopped = taskrouter.StopShutdown
 				}
 			case cerr != nil:
 				r.msg = cerr.Error()

@@ -320,7 +320,7 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 		if sp.Attempts > 0 {
 			reason = ReasonRetry
 		}
-		sp.begin(reason, "server", r.now())
+		sp.begin(reason, ByServer, r.now())
 		sp.Status = StepRunning
 		p.PauseReason = runningMessage(s, sp)
 		args, rerr := r.resolve(p, s, false)
@@ -346,12 +346,12 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 		}
 		now := r.now()
 		if msg == "" {
-			complete(p, s, "server", marshal(args), res, now)
+			complete(p, s, ByServer, marshal(args), res, now)
 			emit(r.observer, "", p, s, nil)
 			r.trace = append(r.trace, resultMessage(s, res))
 			return rec.Record(ctx, p)
 		}
-		fail(p, s, "server", msg, now)
+		fail(p, s, ByServer, msg, now)
 		emit(r.observer, "", p, s, nil)
 		r.trace = append(r.trace, textMessage("assistant", fmt.Sprintf("Step %q failed: %s", s.Name, msg)))
 		if rerr == nil && try < pol.MaxAttempts {

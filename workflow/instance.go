@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/storerpc"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -475,23 +475,19 @@ func decodeProgress(t *store.Task) (*Progress, error) {
 	return &p, nil
 }
 
-// storeErr maps a store error to the JSON-RPC error a client sees.
-func storeErr(err error) error {
-	var je *jsonrpc.Error
-	switch {
-	case errors.As(err, &je):
-		return err
-	case errors.Is(err, store.ErrConflict):
-		return mcptask.InternalError("the workflow task was changed concurrently; retry")
-	case errors.Is(err, store.ErrTerminal):
-		return mcptask.InvalidParams("the workflow task has already ended")
-	case errors.Is(err, store.ErrTooLarge):
-		return mcptask.InvalidParams("%v", err)
-	case errors.Is(err, store.ErrNotFound):
-		return mcptask.InvalidParams("workflow task not found")
-	}
-	return mcptask.InternalError("task store: %v", err)
+// storeErrors words the store errors the workflow bridge meets (see
+// storerpc.Mapping; an empty message is the error's own text). Unlike the
+// task methods' mapping (taskrouter), it leaves store.ErrInvalid and
+// store.ErrInvalidCursor to the default, -32603.
+var storeErrors = storerpc.Mapping{
+	{Err: store.ErrConflict, Code: mcptask.CodeInternalError, Message: "the workflow task was changed concurrently; retry"},
+	{Err: store.ErrTerminal, Code: mcptask.CodeInvalidParams, Message: "the workflow task has already ended"},
+	{Err: store.ErrTooLarge, Code: mcptask.CodeInvalidParams},
+	{Err: store.ErrNotFound, Code: mcptask.CodeInvalidParams, Message: "workflow task not found"},
 }
+
+// storeErr maps a store error to the JSON-RPC error a client sees.
+func storeErr(err error) error { return storeErrors.Error(err) }
 
 // isGone reports a write refused because the task ended, vanished or is
 // leased by another process now.

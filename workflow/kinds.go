@@ -74,13 +74,13 @@ func (in *instance) sleep(p *Progress, s *Step, sp *StepProgress, now time.Time)
 		}
 		sp.Until = &end
 		sp.Status = StepSleeping
-		sp.begin(ReasonFirst, "server", now)
+		sp.begin(ReasonFirst, ByServer, now)
 	}
 	if now.Before(*sp.Until) {
 		return ""
 	}
-	sp.end(ReasonFirst, "server", now, "")
-	sp.Status, sp.CompletedBy = StepCompleted, "server"
+	sp.end(ReasonFirst, ByServer, now, "")
+	sp.Status, sp.CompletedBy = StepCompleted, ByServer
 	p.Outputs[s.binding()] = marshal(map[string]any{"sleptUntil": sp.Until.UTC().Format(time.RFC3339Nano)})
 	p.UpdatedAt = now
 	emit(in.b.opts.Observer, in.id, p, s, nil)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/invopop/jsonschema"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // Task variable names the workflow engine owns. Clients cannot write keys
@@ -27,30 +28,30 @@ const (
 // awaiting_event and skipped by a condition, completedBy webhook).
 const ProgressSchemaVersion = 3
 
-// Step statuses in WorkflowProgress.
+// Step statuses in WorkflowProgress (the values are declared in mcptask).
 const (
 	// StepPending: not started.
-	StepPending = "pending"
+	StepPending = mcptask.StepPending
 	// StepRunning: the server is running the step (an attempt is open).
 	// A step found running after a restart runs again.
-	StepRunning = "running"
+	StepRunning = mcptask.StepRunning
 	// StepAwaitingClient: a client step whose inputs exist; the workflow
 	// waits for the client to perform it.
-	StepAwaitingClient = "awaiting_client"
+	StepAwaitingClient = mcptask.StepAwaitingClient
 	// StepCompleted: done; its output is in Outputs.
-	StepCompleted = "completed"
+	StepCompleted = mcptask.StepCompleted
 	// StepFailed: the last attempt failed. A failed server step the server
 	// gave up on is handed to the client (HandedToClient); one it retries
 	// has a RetryAt.
-	StepFailed = "failed"
+	StepFailed = mcptask.StepFailed
 	// StepSkipped: the step will not run (its condition did not hold, its
 	// client did not perform it in time with TimeoutSkip, or it needs the
 	// output of a skipped step); SkipReason says why.
-	StepSkipped = "skipped"
+	StepSkipped = mcptask.StepSkipped
 	// StepSleeping: a sleep waits until Until.
-	StepSleeping = "sleeping"
+	StepSleeping = mcptask.StepSleeping
 	// StepAwaitingEvent: an event step waits for its event.
-	StepAwaitingEvent = "awaiting_event"
+	StepAwaitingEvent = mcptask.StepAwaitingEvent
 )
 
 // Why an attempt was made (Attempt.Reason).

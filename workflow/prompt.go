@@ -342,7 +342,7 @@ func (b *Bridge) trace(t *store.Task, p *Progress) []*mcp.PromptMessage {
 	var msgs []*mcp.PromptMessage
 	for i := range p.Steps {
 		sp := &p.Steps[i]
-		if sp.Status != StepCompleted || sp.CompletedBy != "server" {
+		if sp.Status != StepCompleted || sp.CompletedBy != ByServer {
 			continue
 		}
 		var args map[string]json.RawMessage

@@ -230,7 +230,7 @@ func parseCall(args []string) (*plan, error) {
 }
 
 func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]any, ttl time.Duration, plain, detach bool) error {
-	if ttl > 0 && cmd.c.Dialect() == client.Extension {
+	if ttl > 0 && cmd.c.Dialect().ServerSetsTTL() {
 		fmt.Fprintf(cmd.stderr, "taskbridge: warning: -ttl %s is ignored: in the %s dialect the server chooses every task's ttl (use -dialect core to ask for one)\n", ttl, client.Extension)
 	}
 	status := cmd.out.status(name)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // EnvToken is the environment variable -token defaults to.
@@ -108,17 +109,17 @@ func (g globals) resolve() (target, client.Dialect, error) {
 	return target{}, 0, usagef("give -url URL or -stdio \"COMMAND ARGS\"")
 }
 
-// parseDialect reads the -dialect flag.
+// parseDialect reads the -dialect flag: auto (or empty), or a dialect
+// name mcptask.ParseDialect reads.
 func parseDialect(s string) (client.Dialect, error) {
-	switch s {
-	case "auto", "":
+	if s == "auto" || s == "" {
 		return client.Auto, nil
-	case "core":
-		return client.Core, nil
-	case "extension", "ext":
-		return client.Extension, nil
 	}
-	return 0, usagef("-dialect must be auto, core or extension, not %q", s)
+	d, err := mcptask.ParseDialect(s)
+	if err != nil {
+		return 0, usagef("-dialect must be auto, core or extension, not %q", s)
+	}
+	return d, nil
 }
 
 // target is the server to talk to: a Streamable HTTP endpoint (with the

@@ -19,6 +19,7 @@ import (
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // parseTasks checks `tasks SUBCOMMAND ...`.
@@ -152,7 +153,7 @@ func (cmd *command) list(ctx context.Context) error {
 	for i := range entries {
 		row(entries[i].ID).entry = &entries[i]
 	}
-	serverList := cmd.c.Dialect() == client.Core && cmd.c.ServerTasks().List
+	serverList := cmd.c.Dialect().HasMethod(mcptask.MethodTasksList) && cmd.c.ServerTasks().List
 	listed := 0
 	if serverList {
 		for t, err := range cmd.c.ListTasks(ctx) {
@@ -217,7 +218,7 @@ func (cmd *command) listSummary(total, remembered, listed int, serverList bool) 
 	switch {
 	case serverList:
 		s += fmt.Sprintf(", %d listed by the server (tasks/list: %s)", listed, listScope(cmd.c.target))
-	case cmd.c.Dialect() == client.Extension:
+	case !cmd.c.Dialect().HasMethod(mcptask.MethodTasksList):
 		s += fmt.Sprintf("; the %s extension has no tasks/list, so a task created elsewhere shows once you open it here (tasks get ID)", client.ExtensionID)
 	default:
 		s += "; the server does not declare tasks/list"

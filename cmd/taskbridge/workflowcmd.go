@@ -13,6 +13,7 @@ import (
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // defaultForkTool is the fork tool a taskbridge server registers beside
@@ -67,7 +68,7 @@ func (cmd *command) fork(ctx context.Context, tool, id, from string, pargs map[s
 	res, err := cmd.c.CallToolAndWait(ctx, tool, args, &client.CallOptions{AllowPlain: true})
 	var rpc *client.RPCError
 	switch {
-	case errors.As(err, &rpc) && rpc.Code == -32602 && strings.Contains(rpc.Message, tool):
+	case errors.As(err, &rpc) && rpc.Code == mcptask.CodeInvalidParams && strings.Contains(rpc.Message, tool):
 		return fmt.Errorf("the server has no tool %q to fork workflow tasks with (a taskbridge server registers %s beside its task tools): %w", tool, defaultForkTool, err)
 	case err != nil:
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // What a task row runs.
@@ -333,9 +334,9 @@ func (m *Model) taskResult(msg taskResultMsg) tea.Cmd {
 }
 
 func (m *Model) listTasks(manual bool) tea.Cmd {
-	if m.c.Dialect() != client.Core || !m.c.ServerTasks().List {
+	if !m.c.Dialect().HasMethod(mcptask.MethodTasksList) || !m.c.ServerTasks().List {
 		if manual {
-			if m.c.Dialect() == client.Extension {
+			if !m.c.Dialect().HasMethod(mcptask.MethodTasksList) {
 				m.say(false, "the tasks extension has no tasks/list: this table shows the tasks this UI started or opened (o opens one by id)")
 			} else {
 				m.say(false, "the server does not declare tasks/list: o opens a task by id")
@@ -510,7 +511,7 @@ func (m *Model) tasksView(w, h int) []string {
 	}
 	if len(t.rows) == 0 {
 		hint := "No tasks yet: call a tool from Tools, follow a workflow from Prompts, or press o to open a task by id."
-		if m.c.Dialect() == client.Extension {
+		if !m.c.Dialect().HasMethod(mcptask.MethodTasksList) {
 			hint += " (The tasks extension has no tasks/list, so only the tasks this UI started or opened show here.)"
 		}
 		return append(lines, wrap(hint, w)...)

@@ -1,0 +1,59 @@
+package mcptask
+
+// The vocabulary of a workflow task's steps, shared by the workflow
+// engine's progress (package workflow) and the handoff document a client
+// reads (package handoff). Both packages re-export these values under
+// their own names; the strings are spelled here only.
+
+// Step statuses: the state of one step (workflow.StepProgress.Status,
+// handoff.RemainingStep.Status). They are untyped string constants
+// because the fields that carry them are plain strings.
+const (
+	// StepPending: not started.
+	StepPending = "pending"
+	// StepRunning: the server is running the step (an attempt is open).
+	StepRunning = "running"
+	// StepAwaitingClient: a client step whose inputs exist; the workflow
+	// waits for the client to perform it.
+	StepAwaitingClient = "awaiting_client"
+	// StepAwaitingEvent: an event step waits for its event.
+	StepAwaitingEvent = "awaiting_event"
+	// StepSleeping: a sleep waits until its time.
+	StepSleeping = "sleeping"
+	// StepCompleted: done. (The same spelling as StatusCompleted, a
+	// different vocabulary: a step's state, not a task's.)
+	StepCompleted = "completed"
+	// StepFailed: the last attempt failed. (The same spelling as
+	// StatusFailed.)
+	StepFailed = "failed"
+	// StepSkipped: the step will not run.
+	StepSkipped = "skipped"
+)
+
+// Execution says who performs a step: the server or the client.
+type Execution string
+
+// The executions.
+const (
+	// ExecServer steps are run by the server once their inputs exist.
+	ExecServer Execution = "server"
+	// ExecClient steps are performed by the client, which calls the step's
+	// tool with _meta._task_id set to the task id.
+	ExecClient Execution = "client"
+)
+
+// StepKind says what a step does. (Not to be confused with the kind of a
+// task, taskrouter.LabelKind.)
+type StepKind string
+
+// The step kinds.
+const (
+	// StepKindTool calls a tool (the default).
+	StepKindTool StepKind = "tool"
+	// StepKindGroup runs its member steps in parallel.
+	StepKindGroup StepKind = "group"
+	// StepKindSleep waits, durably, for a time.
+	StepKindSleep StepKind = "sleep"
+	// StepKindEvent waits for a named event that an outsider delivers.
+	StepKindEvent StepKind = "event"
+)
