@@ -222,7 +222,7 @@ func TestRetryBackoffAcrossSIGKILL(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	p = startProc(t, bin, []string{"FLAKY_OK=1"}, "-http", "ADDR", "-db", db, "-backoff", "3s")
 	c = newRelClient(p.url, hc, relExt, "")
-	require.Eventually(t, func() bool { return strings.Contains(p.log.String(), "RAN tf") }, 10*time.Second, 20*time.Millisecond, "%s", p.log)
+	require.Eventually(t, func() bool { return strings.Contains(p.log.String(), "RAN tf") }, 10*time.Second, 20*time.Millisecond, "%s", p.log.String())
 	require.Eventually(t, func() bool { // the step's record follows its log line: then g waits
 		got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": doc.TaskID})
 		msg, _ := got["statusMessage"].(string)
