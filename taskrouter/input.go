@@ -334,7 +334,7 @@ func (r *Router) runFor(id string) *run {
 // client itself on the request's stream and runs Preflight again until it
 // is satisfied; it returns nil, nil then.
 func (r *Router) preflight(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
-	if q.Dialect.ServerDecidesTasks() {
+	if q.Dialect.ClientRetriesWithInput() {
 		need, err := te.opts.Preflight(ctx, req)
 		if err != nil || len(need) == 0 {
 			return nil, err

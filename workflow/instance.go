@@ -413,7 +413,7 @@ func wantStatus(t *store.Task, p *Progress) store.Status {
 
 // statusFor is wantStatus for a client of dialect d.
 func statusFor(d mcptask.Dialect, p *Progress) store.Status {
-	if d == mcptask.Extension && p.waitsOnEventsOnly() {
+	if d.HasMethod(mcptask.MethodTasksUpdate) && p.waitsOnEventsOnly() {
 		return store.StatusInputRequired
 	}
 	return store.StatusWorking
