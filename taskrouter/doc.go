@@ -66,10 +66,13 @@
 //
 // mcptask.Dialect answers the questions (which methods exist, who decides a
 // call is a task, the status of an isError result, whether cancelling a
-// finished task is acknowledged). The replies that differ in shape are in
-// dialect.go: createReply, getReply, cancelReply and the gate of tasks/*
-// requests; middleware.go's toolsCall asks ServerDecidesTasks. Nothing else
-// in the package branches on the dialect.
+// finished task is acknowledged, whether the client retries with
+// inputResponses). The replies that differ in shape are in dialect.go:
+// createReply, getReply, cancelReply and the gate of tasks/* requests.
+// Elsewhere the package asks Dialect, never compares dialects:
+// middleware.go's toolsCall (ServerDecidesTasks), methods.go's tasksCancel
+// (AcksFinishedCancel), input.go's preflight (ClientRetriesWithInput), and
+// tasks.go records the dialect's Label on each task.
 //
 //	                            core (2025-11-25)            extension (2026-07-28)
 //	a tools/call becomes a task client sends params.task      server decides (required, or optional + declared)
