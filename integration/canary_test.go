@@ -43,7 +43,6 @@ var canaryBackends = []struct {
 // canaryServer is example 62 serving over HTTP on one store, with its own
 // publication ledger.
 type canaryServer struct {
-	t      *testing.T
 	bin    string
 	spec   string // a bbolt file or a postgres:// DSN
 	ledger string
@@ -56,40 +55,54 @@ type canaryServer struct {
 func newCanaryServer(t *testing.T, spec string, env ...string) *canaryServer {
 	t.Helper()
 	s := canaryServerOn(t, spec, env...)
-	s.start()
+	s.start(t)
 	return s
 }
 
 // canaryServerOn prepares a server on spec without starting it.
 func canaryServerOn(t *testing.T, spec string, env ...string) *canaryServer {
 	t.Helper()
-	return &canaryServer{t: t, bin: exampleBinary(t, "./examples/62_tasks_workflow"), spec: spec,
+	return &canaryServer{bin: exampleBinary(t, "./examples/62_tasks_workflow"), spec: spec,
 		ledger: filepath.Join(t.TempDir(), "published.jsonl"), env: env}
 }
 
 // start (re)starts the server on the same store and ledger, with env
-// added to the environment of this start only.
-func (s *canaryServer) start(env ...string) {
-	s.t.Helper()
-	s.p = startProc(s.t, s.bin, append(append([]string{}, s.env...), env...),
+// added to the environment of this start only. It runs until killed or
+// until t ends.
+func (s *canaryServer) start(t *testing.T, env ...string) {
+	t.Helper()
+	s.p = startProc(t, s.bin, append(append([]string{}, s.env...), env...),
 		"serve", "-http", "ADDR", "-db", s.spec, "-ledger", s.ledger)
+}
+
+// url is the server's MCP endpoint, starting the server again (for t)
+// if it is not running (progress stops it on bbolt, a test's end stops
+// the one that test started).
+func (s *canaryServer) url(t *testing.T) string {
+	t.Helper()
+	running := s.p != nil
+	if running {
+		select {
+		case <-s.p.exited:
+			running = false
+		default:
+		}
+	}
+	if !running {
+		s.start(t)
+	}
+	return s.p.url
 }
 
 func (s *canaryServer) bbolt() bool { return !builder.IsPostgresDSN(s.spec) }
 
-// base is the server's http://ADDR.
-func (s *canaryServer) base() string { return strings.TrimSuffix(s.p.url, "/mcp") }
-
 // progress reads workflow task id straight from the store. A bbolt file
 // is held by the server while it runs: the server is killed for the read
-// and started again after it (a task the server was running is then
-// recovered, so read only resting or ended tasks that way).
-func (s *canaryServer) progress(id string) (*store.Task, *workflow.Progress) {
-	t := s.t
+// (url starts it again), so read only tasks that rest or ended that way.
+func (s *canaryServer) progress(t *testing.T, id string) (*store.Task, *workflow.Progress) {
 	t.Helper()
 	if s.bbolt() {
 		s.p.kill()
-		defer s.start()
 	}
 	st, err := builder.OpenStore(context.Background(), s.spec)
 	require.NoError(t, err)
@@ -181,7 +194,7 @@ func TestCanaryRelease(t *testing.T) {
 			s := newCanaryServer(t, backend.spec(t))
 
 			t.Run("approved", func(t *testing.T) {
-				steps := canaryTS(t, s.p.url, map[string]any{
+				steps := canaryTS(t, s.url(t), map[string]any{
 					"prompt": "canary_release",
 					"args":   map[string]any{"repo": "taskbridge", "version": "v1.4.0", "soak_seconds": "2"},
 					"fill":   map[string]any{"approved": true, "reason": "error rate flat during the soak"},
@@ -207,7 +220,7 @@ func TestCanaryRelease(t *testing.T) {
 				// running at one moment (the latest start is before the
 				// earliest end), so the group took about as long as its
 				// longest member, not the sum.
-				_, p := s.progress(id)
+				_, p := s.progress(t, id)
 				type span struct {
 					name       string
 					start, end time.Time
@@ -252,7 +265,7 @@ func TestCanaryRelease(t *testing.T) {
 			})
 
 			t.Run("rejected", func(t *testing.T) {
-				steps := canaryTS(t, s.p.url, map[string]any{
+				steps := canaryTS(t, s.url(t), map[string]any{
 					"prompt": "canary_release",
 					"args":   map[string]any{"repo": "taskbridge", "version": "v1.5.0", "soak_seconds": "1"},
 					"fill":   map[string]any{"approved": false, "reason": "p99 latency doubled"},
@@ -263,7 +276,7 @@ func TestCanaryRelease(t *testing.T) {
 			})
 
 			t.Run("webhook", func(t *testing.T) {
-				offer := canaryTS(t, s.p.url, map[string]any{
+				offer := canaryTS(t, s.url(t), map[string]any{
 					"prompt": "canary_release",
 					"args":   map[string]any{"repo": "taskbridge", "version": "v1.6.0", "soak_seconds": "1"},
 					"action": "offer",
@@ -274,7 +287,7 @@ func TestCanaryRelease(t *testing.T) {
 				hook, ok := offer["webhook"].(map[string]any)
 				require.True(t, ok, "the offered step gives no webhook: %v", offer)
 				hookURL, token := hook["url"].(string), hook["token"].(string)
-				require.Equal(t, s.base()+"/hooks/"+id+"/approve_rollout", hookURL)
+				require.Equal(t, strings.TrimSuffix(s.url(t), "/mcp")+"/hooks/"+id+"/approve_rollout", hookURL)
 				require.NotEmpty(t, token)
 
 				post := func(token, body string) (int, map[string]any) {
@@ -306,7 +319,7 @@ func TestCanaryRelease(t *testing.T) {
 				require.Equal(t, id, body["taskId"])
 				require.Equal(t, false, body["isError"], "%v", body)
 
-				steps := canaryTS(t, s.p.url, map[string]any{"prompt": "canary_release", "taskId": id, "action": "wait"})
+				steps := canaryTS(t, s.url(t), map[string]any{"prompt": "canary_release", "taskId": id, "action": "wait"})
 				require.Equal(t, "completed", steps["waited"]["status"])
 				res := steps["taskResult"]
 				require.Equal(t, "completed", res["status"])
@@ -336,7 +349,7 @@ func TestCanarySleepSurvivesSIGKILL(t *testing.T) {
 		t.Run(backend.name, func(t *testing.T) {
 			s := newCanaryServer(t, backend.spec(t))
 			ctx := relCtx(t, 2*time.Minute)
-			c := newRelClient(s.p.url, nil, relExt, "")
+			c := newRelClient(s.url(t), nil, relExt, "")
 			doc := relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "canary_release",
 				"arguments": map[string]any{"repo": "taskbridge", "version": "v2.0.0", "soak_seconds": fmt.Sprint(soak.Seconds())}}))
 			id := doc.TaskID
@@ -364,15 +377,15 @@ func TestCanarySleepSurvivesSIGKILL(t *testing.T) {
 			s.p.kill()
 			time.Sleep(2 * time.Second)
 			restarted := time.Now()
-			s.start()
+			s.start(t)
 
-			steps := canaryTS(t, s.p.url, map[string]any{"prompt": "canary_release", "taskId": id,
+			steps := canaryTS(t, s.url(t), map[string]any{"prompt": "canary_release", "taskId": id,
 				"fill": map[string]any{"approved": true, "reason": "soaked across a crash"}})
 			before := steps["perform:approve_rollout"]["before"].(map[string]any)
 			require.Contains(t, canaryNames(before["completed"]), "soak", "approve_rollout is offered once the soak ended")
 			canaryDone(t, steps, "promote_release", "rollback_release")
 
-			_, p := s.progress(id)
+			_, p := s.progress(t, id)
 			sp := canaryStep(t, p, "soak")
 			require.Equal(t, workflow.StepCompleted, sp.Status)
 			require.NotNil(t, sp.Until)
@@ -407,8 +420,8 @@ func TestCanaryParallelGroupSurvivesSIGKILL(t *testing.T) {
 			ctx := relCtx(t, 2*time.Minute)
 			// The first process answers prompts/get at once, while the
 			// checks run.
-			s.start("TASKBRIDGE_PROMPT_WAIT=50ms")
-			c := newRelClient(s.p.url, nil, relExt, "")
+			s.start(t, "TASKBRIDGE_PROMPT_WAIT=50ms")
+			c := newRelClient(s.url(t), nil, relExt, "")
 			id := relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "canary_release",
 				"arguments": map[string]any{"repo": "taskbridge", "version": "v3.0.0", "soak_seconds": "1"}})).TaskID
 
@@ -427,13 +440,13 @@ func TestCanaryParallelGroupSurvivesSIGKILL(t *testing.T) {
 			}
 			s.p.kill()
 			killed := time.Now()
-			s.start()
+			s.start(t)
 
-			steps := canaryTS(t, s.p.url, map[string]any{"prompt": "canary_release", "taskId": id,
+			steps := canaryTS(t, s.url(t), map[string]any{"prompt": "canary_release", "taskId": id,
 				"fill": map[string]any{"approved": true, "reason": "checks passed after the crash"}})
 			canaryDone(t, steps, "promote_release", "rollback_release")
 
-			_, p := s.progress(id)
+			_, p := s.progress(t, id)
 			for _, name := range []string{"lint", "unit"} {
 				sp := canaryStep(t, p, name)
 				require.Equal(t, workflow.StepCompleted, sp.Status, name)
@@ -464,7 +477,7 @@ func TestReleaseNotesRejected(t *testing.T) {
 	for _, backend := range canaryBackends {
 		t.Run(backend.name, func(t *testing.T) {
 			s := newCanaryServer(t, backend.spec(t))
-			steps := canaryTS(t, s.p.url, map[string]any{
+			steps := canaryTS(t, s.url(t), map[string]any{
 				"prompt": "release_notes",
 				"args":   map[string]any{"repo": "taskbridge"},
 				"fill":   map[string]any{"feedback": feedback, "approved": false},
@@ -484,7 +497,7 @@ func TestReleaseNotesRejected(t *testing.T) {
 			ledger, err := os.ReadFile(s.ledger)
 			require.NoError(t, err)
 			require.Empty(t, bytes.TrimSpace(ledger), "publish_notes ran")
-			_, p := s.progress(id)
+			_, p := s.progress(t, id)
 			publish := canaryStep(t, p, "publish")
 			require.Equal(t, workflow.StepSkipped, publish.Status)
 			require.Zero(t, publish.Attempts)
