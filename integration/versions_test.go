@@ -223,9 +223,10 @@ func TestRetryBackoffAcrossSIGKILL(t *testing.T) {
 	p = startProc(t, bin, []string{"FLAKY_OK=1"}, "-http", "ADDR", "-db", db, "-backoff", "3s")
 	c = newRelClient(p.url, hc, relExt, "")
 	require.Eventually(t, func() bool { return strings.Contains(p.log.String(), "RAN tf") }, 10*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool { // the step's record follows its log line
+	require.Eventually(t, func() bool { // the step's record follows its log line: then g waits for the client
 		got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": doc.TaskID})
-		return got["status"] != "working"
+		msg, _ := got["statusMessage"].(string)
+		return strings.HasPrefix(msg, `waiting for the client to call tool "tb" for step "g"`)
 	}, 10*time.Second, 20*time.Millisecond)
 
 	st := p
