@@ -439,14 +439,15 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 	return strings.Join(parts, "; ")
 }
 
-// replayable returns the completed step the client performed with tool, if
-// any: a call of it is a retry of that step.
+// replayable returns the completed step the client performed with tool
+// (itself, or an outside system through the webhook), if any: a call of it
+// is a retry of that step.
 func replayable(wf *compiled, p *Progress, tool string) *Step {
 	for i, s := range wf.steps {
 		if s.Tool != tool {
 			continue
 		}
-		if sp := &p.Steps[i]; sp.Status == StepCompleted && sp.CompletedBy == ByClient {
+		if sp := &p.Steps[i]; sp.Status == StepCompleted && (sp.CompletedBy == ByClient || sp.CompletedBy == ByWebhook) {
 			return s
 		}
 	}
