@@ -34,7 +34,7 @@ func (f RecorderFunc) Record(ctx context.Context, p *Progress) error { return f(
 type runner struct {
 	wf       *Definition
 	call     ToolCaller
-	session  *mcp.ServerSession // the client the plain workflow runs for
+	session  *mcp.ServerSession                        // the client the plain workflow runs for
 	vars     func(name string) (json.RawMessage, bool) // task variables
 	now      func() time.Time
 	trace    []*mcp.PromptMessage
