@@ -56,7 +56,9 @@ func (r *Router) load(ctx context.Context, q *Request, id string) (*store.Task, 
 	if err != nil {
 		return nil, storeError(err)
 	}
-	r.touch(ctx, t)
+	if q.touched != id {
+		r.touch(ctx, t)
+	}
 	return t, nil
 }
 
@@ -122,6 +124,10 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		}
 		if t.Status == store.StatusInputRequired {
 			if ru := r.runFor(id); ru != nil {
+				if h := handoffFrom(ctx); h != nil && h(ru) {
+					r.unwatch(id, w)
+					return nil, errHandoff // the SDK's path delivers the input requests
+				}
 				r.serviceInputs(ctx, ss, ru)
 			}
 		}

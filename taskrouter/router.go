@@ -85,6 +85,7 @@ type Router struct {
 	sched     scheduler
 	feedStop  func()
 	listeners listeners // subscriptions/listen streams waiting for task changes
+	fast      fastState // the task methods' fast path (fastpath.go)
 
 	stopSweep chan struct{}
 	wg        sync.WaitGroup

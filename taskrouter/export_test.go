@@ -1,0 +1,15 @@
+package taskrouter
+
+import "github.com/modelcontextprotocol/go-sdk/mcp"
+
+// SDKTransport is Router.Transport with the task methods served by the
+// SDK, as before the fast path: the differential tests compare both.
+func SDKTransport(r *Router, t mcp.Transport) mcp.Transport {
+	return &taskTransport{inner: t, r: r, noFast: true}
+}
+
+// FastPathUsable reports whether the fast path serves this router.
+func FastPathUsable(r *Router) bool { return r.fastUsable() }
+
+// FastServed counts the requests the fast path served.
+func FastServed(r *Router) int64 { return r.fast.served.Load() }
