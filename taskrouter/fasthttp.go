@@ -101,10 +101,10 @@ func (f *fastState) dropSession(id string, s *httpSession) {
 type inflight int
 
 const (
-	inflightNone inflight = iota
-	inflightFast          // the id is in flight on the fast path
-	inflightSDK           // the id (or a batch) is in flight through the SDK
-	inflightClosed        // the session is closed
+	inflightNone   inflight = iota
+	inflightFast            // the id is in flight on the fast path
+	inflightSDK             // the id (or a batch) is in flight through the SDK
+	inflightClosed          // the session is closed
 )
 
 // beginFast registers a fast-path request, unless its id is in flight.

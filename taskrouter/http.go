@@ -66,7 +66,7 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 
 type httpShim struct {
 	r                   *Router
-	id                  string                   // names this handler's sessions (handlerHeader)
+	id                  string                    // names this handler's sessions (handlerHeader)
 	opts                mcp.StreamableHTTPOptions // as the SDK's handlers have them (Stateless aside)
 	noFast              bool
 	stateful, stateless http.Handler
