@@ -256,11 +256,8 @@ func (h *httpShim) serveStateless(w http.ResponseWriter, req *http.Request, c fa
 		return false // the shim answers a mismatched Mcp-Name
 	}
 	ctx := context.WithoutCancel(req.Context())
-	// The throwaway session the SDK would make has no id and learns its
-	// client from the request's _meta; the router's loopback session,
-	// which has no id either, stands in for it (the request's own
-	// ProtocolVersion, ClientInfo and ClientCapabilities read _meta).
-	ss, err := h.r.loop.session(ctx)
+	// A session like the throwaway one the SDK would make (fastsession.go).
+	ss, err := h.r.standInSession(ctx, mv.initializeParams())
 	if err != nil || h.r.serverInfo(ctx) == nil {
 		return false
 	}

@@ -75,6 +75,8 @@ type fastState struct {
 
 	served atomic.Int64 // requests the fast path answered (for tests)
 
+	standIns standIns // sessions for 2026-07-28 requests over HTTP (fastsession.go)
+
 	paramHeaders sync.Map // *mcp.Tool -> bool: its schema binds Mcp-Param-* headers
 }
 
@@ -441,6 +443,8 @@ type metaView struct {
 	// ServerRequest.ClientCapabilities decodes them; nil if absent or
 	// undecodable.
 	caps *mcp.ClientCapabilities
+	// info is the client's implementation in _meta (2026-07-28).
+	info *mcp.Implementation
 }
 
 // viewMeta reads meta as go-sdk does; ok is false where the SDK answers
@@ -468,12 +472,17 @@ func viewMeta(meta mcp.Meta) (metaView, bool) {
 	}
 	v.newProtocol = true
 	if raw, present := meta[mcptask.MetaClientInfo]; present {
-		var impl *mcp.Implementation
-		if raw == nil || remarshal(raw, &impl) != nil {
+		if raw == nil || remarshal(raw, &v.info) != nil {
 			return v, false
 		}
 	}
 	return v, v.caps != nil
+}
+
+// initializeParams are the initialize parameters go-sdk gives the
+// throwaway session of a 2026-07-28 request, from its _meta.
+func (v metaView) initializeParams() *mcp.InitializeParams {
+	return &mcp.InitializeParams{ProtocolVersion: v.version, Capabilities: v.caps, ClientInfo: v.info}
 }
 
 // ---- serving ----

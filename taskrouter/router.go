@@ -176,6 +176,7 @@ func (r *Router) Close() error {
 	r.listeners.closeAll()
 	r.wg.Wait()
 	r.loop.close()
+	r.fast.closeStandIns()
 	return nil
 }
 
