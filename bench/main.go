@@ -47,6 +47,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "floor" {
+		if err := floorServe(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "load" {
 		if err := loadCmd(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "bench load:", err)
@@ -60,7 +67,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-11)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-12)")
 	flag.Parse()
 	if *quick {
 		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
@@ -92,7 +99,7 @@ func run(o options) error {
 	defer os.RemoveAll(tmp)
 	rep := &report{}
 	started := time.Now()
-	if want("1") || want("2") || want("3") || want("4") || want("6") {
+	if want("1") || want("2") || want("3") || want("4") || want("6") || want("12") {
 		ours, err := startOurs("bbolt", filepath.Join(tmp, "ours.db"))
 		if err != nil {
 			return err
@@ -134,6 +141,11 @@ func run(o options) error {
 		if want("6") {
 			if err := workflowCost(o, ours, rep); err != nil {
 				return fmt.Errorf("workflow: %w", err)
+			}
+		}
+		if want("12") {
+			if err := floorRows(o, ours, rep); err != nil {
+				return fmt.Errorf("floor: %w", err)
 			}
 		}
 	}

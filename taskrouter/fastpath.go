@@ -98,6 +98,8 @@ func (r *Router) fastUsable() bool {
 		}
 		if f.off {
 			r.log.Info("taskrouter: task methods go through the SDK", "reason", f.offWhy)
+		} else {
+			r.log.Debug("taskrouter: task methods take the fast path")
 		}
 	})
 	return !f.off

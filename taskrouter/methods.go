@@ -98,9 +98,15 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 	if err != nil {
 		return nil, err
 	}
-	if _, err := r.load(ctx, q, id); err != nil {
+	first, err := r.load(ctx, q, id)
+	if err != nil {
 		// Unknown and hidden ids never register a watch.
 		return nil, err
+	}
+	if first.Status.Terminal() {
+		// A finished task never changes again: no second read (on a
+		// shared store, a round trip to the database).
+		return finalResult(first)
 	}
 	r.mu.Lock()
 	r.waiters++
