@@ -84,8 +84,9 @@ type Router struct {
 	kinds     kinds  // hooks of the task kinds components drive
 	sched     scheduler
 	feedStop  func()
-	listeners listeners // subscriptions/listen streams waiting for task changes
-	fast      fastState // the task methods' fast path (fastpath.go)
+	listeners listeners   // subscriptions/listen streams waiting for task changes
+	fast      fastState   // the task methods' fast path (fastpath.go)
+	recent    recentEnded // tasks this process ended moments ago (recent.go)
 
 	stopSweep chan struct{}
 	wg        sync.WaitGroup
