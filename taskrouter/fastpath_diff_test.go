@@ -917,3 +917,94 @@ func TestFastPathConnectionSameAsSDK(t *testing.T) {
 }
 
 var _ = bytes.Contains
+
+// TestFastPathFramingSameAsSDK: over a stream, the router frames the
+// messages itself; odd framing (line ends, split and joined writes,
+// batches, invalid JSON, values sharing a line) must meet the SDK's
+// answers, and its closing of the connection, exactly.
+func TestFastPathFramingSameAsSDK(t *testing.T) {
+	h := newHarness(t, nil)
+	go func() {
+		for range h.started {
+		}
+	}()
+	done := func(c *lineConn) string {
+		out := c.call(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sleepy","arguments":{"ms":0},"task":{}}}`)
+		var m struct {
+			Result struct {
+				Task struct {
+					TaskID string `json:"taskId"`
+				} `json:"task"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+		return m.Result.Task.TaskID
+	}
+	get := func(id, reqID string) string {
+		return `{"jsonrpc":"2.0","id":` + reqID + `,"method":"tasks/get","params":{"taskId":"` + id + `"}}`
+	}
+	scenarios := map[string]func(id string) []string{
+		"CRLF":                   func(id string) []string { return []string{get(id, "10") + "\r\n"} },
+		"two in one write":       func(id string) []string { return []string{get(id, "10") + "\n" + get(id, "11") + "\n"} },
+		"split across writes":    func(id string) []string { g := get(id, "10"); return []string{g[:20], g[20:] + "\n"} },
+		"blank lines and spaces": func(id string) []string { return []string{"\n\n   " + get(id, "10") + "\n"} },
+		"no line end, then one":  func(id string) []string { return []string{get(id, "10"), "\n"} },
+		"batch":                  func(id string) []string { return []string{"[" + get(id, "10") + "," + get(id, "11") + "]\n"} },
+		"two on one line":        func(id string) []string { return []string{get(id, "10") + " " + get(id, "11") + "\n"} },
+		"invalid JSON":           func(id string) []string { return []string{`{"jsonrpc":"2.0","id":10,"method":"tasks/get",}` + "\n"} },
+		"not an object":          func(id string) []string { return []string{"42\n"} },
+		"no jsonrpc":             func(id string) []string { return []string{`{"id":10,"method":"tasks/get","params":{"taskId":"` + id + `"}}` + "\n"} },
+	}
+	for name, sc := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			var got [2][]string
+			for i, fast := range []bool{true, false} {
+				c := dialLines(t, h, fast)
+				c.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"diff","version":"1"}}}`)
+				c.send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+				id := done(c)
+				for _, w := range sc(id) {
+					c.mu.Lock()
+					_, err := c.conn.Write([]byte(w))
+					c.mu.Unlock()
+					if err != nil {
+						break
+					}
+				}
+				// A ping closes the transcript, unless the connection ended.
+				go func() {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					_ = c.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+					_, _ = c.conn.Write([]byte(`{"jsonrpc":"2.0","id":99,"method":"ping"}` + "\n"))
+				}()
+				// Answers may come in any order (on either path): read until
+				// the connection ends, or for a while after the ping's.
+				var lines []string
+				wait := 3 * time.Second
+				for {
+					select {
+					case line, ok := <-c.lines:
+						if !ok {
+							lines = append(lines, "<closed>")
+							goto out
+						}
+						lines = append(lines, strings.ReplaceAll(isoTime.ReplaceAllString(line, "<time>"), id, "<task>"))
+						if strings.Contains(line, `"id":99`) {
+							wait = 300 * time.Millisecond
+						}
+					case <-time.After(wait):
+						if wait > time.Second {
+							lines = append(lines, "<silence>")
+						}
+						goto out
+					}
+				}
+			out:
+				sort.Strings(lines)
+				got[i] = lines
+			}
+			require.Equal(t, got[1], got[0])
+		})
+	}
+}

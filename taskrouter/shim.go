@@ -212,11 +212,20 @@ type taskTransport struct {
 }
 
 func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.inner.Connect(ctx)
-	if err != nil {
-		return nil, err
+	var pc *pushConn
+	if src, ok := framedSourceOf(t.inner); ok && !t.noFast {
+		c, err := t.connectFramed(ctx, src) // fastframe.go
+		if err != nil {
+			return nil, err
+		}
+		pc = c
+	} else {
+		c, err := t.inner.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pc = &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]*connListen{}, noFast: t.noFast}
 	}
-	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]*connListen{}, noFast: t.noFast}
 	t.r.mu.Lock()
 	t.r.conns[pc.id] = pc
 	t.r.mu.Unlock()
@@ -242,6 +251,11 @@ type pushConn struct {
 	ss     atomic.Pointer[mcp.ServerSession]
 	fast   map[string]context.CancelCauseFunc
 	sdk    map[string]int
+	// framed: the router reads the stream itself and answers the fast
+	// path's messages before they reach the SDK (fastframe.go); closeSrc
+	// closes that stream's reading side.
+	framed   bool
+	closeSrc func() error
 }
 
 // connListen is a subscriptions/listen stream served on a pushConn.
@@ -254,7 +268,7 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok || err != nil {
 			return msg, err
 		}
-		if req.IsCall() {
+		if req.IsCall() && !c.framed {
 			switch c.inFlight(req.ID) {
 			case inflightFast:
 				// The SDK's jsonrpc2 layer drops a call whose id is in
@@ -288,8 +302,8 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			req.Params = rewriteParams(req.Params, connID, false)
 		}
-		if req.IsCall() {
-			c.beginSDK(req.ID)
+		if req.IsCall() && !c.framed {
+			c.beginSDK(req.ID) // the framer records the calls it passes on itself
 		}
 		return msg, err
 	}
@@ -514,6 +528,9 @@ func (c *pushConn) Close() error {
 	}
 	c.mu.Unlock()
 	c.closeOnce.Do(func() {
+		if c.closeSrc != nil {
+			_ = c.closeSrc()
+		}
 		c.r.mu.Lock()
 		delete(c.r.conns, c.id)
 		for id, cid := range c.r.taskConn {
