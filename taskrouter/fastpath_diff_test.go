@@ -953,7 +953,9 @@ func TestFastPathFramingSameAsSDK(t *testing.T) {
 		"two on one line":        func(id string) []string { return []string{get(id, "10") + " " + get(id, "11") + "\n"} },
 		"invalid JSON":           func(id string) []string { return []string{`{"jsonrpc":"2.0","id":10,"method":"tasks/get",}` + "\n"} },
 		"not an object":          func(id string) []string { return []string{"42\n"} },
-		"no jsonrpc":             func(id string) []string { return []string{`{"id":10,"method":"tasks/get","params":{"taskId":"` + id + `"}}` + "\n"} },
+		"no jsonrpc": func(id string) []string {
+			return []string{`{"id":10,"method":"tasks/get","params":{"taskId":"` + id + `"}}` + "\n"}
+		},
 	}
 	for name, sc := range scenarios {
 		t.Run(name, func(t *testing.T) {
