@@ -392,13 +392,16 @@ func loadCmd(args []string) error {
 	url := fs.String("url", "", "server URL (http://127.0.0.1:PORT/mcp)")
 	conc := fs.Int("c", 64, "concurrent sessions")
 	d := fs.Duration("d", 10*time.Second, "duration")
-	op := fs.String("op", "task", "task or plain")
+	op := fs.String("op", "task", "task, plain or ext (extension-dialect task round trips)")
 	_ = fs.Parse(args)
 	f := opTask
-	if *op == "plain" {
+	switch *op {
+	case "plain":
 		f = opPlain
+	case "ext":
+		f = opExtTask
 	}
-	r, err := runLoad(*url, *conc, *d, f)
+	r, err := runLoadIn(*op == "ext", *url, *conc, *d, f)
 	if err != nil {
 		return err
 	}
