@@ -67,7 +67,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-12)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-14)")
 	flag.Parse()
 	if *quick {
 		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
@@ -177,6 +177,16 @@ func run(o options) error {
 	if want("11") {
 		if err := instantFold(o, tmp, rep); err != nil {
 			return fmt.Errorf("instant: %w", err)
+		}
+	}
+	if want("13") {
+		if err := parallelGroup(o, tmp, rep); err != nil {
+			return fmt.Errorf("parallel group: %w", err)
+		}
+	}
+	if want("14") {
+		if err := sleepLateness(o, tmp, rep); err != nil {
+			return fmt.Errorf("sleep lateness: %w", err)
 		}
 	}
 	printReport(o, rep, time.Since(started))

@@ -62,6 +62,11 @@ const EnvWorkflowTTL = "TASKBRIDGE_WORKFLOW_TTL"
 // default) or "wait" (see workflow.VersionPolicy).
 const EnvUnknownVersion = "TASKBRIDGE_UNKNOWN_VERSION"
 
+// EnvWebhookURL names the environment variable that says where the
+// server's workflow webhook handler is reachable from outside (see
+// workflow.Options.WebhookURL), e.g. https://ci-hooks.example.com/hooks.
+const EnvWebhookURL = "TASKBRIDGE_WEBHOOK_URL"
+
 // EnvBboltPrefault names the environment variable that opens a bbolt
 // store with its file prefaulted (bboltstore.WithPrefault): "1" or "true"
 // turns it on, "0" or "false" off.
@@ -89,6 +94,8 @@ type Builder struct {
 	errs      []error
 	wopts     workflow.Options // workflow task settings (see workflow.Options)
 	observers []taskrouter.Observer
+	taskTools *taskrouter.TaskToolsOptions // names of the built-in task tools
+	noTools   bool                         // WithoutTaskTools
 }
 
 // New starts a builder for a server with the given name and version.
@@ -166,6 +173,13 @@ func (b *Builder) WithProgressInterval(d time.Duration) *Builder {
 // WithoutEnv (there "0" or "off" waits until the workflow rests).
 func (b *Builder) WithPromptWait(d time.Duration) *Builder { b.wopts.PromptWait = d; return b }
 
+// WithWebhookURL says where the workflow webhook handler
+// (workflow.Bridge.WebhookHandler, which the caller mounts) is reachable
+// from outside, so that handoffs carry each webhook step's URL (see
+// workflow.Options.WebhookURL). TASKBRIDGE_WEBHOOK_URL overrides it unless
+// WithoutEnv.
+func (b *Builder) WithWebhookURL(url string) *Builder { b.wopts.WebhookURL = url; return b }
+
 // WithObserver adds an observer of the task engine: metrics
 // (package metrics), traces (package tracing), a dashboard's live feed
 // (package dashboard). Observers are called in the order added, after the
@@ -201,6 +215,19 @@ type ResultMetaSource interface {
 type RouterAttacher interface {
 	Attach(r *taskrouter.Router)
 }
+
+// WithTaskTools names the built-in task tools (task_result, task_cancel
+// by default; see taskrouter.Router.AddTaskTools). The builder registers
+// them unless WithoutTaskTools: they let a model in an LLM host, which
+// can only call tools, wait for and cancel the tasks its long tool calls
+// and workflows became.
+func (b *Builder) WithTaskTools(opts taskrouter.TaskToolsOptions) *Builder {
+	b.taskTools = &opts
+	return b
+}
+
+// WithoutTaskTools leaves the built-in task tools out.
+func (b *Builder) WithoutTaskTools() *Builder { b.noTools = true; return b }
 
 // WithoutEnv stops Build from reading TASKBRIDGE_* environment variables.
 func (b *Builder) WithoutEnv() *Builder { b.useEnv = false; return b }
@@ -272,46 +299,84 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	if len(b.errs) > 0 {
 		return nil, errors.Join(b.errs...)
 	}
-	cfg := b.cfg
-	if b.logger != nil {
-		cfg.Logger = b.logger
-	}
-	if b.useEnv {
-		var err error
-		if cfg, err = taskrouter.ConfigFromEnv(cfg); err != nil {
-			return nil, err
-		}
+	cfg, err := b.routerConfig()
+	if err != nil {
+		return nil, err
 	}
 	srv := &Server{Store: b.st}
 	if srv.Store == nil {
-		path := b.dbPath
-		if path == "" && b.useEnv {
-			path = os.Getenv(EnvDB)
-		}
-		if path == "" {
-			path = DefaultDBFile
-		}
-		bolt := b.bbolt
-		if v := os.Getenv(EnvBboltPrefault); v != "" && b.useEnv {
-			on, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("builder: %s=%q: want 1, true, 0 or false", EnvBboltPrefault, v)
-			}
-			bolt = append(slices.Clone(bolt), bboltstore.WithPrefault(on))
-		}
-		st, err := OpenStore(ctx, path, bolt...)
-		if err != nil {
+		if err := b.openStore(ctx, srv); err != nil {
 			return nil, err
-		}
-		srv.Store, srv.ownsStore = st, true
-		if storeScheme(path) == "" {
-			srv.DBPath = path
 		}
 	}
 	fail := func(err error) (*Server, error) {
 		_ = srv.Close()
 		return nil, err
 	}
+	if err := b.newRouter(srv, cfg); err != nil {
+		return fail(err)
+	}
+	if err := b.newMCPServer(srv); err != nil {
+		return fail(err)
+	}
+	// Workflows are validated against the tools added through the builder.
+	// No session may exist yet: prompts and resources registered while one
+	// does make the SDK queue list_changed notifications for every session
+	// that connects during its delay, which stateless HTTP sessions cannot
+	// receive.
+	if err := b.addWorkflows(srv); err != nil {
+		return fail(err)
+	}
+	if err := srv.Router.Start(ctx); err != nil {
+		return fail(err)
+	}
+	return srv, nil
+}
+
+// routerConfig is the engine's configuration: the builder's, its logger,
+// then the environment's.
+func (b *Builder) routerConfig() (taskrouter.Config, error) {
+	cfg := b.cfg
+	if b.logger != nil {
+		cfg.Logger = b.logger
+	}
+	if b.useEnv {
+		return taskrouter.ConfigFromEnv(cfg)
+	}
+	return cfg, nil
+}
+
+// openStore opens the store the builder names (a path, TASKBRIDGE_DB, or
+// the default file) for srv, which then owns it.
+func (b *Builder) openStore(ctx context.Context, srv *Server) error {
+	path := b.dbPath
+	if path == "" && b.useEnv {
+		path = os.Getenv(EnvDB)
+	}
+	if path == "" {
+		path = DefaultDBFile
+	}
+	bolt := b.bbolt
+	if v := os.Getenv(EnvBboltPrefault); v != "" && b.useEnv {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("builder: %s=%q: want 1, true, 0 or false", EnvBboltPrefault, v)
+		}
+		bolt = append(slices.Clone(bolt), bboltstore.WithPrefault(on))
+	}
+	st, err := OpenStore(ctx, path, bolt...)
+	if err != nil {
+		return err
+	}
+	srv.Store, srv.ownsStore = st, true
+	if storeScheme(path) == "" {
+		srv.DBPath = path
+	}
+	return nil
+}
+
+// newRouter makes srv's task engine on its store, with the observers.
+func (b *Builder) newRouter(srv *Server, cfg taskrouter.Config) error {
 	cfg.Store = srv.Store
 	if len(b.observers) > 0 {
 		obs := taskrouter.Observers{}
@@ -322,7 +387,7 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	}
 	router, err := taskrouter.New(cfg)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	srv.Router = router
 	for _, o := range b.observers {
@@ -330,6 +395,12 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 			a.Attach(router)
 		}
 	}
+	return nil
+}
+
+// newMCPServer makes srv's go-sdk server, installs the engine on it and
+// adds the tools (the built-in task tools unless WithoutTaskTools).
+func (b *Builder) newMCPServer(srv *Server) error {
 	opts := b.opts
 	if opts == nil {
 		opts = &mcp.ServerOptions{}
@@ -340,22 +411,27 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		opts = &o
 	}
 	srv.MCP = mcp.NewServer(b.impl, opts)
-	if err := router.Install(srv.MCP); err != nil {
-		return fail(err)
+	if err := srv.Router.Install(srv.MCP); err != nil {
+		return err
 	}
 	for _, f := range b.setup {
 		f(srv.MCP)
 	}
 	for _, add := range b.tools {
-		add(router)
+		add(srv.Router)
 	}
-	// Workflows are validated against the tools added through the builder.
-	// No session may exist yet: prompts and resources registered while one
-	// does make the SDK queue list_changed notifications for every session
-	// that connects during its delay, which stateless HTTP sessions cannot
-	// receive.
-	lookup := workflow.ToolsLookup(router.RegisteredTools())
-	call := workflow.EngineCaller(router)
+	if !b.noTools {
+		srv.Router.AddTaskTools(b.taskTools)
+	}
+	return nil
+}
+
+// addWorkflows registers the plain workflows, makes srv's workflow bridge
+// (with the fork tool unless WithoutTaskTools) and registers the
+// task-aware workflows; it reports every invalid workflow at once.
+func (b *Builder) addWorkflows(srv *Server) error {
+	lookup := workflow.ToolsLookup(srv.Router.RegisteredTools())
+	call := workflow.EngineCaller(srv.Router)
 	var errs []error
 	for _, w := range b.plain {
 		if _, err := workflow.RegisterPlain(srv.MCP, w, lookup, call); err != nil {
@@ -364,25 +440,32 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	}
 	wopts, err := b.workflowOptions()
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	b.observeWorkflows(&wopts)
-	if srv.Bridge, err = workflow.NewBridge(router, &wopts); err != nil {
-		return fail(err)
+	if !b.noTools && wopts.ResultTool == "" {
+		wopts.ResultTool = taskrouter.DefaultResultToolName
+		if b.taskTools != nil && b.taskTools.ResultName != "" {
+			wopts.ResultTool = b.taskTools.ResultName
+		}
+	}
+	if srv.Bridge, err = workflow.NewBridge(srv.Router, &wopts); err != nil {
+		return err
 	}
 	srv.Bridge.Install(srv.MCP)
+	if !b.noTools {
+		var fork string
+		if b.taskTools != nil {
+			fork = b.taskTools.ForkName
+		}
+		srv.Bridge.AddForkTool(srv.MCP, fork)
+	}
 	for _, w := range b.tasked {
 		if _, err := srv.Bridge.Register(srv.MCP, w, lookup); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) > 0 {
-		return fail(errors.Join(errs...))
-	}
-	if err := router.Start(ctx); err != nil {
-		return fail(err)
-	}
-	return srv, nil
+	return errors.Join(errs...)
 }
 
 // workflowOptions are the bridge's options: the builder's, then the
@@ -418,6 +501,9 @@ func (b *Builder) workflowOptions() (workflow.Options, error) {
 	}
 	if v := os.Getenv(EnvUnknownVersion); v != "" {
 		o.UnknownVersion = workflow.VersionPolicy(v)
+	}
+	if v := os.Getenv(EnvWebhookURL); v != "" {
+		o.WebhookURL = v
 	}
 	return o, nil
 }

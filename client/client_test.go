@@ -96,6 +96,7 @@ func TestToolsTaskSupport(t *testing.T) {
 				"confirm_delete":      client.TaskRequired,
 				"multi_input":         client.TaskRequired,
 				"test_tool_with_task": client.TaskRequired,
+				"task_result":         client.TaskForbidden, "task_cancel": client.TaskForbidden,
 			}, got)
 		})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
 )
 
 //go:embed templates/*.html
@@ -59,6 +60,18 @@ type Options struct {
 	PageSize int
 	// Logger reports failures; nil means the router's logger.
 	Logger *slog.Logger
+	// Forker, when set (a *workflow.Bridge), gives admins a "rerun from
+	// here" button on the steps of a workflow task's timeline: it forks
+	// the task at that step (see workflow.Bridge.Fork) and opens the new
+	// task.
+	Forker Forker
+}
+
+// A Forker runs a workflow task again from a step; *workflow.Bridge is
+// one.
+type Forker interface {
+	Fork(ctx context.Context, id string, o workflow.ForkOptions) (*store.Task, error)
+	ForkPoints(t *store.Task) []string
 }
 
 // Dashboard is the operator dashboard: an http.Handler over a router's
@@ -76,6 +89,9 @@ type Dashboard struct {
 	static  http.Handler
 	notify  sync.Once
 	stopSub func()
+
+	versionsMu sync.Mutex
+	versions   versionCensus // active workflow tasks per version, cached
 }
 
 // New returns the dashboard of router r. It is a function rather than a
@@ -143,6 +159,8 @@ func (d *Dashboard) Close() {
 //	GET  {prefix}/                    overview: counts, rates, oldest working task, task table
 //	GET  {prefix}/tasks/{id}          one task: history, variables, workflow timeline, result
 //	POST {prefix}/tasks/{id}/cancel   cancel the task (CSRF token, same origin)
+//	POST {prefix}/tasks/{id}/fork     admins: run a workflow task again from the step
+//	                                  the form's "from" names (Options.Forker)
 //	GET  {prefix}/events              server-sent events (?task=ID for one task)
 //	GET  {prefix}/login, POST {prefix}/login, POST {prefix}/logout
 //	GET  {prefix}/static/...          the script and the style sheet
@@ -204,6 +222,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rest := strings.TrimPrefix(path, "/tasks/")
 		if id, ok := strings.CutSuffix(rest, "/cancel"); ok && r.Method == http.MethodPost {
 			d.cancel(w, r, v, id)
+		} else if id, ok := strings.CutSuffix(rest, "/fork"); ok && r.Method == http.MethodPost {
+			d.fork(w, r, v, id)
 		} else if !strings.Contains(rest, "/") && r.Method == http.MethodGet {
 			d.task(w, r, v, rest)
 		} else {
@@ -297,6 +317,33 @@ func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, v Viewer, id 
 		result = "ended"
 	}
 	http.Redirect(w, r, d.prefix+"/tasks/"+url.PathEscape(id)+"?done="+result, http.StatusSeeOther)
+}
+
+// fork runs a workflow task again from a step (admins only) and opens
+// the new task.
+func (d *Dashboard) fork(w http.ResponseWriter, r *http.Request, v Viewer, id string) {
+	if !sameOrigin(r) {
+		http.Error(w, "cross-site request refused", http.StatusForbidden)
+		return
+	}
+	if !v.Admin || d.opts.Forker == nil {
+		http.Error(w, "only an admin may rerun workflow tasks", http.StatusForbidden)
+		return
+	}
+	if tok := r.PostFormValue("csrf"); tok == "" || tok != d.csrfToken(v) {
+		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
+		return
+	}
+	if _, err := d.r.Task(r.Context(), id); err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	nt, err := d.opts.Forker.Fork(r.Context(), id, workflow.ForkOptions{From: r.PostFormValue("from")})
+	if err != nil {
+		http.Error(w, "the task cannot be run again from there: "+err.Error(), http.StatusConflict)
+		return
+	}
+	http.Redirect(w, r, d.prefix+"/tasks/"+url.PathEscape(nt.ID)+"?done=forked", http.StatusSeeOther)
 }
 
 // events streams changes to a page as server-sent events: "task" events

@@ -45,6 +45,7 @@ func newEnv(t *testing.T, opts dashboard.Options) *env {
 	feed := dashboard.NewFeed()
 	f := obstest.New(t, memory.New(), func(b *builder.Builder) { b.WithObserver(feed) })
 	opts.Feed = feed
+	opts.Forker = f.Srv.Bridge
 	d := dashboard.New(f.Srv.Router, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/dashboard/", d)
@@ -294,6 +295,14 @@ func TestTaskPageShowsTheWorkflow(t *testing.T) {
 	}
 	require.Contains(t, body, "waiting for the client")
 	require.Contains(t, body, `id="cancel"`)
+	// The real deadline and why (the handoff was delivered: the idle
+	// allowance, moved by every recorded step), and the version.
+	require.Contains(t, body, `id="deadline"`)
+	require.Contains(t, body, "idle allowance")
+	require.Contains(t, body, `id="version"`)
+	// The overview counts active workflow tasks per version (admins).
+	_, over := e.get(t, adminToken, "/dashboard/?partial=1")
+	require.Contains(t, over, `id="versions"`)
 	// The live part alone.
 	_, part := e.get(t, adminToken, "/dashboard/tasks/"+doc.TaskID+"?partial=1")
 	require.NotContains(t, part, "<html")
@@ -313,4 +322,36 @@ func TestRates(t *testing.T) {
 	require.GreaterOrEqual(t, r[0].Finished+r[1].Finished, 3)
 	_, body := e.get(t, adminToken, "/dashboard/?partial=1")
 	require.Contains(t, body, `id="rate-created"`)
+}
+
+// TestForkFromTheTimeline: an admin reruns a workflow task from a step of
+// its timeline; the new task's page names its origin, the origin's lists
+// it. Other viewers see no button and are refused.
+func TestForkFromTheTimeline(t *testing.T) {
+	e := newEnv(t, usersOptions())
+	c := e.f.Client(t)
+	_, doc := obstest.Handoff(t, c, "fork me")
+	path := "/dashboard/tasks/" + doc.TaskID
+	_, body := e.get(t, adminToken, path)
+	require.Equal(t, 3, strings.Count(body, "Rerun from here"), "fetch, draft and review may be rerun; publish waits for review")
+	token := csrfRE.FindStringSubmatch(body)[1]
+	_, other := e.get(t, localToken, path)
+	require.NotContains(t, other, "Rerun from here")
+	require.Equal(t, http.StatusForbidden, e.post(t, localToken, path+"/fork", url.Values{"csrf": {token}, "from": {"draft"}}, nil).StatusCode)
+	require.Equal(t, http.StatusForbidden, e.post(t, adminToken, path+"/fork", url.Values{"from": {"draft"}}, nil).StatusCode, "no form token")
+	require.Equal(t, http.StatusConflict, e.post(t, adminToken, path+"/fork", url.Values{"csrf": {token}, "from": {"publish"}}, nil).StatusCode,
+		"review has not ended")
+
+	resp := e.post(t, adminToken, path+"/fork", url.Values{"csrf": {token}, "from": {"draft"}}, map[string]string{"Origin": e.web.URL})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	loc := resp.Header.Get("Location")
+	require.Contains(t, loc, "done=forked")
+	newID := strings.TrimPrefix(strings.Split(loc, "?")[0], "/dashboard/tasks/")
+	require.NotEqual(t, doc.TaskID, newID)
+	_, page := e.get(t, adminToken, "/dashboard/tasks/"+newID)
+	require.Contains(t, page, `id="forked-from"`)
+	require.Contains(t, page, doc.TaskID)
+	_, orig := e.get(t, adminToken, path)
+	require.Contains(t, orig, `id="forks"`)
+	require.Contains(t, orig, newID)
 }

@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -67,6 +68,54 @@ type overviewData struct {
 	Paged       bool
 	Error       string
 	Now         time.Time
+	// Versions counts the active workflow tasks per workflow version
+	// (admins): what an operator watches drain before retiring a version.
+	Versions         []versionRow
+	VersionsComplete bool
+}
+
+// versionRow is one workflow version's active tasks.
+type versionRow struct {
+	Workflow, Version string
+	Active            int
+}
+
+// versionCensus is a cached count of active workflow tasks per version.
+type versionCensus struct {
+	at       time.Time
+	rows     []versionRow
+	complete bool
+}
+
+// maxCensus bounds the tasks one census reads; censusTTL how long it is
+// reused (the overview refreshes live).
+const (
+	maxCensus = 100000
+	censusTTL = 10 * time.Second
+)
+
+// versionCensus returns the active workflow tasks per version, counted at
+// most every censusTTL.
+func (d *Dashboard) versionCensus(ctx context.Context) versionCensus {
+	d.versionsMu.Lock()
+	defer d.versionsMu.Unlock()
+	if time.Since(d.versions.at) < censusTTL {
+		return d.versions
+	}
+	counts, complete, err := d.r.ActiveByLabels(ctx, taskrouter.KindWorkflow, []string{workflow.LabelWorkflow, workflow.LabelVersion}, maxCensus)
+	if err != nil {
+		return d.versions
+	}
+	c := versionCensus{at: time.Now(), complete: complete}
+	for _, lc := range counts {
+		v := lc.Values[1]
+		if v == "" {
+			v = "(recorded before versions)"
+		}
+		c.rows = append(c.rows, versionRow{Workflow: lc.Values[0], Version: v, Active: lc.N})
+	}
+	d.versions = c
+	return c
 }
 
 // overview renders the overview, or its live part (?partial=1).
@@ -99,6 +148,8 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 		} else {
 			data.Error = "counts: " + err.Error()
 		}
+		vc := d.versionCensus(ctx)
+		data.Versions, data.VersionsComplete = vc.rows, vc.complete
 		if d.opts.Feed != nil {
 			data.HasRates = true
 			data.Rates = d.feed.Rates(30)
@@ -210,12 +261,22 @@ type attemptView struct {
 
 type stepView struct {
 	Name, Tool, Execution string
-	// State is done, waiting, handed, failed, running or pending.
+	// Kind is sleep or event for those steps; Group the parallel group
+	// the step belongs to.
+	Kind, Group string
+	// State is done, waiting, handed, failed, running, sleeping, skipped
+	// or pending.
 	State, StateLabel string
 	CompletedBy       string
 	Error             string
-	Attempts          []attemptView
-	Total             time.Duration
+	// Note says more on the state: why the step was skipped, when a
+	// sleep ends.
+	Note     string
+	Attempts []attemptView
+	Total    time.Duration
+	// ForkFrom, when set, is what an admin's "rerun from here" forks the
+	// task at (the step, or its group).
+	ForkFrom string
 }
 
 type progressView struct {
@@ -235,6 +296,13 @@ type taskData struct {
 	Terminal  bool
 	TTL       time.Duration
 	ExpiresAt time.Time
+	// Deadline says which rule set ExpiresAt (a workflow task's deadline
+	// moves with its progress, or is the orphan timeout).
+	Deadline string
+	// WakeAt is when the engine's scheduler next runs work for the task.
+	WakeAt time.Time
+	// Version is a workflow task's workflow version.
+	Version   string
 	Method    string
 	Arguments string
 	History   []histRow
@@ -243,9 +311,15 @@ type taskData struct {
 	Result    string
 	Error     *store.ErrorInfo
 	CanCancel bool
-	CSRF      string
-	Done      string
-	Now       time.Time
+	// CanFork shows the "rerun from here" buttons (an admin, a Forker);
+	// ForkedFrom and Forks are the task's lineage.
+	CanFork    bool
+	ForkedFrom string
+	ForkedAt   string
+	Forks      []workflow.Fork
+	CSRF       string
+	Done       string
+	Now        time.Time
 }
 
 // task renders one task's page, or its live part (?partial=1).
@@ -258,10 +332,18 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		return
 	}
 	data := taskData{page: d.page(v, "Task "+short(t.ID)), T: rowOf(t), Terminal: t.Status.Terminal(),
-		TTL: t.TTL, ExpiresAt: t.ExpiresAt, Method: t.Request.Method, Arguments: pretty(t.Request.Arguments, maxShownJSON),
+		TTL: t.TTL, ExpiresAt: t.ExpiresAt, Deadline: deadlineWhy(t), WakeAt: t.WakeAt, Version: t.Labels[workflow.LabelVersion],
+		Method: t.Request.Method, Arguments: pretty(t.Request.Arguments, maxShownJSON),
 		Error: t.Error, Now: time.Now(), Done: r.URL.Query().Get("done")}
 	data.CanCancel = v.CanCancel && !data.Terminal
-	if data.CanCancel {
+	data.ForkedFrom, data.ForkedAt = t.Labels[workflow.LabelForkedFrom], t.Labels[workflow.LabelForkedAt]
+	data.Forks = workflow.Forks(t)
+	var points []string
+	if v.Admin && d.opts.Forker != nil {
+		points = d.opts.Forker.ForkPoints(t)
+		data.CanFork = len(points) > 0
+	}
+	if data.CanCancel || data.CanFork {
 		data.CSRF = d.csrfToken(v)
 	}
 	for i, h := range t.History {
@@ -275,6 +357,14 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		var p workflow.WorkflowProgress
 		if json.Unmarshal(raw, &p) == nil {
 			data.Progress = timeline(&p, data.Now)
+			for i, s := range data.Progress.Steps {
+				switch {
+				case slices.Contains(points, s.Name):
+					data.Progress.Steps[i].ForkFrom = s.Name
+				case s.Group != "" && slices.Contains(points, s.Group):
+					data.Progress.Steps[i].ForkFrom = s.Group
+				}
+			}
 		}
 	}
 	names := make([]string, 0, len(t.Variables))
@@ -302,7 +392,7 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 func timeline(p *workflow.WorkflowProgress, now time.Time) *progressView {
 	pv := &progressView{Workflow: p.Workflow, Goal: p.Goal, PauseReason: p.PauseReason, Count: len(p.Steps)}
 	for _, s := range p.Steps {
-		sv := stepView{Name: s.Name, Tool: s.Tool, Execution: s.Execution, CompletedBy: s.CompletedBy, Error: s.Error}
+		sv := stepView{Name: s.Name, Tool: s.Tool, Execution: s.Execution, Kind: s.Kind, Group: s.Group, CompletedBy: s.CompletedBy, Error: s.Error}
 		switch {
 		case s.Status == workflow.StepCompleted:
 			sv.State, sv.StateLabel = "done", "done"
@@ -310,10 +400,20 @@ func timeline(p *workflow.WorkflowProgress, now time.Time) *progressView {
 				sv.StateLabel = "done by " + s.CompletedBy
 			}
 			pv.Done++
+		case s.Status == workflow.StepSkipped:
+			sv.State, sv.StateLabel, sv.Note = "skipped", "skipped", s.SkipReason
+			pv.Done++
 		case s.HandedToClient:
 			sv.State, sv.StateLabel = "handed", "handed to client"
 		case s.Status == workflow.StepAwaitingClient:
 			sv.State, sv.StateLabel = "waiting", "waiting for the client"
+		case s.Status == workflow.StepAwaitingEvent:
+			sv.State, sv.StateLabel = "waiting", "waiting for its event"
+		case s.Status == workflow.StepSleeping:
+			sv.State, sv.StateLabel = "sleeping", "sleeping"
+			if s.Until != nil {
+				sv.Note = "until " + s.Until.Local().Format("2006-01-02 15:04:05")
+			}
 		case s.Status == workflow.StepFailed:
 			sv.State, sv.StateLabel = "failed", "failed"
 		case s.Status == workflow.StepRunning:
@@ -400,4 +500,19 @@ func pretty(raw json.RawMessage, n int) string {
 		return clip(string(raw), n)
 	}
 	return b.String()
+}
+
+// deadlineWhy says which rule set a task's expiry.
+func deadlineWhy(t *store.Task) string {
+	switch {
+	case t.ExpiresAt.IsZero():
+		return ""
+	case t.Status.Terminal():
+		return "kept until then to be read, then deleted"
+	case t.Labels[workflow.LabelDeadline] == workflow.DeadlineOrphan:
+		return "orphan timeout: no client holds this workflow task's id yet (its handoff was not delivered); it fails then unless a client names it"
+	case t.Labels[workflow.LabelDeadline] == workflow.DeadlineIdle:
+		return "idle allowance: " + human(t.TTL) + " after the last recorded step; every recorded step moves it"
+	}
+	return "ttl: " + human(t.TTL) + " from creation"
 }

@@ -13,10 +13,12 @@ import (
 )
 
 // SchemaVersion is the version of the document format this package
-// writes. [Parse] and [Document.Validate] also accept version 1 documents
-// (before workflow versions, skipped steps, retry times, client deadlines
-// and the _task_id argument); any other version is rejected.
-const SchemaVersion = 2
+// writes. [Parse] and [Document.Validate] also accept the older versions:
+// 1 (before workflow versions, skipped steps, retry times, client
+// deadlines and the _task_id argument) and 2 (before step kinds, groups,
+// conditions, sleeps, events and webhooks); any other version is
+// rejected.
+const SchemaVersion = 3
 
 // MinSchemaVersion is the oldest document version this package reads.
 const MinSchemaVersion = 1
@@ -64,11 +66,19 @@ const (
 	StepPending        = "pending"
 	StepRunning        = "running"
 	StepAwaitingClient = "awaiting_client"
+	StepAwaitingEvent  = "awaiting_event"
+	StepSleeping       = "sleeping"
 	StepFailed         = "failed"
 )
 
 // stepStatuses lists the valid remaining-step statuses.
-var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepFailed}
+var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent, StepSleeping, StepFailed}
+
+// The kinds a remaining step may have besides a tool call (Kind).
+const (
+	KindSleep = "sleep"
+	KindEvent = "event"
+)
 
 // MaxSize is the largest input, in bytes, that [Parse] and
 // [FromPromptResult] accept.
@@ -132,7 +142,7 @@ const (
 type Document struct {
 	// SchemaVersion is the format version: [SchemaVersion] in documents
 	// this package writes; [MinSchemaVersion] and up are read.
-	SchemaVersion int `json:"schemaVersion" jsonschema_description:"Version of the handoff format: 2 (this schema; 1 is the older form without version, skippedSteps, retryAt, deadline and the _task_id argument)."`
+	SchemaVersion int `json:"schemaVersion" jsonschema_description:"Version of the handoff format: 3 (this schema; 2 is the form without step kinds, groups, conditions, sleeps, events and webhooks; 1 the older form without version, skippedSteps, retryAt, deadline and the _task_id argument)."`
 	// TaskID is the id of the task the workflow runs as.
 	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"Id of the task the workflow runs as. Put it in _meta._task_id of continuation tool calls and in the taskId parameter of tasks/get and tasks/result."`
 	// Workflow is the name of the workflow prompt.
@@ -166,13 +176,16 @@ type Document struct {
 type CompletedStep struct {
 	// Name is the step's name, unique within the document.
 	Name string `json:"name" jsonschema:"minLength=1" jsonschema_description:"Name of the step, unique within the document."`
-	// Tool is the tool the step called.
-	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"Tool the step called."`
+	// Tool is the tool the step called; empty for a sleep or an event.
+	Tool string `json:"tool" jsonschema_description:"Tool the step called; empty for a sleep or an event (see kind)."`
+	// Kind is what the step did when it was not a tool call (sleep,
+	// event).
+	Kind string `json:"kind,omitempty" jsonschema:"enum=sleep,enum=event" jsonschema_description:"What the step did when it was not a tool call: sleep or event."`
 	// Result is the step's output as JSON (often a CallToolResult), if
 	// recorded.
 	Result json.RawMessage `json:"result,omitempty" jsonschema_description:"Output of the step as JSON, often a CallToolResult."`
-	// By says who performed the step: server or client.
-	By string `json:"by,omitempty" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performed the step."`
+	// By says who performed the step: server, client or webhook.
+	By string `json:"by,omitempty" jsonschema:"enum=server,enum=client,enum=webhook" jsonschema_description:"Who performed the step: the server, the client, or an outside system through the webhook."`
 	// Attempts counts the step's runs, when more than one was needed.
 	Attempts int `json:"attempts,omitempty" jsonschema_description:"How many runs the step took (present when more than one)."`
 }
@@ -181,8 +194,12 @@ type CompletedStep struct {
 type SkippedStep struct {
 	// Name is the step's name, unique within the document.
 	Name string `json:"name" jsonschema:"minLength=1" jsonschema_description:"Name of the step, unique within the document."`
-	// Tool is the tool the step would have called.
-	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"Tool the step would have called."`
+	// Tool is the tool the step would have called; empty for a sleep or
+	// an event.
+	Tool string `json:"tool" jsonschema_description:"Tool the step would have called; empty for a sleep or an event (see kind)."`
+	// Kind is what the step would have done when it is not a tool call
+	// (sleep, event).
+	Kind string `json:"kind,omitempty" jsonschema:"enum=sleep,enum=event" jsonschema_description:"What the step would have done when it is not a tool call: sleep or event."`
 	// Reason says why it does not run.
 	Reason string `json:"reason,omitempty" jsonschema_description:"Why the step does not run."`
 }
@@ -191,8 +208,8 @@ type SkippedStep struct {
 type RemainingStep struct {
 	// Name is the step's name, unique within the document.
 	Name string `json:"name" jsonschema:"minLength=1" jsonschema_description:"Name of the step, unique within the document."`
-	// Tool is the tool to call.
-	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"Tool to call."`
+	// Tool is the tool to call; empty for a sleep or an event.
+	Tool string `json:"tool" jsonschema_description:"Tool to call; empty for a sleep or an event (see kind)."`
 	// Execution says who performs the step.
 	Execution Execution `json:"execution" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performs the step: client means the client must call the tool itself; server means the server runs it automatically once its inputs exist."`
 	// Arguments are the tool arguments: resolved JSON values where known,
@@ -203,9 +220,9 @@ type RemainingStep struct {
 	Guidance string `json:"guidance,omitempty" jsonschema_description:"How to perform the step."`
 	// DependsOn names earlier steps whose output the step needs.
 	DependsOn []string `json:"dependsOn,omitempty" jsonschema_description:"Names of earlier steps whose output this step needs."`
-	// Status is where the step stands: pending, running, awaiting_client
-	// or failed.
-	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=failed" jsonschema_description:"Where the step stands."`
+	// Status is where the step stands: pending, running, awaiting_client,
+	// awaiting_event, sleeping or failed.
+	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=failed" jsonschema_description:"Where the step stands."`
 	// HandedToClient marks a server step the server gave up on: Execution
 	// is then client, and the client may perform it.
 	HandedToClient bool `json:"handedToClient,omitempty" jsonschema_description:"The server could not perform this server step and hands it to the client, which may call its tool itself (correcting the arguments if they caused the error) or resume the workflow to have the server retry it."`
@@ -217,6 +234,27 @@ type RemainingStep struct {
 	RetryAt *time.Time `json:"retryAt,omitempty" jsonschema_description:"When the server runs this failed step again."`
 	// Deadline is when the wait for the client on this step ends.
 	Deadline *time.Time `json:"deadline,omitempty" jsonschema_description:"When the workflow stops waiting for the client to perform this step (what happens then is the workflow's choice: it fails, skips the step, or the server performs it)."`
+	// Kind is what the step does when it is not a tool call: sleep (the
+	// server waits until Until) or event (the step waits for its event).
+	Kind string `json:"kind,omitempty" jsonschema:"enum=sleep,enum=event" jsonschema_description:"What the step does when it is not a tool call: sleep (a durable wait, ending at until) or event (it waits for an event someone delivers)."`
+	// Group names the parallel group the step belongs to: its steps run
+	// together.
+	Group string `json:"group,omitempty" jsonschema_description:"The parallel group the step belongs to: the group's steps run together (the client may perform its client steps in any order)."`
+	// Condition says when the step runs; it is skipped otherwise.
+	Condition string `json:"condition,omitempty" jsonschema_description:"The step runs only if this holds when it is reached; it is skipped otherwise."`
+	// Until is when a sleep ends.
+	Until *time.Time `json:"until,omitempty" jsonschema_description:"When the sleep ends."`
+	// Webhook is how an outside system performs the step (delivers the
+	// event, or calls the client step's tool): an HTTP POST.
+	Webhook *Webhook `json:"webhook,omitempty" jsonschema_description:"How an outside system (a CI job, a chat button) performs the step: POST the event's payload, or the tool's arguments, as a JSON object to url with the header Authorization: Bearer token."`
+	// Payload is the JSON Schema of an event's payload.
+	Payload json.RawMessage `json:"payload,omitempty" jsonschema_description:"The JSON Schema of an event's payload."`
+}
+
+// Webhook is where and with what token an outside system performs a step.
+type Webhook struct {
+	URL   string `json:"url" jsonschema_description:"Where to POST."`
+	Token string `json:"token" jsonschema_description:"Send it as Authorization: Bearer <token>."`
 }
 
 // StepError is a step failure.
@@ -357,7 +395,7 @@ func (d *Document) Validate() error {
 	seen := make(map[string]string) // step name -> where it was first used
 	for i, s := range d.CompletedSteps {
 		where := fmt.Sprintf("completedSteps[%d]", i)
-		if err := checkStep(where, s.Name, s.Tool, seen); err != nil {
+		if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
 			return err
 		}
 		if s.Result != nil && !json.Valid(s.Result) {
@@ -366,7 +404,7 @@ func (d *Document) Validate() error {
 	}
 	for i, s := range d.RemainingSteps {
 		where := fmt.Sprintf("remainingSteps[%d]", i)
-		if err := checkStep(where, s.Name, s.Tool, seen); err != nil {
+		if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
 			return err
 		}
 		if s.Status != "" && !contains(stepStatuses, s.Status) {
@@ -398,7 +436,7 @@ func (d *Document) Validate() error {
 		}
 	}
 	for i, s := range d.SkippedSteps {
-		if err := checkStep(fmt.Sprintf("skippedSteps[%d]", i), s.Name, s.Tool, seen); err != nil {
+		if err := checkStep(fmt.Sprintf("skippedSteps[%d]", i), s.Name, s.Tool, s.Kind, seen); err != nil {
 			return err
 		}
 	}
@@ -426,12 +464,18 @@ func (d *Document) Validate() error {
 	return nil
 }
 
-func checkStep(where, name, tool string, seen map[string]string) error {
+func checkStep(where, name, tool, kind string, seen map[string]string) error {
 	if name == "" {
 		return invalidf("%s: name is empty", where)
 	}
-	if tool == "" {
-		return invalidf("%s: step %q: tool is empty", where, name)
+	switch kind {
+	case "":
+		if tool == "" {
+			return invalidf("%s: step %q: tool is empty", where, name)
+		}
+	case KindSleep, KindEvent:
+	default:
+		return invalidf("%s: step %q: kind %q is not %q or %q", where, name, kind, KindSleep, KindEvent)
 	}
 	if first, dup := seen[name]; dup {
 		return invalidf("%s: duplicate step name %q (also %s)", where, name, first)
@@ -451,15 +495,16 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// ClientSteps returns the remaining steps the client must perform
-// (Execution [ExecClient]), in order.
+// ClientSteps returns the remaining steps the client may perform now
+// (Execution [ExecClient], and not pending behind an earlier step), in
+// order.
 func (d *Document) ClientSteps() []RemainingStep {
 	if d == nil {
 		return nil
 	}
 	var out []RemainingStep
 	for _, s := range d.RemainingSteps {
-		if s.Execution == ExecClient {
+		if s.Execution == ExecClient && s.Status != StepPending {
 			out = append(out, s)
 		}
 	}

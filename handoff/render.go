@@ -59,13 +59,37 @@ func statusPhrase(status string) string {
 	return "is in an unknown state"
 }
 
+// waitsForClient reports whether the server runs no step and some step
+// waits for the client.
+func waitsForClient(d *Document) bool {
+	for _, s := range d.RemainingSteps {
+		if s.Execution != ExecClient && (s.Status == StepRunning || s.RetryAt != nil) {
+			return false
+		}
+	}
+	return len(d.ClientSteps()) > 0
+}
+
 func terminal(status string) bool {
 	return status == StatusCompleted || status == StatusFailed || status == StatusCancelled
 }
 
 func writeProse(b *strings.Builder, d *Document) {
-	id := jsonString(d.TaskID)
-	fmt.Fprintf(b, "Workflow %s (task %s) %s (status: %s).", jsonString(d.Workflow), id, statusPhrase(d.Status), d.Status)
+	writeHeader(b, d)
+	writeCompleted(b, d)
+	writeSkipped(b, d)
+	writeRemainingSteps(b, d)
+	writeErrors(b, d)
+	writeContinuation(b, d)
+}
+
+// writeHeader writes what the workflow is and where it stands.
+func writeHeader(b *strings.Builder, d *Document) {
+	phrase := statusPhrase(d.Status)
+	if d.Status == StatusWorking && waitsForClient(d) {
+		phrase = "is waiting for the client"
+	}
+	fmt.Fprintf(b, "Workflow %s (task %s) %s (status: %s).", jsonString(d.Workflow), jsonString(d.TaskID), phrase, d.Status)
 	if d.Goal != "" {
 		fmt.Fprintf(b, "\nGoal: %s", sentence(oneLine(d.Goal, 0)))
 	}
@@ -76,64 +100,76 @@ func writeProse(b *strings.Builder, d *Document) {
 		}
 		fmt.Fprintf(b, "\n%s: %s", label, sentence(oneLine(d.PauseReason, 0)))
 	}
+}
 
-	// Completed steps.
+// writeCompleted lists the completed steps with their results.
+func writeCompleted(b *strings.Builder, d *Document) {
 	if len(d.CompletedSteps) == 0 {
 		b.WriteString("\n\nCompleted steps: none yet.")
-	} else {
-		b.WriteString("\n\nCompleted steps:")
-		for _, s := range d.CompletedSteps {
-			res := summarizeResult(s.Result)
-			if res == "" {
-				res = "(no result recorded)"
-			}
-			fmt.Fprintf(b, "\n- %s (tool %s): %s", jsonString(s.Name), jsonString(s.Tool), res)
+		return
+	}
+	b.WriteString("\n\nCompleted steps:")
+	for _, s := range d.CompletedSteps {
+		res := summarizeResult(s.Result)
+		if res == "" {
+			res = "(no result recorded)"
+		}
+		fmt.Fprintf(b, "\n- %s (%s): %s", jsonString(s.Name), toolLabel(s.Tool, s.Kind), res)
+	}
+}
+
+// writeSkipped lists the steps that will not run, with the reason.
+func writeSkipped(b *strings.Builder, d *Document) {
+	if len(d.SkippedSteps) == 0 {
+		return
+	}
+	b.WriteString("\n\nSkipped steps (they will not run):")
+	for _, s := range d.SkippedSteps {
+		fmt.Fprintf(b, "\n- %s (%s)", jsonString(s.Name), toolLabel(s.Tool, s.Kind))
+		if s.Reason != "" {
+			fmt.Fprintf(b, ": %s", sentence(oneLine(s.Reason, maxResultRunes)))
 		}
 	}
+}
 
-	// Skipped steps.
-	if len(d.SkippedSteps) > 0 {
-		b.WriteString("\n\nSkipped steps (they will not run):")
-		for _, s := range d.SkippedSteps {
-			fmt.Fprintf(b, "\n- %s (tool %s)", jsonString(s.Name), jsonString(s.Tool))
-			if s.Reason != "" {
-				fmt.Fprintf(b, ": %s", sentence(oneLine(s.Reason, maxResultRunes)))
-			}
-		}
-	}
-
-	// Remaining steps.
+// writeRemainingSteps lists the steps still to run, numbered.
+func writeRemainingSteps(b *strings.Builder, d *Document) {
 	if len(d.RemainingSteps) == 0 {
 		if d.Status == StatusFailed || d.Status == StatusCancelled {
 			b.WriteString("\n\nRemaining steps: none; the workflow stopped and runs no further steps.")
 		} else {
 			b.WriteString("\n\nRemaining steps: none; the workflow is complete.")
 		}
-	} else {
-		b.WriteString("\n\nRemaining steps:")
-		for i, s := range d.RemainingSteps {
-			writeRemaining(b, i+1, s, id)
-		}
+		return
 	}
-
-	// Errors.
-	if len(d.Errors) > 0 {
-		b.WriteString("\n\nErrors:")
-		for _, e := range d.Errors {
-			fmt.Fprintf(b, "\n- step %s", jsonString(e.Step))
-			if e.Tool != "" {
-				fmt.Fprintf(b, " (tool %s)", jsonString(e.Tool))
-			}
-			retry := "not retryable"
-			if e.Retryable {
-				retry = "a retry may succeed"
-			}
-			fmt.Fprintf(b, ": %s (%s).", strings.TrimRight(oneLine(e.Message, 0), "."), retry)
-		}
+	b.WriteString("\n\nRemaining steps:")
+	for i, s := range d.RemainingSteps {
+		writeRemaining(b, i+1, s, jsonString(d.TaskID), d.Continuation.ResultMethod == "")
 	}
+}
 
-	// How to continue.
-	c := d.Continuation
+// writeErrors lists the step failures.
+func writeErrors(b *strings.Builder, d *Document) {
+	if len(d.Errors) == 0 {
+		return
+	}
+	b.WriteString("\n\nErrors:")
+	for _, e := range d.Errors {
+		fmt.Fprintf(b, "\n- step %s", jsonString(e.Step))
+		if e.Tool != "" {
+			fmt.Fprintf(b, " (tool %s)", jsonString(e.Tool))
+		}
+		retry := "not retryable"
+		if e.Retryable {
+			retry = "a retry may succeed"
+		}
+		fmt.Fprintf(b, ": %s (%s).", strings.TrimRight(oneLine(e.Message, 0), "."), retry)
+	}
+}
+
+// writeContinuation says how to continue, in the methods the client has.
+func writeContinuation(b *strings.Builder, d *Document) {
+	c, id := d.Continuation, jsonString(d.TaskID)
 	taskParam := fmt.Sprintf(`{"taskId": %s}`, id)
 	follow := fmt.Sprintf("call %s with %s to follow the task", c.StatusMethod, taskParam)
 	if c.ResultTool != "" {
@@ -145,6 +181,14 @@ func writeProse(b *strings.Builder, d *Document) {
 	} else if c.ResultMethod != "" {
 		follow += fmt.Sprintf(", or %s with %s to wait for its final result", c.ResultMethod, taskParam)
 	}
+	tools, events := 0, 0
+	for _, s := range d.ClientSteps() {
+		if s.Kind == KindEvent {
+			events++
+		} else {
+			tools++
+		}
+	}
 	b.WriteString("\n\n")
 	switch {
 	case terminal(d.Status):
@@ -153,10 +197,12 @@ func writeProse(b *strings.Builder, d *Document) {
 			fmt.Fprintf(b, ", and %s with %s returns its result", c.ResultMethod, taskParam)
 		}
 		b.WriteString(".")
-	case len(d.ClientSteps()) > 0 && c.Argument != "":
+	case tools == 0 && events > 0:
+		fmt.Fprintf(b, "How to continue: no tool needs calling; the workflow waits for the event(s) above, which you or an outside system deliver as each says. Then %s.", follow)
+	case tools > 0 && c.Argument != "":
 		fmt.Fprintf(b, "How to continue: call the tool of each client step above with the arguments shown, replacing the placeholders. The arguments include %s: %s, which records the call on this task; the server then runs the steps that follow. (A program may send the id as \"_meta\": {%s: %s} instead.) Then %s.",
 			jsonString(c.Argument), id, jsonString(c.MetaKey), id, follow)
-	case len(d.ClientSteps()) > 0:
+	case tools > 0:
 		fmt.Fprintf(b, "How to continue: call the tool of each client step above (tools/call, in order) with \"_meta\": {%s: %s} in the request params, so the server records the result on this task and runs the steps that follow. Then %s.",
 			jsonString(c.MetaKey), id, follow)
 	default:
@@ -165,72 +211,143 @@ func writeProse(b *strings.Builder, d *Document) {
 	fmt.Fprintf(b, "\nThe same handoff follows as JSON (schemaVersion %d) for programs.", d.SchemaVersion)
 }
 
-func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
-	const indent = "\n   "
+// stepIndent starts a line about the step above it.
+const stepIndent = "\n   "
+
+// writeRemaining writes remaining step s, numbered n, of task id (JSON
+// quoted); update says the client has tasks/update (the extension
+// dialect) to deliver events with.
+func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string, update bool) {
 	switch {
-	case s.Execution != ExecClient && s.Status == StepRunning:
+	case s.Kind == KindSleep:
+		writeSleep(b, n, s)
+	case s.Kind == KindEvent:
+		writeEvent(b, n, s, id, update)
+	case s.Execution != ExecClient:
+		writeServerStep(b, n, s)
+		writeGuidance(b, s)
+	default:
+		writeClientStep(b, n, s, id)
+		writeGuidance(b, s)
+	}
+	writeNotes(b, s)
+}
+
+// writeSleep writes a durable sleep.
+func writeSleep(b *strings.Builder, n int, s RemainingStep) {
+	if s.Until != nil {
+		fmt.Fprintf(b, "\n%d. %s (a durable sleep): the server waits until %s, then goes on; nothing to do.", n, jsonString(s.Name), s.Until.UTC().Format(time.RFC3339))
+		return
+	}
+	fmt.Fprintf(b, "\n%d. %s (a durable sleep): the server sleeps here once the steps before it are done; nothing to do.", n, jsonString(s.Name))
+}
+
+// writeEvent writes an event step: what it waits for and how to deliver
+// it.
+func writeEvent(b *strings.Builder, n int, s RemainingStep, id string, update bool) {
+	fmt.Fprintf(b, "\n%d. %s (an event): the workflow waits for this event", n, jsonString(s.Name))
+	if s.Guidance != "" {
+		fmt.Fprintf(b, " (%s)", strings.TrimRight(oneLine(s.Guidance, maxResultRunes), "."))
+	}
+	switch {
+	case update:
+		fmt.Fprintf(b, ". Deliver it with tasks/update {\"taskId\": %s, \"inputResponses\": {%s: {\"action\": \"accept\", \"content\": <payload>}}}", id, jsonString(s.Name))
+		if s.Webhook != nil {
+			b.WriteString(", or through the webhook below")
+		}
+		b.WriteString(".")
+	case s.Webhook != nil:
+		b.WriteString(". Deliver it through the webhook below.")
+	default:
+		b.WriteString("; an outside system delivers it through the server's webhook. Nothing to do.")
+	}
+	if len(s.Payload) > 0 {
+		b.WriteString(stepIndent + "Payload schema: " + string(compactJSON(s.Payload)))
+	}
+	if s.Deadline != nil {
+		fmt.Fprintf(b, stepIndent+"The workflow waits for it until %s.", s.Deadline.UTC().Format(time.RFC3339))
+	}
+}
+
+// writeServerStep writes a step the server performs: running, waiting
+// for its retry, or to come.
+func writeServerStep(b *strings.Builder, n int, s RemainingStep) {
+	switch {
+	case s.Status == StepRunning:
 		fmt.Fprintf(b, "\n%d. %s (tool %s): the server is running this step now; do not call it yourself.",
 			n, jsonString(s.Name), jsonString(s.Tool))
-	case s.Execution != ExecClient && s.RetryAt != nil:
+	case s.RetryAt != nil:
 		fmt.Fprintf(b, "\n%d. %s (tool %s): failed", n, jsonString(s.Name), jsonString(s.Tool))
 		if s.Error != "" {
 			fmt.Fprintf(b, " (%s)", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
 		}
 		fmt.Fprintf(b, "; the server tries it again at %s; do not call it yourself.", s.RetryAt.UTC().Format(time.RFC3339))
-	case s.Execution != ExecClient:
+	default:
 		fmt.Fprintf(b, "\n%d. %s (tool %s): the server runs this step automatically once its inputs exist; do not call it yourself.",
 			n, jsonString(s.Name), jsonString(s.Tool))
+	}
+}
+
+// writeClientStep writes a step the client performs (or may: one the
+// server handed over), with its arguments and placeholders.
+func writeClientStep(b *strings.Builder, n int, s RemainingStep, id string) {
+	switch {
+	case s.HandedToClient:
+		fmt.Fprintf(b, "\n%d. %s (tool %s): the server could not perform this step", n, jsonString(s.Name), jsonString(s.Tool))
+		if s.Attempts > 0 {
+			fmt.Fprintf(b, " (%d attempt(s))", s.Attempts)
+		}
+		if s.Error != "" {
+			fmt.Fprintf(b, "; last error: %s", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
+		}
+		fmt.Fprintf(b, ". YOU (the client) may perform it by calling tool %s with the arguments below, correcting any argument that caused the error; or resume the workflow (%s of this prompt with the argument %s: %s) to have the server try again.",
+			jsonString(s.Tool), ResumeMethod, jsonString(TaskIDArgument), id)
+	case s.Status == StepPending:
+		fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) will perform this step by calling tool %s once the steps before it are done; not yet.",
+			n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
 	default:
-		if s.HandedToClient {
-			fmt.Fprintf(b, "\n%d. %s (tool %s): the server could not perform this step", n, jsonString(s.Name), jsonString(s.Tool))
-			if s.Attempts > 0 {
-				fmt.Fprintf(b, " (%d attempt(s))", s.Attempts)
-			}
-			if s.Error != "" {
-				fmt.Fprintf(b, "; last error: %s", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
-			}
-			fmt.Fprintf(b, ". YOU (the client) may perform it by calling tool %s with the arguments below, correcting any argument that caused the error; or resume the workflow (%s of this prompt with the argument %s: %s) to have the server try again.",
-				jsonString(s.Tool), ResumeMethod, jsonString(TaskIDArgument), id)
-		} else {
-			fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) must perform this step by calling tool %s.",
-				n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
-			if s.Status == StepFailed && s.Error != "" {
-				fmt.Fprintf(b, " Your last call failed: %s; call it again with corrected arguments.", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
-			}
-		}
-		if s.Deadline != nil {
-			fmt.Fprintf(b, " The workflow waits for this step until %s.", s.Deadline.UTC().Format(time.RFC3339))
-		}
-		args, err := marshalNoEscape(normalizedArgs(s.Arguments))
-		if err != nil { // cannot happen: Validate checked every value
-			args = []byte("{}")
-		}
-		if a := string(args); utf8.RuneCountInString(a) > maxArgsRunes {
-			b.WriteString(indent + "Arguments (truncated; the full arguments are in the JSON block below): " + truncateRunes(a, maxArgsRunes))
-		} else {
-			b.WriteString(indent + "Arguments: " + a)
-		}
-		var ph []string
-		for _, k := range sortedKeys(s.Arguments) {
-			if k != TaskIDArgument && IsPlaceholder(s.Arguments[k]) {
-				ph = append(ph, jsonString(k))
-			}
-		}
-		if len(ph) > 0 {
-			b.WriteString(indent + "Placeholders you must replace with real values: " + strings.Join(ph, ", ") + ".")
-		} else {
-			b.WriteString(indent + "All argument values are resolved; send them as shown.")
+		fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) must perform this step by calling tool %s.",
+			n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
+		if s.Status == StepFailed && s.Error != "" {
+			fmt.Fprintf(b, " Your last call failed: %s; call it again with corrected arguments.", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
 		}
 	}
+	if s.Deadline != nil {
+		fmt.Fprintf(b, " The workflow waits for this step until %s.", s.Deadline.UTC().Format(time.RFC3339))
+	}
+	args, err := marshalNoEscape(normalizedArgs(s.Arguments))
+	if err != nil { // cannot happen: Validate checked every value
+		args = []byte("{}")
+	}
+	if a := string(args); utf8.RuneCountInString(a) > maxArgsRunes {
+		b.WriteString(stepIndent + "Arguments (truncated; the full arguments are in the JSON block below): " + truncateRunes(a, maxArgsRunes))
+	} else {
+		b.WriteString(stepIndent + "Arguments: " + a)
+	}
+	var ph []string
+	for _, k := range sortedKeys(s.Arguments) {
+		if k != TaskIDArgument && IsPlaceholder(s.Arguments[k]) {
+			ph = append(ph, jsonString(k))
+		}
+	}
+	if len(ph) > 0 {
+		b.WriteString(stepIndent + "Placeholders you must replace with real values: " + strings.Join(ph, ", ") + ".")
+	} else {
+		b.WriteString(stepIndent + "All argument values are resolved; send them as shown.")
+	}
+}
+
+// writeGuidance writes a tool step's guidance and what it depends on.
+func writeGuidance(b *strings.Builder, s RemainingStep) {
 	if s.Guidance != "" {
 		for i, line := range strings.Split(multiLine(s.Guidance), "\n") {
 			switch {
 			case i == 0:
-				b.WriteString(indent + "Guidance: " + line)
+				b.WriteString(stepIndent + "Guidance: " + line)
 			case line == "":
 				b.WriteString("\n")
 			default:
-				b.WriteString(indent + "  " + line)
+				b.WriteString(stepIndent + "  " + line)
 			}
 		}
 	}
@@ -239,7 +356,25 @@ func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string) {
 		for i, d := range s.DependsOn {
 			deps[i] = jsonString(d)
 		}
-		b.WriteString(indent + "Needs the output of: " + strings.Join(deps, ", ") + ".")
+		b.WriteString(stepIndent + "Needs the output of: " + strings.Join(deps, ", ") + ".")
+	}
+}
+
+// writeNotes writes what any kind of step may add: its group, its
+// condition, its webhook.
+func writeNotes(b *strings.Builder, s RemainingStep) {
+	if s.Group != "" {
+		fmt.Fprintf(b, stepIndent+"Part of the parallel group %s: its steps run together.", jsonString(s.Group))
+	}
+	if s.Condition != "" {
+		b.WriteString(stepIndent + "Runs only if " + sentence(oneLine(s.Condition, maxResultRunes)) + " It is skipped otherwise.")
+	}
+	if s.Webhook != nil {
+		what := "tool's arguments (without _task_id)"
+		if s.Kind == KindEvent {
+			what = "event's payload"
+		}
+		fmt.Fprintf(b, stepIndent+"An outside system may perform it instead: POST the %s as a JSON object to %s with the header \"Authorization: Bearer %s\".", what, s.Webhook.URL, s.Webhook.Token)
 	}
 }
 
@@ -370,4 +505,18 @@ func truncateRunes(s string, max int) string {
 
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// toolLabel names what a step calls in the prose: its tool, or what it is
+// when it calls none.
+func toolLabel(tool, kind string) string {
+	switch {
+	case tool != "":
+		return "tool " + jsonString(tool)
+	case kind == KindSleep:
+		return "a durable sleep"
+	case kind == KindEvent:
+		return "an event"
+	}
+	return "no tool"
 }

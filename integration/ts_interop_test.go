@@ -141,6 +141,13 @@ func TestTypeScriptCoreClient(t *testing.T) {
 		require.Equal(t, id, s.get("taskResult.meta.io\\.modelcontextprotocol/related-task.taskId"), s)
 	})
 
+	t.Run("streamBadArguments", func(t *testing.T) {
+		s := mustStep(t, steps, "streamBadArguments")
+		require.Equal(t, "error", s.str("finalType"), s)
+		require.Equal(t, -32602.0, s.get("finalError.code"), s)
+		require.Contains(t, s.get("finalError.message"), `invalid arguments for tool "slow_compute"`, s)
+		require.Empty(t, s.get("taskId"), "no task for bad arguments: %v", s)
+	})
 	t.Run("streamProtocolError", func(t *testing.T) {
 		s := mustStep(t, steps, "streamProtocolError")
 		types := s.strs("types")

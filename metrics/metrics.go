@@ -34,6 +34,9 @@
 //	taskbridge_result_waiters         tasks/result requests waiting for a task to end
 //	taskbridge_tracked_work           in-request work (workflow server steps) running
 //	taskbridge_tasks_stored{status}   tasks in the store by status (store.Counts, O(1))
+//	taskbridge_workflow_tasks_active{workflow,version}  active workflow tasks per workflow version
+//	                                  (counted from the store's query index at most every 10 s, up
+//	                                  to 100,000 tasks): watch a version drain before retiring it
 //
 // and, when the store reports write statistics (it implements
 // store.StatsReporter, as bboltstore and postgres do):
@@ -274,8 +277,19 @@ type routerCollector struct {
 	r                                                   *taskrouter.Router
 	pending, running, queued, waiters, tracked, stored  *prometheus.Desc
 	commits, commitDur, commitWrites, commitMax, failed *prometheus.Desc
-	commitErrs                                          *prometheus.Desc
+	commitErrs, versions                                *prometheus.Desc
+
+	mu      sync.Mutex
+	counted time.Time // when census was read
+	census  []taskrouter.LabelCount
 }
+
+// Census bounds: how often, and over how many tasks, the active workflow
+// tasks per version are counted.
+const (
+	censusEvery = 10 * time.Second
+	censusMax   = 100000
+)
 
 func newRouterCollector(ns string, r *taskrouter.Router) *routerCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
@@ -295,13 +309,29 @@ func newRouterCollector(ns string, r *taskrouter.Router) *routerCollector {
 		commitMax:    d("store_commit_writes_max", "The most write operations one store transaction committed."),
 		failed:       d("store_writes_failed_total", "Write operations the store refused or failed."),
 		commitErrs:   d("store_commit_errors_total", "Store commits that failed."),
+		versions:     d("workflow_tasks_active", "Active (working or input_required) workflow tasks by workflow and version.", "workflow", "version"),
 	}
+}
+
+// workflowCensus returns the active workflow tasks per version, read at
+// most every censusEvery.
+func (c *routerCollector) workflowCensus(ctx context.Context) []taskrouter.LabelCount {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.counted) < censusEvery {
+		return c.census
+	}
+	counts, _, err := c.r.ActiveByLabels(ctx, taskrouter.KindWorkflow, []string{workflow.LabelWorkflow, workflow.LabelVersion}, censusMax)
+	if err == nil {
+		c.census, c.counted = counts, time.Now()
+	}
+	return c.census
 }
 
 // Describe implements prometheus.Collector.
 func (c *routerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.pending, c.running, c.queued, c.waiters, c.tracked, c.stored,
-		c.commits, c.commitDur, c.commitWrites, c.commitMax, c.failed, c.commitErrs} {
+		c.commits, c.commitDur, c.commitWrites, c.commitMax, c.failed, c.commitErrs, c.versions} {
 		ch <- d
 	}
 }
@@ -323,6 +353,9 @@ func (c *routerCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, st := range store.AllStatuses() {
 			gauge(c.stored, float64(counts[st]), string(st))
 		}
+	}
+	for _, lc := range c.workflowCensus(ctx) {
+		gauge(c.versions, float64(lc.N), lc.Values...)
 	}
 	if sr, ok := c.r.Store().(store.StatsReporter); ok {
 		bs := sr.Stats()

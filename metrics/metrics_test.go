@@ -1,13 +1,16 @@
 package metrics_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -194,4 +197,49 @@ func TestAnyStatsReporter(t *testing.T) {
 	} {
 		require.Equal(t, want, value(t, text, series), series)
 	}
+}
+
+// TestWorkflowTasksPerVersion: an operator sees how many tasks still run
+// on each workflow version before retiring one.
+func TestWorkflowTasksPerVersion(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	wf := func(v string, extra bool) *workflow.Definition {
+		w := workflow.New("deploy", "deploy").WithVersion(v).Step(workflow.Client("ok", "approve"))
+		if extra {
+			w.Step(workflow.Server("after", "approve"))
+		}
+		return w
+	}
+	// start serves defs on db and starts n tasks of the newest.
+	start := func(m *metrics.Metrics, n int, defs ...*workflow.Definition) *builder.Server {
+		b := builder.New("versions", "1").WithDBPath(db).WithoutEnv()
+		if m != nil {
+			b.WithObserver(m)
+		}
+		builder.Tool(b, &mcp.Tool{Name: "approve"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{}, nil, nil
+		}, taskrouter.ToolOptions{})
+		for _, d := range defs {
+			b.TaskWorkflow(d)
+		}
+		srv, err := b.Build(t.Context())
+		require.NoError(t, err)
+		tr, err := srv.Connect(t.Context())
+		require.NoError(t, err)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+		require.NoError(t, err)
+		defer cs.Close()
+		for range n {
+			_, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "deploy"})
+			require.NoError(t, err)
+		}
+		return srv
+	}
+	require.NoError(t, start(nil, 1, wf("v1", false)).Close())
+	m := metrics.New(metrics.Options{})
+	srv := start(m, 2, wf("v1", false), wf("v2", true))
+	defer srv.Close()
+	text := scrape(t, m.Handler())
+	require.Equal(t, "1", value(t, text, `taskbridge_workflow_tasks_active{version="v1",workflow="deploy"}`), "the old version's task still waits")
+	require.Equal(t, "2", value(t, text, `taskbridge_workflow_tasks_active{version="v2",workflow="deploy"}`), "new tasks start on the newest version")
 }

@@ -366,6 +366,10 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 			return nil, invalid("empty label name")
 		}
 	}
+	if u.Annotate && (u.Status != "" || u.StatusMessage != nil || len(u.Variables) > 0 || u.Result != nil || u.Error != nil ||
+		u.ExpiresAt != nil || u.WakeAt != nil || u.Fence != nil || u.ReleaseLease || len(u.Labels) == 0) {
+		return nil, invalid("an Annotate update only merges Labels")
+	}
 	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() && !ValidTime(*u.ExpiresAt) {
 		return nil, invalid("ExpiresAt %v out of range", *u.ExpiresAt)
 	}
@@ -455,7 +459,7 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 		return ch, fmt.Errorf("%w: task %s is leased by %q at epoch %d, update fenced by %q at epoch %d",
 			ErrFenced, t.ID, t.LeaseHolder, t.LeaseEpoch, u.Fence.Holder, u.Fence.Epoch)
 	}
-	if t.Status.Terminal() {
+	if t.Status.Terminal() && !u.Annotate {
 		to := u.Status
 		if to == "" {
 			to = t.Status

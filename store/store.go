@@ -305,6 +305,11 @@ type Update struct {
 	// (LeaseEpoch is kept). A move to a terminal status releases the lease
 	// without it.
 	ReleaseLease bool
+	// Annotate makes an update that only merges Labels (IfVersion may go
+	// with it; anything else is ErrInvalid) apply to an ended task too:
+	// a note that outlives the task's work, such as the tasks forked from
+	// it. The status, result and expiry of an ended task never change.
+	Annotate bool
 }
 
 // ListOptions selects a page of tasks.

@@ -28,6 +28,7 @@ const (
 	DefaultLeaseDuration         = 10 * time.Second
 	DefaultChangePollInterval    = time.Second
 	DefaultInstantWindow         = time.Millisecond
+	DefaultHostDeadline          = 25 * time.Second
 )
 
 // Environment variables read by ConfigFromEnv. Durations accept Go syntax
@@ -48,6 +49,7 @@ const (
 	EnvLeaseDuration         = "TASKBRIDGE_LEASE_DURATION"
 	EnvChangePollInterval    = "TASKBRIDGE_CHANGE_POLL_INTERVAL"
 	EnvInstantWindow         = "TASKBRIDGE_INSTANT_WINDOW" // a duration, or "off"
+	EnvHostDeadline          = "TASKBRIDGE_HOST_DEADLINE"  // a duration, or "off"
 )
 
 // An OwnerFunc decides which principal a request acts for. Tasks belong to
@@ -132,6 +134,16 @@ type Config struct {
 	// running slot), so a slow tool's reply waits at most this long. Zero
 	// means DefaultInstantWindow; a negative value turns folding off.
 	InstantWindow time.Duration
+	// HostDeadline bounds how long a plain tools/call of a task-capable
+	// tool (one the client did not ask to run as a task: every call an LLM
+	// host makes) holds the request. A tool still running then goes on as
+	// a durable task, exactly as if the client had asked for one, and the
+	// call returns an ordinary tool result naming the task and how to get
+	// its result (the task_result tool, or tasks/get). A tool that ends in
+	// time answers as a plain call does, and nothing is stored. Zero means
+	// DefaultHostDeadline; a negative value runs such calls to their end,
+	// holding the request, as plain calls.
+	HostDeadline time.Duration
 }
 
 // withDefaults fills every zero field with its default; negative values
@@ -160,6 +172,7 @@ func (c Config) withDefaults() Config {
 	setDuration(&c.LeaseDuration, DefaultLeaseDuration)
 	setDuration(&c.ChangePollInterval, DefaultChangePollInterval)
 	setDuration(&c.InstantWindow, DefaultInstantWindow)
+	setDuration(&c.HostDeadline, DefaultHostDeadline)
 	if c.ReplicaID == "" {
 		c.ReplicaID = defaultReplicaID()
 	}
@@ -263,16 +276,23 @@ func ConfigFromEnv(base Config) (Config, error) {
 		}
 		*i.dst = n
 	}
-	if v := os.Getenv(EnvInstantWindow); v != "" {
-		if v == "off" {
-			base.InstantWindow = -1
-		} else {
-			d, err := parseDuration(v)
-			if err != nil {
-				return base, fmt.Errorf("taskrouter: %s=%q: want a duration or off: %w", EnvInstantWindow, v, err)
-			}
-			base.InstantWindow = d
+	for _, o := range []struct {
+		env string
+		dst *time.Duration
+	}{{EnvInstantWindow, &base.InstantWindow}, {EnvHostDeadline, &base.HostDeadline}} {
+		v := os.Getenv(o.env)
+		switch v {
+		case "":
+			continue
+		case "off":
+			*o.dst = -1
+			continue
 		}
+		d, err := parseDuration(v)
+		if err != nil {
+			return base, fmt.Errorf("taskrouter: %s=%q: want a duration or off: %w", o.env, v, err)
+		}
+		*o.dst = d
 	}
 	if v := os.Getenv(EnvReplicaID); v != "" {
 		base.ReplicaID = v

@@ -120,7 +120,6 @@ func TestCoreErrors(t *testing.T) {
 				code   int64
 			}{
 				{"task on forbidden tool", "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}, "task": map[string]any{}}, -32600},
-				{"required tool without task", "tools/call", map[string]any{"name": "must", "arguments": map[string]any{"ms": 1}}, -32600},
 				{"ttl of the wrong type", "tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{"ttl": "soon"}}, -32602},
 				{"negative ttl", "tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{"ttl": -5}}, -32602},
 				{"task not an object", "tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": 7}, -32602},

@@ -37,7 +37,11 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	res := &ExtGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: ExtensionTask(t)}
 	switch t.Status {
 	case store.StatusInputRequired:
-		if ru := r.runFor(t.ID); ru != nil {
+		if ik := r.inputKindOf(t); ik != nil {
+			res.InputRequests = ik.InputRequests(t)
+		} else if r.shared {
+			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica
+		} else if ru := r.runFor(t.ID); ru != nil {
 			res.InputRequests = ru.inputRequests()
 		}
 	case store.StatusCompleted:

@@ -2,10 +2,15 @@ package taskrouter
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // Host mode: what a model in an LLM host can do with tool calls that carry
@@ -119,4 +124,95 @@ func withTaskIDArgument(schema json.RawMessage) json.RawMessage {
 		return schema
 	}
 	return out
+}
+
+// LabelHost marks a task that a plain tools/call became when its tool
+// outlived Config.HostDeadline.
+const LabelHost = "host"
+
+// plainCall serves a tools/call the client did not ask to run as a task.
+// A task-capable tool runs for up to Config.HostDeadline; one still
+// running then goes on as a durable task (see hostCall). Other tools run
+// as plain calls, holding the request.
+func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
+	if r.cfg.HostDeadline < 0 || te.opts.TaskSupport == TaskForbidden || te.opts.Preflight != nil || q.OwnerErr != nil {
+		return r.inner(ctx, mcptask.MethodToolsCall, req)
+	}
+	if te.validate != nil {
+		if err := te.validate(req.Params.Arguments); err != nil {
+			return r.inner(ctx, mcptask.MethodToolsCall, req) // the SDK's own answer, running nothing
+		}
+	}
+	return r.hostCall(ctx, q, req)
+}
+
+// hostCall runs a plain call of a task-capable tool apart from the
+// request: it answers with the tool's own result when the tool ends
+// within Config.HostDeadline (nothing is stored), and otherwise stores the
+// work as a task (owner, ttl, cancel, restart recovery and replicas as for
+// any task) and answers with an ordinary tool result naming it. A caller
+// that goes away before the deadline stops nothing: the work becomes a
+// task at once.
+func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error) {
+	adm := admission{owner: q.Owner, source: q.Source}
+	if err := r.admit(adm, false); err != nil {
+		return r.inner(ctx, mcptask.MethodToolsCall, req) // no room for a task: a plain call, as before
+	}
+	deadline := time.Now().Add(r.cfg.HostDeadline)
+	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
+		CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
+	exec := func(ctx context.Context) (mcp.Result, error) {
+		return r.inner(ctx, mcptask.MethodToolsCall, req)
+	}
+	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.cfg.HostDeadline, true)
+	switch {
+	case err != nil:
+		return nil, err
+	case o != nil:
+		if o.cause != nil {
+			return nil, mcptask.InternalError("the server is shutting down")
+		}
+		return o.res, o.err
+	}
+	// The task exists (its handler may have asked for its id early): it
+	// may still end before the deadline.
+	if rest := time.Until(deadline); rest > 0 && ctx.Err() == nil {
+		wctx, cancel := context.WithTimeout(ctx, rest)
+		defer cancel()
+		if done, err := r.Await(wctx, t.ID, func(t *store.Task) bool { return t.Status.Terminal() }); err == nil {
+			return finalResult(done)
+		}
+	}
+	if cur, err := r.st.Get(context.WithoutCancel(ctx), t.ID); err == nil {
+		t = cur
+	}
+	return r.continuesAsTask(t), nil
+}
+
+// continuesAsTask is the answer to a plain call whose tool outlived the
+// host deadline: an ordinary tool result (a model reads its text) naming
+// the task that now holds the work and how to get its result.
+func (r *Router) continuesAsTask(t *store.Task) *mcp.CallToolResult {
+	id := strconv.Quote(t.ID)
+	how := fmt.Sprintf("poll tasks/get with {\"taskId\": %s}", id)
+	if name := r.resultToolName(); name != "" {
+		how = fmt.Sprintf("call the tool %q with {\"task_id\": %s} to wait for its result (a client that speaks MCP tasks may use tasks/get or tasks/result instead)", name, id)
+	}
+	text := fmt.Sprintf("Tool %q is still working after %s, so the work goes on on the server as task %s (status: %s). Do not call the tool again: %s.",
+		t.Request.Name, r.cfg.HostDeadline.Round(time.Millisecond), t.ID, t.Status, how)
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: taskState(t),
+		Meta:              mcp.Meta(mcptask.RelatedTaskMeta(t.ID)),
+	}
+}
+
+// taskState is the structured content of the built-in tools' answers
+// about a task.
+func taskState(t *store.Task) map[string]any {
+	m := map[string]any{"taskId": t.ID, "status": t.Status}
+	if t.StatusMessage != "" {
+		m["statusMessage"] = t.StatusMessage
+	}
+	return m
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -108,6 +110,94 @@ func (ru *run) failInputs(err error) {
 	}
 }
 
+// On a shared store (several replicas) a task's pending input requests
+// and the client's answers also live in the task, as variables, because
+// tasks/get and tasks/update may reach any replica while the handler
+// waits on one: parking writes each request under VarInputRequestPrefix +
+// its key (in the write that sets input_required); tasks/update, on any
+// replica, moves an answer in one write from the request's variable to
+// VarInputResponsePrefix + the key (so tasks/get anywhere shows only the
+// requests still pending, at once); the waiting handler reads it from the
+// store (the change feed wakes it) and deletes it with its next write. An
+// exclusive store keeps both in memory only.
+const (
+	// VarInputRequestPrefix + key is a pending input request of a task
+	// ({"method", "params"}, as in inputRequests), on shared stores.
+	VarInputRequestPrefix = "_taskrouter.input.request."
+	// VarInputResponsePrefix + key is a client's answer to that request
+	// not yet taken by the waiting handler, on shared stores.
+	VarInputResponsePrefix = "_taskrouter.input.response."
+)
+
+// storedInputRequests returns the pending input requests t carries (see
+// VarInputRequestPrefix), nil for none.
+func storedInputRequests(t *store.Task) map[string]json.RawMessage {
+	var out map[string]json.RawMessage
+	for k, v := range t.Variables {
+		if key, ok := strings.CutPrefix(k, VarInputRequestPrefix); ok {
+			if out == nil {
+				out = map[string]json.RawMessage{}
+			}
+			out[key] = v
+		}
+	}
+	return out
+}
+
+// deliverInputs records a client's answers to the input requests task t
+// carries, for whichever replica's handler waits on them (see
+// VarInputRequestPrefix); answers to keys not pending are ignored.
+func (r *Router) deliverInputs(ctx context.Context, t *store.Task, answers map[string]json.RawMessage) error {
+	for attempt := 0; ; attempt++ {
+		vars := map[string]json.RawMessage{}
+		for key, val := range answers {
+			if _, pending := t.Variables[VarInputRequestPrefix+key]; pending {
+				vars[VarInputRequestPrefix+key] = json.RawMessage("null")
+				vars[VarInputResponsePrefix+key] = val
+			}
+		}
+		if len(vars) == 0 || t.Status.Terminal() {
+			return nil
+		}
+		_, err := r.Update(ctx, t.ID, store.Update{IfVersion: t.Version, Variables: vars})
+		switch {
+		case err == nil, errors.Is(err, store.ErrTerminal), errors.Is(err, store.ErrNotFound):
+			return nil // the task ended meanwhile: nothing waits for the answers
+		case errors.Is(err, store.ErrConflict) && attempt < 8:
+			if t, err = r.st.Get(ctx, t.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		return err
+	}
+}
+
+// storedAnswer waits (until ctx ends) for the answer to input key of task
+// id to appear in the store (see VarInputResponsePrefix) and sends it on
+// the returned channel. Call it once the request is stored. A failed read
+// is tried again: an answer must not be lost to a passing store error.
+func (r *Router) storedAnswer(ctx context.Context, id, key string) <-chan inputAnswer {
+	ch := make(chan inputAnswer, 1)
+	go func() {
+		for ctx.Err() == nil {
+			t, err := r.Await(ctx, id, func(t *store.Task) bool {
+				_, ok := t.Variables[VarInputResponsePrefix+key]
+				return ok
+			})
+			if err == nil {
+				ch <- inputAnswer{result: t.Variables[VarInputResponsePrefix+key]}
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.cfg.ChangePollInterval):
+			}
+		}
+	}()
+	return ch
+}
+
 // runOf finds the run of a task handler context.
 func runOf(ctx context.Context) *run {
 	ru, _ := ctx.Value(taskCtxKey{}).(*run)
@@ -147,20 +237,48 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	}
 	in := ru.addInput(method, raw)
 	msg := "waiting for client input"
-	if _, err := r.fenced(ctx, ru, store.Update{Status: store.StatusInputRequired, StatusMessage: &msg}); err != nil {
+	park := store.Update{Status: store.StatusInputRequired, StatusMessage: &msg}
+	var stored <-chan inputAnswer
+	if r.shared {
+		req, _ := json.Marshal(struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}{method, raw})
+		park.Variables = map[string]json.RawMessage{VarInputRequestPrefix + in.key: req}
+	}
+	if _, err := r.fenced(ctx, ru, park); err != nil {
 		ru.removeInput(in.key)
 		return err
+	}
+	if r.shared {
+		// After the park: the task may exist in the store only from then
+		// on (an instant task is stored at its first write).
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		stored = r.storedAnswer(wctx, ru.id, in.key)
 	}
 	var ans inputAnswer
 	select {
 	case ans = <-in.reply:
+	case ans = <-stored:
 	case <-ctx.Done():
 		ru.removeInput(in.key)
 		return context.Cause(ctx)
 	}
-	if ru.removeInput(in.key) == 0 && ans.err == nil {
-		if _, err := r.fenced(ctx, ru, store.Update{Status: store.StatusWorking, StatusMessage: ptr("")}); err != nil {
-			return err
+	remaining := ru.removeInput(in.key)
+	if ans.err == nil {
+		var u store.Update
+		if r.shared {
+			null := json.RawMessage("null")
+			u.Variables = map[string]json.RawMessage{VarInputRequestPrefix + in.key: null, VarInputResponsePrefix + in.key: null}
+		}
+		if remaining == 0 {
+			u.Status, u.StatusMessage = store.StatusWorking, ptr("")
+		}
+		if u.Status != "" || u.Variables != nil {
+			if _, err := r.fenced(ctx, ru, u); err != nil {
+				return err
+			}
 		}
 	}
 	if ans.err != nil {

@@ -112,24 +112,46 @@ func (p *pendingRecord) settled(o handlerOutcome) (folded, stored bool) {
 // startInstant runs a tool task's handler before its record is stored (see
 // above) and returns the reply to the tools/call that creates it.
 func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec ExecFunc) (mcp.Result, error) {
+	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.cfg.InstantWindow, false)
+	switch {
+	case err != nil:
+		return nil, err
+	case o != nil:
+		return r.createEnded(ctx, q.Dialect, rec, *o)
+	}
+	return r.createReply(q.Dialect, rec.Request.Name, t), nil
+}
+
+// runPending spawns exec for the task rec describes, not stored yet, and
+// waits up to window for it (and, with leave, no longer than ctx: a caller
+// that goes away makes the work a task at once). It returns the handler's
+// outcome when the handler returned first (nothing is stored), or the
+// working task, stored.
+func (r *Router) runPending(ctx context.Context, q *Request, adm admission, rec *store.Task, exec ExecFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
 	p := &pendingRecord{rec: rec, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
 	ru := r.spawn(rec, adm, q.Dialect, exec, p)
-	timer := time.NewTimer(r.cfg.InstantWindow)
+	timer := time.NewTimer(window)
 	defer timer.Stop()
+	var gone <-chan struct{}
+	if leave {
+		gone = ctx.Done()
+	}
 	select {
 	case o := <-p.ended:
-		return r.createEnded(ctx, q.Dialect, rec, o)
+		return &o, nil, nil
 	case <-timer.C:
 	case <-p.done:
+	case <-gone:
 	}
 	t, err := r.materialize(ru)
 	switch {
 	case errors.Is(err, errFolded):
-		return r.createEnded(ctx, q.Dialect, rec, <-p.ended)
+		o := <-p.ended
+		return &o, nil, nil
 	case err != nil:
-		return nil, storeError(err)
+		return nil, nil, storeError(err)
 	}
-	return r.createReply(q.Dialect, rec.Request.Name, t), nil
+	return nil, t, nil
 }
 
 // createEnded stores a task whose handler returned before its record was

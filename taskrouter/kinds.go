@@ -2,6 +2,7 @@ package taskrouter
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
 	"github.com/taskbridge/taskbridge/store"
@@ -30,19 +31,44 @@ type KindHandler interface {
 	Touched(ctx context.Context, t *store.Task)
 }
 
+// An InputKind is implemented by a KindHandler whose tasks take input from
+// the client without a handler waiting for it (a workflow waiting for
+// events): the extension's tasks/get lists InputRequests for such a task
+// when it is input_required, and tasks/update hands the answers to
+// Answer.
+type InputKind interface {
+	// InputRequests returns the task's pending input requests by key
+	// (each a {"method": ..., "params": ...} object), or nil.
+	InputRequests(t *store.Task) map[string]json.RawMessage
+	// Answer takes the client's answers (tasks/update inputResponses) for
+	// task t; unknown keys are ignored, as the extension says.
+	Answer(ctx context.Context, t *store.Task, responses map[string]json.RawMessage) error
+}
+
+// inputKindOf returns t's kind handler when it is an InputKind.
+func (r *Router) inputKindOf(t *store.Task) InputKind {
+	r.kinds.mu.Lock()
+	defer r.kinds.mu.Unlock()
+	ik, _ := r.kinds.handlers[t.Labels[LabelKind]].(InputKind)
+	return ik
+}
+
 // A WakeFunc runs a task whose wake-up time came (see OnWake). On a shared
-// store the engine has claimed the task's lease for this process; the
-// function adopts it (Router.AdoptLease) or gives it back. It must move or
-// clear the task's WakeAt, or the engine wakes it again.
+// store several replicas may wake the same task: the function claims the
+// task's lease (Router.TryLease) for the work it runs, and leaves the task
+// alone when another process holds it. It must move or clear the task's
+// WakeAt, or the engine wakes it again (after a short backoff when it
+// failed).
 type WakeFunc func(ctx context.Context, t *store.Task) error
 
 // kinds holds the hooks registered per task kind.
 type kinds struct {
-	mu      sync.Mutex
-	recover map[string]RecoverFunc
-	wake    map[string]WakeFunc
-	expire  map[string]ExpiryHook
-	touch   map[string]TouchHook
+	mu       sync.Mutex
+	handlers map[string]KindHandler // registered with HandleKind
+	recover  map[string]RecoverFunc
+	wake     map[string]WakeFunc
+	expire   map[string]ExpiryHook
+	touch    map[string]TouchHook
 }
 
 func (k *kinds) set(kind string, rf RecoverFunc, wf WakeFunc, ef ExpiryHook, tf TouchHook) {
@@ -86,6 +112,12 @@ func (k *kinds) of(t *store.Task) (RecoverFunc, WakeFunc, ExpiryHook, TouchHook)
 // label).
 func (r *Router) HandleKind(kind string, h KindHandler) {
 	r.kinds.set(kind, h.Recover, h.Wake, h.ExpiryMessage, h.Touched)
+	r.kinds.mu.Lock()
+	defer r.kinds.mu.Unlock()
+	if r.kinds.handlers == nil {
+		r.kinds.handlers = map[string]KindHandler{}
+	}
+	r.kinds.handlers[kind] = h
 }
 
 // OnRecover registers how Start resolves active tasks of a kind that a

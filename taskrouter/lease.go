@@ -69,6 +69,13 @@ func (l *leases) holds(id string, h *heldLease) bool {
 	return l.held[id] == h
 }
 
+// has reports whether this process holds a lease of task id.
+func (l *leases) has(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[id] != nil
+}
+
 func (l *leases) snapshot() map[string]*heldLease {
 	l.mu.Lock()
 	defer l.mu.Unlock()

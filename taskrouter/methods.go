@@ -233,6 +233,19 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 	if err != nil {
 		return nil, err
 	}
+	if ik := r.inputKindOf(t); ik != nil {
+		if err := ik.Answer(ctx, t, p.InputResponses); err != nil {
+			return nil, err
+		}
+		return &AckResult{ResultType: mcptask.ResultTypeComplete}, nil
+	}
+	if r.shared {
+		// The handler may wait on another replica: the answers go
+		// through the store (see VarInputRequestPrefix).
+		if err := r.deliverInputs(ctx, t, p.InputResponses); err != nil {
+			return nil, storeError(err)
+		}
+	}
 	if ru := r.runFor(t.ID); ru != nil {
 		for key, val := range p.InputResponses {
 			ru.answer(key, inputAnswer{result: val})

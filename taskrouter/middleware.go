@@ -161,7 +161,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			return nil, mcptask.MissingExtension(fmt.Sprintf("tool %q", name))
 		case te.opts.TaskSupport == TaskRequired, te.opts.TaskSupport == TaskOptional && q.Declared:
 		default:
-			return r.inner(ctx, mcptask.MethodToolsCall, req)
+			return r.plainCall(ctx, q, req, te)
 		}
 	} else {
 		switch {
@@ -171,18 +171,28 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			// -32600, not the -32601 the spec suggests: go-sdk replaces the
 			// message of every -32601 it sends, and the client must learn why.
 			return nil, mcptask.InvalidRequest("tool %q cannot be called as a task: its execution.taskSupport is forbidden (or the tool is unknown); call it without params.task", name)
-		case !q.asked && te.opts.TaskSupport == TaskRequired:
+		case !q.asked && te.opts.TaskSupport == TaskRequired && r.cfg.HostDeadline < 0:
 			return nil, mcptask.InvalidRequest("tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
 		case !q.asked:
-			return r.inner(ctx, mcptask.MethodToolsCall, req)
+			// A required tool called plainly runs as one whose task
+			// support is optional would (a deviation from the spec's
+			// -32600: a client that sends no params.task, which is every
+			// LLM host, could never call it otherwise).
+			return r.plainCall(ctx, q, req, te)
 		}
 		ttl = q.task.ttl()
 	}
-	// Arguments that fail the tool's input schema get the answer a plain
-	// call gets, and no task is created: the SDK validates before the
-	// handler runs, so the plain call runs nothing.
+	// Arguments that fail the tool's input schema create no task. A core
+	// client asked for a task, so it gets a JSON-RPC -32602 naming the
+	// problem (an SDK waiting for a CreateTaskResult cannot parse a tool
+	// result); in the extension, where the server decides, the answer is
+	// the plain call's: a tool result with isError, which runs nothing
+	// (the SDK validates before the handler runs).
 	if te.validate != nil {
 		if err := te.validate(req.Params.Arguments); err != nil {
+			if !q.Dialect.ServerDecidesTasks() {
+				return nil, mcptask.InvalidParams("invalid arguments for tool %q: %v", name, err)
+			}
 			return r.inner(ctx, mcptask.MethodToolsCall, req)
 		}
 	}

@@ -29,8 +29,9 @@ const (
 	// created already ended: Ended is set then, and no TaskUpdated
 	// follows.
 	TaskCreated TaskEventKind = iota + 1
-	// TaskUpdated: a write to a task that is still active, or the write
-	// that ended it (Ended is set then).
+	// TaskUpdated: a write to a task that is still active, the write
+	// that ended it (Ended is set then), or labels added to an ended task
+	// (store.Update.Annotate).
 	TaskUpdated
 	// TaskDeleted: the sweeper deleted the task after its ttl (Task is the
 	// record as it was).

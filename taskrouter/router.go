@@ -74,6 +74,8 @@ type Router struct {
 	taskConn     map[string]string    // task id -> creating connection id
 	continuation ContinuationHandler
 	taskIDTools  map[string]bool // tools that take the argument _task_id (host mode)
+	resultTool   string          // the built-in task_result tool's name, once registered
+	cancelTool   string          // and task_cancel's
 	waiters      int             // tasks/result requests waiting
 	closed       bool
 

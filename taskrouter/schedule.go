@@ -16,10 +16,10 @@ import (
 // index, durably. One loop per process waits for the earliest wake-up it
 // knows of (every wake time written through this router is noted at
 // once), reads the due tasks from the index (store.Due) and hands each to
-// its kind's WakeFunc. On a shared store it first claims the task's lease,
-// so exactly one replica wakes it, and it also polls the index every
-// ChangePollInterval for wake times other replicas wrote; a task a live
-// replica holds the lease of is left to that replica. Wake-ups survive a
+// its kind's WakeFunc, which claims the task's lease for the work it runs
+// (so exactly one replica runs it). On a shared store the loop also polls
+// the index every ChangePollInterval for wake times other replicas wrote;
+// a task this process holds the lease of is left to the work holding it. Wake-ups survive a
 // restart (Start notes the wake times of the tasks it finds) and a
 // takeover.
 
@@ -97,6 +97,11 @@ func (r *Router) runScheduler() {
 			} else if d := next.Sub(now); d < wait {
 				wait = d
 			}
+			// The notes keep only the earliest time: after a round, the
+			// index says when the next wake-up is due.
+			if up := r.upcoming(context.Background(), now, wait); !up.IsZero() {
+				wait = min(wait, max(0, up.Sub(r.cfg.Now())))
+			}
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -106,6 +111,26 @@ func (r *Router) runScheduler() {
 			timer.Reset(wait)
 		}
 	}()
+}
+
+// upcoming returns the earliest wake time after now in the store's wake
+// index, within horizon; zero when there is none. Tasks due already (being
+// woken now, or held by this process) are passed over.
+func (r *Router) upcoming(ctx context.Context, now time.Time, horizon time.Duration) time.Time {
+	s := &r.sched
+	s.mu.Lock()
+	limit := 16 + len(s.inflight)
+	s.mu.Unlock()
+	ts, err := r.st.Due(ctx, now.Add(horizon), limit)
+	if err != nil {
+		return time.Time{}
+	}
+	for _, t := range ts {
+		if t.WakeAt.After(now) {
+			return t.WakeAt
+		}
+	}
+	return time.Time{}
 }
 
 // wakeDue hands every due task to its kind's WakeFunc.
@@ -120,8 +145,8 @@ func (r *Router) wakeDue(ctx context.Context) {
 		}
 		started := 0
 		for _, t := range due {
-			if r.shared && t.LeaseHolder == r.cfg.ReplicaID && t.LeaseUntil.After(now) {
-				continue // this process works on it already
+			if r.shared && (r.leases.has(t.ID) || t.LeaseHolder == r.cfg.ReplicaID && t.LeaseUntil.After(now)) {
+				continue // this process works on it already (a re-claim would fence that work)
 			}
 			s.mu.Lock()
 			skip := s.inflight[t.ID] || s.backoff[t.ID].After(now)
@@ -168,15 +193,8 @@ func (r *Router) wakeOne(ctx context.Context, t *store.Task) {
 			}
 			return nil
 		}
-		if r.shared {
-			claimed, err := r.claim(ctx, t.ID)
-			switch {
-			case errors.Is(err, store.ErrLeased), errors.Is(err, store.ErrTerminal), errors.Is(err, store.ErrNotFound):
-				return nil // another replica runs it, or it ended
-			case err != nil:
-				return err
-			}
-			t = claimed
+		if r.shared && r.leases.has(t.ID) {
+			return nil // this process took it up meanwhile
 		}
 		return wake(ctx, t)
 	}()

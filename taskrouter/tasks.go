@@ -32,6 +32,10 @@ type CreateOptions struct {
 	// WakeAt, when set, is the task's first wake-up time (see
 	// store.Task.WakeAt and the engine's scheduler).
 	WakeAt time.Time
+	// InputRequired creates the task input_required instead of working:
+	// it waits for the client's input from the start (its kind's
+	// InputRequests say what; see InputKind).
+	InputRequired bool
 }
 
 func (r *Router) actualTTL(requested time.Duration) time.Duration {
@@ -83,6 +87,9 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		Labels:        labels,
 		Variables:     opts.Variables,
 		WakeAt:        opts.WakeAt,
+	}
+	if opts.InputRequired {
+		t.Status = store.StatusInputRequired
 	}
 	if opts.Lease && r.shared {
 		t.LeaseHolder, t.LeaseUntil = r.cfg.ReplicaID, r.leaseUntil()

@@ -126,6 +126,10 @@ type Options struct {
 	// its state (taskrouter's built-in task_result), when it has one: the
 	// handoff tells clients that cannot call tasks/get (a model) to use it.
 	ResultTool string
+	// WebhookURL is where the server mounts WebhookHandler, as outside
+	// systems reach it (say "https://example.com/hooks"): the handoff then
+	// gives each webhook step its URL and token. Empty leaves them out.
+	WebhookURL string
 }
 
 // withDefaults fills zero fields and checks the others against engine e.
@@ -231,12 +235,23 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 		v = &versions{byVersion: map[string]*compiled{}}
 		v.prompt = &TaskPromptHandler{bridge: b, name: w.Name}
 	}
+	if w.Tool && !v.tool {
+		if _, taken := tools(w.Name); taken {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("workflow %q: a tool of that name exists, so the workflow cannot also be served as a tool: rename one", w.Name)
+		}
+	}
 	if err := v.add(c); err != nil {
 		b.mu.Unlock()
 		return nil, err
 	}
+	addTool := w.Tool && !v.tool
+	v.tool = v.tool || w.Tool
 	b.workflows[w.Name] = v
 	b.mu.Unlock()
+	if addTool {
+		s.AddTool(toolOf(w), b.toolHandler(w.Name))
+	}
 	for _, st := range w.Steps {
 		if st.execution() == ClientDeferred || st.failurePolicy() == HandToClient {
 			b.engine.AcceptTaskIDArgument(st.Tool) // a step the client may be asked to perform
@@ -314,6 +329,9 @@ func RegisterPlain(s *mcp.Server, w *Definition, tools ToolLookup, call ToolCall
 	if err := w.Validate(tools); err != nil {
 		return nil, err
 	}
+	if err := w.plainOnly(); err != nil {
+		return nil, err
+	}
 	h := NewPromptHandler(w, call)
 	s.AddPrompt(w.Prompt(), h.Handle)
 	return h, nil
@@ -323,8 +341,8 @@ func RegisterPlain(s *mcp.Server, w *Definition, tools ToolLookup, call ToolCall
 // process, on the session of the prompt request that runs the workflow,
 // for plain workflow prompts registered with RegisterPlain.
 func EngineCaller(e TaskEngine) ToolCaller {
-	return func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		return e.RunTool(ctx, toolRequest(SessionFrom(ctx), tool, args, meta))
+	return func(ctx context.Context, ss *mcp.ServerSession, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+		return e.RunTool(ctx, toolRequest(ss, tool, args, meta))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -36,6 +37,10 @@ import (
 // happens to the task afterwards (it completes on another replica, it is
 // cancelled): a refusal always means nothing was recorded.
 func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest) (mcp.Result, error) {
+	if b.isWorkflowTool(req.Params.Name) {
+		// The workflow's own tool named with a task: a resume.
+		return b.toolHandler(req.Params.Name)(ctx, req)
+	}
 	meta := req.Params.GetMeta()
 	id, ok := meta[MetaTaskID].(string)
 	if !ok || id == "" {
@@ -56,7 +61,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		return nil, err
 	}
 	if replay != nil {
-		return b.answer(ctx, id, step, replay, q.Dialect, true), nil
+		return b.answer(ctx, in, step, replay, q.Dialect, true), nil
 	}
 	defer in.releaseStep(step.Name)
 
@@ -73,27 +78,61 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		// client's to fix: nothing is recorded.
 		return nil, callErr
 	}
-	recorded, err := in.recordClient(context.WithoutCancel(ctx), step, req, res, setVars)
+	recorded, err := in.recordClient(context.WithoutCancel(ctx), step, req, res, setVars, ByClient)
 	if err != nil {
 		return nil, err
 	}
 	if recorded != nil {
 		// Another call recorded the step meanwhile: answer as a repeated
 		// call is answered.
-		return b.answer(ctx, id, step, recorded, q.Dialect, true), nil
+		return b.answer(ctx, in, step, recorded, q.Dialect, true), nil
 	}
+	// The step is recorded: from here on the call answers with its result
+	// and where the workflow stands, whatever happens to the task (it is
+	// cancelled, expires, completes on the replica that took it over); no
+	// path below returns an error.
+	testhooks.ContinuationRecorded(ctx, id, step.Name)
 	if !res.IsError {
 		in.kick("")
 	}
-	return b.answer(ctx, id, step, res, q.Dialect, false), nil
+	return b.answer(ctx, in, step, res, q.Dialect, false), nil
 }
 
 // answer is a continuation's reply once its step is recorded (by this
 // call, or by an earlier one it repeats): the step's result and where the
-// workflow stands once it rests or Options.PromptWait has passed.
-func (b *Bridge) answer(ctx context.Context, id string, step *Step, res *mcp.CallToolResult, d mcptask.Dialect, replayed bool) *mcp.CallToolResult {
-	cur, p := b.settle(ctx, id)
+// workflow stands once it rests or Options.PromptWait has passed. It never
+// fails: when the task cannot be read now (the store is down, the task was
+// deleted), it shows the task as this process last knew it.
+func (b *Bridge) answer(ctx context.Context, in *instance, step *Step, res *mcp.CallToolResult, d mcptask.Dialect, replayed bool) *mcp.CallToolResult {
+	cur, p := b.settle(ctx, in.id)
+	if cur == nil || p == nil {
+		cur, p = in.known()
+	}
+	if cur == nil || p == nil {
+		out := *res
+		out.Meta = mcp.Meta{}
+		maps.Copy(out.Meta, res.Meta)
+		maps.Copy(out.Meta, mcptask.RelatedTaskMeta(in.id))
+		return &out
+	}
 	return b.continuationResult(cur, p, step, res, d, replayed)
+}
+
+// known returns the task and its progress as this process last read or
+// wrote them (nil when it knows nothing), decoded afresh: the instance's
+// own Progress changes under mu.
+func (in *instance) known() (*store.Task, *Progress) {
+	in.mu.Lock()
+	t := in.task
+	in.mu.Unlock()
+	if t == nil {
+		return nil, nil
+	}
+	p, err := decodeProgress(t)
+	if err != nil {
+		return nil, nil
+	}
+	return t, p
 }
 
 // claimStep checks a continuation against the task as it stands and marks
@@ -172,7 +211,7 @@ func (in *instance) releaseStep(name string) {
 // durably, with the task variables it sets; the task is marked held by a
 // client. It returns a replay answer when another call recorded the step
 // first, and an error only when nothing was recorded.
-func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage) (*mcp.CallToolResult, error) {
+func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
 	b := in.b
 	raw, err := json.Marshal(res)
 	if err != nil {
@@ -193,10 +232,10 @@ func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallT
 				vars = map[string]json.RawMessage{}
 			}
 			if res.IsError {
-				fail(p, step, "client", toolError(res), now)
+				fail(p, step, by, toolError(res), now)
 				p.PauseReason = clientFailedMessage(step, toolError(res))
 			} else {
-				complete(p, step, "client", canonical(req.Params.Arguments), res, now)
+				complete(p, step, by, canonical(req.Params.Arguments), res, now)
 				vars[VarResultPrefix+step.Name] = raw
 			}
 			if sp.IdempotencyKey == "" {
@@ -218,12 +257,8 @@ func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallT
 		case errors.Is(err, errStale):
 			// Another call recorded this step (or the workflow moved on):
 			// answer as a repeated call would be answered.
-			if lerr := in.load(ctx); lerr == nil && in.wf != nil {
-				if s := replayable(in.wf, in.p, step.Tool); s != nil {
-					if ans, rerr, ok := recordedResult(in.task, in.wf, in.p, s, req); ok {
-						return ans, rerr
-					}
-				}
+			if ans, rerr, ok := in.recordedNow(ctx, step, req); ok {
+				return ans, rerr
 			}
 			return nil, mcptask.InvalidParams("step %q of workflow task %s can no longer be performed: the workflow moved on while the tool ran; nothing was recorded", step.Name, in.id)
 		case errors.Is(err, errEnded):
@@ -237,8 +272,29 @@ func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallT
 			}
 			return nil, mcptask.InvalidParams("workflow task %s %s while step %q ran; nothing was recorded", in.id, status, step.Name)
 		}
+		// A store failure may hide a write that committed (the
+		// connection broke before the store answered): when the step
+		// reads as recorded with these arguments now, that is the answer.
+		if ans, rerr, ok := in.recordedNow(ctx, step, req); ok {
+			return ans, rerr
+		}
 		return nil, err
 	}
+}
+
+// recordedNow reloads the task and returns the recorded result of step
+// when the step was recorded with req's arguments (ok), as a repeated
+// call is answered. Call with mu held.
+func (in *instance) recordedNow(ctx context.Context, step *Step, req *mcp.CallToolRequest) (*mcp.CallToolResult, error, bool) {
+	in.invalidate()
+	if err := in.load(ctx); err != nil || in.wf == nil {
+		return nil, nil, false
+	}
+	s := replayable(in.wf, in.p, step.Tool)
+	if s == nil {
+		return nil, nil, false
+	}
+	return recordedResult(in.task, in.wf, in.p, s, req)
 }
 
 // continuationResult is the answer to a continuation call: the tool's
@@ -299,7 +355,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
 		}
 		options = strings.Join(parts, ", ")
 	}
-	for i, s := range wf.def.Steps {
+	for i, s := range wf.steps {
 		sp := &p.Steps[i]
 		if s.Tool != tool || sp.ended() {
 			continue
@@ -326,7 +382,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
 // client may perform (a client step, or a server step handed to the
 // client) whose inputs exist.
 func match(wf *compiled, p *Progress, tool string) *Step {
-	for i, s := range wf.def.Steps {
+	for i, s := range wf.steps {
 		sp := &p.Steps[i]
 		if sp.ended() || s.Tool != tool || !clientSide(s, sp) || !reached(wf, p, i) || missingInputs(wf, p, s) != "" {
 			continue
@@ -386,7 +442,7 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 // replayable returns the completed step the client performed with tool, if
 // any: a call of it is a retry of that step.
 func replayable(wf *compiled, p *Progress, tool string) *Step {
-	for i, s := range wf.def.Steps {
+	for i, s := range wf.steps {
 		if s.Tool != tool {
 			continue
 		}

@@ -160,6 +160,124 @@ type Step struct {
 	// OnClientTimeout is what happens when ClientWait passes; the zero
 	// value is TimeoutFail.
 	OnClientTimeout TimeoutPolicy
+
+	// Kind says what the step does; the zero value is KindTool (a group
+	// when Members is set). See the constructors Server, Client, Parallel,
+	// Sleep, SleepFor, SleepUntil and Event.
+	Kind StepKind
+	// Members are the steps of a parallel group (KindGroup): they start
+	// together and the group ends when every one of them has ended.
+	Members []*Step
+	// FailFast makes a group stop its other members and fail the workflow
+	// as soon as the server gives up on one member; without it (collect)
+	// every member runs to its end and each failure follows its own
+	// OnFailure.
+	FailFast bool
+	// Condition, when set, must hold when the step is reached; otherwise
+	// the step is skipped, with the condition as the reason, and so is
+	// every step whose arguments need its output. A condition reads the
+	// output of a skipped step as null, so a step may run because another
+	// was skipped (Unless(Truthy(StepOutput("approve", "approved"))) runs
+	// when the approval was refused or its wait ran out).
+	Condition *Condition
+	// Duration is a sleep's fixed length (Sleep).
+	Duration time.Duration
+	// For is where a sleep reads its length (SleepFor): a number of
+	// seconds, or a Go duration string.
+	For *Source
+	// Until is where a sleep reads its end (SleepUntil): an RFC 3339 time,
+	// or Unix seconds.
+	Until *Source
+	// Webhook lets an HTTP POST to the bridge's webhook handler, with the
+	// task's webhook token, perform the step (a client step or an event):
+	// a CI system or a chat button can then answer for the client.
+	Webhook bool
+	// Payload is the JSON Schema an event's payload must match (Event);
+	// nil accepts any JSON object.
+	Payload any
+}
+
+// StepKind says what a step does.
+type StepKind string
+
+// The step kinds.
+const (
+	// KindTool calls a tool: the server does (Server) or the client does
+	// (Client).
+	KindTool StepKind = "tool"
+	// KindGroup runs its Members together (Parallel).
+	KindGroup StepKind = "group"
+	// KindSleep waits, durably, for a time (Sleep, SleepFor, SleepUntil):
+	// the engine's scheduler ends it on any replica, after a restart too,
+	// never restarting the wait from zero.
+	KindSleep StepKind = "sleep"
+	// KindEvent waits for a named event that an outsider delivers: the
+	// client with tasks/update (extension dialect), or anyone holding the
+	// task's webhook token with an HTTP POST (Event).
+	KindEvent StepKind = "event"
+)
+
+// Parallel returns a group of steps that start together: the server runs
+// its server steps concurrently, and the client may perform its client
+// steps in any order. The group ends when every member has ended; see
+// Step.FailFast for how it fails. Members may not read each other's
+// outputs, nor be groups.
+func Parallel(name string, members ...*Step) *Step {
+	return &Step{Name: name, Kind: KindGroup, Members: members, Args: map[string]Source{}}
+}
+
+// Sleep returns a step that waits d, durably (see KindSleep).
+func Sleep(name string, d time.Duration) *Step {
+	return &Step{Name: name, Kind: KindSleep, Duration: d, Args: map[string]Source{}}
+}
+
+// SleepFor returns a step that waits as long as src says: a number of
+// seconds, or a Go duration string ("90s", "1h30m"; a prompt argument
+// "30" is seconds).
+func SleepFor(name string, src Source) *Step {
+	return &Step{Name: name, Kind: KindSleep, For: &src, Args: map[string]Source{}}
+}
+
+// SleepUntil returns a step that waits until the time src says: an RFC 3339
+// time, or Unix seconds.
+func SleepUntil(name string, src Source) *Step {
+	return &Step{Name: name, Kind: KindSleep, Until: &src, Args: map[string]Source{}}
+}
+
+// Event returns a step that waits for the event of its name, delivered by
+// the client (tasks/update, extension dialect) or by an HTTP webhook with
+// the task's token; the event's payload (a JSON object) is the step's
+// output. description tells whoever delivers it what it is.
+func Event(name, description string) *Step {
+	return &Step{Name: name, Kind: KindEvent, Guidance: description, Webhook: true, Execution: ClientDeferred, Args: map[string]Source{}}
+}
+
+// When makes the step run only if c holds when it is reached (see
+// Step.Condition).
+func (s *Step) When(c Condition) *Step { s.Condition = &c; return s }
+
+// Unless makes the step run only if c does not hold.
+func (s *Step) Unless(c Condition) *Step { return s.When(Not(c)) }
+
+// StopOnFailure makes a group fail fast (see Step.FailFast).
+func (s *Step) StopOnFailure() *Step { s.FailFast = true; return s }
+
+// AcceptsWebhook lets an HTTP POST with the task's webhook token perform
+// the step (see Step.Webhook).
+func (s *Step) AcceptsWebhook() *Step { s.Webhook = true; return s }
+
+// WithPayload sets the JSON Schema an event's payload must match.
+func (s *Step) WithPayload(schema any) *Step { s.Payload = schema; return s }
+
+// kind returns the step's kind, defaulted.
+func (s *Step) kind() StepKind {
+	switch {
+	case s.Kind != "":
+		return s.Kind
+	case len(s.Members) > 0:
+		return KindGroup
+	}
+	return KindTool
 }
 
 // TimeoutPolicy says what happens when the client does not perform a step
@@ -303,7 +421,12 @@ func (s *Step) binding() string {
 }
 
 func (s *Step) execution() StepExecution {
-	if s.Execution == "" {
+	switch {
+	case s.kind() == KindEvent:
+		return ClientDeferred
+	case s.kind() == KindSleep, s.kind() == KindGroup:
+		return ServerExecutable
+	case s.Execution == "":
 		return ServerExecutable
 	}
 	return s.Execution

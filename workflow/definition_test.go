@@ -130,7 +130,7 @@ func TestProgressSchemaPublished(t *testing.T) {
 // directly with a fake tool caller.
 func TestPlainHandlerRunsServerStepsWithoutTask(t *testing.T) {
 	var calls []string
-	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, _ mcp.Meta) (*mcp.CallToolResult, error) {
+	call := func(ctx context.Context, _ *mcp.ServerSession, tool string, args map[string]json.RawMessage, _ mcp.Meta) (*mcp.CallToolResult, error) {
 		calls = append(calls, tool)
 		switch tool {
 		case "fetch":
@@ -160,7 +160,7 @@ func TestPlainRunnerRecordsEachStep(t *testing.T) {
 		snaps = append(snaps, p.clone())
 		return nil
 	})
-	call := func(ctx context.Context, tool string, args map[string]json.RawMessage, _ mcp.Meta) (*mcp.CallToolResult, error) {
+	call := func(ctx context.Context, _ *mcp.ServerSession, tool string, args map[string]json.RawMessage, _ mcp.Meta) (*mcp.CallToolResult, error) {
 		if tool == "summarize" {
 			require.NotEmpty(t, snaps)
 			require.Equal(t, []string{"fetch"}, snaps[0].CompletedSteps)

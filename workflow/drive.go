@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -152,18 +153,6 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 			delete(in.running, r.step)
 		}
 	}
-	if err := in.load(ctx); err != nil {
-		log.Warn("reading a workflow task", "task", in.id, "error", err)
-		return time.Time{}, len(in.running) > 0
-	}
-	if in.task.Status.Terminal() {
-		in.stopAll(errTaskEnded)
-		return time.Time{}, false
-	}
-	if in.verr != nil {
-		in.unserved(ctx)
-		return time.Time{}, false
-	}
 	for _, r := range results {
 		if r.stopped != "" {
 			// The task's work was stopped (a cancel, its expiry, a lost
@@ -171,8 +160,28 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 			// next; nothing is recorded here.
 			in.stopAll(errTaskEnded)
 			in.invalidate()
+			in.logStopped(r.step, r.stopped)
 			return time.Time{}, false
 		}
+	}
+	if err := in.load(ctx); err != nil {
+		log.Warn("reading a workflow task", "task", in.id, "error", err)
+		return time.Time{}, len(in.running) > 0
+	}
+	if in.task.Status.Terminal() {
+		// A pass runs because something was due (a record, a wake-up, an
+		// outcome): the task ended before it could act.
+		if len(results) > 0 {
+			log.Info("not recording a workflow step's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "step", results[0].step, "status", in.task.Status)
+		} else {
+			log.Info("not running a workflow task's steps here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "status", in.task.Status)
+		}
+		in.stopAll(errTaskEnded)
+		return time.Time{}, false
+	}
+	if in.verr != nil {
+		in.unserved(ctx)
+		return time.Time{}, false
 	}
 	kept := results
 	var pl plan
@@ -185,7 +194,10 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 		case err == nil:
 		case errors.Is(err, errNeedLease):
 			if lerr := in.holdLease(ctx); lerr != nil {
-				if !errors.Is(lerr, store.ErrLeased) && !errors.Is(lerr, store.ErrTerminal) {
+				switch {
+				case errors.Is(lerr, store.ErrTerminal), errors.Is(lerr, store.ErrNotFound):
+					log.Info("not running a workflow task's steps here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id)
+				case !errors.Is(lerr, store.ErrLeased):
 					log.Warn("claiming a workflow task's lease", "task", in.id, "error", lerr)
 				}
 				// Another process runs the task's server steps (or it
@@ -194,7 +206,12 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 			}
 			continue
 		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
-		case errors.Is(err, errEnded), errors.Is(err, errTakenOver):
+		case errors.Is(err, errEnded):
+			log.Info("not recording a workflow task's progress here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id)
+			in.stopAll(errTaskEnded)
+			return time.Time{}, false
+		case errors.Is(err, errTakenOver):
+			log.Warn("lease lost; not recording a workflow task's progress here: another process took the task over", "task", in.id)
 			in.stopAll(errTaskEnded)
 			return time.Time{}, false
 		default:
@@ -204,16 +221,33 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 		}
 		break
 	}
+	if in.task.Status.Terminal() {
+		in.stopAll(errTaskEnded) // a group that failed fast: its other members stop
+		return time.Time{}, false
+	}
 	for _, name := range pl.start {
 		in.launch(name)
-	}
-	if in.task.Status.Terminal() {
-		return time.Time{}, false
 	}
 	if w := in.p.timerWake(); !w.IsZero() && w.Sub(b.engine.Now()) < inProcessWait && in.lease != nil {
 		wake = w
 	}
 	return wake, len(in.running) > 0 || !wake.IsZero()
+}
+
+// logStopped says why the tool of a server step was stopped without its
+// outcome being recorded (why is taskrouter.Stopped's word), in the words
+// README ("Running several replicas") promises a replica that was paused
+// or cut off past its lease.
+func (in *instance) logStopped(step, why string) {
+	log := in.b.engine.Logger()
+	switch why {
+	case "lease lost":
+		log.Warn("lease lost; stopped a workflow step without recording its outcome: another process took the task over", "task", in.id, "step", step)
+	case "ended":
+		log.Info("stopped a workflow step without recording its outcome: the task ended meanwhile (in another process)", "task", in.id, "step", step)
+	default:
+		log.Info("stopped a workflow step without recording its outcome", "task", in.id, "step", step, "why", why)
+	}
 }
 
 // errNeedLease asks pass to take the lease before the plan may open
@@ -260,41 +294,8 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 			failure = fails
 		}
 	}
-	waits := false // a client step before this one is not done: the server waits for it
-walk:
-	for i, s := range wf.def.Steps {
-		if failure != "" {
-			break
-		}
-		sp := &p.Steps[i]
-		if sp.ended() {
-			continue
-		}
-		if dep := skippedInput(wf, p, s); dep != "" {
-			sp.Status, sp.SkipReason = StepSkipped, fmt.Sprintf("it needs the output of step %q, which was skipped", dep)
-			continue
-		}
-		why := reason
-		if clientSide(s, sp) {
-			var back bool
-			failure, back = in.reach(s, sp, now)
-			switch {
-			case failure != "":
-				break walk
-			case sp.ended():
-				continue // skipped: its wait ran out
-			case !back && sp.HandedToClient:
-				break walk // a step handed to the client blocks what follows
-			case !back:
-				waits = true
-				continue
-			}
-			why = ReasonTimeout
-		}
-		if !waits {
-			failure = in.runnable(p, s, sp, now, why, &pl)
-		}
-		break
+	if failure == "" {
+		failure = in.walk(p, now, reason, &pl)
 	}
 	p.refresh()
 	switch {
@@ -327,7 +328,7 @@ walk:
 	if in.lease != nil && in.lease.Held() && len(pl.start) == 0 && len(in.running) == 0 && !waitSoon(p, now) {
 		pl.update.ReleaseLease = true
 	}
-	if !pl.update.ReleaseLease && len(pl.start) == 0 {
+	if !pl.update.ReleaseLease && len(pl.start) == 0 && in.task.Status == wantStatus(in.task, p) {
 		if after, _ := json.Marshal(p); bytes.Equal(before, after) {
 			pl.err = errUnchanged // nothing new to record
 			return pl
@@ -345,9 +346,98 @@ walk:
 	return pl
 }
 
+// walk moves p forward stage by stage (a step alone is a stage, a
+// group's members are one). A stage's steps that need a skipped step's
+// output, or whose condition does not hold, are skipped. Its client-side
+// steps are reached: the client may perform them (a client step, an event)
+// and, through consecutive client stages, in any order. Its server-side
+// steps run, unless a client step of an earlier stage is not done yet: the
+// server waits for every stage before its own. A stage that has not ended
+// and holds a server-side step, or a step handed to the client, holds back
+// every later stage. It returns a failure that ends the workflow, or "".
+func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) string {
+	wf := in.wf
+	waits := false // a client step of an earlier stage is not done
+	for _, members := range wf.stages {
+		blocks := false
+		for _, i := range members {
+			s, sp := wf.steps[i], &p.Steps[i]
+			if sp.ended() || sp.GaveUp {
+				continue
+			}
+			if why := in.skipReason(p, s, waits); why != "" {
+				sp.Status, sp.SkipReason = StepSkipped, why
+				sp.RetryAt, sp.ReachedAt, sp.Deadline = nil, nil, nil
+				continue
+			}
+			why := reason
+			if clientSide(s, sp) {
+				failure, back := in.reach(s, sp, now)
+				switch {
+				case failure != "":
+					return failure
+				case sp.ended():
+					continue // skipped: its wait ran out
+				case !back:
+					blocks = blocks || sp.HandedToClient
+					continue
+				}
+				why = ReasonTimeout
+			}
+			blocks = true
+			if waits {
+				continue // the server waits for the client's earlier step
+			}
+			if failure := in.serve(p, s, sp, now, why, pl); failure != "" {
+				return failure
+			}
+		}
+		open, gaveUp := false, []string{}
+		for _, i := range members {
+			switch sp := &p.Steps[i]; {
+			case sp.GaveUp:
+				gaveUp = append(gaveUp, fmt.Sprintf("step %q (tool %q): %s", sp.Name, sp.Tool, oneLine(sp.Error)))
+			case !sp.ended():
+				open = true
+			}
+		}
+		switch {
+		case !open && len(gaveUp) > 0:
+			return fmt.Sprintf("group %q failed: %s; the workflow failed", wf.groupOf[wf.steps[members[0]].Name].Name, strings.Join(gaveUp, "; "))
+		case !open:
+			continue
+		case blocks || len(gaveUp) > 0:
+			return ""
+		}
+		waits = true
+	}
+	return ""
+}
+
+// skipReason says why step s will not run, or "": it needs the output of a
+// skipped step (for its arguments, its condition or its sleep), or its
+// condition does not hold. A condition is judged once the step's stage is
+// reached (for a server step, once no earlier client step waits).
+func (in *instance) skipReason(p *Progress, s *Step, waits bool) string {
+	if waits && !clientSide(s, p.step(s.Name)) {
+		return skipInput(in.wf.def, p, s) // the condition waits too
+	}
+	return (&runner{wf: in.wf.def, vars: in.vars}).skipReason(p, s)
+}
+
+// serve does the server's part of step s, reached: a tool step runs (or
+// waits for its retry), a sleep starts or ends. It returns a failure that
+// ends the workflow, or "".
+func (in *instance) serve(p *Progress, s *Step, sp *StepProgress, now time.Time, reason string, pl *plan) string {
+	if s.kind() == KindSleep {
+		return in.sleep(p, s, sp, now)
+	}
+	return in.runnable(p, s, sp, now, reason, pl)
+}
+
 // clientSide reports whether the client performs step s now: a client
-// step (unless the server took it back), or a server step handed to the
-// client.
+// step (unless the server took it back), an event, or a server step
+// handed to the client.
 func clientSide(s *Step, sp *StepProgress) bool {
 	return (s.execution() == ClientDeferred && !sp.ServerTakeover) || sp.HandedToClient
 }
@@ -363,12 +453,15 @@ func waitSoon(p *Progress, now time.Time) bool {
 	return false
 }
 
-// reached reports whether step i is reached: every step before it has
-// ended or is a client step the client may perform (the client performs
-// consecutive client steps in any order).
+// reached reports whether step i is reached for the client: every stage
+// before its own has ended, or holds only steps the client may perform
+// (the client performs consecutive client steps in any order).
 func reached(wf *compiled, p *Progress, i int) bool {
-	for j := range i {
-		sp, s := &p.Steps[j], wf.def.Steps[j]
+	for j := range p.Steps[:i] {
+		if wf.stage[j] == wf.stage[i] {
+			break
+		}
+		sp, s := &p.Steps[j], wf.steps[j]
 		if sp.ended() || (clientSide(s, sp) && !sp.HandedToClient) {
 			continue
 		}
@@ -381,17 +474,13 @@ func reached(wf *compiled, p *Progress, i int) bool {
 // client (starting their waits), as plan does, without running anything:
 // a continuation records the next client steps with its own outcome.
 func markReached(wf *compiled, p *Progress, now time.Time) {
-	for i, s := range wf.def.Steps {
+	for i, s := range wf.steps {
 		sp := &p.Steps[i]
-		if sp.ended() {
+		if sp.ended() || !reached(wf, p, i) {
 			continue
 		}
-		if !clientSide(s, sp) {
-			return
-		}
-		markStep(s, sp, now)
-		if sp.HandedToClient {
-			return
+		if clientSide(s, sp) {
+			markStep(s, sp, now)
 		}
 	}
 }
@@ -401,6 +490,9 @@ func markReached(wf *compiled, p *Progress, now time.Time) {
 func markStep(s *Step, sp *StepProgress, now time.Time) {
 	if !sp.HandedToClient && sp.Status == StepPending {
 		sp.Status = StepAwaitingClient
+		if s.kind() == KindEvent {
+			sp.Status = StepAwaitingEvent
+		}
 	}
 	if sp.ReachedAt == nil {
 		at := now
@@ -472,9 +564,10 @@ func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Ti
 	switch {
 	case interrupted:
 		reason = ReasonRestart
+	case reason == ReasonTimeout:
 	case sp.Attempts == 0:
 		reason = ReasonFirst
-	case reason == ReasonTimeout, reason == ReasonResume, reason == ReasonRestart:
+	case reason == ReasonResume, reason == ReasonRestart:
 	default:
 		reason = ReasonRetry
 	}
@@ -525,10 +618,19 @@ func (in *instance) record(p *Progress, s *Step, r stepResult, now time.Time) (a
 
 // giveUp applies s's failure policy once the server gives up on it: the
 // step is handed to the client, or the workflow fails (the returned
-// message).
+// message). In a group that fails fast, the workflow fails at once; in one
+// that collects, a step whose failure fails the workflow waits for the
+// group's other steps to end (GaveUp).
 func (in *instance) giveUp(s *Step, sp *StepProgress, msg string) string {
 	sp.RetryAt, sp.Tries = nil, 0
+	if g := in.wf.groupOf[s.Name]; g != nil && g.FailFast {
+		return fmt.Sprintf("step %q (tool %q) of group %q failed: %s; the group fails fast, so the workflow failed", s.Name, s.Tool, g.Name, oneLine(msg))
+	}
 	if s.failurePolicy() == FailWorkflow {
+		if in.wf.groupOf[s.Name] != nil {
+			sp.GaveUp, sp.Status, sp.Error = true, StepFailed, msg
+			return ""
+		}
 		return failedWorkflowMessage(s, msg)
 	}
 	sp.HandedToClient = true
@@ -603,19 +705,28 @@ func (in *instance) stopAll(cause error) {
 	in.dropLease()
 }
 
-// skippedInput names a skipped step whose output s needs, or "".
-func skippedInput(wf *compiled, p *Progress, s *Step) string {
-	for _, src := range s.Args {
-		if src.Kind != SourceStepOutput {
-			continue
-		}
-		if from := wf.def.producer(src.Name); from != nil {
-			if sp := p.step(from.Name); sp != nil && sp.Status == StepSkipped {
-				return from.Name
-			}
+// skipInput says why s cannot run because a step whose output it needs
+// (for an argument or its sleep) was skipped, or "".
+func skipInput(w *Definition, p *Progress, s *Step) string {
+	for _, src := range s.inputs() {
+		if skippedOutput(w, p, src) {
+			return fmt.Sprintf("it needs the output of step %q, which was skipped", w.producer(src.Name).Name)
 		}
 	}
 	return ""
+}
+
+// skippedOutput reports whether src reads the output of a skipped step.
+func skippedOutput(w *Definition, p *Progress, src Source) bool {
+	if src.Kind != SourceStepOutput {
+		return false
+	}
+	from := w.producer(src.Name)
+	if from == nil {
+		return false
+	}
+	sp := p.step(from.Name)
+	return sp != nil && sp.Status == StepSkipped
 }
 
 // failTask ends a task failed with msg, whatever its progress says (a

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -67,3 +68,23 @@ func (k kindHooks) Recover(ctx context.Context, t *store.Task, reason string) er
 func (k kindHooks) Wake(ctx context.Context, t *store.Task) error { return k.b.wake(ctx, t) }
 func (k kindHooks) ExpiryMessage(t *store.Task) string            { return k.b.expiryMessage(t) }
 func (k kindHooks) Touched(ctx context.Context, t *store.Task)    { k.b.touched(ctx, t) }
+
+// InputRequests lists the events a workflow task waits for (see
+// taskrouter.InputKind).
+func (k kindHooks) InputRequests(t *store.Task) map[string]json.RawMessage {
+	return k.b.inputRequests(t)
+}
+
+// Answer delivers the client's tasks/update answers to the events a
+// workflow task waits for (see taskrouter.InputKind).
+func (k kindHooks) Answer(ctx context.Context, t *store.Task, responses map[string]json.RawMessage) error {
+	return k.b.answerInputs(ctx, t, responses)
+}
+
+var _ taskrouter.InputKind = kindHooks{}
+
+// Report makes the built-in task_result tool answer with the workflow's
+// handoff (see taskrouter.Reporter).
+func (k kindHooks) Report(ctx context.Context, t *store.Task) (*mcp.CallToolResult, bool) {
+	return k.b.report(ctx, t)
+}

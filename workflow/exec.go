@@ -11,9 +11,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ToolCaller runs a tool on the server. meta is the request's _meta (it
-// carries the step's idempotency key).
-type ToolCaller func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error)
+// ToolCaller runs a tool on the server for the client of session ss (nil
+// when no client session is at hand): the tool's logs and progress reach
+// that client. meta is the request's _meta (it carries the step's
+// idempotency key).
+type ToolCaller func(ctx context.Context, ss *mcp.ServerSession, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error)
 
 // Recorder persists progress after each step. The plain handler keeps it
 // in memory; the task bridge writes it into the task's variables.
@@ -32,6 +34,7 @@ func (f RecorderFunc) Record(ctx context.Context, p *Progress) error { return f(
 type runner struct {
 	wf       *Definition
 	call     ToolCaller
+	session  *mcp.ServerSession // the client the plain workflow runs for
 	vars     func(name string) (json.RawMessage, bool) // task variables
 	now      func() time.Time
 	trace    []*mcp.PromptMessage
@@ -284,6 +287,13 @@ func (r *runner) next(p *Progress) (*Step, *StepProgress) {
 func (r *runner) advance(ctx context.Context, p *Progress, rec Recorder) error {
 	for {
 		s, sp := r.next(p)
+		if s != nil && !sp.HandedToClient {
+			if why := r.skipReason(p, s); why != "" {
+				sp.Status, sp.SkipReason = StepSkipped, why
+				p.refresh()
+				continue
+			}
+		}
 		switch {
 		case s == nil:
 			p.PauseReason = ""
@@ -321,7 +331,7 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 		} else {
 			r.trace = append(r.trace, callMessage(s, args))
 			var err error
-			res, err = r.call(ctx, s.Tool, args, nil)
+			res, err = r.call(ctx, r.session, s.Tool, args, nil)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}

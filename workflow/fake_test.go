@@ -64,7 +64,11 @@ func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, or
 	if ttl == 0 {
 		ttl = time.Hour
 	}
-	return e.st.Create(ctx, &store.Task{ID: taskrouter.NewTaskID(), Owner: taskrouter.LocalOwner, Status: store.StatusWorking,
+	status := store.StatusWorking
+	if opts.InputRequired {
+		status = store.StatusInputRequired
+	}
+	return e.st.Create(ctx, &store.Task{ID: taskrouter.NewTaskID(), Owner: taskrouter.LocalOwner, Status: status,
 		StatusMessage: opts.StatusMessage, CreatedAt: e.Now(), TTL: ttl, Request: origin, Labels: labels, Variables: opts.Variables, WakeAt: opts.WakeAt})
 }
 

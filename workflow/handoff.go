@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -51,19 +52,22 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 		sp := &p.Steps[i]
 		switch sp.Status {
 		case StepCompleted:
-			cs := handoff.CompletedStep{Name: sp.Name, Tool: sp.Tool, Result: p.Outputs[sp.Output], By: sp.CompletedBy}
+			cs := handoff.CompletedStep{Name: sp.Name, Tool: sp.Tool, Kind: sp.Kind, Result: p.Outputs[sp.Output], By: sp.CompletedBy}
 			if sp.Attempts > 1 {
 				cs.Attempts = sp.Attempts
 			}
 			doc.CompletedSteps = append(doc.CompletedSteps, cs)
 			continue
 		case StepSkipped:
-			doc.SkippedSteps = append(doc.SkippedSteps, handoff.SkippedStep{Name: sp.Name, Tool: sp.Tool, Reason: sp.SkipReason})
+			doc.SkippedSteps = append(doc.SkippedSteps, handoff.SkippedStep{Name: sp.Name, Tool: sp.Tool, Kind: sp.Kind, Reason: sp.SkipReason})
 			continue
 		}
 		rs := handoff.RemainingStep{Name: sp.Name, Tool: sp.Tool, Execution: handoff.ExecServer,
 			Status: sp.Status, Attempts: sp.Attempts, HandedToClient: sp.HandedToClient,
-			RetryAt: sp.RetryAt, Deadline: sp.Deadline}
+			RetryAt: sp.RetryAt, Deadline: sp.Deadline, Kind: sp.Kind, Group: sp.Group, Until: sp.Until}
+		if sp.GaveUp {
+			rs.Status = StepFailed
+		}
 		if sp.Status == StepFailed {
 			rs.Error = sp.Error
 		}
@@ -72,8 +76,20 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 			rs.Execution = handoff.ExecClient
 		}
 		if wf != nil {
-			s := wf.def.Steps[i]
+			s := wf.steps[i]
 			rs.Guidance = s.Guidance
+			if s.Condition != nil {
+				rs.Condition = s.Condition.String()
+			}
+			if s.Payload != nil {
+				rs.Payload, _ = json.Marshal(s.Payload)
+			}
+			if (s.Webhook || s.kind() == KindEvent) && b.opts.WebhookURL != "" && !t.Status.Terminal() {
+				var token string
+				if json.Unmarshal(t.Variables[VarWebhookToken], &token) == nil && token != "" {
+					rs.Webhook = &handoff.Webhook{URL: strings.TrimRight(b.opts.WebhookURL, "/") + "/" + t.ID + "/" + s.Name, Token: token}
+				}
+			}
 			rs.Arguments, _ = r.resolve(p, s, true)
 			for _, arg := range slices.Sorted(maps.Keys(s.Args)) {
 				if src := s.Args[arg]; src.Kind == SourceStepOutput {
@@ -83,7 +99,7 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 				}
 			}
 		}
-		if client && !t.Status.Terminal() {
+		if client && !t.Status.Terminal() && sp.Kind != string(KindEvent) {
 			if rs.Arguments == nil {
 				rs.Arguments = map[string]json.RawMessage{}
 			}
@@ -100,8 +116,10 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 // renderDoc is the handoff's text: prose for a model, then the JSON block.
 func renderDoc(doc *handoff.Document) (string, error) { return handoff.Render(doc) }
 
+// producer returns the step whose output binding is binding (a group's
+// member too), or nil.
 func (w *Definition) producer(binding string) *Step {
-	for _, s := range w.Steps {
+	for _, s := range w.flat() {
 		if s.binding() == binding {
 			return s
 		}

@@ -143,7 +143,8 @@ var errTakenOver = errors.New("workflow: another server process took the task ov
 // error) to give up: nothing is written and the instance reloads; it
 // returns errNoWrite to keep its change in memory, unwritten (coalesced
 // progress). Call with mu held. The errors: errEnded (the task ended or is
-// gone), errTakenOver (another process holds the lease), in.verr (the
+// gone, also when a fenced write found it so), errTakenOver (another
+// process holds the lease), in.verr (the
 // task's version is not served here), change's own, and JSON-RPC errors
 // for store failures.
 func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.Update, error)) error {
@@ -180,8 +181,14 @@ func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.
 			in.invalidate()
 			continue
 		case errors.Is(err, store.ErrFenced):
+			// The store checks the fence before the terminal status (an
+			// ended task has no lease holder): read the task to tell a
+			// task that ended from one another process holds.
 			in.invalidate()
 			in.dropLease()
+			if t, gerr := in.b.engine.Task(context.WithoutCancel(ctx), in.id); errors.Is(gerr, store.ErrNotFound) || gerr == nil && t.Status.Terminal() {
+				return errEnded
+			}
 			return errTakenOver
 		case errors.Is(err, store.ErrTerminal), errors.Is(err, store.ErrNotFound):
 			in.invalidate()
@@ -233,6 +240,12 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 		wake := p.nextWake(now)
 		u.WakeAt = &wake
 		in.b.deadline(t, p, &u, now)
+		// A workflow waiting only for events needs the client's input
+		// (tasks/update, or the webhook): input_required, with its
+		// inputRequests; working otherwise.
+		if want := wantStatus(t, p); u.Status == "" && t.Status != want {
+			u.Status = want
+		}
 	}
 	nt, err := in.b.engine.Update(ctx, in.id, u)
 	if err != nil {
@@ -324,10 +337,10 @@ func waiting(p *Progress) bool {
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
-		case sp.ended():
-		case sp.Status == StepRunning, sp.RetryAt != nil:
+		case sp.ended(), sp.GaveUp:
+		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping:
 			return false
-		case sp.Status == StepAwaitingClient, sp.HandedToClient:
+		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient:
 			client = true
 		}
 	}
@@ -350,6 +363,7 @@ func (p *Progress) timerWake() time.Time {
 		}
 		take(sp.RetryAt)
 		take(sp.Deadline)
+		take(sp.Until)
 	}
 	return at
 }
@@ -373,18 +387,54 @@ func (p *Progress) serverDue() bool {
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
-		case sp.ended():
+		case sp.ended(), sp.GaveUp:
 			continue
 		case sp.HandedToClient:
 			return false
 		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
 			return false
-		case sp.Status == StepRunning, sp.RetryAt != nil:
+		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Until != nil:
 			return false
 		}
 		return true
 	}
 	return true
+}
+
+// wantStatus is the status of active workflow task t at progress p:
+// input_required while it waits only for events and its client speaks the
+// extension dialect (which answers them with tasks/update), working
+// otherwise (a core client cannot answer: the webhook delivers them).
+func wantStatus(t *store.Task, p *Progress) store.Status {
+	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
+	return statusFor(d, p)
+}
+
+// statusFor is wantStatus for a client of dialect d.
+func statusFor(d mcptask.Dialect, p *Progress) store.Status {
+	if d == mcptask.Extension && p.waitsOnEventsOnly() {
+		return store.StatusInputRequired
+	}
+	return store.StatusWorking
+}
+
+// waitsOnEventsOnly reports whether every step the workflow waits on is
+// an event (the task is then input_required: its inputRequests name them).
+func (p *Progress) waitsOnEventsOnly() bool {
+	events := false
+	for i := range p.Steps {
+		sp := &p.Steps[i]
+		switch {
+		case sp.ended(), sp.GaveUp:
+		case sp.Status == StepAwaitingEvent:
+			events = true
+		case sp.Status == StepPending && sp.RetryAt == nil && !sp.HandedToClient:
+			// not reached: it waits for what comes before it
+		default:
+			return false
+		}
+	}
+	return events
 }
 
 // vars reads task variables for TaskVar sources. Call with mu held.

@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -61,13 +60,12 @@ func (h *PromptHandler) Handle(ctx context.Context, req *mcp.GetPromptRequest) (
 	if err != nil {
 		return nil, err
 	}
-	call := h.Call
-	if req != nil && req.Session != nil {
-		// Server steps run on behalf of this client: their logs and progress
-		// reach it.
-		call = withSession(call, req.Session)
+	r := &runner{wf: h.Workflow, call: h.Call, now: h.now}
+	if req != nil {
+		// Server steps run on behalf of this client: their logs and
+		// progress reach it.
+		r.session = req.Session
 	}
-	r := &runner{wf: h.Workflow, call: call, now: h.now}
 	err = r.advance(ctx, p, RecorderFunc(func(context.Context, *Progress) error { return nil }))
 	if err != nil && !errors.Is(err, ErrWorkflowFailed) {
 		return nil, err
@@ -77,36 +75,28 @@ func (h *PromptHandler) Handle(ctx context.Context, req *mcp.GetPromptRequest) (
 	return &mcp.GetPromptResult{Description: h.Workflow.Description, Messages: msgs}, nil
 }
 
-// sessionKey carries the requesting client's session to a ToolCaller.
-type sessionKey struct{}
-
-// withSession makes call's context name the requesting session.
-func withSession(call ToolCaller, ss *mcp.ServerSession) ToolCaller {
-	return func(ctx context.Context, tool string, args map[string]json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		return call(context.WithValue(ctx, sessionKey{}, ss), tool, args, meta)
-	}
-}
-
-// SessionFrom returns the session of the client a workflow step runs for,
-// if the ToolCaller's context carries one.
-func SessionFrom(ctx context.Context) *mcp.ServerSession {
-	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
-	return ss
-}
-
 // summary describes the outcome for the plain handler.
 func (h *PromptHandler) summary(p *Progress, r *runner, failed error) string {
 	if failed != nil {
 		return fmt.Sprintf("Workflow %q failed: %s.", h.Workflow.Name, p.PauseReason)
 	}
+	var skipped strings.Builder
+	for _, sp := range p.Steps {
+		if sp.Status == StepSkipped {
+			fmt.Fprintf(&skipped, "\nStep %q was skipped: %s.", sp.Name, sp.SkipReason)
+		}
+	}
 	if p.done() {
+		if skipped.Len() > 0 {
+			return fmt.Sprintf("Workflow %q is complete: %d of its %d steps ran.", h.Workflow.Name, len(p.CompletedSteps), len(p.Steps)) + skipped.String()
+		}
 		return fmt.Sprintf("Workflow %q is complete: all %d steps ran.", h.Workflow.Name, len(p.Steps))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Workflow %q stopped: %s.\nRemaining steps:\n", h.Workflow.Name, p.PauseReason)
+	fmt.Fprintf(&b, "Workflow %q stopped: %s.%s\nRemaining steps:\n", h.Workflow.Name, p.PauseReason, skipped.String())
 	for i, s := range h.Workflow.Steps {
 		sp := p.step(s.Name)
-		if sp.Status == StepCompleted {
+		if sp.ended() {
 			continue
 		}
 		args, _ := r.resolve(p, s, true)

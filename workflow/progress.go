@@ -41,10 +41,14 @@ const (
 	// gave up on is handed to the client (HandedToClient); one it retries
 	// has a RetryAt.
 	StepFailed = "failed"
-	// StepSkipped: the step will not run (its client did not perform it
-	// in time with TimeoutSkip, or it needs the output of a skipped step);
-	// SkipReason says why.
+	// StepSkipped: the step will not run (its condition did not hold, its
+	// client did not perform it in time with TimeoutSkip, or it needs the
+	// output of a skipped step); SkipReason says why.
 	StepSkipped = "skipped"
+	// StepSleeping: a sleep waits until Until.
+	StepSleeping = "sleeping"
+	// StepAwaitingEvent: an event step waits for its event.
+	StepAwaitingEvent = "awaiting_event"
 )
 
 // Why an attempt was made (Attempt.Reason).
@@ -108,8 +112,13 @@ type StepProgress struct {
 	Name      string `json:"name"`
 	Tool      string `json:"tool"`
 	Execution string `json:"execution" jsonschema:"enum=server,enum=client"`
-	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=completed,enum=failed,enum=skipped"`
-	Output    string `json:"output" jsonschema:"description=Binding name of the step's output"`
+	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=completed,enum=failed,enum=skipped"`
+	// Kind is the step's kind: tool (the default, left out), sleep or
+	// event.
+	Kind string `json:"kind,omitempty" jsonschema:"enum=tool,enum=sleep,enum=event"`
+	// Group names the parallel group the step belongs to.
+	Group  string `json:"group,omitempty" jsonschema:"description=The parallel group the step belongs to"`
+	Output string `json:"output" jsonschema:"description=Binding name of the step's output"`
 	// Attempts counts every run of the step: by the server (first runs,
 	// retries, re-runs after a restart or a resume) and by the client.
 	Attempts int    `json:"attempts"`
@@ -118,7 +127,7 @@ type StepProgress struct {
 	// client may perform it (a continuation call of its tool).
 	HandedToClient bool `json:"handedToClient,omitempty" jsonschema:"description=The server gave up on this server step; the client may perform it"`
 	// CompletedBy says who performed a completed step: server or client.
-	CompletedBy string `json:"completedBy,omitempty" jsonschema:"enum=server,enum=client"`
+	CompletedBy string `json:"completedBy,omitempty" jsonschema:"enum=server,enum=client,enum=webhook"`
 	// Arguments are the arguments of the call that completed the step.
 	Arguments json.RawMessage `json:"arguments,omitempty" jsonschema:"description=Arguments of the call that completed the step"`
 	// IdempotencyKey is passed to the step's tool on every run in
@@ -150,6 +159,13 @@ type StepProgress struct {
 	// ServerTakeover is set on a client step the server performs itself
 	// because the client's wait ran out (TimeoutServer).
 	ServerTakeover bool `json:"serverTakeover,omitempty" jsonschema:"description=The server performs this client step because the client's wait ran out"`
+	// Until is when a sleep ends, set once when it starts: a restart or a
+	// takeover never starts the wait again from zero.
+	Until *time.Time `json:"until,omitempty" jsonschema:"description=When a sleep ends"`
+	// GaveUp is set on a step of a parallel group that the server gave up
+	// on and whose failure fails the workflow once the group's other steps
+	// have ended.
+	GaveUp bool `json:"gaveUp,omitempty" jsonschema:"description=The server gave up on this group step; the workflow fails once the group ends"`
 }
 
 // Attempt is one run of a step.
@@ -215,7 +231,17 @@ func newProgress(w *Definition, args map[string]string, now time.Time) *Progress
 		p.Arguments = map[string]string{}
 	}
 	for _, s := range w.Steps {
-		p.Steps = append(p.Steps, StepProgress{Name: s.Name, Tool: s.Tool, Execution: string(s.execution()), Status: StepPending, Output: s.binding()})
+		members, group := []*Step{s}, ""
+		if s.kind() == KindGroup {
+			members, group = s.Members, s.Name
+		}
+		for _, m := range members {
+			sp := StepProgress{Name: m.Name, Tool: m.Tool, Execution: string(m.execution()), Status: StepPending, Output: m.binding(), Group: group}
+			if k := m.kind(); k != KindTool {
+				sp.Kind = string(k)
+			}
+			p.Steps = append(p.Steps, sp)
+		}
 	}
 	p.refresh()
 	return p

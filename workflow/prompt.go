@@ -104,39 +104,59 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 	if err != nil {
 		return nil, nil, mcptask.InvalidParams("prompt %q: %v", h.name, err)
 	}
-	now := b.engine.Now()
-	p := newProgress(wf.def, a, now)
-	p.Version = wf.version
-	markReached(wf, p, now) // a client step first is the client's at once
-	p.refresh()
-	if p.PauseReason = pauseReason(wf, p); p.PauseReason == "" {
-		p.PauseReason = fmt.Sprintf("starting workflow %q", h.name)
-	}
-	raw, err := json.Marshal(p)
+	p := newProgress(wf.def, a, b.engine.Now())
+	in, err := b.create(ctx, q, wf, p, nil, nil)
 	if err != nil {
-		return nil, nil, mcptask.InternalError("encoding workflow progress: %v", err)
+		return nil, nil, err
 	}
-	rawArgs, _ := json.Marshal(a)
-	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: h.name, Arguments: rawArgs},
-		taskrouter.CreateOptions{TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow,
-			Labels:    map[string]string{LabelWorkflow: h.name, LabelVersion: wf.version},
-			Variables: map[string]json.RawMessage{VarProgress: raw}, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake()})
-	if err != nil {
-		return nil, nil, storeErr(err)
-	}
-	in := b.use(t.ID)
 	defer b.done(in)
-	in.mu.Lock()
-	in.adopt(t)
-	in.lease = b.engine.AdoptLease(t)
-	in.mu.Unlock()
-	in.kick("")
-	t, p = b.settle(ctx, t.ID)
+	t, p := b.settle(ctx, in.id)
 	if ctx.Err() == nil {
 		// The handoff is about to be returned: a client holds the id now.
 		in.touch(context.WithoutCancel(ctx))
 	}
 	return t, p, nil
+}
+
+// create stores a new task of workflow version wf at progress p (fresh,
+// or forked) for the requestor, with extra labels and variables, and
+// sets its server steps off. It returns the task's instance: release it
+// with done.
+func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage) (*instance, error) {
+	now := b.engine.Now()
+	p.Version = wf.version
+	markReached(wf, p, now) // a client step first is the client's at once
+	p.refresh()
+	if p.PauseReason = pauseReason(wf, p); p.PauseReason == "" {
+		p.PauseReason = fmt.Sprintf("starting workflow %q", wf.def.Name)
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, mcptask.InternalError("encoding workflow progress: %v", err)
+	}
+	rawArgs, _ := json.Marshal(p.Arguments)
+	v := map[string]json.RawMessage{}
+	maps.Copy(v, vars)
+	v[VarProgress] = raw
+	if wf.def.hasWebhook() {
+		v[VarWebhookToken] = marshal(newWebhookToken())
+	}
+	l := map[string]string{LabelWorkflow: wf.def.Name, LabelVersion: wf.version}
+	maps.Copy(l, labels)
+	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: wf.def.Name, Arguments: rawArgs},
+		taskrouter.CreateOptions{TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
+			Variables: v, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake(),
+			InputRequired: statusFor(q.Dialect, p) == store.StatusInputRequired})
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	in := b.use(t.ID)
+	in.mu.Lock()
+	in.adopt(t)
+	in.lease = b.engine.AdoptLease(t)
+	in.mu.Unlock()
+	in.kick("")
+	return in, nil
 }
 
 // resume continues an existing workflow task: server steps that failed
@@ -249,16 +269,29 @@ func (b *Bridge) settle(ctx context.Context, taskID string) (*store.Task, *Progr
 // the client, or for a time after deadline. With a zero deadline (no
 // bound), a retry's backoff is waited for, a client's wait is not.
 func rests(p *Progress, deadline time.Time) bool {
+	for i := range p.Steps {
+		if p.Steps[i].Status == StepRunning {
+			return false // a group's member runs, beside a step that waits
+		}
+	}
 	waits := false // a client step before this one is not done
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
 		case sp.ended():
 			continue
+		case sp.GaveUp:
+			continue
 		case sp.Status == StepRunning:
 			return false
 		case sp.Deadline != nil && !deadline.IsZero() && !sp.Deadline.After(deadline):
 			return false // the client's wait ends before deadline: the server acts then
+		case sp.Until != nil:
+			if !deadline.IsZero() && !sp.Until.After(deadline) {
+				return false // the sleep ends before deadline
+			}
+			waits = true // a sleep holds what follows
+			continue
 		case sp.HandedToClient:
 			return true
 		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:

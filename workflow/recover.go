@@ -104,13 +104,44 @@ func (b *Bridge) expiryMessage(t *store.Task) string {
 // touched marks a workflow task as held by a client the first time a
 // client names it (tasks/*), restoring its ttl deadline in place of the
 // orphan deadline. It writes once per task.
+//
+// It also applies the version policy to a task whose workflow version is
+// not served (on a shared store nothing else may look at such a task
+// before its ttl ends): a map lookup, no write, for a served one.
 func (b *Bridge) touched(ctx context.Context, t *store.Task) {
-	if t.Labels[LabelTouched] != "" || t.Status.Terminal() {
+	if t.Status.Terminal() {
+		return
+	}
+	served := b.serves(t)
+	if t.Labels[LabelTouched] != "" && served {
 		return
 	}
 	in := b.use(t.ID)
 	defer b.done(in)
+	if !served {
+		in.mu.Lock()
+		if in.task == nil || t.Version > in.task.Version {
+			in.adopt(t)
+		}
+		if in.verr != nil {
+			in.unserved(ctx)
+		}
+		in.mu.Unlock()
+	}
 	in.touch(ctx)
+}
+
+// serves reports whether t's workflow version is registered (a task
+// recorded before versions existed is checked when it is loaded).
+func (b *Bridge) serves(t *store.Task) bool {
+	v := t.Labels[LabelVersion]
+	if v == "" {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.workflows[t.Labels[LabelWorkflow]]
+	return w != nil && w.byVersion[v] != nil
 }
 
 // touch marks the task held by a client (its handoff was delivered, or a

@@ -74,33 +74,62 @@ func completedMessage(p *Progress) string {
 // failed: what runs, else what waits for the clock, else what waits for
 // the client.
 func pauseReason(wf *compiled, p *Progress) string {
-	var retry, handed, awaiting string
-	for i, s := range wf.def.Steps {
+	var running []int
+	var retry, sleeping, handed, awaiting string
+	for i, s := range wf.steps {
 		sp := &p.Steps[i]
 		switch {
-		case sp.ended():
+		case sp.ended(), sp.GaveUp:
 		case sp.Status == StepRunning:
-			return runningMessage(s, sp)
+			running = append(running, i)
 		case sp.RetryAt != nil && retry == "":
 			retry = fmt.Sprintf("step %q (tool %q) failed (attempt %d of %d in a row): %s; retrying at %s",
 				s.Name, s.Tool, sp.Tries, s.policy().MaxAttempts, oneLine(sp.Error), sp.RetryAt.UTC().Format(time.RFC3339Nano))
+		case sp.Status == StepSleeping && sp.Until != nil && sleeping == "":
+			sleeping = fmt.Sprintf("sleeping until %s (step %q)", sp.Until.UTC().Format(time.RFC3339), s.Name)
 		case sp.HandedToClient && handed == "":
 			handed = handedMessage(s, sp)
+		case sp.Status == StepAwaitingEvent && awaiting == "":
+			awaiting = eventMessage(s)
 		case clientSide(s, sp) && awaiting == "" && sp.Status != StepPending:
 			awaiting = awaitingMessage(s, sp)
 		}
 	}
-	for _, m := range []string{retry, handed, awaiting} {
+	switch len(running) {
+	case 0:
+	case 1:
+		return runningMessage(wf.steps[running[0]], &p.Steps[running[0]])
+	default:
+		names := make([]string, len(running))
+		for k, i := range running {
+			names[k] = fmt.Sprintf("%q (tool %q)", wf.steps[i].Name, wf.steps[i].Tool)
+		}
+		msg := "running steps " + strings.Join(names, ", ")
+		if g := wf.groupOf[wf.steps[running[0]].Name]; g != nil {
+			msg += fmt.Sprintf(" of group %q together", g.Name)
+		}
+		return msg
+	}
+	for _, m := range []string{retry, sleeping, handed, awaiting} {
 		if m != "" {
 			return m
 		}
 	}
-	for i, s := range wf.def.Steps {
-		if sp := &p.Steps[i]; !sp.ended() {
+	for i, s := range wf.steps {
+		if sp := &p.Steps[i]; !sp.ended() && !sp.GaveUp {
 			return fmt.Sprintf("step %q (tool %q) is about to run", s.Name, s.Tool)
 		}
 	}
 	return ""
+}
+
+// eventMessage is the status line of a workflow waiting for an event.
+func eventMessage(s *Step) string {
+	msg := fmt.Sprintf("waiting for event %q", s.Name)
+	if s.Guidance != "" {
+		msg += " (" + oneLine(s.Guidance) + ")"
+	}
+	return msg + ": deliver it with tasks/update (inputResponses) or the task's webhook"
 }
 
 // oneLine bounds a message for a status line.

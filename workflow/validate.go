@@ -44,7 +44,12 @@ func (w *Definition) Validate(tools ToolLookup) error {
 	v := &validation{w: w, tools: tools, names: map[string]bool{}, produced: map[string]*Step{}}
 	v.workflow()
 	for i, s := range w.Steps {
-		v.step(i, s)
+		if s != nil && s.kind() == KindGroup {
+			v.group(i, s)
+			continue
+		}
+		v.step(i, s, nil)
+		v.publish(s)
 	}
 	if len(v.probs) > 0 {
 		return &ValidationError{Workflow: w.Name, Problems: v.probs}
@@ -60,6 +65,7 @@ type validation struct {
 	declared map[string]bool  // prompt arguments
 	names    map[string]bool  // step names so far
 	produced map[string]*Step // output binding -> the earlier step producing it
+	inGroup  *Step            // the group of the step being checked
 }
 
 func (v *validation) add(format string, args ...any) {
@@ -95,39 +101,136 @@ func (v *validation) workflow() {
 	}
 }
 
-// step checks step i.
-func (v *validation) step(i int, s *Step) {
+// group checks parallel group g, stage i: its members are checked against
+// the outputs of earlier stages only (they run together), then publish
+// theirs.
+func (v *validation) group(i int, g *Step) {
+	where := fmt.Sprintf("group %q", g.Name)
+	switch {
+	case g.Name == "":
+		where = fmt.Sprintf("group %d", i+1)
+		v.add("%s has no name: give Parallel a name", where)
+	case v.names[g.Name]:
+		v.add("%s: the name is used by an earlier step: step names must be unique", where)
+	}
+	v.names[g.Name] = true
+	if len(g.Members) == 0 {
+		v.add("%s has no steps: give Parallel at least one", where)
+	}
+	if g.Tool != "" || len(g.Args) > 0 || g.Condition != nil {
+		v.add("%s: a group calls no tool, binds no argument and has no condition: put them on its steps", where)
+	}
+	for _, m := range g.Members {
+		if m != nil && m.kind() == KindGroup {
+			v.add("%s: step %q is a group: groups do not nest", where, m.Name)
+			continue
+		}
+		v.step(i, m, g)
+	}
+	for _, m := range g.Members {
+		v.publish(m)
+	}
+}
+
+// step checks step i (a member of group when group is set).
+func (v *validation) step(i int, s *Step, group *Step) {
 	if s == nil {
 		v.add("step %d is nil", i+1)
 		return
 	}
 	where := fmt.Sprintf("step %q", s.Name)
-	dupName := false
 	if s.Name == "" {
 		where = fmt.Sprintf("step %d", i+1)
 		v.add("%s has no name: set Step.Name", where)
 	} else if v.names[s.Name] {
-		dupName = true
 		v.add("%s: the name is used by an earlier step: step names must be unique", where)
 	}
 	v.names[s.Name] = true
 	if ex := s.execution(); ex != ServerExecutable && ex != ClientDeferred {
 		v.add("%s: execution %q is neither %q nor %q", where, ex, ServerExecutable, ClientDeferred)
 	}
-	schema, known := v.tool(where, s)
-	for _, a := range slices.Sorted(maps.Keys(s.Args)) {
-		v.binding(where, i, s, a, schema, known)
+	v.inGroup = group
+	defer func() { v.inGroup = nil }()
+	switch s.kind() {
+	case KindTool:
+		schema, known := v.tool(where, s)
+		for _, a := range slices.Sorted(maps.Keys(s.Args)) {
+			v.binding(where, i, s, a, s.Args[a], schema, known)
+		}
+		if known && s.execution() == ServerExecutable {
+			v.required(where, s, schema)
+		}
+	case KindSleep:
+		v.sleep(where, i, s)
+	case KindEvent:
+		v.event(where, s)
+	default:
+		v.add("%s: unknown kind %q", where, s.Kind)
 	}
-	if known && s.execution() == ServerExecutable {
-		v.required(where, s, schema)
+	if s.Condition != nil {
+		if err := s.Condition.valid(); err != nil {
+			v.add("%s: %v", where, err)
+		} else {
+			for _, src := range s.Condition.sources() {
+				v.binding(where, i, s, "(condition)", src, toolSchema{}, false)
+			}
+		}
 	}
 	v.policies(where, s)
-	if s.Name != "" {
-		b := s.binding()
-		if prev, dup := v.produced[b]; dup && !(dupName && s.Output == "") {
-			v.add("%s: output binding %q is already produced by step %q: give one of them another Output", where, b, prev.Name)
+}
+
+// publish records the output binding s produces, for the steps after it.
+func (v *validation) publish(s *Step) {
+	if s == nil || s.Name == "" {
+		return
+	}
+	b := s.binding()
+	if prev, dup := v.produced[b]; dup && prev.Name != s.Name {
+		v.add("step %q: output binding %q is already produced by step %q: give one of them another Output", s.Name, b, prev.Name)
+	}
+	v.produced[b] = s
+}
+
+// sleep checks a sleep: one length or end, read from a valid source.
+func (v *validation) sleep(where string, i int, s *Step) {
+	n := 0
+	if s.Duration > 0 {
+		n++
+	}
+	if s.For != nil {
+		n++
+		v.binding(where, i, s, "(sleep length)", *s.For, toolSchema{}, false)
+	}
+	if s.Until != nil {
+		n++
+		v.binding(where, i, s, "(sleep end)", *s.Until, toolSchema{}, false)
+	}
+	switch {
+	case s.Duration < 0:
+		v.add("%s: the sleep's Duration is negative", where)
+	case n != 1:
+		v.add("%s: a sleep needs exactly one of a Duration (Sleep), a length source (SleepFor) or an end source (SleepUntil)", where)
+	}
+	if s.Tool != "" || len(s.Args) > 0 {
+		v.add("%s: a sleep calls no tool and binds no argument", where)
+	}
+	if s.execution() != ServerExecutable {
+		v.add("%s: a sleep is the server's", where)
+	}
+}
+
+// event checks an event step.
+func (v *validation) event(where string, s *Step) {
+	if s.Tool != "" || len(s.Args) > 0 {
+		v.add("%s: an event calls no tool and binds no argument: its payload is its output", where)
+	}
+	if s.Payload != nil {
+		if _, err := json.Marshal(s.Payload); err != nil {
+			v.add("%s: the payload schema cannot be encoded: %v", where, err)
 		}
-		v.produced[b] = s
+	}
+	if s.timeoutPolicy() == TimeoutServer && s.ClientWait > 0 {
+		v.add("%s: an event has no tool the server could call when its wait runs out: use TimeoutFail or TimeoutSkip", where)
 	}
 }
 
@@ -145,13 +248,13 @@ func (v *validation) tool(where string, s *Step) (toolSchema, bool) {
 	return schema, true
 }
 
-// binding checks the source bound to argument a of step s.
-func (v *validation) binding(where string, i int, s *Step, a string, schema toolSchema, known bool) {
-	src := s.Args[a]
+// binding checks source src, bound to argument a of step s (or read by
+// its condition or its sleep).
+func (v *validation) binding(where string, i int, s *Step, a string, src Source, schema toolSchema, known bool) {
 	if a == TaskIDArgument {
 		v.add("%s: argument %q is reserved for continuing workflow tasks: remove the binding", where, a)
 	}
-	if known && schema.closed && !schema.has(a) {
+	if known && schema.closed && !schema.has(a) && !strings.HasPrefix(a, "(") {
 		v.add("%s: tool %q has no argument %q: remove the binding or fix its name", where, s.Tool, a)
 	}
 	switch src.Kind {
@@ -165,6 +268,8 @@ func (v *validation) binding(where string, i int, s *Step, a string, schema tool
 	case SourceStepOutput:
 		from, ok := v.produced[src.Name]
 		switch {
+		case !ok && v.inGroup != nil && v.inGroup.producesMember(src.Name):
+			v.add("%s: argument %q uses output %q of a step in the same parallel group %q: steps of a group run together and cannot read each other's outputs", where, a, src.Name, v.inGroup.Name)
 		case !ok && v.w.producesLater(src.Name, i):
 			v.add("%s: argument %q uses output %q before the step that produces it: move that step earlier", where, a, src.Name)
 		case !ok:
@@ -251,5 +356,12 @@ func (w *Definition) requiredArg(name string) bool {
 }
 
 func (w *Definition) producesLater(binding string, i int) bool {
-	return slices.ContainsFunc(w.Steps[i:], func(s *Step) bool { return s != nil && s.binding() == binding })
+	return slices.ContainsFunc(w.Steps[i:], func(s *Step) bool {
+		return s != nil && (s.binding() == binding || s.producesMember(binding))
+	})
+}
+
+// producesMember reports whether a member of group s produces binding.
+func (s *Step) producesMember(binding string) bool {
+	return slices.ContainsFunc(s.Members, func(m *Step) bool { return m != nil && m.binding() == binding })
 }

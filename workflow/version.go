@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Versions. A task runs to its end on the definition it started with: the
@@ -31,8 +32,9 @@ func VersionOf(w *Definition) string {
 
 // fingerprint hashes what makes a task's recorded progress meaningful
 // under a definition: every step's name, kind, tool, execution, output
-// binding and argument sources. Guidance, descriptions and retry settings
-// are left out: changing them changes no recorded state.
+// binding, argument sources, condition, sleep, group membership and
+// failure mode. Guidance, descriptions, retry and timeout settings are left
+// out: changing them changes no recorded state.
 func fingerprint(w *Definition) string {
 	type src struct {
 		Kind    SourceKind      `json:"k"`
@@ -41,24 +43,56 @@ func fingerprint(w *Definition) string {
 		Value   json.RawMessage `json:"v,omitempty"`
 		Default json.RawMessage `json:"d,omitempty"`
 	}
+	srcOf := func(v *Source) *src {
+		if v == nil {
+			return nil
+		}
+		return &src{Kind: v.Kind, Name: v.Name, Path: v.Path, Value: compact(v.Value), Default: compact(v.Default)}
+	}
 	type step struct {
 		Name      string         `json:"name"`
-		Kind      string         `json:"kind"`
-		Tool      string         `json:"tool"`
+		Kind      StepKind       `json:"kind"`
+		Tool      string         `json:"tool,omitempty"`
 		Execution StepExecution  `json:"exec"`
 		Output    string         `json:"out"`
-		Args      map[string]src `json:"args"`
+		Args      map[string]src `json:"args,omitempty"`
+		When      any            `json:"when,omitempty"`
+		Sleep     time.Duration  `json:"sleep,omitempty"`
+		For       *src           `json:"for,omitempty"`
+		Until     *src           `json:"until,omitempty"`
+		Group     string         `json:"group,omitempty"`
+		FailFast  bool           `json:"failFast,omitempty"`
 	}
-	steps := make([]step, 0, len(w.Steps))
-	for _, s := range w.Steps {
-		if s == nil {
-			continue
+	var steps []step
+	add := func(s *Step, group *Step) {
+		st := step{Name: s.Name, Kind: s.kind(), Tool: s.Tool, Execution: s.execution(), Output: s.binding(),
+			Sleep: s.Duration, For: srcOf(s.For), Until: srcOf(s.Until)}
+		if len(s.Args) > 0 {
+			st.Args = map[string]src{}
+			for k, v := range s.Args {
+				st.Args[k] = *srcOf(&v)
+			}
 		}
-		st := step{Name: s.Name, Kind: "tool", Tool: s.Tool, Execution: s.execution(), Output: s.binding(), Args: map[string]src{}}
-		for k, v := range s.Args {
-			st.Args[k] = src{Kind: v.Kind, Name: v.Name, Path: v.Path, Value: compact(v.Value), Default: compact(v.Default)}
+		if s.Condition != nil {
+			st.When = s.Condition.describe()
+		}
+		if group != nil {
+			st.Group, st.FailFast = group.Name, group.FailFast
 		}
 		steps = append(steps, st)
+	}
+	for _, s := range w.Steps {
+		switch {
+		case s == nil:
+		case s.kind() == KindGroup:
+			for _, m := range s.Members {
+				if m != nil {
+					add(m, s)
+				}
+			}
+		default:
+			add(s, nil)
+		}
 	}
 	b, _ := json.Marshal(steps) // map keys are sorted by encoding/json
 	sum := sha256.Sum256(b)
@@ -118,32 +152,67 @@ func quoteList(xs []string) string {
 
 // compiled is a registered definition: validated, versioned, indexed.
 // Nothing in it changes after registration.
+//
+// steps are the steps that have progress, in order: a group's members in
+// place of the group. They run in stages: a step alone is a stage, a
+// group's members are one; a stage starts when the stages before it have
+// ended (client steps aside: see plan).
 type compiled struct {
 	def         *Definition
 	version     string
 	fingerprint string
+	steps       []*Step          // flat, in order; index i matches Progress.Steps[i]
+	stage       []int            // stage of steps[i]
+	stages      [][]int          // stage -> the indexes of its steps
+	groupOf     map[string]*Step // member name -> its group
 	byName      map[string]*Step
 	index       map[string]int
 }
 
 func compile(w *Definition) *compiled {
-	c := &compiled{def: w, version: VersionOf(w), fingerprint: fingerprint(w), byName: map[string]*Step{}, index: map[string]int{}}
-	for i, s := range w.Steps {
-		c.byName[s.Name] = s
-		c.index[s.Name] = i
+	c := &compiled{def: w, version: VersionOf(w), fingerprint: fingerprint(w), byName: map[string]*Step{}, index: map[string]int{}, groupOf: map[string]*Step{}}
+	for stage, s := range w.Steps {
+		members := []*Step{s}
+		if s.kind() == KindGroup {
+			members = s.Members
+		}
+		c.stages = append(c.stages, nil)
+		for _, m := range members {
+			c.stages[stage] = append(c.stages[stage], len(c.steps))
+			c.index[m.Name] = len(c.steps)
+			c.steps = append(c.steps, m)
+			c.stage = append(c.stage, stage)
+			c.byName[m.Name] = m
+			if m != s {
+				c.groupOf[m.Name] = s
+			}
+		}
 	}
 	return c
+}
+
+// flat returns w's steps with every group replaced by its members.
+func (w *Definition) flat() []*Step {
+	var out []*Step
+	for _, s := range w.Steps {
+		if s != nil && s.kind() == KindGroup {
+			out = append(out, s.Members...)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // check reports how p does not match c's steps: the same steps in the same
 // order, with the same tools and execution; nil when it matches.
 func (c *compiled) check(p *Progress) error {
 	var probs []string
-	if len(p.Steps) != len(c.def.Steps) {
-		probs = append(probs, fmt.Sprintf("it records %d steps, the definition has %d", len(p.Steps), len(c.def.Steps)))
+	if len(p.Steps) != len(c.steps) {
+		probs = append(probs, fmt.Sprintf("it records %d steps, the definition has %d", len(p.Steps), len(c.steps)))
 	}
-	for i := range min(len(p.Steps), len(c.def.Steps)) {
-		s, sp := c.def.Steps[i], &p.Steps[i]
+	for i := range min(len(p.Steps), len(c.steps)) {
+		s, sp := c.steps[i], &p.Steps[i]
 		switch {
 		case sp.Name != s.Name:
 			probs = append(probs, fmt.Sprintf("step %d is %q, the definition's is %q", i+1, sp.Name, s.Name))
@@ -164,6 +233,7 @@ type versions struct {
 	byVersion map[string]*compiled
 	order     []string // registration order; the last is the newest
 	prompt    *TaskPromptHandler
+	tool      bool // also served as a tool
 }
 
 func (v *versions) newest() *compiled { return v.byVersion[v.order[len(v.order)-1]] }

@@ -45,6 +45,8 @@ func parseCommand(args []string) (*plan, error) {
 		return parseTasks(args[1:])
 	case "prompt":
 		return parsePrompt(args[1:])
+	case "workflow":
+		return parseWorkflow(args[1:])
 	}
 	return nil, usagef("unknown command %q", args[0])
 }

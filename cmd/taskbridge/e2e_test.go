@@ -283,7 +283,8 @@ func TestUIEndToEndHTTP(t *testing.T) {
 
 	// Follow the release_notes workflow from the Prompts tab.
 	ui.keys("2")
-	ui.waitFor("[2 Prompts]", "› release_notes")
+	ui.waitFor("[2 Prompts]")
+	ui.selectRow("release_notes ") // not release_notes_plain
 	ui.keys("Enter")
 	ui.waitFor("Get prompt release_notes", "repo*")
 	ui.text("taskbridge")

@@ -72,6 +72,16 @@ Commands:
                                                   handed to you, then wait for the workflow
                                    -resume ID     continue workflow task ID instead of
                                                   starting a new one (no key=value needed)
+  workflow fork ID [key=value ...]
+                                 run workflow task ID again as a new task, from a step:
+                                 the steps before it keep their recorded outputs; key=value
+                                 pairs change prompt arguments. Show the new task's handoff.
+                                 Flags:
+                                   -from STEP     the step (or group) to run again from
+                                                  (default: the first that did not complete)
+                                   -follow        then perform its client steps, as prompt
+                                                  -follow does
+                                   -tool NAME     the server's fork tool (default workflow_fork)
   ui URL | ui -- COMMAND ARGS   the terminal UI: Tools, Prompts and Tasks tabs, forms
                                  from input schemas, workflows step by step, a live task
                                  table (starting with the task history) with cancel and

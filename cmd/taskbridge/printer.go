@@ -209,15 +209,29 @@ func (p *printer) handoff(d *handoff.Document) error {
 			}
 		}
 	}
+	for _, s := range d.SkippedSteps {
+		fmt.Fprintf(p.w, "  ⤼ %-12s %-16s skipped: %s\n", s.Name, stepTool(s.Tool, s.Kind), oneLine(s.Reason, 80))
+	}
 	for _, s := range d.RemainingSteps {
 		mark, who := "·", "server"
 		switch {
 		case s.HandedToClient:
 			mark, who = "!", "handed to you"
+		case s.Status == handoff.StepSleeping && s.Until != nil:
+			mark, who = "z", "sleeping until "+s.Until.Local().Format("2006-01-02 15:04:05")
+		case s.Status == handoff.StepAwaitingEvent:
+			mark, who = "?", "waiting for its event"
+		case s.Execution == handoff.ExecClient && s.Status == handoff.StepPending:
+			mark, who = "·", "you, after the steps before it"
 		case s.Execution == handoff.ExecClient:
 			mark, who = "→", "you"
+		case s.Status == handoff.StepRunning:
+			mark, who = "●", "server, running"
 		}
-		fmt.Fprintf(p.w, "  %s %-12s %-16s (%s)", mark, s.Name, s.Tool, who)
+		if s.Group != "" {
+			who += ", in group " + s.Group
+		}
+		fmt.Fprintf(p.w, "  %s %-12s %-16s (%s)", mark, s.Name, stepTool(s.Tool, s.Kind), who)
 		var ph []string
 		for k, v := range s.Arguments {
 			if handoff.IsPlaceholder(v) && k != taskIDArg { // the task id is filled in, never asked
@@ -232,8 +246,14 @@ func (p *printer) handoff(d *handoff.Document) error {
 		if s.HandedToClient && s.Error != "" {
 			fmt.Fprintf(p.w, "      failed: %s\n", oneLine(s.Error, 100))
 		}
+		if s.Condition != "" {
+			fmt.Fprintf(p.w, "      only if %s\n", s.Condition)
+		}
 		if s.Guidance != "" && s.Execution == handoff.ExecClient {
 			fmt.Fprintf(p.w, "      %s\n", s.Guidance)
+		}
+		if s.Webhook != nil {
+			fmt.Fprintf(p.w, "      webhook: POST %s (Authorization: Bearer %s)\n", s.Webhook.URL, s.Webhook.Token)
 		}
 	}
 	for _, e := range d.Errors {
@@ -324,4 +344,13 @@ func oneLine(s string, max int) string {
 		return string(r[:max]) + "…"
 	}
 	return s
+}
+
+// stepTool is what the tool column shows: the tool, or the kind of a step
+// that calls none (sleep, event).
+func stepTool(tool, kind string) string {
+	if tool == "" {
+		return "(" + kind + ")"
+	}
+	return tool
 }

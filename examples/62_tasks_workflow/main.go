@@ -28,11 +28,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/taskbridge/taskbridge/builder"
-
 	"github.com/taskbridge/taskbridge/internal/gcpolicy"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
 )
@@ -65,9 +65,12 @@ Serve flags:
                   tracing: "none" (default) makes spans and hands clients the
                   traceparent but exports nothing; "stdout" writes spans as JSON
                   to stderr (stdout carries the stdio transport)
+  -public-url URL the server's URL as outside systems reach it (default http://ADDR):
+                  handoffs give webhook steps URL/hooks/TASK/STEP
   -v              log engine activity to stderr
 
-Prometheus metrics are served at http://ADDR/metrics (HTTP only).
+Prometheus metrics are served at http://ADDR/metrics (HTTP only), workflow
+webhooks at http://ADDR/hooks/TASK/STEP (POST with the task's webhook token).
 
 Replicas flags (PostgreSQL's initdb and postgres must be installed, e.g. under
 /usr/lib/postgresql/*/bin; as root the database runs as the postgres user):
@@ -82,12 +85,16 @@ Replicas flags (PostgreSQL's initdb and postgres must be installed, e.g. under
   -v              the replicas log engine activity, each line prefixed with its name
 Ctrl-C (SIGINT) or SIGTERM stops the proxy, the replicas and PostgreSQL.
 
-The server offers the workflow prompts release_notes (task-aware),
-release_notes_plain (the same, without a task) and ship_release (a flaky
-step the server retries, and a step handed to the client when the version
-is not like v1.2.3), and the tools fetch_changes, draft_notes, review_notes,
+The server offers the workflow prompts release_notes (task-aware; it
+publishes only when the review approves), release_notes_plain (the same,
+without a task), ship_release (a flaky step the server retries, and a step
+handed to the client when the version is not like v1.2.3) and
+canary_release (three check suites in parallel, a durable soak of
+soak_seconds, an approval by the client or a webhook, then promote or roll
+back), and the tools fetch_changes, draft_notes, review_notes,
 publish_notes, generate_report (slow: run it as a task), run_checks,
-create_tag and announce_release. Environment variables TASKBRIDGE_* tune the
+create_tag, announce_release, run_suite, approve_rollout, promote_release
+and rollback_release. Environment variables TASKBRIDGE_* tune the
 task engine (see the README).
 `
 
@@ -148,6 +155,7 @@ func serve(args []string, stderr io.Writer) error {
 	tokenList := fs.String("tokens", os.Getenv(tokenauth.EnvTokens), "bearer tokens TOKEN=USER,...")
 	dashToken := fs.String("dashboard-token", os.Getenv(EnvDashboardToken), "dashboard admin token")
 	traceTo := fs.String("trace", "none", "tracing exporter: none or stdout")
+	publicURL := fs.String("public-url", "", "the server's URL as outside systems reach it, for webhook URLs in handoffs (default: http://ADDR)")
 	verbose := fs.Bool("v", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -185,6 +193,18 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer obs.shutdown()
+	var ln net.Listener
+	if !*stdio {
+		if ln, err = net.Listen("tcp", *addr); err != nil {
+			return err
+		}
+		defer ln.Close()
+		base := *publicURL
+		if base == "" {
+			base = "http://" + ln.Addr().String()
+		}
+		b.WithWebhookURL(strings.TrimRight(base, "/") + "/hooks")
+	}
 	srv, err := b.Build(ctx)
 	if err != nil {
 		return err
@@ -193,10 +213,6 @@ func serve(args []string, stderr io.Writer) error {
 	if *stdio {
 		return srv.ServeStdio(ctx)
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
 	var h http.Handler = srv.HTTPHandler(nil)
 	if mw := tokenauth.Middleware(tokens); mw != nil {
 		h = mw(h)
@@ -204,7 +220,10 @@ func serve(args []string, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	mux.Handle("/metrics", obs.metrics.Handler())
-	dash := newDashboard(srv.Router, obs.feed, *dashToken, tokens)
+	// The webhooks authenticate with each task's own token, not the
+	// bearer tokens of the MCP endpoint.
+	mux.Handle("/hooks/", http.StripPrefix("/hooks", srv.Bridge.WebhookHandler()))
+	dash := newDashboard(srv, obs.feed, *dashToken, tokens)
 	defer dash.Close()
 	mux.Handle("/dashboard/", dash)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -219,7 +238,7 @@ func serve(args []string, stderr io.Writer) error {
 	if len(tokens) > 0 {
 		auth = fmt.Sprintf("%d bearer tokens", len(tokens))
 	}
-	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s), metrics at /metrics\n", ln.Addr(), redactDSN(*db), auth)
+	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s), metrics at /metrics, workflow webhooks at /hooks/\n", ln.Addr(), redactDSN(*db), auth)
 	if *dashToken != "" || len(tokens) > 0 {
 		fmt.Fprintf(stderr, "dashboard at http://%s/dashboard/ (sign in with the dashboard token or a user token)\n", ln.Addr())
 	} else {

@@ -208,3 +208,50 @@ func names(steps []handoff.CompletedStep) []string {
 	}
 	return out
 }
+
+// TestCanaryRelease: the checks run together, the canary soaks, the
+// approval decides between promote and rollback (the other skipped); a
+// rejected release_notes review publishes nothing.
+func TestCanaryRelease(t *testing.T) {
+	cs, _ := exampleSession(t)
+	for _, approved := range []bool{true, false} {
+		doc := promptDoc(t, cs, "canary_release", map[string]string{"repo": "shop", "version": "v2.0.0", "soak_seconds": "1"})
+		deadline := time.Now().Add(20 * time.Second)
+		for len(doc.ClientSteps()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "canary_release", Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID}})
+			require.NoError(t, err)
+			doc, err = handoff.FromPromptResult(res)
+			require.NoError(t, err)
+		}
+		require.Equal(t, []string{"lint", "unit", "integration", "soak"}, names(doc.CompletedSteps)[:4])
+		approve := doc.ClientSteps()[0]
+		require.Equal(t, "approve_rollout", approve.Tool)
+		sum := continueStep(t, cs, doc.TaskID, "approve_rollout", map[string]any{"approved": approved, "reason": "error rate flat"})
+		require.Equal(t, "completed", sum["status"])
+		res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "canary_release", Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID}})
+		require.NoError(t, err)
+		doc, err = handoff.FromPromptResult(res)
+		require.NoError(t, err)
+		ran, skipped := "promote_release", "rollback_release"
+		if !approved {
+			ran, skipped = skipped, ran
+		}
+		require.Contains(t, names(doc.CompletedSteps), ran)
+		require.Len(t, doc.SkippedSteps, 1)
+		require.Equal(t, skipped, doc.SkippedSteps[0].Name)
+	}
+
+	doc := promptDoc(t, cs, "release_notes", map[string]string{"repo": "shop"})
+	var draft string
+	require.NoError(t, json.Unmarshal(doc.ClientSteps()[0].Arguments["draft"], &draft))
+	sum := continueStep(t, cs, doc.TaskID, "review_notes", map[string]any{"draft": draft, "feedback": "reject: wrong version", "approved": false})
+	require.Equal(t, "completed", sum["status"])
+	res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "release_notes", Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID}})
+	require.NoError(t, err)
+	doc, err = handoff.FromPromptResult(res)
+	require.NoError(t, err)
+	require.Equal(t, "publish", doc.SkippedSteps[0].Name)
+	require.NotContains(t, names(doc.CompletedSteps), "publish")
+	require.Contains(t, string(doc.CompletedSteps[len(doc.CompletedSteps)-1].Result), "reject: wrong version")
+}

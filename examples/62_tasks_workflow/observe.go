@@ -12,7 +12,6 @@ import (
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/dashboard"
 	"github.com/taskbridge/taskbridge/metrics"
-	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/tracing"
 )
 
@@ -60,14 +59,14 @@ func (o *observers) shutdown() {
 // task; each user of -tokens signs in with their own token and sees the
 // tasks they own ("user:<USER>", the owner the engine gives their MCP
 // requests), and may cancel them. With no token at all it is off (404).
-func newDashboard(r *taskrouter.Router, feed *dashboard.Feed, admin string, users map[string]string) *dashboard.Dashboard {
+func newDashboard(srv *builder.Server, feed *dashboard.Feed, admin string, users map[string]string) *dashboard.Dashboard {
 	viewers := map[string]dashboard.Viewer{}
 	for token, user := range users {
 		viewers[token] = dashboard.Viewer{Name: user, Owner: "user:" + user, CanCancel: true}
 	}
-	opts := dashboard.Options{Token: admin, Feed: feed}
+	opts := dashboard.Options{Token: admin, Feed: feed, Forker: srv.Bridge}
 	if len(viewers) > 0 {
 		opts.Authenticate = dashboard.TokenViewers(viewers)
 	}
-	return dashboard.New(r, opts)
+	return dashboard.New(srv.Router, opts)
 }

@@ -105,6 +105,7 @@ type reviewIn struct {
 type reviewOut struct {
 	Approved  bool   `json:"approved"`
 	FinalText string `json:"final_text"`
+	Feedback  string `json:"feedback,omitempty"`
 }
 
 type publishIn struct {
@@ -200,7 +201,77 @@ func reviewNotes(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp
 	if in.Feedback != "" {
 		text += "\n_Reviewer: " + in.Feedback + "_\n"
 	}
-	return nil, reviewOut{Approved: in.Approved, FinalText: text}, nil
+	return nil, reviewOut{Approved: in.Approved, FinalText: text, Feedback: in.Feedback}, nil
+}
+
+type suiteIn struct {
+	Repo    string `json:"repo"`
+	Version string `json:"version"`
+	Suite   string `json:"suite" jsonschema:"lint, unit or integration"`
+}
+
+type suiteOut struct {
+	Suite   string `json:"suite"`
+	Passed  int    `json:"passed"`
+	Seconds string `json:"seconds"`
+}
+
+// suiteTime is how long each check suite of canary_release takes: long
+// enough that the three running together visibly beat them in a row.
+var suiteTime = map[string]time.Duration{"lint": 300 * time.Millisecond, "unit": 600 * time.Millisecond, "integration": 1500 * time.Millisecond}
+
+// runSuite runs one check suite of a release.
+func runSuite(ctx context.Context, _ *mcp.CallToolRequest, in suiteIn) (*mcp.CallToolResult, suiteOut, error) {
+	d, ok := suiteTime[in.Suite]
+	if !ok {
+		return nil, suiteOut{}, fmt.Errorf("unknown suite %q: lint, unit or integration", in.Suite)
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return nil, suiteOut{}, ctx.Err()
+	}
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s@%s/%s", in.Repo, in.Version, in.Suite)
+	return nil, suiteOut{Suite: in.Suite, Passed: 10 + int(h.Sum32()%90), Seconds: fmt.Sprintf("%.1f", d.Seconds())}, nil
+}
+
+type approveIn struct {
+	Approved bool   `json:"approved" jsonschema:"true to promote the canary to every user, false to roll it back"`
+	Reason   string `json:"reason" jsonschema:"why: what the soak showed"`
+}
+
+type approveOut struct {
+	Approved bool   `json:"approved"`
+	Reason   string `json:"reason"`
+}
+
+// approveRollout records a person's decision on a canary.
+func approveRollout(ctx context.Context, _ *mcp.CallToolRequest, in approveIn) (*mcp.CallToolResult, approveOut, error) {
+	if strings.TrimSpace(in.Reason) == "" {
+		return nil, approveOut{}, errors.New("reason is empty: say what the soak showed")
+	}
+	return nil, approveOut(in), nil
+}
+
+type rolloutIn struct {
+	Repo    string `json:"repo"`
+	Version string `json:"version"`
+}
+
+type rolloutOut struct {
+	Release string `json:"release"`
+	Traffic string `json:"traffic"`
+}
+
+// promoteRelease sends all traffic to the new version.
+func promoteRelease(ctx context.Context, _ *mcp.CallToolRequest, in rolloutIn) (*mcp.CallToolResult, rolloutOut, error) {
+	return nil, rolloutOut{Release: in.Repo + "@" + in.Version, Traffic: "100% on " + in.Version}, nil
+}
+
+// rollbackRelease sends all traffic back to the previous version.
+func rollbackRelease(ctx context.Context, _ *mcp.CallToolRequest, in rolloutIn) (*mcp.CallToolResult, rolloutOut, error) {
+	return nil, rolloutOut{Release: in.Repo + "@" + in.Version, Traffic: "0% on " + in.Version + " (rolled back)"}, nil
 }
 
 // publishNotes posts the notes. A workflow passes the step's idempotency
@@ -266,7 +337,9 @@ func announceRelease(ctx context.Context, _ *mcp.CallToolRequest, in announceIn)
 }
 
 // releaseWorkflow is the example's workflow: two server steps, a step the
-// client performs, and a server step that needs the client's output.
+// client performs, and a server step that needs the client's output and
+// runs only when the review approved (a rejection completes the workflow
+// with publish skipped and the reviewer's feedback in the result).
 func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 	return workflow.New(name, "Draft, review and publish release notes for a repository").
 		WithGoal("Publish reviewed release notes for the repository").
@@ -288,10 +361,50 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 				Bind("approved", workflow.FromClient("true to approve publishing")).
 				WithGuidance("Read the draft, then call review_notes with the draft, your feedback, and approved=true if it may be published."),
 			workflow.Server("publish", "publish_notes").
+				When(workflow.Truthy(workflow.StepOutput("review", "approved"))).
 				Bind("text", workflow.StepOutput("review", "final_text")).
 				Bind("channel", workflow.Const("#releases")).
 				WithGuidance("Posts the reviewed notes to the releases channel (once per workflow, even if it runs again).").
 				WithRetry(),
+		)
+}
+
+// canaryWorkflow uses every step kind: three check suites in a parallel
+// group, a durable sleep while the canary soaks, a person's approval (a
+// client step an outside system may also answer through the webhook), and
+// a branch: promote when approved, roll back otherwise.
+func canaryWorkflow() *workflow.Definition {
+	approved := workflow.Truthy(workflow.StepOutput("approve_rollout", "approved"))
+	suite := func(name string) *workflow.Step {
+		return workflow.Server(name, "run_suite").
+			Bind("repo", workflow.PromptArg("repo")).
+			Bind("version", workflow.PromptArg("version")).
+			Bind("suite", workflow.Const(name)).
+			WithRetry()
+	}
+	rollout := func(name string) *workflow.Step {
+		return workflow.Server(name, name).
+			Bind("repo", workflow.PromptArg("repo")).
+			Bind("version", workflow.PromptArg("version"))
+	}
+	return workflow.New("canary_release", "Check a release, soak it as a canary, then promote or roll it back on a person's approval").
+		WithGoal("Roll out the release to every user only if its checks pass and a person approves the canary").
+		Arg("repo", "repository to release (any name)", true).
+		Arg("version", "version to roll out, like v1.2.3", true).
+		Arg("soak_seconds", "how long the canary soaks before the approval, in seconds (default 30)", false).
+		Step(
+			workflow.Parallel("checks", suite("lint"), suite("unit"), suite("integration")).StopOnFailure(),
+			workflow.SleepFor("soak", workflow.PromptArg("soak_seconds").WithDefault(30)).
+				WithGuidance("The canary serves a few users while the server waits."),
+			workflow.Client("approve_rollout", "approve_rollout").
+				Bind("approved", workflow.FromClient("true to promote the canary, false to roll it back")).
+				Bind("reason", workflow.FromClient("what the soak showed")).
+				AcceptsWebhook().
+				WithGuidance("Decide whether the canary may reach every user: call approve_rollout with approved and a reason (a chat button or CI job may answer instead through the webhook)."),
+			rollout("promote_release").When(approved).
+				WithGuidance("Sends every user to the new version."),
+			rollout("rollback_release").Unless(approved).
+				WithGuidance("Sends every user back to the previous version."),
 		)
 }
 
@@ -353,9 +466,16 @@ func newBuilder(o options) (*builder.Builder, error) {
 	builder.Tool(b, &mcp.Tool{Name: "run_checks", Description: "Run a repository's test suite (flaky: fails on the first run of a workflow step)."}, a.runChecks, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "create_tag", Description: "Tag a release with a semantic version."}, createTag, taskrouter.ToolOptions{})
 	builder.Tool(b, &mcp.Tool{Name: "announce_release", Description: "Announce a tagged release."}, announceRelease, taskrouter.ToolOptions{})
-	b.TaskWorkflow(releaseWorkflow("release_notes"))
+	builder.Tool(b, &mcp.Tool{Name: "run_suite", Description: "Run one check suite (lint, unit or integration) of a release."}, runSuite, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "approve_rollout", Description: "Record a person's decision on a canary release: promote it or roll it back."}, approveRollout, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "promote_release", Description: "Send every user to a release."}, promoteRelease, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "rollback_release", Description: "Send every user back to the previous release."}, rollbackRelease, taskrouter.ToolOptions{})
+	// The task-aware workflows are tools too, so that a model in an LLM
+	// host (which cannot pick prompts) can start them.
+	b.TaskWorkflow(releaseWorkflow("release_notes").AsTool())
 	b.Workflow(releaseWorkflow("release_notes_plain"))
-	b.TaskWorkflow(shipWorkflow())
+	b.TaskWorkflow(shipWorkflow().AsTool())
+	b.TaskWorkflow(canaryWorkflow().AsTool())
 	return b, nil
 }
 

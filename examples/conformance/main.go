@@ -5,6 +5,10 @@
 //
 //	go run ./examples/conformance -http 127.0.0.1:3001 [-db tasks.db]
 //
+// -db also takes a postgres:// DSN, as example 62's does: several
+// processes on one database are replicas of one server (give each its own
+// TASKBRIDGE_REPLICA_ID), for example behind a round-robin proxy.
+//
 // Then, from a checkout of modelcontextprotocol/conformance:
 //
 //	node dist/index.js server --url http://127.0.0.1:3001/mcp --scenario tasks-lifecycle
@@ -18,22 +22,23 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
 	"github.com/taskbridge/taskbridge/internal/gcpolicy"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
-	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 func main() {
 	gcpolicy.Apply() // GOGC=400 unless the environment sets GOGC (see README, Performance)
 	addr := flag.String("http", "127.0.0.1:3001", "listen address (loopback) for Streamable HTTP at /mcp")
-	dbPath := flag.String("db", "", "bbolt database file (default: a temporary file removed on exit)")
+	dbPath := flag.String("db", "", "store: a bbolt file, or a postgres:// DSN (several replicas); default: a temporary bbolt file removed on exit")
 	verbose := flag.Bool("v", false, "log engine activity to stderr")
 	tokenList := flag.String("tokens", os.Getenv(tokenauth.EnvTokens), `require bearer tokens "TOKEN=USER,TOKEN=USER" (each user owns its tasks)`)
 	flag.Parse()
@@ -57,7 +62,7 @@ func run(addr, dbPath string, verbose bool, tokens map[string]string) error {
 		defer os.RemoveAll(dir)
 		dbPath = dir + "/tasks.db"
 	}
-	st, err := bboltstore.Open(dbPath)
+	st, err := builder.OpenStore(context.Background(), dbPath)
 	if err != nil {
 		return err
 	}
@@ -91,7 +96,7 @@ func run(addr, dbPath string, verbose bool, tokens map[string]string) error {
 	}
 	mux.Handle("/mcp", h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(os.Stderr, "conformance server listening on http://%s/mcp (db %s)\n", ln.Addr(), dbPath)
+	fmt.Fprintf(os.Stderr, "conformance server listening on http://%s/mcp (db %s)\n", ln.Addr(), redactDSN(dbPath))
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -102,4 +107,16 @@ func run(addr, dbPath string, verbose bool, tokens map[string]string) error {
 		return err
 	}
 	return nil
+}
+
+// redactDSN hides the password of a postgres:// DSN, for the log.
+func redactDSN(db string) string {
+	if !builder.IsPostgresDSN(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "postgres://(a DSN that does not parse)"
+	}
+	return u.Redacted()
 }

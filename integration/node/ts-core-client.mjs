@@ -219,6 +219,10 @@ await step('streamProtocolError', async () => {
     return out;
 });
 
+// d2. arguments the tool's schema refuses, on a task-augmented call: a
+// JSON-RPC error the SDK reports as such (not a zod error about "task").
+await step('streamBadArguments', async () => streamCall(client, { name: 'slow_compute', arguments: { seconds: 'soon' } }, REQ));
+
 // e. tasks/get and tasks/result on the task of step b.
 if (b?.taskId) {
     await step('getTask', async () => {

@@ -82,6 +82,34 @@ func testTransitions(t *testing.T, o opener) {
 			require.Equal(t, cur, mustGet(t, s, cur.ID), "nothing written")
 		})
 	}
+	// An Annotate update merges labels into an ended task, and nothing
+	// else; it is refused with anything but labels.
+	for _, from := range allStatuses {
+		t.Run(fmt.Sprintf("%s annotated", from), func(t *testing.T) {
+			cur := setup(from)
+			got := mustUpdate(t, s, cur.ID, store.Update{Annotate: true, IfVersion: cur.Version, Labels: map[string]string{"forks": "x"}})
+			require.Equal(t, "x", got.Labels["forks"])
+			require.Equal(t, cur.Status, got.Status)
+			require.Equal(t, cur.StatusMessage, got.StatusMessage)
+			require.Equal(t, cur.ExpiresAt, got.ExpiresAt)
+			require.Equal(t, cur.History, got.History)
+			require.Equal(t, cur.Version+1, got.Version)
+			require.Equal(t, got, mustGet(t, s, cur.ID))
+			_, err := s.Update(ctx, cur.ID, store.Update{Annotate: true, IfVersion: cur.Version, Labels: map[string]string{"forks": "y"}})
+			require.ErrorIs(t, err, store.ErrConflict, "compare-and-swap holds")
+			for _, bad := range []store.Update{
+				{Annotate: true},
+				{Annotate: true, Labels: map[string]string{"a": "b"}, StatusMessage: strPtr("late")},
+				{Annotate: true, Labels: map[string]string{"a": "b"}, Variables: map[string]json.RawMessage{"v": json.RawMessage(`1`)}},
+				{Annotate: true, Labels: map[string]string{"a": "b"}, Status: store.StatusCompleted},
+				{Annotate: true, Labels: map[string]string{"a": "b"}, Result: json.RawMessage(`{}`)},
+			} {
+				_, err := s.Update(ctx, cur.ID, bad)
+				require.ErrorIs(t, err, store.ErrInvalid, "%+v", bad)
+			}
+			require.Equal(t, got, mustGet(t, s, cur.ID), "nothing written")
+		})
+	}
 	// Non-terminal tasks accept updates without a status.
 	t.Run("working->(no status)", func(t *testing.T) {
 		cur := setup(store.StatusWorking)

@@ -26,6 +26,7 @@ func NewServer(cfg taskrouter.Config) (*mcp.Server, *taskrouter.Router, error) {
 		return nil, nil, err
 	}
 	AddTools(router)
+	router.AddTaskTools(nil) // task_result and task_cancel, for clients that only call tools
 	return srv, router, nil
 }
 

@@ -40,25 +40,32 @@ type wfStep struct {
 	name, tool string
 	done       *handoff.CompletedStep
 	rem        *handoff.RemainingStep
+	skipped    *handoff.SkippedStep
 }
 
 func (v *wfView) steps() []wfStep {
 	var out []wfStep
 	for i := range v.doc.CompletedSteps {
 		s := &v.doc.CompletedSteps[i]
-		out = append(out, wfStep{name: s.Name, tool: s.Tool, done: s})
+		out = append(out, wfStep{name: s.Name, tool: toolOrKind(s.Tool, s.Kind), done: s})
+	}
+	for i := range v.doc.SkippedSteps {
+		s := &v.doc.SkippedSteps[i]
+		out = append(out, wfStep{name: s.Name, tool: toolOrKind(s.Tool, s.Kind), skipped: s})
 	}
 	for i := range v.doc.RemainingSteps {
 		s := &v.doc.RemainingSteps[i]
-		out = append(out, wfStep{name: s.Name, tool: s.Tool, rem: s})
+		out = append(out, wfStep{name: s.Name, tool: toolOrKind(s.Tool, s.Kind), rem: s})
 	}
 	return out
 }
 
-// actionable reports whether the user can perform the step: a client
-// step or a server step handed to the client.
+// actionable reports whether the user can perform the step now: a client
+// step reached (not an event, which an outsider delivers), or a server
+// step handed to the client.
 func (s wfStep) actionable() bool {
-	return s.rem != nil && (s.rem.Execution == handoff.ExecClient || s.rem.HandedToClient)
+	return s.rem != nil && (s.rem.HandedToClient ||
+		s.rem.Execution == handoff.ExecClient && s.rem.Kind == "" && s.rem.Status != handoff.StepPending)
 }
 
 // selectNext selects the first step the user can perform.
@@ -94,17 +101,30 @@ type (
 
 // stepState is a remaining step's state in words.
 func stepState(s handoff.RemainingStep) string {
+	state := "pending (server)"
 	switch {
 	case s.HandedToClient:
-		return "handed to you"
+		state = "handed to you"
 	case s.Status == handoff.StepRunning:
-		return "running"
+		state = "running"
 	case s.Status == handoff.StepFailed:
-		return "failed"
+		state = "failed"
+	case s.Status == handoff.StepSleeping && s.Until != nil:
+		state = "sleeping until " + s.Until.Local().Format("15:04:05")
+	case s.Status == handoff.StepAwaitingEvent:
+		state = "waiting for its event (webhook or tasks/update)"
+	case s.Execution == handoff.ExecClient && s.Status == handoff.StepPending:
+		state = "yours, after the steps before it"
 	case s.Execution == handoff.ExecClient:
-		return "waiting for you"
+		state = "waiting for you"
 	}
-	return "pending (server)"
+	if s.Group != "" {
+		state += " · group " + s.Group
+	}
+	if s.Condition != "" {
+		state += " · only if " + s.Condition
+	}
+	return state
 }
 
 // stepMark is a remaining step's symbol.
@@ -116,7 +136,11 @@ func stepMark(s handoff.RemainingStep) string {
 		return "●"
 	case s.Status == handoff.StepFailed:
 		return "✗"
-	case s.Execution == handoff.ExecClient:
+	case s.Status == handoff.StepSleeping:
+		return "z"
+	case s.Status == handoff.StepAwaitingEvent:
+		return "?"
+	case s.Execution == handoff.ExecClient && s.Status != handoff.StepPending:
 		return "→"
 	}
 	return "·"
@@ -524,7 +548,9 @@ func (m *Model) workflowView(w, h int) []string {
 	for i, s := range steps {
 		mark, state := "✓", "done"
 		style := m.st.ok
-		if s.rem != nil && st.Terminal() {
+		if s.skipped != nil {
+			mark, state, style = "⤼", "skipped: "+oneLine(s.skipped.Reason), m.st.faint
+		} else if s.rem != nil && st.Terminal() {
 			// The workflow ended before this step: nobody performs it.
 			mark, state, style = "·", "not done (workflow "+d.Status+")", m.st.faint
 		} else if s.rem != nil {
@@ -571,4 +597,13 @@ func (m *Model) workflowView(w, h int) []string {
 		keys = "enter/esc back"
 	}
 	return append(lines, m.st.faint.Render(clip(keys, w)))
+}
+
+// toolOrKind is a step's tool, or its kind in parentheses for a step that
+// calls no tool (a sleep, an event).
+func toolOrKind(tool, kind string) string {
+	if tool == "" && kind != "" {
+		return "(" + kind + ")"
+	}
+	return tool
 }

@@ -115,7 +115,7 @@ func TestPromptsTabRepairsAHandedOverStep(t *testing.T) {
 	h.keys("ctrl+s")
 	v := h.see("! fetch", "handed to you")
 	require.Contains(t, v, `✗ unknown repository "nope" (try "taskbridge")`)
-	require.Regexp(t, `→ review\s+review_notes\s+waiting for you`, v)
+	require.Regexp(t, `· review\s+review_notes\s+yours, after the steps before it`, v, "review waits for fetch")
 
 	// r resumes: the server tries the step again, and hands it back.
 	h.keys("r")

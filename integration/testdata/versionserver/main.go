@@ -1,0 +1,105 @@
+// Command versionserver serves variants of one workflow for the version
+// tests (integration/versions_test.go): a real process the tests SIGKILL
+// and restart with a changed definition.
+//
+//	versionserver -http ADDR -db FILE -variants v1,appended
+//
+// abc: a (server) -> b (client) -> c (server); "appended" adds d (server)
+// after c. c sleeps -c-sleep. flaky: f (server, fails its first run,
+// retried after -backoff) -> g (client).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+type in struct {
+	X any `json:"x,omitempty"`
+}
+
+type out struct {
+	By string `json:"by"`
+}
+
+func main() {
+	addr := flag.String("http", "127.0.0.1:0", "listen address")
+	db := flag.String("db", "", "store")
+	variants := flag.String("variants", "v1", "workflow variants to serve, oldest first: v1, appended")
+	cSleep := flag.Duration("c-sleep", 0, "how long step c takes")
+	backoff := flag.Duration("backoff", 2*time.Second, "flaky step's retry backoff")
+	flag.Parse()
+
+	var flakyRuns atomic.Int32
+	b := builder.New("versionserver", "1").WithDB(*db).WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	tool := func(name string, f func(ctx context.Context) error) {
+		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ in) (*mcp.CallToolResult, out, error) {
+			if f != nil {
+				if err := f(ctx); err != nil {
+					return nil, out{}, err
+				}
+			}
+			fmt.Fprintf(os.Stderr, "RAN %s at %s\n", name, time.Now().UTC().Format(time.RFC3339Nano))
+			return nil, out{By: name}, nil
+		}, taskrouter.ToolOptions{})
+	}
+	tool("ta", nil)
+	tool("tb", nil)
+	tool("td", nil)
+	tool("tc", func(ctx context.Context) error {
+		select {
+		case <-time.After(*cSleep):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	tool("tf", func(ctx context.Context) error {
+		if flakyRuns.Add(1) == 1 && os.Getenv("FLAKY_OK") == "" {
+			return fmt.Errorf("transient failure")
+		}
+		return nil
+	})
+	for _, v := range strings.Split(*variants, ",") {
+		w := workflow.New("abc", "three steps").Step(
+			workflow.Server("a", "ta"),
+			workflow.Client("b", "tb").Bind("x", workflow.FromClient("x")),
+			workflow.Server("c", "tc"),
+		)
+		if v == "appended" {
+			w.Step(workflow.Server("d", "td"))
+		}
+		b.TaskWorkflow(w)
+	}
+	b.TaskWorkflow(workflow.New("flaky", "a retried step").Step(
+		workflow.Server("f", "tf").WithRetryPolicy(workflow.RetryPolicy{MaxAttempts: 3, Backoff: *backoff}),
+		workflow.Client("g", "tb"),
+	))
+	srv, err := b.Build(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "versionserver:", err)
+		os.Exit(1)
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "versionserver:", err)
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.HTTPHandler(nil))
+	_ = http.Serve(ln, mux)
+}

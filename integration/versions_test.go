@@ -1,0 +1,247 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+// Versions: a definition changed (or removed) while a task waits. Probed
+// before versions existed, each row panicked, crashed every start, stalled
+// or silently switched tools. Now a task runs to its end on the version it
+// started with, or fails naming its version and the ones served.
+
+type vIn struct {
+	X any `json:"x,omitempty"`
+}
+type vOut struct {
+	By string `json:"by"`
+}
+
+// abcDef is a (server) -> b (client) -> c (server), changed by change.
+func abcDef(change func(w *workflow.Definition)) *workflow.Definition {
+	w := workflow.New("abc", "three steps").Step(
+		workflow.Server("a", "ta"),
+		workflow.Client("b", "tb").Bind("x", workflow.FromClient("x")),
+		workflow.Server("c", "tc"),
+	)
+	if change != nil {
+		change(w)
+	}
+	return w
+}
+
+// versionServer serves defs on the store spec names (a bbolt file or a
+// PostgreSQL DSN); calls counts the runs of each tool.
+func versionServer(t *testing.T, spec string, calls map[string]int, defs ...*workflow.Definition) *builder.Server {
+	t.Helper()
+	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithConfig(taskrouter.Config{ReplicaID: "r-" + t.Name()})
+	for _, name := range []string{"ta", "tb", "tc", "td", "tx"} {
+		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
+			calls[name]++
+			return nil, vOut{By: name}, nil
+		}, taskrouter.ToolOptions{})
+	}
+	for _, d := range defs {
+		b.TaskWorkflow(d)
+	}
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	return srv
+}
+
+// versionClient connects a go-sdk client in process.
+func versionClient(t *testing.T, srv *builder.Server) *mcp.ClientSession {
+	t.Helper()
+	tr, err := srv.Connect(context.Background())
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// startAbc starts abc and returns its task id, paused at b.
+func startAbc(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "abc"})
+	require.NoError(t, err)
+	doc, err := handoff.FromPromptResult(res)
+	require.NoError(t, err)
+	require.Equal(t, "b", doc.RemainingSteps[0].Name)
+	return doc.TaskID
+}
+
+func TestVersionsChangedWhileTaskWaits(t *testing.T) {
+	rows := []struct {
+		name   string
+		change func(w *workflow.Definition)
+	}{
+		{"server step inserted before b", func(w *workflow.Definition) {
+			w.Steps = append([]*workflow.Step{w.Steps[0], workflow.Server("a2", "tx")}, w.Steps[1:]...)
+		}},
+		{"server step appended after c", func(w *workflow.Definition) { w.Step(workflow.Server("d", "td")) }},
+		{"b renamed", func(w *workflow.Definition) { w.Steps[1].Name = "b2" }},
+		{"c removed", func(w *workflow.Definition) { w.Steps = w.Steps[:2] }},
+		{"c calls another tool", func(w *workflow.Definition) { w.Steps[2].Tool = "tx" }},
+		{"workflow removed", nil},
+	}
+	stores := map[string]func(t *testing.T) string{
+		"bbolt":    func(t *testing.T) string { return filepath.Join(t.TempDir(), "tasks.db") },
+		"postgres": func(t *testing.T) string { return pgtest.DSN(t) },
+	}
+	for _, backend := range []string{"bbolt", "postgres"} {
+		for _, row := range rows {
+			t.Run(backend+"/"+row.name, func(t *testing.T) {
+				spec := stores[backend](t)
+				ctx := context.Background()
+				calls := map[string]int{}
+				v1 := abcDef(nil)
+				srv := versionServer(t, spec, calls, v1)
+				alone := startAbc(t, versionClient(t, srv))
+				require.NoError(t, srv.Close())
+
+				// The new definition alone: the old task fails naming its
+				// version, at once (bbolt: at start; PostgreSQL: at the
+				// first touch), and a continuation records nothing.
+				var defs []*workflow.Definition
+				if row.change != nil {
+					defs = append(defs, abcDef(row.change))
+				}
+				srv = versionServer(t, spec, calls, defs...)
+				cs := versionClient(t, srv)
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tb", Arguments: map[string]any{"x": 1}, Meta: mcp.Meta{"_task_id": alone}})
+				require.Error(t, err)
+				require.Contains(t, err.Error(), "nothing was recorded")
+				require.Zero(t, calls["tb"], "the refused continuation ran nothing")
+				tk, err := srv.Store.Get(ctx, alone)
+				require.NoError(t, err)
+				require.Equal(t, store.StatusFailed, tk.Status)
+				require.Contains(t, tk.StatusMessage, `workflow "abc"`)
+				require.Contains(t, tk.StatusMessage, workflow.VersionOf(v1))
+				require.NoError(t, srv.Close())
+				if row.change == nil {
+					return
+				}
+
+				// Both versions served: a task started on the old one
+				// completes on it.
+				srv = versionServer(t, spec, calls, v1)
+				beside := startAbc(t, versionClient(t, srv))
+				require.NoError(t, srv.Close())
+				calls = map[string]int{}
+				srv = versionServer(t, spec, calls, v1, abcDef(row.change))
+				defer srv.Close()
+				cs = versionClient(t, srv)
+				out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tb", Arguments: map[string]any{"x": 1, "_task_id": beside}})
+				require.NoError(t, err)
+				require.False(t, out.IsError)
+				require.Eventually(t, func() bool {
+					tk, err := srv.Store.Get(ctx, beside)
+					return err == nil && tk.Status == store.StatusCompleted
+				}, 10*time.Second, 10*time.Millisecond)
+				require.Equal(t, 1, calls["tc"], "c ran its own tool, once")
+				require.Zero(t, calls["tx"]+calls["td"], "no step of the new version ran")
+			})
+		}
+	}
+}
+
+// A deploy that appends a step, across a SIGKILL of a real process in the
+// middle of c: the new version alone fails the old task at start, naming
+// it, and keeps serving (no crash loop); served beside the old version,
+// tasks finish on their own versions.
+func TestVersionsAppendedStepAcrossSIGKILL(t *testing.T) {
+	bin := exampleBinary(t, "./integration/testdata/versionserver")
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ctx := relCtx(t, time.Minute)
+	hc := newRelHTTPClient(4)
+	p := startProc(t, bin, nil, "-http", "ADDR", "-db", db, "-variants", "v1", "-c-sleep", "30s")
+	c := newRelClient(p.url, hc, relExt, "")
+	running := relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "abc"})).TaskID
+	waiting := relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "abc"})).TaskID
+	go func() { // b's continuation sets c off; its caller gives up
+		_, _ = c.call(ctx, "tools/call", map[string]any{"name": "tb", "arguments": map[string]any{"x": 1, "_task_id": running}})
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(p.log.String(), "RAN tb") }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // c is running
+	p.kill()
+
+	p = startProc(t, bin, nil, "-http", "ADDR", "-db", db, "-variants", "appended")
+	c = newRelClient(p.url, hc, relExt, "")
+	for _, id := range []string{running, waiting} {
+		got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": id})
+		require.Equal(t, "failed", got["status"], "%s: %v", id, got)
+		require.Contains(t, got["statusMessage"], "is not served by this server")
+	}
+	fresh := relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "abc"})).TaskID
+	require.NotContains(t, p.log.String(), "panic")
+	p.kill()
+
+	p = startProc(t, bin, nil, "-http", "ADDR", "-db", db, "-variants", "v1,appended")
+	c = newRelClient(p.url, hc, relExt, "")
+	c.must(t, ctx, "tools/call", map[string]any{"name": "tb", "arguments": map[string]any{"x": 1, "_task_id": fresh}})
+	require.Eventually(t, func() bool {
+		got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": fresh})
+		return got["status"] == "completed"
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, p.log.String(), "RAN td", "the appended version ran its own last step")
+	require.NotContains(t, p.log.String(), "panic")
+	p.kill()
+}
+
+// A retry's backoff crosses a SIGKILL and a restart: the retry runs once,
+// at the time the first failure set, not a full backoff after the restart.
+func TestRetryBackoffAcrossSIGKILL(t *testing.T) {
+	bin := exampleBinary(t, "./integration/testdata/versionserver")
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ctx := relCtx(t, time.Minute)
+	hc := newRelHTTPClient(4)
+	p := startProc(t, bin, nil, "-http", "ADDR", "-db", db, "-backoff", "3s")
+	c := newRelClient(p.url, hc, relExt, "")
+	doc := relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "flaky"}))
+	f := doc.RemainingSteps[0]
+	require.Equal(t, "f", f.Name)
+	require.NotNil(t, f.RetryAt, "the retry is scheduled: %+v", f)
+	retryAt := *f.RetryAt
+	time.Sleep(time.Until(retryAt.Add(-2 * time.Second))) // well before the retry
+	p.kill()
+	time.Sleep(500 * time.Millisecond)
+	p = startProc(t, bin, []string{"FLAKY_OK=1"}, "-http", "ADDR", "-db", db, "-backoff", "3s")
+	c = newRelClient(p.url, hc, relExt, "")
+	require.Eventually(t, func() bool { return strings.Contains(p.log.String(), "RAN tf") }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { // the step's record follows its log line
+		got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": doc.TaskID})
+		return got["status"] != "working"
+	}, 10*time.Second, 20*time.Millisecond)
+
+	st := p
+	p.kill()
+	bolt, err := bboltstore.Open(db)
+	require.NoError(t, err)
+	defer bolt.Close()
+	tk, err := bolt.Get(ctx, doc.TaskID)
+	require.NoError(t, err)
+	var prog workflow.Progress
+	require.NoError(t, json.Unmarshal(tk.Variables[workflow.VarProgress], &prog))
+	sp := prog.Steps[0]
+	require.Equal(t, workflow.StepCompleted, sp.Status, "%s", st.log.String())
+	require.Equal(t, 2, sp.Attempts, "the retry ran once")
+	retry := sp.History[1]
+	require.Equal(t, workflow.ReasonRetry, retry.Reason)
+	require.False(t, retry.At.Before(retryAt), "not before its time: %v < %v", retry.At, retryAt)
+	require.Less(t, retry.At.Sub(retryAt), 1500*time.Millisecond, "at its time, not a full backoff after the restart")
+}

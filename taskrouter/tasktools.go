@@ -1,0 +1,237 @@
+package taskrouter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// The built-in task tools give a client that cannot send tasks/get,
+// tasks/result or tasks/cancel (a model in an LLM host, which only calls
+// tools) the same reach: task_result waits for a task and returns its
+// result, task_cancel cancels one. They obey owners as tasks/get does.
+
+// Default names of the built-in task tools.
+const (
+	DefaultResultToolName = "task_result"
+	DefaultCancelToolName = "task_cancel"
+)
+
+// TaskToolsOptions name the built-in task tools; nil or empty names mean
+// the defaults.
+type TaskToolsOptions struct {
+	ResultName string
+	CancelName string
+	// ForkName names the tool that runs a workflow task again from a step
+	// (workflow.Bridge.AddForkTool; default workflow_fork), which the
+	// builder registers beside these.
+	ForkName string
+}
+
+// A Reporter is implemented by a KindHandler whose tasks may wait for the
+// client while active (workflows): task_result answers with Report for an
+// active task of its kind instead of only saying it still runs, and stops
+// waiting once Report says the task waits for the client.
+type Reporter interface {
+	// Report describes active task t for a client that reads tool results
+	// (a model): where it stands and what to do next. waiting reports that
+	// the task waits for the client, so waiting for it to end is futile.
+	Report(ctx context.Context, t *store.Task) (res *mcp.CallToolResult, waiting bool)
+}
+
+// taskResultIn is task_result's input.
+type taskResultIn struct {
+	TaskID      string   `json:"task_id" jsonschema:"the id of the task (from the tool result or handoff that named it)"`
+	WaitSeconds *float64 `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the task to end, in seconds (default and maximum: the server's host deadline)"`
+}
+
+// taskCancelIn is task_cancel's input.
+type taskCancelIn struct {
+	TaskID string `json:"task_id" jsonschema:"the id of the task to cancel"`
+}
+
+// AddTaskTools registers the built-in tools task_result and task_cancel
+// (names from opts) on the router's server. Install must have been called.
+func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
+	var o TaskToolsOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.ResultName == "" {
+		o.ResultName = DefaultResultToolName
+	}
+	if o.CancelName == "" {
+		o.CancelName = DefaultCancelToolName
+	}
+	AddTool(r, &mcp.Tool{Name: o.ResultName, Description: "Wait for a task (a long tool call that became a task, or a workflow task) and return its result: the tool's own result once the task has ended, or where it stands (for a workflow: its handoff, saying what to do next). Call it with the task id a tool result or handoff gave you."},
+		r.taskResultTool, ToolOptions{})
+	AddTool(r, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
+		r.taskCancelTool, ToolOptions{})
+	r.mu.Lock()
+	r.resultTool, r.cancelTool = o.ResultName, o.CancelName
+	r.mu.Unlock()
+}
+
+// cancelToolName is the name of the built-in task_cancel tool.
+func (r *Router) cancelToolName() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cancelTool
+}
+
+// resultToolName is the name of the built-in task_result tool, or "" when
+// it is not registered.
+func (r *Router) resultToolName() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resultTool
+}
+
+// toolTask loads the task a built-in tool names, as tasks/get would: an
+// unknown or foreign id gets an isError result naming it.
+func (r *Router) toolTask(ctx context.Context, id string) (*store.Task, *mcp.CallToolResult) {
+	q := RequestFrom(ctx)
+	if q == nil {
+		q = r.resolve(ctx, nil)
+	}
+	if q.OwnerErr != nil {
+		return nil, errorResult("%v", q.OwnerErr)
+	}
+	if id == "" {
+		return nil, errorResult("task_id is empty: pass the id of a task")
+	}
+	t, err := r.TaskFor(ctx, q, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorResult("there is no task %q that you may see: the id is wrong, the task expired, or it belongs to someone else", id)
+		}
+		return nil, errorResult("reading task %q: %v", id, err)
+	}
+	r.touch(ctx, t)
+	return t, nil
+}
+
+func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in taskResultIn) (*mcp.CallToolResult, any, error) {
+	t, bad := r.toolTask(ctx, in.TaskID)
+	if bad != nil {
+		return bad, nil, nil
+	}
+	wait := r.cfg.HostDeadline
+	if wait < 0 {
+		wait = DefaultHostDeadline
+	}
+	if in.WaitSeconds != nil {
+		if *in.WaitSeconds < 0 {
+			return errorResult("wait_seconds is negative"), nil, nil
+		}
+		wait = min(wait, time.Duration(*in.WaitSeconds*float64(time.Second)))
+	}
+	rep := r.reporterOf(t)
+	settled := func(t *store.Task) bool {
+		if t.Status.Terminal() {
+			return true
+		}
+		if rep != nil {
+			_, waiting := rep.Report(ctx, t)
+			return waiting
+		}
+		return false
+	}
+	if !settled(t) && wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		got, err := r.Await(wctx, t.ID, settled)
+		cancel()
+		if got != nil {
+			t = got
+		}
+		if err != nil && ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+	}
+	return r.resultOf(ctx, t, rep), nil, nil
+}
+
+// resultOf is task_result's answer for t as it stands.
+func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp.CallToolResult {
+	switch {
+	case t.Status == store.StatusCompleted || (t.Status == store.StatusFailed && t.Error == nil && len(t.Result) > 0):
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(t.Result, &res); err != nil {
+			return errorResult("task %s ended, but its result cannot be read: %v", t.ID, err)
+		}
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		for k, v := range mcptask.RelatedTaskMeta(t.ID) {
+			res.Meta[k] = v
+		}
+		return &res
+	case t.Status == store.StatusFailed:
+		msg := t.StatusMessage
+		if t.Error != nil {
+			msg = t.Error.Message
+		}
+		return withState(errorResult("task %s failed: %s", t.ID, msg), t)
+	case t.Status == store.StatusCancelled:
+		return withState(errorResult("task %s was cancelled: %s", t.ID, t.StatusMessage), t)
+	}
+	if rep != nil {
+		if res, _ := rep.Report(ctx, t); res != nil {
+			return res
+		}
+	}
+	msg := ""
+	if t.StatusMessage != "" {
+		msg = " (" + t.StatusMessage + ")"
+	}
+	return withState(textResult("Task %s is still running%s. Call %s again with {\"task_id\": %s} to keep waiting, or %s to stop it.",
+		t.ID, msg, r.resultToolName(), strconv.Quote(t.ID), r.cancelToolName()), t)
+}
+
+func (r *Router) taskCancelTool(ctx context.Context, _ *mcp.CallToolRequest, in taskCancelIn) (*mcp.CallToolResult, any, error) {
+	t, bad := r.toolTask(ctx, in.TaskID)
+	if bad != nil {
+		return bad, nil, nil
+	}
+	if t.Status.Terminal() {
+		return withState(textResult("Task %s had already ended (%s); there was nothing to cancel.", t.ID, t.Status), t), nil, nil
+	}
+	nt, err := r.cancelTask(ctx, t, "cancelled by request")
+	if err != nil {
+		if cur, gerr := r.st.Get(ctx, t.ID); gerr == nil && cur.Status.Terminal() {
+			return withState(textResult("Task %s had already ended (%s); there was nothing to cancel.", cur.ID, cur.Status), cur), nil, nil
+		}
+		return errorResult("cancelling task %s: %v", t.ID, err), nil, nil
+	}
+	return withState(textResult("Task %s is cancelled; its work was stopped.", nt.ID), nt), nil, nil
+}
+
+// reporterOf returns the Reporter of t's kind, if its handler is one.
+func (r *Router) reporterOf(t *store.Task) Reporter {
+	r.kinds.mu.Lock()
+	defer r.kinds.mu.Unlock()
+	rep, _ := r.kinds.handlers[t.Labels[LabelKind]].(Reporter)
+	return rep
+}
+
+func errorResult(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+func textResult(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// withState adds t's state as structured content and the related task.
+func withState(res *mcp.CallToolResult, t *store.Task) *mcp.CallToolResult {
+	res.StructuredContent = taskState(t)
+	res.Meta = mcp.Meta(mcptask.RelatedTaskMeta(t.ID))
+	return res
+}

@@ -1,0 +1,102 @@
+// Package workflow runs workflow prompts: a Definition is a list of steps
+// (tool calls the server or the client performs, conditions, parallel
+// groups, durable sleeps, events), registered as an MCP prompt (and
+// optionally a tool). A Bridge runs each use of a workflow as a durable
+// task on a task engine (package taskrouter) and hands the client a
+// handoff (package handoff): prose a model follows plus a JSON document a
+// program parses. RegisterPlain runs a workflow without a task, in the
+// request.
+//
+// # Writing a workflow
+//
+//	w := workflow.New("release_notes", "Draft, review and publish release notes").
+//		Arg("repo", "repository", true).
+//		Step(
+//			workflow.Server("draft", "draft_notes").Bind("repo", workflow.PromptArg("repo")),
+//			workflow.Client("review", "review_notes").
+//				Bind("draft", workflow.StepOutput("draft", "draft")).
+//				Bind("approved", workflow.FromClient("true to publish")),
+//			workflow.Server("publish", "publish_notes").
+//				When(workflow.Truthy(workflow.StepOutput("review", "approved"))).
+//				Bind("text", workflow.StepOutput("review", "final_text")),
+//		)
+//
+// Register validates the definition against the server's tools and
+// reports every problem with its step and fix. A definition's version is
+// derived from its steps (or declared with WithVersion); a task runs to its
+// end on the version it started with, and several versions may be served
+// at once (see VersionOf, Options.UnknownVersion).
+//
+// # The path of a prompt
+//
+// prompts/get (or the workflow's tool) reaches TaskPromptHandler.start
+// (prompt.go): the prompt arguments are checked, a fresh Progress is made
+// and the task is created with it in its variables (Bridge.create), holding
+// the lease. The drive loop (drive.go) is kicked: it plans what is due
+// (instance.plan, walking the steps stage by stage), writes that plan in
+// one conditional write (instance.commit, instance.go), starts the tools of
+// the attempts the write opened (instance.launch) apart from any request,
+// and records their outcomes as they come. The prompt meanwhile waits until
+// the workflow rests (Bridge.settle: nothing runs or is due before
+// Options.PromptWait), then answers with the handoff (handoff.go) as it
+// stands. A caller that gives up cancels nothing.
+//
+// # The path of a continuation
+//
+// A tools/call with the task id (the argument _task_id, or
+// _meta._task_id) reaches Bridge.continueCall (continue.go) through the
+// engine's continuation hook. It finds the step the call performs
+// (claimStep: the client steps reached, a server step handed to the
+// client), runs the tool in the request, records its result against the
+// step (recordClient, one conditional write that also marks the client
+// steps now reached), kicks the drive loop for what became runnable, and
+// answers with the tool's own result followed by the handoff. A call that
+// repeats a recorded one gets the recorded result (replayed). Events
+// arrive the same way through Bridge.Deliver (deliver.go): tasks/update,
+// or the webhook.
+//
+// # The path of a recovery
+//
+// A task outlives the process that ran it. At start the engine hands each
+// active workflow task to Bridge.recoverTask (recover.go): a step found
+// running was cut short and runs again (recorded "restart"), anything due
+// runs, and the rest waits. Time-based work (a retry's backoff, a client's
+// wait running out, a sleep's end) is the task's wake-up time
+// (store.Task.WakeAt): the engine's scheduler wakes the task on whichever
+// process is up then (Bridge.wake), after a restart or on another replica.
+// On a shared store the task's lease says which process runs its server
+// steps; every write is fenced by it.
+//
+// # The engine contract
+//
+// The Bridge needs from the engine only what TaskEngine lists: create,
+// read, update and await tasks; run tools in process; track work so that a
+// cancel, an expiry, a lost lease or the shutdown stops it; claim leases;
+// and register the hooks of workflow tasks (HandleKind: recovery,
+// wake-ups, expiry wording, touches, input requests). *taskrouter.Router
+// implements it; the package's unit tests use a small fake.
+//
+// # Files
+//
+//	definition.go  Definition, Step, sources, policies, the constructors
+//	condition.go   conditions (When, Unless) and their evaluation
+//	kinds.go       what varies by kind: a sleep's start and end, sources
+//	validate.go    registration checks
+//	version.go     versions, fingerprints, the compiled form of a definition
+//	bridge.go      Bridge, Options, Register, RegisterPlain
+//	prompt.go      starting and resuming a task, settle, the final result
+//	instance.go    one task in this process: commit, write, lease, wake-up
+//	drive.go       the drive loop: plan, walk, run, record, give up
+//	continue.go    continuation calls
+//	deliver.go     events and webhooks
+//	fork.go        rerun and fork
+//	recover.go     recovery, wake-ups, touches
+//	status.go      status lines
+//	handoff.go     the handoff document of a task
+//	progress.go    Progress, the record kept in the task's variables
+//	exec.go        argument resolution; the plain runner
+//	plain.go       plain workflow prompts
+//	tool.go        workflows as tools
+//	observe.go     step observers
+//	engine.go      TaskEngine and the hooks handed to the engine
+package workflow

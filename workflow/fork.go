@@ -1,0 +1,293 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// Rerun and fork. A fork is a new task of the same workflow version that
+// starts at a step of an existing task: the steps before it keep what the
+// original recorded (their outputs, attempts and who performed them), the
+// step and every step after it run again, with the original's prompt
+// arguments or edited ones. Both tasks record the lineage: the fork its
+// origin (LabelForkedFrom, LabelForkedAt), the origin its forks
+// (LabelForks), ended or not.
+
+// The lineage labels.
+const (
+	// LabelForkedFrom is the id of the task a fork started from.
+	LabelForkedFrom = "workflow.forked_from"
+	// LabelForkedAt is the step a fork started at.
+	LabelForkedAt = "workflow.forked_at"
+	// LabelForks lists the forks of a task: "id@step" entries, comma
+	// separated, oldest first.
+	LabelForks = "workflow.forks"
+)
+
+// DefaultForkToolName is the name AddForkTool registers by default.
+const DefaultForkToolName = "workflow_fork"
+
+// ForkOptions say where a fork starts and with what.
+type ForkOptions struct {
+	// From is the step the fork runs again from (a group's name, or one
+	// of its members, reruns the whole group). Empty means the first step
+	// the original has not completed: a rerun of what failed.
+	From string
+	// Arguments replace prompt arguments of the original (the others are
+	// kept); steps from From on see the new values.
+	Arguments map[string]string
+}
+
+// ErrCannotFork is matched by the errors of a fork the original cannot
+// give: a step that is not the workflow's, a step before From that has
+// not ended, a version no longer served.
+var ErrCannotFork = errors.New("workflow: cannot fork the task")
+
+// Fork starts a new task from task id (see ForkOptions), owned by the
+// original's owner, and sets its server steps off; it returns the new
+// task as created. The original is not changed beyond its LabelForks.
+func (b *Bridge) Fork(ctx context.Context, id string, o ForkOptions) (*store.Task, error) {
+	t, err := b.engine.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
+	in, err := b.fork(ctx, &taskrouter.Request{Owner: t.Owner, Dialect: d}, t, o)
+	if err != nil {
+		return nil, err
+	}
+	defer b.done(in)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.task, nil
+}
+
+// fork starts the fork of t for requestor q and records the lineage. It
+// returns the new task's instance: release it with done.
+func (b *Bridge) fork(ctx context.Context, q *taskrouter.Request, t *store.Task, o ForkOptions) (*instance, error) {
+	if t.Labels[taskrouter.LabelKind] != taskrouter.KindWorkflow {
+		return nil, fmt.Errorf("task %s is not a workflow task: %w", t.ID, ErrCannotFork)
+	}
+	p, err := decodeProgress(t)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
+	}
+	wf, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], p)
+	if err == nil {
+		err = wf.check(p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
+	}
+	from, err := forkStage(wf, p, o.From)
+	if err != nil {
+		return nil, err
+	}
+	args := maps.Clone(p.Arguments)
+	if args == nil {
+		args = map[string]string{}
+	}
+	maps.Copy(args, o.Arguments)
+	if args, err = wf.def.promptArgs(args); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
+	}
+	np := newProgress(wf.def, args, b.engine.Now())
+	for i := range np.Steps {
+		if wf.stage[i] >= from {
+			break
+		}
+		np.Steps[i] = p.Steps[i]
+		if out, ok := p.Outputs[p.Steps[i].Output]; ok {
+			np.Outputs[p.Steps[i].Output] = out
+		}
+	}
+	at := wf.steps[wf.stages[from][0]].Name
+	if g := wf.groupOf[at]; g != nil {
+		at = g.Name
+	}
+	vars := map[string]json.RawMessage{}
+	for k, v := range t.Variables {
+		if !strings.HasPrefix(k, ReservedPrefix) && !strings.HasPrefix(k, "_") {
+			vars[k] = v // the task variables TaskVar sources read
+		}
+	}
+	in, err := b.create(ctx, q, wf, np, map[string]string{LabelForkedFrom: t.ID, LabelForkedAt: at, LabelTouched: "1"}, vars)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.recordFork(ctx, t.ID, in.id+"@"+at); err != nil {
+		b.engine.Logger().Warn("recording a fork on its original", "task", t.ID, "fork", in.id, "error", err)
+	}
+	return in, nil
+}
+
+// forkStage is the stage a fork of p starts at: the stage of step (or
+// group) from, or the first stage not completed. Every step before it
+// must have ended.
+func forkStage(wf *compiled, p *Progress, from string) (int, error) {
+	stage := -1
+	switch i, ok := wf.index[from]; {
+	case from == "":
+		for j := range p.Steps {
+			if p.Steps[j].Status != StepCompleted {
+				stage = wf.stage[j]
+				break
+			}
+		}
+		if stage < 0 {
+			return 0, fmt.Errorf("every step of the task completed: name the step to run again from (one of %s): %w", quoteList(stepNames(wf)), ErrCannotFork)
+		}
+	case ok:
+		stage = wf.stage[i]
+	default:
+		for s, members := range wf.stages {
+			if g := wf.groupOf[wf.steps[members[0]].Name]; g != nil && g.Name == from {
+				stage = s
+			}
+		}
+		if stage < 0 {
+			return 0, mcptask.InvalidParams("workflow %q has no step %q: name one of %s", wf.def.Name, from, quoteList(stepNames(wf)))
+		}
+	}
+	for j := range p.Steps {
+		if wf.stage[j] < stage && !p.Steps[j].ended() {
+			return 0, fmt.Errorf("step %q, before %q, has not ended (it is %s): fork from %q or an earlier step: %w",
+				p.Steps[j].Name, from, p.Steps[j].Status, p.Steps[j].Name, ErrCannotFork)
+		}
+	}
+	return stage, nil
+}
+
+// stepNames lists wf's step and group names in order.
+func stepNames(wf *compiled) []string {
+	var out []string
+	for _, s := range wf.def.Steps {
+		out = append(out, s.Name)
+		for _, m := range s.Members {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// recordFork appends entry to task id's LabelForks, ended or not.
+func (b *Bridge) recordFork(ctx context.Context, id, entry string) error {
+	ctx = context.WithoutCancel(ctx)
+	for attempt := 0; ; attempt++ {
+		t, err := b.engine.Task(ctx, id)
+		if err != nil {
+			return err
+		}
+		forks := entry
+		if old := t.Labels[LabelForks]; old != "" {
+			forks = old + "," + entry
+		}
+		_, err = b.engine.Update(ctx, id, store.Update{Annotate: true, IfVersion: t.Version, Labels: map[string]string{LabelForks: forks}})
+		if err == nil || !errors.Is(err, store.ErrConflict) || attempt >= 8 {
+			return err
+		}
+	}
+}
+
+// Forks returns the forks task t records: task ids and the step each
+// started at, oldest first.
+func Forks(t *store.Task) []Fork {
+	var out []Fork
+	for _, e := range strings.Split(t.Labels[LabelForks], ",") {
+		if id, step, ok := strings.Cut(e, "@"); ok {
+			out = append(out, Fork{TaskID: id, From: step})
+		}
+	}
+	return out
+}
+
+// A Fork is one entry of a task's lineage.
+type Fork struct {
+	TaskID string
+	From   string
+}
+
+// forkIn is the workflow_fork tool's input.
+type forkIn struct {
+	TaskID    string            `json:"task_id" jsonschema:"the id of the workflow task to run again"`
+	From      string            `json:"from,omitempty" jsonschema:"the step to run again from (the steps before it keep their recorded outputs); leave it out to rerun from the first step that did not complete"`
+	Arguments map[string]string `json:"arguments,omitempty" jsonschema:"prompt arguments to change for the new run (the others are kept)"`
+}
+
+// AddForkTool registers the tool name (DefaultForkToolName when empty)
+// on s: called with a workflow task's id, a step and optionally changed
+// arguments, it forks the task (see Fork) and returns the new task's
+// handoff. The caller must be allowed to see the original task; the fork
+// is the caller's.
+func (b *Bridge) AddForkTool(s *mcp.Server, name string) {
+	if name == "" {
+		name = DefaultForkToolName
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: name, Description: "Run a workflow task again from one of its steps, as a new task: the steps before it keep their recorded outputs, that step and the ones after it run again (optionally with changed prompt arguments). Returns the new task's handoff."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in forkIn) (*mcp.CallToolResult, any, error) {
+			q := b.engine.Resolve(ctx, req)
+			if q.OwnerErr != nil {
+				return nil, nil, q.OwnerErr
+			}
+			// What the caller can fix is a tool error (as task_result
+			// answers an unknown id); a store failure is the server's.
+			refuse := func(err error) (*mcp.CallToolResult, any, error) {
+				var je *jsonrpc.Error
+				switch {
+				case errors.As(err, &je) && je.Code == mcptask.CodeInvalidParams:
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: je.Message}}}, nil, nil
+				case errors.Is(err, ErrCannotFork):
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil, nil
+				}
+				return nil, nil, err
+			}
+			t, err := b.load(ctx, q, in.TaskID)
+			if err != nil {
+				return refuse(err)
+			}
+			fin, err := b.fork(ctx, q, t, ForkOptions{From: in.From, Arguments: in.Arguments})
+			if err != nil {
+				return refuse(err)
+			}
+			defer b.done(fin)
+			nt, p := b.settle(ctx, fin.id)
+			res, err := b.toolResult(nt, p, q.Dialect, fmt.Sprintf("Workflow task %s runs again from step %q as task %s.", t.ID, nt.Labels[LabelForkedAt], nt.ID))
+			return res, nil, err
+		})
+}
+
+// ForkPoints lists the steps (a group by its name) a fork of workflow
+// task t may start at: those whose earlier steps have all ended. It is
+// empty when t is not a workflow task of a version served here.
+func (b *Bridge) ForkPoints(t *store.Task) []string {
+	p, err := decodeProgress(t)
+	if err != nil || t.Labels[taskrouter.LabelKind] != taskrouter.KindWorkflow {
+		return nil
+	}
+	wf, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], p)
+	if err != nil || wf.check(p) != nil {
+		return nil
+	}
+	var out []string
+	for _, members := range wf.stages {
+		name := wf.steps[members[0]].Name
+		if _, err := forkStage(wf, p, name); err != nil {
+			break
+		}
+		if g := wf.groupOf[name]; g != nil {
+			name = g.Name
+		}
+		out = append(out, name)
+	}
+	return out
+}

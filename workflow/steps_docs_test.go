@@ -1,0 +1,125 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// TestStepDocsShowWhatAModelSees keeps the handoff prose quoted in
+// docs/STEPS.md (one block per step kind, between <!-- prose:NAME -->
+// and <!-- /prose --> markers) equal to what the bridge renders. Run with
+// UPDATE_DOCS=1 to rewrite the blocks.
+func TestStepDocsShowWhatAModelSees(t *testing.T) {
+	got := map[string]string{}
+	render := func(name string, f *fixture, tk *store.Task, p *Progress) {
+		t.Helper()
+		text, err := handoff.Render(f.b.handoff(tk, p, mcptask.Extension))
+		require.NoError(t, err)
+		prose, _, _ := strings.Cut(text, "\n\n```json")
+		prose = strings.ReplaceAll(prose, tk.ID, "TASK")
+		var token string
+		if json.Unmarshal(tk.Variables[VarWebhookToken], &token) == nil && token != "" {
+			prose = strings.ReplaceAll(prose, token, "TOKEN")
+		}
+		got[name] = prose
+	}
+	hooks := &Options{PromptWait: -1, WebhookURL: "https://ci.example.com/hooks"}
+
+	{ // a condition: publish runs only when the review approved
+		e := newFakeEngine()
+		e.tool("review", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+			return ok(map[string]any{"approved": args["approved"], "args": args}), nil
+		})
+		echoTools(e, "publish", "notify", "explain")
+		f := newFixture(t, e, hooks, review())
+		tk, p := f.start(t, "rel", nil)
+		render("condition", f, tk, p)
+		_, err := f.call(t, tk.ID, "review", map[string]any{"approved": false, "feedback": "wrong version"})
+		require.NoError(t, err)
+		tk, p = f.settled(t, tk.ID)
+		render("condition-skipped", f, tk, p)
+	}
+	{ // a parallel group, running
+		e := newFakeEngine()
+		g := newGate()
+		for _, n := range []string{"lint", "unit", "integration"} {
+			e.tool(n, g.tool(n))
+		}
+		echoTools(e, "report")
+		f := newFixture(t, e, &Options{PromptWait: time.Millisecond}, checks())
+		tk, _ := f.start(t, "ci", nil)
+		g.waitStarted(t, 3)
+		tk, p := f.task(t, tk.ID)
+		render("group", f, tk, p)
+		close(g.release)
+		f.settled(t, tk.ID)
+	}
+	{ // a durable sleep
+		e := newFakeEngine()
+		echoTools(e, "before", "after")
+		f := newFixture(t, e, hooks, soak())
+		tk, _ := f.start(t, "soak", map[string]string{"soak": "90"})
+		tk, p := f.settled(t, tk.ID)
+		render("sleep", f, tk, p)
+	}
+	{ // an event, with its webhook and a wait
+		e := newFakeEngine()
+		echoTools(e, "deploy", "rollback")
+		w := approval()
+		w.Steps[0].WaitsAtMost(24*time.Hour, TimeoutSkip)
+		f := newFixture(t, e, hooks, w)
+		tk, _ := f.start(t, "deploy", nil)
+		tk, p := f.settled(t, tk.ID)
+		render("event", f, tk, p)
+	}
+	{ // an approval: a client step an outside system may perform too
+		e := newFakeEngine()
+		echoTools(e, "approve_rollout", "promote_release", "rollback_release")
+		ok := Truthy(StepOutput("approve_rollout", "approved"))
+		w := New("rollout", "").Step(
+			Client("approve_rollout", "approve_rollout").
+				Bind("approved", FromClient("true to promote the canary, false to roll it back")).
+				Bind("reason", FromClient("what the soak showed")).AcceptsWebhook().
+				WithGuidance("Decide whether the canary may reach every user."),
+			Server("promote_release", "promote_release").When(ok),
+			Server("rollback_release", "rollback_release").Unless(ok),
+		)
+		f := newFixture(t, e, hooks, w)
+		tk, p := f.start(t, "rollout", nil)
+		render("approval", f, tk, p)
+	}
+
+	path := filepath.Join("..", "docs", "STEPS.md")
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	doc := string(raw)
+	block := regexp.MustCompile("(?s)<!-- prose:([a-z-]+) -->\n```text\n(.*?)```\n<!-- /prose -->")
+	seen := map[string]bool{}
+	out := block.ReplaceAllStringFunc(doc, func(m string) string {
+		name := block.FindStringSubmatch(m)[1]
+		seen[name] = true
+		want, ok := got[name]
+		require.True(t, ok, "docs/STEPS.md quotes an unknown block %q", name)
+		return "<!-- prose:" + name + " -->\n```text\n" + want + "\n```\n<!-- /prose -->"
+	})
+	for name := range got {
+		require.True(t, seen[name], "docs/STEPS.md has no <!-- prose:%s --> block", name)
+	}
+	if os.Getenv("UPDATE_DOCS") != "" {
+		require.NoError(t, os.WriteFile(path, []byte(out), 0o644))
+		return
+	}
+	require.Equal(t, out, doc, "docs/STEPS.md quotes stale handoff prose: run UPDATE_DOCS=1 go test ./workflow -run TestStepDocs")
+}

@@ -1,0 +1,147 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// Workflows as tools. In an LLM host only the user picks prompts; the
+// model picks tools. A definition with Tool set is also a tool of the
+// workflow's name whose arguments are the prompt arguments (and _task_id,
+// to resume a task), and whose result is the handoff: a model can start a
+// workflow, and follow it, on its own.
+
+// toolOf is the tool that serves w.
+func toolOf(w *Definition) *mcp.Tool {
+	props := map[string]any{}
+	var required []string
+	for _, a := range w.Arguments {
+		props[a.Name] = map[string]any{"type": "string", "description": a.Description}
+		if a.Required {
+			required = append(required, a.Name)
+		}
+	}
+	props[TaskIDArgument] = map[string]any{"type": "string",
+		"description": "Only to see where an earlier run of this workflow stands, or to have the server retry its failed steps: that run's task id. Leave it out to start a new run."}
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	desc := w.Description
+	if desc != "" {
+		desc += ". "
+	}
+	desc += "Starts the workflow as a task and returns its handoff: what the server did and which tools you call next (with the task id as argument _task_id)."
+	return &mcp.Tool{Name: w.Name, Description: desc, InputSchema: schema}
+}
+
+// toolHandler serves the workflow tool of workflow name.
+func (b *Bridge) toolHandler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, err := toolArguments(req.Params.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		h := b.prompt(name)
+		if h == nil {
+			return nil, mcptask.InvalidParams("workflow %q is not registered", name)
+		}
+		q := b.engine.Resolve(ctx, req)
+		id, named, err := taskIDOf(req.Params.GetMeta(), args)
+		if err != nil {
+			return nil, err
+		}
+		var t *store.Task
+		var p *Progress
+		if named {
+			t, p, err = h.resume(ctx, q, id)
+		} else {
+			t, p, err = h.start(ctx, q, args)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return b.toolResult(t, p, q.Dialect, "")
+	}
+}
+
+// toolArguments reads a workflow tool's arguments as prompt arguments:
+// strings as they are, other JSON values as their JSON text.
+func toolArguments(raw json.RawMessage) (map[string]string, error) {
+	out := map[string]string{}
+	if len(raw) == 0 {
+		return out, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, mcptask.InvalidParams("the arguments must be an object: %v", err)
+	}
+	for k, v := range m {
+		var s string
+		if err := json.Unmarshal(v, &s); err == nil {
+			out[k] = s
+			continue
+		}
+		out[k] = string(compact(v))
+	}
+	return out, nil
+}
+
+// toolResult is the handoff of task t as a tool result: a line saying
+// where the workflow stands, then the handoff's prose and JSON (what a
+// model reads), the document as structured content and in _meta.
+func (b *Bridge) toolResult(t *store.Task, p *Progress, d mcptask.Dialect, lead string) (*mcp.CallToolResult, error) {
+	doc := b.handoff(t, p, d)
+	text, err := renderDoc(doc)
+	if err != nil {
+		return nil, mcptask.InternalError("rendering handoff: %v", err)
+	}
+	if lead != "" {
+		text = lead + "\n\n" + text
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: doc,
+		Meta: b.resultMeta(t, doc.Meta())}, nil
+}
+
+// Report is the workflow's answer to the built-in task_result tool while
+// the task is active: its handoff, and whether it waits for the client.
+func (b *Bridge) report(ctx context.Context, t *store.Task) (*mcp.CallToolResult, bool) {
+	p, err := decodeProgress(t)
+	if err != nil {
+		return nil, false
+	}
+	d := mcptask.Core
+	if q := taskrouter.RequestFrom(ctx); q != nil {
+		d = q.Dialect
+	}
+	lead := fmt.Sprintf("Workflow task %s is %s: %s.", t.ID, t.Status, oneLine(p.PauseReason))
+	res, err := b.toolResult(t, p, d, lead)
+	if err != nil {
+		return nil, false
+	}
+	return res, waiting(p)
+}
+
+// prompt returns the prompt handler of workflow name.
+func (b *Bridge) prompt(name string) *TaskPromptHandler {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v := b.workflows[name]; v != nil {
+		return v.prompt
+	}
+	return nil
+}
+
+// isWorkflowTool reports whether tool is a workflow served as a tool.
+func (b *Bridge) isWorkflowTool(tool string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v := b.workflows[tool]
+	return v != nil && v.tool
+}
