@@ -47,6 +47,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "floor" {
+		if err := floorServe(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "load" {
 		if err := loadCmd(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "bench load:", err)
@@ -92,7 +99,7 @@ func run(o options) error {
 	defer os.RemoveAll(tmp)
 	rep := &report{}
 	started := time.Now()
-	if want("1") || want("2") || want("3") || want("4") || want("6") {
+	if want("1") || want("2") || want("3") || want("4") || want("6") || want("12") {
 		ours, err := startOurs("bbolt", filepath.Join(tmp, "ours.db"))
 		if err != nil {
 			return err
@@ -134,6 +141,11 @@ func run(o options) error {
 		if want("6") {
 			if err := workflowCost(o, ours, rep); err != nil {
 				return fmt.Errorf("workflow: %w", err)
+			}
+		}
+		if want("12") {
+			if err := floorRows(o, ours, rep); err != nil {
+				return fmt.Errorf("floor: %w", err)
 			}
 		}
 	}
@@ -390,13 +402,16 @@ func loadCmd(args []string) error {
 	url := fs.String("url", "", "server URL (http://127.0.0.1:PORT/mcp)")
 	conc := fs.Int("c", 64, "concurrent sessions")
 	d := fs.Duration("d", 10*time.Second, "duration")
-	op := fs.String("op", "task", "task or plain")
+	op := fs.String("op", "task", "task, plain or ext (extension-dialect task round trips)")
 	_ = fs.Parse(args)
 	f := opTask
-	if *op == "plain" {
+	switch *op {
+	case "plain":
 		f = opPlain
+	case "ext":
+		f = opExtTask
 	}
-	r, err := runLoad(*url, *conc, *d, f)
+	r, err := runLoadIn(*op == "ext", *url, *conc, *d, f)
 	if err != nil {
 		return err
 	}

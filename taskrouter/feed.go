@@ -39,6 +39,9 @@ func (r *Router) onChange(c store.Change) {
 		r.checkRuns()
 		return
 	}
+	if c.Deleted {
+		r.forgetTask(c.ID)
+	}
 	r.wake(c.ID)
 	if c.Deleted || c.Status.Terminal() {
 		r.stopRun(c.ID, errEnded)

@@ -186,7 +186,12 @@ func (h *harness) dial(k transportKind, d dialect, handler rpcconn.Handler) *pee
 	if k == overHTTP {
 		t = &mcp.StreamableClientTransport{Endpoint: h.serveHTTP() + "/", DisableStandaloneSSE: true, MaxRetries: -1}
 	} else {
-		ct, st := mcp.NewInMemoryTransports()
+		// What mcp.NewInMemoryTransports builds (a stream connection
+		// over net.Pipe on each end), with the server's stream reachable
+		// so that the router frames it, as it does stdio.
+		cEnd, sEnd := net.Pipe()
+		ct := &mcp.IOTransport{Reader: cEnd, Writer: cEnd}
+		st := &mcp.IOTransport{Reader: sEnd, Writer: sEnd}
 		ss, err := h.srv.Connect(context.Background(), h.r.Transport(st), nil)
 		require.NoError(h.t, err)
 		h.t.Cleanup(func() { _ = ss.Close() })

@@ -19,6 +19,12 @@ type HTTPOptions struct {
 	Streamable mcp.StreamableHTTPOptions
 	// MaxBodyBytes bounds a request body; zero means 8 MiB.
 	MaxBodyBytes int64
+	// DisableFastPath sends the task methods through the SDK's handlers
+	// like every other request. By default the handler answers them
+	// itself (identically, at a fraction of the cost; see the package
+	// documentation), unless receiving middleware was added to the server
+	// after Install, which would then not see them.
+	DisableFastPath bool
 }
 
 // HTTPHandler serves the installed server over Streamable HTTP in both
@@ -49,6 +55,9 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	statefulOpts.Stateless, statelessOpts.Stateless = false, true
 	return &httpShim{
 		r:         r,
+		id:        r.fast.handlerID(),
+		opts:      statefulOpts,
+		noFast:    o.DisableFastPath,
 		stateful:  mcp.NewStreamableHTTPHandler(get, &statefulOpts),
 		stateless: mcp.NewStreamableHTTPHandler(get, &statelessOpts),
 		maxBody:   o.MaxBodyBytes,
@@ -57,6 +66,9 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 
 type httpShim struct {
 	r                   *Router
+	id                  string                    // names this handler's sessions (handlerHeader)
+	opts                mcp.StreamableHTTPOptions // as the SDK's handlers have them (Stateless aside)
+	noFast              bool
 	stateful, stateless http.Handler
 	maxBody             int64
 }
@@ -66,6 +78,8 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if host, _, err := net.SplitHostPort(req.RemoteAddr); err == nil {
 		req.Header.Set(remoteHeader, host)
 	}
+	req.Header.Del(touchedHeader)
+	req.Header.Set(handlerHeader, h.id)
 	newProtocol := req.Header.Get("Mcp-Protocol-Version") >= mcptask.ExtensionVersion
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, h.maxBody))
@@ -85,6 +99,9 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 		}
+		if h.serveFast(w, req, body, newProtocol) {
+			return
+		}
 		rb := rewriteBody(body, newProtocol, len(req.Header.Values("Mcp-Name")) > 0)
 		newProtocol = newProtocol || rb.newProtocol
 		if newProtocol && rb.taskMethod != "" && rb.taskMethod != mcptask.MethodTasksList {
@@ -95,9 +112,16 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		req.Body = io.NopCloser(bytes.NewReader(rb.body))
 		req.ContentLength = int64(len(rb.body))
+		if !newProtocol {
+			defer h.trackSDKCall(req, rb.body)()
+		}
 	}
 	if newProtocol {
 		h.stateless.ServeHTTP(w, req)
+		return
+	}
+	if req.Method == http.MethodDelete {
+		h.serveDelete(w, req, h.stateful)
 		return
 	}
 	h.stateful.ServeHTTP(w, req)

@@ -186,9 +186,12 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 	stored, err := h.r.Task(context.Background(), id)
 	require.NoError(t, err)
 	require.JSONEq(t, `"hi"`, string(stored.Variables["note"]))
-	status, updates := st.writes(id)
-	require.Equal(t, store.StatusWorking, status)
-	require.Equal(t, 2, updates) // the variables, the outcome
+	// The counter counts a write once the store returned, which may be
+	// after a reader (tasks/result) saw it.
+	require.Eventually(t, func() bool {
+		status, updates := st.writes(id)
+		return status == store.StatusWorking && updates == 2 // the variables, the outcome
+	}, 5*time.Second, time.Millisecond)
 
 	// Input: the task waits in input_required where the client can see it.
 	asked := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "ask", "arguments": map[string]any{}, "task": map[string]any{}}))
@@ -202,8 +205,13 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 	require.Equal(t, "working", first["status"])
 	second := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "q2"}, "task": map[string]any{}}))
 	require.Equal(t, "working", second["status"])
-	queued := p.mustCall("tasks/get", map[string]any{"taskId": second["taskId"]})
-	require.True(t, strings.HasPrefix(queued["statusMessage"].(string), "queued"), queued["statusMessage"])
+	// The reply may come before the "queued" message is written (the
+	// record is stored first, so that the message has a task to go to).
+	require.Eventually(t, func() bool {
+		queued := p.mustCall("tasks/get", map[string]any{"taskId": second["taskId"]})
+		msg, _ := queued["statusMessage"].(string)
+		return strings.HasPrefix(msg, "queued")
+	}, 5*time.Second, time.Millisecond)
 	p.mustCall("tasks/cancel", map[string]any{"taskId": first["taskId"]})
 	p.waitStatus(second["taskId"].(string), "completed")
 }

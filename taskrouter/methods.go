@@ -50,7 +50,9 @@ func (r *Router) load(ctx context.Context, q *Request, id string) (*store.Task, 
 	if err != nil {
 		return nil, storeError(err)
 	}
-	r.touch(ctx, t)
+	if q.touched != id {
+		r.touch(ctx, t)
+	}
 	return t, nil
 }
 
@@ -90,9 +92,15 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 	if err != nil {
 		return nil, err
 	}
-	if _, err := r.load(ctx, q, id); err != nil {
+	first, err := r.load(ctx, q, id)
+	if err != nil {
 		// Unknown and hidden ids never register a watch.
 		return nil, err
+	}
+	if first.Status.Terminal() {
+		// A finished task never changes again: no second read (on a
+		// shared store, a round trip to the database).
+		return finalResult(first)
 	}
 	r.mu.Lock()
 	r.waiters++
@@ -116,6 +124,10 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		}
 		if t.Status == store.StatusInputRequired {
 			if ru := r.runFor(id); ru != nil {
+				if h := handoffFrom(ctx); h != nil && h(ru) {
+					r.unwatch(id, w)
+					return nil, errHandoff // the SDK's path delivers the input requests
+				}
 				r.serviceInputs(ctx, ss, ru)
 			}
 		}

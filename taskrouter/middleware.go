@@ -111,6 +111,7 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 		// initialize negotiates 2025-11-25 or older: the core capability
 		// only (the extension is advertised by server/discover).
 		if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			r.noteInitialize(ir)
 			return &initializeResult{InitializeResult: ir}, nil
 		}
 		return res, err

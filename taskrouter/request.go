@@ -46,6 +46,7 @@ type Request struct {
 	Source string
 
 	connID  string           // shim connection (stdio, in-memory): status push target
+	touched string           // a task the fast path already reported to the touch hook for this request
 	task    *coreTaskRequest // core params.task, moved into _meta by a shim
 	asked   bool             // params.task was present
 	taskErr error            // params.task was malformed
@@ -103,7 +104,7 @@ func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
 	}
 	if v, ok := req.(versioned); ok {
 		q.Dialect = mcptask.DialectFor(v.ProtocolVersion())
-		if caps := v.ClientCapabilities(); caps != nil {
+		if caps := clientCapabilities(ctx, req, v); caps != nil {
 			_, q.Declared = caps.Extensions[mcptask.ExtensionID]
 		}
 	}
@@ -134,6 +135,7 @@ func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
 	} else {
 		q.Owner = owner
 	}
+	r.noteRequest(req, q)
 	return q
 }
 

@@ -86,7 +86,10 @@ type Router struct {
 	kinds     kinds  // hooks of the task kinds components drive
 	sched     scheduler
 	feedStop  func()
-	listeners listeners // subscriptions/listen streams waiting for task changes
+	listeners listeners   // subscriptions/listen streams waiting for task changes
+	fast      fastState   // the task methods' fast path (fastpath.go)
+	recent    recentEnded // tasks this process ended moments ago (recent.go)
+	workers   workers     // goroutines that run task handlers (workers.go)
 
 	stopSweep chan struct{}
 	wg        sync.WaitGroup
@@ -176,7 +179,9 @@ func (r *Router) Close() error {
 	}
 	r.listeners.closeAll()
 	r.wg.Wait()
+	r.workers.close()
 	r.loop.close()
+	r.fast.closeStandIns()
 	return nil
 }
 

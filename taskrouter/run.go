@@ -70,12 +70,12 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec Exe
 	r.runs[t.ID] = ru
 	r.mu.Unlock()
 	r.wg.Add(1)
-	go func() {
+	r.workers.run(func() { // workers.go
 		defer r.wg.Done()
 		defer cancel(nil)
 		res, err := r.execute(ctx, ru, exec)
 		r.finish(ctx, ru, res, err)
-	}()
+	})
 	return ru
 }
 

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -198,22 +199,33 @@ func mayNeedRewrite(params []byte) bool {
 
 // Transport wraps an MCP transport (stdio, in-memory, or any other
 // persistent one) so core-dialect task-augmented calls reach the router and
-// task status notifications can be pushed to the client.
+// task status notifications can be pushed to the client. The wrapped
+// connection answers the task methods itself (see fastpath.go).
 func (r *Router) Transport(t mcp.Transport) mcp.Transport {
 	return &taskTransport{inner: t, r: r}
 }
 
 type taskTransport struct {
-	inner mcp.Transport
-	r     *Router
+	inner  mcp.Transport
+	r      *Router
+	noFast bool // the task methods go through the SDK (tests compare both)
 }
 
 func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.inner.Connect(ctx)
-	if err != nil {
-		return nil, err
+	var pc *pushConn
+	if src, ok := framedSourceOf(t.inner); ok && !t.noFast {
+		c, err := t.connectFramed(ctx, src) // fastframe.go
+		if err != nil {
+			return nil, err
+		}
+		pc = c
+	} else {
+		c, err := t.inner.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pc = &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]*connListen{}, noFast: t.noFast}
 	}
-	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]*connListen{}}
 	t.r.mu.Lock()
 	t.r.conns[pc.id] = pc
 	t.r.mu.Unlock()
@@ -230,6 +242,20 @@ type pushConn struct {
 	mu      sync.Mutex
 	listens map[string]*connListen // subscriptions/listen streams served here, by request id
 	closed  bool
+
+	// The fast path (fastpath.go): the session the SDK made of this
+	// connection, once a request of it reached the router's middleware;
+	// the requests in flight, by id: the fast path's, and the SDK's calls
+	// (the SDK refuses an id in flight, and knows only its own).
+	noFast bool
+	ss     atomic.Pointer[mcp.ServerSession]
+	fast   map[string]context.CancelCauseFunc
+	sdk    map[string]int
+	// framed: the router reads the stream itself and answers the fast
+	// path's messages before they reach the SDK (fastframe.go); closeSrc
+	// closes that stream's reading side.
+	framed   bool
+	closeSrc func() error
 }
 
 // connListen is a subscriptions/listen stream served on a pushConn.
@@ -241,6 +267,18 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || err != nil {
 			return msg, err
+		}
+		if req.IsCall() && !c.framed {
+			switch c.inFlight(req.ID) {
+			case inflightFast:
+				// The SDK's jsonrpc2 layer drops a call whose id is in
+				// flight, without an answer; this one is in flight here.
+				continue
+			case inflightNone:
+				if (req.Method == mcptask.MethodToolsCall || mcptask.IsTaskMethod(req.Method)) && c.serveFast(req) {
+					continue
+				}
+			}
 		}
 		switch req.Method {
 		case mcptask.MethodToolsCall:
@@ -256,10 +294,140 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			req.Params = rewriteParams(req.Params, "", false)
 		case methodCancelled:
 			c.cancelListen(req.Params) // and the SDK cancels its own requests
+			c.cancelFast(req.Params)
 		default:
-			req.Params = rewriteParams(req.Params, "", false)
+			connID := ""
+			if req.IsCall() && c.ss.Load() == nil {
+				connID = c.id // so the router learns this connection's session
+			}
+			req.Params = rewriteParams(req.Params, connID, false)
+		}
+		if req.IsCall() && !c.framed {
+			c.beginSDK(req.ID) // the framer records the calls it passes on itself
 		}
 		return msg, err
+	}
+}
+
+// Write passes msg on, noting the end of the SDK's call it answers.
+func (c *pushConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
+		c.endSDK(resp.ID)
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// setSession records the session the SDK made of the connection.
+func (c *pushConn) setSession(ss *mcp.ServerSession) { c.ss.CompareAndSwap(nil, ss) }
+
+func (c *pushConn) inFlight(id jsonrpc.ID) inflight {
+	key := idKey(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.fast[key] != nil:
+		return inflightFast
+	case c.sdk[key] > 0:
+		return inflightSDK
+	}
+	return inflightNone
+}
+
+func (c *pushConn) beginSDK(id jsonrpc.ID) {
+	key := idKey(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sdk == nil {
+		c.sdk = map[string]int{}
+	}
+	c.sdk[key]++
+}
+
+func (c *pushConn) endSDK(id jsonrpc.ID) {
+	key := idKey(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.sdk[key]; ok {
+		if n <= 1 {
+			delete(c.sdk, key)
+		} else {
+			c.sdk[key] = n - 1
+		}
+	}
+}
+
+// serveFast answers a tasks/* call on the connection, if the SDK would
+// have dispatched it, in its own goroutine as the SDK does; it reports
+// false to leave the call to the SDK.
+func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
+	if c.noFast || !c.r.fastUsable() {
+		return false
+	}
+	defer c.r.recoverFast("connection")
+	ss := c.ss.Load()
+	if ss == nil || ss.InitializeParams() == nil {
+		return false // the SDK refuses calls before initialize, or learns the client from this one
+	}
+	call, ok := decodeFastCall(req.ID, req.Method, req.Params)
+	if !ok {
+		return false
+	}
+	mv, ok := viewMeta(call.meta)
+	if !ok || mv.newProtocol && (!c.r.fast.accepted(mv.version) || c.r.serverInfo(context.Background()) == nil) {
+		return false
+	}
+	connID := ""
+	if req.Method == mcptask.MethodToolsCall {
+		connID = c.id // as Read tags every tools/call
+	}
+	pc, ok := c.r.prepareCall(call, mv, ss, nil, connID, false)
+	if !ok {
+		return false
+	}
+	key := idKey(req.ID)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel(nil)
+		return false
+	}
+	if c.fast == nil {
+		c.fast = map[string]context.CancelCauseFunc{}
+	}
+	c.fast[key] = cancel
+	c.mu.Unlock()
+	go func() {
+		defer cancel(nil)
+		defer c.r.recoverFast("connection")
+		resp, err := c.r.serveCall(ctx, pc)
+		// The id is free again before the answer leaves, as in the SDK.
+		c.mu.Lock()
+		delete(c.fast, key)
+		c.mu.Unlock()
+		if err == nil {
+			_ = c.Connection.Write(context.Background(), resp)
+		}
+	}()
+	return true
+}
+
+// cancelFast cancels the fast-path call a notifications/cancelled names,
+// as the SDK cancels its own.
+func (c *pushConn) cancelFast(params json.RawMessage) {
+	var p mcp.CancelledParams
+	if len(params) == 0 || sdkUnmarshal(params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil || !id.IsValid() {
+		return
+	}
+	c.mu.Lock()
+	cancel := c.fast[idKey(id)]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel(context.Canceled)
 	}
 }
 
@@ -355,8 +523,14 @@ func (c *pushConn) Close() error {
 	for _, ln := range c.listens {
 		ln.cancel()
 	}
+	for _, cancel := range c.fast {
+		cancel(errSessionClosed)
+	}
 	c.mu.Unlock()
 	c.closeOnce.Do(func() {
+		if c.closeSrc != nil {
+			_ = c.closeSrc()
+		}
 		c.r.mu.Lock()
 		delete(c.r.conns, c.id)
 		for id, cid := range c.r.taskConn {

@@ -66,6 +66,7 @@ func (r *Router) Sweep(ctx context.Context) (int, error) {
 		progressed := false
 		for _, t := range batch {
 			if t.Status.Terminal() {
+				r.forgetTask(t.ID)
 				if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 					return n, err
 				}

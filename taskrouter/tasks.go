@@ -103,6 +103,7 @@ func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, 
 	if err == nil {
 		r.sched.note(created.WakeAt)
 		r.observe(TaskCreated, created, nil)
+		r.rememberEnded(created)
 	}
 	return created, err
 }
@@ -117,9 +118,12 @@ func (r *Router) Task(ctx context.Context, id string) (*store.Task, error) {
 // requestor are indistinguishable from missing ones (see Config.SessionBound
 // for who may access what).
 func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.Task, error) {
-	t, err := r.st.Get(ctx, id)
-	if err != nil {
-		return nil, err
+	t := r.recentTask(id) // a task this process just ended (recent.go)
+	if t == nil {
+		var err error
+		if t, err = r.st.Get(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	if !req.mayAccess(r.cfg, t) {
 		return nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
@@ -134,6 +138,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	if err != nil {
 		return nil, err
 	}
+	r.rememberEnded(t)
 	if u.WakeAt != nil {
 		r.sched.note(t.WakeAt)
 	}

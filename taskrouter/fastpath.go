@@ -1,0 +1,712 @@
+package taskrouter
+
+// The fast path: the task methods (tasks/get, tasks/result, tasks/list,
+// tasks/cancel, tasks/update) answered by the router straight from the
+// transport, in both dialects, instead of through go-sdk's dispatch.
+//
+// Why: go-sdk v1.8 decodes a message with a streaming decoder that
+// allocates and fills a fresh 32 KiB buffer per call, several times per
+// request (the body as a batch, then as a message, the _meta, the params,
+// the client capabilities...), and routes every request through a session
+// connection's goroutines; for a task method that is nearly all the work
+// (docs/PERFORMANCE.md). The router reads every body anyway.
+//
+// What stays identical: the fast path decodes with the same library and
+// flags as the SDK (segmentio/encoding in place, case-sensitive fields),
+// runs the very method handlers the SDK would run, below the same
+// middleware (Router.handle and whatever was installed before Install),
+// and encodes the reply the way the SDK's jsonrpc2 layer and transports
+// do. It only takes a request the SDK would accept up to its dispatch;
+// anything else (a batch, a malformed or unusual body, a header the SDK
+// would refuse, an unknown session, a version the server has not
+// accepted yet...) goes to the SDK exactly as before, so every refusal is
+// the SDK's own. A request that turns out to need the SDK's stream after
+// all (a core tasks/result whose task asks the client for input over
+// HTTP) is handed to the SDK before anything is written.
+//
+// The fast path is off when it cannot be sure to match: receiving
+// middleware added to the server after Install (it would not see these
+// requests), MCPGODEBUG compatibility settings, or an SDK whose internals
+// it does not recognise. HTTPOptions.DisableFastPath turns it off for one
+// handler.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sjson "github.com/segmentio/encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// fastState is the router's state for the fast path.
+type fastState struct {
+	checkOnce sync.Once
+	off       bool   // the fast path cannot match the SDK path on this server
+	offWhy    string // why, for the log
+
+	// impl is the server's Implementation, which go-sdk adds to every
+	// 2026-07-28 result's _meta (annotateServerInfo); learned from an
+	// initialize result.
+	impl atomic.Pointer[mcp.Implementation]
+
+	// versions holds protocol versions the SDK has accepted: values of the
+	// Mcp-Protocol-Version header older than 2026-07-28 (the HTTP handler
+	// refuses versions the server does not support), and per-request
+	// _meta versions from 2026-07-28 on (the session refuses unsupported
+	// ones). A request at a version not seen yet takes the SDK path once.
+	versions sync.Map // string -> struct{}
+
+	// sessions are the live stateful Streamable HTTP sessions, by
+	// Mcp-Session-Id (see fasthttp.go).
+	sessions sync.Map // string -> *httpSession
+	handlers atomic.Uint64
+
+	served atomic.Int64 // requests the fast path answered (for tests)
+
+	standIns standIns // sessions for 2026-07-28 requests over HTTP (fastsession.go)
+
+	paramHeaders sync.Map // *mcp.Tool -> bool: its schema binds Mcp-Param-* headers
+}
+
+// fastUsable reports whether the fast path may serve requests for this
+// router. The check runs once, on the first request that could use it:
+// middleware is added before a server serves.
+func (r *Router) fastUsable() bool {
+	f := &r.fast
+	f.checkOnce.Do(func() {
+		switch {
+		case r.server == nil || r.inner == nil:
+			f.off, f.offWhy = true, "Install has not been called"
+		case os.Getenv("MCPGODEBUG") != "":
+			f.off, f.offWhy = true, "MCPGODEBUG is set"
+		default:
+			if ok, why := r.routerIsOutermost(); !ok {
+				f.off, f.offWhy = true, why
+			}
+		}
+		if f.off {
+			r.log.Info("taskrouter: task methods go through the SDK", "reason", f.offWhy)
+		} else {
+			r.log.Debug("taskrouter: task methods take the fast path")
+		}
+	})
+	return !f.off
+}
+
+// routerIsOutermost reports whether the server's receiving method handler
+// is still the router's own, so that no middleware added after Install
+// would miss the requests the fast path serves. go-sdk keeps the handler
+// in an unexported field; if that field is not there, the answer is no.
+func (r *Router) routerIsOutermost() (bool, string) {
+	v := reflect.ValueOf(r.server).Elem()
+	f := v.FieldByName("receivingMethodHandler_")
+	if !f.IsValid() || f.Kind() != reflect.Func {
+		return false, "go-sdk's server layout is not the one the fast path knows"
+	}
+	if f.Pointer() != reflect.ValueOf(r.handle).Pointer() {
+		return false, "receiving middleware was added to the server after Install"
+	}
+	return true, ""
+}
+
+func (f *fastState) noteVersion(v string) {
+	if _, ok := f.versions.Load(v); !ok {
+		f.versions.Store(v, struct{}{})
+	}
+}
+
+func (f *fastState) accepted(v string) bool {
+	_, ok := f.versions.Load(v)
+	return ok
+}
+
+// noteRequest learns, from a request that reached the router's middleware
+// through the SDK, what the fast path needs to know: the protocol versions
+// the SDK accepted, the stateful HTTP session the request belongs to, and
+// the session of a connection wrapped by Transport.
+func (r *Router) noteRequest(req mcp.Request, q *Request) {
+	if p := req.GetParams(); p != nil && !isNilParams(p) {
+		if v, ok := p.GetMeta()[mcptask.MetaProtocolVersion].(string); ok && v >= mcptask.ExtensionVersion {
+			r.fast.noteVersion(v)
+		}
+	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		h := http.Header(extra.Header)
+		if hv := h.Get("Mcp-Protocol-Version"); hv != "" && hv < mcptask.ExtensionVersion {
+			r.fast.noteVersion(hv)
+		}
+		if hid := h.Get(handlerHeader); hid != "" && ss != nil {
+			if id := ss.ID(); id != "" {
+				r.fast.trackSession(id, ss, hid, extra)
+			}
+		}
+		q.touched = h.Get(touchedHeader)
+	}
+	if q.connID != "" && ss != nil {
+		r.mu.Lock()
+		pc := r.conns[q.connID]
+		r.mu.Unlock()
+		if pc != nil {
+			pc.setSession(ss)
+		}
+	}
+}
+
+// noteInitialize remembers the server's Implementation from an initialize
+// result.
+func (r *Router) noteInitialize(res *mcp.InitializeResult) {
+	if res != nil && res.ServerInfo != nil && r.fast.impl.Load() == nil {
+		r.fast.impl.Store(res.ServerInfo)
+	}
+}
+
+// serverInfo returns the server's Implementation, connecting the loopback
+// session (whose initialize passes the router's middleware) if no
+// initialize has been seen yet.
+func (r *Router) serverInfo(ctx context.Context) *mcp.Implementation {
+	if impl := r.fast.impl.Load(); impl != nil {
+		return impl
+	}
+	if _, err := r.loop.session(ctx); err != nil {
+		return nil
+	}
+	return r.fast.impl.Load()
+}
+
+// ---- decoding, as the SDK decodes ----
+
+// sdkUnmarshal decodes data into v exactly as go-sdk's internal/json does
+// (segmentio/encoding, case-sensitive field names, at most 1000 levels
+// deep) but in place, without the streaming decoder's buffer. data is a
+// single valid JSON value.
+func sdkUnmarshal(data []byte, v any) error {
+	if err := checkDepth(data); err != nil {
+		return err
+	}
+	_, err := sjson.Parse(data, v, sjson.DontMatchCaseInsensitiveStructFields)
+	return err
+}
+
+var errTooDeep = errors.New("json: exceeded maximum nesting depth of 1000")
+
+// checkDepth is go-sdk's checkMaxDepth with its limit of 1000.
+func checkDepth(data []byte) error {
+	depth, inString, escaped := 0, false, false
+	for _, b := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > 1000 {
+				return errTooDeep
+			}
+		case '}', ']':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return nil
+}
+
+// remarshal is go-sdk's remarshal (used to read typed values out of
+// _meta): encoding/json out, the SDK's decoding in.
+func remarshal(from, to any) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return sdkUnmarshal(data, to)
+}
+
+// wireMessage is go-sdk's jsonrpc2 wire message (wireDecode).
+type wireMessage struct {
+	VersionTag string          `json:"jsonrpc"`
+	ID         any             `json:"id,omitempty"`
+	Method     json.RawMessage `json:"method"`
+	Params     json.RawMessage `json:"params,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      *jsonrpc.Error  `json:"error,omitempty"`
+}
+
+// fastCall is a request the fast path may serve: a tasks/* request, or a
+// tools/call that may create a task.
+type fastCall struct {
+	id     jsonrpc.ID
+	method string
+	// params: *TaskIDParams, *ListTasksParams, *UpdateTaskParams or
+	// *mcp.CallToolParamsRaw; a typed nil without params.
+	params mcp.Params
+	meta   mcp.Meta // params._meta, private keys removed (a moved params.task added)
+	taskID string   // params.taskId
+}
+
+var (
+	tasksPrefix    = []byte(`"tasks/`)
+	toolsCallBytes = []byte(`"` + mcptask.MethodToolsCall + `"`)
+)
+
+// mayBeFast is a quick filter on a body before parseFastBody: a tasks/*
+// request, or a tools/call that may ask for a task (core: params.task) or
+// be one the server decides on (2026-07-28: a per-request protocol
+// version in the body).
+func mayBeFast(body []byte) bool {
+	return bytes.Contains(body, tasksPrefix) ||
+		bytes.Contains(body, toolsCallBytes) && (bytes.Contains(body, keyTask) || bytes.Contains(body, protocolKey))
+}
+
+// parseFastBody decodes a body that holds one tasks/* request or
+// tools/call, as go-sdk's DecodeMessage would; ok is false for anything
+// else (a batch, a notification, a response, another method) and for
+// whatever the SDK would refuse or read differently than the router's
+// HTTP shim (see canonicalParams).
+func parseFastBody(body []byte) (fastCall, bool) {
+	t := bytes.TrimSpace(body)
+	if len(t) == 0 || t[0] != '{' || !mayBeFast(t) {
+		return fastCall{}, false
+	}
+	var w wireMessage
+	if sdkUnmarshal(t, &w) != nil || w.VersionTag != "2.0" || len(w.Method) == 0 {
+		return fastCall{}, false
+	}
+	id, err := jsonrpc.MakeID(w.ID)
+	if err != nil || !id.IsValid() {
+		return fastCall{}, false
+	}
+	var method string
+	if sdkUnmarshal(w.Method, &method) != nil {
+		return fastCall{}, false
+	}
+	return decodeFastCall(id, method, w.Params)
+}
+
+// decodeFastCall decodes the params of a tasks/* call or a tools/call as
+// the SDK would for the router's middleware (a tools/call's params.task
+// moved into _meta first, as the shims move it).
+func decodeFastCall(id jsonrpc.ID, method string, raw json.RawMessage) (fastCall, bool) {
+	c := fastCall{id: id, method: method}
+	if method != mcptask.MethodToolsCall && !mcptask.IsTaskMethod(method) {
+		return c, false
+	}
+	var task any
+	moved := false
+	if raw != nil && !canonicalParams(raw) {
+		return c, false
+	}
+	switch method {
+	case mcptask.MethodToolsCall:
+		if raw == nil {
+			return c, false // the SDK refuses a tools/call without params
+		}
+		p := new(mcp.CallToolParamsRaw)
+		if sdkUnmarshal(raw, p) != nil {
+			return c, false
+		}
+		if taskRaw := memberValue(raw, "task"); taskRaw != nil {
+			if sdkUnmarshal(taskRaw, &task) != nil {
+				return c, false
+			}
+			if p.Meta == nil {
+				p.Meta = mcp.Meta{}
+			}
+			moved = true
+		}
+		c.params, c.meta = p, p.Meta
+	case mcptask.MethodTasksList:
+		var p *ListTasksParams
+		if raw != nil {
+			p = new(ListTasksParams)
+			if sdkUnmarshal(raw, p) != nil {
+				return c, false
+			}
+			c.meta = p.Meta
+		}
+		c.params = p
+	case mcptask.MethodTasksUpdate:
+		var p *UpdateTaskParams
+		if raw != nil {
+			p = new(UpdateTaskParams)
+			if sdkUnmarshal(raw, p) != nil {
+				return c, false
+			}
+			c.meta, c.taskID = p.Meta, p.TaskID
+		}
+		c.params = p
+	default:
+		var p *TaskIDParams
+		if raw != nil {
+			p = new(TaskIDParams)
+			if sdkUnmarshal(raw, p) != nil {
+				return c, false
+			}
+			c.meta, c.taskID = p.Meta, p.TaskID
+		}
+		c.params = p
+	}
+	// The HTTP shim routes a request by a per-request protocol version it
+	// finds literally in the params; one spelled with escapes is read
+	// differently there.
+	if _, has := c.meta[mcptask.MetaProtocolVersion]; has && !bytes.Contains(raw, protocolKey) {
+		return c, false
+	}
+	// The HTTP shim and the transport wrapper drop private _meta keys a
+	// client sent before the SDK sees the request.
+	for k := range c.meta {
+		if strings.HasPrefix(k, mcptask.PrivateMetaPrefix) {
+			delete(c.meta, k)
+		}
+	}
+	if moved {
+		c.meta[MetaTaskRequest] = task
+	}
+	return c, true
+}
+
+// memberValue returns the raw value of the top-level member key of the
+// object params (canonical, see canonicalParams), or nil.
+func memberValue(params []byte, key string) []byte {
+	ms, _ := objectMembers(params)
+	for _, m := range ms {
+		if string(m.key[1:len(m.key)-1]) == key {
+			return params[m.vstart:m.end]
+		}
+	}
+	return nil
+}
+
+// canonicalParams reports whether params is an object whose top-level keys
+// every reader in the path reads alike: the SDK decodes case-sensitively,
+// while the HTTP shim's checks (the routing by _meta protocol version, the
+// Mcp-Name check) use encoding/json, which matches keys case-insensitively
+// and resolves escapes. A key spelled with an escape, a key that differs
+// from a known one only in case, or a repeated known key takes the SDK
+// path, where the existing code answers it as it always did.
+func canonicalParams(params []byte) bool {
+	ms, ok := objectMembers(params)
+	if !ok {
+		return false
+	}
+	known := [...]string{"_meta", "taskId", "cursor", "inputResponses", "task", "name", "arguments", "requestState"}
+	var seen [len(known)]bool
+	for _, m := range ms {
+		k := m.key[1 : len(m.key)-1] // without quotes; objectMembers refuses escaped keys
+		for i, known := range known {
+			if !strings.EqualFold(string(k), known) {
+				continue
+			}
+			if string(k) != known || seen[i] {
+				return false
+			}
+			seen[i] = true
+		}
+	}
+	return true
+}
+
+// sdkCapabilities is go-sdk's clientCapabilitiesV2, the shape it decodes
+// per-request client capabilities into.
+type sdkCapabilities struct {
+	mcp.ClientCapabilities
+	Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+}
+
+// metaView is what go-sdk's validateRequestMeta finds in a request's
+// _meta.
+type metaView struct {
+	version     string // the per-request protocol version, if it is a string
+	hasVersion  bool
+	newProtocol bool
+	// caps are the client capabilities in _meta, decoded as the SDK's
+	// ServerRequest.ClientCapabilities decodes them; nil if absent or
+	// undecodable.
+	caps *mcp.ClientCapabilities
+	// info is the client's implementation in _meta (2026-07-28).
+	info *mcp.Implementation
+}
+
+// viewMeta reads meta as go-sdk does; ok is false where the SDK answers
+// with an error instead of dispatching (an invalid clientInfo, missing or
+// invalid clientCapabilities on a 2026-07-28 request).
+func viewMeta(meta mcp.Meta) (metaView, bool) {
+	var v metaView
+	if meta == nil {
+		return v, true
+	}
+	v.version, v.hasVersion = meta[mcptask.MetaProtocolVersion].(string)
+	if raw, present := meta[mcptask.MetaClientCapabilities]; present && raw != nil {
+		var c *sdkCapabilities
+		if remarshal(raw, &c) == nil && c != nil {
+			caps := c.ClientCapabilities
+			caps.RootsV2 = c.Roots
+			if caps.RootsV2 != nil {
+				caps.Roots = *caps.RootsV2
+			}
+			v.caps = &caps
+		}
+	}
+	if !v.hasVersion || v.version < mcptask.ExtensionVersion {
+		return v, true
+	}
+	v.newProtocol = true
+	if raw, present := meta[mcptask.MetaClientInfo]; present {
+		if raw == nil || remarshal(raw, &v.info) != nil {
+			return v, false
+		}
+	}
+	return v, v.caps != nil
+}
+
+// initializeParams are the initialize parameters go-sdk gives the
+// throwaway session of a 2026-07-28 request, from its _meta.
+func (v metaView) initializeParams() *mcp.InitializeParams {
+	return &mcp.InitializeParams{ProtocolVersion: v.version, Capabilities: v.caps, ClientInfo: v.info}
+}
+
+// ---- serving ----
+
+// fastCapsKey carries the client capabilities the fast path decoded, so
+// that resolve does not decode them again.
+type fastCapsKey struct{}
+
+type fastCaps struct {
+	req  mcp.Request
+	caps *mcp.ClientCapabilities
+}
+
+// clientCapabilities is req.ClientCapabilities(), unless the fast path
+// decoded them already for this request.
+func clientCapabilities(ctx context.Context, req mcp.Request, v versioned) *mcp.ClientCapabilities {
+	if fc, ok := ctx.Value(fastCapsKey{}).(*fastCaps); ok && fc.req == req {
+		return fc.caps
+	}
+	return v.ClientCapabilities()
+}
+
+// handoffKey carries, into a fast-path tasks/result, the check that tells
+// it to give the request back to the SDK (see errHandoff).
+type handoffKey struct{}
+
+// errHandoff: the request needs what only the SDK's path has (its
+// response stream, for input requests); nothing was written yet.
+var errHandoff = errors.New("taskrouter: request handed back to the SDK")
+
+// handoffFrom returns the hand-back check of a fast-path request.
+func handoffFrom(ctx context.Context) func(*run) bool {
+	h, _ := ctx.Value(handoffKey{}).(func(*run) bool)
+	return h
+}
+
+// errNoReply: the SDK would send no response (a result it cannot encode).
+var errNoReply = errors.New("taskrouter: no response")
+
+// preparedCall is a request the fast path serves, ready to run.
+type preparedCall struct {
+	c    fastCall
+	mv   metaView
+	req  mcp.Request
+	caps *mcp.ClientCapabilities
+}
+
+// prepareCall builds the SDK's request for c on session ss, as the SDK
+// would; it reports false (having done nothing) for a tools/call that
+// does not create a task straight away. connID tags a tools/call of a
+// connection wrapped by Transport, as its shim tags it; headers says the
+// SDK would check the Mcp-Param-* headers of a tools/call (HTTP, from
+// 2026-07-28).
+func (r *Router) prepareCall(c fastCall, mv metaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, connID string, headers bool) (*preparedCall, bool) {
+	var req mcp.Request
+	switch p := c.params.(type) {
+	case *ListTasksParams:
+		req = &mcp.ServerRequest[*ListTasksParams]{Session: ss, Params: p, Extra: extra}
+	case *UpdateTaskParams:
+		req = &mcp.ServerRequest[*UpdateTaskParams]{Session: ss, Params: p, Extra: extra}
+	case *TaskIDParams:
+		req = &mcp.ServerRequest[*TaskIDParams]{Session: ss, Params: p, Extra: extra}
+	case *mcp.CallToolParamsRaw:
+		req = &mcp.CallToolRequest{Session: ss, Params: p, Extra: extra}
+	}
+	caps := mv.caps
+	if caps == nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			caps = ip.Capabilities
+		}
+	}
+	if p, ok := c.params.(*mcp.CallToolParamsRaw); ok {
+		declared := false
+		if caps != nil {
+			_, declared = caps.Extensions[mcptask.ExtensionID]
+		}
+		d := mcptask.DialectFor(req.(versioned).ProtocolVersion())
+		if !r.createsTask(p, d, declared, headers) {
+			return nil, false
+		}
+		if connID != "" {
+			p.Meta[metaConnID] = connID
+		}
+	}
+	if extra != nil {
+		// The SDK gives every call a way to close its SSE stream; after a
+		// fast-path reply there is no stream left to close.
+		extra.CloseSSEStream = func(mcp.CloseSSEStreamArgs) {}
+	}
+	return &preparedCall{c: c, mv: mv, req: req, caps: caps}, true
+}
+
+// serveCall runs a prepared request through the router's middleware and
+// the SDK's method dispatch below it, and returns the response to write;
+// or errHandoff when the request was handed back, or errNoReply.
+func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Response, error) {
+	c, mv, req := pc.c, pc.mv, pc.req
+	ctx = context.WithValue(ctx, fastCapsKey{}, &fastCaps{req: req, caps: pc.caps})
+	r.fast.served.Add(1)
+	res, err := r.handle(ctx, c.method, req)
+	if errors.Is(err, errHandoff) {
+		return nil, errHandoff
+	}
+	var result any
+	if err == nil {
+		result = res
+		if mv.newProtocol {
+			// go-sdk's ServerSession.handle: every 2026-07-28 result names
+			// the server in _meta.
+			annotateServerInfo(res, r.serverInfo(ctx))
+		}
+	}
+	resp, ok := sdkResponse(c.id, c.method, result, err)
+	if !ok {
+		r.log.Error("taskrouter: a task method's result cannot be encoded; no response is sent", "method", c.method)
+		return nil, errNoReply
+	}
+	return resp, nil
+}
+
+// createsTask reports whether the router's tools/call takes this call
+// straight to creating a task, running nothing in the request first: a
+// task the client asked for (core) or the server decides on (extension),
+// of a tool registered with the router, that is no continuation, has no
+// Preflight, takes no _task_id argument, and (when the SDK would check
+// them) has no Mcp-Param-* header annotations. Everything else goes
+// through the SDK, whose stream a call run in the request may need.
+func (r *Router) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declared, headers bool) bool {
+	te, ok := r.tool(p.Name)
+	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == TaskForbidden || r.takesTaskID(p.Name) {
+		return false
+	}
+	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {
+		return false
+	}
+	if headers && !r.fast.noParamHeaders(&te) {
+		return false
+	}
+	if d.ServerDecidesTasks() {
+		return declared
+	}
+	if p.Meta == nil {
+		return false
+	}
+	_, asked, err := takeTaskParam(p.Meta)
+	return asked && err == nil
+}
+
+// noParamHeaders reports whether a tool's input schema is known and
+// binds no argument to an Mcp-Param-* header (x-mcp-header), which the
+// SDK checks against the request's headers.
+func (f *fastState) noParamHeaders(te *toolEntry) bool {
+	if te.tool == nil || te.tool.InputSchema == nil {
+		return false
+	}
+	if v, ok := f.paramHeaders.Load(te.tool); ok {
+		return !v.(bool)
+	}
+	b, err := json.Marshal(te.tool.InputSchema)
+	has := err != nil || bytes.Contains(b, []byte("x-mcp-header"))
+	f.paramHeaders.Store(te.tool, has)
+	return !has
+}
+
+// annotateServerInfo is go-sdk's: _meta[serverInfo] = impl, unless set.
+func annotateServerInfo(res mcp.Result, impl *mcp.Implementation) {
+	if res == nil || impl == nil {
+		return
+	}
+	m := res.GetMeta()
+	if m == nil {
+		m = map[string]any{}
+	}
+	if _, ok := m[mcptask.MetaServerInfo]; ok {
+		return
+	}
+	m[mcptask.MetaServerInfo] = impl
+	res.SetMeta(m)
+}
+
+var errMethodNotFound = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
+
+// sdkResponse builds the response go-sdk's jsonrpc2 layer sends for a
+// handler's outcome (processResult, NewResponse): a -32601 error's message
+// becomes `method not found: "<method>"`, and the result is encoded
+// without HTML escaping. ok is false for a result that cannot be encoded,
+// which the SDK answers with nothing at all.
+func sdkResponse(id jsonrpc.ID, method string, result any, err error) (*jsonrpc.Response, bool) {
+	if err != nil && errors.Is(err, errMethodNotFound) {
+		err = fmt.Errorf("%w: %q", errMethodNotFound, method)
+	}
+	resp := &jsonrpc.Response{ID: id, Error: err}
+	if err == nil && result != nil {
+		raw, merr := encodeNoEscape(result)
+		if merr != nil {
+			return nil, false
+		}
+		resp.Result = raw
+	}
+	return resp, true
+}
+
+// encodeNoEscape is go-sdk's jsonMarshal: encoding/json without HTML
+// escaping, no trailing newline.
+func encodeNoEscape(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// recoverFast keeps a bug in the fast path's own code from taking the
+// process down; the request then has no answer, as when a connection
+// breaks.
+func (r *Router) recoverFast(where string) {
+	if p := recover(); p != nil {
+		r.log.Error("panic in the task fast path", "where", where, "panic", p, "stack", string(debug.Stack()))
+	}
+}
+
+// idKey keys a JSON-RPC id (a number and a string never collide).
+func idKey(id jsonrpc.ID) string { return listenKey(id) }

@@ -1,0 +1,1022 @@
+package taskrouter_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// The differential tests of the fast path: the same requests go to two
+// HTTP handlers of one router, one answering the task methods itself (the
+// default) and one sending them through the SDK (DisableFastPath), and the
+// answers must be the same byte for byte (status, headers but Date, body),
+// once task ids, session ids and times are named instead of compared.
+
+// diffSide is one of the two handlers and the state a case sees on it:
+// its core session and its tasks by name.
+type diffSide struct {
+	name    string
+	url     string
+	session string
+	tasks   map[string]string // name -> task id
+}
+
+type diffEnv struct {
+	t    *testing.T
+	h    *harness
+	fast *diffSide
+	sdk  *diffSide
+	// token is sent as a bearer token when the handlers require one.
+	token string
+}
+
+// diffOptions shape a pair of handlers.
+type diffOptions struct {
+	http  taskrouter.HTTPOptions
+	wrap  func(http.Handler) http.Handler
+	token string
+}
+
+func newDiffEnv(t *testing.T, h *harness, o diffOptions) *diffEnv {
+	t.Helper()
+	serve := func(name string, opts taskrouter.HTTPOptions) *diffSide {
+		var hd http.Handler = h.r.HTTPHandler(&opts)
+		if o.wrap != nil {
+			hd = o.wrap(hd)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		srv := httptest.NewUnstartedServer(hd)
+		srv.Listener = ln
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return &diffSide{name: name, url: srv.URL + "/", tasks: map[string]string{}}
+	}
+	fastOpts, sdkOpts := o.http, o.http
+	fastOpts.DisableFastPath, sdkOpts.DisableFastPath = false, true
+	e := &diffEnv{t: t, h: h, fast: serve("fast", fastOpts), sdk: serve("sdk", sdkOpts), token: o.token}
+	for _, s := range e.sides() {
+		s.session = e.initialize(s, "2025-11-25")
+	}
+	// One 2026-07-28 request through the SDK first, as a real server sees
+	// one before the fast path knows the version is supported.
+	e.post(e.sdk, extHeaders("tools/list", ""), `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+extMeta+`}}`)
+	return e
+}
+
+func (e *diffEnv) sides() []*diffSide { return []*diffSide{e.fast, e.sdk} }
+
+// rawResponse is an HTTP response as the client saw it.
+type rawResponse struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// post sends a POST with the default MCP headers plus hdr (a value of ""
+// deletes a default) and returns the whole response.
+func (e *diffEnv) post(s *diffSide, hdr map[string]string, body string) rawResponse {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
+	require.NoError(e.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	return e.do(req)
+}
+
+func (e *diffEnv) do(req *http.Request) rawResponse {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return rawResponse{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// initialize opens a core session on s and returns its id.
+func (e *diffEnv) initialize(s *diffSide, version string) string {
+	e.t.Helper()
+	r := e.post(s, nil, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{"elicitation":{}},"clientInfo":{"name":"diff","version":"1"}}}`, version))
+	require.Equal(e.t, http.StatusOK, r.status, r.body)
+	sid := r.header.Get("Mcp-Session-Id")
+	require.NotEmpty(e.t, sid)
+	r = e.post(s, map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": version}, `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+	require.Equal(e.t, http.StatusAccepted, r.status, r.body)
+	return sid
+}
+
+// coreHeaders are the headers of a request on the side's session.
+func coreHeaders(s *diffSide) map[string]string {
+	return map[string]string{"Mcp-Session-Id": s.session, "Mcp-Protocol-Version": "2025-11-25"}
+}
+
+// extMeta is the per-request _meta of a 2026-07-28 request declaring the
+// tasks extension.
+const extMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"io.modelcontextprotocol/clientInfo":{"name":"diff","version":"1"}}`
+
+func extHeaders(method, name string) map[string]string {
+	h := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+	if name != "" {
+		h["Mcp-Name"] = name
+	}
+	return h
+}
+
+// result decodes the JSON-RPC response in a raw response (JSON or SSE).
+func result(t *testing.T, r rawResponse) map[string]any {
+	t.Helper()
+	body := r.body
+	if strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "data: ") {
+				body = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &m), "%d %s", r.status, r.body)
+	return m
+}
+
+// makeTask creates a task of the given kind on side s, in the core
+// dialect through s's session, and waits for it to settle.
+func (e *diffEnv) makeTask(s *diffSide, name, kind string) {
+	e.t.Helper()
+	var params string
+	switch kind {
+	case "done":
+		params = `{"name":"sleepy","arguments":{"ms":0},"task":{"ttl":60000}}`
+	case "working":
+		params = fmt.Sprintf(`{"name":"sleepy","arguments":{"ms":60000,"label":"%s-%s"},"task":{}}`, s.name, name)
+	case "failed":
+		params = `{"name":"boom","arguments":{},"task":{}}`
+	case "rpcerr":
+		params = `{"name":"rpcerr","arguments":{},"task":{}}`
+	case "ask":
+		params = `{"name":"ask","arguments":{},"task":{}}`
+	default:
+		e.t.Fatalf("unknown task kind %q", kind)
+	}
+	r := e.post(s, coreHeaders(s), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+params+`}`)
+	res := result(e.t, r)
+	task, ok := res["result"].(map[string]any)["task"].(map[string]any)
+	require.True(e.t, ok, "create %s: %s", kind, r.body)
+	id := task["taskId"].(string)
+	s.tasks[name] = id
+	want := map[string]string{"done": "completed", "working": "working", "failed": "failed", "rpcerr": "failed", "ask": "input_required"}[kind]
+	require.Eventually(e.t, func() bool {
+		t, err := e.h.r.Task(context.Background(), id)
+		return err == nil && string(t.Status) == want
+	}, 10*time.Second, 5*time.Millisecond, "task %s never %s", kind, want)
+}
+
+var (
+	isoTime = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+	anyTask = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
+)
+
+// sortLists orders the tasks of a tasks/list result in the body (JSON, or
+// the data of SSE events) by their text: the list is in task id order,
+// and the two sides' ids differ.
+func sortLists(body string) string {
+	lines := strings.Split(body, "\n")
+	for i, line := range lines {
+		prefix := ""
+		if strings.HasPrefix(line, "data: ") {
+			prefix, line = "data: ", strings.TrimPrefix(line, "data: ")
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		var res map[string]json.RawMessage
+		if json.Unmarshal(m["result"], &res) != nil || res["tasks"] == nil {
+			continue
+		}
+		var tasks []json.RawMessage
+		if json.Unmarshal(res["tasks"], &tasks) != nil {
+			continue
+		}
+		sort.Slice(tasks, func(a, b int) bool { return string(tasks[a]) < string(tasks[b]) })
+		joined := make([]string, len(tasks))
+		for j, t := range tasks {
+			joined[j] = string(t)
+		}
+		lines[i] = prefix + "(sorted) " + strings.Join(joined, ",")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// normalize names what differs between the sides by nature.
+func (e *diffEnv) normalize(s *diffSide, r rawResponse) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP %d\n", r.status)
+	keys := make([]string, 0, len(r.header))
+	for k := range r.header {
+		if k != "Date" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(r.header[k], ", "))
+	}
+	b.WriteString("\n")
+	b.WriteString(r.body)
+	out := b.String()
+	for name, id := range s.tasks {
+		out = strings.ReplaceAll(out, id, "<task "+name+">")
+	}
+	if s.session != "" {
+		out = strings.ReplaceAll(out, s.session, "<session>")
+	}
+	out = anyTask.ReplaceAllString(out, "<new task>")
+	return sortLists(isoTime.ReplaceAllString(out, "<time>"))
+}
+
+// diffCase is one request, built per side.
+type diffCase struct {
+	name string
+	// tasks the case needs on each side, by name -> kind.
+	tasks map[string]string
+	// req builds the request for a side: its headers and body.
+	req func(s *diffSide) (map[string]string, string)
+	// fast: the fast path must serve it (otherwise it must not matter).
+	fast bool
+}
+
+// run sends the case to both sides and requires the same answer.
+func (e *diffEnv) run(c diffCase) {
+	e.t.Helper()
+	var got [2]string
+	for i, s := range e.sides() {
+		for name, kind := range c.tasks {
+			if _, ok := s.tasks[name]; !ok {
+				e.makeTask(s, name, kind)
+			}
+		}
+		hdr, body := c.req(s)
+		before := taskrouter.FastServed(e.h.r)
+		r := e.post(s, hdr, body)
+		served := taskrouter.FastServed(e.h.r) - before
+		if s == e.sdk {
+			require.Zero(e.t, served, "%s: the SDK side took the fast path", c.name)
+		} else if c.fast {
+			require.NotZero(e.t, served, "%s: the fast path did not serve it:\n%s", c.name, r.body)
+		}
+		got[i] = e.normalize(s, r)
+	}
+	require.Equal(e.t, got[1], got[0], "%s: fast path (actual) vs SDK (expected)", c.name)
+}
+
+func coreReq(method, params string) func(*diffSide) (map[string]string, string) {
+	return func(s *diffSide) (map[string]string, string) {
+		return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":7,"method":"`+method+`"`+params+`}`)
+	}
+}
+
+func extReq(method, params, name string) func(*diffSide) (map[string]string, string) {
+	return func(s *diffSide) (map[string]string, string) {
+		return extHeaders(method, fill(s, name)), fill(s, `{"jsonrpc":"2.0","id":"x-7","method":"`+method+`"`+params+`}`)
+	}
+}
+
+// fill replaces {name} with the side's task id of that name.
+func fill(s *diffSide, in string) string {
+	for name, id := range s.tasks {
+		in = strings.ReplaceAll(in, "{"+name+"}", id)
+	}
+	return in
+}
+
+// coreCases and extCases are the requests both sides must answer alike.
+func coreCases() []diffCase {
+	all := map[string]string{"done": "done", "working": "working", "failed": "failed", "rpcerr": "rpcerr", "ask": "ask"}
+	return []diffCase{
+		{name: "get done", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{done}"}`), fast: true},
+		{name: "get working", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{working}"}`), fast: true},
+		{name: "get failed", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{failed}"}`), fast: true},
+		{name: "get input_required", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{ask}"}`), fast: true},
+		{name: "get with the TS client's stray task", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{done}","task":{}}`), fast: true},
+		{name: "get with _meta", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{done}","_meta":{"progressToken":3}}`), fast: true},
+		{name: "get with a forged private _meta key", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{done}","_meta":{"taskbridge/private/task":{}}}`), fast: true},
+		{name: "get unknown", req: coreReq("tasks/get", `,"params":{"taskId":"0123456789abcdef0123456789abcdef"}`), fast: true},
+		{name: "get without params", req: coreReq("tasks/get", ``), fast: true},
+		{name: "get params null", req: coreReq("tasks/get", `,"params":null`)},
+		{name: "get empty params", req: coreReq("tasks/get", `,"params":{}`), fast: true},
+		{name: "get taskId a number", req: coreReq("tasks/get", `,"params":{"taskId":42}`)},
+		{name: "get taskId in the wrong case", tasks: all, req: coreReq("tasks/get", `,"params":{"TaskId":"{done}"}`)},
+		{name: "get taskId escaped key", tasks: all, req: coreReq("tasks/get", `,"params":{"task\u0049d":"{done}"}`)},
+		{name: "get taskId twice", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{done}","taskId":"{failed}"}`)},
+		{name: "get params an array", req: coreReq("tasks/get", `,"params":[1]`)},
+		{name: "get _meta a string", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{done}","_meta":"x"}`)},
+		{name: "get with a per-request protocol version", tasks: all, req: coreReq("tasks/get", `,"params":{"taskId":"{done}","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}`)},
+		{name: "result done", tasks: all, req: coreReq("tasks/result", `,"params":{"taskId":"{done}"}`), fast: true},
+		{name: "result tool error", tasks: all, req: coreReq("tasks/result", `,"params":{"taskId":"{failed}"}`), fast: true},
+		{name: "result rpc error", tasks: all, req: coreReq("tasks/result", `,"params":{"taskId":"{rpcerr}"}`), fast: true},
+		{name: "result unknown", req: coreReq("tasks/result", `,"params":{"taskId":"nope"}`), fast: true},
+		{name: "result without taskId", req: coreReq("tasks/result", `,"params":{}`), fast: true},
+		{name: "list", tasks: all, req: coreReq("tasks/list", ``), fast: true},
+		{name: "list empty params", tasks: all, req: coreReq("tasks/list", `,"params":{}`), fast: true},
+		{name: "list bad cursor", req: coreReq("tasks/list", `,"params":{"cursor":"not-a-cursor"}`), fast: true},
+		{name: "list cursor a number", req: coreReq("tasks/list", `,"params":{"cursor":5}`)},
+		{name: "cancel done", tasks: all, req: coreReq("tasks/cancel", `,"params":{"taskId":"{done}"}`), fast: true},
+		{name: "cancel unknown", req: coreReq("tasks/cancel", `,"params":{"taskId":"nope"}`), fast: true},
+		{name: "cancel working", tasks: map[string]string{"victim": "working"}, req: coreReq("tasks/cancel", `,"params":{"taskId":"{victim}"}`), fast: true},
+		{name: "get cancelled", tasks: map[string]string{"victim": "working"}, req: coreReq("tasks/get", `,"params":{"taskId":"{victim}"}`), fast: true},
+		{name: "result cancelled", tasks: map[string]string{"victim": "working"}, req: coreReq("tasks/result", `,"params":{"taskId":"{victim}"}`), fast: true},
+		{name: "update in the core dialect", tasks: all, req: coreReq("tasks/update", `,"params":{"taskId":"{ask}","inputResponses":{}}`), fast: true},
+		{name: "string id", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":"abc","method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}, fast: true},
+		{name: "fractional id", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":7.5,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}, fast: true},
+		{name: "notification", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "wrong jsonrpc version", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			return coreHeaders(s), fill(s, `{"jsonrpc":"1.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "batch", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			return coreHeaders(s), fill(s, `[{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}},{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"{failed}"}}]`)
+		}},
+		{name: "unknown session", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Mcp-Session-Id"] = "NOSUCHSESSION"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "no session", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Mcp-Session-Id"] = ""
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "no protocol version header", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Mcp-Protocol-Version"] = ""
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}, fast: true},
+		{name: "unsupported protocol version header", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Mcp-Protocol-Version"] = "1999-01-01"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "older protocol version header", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Mcp-Protocol-Version"] = "2025-06-18"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "accept without SSE", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Accept"] = "application/json"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "accept with parameters and wildcards", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Accept"] = "application/*;q=0.9, text/*"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}, fast: true},
+		{name: "content type text/plain", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Content-Type"] = "text/plain"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "content type with charset", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Content-Type"] = "application/json; charset=utf-8"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}, fast: true},
+		{name: "Last-Event-ID on a POST", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := coreHeaders(s)
+			h["Last-Event-ID"] = "x_1"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`)
+		}},
+		{name: "two JSON values", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}{}`)
+		}},
+		{name: "create core task", req: coreReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0},"task":{"ttl":1000}}`), fast: true},
+		{name: "create core task, bad ttl", req: coreReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0},"task":{"ttl":-1}}`)},
+		{name: "create core task, forbidden tool", req: coreReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"},"task":{}}`)},
+		{name: "create core task, unknown tool", req: coreReq("tools/call", `,"params":{"name":"nope","arguments":{},"task":{}}`)},
+		{name: "create core task, bad arguments", req: coreReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":"x"},"task":{}}`)},
+		{name: "plain call", req: coreReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"}}`)},
+	}
+}
+
+func extCases() []diffCase {
+	all := map[string]string{"done": "done", "working": "working", "failed": "failed", "rpcerr": "rpcerr", "ask": "ask"}
+	return []diffCase{
+		{name: "ext get done", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}",`+extMeta+`}`, "{done}"), fast: true},
+		{name: "ext get working", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{working}",`+extMeta+`}`, "{working}"), fast: true},
+		{name: "ext get failed", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{failed}",`+extMeta+`}`, "{failed}"), fast: true},
+		{name: "ext get rpc error", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{rpcerr}",`+extMeta+`}`, "{rpcerr}"), fast: true},
+		{name: "ext get input_required", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{ask}",`+extMeta+`}`, "{ask}"), fast: true},
+		{name: "ext get without Mcp-Name", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}",`+extMeta+`}`, ""), fast: true},
+		{name: "ext get unknown", req: extReq("tasks/get", `,"params":{"taskId":"nope",`+extMeta+`}`, "nope"), fast: true},
+		{name: "ext get Mcp-Name mismatch", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}",`+extMeta+`}`, "{failed}")},
+		{name: "ext result", tasks: all, req: extReq("tasks/result", `,"params":{"taskId":"{done}",`+extMeta+`}`, "{done}"), fast: true},
+		{name: "ext list", req: extReq("tasks/list", `,"params":{`+extMeta+`}`, ""), fast: true},
+		{name: "ext cancel done", tasks: all, req: extReq("tasks/cancel", `,"params":{"taskId":"{done}",`+extMeta+`}`, "{done}"), fast: true},
+		{name: "ext cancel working", tasks: map[string]string{"extvictim": "working"}, req: extReq("tasks/cancel", `,"params":{"taskId":"{extvictim}",`+extMeta+`}`, "{extvictim}"), fast: true},
+		{name: "ext update, unknown key", tasks: all, req: extReq("tasks/update", `,"params":{"taskId":"{ask}","inputResponses":{"nope":{}},`+extMeta+`}`, "{ask}"), fast: true},
+		{name: "ext update without params", req: extReq("tasks/update", ``, "")},
+		{name: "ext get, extension not declared", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "{done}"), fast: true},
+		{name: "ext get, no capabilities", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, "{done}")},
+		{name: "ext get, capabilities not an object", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":7}}`, "{done}")},
+		{name: "ext get, bad clientInfo", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":"me"}}`, "{done}")},
+		{name: "ext get, Extensions in the wrong case", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"Extensions":{"io.modelcontextprotocol/tasks":{}}}}}`, "{done}"), fast: true},
+		{name: "ext get, no Mcp-Method", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := extHeaders("tasks/get", s.tasks["done"])
+			h["Mcp-Method"] = ""
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}",`+extMeta+`}}`)
+		}},
+		{name: "ext get, wrong Mcp-Method", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := extHeaders("tasks/cancel", s.tasks["done"])
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}",`+extMeta+`}}`)
+		}},
+		{name: "ext get, no version header", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := extHeaders("tasks/get", s.tasks["done"])
+			h["Mcp-Protocol-Version"] = ""
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}",`+extMeta+`}}`)
+		}},
+		{name: "ext get, version header mismatch", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := extHeaders("tasks/get", s.tasks["done"])
+			h["Mcp-Protocol-Version"] = "2026-09-01"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}",`+extMeta+`}}`)
+		}},
+		{name: "ext get, unsupported version", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+			h := extHeaders("tasks/get", s.tasks["done"])
+			h["Mcp-Protocol-Version"] = "2099-01-01"
+			return h, fill(s, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}","_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+		}},
+		{name: "ext get, version only in the header", tasks: all, req: extReq("tasks/get", `,"params":{"taskId":"{done}"}`, "{done}")},
+		{name: "ext create", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0},`+extMeta+`}`, "sleepy"), fast: true},
+		{name: "ext create, required tool", req: extReq("tools/call", `,"params":{"name":"must","arguments":{"ms":0},`+extMeta+`}`, "must"), fast: true},
+		{name: "ext create, Mcp-Name mismatch", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0},`+extMeta+`}`, "echo")},
+		{name: "ext create, bad arguments", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":"x"},`+extMeta+`}`, "sleepy"), fast: true},
+		{name: "ext create, extension not declared", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "sleepy")},
+		{name: "ext plain call", req: extReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"},`+extMeta+`}`, "echo")},
+	}
+}
+
+// foldInstantTools gives instant tools (sleepy with ms 0) time to end
+// within the instant window even on a loaded machine, so that their
+// tasks are created ended on both sides alike.
+func foldInstantTools(c *taskrouter.Config) { c.InstantWindow = time.Second }
+
+// TestFastPathSameAsSDK sends every case to both handlers, in the
+// handlers' SSE mode and in their JSON mode.
+func TestFastPathSameAsSDK(t *testing.T) {
+	for _, jsonMode := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", jsonMode), func(t *testing.T) {
+			h := newHarness(t, foldInstantTools)
+			go func() {
+				for range h.started {
+				}
+			}()
+			e := newDiffEnv(t, h, diffOptions{http: taskrouter.HTTPOptions{Streamable: mcp.StreamableHTTPOptions{JSONResponse: jsonMode}}})
+			require.True(t, taskrouter.FastPathUsable(h.r))
+			// One extension request through the SDK first, as a real
+			// server sees before the fast path knows the version.
+			e.post(e.sdk, extHeaders("tools/list", ""), `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+extMeta+`}}`)
+			for _, c := range append(coreCases(), extCases()...) {
+				t.Run(c.name, func(t *testing.T) { e.t = t; e.run(c) })
+			}
+		})
+	}
+}
+
+// TestFastPathOwnersSameAsSDK: with bearer authentication, tasks are
+// bound to their user, and sessions to theirs.
+func TestFastPathOwnersSameAsSDK(t *testing.T) {
+	h := newHarness(t, foldInstantTools)
+	go func() {
+		for range h.started {
+		}
+	}()
+	verifier := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		if token == "alice" || token == "bob" || token == "nouser" {
+			user := token
+			if token == "nouser" {
+				user = ""
+			}
+			return &auth.TokenInfo{UserID: user, Expiration: time.Now().Add(time.Hour)}, nil
+		}
+		return nil, auth.ErrInvalidToken
+	}
+	e := newDiffEnv(t, h, diffOptions{wrap: auth.RequireBearerToken(verifier, nil), token: "alice"})
+	for _, s := range e.sides() {
+		e.makeTask(s, "mine", "done")
+	}
+	cases := []diffCase{
+		{name: "get own", req: coreReq("tasks/get", `,"params":{"taskId":"{mine}"}`), fast: true},
+		{name: "list own", req: coreReq("tasks/list", ``), fast: true},
+		{name: "result own", req: coreReq("tasks/result", `,"params":{"taskId":"{mine}"}`), fast: true},
+		{name: "ext get own", req: extReq("tasks/get", `,"params":{"taskId":"{mine}",`+extMeta+`}`, "{mine}"), fast: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { e.t = t; e.run(c) })
+	}
+	// bob: another user, on alice's session (refused by the SDK) and on
+	// none (stateless), never sees alice's task.
+	e.token = "bob"
+	for _, c := range []diffCase{
+		{name: "bob on alice's session", req: coreReq("tasks/get", `,"params":{"taskId":"{mine}"}`)},
+		{name: "bob ext get", req: extReq("tasks/get", `,"params":{"taskId":"{mine}",`+extMeta+`}`, "{mine}"), fast: true},
+		{name: "bob ext cancel", req: extReq("tasks/cancel", `,"params":{"taskId":"{mine}",`+extMeta+`}`, "{mine}"), fast: true},
+	} {
+		t.Run(c.name, func(t *testing.T) { e.t = t; e.run(c) })
+	}
+	e.token = "nouser"
+	t.Run("token without a user", func(t *testing.T) {
+		e.t = t
+		e.run(diffCase{name: "no user", req: extReq("tasks/get", `,"params":{"taskId":"{mine}",`+extMeta+`}`, "{mine}"), fast: true})
+	})
+	e.token = ""
+	t.Run("no token", func(t *testing.T) {
+		e.t = t
+		e.run(diffCase{name: "no token", req: coreReq("tasks/get", `,"params":{"taskId":"{mine}"}`)})
+	})
+}
+
+// TestFastPathSessionsSameAsSDK: a deleted session is refused, and a
+// session belongs to the handler that made it.
+func TestFastPathSessionsSameAsSDK(t *testing.T) {
+	h := newHarness(t, foldInstantTools)
+	go func() {
+		for range h.started {
+		}
+	}()
+	e := newDiffEnv(t, h, diffOptions{})
+	get := diffCase{name: "get", tasks: map[string]string{"done": "done"}, req: coreReq("tasks/get", `,"params":{"taskId":"{done}"}`), fast: true}
+	e.run(get)
+	// A session of one handler is unknown to the other.
+	r1 := e.post(e.fast, map[string]string{"Mcp-Session-Id": e.sdk.session}, fill(e.fast, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`))
+	r2 := e.post(e.sdk, map[string]string{"Mcp-Session-Id": e.fast.session}, fill(e.sdk, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`))
+	require.Equal(t, http.StatusNotFound, r1.status)
+	require.Equal(t, r2.status, r1.status)
+	require.Equal(t, r2.body, r1.body)
+	// Delete both sessions, then ask again.
+	for _, s := range e.sides() {
+		req, err := http.NewRequest(http.MethodDelete, s.url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Mcp-Session-Id", s.session)
+		require.Equal(t, http.StatusNoContent, e.do(req).status)
+	}
+	get.fast = false
+	e.run(get)
+	r := e.post(e.fast, coreHeaders(e.fast), fill(e.fast, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"{done}"}}`))
+	require.Equal(t, http.StatusNotFound, r.status, r.body)
+}
+
+// TestFastPathWaitsSameAsSDK: a tasks/result that blocks, one cancelled
+// by notifications/cancelled, and a request reusing an id in flight.
+func TestFastPathWaitsSameAsSDK(t *testing.T) {
+	h := newHarness(t, foldInstantTools)
+	go func() {
+		for range h.started {
+		}
+	}()
+	e := newDiffEnv(t, h, diffOptions{})
+	var got [2][]string
+	for i, s := range e.sides() {
+		// A blocking tasks/result: answered once the task ends.
+		e.makeTask(s, "slow", "working")
+		type answer struct{ r rawResponse }
+		ch := make(chan rawResponse, 1)
+		go func() {
+			ch <- e.post(s, coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":41,"method":"tasks/result","params":{"taskId":"{slow}"}}`))
+		}()
+		waitWaiters(t, h, 1)
+		// The same id again while it is in flight.
+		dup := e.post(s, coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":41,"method":"tasks/get","params":{"taskId":"{slow}"}}`))
+		got[i] = append(got[i], e.normalize(s, dup))
+		// Cancel the task: the waiting tasks/result answers.
+		e.post(s, coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":42,"method":"tasks/cancel","params":{"taskId":"{slow}"}}`))
+		got[i] = append(got[i], e.normalize(s, <-ch))
+		waitWaiters(t, h, 0)
+
+		// A tasks/result the client cancels with notifications/cancelled.
+		e.makeTask(s, "slow2", "working")
+		go func() {
+			ch <- e.post(s, coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":43,"method":"tasks/result","params":{"taskId":"{slow2}"}}`))
+		}()
+		waitWaiters(t, h, 1)
+		c := e.post(s, coreHeaders(s), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":43,"reason":"enough"}}`)
+		got[i] = append(got[i], e.normalize(s, c))
+		got[i] = append(got[i], e.normalize(s, <-ch))
+		waitWaiters(t, h, 0)
+		e.post(s, coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":44,"method":"tasks/cancel","params":{"taskId":"{slow2}"}}`))
+		_ = answer{}
+	}
+	require.Equal(t, got[1], got[0])
+}
+
+// TestFastPathInputSameAsSDK: a core tasks/result whose task asks the
+// client for input is served on the request's stream, as the SDK serves
+// it (the fast path hands it over).
+func TestFastPathInputSameAsSDK(t *testing.T) {
+	h := newHarness(t, foldInstantTools)
+	go func() {
+		for range h.started {
+		}
+	}()
+	e := newDiffEnv(t, h, diffOptions{})
+	var got [2][]string
+	for i, s := range e.sides() {
+		e.makeTask(s, "ask", "ask")
+		req, err := http.NewRequest(http.MethodPost, s.url, strings.NewReader(fill(s, `{"jsonrpc":"2.0","id":51,"method":"tasks/result","params":{"taskId":"{ask}"}}`)))
+		require.NoError(t, err)
+		for k, v := range coreHeaders(s) {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		sc := bufio.NewScanner(resp.Body)
+		var events []string
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "data: ") {
+				continue
+			}
+			data := strings.TrimPrefix(line, "data: ")
+			events = append(events, e.normalize(s, rawResponse{body: data}))
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(data), &m))
+			if m["method"] == "elicitation/create" {
+				answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"accept","content":{"ok":true}}}`, mustJSON(m["id"]))
+				r := e.post(s, coreHeaders(s), answer)
+				require.Equal(t, http.StatusAccepted, r.status, r.body)
+				continue
+			}
+			if m["id"] != nil {
+				break
+			}
+		}
+		resp.Body.Close()
+		got[i] = events
+	}
+	require.Equal(t, got[1], got[0])
+	require.Len(t, got[0], 2, "an elicitation, then the result")
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func waitWaiters(t *testing.T, h *harness, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return h.r.Stats().Waiters == n }, 10*time.Second, time.Millisecond)
+}
+
+// ---- connections wrapped by Transport (stdio, in-memory) ----
+
+// lineConn is a raw client on the other end of a connection served with
+// Router.Transport: it writes lines and reads them, keeping notifications
+// apart.
+type lineConn struct {
+	t     *testing.T
+	conn  net.Conn
+	lines chan string
+	mu    sync.Mutex
+	notes []string
+}
+
+func dialLines(t *testing.T, h *harness, fast bool) *lineConn {
+	t.Helper()
+	cli, srvEnd := net.Pipe()
+	var tr mcp.Transport = &mcp.IOTransport{Reader: srvEnd, Writer: srvEnd}
+	if fast {
+		tr = h.r.Transport(tr)
+	} else {
+		tr = taskrouter.SDKTransport(h.r, tr)
+	}
+	ss, err := h.srv.Connect(context.Background(), tr, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ss.Close(); _ = cli.Close() })
+	c := &lineConn{t: t, conn: cli, lines: make(chan string, 64)}
+	go func() {
+		rd := bufio.NewReaderSize(cli, 1<<20)
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				close(c.lines)
+				return
+			}
+			line = strings.TrimSuffix(line, "\n")
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["id"] == nil && m["method"] != nil {
+				c.mu.Lock()
+				c.notes = append(c.notes, line)
+				c.mu.Unlock()
+				continue
+			}
+			c.lines <- line
+		}
+	}()
+	return c
+}
+
+func (c *lineConn) notifications() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.notes...)
+}
+
+func (c *lineConn) send(line string) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.conn.Write([]byte(line + "\n"))
+	require.NoError(c.t, err)
+}
+
+func (c *lineConn) recv() string {
+	c.t.Helper()
+	select {
+	case line, ok := <-c.lines:
+		require.True(c.t, ok, "connection closed")
+		return line
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("no answer")
+		return ""
+	}
+}
+
+// call sends a request and returns the next line (its answer).
+func (c *lineConn) call(line string) string {
+	c.send(line)
+	return c.recv()
+}
+
+// TestFastPathConnectionSameAsSDK sends the task methods over connections
+// wrapped by Transport with and without the fast path.
+func TestFastPathConnectionSameAsSDK(t *testing.T) {
+	h := newHarness(t, foldInstantTools)
+	go func() {
+		for range h.started {
+		}
+	}()
+	type side struct {
+		c     *lineConn
+		tasks map[string]string
+		fast  bool
+	}
+	sides := []*side{{c: dialLines(t, h, true), fast: true}, {c: dialLines(t, h, false)}}
+	norm := func(s *side, line string) string {
+		for name, id := range s.tasks {
+			line = strings.ReplaceAll(line, id, "<task "+name+">")
+		}
+		return sortLists(isoTime.ReplaceAllString(line, "<time>"))
+	}
+	fillS := func(s *side, in string) string {
+		for name, id := range s.tasks {
+			in = strings.ReplaceAll(in, "{"+name+"}", id)
+		}
+		return in
+	}
+	kinds := map[string]string{"done": `{"name":"sleepy","arguments":{"ms":0},"task":{}}`, "failed": `{"name":"boom","arguments":{},"task":{}}`,
+		"rpcerr": `{"name":"rpcerr","arguments":{},"task":{}}`, "working": `{"name":"sleepy","arguments":{"ms":60000},"task":{}}`}
+	for _, s := range sides {
+		s.c.call(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"diff","version":"1"}}}`)
+		s.c.send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+		s.tasks = map[string]string{}
+		for name, params := range kinds {
+			line := s.c.call(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + params + `}`)
+			var m struct {
+				Result struct {
+					Task struct {
+						TaskID string `json:"taskId"`
+					} `json:"task"`
+				} `json:"result"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+			require.NotEmpty(t, m.Result.Task.TaskID, line)
+			s.tasks[name] = m.Result.Task.TaskID
+		}
+		for name, id := range s.tasks {
+			if name == "working" {
+				continue
+			}
+			require.Eventually(t, func() bool {
+				t, err := h.r.Task(context.Background(), id)
+				return err == nil && t.Status.Terminal()
+			}, 10*time.Second, 5*time.Millisecond)
+		}
+	}
+	requests := []string{
+		`{"jsonrpc":"2.0","id":10,"method":"tasks/get","params":{"taskId":"{done}"}}`,
+		`{"jsonrpc":"2.0","id":11,"method":"tasks/get","params":{"taskId":"{working}"}}`,
+		`{"jsonrpc":"2.0","id":12,"method":"tasks/get","params":{"taskId":"nope"}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"tasks/get"}`,
+		`{"jsonrpc":"2.0","id":14,"method":"tasks/get","params":{"taskId":5}}`,
+		`{"jsonrpc":"2.0","id":15,"method":"tasks/result","params":{"taskId":"{done}"}}`,
+		`{"jsonrpc":"2.0","id":16,"method":"tasks/result","params":{"taskId":"{failed}"}}`,
+		`{"jsonrpc":"2.0","id":17,"method":"tasks/result","params":{"taskId":"{rpcerr}"}}`,
+		`{"jsonrpc":"2.0","id":18,"method":"tasks/list","params":{"cursor":"bad"}}`,
+		`{"jsonrpc":"2.0","id":19,"method":"tasks/cancel","params":{"taskId":"{done}"}}`,
+		`{"jsonrpc":"2.0","id":20,"method":"tasks/update","params":{"taskId":"{done}"}}`,
+		`{"jsonrpc":"2.0","id":"s","method":"tasks/get","params":{"taskId":"{done}","_meta":{"taskbridge/private/conn":"x"}}}`,
+		`{"jsonrpc":"2.0","id":21,"method":"tasks/get","params":{"taskId":"{done}",` + extMeta + `}}`,
+		`{"jsonrpc":"2.0","id":22,"method":"tasks/update","params":{"taskId":"{done}","inputResponses":{},` + extMeta + `}}`,
+		`{"jsonrpc":"2.0","id":23,"method":"tasks/result","params":{"taskId":"{done}",` + extMeta + `}}`,
+		`{"jsonrpc":"2.0","id":24,"method":"tasks/get","params":{"taskId":"{done}","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"sleepy","arguments":{"ms":0},"task":{"ttl":5000}}}`,
+		`{"jsonrpc":"2.0","id":26,"method":"tasks/cancel","params":{"taskId":"{working}"}}`,
+		`{"jsonrpc":"2.0","id":27,"method":"tasks/get","params":{"taskId":"{working}"}}`,
+	}
+	for _, req := range requests {
+		var got [2]string
+		for i, s := range sides {
+			before := taskrouter.FastServed(h.r)
+			line := s.c.call(fillS(s, req))
+			if !s.fast {
+				require.Zero(t, taskrouter.FastServed(h.r)-before, req)
+			}
+			got[i] = norm(s, line)
+			if strings.Contains(req, `"tools/call"`) {
+				// A new task: name it.
+				var m struct {
+					Result struct {
+						Task struct {
+							TaskID string `json:"taskId"`
+						} `json:"task"`
+					} `json:"result"`
+				}
+				_ = json.Unmarshal([]byte(line), &m)
+				s.tasks["new"] = m.Result.Task.TaskID
+				got[i] = norm(s, line)
+			}
+		}
+		require.Equal(t, got[1], got[0], req)
+	}
+
+	// A blocking tasks/result, a duplicate id while it waits (dropped
+	// without an answer), then notifications/cancelled for it.
+	var got [2][]string
+	for i, s := range sides {
+		line := s.c.call(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"sleepy","arguments":{"ms":60000},"task":{}}}`)
+		var m struct {
+			Result struct {
+				Task struct {
+					TaskID string `json:"taskId"`
+				} `json:"task"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		s.tasks["slow"] = m.Result.Task.TaskID
+		s.c.send(fillS(s, `{"jsonrpc":"2.0","id":31,"method":"tasks/result","params":{"taskId":"{slow}"}}`))
+		waitWaiters(t, h, 1)
+		s.c.send(fillS(s, `{"jsonrpc":"2.0","id":31,"method":"tasks/get","params":{"taskId":"{slow}"}}`))
+		s.c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":31}}`)
+		got[i] = append(got[i], norm(s, s.c.recv()))
+		waitWaiters(t, h, 0)
+		got[i] = append(got[i], norm(s, s.c.call(fillS(s, `{"jsonrpc":"2.0","id":32,"method":"tasks/cancel","params":{"taskId":"{slow}"}}`))))
+	}
+	require.Equal(t, got[1], got[0])
+
+	// The status pushes of the tasks each connection created.
+	var notes [2][]string
+	for i, s := range sides {
+		require.Eventually(t, func() bool { return len(s.c.notifications()) >= 2 }, 5*time.Second, 5*time.Millisecond)
+		for _, n := range s.c.notifications() {
+			notes[i] = append(notes[i], norm(s, n))
+		}
+		sort.Strings(notes[i])
+	}
+	require.Equal(t, notes[1], notes[0])
+}
+
+var _ = bytes.Contains
+
+// TestFastPathFramingSameAsSDK: over a stream, the router frames the
+// messages itself; odd framing (line ends, split and joined writes,
+// batches, invalid JSON, values sharing a line) must meet the SDK's
+// answers, and its closing of the connection, exactly.
+func TestFastPathFramingSameAsSDK(t *testing.T) {
+	h := newHarness(t, foldInstantTools)
+	go func() {
+		for range h.started {
+		}
+	}()
+	done := func(c *lineConn) string {
+		out := c.call(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sleepy","arguments":{"ms":0},"task":{}}}`)
+		var m struct {
+			Result struct {
+				Task struct {
+					TaskID string `json:"taskId"`
+				} `json:"task"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+		id := m.Result.Task.TaskID
+		require.Eventually(t, func() bool {
+			t, err := h.r.Task(context.Background(), id)
+			return err == nil && t.Status.Terminal()
+		}, 5*time.Second, time.Millisecond)
+		return id
+	}
+	get := func(id, reqID string) string {
+		return `{"jsonrpc":"2.0","id":` + reqID + `,"method":"tasks/get","params":{"taskId":"` + id + `"}}`
+	}
+	scenarios := map[string]func(id string) []string{
+		"CRLF":                   func(id string) []string { return []string{get(id, "10") + "\r\n"} },
+		"two in one write":       func(id string) []string { return []string{get(id, "10") + "\n" + get(id, "11") + "\n"} },
+		"split across writes":    func(id string) []string { g := get(id, "10"); return []string{g[:20], g[20:] + "\n"} },
+		"blank lines and spaces": func(id string) []string { return []string{"\n\n   " + get(id, "10") + "\n"} },
+		"no line end, then one":  func(id string) []string { return []string{get(id, "10"), "\n"} },
+		"batch":                  func(id string) []string { return []string{"[" + get(id, "10") + "," + get(id, "11") + "]\n"} },
+		"two on one line":        func(id string) []string { return []string{get(id, "10") + " " + get(id, "11") + "\n"} },
+		"invalid JSON":           func(id string) []string { return []string{`{"jsonrpc":"2.0","id":10,"method":"tasks/get",}` + "\n"} },
+		"not an object":          func(id string) []string { return []string{"42\n"} },
+		"no jsonrpc": func(id string) []string {
+			return []string{`{"id":10,"method":"tasks/get","params":{"taskId":"` + id + `"}}` + "\n"}
+		},
+	}
+	for name, sc := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			var got [2][]string
+			for i, fast := range []bool{true, false} {
+				c := dialLines(t, h, fast)
+				c.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"diff","version":"1"}}}`)
+				c.send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+				id := done(c)
+				for _, w := range sc(id) {
+					c.mu.Lock()
+					_, err := c.conn.Write([]byte(w))
+					c.mu.Unlock()
+					if err != nil {
+						break
+					}
+				}
+				// A ping closes the transcript, unless the connection ended.
+				go func() {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					_ = c.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+					_, _ = c.conn.Write([]byte(`{"jsonrpc":"2.0","id":99,"method":"ping"}` + "\n"))
+				}()
+				// Answers may come in any order (on either path): read until
+				// the connection ends, or for a while after the ping's.
+				var lines []string
+				wait := 3 * time.Second
+				for {
+					select {
+					case line, ok := <-c.lines:
+						if !ok {
+							lines = append(lines, "<closed>")
+							goto out
+						}
+						lines = append(lines, strings.ReplaceAll(isoTime.ReplaceAllString(line, "<time>"), id, "<task>"))
+						if strings.Contains(line, `"id":99`) {
+							wait = 300 * time.Millisecond
+						}
+					case <-time.After(wait):
+						if wait > time.Second {
+							lines = append(lines, "<silence>")
+						}
+						goto out
+					}
+				}
+			out:
+				sort.Strings(lines)
+				got[i] = lines
+			}
+			require.Equal(t, got[1], got[0])
+		})
+	}
+}

@@ -1,0 +1,138 @@
+package taskrouter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Stand-in sessions for the fast path's 2026-07-28 requests over HTTP.
+//
+// go-sdk serves each such request on a throwaway session of its stateless
+// handler, whose initialize parameters come from the request's _meta; the
+// handler code of a request sees that session (req.Session), and the SDK
+// reads it too (a tool result gets resultType "complete" only when the
+// session's protocol version supports multi round-trip results). The fast
+// path hands requests a long-lived session with the same parameters
+// instead of making one per request: one per distinct protocol version,
+// client capabilities and client information, at most standInMax of them.
+// Like the throwaway session it has no id, and it refuses requests to the
+// client (nobody could answer them) the way the SDK's stateless transport
+// does; notifications sent on it go nowhere.
+
+const standInMax = 32
+
+type standIns struct {
+	mu    sync.Mutex
+	byKey map[string]*standIn
+	order []string // oldest first
+}
+
+type standIn struct {
+	ss   *mcp.ServerSession
+	conn net.Conn // the client end, drained
+}
+
+// standInSession returns the stand-in session for a 2026-07-28 request's
+// initialize parameters.
+func (r *Router) standInSession(ctx context.Context, ip *mcp.InitializeParams) (*mcp.ServerSession, error) {
+	b, err := json.Marshal(ip)
+	if err != nil {
+		return nil, err
+	}
+	key := string(b)
+	f := &r.fast.standIns
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.byKey[key]; s != nil {
+		return s.ss, nil
+	}
+	if r.server == nil {
+		return nil, fmt.Errorf("taskrouter: Install has not been called")
+	}
+	cli, srv := net.Pipe()
+	go func() { _, _ = io.Copy(io.Discard, cli) }()
+	state := &mcp.ServerSessionState{InitializeParams: ip}
+	ss, err := r.server.Connect(context.WithoutCancel(ctx), &standInTransport{conn: srv}, &mcp.ServerSessionOptions{State: state})
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	if f.byKey == nil {
+		f.byKey = map[string]*standIn{}
+	}
+	if len(f.order) >= standInMax {
+		old := f.byKey[f.order[0]]
+		delete(f.byKey, f.order[0])
+		f.order = f.order[1:]
+		go old.close() // requests still using it finish first
+	}
+	in := &standIn{ss: ss, conn: cli}
+	f.byKey[key] = in
+	f.order = append(f.order, key)
+	go func() {
+		// A session that ends (a keepalive ping it had to refuse, say) is
+		// replaced on the next request.
+		_ = ss.Wait()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.byKey[key] == in {
+			delete(f.byKey, key)
+			for i, k := range f.order {
+				if k == key {
+					f.order = append(f.order[:i:i], f.order[i+1:]...)
+					break
+				}
+			}
+		}
+	}()
+	return ss, nil
+}
+
+func (s *standIn) close() {
+	_ = s.ss.Close()
+	_ = s.conn.Close()
+}
+
+// closeStandIns ends every stand-in session (the router is closing).
+func (f *fastState) closeStandIns() {
+	f.standIns.mu.Lock()
+	all := f.standIns.byKey
+	f.standIns.byKey, f.standIns.order = nil, nil
+	f.standIns.mu.Unlock()
+	for _, s := range all {
+		s.close()
+	}
+}
+
+// standInTransport is the server end of a stand-in session.
+type standInTransport struct{ conn net.Conn }
+
+func (t *standInTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := (&mcp.IOTransport{Reader: t.conn, Writer: t.conn}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &standInConn{Connection: c}, nil
+}
+
+type standInConn struct{ mcp.Connection }
+
+// errRejected is go-sdk's jsonrpc2.ErrRejected (a request the transport
+// refuses, which leaves the connection intact).
+var errRejected = &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}
+
+// Write refuses requests to the client as the SDK's stateless transport
+// does.
+func (c *standInConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		return fmt.Errorf("%w: stateless servers cannot make requests", errRejected)
+	}
+	return c.Connection.Write(ctx, msg)
+}
