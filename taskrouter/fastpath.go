@@ -613,8 +613,8 @@ func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Resp
 // them) has no Mcp-Param-* header annotations. Everything else goes
 // through the SDK, whose stream a call run in the request may need.
 func (r *Router) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declared, headers bool) bool {
-	te, ok := r.tool(p.Name)
-	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == TaskForbidden || r.takesTaskID(p.Name) {
+	te, ok := r.tools.lookup(p.Name)
+	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == TaskForbidden || r.tools.takesTaskID(p.Name) {
 		return false
 	}
 	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {

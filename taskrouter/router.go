@@ -62,22 +62,19 @@ type Router struct {
 	inner mcp.MethodHandler
 	loop  loopback
 
-	mu           sync.Mutex
-	tools        map[string]*toolEntry
-	runs         map[string]*run
-	tracked      map[string]map[*tracker]struct{} // task id -> work registered with Track
-	watches      map[string]chan struct{}
-	owners       map[string]*slots    // pending/running slots by owner
-	sources      map[string]int       // pending tasks by request source
-	pending      int                  // pending tasks in total
-	conns        map[string]*pushConn // shim connection id -> connection
-	taskConn     map[string]string    // task id -> creating connection id
-	continuation ContinuationHandler
-	taskIDTools  map[string]bool // tools that take the argument _task_id (host mode)
-	resultTool   string          // the built-in task_result tool's name, once registered
-	cancelTool   string          // and task_cancel's
-	waiters      int             // tasks/result requests waiting
-	closed       bool
+	tools toolRegistry // tools and their task behaviour (tools.go)
+
+	mu       sync.Mutex
+	runs     map[string]*run
+	tracked  map[string]map[*tracker]struct{} // task id -> work registered with Track
+	watches  map[string]chan struct{}
+	owners   map[string]*slots    // pending/running slots by owner
+	sources  map[string]int       // pending tasks by request source
+	pending  int                  // pending tasks in total
+	conns    map[string]*pushConn // shim connection id -> connection
+	taskConn map[string]string    // task id -> creating connection id
+	waiters  int                  // tasks/result requests waiting
+	closed   bool
 
 	sem chan struct{}
 
@@ -108,7 +105,6 @@ func New(cfg Config) (*Router, error) {
 		cfg:       cfg,
 		st:        cfg.Store,
 		log:       cfg.Logger,
-		tools:     map[string]*toolEntry{},
 		runs:      map[string]*run{},
 		watches:   map[string]chan struct{}{},
 		owners:    map[string]*slots{},
