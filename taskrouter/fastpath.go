@@ -156,10 +156,7 @@ func (r *Router) noteRequest(req mcp.Request, q *Request) {
 		q.touched = h.Get(touchedHeader)
 	}
 	if q.connID != "" && ss != nil {
-		r.mu.Lock()
-		pc := r.conns[q.connID]
-		r.mu.Unlock()
-		if pc != nil {
+		if pc := r.pushers.get(q.connID); pc != nil {
 			pc.setSession(ss)
 		}
 	}

@@ -78,7 +78,7 @@ func (r *Router) materialize(ru *run) (*store.Task, error) {
 	defer cancel()
 	t, err := r.createRecord(ctx, p.rec)
 	if err == nil {
-		r.bindPusher(t.ID, p.connID)
+		r.pushers.bind(t.ID, p.connID)
 		if t.LeaseHolder == r.cfg.ReplicaID {
 			ru.lease = &heldLease{fence: t.Fence(), stop: ru.cancel}
 			r.leases.add(t.ID, ru.lease)

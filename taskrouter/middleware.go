@@ -220,7 +220,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		r.release(adm, false)
 		return nil, storeError(err)
 	}
-	r.bindPusher(t.ID, q.connID)
+	r.pushers.bind(t.ID, q.connID)
 	r.spawn(t, adm, q.Dialect, exec, nil)
 	return r.createReply(q.Dialect, req.Params.Name, t), nil
 }

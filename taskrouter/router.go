@@ -62,19 +62,18 @@ type Router struct {
 	inner mcp.MethodHandler
 	loop  loopback
 
-	tools toolRegistry // tools and their task behaviour (tools.go)
+	tools   toolRegistry // tools and their task behaviour (tools.go)
+	pushers pushConns    // shimmed connections to push task status to (shim.go)
 
-	mu       sync.Mutex
-	runs     map[string]*run
-	tracked  map[string]map[*tracker]struct{} // task id -> work registered with Track
-	watches  map[string]chan struct{}
-	owners   map[string]*slots    // pending/running slots by owner
-	sources  map[string]int       // pending tasks by request source
-	pending  int                  // pending tasks in total
-	conns    map[string]*pushConn // shim connection id -> connection
-	taskConn map[string]string    // task id -> creating connection id
-	waiters  int                  // tasks/result requests waiting
-	closed   bool
+	mu      sync.Mutex
+	runs    map[string]*run
+	tracked map[string]map[*tracker]struct{} // task id -> work registered with Track
+	watches map[string]chan struct{}
+	owners  map[string]*slots // pending/running slots by owner
+	sources map[string]int    // pending tasks by request source
+	pending int               // pending tasks in total
+	waiters int               // tasks/result requests waiting
+	closed  bool
 
 	sem chan struct{}
 
@@ -109,8 +108,6 @@ func New(cfg Config) (*Router, error) {
 		watches:   map[string]chan struct{}{},
 		owners:    map[string]*slots{},
 		sources:   map[string]int{},
-		conns:     map[string]*pushConn{},
-		taskConn:  map[string]string{},
 		sem:       make(chan struct{}, cfg.MaxConcurrent),
 		stopSweep: make(chan struct{}),
 		shared:    store.IsShared(cfg.Store),
