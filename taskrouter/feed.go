@@ -42,35 +42,17 @@ func (r *Router) onChange(c store.Change) {
 	if c.Deleted {
 		r.forgetTask(c.ID)
 	}
-	r.wake(c.ID)
+	r.watches.wake(c.ID)
 	if c.Deleted || c.Status.Terminal() {
 		r.stopRun(c.ID, errEnded)
 	}
 	r.listeners.changed(c.ID)
 }
 
-// wake wakes the waiters of task id without reading it.
-func (r *Router) wake(id string) {
-	r.mu.Lock()
-	ch, ok := r.watches[id]
-	if ok {
-		delete(r.watches, id)
-	}
-	r.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-}
-
-// wakeAll wakes every waiter (after a lost feed connection).
+// wakeAll wakes every waiter and listener (after a lost feed
+// connection).
 func (r *Router) wakeAll() {
-	r.mu.Lock()
-	ws := r.watches
-	r.watches = map[string]chan struct{}{}
-	r.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
-	}
+	r.watches.wakeAll()
 	r.listeners.changedAll()
 }
 

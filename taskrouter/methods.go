@@ -112,20 +112,20 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 	}()
 	for {
 		// Watch first, then read, so no change between the two is missed.
-		w := r.watch(id)
+		w := r.watches.watch(id)
 		t, err := r.TaskFor(ctx, q, id)
 		if err != nil {
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 			return nil, storeError(err)
 		}
 		if t.Status.Terminal() {
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 			return finalResult(t)
 		}
 		if t.Status == store.StatusInputRequired {
 			if ru := r.runFor(id); ru != nil {
 				if h := handoffFrom(ctx); h != nil && h(ru) {
-					r.unwatch(id, w)
+					r.watches.unwatch(id, w)
 					return nil, errHandoff // the SDK's path delivers the input requests
 				}
 				r.serviceInputs(ctx, ss, ru)
@@ -136,7 +136,7 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		case <-r.pollTick():
 			// A shared store's safety net: re-read in case a change
 			// notification from another process was lost.
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

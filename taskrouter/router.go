@@ -63,16 +63,16 @@ type Router struct {
 	loop  loopback
 
 	tools   toolRegistry // tools and their task behaviour (tools.go)
-	pushers pushConns    // shimmed connections to push task status to (shim.go)
+	pushers pushConns    // shimmed connections to push task status to (push.go)
+	watches watches      // waiters blocked until a task changes
 
 	mu      sync.Mutex
 	runs    map[string]*run
 	tracked map[string]map[*tracker]struct{} // task id -> work registered with Track
-	watches map[string]chan struct{}
-	owners  map[string]*slots // pending/running slots by owner
-	sources map[string]int    // pending tasks by request source
-	pending int               // pending tasks in total
-	waiters int               // tasks/result requests waiting
+	owners  map[string]*slots                // pending/running slots by owner
+	sources map[string]int                   // pending tasks by request source
+	pending int                              // pending tasks in total
+	waiters int                              // tasks/result requests waiting
 	closed  bool
 
 	sem chan struct{}
@@ -105,7 +105,6 @@ func New(cfg Config) (*Router, error) {
 		st:        cfg.Store,
 		log:       cfg.Logger,
 		runs:      map[string]*run{},
-		watches:   map[string]chan struct{}{},
 		owners:    map[string]*slots{},
 		sources:   map[string]int{},
 		sem:       make(chan struct{}, cfg.MaxConcurrent),
@@ -187,31 +186,73 @@ func NewTaskID() string {
 
 // ---- watching ----
 
+// watches are the channels waiters (tasks/result, Wait) block on, by
+// task id: each is closed at the task's next change. Its lock is a leaf:
+// nothing else is locked while it is held.
+type watches struct {
+	mu     sync.Mutex
+	byTask map[string]chan struct{}
+}
+
 // watch returns a channel closed at the next change of task id.
-func (r *Router) watch(id string) <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := r.watches[id]
+func (w *watches) watch(id string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.byTask[id]
 	if !ok {
+		if w.byTask == nil {
+			w.byTask = map[string]chan struct{}{}
+		}
 		ch = make(chan struct{})
-		r.watches[id] = ch
+		w.byTask[id] = ch
 	}
 	return ch
 }
 
-// unwatch drops w if it is still the registered watch of id (the task
+// unwatch drops c if it is still the registered watch of id (the task
 // vanished while a waiter held it).
-func (r *Router) unwatch(id string, w <-chan struct{}) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ch, ok := r.watches[id]; ok && (<-chan struct{})(ch) == w {
-		delete(r.watches, id)
+func (w *watches) unwatch(id string, c <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.byTask[id]; ok && (<-chan struct{})(ch) == c {
+		delete(w.byTask, id)
+	}
+}
+
+// drop forgets the watch of a deleted task without waking it.
+func (w *watches) drop(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.byTask, id)
+}
+
+// wake wakes the waiters of task id.
+func (w *watches) wake(id string) {
+	w.mu.Lock()
+	ch, ok := w.byTask[id]
+	if ok {
+		delete(w.byTask, id)
+	}
+	w.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+// wakeAll wakes every waiter.
+func (w *watches) wakeAll() {
+	w.mu.Lock()
+	ws := w.byTask
+	w.byTask = nil
+	w.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
 	}
 }
 
 // changed wakes everyone watching task t and pushes its status.
 func (r *Router) changed(t *store.Task) {
-	r.wake(t.ID)
+	r.watches.wake(t.ID)
 	r.push(t)
 	r.listeners.changed(t.ID)
 }
