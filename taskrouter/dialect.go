@@ -41,7 +41,7 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 			res.InputRequests = ik.InputRequests(t)
 		} else if r.shared {
 			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica
-		} else if ru := r.runFor(t.ID); ru != nil {
+		} else if ru := r.runs.get(t.ID); ru != nil {
 			res.InputRequests = ru.inputRequests()
 		}
 	case store.StatusCompleted:

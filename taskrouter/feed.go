@@ -56,26 +56,10 @@ func (r *Router) wakeAll() {
 	r.listeners.changedAll()
 }
 
-// workingOnLocked returns the ids of the tasks this process runs work for:
-// tool handlers and tracked work (workflow passes). The caller holds mu.
-func (r *Router) workingOnLocked() []string {
-	ids := make([]string, 0, len(r.runs)+len(r.tracked))
-	for id := range r.runs {
-		ids = append(ids, id)
-	}
-	for id := range r.tracked {
-		ids = append(ids, id)
-	}
-	return ids
-}
-
 // checkRuns re-reads the tasks this process runs work for and stops the
 // work of those that ended elsewhere.
 func (r *Router) checkRuns() {
-	r.mu.Lock()
-	ids := r.workingOnLocked()
-	r.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range r.runs.workingOn() {
 		t, err := r.st.Get(context.Background(), id)
 		if err == nil && !t.Status.Terminal() {
 			continue

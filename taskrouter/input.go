@@ -321,12 +321,6 @@ func (r *Router) serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *r
 	}
 }
 
-func (r *Router) runFor(id string) *run {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.runs[id]
-}
-
 // preflight runs a tool's Preflight before its task exists. In the
 // extension dialect a need for input goes back to the client as an
 // input_required result (SEP-2322), returned here. In the core dialect,

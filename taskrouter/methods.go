@@ -102,14 +102,8 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		// shared store, a round trip to the database).
 		return finalResult(first)
 	}
-	r.mu.Lock()
-	r.waiters++
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.waiters--
-		r.mu.Unlock()
-	}()
+	r.quotas.wait(1)
+	defer r.quotas.wait(-1)
 	for {
 		// Watch first, then read, so no change between the two is missed.
 		w := r.watches.watch(id)
@@ -123,7 +117,7 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 			return finalResult(t)
 		}
 		if t.Status == store.StatusInputRequired {
-			if ru := r.runFor(id); ru != nil {
+			if ru := r.runs.get(id); ru != nil {
 				if h := handoffFrom(ctx); h != nil && h(ru) {
 					r.watches.unwatch(id, w)
 					return nil, errHandoff // the SDK's path delivers the input requests
@@ -240,7 +234,7 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 			return nil, storeError(err)
 		}
 	}
-	if ru := r.runFor(t.ID); ru != nil {
+	if ru := r.runs.get(t.ID); ru != nil {
 		for key, val := range p.InputResponses {
 			ru.answer(key, inputAnswer{result: val})
 		}

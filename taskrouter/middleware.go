@@ -217,7 +217,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	}
 	t, err := r.createRecord(ctx, rec)
 	if err != nil {
-		r.release(adm, false)
+		r.quotas.release(adm, false)
 		return nil, storeError(err)
 	}
 	r.pushers.bind(t.ID, q.connID)

@@ -116,7 +116,7 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	}
 	nt, err := r.Update(ctx, claimed.ID, u)
 	if err != nil {
-		r.release(adm, false)
+		r.quotas.release(adm, false)
 		if errors.Is(err, store.ErrFenced) {
 			// The store checks the fence before the terminal status: a
 			// task cancelled (or ended) by another process since the

@@ -62,20 +62,14 @@ type Router struct {
 	inner mcp.MethodHandler
 	loop  loopback
 
+	// The router's state, in parts: each guards its fields with its own
+	// lock. No part's lock is held while another's is taken (see doc.go,
+	// "State").
 	tools   toolRegistry // tools and their task behaviour (tools.go)
-	pushers pushConns    // shimmed connections to push task status to (push.go)
+	runs    runTable     // handler runs and tracked work; closed (run.go)
+	quotas  quotas       // pending and running slots, waiters (admit.go)
 	watches watches      // waiters blocked until a task changes
-
-	mu      sync.Mutex
-	runs    map[string]*run
-	tracked map[string]map[*tracker]struct{} // task id -> work registered with Track
-	owners  map[string]*slots                // pending/running slots by owner
-	sources map[string]int                   // pending tasks by request source
-	pending int                              // pending tasks in total
-	waiters int                              // tasks/result requests waiting
-	closed  bool
-
-	sem chan struct{}
+	pushers pushConns    // shimmed connections to push task status to (push.go)
 
 	shared    bool   // the store is shared by several processes (store.IsShared)
 	leases    leases // leases this process holds
@@ -104,10 +98,7 @@ func New(cfg Config) (*Router, error) {
 		cfg:       cfg,
 		st:        cfg.Store,
 		log:       cfg.Logger,
-		runs:      map[string]*run{},
-		owners:    map[string]*slots{},
-		sources:   map[string]int{},
-		sem:       make(chan struct{}, cfg.MaxConcurrent),
+		quotas:    newQuotas(cfg),
 		stopSweep: make(chan struct{}),
 		shared:    store.IsShared(cfg.Store),
 	}
@@ -154,14 +145,10 @@ func (r *Router) Start(ctx context.Context) error {
 // outcome (so a later Start resolves them by policy, as after a crash), and
 // waits for them to return. It does not close the store.
 func (r *Router) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	ids, ok := r.runs.close()
+	if !ok {
 		return nil
 	}
-	r.closed = true
-	ids := r.workingOnLocked()
-	r.mu.Unlock()
 	close(r.stopSweep)
 	for _, id := range ids {
 		r.stopRun(id, errShutdown)
