@@ -230,11 +230,14 @@ type initializeResult struct {
 	*mcp.InitializeResult
 }
 
-// CoreCapability is the core-dialect tasks capability the server declares.
-var CoreCapability = map[string]any{
-	"list":     map[string]any{},
-	"cancel":   map[string]any{},
-	"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
+// CoreCapability returns the core-dialect tasks capability the server
+// declares, a fresh value each call: changing it changes nothing.
+func CoreCapability() map[string]any {
+	return map[string]any{
+		"list":     map[string]any{},
+		"cancel":   map[string]any{},
+		"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
+	}
 }
 
 // MarshalJSON encodes the SDK's result with capabilities.tasks added.
@@ -251,7 +254,7 @@ func (w *initializeResult) MarshalJSON() ([]byte, error) {
 	if c, ok := m["capabilities"]; ok {
 		_ = json.Unmarshal(c, &caps)
 	}
-	caps["tasks"], _ = json.Marshal(CoreCapability)
+	caps["tasks"], _ = json.Marshal(CoreCapability())
 	m["capabilities"], _ = json.Marshal(caps)
 	return json.Marshal(m)
 }
