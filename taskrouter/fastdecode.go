@@ -211,7 +211,7 @@ func decodeFastCall(id jsonrpc.ID, method string, raw json.RawMessage) (fastCall
 		}
 	}
 	if moved {
-		c.meta[MetaTaskRequest] = task
+		c.meta[metaTaskRequest] = task
 	}
 	return c, true
 }

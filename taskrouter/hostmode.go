@@ -21,9 +21,9 @@ import (
 // checked, so the tool never sees it, and the call continues the task as
 // one with _meta._task_id does.
 
-// TaskIDArgumentDescription is how the _task_id argument is described in
+// taskIDArgumentDescription is how the _task_id argument is described in
 // the input schema of the tools that take it.
-const TaskIDArgumentDescription = "Only when performing a step of a workflow task: the task's id (from the handoff). Leave it out otherwise."
+const taskIDArgumentDescription = "Only when performing a step of a workflow task: the task's id (from the handoff). Leave it out otherwise."
 
 // AcceptTaskIDArgument makes tool name take the argument _task_id (see
 // above); the workflow bridge calls it for every tool a client may be asked
@@ -84,7 +84,7 @@ func withTaskIDArgument(schema json.RawMessage) json.RawMessage {
 	if _, exists := props[mcptask.ArgTaskID]; exists {
 		return schema
 	}
-	props[mcptask.ArgTaskID], _ = json.Marshal(map[string]string{"type": "string", "description": TaskIDArgumentDescription})
+	props[mcptask.ArgTaskID], _ = json.Marshal(map[string]string{"type": "string", "description": taskIDArgumentDescription})
 	s["properties"], _ = json.Marshal(props)
 	if _, ok := s["type"]; !ok {
 		s["type"] = json.RawMessage(`"object"`)

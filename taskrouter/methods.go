@@ -177,7 +177,7 @@ func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTas
 	if err != nil {
 		return nil, storeError(err)
 	}
-	res := &ListTasksResult{Tasks: make([]Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
+	res := &listTasksResult{Tasks: make([]Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
 	for _, t := range page.Tasks {
 		res.Tasks = append(res.Tasks, CoreTask(t))
 	}
@@ -225,11 +225,11 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 		if err := ik.Answer(ctx, t, p.InputResponses); err != nil {
 			return nil, err
 		}
-		return &AckResult{ResultType: mcptask.ResultTypeComplete}, nil
+		return &ackResult{ResultType: mcptask.ResultTypeComplete}, nil
 	}
 	if r.shared {
 		// The handler may wait on another replica: the answers go
-		// through the store (see VarInputRequestPrefix).
+		// through the store (see varInputRequestPrefix).
 		if err := r.deliverInputs(ctx, t, p.InputResponses); err != nil {
 			return nil, storeError(err)
 		}
@@ -239,5 +239,5 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 			ru.answer(key, inputAnswer{result: val})
 		}
 	}
-	return &AckResult{ResultType: mcptask.ResultTypeComplete}, nil
+	return &ackResult{ResultType: mcptask.ResultTypeComplete}, nil
 }

@@ -21,13 +21,13 @@ const (
 	// LabelDialect records the dialect the task was created in
 	// (mcptask.Dialect.Label: "core" or "ext").
 	LabelDialect = "dialect"
-	// LabelAccess is set to AccessByID on tasks created without an
+	// labelAccess is set to accessByID on tasks created without an
 	// authorization context while Config.SessionBound is off: any
 	// unauthenticated requestor that knows the task id may read, wait on,
 	// cancel and continue the task.
-	LabelAccess = "access"
-	// AccessByID is the value of LabelAccess for id-capability tasks.
-	AccessByID = "id"
+	labelAccess = "access"
+	// accessByID is the value of labelAccess for id-capability tasks.
+	accessByID = "id"
 
 	// KindTool marks tasks created by task-augmented tools/call requests.
 	KindTool = "tool"

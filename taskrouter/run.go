@@ -35,8 +35,8 @@ type run struct {
 	seq    int
 }
 
-// ExecFunc runs a task's work and returns its MCP result or error.
-type ExecFunc func(ctx context.Context) (mcp.Result, error)
+// execFunc runs a task's work and returns its MCP result or error.
+type execFunc func(ctx context.Context) (mcp.Result, error)
 
 // taskCtxKey carries the running task into handler contexts.
 type taskCtxKey struct{}
@@ -59,7 +59,7 @@ func TaskID(ctx context.Context) (string, bool) {
 // spawn runs exec in the background for task t, which was created (or is
 // re-run) in dialect d, or, when pending is set, is about to be created
 // from pending's record. The caller has admitted it.
-func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc, pending *pendingRecord) *run {
+func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
 	if pending == nil && t.LeaseHolder == r.cfg.ReplicaID {
@@ -80,7 +80,7 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec Exe
 // execute waits for running slots, then runs exec with the task's handler
 // context: cancellable by tasks/cancel, ttl expiry and Close, bounded by
 // Config.TaskTimeout, and carrying the task for TaskID and Elicit.
-func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.Result, err error) {
+func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.Result, err error) {
 	queued := false
 	admitted := time.Now()
 	err = r.quotas.acquire(ctx, ru.adm.owner, func() {

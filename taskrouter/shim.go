@@ -3,7 +3,7 @@ package taskrouter
 // The shims in this file exist because go-sdk v1.8 decodes tools/call params
 // into a struct without a "task" field, dropping a core-dialect params.task
 // before any middleware can see it. Each shim moves that object into
-// params._meta[MetaTaskRequest] on the way in; the router's middleware
+// params._meta[metaTaskRequest] on the way in; the router's middleware
 // takes it out again (with every other key under
 // mcptask.PrivateMetaPrefix) before any handler runs. The transport shim
 // also tags tools/call and prompts/get with its connection id so the router
@@ -47,7 +47,7 @@ func rewriteParams(params json.RawMessage, connID string, moveTask bool) json.Ra
 
 var (
 	keyTask        = []byte(`"task"`)
-	keyTaskRequest = quotedKey(MetaTaskRequest)
+	keyTaskRequest = quotedKey(metaTaskRequest)
 	keyConnID      = quotedKey(metaConnID)
 	quotedPrivate  = quotedKey(mcptask.PrivateMetaPrefix)[:len(mcptask.PrivateMetaPrefix)+1] // with the opening quote
 )
@@ -174,7 +174,7 @@ func decodeRewrite(params json.RawMessage, connID string, moveTask bool) json.Ra
 	}
 	if hasTask {
 		delete(m, "task")
-		meta[MetaTaskRequest] = task
+		meta[metaTaskRequest] = task
 	}
 	if connID != "" {
 		meta[metaConnID], _ = json.Marshal(connID)

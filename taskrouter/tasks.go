@@ -70,7 +70,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		owner = req.Owner
 		labels[LabelDialect] = req.Dialect.Label()
 		if req.byID(r.cfg) {
-			labels[LabelAccess] = AccessByID
+			labels[labelAccess] = accessByID
 		}
 	}
 	now := r.cfg.Now()
