@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/taskbridge/taskbridge/mcptask"
 )
@@ -29,34 +30,77 @@ type slots struct {
 	wake    chan struct{} // closed when a running slot frees up
 }
 
+// quotas are the slots tasks hold: pending slots by owner, by source and
+// in total, running slots by owner and in total (the semaphore running),
+// and the count of tasks/result requests waiting. Its lock is a leaf:
+// nothing else is locked while it is held. The limits are copied from
+// Config at New and never change.
+type quotas struct {
+	maxPending, maxPendingPerOwner, maxPendingPerSource int
+	maxRunningPerOwner                                  int
+
+	// running holds one token per running handler (Config.MaxConcurrent
+	// tokens); it is a channel, not guarded by mu.
+	running chan struct{}
+
+	mu      sync.Mutex
+	owners  map[string]*slots // pending/running slots by owner
+	sources map[string]int    // pending tasks by request source
+	pending int               // pending tasks in total
+	waiters int               // tasks/result requests waiting
+}
+
+func newQuotas(cfg Config) quotas {
+	return quotas{
+		maxPending:          cfg.MaxPending,
+		maxPendingPerOwner:  cfg.MaxPendingPerOwner,
+		maxPendingPerSource: cfg.MaxPendingPerSource,
+		maxRunningPerOwner:  cfg.MaxConcurrentPerOwner,
+		running:             make(chan struct{}, cfg.MaxConcurrent),
+		owners:              map[string]*slots{},
+		sources:             map[string]int{},
+	}
+}
+
 // admit reserves a pending slot, or refuses with CodeTooManyTasks naming
-// the limit that was hit. With recovered set it skips the caps: a task
-// re-run after a restart was admitted before the crash, and refusing it now
-// would leave it working forever.
+// the limit that was hit, or errShutdown once the router is closed. With
+// recovered set it skips the caps: a task re-run after a restart was
+// admitted before the crash, and refusing it now would leave it working
+// forever.
+//
+// The closed check and the reservation take different locks (runs, then
+// quotas), so Close may slip in between them. That changes nothing: Close
+// could always come between admit and the spawn that registers the run,
+// and a task admitted then is, as before, either started and then
+// resolved by policy on the next Start or released by its caller.
 func (r *Router) admit(a admission, recovered bool) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
+	if r.runs.isClosed() {
 		return errShutdown
 	}
-	s := r.owners[a.owner]
+	return r.quotas.admit(a, recovered)
+}
+
+func (q *quotas) admit(a admission, recovered bool) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.owners[a.owner]
 	if s == nil {
 		s = &slots{wake: make(chan struct{})}
-		r.owners[a.owner] = s
+		q.owners[a.owner] = s
 	}
 	if !recovered {
 		switch {
-		case a.owner != LocalOwner && s.pending >= r.cfg.MaxPendingPerOwner:
-			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks for this requestor: %d queued or running (limit MaxPendingPerOwner=%d); wait for some to finish", s.pending, r.cfg.MaxPendingPerOwner)
-		case r.sources[a.source] >= r.cfg.MaxPendingPerSource:
-			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks from this %s: %d queued or running (limit MaxPendingPerSource=%d); wait for some to finish", sourceKind(a.source), r.sources[a.source], r.cfg.MaxPendingPerSource)
-		case r.pending >= r.cfg.MaxPending:
-			return mcptask.Errorf(mcptask.CodeTooManyTasks, "the server has too many active tasks: %d queued or running (limit MaxPending=%d); retry later", r.pending, r.cfg.MaxPending)
+		case a.owner != LocalOwner && s.pending >= q.maxPendingPerOwner:
+			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks for this requestor: %d queued or running (limit MaxPendingPerOwner=%d); wait for some to finish", s.pending, q.maxPendingPerOwner)
+		case q.sources[a.source] >= q.maxPendingPerSource:
+			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks from this %s: %d queued or running (limit MaxPendingPerSource=%d); wait for some to finish", sourceKind(a.source), q.sources[a.source], q.maxPendingPerSource)
+		case q.pending >= q.maxPending:
+			return mcptask.Errorf(mcptask.CodeTooManyTasks, "the server has too many active tasks: %d queued or running (limit MaxPending=%d); retry later", q.pending, q.maxPending)
 		}
 	}
 	s.pending++
-	r.sources[a.source]++
-	r.pending++
+	q.sources[a.source]++
+	q.pending++
 	return nil
 }
 
@@ -73,17 +117,17 @@ func sourceKind(source string) string {
 
 // acquire waits for an owner running slot and a global one. queued is
 // called once, before the first wait, when a slot is not free at once.
-func (r *Router) acquire(ctx context.Context, owner string, queued func()) error {
+func (q *quotas) acquire(ctx context.Context, owner string, queued func()) error {
 	for first := true; ; first = false {
-		r.mu.Lock()
-		s := r.owners[owner]
-		if s.running < r.cfg.MaxConcurrentPerOwner {
+		q.mu.Lock()
+		s := q.owners[owner]
+		if s.running < q.maxRunningPerOwner {
 			s.running++
-			r.mu.Unlock()
+			q.mu.Unlock()
 			break
 		}
 		wake := s.wake
-		r.mu.Unlock()
+		q.mu.Unlock()
 		if first && queued != nil {
 			queued()
 			queued = nil
@@ -95,7 +139,7 @@ func (r *Router) acquire(ctx context.Context, owner string, queued func()) error
 		}
 	}
 	select {
-	case r.sem <- struct{}{}:
+	case q.running <- struct{}{}:
 		return nil
 	default:
 	}
@@ -103,39 +147,56 @@ func (r *Router) acquire(ctx context.Context, owner string, queued func()) error
 		queued()
 	}
 	select {
-	case r.sem <- struct{}{}:
+	case q.running <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		r.releaseRunning(owner)
+		q.releaseRunning(owner)
 		return context.Cause(ctx)
 	}
 }
 
 // releaseRunning gives back an owner's running slot and wakes its waiters.
-func (r *Router) releaseRunning(owner string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.owners[owner]
+func (q *quotas) releaseRunning(owner string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.owners[owner]
 	s.running--
 	close(s.wake)
 	s.wake = make(chan struct{})
 }
 
-// release gives back a pending slot, and the owner's running slot when
-// running is set.
-func (r *Router) release(a admission, running bool) {
+// release gives back a pending slot and, when running is set, the running
+// slots acquire took (the global one first, then the owner's).
+func (q *quotas) release(a admission, running bool) {
 	if running {
-		r.releaseRunning(a.owner)
+		<-q.running
+		q.releaseRunning(a.owner)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.owners[a.owner]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.owners[a.owner]
 	s.pending--
 	if s.pending == 0 && s.running == 0 {
-		delete(r.owners, a.owner)
+		delete(q.owners, a.owner)
 	}
-	if r.sources[a.source]--; r.sources[a.source] <= 0 {
-		delete(r.sources, a.source)
+	if q.sources[a.source]--; q.sources[a.source] <= 0 {
+		delete(q.sources, a.source)
 	}
-	r.pending--
+	q.pending--
+}
+
+// wait counts a tasks/result request waiting (delta 1) or done waiting
+// (delta -1).
+func (q *quotas) wait(delta int) {
+	q.mu.Lock()
+	q.waiters += delta
+	q.mu.Unlock()
+}
+
+// load returns the pending tasks, the running handlers and the waiting
+// tasks/result requests.
+func (q *quotas) load() (pending, running, waiters int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pending, len(q.running), q.waiters
 }

@@ -36,7 +36,7 @@ func TestCoreCapabilitiesAndToolList(t *testing.T) {
 				"clientInfo": map[string]any{"name": "x", "version": "1"},
 			}, &init))
 			caps := init["capabilities"].(map[string]any)
-			require.Equal(t, taskrouter.CoreCapability["list"], caps["tasks"].(map[string]any)["list"])
+			require.Equal(t, taskrouter.CoreCapability()["list"], caps["tasks"].(map[string]any)["list"])
 			require.Contains(t, caps["tasks"].(map[string]any), "requests")
 			require.NotContains(t, caps, "extensions", "the extension is for 2026-07-28 sessions, advertised by server/discover")
 			require.NoError(t, p.c.Notify(ctx, "notifications/initialized", map[string]any{}))

@@ -17,7 +17,7 @@ import (
 // createReply is the answer to a tools/call that became task t.
 func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.Result {
 	if d == mcptask.Extension {
-		return &ExtCreateTaskResult{ResultType: mcptask.ResultTypeTask, ExtTask: ExtensionTask(t), Content: []mcp.Content{}}
+		return &extCreateTaskResult{ResultType: mcptask.ResultTypeTask, ExtTask: extensionTask(t), Content: []mcp.Content{}}
 	}
 	res := &CreateTaskResult{Task: CoreTask(t)}
 	if r.cfg.ImmediateResponse != nil {
@@ -32,16 +32,16 @@ func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.
 // outcome or pending input requests inline.
 func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	if d == mcptask.Core {
-		return &GetTaskResult{Task: CoreTask(t)}
+		return &getTaskResult{Task: CoreTask(t)}
 	}
-	res := &ExtGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: ExtensionTask(t)}
+	res := &extGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: extensionTask(t)}
 	switch t.Status {
 	case store.StatusInputRequired:
 		if ik := r.inputKindOf(t); ik != nil {
 			res.InputRequests = ik.InputRequests(t)
 		} else if r.shared {
 			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica
-		} else if ru := r.runFor(t.ID); ru != nil {
+		} else if ru := r.runs.get(t.ID); ru != nil {
 			res.InputRequests = ru.inputRequests()
 		}
 	case store.StatusCompleted:
@@ -60,9 +60,9 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 // the extension, once the request was taken).
 func cancelReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	if d == mcptask.Extension {
-		return &AckResult{ResultType: mcptask.ResultTypeComplete}
+		return &ackResult{ResultType: mcptask.ResultTypeComplete}
 	}
-	return &GetTaskResult{Task: CoreTask(t)}
+	return &getTaskResult{Task: CoreTask(t)}
 }
 
 // gate checks that a tasks/* request may proceed in its dialect, in the

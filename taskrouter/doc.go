@@ -92,13 +92,44 @@
 // from any session and after restarts; tasks/list shows only the
 // requestor's own tasks. Tasks hidden from a requestor are "not found".
 //
+// # State
+//
+// The Router has no lock of its own. Its mutable state is in parts, each a
+// small type with its own lock guarding only its fields:
+//
+//   - tools, a toolRegistry (tools.go; sync.RWMutex): the registered tool
+//     entries, the tools that take _task_id, the built-in task tools'
+//     names, the continuation handler.
+//   - runs, a runTable (run.go): handler runs and Track-ed work by task
+//     id, and closed. Close sets closed and collects the work to stop in
+//     one critical section.
+//   - quotas (admit.go): pending slots by owner and source and in total,
+//     running slots by owner, the waiting tasks/result count; the running
+//     semaphore is a channel beside them.
+//   - watches (router.go): the channels waiters block on, by task id.
+//   - pushers, pushConns (push.go): open shimmed connections and the
+//     connection each task was created on.
+//   - and the older ones: leases (lease.go), kinds, sched (schedule.go),
+//     listeners (feed.go), fast (fastpath.go), recent (recent.go),
+//     workers (workers.go).
+//
+// Lock order: there is none to follow, because every part's lock is a
+// leaf. A part's methods take its lock, touch its own fields and return;
+// no part's lock is held while another part's lock is taken or while
+// calling out (a cancel function, a write to a connection). Code that
+// needs several parts (Close, Stats, admit, stopRun) takes each in turn;
+// each such place says why seeing the parts a moment apart is fine. A
+// run's own mu and a pushConn's mu are likewise never held across a part's
+// lock.
+//
 // # Files
 //
-// router.go (the Router, lifecycle, waiters), request.go (resolving a
+// router.go (the Router, lifecycle, watches), request.go (resolving a
 // request), middleware.go (Install, tools/call), dialect.go, methods.go
 // (tasks/*), tasks.go (create, read, update, complete, fail), admit.go
-// (quotas), run.go (running handlers, Track, cancel), sweep.go (ttl),
-// recover.go (restart), tools.go (the tool registry, in-process calls),
-// input.go (input mid-task), shim.go and http.go (transports), config.go,
-// wire.go (wire types).
+// (quotas), run.go (running handlers, the runs table, Track, cancel),
+// sweep.go (ttl), recover.go (restart), tools.go (the tool registry,
+// in-process calls), input.go (input mid-task), shim.go and http.go
+// (transports), push.go (status pushes), fastpath.go and fastdecode.go
+// (the fast path: serving, decoding), config.go, wire.go (wire types).
 package taskrouter

@@ -42,58 +42,24 @@ func (r *Router) onChange(c store.Change) {
 	if c.Deleted {
 		r.forgetTask(c.ID)
 	}
-	r.wake(c.ID)
+	r.watches.wake(c.ID)
 	if c.Deleted || c.Status.Terminal() {
 		r.stopRun(c.ID, errEnded)
 	}
 	r.listeners.changed(c.ID)
 }
 
-// wake wakes the waiters of task id without reading it.
-func (r *Router) wake(id string) {
-	r.mu.Lock()
-	ch, ok := r.watches[id]
-	if ok {
-		delete(r.watches, id)
-	}
-	r.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-}
-
-// wakeAll wakes every waiter (after a lost feed connection).
+// wakeAll wakes every waiter and listener (after a lost feed
+// connection).
 func (r *Router) wakeAll() {
-	r.mu.Lock()
-	ws := r.watches
-	r.watches = map[string]chan struct{}{}
-	r.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
-	}
+	r.watches.wakeAll()
 	r.listeners.changedAll()
-}
-
-// workingOnLocked returns the ids of the tasks this process runs work for:
-// tool handlers and tracked work (workflow passes). The caller holds mu.
-func (r *Router) workingOnLocked() []string {
-	ids := make([]string, 0, len(r.runs)+len(r.tracked))
-	for id := range r.runs {
-		ids = append(ids, id)
-	}
-	for id := range r.tracked {
-		ids = append(ids, id)
-	}
-	return ids
 }
 
 // checkRuns re-reads the tasks this process runs work for and stops the
 // work of those that ended elsewhere.
 func (r *Router) checkRuns() {
-	r.mu.Lock()
-	ids := r.workingOnLocked()
-	r.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range r.runs.workingOn() {
 		t, err := r.st.Get(context.Background(), id)
 		if err == nil && !t.Status.Terminal() {
 			continue

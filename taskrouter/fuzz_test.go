@@ -44,7 +44,7 @@ var rewriteSeeds = []string{
 // FuzzRewriteParams checks the core-dialect shim: rewriteParams and
 // rewriteBody never panic; their output is valid JSON whenever the input
 // was; a top-level params.task moves, unchanged, to the private
-// _meta[MetaTaskRequest] (and the connection id, when given, to the
+// _meta[metaTaskRequest] (and the connection id, when given, to the
 // private connection key); private keys the client sent are dropped;
 // everything else is kept.
 func FuzzRewriteParams(f *testing.F) {
@@ -114,8 +114,8 @@ func checkRewrite(t *testing.T, in, out json.RawMessage, connID string) {
 	}
 	if hasTask {
 		require.NotContains(t, dst, "task", "BUG-4: params.task must leave params (input %q, output %q)", in, out)
-		require.Contains(t, dstMeta, MetaTaskRequest, "BUG-4: params.task must move to _meta (input %q, output %q)", in, out)
-		requireSameJSON(t, task, dstMeta[MetaTaskRequest])
+		require.Contains(t, dstMeta, metaTaskRequest, "BUG-4: params.task must move to _meta (input %q, output %q)", in, out)
+		requireSameJSON(t, task, dstMeta[metaTaskRequest])
 	}
 	if connID != "" {
 		var got string
@@ -131,7 +131,7 @@ func checkRewrite(t *testing.T, in, out json.RawMessage, connID string) {
 	}
 	for k, v := range srcMeta {
 		if strings.HasPrefix(k, mcptask.PrivateMetaPrefix) {
-			if (k != MetaTaskRequest || !hasTask) && (k != metaConnID || connID == "") {
+			if (k != metaTaskRequest || !hasTask) && (k != metaConnID || connID == "") {
 				require.NotContains(t, dstMeta, k, "a private key the client sent is dropped (input %q, output %q)", in, out)
 			}
 			continue
@@ -178,7 +178,7 @@ func FuzzTakeTaskParam(f *testing.F) {
 		if json.Unmarshal(raw, &v) != nil {
 			return // the SDK rejects such params before the router runs
 		}
-		tr, asked, err := takeTaskParam(mcp.Meta{MetaTaskRequest: v, "other": "kept"})
+		tr, asked, err := takeTaskParam(mcp.Meta{metaTaskRequest: v, "other": "kept"})
 		if v == nil {
 			require.False(t, asked)
 			require.NoError(t, err)

@@ -21,44 +21,14 @@ import (
 // checked, so the tool never sees it, and the call continues the task as
 // one with _meta._task_id does.
 
-// TaskIDArgumentDescription is how the _task_id argument is described in
+// taskIDArgumentDescription is how the _task_id argument is described in
 // the input schema of the tools that take it.
-const TaskIDArgumentDescription = "Only when performing a step of a workflow task: the task's id (from the handoff). Leave it out otherwise."
+const taskIDArgumentDescription = "Only when performing a step of a workflow task: the task's id (from the handoff). Leave it out otherwise."
 
 // AcceptTaskIDArgument makes tool name take the argument _task_id (see
 // above); the workflow bridge calls it for every tool a client may be asked
 // to call for a workflow step.
-func (r *Router) AcceptTaskIDArgument(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.taskIDTools == nil {
-		r.taskIDTools = map[string]bool{}
-	}
-	r.taskIDTools[name] = true
-}
-
-// takesTaskID reports whether tool name takes the argument _task_id.
-func (r *Router) takesTaskID(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.taskIDTools[name]
-}
-
-// taskIDTools returns the tools of list that take the argument _task_id.
-func (r *Router) taskIDToolsOf(tools []*mcp.Tool) map[string]bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out map[string]bool
-	for _, t := range tools {
-		if r.taskIDTools[t.Name] {
-			if out == nil {
-				out = map[string]bool{}
-			}
-			out[t.Name] = true
-		}
-	}
-	return out
-}
+func (r *Router) AcceptTaskIDArgument(name string) { r.tools.acceptTaskID(name) }
 
 var taskIDKey = []byte(`"` + mcptask.ArgTaskID + `"`)
 
@@ -114,7 +84,7 @@ func withTaskIDArgument(schema json.RawMessage) json.RawMessage {
 	if _, exists := props[mcptask.ArgTaskID]; exists {
 		return schema
 	}
-	props[mcptask.ArgTaskID], _ = json.Marshal(map[string]string{"type": "string", "description": TaskIDArgumentDescription})
+	props[mcptask.ArgTaskID], _ = json.Marshal(map[string]string{"type": "string", "description": taskIDArgumentDescription})
 	s["properties"], _ = json.Marshal(props)
 	if _, ok := s["type"]; !ok {
 		s["type"] = json.RawMessage(`"object"`)
@@ -195,7 +165,7 @@ func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequ
 func (r *Router) continuesAsTask(t *store.Task) *mcp.CallToolResult {
 	id := strconv.Quote(t.ID)
 	how := fmt.Sprintf("poll tasks/get with {\"taskId\": %s}", id)
-	if name := r.resultToolName(); name != "" {
+	if name := r.tools.resultToolName(); name != "" {
 		how = fmt.Sprintf("call the tool %q with {\"task_id\": %s} to wait for its result (a client that speaks MCP tasks may use tasks/get or tasks/result instead)", name, id)
 	}
 	text := fmt.Sprintf("Tool %q is still working after %s, so the work goes on on the server as task %s (status: %s). Do not call the tool again: %s.",

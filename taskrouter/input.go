@@ -113,28 +113,28 @@ func (ru *run) failInputs(err error) {
 // On a shared store (several replicas) a task's pending input requests
 // and the client's answers also live in the task, as variables, because
 // tasks/get and tasks/update may reach any replica while the handler
-// waits on one: parking writes each request under VarInputRequestPrefix +
+// waits on one: parking writes each request under varInputRequestPrefix +
 // its key (in the write that sets input_required); tasks/update, on any
 // replica, moves an answer in one write from the request's variable to
-// VarInputResponsePrefix + the key (so tasks/get anywhere shows only the
+// varInputResponsePrefix + the key (so tasks/get anywhere shows only the
 // requests still pending, at once); the waiting handler reads it from the
 // store (the change feed wakes it) and deletes it with its next write. An
 // exclusive store keeps both in memory only.
 const (
-	// VarInputRequestPrefix + key is a pending input request of a task
+	// varInputRequestPrefix + key is a pending input request of a task
 	// ({"method", "params"}, as in inputRequests), on shared stores.
-	VarInputRequestPrefix = "_taskrouter.input.request."
-	// VarInputResponsePrefix + key is a client's answer to that request
+	varInputRequestPrefix = "_taskrouter.input.request."
+	// varInputResponsePrefix + key is a client's answer to that request
 	// not yet taken by the waiting handler, on shared stores.
-	VarInputResponsePrefix = "_taskrouter.input.response."
+	varInputResponsePrefix = "_taskrouter.input.response."
 )
 
 // storedInputRequests returns the pending input requests t carries (see
-// VarInputRequestPrefix), nil for none.
+// varInputRequestPrefix), nil for none.
 func storedInputRequests(t *store.Task) map[string]json.RawMessage {
 	var out map[string]json.RawMessage
 	for k, v := range t.Variables {
-		if key, ok := strings.CutPrefix(k, VarInputRequestPrefix); ok {
+		if key, ok := strings.CutPrefix(k, varInputRequestPrefix); ok {
 			if out == nil {
 				out = map[string]json.RawMessage{}
 			}
@@ -146,14 +146,14 @@ func storedInputRequests(t *store.Task) map[string]json.RawMessage {
 
 // deliverInputs records a client's answers to the input requests task t
 // carries, for whichever replica's handler waits on them (see
-// VarInputRequestPrefix); answers to keys not pending are ignored.
+// varInputRequestPrefix); answers to keys not pending are ignored.
 func (r *Router) deliverInputs(ctx context.Context, t *store.Task, answers map[string]json.RawMessage) error {
 	for attempt := 0; ; attempt++ {
 		vars := map[string]json.RawMessage{}
 		for key, val := range answers {
-			if _, pending := t.Variables[VarInputRequestPrefix+key]; pending {
-				vars[VarInputRequestPrefix+key] = json.RawMessage("null")
-				vars[VarInputResponsePrefix+key] = val
+			if _, pending := t.Variables[varInputRequestPrefix+key]; pending {
+				vars[varInputRequestPrefix+key] = json.RawMessage("null")
+				vars[varInputResponsePrefix+key] = val
 			}
 		}
 		if len(vars) == 0 || t.Status.Terminal() {
@@ -174,7 +174,7 @@ func (r *Router) deliverInputs(ctx context.Context, t *store.Task, answers map[s
 }
 
 // storedAnswer waits (until ctx ends) for the answer to input key of task
-// id to appear in the store (see VarInputResponsePrefix) and sends it on
+// id to appear in the store (see varInputResponsePrefix) and sends it on
 // the returned channel. Call it once the request is stored. A failed read
 // is tried again: an answer must not be lost to a passing store error.
 func (r *Router) storedAnswer(ctx context.Context, id, key string) <-chan inputAnswer {
@@ -182,11 +182,11 @@ func (r *Router) storedAnswer(ctx context.Context, id, key string) <-chan inputA
 	go func() {
 		for ctx.Err() == nil {
 			t, err := r.Await(ctx, id, func(t *store.Task) bool {
-				_, ok := t.Variables[VarInputResponsePrefix+key]
+				_, ok := t.Variables[varInputResponsePrefix+key]
 				return ok
 			})
 			if err == nil {
-				ch <- inputAnswer{result: t.Variables[VarInputResponsePrefix+key]}
+				ch <- inputAnswer{result: t.Variables[varInputResponsePrefix+key]}
 				return
 			}
 			select {
@@ -244,7 +244,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
 		}{method, raw})
-		park.Variables = map[string]json.RawMessage{VarInputRequestPrefix + in.key: req}
+		park.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: req}
 	}
 	if _, err := r.fenced(ctx, ru, park); err != nil {
 		ru.removeInput(in.key)
@@ -270,7 +270,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 		var u store.Update
 		if r.shared {
 			null := json.RawMessage("null")
-			u.Variables = map[string]json.RawMessage{VarInputRequestPrefix + in.key: null, VarInputResponsePrefix + in.key: null}
+			u.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: null, varInputResponsePrefix + in.key: null}
 		}
 		if remaining == 0 {
 			u.Status, u.StatusMessage = store.StatusWorking, ptr("")
@@ -319,12 +319,6 @@ func (r *Router) serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *r
 			ru.answer(in.key, inputAnswer{err: fmt.Errorf("taskrouter: unsupported input method %q", in.method)})
 		}
 	}
-}
-
-func (r *Router) runFor(id string) *run {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.runs[id]
 }
 
 // preflight runs a tool's Preflight before its task exists. In the

@@ -78,7 +78,7 @@ func (r *Router) materialize(ru *run) (*store.Task, error) {
 	defer cancel()
 	t, err := r.createRecord(ctx, p.rec)
 	if err == nil {
-		r.bindPusher(t.ID, p.connID)
+		r.pushers.bind(t.ID, p.connID)
 		if t.LeaseHolder == r.cfg.ReplicaID {
 			ru.lease = &heldLease{fence: t.Fence(), stop: ru.cancel}
 			r.leases.add(t.ID, ru.lease)
@@ -111,7 +111,7 @@ func (p *pendingRecord) settled(o handlerOutcome) (folded, stored bool) {
 
 // startInstant runs a tool task's handler before its record is stored (see
 // above) and returns the reply to the tools/call that creates it.
-func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec ExecFunc) (mcp.Result, error) {
+func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec execFunc) (mcp.Result, error) {
 	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.cfg.InstantWindow, false)
 	switch {
 	case err != nil:
@@ -127,7 +127,7 @@ func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, re
 // that goes away makes the work a task at once). It returns the handler's
 // outcome when the handler returned first (nothing is stored), or the
 // working task, stored.
-func (r *Router) runPending(ctx context.Context, q *Request, adm admission, rec *store.Task, exec ExecFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
+func (r *Router) runPending(ctx context.Context, q *Request, adm admission, rec *store.Task, exec execFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
 	p := &pendingRecord{rec: rec, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
 	ru := r.spawn(rec, adm, q.Dialect, exec, p)
 	timer := time.NewTimer(window)

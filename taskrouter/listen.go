@@ -173,7 +173,7 @@ func (r *Router) runListen(ctx context.Context, q *Request, rawID any, taskIDs [
 			}
 			if t.Version != last[tid] {
 				last[tid] = t.Version
-				if !sink.notify(mcptask.NotificationTasks, taskNotification(r.getReply(mcptask.Extension, t).(*ExtGetTaskResult), subMeta)) {
+				if !sink.notify(mcptask.NotificationTasks, taskNotification(r.getReply(mcptask.Extension, t).(*extGetTaskResult), subMeta)) {
 					return
 				}
 			}
@@ -202,7 +202,7 @@ func notification(method string, params any) map[string]any {
 
 // taskNotification is the params of notifications/tasks: the task as
 // tasks/get returns it, without the resultType, with _meta.
-func taskNotification(reply *ExtGetTaskResult, meta map[string]any) *ExtGetTaskResult {
+func taskNotification(reply *extGetTaskResult, meta map[string]any) *extGetTaskResult {
 	reply.ResultType = ""
 	reply.Meta = meta
 	return reply

@@ -102,30 +102,24 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		// shared store, a round trip to the database).
 		return finalResult(first)
 	}
-	r.mu.Lock()
-	r.waiters++
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.waiters--
-		r.mu.Unlock()
-	}()
+	r.quotas.wait(1)
+	defer r.quotas.wait(-1)
 	for {
 		// Watch first, then read, so no change between the two is missed.
-		w := r.watch(id)
+		w := r.watches.watch(id)
 		t, err := r.TaskFor(ctx, q, id)
 		if err != nil {
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 			return nil, storeError(err)
 		}
 		if t.Status.Terminal() {
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 			return finalResult(t)
 		}
 		if t.Status == store.StatusInputRequired {
-			if ru := r.runFor(id); ru != nil {
+			if ru := r.runs.get(id); ru != nil {
 				if h := handoffFrom(ctx); h != nil && h(ru) {
-					r.unwatch(id, w)
+					r.watches.unwatch(id, w)
 					return nil, errHandoff // the SDK's path delivers the input requests
 				}
 				r.serviceInputs(ctx, ss, ru)
@@ -136,7 +130,7 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		case <-r.pollTick():
 			// A shared store's safety net: re-read in case a change
 			// notification from another process was lost.
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -183,7 +177,7 @@ func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTas
 	if err != nil {
 		return nil, storeError(err)
 	}
-	res := &ListTasksResult{Tasks: make([]Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
+	res := &listTasksResult{Tasks: make([]Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
 	for _, t := range page.Tasks {
 		res.Tasks = append(res.Tasks, CoreTask(t))
 	}
@@ -231,19 +225,19 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 		if err := ik.Answer(ctx, t, p.InputResponses); err != nil {
 			return nil, err
 		}
-		return &AckResult{ResultType: mcptask.ResultTypeComplete}, nil
+		return &ackResult{ResultType: mcptask.ResultTypeComplete}, nil
 	}
 	if r.shared {
 		// The handler may wait on another replica: the answers go
-		// through the store (see VarInputRequestPrefix).
+		// through the store (see varInputRequestPrefix).
 		if err := r.deliverInputs(ctx, t, p.InputResponses); err != nil {
 			return nil, storeError(err)
 		}
 	}
-	if ru := r.runFor(t.ID); ru != nil {
+	if ru := r.runs.get(t.ID); ru != nil {
 		for key, val := range p.InputResponses {
 			ru.answer(key, inputAnswer{result: val})
 		}
 	}
-	return &AckResult{ResultType: mcptask.ResultTypeComplete}, nil
+	return &ackResult{ResultType: mcptask.ResultTypeComplete}, nil
 }

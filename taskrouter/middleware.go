@@ -64,11 +64,7 @@ type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallTool
 
 // SetContinuation makes h serve every tools/call that carries
 // _meta._task_id. Without one, such calls are ordinary tool calls.
-func (r *Router) SetContinuation(h ContinuationHandler) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.continuation = h
-}
+func (r *Router) SetContinuation(h ContinuationHandler) { r.tools.setContinuation(h) }
 
 // normalizeParams gives a tasks/* request that arrived without params (the
 // TypeScript SDK omits them on tasks/list) an empty params value. The SDK
@@ -124,7 +120,7 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 	case mcptask.MethodToolsList:
 		res, err := r.inner(ctx, method, req)
 		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-			return &listToolsResult{ListToolsResult: lr, support: r.supportOf(lr.Tools), taskIDArg: r.taskIDToolsOf(lr.Tools)}, nil
+			return &listToolsResult{ListToolsResult: lr, support: r.tools.supportOf(lr.Tools), taskIDArg: r.tools.taskIDToolsOf(lr.Tools)}, nil
 		}
 		return res, err
 	case mcptask.MethodToolsCall:
@@ -138,21 +134,18 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 // toolsCall decides whether a tools/call becomes a task, following the
 // request's dialect, and starts it.
 func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error) {
-	if r.takesTaskID(req.Params.Name) {
+	if r.tools.takesTaskID(req.Params.Name) {
 		if err := moveTaskIDArgument(req); err != nil {
 			return nil, err
 		}
 	}
 	if _, bound := req.Params.GetMeta()[mcptask.MetaTaskID]; bound {
-		r.mu.Lock()
-		cont := r.continuation
-		r.mu.Unlock()
-		if cont != nil {
+		if cont := r.tools.continuationHandler(); cont != nil {
 			return cont(ctx, q, req)
 		}
 	}
 	name := req.Params.Name
-	te, _ := r.tool(name)
+	te, _ := r.tools.lookup(name)
 	var ttl time.Duration
 	if q.Dialect.ServerDecidesTasks() {
 		// The server decides; a legacy params.task is ignored.
@@ -224,10 +217,10 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	}
 	t, err := r.createRecord(ctx, rec)
 	if err != nil {
-		r.release(adm, false)
+		r.quotas.release(adm, false)
 		return nil, storeError(err)
 	}
-	r.bindPusher(t.ID, q.connID)
+	r.pushers.bind(t.ID, q.connID)
 	r.spawn(t, adm, q.Dialect, exec, nil)
 	return r.createReply(q.Dialect, req.Params.Name, t), nil
 }
@@ -237,11 +230,14 @@ type initializeResult struct {
 	*mcp.InitializeResult
 }
 
-// CoreCapability is the core-dialect tasks capability the server declares.
-var CoreCapability = map[string]any{
-	"list":     map[string]any{},
-	"cancel":   map[string]any{},
-	"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
+// CoreCapability returns the core-dialect tasks capability the server
+// declares, a fresh value each call: changing it changes nothing.
+func CoreCapability() map[string]any {
+	return map[string]any{
+		"list":     map[string]any{},
+		"cancel":   map[string]any{},
+		"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
+	}
 }
 
 // MarshalJSON encodes the SDK's result with capabilities.tasks added.
@@ -258,7 +254,7 @@ func (w *initializeResult) MarshalJSON() ([]byte, error) {
 	if c, ok := m["capabilities"]; ok {
 		_ = json.Unmarshal(c, &caps)
 	}
-	caps["tasks"], _ = json.Marshal(CoreCapability)
+	caps["tasks"], _ = json.Marshal(CoreCapability())
 	m["capabilities"], _ = json.Marshal(caps)
 	return json.Marshal(m)
 }

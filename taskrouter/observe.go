@@ -90,13 +90,15 @@ type Stats struct {
 }
 
 // Stats returns the engine's current load.
+//
+// The counts are read part by part (quotas, then runs), not under one
+// lock, so they are a moment's view, not a snapshot: Tracked may be a
+// moment newer than the rest. They were never exact anyway (Running is
+// the semaphore's length, which changes outside any lock), and nothing
+// relies on them adding up: they are for operators and observers.
 func (r *Router) Stats() Stats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := Stats{Pending: r.pending, Running: len(r.sem), Waiters: r.waiters}
-	for _, set := range r.tracked {
-		s.Tracked += len(set)
-	}
+	pending, running, waiters := r.quotas.load()
+	s := Stats{Pending: pending, Running: running, Waiters: waiters, Tracked: r.runs.trackedCount()}
 	s.Queued = max(0, s.Pending-s.Running)
 	return s
 }

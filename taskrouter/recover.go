@@ -87,7 +87,7 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 
 // recoverTool re-runs a Retryable tool's task from the start, or fails it.
 func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) error {
-	te, _ := r.tool(t.Request.Name)
+	te, _ := r.tools.lookup(t.Request.Name)
 	if !te.opts.Retryable {
 		msg := fmt.Sprintf("interrupted: the process running tool %q stopped, and the tool is not registered as safe to retry", t.Request.Name)
 		_, err := r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
@@ -116,7 +116,7 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	}
 	nt, err := r.Update(ctx, claimed.ID, u)
 	if err != nil {
-		r.release(adm, false)
+		r.quotas.release(adm, false)
 		if errors.Is(err, store.ErrFenced) {
 			// The store checks the fence before the terminal status: a
 			// task cancelled (or ended) by another process since the

@@ -85,10 +85,10 @@ const remoteHeader = "Taskbridge-Private-Remote-Addr"
 
 // Private _meta keys the transport shims add; resolve removes them.
 const (
-	// MetaTaskRequest is the private _meta key under which the transport
+	// metaTaskRequest is the private _meta key under which the transport
 	// shims move a core-dialect params.task object, because the SDK drops
 	// unknown params before middleware runs.
-	MetaTaskRequest = mcptask.PrivateMetaPrefix + "task"
+	metaTaskRequest = mcptask.PrivateMetaPrefix + "task"
 	// metaConnID carries the stdio/in-memory shim's connection id.
 	metaConnID = mcptask.PrivateMetaPrefix + "conn"
 )
@@ -157,7 +157,7 @@ func (q *Request) mayAccess(cfg Config, t *store.Task) bool {
 	if q.OwnerErr == nil && t.Owner == q.Owner {
 		return true
 	}
-	return q.byID(cfg) && t.Labels[LabelAccess] == AccessByID
+	return q.byID(cfg) && t.Labels[labelAccess] == accessByID
 }
 
 // coreTaskRequest is the params.task object of a core-dialect request.
@@ -167,7 +167,7 @@ type coreTaskRequest struct {
 
 // takeTaskParam decodes the moved params.task marker.
 func takeTaskParam(meta mcp.Meta) (*coreTaskRequest, bool, error) {
-	raw, ok := meta[MetaTaskRequest]
+	raw, ok := meta[metaTaskRequest]
 	if !ok || raw == nil {
 		return nil, false, nil
 	}

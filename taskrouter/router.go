@@ -21,13 +21,13 @@ const (
 	// LabelDialect records the dialect the task was created in
 	// (mcptask.Dialect.Label: "core" or "ext").
 	LabelDialect = "dialect"
-	// LabelAccess is set to AccessByID on tasks created without an
+	// labelAccess is set to accessByID on tasks created without an
 	// authorization context while Config.SessionBound is off: any
 	// unauthenticated requestor that knows the task id may read, wait on,
 	// cancel and continue the task.
-	LabelAccess = "access"
-	// AccessByID is the value of LabelAccess for id-capability tasks.
-	AccessByID = "id"
+	labelAccess = "access"
+	// accessByID is the value of labelAccess for id-capability tasks.
+	accessByID = "id"
 
 	// KindTool marks tasks created by task-augmented tools/call requests.
 	KindTool = "tool"
@@ -62,24 +62,14 @@ type Router struct {
 	inner mcp.MethodHandler
 	loop  loopback
 
-	mu           sync.Mutex
-	tools        map[string]*toolEntry
-	runs         map[string]*run
-	tracked      map[string]map[*tracker]struct{} // task id -> work registered with Track
-	watches      map[string]chan struct{}
-	owners       map[string]*slots    // pending/running slots by owner
-	sources      map[string]int       // pending tasks by request source
-	pending      int                  // pending tasks in total
-	conns        map[string]*pushConn // shim connection id -> connection
-	taskConn     map[string]string    // task id -> creating connection id
-	continuation ContinuationHandler
-	taskIDTools  map[string]bool // tools that take the argument _task_id (host mode)
-	resultTool   string          // the built-in task_result tool's name, once registered
-	cancelTool   string          // and task_cancel's
-	waiters      int             // tasks/result requests waiting
-	closed       bool
-
-	sem chan struct{}
+	// The router's state, in parts: each guards its fields with its own
+	// lock. No part's lock is held while another's is taken (see doc.go,
+	// "State").
+	tools   toolRegistry // tools and their task behaviour (tools.go)
+	runs    runTable     // handler runs and tracked work; closed (run.go)
+	quotas  quotas       // pending and running slots, waiters (admit.go)
+	watches watches      // waiters blocked until a task changes
+	pushers pushConns    // shimmed connections to push task status to (push.go)
 
 	shared    bool   // the store is shared by several processes (store.IsShared)
 	leases    leases // leases this process holds
@@ -108,14 +98,7 @@ func New(cfg Config) (*Router, error) {
 		cfg:       cfg,
 		st:        cfg.Store,
 		log:       cfg.Logger,
-		tools:     map[string]*toolEntry{},
-		runs:      map[string]*run{},
-		watches:   map[string]chan struct{}{},
-		owners:    map[string]*slots{},
-		sources:   map[string]int{},
-		conns:     map[string]*pushConn{},
-		taskConn:  map[string]string{},
-		sem:       make(chan struct{}, cfg.MaxConcurrent),
+		quotas:    newQuotas(cfg),
 		stopSweep: make(chan struct{}),
 		shared:    store.IsShared(cfg.Store),
 	}
@@ -162,14 +145,10 @@ func (r *Router) Start(ctx context.Context) error {
 // outcome (so a later Start resolves them by policy, as after a crash), and
 // waits for them to return. It does not close the store.
 func (r *Router) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	ids, ok := r.runs.close()
+	if !ok {
 		return nil
 	}
-	r.closed = true
-	ids := r.workingOnLocked()
-	r.mu.Unlock()
 	close(r.stopSweep)
 	for _, id := range ids {
 		r.stopRun(id, errShutdown)
@@ -194,31 +173,73 @@ func NewTaskID() string {
 
 // ---- watching ----
 
+// watches are the channels waiters (tasks/result, Wait) block on, by
+// task id: each is closed at the task's next change. Its lock is a leaf:
+// nothing else is locked while it is held.
+type watches struct {
+	mu     sync.Mutex
+	byTask map[string]chan struct{}
+}
+
 // watch returns a channel closed at the next change of task id.
-func (r *Router) watch(id string) <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := r.watches[id]
+func (w *watches) watch(id string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.byTask[id]
 	if !ok {
+		if w.byTask == nil {
+			w.byTask = map[string]chan struct{}{}
+		}
 		ch = make(chan struct{})
-		r.watches[id] = ch
+		w.byTask[id] = ch
 	}
 	return ch
 }
 
-// unwatch drops w if it is still the registered watch of id (the task
+// unwatch drops c if it is still the registered watch of id (the task
 // vanished while a waiter held it).
-func (r *Router) unwatch(id string, w <-chan struct{}) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ch, ok := r.watches[id]; ok && (<-chan struct{})(ch) == w {
-		delete(r.watches, id)
+func (w *watches) unwatch(id string, c <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.byTask[id]; ok && (<-chan struct{})(ch) == c {
+		delete(w.byTask, id)
+	}
+}
+
+// drop forgets the watch of a deleted task without waking it.
+func (w *watches) drop(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.byTask, id)
+}
+
+// wake wakes the waiters of task id.
+func (w *watches) wake(id string) {
+	w.mu.Lock()
+	ch, ok := w.byTask[id]
+	if ok {
+		delete(w.byTask, id)
+	}
+	w.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+// wakeAll wakes every waiter.
+func (w *watches) wakeAll() {
+	w.mu.Lock()
+	ws := w.byTask
+	w.byTask = nil
+	w.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
 	}
 }
 
 // changed wakes everyone watching task t and pushes its status.
 func (r *Router) changed(t *store.Task) {
-	r.wake(t.ID)
+	r.watches.wake(t.ID)
 	r.push(t)
 	r.listeners.changed(t.ID)
 }

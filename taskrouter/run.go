@@ -35,8 +35,8 @@ type run struct {
 	seq    int
 }
 
-// ExecFunc runs a task's work and returns its MCP result or error.
-type ExecFunc func(ctx context.Context) (mcp.Result, error)
+// execFunc runs a task's work and returns its MCP result or error.
+type execFunc func(ctx context.Context) (mcp.Result, error)
 
 // taskCtxKey carries the running task into handler contexts.
 type taskCtxKey struct{}
@@ -59,16 +59,14 @@ func TaskID(ctx context.Context) (string, bool) {
 // spawn runs exec in the background for task t, which was created (or is
 // re-run) in dialect d, or, when pending is set, is about to be created
 // from pending's record. The caller has admitted it.
-func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec ExecFunc, pending *pendingRecord) *run {
+func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
 	if pending == nil && t.LeaseHolder == r.cfg.ReplicaID {
 		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
 		r.leases.add(t.ID, ru.lease)
 	}
-	r.mu.Lock()
-	r.runs[t.ID] = ru
-	r.mu.Unlock()
+	r.runs.add(ru)
 	r.wg.Add(1)
 	r.workers.run(func() { // workers.go
 		defer r.wg.Done()
@@ -82,22 +80,19 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec Exe
 // execute waits for running slots, then runs exec with the task's handler
 // context: cancellable by tasks/cancel, ttl expiry and Close, bounded by
 // Config.TaskTimeout, and carrying the task for TaskID and Elicit.
-func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.Result, err error) {
+func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.Result, err error) {
 	queued := false
 	admitted := time.Now()
-	err = r.acquire(ctx, ru.adm.owner, func() {
+	err = r.quotas.acquire(ctx, ru.adm.owner, func() {
 		queued = true
 		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.cfg.MaxConcurrent, r.cfg.MaxConcurrentPerOwner)
 		_, _ = r.fenced(ctx, ru, store.Update{StatusMessage: &msg})
 	})
 	if err != nil {
-		r.release(ru.adm, false)
+		r.quotas.release(ru.adm, false)
 		return nil, err
 	}
-	defer func() {
-		<-r.sem
-		r.release(ru.adm, true)
-	}()
+	defer r.quotas.release(ru.adm, true)
 	if queued {
 		_, _ = r.fenced(ctx, ru, store.Update{StatusMessage: ptr("")})
 	}
@@ -134,9 +129,7 @@ func (r *Router) execute(ctx context.Context, ru *run, exec ExecFunc) (res mcp.R
 // someone else (cancel, ttl) or the server is shutting down.
 func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error) {
 	cause := context.Cause(ctx)
-	r.mu.Lock()
-	delete(r.runs, ru.id)
-	r.mu.Unlock()
+	r.runs.remove(ru.id)
 	if ru.pending != nil {
 		// Either the request creates the task with this outcome, or the
 		// record could not be created (the request reported that); with
@@ -245,6 +238,129 @@ func errorInfo(err error) *store.ErrorInfo {
 	return &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: err.Error()}
 }
 
+// ---- the runs table ----
+
+// runTable is the work this process runs for tasks: handler runs and the
+// in-request work registered with Track, by task id, and whether the
+// router is closed (Close flips it and collects the work to stop in one
+// critical section, so Track either refuses or its work is stopped). Its
+// lock is a leaf: nothing else is locked while it is held.
+type runTable struct {
+	mu      sync.Mutex
+	byID    map[string]*run                  // handler runs by task id
+	tracked map[string]map[*tracker]struct{} // task id -> work registered with Track
+	closed  bool
+}
+
+func (t *runTable) add(ru *run) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID == nil {
+		t.byID = map[string]*run{}
+	}
+	t.byID[ru.id] = ru
+}
+
+func (t *runTable) remove(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.byID, id)
+}
+
+// get returns the handler run of task id, or nil.
+func (t *runTable) get(id string) *run {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+// track registers tr as work on task id; false once the router is closed.
+func (t *runTable) track(id string, tr *tracker) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.tracked == nil {
+		t.tracked = map[string]map[*tracker]struct{}{}
+	}
+	set := t.tracked[id]
+	if set == nil {
+		set = map[*tracker]struct{}{}
+		t.tracked[id] = set
+	}
+	set[tr] = struct{}{}
+	return true
+}
+
+func (t *runTable) untrack(id string, tr *tracker) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.tracked[id], tr)
+	if len(t.tracked[id]) == 0 {
+		delete(t.tracked, id)
+	}
+}
+
+// workOn returns the handler run (or nil) and the tracked work of task id.
+func (t *runTable) workOn(id string) (*run, []*tracker) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var trs []*tracker
+	for tr := range t.tracked[id] {
+		trs = append(trs, tr)
+	}
+	return t.byID[id], trs
+}
+
+// workingOn returns the ids of the tasks this process runs work for:
+// tool handlers and tracked work (workflow passes).
+func (t *runTable) workingOn() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.workingOnLocked()
+}
+
+func (t *runTable) workingOnLocked() []string {
+	ids := make([]string, 0, len(t.byID)+len(t.tracked))
+	for id := range t.byID {
+		ids = append(ids, id)
+	}
+	for id := range t.tracked {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// close marks the router closed and returns the ids of the tasks whose
+// work to stop; ok is false when it was closed already.
+func (t *runTable) close() (ids []string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, false
+	}
+	t.closed = true
+	return t.workingOnLocked(), true
+}
+
+func (t *runTable) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// trackedCount is the number of pieces of tracked work.
+func (t *runTable) trackedCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, set := range t.tracked {
+		n += len(set)
+	}
+	return n
+}
+
 // ---- in-process work on a task that is not a handler run ----
 
 // tracker is in-process work on a task registered with Track.
@@ -260,29 +376,12 @@ type tracker struct {
 func (r *Router) Track(ctx context.Context, id string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	tr := &tracker{cancel: cancel}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if !r.runs.track(id, tr) {
 		cancel(errShutdown)
 		return ctx, func() {}
 	}
-	if r.tracked == nil {
-		r.tracked = map[string]map[*tracker]struct{}{}
-	}
-	set := r.tracked[id]
-	if set == nil {
-		set = map[*tracker]struct{}{}
-		r.tracked[id] = set
-	}
-	set[tr] = struct{}{}
-	r.mu.Unlock()
 	return ctx, func() {
-		r.mu.Lock()
-		delete(r.tracked[id], tr)
-		if len(r.tracked[id]) == 0 {
-			delete(r.tracked, id)
-		}
-		r.mu.Unlock()
+		r.runs.untrack(id, tr)
 		cancel(nil)
 	}
 }
@@ -331,13 +430,7 @@ func Stopped(ctx context.Context) StopReason {
 
 // stopRun cancels the handler run and the tracked work of task id.
 func (r *Router) stopRun(id string, cause error) {
-	r.mu.Lock()
-	ru := r.runs[id]
-	var trs []*tracker
-	for tr := range r.tracked[id] {
-		trs = append(trs, tr)
-	}
-	r.mu.Unlock()
+	ru, trs := r.runs.workOn(id)
 	if ru != nil {
 		ru.cancel(cause)
 	}

@@ -3,7 +3,7 @@ package taskrouter
 // The shims in this file exist because go-sdk v1.8 decodes tools/call params
 // into a struct without a "task" field, dropping a core-dialect params.task
 // before any middleware can see it. Each shim moves that object into
-// params._meta[MetaTaskRequest] on the way in; the router's middleware
+// params._meta[metaTaskRequest] on the way in; the router's middleware
 // takes it out again (with every other key under
 // mcptask.PrivateMetaPrefix) before any handler runs. The transport shim
 // also tags tools/call and prompts/get with its connection id so the router
@@ -24,7 +24,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 var privatePrefix = []byte(mcptask.PrivateMetaPrefix)
@@ -48,7 +47,7 @@ func rewriteParams(params json.RawMessage, connID string, moveTask bool) json.Ra
 
 var (
 	keyTask        = []byte(`"task"`)
-	keyTaskRequest = quotedKey(MetaTaskRequest)
+	keyTaskRequest = quotedKey(metaTaskRequest)
 	keyConnID      = quotedKey(metaConnID)
 	quotedPrivate  = quotedKey(mcptask.PrivateMetaPrefix)[:len(mcptask.PrivateMetaPrefix)+1] // with the opening quote
 )
@@ -175,7 +174,7 @@ func decodeRewrite(params json.RawMessage, connID string, moveTask bool) json.Ra
 	}
 	if hasTask {
 		delete(m, "task")
-		meta[MetaTaskRequest] = task
+		meta[metaTaskRequest] = task
 	}
 	if connID != "" {
 		meta[metaConnID], _ = json.Marshal(connID)
@@ -226,9 +225,7 @@ func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		}
 		pc = &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]*connListen{}, noFast: t.noFast}
 	}
-	t.r.mu.Lock()
-	t.r.conns[pc.id] = pc
-	t.r.mu.Unlock()
+	t.r.pushers.add(pc)
 	return pc, nil
 }
 
@@ -531,53 +528,7 @@ func (c *pushConn) Close() error {
 		if c.closeSrc != nil {
 			_ = c.closeSrc()
 		}
-		c.r.mu.Lock()
-		delete(c.r.conns, c.id)
-		for id, cid := range c.r.taskConn {
-			if cid == c.id {
-				delete(c.r.taskConn, id)
-			}
-		}
-		c.r.mu.Unlock()
+		c.r.pushers.remove(c.id)
 	})
 	return c.Connection.Close()
-}
-
-// bindPusher remembers which connection created a task.
-func (r *Router) bindPusher(taskID, connID string) {
-	if connID == "" {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.conns[connID]; ok {
-		r.taskConn[taskID] = connID
-	}
-}
-
-// push sends notifications/tasks/status for a core-dialect task to the
-// connection that created it, if that connection is shimmed and open.
-func (r *Router) push(t *store.Task) {
-	r.mu.Lock()
-	cid, ok := r.taskConn[t.ID]
-	var pc *pushConn
-	if ok {
-		pc = r.conns[cid]
-		if t.Status.Terminal() {
-			delete(r.taskConn, t.ID)
-		}
-	}
-	r.mu.Unlock()
-	if pc == nil {
-		return
-	}
-	params, err := json.Marshal(CoreTask(t))
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := pc.Connection.Write(ctx, &jsonrpc.Request{Method: mcptask.NotificationTaskStatus, Params: params}); err != nil {
-		r.log.Debug("pushing task status", "task", t.ID, "error", err)
-	}
 }

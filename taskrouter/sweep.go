@@ -70,9 +70,7 @@ func (r *Router) Sweep(ctx context.Context) (int, error) {
 				if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 					return n, err
 				}
-				r.mu.Lock()
-				delete(r.watches, t.ID)
-				r.mu.Unlock()
+				r.watches.drop(t.ID)
 				r.observe(TaskDeleted, t, nil)
 				n++
 				progressed = true

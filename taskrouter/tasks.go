@@ -70,7 +70,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		owner = req.Owner
 		labels[LabelDialect] = req.Dialect.Label()
 		if req.byID(r.cfg) {
-			labels[LabelAccess] = AccessByID
+			labels[labelAccess] = accessByID
 		}
 	}
 	now := r.cfg.Now()
@@ -156,10 +156,10 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bool) (*store.Task, error) {
 	var last *store.Task
 	for {
-		w := r.watch(id) // watch first, then read: no change in between is missed
+		w := r.watches.watch(id) // watch first, then read: no change in between is missed
 		t, err := r.st.Get(ctx, id)
 		if err != nil {
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 			if ctx.Err() != nil {
 				return last, ctx.Err()
 			}
@@ -167,15 +167,15 @@ func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bo
 		}
 		last = t
 		if done(t) {
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 			return t, nil
 		}
 		select {
 		case <-w:
 		case <-r.pollTick():
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 		case <-ctx.Done():
-			r.unwatch(id, w)
+			r.watches.unwatch(id, w)
 			return last, ctx.Err()
 		}
 	}

@@ -74,24 +74,7 @@ func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 		r.taskResultTool, ToolOptions{})
 	AddTool(r, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
 		r.taskCancelTool, ToolOptions{})
-	r.mu.Lock()
-	r.resultTool, r.cancelTool = o.ResultName, o.CancelName
-	r.mu.Unlock()
-}
-
-// cancelToolName is the name of the built-in task_cancel tool.
-func (r *Router) cancelToolName() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cancelTool
-}
-
-// resultToolName is the name of the built-in task_result tool, or "" when
-// it is not registered.
-func (r *Router) resultToolName() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.resultTool
+	r.tools.setTaskTools(o.ResultName, o.CancelName)
 }
 
 // toolTask loads the task a built-in tool names, as tasks/get would: an
@@ -192,7 +175,7 @@ func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp
 		msg = " (" + t.StatusMessage + ")"
 	}
 	return withState(textResult("Task %s is still running%s. Call %s again with {\"task_id\": %s} to keep waiting, or %s to stop it.",
-		t.ID, msg, r.resultToolName(), strconv.Quote(t.ID), r.cancelToolName()), t)
+		t.ID, msg, r.tools.resultToolName(), strconv.Quote(t.ID), r.tools.cancelToolName()), t)
 }
 
 func (r *Router) taskCancelTool(ctx context.Context, _ *mcp.CallToolRequest, in taskCancelIn) (*mcp.CallToolResult, any, error) {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -93,33 +94,143 @@ func (r *Router) register(t *mcp.Tool, opts ToolOptions, validate func(json.RawM
 	if !opts.TaskSupport.Valid() {
 		panic(fmt.Sprintf("taskrouter: tool %q: unknown task support %q", t.Name, opts.TaskSupport))
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.tools[t.Name] = &toolEntry{tool: t, opts: opts, validate: validate}
+	r.tools.add(&toolEntry{tool: t, opts: opts, validate: validate})
 }
 
-// tool returns the registry entry of a tool; an unknown tool has task
+// toolRegistry is what the router knows of tools: the entries AddTool,
+// AddRawTool and SetToolOptions registered, the tools that take the
+// argument _task_id (host mode), the names of the built-in task tools and
+// the continuation handler. It is written while the server is set up and
+// read on every tools/call and tools/list, hence the RWMutex. Its lock is
+// a leaf: nothing else is locked while it is held.
+type toolRegistry struct {
+	mu           sync.RWMutex
+	entries      map[string]*toolEntry // by tool name
+	taskIDTools  map[string]bool       // tools that take the argument _task_id (host mode)
+	resultTool   string                // the built-in task_result tool's name, once registered
+	cancelTool   string                // and task_cancel's
+	continuation ContinuationHandler
+}
+
+// add registers te under its tool's name, replacing an earlier entry.
+func (g *toolRegistry) add(te *toolEntry) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.entries == nil {
+		g.entries = map[string]*toolEntry{}
+	}
+	g.entries[te.tool.Name] = te
+}
+
+// lookup returns the registry entry of a tool; an unknown tool has task
 // support forbidden.
-func (r *Router) tool(name string) (toolEntry, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	te, ok := r.tools[name]
+func (g *toolRegistry) lookup(name string) (toolEntry, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	te, ok := g.entries[name]
 	if !ok {
 		return toolEntry{opts: ToolOptions{TaskSupport: TaskForbidden}}, false
 	}
 	return *te, true
 }
 
-func (r *Router) supportOf(tools []*mcp.Tool) map[string]TaskSupport {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// supportOf returns the task support of the tools of list the registry
+// knows.
+func (g *toolRegistry) supportOf(tools []*mcp.Tool) map[string]TaskSupport {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	out := make(map[string]TaskSupport, len(tools))
 	for _, t := range tools {
-		if te, ok := r.tools[t.Name]; ok {
+		if te, ok := g.entries[t.Name]; ok {
 			out[t.Name] = te.opts.TaskSupport
 		}
 	}
 	return out
+}
+
+// registered returns the tools registered with a definition (AddTool,
+// AddRawTool), sorted by name.
+func (g *toolRegistry) registered() []*mcp.Tool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]*mcp.Tool, 0, len(g.entries))
+	for _, te := range g.entries {
+		if te.tool != nil && (te.validate != nil || te.tool.InputSchema != nil) {
+			out = append(out, te.tool)
+		}
+	}
+	slices.SortFunc(out, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// acceptTaskID makes tool name take the argument _task_id.
+func (g *toolRegistry) acceptTaskID(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.taskIDTools == nil {
+		g.taskIDTools = map[string]bool{}
+	}
+	g.taskIDTools[name] = true
+}
+
+// takesTaskID reports whether tool name takes the argument _task_id.
+func (g *toolRegistry) takesTaskID(name string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.taskIDTools[name]
+}
+
+// taskIDToolsOf returns the tools of list that take the argument _task_id.
+func (g *toolRegistry) taskIDToolsOf(tools []*mcp.Tool) map[string]bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out map[string]bool
+	for _, t := range tools {
+		if g.taskIDTools[t.Name] {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[t.Name] = true
+		}
+	}
+	return out
+}
+
+// setTaskTools records the names of the built-in task_result and
+// task_cancel tools.
+func (g *toolRegistry) setTaskTools(result, cancel string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.resultTool, g.cancelTool = result, cancel
+}
+
+// resultToolName is the name of the built-in task_result tool, or "" when
+// it is not registered.
+func (g *toolRegistry) resultToolName() string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.resultTool
+}
+
+// cancelToolName is the name of the built-in task_cancel tool.
+func (g *toolRegistry) cancelToolName() string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.cancelTool
+}
+
+// setContinuation sets the handler of tools/call with _meta._task_id.
+func (g *toolRegistry) setContinuation(h ContinuationHandler) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.continuation = h
+}
+
+// continuationHandler returns the handler SetContinuation set, or nil.
+func (g *toolRegistry) continuationHandler() ContinuationHandler {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.continuation
 }
 
 func (r *Router) mustServer() *mcp.Server {
@@ -247,18 +358,7 @@ func (r *Router) RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 // the server. (Router.Tools also sees tools added directly to the server,
 // but it opens the loopback session: registering prompts or resources
 // while a session exists makes the SDK send list_changed notifications.)
-func (r *Router) RegisteredTools() []*mcp.Tool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]*mcp.Tool, 0, len(r.tools))
-	for _, te := range r.tools {
-		if te.tool != nil && (te.validate != nil || te.tool.InputSchema != nil) {
-			out = append(out, te.tool)
-		}
-	}
-	slices.SortFunc(out, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
+func (r *Router) RegisteredTools() []*mcp.Tool { return r.tools.registered() }
 
 // Tools lists the installed server's tools (every page), in-process,
 // including tools added directly to the server.

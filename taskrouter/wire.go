@@ -44,8 +44,8 @@ func CoreTask(t *store.Task) Task {
 	}
 }
 
-// ExtensionTask converts a stored task to its extension wire form.
-func ExtensionTask(t *store.Task) ExtTask {
+// extensionTask converts a stored task to its extension wire form.
+func extensionTask(t *store.Task) ExtTask {
 	return ExtTask{
 		TaskID:         t.ID,
 		Status:         t.Status,
@@ -63,12 +63,12 @@ type CreateTaskResult struct {
 	Task Task `json:"task"`
 }
 
-// ExtCreateTaskResult is the extension-dialect reply to a tools/call the
+// extCreateTaskResult is the extension-dialect reply to a tools/call the
 // server turned into a task.
 //
 // Content is always an empty array: the 2026-07-28 schema validates every
 // tools/call response as a CallToolResult, which requires it.
-type ExtCreateTaskResult struct {
+type extCreateTaskResult struct {
 	mcp.ResultBase
 	ResultType string `json:"resultType"`
 	ExtTask
@@ -94,21 +94,21 @@ type UpdateTaskParams struct {
 	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
 }
 
-// GetTaskResult is the core-dialect reply to tasks/get and tasks/cancel.
-type GetTaskResult struct {
+// getTaskResult is the core-dialect reply to tasks/get and tasks/cancel.
+type getTaskResult struct {
 	mcp.ResultBase
 	Task
 }
 
-// ListTasksResult is the reply to tasks/list.
-type ListTasksResult struct {
+// listTasksResult is the reply to tasks/list.
+type listTasksResult struct {
 	mcp.ResultBase
 	Tasks      []Task `json:"tasks"`
 	NextCursor string `json:"nextCursor,omitempty"`
 }
 
-// ExtGetTaskResult is the extension-dialect reply to tasks/get.
-type ExtGetTaskResult struct {
+// extGetTaskResult is the extension-dialect reply to tasks/get.
+type extGetTaskResult struct {
 	mcp.ResultBase
 	// ResultType is "complete" in a tasks/get reply (getReply sets it);
 	// empty, and left out, in a notifications/tasks.
@@ -119,8 +119,8 @@ type ExtGetTaskResult struct {
 	InputRequests map[string]json.RawMessage `json:"inputRequests,omitempty"`
 }
 
-// AckResult is the extension-dialect empty acknowledgement.
-type AckResult struct {
+// ackResult is the extension-dialect empty acknowledgement.
+type ackResult struct {
 	mcp.ResultBase
 	ResultType string `json:"resultType"`
 }
