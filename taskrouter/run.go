@@ -66,8 +66,23 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec exe
 		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
 		r.leases.add(t.ID, ru.lease)
 	}
-	r.runs.add(ru)
-	r.wg.Add(1)
+	if !r.runs.add(ru, &r.wg) {
+		// Close began while the task was being created: it is not started
+		// here. Its record, if stored, stays working for the next Start's
+		// recovery (or another replica's takeover), like a task whose
+		// process stopped just after creating it; a record not stored yet
+		// is not stored (the request is answered that the server is
+		// shutting down).
+		cancel(errShutdown)
+		if ru.lease != nil {
+			r.leases.remove(ru.id, ru.lease)
+		}
+		r.quotas.release(adm, false)
+		if pending != nil {
+			pending.settled(handlerOutcome{cause: errShutdown})
+		}
+		return ru
+	}
 	r.workers.run(func() { // workers.go
 		defer r.wg.Done()
 		defer cancel(nil)
@@ -252,13 +267,23 @@ type runTable struct {
 	closed  bool
 }
 
-func (t *runTable) add(ru *run) {
+// add registers ru and counts it in wg, or refuses (false) once the
+// router is closed. Both happen under the lock Close takes to flip closed
+// and collect the runs to stop: a run added is stopped by Close and
+// waited for (wg.Add happens before Close's wg.Wait), a run refused never
+// starts.
+func (t *runTable) add(ru *run, wg *sync.WaitGroup) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
 	if t.byID == nil {
 		t.byID = map[string]*run{}
 	}
 	t.byID[ru.id] = ru
+	wg.Add(1)
+	return true
 }
 
 func (t *runTable) remove(id string) {
