@@ -50,6 +50,7 @@ const (
 	EnvChangePollInterval    = "TASKBRIDGE_CHANGE_POLL_INTERVAL"
 	EnvInstantWindow         = "TASKBRIDGE_INSTANT_WINDOW" // a duration, or "off"
 	EnvHostDeadline          = "TASKBRIDGE_HOST_DEADLINE"  // a duration, or "off"
+	EnvFastPath              = "TASKBRIDGE_FAST_PATH"      // "on" (the default) or "off"
 )
 
 // An OwnerFunc decides which principal a request acts for. Tasks belong to
@@ -106,6 +107,13 @@ type Config struct {
 	// authorization context always see only their own tasks, whatever this
 	// says.
 	SessionBound bool
+	// DisableFastPath sends the task methods (and task-creating tools/call)
+	// through go-sdk's dispatch on every transport, as HTTPOptions.
+	// DisableFastPath does for one HTTP handler. The fast path answers
+	// them identically at a fraction of the cost (see the package
+	// documentation); this is the switch for an operator who wants the
+	// SDK's path anyway (env TASKBRIDGE_FAST_PATH=off).
+	DisableFastPath bool
 	// ImmediateResponse, when set, produces the optional core-dialect
 	// model-immediate-response text for a newly created tool task.
 	ImmediateResponse func(tool string, task *store.Task) string
@@ -303,6 +311,13 @@ func ConfigFromEnv(base Config) (Config, error) {
 			return base, fmt.Errorf("taskrouter: %s=%q: want true or false", EnvSessionBound, v)
 		}
 		base.SessionBound = b
+	}
+	switch v := os.Getenv(EnvFastPath); v {
+	case "", "on":
+	case "off":
+		base.DisableFastPath = true
+	default:
+		return base, fmt.Errorf("taskrouter: %s=%q: want on or off", EnvFastPath, v)
 	}
 	return base, nil
 }

@@ -85,6 +85,8 @@ func (r *Router) fastUsable() bool {
 	f := &r.fast
 	f.checkOnce.Do(func() {
 		switch {
+		case r.cfg.DisableFastPath:
+			f.off, f.offWhy = true, "Config.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
 		case r.server == nil || r.inner == nil:
 			f.off, f.offWhy = true, "Install has not been called"
 		case os.Getenv("MCPGODEBUG") != "":
