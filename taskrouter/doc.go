@@ -44,6 +44,15 @@
 //     capability declaration), then the task is loaded if the requestor may
 //     see it.
 //
+// Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
+// answer the task methods, and a tools/call that goes straight to
+// creating a task, themselves. They decode the body once, in place, build
+// the request the SDK would build, run it through the router's
+// middleware and the SDK's method handlers as above, and write the reply
+// as the SDK writes it; anything the SDK would treat differently (a
+// batch, an unusual body, a header the SDK refuses, an unknown session)
+// goes to the SDK untouched. Config.DisableFastPath turns it off.
+//
 // # Where the SDK's gaps are worked around
 //
 //   - params.task is dropped by the SDK's decoder: the shims (shim.go,
