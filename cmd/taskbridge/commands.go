@@ -121,6 +121,33 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	return pos, nil
 }
 
+// parseFlags is parseInterleaved for the command name: -h is errHelp,
+// any other flag error a usage error naming the command.
+func parseFlags(fs *flag.FlagSet, name string, args []string) ([]string, error) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, usagef("%s: %v", name, err)
+	}
+	return pos, nil
+}
+
+// promptArgs reads a prompt's key=value arguments (as strings, which is
+// what prompt arguments are).
+func promptArgs(name string, args []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, usagef("%s: prompt argument %q is not key=value", name, a)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
 func (cmd *command) info() error {
 	s := cmd.c.ServerTasks()
 	info := map[string]any{
@@ -189,12 +216,9 @@ func parseCall(args []string) (*plan, error) {
 	detach := fs.Bool("detach", false, "print the task id and return without waiting")
 	taskID := fs.String("task-id", "", "perform one step of this workflow task")
 	workflow := fs.String("workflow", "", "the workflow of -task-id, when the task history does not know it")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := parseFlags(fs, "call", args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, errHelp
-		}
-		return nil, usagef("call: %v", err)
+		return nil, err
 	}
 	if len(pos) < 1 {
 		return nil, usagef("call needs a tool name")
@@ -283,23 +307,16 @@ func parsePrompt(args []string) (*plan, error) {
 	fs.SetOutput(io.Discard)
 	follow := fs.Bool("follow", false, "perform the remaining client steps and wait for completion")
 	resume := fs.String("resume", "", "continue this workflow task")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := parseFlags(fs, "prompt", args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, errHelp
-		}
-		return nil, usagef("prompt: %v", err)
+		return nil, err
 	}
 	if len(pos) < 1 {
 		return nil, usagef("prompt needs a prompt name")
 	}
-	pargs := map[string]string{}
-	for _, a := range pos[1:] {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok {
-			return nil, usagef("prompt argument %q is not key=value", a)
-		}
-		pargs[k] = v
+	pargs, err := promptArgs("prompt", pos[1:])
+	if err != nil {
+		return nil, err
 	}
 	if *resume != "" && len(pargs) > 0 {
 		return nil, usagef("prompt -resume takes no key=value arguments: the task already has them")

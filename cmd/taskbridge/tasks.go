@@ -239,12 +239,9 @@ func parseForget(args []string) (*plan, error) {
 	fs := flag.NewFlagSet("tasks forget", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	all := fs.Bool("all", false, "forget every task of the server -url or -stdio names")
-	ids, err := parseInterleaved(fs, args)
+	ids, err := parseFlags(fs, "tasks forget", args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, errHelp
-		}
-		return nil, usagef("tasks forget: %v", err)
+		return nil, err
 	}
 	if *all == (len(ids) > 0) {
 		return nil, usagef("tasks forget needs task ids, or -all (with -url or -stdio) for every task of a server")

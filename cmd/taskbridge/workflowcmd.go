@@ -32,23 +32,16 @@ func parseWorkflow(args []string) (*plan, error) {
 	from := fs.String("from", "", "the step to run again from (default: the first that did not complete)")
 	tool := fs.String("tool", defaultForkTool, "the server's fork tool")
 	follow := fs.Bool("follow", false, "perform the new task's client steps and wait for it")
-	pos, err := parseInterleaved(fs, args[1:])
+	pos, err := parseFlags(fs, "workflow fork", args[1:])
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, errHelp
-		}
-		return nil, usagef("workflow fork: %v", err)
+		return nil, err
 	}
 	if len(pos) < 1 {
 		return nil, usagef("workflow fork needs the id of the workflow task to fork")
 	}
-	pargs := map[string]string{}
-	for _, a := range pos[1:] {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok {
-			return nil, usagef("workflow fork: prompt argument %q is not key=value", a)
-		}
-		pargs[k] = v
+	pargs, err := promptArgs("workflow fork", pos[1:])
+	if err != nil {
+		return nil, err
 	}
 	return &plan{run: func(ctx context.Context, cmd *command) error {
 		return cmd.fork(ctx, *tool, pos[0], *from, pargs, *follow)
