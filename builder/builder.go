@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -123,6 +124,19 @@ func (b *Builder) WithDB(spec string) *Builder { b.dbPath = spec; return b }
 // "postgres" or "postgresql" scheme) rather than a bbolt file.
 func IsPostgresDSN(spec string) bool {
 	return strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://")
+}
+
+// RedactDSN returns a store spec fit for a log line: a postgres:// DSN
+// with its password replaced by "xxxxx"; a bbolt path unchanged.
+func RedactDSN(spec string) string {
+	if !IsPostgresDSN(spec) {
+		return spec
+	}
+	u, err := url.Parse(spec)
+	if err != nil {
+		return "postgres://(a DSN that does not parse)"
+	}
+	return u.Redacted()
 }
 
 // WithBboltOptions passes opts to bboltstore.Open when the server opens a

@@ -150,3 +150,10 @@ func TestWithObserverWiresEverything(t *testing.T) {
 	require.Equal(t, 1, first.created, "the Config's observer still sees the engine")
 	require.Nil(t, first.attached, "only WithObserver's observers are wired beyond the engine")
 }
+
+// TestRedactDSN: a DSN in a log line shows no password.
+func TestRedactDSN(t *testing.T) {
+	require.Equal(t, "postgres://bob:xxxxx@db.internal/tasks", builder.RedactDSN("postgres://bob:pw@db.internal/tasks"))
+	require.Equal(t, "postgresql://bob@db/tasks", builder.RedactDSN("postgresql://bob@db/tasks"))
+	require.Equal(t, "tasks.db", builder.RedactDSN("tasks.db"))
+}

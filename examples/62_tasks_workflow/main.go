@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -238,7 +237,7 @@ func serve(args []string, stderr io.Writer) error {
 	if len(tokens) > 0 {
 		auth = fmt.Sprintf("%d bearer tokens", len(tokens))
 	}
-	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s), metrics at /metrics, workflow webhooks at /hooks/\n", ln.Addr(), redactDSN(*db), auth)
+	fmt.Fprintf(stderr, "serving http://%s/mcp (db %s, %s), metrics at /metrics, workflow webhooks at /hooks/\n", ln.Addr(), builder.RedactDSN(*db), auth)
 	if *dashToken != "" || len(tokens) > 0 {
 		fmt.Fprintf(stderr, "dashboard at http://%s/dashboard/ (sign in with the dashboard token or a user token)\n", ln.Addr())
 	} else {
@@ -248,18 +247,6 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	return nil
-}
-
-// redactDSN hides the password of a postgres:// DSN, for logs.
-func redactDSN(db string) string {
-	if !builder.IsPostgresDSN(db) {
-		return db
-	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return "postgres://(a DSN that does not parse)"
-	}
-	return u.Redacted()
 }
 
 // checkDBDir reports a -db file whose directory does not exist, naming

@@ -86,9 +86,3 @@ func TestServeOnPostgreSQL(t *testing.T) {
 	require.Empty(t, entries, "nothing lands in the working directory")
 	require.FileExists(t, filepath.Join(state, "taskbridge", "example-62.published"))
 }
-
-func TestRedactDSN(t *testing.T) {
-	require.Equal(t, "postgres://bob:xxxxx@db.internal/tasks", redactDSN("postgres://bob:pw@db.internal/tasks"))
-	require.Equal(t, "postgresql://bob@db/tasks", redactDSN("postgresql://bob@db/tasks"))
-	require.Equal(t, "tasks.db", redactDSN("tasks.db"))
-}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/pgserver"
 	"github.com/taskbridge/taskbridge/internal/rrproxy"
 )
@@ -127,7 +128,7 @@ func replicas(args []string, stdout, stderr io.Writer) error {
 	for i, u := range urls {
 		fmt.Fprintf(stdout, "%-10s %s/mcp\n", set.procs[i].name, u)
 	}
-	fmt.Fprintf(stdout, "database   %s\n", redactDSN(dsn))
+	fmt.Fprintf(stdout, "database   %s\n", builder.RedactDSN(dsn))
 	if *dashToken != "" {
 		fmt.Fprintf(stdout, "dashboard  %s/dashboard/   (sign in with the -dashboard-token)\n", proxy.URL)
 	}

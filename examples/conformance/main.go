@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -96,7 +95,7 @@ func run(addr, dbPath string, verbose bool, tokens map[string]string) error {
 	}
 	mux.Handle("/mcp", h)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(os.Stderr, "conformance server listening on http://%s/mcp (db %s)\n", ln.Addr(), redactDSN(dbPath))
+	fmt.Fprintf(os.Stderr, "conformance server listening on http://%s/mcp (db %s)\n", ln.Addr(), builder.RedactDSN(dbPath))
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -107,16 +106,4 @@ func run(addr, dbPath string, verbose bool, tokens map[string]string) error {
 		return err
 	}
 	return nil
-}
-
-// redactDSN hides the password of a postgres:// DSN, for the log.
-func redactDSN(db string) string {
-	if !builder.IsPostgresDSN(db) {
-		return db
-	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return "postgres://(a DSN that does not parse)"
-	}
-	return u.Redacted()
 }
