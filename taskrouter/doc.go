@@ -109,7 +109,7 @@
 //   - tools, a toolRegistry (tools.go; sync.RWMutex): the registered tool
 //     entries, the tools that take _task_id, the built-in task tools'
 //     names, the continuation handler.
-//   - runs, a runTable (run.go): handler runs and Track-ed work by task
+//   - runs, a runTable (runs.go): handler runs and Track-ed work by task
 //     id, and closed. Close sets closed and collects the work to stop in
 //     one critical section.
 //   - quotas (admit.go): pending slots by owner and source and in total,
@@ -136,7 +136,8 @@
 // router.go (the Router, lifecycle, watches), request.go (resolving a
 // request), middleware.go (Install, tools/call), dialect.go, methods.go
 // (tasks/*), tasks.go (create, read, update, complete, fail), admit.go
-// (quotas), run.go (running handlers, the runs table, Track, cancel),
+// (quotas), run.go (a handler run: spawn, execute, finish, its fenced
+// writes), runs.go (the runs table, Track, stopping and cancel),
 // sweep.go (ttl), recover.go (restart), tools.go (the tool registry,
 // in-process calls), input.go (input mid-task), shim.go and http.go
 // (transports), push.go (status pushes), fastpath.go and fastdecode.go

@@ -66,7 +66,7 @@ type Router struct {
 	// lock. No part's lock is held while another's is taken (see doc.go,
 	// "State").
 	tools   toolRegistry // tools and their task behaviour (tools.go)
-	runs    runTable     // handler runs and tracked work; closed (run.go)
+	runs    runTable     // handler runs and tracked work; closed (runs.go)
 	quotas  quotas       // pending and running slots, waiters (admit.go)
 	watches watches      // waiters blocked until a task changes
 	pushers pushConns    // shimmed connections to push task status to (push.go)

@@ -1,0 +1,243 @@
+package taskrouter
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// The runs table (the handler runs and tracked work of this process) and
+// stopping work: Track, Stopped, cancel.
+
+// ---- the runs table ----
+
+// runTable is the work this process runs for tasks: handler runs and the
+// in-request work registered with Track, by task id, and whether the
+// router is closed (Close flips it and collects the work to stop in one
+// critical section, so Track either refuses or its work is stopped). Its
+// lock is a leaf: nothing else is locked while it is held.
+type runTable struct {
+	mu      sync.Mutex
+	byID    map[string]*run                  // handler runs by task id
+	tracked map[string]map[*tracker]struct{} // task id -> work registered with Track
+	closed  bool
+}
+
+// add registers ru and counts it in wg, or refuses (false) once the
+// router is closed. Both happen under the lock Close takes to flip closed
+// and collect the runs to stop: a run added is stopped by Close and
+// waited for (wg.Add happens before Close's wg.Wait), a run refused never
+// starts.
+func (t *runTable) add(ru *run, wg *sync.WaitGroup) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.byID == nil {
+		t.byID = map[string]*run{}
+	}
+	t.byID[ru.id] = ru
+	wg.Add(1)
+	return true
+}
+
+func (t *runTable) remove(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.byID, id)
+}
+
+// get returns the handler run of task id, or nil.
+func (t *runTable) get(id string) *run {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+// track registers tr as work on task id; false once the router is closed.
+func (t *runTable) track(id string, tr *tracker) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.tracked == nil {
+		t.tracked = map[string]map[*tracker]struct{}{}
+	}
+	set := t.tracked[id]
+	if set == nil {
+		set = map[*tracker]struct{}{}
+		t.tracked[id] = set
+	}
+	set[tr] = struct{}{}
+	return true
+}
+
+func (t *runTable) untrack(id string, tr *tracker) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.tracked[id], tr)
+	if len(t.tracked[id]) == 0 {
+		delete(t.tracked, id)
+	}
+}
+
+// workOn returns the handler run (or nil) and the tracked work of task id.
+func (t *runTable) workOn(id string) (*run, []*tracker) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var trs []*tracker
+	for tr := range t.tracked[id] {
+		trs = append(trs, tr)
+	}
+	return t.byID[id], trs
+}
+
+// workingOn returns the ids of the tasks this process runs work for:
+// tool handlers and tracked work (workflow passes).
+func (t *runTable) workingOn() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.workingOnLocked()
+}
+
+func (t *runTable) workingOnLocked() []string {
+	ids := make([]string, 0, len(t.byID)+len(t.tracked))
+	for id := range t.byID {
+		ids = append(ids, id)
+	}
+	for id := range t.tracked {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// close marks the router closed and returns the ids of the tasks whose
+// work to stop; ok is false when it was closed already.
+func (t *runTable) close() (ids []string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, false
+	}
+	t.closed = true
+	return t.workingOnLocked(), true
+}
+
+func (t *runTable) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// trackedCount is the number of pieces of tracked work.
+func (t *runTable) trackedCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, set := range t.tracked {
+		n += len(set)
+	}
+	return n
+}
+
+// ---- in-process work on a task that is not a handler run ----
+
+// tracker is in-process work on a task registered with Track.
+type tracker struct {
+	cancel context.CancelCauseFunc
+}
+
+// Track registers in-process work on task id that is not a tool handler
+// run (the workflow bridge running server steps inside a request): the
+// returned context is cancelled when the task is cancelled, expires, or the
+// router closes, with the reason as its cause (see Stopped). Call done when
+// the work ends.
+func (r *Router) Track(ctx context.Context, id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	tr := &tracker{cancel: cancel}
+	if !r.runs.track(id, tr) {
+		cancel(errShutdown)
+		return ctx, func() {}
+	}
+	return ctx, func() {
+		r.runs.untrack(id, tr)
+		cancel(nil)
+	}
+}
+
+// StopReason says why a task's work was stopped (Stopped). It is a
+// string: the values read as words in messages ("task X was cancelled").
+type StopReason string
+
+// The stop reasons. The zero value "" means the work was not stopped
+// because of its task.
+const (
+	// StopCancelled: the task was cancelled.
+	StopCancelled StopReason = "cancelled"
+	// StopExpired: the task's ttl elapsed.
+	StopExpired StopReason = "expired"
+	// StopEnded: another process ended the task.
+	StopEnded StopReason = "ended"
+	// StopLeaseLost: another process took the work over.
+	StopLeaseLost StopReason = "lease lost"
+	// StopShutdown: the server is shutting down.
+	StopShutdown StopReason = "shutdown"
+)
+
+// String returns the reason as a string.
+func (s StopReason) String() string { return string(s) }
+
+// Stopped reports why a context from Track or a handler context ended
+// because of its task: StopCancelled, StopExpired, StopEnded (another
+// process ended the task), StopLeaseLost (another process took the work
+// over) or StopShutdown; "" when it did not end for one of those reasons.
+func Stopped(ctx context.Context) StopReason {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCanceled):
+		return StopCancelled
+	case errors.Is(cause, errExpired):
+		return StopExpired
+	case errors.Is(cause, errEnded):
+		return StopEnded
+	case errors.Is(cause, errLeaseLost):
+		return StopLeaseLost
+	case errors.Is(cause, errShutdown):
+		return StopShutdown
+	}
+	return ""
+}
+
+// stopRun cancels the handler run and the tracked work of task id.
+func (r *Router) stopRun(id string, cause error) {
+	ru, trs := r.runs.workOn(id)
+	if ru != nil {
+		ru.cancel(cause)
+	}
+	for _, tr := range trs {
+		tr.cancel(cause)
+	}
+}
+
+// cancelTask marks a task cancelled, then stops its work.
+func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) (*store.Task, error) {
+	nt, err := r.Update(ctx, t.ID, store.Update{Status: store.StatusCancelled, StatusMessage: &message})
+	if err != nil {
+		return nil, err
+	}
+	r.stopRun(t.ID, errCanceled)
+	return nt, nil
+}
+
+// Cancel cancels a task on behalf of a requestor: the task is marked
+// cancelled before its work's context is cancelled.
+func (r *Router) Cancel(ctx context.Context, req *Request, id string) (*store.Task, error) {
+	t, err := r.TaskFor(ctx, req, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.cancelTask(ctx, t, "cancelled by request")
+}
