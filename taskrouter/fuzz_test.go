@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -228,6 +229,44 @@ func FuzzMergeMeta(f *testing.F) {
 					requireSameJSON(t, v, got[k])
 				}
 			}
+		}
+	})
+}
+
+// FuzzParseFastBody: the fast path's body decoder never panics, and what
+// it accepts the SDK decodes too, as the same request (id and method), so
+// the fast path never serves a body the SDK would have refused or read as
+// another request.
+func FuzzParseFastBody(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"tasks/result","params":{"taskId":"t1","_meta":{"x":1}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/list","params":{"cursor":"c"}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"a":1},"task":{"ttl":1000}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tasks/cancel","params":{"taskId":"t\u0031"}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}]`,
+		`{"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t1"}}`,
+		`{"jsonrpc":"2.0","id":1.5,"method":"tasks/get","params":{"taskId":"t1"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1","taskId":"t2"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, ok := parseFastBody(body)
+		if !ok {
+			return
+		}
+		msg, err := jsonrpc.DecodeMessage(body)
+		if err != nil {
+			t.Fatalf("the fast path accepted a body the SDK refuses (%v): %s", err, body)
+		}
+		req, isReq := msg.(*jsonrpc.Request)
+		if !isReq || !req.IsCall() {
+			t.Fatalf("the fast path accepted a body the SDK reads as %T: %s", msg, body)
+		}
+		if req.Method != c.method || req.ID != c.id {
+			t.Fatalf("the fast path read %s/%v, the SDK %s/%v: %s", c.method, c.id, req.Method, req.ID, body)
 		}
 	})
 }
