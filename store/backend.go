@@ -149,42 +149,8 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 		return nil, invalid("nil task")
 	}
 	lim = lim.WithDefaults()
-	switch {
-	case t.ID == "":
-		return nil, invalid("empty id")
-	case len(t.ID) > MaxIDBytes:
-		return nil, invalid("id is %d bytes, limit %d", len(t.ID), MaxIDBytes)
-	case t.Owner == "":
-		return nil, invalid("task %s: empty owner", t.ID)
-	case len(t.Owner) > MaxOwnerBytes:
-		return nil, invalid("task %s: owner is %d bytes, limit %d", t.ID, len(t.Owner), MaxOwnerBytes)
-	case !t.Status.Valid():
-		return nil, invalid("task %s: initial status %q", t.ID, t.Status)
-	case t.Status.Terminal() && len(t.Result) == 0 && t.Error == nil:
-		return nil, invalid("task %s: created %s without a Result or an Error", t.ID, t.Status)
-	case t.Status.Terminal() && t.LeaseHolder != "":
-		return nil, invalid("task %s: created %s with lease holder %q (an ended task has no lease)", t.ID, t.Status, t.LeaseHolder)
-	case t.Status.Terminal() && !t.WakeAt.IsZero():
-		return nil, invalid("task %s: created %s with WakeAt %v (an ended task has no wake-up)", t.ID, t.Status, t.WakeAt)
-	case !t.WakeAt.IsZero() && !ValidTime(t.WakeAt):
-		return nil, invalid("task %s: WakeAt %v out of range", t.ID, t.WakeAt)
-	case t.CreatedAt.IsZero():
-		return nil, invalid("task %s: zero CreatedAt", t.ID)
-	case !ValidTime(t.CreatedAt):
-		return nil, invalid("task %s: CreatedAt %v out of range", t.ID, t.CreatedAt)
-	case !t.UpdatedAt.IsZero() && !ValidTime(t.UpdatedAt):
-		return nil, invalid("task %s: UpdatedAt %v out of range", t.ID, t.UpdatedAt)
-	case t.TTL < 0:
-		return nil, invalid("task %s: negative TTL", t.ID)
-	case t.PollInterval < 0:
-		return nil, invalid("task %s: negative poll interval", t.ID)
-	case len(t.Request.Name) > MaxNameBytes:
-		return nil, invalid("task %s: request name is %d bytes, limit %d", t.ID, len(t.Request.Name), MaxNameBytes)
-	}
-	if t.LeaseHolder != "" {
-		if err := checkLease(t.LeaseHolder, t.LeaseUntil); err != nil {
-			return nil, fmt.Errorf("task %s: %w", t.ID, err)
-		}
+	if err := checkNewHeader(t); err != nil {
+		return nil, err
 	}
 	var expires time.Time
 	if t.TTL > 0 {
@@ -193,40 +159,97 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 			return nil, invalid("task %s: CreatedAt+TTL out of range", t.ID)
 		}
 	}
+	if err := checkNewPayloads(t, lim); err != nil {
+		return nil, err
+	}
+	return newRecord(t, expires), nil
+}
+
+// checkNewHeader checks a new task's identity, status, times and lease.
+func checkNewHeader(t *Task) error {
+	switch {
+	case t.ID == "":
+		return invalid("empty id")
+	case len(t.ID) > MaxIDBytes:
+		return invalid("id is %d bytes, limit %d", len(t.ID), MaxIDBytes)
+	case t.Owner == "":
+		return invalid("task %s: empty owner", t.ID)
+	case len(t.Owner) > MaxOwnerBytes:
+		return invalid("task %s: owner is %d bytes, limit %d", t.ID, len(t.Owner), MaxOwnerBytes)
+	case !t.Status.Valid():
+		return invalid("task %s: initial status %q", t.ID, t.Status)
+	case t.Status.Terminal() && len(t.Result) == 0 && t.Error == nil:
+		return invalid("task %s: created %s without a Result or an Error", t.ID, t.Status)
+	case t.Status.Terminal() && t.LeaseHolder != "":
+		return invalid("task %s: created %s with lease holder %q (an ended task has no lease)", t.ID, t.Status, t.LeaseHolder)
+	case t.Status.Terminal() && !t.WakeAt.IsZero():
+		return invalid("task %s: created %s with WakeAt %v (an ended task has no wake-up)", t.ID, t.Status, t.WakeAt)
+	case !t.WakeAt.IsZero() && !ValidTime(t.WakeAt):
+		return invalid("task %s: WakeAt %v out of range", t.ID, t.WakeAt)
+	case t.CreatedAt.IsZero():
+		return invalid("task %s: zero CreatedAt", t.ID)
+	case !ValidTime(t.CreatedAt):
+		return invalid("task %s: CreatedAt %v out of range", t.ID, t.CreatedAt)
+	case !t.UpdatedAt.IsZero() && !ValidTime(t.UpdatedAt):
+		return invalid("task %s: UpdatedAt %v out of range", t.ID, t.UpdatedAt)
+	case t.TTL < 0:
+		return invalid("task %s: negative TTL", t.ID)
+	case t.PollInterval < 0:
+		return invalid("task %s: negative poll interval", t.ID)
+	case len(t.Request.Name) > MaxNameBytes:
+		return invalid("task %s: request name is %d bytes, limit %d", t.ID, len(t.Request.Name), MaxNameBytes)
+	}
+	if t.LeaseHolder != "" {
+		if err := checkLease(t.LeaseHolder, t.LeaseUntil); err != nil {
+			return fmt.Errorf("task %s: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// checkNewPayloads checks a new task's JSON values (arguments, variables,
+// result, error) against lim, and its label names.
+func checkNewPayloads(t *Task, lim Limits) error {
 	if len(t.Request.Arguments) > 0 {
 		if err := checkJSON("request arguments", t.Request.Arguments, lim.MaxArgumentsBytes); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	total := 0
 	for k, v := range t.Variables {
 		if err := checkVarName(k); err != nil {
-			return nil, err
+			return err
 		}
 		if err := checkJSON(fmt.Sprintf("variable %q", k), v, lim.MaxVariableBytes); err != nil {
-			return nil, err
+			return err
 		}
 		if !IsJSONNull(v) {
 			total += len(k) + len(v)
 		}
 	}
 	if total > lim.MaxVariablesBytes {
-		return nil, tooLarge("variables", total, lim.MaxVariablesBytes)
+		return tooLarge("variables", total, lim.MaxVariablesBytes)
 	}
 	if len(t.Result) > 0 {
 		if err := checkJSON("result", t.Result, lim.MaxResultBytes); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := checkError(t.Error, lim); err != nil {
-		return nil, err
+		return err
 	}
 	for k := range t.Labels {
 		if k == "" {
-			return nil, invalid("task %s: empty label name", t.ID)
+			return invalid("task %s: empty label name", t.ID)
 		}
 	}
+	return nil
+}
 
+// newRecord is the record a store keeps for a checked new task: a copy in
+// UTC, with its expiry, empty values and labels dropped, version 1, the
+// lease's first epoch and the first history entry.
+func newRecord(t *Task, expires time.Time) *Task {
 	c := t.Clone()
 	c.CreatedAt = t.CreatedAt.UTC()
 	if t.UpdatedAt.IsZero() {
@@ -274,7 +297,7 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 		c.LeaseUntil = time.Time{}
 	}
 	c.History = []StatusChange{{Status: c.Status, Message: c.StatusMessage, At: c.UpdatedAt}}
-	return c, nil
+	return c
 }
 
 // AppendHistory returns a new slice: h with c appended, keeping the first
