@@ -324,144 +324,192 @@ func Check(path string) error {
 	return &CorruptError{Path: path, Detail: detail}
 }
 
-// checkStore checks the store's invariants in tx (see Check).
+// checkStore checks the store's invariants in tx (see Check): the meta
+// bucket and schema, then every task's header and the index entries and
+// side records it needs, then that the indexes hold nothing more, that no
+// side record lacks its task, and the status counters.
 func checkStore(tx *bolt.Tx, c *checker) {
+	sc, ok := newStoreCheck(tx, c)
+	if !ok {
+		return
+	}
+	tasks := tx.Bucket(bucketTasks)
+	cur := tasks.Cursor()
+	for id, v := cur.First(); id != nil; id, v = cur.Next() {
+		sc.task(id, v)
+	}
+	sc.indexesExact()
+	sc.sideRecordsOwned(tasks)
+	if sc.v2 {
+		if got := readCounts(tx); !equalCounts(got, sc.counts) {
+			c.addf("status counters %v, the tasks number %v", got, sc.counts)
+		}
+	}
+}
+
+// storeCheck is one run of checkStore over a transaction.
+type storeCheck struct {
+	tx      *bolt.Tx
+	c       *checker
+	version byte // the file's schema version
+	v2      bool // schema 2 or later
+	indexes map[string]*indexCount
+	counts  map[store.Status]int // tasks by status, as found
+}
+
+// indexCount is an index bucket and the entries the tasks need in it.
+type indexCount struct {
+	name     []byte
+	expected int
+}
+
+// newStoreCheck checks the meta bucket, the schema version and that every
+// bucket of that schema exists; false when checking cannot go on.
+func newStoreCheck(tx *bolt.Tx, c *checker) (*storeCheck, bool) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
 		c.addf("missing bucket %s", bucketMeta)
-		return
+		return nil, false
 	}
 	schema := meta.Get(metaSchema)
 	if len(schema) != 1 || schema[0] < 1 || schema[0] > SchemaVersion {
 		c.addf("schema version %v (want %d)", schema, SchemaVersion)
-		return
+		return nil, false
 	}
-	// A file of an older schema (not yet upgraded by Open) lacks what the
-	// later ones added.
-	version := schema[0]
-	has := func(bucket []byte) bool { return bucketSchema(bucket) <= version }
-	v2 := version >= 2
+	sc := &storeCheck{tx: tx, c: c, version: schema[0], v2: schema[0] >= 2, indexes: map[string]*indexCount{}, counts: store.NewCounts()}
 	for _, name := range allBuckets {
-		if tx.Bucket(name) == nil && has(name) {
+		if tx.Bucket(name) == nil && sc.has(name) {
 			c.addf("missing bucket %s", name)
 		}
 	}
 	if len(c.problems) > 0 {
-		return
+		return nil, false
 	}
 	if k := meta.Get(metaCursorKey); len(k) != cursorKeyLen {
 		c.addf("cursor key of %d bytes (want %d)", len(k), cursorKeyLen)
 	}
-
-	type index struct {
-		name     []byte
-		expected int
-	}
-	indexes := map[string]*index{}
 	for _, b := range [][]byte{bucketByOwner, bucketByStatus, bucketByName, bucketExpiry, bucketLeases, bucketWake, bucketActive} {
-		if has(b) {
-			indexes[string(b)] = &index{name: b}
+		if sc.has(b) {
+			sc.indexes[string(b)] = &indexCount{name: b}
 		}
 	}
-	expect := func(bucket, key []byte, id []byte) {
-		ix := indexes[string(bucket)]
-		ix.expected++
-		if tx.Bucket(bucket).Get(key) == nil {
-			c.addf("task %q has no %s entry", id, bucket)
+	return sc, true
+}
+
+// has reports whether the file's schema has bucket (a file of an older
+// schema, not yet upgraded by Open, lacks what the later ones added).
+func (sc *storeCheck) has(bucket []byte) bool { return bucketSchema(bucket) <= sc.version }
+
+// expect notes that task id needs key in the index bucket, and checks it
+// is there.
+func (sc *storeCheck) expect(bucket, key []byte, id []byte) {
+	sc.indexes[string(bucket)].expected++
+	if sc.tx.Bucket(bucket).Get(key) == nil {
+		sc.c.addf("task %q has no %s entry", id, bucket)
+	}
+}
+
+// task checks one task record: its header, the index entries it needs,
+// and its result and history records.
+func (sc *storeCheck) task(id, v []byte) {
+	c := sc.c
+	if v == nil {
+		c.addf("nested bucket %q in tasks", id)
+		return
+	}
+	t, err := decodeHeader(v)
+	if err != nil {
+		c.addf("task %q: header: %v", id, err)
+		return
+	}
+	if t.ID != string(id) {
+		c.addf("task %q: header names id %q", id, t.ID)
+		return
+	}
+	if !t.Status.Valid() {
+		c.addf("task %q: status %q", id, t.Status)
+		return
+	}
+	sc.counts[t.Status]++
+	sc.taskIndexes(id, t)
+	if r := sc.tx.Bucket(bucketResults).Get(id); r != nil {
+		if err := decodeResult(r, &store.Task{}); err != nil {
+			c.addf("task %q: result: %v", id, err)
 		}
 	}
-	counts := store.NewCounts()
-	tasks := tx.Bucket(bucketTasks)
-	cur := tasks.Cursor()
-	for id, v := cur.First(); id != nil; id, v = cur.Next() {
-		if v == nil {
-			c.addf("nested bucket %q in tasks", id)
-			continue
-		}
-		t, err := decodeHeader(v)
-		if err != nil {
-			c.addf("task %q: header: %v", id, err)
-			continue
-		}
-		if t.ID != string(id) {
-			c.addf("task %q: header names id %q", id, t.ID)
-			continue
-		}
-		if !t.Status.Valid() {
-			c.addf("task %q: status %q", id, t.Status)
-			continue
-		}
-		counts[t.Status]++
-		expect(bucketByOwner, ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID), id)
-		if v2 {
-			expect(bucketByStatus, statusKey(t), id)
-			expect(bucketByName, nameKey(t), id)
-		}
-		if !t.ExpiresAt.IsZero() {
-			expect(bucketExpiry, expiryKey(t.ExpiresAt.UnixNano(), t.ID), id)
-		}
-		if t.LeaseHolder != "" {
-			if t.Status.Terminal() {
-				c.addf("task %q is %s but leased by %q", id, t.Status, t.LeaseHolder)
-			}
-			if v2 {
-				expect(bucketLeases, leaseKey(t.LeaseUntil, t.ID), id)
-			} else {
-				c.addf("task %q has a lease in a schema 1 file", id)
-			}
-		}
-		if !t.WakeAt.IsZero() {
-			if t.Status.Terminal() {
-				c.addf("task %q is %s but has a wake-up at %v", id, t.Status, t.WakeAt)
-			}
-			if has(bucketWake) {
-				expect(bucketWake, wakeKey(t.WakeAt, t.ID), id)
-			} else {
-				c.addf("task %q has a wake-up time in a schema %d file", id, version)
-			}
-		}
-		if !t.Status.Terminal() {
-			expect(bucketActive, id, id)
-		}
-		if r := tx.Bucket(bucketResults).Get(id); r != nil {
-			if err := decodeResult(r, &store.Task{}); err != nil {
-				c.addf("task %q: result: %v", id, err)
-			}
-		}
-		if v2 {
-			if h := tx.Bucket(bucketHistory).Get(id); h != nil {
-				if _, err := decodeHistory(h); err != nil {
-					c.addf("task %q: history: %v", id, err)
-				}
+	if sc.v2 {
+		if h := sc.tx.Bucket(bucketHistory).Get(id); h != nil {
+			if _, err := decodeHistory(h); err != nil {
+				c.addf("task %q: history: %v", id, err)
 			}
 		}
 	}
-	// Every task has its entries; equal counts then mean no stray ones.
-	for _, ix := range indexes {
+}
+
+// taskIndexes checks the index entries task t needs, and that an ended
+// task holds no lease and no wake-up.
+func (sc *storeCheck) taskIndexes(id []byte, t *store.Task) {
+	c := sc.c
+	sc.expect(bucketByOwner, ownerKey(t.Owner, t.CreatedAt.UnixNano(), t.ID), id)
+	if sc.v2 {
+		sc.expect(bucketByStatus, statusKey(t), id)
+		sc.expect(bucketByName, nameKey(t), id)
+	}
+	if !t.ExpiresAt.IsZero() {
+		sc.expect(bucketExpiry, expiryKey(t.ExpiresAt.UnixNano(), t.ID), id)
+	}
+	if t.LeaseHolder != "" {
+		if t.Status.Terminal() {
+			c.addf("task %q is %s but leased by %q", id, t.Status, t.LeaseHolder)
+		}
+		if sc.v2 {
+			sc.expect(bucketLeases, leaseKey(t.LeaseUntil, t.ID), id)
+		} else {
+			c.addf("task %q has a lease in a schema 1 file", id)
+		}
+	}
+	if !t.WakeAt.IsZero() {
+		if t.Status.Terminal() {
+			c.addf("task %q is %s but has a wake-up at %v", id, t.Status, t.WakeAt)
+		}
+		if sc.has(bucketWake) {
+			sc.expect(bucketWake, wakeKey(t.WakeAt, t.ID), id)
+		} else {
+			c.addf("task %q has a wake-up time in a schema %d file", id, sc.version)
+		}
+	}
+	if !t.Status.Terminal() {
+		sc.expect(bucketActive, id, id)
+	}
+}
+
+// indexesExact checks that each index holds as many entries as the tasks
+// need: every task has its entries, so equal counts mean no stray ones.
+func (sc *storeCheck) indexesExact() {
+	for _, ix := range sc.indexes {
 		n := 0
-		ic := tx.Bucket(ix.name).Cursor()
+		ic := sc.tx.Bucket(ix.name).Cursor()
 		for k, _ := ic.First(); k != nil; k, _ = ic.Next() {
 			n++
 		}
 		if n != ix.expected {
-			c.addf("%s holds %d entries, the tasks need %d", ix.name, n, ix.expected)
+			sc.c.addf("%s holds %d entries, the tasks need %d", ix.name, n, ix.expected)
 		}
 	}
-	// Side records of missing tasks.
+}
+
+// sideRecordsOwned checks that no variables, result or history record
+// lacks its task.
+func (sc *storeCheck) sideRecordsOwned(tasks *bolt.Bucket) {
 	for _, b := range [][]byte{bucketVars, bucketResults, bucketHistory} {
-		if !has(b) {
+		if !sc.has(b) {
 			continue
 		}
-		bc := tx.Bucket(b).Cursor()
+		bc := sc.tx.Bucket(b).Cursor()
 		for k, _ := bc.First(); k != nil; k, _ = bc.Next() {
 			if tasks.Get(k) == nil {
-				c.addf("%s entry %q has no task", b, k)
+				sc.c.addf("%s entry %q has no task", b, k)
 			}
-		}
-	}
-	if v2 {
-		if got := readCounts(tx); !equalCounts(got, counts) {
-			c.addf("status counters %v, the tasks number %v", got, counts)
 		}
 	}
 }
