@@ -472,14 +472,35 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 // to now (UTC). t must carry its full Variables for the size check and the
 // merge, and its History for the append. On error t is unchanged.
 func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
-	u := &p.u
 	ch := changesOf(t)
+	if err := p.check(t); err != nil {
+		return ch, err
+	}
+	// Every check passed: mutate.
+	p.applyStatusAndVariables(t, &ch)
+	p.applyLabels(t)
+	p.applyOutcomeAndTimes(t, &ch)
+	t.Version++
+	t.UpdatedAt = now.UTC()
+	if ch.StatusChanged {
+		t.History = AppendHistory(t.History, StatusChange{Status: t.Status, Message: t.StatusMessage, At: t.UpdatedAt})
+	}
+	sort.Strings(ch.SetVariables)
+	sort.Strings(ch.DeletedVariables)
+	return ch, nil
+}
+
+// check refuses u for t: a fence that is not t's lease, an ended task
+// (unless u only annotates), a transition the lifecycle forbids, a version
+// mismatch, or variables that would exceed the limit once merged.
+func (p *PreparedUpdate) check(t *Task) error {
+	u := &p.u
 	if u.Fence != nil && (u.Fence.Holder != t.LeaseHolder || u.Fence.Epoch != t.LeaseEpoch) {
 		if t.Status.Terminal() {
-			return ch, fmt.Errorf("%w: task %s is %s (its lease ended with it), update fenced by %q at epoch %d",
+			return fmt.Errorf("%w: task %s is %s (its lease ended with it), update fenced by %q at epoch %d",
 				ErrFenced, t.ID, t.Status, u.Fence.Holder, u.Fence.Epoch)
 		}
-		return ch, fmt.Errorf("%w: task %s is leased by %q at epoch %d, update fenced by %q at epoch %d",
+		return fmt.Errorf("%w: task %s is leased by %q at epoch %d, update fenced by %q at epoch %d",
 			ErrFenced, t.ID, t.LeaseHolder, t.LeaseEpoch, u.Fence.Holder, u.Fence.Epoch)
 	}
 	if t.Status.Terminal() && !u.Annotate {
@@ -487,13 +508,13 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 		if to == "" {
 			to = t.Status
 		}
-		return ch, &TransitionError{ID: t.ID, From: t.Status, To: to}
+		return &TransitionError{ID: t.ID, From: t.Status, To: to}
 	}
 	if u.Status != "" && !CanTransition(t.Status, u.Status) {
-		return ch, &TransitionError{ID: t.ID, From: t.Status, To: u.Status}
+		return &TransitionError{ID: t.ID, From: t.Status, To: u.Status}
 	}
 	if u.IfVersion != 0 && u.IfVersion != t.Version {
-		return ch, fmt.Errorf("%w: task %s is at version %d, update expected %d", ErrConflict, t.ID, t.Version, u.IfVersion)
+		return fmt.Errorf("%w: task %s is at version %d, update expected %d", ErrConflict, t.ID, t.Version, u.IfVersion)
 	}
 	if len(u.Variables) > 0 || len(p.deletes) > 0 {
 		total := VariablesSize(t.Variables)
@@ -509,11 +530,16 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 			total += len(k) + len(v)
 		}
 		if total > p.lim.MaxVariablesBytes {
-			return ch, tooLarge("variables after merge", total, p.lim.MaxVariablesBytes)
+			return tooLarge("variables after merge", total, p.lim.MaxVariablesBytes)
 		}
 	}
+	return nil
+}
 
-	// Every check passed: mutate.
+// applyStatusAndVariables applies the status, its message, the lease's
+// release and the variables set and deleted.
+func (p *PreparedUpdate) applyStatusAndVariables(t *Task, ch *Changes) {
+	u := &p.u
 	if u.Status != "" && u.Status != t.Status {
 		t.Status = u.Status
 		ch.StatusChanged = true
@@ -541,6 +567,11 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	if len(t.Variables) == 0 {
 		t.Variables = nil
 	}
+}
+
+// applyLabels merges u's labels into t's (an empty value deletes).
+func (p *PreparedUpdate) applyLabels(t *Task) {
+	u := &p.u
 	for k, v := range u.Labels {
 		if v == "" {
 			delete(t.Labels, k)
@@ -554,6 +585,12 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	if len(t.Labels) == 0 {
 		t.Labels = nil
 	}
+}
+
+// applyOutcomeAndTimes applies the result, the error, the expiry and the
+// wake-up time (none for an ended task).
+func (p *PreparedUpdate) applyOutcomeAndTimes(t *Task, ch *Changes) {
+	u := &p.u
 	if u.Result != nil {
 		t.Result = u.Result
 		ch.ResultChanged = true
@@ -577,14 +614,6 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 		t.WakeAt = wake
 		ch.WakeChanged = true
 	}
-	t.Version++
-	t.UpdatedAt = now.UTC()
-	if ch.StatusChanged {
-		t.History = AppendHistory(t.History, StatusChange{Status: t.Status, Message: t.StatusMessage, At: t.UpdatedAt})
-	}
-	sort.Strings(ch.SetVariables)
-	sort.Strings(ch.DeletedVariables)
-	return ch, nil
 }
 
 // ApplyUpdate is PrepareUpdate followed by Apply.
