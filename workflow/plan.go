@@ -267,10 +267,17 @@ func markStep(s *Step, sp *StepProgress, now time.Time) {
 // (TimeoutServer); a step skipped by TimeoutSkip is ended.
 func (in *instance) reach(s *Step, sp *StepProgress, now time.Time) (failure string, back bool) {
 	markStep(s, sp, now)
+	if sp.Deadline != nil && s.ClientWait <= 0 {
+		sp.Deadline = nil // a deadline the definition does not set: a damaged record
+	}
 	if sp.Deadline == nil || now.Before(*sp.Deadline) {
 		return "", false
 	}
-	why := fmt.Sprintf("the client did not perform step %q (tool %q) within %s", s.Name, s.Tool, s.ClientWait)
+	what := fmt.Sprintf("the client did not perform step %q (tool %q)", s.Name, s.Tool)
+	if s.kind() == KindEvent {
+		what = fmt.Sprintf("the event of step %q did not arrive", s.Name)
+	}
+	why := fmt.Sprintf("%s within %s", what, s.ClientWait)
 	switch s.timeoutPolicy() {
 	case TimeoutSkip:
 		sp.Status, sp.SkipReason = StepSkipped, why
