@@ -88,8 +88,21 @@ func progressMutations() []func(p map[string]any, steps []any) string {
 			})
 		}
 	}
+	// Whole records no bridge writes (rawProgress replaces the variable).
+	out = append(out,
+		func(p map[string]any, _ []any) string {
+			clear(p)
+			p[rawProgress] = `{"steps":"nope"}`
+			return "steps not a list"
+		},
+		func(p map[string]any, _ []any) string { clear(p); p[rawProgress] = `[]`; return "not an object" },
+		func(p map[string]any, steps []any) string { p["steps"] = steps[:2]; return "two of six steps recorded" },
+	)
 	return out
 }
+
+// rawProgress marks a mutation that replaces the whole progress variable.
+const rawProgress = "\x00raw"
 
 // TestStoredProgressNeverCrashes: whatever a task's stored progress says
 // about its steps, a restart, a wake-up, a continuation, a resume, an
@@ -114,6 +127,9 @@ func TestStoredProgressNeverCrashes(t *testing.T) {
 		what := mutate(p, steps)
 		raw, err := json.Marshal(p)
 		require.NoError(t, err)
+		if r, ok := p[rawProgress].(string); ok {
+			raw = json.RawMessage(r)
+		}
 		_, err = e.st.Update(context.Background(), tk.ID, store.Update{Variables: map[string]json.RawMessage{VarProgress: raw}})
 		require.NoError(t, err)
 
