@@ -178,8 +178,8 @@ func (rs *replicaSet) start(name, exe, dir string, args []string) error {
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), EnvReplicaID+"="+name)
 	// A process group of its own: a Ctrl-C in the terminal reaches only
-	// this process, which stops the replicas in order.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// this process, which stops the replicas in order (procattr_*.go).
+	p.cmd.SysProcAttr = replicaProcAttr()
 	out, err := p.cmd.StderrPipe()
 	if err != nil {
 		return err

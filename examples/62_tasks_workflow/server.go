@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/internal/filelock"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -513,7 +514,7 @@ func (l *ledger) publish(key string, url func(n int) string) (string, bool, erro
 		return "", false, err
 	}
 	defer f.Close()
-	unlock, err := lockFile(f)
+	unlock, err := filelock.Lock(f)
 	if err != nil {
 		return "", false, err
 	}

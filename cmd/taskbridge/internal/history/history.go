@@ -28,6 +28,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/taskbridge/taskbridge/internal/filelock"
 )
 
 // EnvPath names the environment variable that overrides the history
@@ -218,7 +220,7 @@ func (h *History) change(f func([]Entry) []Entry) error {
 		return fmt.Errorf("history: %w", err)
 	}
 	defer lf.Close()
-	unlock, err := lockFile(lf)
+	unlock, err := filelock.Lock(lf)
 	if err != nil {
 		return fmt.Errorf("history: locking %s: %w", lf.Name(), err)
 	}
