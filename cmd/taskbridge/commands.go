@@ -345,6 +345,13 @@ func (cmd *command) prompt(ctx context.Context, name string, pargs map[string]st
 	if doc == nil {
 		return cmd.out.prompt(res)
 	}
+	return cmd.showHandoff(ctx, doc, follow)
+}
+
+// showHandoff records a workflow task the server handed over, prints its
+// handoff, and with follow performs its client steps and waits for it;
+// without, a failed or given-up workflow is the command's failure.
+func (cmd *command) showHandoff(ctx context.Context, doc *handoff.Document, follow bool) error {
 	cmd.waiting = doc.TaskID
 	cmd.remember(doc.TaskID, doc.Workflow, history.KindWorkflow, time.Time{})
 	if err := cmd.out.handoff(doc); err != nil {

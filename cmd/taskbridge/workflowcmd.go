@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
@@ -72,15 +70,7 @@ func (cmd *command) fork(ctx context.Context, tool, id, from string, pargs map[s
 	if err != nil {
 		return fmt.Errorf("the fork tool answered without a handoff: %w", err)
 	}
-	cmd.waiting = doc.TaskID
-	cmd.remember(doc.TaskID, doc.Workflow, history.KindWorkflow, time.Time{})
-	if err := cmd.out.handoff(doc); err != nil {
-		return err
-	}
-	if !follow {
-		return handoffFailure(doc)
-	}
-	return cmd.follow(ctx, doc)
+	return cmd.showHandoff(ctx, doc, follow)
 }
 
 // toolText is a tool result's text content, joined.
