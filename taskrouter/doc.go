@@ -134,9 +134,10 @@
 // # Files
 //
 // router.go (the Router, lifecycle, watches), request.go (resolving a
-// request), middleware.go (Install, tools/call), dialect.go, methods.go
-// (tasks/*), tasks.go (create, read, update, complete, fail), admit.go
-// (quotas), run.go (a handler run: spawn, execute, finish, its fenced
+// request), middleware.go (Install, tools/call), create.go (creating a
+// task: the record, a tool task started at once, the instant fold),
+// dialect.go, methods.go (tasks/*), tasks.go (read, update, complete,
+// fail), hostmode.go (plain calls as tasks, _task_id), admit.go (quotas), run.go (a handler run: spawn, execute, finish, its fenced
 // writes), runs.go (the runs table, Track, stopping and cancel),
 // sweep.go (ttl), recover.go (restart), tools.go (the tool registry,
 // in-process calls), input.go (input mid-task), shim.go and http.go

@@ -9,7 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // Install puts the router's MCP face onto s: the tasks/* methods, the
@@ -195,34 +194,6 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 		}
 	}
 	return r.startToolTask(ctx, q, req, ttl)
-}
-
-// startToolTask creates a task for a tools/call and runs the tool in the
-// background.
-func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToolRequest, ttl time.Duration) (mcp.Result, error) {
-	if q.OwnerErr != nil {
-		return nil, q.OwnerErr
-	}
-	adm := admission{owner: q.Owner, source: q.Source}
-	if err := r.admit(adm, false); err != nil {
-		return nil, err
-	}
-	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
-		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
-	exec := func(ctx context.Context) (mcp.Result, error) {
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
-	}
-	if r.cfg.InstantWindow > 0 {
-		return r.startInstant(ctx, q, adm, rec, exec)
-	}
-	t, err := r.createRecord(ctx, rec)
-	if err != nil {
-		r.quotas.release(adm, false)
-		return nil, storeError(err)
-	}
-	r.pushers.bind(t.ID, q.connID)
-	r.spawn(t, adm, q.Dialect, exec, nil)
-	return r.createReply(q.Dialect, req.Params.Name, t), nil
 }
 
 // initializeResult adds the core "tasks" capability to the SDK's result.

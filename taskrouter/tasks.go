@@ -48,66 +48,6 @@ func (r *Router) actualTTL(requested time.Duration) time.Duration {
 	return requested
 }
 
-// CreateTask durably creates a working task for the requestor and returns
-// it. Nothing runs: the caller drives the task with Update, SetVariables,
-// Complete and Fail. req may be nil for tasks created outside a request;
-// the task then belongs to LocalOwner.
-func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts CreateOptions) (*store.Task, error) {
-	return r.createRecord(ctx, r.newRecord(req, origin, opts))
-}
-
-// newRecord builds the record CreateTask stores.
-func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOptions) *store.Task {
-	labels := make(map[string]string, len(opts.Labels)+3)
-	for k, v := range opts.Labels {
-		labels[k] = v
-	}
-	if opts.Kind != "" {
-		labels[LabelKind] = opts.Kind
-	}
-	owner := LocalOwner
-	if req != nil {
-		owner = req.Owner
-		labels[LabelDialect] = req.Dialect.Label()
-		if req.byID(r.cfg) {
-			labels[labelAccess] = accessByID
-		}
-	}
-	now := r.cfg.Now()
-	t := &store.Task{
-		ID:            NewTaskID(),
-		Owner:         owner,
-		Status:        store.StatusWorking,
-		StatusMessage: opts.StatusMessage,
-		CreatedAt:     now,
-		UpdatedAt:     now,
-		TTL:           r.actualTTL(opts.TTL),
-		PollInterval:  r.cfg.PollInterval,
-		Request:       origin,
-		Labels:        labels,
-		Variables:     opts.Variables,
-		WakeAt:        opts.WakeAt,
-	}
-	if opts.InputRequired {
-		t.Status = store.StatusInputRequired
-	}
-	if opts.Lease && r.shared {
-		t.LeaseHolder, t.LeaseUntil = r.cfg.ReplicaID, r.leaseUntil()
-	}
-	return t
-}
-
-// createRecord stores a new task record and reports it.
-func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, error) {
-	created, err := r.st.Create(ctx, t)
-	if err == nil {
-		r.sched.note(created.WakeAt)
-		r.observe(TaskCreated, created, nil)
-		r.rememberEnded(created)
-	}
-	return created, err
-}
-
 // Task returns a task by id, whoever owns it.
 func (r *Router) Task(ctx context.Context, id string) (*store.Task, error) {
 	return r.st.Get(ctx, id)

@@ -11,6 +11,99 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
+// Creating a tool task: the record a request makes (newRecord), stored
+// (createRecord), and the task-augmented tools/call that starts its
+// handler at once (startToolTask), folding an instant handler's outcome
+// into the create commit (startInstant, below).
+
+// CreateTask durably creates a working task for the requestor and returns
+// it. Nothing runs: the caller drives the task with Update, SetVariables,
+// Complete and Fail. req may be nil for tasks created outside a request;
+// the task then belongs to LocalOwner.
+func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts CreateOptions) (*store.Task, error) {
+	return r.createRecord(ctx, r.newRecord(req, origin, opts))
+}
+
+// newRecord builds the record CreateTask stores.
+func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOptions) *store.Task {
+	labels := make(map[string]string, len(opts.Labels)+3)
+	for k, v := range opts.Labels {
+		labels[k] = v
+	}
+	if opts.Kind != "" {
+		labels[LabelKind] = opts.Kind
+	}
+	owner := LocalOwner
+	if req != nil {
+		owner = req.Owner
+		labels[LabelDialect] = req.Dialect.Label()
+		if req.byID(r.cfg) {
+			labels[labelAccess] = accessByID
+		}
+	}
+	now := r.cfg.Now()
+	t := &store.Task{
+		ID:            NewTaskID(),
+		Owner:         owner,
+		Status:        store.StatusWorking,
+		StatusMessage: opts.StatusMessage,
+		CreatedAt:     now,
+		UpdatedAt:     now,
+		TTL:           r.actualTTL(opts.TTL),
+		PollInterval:  r.cfg.PollInterval,
+		Request:       origin,
+		Labels:        labels,
+		Variables:     opts.Variables,
+		WakeAt:        opts.WakeAt,
+	}
+	if opts.InputRequired {
+		t.Status = store.StatusInputRequired
+	}
+	if opts.Lease && r.shared {
+		t.LeaseHolder, t.LeaseUntil = r.cfg.ReplicaID, r.leaseUntil()
+	}
+	return t
+}
+
+// createRecord stores a new task record and reports it.
+func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, error) {
+	created, err := r.st.Create(ctx, t)
+	if err == nil {
+		r.sched.note(created.WakeAt)
+		r.observe(TaskCreated, created, nil)
+		r.rememberEnded(created)
+	}
+	return created, err
+}
+
+// startToolTask creates a task for a tools/call and runs the tool in the
+// background.
+func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToolRequest, ttl time.Duration) (mcp.Result, error) {
+	if q.OwnerErr != nil {
+		return nil, q.OwnerErr
+	}
+	adm := admission{owner: q.Owner, source: q.Source}
+	if err := r.admit(adm, false); err != nil {
+		return nil, err
+	}
+	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
+		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
+	exec := func(ctx context.Context) (mcp.Result, error) {
+		return r.inner(ctx, mcptask.MethodToolsCall, req)
+	}
+	if r.cfg.InstantWindow > 0 {
+		return r.startInstant(ctx, q, adm, rec, exec)
+	}
+	t, err := r.createRecord(ctx, rec)
+	if err != nil {
+		r.quotas.release(adm, false)
+		return nil, storeError(err)
+	}
+	r.pushers.bind(t.ID, q.connID)
+	r.spawn(t, adm, q.Dialect, exec, nil)
+	return r.createReply(q.Dialect, req.Params.Name, t), nil
+}
+
 // Instant tools. A task-augmented tools/call starts its handler before the
 // task's record is stored, and waits up to Config.InstantWindow for it.
 // When the handler returns in that window, the task is created already
