@@ -252,8 +252,8 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 	if addTool {
 		s.AddTool(toolOf(w), b.toolHandler(w.Name))
 	}
-	for _, st := range w.Steps {
-		if st.execution() == ClientDeferred || st.failurePolicy() == HandToClient {
+	for _, st := range w.flat() { // a group's members too
+		if st.Tool != "" && (st.execution() == ClientDeferred || st.failurePolicy() == HandToClient) {
 			b.engine.AcceptTaskIDArgument(st.Tool) // a step the client may be asked to perform
 		}
 	}

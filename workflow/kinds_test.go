@@ -617,3 +617,22 @@ func TestPlainJudgesConditions(t *testing.T) {
 	last := res.Messages[len(res.Messages)-1].Content.(*mcp.TextContent).Text
 	require.Contains(t, last, "skipped")
 }
+
+// TestGroupClientStepTakesTaskIDArgument: a client step inside a parallel
+// group, and a server step there that may be handed to the client, take
+// the argument _task_id like any other client step (host mode); an event
+// step, which calls no tool, registers none.
+func TestGroupClientStepTakesTaskIDArgument(t *testing.T) {
+	e := newFakeEngine()
+	echoTools(e, "build", "sign", "notes")
+	newFixture(t, e, nil, New("grp", "a group with a client step").Step(
+		Parallel("g", Server("build", "build"), Client("sign", "sign")),
+		Event("ok", "an approval"),
+		Server("notes", "notes"),
+	))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	require.True(t, e.taskIDTools["sign"], "the group's client step takes _task_id")
+	require.True(t, e.taskIDTools["build"], "a server step that may be handed to the client takes _task_id")
+	require.False(t, e.taskIDTools[""], "an event step registers no tool")
+}
