@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -410,7 +411,7 @@ func (d *Document) Validate() error {
 		if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
 			return err
 		}
-		if s.Status != "" && !contains(stepStatuses, s.Status) {
+		if s.Status != "" && !slices.Contains(stepStatuses, s.Status) {
 			return invalidf("%s: status %q is not one of %s", where, s.Status, strings.Join(stepStatuses, ", "))
 		}
 		switch s.Execution {
@@ -487,16 +488,7 @@ func checkStep(where, name, tool, kind string, seen map[string]string) error {
 	return nil
 }
 
-func validStatus(s string) bool { return contains(statuses, s) }
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
+func validStatus(s string) bool { return slices.Contains(statuses, s) }
 
 // ClientSteps returns the remaining steps the client may perform now
 // (Execution [ExecClient], and not pending behind an earlier step), in

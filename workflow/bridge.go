@@ -261,6 +261,19 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 	return v.prompt, nil
 }
 
+// compiledFor returns the served version task t runs on, its progress p
+// checked against it, or why there is none.
+func (b *Bridge) compiledFor(t *store.Task, p *Progress) (*compiled, error) {
+	wf, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], p)
+	if err == nil {
+		err = wf.check(p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return wf, nil
+}
+
 // versionFor returns the version task progress p of workflow name runs on.
 func (b *Bridge) versionFor(name, recorded string, p *Progress) (*compiled, error) {
 	b.mu.Lock()

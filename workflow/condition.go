@@ -1,11 +1,9 @@
 package workflow
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 )
 
@@ -151,23 +149,15 @@ func (c Condition) eval(value func(Source) (json.RawMessage, error)) (bool, erro
 	}
 	switch c.op {
 	case "eq":
-		return jsonEqual(v, c.val), nil
+		return sameJSON(v, c.val), nil
 	case "ne":
-		return !jsonEqual(v, c.val), nil
+		return !sameJSON(v, c.val), nil
 	case "truthy":
 		return truthy(v), nil
 	case "falsy":
 		return !truthy(v), nil
 	}
 	return false, fmt.Errorf("unknown condition %q", c.op)
-}
-
-func jsonEqual(a, b json.RawMessage) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
-	}
-	return reflect.DeepEqual(x, y)
 }
 
 // truthy reports whether a JSON value counts as true.

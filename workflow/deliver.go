@@ -195,8 +195,8 @@ func (b *Bridge) inputRequests(t *store.Task) map[string]json.RawMessage {
 	if err != nil {
 		return nil
 	}
-	wf, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], p)
-	if err != nil || wf.check(p) != nil {
+	wf, err := b.compiledFor(t, p)
+	if err != nil {
 		return nil
 	}
 	out := map[string]json.RawMessage{}
@@ -318,11 +318,7 @@ func (b *Bridge) performByWebhook(ctx context.Context, in *instance, s *Step, pa
 	}
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: s.Tool, Arguments: payload,
 		Meta: mcp.Meta{MetaTaskID: in.id, mcptask.MetaIdempotencyKey: idempotencyKey(in.id, s.Name)}}}
-	t, err := b.engine.Task(ctx, in.id)
-	if err != nil {
-		return nil, err
-	}
-	step, replay, err := in.claimStep(ctx, t, req)
+	step, replay, err := in.claimStep(ctx, nil, req) // the task stepOf read
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrNotWaiting, err)

@@ -82,10 +82,7 @@ func (b *Bridge) fork(ctx context.Context, q *taskrouter.Request, t *store.Task,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
 	}
-	wf, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], p)
-	if err == nil {
-		err = wf.check(p)
-	}
+	wf, err := b.compiledFor(t, p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
 	}
@@ -101,7 +98,7 @@ func (b *Bridge) fork(ctx context.Context, q *taskrouter.Request, t *store.Task,
 	if args, err = wf.def.promptArgs(args); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
 	}
-	np := newProgress(wf.def, args, b.engine.Now())
+	np := newProgress(wf.def, wf.version, args, b.engine.Now())
 	for i := range np.Steps {
 		if wf.stage[i] >= from {
 			break
@@ -274,8 +271,8 @@ func (b *Bridge) ForkPoints(t *store.Task) []string {
 	if err != nil || t.Labels[taskrouter.LabelKind] != taskrouter.KindWorkflow {
 		return nil
 	}
-	wf, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], p)
-	if err != nil || wf.check(p) != nil {
+	wf, err := b.compiledFor(t, p)
+	if err != nil {
 		return nil
 	}
 	var out []string

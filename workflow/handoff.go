@@ -22,10 +22,7 @@ func handoffSchemaJSON() []byte { return handoff.SchemaJSON() }
 // id among its arguments (_task_id), so a model that copies the arguments
 // continues the right task.
 func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff.Document {
-	var wf *compiled
-	if c, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], p); err == nil && c.check(p) == nil {
-		wf = c
-	}
+	wf, _ := b.compiledFor(t, p) // nil: a version not served here
 	doc := &handoff.Document{
 		SchemaVersion:  handoff.SchemaVersion,
 		TaskID:         t.ID,

@@ -36,17 +36,16 @@ type instance struct {
 	wf   *compiled   // the version the task runs on; nil when verr is set
 	verr error       // why the task cannot run here (a version not served, a mismatch, undecodable progress)
 
-	lease     *taskrouter.Lease
-	running   map[string]*stepRun      // server steps whose tool runs here now
-	clients   map[string]chan struct{} // client steps a continuation performs here now; closed when it ends
-	driving   bool                     // the drive loop runs
-	again     bool                     // a kick arrived while the drive loop ran: plan again
-	passed    chan struct{}            // closed when the drive loop's next pass ends (see kick)
-	results   chan stepResult
-	poke      chan struct{}
-	coalesced bool      // p holds outcomes not written yet (Options.ProgressInterval)
-	written   time.Time // when this process last wrote the task
-	refs      int       // users: requests, the drive loop (guarded by Bridge.mu)
+	lease   *taskrouter.Lease
+	running map[string]*stepRun      // server steps whose tool runs here now
+	clients map[string]chan struct{} // client steps a continuation performs here now; closed when it ends
+	driving bool                     // the drive loop runs
+	again   bool                     // a kick arrived while the drive loop ran: plan again
+	passed  chan struct{}            // closed when the drive loop's next pass ends (see kick)
+	results chan stepResult
+	poke    chan struct{}
+	written time.Time // when this process last wrote the task
+	refs    int       // users: requests, the drive loop (guarded by Bridge.mu)
 }
 
 // use returns the instance of task id, creating it, and counts a user;
@@ -123,7 +122,6 @@ func (in *instance) load(ctx context.Context) error {
 // invalidate makes the next use reload the task. Call with mu held.
 func (in *instance) invalidate() {
 	in.task, in.p, in.wf, in.verr = nil, nil, nil, nil
-	in.coalesced = false
 }
 
 // errStale is returned by a change that no longer applies to the progress
@@ -164,10 +162,7 @@ func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.
 		}
 		u, err := change(in.p)
 		switch {
-		case errors.Is(err, errNoWrite):
-			in.coalesced = true
-			return err
-		case errors.Is(err, errUnchanged):
+		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
 			return err
 		}
 		if err != nil {
@@ -255,7 +250,6 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 	}
 	in.task = nt
 	in.written = now
-	in.coalesced = false
 	if u.ReleaseLease || nt.Status.Terminal() {
 		in.dropLease()
 	}

@@ -29,19 +29,9 @@ func (w *Definition) plainOnly() error {
 }
 
 // What varies by step kind, beyond tool steps (drive.go runs those): the
-// sources a step reads, a sleep's start and end, an event's delivery
+// sources a step needs, a sleep's start and end, an event's delivery
 // (deliver.go). Each kind's validation is in validate.go, its status line
 // in status.go, its handoff fields in handoff.go.
-
-// sources returns every source step s reads: its arguments, its
-// condition's, its sleep's.
-func (s *Step) sources() []Source {
-	out := s.inputs()
-	if s.Condition != nil {
-		out = append(out, s.Condition.sources()...)
-	}
-	return out
-}
 
 // inputs returns the sources step s cannot do without: its arguments and
 // its sleep's length or end. (A condition reads an output that a skipped

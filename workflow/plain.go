@@ -47,7 +47,7 @@ func (h *PromptHandler) Start(args map[string]string) (*Progress, error) {
 	if err != nil {
 		return nil, mcptask.InvalidParams("prompt %q: %v", h.Workflow.Name, err)
 	}
-	return newProgress(h.Workflow, a, h.now()), nil
+	return newProgress(h.Workflow, VersionOf(h.Workflow), a, h.now()), nil
 }
 
 // Handle is the mcp.PromptHandler.

@@ -63,7 +63,7 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 		return pl
 	case p.done():
 		p.PauseReason = completedMessage(p)
-		raw, err := b.resultJSON(in.task, wf, p)
+		raw, err := b.resultJSON(in.task, p)
 		if err != nil {
 			pl.err = err
 			return pl

@@ -222,11 +222,11 @@ func ProgressSchemaJSON() []byte { return progressSchema() }
 // ProgressSchemaJSON (see RegisterSchemaResources).
 const ProgressSchemaURI = "taskbridge://schemas/workflow-progress.json"
 
-func newProgress(w *Definition, args map[string]string, now time.Time) *Progress {
+func newProgress(w *Definition, version string, args map[string]string, now time.Time) *Progress {
 	p := &Progress{
 		SchemaVersion: ProgressSchemaVersion,
 		Workflow:      w.Name,
-		Version:       VersionOf(w),
+		Version:       version,
 		Goal:          w.goal(),
 		Arguments:     args,
 		Outputs:       map[string]json.RawMessage{},

@@ -104,7 +104,7 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 	if err != nil {
 		return nil, nil, mcptask.InvalidParams("prompt %q: %v", h.name, err)
 	}
-	p := newProgress(wf.def, a, b.engine.Now())
+	p := newProgress(wf.def, wf.version, a, b.engine.Now())
 	in, err := b.create(ctx, q, wf, p, nil, nil)
 	if err != nil {
 		return nil, nil, err
@@ -124,7 +124,6 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 // with done.
 func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage) (*instance, error) {
 	now := b.engine.Now()
-	p.Version = wf.version
 	markReached(wf, p, now) // a client step first is the client's at once
 	p.refresh()
 	if p.PauseReason = pauseReason(wf, p); p.PauseReason == "" {
@@ -282,8 +281,6 @@ func rests(p *Progress, deadline time.Time) bool {
 			continue
 		case sp.GaveUp:
 			continue
-		case sp.Status == StepRunning:
-			return false
 		case sp.Deadline != nil && !deadline.IsZero() && !sp.Deadline.After(deadline):
 			return false // the client's wait ends before deadline: the server acts then
 		case sp.Until != nil:
@@ -369,7 +366,7 @@ func startMessage(w *Definition, p *Progress) *mcp.PromptMessage {
 // tasks/result returns it: a tool result whose text is the handoff (prose
 // and JSON), whose structuredContent is the handoff document, with the
 // document in _meta too.
-func (b *Bridge) resultJSON(t *store.Task, wf *compiled, p *Progress) (json.RawMessage, error) {
+func (b *Bridge) resultJSON(t *store.Task, p *Progress) (json.RawMessage, error) {
 	done := *t
 	done.Status = store.StatusCompleted
 	d, err := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])

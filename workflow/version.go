@@ -170,7 +170,12 @@ type compiled struct {
 }
 
 func compile(w *Definition) *compiled {
-	c := &compiled{def: w, version: VersionOf(w), fingerprint: fingerprint(w), byName: map[string]*Step{}, index: map[string]int{}, groupOf: map[string]*Step{}}
+	fp := fingerprint(w)
+	version := w.Version
+	if version == "" {
+		version = fp
+	}
+	c := &compiled{def: w, version: version, fingerprint: fp, byName: map[string]*Step{}, index: map[string]int{}, groupOf: map[string]*Step{}}
 	for stage, s := range w.Steps {
 		members := []*Step{s}
 		if s.kind() == KindGroup {
