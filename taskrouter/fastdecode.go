@@ -205,11 +205,7 @@ func decodeFastCall(id jsonrpc.ID, method string, raw json.RawMessage) (fastCall
 	}
 	// The HTTP shim and the transport wrapper drop private _meta keys a
 	// client sent before the SDK sees the request.
-	for k := range c.meta {
-		if strings.HasPrefix(k, mcptask.PrivateMetaPrefix) {
-			delete(c.meta, k)
-		}
-	}
+	dropPrivateMeta(c.meta)
 	if moved {
 		c.meta[metaTaskRequest] = task
 	}

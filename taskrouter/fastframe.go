@@ -66,7 +66,7 @@ func (t *taskTransport) connectFramed(ctx context.Context, src framedSource) (*p
 	if err != nil {
 		return nil, err
 	}
-	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]*connListen{}, noFast: t.noFast, framed: true, closeSrc: src.close}
+	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[jsonrpc.ID]*connListen{}, noFast: t.noFast, framed: true, closeSrc: src.close}
 	go pc.frame(src.r, pw)
 	return pc, nil
 }

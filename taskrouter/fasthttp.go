@@ -48,9 +48,9 @@ type httpSession struct {
 
 	mu      sync.Mutex
 	closed  bool
-	fast    map[string]context.CancelCauseFunc // fast-path requests in flight, by id
-	sdk     map[string]int                     // calls in flight through the SDK, by id
-	batches int                                // batches in flight through the SDK
+	fast    map[jsonrpc.ID]context.CancelCauseFunc // fast-path requests in flight, by id
+	sdk     map[jsonrpc.ID]int                     // calls in flight through the SDK, by id
+	batches int                                    // batches in flight through the SDK
 }
 
 // errSessionClosed ends a fast-path request whose session closed: the
@@ -108,7 +108,7 @@ const (
 )
 
 // beginFast registers a fast-path request, unless its id is in flight.
-func (s *httpSession) beginFast(key string, cancel context.CancelCauseFunc) inflight {
+func (s *httpSession) beginFast(key jsonrpc.ID, cancel context.CancelCauseFunc) inflight {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -120,13 +120,13 @@ func (s *httpSession) beginFast(key string, cancel context.CancelCauseFunc) infl
 		return inflightSDK
 	}
 	if s.fast == nil {
-		s.fast = map[string]context.CancelCauseFunc{}
+		s.fast = map[jsonrpc.ID]context.CancelCauseFunc{}
 	}
 	s.fast[key] = cancel
 	return inflightNone
 }
 
-func (s *httpSession) endFast(key string) {
+func (s *httpSession) endFast(key jsonrpc.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.fast, key)
@@ -134,7 +134,7 @@ func (s *httpSession) endFast(key string) {
 
 // cancelFast cancels a fast-path request as notifications/cancelled
 // cancels a request of the SDK's.
-func (s *httpSession) cancelFast(key string) {
+func (s *httpSession) cancelFast(key jsonrpc.ID) {
 	s.mu.Lock()
 	cancel := s.fast[key]
 	s.mu.Unlock()
@@ -151,7 +151,7 @@ func (s *httpSession) hasFast() bool {
 
 // beginSDK records the calls of a POST the SDK serves; keys is nil for a
 // batch.
-func (s *httpSession) beginSDK(key string, batch bool) {
+func (s *httpSession) beginSDK(key jsonrpc.ID, batch bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if batch {
@@ -159,12 +159,12 @@ func (s *httpSession) beginSDK(key string, batch bool) {
 		return
 	}
 	if s.sdk == nil {
-		s.sdk = map[string]int{}
+		s.sdk = map[jsonrpc.ID]int{}
 	}
 	s.sdk[key]++
 }
 
-func (s *httpSession) endSDK(key string, batch bool) {
+func (s *httpSession) endSDK(key jsonrpc.ID, batch bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if batch {
@@ -301,7 +301,7 @@ func (h *httpShim) serveStateful(w http.ResponseWriter, req *http.Request, c fas
 	if !ok {
 		return false
 	}
-	key := idKey(c.id)
+	key := c.id
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(req.Context()))
 	defer cancel(nil)
 	switch s.beginFast(key, cancel) {
@@ -315,7 +315,7 @@ func (h *httpShim) serveStateful(w http.ResponseWriter, req *http.Request, c fas
 	case inflightSDK, inflightClosed:
 		return false
 	}
-	ctx = context.WithValue(ctx, handoffKey{}, (*run).hasUnclaimedInput)
+	ctx = context.WithValue(ctx, handoffKey{}, true)
 	resp, err := h.r.serveCall(ctx, pc)
 	s.endFast(key)
 	switch {
@@ -420,8 +420,8 @@ func (h *httpShim) trackSDKCall(req *http.Request, body []byte) func() {
 	}
 	t := bytes.TrimSpace(body)
 	if len(t) > 0 && t[0] == '[' {
-		s.beginSDK("", true)
-		return func() { s.endSDK("", true) }
+		s.beginSDK(jsonrpc.ID{}, true)
+		return func() { s.endSDK(jsonrpc.ID{}, true) }
 	}
 	ms, ok := objectMembers(t)
 	if !ok {
@@ -454,13 +454,13 @@ func (h *httpShim) trackSDKCall(req *http.Request, body []byte) func() {
 			var p mcp.CancelledParams
 			if sdkUnmarshal(paramsRaw, &p) == nil {
 				if id, err := jsonrpc.MakeID(p.RequestID); err == nil && id.IsValid() {
-					s.cancelFast(idKey(id))
+					s.cancelFast(id)
 				}
 			}
 		}
 		return func() {}
 	}
-	key := idKey(id)
+	key := id
 	s.beginSDK(key, false)
 	return func() { s.endSDK(key, false) }
 }

@@ -51,8 +51,7 @@ import (
 // fastState is the router's state for the fast path.
 type fastState struct {
 	checkOnce sync.Once
-	off       bool   // the fast path cannot match the SDK path on this server
-	offWhy    string // why, for the log
+	off       bool // the fast path cannot match the SDK path on this server
 
 	// impl is the server's Implementation, which go-sdk adds to every
 	// 2026-07-28 result's _meta (annotateServerInfo); learned from an
@@ -84,20 +83,21 @@ type fastState struct {
 func (r *Router) fastUsable() bool {
 	f := &r.fast
 	f.checkOnce.Do(func() {
+		var why string // the fast path is off: why, for the log
 		switch {
 		case r.cfg.DisableFastPath:
-			f.off, f.offWhy = true, "Config.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
+			f.off, why = true, "Config.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
 		case r.server == nil || r.inner == nil:
-			f.off, f.offWhy = true, "Install has not been called"
+			f.off, why = true, "Install has not been called"
 		case os.Getenv("MCPGODEBUG") != "":
-			f.off, f.offWhy = true, "MCPGODEBUG is set"
+			f.off, why = true, "MCPGODEBUG is set"
 		default:
-			if ok, why := r.routerIsOutermost(); !ok {
-				f.off, f.offWhy = true, why
+			if ok, reason := r.routerIsOutermost(); !ok {
+				f.off, why = true, reason
 			}
 		}
 		if f.off {
-			r.log.Info("taskrouter: task methods go through the SDK", "reason", f.offWhy)
+			r.log.Info("taskrouter: task methods go through the SDK", "reason", why)
 		} else {
 			r.log.Debug("taskrouter: task methods take the fast path")
 		}
@@ -203,17 +203,17 @@ func clientCapabilities(ctx context.Context, req mcp.Request, v versioned) *mcp.
 	return v.ClientCapabilities()
 }
 
-// handoffKey carries, into a fast-path tasks/result, the check that tells
-// it to give the request back to the SDK (see errHandoff).
+// handoffKey marks a fast-path tasks/result that gives the request back to
+// the SDK when its task asks the client for input (see errHandoff).
 type handoffKey struct{}
 
 // errHandoff: the request needs what only the SDK's path has (its
 // response stream, for input requests); nothing was written yet.
 var errHandoff = errors.New("taskrouter: request handed back to the SDK")
 
-// handoffFrom returns the hand-back check of a fast-path request.
-func handoffFrom(ctx context.Context) func(*run) bool {
-	h, _ := ctx.Value(handoffKey{}).(func(*run) bool)
+// handsOff reports whether ctx is a fast-path request that hands back.
+func handsOff(ctx context.Context) bool {
+	h, _ := ctx.Value(handoffKey{}).(bool)
 	return h
 }
 
@@ -403,6 +403,3 @@ func (r *Router) recoverFast(where string) {
 		r.log.Error("panic in the task fast path", "where", where, "panic", p, "stack", string(debug.Stack()))
 	}
 }
-
-// idKey keys a JSON-RPC id (a number and a string never collide).
-func idKey(id jsonrpc.ID) string { return listenKey(id) }

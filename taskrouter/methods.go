@@ -118,7 +118,7 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		}
 		if t.Status == store.StatusInputRequired {
 			if ru := r.runs.get(id); ru != nil {
-				if h := handoffFrom(ctx); h != nil && h(ru) {
+				if handsOff(ctx) && ru.hasUnclaimedInput() {
 					r.watches.unwatch(id, w)
 					return nil, errHandoff // the SDK's path delivers the input requests
 				}

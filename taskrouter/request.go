@@ -112,11 +112,7 @@ func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
 		if meta := p.GetMeta(); meta != nil {
 			q.task, q.asked, q.taskErr = takeTaskParam(meta)
 			q.connID, _ = meta[metaConnID].(string)
-			for k := range meta {
-				if strings.HasPrefix(k, mcptask.PrivateMetaPrefix) {
-					delete(meta, k)
-				}
-			}
+			dropPrivateMeta(meta)
 		}
 	}
 	extra := req.GetExtra()
@@ -196,4 +192,14 @@ func (tr *coreTaskRequest) ttl() time.Duration {
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// dropPrivateMeta removes the private _meta keys (mcptask.PrivateMetaPrefix)
+// from m: no handler sees them, whatever a client sent.
+func dropPrivateMeta(m mcp.Meta) {
+	for k := range m {
+		if strings.HasPrefix(k, mcptask.PrivateMetaPrefix) {
+			delete(m, k)
+		}
+	}
 }

@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,7 +222,7 @@ func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		if err != nil {
 			return nil, err
 		}
-		pc = &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[string]*connListen{}, noFast: t.noFast}
+		pc = &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[jsonrpc.ID]*connListen{}, noFast: t.noFast}
 	}
 	t.r.pushers.add(pc)
 	return pc, nil
@@ -237,7 +236,7 @@ type pushConn struct {
 	closeOnce sync.Once
 
 	mu      sync.Mutex
-	listens map[string]*connListen // subscriptions/listen streams served here, by request id
+	listens map[jsonrpc.ID]*connListen // subscriptions/listen streams served here, by request id
 	closed  bool
 
 	// The fast path (fastpath.go): the session the SDK made of this
@@ -246,8 +245,8 @@ type pushConn struct {
 	// (the SDK refuses an id in flight, and knows only its own).
 	noFast bool
 	ss     atomic.Pointer[mcp.ServerSession]
-	fast   map[string]context.CancelCauseFunc
-	sdk    map[string]int
+	fast   map[jsonrpc.ID]context.CancelCauseFunc
+	sdk    map[jsonrpc.ID]int
 	// framed: the router reads the stream itself and answers the fast
 	// path's messages before they reach the SDK (fastframe.go); closeSrc
 	// closes that stream's reading side.
@@ -318,7 +317,7 @@ func (c *pushConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *pushConn) setSession(ss *mcp.ServerSession) { c.ss.CompareAndSwap(nil, ss) }
 
 func (c *pushConn) inFlight(id jsonrpc.ID) inflight {
-	key := idKey(id)
+	key := id
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -331,17 +330,17 @@ func (c *pushConn) inFlight(id jsonrpc.ID) inflight {
 }
 
 func (c *pushConn) beginSDK(id jsonrpc.ID) {
-	key := idKey(id)
+	key := id
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sdk == nil {
-		c.sdk = map[string]int{}
+		c.sdk = map[jsonrpc.ID]int{}
 	}
 	c.sdk[key]++
 }
 
 func (c *pushConn) endSDK(id jsonrpc.ID) {
-	key := idKey(id)
+	key := id
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n, ok := c.sdk[key]; ok {
@@ -381,7 +380,7 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 	if !ok {
 		return false
 	}
-	key := idKey(req.ID)
+	key := req.ID
 	ctx, cancel := context.WithCancelCause(context.Background())
 	c.mu.Lock()
 	if c.closed {
@@ -390,7 +389,7 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 		return false
 	}
 	if c.fast == nil {
-		c.fast = map[string]context.CancelCauseFunc{}
+		c.fast = map[jsonrpc.ID]context.CancelCauseFunc{}
 	}
 	c.fast[key] = cancel
 	c.mu.Unlock()
@@ -421,7 +420,7 @@ func (c *pushConn) cancelFast(params json.RawMessage) {
 		return
 	}
 	c.mu.Lock()
-	cancel := c.fast[idKey(id)]
+	cancel := c.fast[id]
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel(context.Canceled)
@@ -455,7 +454,7 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *listenParams) {
 		refuse(q.OwnerErr)
 		return
 	}
-	key := listenKey(req.ID)
+	key := req.ID
 	ctx, cancel := context.WithCancel(context.Background())
 	ln := &connListen{cancel: cancel}
 	c.mu.Lock()
@@ -491,9 +490,6 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *listenParams) {
 	}()
 }
 
-// listenKey keys a request id (a number and a string never collide).
-func listenKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
-
 // cancelListen ends the listen stream a notifications/cancelled names.
 func (c *pushConn) cancelListen(params json.RawMessage) {
 	var p struct {
@@ -507,7 +503,7 @@ func (c *pushConn) cancelListen(params json.RawMessage) {
 		return
 	}
 	c.mu.Lock()
-	ln := c.listens[listenKey(id)]
+	ln := c.listens[id]
 	c.mu.Unlock()
 	if ln != nil {
 		ln.cancel()
