@@ -105,8 +105,14 @@ var (
 // be one the server decides on (2026-07-28: a per-request protocol
 // version in the body).
 func mayBeFast(body []byte) bool {
-	return bytes.Contains(body, tasksPrefix) ||
-		bytes.Contains(body, toolsCallBytes) && (bytes.Contains(body, keyTask) || bytes.Contains(body, protocolKey))
+	return bytes.Contains(body, tasksPrefix) || bytes.Contains(body, toolsCallBytes) && mayAskTask(body)
+}
+
+// mayAskTask is the filter on a tools/call's bytes: a literal "task" member
+// (core) or a per-request protocol version (2026-07-28) may be in it; a
+// call with neither is a plain call, which the fast path never serves.
+func mayAskTask(b []byte) bool {
+	return bytes.Contains(b, keyTask) || bytes.Contains(b, protocolKey)
 }
 
 // parseFastBody decodes a body that holds one tasks/* request or

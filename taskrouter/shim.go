@@ -364,6 +364,13 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 	if ss == nil || ss.InitializeParams() == nil {
 		return false // the SDK refuses calls before initialize, or learns the client from this one
 	}
+	if req.Method == mcptask.MethodToolsCall && !mayAskTask(req.Params) &&
+		ss.InitializeParams().ProtocolVersion < mcptask.ExtensionVersion {
+		// A plain call (no params.task, no per-request version, a session
+		// older than the extension): the SDK serves it; decoding it here
+		// would be thrown away.
+		return false
+	}
 	call, ok := decodeFastCall(req.ID, req.Method, req.Params)
 	if !ok {
 		return false
