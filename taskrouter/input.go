@@ -71,13 +71,18 @@ func (ru *run) inputRequests() map[string]json.RawMessage {
 	}
 	out := make(map[string]json.RawMessage, len(ru.inputs))
 	for k, in := range ru.inputs {
-		b, _ := json.Marshal(struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}{in.method, in.params})
-		out[k] = b
+		out[k] = in.wire()
 	}
 	return out
+}
+
+// wire is the input request as tasks/get and the store show it.
+func (in *pendingInput) wire() json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}{in.method, in.params})
+	return b
 }
 
 // claimInputs marks every undelivered input in flight and returns them.
@@ -240,11 +245,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	park := store.Update{Status: store.StatusInputRequired, StatusMessage: &msg}
 	var stored <-chan inputAnswer
 	if r.shared {
-		req, _ := json.Marshal(struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}{method, raw})
-		park.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: req}
+		park.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: in.wire()}
 	}
 	if _, err := r.fenced(ctx, ru, park); err != nil {
 		ru.removeInput(in.key)
