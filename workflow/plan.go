@@ -36,19 +36,26 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	b, wf := in.b, in.wf
 	now := b.engine.Now()
 	var pl plan
-	before, _ := json.Marshal(p)
 	quick := b.opts.ProgressInterval > 0 && len(results) > 0 && now.Sub(in.written) < b.opts.ProgressInterval
 	var failure string
+	applied := false
 	for _, r := range results {
 		s := wf.byName[r.step]
-		applied, fails := in.record(p, s, r, now)
-		if !applied {
+		ok, fails := in.record(p, s, r, now)
+		if !ok {
 			continue
 		}
+		applied = true
 		quick = quick && r.msg == "" && s.Retryable
 		if fails != "" && failure == "" {
 			failure = fails
 		}
+	}
+	// A pass that applied no outcome may change nothing: keep p as it was
+	// to tell (an applied outcome always changes the step it ends).
+	var before []byte
+	if !applied {
+		before, _ = json.Marshal(p)
 	}
 	if failure == "" {
 		failure = in.walk(p, now, reason, &pl)
@@ -84,7 +91,7 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	if in.lease != nil && in.lease.Held() && len(pl.start) == 0 && len(in.running) == 0 && !waitSoon(p, now) {
 		pl.update.ReleaseLease = true
 	}
-	if !pl.update.ReleaseLease && len(pl.start) == 0 && in.task.Status == wantStatus(in.task, p) {
+	if before != nil && !pl.update.ReleaseLease && len(pl.start) == 0 && in.task.Status == wantStatus(in.task, p) {
 		if after, _ := json.Marshal(p); bytes.Equal(before, after) {
 			pl.err = errUnchanged // nothing new to record
 			return pl
