@@ -64,7 +64,9 @@ func benchBuilder() *builder.Builder {
 		}, taskrouter.ToolOptions{})
 		for _, w := range []*workflow.SequentialWorkflow{wf, wfOnce, wfPlain} {
 			s := workflow.Server(name, name)
-			s.Retryable = w != wfOnce
+			if w != wfOnce {
+				s.WithRetry()
+			}
 			if i == 1 {
 				s.Bind("n", workflow.Const(0))
 			} else {

@@ -81,11 +81,11 @@ func Example() {
 	//    Needs the output of: "review".
 	//
 	// How to continue: call the tool of each client step above with the arguments shown, replacing the placeholders. The arguments include "_task_id": "task-7f3a", which records the call on this task; the server then runs the steps that follow. (A program may send the id as "_meta": {"_task_id": "task-7f3a"} instead.) Then call tasks/get with {"taskId": "task-7f3a"} to follow the task, or tasks/result with {"taskId": "task-7f3a"} to wait for its final result.
-	// The same handoff follows as JSON (schemaVersion 3) for programs.
+	// The same handoff follows as JSON (schemaVersion 4) for programs.
 	//
 	// ```json
 	// {
-	//   "schemaVersion": 3,
+	//   "schemaVersion": 4,
 	//   "taskId": "task-7f3a",
 	//   "workflow": "publish-summary",
 	//   "goal": "Summarize a web page and publish the reviewed summary.",

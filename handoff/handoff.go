@@ -16,10 +16,11 @@ import (
 // SchemaVersion is the version of the document format this package
 // writes. [Parse] and [Document.Validate] also accept the older versions:
 // 1 (before workflow versions, skipped steps, retry times, client
-// deadlines and the _task_id argument) and 2 (before step kinds, groups,
-// conditions, sleeps, events and webhooks); any other version is
-// rejected.
-const SchemaVersion = 3
+// deadlines and the _task_id argument), 2 (before step kinds, groups,
+// conditions, sleeps, events and webhooks) and 3 (before each remaining
+// step's do sentence, and kinds beyond sleep and event); any other
+// version is rejected.
+const SchemaVersion = 4
 
 // MinSchemaVersion is the oldest document version this package reads.
 const MinSchemaVersion = 1
@@ -146,7 +147,7 @@ const (
 type Document struct {
 	// SchemaVersion is the format version: [SchemaVersion] in documents
 	// this package writes; [MinSchemaVersion] and up are read.
-	SchemaVersion int `json:"schemaVersion" jsonschema_description:"Version of the handoff format: 3 (this schema; 2 is the form without step kinds, groups, conditions, sleeps, events and webhooks; 1 the older form without version, skippedSteps, retryAt, deadline and the _task_id argument)."`
+	SchemaVersion int `json:"schemaVersion" jsonschema_description:"Version of the handoff format: 4 (this schema; 3 is the form without each remaining step's do and with only the kinds sleep and event; 2 the form without step kinds, groups, conditions, sleeps, events and webhooks; 1 the older form without version, skippedSteps, retryAt, deadline and the _task_id argument)."`
 	// TaskID is the id of the task the workflow runs as.
 	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"Id of the task the workflow runs as. Put it in _meta._task_id of continuation tool calls and in the taskId parameter of tasks/get and tasks/result."`
 	// Workflow is the name of the workflow prompt.
@@ -184,7 +185,7 @@ type CompletedStep struct {
 	Tool string `json:"tool" jsonschema_description:"Tool the step called; empty for a sleep or an event (see kind)."`
 	// Kind is what the step did when it was not a tool call (sleep,
 	// event).
-	Kind string `json:"kind,omitempty" jsonschema:"enum=sleep,enum=event" jsonschema_description:"What the step did when it was not a tool call: sleep or event."`
+	Kind string `json:"kind,omitempty" jsonschema:"pattern=^[a-z][a-z_]*$" jsonschema_description:"What the step did when it was not a tool call: sleep, event, or another kind's name."`
 	// Result is the step's output as JSON (often a CallToolResult), if
 	// recorded.
 	Result json.RawMessage `json:"result,omitempty" jsonschema_description:"Output of the step as JSON, often a CallToolResult."`
@@ -203,7 +204,7 @@ type SkippedStep struct {
 	Tool string `json:"tool" jsonschema_description:"Tool the step would have called; empty for a sleep or an event (see kind)."`
 	// Kind is what the step would have done when it is not a tool call
 	// (sleep, event).
-	Kind string `json:"kind,omitempty" jsonschema:"enum=sleep,enum=event" jsonschema_description:"What the step would have done when it is not a tool call: sleep or event."`
+	Kind string `json:"kind,omitempty" jsonschema:"pattern=^[a-z][a-z_]*$" jsonschema_description:"What the step would have done when it is not a tool call: sleep, event, or another kind's name."`
 	// Reason says why it does not run.
 	Reason string `json:"reason,omitempty" jsonschema_description:"Why the step does not run."`
 }
@@ -240,7 +241,7 @@ type RemainingStep struct {
 	Deadline *time.Time `json:"deadline,omitempty" jsonschema_description:"When the workflow stops waiting for the client to perform this step (what happens then is the workflow's choice: it fails, skips the step, or the server performs it)."`
 	// Kind is what the step does when it is not a tool call: sleep (the
 	// server waits until Until) or event (the step waits for its event).
-	Kind string `json:"kind,omitempty" jsonschema:"enum=sleep,enum=event" jsonschema_description:"What the step does when it is not a tool call: sleep (a durable wait, ending at until) or event (it waits for an event someone delivers)."`
+	Kind string `json:"kind,omitempty" jsonschema:"pattern=^[a-z][a-z_]*$" jsonschema_description:"What the step does when it is not a tool call: sleep (a durable wait, ending at until), event (it waits for an event someone delivers), or another kind's name (see do)."`
 	// Group names the parallel group the step belongs to: its steps run
 	// together.
 	Group string `json:"group,omitempty" jsonschema_description:"The parallel group the step belongs to: the group's steps run together (the client may perform its client steps in any order)."`
@@ -253,6 +254,10 @@ type RemainingStep struct {
 	Webhook *Webhook `json:"webhook,omitempty" jsonschema_description:"How an outside system (a CI job, a chat button) performs the step: POST the event's payload, or the tool's arguments, as a JSON object to url with the header Authorization: Bearer token."`
 	// Payload is the JSON Schema of an event's payload.
 	Payload json.RawMessage `json:"payload,omitempty" jsonschema_description:"The JSON Schema of an event's payload."`
+	// Do says, in a sentence for a model, what to do about the step (or
+	// that there is nothing to do): written by the server for the step's
+	// kind and state.
+	Do string `json:"do,omitempty" jsonschema_description:"What to do about this step now, or that there is nothing to do, in a sentence for a model."`
 }
 
 // Webhook is where and with what token an outside system performs a step.
@@ -472,14 +477,13 @@ func checkStep(where, name, tool, kind string, seen map[string]string) error {
 	if name == "" {
 		return invalidf("%s: name is empty", where)
 	}
-	switch kind {
-	case "":
+	switch {
+	case kind == "":
 		if tool == "" {
 			return invalidf("%s: step %q: tool is empty", where, name)
 		}
-	case KindSleep, KindEvent:
-	default:
-		return invalidf("%s: step %q: kind %q is not %q or %q", where, name, kind, KindSleep, KindEvent)
+	case !validKind(kind):
+		return invalidf("%s: step %q: kind %q is not a kind name (lowercase letters and underscores, like %q)", where, name, truncateRunes(kind, 40), KindSleep)
 	}
 	if first, dup := seen[name]; dup {
 		return invalidf("%s: duplicate step name %q (also %s)", where, name, first)
@@ -489,6 +493,20 @@ func checkStep(where, name, tool, kind string, seen map[string]string) error {
 }
 
 func validStatus(s string) bool { return slices.Contains(statuses, s) }
+
+// validKind reports whether kind is a kind's name: a lowercase letter,
+// then lowercase letters and underscores, at most 32 bytes.
+func validKind(kind string) bool {
+	if kind == "" || len(kind) > 32 || kind[0] < 'a' || kind[0] > 'z' {
+		return false
+	}
+	for _, r := range kind {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return false
+		}
+	}
+	return true
+}
 
 // ClientSteps returns the remaining steps the client may perform now
 // (Execution [ExecClient], and not pending behind an earlier step), in

@@ -350,9 +350,9 @@ func TestParseRejects(t *testing.T) {
 		{"trailing data", func(*testing.T) string { return "```json\n{}\n{}\n```\n" }, handoff.ErrInvalid, "unexpected data after the JSON object at line 3"},
 		{"wrong schemaVersion", func(t *testing.T) string {
 			m := docJSON(t)
-			m["schemaVersion"] = 4
+			m["schemaVersion"] = 5
 			return block(t, m)
-		}, handoff.ErrInvalid, "handoff: schemaVersion 4 is not supported (this package supports schemaVersions 1 to 3)"},
+		}, handoff.ErrInvalid, "handoff: schemaVersion 5 is not supported (this package supports schemaVersions 1 to 4)"},
 		{"tool-less step without a kind", func(t *testing.T) string {
 			m := docJSON(t)
 			remaining(m, 0)["tool"] = ""
@@ -360,9 +360,9 @@ func TestParseRejects(t *testing.T) {
 		}, handoff.ErrInvalid, `handoff: remainingSteps[0]: step "review": tool is empty`},
 		{"unknown kind", func(t *testing.T) string {
 			m := docJSON(t)
-			remaining(m, 0)["kind"] = "nap"
+			remaining(m, 0)["kind"] = "Nap Time"
 			return block(t, m)
-		}, handoff.ErrInvalid, `handoff: remainingSteps[0]: step "review": kind "nap" is not "sleep" or "event"`},
+		}, handoff.ErrInvalid, `handoff: remainingSteps[0]: step "review": kind "Nap Time" is not a kind name (lowercase letters and underscores, like "sleep")`},
 		{"missing schemaVersion", func(t *testing.T) string {
 			m := docJSON(t)
 			delete(m, "schemaVersion")
@@ -689,7 +689,7 @@ func TestSchemaValidatesRenderedDocuments(t *testing.T) {
 	bad := map[string]func(m map[string]any){
 		"bad execution":      func(m map[string]any) { remaining(m, 0)["execution"] = "bogus" },
 		"bad status":         func(m map[string]any) { m["status"] = "paused" },
-		"schemaVersion 4":    func(m map[string]any) { m["schemaVersion"] = 4 },
+		"schemaVersion 5":    func(m map[string]any) { m["schemaVersion"] = 5 },
 		"no taskId":          func(m map[string]any) { delete(m, "taskId") },
 		"empty taskId":       func(m map[string]any) { m["taskId"] = "" },
 		"null steps":         func(m map[string]any) { m["completedSteps"] = nil },
@@ -739,7 +739,7 @@ func TestSchemaStructure(t *testing.T) {
 		return s
 	}
 	require.Equal(t, []any{"working", "input_required", "completed", "failed", "cancelled"}, get(s, "status").Enum)
-	require.Equal(t, []any{1, 2, 3}, get(s, "schemaVersion").Enum)
+	require.Equal(t, []any{1, 2, 3, 4}, get(s, "schemaVersion").Enum)
 	require.Equal(t, "_task_id", get(s, "continuation", "metaKey").Const)
 	require.Equal(t, []any{"server", "client"}, get(s, "remainingSteps", "[]", "execution").Enum)
 	require.Equal(t, []string{"name", "tool", "execution", "arguments"}, get(s, "remainingSteps", "[]").Required)

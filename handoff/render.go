@@ -219,6 +219,8 @@ const stepIndent = "\n   "
 // dialect) to deliver events with.
 func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string, update bool) {
 	switch {
+	case s.Do != "":
+		writeDo(b, n, s, id)
 	case s.Kind == KindSleep:
 		writeSleep(b, n, s)
 	case s.Kind == KindEvent:
@@ -231,6 +233,28 @@ func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string, updat
 		writeGuidance(b, s)
 	}
 	writeNotes(b, s)
+}
+
+// writeDo writes a step whose kind said what to do about it (Do); a
+// step the client performs by calling a tool shows its arguments too.
+func writeDo(b *strings.Builder, n int, s RemainingStep, id string) {
+	fmt.Fprintf(b, "\n%d. %s (%s): %s", n, jsonString(s.Name), toolLabel(s.Tool, s.Kind), s.Do)
+	if s.Execution == ExecClient && s.Tool != "" {
+		if s.Deadline != nil {
+			fmt.Fprintf(b, " The workflow waits for this step until %s.", s.Deadline.UTC().Format(time.RFC3339))
+		}
+		writeArguments(b, s)
+	} else {
+		if len(s.Payload) > 0 {
+			b.WriteString(stepIndent + "Payload schema: " + string(compactJSON(s.Payload)))
+		}
+		if s.Deadline != nil {
+			fmt.Fprintf(b, stepIndent+"The workflow waits for it until %s.", s.Deadline.UTC().Format(time.RFC3339))
+		}
+	}
+	if s.Tool != "" {
+		writeGuidance(b, s)
+	}
 }
 
 // writeSleep writes a durable sleep.
@@ -315,6 +339,12 @@ func writeClientStep(b *strings.Builder, n int, s RemainingStep, id string) {
 	if s.Deadline != nil {
 		fmt.Fprintf(b, " The workflow waits for this step until %s.", s.Deadline.UTC().Format(time.RFC3339))
 	}
+	writeArguments(b, s)
+}
+
+// writeArguments writes the arguments of a step the client performs, and
+// which of them are placeholders to replace.
+func writeArguments(b *strings.Builder, s RemainingStep) {
 	args, err := marshalNoEscape(normalizedArgs(s.Arguments))
 	if err != nil { // cannot happen: Validate checked every value
 		args = []byte("{}")
@@ -517,6 +547,8 @@ func toolLabel(tool, kind string) string {
 		return "a durable sleep"
 	case kind == KindEvent:
 		return "an event"
+	case kind != "":
+		return "a " + strings.ReplaceAll(kind, "_", " ") + " step"
 	}
 	return "no tool"
 }

@@ -70,7 +70,9 @@ func progressServer(t *testing.T, interval, coalesce time.Duration) (*builder.Se
 		} else {
 			s.Bind("n", workflow.StepOutput(prev, "n"))
 		}
-		s.Retryable = retryable
+		if retryable {
+			s.WithRetry()
+		}
 		wf.Step(s)
 		prev = name
 	}

@@ -7,7 +7,7 @@ package integration
 // leaves: another replica takes it over and completes it, a tasks/cancel
 // lands. A refusal (-32602) means nothing of the call was recorded. The
 // replicas here are in-process servers over real HTTP; "pausing" one is
-// done deterministically: testhooks.ContinuationRecorded stops its
+// done deterministically: workflow.Options.AfterRecord stops its
 // continuation right after the record committed, and its store refuses
 // its lease claims and renewals meanwhile (what the others see of a
 // process that is stopped).
@@ -31,7 +31,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
-	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
@@ -106,7 +105,7 @@ func newAnsServer(t *testing.T, st store.Store, name string) *ansServer {
 	b := builder.New("answer-test", "1").WithStore(st).WithoutEnv().
 		WithConfig(taskrouter.Config{ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond,
 			PollInterval: 20 * time.Millisecond, Logger: logger}).
-		WithWorkflowOptions(workflow.Options{PromptWait: ansPromptWait})
+		WithWorkflowOptions(workflow.Options{PromptWait: ansPromptWait, AfterRecord: ansAfterRecord})
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ansDraftIn) (*mcp.CallToolResult, ansDraftOut, error) {
 		return nil, ansDraftOut{Draft: "draft about " + in.Topic}, nil
 	}, taskrouter.ToolOptions{})
@@ -183,15 +182,26 @@ func ansPauseAfterRecord(t *testing.T, id string) (recorded, resume chan struct{
 	t.Helper()
 	recorded, resume = make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	restore := testhooks.SetContinuationRecorded(func(ctx context.Context, taskID, step string) {
+	f := func(ctx context.Context, taskID, step string) {
 		if taskID != id {
 			return
 		}
 		once.Do(func() { close(recorded) })
 		<-resume
-	})
-	t.Cleanup(restore)
+	}
+	ansHook.Store(&f)
+	t.Cleanup(func() { ansHook.Store(nil) })
 	return recorded, resume
+}
+
+// ansHook is the test signal the replicas' bridges run right after a
+// continuation's record committed (workflow.Options.AfterRecord).
+var ansHook atomic.Pointer[func(ctx context.Context, taskID, step string)]
+
+func ansAfterRecord(ctx context.Context, taskID, step string) {
+	if f := ansHook.Load(); f != nil {
+		(*f)(ctx, taskID, step)
+	}
 }
 
 // ansContinue sends the review continuation of task id through c in the

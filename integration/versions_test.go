@@ -96,7 +96,7 @@ func TestVersionsChangedWhileTaskWaits(t *testing.T) {
 		{"server step appended after c", func(w *workflow.Definition) { w.Step(workflow.Server("d", "td")) }},
 		{"b renamed", func(w *workflow.Definition) { w.Steps[1].Name = "b2" }},
 		{"c removed", func(w *workflow.Definition) { w.Steps = w.Steps[:2] }},
-		{"c calls another tool", func(w *workflow.Definition) { w.Steps[2].Tool = "tx" }},
+		{"c calls another tool", func(w *workflow.Definition) { w.Steps[2] = workflow.Server("c", "tx") }},
 		{"workflow removed", nil},
 	}
 	stores := map[string]func(t *testing.T) string{

@@ -28,6 +28,9 @@ const (
 	StepFailed = "failed"
 	// StepSkipped: the step will not run.
 	StepSkipped = "skipped"
+	// StepCancelled: the step was stopped before it ended because the
+	// workflow failed without it. (The same spelling as StatusCancelled.)
+	StepCancelled = "cancelled"
 )
 
 // Execution says who performs a step: the server or the client.

@@ -34,6 +34,10 @@ const (
 	LabelWorkflow = "workflow"
 	// LabelVersion holds the workflow version the task runs on.
 	LabelVersion = "workflow.version"
+	// LabelFingerprint holds the fingerprint of the definition the task
+	// started on (see VersionOf): a definition changed under a declared
+	// version is not the one the task runs on.
+	LabelFingerprint = "workflow.fingerprint"
 	// LabelTouched is set on a workflow task once a client holds its id:
 	// the prompt (or tool) that created it returned its handoff, or a
 	// client named it in a request (tasks/*, a continuation, a resume).
@@ -130,6 +134,19 @@ type Options struct {
 	// systems reach it (say "https://example.com/hooks"): the handoff then
 	// gives each webhook step its URL and token. Empty leaves them out.
 	WebhookURL string
+	// MaxInterruptions bounds how many times in a row a step's attempt may
+	// be cut short by its server process ending without handing it back
+	// (a crash, a SIGKILL) before the server gives up on the step (as on
+	// a failure: its FailurePolicy applies). A graceful stop (Close, a
+	// SIGTERM that closes the server) hands running steps back and does
+	// not count. Zero means DefaultMaxInterruptions; negative gives up at
+	// the first crash.
+	MaxInterruptions int
+	// AfterRecord, when set, runs in every continuation right after the
+	// client step's outcome was committed to the store, before the call
+	// sets off the steps that follow and answers: a test signal (a test
+	// stops a replica exactly there). It may block: the call waits.
+	AfterRecord func(ctx context.Context, taskID, step string)
 }
 
 // withDefaults fills zero fields and checks the others against engine e.
@@ -153,6 +170,12 @@ func (o Options) withDefaults(e TaskEngine) (Options, error) {
 	}
 	if o.PromptWait == 0 {
 		o.PromptWait = DefaultPromptWait
+	}
+	switch {
+	case o.MaxInterruptions == 0:
+		o.MaxInterruptions = DefaultMaxInterruptions
+	case o.MaxInterruptions < 0:
+		o.MaxInterruptions = 0
 	}
 	return o, errors.Join(errs...)
 }
@@ -250,11 +273,11 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 	b.workflows[w.Name] = v
 	b.mu.Unlock()
 	if addTool {
-		s.AddTool(toolOf(w), b.toolHandler(w.Name))
+		s.AddTool(workflowTool(w), b.toolHandler(w.Name))
 	}
-	for _, st := range w.flat() { // a group's members too
-		if st.Tool != "" && (st.execution() == ClientDeferred || st.failurePolicy() == HandToClient) {
-			b.engine.AcceptTaskIDArgument(st.Tool) // a step the client may be asked to perform
+	for _, st := range w.flat() { // a container's members too
+		for _, tool := range st.kind.tools() {
+			b.engine.AcceptTaskIDArgument(tool) // a step the client may be asked to perform
 		}
 	}
 	s.AddPrompt(promptOf(w), v.prompt.Handle)
@@ -264,7 +287,7 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 // compiledFor returns the served version task t runs on, its progress p
 // checked against it, or why there is none.
 func (b *Bridge) compiledFor(t *store.Task, p *Progress) (*compiled, error) {
-	wf, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], p)
+	wf, err := b.versionFor(t.Labels[LabelWorkflow], t.Labels[LabelVersion], t.Labels[LabelFingerprint], p)
 	if err == nil {
 		err = wf.check(p)
 	}
@@ -274,11 +297,12 @@ func (b *Bridge) compiledFor(t *store.Task, p *Progress) (*compiled, error) {
 	return wf, nil
 }
 
-// versionFor returns the version task progress p of workflow name runs on.
-func (b *Bridge) versionFor(name, recorded string, p *Progress) (*compiled, error) {
+// versionFor returns the version task progress p of workflow name runs on
+// (recorded, started on the definition whose fingerprint is print).
+func (b *Bridge) versionFor(name, recorded, print string, p *Progress) (*compiled, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.workflows[name].find(name, recorded, p)
+	return b.workflows[name].find(name, recorded, print, p)
 }
 
 // newest returns the version new tasks of workflow name start on.

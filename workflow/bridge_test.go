@@ -73,9 +73,9 @@ func TestChangedDefinitionWhileTaskPaused(t *testing.T) {
 			w.Steps = append([]*Step{w.Steps[0], Server("a2", "tx")}, w.Steps[1:]...)
 		}},
 		{"server step appended after c", func(w *Definition) { w.Step(Server("d", "td")) }},
-		{"b renamed", func(w *Definition) { w.Steps[1].Name = "b2"; w.Steps[2].Args["in"] = StepOutput("b2") }},
+		{"b renamed", func(w *Definition) { w.Steps[1].Name = "b2"; w.Steps[2].Bind("in", StepOutput("b2")) }},
 		{"c removed", func(w *Definition) { w.Steps = w.Steps[:2] }},
-		{"c calls another tool", func(w *Definition) { w.Steps[2].Tool = "tx" }},
+		{"c calls another tool", func(w *Definition) { w.Steps[2] = Server("c", "tx").Bind("in", StepOutput("b")) }},
 	}
 	for _, row := range rows {
 		t.Run(row.name+"/new version alone", func(t *testing.T) {
@@ -163,7 +163,7 @@ func TestDeclaredVersionReusedForOtherSteps(t *testing.T) {
 	f := redeploy(t, e, nil, abc(func(w *Definition) { w.Steps = w.Steps[:2] }).WithVersion("v1"))
 	tk, _ := f.task(t, id)
 	require.Equal(t, store.StatusFailed, tk.Status)
-	require.Contains(t, tk.StatusMessage, "does not match that version's definition")
+	require.Contains(t, tk.StatusMessage, `version "v1" is served with a definition other than the one this task started on (step "c" was removed)`)
 }
 
 // A task written before versions existed (no recorded version) is adopted

@@ -12,7 +12,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/handoff"
-	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -68,7 +67,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	delete(meta, MetaTaskVars)
 	meta[mcptask.MetaIdempotencyKey] = idempotencyKey(id, step.Name)
 	tctx, untrack := b.engine.Track(ctx, id)
-	res, callErr := b.engine.RunTool(tctx, req)
+	res, callErr := b.engine.RunTool(withStep(tctx, id, step.Name, in.nextAttempt(step.Name), ByClient), req)
 	untrack()
 	if why := taskrouter.Stopped(tctx); why != "" {
 		return nil, mcptask.InvalidParams("workflow task %s was %s while step %q ran; nothing was recorded", id, why, step.Name)
@@ -91,7 +90,9 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	// and where the workflow stands, whatever happens to the task (it is
 	// cancelled, expires, completes on the replica that took it over); no
 	// path below returns an error.
-	testhooks.ContinuationRecorded(ctx, id, step.Name)
+	if f := b.opts.AfterRecord; f != nil {
+		f(ctx, id, step.Name)
+	}
 	if !res.IsError {
 		in.kick("")
 	}
@@ -118,23 +119,6 @@ func (b *Bridge) answer(ctx context.Context, in *instance, step *Step, res *mcp.
 	return b.continuationResult(cur, p, step, res, d, replayed)
 }
 
-// known returns the task and its progress as this process last read or
-// wrote them (nil when it knows nothing), decoded afresh: the instance's
-// own Progress changes under mu.
-func (in *instance) known() (*store.Task, *Progress) {
-	in.mu.Lock()
-	t := in.task
-	in.mu.Unlock()
-	if t == nil {
-		return nil, nil
-	}
-	p, err := decodeProgress(t)
-	if err != nil {
-		return nil, nil
-	}
-	return t, p
-}
-
 // claimStep checks a continuation against the task as it stands and marks
 // its step as being performed here (so a second call of the same step
 // waits for the first, then gets its recorded result). It returns the
@@ -143,68 +127,76 @@ func (in *instance) known() (*store.Task, *Progress) {
 func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallToolRequest) (*Step, *mcp.CallToolResult, error) {
 	tool := req.Params.Name
 	for {
-		in.mu.Lock()
-		if t != nil && (in.task == nil || t.Version > in.task.Version) {
-			in.adopt(t)
-		}
-		t = nil
-		if err := in.load(ctx); err != nil {
-			in.mu.Unlock()
-			return nil, nil, storeErr(err)
-		}
-		if in.verr != nil {
-			in.unserved(ctx)
-			err := in.verr
-			in.mu.Unlock()
-			if err == nil {
-				err = errors.New("the task's definition is not served here")
+		var (
+			step   *Step
+			replay *mcp.CallToolResult
+			err    error
+			busy   chan struct{}
+			done   bool
+		)
+		in.locked(func() {
+			if t != nil && (in.task == nil || t.Version > in.task.Version) {
+				in.adopt(t)
 			}
-			return nil, nil, mcptask.InvalidParams("workflow task %s cannot continue: %v; nothing was recorded", in.id, err)
-		}
-		cur, wf, p := in.task, in.wf, in.p
-		if s := replayable(wf, p, tool); s != nil {
-			res, err, ok := recordedResult(cur, wf, p, s, req)
-			if ok {
-				in.mu.Unlock()
-				return s, res, err
+			t = nil
+			if err = in.load(ctx); err != nil {
+				err, done = storeErr(err), true
+				return
 			}
-		}
-		if cur.Status.Terminal() {
-			in.mu.Unlock()
-			msg := fmt.Sprintf("workflow task %s is %s", in.id, cur.Status)
-			if cur.StatusMessage != "" {
-				msg += ": " + cur.StatusMessage
+			if in.verr != nil {
+				in.unserved(ctx)
+				verr := in.verr
+				if verr == nil {
+					verr = errors.New("the task's definition is not served here")
+				}
+				err, done = mcptask.InvalidParams("workflow task %s cannot continue: %v; nothing was recorded", in.id, verr), true
+				return
 			}
-			return nil, nil, mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg)
-		}
-		step, err := checkStep(wf, p, cur.ID, tool)
-		if err != nil {
-			in.mu.Unlock()
-			return nil, nil, err
-		}
-		if busy := in.clients[step.Name]; busy != nil {
-			in.mu.Unlock()
-			select {
-			case <-busy:
-				continue // it ended: look again (a replay, most likely)
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
+			cur, wf, p := in.task, in.wf, in.p
+			if s := replayable(wf, p, tool); s != nil {
+				if res, rerr, ok := recordedResult(cur, wf, p, s, req); ok {
+					step, replay, err, done = s, res, rerr, true
+					return
+				}
 			}
+			if cur.Status.Terminal() {
+				msg := fmt.Sprintf("workflow task %s is %s", in.id, cur.Status)
+				if cur.StatusMessage != "" {
+					msg += ": " + cur.StatusMessage
+				}
+				err, done = mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg), true
+				return
+			}
+			if step, err = checkStep(wf, p, cur.ID, tool); err != nil {
+				done = true
+				return
+			}
+			if busy = in.clients[step.Name]; busy != nil {
+				return
+			}
+			in.clients[step.Name] = make(chan struct{})
+			done = true
+		})
+		if done {
+			return step, replay, err
 		}
-		in.clients[step.Name] = make(chan struct{})
-		in.mu.Unlock()
-		return step, nil, nil
+		select {
+		case <-busy:
+			continue // it ended: look again (a replay, most likely)
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
 	}
 }
 
 // releaseStep ends a continuation of step name.
 func (in *instance) releaseStep(name string) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if ch := in.clients[name]; ch != nil {
-		close(ch)
-		delete(in.clients, name)
-	}
+	in.locked(func() {
+		if ch := in.clients[name]; ch != nil {
+			close(ch)
+			delete(in.clients, name)
+		}
+	})
 }
 
 // recordClient records the outcome of the client step a continuation ran,
@@ -212,14 +204,20 @@ func (in *instance) releaseStep(name string) {
 // client. It returns a replay answer when another call recorded the step
 // first, and an error only when nothing was recorded.
 func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
-	b := in.b
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return nil, mcptask.InternalError("encoding the result of tool %q: %v", req.Params.Name, err)
 	}
 	meta := req.Params.GetMeta()
-	in.mu.Lock()
-	defer in.mu.Unlock()
+	var ans *mcp.CallToolResult
+	in.locked(func() { ans, err = in.recordClientLocked(ctx, step, req, res, raw, meta, setVars, by) })
+	return ans, err
+}
+
+// recordClientLocked is recordClient. Call with mu held.
+func (in *instance) recordClientLocked(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
+	b := in.b
+	var err error
 	for attempt := 0; ; attempt++ {
 		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
 			sp := p.step(step.Name)
@@ -290,7 +288,7 @@ func (in *instance) recordedNow(ctx context.Context, step *Step, req *mcp.CallTo
 	if err := in.load(ctx); err != nil || in.wf == nil {
 		return nil, nil, false
 	}
-	s := replayable(in.wf, in.p, step.Tool)
+	s := replayable(in.wf, in.p, toolOf(step))
 	if s == nil {
 		return nil, nil, false
 	}
@@ -351,13 +349,13 @@ func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
 	if names := clientSteps(p); len(names) > 0 {
 		var parts []string
 		for _, n := range names {
-			parts = append(parts, fmt.Sprintf("%q (tool %q)", n, wf.byName[n].Tool))
+			parts = append(parts, fmt.Sprintf("%q (tool %q)", n, toolOf(wf.byName[n])))
 		}
 		options = strings.Join(parts, ", ")
 	}
 	for i, s := range wf.steps {
 		sp := &p.Steps[i]
-		if s.Tool != tool || sp.ended() {
+		if !s.kind.performs(tool) || sp.ended() {
 			continue
 		}
 		if missing := missingInputs(wf, p, s); missing != "" {
@@ -384,7 +382,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
 func match(wf *compiled, p *Progress, tool string) *Step {
 	for i, s := range wf.steps {
 		sp := &p.Steps[i]
-		if sp.ended() || s.Tool != tool || !clientSide(s, sp) || !reached(wf, p, i) || missingInputs(wf, p, s) != "" {
+		if sp.ended() || !s.kind.performs(tool) || !clientSide(s, sp) || !reached(wf, p, i) || missingInputs(wf, p, s) != "" {
 			continue
 		}
 		return s
@@ -413,8 +411,8 @@ func clientSteps(p *Progress) []string {
 func missingInputs(wf *compiled, p *Progress, step *Step) string {
 	var parts []string
 	seen := map[string]bool{}
-	for _, arg := range slices.Sorted(maps.Keys(step.Args)) {
-		src := step.Args[arg]
+	for _, r := range step.kind.reads() {
+		src := r.src
 		if src.Kind != SourceStepOutput {
 			continue
 		}
@@ -429,9 +427,9 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 		}
 		switch {
 		case sp.HandedToClient:
-			parts = append(parts, fmt.Sprintf("it needs the output of step %q, which the server could not perform (%s): perform that step first (tool %q), or resume the workflow", from.Name, oneLine(sp.Error), from.Tool))
-		case from.execution() == ClientDeferred:
-			parts = append(parts, fmt.Sprintf("it needs the output of step %q: perform that step first (tool %q)", from.Name, from.Tool))
+			parts = append(parts, fmt.Sprintf("it needs the output of step %q, which the server could not perform (%s): perform that step first (tool %q), or resume the workflow", from.Name, oneLine(sp.Error), toolOf(from)))
+		case from.Execution() == ClientDeferred:
+			parts = append(parts, fmt.Sprintf("it needs the output of step %q: perform that step first (tool %q)", from.Name, toolOf(from)))
 		default:
 			parts = append(parts, fmt.Sprintf("it needs the output of step %q, which the server has not completed (%s)", from.Name, sp.Status))
 		}
@@ -444,7 +442,7 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 // is a retry of that step.
 func replayable(wf *compiled, p *Progress, tool string) *Step {
 	for i, s := range wf.steps {
-		if s.Tool != tool {
+		if !s.kind.performs(tool) {
 			continue
 		}
 		if sp := &p.Steps[i]; sp.Status == StepCompleted && (sp.CompletedBy == ByClient || sp.CompletedBy == ByWebhook) {
@@ -461,11 +459,11 @@ func replayable(wf *compiled, p *Progress, tool string) *Step {
 func recordedResult(t *store.Task, wf *compiled, p *Progress, s *Step, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error, ok bool) {
 	sp := p.step(s.Name)
 	if !sameJSON(canonical(req.Params.Arguments), sp.Arguments) {
-		if next := match(wf, p, s.Tool); next != nil && !t.Status.Terminal() {
+		if next := match(wf, p, toolOf(s)); next != nil && !t.Status.Terminal() {
 			return nil, nil, false
 		}
 		return nil, mcptask.InvalidParams("step %q (tool %q) of workflow task %s is already done: it was recorded with arguments %s and result %s; a retry must repeat those arguments",
-			s.Name, s.Tool, t.ID, sp.Arguments, truncate(string(p.Outputs[s.binding()]), 500)), true
+			s.Name, toolOf(s), t.ID, sp.Arguments, truncate(string(p.Outputs[s.binding()]), 500)), true
 	}
 	raw, found := t.Variables[VarResultPrefix+s.Name]
 	if !found {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -19,11 +18,12 @@ import (
 func TestRecordedContinuationAnswersWhenTheTaskIsGone(t *testing.T) {
 	e := newFakeEngine()
 	abcTools(e)
-	f := newFixture(t, e, &Options{PromptWait: -1}, abc(nil))
+	var hook func(ctx context.Context, taskID, step string)
+	f := newFixture(t, e, &Options{PromptWait: -1, AfterRecord: func(ctx context.Context, taskID, step string) { hook(ctx, taskID, step) }}, abc(nil))
 	tk, p := f.start(t, "abc", nil)
 	require.Equal(t, StepAwaitingClient, p.step("b").Status)
 	deleted := false
-	restore := testhooks.SetContinuationRecorded(func(ctx context.Context, taskID, step string) {
+	hook = func(ctx context.Context, taskID, step string) {
 		if taskID != tk.ID {
 			return
 		}
@@ -34,8 +34,7 @@ func TestRecordedContinuationAnswersWhenTheTaskIsGone(t *testing.T) {
 		require.Equal(t, StepCompleted, gp.step("b").Status, "the hook runs after the record committed")
 		require.NoError(t, e.st.Delete(ctx, taskID))
 		deleted = true
-	})
-	defer restore()
+	}
 
 	res, err := f.call(t, tk.ID, "tb", map[string]any{"x": 1})
 	require.NoError(t, err, "a recorded step is never answered with an error")
@@ -58,16 +57,16 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 	abcTools(e)
 	// A short PromptWait: the retry answers "still working" while nothing
 	// runs c (the fake engine has no scheduler to wake the task).
-	f := newFixture(t, e, &Options{PromptWait: 100 * time.Millisecond}, abc(nil))
+	var hook func(ctx context.Context, taskID, step string)
+	f := newFixture(t, e, &Options{PromptWait: 100 * time.Millisecond, AfterRecord: func(ctx context.Context, taskID, step string) { hook(ctx, taskID, step) }}, abc(nil))
 	tk, _ := f.start(t, "abc", nil)
 	recorded, resume := make(chan struct{}), make(chan struct{})
-	restore := testhooks.SetContinuationRecorded(func(ctx context.Context, taskID, step string) {
+	hook = func(ctx context.Context, taskID, step string) {
 		if taskID == tk.ID {
 			close(recorded)
 			<-resume
 		}
-	})
-	defer restore()
+	}
 	type reply struct {
 		res mcp.Result
 		err error

@@ -67,7 +67,8 @@ func TestValidateRejections(t *testing.T) {
 		{"FromClient on a server step", New("w", "d").Step(Server("a", "fetch").Bind("q", FromClient("x"))), []string{`argument "q" is FromClient, but the step runs on the server`}},
 		{"reserved task variable", New("w", "d").Step(Server("a", "fetch").Bind("q", TaskVar("_workflow.progress"))), []string{`reads reserved task variable "_workflow.progress"`}},
 		{"empty path segment", New("w", "d").Step(Server("a", "open"), Server("b", "summarize").Bind("text", StepOutput("a", "x..y"))), []string{`empty segment in field path`}},
-		{"bad execution", New("w", "d").Step(&Step{Name: "a", Tool: "open", Execution: "later"}), []string{`execution "later" is neither`}},
+		{"no kind", New("w", "d").Step(&Step{Name: "a"}), []string{`step "a": it has no kind: build steps with Server, Client`}},
+		{"builder method of another kind", New("w", "d").Step(Server("a", "open").WithPayload(map[string]any{})), []string{`step "a": WithPayload does not apply to a tool step`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -188,7 +189,7 @@ func TestProgressSchemaListsTheVersionsRead(t *testing.T) {
 		} `json:"properties"`
 	}
 	require.NoError(t, json.Unmarshal(ProgressSchemaJSON(), &s))
-	require.Equal(t, []any{1.0, 2.0, 3.0}, s.Properties["schemaVersion"].Enum, "the versions this package reads")
+	require.Equal(t, []any{1.0, 2.0, 3.0, 4.0}, s.Properties["schemaVersion"].Enum, "the versions this package reads")
 }
 
 func (p *Progress) clone() *Progress {

@@ -13,8 +13,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -60,120 +60,103 @@ func newWebhookToken() string {
 // hasWebhook reports whether some step of w accepts the webhook.
 func (w *Definition) hasWebhook() bool {
 	for _, s := range w.flat() {
-		if s.Webhook || s.kind() == KindEvent {
+		if s.kind.acceptsWebhook() {
 			return true
 		}
 	}
 	return false
 }
 
-// Deliver records the event of event step step on task id (its output is
-// payload, a JSON object matching the step's payload schema), or performs
-// client step step with payload as its tool's arguments when the step
-// accepts the webhook, and sets off what follows. by says who delivered it
-// (ByWebhook, ByClient). A delivery that repeats the recorded one is
-// answered as done; nothing is recorded on a refusal: an unknown task or
-// step (store.ErrNotFound), a step that does not wait for it now
-// (ErrNotWaiting), a payload that does not match (-32602).
-func (b *Bridge) Deliver(ctx context.Context, id, step string, payload json.RawMessage, by string) (*mcp.CallToolResult, error) {
-	in, s, err := b.stepOf(ctx, id, step)
-	if err != nil {
-		return nil, err
-	}
-	defer b.done(in)
-	if s.kind() == KindTool {
-		return b.performByWebhook(ctx, in, s, payload)
-	}
-	if s.kind() != KindEvent {
-		return nil, fmt.Errorf("step %q is a %s step, which only the server performs: %w", step, s.kind(), ErrNotWaiting)
-	}
-	if err := checkPayload(s, payload); err != nil {
-		return nil, err
-	}
-	if err := in.endEvent(ctx, s, payload, by, ""); err != nil {
-		return nil, err
-	}
-	cur, p := b.settle(ctx, id)
-	return b.eventResult(cur, p, s), nil
+// How a delivery arrived (delivery.via).
+const (
+	viaAPI     = "api"     // Bridge.Deliver
+	viaWebhook = "webhook" // the webhook handler
+	viaUpdate  = "update"  // tasks/update answering an input request
+)
+
+// delivery is one outsider's delivery to step s of a workflow task: an
+// event's payload (or a declined input request), or the arguments of a
+// client step performed through the webhook. The step's kind decides
+// what it means (kind.deliver) with the helpers below.
+type delivery struct {
+	ctx     context.Context
+	in      *instance
+	s       *Step
+	payload json.RawMessage
+	by      string // ByWebhook, ByClient
+	via     string
+	decline string // a declined input request: the skip reason
+
+	kept   bool                // the kind kept it for when the workflow reaches the step
+	result *mcp.CallToolResult // a client step performed: its tool's result
 }
 
-// stepOf returns the instance of workflow task id (release it with done)
-// and its step named step.
-func (b *Bridge) stepOf(ctx context.Context, id, step string) (*instance, *Step, error) {
-	t, err := b.engine.Task(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	if t.Labels[taskrouter.LabelKind] != taskrouter.KindWorkflow {
-		return nil, nil, fmt.Errorf("task %s is not a workflow task: %w", id, store.ErrNotFound)
-	}
-	in := b.use(id)
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.task == nil || t.Version > in.task.Version {
-		in.adopt(t)
-	}
-	if in.verr != nil {
-		err := in.verr
-		in.unserved(ctx)
-		b.done(in)
-		return nil, nil, fmt.Errorf("%w: %v", ErrNotWaiting, err)
-	}
-	s := in.wf.byName[step]
-	if s == nil {
-		b.done(in)
-		return nil, nil, fmt.Errorf("workflow %q has no step %q: %w", in.wf.def.Name, step, store.ErrNotFound)
-	}
-	return in, s, nil
+func (d *delivery) declined() bool     { return d.decline != "" }
+func (d *delivery) skipReason() string { return d.decline }
+
+// notHere refuses a delivery to a step no outsider performs.
+func (d *delivery) notHere() error {
+	return fmt.Errorf("step %q is a %s step, which only the server performs: %w", d.s.Name, d.s.Kind(), ErrNotWaiting)
 }
 
-// endEvent ends event step s, waiting now: completed with payload as its
-// output, or, when skip is set, skipped for that reason (the client
-// declined it). A completion that repeats the recorded one is no error.
-func (in *instance) endEvent(ctx context.Context, s *Step, payload json.RawMessage, by, skip string) error {
-	b, wf := in.b, in.wf
-	in.mu.Lock()
-	err := in.commit(context.WithoutCancel(ctx), func(p *Progress) (store.Update, error) {
-		i := wf.index[s.Name]
-		sp := &p.Steps[i]
-		switch {
-		case skip == "" && sp.Status == StepCompleted && sameJSON(p.Outputs[s.binding()], payload):
-			return store.Update{}, errUnchanged // delivered already: done
-		case sp.ended() || !reached(wf, p, i) || !clientSide(s, sp):
-			return store.Update{}, fmt.Errorf("step %q of workflow task %s does not wait for its event now (it is %s): %w", s.Name, in.id, sp.Status, ErrNotWaiting)
+// notWaiting refuses a delivery the step does not wait for now.
+func (d *delivery) notWaiting(why string) error {
+	return fmt.Errorf("step %q of workflow task %s does not wait for a delivery now (%s): %w", d.s.Name, d.in.id, why, ErrNotWaiting)
+}
+
+// reached reports whether the workflow waits for the client on the step
+// now (progress p).
+func (d *delivery) reached(p *Progress) bool {
+	wf := d.in.wf
+	i := wf.index[d.s.Name]
+	return reached(wf, p, i) && clientSide(d.s, &p.Steps[i])
+}
+
+// commit applies change to the step's record in one conditional write
+// (the task is then held by a client); change reports whether it changed
+// anything. The workflow goes on from there (unless the delivery was only
+// kept).
+func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Time) (bool, error)) error {
+	in, wf := d.in, d.in.wf
+	changed := false
+	err := in.commitLocked(context.WithoutCancel(d.ctx), func(p *Progress) (store.Update, error) {
+		sp := &p.Steps[wf.index[d.s.Name]]
+		now := in.b.engine.Now()
+		ok, err := change(p, sp, now)
+		if err != nil || !ok {
+			if err == nil {
+				err = errUnchanged
+			}
+			return store.Update{}, err
 		}
-		now := b.engine.Now()
-		sp.end(ReasonClient, by, now, skip)
-		sp.ReachedAt, sp.Deadline = nil, nil
-		if skip != "" {
-			sp.Status, sp.SkipReason = StepSkipped, skip
-		} else {
-			sp.Status, sp.CompletedBy = StepCompleted, by
-			p.Outputs[s.binding()] = compact(payload)
+		changed = true
+		if !d.kept {
+			markReached(wf, p, now)
+			p.refresh()
+			p.PauseReason = pauseReason(wf, p)
+			emit(in.b.opts.Observer, in.id, p, d.s, nil)
 		}
-		markReached(wf, p, now)
-		p.refresh()
-		p.PauseReason = pauseReason(wf, p)
-		emit(b.opts.Observer, in.id, p, s, nil)
 		return store.Update{Labels: map[string]string{LabelTouched: "1"}}, nil
 	})
-	in.mu.Unlock()
 	switch {
 	case errors.Is(err, errUnchanged):
 		return nil
 	case errors.Is(err, errEnded):
-		if skip == "" && in.b.delivered(ctx, in.id, s, payload) {
+		if !d.declined() && in.b.delivered(d.ctx, in.id, d.s, d.payload) {
 			return nil // delivered already, and the workflow ended since
 		}
 		return fmt.Errorf("workflow task %s has ended: %w", in.id, ErrNotWaiting)
 	case err != nil:
 		return err
 	}
-	in.kick("")
+	if changed && !d.kept {
+		in.kick("")
+	}
 	return nil
 }
 
-// delivered reports whether task id recorded event s with payload.
+// delivered reports whether task id recorded step s with payload as its
+// output.
 func (b *Bridge) delivered(ctx context.Context, id string, s *Step, payload json.RawMessage) bool {
 	t, err := b.engine.Task(context.WithoutCancel(ctx), id)
 	if err != nil {
@@ -187,9 +170,110 @@ func (b *Bridge) delivered(ctx context.Context, id string, s *Step, payload json
 	return sp != nil && sp.Status == StepCompleted && sameJSON(p.Outputs[s.binding()], payload)
 }
 
-// inputRequests lists the events workflow task t waits for as elicitation
-// forms keyed by step name, for the extension's tasks/get (see
-// taskrouter.InputKind).
+// perform performs the client step of the delivery (which accepts the
+// webhook when webhook is set) with the payload as its tool's arguments,
+// as a continuation would.
+func (d *delivery) perform(webhook bool) error {
+	in, s := d.in, d.s
+	if !webhook || d.via == viaUpdate {
+		return fmt.Errorf("step %q does not accept the webhook: %w", s.Name, ErrNotWaiting)
+	}
+	b := in.b
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: toolOf(s), Arguments: d.payload,
+		Meta: mcp.Meta{MetaTaskID: in.id, mcptask.MetaIdempotencyKey: idempotencyKey(in.id, s.Name)}}}
+	step, replay, err := in.claimStep(d.ctx, nil, req) // the task stepOf read
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrNotWaiting, err)
+	case replay != nil:
+		d.result = b.answer(d.ctx, in, step, replay, mcptask.Core, true)
+		return nil
+	case step.Name != s.Name:
+		in.releaseStep(step.Name)
+		return fmt.Errorf("the webhook names step %q, but step %q is the one waiting for tool %q: %w", s.Name, step.Name, toolOf(s), ErrNotWaiting)
+	}
+	defer in.releaseStep(step.Name)
+	tctx, untrack := b.engine.Track(d.ctx, in.id)
+	res, callErr := b.engine.RunTool(withStep(tctx, in.id, step.Name, in.nextAttempt(step.Name), ByWebhook), req)
+	untrack()
+	if callErr != nil {
+		return callErr
+	}
+	recorded, err := in.recordClient(context.WithoutCancel(d.ctx), step, req, res, nil, ByWebhook)
+	if err != nil {
+		return err
+	}
+	if recorded != nil {
+		d.result = b.answer(d.ctx, in, step, recorded, mcptask.Core, true)
+		return nil
+	}
+	if !res.IsError {
+		in.kick("")
+	}
+	d.result = b.answer(d.ctx, in, step, res, mcptask.Core, false)
+	return nil
+}
+
+// Deliver records an outsider's delivery to step step of workflow task id
+// (by says who: ByWebhook, ByClient): an event's payload (a JSON object
+// matching the step's payload schema, which becomes its output), or the
+// arguments of a client step that accepts the webhook, whose tool then
+// runs. An event delivered before the workflow awaits it is kept and
+// delivered when it does (the answer says so). A delivery that repeats the
+// recorded one is answered as done; nothing is recorded on a refusal: an
+// unknown task or step (store.ErrNotFound), a step that does not take a
+// delivery now (ErrNotWaiting), a payload that does not match (-32602).
+func (b *Bridge) Deliver(ctx context.Context, id, step string, payload json.RawMessage, by string) (*mcp.CallToolResult, error) {
+	res, _, err := b.deliver(ctx, id, step, payload, by, viaAPI)
+	return res, err
+}
+
+// deliver is Deliver arriving via via; kept reports an event kept for
+// later.
+func (b *Bridge) deliver(ctx context.Context, id, step string, payload json.RawMessage, by, via string) (res *mcp.CallToolResult, kept bool, err error) {
+	in, s, err := b.stepOf(ctx, id, step)
+	if err != nil {
+		return nil, false, err
+	}
+	defer b.done(in)
+	d := &delivery{ctx: ctx, in: in, s: s, payload: payload, by: by, via: via}
+	if err := s.kind.deliver(d); err != nil {
+		return nil, false, err
+	}
+	if d.result != nil {
+		return d.result, false, nil
+	}
+	cur, p := b.settle(ctx, id)
+	return b.eventResult(cur, p, s, d.kept), d.kept, nil
+}
+
+// stepOf returns the instance of workflow task id (release it with done)
+// and its step named step.
+func (b *Bridge) stepOf(ctx context.Context, id, step string) (*instance, *Step, error) {
+	t, err := b.engine.Task(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t.Labels[taskrouter.LabelKind] != taskrouter.KindWorkflow {
+		return nil, nil, fmt.Errorf("task %s is not a workflow task: %w", id, store.ErrNotFound)
+	}
+	in := b.use(id)
+	wf, verr := in.refresh(ctx, t)
+	if verr != nil {
+		b.done(in)
+		return nil, nil, fmt.Errorf("%w: %v", ErrNotWaiting, verr)
+	}
+	s := wf.byName[step]
+	if s == nil {
+		b.done(in)
+		return nil, nil, fmt.Errorf("workflow %q has no step %q: %w", wf.def.Name, step, store.ErrNotFound)
+	}
+	return in, s, nil
+}
+
+// inputRequests lists the input requests of the steps workflow task t
+// waits on (events, as elicitation forms) keyed by step name, for the
+// extension's tasks/get (see taskrouter.InputKind).
 func (b *Bridge) inputRequests(t *store.Task) map[string]json.RawMessage {
 	p, err := decodeProgress(t)
 	if err != nil {
@@ -201,17 +285,9 @@ func (b *Bridge) inputRequests(t *store.Task) map[string]json.RawMessage {
 	}
 	out := map[string]json.RawMessage{}
 	for i, s := range wf.steps {
-		if sp := &p.Steps[i]; s.kind() != KindEvent || sp.Status != StepAwaitingEvent {
-			continue
+		if req := s.kind.inputRequest(s, &p.Steps[i]); req != nil {
+			out[s.Name] = req
 		}
-		schema := s.Payload
-		if schema == nil {
-			schema = map[string]any{"type": "object", "properties": map[string]any{}}
-		}
-		out[s.Name] = marshal(map[string]any{
-			"method": "elicitation/create",
-			"params": map[string]any{"mode": "form", "message": eventMessage(s), "requestedSchema": schema},
-		})
 	}
 	if len(out) == 0 {
 		return nil
@@ -220,12 +296,13 @@ func (b *Bridge) inputRequests(t *store.Task) map[string]json.RawMessage {
 }
 
 // answerInputs takes the client's tasks/update answers for workflow task
-// t: each key names an event step, each value is an elicitation result.
-// "accept" delivers its content as the event's payload; "decline" and
-// "cancel" skip the step (steps whose arguments need its output are
-// skipped too). Keys that name no event waiting now are ignored, as the
-// extension asks of unknown keys (an answer may repeat one another
-// replica recorded).
+// t: each key names a step, each value is an elicitation result.
+// "accept" delivers its content as the step's payload (an event; one the
+// workflow has not reached yet is kept for when it does); "decline" and
+// "cancel" skip the step (steps that need its output are skipped too).
+// Keys that name no step taking an answer are ignored, as the extension
+// asks of unknown keys (an answer may repeat one another replica
+// recorded).
 func (b *Bridge) answerInputs(ctx context.Context, t *store.Task, responses map[string]json.RawMessage) error {
 	for _, key := range slices.Sorted(maps.Keys(responses)) {
 		var res struct {
@@ -242,21 +319,17 @@ func (b *Bridge) answerInputs(ctx context.Context, t *store.Task, responses map[
 		if err != nil {
 			return err
 		}
-		if s.kind() != KindEvent {
-			b.done(in)
-			continue
-		}
+		d := &delivery{ctx: ctx, in: in, s: s, by: ByClient, via: viaUpdate}
 		switch res.Action {
 		case "accept":
-			payload := res.Content
-			if len(payload) == 0 || string(payload) == "null" {
-				payload = json.RawMessage("{}")
+			d.payload = res.Content
+			if len(d.payload) == 0 || string(d.payload) == "null" {
+				d.payload = json.RawMessage("{}")
 			}
-			if err = checkPayload(s, payload); err == nil {
-				err = in.endEvent(ctx, s, payload, ByClient, "")
-			}
+			err = s.kind.deliver(d)
 		case "decline", "cancel":
-			err = in.endEvent(ctx, s, nil, ByClient, fmt.Sprintf("the client answered %q to event %q", res.Action, s.Name))
+			d.decline = fmt.Sprintf("the client answered %q to %q", res.Action, s.Name)
+			err = s.kind.deliver(d)
 		default:
 			err = mcptask.InvalidParams("inputResponses[%q]: action %q is none of accept, decline, cancel", key, res.Action)
 		}
@@ -270,82 +343,16 @@ func (b *Bridge) answerInputs(ctx context.Context, t *store.Task, responses map[
 
 // eventResult is the answer to a delivered event: where the workflow
 // stands now.
-func (b *Bridge) eventResult(t *store.Task, p *Progress, s *Step) *mcp.CallToolResult {
+func (b *Bridge) eventResult(t *store.Task, p *Progress, s *Step, kept bool) *mcp.CallToolResult {
 	lead := fmt.Sprintf("Event %q is recorded on workflow task %s.", s.Name, t.ID)
+	if kept {
+		lead = fmt.Sprintf("Event %q arrived before workflow task %s waits for it: it is kept, and delivered when the workflow reaches step %q.", s.Name, t.ID, s.Name)
+	}
 	res, err := b.toolResult(t, p, mcptask.Core, lead)
 	if err != nil {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: lead}}}
 	}
 	return res
-}
-
-// checkPayload refuses an event payload that is not a JSON object, or
-// does not match the step's payload schema.
-func checkPayload(s *Step, payload json.RawMessage) error {
-	var v any
-	if err := json.Unmarshal(payload, &v); err != nil {
-		return mcptask.InvalidParams("the payload of event %q is not JSON: %v", s.Name, err)
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return mcptask.InvalidParams("the payload of event %q must be a JSON object", s.Name)
-	}
-	if s.Payload == nil {
-		return nil
-	}
-	raw, err := json.Marshal(s.Payload)
-	if err != nil {
-		return mcptask.InternalError("event %q: encoding its payload schema: %v", s.Name, err)
-	}
-	var schema jsonschema.Schema
-	if err := json.Unmarshal(raw, &schema); err != nil {
-		return mcptask.InternalError("event %q: its payload schema: %v", s.Name, err)
-	}
-	resolved, err := schema.Resolve(nil)
-	if err != nil {
-		return mcptask.InternalError("event %q: its payload schema: %v", s.Name, err)
-	}
-	if err := resolved.Validate(v); err != nil {
-		return mcptask.InvalidParams("the payload of event %q does not match its schema: %v", s.Name, err)
-	}
-	return nil
-}
-
-// performByWebhook performs client step s (which accepts the webhook) with
-// payload as its tool's arguments, as a continuation would.
-func (b *Bridge) performByWebhook(ctx context.Context, in *instance, s *Step, payload json.RawMessage) (*mcp.CallToolResult, error) {
-	if !s.Webhook {
-		return nil, fmt.Errorf("step %q does not accept the webhook: %w", s.Name, ErrNotWaiting)
-	}
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: s.Tool, Arguments: payload,
-		Meta: mcp.Meta{MetaTaskID: in.id, mcptask.MetaIdempotencyKey: idempotencyKey(in.id, s.Name)}}}
-	step, replay, err := in.claimStep(ctx, nil, req) // the task stepOf read
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: %v", ErrNotWaiting, err)
-	case replay != nil:
-		return b.answer(ctx, in, step, replay, mcptask.Core, true), nil
-	case step.Name != s.Name:
-		in.releaseStep(step.Name)
-		return nil, fmt.Errorf("the webhook names step %q, but step %q is the one waiting for tool %q: %w", s.Name, step.Name, s.Tool, ErrNotWaiting)
-	}
-	defer in.releaseStep(step.Name)
-	tctx, untrack := b.engine.Track(ctx, in.id)
-	res, callErr := b.engine.RunTool(tctx, req)
-	untrack()
-	if callErr != nil {
-		return nil, callErr
-	}
-	recorded, err := in.recordClient(context.WithoutCancel(ctx), step, req, res, nil, ByWebhook)
-	if err != nil {
-		return nil, err
-	}
-	if recorded != nil {
-		return b.answer(ctx, in, step, recorded, mcptask.Core, true), nil
-	}
-	if !res.IsError {
-		in.kick("")
-	}
-	return b.answer(ctx, in, step, res, mcptask.Core, false), nil
 }
 
 // maxWebhookBody bounds a webhook's body.
@@ -357,7 +364,9 @@ const maxWebhookBody = 1 << 20
 // X-Taskbridge-Token, or the query parameter token), and a JSON object as
 // the body: an event's payload, or the arguments of a client step that
 // accepts the webhook. The answer is JSON: the task id, the step, the
-// task's status after the delivery and its status message (200); or an
+// task's status after the delivery and its status message (200; 202 with
+// "kept": true for an event the workflow has not reached yet, which is
+// kept and delivered when it does); or an
 // error: 400 (malformed body or payload), 401 (bad token), 404 (unknown
 // task or step), 405 (not POST), 409 (the step does not wait for it now).
 // The token of a task is in its handoff (each webhook step's webhook
@@ -406,7 +415,7 @@ func (b *Bridge) WebhookHandler() http.Handler {
 		case len(strings.TrimSpace(string(body))) == 0:
 			body = []byte("{}")
 		}
-		res, err := b.Deliver(r.Context(), id, step, body, ByWebhook)
+		res, kept, err := b.deliver(r.Context(), id, step, body, ByWebhook, viaWebhook)
 		var je *jsonrpc.Error
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -427,7 +436,12 @@ func (b *Bridge) WebhookHandler() http.Handler {
 		if cur != nil {
 			out["status"], out["statusMessage"] = cur.Status, cur.StatusMessage
 		}
-		reply(http.StatusOK, out)
+		code := http.StatusOK
+		if kept {
+			out["kept"] = true // an event before its step: delivered when the workflow reaches it
+			code = http.StatusAccepted
+		}
+		reply(code, out)
 	})
 }
 

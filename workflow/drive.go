@@ -53,10 +53,14 @@ const inProcessWait = 2 * time.Second
 // loop's next pass has ended: what was due then is written (a wake-up
 // waits for it, so the scheduler does not wake the task again before its
 // wake-up time moved).
-func (in *instance) kick(reason string) <-chan struct{} {
+func (in *instance) kick(reason string) (passed <-chan struct{}) {
+	in.locked(func() { passed = in.kickLocked(reason) })
+	return passed
+}
+
+// kickLocked is kick. Call with mu held.
+func (in *instance) kickLocked(reason string) <-chan struct{} {
 	b := in.b
-	in.mu.Lock()
-	defer in.mu.Unlock()
 	if in.passed == nil {
 		in.passed = make(chan struct{})
 	}
@@ -101,25 +105,27 @@ func (in *instance) drive(reason string) {
 		if p := recover(); p != nil {
 			// A bug must cost one task, never the process.
 			b.engine.Logger().Error("panic running a workflow task's steps", "task", in.id, "panic", p, "stack", string(debug.Stack()))
-			in.mu.Lock()
-			in.driving = false
-			in.stopAll(errTaskEnded)
-			in.invalidate()
-			in.passEnded()
-			in.mu.Unlock()
+			in.locked(func() {
+				in.driving = false
+				in.stopAll(errTaskEnded)
+				in.invalidate()
+				in.passEnded()
+			})
 			b.failTask(context.WithoutCancel(b.ctx), in.id, fmt.Sprintf("internal error while running the workflow's steps: %v", p))
 		}
 	}()
 	var results []stepResult
 	for {
-		wake, more := in.locked(func() (time.Time, bool) {
+		var wake time.Time
+		var more bool
+		in.locked(func() {
 			in.again = false
 			defer in.passEnded()
-			wake, more := in.pass(b.ctx, reason, results)
+			wake, more = in.pass(b.ctx, reason, results)
 			if !more && !in.again {
 				in.driving = false
 			}
-			return wake, more || in.again
+			more = more || in.again
 		})
 		reason, results = "", nil
 		if !more {
@@ -137,10 +143,7 @@ func (in *instance) drive(reason string) {
 		case <-in.poke:
 		case <-timer:
 		case <-b.ctx.Done():
-			in.mu.Lock()
-			in.driving = false
-			in.passEnded()
-			in.mu.Unlock()
+			in.drain(results)
 			return
 		}
 		for drained := false; !drained; { // take every outcome that arrived
@@ -154,11 +157,71 @@ func (in *instance) drive(reason string) {
 	}
 }
 
-// locked runs f with mu held, unlocking even when f panics.
-func (in *instance) locked(f func() (time.Time, bool)) (time.Time, bool) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return f()
+// drainWait bounds how long a graceful stop waits for the tools running
+// here to return before it hands their steps back anyway.
+const drainWait = 5 * time.Second
+
+// drain is a graceful stop (Bridge.Close): the tools running here were
+// cancelled; it waits for them (at most drainWait), records the outcomes
+// that arrived (results holds those already taken), and hands every step
+// still open back: its attempt ends "stopped", it runs again on whichever
+// process picks the task up, and it does not count as a crash. The lease
+// is released in the same write.
+func (in *instance) drain(results []stepResult) {
+	b := in.b
+	timer := time.NewTimer(drainWait)
+	defer timer.Stop()
+	for {
+		open := 0
+		in.locked(func() {
+			for _, r := range results {
+				if ru := in.running[r.step]; ru != nil && ru.attempt == r.attempt {
+					delete(in.running, r.step)
+				}
+			}
+			open = len(in.running)
+		})
+		if open == 0 {
+			break
+		}
+		select {
+		case r := <-in.results:
+			results = append(results, r)
+			continue
+		case <-timer.C:
+		}
+		break
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
+	defer cancel()
+	in.locked(func() {
+		defer in.passEnded()
+		in.driving = false
+		defer func() {
+			in.running = map[string]*stepRun{}
+			in.dropLease()
+		}()
+		if in.lease == nil || !in.lease.Held() {
+			return // another process runs the task's steps: nothing is open here
+		}
+		err := in.commit(ctx, func(p *Progress) (store.Update, error) {
+			now := b.engine.Now()
+			for _, r := range results {
+				if r.stopped == "" {
+					in.record(p, in.wf.byName[r.step], r, now)
+				}
+			}
+			for i := range p.Steps {
+				p.Steps[i].handBack(now)
+			}
+			p.refresh()
+			p.PauseReason = pauseReason(in.wf, p)
+			return store.Update{ReleaseLease: true}, nil
+		})
+		if err != nil && !errors.Is(err, errEnded) && !errors.Is(err, errTakenOver) {
+			b.engine.Logger().Warn("handing a workflow task's steps back at shutdown", "task", in.id, "error", err)
+		}
+	})
 }
 
 // pass records results, plans what is due and writes both, then starts
@@ -174,10 +237,15 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 		}
 	}
 	for _, r := range results {
+		if r.stopped != "" && ctx.Err() != nil {
+			// The bridge is closing (a graceful stop): the drive loop
+			// drains, handing the step back.
+			return time.Time{}, true
+		}
 		if r.stopped != "" {
 			// The task's work was stopped (a cancel, its expiry, a lost
-			// lease, the shutdown): whoever stopped it decides what comes
-			// next; nothing is recorded here.
+			// lease): whoever stopped it decides what comes next; nothing
+			// is recorded here.
 			in.stopAll(errTaskEnded)
 			in.invalidate()
 			in.logStopped(r.step, r.stopped)
@@ -237,6 +305,13 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 		default:
 			log.Error("recording a workflow task's progress", "task", in.id, "error", err)
 			in.stopAll(errTaskEnded)
+			if permanent(err) {
+				// A write the store refuses for a reason that will not go
+				// away fails the task with that reason, never leaving it
+				// "running" until its ttl.
+				in.invalidate()
+				b.failTask(context.WithoutCancel(ctx), in.id, fmt.Sprintf("the workflow's progress cannot be recorded: %v", err))
+			}
 			return time.Time{}, false
 		}
 		break
@@ -286,12 +361,13 @@ func (in *instance) launch(name string) {
 	b, wf, p := in.b, in.wf, in.p
 	s, sp := wf.byName[name], p.step(name)
 	a := sp.open()
-	if s == nil || a == nil {
+	c := callOf(s)
+	if s == nil || a == nil || c == nil {
 		return
 	}
-	args, err := (&runner{wf: wf.def, vars: in.vars}).resolveFor(p, s, sp.ServerTakeover)
+	args, err := c.resolve(&resolver{w: wf.def, vars: in.vars}, p, false, sp.ServerTakeover)
 	tctx, untrack := b.engine.Track(b.ctx, in.id)
-	ctx, cancel := context.WithCancelCause(tctx)
+	ctx, cancel := context.WithCancelCause(withStep(tctx, in.id, name, a.N, ByServer))
 	in.running[name] = &stepRun{attempt: a.N, cancel: cancel}
 	meta := mcp.Meta{mcptask.MetaIdempotencyKey: sp.IdempotencyKey}
 	go func() {
@@ -302,7 +378,7 @@ func (in *instance) launch(name string) {
 			r.msg, r.final = err.Error(), true
 		} else {
 			r.args = marshal(args)
-			res, cerr := b.runTool(ctx, s.Tool, args, meta)
+			res, cerr := b.runTool(ctx, c.tool, args, meta)
 			switch {
 			case ctx.Err() != nil:
 				r.stopped = taskrouter.Stopped(ctx)
@@ -321,6 +397,10 @@ func (in *instance) launch(name string) {
 		select {
 		case in.results <- r:
 		case <-b.ctx.Done():
+			select { // a graceful stop drains: it may still take it
+			case in.results <- r:
+			case <-time.After(drainWait):
+			}
 		}
 	}()
 }

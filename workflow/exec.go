@@ -29,151 +29,20 @@ type RecorderFunc func(ctx context.Context, p *Progress) error
 // Record calls f.
 func (f RecorderFunc) Record(ctx context.Context, p *Progress) error { return f(ctx, p) }
 
-// runner resolves a workflow's arguments against a progress record, and
-// runs a plain workflow's server steps (see advance).
+// runner runs a plain workflow's tool steps in the request (see
+// advance).
 type runner struct {
 	wf       *Definition
 	call     ToolCaller
-	session  *mcp.ServerSession                        // the client the plain workflow runs for
-	vars     func(name string) (json.RawMessage, bool) // task variables
+	session  *mcp.ServerSession // the client the plain workflow runs for
 	now      func() time.Time
 	trace    []*mcp.PromptMessage
 	observer StepObserver
 }
 
-// errUnavailable reports an input that does not exist yet: the output of a
-// step that has not completed, or a task variable nobody set.
-type errUnavailable struct{ what string }
-
-func (e *errUnavailable) Error() string { return e.what + " is not available yet" }
-
-// errNotProvided reports an optional prompt argument the client left out.
-var errNotProvided = errors.New("not provided")
-
-// resolve computes a step's arguments. An argument bound to an optional
-// prompt argument that was not given is left out (or gets its default).
-// With partial set, unresolvable arguments become handoff placeholders
-// instead of errors.
-func (r *runner) resolve(p *Progress, s *Step, partial bool) (map[string]json.RawMessage, error) {
-	return r.resolveWith(p, s, partial, false)
-}
-
-// resolveFor computes the arguments of a server run of s: with takeover
-// (the server performs a client step whose wait ran out), FromClient
-// arguments take their defaults.
-func (r *runner) resolveFor(p *Progress, s *Step, takeover bool) (map[string]json.RawMessage, error) {
-	return r.resolveWith(p, s, false, takeover)
-}
-
-func (r *runner) resolveWith(p *Progress, s *Step, partial, takeover bool) (map[string]json.RawMessage, error) {
-	out := make(map[string]json.RawMessage, len(s.Args))
-	for name, src := range s.Args {
-		if takeover && src.Kind == SourceClient && src.Default != nil {
-			out[name] = src.Default
-			continue
-		}
-		v, err := r.value(p, src)
-		switch {
-		case errors.Is(err, errNotProvided):
-			if src.Default != nil {
-				out[name] = src.Default
-			}
-			continue
-		case err != nil && partial:
-			out[name] = placeholder(src, err)
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("argument %q: %w", name, err)
-		}
-		out[name] = v
-	}
-	return out, nil
-}
-
-func placeholder(src Source, err error) json.RawMessage {
-	desc := src.Description
-	switch src.Kind {
-	case SourceStepOutput, SourceTaskVar:
-		desc = "from " + src.String()
-	case SourcePromptArg:
-		desc = "prompt argument " + src.Name
-	}
-	if desc == "" {
-		desc = err.Error()
-	}
-	return marshal("<" + desc + ">")
-}
-
-// marshal encodes v without HTML escaping, so "<placeholders>" and code
-// stay readable for an LLM. v must be encodable.
-func marshal(v any) json.RawMessage {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return json.RawMessage("null")
-	}
-	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
-}
-
-func (r *runner) value(p *Progress, src Source) (json.RawMessage, error) {
-	switch src.Kind {
-	case SourceConstant:
-		return src.Value, nil
-	case SourcePromptArg:
-		v, ok := p.Arguments[src.Name]
-		if !ok {
-			if r.wf.requiredArg(src.Name) {
-				return nil, fmt.Errorf("required prompt argument %q was not provided", src.Name)
-			}
-			return nil, fmt.Errorf("prompt argument %q: %w", src.Name, errNotProvided)
-		}
-		return marshal(v), nil
-	case SourceStepOutput:
-		out, ok := p.Outputs[src.Name]
-		if !ok {
-			return nil, &errUnavailable{what: fmt.Sprintf("output %q", src.Name)}
-		}
-		return selectPath(out, src.Path)
-	case SourceTaskVar:
-		if r.vars != nil {
-			if v, ok := r.vars(src.Name); ok {
-				return v, nil
-			}
-		}
-		return nil, &errUnavailable{what: fmt.Sprintf("task variable %q", src.Name)}
-	case SourceClient:
-		return nil, &errUnavailable{what: "a value the client supplies (" + src.Description + ")"}
-	}
-	return nil, fmt.Errorf("unknown source kind %q", src.Kind)
-}
-
-// selectPath walks object keys and array indexes.
-func selectPath(v json.RawMessage, path []string) (json.RawMessage, error) {
-	cur := v
-	for i, seg := range path {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(cur, &obj); err == nil && obj != nil {
-			next, ok := obj[seg]
-			if !ok {
-				return nil, fmt.Errorf("field path %q: no field %q", strings.Join(path, "."), strings.Join(path[:i+1], "."))
-			}
-			cur = next
-			continue
-		}
-		var arr []json.RawMessage
-		if err := json.Unmarshal(cur, &arr); err == nil {
-			n, ok := stepIndex(seg)
-			if !ok || n >= len(arr) {
-				return nil, fmt.Errorf("field path %q: no element %q", strings.Join(path, "."), strings.Join(path[:i+1], "."))
-			}
-			cur = arr[n]
-			continue
-		}
-		return nil, fmt.Errorf("field path %q: %q is not an object or array", strings.Join(path, "."), strings.Join(path[:i], "."))
-	}
-	return cur, nil
-}
+// resolver reads the plain workflow's sources (it has no task
+// variables).
+func (r *runner) resolver() *resolver { return &resolver{w: r.wf} }
 
 // OutputOf is the value a tool result contributes as a step output: its
 // structured content when present; otherwise its text, decoded when the
@@ -245,7 +114,8 @@ func fail(p *Progress, s *Step, by, msg string, now time.Time) {
 	sp.end(ReasonClient, by, now, msg)
 	sp.Status = StepFailed
 	sp.Error = msg
-	p.Errors = append(p.Errors, StepError{Step: s.Name, Tool: s.Tool, Message: msg, Retryable: s.Retryable, At: now})
+	c := callOf(s)
+	p.Errors = append(p.Errors, StepError{Step: s.Name, Tool: toolOf(s), Message: msg, Retryable: c != nil && c.retryable, At: now})
 	if len(p.Errors) > maxHistory {
 		p.Errors = append(p.Errors[:1], p.Errors[len(p.Errors)-maxHistory+1:]...)
 	}
@@ -288,7 +158,7 @@ func (r *runner) advance(ctx context.Context, p *Progress, rec Recorder) error {
 	for {
 		s, sp := r.next(p)
 		if s != nil && !sp.HandedToClient {
-			if why := r.skipReason(p, s); why != "" {
+			if why := r.resolver().skipReason(p, s); why != "" {
 				sp.Status, sp.SkipReason = StepSkipped, why
 				p.refresh()
 				continue
@@ -298,7 +168,7 @@ func (r *runner) advance(ctx context.Context, p *Progress, rec Recorder) error {
 		case s == nil:
 			p.PauseReason = ""
 			return nil
-		case s.execution() == ClientDeferred:
+		case s.Execution() == ClientDeferred:
 			sp.Status = StepAwaitingClient
 			p.PauseReason = awaitingMessage(s, sp)
 			return rec.Record(ctx, p)
@@ -314,7 +184,8 @@ func (r *runner) advance(ctx context.Context, p *Progress, rec Recorder) error {
 
 // runStep runs server step s of a plain workflow with its retry policy.
 func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProgress, rec Recorder) error {
-	pol := s.policy()
+	c := callOf(s)
+	pol := c.policy()
 	for try := 1; ; try++ {
 		reason := ReasonFirst
 		if sp.Attempts > 0 {
@@ -323,15 +194,15 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 		sp.begin(reason, ByServer, r.now())
 		sp.Status = StepRunning
 		p.PauseReason = runningMessage(s, sp)
-		args, rerr := r.resolve(p, s, false)
+		args, rerr := c.resolve(r.resolver(), p, false, false)
 		var res *mcp.CallToolResult
 		var msg string
 		if rerr != nil {
 			msg = rerr.Error()
 		} else {
-			r.trace = append(r.trace, callMessage(s, args))
+			r.trace = append(r.trace, callMessage(s.Name, c.tool, args))
 			var err error
-			res, err = r.call(ctx, r.session, s.Tool, args, nil)
+			res, err = r.call(ctx, r.session, c.tool, args, nil)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
@@ -348,7 +219,7 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 		if msg == "" {
 			complete(p, s, ByServer, marshal(args), res, now)
 			emit(r.observer, "", p, s, nil)
-			r.trace = append(r.trace, resultMessage(s, res))
+			r.trace = append(r.trace, resultMessage(s.Name, c.tool, OutputOf(res)))
 			return rec.Record(ctx, p)
 		}
 		fail(p, s, ByServer, msg, now)
@@ -360,12 +231,12 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 			if err := rec.Record(ctx, p); err != nil {
 				return err
 			}
-			if err := sleep(ctx, wait); err != nil {
+			if err := sleepCtx(ctx, wait); err != nil {
 				return err
 			}
 			continue
 		}
-		if s.failurePolicy() == FailWorkflow {
+		if c.failurePolicy() == FailWorkflow {
 			p.PauseReason = failedWorkflowMessage(s, msg)
 			return &stepFailedError{step: s.Name, msg: msg}
 		}
@@ -374,7 +245,7 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
@@ -392,41 +263,10 @@ func textMessage(role, text string) *mcp.PromptMessage {
 	return &mcp.PromptMessage{Role: mcp.Role(role), Content: &mcp.TextContent{Text: text}}
 }
 
-func callMessage(s *Step, args map[string]json.RawMessage) *mcp.PromptMessage {
-	b := marshal(args)
-	return textMessage("assistant", fmt.Sprintf("Step %q: calling tool %q with %s", s.Name, s.Tool, b))
+func callMessage(step, tool string, args map[string]json.RawMessage) *mcp.PromptMessage {
+	return textMessage("assistant", fmt.Sprintf("Step %q: calling tool %q with %s", step, tool, marshal(args)))
 }
 
-func resultMessage(s *Step, res *mcp.CallToolResult) *mcp.PromptMessage {
-	return textMessage("user", fmt.Sprintf("Result of step %q (tool %q): %s", s.Name, s.Tool, OutputOf(res)))
-}
-
-// promptArgs checks and copies the prompt's arguments.
-func (w *Definition) promptArgs(in map[string]string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, a := range w.Arguments {
-		v, ok := in[a.Name]
-		if !ok {
-			if a.Required {
-				return nil, fmt.Errorf("missing required argument %q", a.Name)
-			}
-			continue
-		}
-		out[a.Name] = v
-	}
-	for k := range in {
-		if !w.declares(k) {
-			return nil, fmt.Errorf("unknown argument %q", k)
-		}
-	}
-	return out, nil
-}
-
-func (w *Definition) declares(name string) bool {
-	for _, a := range w.Arguments {
-		if a.Name == name {
-			return true
-		}
-	}
-	return false
+func resultMessage(step, tool string, out json.RawMessage) *mcp.PromptMessage {
+	return textMessage("user", fmt.Sprintf("Result of step %q (tool %q): %s", step, tool, out))
 }

@@ -46,6 +46,12 @@ type ForkOptions struct {
 	// Arguments replace prompt arguments of the original (the others are
 	// kept); steps from From on see the new values.
 	Arguments map[string]string
+	// Version, when set, is the served version of the workflow the fork
+	// runs on (by default the original's): an operator moves a task whose
+	// version is gone onto one that is served. The steps before From keep
+	// what the original recorded of the steps of the same names; each of
+	// them must exist in the original and have ended.
+	Version string
 }
 
 // ErrCannotFork is matched by the errors of a fork the original cannot
@@ -67,9 +73,8 @@ func (b *Bridge) Fork(ctx context.Context, id string, o ForkOptions) (*store.Tas
 		return nil, err
 	}
 	defer b.done(in)
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.task, nil
+	nt, _ := in.known()
+	return nt, nil
 }
 
 // fork starts the fork of t for requestor q and records the lineage. It
@@ -82,9 +87,9 @@ func (b *Bridge) fork(ctx context.Context, q *taskrouter.Request, t *store.Task,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
 	}
-	wf, err := b.compiledFor(t, p)
+	wf, err := b.forkTarget(t, p, o.Version)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
+		return nil, err
 	}
 	from, err := forkStage(wf, p, o.From)
 	if err != nil {
@@ -96,21 +101,28 @@ func (b *Bridge) fork(ctx context.Context, q *taskrouter.Request, t *store.Task,
 	}
 	maps.Copy(args, o.Arguments)
 	if args, err = wf.def.promptArgs(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCannotFork, err)
+		return nil, &refused{rpc: mcptask.InvalidParams("%v", err), cause: ErrCannotFork}
 	}
-	np := newProgress(wf.def, wf.version, args, b.engine.Now())
+	np := newProgress(wf, args, b.engine.Now())
 	for i := range np.Steps {
-		if wf.stage[i] >= from {
-			break
+		old := p.step(np.Steps[i].Name)
+		if old == nil {
+			continue
 		}
-		np.Steps[i] = p.Steps[i]
-		if out, ok := p.Outputs[p.Steps[i].Output]; ok {
-			np.Outputs[p.Steps[i].Output] = out
+		if wf.stage[i] >= from {
+			np.Steps[i] = wf.steps[i].kind.fork(np.Steps[i], *old)
+			continue
+		}
+		rec := *old
+		rec.Print = np.Steps[i].Print // it runs on wf now
+		np.Steps[i] = rec
+		if out, ok := p.Outputs[old.Output]; ok {
+			np.Outputs[np.Steps[i].Output] = out
 		}
 	}
 	at := wf.steps[wf.stages[from][0]].Name
-	if g := wf.groupOf[at]; g != nil {
-		at = g.Name
+	if c := wf.container[from]; c != nil {
+		at = c.Name
 	}
 	vars := map[string]json.RawMessage{}
 	for k, v := range t.Variables {
@@ -128,15 +140,44 @@ func (b *Bridge) fork(ctx context.Context, q *taskrouter.Request, t *store.Task,
 	return in, nil
 }
 
-// forkStage is the stage a fork of p starts at: the stage of step (or
-// group) from, or the first stage not completed. Every step before it
-// must have ended.
+// forkTarget is the version a fork of t (at progress p) runs on: version
+// when set (it must be served), else the original's.
+func (b *Bridge) forkTarget(t *store.Task, p *Progress, version string) (*compiled, error) {
+	if version == "" {
+		wf, err := b.compiledFor(t, p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v; fork it onto a served version (ForkOptions.Version)", ErrCannotFork, err)
+		}
+		return wf, nil
+	}
+	name := t.Labels[LabelWorkflow]
+	b.mu.Lock()
+	v := b.workflows[name]
+	var wf *compiled
+	if v != nil {
+		wf = v.byVersion[version]
+	}
+	b.mu.Unlock()
+	if wf == nil {
+		served := []string{}
+		if v != nil {
+			served = v.servedVersions()
+		}
+		return nil, mcptask.InvalidParams("workflow %q has no served version %q: fork onto one of %s", name, version, quoteList(served))
+	}
+	return wf, nil
+}
+
+// forkStage is the stage of wf a fork of p starts at: the stage of step
+// (or container) from, or the first stage not completed. Every step
+// before it must have ended in p (and exist there: p may have been
+// recorded by another version).
 func forkStage(wf *compiled, p *Progress, from string) (int, error) {
 	stage := -1
 	switch i, ok := wf.index[from]; {
 	case from == "":
-		for j := range p.Steps {
-			if p.Steps[j].Status != StepCompleted {
+		for j, s := range wf.steps {
+			if sp := p.step(s.Name); sp == nil || sp.Status != StepCompleted {
 				stage = wf.stage[j]
 				break
 			}
@@ -147,30 +188,37 @@ func forkStage(wf *compiled, p *Progress, from string) (int, error) {
 	case ok:
 		stage = wf.stage[i]
 	default:
-		for s, members := range wf.stages {
-			if g := wf.groupOf[wf.steps[members[0]].Name]; g != nil && g.Name == from {
-				stage = s
+		for st, c := range wf.container {
+			if c != nil && c.Name == from {
+				stage = st
 			}
 		}
 		if stage < 0 {
 			return 0, mcptask.InvalidParams("workflow %q has no step %q: name one of %s", wf.def.Name, from, quoteList(stepNames(wf)))
 		}
 	}
-	for j := range p.Steps {
-		if wf.stage[j] < stage && !p.Steps[j].ended() {
+	for j, s := range wf.steps {
+		if wf.stage[j] >= stage {
+			break
+		}
+		sp := p.step(s.Name)
+		switch {
+		case sp == nil:
+			return 0, fmt.Errorf("step %q, before %q, is not in the original task (another version): fork from %q or an earlier step: %w", s.Name, from, s.Name, ErrCannotFork)
+		case !sp.ended():
 			return 0, fmt.Errorf("step %q, before %q, has not ended (it is %s): fork from %q or an earlier step: %w",
-				p.Steps[j].Name, from, p.Steps[j].Status, p.Steps[j].Name, ErrCannotFork)
+				sp.Name, from, sp.Status, sp.Name, ErrCannotFork)
 		}
 	}
 	return stage, nil
 }
 
-// stepNames lists wf's step and group names in order.
+// stepNames lists wf's step and container names in order.
 func stepNames(wf *compiled) []string {
 	var out []string
 	for _, s := range wf.def.Steps {
 		out = append(out, s.Name)
-		for _, m := range s.Members {
+		for _, m := range s.kind.members() {
 			out = append(out, m.Name)
 		}
 	}
@@ -276,13 +324,13 @@ func (b *Bridge) ForkPoints(t *store.Task) []string {
 		return nil
 	}
 	var out []string
-	for _, members := range wf.stages {
+	for st, members := range wf.stages {
 		name := wf.steps[members[0]].Name
 		if _, err := forkStage(wf, p, name); err != nil {
 			break
 		}
-		if g := wf.groupOf[name]; g != nil {
-			name = g.Name
+		if c := wf.container[st]; c != nil {
+			name = c.Name
 		}
 		out = append(out, name)
 	}

@@ -2,8 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
-	"maps"
-	"slices"
+	"fmt"
 	"strings"
 
 	"github.com/taskbridge/taskbridge/handoff"
@@ -14,13 +13,44 @@ import (
 // handoffSchemaJSON is the handoff document's JSON Schema.
 func handoffSchemaJSON() []byte { return handoff.SchemaJSON() }
 
+// view is what a kind's handoff entry (kind.entry) works with: the task,
+// its progress, the version it runs on (nil when not served here), and
+// what the reader can call.
+type view struct {
+	b        *Bridge
+	t        *store.Task
+	p        *Progress
+	wf       *compiled
+	d        mcptask.Dialect
+	update   bool // the reader has tasks/update (events)
+	resolver *resolver
+}
+
+// webhook is the webhook of step name of the task, when the bridge knows
+// its URL and the task is active; nil otherwise.
+func (v *view) webhook(name string) *handoff.Webhook {
+	if v.b.opts.WebhookURL == "" || v.t.Status.Terminal() {
+		return nil
+	}
+	var token string
+	if json.Unmarshal(v.t.Variables[VarWebhookToken], &token) != nil || token == "" {
+		return nil
+	}
+	return &handoff.Webhook{URL: strings.TrimRight(v.b.opts.WebhookURL, "/") + "/" + v.t.ID + "/" + name, Token: token}
+}
+
+// resumeAdvice says how the reader has the server try again.
+func (v *view) resumeAdvice() string {
+	return fmt.Sprintf("resume the workflow (%s of this prompt with the argument %q: %q)", handoff.ResumeMethod, TaskIDArgument, v.t.ID)
+}
+
 // handoff builds the handoff document of task t at progress p, for a
 // client that speaks dialect d (its continuation names only methods d
 // has). The steps come from the progress; the definition of the task's
-// version, when this server serves it, adds guidance and the arguments of
-// the steps still to do. Each step the client may perform carries the task
-// id among its arguments (_task_id), so a model that copies the arguments
-// continues the right task.
+// version, when this server serves it, adds what each kind says of its
+// steps still to do (kind.entry). Each step the client may perform carries
+// the task id among its arguments (_task_id), so a model that copies the
+// arguments continues the right task.
 func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff.Document {
 	wf, _ := b.compiledFor(t, p) // nil: a version not served here
 	doc := &handoff.Document{
@@ -41,9 +71,9 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 	if t.Status.Terminal() && t.Status != store.StatusCompleted && t.StatusMessage != "" {
 		doc.PauseReason = t.StatusMessage
 	}
-	var r *runner
+	v := &view{b: b, t: t, p: p, wf: wf, d: d, update: d.HasMethod(mcptask.MethodTasksUpdate)}
 	if wf != nil {
-		r = &runner{wf: wf.def, vars: func(name string) (json.RawMessage, bool) { return userVar(name, t.Variables) }}
+		v.resolver = &resolver{w: wf.def, vars: func(name string) (json.RawMessage, bool) { return userVar(name, t.Variables) }}
 	}
 	for i := range p.Steps {
 		sp := &p.Steps[i]
@@ -55,54 +85,11 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 			}
 			doc.CompletedSteps = append(doc.CompletedSteps, cs)
 			continue
-		case StepSkipped:
+		case StepSkipped, StepCancelled:
 			doc.SkippedSteps = append(doc.SkippedSteps, handoff.SkippedStep{Name: sp.Name, Tool: sp.Tool, Kind: sp.Kind, Reason: sp.SkipReason})
 			continue
 		}
-		rs := handoff.RemainingStep{Name: sp.Name, Tool: sp.Tool, Execution: handoff.ExecServer,
-			Status: sp.Status, Attempts: sp.Attempts, HandedToClient: sp.HandedToClient,
-			RetryAt: sp.RetryAt, Deadline: sp.Deadline, Kind: sp.Kind, Group: sp.Group, Until: sp.Until}
-		if sp.GaveUp {
-			rs.Status = StepFailed
-		}
-		if sp.Status == StepFailed {
-			rs.Error = sp.Error
-		}
-		client := sp.Execution == string(ClientDeferred) && !sp.ServerTakeover || sp.HandedToClient
-		if client {
-			rs.Execution = handoff.ExecClient
-		}
-		if wf != nil {
-			s := wf.steps[i]
-			rs.Guidance = s.Guidance
-			if s.Condition != nil {
-				rs.Condition = s.Condition.String()
-			}
-			if s.Payload != nil {
-				rs.Payload, _ = json.Marshal(s.Payload)
-			}
-			if (s.Webhook || s.kind() == KindEvent) && b.opts.WebhookURL != "" && !t.Status.Terminal() {
-				var token string
-				if json.Unmarshal(t.Variables[VarWebhookToken], &token) == nil && token != "" {
-					rs.Webhook = &handoff.Webhook{URL: strings.TrimRight(b.opts.WebhookURL, "/") + "/" + t.ID + "/" + s.Name, Token: token}
-				}
-			}
-			rs.Arguments, _ = r.resolve(p, s, true)
-			for _, arg := range slices.Sorted(maps.Keys(s.Args)) {
-				if src := s.Args[arg]; src.Kind == SourceStepOutput {
-					if from := wf.def.producer(src.Name); from != nil && !slices.Contains(rs.DependsOn, from.Name) {
-						rs.DependsOn = append(rs.DependsOn, from.Name)
-					}
-				}
-			}
-		}
-		if client && !t.Status.Terminal() && sp.Kind != string(KindEvent) {
-			if rs.Arguments == nil {
-				rs.Arguments = map[string]json.RawMessage{}
-			}
-			rs.Arguments[TaskIDArgument] = marshal(t.ID)
-		}
-		doc.RemainingSteps = append(doc.RemainingSteps, rs)
+		doc.RemainingSteps = append(doc.RemainingSteps, v.remaining(i, sp))
 	}
 	for _, e := range p.Errors {
 		doc.Errors = append(doc.Errors, handoff.StepError{Step: e.Step, Tool: e.Tool, Message: e.Message, Retryable: e.Retryable})
@@ -110,16 +97,70 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 	return doc
 }
 
-// renderDoc is the handoff's text: prose for a model, then the JSON block.
-func renderDoc(doc *handoff.Document) (string, error) { return handoff.Render(doc) }
-
-// producer returns the step whose output binding is binding (a group's
-// member too), or nil.
-func (w *Definition) producer(binding string) *Step {
-	for _, s := range w.flat() {
-		if s.binding() == binding {
-			return s
+// remaining is the handoff entry of step i, not ended: what every kind
+// has (its status, attempts, times, group, condition, guidance), then
+// what its kind adds.
+func (v *view) remaining(i int, sp *StepProgress) handoff.RemainingStep {
+	rs := handoff.RemainingStep{Name: sp.Name, Tool: sp.Tool, Execution: handoff.ExecServer,
+		Status: sp.Status, Attempts: sp.Attempts, HandedToClient: sp.HandedToClient,
+		RetryAt: sp.RetryAt, Deadline: sp.Deadline, Kind: sp.Kind, Group: sp.Group}
+	if sp.GaveUp {
+		rs.Status = StepFailed
+	}
+	if sp.Status == StepFailed {
+		rs.Error = sp.Error
+	}
+	client := sp.Execution == string(ClientDeferred) && !sp.ServerTakeover || sp.HandedToClient
+	if client {
+		rs.Execution = handoff.ExecClient
+	}
+	if v.wf != nil {
+		s := v.wf.steps[i]
+		rs.Guidance = s.Guidance
+		if s.Condition != nil {
+			rs.Condition = s.Condition.String()
+		}
+		s.kind.entry(v, s, sp, &rs)
+		if sp.HandedToClient {
+			rs.Do = handedDo(v, sp)
 		}
 	}
-	return nil
+	if client && !v.t.Status.Terminal() && rs.Tool != "" {
+		if rs.Arguments == nil {
+			rs.Arguments = map[string]json.RawMessage{}
+		}
+		rs.Arguments[TaskIDArgument] = marshal(v.t.ID)
+	}
+	return rs
 }
+
+// handedDo is what to do about a step the server gave up on and handed to
+// the client.
+func handedDo(v *view, sp *StepProgress) string {
+	return fmt.Sprintf("the server could not perform this step%s. YOU (the client) may perform it by calling tool %q with the arguments below, correcting any argument that caused the error; or %s to have the server try again.",
+		attemptsNote(sp), sp.Tool, v.resumeAdvice())
+}
+
+// attemptsNote says how many attempts a step took and how the last one
+// failed.
+func attemptsNote(sp *StepProgress) string {
+	var b strings.Builder
+	if sp.Attempts > 0 {
+		fmt.Fprintf(&b, " (%d attempt(s))", sp.Attempts)
+	}
+	if sp.Error != "" {
+		fmt.Fprintf(&b, "; last error: %s", trimDot(oneLine(sp.Error)))
+	}
+	return b.String()
+}
+
+// errNote is " (the error)" for a failed step, or "".
+func errNote(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return " (" + trimDot(oneLine(msg)) + ")"
+}
+
+// renderDoc is the handoff's text: prose for a model, then the JSON block.
+func renderDoc(doc *handoff.Document) (string, error) { return handoff.Render(doc) }

@@ -25,7 +25,10 @@ import (
 // a client's touch, a cancel) makes the next write reload and apply its
 // change again.
 //
-// mu is never held while a tool runs.
+// mu is never held while a tool runs, and it is taken in this file only:
+// other files run their critical sections through locked, commitLocked,
+// refresh and known (TestInstanceLockInOneFile checks it). The methods
+// documented "Call with mu held" run inside such a section.
 type instance struct {
 	b  *Bridge
 	id string
@@ -74,6 +77,54 @@ func (b *Bridge) done(in *instance) {
 	}
 }
 
+// locked runs f with the instance's lock held, unlocking even when f
+// panics.
+func (in *instance) locked(f func()) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	f()
+}
+
+// commitLocked is commit with the lock taken for it.
+func (in *instance) commitLocked(ctx context.Context, change func(p *Progress) (store.Update, error)) (err error) {
+	in.locked(func() { err = in.commit(ctx, change) })
+	return err
+}
+
+// refresh adopts t when it is newer than what the instance knows, applies
+// the version policy to a task that cannot run here, and returns the
+// version the task runs on, or why there is none.
+func (in *instance) refresh(ctx context.Context, t *store.Task) (wf *compiled, err error) {
+	in.locked(func() {
+		if in.task == nil || t.Version > in.task.Version {
+			in.adopt(t)
+		}
+		if in.verr != nil {
+			err = in.verr
+			in.unserved(ctx)
+			return
+		}
+		wf = in.wf
+	})
+	return wf, err
+}
+
+// known returns the task and its progress as this process last read or
+// wrote them (nil when it knows nothing), decoded afresh: the instance's
+// own Progress changes under mu.
+func (in *instance) known() (*store.Task, *Progress) {
+	var t *store.Task
+	in.locked(func() { t = in.task })
+	if t == nil {
+		return nil, nil
+	}
+	p, err := decodeProgress(t)
+	if err != nil {
+		return nil, nil
+	}
+	return t, p
+}
+
 // adopt sets what the instance knows from t (read or written elsewhere).
 // Call with mu held.
 func (in *instance) adopt(t *store.Task) {
@@ -92,7 +143,7 @@ func (in *instance) adopt(t *store.Task) {
 	if recorded == "" {
 		recorded = p.Version
 	}
-	wf, err := in.b.versionFor(name, recorded, p)
+	wf, err := in.b.versionFor(name, recorded, t.Labels[LabelFingerprint], p)
 	if err == nil {
 		err = wf.check(p)
 	}
@@ -191,8 +242,24 @@ func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.
 			return errEnded
 		}
 		in.invalidate()
+		if permanent(err) {
+			return &refused{rpc: storeErr(err), cause: err}
+		}
 		return storeErr(err)
 	}
+}
+
+// refused is a store error retrying cannot get past (a value too large, a
+// time the store cannot keep): the JSON-RPC error a client sees, wrapping
+// its cause too.
+type refused struct{ rpc, cause error }
+
+func (e *refused) Error() string   { return e.rpc.Error() }
+func (e *refused) Unwrap() []error { return []error{e.rpc, e.cause} }
+
+// permanent reports a store error that will not go away by retrying.
+func permanent(err error) bool {
+	return errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrInvalid)
 }
 
 // write stores the instance's progress with u: the progress variable, the
@@ -284,152 +351,11 @@ func (in *instance) holdLease(ctx context.Context) error {
 	return nil
 }
 
-// deadline sets u.ExpiresAt by the workflow's time rules (see Bridge):
-// a task no client holds yet that waits for one expires after the orphan
-// timeout; otherwise every write that records progress moves the deadline
-// to now + the task's ttl if that is later.
-func (b *Bridge) deadline(t *store.Task, p *Progress, u *store.Update, now time.Time) {
-	held := t.Labels[LabelTouched] != "" || u.Labels[LabelTouched] != ""
-	switch {
-	case !held && b.opts.OrphanTimeout > 0 && waiting(p):
-		at := now.Add(b.opts.OrphanTimeout)
-		if ttl := renewed(t, now); ttl.Before(at) {
-			at = ttl
-		}
-		u.ExpiresAt = &at
-		setLabel(u, LabelDeadline, DeadlineOrphan)
-	case t.TTL > 0:
-		at := renewed(t, now)
-		u.ExpiresAt = &at
-		setLabel(u, LabelDeadline, DeadlineIdle)
-	}
-}
-
-// renewed is the deadline of t after progress at now: at least now + its
-// ttl, never earlier than its current ttl deadline.
-func renewed(t *store.Task, now time.Time) time.Time {
-	at := now.Add(t.TTL)
-	if cur := t.ExpiresAt; t.Labels[LabelDeadline] != DeadlineOrphan && cur.After(at) {
-		at = cur
-	}
-	if first := t.CreatedAt.Add(t.TTL); first.After(at) {
-		at = first
-	}
-	return at
-}
-
 func setLabel(u *store.Update, k, v string) {
 	if u.Labels == nil {
 		u.Labels = map[string]string{}
 	}
 	u.Labels[k] = v
-}
-
-// waiting reports whether p waits for the client: not done, nothing runs
-// on the server or is due to, and some step waits for the client.
-func waiting(p *Progress) bool {
-	client := false
-	for i := range p.Steps {
-		sp := &p.Steps[i]
-		switch {
-		case sp.ended(), sp.GaveUp:
-		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping:
-			return false
-		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient:
-			client = true
-		}
-	}
-	return client
-}
-
-// timerWake is the earliest time the clock gives the server work on p: a
-// retry, or the end of a client's wait; zero for none.
-func (p *Progress) timerWake() time.Time {
-	var at time.Time
-	take := func(t *time.Time) {
-		if t != nil && (at.IsZero() || t.Before(at)) {
-			at = *t
-		}
-	}
-	for i := range p.Steps {
-		sp := &p.Steps[i]
-		if sp.ended() {
-			continue
-		}
-		take(sp.RetryAt)
-		take(sp.Deadline)
-		take(sp.Until)
-	}
-	return at
-}
-
-// nextWake is the task's wake-up time (store.Task.WakeAt) at progress p
-// written at now: now when a server step is due but not started (so that
-// if this process stops before it starts the step, the engine's scheduler
-// has another process start it), else timerWake.
-func (p *Progress) nextWake(now time.Time) time.Time {
-	if p.serverDue() {
-		return now
-	}
-	return p.timerWake()
-}
-
-// serverDue reports whether the server has a step to start now: the first
-// step not done (no client step before it waits) is a server step that
-// neither runs nor waits for a retry, or every step is done and the task
-// is not completed yet.
-func (p *Progress) serverDue() bool {
-	for i := range p.Steps {
-		sp := &p.Steps[i]
-		switch {
-		case sp.ended(), sp.GaveUp:
-			continue
-		case sp.HandedToClient:
-			return false
-		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
-			return false
-		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Until != nil:
-			return false
-		}
-		return true
-	}
-	return true
-}
-
-// wantStatus is the status of active workflow task t at progress p:
-// input_required while it waits only for events and its client speaks the
-// extension dialect (which answers them with tasks/update), working
-// otherwise (a core client cannot answer: the webhook delivers them).
-func wantStatus(t *store.Task, p *Progress) store.Status {
-	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
-	return statusFor(d, p)
-}
-
-// statusFor is wantStatus for a client of dialect d.
-func statusFor(d mcptask.Dialect, p *Progress) store.Status {
-	if d.HasMethod(mcptask.MethodTasksUpdate) && p.waitsOnEventsOnly() {
-		return store.StatusInputRequired
-	}
-	return store.StatusWorking
-}
-
-// waitsOnEventsOnly reports whether every step the workflow waits on is
-// an event (the task is then input_required: its inputRequests name them).
-func (p *Progress) waitsOnEventsOnly() bool {
-	events := false
-	for i := range p.Steps {
-		sp := &p.Steps[i]
-		switch {
-		case sp.ended(), sp.GaveUp:
-		case sp.Status == StepAwaitingEvent:
-			events = true
-		case sp.Status == StepPending && sp.RetryAt == nil && !sp.HandedToClient:
-			// not reached: it waits for what comes before it
-		default:
-			return false
-		}
-	}
-	return events
 }
 
 // vars reads task variables for TaskVar sources. Call with mu held.

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -237,7 +238,7 @@ func TestParallelGroupFailure(t *testing.T) {
 		e.tool("unit", g.tool("unit"))
 		echoTools(e, "integration", "report")
 		w := checks()
-		w.Steps[0].Members[0].FailsWorkflow()
+		w.Steps[0].kind.members()[0].FailsWorkflow()
 		f := newFixture(t, e, &Options{PromptWait: 10 * time.Millisecond}, w)
 		tk, _ := f.start(t, "ci", nil)
 		g.waitStarted(t, 1)
@@ -350,8 +351,27 @@ func TestSleepUntilAndBadLengths(t *testing.T) {
 	_, p := f.settled(t, tk.ID)
 	require.Equal(t, at, p.step("wait").Until.UTC())
 
-	tk, _ = f.start(t, "soak", map[string]string{"soak": "a while"})
-	tk, _ = f.settled(t, tk.ID)
+	// A length an argument gives is checked before a task exists.
+	before, err := e.st.Counts(context.Background())
+	require.NoError(t, err)
+	_, err = f.b.prompt("soak").Handle(context.Background(), &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: "soak", Arguments: map[string]string{"soak": "a while"}}})
+	var je *jsonrpc.Error
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, int64(mcptask.CodeInvalidParams), je.Code)
+	require.Contains(t, je.Message, `argument "soak" must be a duration`)
+	require.Contains(t, je.Message, "neither seconds nor a duration")
+	after, err := e.st.Counts(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, before, after, "no task was created")
+
+	// One a step gives is read when the sleep starts: the workflow fails
+	// with the reason.
+	e.tool("when", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"at": "a while"}), nil
+	})
+	g := newFixture(t, e, &Options{PromptWait: -1}, New("later", "").Step(Server("when", "when"), SleepFor("soak", StepOutput("when", "at"))))
+	tk, _ = g.start(t, "later", nil)
+	tk, _ = g.settled(t, tk.ID)
 	require.Equal(t, store.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, `step "soak" cannot sleep`)
 	require.Contains(t, tk.StatusMessage, "neither seconds nor a duration")
@@ -360,8 +380,9 @@ func TestSleepUntilAndBadLengths(t *testing.T) {
 func TestSleepValidation(t *testing.T) {
 	e := newFakeEngine()
 	for name, s := range map[string]*Step{
-		"no length":  {Name: "s", Kind: KindSleep},
-		"two":        {Name: "s", Kind: KindSleep, Duration: time.Second, For: &Source{Kind: SourceConstant, Value: json.RawMessage("1")}},
+		"no length":  newStep("s", &sleep{}),
+		"two":        newStep("s", &sleep{length: time.Second, forSrc: &Source{Kind: SourceConstant, Value: json.RawMessage("1")}}),
+		"too long":   Sleep("s", MaxWait+time.Hour),
 		"negative":   Sleep("s", -time.Second),
 		"calls tool": Sleep("s", time.Second).Bind("x", Const(1)),
 	} {
@@ -497,7 +518,7 @@ func TestEventValidation(t *testing.T) {
 	e := newFakeEngine()
 	cases := map[string]*Step{
 		"server takes over": Event("e", "").WaitsAtMost(time.Minute, TimeoutServer),
-		"calls a tool":      func() *Step { s := Event("e", ""); s.Tool = "x"; return s }(),
+		"binds an argument": Event("e", "").Bind("x", Const(1)),
 		"bad schema":        Event("e", "").WithPayload(func() {}),
 	}
 	for name, s := range cases {

@@ -35,7 +35,7 @@ func emit(o StepObserver, taskID string, p *WorkflowProgress, s *Step, meta mcp.
 	if sp == nil || len(sp.History) == 0 {
 		return
 	}
-	o.StepEvent(StepEvent{TaskID: taskID, Workflow: p.Workflow, Step: s.Name, Tool: s.Tool, Attempt: sp.History[len(sp.History)-1], Meta: meta})
+	o.StepEvent(StepEvent{TaskID: taskID, Workflow: p.Workflow, Step: s.Name, Tool: toolOf(s), Attempt: sp.History[len(sp.History)-1], Meta: meta})
 }
 
 // StepObservers combines step observers into one, called in order.

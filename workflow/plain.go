@@ -47,7 +47,7 @@ func (h *PromptHandler) Start(args map[string]string) (*Progress, error) {
 	if err != nil {
 		return nil, mcptask.InvalidParams("prompt %q: %v", h.Workflow.Name, err)
 	}
-	return newProgress(h.Workflow, VersionOf(h.Workflow), a, h.now()), nil
+	return newProgress(compile(h.Workflow), a, h.now()), nil
 }
 
 // Handle is the mcp.PromptHandler.
@@ -99,13 +99,14 @@ func (h *PromptHandler) summary(p *Progress, r *runner, failed error) string {
 		if sp.ended() {
 			continue
 		}
-		args, _ := r.resolve(p, s, true)
+		c := callOf(s)
+		args, _ := c.resolve(r.resolver(), p, true, false)
 		ab := marshal(args)
 		who := "server"
-		if s.execution() == ClientDeferred || sp.HandedToClient {
+		if s.Execution() == ClientDeferred || sp.HandedToClient {
 			who = "you"
 		}
-		fmt.Fprintf(&b, "%d. %s (performed by %s): call tool %q with %s", i+1, s.Name, who, s.Tool, ab)
+		fmt.Fprintf(&b, "%d. %s (performed by %s): call tool %q with %s", i+1, s.Name, who, c.tool, ab)
 		if sp.HandedToClient {
 			fmt.Fprintf(&b, ". The server could not: %s", oneLine(sp.Error))
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -14,7 +13,8 @@ import (
 // A pass of the drive loop (drive.go) plans in this file: it applies the
 // outcomes that came in, walks the steps in order (reached, skipped,
 // handed to the client, due to start, given up) and decides the one write
-// of the pass and the tools it starts.
+// of the pass and the tools it starts. What a step does when its turn
+// comes is its kind's (kind.serve); this file names no kind.
 
 // plan is what one pass decided.
 type plan struct {
@@ -22,6 +22,30 @@ type plan struct {
 	err    error
 	start  []string // steps whose attempts the write opens
 }
+
+// turn is a step's turn in a pass: what its kind's serve works with.
+type turn struct {
+	in     *instance
+	p      *Progress
+	s      *Step
+	sp     *StepProgress
+	now    time.Time
+	reason string // why steps that ran before run again (ReasonRestart, ReasonResume, ReasonTimeout)
+	pl     *plan
+}
+
+// attempt runs the step's tool: an attempt opens (its tool starts after
+// the pass's write), or the step waits for its retry, or runs here
+// already. It returns a failure that ends the workflow, or "".
+func (x *turn) attempt() string { return x.in.runnable(x.p, x.s, x.sp, x.now, x.reason, x.pl) }
+
+// value reads src against the progress and the task's variables.
+func (x *turn) value(src Source) (json.RawMessage, error) {
+	return value(x.in.wf.def, x.p, x.in.vars, src)
+}
+
+// emit reports the step's last attempt to the observer.
+func (x *turn) emit() { emit(x.in.b.opts.Observer, x.in.id, x.p, x.s, nil) }
 
 // plan applies the outcomes to p, then moves p forward: steps reached,
 // retries and waits whose time came, the end of the workflow. It decides
@@ -46,7 +70,7 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 			continue
 		}
 		applied = true
-		quick = quick && r.msg == "" && s.Retryable
+		quick = quick && r.msg == "" && callOf(s).retryable
 		if fails != "" && failure == "" {
 			failure = fails
 		}
@@ -100,7 +124,7 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	if quick && len(pl.start) > 0 {
 		allRetryable := true
 		for _, name := range pl.start {
-			allRetryable = allRetryable && wf.byName[name].Retryable
+			allRetryable = allRetryable && callOf(wf.byName[name]).retryable
 		}
 		if allRetryable {
 			pl.err = errNoWrite
@@ -110,18 +134,19 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 }
 
 // walk moves p forward stage by stage (a step alone is a stage, a
-// group's members are one). A stage's steps that need a skipped step's
-// output, or whose condition does not hold, are skipped. Its client-side
-// steps are reached: the client may perform them (a client step, an event)
-// and, through consecutive client stages, in any order. Its server-side
-// steps run, unless a client step of an earlier stage is not done yet: the
-// server waits for every stage before its own. A stage that has not ended
-// and holds a server-side step, or a step handed to the client, holds back
-// every later stage. It returns a failure that ends the workflow, or "".
+// container's members are one). A stage's steps that need a skipped
+// step's output, or whose condition does not hold, are skipped. Its
+// client-side steps are reached: the client may perform them (a client
+// step, an event) and, through consecutive client stages, in any order.
+// Its server-side steps run, unless a client step of an earlier stage is
+// not done yet: the server waits for every stage before its own. A stage
+// that has not ended and holds a server-side step, or a step handed to
+// the client, holds back every later stage. It returns a failure that
+// ends the workflow, or "".
 func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) string {
 	wf := in.wf
 	waits := false // a client step of an earlier stage is not done
-	for _, members := range wf.stages {
+	for stage, members := range wf.stages {
 		blocks := false
 		for _, i := range members {
 			s, sp := wf.steps[i], &p.Steps[i]
@@ -130,19 +155,22 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 			}
 			if why := in.skipReason(p, s, waits); why != "" {
 				sp.Status, sp.SkipReason = StepSkipped, why
-				sp.RetryAt, sp.ReachedAt, sp.Deadline = nil, nil, nil
+				sp.RetryAt, sp.ReachedAt, sp.Deadline, sp.Early = nil, nil, nil, nil
 				continue
 			}
 			why := reason
 			if clientSide(s, sp) {
-				failure, back := in.reach(s, sp, now)
+				failure, back := in.reach(p, s, sp, now)
 				switch {
 				case failure != "":
 					return failure
 				case sp.ended():
-					continue // skipped: its wait ran out
+					continue // skipped (its wait ran out), or ended on arrival
 				case !back:
-					blocks = blocks || sp.HandedToClient
+					// A server step handed to the client holds back what
+					// follows; a step the client performs by design does
+					// not.
+					blocks = blocks || s.kind.execution() == ServerExecutable
 					continue
 				}
 				why = ReasonTimeout
@@ -151,7 +179,8 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 			if waits {
 				continue // the server waits for the client's earlier step
 			}
-			if failure := in.serve(p, s, sp, now, why, pl); failure != "" {
+			x := &turn{in: in, p: p, s: s, sp: sp, now: now, reason: why, pl: pl}
+			if failure := s.kind.serve(x); failure != "" {
 				return failure
 			}
 		}
@@ -159,14 +188,15 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 		for _, i := range members {
 			switch sp := &p.Steps[i]; {
 			case sp.GaveUp:
-				gaveUp = append(gaveUp, fmt.Sprintf("step %q (tool %q): %s", sp.Name, sp.Tool, oneLine(sp.Error)))
+				gaveUp = append(gaveUp, fmt.Sprintf("%s: %s", toolLine(wf.steps[i]), oneLine(sp.Error)))
 			case !sp.ended():
 				open = true
 			}
 		}
 		switch {
 		case !open && len(gaveUp) > 0:
-			return fmt.Sprintf("group %q failed: %s; the workflow failed", wf.groupOf[wf.steps[members[0]].Name].Name, strings.Join(gaveUp, "; "))
+			parent := wf.container[stage]
+			return parent.kind.stageFailed(parent, gaveUp)
 		case !open:
 			continue
 		case blocks || len(gaveUp) > 0:
@@ -178,31 +208,22 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 }
 
 // skipReason says why step s will not run, or "": it needs the output of a
-// skipped step (for its arguments, its condition or its sleep), or its
-// condition does not hold. A condition is judged once the step's stage is
-// reached (for a server step, once no earlier client step waits).
+// skipped step (for what it reads, or its condition), or its condition
+// does not hold. A condition is judged once the step's stage is reached
+// (for a server step, once no earlier client step waits).
 func (in *instance) skipReason(p *Progress, s *Step, waits bool) string {
+	r := &resolver{w: in.wf.def, vars: in.vars}
 	if waits && !clientSide(s, p.step(s.Name)) {
-		return skipInput(in.wf.def, p, s) // the condition waits too
+		return skipInput(r.w, p, s) // the condition waits too
 	}
-	return (&runner{wf: in.wf.def, vars: in.vars}).skipReason(p, s)
+	return r.skipReason(p, s)
 }
 
-// serve does the server's part of step s, reached: a tool step runs (or
-// waits for its retry), a sleep starts or ends. It returns a failure that
-// ends the workflow, or "".
-func (in *instance) serve(p *Progress, s *Step, sp *StepProgress, now time.Time, reason string, pl *plan) string {
-	if s.kind() == KindSleep {
-		return in.sleep(p, s, sp, now)
-	}
-	return in.runnable(p, s, sp, now, reason, pl)
-}
-
-// clientSide reports whether the client performs step s now: a client
-// step (unless the server took it back), an event, or a server step
-// handed to the client.
+// clientSide reports whether the client performs step s now: its kind
+// says so (a client step, unless the server took it over; an event), or
+// the server gave up on it and handed it over.
 func clientSide(s *Step, sp *StepProgress) bool {
-	return (s.execution() == ClientDeferred && !sp.ServerTakeover) || sp.HandedToClient
+	return sp.HandedToClient || s.kind.clientSide(sp)
 }
 
 // waitSoon reports whether a retry is due within inProcessWait, which the
@@ -243,178 +264,62 @@ func markReached(wf *compiled, p *Progress, now time.Time) {
 			continue
 		}
 		if clientSide(s, sp) {
-			markStep(s, sp, now)
+			markStep(p, s, sp, now)
 		}
 	}
 }
 
-// markStep marks a reached client-side step as waiting for the client and
-// starts its wait.
-func markStep(s *Step, sp *StepProgress, now time.Time) {
+// markStep marks a reached client-side step as waiting for the client:
+// its kind may end it on arrival (an event delivered early), or its wait
+// starts.
+func markStep(p *Progress, s *Step, sp *StepProgress, now time.Time) {
 	if !sp.HandedToClient && sp.Status == StepPending {
-		sp.Status = StepAwaitingClient
-		if s.kind() == KindEvent {
-			sp.Status = StepAwaitingEvent
-		}
+		sp.Status = s.kind.awaiting()
 	}
-	if sp.ReachedAt == nil {
-		at := now
-		sp.ReachedAt = &at
-		if s.ClientWait > 0 {
-			end := now.Add(s.ClientWait)
-			sp.Deadline = &end
-		}
+	if s.kind.onReach(p, s, sp, now) {
+		return
 	}
+	startWait(s, sp, now)
 }
 
-// reach marks a client step (or a server step handed to the client) as
-// waiting for the client, starting its wait, and applies its timeout when
-// the wait has run out: it returns a failure that ends the workflow
-// (TimeoutFail), or reports that the server takes the step back
-// (TimeoutServer); a step skipped by TimeoutSkip is ended.
-func (in *instance) reach(s *Step, sp *StepProgress, now time.Time) (failure string, back bool) {
-	markStep(s, sp, now)
-	if sp.Deadline != nil && s.ClientWait <= 0 {
+// reach marks a client-side step as waiting for the client, starting its
+// wait, and applies its timeout when the wait has run out: it returns a
+// failure that ends the workflow (TimeoutFail), or reports that the
+// server takes the step back (TimeoutServer); a step skipped by
+// TimeoutSkip, or ended on arrival, is ended.
+func (in *instance) reach(p *Progress, s *Step, sp *StepProgress, now time.Time) (failure string, back bool) {
+	markStep(p, s, sp, now)
+	if sp.ended() {
+		return "", false
+	}
+	w := waitOf(s)
+	if sp.Deadline != nil && w.max <= 0 {
 		sp.Deadline = nil // a deadline the definition does not set: a damaged record
 	}
 	if sp.Deadline == nil || now.Before(*sp.Deadline) {
 		return "", false
 	}
-	what := fmt.Sprintf("the client did not perform step %q (tool %q)", s.Name, s.Tool)
-	if s.kind() == KindEvent {
-		what = fmt.Sprintf("the event of step %q did not arrive", s.Name)
-	}
-	why := fmt.Sprintf("%s within %s", what, s.ClientWait)
-	switch s.timeoutPolicy() {
+	why := fmt.Sprintf("%s within %s", s.kind.missed(s), w.max)
+	switch w.policy() {
 	case TimeoutSkip:
 		sp.Status, sp.SkipReason = StepSkipped, why
 		sp.ReachedAt, sp.Deadline = nil, nil
 		return "", false
 	case TimeoutServer:
 		sp.HandedToClient, sp.ReachedAt, sp.Deadline = false, nil, nil
-		sp.ServerTakeover = s.execution() == ClientDeferred
 		sp.Status, sp.Tries = StepPending, 0
+		s.kind.takeBack(sp)
 		return "", true
 	}
 	return why + "; the workflow failed", false
 }
 
-// runnable decides what happens to the server step s, the first step not
-// done: it runs (an attempt is opened), it waits for its retry, or it runs
-// here already. A step found running that does not run here was cut short
-// by a process that stopped: it runs again. It returns a failure that ends
-// the workflow, or "".
-func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Time, reason string, pl *plan) string {
-	if in.running[s.Name] != nil {
-		return "" // runs here now
-	}
-	interrupted := false
-	if a := sp.open(); a != nil {
-		if in.lease == nil {
-			pl.start = append(pl.start, s.Name)
-			return "" // only the lease holder may tell a cut attempt from a running one
-		}
-		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran"
-		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
-		sp.Interrupted++
-		if sp.Interrupted > maxInterrupted {
-			msg := fmt.Sprintf("the server stopped %d times in a row while running this step", sp.Interrupted)
-			sp.Interrupted = 0
-			return in.giveUp(s, sp, msg)
-		}
-		interrupted = true
-	}
-	if sp.RetryAt != nil && now.Before(*sp.RetryAt) && !interrupted {
-		return "" // the scheduler (or the drive loop) wakes the task then
-	}
-	if in.lease == nil {
-		pl.start = append(pl.start, s.Name)
-		return "" // plan asks for the lease first
-	}
-	switch {
-	case interrupted:
-		reason = ReasonRestart
-	case reason == ReasonTimeout:
-	case sp.Attempts == 0:
-		reason = ReasonFirst
-	case reason == ReasonResume, reason == ReasonRestart:
-	default:
-		reason = ReasonRetry
-	}
-	sp.begin(reason, ByServer, now)
-	if !interrupted {
-		sp.Tries++
-	}
-	if sp.IdempotencyKey == "" {
-		sp.IdempotencyKey = idempotencyKey(in.id, s.Name)
-	}
-	pl.start = append(pl.start, s.Name)
-	return ""
-}
-
-// maxInterrupted bounds how many times in a row a step may be cut short by
-// the server stopping before the engine stops running it (a tool that
-// crashes the process must not crash it forever).
-const maxInterrupted = 3
-
-// record applies the outcome r of a server step's attempt to p. It
-// reports false when r no longer applies (its attempt is not the open
-// one), and the failure that ends the workflow when the server gave up on
-// a FailWorkflow step.
-func (in *instance) record(p *Progress, s *Step, r stepResult, now time.Time) (applied bool, failure string) {
-	sp := p.step(r.step)
-	if s == nil || sp == nil {
-		return false, ""
-	}
-	if a := sp.open(); a == nil || a.N != r.attempt {
-		return false, ""
-	}
-	sp.Interrupted = 0
-	if r.msg == "" {
-		complete(p, s, ByServer, r.args, r.res, now)
-		sp.Tries, sp.RetryAt = 0, nil
-		emit(in.b.opts.Observer, in.id, p, s, nil)
-		return true, ""
-	}
-	fail(p, s, ByServer, r.msg, now)
-	emit(in.b.opts.Observer, in.id, p, s, nil)
-	if pol := s.policy(); !r.final && sp.Tries < pol.MaxAttempts {
-		at := now.Add(pol.backoff(sp.Tries + 1))
-		sp.RetryAt = &at
-		return true, ""
-	}
-	return true, in.giveUp(s, sp, r.msg)
-}
-
-// giveUp applies s's failure policy once the server gives up on it: the
-// step is handed to the client, or the workflow fails (the returned
-// message). In a group that fails fast, the workflow fails at once; in one
-// that collects, a step whose failure fails the workflow waits for the
-// group's other steps to end (GaveUp).
-func (in *instance) giveUp(s *Step, sp *StepProgress, msg string) string {
-	sp.RetryAt, sp.Tries = nil, 0
-	if g := in.wf.groupOf[s.Name]; g != nil && g.FailFast {
-		return fmt.Sprintf("step %q (tool %q) of group %q failed: %s; the group fails fast, so the workflow failed", s.Name, s.Tool, g.Name, oneLine(msg))
-	}
-	if s.failurePolicy() == FailWorkflow {
-		if in.wf.groupOf[s.Name] != nil {
-			sp.GaveUp, sp.Status, sp.Error = true, StepFailed, msg
-			return ""
-		}
-		return failedWorkflowMessage(s, msg)
-	}
-	sp.HandedToClient = true
-	sp.Status, sp.Error = StepFailed, msg
-	sp.ReachedAt, sp.Deadline = nil, nil
-	return ""
-}
-
 // skipInput says why s cannot run because a step whose output it needs
-// (for an argument or its sleep) was skipped, or "".
+// (for what it reads) was skipped, or "".
 func skipInput(w *Definition, p *Progress, s *Step) string {
-	for _, src := range s.inputs() {
-		if skippedOutput(w, p, src) {
-			return fmt.Sprintf("it needs the output of step %q, which was skipped", w.producer(src.Name).Name)
+	for _, r := range s.kind.reads() {
+		if skippedOutput(w, p, r.src) {
+			return fmt.Sprintf("it needs the output of step %q, which was skipped", w.producer(r.src.Name).Name)
 		}
 	}
 	return ""
@@ -430,5 +335,5 @@ func skippedOutput(w *Definition, p *Progress, src Source) bool {
 		return false
 	}
 	sp := p.step(from.Name)
-	return sp != nil && sp.Status == StepSkipped
+	return sp != nil && (sp.Status == StepSkipped || sp.Status == StepCancelled)
 }

@@ -25,8 +25,10 @@ const (
 // writes. Older versions are read as they are (the fields they lack are
 // zero): 1, before workflow versions, retry times and client deadlines;
 // 2, before step kinds (kind, group, until, gaveUp, the statuses sleeping,
-// awaiting_event and skipped by a condition, completedBy webhook).
-const ProgressSchemaVersion = 3
+// awaiting_event and skipped by a condition, completedBy webhook); 3,
+// before step fingerprints (print), events kept until awaited (early),
+// the status cancelled and the attempt outcomes stopped and cancelled.
+const ProgressSchemaVersion = 4
 
 // Step statuses in WorkflowProgress (the values are declared in mcptask).
 const (
@@ -52,6 +54,10 @@ const (
 	StepSleeping = mcptask.StepSleeping
 	// StepAwaitingEvent: an event step waits for its event.
 	StepAwaitingEvent = mcptask.StepAwaitingEvent
+	// StepCancelled: the step was stopped before it ended because the
+	// workflow failed without it (a group that fails fast); SkipReason
+	// says why.
+	StepCancelled = mcptask.StepCancelled
 )
 
 // Why an attempt was made (Attempt.Reason).
@@ -69,6 +75,13 @@ const (
 	OutcomeRunning = "running"
 	OutcomeOK      = "ok"
 	OutcomeError   = "error"
+	// OutcomeStopped: a graceful stop of the server (a deploy) cut the
+	// attempt short and handed the step back; it runs again, and does not
+	// count as a crash.
+	OutcomeStopped = "stopped"
+	// OutcomeCancelled: the workflow failed without the attempt (a group
+	// that fails fast) and stopped it.
+	OutcomeCancelled = "cancelled"
 )
 
 // Progress is a workflow task's durable state, kept in the task variable
@@ -115,10 +128,14 @@ type StepProgress struct {
 	Name      string `json:"name"`
 	Tool      string `json:"tool"`
 	Execution string `json:"execution" jsonschema:"enum=server,enum=client"`
-	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=completed,enum=failed,enum=skipped"`
-	// Kind is the step's kind: tool (the default, left out), sleep or
-	// event.
-	Kind string `json:"kind,omitempty" jsonschema:"enum=tool,enum=sleep,enum=event"`
+	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
+	// Kind is the step's kind: tool (the default, left out), sleep,
+	// event, or a later kind's name.
+	Kind string `json:"kind,omitempty" jsonschema:"description=The step's kind when not a tool call (sleep, event, ...)"`
+	// Print is the step's fingerprint when the task started: a
+	// definition changed under the task's declared version is detected
+	// step by step (see VersionOf).
+	Print string `json:"print,omitempty" jsonschema:"description=Fingerprint of the step's definition when the task started"`
 	// Group names the parallel group the step belongs to.
 	Group  string `json:"group,omitempty" jsonschema:"description=The parallel group the step belongs to"`
 	Output string `json:"output" jsonschema:"description=Binding name of the step's output"`
@@ -169,6 +186,22 @@ type StepProgress struct {
 	// on and whose failure fails the workflow once the group's other steps
 	// have ended.
 	GaveUp bool `json:"gaveUp,omitempty" jsonschema:"description=The server gave up on this group step; the workflow fails once the group ends"`
+	// Early is an event delivered before the workflow awaited it, kept
+	// until it does.
+	Early *Early `json:"early,omitempty" jsonschema:"description=An event delivered before the workflow awaited it, kept until it does"`
+}
+
+// Early is a delivery kept for a step the workflow has not reached yet.
+type Early struct {
+	// Payload is the event's payload.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// By says who delivered it: client or webhook.
+	By string `json:"by"`
+	// At is when it arrived.
+	At time.Time `json:"at"`
+	// Skip, when set, is a declined input request: the step is skipped
+	// for this reason when reached.
+	Skip string `json:"skip,omitempty"`
 }
 
 // Attempt is one run of a step.
@@ -184,7 +217,7 @@ type Attempt struct {
 	// DurationMs is how long it took, once it ended.
 	DurationMs int64 `json:"durationMs,omitempty"`
 	// Outcome is running, ok or error.
-	Outcome string `json:"outcome" jsonschema:"enum=running,enum=ok,enum=error"`
+	Outcome string `json:"outcome" jsonschema:"enum=running,enum=ok,enum=error,enum=stopped,enum=cancelled"`
 	// Error is the failure, when Outcome is error.
 	Error string `json:"error,omitempty"`
 }
@@ -206,7 +239,7 @@ var progressSchema = sync.OnceValue(func() []byte {
 			v.Enum = append(v.Enum, n)
 		}
 	}
-	s.ID = "https://taskbridge.dev/schemas/workflow-progress-v3.json"
+	s.ID = "https://taskbridge.dev/schemas/workflow-progress-v4.json"
 	s.Title = "taskbridge workflow Progress"
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
@@ -222,11 +255,12 @@ func ProgressSchemaJSON() []byte { return progressSchema() }
 // ProgressSchemaJSON (see RegisterSchemaResources).
 const ProgressSchemaURI = "taskbridge://schemas/workflow-progress.json"
 
-func newProgress(w *Definition, version string, args map[string]string, now time.Time) *Progress {
+func newProgress(wf *compiled, args map[string]string, now time.Time) *Progress {
+	w := wf.def
 	p := &Progress{
 		SchemaVersion: ProgressSchemaVersion,
 		Workflow:      w.Name,
-		Version:       version,
+		Version:       wf.version,
 		Goal:          w.goal(),
 		Arguments:     args,
 		Outputs:       map[string]json.RawMessage{},
@@ -235,18 +269,15 @@ func newProgress(w *Definition, version string, args map[string]string, now time
 	if p.Arguments == nil {
 		p.Arguments = map[string]string{}
 	}
-	for _, s := range w.Steps {
-		members, group := []*Step{s}, ""
-		if s.kind() == KindGroup {
-			members, group = s.Members, s.Name
+	for i, s := range wf.steps {
+		sp := StepProgress{Name: s.Name, Tool: toolOf(s), Execution: string(s.Execution()), Status: StepPending, Output: s.binding(), Print: wf.prints[i]}
+		if g := wf.parent[s.Name]; g != nil {
+			sp.Group = g.Name
 		}
-		for _, m := range members {
-			sp := StepProgress{Name: m.Name, Tool: m.Tool, Execution: string(m.execution()), Status: StepPending, Output: m.binding(), Group: group}
-			if k := m.kind(); k != KindTool {
-				sp.Kind = string(k)
-			}
-			p.Steps = append(p.Steps, sp)
+		if k := s.Kind(); k != KindTool {
+			sp.Kind = string(k)
 		}
+		p.Steps = append(p.Steps, sp)
 	}
 	p.refresh()
 	return p
@@ -260,7 +291,7 @@ func (p *Progress) refresh() {
 		switch s.Status {
 		case StepCompleted:
 			p.CompletedSteps = append(p.CompletedSteps, s.Name)
-		case StepSkipped:
+		case StepSkipped, StepCancelled:
 		default:
 			p.RemainingSteps = append(p.RemainingSteps, s.Name)
 		}
@@ -286,9 +317,11 @@ func (p *Progress) done() bool {
 	return true
 }
 
-// ended reports whether the step is completed or skipped: nothing more
-// happens to it.
-func (sp *StepProgress) ended() bool { return sp.Status == StepCompleted || sp.Status == StepSkipped }
+// ended reports whether the step is completed, skipped or cancelled:
+// nothing more happens to it.
+func (sp *StepProgress) ended() bool {
+	return sp.Status == StepCompleted || sp.Status == StepSkipped || sp.Status == StepCancelled
+}
 
 // maxHistory bounds the attempts kept per step (the first and the latest).
 const maxHistory = 20

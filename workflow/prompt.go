@@ -102,9 +102,9 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 	}
 	a, err := wf.def.promptArgs(args)
 	if err != nil {
-		return nil, nil, mcptask.InvalidParams("prompt %q: %v", h.name, err)
+		return nil, nil, mcptask.InvalidParams("workflow %q: %v", h.name, err)
 	}
-	p := newProgress(wf.def, wf.version, a, b.engine.Now())
+	p := newProgress(wf, a, b.engine.Now())
 	in, err := b.create(ctx, q, wf, p, nil, nil)
 	if err != nil {
 		return nil, nil, err
@@ -140,7 +140,7 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 	if wf.def.hasWebhook() {
 		v[VarWebhookToken] = marshal(newWebhookToken())
 	}
-	l := map[string]string{LabelWorkflow: wf.def.Name, LabelVersion: wf.version}
+	l := map[string]string{LabelWorkflow: wf.def.Name, LabelVersion: wf.version, LabelFingerprint: wf.fingerprint}
 	maps.Copy(l, labels)
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: wf.def.Name, Arguments: rawArgs},
 		taskrouter.CreateOptions{TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
@@ -150,11 +150,11 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 		return nil, storeErr(err)
 	}
 	in := b.use(t.ID)
-	in.mu.Lock()
-	in.adopt(t)
-	in.lease = b.engine.AdoptLease(t)
-	in.mu.Unlock()
-	in.kick("")
+	in.locked(func() {
+		in.adopt(t)
+		in.lease = b.engine.AdoptLease(t)
+		in.kickLocked("")
+	})
 	return in, nil
 }
 
@@ -171,23 +171,27 @@ func (h *TaskPromptHandler) resume(ctx context.Context, q *taskrouter.Request, i
 	}
 	in := b.use(id)
 	defer b.done(in)
-	in.mu.Lock()
-	in.adopt(t)
-	if in.verr != nil {
-		in.unserved(ctx)
-		in.mu.Unlock()
+	unserved := false
+	in.locked(func() {
+		in.adopt(t)
+		if in.verr != nil {
+			in.unserved(ctx)
+			unserved = true
+			return
+		}
+		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
+			for i := range p.Steps {
+				sp := &p.Steps[i]
+				if sp.Execution == string(ServerExecutable) && sp.Status == StepFailed {
+					sp.HandedToClient, sp.ReachedAt, sp.Deadline, sp.RetryAt, sp.Tries = false, nil, nil, nil, 0
+				}
+			}
+			return store.Update{Labels: map[string]string{LabelTouched: "1"}}, nil
+		})
+	})
+	if unserved {
 		return b.current(ctx, id)
 	}
-	err = in.commit(ctx, func(p *Progress) (store.Update, error) {
-		for i := range p.Steps {
-			sp := &p.Steps[i]
-			if sp.Execution == string(ServerExecutable) && sp.Status == StepFailed {
-				sp.HandedToClient, sp.ReachedAt, sp.Deadline, sp.RetryAt, sp.Tries = false, nil, nil, nil, 0
-			}
-		}
-		return store.Update{Labels: map[string]string{LabelTouched: "1"}}, nil
-	})
-	in.mu.Unlock()
 	switch {
 	case err == nil:
 		in.kick(ReasonResume)
@@ -263,47 +267,6 @@ func (b *Bridge) settle(ctx context.Context, taskID string) (*store.Task, *Progr
 	return got, last
 }
 
-// rests reports whether a workflow waits for nothing the server does
-// before deadline: no step runs or is due to start; what remains waits for
-// the client, or for a time after deadline. With a zero deadline (no
-// bound), a retry's backoff is waited for, a client's wait is not.
-func rests(p *Progress, deadline time.Time) bool {
-	for i := range p.Steps {
-		if p.Steps[i].Status == StepRunning {
-			return false // a group's member runs, beside a step that waits
-		}
-	}
-	waits := false // a client step before this one is not done
-	for i := range p.Steps {
-		sp := &p.Steps[i]
-		switch {
-		case sp.ended():
-			continue
-		case sp.GaveUp:
-			continue
-		case sp.Deadline != nil && !deadline.IsZero() && !sp.Deadline.After(deadline):
-			return false // the client's wait ends before deadline: the server acts then
-		case sp.Until != nil:
-			if !deadline.IsZero() && !sp.Until.After(deadline) {
-				return false // the sleep ends before deadline
-			}
-			waits = true // a sleep holds what follows
-			continue
-		case sp.HandedToClient:
-			return true
-		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
-			waits = true
-			continue
-		case waits:
-			return true // the server step waits for the client's
-		case sp.RetryAt != nil:
-			return !deadline.IsZero() && sp.RetryAt.After(deadline)
-		}
-		return false // a server step due now
-	}
-	return waits // all done: the completing write is due
-}
-
 // promptResult is the prompt result of task t at progress p: the trace of
 // the server steps, then the handoff as the final assistant message, with
 // the same document in _meta.
@@ -344,9 +307,7 @@ func (b *Bridge) trace(t *store.Task, p *Progress) []*mcp.PromptMessage {
 		}
 		var args map[string]json.RawMessage
 		_ = json.Unmarshal(sp.Arguments, &args)
-		s := &Step{Name: sp.Name, Tool: sp.Tool}
-		msgs = append(msgs, callMessage(s, args),
-			textMessage("user", fmt.Sprintf("Result of step %q (tool %q): %s", sp.Name, sp.Tool, p.Outputs[sp.Output])))
+		msgs = append(msgs, callMessage(sp.Name, sp.Tool, args), resultMessage(sp.Name, sp.Tool, p.Outputs[sp.Output]))
 	}
 	return msgs
 }

@@ -33,26 +33,32 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 	}()
 	in := b.use(t.ID)
 	defer b.done(in)
-	in.mu.Lock()
-	if in.task == nil || t.Version > in.task.Version {
-		in.adopt(t)
-	}
-	if l := b.engine.AdoptLease(t); l != nil {
-		in.lease = l // the engine claimed it for us (a takeover, a wake-up), or the store needs none
-	}
-	if in.verr != nil {
-		in.unserved(ctx)
-		in.mu.Unlock()
+	var due, unserved bool
+	var release *store.Task
+	in.locked(func() {
+		if in.task == nil || t.Version > in.task.Version {
+			in.adopt(t)
+		}
+		if l := b.engine.AdoptLease(t); l != nil {
+			in.lease = l // the engine claimed it for us (a takeover, a wake-up), or the store needs none
+		}
+		if in.verr != nil {
+			in.unserved(ctx)
+			unserved = true
+			return
+		}
+		due = dueNow(in.p, b.engine.Now())
+		if !due && in.lease != nil && in.lease.Held() {
+			release = in.lease.Task
+			in.dropLease()
+		}
+	})
+	switch {
+	case unserved:
 		return nil
+	case release != nil:
+		return b.releaseLease(ctx, release)
 	}
-	due := dueNow(in.p, b.engine.Now())
-	if !due && in.lease != nil && in.lease.Held() {
-		lease := in.lease
-		in.dropLease()
-		in.mu.Unlock()
-		return b.releaseLease(ctx, lease.Task)
-	}
-	in.mu.Unlock()
 	if due {
 		if reason == taskrouter.ReasonTakeover {
 			reason = ReasonRestart // a step found running ran in a process that stopped
@@ -85,19 +91,6 @@ func (b *Bridge) wake(ctx context.Context, t *store.Task) error {
 
 // wakeWait bounds how long a wake-up waits for the pass it set off.
 const wakeWait = 10 * time.Second
-
-// dueNow reports whether the server has work to do on p now, in a
-// process that runs none of its steps: a step was running (its process
-// stopped), a server step is due, or a retry or a client's wait is due.
-func dueNow(p *Progress, now time.Time) bool {
-	for i := range p.Steps {
-		if p.Steps[i].Status == StepRunning {
-			return true
-		}
-	}
-	at := p.timerWake()
-	return p.serverDue() || !at.IsZero() && !at.After(now)
-}
 
 // releaseLease gives up the lease of t (as claimed) in the store.
 func (b *Bridge) releaseLease(ctx context.Context, t *store.Task) error {
@@ -136,14 +129,7 @@ func (b *Bridge) touched(ctx context.Context, t *store.Task) {
 	in := b.use(t.ID)
 	defer b.done(in)
 	if !served {
-		in.mu.Lock()
-		if in.task == nil || t.Version > in.task.Version {
-			in.adopt(t)
-		}
-		if in.verr != nil {
-			in.unserved(ctx)
-		}
-		in.mu.Unlock()
+		_, _ = in.refresh(ctx, t) // applies the version policy
 	}
 	in.touch(ctx)
 }
@@ -164,8 +150,11 @@ func (b *Bridge) serves(t *store.Task) bool {
 // touch marks the task held by a client (its handoff was delivered, or a
 // client named it): the orphan rule no longer applies to it.
 func (in *instance) touch(ctx context.Context) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
+	in.locked(func() { in.touchLocked(ctx) })
+}
+
+// touchLocked is touch. Call with mu held.
+func (in *instance) touchLocked(ctx context.Context) {
 	for attempt := 0; attempt < 4; attempt++ {
 		if err := in.load(ctx); err != nil {
 			return
@@ -175,7 +164,7 @@ func (in *instance) touch(ctx context.Context) {
 			return
 		}
 		now := in.b.engine.Now()
-		at := renewed(t, now)
+		at := renewed(t, in.p, now)
 		u := store.Update{IfVersion: t.Version, Labels: map[string]string{LabelTouched: "1", LabelDeadline: DeadlineIdle}}
 		if t.TTL > 0 {
 			u.ExpiresAt = &at

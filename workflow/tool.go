@@ -17,8 +17,8 @@ import (
 // to resume a task), and whose result is the handoff: a model can start a
 // workflow, and follow it, on its own.
 
-// toolOf is the tool that serves w.
-func toolOf(w *Definition) *mcp.Tool {
+// workflowTool is the tool that serves w.
+func workflowTool(w *Definition) *mcp.Tool {
 	props := map[string]any{}
 	var required []string
 	for _, a := range w.Arguments {

@@ -7,6 +7,12 @@ import (
 	"strings"
 )
 
+// The condition gate: any step may carry a Condition (When, Unless),
+// judged when the step is reached; a step whose condition does not hold is
+// skipped, and so is every step that needs its output. Registration checks
+// it, the fingerprint covers it, the handoff and the progress say why a
+// step was skipped. The gate is the same for every kind.
+
 // A Condition is a predicate over a workflow's values (earlier steps'
 // outputs, prompt arguments, task variables, constants) that decides
 // whether a step runs (Step.When). It is declarative, so that registration
@@ -207,17 +213,43 @@ func (c Condition) describe() any {
 	return m
 }
 
+// condition checks step c.step's condition at registration: well formed,
+// reading only values that exist when the step is reached.
+func (c *checker) condition(cond *Condition) {
+	if cond == nil {
+		return
+	}
+	if err := cond.valid(); err != nil {
+		c.add("%v", err)
+		return
+	}
+	for _, src := range cond.sources() {
+		c.source("(condition)", src, toolSchema{}, false)
+	}
+}
+
+// resolver reads sources against a progress record: the workflow's
+// arguments and outputs, and the task's variables (vars; nil: none).
+type resolver struct {
+	w    *Definition
+	vars func(name string) (json.RawMessage, bool)
+}
+
+func (r *resolver) value(p *Progress, src Source) (json.RawMessage, error) {
+	return value(r.w, p, r.vars, src)
+}
+
 // skipReason says why step s, reached, does not run: it needs the output
 // of a skipped step, or its condition does not hold (or cannot be
-// judged); "" when it runs. A condition reads an optional prompt argument
-// not given, and the output of a skipped step, as null.
-func (r *runner) skipReason(p *Progress, s *Step) string {
-	if why := skipInput(r.wf, p, s); why != "" || s.Condition == nil {
+// judged); "" when it runs. A condition reads an optional argument not
+// given, and the output of a skipped step, as null.
+func (r *resolver) skipReason(p *Progress, s *Step) string {
+	if why := skipInput(r.w, p, s); why != "" || s.Condition == nil {
 		return why
 	}
 	ok, err := s.Condition.eval(func(src Source) (json.RawMessage, error) {
 		v, err := r.value(p, src)
-		if errors.Is(err, errNotProvided) || skippedOutput(r.wf, p, src) {
+		if errors.Is(err, errNotProvided) || skippedOutput(r.w, p, src) {
 			return json.RawMessage("null"), nil
 		}
 		return v, err

@@ -1,0 +1,214 @@
+package workflow
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Attempts: how the server runs the tool of a step (a server step, a
+// client step the server took over) across retries, restarts, graceful
+// stops and crashes, and what giving up on it means. Kinds that call a
+// tool start an attempt with turn.attempt; outcomes come back through the
+// drive loop (record).
+
+// runnable decides what happens to step s, whose tool the server runs
+// now: it runs (an attempt is opened), it waits for its retry, or it runs
+// here already. A step found running that does not run here was cut short
+// by a process that stopped without handing it back (a crash): it runs
+// again, and after Options.MaxInterruptions such cuts in a row the server
+// gives up on it (a tool that crashes the process must not crash it
+// forever). A step a graceful stop handed back runs again without
+// counting.
+func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Time, reason string, pl *plan) string {
+	if in.running[s.Name] != nil {
+		return "" // runs here now
+	}
+	interrupted := false
+	if a := sp.open(); a != nil {
+		if in.lease == nil {
+			pl.start = append(pl.start, s.Name)
+			return "" // only the lease holder may tell a cut attempt from a running one
+		}
+		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran"
+		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+		sp.Interrupted++
+		if sp.Interrupted > in.b.opts.MaxInterruptions {
+			msg := fmt.Sprintf("the server stopped %d times in a row while running this step without handing it back (crashes, not graceful stops)", sp.Interrupted)
+			sp.Interrupted = 0
+			return in.giveUp(p, s, sp, msg, now)
+		}
+		interrupted = true
+	}
+	if sp.RetryAt != nil && now.Before(*sp.RetryAt) && !interrupted {
+		return "" // the scheduler (or the drive loop) wakes the task then
+	}
+	if in.lease == nil {
+		pl.start = append(pl.start, s.Name)
+		return "" // plan asks for the lease first
+	}
+	switch {
+	case interrupted, sp.handedBack():
+		reason = ReasonRestart
+	case reason == ReasonTimeout:
+	case sp.Attempts == 0:
+		reason = ReasonFirst
+	case reason == ReasonResume, reason == ReasonRestart:
+	default:
+		reason = ReasonRetry
+	}
+	handedBack := sp.handedBack()
+	sp.begin(reason, ByServer, now)
+	if !interrupted && !handedBack {
+		sp.Tries++
+	}
+	if sp.IdempotencyKey == "" {
+		sp.IdempotencyKey = idempotencyKey(in.id, s.Name)
+	}
+	pl.start = append(pl.start, s.Name)
+	return ""
+}
+
+// DefaultMaxInterruptions is the default Options.MaxInterruptions.
+const DefaultMaxInterruptions = 3
+
+// record applies the outcome r of an attempt to p. It reports false when r
+// no longer applies (its attempt is not the open one), and the failure
+// that ends the workflow when the server gave up on a step whose failure
+// fails it.
+func (in *instance) record(p *Progress, s *Step, r stepResult, now time.Time) (applied bool, failure string) {
+	sp := p.step(r.step)
+	if s == nil || sp == nil || callOf(s) == nil {
+		return false, ""
+	}
+	if a := sp.open(); a == nil || a.N != r.attempt {
+		return false, ""
+	}
+	sp.Interrupted = 0
+	if r.msg == "" {
+		complete(p, s, ByServer, r.args, r.res, now)
+		sp.Tries, sp.RetryAt = 0, nil
+		emit(in.b.opts.Observer, in.id, p, s, nil)
+		return true, ""
+	}
+	fail(p, s, ByServer, r.msg, now)
+	emit(in.b.opts.Observer, in.id, p, s, nil)
+	if pol := callOf(s).policy(); !r.final && sp.Tries < pol.MaxAttempts {
+		at := retryAt(pol, sp.Tries, now)
+		sp.RetryAt = &at
+		return true, ""
+	}
+	return true, in.giveUp(p, s, sp, r.msg, now)
+}
+
+// handBack records that a graceful stop (Bridge.Close) cut the open
+// attempt of step name short: the attempt ends "stopped", and the step
+// runs again, on whichever process picks the task up, without counting
+// as a crash or a retry.
+func (sp *StepProgress) handBack(now time.Time) bool {
+	a := sp.open()
+	if a == nil {
+		return false
+	}
+	a.Outcome, a.Error = OutcomeStopped, "the server stopped gracefully (a deploy or a restart); the step runs again"
+	a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+	sp.Status = StepPending
+	sp.Tries = max(0, sp.Tries-1)
+	return true
+}
+
+// handedBack reports whether the step's last attempt was cut short by a
+// graceful stop (see handBack).
+func (sp *StepProgress) handedBack() bool {
+	n := len(sp.History)
+	return n > 0 && sp.History[n-1].Outcome == OutcomeStopped && sp.Status == StepPending
+}
+
+// giveUp applies s's failure policy once the server gives up on it: the
+// step is handed to the client, or the workflow fails (the returned
+// message). A member of a container asks the container what its failure
+// means for the whole (a group that fails fast fails at once and stops
+// its other members; one that collects holds the failure until the group
+// has ended).
+func (in *instance) giveUp(p *Progress, s *Step, sp *StepProgress, msg string, now time.Time) string {
+	sp.RetryAt, sp.Tries = nil, 0
+	fails := callOf(s).failurePolicy() == FailWorkflow
+	if parent := in.wf.parent[s.Name]; parent != nil {
+		failure, stopOthers, hold := parent.kind.memberGaveUp(parent, s, msg, fails)
+		if stopOthers {
+			in.stopSiblings(p, s, parent.kind.stopped(parent), now)
+		}
+		switch {
+		case failure != "":
+			sp.Status, sp.Error = StepFailed, msg
+			return failure
+		case hold:
+			sp.GaveUp, sp.Status, sp.Error = true, StepFailed, msg
+			return ""
+		}
+	} else if fails {
+		return failedWorkflowMessage(s, msg)
+	}
+	sp.HandedToClient = true
+	sp.Status, sp.Error = StepFailed, msg
+	sp.ReachedAt, sp.Deadline = nil, nil
+	return ""
+}
+
+// stopSiblings records the other members of s's stage that have not ended
+// as cancelled, for why: the workflow fails without them.
+func (in *instance) stopSiblings(p *Progress, s *Step, why string, now time.Time) {
+	i := in.wf.index[s.Name]
+	for _, j := range in.wf.stages[in.wf.stage[i]] {
+		sp := &p.Steps[j]
+		if j == i || sp.ended() || sp.GaveUp {
+			continue
+		}
+		if a := sp.open(); a != nil {
+			a.Outcome, a.Error = OutcomeCancelled, why
+			a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+		}
+		sp.Status, sp.SkipReason = StepCancelled, why
+		sp.RetryAt, sp.ReachedAt, sp.Deadline, sp.Early = nil, nil, nil, nil
+	}
+}
+
+// runningMessage is the status line of a step whose tool runs.
+func runningMessage(s *Step, sp *StepProgress) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "running %s, attempt %d", toolLine(s), sp.Attempts)
+	if c := callOf(s); c != nil {
+		if max := c.policy().MaxAttempts; max > 1 {
+			fmt.Fprintf(&b, " (up to %d in a row)", max)
+		}
+	}
+	if a := sp.open(); a != nil {
+		switch a.Reason {
+		case ReasonRestart:
+			b.WriteString(", re-running after a server restart")
+		case ReasonResume:
+			b.WriteString(", retried because the client resumed the workflow")
+		case ReasonRetry:
+			b.WriteString(", a retry")
+		}
+	}
+	return b.String()
+}
+
+// retryMessage is the status line of a step waiting for its retry.
+func retryMessage(s *Step, sp *StepProgress) string {
+	max := 1
+	if c := callOf(s); c != nil {
+		max = c.policy().MaxAttempts
+	}
+	return fmt.Sprintf("%s failed (attempt %d of %d in a row): %s; retrying at %s",
+		toolLine(s), sp.Tries, max, oneLine(sp.Error), sp.RetryAt.UTC().Format(time.RFC3339Nano))
+}
+
+func retryingMessage(s *Step, msg string, try, max int, wait time.Duration) string {
+	return fmt.Sprintf("%s failed (attempt %d of %d in a row): %s; retrying in %s", toolLine(s), try, max, oneLine(msg), wait)
+}
+
+func failedWorkflowMessage(s *Step, msg string) string {
+	return fmt.Sprintf("%s failed: %s; the workflow failed", toolLine(s), oneLine(msg))
+}

@@ -1,0 +1,268 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// KindTool is the kind of the steps that call a tool: the server does
+// (Server) or the client does (Client).
+const KindTool = mcptask.StepKindTool
+
+// A tool call: what the kinds that call a tool (kind_server.go,
+// kind_client.go) share, and the engine's side of it: their arguments,
+// retry and failure policies, the client's wait, the webhook, and
+// resolving their arguments against a progress record.
+
+// toolCall is the tool a step calls and how.
+type toolCall struct {
+	tool      string
+	args      map[string]Source
+	retryable bool
+	retry     RetryPolicy
+	onFailure FailurePolicy
+	waits     clientWait
+	webhook   bool
+}
+
+func newCall(tool string) toolCall { return toolCall{tool: tool, args: map[string]Source{}} }
+
+func (c *toolCall) call() *toolCall { return c }
+
+func (c *toolCall) bind(arg string, src Source) {
+	if c.args == nil {
+		c.args = map[string]Source{}
+	}
+	c.args[arg] = src
+}
+
+func (c *toolCall) setRetry(p RetryPolicy)           { c.retryable, c.retry = true, p }
+func (c *toolCall) setFailure(p FailurePolicy)       { c.onFailure = p }
+func (c *toolCall) wait() *clientWait                { return &c.waits }
+func (c *toolCall) acceptWebhook()                   { c.webhook = true }
+func (c *toolCall) calls(tool string) bool           { return c.tool == tool }
+func (c *toolCall) acceptsWebhook() bool             { return c.webhook }
+func (c *toolCall) argNames() []string               { return slices.Sorted(maps.Keys(c.args)) }
+func (c *toolCall) source(arg string) (Source, bool) { src, ok := c.args[arg]; return src, ok }
+
+// callReads lists the call's arguments, by name.
+func (c *toolCall) callReads() []read {
+	out := make([]read, 0, len(c.args))
+	for _, a := range c.argNames() {
+		out = append(out, read{label: a, src: c.args[a]})
+	}
+	return out
+}
+
+// printArgs is what the fingerprint covers of the call's arguments.
+func (c *toolCall) printArgs() map[string]printedSource {
+	if len(c.args) == 0 {
+		return nil
+	}
+	args := make(map[string]printedSource, len(c.args))
+	for k, v := range c.args {
+		args[k] = printSource(v)
+	}
+	return args
+}
+
+// RetryPolicy says how the server retries a failing tool step.
+type RetryPolicy struct {
+	// MaxAttempts is how many times the server runs the step before it
+	// gives up (at least 1).
+	MaxAttempts int
+	// Backoff is the pause before the second attempt; it doubles before
+	// each later one, up to MaxBackoff.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+}
+
+// DefaultRetryPolicy is the policy of a retryable step without its own:
+// three attempts, 100ms then 200ms apart.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second}
+
+// policy returns the call's effective retry policy: one attempt for a step
+// that is not retryable.
+func (c *toolCall) policy() RetryPolicy {
+	if !c.retryable {
+		return RetryPolicy{MaxAttempts: 1}
+	}
+	p := c.retry
+	if p.MaxAttempts <= 0 {
+		p = DefaultRetryPolicy
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = max(p.Backoff, DefaultRetryPolicy.MaxBackoff)
+	}
+	return p
+}
+
+// FailurePolicy says what happens when the server gives up on a tool step.
+type FailurePolicy string
+
+// The failure policies.
+const (
+	// HandToClient (the default) keeps the task working and hands the step
+	// to the client: the handoff lists it as a step the client may perform
+	// (with its resolved arguments and the error), a continuation call of
+	// its tool with the task id records it and lets the server run what
+	// follows, and a resume (the workflow's prompt or tool with the task
+	// id) makes the server try it again.
+	HandToClient FailurePolicy = "hand_to_client"
+	// FailWorkflow ends the task failed, with the step's error as the
+	// reason.
+	FailWorkflow FailurePolicy = "fail_workflow"
+)
+
+func (c *toolCall) failurePolicy() FailurePolicy {
+	if c.onFailure == "" {
+		return HandToClient
+	}
+	return c.onFailure
+}
+
+// checkCall checks the call of step c.step: its tool exists, every bound
+// argument is one the tool takes, read from a valid source; a server run
+// binds every required argument; the policies are known.
+func (c *toolCall) checkCall(ch *checker, client bool) {
+	schema, known := ch.tool(c.tool)
+	for _, r := range c.callReads() {
+		ch.source(r.label, r.src, schema, known)
+		if r.src.Kind == SourceClient && !client {
+			ch.add("argument %q is FromClient, but the step runs on the server: bind it to another source, or make it a Client step", r.label)
+		}
+	}
+	if known && !client {
+		for _, req := range schema.required {
+			src, bound := c.args[req]
+			switch {
+			case !bound:
+				ch.add("required argument %q of tool %q is not bound: bind it with Bind(%q, ...)", req, c.tool, req)
+			case src.Kind == SourcePromptArg && !ch.w.requiredArg(src.Name) && src.Default == nil:
+				ch.add("required argument %q of tool %q is bound to optional prompt argument %q, which may be left out: make the prompt argument required, or give the binding a default with PromptArg(%q).WithDefault(...)", req, c.tool, src.Name, src.Name)
+			}
+		}
+	}
+	if p := c.failurePolicy(); p != HandToClient && p != FailWorkflow {
+		ch.add("unknown failure policy %q: use HandToClient or FailWorkflow", p)
+	}
+	if c.retry.MaxAttempts < 0 || c.retry.Backoff < 0 || c.retry.MaxBackoff < 0 {
+		ch.add("the retry policy has a negative value")
+	}
+	ch.wait(&c.waits)
+}
+
+// resolve computes the call's arguments against p. An argument bound to
+// an optional prompt argument that was not given is left out (or gets
+// its default). With partial set, unresolvable arguments become handoff
+// placeholders instead of errors; with takeover (the server performs a
+// client step whose wait ran out), FromClient arguments take their
+// defaults.
+func (c *toolCall) resolve(r *resolver, p *Progress, partial, takeover bool) (map[string]json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(c.args))
+	for _, name := range c.argNames() {
+		src := c.args[name]
+		if takeover && src.Kind == SourceClient && src.Default != nil {
+			out[name] = src.Default
+			continue
+		}
+		v, err := r.value(p, src)
+		switch {
+		case errors.Is(err, errNotProvided):
+			if src.Default != nil {
+				out[name] = src.Default
+			}
+			continue
+		case err != nil && partial:
+			out[name] = placeholder(src, err)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("argument %q: %w", name, err)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// placeholder is the handoff's stand-in for an argument value that does
+// not exist yet.
+func placeholder(src Source, err error) json.RawMessage {
+	desc := src.Description
+	switch src.Kind {
+	case SourceStepOutput, SourceTaskVar:
+		desc = "from " + src.String()
+	case SourcePromptArg:
+		desc = "prompt argument " + src.Name
+	}
+	if desc == "" {
+		desc = err.Error()
+	}
+	return marshal("<" + desc + ">")
+}
+
+// callEntry fills the handoff entry of a tool step: its arguments
+// (resolved where known) and the steps whose outputs they need.
+func (c *toolCall) callEntry(v *view, sp *StepProgress, rs *handoff.RemainingStep) {
+	rs.Tool = c.tool
+	if v.wf == nil {
+		return
+	}
+	rs.Arguments, _ = c.resolve(v.resolver, v.p, true, sp.ServerTakeover)
+	for _, r := range c.callReads() {
+		if r.src.Kind != SourceStepOutput {
+			continue
+		}
+		if from := v.wf.def.producer(r.src.Name); from != nil && !slices.Contains(rs.DependsOn, from.Name) {
+			rs.DependsOn = append(rs.DependsOn, from.Name)
+		}
+	}
+	if c.webhook {
+		rs.Webhook = v.webhook(sp.Name)
+	}
+}
+
+// serverDo says what the server does about a tool step it performs: it
+// runs it now, retries it later, or runs it once its inputs exist.
+func serverDo(sp *StepProgress) string {
+	switch {
+	case sp.Status == StepRunning:
+		return "the server is running this step now; do not call it yourself."
+	case sp.RetryAt != nil:
+		return fmt.Sprintf("failed%s; the server tries it again at %s; do not call it yourself.", errNote(sp.Error), stamp(*sp.RetryAt))
+	}
+	return "the server runs this step automatically once its inputs exist; do not call it yourself."
+}
+
+// handedMessage is the status line of a tool step the server gave up on
+// and handed to the client.
+func handedMessage(s *Step, sp *StepProgress) string {
+	tool := toolOf(s)
+	return fmt.Sprintf("step %q (tool %q) failed after %d attempt(s): %s; the client may perform it by calling tool %q with the task id as argument _task_id (correct its arguments if they caused the error), or resume the workflow to have the server try again",
+		s.Name, tool, sp.Attempts, oneLine(sp.Error), tool)
+}
+
+// toolLine names the tool of a step for status lines: `step "x" (tool
+// "y")`.
+func toolLine(s *Step) string {
+	if t := toolOf(s); t != "" {
+		return fmt.Sprintf("step %q (tool %q)", s.Name, t)
+	}
+	return fmt.Sprintf("step %q", s.Name)
+}
+
+// joinQuoted quotes each name and joins them with commas.
+func joinQuoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}

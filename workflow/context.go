@@ -1,0 +1,51 @@
+package workflow
+
+import "context"
+
+// StepInfo says which workflow step a tool call performs, for a handler
+// that makes its side effect idempotent or logs which attempt it is.
+type StepInfo struct {
+	// TaskID is the workflow task.
+	TaskID string
+	// Step is the step's name.
+	Step string
+	// Attempt numbers the step's attempts from 1 (server runs, retries,
+	// re-runs after a restart, and the client's calls all count).
+	Attempt int
+	// IdempotencyKey is the same for every attempt of this step of this
+	// task (TaskID + "/" + Step); it is also in the call's
+	// _meta["taskbridge/idempotency-key"].
+	IdempotencyKey string
+	// By says who performs the step: ByServer, ByClient or ByWebhook.
+	By string
+}
+
+type stepKey struct{}
+
+// withStep returns ctx carrying the StepInfo of attempt n of step of
+// task id.
+func withStep(ctx context.Context, id, step string, n int, by string) context.Context {
+	return context.WithValue(ctx, stepKey{}, StepInfo{TaskID: id, Step: step, Attempt: n, IdempotencyKey: idempotencyKey(id, step), By: by})
+}
+
+// StepFrom returns the workflow step the tool call running in ctx
+// performs: a server step the engine runs, or a client step a
+// continuation (or the webhook) performs. ok is false for a tool call
+// that performs no workflow step.
+func StepFrom(ctx context.Context) (info StepInfo, ok bool) {
+	info, ok = ctx.Value(stepKey{}).(StepInfo)
+	return info, ok
+}
+
+// nextAttempt is the number the next attempt of step name will have.
+func (in *instance) nextAttempt(name string) (n int) {
+	in.locked(func() {
+		n = 1
+		if in.p != nil {
+			if sp := in.p.step(name); sp != nil {
+				n = sp.Attempts + 1
+			}
+		}
+	})
+	return n
+}

@@ -1,0 +1,194 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// An event step waits for a named event that the client or an outside
+// system delivers: tasks/update (the extension dialect answers the
+// task's input request), an HTTP POST to the webhook with the task's
+// token, or Bridge.Deliver. The event's payload (a JSON object matching
+// WithPayload's schema) is the step's output. An event is a durable
+// message: one delivered before the workflow reaches the step is kept in
+// the task and delivered when the wait starts (once: a second, different
+// payload is refused; the same one again is accepted as a repeat). A
+// declined input request skips the step. With WaitsAtMost the wait is
+// bounded (TimeoutFail or TimeoutSkip: no tool could perform it).
+
+// KindEvent waits for a named event that an outsider delivers (Event).
+const KindEvent = mcptask.StepKindEvent
+
+// event is the kind of Event steps.
+type event struct {
+	base
+	schema any
+	waits  clientWait
+}
+
+// Event returns a step that waits for the event of its name (see event);
+// description tells whoever delivers it what it is.
+func Event(name, description string) *Step {
+	s := newStep(name, &event{})
+	s.Guidance = description
+	return s
+}
+
+func (k *event) name() StepKind                { return KindEvent }
+func (k *event) execution() StepExecution      { return ClientDeferred }
+func (k *event) setPayload(schema any)         { k.schema = schema }
+func (k *event) wait() *clientWait             { return &k.waits }
+func (k *event) acceptWebhook()                {}
+func (k *event) clientSide(*StepProgress) bool { return true }
+func (k *event) awaiting() string              { return StepAwaitingEvent }
+func (k *event) missed(s *Step) string {
+	return fmt.Sprintf("the event of step %q did not arrive", s.Name)
+}
+func (k *event) serve(*turn) string   { return "" }
+func (k *event) acceptsWebhook() bool { return true }
+
+// invalidPayload is the -32602 refusal of an event's payload.
+func invalidPayload(s *Step, format string, args ...any) error {
+	return mcptask.InvalidParams("the payload of event %q %s", s.Name, fmt.Sprintf(format, args...))
+}
+
+func (k *event) check(c *checker) {
+	if k.schema != nil {
+		if _, err := json.Marshal(k.schema); err != nil {
+			c.add("the payload schema cannot be encoded: %v", err)
+		}
+	}
+	c.wait(&k.waits)
+	if k.waits.policy() == TimeoutServer && k.waits.max > 0 {
+		c.add("an event has no tool the server could call when its wait runs out: use TimeoutFail or TimeoutSkip")
+	}
+}
+
+func (k *event) status(s *Step, sp *StepProgress) (string, rank) {
+	if sp.Status != StepAwaitingEvent {
+		return "", rankNone
+	}
+	return eventMessage(s), rankWaiting
+}
+
+// eventMessage is the status line of a workflow waiting for an event.
+func eventMessage(s *Step) string {
+	msg := fmt.Sprintf("waiting for event %q", s.Name)
+	if s.Guidance != "" {
+		msg += " (" + oneLine(s.Guidance) + ")"
+	}
+	return msg + ": deliver it with tasks/update (inputResponses) or the task's webhook"
+}
+
+func (k *event) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingStep) {
+	if k.schema != nil {
+		rs.Payload, _ = json.Marshal(k.schema)
+	}
+	rs.Webhook = v.webhook(s.Name)
+	do := "the workflow waits for this event"
+	if s.Guidance != "" {
+		do += " (" + trimDot(oneLine(s.Guidance)) + ")"
+	}
+	switch {
+	case v.update:
+		do += fmt.Sprintf(". Deliver it with tasks/update {\"taskId\": %q, \"inputResponses\": {%q: {\"action\": \"accept\", \"content\": <payload>}}}", v.t.ID, s.Name)
+		if rs.Webhook != nil {
+			do += ", or through the webhook below"
+		}
+		do += "."
+	case rs.Webhook != nil:
+		do += ". Deliver it through the webhook below."
+	default:
+		do += "; an outside system delivers it through the server's webhook. Nothing to do."
+	}
+	rs.Do = do
+}
+
+// inputRequest is the elicitation form tasks/get lists while the event
+// is awaited (extension dialect).
+func (k *event) inputRequest(s *Step, sp *StepProgress) json.RawMessage {
+	if sp.Status != StepAwaitingEvent {
+		return nil
+	}
+	schema := k.schema
+	if schema == nil {
+		schema = map[string]any{"type": "object", "properties": map[string]any{}}
+	}
+	return marshal(map[string]any{
+		"method": "elicitation/create",
+		"params": map[string]any{"mode": "form", "message": eventMessage(s), "requestedSchema": schema},
+	})
+}
+
+// deliver takes a payload (or a declined input request): the event ends
+// now when the workflow waits for it, or is kept for when it does.
+func (k *event) deliver(d *delivery) error {
+	if !d.declined() {
+		if err := k.checkPayload(d.s, d.payload); err != nil {
+			return err
+		}
+	}
+	return d.commit(func(p *Progress, sp *StepProgress, now time.Time) (bool, error) {
+		switch {
+		case sp.Status == StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
+			return false, nil // delivered already
+		case sp.ended():
+			return false, d.notWaiting(fmt.Sprintf("it is %s", sp.Status))
+		case d.reached(p):
+			k.arrive(p, d.s, sp, d.payload, d.by, d.skipReason(), now)
+			return true, nil
+		case sp.Early != nil && sp.Early.Skip == d.skipReason() && sameJSON(sp.Early.Payload, d.payload):
+			return false, nil // kept already
+		case sp.Early != nil:
+			return false, d.notWaiting(fmt.Sprintf("an earlier delivery (%s) is kept for it already, to be delivered when the workflow reaches it; an event is delivered once", sp.Early.At.UTC().Format(time.RFC3339)))
+		}
+		sp.Early = &Early{Payload: compact(d.payload), By: d.by, At: now, Skip: d.skipReason()}
+		d.kept = true
+		return true, nil
+	})
+}
+
+// onReach delivers an event that arrived before the workflow reached the
+// step.
+func (k *event) onReach(p *Progress, s *Step, sp *StepProgress, now time.Time) bool {
+	if sp.Early == nil {
+		return false
+	}
+	e := sp.Early
+	sp.Early = nil
+	k.arrive(p, s, sp, e.Payload, e.By, e.Skip, now)
+	return true
+}
+
+// arrive ends the event: completed with payload as its output, or
+// skipped for the reason skip.
+func (k *event) arrive(p *Progress, s *Step, sp *StepProgress, payload json.RawMessage, by, skip string, now time.Time) {
+	sp.end(ReasonClient, by, now, skip)
+	sp.ReachedAt, sp.Deadline = nil, nil
+	if skip != "" {
+		sp.Status, sp.SkipReason = StepSkipped, skip
+		return
+	}
+	sp.Status, sp.CompletedBy = StepCompleted, by
+	p.Outputs[s.binding()] = compact(payload)
+}
+
+// checkPayload refuses a payload that is not a JSON object, or does not
+// match the event's schema.
+func (k *event) checkPayload(s *Step, payload json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(payload, &v); err != nil {
+		return invalidPayload(s, "is not JSON: %v", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return invalidPayload(s, "must be a JSON object")
+	}
+	if err := matchSchema(k.schema, v); err != nil {
+		return invalidPayload(s, "does not match its schema: %v", err)
+	}
+	return nil
+}

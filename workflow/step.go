@@ -1,0 +1,199 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// Step is one step of a workflow. Every kind of step has what this struct
+// holds: a name, the binding its output is stored under, guidance for
+// whoever performs or watches it, and an optional condition. The kind
+// holds the rest (a tool and its arguments, a group's members, a sleep's
+// length, an event's payload schema): build a step with its kind's
+// constructor (Server, Client, Parallel, Sleep, SleepFor, SleepUntil,
+// Event) and refine it with the methods below. A method that does not
+// apply to the step's kind is reported by Validate, naming the step and
+// the method.
+type Step struct {
+	// Name identifies the step; unique in the workflow.
+	Name string
+	// Output names the binding the step's output is stored under; it
+	// defaults to the step name.
+	Output string
+	// Guidance tells the client (or the LLM) what the step is for and how to
+	// perform it.
+	Guidance string
+	// Condition, when set, must hold when the step is reached; otherwise
+	// the step is skipped, with the condition as the reason, and so is
+	// every step whose arguments need its output. A condition reads the
+	// output of a skipped step as null, so a step may run because another
+	// was skipped (Unless(Truthy(StepOutput("approve", "approved"))) runs
+	// when the approval was refused or its wait ran out).
+	Condition *Condition
+
+	kind   kind     // the kind's own fields and rules
+	misuse []string // builder methods that do not apply to the kind
+}
+
+// StepKind says what a step does (the values are declared in mcptask).
+type StepKind = mcptask.StepKind
+
+// StepExecution says who performs a step: the server or the client (the
+// same type as handoff.Execution; the values are declared in mcptask).
+type StepExecution = mcptask.Execution
+
+// The execution modes.
+const (
+	// ServerExecutable steps run on the server as soon as their inputs exist.
+	ServerExecutable = mcptask.ExecServer
+	// ClientDeferred steps are performed by the client, which calls the
+	// step's tool with _meta._task_id (or the argument _task_id).
+	ClientDeferred = mcptask.ExecClient
+)
+
+// Kind says what the step does: a tool call (performed by the server or
+// the client), a group, a sleep, an event.
+func (s *Step) Kind() StepKind {
+	if s.kind == nil {
+		return ""
+	}
+	return s.kind.name()
+}
+
+// Execution says who performs the step when nothing goes wrong.
+func (s *Step) Execution() StepExecution {
+	if s.kind == nil {
+		return ServerExecutable
+	}
+	return s.kind.execution()
+}
+
+// newStep returns a step of kind k.
+func newStep(name string, k kind) *Step { return &Step{Name: name, kind: k} }
+
+// misused records a builder method that does not apply to the step's kind.
+func (s *Step) misused(method, what string) {
+	s.misuse = append(s.misuse, fmt.Sprintf("%s does not apply to a %s step (%s)", method, s.Kind(), what))
+}
+
+// As sets the step's output binding name.
+func (s *Step) As(binding string) *Step { s.Output = binding; return s }
+
+// WithGuidance sets the step's guidance.
+func (s *Step) WithGuidance(g string) *Step { s.Guidance = g; return s }
+
+// When makes the step run only if c holds when it is reached (see
+// Step.Condition).
+func (s *Step) When(c Condition) *Step { s.Condition = &c; return s }
+
+// Unless makes the step run only if c does not hold.
+func (s *Step) Unless(c Condition) *Step { return s.When(Not(c)) }
+
+// The builder methods below apply to some kinds only: each kind that
+// takes one implements the matching interface.
+
+type (
+	binder    interface{ bind(arg string, src Source) }
+	retrier   interface{ setRetry(p RetryPolicy) }
+	failer    interface{ setFailure(p FailurePolicy) }
+	waiter    interface{ wait() *clientWait }
+	webhooked interface{ acceptWebhook() }
+	payloaded interface{ setPayload(schema any) }
+	stopper   interface{ stopOnFailure() }
+)
+
+// Bind binds a tool argument of a tool step and returns the step for
+// chaining.
+func (s *Step) Bind(arg string, src Source) *Step {
+	if k, ok := s.kind.(binder); ok {
+		k.bind(arg, src)
+	} else {
+		s.misused("Bind", "it calls no tool: bind a tool step's arguments")
+	}
+	return s
+}
+
+// WithRetry makes a tool step retryable with DefaultRetryPolicy: the
+// server may run it again after a failure, at once, and after a restart.
+func (s *Step) WithRetry() *Step { return s.WithRetryPolicy(RetryPolicy{}) }
+
+// WithRetryPolicy makes a tool step retryable with policy p (a zero
+// MaxAttempts means DefaultRetryPolicy).
+func (s *Step) WithRetryPolicy(p RetryPolicy) *Step {
+	if k, ok := s.kind.(retrier); ok {
+		k.setRetry(p)
+	} else {
+		s.misused("WithRetry", "only a tool step's attempts are retried")
+	}
+	return s
+}
+
+// FailsWorkflow makes a tool step's failure (once the server gives up)
+// fail the whole workflow task instead of handing the step to the client.
+func (s *Step) FailsWorkflow() *Step {
+	if k, ok := s.kind.(failer); ok {
+		k.setFailure(FailWorkflow)
+	} else {
+		s.misused("FailsWorkflow", "only a tool step fails")
+	}
+	return s
+}
+
+// WaitsAtMost bounds how long the workflow waits for the client to
+// perform the step (a client step, an event, or a server step once it is
+// handed to the client), and says what happens then.
+func (s *Step) WaitsAtMost(d time.Duration, then TimeoutPolicy) *Step {
+	if k, ok := s.kind.(waiter); ok {
+		w := k.wait()
+		w.max, w.then = d, then
+	} else {
+		s.misused("WaitsAtMost", "the client never performs it")
+	}
+	return s
+}
+
+// AcceptsWebhook lets an HTTP POST with the task's webhook token perform
+// a client step (an event always accepts it).
+func (s *Step) AcceptsWebhook() *Step {
+	if k, ok := s.kind.(webhooked); ok {
+		k.acceptWebhook()
+	} else {
+		s.misused("AcceptsWebhook", "only a client step or an event may be performed through the webhook")
+	}
+	return s
+}
+
+// WithPayload sets the JSON Schema an event's payload must match.
+func (s *Step) WithPayload(schema any) *Step {
+	if k, ok := s.kind.(payloaded); ok {
+		k.setPayload(schema)
+	} else {
+		s.misused("WithPayload", "only an event has a payload")
+	}
+	return s
+}
+
+// StopOnFailure makes a group fail fast: as soon as the server gives up on
+// one member, the others are stopped (recorded as cancelled) and the
+// workflow fails.
+func (s *Step) StopOnFailure() *Step {
+	if k, ok := s.kind.(stopper); ok {
+		k.stopOnFailure()
+	} else {
+		s.misused("StopOnFailure", "only a group fails fast")
+	}
+	return s
+}
+
+// binding is the name the step's output is stored under.
+func (s *Step) binding() string {
+	if s.Output != "" {
+		return s.Output
+	}
+	return s.Name
+}
+
+// quote is %q of s, for messages built with +.
+func quote(s string) string { return fmt.Sprintf("%q", s) }

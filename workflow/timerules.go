@@ -1,0 +1,305 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// The time rules. Every deadline of a workflow task is decided here, from
+// its definition and its progress; the engine's scheduler only executes
+// them (it wakes the task at store.Task.WakeAt, and the sweeper expires
+// it at ExpiresAt). docs/TIME.md says the same for users.
+//
+//   - Idle ttl. A task's ttl (Definition.TTL, else Options.TTL, else the
+//     engine's default) is how long it may rest between two recorded
+//     steps: every write that records progress moves its expiry to now +
+//     ttl when that is later. A task that keeps making progress never
+//     expires; one waiting for a person waits ttl after its last step.
+//   - Waiting for the clock is not idle. A task asleep (a sleep), waiting
+//     for a retry's backoff, or waiting for the client with a bounded
+//     wait (WaitsAtMost) expires no earlier than its next wake-up plus its
+//     ttl: a sleep or a wait longer than the ttl runs to its end, and
+//     what follows it (the skip branch of a wait) runs.
+//   - Orphans. A task no client holds the id of (its handoff never
+//     reached a client) that waits for one expires after
+//     Options.OrphanTimeout instead.
+//   - Client waits. A step waiting for the client with WaitsAtMost(d)
+//     waits from the moment it is reached (a server step: from the moment
+//     it is handed over) until then + d; then its TimeoutPolicy applies.
+//   - Retries. Attempt n (n >= 2) of a retryable step starts its policy's
+//     backoff after attempt n-1 failed (doubling from Backoff up to
+//     MaxBackoff).
+//   - Requests. A prompts/get, a workflow tool call, a resume or a
+//     continuation waits for the server's work until Options.PromptWait:
+//     it answers as soon as the workflow pauses (it waits for the client,
+//     whatever that wait's bound, or for a time after PromptWait), or
+//     ends; server work still running at PromptWait goes on (see rests).
+//   - Bounds. No sleep and no client wait is longer than MaxWait.
+
+// MaxWait bounds a sleep's length and a client wait (WaitsAtMost): a
+// longer one is refused at registration, or, for a length an argument
+// gives, when the task starts (-32602 naming the maximum).
+const MaxWait = 366 * 24 * time.Hour
+
+// TimeoutPolicy says what happens when the client does not perform a step
+// within its wait (WaitsAtMost).
+type TimeoutPolicy string
+
+// The timeout policies.
+const (
+	// TimeoutFail ends the workflow task failed, naming the step and the
+	// wait.
+	TimeoutFail TimeoutPolicy = "fail_workflow"
+	// TimeoutSkip records the step skipped (with the reason) and goes on;
+	// steps that need its output are skipped too.
+	TimeoutSkip TimeoutPolicy = "skip"
+	// TimeoutServer hands the step back to the server, which performs it
+	// itself: a server step handed to the client is tried again; a client
+	// step's tool is called with the defaults of its FromClient arguments
+	// (every FromClient argument of such a step needs one).
+	TimeoutServer TimeoutPolicy = "server"
+)
+
+// clientWait bounds how long the workflow waits for the client on a step
+// (WaitsAtMost): zero max waits without bound.
+type clientWait struct {
+	max  time.Duration
+	then TimeoutPolicy
+}
+
+func (w clientWait) policy() TimeoutPolicy {
+	if w.then == "" {
+		return TimeoutFail
+	}
+	return w.then
+}
+
+// waitOf is the client wait of step s (zero when its kind has none).
+func waitOf(s *Step) clientWait {
+	if k, ok := s.kind.(waiter); ok {
+		return *k.wait()
+	}
+	return clientWait{}
+}
+
+// wait checks a client wait at registration.
+func (c *checker) wait(w *clientWait) {
+	switch {
+	case w.max < 0:
+		c.add("its wait (WaitsAtMost) is negative (%s)", w.max)
+	case w.max > MaxWait:
+		c.add("its wait (WaitsAtMost) of %s is longer than the maximum, MaxWait (%s)", w.max, MaxWait)
+	}
+	switch p := w.policy(); p {
+	case TimeoutFail, TimeoutSkip, TimeoutServer:
+	default:
+		c.add("unknown timeout policy %q: use TimeoutFail, TimeoutSkip or TimeoutServer", p)
+	}
+}
+
+// startWait records that step s begins waiting for the client at now:
+// its wait's end, when it has a bound.
+func startWait(s *Step, sp *StepProgress, now time.Time) {
+	if sp.ReachedAt != nil {
+		return
+	}
+	at := now
+	sp.ReachedAt = &at
+	if w := waitOf(s); w.max > 0 {
+		end := now.Add(w.max)
+		sp.Deadline = &end
+	}
+}
+
+// backoff is the pause before attempt n (n >= 2) of the policy.
+func (p RetryPolicy) backoff(n int) time.Duration {
+	d := p.Backoff
+	for i := 2; i < n && d < p.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxBackoff)
+}
+
+// retryAt is when the next attempt of a step that failed tries times in a
+// row under p starts.
+func retryAt(p RetryPolicy, tries int, now time.Time) time.Time {
+	return now.Add(p.backoff(tries + 1))
+}
+
+// deadline sets u.ExpiresAt by the time rules above: a task no client
+// holds yet that waits for one expires after the orphan timeout;
+// otherwise every write that records progress moves the expiry to now +
+// ttl, or to the next wake-up + ttl when the task waits for the clock.
+func (b *Bridge) deadline(t *store.Task, p *Progress, u *store.Update, now time.Time) {
+	held := t.Labels[LabelTouched] != "" || u.Labels[LabelTouched] != ""
+	switch {
+	case !held && b.opts.OrphanTimeout > 0 && waiting(p):
+		at := now.Add(b.opts.OrphanTimeout)
+		if ttl := renewed(t, p, now); ttl.Before(at) {
+			at = ttl
+		}
+		u.ExpiresAt = &at
+		setLabel(u, LabelDeadline, DeadlineOrphan)
+	case t.TTL > 0:
+		at := renewed(t, p, now)
+		u.ExpiresAt = &at
+		setLabel(u, LabelDeadline, DeadlineIdle)
+	}
+}
+
+// renewed is the expiry of t after progress p at now: at least now + its
+// ttl and its next wake-up + its ttl, never earlier than its current ttl
+// deadline.
+func renewed(t *store.Task, p *Progress, now time.Time) time.Time {
+	at := now.Add(t.TTL)
+	if cur := t.ExpiresAt; t.Labels[LabelDeadline] != DeadlineOrphan && cur.After(at) {
+		at = cur
+	}
+	if first := t.CreatedAt.Add(t.TTL); first.After(at) {
+		at = first
+	}
+	if p != nil {
+		if w := p.timerWake(); !w.IsZero() && w.Add(t.TTL).After(at) {
+			at = w.Add(t.TTL) // waiting for the clock is not idle
+		}
+	}
+	return at
+}
+
+// waiting reports whether p waits for the client: not done, nothing runs
+// on the server or is due to, and some step waits for the client.
+func waiting(p *Progress) bool {
+	client := false
+	for i := range p.Steps {
+		sp := &p.Steps[i]
+		switch {
+		case sp.ended(), sp.GaveUp:
+		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping:
+			return false
+		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient:
+			client = true
+		}
+	}
+	return client
+}
+
+// timerWake is the earliest time the clock gives the server work on p: a
+// retry, the end of a client's wait, a step's own timer (a sleep's end);
+// zero for none.
+func (p *Progress) timerWake() time.Time {
+	var at time.Time
+	take := func(t *time.Time) {
+		if t != nil && (at.IsZero() || t.Before(at)) {
+			at = *t
+		}
+	}
+	for i := range p.Steps {
+		sp := &p.Steps[i]
+		if sp.ended() {
+			continue
+		}
+		take(sp.RetryAt)
+		take(sp.Deadline)
+		take(sp.Until)
+	}
+	return at
+}
+
+// nextWake is the task's wake-up time (store.Task.WakeAt) at progress p
+// written at now: now when a server step is due but not started (so that
+// if this process stops before it starts the step, the engine's scheduler
+// has another process start it), else timerWake.
+func (p *Progress) nextWake(now time.Time) time.Time {
+	if p.serverDue() {
+		return now
+	}
+	return p.timerWake()
+}
+
+// serverDue reports whether the server has a step to start now: the first
+// step not done (no client step before it waits) is a server step that
+// neither runs nor waits for a retry or its own timer, or every step is
+// done and the task is not completed yet.
+func (p *Progress) serverDue() bool {
+	for i := range p.Steps {
+		sp := &p.Steps[i]
+		switch {
+		case sp.ended(), sp.GaveUp:
+			continue
+		case sp.HandedToClient:
+			return false
+		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
+			return false
+		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Until != nil:
+			return false
+		}
+		return true
+	}
+	return true
+}
+
+// dueNow reports whether the server has work to do on p now, in a
+// process that runs none of its steps: a step was running (its process
+// stopped), a server step is due, or a timer is due.
+func dueNow(p *Progress, now time.Time) bool {
+	for i := range p.Steps {
+		if p.Steps[i].Status == StepRunning {
+			return true
+		}
+	}
+	at := p.timerWake()
+	return p.serverDue() || !at.IsZero() && !at.After(now)
+}
+
+// rests reports whether a workflow waits for nothing the server does
+// before deadline (a request's PromptWait): no step runs or is due to
+// start; what remains waits for the client (whatever the bound of that
+// wait: a request answers when the workflow pauses, so the client hears
+// of the step while it can still act), or for a time after deadline.
+// With a zero deadline (no bound), a retry's backoff is waited for, a
+// sleep and a client's wait are not.
+func rests(p *Progress, deadline time.Time) bool {
+	for i := range p.Steps {
+		if p.Steps[i].Status == StepRunning {
+			return false // a group's member runs, beside a step that waits
+		}
+	}
+	waits := false // a client step before this one is not done
+	for i := range p.Steps {
+		sp := &p.Steps[i]
+		switch {
+		case sp.ended(), sp.GaveUp:
+			continue
+		case sp.Until != nil:
+			if !deadline.IsZero() && !sp.Until.After(deadline) {
+				return false // the step's timer goes off before deadline
+			}
+			waits = true // a sleep holds what follows
+			continue
+		case sp.HandedToClient:
+			return true
+		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
+			waits = true
+			continue
+		case waits:
+			return true // the server step waits for the client's
+		case sp.RetryAt != nil:
+			return !deadline.IsZero() && sp.RetryAt.After(deadline)
+		}
+		return false // a server step due now
+	}
+	return waits // all done: the completing write is due
+}
+
+// stamp formats a time for the prose of the handoff.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// waitNote says, for a status line, until when the workflow waits.
+func waitNote(sp *StepProgress) string {
+	if sp.Deadline == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (until %s)", stamp(*sp.Deadline))
+}
