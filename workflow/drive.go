@@ -169,6 +169,8 @@ const drainWait = 5 * time.Second
 // is released in the same write.
 func (in *instance) drain(results []stepResult) {
 	b := in.b
+	ran := len(results) > 0
+	in.locked(func() { ran = ran || len(in.running) > 0 })
 	timer := time.NewTimer(drainWait)
 	defer timer.Stop()
 	for {
@@ -201,8 +203,8 @@ func (in *instance) drain(results []stepResult) {
 			in.running = map[string]*stepRun{}
 			in.dropLease()
 		}()
-		if in.lease == nil || !in.lease.Held() {
-			return // another process runs the task's steps: nothing is open here
+		if !ran || in.lease == nil {
+			return // nothing of the task's ran here
 		}
 		err := in.commit(ctx, func(p *Progress) (store.Update, error) {
 			now := b.engine.Now()

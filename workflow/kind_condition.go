@@ -228,17 +228,6 @@ func (c *checker) condition(cond *Condition) {
 	}
 }
 
-// resolver reads sources against a progress record: the workflow's
-// arguments and outputs, and the task's variables (vars; nil: none).
-type resolver struct {
-	w    *Definition
-	vars func(name string) (json.RawMessage, bool)
-}
-
-func (r *resolver) value(p *Progress, src Source) (json.RawMessage, error) {
-	return value(r.w, p, r.vars, src)
-}
-
 // skipReason says why step s, reached, does not run: it needs the output
 // of a skipped step, or its condition does not hold (or cannot be
 // judged); "" when it runs. A condition reads an optional argument not

@@ -56,7 +56,7 @@ const (
 func (k *sleep) name() StepKind { return KindSleep }
 
 func (k *sleep) print() any {
-	return printed{Sleep: k.length, For: printSourcePtr(k.forSrc), Until: printSourcePtr(k.until)}
+	return printed{Length: k.length, For: printSourcePtr(k.forSrc), Until: printSourcePtr(k.until)}
 }
 
 func (k *sleep) reads() []read {

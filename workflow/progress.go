@@ -274,8 +274,8 @@ func newProgress(wf *compiled, args map[string]string, now time.Time) *Progress 
 		if g := wf.parent[s.Name]; g != nil {
 			sp.Group = g.Name
 		}
-		if k := s.Kind(); k != KindTool {
-			sp.Kind = string(k)
+		if callOf(s) == nil { // a tool step's kind is left out
+			sp.Kind = string(s.Kind())
 		}
 		p.Steps = append(p.Steps, sp)
 	}

@@ -64,6 +64,14 @@ func (h *TaskPromptHandler) Handle(ctx context.Context, req *mcp.GetPromptReques
 	return res, nil
 }
 
+// argError is a workflow argument refused before a task exists: the
+// -32602 error a prompts/get answers with; the workflow's tool answers
+// with a tool error the model reads instead.
+type argError struct{ rpc error }
+
+func (e *argError) Error() string { return e.rpc.Error() }
+func (e *argError) Unwrap() error { return e.rpc }
+
 // taskIDOf reads the task id a request names: _meta._task_id, or the
 // argument _task_id (removed from args). Both may be given if they agree.
 func taskIDOf(meta mcp.Meta, args map[string]string) (id string, named bool, err error) {
@@ -102,7 +110,7 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 	}
 	a, err := wf.def.promptArgs(args)
 	if err != nil {
-		return nil, nil, mcptask.InvalidParams("workflow %q: %v", h.name, err)
+		return nil, nil, &argError{rpc: mcptask.InvalidParams("workflow %q: %v", h.name, err)}
 	}
 	p := newProgress(wf, a, b.engine.Now())
 	in, err := b.create(ctx, q, wf, p, nil, nil)

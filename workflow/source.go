@@ -111,6 +111,17 @@ func (s Source) String() string {
 	return string(s.Kind)
 }
 
+// resolver reads sources against a progress record: the workflow's
+// arguments and outputs, and the task's variables (vars; nil: none).
+type resolver struct {
+	w    *Definition
+	vars func(name string) (json.RawMessage, bool)
+}
+
+func (r *resolver) value(p *Progress, src Source) (json.RawMessage, error) {
+	return value(r.w, p, r.vars, src)
+}
+
 // errUnavailable reports an input that does not exist yet: the output of a
 // step that has not completed, or a task variable nobody set.
 type errUnavailable struct{ what string }

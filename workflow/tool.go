@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 
@@ -21,8 +22,8 @@ import (
 func workflowTool(w *Definition) *mcp.Tool {
 	props := map[string]any{}
 	var required []string
-	for _, a := range w.Arguments {
-		props[a.Name] = map[string]any{"type": "string", "description": a.Description}
+	for _, a := range w.argumentsOf() {
+		props[a.Name] = a.propertySchema()
 		if a.Required {
 			required = append(required, a.Name)
 		}
@@ -63,6 +64,11 @@ func (b *Bridge) toolHandler(name string) mcp.ToolHandler {
 			t, p, err = h.resume(ctx, q, id)
 		} else {
 			t, p, err = h.start(ctx, q, args)
+		}
+		var ae *argError
+		if errors.As(err, &ae) {
+			// An argument the model can fix: a tool error it reads.
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: ae.Error() + "; nothing was started: call the tool again with corrected arguments."}}}, nil
 		}
 		if err != nil {
 			return nil, err

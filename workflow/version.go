@@ -38,7 +38,7 @@ func VersionOf(w *Definition) string {
 type printed struct {
 	Tool     string
 	Args     map[string]printedSource
-	Sleep    time.Duration
+	Length   time.Duration
 	For      *printedSource
 	Until    *printedSource
 	FailFast bool
@@ -77,7 +77,7 @@ type printedStep struct {
 	Output    string                   `json:"out"`
 	Args      map[string]printedSource `json:"args,omitempty"`
 	When      any                      `json:"when,omitempty"`
-	Sleep     time.Duration            `json:"sleep,omitempty"`
+	Length    time.Duration            `json:"sleep,omitempty"`
 	For       *printedSource           `json:"for,omitempty"`
 	Until     *printedSource           `json:"until,omitempty"`
 	Group     string                   `json:"group,omitempty"`
@@ -97,7 +97,7 @@ func prints(w *Definition) []printedStep {
 		st := printedStep{Name: s.Name, Kind: s.Kind(), Execution: s.Execution(), Output: s.binding()}
 		if s.kind != nil {
 			if pr, ok := s.kind.print().(printed); ok {
-				st.Tool, st.Args, st.Sleep, st.For, st.Until, st.Extra = pr.Tool, pr.Args, pr.Sleep, pr.For, pr.Until, pr.Extra
+				st.Tool, st.Args, st.Length, st.For, st.Until, st.Extra = pr.Tool, pr.Args, pr.Length, pr.For, pr.Until, pr.Extra
 			}
 		}
 		if s.Condition != nil {
@@ -150,7 +150,7 @@ func stepPrint(st printedStep) string {
 		h([]any{st.Name, st.Kind, st.Tool, st.Execution, st.Output}),
 		h(st.Args),
 		h(st.When),
-		h([]any{st.Sleep, st.For, st.Until, st.Group, st.FailFast, st.Extra}),
+		h([]any{st.Length, st.For, st.Until, st.Group, st.FailFast, st.Extra}),
 	}, ".")
 }
 
@@ -166,10 +166,13 @@ func printChanges(was, now string) string {
 			parts = append(parts, what)
 		}
 	}
-	if len(parts) == 0 {
+	switch len(parts) {
+	case 0:
 		return "it changed"
+	case 1:
+		return parts[0] + " changed"
 	}
-	return strings.Join(parts, ", ") + " changed"
+	return strings.Join(parts[:len(parts)-1], "; ") + " and " + parts[len(parts)-1] + " changed"
 }
 
 // ErrVersionNotServed is matched by the error of a task whose workflow

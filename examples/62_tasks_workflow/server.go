@@ -344,8 +344,8 @@ func announceRelease(ctx context.Context, _ *mcp.CallToolRequest, in announceIn)
 func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 	return workflow.New(name, "Draft, review and publish release notes for a repository").
 		WithGoal("Publish reviewed release notes for the repository").
-		Arg("repo", "repository to describe (any name)", true).
-		Arg("since", "tag to start from (optional)", false).
+		TypedArg("repo", "repository to describe (any name)", true, workflow.ArgString).
+		TypedArg("since", "tag to start from (optional)", false, workflow.ArgString).
 		Step(
 			workflow.Server("fetch", "fetch_changes").
 				Bind("repo", workflow.PromptArg("repo")).
@@ -392,7 +392,7 @@ func canaryWorkflow() *workflow.Definition {
 		WithGoal("Roll out the release to every user only if its checks pass and a person approves the canary").
 		Arg("repo", "repository to release (any name)", true).
 		Arg("version", "version to roll out, like v1.2.3", true).
-		Arg("soak_seconds", "how long the canary soaks before the approval, in seconds (default 30)", false).
+		TypedArg("soak_seconds", "how long the canary soaks before the approval (default 30 seconds)", false, workflow.ArgDuration).
 		Step(
 			workflow.Parallel("checks", suite("lint"), suite("unit"), suite("integration")).StopOnFailure(),
 			workflow.SleepFor("soak", workflow.PromptArg("soak_seconds").WithDefault(30)).
