@@ -144,7 +144,9 @@ func TestDeclaredVersionCannotSwitchSilently(t *testing.T) {
 	}{
 		"condition flipped": {func(w *Definition) { w.Steps[2].Unless(Truthy(StepOutput("b", "x"))) }, `step "c": its condition changed`},
 		"binding changed":   {func(w *Definition) { w.Steps[2].Bind("in", StepOutput("a")) }, `step "c": its argument bindings changed`},
-		"tool changed":      {func(w *Definition) { w.Steps[2] = Server("c", "tx").Bind("in", StepOutput("b")).When(Truthy(StepOutput("b", "x"))) }, `step "c": its kind, tool or output changed`},
+		"tool changed": {func(w *Definition) {
+			w.Steps[2] = Server("c", "tx").Bind("in", StepOutput("b")).When(Truthy(StepOutput("b", "x")))
+		}, `step "c": its kind, tool or output changed`},
 	}
 	for name, row := range rows {
 		t.Run(name, func(t *testing.T) {
