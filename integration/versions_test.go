@@ -246,3 +246,59 @@ func TestRetryBackoffAcrossSIGKILL(t *testing.T) {
 	require.False(t, retry.At.Before(retryAt), "not before its time: %v < %v", retry.At, retryAt)
 	require.Less(t, retry.At.Sub(retryAt), 1500*time.Millisecond, "at its time, not a full backoff after the restart")
 }
+
+// A declared version redeployed with a changed definition (a flipped
+// condition, a changed binding) is not the version a waiting task started
+// on: the task fails naming the step and what changed (the fingerprint
+// recorded with the task), and the changed step never runs. Before, the
+// task switched silently: it skipped c after approval, or ran it with the
+// new binding.
+func TestVersionsDeclaredVersionCannotSwitch(t *testing.T) {
+	declared := func(change func(c *workflow.Step)) *workflow.Definition {
+		c := workflow.Server("c", "tc").Bind("x", workflow.StepOutput("b", "by")).When(workflow.Truthy(workflow.StepOutput("b", "by")))
+		if change != nil {
+			change(c)
+		}
+		return workflow.New("abc", "three steps").WithVersion("1").Step(
+			workflow.Server("a", "ta"),
+			workflow.Client("b", "tb").Bind("x", workflow.FromClient("x")),
+			c,
+		)
+	}
+	rows := map[string]struct {
+		change func(c *workflow.Step)
+		says   string
+	}{
+		"condition flipped": {func(c *workflow.Step) { c.Unless(workflow.Truthy(workflow.StepOutput("b", "by"))) }, `step "c": its condition changed`},
+		"binding changed":   {func(c *workflow.Step) { c.Bind("x", workflow.StepOutput("a", "by")) }, `step "c": its argument bindings changed`},
+	}
+	stores := map[string]func(t *testing.T) string{
+		"bbolt":    func(t *testing.T) string { return filepath.Join(t.TempDir(), "tasks.db") },
+		"postgres": func(t *testing.T) string { return pgtest.DSN(t) },
+	}
+	for _, backend := range []string{"bbolt", "postgres"} {
+		for name, row := range rows {
+			t.Run(backend+"/"+name, func(t *testing.T) {
+				spec := stores[backend](t)
+				ctx := context.Background()
+				calls := map[string]int{}
+				srv := versionServer(t, spec, calls, declared(nil))
+				id := startAbc(t, versionClient(t, srv))
+				require.NoError(t, srv.Close())
+
+				srv = versionServer(t, spec, calls, declared(row.change))
+				defer srv.Close()
+				cs := versionClient(t, srv)
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tb", Arguments: map[string]any{"x": 1}, Meta: mcp.Meta{"_task_id": id}})
+				require.Error(t, err)
+				require.Contains(t, err.Error(), "nothing was recorded")
+				tk, err := srv.Store.Get(ctx, id)
+				require.NoError(t, err)
+				require.Equal(t, store.StatusFailed, tk.Status)
+				require.Contains(t, tk.StatusMessage, row.says)
+				require.Contains(t, tk.StatusMessage, "never switches definitions silently")
+				require.Zero(t, calls["tb"]+calls["tc"], "nothing of the changed definition ran")
+			})
+		}
+	}
+}

@@ -218,7 +218,7 @@ func (a Argument) form() string {
 	case ArgBoolean:
 		return "true or false"
 	case ArgDuration:
-		return fmt.Sprintf("a duration: seconds (like 30) or a Go duration (like 90s or 1h30m), at most %s", MaxWait)
+		return fmt.Sprintf("a duration: seconds (like 30) or a Go duration (like 90s or 1h30m), at most %s", maxWaitText)
 	case ArgTime:
 		return "a time: RFC 3339 (like 2026-12-01T09:00:00Z) or Unix seconds"
 	case ArgEnum:

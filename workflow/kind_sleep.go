@@ -95,7 +95,7 @@ func (k *sleep) check(c *checker) {
 	case k.length < 0:
 		c.add("the sleep's length is negative")
 	case k.length > MaxWait:
-		c.add("the sleep's length %s is longer than the maximum, MaxWait (%s): split the wait, or use a schedule", k.length, MaxWait)
+		c.add("the sleep's length %s is longer than the maximum, MaxWait (%s): split the wait, or use a schedule", k.length, maxWaitText)
 	case n != 1:
 		c.add("a sleep needs exactly one of a length (Sleep), a length source (SleepFor) or an end source (SleepUntil)")
 	}
@@ -145,7 +145,7 @@ func (k *sleep) end(x *turn) (time.Time, error) {
 	if k.until != nil {
 		t, err := parseTime(raw)
 		if err == nil && t.Sub(x.now) > MaxWait {
-			err = fmt.Errorf("its end %s is more than the maximum, %s, away", t.UTC().Format(time.RFC3339), MaxWait)
+			err = fmt.Errorf("its end %s is more than the maximum, %s, away", t.UTC().Format(time.RFC3339), maxWaitText)
 		}
 		return t, err
 	}
@@ -192,11 +192,11 @@ func parseLength(raw json.RawMessage) (time.Duration, error) {
 		case err != nil && strings.Contains(err.Error(), "invalid duration"):
 			return 0, fmt.Errorf("the length %q is neither seconds nor a duration such as 90s", v)
 		case err != nil:
-			return 0, fmt.Errorf("the length %q is longer than the maximum, %s", v, MaxWait)
+			return 0, fmt.Errorf("the length %q is longer than the maximum, %s", v, maxWaitText)
 		case d < 0:
 			return 0, fmt.Errorf("the length %q is negative", v)
 		case d > MaxWait:
-			return 0, fmt.Errorf("the length %q is longer than the maximum, %s", v, MaxWait)
+			return 0, fmt.Errorf("the length %q is longer than the maximum, %s", v, maxWaitText)
 		}
 		return d, nil
 	}
@@ -212,7 +212,7 @@ func secondsLength(secs float64, what string) (time.Duration, error) {
 	case secs < 0:
 		return 0, fmt.Errorf("the length %s is negative", what)
 	case secs > MaxWait.Seconds():
-		return 0, fmt.Errorf("the length %s is longer than the maximum, %s", what, MaxWait)
+		return 0, fmt.Errorf("the length %s is longer than the maximum, %s", what, maxWaitText)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }

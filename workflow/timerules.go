@@ -43,6 +43,9 @@ import (
 // gives, when the task starts (-32602 naming the maximum).
 const MaxWait = 366 * 24 * time.Hour
 
+// maxWaitText is MaxWait as messages say it.
+const maxWaitText = "366 days"
+
 // TimeoutPolicy says what happens when the client does not perform a step
 // within its wait (WaitsAtMost).
 type TimeoutPolicy string
@@ -90,7 +93,7 @@ func (c *checker) wait(w *clientWait) {
 	case w.max < 0:
 		c.add("its wait (WaitsAtMost) is negative (%s)", w.max)
 	case w.max > MaxWait:
-		c.add("its wait (WaitsAtMost) of %s is longer than the maximum, MaxWait (%s)", w.max, MaxWait)
+		c.add("its wait (WaitsAtMost) of %s is longer than the maximum, MaxWait (%s)", w.max, maxWaitText)
 	}
 	switch p := w.policy(); p {
 	case TimeoutFail, TimeoutSkip, TimeoutServer:

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // TestDemoRunsTheWholeLifecycle runs the example the way `go run` does and
@@ -254,4 +256,25 @@ func TestCanaryRelease(t *testing.T) {
 	require.Equal(t, "publish", doc.SkippedSteps[0].Name)
 	require.NotContains(t, names(doc.CompletedSteps), "publish")
 	require.Contains(t, string(doc.CompletedSteps[len(doc.CompletedSteps)-1].Result), "reject: wrong version")
+}
+
+// TestCanaryArgumentsCheckedFirst: soak_seconds is a duration; a value
+// that is none is refused before a task exists, at prompts/get (-32602)
+// and at the workflow's tool (a tool error the model reads), naming the
+// argument and the form.
+func TestCanaryArgumentsCheckedFirst(t *testing.T) {
+	cs, _, srv := exampleServer(t)
+	ctx := context.Background()
+	_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "canary_release", Arguments: map[string]string{"repo": "shop", "version": "v1.2.3", "soak_seconds": "abc"}})
+	var je *jsonrpc.Error
+	require.ErrorAs(t, err, &je)
+	require.EqualValues(t, mcptask.CodeInvalidParams, je.Code)
+	require.Contains(t, je.Message, `argument "soak_seconds" must be a duration`)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "canary_release", Arguments: map[string]any{"repo": "shop", "version": "v1.2.3", "soak_seconds": "abc"}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, `argument "soak_seconds" must be a duration`)
+	page, err := srv.Store.Query(ctx, store.Query{})
+	require.NoError(t, err)
+	require.Empty(t, page.Tasks, "no task was created")
 }

@@ -6,7 +6,9 @@
 //
 // abc: a (server) -> b (client) -> c (server); "appended" adds d (server)
 // after c. c sleeps -c-sleep. flaky: f (server, fails its first run,
-// retried after -backoff) -> g (client).
+// retried after -backoff) -> g (client). SIGTERM (or SIGINT) stops it
+// gracefully: the server closes, handing running steps back (the deploy
+// tests); -max-interruptions sets workflow.Options.MaxInterruptions.
 package main
 
 import (
@@ -17,8 +19,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,10 +45,12 @@ func main() {
 	variants := flag.String("variants", "v1", "workflow variants to serve, oldest first: v1, appended")
 	cSleep := flag.Duration("c-sleep", 0, "how long step c takes")
 	backoff := flag.Duration("backoff", 2*time.Second, "flaky step's retry backoff")
+	maxInterruptions := flag.Int("max-interruptions", 0, "workflow.Options.MaxInterruptions (0: the default)")
 	flag.Parse()
 
 	var flakyRuns atomic.Int32
-	b := builder.New("versionserver", "1").WithDB(*db).WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	b := builder.New("versionserver", "1").WithDB(*db).WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))).
+		WithWorkflowOptions(workflow.Options{MaxInterruptions: *maxInterruptions})
 	tool := func(name string, f func(ctx context.Context) error) {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ in) (*mcp.CallToolResult, out, error) {
 			if f != nil {
@@ -93,7 +99,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "versionserver:", err)
 		os.Exit(1)
 	}
-	defer srv.Close()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "versionserver:", err)
@@ -101,5 +106,16 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(nil))
-	_ = http.Serve(ln, mux)
+	hs := &http.Server{Handler: mux}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { _ = hs.Serve(ln) }()
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	if err := srv.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "versionserver: closing:", err)
+	}
+	fmt.Fprintln(os.Stderr, "STOPPED gracefully")
 }
