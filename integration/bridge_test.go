@@ -498,7 +498,9 @@ func TestBridgeRestartResumesServerSteps(t *testing.T) {
 	require.NoError(t, err)
 	_, p := progressOf(t, st, taskID)
 	require.NoError(t, st.Close())
-	require.Equal(t, workflow.StepRunning, p.Steps[1].Status, "the interrupted step is recorded as running")
+	require.Equal(t, workflow.StepPending, p.Steps[1].Status, "a graceful stop hands the running step back")
+	require.Equal(t, workflow.OutcomeStopped, p.Steps[1].History[0].Outcome)
+	require.Zero(t, p.Steps[1].Interrupted, "a graceful stop is not a crash")
 
 	f2 := newBridgeFixture(t, path)
 	cs2 := f2.sdkClient(t, false)
