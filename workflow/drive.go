@@ -273,11 +273,33 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 		in.unserved(ctx)
 		return time.Time{}, false
 	}
-	kept := results
-	var pl plan
+	pl, ok := in.writePlan(ctx, reason, results)
+	if !ok {
+		return time.Time{}, len(in.running) > 0
+	}
+	if in.task.Status.Terminal() {
+		in.stopAll(errTaskEnded) // a group that failed fast: its other members stop
+		return time.Time{}, false
+	}
+	for _, name := range pl.start {
+		in.launch(name)
+	}
+	if w := in.p.timerWake(); !w.IsZero() && w.Sub(b.engine.Now()) < inProcessWait && in.lease != nil {
+		wake = w
+	}
+	return wake, len(in.running) > 0 || !wake.IsZero()
+}
+
+// writePlan plans the pass (applying results) and writes it, taking the
+// lease first when the plan opens attempts. ok is false when the pass
+// stops here: the task ended, another process runs it, or the write
+// failed (a write the store refuses for good fails the task). Call with
+// mu held.
+func (in *instance) writePlan(ctx context.Context, reason string, results []stepResult) (pl plan, ok bool) {
+	log := in.b.engine.Logger()
 	for attempt := 0; attempt < 3; attempt++ {
 		err := in.commit(ctx, func(p *Progress) (store.Update, error) {
-			pl = in.plan(p, kept, reason)
+			pl = in.plan(p, results, reason)
 			return pl.update, pl.err
 		})
 		switch {
@@ -292,18 +314,18 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 				}
 				// Another process runs the task's server steps (or it
 				// ended): it records what comes next.
-				return time.Time{}, len(in.running) > 0
+				return pl, false
 			}
 			continue
 		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
 		case errors.Is(err, errEnded):
 			log.Info("not recording a workflow task's progress here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id)
 			in.stopAll(errTaskEnded)
-			return time.Time{}, false
+			return pl, false
 		case errors.Is(err, errTakenOver):
 			log.Warn("lease lost; not recording a workflow task's progress here: another process took the task over", "task", in.id)
 			in.stopAll(errTaskEnded)
-			return time.Time{}, false
+			return pl, false
 		default:
 			log.Error("recording a workflow task's progress", "task", in.id, "error", err)
 			in.stopAll(errTaskEnded)
@@ -312,23 +334,13 @@ func (in *instance) pass(ctx context.Context, reason string, results []stepResul
 				// away fails the task with that reason, never leaving it
 				// "running" until its ttl.
 				in.invalidate()
-				b.failTask(context.WithoutCancel(ctx), in.id, fmt.Sprintf("the workflow's progress cannot be recorded: %v", err))
+				in.b.failTask(context.WithoutCancel(ctx), in.id, fmt.Sprintf("the workflow's progress cannot be recorded: %v", err))
 			}
-			return time.Time{}, false
+			return pl, false
 		}
 		break
 	}
-	if in.task.Status.Terminal() {
-		in.stopAll(errTaskEnded) // a group that failed fast: its other members stop
-		return time.Time{}, false
-	}
-	for _, name := range pl.start {
-		in.launch(name)
-	}
-	if w := in.p.timerWake(); !w.IsZero() && w.Sub(b.engine.Now()) < inProcessWait && in.lease != nil {
-		wake = w
-	}
-	return wake, len(in.running) > 0 || !wake.IsZero()
+	return pl, true
 }
 
 // logStopped says why the tool of a server step was stopped without its
