@@ -136,12 +136,11 @@ func (sub *subscription) run(conn *pgx.Conn) {
 // reconnect retries listen until it works (returning the connection) or
 // the subscription ends (returning nil).
 func (sub *subscription) reconnect() *pgx.Conn {
-	delay := minReconnectDelay
+	var retry backoff
+	delay := retry.next()
 	for {
-		select {
-		case <-sub.ctx.Done():
+		if !sleep(sub.ctx, delay) {
 			return nil
-		case <-time.After(delay):
 		}
 		ctx, cancel := context.WithTimeout(sub.ctx, connectTimeout)
 		conn, err := sub.s.listen(ctx)
@@ -153,7 +152,7 @@ func (sub *subscription) reconnect() *pgx.Conn {
 		if sub.ctx.Err() != nil {
 			return nil
 		}
+		delay = retry.next()
 		sub.s.log.Warn("postgres: change feed reconnect failed", "schema", sub.s.schema, "err", err, "retry_in", delay)
-		delay = min(2*delay, maxReconnectDelay)
 	}
 }

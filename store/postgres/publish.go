@@ -52,6 +52,9 @@ type publisher struct {
 	stopping bool
 	wake     chan struct{} // capacity 1: a slot was resolved, or stop
 	done     chan struct{} // closed when run returns
+	// stopped is cancelled by stop, to cut a backoff short.
+	stopped    context.Context
+	cancelStop context.CancelFunc
 
 	conn *pgx.Conn // owned by run
 
@@ -76,6 +79,7 @@ const (
 
 func newPublisher(s *Store) *publisher {
 	p := &publisher{s: s, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p.stopped, p.cancelStop = context.WithCancel(context.Background())
 	go p.run()
 	return p
 }
@@ -153,6 +157,7 @@ func (p *publisher) stop() {
 	p.mu.Lock()
 	p.stopping = true
 	p.mu.Unlock()
+	p.cancelStop()
 	p.signal()
 	<-p.done
 }
@@ -184,7 +189,7 @@ func sendable(queue []*slot) (ready, rest []*slot) {
 func (p *publisher) run() {
 	defer close(p.done)
 	defer p.closeConn()
-	delay := time.Duration(0)
+	var retry backoff
 	for {
 		p.mu.Lock()
 		var batch []*slot
@@ -210,7 +215,7 @@ func (p *publisher) run() {
 		}
 		err := p.send(batch, timeout)
 		if err == nil {
-			delay = 0
+			retry.reset()
 			continue
 		}
 		p.closeConn()
@@ -218,7 +223,7 @@ func (p *publisher) run() {
 			p.s.log.Warn("postgres: change notifications lost while closing", "schema", p.s.schema, "changes", len(batch), "err", err)
 			continue
 		}
-		delay = min(max(2*delay, minReconnectDelay), maxReconnectDelay)
+		delay := retry.next()
 		p.s.log.Warn("postgres: sending change notifications failed; retrying", "schema", p.s.schema,
 			"changes", len(batch), "err", err, "retry_in", delay)
 		// Ahead of everything else: they were the oldest ready slots, so
@@ -227,26 +232,7 @@ func (p *publisher) run() {
 		p.queue = append(batch, p.queue...)
 		p.trim()
 		p.mu.Unlock()
-		p.sleep(delay)
-	}
-}
-
-// sleep waits for d, or less when stop is called.
-func (p *publisher) sleep(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			return
-		case <-p.wake:
-			p.mu.Lock()
-			stopping := p.stopping
-			p.mu.Unlock()
-			if stopping {
-				return
-			}
-		}
+		sleep(p.stopped, delay) // stop cuts it short
 	}
 }
 
