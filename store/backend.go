@@ -28,7 +28,8 @@ const (
 )
 
 // WithDefaults returns l with every zero (or negative) field replaced by its
-// default.
+// default, MaxEventBytes raised to MinEventBytes and MaxEventLogBytes to
+// MaxEventBytes when they are smaller.
 func (l Limits) WithDefaults() Limits {
 	if l.MaxVariableBytes <= 0 {
 		l.MaxVariableBytes = DefaultMaxVariableBytes
@@ -42,6 +43,19 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxArgumentsBytes <= 0 {
 		l.MaxArgumentsBytes = DefaultMaxArgumentsBytes
 	}
+	if l.MaxEventBytes <= 0 {
+		l.MaxEventBytes = DefaultMaxEventBytes
+	}
+	// The store's own status event must fit, and the log must hold one
+	// event of the largest size.
+	l.MaxEventBytes = max(l.MaxEventBytes, MinEventBytes)
+	if l.MaxEvents <= 0 {
+		l.MaxEvents = DefaultMaxEvents
+	}
+	if l.MaxEventLogBytes <= 0 {
+		l.MaxEventLogBytes = DefaultMaxEventLogBytes
+	}
+	l.MaxEventLogBytes = max(l.MaxEventLogBytes, l.MaxEventBytes)
 	return l
 }
 

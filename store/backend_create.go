@@ -12,7 +12,12 @@ import (
 // CreatedAt, ExpiresAt computed from TTL, WakeAt as given, null variables
 // and empty labels dropped, empty collections normalized to nil,
 // LeaseEpoch 1 with a LeaseHolder (0 and a zero LeaseUntil without one),
-// and History set to its one creation entry. t is not modified.
+// History set to its one creation entry, and Events set to the events to
+// append to the new task's log: t.Events, their zero At set to UpdatedAt,
+// then the store's mcptask.EventStatus event of the first status (number
+// them with Limits.PlanAppend(0, 0, events)). A backend stores the events
+// apart and clears rec.Events: Create returns the record without them. t
+// is not modified.
 //
 // t.Status may be any valid status. A task created in a terminal status
 // (completed, failed, cancelled: one that ended before it was first
@@ -21,10 +26,10 @@ import (
 // result and error are held to the same limits as an Update's.
 //
 // It fails with ErrInvalid (bad id, owner, status, times, TTL, poll
-// interval, request name, lease, wake-up time, JSON, a terminal task
-// without an outcome or with a lease or a wake-up time) or ErrTooLarge (a
-// size limit of lim, after defaults). Backends call it before writing
-// anything.
+// interval, request name, lease, wake-up time, JSON, event type, a
+// terminal task without an outcome or with a lease or a wake-up time) or
+// ErrTooLarge (a size limit of lim, after defaults). Backends call it
+// before writing anything.
 func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 	if t == nil {
 		return nil, invalid("nil task")
@@ -43,7 +48,12 @@ func PrepareCreate(t *Task, lim Limits) (*Task, error) {
 	if err := checkNewPayloads(t, lim); err != nil {
 		return nil, err
 	}
-	return newRecord(t, expires), nil
+	if err := checkEvents(t.Events, lim); err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	rec := newRecord(t, expires)
+	rec.Events = append(stampEvents(t.Events, rec.UpdatedAt), statusEvent(rec, lim))
+	return rec, nil
 }
 
 // checkNewHeader checks a new task's identity, status, times and lease.

@@ -15,9 +15,10 @@ import (
 // update's values; Apply may be called more than once (on different
 // records), and records it is applied to share its (read-only) values.
 type PreparedUpdate struct {
-	u       Update
-	lim     Limits
-	deletes map[string]bool // variable names set to null
+	u          Update
+	lim        Limits
+	deletes    map[string]bool // variable names set to null
+	appendOnly bool
 }
 
 // Changes reports what Apply changed, so a backend can write only that.
@@ -50,6 +51,15 @@ type Changes struct {
 	// index entry (the zero time means no entry).
 	WakeChanged bool
 	PrevWakeAt  time.Time
+	// Events are the events to append to the task's log, in order, their
+	// At set and their Seq not yet: Update.Events, then the
+	// mcptask.EventStatus event when StatusChanged. A backend numbers and
+	// places them with Limits.PlanAppend after the log's newest event.
+	Events []Event
+	// AppendOnly is set for a pure append (Update.AppendOnly): the task
+	// itself did not change (not its Version, not UpdatedAt), so the
+	// backend writes the Events only.
+	AppendOnly bool
 }
 
 func changesOf(t *Task) Changes {
@@ -86,7 +96,7 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 		}
 	}
 	if u.Annotate && (u.Status != "" || u.StatusMessage != nil || len(u.Variables) > 0 || u.Result != nil || u.Error != nil ||
-		u.ExpiresAt != nil || u.WakeAt != nil || u.Fence != nil || u.ReleaseLease || len(u.Labels) == 0) {
+		u.ExpiresAt != nil || u.WakeAt != nil || u.Fence != nil || u.ReleaseLease || len(u.Labels) == 0 || len(u.Events) > 0) {
 		return nil, invalid("an Annotate update only merges Labels")
 	}
 	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() && !ValidTime(*u.ExpiresAt) {
@@ -94,6 +104,9 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 	}
 	if u.WakeAt != nil && !u.WakeAt.IsZero() && !ValidTime(*u.WakeAt) {
 		return nil, invalid("WakeAt %v out of range", *u.WakeAt)
+	}
+	if err := checkEvents(u.Events, lim); err != nil {
+		return nil, err
 	}
 
 	// Private copies: the caller may reuse its maps and slices.
@@ -141,8 +154,15 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 			p.u.Labels[k] = v
 		}
 	}
+	p.u.Events = cloneEvents(u.Events)
+	p.appendOnly = u.AppendOnly()
 	return p, nil
 }
+
+// AppendOnly reports whether the update is a pure append (see
+// Update.AppendOnly): Apply will need only the task's header, and change
+// nothing of it.
+func (p *PreparedUpdate) AppendOnly() bool { return p.appendOnly }
 
 // Apply checks the update against t and, only if every check passes,
 // applies it to t in place. The checks, in order (the backend has already
@@ -165,12 +185,23 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 // u.ReleaseLease is set or the new status is terminal (LeaseEpoch kept),
 // WakeAt cleared when the new status is terminal, a History entry
 // appended when the status changed, Version incremented and UpdatedAt set
-// to now (UTC). t must carry its full Variables for the size check and the
-// merge, and its History for the append. On error t is unchanged.
+// to now (UTC), and the events to append listed in Changes.Events (the
+// update's, at now when they have no At, then the status event when the
+// status changed). t must carry its full Variables for the size check and
+// the merge, and its History for the append. On error t is unchanged.
+//
+// A pure append (AppendOnly) makes the same checks and changes nothing of
+// t: Changes.AppendOnly is set and Changes.Events lists the events. It
+// needs only t's header (no Variables, no History).
 func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	ch := changesOf(t)
 	if err := p.check(t); err != nil {
 		return ch, err
+	}
+	if p.appendOnly {
+		ch.AppendOnly = true
+		ch.Events = stampEvents(p.u.Events, now)
+		return ch, nil
 	}
 	// Every check passed: mutate.
 	p.applyStatusAndVariables(t, &ch)
@@ -178,8 +209,10 @@ func (p *PreparedUpdate) Apply(t *Task, now time.Time) (Changes, error) {
 	p.applyOutcomeAndTimes(t, &ch)
 	t.Version++
 	t.UpdatedAt = now.UTC()
+	ch.Events = stampEvents(p.u.Events, t.UpdatedAt)
 	if ch.StatusChanged {
 		t.History = AppendHistory(t.History, StatusChange{Status: t.Status, Message: t.StatusMessage, At: t.UpdatedAt})
+		ch.Events = append(ch.Events, statusEvent(t, p.lim))
 	}
 	sort.Strings(ch.SetVariables)
 	sort.Strings(ch.DeletedVariables)

@@ -112,8 +112,11 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 		if _, ok := s.tasks[rec.ID]; ok {
 			return nil, fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
 		}
+		events := rec.Events
+		rec.Events = nil
 		s.tasks[rec.ID] = rec
 		s.index(rec)
+		s.appendEvents(rec.ID, events)
 		return rec.Clone(), nil
 	})
 }
@@ -136,6 +139,10 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 		if err != nil {
 			return nil, err
 		}
+		s.appendEvents(id, ch.Events)
+		if ch.AppendOnly {
+			return headers(t), nil
+		}
 		s.reindex(t, ch)
 		return t.Clone(), nil
 	})
@@ -145,6 +152,7 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 func (s *Store) Delete(ctx context.Context, id string) error {
 	_, err := withTask(ctx, s, true, id, func(t *store.Task) (struct{}, error) {
 		delete(s.tasks, id)
+		delete(s.logs, id)
 		s.unindex(t)
 		return struct{}{}, nil
 	})
@@ -404,5 +412,6 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.tasks, s.byOwner, s.byStatus, s.byName, s.expiry, s.leases, s.wake, s.counts = nil, nil, nil, nil, nil, nil, nil, nil
+	s.logs = nil
 	return nil
 }

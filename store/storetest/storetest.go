@@ -120,8 +120,19 @@ var suite = []struct {
 	{"WakeClearedByTerminal", testWakeTerminal},
 	{"WakeDelete", testWakeDelete},
 	{"WakeConcurrent", testWakeConcurrent},
+	// events.go
+	{"EventsOnCreate", testEventsCreate},
+	{"EventsUpdate", testEventsUpdate},
+	{"EventsStatusMessageCut", testEventsStatusMessageCut},
+	{"EventsAppendOnly", testEventsAppendOnly},
+	{"EventsAtomic", testEventsAtomic},
+	{"EventsCaps", testEventsCaps},
+	{"EventsRead", testEventsRead},
+	{"EventsDelete", testEventsDelete},
+	{"EventsConcurrent", testEventsConcurrent},
 	// notifier.go: skipped unless the store implements store.Notifier
 	{"NotifierChanges", testNotifierChanges},
 	{"NotifierOrder", testNotifierOrder},
 	{"NotifierStop", testNotifierStop},
+	{"NotifierEvents", testNotifierEvents},
 }
