@@ -93,9 +93,9 @@ type Store struct {
 
 	stats struct {
 		commits, commitNanos, opsCommitted, opsFailed, maxBatch, commitErrors, retries atomic.Uint64
-		// Write counters for tests: variable values and result records
-		// written.
-		varWrites, resultWrites atomic.Uint64
+		// Write counters for tests: headers, variable values and result
+		// records written.
+		headerWrites, varWrites, resultWrites atomic.Uint64
 	}
 }
 
@@ -338,6 +338,7 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 		if err := put(tasks, id, hdr); err != nil {
 			return err
 		}
+		s.stats.headerWrites.Add(1)
 		if len(rec.Variables) > 0 {
 			vb, err := tx.Bucket(bucketVars).CreateBucketIfNotExists(id)
 			if err != nil {
@@ -424,6 +425,7 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 		if err := put(tx.Bucket(bucketTasks), key, encodeHeader(t)); err != nil {
 			return err
 		}
+		s.stats.headerWrites.Add(1)
 		if len(ch.SetVariables) > 0 || len(ch.DeletedVariables) > 0 {
 			vars := tx.Bucket(bucketVars)
 			vb, err := vars.CreateBucketIfNotExists(key)

@@ -65,7 +65,8 @@ type publisher struct {
 // slot is one reserved change.
 type slot struct {
 	key    string // the task id
-	record string // "version|status|hex(id)"
+	record string // "version|status|hex(id)", or "seq|hex(id)" for an append
+	events bool   // an append: sent on the events channel
 	state  slotState
 }
 
@@ -84,10 +85,10 @@ func newPublisher(s *Store) *publisher {
 	return p
 }
 
-// reserve queues a pending change of task key. The caller must resolve it
-// with commit or cancel.
-func (p *publisher) reserve(key, record string) *slot {
-	sl := &slot{key: key, record: record}
+// reserve queues a pending change of task key (an append to its log
+// when events is set). The caller must resolve it with commit or cancel.
+func (p *publisher) reserve(key, record string, events bool) *slot {
+	sl := &slot{key: key, record: record, events: events}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopping {
@@ -238,7 +239,9 @@ func (p *publisher) run() {
 
 // send delivers batch in one round trip: one NOTIFY, or several in one
 // transaction (PostgreSQL queues a transaction's notifications in the
-// order they were made and delivers them at its commit).
+// order they were made and delivers them at its commit). The changes go
+// on the store's channel, the appends on its events channel, each in the
+// batch's order.
 func (p *publisher) send(batch []*slot, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -249,19 +252,30 @@ func (p *publisher) send(batch []*slot, timeout time.Duration) error {
 		}
 		p.conn = conn
 	}
-	records := make([]string, len(batch))
-	for i, sl := range batch {
-		records[i] = sl.record
+	var changes, appends []string
+	for _, sl := range batch {
+		if sl.events {
+			appends = append(appends, sl.record)
+		} else {
+			changes = append(changes, sl.record)
+		}
 	}
-	payloads := pack(records)
+	type notification struct{ channel, payload string }
+	var all []notification
+	for _, pl := range pack(changes) {
+		all = append(all, notification{p.s.channel, pl})
+	}
+	for _, pl := range pack(appends) {
+		all = append(all, notification{p.s.eventsChannel, pl})
+	}
 	var err error
-	if len(payloads) == 1 {
-		_, err = p.conn.Exec(ctx, "SELECT pg_notify($1, $2)", p.s.channel, payloads[0])
+	if len(all) == 1 {
+		_, err = p.conn.Exec(ctx, "SELECT pg_notify($1, $2)", all[0].channel, all[0].payload)
 	} else {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		for _, pl := range payloads {
-			b.Queue("SELECT pg_notify($1, $2)", p.s.channel, pl)
+		for _, n := range all {
+			b.Queue("SELECT pg_notify($1, $2)", n.channel, n.payload)
 		}
 		b.Queue("COMMIT")
 		err = p.conn.SendBatch(ctx, b).Close()
