@@ -45,7 +45,10 @@ func scanTail(q pgx.Row, full bool) (t *store.Task, last uint64, end int64, err 
 // (only once the log may hold some: before that nothing can be below
 // either bound).
 func (s *Store) queueAppend(b *pgx.Batch, id string, plan store.AppendPlan) {
-	if n := len(plan.Events); n > 0 {
+	if len(plan.Events) == 1 { // the usual case, without arrays to encode
+		e := plan.Events[0]
+		b.Queue(s.sql.insertEvent, []byte(id), int64(e.Seq), e.Pos, e.At.UnixNano(), string(e.Type), []byte(e.Data))
+	} else if n := len(plan.Events); n > 1 {
 		seqs, poss, ats := make([]int64, n), make([]int64, n), make([]int64, n)
 		types, data := make([]string, n), make([][]byte, n)
 		for i, e := range plan.Events {

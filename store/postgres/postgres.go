@@ -230,7 +230,7 @@ func (s *Store) fail(op string, err error) error {
 // statements are the store's SQL, with the schema filled in.
 type statements struct {
 	insert, get, lock, list, listHeaders, expired, leases, due, active string
-	getTail, headerTail, insertEvents, dropEvents, events              string
+	getTail, headerTail, insertEvent, insertEvents, dropEvents, events string
 	delete, renew, counts, count                                       string
 	setVars, deleteVars                                                string
 	quoted                                                             string
@@ -268,9 +268,10 @@ func newStatements(quoted string) statements {
 		// The lock of modify, apart from its read: a statement that waits
 		// for a row lock sees the locked row as its holder committed it,
 		// but the rest (variables, events) as they were when it started.
-		lock:       x(`SELECT 1 FROM {s}.tasks WHERE id = $1 FOR UPDATE`),
-		getTail:    x(`SELECT ` + fullCols + `, l.seq, l.end_pos FROM {s}.tasks t` + tailJoin + ` WHERE t.id = $1`),
-		headerTail: x(`SELECT ` + headerCols + `, l.seq, l.end_pos FROM {s}.tasks t` + tailJoin + ` WHERE t.id = $1`),
+		lock:        x(`SELECT 1 FROM {s}.tasks WHERE id = $1 FOR UPDATE`),
+		getTail:     x(`SELECT ` + fullCols + `, l.seq, l.end_pos FROM {s}.tasks t` + tailJoin + ` WHERE t.id = $1`),
+		headerTail:  x(`SELECT ` + headerCols + `, l.seq, l.end_pos FROM {s}.tasks t` + tailJoin + ` WHERE t.id = $1`),
+		insertEvent: x(`INSERT INTO {s}.task_events (task_id, seq, pos, at, type, data) VALUES ($1, $2, $3, $4, $5, $6)`),
 		insertEvents: x(`INSERT INTO {s}.task_events (task_id, seq, pos, at, type, data)
 	SELECT $1, s, p, a, t, d FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bytea[]) AS x(s, p, a, t, d)`),
 		// The oldest events the caps drop (store.AppendPlan): Seq below $2,
