@@ -576,7 +576,9 @@ type Store interface {
 	// WakeAt, and the rest; the store sets Version to 1, UpdatedAt to
 	// CreatedAt when zero, ExpiresAt from TTL, LeaseEpoch (1 with a
 	// holder, 0 without, when LeaseUntil is cleared too) and History (one
-	// entry). It returns the stored copy.
+	// entry), and starts the task's event log with Events and the status
+	// event of its first status. It returns the stored copy (without
+	// Events).
 	//
 	// Status is usually working or input_required. It may also be a
 	// terminal status, for a task that ended before it was first stored
@@ -656,10 +658,9 @@ type Store interface {
 	// tells a reader about events dropped before it read them). A limit
 	// of zero or less means DefaultPageSize; it is capped at MaxPageSize.
 	// An after at or past the newest event returns no events. It fails
-	// with ErrNotFound when the task does not exist (a task that never
-	// had an event other than its first status reads as that one event;
-	// a task of a store written before event logs existed reads as an
-	// empty log). Who may read is the engine's business.
+	// with ErrNotFound when the task does not exist; a task stored before
+	// its backend kept event logs reads as an empty log. Who may read is
+	// the engine's business, not the store's.
 	Events(ctx context.Context, id string, after uint64, limit int) (EventPage, error)
 
 	// Close releases the store. Further calls fail with ErrClosed.

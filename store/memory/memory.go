@@ -12,7 +12,10 @@
 //     LeaseHolder, for ExpiredLeases;
 //   - a slice sorted by (WakeAt, id) holding only tasks with a WakeAt
 //     (never terminal ones), for Due;
-//   - a count of tasks per status, for Counts.
+//   - a count of tasks per status, for Counts;
+//   - per task, its event log: the events it keeps, in Seq order, for
+//     Events (a binary search from after), appended and trimmed at the
+//     front by the write they report (events.go).
 //
 // Every write updates the indexes it affects before it releases the lock,
 // so a reader never sees a task and its index entries disagree. The sorted
