@@ -195,28 +195,38 @@ func stampEvents(events []Event, at time.Time) []Event {
 }
 
 // statusEvent is the EventStatus event of t's current status, at
-// t.UpdatedAt, its message cut short to fit lim.MaxEventBytes.
+// t.UpdatedAt, its message cut short (ending in "…") to fit
+// lim.MaxEventBytes: the longest cut that fits, found by bisection, since
+// escaping makes a message's JSON up to six times its length.
 func statusEvent(t *Task, lim Limits) Event {
-	ev := mcptask.StatusEvent{Status: t.Status, StatusMessage: t.StatusMessage}
-	e := Event{At: t.UpdatedAt, Type: mcptask.EventStatus}
-	for {
-		data, err := json.Marshal(ev)
+	build := func(msg string) Event {
+		data, err := json.Marshal(mcptask.StatusEvent{Status: t.Status, StatusMessage: msg})
 		if err != nil { // a struct of two strings always marshals
 			panic(err)
 		}
-		e.Data = data
-		over := EventSize(e) - lim.MaxEventBytes
-		if over <= 0 || ev.StatusMessage == "" {
-			return e
+		return Event{At: t.UpdatedAt, Type: mcptask.EventStatus, Data: data}
+	}
+	fits := func(e Event) bool { return EventSize(e) <= lim.MaxEventBytes }
+	if e := build(t.StatusMessage); fits(e) {
+		return e
+	}
+	cut := func(n int) string {
+		if c := cutString(t.StatusMessage, n); c != "" {
+			return c + "…"
 		}
-		// Cutting n bytes of the message cuts at least n of its JSON, so
-		// the message shrinks every round, to nothing at worst.
-		if cut := cutString(ev.StatusMessage, len(ev.StatusMessage)-over-len("…")); cut != "" {
-			ev.StatusMessage = cut + "…"
+		return ""
+	}
+	// Cut at lo fits (no message at all does: MinEventBytes), at hi not.
+	lo, hi := 0, len(t.StatusMessage)
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if fits(build(cut(mid))) {
+			lo = mid
 		} else {
-			ev.StatusMessage = ""
+			hi = mid
 		}
 	}
+	return build(cut(lo))
 }
 
 // cutString returns s cut to at most n bytes, not inside a UTF-8
