@@ -92,6 +92,27 @@ func logTail(b *bolt.Bucket, prefix []byte) (last uint64, end int64, err error) 
 	return e.Seq, e.End(), nil
 }
 
+// walkEvents calls fn with the key and the event of each of task id's
+// events from Seq from on, in order, while fn returns true.
+func walkEvents(b *bolt.Bucket, id string, from uint64, fn func(k []byte, e store.LoggedEvent) bool) error {
+	prefix := eventPrefix(id)
+	c := b.Cursor()
+	for k, v := c.Seek(eventKey(prefix, from)); k != nil; k, v = c.Next() {
+		seq, ok := eventSeq(prefix, k)
+		if !ok {
+			return nil
+		}
+		e, err := decodeEvent(seq, v)
+		if err != nil {
+			return fmt.Errorf("task %q: event %d: %w", id, seq, err)
+		}
+		if !fn(k, e) {
+			return nil
+		}
+	}
+	return nil
+}
+
 // appendEvents appends events (as Changes.Events or Create's record carry
 // them) to task id's log under lim, and deletes the oldest events the caps
 // drop.
@@ -108,20 +129,15 @@ func appendEvents(tx *bolt.Tx, id string, events []store.Event, lim store.Limits
 	p := lim.PlanAppend(last, end, events)
 	// The drops first: the new events are never among them.
 	var doomed [][]byte
-	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil; k, v = c.Next() {
-		seq, ok := eventSeq(prefix, k)
-		if !ok {
-			break
-		}
-		e, err := decodeEvent(seq, v)
-		if err != nil {
-			return fmt.Errorf("task %q: event %d: %w", id, seq, err)
-		}
+	err = walkEvents(b, id, 0, func(k []byte, e store.LoggedEvent) bool {
 		if !p.Dropped(e) {
-			break
+			return false
 		}
-		doomed = append(doomed, k)
+		doomed = append(doomed, bytes.Clone(k))
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	for _, k := range doomed {
 		if err := del(b, k); err != nil {
@@ -143,7 +159,7 @@ func deleteEvents(tx *bolt.Tx, id string) error {
 	var keys [][]byte
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		keys = append(keys, k)
+		keys = append(keys, bytes.Clone(k))
 	}
 	for _, k := range keys {
 		if err := del(b, k); err != nil {
@@ -177,17 +193,12 @@ func (s *Store) Events(ctx context.Context, id string, after uint64, limit int) 
 		}
 		var events []store.Event
 		if after < last {
-			from := max(after+1, first)
-			for k, v := c.Seek(eventKey(prefix, from)); k != nil && len(events) < limit; k, v = c.Next() {
-				seq, ok := eventSeq(prefix, k)
-				if !ok {
-					break
-				}
-				e, err := decodeEvent(seq, v)
-				if err != nil {
-					return fmt.Errorf("task %q: event %d: %w", id, seq, err)
-				}
+			err = walkEvents(b, id, max(after+1, first), func(_ []byte, e store.LoggedEvent) bool {
 				events = append(events, e.Event)
+				return len(events) < limit
+			})
+			if err != nil {
+				return err
 			}
 		}
 		page = store.NewEventPage(after, first, last, events)

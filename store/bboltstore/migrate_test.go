@@ -198,15 +198,14 @@ func TestMigrateSchema1(t *testing.T) {
 	require.NoError(t, db.Close())
 }
 
-// writeSchema2 writes a schema 2 file at path: a file of the current
-// layout holding tasks, rewritten to what schema 2 wrote (format 2
-// headers, no wake bucket, schema version 2). tasks must have no WakeAt.
-func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
+// writeOlder writes a file of an older schema at path: a file of the
+// current layout holding tasks, then rewritten by downgrade, in one
+// transaction, to what that schema wrote.
+func writeOlder(t *testing.T, path string, tasks []*store.Task, downgrade func(tx *bolt.Tx)) {
 	t.Helper()
 	s, err := Open(path)
 	require.NoError(t, err)
 	for _, task := range tasks {
-		require.True(t, task.WakeAt.IsZero())
 		_, err := s.Create(t.Context(), task)
 		require.NoError(t, err)
 	}
@@ -214,7 +213,18 @@ func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
 	db, err := bolt.Open(path, 0o600, nil)
 	require.NoError(t, err)
 	defer db.Close()
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error { downgrade(tx); return nil }))
+}
+
+// writeSchema2 writes a schema 2 file at path holding tasks (format 2
+// headers, no wake or events bucket, schema version 2). tasks must have
+// no WakeAt.
+func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
+	t.Helper()
+	for _, task := range tasks {
+		require.True(t, task.WakeAt.IsZero())
+	}
+	writeOlder(t, path, tasks, func(tx *bolt.Tx) {
 		b := tx.Bucket(bucketTasks)
 		c := b.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -224,8 +234,8 @@ func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
 		}
 		require.NoError(t, tx.DeleteBucket(bucketWake))
 		require.NoError(t, tx.DeleteBucket(bucketEvents))
-		return tx.Bucket(bucketMeta).Put(metaSchema, []byte{2})
-	}))
+		require.NoError(t, tx.Bucket(bucketMeta).Put(metaSchema, []byte{2}))
+	})
 }
 
 // TestMigrateSchema2 opens a file written before wake-ups existed: its
@@ -344,25 +354,14 @@ func TestMigrateResumes(t *testing.T) {
 	require.NoError(t, Check(path))
 }
 
-// writeSchema3 writes a schema 3 file at path: a file of the current
-// layout holding tasks, rewritten to what schema 3 wrote (no events
+// writeSchema3 writes a schema 3 file at path holding tasks (no events
 // bucket, schema version 3).
 func writeSchema3(t *testing.T, path string, tasks []*store.Task) {
 	t.Helper()
-	s, err := Open(path)
-	require.NoError(t, err)
-	for _, task := range tasks {
-		_, err := s.Create(t.Context(), task)
-		require.NoError(t, err)
-	}
-	require.NoError(t, s.Close())
-	db, err := bolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	defer db.Close()
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+	writeOlder(t, path, tasks, func(tx *bolt.Tx) {
 		require.NoError(t, tx.DeleteBucket(bucketEvents))
-		return tx.Bucket(bucketMeta).Put(metaSchema, []byte{3})
-	}))
+		require.NoError(t, tx.Bucket(bucketMeta).Put(metaSchema, []byte{3}))
+	})
 }
 
 // TestMigrateSchema3 opens a file written before event logs existed: its
@@ -402,12 +401,11 @@ func TestMigrateSchema3(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, Check(path))
-
 	db, err := bolt.Open(path, 0o600, nil)
 	require.NoError(t, err)
+	defer db.Close()
 	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		require.Equal(t, []byte{SchemaVersion}, tx.Bucket(bucketMeta).Get(metaSchema))
+		require.Equal(t, []byte{SchemaVersion}, tx.Bucket(bucketMeta).Get(metaSchema), "upgraded")
 		return nil
 	}))
-	require.NoError(t, db.Close())
 }

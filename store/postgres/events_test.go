@@ -144,21 +144,9 @@ func TestPureAppendWritesNoTaskRow(t *testing.T) {
 // the start of a write to the reader's notification is logged (the goal: a
 // median under 10 ms here).
 func TestEventsAcrossReplicas(t *testing.T) {
-	dsn := pgtest.DSN(t)
 	ctx := t.Context()
-	a := openSchema(t, dsn, postgres.WithSchema("replicas"))
-	b, err := postgres.Open(ctx, dsn, postgres.WithSchema("replicas"))
-	require.NoError(t, err)
-	defer b.Close()
-	heard := make(chan store.Change, 1024)
-	stop, err := b.SubscribeEvents(ctx, func(c store.Change) {
-		if c.Events > 0 {
-			heard <- c
-		}
-	})
-	require.NoError(t, err)
-	defer stop()
-	_, err = a.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
+	a, b, heard := replicas(t, "replicas")
+	_, err := a.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
 	require.NoError(t, err)
 	require.Equal(t, store.Change{ID: "t", Events: 1}, <-heard)
 
@@ -188,6 +176,23 @@ func TestEventsAcrossReplicas(t *testing.T) {
 	t.Logf("append to notification on another replica: p50 %v, p90 %v, max %v", lat[len(lat)/2], lat[len(lat)*9/10], lat[len(lat)-1])
 }
 
+// replicas opens two stores on one schema, a writer a and a reader b, and
+// returns the appends b's SubscribeEvents hears of.
+func replicas(tb testing.TB, schema string) (a, b *postgres.Store, heard chan store.Change) {
+	dsn := pgtest.DSN(tb)
+	a = openSchema(tb, dsn, postgres.WithSchema(schema))
+	b = openSchema(tb, dsn, postgres.WithSchema(schema))
+	heard = make(chan store.Change, 1024)
+	stop, err := b.SubscribeEvents(tb.Context(), func(c store.Change) {
+		if c.Events > 0 {
+			heard <- c
+		}
+	})
+	require.NoError(tb, err)
+	tb.Cleanup(stop)
+	return a, b, heard
+}
+
 // TestMigrateEvents takes a schema back to version 2 (before event logs)
 // and opens it from three replicas at once: migration 3 runs exactly once,
 // the old tasks read as empty logs, their first event is numbered 1, and a
@@ -203,31 +208,11 @@ func TestMigrateEvents(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())
-	admin, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, `DROP TABLE v2.task_events; DELETE FROM v2.migrations WHERE version = 3`)
-	require.NoError(t, err)
-
-	const n = 3
-	stores := make([]*postgres.Store, n)
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			var err error
-			stores[i], err = postgres.Open(ctx, dsn, postgres.WithSchema("v2"))
-			errs <- err
-		}()
-	}
-	for range n {
-		require.NoError(t, <-errs)
-	}
-	for _, st := range stores {
-		t.Cleanup(func() { _ = st.Close() })
-	}
+	admin := downgrade(t, dsn, "v2", `DROP TABLE v2.task_events; DELETE FROM v2.migrations WHERE version = 3`)
+	stores := openAtOnce(t, dsn, "v2", 3)
 	var versions int
-	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v2.migrations").Scan(&versions))
-	require.Equal(t, 3, versions)
+	require.NoError(t, admin.QueryRow(ctx, "SELECT max(version) FROM v2.migrations").Scan(&versions))
+	require.Equal(t, 3, versions, "migration 3 ran")
 
 	s = stores[0]
 	page, err := s.Events(ctx, "old-a", 0, 0)
@@ -251,21 +236,9 @@ func TestMigrateEvents(t *testing.T) {
 // replica to its notification on another (ns/op is that latency; p50-ms
 // and p90-ms its percentiles).
 func BenchmarkEventFeed(b *testing.B) {
-	dsn := pgtest.DSN(b)
 	ctx := b.Context()
-	a := openSchema(b, dsn, postgres.WithSchema("feedbench"))
-	r, err := postgres.Open(ctx, dsn, postgres.WithSchema("feedbench"))
-	require.NoError(b, err)
-	defer r.Close()
-	heard := make(chan uint64, 1024)
-	stop, err := r.SubscribeEvents(ctx, func(c store.Change) {
-		if c.Events > 0 {
-			heard <- c.Events
-		}
-	})
-	require.NoError(b, err)
-	defer stop()
-	_, err = a.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
+	a, _, heard := replicas(b, "feedbench")
+	_, err := a.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
 	require.NoError(b, err)
 	<-heard
 	lat := make([]time.Duration, 0, b.N)

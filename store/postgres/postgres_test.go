@@ -66,9 +66,22 @@ func TestShared(t *testing.T) {
 // TestConcurrentOpen opens one fresh schema from five goroutines at once:
 // the advisory lock lets exactly one of them migrate it, and all of them
 // end up with the same cursor key.
-func TestConcurrentOpen(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	const n = 5
+// downgrade runs sql, which takes schema back to an older version, and
+// returns the connection it used (closed when t ends).
+func downgrade(t *testing.T, dsn, schema, sql string) *pgx.Conn {
+	t.Helper()
+	admin, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	_, err = admin.Exec(t.Context(), sql)
+	require.NoError(t, err, "downgrading %s", schema)
+	return admin
+}
+
+// openAtOnce opens n stores on schema at the same time (as replicas
+// starting together do), and closes them when t ends.
+func openAtOnce(t *testing.T, dsn, schema string, n int) []*postgres.Store {
+	t.Helper()
 	stores := make([]*postgres.Store, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -78,7 +91,7 @@ func TestConcurrentOpen(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			stores[i], errs[i] = postgres.Open(t.Context(), dsn, postgres.WithSchema("fresh"))
+			stores[i], errs[i] = postgres.Open(t.Context(), dsn, postgres.WithSchema(schema))
 		}()
 	}
 	close(start)
@@ -87,6 +100,12 @@ func TestConcurrentOpen(t *testing.T) {
 		require.NoError(t, errs[i])
 		t.Cleanup(func() { _ = stores[i].Close() })
 	}
+	return stores
+}
+
+func TestConcurrentOpen(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	stores := openAtOnce(t, dsn, "fresh", 5)
 	conn, err := pgx.Connect(t.Context(), dsn)
 	require.NoError(t, err)
 	defer conn.Close(t.Context())
@@ -607,35 +626,12 @@ func TestMigrateWake(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())
-	admin, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, `DROP TABLE v1.task_events; DROP INDEX v1.tasks_wake; ALTER TABLE v1.tasks DROP COLUMN wake_at;
+	admin := downgrade(t, dsn, "v1", `DROP TABLE v1.task_events; DROP INDEX v1.tasks_wake; ALTER TABLE v1.tasks DROP COLUMN wake_at;
 		DELETE FROM v1.migrations WHERE version >= 2`)
-	require.NoError(t, err)
-
-	const n = 3
-	stores := make([]*postgres.Store, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			stores[i], errs[i] = postgres.Open(ctx, dsn, postgres.WithSchema("v1"))
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for i := range n {
-		require.NoError(t, errs[i])
-		t.Cleanup(func() { _ = stores[i].Close() })
-	}
+	stores := openAtOnce(t, dsn, "v1", 3)
 	var versions int
 	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v1.migrations").Scan(&versions))
-	require.Equal(t, 3, versions)
+	require.Equal(t, 3, versions, "each migration ran once")
 
 	s = stores[0]
 	old, err := s.Get(ctx, "old-a")
