@@ -193,45 +193,6 @@ func replicas(tb testing.TB, schema string) (a, b *postgres.Store, heard chan st
 	return a, b, heard
 }
 
-// TestMigrateEvents takes a schema back to version 2 (before event logs)
-// and opens it from three replicas at once: migration 3 runs exactly once,
-// the old tasks read as empty logs, their first event is numbered 1, and a
-// delete takes the log with the task.
-func TestMigrateEvents(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	ctx := t.Context()
-	now := time.Unix(1700000000, 0).UTC()
-	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v2"))
-	require.NoError(t, err)
-	for _, id := range []string{"old-a", "old-b"} {
-		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: now})
-		require.NoError(t, err)
-	}
-	require.NoError(t, s.Close())
-	admin := downgrade(t, dsn, "v2", `DROP TABLE v2.task_events; DELETE FROM v2.migrations WHERE version = 3`)
-	stores := openAtOnce(t, dsn, "v2", 3)
-	var versions int
-	require.NoError(t, admin.QueryRow(ctx, "SELECT max(version) FROM v2.migrations").Scan(&versions))
-	require.Equal(t, 3, versions, "migration 3 ran")
-
-	s = stores[0]
-	page, err := s.Events(ctx, "old-a", 0, 0)
-	require.NoError(t, err)
-	require.Equal(t, store.EventPage{}, page, "an old task has an empty log")
-	_, err = stores[1].Update(ctx, "old-a", store.Update{Events: []store.Event{logLine("first")}})
-	require.NoError(t, err)
-	_, err = stores[2].Update(ctx, "old-a", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
-	require.NoError(t, err)
-	page, err = s.Events(ctx, "old-a", 0, 0)
-	require.NoError(t, err)
-	require.Equal(t, []uint64{1, 2}, seqs(page.Events))
-	require.Equal(t, mcptask.EventStatus, page.Events[1].Type)
-	require.NoError(t, s.Delete(ctx, "old-a"))
-	var left int
-	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v2.task_events").Scan(&left))
-	require.Zero(t, left, "the log went with its task")
-}
-
 // BenchmarkEventFeed measures the time from the start of an append on one
 // replica to its notification on another (ns/op is that latency; p50-ms
 // and p90-ms its percentiles).
