@@ -109,7 +109,15 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 		return nil, err
 	}
 
-	// Private copies: the caller may reuse its maps and slices.
+	p.copyOf(u)
+	p.appendOnly = u.AppendOnly()
+	return p, nil
+}
+
+// copyOf sets p.u to a private copy of u (the caller may reuse its maps
+// and slices), its times in UTC and its variables set to null moved to
+// p.deletes.
+func (p *PreparedUpdate) copyOf(u Update) {
 	p.u = u
 	if u.Fence != nil {
 		f := *u.Fence
@@ -134,20 +142,8 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 	}
 	p.u.Result = cloneRaw(u.Result)
 	p.u.Error = cloneError(u.Error)
-	if u.ExpiresAt != nil {
-		e := time.Time{}
-		if !u.ExpiresAt.IsZero() {
-			e = u.ExpiresAt.UTC()
-		}
-		p.u.ExpiresAt = &e
-	}
-	if u.WakeAt != nil {
-		w := time.Time{}
-		if !u.WakeAt.IsZero() {
-			w = u.WakeAt.UTC()
-		}
-		p.u.WakeAt = &w
-	}
+	p.u.ExpiresAt = utcOrZero(u.ExpiresAt)
+	p.u.WakeAt = utcOrZero(u.WakeAt)
 	if u.Labels != nil {
 		p.u.Labels = make(map[string]string, len(u.Labels))
 		for k, v := range u.Labels {
@@ -155,8 +151,18 @@ func PrepareUpdate(u Update, lim Limits) (*PreparedUpdate, error) {
 		}
 	}
 	p.u.Events = cloneEvents(u.Events)
-	p.appendOnly = u.AppendOnly()
-	return p, nil
+}
+
+// utcOrZero returns a copy of *t in UTC (the zero time as is), or nil.
+func utcOrZero(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := time.Time{}
+	if !t.IsZero() {
+		c = t.UTC()
+	}
+	return &c
 }
 
 // AppendOnly reports whether the update is a pure append (see

@@ -5,6 +5,7 @@ package storetest
 // appends, caps, reads, deletes and concurrent appenders.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -451,11 +452,9 @@ func testEventsConcurrent(t *testing.T, o opener) {
 	}
 	mustCreate(t, s, newTask("c", "alice", t0))
 	var (
-		wg        sync.WaitGroup
-		errs      = make(chan error, writers+1)
-		stop      = make(chan struct{})
-		statusMu  sync.Mutex
-		statusCnt int
+		wg   sync.WaitGroup
+		errs = make(chan error, writers+1)
+		stop = make(chan struct{})
 	)
 	for w := range writers {
 		wg.Add(1)
@@ -475,40 +474,10 @@ func testEventsConcurrent(t *testing.T, o opener) {
 	}
 	// A compare-and-swap writer flipping the status: it conflicts only
 	// with the state writes, never with the appends.
-	var casWG sync.WaitGroup
-	casWG.Add(1)
-	go func() {
-		defer casWG.Done()
-		for range per { // few enough that the log keeps everything
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			cur, err := s.Get(ctx, "c")
-			if err != nil {
-				errs <- err
-				return
-			}
-			next := store.StatusInputRequired
-			if cur.Status == next {
-				next = store.StatusWorking
-			}
-			_, err = s.Update(ctx, "c", store.Update{IfVersion: cur.Version, Status: next})
-			switch {
-			case err == nil:
-				statusMu.Lock()
-				statusCnt++
-				statusMu.Unlock()
-			case !errors.Is(err, store.ErrConflict):
-				errs <- err
-				return
-			}
-		}
-	}()
+	flips := flipStatus(s, "c", per, stop, errs)
 	wg.Wait()
 	close(stop)
-	casWG.Wait()
+	statusCnt := <-flips
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
@@ -532,6 +501,44 @@ func testEventsConcurrent(t *testing.T, o opener) {
 	}
 	require.Equal(t, 1+statusCnt, statuses, "one status event per committed status change")
 	require.Len(t, next, writers)
+}
+
+// flipStatus flips task id between working and input_required with
+// compare-and-swap updates, at most n times, until stop is closed; it
+// sends the number of flips that won on the channel it returns, and the
+// first error other than a conflict on errs.
+func flipStatus(s store.Store, id string, n int, stop <-chan struct{}, errs chan<- error) <-chan int {
+	flips := make(chan int, 1)
+	go func() {
+		won := 0
+		defer func() { flips <- won }()
+		ctx := context.Background()
+		for range n { // few enough that the log keeps everything
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cur, err := s.Get(ctx, id)
+			if err != nil {
+				errs <- err
+				return
+			}
+			next := store.StatusInputRequired
+			if cur.Status == next {
+				next = store.StatusWorking
+			}
+			_, err = s.Update(ctx, id, store.Update{IfVersion: cur.Version, Status: next})
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, store.ErrConflict):
+				errs <- err
+				return
+			}
+		}
+	}()
+	return flips
 }
 
 // testReopenEvents: a durable store keeps every task's log across a
