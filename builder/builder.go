@@ -113,11 +113,12 @@ func (b *Builder) WithStore(st store.Store) *Builder { b.st = st; return b }
 func (b *Builder) WithDBPath(path string) *Builder { b.dbPath = path; return b }
 
 // WithDB selects the store by a spec, owned and closed by the server: a
-// URL whose scheme names a registered backend (RegisterStore; by default
-// a PostgreSQL DSN, "postgres://..." or "postgresql://...", the store for
-// several replicas, see package store/postgres) or a bbolt file path (the
-// embedded default). TASKBRIDGE_DB takes the same forms; OpenStore opens
-// them.
+// URL whose scheme names a backend registered with store.Register (a
+// PostgreSQL DSN, "postgres://..." or "postgresql://...", the store for
+// several replicas, see package store/postgres; "memory://", a store
+// that lives as long as the server; "bbolt://path") or a bbolt file path
+// (the embedded default). TASKBRIDGE_DB takes the same forms; OpenStore
+// opens them.
 func (b *Builder) WithDB(spec string) *Builder { b.dbPath = spec; return b }
 
 // IsPostgresDSN reports whether a store spec names PostgreSQL (the
@@ -383,7 +384,7 @@ func (b *Builder) openStore(ctx context.Context, srv *Server) error {
 		return err
 	}
 	srv.Store, srv.ownsStore = st, true
-	if storeScheme(path) == "" {
+	if store.SchemeOf(path) == "" {
 		srv.DBPath = path
 	}
 	return nil

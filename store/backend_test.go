@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 func TestLimitsWithDefaults(t *testing.T) {
@@ -15,13 +17,27 @@ func TestLimitsWithDefaults(t *testing.T) {
 		MaxVariablesBytes: DefaultMaxVariablesBytes,
 		MaxResultBytes:    DefaultMaxResultBytes,
 		MaxArgumentsBytes: DefaultMaxArgumentsBytes,
+		MaxEventBytes:     DefaultMaxEventBytes,
+		MaxEvents:         DefaultMaxEvents,
+		MaxEventLogBytes:  DefaultMaxEventLogBytes,
 	}, Limits{}.WithDefaults())
 	require.Equal(t, Limits{
 		MaxVariableBytes:  1,
 		MaxVariablesBytes: DefaultMaxVariablesBytes,
 		MaxResultBytes:    3,
 		MaxArgumentsBytes: DefaultMaxArgumentsBytes,
-	}, Limits{MaxVariableBytes: 1, MaxVariablesBytes: -2, MaxResultBytes: 3}.WithDefaults())
+		MaxEventBytes:     1000,
+		MaxEvents:         2,
+		MaxEventLogBytes:  5000,
+	}, Limits{MaxVariableBytes: 1, MaxVariablesBytes: -2, MaxResultBytes: 3, MaxEventBytes: 1000, MaxEvents: 2, MaxEventLogBytes: 5000}.WithDefaults())
+	// An event holds at least the store's status event; the log at least
+	// one event of the largest size.
+	l := Limits{MaxEventBytes: 10, MaxEventLogBytes: 20}.WithDefaults()
+	require.Equal(t, MinEventBytes, l.MaxEventBytes)
+	require.Equal(t, MinEventBytes, l.MaxEventLogBytes)
+	l = Limits{MaxEventLogBytes: 1000}.WithDefaults()
+	require.Equal(t, DefaultMaxEventBytes, l.MaxEventBytes)
+	require.Equal(t, DefaultMaxEventBytes, l.MaxEventLogBytes)
 }
 
 func TestHelpers(t *testing.T) {
@@ -63,7 +79,8 @@ func TestApplyUpdateLeavesTaskOnError(t *testing.T) {
 		Result:    json.RawMessage(`{}`),
 	}, Limits{}, now)
 	require.NoError(t, err)
-	require.Equal(t, Changes{PrevStatus: StatusWorking, SetVariables: []string{"z"}, DeletedVariables: []string{"x"}, ResultChanged: true, StatusChanged: true}, ch)
+	require.Equal(t, Changes{PrevStatus: StatusWorking, SetVariables: []string{"z"}, DeletedVariables: []string{"x"}, ResultChanged: true, StatusChanged: true,
+		Events: []Event{{At: now.UTC(), Type: mcptask.EventStatus, Data: json.RawMessage(`{"status":"completed"}`)}}}, ch)
 	require.Equal(t, uint64(4), task.Version)
 	require.Equal(t, []StatusChange{{Status: StatusCompleted, At: now.UTC()}}, task.History)
 	require.Equal(t, now.UTC(), task.UpdatedAt)

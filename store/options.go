@@ -33,6 +33,12 @@ type Options struct {
 	Limits Limits
 	// Now is the clock used for UpdatedAt; nil means time.Now.
 	Now func() time.Time
+	// Backend holds options of backends' own types (bboltstore.Option,
+	// postgres.Option, ...) for Open to hand to the backend it picks:
+	// each backend's Opener applies the values of its type
+	// (BackendOptions) and ignores the others. Constructors called
+	// directly ignore it.
+	Backend []any
 }
 
 // Option sets one of the Options every backend shares.
@@ -51,6 +57,29 @@ func WithClock(now func() time.Time) Option {
 			o.Now = now
 		}
 	}
+}
+
+// WithBackendOptions passes options of a backend's own type through Open
+// (see Options.Backend): one list may carry options for several
+// backends, and only the backend Open picks applies its own. Options
+// accumulate over several calls.
+//
+//	st, err := store.Open(ctx, dsn,
+//		store.WithBackendOptions(bboltstore.WithNoSync(true), postgres.WithSchema("tasks")))
+func WithBackendOptions(opts ...any) Option {
+	return func(o *Options) { o.Backend = append(o.Backend[:len(o.Backend):len(o.Backend)], opts...) }
+}
+
+// BackendOptions returns the values of o.Backend of type T, in order: the
+// options a backend's Opener applies.
+func BackendOptions[T any](o Options) []T {
+	var out []T
+	for _, v := range o.Backend {
+		if t, ok := v.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Apply applies opts to o, in order.

@@ -17,10 +17,11 @@
 //     that would move a task out of a terminal status, or along any
 //     transition CanTransition rejects, fails with a *TransitionError that
 //     matches ErrInvalidTransition (and ErrTerminal when the task had ended).
-//   - Every successful write bumps Version by one, except Renew (a lease
-//     renewal must never make a compare-and-swap writer conflict). An Update
-//     with a non-zero IfVersion that does not match fails with ErrConflict
-//     and writes nothing.
+//   - Every successful write bumps Version by one, except Renew and a pure
+//     append (an Update that only appends events: Update.AppendOnly): a
+//     lease renewal or a log line must never make a compare-and-swap
+//     writer conflict. An Update with a non-zero IfVersion that does not
+//     match fails with ErrConflict and writes nothing.
 //   - A lease (LeaseHolder, LeaseEpoch, LeaseUntil) fences writes: an Update
 //     with a Fence fails with ErrFenced unless the task's holder and epoch
 //     equal it. Every Claim bumps LeaseEpoch; a task that reaches a
@@ -36,6 +37,20 @@
 //     clears it, and Create refuses an ended task with one).
 //   - History holds the first status of a task and at most the
 //     MaxStatusHistory-1 latest status changes.
+//   - Every task has an event log (Event, Store.Events), written in the
+//     same atomic write as the state it reports: Create appends
+//     Task.Events and Update appends Update.Events, then, for every status
+//     the task enters (its first included), the store appends an
+//     mcptask.EventStatus event itself; a write that fails appends
+//     nothing. An ended task's last event is its terminal status: ended
+//     tasks take no more events (ErrTerminal). Events are numbered 1, 2,
+//     3, ... per task, densely, in commit order; a number never repeats or
+//     goes back, across restarts and after drops too. The log keeps at
+//     most Limits.MaxEvents events and Limits.MaxEventLogBytes bytes of
+//     them, dropping the oldest (a read reports them as Dropped), one
+//     event over Limits.MaxEventBytes fails with ErrTooLarge, and Delete
+//     removes the log. A pure append changes neither Version nor
+//     UpdatedAt and writes only the events.
 //   - Counts reflects every committed Create, status change and Delete.
 //   - Writing the JSON value null to a variable deletes it.
 //   - Size limits are checked before anything is written (ErrTooLarge).
@@ -208,6 +223,13 @@ type Task struct {
 	// Active, Due and List without HeadersOnly return it; List with
 	// HeadersOnly and Query leave it out.
 	History []StatusChange
+
+	// Events are appended to the task's event log by Create, in order,
+	// before the store's status event for the task's first status (so
+	// they are numbered from 1; see Update.Events for the rest). Reads
+	// never fill it, and Create returns the task without them: read the
+	// log with Store.Events.
+	Events []Event
 }
 
 // Fence identifies a lease: the holder and the epoch it got from Create or
@@ -250,7 +272,20 @@ func (t *Task) Clone() *Task {
 	if t.History != nil {
 		c.History = append([]StatusChange(nil), t.History...)
 	}
+	c.Events = cloneEvents(t.Events)
 	return &c
+}
+
+func cloneEvents(events []Event) []Event {
+	if events == nil {
+		return nil
+	}
+	out := make([]Event, len(events))
+	for i, e := range events {
+		e.Data = cloneRaw(e.Data)
+		out[i] = e
+	}
+	return out
 }
 
 func cloneRaw(r json.RawMessage) json.RawMessage {
@@ -310,6 +345,33 @@ type Update struct {
 	// a note that outlives the task's work, such as the tasks forked from
 	// it. The status, result and expiry of an ended task never change.
 	Annotate bool
+	// Events are appended to the task's event log in the same atomic
+	// write as the rest of the update, in order, numbered after the
+	// log's newest (a Seq given is ignored); a zero At is the write's
+	// time. When the update changes the status, the store appends its
+	// mcptask.EventStatus event after them. A refused update appends
+	// nothing; an ended task takes no events (ErrTerminal, ErrFenced with
+	// a Fence). Each event must fit Limits.MaxEventBytes (ErrTooLarge)
+	// and have a valid Type and JSON Data (ErrInvalid).
+	//
+	// An update that carries Events and nothing else but Fence and
+	// IfVersion is a pure append (AppendOnly): the cheap write of a
+	// progress report or a log line. It makes the update's checks (not
+	// found, fence, terminal, IfVersion, sizes) and writes the events
+	// only: Version and UpdatedAt stay as they were (so a log line never
+	// makes a compare-and-swap writer conflict, as Renew does not), and
+	// Update returns the task's header (Variables, Result, Error and
+	// History left out, as List's HeadersOnly), so that a log line neither
+	// copies nor rewrites the task's big parts.
+	Events []Event
+}
+
+// AppendOnly reports whether u is a pure append (see Update.Events): it
+// carries Events and nothing else but Fence and IfVersion.
+func (u Update) AppendOnly() bool {
+	return len(u.Events) > 0 && u.Status == "" && u.StatusMessage == nil && u.Variables == nil &&
+		u.Result == nil && u.Error == nil && u.Labels == nil && u.ExpiresAt == nil && u.WakeAt == nil &&
+		!u.ReleaseLease && !u.Annotate
 }
 
 // ListOptions selects a page of tasks.
@@ -371,70 +433,6 @@ type Query struct {
 	Oldest bool
 }
 
-// Change is one committed write, as delivered by a Notifier.
-type Change struct {
-	// ID is the task written.
-	ID string
-	// Status is the task's status after the write (before it, for a
-	// delete).
-	Status Status
-	// Version is the task's version after the write; 0 for a delete.
-	Version uint64
-	// Deleted reports that the write deleted the task.
-	Deleted bool
-	// Resync reports that the subscription lost its connection and may
-	// have missed changes: the subscriber should re-read what it watches.
-	// ID, Status and Version are empty.
-	Resync bool
-}
-
-// Notifier is implemented by stores that several processes share (such as
-// PostgreSQL), so that one process learns of writes made by another.
-//
-// Subscribe calls fn for the writes committed by any process, including
-// this one, that bump a task's Version (Create, Update, Claim) or delete a
-// task; Renew, which bumps nothing, is not reported.
-//
-// A change is notified after its write commits, never before (a
-// subscriber that reads the task when it hears of a change sees that
-// write or a later one), normally within milliseconds. Delivery is best
-// effort: a process that dies between a commit and its notification loses
-// that notification, and a store that cannot send its notifications for
-// a long time may drop the oldest; rarely, a change arrives twice. So a
-// subscriber must not rely on the feed alone: the engine also re-reads
-// what it watches periodically (taskrouter's ChangePollInterval).
-//
-// The changes of one task written through one Store value arrive in
-// commit order. Changes written through different Store values (other
-// processes) may arrive in another order than their commits; Version
-// tells the newer (a deletion has Version 0). fn is called from one
-// goroutine at a time and should return quickly. After a lost connection
-// the subscription reconnects and then calls fn once with
-// Change{Resync: true}: changes may have been missed in between, and the
-// subscriber should re-read what it watches. stop ends the subscription
-// and waits until fn is no longer running (so fn must not call it);
-// Subscribe's ctx bounds only the setup, and the subscription also ends
-// when the store is closed.
-type Notifier interface {
-	Subscribe(ctx context.Context, fn func(Change)) (stop func(), err error)
-}
-
-// Shared is implemented by stores that report whether other processes may
-// write to the same data at the same time. An exclusive store (bbolt holds a
-// file lock; memory lives in one process) returns false: every write goes
-// through this process. A shared one (PostgreSQL) returns true: the engine
-// must use leases and a change feed to coordinate replicas.
-type Shared interface {
-	Shared() bool
-}
-
-// IsShared reports whether s says it is shared (see Shared); a store that
-// does not implement Shared is exclusive.
-func IsShared(s Store) bool {
-	sh, ok := s.(Shared)
-	return ok && sh.Shared()
-}
-
 // Limits bound what a task may hold. Zero fields mean "use the default".
 type Limits struct {
 	// MaxVariableBytes bounds one variable's JSON value.
@@ -445,6 +443,17 @@ type Limits struct {
 	MaxResultBytes int
 	// MaxArgumentsBytes bounds the originating request's arguments.
 	MaxArgumentsBytes int
+	// MaxEventBytes bounds one event: the bytes of its Type and Data
+	// (EventSize). A larger event fails its write with ErrTooLarge. It is
+	// at least MinEventBytes.
+	MaxEventBytes int
+	// MaxEvents bounds the number of events a task's log keeps: beyond
+	// it, an append drops the oldest.
+	MaxEvents int
+	// MaxEventLogBytes bounds the total EventSize of the events a task's
+	// log keeps: beyond it, an append drops the oldest. It is at least
+	// MaxEventBytes, so the newest event always stays.
+	MaxEventLogBytes int
 }
 
 // Default limits.
@@ -453,6 +462,20 @@ const (
 	DefaultMaxVariablesBytes = 4 << 20
 	DefaultMaxResultBytes    = 8 << 20
 	DefaultMaxArgumentsBytes = 1 << 20
+	// An event is a status, a progress report, a log line, a chunk of
+	// partial output: 64 KiB holds a generous chunk (larger outputs
+	// belong in variables or the result).
+	DefaultMaxEventBytes = 64 << 10
+	// A thousand events follow a ten-minute step that reports every
+	// second, with room for its log lines; 1 MiB keeps a log of average
+	// events (a few hundred bytes) whole and bounds a task's log at an
+	// eighth of its largest result. Readers that fall further behind see
+	// a dropped marker.
+	DefaultMaxEvents        = 1000
+	DefaultMaxEventLogBytes = 1 << 20
+	// MinEventBytes is the least MaxEventBytes: room for the store's own
+	// status event.
+	MinEventBytes = 256
 )
 
 // Store is a durable home for task records. Implementations are safe for
@@ -463,7 +486,9 @@ type Store interface {
 	// WakeAt, and the rest; the store sets Version to 1, UpdatedAt to
 	// CreatedAt when zero, ExpiresAt from TTL, LeaseEpoch (1 with a
 	// holder, 0 without, when LeaseUntil is cleared too) and History (one
-	// entry). It returns the stored copy.
+	// entry), and starts the task's event log with Events and the status
+	// event of its first status. It returns the stored copy (without
+	// Events).
 	//
 	// Status is usually working or input_required. It may also be a
 	// terminal status, for a task that ended before it was first stored
@@ -477,10 +502,11 @@ type Store interface {
 	Create(ctx context.Context, t *Task) (*Task, error)
 	// Get returns the task with its variables, result, error and history.
 	Get(ctx context.Context, id string) (*Task, error)
-	// Update applies u atomically and returns the new record.
+	// Update applies u atomically and returns the new record (its header
+	// only for a pure append, see Update.Events).
 	Update(ctx context.Context, id string, u Update) (*Task, error)
-	// Delete removes a task and its index entries. Deleting a missing task
-	// returns ErrNotFound.
+	// Delete removes a task, its event log and its index entries.
+	// Deleting a missing task returns ErrNotFound.
 	Delete(ctx context.Context, id string) error
 	// List returns one page of an owner's tasks, oldest first. A cursor
 	// that was not produced by this store for this owner fails with
@@ -536,6 +562,16 @@ type Store interface {
 	// present (zero included). It reads counters the store keeps up to
 	// date in the same transaction as every write: O(1), never a scan.
 	Counts(ctx context.Context) (map[Status]int, error)
+
+	// Events reads task id's event log: up to limit events with Seq after
+	// after, oldest first, and the log's bounds (see EventPage; Dropped
+	// tells a reader about events dropped before it read them). A limit
+	// of zero or less means DefaultPageSize; it is capped at MaxPageSize.
+	// An after at or past the newest event returns no events. It fails
+	// with ErrNotFound when the task does not exist; a task stored before
+	// its backend kept event logs reads as an empty log. Who may read is
+	// the engine's business, not the store's.
+	Events(ctx context.Context, id string, after uint64, limit int) (EventPage, error)
 
 	// Close releases the store. Further calls fail with ErrClosed.
 	Close() error

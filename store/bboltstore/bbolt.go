@@ -34,6 +34,8 @@ var (
 	bucketHistory  = []byte("history")
 	// Added by schema 3.
 	bucketWake = []byte("wake")
+	// Added by schema 4.
+	bucketEvents = []byte("events")
 
 	metaSchema    = []byte("schema")
 	metaCursorKey = []byte("cursor_key")
@@ -42,13 +44,13 @@ var (
 	metaMigrated = []byte("migrated_through")
 
 	allBuckets = [][]byte{bucketTasks, bucketVars, bucketResults, bucketByOwner, bucketExpiry, bucketActive,
-		bucketMeta, bucketByStatus, bucketByName, bucketLeases, bucketHistory, bucketWake}
+		bucketMeta, bucketByStatus, bucketByName, bucketLeases, bucketHistory, bucketWake, bucketEvents}
 )
 
 // SchemaVersion is the on-disk layout version stored in the meta bucket.
-// Open upgrades a schema 1 or 2 file (see migrate.go) and refuses any
-// other version.
-const SchemaVersion = 3
+// Open upgrades a file of schema 1, 2 or 3 (see migrate.go) and refuses
+// any other version.
+const SchemaVersion = 4
 
 // bucketSchema returns the schema version that added bucket name: 1 for
 // the original buckets.
@@ -58,6 +60,8 @@ func bucketSchema(name []byte) byte {
 		return 2
 	case string(bucketWake):
 		return 3
+	case string(bucketEvents):
+		return 4
 	}
 	return 1
 }
@@ -89,9 +93,9 @@ type Store struct {
 
 	stats struct {
 		commits, commitNanos, opsCommitted, opsFailed, maxBatch, commitErrors, retries atomic.Uint64
-		// Write counters for tests: variable values and result records
-		// written.
-		varWrites, resultWrites atomic.Uint64
+		// Write counters for tests: headers, variable values and result
+		// records written.
+		headerWrites, varWrites, resultWrites atomic.Uint64
 	}
 }
 
@@ -101,8 +105,8 @@ var _ store.Store = (*Store)(nil)
 // committer. It fails with a clear error, after the open timeout, when
 // another Store (in this or another process) holds the file, and with an
 // error matching ErrCorrupt (never a panic) when the file is damaged in a
-// way bbolt notices while opening. A schema 1 or 2 file is upgraded in
-// place (see migrate.go).
+// way bbolt notices while opening. A file of an older schema is upgraded
+// in place (see migrate.go).
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{openTimeout: DefaultOpenTimeout, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
@@ -316,6 +320,8 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 	if err != nil {
 		return nil, err
 	}
+	events := rec.Events
+	rec.Events = nil
 	id := []byte(rec.ID)
 	hdr := encodeHeader(rec)
 	res := encodeResult(rec)
@@ -325,9 +331,14 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 		if tasks.Get(id) != nil {
 			return fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
 		}
+		// First: it reads (a stray log would fail it) before it writes.
+		if err := appendEvents(tx, rec.ID, events, s.limits); err != nil {
+			return err
+		}
 		if err := put(tasks, id, hdr); err != nil {
 			return err
 		}
+		s.stats.headerWrites.Add(1)
 		if len(rec.Variables) > 0 {
 			vb, err := tx.Bucket(bucketVars).CreateBucketIfNotExists(id)
 			if err != nil {
@@ -377,7 +388,8 @@ func (s *Store) Get(ctx context.Context, id string) (*store.Task, error) {
 // Update applies u atomically; see store.Store. Only what changes is
 // written: the header always, the variables named in u, the result record
 // when u sets a result or an error, the history when the status changes,
-// and the index entries the update moves.
+// the index entries the update moves, and the events it appends. A pure
+// append reads the header only and writes the events only.
 func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
 	p, err := store.PrepareUpdate(u, s.limits)
 	if err != nil {
@@ -390,7 +402,11 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 		if id == "" {
 			return notFound(id)
 		}
-		t, err := loadTask(tx, key)
+		load := loadTask
+		if p.AppendOnly() {
+			load = loadHeader
+		}
+		t, err := load(tx, key)
 		if err != nil {
 			return err
 		}
@@ -399,9 +415,17 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 			return err
 		}
 		// Validation is over; from here on only writes.
+		if err := appendEvents(tx, id, ch.Events, s.limits); err != nil {
+			return err
+		}
+		if ch.AppendOnly {
+			out = t
+			return nil
+		}
 		if err := put(tx.Bucket(bucketTasks), key, encodeHeader(t)); err != nil {
 			return err
 		}
+		s.stats.headerWrites.Add(1)
 		if len(ch.SetVariables) > 0 || len(ch.DeletedVariables) > 0 {
 			vars := tx.Bucket(bucketVars)
 			vb, err := vars.CreateBucketIfNotExists(key)
@@ -467,6 +491,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 			return err
 		}
 		if err := del(tx.Bucket(bucketHistory), key); err != nil {
+			return err
+		}
+		if err := deleteEvents(tx, id); err != nil {
 			return err
 		}
 		return unindexTask(tx, t)

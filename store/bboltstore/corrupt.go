@@ -1,6 +1,7 @@
 package bboltstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -281,8 +282,10 @@ func (c *checker) addf(format string, args ...any) {
 // a WakeAt; active while not terminal) and every index entry belongs to a
 // task (checked by looking each task's entries up and comparing entry
 // counts); no terminal task has a lease or a wake-up time; variables,
-// results and histories belong to existing tasks and decode; and the
-// status counters equal the number of tasks per status. A file of an
+// results and histories belong to existing tasks and decode; every
+// event belongs to an existing task and decodes, and each task's events
+// are numbered densely and placed end to end; and the status counters
+// equal the number of tasks per status. A file of an
 // older schema (not yet upgraded by Open) is checked against what its
 // schema had. Check reads the whole file: it takes time proportional to
 // its size.
@@ -340,6 +343,9 @@ func checkStore(tx *bolt.Tx, c *checker) {
 	}
 	sc.indexesExact()
 	sc.sideRecordsOwned(tasks)
+	if sc.has(bucketEvents) {
+		sc.eventLogs(tasks)
+	}
 	if sc.v2 {
 		if got := readCounts(tx); !equalCounts(got, sc.counts) {
 			c.addf("status counters %v, the tasks number %v", got, sc.counts)
@@ -524,4 +530,39 @@ func equalCounts(a, b map[store.Status]int) bool {
 		}
 	}
 	return true
+}
+
+// eventLogs checks the events bucket: every key is a task's event key and
+// its task exists, every record decodes, and each task's events follow
+// each other (Seq one more, Pos the End of the one before).
+func (sc *storeCheck) eventLogs(tasks *bolt.Bucket) {
+	var (
+		prefix []byte
+		prev   store.LoggedEvent
+	)
+	c := sc.tx.Bucket(bucketEvents).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(k) < 2 || len(k) != 2+int(binary.BigEndian.Uint16(k))+8 {
+			sc.c.addf("events key %q is malformed", k)
+			continue
+		}
+		id := k[2 : len(k)-8]
+		seq, _ := eventSeq(k[:len(k)-8], k)
+		e, err := decodeEvent(seq, v)
+		if err != nil {
+			sc.c.addf("task %q: event %d: %v", id, seq, err)
+			continue
+		}
+		if !bytes.Equal(prefix, k[:len(k)-8]) {
+			prefix, prev = bytes.Clone(k[:len(k)-8]), e
+			if tasks.Get(id) == nil {
+				sc.c.addf("events of task %q, which does not exist", id)
+			}
+			continue
+		}
+		if e.Seq != prev.Seq+1 || e.Pos != prev.End() {
+			sc.c.addf("task %q: event %d (at %d) follows event %d (ending at %d)", id, e.Seq, e.Pos, prev.Seq, prev.End())
+		}
+		prev = e
+	}
 }

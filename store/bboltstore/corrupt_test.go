@@ -320,6 +320,15 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 		"stray wake entry": {func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketWake).Put(wakeKey(time.Unix(1700000200, 0), "ghost"), empty)
 		}, "wake holds 3 entries, the tasks need 2"},
+		"orphan events": {func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketEvents).Put(eventKey(eventPrefix("ghost"), 1), encodeEvent(store.LoggedEvent{Event: store.Event{Seq: 1, Type: "log"}}))
+		}, `events of task "ghost", which does not exist`},
+		"bad event": {func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketEvents).Put(eventKey(eventPrefix("t1"), 2), []byte{9})
+		}, `task "t1": event 2`},
+		"gap in events": {func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketEvents).Put(eventKey(eventPrefix("t0"), 4), encodeEvent(store.LoggedEvent{Event: store.Event{Seq: 4, Type: "log"}, Pos: 1000}))
+		}, `task "t0": event 4 (at 1000) follows event 2`},
 		"terminal task with a wake-up": {func(tx *bolt.Tx) error {
 			task, err := loadHeader(tx, []byte("t0"))
 			if err != nil {

@@ -23,7 +23,10 @@
 //	wake      wakeAt (8) | id -> empty; only tasks with a WakeAt (never a
 //	          terminal one), for Due
 //	active    id -> empty; tasks not in a terminal status
-//	meta      "schema" -> schema version (3);
+//	events    len(id) (2 bytes) | id | seq (8) -> an event of the task's
+//	          log (versioned binary record: its offset in the log, time,
+//	          type and JSON data); see events.go
+//	meta      "schema" -> schema version (4);
 //	          "cursor_key" -> 32 random bytes generated on first open, the
 //	          HMAC key of List and Query cursors, so cursors survive a
 //	          restart;
@@ -31,10 +34,12 @@
 //	          (uint64), so Counts reads five keys instead of the tasks
 //
 // Every write keeps the indexes and counters in step with the headers in
-// the same transaction (indexTask, unindexTask and reindex in index.go);
-// Check verifies that offline. Schema 1 files (before leases, queries,
-// counts and history) and schema 2 files (before wake-ups) are upgraded by
-// Open, see migrate.go.
+// the same transaction (indexTask, unindexTask and reindex in index.go),
+// and a task's event log with the write it reports (appendEvents in
+// events.go); Check verifies that offline. Schema 1 files (before leases,
+// queries, counts and history), schema 2 files (before wake-ups) and
+// schema 3 files (before event logs) are upgraded by Open, see
+// migrate.go.
 //
 // The owner index key is length-prefixed rather than separator-terminated,
 // so owners may contain any bytes (including 0x00) without ambiguity. The
@@ -48,7 +53,9 @@
 // index entries it affects but neither the variables nor the result; a
 // variable merge writes only the merged names and the header; a lease
 // renewal writes only the header and its lease entry; moving a wake-up
-// writes only the header and its wake entry.
+// writes only the header and its wake entry; a pure append (a progress
+// report, a log line) reads the header and writes only its events (and
+// deletes the oldest the caps drop), never the header.
 //
 // # Queries
 //

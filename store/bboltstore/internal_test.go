@@ -1,16 +1,20 @@
 package bboltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -76,6 +80,44 @@ func TestStatusUpdateWritesOnlyHeader(t *testing.T) {
 		require.Nil(t, tx.Bucket(bucketVars).Bucket([]byte("b")))
 		return nil
 	}))
+}
+
+// TestPureAppendWritesOnlyEvents checks the layout promise of the event
+// logs: a pure append writes its events and nothing else of the task (no
+// header, no variable, no result), and returns the header only.
+func TestPureAppendWritesOnlyEvents(t *testing.T) {
+	s, _ := openT(t)
+	ctx := t.Context()
+	task := newTask("a")
+	task.Variables = map[string]json.RawMessage{"big": json.RawMessage(`"` + strings.Repeat("x", 100_000) + `"`)}
+	_, err := s.Create(ctx, task)
+	require.NoError(t, err)
+	var header []byte
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		header = bytes.Clone(tx.Bucket(bucketTasks).Get([]byte("a")))
+		return nil
+	}))
+	headers, vars, results := s.stats.headerWrites.Load(), s.stats.varWrites.Load(), s.stats.resultWrites.Load()
+
+	for i := range 5 {
+		got, err := s.Update(ctx, "a", store.Update{Events: []store.Event{{Type: mcptask.EventLog, Data: json.RawMessage(fmt.Sprintf(`{"message":"%d"}`, i))}}})
+		require.NoError(t, err)
+		require.Nil(t, got.Variables, "the header only")
+	}
+	require.Equal(t, headers, s.stats.headerWrites.Load(), "a pure append wrote the header")
+	require.Equal(t, vars, s.stats.varWrites.Load())
+	require.Equal(t, results, s.stats.resultWrites.Load())
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		require.Equal(t, header, tx.Bucket(bucketTasks).Get([]byte("a")))
+		require.Equal(t, 6, tx.Bucket(bucketEvents).Stats().KeyN, "the first status and five lines")
+		return nil
+	}))
+
+	// A status change writes the header and its status event.
+	_, err = s.Update(ctx, "a", store.Update{Status: store.StatusInputRequired})
+	require.NoError(t, err)
+	require.Equal(t, headers+1, s.stats.headerWrites.Load())
+	require.Equal(t, vars, s.stats.varWrites.Load())
 }
 
 // TestBatchWriteFailureIsIsolated runs a batch in which one operation fails

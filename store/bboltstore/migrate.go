@@ -13,8 +13,8 @@ import (
 // variable so that tests can make chunks small.
 var migrateChunk = 10000
 
-// migrate upgrades a schema 1 or 2 file to SchemaVersion, one schema at a
-// time; each step records the schema it reached, so an upgrade
+// migrate upgrades a file of an older schema to SchemaVersion, one schema
+// at a time; each step records the schema it reached, so an upgrade
 // interrupted by a crash resumes where it stopped.
 //
 // Schema 2 added the by_status, by_name, leases and history buckets
@@ -31,6 +31,11 @@ var migrateChunk = 10000
 // empty bucket is its complete wake index and its headers (formats 1 and
 // 2, read as WakeAt zero) stay as they are until they are next written:
 // the step from 2 only sets the schema version to 3, in one transaction.
+//
+// Schema 4 added the events bucket (created by Open): the tasks' event
+// logs. No task of an older file has events, so every one reads as an
+// empty log, and its first event written is numbered 1: the step from 3
+// only sets the schema version to 4, in one transaction.
 func migrate(db *bolt.DB, from byte, log *slog.Logger) error {
 	start, total := from, 0
 	for from == 1 {
@@ -43,12 +48,13 @@ func migrate(db *bolt.DB, from byte, log *slog.Logger) error {
 			from = 2
 		}
 	}
-	if from == 2 {
+	// The steps from 2 and from 3 add only buckets, which Open created.
+	if from >= 2 && from < SchemaVersion {
 		err := db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaSchema, []byte{3})
+			return tx.Bucket(bucketMeta).Put(metaSchema, []byte{SchemaVersion})
 		})
 		if err != nil {
-			return fmt.Errorf("migrate schema 2 to 3: %w", err)
+			return fmt.Errorf("migrate schema %d to %d: %w", from, SchemaVersion, err)
 		}
 	}
 	log.Info("bboltstore: migrated the store file", "from_schema", start, "to_schema", SchemaVersion, "tasks_indexed", total)

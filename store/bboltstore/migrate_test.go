@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -197,15 +198,14 @@ func TestMigrateSchema1(t *testing.T) {
 	require.NoError(t, db.Close())
 }
 
-// writeSchema2 writes a schema 2 file at path: a file of the current
-// layout holding tasks, rewritten to what schema 2 wrote (format 2
-// headers, no wake bucket, schema version 2). tasks must have no WakeAt.
-func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
+// writeOlder writes a file of an older schema at path: a file of the
+// current layout holding tasks, then rewritten by downgrade, in one
+// transaction, to what that schema wrote.
+func writeOlder(t *testing.T, path string, tasks []*store.Task, downgrade func(tx *bolt.Tx)) {
 	t.Helper()
 	s, err := Open(path)
 	require.NoError(t, err)
 	for _, task := range tasks {
-		require.True(t, task.WakeAt.IsZero())
 		_, err := s.Create(t.Context(), task)
 		require.NoError(t, err)
 	}
@@ -213,7 +213,18 @@ func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
 	db, err := bolt.Open(path, 0o600, nil)
 	require.NoError(t, err)
 	defer db.Close()
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error { downgrade(tx); return nil }))
+}
+
+// writeSchema2 writes a schema 2 file at path holding tasks (format 2
+// headers, no wake or events bucket, schema version 2). tasks must have
+// no WakeAt.
+func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
+	t.Helper()
+	for _, task := range tasks {
+		require.True(t, task.WakeAt.IsZero())
+	}
+	writeOlder(t, path, tasks, func(tx *bolt.Tx) {
 		b := tx.Bucket(bucketTasks)
 		c := b.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -222,8 +233,9 @@ func writeSchema2(t *testing.T, path string, tasks []*store.Task) {
 			require.NoError(t, b.Put(k, encodeHeaderV2(task)))
 		}
 		require.NoError(t, tx.DeleteBucket(bucketWake))
-		return tx.Bucket(bucketMeta).Put(metaSchema, []byte{2})
-	}))
+		require.NoError(t, tx.DeleteBucket(bucketEvents))
+		require.NoError(t, tx.Bucket(bucketMeta).Put(metaSchema, []byte{2}))
+	})
 }
 
 // TestMigrateSchema2 opens a file written before wake-ups existed: its
@@ -340,4 +352,60 @@ func TestMigrateResumes(t *testing.T) {
 	require.Equal(t, counts, got)
 	require.NoError(t, s.Close())
 	require.NoError(t, Check(path))
+}
+
+// writeSchema3 writes a schema 3 file at path holding tasks (no events
+// bucket, schema version 3).
+func writeSchema3(t *testing.T, path string, tasks []*store.Task) {
+	t.Helper()
+	writeOlder(t, path, tasks, func(tx *bolt.Tx) {
+		require.NoError(t, tx.DeleteBucket(bucketEvents))
+		require.NoError(t, tx.Bucket(bucketMeta).Put(metaSchema, []byte{3}))
+	})
+}
+
+// TestMigrateSchema3 opens a file written before event logs existed: its
+// tasks read as empty logs, their first event is numbered 1, and Check
+// accepts the file before and after.
+func TestMigrateSchema3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v3.db")
+	now := time.Unix(1700000000, 0).UTC()
+	tasks := []*store.Task{
+		{ID: "w", Owner: "o", Status: store.StatusWorking, CreatedAt: now, Variables: map[string]json.RawMessage{"v": json.RawMessage(`1`)}},
+		{ID: "d", Owner: "o", Status: store.StatusCompleted, CreatedAt: now, Result: json.RawMessage(`{}`)},
+	}
+	writeSchema3(t, path, tasks)
+	require.NoError(t, Check(path), "Check accepts a schema 3 file")
+
+	s, err := Open(path)
+	require.NoError(t, err)
+	ctx := t.Context()
+	for _, id := range []string{"w", "d"} {
+		page, err := s.Events(ctx, id, 0, 0)
+		require.NoError(t, err)
+		require.Equal(t, store.EventPage{}, page, "an old task has an empty log")
+	}
+	got, err := s.Update(ctx, "w", store.Update{Events: []store.Event{{Type: mcptask.EventLog, Data: json.RawMessage(`{"message":"hi"}`)}}})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), got.Version)
+	_, err = s.Update(ctx, "w", store.Update{Status: store.StatusInputRequired})
+	require.NoError(t, err)
+	page, err := s.Events(ctx, "w", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), page.First)
+	require.Equal(t, uint64(2), page.Last)
+	require.Equal(t, mcptask.EventStatus, page.Events[1].Type)
+	_, err = s.Update(ctx, "d", store.Update{Events: []store.Event{{Type: mcptask.EventLog}}})
+	require.ErrorIs(t, err, store.ErrTerminal)
+	_, err = s.Create(ctx, &store.Task{ID: "new", Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, Check(path))
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		require.Equal(t, []byte{SchemaVersion}, tx.Bucket(bucketMeta).Get(metaSchema), "upgraded")
+		return nil
+	}))
 }

@@ -43,6 +43,7 @@ type Store struct {
 	leases   []pos                  // sorted by (LeaseUntil, id); tasks with a LeaseHolder
 	wake     []pos                  // sorted by (WakeAt, id); tasks with a WakeAt
 	counts   map[store.Status]int
+	logs     map[string]*eventLog // by task id; a task without events has none
 }
 
 var _ store.Store = (*Store)(nil)
@@ -62,6 +63,7 @@ func New(opts ...Option) *Store {
 		byStatus: make(map[store.Status][]pos),
 		byName:   make(map[string][]pos),
 		counts:   store.NewCounts(),
+		logs:     make(map[string]*eventLog),
 	}
 }
 

@@ -12,7 +12,10 @@
 //     LeaseHolder, for ExpiredLeases;
 //   - a slice sorted by (WakeAt, id) holding only tasks with a WakeAt
 //     (never terminal ones), for Due;
-//   - a count of tasks per status, for Counts.
+//   - a count of tasks per status, for Counts;
+//   - per task, its event log: the events it keeps, in Seq order, for
+//     Events (a binary search from after), appended and trimmed at the
+//     front by the write they report (events.go).
 //
 // Every write updates the indexes it affects before it releases the lock,
 // so a reader never sees a task and its index entries disagree. The sorted
@@ -67,99 +70,102 @@ func begin(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// locked is every method's preamble: it checks that ctx is not done,
+// takes mu (exclusively when write is set, shared otherwise), checks that
+// the store is open, and then returns what fn returns, still holding mu.
+func locked[T any](ctx context.Context, s *Store, write bool, fn func() (T, error)) (T, error) {
+	var zero T
+	if err := begin(ctx); err != nil {
+		return zero, err
+	}
+	if write {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	} else {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+	}
+	if s.closed {
+		return zero, store.ErrClosed
+	}
+	return fn()
+}
+
+// withTask is locked for a method on one task: fn gets the stored task id
+// (the live record, not a copy), or the method fails with
+// store.ErrNotFound.
+func withTask[T any](ctx context.Context, s *Store, write bool, id string, fn func(t *store.Task) (T, error)) (T, error) {
+	return locked(ctx, s, write, func() (T, error) {
+		t, ok := s.tasks[id]
+		if !ok {
+			var zero T
+			return zero, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+		}
+		return fn(t)
+	})
+}
+
 // Create stores a new task; see store.Store.
 func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
 	rec, err := store.PrepareCreate(t, s.limits)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	if _, ok := s.tasks[rec.ID]; ok {
-		return nil, fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
-	}
-	s.tasks[rec.ID] = rec
-	s.index(rec)
-	return rec.Clone(), nil
+	return locked(ctx, s, true, func() (*store.Task, error) {
+		if _, ok := s.tasks[rec.ID]; ok {
+			return nil, fmt.Errorf("%w: %s", store.ErrExists, rec.ID)
+		}
+		events := rec.Events
+		rec.Events = nil
+		s.tasks[rec.ID] = rec
+		s.index(rec)
+		s.appendEvents(rec.ID, events)
+		return rec.Clone(), nil
+	})
 }
 
 // Get returns a copy of the task; see store.Store.
 func (s *Store) Get(ctx context.Context, id string) (*store.Task, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	t, ok := s.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, id)
-	}
-	return t.Clone(), nil
+	return withTask(ctx, s, false, id, func(t *store.Task) (*store.Task, error) { return t.Clone(), nil })
 }
 
 // Update applies u atomically; see store.Store.
 func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
 	p, err := store.PrepareUpdate(u, s.limits)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	t, ok := s.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, id)
-	}
-	// Apply checks everything before it mutates, so the stored record is
-	// untouched on error.
-	ch, err := p.Apply(t, s.now())
-	if err != nil {
-		return nil, err
-	}
-	s.reindex(t, ch)
-	return t.Clone(), nil
+	return withTask(ctx, s, true, id, func(t *store.Task) (*store.Task, error) {
+		// Apply checks everything before it mutates, so the stored record
+		// is untouched on error.
+		ch, err := p.Apply(t, s.now())
+		if err != nil {
+			return nil, err
+		}
+		s.appendEvents(id, ch.Events)
+		if ch.AppendOnly {
+			return headers(t), nil
+		}
+		s.reindex(t, ch)
+		return t.Clone(), nil
+	})
 }
 
 // Delete removes a task and its index entries; see store.Store.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	if err := begin(ctx); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return store.ErrClosed
-	}
-	t, ok := s.tasks[id]
-	if !ok {
-		return fmt.Errorf("%w: %s", store.ErrNotFound, id)
-	}
-	delete(s.tasks, id)
-	s.unindex(t)
-	return nil
+	_, err := withTask(ctx, s, true, id, func(t *store.Task) (struct{}, error) {
+		delete(s.tasks, id)
+		delete(s.logs, id)
+		s.unindex(t)
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // List returns one page of an owner's tasks in (CreatedAt, id) order; see
 // store.Store. A cursor whose task was deleted since stays valid: the
 // listing resumes after its position.
 func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, error) {
-	if err := begin(ctx); err != nil {
-		return store.Page{}, err
-	}
 	if opts.Owner == "" {
 		return store.Page{}, fmt.Errorf("%w: List needs an owner", store.ErrInvalid)
 	}
@@ -172,11 +178,11 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 		}
 		after = &pos{at: at.UnixNano(), id: id}
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return store.Page{}, store.ErrClosed
-	}
+	return locked(ctx, s, false, func() (store.Page, error) { return s.list(opts, limit, after), nil })
+}
+
+// list reads one page of List from the owner index; the caller holds mu.
+func (s *Store) list(opts store.ListOptions, limit int, after *pos) store.Page {
 	idx := s.byOwner[opts.Owner]
 	start := 0
 	if after != nil {
@@ -203,7 +209,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 		last := page.Tasks[len(page.Tasks)-1]
 		page.NextCursor = s.codec.Encode(opts.Owner, last.CreatedAt, last.ID)
 	}
-	return page, nil
+	return page
 }
 
 // Expired returns up to limit tasks whose ExpiresAt is at or before now,
@@ -223,100 +229,72 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]*store.Tas
 // due returns up to limit tasks of a time index (read under the lock) whose
 // time is at or before now, soonest first.
 func (s *Store) due(ctx context.Context, index func() []pos, now time.Time, limit int) ([]*store.Task, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
 	limit = store.PageLimit(limit)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	var out []*store.Task
-	for _, p := range index() {
-		if len(out) == limit || time.Unix(0, p.at).After(now) {
-			break
+	return locked(ctx, s, false, func() ([]*store.Task, error) {
+		var out []*store.Task
+		for _, p := range index() {
+			if len(out) == limit || time.Unix(0, p.at).After(now) {
+				break
+			}
+			out = append(out, s.tasks[p.id].Clone())
 		}
-		out = append(out, s.tasks[p.id].Clone())
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // Active returns every non-terminal task, ordered by (CreatedAt, id), from
 // the status index; see store.Store.
 func (s *Store) Active(ctx context.Context) ([]*store.Task, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	working, input := s.byStatus[store.StatusWorking], s.byStatus[store.StatusInputRequired]
-	out := make([]*store.Task, 0, len(working)+len(input))
-	for _, p := range working {
-		out = append(out, s.tasks[p.id].Clone())
-	}
-	for _, p := range input {
-		out = append(out, s.tasks[p.id].Clone())
-	}
-	slices.SortFunc(out, func(a, b *store.Task) int { return comparePos(createdPos(a), createdPos(b)) })
-	return out, nil
+	return locked(ctx, s, false, func() ([]*store.Task, error) {
+		working, input := s.byStatus[store.StatusWorking], s.byStatus[store.StatusInputRequired]
+		out := make([]*store.Task, 0, len(working)+len(input))
+		for _, p := range working {
+			out = append(out, s.tasks[p.id].Clone())
+		}
+		for _, p := range input {
+			out = append(out, s.tasks[p.id].Clone())
+		}
+		slices.SortFunc(out, func(a, b *store.Task) int { return comparePos(createdPos(a), createdPos(b)) })
+		return out, nil
+	})
 }
 
 // Claim takes a task's lease; see store.Store.
 func (s *Store) Claim(ctx context.Context, id, holder string, now, until time.Time) (*store.Task, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
 	if err := store.CheckClaim(holder, now, until); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	t, ok := s.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, id)
-	}
-	ch, err := store.ApplyClaim(t, holder, now, until) // leaves t alone on error
-	if err != nil {
-		return nil, err
-	}
-	s.reindex(t, ch)
-	return t.Clone(), nil
+	return withTask(ctx, s, true, id, func(t *store.Task) (*store.Task, error) {
+		ch, err := store.ApplyClaim(t, holder, now, until) // leaves t alone on error
+		if err != nil {
+			return nil, err
+		}
+		s.reindex(t, ch)
+		return t.Clone(), nil
+	})
 }
 
 // Renew extends holder's leases; see store.Store.
 func (s *Store) Renew(ctx context.Context, holder string, until time.Time, ids []string) ([]string, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
 	if err := store.CheckRenew(holder, until); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	var renewed []string
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		t, ok := s.tasks[id]
-		if !ok || seen[id] {
-			continue
+	return locked(ctx, s, true, func() ([]string, error) {
+		var renewed []string
+		seen := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			t, ok := s.tasks[id]
+			if !ok || seen[id] {
+				continue
+			}
+			seen[id] = true
+			if ch, ok := store.ApplyRenew(t, holder, until); ok {
+				s.reindex(t, ch)
+				renewed = append(renewed, id)
+			}
 		}
-		seen[id] = true
-		if ch, ok := store.ApplyRenew(t, holder, until); ok {
-			s.reindex(t, ch)
-			renewed = append(renewed, id)
-		}
-	}
-	return renewed, nil
+		return renewed, nil
+	})
 }
 
 // ExpiredLeases returns up to limit leased tasks whose LeaseUntil is at or
@@ -331,9 +309,6 @@ func (s *Store) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]
 // statuses merged) from the cursor position, backwards or forwards,
 // examining at most store.QueryScanBudget entries.
 func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
-	if err := begin(ctx); err != nil {
-		return store.Page{}, err
-	}
 	q, err := store.NormalizeQuery(q)
 	if err != nil {
 		return store.Page{}, err
@@ -346,11 +321,12 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		}
 		after = &pos{at: at.UnixNano(), id: id}
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return store.Page{}, store.ErrClosed
-	}
+	return locked(ctx, s, false, func() (store.Page, error) { return s.query(q, after), nil })
+}
+
+// query reads one page of Query (q normalized, after decoded from its
+// cursor); the caller holds mu.
+func (s *Store) query(q store.Query, after *pos) store.Page {
 	var lists [][]pos
 	switch store.PlanQuery(q, s.counts) {
 	case store.ByOwner:
@@ -403,11 +379,11 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 			}
 		}
 		if best < 0 {
-			return page, nil // every list exhausted: the last page
+			return page // every list exhausted: the last page
 		}
 		if len(page.Tasks) == q.Limit || examined == budget {
 			page.NextCursor = s.codec.EncodeQuery(q, time.Unix(0, last.at), last.id)
-			return page, nil
+			return page
 		}
 		last = lists[best][next[best]]
 		next[best] += step
@@ -420,19 +396,13 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 // Counts returns the number of tasks by status from the store's counters;
 // see store.Store.
 func (s *Store) Counts(ctx context.Context) (map[store.Status]int, error) {
-	if err := begin(ctx); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, store.ErrClosed
-	}
-	out := store.NewCounts()
-	for st, n := range s.counts {
-		out[st] = n
-	}
-	return out, nil
+	return locked(ctx, s, false, func() (map[store.Status]int, error) {
+		out := store.NewCounts()
+		for st, n := range s.counts {
+			out[st] = n
+		}
+		return out, nil
+	})
 }
 
 // Close discards the store's contents. Every later call, including Close,
@@ -445,5 +415,6 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.tasks, s.byOwner, s.byStatus, s.byName, s.expiry, s.leases, s.wake, s.counts = nil, nil, nil, nil, nil, nil, nil, nil
+	s.logs = nil
 	return nil
 }

@@ -79,6 +79,10 @@ func BenchmarkGet(b *testing.B) { storetest.BenchGet(b, benchStore(b)) }
 
 func BenchmarkListPage(b *testing.B) { storetest.BenchListPage(b, benchStore(b)) }
 
+// BenchmarkUpdates measures a state write, the same with one event, and
+// a pure append (storetest.BenchUpdates).
+func BenchmarkUpdates(b *testing.B) { storetest.BenchUpdates(b, openBench(b)) }
+
 // BenchmarkQueryPage measures operator queries over 100,000 tasks (10,000
 // with -short).
 func BenchmarkQueryPage(b *testing.B) {

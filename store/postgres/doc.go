@@ -26,6 +26,11 @@
 //	             when the task has no wake-up time
 //	task_vars    (task_id, name) -> value: one row per variable, so that a
 //	             merge writes only the names it sets or deletes
+//	task_events  (task_id, seq) -> pos, at, type, data: one row per event
+//	             a task's log keeps (migration 3), pos its offset in the
+//	             log (store.LoggedEvent); the newest row tells where the
+//	             log ends, so an append inserts rows and deletes the
+//	             oldest the caps drop, and writes no other row
 //	task_counts  (status, shard) -> n: the Counts counters, updated in the
 //	             transaction of every create, status change and delete;
 //	             16 shards per status (by a hash of the task id) keep
@@ -45,12 +50,17 @@
 //
 // # Atomicity
 //
-// Update and Claim lock the task row (SELECT ... FOR UPDATE, in the same
-// round trip as BEGIN), apply the shared rules of package store in Go
-// (store.PreparedUpdate.Apply, store.ApplyClaim), then write and commit in
-// a second round trip: a second writer waits for the row and then sees the
-// first one's result, so IfVersion, Fence and the lease checks hold across
-// processes. Delete works the same way (BEGIN and the DELETE, then
+// Update and Claim lock the task row (SELECT ... FOR UPDATE) and read the
+// task in a statement of its own, both in the round trip of BEGIN; apply
+// the shared rules of package store in Go (store.PreparedUpdate.Apply,
+// store.ApplyClaim); then write and commit in a second round trip. A
+// second writer waits for the row and then sees everything the first one
+// committed — the read comes after the lock, not in the locking statement,
+// which would see the row as committed but the variables and events as
+// they were when it began to wait — so IfVersion, Fence, the lease checks
+// and the numbering of events hold across processes. A pure append locks
+// the row the same way, reads the header and the log's tail, and writes
+// only its events. Delete works the same way (BEGIN and the DELETE, then
 // COMMIT); Create and Renew are one implicit transaction each. Locks are
 // taken in one order — the task row, then its counter rows sorted by
 // status — so writers never deadlock.
@@ -72,6 +82,13 @@
 // channel is named after the schema. A failed send is retried after a
 // reconnect (50ms to 5s backoff) ahead of later changes; Close sends what
 // is ready, waiting at most two seconds.
+//
+// An append to an event log is notified the same way, as a record
+// "seq|hex(id)" (the log's newest Seq) on a second channel, the schema's
+// events channel: SubscribeEvents LISTENs on both, Subscribe on the first
+// only, so a subscriber that does not read events (and a replica of an
+// older version) never hears of them. A write that changed the task and
+// appended events sends one record on each.
 //
 // What a subscriber can rely on: a change is notified after it commits,
 // normally within milliseconds. A process that dies between a commit and

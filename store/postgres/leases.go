@@ -19,7 +19,7 @@ func (s *Store) Claim(ctx context.Context, id, holder string, now, until time.Ti
 	if err := store.CheckClaim(holder, now, until); err != nil {
 		return nil, err
 	}
-	return s.modify(ctx, "claim", id, func(t *store.Task) (store.Changes, error) {
+	return s.modify(ctx, "claim", id, s.sql.get, func(t *store.Task) (store.Changes, error) {
 		return store.ApplyClaim(t, holder, now, until)
 	})
 }

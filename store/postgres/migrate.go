@@ -94,6 +94,23 @@ ALTER TABLE {s}.tasks ADD COLUMN IF NOT EXISTS wake_at bigint;
 CREATE INDEX IF NOT EXISTS tasks_wake ON {s}.tasks (wake_at, id)
 	WHERE wake_at IS NOT NULL AND status IN ('working', 'input_required');
 `,
+	// 3: the tasks' event logs. A new table: no existing row changes, and
+	// every existing task reads as an empty log. pos is the event's
+	// offset in its log (store.LoggedEvent.Pos); a task's newest event
+	// tells where its log ends, so no counter row is kept. The events go
+	// with their task (ON DELETE CASCADE), also when a replica of an older
+	// version deletes it.
+	`
+CREATE TABLE IF NOT EXISTS {s}.task_events (
+	task_id bytea NOT NULL REFERENCES {s}.tasks (id) ON DELETE CASCADE,
+	seq     bigint NOT NULL,
+	pos     bigint NOT NULL,
+	at      bigint NOT NULL,
+	type    text NOT NULL,
+	data    bytea,
+	PRIMARY KEY (task_id, seq)
+);
+`,
 }
 
 // migrate brings the schema up to date and returns the cursor key. It runs

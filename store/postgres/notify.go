@@ -27,6 +27,7 @@ const (
 type subscription struct {
 	s      *Store
 	fn     func(store.Change)
+	events bool // SubscribeEvents: the appends too
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -44,15 +45,20 @@ type subscription struct {
 // reconnects with exponential backoff (50ms to 5s) and then calls fn with
 // store.Change{Resync: true}.
 func (s *Store) Subscribe(ctx context.Context, fn func(store.Change)) (stop func(), err error) {
+	return s.subscribe(ctx, fn, false)
+}
+
+// subscribe is Subscribe, and SubscribeEvents when events is set.
+func (s *Store) subscribe(ctx context.Context, fn func(store.Change), events bool) (stop func(), err error) {
 	ctx, err = s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.listen(ctx)
+	conn, err := s.listen(ctx, events)
 	if err != nil {
 		return nil, s.fail("subscribe", err)
 	}
-	sub := &subscription{s: s, fn: fn, done: make(chan struct{})}
+	sub := &subscription{s: s, fn: fn, events: events, done: make(chan struct{})}
 	sub.ctx, sub.cancel = context.WithCancel(context.Background())
 	s.subsMu.Lock()
 	if s.closed.Load() {
@@ -77,13 +83,18 @@ func (s *Store) connect(ctx context.Context, app string) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// listen opens a connection and LISTENs on the store's channel.
-func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+// listen opens a connection and LISTENs on the store's channel, and on
+// its events channel too when events is set.
+func (s *Store) listen(ctx context.Context, events bool) (*pgx.Conn, error) {
 	conn, err := s.connect(ctx, ListenerApplicationName)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	sql := "LISTEN " + pgx.Identifier{s.channel}.Sanitize()
+	if events {
+		sql += "; LISTEN " + pgx.Identifier{s.eventsChannel}.Sanitize()
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
 		_ = conn.Close(context.Background())
 		return nil, err
 	}
@@ -122,8 +133,12 @@ func (sub *subscription) run(conn *pgx.Conn) {
 			sub.fn(store.Change{Resync: true})
 			continue
 		}
+		parse := parseRecord
+		if n.Channel == sub.s.eventsChannel {
+			parse = parseEventRecord
+		}
 		for record := range strings.SplitSeq(n.Payload, "\n") {
-			c, err := parseRecord(record)
+			c, err := parse(record)
 			if err != nil {
 				sub.s.log.Warn("postgres: ignoring a malformed change notification", "schema", sub.s.schema, "err", err)
 				continue
@@ -136,15 +151,14 @@ func (sub *subscription) run(conn *pgx.Conn) {
 // reconnect retries listen until it works (returning the connection) or
 // the subscription ends (returning nil).
 func (sub *subscription) reconnect() *pgx.Conn {
-	delay := minReconnectDelay
+	var retry backoff
+	delay := retry.next()
 	for {
-		select {
-		case <-sub.ctx.Done():
+		if !sleep(sub.ctx, delay) {
 			return nil
-		case <-time.After(delay):
 		}
 		ctx, cancel := context.WithTimeout(sub.ctx, connectTimeout)
-		conn, err := sub.s.listen(ctx)
+		conn, err := sub.s.listen(ctx, sub.events)
 		cancel()
 		if err == nil {
 			sub.s.log.Info("postgres: change feed reconnected", "schema", sub.s.schema)
@@ -153,7 +167,7 @@ func (sub *subscription) reconnect() *pgx.Conn {
 		if sub.ctx.Err() != nil {
 			return nil
 		}
+		delay = retry.next()
 		sub.s.log.Warn("postgres: change feed reconnect failed", "schema", sub.s.schema, "err", err, "retry_in", delay)
-		delay = min(2*delay, maxReconnectDelay)
 	}
 }

@@ -81,12 +81,16 @@ type Store struct {
 	pool    *pgxpool.Pool
 	connCfg *pgx.ConnConfig // for the change feed's own connections
 	schema  string
-	channel string
-	sql     statements
-	codec   *store.CursorCodec
-	limits  store.Limits
-	now     func() time.Time
-	log     *slog.Logger
+	channel string // the changes' NOTIFY channel
+	// eventsChannel carries the event appends, for SubscribeEvents only:
+	// a replica of an older version, which does not LISTEN on it, never
+	// sees a record it cannot read.
+	eventsChannel string
+	sql           statements
+	codec         *store.CursorCodec
+	limits        store.Limits
+	now           func() time.Time
+	log           *slog.Logger
 
 	closed atomic.Bool
 	subsMu sync.Mutex
@@ -97,9 +101,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Shared   = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.EventNotifier = (*Store)(nil)
+	_ store.Shared        = (*Store)(nil)
 )
 
 // Open connects to the database at dsn (a PostgreSQL URL or key=value
@@ -141,26 +145,28 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool:    pool,
 		connCfg: cfg.ConnConfig.Copy(),
 		schema:  o.schema,
-		channel: channelName(o.schema),
-		sql:     newStatements(quoted),
-		codec:   store.NewCursorCodec(key),
-		limits:  o.Limits,
-		now:     o.Now,
-		log:     o.logger,
-		subs:    make(map[*subscription]struct{}),
+		channel: channelName("taskbridge:", o.schema),
+		// A name of its own, not a prefix of the other.
+		eventsChannel: channelName("taskbridge-events:", o.schema),
+		sql:           newStatements(quoted),
+		codec:         store.NewCursorCodec(key),
+		limits:        o.Limits,
+		now:           o.Now,
+		log:           o.logger,
+		subs:          make(map[*subscription]struct{}),
 	}
 	s.pub = newPublisher(s)
 	return s, nil
 }
 
-// channelName is the LISTEN/NOTIFY channel of a schema: "taskbridge:"
-// and the schema, or a hash of it when that would pass PostgreSQL's
-// 63-byte identifier limit.
-func channelName(schema string) string {
-	ch := "taskbridge:" + schema
+// channelName is a LISTEN/NOTIFY channel of a schema: prefix and the
+// schema, or a hash of it when that would pass PostgreSQL's 63-byte
+// identifier limit.
+func channelName(prefix, schema string) string {
+	ch := prefix + schema
 	if len(ch) > 63 {
 		sum := sha256.Sum256([]byte(schema))
-		ch = "taskbridge:" + hex.EncodeToString(sum[:16])
+		ch = prefix + hex.EncodeToString(sum[:16])
 	}
 	return ch
 }
@@ -223,10 +229,11 @@ func (s *Store) fail(op string, err error) error {
 
 // statements are the store's SQL, with the schema filled in.
 type statements struct {
-	insert, get, getForUpdate, list, listHeaders, expired, leases, due, active string
-	delete, renew, counts, count                                               string
-	setVars, deleteVars                                                        string
-	quoted                                                                     string
+	insert, get, lock, list, listHeaders, expired, leases, due, active string
+	getTail, headerTail, insertEvent, insertEvents, dropEvents, events string
+	delete, renew, counts, count                                       string
+	setVars, deleteVars                                                string
+	quoted                                                             string
 }
 
 // expand fills the quoted schema into a statement.
@@ -246,15 +253,39 @@ const (
 	insertCols = `id, owner, status, status_message, created_at, updated_at, ttl, expires_at, poll_interval,
 	method, name, arguments, label_keys, label_values, version, lease_holder, lease_epoch, lease_until, wake_at,
 	history_status, history_message, history_at, result, has_error, error_code, error_message, error_data`
+	// tailJoin adds the Seq and End of a task's newest event (NULLs for
+	// none) to a query of tasks t: the log's tail, where an append goes.
+	tailJoin = ` LEFT JOIN LATERAL (SELECT e.seq, e.pos + octet_length(e.type) + coalesce(octet_length(e.data), 0) AS end_pos
+	FROM {s}.task_events e WHERE e.task_id = t.id ORDER BY e.seq DESC LIMIT 1) l ON true`
 )
 
 func newStatements(quoted string) statements {
 	x := func(sql string) string { return expand(sql, quoted) }
 	return statements{
-		quoted:       quoted,
-		insert:       x(`INSERT INTO {s}.tasks (` + insertCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`),
-		get:          x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.id = $1`),
-		getForUpdate: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.id = $1 FOR UPDATE`),
+		quoted: quoted,
+		insert: x(`INSERT INTO {s}.tasks (` + insertCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`),
+		get:    x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.id = $1`),
+		// The lock of modify, apart from its read: a statement that waits
+		// for a row lock sees the locked row as its holder committed it,
+		// but the rest (variables, events) as they were when it started.
+		lock:        x(`SELECT 1 FROM {s}.tasks WHERE id = $1 FOR UPDATE`),
+		getTail:     x(`SELECT ` + fullCols + `, l.seq, l.end_pos FROM {s}.tasks t` + tailJoin + ` WHERE t.id = $1`),
+		headerTail:  x(`SELECT ` + headerCols + `, l.seq, l.end_pos FROM {s}.tasks t` + tailJoin + ` WHERE t.id = $1`),
+		insertEvent: x(`INSERT INTO {s}.task_events (task_id, seq, pos, at, type, data) VALUES ($1, $2, $3, $4, $5, $6)`),
+		insertEvents: x(`INSERT INTO {s}.task_events (task_id, seq, pos, at, type, data)
+	SELECT $1, s, p, a, t, d FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bytea[]) AS x(s, p, a, t, d)`),
+		// The oldest events the caps drop (store.AppendPlan): Seq below $2,
+		// or placed before $3. The first event placed at $3 or later is
+		// found walking the task's events from the oldest, so both parts
+		// read only the events dropped, and one more.
+		dropEvents: x(`DELETE FROM {s}.task_events WHERE task_id = $1 AND seq < GREATEST($2::bigint,
+	(SELECT e.seq FROM {s}.task_events e WHERE e.task_id = $1 AND e.pos >= $3 ORDER BY e.seq LIMIT 1))`),
+		// One statement, one snapshot: the bounds and the page agree. No
+		// row: no task.
+		events: x(`SELECT (SELECT min(e.seq) FROM {s}.task_events e WHERE e.task_id = t.id),
+	(SELECT max(e.seq) FROM {s}.task_events e WHERE e.task_id = t.id), p.seq, p.at, p.type, p.data
+	FROM {s}.tasks t LEFT JOIN LATERAL (SELECT e.seq, e.at, e.type, e.data FROM {s}.task_events e
+	WHERE e.task_id = t.id AND e.seq > $2 ORDER BY e.seq LIMIT $3) p ON true WHERE t.id = $1 ORDER BY p.seq`),
 		list: x(`SELECT ` + fullCols + ` FROM {s}.tasks t WHERE t.owner = $1 AND (t.created_at, t.id) > ($2, $3)
 	ORDER BY t.created_at, t.id LIMIT $4`),
 		listHeaders: x(`SELECT ` + headerCols + ` FROM {s}.tasks t WHERE t.owner = $1 AND (t.created_at, t.id) > ($2, $3)

@@ -63,73 +63,6 @@ func TestShared(t *testing.T) {
 	require.True(t, store.IsShared(s))
 }
 
-// TestConcurrentOpen opens one fresh schema from five goroutines at once:
-// the advisory lock lets exactly one of them migrate it, and all of them
-// end up with the same cursor key.
-func TestConcurrentOpen(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	const n = 5
-	stores := make([]*postgres.Store, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			stores[i], errs[i] = postgres.Open(t.Context(), dsn, postgres.WithSchema("fresh"))
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for i := range n {
-		require.NoError(t, errs[i])
-		t.Cleanup(func() { _ = stores[i].Close() })
-	}
-	conn, err := pgx.Connect(t.Context(), dsn)
-	require.NoError(t, err)
-	defer conn.Close(t.Context())
-	var versions, keys int
-	require.NoError(t, conn.QueryRow(t.Context(), "SELECT count(*) FROM fresh.migrations").Scan(&versions))
-	require.Equal(t, 2, versions, "each migration ran once")
-	require.NoError(t, conn.QueryRow(t.Context(), "SELECT count(*) FROM fresh.meta").Scan(&keys))
-	require.Equal(t, 1, keys)
-
-	// Every replica reads the others' cursors.
-	ctx := t.Context()
-	for i := range 3 {
-		_, err := stores[0].Create(ctx, &store.Task{ID: fmt.Sprint(i), Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(int64(i), 0)})
-		require.NoError(t, err)
-	}
-	page, err := stores[1].List(ctx, store.ListOptions{Owner: "o", Limit: 1})
-	require.NoError(t, err)
-	for _, s := range stores {
-		next, err := s.List(ctx, store.ListOptions{Owner: "o", Limit: 1, Cursor: page.NextCursor})
-		require.NoError(t, err)
-		require.Equal(t, "1", next.Tasks[0].ID)
-	}
-}
-
-func TestSchemaNewerThanPackage(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	s, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("future"))
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
-	conn, err := pgx.Connect(t.Context(), dsn)
-	require.NoError(t, err)
-	defer conn.Close(t.Context())
-	_, err = conn.Exec(t.Context(), "INSERT INTO future.migrations (version) VALUES (99)")
-	require.NoError(t, err)
-	_, err = postgres.Open(t.Context(), dsn, postgres.WithSchema("future"))
-	require.ErrorContains(t, err, "newer than this package")
-
-	_, err = postgres.Open(t.Context(), dsn, postgres.WithSchema(""))
-	require.ErrorIs(t, err, store.ErrInvalid)
-	_, err = postgres.Open(t.Context(), "postgres://nowhere.invalid:1/x?connect_timeout=1")
-	require.Error(t, err)
-}
-
 // TestReplicasCannotBothWin races two Store values (two replicas) on one
 // schema: compare-and-swap updates, claims and fenced writes each have
 // exactly one winner.
@@ -399,11 +332,15 @@ func TestNotifierBatches(t *testing.T) {
 	}
 	// The notifier counts a send after PostgreSQL took it, which may be
 	// after the subscriber heard of it.
+	// Beside the changes, every create and status change appended an
+	// event, notified on the events channel (which this subscriber does
+	// not hear).
+	appends := writers*perWriter*3 + 1
 	var records, roundTrips uint64
 	require.Eventually(t, func() bool {
 		records, roundTrips = postgres.NotifierCounts(writer)
-		return records == uint64(total)
-	}, 5*time.Second, 5*time.Millisecond, "every change sent once")
+		return records == uint64(total+appends)
+	}, 5*time.Second, 5*time.Millisecond, "every change and append sent once")
 	t.Logf("%d changes sent in %d round trips", records, roundTrips)
 	require.Less(t, roundTrips, records, "concurrent writes share round trips")
 }
@@ -528,6 +465,9 @@ func TestPlansUseIndexes(t *testing.T) {
 		"query oldest":  `SELECT * FROM plans.tasks t WHERE t.status = 'failed' AND (t.created_at, t.id) > (5, ''::bytea) ORDER BY t.created_at ASC, t.id ASC LIMIT 2`,
 		"variables":     `SELECT * FROM plans.task_vars v WHERE v.task_id = '\x01'::bytea ORDER BY v.name`,
 		"renew":         `SELECT * FROM plans.tasks WHERE id = ANY(ARRAY['\x01'::bytea]) AND lease_holder = 'h'::bytea`,
+		"event tail":    `SELECT * FROM plans.task_events e WHERE e.task_id = '\x01'::bytea ORDER BY e.seq DESC LIMIT 1`,
+		"events page":   `SELECT * FROM plans.task_events e WHERE e.task_id = '\x01'::bytea AND e.seq > 5 ORDER BY e.seq LIMIT 50`,
+		"drop events":   `DELETE FROM plans.task_events WHERE task_id = '\x01'::bytea AND seq < 5`,
 	} {
 		rows, err := conn.Query(ctx, "EXPLAIN "+sql)
 		require.NoError(t, err, name)
@@ -566,6 +506,10 @@ func BenchmarkGet(b *testing.B) { storetest.BenchGet(b, openBench(b)) }
 
 func BenchmarkListPage(b *testing.B) { storetest.BenchListPage(b, openBench(b)) }
 
+// BenchmarkUpdates measures a state write, the same with one event, and
+// a pure append (storetest.BenchUpdates).
+func BenchmarkUpdates(b *testing.B) { storetest.BenchUpdates(b, openBench(b)) }
+
 // BenchmarkQueryPage measures operator queries over 100,000 tasks (10,000
 // with -short).
 func BenchmarkQueryPage(b *testing.B) {
@@ -578,75 +522,6 @@ func BenchmarkQueryPage(b *testing.B) {
 	for _, c := range storetest.QueryBenchCases() {
 		b.Run(c.Name, func(b *testing.B) { storetest.BenchQueryPage(b, s, c.Query) })
 	}
-}
-
-// TestMigrateWake takes a schema back to version 1 (before wake-ups) and
-// opens it from three replicas at once: migration 2 runs exactly once, the
-// old tasks have no wake-up time and Due finds nothing, and then the wake
-// index works on them. A row ended by a replica that does not know the
-// column (its wake_at left set) never comes back from Due.
-func TestMigrateWake(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	ctx := t.Context()
-	now := time.Unix(1700000000, 0).UTC()
-	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v1"))
-	require.NoError(t, err)
-	for _, id := range []string{"old-a", "old-b", "old-c"} {
-		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: now})
-		require.NoError(t, err)
-	}
-	require.NoError(t, s.Close())
-	admin, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, `DROP INDEX v1.tasks_wake; ALTER TABLE v1.tasks DROP COLUMN wake_at; DELETE FROM v1.migrations WHERE version = 2`)
-	require.NoError(t, err)
-
-	const n = 3
-	stores := make([]*postgres.Store, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			stores[i], errs[i] = postgres.Open(ctx, dsn, postgres.WithSchema("v1"))
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for i := range n {
-		require.NoError(t, errs[i])
-		t.Cleanup(func() { _ = stores[i].Close() })
-	}
-	var versions int
-	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v1.migrations").Scan(&versions))
-	require.Equal(t, 2, versions)
-
-	s = stores[0]
-	old, err := s.Get(ctx, "old-a")
-	require.NoError(t, err)
-	require.True(t, old.WakeAt.IsZero())
-	due, err := s.Due(ctx, now.Add(1000*time.Hour), 10)
-	require.NoError(t, err)
-	require.Empty(t, due)
-
-	for i, id := range []string{"old-a", "old-b", "old-c"} {
-		at := now.Add(time.Duration(i+1) * time.Second)
-		_, err = stores[i].Update(ctx, id, store.Update{WakeAt: &at})
-		require.NoError(t, err)
-	}
-	// An older replica ends old-b without knowing wake_at.
-	_, err = admin.Exec(ctx, `UPDATE v1.tasks SET status = 'completed', version = version + 1 WHERE id = 'old-b'::bytea`)
-	require.NoError(t, err)
-	due, err = stores[1].Due(ctx, now.Add(time.Hour), 10)
-	require.NoError(t, err)
-	require.Len(t, due, 2)
-	require.Equal(t, "old-a", due[0].ID)
-	require.Equal(t, "old-c", due[1].ID)
-	require.True(t, due[1].WakeAt.Equal(now.Add(3*time.Second)))
 }
 
 // TestOptions: the options every backend shares (store.WithLimits,

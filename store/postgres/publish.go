@@ -52,6 +52,9 @@ type publisher struct {
 	stopping bool
 	wake     chan struct{} // capacity 1: a slot was resolved, or stop
 	done     chan struct{} // closed when run returns
+	// stopped is cancelled by stop, to cut a backoff short.
+	stopped    context.Context
+	cancelStop context.CancelFunc
 
 	conn *pgx.Conn // owned by run
 
@@ -62,7 +65,8 @@ type publisher struct {
 // slot is one reserved change.
 type slot struct {
 	key    string // the task id
-	record string // "version|status|hex(id)"
+	record string // "version|status|hex(id)", or "seq|hex(id)" for an append
+	events bool   // an append: sent on the events channel
 	state  slotState
 }
 
@@ -76,14 +80,15 @@ const (
 
 func newPublisher(s *Store) *publisher {
 	p := &publisher{s: s, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p.stopped, p.cancelStop = context.WithCancel(context.Background())
 	go p.run()
 	return p
 }
 
-// reserve queues a pending change of task key. The caller must resolve it
-// with commit or cancel.
-func (p *publisher) reserve(key, record string) *slot {
-	sl := &slot{key: key, record: record}
+// reserve queues a pending change of task key (an append to its log
+// when events is set). The caller must resolve it with commit or cancel.
+func (p *publisher) reserve(key, record string, events bool) *slot {
+	sl := &slot{key: key, record: record, events: events}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopping {
@@ -153,6 +158,7 @@ func (p *publisher) stop() {
 	p.mu.Lock()
 	p.stopping = true
 	p.mu.Unlock()
+	p.cancelStop()
 	p.signal()
 	<-p.done
 }
@@ -184,7 +190,7 @@ func sendable(queue []*slot) (ready, rest []*slot) {
 func (p *publisher) run() {
 	defer close(p.done)
 	defer p.closeConn()
-	delay := time.Duration(0)
+	var retry backoff
 	for {
 		p.mu.Lock()
 		var batch []*slot
@@ -210,7 +216,7 @@ func (p *publisher) run() {
 		}
 		err := p.send(batch, timeout)
 		if err == nil {
-			delay = 0
+			retry.reset()
 			continue
 		}
 		p.closeConn()
@@ -218,7 +224,7 @@ func (p *publisher) run() {
 			p.s.log.Warn("postgres: change notifications lost while closing", "schema", p.s.schema, "changes", len(batch), "err", err)
 			continue
 		}
-		delay = min(max(2*delay, minReconnectDelay), maxReconnectDelay)
+		delay := retry.next()
 		p.s.log.Warn("postgres: sending change notifications failed; retrying", "schema", p.s.schema,
 			"changes", len(batch), "err", err, "retry_in", delay)
 		// Ahead of everything else: they were the oldest ready slots, so
@@ -227,32 +233,15 @@ func (p *publisher) run() {
 		p.queue = append(batch, p.queue...)
 		p.trim()
 		p.mu.Unlock()
-		p.sleep(delay)
-	}
-}
-
-// sleep waits for d, or less when stop is called.
-func (p *publisher) sleep(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			return
-		case <-p.wake:
-			p.mu.Lock()
-			stopping := p.stopping
-			p.mu.Unlock()
-			if stopping {
-				return
-			}
-		}
+		sleep(p.stopped, delay) // stop cuts it short
 	}
 }
 
 // send delivers batch in one round trip: one NOTIFY, or several in one
 // transaction (PostgreSQL queues a transaction's notifications in the
-// order they were made and delivers them at its commit).
+// order they were made and delivers them at its commit). The changes go
+// on the store's channel, the appends on its events channel, each in the
+// batch's order.
 func (p *publisher) send(batch []*slot, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -263,19 +252,30 @@ func (p *publisher) send(batch []*slot, timeout time.Duration) error {
 		}
 		p.conn = conn
 	}
-	records := make([]string, len(batch))
-	for i, sl := range batch {
-		records[i] = sl.record
+	var changes, appends []string
+	for _, sl := range batch {
+		if sl.events {
+			appends = append(appends, sl.record)
+		} else {
+			changes = append(changes, sl.record)
+		}
 	}
-	payloads := pack(records)
+	type notification struct{ channel, payload string }
+	var all []notification
+	for _, pl := range pack(changes) {
+		all = append(all, notification{p.s.channel, pl})
+	}
+	for _, pl := range pack(appends) {
+		all = append(all, notification{p.s.eventsChannel, pl})
+	}
 	var err error
-	if len(payloads) == 1 {
-		_, err = p.conn.Exec(ctx, "SELECT pg_notify($1, $2)", p.s.channel, payloads[0])
+	if len(all) == 1 {
+		_, err = p.conn.Exec(ctx, "SELECT pg_notify($1, $2)", all[0].channel, all[0].payload)
 	} else {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		for _, pl := range payloads {
-			b.Queue("SELECT pg_notify($1, $2)", p.s.channel, pl)
+		for _, n := range all {
+			b.Queue("SELECT pg_notify($1, $2)", n.channel, n.payload)
 		}
 		b.Queue("COMMIT")
 		err = p.conn.SendBatch(ctx, b).Close()

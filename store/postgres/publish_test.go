@@ -101,9 +101,9 @@ func TestPublisherOrderPerTask(t *testing.T) {
 	rec := func(id string, v uint64) string {
 		return record(&store.Task{ID: id, Status: store.StatusWorking, Version: v})
 	}
-	x1 := s.pub.reserve("x", rec("x", 1))
-	y1 := s.pub.reserve("y", rec("y", 1))
-	x2 := s.pub.reserve("x", rec("x", 2))
+	x1 := s.pub.reserve("x", rec("x", 1), false)
+	y1 := s.pub.reserve("y", rec("y", 1), false)
+	x2 := s.pub.reserve("x", rec("x", 2), false)
 	s.pub.commit(x2) // waits for x1
 	s.pub.commit(y1) // does not
 	require.Equal(t, []store.Change{{ID: "y", Status: store.StatusWorking, Version: 1}}, seen(1))
@@ -115,8 +115,8 @@ func TestPublisherOrderPerTask(t *testing.T) {
 		{ID: "x", Status: store.StatusWorking, Version: 2},
 	}, got2)
 	// A cancelled change is never sent and holds nothing up.
-	x3 := s.pub.reserve("x", rec("x", 3))
-	x4 := s.pub.reserve("x", rec("x", 4))
+	x3 := s.pub.reserve("x", rec("x", 3), false)
+	x4 := s.pub.reserve("x", rec("x", 4), false)
 	s.pub.commit(x4)
 	s.pub.cancel(x3)
 	require.Equal(t, store.Change{ID: "x", Status: store.StatusWorking, Version: 4}, seen(4)[3])

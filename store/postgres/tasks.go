@@ -18,11 +18,11 @@ import (
 
 func notFound(id string) error { return fmt.Errorf("%w: %s", store.ErrNotFound, id) }
 
-// Create stores a new task; see store.Store. The row, its variables and
-// its counter go in one batch, which PostgreSQL runs as one implicit
-// transaction: a duplicate id (the primary key) fails the whole batch with
-// store.ErrExists. The change notification is reserved before the batch
-// and sent once it committed.
+// Create stores a new task; see store.Store. The row, its variables, its
+// counter and its first events go in one batch, which PostgreSQL runs as
+// one implicit transaction: a duplicate id (the primary key) fails the
+// whole batch with store.ErrExists. The change notifications (the change,
+// the append) are reserved before the batch and sent once it committed.
 func (s *Store) Create(ctx context.Context, t *store.Task) (_ *store.Task, err error) {
 	ctx, err = s.begin(ctx)
 	if err != nil {
@@ -32,6 +32,8 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (_ *store.Task, err e
 	if err != nil {
 		return nil, err
 	}
+	plan := s.limits.PlanAppend(0, 0, rec.Events)
+	rec.Events = nil
 	defer s.stats.failed(&err)
 	// An explicit connection, released after the notification is
 	// resolved: Close waits for every connection, so the notification of
@@ -43,8 +45,10 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (_ *store.Task, err e
 	defer conn.Release()
 	// No other write of this task can commit before this one: none can
 	// see it. So its notification is the task's first.
-	sl := s.pub.reserve(rec.ID, record(rec))
+	sl := s.pub.reserve(rec.ID, record(rec), false)
 	defer s.pub.resolveFor(sl, &err)
+	esl := s.pub.reserve(rec.ID, eventRecord(rec.ID, plan.Last), true)
+	defer s.pub.resolveFor(esl, &err)
 	b := &pgx.Batch{}
 	b.Queue(s.sql.insert, insertArgs(rec)...)
 	if len(rec.Variables) > 0 {
@@ -55,6 +59,7 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (_ *store.Task, err e
 		queueSetVars(b, s.sql.setVars, rec, names)
 	}
 	b.Queue(s.sql.count, string(rec.Status), shard(rec.ID), 1)
+	s.queueAppend(b, rec.ID, plan)
 	start := time.Now()
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		var pgErr *pgconn.PgError
@@ -98,7 +103,9 @@ func (s *Store) Get(ctx context.Context, id string) (*store.Task, error) {
 
 // Update applies u atomically; see store.Store. The task row is locked
 // (SELECT ... FOR UPDATE) while the shared rules run, so concurrent
-// writers from any process are serialized on it.
+// writers from any process are serialized on it, and number their events
+// in commit order. A pure append reads the task's header only and writes
+// only its events.
 func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
 	ctx, err := s.begin(ctx)
 	if err != nil {
@@ -108,19 +115,29 @@ func (s *Store) Update(ctx context.Context, id string, u store.Update) (*store.T
 	if err != nil {
 		return nil, err
 	}
-	return s.modify(ctx, "update", id, func(t *store.Task) (store.Changes, error) {
+	read := s.sql.get
+	switch {
+	case p.AppendOnly():
+		read = s.sql.headerTail
+	case len(u.Events) > 0 || u.Status != "": // it may append events
+		read = s.sql.getTail
+	}
+	return s.modify(ctx, "update", id, read, func(t *store.Task) (store.Changes, error) {
 		return p.Apply(t, s.now())
 	})
 }
 
-// modify runs fn on the locked task row and writes what it changed, in two
-// round trips on one connection: BEGIN and SELECT ... FOR UPDATE, then
-// (after fn, in Go) the writes (row, variables, counters) and COMMIT. The
-// row lock is held for one round trip. When fn fails, nothing is written.
-// The change notification is reserved while the row is locked, so that
-// the task's notifications are in commit order, and resolved before the
-// connection goes back to the pool.
-func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task) (store.Changes, error)) (_ *store.Task, err error) {
+// modify runs fn on the locked task and writes what it changed, in two
+// round trips on one connection: BEGIN, the row lock (SELECT ... FOR
+// UPDATE) and the read of the task (read: get, getTail or headerTail; a
+// statement of its own, so that it sees everything committed before the
+// lock was granted), then (after fn, in Go) the writes (row, variables,
+// counters, events) and COMMIT. The row lock is held for one round trip.
+// When fn fails, nothing is written. The change notifications are
+// reserved while the row is locked, so that the task's notifications are
+// in commit order, and resolved before the connection goes back to the
+// pool.
+func (s *Store) modify(ctx context.Context, op, id, read string, fn func(t *store.Task) (store.Changes, error)) (_ *store.Task, err error) {
 	defer s.stats.failed(&err)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -136,12 +153,26 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 	}()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.sql.getForUpdate, []byte(id))
+	b.Queue(s.sql.lock, []byte(id))
+	b.Queue(read, []byte(id))
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
-	var t *store.Task
 	if err == nil {
-		t, err = scanOne(br.QueryRow(), true)
+		var one int
+		err = br.QueryRow().Scan(&one)
+	}
+	var (
+		t    *store.Task
+		last uint64
+		end  int64
+	)
+	if err == nil {
+		switch read {
+		case s.sql.get:
+			t, err = scanOne(br.QueryRow(), true)
+		default:
+			t, last, end, err = scanTail(br.QueryRow(), read == s.sql.getTail)
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -156,9 +187,18 @@ func (s *Store) modify(ctx context.Context, op, id string, fn func(t *store.Task
 	if err != nil {
 		return nil, err
 	}
-	sl := s.pub.reserve(id, record(t))
-	defer s.pub.resolveFor(sl, &err)
-	w := s.writes(t, ch)
+	w := &pgx.Batch{}
+	if !ch.AppendOnly {
+		sl := s.pub.reserve(id, record(t), false)
+		defer s.pub.resolveFor(sl, &err)
+		w = s.writes(t, ch)
+	}
+	if len(ch.Events) > 0 {
+		plan := s.limits.PlanAppend(last, end, ch.Events)
+		sl := s.pub.reserve(id, eventRecord(id, plan.Last), true)
+		defer s.pub.resolveFor(sl, &err)
+		s.queueAppend(w, id, plan)
+	}
 	w.Queue("COMMIT")
 	start := time.Now()
 	if err := conn.SendBatch(ctx, w).Close(); err != nil {
@@ -274,7 +314,7 @@ func (s *Store) Delete(ctx context.Context, id string) (err error) {
 	if err != nil {
 		return s.fail("delete "+id, err)
 	}
-	sl := s.pub.reserve(id, deleteRecord(id, store.Status(status)))
+	sl := s.pub.reserve(id, deleteRecord(id, store.Status(status)), false)
 	defer s.pub.resolveFor(sl, &err)
 	start := time.Now()
 	if _, err = conn.Exec(ctx, "COMMIT"); err != nil {

@@ -31,6 +31,7 @@ func RunDurable(t *testing.T, open func(t *testing.T, path string) store.Store) 
 		{"StatusUpdateKeepsVariablesAndResult", testKeepsVarsAndResult},
 		{"CreatedTerminal", testReopenCreatedTerminal},
 		{"Wake", testReopenWake},
+		{"Events", testReopenEvents},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // every subtest uses its own path

@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -72,6 +73,17 @@ func (f *feed) fn(c store.Change) {
 func (f *feed) checkCommitted(c store.Change) {
 	ctx, cancel := context.WithTimeout(context.Background(), feedWithin)
 	defer cancel()
+	if c.Events > 0 {
+		page, err := f.s.Events(ctx, c.ID, c.Events-1, 1)
+		switch {
+		case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrNotFound): // deleted since
+		case err != nil:
+			f.fail(fmt.Sprintf("change %+v: reading the events: %v", c, err))
+		case page.Last < c.Events:
+			f.fail(fmt.Sprintf("change %+v delivered before its events were visible: the log ends at %d", c, page.Last))
+		}
+		return
+	}
 	t, err := f.s.Get(ctx, c.ID)
 	switch {
 	case errors.Is(err, store.ErrClosed):
@@ -371,4 +383,55 @@ func hasResync(cs []store.Change) bool {
 		}
 	}
 	return false
+}
+
+// testNotifierEvents: a store that carries event appends
+// (store.EventNotifier) reports each write that appended events to
+// SubscribeEvents, after it committed, in order per task, beside the
+// version changes; Subscribe never hears of them.
+func testNotifierEvents(t *testing.T, o opener) {
+	s := o.open(t)
+	en, ok := s.(store.EventNotifier)
+	if !ok {
+		t.Skipf("%T does not implement store.EventNotifier", s)
+	}
+	ctx := t.Context()
+	all, plain := newFeed(s), newFeed(s)
+	stopAll, err := en.SubscribeEvents(ctx, all.fn)
+	require.NoError(t, err)
+	defer stopAll()
+	stopPlain, err := en.Subscribe(ctx, plain.fn)
+	require.NoError(t, err)
+	defer stopPlain()
+
+	task := newTask("ev", "alice", t0)
+	task.Events = []store.Event{logLine("created")}
+	mustCreate(t, s, task)                                                                                 // events 1, 2
+	mustUpdate(t, s, "ev", store.Update{Events: logLines("x", 2)})                                         // 3, 4: a pure append
+	mustUpdate(t, s, "ev", store.Update{Variables: map[string]json.RawMessage{"v": json.RawMessage("1")}}) // no events
+	mustUpdate(t, s, "ev", store.Update{Status: store.StatusCompleted, Result: json.RawMessage("1")})      // 5
+
+	got := all.waitFor(t, "the appends and changes", func(cs []store.Change) bool {
+		var last, version uint64
+		for _, c := range cs {
+			last, version = max(last, c.Events), max(version, c.Version)
+		}
+		return last == 5 && version == 3
+	})
+	var appends []uint64
+	for _, c := range got {
+		require.Equal(t, "ev", c.ID)
+		if c.Events > 0 {
+			require.Zero(t, c.Version, "an append carries no version")
+			require.Empty(t, c.Status)
+			appends = append(appends, c.Events)
+		}
+	}
+	require.Equal(t, []uint64{2, 4, 5}, appends, "one per write that appended, in commit order")
+	plain.waitFor(t, "the changes", func(cs []store.Change) bool { return len(cs) > 0 && cs[len(cs)-1].Version == 3 })
+	for _, c := range plain.got(true) {
+		require.Zero(t, c.Events, "Subscribe never hears of appends: %+v", c)
+	}
+	all.requireSound(t)
+	plain.requireSound(t)
 }

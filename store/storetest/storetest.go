@@ -20,24 +20,28 @@
 // after Close, leases (claims, renewals, fenced updates, the lease index,
 // racing claims, the order of an update's checks on an ended task),
 // operator queries with their filter-bound cursors and scan budget, status
-// counts, the status history, tasks created in a terminal status, and
+// counts, the status history, tasks created in a terminal status,
 // wake-ups (WakeAt, Update.WakeAt and the wake index behind Due, under
-// concurrent writers too). When the store implements the optional
-// store.Notifier, Run also checks its change feed (every version-bumping
-// write and every delete delivered after it committed, one task's changes
-// in commit order, no renewals, stop waiting for a running callback,
-// Close ending subscriptions); RunNotifierResync checks the Resync after a
-// lost connection, which only the backend can provoke. RunDurable checks
-// that everything, including cursors, leases, counts, history, wake-ups
-// and tasks created ended, survives a close and reopen.
+// concurrent writers too), and the event logs (numbering, the store's
+// status events, appends in the write they report, pure appends, caps,
+// reads, deletes, concurrent appenders). When the store implements the
+// optional store.Notifier, Run also checks its change feed (every
+// version-bumping write and every delete delivered after it committed,
+// one task's changes in commit order, no renewals, stop waiting for a
+// running callback, Close ending subscriptions), and when it implements
+// store.EventNotifier, that SubscribeEvents delivers the appends and
+// Subscribe does not; RunNotifierResync checks the Resync after a lost
+// connection, which only the backend can provoke. RunDurable checks that
+// everything, including cursors, leases, counts, history, wake-ups, event
+// logs and tasks created ended, survives a close and reopen.
 //
 // The suite uses the default store.Limits: open must not configure smaller
 // or larger limits. Under testing.Short the largest workloads are scaled
 // down.
 //
-// BenchCreateComplete, BenchGet, BenchListPage and BenchQueryPage (over the
-// tasks PreloadQuery writes) are shared benchmark bodies for backends'
-// benchmarks.
+// BenchCreateComplete, BenchUpdates, BenchGet, BenchListPage and
+// BenchQueryPage (over the tasks PreloadQuery writes) are shared benchmark
+// bodies for backends' benchmarks.
 package storetest
 
 import (
@@ -120,8 +124,19 @@ var suite = []struct {
 	{"WakeClearedByTerminal", testWakeTerminal},
 	{"WakeDelete", testWakeDelete},
 	{"WakeConcurrent", testWakeConcurrent},
+	// events.go
+	{"EventsOnCreate", testEventsCreate},
+	{"EventsUpdate", testEventsUpdate},
+	{"EventsStatusMessageCut", testEventsStatusMessageCut},
+	{"EventsAppendOnly", testEventsAppendOnly},
+	{"EventsAtomic", testEventsAtomic},
+	{"EventsCaps", testEventsCaps},
+	{"EventsRead", testEventsRead},
+	{"EventsDelete", testEventsDelete},
+	{"EventsConcurrent", testEventsConcurrent},
 	// notifier.go: skipped unless the store implements store.Notifier
 	{"NotifierChanges", testNotifierChanges},
 	{"NotifierOrder", testNotifierOrder},
 	{"NotifierStop", testNotifierStop},
+	{"NotifierEvents", testNotifierEvents},
 }
