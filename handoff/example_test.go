@@ -63,24 +63,22 @@ func Example() {
 	}
 	fmt.Print(text)
 	// Output:
-	// Workflow "publish-summary" (task "task-7f3a") is paused, waiting for the client (status: input_required).
+	// Workflow "publish-summary" (task "task-7f3a") is waiting for you (status: input_required).
 	// Goal: Summarize a web page and publish the reviewed summary.
-	// Paused because: step "review" must be performed by the client.
 	//
-	// Completed steps:
+	// Next: step "review". Call tool "review_draft" with {"_task_id":"task-7f3a","draft":"A placeholder domain for documentation.","comments":<value>,"verdict":<value>}, where:
+	// - "comments" (value): what to change, if rejected
+	// - "verdict" (value): approve or reject
+	// Guidance: Read the draft and decide whether it is accurate.
+	//
+	// Done:
 	// - "fetch" (tool "fetch_url"): Example Domain. This domain is for use in documentation examples.
 	// - "summarize" (tool "summarize"): {"summary":"A placeholder domain for documentation.","words":6}
 	//
-	// Remaining steps:
-	// 1. "review" (tool "review_draft"): YOU (the client) must perform this step by calling tool "review_draft".
-	//    Arguments: {"_task_id":"task-7f3a","comments":"<what to change, if rejected>","draft":"A placeholder domain for documentation.","verdict":"<approve or reject>"}
-	//    Placeholders you must replace with real values: "comments", "verdict".
-	//    Guidance: Read the draft and decide whether it is accurate.
-	//    Needs the output of: "summarize".
-	// 2. "publish" (tool "publish_post"): the server runs this step automatically once its inputs exist; do not call it yourself.
-	//    Needs the output of: "review".
+	// Then:
+	// - "publish" (tool "publish_post"): the server runs it by itself.
 	//
-	// How to continue: call the tool of each client step above with the arguments shown, replacing the placeholders. The arguments include "_task_id": "task-7f3a", which records the call on this task; the server then runs the steps that follow. (A program may send the id as "_meta": {"_task_id": "task-7f3a"} instead.) Then call tasks/get with {"taskId": "task-7f3a"} to follow the task, or tasks/result with {"taskId": "task-7f3a"} to wait for its final result.
+	// After your call the server runs the steps that follow and answers with where the workflow stands. (A program may send the task id as "_meta": {"_task_id": "task-7f3a"} instead of the argument "_task_id".)
 	// The same handoff follows as JSON (schemaVersion 4) for programs.
 	//
 	// ```json

@@ -258,6 +258,51 @@ type RemainingStep struct {
 	// that there is nothing to do): written by the server for the step's
 	// kind and state.
 	Do string `json:"do,omitempty" jsonschema_description:"What to do about this step now, or that there is nothing to do, in a sentence for a model."`
+	// Call is how the client performs the step now, when it may: the tool
+	// to call, the arguments the server resolved, and the ones the client
+	// fills in. Absent when the client has nothing to do for the step now.
+	Call *Call `json:"call,omitempty" jsonschema_description:"How the client performs this step now (absent when it has nothing to do for it): call tool with arguments, adding the values listed in fill."`
+}
+
+// Call is a tool call that performs a step: what a model (or a program)
+// sends to do it.
+type Call struct {
+	// Tool is the tool to call.
+	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"The tool to call."`
+	// Arguments are the values the client sends as they are, the task id
+	// (_task_id) among them.
+	Arguments map[string]json.RawMessage `json:"arguments" jsonschema_description:"Argument values to send as they are (the task id among them)."`
+	// Server are the values the server resolved and adds itself when the
+	// call leaves them out (a value the call sends wins).
+	Server map[string]json.RawMessage `json:"server,omitempty" jsonschema_description:"Argument values the server adds itself when the call leaves them out; send one only to change it."`
+	// Fill lists the arguments the client supplies, with their types.
+	Fill []Fill `json:"fill,omitempty" jsonschema_description:"Arguments the client supplies, each with its type; none of them is in arguments."`
+	// Fix, when set, says the step failed with these arguments: the
+	// client corrects the one that caused the error (Arguments holds them
+	// all).
+	Fix string `json:"fix,omitempty" jsonschema_description:"When set, the error the step failed with: correct the argument that caused it before calling (arguments holds them all)."`
+	// Person, when set, says the call records a person's decision: a model
+	// asks the user and sends their answer.
+	Person bool `json:"person,omitempty" jsonschema_description:"The call records a person's decision: ask the user, then send their answer."`
+}
+
+// Fill is an argument the client supplies.
+type Fill struct {
+	// Name is the argument's name (a payload field for an event: see
+	// Under).
+	Name string `json:"name" jsonschema:"minLength=1" jsonschema_description:"The argument's name."`
+	// Under, when set, names the object argument this one is a field of
+	// (an event's payload).
+	Under string `json:"under,omitempty" jsonschema_description:"When set, the argument is a field of this object argument."`
+	// Type is its JSON type: string, integer, number, boolean, object,
+	// array (empty when unknown).
+	Type string `json:"type,omitempty" jsonschema_description:"Its JSON type: string, integer, number, boolean, object or array."`
+	// Enum lists the values it may take, when it is one of a few.
+	Enum []json.RawMessage `json:"enum,omitempty" jsonschema_description:"The values it may take."`
+	// Description says what to put there.
+	Description string `json:"description,omitempty" jsonschema_description:"What to put there."`
+	// Optional marks an argument the client may leave out.
+	Optional bool `json:"optional,omitempty" jsonschema_description:"It may be left out."`
 }
 
 // Webhook is where and with what token an outside system performs a step.
@@ -302,6 +347,10 @@ type Continuation struct {
 	// task and returns its state or result, called with {"task_id": id}:
 	// what a model uses instead of tasks/get and tasks/result.
 	ResultTool string `json:"resultTool,omitempty" jsonschema_description:"A tool that waits for the task and returns its state or final result, called with {\"task_id\": taskId}; for clients that cannot send tasks/get or tasks/result."`
+	// ResumeTool, when set, is the workflow's own tool: called with
+	// {"_task_id": taskId} it resumes the workflow (what a model uses
+	// instead of ResumeMethod).
+	ResumeTool string `json:"resumeTool,omitempty" jsonschema_description:"The workflow's tool: called with {\"_task_id\": taskId} it resumes the workflow (the server retries failed server steps) and returns a fresh handoff; for clients that cannot send prompts/get."`
 	// Instructions is one sentence on how to continue.
 	Instructions string `json:"instructions" jsonschema_description:"One sentence on how to continue."`
 }
@@ -324,6 +373,13 @@ func NewContinuation(taskID string, d mcptask.Dialect) Continuation {
 		c.ResultMethod = ResultMethod
 	}
 	c.Instructions = c.instructions()
+	return c
+}
+
+// WithResumeTool returns c naming the workflow's own tool, which resumes
+// it (see Continuation.ResumeTool).
+func (c Continuation) WithResumeTool(tool string) Continuation {
+	c.ResumeTool = tool
 	return c
 }
 

@@ -121,6 +121,9 @@ func prose(t *testing.T, text string) string {
 	t.Helper()
 	i := strings.LastIndex(text, "```json")
 	require.GreaterOrEqual(t, i, 0)
+	if j := strings.LastIndex(text[:i], "\nThe same handoff follows as JSON"); j >= 0 {
+		return text[:j+1]
+	}
 	return text[:i]
 }
 
@@ -154,26 +157,36 @@ func TestProse(t *testing.T) {
 			require.Contains(t, first, `"`+doc.TaskID+`"`, "task id in the first sentence")
 			require.Contains(t, first, `"`+doc.Workflow+`"`, "workflow in the first sentence")
 			require.Contains(t, first, doc.Status)
-			if doc.PauseReason != "" {
-				require.Contains(t, p, doc.PauseReason)
-			}
 			for _, s := range doc.CompletedSteps {
 				require.Contains(t, p, `(tool "`+s.Tool+`")`)
 			}
+			next := doc.ClientSteps()
 			for _, s := range doc.RemainingSteps {
+				if s.Execution == handoff.ExecClient && s.Status != handoff.StepPending {
+					require.Contains(t, p, `Call tool "`+s.Tool+`" with {`, "the step the client performs now is a call to make")
+					for _, line := range strings.Split(s.Guidance, "\n") {
+						require.Contains(t, p, strings.TrimSpace(line))
+					}
+					continue
+				}
 				require.Contains(t, p, `(tool "`+s.Tool+`")`)
-				for _, line := range strings.Split(s.Guidance, "\n") {
-					require.Contains(t, p, line)
+			}
+			switch {
+			case doc.Status == handoff.StatusCompleted || doc.Status == handoff.StatusFailed || doc.Status == handoff.StatusCancelled:
+				require.Contains(t, p, "The workflow has finished")
+				require.NotContains(t, p, "Next:")
+			case len(next) > 0:
+				require.Contains(t, p, "Next")
+				require.Contains(t, p, `"_meta": {"_task_id": "`+doc.TaskID+`"}`)
+			default:
+				require.Contains(t, p, "Next: nothing for you to call now")
+				require.Contains(t, p, `tasks/get {"taskId": "`+doc.TaskID+`"}`)
+				if doc.PauseReason != "" {
+					require.Contains(t, p, doc.PauseReason)
 				}
 			}
-			require.Contains(t, p, `tasks/get with {"taskId": "`+doc.TaskID+`"}`)
 			if doc.Continuation.ResultMethod == "" {
-				require.NotContains(t, text, "tasks/result")
-			} else {
-				require.Contains(t, p, `tasks/result with {"taskId": "`+doc.TaskID+`"}`)
-			}
-			if len(doc.ClientSteps()) > 0 {
-				require.Contains(t, p, `"_meta": {"_task_id": "`+doc.TaskID+`"}`)
+				require.NotContains(t, p, "tasks/result")
 			}
 			require.NotContains(t, p, "\r")
 		})
@@ -190,45 +203,56 @@ func TestProseDetails(t *testing.T) {
 	// Other results as compact JSON, not HTML-escaped.
 	require.Contains(t, p, `- "summarize" (tool "summarize_text"): {"summary":"A domain for examples & <docs>."}`)
 	require.Contains(t, p, `- "note" (tool "noop"): (no result recorded)`)
-	// Client step: exact compact arguments with sorted keys, placeholders named.
-	require.Contains(t, p, `1. "review" (tool "review_draft"): YOU (the client) must perform this step`)
-	require.Contains(t, p, `Arguments: {"draft":"A domain for examples & <docs>.","limits":{"maxWords":100,"tags":["a","b"]},"verdict":"<approve or reject>"}`)
-	require.Contains(t, p, `Placeholders you must replace with real values: "verdict".`)
-	require.Contains(t, p, "Guidance: Check the draft for accuracy.\n     Reject it if anything is invented.")
-	require.Contains(t, p, `Needs the output of: "summarize".`)
-	// Server step.
-	require.Contains(t, p, `2. "publish" (tool "publish_post"): the server runs this step automatically`)
+	// The client step: one call to make, the values to fill in named, the
+	// guidance kept on its lines.
+	require.Contains(t, p, `Next: step "review". Call tool "review_draft" with {"draft":"A domain for examples & <docs>.","limits":{"maxWords":100,"tags":["a","b"]},"verdict":<value>}, where:`)
+	require.Contains(t, p, "\n- \"verdict\" (value): approve or reject")
+	require.Contains(t, p, "Guidance: Check the draft for accuracy.\n  Reject it if anything is invented.")
+	// The server step after it.
+	require.Contains(t, p, "Then:\n- \"publish\" (tool \"publish_post\"): the server runs it by itself.")
 	require.NotContains(t, p, "the approved draft", "server step arguments are not spelled out in the prose")
 
-	// Failed document: errors with retry hints, and no "complete" claim.
+	// A failed document: why it stopped, what was done, nothing to do.
 	text, err = handoff.Render(failedDoc())
 	require.NoError(t, err)
 	p = prose(t, text)
 	require.Contains(t, p, `Workflow "nightly-report" (task "task-failed-2") has failed (status: failed).`)
 	require.Contains(t, p, `Stopped because: step "fetch" failed: connection refused.`)
 	require.Contains(t, p, `- "plan" (tool "make_plan"): plan ready`)
-	require.Contains(t, p, `- step "fetch" (tool "fetch_url"): connection refused (a retry may succeed).`)
-	require.Contains(t, p, `- step "plan": plan was truncated (not retryable).`)
-	require.NotContains(t, p, "the workflow is complete")
+	require.Contains(t, p, `- "fetch" (tool "fetch_url"): will not run: the workflow stopped.`)
+	require.Contains(t, p, "The workflow has finished; there is nothing more to do.")
 
-	// Complete document.
+	// A complete document.
 	text, err = handoff.Render(completeDoc())
 	require.NoError(t, err)
 	p = prose(t, text)
 	require.Contains(t, p, `Workflow "greet" (task "task-done-3") is complete (status: completed).`)
-	require.Contains(t, p, "Remaining steps: none; the workflow is complete.")
 	require.Contains(t, p, `- "greet" (tool "greet"): Hello, Ada!`)
-	require.Contains(t, p, `The task has finished: tasks/get with {"taskId": "task-done-3"} returns its final status, and tasks/result with {"taskId": "task-done-3"} returns its result.`)
+	require.NotContains(t, p, "Then:")
 	require.Contains(t, text, `"remainingSteps": [],`)
 
-	// Extension document: a client step without arguments.
+	// An extension document: two client steps, one without arguments.
 	text, err = handoff.Render(extDoc())
 	require.NoError(t, err)
 	p = prose(t, text)
-	require.Contains(t, p, "Completed steps: none yet.")
-	require.Contains(t, p, "Arguments: {}\n   All argument values are resolved; send them as shown.")
+	require.Contains(t, p, "Next, in any order:\n1. step \"label\"")
+	require.Contains(t, p, `2. step "close". Call tool "close_issue" with {}.`)
+	require.NotContains(t, p, "Done:")
 	require.Contains(t, text, `"completedSteps": [],`)
 	require.Contains(t, text, `"arguments": {},`)
+
+	// Without the JSON block: the prose alone, for a tool result.
+	alone, err := handoff.RenderWith(pausedDoc(), handoff.RenderOptions{NoJSON: true})
+	require.NoError(t, err)
+	require.NotContains(t, alone, "```")
+	require.Equal(t, strings.TrimSpace(prose(t, mustRender(t, pausedDoc()))), strings.TrimSpace(alone))
+}
+
+func mustRender(t *testing.T, d *handoff.Document) string {
+	t.Helper()
+	text, err := handoff.Render(d)
+	require.NoError(t, err)
+	return text
 }
 
 func TestProseTruncatesLongResults(t *testing.T) {
@@ -256,7 +280,7 @@ func TestProseTruncatesLongResults(t *testing.T) {
 	doc.RemainingSteps[0].Arguments["body"] = big
 	text, err = handoff.Render(doc)
 	require.NoError(t, err)
-	require.Contains(t, prose(t, text), "Arguments (truncated; the full arguments are in the JSON block below)")
+	require.Contains(t, prose(t, text), "(truncated: the full arguments are in the structured content)")
 	got, err := handoff.Parse(text)
 	require.NoError(t, err)
 	require.Equal(t, big, got.RemainingSteps[0].Arguments["body"])

@@ -19,13 +19,30 @@ const (
 	maxArgsRunes   = 2000 // client step arguments
 )
 
+// RenderOptions say how RenderWith writes a handoff.
+type RenderOptions struct {
+	// NoJSON leaves the fenced json block out: for a tool result, whose
+	// structuredContent (and _meta) carry the document, read by a model
+	// that needs only the prose.
+	NoJSON bool
+}
+
 // Render validates d and returns the handoff text: prose for an LLM, a
-// blank line, then one fenced ```json block with d indented by two spaces.
-// The output is deterministic. See the package documentation for the
-// layout of the prose.
-func Render(d *Document) (string, error) {
+// blank line, then one fenced ```json block with d indented by two spaces
+// (see RenderWith). The output is deterministic. See the package
+// documentation for the layout of the prose.
+func Render(d *Document) (string, error) { return RenderWith(d, RenderOptions{}) }
+
+// RenderWith is Render with options: without the json block when
+// o.NoJSON is set.
+func RenderWith(d *Document, o RenderOptions) (string, error) {
 	if err := d.Validate(); err != nil {
 		return "", err
+	}
+	var b strings.Builder
+	writeProse(&b, d)
+	if o.NoJSON {
+		return b.String(), nil
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -34,9 +51,7 @@ func Render(d *Document) (string, error) {
 	if err := enc.Encode(d); err != nil {
 		return "", fmt.Errorf("handoff: encoding the document: %w", err)
 	}
-	var b strings.Builder
-	writeProse(&b, d)
-	b.WriteString("\n\n```json\n")
+	fmt.Fprintf(&b, "\nThe same handoff follows as JSON (schemaVersion %d) for programs.\n\n```json\n", d.SchemaVersion)
 	b.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	b.WriteString("\n```\n")
 	return b.String(), nil
@@ -59,56 +74,212 @@ func statusPhrase(status string) string {
 	return "is in an unknown state"
 }
 
-// waitsForClient reports whether the server runs no step and some step
-// waits for the client.
-func waitsForClient(d *Document) bool {
+// actionable returns the remaining steps the client may perform now: the
+// ones whose kind gave a Call (or, in a document without calls, the
+// client steps not pending).
+func actionable(d *Document) []RemainingStep {
+	var out []RemainingStep
 	for _, s := range d.RemainingSteps {
-		if s.Execution != ExecClient && (s.Status == StepRunning || s.RetryAt != nil) {
-			return false
+		if s.Call != nil || s.Do == "" && s.Execution == ExecClient && s.Status != StepPending {
+			out = append(out, s)
 		}
 	}
-	return len(d.ClientSteps()) > 0
+	return out
 }
 
 func terminal(status string) bool {
 	return status == StatusCompleted || status == StatusFailed || status == StatusCancelled
 }
 
+// writeProse writes what a model reads: where the workflow stands, the
+// one thing to do next, what was done, what comes later, how to go on.
 func writeProse(b *strings.Builder, d *Document) {
-	writeHeader(b, d)
+	next := actionable(d)
+	writeHeader(b, d, len(next) > 0)
+	if !terminal(d.Status) {
+		writeNext(b, d, next)
+	}
 	writeCompleted(b, d)
 	writeSkipped(b, d)
-	writeRemainingSteps(b, d)
-	writeErrors(b, d)
-	writeContinuation(b, d)
+	writeLater(b, d, next)
+	writeContinuation(b, d, len(next) > 0)
 }
 
 // writeHeader writes what the workflow is and where it stands.
-func writeHeader(b *strings.Builder, d *Document) {
+func writeHeader(b *strings.Builder, d *Document, yours bool) {
 	phrase := statusPhrase(d.Status)
-	if d.Status == StatusWorking && waitsForClient(d) {
-		phrase = "is waiting for the client"
+	if !terminal(d.Status) && yours {
+		phrase = "is waiting for you"
 	}
 	fmt.Fprintf(b, "Workflow %s (task %s) %s (status: %s).", jsonString(d.Workflow), jsonString(d.TaskID), phrase, d.Status)
 	if d.Goal != "" {
 		fmt.Fprintf(b, "\nGoal: %s", sentence(oneLine(d.Goal, 0)))
 	}
-	if d.PauseReason != "" {
-		label := "Paused because"
-		if terminal(d.Status) {
-			label = "Stopped because"
-		}
-		fmt.Fprintf(b, "\n%s: %s", label, sentence(oneLine(d.PauseReason, 0)))
+	switch {
+	case d.PauseReason == "":
+	case terminal(d.Status):
+		fmt.Fprintf(b, "\nStopped because: %s", sentence(oneLine(d.PauseReason, 0)))
+	case !yours:
+		fmt.Fprintf(b, "\nNow: %s", sentence(oneLine(d.PauseReason, 0)))
 	}
+}
+
+// writeNext writes the one thing to do now: each step the client may
+// perform, with the call that performs it; or that nothing is to be done
+// while the server works.
+func writeNext(b *strings.Builder, d *Document, next []RemainingStep) {
+	if len(next) == 0 {
+		fmt.Fprintf(b, "\n\nNext: nothing for you to call now; the server is working.")
+		return
+	}
+	if len(next) == 1 {
+		b.WriteString("\n\nNext: ")
+	} else {
+		b.WriteString("\n\nNext, in any order:")
+	}
+	for i, s := range next {
+		if len(next) > 1 {
+			fmt.Fprintf(b, "\n%d. ", i+1)
+		}
+		writeAction(b, d, s)
+	}
+}
+
+// writeAction writes how to perform step s now.
+func writeAction(b *strings.Builder, d *Document, s RemainingStep) {
+	fmt.Fprintf(b, "step %s", jsonString(s.Name))
+	if s.Do != "" {
+		fmt.Fprintf(b, " %s", strings.TrimRight(s.Do, "."))
+	}
+	c := s.Call
+	if c == nil { // a document without calls: the step's own tool and arguments
+		c = &Call{Tool: s.Tool, Arguments: map[string]json.RawMessage{}}
+		for k, v := range s.Arguments {
+			if IsPlaceholder(v) {
+				c.Fill = append(c.Fill, Fill{Name: k, Description: placeholderText(v)})
+			} else {
+				c.Arguments[k] = v
+			}
+		}
+		sortFill(c.Fill)
+	}
+	if c.Fix != "" {
+		fmt.Fprintf(b, " (error: %s)", strings.TrimRight(oneLine(c.Fix, maxResultRunes), "."))
+	}
+	who := "C"
+	if c.Person {
+		who = "Ask the user, then c"
+	}
+	fmt.Fprintf(b, ". %sall tool %s with %s", who, jsonString(c.Tool), callShape(c))
+	if s.Deadline != nil {
+		fmt.Fprintf(b, " before %s", s.Deadline.UTC().Format(time.RFC3339))
+	}
+	if len(c.Fill) > 0 {
+		b.WriteString(", where:")
+		for _, f := range c.Fill {
+			name := f.Name
+			if f.Under != "" {
+				name = f.Under + "." + f.Name
+			}
+			fmt.Fprintf(b, "\n- %s (%s)", jsonString(name), fillType(f))
+			if f.Description != "" {
+				fmt.Fprintf(b, ": %s", oneLine(f.Description, maxResultRunes))
+			}
+		}
+	} else {
+		b.WriteString(".")
+	}
+	writeServerValues(b, c)
+	if s.Guidance != "" && s.Kind == "" {
+		b.WriteString("\nGuidance: " + strings.ReplaceAll(multiLine(s.Guidance), "\n", "\n  "))
+	}
+}
+
+// callShape is the call's arguments as the client sends them: the values
+// to send as they are, and each value to fill in as <type>.
+func callShape(c *Call) string {
+	var parts []string
+	for _, k := range sortedKeys(c.Arguments) {
+		parts = append(parts, jsonString(k)+":"+string(compactJSON(c.Arguments[k])))
+	}
+	under := map[string][]string{}
+	var order []string
+	for _, f := range c.Fill {
+		if f.Under == "" {
+			parts = append(parts, jsonString(f.Name)+":<"+fillType(f)+">")
+			continue
+		}
+		if _, ok := under[f.Under]; !ok {
+			order = append(order, f.Under)
+		}
+		under[f.Under] = append(under[f.Under], jsonString(f.Name)+":<"+fillType(f)+">")
+	}
+	for _, u := range order {
+		parts = append(parts, jsonString(u)+":{"+strings.Join(under[u], ",")+"}")
+	}
+	out := "{" + strings.Join(parts, ",") + "}"
+	if utf8.RuneCountInString(out) > maxArgsRunes {
+		out = truncateRunes(out, maxArgsRunes) + " (truncated: the full arguments are in the structured content)"
+	}
+	return out
+}
+
+// writeServerValues says which arguments the server adds itself, with
+// their values (a model may need them: the draft it reviews).
+func writeServerValues(b *strings.Builder, c *Call) {
+	if len(c.Server) == 0 {
+		return
+	}
+	b.WriteString("\nThe server adds the other arguments itself (send one only to change it): ")
+	for i, k := range sortedKeys(c.Server) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		v := string(compactJSON(c.Server[k]))
+		if utf8.RuneCountInString(v) > maxArgsRunes {
+			v = truncateRunes(v, maxArgsRunes)
+		}
+		fmt.Fprintf(b, "%s = %s", jsonString(k), v)
+	}
+	b.WriteString(".")
+}
+
+// fillType names what a value to fill in must be.
+func fillType(f Fill) string {
+	t := f.Type
+	if t == "" {
+		t = "value"
+	}
+	if len(f.Enum) > 0 {
+		vals := make([]string, len(f.Enum))
+		for i, e := range f.Enum {
+			vals[i] = string(compactJSON(e))
+		}
+		t += ", one of " + strings.Join(vals, ", ")
+	}
+	if f.Optional {
+		t += ", optional"
+	}
+	return t
+}
+
+// placeholderText is the description inside a "<...>" placeholder.
+func placeholderText(v json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(v, &s)
+	return strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
+}
+
+func sortFill(f []Fill) {
+	slices.SortFunc(f, func(a, b Fill) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // writeCompleted lists the completed steps with their results.
 func writeCompleted(b *strings.Builder, d *Document) {
 	if len(d.CompletedSteps) == 0 {
-		b.WriteString("\n\nCompleted steps: none yet.")
 		return
 	}
-	b.WriteString("\n\nCompleted steps:")
+	b.WriteString("\n\nDone:")
 	for _, s := range d.CompletedSteps {
 		res := summarizeResult(s.Result)
 		if res == "" {
@@ -123,7 +294,7 @@ func writeSkipped(b *strings.Builder, d *Document) {
 	if len(d.SkippedSteps) == 0 {
 		return
 	}
-	b.WriteString("\n\nSkipped steps (they will not run):")
+	b.WriteString("\n\nSkipped (they will not run):")
 	for _, s := range d.SkippedSteps {
 		fmt.Fprintf(b, "\n- %s (%s)", jsonString(s.Name), toolLabel(s.Tool, s.Kind))
 		if s.Reason != "" {
@@ -132,279 +303,63 @@ func writeSkipped(b *strings.Builder, d *Document) {
 	}
 }
 
-// writeRemainingSteps lists the steps still to run, numbered.
-func writeRemainingSteps(b *strings.Builder, d *Document) {
-	if len(d.RemainingSteps) == 0 {
-		if d.Status == StatusFailed || d.Status == StatusCancelled {
-			b.WriteString("\n\nRemaining steps: none; the workflow stopped and runs no further steps.")
-		} else {
-			b.WriteString("\n\nRemaining steps: none; the workflow is complete.")
-		}
-		return
+// writeLater lists the remaining steps that are not for the client now,
+// each with what happens to it.
+func writeLater(b *strings.Builder, d *Document, next []RemainingStep) {
+	now := map[string]bool{}
+	for _, s := range next {
+		now[s.Name] = true
 	}
-	b.WriteString("\n\nRemaining steps:")
-	for i, s := range d.RemainingSteps {
-		writeRemaining(b, i+1, s, jsonString(d.TaskID), d.Continuation.ResultMethod == "")
+	header := false
+	for _, s := range d.RemainingSteps {
+		if now[s.Name] {
+			continue
+		}
+		if !header {
+			b.WriteString("\n\nThen:")
+			header = true
+		}
+		fmt.Fprintf(b, "\n- %s (%s): %s", jsonString(s.Name), toolLabel(s.Tool, s.Kind), laterDo(d, s))
+		if s.Condition != "" {
+			b.WriteString(" Only if " + strings.TrimRight(oneLine(s.Condition, maxResultRunes), ".") + ".")
+		}
 	}
 }
 
-// writeErrors lists the step failures.
-func writeErrors(b *strings.Builder, d *Document) {
-	if len(d.Errors) == 0 {
-		return
+// laterDo is what happens to a step that is not the client's now.
+func laterDo(d *Document, s RemainingStep) string {
+	switch {
+	case terminal(d.Status):
+		return "will not run: the workflow stopped."
+	case s.Do != "":
+		return sentence(s.Do)
+	case s.Execution == ExecClient:
+		return "yours to perform once the steps before it are done."
+	case s.Status == StepRunning:
+		return "running on the server now."
 	}
-	b.WriteString("\n\nErrors:")
-	for _, e := range d.Errors {
-		fmt.Fprintf(b, "\n- step %s", jsonString(e.Step))
-		if e.Tool != "" {
-			fmt.Fprintf(b, " (tool %s)", jsonString(e.Tool))
-		}
-		retry := "not retryable"
-		if e.Retryable {
-			retry = "a retry may succeed"
-		}
-		fmt.Fprintf(b, ": %s (%s).", strings.TrimRight(oneLine(e.Message, 0), "."), retry)
-	}
+	return "the server runs it by itself."
 }
 
-// writeContinuation says how to continue, in the methods the client has.
-func writeContinuation(b *strings.Builder, d *Document) {
+// writeContinuation says how to go on, in the calls the reader has.
+func writeContinuation(b *strings.Builder, d *Document, yours bool) {
 	c, id := d.Continuation, jsonString(d.TaskID)
 	taskParam := fmt.Sprintf(`{"taskId": %s}`, id)
-	follow := fmt.Sprintf("call %s with %s to follow the task", c.StatusMethod, taskParam)
-	if c.ResultTool != "" {
-		follow = fmt.Sprintf("call tool %s with {\"task_id\": %s} to wait for the task and see where it stands (a program may call %s with %s instead", jsonString(c.ResultTool), id, c.StatusMethod, taskParam)
-		if c.ResultMethod != "" {
-			follow += fmt.Sprintf(", or %s to wait for its final result", c.ResultMethod)
-		}
-		follow += ")"
-	} else if c.ResultMethod != "" {
-		follow += fmt.Sprintf(", or %s with %s to wait for its final result", c.ResultMethod, taskParam)
-	}
-	tools, events := 0, 0
-	for _, s := range d.ClientSteps() {
-		if s.Kind == KindEvent {
-			events++
-		} else {
-			tools++
-		}
-	}
 	b.WriteString("\n\n")
 	switch {
 	case terminal(d.Status):
-		fmt.Fprintf(b, "The task has finished: %s with %s returns its final status", c.StatusMethod, taskParam)
-		if c.ResultMethod != "" {
-			fmt.Fprintf(b, ", and %s with %s returns its result", c.ResultMethod, taskParam)
+		b.WriteString("The workflow has finished; there is nothing more to do.")
+	case yours:
+		b.WriteString("After your call the server runs the steps that follow and answers with where the workflow stands.")
+		if c.ResultTool == "" {
+			fmt.Fprintf(b, " (A program may send the task id as \"_meta\": {%s: %s} instead of the argument %s.)", jsonString(c.MetaKey), id, jsonString(TaskIDArgument))
 		}
-		b.WriteString(".")
-	case tools == 0 && events > 0:
-		fmt.Fprintf(b, "How to continue: no tool needs calling; the workflow waits for the event(s) above, which you or an outside system deliver as each says. Then %s.", follow)
-	case tools > 0 && c.Argument != "":
-		fmt.Fprintf(b, "How to continue: call the tool of each client step above with the arguments shown, replacing the placeholders. The arguments include %s: %s, which records the call on this task; the server then runs the steps that follow. (A program may send the id as \"_meta\": {%s: %s} instead.) Then %s.",
-			jsonString(c.Argument), id, jsonString(c.MetaKey), id, follow)
-	case tools > 0:
-		fmt.Fprintf(b, "How to continue: call the tool of each client step above (tools/call, in order) with \"_meta\": {%s: %s} in the request params, so the server records the result on this task and runs the steps that follow. Then %s.",
-			jsonString(c.MetaKey), id, follow)
+	case c.ResultTool != "":
+		fmt.Fprintf(b, "To wait for it, call tool %s with {\"task_id\": %s}: it answers when there is something for you to do, or the workflow has ended.", jsonString(c.ResultTool), id)
+	case c.ResultMethod != "":
+		fmt.Fprintf(b, "Follow it with %s %s, or wait for its result with %s %s.", c.StatusMethod, taskParam, c.ResultMethod, taskParam)
 	default:
-		fmt.Fprintf(b, "How to continue: nothing needs to be called now; the server is working on the task. Then %s.", follow)
-	}
-	fmt.Fprintf(b, "\nThe same handoff follows as JSON (schemaVersion %d) for programs.", d.SchemaVersion)
-}
-
-// stepIndent starts a line about the step above it.
-const stepIndent = "\n   "
-
-// writeRemaining writes remaining step s, numbered n, of task id (JSON
-// quoted); update says the client has tasks/update (the extension
-// dialect) to deliver events with.
-func writeRemaining(b *strings.Builder, n int, s RemainingStep, id string, update bool) {
-	switch {
-	case s.Do != "":
-		writeDo(b, n, s, id)
-	case s.Kind == KindSleep:
-		writeSleep(b, n, s)
-	case s.Kind == KindEvent:
-		writeEvent(b, n, s, id, update)
-	case s.Execution != ExecClient:
-		writeServerStep(b, n, s)
-		writeGuidance(b, s)
-	default:
-		writeClientStep(b, n, s, id)
-		writeGuidance(b, s)
-	}
-	writeNotes(b, s)
-}
-
-// writeDo writes a step whose kind said what to do about it (Do); a
-// step the client performs by calling a tool shows its arguments too.
-func writeDo(b *strings.Builder, n int, s RemainingStep, id string) {
-	fmt.Fprintf(b, "\n%d. %s (%s): %s", n, jsonString(s.Name), toolLabel(s.Tool, s.Kind), s.Do)
-	if s.Execution == ExecClient && s.Tool != "" {
-		if s.Deadline != nil {
-			fmt.Fprintf(b, " The workflow waits for this step until %s.", s.Deadline.UTC().Format(time.RFC3339))
-		}
-		writeArguments(b, s)
-	} else {
-		if len(s.Payload) > 0 {
-			b.WriteString(stepIndent + "Payload schema: " + string(compactJSON(s.Payload)))
-		}
-		if s.Deadline != nil {
-			fmt.Fprintf(b, stepIndent+"The workflow waits for it until %s.", s.Deadline.UTC().Format(time.RFC3339))
-		}
-	}
-	if s.Tool != "" {
-		writeGuidance(b, s)
-	}
-}
-
-// writeSleep writes a durable sleep.
-func writeSleep(b *strings.Builder, n int, s RemainingStep) {
-	if s.Until != nil {
-		fmt.Fprintf(b, "\n%d. %s (a durable sleep): the server waits until %s, then goes on; nothing to do.", n, jsonString(s.Name), s.Until.UTC().Format(time.RFC3339))
-		return
-	}
-	fmt.Fprintf(b, "\n%d. %s (a durable sleep): the server sleeps here once the steps before it are done; nothing to do.", n, jsonString(s.Name))
-}
-
-// writeEvent writes an event step: what it waits for and how to deliver
-// it.
-func writeEvent(b *strings.Builder, n int, s RemainingStep, id string, update bool) {
-	fmt.Fprintf(b, "\n%d. %s (an event): the workflow waits for this event", n, jsonString(s.Name))
-	if s.Guidance != "" {
-		fmt.Fprintf(b, " (%s)", strings.TrimRight(oneLine(s.Guidance, maxResultRunes), "."))
-	}
-	switch {
-	case update:
-		fmt.Fprintf(b, ". Deliver it with tasks/update {\"taskId\": %s, \"inputResponses\": {%s: {\"action\": \"accept\", \"content\": <payload>}}}", id, jsonString(s.Name))
-		if s.Webhook != nil {
-			b.WriteString(", or through the webhook below")
-		}
-		b.WriteString(".")
-	case s.Webhook != nil:
-		b.WriteString(". Deliver it through the webhook below.")
-	default:
-		b.WriteString("; an outside system delivers it through the server's webhook. Nothing to do.")
-	}
-	if len(s.Payload) > 0 {
-		b.WriteString(stepIndent + "Payload schema: " + string(compactJSON(s.Payload)))
-	}
-	if s.Deadline != nil {
-		fmt.Fprintf(b, stepIndent+"The workflow waits for it until %s.", s.Deadline.UTC().Format(time.RFC3339))
-	}
-}
-
-// writeServerStep writes a step the server performs: running, waiting
-// for its retry, or to come.
-func writeServerStep(b *strings.Builder, n int, s RemainingStep) {
-	switch {
-	case s.Status == StepRunning:
-		fmt.Fprintf(b, "\n%d. %s (tool %s): the server is running this step now; do not call it yourself.",
-			n, jsonString(s.Name), jsonString(s.Tool))
-	case s.RetryAt != nil:
-		fmt.Fprintf(b, "\n%d. %s (tool %s): failed", n, jsonString(s.Name), jsonString(s.Tool))
-		if s.Error != "" {
-			fmt.Fprintf(b, " (%s)", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
-		}
-		fmt.Fprintf(b, "; the server tries it again at %s; do not call it yourself.", s.RetryAt.UTC().Format(time.RFC3339))
-	default:
-		fmt.Fprintf(b, "\n%d. %s (tool %s): the server runs this step automatically once its inputs exist; do not call it yourself.",
-			n, jsonString(s.Name), jsonString(s.Tool))
-	}
-}
-
-// writeClientStep writes a step the client performs (or may: one the
-// server handed over), with its arguments and placeholders.
-func writeClientStep(b *strings.Builder, n int, s RemainingStep, id string) {
-	switch {
-	case s.HandedToClient:
-		fmt.Fprintf(b, "\n%d. %s (tool %s): the server could not perform this step", n, jsonString(s.Name), jsonString(s.Tool))
-		if s.Attempts > 0 {
-			fmt.Fprintf(b, " (%d attempt(s))", s.Attempts)
-		}
-		if s.Error != "" {
-			fmt.Fprintf(b, "; last error: %s", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
-		}
-		fmt.Fprintf(b, ". YOU (the client) may perform it by calling tool %s with the arguments below, correcting any argument that caused the error; or resume the workflow (%s of this prompt with the argument %s: %s) to have the server try again.",
-			jsonString(s.Tool), ResumeMethod, jsonString(TaskIDArgument), id)
-	case s.Status == StepPending:
-		fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) will perform this step by calling tool %s once the steps before it are done; not yet.",
-			n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
-	default:
-		fmt.Fprintf(b, "\n%d. %s (tool %s): YOU (the client) must perform this step by calling tool %s.",
-			n, jsonString(s.Name), jsonString(s.Tool), jsonString(s.Tool))
-		if s.Status == StepFailed && s.Error != "" {
-			fmt.Fprintf(b, " Your last call failed: %s; call it again with corrected arguments.", strings.TrimRight(oneLine(s.Error, maxResultRunes), "."))
-		}
-	}
-	if s.Deadline != nil {
-		fmt.Fprintf(b, " The workflow waits for this step until %s.", s.Deadline.UTC().Format(time.RFC3339))
-	}
-	writeArguments(b, s)
-}
-
-// writeArguments writes the arguments of a step the client performs, and
-// which of them are placeholders to replace.
-func writeArguments(b *strings.Builder, s RemainingStep) {
-	args, err := marshalNoEscape(normalizedArgs(s.Arguments))
-	if err != nil { // cannot happen: Validate checked every value
-		args = []byte("{}")
-	}
-	if a := string(args); utf8.RuneCountInString(a) > maxArgsRunes {
-		b.WriteString(stepIndent + "Arguments (truncated; the full arguments are in the JSON block below): " + truncateRunes(a, maxArgsRunes))
-	} else {
-		b.WriteString(stepIndent + "Arguments: " + a)
-	}
-	var ph []string
-	for _, k := range sortedKeys(s.Arguments) {
-		if k != TaskIDArgument && IsPlaceholder(s.Arguments[k]) {
-			ph = append(ph, jsonString(k))
-		}
-	}
-	if len(ph) > 0 {
-		b.WriteString(stepIndent + "Placeholders you must replace with real values: " + strings.Join(ph, ", ") + ".")
-	} else {
-		b.WriteString(stepIndent + "All argument values are resolved; send them as shown.")
-	}
-}
-
-// writeGuidance writes a tool step's guidance and what it depends on.
-func writeGuidance(b *strings.Builder, s RemainingStep) {
-	if s.Guidance != "" {
-		for i, line := range strings.Split(multiLine(s.Guidance), "\n") {
-			switch {
-			case i == 0:
-				b.WriteString(stepIndent + "Guidance: " + line)
-			case line == "":
-				b.WriteString("\n")
-			default:
-				b.WriteString(stepIndent + "  " + line)
-			}
-		}
-	}
-	if len(s.DependsOn) > 0 {
-		deps := make([]string, len(s.DependsOn))
-		for i, d := range s.DependsOn {
-			deps[i] = jsonString(d)
-		}
-		b.WriteString(stepIndent + "Needs the output of: " + strings.Join(deps, ", ") + ".")
-	}
-}
-
-// writeNotes writes what any kind of step may add: its group, its
-// condition, its webhook.
-func writeNotes(b *strings.Builder, s RemainingStep) {
-	if s.Group != "" {
-		fmt.Fprintf(b, stepIndent+"Part of the parallel group %s: its steps run together.", jsonString(s.Group))
-	}
-	if s.Condition != "" {
-		b.WriteString(stepIndent + "Runs only if " + sentence(oneLine(s.Condition, maxResultRunes)) + " It is skipped otherwise.")
-	}
-	if s.Webhook != nil {
-		what := "tool's arguments (without _task_id)"
-		if s.Kind == KindEvent {
-			what = "event's payload"
-		}
-		fmt.Fprintf(b, stepIndent+"An outside system may perform it instead: POST the %s as a JSON object to %s with the header \"Authorization: Bearer %s\".", what, s.Webhook.URL, s.Webhook.Token)
+		fmt.Fprintf(b, "Follow it with %s %s.", c.StatusMethod, taskParam)
 	}
 }
 

@@ -126,6 +126,11 @@ type Options struct {
 	// traceparent there, so a client continues the trace on its
 	// continuation calls.
 	ResultMeta func(t *store.Task) map[string]any
+	// EventTool names the tool a model delivers an event with (the bridge
+	// registers it with the first workflow that has an event step): called
+	// with the task id (_task_id), the event's name and its payload. Empty
+	// means DefaultEventTool.
+	EventTool string
 	// ResultTool names the server's tool that waits for a task and returns
 	// its state (taskrouter's built-in task_result), when it has one: the
 	// handoff tells clients that cannot call tasks/get (a model) to use it.
@@ -171,6 +176,9 @@ func (o Options) withDefaults(e TaskEngine) (Options, error) {
 	if o.PromptWait == 0 {
 		o.PromptWait = DefaultPromptWait
 	}
+	if o.EventTool == "" {
+		o.EventTool = DefaultEventTool
+	}
 	switch {
 	case o.MaxInterruptions == 0:
 		o.MaxInterruptions = DefaultMaxInterruptions
@@ -196,6 +204,7 @@ type Bridge struct {
 	workflows map[string]*versions
 	instances map[string]*instance
 	closed    bool
+	eventTool bool // the event tool is registered
 }
 
 // NewBridge returns a bridge over engine; opts may be nil. It reports
@@ -252,6 +261,13 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 		return nil, fmt.Errorf("workflow %q: TTL %s is above the engine's MaxTTL %s: raise MaxTTL (TASKBRIDGE_MAX_TTL) or lower the workflow's TTL", w.Name, w.TTL, max)
 	}
 	c := compile(w)
+	for _, st := range c.steps {
+		if tool := toolOf(st); tool != "" {
+			if t, ok := tools(tool); ok {
+				c.schemas[tool] = schemaOf(t)
+			}
+		}
+	}
 	b.mu.Lock()
 	v := b.workflows[w.Name]
 	if v == nil {
@@ -276,7 +292,10 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 		s.AddTool(workflowTool(w), b.toolHandler(w.Name))
 	}
 	for _, st := range w.flat() { // a container's members too
-		for _, tool := range st.kind.tools() {
+		for _, tool := range st.kind.tools(&b.opts) {
+			if tool == b.opts.EventTool {
+				b.addEventTool(s)
+			}
 			b.engine.AcceptTaskIDArgument(tool) // a step the client may be asked to perform
 		}
 	}

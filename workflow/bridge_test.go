@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
+
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -501,8 +502,10 @@ func TestHandoffCarriesTheTaskIDArgument(t *testing.T) {
 	res, err := f.b.workflows["abc"].prompt.Handle(context.Background(), &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: "abc"}})
 	require.NoError(t, err)
 	text := res.Messages[len(res.Messages)-1].Content.(*mcp.TextContent).Text
-	require.Contains(t, text, `"_task_id": "`)
-	require.Contains(t, text, `call tool "task_result" with {"task_id": `)
-	require.True(t, strings.Index(text, `"_task_id"`) < strings.Index(text, `"_meta"`), "the argument form comes first")
+	require.Contains(t, text, `Call tool "tb" with {"_task_id":"`)
+	doc, err := handoff.FromPromptResult(res)
+	require.NoError(t, err)
+	require.Contains(t, doc.Continuation.Instructions, `call tool "task_result" with {"task_id": `)
+	require.Equal(t, "tb", doc.RemainingSteps[0].Call.Tool)
 	require.True(t, e.taskIDTools["tb"], "the client step's tool takes _task_id")
 }

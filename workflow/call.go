@@ -234,11 +234,81 @@ func (c *toolCall) callEntry(v *view, sp *StepProgress, rs *handoff.RemainingSte
 func serverDo(sp *StepProgress) string {
 	switch {
 	case sp.Status == StepRunning:
-		return "the server is running this step now; do not call it yourself."
+		return "the server is running it now; do not call it yourself."
 	case sp.RetryAt != nil:
 		return fmt.Sprintf("failed%s; the server tries it again at %s; do not call it yourself.", errNote(sp.Error), stamp(*sp.RetryAt))
 	}
-	return "the server runs this step automatically once its inputs exist; do not call it yourself."
+	return "the server runs it by itself; do not call it yourself."
+}
+
+// callFor is how the client performs the call's step now (the handoff's
+// Call): the task id and the values to fill in, with the values the
+// server adds itself; for a step the server gave up on (fix), every value,
+// for the client to correct the one that caused the error.
+func (c *toolCall) callFor(v *view, sp *StepProgress, fix bool) *handoff.Call {
+	call := &handoff.Call{Tool: c.tool, Arguments: map[string]json.RawMessage{TaskIDArgument: marshal(v.t.ID)}}
+	if v.wf == nil {
+		return call
+	}
+	args, _ := c.resolve(v.resolver, v.p, true, sp.ServerTakeover)
+	if fix {
+		call.Fix = oneLine(sp.Error)
+	}
+	for _, name := range c.argNames() {
+		src, val := c.args[name], args[name]
+		switch {
+		case src.Kind == SourceClient:
+			call.Fill = append(call.Fill, c.fillOf(v, name, src))
+		case val == nil:
+		case fix:
+			call.Arguments[name] = val
+		default:
+			if call.Server == nil {
+				call.Server = map[string]json.RawMessage{}
+			}
+			call.Server[name] = val
+		}
+	}
+	return call
+}
+
+// fillOf describes argument name, which the client supplies (src is its
+// FromClient source): its type and values from the tool's input schema,
+// its meaning from the source (or the schema).
+func (c *toolCall) fillOf(v *view, name string, src Source) handoff.Fill {
+	f := handoff.Fill{Name: name, Description: src.Description}
+	sch, ok := v.wf.schemas[c.tool]
+	if !ok {
+		return f
+	}
+	var p struct {
+		Type        any               `json:"type"`
+		Enum        []json.RawMessage `json:"enum"`
+		Description string            `json:"description"`
+	}
+	_ = json.Unmarshal(sch.props[name], &p)
+	f.Type, f.Enum = jsonType(p.Type), p.Enum
+	if f.Description == "" {
+		f.Description = p.Description
+	}
+	f.Optional = !slices.Contains(sch.required, name)
+	return f
+}
+
+// jsonType is a schema's "type" as one word: a string, or the first
+// type of a list other than null.
+func jsonType(t any) string {
+	switch t := t.(type) {
+	case string:
+		return t
+	case []any:
+		for _, x := range t {
+			if s, ok := x.(string); ok && s != "null" {
+				return s
+			}
+		}
+	}
+	return ""
 }
 
 // handedMessage is the status line of a tool step the server gave up on

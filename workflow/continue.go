@@ -53,14 +53,20 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	if err != nil {
 		return nil, err
 	}
+	if req.Params.Name == b.opts.EventTool {
+		return b.eventCall(ctx, q, t, req)
+	}
 	in := b.use(id)
 	defer b.done(in)
+	if refused := in.prepareCall(ctx, t, req); refused != nil {
+		return refused, nil
+	}
 	step, replay, err := in.claimStep(ctx, t, req)
 	if err != nil {
 		return nil, err
 	}
 	if replay != nil {
-		return b.answer(ctx, in, step, replay, q.Dialect, true), nil
+		return b.answer(ctx, in, step, replay, readerOf(q), true), nil
 	}
 	defer in.releaseStep(step.Name)
 
@@ -84,7 +90,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	if recorded != nil {
 		// Another call recorded the step meanwhile: answer as a repeated
 		// call is answered.
-		return b.answer(ctx, in, step, recorded, q.Dialect, true), nil
+		return b.answer(ctx, in, step, recorded, readerOf(q), true), nil
 	}
 	// The step is recorded: from here on the call answers with its result
 	// and where the workflow stands, whatever happens to the task (it is
@@ -96,7 +102,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	if !res.IsError {
 		in.kick("")
 	}
-	return b.answer(ctx, in, step, res, q.Dialect, false), nil
+	return b.answer(ctx, in, step, res, readerOf(q), false), nil
 }
 
 // answer is a continuation's reply once its step is recorded (by this
@@ -104,7 +110,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 // workflow stands once it rests or Options.PromptWait has passed. It never
 // fails: when the task cannot be read now (the store is down, the task was
 // deleted), it shows the task as this process last knew it.
-func (b *Bridge) answer(ctx context.Context, in *instance, step *Step, res *mcp.CallToolResult, d mcptask.Dialect, replayed bool) *mcp.CallToolResult {
+func (b *Bridge) answer(ctx context.Context, in *instance, step *Step, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
 	cur, p := b.settle(ctx, in.id)
 	if cur == nil || p == nil {
 		cur, p = in.known()
@@ -116,7 +122,7 @@ func (b *Bridge) answer(ctx context.Context, in *instance, step *Step, res *mcp.
 		maps.Copy(out.Meta, mcptask.RelatedTaskMeta(in.id))
 		return &out
 	}
-	return b.continuationResult(cur, p, step, res, d, replayed)
+	return b.continuationResult(cur, p, step, res, rd, replayed)
 }
 
 // claimStep checks a continuation against the task as it stands and marks
@@ -187,6 +193,76 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// prepareCall readies a continuation's arguments before anything runs.
+// It refuses (a tool error, recording nothing) a value that is still the
+// handoff's placeholder for it: a model that echoes "<true to publish>"
+// must not have its step recorded. And it adds the values the server
+// resolved that the call leaves out, so that a client sends only the task
+// id and what it fills in (a value the call sends wins). A call that
+// matches no step the client may perform now is left as it is (claimStep
+// refuses it).
+func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.CallToolRequest) (refused *mcp.CallToolResult) {
+	wf, err := in.refresh(ctx, t)
+	if err != nil {
+		return nil
+	}
+	var args map[string]json.RawMessage
+	if len(req.Params.Arguments) > 0 && json.Unmarshal(req.Params.Arguments, &args) != nil {
+		return nil // the tool refuses arguments that are not an object
+	}
+	if args == nil {
+		args = map[string]json.RawMessage{}
+	}
+	in.locked(func() {
+		if in.p == nil {
+			return
+		}
+		s := match(wf, in.p, req.Params.Name)
+		c := callOf(s)
+		if c == nil {
+			return
+		}
+		resolved, _ := c.resolve(&resolver{w: wf.def, vars: in.vars}, in.p, true, false)
+		for _, name := range c.argNames() {
+			src, got := c.args[name]
+			sent, ok := args[name]
+			switch {
+			case ok && src.Kind == SourceClient && sameJSON(sent, placeholder(src, nil)):
+				f := c.fillOf(&view{wf: wf}, name, src)
+				refused = refusal("argument %q still holds the handoff's placeholder %s: put %s there (%s), then call tool %q again with the task id as %s; nothing was recorded",
+					name, compact(sent), article(f.Type), src.Description, c.tool, TaskIDArgument)
+				return
+			case !ok && got && src.Kind != SourceClient && resolved[name] != nil && !handoffPlaceholder(resolved[name]):
+				args[name] = resolved[name]
+			}
+		}
+	})
+	if refused != nil {
+		refused.Meta = mcp.Meta(mcptask.RelatedTaskMeta(t.ID))
+		return refused
+	}
+	req.Params.Arguments = marshal(args)
+	return nil
+}
+
+// handoffPlaceholder reports a value the handoff shows in place of one
+// that does not exist yet ("<...>").
+func handoffPlaceholder(v json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(v, &s) == nil && strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">")
+}
+
+// article is "a boolean", "an integer", "a value".
+func article(t string) string {
+	switch {
+	case t == "":
+		return "a value"
+	case strings.ContainsAny(t[:1], "aeiou"):
+		return "an " + t
+	}
+	return "a " + t
 }
 
 // releaseStep ends a continuation of step name.
@@ -298,22 +374,28 @@ func (in *instance) recordedNow(ctx context.Context, step *Step, req *mcp.CallTo
 // continuationResult is the answer to a continuation call: the tool's
 // result, then (what a model reads) the handoff of the workflow as it
 // stands now, or its completion; the task and a summary in _meta.
-func (b *Bridge) continuationResult(t *store.Task, p *Progress, step *Step, res *mcp.CallToolResult, d mcptask.Dialect, replayed bool) *mcp.CallToolResult {
+func (b *Bridge) continuationResult(t *store.Task, p *Progress, step *Step, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
 	out := *res
 	out.Meta = mcp.Meta{}
 	maps.Copy(out.Meta, res.Meta)
 	maps.Copy(out.Meta, mcptask.RelatedTaskMeta(t.ID))
 	out.Meta[MetaWorkflow] = b.summary(t, p, step.Name, replayed)
-	doc := b.handoff(t, p, d)
+	doc := b.handoff(t, p, rd.d)
 	out.Meta[handoff.MetaKey] = doc
-	if text, err := renderDoc(doc); err == nil {
-		out.Content = append(slices.Clone(res.Content), &mcp.TextContent{Text: nextText(t, step) + "\n\n" + text})
+	if out.StructuredContent == nil {
+		out.StructuredContent = doc
+	}
+	if text, err := renderTool(doc, rd); err == nil {
+		out.Content = append(slices.Clone(res.Content), &mcp.TextContent{Text: nextText(t, step, res.IsError) + "\n\n" + text})
 	}
 	return &out
 }
 
 // nextText introduces the handoff appended to a continuation's result.
-func nextText(t *store.Task, step *Step) string {
+func nextText(t *store.Task, step *Step, failed bool) string {
+	if failed && !t.Status.Terminal() {
+		return fmt.Sprintf("That call failed (above), so step %q is not done: call tool %q again with corrected values, as Next says.", step.Name, toolOf(step))
+	}
 	switch t.Status {
 	case store.StatusCompleted:
 		return fmt.Sprintf("Step %q is recorded on workflow task %s, and the workflow has completed.", step.Name, t.ID)

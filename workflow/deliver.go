@@ -72,6 +72,7 @@ const (
 	viaAPI     = "api"     // Bridge.Deliver
 	viaWebhook = "webhook" // the webhook handler
 	viaUpdate  = "update"  // tasks/update answering an input request
+	viaTool    = "tool"    // the event tool (a model)
 )
 
 // delivery is one outsider's delivery to step s of a workflow task: an
@@ -181,12 +182,17 @@ func (d *delivery) perform(webhook bool) error {
 	b := in.b
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: toolOf(s), Arguments: d.payload,
 		Meta: mcp.Meta{MetaTaskID: in.id, mcptask.MetaIdempotencyKey: idempotencyKey(in.id, s.Name)}}}
+	if t, _ := in.known(); t != nil {
+		if refused := in.prepareCall(d.ctx, t, req); refused != nil {
+			return mcptask.InvalidParams("%s", refused.Content[0].(*mcp.TextContent).Text)
+		}
+	}
 	step, replay, err := in.claimStep(d.ctx, nil, req) // the task stepOf read
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %v", ErrNotWaiting, err)
 	case replay != nil:
-		d.result = b.answer(d.ctx, in, step, replay, mcptask.Core, true)
+		d.result = b.answer(d.ctx, in, step, replay, reader{d: mcptask.Core}, true)
 		return nil
 	case step.Name != s.Name:
 		in.releaseStep(step.Name)
@@ -204,13 +210,13 @@ func (d *delivery) perform(webhook bool) error {
 		return err
 	}
 	if recorded != nil {
-		d.result = b.answer(d.ctx, in, step, recorded, mcptask.Core, true)
+		d.result = b.answer(d.ctx, in, step, recorded, reader{d: mcptask.Core}, true)
 		return nil
 	}
 	if !res.IsError {
 		in.kick("")
 	}
-	d.result = b.answer(d.ctx, in, step, res, mcptask.Core, false)
+	d.result = b.answer(d.ctx, in, step, res, reader{d: mcptask.Core}, false)
 	return nil
 }
 
@@ -224,13 +230,13 @@ func (d *delivery) perform(webhook bool) error {
 // unknown task or step (store.ErrNotFound), a step that does not take a
 // delivery now (ErrNotWaiting), a payload that does not match (-32602).
 func (b *Bridge) Deliver(ctx context.Context, id, step string, payload json.RawMessage, by string) (*mcp.CallToolResult, error) {
-	res, _, err := b.deliver(ctx, id, step, payload, by, viaAPI)
+	res, _, err := b.deliver(ctx, id, step, payload, by, viaAPI, reader{d: mcptask.Core})
 	return res, err
 }
 
 // deliver is Deliver arriving via via; kept reports an event kept for
 // later.
-func (b *Bridge) deliver(ctx context.Context, id, step string, payload json.RawMessage, by, via string) (res *mcp.CallToolResult, kept bool, err error) {
+func (b *Bridge) deliver(ctx context.Context, id, step string, payload json.RawMessage, by, via string, rd reader) (res *mcp.CallToolResult, kept bool, err error) {
 	in, s, err := b.stepOf(ctx, id, step)
 	if err != nil {
 		return nil, false, err
@@ -244,7 +250,7 @@ func (b *Bridge) deliver(ctx context.Context, id, step string, payload json.RawM
 		return d.result, false, nil
 	}
 	cur, p := b.settle(ctx, id)
-	return b.eventResult(cur, p, s, d.kept), d.kept, nil
+	return b.eventResult(cur, p, s, d.kept, rd), d.kept, nil
 }
 
 // stepOf returns the instance of workflow task id (release it with done)
@@ -343,12 +349,12 @@ func (b *Bridge) answerInputs(ctx context.Context, t *store.Task, responses map[
 
 // eventResult is the answer to a delivered event: where the workflow
 // stands now.
-func (b *Bridge) eventResult(t *store.Task, p *Progress, s *Step, kept bool) *mcp.CallToolResult {
+func (b *Bridge) eventResult(t *store.Task, p *Progress, s *Step, kept bool, rd reader) *mcp.CallToolResult {
 	lead := fmt.Sprintf("Event %q is recorded on workflow task %s.", s.Name, t.ID)
 	if kept {
 		lead = fmt.Sprintf("Event %q arrived before workflow task %s waits for it: it is kept, and delivered when the workflow reaches step %q.", s.Name, t.ID, s.Name)
 	}
-	res, err := b.toolResult(t, p, mcptask.Core, lead)
+	res, err := b.toolResult(t, p, rd, lead)
 	if err != nil {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: lead}}}
 	}
@@ -415,7 +421,7 @@ func (b *Bridge) WebhookHandler() http.Handler {
 		case len(strings.TrimSpace(string(body))) == 0:
 			body = []byte("{}")
 		}
-		res, kept, err := b.deliver(r.Context(), id, step, body, ByWebhook, viaWebhook)
+		res, kept, err := b.deliver(r.Context(), id, step, body, ByWebhook, viaWebhook, reader{d: mcptask.Core})
 		var je *jsonrpc.Error
 		switch {
 		case errors.Is(err, store.ErrNotFound):

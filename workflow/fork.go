@@ -306,7 +306,7 @@ func (b *Bridge) AddForkTool(s *mcp.Server, name string) {
 			}
 			defer b.done(fin)
 			nt, p := b.settle(ctx, fin.id)
-			res, err := b.toolResult(nt, p, q.Dialect, fmt.Sprintf("Workflow task %s runs again from step %q as task %s.", t.ID, nt.Labels[LabelForkedAt], nt.ID))
+			res, err := b.toolResult(nt, p, readerOf(q), fmt.Sprintf("Workflow task %s runs again from step %q as task %s.", t.ID, nt.Labels[LabelForkedAt], nt.ID))
 			return res, nil, err
 		})
 }

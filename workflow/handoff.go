@@ -8,6 +8,7 @@ import (
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // handoffSchemaJSON is the handoff document's JSON Schema.
@@ -39,8 +40,13 @@ func (v *view) webhook(name string) *handoff.Webhook {
 	return &handoff.Webhook{URL: strings.TrimRight(v.b.opts.WebhookURL, "/") + "/" + v.t.ID + "/" + name, Token: token}
 }
 
-// resumeAdvice says how the reader has the server try again.
+// resumeAdvice says how the reader has the server try again: the
+// workflow's tool when it is one (what a model can call), else its
+// prompt.
 func (v *view) resumeAdvice() string {
+	if v.wf != nil && v.b.isWorkflowTool(v.wf.def.Name) {
+		return fmt.Sprintf("call tool %q with {%q: %q}", v.wf.def.Name, TaskIDArgument, v.t.ID)
+	}
 	return fmt.Sprintf("resume the workflow (%s of this prompt with the argument %q: %q)", handoff.ResumeMethod, TaskIDArgument, v.t.ID)
 }
 
@@ -68,6 +74,9 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 	if b.opts.ResultTool != "" {
 		doc.Continuation = doc.Continuation.WithResultTool(b.opts.ResultTool)
 	}
+	if wf != nil && b.isWorkflowTool(wf.def.Name) {
+		doc.Continuation = doc.Continuation.WithResumeTool(wf.def.Name)
+	}
 	if t.Status.Terminal() && t.Status != store.StatusCompleted && t.StatusMessage != "" {
 		doc.PauseReason = t.StatusMessage
 	}
@@ -92,6 +101,9 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 		doc.RemainingSteps = append(doc.RemainingSteps, v.remaining(i, sp))
 	}
 	for _, e := range p.Errors {
+		if sp := p.step(e.Step); sp != nil && sp.ended() {
+			continue // a later attempt completed it (or it will not run): not an error to act on
+		}
 		doc.Errors = append(doc.Errors, handoff.StepError{Step: e.Step, Tool: e.Tool, Message: e.Message, Retryable: e.Retryable})
 	}
 	return doc
@@ -121,9 +133,6 @@ func (v *view) remaining(i int, sp *StepProgress) handoff.RemainingStep {
 			rs.Condition = s.Condition.String()
 		}
 		s.kind.entry(v, s, sp, &rs)
-		if sp.HandedToClient {
-			rs.Do = handedDo(v, sp)
-		}
 	}
 	if client && !v.t.Status.Terminal() && rs.Tool != "" {
 		if rs.Arguments == nil {
@@ -132,13 +141,6 @@ func (v *view) remaining(i int, sp *StepProgress) handoff.RemainingStep {
 		rs.Arguments[TaskIDArgument] = marshal(v.t.ID)
 	}
 	return rs
-}
-
-// handedDo is what to do about a step the server gave up on and handed to
-// the client.
-func handedDo(v *view, sp *StepProgress) string {
-	return fmt.Sprintf("the server could not perform this step%s. YOU (the client) may perform it by calling tool %q with the arguments below, correcting any argument that caused the error; or %s to have the server try again.",
-		attemptsNote(sp), sp.Tool, v.resumeAdvice())
 }
 
 // attemptsNote says how many attempts a step took and how the last one
@@ -162,5 +164,32 @@ func errNote(msg string) string {
 	return " (" + trimDot(oneLine(msg)) + ")"
 }
 
-// renderDoc is the handoff's text: prose for a model, then the JSON block.
-func renderDoc(doc *handoff.Document) (string, error) { return handoff.Render(doc) }
+// MetaHandoffJSON, set to true in a request's _meta, asks for the
+// handoff's JSON block in the text of a tool result too (a program that
+// reads the text; structuredContent and _meta carry the document anyway).
+// A prompt result always has the block; a tool result, read by a model in
+// a host, has only the prose by default.
+const MetaHandoffJSON = "taskbridge/handoff-json"
+
+// reader is who reads a handoff the bridge answers with: the methods its
+// dialect has, and whether it wants the JSON block in a tool result's
+// text (see MetaHandoffJSON).
+type reader struct {
+	d     mcptask.Dialect
+	block bool
+}
+
+// readerOf is the reader of the answer to request q.
+func readerOf(q *taskrouter.Request) reader {
+	r := reader{d: q.Dialect}
+	if q.MCP != nil && q.MCP.GetParams() != nil {
+		r.block, _ = q.MCP.GetParams().GetMeta()[MetaHandoffJSON].(bool)
+	}
+	return r
+}
+
+// renderTool is the handoff's text in a tool result: the prose, and the
+// JSON block only when the reader asked for it.
+func renderTool(doc *handoff.Document, rd reader) (string, error) {
+	return handoff.RenderWith(doc, handoff.RenderOptions{NoJSON: !rd.block})
+}

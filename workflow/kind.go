@@ -78,8 +78,9 @@ type kind interface {
 	// what to do about it.
 	entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingStep)
 	// tools are the tools a client may be asked to call to perform the
-	// step (they take the task id as the argument _task_id).
-	tools() []string
+	// step (they take the task id as the argument _task_id); o names the
+	// bridge's own tools (the event tool).
+	tools(o *Options) []string
 	// performs reports whether a client call of tool performs the step
 	// (continuations).
 	performs(tool string) bool
@@ -161,7 +162,7 @@ func (base) takeBack(*StepProgress)                                    {}
 func (base) onReach(*Progress, *Step, *StepProgress, time.Time) bool   { return false }
 func (base) acceptsWebhook() bool                                      { return false }
 func (base) status(*Step, *StepProgress) (string, rank)                { return "", rankNone }
-func (base) tools() []string                                           { return nil }
+func (base) tools(*Options) []string                                   { return nil }
 func (base) performs(string) bool                                      { return false }
 func (base) inputRequest(*Step, *StepProgress) json.RawMessage         { return nil }
 func (base) fork(fresh, _ StepProgress) StepProgress                   { return fresh }
@@ -190,6 +191,9 @@ type toolCaller interface {
 // callOf returns the tool call of step s, or nil when its kind calls no
 // tool.
 func callOf(s *Step) *toolCall {
+	if s == nil {
+		return nil
+	}
 	if c, ok := s.kind.(toolCaller); ok {
 		return c.call()
 	}

@@ -33,7 +33,7 @@ func (k *clientStep) execution() StepExecution  { return ClientDeferred }
 func (k *clientStep) print() any                { return printed{Tool: k.tool, Args: k.printArgs()} }
 func (k *clientStep) reads() []read             { return k.callReads() }
 func (k *clientStep) acceptsWebhook() bool      { return k.webhook }
-func (k *clientStep) tools() []string           { return []string{k.tool} }
+func (k *clientStep) tools(*Options) []string   { return []string{k.tool} }
 func (k *clientStep) performs(tool string) bool { return k.calls(tool) }
 
 func (k *clientStep) check(c *checker) {
@@ -79,12 +79,13 @@ func (k *clientStep) entry(v *view, s *Step, sp *StepProgress, rs *handoff.Remai
 	case sp.ServerTakeover:
 		rs.Do = serverDo(sp)
 	case sp.Status == StepPending:
-		rs.Do = fmt.Sprintf("YOU (the client) will perform this step by calling tool %q once the steps before it are done; not yet.", k.tool)
+		rs.Do = "yours to perform once the steps before it are done; not yet."
+	case sp.Status == StepFailed && sp.Error != "":
+		rs.Do = fmt.Sprintf("is yours, but your last call failed: %s; call again with corrected values", trimDot(oneLine(sp.Error)))
+		rs.Call = k.callFor(v, sp, false)
 	default:
-		rs.Do = fmt.Sprintf("YOU (the client) must perform this step by calling tool %q.", k.tool)
-		if sp.Status == StepFailed && sp.Error != "" {
-			rs.Do += fmt.Sprintf(" Your last call failed: %s; call it again with corrected arguments.", trimDot(oneLine(sp.Error)))
-		}
+		rs.Do = "is yours to perform now"
+		rs.Call = k.callFor(v, sp, false)
 	}
 }
 

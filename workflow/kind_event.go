@@ -3,6 +3,8 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/taskbridge/taskbridge/handoff"
@@ -51,6 +53,9 @@ func (k *event) missed(s *Step) string {
 func (k *event) serve(*turn) string   { return "" }
 func (k *event) acceptsWebhook() bool { return true }
 
+// tools: a model performs an event with the bridge's event tool.
+func (k *event) tools(o *Options) []string { return []string{o.EventTool} }
+
 // invalidPayload is the -32602 refusal of an event's payload.
 func invalidPayload(s *Step, format string, args ...any) error {
 	return mcptask.InvalidParams("the payload of event %q %s", s.Name, fmt.Sprintf(format, args...))
@@ -89,23 +94,20 @@ func (k *event) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingS
 		rs.Payload, _ = json.Marshal(k.schema)
 	}
 	rs.Webhook = v.webhook(s.Name)
-	do := "the workflow waits for this event"
+	what := "an event"
 	if s.Guidance != "" {
-		do += " (" + trimDot(oneLine(s.Guidance)) + ")"
+		what = trimDot(oneLine(s.Guidance))
 	}
-	switch {
-	case v.update:
-		do += fmt.Sprintf(". Deliver it with tasks/update {\"taskId\": %q, \"inputResponses\": {%q: {\"action\": \"accept\", \"content\": <payload>}}}", v.t.ID, s.Name)
-		if rs.Webhook != nil {
-			do += ", or through the webhook below"
-		}
-		do += "."
-	case rs.Webhook != nil:
-		do += ". Deliver it through the webhook below."
-	default:
-		do += "; an outside system delivers it through the server's webhook. Nothing to do."
+	if sp.Status != StepAwaitingEvent {
+		rs.Do = fmt.Sprintf("waits for %s once the steps before it are done (one delivered earlier is kept until then).", what)
+		return
 	}
-	rs.Do = do
+	// A person's decision: a model asks the user and delivers the answer
+	// with the event tool; a program may answer the task's input request
+	// (tasks/update), an outside system POST to the webhook.
+	rs.Do = fmt.Sprintf("waits for a person's decision: %s", what)
+	rs.Call = &handoff.Call{Tool: v.b.opts.EventTool, Person: true, Fill: payloadFill(k.schema), Arguments: map[string]json.RawMessage{
+		TaskIDArgument: marshal(v.t.ID), "event": marshal(s.Name)}}
 }
 
 // inputRequest is the elicitation form tasks/get lists while the event
@@ -191,4 +193,30 @@ func (k *event) checkPayload(s *Step, payload json.RawMessage) error {
 		return invalidPayload(s, "does not match its schema: %v", err)
 	}
 	return nil
+}
+
+// payloadFill lists the fields of an event's payload schema as values to
+// fill in under "payload".
+func payloadFill(schema any) []handoff.Fill {
+	var sch struct {
+		Properties map[string]struct {
+			Type        any               `json:"type"`
+			Enum        []json.RawMessage `json:"enum"`
+			Description string            `json:"description"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if raw, err := json.Marshal(schema); err == nil {
+		_ = json.Unmarshal(raw, &sch)
+	}
+	if len(sch.Properties) == 0 {
+		return []handoff.Fill{{Name: "payload", Type: "object", Description: "the event's payload"}}
+	}
+	var out []handoff.Fill
+	for _, name := range slices.Sorted(maps.Keys(sch.Properties)) {
+		p := sch.Properties[name]
+		out = append(out, handoff.Fill{Name: name, Under: "payload", Type: jsonType(p.Type), Enum: p.Enum,
+			Description: p.Description, Optional: !slices.Contains(sch.Required, name)})
+	}
+	return out
 }

@@ -33,7 +33,7 @@ func (k *serverStep) check(c *checker) {
 func (k *serverStep) print() any           { return printed{Tool: k.tool, Args: k.printArgs()} }
 func (k *serverStep) reads() []read        { return k.callReads() }
 func (k *serverStep) acceptsWebhook() bool { return k.webhook }
-func (k *serverStep) tools() []string {
+func (k *serverStep) tools(*Options) []string {
 	if k.failurePolicy() == HandToClient {
 		return []string{k.tool} // it may be handed to the client
 	}
@@ -61,6 +61,10 @@ func (k *serverStep) serve(x *turn) string { return x.attempt() }
 func (k *serverStep) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingStep) {
 	k.callEntry(v, sp, rs)
 	rs.Do = serverDo(sp)
+	if sp.HandedToClient {
+		rs.Do = fmt.Sprintf("failed on the server%s; call it yourself, correcting the value that caused the error, or %s to have the server try again", attemptsNote(sp), v.resumeAdvice())
+		rs.Call = k.callFor(v, sp, true)
+	}
 }
 
 func (k *serverStep) deliver(d *delivery) error { return d.perform(k.webhook) }

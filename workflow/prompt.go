@@ -343,7 +343,7 @@ func (b *Bridge) resultJSON(t *store.Task, p *Progress) (json.RawMessage, error)
 		d = mcptask.Core
 	}
 	doc := b.handoff(&done, p, d)
-	text, err := renderDoc(doc)
+	text, err := renderTool(doc, reader{d: d})
 	if err != nil {
 		return nil, mcptask.InternalError("rendering the workflow result: %v", err)
 	}

@@ -181,8 +181,9 @@ func waiting(p *Progress) bool {
 		case sp.ended(), sp.GaveUp:
 		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping:
 			return false
-		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient:
-			client = true
+		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient,
+			sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
+			client = true // a client step whose last call failed waits for the client too
 		}
 	}
 	return client

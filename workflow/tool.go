@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -73,7 +72,7 @@ func (b *Bridge) toolHandler(name string) mcp.ToolHandler {
 		if err != nil {
 			return nil, err
 		}
-		return b.toolResult(t, p, q.Dialect, "")
+		return b.toolResult(t, p, readerOf(q), "")
 	}
 }
 
@@ -102,9 +101,9 @@ func toolArguments(raw json.RawMessage) (map[string]string, error) {
 // toolResult is the handoff of task t as a tool result: a line saying
 // where the workflow stands, then the handoff's prose and JSON (what a
 // model reads), the document as structured content and in _meta.
-func (b *Bridge) toolResult(t *store.Task, p *Progress, d mcptask.Dialect, lead string) (*mcp.CallToolResult, error) {
-	doc := b.handoff(t, p, d)
-	text, err := renderDoc(doc)
+func (b *Bridge) toolResult(t *store.Task, p *Progress, rd reader, lead string) (*mcp.CallToolResult, error) {
+	doc := b.handoff(t, p, rd.d)
+	text, err := renderTool(doc, rd)
 	if err != nil {
 		return nil, mcptask.InternalError("rendering handoff: %v", err)
 	}
@@ -122,12 +121,11 @@ func (b *Bridge) report(ctx context.Context, t *store.Task) (*mcp.CallToolResult
 	if err != nil {
 		return nil, false
 	}
-	d := mcptask.Core
+	rd := reader{d: mcptask.Core}
 	if q := taskrouter.RequestFrom(ctx); q != nil {
-		d = q.Dialect
+		rd = readerOf(q)
 	}
-	lead := fmt.Sprintf("Workflow task %s is %s: %s.", t.ID, t.Status, oneLine(p.PauseReason))
-	res, err := b.toolResult(t, p, d, lead)
+	res, err := b.toolResult(t, p, rd, "")
 	if err != nil {
 		return nil, false
 	}

@@ -244,6 +244,7 @@ type compiled struct {
 	parent      map[string]*Step // member name -> its container
 	byName      map[string]*Step
 	index       map[string]int
+	schemas     map[string]toolSchema // the input schemas of the tools the steps call, as registered
 }
 
 func compile(w *Definition) *compiled {
@@ -252,7 +253,7 @@ func compile(w *Definition) *compiled {
 	if version == "" {
 		version = fp
 	}
-	c := &compiled{def: w, version: version, fingerprint: fp, byName: map[string]*Step{}, index: map[string]int{}, parent: map[string]*Step{}}
+	c := &compiled{def: w, version: version, fingerprint: fp, byName: map[string]*Step{}, index: map[string]int{}, parent: map[string]*Step{}, schemas: map[string]toolSchema{}}
 	for _, st := range prints(w) {
 		c.prints = append(c.prints, stepPrint(st))
 	}

@@ -1,0 +1,84 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// The event tool: in an LLM host a model has neither tasks/update nor an
+// HTTP client, so every step a model may be asked to perform must be a
+// tool call. A model delivers an event (a person's decision it asked the
+// user for) by calling the bridge's event tool with the task id, the
+// event's name and its payload; the handoff names the tool, the event and
+// the payload's fields.
+
+// DefaultEventTool is the default Options.EventTool.
+const DefaultEventTool = "workflow_event"
+
+// eventIn is the event tool's input.
+type eventIn struct {
+	Name    string          `json:"event"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// addEventTool registers the event tool on s, once.
+func (b *Bridge) addEventTool(s *mcp.Server) {
+	b.mu.Lock()
+	done := b.eventTool
+	b.eventTool = true
+	b.mu.Unlock()
+	if done {
+		return
+	}
+	schema := map[string]any{"type": "object", "required": []string{"event"}, "properties": map[string]any{
+		"event":   map[string]any{"type": "string", "description": "The name of the event step the workflow waits for (the handoff names it)."},
+		"payload": map[string]any{"type": "object", "description": "The event's payload: a JSON object with the fields the handoff lists."},
+	}}
+	s.AddTool(&mcp.Tool{Name: b.opts.EventTool, InputSchema: schema,
+		Description: "Deliver an event a workflow task waits for (a person's decision: ask the user first), with the task id as _task_id, the event's name and its payload. Returns where the workflow stands."},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// Calls that name a task reach the bridge as continuations
+			// (eventCall); this one named none.
+			return refusal("call %s with the workflow task's id as the argument %s (the handoff gives it), the event and its payload", b.opts.EventTool, TaskIDArgument), nil
+		})
+}
+
+// eventCall serves a call of the event tool bound to workflow task t (a
+// continuation): it delivers the event, answering with where the
+// workflow stands. What the caller can fix (an unknown or ended event, a
+// payload that does not match) is a tool error naming it; nothing is
+// recorded then.
+func (b *Bridge) eventCall(ctx context.Context, q *taskrouter.Request, t *store.Task, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in eventIn
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Name == "" {
+		return refusal("the arguments must be an object with the event's name as \"event\" and its payload as \"payload\" (an object)"), nil
+	}
+	payload := in.Payload
+	if len(payload) == 0 || string(payload) == "null" {
+		payload = json.RawMessage("{}")
+	}
+	res, _, err := b.deliver(ctx, t.ID, in.Name, payload, ByClient, viaTool, readerOf(q))
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, ErrNotWaiting):
+		return refusal("%v; nothing was recorded", err), nil
+	case errors.As(err, &je) && je.Code == mcptask.CodeInvalidParams:
+		return refusal("%s; nothing was recorded: call %s again with a payload that matches", je.Message, b.opts.EventTool), nil
+	}
+	return nil, err
+}
+
+// refusal is a tool result with isError, for what the caller can fix.
+func refusal(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
