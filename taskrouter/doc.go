@@ -141,6 +141,9 @@
 // writes), runs.go (the runs table, Track, stopping and cancel),
 // sweep.go (ttl), recover.go (restart), tools.go (the tool registry,
 // in-process calls), input.go (input mid-task), shim.go and http.go
-// (transports), push.go (status pushes), fastpath.go and fastdecode.go
-// (the fast path: serving, decoding), config.go, wire.go (wire types).
+// (transports), push.go (status pushes), fastpath.go and fasthttp.go
+// (the fast path), config.go, wire.go (wire types). The JSON-RPC codec
+// the shims and the fast path use (decoding, scanning, framing, replies,
+// calls in flight) is package internal/wire, which imports nothing of the
+// engine.
 package taskrouter

@@ -35,7 +35,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"reflect"
@@ -46,6 +45,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 // fastState is the router's state for the fast path.
@@ -67,12 +67,12 @@ type fastState struct {
 
 	// sessions are the live stateful Streamable HTTP sessions, by
 	// Mcp-Session-Id (see fasthttp.go).
-	sessions sync.Map // string -> *httpSession
+	sessions wire.Sessions
 	handlers atomic.Uint64
 
 	served atomic.Int64 // requests the fast path answered (for tests)
 
-	standIns standIns // sessions for 2026-07-28 requests over HTTP (fastsession.go)
+	standIns wire.StandIns // sessions for 2026-07-28 requests over HTTP
 
 	paramHeaders sync.Map // *mcp.Tool -> bool: its schema binds Mcp-Param-* headers
 }
@@ -138,19 +138,23 @@ func (f *fastState) accepted(v string) bool {
 // the session of a connection wrapped by Transport.
 func (r *Router) noteRequest(req mcp.Request, q *Request) {
 	if p := req.GetParams(); p != nil && !isNilParams(p) {
-		if v, ok := p.GetMeta()[mcptask.MetaProtocolVersion].(string); ok && v >= mcptask.ExtensionVersion {
+		if v, ok := p.GetMeta()[mcptask.MetaProtocolVersion].(string); ok && mcptask.DialectFor(v).NegotiatesPerRequest() {
 			r.fast.noteVersion(v)
 		}
 	}
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
 		h := http.Header(extra.Header)
-		if hv := h.Get("Mcp-Protocol-Version"); hv != "" && hv < mcptask.ExtensionVersion {
+		if hv := h.Get("Mcp-Protocol-Version"); hv != "" && !mcptask.DialectFor(hv).NegotiatesPerRequest() {
 			r.fast.noteVersion(hv)
 		}
 		if hid := h.Get(handlerHeader); hid != "" && ss != nil {
 			if id := ss.ID(); id != "" {
-				r.fast.trackSession(id, ss, hid, extra)
+				userID := ""
+				if extra.TokenInfo != nil {
+					userID = extra.TokenInfo.UserID
+				}
+				r.fast.sessions.Track(id, ss, hid, userID)
 			}
 		}
 		q.touched = h.Get(touchedHeader)
@@ -222,8 +226,8 @@ var errNoReply = errors.New("taskrouter: no response")
 
 // preparedCall is a request the fast path serves, ready to run.
 type preparedCall struct {
-	c    fastCall
-	mv   metaView
+	c    wire.Call
+	mv   wire.MetaView
 	req  mcp.Request
 	caps *mcp.ClientCapabilities
 }
@@ -234,9 +238,9 @@ type preparedCall struct {
 // connection wrapped by Transport, as its shim tags it; headers says the
 // SDK would check the Mcp-Param-* headers of a tools/call (HTTP, from
 // 2026-07-28).
-func (r *Router) prepareCall(c fastCall, mv metaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, connID string, headers bool) (*preparedCall, bool) {
+func (r *Router) prepareCall(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, connID string, headers bool) (*preparedCall, bool) {
 	var req mcp.Request
-	switch p := c.params.(type) {
+	switch p := c.Params.(type) {
 	case *ListTasksParams:
 		req = &mcp.ServerRequest[*ListTasksParams]{Session: ss, Params: p, Extra: extra}
 	case *UpdateTaskParams:
@@ -246,13 +250,13 @@ func (r *Router) prepareCall(c fastCall, mv metaView, ss *mcp.ServerSession, ext
 	case *mcp.CallToolParamsRaw:
 		req = &mcp.CallToolRequest{Session: ss, Params: p, Extra: extra}
 	}
-	caps := mv.caps
+	caps := mv.Caps
 	if caps == nil {
 		if ip := ss.InitializeParams(); ip != nil {
 			caps = ip.Capabilities
 		}
 	}
-	if p, ok := c.params.(*mcp.CallToolParamsRaw); ok {
+	if p, ok := c.Params.(*mcp.CallToolParamsRaw); ok {
 		declared := false
 		if caps != nil {
 			_, declared = caps.Extensions[mcptask.ExtensionID]
@@ -262,7 +266,7 @@ func (r *Router) prepareCall(c fastCall, mv metaView, ss *mcp.ServerSession, ext
 			return nil, false
 		}
 		if connID != "" {
-			p.Meta[metaConnID] = connID
+			p.Meta[wire.MetaConnID] = connID
 		}
 	}
 	if extra != nil {
@@ -280,22 +284,22 @@ func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Resp
 	c, mv, req := pc.c, pc.mv, pc.req
 	ctx = context.WithValue(ctx, fastCapsKey{}, &fastCaps{req: req, caps: pc.caps})
 	r.fast.served.Add(1)
-	res, err := r.handle(ctx, c.method, req)
+	res, err := r.handle(ctx, c.Method, req)
 	if errors.Is(err, errHandoff) {
 		return nil, errHandoff
 	}
 	var result any
 	if err == nil {
 		result = res
-		if mv.newProtocol {
-			// go-sdk's ServerSession.handle: every 2026-07-28 result names
-			// the server in _meta.
-			annotateServerInfo(res, r.serverInfo(ctx))
+		if mv.PerRequest() {
+			// go-sdk's ServerSession.handle: every result of a request
+			// that negotiates per request names the server in _meta.
+			wire.AnnotateServerInfo(res, r.serverInfo(ctx))
 		}
 	}
-	resp, ok := sdkResponse(c.id, c.method, result, err)
+	resp, ok := wire.Response(c.ID, c.Method, result, err)
 	if !ok {
-		r.log.Error("taskrouter: a task method's result cannot be encoded; no response is sent", "method", c.method)
+		r.log.Error("taskrouter: a task method's result cannot be encoded; no response is sent", "method", c.Method)
 		return nil, errNoReply
 	}
 	return resp, nil
@@ -325,7 +329,7 @@ func (r *Router) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declar
 	if p.Meta == nil {
 		return false
 	}
-	_, asked, err := takeTaskParam(p.Meta)
+	_, asked, err := wire.TakeTaskParam(p.Meta)
 	return asked && err == nil
 }
 
@@ -343,56 +347,6 @@ func (f *fastState) noParamHeaders(te *toolEntry) bool {
 	has := err != nil || bytes.Contains(b, []byte("x-mcp-header"))
 	f.paramHeaders.Store(te.tool, has)
 	return !has
-}
-
-// annotateServerInfo is go-sdk's: _meta[serverInfo] = impl, unless set.
-func annotateServerInfo(res mcp.Result, impl *mcp.Implementation) {
-	if res == nil || impl == nil {
-		return
-	}
-	m := res.GetMeta()
-	if m == nil {
-		m = map[string]any{}
-	}
-	if _, ok := m[mcptask.MetaServerInfo]; ok {
-		return
-	}
-	m[mcptask.MetaServerInfo] = impl
-	res.SetMeta(m)
-}
-
-var errMethodNotFound = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
-
-// sdkResponse builds the response go-sdk's jsonrpc2 layer sends for a
-// handler's outcome (processResult, NewResponse): a -32601 error's message
-// becomes `method not found: "<method>"`, and the result is encoded
-// without HTML escaping. ok is false for a result that cannot be encoded,
-// which the SDK answers with nothing at all.
-func sdkResponse(id jsonrpc.ID, method string, result any, err error) (*jsonrpc.Response, bool) {
-	if err != nil && errors.Is(err, errMethodNotFound) {
-		err = fmt.Errorf("%w: %q", errMethodNotFound, method)
-	}
-	resp := &jsonrpc.Response{ID: id, Error: err}
-	if err == nil && result != nil {
-		raw, merr := encodeNoEscape(result)
-		if merr != nil {
-			return nil, false
-		}
-		resp.Result = raw
-	}
-	return resp, true
-}
-
-// encodeNoEscape is go-sdk's jsonMarshal: encoding/json without HTML
-// escaping, no trailing newline.
-func encodeNoEscape(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // recoverFast keeps a bug in the fast path's own code from taking the

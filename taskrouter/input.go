@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 const methodElicit = mcptask.MethodElicit
@@ -83,6 +84,19 @@ func (in *pendingInput) wire() json.RawMessage {
 		Params json.RawMessage `json:"params"`
 	}{in.method, in.params})
 	return b
+}
+
+// hasUnclaimedInput reports whether the run has an input request no
+// tasks/result stream is delivering yet.
+func (ru *run) hasUnclaimedInput() bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	for _, in := range ru.inputs {
+		if !in.inFlight {
+			return true
+		}
+	}
+	return false
 }
 
 // claimInputs marks every undelivered input in flight and returns them.
@@ -236,7 +250,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	if err != nil {
 		return fmt.Errorf("taskrouter: encoding input request: %w", err)
 	}
-	raw, err = mergeMeta(raw, mcptask.RelatedTaskMeta(ru.id))
+	raw, err = wire.MergeMeta(raw, mcptask.RelatedTaskMeta(ru.id))
 	if err != nil {
 		return err
 	}

@@ -172,7 +172,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			// LLM host, could never call it otherwise).
 			return r.plainCall(ctx, q, req, te)
 		}
-		ttl = q.task.ttl()
+		ttl = q.task.Duration()
 	}
 	// Arguments that fail the tool's input schema create no task. A core
 	// client asked for a task, so it gets a JSON-RPC -32602 naming the

@@ -160,7 +160,7 @@ func (r *Router) Close() error {
 	r.wg.Wait()
 	r.workers.close()
 	r.loop.close()
-	r.fast.closeStandIns()
+	r.fast.standIns.Close()
 	return nil
 }
 

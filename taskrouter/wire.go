@@ -1,13 +1,13 @@
 package taskrouter
 
 import (
-	"bytes"
 	"encoding/json"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 // The result and params types of the tasks/* methods. The task bodies are
@@ -75,24 +75,17 @@ type extCreateTaskResult struct {
 	Content []mcp.Content `json:"content"`
 }
 
-// TaskIDParams are the params of tasks/get, tasks/result and tasks/cancel.
-type TaskIDParams struct {
-	mcp.ParamsBase
-	TaskID string `json:"taskId"`
-}
+// TaskIDParams are the params of tasks/get, tasks/result and tasks/cancel:
+// taskId (TaskID) and _meta.
+type TaskIDParams = wire.TaskIDParams
 
-// ListTasksParams are the params of tasks/list.
-type ListTasksParams struct {
-	mcp.ParamsBase
-	Cursor string `json:"cursor,omitempty"`
-}
+// ListTasksParams are the params of tasks/list: cursor (Cursor) and
+// _meta.
+type ListTasksParams = wire.ListTasksParams
 
-// UpdateTaskParams are the params of the extension's tasks/update.
-type UpdateTaskParams struct {
-	mcp.ParamsBase
-	TaskID         string                     `json:"taskId"`
-	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
-}
+// UpdateTaskParams are the params of the extension's tasks/update:
+// taskId (TaskID), inputResponses (InputResponses) and _meta.
+type UpdateTaskParams = wire.UpdateTaskParams
 
 // getTaskResult is the core-dialect reply to tasks/get and tasks/cancel.
 type getTaskResult struct {
@@ -132,8 +125,6 @@ type inputRequiredResult struct {
 	InputRequests mcp.InputRequestMap `json:"inputRequests"`
 }
 
-var metaKey = []byte(`"_meta"`)
-
 // rawResult carries an already-encoded result (a stored CallToolResult)
 // with _meta merged in.
 type rawResult struct {
@@ -142,44 +133,4 @@ type rawResult struct {
 }
 
 // MarshalJSON writes the stored result with the _meta merged in.
-func (r *rawResult) MarshalJSON() ([]byte, error) { return mergeMeta(r.raw, r.Meta) }
-
-// mergeMeta returns the JSON object raw with add merged into its _meta
-// (keys in add win). A raw value that is not an object becomes {}.
-func mergeMeta(raw json.RawMessage, add map[string]any) (json.RawMessage, error) {
-	// Fast path, the common case: an object with no "_meta" anywhere gets
-	// the new member spliced in, without decoding the (possibly large)
-	// result.
-	if t := bytes.TrimSpace(raw); len(add) > 0 && len(t) >= 2 && t[0] == '{' && !bytes.Contains(t, metaKey) {
-		mb, err := json.Marshal(add)
-		if err != nil {
-			return nil, err
-		}
-		rest := bytes.TrimSpace(t[1:])
-		out := make([]byte, 0, len(t)+len(mb)+len(metaKey)+2)
-		out = append(append(append(append(out, '{'), metaKey...), ':'), mb...)
-		if rest[0] != '}' {
-			out = append(out, ',')
-		}
-		return append(out, rest...), nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		m = map[string]json.RawMessage{}
-	}
-	meta := map[string]any{}
-	if old, ok := m["_meta"]; ok {
-		_ = json.Unmarshal(old, &meta)
-	}
-	for k, v := range add {
-		meta[k] = v
-	}
-	if len(meta) > 0 {
-		b, err := json.Marshal(meta)
-		if err != nil {
-			return nil, err
-		}
-		m["_meta"] = b
-	}
-	return json.Marshal(m)
-}
+func (r *rawResult) MarshalJSON() ([]byte, error) { return wire.MergeMeta(r.raw, r.Meta) }
