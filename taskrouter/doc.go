@@ -47,11 +47,13 @@
 // Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
 // answer the task methods, and a tools/call that goes straight to
 // creating a task, themselves. They decode the body once, in place, build
-// the request the SDK would build, run it through the router's
-// middleware and the SDK's method handlers as above, and write the reply
-// as the SDK writes it; anything the SDK would treat differently (a
-// batch, an unusual body, a header the SDK refuses, an unknown session)
-// goes to the SDK untouched. Config.DisableFastPath turns it off.
+// the request the SDK would build, run it through the server's receiving
+// chain (the middleware added after Install, the router's, the SDK's
+// method handlers: the chain as it stood on the first such request), and
+// write the reply as the SDK writes it; anything the SDK would treat
+// differently (a batch, an unusual body, a header the SDK refuses, an
+// unknown session) goes to the SDK untouched. Options.DisableFastPath
+// turns it off.
 //
 // # Where the SDK's gaps are worked around
 //
@@ -70,6 +72,36 @@
 //   - the SDK sends no custom notifications: notifications/tasks/status is
 //     written on connections wrapped by Transport (shim.go).
 //   - the SDK does not recover handler panics: the middleware does.
+//
+// # Upgrading go-sdk
+//
+// The shims, the fast path and package internal/wire reproduce what
+// go-sdk v1.8.0 does with the same bytes, without reading any of its
+// private fields. TestGoSDKVersionPinned fails on any other version; an
+// upgrade must re-check, before moving the pin:
+//
+//   - that params.task is still dropped (then the shims must still move
+//     it), and that the private _meta keys still reach the middleware;
+//   - that AddReceivingMiddleware still makes the latest middleware the
+//     outermost and hands it the chain sessions call: the fast path runs
+//     its requests through the chain it is handed
+//     (TestMiddlewareAfterInstallSeesFastPath);
+//   - go-sdk's decoding (segmentio/encoding, case-sensitive fields, the
+//     nesting limit of 1000), message validation and per-request _meta
+//     checks (wire.DecodeCall, wire.ViewMeta; FuzzParseFastBody);
+//   - the Streamable HTTP handler's checks before it reads a POST
+//     (wire.SDKReads), its session rules, its replies (headers, SSE
+//     framing, the HTTP statuses of protocol errors, the duplicate-id
+//     refusal) and jsonrpc2's encoding of results and of -32601
+//     (wire.Response, wire.WriteReply);
+//   - the _meta serverInfo of 2026-07-28 results, the stateless
+//     transport's refusal of server requests (wire.StandIns), and the
+//     capability and tools/list shapes the middleware rewraps;
+//   - MCPGODEBUG's settings (the fast path is off while it is set).
+//
+// The differential tests (fastpath_diff_test.go, fastpath_conndiff_test.go)
+// send the same requests through the fast path and through the SDK and
+// compare the bytes: run them, and the fuzz targets, on the new version.
 //
 // # Where the dialects differ
 //

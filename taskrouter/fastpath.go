@@ -13,10 +13,11 @@ package taskrouter
 //
 // What stays identical: the fast path decodes with the same library and
 // flags as the SDK (segmentio/encoding in place, case-sensitive fields),
-// runs the very method handlers the SDK would run, below the same
-// middleware (Router.handle and whatever was installed before Install),
-// and encodes the reply the way the SDK's jsonrpc2 layer and transports
-// do. It only takes a request the SDK would accept up to its dispatch;
+// runs the request through the server's whole receiving chain (the
+// middleware added after Install, the router's own, whatever was
+// installed before Install, and the SDK's method handlers: see
+// fastState.chain), and encodes the reply the way the SDK's jsonrpc2
+// layer and transports do. It only takes a request the SDK would accept up to its dispatch;
 // anything else (a batch, a malformed or unusual body, a header the SDK
 // would refuse, an unknown session, a version the server has not
 // accepted yet...) goes to the SDK exactly as before, so every refusal is
@@ -24,11 +25,11 @@ package taskrouter
 // all (a core tasks/result whose task asks the client for input over
 // HTTP) is handed to the SDK before anything is written.
 //
-// The fast path is off when it cannot be sure to match: receiving
-// middleware added to the server after Install (it would not see these
-// requests), MCPGODEBUG compatibility settings, or an SDK whose internals
-// it does not recognise. HTTPOptions.DisableFastPath turns it off for one
-// handler.
+// The fast path is off when it cannot be sure to match: MCPGODEBUG
+// compatibility settings (go-sdk's, read where they matter), or
+// Options.DisableFastPath; HTTPOptions.DisableFastPath turns it off for
+// one handler. What an upgrade of go-sdk must re-check is listed in
+// doc.go ("Upgrading go-sdk").
 
 import (
 	"bytes"
@@ -37,7 +38,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -52,6 +52,13 @@ import (
 type fastState struct {
 	checkOnce sync.Once
 	off       bool // the fast path cannot match the SDK path on this server
+	// chain is the server's receiving chain as it stood on the first
+	// request that could take the fast path: every middleware added to
+	// the server after Install (go-sdk makes the latest the outermost),
+	// then the router's (Router.handle), then what was there before
+	// Install and the SDK's dispatch. The fast path runs its requests
+	// through it, so middleware sees them as it sees the SDK's.
+	chain mcp.MethodHandler
 
 	// impl is the server's Implementation, which go-sdk adds to every
 	// 2026-07-28 result's _meta (annotateServerInfo); learned from an
@@ -78,7 +85,8 @@ type fastState struct {
 }
 
 // fastUsable reports whether the fast path may serve requests for this
-// router. The check runs once, on the first request that could use it:
+// router. The check runs once, on the first request that could use it,
+// and takes the server's receiving chain then (fastState.chain):
 // middleware is added before a server serves.
 func (r *Router) fastUsable() bool {
 	f := &r.fast
@@ -92,9 +100,12 @@ func (r *Router) fastUsable() bool {
 		case os.Getenv("MCPGODEBUG") != "":
 			f.off, why = true, "MCPGODEBUG is set"
 		default:
-			if ok, reason := r.routerIsOutermost(); !ok {
-				f.off, why = true, reason
-			}
+			// A pass-through middleware, added now, is handed the chain
+			// as it stands; it adds nothing to it.
+			r.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+				f.chain = next
+				return next
+			})
 		}
 		if f.off {
 			r.log.Info("taskrouter: task methods go through the SDK", "reason", why)
@@ -103,22 +114,6 @@ func (r *Router) fastUsable() bool {
 		}
 	})
 	return !f.off
-}
-
-// routerIsOutermost reports whether the server's receiving method handler
-// is still the router's own, so that no middleware added after Install
-// would miss the requests the fast path serves. go-sdk keeps the handler
-// in an unexported field; if that field is not there, the answer is no.
-func (r *Router) routerIsOutermost() (bool, string) {
-	v := reflect.ValueOf(r.server).Elem()
-	f := v.FieldByName("receivingMethodHandler_")
-	if !f.IsValid() || f.Kind() != reflect.Func {
-		return false, "go-sdk's server layout is not the one the fast path knows"
-	}
-	if f.Pointer() != reflect.ValueOf(r.handle).Pointer() {
-		return false, "receiving middleware was added to the server after Install"
-	}
-	return true, ""
 }
 
 func (f *fastState) noteVersion(v string) {
@@ -277,14 +272,15 @@ func (r *Router) prepareCall(c wire.Call, mv wire.MetaView, ss *mcp.ServerSessio
 	return &preparedCall{c: c, mv: mv, req: req, caps: caps}, true
 }
 
-// serveCall runs a prepared request through the router's middleware and
-// the SDK's method dispatch below it, and returns the response to write;
+// serveCall runs a prepared request through the server's receiving chain
+// (fastState.chain: the middleware, the router's, the SDK's method
+// dispatch), and returns the response to write;
 // or errHandoff when the request was handed back, or errNoReply.
 func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Response, error) {
 	c, mv, req := pc.c, pc.mv, pc.req
 	ctx = context.WithValue(ctx, fastCapsKey{}, &fastCaps{req: req, caps: pc.caps})
 	r.fast.served.Add(1)
-	res, err := r.handle(ctx, c.Method, req)
+	res, err := r.fast.chain(ctx, c.Method, req)
 	if errors.Is(err, errHandoff) {
 		return nil, errHandoff
 	}

@@ -22,9 +22,8 @@ type HTTPOptions struct {
 	MaxBodyBytes int64
 	// DisableFastPath sends the task methods through the SDK's handlers
 	// like every other request. By default the handler answers them
-	// itself (identically, at a fraction of the cost; see the package
-	// documentation), unless receiving middleware was added to the server
-	// after Install, which would then not see them.
+	// itself (identically, at a fraction of the cost, through the same
+	// receiving middleware; see the package documentation).
 	DisableFastPath bool
 }
 
