@@ -71,7 +71,7 @@ func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, 
 	if err == nil {
 		r.sched.note(created.WakeAt)
 		r.observe(TaskCreated, created, nil)
-		r.rememberEnded(created)
+		r.recent.remember(created, r.cfg.Now())
 	}
 	return created, err
 }

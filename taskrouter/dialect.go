@@ -37,7 +37,7 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	res := &extGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: extensionTask(t)}
 	switch t.Status {
 	case store.StatusInputRequired:
-		if ik := r.inputKindOf(t); ik != nil {
+		if ik := r.kinds.inputKind(t); ik != nil {
 			res.InputRequests = ik.InputRequests(t)
 		} else if r.shared {
 			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica

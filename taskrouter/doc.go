@@ -10,7 +10,7 @@
 // when tasks/cancel, ttl expiry or the task timeout says so, sweeps expired
 // tasks, and on Start resolves the work a dead process left behind
 // (retryable tools re-run, others fail with a reason, other kinds go to
-// hooks registered with OnRecover).
+// the hooks registered with HandleKind).
 //
 //	router, _ := taskrouter.New(taskrouter.Config{Store: st})
 //	_ = router.Install(server)                     // right after mcp.NewServer

@@ -51,20 +51,9 @@ func (r *Router) load(ctx context.Context, q *Request, id string) (*store.Task, 
 		return nil, storeError(err)
 	}
 	if q.touched != id {
-		r.touch(ctx, t)
+		r.kinds.touched(ctx, t)
 	}
 	return t, nil
-}
-
-// A TouchHook learns that a client named a task in a request (tasks/*, or
-// a continuation): the workflow bridge uses it to tell orphaned workflow
-// tasks from ones a client holds.
-type TouchHook func(ctx context.Context, t *store.Task)
-
-func (r *Router) touch(ctx context.Context, t *store.Task) {
-	if _, _, _, hook := r.kinds.of(t); hook != nil {
-		hook(ctx, t)
-	}
 }
 
 func taskIDOf(p *TaskIDParams) string {
@@ -221,7 +210,7 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 	if err != nil {
 		return nil, err
 	}
-	if ik := r.inputKindOf(t); ik != nil {
+	if ik := r.kinds.inputKind(t); ik != nil {
 		if err := ik.Answer(ctx, t, p.InputResponses); err != nil {
 			return nil, err
 		}

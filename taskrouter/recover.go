@@ -54,14 +54,9 @@ func (r *Router) recover(ctx context.Context) error {
 	return nil
 }
 
-// A RecoverFunc resolves an active task of one kind whose process is gone
-// (see Router.OnRecover). reason is ReasonRestart or ReasonTakeover. The
-// function claims (Router.Lease) whatever it runs.
-type RecoverFunc func(ctx context.Context, t *store.Task, reason string) error
-
-// resolveTask hands a task whose process is gone to the policy of its kind: a
-// hook registered with OnRecover (workflows), the tool policy, or failure
-// with a reason.
+// resolveTask hands a task whose process is gone to the policy of its kind: its
+// KindHandler's Recover (workflows), the tool policy, or failure with a
+// reason.
 func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -73,7 +68,7 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 		}
 	}()
 	kind := t.Labels[LabelKind]
-	hook, _, _, _ := r.kinds.of(t)
+	hook := r.kinds.recoverHook(t)
 	switch {
 	case hook != nil:
 		return hook(ctx, t, reason)

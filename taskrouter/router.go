@@ -11,12 +11,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/service"
 )
 
 // Labels the engine keeps on task records.
 const (
 	// LabelKind says what created the task: KindTool or KindWorkflow (or a
-	// kind registered with Router.OnRecover).
+	// kind registered with Router.HandleKind).
 	LabelKind = "kind"
 	// LabelDialect records the dialect the task was created in
 	// (mcptask.Dialect.Label: "core" or "ext").
@@ -71,18 +72,26 @@ type Router struct {
 	watches watches      // waiters blocked until a task changes
 	pushers pushConns    // shimmed connections to push task status to (push.go)
 
-	shared    bool   // the store is shared by several processes (store.IsShared)
-	leases    leases // leases this process holds
-	kinds     kinds  // hooks of the task kinds components drive
-	sched     scheduler
-	feedStop  func()
-	listeners listeners   // subscriptions/listen streams waiting for task changes
-	fast      fastState   // the task methods' fast path (fastpath.go)
-	recent    recentEnded // tasks this process ended moments ago (recent.go)
-	workers   workers     // goroutines that run task handlers (workers.go)
+	shared  bool   // the store is shared by several processes (store.IsShared)
+	leases  leases // leases this process holds
+	kinds   kinds  // hooks of the task kinds components drive
+	fast    fastState
+	recent  recentEnded // tasks this process ended moments ago (recent.go)
+	workers workers     // goroutines that run task handlers (workers.go)
+	// listeners are the subscriptions/listen streams waiting for task
+	// changes (feed.go).
+	listeners listeners
+	runsDone  sync.WaitGroup // handler runs (run.go)
 
-	stopSweep chan struct{}
-	wg        sync.WaitGroup
+	// The background work, each a service (package internal/service)
+	// that services starts in Start and stops in Close.
+	services service.Supervisor
+	feed     *changeFeed    // the store's change feed (feed.go)
+	sched    *scheduler     // due wake-ups (schedule.go)
+	sweeper  *sweeper       // expired tasks (sweep.go)
+	renewer  *leaseRenewer  // this process's leases (lease.go)
+	takeover *leaseTakeover // expired leases, on a shared store (lease.go)
+
 	startOnce sync.Once
 }
 
@@ -95,15 +104,42 @@ func New(cfg Config) (*Router, error) {
 		return nil, err
 	}
 	r := &Router{
-		cfg:       cfg,
-		st:        cfg.Store,
-		log:       cfg.Logger,
-		quotas:    newQuotas(cfg),
-		stopSweep: make(chan struct{}),
-		shared:    store.IsShared(cfg.Store),
+		cfg:    cfg,
+		st:     cfg.Store,
+		log:    cfg.Logger,
+		quotas: newQuotas(cfg),
+		shared: store.IsShared(cfg.Store),
 	}
-	r.sched.init()
+	if err := r.newServices(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// newServices makes the router's background services from its
+// configuration.
+func (r *Router) newServices() error {
+	cfg := r.cfg
+	notifier, _ := r.st.(store.Notifier)
+	r.feed = newChangeFeed(r, notifier)
+	poll := cfg.SweepInterval
+	if r.shared {
+		poll = cfg.ChangePollInterval
+	}
+	var errs []error
+	var err error
+	r.sched, err = newScheduler(r, schedulerConfig{Poll: poll, Now: cfg.Now})
+	errs = append(errs, err)
+	r.sweeper, err = newSweeper(r, sweeperConfig{Interval: cfg.SweepInterval, Grace: cfg.ExpiredGrace, Now: cfg.Now})
+	errs = append(errs, err)
+	lease := leaseWorkConfig{LeaseDuration: cfg.LeaseDuration, ReplicaID: cfg.ReplicaID}
+	lease.Interval = max(cfg.LeaseDuration/3, 10*time.Millisecond)
+	r.renewer, err = newLeaseRenewer(r, lease)
+	errs = append(errs, err)
+	lease.Interval = max(cfg.LeaseDuration/4, 10*time.Millisecond)
+	r.takeover, err = newLeaseTakeover(r, lease)
+	errs = append(errs, err)
+	return errors.Join(errs...)
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -122,42 +158,44 @@ func (r *Router) Now() time.Time { return r.cfg.Now() }
 func (r *Router) Server() *mcp.Server { return r.server }
 
 // Start resolves tasks left active by a previous process and starts the
-// TTL sweeper. Call it once, after every tool and recovery hook is
-// registered and Install has run. Later calls do nothing.
+// engine's background services: the change feed (first, so that no
+// change is missed while recovering), then the scheduler, the ttl sweeper,
+// the lease renewer and, on a shared store, the takeover of expired
+// leases. Call it once, after every tool and kind hook is registered and
+// Install has run. Later calls do nothing.
 func (r *Router) Start(ctx context.Context) error {
 	var err error
 	r.startOnce.Do(func() {
-		if err = r.subscribe(ctx); err != nil {
+		if err = r.services.Start(ctx, r.feed); err != nil {
 			return
 		}
 		err = r.recover(ctx)
-		r.runScheduler()
-		r.every(r.cfg.SweepInterval, r.sweep)
-		r.every(max(r.cfg.LeaseDuration/3, 10*time.Millisecond), r.renew)
+		background := []service.Service{r.sched, r.sweeper, r.renewer}
 		if r.shared {
-			r.every(max(r.cfg.LeaseDuration/4, 10*time.Millisecond), r.takeover)
+			background = append(background, r.takeover)
+		}
+		if serr := r.services.Start(ctx, background...); serr != nil {
+			err = errors.Join(err, serr)
 		}
 	})
 	return err
 }
 
-// Close stops the sweeper, cancels running handlers without recording an
-// outcome (so a later Start resolves them by policy, as after a crash), and
-// waits for them to return. It does not close the store.
+// Close stops the background services, cancels running handlers without
+// recording an outcome (so a later Start resolves them by policy, as
+// after a crash), and waits for them to return. It does not close the
+// store.
 func (r *Router) Close() error {
 	ids, ok := r.runs.close()
 	if !ok {
 		return nil
 	}
-	close(r.stopSweep)
 	for _, id := range ids {
 		r.stopRun(id, errShutdown)
 	}
-	if r.feedStop != nil {
-		r.feedStop()
-	}
+	r.services.Stop()
 	r.listeners.closeAll()
-	r.wg.Wait()
+	r.runsDone.Wait()
 	r.workers.close()
 	r.loop.close()
 	r.fast.standIns.Close()

@@ -66,7 +66,7 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec exe
 		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
 		r.leases.add(t.ID, ru.lease)
 	}
-	if !r.runs.add(ru, &r.wg) {
+	if !r.runs.add(ru, &r.runsDone) {
 		// Close began while the task was being created: it is not started
 		// here. Its record, if stored, stays working for the next Start's
 		// recovery (or another replica's takeover), like a task whose
@@ -84,7 +84,7 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec exe
 		return ru
 	}
 	r.workers.run(func() { // workers.go
-		defer r.wg.Done()
+		defer r.runsDone.Done()
 		defer cancel(nil)
 		res, err := r.execute(ctx, ru, exec)
 		r.finish(ctx, ru, res, err)

@@ -58,7 +58,7 @@ func (r *Router) Task(ctx context.Context, id string) (*store.Task, error) {
 // requestor are indistinguishable from missing ones (see Config.SessionBound
 // for who may access what).
 func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.Task, error) {
-	t := r.recentTask(id) // a task this process just ended (recent.go)
+	t := r.recent.get(id, r.cfg.Now()) // a task this process just ended (recent.go)
 	if t == nil {
 		var err error
 		if t, err = r.st.Get(ctx, id); err != nil {
@@ -78,7 +78,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	if err != nil {
 		return nil, err
 	}
-	r.rememberEnded(t)
+	r.recent.remember(t, r.cfg.Now())
 	if u.WakeAt != nil {
 		r.sched.note(t.WakeAt)
 	}

@@ -97,7 +97,7 @@ func (r *Router) toolTask(ctx context.Context, id string) (*store.Task, *mcp.Cal
 		}
 		return nil, errorResult("reading task %q: %v", id, err)
 	}
-	r.touch(ctx, t)
+	r.kinds.touched(ctx, t)
 	return t, nil
 }
 
@@ -116,7 +116,7 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 		}
 		wait = min(wait, time.Duration(*in.WaitSeconds*float64(time.Second)))
 	}
-	rep := r.reporterOf(t)
+	rep := r.kinds.reporter(t)
 	settled := func(t *store.Task) bool {
 		if t.Status.Terminal() {
 			return true
@@ -194,14 +194,6 @@ func (r *Router) taskCancelTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 		return errorResult("cancelling task %s: %v", t.ID, err), nil, nil
 	}
 	return withState(textResult("Task %s is cancelled; its work was stopped.", nt.ID), nt), nil, nil
-}
-
-// reporterOf returns the Reporter of t's kind, if its handler is one.
-func (r *Router) reporterOf(t *store.Task) Reporter {
-	r.kinds.mu.Lock()
-	defer r.kinds.mu.Unlock()
-	rep, _ := r.kinds.handlers[t.Labels[LabelKind]].(Reporter)
-	return rep
 }
 
 func errorResult(format string, args ...any) *mcp.CallToolResult {
