@@ -87,7 +87,7 @@ func TestBuildPrefaultsBboltFromEnvironment(t *testing.T) {
 	require.ErrorContains(t, err, `"sometimes"`)
 
 	// The option given in code, without the environment.
-	srv, err := builder.New("t", "1").WithoutEnv().WithDBPath(path).WithBboltOptions(bboltstore.WithPrefault(true)).Build(ctx)
+	srv, err := builder.New("t", "1").WithoutEnv().WithDB(path).WithBboltOptions(bboltstore.WithPrefault(true)).Build(ctx)
 	require.NoError(t, err)
 	defer srv.Close()
 	require.GreaterOrEqual(t, mappedKiB(t, path), fileKiB*9/10)

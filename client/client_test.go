@@ -407,7 +407,7 @@ func TestListTasksPages(t *testing.T) {
 // pushes notifications/tasks/status. With a 10s suggested poll interval,
 // a task that ends in 200ms is followed by the push alone.
 func TestStatusPushIsConsumed(t *testing.T) {
-	s := newConfServer(t, func(c *taskrouter.Config) { c.PollInterval = 10 * time.Second })
+	s := newConfServer(t, func(c *taskrouter.Options) { c.PollInterval = 10 * time.Second })
 	ctr := counting(s.memory())
 	c := dial(t, ctr, &client.Options{Dialect: client.Core})
 	start := time.Now()

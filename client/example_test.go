@@ -22,7 +22,7 @@ import (
 // an in-process taskbridge server with the conformance tools.
 func ExampleClient_CallTool() {
 	ctx := context.Background()
-	srv, router, err := conftools.NewServer(taskrouter.Config{Store: memory.New(), PollInterval: 20 * time.Millisecond})
+	srv, router, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func ExampleClient_CallTool() {
 // extension, so the client speaks the 2026-07-28 dialect.
 func ExampleHTTPTransport() {
 	ctx := context.Background()
-	_, router, err := conftools.NewServer(taskrouter.Config{Store: memory.New(), PollInterval: 20 * time.Millisecond})
+	_, router, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	b := builder.New("bound", "1").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "bound"}, func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
 		mu.Lock()
 		seen = append(seen, string(req.Params.Arguments))

@@ -66,7 +66,7 @@ func newFlowServer(t *testing.T) *flowServer {
 	t.Helper()
 	f := &flowServer{t: t}
 	b := builder.New("flow-test", "1").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond}).
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
 		Setup(func(s *mcp.Server) {
 			s.AddPrompt(&mcp.Prompt{Name: "hello"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "assistant", Content: &mcp.TextContent{Text: "Hello!\n```json\n{\"not\": \"a handoff\"}\n```"}}}}, nil

@@ -30,13 +30,13 @@ type confServer struct {
 	url string
 }
 
-func newConfServer(t *testing.T, mutate func(*taskrouter.Config)) *confServer {
+func newConfServer(t *testing.T, mutate func(*taskrouter.Options)) *confServer {
 	t.Helper()
-	cfg := taskrouter.Config{Store: memory.New(), PollInterval: 20 * time.Millisecond}
+	opts := taskrouter.Options{PollInterval: 20 * time.Millisecond}
 	if mutate != nil {
-		mutate(&cfg)
+		mutate(&opts)
 	}
-	srv, router, err := conftools.NewServer(cfg)
+	srv, router, err := conftools.NewServer(memory.New(), &opts)
 	require.NoError(t, err)
 	require.NoError(t, router.Start(context.Background()))
 	t.Cleanup(func() { _ = router.Close() })

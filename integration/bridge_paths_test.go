@@ -78,8 +78,8 @@ var semverRE = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixture {
 	t.Helper()
 	f := &shipFixture{slowRan: make(chan struct{}, 8)}
-	b := builder.New("ship-test", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
+	b := builder.New("ship-test", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "fetch"}, func(ctx context.Context, req *mcp.CallToolRequest, in shipFetchIn) (*mcp.CallToolResult, shipFetchOut, error) {
 		var raw map[string]any
 		_ = json.Unmarshal(req.Params.Arguments, &raw)
@@ -129,7 +129,7 @@ func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixt
 					Bind("message", workflow.FromClient("the announcement")),
 			)
 	}
-	b.TaskWorkflow(ship("ship")).Workflow(ship("ship_plain"))
+	b.TaskWorkflow(ship("ship")).PlainWorkflow(ship("ship_plain"))
 	b.TaskWorkflow(workflow.New("slowflow", "a slow server step").Step(
 		workflow.Server("wait", "slow"),
 		workflow.Client("after", "announce").Bind("tag", workflow.Const("x")).Bind("message", workflow.FromClient("m")),

@@ -77,8 +77,8 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 	if dbPath == "" {
 		dbPath = filepath.Join(t.TempDir(), "tasks.db")
 	}
-	b := builder.New("bridge-test", "1").WithDBPath(dbPath).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
+	b := builder.New("bridge-test", "1").WithDB(dbPath).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	var router atomic.Pointer[taskrouter.Router]
 	builder.Tool(b, &mcp.Tool{Name: "prepare"}, func(ctx context.Context, _ *mcp.CallToolRequest, in prepIn) (*mcp.CallToolResult, prepOut, error) {
 		return nil, prepOut{Topic: in.Topic, Items: []string{in.Topic + "-1", in.Topic + "-2"}}, nil
@@ -122,7 +122,7 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 					Bind("approver", workflow.TaskVar("approver")).WithRetry(),
 			)
 	}
-	b.TaskWorkflow(wf("flow")).Workflow(wf("flow_plain"))
+	b.TaskWorkflow(wf("flow")).PlainWorkflow(wf("flow_plain"))
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	router.Store(srv.Router)

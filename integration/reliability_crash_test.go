@@ -804,7 +804,7 @@ func TestCrashRestartDurability(t *testing.T) {
 // not stay working until its ttl.
 func TestCrashRecoveryBeyondPendingLimit(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "tasks.db")
-	a := newRelServer(t, relServerOptions{db: db, cfg: taskrouter.Config{MaxConcurrent: 1}})
+	a := newRelServer(t, relServerOptions{db: db, cfg: taskrouter.Options{MaxConcurrent: 1}})
 	ctx := relCtx(t, time.Minute)
 	ex := newRelClient(a.url, newRelHTTPClient(2), relExt, "")
 	// One long handler holds the only slot; the others queue behind it.
@@ -818,7 +818,7 @@ func TestCrashRecoveryBeyondPendingLimit(t *testing.T) {
 	}
 	a.close() // as good as a crash: Close records no outcome for running or queued tasks
 
-	b := newRelServer(t, relServerOptions{db: db, cfg: taskrouter.Config{MaxPendingPerOwner: 4}})
+	b := newRelServer(t, relServerOptions{db: db, cfg: taskrouter.Options{MaxPendingPerOwner: 4}})
 	ex = newRelClient(b.url, newRelHTTPClient(2), relExt, "")
 	deadline := time.Now().Add(5 * time.Second)
 	for _, id := range ids {

@@ -405,7 +405,7 @@ type relServer struct {
 type relServerOptions struct {
 	// db is the bbolt file; empty means a new one in a temporary directory.
 	db     string
-	cfg    taskrouter.Config
+	cfg    taskrouter.Options
 	limits store.Limits
 	// wrap, when set, wraps the HTTP handler (e.g. bearer auth).
 	wrap     func(http.Handler) http.Handler
@@ -461,7 +461,7 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
-	b := builder.New("reliability", "1").WithStore(st).WithoutEnv().WithConfig(cfg)
+	b := builder.New("reliability", "1").WithStore(st).WithoutEnv().WithRouterOptions(cfg)
 	work := func(ctx context.Context, _ *mcp.CallToolRequest, in relWorkIn) (*mcp.CallToolResult, any, error) {
 		select {
 		case hooks.started <- in.Label:

@@ -87,7 +87,7 @@ func TestHostileInput(t *testing.T) {
 	const maxTTL = time.Hour
 	const defaultTTL = 10 * time.Minute
 	s := newRelServer(t, relServerOptions{
-		cfg:    taskrouter.Config{MaxTTL: maxTTL, DefaultTTL: defaultTTL},
+		cfg:    taskrouter.Options{MaxTTL: maxTTL, DefaultTTL: defaultTTL},
 		limits: limits,
 		wrap:   auth.RequireBearerToken(relTokens(map[string]string{"owner-token": "owner", "other-token": "other"}), nil),
 	})

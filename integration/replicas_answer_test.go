@@ -104,7 +104,7 @@ func newAnsServer(t *testing.T, st store.Store, name string) *ansServer {
 	s := &ansServer{name: name, st: st, log: &lockedBuffer{}, published: make(chan string, 16)}
 	logger := slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := builder.New("answer-test", "1").WithStore(st).WithoutEnv().
-		WithConfig(taskrouter.Config{ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond,
+		WithRouterOptions(taskrouter.Options{ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond,
 			PollInterval: 20 * time.Millisecond, Logger: logger}).
 		WithWorkflowOptions(workflow.Options{PromptWait: ansPromptWait})
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ansDraftIn) (*mcp.CallToolResult, ansDraftOut, error) {

@@ -58,7 +58,7 @@ func startReplica(t *testing.T, dsn, name string) *replica {
 	rp := &replica{name: name, started: make(chan string, 64), stopped: make(chan string, 64)}
 	st, err := postgres.Open(context.Background(), dsn)
 	require.NoError(t, err)
-	b := builder.New("replica-test", "1").WithStore(st).WithoutEnv().WithConfig(taskrouter.Config{
+	b := builder.New("replica-test", "1").WithStore(st).WithoutEnv().WithRouterOptions(taskrouter.Options{
 		ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond,
 	})
 	// hold runs until cancelled, or for ms.

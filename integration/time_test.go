@@ -20,10 +20,10 @@ import (
 // timeServer serves "slow": a server step of stepTime, a client step, then
 // another server step of stepTime. gate, when set, holds the first step
 // until closed.
-func timeServer(t *testing.T, stepTime time.Duration, gate chan struct{}, opts workflow.Options, cfg taskrouter.Config) (*builder.Server, string) {
+func timeServer(t *testing.T, stepTime time.Duration, gate chan struct{}, opts workflow.Options, cfg taskrouter.Options) (*builder.Server, string) {
 	t.Helper()
-	b := builder.New("time", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(cfg).WithWorkflowOptions(opts)
+	b := builder.New("time", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(cfg).WithWorkflowOptions(opts)
 	builder.Tool(b, &mcp.Tool{Name: "work"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 		if gate != nil {
 			select {
@@ -84,7 +84,7 @@ func onlyTask(t *testing.T, st store.Store) string {
 // pauses at the client step, as tasks/get says. The same for a
 // continuation whose following server step outlasts its caller.
 func TestHostGivingUpCancelsNoStep(t *testing.T) {
-	srv, url := timeServer(t, 5*time.Second, nil, workflow.Options{}, taskrouter.Config{})
+	srv, url := timeServer(t, 5*time.Second, nil, workflow.Options{}, taskrouter.Options{})
 	cs := httpClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "slow"})
@@ -116,7 +116,7 @@ func TestHostGivingUpCancelsNoStep(t *testing.T) {
 // an orphan.
 func TestOrphanOnlyWithoutDelivery(t *testing.T) {
 	const orphan = 300 * time.Millisecond
-	cfg := taskrouter.Config{SweepInterval: 50 * time.Millisecond}
+	cfg := taskrouter.Options{SweepInterval: 50 * time.Millisecond}
 	t.Run("delivered", func(t *testing.T) {
 		srv, url := timeServer(t, 0, nil, workflow.Options{OrphanTimeout: orphan}, cfg)
 		cs := httpClient(t, url)

@@ -48,7 +48,7 @@ func abcDef(change func(w *workflow.Definition)) *workflow.Definition {
 // PostgreSQL DSN); calls counts the runs of each tool.
 func versionServer(t *testing.T, spec string, calls map[string]int, defs ...*workflow.Definition) *builder.Server {
 	t.Helper()
-	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithConfig(taskrouter.Config{ReplicaID: "r-" + t.Name()})
+	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithRouterOptions(taskrouter.Options{ReplicaID: "r-" + t.Name()})
 	for _, name := range []string{"ta", "tb", "tc", "td", "tx"} {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			calls[name]++

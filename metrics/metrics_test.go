@@ -212,7 +212,7 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 	}
 	// start serves defs on db and starts n tasks of the newest.
 	start := func(m *metrics.Metrics, n int, defs ...*workflow.Definition) *builder.Server {
-		b := builder.New("versions", "1").WithDBPath(db).WithoutEnv()
+		b := builder.New("versions", "1").WithDB(db).WithoutEnv()
 		if m != nil {
 			b.WithObserver(m)
 		}

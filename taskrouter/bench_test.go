@@ -34,7 +34,7 @@ func benchStores(b *testing.B) map[string]func() store.Store {
 func BenchmarkTaskRoundTrip(b *testing.B) {
 	for name, open := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
-			h := newHarnessOn(b, open(), func(c *taskrouter.Config) { c.MaxConcurrentPerOwner = 1024 })
+			h := newHarnessOn(b, open(), func(c *taskrouter.Options) { c.MaxConcurrentPerOwner = 1024 })
 			go func() {
 				for range h.started {
 				}
@@ -109,7 +109,7 @@ func BenchmarkTasksGet(b *testing.B) {
 func BenchmarkEngineCreateComplete(b *testing.B) {
 	for name, open := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
-			r, err := taskrouter.New(taskrouter.Config{Store: open()})
+			r, err := taskrouter.NewRouter(open(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -20,8 +20,8 @@ func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.
 		return &extCreateTaskResult{ResultType: mcptask.ResultTypeTask, ExtTask: extensionTask(t), Content: []mcp.Content{}}
 	}
 	res := &CreateTaskResult{Task: CoreTask(t)}
-	if r.cfg.ImmediateResponse != nil {
-		if text := r.cfg.ImmediateResponse(tool, t); text != "" {
+	if r.opts.ImmediateResponse != nil {
+		if text := r.opts.ImmediateResponse(tool, t); text != "" {
 			res.Meta = mcp.Meta{mcptask.MetaModelImmediateResponse: text}
 		}
 	}

@@ -12,7 +12,7 @@
 // (retryable tools re-run, others fail with a reason, other kinds go to
 // the hooks registered with HandleKind).
 //
-//	router, _ := taskrouter.New(taskrouter.Config{Store: st})
+//	router, _ := taskrouter.NewRouter(st, nil)            // nil: the default Options
 //	_ = router.Install(server)                     // right after mcp.NewServer
 //	taskrouter.AddTool(router, tool, handler, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
 //	_ = router.Start(ctx)                          // recovery and the ttl sweeper
@@ -128,7 +128,7 @@
 //
 // A request with an authorization context (go-sdk TokenInfo) acts for its
 // user and sees only that user's tasks. Without one, the task id is the
-// capability (unless Config.SessionBound): any unauthenticated requestor
+// capability (unless Options.SessionBound): any unauthenticated requestor
 // that presents the id may read, wait on, cancel and continue the task,
 // from any session and after restarts; tasks/list shows only the
 // requestor's own tasks. Tasks hidden from a requestor are "not found".

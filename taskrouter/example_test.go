@@ -19,7 +19,7 @@ type reportIn struct {
 // registered as task-optional, runs as a task when a client asks.
 func Example() {
 	ctx := context.Background()
-	router, err := taskrouter.New(taskrouter.Config{Store: memory.New()})
+	router, err := taskrouter.NewRouter(memory.New(), nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,4 +19,4 @@ func FastServed(r *Router) int64 { return r.fast.served.Load() }
 
 // RecentTask is the record of a task this router ended moments ago, or
 // nil.
-func RecentTask(r *Router, id string) *store.Task { return r.recent.get(id, r.cfg.Now()) }
+func RecentTask(r *Router, id string) *store.Task { return r.recent.get(id, r.opts.Now()) }

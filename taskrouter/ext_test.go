@@ -187,7 +187,7 @@ func TestSweepExpiresTasks(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	st := newMemoryWithClock(clock)
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.Now = clock; c.ExpiredGrace = time.Minute })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.Now = clock; c.ExpiredGrace = time.Minute })
 	p := h.dial(inMemory, core, nil)
 	done := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "d"}, "task": map[string]any{"ttl": 1000}}))["taskId"].(string)
 	p.mustCall("tasks/result", map[string]any{"taskId": done})
@@ -222,7 +222,7 @@ func TestSweepExpiresTasks(t *testing.T) {
 }
 
 func TestTaskTimeout(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) { c.TaskTimeout = 50 * time.Millisecond })
+	h := newHarness(t, func(c *taskrouter.Options) { c.TaskTimeout = 50 * time.Millisecond })
 	p := h.dial(inMemory, core, nil)
 	id := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 60000, "label": "t"}, "task": map[string]any{}}))["taskId"].(string)
 	_, err := p.call("tasks/result", map[string]any{"taskId": id})

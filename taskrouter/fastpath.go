@@ -93,8 +93,8 @@ func (r *Router) fastUsable() bool {
 	f.checkOnce.Do(func() {
 		var why string // the fast path is off: why, for the log
 		switch {
-		case r.cfg.DisableFastPath:
-			f.off, why = true, "Config.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
+		case r.opts.DisableFastPath:
+			f.off, why = true, "Options.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
 		case r.server == nil || r.inner == nil:
 			f.off, why = true, "Install has not been called"
 		case os.Getenv("MCPGODEBUG") != "":

@@ -58,7 +58,7 @@ func gatedRun(t *testing.T) (st *racyStore, logs *logRecorder, task *store.Task,
 	t.Helper()
 	st = &racyStore{Store: memory.New()}
 	logs = &logRecorder{}
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) {
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.Logger = slog.New(logs)
 		c.ReplicaID = "here"
 		// No renewal within the test: only the outcome's write finds out.
@@ -162,7 +162,7 @@ func (s *claimThenCancel) Claim(ctx context.Context, id, holder string, now, unt
 func TestTakeoverOfTaskEndedMeanwhile(t *testing.T) {
 	st := &claimThenCancel{Store: memory.New()}
 	logs := &logRecorder{}
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) {
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.Logger = slog.New(logs)
 		c.ReplicaID = "here"
 		c.LeaseDuration = time.Hour

@@ -43,18 +43,18 @@ type echoIn struct {
 	Text string `json:"text"`
 }
 
-func newHarness(t testing.TB, mutate func(*taskrouter.Config)) *harness {
+func newHarness(t testing.TB, mutate func(*taskrouter.Options)) *harness {
 	t.Helper()
 	return newHarnessOn(t, memory.New(), mutate)
 }
 
-func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Config)) *harness {
+func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Options)) *harness {
 	t.Helper()
-	cfg := taskrouter.Config{Store: st, PollInterval: 50 * time.Millisecond}
+	opts := taskrouter.Options{PollInterval: 50 * time.Millisecond}
 	if mutate != nil {
-		mutate(&cfg)
+		mutate(&opts)
 	}
-	r, err := taskrouter.New(cfg)
+	r, err := taskrouter.NewRouter(st, &opts)
 	require.NoError(t, err)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	require.NoError(t, r.Install(srv))

@@ -210,7 +210,7 @@ func (r *Router) storedAnswer(ctx context.Context, id, key string) <-chan inputA
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(r.cfg.ChangePollInterval):
+			case <-time.After(r.opts.ChangePollInterval):
 			}
 		}
 	}()

@@ -67,7 +67,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 	for _, k := range transports {
 		t.Run(k.String(), func(t *testing.T) {
 			st := countWrites(memory.New())
-			h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+			h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 			drainStarted(h)
 
 			p := h.dial(k, core, nil)
@@ -97,7 +97,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 // instant handler end its task the way they end any task.
 func TestInstantFailuresAreFolded(t *testing.T) {
 	st := countWrites(memory.New())
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 	p := h.dial(inMemory, core, nil)
 	for tool, want := range map[string]string{"boom": "boom: it broke", "panicky": "task handler panicked: handler exploded", "rpcerr": "custom failure"} {
 		task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": tool, "arguments": map[string]any{}, "task": map[string]any{}}))
@@ -119,7 +119,7 @@ func TestInstantFailuresAreFolded(t *testing.T) {
 // ends has its working task stored then; the reply does not wait for it.
 func TestSlowToolIsStoredWorking(t *testing.T) {
 	st := countWrites(memory.New())
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = 20 * time.Millisecond })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = 20 * time.Millisecond })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
 	start := time.Now()
@@ -137,7 +137,7 @@ func TestSlowToolIsStoredWorking(t *testing.T) {
 // first.
 func TestInstantWindowOff(t *testing.T) {
 	st := countWrites(memory.New())
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = -1 })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = -1 })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "o"}, "task": map[string]any{}}))
@@ -154,7 +154,7 @@ func TestInstantWindowOff(t *testing.T) {
 // running slot has a stored task to work with, even within the window.
 func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 	st := countWrites(memory.New())
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) {
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.InstantWindow = time.Hour
 		c.MaxConcurrent = 1
 	})
@@ -220,7 +220,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 // task with the reason instead of losing it.
 func TestInstantResultTooLarge(t *testing.T) {
 	st := memory.New(store.WithLimits(store.Limits{MaxResultBytes: 64}))
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": strings.Repeat("x", 200)}, "task": map[string]any{}}))
@@ -232,7 +232,7 @@ func TestInstantResultTooLarge(t *testing.T) {
 // end, once.
 func TestInstantObserved(t *testing.T) {
 	rec := &recorder{}
-	h := newHarness(t, func(c *taskrouter.Config) {
+	h := newHarness(t, func(c *taskrouter.Options) {
 		c.Observer = rec
 		c.InstantWindow = time.Second
 	})

@@ -88,10 +88,10 @@ func (l *leases) snapshot() map[string]*heldLease {
 }
 
 // leaseUntil is the end of a lease taken or renewed now.
-func (r *Router) leaseUntil() time.Time { return r.cfg.Now().Add(r.cfg.LeaseDuration) }
+func (r *Router) leaseUntil() time.Time { return r.opts.Now().Add(r.opts.LeaseDuration) }
 
 // ReplicaID returns the name under which this process holds leases.
-func (r *Router) ReplicaID() string { return r.cfg.ReplicaID }
+func (r *Router) ReplicaID() string { return r.opts.ReplicaID }
 
 // leaseWorkConfig configures the lease renewer and the takeover service.
 type leaseWorkConfig struct {
@@ -185,7 +185,7 @@ func (l *leaseRenewer) renew(ctx context.Context) {
 	for id := range held {
 		ids = append(ids, id)
 	}
-	renewed, err := r.st.Renew(ctx, l.cfg.ReplicaID, r.cfg.Now().Add(l.cfg.LeaseDuration), ids)
+	renewed, err := r.st.Renew(ctx, l.cfg.ReplicaID, r.opts.Now().Add(l.cfg.LeaseDuration), ids)
 	if err != nil {
 		r.log.Warn("renewing leases", "leases", len(ids), "error", err)
 		return
@@ -284,13 +284,13 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 	r := l.r
 	n := 0
 	for {
-		expired, err := r.st.ExpiredLeases(ctx, r.cfg.Now(), l.cfg.Batch)
+		expired, err := r.st.ExpiredLeases(ctx, r.opts.Now(), l.cfg.Batch)
 		if err != nil || len(expired) == 0 {
 			return n, err
 		}
 		progressed := false
 		for _, t := range expired {
-			now := r.cfg.Now()
+			now := r.opts.Now()
 			claimed, err := r.st.Claim(ctx, t.ID, l.cfg.ReplicaID, now, now.Add(l.cfg.LeaseDuration))
 			if err != nil {
 				if errors.Is(err, store.ErrLeased) || errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) {
@@ -365,7 +365,7 @@ func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
 		}
 		return &Lease{r: r, id: id, Task: t}, nil
 	}
-	deadline := time.Now().Add(r.cfg.LeaseDuration)
+	deadline := time.Now().Add(r.opts.LeaseDuration)
 	for {
 		t, err := r.claim(ctx, id)
 		if err == nil {
@@ -408,7 +408,7 @@ func (r *Router) AdoptLease(t *store.Task) *Lease {
 	if !r.shared {
 		return &Lease{r: r, id: id, Task: t}
 	}
-	if t.LeaseHolder != r.cfg.ReplicaID {
+	if t.LeaseHolder != r.opts.ReplicaID {
 		return nil
 	}
 	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.stopRun(id, cause) }}

@@ -49,7 +49,7 @@ func (s *racyStore) renewCount() int {
 func leasedWork(t *testing.T) (*racyStore, *taskrouter.Router, *taskrouter.Lease, context.Context) {
 	t.Helper()
 	st := &racyStore{Store: memory.New()}
-	r, err := taskrouter.New(taskrouter.Config{Store: st, ReplicaID: "here", LeaseDuration: 150 * time.Millisecond})
+	r, err := taskrouter.NewRouter(st, &taskrouter.Options{ReplicaID: "here", LeaseDuration: 150 * time.Millisecond})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, r.Start(ctx))

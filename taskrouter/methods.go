@@ -126,14 +126,14 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 	}
 }
 
-// pollTick returns a channel that fires after Config.ChangePollInterval on
+// pollTick returns a channel that fires after Options.ChangePollInterval on
 // a shared store, and never on an exclusive one (every change there is
 // this process's own and wakes its waiters directly).
 func (r *Router) pollTick() <-chan time.Time {
 	if !r.shared {
 		return nil
 	}
-	return time.After(r.cfg.ChangePollInterval)
+	return time.After(r.opts.ChangePollInterval)
 }
 
 // finalResult is what tasks/result returns for a terminal task: exactly

@@ -163,7 +163,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			// -32600, not the -32601 the spec suggests: go-sdk replaces the
 			// message of every -32601 it sends, and the client must learn why.
 			return nil, mcptask.InvalidRequest("tool %q cannot be called as a task: its execution.taskSupport is forbidden (or the tool is unknown); call it without params.task", name)
-		case !q.asked && te.opts.TaskSupport == TaskRequired && r.cfg.HostDeadline < 0:
+		case !q.asked && te.opts.TaskSupport == TaskRequired && r.opts.HostDeadline < 0:
 			return nil, mcptask.InvalidRequest("tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
 		case !q.asked:
 			// A required tool called plainly runs as one whose task

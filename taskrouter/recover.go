@@ -102,7 +102,7 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	}
 	msg := "re-running after a server restart"
 	if reason == ReasonTakeover {
-		msg = fmt.Sprintf("re-running on %s: the process running it stopped", r.cfg.ReplicaID)
+		msg = fmt.Sprintf("re-running on %s: the process running it stopped", r.opts.ReplicaID)
 	}
 	u := store.Update{Status: store.StatusWorking, StatusMessage: &msg}
 	if r.shared {
@@ -138,6 +138,6 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 // claim takes task id's lease for this process (shared stores): when it
 // is free, expired, or already ours.
 func (r *Router) claim(ctx context.Context, id string) (*store.Task, error) {
-	now := r.cfg.Now()
-	return r.st.Claim(ctx, id, r.cfg.ReplicaID, now, now.Add(r.cfg.LeaseDuration))
+	now := r.opts.Now()
+	return r.st.Claim(ctx, id, r.opts.ReplicaID, now, now.Add(r.opts.LeaseDuration))
 }

@@ -24,7 +24,7 @@ type Request struct {
 	// Declared reports whether the request declared the tasks extension in
 	// its client capabilities (extension dialect only).
 	Declared bool
-	// Owner is the principal the request acts for (Config.Owner); empty
+	// Owner is the principal the request acts for (Options.Owner); empty
 	// when OwnerErr is set.
 	Owner string
 	// OwnerErr is why the requestor could not be identified, if it could
@@ -111,7 +111,7 @@ func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
 	case extra != nil && extra.Header != nil && http.Header(extra.Header).Get(remoteHeader) != "":
 		q.Source = "addr:" + http.Header(extra.Header).Get(remoteHeader)
 	}
-	owner, err := r.cfg.Owner(ctx, req)
+	owner, err := r.opts.Owner(ctx, req)
 	if err != nil {
 		q.OwnerErr = mcptask.InvalidRequest("cannot identify the requestor: %v", err)
 	} else {
@@ -130,14 +130,14 @@ func isNilParams(p mcp.Params) bool {
 
 // byID reports whether tasks this request creates are id-capabilities:
 // reachable by any unauthenticated requestor that knows the id.
-func (q *Request) byID(cfg Config) bool { return !q.Authenticated && !cfg.SessionBound }
+func (q *Request) byID(o *Options) bool { return !q.Authenticated && !o.SessionBound }
 
 // mayAccess reports whether the requestor may read and act on t: its own
 // tasks always; without an authorization context also every task created
-// as an id-capability (see Config.SessionBound).
-func (q *Request) mayAccess(cfg Config, t *store.Task) bool {
+// as an id-capability (see Options.SessionBound).
+func (q *Request) mayAccess(o *Options, t *store.Task) bool {
 	if q.OwnerErr == nil && t.Owner == q.Owner {
 		return true
 	}
-	return q.byID(cfg) && t.Labels[labelAccess] == accessByID
+	return q.byID(o) && t.Labels[labelAccess] == accessByID
 }

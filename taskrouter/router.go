@@ -23,7 +23,7 @@ const (
 	// (mcptask.Dialect.Label: "core" or "ext").
 	LabelDialect = "dialect"
 	// labelAccess is set to accessByID on tasks created without an
-	// authorization context while Config.SessionBound is off: any
+	// authorization context while Options.SessionBound is off: any
 	// unauthenticated requestor that knows the task id may read, wait on,
 	// cancel and continue the task.
 	labelAccess = "access"
@@ -52,9 +52,9 @@ var (
 // A Router is safe for concurrent use. Its zero value is not usable: call
 // New.
 type Router struct {
-	cfg Config
-	st  store.Store
-	log *slog.Logger
+	opts Options // the effective options (defaults filled in)
+	st   store.Store
+	log  *slog.Logger
 
 	server *mcp.Server
 	// inner is the server's method handler below the router's middleware
@@ -95,20 +95,30 @@ type Router struct {
 	startOnce sync.Once
 }
 
-// New returns a Router over cfg.Store. It reports every invalid
-// configuration field by name. Call Install to serve it over MCP and Start
-// to begin sweeping and recovering.
-func New(cfg Config) (*Router, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+// NewRouter returns a Router over st, the store of its task records. A
+// nil opts means the defaults; NewRouter fills in every zero field and
+// reports each invalid one by name. Call Install to serve it over MCP and
+// Start to begin its background work and recover what a previous process
+// left behind.
+func NewRouter(st store.Store, opts *Options) (*Router, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	err := o.validate()
+	if st == nil {
+		err = errors.Join(errors.New("taskrouter: NewRouter: the store is required"), err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	r := &Router{
-		cfg:    cfg,
-		st:     cfg.Store,
-		log:    cfg.Logger,
-		quotas: newQuotas(cfg),
-		shared: store.IsShared(cfg.Store),
+		opts:   o,
+		st:     st,
+		log:    o.Logger,
+		quotas: newQuotas(o),
+		shared: store.IsShared(st),
 	}
 	if err := r.newServices(); err != nil {
 		return nil, err
@@ -119,7 +129,7 @@ func New(cfg Config) (*Router, error) {
 // newServices makes the router's background services from its
 // configuration.
 func (r *Router) newServices() error {
-	cfg := r.cfg
+	cfg := r.opts
 	notifier, _ := r.st.(store.Notifier)
 	r.feed = newChangeFeed(r, notifier)
 	poll := cfg.SweepInterval
@@ -142,8 +152,8 @@ func (r *Router) newServices() error {
 	return errors.Join(errs...)
 }
 
-// Config returns the effective configuration (defaults filled in).
-func (r *Router) Config() Config { return r.cfg }
+// Options returns the effective options (defaults filled in).
+func (r *Router) Options() Options { return r.opts }
 
 // Store returns the router's store.
 func (r *Router) Store() store.Store { return r.st }
@@ -151,8 +161,8 @@ func (r *Router) Store() store.Store { return r.st }
 // Logger returns the router's logger.
 func (r *Router) Logger() *slog.Logger { return r.log }
 
-// Now reads the router's clock (Config.Now).
-func (r *Router) Now() time.Time { return r.cfg.Now() }
+// Now reads the router's clock (Options.Now).
+func (r *Router) Now() time.Time { return r.opts.Now() }
 
 // Server returns the server Install put the router on, or nil.
 func (r *Router) Server() *mcp.Server { return r.server }

@@ -44,7 +44,7 @@ type taskCtxKey struct{}
 // TaskID returns the id of the task whose handler ctx belongs to. The task
 // exists in the store once TaskID returns (a handler that returns at once
 // may otherwise have its task stored only with its outcome; see
-// Config.InstantWindow), so the handler may pass the id to Router methods.
+// Options.InstantWindow), so the handler may pass the id to Router methods.
 func TaskID(ctx context.Context) (string, bool) {
 	ru, ok := ctx.Value(taskCtxKey{}).(*run)
 	if !ok {
@@ -62,7 +62,7 @@ func TaskID(ctx context.Context) (string, bool) {
 func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
-	if pending == nil && t.LeaseHolder == r.cfg.ReplicaID {
+	if pending == nil && t.LeaseHolder == r.opts.ReplicaID {
 		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
 		r.leases.add(t.ID, ru.lease)
 	}
@@ -94,13 +94,13 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec exe
 
 // execute waits for running slots, then runs exec with the task's handler
 // context: cancellable by tasks/cancel, ttl expiry and Close, bounded by
-// Config.TaskTimeout, and carrying the task for TaskID and Elicit.
+// Options.TaskTimeout, and carrying the task for TaskID and Elicit.
 func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.Result, err error) {
 	queued := false
 	admitted := time.Now()
 	err = r.quotas.acquire(ctx, ru.adm.owner, func() {
 		queued = true
-		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.cfg.MaxConcurrent, r.cfg.MaxConcurrentPerOwner)
+		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.opts.MaxConcurrent, r.opts.MaxConcurrentPerOwner)
 		_, _ = r.fenced(ctx, ru, store.Update{StatusMessage: &msg})
 	})
 	if err != nil {
@@ -117,9 +117,9 @@ func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.R
 		r.observeHandler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Duration: time.Since(started)})
 	}()
 	ctx = context.WithValue(ctx, taskCtxKey{}, ru)
-	if r.cfg.TaskTimeout > 0 {
+	if r.opts.TaskTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, r.cfg.TaskTimeout, fmt.Errorf("%w after %s", errTimeout, r.cfg.TaskTimeout))
+		ctx, cancel = context.WithTimeoutCause(ctx, r.opts.TaskTimeout, fmt.Errorf("%w after %s", errTimeout, r.opts.TaskTimeout))
 		defer cancel()
 	}
 	defer func() {

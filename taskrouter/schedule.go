@@ -190,7 +190,7 @@ func (s *scheduler) wakeDue(ctx context.Context) {
 		}
 		started := 0
 		for _, t := range due {
-			if r.shared && (r.leases.has(t.ID) || t.LeaseHolder == r.cfg.ReplicaID && t.LeaseUntil.After(now)) {
+			if r.shared && (r.leases.has(t.ID) || t.LeaseHolder == r.opts.ReplicaID && t.LeaseUntil.After(now)) {
 				continue // this process works on it already (a re-claim would fence that work)
 			}
 			if !s.begin(t.ID, now) {

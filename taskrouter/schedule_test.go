@@ -15,7 +15,7 @@ import (
 // scheduler reads the next due time from the store's wake index rather
 // than waiting for its poll (an hour here).
 func TestSchedulerWakesEveryTaskNotOnlyTheFirst(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) { c.SweepInterval = time.Hour })
+	h := newHarness(t, func(c *taskrouter.Options) { c.SweepInterval = time.Hour })
 	var mu sync.Mutex
 	woken := map[string]time.Time{}
 	h.r.HandleKind("nap", napKind{wake: func(ctx context.Context, task *store.Task) error {

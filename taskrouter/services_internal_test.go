@@ -26,7 +26,7 @@ func TestServicesRunUnderOneSupervisor(t *testing.T) {
 		if shared {
 			st = sharedMemory{memory.New()}
 		}
-		r, err := New(Config{Store: st})
+		r, err := NewRouter(st, nil)
 		require.NoError(t, err)
 		require.NoError(t, r.Start(t.Context()))
 		want := []string{"change feed", "scheduler", "ttl sweeper", "lease renewer"}
@@ -62,7 +62,7 @@ func TestSweeperSignalsWhatItSwept(t *testing.T) {
 	now.Store(&start)
 	clock := func() time.Time { return *now.Load() }
 	st := memory.New(store.WithClock(clock))
-	r, err := New(Config{Store: st, Now: clock, SweepInterval: 10 * time.Millisecond, DefaultTTL: time.Minute})
+	r, err := NewRouter(st, &Options{Now: clock, SweepInterval: 10 * time.Millisecond, DefaultTTL: time.Minute})
 	require.NoError(t, err)
 	r.sweeper.signals.Swept.Init()
 	ctx := t.Context()
@@ -111,7 +111,7 @@ func (k *wakeKind) Wake(ctx context.Context, t *store.Task) error {
 // TestSchedulerSignalsWakeups: a due wake-up runs its kind's Wake hook; a
 // failed one is tried again after a backoff.
 func TestSchedulerSignalsWakeups(t *testing.T) {
-	r, err := New(Config{Store: memory.New(), SweepInterval: time.Hour})
+	r, err := NewRouter(memory.New(), &Options{SweepInterval: time.Hour})
 	require.NoError(t, err)
 	k := &wakeKind{r: r}
 	r.HandleKind("nap", k)
@@ -135,7 +135,7 @@ func TestSchedulerSignalsWakeups(t *testing.T) {
 // is not renewed; its work is stopped as ended.
 func TestRenewerSignalsALostLease(t *testing.T) {
 	st := sharedMemory{memory.New()}
-	r, err := New(Config{Store: st, ReplicaID: "here", LeaseDuration: 60 * time.Millisecond})
+	r, err := NewRouter(st, &Options{ReplicaID: "here", LeaseDuration: 60 * time.Millisecond})
 	require.NoError(t, err)
 	r.renewer.signals.Lost.Init()
 	ctx := t.Context()

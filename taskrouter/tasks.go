@@ -16,7 +16,7 @@ import (
 // CreateOptions shape a task created through CreateTask.
 type CreateOptions struct {
 	// TTL is the requested ttl; zero means the configured default. It is
-	// capped at Config.MaxTTL.
+	// capped at Options.MaxTTL.
 	TTL time.Duration
 	// Kind is stored as the LabelKind label.
 	Kind string
@@ -40,10 +40,10 @@ type CreateOptions struct {
 
 func (r *Router) actualTTL(requested time.Duration) time.Duration {
 	if requested <= 0 {
-		return r.cfg.DefaultTTL
+		return r.opts.DefaultTTL
 	}
-	if requested > r.cfg.MaxTTL {
-		return r.cfg.MaxTTL
+	if requested > r.opts.MaxTTL {
+		return r.opts.MaxTTL
 	}
 	return requested
 }
@@ -55,17 +55,17 @@ func (r *Router) Task(ctx context.Context, id string) (*store.Task, error) {
 
 // TaskFor returns the task if the requestor may access it, and an error
 // matching store.ErrNotFound otherwise, so that tasks hidden from the
-// requestor are indistinguishable from missing ones (see Config.SessionBound
+// requestor are indistinguishable from missing ones (see Options.SessionBound
 // for who may access what).
 func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.Task, error) {
-	t := r.recent.get(id, r.cfg.Now()) // a task this process just ended (recent.go)
+	t := r.recent.get(id, r.opts.Now()) // a task this process just ended (recent.go)
 	if t == nil {
 		var err error
 		if t, err = r.st.Get(ctx, id); err != nil {
 			return nil, err
 		}
 	}
-	if !req.mayAccess(r.cfg, t) {
+	if !req.mayAccess(&r.opts, t) {
 		return nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
 	}
 	return t, nil
@@ -78,7 +78,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	if err != nil {
 		return nil, err
 	}
-	r.recent.remember(t, r.cfg.Now())
+	r.recent.remember(t, r.opts.Now())
 	if u.WakeAt != nil {
 		r.sched.note(t.WakeAt)
 	}
@@ -121,8 +121,8 @@ func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bo
 	}
 }
 
-// MaxTTL is the longest ttl a task may have (Config.MaxTTL).
-func (r *Router) MaxTTL() time.Duration { return r.cfg.MaxTTL }
+// MaxTTL is the longest ttl a task may have (Options.MaxTTL).
+func (r *Router) MaxTTL() time.Duration { return r.opts.MaxTTL }
 
 // SetVariables merges vars into the task's variables (a JSON null deletes
 // a key). ifVersion, when non-zero, makes the write conditional.

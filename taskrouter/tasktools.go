@@ -106,7 +106,7 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if bad != nil {
 		return bad, nil, nil
 	}
-	wait := r.cfg.HostDeadline
+	wait := r.opts.HostDeadline
 	if wait < 0 {
 		wait = DefaultHostDeadline
 	}

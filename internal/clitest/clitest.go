@@ -51,7 +51,7 @@ func Serve(t testing.TB, h http.Handler) string {
 // failing_job, protocol_error_job, confirm_delete, …) and returns the URL.
 func Conformance(t testing.TB) string {
 	t.Helper()
-	_, r, err := conftools.NewServer(taskrouter.Config{Store: memory.New(), PollInterval: PollInterval})
+	_, r, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: PollInterval})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(func() { _ = r.Close() })
@@ -129,7 +129,7 @@ func ReleaseWithTokens(t testing.TB, tokens map[string]string) string {
 func releaseHandler(t testing.TB) http.Handler {
 	t.Helper()
 	b := builder.New("taskbridge-test-release", "0.1.0").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: PollInterval})
+		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in fetchIn) (*mcp.CallToolResult, fetchOut, error) {
 			if in.Repo != "taskbridge" {
@@ -162,7 +162,7 @@ func releaseHandler(t testing.TB) http.Handler {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Report on %q is ready.", in.Topic)}}}, nil, nil
 		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
 	b.TaskWorkflow(releaseWorkflow("release_notes"))
-	b.Workflow(releaseWorkflow("release_notes_plain"))
+	b.PlainWorkflow(releaseWorkflow("release_notes_plain"))
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
@@ -218,7 +218,7 @@ func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
 	var mu sync.Mutex
 	var got []string
 	b := builder.New("taskbridge-test-bound", "0.1.0").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: PollInterval})
+		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "bound", Description: "Record a note against a workflow task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
 			id, _ := req.Params.GetMeta()["_task_id"].(string)

@@ -70,7 +70,7 @@ func New(t testing.TB, st store.Store, configure func(*builder.Builder)) *Fixtur
 	if st != nil {
 		b.WithStore(st)
 	} else {
-		b.WithDBPath(t.TempDir() + "/tasks.db")
+		b.WithDB(t.TempDir() + "/tasks.db")
 	}
 	opt := taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional}
 	builder.Tool(b, &mcp.Tool{Name: "echo", Description: "Echo text."}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textOut, error) {

@@ -11,13 +11,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // NewServer builds a go-sdk server with the conformance tools on a new
-// router. The caller starts the router (Start) and serves it.
-func NewServer(cfg taskrouter.Config) (*mcp.Server, *taskrouter.Router, error) {
-	router, err := taskrouter.New(cfg)
+// router over st (taskrouter.NewRouter). The caller starts the router
+// (Start) and serves it.
+func NewServer(st store.Store, opts *taskrouter.Options) (*mcp.Server, *taskrouter.Router, error) {
+	router, err := taskrouter.NewRouter(st, opts)
 	if err != nil {
 		return nil, nil, err
 	}
