@@ -12,10 +12,10 @@
 // (retryable tools re-run, others fail with a reason, other kinds go to
 // the hooks registered with HandleKind).
 //
-//	router, _ := taskrouter.NewRouter(st, nil)            // nil: the default Options
+//	router, _ := taskrouter.NewRouter(st, nil)     // nil: the default Options
 //	_ = router.Install(server)                     // right after mcp.NewServer
-//	taskrouter.AddTool(router, tool, handler, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
-//	_ = router.Start(ctx)                          // recovery and the ttl sweeper
+//	taskrouter.AddTool(router, tool, handler, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+//	_ = router.Start(ctx)                          // recovery, then the background services
 //	http.Handle("/mcp", router.HTTPHandler(nil))   // or server.Run(ctx, router.Transport(&mcp.StdioTransport{}))
 //
 // # The path of a request
@@ -58,7 +58,7 @@
 // # Where the SDK's gaps are worked around
 //
 //   - params.task is dropped by the SDK's decoder: the shims (shim.go,
-//     http.go).
+//     http.go) move it, with package internal/wire's rewriting.
 //   - capabilities.tasks and execution.taskSupport have no SDK fields: the
 //     initialize and tools/list results are wrapped and re-encoded
 //     (middleware.go).
@@ -136,46 +136,107 @@
 // # State
 //
 // The Router has no lock of its own. Its mutable state is in parts, each a
-// small type with its own lock guarding only its fields:
+// small type with its own lock guarding only its fields, its methods in
+// its own file:
 //
 //   - tools, a toolRegistry (tools.go; sync.RWMutex): the registered tool
 //     entries, the tools that take _task_id, the built-in task tools'
 //     names, the continuation handler.
+//   - kinds (kinds.go; sync.RWMutex): the KindHandler of each task kind.
 //   - runs, a runTable (runs.go): handler runs and Track-ed work by task
 //     id, and closed. Close sets closed and collects the work to stop in
 //     one critical section.
 //   - quotas (admit.go): pending slots by owner and source and in total,
 //     running slots by owner, the waiting tasks/result count; the running
 //     semaphore is a channel beside them.
-//   - watches (router.go): the channels waiters block on, by task id.
+//   - watches (watch.go): the channels waiters block on, by task id.
+//   - leases (lease.go): the leases this process holds.
+//   - listeners (listen.go): the subscriptions/listen streams, by task.
 //   - pushers, pushConns (push.go): open shimmed connections and the
 //     connection each task was created on.
-//   - and the older ones: leases (lease.go), kinds, sched (schedule.go),
-//     listeners (feed.go), fast (fastpath.go), recent (recent.go),
-//     workers (workers.go).
+//   - recent, recentEnded (recent.go): records this process ended moments
+//     ago.
+//   - workers (workers.go): idle goroutines that run handlers.
+//   - loop, loopback (loopback.go): the session of the engine's own calls.
+//   - fast, fastPath (fastpath.go): what the fast path learned (versions,
+//     sessions, the server's receiving chain), in atomics and sync.Maps.
+//   - and the background services (below), each with its own state.
 //
 // Lock order: there is none to follow, because every part's lock is a
 // leaf. A part's methods take its lock, touch its own fields and return;
 // no part's lock is held while another part's lock is taken or while
-// calling out (a cancel function, a write to a connection). Code that
-// needs several parts (Close, Stats, admit, stopRun) takes each in turn;
-// each such place says why seeing the parts a moment apart is fine. A
-// run's own mu and a pushConn's mu are likewise never held across a part's
-// lock.
+// calling out (a hook, a cancel function, a log line, a store call, a
+// write to a connection, a session's connect). Code that needs several
+// parts (Close, Stats, admit, stopRun) takes each in turn; each such place
+// says why seeing the parts a moment apart is fine. A run's own mu, a
+// pendingRecord's and a pushConn's are likewise never held across a
+// part's lock.
+//
+// # Background work
+//
+// The engine's background work runs as services (package
+// internal/service): each is a type with its own configuration (defaults,
+// and validation naming the field), Start and Stop, and test signals on
+// the service value; the Router owns one Supervisor, which Start starts in
+// order and Close stops in reverse. The periodic ones share one timer
+// loop (service.Loop: a round, then the wait it asks for, or a poke).
+//
+//   - feed, a changeFeed (feed.go): follows the store's change feed
+//     (store.Notifier), first, so that nothing is missed while recovering.
+//   - sched, a scheduler (schedule.go): runs due wake-ups (store.Task.WakeAt)
+//     through their kind's Wake hook.
+//   - sweeper (sweep.go): deletes expired ended tasks, fails expired
+//     active ones.
+//   - renewer, a leaseRenewer (lease.go): renews this process's leases and
+//     stops the work of those it lost.
+//   - takeover, a leaseTakeover (lease.go): on a shared store, claims and
+//     resolves tasks whose lease expired.
+//
+// A new piece of background work (push deliveries: signed webhook
+// deliveries, retried with backoff) plugs in the same way: a type in its
+// own file holding the Router it serves, a config struct with
+// withDefaults and validate, Name/Start/Stop (a service.Loop for
+// periodic rounds), signals of service.Signal, made in newServices and
+// started in Start. Work that must survive a restart or run on any
+// replica is not timed in memory: it is a durable wake-up (a task of its
+// own kind, or a WakeAt on the task it belongs to) that the scheduler
+// hands to that kind's KindHandler.Wake, which claims the task's lease
+// and does one attempt; the service then only delivers what the Wake
+// hook queues, and a failed attempt moves WakeAt (the backoff) rather
+// than sleeping.
 //
 // # Files
 //
-// router.go (the Router, lifecycle, watches), request.go (resolving a
-// request), middleware.go (Install, tools/call), create.go (creating a
-// task: the record, a tool task started at once, the instant fold),
-// dialect.go, methods.go (tasks/*), tasks.go (read, update, complete,
-// fail), hostmode.go (plain calls as tasks, _task_id), admit.go (quotas), run.go (a handler run: spawn, execute, finish, its fenced
-// writes), runs.go (the runs table, Track, stopping and cancel),
-// sweep.go (ttl), recover.go (restart), tools.go (the tool registry,
-// in-process calls), input.go (input mid-task), shim.go and http.go
-// (transports), push.go (status pushes), fastpath.go and fasthttp.go
-// (the fast path), config.go, wire.go (wire types). The JSON-RPC codec
-// the shims and the fast path use (decoding, scanning, framing, replies,
-// calls in flight) is package internal/wire, which imports nothing of the
-// engine.
+// The Router and its lifecycle: router.go (the Router, NewRouter, Start,
+// Close), options.go (Options, defaults, validation, DefaultOwner),
+// env.go (OptionsFromEnv), config.go (the deprecated Config and New).
+//
+// A request's way in: shim.go (Transport: the stdio and in-memory
+// connection shim, its fast path and status pushes), http.go
+// (HTTPHandler: the Streamable HTTP shim), fasthttp.go (its fast path),
+// fastpath.go (the fast path's part), request.go (resolving a request),
+// middleware.go (Install, the router's middleware, tools/call), listen.go
+// (subscriptions/listen and its listeners), push.go (status pushes).
+//
+// Tasks: create.go (creating a task: the record, a tool task started at
+// once, the instant fold), tasks.go (read, update, complete, fail, count),
+// methods.go (tasks/*), dialect.go (the replies that differ by dialect),
+// wire.go (the wire types), watch.go (waiting for a change), hostmode.go
+// (plain calls as tasks, _task_id), tasktools.go (task_result,
+// task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
+// (Observer, Stats).
+//
+// Work: tools.go (the tool registry, in-process calls), run.go (a handler
+// run: spawn, execute, finish, its fenced writes, its input requests),
+// runs.go (the runs table, Track, stopping and cancel), workers.go
+// (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
+// the renewer and the takeover), recover.go (restart), recent.go (tasks
+// ended moments ago), loopback.go (the engine's own session), schedule.go,
+// sweep.go, feed.go (the services above).
+//
+// Packages of its own: internal/wire (the JSON-RPC codec of the shims
+// and the fast path: decoding, scanning, framing, replies, calls in
+// flight; it imports nothing of the engine), internal/service (Service,
+// Supervisor, Loop, Signal). TestDocFileMap fails when a file of the
+// package is missing here.
 package taskrouter

@@ -12,7 +12,7 @@ func SDKTransport(r *Router, t mcp.Transport) mcp.Transport {
 }
 
 // FastPathUsable reports whether the fast path serves this router.
-func FastPathUsable(r *Router) bool { return r.fastUsable() }
+func FastPathUsable(r *Router) bool { return r.fast.usable() }
 
 // FastServed counts the requests the fast path served.
 func FastServed(r *Router) int64 { return r.fast.served.Load() }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -39,10 +38,10 @@ const (
 // would have dispatched it; it reports false, having written nothing, to
 // leave the request to the SDK's path.
 func (h *httpShim) serveFast(w http.ResponseWriter, req *http.Request, body []byte, header mcptask.Dialect) bool {
-	if h.noFast || !wire.MayBeFast(body) || !h.r.fastUsable() {
+	if h.noFast || !wire.MayBeFast(body) || !h.r.fast.usable() {
 		return false
 	}
-	defer h.r.recoverFast("http")
+	defer h.r.fast.recover("http")
 	c, ok := wire.ParseBody(body)
 	if !ok {
 		return false
@@ -76,15 +75,15 @@ func (h *httpShim) serveStateless(w http.ResponseWriter, req *http.Request, c wi
 	ctx := context.WithoutCancel(req.Context())
 	// A session like the throwaway one the SDK would make.
 	ss, err := h.r.fast.standIns.Session(ctx, h.r.server, mv.InitializeParams())
-	if err != nil || h.r.serverInfo(ctx) == nil {
+	if err != nil || h.r.fast.serverInfo(ctx) == nil {
 		return false
 	}
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(req.Context()), Header: req.Header}
-	pc, ok := h.r.prepareCall(c, mv, ss, extra, "", true)
+	pc, ok := h.r.fast.prepare(c, mv, ss, extra, "", true)
 	if !ok {
 		return false
 	}
-	if resp, err := h.r.serveCall(ctx, pc); err == nil {
+	if resp, err := h.r.fast.serve(ctx, pc); err == nil {
 		wire.WriteReply(w, h.opts.JSONResponse, resp, mv.Dialect)
 	}
 	return true
@@ -115,7 +114,7 @@ func (h *httpShim) serveStateful(w http.ResponseWriter, req *http.Request, c wir
 		}
 	}
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(req.Context()), Header: req.Header}
-	pc, ok := h.r.prepareCall(c, mv, s.SS, extra, "", false)
+	pc, ok := h.r.fast.prepare(c, mv, s.SS, extra, "", false)
 	if !ok {
 		return false
 	}
@@ -133,7 +132,7 @@ func (h *httpShim) serveStateful(w http.ResponseWriter, req *http.Request, c wir
 		return false
 	}
 	ctx = context.WithValue(ctx, handoffKey{}, true)
-	resp, err := h.r.serveCall(ctx, pc)
+	resp, err := h.r.fast.serve(ctx, pc)
 	s.Calls.EndFast(c.ID)
 	switch {
 	case errors.Is(err, errHandoff):
@@ -206,6 +205,3 @@ func (h *httpShim) serveDelete(w http.ResponseWriter, req *http.Request, next ht
 		h.r.fast.sessions.Drop(sid, s)
 	}
 }
-
-// handlerID numbers the router's HTTP handlers.
-func (f *fastState) handlerID() string { return strconv.FormatUint(f.handlers.Add(1), 10) }

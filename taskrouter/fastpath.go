@@ -16,7 +16,7 @@ package taskrouter
 // runs the request through the server's whole receiving chain (the
 // middleware added after Install, the router's own, whatever was
 // installed before Install, and the SDK's method handlers: see
-// fastState.chain), and encodes the reply the way the SDK's jsonrpc2
+// fastPath.chain), and encodes the reply the way the SDK's jsonrpc2
 // layer and transports do. It only takes a request the SDK would accept up to its dispatch;
 // anything else (a batch, a malformed or unusual body, a header the SDK
 // would refuse, an unknown session, a version the server has not
@@ -39,6 +39,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -48,8 +49,11 @@ import (
 	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
-// fastState is the router's state for the fast path.
-type fastState struct {
+// fastPath is the router's fast path: its state, and the methods that
+// serve a request on it. r is the router it serves.
+type fastPath struct {
+	r *Router
+
 	checkOnce sync.Once
 	off       bool // the fast path cannot match the SDK path on this server
 	// chain is the server's receiving chain as it stood on the first
@@ -84,45 +88,44 @@ type fastState struct {
 	paramHeaders sync.Map // *mcp.Tool -> bool: its schema binds Mcp-Param-* headers
 }
 
-// fastUsable reports whether the fast path may serve requests for this
+// usable reports whether the fast path may serve requests for this
 // router. The check runs once, on the first request that could use it,
-// and takes the server's receiving chain then (fastState.chain):
+// and takes the server's receiving chain then (fastPath.chain):
 // middleware is added before a server serves.
-func (r *Router) fastUsable() bool {
-	f := &r.fast
+func (f *fastPath) usable() bool {
 	f.checkOnce.Do(func() {
 		var why string // the fast path is off: why, for the log
 		switch {
-		case r.opts.DisableFastPath:
+		case f.r.opts.DisableFastPath:
 			f.off, why = true, "Options.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
-		case r.server == nil || r.inner == nil:
+		case f.r.server == nil || f.r.inner == nil:
 			f.off, why = true, "Install has not been called"
 		case os.Getenv("MCPGODEBUG") != "":
 			f.off, why = true, "MCPGODEBUG is set"
 		default:
 			// A pass-through middleware, added now, is handed the chain
 			// as it stands; it adds nothing to it.
-			r.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			f.r.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 				f.chain = next
 				return next
 			})
 		}
 		if f.off {
-			r.log.Info("taskrouter: task methods go through the SDK", "reason", why)
+			f.r.log.Info("taskrouter: task methods go through the SDK", "reason", why)
 		} else {
-			r.log.Debug("taskrouter: task methods take the fast path")
+			f.r.log.Debug("taskrouter: task methods take the fast path")
 		}
 	})
 	return !f.off
 }
 
-func (f *fastState) noteVersion(v string) {
+func (f *fastPath) noteVersion(v string) {
 	if _, ok := f.versions.Load(v); !ok {
 		f.versions.Store(v, struct{}{})
 	}
 }
 
-func (f *fastState) accepted(v string) bool {
+func (f *fastPath) accepted(v string) bool {
 	_, ok := f.versions.Load(v)
 	return ok
 }
@@ -131,17 +134,17 @@ func (f *fastState) accepted(v string) bool {
 // through the SDK, what the fast path needs to know: the protocol versions
 // the SDK accepted, the stateful HTTP session the request belongs to, and
 // the session of a connection wrapped by Transport.
-func (r *Router) noteRequest(req mcp.Request, q *Request) {
+func (f *fastPath) noteRequest(req mcp.Request, q *Request) {
 	if p := req.GetParams(); p != nil && !isNilParams(p) {
 		if v, ok := p.GetMeta()[mcptask.MetaProtocolVersion].(string); ok && mcptask.DialectFor(v).NegotiatesPerRequest() {
-			r.fast.noteVersion(v)
+			f.noteVersion(v)
 		}
 	}
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
 		h := http.Header(extra.Header)
 		if hv := h.Get("Mcp-Protocol-Version"); hv != "" && !mcptask.DialectFor(hv).NegotiatesPerRequest() {
-			r.fast.noteVersion(hv)
+			f.noteVersion(hv)
 		}
 		if hid := h.Get(handlerHeader); hid != "" && ss != nil {
 			if id := ss.ID(); id != "" {
@@ -149,13 +152,13 @@ func (r *Router) noteRequest(req mcp.Request, q *Request) {
 				if extra.TokenInfo != nil {
 					userID = extra.TokenInfo.UserID
 				}
-				r.fast.sessions.Track(id, ss, hid, userID)
+				f.sessions.Track(id, ss, hid, userID)
 			}
 		}
 		q.touched = h.Get(touchedHeader)
 	}
 	if q.connID != "" && ss != nil {
-		if pc := r.pushers.get(q.connID); pc != nil {
+		if pc := f.r.pushers.get(q.connID); pc != nil {
 			pc.setSession(ss)
 		}
 	}
@@ -163,23 +166,23 @@ func (r *Router) noteRequest(req mcp.Request, q *Request) {
 
 // noteInitialize remembers the server's Implementation from an initialize
 // result.
-func (r *Router) noteInitialize(res *mcp.InitializeResult) {
-	if res != nil && res.ServerInfo != nil && r.fast.impl.Load() == nil {
-		r.fast.impl.Store(res.ServerInfo)
+func (f *fastPath) noteInitialize(res *mcp.InitializeResult) {
+	if res != nil && res.ServerInfo != nil && f.impl.Load() == nil {
+		f.impl.Store(res.ServerInfo)
 	}
 }
 
 // serverInfo returns the server's Implementation, connecting the loopback
 // session (whose initialize passes the router's middleware) if no
 // initialize has been seen yet.
-func (r *Router) serverInfo(ctx context.Context) *mcp.Implementation {
-	if impl := r.fast.impl.Load(); impl != nil {
+func (f *fastPath) serverInfo(ctx context.Context) *mcp.Implementation {
+	if impl := f.impl.Load(); impl != nil {
 		return impl
 	}
-	if _, err := r.loop.session(ctx); err != nil {
+	if _, err := f.r.loop.session(ctx); err != nil {
 		return nil
 	}
-	return r.fast.impl.Load()
+	return f.impl.Load()
 }
 
 // ---- serving ----
@@ -227,13 +230,13 @@ type preparedCall struct {
 	caps *mcp.ClientCapabilities
 }
 
-// prepareCall builds the SDK's request for c on session ss, as the SDK
+// prepare builds the SDK's request for c on session ss, as the SDK
 // would; it reports false (having done nothing) for a tools/call that
 // does not create a task straight away. connID tags a tools/call of a
 // connection wrapped by Transport, as its shim tags it; headers says the
 // SDK would check the Mcp-Param-* headers of a tools/call (HTTP, from
 // 2026-07-28).
-func (r *Router) prepareCall(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, connID string, headers bool) (*preparedCall, bool) {
+func (f *fastPath) prepare(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, connID string, headers bool) (*preparedCall, bool) {
 	var req mcp.Request
 	switch p := c.Params.(type) {
 	case *ListTasksParams:
@@ -257,7 +260,7 @@ func (r *Router) prepareCall(c wire.Call, mv wire.MetaView, ss *mcp.ServerSessio
 			_, declared = caps.Extensions[mcptask.ExtensionID]
 		}
 		d := mcptask.DialectFor(req.(versioned).ProtocolVersion())
-		if !r.createsTask(p, d, declared, headers) {
+		if !f.createsTask(p, d, declared, headers) {
 			return nil, false
 		}
 		if connID != "" {
@@ -272,15 +275,15 @@ func (r *Router) prepareCall(c wire.Call, mv wire.MetaView, ss *mcp.ServerSessio
 	return &preparedCall{c: c, mv: mv, req: req, caps: caps}, true
 }
 
-// serveCall runs a prepared request through the server's receiving chain
-// (fastState.chain: the middleware, the router's, the SDK's method
+// serve runs a prepared request through the server's receiving chain
+// (fastPath.chain: the middleware, the router's, the SDK's method
 // dispatch), and returns the response to write;
 // or errHandoff when the request was handed back, or errNoReply.
-func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Response, error) {
+func (f *fastPath) serve(ctx context.Context, pc *preparedCall) (*jsonrpc.Response, error) {
 	c, mv, req := pc.c, pc.mv, pc.req
 	ctx = context.WithValue(ctx, fastCapsKey{}, &fastCaps{req: req, caps: pc.caps})
-	r.fast.served.Add(1)
-	res, err := r.fast.chain(ctx, c.Method, req)
+	f.served.Add(1)
+	res, err := f.chain(ctx, c.Method, req)
 	if errors.Is(err, errHandoff) {
 		return nil, errHandoff
 	}
@@ -290,12 +293,12 @@ func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Resp
 		if mv.PerRequest() {
 			// go-sdk's ServerSession.handle: every result of a request
 			// that negotiates per request names the server in _meta.
-			wire.AnnotateServerInfo(res, r.serverInfo(ctx))
+			wire.AnnotateServerInfo(res, f.serverInfo(ctx))
 		}
 	}
 	resp, ok := wire.Response(c.ID, c.Method, result, err)
 	if !ok {
-		r.log.Error("taskrouter: a task method's result cannot be encoded; no response is sent", "method", c.Method)
+		f.r.log.Error("taskrouter: a task method's result cannot be encoded; no response is sent", "method", c.Method)
 		return nil, errNoReply
 	}
 	return resp, nil
@@ -308,15 +311,15 @@ func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Resp
 // Preflight, takes no _task_id argument, and (when the SDK would check
 // them) has no Mcp-Param-* header annotations. Everything else goes
 // through the SDK, whose stream a call run in the request may need.
-func (r *Router) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declared, headers bool) bool {
-	te, ok := r.tools.lookup(p.Name)
-	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == TaskForbidden || r.tools.takesTaskID(p.Name) {
+func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declared, headers bool) bool {
+	te, ok := f.r.tools.lookup(p.Name)
+	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == TaskForbidden || f.r.tools.takesTaskID(p.Name) {
 		return false
 	}
 	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {
 		return false
 	}
-	if headers && !r.fast.noParamHeaders(&te) {
+	if headers && !f.noParamHeaders(&te) {
 		return false
 	}
 	if d.ServerDecidesTasks() {
@@ -332,7 +335,7 @@ func (r *Router) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declar
 // noParamHeaders reports whether a tool's input schema is known and
 // binds no argument to an Mcp-Param-* header (x-mcp-header), which the
 // SDK checks against the request's headers.
-func (f *fastState) noParamHeaders(te *toolEntry) bool {
+func (f *fastPath) noParamHeaders(te *toolEntry) bool {
 	if te.tool == nil || te.tool.InputSchema == nil {
 		return false
 	}
@@ -345,11 +348,14 @@ func (f *fastState) noParamHeaders(te *toolEntry) bool {
 	return !has
 }
 
-// recoverFast keeps a bug in the fast path's own code from taking the
+// recover keeps a bug in the fast path's own code from taking the
 // process down; the request then has no answer, as when a connection
 // breaks.
-func (r *Router) recoverFast(where string) {
+func (f *fastPath) recover(where string) {
 	if p := recover(); p != nil {
-		r.log.Error("panic in the task fast path", "where", where, "panic", p, "stack", string(debug.Stack()))
+		f.r.log.Error("panic in the task fast path", "where", where, "panic", p, "stack", string(debug.Stack()))
 	}
 }
+
+// handlerID numbers the router's HTTP handlers.
+func (f *fastPath) handlerID() string { return strconv.FormatUint(f.handlers.Add(1), 10) }

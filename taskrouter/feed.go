@@ -14,8 +14,8 @@ import (
 // processes arrive through the store's Notifier: they wake waiters here,
 // stop work here on a task another process ended (a tasks/cancel that
 // landed on another replica stops the handler running on this one), and
-// reach subscriptions/listen streams. A periodic re-read (Config.
-// ChangePollInterval) covers notifications that were lost.
+// reach subscriptions/listen streams. Waiters re-read every
+// Options.ChangePollInterval in case a notification was lost.
 
 // changeFeedSignals are the change feed's test signals.
 type changeFeedSignals struct {
@@ -103,88 +103,4 @@ func (f *changeFeed) checkRuns() {
 		}
 		r.stopRun(id, errEnded)
 	}
-}
-
-// listeners are the subscriptions/listen streams of this process, by the
-// task ids they follow.
-type listeners struct {
-	mu     sync.Mutex
-	byTask map[string]map[*listener]struct{}
-}
-
-// listener is one subscriptions/listen stream: changed is signalled (never
-// blocking) when a task it follows may have changed.
-type listener struct {
-	tasks   []string
-	changed chan string
-	done    chan struct{}
-}
-
-func (l *listeners) add(ln *listener) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.byTask == nil {
-		l.byTask = map[string]map[*listener]struct{}{}
-	}
-	for _, id := range ln.tasks {
-		set := l.byTask[id]
-		if set == nil {
-			set = map[*listener]struct{}{}
-			l.byTask[id] = set
-		}
-		set[ln] = struct{}{}
-	}
-}
-
-func (l *listeners) remove(ln *listener) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, id := range ln.tasks {
-		delete(l.byTask[id], ln)
-		if len(l.byTask[id]) == 0 {
-			delete(l.byTask, id)
-		}
-	}
-}
-
-// changed signals the listeners of task id.
-func (l *listeners) changed(id string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for ln := range l.byTask[id] {
-		select {
-		case ln.changed <- id:
-		default: // a signal is pending; the listener re-reads everything it follows
-		}
-	}
-}
-
-// changedAll signals every listener.
-func (l *listeners) changedAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, set := range l.byTask {
-		for ln := range set {
-			select {
-			case ln.changed <- "":
-			default:
-			}
-		}
-	}
-}
-
-// closeAll ends every listener (the router is closing).
-func (l *listeners) closeAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen := map[*listener]bool{}
-	for _, set := range l.byTask {
-		for ln := range set {
-			if !seen[ln] {
-				seen[ln] = true
-				close(ln.done)
-			}
-		}
-	}
-	l.byTask = nil
 }

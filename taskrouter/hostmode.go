@@ -25,11 +25,6 @@ import (
 // the input schema of the tools that take it.
 const taskIDArgumentDescription = "Only when performing a step of a workflow task: the task's id (from the handoff). Leave it out otherwise."
 
-// AcceptTaskIDArgument makes tool name take the argument _task_id (see
-// above); the workflow bridge calls it for every tool a client may be asked
-// to call for a workflow step.
-func (r *Router) AcceptTaskIDArgument(name string) { r.tools.acceptTaskID(name) }
-
 var taskIDKey = []byte(`"` + mcptask.ArgTaskID + `"`)
 
 // moveTaskIDArgument moves the argument _task_id of a tools/call into

@@ -30,53 +30,6 @@ type inputAnswer struct {
 	err    error
 }
 
-func (ru *run) addInput(method string, params json.RawMessage) *pendingInput {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	ru.seq++
-	in := &pendingInput{key: fmt.Sprintf("input-%d", ru.seq), method: method, params: params, reply: make(chan inputAnswer, 1)}
-	ru.inputs[in.key] = in
-	return in
-}
-
-// removeInput drops an input and reports how many remain.
-func (ru *run) removeInput(key string) int {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	delete(ru.inputs, key)
-	return len(ru.inputs)
-}
-
-// answer delivers a response to a pending input; it reports whether the key
-// was pending.
-func (ru *run) answer(key string, a inputAnswer) bool {
-	ru.mu.Lock()
-	in, ok := ru.inputs[key]
-	if ok {
-		delete(ru.inputs, key)
-	}
-	ru.mu.Unlock()
-	if ok {
-		in.reply <- a
-	}
-	return ok
-}
-
-// inputRequests returns the pending inputs in the extension's wire shape:
-// key -> {"method", "params"}.
-func (ru *run) inputRequests() map[string]json.RawMessage {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	if len(ru.inputs) == 0 {
-		return nil
-	}
-	out := make(map[string]json.RawMessage, len(ru.inputs))
-	for k, in := range ru.inputs {
-		out[k] = in.wire()
-	}
-	return out
-}
-
 // wire is the input request as tasks/get and the store show it.
 func (in *pendingInput) wire() json.RawMessage {
 	b, _ := json.Marshal(struct {
@@ -84,49 +37,6 @@ func (in *pendingInput) wire() json.RawMessage {
 		Params json.RawMessage `json:"params"`
 	}{in.method, in.params})
 	return b
-}
-
-// hasUnclaimedInput reports whether the run has an input request no
-// tasks/result stream is delivering yet.
-func (ru *run) hasUnclaimedInput() bool {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	for _, in := range ru.inputs {
-		if !in.inFlight {
-			return true
-		}
-	}
-	return false
-}
-
-// claimInputs marks every undelivered input in flight and returns them.
-func (ru *run) claimInputs() []*pendingInput {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	var out []*pendingInput
-	for _, in := range ru.inputs {
-		if !in.inFlight {
-			in.inFlight = true
-			out = append(out, in)
-		}
-	}
-	return out
-}
-
-func (ru *run) release(in *pendingInput) {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	in.inFlight = false
-}
-
-func (ru *run) failInputs(err error) {
-	ru.mu.Lock()
-	inputs := ru.inputs
-	ru.inputs = map[string]*pendingInput{}
-	ru.mu.Unlock()
-	for _, in := range inputs {
-		in.reply <- inputAnswer{err: err}
-	}
 }
 
 // On a shared store (several replicas) a task's pending input requests
@@ -215,12 +125,6 @@ func (r *Router) storedAnswer(ctx context.Context, id, key string) <-chan inputA
 		}
 	}()
 	return ch
-}
-
-// runOf finds the run of a task handler context.
-func runOf(ctx context.Context) *run {
-	ru, _ := ctx.Value(taskCtxKey{}).(*run)
-	return ru
 }
 
 // Elicit asks the client for input from inside a tool handler. When the

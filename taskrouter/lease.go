@@ -415,3 +415,10 @@ func (r *Router) AdoptLease(t *store.Task) *Lease {
 	r.leases.add(id, h)
 	return &Lease{r: r, id: id, held: h, Task: t}
 }
+
+// claim takes task id's lease for this process (shared stores): when it
+// is free, expired, or already ours.
+func (r *Router) claim(ctx context.Context, id string) (*store.Task, error) {
+	now := r.opts.Now()
+	return r.st.Claim(ctx, id, r.opts.ReplicaID, now, now.Add(r.opts.LeaseDuration))
+}

@@ -3,7 +3,6 @@ package taskrouter
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/internal/storerpc"
@@ -124,16 +123,6 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// pollTick returns a channel that fires after Options.ChangePollInterval on
-// a shared store, and never on an exclusive one (every change there is
-// this process's own and wakes its waiters directly).
-func (r *Router) pollTick() <-chan time.Time {
-	if !r.shared {
-		return nil
-	}
-	return time.After(r.opts.ChangePollInterval)
 }
 
 // finalResult is what tasks/result returns for a terminal task: exactly

@@ -55,16 +55,6 @@ func (r *Router) Install(s *mcp.Server) error {
 	return nil
 }
 
-// A ContinuationHandler serves a tools/call bound to an existing task with
-// _meta._task_id (mcptask.MetaTaskID): the workflow bridge records the
-// call's outcome on its workflow task. It runs the tool itself, in the
-// request, with Router.CallTool.
-type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error)
-
-// SetContinuation makes h serve every tools/call that carries
-// _meta._task_id. Without one, such calls are ordinary tool calls.
-func (r *Router) SetContinuation(h ContinuationHandler) { r.tools.setContinuation(h) }
-
 // normalizeParams gives a tasks/* request that arrived without params (the
 // TypeScript SDK omits them on tasks/list) an empty params value. The SDK
 // passes a nil pointer, and the promoted ParamsBase methods it calls for the
@@ -106,7 +96,7 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 		// initialize negotiates 2025-11-25 or older: the core capability
 		// only (the extension is advertised by server/discover).
 		if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
-			r.noteInitialize(ir)
+			r.fast.noteInitialize(ir)
 			return &initializeResult{InitializeResult: ir}, nil
 		}
 		return res, err

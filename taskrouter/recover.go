@@ -134,10 +134,3 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	}, nil)
 	return nil
 }
-
-// claim takes task id's lease for this process (shared stores): when it
-// is free, expired, or already ours.
-func (r *Router) claim(ctx context.Context, id string) (*store.Task, error) {
-	now := r.opts.Now()
-	return r.st.Claim(ctx, id, r.opts.ReplicaID, now, now.Add(r.opts.LeaseDuration))
-}

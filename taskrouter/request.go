@@ -117,7 +117,7 @@ func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
 	} else {
 		q.Owner = owner
 	}
-	r.noteRequest(req, q)
+	r.fast.noteRequest(req, q)
 	return q
 }
 

@@ -75,7 +75,7 @@ type Router struct {
 	shared  bool   // the store is shared by several processes (store.IsShared)
 	leases  leases // leases this process holds
 	kinds   kinds  // hooks of the task kinds components drive
-	fast    fastState
+	fast    fastPath
 	recent  recentEnded // tasks this process ended moments ago (recent.go)
 	workers workers     // goroutines that run task handlers (workers.go)
 	// listeners are the subscriptions/listen streams waiting for task
@@ -120,6 +120,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		quotas: newQuotas(o),
 		shared: store.IsShared(st),
 	}
+	r.fast.r = r
 	if err := r.newServices(); err != nil {
 		return nil, err
 	}
@@ -217,77 +218,4 @@ func NewTaskID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// ---- watching ----
-
-// watches are the channels waiters (tasks/result, Wait) block on, by
-// task id: each is closed at the task's next change. Its lock is a leaf:
-// nothing else is locked while it is held.
-type watches struct {
-	mu     sync.Mutex
-	byTask map[string]chan struct{}
-}
-
-// watch returns a channel closed at the next change of task id.
-func (w *watches) watch(id string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ch, ok := w.byTask[id]
-	if !ok {
-		if w.byTask == nil {
-			w.byTask = map[string]chan struct{}{}
-		}
-		ch = make(chan struct{})
-		w.byTask[id] = ch
-	}
-	return ch
-}
-
-// unwatch drops c if it is still the registered watch of id (the task
-// vanished while a waiter held it).
-func (w *watches) unwatch(id string, c <-chan struct{}) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ch, ok := w.byTask[id]; ok && (<-chan struct{})(ch) == c {
-		delete(w.byTask, id)
-	}
-}
-
-// drop forgets the watch of a deleted task without waking it.
-func (w *watches) drop(id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.byTask, id)
-}
-
-// wake wakes the waiters of task id.
-func (w *watches) wake(id string) {
-	w.mu.Lock()
-	ch, ok := w.byTask[id]
-	if ok {
-		delete(w.byTask, id)
-	}
-	w.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-}
-
-// wakeAll wakes every waiter.
-func (w *watches) wakeAll() {
-	w.mu.Lock()
-	ws := w.byTask
-	w.byTask = nil
-	w.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
-	}
-}
-
-// changed wakes everyone watching task t and pushes its status.
-func (r *Router) changed(t *store.Task) {
-	r.watches.wake(t.ID)
-	r.push(t)
-	r.listeners.changed(t.ID)
 }

@@ -295,3 +295,99 @@ func (r *Router) fenceLost(ctx context.Context, id string, err error) error {
 	}
 	return fmt.Errorf("%w: %w", errLeaseLost, err)
 }
+
+func (ru *run) addInput(method string, params json.RawMessage) *pendingInput {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	ru.seq++
+	in := &pendingInput{key: fmt.Sprintf("input-%d", ru.seq), method: method, params: params, reply: make(chan inputAnswer, 1)}
+	ru.inputs[in.key] = in
+	return in
+}
+
+// removeInput drops an input and reports how many remain.
+func (ru *run) removeInput(key string) int {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	delete(ru.inputs, key)
+	return len(ru.inputs)
+}
+
+// answer delivers a response to a pending input; it reports whether the key
+// was pending.
+func (ru *run) answer(key string, a inputAnswer) bool {
+	ru.mu.Lock()
+	in, ok := ru.inputs[key]
+	if ok {
+		delete(ru.inputs, key)
+	}
+	ru.mu.Unlock()
+	if ok {
+		in.reply <- a
+	}
+	return ok
+}
+
+// inputRequests returns the pending inputs in the extension's wire shape:
+// key -> {"method", "params"}.
+func (ru *run) inputRequests() map[string]json.RawMessage {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if len(ru.inputs) == 0 {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(ru.inputs))
+	for k, in := range ru.inputs {
+		out[k] = in.wire()
+	}
+	return out
+}
+
+// hasUnclaimedInput reports whether the run has an input request no
+// tasks/result stream is delivering yet.
+func (ru *run) hasUnclaimedInput() bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	for _, in := range ru.inputs {
+		if !in.inFlight {
+			return true
+		}
+	}
+	return false
+}
+
+// claimInputs marks every undelivered input in flight and returns them.
+func (ru *run) claimInputs() []*pendingInput {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	var out []*pendingInput
+	for _, in := range ru.inputs {
+		if !in.inFlight {
+			in.inFlight = true
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func (ru *run) release(in *pendingInput) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	in.inFlight = false
+}
+
+func (ru *run) failInputs(err error) {
+	ru.mu.Lock()
+	inputs := ru.inputs
+	ru.inputs = map[string]*pendingInput{}
+	ru.mu.Unlock()
+	for _, in := range inputs {
+		in.reply <- inputAnswer{err: err}
+	}
+}
+
+// runOf finds the run of a task handler context.
+func runOf(ctx context.Context) *run {
+	ru, _ := ctx.Value(taskCtxKey{}).(*run)
+	return ru
+}

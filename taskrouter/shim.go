@@ -68,7 +68,7 @@ func (t *taskTransport) connectFramed(ctx context.Context, src wire.Source) (*pu
 	}
 	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[jsonrpc.ID]*connListen{}, noFast: t.noFast, framed: true, closeSrc: src.Close}
 	go func() {
-		defer pc.r.recoverFast("framer")
+		defer pc.r.fast.recover("framer")
 		wire.Frame(src.R, pw, pc.takeFrame)
 	}()
 	return pc, nil
@@ -189,10 +189,10 @@ func (c *pushConn) setSession(ss *mcp.ServerSession) { c.ss.CompareAndSwap(nil, 
 // have dispatched it, in its own goroutine as the SDK does; it reports
 // false to leave the call to the SDK.
 func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
-	if c.noFast || !c.r.fastUsable() {
+	if c.noFast || !c.r.fast.usable() {
 		return false
 	}
-	defer c.r.recoverFast("connection")
+	defer c.r.fast.recover("connection")
 	ss := c.ss.Load()
 	if ss == nil || ss.InitializeParams() == nil {
 		return false // the SDK refuses calls before initialize, or learns the client from this one
@@ -209,14 +209,14 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 		return false
 	}
 	mv, ok := wire.ViewMeta(call.Meta)
-	if !ok || mv.PerRequest() && (!c.r.fast.accepted(mv.Version) || c.r.serverInfo(context.Background()) == nil) {
+	if !ok || mv.PerRequest() && (!c.r.fast.accepted(mv.Version) || c.r.fast.serverInfo(context.Background()) == nil) {
 		return false
 	}
 	connID := ""
 	if req.Method == mcptask.MethodToolsCall {
 		connID = c.id // as Read tags every tools/call
 	}
-	pc, ok := c.r.prepareCall(call, mv, ss, nil, connID, false)
+	pc, ok := c.r.fast.prepare(call, mv, ss, nil, connID, false)
 	if !ok {
 		return false
 	}
@@ -227,8 +227,8 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 	}
 	go func() {
 		defer cancel(nil)
-		defer c.r.recoverFast("connection")
-		resp, err := c.r.serveCall(ctx, pc)
+		defer c.r.fast.recover("connection")
+		resp, err := c.r.fast.serve(ctx, pc)
 		// The id is free again before the answer leaves, as in the SDK.
 		c.calls.EndFast(req.ID)
 		if err == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
@@ -87,40 +89,6 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	return t, nil
 }
 
-// Await waits until done reports true for task id, or ctx ends. It reads
-// the task at once and again at every change (written by this process or,
-// on a shared store, announced by another one, with a re-read every
-// ChangePollInterval in case an announcement was lost), and returns the
-// task as last read; with ctx's error when ctx ended first, or the store's
-// error (store.ErrNotFound once the task is gone).
-func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bool) (*store.Task, error) {
-	var last *store.Task
-	for {
-		w := r.watches.watch(id) // watch first, then read: no change in between is missed
-		t, err := r.st.Get(ctx, id)
-		if err != nil {
-			r.watches.unwatch(id, w)
-			if ctx.Err() != nil {
-				return last, ctx.Err()
-			}
-			return last, err
-		}
-		last = t
-		if done(t) {
-			r.watches.unwatch(id, w)
-			return t, nil
-		}
-		select {
-		case <-w:
-		case <-r.pollTick():
-			r.watches.unwatch(id, w)
-		case <-ctx.Done():
-			r.watches.unwatch(id, w)
-			return last, ctx.Err()
-		}
-	}
-}
-
 // MaxTTL is the longest ttl a task may have (Options.MaxTTL).
 func (r *Router) MaxTTL() time.Duration { return r.opts.MaxTTL }
 
@@ -148,3 +116,56 @@ func (r *Router) Fail(ctx context.Context, id string, message string, rpcErr *st
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// LabelCount is the number of active tasks whose labels have Values (in
+// the order the labels were asked for).
+type LabelCount struct {
+	Values []string
+	N      int
+}
+
+// ActiveByLabels counts the active tasks (working or input_required) of
+// kind (the LabelKind label; "" counts every kind) by the values of labels:
+// the operator's view of, say, how many workflow tasks still run on each
+// workflow version. It pages through the store's query index (headers
+// only) and reads at most max tasks; complete reports whether it counted
+// every active task. Counts are sorted by their values.
+func (r *Router) ActiveByLabels(ctx context.Context, kind string, labels []string, max int) (counts []LabelCount, complete bool, err error) {
+	by := map[string]*LabelCount{}
+	q := store.Query{Statuses: []store.Status{store.StatusWorking, store.StatusInputRequired}, Limit: store.MaxPageSize}
+	read := 0
+	for {
+		page, err := r.st.Query(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, t := range page.Tasks {
+			read++
+			if kind != "" && t.Labels[LabelKind] != kind {
+				continue
+			}
+			vals := make([]string, len(labels))
+			for i, l := range labels {
+				vals[i] = t.Labels[l]
+			}
+			key := strings.Join(vals, "\x00")
+			if by[key] == nil {
+				by[key] = &LabelCount{Values: vals}
+			}
+			by[key].N++
+		}
+		if page.NextCursor == "" {
+			complete = true
+			break
+		}
+		if read >= max {
+			break
+		}
+		q.Cursor = page.NextCursor
+	}
+	for _, c := range by {
+		counts = append(counts, *c)
+	}
+	slices.SortFunc(counts, func(a, b LabelCount) int { return slices.Compare(a.Values, b.Values) })
+	return counts, complete, nil
+}

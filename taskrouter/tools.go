@@ -389,3 +389,18 @@ func (r *Router) Tools(ctx context.Context) ([]*mcp.Tool, error) {
 	}
 	return slices.Clip(out), nil
 }
+
+// AcceptTaskIDArgument makes tool name take the argument _task_id (see
+// above); the workflow bridge calls it for every tool a client may be asked
+// to call for a workflow step.
+func (r *Router) AcceptTaskIDArgument(name string) { r.tools.acceptTaskID(name) }
+
+// A ContinuationHandler serves a tools/call bound to an existing task with
+// _meta._task_id (mcptask.MetaTaskID): the workflow bridge records the
+// call's outcome on its workflow task. It runs the tool itself, in the
+// request, with Router.CallTool.
+type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error)
+
+// SetContinuation makes h serve every tools/call that carries
+// _meta._task_id. Without one, such calls are ordinary tool calls.
+func (r *Router) SetContinuation(h ContinuationHandler) { r.tools.setContinuation(h) }

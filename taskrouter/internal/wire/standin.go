@@ -29,7 +29,7 @@ import (
 const standInMax = 32
 
 // StandIns are the stand-in sessions of one server. The zero value is
-// ready.
+// ready; its lock is a leaf (sessions connect and close outside it).
 type StandIns struct {
 	mu    sync.Mutex
 	byKey map[string]*standIn
@@ -50,13 +50,16 @@ func (f *StandIns) Session(ctx context.Context, server *mcp.Server, ip *mcp.Init
 	}
 	key := string(b)
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s := f.byKey[key]; s != nil {
+	s := f.byKey[key]
+	f.mu.Unlock()
+	if s != nil {
 		return s.ss, nil
 	}
 	if server == nil {
 		return nil, fmt.Errorf("taskrouter: Install has not been called")
 	}
+	// Connect without the lock held; a request that connected the same
+	// parameters meanwhile wins, and this session is closed.
 	cli, srv := net.Pipe()
 	go func() { _, _ = io.Copy(io.Discard, cli) }()
 	state := &mcp.ServerSessionState{InitializeParams: ip}
@@ -65,20 +68,39 @@ func (f *StandIns) Session(ctx context.Context, server *mcp.Server, ip *mcp.Init
 		_ = cli.Close()
 		return nil, err
 	}
+	in := &standIn{ss: ss, conn: cli}
+	winner, evicted := f.add(key, in)
+	if evicted != nil {
+		go evicted.close() // requests still using it finish first
+	}
+	if winner != in {
+		in.close()
+		return winner.ss, nil
+	}
+	go f.forget(key, in)
+	return ss, nil
+}
+
+// add keeps in under key unless another session got there first (it
+// returns that one then), and returns the oldest session when there are
+// too many.
+func (f *StandIns) add(key string, in *standIn) (winner, evicted *standIn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.byKey[key]; s != nil {
+		return s, nil
+	}
 	if f.byKey == nil {
 		f.byKey = map[string]*standIn{}
 	}
 	if len(f.order) >= standInMax {
-		old := f.byKey[f.order[0]]
+		evicted = f.byKey[f.order[0]]
 		delete(f.byKey, f.order[0])
 		f.order = f.order[1:]
-		go old.close() // requests still using it finish first
 	}
-	in := &standIn{ss: ss, conn: cli}
 	f.byKey[key] = in
 	f.order = append(f.order, key)
-	go f.forget(key, in)
-	return ss, nil
+	return in, evicted
 }
 
 // forget drops in once its session ends (a keepalive ping it had to
