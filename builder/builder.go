@@ -111,7 +111,7 @@ func RedactDSN(spec string) string {
 }
 
 // WithBboltOptions passes opts to bboltstore.Open when the server opens a
-// bbolt file itself (WithDB, WithDBPath, EnvDB or DefaultDBFile), for
+// bbolt file itself (WithDB, EnvDB or DefaultDBFile), for
 // example bboltstore.WithPrefault(true). EnvBboltPrefault, read after
 // them, can turn prefaulting on or off unless WithoutEnv.
 func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {

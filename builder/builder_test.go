@@ -2,6 +2,7 @@ package builder_test
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -49,7 +50,7 @@ func TestBuildRejectsNamelessTool(t *testing.T) {
 func TestBuildOpensAndClosesItsStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "tasks.db")
 	b := builder.New("t", "1").WithDB(path).WithoutEnv()
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, path, srv.DBPath)
@@ -127,7 +128,7 @@ func TestWithObserverWiresEverything(t *testing.T) {
 	first, second := &allSeeing{}, &allSeeing{}
 	b := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{Observer: first}).WithObserver(second)
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("w", "d").Arg("text", "t", true).Step(workflow.Server("say", "echo").Bind("text", workflow.PromptArg("text"))))
 	srv, err := b.Build(t.Context())
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log"
 	"net/http/httptest"
 	"time"
@@ -37,7 +38,7 @@ func ExampleClient_CallTool() {
 	}
 	defer session.Close()
 
-	c, err := client.Dial(ctx, clientEnd, &client.Options{Dialect: client.Core})
+	c, err := client.Dial(ctx, clientEnd, &client.Options{Dialect: mcptask.Core})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func (h *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	if raw, ok := msg.Params.Meta[mcptask.MetaProtocolVersion]; ok {
 		_ = json.Unmarshal(raw, &metaVersion)
 	}
-	if version < ExtensionVersion && metaVersion < ExtensionVersion {
+	if version < mcptask.ExtensionVersion && metaVersion < mcptask.ExtensionVersion {
 		return h.next.RoundTrip(out)
 	}
 	var id string

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"net/http"
 	"sort"
 	"strings"
@@ -396,7 +397,7 @@ func TestHostileInput(t *testing.T) {
 	// The workflow the hostile continuations aimed at recorded nothing.
 	wf, err := s.st.Get(context.Background(), wfID)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, wf.Status)
+	require.Equal(t, mcptask.StatusWorking, wf.Status)
 	require.NotContains(t, wf.Variables, "blob")
 	t.Logf("hostile-input table (%d cases): name, layer, outcome\n%s", len(cases), strings.Join(table, "\n"))
 }

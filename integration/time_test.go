@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
@@ -99,14 +100,14 @@ func TestHostGivingUpCancelsNoStep(t *testing.T) {
 	}, 15*time.Second, 20*time.Millisecond, "the step completed and the workflow paused at the client step")
 	tk, err := srv.Router.Task(context.Background(), id)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
 
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
 	_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "check", Arguments: map[string]any{"_task_id": id}})
 	cancel()
 	require.Eventually(t, func() bool {
 		tk, err := srv.Router.Task(context.Background(), id)
-		return err == nil && tk.Status == store.StatusCompleted
+		return err == nil && tk.Status == mcptask.StatusCompleted
 	}, 15*time.Second, 20*time.Millisecond, "the following step ran to its end and completed the workflow")
 }
 
@@ -130,7 +131,7 @@ func TestOrphanOnlyWithoutDelivery(t *testing.T) {
 		require.False(t, out.IsError)
 		require.Eventually(t, func() bool {
 			tk, err := srv.Router.Task(context.Background(), doc.TaskID)
-			return err == nil && tk.Status == store.StatusCompleted
+			return err == nil && tk.Status == mcptask.StatusCompleted
 		}, 10*time.Second, 10*time.Millisecond)
 	})
 	t.Run("cut before the handoff", func(t *testing.T) {
@@ -160,7 +161,7 @@ func TestOrphanOnlyWithoutDelivery(t *testing.T) {
 		close(gate)
 		require.Eventually(t, func() bool {
 			tk, err := srv.Router.Task(context.Background(), id)
-			return err == nil && tk.Status == store.StatusFailed
+			return err == nil && tk.Status == mcptask.StatusFailed
 		}, 10*time.Second, 10*time.Millisecond)
 		tk, err := srv.Router.Task(context.Background(), id)
 		require.NoError(t, err)

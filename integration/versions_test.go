@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +14,6 @@ import (
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -129,7 +129,7 @@ func TestVersionsChangedWhileTaskWaits(t *testing.T) {
 				require.Zero(t, calls["tb"], "the refused continuation ran nothing")
 				tk, err := srv.Store.Get(ctx, alone)
 				require.NoError(t, err)
-				require.Equal(t, store.StatusFailed, tk.Status)
+				require.Equal(t, mcptask.StatusFailed, tk.Status)
 				require.Contains(t, tk.StatusMessage, `workflow "abc"`)
 				require.Contains(t, tk.StatusMessage, workflow.VersionOf(v1))
 				require.NoError(t, srv.Close())
@@ -151,7 +151,7 @@ func TestVersionsChangedWhileTaskWaits(t *testing.T) {
 				require.False(t, out.IsError)
 				require.Eventually(t, func() bool {
 					tk, err := srv.Store.Get(ctx, beside)
-					return err == nil && tk.Status == store.StatusCompleted
+					return err == nil && tk.Status == mcptask.StatusCompleted
 				}, 10*time.Second, 10*time.Millisecond)
 				require.Equal(t, 1, calls["tc"], "c ran its own tool, once")
 				require.Zero(t, calls["tx"]+calls["td"], "no step of the new version ran")

@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -79,11 +80,11 @@ func TestScrapeAfterRealActivity(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	_, err = c.CancelTask(ctx, slow)
 	require.NoError(t, err)
-	f.Wait(t, slow, store.StatusCancelled)
+	f.Wait(t, slow, mcptask.StatusCancelled)
 
 	_, doc := obstest.Handoff(t, c, "metrics")
 	obstest.Finish(t, c, doc, client.FollowOptions{})
-	f.Wait(t, doc.TaskID, store.StatusCompleted)
+	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 
 	text := scrape(t, m.Handler())
 	require.Equal(t, "3", value(t, text, `taskbridge_tasks_finished_total{kind="tool",name="echo",status="completed"}`))

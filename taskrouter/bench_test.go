@@ -3,6 +3,7 @@ package taskrouter_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"testing"
 
 	"github.com/taskbridge/taskbridge/store"
@@ -47,7 +48,7 @@ func BenchmarkTaskRoundTrip(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					var created struct {
-						Task taskrouter.Task `json:"task"`
+						Task mcptask.CoreTask `json:"task"`
 					}
 					if err := p.c.Call(ctx, "tools/call", params, &created); err != nil {
 						b.Fatal(err)
@@ -88,7 +89,7 @@ func BenchmarkTasksGet(b *testing.B) {
 	p := h.dial(inMemory, core, nil)
 	ctx := context.Background()
 	var created struct {
-		Task taskrouter.Task `json:"task"`
+		Task mcptask.CoreTask `json:"task"`
 	}
 	if err := p.c.Call(ctx, "tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0}, "task": map[string]any{}}, &created); err != nil {
 		b.Fatal(err)

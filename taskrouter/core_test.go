@@ -313,7 +313,7 @@ func TestCoreStatusPushOnShimmedTransport(t *testing.T) {
 	p.mustCall("tasks/result", map[string]any{"taskId": id})
 	require.Eventually(t, func() bool {
 		for _, raw := range p.pushed() {
-			var tk taskrouter.Task
+			var tk mcptask.CoreTask
 			if json.Unmarshal(raw, &tk) == nil && tk.TaskID == id && tk.Status == "completed" {
 				require.NotNil(t, tk.TTL)
 				return true
@@ -421,7 +421,7 @@ func TestWorkflowFacingCalls(t *testing.T) {
 	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"},
 		taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow, Variables: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, task.Status)
+	require.Equal(t, mcptask.StatusWorking, task.Status)
 	task, err = h.r.SetVariables(ctx, task.ID, map[string]json.RawMessage{"a": json.RawMessage(`null`), "b": json.RawMessage(`{"x":2}`)}, task.Version)
 	require.NoError(t, err)
 	require.NotContains(t, task.Variables, "a")

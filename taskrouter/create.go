@@ -45,7 +45,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 	t := &store.Task{
 		ID:            NewTaskID(),
 		Owner:         owner,
-		Status:        store.StatusWorking,
+		Status:        mcptask.StatusWorking,
 		StatusMessage: opts.StatusMessage,
 		CreatedAt:     now,
 		UpdatedAt:     now,
@@ -57,7 +57,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		WakeAt:        opts.WakeAt,
 	}
 	if opts.InputRequired {
-		t.Status = store.StatusInputRequired
+		t.Status = mcptask.StatusInputRequired
 	}
 	if opts.Lease && r.shared {
 		t.LeaseHolder, t.LeaseUntil = r.opts.ReplicaID, r.leaseUntil()

@@ -32,11 +32,11 @@ func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.
 // outcome or pending input requests inline.
 func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	if d == mcptask.Core {
-		return &getTaskResult{Task: CoreTask(t)}
+		return &getTaskResult{CoreTask: CoreTask(t)}
 	}
 	res := &extGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: extensionTask(t)}
 	switch t.Status {
-	case store.StatusInputRequired:
+	case mcptask.StatusInputRequired:
 		if ik := r.kinds.inputKind(t); ik != nil {
 			res.InputRequests = ik.InputRequests(t)
 		} else if r.shared {
@@ -44,9 +44,9 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 		} else if ru := r.runs.get(t.ID); ru != nil {
 			res.InputRequests = ru.inputRequests()
 		}
-	case store.StatusCompleted:
+	case mcptask.StatusCompleted:
 		res.Result = t.Result
-	case store.StatusFailed:
+	case mcptask.StatusFailed:
 		if t.Error != nil {
 			res.Error = t.Error
 		} else {
@@ -62,7 +62,7 @@ func cancelReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	if d == mcptask.Extension {
 		return &ackResult{ResultType: mcptask.ResultTypeComplete}
 	}
-	return &getTaskResult{Task: CoreTask(t)}
+	return &getTaskResult{CoreTask: CoreTask(t)}
 }
 
 // gate checks that a tasks/* request may proceed in its dialect, in the

@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
@@ -258,15 +257,15 @@ func TestRestartResolvesInterruptedTasks(t *testing.T) {
 	_ = h2
 	got, err := st2.Get(context.Background(), finished)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusCompleted, got.Status)
+	require.Equal(t, mcptask.StatusCompleted, got.Status)
 	got, err = st2.Get(context.Background(), noRetry)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusFailed, got.Status)
+	require.Equal(t, mcptask.StatusFailed, got.Status)
 	require.Contains(t, got.StatusMessage, "not registered as safe to retry")
 	require.Equal(t, "retry", <-h2.started, "the retryable task was re-run")
 	got, err = st2.Get(context.Background(), retry)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, got.Status)
+	require.Equal(t, mcptask.StatusWorking, got.Status)
 	require.Equal(t, "re-running after a server restart", got.StatusMessage)
 }
 

@@ -313,7 +313,7 @@ func (f *fastPath) serve(ctx context.Context, pc *preparedCall) (*jsonrpc.Respon
 // through the SDK, whose stream a call run in the request may need.
 func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declared, headers bool) bool {
 	te, ok := f.r.tools.lookup(p.Name)
-	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == TaskForbidden || f.r.tools.takesTaskID(p.Name) {
+	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == mcptask.TaskForbidden || f.r.tools.takesTaskID(p.Name) {
 		return false
 	}
 	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {

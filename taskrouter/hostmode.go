@@ -100,7 +100,7 @@ const LabelHost = "host"
 // running then goes on as a durable task (see hostCall). Other tools run
 // as plain calls, holding the request.
 func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
-	if r.opts.HostDeadline < 0 || te.opts.TaskSupport == TaskForbidden || te.opts.Preflight != nil || q.OwnerErr != nil {
+	if r.opts.HostDeadline < 0 || te.opts.TaskSupport == mcptask.TaskForbidden || te.opts.Preflight != nil || q.OwnerErr != nil {
 		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	}
 	if te.validate != nil {

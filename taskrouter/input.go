@@ -160,7 +160,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	}
 	in := ru.addInput(method, raw)
 	msg := "waiting for client input"
-	park := store.Update{Status: store.StatusInputRequired, StatusMessage: &msg}
+	park := store.Update{Status: mcptask.StatusInputRequired, StatusMessage: &msg}
 	var stored <-chan inputAnswer
 	if r.shared {
 		park.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: in.wire()}
@@ -192,7 +192,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 			u.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: null, varInputResponsePrefix + in.key: null}
 		}
 		if remaining == 0 {
-			u.Status, u.StatusMessage = store.StatusWorking, ptr("")
+			u.Status, u.StatusMessage = mcptask.StatusWorking, ptr("")
 		}
 		if u.Status != "" || u.Variables != nil {
 			if _, err := r.fenced(ctx, ru, u); err != nil {

@@ -3,6 +3,7 @@ package taskrouter_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"strings"
 	"sync"
 	"testing"
@@ -19,12 +20,12 @@ import (
 type writeCounter struct {
 	store.Store
 	mu      sync.Mutex
-	creates map[string]store.Status // task id -> status it was created in
+	creates map[string]mcptask.Status // task id -> status it was created in
 	updates map[string]int
 }
 
 func countWrites(st store.Store) *writeCounter {
-	return &writeCounter{Store: st, creates: map[string]store.Status{}, updates: map[string]int{}}
+	return &writeCounter{Store: st, creates: map[string]mcptask.Status{}, updates: map[string]int{}}
 }
 
 func (w *writeCounter) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
@@ -47,7 +48,7 @@ func (w *writeCounter) Update(ctx context.Context, id string, u store.Update) (*
 	return out, err
 }
 
-func (w *writeCounter) writes(id string) (store.Status, int) {
+func (w *writeCounter) writes(id string) (mcptask.Status, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.creates[id], w.updates[id]
@@ -77,7 +78,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 			res := p.mustCall("tasks/result", map[string]any{"taskId": id})
 			require.Equal(t, "slept c", res["content"].([]any)[0].(map[string]any)["text"])
 			status, updates := st.writes(id)
-			require.Equal(t, store.StatusCompleted, status)
+			require.Equal(t, mcptask.StatusCompleted, status)
 			require.Zero(t, updates)
 
 			e := h.dial(k, ext, nil)
@@ -87,7 +88,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 			got := e.mustCall("tasks/get", map[string]any{"taskId": created["taskId"]})
 			require.Equal(t, "slept e", got["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
 			status, updates = st.writes(created["taskId"].(string))
-			require.Equal(t, store.StatusCompleted, status)
+			require.Equal(t, mcptask.StatusCompleted, status)
 			require.Zero(t, updates)
 		})
 	}
@@ -130,7 +131,7 @@ func TestSlowToolIsStoredWorking(t *testing.T) {
 	p.mustCall("tasks/cancel", map[string]any{"taskId": id})
 	require.Eventually(t, func() bool { return h.wasCancelled("s") }, 5*time.Second, 5*time.Millisecond)
 	status, _ := st.writes(id)
-	require.Equal(t, store.StatusWorking, status)
+	require.Equal(t, mcptask.StatusWorking, status)
 }
 
 // TestInstantWindowOff: with folding off, every task is stored working
@@ -145,7 +146,7 @@ func TestInstantWindowOff(t *testing.T) {
 	id := task["taskId"].(string)
 	p.mustCall("tasks/result", map[string]any{"taskId": id})
 	status, updates := st.writes(id)
-	require.Equal(t, store.StatusWorking, status)
+	require.Equal(t, mcptask.StatusWorking, status)
 	require.Equal(t, 1, updates)
 }
 
@@ -168,7 +169,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 			return nil, nil, err
 		}
 		return textResult("noted " + in.Text), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 
 	// blocker makes sure its task is stored (TaskID), then runs until
 	// cancelled.
@@ -176,7 +177,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 		taskrouter.TaskID(ctx)
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "noter", "arguments": map[string]any{"text": "hi"}, "task": map[string]any{}}))
@@ -190,7 +191,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 	// after a reader (tasks/result) saw it.
 	require.Eventually(t, func() bool {
 		status, updates := st.writes(id)
-		return status == store.StatusWorking && updates == 2 // the variables, the outcome
+		return status == mcptask.StatusWorking && updates == 2 // the variables, the outcome
 	}, 5*time.Second, time.Millisecond)
 
 	// Input: the task waits in input_required where the client can see it.

@@ -104,7 +104,7 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 			r.watches.unwatch(id, w)
 			return finalResult(t)
 		}
-		if t.Status == store.StatusInputRequired {
+		if t.Status == mcptask.StatusInputRequired {
 			if ru := r.runs.get(id); ru != nil {
 				if handsOff(ctx) && ru.hasUnclaimedInput() {
 					r.watches.unwatch(id, w)
@@ -131,7 +131,7 @@ func finalResult(t *store.Task) (mcp.Result, error) {
 	if t.Error != nil {
 		return nil, t.Error.RPC()
 	}
-	if t.Status == store.StatusCancelled {
+	if t.Status == mcptask.StatusCancelled {
 		return nil, mcptask.InvalidParams("task %s was cancelled: %s", t.ID, t.StatusMessage)
 	}
 	if len(t.Result) == 0 {
@@ -155,7 +155,7 @@ func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTas
 	if err != nil {
 		return nil, storeError(err)
 	}
-	res := &listTasksResult{Tasks: make([]Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
+	res := &listTasksResult{Tasks: make([]mcptask.CoreTask, 0, len(page.Tasks)), NextCursor: page.NextCursor}
 	for _, t := range page.Tasks {
 		res.Tasks = append(res.Tasks, CoreTask(t))
 	}

@@ -139,9 +139,9 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 	if q.Dialect.ServerDecidesTasks() {
 		// The server decides; a legacy params.task is ignored.
 		switch {
-		case te.opts.TaskSupport == TaskRequired && !q.Declared:
+		case te.opts.TaskSupport == mcptask.TaskRequired && !q.Declared:
 			return nil, mcptask.MissingExtension(fmt.Sprintf("tool %q", name))
-		case te.opts.TaskSupport == TaskRequired, te.opts.TaskSupport == TaskOptional && q.Declared:
+		case te.opts.TaskSupport == mcptask.TaskRequired, te.opts.TaskSupport == mcptask.TaskOptional && q.Declared:
 		default:
 			return r.plainCall(ctx, q, req, te)
 		}
@@ -149,11 +149,11 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 		switch {
 		case q.taskErr != nil:
 			return nil, mcptask.InvalidParams("%v", q.taskErr)
-		case q.asked && te.opts.TaskSupport == TaskForbidden:
+		case q.asked && te.opts.TaskSupport == mcptask.TaskForbidden:
 			// -32600, not the -32601 the spec suggests: go-sdk replaces the
 			// message of every -32601 it sends, and the client must learn why.
 			return nil, mcptask.InvalidRequest("tool %q cannot be called as a task: its execution.taskSupport is forbidden (or the tool is unknown); call it without params.task", name)
-		case !q.asked && te.opts.TaskSupport == TaskRequired && r.opts.HostDeadline < 0:
+		case !q.asked && te.opts.TaskSupport == mcptask.TaskRequired && r.opts.HostDeadline < 0:
 			return nil, mcptask.InvalidRequest("tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
 		case !q.asked:
 			// A required tool called plainly runs as one whose task
@@ -224,7 +224,7 @@ func (w *initializeResult) MarshalJSON() ([]byte, error) {
 // _task_id argument to the tools that take it.
 type listToolsResult struct {
 	*mcp.ListToolsResult
-	support   map[string]TaskSupport
+	support   map[string]mcptask.TaskSupport
 	taskIDArg map[string]bool
 }
 

@@ -64,7 +64,7 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 			// crash every start.
 			r.log.Error("panic resolving a task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
 			msg := fmt.Sprintf("interrupted, and resolving it after the restart failed: internal error: %v", p)
-			_, err = r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+			_, err = r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 		}
 	}()
 	kind := t.Labels[LabelKind]
@@ -76,7 +76,7 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 		return r.recoverTool(ctx, t, reason)
 	}
 	msg := fmt.Sprintf("interrupted: the process running this task stopped while it was %s, and no recovery is registered for kind %q", t.Status, kind)
-	_, err = r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+	_, err = r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 	return err
 }
 
@@ -85,7 +85,7 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	te, _ := r.tools.lookup(t.Request.Name)
 	if !te.opts.Retryable {
 		msg := fmt.Sprintf("interrupted: the process running tool %q stopped, and the tool is not registered as safe to retry", t.Request.Name)
-		_, err := r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+		_, err := r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 		return err
 	}
 	claimed := t
@@ -104,7 +104,7 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	if reason == ReasonTakeover {
 		msg = fmt.Sprintf("re-running on %s: the process running it stopped", r.opts.ReplicaID)
 	}
-	u := store.Update{Status: store.StatusWorking, StatusMessage: &msg}
+	u := store.Update{Status: mcptask.StatusWorking, StatusMessage: &msg}
 	if r.shared {
 		fence := claimed.Fence()
 		u.Fence = &fence

@@ -194,8 +194,8 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 // refused as too large (err matches store.ErrTooLarge).
 func tooLargeFailure(err error) store.Update {
 	msg := "task result too large to store: " + err.Error()
-	return store.Update{Status: store.StatusFailed, StatusMessage: &msg,
-		Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
+	return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg,
+		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
 }
 
 // outcome maps a handler's return to the update that ends the task. A
@@ -205,18 +205,18 @@ func outcome(res mcp.Result, err error, d mcptask.Dialect) store.Update {
 	if err != nil {
 		info := errorInfo(err)
 		msg := info.Message
-		return store.Update{Status: store.StatusFailed, StatusMessage: &msg, Error: info}
+		return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg, Error: info}
 	}
 	raw, merr := json.Marshal(res)
 	if merr != nil {
 		msg := "encoding task result: " + merr.Error()
-		return store.Update{Status: store.StatusFailed, StatusMessage: &msg, Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
+		return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg, Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
 	}
 	if ctr, ok := res.(*mcp.CallToolResult); ok && ctr.IsError {
 		msg := toolErrorText(ctr)
 		return store.Update{Status: d.ToolErrorStatus(), StatusMessage: &msg, Result: raw}
 	}
-	return store.Update{Status: store.StatusCompleted, Result: raw, StatusMessage: ptr("")}
+	return store.Update{Status: mcptask.StatusCompleted, Result: raw, StatusMessage: ptr("")}
 }
 
 // toolErrorText is the status message of a task whose tool reported an
@@ -239,18 +239,18 @@ func toolErrorText(r *mcp.CallToolResult) string {
 }
 
 // errorInfo converts an error into the JSON-RPC error stored on a task.
-func errorInfo(err error) *store.ErrorInfo {
+func errorInfo(err error) *mcptask.ErrorInfo {
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
-		return &store.ErrorInfo{Code: je.Code, Message: je.Message, Data: je.Data}
+		return &mcptask.ErrorInfo{Code: je.Code, Message: je.Message, Data: je.Data}
 	}
 	switch {
 	case errors.Is(err, errTimeout):
-		return &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: strings.TrimPrefix(err.Error(), "taskrouter: ")}
+		return &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: strings.TrimPrefix(err.Error(), "taskrouter: ")}
 	case errors.Is(err, store.ErrTooLarge):
-		return &store.ErrorInfo{Code: mcptask.CodeInvalidParams, Message: err.Error()}
+		return &mcptask.ErrorInfo{Code: mcptask.CodeInvalidParams, Message: err.Error()}
 	}
-	return &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: err.Error()}
+	return &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: err.Error()}
 }
 
 // ---- the run's writes: fenced by its lease ----

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestSweeperSignalsWhatItSwept(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound, "the ended task is deleted")
 	got, err := st.Get(ctx, active.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusFailed, got.Status, "the active task is failed, kept for the grace")
+	require.Equal(t, mcptask.StatusFailed, got.Status, "the active task is failed, kept for the grace")
 	require.Contains(t, got.StatusMessage, "expired")
 }
 

@@ -146,8 +146,8 @@ func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err e
 		msg = m
 	}
 	grace := s.cfg.Now().Add(s.cfg.Grace)
-	u := store.Update{IfVersion: t.Version, Status: store.StatusFailed, StatusMessage: &msg,
-		Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace}
+	u := store.Update{IfVersion: t.Version, Status: mcptask.StatusFailed, StatusMessage: &msg,
+		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace}
 	nt, err := r.st.Update(ctx, t.ID, u)
 	if err != nil {
 		if errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"slices"
 	"strings"
 	"time"
@@ -106,13 +107,13 @@ func (r *Router) Complete(ctx context.Context, id string, result any, vars map[s
 	if err != nil {
 		return nil, fmt.Errorf("taskrouter: encoding result: %w", err)
 	}
-	return r.Update(ctx, id, store.Update{IfVersion: ifVersion, Status: store.StatusCompleted, Result: raw, Variables: vars, StatusMessage: ptr("")})
+	return r.Update(ctx, id, store.Update{IfVersion: ifVersion, Status: mcptask.StatusCompleted, Result: raw, Variables: vars, StatusMessage: ptr("")})
 }
 
 // Fail ends a task as failed with a status message and, optionally, the
 // JSON-RPC error that tasks/result reports.
-func (r *Router) Fail(ctx context.Context, id string, message string, rpcErr *store.ErrorInfo) (*store.Task, error) {
-	return r.Update(ctx, id, store.Update{Status: store.StatusFailed, StatusMessage: &message, Error: rpcErr})
+func (r *Router) Fail(ctx context.Context, id string, message string, rpcErr *mcptask.ErrorInfo) (*store.Task, error) {
+	return r.Update(ctx, id, store.Update{Status: mcptask.StatusFailed, StatusMessage: &message, Error: rpcErr})
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -132,7 +133,7 @@ type LabelCount struct {
 // every active task. Counts are sorted by their values.
 func (r *Router) ActiveByLabels(ctx context.Context, kind string, labels []string, max int) (counts []LabelCount, complete bool, err error) {
 	by := map[string]*LabelCount{}
-	q := store.Query{Statuses: []store.Status{store.StatusWorking, store.StatusInputRequired}, Limit: store.MaxPageSize}
+	q := store.Query{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusInputRequired}, Limit: store.MaxPageSize}
 	read := 0
 	for {
 		page, err := r.st.Query(ctx, q)

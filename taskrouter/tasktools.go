@@ -144,7 +144,7 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 // resultOf is task_result's answer for t as it stands.
 func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp.CallToolResult {
 	switch {
-	case t.Status == store.StatusCompleted || (t.Status == store.StatusFailed && t.Error == nil && len(t.Result) > 0):
+	case t.Status == mcptask.StatusCompleted || (t.Status == mcptask.StatusFailed && t.Error == nil && len(t.Result) > 0):
 		var res mcp.CallToolResult
 		if err := json.Unmarshal(t.Result, &res); err != nil {
 			return errorResult("task %s ended, but its result cannot be read: %v", t.ID, err)
@@ -156,13 +156,13 @@ func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp
 			res.Meta[k] = v
 		}
 		return &res
-	case t.Status == store.StatusFailed:
+	case t.Status == mcptask.StatusFailed:
 		msg := t.StatusMessage
 		if t.Error != nil {
 			msg = t.Error.Message
 		}
 		return withState(errorResult("task %s failed: %s", t.ID, msg), t)
-	case t.Status == store.StatusCancelled:
+	case t.Status == mcptask.StatusCancelled:
 		return withState(errorResult("task %s was cancelled: %s", t.ID, t.StatusMessage), t)
 	}
 	if rep != nil {

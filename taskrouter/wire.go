@@ -15,9 +15,13 @@ import (
 // ResultBase) and the dialect-specific envelopes.
 
 // Task is the core-dialect (2025-11-25) wire form of a task.
+//
+// Deprecated: use mcptask.CoreTask.
 type Task = mcptask.CoreTask
 
 // ExtTask is the extension-dialect (2026-07-28) wire form of a task.
+//
+// Deprecated: use mcptask.ExtTask.
 type ExtTask = mcptask.ExtTask
 
 // wireTTL is the ttl a task reports: how long after its creation it is
@@ -32,8 +36,8 @@ func wireTTL(t *store.Task) time.Duration {
 }
 
 // CoreTask converts a stored task to its core wire form.
-func CoreTask(t *store.Task) Task {
-	return Task{
+func CoreTask(t *store.Task) mcptask.CoreTask {
+	return mcptask.CoreTask{
 		TaskID:        t.ID,
 		Status:        t.Status,
 		StatusMessage: t.StatusMessage,
@@ -45,8 +49,8 @@ func CoreTask(t *store.Task) Task {
 }
 
 // extensionTask converts a stored task to its extension wire form.
-func extensionTask(t *store.Task) ExtTask {
-	return ExtTask{
+func extensionTask(t *store.Task) mcptask.ExtTask {
+	return mcptask.ExtTask{
 		TaskID:         t.ID,
 		Status:         t.Status,
 		StatusMessage:  t.StatusMessage,
@@ -60,7 +64,7 @@ func extensionTask(t *store.Task) ExtTask {
 // CreateTaskResult is the core-dialect reply to a task-augmented request.
 type CreateTaskResult struct {
 	mcp.ResultBase
-	Task Task `json:"task"`
+	Task mcptask.CoreTask `json:"task"`
 }
 
 // extCreateTaskResult is the extension-dialect reply to a tools/call the
@@ -71,7 +75,7 @@ type CreateTaskResult struct {
 type extCreateTaskResult struct {
 	mcp.ResultBase
 	ResultType string `json:"resultType"`
-	ExtTask
+	mcptask.ExtTask
 	Content []mcp.Content `json:"content"`
 }
 
@@ -90,14 +94,14 @@ type UpdateTaskParams = wire.UpdateTaskParams
 // getTaskResult is the core-dialect reply to tasks/get and tasks/cancel.
 type getTaskResult struct {
 	mcp.ResultBase
-	Task
+	mcptask.CoreTask
 }
 
 // listTasksResult is the reply to tasks/list.
 type listTasksResult struct {
 	mcp.ResultBase
-	Tasks      []Task `json:"tasks"`
-	NextCursor string `json:"nextCursor,omitempty"`
+	Tasks      []mcptask.CoreTask `json:"tasks"`
+	NextCursor string             `json:"nextCursor,omitempty"`
 }
 
 // extGetTaskResult is the extension-dialect reply to tasks/get.
@@ -106,9 +110,9 @@ type extGetTaskResult struct {
 	// ResultType is "complete" in a tasks/get reply (getReply sets it);
 	// empty, and left out, in a notifications/tasks.
 	ResultType string `json:"resultType,omitempty"`
-	ExtTask
+	mcptask.ExtTask
 	Result        json.RawMessage            `json:"result,omitempty"`
-	Error         *store.ErrorInfo           `json:"error,omitempty"`
+	Error         *mcptask.ErrorInfo         `json:"error,omitempty"`
 	InputRequests map[string]json.RawMessage `json:"inputRequests,omitempty"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -75,7 +76,7 @@ func AddTools(r *taskrouter.Router) {
 	taskrouter.AddTool(r, &mcp.Tool{Name: "greet", Description: "Greets someone; never a task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, any, error) {
 			return text(fmt.Sprintf("Hello, %s!", in.Name)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskForbidden})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 
 	// maxComputeSeconds bounds slow_compute: beyond ~292 years a duration
 	// overflows, and a day is plenty for a test tool.
@@ -96,7 +97,7 @@ func AddTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return text(fmt.Sprintf("Computation %q completed after %g seconds. Result: 42.", label, in.Seconds)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "failing_job", Description: "Always ends with a tool error (isError)."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -104,7 +105,7 @@ func AddTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return nil, nil, errors.New("simulated failure: job crashed")
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	r.AddRawTool(&mcp.Tool{Name: "protocol_error_job", Description: "Always ends with a JSON-RPC error.",
 		InputSchema: map[string]any{"type": "object"}},
@@ -113,7 +114,7 @@ func AddTools(r *taskrouter.Router) {
 				return nil, err
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: simulated protocol error: server internal failure"}
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "confirm_delete", Description: "Asks the client to confirm before deleting a file."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in deleteIn) (*mcp.CallToolResult, any, error) {
@@ -129,7 +130,7 @@ func AddTools(r *taskrouter.Router) {
 				return text(fmt.Sprintf("deleted '%s'", in.Filename)), nil, nil
 			}
 			return text(fmt.Sprintf("kept '%s'", in.Filename)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "multi_input", Description: "Asks two questions at once."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -151,7 +152,7 @@ func AddTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return text(fmt.Sprintf("name=%q confirmed=%v", n.res.Content["name"], c.res.Content["confirm"] == true)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "test_tool_with_task", Description: "Asks for a name before becoming a task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -166,7 +167,7 @@ func AddTools(r *taskrouter.Router) {
 			}
 			return text(fmt.Sprintf("Hello, %s! (computed in task)", name)), nil, nil
 		}, taskrouter.ToolOptions{
-			TaskSupport: taskrouter.TaskRequired,
+			TaskSupport: mcptask.TaskRequired,
 			Preflight: func(ctx context.Context, req *mcp.CallToolRequest) (mcp.InputRequestMap, error) {
 				if _, ok := req.Params.InputResponses["user_name"]; ok {
 					return nil, nil
