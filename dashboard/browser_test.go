@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/internal/obstest"
+	"github.com/taskbridge/taskbridge/internal/tests/obstest"
 )
 
 // EnvRequireChromium makes a missing Chromium a test failure rather than

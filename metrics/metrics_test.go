@@ -18,7 +18,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/internal/obstest"
+	"github.com/taskbridge/taskbridge/internal/tests/obstest"
 	"github.com/taskbridge/taskbridge/metrics"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"

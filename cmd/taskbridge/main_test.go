@@ -12,13 +12,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-func confServer(t *testing.T) string { return clitest.Conformance(t) }
+func confServer(t *testing.T) string { return clitest.Jobs(t) }
 
 type up struct {
 	Text string `json:"text"`

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 // The Tasks tab starts with the tasks the history remembers for the

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 // A step whose tool takes the workflow task as an argument (_task_id,

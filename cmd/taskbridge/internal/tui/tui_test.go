@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 func TestToolsTabCallsAToolAsATask(t *testing.T) {
@@ -205,7 +205,7 @@ func TestTasksTabListsTheSessionsTasksInCore(t *testing.T) {
 }
 
 func TestInputRequestsAreAnsweredInAForm(t *testing.T) {
-	url := clitest.Conformance(t)
+	url := clitest.Jobs(t)
 	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		h := newHarness(t, url, d, true)
 		h.selectTool("confirm_delete")
@@ -236,7 +236,7 @@ func TestInputRequestsAreAnsweredInAForm(t *testing.T) {
 }
 
 func TestFailedTasksShowTheirError(t *testing.T) {
-	h := newHarness(t, clitest.Conformance(t), mcptask.Core, true)
+	h := newHarness(t, clitest.Jobs(t), mcptask.Core, true)
 	h.selectTool("failing_job")
 	h.keys("enter", "enter")
 	v := h.see("✗ failed", "result (isError):", "simulated failure: job crashed", "✗ 1 failed")
@@ -295,7 +295,7 @@ func TestStatusLineCountsWorkingTasks(t *testing.T) {
 }
 
 func TestOpenedTaskThatNeedsInputAsksInAForm(t *testing.T) {
-	url := clitest.Conformance(t)
+	url := clitest.Jobs(t)
 	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		// Another client starts a task that asks a question, and walks
 		// away: the task waits in input_required.

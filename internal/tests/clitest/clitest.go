@@ -1,13 +1,16 @@
 // Package clitest serves, on 127.0.0.1, the MCP servers that the tests of
 // the taskbridge CLI and its terminal UI talk to: a release-notes server
-// shaped like examples/62_tasks_workflow (same tools, same workflow), and
-// the conformance tools of examples/conformance. Both keep tasks in memory
-// and poll fast, so tests stay short.
+// (Release: tools and a workflow shaped like examples/62_tasks_workflow's),
+// and a set of jobs (Jobs: a plain tool, a slow one, failing ones, one
+// that asks the client). Both are the harness's own fixtures, built with
+// the builder; they keep tasks in memory and poll fast, so tests stay
+// short.
 //
-// It is a test harness: only _test.go files import it. It lives outside
-// cmd/taskbridge so that no package of the CLI (test helpers included)
-// depends on examples/ (cmd/taskbridge's TestCLIDependsOnNoExample checks
-// that with go list).
+// It is a test harness: only _test.go files import it, and it imports no
+// example (internal/tests/obstest's TestHarnessesStayTests checks both).
+// It lives outside cmd/taskbridge so that no package of the CLI (test
+// helpers included) depends on a server package it does not need
+// (cmd/taskbridge's TestCLIDependsOnNoExample checks that with go list).
 package clitest
 
 import (
@@ -24,7 +27,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -48,15 +50,17 @@ func Serve(t testing.TB, h http.Handler) string {
 	return "http://" + ln.Addr().String() + "/mcp"
 }
 
-// Conformance serves the conformance tools (greet, slow_compute,
-// failing_job, protocol_error_job, confirm_delete, …) and returns the URL.
-func Conformance(t testing.TB) string {
+// Jobs serves the jobs fixture (see jobs.go: greet, slow_compute,
+// failing_job, protocol_error_job, confirm_delete) and returns the URL.
+func Jobs(t testing.TB) string {
 	t.Helper()
-	_, r, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: PollInterval})
+	b := builder.New("taskbridge-test-jobs", "0.1.0").WithStore(memory.New()).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
+	addJobs(b)
+	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background()))
-	t.Cleanup(func() { _ = r.Close() })
-	return Serve(t, r.HTTPHandler(nil))
+	t.Cleanup(func() { _ = srv.Close() })
+	return Serve(t, srv.HTTPHandler(nil))
 }
 
 type fetchIn struct {
