@@ -71,8 +71,17 @@ func formSchema(prop, typ string) map[string]any {
 	}
 }
 
-// AddTools registers the conformance tools on r.
+// AddTools registers the conformance tools on r: the plain ones, then the
+// ones that ask the client for input.
 func AddTools(r *taskrouter.Router) {
+	addOutcomeTools(r)
+	addInputTools(r)
+}
+
+// addOutcomeTools registers the tools that end each way a call can:
+// greet (never a task), slow_compute, failing_job (a tool error) and
+// protocol_error_job (a JSON-RPC error).
+func addOutcomeTools(r *taskrouter.Router) {
 	taskrouter.AddTool(r, &mcp.Tool{Name: "greet", Description: "Greets someone; never a task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, any, error) {
 			return text(fmt.Sprintf("Hello, %s!", in.Name)), nil, nil
@@ -116,6 +125,12 @@ func AddTools(r *taskrouter.Router) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: simulated protocol error: server internal failure"}
 		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
+}
+
+// addInputTools registers the tools that ask the client for input:
+// confirm_delete and multi_input while they run as tasks,
+// test_tool_with_task before its task exists.
+func addInputTools(r *taskrouter.Router) {
 	taskrouter.AddTool(r, &mcp.Tool{Name: "confirm_delete", Description: "Asks the client to confirm before deleting a file."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in deleteIn) (*mcp.CallToolResult, any, error) {
 			res, err := taskrouter.Elicit(ctx, req, &mcp.ElicitParams{
