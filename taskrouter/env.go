@@ -157,3 +157,9 @@ func ParseEnvDuration(v string) (time.Duration, error) {
 	}
 	return time.ParseDuration(v)
 }
+
+// sdkCompatSettings reports whether go-sdk's MCPGODEBUG variable asks it
+// for compatibility behaviours, which the fast path does not reproduce
+// (it is off then). It is go-sdk's setting, not one of Options: it is
+// read here so that the package reads the environment in this file only.
+func sdkCompatSettings() bool { return os.Getenv("MCPGODEBUG") != "" }

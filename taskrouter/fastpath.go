@@ -37,7 +37,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -100,7 +99,7 @@ func (f *fastPath) usable() bool {
 			f.off, why = true, "Options.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
 		case f.r.server == nil || f.r.inner == nil:
 			f.off, why = true, "Install has not been called"
-		case os.Getenv("MCPGODEBUG") != "":
+		case sdkCompatSettings():
 			f.off, why = true, "MCPGODEBUG is set"
 		default:
 			// A pass-through middleware, added now, is handed the chain
