@@ -217,7 +217,7 @@ type Options struct {
 
 // Tracer emits task, step and handler spans. It implements
 // taskrouter.Observer and workflow.StepObserver, and its ResultMeta fits
-// workflow.Bridge.ResultMeta; builder.WithObserver wires all three.
+// workflow.Options.ResultMeta; builder.WithObserver wires all three.
 type Tracer struct {
 	tracer trace.Tracer
 	log    *slog.Logger
