@@ -115,21 +115,13 @@ func (c leaseWorkConfig) withDefaults() leaseWorkConfig {
 	return c
 }
 
-func (c leaseWorkConfig) validate(service string) error {
-	var errs []error
-	if c.Interval <= 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: %s: Interval must be positive (got %s)", service, c.Interval))
-	}
-	if c.LeaseDuration <= 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: %s: LeaseDuration must be positive (got %s)", service, c.LeaseDuration))
-	}
-	if c.ReplicaID == "" {
-		errs = append(errs, fmt.Errorf("taskrouter: %s: ReplicaID is empty", service))
-	}
-	if c.Batch < 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: %s: Batch is negative (%d)", service, c.Batch))
-	}
-	return errors.Join(errs...)
+func (c leaseWorkConfig) validate(name string) error {
+	check := service.Check{Service: name}
+	check.Positive("Interval", c.Interval)
+	check.Positive("LeaseDuration", c.LeaseDuration)
+	check.Set("ReplicaID", c.ReplicaID)
+	check.Count("Batch", c.Batch)
+	return check.Err()
 }
 
 // renewerSignals are the lease renewer's test signals.

@@ -3,7 +3,6 @@ package taskrouter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -55,17 +54,11 @@ func (c schedulerConfig) withDefaults() schedulerConfig {
 }
 
 func (c schedulerConfig) validate() error {
-	var errs []error
-	if c.Poll <= 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: scheduler: Poll must be positive (got %s)", c.Poll))
-	}
-	if c.MaxWakers < 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: scheduler: MaxWakers is negative (%d)", c.MaxWakers))
-	}
-	if c.Batch < 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: scheduler: Batch is negative (%d)", c.Batch))
-	}
-	return errors.Join(errs...)
+	check := service.Check{Service: "scheduler"}
+	check.Positive("Poll", c.Poll)
+	check.Count("MaxWakers", c.MaxWakers)
+	check.Count("Batch", c.Batch)
+	return check.Err()
 }
 
 // schedulerSignals are the scheduler's test signals (see service.Signal).

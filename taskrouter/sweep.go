@@ -40,17 +40,11 @@ func (c sweeperConfig) withDefaults() sweeperConfig {
 }
 
 func (c sweeperConfig) validate() error {
-	var errs []error
-	if c.Interval <= 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: sweeper: Interval must be positive (got %s)", c.Interval))
-	}
-	if c.Grace < 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: sweeper: Grace is negative (%s)", c.Grace))
-	}
-	if c.Batch < 0 {
-		errs = append(errs, fmt.Errorf("taskrouter: sweeper: Batch is negative (%d)", c.Batch))
-	}
-	return errors.Join(errs...)
+	check := service.Check{Service: "sweeper"}
+	check.Positive("Interval", c.Interval)
+	check.NotNegative("Grace", c.Grace)
+	check.Count("Batch", c.Batch)
+	return check.Err()
 }
 
 // sweeperSignals are the sweeper's test signals.

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // A Service is one piece of background work.
@@ -88,3 +89,47 @@ func (s *Supervisor) Running() []string {
 	}
 	return names
 }
+
+// Check collects the problems of a service's configuration, each naming
+// the service and the field: validate methods call its checks and return
+// Err.
+type Check struct {
+	Service string
+	errs    []error
+}
+
+// Positive requires d > 0.
+func (c *Check) Positive(field string, d time.Duration) {
+	if d <= 0 {
+		c.Failf(field, "must be positive (got %s)", d)
+	}
+}
+
+// NotNegative requires d >= 0.
+func (c *Check) NotNegative(field string, d time.Duration) {
+	if d < 0 {
+		c.Failf(field, "is negative (%s)", d)
+	}
+}
+
+// Count requires n >= 0.
+func (c *Check) Count(field string, n int) {
+	if n < 0 {
+		c.Failf(field, "is negative (%d)", n)
+	}
+}
+
+// Set requires s != "".
+func (c *Check) Set(field, s string) {
+	if s == "" {
+		c.Failf(field, "is empty")
+	}
+}
+
+// Failf records that field is wrong, and why.
+func (c *Check) Failf(field, format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("taskrouter: %s: %s %s", c.Service, field, fmt.Sprintf(format, args...)))
+}
+
+// Err is every problem found, joined; nil when there is none.
+func (c *Check) Err() error { return errors.Join(c.errs...) }

@@ -121,3 +121,18 @@ func TestSignal(t *testing.T) {
 	_, ok = s.Wait(10 * time.Millisecond)
 	require.False(t, ok, "signals past the buffer were dropped, not blocked on")
 }
+
+// TestCheck: every failed check names the service and the field.
+func TestCheck(t *testing.T) {
+	c := Check{Service: "sweeper"}
+	c.Positive("Interval", 0)
+	c.NotNegative("Grace", time.Second)
+	c.Count("Batch", -1)
+	c.Set("Name", "")
+	err := c.Err()
+	require.ErrorContains(t, err, "taskrouter: sweeper: Interval must be positive (got 0s)")
+	require.NotContains(t, err.Error(), "Grace")
+	require.ErrorContains(t, err, "taskrouter: sweeper: Batch is negative (-1)")
+	require.ErrorContains(t, err, "taskrouter: sweeper: Name is empty")
+	require.NoError(t, (&Check{Service: "x"}).Err())
+}
