@@ -3,8 +3,8 @@
 // default) and options, validates everything, and returns a ready server
 // that serves over stdio, Streamable HTTP or an in-memory transport.
 //
-//	b := builder.New("demo", "1.0.0").WithDBPath("tasks.db")
-//	builder.Tool(b, &mcp.Tool{Name: "fetch"}, fetch, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+//	b := builder.New("demo", "1.0.0").WithDB("tasks.db")
+//	builder.Tool(b, &mcp.Tool{Name: "fetch"}, fetch, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 //	b.TaskWorkflow(wf)
 //	srv, err := b.Build(ctx)
 //	defer srv.Close()
@@ -14,13 +14,10 @@ package builder
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,66 +28,38 @@ import (
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-// EnvDB names the environment variable that sets the store when none is
-// given: a bbolt file path or a PostgreSQL DSN (see WithDB).
-const EnvDB = "TASKBRIDGE_DB"
-
-// EnvOrphanTimeout names the environment variable that sets how long a
-// workflow task no client has touched waits before it expires (see
-// workflow.Bridge.OrphanTimeout); Go duration syntax or milliseconds, and
-// a negative value disables it.
-const EnvOrphanTimeout = "TASKBRIDGE_ORPHAN_TIMEOUT"
-
-// EnvProgressInterval names the environment variable that lets quick
-// Retryable workflow steps share progress writes (see
-// workflow.Bridge.ProgressInterval); Go duration syntax or milliseconds;
-// zero or negative (the default) writes after every step.
-const EnvProgressInterval = "TASKBRIDGE_PROGRESS_INTERVAL"
-
-// EnvPromptWait names the environment variable that bounds how long a
-// workflow prompt or continuation waits for the server steps it sets off
-// (see workflow.Options.PromptWait); Go duration syntax or milliseconds;
-// "0" or "off" waits until the workflow rests.
-const EnvPromptWait = "TASKBRIDGE_PROMPT_WAIT"
-
-// EnvWorkflowTTL names the environment variable that sets how long a
-// workflow task may rest between recorded steps (see
-// workflow.Options.TTL).
-const EnvWorkflowTTL = "TASKBRIDGE_WORKFLOW_TTL"
-
-// EnvUnknownVersion names the environment variable that says what happens
-// to a task whose workflow version is not registered: "fail" (the
-// default) or "wait" (see workflow.VersionPolicy).
-const EnvUnknownVersion = "TASKBRIDGE_UNKNOWN_VERSION"
-
-// EnvWebhookURL names the environment variable that says where the
-// server's workflow webhook handler is reachable from outside (see
-// workflow.Options.WebhookURL), e.g. https://ci-hooks.example.com/hooks.
-const EnvWebhookURL = "TASKBRIDGE_WEBHOOK_URL"
-
-// EnvBboltPrefault names the environment variable that opens a bbolt
-// store with its file prefaulted (bboltstore.WithPrefault): "1" or "true"
-// turns it on, "0" or "false" off.
-const EnvBboltPrefault = "TASKBRIDGE_BBOLT_PREFAULT"
-
-// DefaultDBFile is the bbolt file used when neither a store, a path nor
-// EnvDB is given.
+// DefaultDBFile is the bbolt file used when neither WithStore, WithDB nor
+// EnvDB names a store.
 const DefaultDBFile = "taskbridge.db"
 
 // Builder assembles a taskbridge server. Its methods record problems
 // instead of failing one by one; Build reports them all.
+//
+// The store is chosen one way: WithStore hands over a store you opened
+// (and close), or WithDB names one the server opens and closes, by a spec:
+// a bbolt file path, or a URL whose scheme names a registered backend
+// (postgres://...). Without either, EnvDB names it (unless WithoutEnv),
+// then DefaultDBFile.
+//
+// The settings of the parts are the parts' own options, set whole:
+// WithRouterOptions (taskrouter.Options), WithWorkflowOptions
+// (workflow.Options), WithServerOptions (go-sdk's); Build then has each
+// part read its environment (taskrouter.OptionsFromEnv,
+// workflow.OptionsFromEnv, and the builder's own EnvDB and
+// EnvBboltPrefault) unless WithoutEnv. The builder's setters keep a copy
+// of what they are given.
 type Builder struct {
 	impl      *mcp.Implementation
 	opts      *mcp.ServerOptions
-	cfg       taskrouter.Config
+	router    taskrouter.Options
 	st        store.Store
-	dbPath    string
+	db        string // WithDB's spec
 	bbolt     []bboltstore.Option
 	useEnv    bool
 	logger    *slog.Logger
 	tools     []func(r *taskrouter.Router)
-	plain     []*workflow.SequentialWorkflow
-	tasked    []*workflow.SequentialWorkflow
+	plain     []*workflow.Definition
+	tasked    []*workflow.Definition
 	setup     []func(*mcp.Server)
 	errs      []error
 	wopts     workflow.Options // workflow task settings (see workflow.Options)
@@ -108,18 +77,20 @@ func New(name, version string) *Builder {
 // does not close it.
 func (b *Builder) WithStore(st store.Store) *Builder { b.st = st; return b }
 
-// WithDBPath uses a bbolt file at path (created if missing), owned and
-// closed by the server. It is WithDB for a file path.
-func (b *Builder) WithDBPath(path string) *Builder { b.dbPath = path; return b }
-
 // WithDB selects the store by a spec, owned and closed by the server: a
 // URL whose scheme names a backend registered with store.Register (a
 // PostgreSQL DSN, "postgres://..." or "postgresql://...", the store for
 // several replicas, see package store/postgres; "memory://", a store
 // that lives as long as the server; "bbolt://path") or a bbolt file path
-// (the embedded default). TASKBRIDGE_DB takes the same forms; OpenStore
-// opens them.
-func (b *Builder) WithDB(spec string) *Builder { b.dbPath = spec; return b }
+// (the embedded default; created if missing). TASKBRIDGE_DB takes the
+// same forms; OpenStore opens them.
+func (b *Builder) WithDB(spec string) *Builder { b.db = spec; return b }
+
+// WithDBPath uses a bbolt file at path (created if missing), owned and
+// closed by the server.
+//
+// Deprecated: use WithDB, which takes a path as well as a URL.
+func (b *Builder) WithDBPath(path string) *Builder { return b.WithDB(path) }
 
 // IsPostgresDSN reports whether a store spec names PostgreSQL (the
 // "postgres" or "postgresql" scheme) rather than a bbolt file.
@@ -141,7 +112,7 @@ func RedactDSN(spec string) string {
 }
 
 // WithBboltOptions passes opts to bboltstore.Open when the server opens a
-// bbolt file itself (WithDB, WithDBPath, EnvDB or DefaultDBFile), for
+// bbolt file itself (WithDB, EnvDB or DefaultDBFile), for
 // example bboltstore.WithPrefault(true). EnvBboltPrefault, read after
 // them, can turn prefaulting on or off unless WithoutEnv.
 func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {
@@ -149,62 +120,67 @@ func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {
 	return b
 }
 
+// WithRouterOptions sets the task engine's options (taskrouter.Options;
+// the store is chosen with WithStore or WithDB). The TASKBRIDGE_*
+// variables taskrouter.OptionsFromEnv reads override them unless
+// WithoutEnv; WithLogger's logger replaces o.Logger, and WithObserver's
+// observers are added to o.Observer.
+func (b *Builder) WithRouterOptions(o taskrouter.Options) *Builder { b.router = o; return b }
+
 // WithConfig sets the task engine's configuration (its Store field is
-// ignored: use WithStore or WithDBPath).
-func (b *Builder) WithConfig(cfg taskrouter.Config) *Builder { b.cfg = cfg; return b }
+// ignored: use WithStore or WithDB).
+//
+// Deprecated: use WithRouterOptions, with the same fields in
+// taskrouter.Options.
+func (b *Builder) WithConfig(cfg taskrouter.Config) *Builder {
+	return b.WithRouterOptions(cfg.Options())
+}
 
 // WithWorkflowOptions sets the workflow bridge's options (see
-// workflow.Options); the With* methods below set single fields of them,
-// and the TASKBRIDGE_* variables they name override them unless
-// WithoutEnv. Observer and ResultMeta are added to those WithObserver
-// wires.
+// workflow.Options). The TASKBRIDGE_* variables workflow.OptionsFromEnv
+// reads override them unless WithoutEnv. Observer and ResultMeta are
+// added to those WithObserver wires; ResultTool defaults to the built-in
+// task_result tool unless WithoutTaskTools.
 func (b *Builder) WithWorkflowOptions(o workflow.Options) *Builder { b.wopts = o; return b }
 
-// WithWorkflowTTL sets how long a workflow task may rest between two
-// recorded steps before it expires, for workflows whose definition sets no
-// TTL (see workflow.Options.TTL; zero: the engine's default ttl).
-// TASKBRIDGE_WORKFLOW_TTL overrides it unless WithoutEnv.
+// WithWorkflowTTL sets workflow.Options.TTL.
+//
+// Deprecated: set TTL in WithWorkflowOptions.
 func (b *Builder) WithWorkflowTTL(d time.Duration) *Builder { b.wopts.TTL = d; return b }
 
-// WithOrphanTimeout sets how long a workflow task whose handoff no client
-// received waits before it expires as failed (see
-// workflow.Options.OrphanTimeout); zero keeps the default, negative
-// disables it. TASKBRIDGE_ORPHAN_TIMEOUT overrides it unless WithoutEnv.
+// WithOrphanTimeout sets workflow.Options.OrphanTimeout.
+//
+// Deprecated: set OrphanTimeout in WithWorkflowOptions.
 func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.wopts.OrphanTimeout = d; return b }
 
-// WithProgressInterval lets quick Retryable workflow steps share progress
-// writes (see workflow.Options.ProgressInterval); zero or negative (the
-// default) writes after every step.
-// TASKBRIDGE_PROGRESS_INTERVAL overrides it unless WithoutEnv.
+// WithProgressInterval sets workflow.Options.ProgressInterval.
+//
+// Deprecated: set ProgressInterval in WithWorkflowOptions.
 func (b *Builder) WithProgressInterval(d time.Duration) *Builder {
 	b.wopts.ProgressInterval = d
 	return b
 }
 
-// WithPromptWait bounds how long a workflow prompt (or continuation) waits
-// for the server steps it sets off before it answers (see
-// workflow.Options.PromptWait): zero keeps the default, negative waits
-// until the workflow rests. TASKBRIDGE_PROMPT_WAIT overrides it unless
-// WithoutEnv (there "0" or "off" waits until the workflow rests).
+// WithPromptWait sets workflow.Options.PromptWait.
+//
+// Deprecated: set PromptWait in WithWorkflowOptions.
 func (b *Builder) WithPromptWait(d time.Duration) *Builder { b.wopts.PromptWait = d; return b }
 
-// WithWebhookURL says where the workflow webhook handler
-// (workflow.Bridge.WebhookHandler, which the caller mounts) is reachable
-// from outside, so that handoffs carry each webhook step's URL (see
-// workflow.Options.WebhookURL). TASKBRIDGE_WEBHOOK_URL overrides it unless
-// WithoutEnv.
+// WithWebhookURL sets workflow.Options.WebhookURL.
+//
+// Deprecated: set WebhookURL in WithWorkflowOptions.
 func (b *Builder) WithWebhookURL(url string) *Builder { b.wopts.WebhookURL = url; return b }
 
 // WithObserver adds an observer of the task engine: metrics
 // (package metrics), traces (package tracing), a dashboard's live feed
 // (package dashboard). Observers are called in the order added, after the
-// one in WithConfig's Config.Observer. Build also wires what o offers
-// beyond taskrouter.Observer:
+// one in WithRouterOptions's Options.Observer. Build also wires what o
+// offers beyond taskrouter.Observer:
 //
 //   - a workflow.StepObserver sees every workflow step attempt
-//     (workflow.Bridge.Observer);
+//     (workflow.Options.Observer);
 //   - a ResultMetaSource adds _meta entries to workflow prompt results
-//     (workflow.Bridge.ResultMeta), as a tracer does with the task's
+//     (workflow.Options.ResultMeta), as a tracer does with the task's
 //     traceparent;
 //   - a RouterAttacher is handed the router once it exists (metrics read
 //     the engine's gauges from it).
@@ -279,14 +255,24 @@ func (b *Builder) RawTool(t *mcp.Tool, h mcp.ToolHandler, opts taskrouter.ToolOp
 	return b
 }
 
-// Workflow adds a plain workflow prompt (no task).
-func (b *Builder) Workflow(w *workflow.SequentialWorkflow) *Builder {
+// PlainWorkflow adds a plain workflow prompt: it runs the server steps
+// during prompts/get and returns the trace, with no task (see
+// workflow.RegisterPlain).
+func (b *Builder) PlainWorkflow(w *workflow.Definition) *Builder {
 	b.plain = append(b.plain, w)
 	return b
 }
 
-// TaskWorkflow adds a task-aware workflow prompt.
-func (b *Builder) TaskWorkflow(w *workflow.SequentialWorkflow) *Builder {
+// Workflow adds a plain workflow prompt (no task).
+//
+// Deprecated: use PlainWorkflow (the name says it has no task); a
+// durable, task-backed workflow is TaskWorkflow.
+func (b *Builder) Workflow(w *workflow.Definition) *Builder { return b.PlainWorkflow(w) }
+
+// TaskWorkflow adds a task-aware workflow prompt: a durable task that
+// runs the server steps, hands the rest to the client and follows it to
+// the end (see workflow.Bridge.Register).
+func (b *Builder) TaskWorkflow(w *workflow.Definition) *Builder {
 	b.tasked = append(b.tasked, w)
 	return b
 }
@@ -314,7 +300,7 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	if len(b.errs) > 0 {
 		return nil, errors.Join(b.errs...)
 	}
-	cfg, err := b.routerConfig()
+	ropts, err := b.routerOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +314,7 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 		_ = srv.Close()
 		return nil, err
 	}
-	if err := b.newRouter(srv, cfg); err != nil {
+	if err := b.newRouter(srv, ropts); err != nil {
 		return fail(err)
 	}
 	if err := b.newMCPServer(srv); err != nil {
@@ -348,59 +334,57 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	return srv, nil
 }
 
-// routerConfig is the engine's configuration: the builder's, its logger,
-// then the environment's.
-func (b *Builder) routerConfig() (taskrouter.Config, error) {
-	cfg := b.cfg
+// routerOptions are the engine's options: the builder's, its logger and
+// observers, then the environment's.
+func (b *Builder) routerOptions() (*taskrouter.Options, error) {
+	o := b.router
 	if b.logger != nil {
-		cfg.Logger = b.logger
+		o.Logger = b.logger
+	}
+	if len(b.observers) > 0 {
+		obs := taskrouter.Observers{}
+		if o.Observer != nil {
+			obs = append(obs, o.Observer)
+		}
+		o.Observer = append(obs, b.observers...)
 	}
 	if b.useEnv {
-		return taskrouter.ConfigFromEnv(cfg)
+		return taskrouter.OptionsFromEnv(&o)
 	}
-	return cfg, nil
+	return &o, nil
 }
 
-// openStore opens the store the builder names (a path, TASKBRIDGE_DB, or
+// openStore opens the store the builder names (WithDB, TASKBRIDGE_DB, or
 // the default file) for srv, which then owns it.
 func (b *Builder) openStore(ctx context.Context, srv *Server) error {
-	path := b.dbPath
-	if path == "" && b.useEnv {
-		path = os.Getenv(EnvDB)
-	}
-	if path == "" {
-		path = DefaultDBFile
-	}
-	bolt := b.bbolt
-	if v := os.Getenv(EnvBboltPrefault); v != "" && b.useEnv {
-		on, err := strconv.ParseBool(v)
+	spec, bolt := b.db, b.bbolt
+	if b.useEnv {
+		envSpec, envBolt, err := storeFromEnv()
 		if err != nil {
-			return fmt.Errorf("builder: %s=%q: want 1, true, 0 or false", EnvBboltPrefault, v)
+			return err
 		}
-		bolt = append(slices.Clone(bolt), bboltstore.WithPrefault(on))
+		if spec == "" {
+			spec = envSpec
+		}
+		bolt = append(slices.Clone(bolt), envBolt...)
 	}
-	st, err := OpenStore(ctx, path, bolt...)
+	if spec == "" {
+		spec = DefaultDBFile
+	}
+	st, err := OpenStore(ctx, spec, bolt...)
 	if err != nil {
 		return err
 	}
 	srv.Store, srv.ownsStore = st, true
-	if store.SchemeOf(path) == "" {
-		srv.DBPath = path
+	if store.SchemeOf(spec) == "" {
+		srv.DBPath = spec
 	}
 	return nil
 }
 
-// newRouter makes srv's task engine on its store, with the observers.
-func (b *Builder) newRouter(srv *Server, cfg taskrouter.Config) error {
-	cfg.Store = srv.Store
-	if len(b.observers) > 0 {
-		obs := taskrouter.Observers{}
-		if cfg.Observer != nil {
-			obs = append(obs, cfg.Observer)
-		}
-		cfg.Observer = append(obs, b.observers...)
-	}
-	router, err := taskrouter.New(cfg)
+// newRouter makes srv's task engine on its store.
+func (b *Builder) newRouter(srv *Server, opts *taskrouter.Options) error {
+	router, err := taskrouter.NewRouter(srv.Store, opts)
 	if err != nil {
 		return err
 	}
@@ -453,18 +437,25 @@ func (b *Builder) addWorkflows(srv *Server) error {
 			errs = append(errs, err)
 		}
 	}
-	wopts, err := b.workflowOptions()
-	if err != nil {
-		return err
+	wopts := &b.wopts
+	if b.useEnv {
+		var err error
+		if wopts, err = workflow.OptionsFromEnv(wopts); err != nil {
+			return err
+		}
+	} else {
+		o := *wopts
+		wopts = &o
 	}
-	b.observeWorkflows(&wopts)
+	b.observeWorkflows(wopts)
 	if !b.noTools && wopts.ResultTool == "" {
 		wopts.ResultTool = taskrouter.DefaultResultToolName
 		if b.taskTools != nil && b.taskTools.ResultName != "" {
 			wopts.ResultTool = b.taskTools.ResultName
 		}
 	}
-	if srv.Bridge, err = workflow.NewBridge(srv.Router, &wopts); err != nil {
+	var err error
+	if srv.Bridge, err = workflow.NewBridge(srv.Router, wopts); err != nil {
 		return err
 	}
 	srv.Bridge.Install(srv.MCP)
@@ -481,46 +472,6 @@ func (b *Builder) addWorkflows(srv *Server) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// workflowOptions are the bridge's options: the builder's, then the
-// environment's.
-func (b *Builder) workflowOptions() (workflow.Options, error) {
-	o := b.wopts
-	if !b.useEnv {
-		return o, nil
-	}
-	for _, e := range []struct {
-		name string
-		dst  *time.Duration
-		off  time.Duration // what "0" and "off" mean
-	}{
-		{EnvWorkflowTTL, &o.TTL, 0},
-		{EnvOrphanTimeout, &o.OrphanTimeout, -1},
-		{EnvProgressInterval, &o.ProgressInterval, 0},
-		{EnvPromptWait, &o.PromptWait, -1},
-	} {
-		v := os.Getenv(e.name)
-		if v == "" {
-			continue
-		}
-		if v == "off" || v == "0" {
-			*e.dst = e.off
-			continue
-		}
-		d, err := taskrouter.ParseEnvDuration(v)
-		if err != nil {
-			return o, fmt.Errorf("builder: %s=%q: %w", e.name, v, err)
-		}
-		*e.dst = d
-	}
-	if v := os.Getenv(EnvUnknownVersion); v != "" {
-		o.UnknownVersion = workflow.VersionPolicy(v)
-	}
-	if v := os.Getenv(EnvWebhookURL); v != "" {
-		o.WebhookURL = v
-	}
-	return o, nil
 }
 
 // observeWorkflows hands the observers that watch workflow steps, or add

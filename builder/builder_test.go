@@ -2,6 +2,7 @@ package builder_test
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func TestBuildReportsEveryWorkflowProblem(t *testing.T) {
 	b := builder.New("t", "1").WithStore(memory.New()).WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{})
 	b.TaskWorkflow(workflow.New("bad1", "d").Step(workflow.Server("a", "missing_tool")))
-	b.Workflow(workflow.New("bad2", "d").Step(workflow.Server("a", "echo")))
+	b.PlainWorkflow(workflow.New("bad2", "d").Step(workflow.Server("a", "echo")))
 	_, err := b.Build(context.Background())
 	require.Error(t, err)
 	require.ErrorIs(t, err, workflow.ErrInvalid)
@@ -48,14 +49,14 @@ func TestBuildRejectsNamelessTool(t *testing.T) {
 
 func TestBuildOpensAndClosesItsStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "tasks.db")
-	b := builder.New("t", "1").WithDBPath(path).WithoutEnv()
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	b := builder.New("t", "1").WithDB(path).WithoutEnv()
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, path, srv.DBPath)
 	require.NoError(t, srv.Close())
 	// The file lock is released: a second server opens the same file.
-	srv2, err := builder.New("t", "1").WithDBPath(path).WithoutEnv().Build(context.Background())
+	srv2, err := builder.New("t", "1").WithDB(path).WithoutEnv().Build(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, srv2.Close())
 }
@@ -68,7 +69,7 @@ func TestBuildReadsEnvironment(t *testing.T) {
 	require.NoError(t, err)
 	defer srv.Close()
 	require.Equal(t, path, srv.DBPath)
-	require.EqualValues(t, 123e6, srv.Router.Config().PollInterval)
+	require.EqualValues(t, 123e6, srv.Router.Options().PollInterval)
 
 	t.Setenv(taskrouter.EnvPollInterval, "later")
 	_, err = builder.New("t", "1").WithStore(memory.New()).Build(context.Background())
@@ -77,20 +78,22 @@ func TestBuildReadsEnvironment(t *testing.T) {
 
 	// The bridge's settings: the builder's value, overridden by the
 	// environment; a malformed value is refused with its name.
-	t.Setenv(builder.EnvProgressInterval, "-1")
-	t.Setenv(builder.EnvOrphanTimeout, "2m")
-	srv, err = builder.New("t", "1").WithStore(memory.New()).WithProgressInterval(time.Second).WithOrphanTimeout(time.Minute).Build(context.Background())
+	t.Setenv(workflow.EnvProgressInterval, "-1")
+	t.Setenv(workflow.EnvOrphanTimeout, "2m")
+	srv, err = builder.New("t", "1").WithStore(memory.New()).
+		WithWorkflowOptions(workflow.Options{ProgressInterval: time.Second, OrphanTimeout: time.Minute}).Build(context.Background())
 	require.NoError(t, err)
 	defer srv.Close()
 	require.Negative(t, srv.Bridge.Options().ProgressInterval)
 	require.Equal(t, 2*time.Minute, srv.Bridge.Options().OrphanTimeout)
-	srv2, err := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().WithProgressInterval(time.Second).Build(context.Background())
+	srv2, err := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().
+		WithWorkflowOptions(workflow.Options{ProgressInterval: time.Second}).Build(context.Background())
 	require.NoError(t, err)
 	defer srv2.Close()
 	require.Equal(t, time.Second, srv2.Bridge.Options().ProgressInterval)
-	t.Setenv(builder.EnvProgressInterval, "often")
+	t.Setenv(workflow.EnvProgressInterval, "often")
 	_, err = builder.New("t", "1").WithStore(memory.New()).Build(context.Background())
-	require.ErrorContains(t, err, builder.EnvProgressInterval)
+	require.ErrorContains(t, err, workflow.EnvProgressInterval)
 }
 
 // allSeeing is an observer that also watches steps, adds result _meta and
@@ -124,8 +127,8 @@ func (a *allSeeing) Attach(r *taskrouter.Router)             { a.attached = r }
 func TestWithObserverWiresEverything(t *testing.T) {
 	first, second := &allSeeing{}, &allSeeing{}
 	b := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{Observer: first}).WithObserver(second)
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+		WithRouterOptions(taskrouter.Options{Observer: first}).WithObserver(second)
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("w", "d").Arg("text", "t", true).Step(workflow.Server("say", "echo").Bind("text", workflow.PromptArg("text"))))
 	srv, err := b.Build(t.Context())
 	require.NoError(t, err)

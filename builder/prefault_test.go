@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,7 +59,7 @@ func TestBuildPrefaultsBboltFromEnvironment(t *testing.T) {
 	big := json.RawMessage(`"` + strings.Repeat("x", 50_000) + `"`)
 	for i := range 200 { // ~10 MB of variables
 		id := fmt.Sprintf("t%03d", i)
-		_, err := st.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+		_, err := st.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 		require.NoError(t, err)
 		_, err = st.Update(ctx, id, store.Update{Variables: map[string]json.RawMessage{"v": big}})
 		require.NoError(t, err)
@@ -87,7 +88,7 @@ func TestBuildPrefaultsBboltFromEnvironment(t *testing.T) {
 	require.ErrorContains(t, err, `"sometimes"`)
 
 	// The option given in code, without the environment.
-	srv, err := builder.New("t", "1").WithoutEnv().WithDBPath(path).WithBboltOptions(bboltstore.WithPrefault(true)).Build(ctx)
+	srv, err := builder.New("t", "1").WithoutEnv().WithDB(path).WithBboltOptions(bboltstore.WithPrefault(true)).Build(ctx)
 	require.NoError(t, err)
 	defer srv.Close()
 	require.GreaterOrEqual(t, mappedKiB(t, path), fileKiB*9/10)

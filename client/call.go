@@ -215,7 +215,7 @@ func (c *Client) planTaskCall(ctx context.Context, name string, allowPlain bool)
 			return refuse("the server does not declare tasks.requests.tools.call; it cannot run %q as a task", name)
 		}
 	} else if !c.support.Extension {
-		return refuse("the server does not advertise the %s extension; it cannot run %q as a task", ExtensionID, name)
+		return refuse("the server does not advertise the %s extension; it cannot run %q as a task", mcptask.ExtensionID, name)
 	}
 	t, err := c.tool(ctx, name)
 	if err != nil {
@@ -224,7 +224,7 @@ func (c *Client) planTaskCall(ctx context.Context, name string, allowPlain bool)
 	// In the core dialect an undeclared support level means forbidden; in
 	// the extension the server decides, so only an explicit "forbidden"
 	// rules a task out.
-	if t.TaskSupport == TaskForbidden && (c.dialect.UndeclaredForbidsTasks() || t.declared) {
+	if t.TaskSupport == mcptask.TaskForbidden && (c.dialect.UndeclaredForbidsTasks() || t.declared) {
 		return refuse("tool %q does not support tasks (execution.taskSupport is forbidden)", name)
 	}
 	return true, nil

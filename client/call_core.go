@@ -40,7 +40,7 @@ func (r *callRun) runCore(ctx context.Context, asTask bool) {
 			r.followCore(ctx)
 		}
 	default:
-		r.fail(malformed("tools/call: a %s server asked for input with a result (resultType input_required)", CoreVersion))
+		r.fail(malformed("tools/call: a %s server asked for input with a result (resultType input_required)", mcptask.CoreVersion))
 	}
 }
 
@@ -89,14 +89,14 @@ func (r *callRun) followCore(ctx context.Context) {
 	defer rcancel()
 	var results chan rawOutcome
 	for !r.ended {
-		if results == nil && (r.cur.Status == StatusInputRequired || (r.cur.Status.Terminal() && r.cur.Status != StatusCancelled)) {
+		if results == nil && (r.cur.Status == mcptask.StatusInputRequired || (r.cur.Status.Terminal() && r.cur.Status != mcptask.StatusCancelled)) {
 			results = make(chan rawOutcome, 1)
 			go func() {
 				raw, err := c.call(rctx, mcptask.MethodTasksResult, map[string]any{"taskId": r.taskID})
 				results <- rawOutcome{raw, err}
 			}()
 		}
-		if results == nil && r.cur.Status == StatusCancelled {
+		if results == nil && r.cur.Status == mcptask.StatusCancelled {
 			r.failTask(cancelledError(r.cur))
 			return
 		}
@@ -185,13 +185,13 @@ func (c *Client) taskFailure(ctx context.Context, id string, err error, see func
 		c.observe(t)
 	}
 	switch t.Status {
-	case StatusCancelled:
+	case mcptask.StatusCancelled:
 		if t.StatusMessage != "" && strings.Contains(re.Message, t.StatusMessage) {
 			// The server's error only restates the status message.
 			return cancelledError(t)
 		}
 		return fmt.Errorf("%w: %s", cancelledError(t), re.Message)
-	case StatusFailed, StatusCompleted:
+	case mcptask.StatusFailed, mcptask.StatusCompleted:
 		// The error is what the tool call itself ended with.
 		out := *re
 		out.kind = nil

@@ -74,7 +74,7 @@ func (r *callRun) followExtension(ctx context.Context) {
 	// The creation reply carries no outcome: poll at once if it is
 	// already terminal.
 	delay := pol.delay
-	if r.cur.Status.Terminal() || r.cur.Status == StatusInputRequired {
+	if r.cur.Status.Terminal() || r.cur.Status == mcptask.StatusInputRequired {
 		delay = 0
 	}
 	timer := time.NewTimer(delay)
@@ -101,13 +101,13 @@ func (r *callRun) followExtension(ctx context.Context) {
 			return
 		}
 		switch t.Status {
-		case StatusCompleted, StatusFailed:
+		case mcptask.StatusCompleted, mcptask.StatusFailed:
 			r.extOutcome(t)
 			return
-		case StatusCancelled:
+		case mcptask.StatusCancelled:
 			r.failTask(cancelledError(t))
 			return
-		case StatusInputRequired:
+		case mcptask.StatusInputRequired:
 			n, err := c.answerInputs(ctx, t, answered, func(req InputRequest) bool {
 				return r.emit(Event{Kind: EventInput, Task: t.clone(), Input: &req})
 			})
@@ -136,7 +136,7 @@ func (r *callRun) extOutcome(t *Task) {
 			return
 		}
 		r.finish(res)
-	case t.Status == StatusFailed:
+	case t.Status == mcptask.StatusFailed:
 		msg := t.StatusMessage
 		if msg == "" {
 			msg = "task failed"

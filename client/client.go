@@ -14,35 +14,51 @@ import (
 	"github.com/taskbridge/taskbridge/internal/rpcconn"
 )
 
-// Protocol versions and the extension's identifier (see package mcptask).
-const (
-	// ExtensionID is the identifier of the 2026-07-28 tasks extension.
-	ExtensionID = mcptask.ExtensionID
-	// CoreVersion is the protocol version of the core tasks dialect.
-	CoreVersion = mcptask.CoreVersion
-	// ExtensionVersion is the protocol version of the tasks extension.
-	ExtensionVersion = mcptask.ExtensionVersion
+const defaultDiscoverWait = 10 * time.Second
 
-	defaultDiscoverWait = 10 * time.Second
+// The protocol versions and the extension's identifier, under the names
+// the client package gave them first.
+const (
+	// ExtensionID is mcptask.ExtensionID.
+	//
+	// Deprecated: use mcptask.ExtensionID.
+	ExtensionID = mcptask.ExtensionID
+	// CoreVersion is mcptask.CoreVersion.
+	//
+	// Deprecated: use mcptask.CoreVersion.
+	CoreVersion = mcptask.CoreVersion
+	// ExtensionVersion is mcptask.ExtensionVersion.
+	//
+	// Deprecated: use mcptask.ExtensionVersion.
+	ExtensionVersion = mcptask.ExtensionVersion
 )
 
-// Dialect is the MCP tasks wire dialect a Client speaks (mcptask.Dialect).
+// Dialect is mcptask.Dialect.
+//
+// Deprecated: use mcptask.Dialect.
 type Dialect = mcptask.Dialect
 
-// The dialects a Client can be asked to speak.
+// Auto (the zero mcptask.Dialect) asks the server with server/discover
+// (protocol 2026-07-28) and uses mcptask.Extension when the server
+// advertises the tasks extension; otherwise it initializes at 2025-11-25
+// and uses mcptask.Core.
+const Auto mcptask.Dialect = 0
+
+// The dialects, under the names the client package gave them first:
+// mcptask.Core is the 2025-11-25 core tasks dialect (SEP-1686):
+// initialize, then task-augmented requests with params.task, tasks/get,
+// tasks/result, tasks/list and tasks/cancel; mcptask.Extension is the
+// 2026-07-28 tasks extension (SEP-2663): no initialize, per-request _meta
+// declaring the extension, tasks created at the server's discretion,
+// tasks/get, tasks/update and tasks/cancel.
 const (
-	// Auto (the zero value) asks the server with server/discover
-	// (protocol 2026-07-28) and uses Extension when the server advertises
-	// the tasks extension; otherwise it initializes at 2025-11-25 and uses
-	// Core.
-	Auto Dialect = 0
-	// Core is the 2025-11-25 core tasks dialect (SEP-1686): initialize,
-	// then task-augmented requests with params.task, tasks/get,
-	// tasks/result, tasks/list and tasks/cancel.
+	// Core is mcptask.Core.
+	//
+	// Deprecated: use mcptask.Core.
 	Core = mcptask.Core
-	// Extension is the 2026-07-28 tasks extension (SEP-2663): no
-	// initialize, per-request _meta declaring the extension, tasks created
-	// at the server's discretion, tasks/get, tasks/update and tasks/cancel.
+	// Extension is mcptask.Extension.
+	//
+	// Deprecated: use mcptask.Extension.
 	Extension = mcptask.Extension
 )
 
@@ -59,7 +75,7 @@ type Options struct {
 	// {"taskbridge-client", "0.1.0"}.
 	ClientInfo *mcp.Implementation
 	// Dialect chooses the wire dialect; the zero value is Auto.
-	Dialect Dialect
+	Dialect mcptask.Dialect
 	// Capabilities are the client capabilities to declare (the tasks
 	// extension and the core receiver capabilities are added as needed).
 	// Nil declares form elicitation and sampling when InputHandler or a
@@ -99,14 +115,26 @@ type Support struct {
 	Extension bool
 }
 
-// TaskSupport is a tool's execution.taskSupport (mcptask.TaskSupport).
+// TaskSupport is mcptask.TaskSupport.
+//
+// Deprecated: use mcptask.TaskSupport.
 type TaskSupport = mcptask.TaskSupport
 
-// The task support levels. A tool that does not say is TaskForbidden.
+// The task support levels, under the names the client package gave them
+// first. A tool that does not say is mcptask.TaskForbidden.
 const (
+	// TaskForbidden is mcptask.TaskForbidden.
+	//
+	// Deprecated: use mcptask.TaskForbidden.
 	TaskForbidden = mcptask.TaskForbidden
-	TaskOptional  = mcptask.TaskOptional
-	TaskRequired  = mcptask.TaskRequired
+	// TaskOptional is mcptask.TaskOptional.
+	//
+	// Deprecated: use mcptask.TaskOptional.
+	TaskOptional = mcptask.TaskOptional
+	// TaskRequired is mcptask.TaskRequired.
+	//
+	// Deprecated: use mcptask.TaskRequired.
+	TaskRequired = mcptask.TaskRequired
 )
 
 // Client is a connection to an MCP server that can run tool calls as
@@ -118,7 +146,7 @@ type Client struct {
 	log  *slog.Logger
 	caps *mcp.ClientCapabilities
 
-	dialect         Dialect
+	dialect         mcptask.Dialect
 	protocolVersion string
 	support         Support
 	serverCaps      *mcp.ServerCapabilities
@@ -200,10 +228,10 @@ func (c *Client) extMeta() map[string]any {
 			ext[k] = v
 		}
 	}
-	ext[ExtensionID] = map[string]any{}
+	ext[mcptask.ExtensionID] = map[string]any{}
 	caps["extensions"] = ext
 	return map[string]any{
-		mcptask.MetaProtocolVersion:    ExtensionVersion,
+		mcptask.MetaProtocolVersion:    mcptask.ExtensionVersion,
 		mcptask.MetaClientCapabilities: caps,
 		mcptask.MetaClientInfo:         c.opts.ClientInfo,
 	}
@@ -250,7 +278,7 @@ func (c *Client) callWith(ctx context.Context, method string, params, meta map[s
 
 // Dialect returns the dialect negotiated with the server: Core or
 // Extension.
-func (c *Client) Dialect() Dialect { return c.dialect }
+func (c *Client) Dialect() mcptask.Dialect { return c.dialect }
 
 // ProtocolVersion returns the negotiated protocol version.
 func (c *Client) ProtocolVersion() string { return c.protocolVersion }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"net/http"
 	"sync"
 	"testing"
@@ -20,26 +21,26 @@ func TestDialNegotiatesDialect(t *testing.T) {
 
 	t.Run("http auto is extension", func(t *testing.T) {
 		c := dial(t, client.HTTPTransport(s.endpoint(), nil), nil)
-		require.Equal(t, client.Extension, c.Dialect())
-		require.Equal(t, client.ExtensionVersion, c.ProtocolVersion())
+		require.Equal(t, mcptask.Extension, c.Dialect())
+		require.Equal(t, mcptask.ExtensionVersion, c.ProtocolVersion())
 		require.True(t, c.ServerTasks().Extension)
 		require.False(t, c.ServerTasks().Core, "the legacy tasks capability is not advertised at 2026-07-28")
 		require.Equal(t, "taskbridge-conformance", c.ServerInfo().Name)
 	})
 	t.Run("memory auto is extension", func(t *testing.T) {
 		c := dial(t, s.memory(), nil)
-		require.Equal(t, client.Extension, c.Dialect())
+		require.Equal(t, mcptask.Extension, c.Dialect())
 	})
 	t.Run("memory core", func(t *testing.T) {
-		c := dial(t, s.memory(), &client.Options{Dialect: client.Core})
-		require.Equal(t, client.Core, c.Dialect())
-		require.Equal(t, client.CoreVersion, c.ProtocolVersion())
+		c := dial(t, s.memory(), &client.Options{Dialect: mcptask.Core})
+		require.Equal(t, mcptask.Core, c.Dialect())
+		require.Equal(t, mcptask.CoreVersion, c.ProtocolVersion())
 		require.Equal(t, client.Support{Core: true, List: true, Cancel: true, ToolsCall: true}, c.ServerTasks(), "initialize advertises core tasks only")
 		require.NotNil(t, c.ServerCapabilities().Tools)
 	})
 	t.Run("http core", func(t *testing.T) {
-		c := dial(t, client.HTTPTransport(s.endpoint(), nil), &client.Options{Dialect: client.Core})
-		require.Equal(t, client.Core, c.Dialect())
+		c := dial(t, client.HTTPTransport(s.endpoint(), nil), &client.Options{Dialect: mcptask.Core})
+		require.Equal(t, mcptask.Core, c.Dialect())
 		require.True(t, c.ServerTasks().ToolsCall)
 	})
 }
@@ -61,7 +62,7 @@ func TestDialAutoWithoutTasks(t *testing.T) {
 	t.Cleanup(func() { _ = ss.Close() })
 	ctr := counting(ct)
 	c := dial(t, ctr, nil)
-	require.Equal(t, client.Extension, c.Dialect())
+	require.Equal(t, mcptask.Extension, c.Dialect())
 	require.Equal(t, client.Support{}, c.ServerTasks())
 	require.Equal(t, "plain", c.ServerInfo().Name)
 	require.Equal(t, 1, ctr.count("server/discover"))
@@ -78,25 +79,25 @@ func TestDialAutoWithoutTasks(t *testing.T) {
 
 func TestToolsTaskSupport(t *testing.T) {
 	s := newConfServer(t, nil)
-	for _, m := range []mode{{false, client.Core}, {true, client.Extension}} {
+	for _, m := range []mode{{false, mcptask.Core}, {true, mcptask.Extension}} {
 		t.Run(m.String(), func(t *testing.T) {
 			c := s.dial(m, nil)
 			tools, err := c.Tools(testCtx(t))
 			require.NoError(t, err)
-			got := map[string]client.TaskSupport{}
+			got := map[string]mcptask.TaskSupport{}
 			for _, tl := range tools {
 				got[tl.Name] = tl.TaskSupport
 				require.NotNil(t, tl.InputSchema, tl.Name)
 			}
-			require.Equal(t, map[string]client.TaskSupport{
-				"greet":               client.TaskForbidden,
-				"slow_compute":        client.TaskOptional,
-				"failing_job":         client.TaskRequired,
-				"protocol_error_job":  client.TaskRequired,
-				"confirm_delete":      client.TaskRequired,
-				"multi_input":         client.TaskRequired,
-				"test_tool_with_task": client.TaskRequired,
-				"task_result":         client.TaskForbidden, "task_cancel": client.TaskForbidden,
+			require.Equal(t, map[string]mcptask.TaskSupport{
+				"greet":               mcptask.TaskForbidden,
+				"slow_compute":        mcptask.TaskOptional,
+				"failing_job":         mcptask.TaskRequired,
+				"protocol_error_job":  mcptask.TaskRequired,
+				"confirm_delete":      mcptask.TaskRequired,
+				"multi_input":         mcptask.TaskRequired,
+				"test_tool_with_task": mcptask.TaskRequired,
+				"task_result":         mcptask.TaskForbidden, "task_cancel": mcptask.TaskForbidden,
 			}, got)
 		})
 	}
@@ -116,15 +117,15 @@ func TestCallToolSlowCompute(t *testing.T) {
 			require.Equal(t, client.EventCreated, r.events[0].Kind)
 			created := r.events[0].Task
 			require.Len(t, created.ID, 32)
-			require.Equal(t, client.StatusWorking, created.Status)
+			require.Equal(t, mcptask.StatusWorking, created.Status)
 			require.Equal(t, 20*time.Millisecond, created.PollInterval)
 			require.False(t, created.CreatedAt.IsZero())
 			require.NotNil(t, created.TTL)
-			if m.dialect == client.Core {
+			if m.dialect == mcptask.Core {
 				require.Equal(t, time.Minute, *created.TTL, "the requested ttl is reported back")
 			}
-			require.Equal(t, []client.Status{client.StatusCompleted}, r.statuses())
-			require.Equal(t, client.StatusCompleted, r.events[len(r.events)-1].Task.Status)
+			require.Equal(t, []mcptask.Status{mcptask.StatusCompleted}, r.statuses())
+			require.Equal(t, mcptask.StatusCompleted, r.events[len(r.events)-1].Task.Status)
 		})
 	}
 }
@@ -144,11 +145,11 @@ func TestCallToolFailures(t *testing.T) {
 			res := r.result(t)
 			require.True(t, res.IsError)
 			require.Equal(t, "simulated failure: job crashed", text(res))
-			want := client.StatusCompleted
-			if m.dialect == client.Core {
-				want = client.StatusFailed
+			want := mcptask.StatusCompleted
+			if m.dialect == mcptask.Core {
+				want = mcptask.StatusFailed
 			}
-			require.Equal(t, []client.Status{want}, r.statuses())
+			require.Equal(t, []mcptask.Status{want}, r.statuses())
 
 			// A JSON-RPC error comes back as the server sent it.
 			r = collect(ctx, c, "protocol_error_job", map[string]any{}, nil)
@@ -159,7 +160,7 @@ func TestCallToolFailures(t *testing.T) {
 			require.Equal(t, "internal error: simulated protocol error: server internal failure", re.Message)
 			require.NotErrorIs(t, r.err, client.ErrNotFound)
 			require.Equal(t, []client.EventKind{client.EventCreated, client.EventStatus}, r.kinds())
-			require.Equal(t, client.StatusFailed, r.events[1].Task.Status)
+			require.Equal(t, mcptask.StatusFailed, r.events[1].Task.Status)
 		})
 	}
 }
@@ -184,7 +185,7 @@ func TestCallToolElicitation(t *testing.T) {
 				}
 			}
 			require.Equal(t, []string{"Delete 'x'?"}, asked)
-			require.Contains(t, r.statuses(), client.StatusInputRequired)
+			require.Contains(t, r.statuses(), mcptask.StatusInputRequired)
 
 			r = collect(ctx, c, "multi_input", map[string]any{}, nil)
 			require.Equal(t, `name="ada" confirmed=true`, text(r.result(t)))
@@ -219,7 +220,7 @@ func TestCallToolInputBeforeTask(t *testing.T) {
 			r := collect(testCtx(t), c, "test_tool_with_task", map[string]any{}, nil)
 			require.Equal(t, "Hello, ada! (computed in task)", text(r.result(t)))
 			require.Equal(t, []string{""}, taskIDs, "asked once, before any task existed")
-			if m.dialect == client.Extension {
+			if m.dialect == mcptask.Extension {
 				require.Equal(t, client.EventInput, r.events[0].Kind)
 				require.Nil(t, r.events[0].Task)
 				require.Equal(t, "user_name", r.events[0].Input.Key)
@@ -233,19 +234,19 @@ func TestCallToolInputBeforeTask(t *testing.T) {
 
 func TestCallToolWithoutInputHandler(t *testing.T) {
 	s := newConfServer(t, nil)
-	c := s.dial(mode{true, client.Extension}, nil)
+	c := s.dial(mode{true, mcptask.Extension}, nil)
 	r := collect(testCtx(t), c, "confirm_delete", map[string]any{"filename": "x"}, &client.CallOptions{CancelOnStop: true})
 	require.ErrorIs(t, r.err, client.ErrNoInputHandler)
 	id := r.taskID()
 	require.NotEmpty(t, id)
 	task, err := c.GetTask(testCtx(t), id)
 	require.NoError(t, err)
-	require.Equal(t, client.StatusCancelled, task.Status, "CancelOnStop cancelled the abandoned task")
+	require.Equal(t, mcptask.StatusCancelled, task.Status, "CancelOnStop cancelled the abandoned task")
 }
 
 func TestRefuseTaskCallBeforeSending(t *testing.T) {
 	s := newConfServer(t, nil)
-	for _, d := range []client.Dialect{client.Core, client.Extension} {
+	for _, d := range []mcptask.Dialect{mcptask.Core, mcptask.Extension} {
 		t.Run(d.String(), func(t *testing.T) {
 			ctr := counting(s.memory())
 			c := dial(t, ctr, &client.Options{Dialect: d})
@@ -283,18 +284,18 @@ func TestCancelTask(t *testing.T) {
 			}
 			task, err := c.GetTask(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, client.StatusWorking, task.Status, "stopping the iteration does not cancel the task")
+			require.Equal(t, mcptask.StatusWorking, task.Status, "stopping the iteration does not cancel the task")
 
 			task, err = c.CancelTask(ctx, id)
 			require.NoError(t, err)
 			require.Equal(t, id, task.ID)
-			require.Equal(t, client.StatusCancelled, task.Status)
+			require.Equal(t, mcptask.StatusCancelled, task.Status)
 
 			_, err = c.TaskResult(ctx, id)
 			require.ErrorIs(t, err, client.ErrCancelled)
 
 			task, err = c.CancelTask(ctx, id)
-			if m.dialect == client.Core {
+			if m.dialect == mcptask.Core {
 				require.ErrorIs(t, err, client.ErrTerminal)
 				require.NotErrorIs(t, err, client.ErrNotFound)
 				var re *client.RPCError
@@ -302,7 +303,7 @@ func TestCancelTask(t *testing.T) {
 				require.EqualValues(t, -32602, re.Code)
 			} else {
 				require.NoError(t, err, "the extension acknowledges a cancel of a finished task")
-				require.Equal(t, client.StatusCancelled, task.Status)
+				require.Equal(t, mcptask.StatusCancelled, task.Status)
 			}
 
 			_, err = c.CancelTask(ctx, "0123456789abcdef0123456789abcdef")
@@ -374,7 +375,7 @@ func startTask(t *testing.T, c *client.Client, name string, args any) string {
 func TestListTasksPages(t *testing.T) {
 	s := newConfServer(t, nil)
 	ctr := counting(s.memory())
-	c := dial(t, ctr, &client.Options{Dialect: client.Core})
+	c := dial(t, ctr, &client.Options{Dialect: mcptask.Core})
 	ctx := testCtx(t)
 	want := map[string]bool{}
 	for range 120 {
@@ -397,7 +398,7 @@ func TestListTasksPages(t *testing.T) {
 	require.Equal(t, before+1, ctr.count("tasks/list"))
 
 	// The extension has no tasks/list.
-	e := s.dial(mode{false, client.Extension}, nil)
+	e := s.dial(mode{false, mcptask.Extension}, nil)
 	for _, err := range e.ListTasks(ctx) {
 		require.ErrorIs(t, err, client.ErrCapability)
 	}
@@ -407,21 +408,21 @@ func TestListTasksPages(t *testing.T) {
 // pushes notifications/tasks/status. With a 10s suggested poll interval,
 // a task that ends in 200ms is followed by the push alone.
 func TestStatusPushIsConsumed(t *testing.T) {
-	s := newConfServer(t, func(c *taskrouter.Config) { c.PollInterval = 10 * time.Second })
+	s := newConfServer(t, func(c *taskrouter.Options) { c.PollInterval = 10 * time.Second })
 	ctr := counting(s.memory())
-	c := dial(t, ctr, &client.Options{Dialect: client.Core})
+	c := dial(t, ctr, &client.Options{Dialect: mcptask.Core})
 	start := time.Now()
 	r := collect(testCtx(t), c, "slow_compute", map[string]any{"seconds": 0.2, "label": "push"}, nil)
 	require.Equal(t, `Computation "push" completed after 0.2 seconds. Result: 42.`, text(r.result(t)))
 	require.Less(t, time.Since(start), 5*time.Second, "the push, not a 10s poll, ended the wait")
-	require.Equal(t, []client.Status{client.StatusCompleted}, r.statuses())
+	require.Equal(t, []mcptask.Status{mcptask.StatusCompleted}, r.statuses())
 	require.Zero(t, ctr.count("tasks/get"), "no poll was needed")
 	require.Equal(t, 1, ctr.count("tasks/result"))
 }
 
 func TestStopOnContextEnd(t *testing.T) {
 	s := newConfServer(t, nil)
-	for _, m := range []mode{{false, client.Core}, {true, client.Extension}} {
+	for _, m := range []mode{{false, mcptask.Core}, {true, mcptask.Extension}} {
 		t.Run(m.String(), func(t *testing.T) {
 			c := s.dial(m, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -430,7 +431,7 @@ func TestStopOnContextEnd(t *testing.T) {
 			require.ErrorIs(t, r.err, context.DeadlineExceeded)
 			task, err := c.GetTask(testCtx(t), r.taskID())
 			require.NoError(t, err)
-			require.Equal(t, client.StatusWorking, task.Status, "the task outlives the call")
+			require.Equal(t, mcptask.StatusWorking, task.Status, "the task outlives the call")
 
 			ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel2()
@@ -438,14 +439,14 @@ func TestStopOnContextEnd(t *testing.T) {
 			require.ErrorIs(t, r.err, context.DeadlineExceeded)
 			task, err = c.GetTask(testCtx(t), r.taskID())
 			require.NoError(t, err)
-			require.Equal(t, client.StatusCancelled, task.Status)
+			require.Equal(t, mcptask.StatusCancelled, task.Status)
 		})
 	}
 }
 
 func TestTrackedAndForget(t *testing.T) {
 	s := newConfServer(t, nil)
-	c := s.dial(mode{false, client.Core}, nil)
+	c := s.dial(mode{false, mcptask.Core}, nil)
 	ctx := testCtx(t)
 	done := collect(ctx, c, "slow_compute", map[string]any{"seconds": 0}, nil)
 	done.result(t)
@@ -455,22 +456,22 @@ func TestTrackedAndForget(t *testing.T) {
 	require.Len(t, tracked, 2)
 	require.Equal(t, done.taskID(), tracked[0].ID)
 	require.Equal(t, "slow_compute", tracked[0].Tool)
-	require.Equal(t, client.StatusCompleted, tracked[0].Status)
+	require.Equal(t, mcptask.StatusCompleted, tracked[0].Status)
 	require.Equal(t, running, tracked[1].ID)
-	require.Equal(t, client.StatusWorking, tracked[1].Status)
+	require.Equal(t, mcptask.StatusWorking, tracked[1].Status)
 	require.False(t, tracked[1].Started.IsZero())
 
 	// Any observation updates the record.
 	_, err := c.CancelTask(ctx, running)
 	require.NoError(t, err)
-	require.Equal(t, client.StatusCancelled, c.Tracked()[1].Status)
+	require.Equal(t, mcptask.StatusCancelled, c.Tracked()[1].Status)
 
 	require.True(t, c.Forget(done.taskID()))
 	require.False(t, c.Forget(done.taskID()))
 	require.Len(t, c.Tracked(), 1)
 
 	// ForgetAfterResult drops a task once its result is delivered.
-	f := s.dial(mode{false, client.Extension}, &client.Options{ForgetAfterResult: true})
+	f := s.dial(mode{false, mcptask.Extension}, &client.Options{ForgetAfterResult: true})
 	collect(ctx, f, "slow_compute", map[string]any{"seconds": 0}, nil).result(t)
 	id := startTask(t, f, "slow_compute", map[string]any{"seconds": 0})
 	require.Len(t, f.Tracked(), 1)
@@ -505,7 +506,7 @@ func TestHTTPTransportTaskHeaders(t *testing.T) {
 	s := newConfServer(t, nil)
 	rec := &headerRecorder{names: map[string][]string{}}
 	c := dial(t, client.HTTPTransport(s.endpoint(), &http.Client{Transport: rec}), nil)
-	require.Equal(t, client.Extension, c.Dialect())
+	require.Equal(t, mcptask.Extension, c.Dialect())
 	ctx := testCtx(t)
 	id := startTask(t, c, "slow_compute", map[string]any{"seconds": 60})
 	_, err := c.GetTask(ctx, id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log"
 	"net/http/httptest"
 	"time"
@@ -22,7 +23,7 @@ import (
 // an in-process taskbridge server with the conformance tools.
 func ExampleClient_CallTool() {
 	ctx := context.Background()
-	srv, router, err := conftools.NewServer(taskrouter.Config{Store: memory.New(), PollInterval: 20 * time.Millisecond})
+	srv, router, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func ExampleClient_CallTool() {
 	}
 	defer session.Close()
 
-	c, err := client.Dial(ctx, clientEnd, &client.Options{Dialect: client.Core})
+	c, err := client.Dial(ctx, clientEnd, &client.Options{Dialect: mcptask.Core})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func ExampleClient_CallTool() {
 // extension, so the client speaks the 2026-07-28 dialect.
 func ExampleHTTPTransport() {
 	ctx := context.Background()
-	_, router, err := conftools.NewServer(taskrouter.Config{Store: memory.New(), PollInterval: 20 * time.Millisecond})
+	_, router, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -34,7 +35,7 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	b := builder.New("bound", "1").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "bound"}, func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
 		mu.Lock()
 		seen = append(seen, string(req.Params.Arguments))
@@ -50,7 +51,7 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 	hs := httptest.NewServer(srv.HTTPHandler(nil))
 	t.Cleanup(hs.Close)
 
-	for _, d := range []client.Dialect{client.Core, client.Extension} {
+	for _, d := range []mcptask.Dialect{mcptask.Core, mcptask.Extension} {
 		t.Run(d.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -82,7 +83,7 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 // says so once (the server's error restated the status message).
 func TestCancelledTaskErrorSaysItOnce(t *testing.T) {
 	s := newConfServer(t, nil)
-	c := s.dial(mode{true, client.Core}, nil)
+	c := s.dial(mode{true, mcptask.Core}, nil)
 	ctx := testCtx(t)
 	var id string
 	for ev, err := range c.CallTool(ctx, "slow_compute", map[string]any{"seconds": 60}, nil) {

@@ -29,7 +29,7 @@ const maxFollowSteps = 1000
 // handoff never arrived).
 func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, *handoff.Document, error) {
 	res, doc, err := c.getPrompt(ctx, name, args, nil)
-	if err == nil && doc != nil && !Status(doc.Status).Terminal() {
+	if err == nil && doc != nil && !mcptask.Status(doc.Status).Terminal() {
 		if _, gerr := c.GetTask(ctx, doc.TaskID); gerr != nil {
 			c.log.Debug("acknowledging the handoff", "task", doc.TaskID, "error", gerr)
 		}
@@ -224,9 +224,9 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 			return nil, err
 		}
 		switch sum.Status {
-		case StatusCompleted:
+		case mcptask.StatusCompleted:
 			return c.waitWorkflow(ctx, cur)
-		case StatusFailed, StatusCancelled:
+		case mcptask.StatusFailed, mcptask.StatusCancelled:
 			return nil, &WorkflowError{TaskID: cur.TaskID, Workflow: cur.Workflow, Status: string(sum.Status), Reason: sum.PauseReason, RemainingSteps: sum.RemainingSteps}
 		}
 		if len(sum.RemainingSteps) == 0 {
@@ -373,11 +373,11 @@ func (c *Client) waitWorkflow(ctx context.Context, doc *handoff.Document) (json.
 		return raw, nil
 	}
 	if errors.Is(err, ErrCancelled) {
-		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Status: string(StatusCancelled), Reason: err.Error()}
+		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Status: string(mcptask.StatusCancelled), Reason: err.Error()}
 	}
 	var re *RPCError
 	if errors.As(err, &re) && re.Kind() == nil {
-		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Status: string(StatusFailed), Reason: re.Message}
+		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Status: string(mcptask.StatusFailed), Reason: re.Message}
 	}
 	return nil, err
 }

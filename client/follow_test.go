@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,7 +67,7 @@ func newFlowServer(t *testing.T) *flowServer {
 	t.Helper()
 	f := &flowServer{t: t}
 	b := builder.New("flow-test", "1").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond}).
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
 		Setup(func(s *mcp.Server) {
 			s.AddPrompt(&mcp.Prompt{Name: "hello"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "assistant", Content: &mcp.TextContent{Text: "Hello!\n```json\n{\"not\": \"a handoff\"}\n```"}}}}, nil
@@ -187,7 +188,7 @@ func TestFollowWorkflow(t *testing.T) {
 
 			task, err := c.GetTask(ctx, doc.TaskID)
 			require.NoError(t, err)
-			require.Equal(t, client.StatusCompleted, task.Status)
+			require.Equal(t, mcptask.StatusCompleted, task.Status)
 
 			// A completed handoff just returns the result.
 			again, err := c.Follow(ctx, fdoc, client.FollowOptions{})
@@ -199,7 +200,7 @@ func TestFollowWorkflow(t *testing.T) {
 
 func TestFollowReportsFailedStep(t *testing.T) {
 	f := newFlowServer(t)
-	for _, m := range []mode{{false, client.Core}, {true, client.Extension}} {
+	for _, m := range []mode{{false, mcptask.Core}, {true, mcptask.Extension}} {
 		t.Run(m.String(), func(t *testing.T) {
 			c := f.dial(t, m, nil)
 			ctx := testCtx(t)
@@ -227,7 +228,7 @@ func TestFollowReportsFailedStep(t *testing.T) {
 // returns, and the workflow completes.
 func TestFollowRepairsHandedOverStep(t *testing.T) {
 	f := newFlowServer(t)
-	for _, m := range []mode{{false, client.Core}, {true, client.Extension}} {
+	for _, m := range []mode{{false, mcptask.Core}, {true, mcptask.Extension}} {
 		t.Run(m.String(), func(t *testing.T) {
 			c := f.dial(t, m, nil)
 			ctx := testCtx(t)
@@ -251,14 +252,14 @@ func TestFollowRepairsHandedOverStep(t *testing.T) {
 			require.Equal(t, []string{"finish"}, repaired)
 			tk, err := c.GetTask(ctx, doc.TaskID)
 			require.NoError(t, err)
-			require.Equal(t, client.StatusCompleted, tk.Status)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status)
 		})
 	}
 }
 
 func TestFollowNeedsFill(t *testing.T) {
 	f := newFlowServer(t)
-	c := f.dial(t, mode{false, client.Core}, nil)
+	c := f.dial(t, mode{false, mcptask.Core}, nil)
 	ctx := testCtx(t)
 	_, doc, err := c.GetPrompt(ctx, "flow", map[string]string{"topic": "x"})
 	require.NoError(t, err)
@@ -274,7 +275,7 @@ func TestFollowNeedsFill(t *testing.T) {
 
 func TestGetPromptWithoutHandoff(t *testing.T) {
 	f := newFlowServer(t)
-	c := f.dial(t, mode{true, client.Extension}, nil)
+	c := f.dial(t, mode{true, mcptask.Extension}, nil)
 	res, doc, err := c.GetPrompt(testCtx(t), "hello", nil)
 	require.NoError(t, err)
 	require.Nil(t, doc)

@@ -45,9 +45,9 @@ func (c *Client) capabilitiesMap() map[string]any {
 
 func (c *Client) handshake(ctx context.Context) error {
 	switch c.opts.Dialect {
-	case Core:
+	case mcptask.Core:
 		return c.initialize(ctx)
-	case Extension:
+	case mcptask.Extension:
 		res, err := c.discover(ctx)
 		if err != nil {
 			return fmt.Errorf("client: server/discover: %w", err)
@@ -72,7 +72,7 @@ func (c *Client) handshake(ctx context.Context) error {
 			// will not also initialize on this connection (a go-sdk server
 			// treats server/discover as the session's start): stay at
 			// 2026-07-28, with no task support.
-			c.log.Debug("initialize after server/discover failed; staying at "+ExtensionVersion, "error", ierr)
+			c.log.Debug("initialize after server/discover failed; staying at "+mcptask.ExtensionVersion, "error", ierr)
 			c.useDiscovery(res)
 			return nil
 		}
@@ -105,8 +105,8 @@ func (c *Client) discover(ctx context.Context) (*discovery, error) {
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, malformed("server/discover result: %v", err)
 	}
-	if len(res.SupportedVersions) > 0 && !slices.Contains(res.SupportedVersions, ExtensionVersion) {
-		return nil, fmt.Errorf("server/discover: the server supports %v, not %s", res.SupportedVersions, ExtensionVersion)
+	if len(res.SupportedVersions) > 0 && !slices.Contains(res.SupportedVersions, mcptask.ExtensionVersion) {
+		return nil, fmt.Errorf("server/discover: the server supports %v, not %s", res.SupportedVersions, mcptask.ExtensionVersion)
 	}
 	d := &discovery{caps: res.Capabilities, instructions: res.Instructions}
 	if si, ok := res.Meta[mcptask.MetaServerInfo]; ok {
@@ -120,8 +120,8 @@ func (c *Client) discover(ctx context.Context) (*discovery, error) {
 }
 
 func (c *Client) useDiscovery(d *discovery) {
-	c.dialect = Extension
-	c.protocolVersion = ExtensionVersion
+	c.dialect = mcptask.Extension
+	c.protocolVersion = mcptask.ExtensionVersion
 	c.support = parseSupport(d.caps)
 	c.serverCaps = decodeServerCaps(d.caps)
 	c.serverInfo = d.serverInfo
@@ -140,7 +140,7 @@ func (c *Client) initialize(ctx context.Context) error {
 		}
 		caps["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{}, "requests": requests}
 	}
-	params := map[string]any{"protocolVersion": CoreVersion, "capabilities": caps, "clientInfo": c.opts.ClientInfo}
+	params := map[string]any{"protocolVersion": mcptask.CoreVersion, "capabilities": caps, "clientInfo": c.opts.ClientInfo}
 	var raw json.RawMessage
 	if err := c.conn.Call(ctx, mcptask.MethodInitialize, params, &raw); err != nil {
 		return fmt.Errorf("client: initialize: %w", rpcError(mcptask.MethodInitialize, err))
@@ -157,7 +157,7 @@ func (c *Client) initialize(ctx context.Context) error {
 	if res.ProtocolVersion == "" {
 		return fmt.Errorf("client: initialize: %w", malformed("no protocolVersion"))
 	}
-	c.dialect = Core
+	c.dialect = mcptask.Core
 	c.protocolVersion = res.ProtocolVersion
 	c.support = parseSupport(res.Capabilities)
 	c.serverCaps = decodeServerCaps(res.Capabilities)
@@ -197,7 +197,7 @@ func parseSupport(raw json.RawMessage) Support {
 		s.Cancel = !isAbsent(t.Cancel)
 		s.ToolsCall = t.Requests != nil && t.Requests.Tools != nil && !isAbsent(t.Requests.Tools.Call)
 	}
-	if ext, ok := caps.Extensions[ExtensionID]; ok && !isAbsent(ext) {
+	if ext, ok := caps.Extensions[mcptask.ExtensionID]; ok && !isAbsent(ext) {
 		s.Extension = true
 	}
 	return s

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,13 +31,13 @@ type confServer struct {
 	url string
 }
 
-func newConfServer(t *testing.T, mutate func(*taskrouter.Config)) *confServer {
+func newConfServer(t *testing.T, mutate func(*taskrouter.Options)) *confServer {
 	t.Helper()
-	cfg := taskrouter.Config{Store: memory.New(), PollInterval: 20 * time.Millisecond}
+	opts := taskrouter.Options{PollInterval: 20 * time.Millisecond}
 	if mutate != nil {
-		mutate(&cfg)
+		mutate(&opts)
 	}
-	srv, router, err := conftools.NewServer(cfg)
+	srv, router, err := conftools.NewServer(memory.New(), &opts)
 	require.NoError(t, err)
 	require.NoError(t, router.Start(context.Background()))
 	t.Cleanup(func() { _ = router.Close() })
@@ -79,7 +80,7 @@ func serveHTTP(t *testing.T, h http.Handler) string {
 // mode is a transport and a dialect to run a test in.
 type mode struct {
 	http    bool
-	dialect client.Dialect
+	dialect mcptask.Dialect
 }
 
 func (m mode) String() string {
@@ -90,7 +91,7 @@ func (m mode) String() string {
 	return tr + "-" + m.dialect.String()
 }
 
-var allModes = []mode{{false, client.Core}, {false, client.Extension}, {true, client.Core}, {true, client.Extension}}
+var allModes = []mode{{false, mcptask.Core}, {false, mcptask.Extension}, {true, mcptask.Core}, {true, mcptask.Extension}}
 
 func (s *confServer) dial(m mode, opts *client.Options) *client.Client {
 	s.t.Helper()
@@ -151,8 +152,8 @@ func (r run) kinds() []client.EventKind {
 	return out
 }
 
-func (r run) statuses() []client.Status {
-	var out []client.Status
+func (r run) statuses() []mcptask.Status {
+	var out []mcptask.Status
 	for _, ev := range r.events {
 		if ev.Kind == client.EventStatus {
 			out = append(out, ev.Task.Status)

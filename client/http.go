@@ -102,8 +102,8 @@ func (h *headerRoundTripper) RoundTrip(req *http.Request) (*http.Response, error
 	if raw, ok := msg.Params.Meta[mcptask.MetaProtocolVersion]; ok {
 		_ = json.Unmarshal(raw, &metaVersion)
 	}
-	if version < ExtensionVersion && metaVersion < ExtensionVersion {
-		return h.next.RoundTrip(out)
+	if !mcptask.DialectFor(version).NegotiatesPerRequest() && !mcptask.DialectFor(metaVersion).NegotiatesPerRequest() {
+		return h.next.RoundTrip(out) // the Mcp-* headers belong to the 2026-07-28 protocol
 	}
 	var id string
 	if json.Unmarshal(msg.Params.TaskID, &id) == nil && id != "" {

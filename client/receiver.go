@@ -92,7 +92,7 @@ type recvTask struct {
 	id      string
 	method  string
 	params  json.RawMessage
-	status  Status
+	status  mcptask.Status
 	message string
 	created time.Time
 	updated time.Time
@@ -253,7 +253,7 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 	now := time.Now()
 	hctx, cancel := context.WithCancel(context.Background())
 	t := &recvTask{
-		id: newTaskID(), method: method, params: params, status: StatusWorking,
+		id: newTaskID(), method: method, params: params, status: mcptask.StatusWorking,
 		created: now, updated: now, ttl: ttl, expires: now.Add(ttl),
 		done: make(chan struct{}), cancel: cancel,
 	}
@@ -301,9 +301,9 @@ func (r *receiverState) execute(ctx context.Context, t *recvTask, run func(conte
 		if !errors.As(err, &je) {
 			je = mcptask.InternalError("%s", err.Error())
 		}
-		t.status, t.message, t.err = StatusFailed, je.Message, je
+		t.status, t.message, t.err = mcptask.StatusFailed, je.Message, je
 	} else {
-		t.status, t.result = StatusCompleted, raw
+		t.status, t.result = mcptask.StatusCompleted, raw
 	}
 	close(t.done)
 	note := r.wire(t)
@@ -377,7 +377,7 @@ func (r *receiverState) result(ctx context.Context, id string) (any, error) {
 	switch {
 	case t.expired:
 		return nil, invalidParams("task not found (expired)")
-	case t.status == StatusCancelled:
+	case t.status == mcptask.StatusCancelled:
 		return nil, invalidParams("task %s was cancelled", t.id)
 	case t.err != nil:
 		return nil, t.err
@@ -440,7 +440,7 @@ func (r *receiverState) cancelTask(id string) (any, error) {
 		r.mu.Unlock()
 		return nil, invalidParams("task %s is already %s and cannot be cancelled", id, st)
 	}
-	t.status, t.message, t.updated = StatusCancelled, "cancelled by the server", time.Now()
+	t.status, t.message, t.updated = mcptask.StatusCancelled, "cancelled by the server", time.Now()
 	close(t.done)
 	note := r.wire(t)
 	r.mu.Unlock()

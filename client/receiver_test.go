@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"sync"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func newRawServerWith(t *testing.T, caps map[string]any, handlers map[string]fun
 			}
 			_ = json.Unmarshal(params, &tk)
 			s.mu.Lock()
-			s.pushed = append(s.pushed, client.Task{ID: tk.TaskID, Status: client.Status(tk.Status)})
+			s.pushed = append(s.pushed, client.Task{ID: tk.TaskID, Status: mcptask.Status(tk.Status)})
 			s.pushedRaw = append(s.pushedRaw, params)
 			s.mu.Unlock()
 		},
@@ -107,7 +108,7 @@ func (s *rawServer) mustCall(method string, params any) map[string]any {
 	return res
 }
 
-func (s *rawServer) pushedStatus(id string, status client.Status) bool {
+func (s *rawServer) pushedStatus(id string, status mcptask.Status) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.pushed {
@@ -158,7 +159,7 @@ func newReceiverClient(t *testing.T, r *client.Receiver) (*rawServer, *client.Cl
 	t.Helper()
 	s, ct := newRawServer(t)
 	c := dial(t, ct, &client.Options{Receiver: r}) // Auto: discover is refused, so initialize
-	require.Equal(t, client.Core, c.Dialect())
+	require.Equal(t, mcptask.Core, c.Dialect())
 	return s, c
 }
 
@@ -243,7 +244,7 @@ func TestReceiverSamplingTask(t *testing.T) {
 	require.Equal(t, "hello", got.Messages[0].Content.(*mcp.TextContent).Text)
 
 	require.Equal(t, "completed", s.mustCall("tasks/get", map[string]any{"taskId": id})["status"])
-	require.Eventually(t, func() bool { return s.pushedStatus(id, client.StatusCompleted) }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s.pushedStatus(id, mcptask.StatusCompleted) }, 5*time.Second, 5*time.Millisecond)
 	s.mu.Lock()
 	var pushed map[string]any
 	require.NoError(t, json.Unmarshal(s.pushedRaw[len(s.pushedRaw)-1], &pushed))
@@ -281,7 +282,7 @@ func TestReceiverElicitationCancel(t *testing.T) {
 	require.EqualValues(t, -32602, code(t, err))
 	_, err = s.call("tasks/result", map[string]any{"taskId": id})
 	require.EqualValues(t, -32602, code(t, err))
-	require.Eventually(t, func() bool { return s.pushedStatus(id, client.StatusCancelled) }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s.pushedStatus(id, mcptask.StatusCancelled) }, 5*time.Second, 5*time.Millisecond)
 
 	// Sampling has no handler: the client declines the task.
 	_, err = s.call("sampling/createMessage", samplingParams(map[string]any{}))

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func TestBadServerReplies(t *testing.T) {
 			return map[string]any{"tasks": []any{task("a", "working")}, "nextCursor": "same"}, nil
 		},
 	})
-	c := dial(t, ct, &client.Options{Dialect: client.Core})
+	c := dial(t, ct, &client.Options{Dialect: mcptask.Core})
 	require.Equal(t, client.Support{Core: true, List: true, Cancel: true, ToolsCall: true}, c.ServerTasks())
 	ctx := testCtx(t)
 
@@ -125,7 +126,7 @@ func TestPollingRespectsInterval(t *testing.T) {
 		"tasks/get":    func(json.RawMessage) (any, error) { return wire(status()), nil },
 		"tasks/result": func(json.RawMessage) (any, error) { return map[string]any{"content": []any{}}, nil },
 	})
-	c := dial(t, ct, &client.Options{Dialect: client.Core})
+	c := dial(t, ct, &client.Options{Dialect: mcptask.Core})
 	_, err := c.CallToolAndWait(testCtx(t), "timed", nil, nil)
 	require.NoError(t, err)
 	mu.Lock()

@@ -12,18 +12,33 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Status is an MCP task status (mcptask.Status), with its Terminal and
-// Valid methods.
+// Status is mcptask.Status.
+//
+// Deprecated: use mcptask.Status.
 type Status = mcptask.Status
 
-// The task statuses. The last three are terminal: a task in one of them
-// never changes again.
+// The task statuses, under the names the client package gave them first.
 const (
-	StatusWorking       = mcptask.StatusWorking
+	// StatusWorking is mcptask.StatusWorking.
+	//
+	// Deprecated: use mcptask.StatusWorking.
+	StatusWorking = mcptask.StatusWorking
+	// StatusInputRequired is mcptask.StatusInputRequired.
+	//
+	// Deprecated: use mcptask.StatusInputRequired.
 	StatusInputRequired = mcptask.StatusInputRequired
-	StatusCompleted     = mcptask.StatusCompleted
-	StatusFailed        = mcptask.StatusFailed
-	StatusCancelled     = mcptask.StatusCancelled
+	// StatusCompleted is mcptask.StatusCompleted.
+	//
+	// Deprecated: use mcptask.StatusCompleted.
+	StatusCompleted = mcptask.StatusCompleted
+	// StatusFailed is mcptask.StatusFailed.
+	//
+	// Deprecated: use mcptask.StatusFailed.
+	StatusFailed = mcptask.StatusFailed
+	// StatusCancelled is mcptask.StatusCancelled.
+	//
+	// Deprecated: use mcptask.StatusCancelled.
+	StatusCancelled = mcptask.StatusCancelled
 )
 
 // Task is a task as the server reported it, in either dialect.
@@ -31,7 +46,7 @@ type Task struct {
 	// ID is the server-generated task id.
 	ID string
 	// Status is the task's status.
-	Status Status
+	Status mcptask.Status
 	// StatusMessage optionally explains the status.
 	StatusMessage string
 	// CreatedAt and LastUpdatedAt are the server's timestamps (zero when
@@ -109,7 +124,7 @@ func decodeTask(raw json.RawMessage) (*Task, error) {
 	if isAbsent(w.TaskID) || json.Unmarshal(w.TaskID, &id) != nil || id == "" {
 		return nil, malformed("task without a string taskId")
 	}
-	t := &Task{ID: id, Status: Status(w.Status), StatusMessage: w.StatusMessage}
+	t := &Task{ID: id, Status: mcptask.Status(w.Status), StatusMessage: w.StatusMessage}
 	if !t.Status.Valid() {
 		return nil, malformed("task %s has unknown status %q", id, w.Status)
 	}

@@ -81,7 +81,7 @@ func (c *Client) waitExtension(ctx context.Context, id string) (json.RawMessage,
 			resetTimer(timer, pol.delay)
 		}
 		switch t.Status {
-		case StatusCompleted, StatusFailed:
+		case mcptask.StatusCompleted, mcptask.StatusFailed:
 			c.retrieved(id)
 			if t.Error != nil {
 				return nil, t.Error
@@ -89,14 +89,14 @@ func (c *Client) waitExtension(ctx context.Context, id string) (json.RawMessage,
 			if !isAbsent(t.Result) {
 				return t.Result, nil
 			}
-			if t.Status == StatusFailed {
+			if t.Status == mcptask.StatusFailed {
 				return nil, &RPCError{Code: mcptask.CodeInternalError, Message: "task failed: " + t.StatusMessage}
 			}
 			return nil, malformed("task %s is completed but tasks/get carries no result", id)
-		case StatusCancelled:
+		case mcptask.StatusCancelled:
 			c.retrieved(id)
 			return nil, cancelledError(t)
-		case StatusInputRequired:
+		case mcptask.StatusInputRequired:
 			if c.opts.InputHandler != nil {
 				n, err := c.answerInputs(ctx, t, answered, nil)
 				if err != nil {
@@ -117,7 +117,7 @@ func (c *Client) waitExtension(ctx context.Context, id string) (json.RawMessage,
 func (c *Client) ListTasks(ctx context.Context) iter.Seq2[*Task, error] {
 	return func(yield func(*Task, error) bool) {
 		if !c.dialect.HasMethod(mcptask.MethodTasksList) {
-			yield(nil, capabilityError("tasks/list is not part of the %s extension", ExtensionID))
+			yield(nil, capabilityError("tasks/list is not part of the %s extension", mcptask.ExtensionID))
 			return
 		}
 		if !c.support.List {

@@ -14,7 +14,7 @@ type Tool struct {
 	*mcp.Tool
 	// TaskSupport is the tool's execution.taskSupport; TaskForbidden when
 	// absent.
-	TaskSupport TaskSupport
+	TaskSupport mcptask.TaskSupport
 	// declared reports whether the server stated the support level.
 	declared bool
 }
@@ -66,11 +66,11 @@ func decodeTool(raw json.RawMessage) (Tool, error) {
 		} `json:"execution"`
 	}
 	_ = json.Unmarshal(raw, &ex)
-	out := Tool{Tool: &t, TaskSupport: TaskForbidden}
+	out := Tool{Tool: &t, TaskSupport: mcptask.TaskForbidden}
 	if ex.Execution != nil && ex.Execution.TaskSupport != "" {
 		out.declared = true
-		switch s := TaskSupport(ex.Execution.TaskSupport); s {
-		case TaskForbidden, TaskOptional, TaskRequired:
+		switch s := mcptask.TaskSupport(ex.Execution.TaskSupport); s {
+		case mcptask.TaskForbidden, mcptask.TaskOptional, mcptask.TaskRequired:
 			out.TaskSupport = s
 		default:
 			return Tool{}, malformed("tools/list: tool %q: unknown taskSupport %q", t.Name, s)

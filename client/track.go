@@ -1,6 +1,7 @@
 package client
 
 import (
+	"github.com/taskbridge/taskbridge/mcptask"
 	"slices"
 	"time"
 )
@@ -15,7 +16,7 @@ type TrackedTask struct {
 	// Tool is the tool the task runs.
 	Tool string
 	// Status and StatusMessage are the last observed status.
-	Status        Status
+	Status        mcptask.Status
 	StatusMessage string
 	// Started is when the client created the task (local clock).
 	Started time.Time

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/internal/obstest"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/internal/tests/obstest"
 )
 
 // EnvRequireChromium makes a missing Chromium a test failure rather than
@@ -161,7 +161,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#task-status .s-cancelled`)),
 		chromedp.WaitVisible(chromedp.ID("flash")),
 	)
-	e.f.Wait(t, slow, store.StatusCancelled)
+	e.f.Wait(t, slow, mcptask.StatusCancelled)
 	select {
 	case got := <-e.f.Cancelled:
 		require.Equal(t, "long report", got)

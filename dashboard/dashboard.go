@@ -412,19 +412,9 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, v Viewer) {
 			if d.feed.takeDropped(sub) {
 				c = change{Kind: "refresh"}
 			}
-			switch {
-			case c.Kind == "refresh":
-			case only != "" && c.ID != only:
+			c, ok = visibleChange(c, only, v)
+			if !ok {
 				continue
-			case only != "":
-				// The viewer was allowed to see this task when the stream
-				// opened; owners never change.
-			case c.known && !v.mayView(c.Owner):
-				continue
-			case !c.known && !v.Admin:
-				// Another process's write: the owner is unknown here, so
-				// tell a non-admin page to re-read, without the id.
-				c = change{Kind: "refresh"}
 			}
 			event := "task"
 			if c.Kind == "refresh" {
@@ -435,6 +425,26 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, v Viewer) {
 			}
 		}
 	}
+}
+
+// visibleChange is what a page of viewer v following only (a task id, or
+// "" for every task) may be told of change c; ok is false when nothing.
+func visibleChange(c change, only string, v Viewer) (change, bool) {
+	switch {
+	case c.Kind == "refresh":
+	case only != "" && c.ID != only:
+		return c, false
+	case only != "":
+		// The viewer was allowed to see this task when the stream opened;
+		// owners never change.
+	case c.known && !v.mayView(c.Owner):
+		return c, false
+	case !c.known && !v.Admin:
+		// Another process's write: the owner is unknown here, so tell a
+		// non-admin page to re-read, without the id.
+		return change{Kind: "refresh"}, true
+	}
+	return c, true
 }
 
 // subscribeStore relays the store's change feed (a shared store's writes

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -18,7 +19,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/dashboard"
-	"github.com/taskbridge/taskbridge/internal/obstest"
+	"github.com/taskbridge/taskbridge/internal/tests/obstest"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -264,12 +265,12 @@ func TestCancel(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, e.post(t, aliceToken, path+"/cancel", url.Values{"csrf": {token}}, nil).StatusCode,
 		"another viewer's form token")
 	require.Equal(t, http.StatusForbidden, e.post(t, peekToken, path+"/cancel", url.Values{"csrf": {token}}, nil).StatusCode, "read-only")
-	require.Equal(t, store.StatusWorking, e.f.Wait(t, id, store.StatusWorking).Status)
+	require.Equal(t, mcptask.StatusWorking, e.f.Wait(t, id, mcptask.StatusWorking).Status)
 
 	resp := e.post(t, localToken, path+"/cancel", url.Values{"csrf": {token}}, map[string]string{"Origin": e.web.URL})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Contains(t, resp.Header.Get("Location"), "done=cancelled")
-	e.f.Wait(t, id, store.StatusCancelled)
+	e.f.Wait(t, id, mcptask.StatusCancelled)
 	select {
 	case got := <-e.f.Cancelled:
 		require.Equal(t, "cancel me", got, "the handler's context was cancelled")

@@ -14,7 +14,7 @@ const rateMinutes = 30
 
 // Feed is the dashboard's live source. It is a taskrouter.Observer: give it
 // to the router (builder.WithObserver, or inside taskrouter.Observers in
-// Config.Observer) and to New through Options.Feed. It counts the tasks
+// taskrouter.Options.Observer) and to New through Options.Feed. It counts the tasks
 // this process creates and finishes per minute, and fans every committed
 // change out to the pages watching (server-sent events). Its methods never
 // block the engine: a page that falls behind is told to reload its data.

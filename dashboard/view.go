@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -129,7 +130,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 	}
 	query := store.Query{Name: data.Filter.Name, Cursor: q.Get("cursor"), Limit: d.opts.PageSize}
 	if data.Filter.Status != "" {
-		query.Statuses = []store.Status{store.Status(data.Filter.Status)}
+		query.Statuses = []mcptask.Status{mcptask.Status(data.Filter.Status)}
 	}
 	switch {
 	case !v.Admin:
@@ -225,7 +226,7 @@ func (d *Dashboard) tasks(ctx context.Context, q store.Query) ([]taskRow, string
 // oldestWorking finds the oldest task in status working (of owner, when
 // set), from the oldest end of the status index.
 func (d *Dashboard) oldestWorking(ctx context.Context, owner string) (*store.Task, error) {
-	q := store.Query{Statuses: []store.Status{store.StatusWorking}, Owner: owner, Oldest: true, Limit: 1}
+	q := store.Query{Statuses: []mcptask.Status{mcptask.StatusWorking}, Owner: owner, Oldest: true, Limit: 1}
 	for range maxQueryCalls {
 		page, err := d.r.Store().Query(ctx, q)
 		if err != nil || len(page.Tasks) > 0 {
@@ -309,7 +310,7 @@ type taskData struct {
 	Progress  *progressView
 	Vars      []varView
 	Result    string
-	Error     *store.ErrorInfo
+	Error     *mcptask.ErrorInfo
 	CanCancel bool
 	// CanFork shows the "rerun from here" buttons (an admin, a Forker);
 	// ForkedFrom and Forks are the task's lineage.

@@ -28,7 +28,6 @@ import (
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/internal/rpcconn"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -78,8 +77,8 @@ var semverRE = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixture {
 	t.Helper()
 	f := &shipFixture{slowRan: make(chan struct{}, 8)}
-	b := builder.New("ship-test", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
+	b := builder.New("ship-test", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "fetch"}, func(ctx context.Context, req *mcp.CallToolRequest, in shipFetchIn) (*mcp.CallToolResult, shipFetchOut, error) {
 		var raw map[string]any
 		_ = json.Unmarshal(req.Params.Arguments, &raw)
@@ -91,7 +90,7 @@ func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixt
 		f.sinceArg = append(f.sinceArg, since)
 		f.mu.Unlock()
 		return nil, shipFetchOut{Repo: in.Repo, Since: in.Since, Count: 3}, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "create_tag"}, func(ctx context.Context, _ *mcp.CallToolRequest, in shipTagIn) (*mcp.CallToolResult, shipTagOut, error) {
 		if !semverRE.MatchString(in.Version) {
 			return nil, shipTagOut{}, fmt.Errorf("version %q is not a semantic version like v1.2.3", in.Version)
@@ -109,7 +108,7 @@ func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixt
 	builder.Tool(b, &mcp.Tool{Name: "count"}, func(ctx context.Context, req *mcp.CallToolRequest, in shipCountIn) (*mcp.CallToolResult, any, error) {
 		f.record(req.Params.GetMeta())
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.N)}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.Setup(func(s *mcp.Server) {
 		s.AddPrompt(&mcp.Prompt{Name: "own"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			f.record(req.Params.GetMeta())
@@ -129,7 +128,7 @@ func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixt
 					Bind("message", workflow.FromClient("the announcement")),
 			)
 	}
-	b.TaskWorkflow(ship("ship")).Workflow(ship("ship_plain"))
+	b.TaskWorkflow(ship("ship")).PlainWorkflow(ship("ship_plain"))
 	b.TaskWorkflow(workflow.New("slowflow", "a slow server step").Step(
 		workflow.Server("wait", "slow"),
 		workflow.Client("after", "announce").Bind("tag", workflow.Const("x")).Bind("message", workflow.FromClient("m")),
@@ -606,7 +605,7 @@ func (f *shipFixture) workingTask(t *testing.T, name string) string {
 	active, err := f.srv.Store.Active(context.Background())
 	require.NoError(t, err)
 	for _, tk := range active {
-		if tk.Request.Name == name && tk.Status == store.StatusWorking {
+		if tk.Request.Name == name && tk.Status == mcptask.StatusWorking {
 			return tk.ID
 		}
 	}

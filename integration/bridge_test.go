@@ -77,12 +77,12 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 	if dbPath == "" {
 		dbPath = filepath.Join(t.TempDir(), "tasks.db")
 	}
-	b := builder.New("bridge-test", "1").WithDBPath(dbPath).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
+	b := builder.New("bridge-test", "1").WithDB(dbPath).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	var router atomic.Pointer[taskrouter.Router]
 	builder.Tool(b, &mcp.Tool{Name: "prepare"}, func(ctx context.Context, _ *mcp.CallToolRequest, in prepIn) (*mcp.CallToolResult, prepOut, error) {
 		return nil, prepOut{Topic: in.Topic, Items: []string{in.Topic + "-1", in.Topic + "-2"}}, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "enrich"}, func(ctx context.Context, req *mcp.CallToolRequest, in enrichIn) (*mcp.CallToolResult, enrichOut, error) {
 		if key, ok := req.Params.GetMeta()[mcptask.MetaIdempotencyKey].(string); ok {
 			id, _, _ := strings.Cut(key, "/")
@@ -122,7 +122,7 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 					Bind("approver", workflow.TaskVar("approver")).WithRetry(),
 			)
 	}
-	b.TaskWorkflow(wf("flow")).Workflow(wf("flow_plain"))
+	b.TaskWorkflow(wf("flow")).PlainWorkflow(wf("flow_plain"))
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	router.Store(srv.Router)
@@ -372,7 +372,7 @@ func TestBridgeFailingStepThenRetry(t *testing.T) {
 	summary := out.Meta[workflow.MetaWorkflow].(map[string]any)
 	require.Equal(t, "completed", summary["status"])
 	task, p := progressOf(t, f.srv.Store, doc.TaskID)
-	require.Equal(t, store.StatusCompleted, task.Status)
+	require.Equal(t, mcptask.StatusCompleted, task.Status)
 	fin := p.Steps[3]
 	require.Equal(t, 2, fin.Attempts)
 	require.Len(t, fin.History, 2)
@@ -399,7 +399,7 @@ func TestBridgeGiveUpThenResume(t *testing.T) {
 	require.Contains(t, summary["pauseReason"], "downstream unavailable")
 	require.Equal(t, []any{"finish"}, summary["clientSteps"])
 	task, p := progressOf(t, f.srv.Store, doc.TaskID)
-	require.Equal(t, store.StatusWorking, task.Status)
+	require.Equal(t, mcptask.StatusWorking, task.Status)
 	require.Contains(t, task.StatusMessage, `step "finish" (tool "finish") failed after 3 attempt(s): finish: downstream unavailable; the client may perform it`)
 	require.Len(t, p.Errors, 3)
 	require.True(t, p.Steps[3].HandedToClient)
@@ -509,7 +509,7 @@ func TestBridgeRestartResumesServerSteps(t *testing.T) {
 		return p.Steps[1].Status == workflow.StepCompleted
 	}, 10*time.Second, 10*time.Millisecond)
 	tk, p := progressOf(t, f2.srv.Store, taskID)
-	require.Equal(t, store.StatusWorking, tk.Status, "now waiting for the client")
+	require.Equal(t, mcptask.StatusWorking, tk.Status, "now waiting for the client")
 	enrich := p.Steps[1]
 	require.Equal(t, 2, enrich.Attempts)
 	require.Equal(t, workflow.ReasonRestart, enrich.History[1].Reason)

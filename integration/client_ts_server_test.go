@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,8 +129,8 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 
 	t.Run("dial", func(t *testing.T) {
-		require.Equal(t, client.Core, c.Dialect())
-		require.Equal(t, client.CoreVersion, c.ProtocolVersion())
+		require.Equal(t, mcptask.Core, c.Dialect())
+		require.Equal(t, mcptask.CoreVersion, c.ProtocolVersion())
 		require.Equal(t, client.Support{Core: true, List: true, Cancel: true, ToolsCall: true}, c.ServerTasks())
 		require.Equal(t, "ts-task-server", c.ServerInfo().Name)
 		// Wire evidence: server/discover was refused (no session), then
@@ -143,12 +144,12 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 	t.Run("tools", func(t *testing.T) {
 		tools, err := c.Tools(ctx)
 		require.NoError(t, err)
-		got := map[string]client.TaskSupport{}
+		got := map[string]mcptask.TaskSupport{}
 		for _, tl := range tools {
 			got[tl.Name] = tl.TaskSupport
 		}
-		require.Equal(t, map[string]client.TaskSupport{
-			"slow": client.TaskOptional, "fail": client.TaskRequired, "confirm": client.TaskRequired, "echo": client.TaskForbidden,
+		require.Equal(t, map[string]mcptask.TaskSupport{
+			"slow": mcptask.TaskOptional, "fail": mcptask.TaskRequired, "confirm": mcptask.TaskRequired, "echo": mcptask.TaskForbidden,
 		}, got)
 	})
 
@@ -164,13 +165,13 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 		require.Equal(t, client.EventCreated, created.Kind)
 		slowID = created.Task.ID
 		require.Len(t, slowID, 32)
-		require.Equal(t, client.StatusWorking, created.Task.Status)
+		require.Equal(t, mcptask.StatusWorking, created.Task.Status)
 		require.Equal(t, time.Minute, *created.Task.TTL)
 		require.Equal(t, 200*time.Millisecond, created.Task.PollInterval)
 		last := events[len(events)-1]
 		require.Equal(t, client.EventResult, last.Kind)
 		require.Equal(t, "slow a done after 300ms", tsText(last.Result))
-		require.Equal(t, client.StatusCompleted, last.Task.Status)
+		require.Equal(t, mcptask.StatusCompleted, last.Task.Status)
 		rt, ok := last.Result.Meta["io.modelcontextprotocol/related-task"].(map[string]any)
 		require.True(t, ok, "tasks/result carries the related-task _meta: %v", last.Result.Meta)
 		require.Equal(t, slowID, rt["taskId"])
@@ -179,7 +180,7 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 	t.Run("getTask", func(t *testing.T) {
 		task, err := c.GetTask(ctx, slowID)
 		require.NoError(t, err)
-		require.Equal(t, client.StatusCompleted, task.Status)
+		require.Equal(t, mcptask.StatusCompleted, task.Status)
 		require.Equal(t, time.Minute, *task.TTL)
 		require.False(t, task.CreatedAt.IsZero())
 		require.True(t, !task.LastUpdatedAt.Before(task.CreatedAt))
@@ -206,7 +207,7 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 	})
 
 	t.Run("failedTool", func(t *testing.T) {
-		var statuses []client.Status
+		var statuses []mcptask.Status
 		var res *mcp.CallToolResult
 		for ev, err := range c.CallTool(ctx, "fail", nil, nil) {
 			require.NoError(t, err)
@@ -220,7 +221,7 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 		require.NotNil(t, res)
 		require.True(t, res.IsError)
 		require.Equal(t, "it broke", tsText(res))
-		require.Equal(t, []client.Status{client.StatusFailed}, statuses)
+		require.Equal(t, []mcptask.Status{mcptask.StatusFailed}, statuses)
 	})
 
 	t.Run("elicitation", func(t *testing.T) {
@@ -235,11 +236,11 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 				// The TS store hands back the live task object, so the
 				// CreateTaskResult already shows the status the work set
 				// before the reply was written (input_required).
-				sawInputRequired = ev.Task.Status == client.StatusInputRequired
+				sawInputRequired = ev.Task.Status == mcptask.StatusInputRequired
 			case client.EventInput:
 				sawInput = true
 			case client.EventStatus:
-				sawInputRequired = sawInputRequired || ev.Task.Status == client.StatusInputRequired
+				sawInputRequired = sawInputRequired || ev.Task.Status == mcptask.StatusInputRequired
 			case client.EventResult:
 				res = ev.Result
 			}
@@ -279,7 +280,7 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 		id := startTSTask(t, ctx, c, "slow", map[string]any{"ms": 700, "label": "doomed"})
 		task, err := c.CancelTask(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, client.StatusCancelled, task.Status)
+		require.Equal(t, mcptask.StatusCancelled, task.Status)
 		require.Equal(t, "Client cancelled task execution.", task.StatusMessage)
 
 		_, err = c.CancelTask(ctx, id)

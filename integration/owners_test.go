@@ -255,7 +255,7 @@ func TestTokenOwnersAcrossRestarts(t *testing.T) {
 // from one address are capped; a client from another address still gets
 // its tasks created.
 func TestStatelessFloodIsBoundedPerAddress(t *testing.T) {
-	s := newRelServer(t, relServerOptions{cfg: taskrouter.Config{MaxPendingPerSource: 4}})
+	s := newRelServer(t, relServerOptions{cfg: taskrouter.Options{MaxPendingPerSource: 4}})
 	ctx := relCtx(t, time.Minute)
 	flood := newRelClient(s.url, newRelHTTPClient(4), relExt, "")
 	refused := 0

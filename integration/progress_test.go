@@ -53,7 +53,7 @@ type incOut struct {
 // a client step.
 func progressServer(t *testing.T, interval, coalesce time.Duration) (*builder.Server, *progressWrites) {
 	st := &progressWrites{Store: memory.New(), updates: map[string]int{}}
-	b := builder.New("progress", "1").WithStore(st).WithoutEnv().WithProgressInterval(coalesce)
+	b := builder.New("progress", "1").WithStore(st).WithoutEnv().WithWorkflowOptions(workflow.Options{ProgressInterval: coalesce})
 	builder.Tool(b, &mcp.Tool{Name: "inc"}, func(ctx context.Context, _ *mcp.CallToolRequest, in incIn) (*mcp.CallToolResult, incOut, error) {
 		return nil, incOut{N: in.N + 1}, nil
 	}, taskrouter.ToolOptions{})

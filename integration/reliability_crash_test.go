@@ -50,7 +50,7 @@ const (
 type crashAck struct {
 	id, kind, owner, dialect string
 	topic                    string            // tool tasks: the report topic
-	status                   store.Status      // a terminal status seen over the wire
+	status                   mcptask.Status    // a terminal status seen over the wire
 	result                   string            // the acknowledged result text
 	steps                    []string          // workflow steps acknowledged completed
 	vars                     map[string]string // task variables acknowledged written
@@ -292,7 +292,7 @@ func crashWindow(b []byte, i, n int) string {
 // crashSeen is what earlier store checks saw of a task: durable state
 // that must never go back.
 type crashSeen struct {
-	status    store.Status
+	status    mcptask.Status
 	version   uint64
 	completed int // workflow steps completed
 }
@@ -366,7 +366,7 @@ func (c *crashCluster) storeCheck(l *crashLedger, seen map[string]crashSeen) (ta
 				require.JSONEq(t, v, string(tk.Variables[k]), "workflow %s: variable %q was acknowledged", a.id, k)
 			}
 			if a.done {
-				require.Equal(t, store.StatusCompleted, tk.Status, "workflow %s was acknowledged completed", a.id)
+				require.Equal(t, mcptask.StatusCompleted, tk.Status, "workflow %s was acknowledged completed", a.id)
 			}
 		}
 	}
@@ -497,7 +497,7 @@ func (w *crashWorker) runTools(d relDialect) {
 			if text != crashReportText(topic) {
 				w.l.protocolError("task %s: tasks/result %s", id, rep)
 			}
-			w.l.update(id, func(a *crashAck) { a.status, a.result = store.StatusCompleted, text })
+			w.l.update(id, func(a *crashAck) { a.status, a.result = mcptask.StatusCompleted, text })
 			continue
 		}
 		w.pollExt(id, topic)
@@ -531,7 +531,7 @@ func (w *crashWorker) pollExt(id, topic string) {
 		if status != "completed" || text != crashReportText(topic) {
 			w.l.protocolError("task %s ended %s: %s", id, status, rep)
 		}
-		w.l.update(id, func(a *crashAck) { a.status, a.result = store.Status(status), text })
+		w.l.update(id, func(a *crashAck) { a.status, a.result = mcptask.Status(status), text })
 		return
 	}
 }
@@ -610,7 +610,7 @@ func (w *crashWorker) continueWorkflow(d relDialect, id, owner string, draft jso
 			a.vars["reviewer"] = string(vars)
 			if summary.Status == "completed" {
 				a.steps = append(a.steps, "publish")
-				a.done, a.status = true, store.StatusCompleted
+				a.done, a.status = true, mcptask.StatusCompleted
 			}
 		})
 		return
@@ -709,7 +709,7 @@ func TestCrashRestartDurability(t *testing.T) {
 		// whatever session created it.
 		for {
 			got := cl.must(t, ctx, "tasks/get", map[string]any{"taskId": a.id})
-			status := store.Status(got["status"].(string))
+			status := mcptask.Status(got["status"].(string))
 			if a.status != "" {
 				require.Equal(t, a.status, status, "task %s", a.id)
 			}
@@ -739,7 +739,7 @@ func TestCrashRestartDurability(t *testing.T) {
 		switch tk.Labels[taskrouter.LabelKind] {
 		case taskrouter.KindTool:
 			tools++
-			require.Equal(t, store.StatusCompleted, tk.Status, "tool task %s (%s) after the final restart: %s", id, tk.Owner, tk.StatusMessage)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status, "tool task %s (%s) after the final restart: %s", id, tk.Owner, tk.StatusMessage)
 			var args struct {
 				Topic string `json:"topic"`
 			}
@@ -751,7 +751,7 @@ func TestCrashRestartDurability(t *testing.T) {
 			p := crashProgress(t, tk)
 			crashCheckAttempts(t, id, p)
 			switch tk.Status {
-			case store.StatusCompleted:
+			case mcptask.StatusCompleted:
 				completedWorkflows++
 				require.Equal(t, []string{"fetch", "draft", "review", "publish"}, p.CompletedSteps, "workflow %s", id)
 				// Published exactly once, even when the step ran again.
@@ -763,13 +763,13 @@ func TestCrashRestartDurability(t *testing.T) {
 						break
 					}
 				}
-			case store.StatusFailed:
+			case mcptask.StatusFailed:
 				// Only an orphan: a task no client touched since its handoff.
 				require.Contains(t, tk.StatusMessage, "orphaned:", "workflow %s failed: %s", id, tk.StatusMessage)
 				require.Empty(t, tk.Labels[workflow.LabelTouched], "workflow %s was touched, yet expired as an orphan", id)
 				require.NotContains(t, p.CompletedSteps, "review", "workflow %s", id)
 				orphans++
-			case store.StatusWorking:
+			case mcptask.StatusWorking:
 				// Working legitimately only while waiting for a client that
 				// touched it (an untouched one would have expired).
 				require.NotEmpty(t, tk.Labels[workflow.LabelTouched], "workflow %s is untouched and still working after the orphan timeout", id)
@@ -804,7 +804,7 @@ func TestCrashRestartDurability(t *testing.T) {
 // not stay working until its ttl.
 func TestCrashRecoveryBeyondPendingLimit(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "tasks.db")
-	a := newRelServer(t, relServerOptions{db: db, cfg: taskrouter.Config{MaxConcurrent: 1}})
+	a := newRelServer(t, relServerOptions{db: db, cfg: taskrouter.Options{MaxConcurrent: 1}})
 	ctx := relCtx(t, time.Minute)
 	ex := newRelClient(a.url, newRelHTTPClient(2), relExt, "")
 	// One long handler holds the only slot; the others queue behind it.
@@ -818,7 +818,7 @@ func TestCrashRecoveryBeyondPendingLimit(t *testing.T) {
 	}
 	a.close() // as good as a crash: Close records no outcome for running or queued tasks
 
-	b := newRelServer(t, relServerOptions{db: db, cfg: taskrouter.Config{MaxPendingPerOwner: 4}})
+	b := newRelServer(t, relServerOptions{db: db, cfg: taskrouter.Options{MaxPendingPerOwner: 4}})
 	ex = newRelClient(b.url, newRelHTTPClient(2), relExt, "")
 	deadline := time.Now().Add(5 * time.Second)
 	for _, id := range ids {

@@ -405,7 +405,7 @@ type relServer struct {
 type relServerOptions struct {
 	// db is the bbolt file; empty means a new one in a temporary directory.
 	db     string
-	cfg    taskrouter.Config
+	cfg    taskrouter.Options
 	limits store.Limits
 	// wrap, when set, wraps the HTTP handler (e.g. bearer auth).
 	wrap     func(http.Handler) http.Handler
@@ -461,7 +461,7 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
-	b := builder.New("reliability", "1").WithStore(st).WithoutEnv().WithConfig(cfg)
+	b := builder.New("reliability", "1").WithStore(st).WithoutEnv().WithRouterOptions(cfg)
 	work := func(ctx context.Context, _ *mcp.CallToolRequest, in relWorkIn) (*mcp.CallToolResult, any, error) {
 		select {
 		case hooks.started <- in.Label:
@@ -479,15 +479,15 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + in.Label}}}, nil, nil
 	}
 	builder.Tool(b, &mcp.Tool{Name: "work", Description: "sleeps ms, then answers"}, work,
-		taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+		taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "must_work", Description: "task-required work"}, work,
-		taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 	builder.Tool(b, &mcp.Tool{Name: "plain_work", Description: "never a task"}, work,
-		taskrouter.ToolOptions{TaskSupport: taskrouter.TaskForbidden})
+		taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 	builder.Tool(b, &mcp.Tool{Name: "big", Description: "returns a text of the given size"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in relBigIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Bytes)}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "prep"}, func(ctx context.Context, _ *mcp.CallToolRequest, in relPrepIn) (*mcp.CallToolResult, relPrepOut, error) {
 		return nil, relPrepOut{Draft: "draft about " + in.Topic}, nil
 	}, taskrouter.ToolOptions{})
@@ -620,5 +620,5 @@ func relTaskID(res map[string]any) string {
 }
 
 func relTerminal(status string) bool {
-	return store.Status(status).Terminal()
+	return mcptask.Status(status).Terminal()
 }

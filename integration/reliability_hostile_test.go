@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"net/http"
 	"sort"
 	"strings"
@@ -87,7 +88,7 @@ func TestHostileInput(t *testing.T) {
 	const maxTTL = time.Hour
 	const defaultTTL = 10 * time.Minute
 	s := newRelServer(t, relServerOptions{
-		cfg:    taskrouter.Config{MaxTTL: maxTTL, DefaultTTL: defaultTTL},
+		cfg:    taskrouter.Options{MaxTTL: maxTTL, DefaultTTL: defaultTTL},
 		limits: limits,
 		wrap:   auth.RequireBearerToken(relTokens(map[string]string{"owner-token": "owner", "other-token": "other"}), nil),
 	})
@@ -396,7 +397,7 @@ func TestHostileInput(t *testing.T) {
 	// The workflow the hostile continuations aimed at recorded nothing.
 	wf, err := s.st.Get(context.Background(), wfID)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, wf.Status)
+	require.Equal(t, mcptask.StatusWorking, wf.Status)
 	require.NotContains(t, wf.Variables, "blob")
 	t.Logf("hostile-input table (%d cases): name, layer, outcome\n%s", len(cases), strings.Join(table, "\n"))
 }

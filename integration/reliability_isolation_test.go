@@ -149,7 +149,7 @@ func TestIsolationBetweenOwners(t *testing.T) {
 	// Bob's workflow is untouched by all of this and still his to finish.
 	bw, err := s.st.Get(context.Background(), bWf)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, bw.Status)
+	require.Equal(t, mcptask.StatusWorking, bw.Status)
 	out = bobExt.must(t, ctx, "tools/call", map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "ok"},
 		"_meta": map[string]any{workflow.MetaTaskID: bWf}})
 	require.Equal(t, "completed", out["_meta"].(map[string]any)[workflow.MetaWorkflow].(map[string]any)["status"])

@@ -75,7 +75,7 @@ func TestLoadManyClientsShortTTL(t *testing.T) {
 		dur = time.Second
 	}
 	const ttl = 1500 * time.Millisecond
-	s := newRelServer(t, relServerOptions{cfg: taskrouter.Config{
+	s := newRelServer(t, relServerOptions{cfg: taskrouter.Options{
 		DefaultTTL:            ttl,
 		SweepInterval:         100 * time.Millisecond,
 		ExpiredGrace:          500 * time.Millisecond,

@@ -103,7 +103,7 @@ func newAnsServer(t *testing.T, st store.Store, name string) *ansServer {
 	s := &ansServer{name: name, st: st, log: &lockedBuffer{}, published: make(chan string, 16)}
 	logger := slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := builder.New("answer-test", "1").WithStore(st).WithoutEnv().
-		WithConfig(taskrouter.Config{ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond,
+		WithRouterOptions(taskrouter.Options{ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond,
 			PollInterval: 20 * time.Millisecond, Logger: logger}).
 		WithWorkflowOptions(workflow.Options{PromptWait: ansPromptWait, AfterRecord: ansAfterRecord})
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ansDraftIn) (*mcp.CallToolResult, ansDraftOut, error) {
@@ -233,7 +233,7 @@ func ansWait[T any](t *testing.T, ch <-chan T, within time.Duration, what string
 
 // ansRequireRecorded checks a continuation's answer: a success carrying
 // the review's result (notes), unreplayed, and the workflow's status.
-func ansRequireRecorded(t *testing.T, rep *relReply, notes string, status store.Status) map[string]any {
+func ansRequireRecorded(t *testing.T, rep *relReply, notes string, status mcptask.Status) map[string]any {
 	t.Helper()
 	require.Nil(t, rep.Err, "a recorded continuation is never refused: %s", rep)
 	res := rep.Map()
@@ -249,7 +249,7 @@ func ansRequireRecorded(t *testing.T, rep *relReply, notes string, status store.
 
 // ansRequireStored checks the stored task: its status, and the review
 // step recorded by the client with notes.
-func ansRequireStored(t *testing.T, st store.Store, id string, status store.Status, notes string) *workflow.WorkflowProgress {
+func ansRequireStored(t *testing.T, st store.Store, id string, status mcptask.Status, notes string) *workflow.WorkflowProgress {
 	t.Helper()
 	tk, err := st.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -291,7 +291,7 @@ func TestReplicaPausedAfterRecordAnswersCompleted(t *testing.T) {
 	done := relExtWait(t, ctx, newRelClient(b.url, hc, relExt, ""), id)
 	require.Equal(t, "completed", done["status"], "%v", done)
 	notes := draft + " / ship it (reviewed on r1)"
-	p := ansRequireStored(t, b.st, id, store.StatusCompleted, notes)
+	p := ansRequireStored(t, b.st, id, mcptask.StatusCompleted, notes)
 	require.Equal(t, "server", p.Steps[2].CompletedBy)
 	require.JSONEq(t, fmt.Sprintf(`"published %s on r2"`, notes), string(p.Outputs[p.Steps[2].Output]), "r2 ran publish")
 	before, err := b.st.Get(ctx, id)
@@ -301,7 +301,7 @@ func TestReplicaPausedAfterRecordAnswersCompleted(t *testing.T) {
 	a.pause(false)
 	close(resume)
 	rep := ansWait(t, reply, 30*time.Second, "r1's answer")
-	ansRequireRecorded(t, rep, notes, store.StatusCompleted)
+	ansRequireRecorded(t, rep, notes, mcptask.StatusCompleted)
 
 	// Its drive, kicked after the pause, finds the task ended and says so.
 	require.Eventually(t, func() bool { return relContains(a.log.String(), id, "ended meanwhile") }, 10*time.Second, 20*time.Millisecond,
@@ -345,14 +345,14 @@ func TestReplicaPausedHoldingLeaseAnswersCompleted(t *testing.T) {
 	done := relExtWait(t, ctx, newRelClient(b.url, hc, relExt, ""), id)
 	require.Equal(t, "completed", done["status"], "%v", done)
 	notes := draft + " / lgtm (reviewed on r1)"
-	p := ansRequireStored(t, b.st, id, store.StatusCompleted, notes)
+	p := ansRequireStored(t, b.st, id, mcptask.StatusCompleted, notes)
 	require.JSONEq(t, fmt.Sprintf(`"published %s on r2"`, notes), string(p.Outputs[p.Steps[2].Output]), "r2 ran publish again")
 	before, err := b.st.Get(ctx, id)
 	require.NoError(t, err)
 
 	a.pause(false) // SIGCONT
 	rep := ansWait(t, reply, 30*time.Second, "r1's answer")
-	ansRequireRecorded(t, rep, notes, store.StatusCompleted)
+	ansRequireRecorded(t, rep, notes, mcptask.StatusCompleted)
 	// It learns of the end from the change feed, or from its renewal
 	// finding the lease gone, whichever comes first, and says so.
 	require.Eventually(t, func() bool {
@@ -416,8 +416,8 @@ func TestCancelBetweenRecordAndAnswer(t *testing.T) {
 			close(resume)
 			rep := ansWait(t, reply, 30*time.Second, "the continuation's answer")
 			notes := draft + " / fine (reviewed on " + a.name + ")"
-			ansRequireRecorded(t, rep, notes, store.StatusCancelled)
-			p := ansRequireStored(t, a.st, id, store.StatusCancelled, notes)
+			ansRequireRecorded(t, rep, notes, mcptask.StatusCancelled)
+			p := ansRequireStored(t, a.st, id, mcptask.StatusCancelled, notes)
 			require.NotEqual(t, workflow.StepCompleted, p.Steps[2].Status, "publish was not recorded after the cancel")
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	mrand "math/rand/v2"
 	"net/http"
 	"os"
@@ -26,7 +27,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -177,7 +177,7 @@ func TestReplicaChaos(t *testing.T) {
 			tk, err := st.Get(ctx, id)
 			require.NoError(t, err, "acknowledged tool task %s is lost", id)
 			if tk.Status.Terminal() {
-				require.Equal(t, store.StatusCompleted, tk.Status, "tool task %s: %s", id, tk.StatusMessage)
+				require.Equal(t, mcptask.StatusCompleted, tk.Status, "tool task %s: %s", id, tk.StatusMessage)
 				require.Equal(t, crashReportText(topic), crashResultText(tk.Result))
 				break
 			}
@@ -193,18 +193,18 @@ func TestReplicaChaos(t *testing.T) {
 		p := crashProgress(t, tk)
 		crashCheckAttempts(t, id, p)
 		if continued {
-			for tk.Status == store.StatusWorking && time.Now().Before(waitDone) {
+			for tk.Status == mcptask.StatusWorking && time.Now().Before(waitDone) {
 				time.Sleep(50 * time.Millisecond)
 				tk, err = st.Get(ctx, id)
 				require.NoError(t, err)
 			}
-			require.Equal(t, store.StatusCompleted, tk.Status, "workflow %s whose client step was acknowledged: %s", id, tk.StatusMessage)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status, "workflow %s whose client step was acknowledged: %s", id, tk.StatusMessage)
 		}
-		if tk.Status == store.StatusCompleted {
+		if tk.Status == mcptask.StatusCompleted {
 			completed++
 			require.Equal(t, 1, ledger[id+"/publish"], "workflow %s published %d times", id, ledger[id+"/publish"])
 		} else {
-			require.Equal(t, store.StatusWorking, tk.Status, "workflow %s: %s", id, tk.StatusMessage)
+			require.Equal(t, mcptask.StatusWorking, tk.Status, "workflow %s: %s", id, tk.StatusMessage)
 			require.Empty(t, tk.LeaseHolder, "workflow %s waits for its client holding a lease", id)
 		}
 	}

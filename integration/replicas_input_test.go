@@ -20,7 +20,7 @@ func confReplica(t *testing.T, dsn, name string) string {
 	t.Helper()
 	st, err := postgres.Open(context.Background(), dsn)
 	require.NoError(t, err)
-	_, router, err := conftools.NewServer(taskrouter.Config{Store: st, ReplicaID: name, LeaseDuration: replicaLease,
+	_, router, err := conftools.NewServer(st, &taskrouter.Options{ReplicaID: name, LeaseDuration: replicaLease,
 		ChangePollInterval: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, router.Start(context.Background()))

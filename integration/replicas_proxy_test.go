@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -77,7 +78,7 @@ func stoppedOn(t *testing.T, rp *replica, label string) {
 func TestReplicasBehindProxyGoClient(t *testing.T) {
 	rs, px := proxied(t)
 	ctx := relCtx(t, time.Minute)
-	c, err := client.Dial(ctx, &mcp.StreamableClientTransport{Endpoint: px.URL + "/mcp", MaxRetries: -1}, &client.Options{Dialect: client.Extension, PollInterval: 20 * time.Millisecond})
+	c, err := client.Dial(ctx, &mcp.StreamableClientTransport{Endpoint: px.URL + "/mcp", MaxRetries: -1}, &client.Options{Dialect: mcptask.Extension, PollInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	before := px.Served()
@@ -137,11 +138,11 @@ func TestReplicasBehindProxyGoClient(t *testing.T) {
 	runner := ranOn(t, rs, "go-cancel")
 	cancelled, err := c.CancelTask(ctx, id)
 	require.NoError(t, err)
-	require.Contains(t, []client.Status{client.StatusCancelled, client.StatusWorking}, cancelled.Status)
+	require.Contains(t, []mcptask.Status{mcptask.StatusCancelled, mcptask.StatusWorking}, cancelled.Status)
 	stoppedOn(t, runner, "go-cancel")
 	got, err := c.GetTask(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, client.StatusCancelled, got.Status)
+	require.Equal(t, mcptask.StatusCancelled, got.Status)
 
 	after := px.Served()
 	for i := range after {

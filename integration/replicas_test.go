@@ -28,7 +28,6 @@ import (
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -58,7 +57,7 @@ func startReplica(t *testing.T, dsn, name string) *replica {
 	rp := &replica{name: name, started: make(chan string, 64), stopped: make(chan string, 64)}
 	st, err := postgres.Open(context.Background(), dsn)
 	require.NoError(t, err)
-	b := builder.New("replica-test", "1").WithStore(st).WithoutEnv().WithConfig(taskrouter.Config{
+	b := builder.New("replica-test", "1").WithStore(st).WithoutEnv().WithRouterOptions(taskrouter.Options{
 		ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond,
 	})
 	// hold runs until cancelled, or for ms.
@@ -76,7 +75,7 @@ func startReplica(t *testing.T, dsn, name string) *replica {
 			rp.stopped <- in.Label
 			return nil, nil, ctx.Err()
 		}
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "note"}, func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
 		Text string `json:"text"`
 	}) (*mcp.CallToolResult, any, error) {
@@ -208,7 +207,7 @@ func TestReplicaFencing(t *testing.T) {
 	time.Sleep(2 * time.Second) // past the handler's own end
 	now, err := st.Get(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, now.Status, "the old holder wrote nothing")
+	require.Equal(t, mcptask.StatusWorking, now.Status, "the old holder wrote nothing")
 	require.Equal(t, "intruder", now.LeaseHolder)
 	require.Equal(t, stolen.LeaseEpoch, now.LeaseEpoch)
 }

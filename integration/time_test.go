@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
@@ -20,10 +21,10 @@ import (
 // timeServer serves "slow": a server step of stepTime, a client step, then
 // another server step of stepTime. gate, when set, holds the first step
 // until closed.
-func timeServer(t *testing.T, stepTime time.Duration, gate chan struct{}, opts workflow.Options, cfg taskrouter.Config) (*builder.Server, string) {
+func timeServer(t *testing.T, stepTime time.Duration, gate chan struct{}, opts workflow.Options, cfg taskrouter.Options) (*builder.Server, string) {
 	t.Helper()
-	b := builder.New("time", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(cfg).WithWorkflowOptions(opts)
+	b := builder.New("time", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(cfg).WithWorkflowOptions(opts)
 	builder.Tool(b, &mcp.Tool{Name: "work"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 		if gate != nil {
 			select {
@@ -84,7 +85,7 @@ func onlyTask(t *testing.T, st store.Store) string {
 // pauses at the client step, as tasks/get says. The same for a
 // continuation whose following server step outlasts its caller.
 func TestHostGivingUpCancelsNoStep(t *testing.T) {
-	srv, url := timeServer(t, 5*time.Second, nil, workflow.Options{}, taskrouter.Config{})
+	srv, url := timeServer(t, 5*time.Second, nil, workflow.Options{}, taskrouter.Options{})
 	cs := httpClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "slow"})
@@ -99,14 +100,14 @@ func TestHostGivingUpCancelsNoStep(t *testing.T) {
 	}, 15*time.Second, 20*time.Millisecond, "the step completed and the workflow paused at the client step")
 	tk, err := srv.Router.Task(context.Background(), id)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
 
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
 	_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "check", Arguments: map[string]any{"_task_id": id}})
 	cancel()
 	require.Eventually(t, func() bool {
 		tk, err := srv.Router.Task(context.Background(), id)
-		return err == nil && tk.Status == store.StatusCompleted
+		return err == nil && tk.Status == mcptask.StatusCompleted
 	}, 15*time.Second, 20*time.Millisecond, "the following step ran to its end and completed the workflow")
 }
 
@@ -116,7 +117,7 @@ func TestHostGivingUpCancelsNoStep(t *testing.T) {
 // an orphan.
 func TestOrphanOnlyWithoutDelivery(t *testing.T) {
 	const orphan = 300 * time.Millisecond
-	cfg := taskrouter.Config{SweepInterval: 50 * time.Millisecond}
+	cfg := taskrouter.Options{SweepInterval: 50 * time.Millisecond}
 	t.Run("delivered", func(t *testing.T) {
 		srv, url := timeServer(t, 0, nil, workflow.Options{OrphanTimeout: orphan}, cfg)
 		cs := httpClient(t, url)
@@ -130,7 +131,7 @@ func TestOrphanOnlyWithoutDelivery(t *testing.T) {
 		require.False(t, out.IsError)
 		require.Eventually(t, func() bool {
 			tk, err := srv.Router.Task(context.Background(), doc.TaskID)
-			return err == nil && tk.Status == store.StatusCompleted
+			return err == nil && tk.Status == mcptask.StatusCompleted
 		}, 10*time.Second, 10*time.Millisecond)
 	})
 	t.Run("cut before the handoff", func(t *testing.T) {
@@ -160,7 +161,7 @@ func TestOrphanOnlyWithoutDelivery(t *testing.T) {
 		close(gate)
 		require.Eventually(t, func() bool {
 			tk, err := srv.Router.Task(context.Background(), id)
-			return err == nil && tk.Status == store.StatusFailed
+			return err == nil && tk.Status == mcptask.StatusFailed
 		}, 10*time.Second, 10*time.Millisecond)
 		tk, err := srv.Router.Task(context.Background(), id)
 		require.NoError(t, err)

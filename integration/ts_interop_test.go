@@ -231,7 +231,7 @@ func startConformanceServer(t *testing.T) string {
 	st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	_, router, err := conftools.NewServer(taskrouter.Config{Store: st, PollInterval: time.Second, DefaultTTL: 5 * time.Minute})
+	_, router, err := conftools.NewServer(st, &taskrouter.Options{PollInterval: time.Second, DefaultTTL: 5 * time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, router.Start(context.Background()))
 	t.Cleanup(func() { _ = router.Close() })

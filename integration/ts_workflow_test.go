@@ -40,8 +40,8 @@ type tsPublishIn struct {
 // sees the workflow task complete through client.experimental.tasks.
 func TestTypeScriptWorkflow(t *testing.T) {
 	modules := nodeModules(t)
-	b := builder.New("ts-workflow", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: 50 * time.Millisecond})
+	b := builder.New("ts-workflow", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 50 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in tsDraftIn) (*mcp.CallToolResult, tsDraftOut, error) {
 		return nil, tsDraftOut{Draft: "notes about " + in.Topic}, nil
 	}, taskrouter.ToolOptions{})

@@ -13,7 +13,7 @@ import (
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -48,7 +48,7 @@ func abcDef(change func(w *workflow.Definition)) *workflow.Definition {
 // PostgreSQL DSN); calls counts the runs of each tool.
 func versionServer(t *testing.T, spec string, calls map[string]int, defs ...*workflow.Definition) *builder.Server {
 	t.Helper()
-	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithConfig(taskrouter.Config{ReplicaID: "r-" + t.Name()})
+	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithRouterOptions(taskrouter.Options{ReplicaID: "r-" + t.Name()})
 	for _, name := range []string{"ta", "tb", "tc", "td", "tx"} {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			calls[name]++
@@ -129,7 +129,7 @@ func TestVersionsChangedWhileTaskWaits(t *testing.T) {
 				require.Zero(t, calls["tb"], "the refused continuation ran nothing")
 				tk, err := srv.Store.Get(ctx, alone)
 				require.NoError(t, err)
-				require.Equal(t, store.StatusFailed, tk.Status)
+				require.Equal(t, mcptask.StatusFailed, tk.Status)
 				require.Contains(t, tk.StatusMessage, `workflow "abc"`)
 				require.Contains(t, tk.StatusMessage, workflow.VersionOf(v1))
 				require.NoError(t, srv.Close())
@@ -151,7 +151,7 @@ func TestVersionsChangedWhileTaskWaits(t *testing.T) {
 				require.False(t, out.IsError)
 				require.Eventually(t, func() bool {
 					tk, err := srv.Store.Get(ctx, beside)
-					return err == nil && tk.Status == store.StatusCompleted
+					return err == nil && tk.Status == mcptask.StatusCompleted
 				}, 10*time.Second, 10*time.Millisecond)
 				require.Equal(t, 1, calls["tc"], "c ran its own tool, once")
 				require.Zero(t, calls["tx"]+calls["td"], "no step of the new version ran")
@@ -294,7 +294,7 @@ func TestVersionsDeclaredVersionCannotSwitch(t *testing.T) {
 				require.Contains(t, err.Error(), "nothing was recorded")
 				tk, err := srv.Store.Get(ctx, id)
 				require.NoError(t, err)
-				require.Equal(t, store.StatusFailed, tk.Status)
+				require.Equal(t, mcptask.StatusFailed, tk.Status)
 				require.Contains(t, tk.StatusMessage, row.says)
 				require.Contains(t, tk.StatusMessage, "never switches definitions silently")
 				require.Zero(t, calls["tb"]+calls["tc"], "nothing of the changed definition ran")

@@ -238,6 +238,8 @@ const (
 	MethodSampling            = "sampling/createMessage"
 	MethodRootsList           = "roots/list"
 	MethodPing                = "ping"
+	// MethodCancelled is the notification that cancels a request.
+	MethodCancelled = "notifications/cancelled"
 
 	// NotificationTaskStatus is the core dialect's status push
 	// (params: the full task).

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -29,7 +30,7 @@ func Example() {
 	b := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().WithObserver(m)
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, x in) (*mcp.CallToolResult, in, error) {
 		return nil, x, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(ctx)
 	if err != nil {
 		log.Fatal(err)

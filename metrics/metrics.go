@@ -1,7 +1,7 @@
 // Package metrics exports taskbridge's task engine and workflow activity as
 // Prometheus metrics.
 //
-// A *Metrics is an observer: give it to the engine (taskrouter.Config.Observer,
+// A *Metrics is an observer: give it to the engine (taskrouter.Options.Observer,
 // or builder.WithObserver, which also wires the workflow steps and calls
 // Attach), then serve Handler at /metrics:
 //

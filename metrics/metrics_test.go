@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/internal/obstest"
+	"github.com/taskbridge/taskbridge/internal/tests/obstest"
 	"github.com/taskbridge/taskbridge/metrics"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
@@ -79,11 +80,11 @@ func TestScrapeAfterRealActivity(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	_, err = c.CancelTask(ctx, slow)
 	require.NoError(t, err)
-	f.Wait(t, slow, store.StatusCancelled)
+	f.Wait(t, slow, mcptask.StatusCancelled)
 
 	_, doc := obstest.Handoff(t, c, "metrics")
 	obstest.Finish(t, c, doc, client.FollowOptions{})
-	f.Wait(t, doc.TaskID, store.StatusCompleted)
+	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 
 	text := scrape(t, m.Handler())
 	require.Equal(t, "3", value(t, text, `taskbridge_tasks_finished_total{kind="tool",name="echo",status="completed"}`))
@@ -212,7 +213,7 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 	}
 	// start serves defs on db and starts n tasks of the newest.
 	start := func(m *metrics.Metrics, n int, defs ...*workflow.Definition) *builder.Server {
-		b := builder.New("versions", "1").WithDBPath(db).WithoutEnv()
+		b := builder.New("versions", "1").WithDB(db).WithoutEnv()
 		if m != nil {
 			b.WithObserver(m)
 		}

@@ -9,12 +9,12 @@ import (
 )
 
 // Admission control. A task holds a pending slot from creation until its
-// handler returns, counted three ways: per owner (Config.MaxPendingPerOwner;
+// handler returns, counted three ways: per owner (Options.MaxPendingPerOwner;
 // not for the shared LocalOwner, which is no single requestor), per request
-// source (Config.MaxPendingPerSource: a session, or a remote address for
-// stateless HTTP), and in total (Config.MaxPending). While it runs it also
-// holds a running slot: per owner (Config.MaxConcurrentPerOwner) and in
-// total (Config.MaxConcurrent); a task waiting for one stays working with a
+// source (Options.MaxPendingPerSource: a session, or a remote address for
+// stateless HTTP), and in total (Options.MaxPending). While it runs it also
+// holds a running slot: per owner (Options.MaxConcurrentPerOwner) and in
+// total (Options.MaxConcurrent); a task waiting for one stays working with a
 // "queued" status message.
 
 // admission identifies whose quotas a task counts against.
@@ -39,7 +39,7 @@ type quotas struct {
 	maxPending, maxPendingPerOwner, maxPendingPerSource int
 	maxRunningPerOwner                                  int
 
-	// running holds one token per running handler (Config.MaxConcurrent
+	// running holds one token per running handler (Options.MaxConcurrent
 	// tokens); it is a channel, not guarded by mu.
 	running chan struct{}
 
@@ -50,7 +50,7 @@ type quotas struct {
 	waiters int               // tasks/result requests waiting
 }
 
-func newQuotas(cfg Config) quotas {
+func newQuotas(cfg Options) quotas {
 	return quotas{
 		maxPending:          cfg.MaxPending,
 		maxPendingPerOwner:  cfg.MaxPendingPerOwner,

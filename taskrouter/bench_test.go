@@ -3,6 +3,7 @@ package taskrouter_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"testing"
 
 	"github.com/taskbridge/taskbridge/store"
@@ -34,7 +35,7 @@ func benchStores(b *testing.B) map[string]func() store.Store {
 func BenchmarkTaskRoundTrip(b *testing.B) {
 	for name, open := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
-			h := newHarnessOn(b, open(), func(c *taskrouter.Config) { c.MaxConcurrentPerOwner = 1024 })
+			h := newHarnessOn(b, open(), func(c *taskrouter.Options) { c.MaxConcurrentPerOwner = 1024 })
 			go func() {
 				for range h.started {
 				}
@@ -47,7 +48,7 @@ func BenchmarkTaskRoundTrip(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					var created struct {
-						Task taskrouter.Task `json:"task"`
+						Task mcptask.CoreTask `json:"task"`
 					}
 					if err := p.c.Call(ctx, "tools/call", params, &created); err != nil {
 						b.Fatal(err)
@@ -88,7 +89,7 @@ func BenchmarkTasksGet(b *testing.B) {
 	p := h.dial(inMemory, core, nil)
 	ctx := context.Background()
 	var created struct {
-		Task taskrouter.Task `json:"task"`
+		Task mcptask.CoreTask `json:"task"`
 	}
 	if err := p.c.Call(ctx, "tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0}, "task": map[string]any{}}, &created); err != nil {
 		b.Fatal(err)
@@ -109,7 +110,7 @@ func BenchmarkTasksGet(b *testing.B) {
 func BenchmarkEngineCreateComplete(b *testing.B) {
 	for name, open := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
-			r, err := taskrouter.New(taskrouter.Config{Store: open()})
+			r, err := taskrouter.NewRouter(open(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,382 +1,116 @@
 package taskrouter
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
+	"reflect"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// Defaults for Config fields left zero.
-const (
-	DefaultPollInterval          = 500 * time.Millisecond
-	DefaultTTL                   = time.Hour
-	DefaultMaxTTL                = 24 * time.Hour
-	DefaultMaxConcurrent         = 256
-	DefaultMaxConcurrentPerOwner = 32
-	DefaultMaxPendingPerOwner    = 1024
-	DefaultMaxPendingPerSource   = 256
-	DefaultMaxPending            = 8192
-	DefaultSweepInterval         = 30 * time.Second
-	DefaultExpiredGrace          = 5 * time.Minute
-	DefaultLeaseDuration         = 10 * time.Second
-	DefaultChangePollInterval    = time.Second
-	DefaultInstantWindow         = time.Millisecond
-	DefaultHostDeadline          = 25 * time.Second
-)
-
-// Environment variables read by ConfigFromEnv. Durations accept Go syntax
-// ("1.5s", "10m") or a plain integer number of milliseconds.
-const (
-	EnvPollInterval          = "TASKBRIDGE_POLL_INTERVAL"
-	EnvDefaultTTL            = "TASKBRIDGE_DEFAULT_TTL"
-	EnvMaxTTL                = "TASKBRIDGE_MAX_TTL"
-	EnvTaskTimeout           = "TASKBRIDGE_TASK_TIMEOUT"
-	EnvMaxConcurrent         = "TASKBRIDGE_MAX_CONCURRENT"
-	EnvMaxConcurrentPerOwner = "TASKBRIDGE_MAX_CONCURRENT_PER_OWNER"
-	EnvSweepInterval         = "TASKBRIDGE_SWEEP_INTERVAL"
-	EnvMaxPendingPerOwner    = "TASKBRIDGE_MAX_PENDING_PER_OWNER"
-	EnvMaxPendingPerSource   = "TASKBRIDGE_MAX_PENDING_PER_SOURCE"
-	EnvMaxPending            = "TASKBRIDGE_MAX_PENDING"
-	EnvSessionBound          = "TASKBRIDGE_SESSION_BOUND"
-	EnvReplicaID             = "TASKBRIDGE_REPLICA_ID"
-	EnvLeaseDuration         = "TASKBRIDGE_LEASE_DURATION"
-	EnvChangePollInterval    = "TASKBRIDGE_CHANGE_POLL_INTERVAL"
-	EnvInstantWindow         = "TASKBRIDGE_INSTANT_WINDOW" // a duration, or "off"
-	EnvHostDeadline          = "TASKBRIDGE_HOST_DEADLINE"  // a duration, or "off"
-	EnvFastPath              = "TASKBRIDGE_FAST_PATH"      // "on" (the default) or "off"
-)
-
-// An OwnerFunc decides which principal a request acts for. Tasks belong to
-// the owner that created them; every other owner sees "not found".
-type OwnerFunc func(ctx context.Context, req mcp.Request) (string, error)
-
-// Config configures a Router. Only Store is required.
+// Config is the former configuration of a Router: the store and the
+// options in one value, for New.
+//
+// Deprecated: use NewRouter(store, &Options{...}); Config's fields other
+// than Store are Options's.
 type Config struct {
 	// Store holds the task records. Required.
 	Store store.Store
-	// Logger receives engine logs; nil discards them.
+	// See Options.Logger.
 	Logger *slog.Logger
-	// PollInterval is suggested to clients in every task.
+	// See Options.PollInterval.
 	PollInterval time.Duration
-	// DefaultTTL applies when a request asks for no ttl.
+	// See Options.DefaultTTL.
 	DefaultTTL time.Duration
-	// MaxTTL caps every requested ttl; the actual value is reported back.
+	// See Options.MaxTTL.
 	MaxTTL time.Duration
-	// TaskTimeout bounds how long one task's handler may run; zero means no
-	// bound beyond the task's ttl.
+	// See Options.TaskTimeout.
 	TaskTimeout time.Duration
-	// MaxConcurrent bounds how many task handlers run at once; more tasks
-	// wait in "working" with a "queued: ..." status message until a slot
-	// frees up.
+	// See Options.MaxConcurrent.
 	MaxConcurrent int
-	// MaxConcurrentPerOwner bounds how many handlers one owner runs at once.
+	// See Options.MaxConcurrentPerOwner.
 	MaxConcurrentPerOwner int
-	// MaxPendingPerOwner bounds one owner's queued plus running tasks; a
-	// request past it fails with CodeTooManyTasks. It does not apply to the
-	// shared LocalOwner of unauthenticated stateless requests, which is no
-	// single requestor: MaxPendingPerSource bounds those.
+	// See Options.MaxPendingPerOwner.
 	MaxPendingPerOwner int
-	// MaxPendingPerSource bounds the queued plus running tasks created
-	// from one source: one session (stdio, in-memory, stateful HTTP), or
-	// one remote IP address for stateless HTTP. It keeps one anonymous
-	// client from filling the server for everyone.
+	// See Options.MaxPendingPerSource.
 	MaxPendingPerSource int
-	// MaxPending bounds all queued plus running tasks of the process.
+	// See Options.MaxPending.
 	MaxPending int
-	// SweepInterval is how often expired tasks are swept.
+	// See Options.SweepInterval.
 	SweepInterval time.Duration
-	// ExpiredGrace is how long a task that was still running when its ttl
-	// ran out stays readable (as failed) before it is deleted.
+	// See Options.ExpiredGrace.
 	ExpiredGrace time.Duration
-	// Owner maps a request to its owner; nil means DefaultOwner.
+	// See Options.Owner.
 	Owner OwnerFunc
-	// SessionBound makes tasks created without an authorization context
-	// visible to their owner only (with DefaultOwner: the session that
-	// created them; a client that reconnects loses them). By default such
-	// tasks are id-capabilities instead: any unauthenticated requestor that
-	// presents the task id (128 random bits) may get, wait on, cancel and
-	// continue it, from any session and after restarts, while tasks/list
-	// still shows only the requestor's own tasks. Requests with an
-	// authorization context always see only their own tasks, whatever this
-	// says.
+	// See Options.SessionBound.
 	SessionBound bool
-	// DisableFastPath sends the task methods (and task-creating tools/call)
-	// through go-sdk's dispatch on every transport, as HTTPOptions.
-	// DisableFastPath does for one HTTP handler. The fast path answers
-	// them identically at a fraction of the cost (see the package
-	// documentation); this is the switch for an operator who wants the
-	// SDK's path anyway (env TASKBRIDGE_FAST_PATH=off).
+	// See Options.DisableFastPath.
 	DisableFastPath bool
-	// ImmediateResponse, when set, produces the optional core-dialect
-	// model-immediate-response text for a newly created tool task.
+	// See Options.ImmediateResponse.
 	ImmediateResponse func(tool string, task *store.Task) string
-	// Now is the clock; nil means time.Now.
+	// See Options.Now.
 	Now func() time.Time
-	// Observer, when set, learns of every committed task change and of
-	// handler activity (metrics, traces, dashboards). See Observer.
+	// See Options.Observer.
 	Observer Observer
-	// ReplicaID names this process as a lease holder; it must differ
-	// between processes sharing a store. Empty means host-pid-random.
+	// See Options.ReplicaID.
 	ReplicaID string
-	// LeaseDuration is how long a lease lasts unless renewed (renewal runs
-	// three times per duration). On a shared store it bounds how long the
-	// tasks of a dead process wait before another process takes them over.
+	// See Options.LeaseDuration.
 	LeaseDuration time.Duration
-	// ChangePollInterval is how often, on a shared store, waiters re-read
-	// their task in case a change notification from another process was
-	// lost.
+	// See Options.ChangePollInterval.
 	ChangePollInterval time.Duration
-	// InstantWindow is how long a task-augmented tools/call waits for its
-	// handler before storing the working task. A handler that returns
-	// within it has its task created already ended, outcome included: one
-	// durable write instead of two, before the reply as always. A handler
-	// still running then has its working task stored at once (also as
-	// soon as it asks for its TaskID, asks for input or waits for a
-	// running slot), so a slow tool's reply waits at most this long. Zero
-	// means DefaultInstantWindow; a negative value turns folding off.
+	// See Options.InstantWindow.
 	InstantWindow time.Duration
-	// HostDeadline bounds how long a plain tools/call of a task-capable
-	// tool (one the client did not ask to run as a task: every call an LLM
-	// host makes) holds the request. A tool still running then goes on as
-	// a durable task, exactly as if the client had asked for one, and the
-	// call returns an ordinary tool result naming the task and how to get
-	// its result (the task_result tool, or tasks/get). A tool that ends in
-	// time answers as a plain call does, and nothing is stored. Zero means
-	// DefaultHostDeadline; a negative value runs such calls to their end,
-	// holding the request, as plain calls.
+	// See Options.HostDeadline.
 	HostDeadline time.Duration
 }
 
-// withDefaults fills every zero field with its default; negative values
-// are left for validate to refuse.
-func (c Config) withDefaults() Config {
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	setDuration := func(d *time.Duration, def time.Duration) {
-		if *d == 0 {
-			*d = def
-		}
-	}
-	setInt := func(n *int, def int) {
-		if *n == 0 {
-			*n = def
-		}
-	}
-	setDuration(&c.PollInterval, DefaultPollInterval)
-	setDuration(&c.MaxTTL, DefaultMaxTTL)
-	if c.DefaultTTL == 0 {
-		c.DefaultTTL = min(DefaultTTL, c.MaxTTL)
-	}
-	setDuration(&c.SweepInterval, DefaultSweepInterval)
-	setDuration(&c.ExpiredGrace, DefaultExpiredGrace)
-	setDuration(&c.LeaseDuration, DefaultLeaseDuration)
-	setDuration(&c.ChangePollInterval, DefaultChangePollInterval)
-	setDuration(&c.InstantWindow, DefaultInstantWindow)
-	setDuration(&c.HostDeadline, DefaultHostDeadline)
-	if c.ReplicaID == "" {
-		c.ReplicaID = defaultReplicaID()
-	}
-	setInt(&c.MaxConcurrent, DefaultMaxConcurrent)
-	setInt(&c.MaxConcurrentPerOwner, DefaultMaxConcurrentPerOwner)
-	setInt(&c.MaxPendingPerOwner, DefaultMaxPendingPerOwner)
-	setInt(&c.MaxPendingPerSource, DefaultMaxPendingPerSource)
-	setInt(&c.MaxPending, DefaultMaxPending)
-	if c.Owner == nil {
-		c.Owner = DefaultOwner
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	return c
-}
-
-// validate refuses values that cannot work, naming the field and why.
-func (c Config) validate() error {
-	var errs []error
-	bad := func(field string, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("taskrouter: Config.%s: "+format, append([]any{field}, args...)...))
-	}
-	if c.Store == nil {
-		bad("Store", "is required")
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"PollInterval", c.PollInterval}, {"DefaultTTL", c.DefaultTTL}, {"MaxTTL", c.MaxTTL},
-		{"TaskTimeout", c.TaskTimeout}, {"SweepInterval", c.SweepInterval}, {"ExpiredGrace", c.ExpiredGrace},
-		{"LeaseDuration", c.LeaseDuration}, {"ChangePollInterval", c.ChangePollInterval},
-	} {
-		if d.v < 0 {
-			bad(d.name, "is negative (%s); use zero for the default", d.v)
-		}
-	}
-	for _, n := range []struct {
-		name string
-		v    int
-	}{
-		{"MaxConcurrent", c.MaxConcurrent}, {"MaxConcurrentPerOwner", c.MaxConcurrentPerOwner},
-		{"MaxPendingPerOwner", c.MaxPendingPerOwner}, {"MaxPendingPerSource", c.MaxPendingPerSource}, {"MaxPending", c.MaxPending},
-	} {
-		if n.v < 0 {
-			bad(n.name, "is negative (%d); use zero for the default", n.v)
-		}
-	}
-	if c.DefaultTTL > c.MaxTTL && c.MaxTTL > 0 {
-		bad("DefaultTTL", "(%s) is longer than MaxTTL (%s)", c.DefaultTTL, c.MaxTTL)
-	}
-	return errors.Join(errs...)
+// New returns a Router over cfg.Store configured by the rest of cfg.
+//
+// Deprecated: use NewRouter(cfg.Store, &opts), with the same fields in
+// Options.
+func New(cfg Config) (*Router, error) {
+	o := cfg.options()
+	return NewRouter(cfg.Store, &o)
 }
 
 // ConfigFromEnv returns base with every field that has an environment
-// variable set overridden by it. It reports malformed values instead of
-// ignoring them.
-func ConfigFromEnv(base Config) (Config, error) {
-	durations := []struct {
-		env string
-		dst *time.Duration
-	}{
-		{EnvPollInterval, &base.PollInterval},
-		{EnvDefaultTTL, &base.DefaultTTL},
-		{EnvMaxTTL, &base.MaxTTL},
-		{EnvTaskTimeout, &base.TaskTimeout},
-		{EnvSweepInterval, &base.SweepInterval},
-		{EnvLeaseDuration, &base.LeaseDuration},
-		{EnvChangePollInterval, &base.ChangePollInterval},
-	}
-	for _, d := range durations {
-		v, ok := os.LookupEnv(d.env)
-		if !ok || v == "" {
-			continue
-		}
-		parsed, err := parseDuration(v)
-		if err != nil {
-			return base, fmt.Errorf("taskrouter: %s=%q: %w", d.env, v, err)
-		}
-		*d.dst = parsed
-	}
-	ints := []struct {
-		env string
-		dst *int
-	}{
-		{EnvMaxConcurrent, &base.MaxConcurrent},
-		{EnvMaxConcurrentPerOwner, &base.MaxConcurrentPerOwner},
-		{EnvMaxPendingPerOwner, &base.MaxPendingPerOwner},
-		{EnvMaxPendingPerSource, &base.MaxPendingPerSource},
-		{EnvMaxPending, &base.MaxPending},
-	}
-	for _, i := range ints {
-		v, ok := os.LookupEnv(i.env)
-		if !ok || v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return base, fmt.Errorf("taskrouter: %s=%q: want a non-negative integer", i.env, v)
-		}
-		*i.dst = n
-	}
-	for _, o := range []struct {
-		env string
-		dst *time.Duration
-	}{{EnvInstantWindow, &base.InstantWindow}, {EnvHostDeadline, &base.HostDeadline}} {
-		v := os.Getenv(o.env)
-		switch v {
-		case "":
-			continue
-		case "off":
-			*o.dst = -1
-			continue
-		}
-		d, err := parseDuration(v)
-		if err != nil {
-			return base, fmt.Errorf("taskrouter: %s=%q: want a duration or off: %w", o.env, v, err)
-		}
-		*o.dst = d
-	}
-	if v := os.Getenv(EnvReplicaID); v != "" {
-		base.ReplicaID = v
-	}
-	if v, ok := os.LookupEnv(EnvSessionBound); ok && v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return base, fmt.Errorf("taskrouter: %s=%q: want true or false", EnvSessionBound, v)
-		}
-		base.SessionBound = b
-	}
-	switch v := os.Getenv(EnvFastPath); v {
-	case "", "on":
-	case "off":
-		base.DisableFastPath = true
-	default:
-		return base, fmt.Errorf("taskrouter: %s=%q: want on or off", EnvFastPath, v)
-	}
-	return base, nil
-}
-
-// parseDuration is ParseEnvDuration, refusing negative values.
-func parseDuration(v string) (time.Duration, error) {
-	d, err := ParseEnvDuration(v)
-	if err == nil && d < 0 {
-		return 0, fmt.Errorf("negative duration")
-	}
-	return d, err
-}
-
-// ParseEnvDuration reads a duration as the TASKBRIDGE_* environment
-// variables give it: Go syntax ("90s", "10m") or a plain number of
-// milliseconds. It may be negative; the settings that refuse negative
-// values say so themselves.
-func ParseEnvDuration(v string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return time.Duration(n) * time.Millisecond, nil
-	}
-	return time.ParseDuration(v)
-}
-
-// LocalOwner is the owner of requests that carry neither an authenticated
-// user nor a session (stdio, in-memory, stateless HTTP).
-const LocalOwner = "local"
-
-// DefaultOwner is the default owner policy:
+// variable set overridden by it.
 //
-//  1. an authenticated request (go-sdk TokenInfo) acts for "user:<UserID>";
-//     a token without a UserID is refused, because tasks could not be kept
-//     apart;
-//  2. otherwise a request on a session with an id (stateful Streamable HTTP)
-//     acts for "session:<id>";
-//  3. otherwise (stdio, in-memory, stateless HTTP) it acts for LocalOwner.
-func DefaultOwner(_ context.Context, req mcp.Request) (string, error) {
-	if req == nil {
-		return LocalOwner, nil
+// Deprecated: use OptionsFromEnv.
+func ConfigFromEnv(base Config) (Config, error) {
+	o := base.options()
+	if err := o.fromEnv(); err != nil {
+		return base, err
 	}
-	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
-		if extra.TokenInfo.UserID == "" {
-			return "", fmt.Errorf("authenticated request has no user id; set taskrouter.Config.Owner")
-		}
-		return "user:" + extra.TokenInfo.UserID, nil
-	}
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		if id := ss.ID(); id != "" {
-			return "session:" + id, nil
-		}
-	}
-	return LocalOwner, nil
+	return configOf(base.Store, o), nil
 }
 
-// defaultReplicaID names this process: host, pid and 4 random bytes.
-func defaultReplicaID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "host"
+// Config returns the effective configuration (defaults filled in).
+//
+// Deprecated: use Router.Options (and Router.Store).
+func (r *Router) Config() Config { return configOf(r.st, r.opts) }
+
+// Options returns c's fields but Store, as Options (for moving from New
+// to NewRouter).
+func (c Config) Options() Options { return c.options() }
+
+// options are c's fields but Store: Config is Store followed by Options's
+// fields, in order (TestConfigMirrorsOptions keeps it so).
+func (c Config) options() Options {
+	var o Options
+	cv, ov := reflect.ValueOf(c), reflect.ValueOf(&o).Elem()
+	for i := range ov.NumField() {
+		ov.Field(i).Set(cv.Field(i + 1))
 	}
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewTaskID()[:8])
+	return o
+}
+
+// configOf is the Config of st and o.
+func configOf(st store.Store, o Options) Config {
+	c := Config{Store: st}
+	cv, ov := reflect.ValueOf(&c).Elem(), reflect.ValueOf(o)
+	for i := range ov.NumField() {
+		cv.Field(i + 1).Set(ov.Field(i))
+	}
+	return c
 }

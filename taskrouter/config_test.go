@@ -13,7 +13,7 @@ import (
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-func TestConfigFromEnv(t *testing.T) {
+func TestOptionsFromEnv(t *testing.T) {
 	t.Setenv(taskrouter.EnvPollInterval, "250")
 	t.Setenv(taskrouter.EnvDefaultTTL, "10m")
 	t.Setenv(taskrouter.EnvMaxTTL, "2h")
@@ -21,7 +21,8 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(taskrouter.EnvMaxConcurrent, "7")
 	t.Setenv(taskrouter.EnvMaxConcurrentPerOwner, "3")
 	t.Setenv(taskrouter.EnvSweepInterval, "")
-	cfg, err := taskrouter.ConfigFromEnv(taskrouter.Config{SweepInterval: time.Minute, MaxConcurrent: 99})
+	base := &taskrouter.Options{SweepInterval: time.Minute, MaxConcurrent: 99}
+	cfg, err := taskrouter.OptionsFromEnv(base)
 	require.NoError(t, err)
 	require.Equal(t, 250*time.Millisecond, cfg.PollInterval)
 	require.Equal(t, 10*time.Minute, cfg.DefaultTTL)
@@ -30,18 +31,19 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, 7, cfg.MaxConcurrent)
 	require.Equal(t, 3, cfg.MaxConcurrentPerOwner)
 	require.Equal(t, time.Minute, cfg.SweepInterval, "an empty variable leaves the field alone")
+	require.Equal(t, 99, base.MaxConcurrent, "base is not changed")
 
 	t.Setenv(taskrouter.EnvInstantWindow, "5ms")
-	cfg, err = taskrouter.ConfigFromEnv(taskrouter.Config{})
+	cfg, err = taskrouter.OptionsFromEnv(nil)
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Millisecond, cfg.InstantWindow)
 	t.Setenv(taskrouter.EnvInstantWindow, "off")
-	cfg, err = taskrouter.ConfigFromEnv(taskrouter.Config{})
+	cfg, err = taskrouter.OptionsFromEnv(nil)
 	require.NoError(t, err)
 	require.Negative(t, cfg.InstantWindow)
-	r, err := taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), InstantWindow: cfg.InstantWindow})
+	r, err := taskrouter.NewRouter(newMemoryWithClock(time.Now), cfg)
 	require.NoError(t, err, "a negative InstantWindow turns folding off; it is not refused")
-	require.Negative(t, r.Config().InstantWindow)
+	require.Negative(t, r.Options().InstantWindow)
 
 	for env, bad := range map[string]string{
 		taskrouter.EnvPollInterval:  "soon",
@@ -51,16 +53,16 @@ func TestConfigFromEnv(t *testing.T) {
 	} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, bad)
-			_, err := taskrouter.ConfigFromEnv(taskrouter.Config{})
+			_, err := taskrouter.OptionsFromEnv(nil)
 			require.ErrorContains(t, err, env)
 		})
 	}
 }
 
 func TestDefaultsApplied(t *testing.T) {
-	r, err := taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), MaxTTL: 30 * time.Minute})
+	r, err := taskrouter.NewRouter(newMemoryWithClock(time.Now), &taskrouter.Options{MaxTTL: 30 * time.Minute})
 	require.NoError(t, err)
-	cfg := r.Config()
+	cfg := r.Options()
 	require.Equal(t, 30*time.Minute, cfg.MaxTTL)
 	require.Equal(t, 30*time.Minute, cfg.DefaultTTL, "the default ttl is capped by a smaller maximum")
 	require.Equal(t, taskrouter.DefaultPollInterval, cfg.PollInterval)
@@ -68,16 +70,37 @@ func TestDefaultsApplied(t *testing.T) {
 	require.Equal(t, taskrouter.DefaultInstantWindow, cfg.InstantWindow)
 }
 
-// TestConfigValidate: values that cannot work are refused, each naming its
-// field, instead of being replaced silently.
-func TestConfigValidate(t *testing.T) {
-	_, err := taskrouter.New(taskrouter.Config{})
-	require.ErrorContains(t, err, "Config.Store: is required")
-	_, err = taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), DefaultTTL: 48 * time.Hour})
-	require.ErrorContains(t, err, "Config.DefaultTTL: (48h0m0s) is longer than MaxTTL (24h0m0s)")
-	_, err = taskrouter.New(taskrouter.Config{Store: newMemoryWithClock(time.Now), PollInterval: -time.Second, MaxConcurrent: -1})
-	require.ErrorContains(t, err, "Config.PollInterval: is negative")
-	require.ErrorContains(t, err, "Config.MaxConcurrent: is negative")
+// TestOptionsValidate: values that cannot work are refused, each naming
+// its field, instead of being replaced silently.
+func TestOptionsValidate(t *testing.T) {
+	_, err := taskrouter.NewRouter(nil, nil)
+	require.ErrorContains(t, err, "the store is required")
+	_, err = taskrouter.NewRouter(newMemoryWithClock(time.Now), &taskrouter.Options{DefaultTTL: 48 * time.Hour})
+	require.ErrorContains(t, err, "Options.DefaultTTL: (48h0m0s) is longer than MaxTTL (24h0m0s)")
+	_, err = taskrouter.NewRouter(newMemoryWithClock(time.Now), &taskrouter.Options{PollInterval: -time.Second, MaxConcurrent: -1})
+	require.ErrorContains(t, err, "Options.PollInterval: is negative")
+	require.ErrorContains(t, err, "Options.MaxConcurrent: is negative")
+}
+
+// TestDeprecatedConfigStillWorks: the former Config (the store and the
+// options in one value), New, ConfigFromEnv and Router.Config keep
+// working for callers that have not moved to Options.
+func TestDeprecatedConfigStillWorks(t *testing.T) {
+	t.Setenv(taskrouter.EnvMaxConcurrent, "7")
+	st := newMemoryWithClock(time.Now)
+	cfg, err := taskrouter.ConfigFromEnv(taskrouter.Config{Store: st, PollInterval: time.Second}) //nolint:staticcheck // the deprecated API under test
+	require.NoError(t, err)
+	require.Equal(t, 7, cfg.MaxConcurrent)
+	require.Equal(t, time.Second, cfg.PollInterval)
+	require.Equal(t, st, cfg.Store)
+	r, err := taskrouter.New(cfg) //nolint:staticcheck // the deprecated API under test
+	require.NoError(t, err)
+	got := r.Config() //nolint:staticcheck // the deprecated API under test
+	require.Equal(t, st, got.Store)
+	require.Equal(t, 7, got.MaxConcurrent)
+	require.Equal(t, taskrouter.DefaultMaxTTL, got.MaxTTL, "with the defaults filled in")
+	_, err = taskrouter.New(taskrouter.Config{}) //nolint:staticcheck // the deprecated API under test
+	require.ErrorContains(t, err, "the store is required")
 }
 
 func TestDefaultOwner(t *testing.T) {
@@ -93,7 +116,7 @@ func TestDefaultOwner(t *testing.T) {
 }
 
 func TestImmediateResponse(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) {
+	h := newHarness(t, func(c *taskrouter.Options) {
 		c.ImmediateResponse = func(tool string, task *store.Task) string {
 			return "Started " + tool + "; check back with tasks/get " + task.ID
 		}

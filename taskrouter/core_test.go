@@ -203,7 +203,7 @@ func TestCoreFailures(t *testing.T) {
 }
 
 func TestCoreTTLCappedAndReported(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) { c.MaxTTL = time.Minute; c.DefaultTTL = 30 * time.Second })
+	h := newHarness(t, func(c *taskrouter.Options) { c.MaxTTL = time.Minute; c.DefaultTTL = 30 * time.Second })
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{"ttl": 1e12}}))
 	require.EqualValues(t, 60000, task["ttl"])
@@ -254,7 +254,7 @@ func TestCoreListPaginatesAndIsOwnerScoped(t *testing.T) {
 }
 
 func testCoreListScoped(t *testing.T, bound bool) {
-	h := newHarness(t, func(c *taskrouter.Config) { c.SessionBound = bound })
+	h := newHarness(t, func(c *taskrouter.Options) { c.SessionBound = bound })
 	a := h.dial(overHTTP, core, nil)
 	b := h.dial(overHTTP, core, nil)
 	var ids []string
@@ -313,7 +313,7 @@ func TestCoreStatusPushOnShimmedTransport(t *testing.T) {
 	p.mustCall("tasks/result", map[string]any{"taskId": id})
 	require.Eventually(t, func() bool {
 		for _, raw := range p.pushed() {
-			var tk taskrouter.Task
+			var tk mcptask.CoreTask
 			if json.Unmarshal(raw, &tk) == nil && tk.TaskID == id && tk.Status == "completed" {
 				require.NotNil(t, tk.TTL)
 				return true
@@ -324,7 +324,7 @@ func TestCoreStatusPushOnShimmedTransport(t *testing.T) {
 }
 
 func TestBoundedConcurrency(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) { c.MaxConcurrent = 3; c.MaxConcurrentPerOwner = 2 })
+	h := newHarness(t, func(c *taskrouter.Options) { c.MaxConcurrent = 3; c.MaxConcurrentPerOwner = 2 })
 	p := h.dial(inMemory, core, nil)
 	const n = 40
 	ids := make([]string, n)
@@ -349,7 +349,7 @@ func TestBoundedConcurrency(t *testing.T) {
 }
 
 func TestPendingLimitPerOwner(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) {
+	h := newHarness(t, func(c *taskrouter.Options) {
 		c.MaxPendingPerOwner = 2
 		c.Owner = func(context.Context, mcp.Request) (string, error) { return "user:alice", nil }
 	})
@@ -370,7 +370,7 @@ func TestPendingLimitPerOwner(t *testing.T) {
 func TestPendingLimitPerSource(t *testing.T) {
 	for _, k := range transports {
 		t.Run(k.String(), func(t *testing.T) {
-			h := newHarness(t, func(c *taskrouter.Config) { c.MaxPendingPerSource = 5 })
+			h := newHarness(t, func(c *taskrouter.Options) { c.MaxPendingPerSource = 5 })
 			flood := h.dial(k, core, nil)
 			refused := 0
 			for range 20 {
@@ -421,7 +421,7 @@ func TestWorkflowFacingCalls(t *testing.T) {
 	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"},
 		taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow, Variables: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, task.Status)
+	require.Equal(t, mcptask.StatusWorking, task.Status)
 	task, err = h.r.SetVariables(ctx, task.ID, map[string]json.RawMessage{"a": json.RawMessage(`null`), "b": json.RawMessage(`{"x":2}`)}, task.Version)
 	require.NoError(t, err)
 	require.NotContains(t, task.Variables, "a")

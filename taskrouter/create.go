@@ -37,30 +37,30 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 	if req != nil {
 		owner = req.Owner
 		labels[LabelDialect] = req.Dialect.Label()
-		if req.byID(r.cfg) {
+		if req.byID(&r.opts) {
 			labels[labelAccess] = accessByID
 		}
 	}
-	now := r.cfg.Now()
+	now := r.opts.Now()
 	t := &store.Task{
 		ID:            NewTaskID(),
 		Owner:         owner,
-		Status:        store.StatusWorking,
+		Status:        mcptask.StatusWorking,
 		StatusMessage: opts.StatusMessage,
 		CreatedAt:     now,
 		UpdatedAt:     now,
 		TTL:           r.actualTTL(opts.TTL),
-		PollInterval:  r.cfg.PollInterval,
+		PollInterval:  r.opts.PollInterval,
 		Request:       origin,
 		Labels:        labels,
 		Variables:     opts.Variables,
 		WakeAt:        opts.WakeAt,
 	}
 	if opts.InputRequired {
-		t.Status = store.StatusInputRequired
+		t.Status = mcptask.StatusInputRequired
 	}
 	if opts.Lease && r.shared {
-		t.LeaseHolder, t.LeaseUntil = r.cfg.ReplicaID, r.leaseUntil()
+		t.LeaseHolder, t.LeaseUntil = r.opts.ReplicaID, r.leaseUntil()
 	}
 	return t
 }
@@ -71,7 +71,7 @@ func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, 
 	if err == nil {
 		r.sched.note(created.WakeAt)
 		r.observe(TaskCreated, created, nil)
-		r.rememberEnded(created)
+		r.recent.remember(created, r.opts.Now())
 	}
 	return created, err
 }
@@ -91,7 +91,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	exec := func(ctx context.Context) (mcp.Result, error) {
 		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	}
-	if r.cfg.InstantWindow > 0 {
+	if r.opts.InstantWindow > 0 {
 		return r.startInstant(ctx, q, adm, rec, exec)
 	}
 	t, err := r.createRecord(ctx, rec)
@@ -105,7 +105,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 }
 
 // Instant tools. A task-augmented tools/call starts its handler before the
-// task's record is stored, and waits up to Config.InstantWindow for it.
+// task's record is stored, and waits up to Options.InstantWindow for it.
 // When the handler returns in that window, the task is created already
 // ended, its outcome in the same durable write: one commit instead of a
 // create and an update, still durable before the reply. Otherwise the
@@ -172,7 +172,7 @@ func (r *Router) materialize(ru *run) (*store.Task, error) {
 	t, err := r.createRecord(ctx, p.rec)
 	if err == nil {
 		r.pushers.bind(t.ID, p.connID)
-		if t.LeaseHolder == r.cfg.ReplicaID {
+		if t.LeaseHolder == r.opts.ReplicaID {
 			ru.lease = &heldLease{fence: t.Fence(), stop: ru.cancel}
 			r.leases.add(t.ID, ru.lease)
 		}
@@ -205,7 +205,7 @@ func (p *pendingRecord) settled(o handlerOutcome) (folded, stored bool) {
 // startInstant runs a tool task's handler before its record is stored (see
 // above) and returns the reply to the tools/call that creates it.
 func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec execFunc) (mcp.Result, error) {
-	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.cfg.InstantWindow, false)
+	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.opts.InstantWindow, false)
 	switch {
 	case err != nil:
 		return nil, err
@@ -260,7 +260,7 @@ func (r *Router) createEnded(ctx context.Context, d mcptask.Dialect, rec *store.
 		t.StatusMessage = *u.StatusMessage
 	}
 	t.LeaseHolder, t.LeaseUntil = "", time.Time{}
-	t.UpdatedAt = r.cfg.Now()
+	t.UpdatedAt = r.opts.Now()
 	created, err := r.createRecord(ctx, &t)
 	if errors.Is(err, store.ErrTooLarge) {
 		f := tooLargeFailure(err)

@@ -20,8 +20,8 @@ func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.
 		return &extCreateTaskResult{ResultType: mcptask.ResultTypeTask, ExtTask: extensionTask(t), Content: []mcp.Content{}}
 	}
 	res := &CreateTaskResult{Task: CoreTask(t)}
-	if r.cfg.ImmediateResponse != nil {
-		if text := r.cfg.ImmediateResponse(tool, t); text != "" {
+	if r.opts.ImmediateResponse != nil {
+		if text := r.opts.ImmediateResponse(tool, t); text != "" {
 			res.Meta = mcp.Meta{mcptask.MetaModelImmediateResponse: text}
 		}
 	}
@@ -32,21 +32,21 @@ func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.
 // outcome or pending input requests inline.
 func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	if d == mcptask.Core {
-		return &getTaskResult{Task: CoreTask(t)}
+		return &getTaskResult{CoreTask: CoreTask(t)}
 	}
 	res := &extGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: extensionTask(t)}
 	switch t.Status {
-	case store.StatusInputRequired:
-		if ik := r.inputKindOf(t); ik != nil {
+	case mcptask.StatusInputRequired:
+		if ik := r.kinds.inputKind(t); ik != nil {
 			res.InputRequests = ik.InputRequests(t)
 		} else if r.shared {
 			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica
 		} else if ru := r.runs.get(t.ID); ru != nil {
 			res.InputRequests = ru.inputRequests()
 		}
-	case store.StatusCompleted:
+	case mcptask.StatusCompleted:
 		res.Result = t.Result
-	case store.StatusFailed:
+	case mcptask.StatusFailed:
 		if t.Error != nil {
 			res.Error = t.Error
 		} else {
@@ -62,7 +62,7 @@ func cancelReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 	if d == mcptask.Extension {
 		return &ackResult{ResultType: mcptask.ResultTypeComplete}
 	}
-	return &getTaskResult{Task: CoreTask(t)}
+	return &getTaskResult{CoreTask: CoreTask(t)}
 }
 
 // gate checks that a tasks/* request may proceed in its dialect, in the

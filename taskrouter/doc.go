@@ -10,12 +10,12 @@
 // when tasks/cancel, ttl expiry or the task timeout says so, sweeps expired
 // tasks, and on Start resolves the work a dead process left behind
 // (retryable tools re-run, others fail with a reason, other kinds go to
-// hooks registered with OnRecover).
+// the hooks registered with HandleKind).
 //
-//	router, _ := taskrouter.New(taskrouter.Config{Store: st})
+//	router, _ := taskrouter.NewRouter(st, nil)     // nil: the default Options
 //	_ = router.Install(server)                     // right after mcp.NewServer
-//	taskrouter.AddTool(router, tool, handler, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
-//	_ = router.Start(ctx)                          // recovery and the ttl sweeper
+//	taskrouter.AddTool(router, tool, handler, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+//	_ = router.Start(ctx)                          // recovery, then the background services
 //	http.Handle("/mcp", router.HTTPHandler(nil))   // or server.Run(ctx, router.Transport(&mcp.StdioTransport{}))
 //
 // # The path of a request
@@ -47,16 +47,18 @@
 // Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
 // answer the task methods, and a tools/call that goes straight to
 // creating a task, themselves. They decode the body once, in place, build
-// the request the SDK would build, run it through the router's
-// middleware and the SDK's method handlers as above, and write the reply
-// as the SDK writes it; anything the SDK would treat differently (a
-// batch, an unusual body, a header the SDK refuses, an unknown session)
-// goes to the SDK untouched. Config.DisableFastPath turns it off.
+// the request the SDK would build, run it through the server's receiving
+// chain (the middleware added after Install, the router's, the SDK's
+// method handlers: the chain as it stood on the first such request), and
+// write the reply as the SDK writes it; anything the SDK would treat
+// differently (a batch, an unusual body, a header the SDK refuses, an
+// unknown session) goes to the SDK untouched. Options.DisableFastPath
+// turns it off.
 //
 // # Where the SDK's gaps are worked around
 //
 //   - params.task is dropped by the SDK's decoder: the shims (shim.go,
-//     http.go).
+//     http.go) move it, with package internal/wire's rewriting.
 //   - capabilities.tasks and execution.taskSupport have no SDK fields: the
 //     initialize and tools/list results are wrapped and re-encoded
 //     (middleware.go).
@@ -70,6 +72,36 @@
 //   - the SDK sends no custom notifications: notifications/tasks/status is
 //     written on connections wrapped by Transport (shim.go).
 //   - the SDK does not recover handler panics: the middleware does.
+//
+// # Upgrading go-sdk
+//
+// The shims, the fast path and package internal/wire reproduce what
+// go-sdk v1.8.0 does with the same bytes, without reading any of its
+// private fields. TestGoSDKVersionPinned fails on any other version; an
+// upgrade must re-check, before moving the pin:
+//
+//   - that params.task is still dropped (then the shims must still move
+//     it), and that the private _meta keys still reach the middleware;
+//   - that AddReceivingMiddleware still makes the latest middleware the
+//     outermost and hands it the chain sessions call: the fast path runs
+//     its requests through the chain it is handed
+//     (TestMiddlewareAfterInstallSeesFastPath);
+//   - go-sdk's decoding (segmentio/encoding, case-sensitive fields, the
+//     nesting limit of 1000), message validation and per-request _meta
+//     checks (wire.DecodeCall, wire.ViewMeta; FuzzParseFastBody);
+//   - the Streamable HTTP handler's checks before it reads a POST
+//     (wire.SDKReads), its session rules, its replies (headers, SSE
+//     framing, the HTTP statuses of protocol errors, the duplicate-id
+//     refusal) and jsonrpc2's encoding of results and of -32601
+//     (wire.Response, wire.WriteReply);
+//   - the _meta serverInfo of 2026-07-28 results, the stateless
+//     transport's refusal of server requests (wire.StandIns), and the
+//     capability and tools/list shapes the middleware rewraps;
+//   - MCPGODEBUG's settings (the fast path is off while it is set).
+//
+// The differential tests (fastpath_diff_test.go, fastpath_conndiff_test.go)
+// send the same requests through the fast path and through the SDK and
+// compare the bytes: run them, and the fuzz targets, on the new version.
 //
 // # Where the dialects differ
 //
@@ -96,7 +128,7 @@
 //
 // A request with an authorization context (go-sdk TokenInfo) acts for its
 // user and sees only that user's tasks. Without one, the task id is the
-// capability (unless Config.SessionBound): any unauthenticated requestor
+// capability (unless Options.SessionBound): any unauthenticated requestor
 // that presents the id may read, wait on, cancel and continue the task,
 // from any session and after restarts; tasks/list shows only the
 // requestor's own tasks. Tasks hidden from a requestor are "not found".
@@ -104,43 +136,107 @@
 // # State
 //
 // The Router has no lock of its own. Its mutable state is in parts, each a
-// small type with its own lock guarding only its fields:
+// small type with its own lock guarding only its fields, its methods in
+// its own file:
 //
 //   - tools, a toolRegistry (tools.go; sync.RWMutex): the registered tool
 //     entries, the tools that take _task_id, the built-in task tools'
 //     names, the continuation handler.
+//   - kinds (kinds.go; sync.RWMutex): the KindHandler of each task kind.
 //   - runs, a runTable (runs.go): handler runs and Track-ed work by task
 //     id, and closed. Close sets closed and collects the work to stop in
 //     one critical section.
 //   - quotas (admit.go): pending slots by owner and source and in total,
 //     running slots by owner, the waiting tasks/result count; the running
 //     semaphore is a channel beside them.
-//   - watches (router.go): the channels waiters block on, by task id.
+//   - watches (watch.go): the channels waiters block on, by task id.
+//   - leases (lease.go): the leases this process holds.
+//   - listeners (listen.go): the subscriptions/listen streams, by task.
 //   - pushers, pushConns (push.go): open shimmed connections and the
 //     connection each task was created on.
-//   - and the older ones: leases (lease.go), kinds, sched (schedule.go),
-//     listeners (feed.go), fast (fastpath.go), recent (recent.go),
-//     workers (workers.go).
+//   - recent, recentEnded (recent.go): records this process ended moments
+//     ago.
+//   - workers (workers.go): idle goroutines that run handlers.
+//   - loop, loopback (loopback.go): the session of the engine's own calls.
+//   - fast, fastPath (fastpath.go): what the fast path learned (versions,
+//     sessions, the server's receiving chain), in atomics and sync.Maps.
+//   - and the background services (below), each with its own state.
 //
 // Lock order: there is none to follow, because every part's lock is a
 // leaf. A part's methods take its lock, touch its own fields and return;
 // no part's lock is held while another part's lock is taken or while
-// calling out (a cancel function, a write to a connection). Code that
-// needs several parts (Close, Stats, admit, stopRun) takes each in turn;
-// each such place says why seeing the parts a moment apart is fine. A
-// run's own mu and a pushConn's mu are likewise never held across a part's
-// lock.
+// calling out (a hook, a cancel function, a log line, a store call, a
+// write to a connection, a session's connect). Code that needs several
+// parts (Close, Stats, admit, stopRun) takes each in turn; each such place
+// says why seeing the parts a moment apart is fine. A run's own mu, a
+// pendingRecord's and a pushConn's are likewise never held across a
+// part's lock.
+//
+// # Background work
+//
+// The engine's background work runs as services (package
+// internal/service): each is a type with its own configuration (defaults,
+// and validation naming the field), Start and Stop, and test signals on
+// the service value; the Router owns one Supervisor, which Start starts in
+// order and Close stops in reverse. The periodic ones share one timer
+// loop (service.Loop: a round, then the wait it asks for, or a poke).
+//
+//   - feed, a changeFeed (feed.go): follows the store's change feed
+//     (store.Notifier), first, so that nothing is missed while recovering.
+//   - sched, a scheduler (schedule.go): runs due wake-ups (store.Task.WakeAt)
+//     through their kind's Wake hook.
+//   - sweeper (sweep.go): deletes expired ended tasks, fails expired
+//     active ones.
+//   - renewer, a leaseRenewer (lease.go): renews this process's leases and
+//     stops the work of those it lost.
+//   - takeover, a leaseTakeover (lease.go): on a shared store, claims and
+//     resolves tasks whose lease expired.
+//
+// A new piece of background work (push deliveries: signed webhook
+// deliveries, retried with backoff) plugs in the same way: a type in its
+// own file holding the Router it serves, a config struct with
+// withDefaults and validate, Name/Start/Stop (a service.Loop for
+// periodic rounds), signals of service.Signal, made in newServices and
+// started in Start. Work that must survive a restart or run on any
+// replica is not timed in memory: it is a durable wake-up (a task of its
+// own kind, or a WakeAt on the task it belongs to) that the scheduler
+// hands to that kind's KindHandler.Wake, which claims the task's lease
+// and does one attempt; the service then only delivers what the Wake
+// hook queues, and a failed attempt moves WakeAt (the backoff) rather
+// than sleeping.
 //
 // # Files
 //
-// router.go (the Router, lifecycle, watches), request.go (resolving a
-// request), middleware.go (Install, tools/call), create.go (creating a
-// task: the record, a tool task started at once, the instant fold),
-// dialect.go, methods.go (tasks/*), tasks.go (read, update, complete,
-// fail), hostmode.go (plain calls as tasks, _task_id), admit.go (quotas), run.go (a handler run: spawn, execute, finish, its fenced
-// writes), runs.go (the runs table, Track, stopping and cancel),
-// sweep.go (ttl), recover.go (restart), tools.go (the tool registry,
-// in-process calls), input.go (input mid-task), shim.go and http.go
-// (transports), push.go (status pushes), fastpath.go and fastdecode.go
-// (the fast path: serving, decoding), config.go, wire.go (wire types).
+// The Router and its lifecycle: router.go (the Router, NewRouter, Start,
+// Close), options.go (Options, defaults, validation, DefaultOwner),
+// env.go (OptionsFromEnv), config.go (the deprecated Config and New).
+//
+// A request's way in: shim.go (Transport: the stdio and in-memory
+// connection shim, its fast path and status pushes), http.go
+// (HTTPHandler: the Streamable HTTP shim), fasthttp.go (its fast path),
+// fastpath.go (the fast path's part), request.go (resolving a request),
+// middleware.go (Install, the router's middleware, tools/call), listen.go
+// (subscriptions/listen and its listeners), push.go (status pushes).
+//
+// Tasks: create.go (creating a task: the record, a tool task started at
+// once, the instant fold), tasks.go (read, update, complete, fail, count),
+// methods.go (tasks/*), dialect.go (the replies that differ by dialect),
+// wire.go (the wire types), watch.go (waiting for a change), hostmode.go
+// (plain calls as tasks, _task_id), tasktools.go (task_result,
+// task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
+// (Observer, Stats).
+//
+// Work: tools.go (the tool registry, in-process calls), run.go (a handler
+// run: spawn, execute, finish, its fenced writes, its input requests),
+// runs.go (the runs table, Track, stopping and cancel), workers.go
+// (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
+// the renewer and the takeover), recover.go (restart), recent.go (tasks
+// ended moments ago), loopback.go (the engine's own session), schedule.go,
+// sweep.go, feed.go (the services above).
+//
+// Packages of its own: internal/wire (the JSON-RPC codec of the shims
+// and the fast path: decoding, scanning, framing, replies, calls in
+// flight; it imports nothing of the engine), internal/service (Service,
+// Supervisor, Loop, Signal). TestDocFileMap fails when a file of the
+// package is missing here.
 package taskrouter

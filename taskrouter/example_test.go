@@ -3,6 +3,7 @@ package taskrouter_test
 import (
 	"context"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,7 +20,7 @@ type reportIn struct {
 // registered as task-optional, runs as a task when a client asks.
 func Example() {
 	ctx := context.Background()
-	router, err := taskrouter.New(taskrouter.Config{Store: memory.New()})
+	router, err := taskrouter.NewRouter(memory.New(), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func Example() {
 	taskrouter.AddTool(router, &mcp.Tool{Name: "report", Description: "Writes a report"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "report on " + in.Topic}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	if err := router.Start(ctx); err != nil { // resolve tasks a previous process left running
 		log.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func Example() {
 	if _, err := server.Connect(ctx, router.Transport(serverEnd), nil); err != nil {
 		log.Fatal(err)
 	}
-	c, err := client.Dial(ctx, clientEnd, &client.Options{Dialect: client.Core})
+	c, err := client.Dial(ctx, clientEnd, &client.Options{Dialect: mcptask.Core})
 	if err != nil {
 		log.Fatal(err)
 	}

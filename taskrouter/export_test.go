@@ -12,11 +12,11 @@ func SDKTransport(r *Router, t mcp.Transport) mcp.Transport {
 }
 
 // FastPathUsable reports whether the fast path serves this router.
-func FastPathUsable(r *Router) bool { return r.fastUsable() }
+func FastPathUsable(r *Router) bool { return r.fast.usable() }
 
 // FastServed counts the requests the fast path served.
 func FastServed(r *Router) int64 { return r.fast.served.Load() }
 
 // RecentTask is the record of a task this router ended moments ago, or
 // nil.
-func RecentTask(r *Router, id string) *store.Task { return r.recentTask(id) }
+func RecentTask(r *Router, id string) *store.Task { return r.recent.get(id, r.opts.Now()) }

@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
@@ -187,7 +186,7 @@ func TestSweepExpiresTasks(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	st := newMemoryWithClock(clock)
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.Now = clock; c.ExpiredGrace = time.Minute })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.Now = clock; c.ExpiredGrace = time.Minute })
 	p := h.dial(inMemory, core, nil)
 	done := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "d"}, "task": map[string]any{"ttl": 1000}}))["taskId"].(string)
 	p.mustCall("tasks/result", map[string]any{"taskId": done})
@@ -222,7 +221,7 @@ func TestSweepExpiresTasks(t *testing.T) {
 }
 
 func TestTaskTimeout(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) { c.TaskTimeout = 50 * time.Millisecond })
+	h := newHarness(t, func(c *taskrouter.Options) { c.TaskTimeout = 50 * time.Millisecond })
 	p := h.dial(inMemory, core, nil)
 	id := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 60000, "label": "t"}, "task": map[string]any{}}))["taskId"].(string)
 	_, err := p.call("tasks/result", map[string]any{"taskId": id})
@@ -258,15 +257,15 @@ func TestRestartResolvesInterruptedTasks(t *testing.T) {
 	_ = h2
 	got, err := st2.Get(context.Background(), finished)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusCompleted, got.Status)
+	require.Equal(t, mcptask.StatusCompleted, got.Status)
 	got, err = st2.Get(context.Background(), noRetry)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusFailed, got.Status)
+	require.Equal(t, mcptask.StatusFailed, got.Status)
 	require.Contains(t, got.StatusMessage, "not registered as safe to retry")
 	require.Equal(t, "retry", <-h2.started, "the retryable task was re-run")
 	got, err = st2.Get(context.Background(), retry)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusWorking, got.Status)
+	require.Equal(t, mcptask.StatusWorking, got.Status)
 	require.Equal(t, "re-running after a server restart", got.StatusMessage)
 }
 

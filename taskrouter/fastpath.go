@@ -13,10 +13,11 @@ package taskrouter
 //
 // What stays identical: the fast path decodes with the same library and
 // flags as the SDK (segmentio/encoding in place, case-sensitive fields),
-// runs the very method handlers the SDK would run, below the same
-// middleware (Router.handle and whatever was installed before Install),
-// and encodes the reply the way the SDK's jsonrpc2 layer and transports
-// do. It only takes a request the SDK would accept up to its dispatch;
+// runs the request through the server's whole receiving chain (the
+// middleware added after Install, the router's own, whatever was
+// installed before Install, and the SDK's method handlers: see
+// fastPath.chain), and encodes the reply the way the SDK's jsonrpc2
+// layer and transports do. It only takes a request the SDK would accept up to its dispatch;
 // anything else (a batch, a malformed or unusual body, a header the SDK
 // would refuse, an unknown session, a version the server has not
 // accepted yet...) goes to the SDK exactly as before, so every refusal is
@@ -24,34 +25,43 @@ package taskrouter
 // all (a core tasks/result whose task asks the client for input over
 // HTTP) is handed to the SDK before anything is written.
 //
-// The fast path is off when it cannot be sure to match: receiving
-// middleware added to the server after Install (it would not see these
-// requests), MCPGODEBUG compatibility settings, or an SDK whose internals
-// it does not recognise. HTTPOptions.DisableFastPath turns it off for one
-// handler.
+// The fast path is off when it cannot be sure to match: MCPGODEBUG
+// compatibility settings (go-sdk's, read where they matter), or
+// Options.DisableFastPath; HTTPOptions.DisableFastPath turns it off for
+// one handler. What an upgrade of go-sdk must re-check is listed in
+// doc.go ("Upgrading go-sdk").
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
-	"reflect"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
-// fastState is the router's state for the fast path.
-type fastState struct {
+// fastPath is the router's fast path: its state, and the methods that
+// serve a request on it. r is the router it serves.
+type fastPath struct {
+	r *Router
+
 	checkOnce sync.Once
 	off       bool // the fast path cannot match the SDK path on this server
+	// chain is the server's receiving chain as it stood on the first
+	// request that could take the fast path: every middleware added to
+	// the server after Install (go-sdk makes the latest the outermost),
+	// then the router's (Router.handle), then what was there before
+	// Install and the SDK's dispatch. The fast path runs its requests
+	// through it, so middleware sees them as it sees the SDK's.
+	chain mcp.MethodHandler
 
 	// impl is the server's Implementation, which go-sdk adds to every
 	// 2026-07-28 result's _meta (annotateServerInfo); learned from an
@@ -67,67 +77,54 @@ type fastState struct {
 
 	// sessions are the live stateful Streamable HTTP sessions, by
 	// Mcp-Session-Id (see fasthttp.go).
-	sessions sync.Map // string -> *httpSession
+	sessions wire.Sessions
 	handlers atomic.Uint64
 
 	served atomic.Int64 // requests the fast path answered (for tests)
 
-	standIns standIns // sessions for 2026-07-28 requests over HTTP (fastsession.go)
+	standIns wire.StandIns // sessions for 2026-07-28 requests over HTTP
 
 	paramHeaders sync.Map // *mcp.Tool -> bool: its schema binds Mcp-Param-* headers
 }
 
-// fastUsable reports whether the fast path may serve requests for this
-// router. The check runs once, on the first request that could use it:
+// usable reports whether the fast path may serve requests for this
+// router. The check runs once, on the first request that could use it,
+// and takes the server's receiving chain then (fastPath.chain):
 // middleware is added before a server serves.
-func (r *Router) fastUsable() bool {
-	f := &r.fast
+func (f *fastPath) usable() bool {
 	f.checkOnce.Do(func() {
 		var why string // the fast path is off: why, for the log
 		switch {
-		case r.cfg.DisableFastPath:
-			f.off, why = true, "Config.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
-		case r.server == nil || r.inner == nil:
+		case f.r.opts.DisableFastPath:
+			f.off, why = true, "Options.DisableFastPath (TASKBRIDGE_FAST_PATH=off)"
+		case f.r.server == nil || f.r.inner == nil:
 			f.off, why = true, "Install has not been called"
-		case os.Getenv("MCPGODEBUG") != "":
+		case sdkCompatSettings():
 			f.off, why = true, "MCPGODEBUG is set"
 		default:
-			if ok, reason := r.routerIsOutermost(); !ok {
-				f.off, why = true, reason
-			}
+			// A pass-through middleware, added now, is handed the chain
+			// as it stands; it adds nothing to it.
+			f.r.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+				f.chain = next
+				return next
+			})
 		}
 		if f.off {
-			r.log.Info("taskrouter: task methods go through the SDK", "reason", why)
+			f.r.log.Info("taskrouter: task methods go through the SDK", "reason", why)
 		} else {
-			r.log.Debug("taskrouter: task methods take the fast path")
+			f.r.log.Debug("taskrouter: task methods take the fast path")
 		}
 	})
 	return !f.off
 }
 
-// routerIsOutermost reports whether the server's receiving method handler
-// is still the router's own, so that no middleware added after Install
-// would miss the requests the fast path serves. go-sdk keeps the handler
-// in an unexported field; if that field is not there, the answer is no.
-func (r *Router) routerIsOutermost() (bool, string) {
-	v := reflect.ValueOf(r.server).Elem()
-	f := v.FieldByName("receivingMethodHandler_")
-	if !f.IsValid() || f.Kind() != reflect.Func {
-		return false, "go-sdk's server layout is not the one the fast path knows"
-	}
-	if f.Pointer() != reflect.ValueOf(r.handle).Pointer() {
-		return false, "receiving middleware was added to the server after Install"
-	}
-	return true, ""
-}
-
-func (f *fastState) noteVersion(v string) {
+func (f *fastPath) noteVersion(v string) {
 	if _, ok := f.versions.Load(v); !ok {
 		f.versions.Store(v, struct{}{})
 	}
 }
 
-func (f *fastState) accepted(v string) bool {
+func (f *fastPath) accepted(v string) bool {
 	_, ok := f.versions.Load(v)
 	return ok
 }
@@ -136,27 +133,31 @@ func (f *fastState) accepted(v string) bool {
 // through the SDK, what the fast path needs to know: the protocol versions
 // the SDK accepted, the stateful HTTP session the request belongs to, and
 // the session of a connection wrapped by Transport.
-func (r *Router) noteRequest(req mcp.Request, q *Request) {
+func (f *fastPath) noteRequest(req mcp.Request, q *Request) {
 	if p := req.GetParams(); p != nil && !isNilParams(p) {
-		if v, ok := p.GetMeta()[mcptask.MetaProtocolVersion].(string); ok && v >= mcptask.ExtensionVersion {
-			r.fast.noteVersion(v)
+		if v, ok := p.GetMeta()[mcptask.MetaProtocolVersion].(string); ok && mcptask.DialectFor(v).NegotiatesPerRequest() {
+			f.noteVersion(v)
 		}
 	}
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
 		h := http.Header(extra.Header)
-		if hv := h.Get("Mcp-Protocol-Version"); hv != "" && hv < mcptask.ExtensionVersion {
-			r.fast.noteVersion(hv)
+		if hv := h.Get("Mcp-Protocol-Version"); hv != "" && !mcptask.DialectFor(hv).NegotiatesPerRequest() {
+			f.noteVersion(hv)
 		}
 		if hid := h.Get(handlerHeader); hid != "" && ss != nil {
 			if id := ss.ID(); id != "" {
-				r.fast.trackSession(id, ss, hid, extra)
+				userID := ""
+				if extra.TokenInfo != nil {
+					userID = extra.TokenInfo.UserID
+				}
+				f.sessions.Track(id, ss, hid, userID)
 			}
 		}
 		q.touched = h.Get(touchedHeader)
 	}
 	if q.connID != "" && ss != nil {
-		if pc := r.pushers.get(q.connID); pc != nil {
+		if pc := f.r.pushers.get(q.connID); pc != nil {
 			pc.setSession(ss)
 		}
 	}
@@ -164,23 +165,23 @@ func (r *Router) noteRequest(req mcp.Request, q *Request) {
 
 // noteInitialize remembers the server's Implementation from an initialize
 // result.
-func (r *Router) noteInitialize(res *mcp.InitializeResult) {
-	if res != nil && res.ServerInfo != nil && r.fast.impl.Load() == nil {
-		r.fast.impl.Store(res.ServerInfo)
+func (f *fastPath) noteInitialize(res *mcp.InitializeResult) {
+	if res != nil && res.ServerInfo != nil && f.impl.Load() == nil {
+		f.impl.Store(res.ServerInfo)
 	}
 }
 
 // serverInfo returns the server's Implementation, connecting the loopback
 // session (whose initialize passes the router's middleware) if no
 // initialize has been seen yet.
-func (r *Router) serverInfo(ctx context.Context) *mcp.Implementation {
-	if impl := r.fast.impl.Load(); impl != nil {
+func (f *fastPath) serverInfo(ctx context.Context) *mcp.Implementation {
+	if impl := f.impl.Load(); impl != nil {
 		return impl
 	}
-	if _, err := r.loop.session(ctx); err != nil {
+	if _, err := f.r.loop.session(ctx); err != nil {
 		return nil
 	}
-	return r.fast.impl.Load()
+	return f.impl.Load()
 }
 
 // ---- serving ----
@@ -222,21 +223,21 @@ var errNoReply = errors.New("taskrouter: no response")
 
 // preparedCall is a request the fast path serves, ready to run.
 type preparedCall struct {
-	c    fastCall
-	mv   metaView
+	c    wire.Call
+	mv   wire.MetaView
 	req  mcp.Request
 	caps *mcp.ClientCapabilities
 }
 
-// prepareCall builds the SDK's request for c on session ss, as the SDK
+// prepare builds the SDK's request for c on session ss, as the SDK
 // would; it reports false (having done nothing) for a tools/call that
 // does not create a task straight away. connID tags a tools/call of a
 // connection wrapped by Transport, as its shim tags it; headers says the
 // SDK would check the Mcp-Param-* headers of a tools/call (HTTP, from
 // 2026-07-28).
-func (r *Router) prepareCall(c fastCall, mv metaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, connID string, headers bool) (*preparedCall, bool) {
+func (f *fastPath) prepare(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, connID string, headers bool) (*preparedCall, bool) {
 	var req mcp.Request
-	switch p := c.params.(type) {
+	switch p := c.Params.(type) {
 	case *ListTasksParams:
 		req = &mcp.ServerRequest[*ListTasksParams]{Session: ss, Params: p, Extra: extra}
 	case *UpdateTaskParams:
@@ -246,23 +247,23 @@ func (r *Router) prepareCall(c fastCall, mv metaView, ss *mcp.ServerSession, ext
 	case *mcp.CallToolParamsRaw:
 		req = &mcp.CallToolRequest{Session: ss, Params: p, Extra: extra}
 	}
-	caps := mv.caps
+	caps := mv.Caps
 	if caps == nil {
 		if ip := ss.InitializeParams(); ip != nil {
 			caps = ip.Capabilities
 		}
 	}
-	if p, ok := c.params.(*mcp.CallToolParamsRaw); ok {
+	if p, ok := c.Params.(*mcp.CallToolParamsRaw); ok {
 		declared := false
 		if caps != nil {
 			_, declared = caps.Extensions[mcptask.ExtensionID]
 		}
 		d := mcptask.DialectFor(req.(versioned).ProtocolVersion())
-		if !r.createsTask(p, d, declared, headers) {
+		if !f.createsTask(p, d, declared, headers) {
 			return nil, false
 		}
 		if connID != "" {
-			p.Meta[metaConnID] = connID
+			p.Meta[wire.MetaConnID] = connID
 		}
 	}
 	if extra != nil {
@@ -273,29 +274,30 @@ func (r *Router) prepareCall(c fastCall, mv metaView, ss *mcp.ServerSession, ext
 	return &preparedCall{c: c, mv: mv, req: req, caps: caps}, true
 }
 
-// serveCall runs a prepared request through the router's middleware and
-// the SDK's method dispatch below it, and returns the response to write;
+// serve runs a prepared request through the server's receiving chain
+// (fastPath.chain: the middleware, the router's, the SDK's method
+// dispatch), and returns the response to write;
 // or errHandoff when the request was handed back, or errNoReply.
-func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Response, error) {
+func (f *fastPath) serve(ctx context.Context, pc *preparedCall) (*jsonrpc.Response, error) {
 	c, mv, req := pc.c, pc.mv, pc.req
 	ctx = context.WithValue(ctx, fastCapsKey{}, &fastCaps{req: req, caps: pc.caps})
-	r.fast.served.Add(1)
-	res, err := r.handle(ctx, c.method, req)
+	f.served.Add(1)
+	res, err := f.chain(ctx, c.Method, req)
 	if errors.Is(err, errHandoff) {
 		return nil, errHandoff
 	}
 	var result any
 	if err == nil {
 		result = res
-		if mv.newProtocol {
-			// go-sdk's ServerSession.handle: every 2026-07-28 result names
-			// the server in _meta.
-			annotateServerInfo(res, r.serverInfo(ctx))
+		if mv.PerRequest() {
+			// go-sdk's ServerSession.handle: every result of a request
+			// that negotiates per request names the server in _meta.
+			wire.AnnotateServerInfo(res, f.serverInfo(ctx))
 		}
 	}
-	resp, ok := sdkResponse(c.id, c.method, result, err)
+	resp, ok := wire.Response(c.ID, c.Method, result, err)
 	if !ok {
-		r.log.Error("taskrouter: a task method's result cannot be encoded; no response is sent", "method", c.method)
+		f.r.log.Error("taskrouter: a task method's result cannot be encoded; no response is sent", "method", c.Method)
 		return nil, errNoReply
 	}
 	return resp, nil
@@ -308,15 +310,15 @@ func (r *Router) serveCall(ctx context.Context, pc *preparedCall) (*jsonrpc.Resp
 // Preflight, takes no _task_id argument, and (when the SDK would check
 // them) has no Mcp-Param-* header annotations. Everything else goes
 // through the SDK, whose stream a call run in the request may need.
-func (r *Router) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declared, headers bool) bool {
-	te, ok := r.tools.lookup(p.Name)
-	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == TaskForbidden || r.tools.takesTaskID(p.Name) {
+func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declared, headers bool) bool {
+	te, ok := f.r.tools.lookup(p.Name)
+	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == mcptask.TaskForbidden || f.r.tools.takesTaskID(p.Name) {
 		return false
 	}
 	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {
 		return false
 	}
-	if headers && !r.fast.noParamHeaders(&te) {
+	if headers && !f.noParamHeaders(&te) {
 		return false
 	}
 	if d.ServerDecidesTasks() {
@@ -325,14 +327,14 @@ func (r *Router) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declar
 	if p.Meta == nil {
 		return false
 	}
-	_, asked, err := takeTaskParam(p.Meta)
+	_, asked, err := wire.TakeTaskParam(p.Meta)
 	return asked && err == nil
 }
 
 // noParamHeaders reports whether a tool's input schema is known and
 // binds no argument to an Mcp-Param-* header (x-mcp-header), which the
 // SDK checks against the request's headers.
-func (f *fastState) noParamHeaders(te *toolEntry) bool {
+func (f *fastPath) noParamHeaders(te *toolEntry) bool {
 	if te.tool == nil || te.tool.InputSchema == nil {
 		return false
 	}
@@ -345,61 +347,14 @@ func (f *fastState) noParamHeaders(te *toolEntry) bool {
 	return !has
 }
 
-// annotateServerInfo is go-sdk's: _meta[serverInfo] = impl, unless set.
-func annotateServerInfo(res mcp.Result, impl *mcp.Implementation) {
-	if res == nil || impl == nil {
-		return
-	}
-	m := res.GetMeta()
-	if m == nil {
-		m = map[string]any{}
-	}
-	if _, ok := m[mcptask.MetaServerInfo]; ok {
-		return
-	}
-	m[mcptask.MetaServerInfo] = impl
-	res.SetMeta(m)
-}
-
-var errMethodNotFound = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
-
-// sdkResponse builds the response go-sdk's jsonrpc2 layer sends for a
-// handler's outcome (processResult, NewResponse): a -32601 error's message
-// becomes `method not found: "<method>"`, and the result is encoded
-// without HTML escaping. ok is false for a result that cannot be encoded,
-// which the SDK answers with nothing at all.
-func sdkResponse(id jsonrpc.ID, method string, result any, err error) (*jsonrpc.Response, bool) {
-	if err != nil && errors.Is(err, errMethodNotFound) {
-		err = fmt.Errorf("%w: %q", errMethodNotFound, method)
-	}
-	resp := &jsonrpc.Response{ID: id, Error: err}
-	if err == nil && result != nil {
-		raw, merr := encodeNoEscape(result)
-		if merr != nil {
-			return nil, false
-		}
-		resp.Result = raw
-	}
-	return resp, true
-}
-
-// encodeNoEscape is go-sdk's jsonMarshal: encoding/json without HTML
-// escaping, no trailing newline.
-func encodeNoEscape(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
-
-// recoverFast keeps a bug in the fast path's own code from taking the
+// recover keeps a bug in the fast path's own code from taking the
 // process down; the request then has no answer, as when a connection
 // breaks.
-func (r *Router) recoverFast(where string) {
+func (f *fastPath) recover(where string) {
 	if p := recover(); p != nil {
-		r.log.Error("panic in the task fast path", "where", where, "panic", p, "stack", string(debug.Stack()))
+		f.r.log.Error("panic in the task fast path", "where", where, "panic", p, "stack", string(debug.Stack()))
 	}
 }
+
+// handlerID numbers the router's HTTP handlers.
+func (f *fastPath) handlerID() string { return strconv.FormatUint(f.handlers.Add(1), 10) }

@@ -320,7 +320,7 @@ func fill(s *diffSide, in string) string {
 // foldInstantTools gives instant tools (sleepy with ms 0) time to end
 // within the instant window even on a loaded machine, so that their
 // tasks are created ended on both sides alike.
-func foldInstantTools(c *taskrouter.Config) { c.InstantWindow = time.Second }
+func foldInstantTools(c *taskrouter.Options) { c.InstantWindow = time.Second }
 
 // TestFastPathSameAsSDK sends every case to both handlers, in the
 // handlers' SSE mode and in their JSON mode.

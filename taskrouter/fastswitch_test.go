@@ -7,7 +7,7 @@ import (
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-// TestDisableFastPath: Config.DisableFastPath (TASKBRIDGE_FAST_PATH=off)
+// TestDisableFastPath: Options.DisableFastPath (TASKBRIDGE_FAST_PATH=off)
 // sends every task method through go-sdk's dispatch, over HTTP and over a
 // framed stream alike, and the answers are the same; by default the fast
 // path serves them.
@@ -15,7 +15,7 @@ func TestDisableFastPath(t *testing.T) {
 	for _, k := range []transportKind{overHTTP, inMemory} {
 		for _, off := range []bool{false, true} {
 			t.Run(k.String(), func(t *testing.T) {
-				h := newHarness(t, func(c *taskrouter.Config) { c.DisableFastPath = off })
+				h := newHarness(t, func(c *taskrouter.Options) { c.DisableFastPath = off })
 				p := h.dial(k, core, nil)
 				created := p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"label": "x", "ms": 1}, "task": map[string]any{}})
 				task, _ := created["task"].(map[string]any)
@@ -37,14 +37,14 @@ func TestDisableFastPath(t *testing.T) {
 
 func TestFastPathFromEnv(t *testing.T) {
 	t.Setenv(taskrouter.EnvFastPath, "off")
-	cfg, err := taskrouter.ConfigFromEnv(taskrouter.Config{})
+	o, err := taskrouter.OptionsFromEnv(nil)
 	require.NoError(t, err)
-	require.True(t, cfg.DisableFastPath)
+	require.True(t, o.DisableFastPath)
 	t.Setenv(taskrouter.EnvFastPath, "on")
-	cfg, err = taskrouter.ConfigFromEnv(taskrouter.Config{})
+	o, err = taskrouter.OptionsFromEnv(nil)
 	require.NoError(t, err)
-	require.False(t, cfg.DisableFastPath)
+	require.False(t, o.DisableFastPath)
 	t.Setenv(taskrouter.EnvFastPath, "sometimes")
-	_, err = taskrouter.ConfigFromEnv(taskrouter.Config{})
+	_, err = taskrouter.OptionsFromEnv(nil)
 	require.ErrorContains(t, err, taskrouter.EnvFastPath)
 }

@@ -2,6 +2,7 @@ package taskrouter_test
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log/slog"
 	"strings"
 	"sync"
@@ -58,7 +59,7 @@ func gatedRun(t *testing.T) (st *racyStore, logs *logRecorder, task *store.Task,
 	t.Helper()
 	st = &racyStore{Store: memory.New()}
 	logs = &logRecorder{}
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) {
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.Logger = slog.New(logs)
 		c.ReplicaID = "here"
 		// No renewal within the test: only the outcome's write finds out.
@@ -69,7 +70,7 @@ func gatedRun(t *testing.T) (st *racyStore, logs *logRecorder, task *store.Task,
 		started <- struct{}{}
 		<-gate
 		return textResult("done"), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	p := h.dial(inMemory, core, nil)
 	id := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "gated", "arguments": map[string]any{}, "task": map[string]any{}}))["taskId"].(string)
 	<-started
@@ -86,7 +87,7 @@ func gatedRun(t *testing.T) (st *racyStore, logs *logRecorder, task *store.Task,
 func TestFinishOfTaskEndedElsewhere(t *testing.T) {
 	st, logs, task, release := gatedRun(t)
 	// The other replica writes to the store directly: no stopRun here.
-	cancelled, err := st.Store.Update(t.Context(), task.ID, store.Update{Status: store.StatusCancelled, StatusMessage: ptr("cancelled elsewhere")})
+	cancelled, err := st.Store.Update(t.Context(), task.ID, store.Update{Status: mcptask.StatusCancelled, StatusMessage: ptr("cancelled elsewhere")})
 	require.NoError(t, err)
 	release()
 	require.Eventually(t, func() bool { return len(logs.containing(logEndedMeanwhile)) == 1 }, 5*time.Second, 5*time.Millisecond)
@@ -119,7 +120,7 @@ func TestFinishOfTaskTakenOverAndEnded(t *testing.T) {
 	claimed, err := st.Claim(t.Context(), task.ID, "there", task.LeaseUntil, task.LeaseUntil.Add(time.Minute))
 	require.NoError(t, err)
 	fence := claimed.Fence()
-	done, err := st.Update(t.Context(), task.ID, store.Update{Fence: &fence, Status: store.StatusCompleted, Result: []byte(`{"content":[]}`)})
+	done, err := st.Update(t.Context(), task.ID, store.Update{Fence: &fence, Status: mcptask.StatusCompleted, Result: []byte(`{"content":[]}`)})
 	require.NoError(t, err)
 	release()
 	require.Eventually(t, func() bool { return len(logs.containing(logEndedMeanwhile)) == 1 }, 5*time.Second, 5*time.Millisecond)
@@ -149,7 +150,7 @@ func (s *claimThenCancel) Claim(ctx context.Context, id, holder string, now, unt
 	second := s.claims == 2
 	s.mu.Unlock()
 	if err == nil && second {
-		_, err = s.Store.Update(ctx, id, store.Update{Status: store.StatusCancelled})
+		_, err = s.Store.Update(ctx, id, store.Update{Status: mcptask.StatusCancelled})
 	}
 	return t, err
 }
@@ -162,13 +163,13 @@ func (s *claimThenCancel) Claim(ctx context.Context, id, holder string, now, unt
 func TestTakeoverOfTaskEndedMeanwhile(t *testing.T) {
 	st := &claimThenCancel{Store: memory.New()}
 	logs := &logRecorder{}
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) {
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.Logger = slog.New(logs)
 		c.ReplicaID = "here"
 		c.LeaseDuration = time.Hour
 	})
 	now := time.Now()
-	_, err := st.Create(t.Context(), &store.Task{ID: "orphan", Owner: "o", Status: store.StatusWorking, CreatedAt: now,
+	_, err := st.Create(t.Context(), &store.Task{ID: "orphan", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now,
 		Request:     store.Request{Method: "tools/call", Name: "sleepy", Arguments: []byte(`{"ms":1}`)},
 		Labels:      map[string]string{taskrouter.LabelKind: taskrouter.KindTool},
 		LeaseHolder: "dead", LeaseUntil: now.Add(-time.Second)})
@@ -181,5 +182,5 @@ func TestTakeoverOfTaskEndedMeanwhile(t *testing.T) {
 	require.Empty(t, logs.containing("resolving a task taken over"), "no error logged")
 	got, err := st.Get(t.Context(), "orphan")
 	require.NoError(t, err)
-	require.Equal(t, store.StatusCancelled, got.Status)
+	require.Equal(t, mcptask.StatusCancelled, got.Status)
 }

@@ -43,18 +43,18 @@ type echoIn struct {
 	Text string `json:"text"`
 }
 
-func newHarness(t testing.TB, mutate func(*taskrouter.Config)) *harness {
+func newHarness(t testing.TB, mutate func(*taskrouter.Options)) *harness {
 	t.Helper()
 	return newHarnessOn(t, memory.New(), mutate)
 }
 
-func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Config)) *harness {
+func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Options)) *harness {
 	t.Helper()
-	cfg := taskrouter.Config{Store: st, PollInterval: 50 * time.Millisecond}
+	opts := taskrouter.Options{PollInterval: 50 * time.Millisecond}
 	if mutate != nil {
-		mutate(&cfg)
+		mutate(&opts)
 	}
-	r, err := taskrouter.New(cfg)
+	r, err := taskrouter.NewRouter(st, &opts)
 	require.NoError(t, err)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	require.NoError(t, r.Install(srv))
@@ -68,7 +68,7 @@ func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Config))
 func (h *harness) addTools() {
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return textResult(in.Text), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskForbidden})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 	sleepy := func(ctx context.Context, req *mcp.CallToolRequest, in sleepyIn) (*mcp.CallToolResult, any, error) {
 		h.started <- in.Label
 		select {
@@ -81,17 +81,17 @@ func (h *harness) addTools() {
 			return nil, nil, ctx.Err()
 		}
 	}
-	taskrouter.AddTool(h.r, &mcp.Tool{Name: "sleepy"}, sleepy, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
-	taskrouter.AddTool(h.r, &mcp.Tool{Name: "must"}, sleepy, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "sleepy"}, sleepy, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "must"}, sleepy, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "boom"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, errors.New("boom: it broke")
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	h.r.AddRawTool(&mcp.Tool{Name: "rpcerr", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, &jsonrpc.Error{Code: -32099, Message: "custom failure", Data: json.RawMessage(`{"why":"test"}`)}
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "panicky"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		panic("handler exploded")
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		res, err := taskrouter.Elicit(ctx, req, &mcp.ElicitParams{Message: "Proceed?", RequestedSchema: map[string]any{
 			"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}})
@@ -99,7 +99,7 @@ func (h *harness) addTools() {
 			return nil, nil, err
 		}
 		return textResult("answer: " + res.Action), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 }
 
 func textResult(s string) *mcp.CallToolResult {

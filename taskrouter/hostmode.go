@@ -25,11 +25,6 @@ import (
 // the input schema of the tools that take it.
 const taskIDArgumentDescription = "Only when performing a step of a workflow task: the task's id (from the handoff). Leave it out otherwise."
 
-// AcceptTaskIDArgument makes tool name take the argument _task_id (see
-// above); the workflow bridge calls it for every tool a client may be asked
-// to call for a workflow step.
-func (r *Router) AcceptTaskIDArgument(name string) { r.tools.acceptTaskID(name) }
-
 var taskIDKey = []byte(`"` + mcptask.ArgTaskID + `"`)
 
 // moveTaskIDArgument moves the argument _task_id of a tools/call into
@@ -97,15 +92,15 @@ func withTaskIDArgument(schema json.RawMessage) json.RawMessage {
 }
 
 // LabelHost marks a task that a plain tools/call became when its tool
-// outlived Config.HostDeadline.
+// outlived Options.HostDeadline.
 const LabelHost = "host"
 
 // plainCall serves a tools/call the client did not ask to run as a task.
-// A task-capable tool runs for up to Config.HostDeadline; one still
+// A task-capable tool runs for up to Options.HostDeadline; one still
 // running then goes on as a durable task (see hostCall). Other tools run
 // as plain calls, holding the request.
 func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
-	if r.cfg.HostDeadline < 0 || te.opts.TaskSupport == TaskForbidden || te.opts.Preflight != nil || q.OwnerErr != nil {
+	if r.opts.HostDeadline < 0 || te.opts.TaskSupport == mcptask.TaskForbidden || te.opts.Preflight != nil || q.OwnerErr != nil {
 		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	}
 	if te.validate != nil {
@@ -118,7 +113,7 @@ func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 
 // hostCall runs a plain call of a task-capable tool apart from the
 // request: it answers with the tool's own result when the tool ends
-// within Config.HostDeadline (nothing is stored), and otherwise stores the
+// within Options.HostDeadline (nothing is stored), and otherwise stores the
 // work as a task (owner, ttl, cancel, restart recovery and replicas as for
 // any task) and answers with an ordinary tool result naming it. A caller
 // that goes away before the deadline stops nothing: the work becomes a
@@ -128,13 +123,13 @@ func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequ
 	if err := r.admit(adm, false); err != nil {
 		return r.inner(ctx, mcptask.MethodToolsCall, req) // no room for a task: a plain call, as before
 	}
-	deadline := time.Now().Add(r.cfg.HostDeadline)
+	deadline := time.Now().Add(r.opts.HostDeadline)
 	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
 	exec := func(ctx context.Context) (mcp.Result, error) {
 		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	}
-	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.cfg.HostDeadline, true)
+	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.opts.HostDeadline, true)
 	switch {
 	case err != nil:
 		return nil, err
@@ -169,7 +164,7 @@ func (r *Router) continuesAsTask(t *store.Task) *mcp.CallToolResult {
 		how = fmt.Sprintf("call the tool %q with {\"task_id\": %s} to wait for its result (a client that speaks MCP tasks may use tasks/get or tasks/result instead)", name, id)
 	}
 	text := fmt.Sprintf("Tool %q is still working after %s, so the work goes on on the server as task %s (status: %s). Do not call the tool again: %s.",
-		t.Request.Name, r.cfg.HostDeadline.Round(time.Millisecond), t.ID, t.Status, how)
+		t.Request.Name, r.opts.HostDeadline.Round(time.Millisecond), t.ID, t.Status, how)
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: taskState(t),

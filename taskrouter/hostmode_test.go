@@ -15,7 +15,7 @@ import (
 // hostHarness is a harness with a short host deadline and the built-in
 // task tools.
 func hostHarness(t *testing.T, deadline time.Duration) *harness {
-	h := newHarness(t, func(c *taskrouter.Config) { c.HostDeadline = deadline })
+	h := newHarness(t, func(c *taskrouter.Options) { c.HostDeadline = deadline })
 	h.r.AddTaskTools(nil)
 	return h
 }
@@ -118,7 +118,7 @@ func TestRequiredToolCalledPlainly(t *testing.T) {
 	_, err := h.dial(inMemory, extUndeclared, nil).call("tools/call", map[string]any{"name": "must", "arguments": map[string]any{"ms": 1}})
 	require.EqualValues(t, -32021, rpcCode(t, err))
 
-	off := newHarness(t, func(c *taskrouter.Config) { c.HostDeadline = -1 })
+	off := newHarness(t, func(c *taskrouter.Options) { c.HostDeadline = -1 })
 	_, err = off.dial(inMemory, core, nil).call("tools/call", map[string]any{"name": "must", "arguments": map[string]any{"ms": 1}})
 	require.EqualValues(t, -32600, rpcCode(t, err))
 }

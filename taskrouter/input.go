@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 const methodElicit = mcptask.MethodElicit
@@ -29,53 +30,6 @@ type inputAnswer struct {
 	err    error
 }
 
-func (ru *run) addInput(method string, params json.RawMessage) *pendingInput {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	ru.seq++
-	in := &pendingInput{key: fmt.Sprintf("input-%d", ru.seq), method: method, params: params, reply: make(chan inputAnswer, 1)}
-	ru.inputs[in.key] = in
-	return in
-}
-
-// removeInput drops an input and reports how many remain.
-func (ru *run) removeInput(key string) int {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	delete(ru.inputs, key)
-	return len(ru.inputs)
-}
-
-// answer delivers a response to a pending input; it reports whether the key
-// was pending.
-func (ru *run) answer(key string, a inputAnswer) bool {
-	ru.mu.Lock()
-	in, ok := ru.inputs[key]
-	if ok {
-		delete(ru.inputs, key)
-	}
-	ru.mu.Unlock()
-	if ok {
-		in.reply <- a
-	}
-	return ok
-}
-
-// inputRequests returns the pending inputs in the extension's wire shape:
-// key -> {"method", "params"}.
-func (ru *run) inputRequests() map[string]json.RawMessage {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	if len(ru.inputs) == 0 {
-		return nil
-	}
-	out := make(map[string]json.RawMessage, len(ru.inputs))
-	for k, in := range ru.inputs {
-		out[k] = in.wire()
-	}
-	return out
-}
-
 // wire is the input request as tasks/get and the store show it.
 func (in *pendingInput) wire() json.RawMessage {
 	b, _ := json.Marshal(struct {
@@ -83,36 +37,6 @@ func (in *pendingInput) wire() json.RawMessage {
 		Params json.RawMessage `json:"params"`
 	}{in.method, in.params})
 	return b
-}
-
-// claimInputs marks every undelivered input in flight and returns them.
-func (ru *run) claimInputs() []*pendingInput {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	var out []*pendingInput
-	for _, in := range ru.inputs {
-		if !in.inFlight {
-			in.inFlight = true
-			out = append(out, in)
-		}
-	}
-	return out
-}
-
-func (ru *run) release(in *pendingInput) {
-	ru.mu.Lock()
-	defer ru.mu.Unlock()
-	in.inFlight = false
-}
-
-func (ru *run) failInputs(err error) {
-	ru.mu.Lock()
-	inputs := ru.inputs
-	ru.inputs = map[string]*pendingInput{}
-	ru.mu.Unlock()
-	for _, in := range inputs {
-		in.reply <- inputAnswer{err: err}
-	}
 }
 
 // On a shared store (several replicas) a task's pending input requests
@@ -196,17 +120,11 @@ func (r *Router) storedAnswer(ctx context.Context, id, key string) <-chan inputA
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(r.cfg.ChangePollInterval):
+			case <-time.After(r.opts.ChangePollInterval):
 			}
 		}
 	}()
 	return ch
-}
-
-// runOf finds the run of a task handler context.
-func runOf(ctx context.Context) *run {
-	ru, _ := ctx.Value(taskCtxKey{}).(*run)
-	return ru
 }
 
 // Elicit asks the client for input from inside a tool handler. When the
@@ -236,13 +154,13 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	if err != nil {
 		return fmt.Errorf("taskrouter: encoding input request: %w", err)
 	}
-	raw, err = mergeMeta(raw, mcptask.RelatedTaskMeta(ru.id))
+	raw, err = wire.MergeMeta(raw, mcptask.RelatedTaskMeta(ru.id))
 	if err != nil {
 		return err
 	}
 	in := ru.addInput(method, raw)
 	msg := "waiting for client input"
-	park := store.Update{Status: store.StatusInputRequired, StatusMessage: &msg}
+	park := store.Update{Status: mcptask.StatusInputRequired, StatusMessage: &msg}
 	var stored <-chan inputAnswer
 	if r.shared {
 		park.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: in.wire()}
@@ -274,7 +192,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 			u.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: null, varInputResponsePrefix + in.key: null}
 		}
 		if remaining == 0 {
-			u.Status, u.StatusMessage = store.StatusWorking, ptr("")
+			u.Status, u.StatusMessage = mcptask.StatusWorking, ptr("")
 		}
 		if u.Status != "" || u.Variables != nil {
 			if _, err := r.fenced(ctx, ru, u); err != nil {

@@ -3,6 +3,7 @@ package taskrouter_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"strings"
 	"sync"
 	"testing"
@@ -19,12 +20,12 @@ import (
 type writeCounter struct {
 	store.Store
 	mu      sync.Mutex
-	creates map[string]store.Status // task id -> status it was created in
+	creates map[string]mcptask.Status // task id -> status it was created in
 	updates map[string]int
 }
 
 func countWrites(st store.Store) *writeCounter {
-	return &writeCounter{Store: st, creates: map[string]store.Status{}, updates: map[string]int{}}
+	return &writeCounter{Store: st, creates: map[string]mcptask.Status{}, updates: map[string]int{}}
 }
 
 func (w *writeCounter) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
@@ -47,7 +48,7 @@ func (w *writeCounter) Update(ctx context.Context, id string, u store.Update) (*
 	return out, err
 }
 
-func (w *writeCounter) writes(id string) (store.Status, int) {
+func (w *writeCounter) writes(id string) (mcptask.Status, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.creates[id], w.updates[id]
@@ -67,7 +68,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 	for _, k := range transports {
 		t.Run(k.String(), func(t *testing.T) {
 			st := countWrites(memory.New())
-			h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+			h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 			drainStarted(h)
 
 			p := h.dial(k, core, nil)
@@ -77,7 +78,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 			res := p.mustCall("tasks/result", map[string]any{"taskId": id})
 			require.Equal(t, "slept c", res["content"].([]any)[0].(map[string]any)["text"])
 			status, updates := st.writes(id)
-			require.Equal(t, store.StatusCompleted, status)
+			require.Equal(t, mcptask.StatusCompleted, status)
 			require.Zero(t, updates)
 
 			e := h.dial(k, ext, nil)
@@ -87,7 +88,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 			got := e.mustCall("tasks/get", map[string]any{"taskId": created["taskId"]})
 			require.Equal(t, "slept e", got["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
 			status, updates = st.writes(created["taskId"].(string))
-			require.Equal(t, store.StatusCompleted, status)
+			require.Equal(t, mcptask.StatusCompleted, status)
 			require.Zero(t, updates)
 		})
 	}
@@ -97,7 +98,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 // instant handler end its task the way they end any task.
 func TestInstantFailuresAreFolded(t *testing.T) {
 	st := countWrites(memory.New())
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 	p := h.dial(inMemory, core, nil)
 	for tool, want := range map[string]string{"boom": "boom: it broke", "panicky": "task handler panicked: handler exploded", "rpcerr": "custom failure"} {
 		task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": tool, "arguments": map[string]any{}, "task": map[string]any{}}))
@@ -119,7 +120,7 @@ func TestInstantFailuresAreFolded(t *testing.T) {
 // ends has its working task stored then; the reply does not wait for it.
 func TestSlowToolIsStoredWorking(t *testing.T) {
 	st := countWrites(memory.New())
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = 20 * time.Millisecond })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = 20 * time.Millisecond })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
 	start := time.Now()
@@ -130,14 +131,14 @@ func TestSlowToolIsStoredWorking(t *testing.T) {
 	p.mustCall("tasks/cancel", map[string]any{"taskId": id})
 	require.Eventually(t, func() bool { return h.wasCancelled("s") }, 5*time.Second, 5*time.Millisecond)
 	status, _ := st.writes(id)
-	require.Equal(t, store.StatusWorking, status)
+	require.Equal(t, mcptask.StatusWorking, status)
 }
 
 // TestInstantWindowOff: with folding off, every task is stored working
 // first.
 func TestInstantWindowOff(t *testing.T) {
 	st := countWrites(memory.New())
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = -1 })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = -1 })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": "o"}, "task": map[string]any{}}))
@@ -145,7 +146,7 @@ func TestInstantWindowOff(t *testing.T) {
 	id := task["taskId"].(string)
 	p.mustCall("tasks/result", map[string]any{"taskId": id})
 	status, updates := st.writes(id)
-	require.Equal(t, store.StatusWorking, status)
+	require.Equal(t, mcptask.StatusWorking, status)
 	require.Equal(t, 1, updates)
 }
 
@@ -154,7 +155,7 @@ func TestInstantWindowOff(t *testing.T) {
 // running slot has a stored task to work with, even within the window.
 func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 	st := countWrites(memory.New())
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) {
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.InstantWindow = time.Hour
 		c.MaxConcurrent = 1
 	})
@@ -168,7 +169,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 			return nil, nil, err
 		}
 		return textResult("noted " + in.Text), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 
 	// blocker makes sure its task is stored (TaskID), then runs until
 	// cancelled.
@@ -176,7 +177,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 		taskrouter.TaskID(ctx)
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "noter", "arguments": map[string]any{"text": "hi"}, "task": map[string]any{}}))
@@ -190,7 +191,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 	// after a reader (tasks/result) saw it.
 	require.Eventually(t, func() bool {
 		status, updates := st.writes(id)
-		return status == store.StatusWorking && updates == 2 // the variables, the outcome
+		return status == mcptask.StatusWorking && updates == 2 // the variables, the outcome
 	}, 5*time.Second, time.Millisecond)
 
 	// Input: the task waits in input_required where the client can see it.
@@ -220,7 +221,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 // task with the reason instead of losing it.
 func TestInstantResultTooLarge(t *testing.T) {
 	st := memory.New(store.WithLimits(store.Limits{MaxResultBytes: 64}))
-	h := newHarnessOn(t, st, func(c *taskrouter.Config) { c.InstantWindow = time.Second })
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": strings.Repeat("x", 200)}, "task": map[string]any{}}))
@@ -232,7 +233,7 @@ func TestInstantResultTooLarge(t *testing.T) {
 // end, once.
 func TestInstantObserved(t *testing.T) {
 	rec := &recorder{}
-	h := newHarness(t, func(c *taskrouter.Config) {
+	h := newHarness(t, func(c *taskrouter.Options) {
 		c.Observer = rec
 		c.InstantWindow = time.Second
 	})

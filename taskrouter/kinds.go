@@ -11,23 +11,29 @@ import (
 // Tasks of a kind other than KindTool are driven by a component built on
 // the engine (the workflow bridge drives KindWorkflow). The engine keeps
 // them durable, expires them and wakes them; the component decides what
-// their work is. It registers its hooks per kind, with HandleKind or one
-// by one (OnRecover, OnWake, OnExpire, OnTouch).
+// their work is. It registers its hooks for the kind with HandleKind:
+// one KindHandler per kind, in one registry (kinds).
 
 // A KindHandler is a component's hooks for the tasks of one kind.
 type KindHandler interface {
 	// Recover resolves an active task whose process is gone (reason
 	// ReasonRestart or ReasonTakeover; after a takeover the task is
-	// claimed by this process). See RecoverFunc.
+	// claimed by this process). It claims (Router.Lease) whatever it
+	// runs.
 	Recover(ctx context.Context, t *store.Task, reason string) error
-	// Wake runs a task whose wake-up time (store.Task.WakeAt) came. See
-	// WakeFunc.
+	// Wake runs a task whose wake-up time (store.Task.WakeAt) came. On a
+	// shared store several replicas may wake the same task: it claims
+	// the task's lease (Router.TryLease) for the work it runs, and leaves
+	// the task alone when another process holds it. It must move or
+	// clear the task's WakeAt, or the engine wakes it again (after a
+	// short backoff when it failed).
 	Wake(ctx context.Context, t *store.Task) error
 	// ExpiryMessage words the failure of an active task whose expiry
-	// passed ("" keeps the default). See ExpiryHook.
+	// passed ("" keeps the default, "expired: ttl of ... elapsed").
 	ExpiryMessage(t *store.Task) string
-	// Touched learns that a client named the task in a request. See
-	// TouchHook.
+	// Touched learns that a client named the task in a request (tasks/*,
+	// a continuation, a built-in task tool): the workflow bridge tells
+	// orphaned workflow tasks from ones a client holds this way.
 	Touched(ctx context.Context, t *store.Task)
 }
 
@@ -45,94 +51,230 @@ type InputKind interface {
 	Answer(ctx context.Context, t *store.Task, responses map[string]json.RawMessage) error
 }
 
-// inputKindOf returns t's kind handler when it is an InputKind.
-func (r *Router) inputKindOf(t *store.Task) InputKind {
-	r.kinds.mu.Lock()
-	defer r.kinds.mu.Unlock()
-	ik, _ := r.kinds.handlers[t.Labels[LabelKind]].(InputKind)
+// HandleKind registers h's hooks for the tasks of kind (the LabelKind
+// label), replacing any registered before. A handler may also be an
+// InputKind and a Reporter.
+func (r *Router) HandleKind(kind string, h KindHandler) { r.kinds.set(kind, h) }
+
+// kinds is the registry of kind hooks: one KindHandler per kind. It is
+// written while the server is set up and read on the engine's paths,
+// hence the RWMutex; its lock is a leaf (no hook is called while it is
+// held).
+type kinds struct {
+	mu       sync.RWMutex
+	handlers map[string]KindHandler
+}
+
+func (k *kinds) set(kind string, h KindHandler) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.handlers == nil {
+		k.handlers = map[string]KindHandler{}
+	}
+	k.handlers[kind] = h
+}
+
+// of returns the handler of t's kind, or nil.
+func (k *kinds) of(t *store.Task) KindHandler {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.handlers[t.Labels[LabelKind]]
+}
+
+// update replaces kind's handler with f's change to its hooks (the
+// deprecated On* methods set one hook of a kind at a time).
+func (k *kinds) update(kind string, f func(*kindFuncs)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.handlers == nil {
+		k.handlers = map[string]KindHandler{}
+	}
+	kf, ok := k.handlers[kind].(*kindFuncs)
+	if !ok {
+		kf = &kindFuncs{base: k.handlers[kind]}
+	} else {
+		c := *kf
+		kf = &c
+	}
+	f(kf)
+	k.handlers[kind] = kf
+}
+
+// The engine asks the registry for one hook at a time: nil when the kind
+// has none (no handler, or a handler made by the On* methods without it).
+
+func (k *kinds) recoverHook(t *store.Task) RecoverFunc {
+	switch h := k.of(t).(type) {
+	case nil:
+		return nil
+	case *kindFuncs:
+		return h.recoverHook()
+	default:
+		return h.Recover
+	}
+}
+
+func (k *kinds) wakeHook(t *store.Task) WakeFunc {
+	switch h := k.of(t).(type) {
+	case nil:
+		return nil
+	case *kindFuncs:
+		return h.wakeHook()
+	default:
+		return h.Wake
+	}
+}
+
+// expiryMessage is the kind's wording of t's expiry, or "".
+func (k *kinds) expiryMessage(t *store.Task) string {
+	if h := k.of(t); h != nil {
+		return h.ExpiryMessage(t)
+	}
+	return ""
+}
+
+// touched tells t's kind that a client named t.
+func (k *kinds) touched(ctx context.Context, t *store.Task) {
+	if h := k.of(t); h != nil {
+		h.Touched(ctx, t)
+	}
+}
+
+// inputKind returns t's kind handler when it is an InputKind.
+func (k *kinds) inputKind(t *store.Task) InputKind {
+	ik, _ := unwrapKind(k.of(t)).(InputKind)
 	return ik
 }
 
-// A WakeFunc runs a task whose wake-up time came (see OnWake). On a shared
-// store several replicas may wake the same task: the function claims the
-// task's lease (Router.TryLease) for the work it runs, and leaves the task
-// alone when another process holds it. It must move or clear the task's
-// WakeAt, or the engine wakes it again (after a short backoff when it
-// failed).
+// reporter returns t's kind handler when it is a Reporter.
+func (k *kinds) reporter(t *store.Task) Reporter {
+	rep, _ := unwrapKind(k.of(t)).(Reporter)
+	return rep
+}
+
+// unwrapKind is the handler registered with HandleKind under the hooks
+// On* methods set over it.
+func unwrapKind(h KindHandler) KindHandler {
+	for {
+		kf, ok := h.(*kindFuncs)
+		if !ok {
+			return h
+		}
+		h = kf.base
+	}
+}
+
+// kindFuncs is a KindHandler made of the hooks the deprecated On* methods
+// set, over the handler registered before them (base, possibly nil).
+type kindFuncs struct {
+	base    KindHandler
+	recover RecoverFunc
+	wake    WakeFunc
+	expire  ExpiryHook
+	touch   TouchHook
+}
+
+func (f *kindFuncs) recoverHook() RecoverFunc {
+	if f.recover != nil || f.base == nil {
+		return f.recover
+	}
+	if b, ok := f.base.(*kindFuncs); ok {
+		return b.recoverHook()
+	}
+	return f.base.Recover
+}
+
+func (f *kindFuncs) wakeHook() WakeFunc {
+	if f.wake != nil || f.base == nil {
+		return f.wake
+	}
+	if b, ok := f.base.(*kindFuncs); ok {
+		return b.wakeHook()
+	}
+	return f.base.Wake
+}
+
+func (f *kindFuncs) Recover(ctx context.Context, t *store.Task, reason string) error {
+	if h := f.recoverHook(); h != nil {
+		return h(ctx, t, reason)
+	}
+	return nil
+}
+
+func (f *kindFuncs) Wake(ctx context.Context, t *store.Task) error {
+	if h := f.wakeHook(); h != nil {
+		return h(ctx, t)
+	}
+	return nil
+}
+
+func (f *kindFuncs) ExpiryMessage(t *store.Task) string {
+	switch {
+	case f.expire != nil:
+		return f.expire(t)
+	case f.base != nil:
+		return f.base.ExpiryMessage(t)
+	}
+	return ""
+}
+
+func (f *kindFuncs) Touched(ctx context.Context, t *store.Task) {
+	switch {
+	case f.touch != nil:
+		f.touch(ctx, t)
+	case f.base != nil:
+		f.base.Touched(ctx, t)
+	}
+}
+
+// A RecoverFunc resolves an active task of one kind whose process is gone
+// (KindHandler.Recover).
+type RecoverFunc func(ctx context.Context, t *store.Task, reason string) error
+
+// A WakeFunc runs a task whose wake-up time came (KindHandler.Wake).
 type WakeFunc func(ctx context.Context, t *store.Task) error
 
-// kinds holds the hooks registered per task kind.
-type kinds struct {
-	mu       sync.Mutex
-	handlers map[string]KindHandler // registered with HandleKind
-	recover  map[string]RecoverFunc
-	wake     map[string]WakeFunc
-	expire   map[string]ExpiryHook
-	touch    map[string]TouchHook
-}
+// ExpiryHook words the failure of a task that is still active when its
+// expiry passes (KindHandler.ExpiryMessage): the message to fail the task
+// with, or "" to keep the default.
+type ExpiryHook func(t *store.Task) string
 
-func (k *kinds) set(kind string, rf RecoverFunc, wf WakeFunc, ef ExpiryHook, tf TouchHook) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if rf != nil {
-		if k.recover == nil {
-			k.recover = map[string]RecoverFunc{}
-		}
-		k.recover[kind] = rf
-	}
-	if wf != nil {
-		if k.wake == nil {
-			k.wake = map[string]WakeFunc{}
-		}
-		k.wake[kind] = wf
-	}
-	if ef != nil {
-		if k.expire == nil {
-			k.expire = map[string]ExpiryHook{}
-		}
-		k.expire[kind] = ef
-	}
-	if tf != nil {
-		if k.touch == nil {
-			k.touch = map[string]TouchHook{}
-		}
-		k.touch[kind] = tf
-	}
-}
-
-// of returns the hooks registered for t's kind (nil where none is).
-func (k *kinds) of(t *store.Task) (RecoverFunc, WakeFunc, ExpiryHook, TouchHook) {
-	kind := t.Labels[LabelKind]
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.recover[kind], k.wake[kind], k.expire[kind], k.touch[kind]
-}
-
-// HandleKind registers h's hooks for the tasks of kind (the LabelKind
-// label).
-func (r *Router) HandleKind(kind string, h KindHandler) {
-	r.kinds.set(kind, h.Recover, h.Wake, h.ExpiryMessage, h.Touched)
-	r.kinds.mu.Lock()
-	defer r.kinds.mu.Unlock()
-	if r.kinds.handlers == nil {
-		r.kinds.handlers = map[string]KindHandler{}
-	}
-	r.kinds.handlers[kind] = h
-}
+// A TouchHook learns that a client named a task in a request
+// (KindHandler.Touched).
+type TouchHook func(ctx context.Context, t *store.Task)
 
 // OnRecover registers how Start resolves active tasks of a kind that a
 // previous process left behind. Tool tasks are handled by the router
 // itself.
-func (r *Router) OnRecover(kind string, f RecoverFunc) { r.kinds.set(kind, f, nil, nil, nil) }
+//
+// Deprecated: register a KindHandler with HandleKind; OnRecover sets its
+// Recover hook alone.
+func (r *Router) OnRecover(kind string, f RecoverFunc) {
+	r.kinds.update(kind, func(k *kindFuncs) { k.recover = f })
+}
 
 // OnWake registers how the engine's scheduler runs tasks of a kind whose
 // wake-up time came.
-func (r *Router) OnWake(kind string, f WakeFunc) { r.kinds.set(kind, nil, f, nil, nil) }
+//
+// Deprecated: register a KindHandler with HandleKind; OnWake sets its
+// Wake hook alone.
+func (r *Router) OnWake(kind string, f WakeFunc) {
+	r.kinds.update(kind, func(k *kindFuncs) { k.wake = f })
+}
 
 // OnExpire registers how Sweep words the failure of an active task of one
-// kind whose expiry passed: the workflow bridge uses it for workflow tasks
-// that expire before any client held them.
-func (r *Router) OnExpire(kind string, f ExpiryHook) { r.kinds.set(kind, nil, nil, f, nil) }
+// kind whose expiry passed.
+//
+// Deprecated: register a KindHandler with HandleKind; OnExpire sets its
+// ExpiryMessage hook alone.
+func (r *Router) OnExpire(kind string, f ExpiryHook) {
+	r.kinds.update(kind, func(k *kindFuncs) { k.expire = f })
+}
 
 // OnTouch registers a TouchHook for tasks of one kind.
-func (r *Router) OnTouch(kind string, f TouchHook) { r.kinds.set(kind, nil, nil, nil, f) }
+//
+// Deprecated: register a KindHandler with HandleKind; OnTouch sets its
+// Touched hook alone.
+func (r *Router) OnTouch(kind string, f TouchHook) {
+	r.kinds.update(kind, func(k *kindFuncs) { k.touch = f })
+}

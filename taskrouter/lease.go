@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/service"
 )
 
 // Leases: the process running work for a task (a tool handler, or a
@@ -87,25 +88,96 @@ func (l *leases) snapshot() map[string]*heldLease {
 }
 
 // leaseUntil is the end of a lease taken or renewed now.
-func (r *Router) leaseUntil() time.Time { return r.cfg.Now().Add(r.cfg.LeaseDuration) }
+func (r *Router) leaseUntil() time.Time { return r.opts.Now().Add(r.opts.LeaseDuration) }
 
 // ReplicaID returns the name under which this process holds leases.
-func (r *Router) ReplicaID() string { return r.cfg.ReplicaID }
+func (r *Router) ReplicaID() string { return r.opts.ReplicaID }
 
-func (r *Router) renew(ctx context.Context) {
+// leaseWorkConfig configures the lease renewer and the takeover service.
+type leaseWorkConfig struct {
+	// Interval is how often the service runs: a third of the lease
+	// duration for renewals, a quarter for takeovers (at least 10ms).
+	Interval time.Duration
+	// LeaseDuration is how long a lease lasts unless renewed; a renewal
+	// that takes longer is given up.
+	LeaseDuration time.Duration
+	// ReplicaID names this process as the holder.
+	ReplicaID string
+	// Batch is how many expired leases one read takes (takeover); zero
+	// means 64.
+	Batch int
+}
+
+func (c leaseWorkConfig) withDefaults() leaseWorkConfig {
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+	return c
+}
+
+func (c leaseWorkConfig) validate(name string) error {
+	check := service.Check{Service: name}
+	check.Positive("Interval", c.Interval)
+	check.Positive("LeaseDuration", c.LeaseDuration)
+	check.Set("ReplicaID", c.ReplicaID)
+	check.Count("Batch", c.Batch)
+	return check.Err()
+}
+
+// renewerSignals are the lease renewer's test signals.
+type renewerSignals struct {
+	// Renewed: a round renewed this many leases.
+	Renewed service.Signal[int]
+	// Lost: the work of a lease that was not renewed was stopped (the
+	// task's id).
+	Lost service.Signal[string]
+}
+
+// leaseRenewer is the engine's service that renews the leases this
+// process holds, and stops the work of those it could not renew.
+type leaseRenewer struct {
+	r       *Router
+	cfg     leaseWorkConfig
+	loop    service.Loop
+	signals renewerSignals
+}
+
+func newLeaseRenewer(r *Router, cfg leaseWorkConfig) (*leaseRenewer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate("lease renewer"); err != nil {
+		return nil, err
+	}
+	return &leaseRenewer{r: r, cfg: cfg}, nil
+}
+
+// Name names the service.
+func (l *leaseRenewer) Name() string { return "lease renewer" }
+
+// Start renews every Interval.
+func (l *leaseRenewer) Start(ctx context.Context) error {
+	l.loop.Start(ctx, l.cfg.Interval, service.Every(l.cfg.Interval, l.renew))
+	return nil
+}
+
+// Stop ends the renewals (one in progress finishes first).
+func (l *leaseRenewer) Stop() { l.loop.Stop() }
+
+func (l *leaseRenewer) renew(ctx context.Context) {
+	r := l.r
 	held := r.leases.snapshot()
 	if len(held) == 0 {
 		return
 	}
 	// A renewal that takes longer than a lease is useless: give up and let
-	// the next tick try again rather than hang the renewals on a stuck store.
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseDuration)
+	// the next round try again rather than hang the renewals on a stuck
+	// store.
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.LeaseDuration)
 	defer cancel()
 	ids := make([]string, 0, len(held))
 	for id := range held {
 		ids = append(ids, id)
 	}
-	renewed, err := r.st.Renew(ctx, r.cfg.ReplicaID, r.leaseUntil(), ids)
+	renewed, err := r.st.Renew(ctx, l.cfg.ReplicaID, r.opts.Now().Add(l.cfg.LeaseDuration), ids)
 	if err != nil {
 		r.log.Warn("renewing leases", "leases", len(ids), "error", err)
 		return
@@ -116,9 +188,10 @@ func (r *Router) renew(ctx context.Context) {
 	}
 	for id, h := range held {
 		if !ok[id] {
-			r.lostLease(ctx, id, h)
+			l.lostLease(ctx, id, h)
 		}
 	}
+	l.signals.Renewed.Send(len(renewed))
 }
 
 // lostLease stops the work of a lease Renew did not renew, after reading
@@ -127,7 +200,8 @@ func (r *Router) renew(ctx context.Context) {
 // and stops nothing; a task that ended (cancelled from another process,
 // say) stops its work as ended, so the work reports the end rather than a
 // takeover; otherwise another process holds it now.
-func (r *Router) lostLease(ctx context.Context, id string, h *heldLease) {
+func (l *leaseRenewer) lostLease(ctx context.Context, id string, h *heldLease) {
+	r := l.r
 	if !r.leases.holds(id, h) {
 		return
 	}
@@ -149,21 +223,67 @@ func (r *Router) lostLease(ctx context.Context, id string, h *heldLease) {
 	}
 	r.log.Warn("lease lost; stopping the task's work here", "task", id, "why", why)
 	h.stop(cause)
+	l.signals.Lost.Send(id)
 }
+
+// takeoverSignals are the takeover service's test signals.
+type takeoverSignals struct {
+	// TookOver: a task whose lease had expired was claimed and resolved
+	// (its id).
+	TookOver service.Signal[string]
+}
+
+// leaseTakeover is the engine's service that, on a shared store, claims
+// the active tasks whose lease expired (their process stopped renewing)
+// and resolves them as after a restart.
+type leaseTakeover struct {
+	r       *Router
+	cfg     leaseWorkConfig
+	loop    service.Loop
+	signals takeoverSignals
+}
+
+func newLeaseTakeover(r *Router, cfg leaseWorkConfig) (*leaseTakeover, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate("lease takeover"); err != nil {
+		return nil, err
+	}
+	return &leaseTakeover{r: r, cfg: cfg}, nil
+}
+
+// Name names the service.
+func (l *leaseTakeover) Name() string { return "lease takeover" }
+
+// Start takes over expired leases every Interval.
+func (l *leaseTakeover) Start(ctx context.Context) error {
+	l.loop.Start(ctx, l.cfg.Interval, service.Every(l.cfg.Interval, func(ctx context.Context) {
+		if _, err := l.takeOver(ctx); err != nil {
+			l.r.log.Warn("taking over expired leases", "error", err)
+		}
+	}))
+	return nil
+}
+
+// Stop ends the takeovers (one in progress finishes first).
+func (l *leaseTakeover) Stop() { l.loop.Stop() }
 
 // Takeover claims the active tasks whose lease has expired and resolves
 // each as after a restart (see Start). It returns how many it took over.
 // The engine runs it periodically on a shared store.
-func (r *Router) Takeover(ctx context.Context) (int, error) {
+func (r *Router) Takeover(ctx context.Context) (int, error) { return r.takeover.takeOver(ctx) }
+
+func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
+	r := l.r
 	n := 0
 	for {
-		expired, err := r.st.ExpiredLeases(ctx, r.cfg.Now(), 64)
+		expired, err := r.st.ExpiredLeases(ctx, r.opts.Now(), l.cfg.Batch)
 		if err != nil || len(expired) == 0 {
 			return n, err
 		}
 		progressed := false
 		for _, t := range expired {
-			claimed, err := r.st.Claim(ctx, t.ID, r.cfg.ReplicaID, r.cfg.Now(), r.leaseUntil())
+			now := r.opts.Now()
+			claimed, err := r.st.Claim(ctx, t.ID, l.cfg.ReplicaID, now, now.Add(l.cfg.LeaseDuration))
 			if err != nil {
 				if errors.Is(err, store.ErrLeased) || errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) {
 					continue // another replica was faster, or it ended
@@ -176,6 +296,7 @@ func (r *Router) Takeover(ctx context.Context) (int, error) {
 			if err := r.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
 				r.log.Error("resolving a task taken over", "task", t.ID, "error", err)
 			}
+			l.signals.TookOver.Send(t.ID)
 		}
 		if !progressed {
 			return n, nil
@@ -236,7 +357,7 @@ func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
 		}
 		return &Lease{r: r, id: id, Task: t}, nil
 	}
-	deadline := time.Now().Add(r.cfg.LeaseDuration)
+	deadline := time.Now().Add(r.opts.LeaseDuration)
 	for {
 		t, err := r.claim(ctx, id)
 		if err == nil {
@@ -279,10 +400,17 @@ func (r *Router) AdoptLease(t *store.Task) *Lease {
 	if !r.shared {
 		return &Lease{r: r, id: id, Task: t}
 	}
-	if t.LeaseHolder != r.cfg.ReplicaID {
+	if t.LeaseHolder != r.opts.ReplicaID {
 		return nil
 	}
 	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.stopRun(id, cause) }}
 	r.leases.add(id, h)
 	return &Lease{r: r, id: id, held: h, Task: t}
+}
+
+// claim takes task id's lease for this process (shared stores): when it
+// is free, expired, or already ours.
+func (r *Router) claim(ctx context.Context, id string) (*store.Task, error) {
+	now := r.opts.Now()
+	return r.st.Claim(ctx, id, r.opts.ReplicaID, now, now.Add(r.opts.LeaseDuration))
 }

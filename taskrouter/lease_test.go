@@ -2,6 +2,7 @@ package taskrouter_test
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"sync"
 	"testing"
 	"time"
@@ -49,13 +50,13 @@ func (s *racyStore) renewCount() int {
 func leasedWork(t *testing.T) (*racyStore, *taskrouter.Router, *taskrouter.Lease, context.Context) {
 	t.Helper()
 	st := &racyStore{Store: memory.New()}
-	r, err := taskrouter.New(taskrouter.Config{Store: st, ReplicaID: "here", LeaseDuration: 150 * time.Millisecond})
+	r, err := taskrouter.NewRouter(st, &taskrouter.Options{ReplicaID: "here", LeaseDuration: 150 * time.Millisecond})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, r.Start(ctx))
 	t.Cleanup(func() { _ = r.Close() })
 	now := time.Now()
-	_, err = st.Create(ctx, &store.Task{ID: "w1", Owner: "o", Status: store.StatusWorking, CreatedAt: now, UpdatedAt: now,
+	_, err = st.Create(ctx, &store.Task{ID: "w1", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now, UpdatedAt: now,
 		Request: store.Request{Method: "prompts/get", Name: "wf"}})
 	require.NoError(t, err)
 	l, err := r.Lease(ctx, "w1")
@@ -130,7 +131,7 @@ func TestLeaseOfTaskEndedElsewhere(t *testing.T) {
 	st, _, _, tctx := leasedWork(t)
 	st.mu.Lock()
 	st.meanwhile = func() {
-		_, err := st.Update(context.Background(), "w1", store.Update{Status: store.StatusCancelled})
+		_, err := st.Update(context.Background(), "w1", store.Update{Status: mcptask.StatusCancelled})
 		if err != nil {
 			t.Error(err) // on the renewal's goroutine: no FailNow
 		}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 // Task status notifications of the extension dialect: a client sends
@@ -35,50 +37,6 @@ const (
 	metaSubscriptionID              = "io.modelcontextprotocol/subscriptionId"
 )
 
-// listenRequest is the part of a subscriptions/listen request the router
-// reads.
-type listenRequest struct {
-	Method string          `json:"method"`
-	ID     json.RawMessage `json:"id"`
-	Params listenParams    `json:"params"`
-}
-
-// listenParams are the params of a subscriptions/listen request.
-type listenParams struct {
-	Meta          map[string]json.RawMessage `json:"_meta"`
-	Notifications *struct {
-		TaskIDs []string `json:"taskIds"`
-	} `json:"notifications"`
-}
-
-// listenFor decodes a lone subscriptions/listen request that asks for task
-// notifications; ok is false for anything else (the SDK serves it).
-func listenFor(body []byte) (*listenRequest, bool) {
-	var lr listenRequest
-	if json.Unmarshal(body, &lr) != nil || lr.Method != mcptask.MethodSubscriptionsListen || !lr.Params.forTasks() {
-		return nil, false
-	}
-	return &lr, true
-}
-
-// forTasks reports whether the listen asks for task notifications.
-func (lp *listenParams) forTasks() bool {
-	return lp.Notifications != nil && lp.Notifications.TaskIDs != nil
-}
-
-// declaresExtension reports whether the request's per-request client
-// capabilities declare the tasks extension.
-func (lp *listenParams) declaresExtension() bool {
-	var caps struct {
-		Extensions map[string]json.RawMessage `json:"extensions"`
-	}
-	if json.Unmarshal(lp.Meta[mcptask.MetaClientCapabilities], &caps) != nil {
-		return false
-	}
-	_, ok := caps.Extensions[mcptask.ExtensionID]
-	return ok
-}
-
 // listenSink is where a listen stream goes: notifications, then the
 // listen result. Each reports whether the client is still there.
 type listenSink struct {
@@ -96,19 +54,19 @@ func (r *Router) listenOwner(ctx context.Context, extra *mcp.RequestExtra) *Requ
 
 // serveListen answers a subscriptions/listen request for task
 // notifications on its HTTP response stream.
-func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *listenRequest) {
+func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *wire.ListenRequest) {
 	var id jsonrpc.ID
 	var rawID any
 	if json.Unmarshal(lr.ID, &rawID) == nil {
 		id, _ = jsonrpc.MakeID(rawID)
 	}
-	if !lr.Params.declaresExtension() {
-		writeRPCError(w, http.StatusOK, id, mcptask.MissingExtension("task notifications on subscriptions/listen"))
+	if !lr.Params.DeclaresExtension() {
+		wire.WriteRPCError(w, http.StatusOK, id, mcptask.MissingExtension("task notifications on subscriptions/listen"))
 		return
 	}
 	q := r.listenOwner(hreq.Context(), &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(hreq.Context()), Header: hreq.Header})
 	if q.OwnerErr != nil {
-		writeRPCError(w, http.StatusOK, id, q.OwnerErr)
+		wire.WriteRPCError(w, http.StatusOK, id, q.OwnerErr)
 		return
 	}
 	flusher, _ := w.(http.Flusher)
@@ -128,7 +86,7 @@ func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *list
 		}
 		return true
 	}
-	r.runListen(hreq.Context(), q, rawID, lr.Params.Notifications.TaskIDs, listenSink{
+	r.runListen(hreq.Context(), q, rawID, lr.Params.TaskIDs(), listenSink{
 		notify: func(method string, params any) bool { return send(notification(method, params)) },
 		reply: func(result any) bool {
 			return send(map[string]any{"jsonrpc": "2.0", "id": rawID, "result": result})
@@ -213,4 +171,88 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// listeners are the subscriptions/listen streams of this process, by the
+// task ids they follow.
+type listeners struct {
+	mu     sync.Mutex
+	byTask map[string]map[*listener]struct{}
+}
+
+// listener is one subscriptions/listen stream: changed is signalled (never
+// blocking) when a task it follows may have changed.
+type listener struct {
+	tasks   []string
+	changed chan string
+	done    chan struct{}
+}
+
+func (l *listeners) add(ln *listener) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byTask == nil {
+		l.byTask = map[string]map[*listener]struct{}{}
+	}
+	for _, id := range ln.tasks {
+		set := l.byTask[id]
+		if set == nil {
+			set = map[*listener]struct{}{}
+			l.byTask[id] = set
+		}
+		set[ln] = struct{}{}
+	}
+}
+
+func (l *listeners) remove(ln *listener) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ln.tasks {
+		delete(l.byTask[id], ln)
+		if len(l.byTask[id]) == 0 {
+			delete(l.byTask, id)
+		}
+	}
+}
+
+// changed signals the listeners of task id.
+func (l *listeners) changed(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ln := range l.byTask[id] {
+		select {
+		case ln.changed <- id:
+		default: // a signal is pending; the listener re-reads everything it follows
+		}
+	}
+}
+
+// changedAll signals every listener.
+func (l *listeners) changedAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, set := range l.byTask {
+		for ln := range set {
+			select {
+			case ln.changed <- "":
+			default:
+			}
+		}
+	}
+}
+
+// closeAll ends every listener (the router is closing).
+func (l *listeners) closeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[*listener]bool{}
+	for _, set := range l.byTask {
+		for ln := range set {
+			if !seen[ln] {
+				seen[ln] = true
+				close(ln.done)
+			}
+		}
+	}
+	l.byTask = nil
 }

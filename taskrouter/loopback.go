@@ -23,25 +23,32 @@ import (
 // No tool call travels through it as JSON-RPC: Router.RunTool dispatches
 // in-process and only names this session.
 type loopback struct {
+	// server is set by Install, before anything uses the loopback.
 	server *mcp.Server
 
+	// mu guards the session; it is a leaf (nothing is called while it is
+	// held).
 	mu sync.Mutex
 	ss *mcp.ServerSession
 	cs *mcp.ClientSession
 }
 
-// session returns the loopback session, connecting it on first use.
+// session returns the loopback session, connecting it on first use. The
+// lock is not held while connecting (the client's initialize passes the
+// router's middleware): two first uses at once may both connect, and the
+// later one closes its session and uses the earlier.
 func (l *loopback) session(ctx context.Context) (*mcp.ServerSession, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ss != nil {
-		return l.ss, nil
+	ss, server := l.ss, l.server
+	l.mu.Unlock()
+	if ss != nil {
+		return ss, nil
 	}
-	if l.server == nil {
+	if server == nil {
 		return nil, fmt.Errorf("taskrouter: Install has not been called")
 	}
 	ct, st := mcp.NewInMemoryTransports()
-	ss, err := l.server.Connect(context.WithoutCancel(ctx), st, nil)
+	ss, err := server.Connect(context.WithoutCancel(ctx), st, nil)
 	if err != nil {
 		return nil, fmt.Errorf("taskrouter: loopback session: %w", err)
 	}
@@ -51,15 +58,24 @@ func (l *loopback) session(ctx context.Context) (*mcp.ServerSession, error) {
 		_ = ss.Close()
 		return nil, fmt.Errorf("taskrouter: loopback session: %w", err)
 	}
+	l.mu.Lock()
+	if l.ss != nil {
+		first := l.ss
+		l.mu.Unlock()
+		_ = cs.Close()
+		return first, nil
+	}
 	l.ss, l.cs = ss, cs
+	l.mu.Unlock()
 	return ss, nil
 }
 
 func (l *loopback) close() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cs != nil {
-		_ = l.cs.Close()
-		l.cs, l.ss = nil, nil
+	cs := l.cs
+	l.cs, l.ss = nil, nil
+	l.mu.Unlock()
+	if cs != nil {
+		_ = cs.Close()
 	}
 }

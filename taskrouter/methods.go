@@ -3,7 +3,6 @@ package taskrouter
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/internal/storerpc"
@@ -51,20 +50,9 @@ func (r *Router) load(ctx context.Context, q *Request, id string) (*store.Task, 
 		return nil, storeError(err)
 	}
 	if q.touched != id {
-		r.touch(ctx, t)
+		r.kinds.touched(ctx, t)
 	}
 	return t, nil
-}
-
-// A TouchHook learns that a client named a task in a request (tasks/*, or
-// a continuation): the workflow bridge uses it to tell orphaned workflow
-// tasks from ones a client holds.
-type TouchHook func(ctx context.Context, t *store.Task)
-
-func (r *Router) touch(ctx context.Context, t *store.Task) {
-	if _, _, _, hook := r.kinds.of(t); hook != nil {
-		hook(ctx, t)
-	}
 }
 
 func taskIDOf(p *TaskIDParams) string {
@@ -116,7 +104,7 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 			r.watches.unwatch(id, w)
 			return finalResult(t)
 		}
-		if t.Status == store.StatusInputRequired {
+		if t.Status == mcptask.StatusInputRequired {
 			if ru := r.runs.get(id); ru != nil {
 				if handsOff(ctx) && ru.hasUnclaimedInput() {
 					r.watches.unwatch(id, w)
@@ -137,23 +125,13 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 	}
 }
 
-// pollTick returns a channel that fires after Config.ChangePollInterval on
-// a shared store, and never on an exclusive one (every change there is
-// this process's own and wakes its waiters directly).
-func (r *Router) pollTick() <-chan time.Time {
-	if !r.shared {
-		return nil
-	}
-	return time.After(r.cfg.ChangePollInterval)
-}
-
 // finalResult is what tasks/result returns for a terminal task: exactly
 // what the original request would have returned, tagged with the task.
 func finalResult(t *store.Task) (mcp.Result, error) {
 	if t.Error != nil {
 		return nil, t.Error.RPC()
 	}
-	if t.Status == store.StatusCancelled {
+	if t.Status == mcptask.StatusCancelled {
 		return nil, mcptask.InvalidParams("task %s was cancelled: %s", t.ID, t.StatusMessage)
 	}
 	if len(t.Result) == 0 {
@@ -177,7 +155,7 @@ func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTas
 	if err != nil {
 		return nil, storeError(err)
 	}
-	res := &listTasksResult{Tasks: make([]Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
+	res := &listTasksResult{Tasks: make([]mcptask.CoreTask, 0, len(page.Tasks)), NextCursor: page.NextCursor}
 	for _, t := range page.Tasks {
 		res.Tasks = append(res.Tasks, CoreTask(t))
 	}
@@ -221,7 +199,7 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 	if err != nil {
 		return nil, err
 	}
-	if ik := r.inputKindOf(t); ik != nil {
+	if ik := r.kinds.inputKind(t); ik != nil {
 		if err := ik.Answer(ctx, t, p.InputResponses); err != nil {
 			return nil, err
 		}

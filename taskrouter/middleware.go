@@ -55,16 +55,6 @@ func (r *Router) Install(s *mcp.Server) error {
 	return nil
 }
 
-// A ContinuationHandler serves a tools/call bound to an existing task with
-// _meta._task_id (mcptask.MetaTaskID): the workflow bridge records the
-// call's outcome on its workflow task. It runs the tool itself, in the
-// request, with Router.CallTool.
-type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error)
-
-// SetContinuation makes h serve every tools/call that carries
-// _meta._task_id. Without one, such calls are ordinary tool calls.
-func (r *Router) SetContinuation(h ContinuationHandler) { r.tools.setContinuation(h) }
-
 // normalizeParams gives a tasks/* request that arrived without params (the
 // TypeScript SDK omits them on tasks/list) an empty params value. The SDK
 // passes a nil pointer, and the promoted ParamsBase methods it calls for the
@@ -106,7 +96,7 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 		// initialize negotiates 2025-11-25 or older: the core capability
 		// only (the extension is advertised by server/discover).
 		if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
-			r.noteInitialize(ir)
+			r.fast.noteInitialize(ir)
 			return &initializeResult{InitializeResult: ir}, nil
 		}
 		return res, err
@@ -149,9 +139,9 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 	if q.Dialect.ServerDecidesTasks() {
 		// The server decides; a legacy params.task is ignored.
 		switch {
-		case te.opts.TaskSupport == TaskRequired && !q.Declared:
+		case te.opts.TaskSupport == mcptask.TaskRequired && !q.Declared:
 			return nil, mcptask.MissingExtension(fmt.Sprintf("tool %q", name))
-		case te.opts.TaskSupport == TaskRequired, te.opts.TaskSupport == TaskOptional && q.Declared:
+		case te.opts.TaskSupport == mcptask.TaskRequired, te.opts.TaskSupport == mcptask.TaskOptional && q.Declared:
 		default:
 			return r.plainCall(ctx, q, req, te)
 		}
@@ -159,11 +149,11 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 		switch {
 		case q.taskErr != nil:
 			return nil, mcptask.InvalidParams("%v", q.taskErr)
-		case q.asked && te.opts.TaskSupport == TaskForbidden:
+		case q.asked && te.opts.TaskSupport == mcptask.TaskForbidden:
 			// -32600, not the -32601 the spec suggests: go-sdk replaces the
 			// message of every -32601 it sends, and the client must learn why.
 			return nil, mcptask.InvalidRequest("tool %q cannot be called as a task: its execution.taskSupport is forbidden (or the tool is unknown); call it without params.task", name)
-		case !q.asked && te.opts.TaskSupport == TaskRequired && r.cfg.HostDeadline < 0:
+		case !q.asked && te.opts.TaskSupport == mcptask.TaskRequired && r.opts.HostDeadline < 0:
 			return nil, mcptask.InvalidRequest("tool %q must be called as a task: add params.task (execution.taskSupport is required)", name)
 		case !q.asked:
 			// A required tool called plainly runs as one whose task
@@ -172,7 +162,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			// LLM host, could never call it otherwise).
 			return r.plainCall(ctx, q, req, te)
 		}
-		ttl = q.task.ttl()
+		ttl = q.task.Duration()
 	}
 	// Arguments that fail the tool's input schema create no task. A core
 	// client asked for a task, so it gets a JSON-RPC -32602 naming the
@@ -234,7 +224,7 @@ func (w *initializeResult) MarshalJSON() ([]byte, error) {
 // _task_id argument to the tools that take it.
 type listToolsResult struct {
 	*mcp.ListToolsResult
-	support   map[string]TaskSupport
+	support   map[string]mcptask.TaskSupport
 	taskIDArg map[string]bool
 }
 

@@ -8,7 +8,7 @@ import (
 
 // An Observer learns of every committed change this process makes to a
 // task, and of the engine's handler activity: the hook for metrics,
-// traces and dashboards (Config.Observer). Its methods are called
+// traces and dashboards (Options.Observer). Its methods are called
 // synchronously on the engine's paths, after the change is durable: they
 // must be quick and must not block or call back into the Router.
 type Observer interface {
@@ -25,7 +25,7 @@ type TaskEventKind int
 // The task event kinds.
 const (
 	// TaskCreated: the task was created (Task is the stored record). A
-	// tool task whose handler returned within Config.InstantWindow is
+	// tool task whose handler returned within Options.InstantWindow is
 	// created already ended: Ended is set then, and no TaskUpdated
 	// follows.
 	TaskCreated TaskEventKind = iota + 1
@@ -65,16 +65,16 @@ type HandlerEvent struct {
 
 // observe reports a committed change to the configured Observer.
 func (r *Router) observe(kind TaskEventKind, t *store.Task, u *store.Update) {
-	if r.cfg.Observer == nil || t == nil {
+	if r.opts.Observer == nil || t == nil {
 		return
 	}
 	ended := (kind == TaskCreated || u != nil && u.Status != "") && t.Status.Terminal()
-	r.cfg.Observer.TaskEvent(TaskEvent{Kind: kind, Task: t, Ended: ended})
+	r.opts.Observer.TaskEvent(TaskEvent{Kind: kind, Task: t, Ended: ended})
 }
 
 func (r *Router) observeHandler(e HandlerEvent) {
-	if r.cfg.Observer != nil {
-		r.cfg.Observer.HandlerEvent(e)
+	if r.opts.Observer != nil {
+		r.opts.Observer.HandlerEvent(e)
 	}
 }
 

@@ -31,7 +31,7 @@ func (r *recorder) HandlerEvent(e taskrouter.HandlerEvent) {
 // end (once) and the handler's run of a task.
 func TestObserverSeesTheLifecycle(t *testing.T) {
 	rec := &recorder{}
-	h := newHarness(t, func(c *taskrouter.Config) { c.Observer = rec })
+	h := newHarness(t, func(c *taskrouter.Options) { c.Observer = rec })
 	go func() {
 		for range h.started {
 		}

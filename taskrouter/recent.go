@@ -26,6 +26,9 @@ const (
 	recentMaxBytes = 64 << 10         // larger results and variables are read from the store
 )
 
+// recentEnded are the records this process ended moments ago. Its lock
+// is a leaf: it guards the fields below it and nothing is called while it
+// is held.
 type recentEnded struct {
 	mu   sync.Mutex
 	byID map[string]recentTask
@@ -38,8 +41,8 @@ type recentTask struct {
 	until time.Time
 }
 
-// rememberEnded keeps t, a record this process just wrote, if it ended.
-func (r *Router) rememberEnded(t *store.Task) {
+// remember keeps t, a record this process just wrote at now, if it ended.
+func (c *recentEnded) remember(t *store.Task, now time.Time) {
 	if t == nil || !t.Status.Terminal() {
 		return
 	}
@@ -53,7 +56,6 @@ func (r *Router) rememberEnded(t *store.Task) {
 	if size > recentMaxBytes {
 		return
 	}
-	now := r.cfg.Now()
 	until := now.Add(recentFor)
 	if !t.ExpiresAt.IsZero() {
 		if limit := t.ExpiresAt.Add(-recentMargin); limit.Before(until) {
@@ -63,7 +65,7 @@ func (r *Router) rememberEnded(t *store.Task) {
 	if !until.After(now) {
 		return
 	}
-	c := &r.recent
+	e := recentTask{t: t.Clone(), until: until}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byID == nil {
@@ -74,25 +76,23 @@ func (r *Router) rememberEnded(t *store.Task) {
 	}
 	c.ring[c.next] = t.ID
 	c.next = (c.next + 1) % recentMax
-	c.byID[t.ID] = recentTask{t: t.Clone(), until: until}
+	c.byID[t.ID] = e
 }
 
-// recentTask returns a copy of the record of id if this process ended it
-// moments ago, or nil.
-func (r *Router) recentTask(id string) *store.Task {
-	c := &r.recent
+// get returns a copy of the record of id if this process ended it moments
+// before now, or nil.
+func (c *recentEnded) get(id string, now time.Time) *store.Task {
 	c.mu.Lock()
 	e, ok := c.byID[id]
 	c.mu.Unlock()
-	if !ok || !r.cfg.Now().Before(e.until) {
+	if !ok || !now.Before(e.until) {
 		return nil
 	}
 	return e.t.Clone()
 }
 
-// forgetTask drops id (the task was deleted).
-func (r *Router) forgetTask(id string) {
-	c := &r.recent
+// forget drops id (the task was deleted).
+func (c *recentEnded) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byID, id) // its ring slot is reused in turn

@@ -28,7 +28,7 @@ func TestRecentEndedSameAsStore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			now := time.Now()
 			clock := func() time.Time { return now }
-			h := newHarnessOn(t, open(t), func(c *taskrouter.Config) { c.Now = clock })
+			h := newHarnessOn(t, open(t), func(c *taskrouter.Options) { c.Now = clock })
 			go func() {
 				for range h.started {
 				}

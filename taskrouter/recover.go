@@ -54,14 +54,9 @@ func (r *Router) recover(ctx context.Context) error {
 	return nil
 }
 
-// A RecoverFunc resolves an active task of one kind whose process is gone
-// (see Router.OnRecover). reason is ReasonRestart or ReasonTakeover. The
-// function claims (Router.Lease) whatever it runs.
-type RecoverFunc func(ctx context.Context, t *store.Task, reason string) error
-
-// resolveTask hands a task whose process is gone to the policy of its kind: a
-// hook registered with OnRecover (workflows), the tool policy, or failure
-// with a reason.
+// resolveTask hands a task whose process is gone to the policy of its kind: its
+// KindHandler's Recover (workflows), the tool policy, or failure with a
+// reason.
 func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -69,11 +64,11 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 			// crash every start.
 			r.log.Error("panic resolving a task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
 			msg := fmt.Sprintf("interrupted, and resolving it after the restart failed: internal error: %v", p)
-			_, err = r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+			_, err = r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 		}
 	}()
 	kind := t.Labels[LabelKind]
-	hook, _, _, _ := r.kinds.of(t)
+	hook := r.kinds.recoverHook(t)
 	switch {
 	case hook != nil:
 		return hook(ctx, t, reason)
@@ -81,7 +76,7 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 		return r.recoverTool(ctx, t, reason)
 	}
 	msg := fmt.Sprintf("interrupted: the process running this task stopped while it was %s, and no recovery is registered for kind %q", t.Status, kind)
-	_, err = r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+	_, err = r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 	return err
 }
 
@@ -90,7 +85,7 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	te, _ := r.tools.lookup(t.Request.Name)
 	if !te.opts.Retryable {
 		msg := fmt.Sprintf("interrupted: the process running tool %q stopped, and the tool is not registered as safe to retry", t.Request.Name)
-		_, err := r.Fail(ctx, t.ID, msg, &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+		_, err := r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 		return err
 	}
 	claimed := t
@@ -107,9 +102,9 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	}
 	msg := "re-running after a server restart"
 	if reason == ReasonTakeover {
-		msg = fmt.Sprintf("re-running on %s: the process running it stopped", r.cfg.ReplicaID)
+		msg = fmt.Sprintf("re-running on %s: the process running it stopped", r.opts.ReplicaID)
 	}
-	u := store.Update{Status: store.StatusWorking, StatusMessage: &msg}
+	u := store.Update{Status: mcptask.StatusWorking, StatusMessage: &msg}
 	if r.shared {
 		fence := claimed.Fence()
 		u.Fence = &fence
@@ -138,11 +133,4 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 		return r.CallTool(ctx, nil, name, args, nil)
 	}, nil)
 	return nil
-}
-
-// claim takes task id's lease for this process (shared stores): when it
-// is free, expired, or already ours.
-func (r *Router) claim(ctx context.Context, id string) (*store.Task, error) {
-	now := r.cfg.Now()
-	return r.st.Claim(ctx, id, r.cfg.ReplicaID, now, now.Add(r.cfg.LeaseDuration))
 }

@@ -2,17 +2,13 @@ package taskrouter
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"math"
 	"net/http"
 	"reflect"
-	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 // Request is one client request as the engine resolved it, once, on the
@@ -28,7 +24,7 @@ type Request struct {
 	// Declared reports whether the request declared the tasks extension in
 	// its client capabilities (extension dialect only).
 	Declared bool
-	// Owner is the principal the request acts for (Config.Owner); empty
+	// Owner is the principal the request acts for (Options.Owner); empty
 	// when OwnerErr is set.
 	Owner string
 	// OwnerErr is why the requestor could not be identified, if it could
@@ -45,11 +41,11 @@ type Request struct {
 	// or "local" (anything else).
 	Source string
 
-	connID  string           // shim connection (stdio, in-memory): status push target
-	touched string           // a task the fast path already reported to the touch hook for this request
-	task    *coreTaskRequest // core params.task, moved into _meta by a shim
-	asked   bool             // params.task was present
-	taskErr error            // params.task was malformed
+	connID  string            // shim connection (stdio, in-memory): status push target
+	touched string            // a task the fast path already reported to the touch hook for this request
+	task    *wire.TaskRequest // core params.task, moved into _meta by a shim
+	asked   bool              // params.task was present
+	taskErr error             // params.task was malformed
 }
 
 // requestKey carries the *Request through ctx. The SDK hands custom method
@@ -83,16 +79,6 @@ type versioned interface {
 // address (after deleting any value the client sent).
 const remoteHeader = "Taskbridge-Private-Remote-Addr"
 
-// Private _meta keys the transport shims add; resolve removes them.
-const (
-	// metaTaskRequest is the private _meta key under which the transport
-	// shims move a core-dialect params.task object, because the SDK drops
-	// unknown params before middleware runs.
-	metaTaskRequest = mcptask.PrivateMetaPrefix + "task"
-	// metaConnID carries the stdio/in-memory shim's connection id.
-	metaConnID = mcptask.PrivateMetaPrefix + "conn"
-)
-
 // resolve works out everything the engine needs to know about req and
 // removes the private _meta keys the shims added, so no handler ever sees
 // them.
@@ -110,9 +96,9 @@ func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
 	}
 	if p := req.GetParams(); p != nil && !isNilParams(p) {
 		if meta := p.GetMeta(); meta != nil {
-			q.task, q.asked, q.taskErr = takeTaskParam(meta)
-			q.connID, _ = meta[metaConnID].(string)
-			dropPrivateMeta(meta)
+			q.task, q.asked, q.taskErr = wire.TakeTaskParam(meta)
+			q.connID, _ = meta[wire.MetaConnID].(string)
+			wire.DropPrivateMeta(meta)
 		}
 	}
 	extra := req.GetExtra()
@@ -125,13 +111,13 @@ func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
 	case extra != nil && extra.Header != nil && http.Header(extra.Header).Get(remoteHeader) != "":
 		q.Source = "addr:" + http.Header(extra.Header).Get(remoteHeader)
 	}
-	owner, err := r.cfg.Owner(ctx, req)
+	owner, err := r.opts.Owner(ctx, req)
 	if err != nil {
 		q.OwnerErr = mcptask.InvalidRequest("cannot identify the requestor: %v", err)
 	} else {
 		q.Owner = owner
 	}
-	r.noteRequest(req, q)
+	r.fast.noteRequest(req, q)
 	return q
 }
 
@@ -144,62 +130,14 @@ func isNilParams(p mcp.Params) bool {
 
 // byID reports whether tasks this request creates are id-capabilities:
 // reachable by any unauthenticated requestor that knows the id.
-func (q *Request) byID(cfg Config) bool { return !q.Authenticated && !cfg.SessionBound }
+func (q *Request) byID(o *Options) bool { return !q.Authenticated && !o.SessionBound }
 
 // mayAccess reports whether the requestor may read and act on t: its own
 // tasks always; without an authorization context also every task created
-// as an id-capability (see Config.SessionBound).
-func (q *Request) mayAccess(cfg Config, t *store.Task) bool {
+// as an id-capability (see Options.SessionBound).
+func (q *Request) mayAccess(o *Options, t *store.Task) bool {
 	if q.OwnerErr == nil && t.Owner == q.Owner {
 		return true
 	}
-	return q.byID(cfg) && t.Labels[labelAccess] == accessByID
-}
-
-// coreTaskRequest is the params.task object of a core-dialect request.
-type coreTaskRequest struct {
-	TTL *float64 `json:"ttl,omitempty"`
-}
-
-// takeTaskParam decodes the moved params.task marker.
-func takeTaskParam(meta mcp.Meta) (*coreTaskRequest, bool, error) {
-	raw, ok := meta[metaTaskRequest]
-	if !ok || raw == nil {
-		return nil, false, nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, true, err
-	}
-	var tr coreTaskRequest
-	if err := json.Unmarshal(b, &tr); err != nil {
-		return nil, true, fmt.Errorf("params.task must be an object with an optional numeric ttl: %v", err)
-	}
-	if tr.TTL != nil && (*tr.TTL < 0 || *tr.TTL != *tr.TTL) {
-		return nil, true, fmt.Errorf("params.task.ttl must be a non-negative number of milliseconds")
-	}
-	return &tr, true, nil
-}
-
-func (tr *coreTaskRequest) ttl() time.Duration {
-	if tr == nil || tr.TTL == nil {
-		return 0
-	}
-	ms := *tr.TTL
-	// Clamp before converting: beyond ~292 years of nanoseconds the
-	// product overflows int64. Router.actualTTL caps at MaxTTL anyway.
-	if ms >= float64(math.MaxInt64/int64(time.Millisecond)) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(ms * float64(time.Millisecond))
-}
-
-// dropPrivateMeta removes the private _meta keys (mcptask.PrivateMetaPrefix)
-// from m: no handler sees them, whatever a client sent.
-func dropPrivateMeta(m mcp.Meta) {
-	for k := range m {
-		if strings.HasPrefix(k, mcptask.PrivateMetaPrefix) {
-			delete(m, k)
-		}
-	}
+	return q.byID(o) && t.Labels[labelAccess] == accessByID
 }

@@ -11,18 +11,19 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/service"
 )
 
 // Labels the engine keeps on task records.
 const (
 	// LabelKind says what created the task: KindTool or KindWorkflow (or a
-	// kind registered with Router.OnRecover).
+	// kind registered with Router.HandleKind).
 	LabelKind = "kind"
 	// LabelDialect records the dialect the task was created in
 	// (mcptask.Dialect.Label: "core" or "ext").
 	LabelDialect = "dialect"
 	// labelAccess is set to accessByID on tasks created without an
-	// authorization context while Config.SessionBound is off: any
+	// authorization context while Options.SessionBound is off: any
 	// unauthenticated requestor that knows the task id may read, wait on,
 	// cancel and continue the task.
 	labelAccess = "access"
@@ -51,9 +52,9 @@ var (
 // A Router is safe for concurrent use. Its zero value is not usable: call
 // New.
 type Router struct {
-	cfg Config
-	st  store.Store
-	log *slog.Logger
+	opts Options // the effective options (defaults filled in)
+	st   store.Store
+	log  *slog.Logger
 
 	server *mcp.Server
 	// inner is the server's method handler below the router's middleware
@@ -71,43 +72,89 @@ type Router struct {
 	watches watches      // waiters blocked until a task changes
 	pushers pushConns    // shimmed connections to push task status to (push.go)
 
-	shared    bool   // the store is shared by several processes (store.IsShared)
-	leases    leases // leases this process holds
-	kinds     kinds  // hooks of the task kinds components drive
-	sched     scheduler
-	feedStop  func()
-	listeners listeners   // subscriptions/listen streams waiting for task changes
-	fast      fastState   // the task methods' fast path (fastpath.go)
-	recent    recentEnded // tasks this process ended moments ago (recent.go)
-	workers   workers     // goroutines that run task handlers (workers.go)
+	shared  bool   // the store is shared by several processes (store.IsShared)
+	leases  leases // leases this process holds
+	kinds   kinds  // hooks of the task kinds components drive
+	fast    fastPath
+	recent  recentEnded // tasks this process ended moments ago (recent.go)
+	workers workers     // goroutines that run task handlers (workers.go)
+	// listeners are the subscriptions/listen streams waiting for task
+	// changes (feed.go).
+	listeners listeners
+	runsDone  sync.WaitGroup // handler runs (run.go)
 
-	stopSweep chan struct{}
-	wg        sync.WaitGroup
+	// The background work, each a service (package internal/service)
+	// that services starts in Start and stops in Close.
+	services service.Supervisor
+	feed     *changeFeed    // the store's change feed (feed.go)
+	sched    *scheduler     // due wake-ups (schedule.go)
+	sweeper  *sweeper       // expired tasks (sweep.go)
+	renewer  *leaseRenewer  // this process's leases (lease.go)
+	takeover *leaseTakeover // expired leases, on a shared store (lease.go)
+
 	startOnce sync.Once
 }
 
-// New returns a Router over cfg.Store. It reports every invalid
-// configuration field by name. Call Install to serve it over MCP and Start
-// to begin sweeping and recovering.
-func New(cfg Config) (*Router, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+// NewRouter returns a Router over st, the store of its task records. A
+// nil opts means the defaults; NewRouter fills in every zero field and
+// reports each invalid one by name. Call Install to serve it over MCP and
+// Start to begin its background work and recover what a previous process
+// left behind.
+func NewRouter(st store.Store, opts *Options) (*Router, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	err := o.validate()
+	if st == nil {
+		err = errors.Join(errors.New("taskrouter: NewRouter: the store is required"), err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	r := &Router{
-		cfg:       cfg,
-		st:        cfg.Store,
-		log:       cfg.Logger,
-		quotas:    newQuotas(cfg),
-		stopSweep: make(chan struct{}),
-		shared:    store.IsShared(cfg.Store),
+		opts:   o,
+		st:     st,
+		log:    o.Logger,
+		quotas: newQuotas(o),
+		shared: store.IsShared(st),
 	}
-	r.sched.init()
+	r.fast.r = r
+	if err := r.newServices(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
-// Config returns the effective configuration (defaults filled in).
-func (r *Router) Config() Config { return r.cfg }
+// newServices makes the router's background services from its
+// configuration.
+func (r *Router) newServices() error {
+	cfg := r.opts
+	notifier, _ := r.st.(store.Notifier)
+	r.feed = newChangeFeed(r, notifier)
+	poll := cfg.SweepInterval
+	if r.shared {
+		poll = cfg.ChangePollInterval
+	}
+	var errs []error
+	var err error
+	r.sched, err = newScheduler(r, schedulerConfig{Poll: poll, Now: cfg.Now})
+	errs = append(errs, err)
+	r.sweeper, err = newSweeper(r, sweeperConfig{Interval: cfg.SweepInterval, Grace: cfg.ExpiredGrace, Now: cfg.Now})
+	errs = append(errs, err)
+	lease := leaseWorkConfig{LeaseDuration: cfg.LeaseDuration, ReplicaID: cfg.ReplicaID}
+	lease.Interval = max(cfg.LeaseDuration/3, 10*time.Millisecond)
+	r.renewer, err = newLeaseRenewer(r, lease)
+	errs = append(errs, err)
+	lease.Interval = max(cfg.LeaseDuration/4, 10*time.Millisecond)
+	r.takeover, err = newLeaseTakeover(r, lease)
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+// Options returns the effective options (defaults filled in).
+func (r *Router) Options() Options { return r.opts }
 
 // Store returns the router's store.
 func (r *Router) Store() store.Store { return r.st }
@@ -115,52 +162,54 @@ func (r *Router) Store() store.Store { return r.st }
 // Logger returns the router's logger.
 func (r *Router) Logger() *slog.Logger { return r.log }
 
-// Now reads the router's clock (Config.Now).
-func (r *Router) Now() time.Time { return r.cfg.Now() }
+// Now reads the router's clock (Options.Now).
+func (r *Router) Now() time.Time { return r.opts.Now() }
 
 // Server returns the server Install put the router on, or nil.
 func (r *Router) Server() *mcp.Server { return r.server }
 
 // Start resolves tasks left active by a previous process and starts the
-// TTL sweeper. Call it once, after every tool and recovery hook is
-// registered and Install has run. Later calls do nothing.
+// engine's background services: the change feed (first, so that no
+// change is missed while recovering), then the scheduler, the ttl sweeper,
+// the lease renewer and, on a shared store, the takeover of expired
+// leases. Call it once, after every tool and kind hook is registered and
+// Install has run. Later calls do nothing.
 func (r *Router) Start(ctx context.Context) error {
 	var err error
 	r.startOnce.Do(func() {
-		if err = r.subscribe(ctx); err != nil {
+		if err = r.services.Start(ctx, r.feed); err != nil {
 			return
 		}
 		err = r.recover(ctx)
-		r.runScheduler()
-		r.every(r.cfg.SweepInterval, r.sweep)
-		r.every(max(r.cfg.LeaseDuration/3, 10*time.Millisecond), r.renew)
+		background := []service.Service{r.sched, r.sweeper, r.renewer}
 		if r.shared {
-			r.every(max(r.cfg.LeaseDuration/4, 10*time.Millisecond), r.takeover)
+			background = append(background, r.takeover)
+		}
+		if serr := r.services.Start(ctx, background...); serr != nil {
+			err = errors.Join(err, serr)
 		}
 	})
 	return err
 }
 
-// Close stops the sweeper, cancels running handlers without recording an
-// outcome (so a later Start resolves them by policy, as after a crash), and
-// waits for them to return. It does not close the store.
+// Close stops the background services, cancels running handlers without
+// recording an outcome (so a later Start resolves them by policy, as
+// after a crash), and waits for them to return. It does not close the
+// store.
 func (r *Router) Close() error {
 	ids, ok := r.runs.close()
 	if !ok {
 		return nil
 	}
-	close(r.stopSweep)
 	for _, id := range ids {
 		r.stopRun(id, errShutdown)
 	}
-	if r.feedStop != nil {
-		r.feedStop()
-	}
+	r.services.Stop()
 	r.listeners.closeAll()
-	r.wg.Wait()
+	r.runsDone.Wait()
 	r.workers.close()
 	r.loop.close()
-	r.fast.closeStandIns()
+	r.fast.standIns.Close()
 	return nil
 }
 
@@ -169,77 +218,4 @@ func NewTaskID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// ---- watching ----
-
-// watches are the channels waiters (tasks/result, Wait) block on, by
-// task id: each is closed at the task's next change. Its lock is a leaf:
-// nothing else is locked while it is held.
-type watches struct {
-	mu     sync.Mutex
-	byTask map[string]chan struct{}
-}
-
-// watch returns a channel closed at the next change of task id.
-func (w *watches) watch(id string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ch, ok := w.byTask[id]
-	if !ok {
-		if w.byTask == nil {
-			w.byTask = map[string]chan struct{}{}
-		}
-		ch = make(chan struct{})
-		w.byTask[id] = ch
-	}
-	return ch
-}
-
-// unwatch drops c if it is still the registered watch of id (the task
-// vanished while a waiter held it).
-func (w *watches) unwatch(id string, c <-chan struct{}) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ch, ok := w.byTask[id]; ok && (<-chan struct{})(ch) == c {
-		delete(w.byTask, id)
-	}
-}
-
-// drop forgets the watch of a deleted task without waking it.
-func (w *watches) drop(id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.byTask, id)
-}
-
-// wake wakes the waiters of task id.
-func (w *watches) wake(id string) {
-	w.mu.Lock()
-	ch, ok := w.byTask[id]
-	if ok {
-		delete(w.byTask, id)
-	}
-	w.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-}
-
-// wakeAll wakes every waiter.
-func (w *watches) wakeAll() {
-	w.mu.Lock()
-	ws := w.byTask
-	w.byTask = nil
-	w.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
-	}
-}
-
-// changed wakes everyone watching task t and pushes its status.
-func (r *Router) changed(t *store.Task) {
-	r.watches.wake(t.ID)
-	r.push(t)
-	r.listeners.changed(t.ID)
 }

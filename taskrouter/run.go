@@ -44,7 +44,7 @@ type taskCtxKey struct{}
 // TaskID returns the id of the task whose handler ctx belongs to. The task
 // exists in the store once TaskID returns (a handler that returns at once
 // may otherwise have its task stored only with its outcome; see
-// Config.InstantWindow), so the handler may pass the id to Router methods.
+// Options.InstantWindow), so the handler may pass the id to Router methods.
 func TaskID(ctx context.Context) (string, bool) {
 	ru, ok := ctx.Value(taskCtxKey{}).(*run)
 	if !ok {
@@ -62,11 +62,11 @@ func TaskID(ctx context.Context) (string, bool) {
 func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
-	if pending == nil && t.LeaseHolder == r.cfg.ReplicaID {
+	if pending == nil && t.LeaseHolder == r.opts.ReplicaID {
 		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
 		r.leases.add(t.ID, ru.lease)
 	}
-	if !r.runs.add(ru, &r.wg) {
+	if !r.runs.add(ru, &r.runsDone) {
 		// Close began while the task was being created: it is not started
 		// here. Its record, if stored, stays working for the next Start's
 		// recovery (or another replica's takeover), like a task whose
@@ -84,7 +84,7 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec exe
 		return ru
 	}
 	r.workers.run(func() { // workers.go
-		defer r.wg.Done()
+		defer r.runsDone.Done()
 		defer cancel(nil)
 		res, err := r.execute(ctx, ru, exec)
 		r.finish(ctx, ru, res, err)
@@ -94,13 +94,13 @@ func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec exe
 
 // execute waits for running slots, then runs exec with the task's handler
 // context: cancellable by tasks/cancel, ttl expiry and Close, bounded by
-// Config.TaskTimeout, and carrying the task for TaskID and Elicit.
+// Options.TaskTimeout, and carrying the task for TaskID and Elicit.
 func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.Result, err error) {
 	queued := false
 	admitted := time.Now()
 	err = r.quotas.acquire(ctx, ru.adm.owner, func() {
 		queued = true
-		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.cfg.MaxConcurrent, r.cfg.MaxConcurrentPerOwner)
+		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.opts.MaxConcurrent, r.opts.MaxConcurrentPerOwner)
 		_, _ = r.fenced(ctx, ru, store.Update{StatusMessage: &msg})
 	})
 	if err != nil {
@@ -117,9 +117,9 @@ func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.R
 		r.observeHandler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Duration: time.Since(started)})
 	}()
 	ctx = context.WithValue(ctx, taskCtxKey{}, ru)
-	if r.cfg.TaskTimeout > 0 {
+	if r.opts.TaskTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, r.cfg.TaskTimeout, fmt.Errorf("%w after %s", errTimeout, r.cfg.TaskTimeout))
+		ctx, cancel = context.WithTimeoutCause(ctx, r.opts.TaskTimeout, fmt.Errorf("%w after %s", errTimeout, r.opts.TaskTimeout))
 		defer cancel()
 	}
 	defer func() {
@@ -194,8 +194,8 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 // refused as too large (err matches store.ErrTooLarge).
 func tooLargeFailure(err error) store.Update {
 	msg := "task result too large to store: " + err.Error()
-	return store.Update{Status: store.StatusFailed, StatusMessage: &msg,
-		Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
+	return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg,
+		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
 }
 
 // outcome maps a handler's return to the update that ends the task. A
@@ -205,18 +205,18 @@ func outcome(res mcp.Result, err error, d mcptask.Dialect) store.Update {
 	if err != nil {
 		info := errorInfo(err)
 		msg := info.Message
-		return store.Update{Status: store.StatusFailed, StatusMessage: &msg, Error: info}
+		return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg, Error: info}
 	}
 	raw, merr := json.Marshal(res)
 	if merr != nil {
 		msg := "encoding task result: " + merr.Error()
-		return store.Update{Status: store.StatusFailed, StatusMessage: &msg, Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
+		return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg, Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
 	}
 	if ctr, ok := res.(*mcp.CallToolResult); ok && ctr.IsError {
 		msg := toolErrorText(ctr)
 		return store.Update{Status: d.ToolErrorStatus(), StatusMessage: &msg, Result: raw}
 	}
-	return store.Update{Status: store.StatusCompleted, Result: raw, StatusMessage: ptr("")}
+	return store.Update{Status: mcptask.StatusCompleted, Result: raw, StatusMessage: ptr("")}
 }
 
 // toolErrorText is the status message of a task whose tool reported an
@@ -239,18 +239,18 @@ func toolErrorText(r *mcp.CallToolResult) string {
 }
 
 // errorInfo converts an error into the JSON-RPC error stored on a task.
-func errorInfo(err error) *store.ErrorInfo {
+func errorInfo(err error) *mcptask.ErrorInfo {
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
-		return &store.ErrorInfo{Code: je.Code, Message: je.Message, Data: je.Data}
+		return &mcptask.ErrorInfo{Code: je.Code, Message: je.Message, Data: je.Data}
 	}
 	switch {
 	case errors.Is(err, errTimeout):
-		return &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: strings.TrimPrefix(err.Error(), "taskrouter: ")}
+		return &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: strings.TrimPrefix(err.Error(), "taskrouter: ")}
 	case errors.Is(err, store.ErrTooLarge):
-		return &store.ErrorInfo{Code: mcptask.CodeInvalidParams, Message: err.Error()}
+		return &mcptask.ErrorInfo{Code: mcptask.CodeInvalidParams, Message: err.Error()}
 	}
-	return &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: err.Error()}
+	return &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: err.Error()}
 }
 
 // ---- the run's writes: fenced by its lease ----
@@ -294,4 +294,100 @@ func (r *Router) fenceLost(ctx context.Context, id string, err error) error {
 		return fmt.Errorf("%w: %w", errEnded, err)
 	}
 	return fmt.Errorf("%w: %w", errLeaseLost, err)
+}
+
+func (ru *run) addInput(method string, params json.RawMessage) *pendingInput {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	ru.seq++
+	in := &pendingInput{key: fmt.Sprintf("input-%d", ru.seq), method: method, params: params, reply: make(chan inputAnswer, 1)}
+	ru.inputs[in.key] = in
+	return in
+}
+
+// removeInput drops an input and reports how many remain.
+func (ru *run) removeInput(key string) int {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	delete(ru.inputs, key)
+	return len(ru.inputs)
+}
+
+// answer delivers a response to a pending input; it reports whether the key
+// was pending.
+func (ru *run) answer(key string, a inputAnswer) bool {
+	ru.mu.Lock()
+	in, ok := ru.inputs[key]
+	if ok {
+		delete(ru.inputs, key)
+	}
+	ru.mu.Unlock()
+	if ok {
+		in.reply <- a
+	}
+	return ok
+}
+
+// inputRequests returns the pending inputs in the extension's wire shape:
+// key -> {"method", "params"}.
+func (ru *run) inputRequests() map[string]json.RawMessage {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if len(ru.inputs) == 0 {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(ru.inputs))
+	for k, in := range ru.inputs {
+		out[k] = in.wire()
+	}
+	return out
+}
+
+// hasUnclaimedInput reports whether the run has an input request no
+// tasks/result stream is delivering yet.
+func (ru *run) hasUnclaimedInput() bool {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	for _, in := range ru.inputs {
+		if !in.inFlight {
+			return true
+		}
+	}
+	return false
+}
+
+// claimInputs marks every undelivered input in flight and returns them.
+func (ru *run) claimInputs() []*pendingInput {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	var out []*pendingInput
+	for _, in := range ru.inputs {
+		if !in.inFlight {
+			in.inFlight = true
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func (ru *run) release(in *pendingInput) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	in.inFlight = false
+}
+
+func (ru *run) failInputs(err error) {
+	ru.mu.Lock()
+	inputs := ru.inputs
+	ru.inputs = map[string]*pendingInput{}
+	ru.mu.Unlock()
+	for _, in := range inputs {
+		in.reply <- inputAnswer{err: err}
+	}
+}
+
+// runOf finds the run of a task handler context.
+func runOf(ctx context.Context) *run {
+	ru, _ := ctx.Value(taskCtxKey{}).(*run)
+	return ru
 }

@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"context"
 	"errors"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"sync"
 
 	"github.com/taskbridge/taskbridge/store"
@@ -224,7 +225,7 @@ func (r *Router) stopRun(id string, cause error) {
 
 // cancelTask marks a task cancelled, then stops its work.
 func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) (*store.Task, error) {
-	nt, err := r.Update(ctx, t.ID, store.Update{Status: store.StatusCancelled, StatusMessage: &message})
+	nt, err := r.Update(ctx, t.ID, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &message})
 	if err != nil {
 		return nil, err
 	}

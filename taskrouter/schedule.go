@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/service"
 )
 
 // The scheduler: time has a home in the engine. A task that has work due
@@ -16,33 +17,98 @@ import (
 // index, durably. One loop per process waits for the earliest wake-up it
 // knows of (every wake time written through this router is noted at
 // once), reads the due tasks from the index (store.Due) and hands each to
-// its kind's WakeFunc, which claims the task's lease for the work it runs
+// its kind's Wake hook, which claims the task's lease for the work it runs
 // (so exactly one replica runs it). On a shared store the loop also polls
 // the index every ChangePollInterval for wake times other replicas wrote;
-// a task this process holds the lease of is left to the work holding it. Wake-ups survive a
-// restart (Start notes the wake times of the tasks it finds) and a
-// takeover.
+// a task this process holds the lease of is left to the work holding it.
+// Wake-ups survive a restart (Start notes the wake times of the tasks it
+// finds) and a takeover.
 
-// maxWakers bounds the wake-ups handled at once by one process.
-const maxWakers = 64
+// schedulerConfig configures the scheduler.
+type schedulerConfig struct {
+	// Poll is how long the loop waits at most before it reads the wake
+	// index again: Options.ChangePollInterval on a shared store (other
+	// replicas write wake times it is not told of), SweepInterval
+	// otherwise.
+	Poll time.Duration
+	// MaxWakers bounds the wake-ups run at once; zero means 64.
+	MaxWakers int
+	// Batch is how many due tasks one read of the index takes; zero
+	// means 256.
+	Batch int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
 
-// scheduler is the loop's state.
+func (c schedulerConfig) withDefaults() schedulerConfig {
+	if c.MaxWakers == 0 {
+		c.MaxWakers = 64
+	}
+	if c.Batch == 0 {
+		c.Batch = 256
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c schedulerConfig) validate() error {
+	check := service.Check{Service: "scheduler"}
+	check.Positive("Poll", c.Poll)
+	check.Count("MaxWakers", c.MaxWakers)
+	check.Count("Batch", c.Batch)
+	return check.Err()
+}
+
+// schedulerSignals are the scheduler's test signals (see service.Signal).
+type schedulerSignals struct {
+	// Woken: a task's wake-up ran without an error (its id).
+	Woken service.Signal[string]
+	// Retry: a task's wake-up failed; it is tried again later (its id).
+	Retry service.Signal[string]
+}
+
+// scheduler is the engine's service that runs due wake-ups. Its lock is a
+// leaf: it guards the fields below it and nothing is called while it is
+// held.
 type scheduler struct {
+	r       *Router
+	cfg     schedulerConfig
+	loop    service.Loop
+	wakers  sync.WaitGroup // wake-ups running
+	sem     chan struct{}  // one token per wake-up running
+	signals schedulerSignals
+
 	mu       sync.Mutex
 	next     time.Time // earliest wake time noted since the last round; zero: none
-	poke     chan struct{}
 	inflight map[string]bool
 	backoff  map[string]time.Time // tasks whose last wake-up failed: not before
 	fails    map[string]int
-	sem      chan struct{}
 }
 
-func (s *scheduler) init() {
-	s.poke = make(chan struct{}, 1)
-	s.inflight = map[string]bool{}
-	s.backoff = map[string]time.Time{}
-	s.fails = map[string]int{}
-	s.sem = make(chan struct{}, maxWakers)
+func newScheduler(r *Router, cfg schedulerConfig) (*scheduler, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &scheduler{r: r, cfg: cfg, sem: make(chan struct{}, cfg.MaxWakers),
+		inflight: map[string]bool{}, backoff: map[string]time.Time{}, fails: map[string]int{}}, nil
+}
+
+// Name names the service.
+func (s *scheduler) Name() string { return "scheduler" }
+
+// Start starts the loop: a first round at once.
+func (s *scheduler) Start(ctx context.Context) error {
+	s.loop.Start(ctx, 0, s.round)
+	return nil
+}
+
+// Stop ends the loop and waits for the wake-ups running.
+func (s *scheduler) Stop() {
+	s.loop.Stop()
+	s.wakers.Wait()
 }
 
 // note makes the loop look at the index by at.
@@ -57,71 +123,43 @@ func (s *scheduler) note(at time.Time) {
 	}
 	s.mu.Unlock()
 	if sooner {
-		select {
-		case s.poke <- struct{}{}:
-		default:
-		}
+		s.loop.Poke()
 	}
 }
 
-// runScheduler is the loop; Start runs it until Close.
-func (r *Router) runScheduler() {
-	s := &r.sched
-	poll := r.cfg.SweepInterval
-	if r.shared {
-		poll = r.cfg.ChangePollInterval
+// round wakes the due tasks if a noted time came, and returns how long to
+// wait for the next round.
+func (s *scheduler) round(ctx context.Context) time.Duration {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	next := s.next
+	due := next.IsZero() || !next.After(now)
+	if due {
+		s.next = time.Time{}
 	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		timer := time.NewTimer(0)
-		defer timer.Stop()
-		for {
-			select {
-			case <-r.stopSweep:
-				return
-			case <-timer.C:
-			case <-s.poke:
-			}
-			now := r.cfg.Now()
-			s.mu.Lock()
-			next := s.next
-			due := next.IsZero() || !next.After(now)
-			if due {
-				s.next = time.Time{}
-			}
-			s.mu.Unlock()
-			wait := poll
-			if due {
-				r.wakeDue(context.Background())
-			} else if d := next.Sub(now); d < wait {
-				wait = d
-			}
-			// The notes keep only the earliest time: after a round, the
-			// index says when the next wake-up is due.
-			if up := r.upcoming(context.Background(), now, wait); !up.IsZero() {
-				wait = min(wait, max(0, up.Sub(r.cfg.Now())))
-			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-			timer.Reset(wait)
-		}
-	}()
+	s.mu.Unlock()
+	wait := s.cfg.Poll
+	if due {
+		s.wakeDue(ctx)
+	} else if d := next.Sub(now); d < wait {
+		wait = d
+	}
+	// The notes keep only the earliest time: after a round, the index
+	// says when the next wake-up is due.
+	if up := s.upcoming(ctx, now, wait); !up.IsZero() {
+		wait = min(wait, max(0, up.Sub(s.cfg.Now())))
+	}
+	return wait
 }
 
 // upcoming returns the earliest wake time after now in the store's wake
 // index, within horizon; zero when there is none. Tasks due already (being
 // woken now, or held by this process) are passed over.
-func (r *Router) upcoming(ctx context.Context, now time.Time, horizon time.Duration) time.Time {
-	s := &r.sched
+func (s *scheduler) upcoming(ctx context.Context, now time.Time, horizon time.Duration) time.Time {
 	s.mu.Lock()
 	limit := 16 + len(s.inflight)
 	s.mu.Unlock()
-	ts, err := r.st.Due(ctx, now.Add(horizon), limit)
+	ts, err := s.r.st.Due(ctx, now.Add(horizon), limit)
 	if err != nil {
 		return time.Time{}
 	}
@@ -133,84 +171,96 @@ func (r *Router) upcoming(ctx context.Context, now time.Time, horizon time.Durat
 	return time.Time{}
 }
 
-// wakeDue hands every due task to its kind's WakeFunc.
-func (r *Router) wakeDue(ctx context.Context) {
-	s := &r.sched
+// wakeDue hands every due task to its kind's Wake hook.
+func (s *scheduler) wakeDue(ctx context.Context) {
+	r := s.r
 	for {
-		now := r.cfg.Now()
-		due, err := r.st.Due(ctx, now, 256)
+		now := s.cfg.Now()
+		due, err := r.st.Due(ctx, now, s.cfg.Batch)
 		if err != nil {
 			r.log.Warn("reading due wake-ups", "error", err)
 			return
 		}
 		started := 0
 		for _, t := range due {
-			if r.shared && (r.leases.has(t.ID) || t.LeaseHolder == r.cfg.ReplicaID && t.LeaseUntil.After(now)) {
+			if r.shared && (r.leases.has(t.ID) || t.LeaseHolder == r.opts.ReplicaID && t.LeaseUntil.After(now)) {
 				continue // this process works on it already (a re-claim would fence that work)
 			}
-			s.mu.Lock()
-			skip := s.inflight[t.ID] || s.backoff[t.ID].After(now)
-			if !skip {
-				s.inflight[t.ID] = true
-			}
-			s.mu.Unlock()
-			if skip {
+			if !s.begin(t.ID, now) {
 				continue
 			}
 			started++
 			s.sem <- struct{}{}
-			r.wg.Add(1)
+			s.wakers.Add(1)
 			go func() {
-				defer r.wg.Done()
+				defer s.wakers.Done()
 				defer func() { <-s.sem }()
-				r.wakeOne(ctx, t)
+				s.end(t.ID, s.wakeOne(ctx, t))
 			}()
 		}
-		if len(due) < 256 || started == 0 {
+		if len(due) < s.cfg.Batch || started == 0 {
 			return
 		}
 	}
 }
 
-// wakeOne claims (on a shared store) and wakes one due task.
-func (r *Router) wakeOne(ctx context.Context, t *store.Task) {
-	s := &r.sched
-	err := func() (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				r.log.Error("panic waking a task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
-				err = errors.New("panic")
-			}
-		}()
-		_, wake, _, _ := r.kinds.of(t)
-		if wake == nil {
-			// Nothing drives this kind here: clear the wake-up rather than
-			// look at it again forever.
-			zero := time.Time{}
-			_, err := r.st.Update(ctx, t.ID, store.Update{IfVersion: t.Version, WakeAt: &zero})
-			if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			return nil
-		}
-		if r.shared && r.leases.has(t.ID) {
-			return nil // this process took it up meanwhile
-		}
-		return wake(ctx, t)
-	}()
+// begin marks task id's wake-up in progress, unless it is already or its
+// backoff has not run out.
+func (s *scheduler) begin(id string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.inflight, t.ID)
+	if s.inflight[id] || s.backoff[id].After(now) {
+		return false
+	}
+	s.inflight[id] = true
+	return true
+}
+
+// end records the outcome of task id's wake-up: a failure is tried again
+// after a backoff that doubles up to a minute.
+func (s *scheduler) end(id string, err error) {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	delete(s.inflight, id)
 	if err == nil {
-		delete(s.backoff, t.ID)
-		delete(s.fails, t.ID)
+		delete(s.backoff, id)
+		delete(s.fails, id)
+		s.mu.Unlock()
+		s.signals.Woken.Send(id)
 		return
 	}
-	s.fails[t.ID]++
-	d := min(time.Second<<min(s.fails[t.ID], 6), time.Minute)
-	s.backoff[t.ID] = r.cfg.Now().Add(d)
-	r.log.Warn("waking a task failed; trying again later", "task", t.ID, "retry_in", d, "error", err)
-	if s.next.IsZero() || s.backoff[t.ID].Before(s.next) {
-		s.next = s.backoff[t.ID]
+	s.fails[id]++
+	d := min(time.Second<<min(s.fails[id], 6), time.Minute)
+	at := now.Add(d)
+	s.backoff[id] = at
+	s.mu.Unlock()
+	s.note(at) // the loop looks again then, whatever its poll
+	s.r.log.Warn("waking a task failed; trying again later", "task", id, "retry_in", d, "error", err)
+	s.signals.Retry.Send(id)
+}
+
+// wakeOne claims (on a shared store) and wakes one due task.
+func (s *scheduler) wakeOne(ctx context.Context, t *store.Task) (err error) {
+	r := s.r
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("panic waking a task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
+			err = errors.New("panic")
+		}
+	}()
+	wake := r.kinds.wakeHook(t)
+	if wake == nil {
+		// Nothing drives this kind here: clear the wake-up rather than
+		// look at it again forever.
+		zero := time.Time{}
+		_, err := r.st.Update(ctx, t.ID, store.Update{IfVersion: t.Version, WakeAt: &zero})
+		if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
 	}
+	if r.shared && r.leases.has(t.ID) {
+		return nil // this process took it up meanwhile
+	}
+	return wake(ctx, t)
 }

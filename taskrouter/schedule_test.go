@@ -15,17 +15,17 @@ import (
 // scheduler reads the next due time from the store's wake index rather
 // than waiting for its poll (an hour here).
 func TestSchedulerWakesEveryTaskNotOnlyTheFirst(t *testing.T) {
-	h := newHarness(t, func(c *taskrouter.Config) { c.SweepInterval = time.Hour })
+	h := newHarness(t, func(c *taskrouter.Options) { c.SweepInterval = time.Hour })
 	var mu sync.Mutex
 	woken := map[string]time.Time{}
-	h.r.OnWake("nap", func(ctx context.Context, task *store.Task) error {
+	h.r.HandleKind("nap", napKind{wake: func(ctx context.Context, task *store.Task) error {
 		mu.Lock()
 		woken[task.ID] = time.Now()
 		mu.Unlock()
 		zero := time.Time{}
 		_, err := h.r.Update(ctx, task.ID, store.Update{WakeAt: &zero})
 		return err
-	})
+	}})
 	start := time.Now()
 	due := map[string]time.Time{}
 	for i := range 5 {
@@ -46,3 +46,13 @@ func TestSchedulerWakesEveryTaskNotOnlyTheFirst(t *testing.T) {
 		require.False(t, woken[id].Before(at), "not before its time")
 	}
 }
+
+// napKind is a task kind that only wakes.
+type napKind struct {
+	wake func(ctx context.Context, t *store.Task) error
+}
+
+func (k napKind) Recover(context.Context, *store.Task, string) error { return nil }
+func (k napKind) Wake(ctx context.Context, t *store.Task) error      { return k.wake(ctx, t) }
+func (k napKind) ExpiryMessage(*store.Task) string                   { return "" }
+func (k napKind) Touched(context.Context, *store.Task)               {}

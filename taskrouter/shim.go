@@ -1,21 +1,17 @@
 package taskrouter
 
-// The shims in this file exist because go-sdk v1.8 decodes tools/call params
-// into a struct without a "task" field, dropping a core-dialect params.task
-// before any middleware can see it. Each shim moves that object into
-// params._meta[metaTaskRequest] on the way in; the router's middleware
-// takes it out again (with every other key under
-// mcptask.PrivateMetaPrefix) before any handler runs. The transport shim
-// also tags tools/call and prompts/get with its connection id so the router
-// can push notifications/tasks/status on that connection. Keys under the
-// private prefix that a client sends itself are dropped, so a client cannot
-// forge them.
+// The transport shim (stdio, in-memory and any other persistent
+// transport): it rewrites every request on its way to go-sdk (see package
+// wire: params.task moved into a private _meta key, private keys a client
+// sent dropped), tags tools/call and prompts/get with its connection id so
+// the router can push notifications/tasks/status on that connection,
+// serves subscriptions/listen for task notifications, and answers the
+// fast path's requests (fastpath.go) before the SDK reads them.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"strings"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,175 +19,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
-
-var privatePrefix = []byte(mcptask.PrivateMetaPrefix)
-
-// rewriteParams drops private _meta keys the client sent, moves
-// params.task into _meta when moveTask is set (tools/call), and, when
-// connID is set, tags the params with it. It returns the input unchanged
-// when there is nothing to do or the params are not a JSON object.
-func rewriteParams(params json.RawMessage, connID string, moveTask bool) json.RawMessage {
-	if !mayNeedRewrite(params) && connID == "" {
-		return params
-	}
-	if !json.Valid(params) {
-		return params // the SDK answers it
-	}
-	if out, ok := spliceParams(params, connID, moveTask); ok {
-		return out
-	}
-	return decodeRewrite(params, connID, moveTask)
-}
-
-var (
-	keyTask        = []byte(`"task"`)
-	keyTaskRequest = quotedKey(metaTaskRequest)
-	keyConnID      = quotedKey(metaConnID)
-	quotedPrivate  = quotedKey(mcptask.PrivateMetaPrefix)[:len(mcptask.PrivateMetaPrefix)+1] // with the opening quote
-)
-
-// spliceParams is rewriteParams on the bytes: it copies the members it
-// keeps and writes the new _meta, without decoding anything. ok is false
-// when it cannot tell exactly (an escaped key, a duplicate "task" or
-// "_meta"); decodeRewrite decides then.
-func spliceParams(params json.RawMessage, connID string, moveTask bool) (json.RawMessage, bool) {
-	ms, ok := objectMembers(params)
-	if !ok {
-		if bytes.TrimSpace(params)[0] == '{' {
-			return nil, false // an escaped key
-		}
-		return params, true // not an object: the SDK's to reject
-	}
-	task, meta := -1, -1
-	for i, m := range ms {
-		switch {
-		case moveTask && bytes.Equal(m.key, keyTask):
-			if task >= 0 {
-				return nil, false
-			}
-			task = i
-		case bytes.Equal(m.key, metaKey):
-			if meta >= 0 {
-				return nil, false
-			}
-			meta = i
-		}
-	}
-	var metaMembers []member
-	var metaRaw []byte
-	forged := false
-	if meta >= 0 {
-		metaRaw = params[ms[meta].vstart:ms[meta].end]
-		if string(metaRaw) != "null" {
-			var isObj bool
-			metaMembers, isObj = objectMembers(metaRaw)
-			if !isObj {
-				if metaRaw[0] == '{' {
-					return nil, false // an escaped key
-				}
-				return params, true // a _meta that is not an object is the SDK's to reject
-			}
-			for _, m := range metaMembers {
-				if bytes.HasPrefix(m.key, quotedPrivate) {
-					forged = true
-				}
-			}
-		}
-	}
-	if task < 0 && connID == "" && !forged {
-		return params, true
-	}
-	out := make([]byte, 0, len(params)+len(keyTaskRequest)+len(keyConnID)+len(connID)+16)
-	out = append(out, '{')
-	for i, m := range ms {
-		if i == task || i == meta {
-			continue
-		}
-		out = append(out, params[m.start:m.end]...)
-		out = append(out, ',')
-	}
-	out = append(out, metaKey...)
-	out = append(out, ":{"...)
-	n := 0
-	for _, m := range metaMembers {
-		if bytes.HasPrefix(m.key, quotedPrivate) {
-			continue
-		}
-		out = append(out, metaRaw[m.start:m.end]...)
-		out = append(out, ',')
-		n++
-	}
-	if task >= 0 {
-		out = append(out, keyTaskRequest...)
-		out = append(out, ':')
-		out = append(out, params[ms[task].vstart:ms[task].end]...)
-		out = append(out, ',')
-		n++
-	}
-	if connID != "" {
-		out = append(out, keyConnID...)
-		out = append(out, ':')
-		out = append(out, quotedKey(connID)...)
-		out = append(out, ',')
-		n++
-	}
-	if n > 0 {
-		out = out[:len(out)-1]
-	}
-	out = append(out, "}}"...)
-	return out, true
-}
-
-// decodeRewrite is rewriteParams through a decoded map: for params whose
-// keys hold escapes or repeat.
-func decodeRewrite(params json.RawMessage, connID string, moveTask bool) json.RawMessage {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(params, &m); err != nil || m == nil {
-		return params
-	}
-	task, hasTask := m["task"]
-	hasTask = hasTask && moveTask
-	meta := map[string]json.RawMessage{}
-	if old, ok := m["_meta"]; ok {
-		if err := json.Unmarshal(old, &meta); err != nil {
-			return params // a malformed _meta is the SDK's to reject
-		}
-		if meta == nil { // "_meta": null
-			meta = map[string]json.RawMessage{}
-		}
-	}
-	forged := false
-	for k := range meta {
-		if strings.HasPrefix(k, mcptask.PrivateMetaPrefix) {
-			delete(meta, k)
-			forged = true
-		}
-	}
-	if !hasTask && connID == "" && !forged {
-		return params
-	}
-	if hasTask {
-		delete(m, "task")
-		meta[metaTaskRequest] = task
-	}
-	if connID != "" {
-		meta[metaConnID], _ = json.Marshal(connID)
-	}
-	m["_meta"], _ = json.Marshal(meta)
-	out, err := json.Marshal(m)
-	if err != nil {
-		return params
-	}
-	return out
-}
-
-// mayNeedRewrite is a fast filter: params can only carry a "task" key or a
-// private _meta key if the bytes contain them literally or contain a \u
-// escape (which could spell them).
-func mayNeedRewrite(params []byte) bool {
-	return bytes.Contains(params, keyTask) || bytes.Contains(params, privatePrefix) || bytes.IndexByte(params, '\\') >= 0
-}
 
 // ---- stdio / in-memory ----
 
@@ -211,8 +40,8 @@ type taskTransport struct {
 
 func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	var pc *pushConn
-	if src, ok := framedSourceOf(t.inner); ok && !t.noFast {
-		c, err := t.connectFramed(ctx, src) // fastframe.go
+	if src, ok := wire.SourceOf(t.inner); ok && !t.noFast {
+		c, err := t.connectFramed(ctx, src)
 		if err != nil {
 			return nil, err
 		}
@@ -228,6 +57,45 @@ func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	return pc, nil
 }
 
+// connectFramed connects the SDK's stream connection to a pipe the
+// router's framer (wire.Frame) feeds from src: the framer offers each
+// message to takeFrame first.
+func (t *taskTransport) connectFramed(ctx context.Context, src wire.Source) (*pushConn, error) {
+	pr, pw := io.Pipe()
+	c, err := (&mcp.IOTransport{Reader: pr, Writer: src.W, MaxLineLength: src.MaxLen}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[jsonrpc.ID]*connListen{}, noFast: t.noFast, framed: true, closeSrc: src.Close}
+	go func() {
+		defer pc.r.fast.recover("framer")
+		wire.Frame(src.R, pw, pc.takeFrame)
+	}()
+	return pc, nil
+}
+
+// takeFrame answers a framed message on the fast path, or records the
+// call the SDK is about to get (the SDK refuses an id in flight, and
+// knows only its own); it reports whether it answered.
+func (c *pushConn) takeFrame(raw []byte) bool {
+	req, ok := wire.DecodeCall(raw)
+	if !ok {
+		return false // the SDK answers (or refuses) it
+	}
+	switch c.calls.State(req.ID) {
+	case wire.InFast:
+		return true // the SDK's jsonrpc2 layer drops such a call, without an answer
+	case wire.InSDK:
+		c.calls.BeginSDK(req.ID, false)
+		return false
+	}
+	if c.serveFast(req) {
+		return true
+	}
+	c.calls.BeginSDK(req.ID, false)
+	return false
+}
+
 // pushConn is a shimmed connection.
 type pushConn struct {
 	mcp.Connection
@@ -241,14 +109,13 @@ type pushConn struct {
 
 	// The fast path (fastpath.go): the session the SDK made of this
 	// connection, once a request of it reached the router's middleware;
-	// the requests in flight, by id: the fast path's, and the SDK's calls
-	// (the SDK refuses an id in flight, and knows only its own).
+	// the calls in flight: the fast path's, and the SDK's (the SDK drops
+	// a call whose id is in flight, and knows only its own).
 	noFast bool
 	ss     atomic.Pointer[mcp.ServerSession]
-	fast   map[jsonrpc.ID]context.CancelCauseFunc
-	sdk    map[jsonrpc.ID]int
+	calls  wire.InFlight
 	// framed: the router reads the stream itself and answers the fast
-	// path's messages before they reach the SDK (fastframe.go); closeSrc
+	// path's messages before they reach the SDK (wire.Frame); closeSrc
 	// closes that stream's reading side.
 	framed   bool
 	closeSrc func() error
@@ -265,12 +132,12 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, err
 		}
 		if req.IsCall() && !c.framed {
-			switch c.inFlight(req.ID) {
-			case inflightFast:
+			switch c.calls.State(req.ID) {
+			case wire.InFast:
 				// The SDK's jsonrpc2 layer drops a call whose id is in
 				// flight, without an answer; this one is in flight here.
 				continue
-			case inflightNone:
+			case wire.Free:
 				if (req.Method == mcptask.MethodToolsCall || mcptask.IsTaskMethod(req.Method)) && c.serveFast(req) {
 					continue
 				}
@@ -278,28 +145,30 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		switch req.Method {
 		case mcptask.MethodToolsCall:
-			req.Params = rewriteParams(req.Params, c.id, true)
+			req.Params = wire.RewriteParams(req.Params, c.id, true)
 		case mcptask.MethodPromptsGet:
-			req.Params = rewriteParams(req.Params, c.id, false)
+			req.Params = wire.RewriteParams(req.Params, c.id, false)
 		case mcptask.MethodSubscriptionsListen:
-			var lp listenParams
-			if req.IsCall() && json.Unmarshal(req.Params, &lp) == nil && lp.forTasks() {
+			var lp wire.ListenParams
+			if req.IsCall() && json.Unmarshal(req.Params, &lp) == nil && lp.ForTasks() {
 				c.listen(req, &lp)
 				continue // answered here, not by the SDK
 			}
-			req.Params = rewriteParams(req.Params, "", false)
-		case methodCancelled:
+			req.Params = wire.RewriteParams(req.Params, "", false)
+		case mcptask.MethodCancelled:
 			c.cancelListen(req.Params) // and the SDK cancels its own requests
-			c.cancelFast(req.Params)
+			if id, ok := wire.CancelledID(req.Params); ok {
+				c.calls.CancelFast(id)
+			}
 		default:
 			connID := ""
 			if req.IsCall() && c.ss.Load() == nil {
 				connID = c.id // so the router learns this connection's session
 			}
-			req.Params = rewriteParams(req.Params, connID, false)
+			req.Params = wire.RewriteParams(req.Params, connID, false)
 		}
 		if req.IsCall() && !c.framed {
-			c.beginSDK(req.ID) // the framer records the calls it passes on itself
+			c.calls.BeginSDK(req.ID, false) // the framer records the calls it passes on itself
 		}
 		return msg, err
 	}
@@ -308,7 +177,7 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // Write passes msg on, noting the end of the SDK's call it answers.
 func (c *pushConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
-		c.endSDK(resp.ID)
+		c.calls.EndSDK(resp.ID, false)
 	}
 	return c.Connection.Write(ctx, msg)
 }
@@ -316,98 +185,52 @@ func (c *pushConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // setSession records the session the SDK made of the connection.
 func (c *pushConn) setSession(ss *mcp.ServerSession) { c.ss.CompareAndSwap(nil, ss) }
 
-func (c *pushConn) inFlight(id jsonrpc.ID) inflight {
-	key := id
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.fast[key] != nil:
-		return inflightFast
-	case c.sdk[key] > 0:
-		return inflightSDK
-	}
-	return inflightNone
-}
-
-func (c *pushConn) beginSDK(id jsonrpc.ID) {
-	key := id
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sdk == nil {
-		c.sdk = map[jsonrpc.ID]int{}
-	}
-	c.sdk[key]++
-}
-
-func (c *pushConn) endSDK(id jsonrpc.ID) {
-	key := id
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n, ok := c.sdk[key]; ok {
-		if n <= 1 {
-			delete(c.sdk, key)
-		} else {
-			c.sdk[key] = n - 1
-		}
-	}
-}
-
 // serveFast answers a tasks/* call on the connection, if the SDK would
 // have dispatched it, in its own goroutine as the SDK does; it reports
 // false to leave the call to the SDK.
 func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
-	if c.noFast || !c.r.fastUsable() {
+	if c.noFast || !c.r.fast.usable() {
 		return false
 	}
-	defer c.r.recoverFast("connection")
+	defer c.r.fast.recover("connection")
 	ss := c.ss.Load()
 	if ss == nil || ss.InitializeParams() == nil {
 		return false // the SDK refuses calls before initialize, or learns the client from this one
 	}
-	if req.Method == mcptask.MethodToolsCall && !mayAskTask(req.Params) &&
-		ss.InitializeParams().ProtocolVersion < mcptask.ExtensionVersion {
+	if req.Method == mcptask.MethodToolsCall && !wire.MayAskTask(req.Params) &&
+		!mcptask.DialectFor(ss.InitializeParams().ProtocolVersion).NegotiatesPerRequest() {
 		// A plain call (no params.task, no per-request version, a session
 		// older than the extension): the SDK serves it; decoding it here
 		// would be thrown away.
 		return false
 	}
-	call, ok := decodeFastCall(req.ID, req.Method, req.Params)
+	call, ok := wire.DecodeParams(req.ID, req.Method, req.Params)
 	if !ok {
 		return false
 	}
-	mv, ok := viewMeta(call.meta)
-	if !ok || mv.newProtocol && (!c.r.fast.accepted(mv.version) || c.r.serverInfo(context.Background()) == nil) {
+	mv, ok := wire.ViewMeta(call.Meta)
+	if !ok || mv.PerRequest() && (!c.r.fast.accepted(mv.Version) || c.r.fast.serverInfo(context.Background()) == nil) {
 		return false
 	}
 	connID := ""
 	if req.Method == mcptask.MethodToolsCall {
 		connID = c.id // as Read tags every tools/call
 	}
-	pc, ok := c.r.prepareCall(call, mv, ss, nil, connID, false)
+	pc, ok := c.r.fast.prepare(call, mv, ss, nil, connID, false)
 	if !ok {
 		return false
 	}
-	key := req.ID
 	ctx, cancel := context.WithCancelCause(context.Background())
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		cancel(nil)
+	if c.calls.BeginFast(req.ID, cancel) != wire.Free {
+		cancel(nil) // the connection closed
 		return false
 	}
-	if c.fast == nil {
-		c.fast = map[jsonrpc.ID]context.CancelCauseFunc{}
-	}
-	c.fast[key] = cancel
-	c.mu.Unlock()
 	go func() {
 		defer cancel(nil)
-		defer c.r.recoverFast("connection")
-		resp, err := c.r.serveCall(ctx, pc)
+		defer c.r.fast.recover("connection")
+		resp, err := c.r.fast.serve(ctx, pc)
 		// The id is free again before the answer leaves, as in the SDK.
-		c.mu.Lock()
-		delete(c.fast, key)
-		c.mu.Unlock()
+		c.calls.EndFast(req.ID)
 		if err == nil {
 			_ = c.Connection.Write(context.Background(), resp)
 		}
@@ -415,31 +238,10 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 	return true
 }
 
-// cancelFast cancels the fast-path call a notifications/cancelled names,
-// as the SDK cancels its own.
-func (c *pushConn) cancelFast(params json.RawMessage) {
-	var p mcp.CancelledParams
-	if len(params) == 0 || sdkUnmarshal(params, &p) != nil {
-		return
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil || !id.IsValid() {
-		return
-	}
-	c.mu.Lock()
-	cancel := c.fast[id]
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel(context.Canceled)
-	}
-}
-
-const methodCancelled = "notifications/cancelled"
-
 // listen serves a subscriptions/listen request for task notifications on
 // the connection, in its own goroutine, until the followed tasks ended,
 // the client cancels it or the connection closes.
-func (c *pushConn) listen(req *jsonrpc.Request, lp *listenParams) {
+func (c *pushConn) listen(req *jsonrpc.Request, lp *wire.ListenParams) {
 	write := func(ctx context.Context, msg jsonrpc.Message) bool {
 		if err := c.Connection.Write(ctx, msg); err != nil {
 			c.r.log.Debug("writing a subscriptions/listen message", "error", err)
@@ -452,7 +254,7 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *listenParams) {
 		defer cancel()
 		write(ctx, &jsonrpc.Response{ID: req.ID, Error: err})
 	}
-	if !lp.declaresExtension() {
+	if !lp.DeclaresExtension() {
 		refuse(mcptask.MissingExtension("task notifications on subscriptions/listen"))
 		return
 	}
@@ -484,7 +286,7 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *listenParams) {
 			c.mu.Unlock()
 			cancel()
 		}()
-		c.r.runListen(ctx, q, req.ID.Raw(), lp.Notifications.TaskIDs, listenSink{
+		c.r.runListen(ctx, q, req.ID.Raw(), lp.TaskIDs(), listenSink{
 			notify: func(method string, params any) bool {
 				raw, err := json.Marshal(params)
 				return err == nil && write(ctx, &jsonrpc.Request{Method: method, Params: raw})
@@ -523,10 +325,8 @@ func (c *pushConn) Close() error {
 	for _, ln := range c.listens {
 		ln.cancel()
 	}
-	for _, cancel := range c.fast {
-		cancel(errSessionClosed)
-	}
 	c.mu.Unlock()
+	c.calls.Close()
 	c.closeOnce.Do(func() {
 		if c.closeSrc != nil {
 			_ = c.closeSrc()

@@ -20,7 +20,7 @@ import (
 // server is shutting down. Before, spawn counted it in the WaitGroup
 // after Close's Wait had begun (a panic, or a handler nothing stops).
 func TestSpawnAfterCloseStartsNothing(t *testing.T) {
-	r, err := New(Config{Store: memory.New()})
+	r, err := NewRouter(memory.New(), nil)
 	require.NoError(t, err)
 	adm := admission{owner: LocalOwner, source: "test"}
 	require.NoError(t, r.quotas.admit(adm, false))
@@ -30,11 +30,11 @@ func TestSpawnAfterCloseStartsNothing(t *testing.T) {
 	var ran atomic.Int32
 	exec := func(context.Context) (mcp.Result, error) { ran.Add(1); return &mcp.CallToolResult{}, nil }
 	now := time.Now()
-	stored := &store.Task{ID: NewTaskID(), Status: store.StatusWorking, CreatedAt: now, UpdatedAt: now}
+	stored := &store.Task{ID: NewTaskID(), Status: mcptask.StatusWorking, CreatedAt: now, UpdatedAt: now}
 	ru := r.spawn(stored, adm, mcptask.Core, exec, nil)
 
 	p := &pendingRecord{rec: stored, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
-	r.spawn(&store.Task{ID: NewTaskID(), Status: store.StatusWorking}, adm, mcptask.Core, exec, p)
+	r.spawn(&store.Task{ID: NewTaskID(), Status: mcptask.StatusWorking}, adm, mcptask.Core, exec, p)
 	select {
 	case o := <-p.ended:
 		require.ErrorIs(t, o.cause, errShutdown)
@@ -50,7 +50,7 @@ func TestSpawnAfterCloseStartsNothing(t *testing.T) {
 // runs (and Close waits for it) or is refused, and nothing panics.
 func TestCloseWhileSpawning(t *testing.T) {
 	for range 20 {
-		r, err := New(Config{Store: memory.New()})
+		r, err := NewRouter(memory.New(), nil)
 		require.NoError(t, err)
 		adm := admission{owner: LocalOwner, source: "test"}
 		var wg sync.WaitGroup
@@ -60,7 +60,7 @@ func TestCloseWhileSpawning(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				now := time.Now()
-				r.spawn(&store.Task{ID: NewTaskID(), Status: store.StatusWorking, CreatedAt: now, UpdatedAt: now}, adm, mcptask.Core,
+				r.spawn(&store.Task{ID: NewTaskID(), Status: mcptask.StatusWorking, CreatedAt: now, UpdatedAt: now}, adm, mcptask.Core,
 					func(ctx context.Context) (mcp.Result, error) { <-ctx.Done(); return nil, ctx.Err() }, nil)
 			}()
 		}

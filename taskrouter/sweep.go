@@ -8,55 +8,97 @@ import (
 
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/service"
 )
 
-// every runs f every d until Close, in a goroutine Close waits for. The
-// engine's periodic work runs this way: the ttl sweep, and on a shared
-// store lease renewal (three times per lease duration; work whose lease
-// was not renewed is stopped) and the takeover of expired leases.
-func (r *Router) every(d time.Duration, f func(ctx context.Context)) {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		tick := time.NewTicker(d)
-		defer tick.Stop()
-		for {
-			select {
-			case <-r.stopSweep:
-				return
-			case <-tick.C:
-				f(context.Background())
-			}
+// The ttl sweeper: every Options.SweepInterval it reads the tasks whose
+// expiry has passed from the store's expiry index (store.Expired) and
+// deletes the finished ones; one still active is cancelled, marked failed
+// with a reason, and kept readable for Options.ExpiredGrace.
+
+// sweeperConfig configures the sweeper.
+type sweeperConfig struct {
+	// Interval is how often it sweeps.
+	Interval time.Duration
+	// Grace is how long a task that was still active when its ttl ran
+	// out stays readable, as failed.
+	Grace time.Duration
+	// Batch is how many expired tasks one read takes; zero means 256.
+	Batch int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c sweeperConfig) withDefaults() sweeperConfig {
+	if c.Batch == 0 {
+		c.Batch = 256
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c sweeperConfig) validate() error {
+	check := service.Check{Service: "sweeper"}
+	check.Positive("Interval", c.Interval)
+	check.NotNegative("Grace", c.Grace)
+	check.Count("Batch", c.Batch)
+	return check.Err()
+}
+
+// sweeperSignals are the sweeper's test signals.
+type sweeperSignals struct {
+	// Swept: a periodic sweep ended (how many tasks it deleted or
+	// marked).
+	Swept service.Signal[int]
+}
+
+// sweeper is the engine's ttl sweeper service.
+type sweeper struct {
+	r       *Router
+	cfg     sweeperConfig
+	loop    service.Loop
+	signals sweeperSignals
+}
+
+func newSweeper(r *Router, cfg sweeperConfig) (*sweeper, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &sweeper{r: r, cfg: cfg}, nil
+}
+
+// Name names the service.
+func (s *sweeper) Name() string { return "ttl sweeper" }
+
+// Start sweeps every Interval, the first time one Interval from now.
+func (s *sweeper) Start(ctx context.Context) error {
+	s.loop.Start(ctx, s.cfg.Interval, service.Every(s.cfg.Interval, func(ctx context.Context) {
+		n, err := s.sweep(ctx)
+		if err != nil {
+			s.r.log.Warn("ttl sweep", "error", err)
 		}
-	}()
+		s.signals.Swept.Send(n)
+	}))
+	return nil
 }
 
-func (r *Router) sweep(ctx context.Context) {
-	if _, err := r.Sweep(ctx); err != nil {
-		r.log.Warn("ttl sweep", "error", err)
-	}
-}
-
-func (r *Router) takeover(ctx context.Context) {
-	if _, err := r.Takeover(ctx); err != nil {
-		r.log.Warn("taking over expired leases", "error", err)
-	}
-}
-
-// ExpiryHook decides what happens to a task that is still active when its
-// expiry time passes. It returns the message to fail the task with, or ""
-// to keep the default ("expired: ttl of ... elapsed").
-type ExpiryHook func(t *store.Task) string
+// Stop ends the sweeps (one in progress finishes first).
+func (s *sweeper) Stop() { s.loop.Stop() }
 
 // Sweep handles every task whose expiry has passed: finished tasks are
 // deleted; tasks still active are cancelled and marked failed with a
-// status message saying why, and kept readable for Config.ExpiredGrace.
-// It returns how many tasks it deleted or marked.
-func (r *Router) Sweep(ctx context.Context) (int, error) {
+// status message saying why, and kept readable for Options.ExpiredGrace.
+// It returns how many tasks it deleted or marked. The engine sweeps every
+// Options.SweepInterval by itself.
+func (r *Router) Sweep(ctx context.Context) (int, error) { return r.sweeper.sweep(ctx) }
+
+func (s *sweeper) sweep(ctx context.Context) (int, error) {
 	n := 0
 	for {
-		now := r.cfg.Now()
-		batch, err := r.st.Expired(ctx, now, 256)
+		batch, err := s.r.st.Expired(ctx, s.cfg.Now(), s.cfg.Batch)
 		if err != nil {
 			return n, err
 		}
@@ -65,41 +107,50 @@ func (r *Router) Sweep(ctx context.Context) (int, error) {
 		}
 		progressed := false
 		for _, t := range batch {
-			if t.Status.Terminal() {
-				r.forgetTask(t.ID)
-				if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-					return n, err
-				}
-				r.watches.drop(t.ID)
-				r.observe(TaskDeleted, t, nil)
-				n++
-				progressed = true
-				continue
-			}
-			msg := fmt.Sprintf("expired: ttl of %s elapsed before the task finished; it was cancelled", t.TTL)
-			if _, _, hook, _ := r.kinds.of(t); hook != nil {
-				if m := hook(t); m != "" {
-					msg = m
-				}
-			}
-			grace := now.Add(r.cfg.ExpiredGrace)
-			u := store.Update{IfVersion: t.Version, Status: store.StatusFailed, StatusMessage: &msg,
-				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace}
-			nt, err := r.st.Update(ctx, t.ID, u)
+			done, err := s.sweepOne(ctx, t)
 			if err != nil {
-				if errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
-					continue
-				}
 				return n, err
 			}
-			r.stopRun(t.ID, errExpired)
-			r.observe(TaskUpdated, nt, &u)
-			r.changed(nt)
-			n++
-			progressed = true
+			if done {
+				n++
+				progressed = true
+			}
 		}
 		if !progressed {
 			return n, nil
 		}
 	}
+}
+
+// sweepOne deletes expired task t if it finished, or fails it; done
+// reports whether it did either (false: another write got there first).
+func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err error) {
+	r := s.r
+	if t.Status.Terminal() {
+		r.recent.forget(t.ID)
+		if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+		r.watches.drop(t.ID)
+		r.observe(TaskDeleted, t, nil)
+		return true, nil
+	}
+	msg := fmt.Sprintf("expired: ttl of %s elapsed before the task finished; it was cancelled", t.TTL)
+	if m := r.kinds.expiryMessage(t); m != "" {
+		msg = m
+	}
+	grace := s.cfg.Now().Add(s.cfg.Grace)
+	u := store.Update{IfVersion: t.Version, Status: mcptask.StatusFailed, StatusMessage: &msg,
+		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace}
+	nt, err := r.st.Update(ctx, t.ID, u)
+	if err != nil {
+		if errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+			return false, nil
+		}
+		return false, err
+	}
+	r.stopRun(t.ID, errExpired)
+	r.observe(TaskUpdated, nt, &u)
+	r.changed(nt)
+	return true, nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
@@ -16,7 +19,7 @@ import (
 // CreateOptions shape a task created through CreateTask.
 type CreateOptions struct {
 	// TTL is the requested ttl; zero means the configured default. It is
-	// capped at Config.MaxTTL.
+	// capped at Options.MaxTTL.
 	TTL time.Duration
 	// Kind is stored as the LabelKind label.
 	Kind string
@@ -40,10 +43,10 @@ type CreateOptions struct {
 
 func (r *Router) actualTTL(requested time.Duration) time.Duration {
 	if requested <= 0 {
-		return r.cfg.DefaultTTL
+		return r.opts.DefaultTTL
 	}
-	if requested > r.cfg.MaxTTL {
-		return r.cfg.MaxTTL
+	if requested > r.opts.MaxTTL {
+		return r.opts.MaxTTL
 	}
 	return requested
 }
@@ -55,17 +58,17 @@ func (r *Router) Task(ctx context.Context, id string) (*store.Task, error) {
 
 // TaskFor returns the task if the requestor may access it, and an error
 // matching store.ErrNotFound otherwise, so that tasks hidden from the
-// requestor are indistinguishable from missing ones (see Config.SessionBound
+// requestor are indistinguishable from missing ones (see Options.SessionBound
 // for who may access what).
 func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.Task, error) {
-	t := r.recentTask(id) // a task this process just ended (recent.go)
+	t := r.recent.get(id, r.opts.Now()) // a task this process just ended (recent.go)
 	if t == nil {
 		var err error
 		if t, err = r.st.Get(ctx, id); err != nil {
 			return nil, err
 		}
 	}
-	if !req.mayAccess(r.cfg, t) {
+	if !req.mayAccess(&r.opts, t) {
 		return nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
 	}
 	return t, nil
@@ -78,7 +81,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	if err != nil {
 		return nil, err
 	}
-	r.rememberEnded(t)
+	r.recent.remember(t, r.opts.Now())
 	if u.WakeAt != nil {
 		r.sched.note(t.WakeAt)
 	}
@@ -87,42 +90,8 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	return t, nil
 }
 
-// Await waits until done reports true for task id, or ctx ends. It reads
-// the task at once and again at every change (written by this process or,
-// on a shared store, announced by another one, with a re-read every
-// ChangePollInterval in case an announcement was lost), and returns the
-// task as last read; with ctx's error when ctx ended first, or the store's
-// error (store.ErrNotFound once the task is gone).
-func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bool) (*store.Task, error) {
-	var last *store.Task
-	for {
-		w := r.watches.watch(id) // watch first, then read: no change in between is missed
-		t, err := r.st.Get(ctx, id)
-		if err != nil {
-			r.watches.unwatch(id, w)
-			if ctx.Err() != nil {
-				return last, ctx.Err()
-			}
-			return last, err
-		}
-		last = t
-		if done(t) {
-			r.watches.unwatch(id, w)
-			return t, nil
-		}
-		select {
-		case <-w:
-		case <-r.pollTick():
-			r.watches.unwatch(id, w)
-		case <-ctx.Done():
-			r.watches.unwatch(id, w)
-			return last, ctx.Err()
-		}
-	}
-}
-
-// MaxTTL is the longest ttl a task may have (Config.MaxTTL).
-func (r *Router) MaxTTL() time.Duration { return r.cfg.MaxTTL }
+// MaxTTL is the longest ttl a task may have (Options.MaxTTL).
+func (r *Router) MaxTTL() time.Duration { return r.opts.MaxTTL }
 
 // SetVariables merges vars into the task's variables (a JSON null deletes
 // a key). ifVersion, when non-zero, makes the write conditional.
@@ -138,13 +107,66 @@ func (r *Router) Complete(ctx context.Context, id string, result any, vars map[s
 	if err != nil {
 		return nil, fmt.Errorf("taskrouter: encoding result: %w", err)
 	}
-	return r.Update(ctx, id, store.Update{IfVersion: ifVersion, Status: store.StatusCompleted, Result: raw, Variables: vars, StatusMessage: ptr("")})
+	return r.Update(ctx, id, store.Update{IfVersion: ifVersion, Status: mcptask.StatusCompleted, Result: raw, Variables: vars, StatusMessage: ptr("")})
 }
 
 // Fail ends a task as failed with a status message and, optionally, the
 // JSON-RPC error that tasks/result reports.
-func (r *Router) Fail(ctx context.Context, id string, message string, rpcErr *store.ErrorInfo) (*store.Task, error) {
-	return r.Update(ctx, id, store.Update{Status: store.StatusFailed, StatusMessage: &message, Error: rpcErr})
+func (r *Router) Fail(ctx context.Context, id string, message string, rpcErr *mcptask.ErrorInfo) (*store.Task, error) {
+	return r.Update(ctx, id, store.Update{Status: mcptask.StatusFailed, StatusMessage: &message, Error: rpcErr})
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// LabelCount is the number of active tasks whose labels have Values (in
+// the order the labels were asked for).
+type LabelCount struct {
+	Values []string
+	N      int
+}
+
+// ActiveByLabels counts the active tasks (working or input_required) of
+// kind (the LabelKind label; "" counts every kind) by the values of labels:
+// the operator's view of, say, how many workflow tasks still run on each
+// workflow version. It pages through the store's query index (headers
+// only) and reads at most max tasks; complete reports whether it counted
+// every active task. Counts are sorted by their values.
+func (r *Router) ActiveByLabels(ctx context.Context, kind string, labels []string, max int) (counts []LabelCount, complete bool, err error) {
+	by := map[string]*LabelCount{}
+	q := store.Query{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusInputRequired}, Limit: store.MaxPageSize}
+	read := 0
+	for {
+		page, err := r.st.Query(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, t := range page.Tasks {
+			read++
+			if kind != "" && t.Labels[LabelKind] != kind {
+				continue
+			}
+			vals := make([]string, len(labels))
+			for i, l := range labels {
+				vals[i] = t.Labels[l]
+			}
+			key := strings.Join(vals, "\x00")
+			if by[key] == nil {
+				by[key] = &LabelCount{Values: vals}
+			}
+			by[key].N++
+		}
+		if page.NextCursor == "" {
+			complete = true
+			break
+		}
+		if read >= max {
+			break
+		}
+		q.Cursor = page.NextCursor
+	}
+	for _, c := range by {
+		counts = append(counts, *c)
+	}
+	slices.SortFunc(counts, func(a, b LabelCount) int { return slices.Compare(a.Values, b.Values) })
+	return counts, complete, nil
+}

@@ -97,7 +97,7 @@ func (r *Router) toolTask(ctx context.Context, id string) (*store.Task, *mcp.Cal
 		}
 		return nil, errorResult("reading task %q: %v", id, err)
 	}
-	r.touch(ctx, t)
+	r.kinds.touched(ctx, t)
 	return t, nil
 }
 
@@ -106,7 +106,7 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if bad != nil {
 		return bad, nil, nil
 	}
-	wait := r.cfg.HostDeadline
+	wait := r.opts.HostDeadline
 	if wait < 0 {
 		wait = DefaultHostDeadline
 	}
@@ -116,7 +116,7 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 		}
 		wait = min(wait, time.Duration(*in.WaitSeconds*float64(time.Second)))
 	}
-	rep := r.reporterOf(t)
+	rep := r.kinds.reporter(t)
 	settled := func(t *store.Task) bool {
 		if t.Status.Terminal() {
 			return true
@@ -144,7 +144,7 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 // resultOf is task_result's answer for t as it stands.
 func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp.CallToolResult {
 	switch {
-	case t.Status == store.StatusCompleted || (t.Status == store.StatusFailed && t.Error == nil && len(t.Result) > 0):
+	case t.Status == mcptask.StatusCompleted || (t.Status == mcptask.StatusFailed && t.Error == nil && len(t.Result) > 0):
 		var res mcp.CallToolResult
 		if err := json.Unmarshal(t.Result, &res); err != nil {
 			return errorResult("task %s ended, but its result cannot be read: %v", t.ID, err)
@@ -156,13 +156,13 @@ func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp
 			res.Meta[k] = v
 		}
 		return &res
-	case t.Status == store.StatusFailed:
+	case t.Status == mcptask.StatusFailed:
 		msg := t.StatusMessage
 		if t.Error != nil {
 			msg = t.Error.Message
 		}
 		return withState(errorResult("task %s failed: %s", t.ID, msg), t)
-	case t.Status == store.StatusCancelled:
+	case t.Status == mcptask.StatusCancelled:
 		return withState(errorResult("task %s was cancelled: %s", t.ID, t.StatusMessage), t)
 	}
 	if rep != nil {
@@ -194,14 +194,6 @@ func (r *Router) taskCancelTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 		return errorResult("cancelling task %s: %v", t.ID, err), nil, nil
 	}
 	return withState(textResult("Task %s is cancelled; its work was stopped.", nt.ID), nt), nil, nil
-}
-
-// reporterOf returns the Reporter of t's kind, if its handler is one.
-func (r *Router) reporterOf(t *store.Task) Reporter {
-	r.kinds.mu.Lock()
-	defer r.kinds.mu.Unlock()
-	rep, _ := r.kinds.handlers[t.Labels[LabelKind]].(Reporter)
-	return rep
 }
 
 func errorResult(format string, args ...any) *mcp.CallToolResult {

@@ -15,20 +15,31 @@ import (
 )
 
 // TaskSupport is a tool's task support level, as advertised in tools/list.
+//
+// Deprecated: use mcptask.TaskSupport.
 type TaskSupport = mcptask.TaskSupport
 
-// The task support levels.
+// The task support levels, under the names taskrouter gave them first.
 const (
+	// TaskForbidden is mcptask.TaskForbidden.
+	//
+	// Deprecated: use mcptask.TaskForbidden.
 	TaskForbidden = mcptask.TaskForbidden
-	TaskOptional  = mcptask.TaskOptional
-	TaskRequired  = mcptask.TaskRequired
+	// TaskOptional is mcptask.TaskOptional.
+	//
+	// Deprecated: use mcptask.TaskOptional.
+	TaskOptional = mcptask.TaskOptional
+	// TaskRequired is mcptask.TaskRequired.
+	//
+	// Deprecated: use mcptask.TaskRequired.
+	TaskRequired = mcptask.TaskRequired
 )
 
 // ToolOptions say how a tool behaves as a task.
 type ToolOptions struct {
 	// TaskSupport is the level advertised in tools/list as
-	// execution.taskSupport. The zero value means TaskForbidden.
-	TaskSupport TaskSupport
+	// execution.taskSupport. The zero value means mcptask.TaskForbidden.
+	TaskSupport mcptask.TaskSupport
 	// Retryable marks the tool as safe to run again from the start: a task
 	// of it that a dead process left running is re-run on Start instead of
 	// being failed.
@@ -49,7 +60,7 @@ type ToolOptions struct {
 // task exists.
 type toolEntry struct {
 	tool *mcp.Tool
-	opts ToolOptions // TaskSupport filled in (TaskForbidden when unset)
+	opts ToolOptions // TaskSupport filled in (mcptask.TaskForbidden when unset)
 	// validate checks arguments the way the SDK's typed handler will,
 	// before the handler runs; nil for raw tools, whose handlers validate
 	// for themselves.
@@ -89,7 +100,7 @@ func (r *Router) SetToolOptions(name string, opts ToolOptions) {
 
 func (r *Router) register(t *mcp.Tool, opts ToolOptions, validate func(json.RawMessage) error) {
 	if opts.TaskSupport == "" {
-		opts.TaskSupport = TaskForbidden
+		opts.TaskSupport = mcptask.TaskForbidden
 	}
 	if !opts.TaskSupport.Valid() {
 		panic(fmt.Sprintf("taskrouter: tool %q: unknown task support %q", t.Name, opts.TaskSupport))
@@ -129,17 +140,17 @@ func (g *toolRegistry) lookup(name string) (toolEntry, bool) {
 	defer g.mu.RUnlock()
 	te, ok := g.entries[name]
 	if !ok {
-		return toolEntry{opts: ToolOptions{TaskSupport: TaskForbidden}}, false
+		return toolEntry{opts: ToolOptions{TaskSupport: mcptask.TaskForbidden}}, false
 	}
 	return *te, true
 }
 
 // supportOf returns the task support of the tools of list the registry
 // knows.
-func (g *toolRegistry) supportOf(tools []*mcp.Tool) map[string]TaskSupport {
+func (g *toolRegistry) supportOf(tools []*mcp.Tool) map[string]mcptask.TaskSupport {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	out := make(map[string]TaskSupport, len(tools))
+	out := make(map[string]mcptask.TaskSupport, len(tools))
 	for _, t := range tools {
 		if te, ok := g.entries[t.Name]; ok {
 			out[t.Name] = te.opts.TaskSupport
@@ -389,3 +400,18 @@ func (r *Router) Tools(ctx context.Context) ([]*mcp.Tool, error) {
 	}
 	return slices.Clip(out), nil
 }
+
+// AcceptTaskIDArgument makes tool name take the argument _task_id (see
+// above); the workflow bridge calls it for every tool a client may be asked
+// to call for a workflow step.
+func (r *Router) AcceptTaskIDArgument(name string) { r.tools.acceptTaskID(name) }
+
+// A ContinuationHandler serves a tools/call bound to an existing task with
+// _meta._task_id (mcptask.MetaTaskID): the workflow bridge records the
+// call's outcome on its workflow task. It runs the tool itself, in the
+// request, with Router.CallTool.
+type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error)
+
+// SetContinuation makes h serve every tools/call that carries
+// _meta._task_id. Without one, such calls are ordinary tool calls.
+func (r *Router) SetContinuation(h ContinuationHandler) { r.tools.setContinuation(h) }

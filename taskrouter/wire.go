@@ -1,13 +1,13 @@
 package taskrouter
 
 import (
-	"bytes"
 	"encoding/json"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 // The result and params types of the tasks/* methods. The task bodies are
@@ -15,9 +15,13 @@ import (
 // ResultBase) and the dialect-specific envelopes.
 
 // Task is the core-dialect (2025-11-25) wire form of a task.
+//
+// Deprecated: use mcptask.CoreTask.
 type Task = mcptask.CoreTask
 
 // ExtTask is the extension-dialect (2026-07-28) wire form of a task.
+//
+// Deprecated: use mcptask.ExtTask.
 type ExtTask = mcptask.ExtTask
 
 // wireTTL is the ttl a task reports: how long after its creation it is
@@ -32,8 +36,8 @@ func wireTTL(t *store.Task) time.Duration {
 }
 
 // CoreTask converts a stored task to its core wire form.
-func CoreTask(t *store.Task) Task {
-	return Task{
+func CoreTask(t *store.Task) mcptask.CoreTask {
+	return mcptask.CoreTask{
 		TaskID:        t.ID,
 		Status:        t.Status,
 		StatusMessage: t.StatusMessage,
@@ -45,8 +49,8 @@ func CoreTask(t *store.Task) Task {
 }
 
 // extensionTask converts a stored task to its extension wire form.
-func extensionTask(t *store.Task) ExtTask {
-	return ExtTask{
+func extensionTask(t *store.Task) mcptask.ExtTask {
+	return mcptask.ExtTask{
 		TaskID:         t.ID,
 		Status:         t.Status,
 		StatusMessage:  t.StatusMessage,
@@ -60,7 +64,7 @@ func extensionTask(t *store.Task) ExtTask {
 // CreateTaskResult is the core-dialect reply to a task-augmented request.
 type CreateTaskResult struct {
 	mcp.ResultBase
-	Task Task `json:"task"`
+	Task mcptask.CoreTask `json:"task"`
 }
 
 // extCreateTaskResult is the extension-dialect reply to a tools/call the
@@ -71,40 +75,33 @@ type CreateTaskResult struct {
 type extCreateTaskResult struct {
 	mcp.ResultBase
 	ResultType string `json:"resultType"`
-	ExtTask
+	mcptask.ExtTask
 	Content []mcp.Content `json:"content"`
 }
 
-// TaskIDParams are the params of tasks/get, tasks/result and tasks/cancel.
-type TaskIDParams struct {
-	mcp.ParamsBase
-	TaskID string `json:"taskId"`
-}
+// TaskIDParams are the params of tasks/get, tasks/result and tasks/cancel:
+// taskId (TaskID) and _meta.
+type TaskIDParams = wire.TaskIDParams
 
-// ListTasksParams are the params of tasks/list.
-type ListTasksParams struct {
-	mcp.ParamsBase
-	Cursor string `json:"cursor,omitempty"`
-}
+// ListTasksParams are the params of tasks/list: cursor (Cursor) and
+// _meta.
+type ListTasksParams = wire.ListTasksParams
 
-// UpdateTaskParams are the params of the extension's tasks/update.
-type UpdateTaskParams struct {
-	mcp.ParamsBase
-	TaskID         string                     `json:"taskId"`
-	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
-}
+// UpdateTaskParams are the params of the extension's tasks/update:
+// taskId (TaskID), inputResponses (InputResponses) and _meta.
+type UpdateTaskParams = wire.UpdateTaskParams
 
 // getTaskResult is the core-dialect reply to tasks/get and tasks/cancel.
 type getTaskResult struct {
 	mcp.ResultBase
-	Task
+	mcptask.CoreTask
 }
 
 // listTasksResult is the reply to tasks/list.
 type listTasksResult struct {
 	mcp.ResultBase
-	Tasks      []Task `json:"tasks"`
-	NextCursor string `json:"nextCursor,omitempty"`
+	Tasks      []mcptask.CoreTask `json:"tasks"`
+	NextCursor string             `json:"nextCursor,omitempty"`
 }
 
 // extGetTaskResult is the extension-dialect reply to tasks/get.
@@ -113,9 +110,9 @@ type extGetTaskResult struct {
 	// ResultType is "complete" in a tasks/get reply (getReply sets it);
 	// empty, and left out, in a notifications/tasks.
 	ResultType string `json:"resultType,omitempty"`
-	ExtTask
+	mcptask.ExtTask
 	Result        json.RawMessage            `json:"result,omitempty"`
-	Error         *store.ErrorInfo           `json:"error,omitempty"`
+	Error         *mcptask.ErrorInfo         `json:"error,omitempty"`
 	InputRequests map[string]json.RawMessage `json:"inputRequests,omitempty"`
 }
 
@@ -132,8 +129,6 @@ type inputRequiredResult struct {
 	InputRequests mcp.InputRequestMap `json:"inputRequests"`
 }
 
-var metaKey = []byte(`"_meta"`)
-
 // rawResult carries an already-encoded result (a stored CallToolResult)
 // with _meta merged in.
 type rawResult struct {
@@ -142,44 +137,4 @@ type rawResult struct {
 }
 
 // MarshalJSON writes the stored result with the _meta merged in.
-func (r *rawResult) MarshalJSON() ([]byte, error) { return mergeMeta(r.raw, r.Meta) }
-
-// mergeMeta returns the JSON object raw with add merged into its _meta
-// (keys in add win). A raw value that is not an object becomes {}.
-func mergeMeta(raw json.RawMessage, add map[string]any) (json.RawMessage, error) {
-	// Fast path, the common case: an object with no "_meta" anywhere gets
-	// the new member spliced in, without decoding the (possibly large)
-	// result.
-	if t := bytes.TrimSpace(raw); len(add) > 0 && len(t) >= 2 && t[0] == '{' && !bytes.Contains(t, metaKey) {
-		mb, err := json.Marshal(add)
-		if err != nil {
-			return nil, err
-		}
-		rest := bytes.TrimSpace(t[1:])
-		out := make([]byte, 0, len(t)+len(mb)+len(metaKey)+2)
-		out = append(append(append(append(out, '{'), metaKey...), ':'), mb...)
-		if rest[0] != '}' {
-			out = append(out, ',')
-		}
-		return append(out, rest...), nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		m = map[string]json.RawMessage{}
-	}
-	meta := map[string]any{}
-	if old, ok := m["_meta"]; ok {
-		_ = json.Unmarshal(old, &meta)
-	}
-	for k, v := range add {
-		meta[k] = v
-	}
-	if len(meta) > 0 {
-		b, err := json.Marshal(meta)
-		if err != nil {
-			return nil, err
-		}
-		m["_meta"] = b
-	}
-	return json.Marshal(m)
-}
+func (r *rawResult) MarshalJSON() ([]byte, error) { return wire.MergeMeta(r.raw, r.Meta) }

@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"context"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,14 +34,14 @@ func Example() {
 		WithObserver(tracing.New(tp, tracing.Options{}))
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textIn, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Close()
 	tr, _ := srv.Connect(ctx)
-	c, err := client.Dial(ctx, tr, &client.Options{Dialect: client.Core})
+	c, err := client.Dial(ctx, tr, &client.Options{Dialect: mcptask.Core})
 	if err != nil {
 		log.Fatal(err)
 	}

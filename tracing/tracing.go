@@ -53,6 +53,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -216,7 +217,7 @@ type Options struct {
 
 // Tracer emits task, step and handler spans. It implements
 // taskrouter.Observer and workflow.StepObserver, and its ResultMeta fits
-// workflow.Bridge.ResultMeta; builder.WithObserver wires all three.
+// workflow.Options.ResultMeta; builder.WithObserver wires all three.
 type Tracer struct {
 	tracer trace.Tracer
 	log    *slog.Logger
@@ -281,13 +282,13 @@ func (t *Tracer) TaskEvent(e taskrouter.TaskEvent) {
 		})
 	}
 	switch task.Status {
-	case store.StatusFailed:
+	case mcptask.StatusFailed:
 		msg := task.StatusMessage
 		if task.Error != nil && msg == "" {
 			msg = task.Error.Message
 		}
 		span.SetStatus(codes.Error, msg)
-	case store.StatusCompleted:
+	case mcptask.StatusCompleted:
 		span.SetStatus(codes.Ok, "")
 	}
 	span.End(trace.WithTimestamp(task.UpdatedAt))

@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log/slog"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/internal/obstest"
+	"github.com/taskbridge/taskbridge/internal/tests/obstest"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -102,7 +103,7 @@ func TestWorkflowIsOneTrace(t *testing.T) {
 	id := doc.TaskID
 	require.Equal(t, tracing.TraceParent(id), res.Meta[tracing.MetaTraceParent], "the prompt result carries the task's traceparent")
 	obstest.Finish(t, c, doc, client.FollowOptions{})
-	task := f.Wait(t, id, store.StatusCompleted)
+	task := f.Wait(t, id, mcptask.StatusCompleted)
 
 	rec.mu.Lock()
 	require.Equal(t, tracing.TraceParent(id), rec.meta["review"][tracing.MetaTraceParent], "Follow forwarded the traceparent")
@@ -155,7 +156,7 @@ func TestClientSpanParentsItsStep(t *testing.T) {
 	tid := tracing.TraceID(doc.TaskID)
 	clientSpan := trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}
 	obstest.Finish(t, c, doc, client.FollowOptions{TraceParent: fmt.Sprintf("00-%s-%s-01", tid, clientSpan)})
-	f.Wait(t, doc.TaskID, store.StatusCompleted)
+	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 	var review tracetest.SpanStub
 	require.Eventually(t, func() bool {
 		for _, s := range spansOf(exp, tid) {
@@ -172,7 +173,7 @@ func TestClientSpanParentsItsStep(t *testing.T) {
 	_, doc = obstest.Handoff(t, c, "theirs")
 	other := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	obstest.Finish(t, c, doc, client.FollowOptions{TraceParent: other})
-	f.Wait(t, doc.TaskID, store.StatusCompleted)
+	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 	tid = tracing.TraceID(doc.TaskID)
 	require.Eventually(t, func() bool {
 		for _, s := range spansOf(exp, tid) {
@@ -201,7 +202,7 @@ func TestToolTaskSpans(t *testing.T) {
 	slow := obstest.Start(t, c, "slow", map[string]any{"text": "s", "ms": 60000})
 	_, err = c.CancelTask(ctx, slow)
 	require.NoError(t, err)
-	f.Wait(t, slow, store.StatusCancelled)
+	f.Wait(t, slow, mcptask.StatusCancelled)
 
 	byName := map[string][]tracetest.SpanStub{}
 	require.Eventually(t, func() bool {
@@ -248,7 +249,7 @@ func TestForeignProviderWarns(t *testing.T) {
 	var logs bytes.Buffer
 	tr := tracing.New(tp, tracing.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 2 {
-		task := &store.Task{ID: fmt.Sprintf("%032x", i+1), Status: store.StatusCompleted, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+		task := &store.Task{ID: fmt.Sprintf("%032x", i+1), Status: mcptask.StatusCompleted, CreatedAt: time.Now(), UpdatedAt: time.Now()}
 		tr.TaskEvent(taskrouter.TaskEvent{Kind: taskrouter.TaskUpdated, Task: task, Ended: true})
 	}
 	require.Len(t, exp.GetSpans(), 2)

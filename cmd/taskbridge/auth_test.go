@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 // A server that requires bearer tokens (example 62's serve -tokens) is

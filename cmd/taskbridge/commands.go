@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"io"
 	"strings"
 	"time"
@@ -255,7 +256,7 @@ func parseCall(args []string) (*plan, error) {
 
 func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]any, ttl time.Duration, plain, detach bool) error {
 	if ttl > 0 && cmd.c.Dialect().ServerSetsTTL() {
-		fmt.Fprintf(cmd.stderr, "taskbridge: warning: -ttl %s is ignored: in the %s dialect the server chooses every task's ttl (use -dialect core to ask for one)\n", ttl, client.Extension)
+		fmt.Fprintf(cmd.stderr, "taskbridge: warning: -ttl %s is ignored: in the %s dialect the server chooses every task's ttl (use -dialect core to ask for one)\n", ttl, mcptask.Extension)
 	}
 	status := cmd.out.status(name)
 	defer status.stop()
@@ -293,7 +294,7 @@ func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]a
 // task that ended failed, nil otherwise.
 func resultFailure(tool string, t *client.Task, r *mcp.CallToolResult) error {
 	switch {
-	case t != nil && t.Status == client.StatusFailed:
+	case t != nil && t.Status == mcptask.StatusFailed:
 		return failedf("task %s of %s ended failed", t.ID, tool)
 	case r != nil && r.IsError:
 		return failedf("%s returned an error (isError)", tool)

@@ -90,7 +90,7 @@ func (g globals) httpHeader() http.Header {
 }
 
 // resolve checks the connection flags.
-func (g globals) resolve() (target, client.Dialect, error) {
+func (g globals) resolve() (target, mcptask.Dialect, error) {
 	d, err := parseDialect(g.dialect)
 	if err != nil {
 		return target{}, 0, err
@@ -111,7 +111,7 @@ func (g globals) resolve() (target, client.Dialect, error) {
 
 // parseDialect reads the -dialect flag: auto (or empty), or a dialect
 // name mcptask.ParseDialect reads.
-func parseDialect(s string) (client.Dialect, error) {
+func parseDialect(s string) (mcptask.Dialect, error) {
 	if s == "auto" || s == "" {
 		return client.Auto, nil
 	}
@@ -236,7 +236,7 @@ type conn struct {
 // dial connects to the target. A server that cannot be reached is an
 // *unreachableError that says why in words; one that refuses the
 // credentials is an *authError.
-func dial(ctx context.Context, t target, d client.Dialect, h client.InputHandler, stderr io.Writer) (*conn, error) {
+func dial(ctx context.Context, t target, d mcptask.Dialect, h client.InputHandler, stderr io.Writer) (*conn, error) {
 	if t.url == "" && len(t.argv) == 0 {
 		return nil, usagef("no server to connect to")
 	}

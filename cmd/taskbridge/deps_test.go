@@ -10,7 +10,7 @@ import (
 
 // No package of the CLI (the binary, the TUI, their helpers) depends on an
 // example or on the testing packages: the servers the tests talk to live
-// in internal/clitest, which only _test.go files import.
+// in internal/tests/clitest, which only _test.go files import.
 func TestCLIDependsOnNoExample(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "./...").CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -19,6 +19,6 @@ func TestCLIDependsOnNoExample(t *testing.T) {
 	for _, d := range deps {
 		require.NotContains(t, d, "/examples/", "a package of the CLI depends on %s", d)
 		require.NotEqual(t, "testing", d, "a package of the CLI depends on testing")
-		require.NotContains(t, d, "internal/clitest")
+		require.NotContains(t, d, "internal/tests/")
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 // startRelease gets release_notes for repo and returns the workflow's
@@ -26,7 +26,7 @@ func startRelease(t *testing.T, url, repo string) string {
 }
 
 func TestExitStatus(t *testing.T) {
-	conf := clitest.Conformance(t)
+	conf := clitest.Jobs(t)
 	rel := clitest.Release(t)
 	// failing_job takes a second: its subtests run in parallel.
 	for _, dialect := range []string{"core", "extension"} {
@@ -104,7 +104,7 @@ func TestUnreachableServer(t *testing.T) {
 	require.Contains(t, errOut, "cannot run /nonexistent/taskbridge-server -stdio:")
 
 	// Something that answers HTTP but is not an MCP endpoint.
-	srv := clitest.Conformance(t)
+	srv := clitest.Jobs(t)
 	code, _, errOut = cli(t, "", "-url", strings.TrimSuffix(srv, "/mcp")+"/nothing-here", "tools")
 	require.Equal(t, exitUnreachable, code)
 	require.Contains(t, errOut, "is this the server's MCP endpoint?")
@@ -190,7 +190,7 @@ func TestFollowRepairsAHandedOverStep(t *testing.T) {
 }
 
 func TestTTLWarning(t *testing.T) {
-	url := clitest.Conformance(t)
+	url := clitest.Jobs(t)
 	code, _, errOut := cli(t, "", "-url", url, "call", "-ttl", "1m", "slow_compute", "seconds=0")
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, errOut, "warning: -ttl 1m0s is ignored: in the extension dialect the server chooses every task's ttl")

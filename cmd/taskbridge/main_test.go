@@ -12,13 +12,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-func confServer(t *testing.T) string { return clitest.Conformance(t) }
+func confServer(t *testing.T) string { return clitest.Jobs(t) }
 
 type up struct {
 	Text string `json:"text"`
@@ -26,7 +26,7 @@ type up struct {
 
 func workflowServer(t *testing.T) string {
 	t.Helper()
-	b := builder.New("wf", "1").WithStore(memory.New()).WithoutEnv().WithConfig(taskrouter.Config{PollInterval: 20 * time.Millisecond})
+	b := builder.New("wf", "1").WithStore(memory.New()).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "upper"}, func(ctx context.Context, _ *mcp.CallToolRequest, in up) (*mcp.CallToolResult, up, error) {
 		return nil, up{Text: strings.ToUpper(in.Text)}, nil
 	}, taskrouter.ToolOptions{})

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 // -h, -help and --help print the usage on stdout (exit 0), for the
@@ -36,7 +36,7 @@ func TestUsageErrorsBeforeConnecting(t *testing.T) {
 	require.NoError(t, err)
 	down := "http://" + ln.Addr().String() + "/mcp"
 	require.NoError(t, ln.Close())
-	up := clitest.Conformance(t)
+	up := clitest.Jobs(t)
 	for _, url := range []string{down, up} {
 		for _, tc := range []struct {
 			args []string

@@ -80,7 +80,7 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 	if doc == nil {
 		return nil, workflow, fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", workflow, taskID)
 	}
-	if client.Status(doc.Status).Terminal() {
+	if mcptask.Status(doc.Status).Terminal() {
 		return nil, workflow, failedf("workflow %q (task %s) is %s: it takes no more steps", doc.Workflow, taskID, doc.Status)
 	}
 	i := slices.IndexFunc(doc.RemainingSteps, func(s handoff.RemainingStep) bool {

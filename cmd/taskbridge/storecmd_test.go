@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,7 +20,7 @@ func TestStoreCheck(t *testing.T) {
 	st, err := bboltstore.Open(path)
 	require.NoError(t, err)
 	for i := range 50 {
-		_, err := st.Create(context.Background(), &store.Task{ID: fmt.Sprintf("task-%d", i), Owner: "o", CreatedAt: time.Now(), Status: store.StatusWorking, Labels: map[string]string{"name": "x"}})
+		_, err := st.Create(context.Background(), &store.Task{ID: fmt.Sprintf("task-%d", i), Owner: "o", CreatedAt: time.Now(), Status: mcptask.StatusWorking, Labels: map[string]string{"name": "x"}})
 		require.NoError(t, err)
 	}
 

@@ -95,9 +95,9 @@ func (cmd *command) result(ctx context.Context, id string) error {
 	t, err := cmd.c.GetTask(ctx, id)
 	if err != nil {
 		// The result is what counts; say what is known of the task.
-		t = &client.Task{ID: id, Status: client.StatusCompleted}
+		t = &client.Task{ID: id, Status: mcptask.StatusCompleted}
 		if r.IsError {
-			t.Status = client.StatusFailed
+			t.Status = mcptask.StatusFailed
 		}
 	}
 	if err := cmd.out.result(t, &r); err != nil {
@@ -219,7 +219,7 @@ func (cmd *command) listSummary(total, remembered, listed int, serverList bool) 
 	case serverList:
 		s += fmt.Sprintf(", %d listed by the server (tasks/list: %s)", listed, listScope(cmd.c.target))
 	case !cmd.c.Dialect().HasMethod(mcptask.MethodTasksList):
-		s += fmt.Sprintf("; the %s extension has no tasks/list, so a task created elsewhere shows once you open it here (tasks get ID)", client.ExtensionID)
+		s += fmt.Sprintf("; the %s extension has no tasks/list, so a task created elsewhere shows once you open it here (tasks get ID)", mcptask.ExtensionID)
 	default:
 		s += "; the server does not declare tasks/list"
 	}

@@ -70,11 +70,11 @@ func run(addr, dbPath string, verbose bool, tokens map[string]string) error {
 	if verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	cfg, err := taskrouter.ConfigFromEnv(taskrouter.Config{Store: st, Logger: logger, PollInterval: time.Second, DefaultTTL: 5 * time.Minute})
+	opts, err := taskrouter.OptionsFromEnv(&taskrouter.Options{Logger: logger, PollInterval: time.Second, DefaultTTL: 5 * time.Minute})
 	if err != nil {
 		return err
 	}
-	_, router, err := conftools.NewServer(cfg)
+	_, router, err := conftools.NewServer(st, opts)
 	if err != nil {
 		return err
 	}

@@ -7,17 +7,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // NewServer builds a go-sdk server with the conformance tools on a new
-// router. The caller starts the router (Start) and serves it.
-func NewServer(cfg taskrouter.Config) (*mcp.Server, *taskrouter.Router, error) {
-	router, err := taskrouter.New(cfg)
+// router over st (taskrouter.NewRouter). The caller starts the router
+// (Start) and serves it.
+func NewServer(st store.Store, opts *taskrouter.Options) (*mcp.Server, *taskrouter.Router, error) {
+	router, err := taskrouter.NewRouter(st, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -68,12 +71,21 @@ func formSchema(prop, typ string) map[string]any {
 	}
 }
 
-// AddTools registers the conformance tools on r.
+// AddTools registers the conformance tools on r: the plain ones, then the
+// ones that ask the client for input.
 func AddTools(r *taskrouter.Router) {
+	addOutcomeTools(r)
+	addInputTools(r)
+}
+
+// addOutcomeTools registers the tools that end each way a call can:
+// greet (never a task), slow_compute, failing_job (a tool error) and
+// protocol_error_job (a JSON-RPC error).
+func addOutcomeTools(r *taskrouter.Router) {
 	taskrouter.AddTool(r, &mcp.Tool{Name: "greet", Description: "Greets someone; never a task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, any, error) {
 			return text(fmt.Sprintf("Hello, %s!", in.Name)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskForbidden})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 
 	// maxComputeSeconds bounds slow_compute: beyond ~292 years a duration
 	// overflows, and a day is plenty for a test tool.
@@ -94,7 +106,7 @@ func AddTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return text(fmt.Sprintf("Computation %q completed after %g seconds. Result: 42.", label, in.Seconds)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "failing_job", Description: "Always ends with a tool error (isError)."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -102,7 +114,7 @@ func AddTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return nil, nil, errors.New("simulated failure: job crashed")
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	r.AddRawTool(&mcp.Tool{Name: "protocol_error_job", Description: "Always ends with a JSON-RPC error.",
 		InputSchema: map[string]any{"type": "object"}},
@@ -111,8 +123,14 @@ func AddTools(r *taskrouter.Router) {
 				return nil, err
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: simulated protocol error: server internal failure"}
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
+}
+
+// addInputTools registers the tools that ask the client for input:
+// confirm_delete and multi_input while they run as tasks,
+// test_tool_with_task before its task exists.
+func addInputTools(r *taskrouter.Router) {
 	taskrouter.AddTool(r, &mcp.Tool{Name: "confirm_delete", Description: "Asks the client to confirm before deleting a file."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in deleteIn) (*mcp.CallToolResult, any, error) {
 			res, err := taskrouter.Elicit(ctx, req, &mcp.ElicitParams{
@@ -127,7 +145,7 @@ func AddTools(r *taskrouter.Router) {
 				return text(fmt.Sprintf("deleted '%s'", in.Filename)), nil, nil
 			}
 			return text(fmt.Sprintf("kept '%s'", in.Filename)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "multi_input", Description: "Asks two questions at once."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -149,7 +167,7 @@ func AddTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return text(fmt.Sprintf("name=%q confirmed=%v", n.res.Content["name"], c.res.Content["confirm"] == true)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskRequired})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "test_tool_with_task", Description: "Asks for a name before becoming a task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -164,7 +182,7 @@ func AddTools(r *taskrouter.Router) {
 			}
 			return text(fmt.Sprintf("Hello, %s! (computed in task)", name)), nil, nil
 		}, taskrouter.ToolOptions{
-			TaskSupport: taskrouter.TaskRequired,
+			TaskSupport: mcptask.TaskRequired,
 			Preflight: func(ctx context.Context, req *mcp.CallToolRequest) (mcp.InputRequestMap, error) {
 				if _, ok := req.Params.InputResponses["user_name"]; ok {
 					return nil, nil

@@ -7,14 +7,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/store/memory"
-	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // TestSlowComputeRejectsOutOfRangeDurations: seconds beyond a day is an
 // error (1e18 used to overflow the duration, so the tool completed at once
 // claiming to have slept 1e18 seconds); zero completes instantly.
 func TestSlowComputeRejectsOutOfRangeDurations(t *testing.T) {
-	srv, router, err := NewServer(taskrouter.Config{Store: memory.New()})
+	srv, router, err := NewServer(memory.New(), nil)
 	require.NoError(t, err)
 	require.NoError(t, router.Start(context.Background()))
 	t.Cleanup(func() { _ = router.Close() })

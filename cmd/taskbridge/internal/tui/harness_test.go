@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +29,13 @@ type harness struct {
 
 const waitFor = 15 * time.Second
 
-func newHarness(t *testing.T, url string, d client.Dialect, noColor bool) *harness {
+func newHarness(t *testing.T, url string, d mcptask.Dialect, noColor bool) *harness {
 	t.Helper()
 	return newHarnessWith(t, url, d, Options{NoColor: noColor})
 }
 
 // newHarnessWith is newHarness with more options (Target is url).
-func newHarnessWith(t *testing.T, url string, d client.Dialect, opts Options) *harness {
+func newHarnessWith(t *testing.T, url string, d mcptask.Dialect, opts Options) *harness {
 	t.Helper()
 	opts.Target = url
 	u := New(opts)
@@ -208,8 +209,8 @@ func (h *harness) selectTool(name string) {
 }
 
 // dialects runs f in both dialects.
-func dialects(t *testing.T, f func(t *testing.T, d client.Dialect)) {
-	for _, d := range []client.Dialect{client.Core, client.Extension} {
+func dialects(t *testing.T, f func(t *testing.T, d mcptask.Dialect)) {
+	for _, d := range []mcptask.Dialect{mcptask.Core, mcptask.Extension} {
 		t.Run(d.String(), func(t *testing.T) { f(t, d) })
 	}
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 // The Tasks tab starts with the tasks the history remembers for the
@@ -18,10 +19,10 @@ import (
 // status now; the tasks this UI starts, follows or opens are recorded.
 func TestTasksTabStartsWithTheHistory(t *testing.T) {
 	url := clitest.Release(t)
-	dialects(t, func(t *testing.T, d client.Dialect) {
+	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		h := history.Open(filepath.Join(t.TempDir(), "history"), 0)
 		ctx := context.Background()
-		other, err := client.Dial(ctx, client.HTTPTransport(url, nil), &client.Options{Dialect: client.Extension})
+		other, err := client.Dial(ctx, client.HTTPTransport(url, nil), &client.Options{Dialect: mcptask.Extension})
 		require.NoError(t, err)
 		defer other.Close()
 		var long string
@@ -96,7 +97,7 @@ func (h *harness) tasksSelect(id string) {
 // list, not the cancelled workflow.
 func TestCancelledWorkflowHasNoStepWaiting(t *testing.T) {
 	url := clitest.Release(t)
-	dialects(t, func(t *testing.T, d client.Dialect) {
+	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		h := newHarness(t, url, d, true)
 		h.keys("2", "enter")
 		h.typ("taskbridge")

@@ -3,6 +3,7 @@ package tui
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"strings"
 	"time"
 
@@ -244,7 +245,7 @@ func (m *Model) quit() tea.Cmd {
 }
 
 func (m *Model) switchTab(t tab) tea.Cmd {
-	if v := m.prompts.wf; t == tabPrompts && v != nil && (m.tab == tabPrompts || client.Status(v.doc.Status).Terminal()) {
+	if v := m.prompts.wf; t == tabPrompts && v != nil && (m.tab == tabPrompts || mcptask.Status(v.doc.Status).Terminal()) {
 		// 2 on the Prompts tab goes back to the prompt list, and so does
 		// coming back to a workflow that has ended (its task is in Tasks).
 		m.prompts.wf = nil
@@ -411,16 +412,16 @@ func (m *Model) counts() (working, input, done, failed, cancelled int) {
 	}
 	for _, r := range m.tasks.rows {
 		switch {
-		case r.status == client.StatusInputRequired || need[r.id]:
+		case r.status == mcptask.StatusInputRequired || need[r.id]:
 			input++
 			delete(need, r.id)
-		case r.status == client.StatusWorking:
+		case r.status == mcptask.StatusWorking:
 			working++
-		case r.status == client.StatusCompleted:
+		case r.status == mcptask.StatusCompleted:
 			done++
-		case r.status == client.StatusFailed:
+		case r.status == mcptask.StatusFailed:
 			failed++
-		case r.status == client.StatusCancelled:
+		case r.status == mcptask.StatusCancelled:
 			cancelled++
 		}
 	}
@@ -431,19 +432,19 @@ func (m *Model) counts() (working, input, done, failed, cancelled int) {
 // statusLine always shows how many tasks are working and need input.
 func (m *Model) statusLine(w int) string {
 	working, input, done, failed, cancelled := m.counts()
-	s := fmt.Sprintf(" %s %d working  %s %d need input", statusMark(client.StatusWorking), working, statusMark(client.StatusInputRequired), input)
+	s := fmt.Sprintf(" %s %d working  %s %d need input", statusMark(mcptask.StatusWorking), working, statusMark(mcptask.StatusInputRequired), input)
 	if input > 0 {
-		s = fmt.Sprintf(" %s %d working  ", statusMark(client.StatusWorking), working) +
-			m.st.warn.Render(fmt.Sprintf("%s %d need input", statusMark(client.StatusInputRequired), input))
+		s = fmt.Sprintf(" %s %d working  ", statusMark(mcptask.StatusWorking), working) +
+			m.st.warn.Render(fmt.Sprintf("%s %d need input", statusMark(mcptask.StatusInputRequired), input))
 	}
 	if done > 0 {
-		s += fmt.Sprintf("  %s %d done", statusMark(client.StatusCompleted), done)
+		s += fmt.Sprintf("  %s %d done", statusMark(mcptask.StatusCompleted), done)
 	}
 	if failed > 0 {
-		s += fmt.Sprintf("  %s %d failed", statusMark(client.StatusFailed), failed)
+		s += fmt.Sprintf("  %s %d failed", statusMark(mcptask.StatusFailed), failed)
 	}
 	if cancelled > 0 {
-		s += fmt.Sprintf("  %s %d cancelled", statusMark(client.StatusCancelled), cancelled)
+		s += fmt.Sprintf("  %s %d cancelled", statusMark(mcptask.StatusCancelled), cancelled)
 	}
 	keys := "? help  q quit "
 	gap := w - ansi.StringWidth(s) - ansi.StringWidth(keys)

@@ -294,7 +294,7 @@ func (m *Model) showWorkflow(doc *handoff.Document) {
 		m.record(doc.TaskID, kindWorkflow, doc.Workflow, r.created)
 	}
 	if !r.status.Terminal() {
-		r.status, r.message = client.Status(doc.Status), doc.PauseReason
+		r.status, r.message = mcptask.Status(doc.Status), doc.PauseReason
 	}
 	if !r.status.Terminal() {
 		m.watch(r)
@@ -327,11 +327,11 @@ func (m *Model) workflowKey(k string) tea.Cmd {
 	case "esc":
 		m.prompts.wf = nil
 	case "r":
-		if v.busy == "" && !client.Status(v.doc.Status).Terminal() {
+		if v.busy == "" && !mcptask.Status(v.doc.Status).Terminal() {
 			return m.resume(v.doc.Workflow, v.doc.TaskID)
 		}
 	case "enter":
-		if client.Status(v.doc.Status).Terminal() {
+		if mcptask.Status(v.doc.Status).Terminal() {
 			m.prompts.wf = nil
 			return nil
 		}
@@ -452,8 +452,8 @@ func (m *Model) stepDone(msg stepMsg) tea.Cmd {
 		}
 		if r != nil {
 			r.doc = msg.doc
-			if client.Status(msg.doc.Status).Terminal() {
-				r.status = client.Status(msg.doc.Status)
+			if mcptask.Status(msg.doc.Status).Terminal() {
+				r.status = mcptask.Status(msg.doc.Status)
 			}
 		}
 	} else if v != nil && v.doc.TaskID == msg.taskID {

@@ -2,10 +2,10 @@ package tui
 
 import (
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"slices"
 	"strings"
 
-	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/handoff"
 )
 
@@ -74,14 +74,14 @@ func (m *Model) promptsView(w, h int) []string {
 func (m *Model) workflowView(w, h int) []string {
 	v := m.prompts.wf
 	d := v.doc
-	st := client.Status(d.Status)
+	st := mcptask.Status(d.Status)
 	head := fmt.Sprintf("Workflow %s · task %s · ", d.Workflow, short(d.TaskID))
 	lines := []string{m.st.title.Render(clip(head, w-18)) + m.st.status(st).Render(statusMark(st)+" "+d.Status)}
 	if d.Goal != "" {
 		lines = append(lines, m.st.faint.Render(clip(d.Goal, w)))
 	}
 	switch {
-	case st == client.StatusCompleted:
+	case st == mcptask.StatusCompleted:
 		lines = append(lines, m.st.ok.Render(clip(fmt.Sprintf("✓ workflow completed: %d step(s) done", len(d.CompletedSteps)), w)))
 	case st.Terminal() && d.PauseReason != "":
 		pr := wrap(d.Status+": "+d.PauseReason, w)

@@ -2,12 +2,12 @@ package tui
 
 import (
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"strings"
 	"time"
 
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/taskbridge/taskbridge/client"
 )
 
 // styles are the looks of the UI. Meaning never depends on colour alone:
@@ -48,32 +48,32 @@ func newStyles(noColor bool) styles {
 }
 
 // statusMark is the symbol of a task status.
-func statusMark(s client.Status) string {
+func statusMark(s mcptask.Status) string {
 	switch s {
-	case client.StatusWorking:
+	case mcptask.StatusWorking:
 		return "●"
-	case client.StatusInputRequired:
+	case mcptask.StatusInputRequired:
 		return "◆"
-	case client.StatusCompleted:
+	case mcptask.StatusCompleted:
 		return "✓"
-	case client.StatusFailed:
+	case mcptask.StatusFailed:
 		return "✗"
-	case client.StatusCancelled:
+	case mcptask.StatusCancelled:
 		return "⊘"
 	}
 	return "?"
 }
 
 // statusStyle colours a task status.
-func (st styles) status(s client.Status) lipgloss.Style {
+func (st styles) status(s mcptask.Status) lipgloss.Style {
 	switch s {
-	case client.StatusWorking:
+	case mcptask.StatusWorking:
 		return st.busy
-	case client.StatusInputRequired:
+	case mcptask.StatusInputRequired:
 		return st.warn
-	case client.StatusCompleted:
+	case mcptask.StatusCompleted:
 		return st.ok
-	case client.StatusFailed, client.StatusCancelled:
+	case mcptask.StatusFailed, mcptask.StatusCancelled:
 		return st.bad
 	}
 	return st.faint

@@ -1,11 +1,11 @@
 package tui
 
 import (
+	"github.com/taskbridge/taskbridge/mcptask"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 // A step whose tool takes the workflow task as an argument (_task_id,
@@ -13,7 +13,7 @@ import (
 // the task's id.
 func TestStepFormFillsTheTaskIDArgument(t *testing.T) {
 	url, seen := clitest.TaskIDArgument(t)
-	h := newHarness(t, url, client.Core, true)
+	h := newHarness(t, url, mcptask.Core, true)
 	h.keys("2", "enter", "ctrl+s")
 	h.see("Workflow bound_flow", "waiting for you · needs note")
 	id := h.m.prompts.wf.doc.TaskID

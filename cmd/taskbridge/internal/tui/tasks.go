@@ -38,7 +38,7 @@ const maxHistoryRows = 50
 // taskRow is one task of the Tasks tab.
 type taskRow struct {
 	id, kind, name, origin string
-	status                 client.Status
+	status                 mcptask.Status
 	message                string
 	created                time.Time
 	ttl                    *time.Duration
@@ -54,11 +54,11 @@ type taskRow struct {
 func (r *taskRow) fail(err error) {
 	switch {
 	case errors.Is(err, client.ErrCancelled):
-		r.status = client.StatusCancelled
+		r.status = mcptask.StatusCancelled
 	default:
 		var re *client.RPCError
 		if errors.As(err, &re) && re.Kind() == nil && re.Method == "" {
-			r.status = client.StatusFailed
+			r.status = mcptask.StatusFailed
 		}
 		r.errText = err.Error()
 	}
@@ -240,7 +240,7 @@ func (m *Model) watch(r *taskRow) {
 			if err != nil {
 				return
 			}
-			if !waiting && (t.Status.Terminal() || t.Status == client.StatusInputRequired) {
+			if !waiting && (t.Status.Terminal() || t.Status == mcptask.StatusInputRequired) {
 				waiting = true
 				u.spawn(func() {
 					raw, err := c.TaskResult(u.ctx, id)
@@ -283,11 +283,11 @@ func (m *Model) taskPolled(msg taskMsg) tea.Cmd {
 // none of its remaining steps is anyone's to perform any more. A
 // completed workflow's final handoff comes with its result.
 func (m *Model) syncWorkflow(r *taskRow) {
-	if r.status != client.StatusCancelled && r.status != client.StatusFailed {
+	if r.status != mcptask.StatusCancelled && r.status != mcptask.StatusFailed {
 		return
 	}
 	end := func(d *handoff.Document) *handoff.Document {
-		if d == nil || client.Status(d.Status).Terminal() {
+		if d == nil || mcptask.Status(d.Status).Terminal() {
 			return d
 		}
 		out := *d
@@ -321,7 +321,7 @@ func (m *Model) taskResult(msg taskResultMsg) tea.Cmd {
 		if r.name == "" {
 			r.name = doc.Workflow
 		}
-		r.status = client.Status(doc.Status)
+		r.status = mcptask.Status(doc.Status)
 		r.doc = doc
 		m.workflowEnded(r, doc)
 		return nil

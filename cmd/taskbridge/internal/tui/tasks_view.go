@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
@@ -107,7 +106,7 @@ func (m *Model) taskDetail(r *taskRow, w int) []string {
 		total := done + len(d.RemainingSteps)
 		p := fmt.Sprintf("  progress: %d/%d steps done", done, total)
 		switch {
-		case len(d.RemainingSteps) > 0 && client.Status(d.Status).Terminal():
+		case len(d.RemainingSteps) > 0 && mcptask.Status(d.Status).Terminal():
 			p += fmt.Sprintf(" · %s before: %s", d.Status, d.RemainingSteps[0].Name)
 		case len(d.RemainingSteps) > 0:
 			s := d.RemainingSteps[0]
@@ -120,7 +119,7 @@ func (m *Model) taskDetail(r *taskRow, w int) []string {
 		}
 		for _, s := range d.RemainingSteps {
 			mark := stepMark(s)
-			if client.Status(d.Status).Terminal() {
+			if mcptask.Status(d.Status).Terminal() {
 				mark = "·"
 			}
 			marks = append(marks, mark+" "+s.Name)

@@ -3,6 +3,7 @@ package tui
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -80,7 +81,7 @@ func (m *Model) toolsKey(k string) tea.Cmd {
 
 // asTask says how a tool will be called.
 func asTask(t client.Tool) string {
-	if t.TaskSupport == client.TaskForbidden {
+	if t.TaskSupport == mcptask.TaskForbidden {
 		return "plain call"
 	}
 	return "task"

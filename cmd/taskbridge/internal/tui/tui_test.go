@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"regexp"
 	"strings"
 	"testing"
@@ -9,12 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/client"
-	"github.com/taskbridge/taskbridge/internal/clitest"
+	"github.com/taskbridge/taskbridge/internal/tests/clitest"
 )
 
 func TestToolsTabCallsAToolAsATask(t *testing.T) {
 	url := clitest.Release(t)
-	dialects(t, func(t *testing.T, d client.Dialect) {
+	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		h := newHarness(t, url, d, true)
 		v := h.see("[1 Tools]", "generate_report")
 		require.Regexp(t, `generate_report\s+optional\s+Produce a report; slow`, v)
@@ -46,7 +47,7 @@ func TestToolsTabCallsAToolAsATask(t *testing.T) {
 }
 
 func TestToolsTabPlainCallShowsItsResult(t *testing.T) {
-	h := newHarness(t, clitest.Release(t), client.Extension, true)
+	h := newHarness(t, clitest.Release(t), mcptask.Extension, true)
 	h.selectTool("review_notes")
 	h.see("runs as: plain call (taskSupport forbidden)")
 	h.keys("enter")
@@ -64,7 +65,7 @@ func TestToolsTabPlainCallShowsItsResult(t *testing.T) {
 
 func TestPromptsTabFollowsAWorkflowToCompletion(t *testing.T) {
 	url := clitest.Release(t)
-	dialects(t, func(t *testing.T, d client.Dialect) {
+	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		h := newHarness(t, url, d, true)
 		h.keys("2")
 		h.see("[2 Prompts]", "› release_notes", "arguments: repo*, since")
@@ -109,7 +110,7 @@ func TestPromptsTabFollowsAWorkflowToCompletion(t *testing.T) {
 }
 
 func TestPromptsTabRepairsAHandedOverStep(t *testing.T) {
-	h := newHarness(t, clitest.Release(t), client.Core, true)
+	h := newHarness(t, clitest.Release(t), mcptask.Core, true)
 	h.keys("2", "enter")
 	h.typ("nope")
 	h.keys("ctrl+s")
@@ -134,9 +135,9 @@ func TestPromptsTabRepairsAHandedOverStep(t *testing.T) {
 
 func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
 	url := clitest.Release(t)
-	dialects(t, func(t *testing.T, d client.Dialect) {
+	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		// Another client starts a long task; the UI opens it by id.
-		other, err := client.Dial(context.Background(), client.HTTPTransport(url, nil), &client.Options{Dialect: client.Extension})
+		other, err := client.Dial(context.Background(), client.HTTPTransport(url, nil), &client.Options{Dialect: mcptask.Extension})
 		require.NoError(t, err)
 		defer other.Close()
 		var id string
@@ -149,7 +150,7 @@ func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
 		h := newHarness(t, url, d, true)
 		h.keys("3")
 		v := h.see("[3 Tasks]", "No tasks yet")
-		if d == client.Extension {
+		if d == mcptask.Extension {
 			require.Contains(t, v, "has no tasks/list")
 		}
 		h.keys("o")
@@ -165,7 +166,7 @@ func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
 		h.see("Cancel task " + short(id))
 		h.keys("n")
 		h.see("not cancelled")
-		require.Equal(t, client.StatusWorking, h.m.tasks.byID[id].status)
+		require.Equal(t, mcptask.StatusWorking, h.m.tasks.byID[id].status)
 		h.keys("c", "y")
 		// The cancel's own answer (its flash), not only the watcher's
 		// poll, before the next key: a late answer would replace the
@@ -176,7 +177,7 @@ func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
 		// r refreshes: tasks/list in the core dialect, an explanation in
 		// the extension.
 		h.keys("r")
-		if d == client.Core {
+		if d == mcptask.Core {
 			h.see("tasks/list: 0 task(s) of this session")
 		} else {
 			h.see("the tasks extension has no tasks/list")
@@ -190,7 +191,7 @@ func TestTasksTabOpensWatchesAndCancels(t *testing.T) {
 }
 
 func TestTasksTabListsTheSessionsTasksInCore(t *testing.T) {
-	h := newHarness(t, clitest.Release(t), client.Core, true)
+	h := newHarness(t, clitest.Release(t), mcptask.Core, true)
 	h.selectTool("generate_report")
 	h.keys("enter")
 	h.typ("a")
@@ -204,8 +205,8 @@ func TestTasksTabListsTheSessionsTasksInCore(t *testing.T) {
 }
 
 func TestInputRequestsAreAnsweredInAForm(t *testing.T) {
-	url := clitest.Conformance(t)
-	dialects(t, func(t *testing.T, d client.Dialect) {
+	url := clitest.Jobs(t)
+	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		h := newHarness(t, url, d, true)
 		h.selectTool("confirm_delete")
 		h.see("runs as: task (taskSupport required)")
@@ -235,7 +236,7 @@ func TestInputRequestsAreAnsweredInAForm(t *testing.T) {
 }
 
 func TestFailedTasksShowTheirError(t *testing.T) {
-	h := newHarness(t, clitest.Conformance(t), client.Core, true)
+	h := newHarness(t, clitest.Jobs(t), mcptask.Core, true)
 	h.selectTool("failing_job")
 	h.keys("enter", "enter")
 	v := h.see("✗ failed", "result (isError):", "simulated failure: job crashed", "✗ 1 failed")
@@ -247,7 +248,7 @@ func TestFailedTasksShowTheirError(t *testing.T) {
 
 func TestHelpLayoutAndNoColor(t *testing.T) {
 	url := clitest.Release(t)
-	h := newHarness(t, url, client.Extension, true)
+	h := newHarness(t, url, mcptask.Extension, true)
 	h.keys("?")
 	v := h.see("Keys", "c: cancel (asks y/n)", "ctrl+s: submit", "◆ needs input")
 	require.Contains(t, v, "? help  q quit", "the status line stays")
@@ -263,7 +264,7 @@ func TestHelpLayoutAndNoColor(t *testing.T) {
 
 	sgrColour := regexp.MustCompile(`\x1b\[[0-9;]*(3[0-7]|9[0-7]|38;)[0-9;]*m`)
 	require.NotRegexp(t, sgrColour, h.m.View().Content, "NO_COLOR: no colour codes")
-	coloured := newHarness(t, url, client.Extension, false)
+	coloured := newHarness(t, url, mcptask.Extension, false)
 	coloured.keys("?")
 	require.Regexp(t, sgrColour, coloured.m.View().Content, "colours otherwise")
 
@@ -278,7 +279,7 @@ func TestHelpLayoutAndNoColor(t *testing.T) {
 }
 
 func TestStatusLineCountsWorkingTasks(t *testing.T) {
-	h := newHarness(t, clitest.Release(t), client.Extension, true)
+	h := newHarness(t, clitest.Release(t), mcptask.Extension, true)
 	for _, topic := range []string{"a", "b"} {
 		h.selectTool("generate_report")
 		h.keys("enter")
@@ -294,8 +295,8 @@ func TestStatusLineCountsWorkingTasks(t *testing.T) {
 }
 
 func TestOpenedTaskThatNeedsInputAsksInAForm(t *testing.T) {
-	url := clitest.Conformance(t)
-	dialects(t, func(t *testing.T, d client.Dialect) {
+	url := clitest.Jobs(t)
+	dialects(t, func(t *testing.T, d mcptask.Dialect) {
 		// Another client starts a task that asks a question, and walks
 		// away: the task waits in input_required.
 		other, err := client.Dial(context.Background(), client.HTTPTransport(url, nil), &client.Options{Dialect: d})
@@ -325,7 +326,7 @@ func TestOpenedTaskThatNeedsInputAsksInAForm(t *testing.T) {
 }
 
 func TestPromptsTabShowsAPlainPrompt(t *testing.T) {
-	h := newHarness(t, clitest.Release(t), client.Extension, true)
+	h := newHarness(t, clitest.Release(t), mcptask.Extension, true)
 	h.keys("2", "down")
 	h.see("› release_notes_plain")
 	h.keys("enter")

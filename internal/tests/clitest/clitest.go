@@ -1,18 +1,22 @@
 // Package clitest serves, on 127.0.0.1, the MCP servers that the tests of
 // the taskbridge CLI and its terminal UI talk to: a release-notes server
-// shaped like examples/62_tasks_workflow (same tools, same workflow), and
-// the conformance tools of examples/conformance. Both keep tasks in memory
-// and poll fast, so tests stay short.
+// (Release: tools and a workflow shaped like examples/62_tasks_workflow's),
+// and a set of jobs (Jobs: a plain tool, a slow one, failing ones, one
+// that asks the client). Both are the harness's own fixtures, built with
+// the builder; they keep tasks in memory and poll fast, so tests stay
+// short.
 //
-// It is a test harness: only _test.go files import it. It lives outside
-// cmd/taskbridge so that no package of the CLI (test helpers included)
-// depends on examples/ (cmd/taskbridge's TestCLIDependsOnNoExample checks
-// that with go list).
+// It is a test harness: only _test.go files import it, and it imports no
+// example (internal/tests/obstest's TestHarnessesStayTests checks both).
+// It lives outside cmd/taskbridge so that no package of the CLI (test
+// helpers included) depends on a server package it does not need
+// (cmd/taskbridge's TestCLIDependsOnNoExample checks that with go list).
 package clitest
 
 import (
 	"context"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"net"
 	"net/http"
 	"strings"
@@ -23,7 +27,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -47,15 +50,17 @@ func Serve(t testing.TB, h http.Handler) string {
 	return "http://" + ln.Addr().String() + "/mcp"
 }
 
-// Conformance serves the conformance tools (greet, slow_compute,
-// failing_job, protocol_error_job, confirm_delete, …) and returns the URL.
-func Conformance(t testing.TB) string {
+// Jobs serves the jobs fixture (see jobs.go: greet, slow_compute,
+// failing_job, protocol_error_job, confirm_delete) and returns the URL.
+func Jobs(t testing.TB) string {
 	t.Helper()
-	_, r, err := conftools.NewServer(taskrouter.Config{Store: memory.New(), PollInterval: PollInterval})
+	b := builder.New("taskbridge-test-jobs", "0.1.0").WithStore(memory.New()).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
+	addJobs(b)
+	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background()))
-	t.Cleanup(func() { _ = r.Close() })
-	return Serve(t, r.HTTPHandler(nil))
+	t.Cleanup(func() { _ = srv.Close() })
+	return Serve(t, srv.HTTPHandler(nil))
 }
 
 type fetchIn struct {
@@ -129,18 +134,18 @@ func ReleaseWithTokens(t testing.TB, tokens map[string]string) string {
 func releaseHandler(t testing.TB) http.Handler {
 	t.Helper()
 	b := builder.New("taskbridge-test-release", "0.1.0").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: PollInterval})
+		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in fetchIn) (*mcp.CallToolResult, fetchOut, error) {
 			if in.Repo != "taskbridge" {
 				return nil, fetchOut{}, fmt.Errorf("unknown repository %q (try %q)", in.Repo, "taskbridge")
 			}
 			return nil, fetchOut{Repo: in.Repo, Commits: []string{"feat: durable tasks", "fix: cancel stops the handler"}}, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in draftIn) (*mcp.CallToolResult, draftOut, error) {
 			return nil, draftOut{Draft: "# " + in.Repo + "\n- " + strings.Join(in.Commits, "\n- ")}, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp.CallToolResult, reviewOut, error) {
 			return nil, reviewOut{Approved: in.Approved, FinalText: in.Draft + "\n_" + in.Feedback + "_"}, nil
@@ -151,7 +156,7 @@ func releaseHandler(t testing.TB) http.Handler {
 				return nil, publishOut{}, fmt.Errorf("the notes were not approved")
 			}
 			return nil, publishOut{URL: "https://chat.example/releases/1"}, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "generate_report", Description: "Produce a report; slow, so best run as a task."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, any, error) {
 			select {
@@ -160,9 +165,9 @@ func releaseHandler(t testing.TB) http.Handler {
 				return nil, nil, ctx.Err()
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Report on %q is ready.", in.Topic)}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(releaseWorkflow("release_notes"))
-	b.Workflow(releaseWorkflow("release_notes_plain"))
+	b.PlainWorkflow(releaseWorkflow("release_notes_plain"))
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
@@ -218,7 +223,7 @@ func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
 	var mu sync.Mutex
 	var got []string
 	b := builder.New("taskbridge-test-bound", "0.1.0").WithStore(memory.New()).WithoutEnv().
-		WithConfig(taskrouter.Config{PollInterval: PollInterval})
+		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "bound", Description: "Record a note against a workflow task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
 			id, _ := req.Params.GetMeta()["_task_id"].(string)

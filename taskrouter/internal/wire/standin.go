@@ -1,4 +1,4 @@
-package taskrouter
+package wire
 
 import (
 	"context"
@@ -28,7 +28,9 @@ import (
 
 const standInMax = 32
 
-type standIns struct {
+// StandIns are the stand-in sessions of one server. The zero value is
+// ready; its lock is a leaf (sessions connect and close outside it).
+type StandIns struct {
 	mu    sync.Mutex
 	byKey map[string]*standIn
 	order []string // oldest first
@@ -39,60 +41,83 @@ type standIn struct {
 	conn net.Conn // the client end, drained
 }
 
-// standInSession returns the stand-in session for a 2026-07-28 request's
-// initialize parameters.
-func (r *Router) standInSession(ctx context.Context, ip *mcp.InitializeParams) (*mcp.ServerSession, error) {
+// Session returns the stand-in session on server for a 2026-07-28
+// request's initialize parameters.
+func (f *StandIns) Session(ctx context.Context, server *mcp.Server, ip *mcp.InitializeParams) (*mcp.ServerSession, error) {
 	b, err := json.Marshal(ip)
 	if err != nil {
 		return nil, err
 	}
 	key := string(b)
-	f := &r.fast.standIns
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s := f.byKey[key]; s != nil {
+	s := f.byKey[key]
+	f.mu.Unlock()
+	if s != nil {
 		return s.ss, nil
 	}
-	if r.server == nil {
+	if server == nil {
 		return nil, fmt.Errorf("taskrouter: Install has not been called")
 	}
+	// Connect without the lock held; a request that connected the same
+	// parameters meanwhile wins, and this session is closed.
 	cli, srv := net.Pipe()
 	go func() { _, _ = io.Copy(io.Discard, cli) }()
 	state := &mcp.ServerSessionState{InitializeParams: ip}
-	ss, err := r.server.Connect(context.WithoutCancel(ctx), &standInTransport{conn: srv}, &mcp.ServerSessionOptions{State: state})
+	ss, err := server.Connect(context.WithoutCancel(ctx), &standInTransport{conn: srv}, &mcp.ServerSessionOptions{State: state})
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
+	}
+	in := &standIn{ss: ss, conn: cli}
+	winner, evicted := f.add(key, in)
+	if evicted != nil {
+		go evicted.close() // requests still using it finish first
+	}
+	if winner != in {
+		in.close()
+		return winner.ss, nil
+	}
+	go f.forget(key, in)
+	return ss, nil
+}
+
+// add keeps in under key unless another session got there first (it
+// returns that one then), and returns the oldest session when there are
+// too many.
+func (f *StandIns) add(key string, in *standIn) (winner, evicted *standIn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.byKey[key]; s != nil {
+		return s, nil
 	}
 	if f.byKey == nil {
 		f.byKey = map[string]*standIn{}
 	}
 	if len(f.order) >= standInMax {
-		old := f.byKey[f.order[0]]
+		evicted = f.byKey[f.order[0]]
 		delete(f.byKey, f.order[0])
 		f.order = f.order[1:]
-		go old.close() // requests still using it finish first
 	}
-	in := &standIn{ss: ss, conn: cli}
 	f.byKey[key] = in
 	f.order = append(f.order, key)
-	go func() {
-		// A session that ends (a keepalive ping it had to refuse, say) is
-		// replaced on the next request.
-		_ = ss.Wait()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.byKey[key] == in {
-			delete(f.byKey, key)
-			for i, k := range f.order {
-				if k == key {
-					f.order = append(f.order[:i:i], f.order[i+1:]...)
-					break
-				}
+	return in, evicted
+}
+
+// forget drops in once its session ends (a keepalive ping it had to
+// refuse, say): the next request makes a new one.
+func (f *StandIns) forget(key string, in *standIn) {
+	_ = in.ss.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byKey[key] == in {
+		delete(f.byKey, key)
+		for i, k := range f.order {
+			if k == key {
+				f.order = append(f.order[:i:i], f.order[i+1:]...)
+				break
 			}
 		}
-	}()
-	return ss, nil
+	}
 }
 
 func (s *standIn) close() {
@@ -100,12 +125,12 @@ func (s *standIn) close() {
 	_ = s.conn.Close()
 }
 
-// closeStandIns ends every stand-in session (the router is closing).
-func (f *fastState) closeStandIns() {
-	f.standIns.mu.Lock()
-	all := f.standIns.byKey
-	f.standIns.byKey, f.standIns.order = nil, nil
-	f.standIns.mu.Unlock()
+// Close ends every stand-in session (the router is closing).
+func (f *StandIns) Close() {
+	f.mu.Lock()
+	all := f.byKey
+	f.byKey, f.order = nil, nil
+	f.mu.Unlock()
 	for _, s := range all {
 		s.close()
 	}

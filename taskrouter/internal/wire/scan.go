@@ -1,4 +1,4 @@
-package taskrouter
+package wire
 
 import (
 	"bytes"
@@ -8,22 +8,22 @@ import (
 // A byte-level view of a JSON object, so the shims can move a member or
 // drop a _meta key without decoding and re-encoding the whole params.
 
-// member is one member of a JSON object: b[start:end] is `"key":value`,
-// key the raw key with its quotes, b[vstart:end] the value.
-type member struct {
-	key                []byte
-	start, vstart, end int
+// Member is one member of a JSON object: b[Start:End] is `"key":value`,
+// Key the raw key with its quotes, b[VStart:End] the value.
+type Member struct {
+	Key                []byte
+	Start, VStart, End int
 }
 
-// objectMembers returns the top-level members of b, which must be valid
+// ObjectMembers returns the top-level members of b, which must be valid
 // JSON (json.Valid). ok is false when b is not an object, or when a key
 // holds an escape (which could spell any key: the caller decodes then).
-func objectMembers(b []byte) (ms []member, ok bool) {
-	i := skipSpace(b, 0)
+func ObjectMembers(b []byte) (ms []Member, ok bool) {
+	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if b[i] == '}' {
 		return nil, true
 	}
@@ -34,20 +34,22 @@ func objectMembers(b []byte) (ms []member, ok bool) {
 		if bytes.IndexByte(key, '\\') >= 0 {
 			return nil, false
 		}
-		i = skipSpace(b, kend)
-		i = skipSpace(b, i+1) // the colon
+		i = SkipSpace(b, kend)
+		i = SkipSpace(b, i+1) // the colon
 		vstart := i
 		i = skipValue(b, i)
-		ms = append(ms, member{key: key, start: start, vstart: vstart, end: i})
-		i = skipSpace(b, i)
+		ms = append(ms, Member{Key: key, Start: start, VStart: vstart, End: i})
+		i = SkipSpace(b, i)
 		if b[i] == '}' {
 			return ms, true
 		}
-		i = skipSpace(b, i+1) // the comma
+		i = SkipSpace(b, i+1) // the comma
 	}
 }
 
-func skipSpace(b []byte, i int) int {
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -101,8 +103,40 @@ func skipString(b []byte, i int) int {
 	return i
 }
 
-// quotedKey is a member key as it appears in JSON.
-func quotedKey(k string) []byte {
+// valueEnd returns the end of the JSON value starting at b[i] (an object)
+// and whether it is complete in b.
+func valueEnd(b []byte, i int) (int, bool) {
+	depth, inString, escaped := 0, false, false
+	for ; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return len(b), false
+}
+
+// QuotedKey is a member key as it appears in JSON.
+func QuotedKey(k string) []byte {
 	b, _ := json.Marshal(k)
 	return b
 }

@@ -1,7 +1,7 @@
-package taskrouter
+package wire
 
-// The fast path's decoding (fastpath.go): which bodies it takes, and
-// decoding them exactly as go-sdk would.
+// Decoding as go-sdk decodes: which bodies and messages the fast path
+// takes, and reading them exactly as the SDK would.
 
 import (
 	"bytes"
@@ -15,13 +15,11 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// ---- decoding, as the SDK decodes ----
-
-// sdkUnmarshal decodes data into v exactly as go-sdk's internal/json does
+// Unmarshal decodes data into v exactly as go-sdk's internal/json does
 // (segmentio/encoding, case-sensitive field names, at most 1000 levels
 // deep) but in place, without the streaming decoder's buffer. data is a
 // single valid JSON value.
-func sdkUnmarshal(data []byte, v any) error {
+func Unmarshal(data []byte, v any) error {
 	if err := checkDepth(data); err != nil {
 		return err
 	}
@@ -70,11 +68,11 @@ func remarshal(from, to any) error {
 	if err != nil {
 		return err
 	}
-	return sdkUnmarshal(data, to)
+	return Unmarshal(data, to)
 }
 
-// wireMessage is go-sdk's jsonrpc2 wire message (wireDecode).
-type wireMessage struct {
+// message is go-sdk's jsonrpc2 wire message (wireDecode).
+type message struct {
 	VersionTag string          `json:"jsonrpc"`
 	ID         any             `json:"id,omitempty"`
 	Method     json.RawMessage `json:"method"`
@@ -83,68 +81,91 @@ type wireMessage struct {
 	Error      *jsonrpc.Error  `json:"error,omitempty"`
 }
 
-// fastCall is a request the fast path may serve: a tasks/* request, or a
-// tools/call that may create a task.
-type fastCall struct {
-	id     jsonrpc.ID
-	method string
-	// params: *TaskIDParams, *ListTasksParams, *UpdateTaskParams or
+// DecodeCall reads raw (one valid JSON object) as go-sdk reads a message,
+// and returns it when it is a call: a request with a valid id. ok is
+// false for anything else (a notification, a response, something the SDK
+// refuses), which the SDK answers (or refuses) itself.
+func DecodeCall(raw []byte) (req *jsonrpc.Request, ok bool) {
+	var w message
+	if Unmarshal(raw, &w) != nil || w.VersionTag != "2.0" || len(w.Method) == 0 {
+		return nil, false
+	}
+	id, err := jsonrpc.MakeID(w.ID)
+	if err != nil || !id.IsValid() {
+		return nil, false
+	}
+	var method string
+	if Unmarshal(w.Method, &method) != nil {
+		return nil, false
+	}
+	return &jsonrpc.Request{ID: id, Method: method, Params: w.Params}, true
+}
+
+// A Call is a request the fast path may serve: a tasks/* request, or a
+// tools/call that may create a task, decoded as the SDK decodes it for
+// the router's middleware.
+type Call struct {
+	// ID and Method are the request's.
+	ID     jsonrpc.ID
+	Method string
+	// Params are *TaskIDParams, *ListTasksParams, *UpdateTaskParams or
 	// *mcp.CallToolParamsRaw; a typed nil without params.
-	params mcp.Params
-	meta   mcp.Meta // params._meta, private keys removed (a moved params.task added)
-	taskID string   // params.taskId
+	Params mcp.Params
+	// Meta is params._meta, private keys removed (a moved params.task
+	// added under MetaTaskRequest).
+	Meta mcp.Meta
+	// TaskID is params.taskId.
+	TaskID string
 }
 
 var (
 	tasksPrefix    = []byte(`"tasks/`)
 	toolsCallBytes = []byte(`"` + mcptask.MethodToolsCall + `"`)
+	// protocolKey is how a per-request protocol version appears in a body.
+	protocolKey = []byte(`"` + mcptask.MetaProtocolVersion + `"`)
 )
 
-// mayBeFast is a quick filter on a body before parseFastBody: a tasks/*
+// MayBeFast is a quick filter on a body before ParseBody: a tasks/*
 // request, or a tools/call that may ask for a task (core: params.task) or
 // be one the server decides on (2026-07-28: a per-request protocol
 // version in the body).
-func mayBeFast(body []byte) bool {
-	return bytes.Contains(body, tasksPrefix) || bytes.Contains(body, toolsCallBytes) && mayAskTask(body)
+func MayBeFast(body []byte) bool {
+	return bytes.Contains(body, tasksPrefix) || bytes.Contains(body, toolsCallBytes) && MayAskTask(body)
 }
 
-// mayAskTask is the filter on a tools/call's bytes: a literal "task" member
+// MayAskTask is the filter on a tools/call's bytes: a literal "task" member
 // (core) or a per-request protocol version (2026-07-28) may be in it; a
 // call with neither is a plain call, which the fast path never serves.
-func mayAskTask(b []byte) bool {
+func MayAskTask(b []byte) bool {
 	return bytes.Contains(b, keyTask) || bytes.Contains(b, protocolKey)
 }
 
-// parseFastBody decodes a body that holds one tasks/* request or
-// tools/call, as go-sdk's DecodeMessage would; ok is false for anything
-// else (a batch, a notification, a response, another method) and for
-// whatever the SDK would refuse or read differently than the router's
-// HTTP shim (see canonicalParams).
-func parseFastBody(body []byte) (fastCall, bool) {
+// HasProtocolKey reports whether b holds the per-request protocol version
+// key literally.
+func HasProtocolKey(b []byte) bool { return bytes.Contains(b, protocolKey) }
+
+// ParseBody decodes a body that holds one tasks/* request or tools/call,
+// as go-sdk's DecodeMessage would; ok is false for anything else (a
+// batch, a notification, a response, another method) and for whatever
+// the SDK would refuse or read differently than the router's HTTP shim
+// (see canonicalParams).
+func ParseBody(body []byte) (Call, bool) {
 	t := bytes.TrimSpace(body)
-	if len(t) == 0 || t[0] != '{' || !mayBeFast(t) {
-		return fastCall{}, false
+	if len(t) == 0 || t[0] != '{' || !MayBeFast(t) {
+		return Call{}, false
 	}
-	var w wireMessage
-	if sdkUnmarshal(t, &w) != nil || w.VersionTag != "2.0" || len(w.Method) == 0 {
-		return fastCall{}, false
+	req, ok := DecodeCall(t)
+	if !ok {
+		return Call{}, false
 	}
-	id, err := jsonrpc.MakeID(w.ID)
-	if err != nil || !id.IsValid() {
-		return fastCall{}, false
-	}
-	var method string
-	if sdkUnmarshal(w.Method, &method) != nil {
-		return fastCall{}, false
-	}
-	return decodeFastCall(id, method, w.Params)
+	return DecodeParams(req.ID, req.Method, req.Params)
 }
 
-// decodeFastCall decodes the params of a tasks/* call or a tools/call as
+// DecodeParams decodes the params of a tasks/* call or a tools/call as
 // the SDK would for the router's middleware (a tools/call's params.task
 // moved into _meta first, as the shims move it).
-func decodeFastCall(id jsonrpc.ID, method string, raw json.RawMessage) (fastCall, bool) {
-	c := fastCall{id: id, method: method}
+func DecodeParams(id jsonrpc.ID, method string, raw json.RawMessage) (Call, bool) {
+	c := Call{ID: id, Method: method}
 	if method != mcptask.MethodToolsCall && !mcptask.IsTaskMethod(method) {
 		return c, false
 	}
@@ -159,11 +180,11 @@ func decodeFastCall(id jsonrpc.ID, method string, raw json.RawMessage) (fastCall
 			return c, false // the SDK refuses a tools/call without params
 		}
 		p := new(mcp.CallToolParamsRaw)
-		if sdkUnmarshal(raw, p) != nil {
+		if Unmarshal(raw, p) != nil {
 			return c, false
 		}
 		if taskRaw := memberValue(raw, "task"); taskRaw != nil {
-			if sdkUnmarshal(taskRaw, &task) != nil {
+			if Unmarshal(taskRaw, &task) != nil {
 				return c, false
 			}
 			if p.Meta == nil {
@@ -171,49 +192,49 @@ func decodeFastCall(id jsonrpc.ID, method string, raw json.RawMessage) (fastCall
 			}
 			moved = true
 		}
-		c.params, c.meta = p, p.Meta
+		c.Params, c.Meta = p, p.Meta
 	case mcptask.MethodTasksList:
 		var p *ListTasksParams
 		if raw != nil {
 			p = new(ListTasksParams)
-			if sdkUnmarshal(raw, p) != nil {
+			if Unmarshal(raw, p) != nil {
 				return c, false
 			}
-			c.meta = p.Meta
+			c.Meta = p.Meta
 		}
-		c.params = p
+		c.Params = p
 	case mcptask.MethodTasksUpdate:
 		var p *UpdateTaskParams
 		if raw != nil {
 			p = new(UpdateTaskParams)
-			if sdkUnmarshal(raw, p) != nil {
+			if Unmarshal(raw, p) != nil {
 				return c, false
 			}
-			c.meta, c.taskID = p.Meta, p.TaskID
+			c.Meta, c.TaskID = p.Meta, p.TaskID
 		}
-		c.params = p
+		c.Params = p
 	default:
 		var p *TaskIDParams
 		if raw != nil {
 			p = new(TaskIDParams)
-			if sdkUnmarshal(raw, p) != nil {
+			if Unmarshal(raw, p) != nil {
 				return c, false
 			}
-			c.meta, c.taskID = p.Meta, p.TaskID
+			c.Meta, c.TaskID = p.Meta, p.TaskID
 		}
-		c.params = p
+		c.Params = p
 	}
 	// The HTTP shim routes a request by a per-request protocol version it
 	// finds literally in the params; one spelled with escapes is read
 	// differently there.
-	if _, has := c.meta[mcptask.MetaProtocolVersion]; has && !bytes.Contains(raw, protocolKey) {
+	if _, has := c.Meta[mcptask.MetaProtocolVersion]; has && !bytes.Contains(raw, protocolKey) {
 		return c, false
 	}
 	// The HTTP shim and the transport wrapper drop private _meta keys a
 	// client sent before the SDK sees the request.
-	dropPrivateMeta(c.meta)
+	DropPrivateMeta(c.Meta)
 	if moved {
-		c.meta[metaTaskRequest] = task
+		c.Meta[MetaTaskRequest] = task
 	}
 	return c, true
 }
@@ -221,10 +242,10 @@ func decodeFastCall(id jsonrpc.ID, method string, raw json.RawMessage) (fastCall
 // memberValue returns the raw value of the top-level member key of the
 // object params (canonical, see canonicalParams), or nil.
 func memberValue(params []byte, key string) []byte {
-	ms, _ := objectMembers(params)
+	ms, _ := ObjectMembers(params)
 	for _, m := range ms {
-		if string(m.key[1:len(m.key)-1]) == key {
-			return params[m.vstart:m.end]
+		if string(m.Key[1:len(m.Key)-1]) == key {
+			return params[m.VStart:m.End]
 		}
 	}
 	return nil
@@ -238,14 +259,14 @@ func memberValue(params []byte, key string) []byte {
 // from a known one only in case, or a repeated known key takes the SDK
 // path, where the existing code answers it as it always did.
 func canonicalParams(params []byte) bool {
-	ms, ok := objectMembers(params)
+	ms, ok := ObjectMembers(params)
 	if !ok {
 		return false
 	}
 	known := [...]string{"_meta", "taskId", "cursor", "inputResponses", "task", "name", "arguments", "requestState"}
 	var seen [len(known)]bool
 	for _, m := range ms {
-		k := m.key[1 : len(m.key)-1] // without quotes; objectMembers refuses escaped keys
+		k := m.Key[1 : len(m.Key)-1] // without quotes; ObjectMembers refuses escaped keys
 		for i, known := range known {
 			if !strings.EqualFold(string(k), known) {
 				continue
@@ -266,29 +287,33 @@ type sdkCapabilities struct {
 	Roots *mcp.RootCapabilities `json:"roots,omitempty"`
 }
 
-// metaView is what go-sdk's validateRequestMeta finds in a request's
+// MetaView is what go-sdk's validateRequestMeta finds in a request's
 // _meta.
-type metaView struct {
-	version     string // the per-request protocol version, if it is a string
-	hasVersion  bool
-	newProtocol bool
-	// caps are the client capabilities in _meta, decoded as the SDK's
+type MetaView struct {
+	// Version is the per-request protocol version, if it is a string;
+	// HasVersion says whether it is.
+	Version    string
+	HasVersion bool
+	// Dialect is the dialect of the per-request protocol version; zero
+	// without one (the session's negotiation decides then).
+	Dialect mcptask.Dialect
+	// Caps are the client capabilities in _meta, decoded as the SDK's
 	// ServerRequest.ClientCapabilities decodes them; nil if absent or
 	// undecodable.
-	caps *mcp.ClientCapabilities
-	// info is the client's implementation in _meta (2026-07-28).
-	info *mcp.Implementation
+	Caps *mcp.ClientCapabilities
+	// Info is the client's implementation in _meta (2026-07-28).
+	Info *mcp.Implementation
 }
 
-// viewMeta reads meta as go-sdk does; ok is false where the SDK answers
+// ViewMeta reads meta as go-sdk does; ok is false where the SDK answers
 // with an error instead of dispatching (an invalid clientInfo, missing or
 // invalid clientCapabilities on a 2026-07-28 request).
-func viewMeta(meta mcp.Meta) (metaView, bool) {
-	var v metaView
+func ViewMeta(meta mcp.Meta) (MetaView, bool) {
+	var v MetaView
 	if meta == nil {
 		return v, true
 	}
-	v.version, v.hasVersion = meta[mcptask.MetaProtocolVersion].(string)
+	v.Version, v.HasVersion = meta[mcptask.MetaProtocolVersion].(string)
 	if raw, present := meta[mcptask.MetaClientCapabilities]; present && raw != nil {
 		var c *sdkCapabilities
 		if remarshal(raw, &c) == nil && c != nil {
@@ -297,23 +322,30 @@ func viewMeta(meta mcp.Meta) (metaView, bool) {
 			if caps.RootsV2 != nil {
 				caps.Roots = *caps.RootsV2
 			}
-			v.caps = &caps
+			v.Caps = &caps
 		}
 	}
-	if !v.hasVersion || v.version < mcptask.ExtensionVersion {
+	if !v.HasVersion {
 		return v, true
 	}
-	v.newProtocol = true
+	v.Dialect = mcptask.DialectFor(v.Version)
+	if !v.Dialect.NegotiatesPerRequest() {
+		return v, true
+	}
 	if raw, present := meta[mcptask.MetaClientInfo]; present {
-		if raw == nil || remarshal(raw, &v.info) != nil {
+		if raw == nil || remarshal(raw, &v.Info) != nil {
 			return v, false
 		}
 	}
-	return v, v.caps != nil
+	return v, v.Caps != nil
 }
 
-// initializeParams are the initialize parameters go-sdk gives the
+// PerRequest reports whether the request negotiates in its own _meta
+// (a 2026-07-28 per-request protocol version).
+func (v MetaView) PerRequest() bool { return v.Dialect.NegotiatesPerRequest() }
+
+// InitializeParams are the initialize parameters go-sdk gives the
 // throwaway session of a 2026-07-28 request, from its _meta.
-func (v metaView) initializeParams() *mcp.InitializeParams {
-	return &mcp.InitializeParams{ProtocolVersion: v.version, Capabilities: v.caps, ClientInfo: v.info}
+func (v MetaView) InitializeParams() *mcp.InitializeParams {
+	return &mcp.InitializeParams{ProtocolVersion: v.Version, Capabilities: v.Caps, ClientInfo: v.Info}
 }

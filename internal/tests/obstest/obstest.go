@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"testing"
 	"time"
 
@@ -70,9 +71,9 @@ func New(t testing.TB, st store.Store, configure func(*builder.Builder)) *Fixtur
 	if st != nil {
 		b.WithStore(st)
 	} else {
-		b.WithDBPath(t.TempDir() + "/tasks.db")
+		b.WithDB(t.TempDir() + "/tasks.db")
 	}
-	opt := taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional}
+	opt := taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional}
 	builder.Tool(b, &mcp.Tool{Name: "echo", Description: "Echo text."}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textOut, error) {
 		return nil, textOut{Text: in.Text}, nil
 	}, opt)
@@ -122,7 +123,7 @@ func (f *Fixture) Client(t testing.TB) *client.Client {
 	t.Helper()
 	tr, err := f.Srv.Connect(t.Context())
 	require.NoError(t, err)
-	c, err := client.Dial(t.Context(), tr, &client.Options{Dialect: client.Core})
+	c, err := client.Dial(t.Context(), tr, &client.Options{Dialect: mcptask.Core})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -172,7 +173,7 @@ func Finish(t testing.TB, c *client.Client, doc *handoff.Document, opts client.F
 }
 
 // Wait polls the store until task id is in status want (bounded).
-func (f *Fixture) Wait(t testing.TB, id string, want store.Status) *store.Task {
+func (f *Fixture) Wait(t testing.TB, id string, want mcptask.Status) *store.Task {
 	t.Helper()
 	var last *store.Task
 	require.Eventually(t, func() bool {

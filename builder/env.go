@@ -1,0 +1,67 @@
+package builder
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/taskbridge/taskbridge/store/bboltstore"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+// The builder's own environment variables. Build reads them, and has the
+// engine's (taskrouter.OptionsFromEnv) and the workflow bridge's
+// (workflow.OptionsFromEnv) read theirs, unless WithoutEnv.
+const (
+	// EnvDB names the environment variable that sets the store when
+	// neither WithStore nor WithDB did: a bbolt file path or a URL of a
+	// registered backend (see WithDB).
+	EnvDB = "TASKBRIDGE_DB"
+	// EnvBboltPrefault names the environment variable that opens a bbolt
+	// store with its file prefaulted (bboltstore.WithPrefault): "1" or
+	// "true" turns it on, "0" or "false" off.
+	EnvBboltPrefault = "TASKBRIDGE_BBOLT_PREFAULT"
+)
+
+// The workflow bridge's environment variables, which workflow.OptionsFromEnv
+// reads.
+const (
+	// EnvOrphanTimeout is workflow.EnvOrphanTimeout.
+	//
+	// Deprecated: use workflow.EnvOrphanTimeout.
+	EnvOrphanTimeout = workflow.EnvOrphanTimeout
+	// EnvProgressInterval is workflow.EnvProgressInterval.
+	//
+	// Deprecated: use workflow.EnvProgressInterval.
+	EnvProgressInterval = workflow.EnvProgressInterval
+	// EnvPromptWait is workflow.EnvPromptWait.
+	//
+	// Deprecated: use workflow.EnvPromptWait.
+	EnvPromptWait = workflow.EnvPromptWait
+	// EnvWorkflowTTL is workflow.EnvTTL.
+	//
+	// Deprecated: use workflow.EnvTTL.
+	EnvWorkflowTTL = workflow.EnvTTL
+	// EnvUnknownVersion is workflow.EnvUnknownVersion.
+	//
+	// Deprecated: use workflow.EnvUnknownVersion.
+	EnvUnknownVersion = workflow.EnvUnknownVersion
+	// EnvWebhookURL is workflow.EnvWebhookURL.
+	//
+	// Deprecated: use workflow.EnvWebhookURL.
+	EnvWebhookURL = workflow.EnvWebhookURL
+)
+
+// storeFromEnv is the builder's reading of its environment: the store
+// spec (EnvDB; "" when unset) and the bbolt options EnvBboltPrefault adds.
+func storeFromEnv() (spec string, bolt []bboltstore.Option, err error) {
+	spec = os.Getenv(EnvDB)
+	if v := os.Getenv(EnvBboltPrefault); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return "", nil, fmt.Errorf("builder: %s=%q: want 1, true, 0 or false", EnvBboltPrefault, v)
+		}
+		bolt = append(bolt, bboltstore.WithPrefault(on))
+	}
+	return spec, bolt, nil
+}

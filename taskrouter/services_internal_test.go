@@ -1,0 +1,212 @@
+package taskrouter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/memory"
+)
+
+// sharedMemory is a memory store that says several processes share it.
+type sharedMemory struct{ *memory.Store }
+
+func (sharedMemory) Shared() bool { return true }
+
+// TestServicesRunUnderOneSupervisor: Start starts the background services
+// in order (the takeover only on a shared store), Close stops them all.
+func TestServicesRunUnderOneSupervisor(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		var st store.Store = memory.New()
+		if shared {
+			st = sharedMemory{memory.New()}
+		}
+		r, err := NewRouter(st, nil)
+		require.NoError(t, err)
+		require.NoError(t, r.Start(t.Context()))
+		want := []string{"change feed", "scheduler", "ttl sweeper", "lease renewer"}
+		if shared {
+			want = append(want, "lease takeover")
+		}
+		require.Equal(t, want, r.services.Running())
+		require.NoError(t, r.Close())
+		require.Empty(t, r.services.Running())
+	}
+}
+
+// TestServiceConfigsNameTheField: each service refuses a configuration
+// that cannot work, naming the field.
+func TestServiceConfigsNameTheField(t *testing.T) {
+	r := &Router{}
+	_, err := newScheduler(r, schedulerConfig{Poll: 0, MaxWakers: -1})
+	require.ErrorContains(t, err, "scheduler: Poll must be positive")
+	require.ErrorContains(t, err, "scheduler: MaxWakers is negative")
+	_, err = newSweeper(r, sweeperConfig{Interval: time.Second, Grace: -time.Second})
+	require.ErrorContains(t, err, "sweeper: Grace is negative")
+	_, err = newLeaseRenewer(r, leaseWorkConfig{Interval: time.Second, LeaseDuration: time.Second})
+	require.ErrorContains(t, err, "lease renewer: ReplicaID is empty")
+	_, err = newLeaseTakeover(r, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
+	require.ErrorContains(t, err, "lease takeover: Interval must be positive")
+}
+
+// TestSweeperSignalsWhatItSwept: the sweeper's periodic round deletes an
+// ended task past its expiry and fails an active one, and says how many.
+func TestSweeperSignalsWhatItSwept(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	start := time.Now()
+	now.Store(&start)
+	clock := func() time.Time { return *now.Load() }
+	st := memory.New(store.WithClock(clock))
+	r, err := NewRouter(st, &Options{Now: clock, SweepInterval: 10 * time.Millisecond, DefaultTTL: time.Minute})
+	require.NoError(t, err)
+	r.sweeper.signals.Swept.Init()
+	ctx := t.Context()
+	require.NoError(t, r.Start(ctx)) // before the tasks exist: recovery would fail the active one
+	t.Cleanup(func() { _ = r.Close() })
+	ended, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, CreateOptions{})
+	require.NoError(t, err)
+	_, err = r.Complete(ctx, ended.ID, map[string]any{"content": []any{}}, nil, 0)
+	require.NoError(t, err)
+	active, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, CreateOptions{})
+	require.NoError(t, err)
+	later := start.Add(2 * time.Minute)
+	now.Store(&later)
+	swept := 0
+	for swept < 2 {
+		n, ok := r.sweeper.signals.Swept.Wait(5 * time.Second)
+		require.True(t, ok, "the sweeper swept")
+		swept += n
+	}
+	_, err = st.Get(ctx, ended.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "the ended task is deleted")
+	got, err := st.Get(ctx, active.ID)
+	require.NoError(t, err)
+	require.Equal(t, mcptask.StatusFailed, got.Status, "the active task is failed, kept for the grace")
+	require.Contains(t, got.StatusMessage, "expired")
+}
+
+// wakeKind is a KindHandler whose Wake fails the first time.
+type wakeKind struct {
+	r     *Router
+	calls atomic.Int32
+}
+
+func (k *wakeKind) Recover(context.Context, *store.Task, string) error { return nil }
+func (k *wakeKind) ExpiryMessage(*store.Task) string                   { return "" }
+func (k *wakeKind) Touched(context.Context, *store.Task)               {}
+func (k *wakeKind) Wake(ctx context.Context, t *store.Task) error {
+	if k.calls.Add(1) == 1 {
+		return errors.New("not yet")
+	}
+	zero := time.Time{}
+	_, err := k.r.Update(ctx, t.ID, store.Update{WakeAt: &zero})
+	return err
+}
+
+// TestSchedulerSignalsWakeups: a due wake-up runs its kind's Wake hook; a
+// failed one is tried again after a backoff.
+func TestSchedulerSignalsWakeups(t *testing.T) {
+	r, err := NewRouter(memory.New(), &Options{SweepInterval: time.Hour})
+	require.NoError(t, err)
+	k := &wakeKind{r: r}
+	r.HandleKind("nap", k)
+	r.sched.signals.Woken.Init()
+	r.sched.signals.Retry.Init()
+	require.NoError(t, r.Start(t.Context()))
+	t.Cleanup(func() { _ = r.Close() })
+	task, err := r.CreateTask(t.Context(), nil, store.Request{Method: "tools/call", Name: "nap"},
+		CreateOptions{Kind: "nap", WakeAt: time.Now().Add(10 * time.Millisecond)})
+	require.NoError(t, err)
+	id, ok := r.sched.signals.Retry.Wait(5 * time.Second)
+	require.True(t, ok, "the failed wake-up is to be retried")
+	require.Equal(t, task.ID, id)
+	id, ok = r.sched.signals.Woken.Wait(10 * time.Second)
+	require.True(t, ok, "the retry ran")
+	require.Equal(t, task.ID, id)
+	require.Equal(t, int32(2), k.calls.Load())
+}
+
+// TestRenewerSignalsALostLease: a lease whose task was deleted elsewhere
+// is not renewed; its work is stopped as ended.
+func TestRenewerSignalsALostLease(t *testing.T) {
+	st := sharedMemory{memory.New()}
+	r, err := NewRouter(st, &Options{ReplicaID: "here", LeaseDuration: 60 * time.Millisecond})
+	require.NoError(t, err)
+	r.renewer.signals.Lost.Init()
+	ctx := t.Context()
+	require.NoError(t, r.Start(ctx))
+	t.Cleanup(func() { _ = r.Close() })
+	task, err := r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"}, CreateOptions{})
+	require.NoError(t, err)
+	l, err := r.Lease(ctx, task.ID)
+	require.NoError(t, err)
+	require.True(t, l.Held())
+	work, done := r.Track(ctx, task.ID)
+	t.Cleanup(done)
+	require.NoError(t, st.Delete(ctx, task.ID))
+	id, ok := r.renewer.signals.Lost.Wait(5 * time.Second)
+	require.True(t, ok, "the lease was found lost")
+	require.Equal(t, task.ID, id)
+	<-work.Done()
+	require.Equal(t, StopEnded, Stopped(work))
+}
+
+// TestKindRegistry: one handler per kind; hooks set one at a time (the
+// deprecated On* methods) override that hook of the handler registered
+// before them and keep the rest, its InputKind and Reporter included.
+func TestKindRegistry(t *testing.T) {
+	var k kinds
+	task := &store.Task{Labels: map[string]string{LabelKind: "wf"}}
+	require.Nil(t, k.of(task))
+	require.Nil(t, k.wakeHook(task))
+	require.Nil(t, k.recoverHook(task))
+	require.Empty(t, k.expiryMessage(task))
+
+	base := &recordingKind{}
+	k.set("wf", base)
+	require.NotNil(t, k.wakeHook(task))
+	require.NotNil(t, k.inputKind(task))
+	var woke []string
+	k.update("wf", func(f *kindFuncs) {
+		f.wake = func(context.Context, *store.Task) error { woke = append(woke, "override"); return nil }
+	})
+	k.update("wf", func(f *kindFuncs) { f.expire = func(*store.Task) string { return "gone" } })
+	require.NoError(t, k.wakeHook(task)(t.Context(), task))
+	require.Equal(t, []string{"override"}, woke)
+	require.Equal(t, "gone", k.expiryMessage(task))
+	require.NoError(t, k.recoverHook(task)(t.Context(), task, ReasonRestart))
+	require.Equal(t, []string{"recover"}, base.calls, "the registered handler keeps the hooks not overridden")
+	require.NotNil(t, k.inputKind(task), "and stays an InputKind")
+
+	k.update("other", func(f *kindFuncs) { f.recover = func(context.Context, *store.Task, string) error { return nil } })
+	other := &store.Task{Labels: map[string]string{LabelKind: "other"}}
+	require.NotNil(t, k.recoverHook(other))
+	require.Nil(t, k.wakeHook(other), "a hook never set is none")
+	require.Nil(t, k.inputKind(other))
+}
+
+// recordingKind records its hooks' calls; it is an InputKind.
+type recordingKind struct{ calls []string }
+
+func (k *recordingKind) Recover(context.Context, *store.Task, string) error {
+	k.calls = append(k.calls, "recover")
+	return nil
+}
+func (k *recordingKind) Wake(context.Context, *store.Task) error {
+	k.calls = append(k.calls, "wake")
+	return nil
+}
+func (k *recordingKind) ExpiryMessage(*store.Task) string     { return "base" }
+func (k *recordingKind) Touched(context.Context, *store.Task) {}
+func (k *recordingKind) InputRequests(*store.Task) map[string]json.RawMessage {
+	return nil
+}
+func (k *recordingKind) Answer(context.Context, *store.Task, map[string]json.RawMessage) error {
+	return nil
+}

@@ -1,0 +1,129 @@
+package taskrouter
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Waiting for a task to change: a waiter (tasks/result, Await, a
+// subscriptions/listen stream) registers a watch, then reads the task; a
+// write through this router (changed), or on a shared store a change from
+// another process (the change feed), wakes it to read again.
+
+// watches are the channels waiters (tasks/result, Wait) block on, by
+// task id: each is closed at the task's next change. Its lock is a leaf:
+// nothing else is locked while it is held.
+type watches struct {
+	mu     sync.Mutex
+	byTask map[string]chan struct{}
+}
+
+// watch returns a channel closed at the next change of task id.
+func (w *watches) watch(id string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.byTask[id]
+	if !ok {
+		if w.byTask == nil {
+			w.byTask = map[string]chan struct{}{}
+		}
+		ch = make(chan struct{})
+		w.byTask[id] = ch
+	}
+	return ch
+}
+
+// unwatch drops c if it is still the registered watch of id (the task
+// vanished while a waiter held it).
+func (w *watches) unwatch(id string, c <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.byTask[id]; ok && (<-chan struct{})(ch) == c {
+		delete(w.byTask, id)
+	}
+}
+
+// drop forgets the watch of a deleted task without waking it.
+func (w *watches) drop(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.byTask, id)
+}
+
+// wake wakes the waiters of task id.
+func (w *watches) wake(id string) {
+	w.mu.Lock()
+	ch, ok := w.byTask[id]
+	if ok {
+		delete(w.byTask, id)
+	}
+	w.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+// wakeAll wakes every waiter.
+func (w *watches) wakeAll() {
+	w.mu.Lock()
+	ws := w.byTask
+	w.byTask = nil
+	w.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
+	}
+}
+
+// changed wakes everyone watching task t and pushes its status.
+func (r *Router) changed(t *store.Task) {
+	r.watches.wake(t.ID)
+	r.push(t)
+	r.listeners.changed(t.ID)
+}
+
+// Await waits until done reports true for task id, or ctx ends. It reads
+// the task at once and again at every change (written by this process or,
+// on a shared store, announced by another one, with a re-read every
+// ChangePollInterval in case an announcement was lost), and returns the
+// task as last read; with ctx's error when ctx ended first, or the store's
+// error (store.ErrNotFound once the task is gone).
+func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bool) (*store.Task, error) {
+	var last *store.Task
+	for {
+		w := r.watches.watch(id) // watch first, then read: no change in between is missed
+		t, err := r.st.Get(ctx, id)
+		if err != nil {
+			r.watches.unwatch(id, w)
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, err
+		}
+		last = t
+		if done(t) {
+			r.watches.unwatch(id, w)
+			return t, nil
+		}
+		select {
+		case <-w:
+		case <-r.pollTick():
+			r.watches.unwatch(id, w)
+		case <-ctx.Done():
+			r.watches.unwatch(id, w)
+			return last, ctx.Err()
+		}
+	}
+}
+
+// pollTick returns a channel that fires after Options.ChangePollInterval on
+// a shared store, and never on an exclusive one (every change there is
+// this process's own and wakes its waiters directly).
+func (r *Router) pollTick() <-chan time.Time {
+	if !r.shared {
+		return nil
+	}
+	return time.After(r.opts.ChangePollInterval)
+}
