@@ -164,7 +164,7 @@ func writeAction(b *strings.Builder, d *Document, s RemainingStep) {
 		sortFill(c.Fill)
 	}
 	if c.Fix != "" {
-		fmt.Fprintf(b, " (error: %s)", strings.TrimRight(oneLine(c.Fix, maxResultRunes), "."))
+		fmt.Fprintf(b, ". Its last error: %s", strings.TrimRight(oneLine(c.Fix, maxResultRunes), "."))
 	}
 	who := "C"
 	if c.Person {

@@ -291,9 +291,10 @@ func TestBridgeItem2FailedServerStepHandedToClient(t *testing.T) {
 			require.Contains(t, tag.Error, `version "next" is not a semantic version`)
 			require.JSONEq(t, `"next"`, string(tag.Arguments["version"]))
 			prose := res.Messages[len(res.Messages)-1].Content.(*mcp.TextContent).Text
-			require.Contains(t, prose, `"tag" (tool "create_tag"): the server could not perform this step`)
-			require.Contains(t, prose, "YOU (the client) may perform it")
-			require.NotContains(t, prose, `"tag" (tool "create_tag"): the server runs this step automatically`)
+			require.Contains(t, prose, `Next: step "tag" failed on the server after 1 attempt(s); call it yourself, correcting the value that caused the error`)
+			require.Contains(t, prose, `Its last error: version "next" is not a semantic version`)
+			require.Contains(t, prose, `Call tool "create_tag" with {"_task_id":"`+doc.TaskID+`","repo":"r","version":"next"}`)
+			require.NotContains(t, prose, `"tag" (tool "create_tag"): the server runs it by itself`)
 			status, msg := c.task(t, doc.TaskID)
 			require.Equal(t, "working", status)
 			require.Contains(t, msg, `step "tag" (tool "create_tag") failed after 1 attempt(s)`)

@@ -100,10 +100,7 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 		}
 		doc.RemainingSteps = append(doc.RemainingSteps, v.remaining(i, sp))
 	}
-	for _, e := range p.Errors {
-		if sp := p.step(e.Step); sp != nil && sp.ended() {
-			continue // a later attempt completed it (or it will not run): not an error to act on
-		}
+	for _, e := range p.Errors { // the history, for programs; the prose shows each step's current error only
 		doc.Errors = append(doc.Errors, handoff.StepError{Step: e.Step, Tool: e.Tool, Message: e.Message, Retryable: e.Retryable})
 	}
 	return doc
@@ -141,19 +138,6 @@ func (v *view) remaining(i int, sp *StepProgress) handoff.RemainingStep {
 		rs.Arguments[TaskIDArgument] = marshal(v.t.ID)
 	}
 	return rs
-}
-
-// attemptsNote says how many attempts a step took and how the last one
-// failed.
-func attemptsNote(sp *StepProgress) string {
-	var b strings.Builder
-	if sp.Attempts > 0 {
-		fmt.Fprintf(&b, " (%d attempt(s))", sp.Attempts)
-	}
-	if sp.Error != "" {
-		fmt.Fprintf(&b, "; last error: %s", trimDot(oneLine(sp.Error)))
-	}
-	return b.String()
 }
 
 // errNote is " (the error)" for a failed step, or "".

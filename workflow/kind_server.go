@@ -62,7 +62,7 @@ func (k *serverStep) entry(v *view, s *Step, sp *StepProgress, rs *handoff.Remai
 	k.callEntry(v, sp, rs)
 	rs.Do = serverDo(sp)
 	if sp.HandedToClient {
-		rs.Do = fmt.Sprintf("failed on the server%s; call it yourself, correcting the value that caused the error, or %s to have the server try again", attemptsNote(sp), v.resumeAdvice())
+		rs.Do = fmt.Sprintf("failed on the server after %d attempt(s); call it yourself, correcting the value that caused the error, or %s to have the server try again", sp.Attempts, v.resumeAdvice())
 		rs.Call = k.callFor(v, sp, true)
 	}
 }
