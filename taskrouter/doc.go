@@ -222,7 +222,8 @@
 // once, the instant fold), tasks.go (read, update, complete, fail, count),
 // methods.go (tasks/*), dialect.go (the replies that differ by dialect),
 // wire.go (the wire types), watch.go (waiting for a change), hostmode.go
-// (plain calls as tasks, _task_id), tasktools.go (task_result,
+// (plain calls as tasks, _task_id), leg.go (a call that becomes a task
+// after it started: a workflow's leg), tasktools.go (task_result,
 // task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
 // (Observer, Stats).
 //

@@ -88,6 +88,15 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 		_, err := r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 		return err
 	}
+	name, args := t.Request.Name, t.Request.Arguments
+	return r.rerun(ctx, t, reason, func(ctx context.Context) (mcp.Result, error) {
+		return r.CallTool(ctx, nil, name, args, nil)
+	})
+}
+
+// rerun runs exec again as the handler of interrupted task t (claimed
+// first on a shared store), recording that it runs again and why.
+func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error {
 	claimed := t
 	if r.shared {
 		var err error
@@ -127,10 +136,7 @@ func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) 
 	if err != nil {
 		d = mcptask.Core
 	}
-	name, args := nt.Request.Name, nt.Request.Arguments
-	r.log.Info("re-running interrupted task", "task", nt.ID, "tool", name, "reason", reason)
-	r.spawn(nt, adm, d, func(ctx context.Context) (mcp.Result, error) {
-		return r.CallTool(ctx, nil, name, args, nil)
-	}, nil)
+	r.log.Info("re-running interrupted task", "task", nt.ID, "tool", nt.Request.Name, "reason", reason)
+	r.spawn(nt, adm, d, exec, nil)
 	return nil
 }

@@ -234,6 +234,7 @@ func (b *Bridge) Install(s *mcp.Server) {
 	b.engine.SetContinuation(b.continueCall)
 	RegisterSchemaResources(s)
 	b.engine.HandleKind(taskrouter.KindWorkflow, kindHooks{b})
+	b.engine.HandleKind(KindLeg, legHooks{b})
 }
 
 // Close stops the server steps running for workflow tasks (they run again
@@ -290,6 +291,8 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 	b.mu.Unlock()
 	if addTool {
 		s.AddTool(workflowTool(w), b.toolHandler(w.Name))
+		// A client that takes tasks gets one for the call: a leg (leg.go).
+		b.engine.SetToolOptions(w.Name, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Preflight: b.preflight(w.Name)})
 	}
 	for _, st := range w.flat() { // a container's members too
 		for _, tool := range st.kind.tools(&b.opts) {

@@ -102,7 +102,30 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	if !res.IsError {
 		in.kick("")
 	}
-	return b.answer(ctx, in, step, res, readerOf(q), false), nil
+	return b.answerOrLeg(ctx, q, req, in, step, res), nil
+}
+
+// answerOrLeg answers a recorded continuation (see answer), or, for a
+// client that takes tasks, makes the rest of it a leg when the workflow
+// has nothing for the model yet (its server steps outlast PromptWait, or
+// it waits for a person's decision): the leg's result is the same answer,
+// once it has.
+func (b *Bridge) answerOrLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, in *instance, step *Step, res *mcp.CallToolResult) mcp.Result {
+	rd := readerOf(q)
+	if !taskrouter.CanStartLeg(q) {
+		return b.answer(ctx, in, step, res, rd, false)
+	}
+	cur, p := b.settle(ctx, in.id)
+	answer := func(t *store.Task, p *Progress) (*mcp.CallToolResult, error) {
+		return b.continuationResult(t, p, step, res, rd, false), nil
+	}
+	if leg, ok, err := b.legTail(ctx, q, req, cur, p, answer); ok && err == nil {
+		return leg
+	}
+	if cur == nil || p == nil {
+		return b.answer(ctx, in, step, res, rd, false) // reads what this process knows
+	}
+	return b.continuationResult(cur, p, step, res, rd, false)
 }
 
 // answer is a continuation's reply once its step is recorded (by this

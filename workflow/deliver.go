@@ -318,31 +318,40 @@ func (b *Bridge) answerInputs(ctx context.Context, t *store.Task, responses map[
 		if err := json.Unmarshal(responses[key], &res); err != nil {
 			return mcptask.InvalidParams("inputResponses[%q] is not an elicitation result: %v", key, err)
 		}
-		in, s, err := b.stepOf(ctx, t.ID, key)
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrNotWaiting) {
-			continue
-		}
-		if err != nil {
+		if err := b.respond(ctx, t.ID, key, res.Action, res.Content); err != nil {
 			return err
 		}
-		d := &delivery{ctx: ctx, in: in, s: s, by: ByClient, via: viaUpdate}
-		switch res.Action {
-		case "accept":
-			d.payload = res.Content
-			if len(d.payload) == 0 || string(d.payload) == "null" {
-				d.payload = json.RawMessage("{}")
-			}
-			err = s.kind.deliver(d)
-		case "decline", "cancel":
-			d.decline = fmt.Sprintf("the client answered %q to %q", res.Action, s.Name)
-			err = s.kind.deliver(d)
-		default:
-			err = mcptask.InvalidParams("inputResponses[%q]: action %q is none of accept, decline, cancel", key, res.Action)
+	}
+	return nil
+}
+
+// respond takes one answer to an input request of step key of workflow
+// task id: "accept" delivers content as the step's payload, "decline"
+// and "cancel" skip the step. A key that names no step taking an answer
+// now is no error (the extension ignores unknown keys).
+func (b *Bridge) respond(ctx context.Context, id, key, action string, content json.RawMessage) error {
+	in, s, err := b.stepOf(ctx, id, key)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrNotWaiting) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer b.done(in)
+	d := &delivery{ctx: ctx, in: in, s: s, by: ByClient, via: viaUpdate}
+	switch action {
+	case "accept":
+		d.payload = content
+		if len(d.payload) == 0 || string(d.payload) == "null" {
+			d.payload = json.RawMessage("{}")
 		}
-		b.done(in)
-		if err != nil && !errors.Is(err, ErrNotWaiting) {
-			return err
-		}
+	case "decline", "cancel":
+		d.decline = fmt.Sprintf("the client answered %q to %q", action, s.Name)
+	default:
+		return mcptask.InvalidParams("inputResponses[%q]: action %q is none of accept, decline, cancel", key, action)
+	}
+	if err := s.kind.deliver(d); err != nil && !errors.Is(err, ErrNotWaiting) {
+		return err
 	}
 	return nil
 }

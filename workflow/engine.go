@@ -50,6 +50,13 @@ type TaskEngine interface {
 	// AcceptTaskIDArgument makes a tool take the task id as the argument
 	// _task_id (for clients that cannot set _meta).
 	AcceptTaskIDArgument(tool string)
+	// SetToolOptions sets the task behaviour of a tool registered on the
+	// server directly (a workflow's own tool).
+	SetToolOptions(name string, opts taskrouter.ToolOptions)
+	// StartLeg makes a tools/call a task whose handler is exec (a leg, see
+	// leg.go); ResumeLeg runs a leg's handler again after a restart.
+	StartLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, kind string, labels map[string]string, exec func(ctx context.Context) (mcp.Result, error)) (mcp.Result, error)
+	ResumeLeg(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error
 	// Logger is where the bridge logs; Now is the engine's clock; MaxTTL
 	// caps every task's ttl.
 	Logger() *slog.Logger

@@ -33,6 +33,8 @@ type fakeEngine struct {
 	watch       map[string]chan struct{}
 	taskIDTools map[string]bool
 	maxTTL      time.Duration
+	takesTasks  bool // requests declare the tasks extension (legs)
+	legs        chan legOutcome
 }
 
 func newFakeEngine() *fakeEngine {
@@ -52,7 +54,9 @@ func newFakeEngine() *fakeEngine {
 var _ TaskEngine = (*fakeEngine)(nil)
 
 func (e *fakeEngine) Resolve(ctx context.Context, req mcp.Request) *taskrouter.Request {
-	return &taskrouter.Request{MCP: req, Dialect: mcptask.Extension, Declared: true, Owner: taskrouter.LocalOwner, Source: "local"}
+	// The client speaks the extension but did not declare it, so it takes
+	// no task as an answer (legs: see leg_test.go, which turns it on).
+	return &taskrouter.Request{MCP: req, Dialect: mcptask.Extension, Declared: e.takesTasks, Owner: taskrouter.LocalOwner, Source: "local"}
 }
 
 func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts taskrouter.CreateOptions) (*store.Task, error) {
@@ -169,7 +173,11 @@ func (e *fakeEngine) TryLease(ctx context.Context, id string) (*taskrouter.Lease
 
 func (e *fakeEngine) AdoptLease(t *store.Task) *taskrouter.Lease { return &taskrouter.Lease{Task: t} }
 
-func (e *fakeEngine) HandleKind(kind string, h taskrouter.KindHandler) { e.kind = h }
+func (e *fakeEngine) HandleKind(kind string, h taskrouter.KindHandler) {
+	if kind == taskrouter.KindWorkflow {
+		e.kind = h // the workflow's hooks; legs need none in the fake
+	}
+}
 
 func (e *fakeEngine) SetContinuation(h taskrouter.ContinuationHandler) { e.cont = h }
 
@@ -177,6 +185,36 @@ func (e *fakeEngine) AcceptTaskIDArgument(tool string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.taskIDTools[tool] = true
+}
+
+func (e *fakeEngine) SetToolOptions(string, taskrouter.ToolOptions) {}
+
+// StartLeg runs exec in the background, as the router runs a leg's
+// handler, and answers with a stand-in for the task (its outcome comes
+// on e.legs).
+func (e *fakeEngine) StartLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, kind string, labels map[string]string, exec func(ctx context.Context) (mcp.Result, error)) (mcp.Result, error) {
+	e.mu.Lock()
+	if e.legs == nil {
+		e.legs = make(chan legOutcome, 16)
+	}
+	legs := e.legs
+	e.mu.Unlock()
+	go func() {
+		res, err := exec(context.WithoutCancel(ctx))
+		legs <- legOutcome{res, err}
+	}()
+	return &mcp.CallToolResult{Meta: mcp.Meta{"leg": labels}}, nil
+}
+
+// legOutcome is what a leg's handler returned.
+type legOutcome struct {
+	res mcp.Result
+	err error
+}
+
+func (e *fakeEngine) ResumeLeg(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error {
+	_, err := exec(ctx)
+	return err
 }
 
 func (e *fakeEngine) Logger() *slog.Logger    { return slog.New(slog.DiscardHandler) }

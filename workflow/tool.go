@@ -72,7 +72,41 @@ func (b *Bridge) toolHandler(name string) mcp.ToolHandler {
 		if err != nil {
 			return nil, err
 		}
-		return b.toolResult(t, p, readerOf(q), "")
+		answer := func(t *store.Task, p *Progress) (*mcp.CallToolResult, error) {
+			return b.toolResult(t, p, readerOf(q), "")
+		}
+		if _, inTask := taskrouter.TaskID(ctx); inTask && !forModel(t, p) {
+			// The call runs as a task (the client takes tasks): it is a
+			// leg, which ends when the workflow has something for the
+			// model, asking for a person's decisions on the way.
+			res, err := b.leg(ctx, t.ID, answer)
+			if err != nil {
+				return nil, err
+			}
+			return res.(*mcp.CallToolResult), nil
+		}
+		return answer(t, p)
+	}
+}
+
+// preflight checks a workflow tool call's arguments before the router
+// makes the call a task: a bad argument is refused (-32602, naming it)
+// with no task of any kind created.
+func (b *Bridge) preflight(name string) func(ctx context.Context, req *mcp.CallToolRequest) (mcp.InputRequestMap, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (mcp.InputRequestMap, error) {
+		args, err := toolArguments(req.Params.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		if _, named, err := taskIDOf(req.Params.GetMeta(), args); err != nil || named {
+			return nil, err // a resume: the task is checked when it is read
+		}
+		if wf := b.newest(name); wf != nil {
+			if _, err := wf.def.promptArgs(args); err != nil {
+				return nil, mcptask.InvalidParams("workflow %q: %v; nothing was started", name, err)
+			}
+		}
+		return nil, nil
 	}
 }
 
