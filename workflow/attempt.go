@@ -20,14 +20,15 @@ import (
 // gives up on it (a tool that crashes the process must not crash it
 // forever). A step a graceful stop handed back runs again without
 // counting.
-func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Time, reason string, pl *plan) string {
-	if in.running[s.Name] != nil {
+func (in *instance) runnable(p *Progress, sl *slot, now time.Time, reason string, pl *plan) string {
+	sp := sl.sp
+	if in.running[sl.path] != nil {
 		return "" // runs here now
 	}
 	interrupted := false
 	if a := sp.open(); a != nil {
 		if in.lease == nil {
-			pl.start = append(pl.start, s.Name)
+			pl.start = append(pl.start, sl.path)
 			return "" // only the lease holder may tell a cut attempt from a running one
 		}
 		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran"
@@ -36,7 +37,7 @@ func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Ti
 		if sp.Interrupted > in.b.opts.MaxInterruptions {
 			msg := fmt.Sprintf("the server stopped %d times in a row while running this step without handing it back (crashes, not graceful stops)", sp.Interrupted)
 			sp.Interrupted = 0
-			return in.giveUp(p, s, sp, msg, now)
+			return in.giveUp(p, sl, msg, now)
 		}
 		interrupted = true
 	}
@@ -44,7 +45,7 @@ func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Ti
 		return "" // the scheduler (or the drive loop) wakes the task then
 	}
 	if in.lease == nil {
-		pl.start = append(pl.start, s.Name)
+		pl.start = append(pl.start, sl.path)
 		return "" // plan asks for the lease first
 	}
 	switch {
@@ -63,9 +64,9 @@ func (in *instance) runnable(p *Progress, s *Step, sp *StepProgress, now time.Ti
 		sp.Tries++
 	}
 	if sp.IdempotencyKey == "" {
-		sp.IdempotencyKey = idempotencyKey(in.id, s.Name)
+		sp.IdempotencyKey = idempotencyKey(in.id, sl.path)
 	}
-	pl.start = append(pl.start, s.Name)
+	pl.start = append(pl.start, sl.path)
 	return ""
 }
 
@@ -76,29 +77,30 @@ const DefaultMaxInterruptions = 3
 // no longer applies (its attempt is not the open one), and the failure
 // that ends the workflow when the server gave up on a step whose failure
 // fails it.
-func (in *instance) record(p *Progress, s *Step, r stepResult, now time.Time) (applied bool, failure string) {
-	sp := p.step(r.step)
-	if s == nil || sp == nil || callOf(s) == nil {
+func (in *instance) record(p *Progress, r stepResult, now time.Time) (applied bool, failure string) {
+	sl := in.wf.slotAt(p, r.step)
+	if sl == nil || callOf(sl.s) == nil {
 		return false, ""
 	}
+	sp := sl.sp
 	if a := sp.open(); a == nil || a.N != r.attempt {
 		return false, ""
 	}
 	sp.Interrupted = 0
 	if r.msg == "" {
-		complete(p, s, ByServer, r.args, r.res, now)
+		complete(p, sl, ByServer, r.args, r.res, now)
 		sp.Tries, sp.RetryAt = 0, nil
-		emit(in.b.opts.Observer, in.id, p, s, nil)
+		emit(in.b.opts.Observer, in.id, p, sl, nil)
 		return true, ""
 	}
-	fail(p, s, ByServer, r.msg, now)
-	emit(in.b.opts.Observer, in.id, p, s, nil)
-	if pol := callOf(s).policy(); !r.final && sp.Tries < pol.MaxAttempts {
+	fail(p, sl, ByServer, r.msg, now)
+	emit(in.b.opts.Observer, in.id, p, sl, nil)
+	if pol := callOf(sl.s).policy(); !r.final && sp.Tries < pol.MaxAttempts {
 		at := retryAt(pol, sp.Tries, now)
 		sp.RetryAt = &at
 		return true, ""
 	}
-	return true, in.giveUp(p, s, sp, r.msg, now)
+	return true, in.giveUp(p, sl, r.msg, now)
 }
 
 // handBack records that a graceful stop (Bridge.Close) cut the open
@@ -130,13 +132,18 @@ func (sp *StepProgress) handedBack() bool {
 // means for the whole (a group that fails fast fails at once and stops
 // its other members; one that collects holds the failure until the group
 // has ended).
-func (in *instance) giveUp(p *Progress, s *Step, sp *StepProgress, msg string, now time.Time) string {
+func (in *instance) giveUp(p *Progress, sl *slot, msg string, now time.Time) string {
+	s, sp := sl.s, sl.sp
 	sp.RetryAt, sp.Tries = nil, 0
 	fails := callOf(s).failurePolicy() == FailWorkflow
-	if parent := in.wf.parent[s.Name]; parent != nil {
+	parent := in.wf.parent[s.Name]
+	if sl.parent != nil {
+		parent = sl.parent.s // a container's record: the container decides
+	}
+	if parent != nil {
 		failure, stopOthers, hold := parent.kind.memberGaveUp(parent, s, msg, fails)
 		if stopOthers {
-			in.stopSiblings(p, s, parent.kind.stopped(parent), now)
+			in.stopSiblings(p, sl, parent.kind.stopped(parent), now)
 		}
 		switch {
 		case failure != "":
@@ -155,13 +162,22 @@ func (in *instance) giveUp(p *Progress, s *Step, sp *StepProgress, msg string, n
 	return ""
 }
 
-// stopSiblings records the other members of s's stage that have not ended
-// as cancelled, for why: the workflow fails without them.
-func (in *instance) stopSiblings(p *Progress, s *Step, why string, now time.Time) {
-	i := in.wf.index[s.Name]
-	for _, j := range in.wf.stages[in.wf.stage[i]] {
-		sp := &p.Steps[j]
-		if j == i || sp.ended() || sp.GaveUp {
+// stopSiblings records the other records of sl's stage (or of its
+// container) that have not ended as cancelled, for why: the workflow
+// fails without them.
+func (in *instance) stopSiblings(p *Progress, sl *slot, why string, now time.Time) {
+	var others []*StepProgress
+	if sl.parent != nil {
+		for _, c := range sl.parent.children() {
+			others = append(others, c.sp)
+		}
+	} else {
+		for _, j := range in.wf.stages[in.wf.stage[in.wf.index[sl.s.Name]]] {
+			others = append(others, &p.Steps[j])
+		}
+	}
+	for _, sp := range others {
+		if sp == sl.sp || sp.ended() || sp.GaveUp {
 			continue
 		}
 		if a := sp.open(); a != nil {

@@ -329,17 +329,17 @@ func (in *instance) recordClientLocked(ctx context.Context, step *Step, req *mcp
 				vars = map[string]json.RawMessage{}
 			}
 			if res.IsError {
-				fail(p, step, by, toolError(res), now)
+				fail(p, in.wf.slotAt(p, step.Name), by, toolError(res), now)
 				p.PauseReason = clientFailedMessage(step, toolError(res))
 			} else {
-				complete(p, step, by, canonical(req.Params.Arguments), res, now)
+				complete(p, in.wf.slotAt(p, step.Name), by, canonical(req.Params.Arguments), res, now)
 				vars[VarResultPrefix+step.Name] = raw
 			}
 			if sp.IdempotencyKey == "" {
 				sp.IdempotencyKey = idempotencyKey(in.id, step.Name)
 			}
 			sp.ReachedAt, sp.Deadline = nil, nil
-			emit(b.opts.Observer, in.id, p, step, meta)
+			emit(b.opts.Observer, in.id, p, in.wf.slotAt(p, step.Name), meta)
 			if !res.IsError {
 				markReached(in.wf, p, now)
 				p.PauseReason = pauseReason(in.wf, p)

@@ -135,7 +135,7 @@ func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Ti
 			markReached(wf, p, now)
 			p.refresh()
 			p.PauseReason = pauseReason(wf, p)
-			emit(in.b.opts.Observer, in.id, p, d.s, nil)
+			emit(in.b.opts.Observer, in.id, p, wf.slotAt(p, d.s.Name), nil)
 		}
 		return store.Update{Labels: map[string]string{LabelTouched: "1"}}, nil
 	})

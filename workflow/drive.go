@@ -210,7 +210,7 @@ func (in *instance) drain(results []stepResult) {
 			now := b.engine.Now()
 			for _, r := range results {
 				if r.stopped == "" {
-					in.record(p, in.wf.byName[r.step], r, now)
+					in.record(p, r, now)
 				}
 			}
 			for i := range p.Steps {
@@ -373,13 +373,17 @@ var (
 // request. Call with mu held, after the write that opened the attempt.
 func (in *instance) launch(name string) {
 	b, wf, p := in.b, in.wf, in.p
-	s, sp := wf.byName[name], p.step(name)
-	a := sp.open()
-	c := callOf(s)
-	if s == nil || a == nil || c == nil {
+	sl := wf.slotAt(p, name)
+	if sl == nil {
 		return
 	}
-	args, err := c.resolve(&resolver{w: wf.def, vars: in.vars}, p, false, sp.ServerTakeover)
+	sp := sl.sp
+	a := sp.open()
+	c := callOf(sl.s)
+	if a == nil || c == nil {
+		return
+	}
+	args, err := c.resolve(&resolver{w: wf.def, vars: in.vars, item: sl.item}, p, false, sp.ServerTakeover)
 	tctx, untrack := b.engine.Track(b.ctx, in.id)
 	ctx, cancel := context.WithCancelCause(withStep(tctx, in.id, name, a.N, ByServer))
 	in.running[name] = &stepRun{attempt: a.N, cancel: cancel}

@@ -94,28 +94,28 @@ func idempotencyKey(taskID, step string) string {
 	return taskID + "/" + step
 }
 
-// complete records a step's success in p.
-func complete(p *Progress, s *Step, by string, args json.RawMessage, res *mcp.CallToolResult, now time.Time) {
-	sp := p.step(s.Name)
+// complete records the success of the slot's step in p.
+func complete(p *Progress, sl *slot, by string, args json.RawMessage, res *mcp.CallToolResult, now time.Time) {
+	sp := sl.sp
 	sp.end(ReasonClient, by, now, "")
 	sp.Status = StepCompleted
 	sp.CompletedBy = by
 	sp.Error = ""
 	sp.HandedToClient = false
 	sp.Arguments = args
-	p.Outputs[s.binding()] = OutputOf(res)
+	sl.output(p, OutputOf(res))
 	p.UpdatedAt = now
 	p.refresh()
 }
 
-// fail records a failed attempt of a step in p.
-func fail(p *Progress, s *Step, by, msg string, now time.Time) {
-	sp := p.step(s.Name)
+// fail records a failed attempt of the slot's step in p.
+func fail(p *Progress, sl *slot, by, msg string, now time.Time) {
+	sp, s := sl.sp, sl.s
 	sp.end(ReasonClient, by, now, msg)
 	sp.Status = StepFailed
 	sp.Error = msg
 	c := callOf(s)
-	p.Errors = append(p.Errors, StepError{Step: s.Name, Tool: toolOf(s), Message: msg, Retryable: c != nil && c.retryable, At: now})
+	p.Errors = append(p.Errors, StepError{Step: sl.path, Tool: toolOf(s), Message: msg, Retryable: c != nil && c.retryable, At: now})
 	if len(p.Errors) > maxHistory {
 		p.Errors = append(p.Errors[:1], p.Errors[len(p.Errors)-maxHistory+1:]...)
 	}
@@ -217,13 +217,15 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 		}
 		now := r.now()
 		if msg == "" {
-			complete(p, s, ByServer, marshal(args), res, now)
-			emit(r.observer, "", p, s, nil)
+			sl := &slot{path: s.Name, s: s, sp: sp}
+			complete(p, sl, ByServer, marshal(args), res, now)
+			emit(r.observer, "", p, sl, nil)
 			r.trace = append(r.trace, resultMessage(s.Name, c.tool, OutputOf(res)))
 			return rec.Record(ctx, p)
 		}
-		fail(p, s, ByServer, msg, now)
-		emit(r.observer, "", p, s, nil)
+		sl := &slot{path: s.Name, s: s, sp: sp}
+		fail(p, sl, ByServer, msg, now)
+		emit(r.observer, "", p, sl, nil)
 		r.trace = append(r.trace, textMessage("assistant", fmt.Sprintf("Step %q failed: %s", s.Name, msg)))
 		if rerr == nil && try < pol.MaxAttempts {
 			wait := pol.backoff(try + 1)

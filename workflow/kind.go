@@ -46,6 +46,11 @@ type kind interface {
 	// members are the steps a container holds (a group's members), which
 	// run together as one stage; nil for a leaf.
 	members() []*Step
+	// sub is record n of the records a container keeps in its own (an
+	// item of a for-each, an iteration of a loop), with the step whose
+	// rules apply to it (the container's body) and the item it works on
+	// (nil: its container's); nil when there is none (see slot.go).
+	sub(self *Step, sp *StepProgress, n int) (body *Step, rec *StepProgress, item json.RawMessage)
 	// argType is the type a prompt argument read by the step (at label,
 	// see reads) must have, when the kind needs one (a sleep's length is a
 	// duration); nil for none.
@@ -147,11 +152,14 @@ const (
 // deliveries. Kinds embed it.
 type base struct{}
 
-func (base) execution() StepExecution      { return ServerExecutable }
-func (base) serve(*turn) string            { return "" }
-func (base) print() any                    { return nil }
-func (base) reads() []read                 { return nil }
-func (base) members() []*Step              { return nil }
+func (base) execution() StepExecution { return ServerExecutable }
+func (base) serve(*turn) string       { return "" }
+func (base) print() any               { return nil }
+func (base) reads() []read            { return nil }
+func (base) members() []*Step         { return nil }
+func (base) sub(*Step, *StepProgress, int) (*Step, *StepProgress, json.RawMessage) {
+	return nil, nil, nil
+}
 func (base) argType(string) *ArgType       { return nil }
 func (base) clientSide(*StepProgress) bool { return false }
 func (base) awaiting() string              { return StepAwaitingClient }

@@ -26,16 +26,13 @@ type StepEvent struct {
 	Meta mcp.Meta
 }
 
-// emit reports the last attempt of step s.
-func emit(o StepObserver, taskID string, p *WorkflowProgress, s *Step, meta mcp.Meta) {
-	if o == nil {
+// emit reports the last attempt of the slot's step (its path names it:
+// "deploy[2]" for a for-each's item).
+func emit(o StepObserver, taskID string, p *WorkflowProgress, sl *slot, meta mcp.Meta) {
+	if o == nil || sl == nil || len(sl.sp.History) == 0 {
 		return
 	}
-	sp := p.step(s.Name)
-	if sp == nil || len(sp.History) == 0 {
-		return
-	}
-	o.StepEvent(StepEvent{TaskID: taskID, Workflow: p.Workflow, Step: s.Name, Tool: toolOf(s), Attempt: sp.History[len(sp.History)-1], Meta: meta})
+	o.StepEvent(StepEvent{TaskID: taskID, Workflow: p.Workflow, Step: sl.path, Tool: toolOf(sl.s), Attempt: sl.sp.History[len(sl.sp.History)-1], Meta: meta})
 }
 
 // StepObservers combines step observers into one, called in order.

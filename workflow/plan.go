@@ -20,13 +20,15 @@ import (
 type plan struct {
 	update store.Update
 	err    error
-	start  []string // steps whose attempts the write opens
+	start  []string // the slots (paths) whose attempts the write opens
 }
 
-// turn is a step's turn in a pass: what its kind's serve works with.
+// turn is a slot's turn in a pass: what its kind's serve works with (s
+// and sp are the slot's step and record).
 type turn struct {
 	in     *instance
 	p      *Progress
+	sl     *slot
 	s      *Step
 	sp     *StepProgress
 	now    time.Time
@@ -34,18 +36,35 @@ type turn struct {
 	pl     *plan
 }
 
-// attempt runs the step's tool: an attempt opens (its tool starts after
-// the pass's write), or the step waits for its retry, or runs here
-// already. It returns a failure that ends the workflow, or "".
-func (x *turn) attempt() string { return x.in.runnable(x.p, x.s, x.sp, x.now, x.reason, x.pl) }
-
-// value reads src against the progress and the task's variables.
-func (x *turn) value(src Source) (json.RawMessage, error) {
-	return value(x.in.wf.def, x.p, x.in.vars, src)
+// newTurn is the turn of slot sl in a pass.
+func (in *instance) newTurn(p *Progress, sl *slot, now time.Time, reason string, pl *plan) *turn {
+	return &turn{in: in, p: p, sl: sl, s: sl.s, sp: sl.sp, now: now, reason: reason, pl: pl}
 }
 
-// emit reports the step's last attempt to the observer.
-func (x *turn) emit() { emit(x.in.b.opts.Observer, x.in.id, x.p, x.s, nil) }
+// sub is the turn of sl, a record x's container holds.
+func (x *turn) sub(sl *slot) *turn { return x.in.newTurn(x.p, sl, x.now, x.reason, x.pl) }
+
+// attempt runs the slot's tool: an attempt opens (its tool starts after
+// the pass's write), or the step waits for its retry, or runs here
+// already. It returns a failure that ends the workflow, or "".
+func (x *turn) attempt() string { return x.in.runnable(x.p, x.sl, x.now, x.reason, x.pl) }
+
+// running reports whether the slot's tool runs here now.
+func (x *turn) running() bool { return x.in.running[x.sl.path] != nil }
+
+// value reads src against the progress, the task's variables and the
+// slot's item.
+func (x *turn) value(src Source) (json.RawMessage, error) {
+	return x.resolver().value(x.p, src)
+}
+
+// resolver reads sources for the slot.
+func (x *turn) resolver() *resolver {
+	return &resolver{w: x.in.wf.def, vars: x.in.vars, item: x.sl.item}
+}
+
+// emit reports the slot's last attempt to the observer.
+func (x *turn) emit() { emit(x.in.b.opts.Observer, x.in.id, x.p, x.sl, nil) }
 
 // plan applies the outcomes to p, then moves p forward: steps reached,
 // retries and waits whose time came, the end of the workflow. It decides
@@ -64,13 +83,12 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	var failure string
 	applied := false
 	for _, r := range results {
-		s := wf.byName[r.step]
-		ok, fails := in.record(p, s, r, now)
+		ok, fails := in.record(p, r, now)
 		if !ok {
 			continue
 		}
 		applied = true
-		quick = quick && r.msg == "" && callOf(s).retryable
+		quick = quick && r.msg == "" && callOf(wf.slotAt(p, r.step).s).retryable
 		if fails != "" && failure == "" {
 			failure = fails
 		}
@@ -106,8 +124,8 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 		pl.err = errNeedLease
 		return pl
 	}
-	for _, name := range pl.start {
-		sp := p.step(name)
+	for _, path := range pl.start {
+		sp := wf.slotAt(p, path).sp
 		sp.Status = StepRunning
 		sp.RetryAt = nil
 	}
@@ -123,8 +141,8 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	}
 	if quick && len(pl.start) > 0 {
 		allRetryable := true
-		for _, name := range pl.start {
-			allRetryable = allRetryable && callOf(wf.byName[name]).retryable
+		for _, path := range pl.start {
+			allRetryable = allRetryable && callOf(wf.slotAt(p, path).s).retryable
 		}
 		if allRetryable {
 			pl.err = errNoWrite
@@ -179,7 +197,7 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 			if waits {
 				continue // the server waits for the client's earlier step
 			}
-			x := &turn{in: in, p: p, s: s, sp: sp, now: now, reason: why, pl: pl}
+			x := in.newTurn(p, wf.slotOf(p, i), now, why, pl)
 			if failure := s.kind.serve(x); failure != "" {
 				return failure
 			}

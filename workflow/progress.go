@@ -189,6 +189,23 @@ type StepProgress struct {
 	// Early is an event delivered before the workflow awaited it, kept
 	// until it does.
 	Early *Early `json:"early,omitempty" jsonschema:"description=An event delivered before the workflow awaited it, kept until it does"`
+	// Items are the records a container step keeps of its body's runs: a
+	// for-each's items, a loop's latest iterations. Each is a step record
+	// of its own (its attempts, status, result).
+	Items []StepProgress `json:"items,omitempty" jsonschema:"description=The records a container step keeps of its body's runs: a for-each's items or a loop's latest iterations"`
+	// N numbers a record a container keeps: the item's index in a
+	// for-each, the iteration's number (from 1) in a loop.
+	N int `json:"n,omitempty" jsonschema:"description=The index of a for-each's item or the number of a loop's iteration"`
+	// Item is the value a for-each's item record works on.
+	Item json.RawMessage `json:"item,omitempty" jsonschema:"description=The value a for-each's item works on"`
+	// Result is the output of a record a container keeps (a step's own
+	// output is in Progress.Outputs).
+	Result json.RawMessage `json:"result,omitempty" jsonschema:"description=The output of a record a container keeps"`
+	// Runs counts the runs of a container's body started so far: a loop's
+	// iterations (the records it keeps are the latest ones only).
+	Runs int `json:"runs,omitempty" jsonschema:"description=How many runs of its body a container started (a loop's iterations)"`
+	// Child is the task a child-workflow step started.
+	Child string `json:"child,omitempty" jsonschema:"description=The task a child-workflow step started"`
 }
 
 // Early is a delivery kept for a step the workflow has not reached yet.
@@ -232,7 +249,9 @@ type StepError struct {
 }
 
 var progressSchema = sync.OnceValue(func() []byte {
-	r := &jsonschema.Reflector{DoNotReference: true}
+	// The root is inlined; a step record is a definition of its own,
+	// since a container's records (items) are step records too.
+	r := &jsonschema.Reflector{ExpandedStruct: true}
 	s := r.Reflect(&Progress{})
 	if v, ok := s.Properties.Get("schemaVersion"); ok {
 		for n := 1; n <= ProgressSchemaVersion; n++ { // the versions read

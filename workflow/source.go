@@ -18,6 +18,7 @@ const (
 	SourceConstant   SourceKind = "constant"
 	SourceTaskVar    SourceKind = "task_variable"
 	SourceClient     SourceKind = "client"
+	SourceItem       SourceKind = "item"
 )
 
 // Source is the value bound to one tool argument (or read by a condition,
@@ -92,6 +93,16 @@ func FromClient(description string) Source {
 	return Source{Kind: SourceClient, Description: description}
 }
 
+// Item binds an argument of a for-each's body to the item the run works
+// on; a path ("id" or "meta.owner") selects a field of it.
+func Item(path ...string) Source {
+	var p []string
+	for _, seg := range path {
+		p = append(p, strings.Split(seg, ".")...)
+	}
+	return Source{Kind: SourceItem, Path: p}
+}
+
 func (s Source) String() string {
 	switch s.Kind {
 	case SourcePromptArg:
@@ -107,6 +118,11 @@ func (s Source) String() string {
 		return fmt.Sprintf("task variable %q", s.Name)
 	case SourceClient:
 		return "client: " + s.Description
+	case SourceItem:
+		if len(s.Path) > 0 {
+			return "the item's " + strings.Join(s.Path, ".")
+		}
+		return "the item"
 	}
 	return string(s.Kind)
 }
@@ -116,9 +132,16 @@ func (s Source) String() string {
 type resolver struct {
 	w    *Definition
 	vars func(name string) (json.RawMessage, bool)
+	item json.RawMessage // the item of a for-each's record (Item sources)
 }
 
 func (r *resolver) value(p *Progress, src Source) (json.RawMessage, error) {
+	if src.Kind == SourceItem {
+		if r.item == nil {
+			return nil, &errUnavailable{what: "the item"}
+		}
+		return selectPath(r.item, src.Path)
+	}
 	return value(r.w, p, r.vars, src)
 }
 

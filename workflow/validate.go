@@ -126,6 +126,7 @@ type checker struct {
 	i         int   // its stage
 	container *Step // the container it is a member of, or nil
 	where     string
+	inBody    bool // it is the body of a for-each: Item sources read its item
 }
 
 // add records a problem of the step.
@@ -218,6 +219,10 @@ func (c *checker) source(label string, src Source, schema toolSchema, known bool
 			c.add("%s reads a task variable with no name", labelled(label))
 		} else if strings.HasPrefix(src.Name, ReservedPrefix) {
 			c.add("%s reads reserved task variable %q: the %q prefix belongs to the workflow engine", labelled(label), src.Name, ReservedPrefix)
+		}
+	case SourceItem:
+		if !c.inBody {
+			c.add("%s reads the item, but only the body of a for-each (ForEach) has one", labelled(label))
 		}
 	case SourceClient:
 		if strings.HasPrefix(label, "(") {
