@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
@@ -31,6 +33,8 @@ type toolCall struct {
 	onFailure FailurePolicy
 	waits     clientWait
 	webhook   bool
+	timeout   time.Duration // an attempt longer than this is cut and fails
+	heartbeat time.Duration // an attempt silent longer than this is lost and fails
 }
 
 func newCall(tool string) toolCall { return toolCall{tool: tool, args: map[string]Source{}} }
@@ -44,6 +48,8 @@ func (c *toolCall) bind(arg string, src Source) {
 	c.args[arg] = src
 }
 
+func (c *toolCall) setTimeout(d time.Duration)       { c.timeout = d }
+func (c *toolCall) setHeartbeat(d time.Duration)     { c.heartbeat = d }
 func (c *toolCall) setRetry(p RetryPolicy)           { c.retryable, c.retry = true, p }
 func (c *toolCall) setFailure(p FailurePolicy)       { c.onFailure = p }
 func (c *toolCall) wait() *clientWait                { return &c.waits }
@@ -246,7 +252,7 @@ func serverDo(sp *StepProgress) string {
 // server adds itself; for a step the server gave up on (fix), every value,
 // for the client to correct the one that caused the error.
 func (c *toolCall) callFor(v *view, sp *StepProgress, fix bool) *handoff.Call {
-	call := &handoff.Call{Tool: c.tool, Arguments: map[string]json.RawMessage{TaskIDArgument: marshal(v.t.ID)}}
+	call := &handoff.Call{Tool: c.tool, Arguments: map[string]json.RawMessage{TaskIDArgument: marshal(v.taskRef())}}
 	if v.wf == nil {
 		return call
 	}
@@ -335,4 +341,120 @@ func joinQuoted(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// Attempt bounds: a tool step's timeout and heartbeat (the server runs
+// the attempt; a client performs its own calls).
+
+type (
+	timed  interface{ setTimeout(d time.Duration) }
+	beater interface{ setHeartbeat(d time.Duration) }
+)
+
+// Timeout bounds each attempt of a tool step the server runs: at d the
+// tool's context is cancelled and the attempt fails ("timed out"), and the
+// step's retry policy applies.
+func (s *Step) Timeout(d time.Duration) *Step {
+	if k, ok := s.kind.(timed); ok {
+		k.setTimeout(d)
+	} else {
+		s.misused("Timeout", "only a tool step's attempts are timed")
+	}
+	return s
+}
+
+// Heartbeat makes each attempt of a tool step report liveness with
+// workflow.Heartbeat(ctx) at least every d: an attempt silent longer is
+// treated as lost (its context is cancelled, the attempt fails) and the
+// retry policy applies. (An attempt on a replica that died is taken over
+// with the task's lease, heartbeat or not.)
+func (s *Step) Heartbeat(d time.Duration) *Step {
+	if k, ok := s.kind.(beater); ok {
+		k.setHeartbeat(d)
+	} else {
+		s.misused("Heartbeat", "only a tool step's attempts beat")
+	}
+	return s
+}
+
+// errCut is the cause of an attempt's context cut by its own bound.
+type errCut struct{ why string }
+
+func (e *errCut) Error() string { return e.why }
+
+type beatKey struct{}
+
+// Heartbeat reports that the attempt of the workflow step running in ctx
+// is alive (see Step.Heartbeat); it does nothing elsewhere.
+func Heartbeat(ctx context.Context) {
+	if beat, ok := ctx.Value(beatKey{}).(chan struct{}); ok {
+		select {
+		case beat <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// attemptGrace is how long an attempt cut by its bound waits for its tool
+// to return before the attempt is recorded failed anyway (a tool that
+// ignores its context).
+const attemptGrace = time.Second
+
+// run runs call under the call's bounds: its timeout and heartbeat cut
+// the attempt's context, and cut says why ("" when none did). A tool that
+// ignores the cut is waited for attemptGrace more, then left behind.
+func (c *toolCall) run(ctx context.Context, call func(context.Context) (*mcp.CallToolResult, error)) (res *mcp.CallToolResult, err error, cut string) {
+	if c.timeout <= 0 && c.heartbeat <= 0 {
+		res, err = call(ctx)
+		return res, err, ""
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if c.timeout > 0 {
+		t := time.AfterFunc(c.timeout, func() { cancel(&errCut{fmt.Sprintf("timed out after %s (the step's Timeout)", c.timeout)}) })
+		defer t.Stop()
+	}
+	beat := make(chan struct{}, 1)
+	if c.heartbeat > 0 {
+		ctx = context.WithValue(ctx, beatKey{}, beat)
+		go func() {
+			t := time.NewTimer(c.heartbeat)
+			defer t.Stop()
+			for {
+				select {
+				case <-beat:
+					t.Reset(c.heartbeat)
+				case <-t.C:
+					cancel(&errCut{fmt.Sprintf("lost: no heartbeat within %s (the step's Heartbeat)", c.heartbeat)})
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := call(ctx)
+		done <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		select {
+		case o = <-done:
+		case <-time.After(attemptGrace):
+			o.err = context.Cause(ctx)
+		}
+	}
+	var e *errCut
+	if errors.As(context.Cause(ctx), &e) {
+		cut = e.why
+	}
+	return o.res, o.err, cut
 }

@@ -149,7 +149,7 @@ func TestKindsList(t *testing.T) {
 	for _, k := range kinds {
 		names = append(names, string(k().name()))
 	}
-	require.Equal(t, []string{"tool", "tool", "group", "sleep", "event"}, names)
+	require.Equal(t, []string{"tool", "tool", "group", "sleep", "event", "foreach", "loop"}, names)
 }
 
 // A handler knows which task, step and attempt it runs for, for a server

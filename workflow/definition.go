@@ -30,6 +30,9 @@ type Definition struct {
 	// bridge's default. Registration refuses a TTL above the engine's
 	// MaxTTL.
 	TTL time.Duration
+	// Deadline, when positive, bounds a task's whole life: when it has run
+	// this long it fails (naming the deadline), whatever it was doing.
+	Deadline time.Duration
 	// Tool also registers the workflow as a tool of the same name, whose
 	// arguments are the workflow's arguments and whose result is the
 	// handoff, so that a model (which cannot pick prompts) can start it.
@@ -86,6 +89,9 @@ func (w *Definition) WithVersion(v string) *Definition { w.Version = v; return w
 // WithTTL sets how long a task of the workflow may rest between steps
 // (see Definition.TTL).
 func (w *Definition) WithTTL(d time.Duration) *Definition { w.TTL = d; return w }
+
+// WithDeadline bounds a task's whole life (see Definition.Deadline).
+func (w *Definition) WithDeadline(d time.Duration) *Definition { w.Deadline = d; return w }
 
 // AsTool also registers the workflow as a tool (see Definition.Tool).
 func (w *Definition) AsTool() *Definition { w.Tool = true; return w }

@@ -396,8 +396,12 @@ func (in *instance) launch(name string) {
 			r.msg, r.final = err.Error(), true
 		} else {
 			r.args = marshal(args)
-			res, cerr := b.runTool(ctx, c.tool, args, meta)
+			res, cerr, cut := c.run(ctx, func(ctx context.Context) (*mcp.CallToolResult, error) {
+				return b.runTool(ctx, c.tool, args, meta)
+			})
 			switch {
+			case cut != "":
+				r.msg = cut // its own timeout or heartbeat: an attempt that failed
 			case ctx.Err() != nil:
 				r.stopped = taskrouter.Stopped(ctx)
 				if r.stopped == "" {

@@ -25,6 +25,29 @@ type view struct {
 	d        mcptask.Dialect
 	update   bool // the reader has tasks/update (events)
 	resolver *resolver
+	path     string // the record an entry is for, when a container keeps it ("" for a step's own)
+}
+
+// taskRef is the task id a call that performs the entry's record sends
+// as _task_id: the task's id, and for a record a container keeps, "#"
+// and its path.
+func (v *view) taskRef() string {
+	if v.path == "" {
+		return v.t.ID
+	}
+	return v.t.ID + "#" + v.path
+}
+
+// sub is v for the entry of the record at sl (its item for Item sources).
+func (v *view) sub(sl *slot) *view {
+	w := *v
+	w.path = sl.path
+	if v.resolver != nil {
+		r := *v.resolver
+		r.item = sl.item
+		w.resolver = &r
+	}
+	return &w
 }
 
 // webhook is the webhook of step name of the task, when the bridge knows
@@ -99,6 +122,9 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 			continue
 		}
 		doc.RemainingSteps = append(doc.RemainingSteps, v.remaining(i, sp))
+		if wf != nil {
+			doc.RemainingSteps = append(doc.RemainingSteps, wf.steps[i].kind.entries(v, wf.slotOf(p, i))...)
+		}
 	}
 	for _, e := range p.Errors { // the history, for programs; the prose shows each step's current error only
 		doc.Errors = append(doc.Errors, handoff.StepError{Step: e.Step, Tool: e.Tool, Message: e.Message, Retryable: e.Retryable})
@@ -110,6 +136,17 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 // has (its status, attempts, times, group, condition, guidance), then
 // what its kind adds.
 func (v *view) remaining(i int, sp *StepProgress) handoff.RemainingStep {
+	var s *Step
+	if v.wf != nil {
+		s = v.wf.steps[i]
+	}
+	return v.entryFor(s, sp)
+}
+
+// entryFor is the handoff entry of record sp of step s (nil when the
+// task's version is not served here); v.path names a record a container
+// keeps.
+func (v *view) entryFor(s *Step, sp *StepProgress) handoff.RemainingStep {
 	rs := handoff.RemainingStep{Name: sp.Name, Tool: sp.Tool, Execution: handoff.ExecServer,
 		Status: sp.Status, Attempts: sp.Attempts, HandedToClient: sp.HandedToClient,
 		RetryAt: sp.RetryAt, Deadline: sp.Deadline, Kind: sp.Kind, Group: sp.Group}
@@ -123,10 +160,9 @@ func (v *view) remaining(i int, sp *StepProgress) handoff.RemainingStep {
 	if client {
 		rs.Execution = handoff.ExecClient
 	}
-	if v.wf != nil {
-		s := v.wf.steps[i]
+	if s != nil {
 		rs.Guidance = s.Guidance
-		if s.Condition != nil {
+		if s.Condition != nil && v.path == "" {
 			rs.Condition = s.Condition.String()
 		}
 		s.kind.entry(v, s, sp, &rs)
@@ -135,7 +171,7 @@ func (v *view) remaining(i int, sp *StepProgress) handoff.RemainingStep {
 		if rs.Arguments == nil {
 			rs.Arguments = map[string]json.RawMessage{}
 		}
-		rs.Arguments[TaskIDArgument] = marshal(v.t.ID)
+		rs.Arguments[TaskIDArgument] = marshal(v.taskRef())
 	}
 	return rs
 }

@@ -82,6 +82,10 @@ type kind interface {
 	// arguments, payload schema, webhook, and Do, the sentence that says
 	// what to do about it.
 	entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingStep)
+	// entries are the handoff entries of the records a container keeps
+	// that the client may act on (an item of a for-each whose body is the
+	// client's), after the container's own.
+	entries(v *view, sl *slot) []handoff.RemainingStep
 	// tools are the tools a client may be asked to call to perform the
 	// step (they take the task id as the argument _task_id); o names the
 	// bridge's own tools (the event tool).
@@ -123,6 +127,8 @@ var kinds = []func() kind{
 	func() kind { return &group{} },
 	func() kind { return &sleep{} },
 	func() kind { return &event{} },
+	func() kind { return &forEach{} },
+	func() kind { return &loop{} },
 }
 
 // read is one source a step reads, with the label validation names it by
@@ -176,6 +182,7 @@ func (base) inputRequest(*Step, *StepProgress) json.RawMessage         { return 
 func (base) fork(fresh, _ StepProgress) StepProgress                   { return fresh }
 func (base) deliver(d *delivery) error                                 { return d.notHere() }
 func (base) entry(*view, *Step, *StepProgress, *handoff.RemainingStep) {}
+func (base) entries(*view, *slot) []handoff.RemainingStep              { return nil }
 
 func (base) memberGaveUp(_, m *Step, msg string, fails bool) (string, bool, bool) {
 	if fails {

@@ -100,6 +100,9 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 		before, _ = json.Marshal(p)
 	}
 	if failure == "" {
+		failure = p.pastDeadline(wf.def, now)
+	}
+	if failure == "" {
 		failure = in.walk(p, now, reason, &pl)
 	}
 	p.refresh()

@@ -113,6 +113,9 @@ type Progress struct {
 	Errors []StepError `json:"errors,omitempty" jsonschema:"description=Step failures oldest first"`
 	// UpdatedAt is when the progress was last written.
 	UpdatedAt time.Time `json:"updatedAt" jsonschema:"description=When this progress was last written"`
+	// DeadlineAt is when the workflow fails if it has not ended (its
+	// Definition.Deadline after it started).
+	DeadlineAt *time.Time `json:"deadlineAt,omitempty" jsonschema:"description=When the workflow fails if it has not ended"`
 	// Revision counts the writes of this progress; a writer that finds it
 	// changed since it read the progress lost a race with another writer.
 	Revision int `json:"revision" jsonschema:"description=Number of times this progress was written"`
@@ -287,6 +290,10 @@ func newProgress(wf *compiled, args map[string]string, now time.Time) *Progress 
 	}
 	if p.Arguments == nil {
 		p.Arguments = map[string]string{}
+	}
+	if d := w.Deadline; d > 0 {
+		at := now.Add(d)
+		p.DeadlineAt = &at
 	}
 	for i, s := range wf.steps {
 		sp := StepProgress{Name: s.Name, Tool: toolOf(s), Execution: string(s.Execution()), Status: StepPending, Output: s.binding(), Print: wf.prints[i]}

@@ -46,8 +46,9 @@ func pauseReason(wf *compiled, p *Progress) string {
 		if sp.ended() || sp.GaveUp {
 			continue
 		}
-		line, r := "", rankNone
+		line, r := s.kind.status(s, sp) // a kind that says more than the engine does
 		switch {
+		case r != rankNone:
 		case sp.Status == StepRunning:
 			running = append(running, i)
 			continue
@@ -55,8 +56,6 @@ func pauseReason(wf *compiled, p *Progress) string {
 			line, r = retryMessage(s, sp), rankRetry
 		case sp.HandedToClient:
 			line, r = handedMessage(s, sp), rankHanded
-		default:
-			line, r = s.kind.status(s, sp)
 		}
 		if line != "" && r > bestRank {
 			best, bestRank = line, r

@@ -36,6 +36,9 @@ import (
 //     it answers as soon as the workflow pauses (it waits for the client,
 //     whatever that wait's bound, or for a time after PromptWait), or
 //     ends; server work still running at PromptWait goes on (see rests).
+//   - Deadline. A workflow with Definition.Deadline fails when it has run
+//     that long (a wake-up at its deadline); a step still running is
+//     stopped.
 //   - Bounds. No sleep and no client wait is longer than MaxWait.
 
 // MaxWait bounds a sleep's length and a client wait (WaitsAtMost): a
@@ -164,7 +167,7 @@ func renewed(t *store.Task, p *Progress, now time.Time) time.Time {
 		at = first
 	}
 	if p != nil {
-		if w := p.timerWake(); !w.IsZero() && w.Add(t.TTL).After(at) {
+		if w := p.stepsWake(); !w.IsZero() && w.Add(t.TTL).After(at) {
 			at = w.Add(t.TTL) // waiting for the clock is not idle
 		}
 	}
@@ -190,9 +193,19 @@ func waiting(p *Progress) bool {
 }
 
 // timerWake is the earliest time the clock gives the server work on p: a
-// retry, the end of a client's wait, a step's own timer (a sleep's end);
-// zero for none.
+// retry, the end of a client's wait, a step's own timer (a sleep's end),
+// the workflow's deadline; zero for none.
 func (p *Progress) timerWake() time.Time {
+	at := p.stepsWake()
+	if d := p.DeadlineAt; d != nil && (at.IsZero() || d.Before(at)) {
+		at = *d
+	}
+	return at
+}
+
+// stepsWake is timerWake without the workflow's deadline: what the steps
+// wait for (which keeps a task from being idle).
+func (p *Progress) stepsWake() time.Time {
 	var at time.Time
 	take := func(t *time.Time) {
 		if t != nil && (at.IsZero() || t.Before(at)) {
@@ -209,6 +222,14 @@ func (p *Progress) timerWake() time.Time {
 		take(sp.Until)
 	}
 	return at
+}
+
+// pastDeadline says why the workflow fails at now for its deadline, or "".
+func (p *Progress) pastDeadline(w *Definition, now time.Time) string {
+	if p.DeadlineAt == nil || now.Before(*p.DeadlineAt) {
+		return ""
+	}
+	return fmt.Sprintf("the workflow's deadline of %s passed (at %s); the workflow failed", w.Deadline, stamp(*p.DeadlineAt))
 }
 
 // nextWake is the task's wake-up time (store.Task.WakeAt) at progress p
@@ -238,6 +259,8 @@ func (p *Progress) serverDue() bool {
 			return false
 		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Until != nil:
 			return false
+		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
+			return false // a container whose records wait for the client
 		}
 		return true
 	}

@@ -77,6 +77,9 @@ func (v *validation) workflow() {
 	if w.TTL < 0 {
 		v.add("the workflow's TTL is negative (%s): use zero for the default", w.TTL)
 	}
+	if w.Deadline < 0 || w.Deadline > MaxWait {
+		v.add("the workflow's Deadline (%s) must be between 0 (none) and MaxWait (%s)", w.Deadline, maxWaitText)
+	}
 	if strings.ContainsAny(w.Version, " \t\n\"") {
 		v.add("version %q contains blanks or quotes: use a short token such as v2", w.Version)
 	}
@@ -100,7 +103,7 @@ func (v *validation) workflow() {
 // whose members are checked against the outputs of earlier stages only
 // (they run together), then publish theirs.
 func (v *validation) stage(i int, s *Step) {
-	v.step(i, s, nil)
+	v.step(i, s, nil, false)
 	if s == nil || s.kind == nil {
 		return
 	}
@@ -110,7 +113,7 @@ func (v *validation) stage(i int, s *Step) {
 		return
 	}
 	for _, m := range members {
-		v.step(i, m, s)
+		v.step(i, m, s, false)
 	}
 	for _, m := range members {
 		v.publish(m)
@@ -138,8 +141,9 @@ func (c *checker) add(format string, args ...any) {
 	c.v.add("%s: %s", c.where, fmt.Sprintf(format, args...))
 }
 
-// step checks step s of stage i (a member of container when set).
-func (v *validation) step(i int, s *Step, container *Step) {
+// step checks step s of stage i (a member of container when set; the
+// body of a for-each, whose records read an item, when inBody).
+func (v *validation) step(i int, s *Step, container *Step, inBody bool) {
 	if s == nil {
 		v.add("step %d is nil", i+1)
 		return
@@ -152,7 +156,7 @@ func (v *validation) step(i int, s *Step, container *Step) {
 		v.add("%s: the name is used by an earlier step: step names must be unique", where)
 	}
 	v.names[s.Name] = true
-	c := &checker{v: v, w: v.w, step: s, i: i, container: container, where: where}
+	c := &checker{v: v, w: v.w, step: s, i: i, container: container, where: where, inBody: inBody}
 	if s.kind == nil {
 		c.add("it has no kind: build steps with Server, Client, Parallel, Sleep, SleepFor, SleepUntil or Event")
 		return
@@ -162,6 +166,22 @@ func (v *validation) step(i int, s *Step, container *Step) {
 	}
 	s.kind.check(c)
 	c.condition(s.Condition)
+}
+
+// body checks s, the body of the container c checks, whose records run
+// it: like a step of the workflow at the container's place, reading the
+// outputs of the steps before it (and, when item is set, the item of a
+// for-each's record). Its output is its container's to publish.
+func (c *checker) body(s *Step, item bool) {
+	if s == nil {
+		c.add("it has no body")
+		return
+	}
+	if s.kind != nil && len(s.kind.members()) > 0 {
+		c.add("its body %q is a group: run a single step per record", s.Name)
+		return
+	}
+	c.v.step(c.i, s, nil, item || c.inBody)
 }
 
 // publish records the output binding s produces, for the steps after it.

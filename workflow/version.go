@@ -93,24 +93,7 @@ type printedStep struct {
 // state.
 func prints(w *Definition) []printedStep {
 	var out []printedStep
-	add := func(s *Step, container *Step) {
-		st := printedStep{Name: s.Name, Kind: s.Kind(), Execution: s.Execution(), Output: s.binding()}
-		if s.kind != nil {
-			if pr, ok := s.kind.print().(printed); ok {
-				st.Tool, st.Args, st.Length, st.For, st.Until, st.Extra = pr.Tool, pr.Args, pr.Length, pr.For, pr.Until, pr.Extra
-			}
-		}
-		if s.Condition != nil {
-			st.When = s.Condition.describe()
-		}
-		if container != nil {
-			st.Group = container.Name
-			if pr, ok := container.kind.print().(printed); ok {
-				st.FailFast = pr.FailFast
-			}
-		}
-		out = append(out, st)
-	}
+	add := func(s *Step, container *Step) { out = append(out, printOf(s, container)) }
 	for _, s := range w.Steps {
 		switch {
 		case s == nil || s.kind == nil:
@@ -125,6 +108,27 @@ func prints(w *Definition) []printedStep {
 		}
 	}
 	return out
+}
+
+// printOf is step s's part of the fingerprint (a member of container
+// when set); a container kind prints its body with it.
+func printOf(s *Step, container *Step) printedStep {
+	st := printedStep{Name: s.Name, Kind: s.Kind(), Execution: s.Execution(), Output: s.binding()}
+	if s.kind != nil {
+		if pr, ok := s.kind.print().(printed); ok {
+			st.Tool, st.Args, st.Length, st.For, st.Until, st.Extra = pr.Tool, pr.Args, pr.Length, pr.For, pr.Until, pr.Extra
+		}
+	}
+	if s.Condition != nil {
+		st.When = s.Condition.describe()
+	}
+	if container != nil {
+		st.Group = container.Name
+		if pr, ok := container.kind.print().(printed); ok {
+			st.FailFast = pr.FailFast
+		}
+	}
+	return st
 }
 
 // fingerprint hashes what makes a task's recorded progress meaningful

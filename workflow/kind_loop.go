@@ -1,0 +1,277 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/taskbridge/taskbridge/handoff"
+)
+
+// A loop runs its body again until a condition on the body's output holds
+// (Until; the condition reads the body's output binding, as a later step
+// would) or it has run AtMost times, sleeping durably Every between two
+// runs. A run whose tool fails (after the body's own retries) counts as a
+// run whose condition did not hold. When the last run ends without the
+// condition, the loop fails (FailsWorkflow, the default) or is skipped
+// (SkipsOnExhaust). The loop keeps its latest runs (KeepRuns of them, and
+// a count of all), not an ever-growing history: a long poll stays small.
+// Its output is the output of the run that satisfied the condition (or the
+// last one). A fork from it starts over.
+
+// KindLoop runs a step again until a condition holds (Repeat).
+const KindLoop StepKind = "loop"
+
+// KeepRuns is how many of its latest runs a loop keeps in its record.
+const KeepRuns = 3
+
+// loop is the kind of Repeat steps.
+type loop struct {
+	base
+	body  *Step
+	until *Condition
+	max   int
+	every time.Duration
+	skip  bool
+}
+
+// Repeat returns a step that runs body until Until's condition holds of
+// its output, at most AtMost times, Every apart (see loop).
+func Repeat(name string, body *Step) *Step { return newStep(name, &loop{body: body}) }
+
+type looper interface{ loopSet(func(*loop)) }
+
+func (k *loop) loopSet(f func(*loop)) { f(k) }
+
+func (s *Step) loopSet(method string, f func(*loop)) *Step {
+	if k, ok := s.kind.(looper); ok {
+		k.loopSet(f)
+	} else {
+		s.misused(method, "only a loop (Repeat) runs again")
+	}
+	return s
+}
+
+// Until ends a loop as soon as c holds of its body's latest output.
+func (s *Step) Until(c Condition) *Step { return s.loopSet("Until", func(k *loop) { k.until = &c }) }
+
+// AtMost bounds how many times a loop runs its body.
+func (s *Step) AtMost(n int) *Step { return s.loopSet("AtMost", func(k *loop) { k.max = n }) }
+
+// Every makes a loop sleep d, durably, between two runs.
+func (s *Step) Every(d time.Duration) *Step { return s.loopSet("Every", func(k *loop) { k.every = d }) }
+
+// SkipsOnExhaust makes a loop that ran AtMost times without its condition
+// skipped (with the reason) instead of failing the workflow.
+func (s *Step) SkipsOnExhaust() *Step {
+	return s.loopSet("SkipsOnExhaust", func(k *loop) { k.skip = true })
+}
+
+func (k *loop) name() StepKind            { return KindLoop }
+func (k *loop) tools(o *Options) []string { return k.body.kind.tools(o) }
+func (k *loop) reads() []read {
+	if k.body == nil || k.body.kind == nil {
+		return nil
+	}
+	return k.body.kind.reads()
+}
+
+func (k *loop) check(c *checker) {
+	c.body(k.body, false)
+	switch {
+	case k.max <= 0:
+		c.add("a loop needs a bound: AtMost(n), n at least 1")
+	case k.max > MaxItems:
+		c.add("a loop runs at most %d times (AtMost(%d))", MaxItems, k.max)
+	}
+	if k.every < 0 || k.every > MaxWait {
+		c.add("its pause between runs (Every) must be between 0 and MaxWait (%s)", maxWaitText)
+	}
+	if k.until == nil {
+		c.add("a loop needs a condition to end on: Until(...) of its body's output")
+		return
+	}
+	if k.body == nil {
+		return
+	}
+	// The condition reads the body's output as a later step would.
+	b := k.body.binding()
+	prev, had := c.v.produced[b]
+	c.v.produced[b] = k.body
+	c.condition(k.until)
+	if had {
+		c.v.produced[b] = prev
+	} else {
+		delete(c.v.produced, b)
+	}
+}
+
+func (k *loop) print() any {
+	x := map[string]any{"loop": printOf(k.body, nil), "max": k.max, "every": k.every, "skip": k.skip}
+	if k.until != nil {
+		x["until"] = k.until.describe()
+	}
+	return printed{Extra: x}
+}
+
+// sub: run n (from 1) of the loop, when it still keeps it.
+func (k *loop) sub(self *Step, sp *StepProgress, n int) (*Step, *StepProgress, json.RawMessage) {
+	for i := range sp.Items {
+		if sp.Items[i].N == n {
+			return k.body, &sp.Items[i], nil
+		}
+	}
+	return nil, nil, nil
+}
+
+// serve runs the loop's current run; when it ends, ends the loop (its
+// condition holds, or its bound is reached) or sleeps until the next run.
+func (k *loop) serve(x *turn) string {
+	sp := x.sp
+	if sp.Runs == 0 {
+		sp.begin(ReasonFirst, ByServer, x.now)
+		return k.next(x)
+	}
+	cur := x.sl.child(sp.Runs)
+	if cur == nil {
+		return k.next(x) // a damaged record: start a run again
+	}
+	if !cur.sp.ended() && !cur.sp.GaveUp {
+		if clientSide(cur.s, cur.sp) {
+			failure, back := x.in.reach(x.p, cur.s, cur.sp, x.now)
+			if failure != "" || !back {
+				k.show(sp, cur.sp)
+				return failure
+			}
+		}
+		failure := cur.s.kind.serve(x.sub(cur))
+		k.show(sp, cur.sp)
+		if failure != "" || !cur.sp.ended() && !cur.sp.GaveUp {
+			return failure
+		}
+	}
+	if cur.sp.Status == StepCompleted && k.holds(x, cur.sp.Result) {
+		return k.end(x, cur.sp.Result, "")
+	}
+	if sp.Runs >= k.max {
+		why := fmt.Sprintf("step %q ran %d time(s) without %s", x.s.Name, sp.Runs, k.until)
+		if !k.skip {
+			return why + "; the workflow failed"
+		}
+		return k.end(x, cur.sp.Result, why)
+	}
+	if k.every > 0 {
+		if sp.Until == nil {
+			at := x.now.Add(k.every)
+			sp.Until, sp.Status = &at, StepSleeping
+		}
+		if x.now.Before(*sp.Until) {
+			return ""
+		}
+	}
+	return k.next(x)
+}
+
+// next starts the loop's next run, keeping only its latest runs.
+func (k *loop) next(x *turn) string {
+	sp := x.sp
+	sp.Runs++
+	sp.Until = nil
+	sp.Items = append(sp.Items, StepProgress{Name: fmt.Sprintf("%s[%d]", x.s.Name, sp.Runs), Tool: toolOf(k.body),
+		Execution: string(k.body.Execution()), Status: StepPending, Output: k.body.binding(), N: sp.Runs})
+	if n := len(sp.Items); n > KeepRuns {
+		sp.Items = append([]StepProgress(nil), sp.Items[n-KeepRuns:]...)
+	}
+	cur := x.sl.child(sp.Runs)
+	failure := cur.s.kind.serve(x.sub(cur))
+	k.show(sp, cur.sp)
+	return failure
+}
+
+// show sets the loop's record from its current run's.
+func (k *loop) show(sp, cur *StepProgress) {
+	sp.RetryAt, sp.Deadline = cur.RetryAt, cur.Deadline
+	switch {
+	case cur.Status == StepRunning || cur.open() != nil:
+		sp.Status = StepRunning
+	case cur.Status == StepAwaitingClient || cur.Status == StepAwaitingEvent || cur.HandedToClient:
+		sp.Status = StepAwaitingClient
+	default:
+		sp.Status = StepRunning
+	}
+}
+
+// holds reports whether the loop's condition holds of a run's output.
+func (k *loop) holds(x *turn, out json.RawMessage) bool {
+	b := k.body.binding()
+	ok, err := k.until.eval(func(src Source) (json.RawMessage, error) {
+		if src.Kind == SourceStepOutput && src.Name == b {
+			if out == nil {
+				return json.RawMessage("null"), nil
+			}
+			return selectPath(out, src.Path)
+		}
+		return x.value(src)
+	})
+	return err == nil && ok
+}
+
+// end ends the loop: completed with out, or skipped for why.
+func (k *loop) end(x *turn, out json.RawMessage, why string) string {
+	sp := x.sp
+	sp.RetryAt, sp.Until, sp.Deadline = nil, nil, nil
+	sp.end(ReasonFirst, ByServer, x.now, why)
+	if why != "" {
+		sp.Status, sp.SkipReason = StepSkipped, why
+		return ""
+	}
+	sp.Status, sp.CompletedBy = StepCompleted, ByServer
+	if out == nil {
+		out = json.RawMessage("null")
+	}
+	x.sl.output(x.p, out)
+	x.p.UpdatedAt = x.now
+	x.emit()
+	return ""
+}
+
+// memberGaveUp: a run the server gave up on is a run whose condition did
+// not hold (held, so the loop decides what comes next).
+func (k *loop) memberGaveUp(self, m *Step, msg string, fails bool) (string, bool, bool) {
+	return "", false, true
+}
+
+func (k *loop) status(s *Step, sp *StepProgress) (string, rank) {
+	if sp.Runs == 0 || sp.ended() {
+		return "", rankNone
+	}
+	line := fmt.Sprintf("step %q: run %d of at most %d (%s), until %s", s.Name, sp.Runs, k.max, bodyLine(k.body), k.until)
+	if sp.Status == StepSleeping && sp.Until != nil {
+		return line + fmt.Sprintf("; the next run starts at %s", stamp(*sp.Until)), rankTimer
+	}
+	return line, rankOf(sp)
+}
+
+func (k *loop) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingStep) {
+	rs.Tool = ""
+	rs.Until = sp.Until
+	if sp.Runs == 0 {
+		rs.Do = fmt.Sprintf("runs %s until %s, at most %d times, once the steps before it are done.", bodyLine(k.body), k.until, k.max)
+		return
+	}
+	line, _ := k.status(s, sp)
+	rs.Do = line + "."
+}
+
+func (k *loop) entries(v *view, sl *slot) []handoff.RemainingStep {
+	if sl.sp.Runs == 0 {
+		return nil
+	}
+	cur := sl.child(sl.sp.Runs)
+	if cur == nil || cur.sp.ended() || cur.sp.Status == StepPending || !clientSide(cur.s, cur.sp) {
+		return nil
+	}
+	rs := v.sub(cur).entryFor(cur.s, cur.sp)
+	rs.Name = cur.path
+	return []handoff.RemainingStep{rs}
+}
