@@ -68,9 +68,16 @@ func main() {
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
 	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-14)")
+	flag.StringVar(&profiling.dir, "cpuprofile", "", "write a CPU profile of the server of every measured window on a bench server into this directory")
 	flag.Parse()
 	if *quick {
 		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
+	}
+	if profiling.dir != "" {
+		if err := os.MkdirAll(profiling.dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -83,7 +90,13 @@ type row struct {
 	n, what, ours, other, ratio, goal, met string
 }
 
-type report struct{ rows []row }
+type report struct {
+	rows  []row
+	notes []string // printed after the table
+}
+
+// note adds a paragraph (or table) to print after the main table.
+func (r *report) note(s string) { r.notes = append(r.notes, s) }
 
 func (r *report) add(x row) {
 	r.rows = append(r.rows, x)
@@ -106,11 +119,13 @@ func run(o options) error {
 		}
 		defer ours.stop()
 		if want("1") {
+			profiling.row = "1"
 			if err := taskOverhead(o, ours, rep); err != nil {
 				return fmt.Errorf("task overhead: %w", err)
 			}
 		}
 		if want("2") {
+			profiling.row = "2"
 			mem, err := startOurs("memory", "")
 			if err != nil {
 				return err
@@ -129,6 +144,7 @@ func run(o options) error {
 			defer peer.stop()
 		}
 		if want("3") && peer != nil {
+			profiling.row = "3"
 			if err := againstPeer(o, ours, peer, rep); err != nil {
 				return fmt.Errorf("peer: %w", err)
 			}
@@ -144,6 +160,7 @@ func run(o options) error {
 			}
 		}
 		if want("12") {
+			profiling.row = "12"
 			if err := floorRows(o, ours, rep); err != nil {
 				return fmt.Errorf("floor: %w", err)
 			}
@@ -155,6 +172,7 @@ func run(o options) error {
 		}
 	}
 	if want("7") {
+		profiling.row = "7"
 		if err := observeOverhead(o, tmp, rep); err != nil {
 			return fmt.Errorf("observe: %w", err)
 		}
@@ -165,16 +183,19 @@ func run(o options) error {
 		}
 	}
 	if want("9") {
+		profiling.row = "9"
 		if err := gcEffect(o, tmp, rep); err != nil {
 			return fmt.Errorf("gc: %w", err)
 		}
 	}
 	if want("10") {
+		profiling.row = "10"
 		if err := replicaScale(o, tmp, rep); err != nil {
 			return fmt.Errorf("replicas: %w", err)
 		}
 	}
 	if want("11") {
+		profiling.row = "11"
 		if err := instantFold(o, tmp, rep); err != nil {
 			return fmt.Errorf("instant: %w", err)
 		}
@@ -207,6 +228,9 @@ func printReport(o options, rep *report, took time.Duration) {
 	for _, r := range rep.rows {
 		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.n, r.what, r.ours, r.other, r.ratio, r.goal, r.met)
 	}
+	for _, n := range rep.notes {
+		fmt.Printf("\n%s", n)
+	}
 }
 
 func cpuModel() string {
@@ -228,8 +252,42 @@ func cpuModel() string {
 
 type proc struct {
 	name string
-	cmd  *exec.Cmd
+	cmd  *exec.Cmd // nil for a group (see group) or a server started elsewhere
 	url  string
+	// members are the processes that serve url when it is a proxy in
+	// front of several servers (row 10): their CPU is the group's.
+	members []*proc
+	// dbCPU reads the CPU time of the database the server uses
+	// (PostgreSQL's processes); nil when there is none to count.
+	dbCPU func() time.Duration
+	// debug is set for the bench's own servers, which serve /debug/bench
+	// and /debug/pprof/ beside /mcp.
+	debug bool
+}
+
+// group is a URL served by several bench servers (a proxy in front).
+func group(name, url string, members ...*proc) *proc {
+	return &proc{name: name, url: url, members: members}
+}
+
+// pid is the server's process id, or 0 for a group.
+func (p *proc) pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// cpu is the CPU time the server's processes have used.
+func (p *proc) cpu() time.Duration {
+	var d time.Duration
+	if pid := p.pid(); pid != 0 {
+		d = procCPU(pid)
+	}
+	for _, m := range p.members {
+		d += m.cpu()
+	}
+	return d
 }
 
 func startProc(name string, cmd *exec.Cmd) (*proc, error) {
@@ -289,7 +347,12 @@ func startOursEnv(env []string, store, db string, extra ...string) (*proc, error
 		cmd.Env = append(os.Environ(), env...)
 		name += " " + strings.Join(env, " ")
 	}
-	return startProc(name, cmd)
+	p, err := startProc(name, cmd)
+	if err != nil {
+		return nil, err
+	}
+	p.debug = true
+	return p, nil
 }
 
 // nodeDir finds integration/node from the working directory upward and
@@ -404,14 +467,7 @@ func loadCmd(args []string) error {
 	d := fs.Duration("d", 10*time.Second, "duration")
 	op := fs.String("op", "task", "task, plain or ext (extension-dialect task round trips)")
 	_ = fs.Parse(args)
-	f := opTask
-	switch *op {
-	case "plain":
-		f = opPlain
-	case "ext":
-		f = opExtTask
-	}
-	r, err := runLoadIn(*op == "ext", *url, *conc, *d, f)
+	r, err := load{op: *op, conc: *conc, d: *d}.on(&proc{name: *url, url: *url})
 	if err != nil {
 		return err
 	}
