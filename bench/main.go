@@ -36,6 +36,12 @@ type options struct {
 	scale    int
 	skipPeer bool
 	only     string
+	// cpuDuration is the length of one window of rows 15 and 16: long enough for CPU time read in clock ticks (10 ms) and a
+	// profile's samples (100 a second) to settle.
+	cpuDuration time.Duration
+	// memScale is the larger number of live tasks and waiting workflows
+	// in row 17.
+	memScale int
 }
 
 func main() {
@@ -67,11 +73,13 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-14)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-18)")
+	flag.DurationVar(&o.cpuDuration, "cpu-duration", 8*time.Second, "length of one window of rows 15-16 (server CPU per request)")
+	flag.IntVar(&o.memScale, "mem-scale", 100_000, "live tasks and waiting workflows in row 17's larger measurement")
 	flag.StringVar(&profiling.dir, "cpuprofile", "", "write a CPU profile of the server of every measured window on a bench server into this directory")
 	flag.Parse()
 	if *quick {
-		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
+		o.rounds, o.duration, o.scale, o.cpuDuration, o.memScale = 3, time.Second, 100_000, 2*time.Second, 10_000
 	}
 	if profiling.dir != "" {
 		if err := os.MkdirAll(profiling.dir, 0o755); err != nil {
@@ -208,6 +216,18 @@ func run(o options) error {
 	if want("14") {
 		if err := sleepLateness(o, tmp, rep); err != nil {
 			return fmt.Errorf("sleep lateness: %w", err)
+		}
+	}
+	if want("15") || want("16") || want("18") {
+		profiling.row = "15"
+		if err := serverCost(o, tmp, rep); err != nil {
+			return fmt.Errorf("server cost: %w", err)
+		}
+	}
+	if want("17") {
+		profiling.row = "17"
+		if err := memoryPerTask(o, tmp, rep); err != nil {
+			return fmt.Errorf("memory per task: %w", err)
 		}
 	}
 	printReport(o, rep, time.Since(started))
