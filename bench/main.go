@@ -36,12 +36,16 @@ type options struct {
 	scale    int
 	skipPeer bool
 	only     string
-	// cpuDuration is the length of one window of rows 15 and 16: long enough for CPU time read in clock ticks (10 ms) and a
+	// cpuDuration is the length of one window of rows 15 and 16 and of
+	// -where: long enough for CPU time read in clock ticks (10 ms) and a
 	// profile's samples (100 a second) to settle.
 	cpuDuration time.Duration
 	// memScale is the larger number of live tasks and waiting workflows
 	// in row 17.
 	memScale int
+	// where prints where the server's CPU time goes (profiles of plain
+	// calls and task round trips) instead of the rows.
+	where bool
 }
 
 func main() {
@@ -74,9 +78,10 @@ func main() {
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
 	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-18)")
-	flag.DurationVar(&o.cpuDuration, "cpu-duration", 8*time.Second, "length of one window of rows 15-16 (server CPU per request)")
+	flag.DurationVar(&o.cpuDuration, "cpu-duration", 8*time.Second, "length of one window of rows 15-16 and -where (server CPU per request)")
 	flag.IntVar(&o.memScale, "mem-scale", 100_000, "live tasks and waiting workflows in row 17's larger measurement")
 	flag.StringVar(&profiling.dir, "cpuprofile", "", "write a CPU profile of the server of every measured window on a bench server into this directory")
+	flag.BoolVar(&o.where, "where", false, "print where the server's CPU time goes on plain calls and task round trips (profiles), then exit")
 	flag.Parse()
 	if *quick {
 		o.rounds, o.duration, o.scale, o.cpuDuration, o.memScale = 3, time.Second, 100_000, 2*time.Second, 10_000
@@ -86,6 +91,13 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
+	}
+	if o.where {
+		if err := where(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench -where:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
