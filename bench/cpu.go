@@ -178,6 +178,12 @@ func (c *syncCounter) stop() int64 {
 	}
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	_ = c.cmd.Wait()
+	return c.count()
+}
+
+// count reads perf's output (-x,: value,unit,event,...): the sum of the
+// counted events, or -1 if none was counted.
+func (c *syncCounter) count() int64 {
 	var n int64 = -1
 	for _, line := range strings.Split(c.out.String(), "\n") {
 		f := strings.Split(line, ",")
