@@ -111,8 +111,19 @@ type row struct {
 }
 
 type report struct {
-	rows  []row
-	notes []string // printed after the table
+	rows   []row
+	notes  []string // printed after the table
+	failed int      // measurements that returned an error
+}
+
+// try runs measurement n (what names it) and, if it fails, reports the
+// failure as a row and goes on: one measurement that a busy machine
+// upsets does not discard the others of a long run.
+func (r *report) try(n, what string, f func() error) {
+	if err := f(); err != nil {
+		r.failed++
+		r.add(row{n, what + " failed", err.Error(), "-", "-", "-", "**failed**"})
+	}
 }
 
 // note adds a paragraph (or table) to print after the main table.
@@ -140,21 +151,18 @@ func run(o options) error {
 		defer ours.stop()
 		if want("1") {
 			profiling.row = "1"
-			if err := taskOverhead(o, ours, rep); err != nil {
-				return fmt.Errorf("task overhead: %w", err)
-			}
+			rep.try("1", "task overhead", func() error { return taskOverhead(o, ours, rep) })
 		}
 		if want("2") {
 			profiling.row = "2"
-			mem, err := startOurs("memory", "")
-			if err != nil {
-				return err
-			}
-			err = durability(o, ours, mem, rep)
-			mem.stop()
-			if err != nil {
-				return fmt.Errorf("durability: %w", err)
-			}
+			rep.try("2", "durability", func() error {
+				mem, err := startOurs("memory", "")
+				if err != nil {
+					return err
+				}
+				defer mem.stop()
+				return durability(o, ours, mem, rep)
+			})
 		}
 		var peer *proc
 		if !o.skipPeer && (want("3") || want("4")) {
@@ -165,84 +173,59 @@ func run(o options) error {
 		}
 		if want("3") && peer != nil {
 			profiling.row = "3"
-			if err := againstPeer(o, ours, peer, rep); err != nil {
-				return fmt.Errorf("peer: %w", err)
-			}
+			rep.try("3", "peer", func() error { return againstPeer(o, ours, peer, rep) })
 		}
 		if want("4") {
-			if err := resultLatency(ours, peer, rep); err != nil {
-				return fmt.Errorf("result latency: %w", err)
-			}
+			rep.try("4", "result latency", func() error { return resultLatency(ours, peer, rep) })
 		}
 		if want("6") {
-			if err := workflowCost(o, ours, rep); err != nil {
-				return fmt.Errorf("workflow: %w", err)
-			}
+			rep.try("6", "workflow", func() error { return workflowCost(o, ours, rep) })
 		}
 		if want("12") {
 			profiling.row = "12"
-			if err := floorRows(o, ours, rep); err != nil {
-				return fmt.Errorf("floor: %w", err)
-			}
+			rep.try("12", "floor", func() error { return floorRows(o, ours, rep) })
 		}
 	}
 	if want("5") {
-		if err := scale(o, tmp, rep); err != nil {
-			return fmt.Errorf("scale: %w", err)
-		}
+		rep.try("5", "scale", func() error { return scale(o, tmp, rep) })
 	}
 	if want("7") {
 		profiling.row = "7"
-		if err := observeOverhead(o, tmp, rep); err != nil {
-			return fmt.Errorf("observe: %w", err)
-		}
+		rep.try("7", "observe", func() error { return observeOverhead(o, tmp, rep) })
 	}
 	if want("8") {
-		if err := allocations(rep); err != nil {
-			return fmt.Errorf("allocations: %w", err)
-		}
+		rep.try("8", "allocations", func() error { return allocations(rep) })
 	}
 	if want("9") {
 		profiling.row = "9"
-		if err := gcEffect(o, tmp, rep); err != nil {
-			return fmt.Errorf("gc: %w", err)
-		}
+		rep.try("9", "gc", func() error { return gcEffect(o, tmp, rep) })
 	}
 	if want("10") {
 		profiling.row = "10"
-		if err := replicaScale(o, tmp, rep); err != nil {
-			return fmt.Errorf("replicas: %w", err)
-		}
+		rep.try("10", "replicas", func() error { return replicaScale(o, tmp, rep) })
 	}
 	if want("11") {
 		profiling.row = "11"
-		if err := instantFold(o, tmp, rep); err != nil {
-			return fmt.Errorf("instant: %w", err)
-		}
+		rep.try("11", "instant", func() error { return instantFold(o, tmp, rep) })
 	}
 	if want("13") {
-		if err := parallelGroup(o, tmp, rep); err != nil {
-			return fmt.Errorf("parallel group: %w", err)
-		}
+		rep.try("13", "parallel group", func() error { return parallelGroup(o, tmp, rep) })
 	}
 	if want("14") {
-		if err := sleepLateness(o, tmp, rep); err != nil {
-			return fmt.Errorf("sleep lateness: %w", err)
-		}
+		rep.try("14", "sleep lateness", func() error { return sleepLateness(o, tmp, rep) })
 	}
 	if want("15") || want("16") || want("18") {
 		profiling.row = "15"
-		if err := serverCost(o, tmp, rep); err != nil {
-			return fmt.Errorf("server cost: %w", err)
-		}
+		rep.try("15", "server cost", func() error { return serverCost(o, tmp, rep) })
 	}
 	if want("17") {
 		profiling.row = "17"
-		if err := memoryPerTask(o, tmp, rep); err != nil {
-			return fmt.Errorf("memory per task: %w", err)
-		}
+		rep.try("17", "memory per task", func() error { return memoryPerTask(o, tmp, rep) })
 	}
 	printReport(o, rep, time.Since(started))
+	if rep.failed > 0 {
+		return fmt.Errorf("%d measurement(s) failed (see the table)", rep.failed)
+	}
 	return nil
 }
 
@@ -254,7 +237,8 @@ func printReport(o options, rep *report, took time.Duration) {
 	fmt.Printf("taskbridge bench, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Printf("machine: %s, %d cores, %s/%s, %s, node %s\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), node)
 	fmt.Printf("method: servers in separate processes on 127.0.0.1, one Go load generator, Streamable HTTP, core dialect;\n")
-	fmt.Printf("        throughput = median of %d rounds of %s; latencies pooled over rounds; took %s\n\n", o.rounds, o.duration, took.Round(time.Second))
+	fmt.Printf("        throughput = median of %d rounds of %s (rows 15-16: of %s); latencies pooled over rounds;\n", o.rounds, o.duration, o.cpuDuration)
+	fmt.Printf("        CPU = user+sys time of the server's process per operation, read before and after each window; took %s\n\n", took.Round(time.Second))
 	fmt.Println("| # | measurement | taskbridge | compared with | ratio | goal | met |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, r := range rep.rows {
