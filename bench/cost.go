@@ -127,9 +127,13 @@ func serverCost(o options, tmp string, rep *report) error {
 	var s costServers
 	var err error
 	var started []*proc
-	defer func() {
+	var pg *pgserver.Server
+	defer func() { // the servers first, then the database they use
 		for _, p := range started {
 			p.stop()
+		}
+		if pg != nil {
+			_ = pg.Stop()
 		}
 	}()
 	start := func(p *proc, err error) (*proc, error) {
@@ -146,10 +150,10 @@ func serverCost(o options, tmp string, rep *report) error {
 		return err
 	}
 	s.mem.name = "taskbridge (memory)"
-	if pg, err := pgserver.Start(pgserver.Options{}); err != nil {
+	if pg, err = pgserver.Start(pgserver.Options{}); err != nil {
+		pg = nil
 		fmt.Fprintln(os.Stderr, "  no PostgreSQL for row 15:", err)
 	} else {
-		defer func() { _ = pg.Stop() }()
 		ctx, cancel := ctxTimeout()
 		err := pg.CreateDatabase(ctx, "cost")
 		cancel()

@@ -28,7 +28,7 @@ func TestWhereSortsProfileSamplesIntoKinds(t *testing.T) {
 	f, err := os.Create(path)
 	require.NoError(t, err)
 	require.NoError(t, pprof.StartCPUProfile(f))
-	burnDecode(t, 500*time.Millisecond)
+	burnDecode(t, time.Second)
 	pprof.StopCPUProfile()
 	require.NoError(t, f.Close())
 
@@ -37,7 +37,11 @@ func TestWhereSortsProfileSamplesIntoKinds(t *testing.T) {
 	require.NotEmpty(t, samples)
 	b, err := newBreakdown("decode", 100, []string{path})
 	require.NoError(t, err)
-	require.Greater(t, b.share(b.byKind["decode (JSON)"]), 0.5, "kinds: %v", b.byKind)
+	// Under -race most samples are the race runtime's C code, with no Go
+	// stack to sort ("other"); of the rest, decoding is most.
+	named := b.total - b.byKind[otherKind]
+	require.Positive(t, named, "kinds: %v", b.byKind)
+	require.Greater(t, float64(b.byKind["decode (JSON)"])/float64(named), 0.5, "kinds: %v", b.byKind)
 	for _, s := range samples {
 		require.NotEmpty(t, s.frames)
 		require.Positive(t, s.d)
