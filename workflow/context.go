@@ -37,13 +37,14 @@ func StepFrom(ctx context.Context) (info StepInfo, ok bool) {
 	return info, ok
 }
 
-// nextAttempt is the number the next attempt of step name will have.
-func (in *instance) nextAttempt(name string) (n int) {
+// nextAttempt is the number the next attempt of the record at path will
+// have.
+func (in *instance) nextAttempt(path string) (n int) {
 	in.locked(func() {
 		n = 1
-		if in.p != nil {
-			if sp := in.p.step(name); sp != nil {
-				n = sp.Attempts + 1
+		if in.p != nil && in.wf != nil {
+			if sl := in.wf.slotAt(in.p, path); sl != nil {
+				n = sl.sp.Attempts + 1
 			}
 		}
 	})

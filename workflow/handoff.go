@@ -32,10 +32,7 @@ type view struct {
 // as _task_id: the task's id, and for a record a container keeps, "#"
 // and its path.
 func (v *view) taskRef() string {
-	if v.path == "" {
-		return v.t.ID
-	}
-	return v.t.ID + "#" + v.path
+	return TaskRef(v.t.ID, v.path)
 }
 
 // sub is v for the entry of the record at sl (its item for Item sources).

@@ -125,7 +125,7 @@ func (k *forEach) serve(x *turn) string {
 		sp.begin(ReasonFirst, ByServer, x.now)
 		sp.Items = make([]StepProgress, len(list))
 		for i, v := range list {
-			sp.Items[i] = StepProgress{Name: fmt.Sprintf("%s[%d]", x.s.Name, i), Tool: toolOf(k.body), Execution: string(k.body.Execution()),
+			sp.Items[i] = StepProgress{Name: fmt.Sprintf("%s[%d]", x.sl.path, i), Tool: toolOf(k.body), Execution: string(k.body.Execution()),
 				Status: StepPending, Output: k.body.binding(), N: i, Item: v}
 			if c := k.body.Kind(); callOf(k.body) == nil {
 				sp.Items[i].Kind = string(c)

@@ -177,7 +177,7 @@ func (k *loop) next(x *turn) string {
 	sp := x.sp
 	sp.Runs++
 	sp.Until = nil
-	sp.Items = append(sp.Items, StepProgress{Name: fmt.Sprintf("%s[%d]", x.s.Name, sp.Runs), Tool: toolOf(k.body),
+	sp.Items = append(sp.Items, StepProgress{Name: fmt.Sprintf("%s[%d]", x.sl.path, sp.Runs), Tool: toolOf(k.body),
 		Execution: string(k.body.Execution()), Status: StepPending, Output: k.body.binding(), N: sp.Runs})
 	if n := len(sp.Items); n > KeepRuns {
 		sp.Items = append([]StepProgress(nil), sp.Items[n-KeepRuns:]...)

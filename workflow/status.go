@@ -16,8 +16,12 @@ import (
 // (kind.status); which step's line stands for the workflow is decided
 // here, by rank.
 
-func clientFailedMessage(s *Step, msg string) string {
-	return fmt.Sprintf("the client's call of tool %q for step %q failed: %s; call it again with corrected arguments and the task id as argument _task_id", toolOf(s), s.Name, oneLine(msg))
+func clientFailedMessage(path string, s *Step, msg string) string {
+	ref := "the task id"
+	if path != s.Name && strings.Contains(path, "[") {
+		ref = fmt.Sprintf("the task id followed by %q", "#"+path)
+	}
+	return fmt.Sprintf("the client's call of tool %q for step %q failed: %s; call it again with corrected arguments and %s as argument _task_id", toolOf(s), path, oneLine(msg), ref)
 }
 
 func completedMessage(p *Progress) string {

@@ -259,6 +259,7 @@ func (p *Progress) serverDue() bool {
 			return false
 		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Until != nil:
 			return false
+		case settling(sp):
 		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
 			return false // a container whose records wait for the client
 		}
@@ -307,8 +308,11 @@ func rests(p *Progress, deadline time.Time) bool {
 			continue
 		case sp.HandedToClient:
 			return true
-		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
-			waits = true
+		case settling(sp):
+			return false // the container's turn is due
+		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover,
+			sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
+			waits = true // (a container whose records wait for the client)
 			continue
 		case waits:
 			return true // the server step waits for the client's
@@ -329,4 +333,19 @@ func waitNote(sp *StepProgress) string {
 		return ""
 	}
 	return fmt.Sprintf(" (until %s)", stamp(*sp.Deadline))
+}
+
+// settling reports a container whose records waited for the client and
+// have all ended since (the client performed the last one): its own turn
+// (end the for-each, judge the loop's condition) is due.
+func settling(sp *StepProgress) bool {
+	if len(sp.Items) == 0 || sp.ended() || sp.Status != StepAwaitingClient && sp.Status != StepAwaitingEvent {
+		return false
+	}
+	for i := range sp.Items {
+		if r := &sp.Items[i]; !r.ended() && (!r.GaveUp || r.HandedToClient) {
+			return false
+		}
+	}
+	return true
 }
