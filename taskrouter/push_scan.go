@@ -189,6 +189,19 @@ func (w *webhooks) scan(ctx context.Context, sh *scanShard, id string, t *store.
 	cur, known := sh.cursor(id)
 	now := r.opts.Now()
 	horizon := now.Add(-w.opts.Retention)
+	// A delivery shows the task as read after the events it reports (t
+	// may be older than them: the write that queued the scan).
+	var fresh *store.Task
+	current := func() *store.Task {
+		if fresh == nil {
+			if got, err := r.st.Get(ctx, id); err == nil {
+				fresh = got
+			} else {
+				fresh = t
+			}
+		}
+		return fresh
+	}
 	for {
 		page, err := r.st.Events(ctx, id, cur, store.MaxPageSize)
 		if err != nil {
@@ -204,7 +217,7 @@ func (w *webhooks) scan(ctx context.Context, sh *scanShard, id string, t *store.
 			}
 			for _, h := range hooks {
 				if h.wants(what) && h.since(e) {
-					if err := w.deliver(ctx, h, t, e, what, known); err != nil {
+					if err := w.deliver(ctx, h, current(), e, what, known); err != nil {
 						r.log.Warn("making a push delivery", "task", id, "webhook", h.id, "seq", e.Seq, "error", err)
 						return // scanned again at the task's next change
 					}
@@ -218,7 +231,7 @@ func (w *webhooks) scan(ctx context.Context, sh *scanShard, id string, t *store.
 			break
 		}
 	}
-	if t.Status.Terminal() {
+	if t.Status.Terminal() || fresh != nil && fresh.Status.Terminal() {
 		sh.forget(id) // an ended task's last event is its end
 	} else {
 		sh.setCursor(id, cur)
