@@ -331,6 +331,12 @@ type WebhookRegistration struct {
 
 // pushRequestor is who calls the webhook API: q's owner, or, for a nil
 // q (the server's own code), an administrator.
+//
+// A webhook follows the owner rules of tasks: an authenticated
+// requestor's (or, with Options.SessionBound, a session's) is its own;
+// one registered without an authorization context is a capability, as
+// such a task is: whoever presents its id may list it (with the task's
+// id), read its deliveries and delete it.
 func (w *webhooks) pushRequestor(q *Request) (owner string, admin bool, err error) {
 	if w.opts.Disabled {
 		return "", false, mcptask.MethodNotFound("push is disabled on this server (taskrouter.PushOptions.Disabled)")
@@ -426,6 +432,9 @@ func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistra
 		Labels: map[string]string{LabelKind: KindWebhook, labelPushURL: rec.URL, labelPushTask: rec.TaskID,
 			labelPushOwner: rec.Watch, labelPushEvents: joinEvents(events)},
 		Result: raw,
+	}
+	if q != nil && q.byID(&r.opts) {
+		t.Labels[labelAccess] = accessByID
 	}
 	created, err := r.st.Create(ctx, t)
 	if err != nil {
@@ -531,6 +540,9 @@ func (w *webhooks) list(ctx context.Context, q *Request, taskID string) ([]mcpta
 		if err := w.eachOwn(ctx, by, keep); err != nil {
 			return nil, storeError(err)
 		}
+		if taskID != "" {
+			w.capabilitiesOf(ctx, q, by, taskID, keep)
+		}
 		return out, nil
 	}
 	q2 := store.Query{Name: hookRequestName, Limit: store.MaxPageSize, Oldest: true}
@@ -557,6 +569,22 @@ func (w *webhooks) list(ctx context.Context, q *Request, taskID string) ([]mcpta
 		}
 	}
 	return out, nil
+}
+
+// capabilitiesOf hands keep the webhooks of task taskID that q may
+// manage as capabilities (registered by others without authentication).
+func (w *webhooks) capabilitiesOf(ctx context.Context, q *Request, by, taskID string, keep func(*store.Task) bool) {
+	w.hooks.mu.RLock()
+	hooks := slices.Clone(w.hooks.byTask[taskID])
+	w.hooks.mu.RUnlock()
+	for _, h := range hooks {
+		if h.static || h.by == by {
+			continue // listed already
+		}
+		if t, err := w.r.st.Get(ctx, h.id); err == nil && w.mayManage(q, by, t) {
+			keep(t)
+		}
+	}
 }
 
 // wireWebhook is a registration's record as the methods show it.
@@ -617,7 +645,7 @@ func (w *webhooks) own(ctx context.Context, q *Request, id string) (*store.Task,
 		return nil, mcptask.InvalidParams("webhook %s is declared by the server's configuration", id)
 	}
 	t, err := w.r.st.Get(ctx, id)
-	if err == nil && (t.Labels[LabelKind] != KindWebhook || !admin && t.Owner != webhookOwnerPrefix+by) {
+	if err == nil && (t.Labels[LabelKind] != KindWebhook || !admin && !w.mayManage(q, by, t)) {
 		err = store.ErrNotFound
 	}
 	if errors.Is(err, store.ErrNotFound) {
@@ -627,6 +655,12 @@ func (w *webhooks) own(ctx context.Context, q *Request, id string) (*store.Task,
 		return nil, storeError(err)
 	}
 	return t, nil
+}
+
+// mayManage reports whether requestor q (owner by) may see and delete
+// the webhook of record t: its own, or a capability (see pushRequestor).
+func (w *webhooks) mayManage(q *Request, by string, t *store.Task) bool {
+	return t.Owner == webhookOwnerPrefix+by || q != nil && q.byID(&w.r.opts) && t.Labels[labelAccess] == accessByID
 }
 
 // WebhookDeliveries lists a webhook's deliveries, newest first, one page
