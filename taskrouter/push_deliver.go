@@ -65,9 +65,12 @@ func (w *webhooks) Wake(ctx context.Context, t *store.Task) error {
 		return w.write(ctx, d.ID, store.Update{Fence: lease.Fence(), ReleaseLease: true})
 	}
 	h := w.lookup(ctx, d.Request.Name)
-	if h == nil {
+	if h == nil || w.opts.Disabled {
 		lease.Release()
 		msg := "cancelled: the webhook was deleted"
+		if w.opts.Disabled {
+			msg = "cancelled: push is disabled on this server"
+		}
 		return w.write(ctx, d.ID, store.Update{Fence: lease.Fence(), Status: mcptask.StatusCancelled, StatusMessage: &msg})
 	}
 	attempts, _ := strconv.Atoi(d.Labels[labelPushAttempts])

@@ -82,10 +82,11 @@ type PushOptions struct {
 	// MaxWebhooksPerOwner bounds the webhooks one owner registers; zero
 	// means DefaultPushWebhooksPerOwner.
 	MaxWebhooksPerOwner int
-	// RefreshInterval is how often, on a shared store, a replica re-reads
-	// the registered webhooks (a replica hears of its own registrations
-	// at once, and of every task change through the change feed);
-	// zero means DefaultPushRefreshInterval.
+	// RefreshInterval is how often the registered webhooks are re-read:
+	// on a shared store, to learn of those other replicas registered or
+	// deleted (a replica hears of its own at once, and of every task
+	// change through the change feed); on any, to forget expired ones.
+	// Zero means DefaultPushRefreshInterval.
 	RefreshInterval time.Duration
 }
 

@@ -89,8 +89,10 @@ func newWebhooks(r *Router, opts PushOptions) *webhooks {
 func (w *webhooks) Name() string { return "push deliveries" }
 
 // Start loads the registrations, starts the scans, scans what a previous
-// process may have left unscanned, and, on a shared store, re-reads the
-// registrations every RefreshInterval.
+// process may have left unscanned, and re-reads the registrations every
+// RefreshInterval (on a shared store, those other replicas registered or
+// deleted; on any, it forgets the webhooks of tasks whose records
+// expired).
 func (w *webhooks) Start(ctx context.Context) error {
 	if w.opts.Disabled {
 		return nil
@@ -100,9 +102,6 @@ func (w *webhooks) Start(ctx context.Context) error {
 	}
 	w.scans.start(defaultPushScanWorkers)
 	every := w.opts.RefreshInterval
-	if !w.r.shared {
-		every = 24 * time.Hour // nothing to refresh: every registration is this process's
-	}
 	first := true
 	w.loop.Start(ctx, 0, func(ctx context.Context) time.Duration {
 		if first {
