@@ -1,16 +1,13 @@
 package client_test
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/internal/tests/pushtest"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/push"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
@@ -22,14 +19,7 @@ func TestWebhooks(t *testing.T) {
 	for _, m := range allModes {
 		t.Run(m.String(), func(t *testing.T) {
 			ctx := testCtx(t)
-			got := make(chan *http.Request, 8)
-			bodies := make(chan []byte, 8)
-			rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				b, _ := io.ReadAll(r.Body)
-				got <- r
-				bodies <- b
-			}))
-			defer rc.Close()
+			rc := pushtest.New(t)
 			c := s.dial(m, nil)
 			wh, secret, err := c.RegisterWebhook(ctx, rc.URL, &client.WebhookOptions{Events: []mcptask.WebhookEvent{mcptask.WebhookTerminal}})
 			require.NoError(t, err)
@@ -38,14 +28,8 @@ func TestWebhooks(t *testing.T) {
 			res, err := c.CallToolAndWait(ctx, "failing_job", map[string]any{}, nil)
 			require.NoError(t, err)
 			require.True(t, res.IsError)
-			var req *http.Request
-			select {
-			case req = <-got:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no delivery")
-			}
-			body := <-bodies
-			require.NoError(t, push.Verify(secret, req.Header, body, time.Now(), 0))
+			d := pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
+			require.Equal(t, mcptask.WebhookTerminal, d.Type)
 
 			hooks, err := c.Webhooks(ctx, "")
 			require.NoError(t, err)
@@ -60,7 +44,7 @@ func TestWebhooks(t *testing.T) {
 				}
 				return len(ds) == 1 && ds[0].Status == mcptask.DeliveryDelivered
 			}, 5*time.Second, 10*time.Millisecond)
-			require.Equal(t, req.Header.Get(push.HeaderID), ds[0].DeliveryID)
+			require.Equal(t, d.ID, ds[0].DeliveryID)
 
 			require.NoError(t, c.DeleteWebhook(ctx, wh.WebhookID))
 			hooks, err = c.Webhooks(ctx, "")

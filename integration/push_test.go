@@ -10,10 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,75 +20,14 @@ import (
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/internal/tests/pushtest"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/push"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
-
-// pushReceiver records the deliveries it gets (verified with secret once
-// it is known) and answers the queued statuses, then 200.
-type pushReceiver struct {
-	url string
-
-	mu      sync.Mutex
-	got     []pushGot
-	answers []int
-	arrived chan struct{}
-}
-
-type pushGot struct {
-	header http.Header
-	body   []byte
-}
-
-func newPushReceiver(t *testing.T, answers ...int) *pushReceiver {
-	rc := &pushReceiver{answers: answers, arrived: make(chan struct{}, 256)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		rc.mu.Lock()
-		rc.got = append(rc.got, pushGot{header: req.Header.Clone(), body: b})
-		code := http.StatusOK
-		if len(rc.answers) > 0 {
-			code, rc.answers = rc.answers[0], rc.answers[1:]
-		}
-		rc.mu.Unlock()
-		w.WriteHeader(code)
-		rc.arrived <- struct{}{}
-	}))
-	t.Cleanup(srv.Close)
-	rc.url = srv.URL + "/hook"
-	return rc
-}
-
-func (rc *pushReceiver) wait(t *testing.T, n int) []pushGot {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		rc.mu.Lock()
-		got := append([]pushGot(nil), rc.got...)
-		rc.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		select {
-		case <-rc.arrived:
-		case <-deadline:
-			t.Fatalf("the receiver got %d deliveries, want %d", len(got), n)
-		}
-	}
-}
-
-func (rc *pushReceiver) decode(t *testing.T, secret string, g pushGot) push.Delivery {
-	t.Helper()
-	require.NoError(t, push.Verify(secret, g.header, g.body, time.Now(), 0))
-	var d push.Delivery
-	require.NoError(t, json.Unmarshal(g.body, &d))
-	return d
-}
 
 // pushServer builds a server on st with the relay workflow (server step,
 // client step, server step) and the note tool.
@@ -131,13 +67,13 @@ func pushClient(t *testing.T, srv *builder.Server) *client.Client {
 func TestPushWorkflowPausedThenEnded(t *testing.T) {
 	srv := pushServer(t, memory.New(), taskrouter.Options{})
 	c := pushClient(t, srv)
-	rc := newPushReceiver(t)
+	rc := pushtest.New(t)
 	ctx := relCtx(t, time.Minute)
-	_, secret, err := c.RegisterWebhook(ctx, rc.url, nil) // terminal, input_required, paused
+	_, secret, err := c.RegisterWebhook(ctx, rc.URL, nil) // terminal, input_required, paused
 	require.NoError(t, err)
 	_, doc, err := c.GetPrompt(ctx, "relay", map[string]string{"text": "hi"})
 	require.NoError(t, err)
-	paused := rc.decode(t, secret, rc.wait(t, 1)[0])
+	paused := *pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
 	require.Equal(t, mcptask.WebhookPaused, paused.Type)
 	require.Equal(t, doc.TaskID, paused.Task.TaskID)
 	var pe mcptask.PausedEvent
@@ -149,11 +85,11 @@ func TestPushWorkflowPausedThenEnded(t *testing.T) {
 		return map[string]any{"text": "from the client"}, nil
 	}})
 	require.NoError(t, err)
-	got := rc.wait(t, 2)
-	end := rc.decode(t, secret, got[1])
+	got := rc.Wait(t, 2)
+	end := *pushtest.Verified(t, secret, got[1])
 	require.Equal(t, mcptask.WebhookTerminal, end.Type)
 	require.Equal(t, mcptask.StatusCompleted, end.Task.Status)
-	require.Len(t, rc.wait(t, 2), 2, "one pause, one end")
+	require.Len(t, rc.Wait(t, 2), 2, "one pause, one end")
 }
 
 // pushReplica is a server on the shared PostgreSQL store.
@@ -177,11 +113,11 @@ func TestPushReplicas(t *testing.T) {
 	po := taskrouter.PushOptions{RetryBase: 300 * time.Millisecond, RetryMax: 300 * time.Millisecond}
 	a, _ := pushReplica(t, dsn, "r1", po)
 	b, _ := pushReplica(t, dsn, "r2", po)
-	rc := newPushReceiver(t)
+	rc := pushtest.New(t)
 	ctx := relCtx(t, 2*time.Minute)
 	// Every owner's tasks: the in-memory clients of the two replicas act
 	// for the same local owner anyway.
-	wh, secret, err := a.Router.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.url, Owner: "*",
+	wh, secret, err := a.Router.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*",
 		Events: []mcptask.WebhookEvent{mcptask.WebhookTerminal}})
 	require.NoError(t, err)
 	ca, cb := pushClient(t, a), pushClient(t, b)
@@ -202,10 +138,10 @@ func TestPushReplicas(t *testing.T) {
 		require.NotEmpty(t, id)
 		want[id] = true
 	}
-	got := rc.wait(t, n)
+	got := rc.Wait(t, n)
 	ids := map[string]int{}
 	for _, g := range got {
-		d := rc.decode(t, secret, g)
+		d := *pushtest.Verified(t, secret, g)
 		require.True(t, want[d.Task.TaskID], "a task of the test: %s", d.Task.TaskID)
 		ids[d.ID]++
 	}
@@ -230,9 +166,7 @@ func TestPushReplicas(t *testing.T) {
 
 	// The receiver is down: r1 makes the first attempt of its task's
 	// delivery, then stops; r2 makes the second.
-	rc.mu.Lock()
-	rc.answers = []int{http.StatusServiceUnavailable}
-	rc.mu.Unlock()
+	rc.Answer(http.StatusServiceUnavailable)
 	var last string
 	for ev, err := range ca.CallTool(ctx, "note", map[string]any{"text": "last"}, nil) {
 		require.NoError(t, err)
@@ -240,10 +174,10 @@ func TestPushReplicas(t *testing.T) {
 			last = ev.Task.ID
 		}
 	}
-	first := rc.decode(t, secret, rc.wait(t, n+1)[n])
+	first := *pushtest.Verified(t, secret, rc.Wait(t, n+1)[n])
 	require.Equal(t, last, first.Task.TaskID)
 	require.NoError(t, a.Close())
-	retried := rc.decode(t, secret, rc.wait(t, n+2)[n+1])
+	retried := *pushtest.Verified(t, secret, rc.Wait(t, n+2)[n+1])
 	require.Equal(t, first.ID, retried.ID)
 	require.Eventually(t, func() bool {
 		ds, _, err := b.Router.WebhookDeliveries(ctx, nil, wh.WebhookID, "")

@@ -1,110 +1,26 @@
 package taskrouter_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/internal/tests/pushtest"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/push"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
-
-// receiver is a webhook receiver on 127.0.0.1: it records every request
-// and answers with the statuses queued in answers, then 200.
-type receiver struct {
-	t   *testing.T
-	url string
-
-	mu      sync.Mutex
-	got     []received
-	answers []int
-	arrived chan struct{}
-}
-
-type received struct {
-	header http.Header
-	body   []byte
-	at     time.Time
-}
-
-func newReceiver(t *testing.T, answers ...int) *receiver {
-	rc := &receiver{t: t, answers: answers, arrived: make(chan struct{}, 1024)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		rc.mu.Lock()
-		rc.got = append(rc.got, received{header: req.Header.Clone(), body: body, at: time.Now()})
-		code := http.StatusOK
-		if len(rc.answers) > 0 {
-			code, rc.answers = rc.answers[0], rc.answers[1:]
-		}
-		rc.mu.Unlock()
-		w.WriteHeader(code)
-		rc.arrived <- struct{}{}
-	}))
-	t.Cleanup(srv.Close)
-	rc.url = srv.URL + "/hook"
-	return rc
-}
-
-// answer queues statuses for the next requests.
-func (rc *receiver) answer(codes ...int) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.answers = append(rc.answers, codes...)
-}
-
-// wait waits for the n-th request and returns all so far.
-func (rc *receiver) wait(n int) []received {
-	rc.t.Helper()
-	deadline := time.After(15 * time.Second)
-	for {
-		rc.mu.Lock()
-		got := append([]received(nil), rc.got...)
-		rc.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		select {
-		case <-rc.arrived:
-		case <-deadline:
-			rc.t.Fatalf("the receiver got %d requests, want %d", len(got), n)
-		}
-	}
-}
-
-func (rc *receiver) count() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return len(rc.got)
-}
-
-// verified checks a request's signature and timestamp with secret and
-// decodes it.
-func verified(t *testing.T, secret string, r received) *push.Delivery {
-	t.Helper()
-	require.NoError(t, push.Verify(secret, r.header, r.body, time.Now(), 0))
-	req, err := http.NewRequest(http.MethodPost, "http://x/", bytes.NewReader(r.body))
-	require.NoError(t, err)
-	req.Header = r.header
-	d, err := push.Receive(secret, req, time.Now())
-	require.NoError(t, err)
-	return d
-}
 
 // fastRetries makes deliveries retry quickly.
 func fastRetries(o *taskrouter.Options) {
@@ -140,20 +56,20 @@ func TestPushDelivered(t *testing.T) {
 		for _, d := range []dialect{core, ext} {
 			t.Run(fmt.Sprintf("%s/%s", k, map[dialect]string{core: "core", ext: "ext"}[d]), func(t *testing.T) {
 				h := newHarness(t, nil)
-				rc := newReceiver(t)
+				rc := pushtest.New(t)
 				p := h.dial(k, d, nil)
-				hookID, secret := register(t, p, map[string]any{"url": rc.url, "events": []string{"terminal"}})
+				hookID, secret := register(t, p, map[string]any{"url": rc.URL, "events": []string{"terminal"}})
 				require.Contains(t, secret, push.SecretPrefix)
 				id := startTask(t, p, "sleepy", map[string]any{"ms": 30})
-				got := rc.wait(1)
-				del := verified(t, secret, got[0])
+				got := rc.Wait(t, 1)
+				del := pushtest.Verified(t, secret, got[0])
 				require.Equal(t, mcptask.WebhookTerminal, del.Type)
 				require.Equal(t, hookID, del.WebhookID)
 				require.Equal(t, id, del.Task.TaskID)
 				require.Equal(t, mcptask.StatusCompleted, del.Task.Status)
 				require.Equal(t, mcptask.EventStatus, del.Event.Type)
-				require.Equal(t, got[0].header.Get(push.HeaderID), del.ID)
-				require.Equal(t, "application/json", got[0].header.Get("Content-Type"))
+				require.Equal(t, got[0].Header.Get(push.HeaderID), del.ID)
+				require.Equal(t, "application/json", got[0].Header.Get("Content-Type"))
 
 				// The listing shows it delivered.
 				var ds []mcptask.WebhookDelivery
@@ -168,11 +84,11 @@ func TestPushDelivered(t *testing.T) {
 
 				// Nothing else arrives (the status events of working are
 				// not asked for), and a receiver's tampered copy fails.
-				require.Equal(t, 1, rc.count())
-				bad := append([]byte(nil), got[0].body...)
+				require.Equal(t, 1, rc.Count())
+				bad := append([]byte(nil), got[0].Body...)
 				bad[len(bad)-2] ^= 1
-				require.ErrorIs(t, push.Verify(secret, got[0].header, bad, time.Now(), 0), push.ErrSignature)
-				require.ErrorIs(t, push.Verify(secret, got[0].header, got[0].body, time.Now().Add(time.Hour), 0), push.ErrTimestamp)
+				require.ErrorIs(t, push.Verify(secret, got[0].Header, bad, time.Now(), 0), push.ErrSignature)
+				require.ErrorIs(t, push.Verify(secret, got[0].Header, got[0].Body, time.Now().Add(time.Hour), 0), push.ErrTimestamp)
 			})
 		}
 	}
@@ -183,15 +99,15 @@ func TestPushDelivered(t *testing.T) {
 // delivery is recorded delivered after two attempts.
 func TestPushRetriedAfterReceiverDown(t *testing.T) {
 	h := newHarness(t, fastRetries)
-	rc := newReceiver(t, http.StatusInternalServerError)
+	rc := pushtest.New(t, http.StatusInternalServerError)
 	p := h.dial(inMemory, core, nil)
-	hookID, secret := register(t, p, map[string]any{"url": rc.url})
+	hookID, secret := register(t, p, map[string]any{"url": rc.URL})
 	startTask(t, p, "sleepy", map[string]any{"ms": 1})
-	got := rc.wait(2)
-	first, second := verified(t, secret, got[0]), verified(t, secret, got[1])
+	got := rc.Wait(t, 2)
+	first, second := pushtest.Verified(t, secret, got[0]), pushtest.Verified(t, secret, got[1])
 	require.Equal(t, first.ID, second.ID)
-	require.Equal(t, got[0].body, got[1].body)
-	require.GreaterOrEqual(t, got[1].at.Sub(got[0].at), 20*time.Millisecond, "the retry waits for its backoff")
+	require.Equal(t, got[0].Body, got[1].Body)
+	require.GreaterOrEqual(t, got[1].At.Sub(got[0].At), 20*time.Millisecond, "the retry waits for its backoff")
 	ds, _, err := h.r.WebhookDeliveries(context.Background(), nil, hookID, "")
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
@@ -210,17 +126,17 @@ func TestPushGivesUpVisibly(t *testing.T) {
 		fastRetries(o)
 		o.Push.MaxAttempts = 3
 	})
-	rc := newReceiver(t, 500, 500, 500, 500, 500)
+	rc := pushtest.New(t, 500, 500, 500, 500, 500)
 	ctx := context.Background()
 	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "build"}, taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
-	wh, _, err := h.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.url, TaskID: task.ID,
+	wh, _, err := h.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, TaskID: task.ID,
 		Events: []mcptask.WebhookEvent{mcptask.WebhookStep}})
 	require.NoError(t, err)
 	step, _ := json.Marshal(mcptask.StepEvent{Step: "compile", Attempt: 1})
 	_, err = h.r.Update(ctx, task.ID, store.Update{Events: []store.Event{{Type: mcptask.EventStepStarted, Data: step}}})
 	require.NoError(t, err)
-	rc.wait(3)
+	rc.Wait(t, 3)
 	var hooks []mcptask.Webhook
 	require.Eventually(t, func() bool {
 		hooks, err = h.r.Webhooks(ctx, nil, task.ID)
@@ -233,7 +149,7 @@ func TestPushGivesUpVisibly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, mcptask.DeliveryFailed, ds[0].Status)
 	require.Equal(t, 3, ds[0].Attempts)
-	require.Equal(t, 3, rc.count(), "no attempt after the bound")
+	require.Equal(t, 3, rc.Count(), "no attempt after the bound")
 
 	var failed *mcptask.PushFailedEvent
 	require.Eventually(t, func() bool {
@@ -282,19 +198,19 @@ func TestPushOwnerChecked(t *testing.T) {
 		ownerFromMeta(o)
 		o.Push.Admins = []string{"root"}
 	})
-	rcA, rcB := newReceiver(t), newReceiver(t)
+	rcA, rcB := pushtest.New(t), pushtest.New(t)
 	p := h.dial(inMemory, core, nil)
 	aliceTask := taskOf(t, p.mustCall("tools/call", as("alice", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 60000}, "task": map[string]any{}})))["taskId"].(string)
 
-	_, err := p.call(mcptask.MethodWebhooksRegister, as("bob", map[string]any{"url": rcB.url, "taskId": aliceTask}))
+	_, err := p.call(mcptask.MethodWebhooksRegister, as("bob", map[string]any{"url": rcB.URL, "taskId": aliceTask}))
 	require.EqualValues(t, mcptask.CodeInvalidParams, rpcCode(t, err))
 	require.ErrorContains(t, err, "not found")
-	_, err = p.call(mcptask.MethodWebhooksRegister, as("bob", map[string]any{"url": rcB.url, "owner": "alice"}))
+	_, err = p.call(mcptask.MethodWebhooksRegister, as("bob", map[string]any{"url": rcB.URL, "owner": "alice"}))
 	require.EqualValues(t, mcptask.CodeInvalidParams, rpcCode(t, err))
 	require.ErrorContains(t, err, "only an administrator")
 
-	aliceHook := p.mustCall(mcptask.MethodWebhooksRegister, as("alice", map[string]any{"url": rcA.url, "taskId": aliceTask}))["webhook"].(map[string]any)["webhookId"].(string)
-	bobHook := p.mustCall(mcptask.MethodWebhooksRegister, as("bob", map[string]any{"url": rcB.url}))["webhook"].(map[string]any)["webhookId"].(string)
+	aliceHook := p.mustCall(mcptask.MethodWebhooksRegister, as("alice", map[string]any{"url": rcA.URL, "taskId": aliceTask}))["webhook"].(map[string]any)["webhookId"].(string)
+	bobHook := p.mustCall(mcptask.MethodWebhooksRegister, as("bob", map[string]any{"url": rcB.URL}))["webhook"].(map[string]any)["webhookId"].(string)
 	require.Empty(t, p.mustCall(mcptask.MethodWebhooksList, as("bob", map[string]any{"taskId": aliceTask}))["webhooks"])
 	require.Len(t, p.mustCall(mcptask.MethodWebhooksList, as("bob", nil))["webhooks"], 1)
 	for _, m := range []string{mcptask.MethodWebhooksDelete, mcptask.MethodWebhooksDeliveries} {
@@ -304,19 +220,19 @@ func TestPushOwnerChecked(t *testing.T) {
 	}
 
 	// The administrator watches alice's task too, and sees every webhook.
-	rootHook := p.mustCall(mcptask.MethodWebhooksRegister, as("root", map[string]any{"url": rcA.url, "taskId": aliceTask, "events": []string{"terminal"}}))
+	rootHook := p.mustCall(mcptask.MethodWebhooksRegister, as("root", map[string]any{"url": rcA.URL, "taskId": aliceTask, "events": []string{"terminal"}}))
 	require.NotEmpty(t, rootHook["secret"])
 	require.Len(t, p.mustCall(mcptask.MethodWebhooksList, as("root", nil))["webhooks"], 3)
 
 	p.mustCall("tasks/cancel", as("alice", map[string]any{"taskId": aliceTask}))
-	rcA.wait(2) // alice's and root's
+	rcA.Wait(t, 2) // alice's and root's
 	bobTask := taskOf(t, p.mustCall("tools/call", as("bob", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{}})))["taskId"].(string)
-	got := rcB.wait(1)
+	got := rcB.Wait(t, 1)
 	var d push.Delivery
-	require.NoError(t, json.Unmarshal(got[0].body, &d))
+	require.NoError(t, json.Unmarshal(got[0].Body, &d))
 	require.Equal(t, bobTask, d.Task.TaskID, "bob's webhook hears of bob's task only")
 	require.Equal(t, bobHook, d.WebhookID)
-	require.Equal(t, 1, rcB.count())
+	require.Equal(t, 1, rcB.Count())
 
 	p.mustCall(mcptask.MethodWebhooksDelete, as("alice", map[string]any{"webhookId": aliceHook}))
 	_, err = p.call(mcptask.MethodWebhooksDelete, as("alice", map[string]any{"webhookId": aliceHook}))
@@ -368,7 +284,7 @@ func TestPushURLsChecked(t *testing.T) {
 // address when registered and to a private one at delivery is refused
 // then; DenyLoopback refuses loopback; redirects are not followed.
 func TestPushAddressesCheckedAtDelivery(t *testing.T) {
-	rc := newReceiver(t)
+	rc := pushtest.New(t)
 	var private atomic.Bool
 	h := newHarness(t, func(o *taskrouter.Options) {
 		fastRetries(o)
@@ -399,8 +315,8 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 	require.ErrorContains(t, err, "private range", "resolved at registration too")
 
 	// Redirects: the target is never reached.
-	target := newReceiver(t)
-	redirect := httptest.NewServer(http.RedirectHandler(target.url, http.StatusFound))
+	target := pushtest.New(t)
+	redirect := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusFound))
 	t.Cleanup(redirect.Close)
 	task2, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
@@ -414,12 +330,12 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 		return len(ds) == 1 && ds[0].Status == mcptask.DeliveryFailed
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Contains(t, ds[0].LastError, "redirects are not followed")
-	require.Zero(t, target.count())
-	require.Zero(t, rc.count())
+	require.Zero(t, target.Count())
+	require.Zero(t, rc.Count())
 
 	// DenyLoopback refuses the receiver on 127.0.0.1.
 	h2 := newHarness(t, func(o *taskrouter.Options) { o.Push.DenyLoopback = true })
-	_, _, err = h2.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.url})
+	_, _, err = h2.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL})
 	require.ErrorContains(t, err, "loopback")
 }
 
@@ -428,18 +344,18 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 // nothing), once, however often the task is scanned again.
 func TestPushTaskWebhookAfterItsEnd(t *testing.T) {
 	h := newHarness(t, nil)
-	rc := newReceiver(t)
+	rc := pushtest.New(t)
 	p := h.dial(inMemory, core, nil)
 	id := startTask(t, p, "sleepy", map[string]any{"ms": 1})
 	p.waitStatus(id, "completed")
-	_, secret := register(t, p, map[string]any{"url": rc.url, "taskId": id})
-	d := verified(t, secret, rc.wait(1)[0])
+	_, secret := register(t, p, map[string]any{"url": rc.URL, "taskId": id})
+	d := pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
 	require.Equal(t, id, d.Task.TaskID)
 	require.Equal(t, mcptask.WebhookTerminal, d.Type)
 	// A second webhook for it gets its own delivery; the first none more,
 	// however often the task is scanned.
-	second, _ := register(t, p, map[string]any{"url": rc.url, "taskId": id})
-	rc.wait(2)
+	second, _ := register(t, p, map[string]any{"url": rc.URL, "taskId": id})
+	rc.Wait(t, 2)
 	taskrouter.RescanPush(h.r, id)
 	taskrouter.RescanPush(h.r, id)
 	hooks, err := h.r.Webhooks(context.Background(), nil, id)
@@ -451,7 +367,7 @@ func TestPushTaskWebhookAfterItsEnd(t *testing.T) {
 		require.Len(t, ds, 1, wh.WebhookID)
 		require.NotEqual(t, second == wh.WebhookID, ds[0].DeliveryID == d.ID)
 	}
-	require.Equal(t, 2, rc.count())
+	require.Equal(t, 2, rc.Count())
 }
 
 // TestPushSurvivesRestart (bbolt): a delivery whose receiver was down is
@@ -459,7 +375,7 @@ func TestPushTaskWebhookAfterItsEnd(t *testing.T) {
 // restart does not deliver again what was delivered.
 func TestPushSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
-	rc := newReceiver(t, http.StatusServiceUnavailable)
+	rc := pushtest.New(t, http.StatusServiceUnavailable)
 	slow := func(o *taskrouter.Options) {
 		o.Push.RetryBase = 300 * time.Millisecond
 		o.Push.RetryMax = 300 * time.Millisecond
@@ -468,9 +384,9 @@ func TestPushSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	h := newHarnessOn(t, st, slow)
 	p := h.dial(inMemory, core, nil)
-	hookID, secret := register(t, p, map[string]any{"url": rc.url})
+	hookID, secret := register(t, p, map[string]any{"url": rc.URL})
 	delivered := startTask(t, p, "sleepy", map[string]any{"ms": 1})
-	first := verified(t, secret, rc.wait(1)[0])
+	first := pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
 	require.Equal(t, delivered, first.Task.TaskID)
 	require.NoError(t, h.r.Close())
 	require.NoError(t, st.Close())
@@ -479,10 +395,10 @@ func TestPushSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st2.Close() })
 	h2 := newHarnessOn(t, st2, slow)
-	got := rc.wait(2)
-	second := verified(t, secret, got[1])
+	got := rc.Wait(t, 2)
+	second := pushtest.Verified(t, secret, got[1])
 	require.Equal(t, first.ID, second.ID, "the same delivery, deduplicable by its id")
-	require.Equal(t, got[0].body, got[1].body)
+	require.Equal(t, got[0].Body, got[1].Body)
 	require.Eventually(t, func() bool {
 		ds, _, err := h2.r.WebhookDeliveries(context.Background(), nil, hookID, "")
 		require.NoError(t, err)
@@ -501,16 +417,16 @@ func TestPushSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
 	require.Equal(t, mcptask.DeliveryDelivered, ds[0].Status)
-	require.Equal(t, 2, rc.count())
+	require.Equal(t, 2, rc.Count())
 }
 
 // TestPushStaticWebhook: a webhook of the configuration (Options.Push.
 // Hooks, or TASKBRIDGE_PUSH_URL) hears of every owner's tasks, is listed
 // to administrators, and cannot be deleted.
 func TestPushStaticWebhook(t *testing.T) {
-	rc := newReceiver(t)
+	rc := pushtest.New(t)
 	secret := push.NewSecret()
-	t.Setenv(taskrouter.EnvPushURL, rc.url)
+	t.Setenv(taskrouter.EnvPushURL, rc.URL)
 	t.Setenv(taskrouter.EnvPushSecret, secret)
 	t.Setenv(taskrouter.EnvPushEvents, "terminal,step")
 	t.Setenv(taskrouter.EnvPushAdmins, "root")
@@ -525,9 +441,9 @@ func TestPushStaticWebhook(t *testing.T) {
 	for _, who := range []string{"alice", "bob"} {
 		p.mustCall("tools/call", as(who, map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 1}, "task": map[string]any{}}))
 	}
-	got := rc.wait(2)
+	got := rc.Wait(t, 2)
 	for _, g := range got {
-		require.Equal(t, mcptask.WebhookTerminal, verified(t, secret, g).Type)
+		require.Equal(t, mcptask.WebhookTerminal, pushtest.Verified(t, secret, g).Type)
 	}
 	hooks := p.mustCall(mcptask.MethodWebhooksList, as("root", nil))["webhooks"].([]any)
 	require.Len(t, hooks, 1)

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/push"
+	"github.com/taskbridge/taskbridge/internal/tests/pushtest"
 )
 
 // TestWebhookCommands: `webhook add` registers a webhook for a task and
@@ -19,35 +16,20 @@ import (
 // show and delete it.
 func TestWebhookCommands(t *testing.T) {
 	url := confServer(t)
-	type got struct {
-		h    http.Header
-		body []byte
-	}
-	arrived := make(chan got, 4)
-	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		arrived <- got{r.Header.Clone(), b}
-	}))
-	defer rc.Close()
+	rc := pushtest.New(t)
 
 	code, out, errOut := cli(t, "", "-url", url, "-json", "call", "-detach", "slow_compute", "seconds=1")
 	require.Equal(t, 0, code, errOut)
 	id := jsonLines(t, out)[0]["taskId"].(string)
 
-	code, out, errOut = cli(t, "", "-url", url, "-json", "webhook", "add", rc.URL+"/in", "-task", id, "-events", "terminal")
+	code, out, errOut = cli(t, "", "-url", url, "-json", "webhook", "add", rc.URL, "-task", id, "-events", "terminal")
 	require.Equal(t, 0, code, errOut)
 	added := jsonLines(t, out)[0]
 	secret := added["secret"].(string)
 	hook := added["webhook"].(map[string]any)["webhookId"].(string)
 
-	var g got
-	select {
-	case g = <-arrived:
-	case <-time.After(15 * time.Second):
-		t.Fatal("no delivery")
-	}
-	require.NoError(t, push.Verify(secret, g.h, g.body, time.Now(), 0))
-	require.Contains(t, string(g.body), id)
+	d := pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
+	require.Equal(t, id, d.Task.TaskID)
 
 	code, out, errOut = cli(t, "", "-url", url, "webhook", "list", "-task", id)
 	require.Equal(t, 0, code, errOut)
@@ -56,7 +38,7 @@ func TestWebhookCommands(t *testing.T) {
 	require.Eventually(t, func() bool {
 		code, out, errOut = cli(t, "", "-url", url, "webhook", "deliveries", hook)
 		require.Equal(t, 0, code, errOut)
-		return strings.Contains(out, "delivered") && strings.Contains(out, g.h.Get(push.HeaderID))
+		return strings.Contains(out, "delivered") && strings.Contains(out, d.ID)
 	}, 10*time.Second, 50*time.Millisecond)
 
 	code, out, errOut = cli(t, "", "-url", url, "webhook", "rm", hook)

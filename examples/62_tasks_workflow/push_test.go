@@ -3,10 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,29 +12,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/internal/tests/pushtest"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/push"
 )
 
 // TestServePush: serve -push sends every task's end to the URL, signed
 // with the secret it printed; without -push-secret it makes one.
 func TestServePush(t *testing.T) {
-	type got struct {
-		h    http.Header
-		body []byte
-	}
-	arrived := make(chan got, 8)
-	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		arrived <- got{r.Header.Clone(), b}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer rc.Close()
+	rc := pushtest.New(t)
 	bin := buildExample(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "serve", "-http", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "tasks.db"),
-		"-push", rc.URL+"/in", "-push-events", "terminal")
+		"-push", rc.URL, "-push-events", "terminal")
 	cmd.Env = append(cmd.Environ(), "TASKBRIDGE_PUSH_SECRET=")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
@@ -50,7 +37,7 @@ func TestServePush(t *testing.T) {
 	sc := bufio.NewScanner(stderr)
 	for endpoint == "" && sc.Scan() {
 		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "push: terminal of every task to "+rc.URL+"/in, signed with secret "); ok {
+		if rest, ok := strings.CutPrefix(line, "push: terminal of every task to "+rc.URL+", signed with secret "); ok {
 			secret = rest
 		}
 		if rest, ok := strings.CutPrefix(line, "serving "); ok {
@@ -67,16 +54,9 @@ func TestServePush(t *testing.T) {
 	res, err := c.CallToolAndWait(ctx, "generate_report", map[string]any{"topic": "push", "seconds": 0.2}, nil)
 	require.NoError(t, err)
 	require.False(t, res.IsError)
-	select {
-	case g := <-arrived:
-		require.NoError(t, push.Verify(secret, g.h, g.body, time.Now(), 0))
-		var d push.Delivery
-		require.NoError(t, json.Unmarshal(g.body, &d))
-		require.Equal(t, mcptask.WebhookTerminal, d.Type)
-		require.Equal(t, mcptask.StatusCompleted, d.Task.Status)
-	case <-time.After(20 * time.Second):
-		t.Fatal("no delivery")
-	}
+	d := pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
+	require.Equal(t, mcptask.WebhookTerminal, d.Type)
+	require.Equal(t, mcptask.StatusCompleted, d.Task.Status)
 
 	var out, errOut strings.Builder
 	err = run([]string{"serve", "-http", "127.0.0.1:0", "-push", rc.URL, "-push-events", "sometimes"}, &out, &errOut)
