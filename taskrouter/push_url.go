@@ -217,7 +217,7 @@ func (p urlPolicy) client(timeout time.Duration) *http.Client {
 		DialContext:           dial,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   4,
+		MaxIdleConnsPerHost:   16, // webhooks go to few hosts, several deliveries at once
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   timeout,
 		ResponseHeaderTimeout: timeout,

@@ -72,8 +72,8 @@ func (rc *Receiver) Wait(t testing.TB, n int) []Request {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
-		if got := rc.Got(); len(got) >= n {
-			return got
+		if rc.Count() >= n {
+			return rc.Got()
 		}
 		select {
 		case <-rc.arrived:
