@@ -203,10 +203,12 @@ func (w *webhooks) scan(ctx context.Context, sh *scanShard, id string, t *store.
 	}
 	for {
 		page, err := r.st.Events(ctx, id, cur, store.MaxPageSize)
+		if errors.Is(err, store.ErrNotFound) {
+			sh.forget(id)
+			return
+		}
 		if err != nil {
-			if !errors.Is(err, store.ErrNotFound) {
-				r.log.Warn("reading a task's events for push deliveries", "task", id, "error", err)
-			}
+			r.log.Warn("reading a task's events for push deliveries", "task", id, "error", err)
 			return
 		}
 		for _, e := range page.Events {
