@@ -160,6 +160,10 @@
 //   - loop, loopback (loopback.go): the session of the engine's own calls.
 //   - fast, fastPath (fastpath.go): what the fast path learned (versions,
 //     sessions, the server's receiving chain), in atomics and sync.Maps.
+//   - hooks, the push service (push_*.go): the webhooks known
+//     (hookSet; sync.RWMutex), the scan queue's shards (each a
+//     sync.Mutex over its queue and cursors), a static webhook's failure
+//     counts (its mu).
 //   - and the background services (below), each with its own state.
 //
 // Lock order: there is none to follow, because every part's lock is a
