@@ -160,6 +160,10 @@
 //   - loop, loopback (loopback.go): the session of the engine's own calls.
 //   - fast, fastPath (fastpath.go): what the fast path learned (versions,
 //     sessions, the server's receiving chain), in atomics and sync.Maps.
+//   - hooks, the push service (push_*.go): the webhooks known
+//     (hookSet; sync.RWMutex), the scan queue's shards (each a
+//     sync.Mutex over its queue and cursors), a static webhook's failure
+//     counts (its mu).
 //   - and the background services (below), each with its own state.
 //
 // Lock order: there is none to follow, because every part's lock is a
@@ -191,9 +195,13 @@
 //     stops the work of those it lost.
 //   - takeover, a leaseTakeover (lease.go): on a shared store, claims and
 //     resolves tasks whose lease expired.
+//   - hooks, the push service (webhooks, push_scan.go), started with the
+//     feed: keeps the webhook registrations in memory (push_hooks.go),
+//     scans the event logs of the tasks they watch into delivery records,
+//     and is the KindHandler of those records (KindPush,
+//     push_deliver.go).
 //
-// A new piece of background work (push deliveries: signed webhook
-// deliveries, retried with backoff) plugs in the same way: a type in its
+// A new piece of background work plugs in the same way: a type in its
 // own file holding the Router it serves, a config struct with
 // withDefaults and validate, Name/Start/Stop (a service.Loop for
 // periodic rounds), signals of service.Signal, made in newServices and
@@ -201,9 +209,9 @@
 // replica is not timed in memory: it is a durable wake-up (a task of its
 // own kind, or a WakeAt on the task it belongs to) that the scheduler
 // hands to that kind's KindHandler.Wake, which claims the task's lease
-// and does one attempt; the service then only delivers what the Wake
-// hook queues, and a failed attempt moves WakeAt (the backoff) rather
-// than sleeping.
+// and does one attempt; a failed attempt moves WakeAt (the backoff)
+// rather than sleeping. Push deliveries are the model: each is a task of
+// kind KindPush whose WakeAt is its next attempt.
 //
 // # Files
 //
@@ -234,6 +242,12 @@
 // the renewer and the takeover), recover.go (restart), recent.go (tasks
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
 // sweep.go, feed.go (the services above).
+//
+// Push: push_options.go (PushOptions, its environment), push_hooks.go
+// (registrations: the records, the in-memory set, the Go API),
+// push_scan.go (the service: event logs into deliveries), push_deliver.go
+// (a delivery's attempts), push_url.go (where deliveries may go: URL and
+// address rules, the dialer), push_methods.go (the webhook methods).
 //
 // Packages of its own: internal/wire (the JSON-RPC codec of the shims
 // and the fast path: decoding, scanning, framing, replies, calls in

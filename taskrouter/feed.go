@@ -88,6 +88,7 @@ func (f *changeFeed) onChange(c store.Change) {
 			r.stopRun(c.ID, errEnded)
 		}
 		r.listeners.changed(c.ID)
+		r.hooks.feedChange(c)
 	}
 	f.signals.Changed.Send(c)
 }

@@ -47,6 +47,9 @@ func (r *Router) Install(s *mcp.Server) error {
 	if err := mcp.AddReceivingCustomMethod(s, mcptask.MethodTasksUpdate, r.tasksUpdate); err != nil {
 		return err
 	}
+	if err := r.installWebhooks(s); err != nil {
+		return err
+	}
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		r.inner = next
 		return r.handle
@@ -73,6 +76,8 @@ func normalizeParams(req mcp.Request) {
 		if r.Params == nil {
 			r.Params = &UpdateTaskParams{}
 		}
+	default:
+		normalizeWebhookParams(req)
 	}
 }
 

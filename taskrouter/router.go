@@ -91,6 +91,7 @@ type Router struct {
 	sweeper  *sweeper       // expired tasks (sweep.go)
 	renewer  *leaseRenewer  // this process's leases (lease.go)
 	takeover *leaseTakeover // expired leases, on a shared store (lease.go)
+	hooks    *webhooks      // push: webhooks and their deliveries (push_*.go)
 
 	startOnce sync.Once
 }
@@ -150,6 +151,8 @@ func (r *Router) newServices() error {
 	lease.Interval = max(cfg.LeaseDuration/4, 10*time.Millisecond)
 	r.takeover, err = newLeaseTakeover(r, lease)
 	errs = append(errs, err)
+	r.hooks = newWebhooks(r, cfg.Push)
+	r.HandleKind(KindPush, r.hooks)
 	return errors.Join(errs...)
 }
 
@@ -169,15 +172,16 @@ func (r *Router) Now() time.Time { return r.opts.Now() }
 func (r *Router) Server() *mcp.Server { return r.server }
 
 // Start resolves tasks left active by a previous process and starts the
-// engine's background services: the change feed (first, so that no
-// change is missed while recovering), then the scheduler, the ttl sweeper,
+// engine's background services: the change feed and the push
+// deliveries (first, so that no change is missed while recovering), then
+// the scheduler, the ttl sweeper,
 // the lease renewer and, on a shared store, the takeover of expired
 // leases. Call it once, after every tool and kind hook is registered and
 // Install has run. Later calls do nothing.
 func (r *Router) Start(ctx context.Context) error {
 	var err error
 	r.startOnce.Do(func() {
-		if err = r.services.Start(ctx, r.feed); err != nil {
+		if err = r.services.Start(ctx, r.feed, r.hooks); err != nil {
 			return
 		}
 		err = r.recover(ctx)

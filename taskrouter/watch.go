@@ -82,6 +82,7 @@ func (r *Router) changed(t *store.Task) {
 	r.watches.wake(t.ID)
 	r.push(t)
 	r.listeners.changed(t.ID)
+	r.hooks.changed(t)
 }
 
 // Await waits until done reports true for task id, or ctx ends. It reads

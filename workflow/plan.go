@@ -136,6 +136,9 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	if in.lease != nil && in.lease.Held() && len(pl.start) == 0 && len(in.running) == 0 && !waitSoon(p, now) {
 		pl.update.ReleaseLease = true
 	}
+	if ev, ok := pausedEvent(in.task, p, len(pl.start)+len(in.running)); ok {
+		pl.update.Events = append(pl.update.Events, ev)
+	}
 	if before != nil && !pl.update.ReleaseLease && len(pl.start) == 0 && in.task.Status == wantStatus(in.task, p) {
 		if after, _ := json.Marshal(p); bytes.Equal(before, after) {
 			pl.err = errUnchanged // nothing new to record

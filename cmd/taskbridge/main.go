@@ -63,6 +63,18 @@ Commands:
   tasks cancel ID                cancel a task
   tasks forget ID... | -all      drop tasks from the task history (-all: every task of the
                                  server -url or -stdio names); the tasks are untouched
+  webhook add URL                register a push webhook (taskbridge servers): the server
+                                 POSTs a signed delivery when one of your tasks ends,
+                                 needs input or pauses for you; prints the signing secret
+                                 (once). Flags:
+                                   -events LIST   terminal,input_required,paused,step
+                                   -task ID       watch this task only
+                                   -owner OWNER   (administrators) OWNER's tasks, * for all
+                                   -secret S      a whsec_ secret of yours
+  webhook list [-task ID]        your webhooks, with their failed deliveries
+  webhook rm ID                  delete a webhook
+  webhook deliveries ID          a webhook's deliveries, newest first: status, attempts,
+                                 the last error
   prompt NAME [key=value ...]    get a prompt; for a task-aware workflow, show its
                                  handoff readably. Flags:
                                    -follow        perform the remaining client steps, asking
@@ -121,6 +133,7 @@ Examples:
   taskbridge -url http://127.0.0.1:8080/mcp call -detach generate_report topic=q4 seconds=60
   taskbridge -url http://127.0.0.1:8080/mcp tasks list
   taskbridge -url http://127.0.0.1:8080/mcp tasks cancel 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2
+  taskbridge -url http://127.0.0.1:8080/mcp webhook add https://hooks.example.com/taskbridge
   taskbridge -url http://127.0.0.1:8080/mcp prompt release_notes repo=taskbridge
   taskbridge -url http://127.0.0.1:8080/mcp call review_notes -task-id 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2 \
       feedback=ok approved=true

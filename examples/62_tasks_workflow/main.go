@@ -34,6 +34,9 @@ import (
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/gcpolicy"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/push"
+	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 const usage = `62_tasks_workflow demonstrates taskbridge's task-prompt bridge.
@@ -66,6 +69,14 @@ Serve flags:
                   to stderr (stdout carries the stdio transport)
   -public-url URL the server's URL as outside systems reach it (default http://ADDR):
                   handoffs give webhook steps URL/hooks/TASK/STEP
+  -push URL       push: POST a signed delivery to URL whenever any task ends, needs
+                  input or pauses for its client (off by default; clients register
+                  their own webhooks with taskbridge webhook add either way)
+  -push-secret S  the deliveries' signing secret, whsec_... (default
+                  $TASKBRIDGE_PUSH_SECRET; without one, a new one is printed)
+  -push-events LIST
+                  what -push is told of (default terminal,input_required,paused;
+                  step adds every workflow step's start and end)
   -v              log engine activity to stderr
 
 Prometheus metrics are served at http://ADDR/metrics (HTTP only), workflow
@@ -156,11 +167,18 @@ func serve(args []string, stderr io.Writer) error {
 	traceTo := fs.String("trace", "none", "tracing exporter: none or stdout")
 	publicURL := fs.String("public-url", "", "the server's URL as outside systems reach it, for webhook URLs in handoffs (default: http://ADDR)")
 	verbose := fs.Bool("v", false, "log to stderr")
+	pushURL := fs.String("push", "", "POST a signed delivery to URL whenever any task ends, needs input or pauses")
+	pushSecret := fs.String("push-secret", os.Getenv(taskrouter.EnvPushSecret), "the deliveries' signing secret, whsec_...")
+	pushEvents := fs.String("push-events", "terminal,input_required,paused", "what -push is told of")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unknown argument %q", fs.Arg(0))
+	}
+	hook, err := pushHook(*pushURL, *pushSecret, *pushEvents)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	if (*addr == "") == !*stdio {
 		return errors.New("serve: give exactly one of -http ADDR or -stdio")
@@ -186,6 +204,10 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	if *verbose {
 		b.WithLogger(slog.New(slog.NewTextHandler(stderr, nil)))
+	}
+	if hook != nil {
+		b.WithRouterOptions(taskrouter.Options{Push: taskrouter.PushOptions{Hooks: []taskrouter.StaticWebhook{*hook}}})
+		fmt.Fprintf(stderr, "push: %s of every task to %s, signed with secret %s\n", *pushEvents, hook.URL, hook.Secret)
 	}
 	obs, err := observe(b, *traceTo, stderr)
 	if err != nil {
@@ -247,6 +269,25 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// pushHook is the static webhook of -push: nil without a URL; a new
+// secret when none is given.
+func pushHook(url, secret, events string) (*taskrouter.StaticWebhook, error) {
+	if url == "" {
+		return nil, nil
+	}
+	if secret == "" {
+		secret = push.NewSecret()
+	}
+	h := taskrouter.StaticWebhook{URL: url, Secret: secret}
+	for _, e := range strings.FieldsFunc(events, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if !mcptask.WebhookEvent(e).Valid() {
+			return nil, fmt.Errorf("-push-events: unknown event %q (terminal, input_required, paused, step)", e)
+		}
+		h.Events = append(h.Events, mcptask.WebhookEvent(e))
+	}
+	return &h, nil
 }
 
 // checkDBDir reports a -db file whose directory does not exist, naming
