@@ -35,6 +35,7 @@ type fakeEngine struct {
 	maxTTL      time.Duration
 	takesTasks  bool // requests declare the tasks extension (legs)
 	legs        chan legOutcome
+	ticking     time.Time // when set, the clock also moves with real time from then on
 }
 
 func newFakeEngine() *fakeEngine {
@@ -217,9 +218,20 @@ func (e *fakeEngine) ResumeLeg(ctx context.Context, t *store.Task, reason string
 	return err
 }
 
-func (e *fakeEngine) Logger() *slog.Logger    { return slog.New(slog.DiscardHandler) }
-func (e *fakeEngine) MaxTTL() time.Duration   { return e.maxTTL }
-func (e *fakeEngine) Now() time.Time          { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
+func (e *fakeEngine) Logger() *slog.Logger  { return slog.New(slog.DiscardHandler) }
+func (e *fakeEngine) MaxTTL() time.Duration { return e.maxTTL }
+func (e *fakeEngine) Now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.ticking.IsZero() {
+		return e.now.Add(time.Since(e.ticking))
+	}
+	return e.now
+}
+
+// tick makes the clock move with real time too (for retries' backoffs in
+// tests of what takes real time: timeouts, heartbeats).
+func (e *fakeEngine) tick()                   { e.mu.Lock(); e.ticking = time.Now(); e.mu.Unlock() }
 func (e *fakeEngine) advance(d time.Duration) { e.mu.Lock(); e.now = e.now.Add(d); e.mu.Unlock() }
 
 func (e *fakeEngine) tool(name string, f func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error)) {

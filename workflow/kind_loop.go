@@ -136,19 +136,8 @@ func (k *loop) serve(x *turn) string {
 	if cur == nil {
 		return k.next(x) // a damaged record: start a run again
 	}
-	if !cur.sp.ended() && !cur.sp.GaveUp {
-		if clientSide(cur.s, cur.sp) {
-			failure, back := x.in.reach(x.p, cur.s, cur.sp, x.now)
-			if failure != "" || !back {
-				k.show(sp, cur.sp)
-				return failure
-			}
-		}
-		failure := cur.s.kind.serve(x.sub(cur))
-		k.show(sp, cur.sp)
-		if failure != "" || !cur.sp.ended() && !cur.sp.GaveUp {
-			return failure
-		}
+	if failure, open := k.run(x, cur); failure != "" || open {
+		return failure
 	}
 	if cur.sp.Status == StepCompleted && k.holds(x, cur.sp.Result) {
 		return k.end(x, cur.sp.Result, "")
@@ -182,10 +171,26 @@ func (k *loop) next(x *turn) string {
 	if n := len(sp.Items); n > KeepRuns {
 		sp.Items = append([]StepProgress(nil), sp.Items[n-KeepRuns:]...)
 	}
-	cur := x.sl.child(sp.Runs)
-	failure := cur.s.kind.serve(x.sub(cur))
-	k.show(sp, cur.sp)
+	failure, _ := k.run(x, x.sl.child(sp.Runs))
 	return failure
+}
+
+// run gives the loop's current run cur its turn (the client's: it waits
+// for the client; the server's: it runs) and shows where it stands on the
+// loop's record; open reports a run that has not ended.
+func (k *loop) run(x *turn, cur *slot) (failure string, open bool) {
+	defer k.show(x.sp, cur.sp)
+	if cur.sp.ended() || cur.sp.GaveUp {
+		return "", false
+	}
+	if clientSide(cur.s, cur.sp) {
+		failure, back := x.in.reach(x.p, cur.s, cur.sp, x.now)
+		if failure != "" || !back {
+			return failure, !cur.sp.ended()
+		}
+	}
+	failure = cur.s.kind.serve(x.sub(cur))
+	return failure, !cur.sp.ended() && !cur.sp.GaveUp
 }
 
 // show sets the loop's record from its current run's.
