@@ -70,18 +70,22 @@ const (
 	StepAwaitingClient = mcptask.StepAwaitingClient
 	StepAwaitingEvent  = mcptask.StepAwaitingEvent
 	StepSleeping       = mcptask.StepSleeping
+	StepAwaitingChild  = mcptask.StepAwaitingChild
 	StepFailed         = mcptask.StepFailed
 )
 
 // stepStatuses lists the valid remaining-step statuses.
-var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent, StepSleeping, StepFailed}
+var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent, StepSleeping, StepAwaitingChild, StepFailed}
 
 // The kinds a remaining step may have besides a tool call (Kind;
 // declared in mcptask). Like the Status constants they are typed string
 // constants, for the string field Kind.
 const (
-	KindSleep = string(mcptask.StepKindSleep)
-	KindEvent = string(mcptask.StepKindEvent)
+	KindSleep   = string(mcptask.StepKindSleep)
+	KindEvent   = string(mcptask.StepKindEvent)
+	KindForEach = string(mcptask.StepKindForEach)
+	KindLoop    = string(mcptask.StepKindLoop)
+	KindChild   = string(mcptask.StepKindChild)
 )
 
 // MaxSize is the largest input, in bytes, that [Parse] and
@@ -226,8 +230,8 @@ type RemainingStep struct {
 	// DependsOn names earlier steps whose output the step needs.
 	DependsOn []string `json:"dependsOn,omitempty" jsonschema_description:"Names of earlier steps whose output this step needs."`
 	// Status is where the step stands: pending, running, awaiting_client,
-	// awaiting_event, sleeping or failed.
-	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=failed" jsonschema_description:"Where the step stands."`
+	// awaiting_event, sleeping, awaiting_child or failed.
+	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=failed" jsonschema_description:"Where the step stands."`
 	// HandedToClient marks a server step the server gave up on: Execution
 	// is then client, and the client may perform it.
 	HandedToClient bool `json:"handedToClient,omitempty" jsonschema_description:"The server could not perform this server step and hands it to the client, which may call its tool itself (correcting the arguments if they caused the error) or resume the workflow to have the server retry it."`

@@ -230,7 +230,19 @@ func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) 
 		return nil, err
 	}
 	r.stopRun(t.ID, errCanceled)
+	r.kinds.ended(ctx, nt)
 	return nt, nil
+}
+
+// CancelTask cancels task id whoever owns it, with message as its status
+// message (a workflow cancelling the child workflows it started): the
+// task is marked cancelled before its work's context is cancelled.
+func (r *Router) CancelTask(ctx context.Context, id, message string) (*store.Task, error) {
+	t, err := r.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.cancelTask(ctx, t, message)
 }
 
 // Cancel cancels a task on behalf of a requestor: the task is marked

@@ -35,6 +35,12 @@ type CreateOptions struct {
 	// WakeAt, when set, is the task's first wake-up time (see
 	// store.Task.WakeAt and the engine's scheduler).
 	WakeAt time.Time
+	// ID, when set, is the new task's id instead of a random one: an id
+	// derived from what the task is for (a workflow's child, from its
+	// parent and step) makes creating it idempotent, since a second create
+	// of the id fails with store.ErrExists. Make it like NewTaskID's (32
+	// hex digits), from a hash.
+	ID string
 	// InputRequired creates the task input_required instead of working:
 	// it waits for the client's input from the start (its kind's
 	// InputRequests say what; see InputKind).

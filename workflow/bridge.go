@@ -255,7 +255,13 @@ func (b *Bridge) Close() {
 // Registering a second definition under a version already registered is
 // an error, as is a TTL above the engine's MaxTTL.
 func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*TaskPromptHandler, error) {
-	if err := w.Validate(tools); err != nil {
+	served := func(name string) *Definition {
+		if wf := b.newest(name); wf != nil {
+			return wf.def
+		}
+		return nil
+	}
+	if err := w.validate(tools, served); err != nil {
 		return nil, err
 	}
 	if max := b.engine.MaxTTL(); w.TTL > max {

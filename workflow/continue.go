@@ -414,14 +414,17 @@ func (in *instance) recordedNow(ctx context.Context, at target, req *mcp.CallToo
 
 // continuationResult is the answer to a continuation call: the tool's
 // result, then (what a model reads) the handoff of the workflow as it
-// stands now, or its completion; the task and a summary in _meta.
+// stands now, or its completion; the task and a summary in _meta. For a
+// step of a child workflow, the handoff is its topmost parent's, once the
+// parents took in the child's new state (rootOf).
 func (b *Bridge) continuationResult(t *store.Task, p *Progress, at target, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
 	out := *res
 	out.Meta = mcp.Meta{}
 	maps.Copy(out.Meta, res.Meta)
 	maps.Copy(out.Meta, mcptask.RelatedTaskMeta(t.ID))
 	out.Meta[MetaWorkflow] = b.summary(t, p, at.path, replayed)
-	doc := b.handoff(t, p, rd.d)
+	rt, rp := b.rootOf(context.WithoutCancel(b.ctx), t, p)
+	doc := b.handoff(rt, rp, rd.d)
 	out.Meta[handoff.MetaKey] = doc
 	if out.StructuredContent == nil {
 		out.StructuredContent = doc
@@ -436,6 +439,9 @@ func (b *Bridge) continuationResult(t *store.Task, p *Progress, at target, res *
 func nextText(t *store.Task, at target, failed bool) string {
 	if failed && !t.Status.Terminal() {
 		return fmt.Sprintf("That call failed (above), so step %q is not done: call tool %q again with corrected values, as Next says.", at.path, toolOf(at.s))
+	}
+	if parent := t.Labels[LabelParent]; parent != "" {
+		return fmt.Sprintf("Step %q is recorded on workflow task %s, a child workflow of task %s. Where the workflow stands now:", at.path, t.ID, parent)
 	}
 	switch t.Status {
 	case store.StatusCompleted:

@@ -320,6 +320,7 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 	if u.ReleaseLease || nt.Status.Terminal() {
 		in.dropLease()
 	}
+	in.b.written(nt, p)
 	return nil
 }
 

@@ -129,6 +129,7 @@ var kinds = []func() kind{
 	func() kind { return &event{} },
 	func() kind { return &forEach{} },
 	func() kind { return &loop{} },
+	func() kind { return &childStep{} },
 }
 
 // read is one source a step reads, with the label validation names it by

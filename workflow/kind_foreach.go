@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A for-each runs its body once per item of a list: a JSON array (a
@@ -26,7 +27,7 @@ import (
 // again.
 
 // KindForEach runs a step once per item of a list (ForEach).
-const KindForEach StepKind = "foreach"
+const KindForEach = mcptask.StepKindForEach
 
 // MaxItems bounds the items of one for-each.
 const MaxItems = 1000

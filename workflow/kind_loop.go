@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A loop runs its body again until a condition on the body's output holds
@@ -20,7 +21,7 @@ import (
 // last one). A fork from it starts over.
 
 // KindLoop runs a step again until a condition holds (Repeat).
-const KindLoop StepKind = "loop"
+const KindLoop = mcptask.StepKindLoop
 
 // KeepRuns is how many of its latest runs a loop keeps in its record.
 const KeepRuns = 3

@@ -54,6 +54,9 @@ const (
 	StepSleeping = mcptask.StepSleeping
 	// StepAwaitingEvent: an event step waits for its event.
 	StepAwaitingEvent = mcptask.StepAwaitingEvent
+	// StepAwaitingChild: the child workflow a child step started runs its
+	// own steps (Child is its task).
+	StepAwaitingChild = mcptask.StepAwaitingChild
 	// StepCancelled: the step was stopped before it ended because the
 	// workflow failed without it (a group that fails fast); SkipReason
 	// says why.
@@ -131,7 +134,7 @@ type StepProgress struct {
 	Name      string `json:"name"`
 	Tool      string `json:"tool"`
 	Execution string `json:"execution" jsonschema:"enum=server,enum=client"`
-	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
+	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
 	// Kind is the step's kind: tool (the default, left out), sleep,
 	// event, or a later kind's name.
 	Kind string `json:"kind,omitempty" jsonschema:"description=The step's kind when not a tool call (sleep, event, ...)"`

@@ -113,7 +113,7 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 		return nil, nil, &argError{rpc: mcptask.InvalidParams("workflow %q: %v", h.name, err)}
 	}
 	p := newProgress(wf, a, b.engine.Now())
-	in, err := b.create(ctx, q, wf, p, nil, nil)
+	in, err := b.create(ctx, q, wf, p, nil, nil, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,10 +127,10 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 }
 
 // create stores a new task of workflow version wf at progress p (fresh,
-// or forked) for the requestor, with extra labels and variables, and
-// sets its server steps off. It returns the task's instance: release it
-// with done.
-func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage) (*instance, error) {
+// or forked) for the requestor, with extra labels and variables (and id,
+// when not "": see taskrouter.CreateOptions.ID), and sets its server
+// steps off. It returns the task's instance: release it with done.
+func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage, id string) (*instance, error) {
 	now := b.engine.Now()
 	markReached(wf, p, now) // a client step first is the client's at once
 	p.refresh()
@@ -151,7 +151,7 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 	l := map[string]string{LabelWorkflow: wf.def.Name, LabelVersion: wf.version, LabelFingerprint: wf.fingerprint}
 	maps.Copy(l, labels)
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: wf.def.Name, Arguments: rawArgs},
-		taskrouter.CreateOptions{TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
+		taskrouter.CreateOptions{ID: id, TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
 			Variables: v, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake(),
 			InputRequired: statusFor(q.Dialect, p) == store.StatusInputRequired})
 	if err != nil {
@@ -188,10 +188,10 @@ func (h *TaskPromptHandler) resume(ctx context.Context, q *taskrouter.Request, i
 			return
 		}
 		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
-			for i := range p.Steps {
-				sp := &p.Steps[i]
-				if sp.Execution == string(ServerExecutable) && sp.Status == StepFailed {
+			for _, sl := range in.wf.slots(p) {
+				if sp := sl.sp; sp.Execution == string(ServerExecutable) && sp.Status == StepFailed {
 					sp.HandedToClient, sp.ReachedAt, sp.Deadline, sp.RetryAt, sp.Tries = false, nil, nil, nil, 0
+					sl.s.kind.takeBack(sp)
 				}
 			}
 			return store.Update{Labels: map[string]string{LabelTouched: "1"}}, nil

@@ -77,6 +77,25 @@ func (sl *slot) children() []*slot {
 	return out
 }
 
+// slots are every slot of p, in order: each step's, and after a
+// container's, those of the records it keeps.
+func (wf *compiled) slots(p *Progress) []*slot {
+	var out []*slot
+	var walk func(sl *slot)
+	walk = func(sl *slot) {
+		out = append(out, sl)
+		for _, c := range sl.children() {
+			walk(c)
+		}
+	}
+	for i := range wf.steps {
+		if i < len(p.Steps) {
+			walk(wf.slotOf(p, i))
+		}
+	}
+	return out
+}
+
 // root is the slot of the workflow step sl lives in.
 func (sl *slot) root() *slot {
 	for sl.parent != nil {

@@ -182,7 +182,7 @@ func waiting(p *Progress) bool {
 		sp := &p.Steps[i]
 		switch {
 		case sp.ended(), sp.GaveUp:
-		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping:
+		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping, sp.Status == StepAwaitingChild:
 			return false
 		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient,
 			sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
@@ -270,12 +270,18 @@ func (p *Progress) serverDue() bool {
 
 // dueNow reports whether the server has work to do on p now, in a
 // process that runs none of its steps: a step was running (its process
-// stopped), a server step is due, or a timer is due.
+// stopped), a server step is due, a timer is due, or a child workflow's
+// end may have been missed.
 func dueNow(p *Progress, now time.Time) bool {
 	for i := range p.Steps {
 		if p.Steps[i].Status == StepRunning {
 			return true
 		}
+	}
+	child := false // a child to look at: it may have ended while no one was up to hear it
+	walkRecords(p, func(sp *StepProgress) { child = child || sp.Child != "" && !sp.ended() && !sp.HandedToClient })
+	if child {
+		return true
 	}
 	at := p.timerWake()
 	return p.serverDue() || !at.IsZero() && !at.After(now)
@@ -300,6 +306,8 @@ func rests(p *Progress, deadline time.Time) bool {
 		switch {
 		case sp.ended(), sp.GaveUp:
 			continue
+		case sp.Status == StepAwaitingChild:
+			return false // a child workflow runs its steps
 		case sp.Until != nil:
 			if !deadline.IsZero() && !sp.Until.After(deadline) {
 				return false // the step's timer goes off before deadline
