@@ -177,8 +177,25 @@ type Document struct {
 	SkippedSteps []SkippedStep `json:"skippedSteps,omitempty" jsonschema_description:"Steps that will not run, with the reason."`
 	// Errors lists step failures.
 	Errors []StepError `json:"errors,omitempty" jsonschema_description:"Step failures, if any."`
+	// Undo lists, for a workflow that failed after steps with an undo
+	// completed, the undo steps the server runs (or ran), last completed
+	// step first: what was taken back, and what could not be.
+	Undo []UndoStep `json:"undo,omitempty" jsonschema_description:"For a workflow that failed after steps with an undo step completed: the undo steps the server runs, in order (the last completed step first), and how each ended."`
 	// Continuation says how the client continues the task.
 	Continuation Continuation `json:"continuation" jsonschema_description:"How the client continues the task."`
+}
+
+// UndoStep is one undo step of a workflow being undone.
+type UndoStep struct {
+	// Undoes names the step (or record, "deploy[1]") it takes back.
+	Undoes string `json:"undoes" jsonschema:"minLength=1" jsonschema_description:"The step (or a container's record, such as deploy[1]) it takes back."`
+	// Tool is the undo step's tool.
+	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"The undo step's tool."`
+	// Status is pending, running, completed or failed (the server gave up
+	// on it: what it undoes must be taken back by hand).
+	Status string `json:"status" jsonschema:"enum=pending,enum=running,enum=completed,enum=failed" jsonschema_description:"pending, running, completed, or failed (the server gave up: take it back by hand)."`
+	// Error is the undo's last error, if any.
+	Error string `json:"error,omitempty" jsonschema_description:"The undo step's last error."`
 }
 
 // CompletedStep is a step that has been performed.

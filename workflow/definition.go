@@ -126,6 +126,23 @@ func (w *Definition) flat() []*Step {
 	return out
 }
 
+// all is flat with the bodies of containers (a for-each's, a loop's),
+// nested: every step with rules of its own.
+func (w *Definition) all() []*Step {
+	var out []*Step
+	var add func(s *Step)
+	add = func(s *Step) {
+		out = append(out, s)
+		if s != nil && s.kind != nil && s.kind.body() != nil {
+			add(s.kind.body())
+		}
+	}
+	for _, s := range w.flat() {
+		add(s)
+	}
+	return out
+}
+
 // producer returns the step whose output binding is binding (a member of
 // a container too), or nil.
 func (w *Definition) producer(binding string) *Step {

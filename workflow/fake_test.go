@@ -87,6 +87,13 @@ func (e *fakeEngine) Task(ctx context.Context, id string) (*store.Task, error) {
 	return e.st.Get(ctx, id)
 }
 
+// setFailWrite makes the writes f fails not happen (nil: none).
+func (e *fakeEngine) setFailWrite(f func(id string, u store.Update) error) {
+	e.mu.Lock()
+	e.failWrite = f
+	e.mu.Unlock()
+}
+
 func (e *fakeEngine) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
 	e.mu.Lock()
 	fail := e.failWrite

@@ -123,6 +123,17 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 			doc.RemainingSteps = append(doc.RemainingSteps, wf.steps[i].kind.entries(v, wf.slotOf(p, i))...)
 		}
 	}
+	if p.Undo != nil {
+		for _, sp := range p.Undo.Steps {
+			u := handoff.UndoStep{Undoes: strings.TrimPrefix(sp.Name, undoPrefix), Tool: sp.Tool, Status: sp.Status, Error: sp.Error}
+			if sp.GaveUp {
+				u.Status = StepFailed
+			} else if sp.Status == StepFailed {
+				u.Status = StepRunning // failed, retried
+			}
+			doc.Undo = append(doc.Undo, u)
+		}
+	}
 	for _, e := range p.Errors { // the history, for programs; the prose shows each step's current error only
 		doc.Errors = append(doc.Errors, handoff.StepError{Step: e.Step, Tool: e.Tool, Message: e.Message, Retryable: e.Retryable})
 	}

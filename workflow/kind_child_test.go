@@ -199,12 +199,12 @@ func TestChildAcrossStops(t *testing.T) {
 		e := newFakeEngine()
 		childTools(e)
 		var armed atomic.Bool
-		e.failWrite = func(id string, u store.Update) error {
+		e.setFailWrite(func(id string, u store.Update) error {
 			if armed.Load() && len(tasksOf(t, e, LabelParent, id)) > 0 {
 				return errors.New("the disk is gone")
 			}
 			return nil
-		}
+		})
 		armed.Store(true)
 		f := newFixture(t, e, &Options{PromptWait: 50 * time.Millisecond}, notesWorkflow(), train())
 		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
@@ -230,13 +230,13 @@ func TestChildAcrossStops(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
 		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
 		tk, p := f.settled(t, tk.ID)
-		childTask := p.step("notes").Child
-		e.failWrite = func(id string, u store.Update) error {
-			if id == tk.ID {
+		childTask, parentID := p.step("notes").Child, tk.ID
+		e.setFailWrite(func(id string, u store.Update) error {
+			if id == parentID {
 				return errors.New("the disk is gone")
 			}
 			return nil
-		}
+		})
 		_, err := f.call(t, childTask, "review_notes", map[string]any{"approved": true})
 		require.NoError(t, err, "the child's step is recorded whatever its parent does")
 		ct, _ := f.settled(t, childTask)
@@ -245,7 +245,7 @@ func TestChildAcrossStops(t *testing.T) {
 		require.False(t, tk.Status.Terminal(), "the parent missed the end")
 		f.b.Close()
 
-		e.failWrite = nil
+		e.setFailWrite(nil)
 		f = redeploy(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
 		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond,
 			"a restart looks at the child at once")

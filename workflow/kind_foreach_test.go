@@ -124,7 +124,7 @@ func TestForEachFailures(t *testing.T) {
 		e.tool("build", flaky)
 		echoTools(e, "report")
 		w := builds()
-		w.Steps[0].kind.(*forEach).body.FailsWorkflow()
+		w.Steps[0].kind.body().FailsWorkflow()
 		f := newFixture(t, e, &Options{PromptWait: -1}, w)
 		tk, _ := f.start(t, "builds", map[string]string{"services": "api,flaky,web"})
 		tk, p := f.settled(t, tk.ID)

@@ -175,21 +175,6 @@ func hasChildren(p *Progress) bool {
 	return found
 }
 
-// walkRecords calls f on every record of p: its steps' and those their
-// containers keep.
-func walkRecords(p *Progress, f func(sp *StepProgress)) {
-	var walk func(sp *StepProgress)
-	walk = func(sp *StepProgress) {
-		f(sp)
-		for i := range sp.Items {
-			walk(&sp.Items[i])
-		}
-	}
-	for i := range p.Steps {
-		walk(&p.Steps[i])
-	}
-}
-
 // cancelChildren cancels the children of ended task t (progress p) that
 // are still running.
 func (b *Bridge) cancelChildren(ctx context.Context, t *store.Task, p *Progress) {

@@ -99,11 +99,17 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	if !applied {
 		before, _ = json.Marshal(p)
 	}
-	if failure == "" {
+	if failure == "" && !p.undoing() {
 		failure = p.pastDeadline(wf.def, now)
 	}
-	if failure == "" {
+	if failure == "" && !p.undoing() {
 		failure = in.walk(p, now, reason, &pl)
+	}
+	if failure != "" && !p.undoing() && in.startUndo(p, failure) {
+		pl.start, failure = nil, "" // what it did is undone first (compensation.go)
+	}
+	if p.undoing() {
+		failure = in.compensate(p, now, &pl)
 	}
 	p.refresh()
 	switch {
@@ -113,6 +119,7 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 			Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: failure}}
 		pl.start = nil
 		return pl
+	case p.undoing():
 	case p.done():
 		p.PauseReason = completedMessage(p)
 		raw, err := b.resultJSON(in.task, p)

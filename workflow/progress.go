@@ -116,6 +116,10 @@ type Progress struct {
 	Errors []StepError `json:"errors,omitempty" jsonschema:"description=Step failures oldest first"`
 	// UpdatedAt is when the progress was last written.
 	UpdatedAt time.Time `json:"updatedAt" jsonschema:"description=When this progress was last written"`
+	// Undo, when set, is the compensation of a workflow that failed (or
+	// was cancelled) after steps with an undo completed: what it undoes,
+	// and how far it got (see compensation.go).
+	Undo *Undoing `json:"undo,omitempty" jsonschema:"description=The compensation of a workflow that failed after steps with an undo completed"`
 	// DeadlineAt is when the workflow fails if it has not ended (its
 	// Definition.Deadline after it started).
 	DeadlineAt *time.Time `json:"deadlineAt,omitempty" jsonschema:"description=When the workflow fails if it has not ended"`
@@ -384,5 +388,25 @@ func (sp *StepProgress) end(reason, by string, at time.Time, errMsg string) {
 		a.Outcome = OutcomeOK
 	} else {
 		a.Outcome, a.Error = OutcomeError, errMsg
+	}
+}
+
+// walkRecords calls f on every record of p: its steps', those their
+// containers keep, and its undo steps'.
+func walkRecords(p *Progress, f func(sp *StepProgress)) {
+	var walk func(sp *StepProgress)
+	walk = func(sp *StepProgress) {
+		f(sp)
+		for i := range sp.Items {
+			walk(&sp.Items[i])
+		}
+	}
+	for i := range p.Steps {
+		walk(&p.Steps[i])
+	}
+	if p.Undo != nil {
+		for i := range p.Undo.Steps {
+			walk(&p.Undo.Steps[i])
+		}
 	}
 }

@@ -32,6 +32,9 @@ func (wf *compiled) slotOf(p *Progress, i int) *slot {
 
 // slotAt returns the slot at path in p, or nil when there is none.
 func (wf *compiled) slotAt(p *Progress, path string) *slot {
+	if undoRecord(path) {
+		return wf.undoSlot(p, path)
+	}
 	name, rest, _ := strings.Cut(path, "[")
 	i, ok := wf.index[name]
 	if !ok || i >= len(p.Steps) {

@@ -43,6 +43,9 @@ func completedMessage(p *Progress) string {
 // failed: what runs, else what waits for the clock, else what the client
 // may do, else what is about to run.
 func pauseReason(wf *compiled, p *Progress) string {
+	if p.undoing() {
+		return undoStatus(p)
+	}
 	var running []int
 	best, bestRank := "", rankNone
 	for i, s := range wf.steps {

@@ -34,6 +34,7 @@ type Step struct {
 	Condition *Condition
 
 	kind   kind     // the kind's own fields and rules
+	undo   *Step    // the step that takes back what this one did (Undo)
 	misuse []string // builder methods that do not apply to the kind
 }
 

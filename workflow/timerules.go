@@ -177,6 +177,9 @@ func renewed(t *store.Task, p *Progress, now time.Time) time.Time {
 // waiting reports whether p waits for the client: not done, nothing runs
 // on the server or is due to, and some step waits for the client.
 func waiting(p *Progress) bool {
+	if p.undoing() {
+		return false
+	}
 	client := false
 	for i := range p.Steps {
 		sp := &p.Steps[i]
@@ -212,8 +215,12 @@ func (p *Progress) stepsWake() time.Time {
 			at = *t
 		}
 	}
-	for i := range p.Steps {
-		sp := &p.Steps[i]
+	steps := p.Steps
+	if p.undoing() {
+		steps = p.Undo.Steps // the workflow's own steps wait no more
+	}
+	for i := range steps {
+		sp := &steps[i]
 		if sp.ended() {
 			continue
 		}
@@ -248,6 +255,14 @@ func (p *Progress) nextWake(now time.Time) time.Time {
 // neither runs nor waits for a retry or its own timer, or every step is
 // done and the task is not completed yet.
 func (p *Progress) serverDue() bool {
+	if p.undoing() {
+		running := false
+		walkRecords(p, func(sp *StepProgress) { running = running || sp.Status == StepRunning && sp.Items == nil })
+		for _, sp := range p.Undo.Steps {
+			running = running || !sp.ended() && !sp.GaveUp && (sp.Status == StepRunning || sp.RetryAt != nil)
+		}
+		return !running // (a step that was running, or an undo step, runs or waits for its retry)
+	}
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
@@ -295,6 +310,9 @@ func dueNow(p *Progress, now time.Time) bool {
 // With a zero deadline (no bound), a retry's backoff is waited for, a
 // sleep and a client's wait are not.
 func rests(p *Progress, deadline time.Time) bool {
+	if p.undoing() {
+		return false // what it did is being undone
+	}
 	for i := range p.Steps {
 		if p.Steps[i].Status == StepRunning {
 			return false // a group's member runs, beside a step that waits

@@ -171,6 +171,7 @@ func (v *validation) step(i int, s *Step, container *Step, inBody bool) {
 	}
 	s.kind.check(c)
 	c.condition(s.Condition)
+	c.checkUndo()
 }
 
 // body checks s, the body of the container c checks, whose records run
