@@ -186,8 +186,14 @@ func (k *event) checkPayload(s *Step, payload json.RawMessage) error {
 	if err := json.Unmarshal(payload, &v); err != nil {
 		return invalidPayload(s, "is not JSON: %v", err)
 	}
-	if _, ok := v.(map[string]any); !ok {
+	m, ok := v.(map[string]any)
+	if !ok {
 		return invalidPayload(s, "must be a JSON object")
+	}
+	for _, f := range payloadFill(k.schema) {
+		if sent, ok := m[f.Name]; ok && f.Under != "" && echoed(marshal(sent), marshal("<"+f.Description+">"), f) {
+			return invalidPayload(s, "has field %q still holding the handoff's placeholder %s: put %s there (%s)", f.Name, marshal(sent), article(f.Type), f.Description)
+		}
 	}
 	if err := matchSchema(k.schema, v); err != nil {
 		return invalidPayload(s, "does not match its schema: %v", err)
