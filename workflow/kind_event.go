@@ -122,8 +122,19 @@ func (k *event) inputRequest(s *Step, sp *StepProgress) json.RawMessage {
 	}
 	return marshal(map[string]any{
 		"method": "elicitation/create",
-		"params": map[string]any{"mode": "form", "message": eventMessage(s), "requestedSchema": schema},
+		"params": map[string]any{"mode": "form", "message": question(s), "requestedSchema": schema},
 	})
+}
+
+// question is what an input request asks: a host that runs tasks shows it
+// to a person (Claude Code's question card), so it names the decision,
+// not the ways to deliver it (the status line does).
+func question(s *Step) string {
+	what := "a decision"
+	if s.Guidance != "" {
+		what = trimDot(oneLine(s.Guidance))
+	}
+	return fmt.Sprintf("The workflow waits for your decision (event %q): %s.", s.Name, what)
 }
 
 // deliver takes a payload (or a declined input request): the event ends
