@@ -246,7 +246,7 @@ func serve(args []string, stderr io.Writer) error {
 	mux.Handle("/metrics", obs.metrics.Handler())
 	// The webhooks authenticate with each task's own token, not the
 	// bearer tokens of the MCP endpoint.
-	mux.Handle("/hooks/", http.StripPrefix("/hooks", srv.Bridge.WebhookHandler()))
+	mux.Handle("/hooks/", srv.Bridge.WebhookHandler())
 	dash := newDashboard(srv, obs.feed, *dashToken, tokens)
 	defer dash.Close()
 	mux.Handle("/dashboard/", dash)
