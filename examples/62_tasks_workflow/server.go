@@ -342,7 +342,7 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 				Bind("draft", workflow.StepOutput("draft", "draft")).
 				Bind("feedback", workflow.FromClient("your verdict and any edits")).
 				Bind("approved", workflow.FromClient("true to approve publishing")).
-				WithGuidance("Read the draft, then call review_notes with the draft, your feedback, and approved=true if it may be published."),
+				WithGuidance("Read the draft, then give your verdict with review_notes: approved=true if it may be published, and your feedback."),
 			workflow.Server("publish", "publish_notes").
 				When(workflow.Truthy(workflow.StepOutput("review", "approved"))).
 				Bind("text", workflow.StepOutput("review", "final_text")).
