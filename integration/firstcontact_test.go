@@ -30,9 +30,10 @@ import (
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-// readmeHostConfigs returns every MCP host config of the README's JSON
+// readmeHostConfigs returns every MCP host config of the README: its JSON
 // blocks (the "mcpServers" of Claude Desktop, Cursor and their kin, the
-// "servers" of VS Code): the command and its arguments of each server.
+// "servers" of VS Code) and its "claude mcp add NAME -- COMMAND ARGS"
+// lines (Claude Code's CLI): the command and its arguments of each server.
 func readmeHostConfigs(t *testing.T) map[string][]string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
@@ -54,6 +55,9 @@ func readmeHostConfigs(t *testing.T) map[string][]string {
 			}
 		}
 	}
+	for _, m := range regexp.MustCompile(`(?m)^claude mcp add (\S+) -- (.+)$`).FindAllStringSubmatch(string(raw), -1) {
+		out["claude."+m[1]] = strings.Fields(m[2])
+	}
 	return out
 }
 
@@ -62,7 +66,7 @@ func readmeHostConfigs(t *testing.T) map[string][]string {
 // server creates it), and a host lists the tools and runs a workflow.
 func TestFirstContactREADMEHostConfig(t *testing.T) {
 	configs := readmeHostConfigs(t)
-	require.NotEmpty(t, configs, "the README gives no host config")
+	require.Len(t, configs, 3, "the README's host configs: %v", configs)
 	bin := exampleBinary(t, "./examples/62_tasks_workflow")
 	for name, argv := range configs {
 		t.Run(name, func(t *testing.T) {
