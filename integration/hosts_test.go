@@ -113,6 +113,7 @@ var exampleRuns = []modelRun{
 			require.Contains(t, end.text, `_Reviewer: Looks good._`)
 			require.NotContains(t, end.text, "<string>", "the echo was not recorded")
 		}},
+	// TODO(issue 28): release_train, once the step kinds it shows are on main.
 }
 
 // maxHandoffBytes is the budget of one answer a model reads while it
