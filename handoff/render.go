@@ -207,13 +207,13 @@ func callShape(c *Call) string {
 	var order []string
 	for _, f := range c.Fill {
 		if f.Under == "" {
-			parts = append(parts, jsonString(f.Name)+":<"+fillType(f)+">")
+			parts = append(parts, jsonString(f.Name)+":"+f.Placeholder())
 			continue
 		}
 		if _, ok := under[f.Under]; !ok {
 			order = append(order, f.Under)
 		}
-		under[f.Under] = append(under[f.Under], jsonString(f.Name)+":<"+fillType(f)+">")
+		under[f.Under] = append(under[f.Under], jsonString(f.Name)+":"+f.Placeholder())
 	}
 	for _, u := range order {
 		parts = append(parts, jsonString(u)+":{"+strings.Join(under[u], ",")+"}")
@@ -244,6 +244,12 @@ func writeServerValues(b *strings.Builder, c *Call) {
 	}
 	b.WriteString(".")
 }
+
+// Placeholder is how the prose shows the value to fill in within a call's
+// arguments: "<" + its type (and allowed values, "optional") + ">", such
+// as <boolean> or <string, optional>. A call that sends it back as a
+// string is an echo the server refuses.
+func (f Fill) Placeholder() string { return "<" + fillType(f) + ">" }
 
 // fillType names what a value to fill in must be.
 func fillType(f Fill) string {

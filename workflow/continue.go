@@ -268,11 +268,13 @@ func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.Cal
 			src, got := c.args[name]
 			sent, ok := args[name]
 			switch {
-			case ok && src.Kind == SourceClient && sameJSON(sent, placeholder(src, nil)):
+			case ok && src.Kind == SourceClient:
 				f := c.fillOf(&view{wf: wf}, name, src)
-				refused = refusal("argument %q still holds the handoff's placeholder %s: put %s there (%s), then call tool %q again with the task id as %s; nothing was recorded",
-					name, compact(sent), article(f.Type), src.Description, c.tool, TaskIDArgument)
-				return
+				if echoed(sent, placeholder(src, nil), f) {
+					refused = refusal("argument %q still holds the handoff's placeholder %s: put %s there (%s), then call tool %q again with the task id as %s; nothing was recorded",
+						name, shown(sent), article(f.Type), src.Description, c.tool, TaskIDArgument)
+					return
+				}
 			case !ok && got && src.Kind != SourceClient && resolved[name] != nil && !handoffPlaceholder(resolved[name]):
 				args[name] = resolved[name]
 			}
@@ -284,6 +286,24 @@ func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.Cal
 	}
 	req.Params.Arguments = marshal(args)
 	return nil
+}
+
+// echoed reports a value sent for an argument the client fills in that is
+// one of the handoff's placeholders for it, sent back unchanged: the
+// document's ("<true to publish>", doc) or the prose's ("<boolean>", as
+// f.Placeholder writes it).
+func echoed(sent, doc json.RawMessage, f handoff.Fill) bool {
+	return sameJSON(sent, doc) || sameJSON(sent, marshal(f.Placeholder()))
+}
+
+// shown is a value as a message quotes it: compact JSON, without the
+// escapes of <, > and & some encoders add.
+func shown(v json.RawMessage) string {
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return string(v)
+	}
+	return string(marshal(x))
 }
 
 // handoffPlaceholder reports a value the handoff shows in place of one

@@ -373,8 +373,10 @@ func (b *Bridge) eventResult(t *store.Task, p *Progress, s *Step, kept bool, rd 
 // maxWebhookBody bounds a webhook's body.
 const maxWebhookBody = 1 << 20
 
-// WebhookHandler serves the workflow webhooks: POST /{task id}/{step} (mount
-// it with http.StripPrefix under, say, /hooks/) with the task's webhook
+// WebhookHandler serves the workflow webhooks: POST .../{task id}/{step},
+// the last two segments of the path, so it works mounted under any prefix
+// as it is (mux.Handle("/hooks/", h)) or behind http.StripPrefix, with
+// the task's webhook
 // token as "Authorization: Bearer TOKEN" (or the header
 // X-Taskbridge-Token, or the query parameter token), and a JSON object as
 // the body: an event's payload, or the arguments of a client step that
@@ -402,11 +404,11 @@ func (b *Bridge) WebhookHandler() http.Handler {
 			return
 		}
 		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-		if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
-			fail(http.StatusNotFound, "the path is /{task id}/{step}")
+		if len(parts) < 2 || parts[len(parts)-2] == "" || parts[len(parts)-1] == "" {
+			fail(http.StatusNotFound, "the path ends in /{task id}/{step}")
 			return
 		}
-		id, step := parts[0], parts[1]
+		id, step := parts[len(parts)-2], parts[len(parts)-1]
 		t, err := b.engine.Task(r.Context(), id)
 		if err != nil || t.Labels[taskrouter.LabelKind] != taskrouter.KindWorkflow {
 			fail(http.StatusNotFound, "no workflow task %q", id)
