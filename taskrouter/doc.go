@@ -152,6 +152,13 @@
 //   - watches (watch.go): the channels waiters block on, by task id.
 //   - leases (lease.go): the leases this process holds.
 //   - listeners (listen.go): the subscriptions/listen streams, by task.
+//   - sinks (events.go): the events tasks reported (progress, log lines,
+//     output) waiting for their next write, by task; each sink's turn
+//     token orders its writes (held for one store write, never with a
+//     lock).
+//   - streams (stream.go): the feeds of the readers of task events, by
+//     task; each feed's fetch token makes one reader read the store for
+//     all.
 //   - pushers, pushConns (push.go): open shimmed connections and the
 //     connection each task was created on.
 //   - recent, recentEnded (recent.go): records this process ended moments
@@ -224,7 +231,10 @@
 // wire.go (the wire types), watch.go (waiting for a change), hostmode.go
 // (plain calls as tasks, _task_id), tasktools.go (task_result,
 // task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
-// (Observer, Stats).
+// (Observer, Stats), events.go (what a task's work reports: Progress,
+// Logger, Output, captured notifications/progress, written as its
+// events), stream.go (reading a task's events live: StreamEvents),
+// streamwire.go (tasks/stream over HTTP, stdio and in-memory).
 //
 // Work: tools.go (the tool registry, in-process calls), run.go (a handler
 // run: spawn, execute, finish, its fenced writes, its input requests),

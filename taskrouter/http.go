@@ -83,6 +83,9 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// The dialect the headers name; a body may say Extension instead (a
 	// per-request protocol version in its _meta).
 	d := mcptask.DialectFor(req.Header.Get("Mcp-Protocol-Version"))
+	if h.resumeStreamHTTP(w, req) { // a GET resuming a tasks/stream (streamwire.go)
+		return
+	}
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, h.maxBody))
 		if err != nil {
@@ -100,6 +103,10 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				h.r.serveListen(w, req, lr)
 				return
 			}
+		}
+		if sr, ok, perr := streamRequestIn(body); ok {
+			h.serveStreamHTTP(w, req, sr, perr, d) // streamwire.go
+			return
 		}
 		if h.serveFast(w, req, body, d) {
 			return

@@ -148,6 +148,14 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			req.Params = wire.RewriteParams(req.Params, c.id, true)
 		case mcptask.MethodPromptsGet:
 			req.Params = wire.RewriteParams(req.Params, c.id, false)
+		case mcptask.MethodTasksStream:
+			if req.IsCall() {
+				if c.framed {
+					c.calls.EndSDK(req.ID, false) // the framer passed it on as the SDK's
+				}
+				c.stream(req) // answered here, not by the SDK (streamwire.go)
+				continue
+			}
 		case mcptask.MethodSubscriptionsListen:
 			var lp wire.ListenParams
 			if req.IsCall() && json.Unmarshal(req.Params, &lp) == nil && lp.ForTasks() {
