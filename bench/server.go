@@ -76,6 +76,7 @@ func benchBuilder() *builder.Builder {
 		}
 	}
 	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).Workflow(wfPlain)
+	addEventTools(b) // events.go
 	return b
 }
 

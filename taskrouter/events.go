@@ -27,11 +27,12 @@ import (
 // None of them writes the task's state, and none makes the handler wait
 // for a store write: an event joins the task's pending events (its
 // eventSink), which are written as one pure append (store.Update with
-// Events only) at most once per EventInterval per task — the first at
-// once, later ones at the end of the interval — or, sooner, in the same
-// write as the task's next state change (Router.Update takes them), so
-// that the events a handler reported before it returned come before its
-// outcome. Progress is coalesced: of the progress reports of one step
+// Events only) at most once per EventInterval per task — the first a few
+// milliseconds after it was reported (firstFlushDelay), later ones at the
+// end of the interval — or, sooner, in the same write as the task's next
+// state change (Router.Update takes them), so that the events a handler
+// reported before it returned come before its outcome, and a step that
+// ends at once costs no write of its own for them. Progress is coalesced: of the progress reports of one step
 // made within an interval only the latest is kept. At most
 // maxPendingEvents wait; beyond that the oldest waiting log line or output
 // is dropped, and the next write says how many were.
@@ -44,6 +45,11 @@ const EventInterval = 100 * time.Millisecond
 
 // maxPendingEvents bounds the events waiting for one task's next write.
 const maxPendingEvents = 64
+
+// firstFlushDelay is how long the first report of an idle task waits for
+// its write: a step or handler that ends within it has its reports
+// written with its outcome, in one store write instead of two.
+const firstFlushDelay = 3 * time.Millisecond
 
 // Bounds of what one reported event carries, well inside the store's
 // default event size (store.DefaultMaxEventBytes).
@@ -247,9 +253,9 @@ func (ss *eventSinks) retire(s *eventSink) {
 	}
 }
 
-// add queues e for task id and schedules its write: at once when the
-// task's events were last written an interval ago or more (or never),
-// otherwise at the end of the interval.
+// add queues e for task id and schedules its write: after
+// firstFlushDelay when the task's events were last written an interval ago
+// or more (or never), otherwise at the end of the interval.
 func (ss *eventSinks) add(r *Router, id string, fence *store.Fence, e pendingEvent) {
 	for {
 		s := ss.sink(id)
@@ -265,7 +271,9 @@ func (ss *eventSinks) add(r *Router, id string, fence *store.Fence, e pendingEve
 		}
 		if !s.armed {
 			s.armed = true
-			go s.flush(r) // the first write of an idle task: at once
+			// The first write of an idle task: in a moment, so that work
+			// that ends at once carries its reports in its outcome's write.
+			time.AfterFunc(firstFlushDelay, func() { s.flush(r) })
 		}
 		s.mu.Unlock()
 		return
@@ -330,9 +338,10 @@ func (s *eventSink) flush(r *Router) {
 		return
 	}
 	s.mu.Unlock()
+	started := time.Now()
 	r.appendEvents(s.id, batch, fence)
 	<-s.turn
-	time.AfterFunc(EventInterval, func() { s.flush(r) })
+	time.AfterFunc(EventInterval-time.Since(started), func() { s.flush(r) }) // one write per interval, start to start
 }
 
 // takePending takes task id's pending events for a state write about to
