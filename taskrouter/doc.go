@@ -42,7 +42,10 @@
 //  4. tasks/get, tasks/result, tasks/list, tasks/cancel, tasks/update:
 //     gated by dialect (methods the dialect lacks, the Mcp-Name header, the
 //     capability declaration), then the task is loaded if the requestor may
-//     see it.
+//     see it. tasks/stream passes the same gates, but the shims serve it
+//     below the SDK, as subscriptions/listen for tasks (streamwire.go): it
+//     writes notifications/tasks/event on the request's stream until the
+//     task has ended.
 //
 // Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
 // answer the task methods, and a tools/call that goes straight to
@@ -70,7 +73,12 @@
 //     calls never go through JSON-RPC in-process: RunTool calls the SDK's
 //     dispatch below the router's middleware directly (tools.go).
 //   - the SDK sends no custom notifications: notifications/tasks/status is
-//     written on connections wrapped by Transport (shim.go).
+//     written on connections wrapped by Transport (shim.go), and
+//     subscriptions/listen for tasks and tasks/stream are served by the
+//     shims themselves (listen.go, streamwire.go).
+//   - a handler's notifications/progress after its request was answered
+//     reaches no client: the router's sending middleware records it as an
+//     event of the handler's task (events.go).
 //   - the SDK does not recover handler panics: the middleware does.
 //
 // # Upgrading go-sdk

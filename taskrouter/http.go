@@ -41,7 +41,9 @@ type HTTPOptions struct {
 // params.task where the router sees it, drops private _meta keys a client
 // sent, and records the client's IP address for the per-source quota. It
 // serves an extension-dialect subscriptions/listen that asks for task
-// notifications itself (see listen.go).
+// notifications itself (see listen.go), and tasks/stream, as SSE, with a
+// GET carrying a Last-Event-ID of such a stream resuming it (see
+// streamwire.go).
 func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
