@@ -243,20 +243,11 @@ func readerFanOut(o options, tmp string, rep *report) error {
 		fmt.Sprintf("%.2f ms", many.cpuPerEvent), fmt.Sprintf("%.2f ms (1 reader)", one.cpuPerEvent),
 		fmt.Sprintf("%.1f (%.2f per reader)", many.cpuPerEvent/max(one.cpuPerEvent, 0.001), many.cpuPerEvent/max(one.cpuPerEvent, 0.001)/100), "≤ 100 (the store read once per event for all)", met(many.cpuPerEvent <= 100*max(one.cpuPerEvent, 0.01))})
 
-	pg, err := pgserver.Start(pgserver.Options{})
+	pg, stop, err := startPostgres("events")
 	if err != nil {
-		return fmt.Errorf("starting PostgreSQL: %w", err)
-	}
-	defer func() {
-		if serr := pg.Stop(); serr != nil {
-			fmt.Fprintln(os.Stderr, "  stopping PostgreSQL:", serr)
-		}
-	}()
-	ctx, cancel := ctxTimeout()
-	defer cancel()
-	if err := pg.CreateDatabase(ctx, "events"); err != nil {
 		return err
 	}
+	defer stop()
 	var procs procSet
 	defer procs.stopAll()
 	a, err := procs.start("postgres", pg.URL("events"), "-replica", "a")
@@ -279,6 +270,29 @@ func readerFanOut(o options, tmp string, rep *report) error {
 		ms(cross.p50) + " / " + ms(cross.p99), ms(local.p50) + " / " + ms(local.p99) + " (on A)",
 		fmt.Sprintf("%.2f (p50)", float64(cross.p50)/float64(max(local.p50, time.Microsecond))), "p50 < 10 ms", met(cross.p50 < 10*time.Millisecond)})
 	return nil
+}
+
+// startPostgres starts a durable PostgreSQL cluster (fsync on) with the
+// databases named; stop stops it.
+func startPostgres(dbs ...string) (pg *pgserver.Server, stop func(), err error) {
+	pg, err = pgserver.Start(pgserver.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting PostgreSQL: %w", err)
+	}
+	stop = func() {
+		if serr := pg.Stop(); serr != nil {
+			fmt.Fprintln(os.Stderr, "  stopping PostgreSQL:", serr)
+		}
+	}
+	ctx, cancel := ctxTimeout()
+	defer cancel()
+	for _, db := range dbs {
+		if err := pg.CreateDatabase(ctx, db); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("creating database %s: %w", db, err)
+		}
+	}
+	return pg, stop, nil
 }
 
 // fanOut is what followTicks measured.

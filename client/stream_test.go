@@ -23,9 +23,7 @@ import (
 // eventServer serves a tool that reports as it works and a workflow
 // whose server step's tool does the same.
 type eventServer struct {
-	t    *testing.T // the test that owns the server
-	srv  *builder.Server
-	url  string
+	builtServer
 	gate chan struct{} // work with wait set waits for it after its first report
 }
 
@@ -59,7 +57,7 @@ func (s *eventServer) work(ctx context.Context, _ *mcp.CallToolRequest, in workI
 
 func newEventServer(t *testing.T, limits store.Limits) *eventServer {
 	t.Helper()
-	s := &eventServer{t: t, gate: make(chan struct{})}
+	s := &eventServer{builtServer: builtServer{t: t}, gate: make(chan struct{})}
 	b := builder.New("events-test", "1").WithStore(memory.New(memory.WithLimits(limits))).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "work"}, s.work, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
@@ -79,26 +77,6 @@ func newEventServer(t *testing.T, limits store.Limits) *eventServer {
 	t.Cleanup(func() { _ = srv.Close() })
 	s.srv = srv
 	return s
-}
-
-func (s *eventServer) dial(t *testing.T, m mode, opts ...func(*client.Options)) *client.Client {
-	t.Helper()
-	var tr mcp.Transport
-	if m.http {
-		if s.url == "" {
-			s.url = serveHTTP(s.t, s.srv.HTTPHandler(nil))
-		}
-		tr = client.HTTPTransport(s.url, nil)
-	} else {
-		var err error
-		tr, err = s.srv.Connect(context.Background())
-		require.NoError(t, err)
-	}
-	o := &client.Options{Dialect: m.dialect}
-	for _, f := range opts {
-		f(o)
-	}
-	return dial(t, tr, o)
 }
 
 // eventLog collects the events OnEvent receives.
@@ -153,7 +131,7 @@ func TestCallToolOnEvent(t *testing.T) {
 	s := newEventServer(t, store.Limits{})
 	for _, m := range allModes {
 		t.Run(m.String(), func(t *testing.T) {
-			c := s.dial(t, m)
+			c := s.dial(t, m, nil)
 			var log eventLog
 			r := collect(testCtx(t), c, "work", map[string]any{"parts": 3, "label": "job"}, &client.CallOptions{OnEvent: log.add})
 			require.NoError(t, r.err)
@@ -175,7 +153,7 @@ func TestFollowOnEvent(t *testing.T) {
 	s := newEventServer(t, store.Limits{})
 	for _, m := range allModes {
 		t.Run(m.String(), func(t *testing.T) {
-			c := s.dial(t, m)
+			c := s.dial(t, m, nil)
 			ctx := testCtx(t)
 			_, doc, err := c.GetPrompt(ctx, "build", nil)
 			require.NoError(t, err)
@@ -215,7 +193,7 @@ func TestStreamEventsResume(t *testing.T) {
 	for _, m := range allModes {
 		t.Run(m.String(), func(t *testing.T) {
 			ctx := testCtx(t)
-			c := s.dial(t, m)
+			c := s.dial(t, m, nil)
 			res, err := c.CallToolAndWait(ctx, "work", map[string]any{"parts": 4}, nil)
 			require.NoError(t, err)
 			require.False(t, res.IsError)
@@ -231,7 +209,7 @@ func TestStreamEventsResume(t *testing.T) {
 			}
 			require.NoError(t, c.Close())
 
-			c2 := s.dial(t, m)
+			c2 := s.dial(t, m, nil)
 			var rest []client.TaskEvent
 			for ev, err := range c2.StreamEvents(ctx, id, &client.StreamOptions{After: first[len(first)-1].Seq}) {
 				require.NoError(t, err)
@@ -254,7 +232,7 @@ func TestStreamEventsResume(t *testing.T) {
 // the rest, each number once.
 func TestStreamEventsSlowConsumer(t *testing.T) {
 	s := newEventServer(t, store.Limits{MaxEvents: 30})
-	c := s.dial(t, mode{dialect: mcptask.Extension}, func(o *client.Options) { o.StreamBuffer = 8 })
+	c := s.dial(t, mode{dialect: mcptask.Extension}, &client.Options{StreamBuffer: 8})
 	ctx := testCtx(t)
 	res, err := c.CallToolAndWait(ctx, "work", map[string]any{"parts": 3}, nil)
 	require.NoError(t, err)

@@ -333,11 +333,7 @@ func rpcError(err error) *jsonrpc.Error {
 // cancels it (notifications/cancelled) or the connection closes.
 func (c *pushConn) stream(req *jsonrpc.Request) {
 	write := func(ctx context.Context, msg jsonrpc.Message) bool {
-		if err := c.Connection.Write(ctx, msg); err != nil {
-			c.r.log.Debug("writing a tasks/stream message", "error", err)
-			return false
-		}
-		return true
+		return c.writeStream(ctx, msg, "tasks/stream")
 	}
 	fail := func(err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -351,29 +347,7 @@ func (c *pushConn) stream(req *jsonrpc.Request) {
 			return
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ln := &connListen{cancel: cancel}
-	key := req.ID
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		cancel()
-		return
-	}
-	if prev := c.listens[key]; prev != nil {
-		prev.cancel() // a client reusing a request id ends the earlier stream
-	}
-	c.listens[key] = ln
-	c.mu.Unlock()
-	go func() {
-		defer func() {
-			c.mu.Lock()
-			if c.listens[key] == ln {
-				delete(c.listens, key)
-			}
-			c.mu.Unlock()
-			cancel()
-		}()
+	c.serveStream(req.ID, func(ctx context.Context) {
 		q := c.r.resolveStream(ctx, c.ss.Load(), &mcp.RequestExtra{}, p, 0)
 		c.r.runStream(ctx, q, p, streamOut{
 			event: func(_ uint64, ev *mcptask.TaskEventParams) bool {
@@ -386,5 +360,5 @@ func (c *pushConn) stream(req *jsonrpc.Request) {
 			},
 			fail: fail,
 		})
-	}()
+	})
 }
