@@ -102,10 +102,7 @@ func newFlowServer(t *testing.T) *flowServer {
 			workflow.Server("finish", "finish").Bind("signed", workflow.StepOutput("sign", "signed")).
 				Bind("note", workflow.TaskVar("note")),
 		))
-	srv, err := b.Build(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	f.srv = srv
+	f.build(b)
 	return f
 }
 

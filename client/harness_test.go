@@ -86,6 +86,15 @@ type builtServer struct {
 	url string
 }
 
+// build builds the server, closed when the owning test ends.
+func (b *builtServer) build(bld *builder.Builder) {
+	b.t.Helper()
+	srv, err := bld.Build(context.Background())
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = srv.Close() })
+	b.srv = srv
+}
+
 func (b *builtServer) dial(t *testing.T, m mode, opts *client.Options) *client.Client {
 	t.Helper()
 	var tr mcp.Transport

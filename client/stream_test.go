@@ -72,10 +72,7 @@ func newEventServer(t *testing.T, limits store.Limits) *eventServer {
 			workflow.Server("compile", "work").Bind("parts", workflow.Const(3)).Bind("label", workflow.Const("compile")),
 			workflow.Client("ack", "ack").Bind("who", workflow.FromClient("your name")),
 		))
-	srv, err := b.Build(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	s.srv = srv
+	s.build(b)
 	return s
 }
 
