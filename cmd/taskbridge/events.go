@@ -61,3 +61,16 @@ func (p *eventPrinter) print(ev client.TaskEvent) {
 	}
 	write()
 }
+
+// lockedWriter serializes the writes of several goroutines to one writer,
+// one Write at a time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -221,6 +221,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, g.timeout, errTimedOut)
 	defer cancel()
+	stderr = &lockedWriter{w: stderr} // questions, warnings and -follow's lines come from several goroutines
 	in := newAsker(ctx, stdin, stderr)
 	c, err := dial(ctx, tgt, dialect, in.answer, stderr)
 	if err != nil {
