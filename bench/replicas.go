@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/taskbridge/taskbridge/internal/pgserver"
 	"github.com/taskbridge/taskbridge/internal/rrproxy"
 )
 
@@ -28,24 +27,13 @@ const takeoverLease = 2 * time.Second
 // cluster (fsync on) serves every database; every process and the cluster
 // are stopped on return, error or not.
 func replicaScale(o options, tmp string, rep *report) (err error) {
-	pg, err := pgserver.Start(pgserver.Options{})
-	if err != nil {
-		return fmt.Errorf("starting PostgreSQL: %w", err)
-	}
-	defer func() {
-		if serr := pg.Stop(); serr != nil {
-			fmt.Fprintln(os.Stderr, "  stopping PostgreSQL:", serr)
-		}
-	}()
-	ctx, cancel := ctxTimeout()
-	defer cancel()
 	// A database per setup: the single replica and the three share no
 	// change feed (NOTIFY is per database), and the takeover starts empty.
-	for _, db := range []string{"one", "three", "takeover"} {
-		if err := pg.CreateDatabase(ctx, db); err != nil {
-			return fmt.Errorf("creating database %s: %w", db, err)
-		}
+	pg, stop, err := startPostgres("one", "three", "takeover")
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var procs procSet
 	defer procs.stopAll()
 

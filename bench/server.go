@@ -82,6 +82,7 @@ func benchBuilder() *builder.Builder {
 	// its client to call echo, one asleep for an hour.
 	b.TaskWorkflow(workflow.New("await_client", "waits for its client").Step(workflow.Client("ask", "echo").Bind("text", workflow.Const("hi"))))
 	b.TaskWorkflow(workflow.New("nap", "sleeps an hour").Step(workflow.Sleep("nap", time.Hour)))
+	addEventTools(b) // events.go
 	return b
 }
 

@@ -162,6 +162,7 @@ func (d *Dashboard) Close() {
 //	POST {prefix}/tasks/{id}/fork     admins: run a workflow task again from the step
 //	                                  the form's "from" names (Options.Forker)
 //	GET  {prefix}/events              server-sent events (?task=ID for one task)
+//	GET  {prefix}/tasks/{id}/events   the task's event log, live (server-sent events)
 //	GET  {prefix}/login, POST {prefix}/login, POST {prefix}/logout
 //	GET  {prefix}/static/...          the script and the style sheet
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -224,6 +225,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			d.cancel(w, r, v, id)
 		} else if id, ok := strings.CutSuffix(rest, "/fork"); ok && r.Method == http.MethodPost {
 			d.fork(w, r, v, id)
+		} else if id, ok := strings.CutSuffix(rest, "/events"); ok && r.Method == http.MethodGet {
+			d.taskEvents(w, r, v, id) // events.go
 		} else if !strings.Contains(rest, "/") && r.Method == http.MethodGet {
 			d.task(w, r, v, rest)
 		} else {

@@ -42,7 +42,10 @@
 //  4. tasks/get, tasks/result, tasks/list, tasks/cancel, tasks/update:
 //     gated by dialect (methods the dialect lacks, the Mcp-Name header, the
 //     capability declaration), then the task is loaded if the requestor may
-//     see it.
+//     see it. tasks/stream passes the same gates, but the shims serve it
+//     below the SDK, as subscriptions/listen for tasks (streamwire.go): it
+//     writes notifications/tasks/event on the request's stream until the
+//     task has ended.
 //
 // Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
 // answer the task methods, and a tools/call that goes straight to
@@ -70,7 +73,12 @@
 //     calls never go through JSON-RPC in-process: RunTool calls the SDK's
 //     dispatch below the router's middleware directly (tools.go).
 //   - the SDK sends no custom notifications: notifications/tasks/status is
-//     written on connections wrapped by Transport (shim.go).
+//     written on connections wrapped by Transport (shim.go), and
+//     subscriptions/listen for tasks and tasks/stream are served by the
+//     shims themselves (listen.go, streamwire.go).
+//   - a handler's notifications/progress after its request was answered
+//     reaches no client: the router's sending middleware records it as an
+//     event of the handler's task (events.go).
 //   - the SDK does not recover handler panics: the middleware does.
 //
 // # Upgrading go-sdk
@@ -152,6 +160,13 @@
 //   - watches (watch.go): the channels waiters block on, by task id.
 //   - leases (lease.go): the leases this process holds.
 //   - listeners (listen.go): the subscriptions/listen streams, by task.
+//   - sinks (events.go): the events tasks reported (progress, log lines,
+//     output) waiting for their next write, by task; each sink's turn
+//     token orders its writes (held for one store write, never with a
+//     lock).
+//   - streams (stream.go): the feeds of the readers of task events, by
+//     task; each feed's fetch token makes one reader read the store for
+//     all.
 //   - pushers, pushConns (push.go): open shimmed connections and the
 //     connection each task was created on.
 //   - recent, recentEnded (recent.go): records this process ended moments
@@ -233,7 +248,10 @@
 // (plain calls as tasks, _task_id), leg.go (a call that becomes a task
 // after it started: a workflow's leg), tasktools.go (task_result,
 // task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
-// (Observer, Stats).
+// (Observer, Stats), events.go (what a task's work reports: Progress,
+// Logger, Output, captured notifications/progress, written as its
+// events), stream.go (reading a task's events live: StreamEvents),
+// streamwire.go (tasks/stream over HTTP, stdio and in-memory).
 //
 // Work: tools.go (the tool registry, in-process calls), run.go (a handler
 // run: spawn, execute, finish, its fenced writes, its input requests),

@@ -54,6 +54,7 @@ func (r *Router) Install(s *mcp.Server) error {
 		r.inner = next
 		return r.handle
 	})
+	s.AddSendingMiddleware(r.captureNotifications) // a task's progress and log lines (events.go)
 	r.loop.server = s
 	return nil
 }

@@ -81,6 +81,8 @@ type Router struct {
 	// listeners are the subscriptions/listen streams waiting for task
 	// changes (feed.go).
 	listeners listeners
+	sinks     eventSinks     // events tasks reported, waiting to be written (events.go)
+	streams   streams        // readers of task events (stream.go)
 	runsDone  sync.WaitGroup // handler runs (run.go)
 
 	// The background work, each a service (package internal/service)
@@ -210,6 +212,7 @@ func (r *Router) Close() error {
 	}
 	r.services.Stop()
 	r.listeners.closeAll()
+	r.streams.closeAll()
 	r.runsDone.Wait()
 	r.workers.close()
 	r.loop.close()

@@ -82,10 +82,20 @@ func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.T
 
 // Update applies u to a task and wakes its waiters. A wake-up time it
 // sets is handed to the engine's scheduler.
+//
+// The events the task's work reported and that wait to be written (see
+// Progress) go into the same write, before u.Events; a write the store
+// refuses because of one of them (too large for its limits) is made again
+// without them. A pure append (u.AppendOnly) wakes only the readers of the
+// task's events.
 func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
-	t, err := r.st.Update(ctx, id, u)
+	t, err := r.updateWithPending(ctx, id, u)
 	if err != nil {
 		return nil, err
+	}
+	if u.AppendOnly() {
+		r.streams.notify(id)
+		return t, nil
 	}
 	r.recent.remember(t, r.opts.Now())
 	if u.WakeAt != nil {

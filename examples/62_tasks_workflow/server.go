@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -277,11 +278,21 @@ func generateReport(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*
 	if in.Seconds < 0 || in.Seconds > 3600 {
 		return nil, nil, fmt.Errorf("seconds must be between 0 and 3600, got %v", in.Seconds)
 	}
+	// One progress report and log line per second, which a client
+	// following the task (taskbridge call generate_report -follow) sees
+	// as they happen; outside a task they go nowhere.
 	d := time.Duration(in.Seconds * float64(time.Second))
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+	log := taskrouter.Logger(ctx)
+	total := int(math.Ceil(in.Seconds))
+	start := time.Now()
+	for s := 1; s <= total; s++ {
+		select {
+		case <-time.After(time.Until(start.Add(min(d, time.Duration(s)*time.Second)))):
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		_ = taskrouter.Progress(ctx, float64(s), float64(total), fmt.Sprintf("section %d of %d written", s, total))
+		log.Info("wrote a section of the report", "topic", in.Topic, "section", s)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Report on %q is ready.", in.Topic)}}}, nil, nil
 }
