@@ -164,9 +164,9 @@ func TestFollowOnEvent(t *testing.T) {
 			requireWhole(t, evs, mcptask.StatusCompleted)
 			steps := lines(evs, mcptask.EventStepStarted, mcptask.EventStepEnded)
 			require.Equal(t, []string{"step compile started", "step compile completed", "step ack started", "step ack completed"}, steps)
-			require.Equal(t, []string{"info: compile finished part 1", "info: compile finished part 2", "info: compile finished part 3",
-				"info: acknowledged by ada"}, lines(evs, mcptask.EventLog))
-			require.Contains(t, lines(evs, mcptask.EventProgress), "3/3 (100%) compile part 3")
+			require.Equal(t, []string{"compile: info: compile finished part 1", "compile: info: compile finished part 2", "compile: info: compile finished part 3",
+				"ack: info: acknowledged by ada"}, lines(evs, mcptask.EventLog), "each line names the step whose tool said it")
+			require.Contains(t, lines(evs, mcptask.EventProgress), "compile: 3/3 (100%) compile part 3")
 			// A step's reports come between its start and its end.
 			at := func(line string) int {
 				for i, ev := range evs {
@@ -176,8 +176,8 @@ func TestFollowOnEvent(t *testing.T) {
 				}
 				return -1
 			}
-			require.Less(t, at("step compile started"), at("info: compile finished part 1"))
-			require.Less(t, at("info: compile finished part 3"), at("step compile completed"))
+			require.Less(t, at("step compile started"), at("compile: info: compile finished part 1"))
+			require.Less(t, at("compile: info: compile finished part 3"), at("step compile completed"))
 		})
 	}
 }

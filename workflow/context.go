@@ -1,6 +1,10 @@
 package workflow
 
-import "context"
+import (
+	"context"
+
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
 
 // StepInfo says which workflow step a tool call performs, for a handler
 // that makes its side effect idempotent or logs which attempt it is.
@@ -25,7 +29,8 @@ type stepKey struct{}
 // withStep returns ctx carrying the StepInfo of attempt n of step of
 // task id.
 func withStep(ctx context.Context, id, step string, n int, by string) context.Context {
-	return context.WithValue(ctx, stepKey{}, StepInfo{TaskID: id, Step: step, Attempt: n, IdempotencyKey: idempotencyKey(id, step), By: by})
+	ctx = context.WithValue(ctx, stepKey{}, StepInfo{TaskID: id, Step: step, Attempt: n, IdempotencyKey: idempotencyKey(id, step), By: by})
+	return taskrouter.WithEventStep(ctx, step) // the tool's progress and log lines name the step
 }
 
 // StepFrom returns the workflow step the tool call running in ctx
