@@ -138,6 +138,16 @@ func EventLine(t EventType, data json.RawMessage) string {
 			}
 			return "input requested: " + strings.Join(keys, ", ")
 		}
+	case EventPaused:
+		var pe PausedEvent
+		if json.Unmarshal(data, &pe) == nil {
+			return oneLine("paused: " + pe.Reason)
+		}
+	case EventPushFailed:
+		var f PushFailedEvent
+		if json.Unmarshal(data, &f) == nil {
+			return oneLine(fmt.Sprintf("push to webhook %s failed after %d attempt(s): %s", f.WebhookID, f.Attempts, f.Error))
+		}
 	case EventDropped:
 		var d DroppedEvent
 		if json.Unmarshal(data, &d) == nil {

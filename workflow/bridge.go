@@ -152,6 +152,10 @@ type Options struct {
 	// sets off the steps that follow and answers: a test signal (a test
 	// stops a replica exactly there). It may block: the call waits.
 	AfterRecord func(ctx context.Context, taskID, step string)
+	// AfterLineage, when set, runs at each point where a parent workflow
+	// and its child are out of step (see LineageChildCreated and the
+	// others): a test signal (a test kills the process exactly there).
+	AfterLineage func(point LineagePoint, parent, child string)
 }
 
 // withDefaults fills zero fields and checks the others against engine e.

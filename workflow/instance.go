@@ -311,7 +311,7 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 			u.Status = want
 		}
 	}
-	u.Events = append(u.Events, stepEvents(t, p)...) // the attempts it opens and closes (events.go)
+	u.Events = append(stepEvents(t, p), u.Events...) // the attempts it opens and closes (events.go), then what the plan adds (a pause)
 	nt, err := in.b.engine.Update(ctx, in.id, u)
 	if err != nil {
 		p.Revision--

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,7 +59,16 @@ func tasksOf(t *testing.T, e *fakeEngine, k, v string) []*store.Task {
 func TestChildWorkflow(t *testing.T) {
 	e := newFakeEngine()
 	childTools(e)
-	f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
+	var mu sync.Mutex
+	var points []LineagePoint
+	seen := func(pt LineagePoint, parent, child string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(points) == 0 || points[len(points)-1] != pt {
+			points = append(points, pt)
+		}
+	}
+	f := newFixture(t, e, &Options{PromptWait: -1, AfterLineage: seen}, notesWorkflow(), train())
 	tk, _ := f.start(t, "train", map[string]string{"repo": "acme/api"})
 	tk, p := f.settled(t, tk.ID)
 	require.Equal(t, store.StatusWorking, tk.Status, tk.StatusMessage)
@@ -113,6 +123,11 @@ func TestChildWorkflow(t *testing.T) {
 	require.NotNil(t, ship.Args["notes"])
 	require.Len(t, tasksOf(t, e, LabelParent, tk.ID), 1, "one child")
 	require.Equal(t, 1, e.callsOf("draft"))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, LineageChildCreated, points[0])
+	require.Contains(t, points, LineageChildEnded)
+	require.Equal(t, LineageEndRecorded, points[len(points)-1], "the points between the two tasks' writes (the child's end may reach its parent by the answer's path before its own signal)")
 }
 
 func TestChildFailurePolicies(t *testing.T) {

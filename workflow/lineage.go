@@ -48,6 +48,30 @@ const (
 	LabelDepth = "workflow.depth"
 )
 
+// LineagePoint names a point between the writes of a parent and its
+// child (Options.AfterLineage).
+type LineagePoint string
+
+// The lineage points.
+const (
+	// LineageChildCreated: the child exists; its parent has not recorded
+	// it yet.
+	LineageChildCreated LineagePoint = "child-created"
+	// LineageChildEnded: the child's end is written; its parent has not
+	// heard of it yet.
+	LineageChildEnded LineagePoint = "child-ended"
+	// LineageEndRecorded: the parent wrote the child's end (at each of the
+	// parent's writes after).
+	LineageEndRecorded LineagePoint = "end-recorded"
+)
+
+// lineage signals point to Options.AfterLineage.
+func (b *Bridge) lineage(point LineagePoint, parent, child string) {
+	if f := b.opts.AfterLineage; f != nil {
+		f(point, parent, child)
+	}
+}
+
 // MaxDepth bounds how deep children nest (a workflow that starts itself
 // through others stops there).
 const MaxDepth = 8
@@ -103,6 +127,7 @@ func (b *Bridge) startChild(ctx context.Context, parent *store.Task, name string
 	}
 	defer b.done(in)
 	t, _ := in.known()
+	b.lineage(LineageChildCreated, parent.ID, id)
 	return t, nil
 }
 
@@ -125,7 +150,17 @@ func (b *Bridge) spawn(f func()) {
 // ended cancels its children still running.
 func (b *Bridge) written(t *store.Task, p *Progress) {
 	if t.Labels[LabelParent] != "" && (t.Status.Terminal() || waiting(p)) {
+		if t.Status.Terminal() {
+			b.lineage(LineageChildEnded, t.Labels[LabelParent], t.ID)
+		}
 		b.spawn(func() { b.pokeParent(b.ctx, t) })
+	}
+	if b.opts.AfterLineage != nil {
+		walkRecords(p, func(sp *StepProgress) {
+			if sp.Child != "" && sp.ended() {
+				b.lineage(LineageEndRecorded, t.ID, sp.Child)
+			}
+		})
 	}
 	if t.Status.Terminal() && hasChildren(p) {
 		b.spawn(func() { b.cancelChildren(b.ctx, t, p) })

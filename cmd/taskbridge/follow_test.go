@@ -157,9 +157,11 @@ func TestPromptFollowPrintsSteps(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{
-		"step one started", "info: shouting hi", "1/1 (100%) shouted", "step one completed",
-		// A client step's attempt is recorded when its call returns.
-		"info: shouting again", "1/1 (100%) shouted", "step two started", "step two completed",
+		"step one started", "one: info: shouting hi", "one: 1/1 (100%) shouted", "step one completed",
+		`paused: waiting for the client to call tool "upper" for step "two" (with the task id as argument _task_id)`,
+		// A client step's attempt is recorded when its call returns; its
+		// tool's lines name it all the same.
+		"two: info: shouting again", "two: 1/1 (100%) shouted", "step two started", "step two completed",
 	}, events, errOut)
 	require.NotContains(t, out, eventPrefix)
 	require.Contains(t, out, "AGAIN")

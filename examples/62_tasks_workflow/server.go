@@ -478,6 +478,7 @@ func newBuilder(o options) (*builder.Builder, error) {
 	b.Workflow(releaseWorkflow("release_notes_plain"))
 	b.TaskWorkflow(shipWorkflow().AsTool())
 	b.TaskWorkflow(canaryWorkflow().AsTool())
+	addTrain(b) // train.go
 	return b, nil
 }
 
