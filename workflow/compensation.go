@@ -2,11 +2,16 @@ package workflow
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // Compensation. A step may name its undo step (Step.Undo): a server tool
@@ -47,7 +52,17 @@ type Undoing struct {
 	// Steps are the undo steps' records, in the order they run; each is
 	// named undo:<the path of the step it undoes>.
 	Steps []StepProgress `json:"steps,omitempty" jsonschema:"description=The undo steps in the order they run (undo:<the step they undo>)"`
+	// Of is the cancelled task whose undo this task runs (LabelUndoOf);
+	// empty when the task undoes itself after failing.
+	Of string `json:"of,omitempty" jsonschema:"description=The cancelled task this task undoes"`
+	// Done is set when the undo of a cancelled task has run every undo
+	// step (the task then ends).
+	Done bool `json:"done,omitempty" jsonschema:"description=Every undo step of a cancelled task's undo has ended"`
 }
+
+// LabelUndoOf marks the task that undoes a cancelled workflow task: the
+// cancelled task's id.
+const LabelUndoOf = "workflow.undo_of"
 
 // Undo names the step that takes back what this one did (a server tool
 // step; see compensation.go): it runs when the workflow fails after this
@@ -153,6 +168,10 @@ func (in *instance) compensate(p *Progress, now time.Time, pl *plan) string {
 		}
 		return in.runnable(p, sl, now, "", pl) // one at a time
 	}
+	if u.Of != "" {
+		u.Done = true // the undo of a cancelled task ends (plan)
+		return ""
+	}
 	return undoneMessage(u)
 }
 
@@ -213,7 +232,8 @@ func (wf *compiled) undoSlot(p *Progress, path string) *slot {
 func undoRecord(path string) bool { return strings.HasPrefix(path, undoPrefix) }
 
 // undoneMessage is the workflow's failure once its compensation ended:
-// its reason, then what was undone and what could not be.
+// its reason, then what was undone and what could not be (for the undo of
+// a cancelled task, its end).
 func undoneMessage(u *Undoing) string {
 	reason := strings.TrimSuffix(strings.TrimSuffix(u.Reason, "; the workflow failed"), ".")
 	var done, failed []string
@@ -236,22 +256,94 @@ func undoneMessage(u *Undoing) string {
 	if len(failed) > 0 {
 		fmt.Fprintf(&b, "; NOT undone (the undo failed; take it back by hand): %s", strings.Join(failed, ", "))
 	}
-	b.WriteString("; the workflow failed")
+	if u.Of == "" {
+		b.WriteString("; the workflow failed")
+	}
 	return b.String()
+}
+
+// undoTaskID is the id of the task that undoes cancelled task id.
+func undoTaskID(id string) string { return childID(id, undoPrefix, 1) }
+
+// undoFailed reports whether an undo step of u could not undo its step.
+func (u *Undoing) undoFailed() bool {
+	for _, sp := range u.Steps {
+		if sp.Status != StepCompleted {
+			return true
+		}
+	}
+	return false
+}
+
+// undoCancelled starts the undo of cancelled task t when its workflow asks
+// for it (Definition.UndoOnCancel) and something it did has an undo: a
+// task of its own (once: its id is derived from t's), on the same version,
+// from t's progress with what ran cut short, which runs the undo steps and
+// ends (completed, or failed when an undo failed).
+func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
+	p, err := decodeProgress(t)
+	if err != nil {
+		return
+	}
+	wf, err := b.compiledFor(t, p)
+	if err != nil || !wf.def.UndoOnCancel || !wf.def.hasUndo() {
+		return
+	}
+	now := b.engine.Now()
+	some := false
+	for _, sl := range wf.slots(p) {
+		sp := sl.sp
+		if sp.Status == StepRunning && sp.Items == nil { // cut short by the cancel: not undone
+			if a := sp.open(); a != nil {
+				a.Outcome, a.Error = OutcomeCancelled, "the task was cancelled"
+				a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+			}
+			sp.Status, sp.SkipReason = StepCancelled, "the task was cancelled while it ran"
+		}
+		some = some || sl.s.undo != nil && sp.Status == StepCompleted
+	}
+	if !some {
+		return
+	}
+	why := "the workflow was cancelled"
+	if t.StatusMessage != "" {
+		why += " (" + t.StatusMessage + ")"
+	}
+	if p.Undo == nil {
+		p.Undo = &Undoing{Reason: why}
+	}
+	p.Undo.Of, p.Undo.Reason = t.ID, why
+	for i := range p.Undo.Steps {
+		p.Undo.Steps[i].handBack(now) // an undo the cancel cut short runs again
+	}
+	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
+	id := undoTaskID(t.ID)
+	in, err := b.create(ctx, &taskrouter.Request{Owner: t.Owner, Dialect: d}, wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
+	if err != nil {
+		if _, gerr := b.engine.Task(ctx, id); gerr != nil {
+			b.engine.Logger().Error("starting the undo of a cancelled workflow task", "task", t.ID, "error", err)
+		}
+		return
+	}
+	b.done(in)
 }
 
 // undoStatus is the status line while p is being undone.
 func undoStatus(p *Progress) string {
 	u := p.Undo
+	what := fmt.Sprintf("the workflow failed (%s)", oneLine(u.Reason))
+	if u.Of != "" {
+		what = fmt.Sprintf("undoing cancelled workflow task %s", u.Of)
+	}
 	if !u.Listed {
-		return fmt.Sprintf("the workflow failed (%s); waiting for the steps that were running to stop, then undoing what it did", oneLine(u.Reason))
+		return what + "; waiting for the steps that were running to stop, then undoing what it did"
 	}
 	for i, sp := range u.Steps {
 		if sp.ended() || sp.GaveUp {
 			continue
 		}
-		line := fmt.Sprintf("the workflow failed (%s); undoing what it did, last first: %s for %s (%d of %d)",
-			oneLine(u.Reason), sp.Tool, strings.TrimPrefix(sp.Name, undoPrefix), i+1, len(u.Steps))
+		line := fmt.Sprintf("%s; undoing what it did, last first: %s for %s (%d of %d)",
+			what, sp.Tool, strings.TrimPrefix(sp.Name, undoPrefix), i+1, len(u.Steps))
 		if sp.RetryAt != nil {
 			line += fmt.Sprintf(", failed (%s), retrying at %s", oneLine(sp.Error), stamp(*sp.RetryAt))
 		}

@@ -223,3 +223,54 @@ func TestUndoValidation(t *testing.T) {
 	b := New("w", "").Step(Server("a", "a").Undo(Server("b", "b")))
 	require.NotEqual(t, fingerprint(a), fingerprint(b))
 }
+
+// A cancelled workflow that asks for it is undone by a task of its own:
+// what completed is taken back, last first; what the cancel cut short is
+// not (its tool was stopped).
+func TestUndoOnCancel(t *testing.T) {
+	e := newFakeEngine()
+	j := &journal{}
+	g := newGate()
+	j.tool(e, "deploy", "service", nil)
+	j.tool(e, "rollback", "service", nil)
+	e.tool("tag", g.tool("tag"))
+	j.tool(e, "untag", "", nil)
+	j.tool(e, "check", "", nil)
+	f := newFixture(t, e, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
+	tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
+	g.waitStarted(t, 1)
+	e.cancel(t, tk.ID)
+
+	undo := undoTaskID(tk.ID)
+	var ut *store.Task
+	require.Eventually(t, func() bool {
+		var err error
+		ut, err = e.Task(context.Background(), undo)
+		return err == nil && ut.Status.Terminal()
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, store.StatusCompleted, ut.Status, ut.StatusMessage)
+	require.Equal(t, tk.ID, ut.Labels[LabelUndoOf])
+	require.Equal(t, "the workflow was cancelled (cancelled by request); undone, last first: deploy[1] (rollback), deploy[0] (rollback)", ut.StatusMessage)
+	require.Equal(t, []string{"deploy(api)", "deploy(web)", "rollback(web)", "rollback(api)"}, j.list(), "the tag the cancel cut short is not undone")
+
+	tk, p := f.task(t, tk.ID)
+	require.Equal(t, store.StatusCancelled, tk.Status)
+	doc := f.b.handoff(tk, p, 0)
+	require.Contains(t, doc.PauseReason, "what it did is undone by workflow task "+undo+" (completed)")
+
+	// Without UndoOnCancel, a cancel undoes nothing.
+	e2 := newFakeEngine()
+	j2 := &journal{}
+	g2 := newGate()
+	j2.tool(e2, "deploy", "service", nil)
+	j2.tool(e2, "rollback", "service", nil)
+	e2.tool("tag", g2.tool("tag"))
+	echoTools(e2, "untag", "check")
+	f2 := newFixture(t, e2, &Options{PromptWait: 20 * time.Millisecond}, release())
+	tk2, _ := f2.start(t, "release", map[string]string{"services": "api"})
+	g2.waitStarted(t, 1)
+	e2.cancel(t, tk2.ID)
+	_, err := e2.Task(context.Background(), undoTaskID(tk2.ID))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, []string{"deploy(api)"}, j2.list())
+}

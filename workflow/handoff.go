@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -99,6 +100,11 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 	}
 	if t.Status.Terminal() && t.Status != store.StatusCompleted && t.StatusMessage != "" {
 		doc.PauseReason = t.StatusMessage
+	}
+	if t.Status == store.StatusCancelled && wf != nil && wf.def.UndoOnCancel {
+		if u, err := b.engine.Task(context.WithoutCancel(b.ctx), undoTaskID(t.ID)); err == nil {
+			doc.PauseReason += fmt.Sprintf("; what it did is undone by workflow task %s (%s)", u.ID, u.Status)
+		}
 	}
 	v := &view{b: b, t: t, p: p, wf: wf, d: d, update: d.HasMethod(mcptask.MethodTasksUpdate)}
 	if wf != nil {

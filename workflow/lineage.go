@@ -236,6 +236,9 @@ func (b *Bridge) ended(ctx context.Context, t *store.Task) {
 	if p, err := decodeProgress(t); err == nil && hasChildren(p) {
 		b.cancelChildren(ctx, t, p)
 	}
+	if t.Status == store.StatusCancelled {
+		b.undoCancelled(ctx, t) // compensation.go
+	}
 	if t.Labels[LabelParent] != "" {
 		b.pokeParent(ctx, t)
 	}

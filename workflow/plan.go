@@ -119,6 +119,19 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 			Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: failure}}
 		pl.start = nil
 		return pl
+	case p.undoing() && p.Undo.Done: // the undo of a cancelled task ended
+		p.PauseReason = undoneMessage(p.Undo)
+		raw, err := b.resultJSON(in.task, p)
+		if err != nil {
+			pl.err = err
+			return pl
+		}
+		pl.update = store.Update{Status: store.StatusCompleted, StatusMessage: &p.PauseReason, Result: raw}
+		if p.Undo.undoFailed() {
+			pl.update = store.Update{Status: store.StatusFailed, StatusMessage: &p.PauseReason,
+				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: p.PauseReason}}
+		}
+		return pl
 	case p.undoing():
 	case p.done():
 		p.PauseReason = completedMessage(p)
