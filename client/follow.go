@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/taskbridge/taskbridge/mcptask"
 
@@ -221,14 +222,22 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		case handoff.StatusFailed, handoff.StatusCancelled:
 			return nil, docError(cur)
 		}
-		if len(cur.RemainingSteps) == 0 {
+		next := nextClientStep(cur)
+		if next == nil && !mayAsk(cur) {
+			// Only the server's work is left.
 			return c.waitWorkflow(ctx, cur)
 		}
-		step := cur.RemainingSteps[0]
-		if step.Execution != handoff.ExecClient {
-			// The server is still running (or will run) its steps.
-			return c.waitWorkflow(ctx, cur)
+		if next == nil {
+			// The server works toward a step the client will perform (a
+			// for-each's items, a child workflow's steps): read the
+			// handoff again once the workflow rests.
+			var err error
+			if cur, err = c.awaitClientStep(ctx, cur); err != nil {
+				return nil, err
+			}
+			continue
 		}
+		step := *next
 		var args map[string]any
 		var err error
 		switch {
@@ -245,6 +254,14 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		sum, err := c.performStep(ctx, cur, step, args, opts.TaskVars, c.traceFor(cur.TaskID, opts.TraceParent))
 		if err != nil {
 			return nil, err
+		}
+		if stepRef(step, cur.TaskID) != cur.TaskID {
+			// A record of a container, or a child workflow's step: the
+			// summary is of what the call performed; read the workflow's.
+			if cur, err = c.refreshHandoff(ctx, cur, step.Name); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		switch sum.Status {
 		case mcptask.StatusCompleted:
@@ -273,7 +290,7 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 // performStep calls a client step's tool bound to the workflow task and
 // returns the workflow summary the server attached to the result.
 func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step handoff.RemainingStep, args map[string]any, vars map[string]any, traceParent string) (*mcptask.WorkflowSummary, error) {
-	meta := map[string]any{handoff.TaskIDMetaKey: doc.TaskID}
+	meta := map[string]any{handoff.TaskIDMetaKey: stepRef(step, doc.TaskID)}
 	if len(vars) > 0 {
 		meta[mcptask.MetaTaskVars] = vars
 	}
@@ -414,7 +431,7 @@ func fillArguments(ctx context.Context, taskID string, step handoff.RemainingSte
 	for k, v := range step.Arguments {
 		switch {
 		case k == mcptask.MetaTaskID:
-			args[k] = taskID
+			args[k] = stepRef(step, taskID)
 		case handoff.IsPlaceholder(v):
 			holes = append(holes, k)
 		default:
@@ -442,6 +459,70 @@ func fillArguments(ctx context.Context, taskID string, step handoff.RemainingSte
 	}
 	return args, nil
 }
+
+// nextClientStep is the first remaining step the client may perform now,
+// or nil.
+func nextClientStep(doc *handoff.Document) *handoff.RemainingStep {
+	for i := range doc.RemainingSteps {
+		s := &doc.RemainingSteps[i]
+		if s.Execution == handoff.ExecClient && (s.Status != handoff.StepPending || s.Call != nil) {
+			return s
+		}
+	}
+	return nil
+}
+
+// mayAsk reports whether a remaining step may yet give the client
+// something to perform: a client step, or a step whose kind holds others
+// (a for-each's items, a loop's runs, a child workflow's steps).
+func mayAsk(doc *handoff.Document) bool {
+	for _, s := range doc.RemainingSteps {
+		switch {
+		case s.Execution == handoff.ExecClient:
+			return true
+		case s.Kind == handoff.KindForEach, s.Kind == handoff.KindLoop, s.Kind == handoff.KindChild:
+			return true
+		}
+	}
+	return false
+}
+
+// stepRef is the task id a call that performs step sends: the step's own
+// (a container's record, "TASK#review[1]"; a child workflow's step, the
+// child's id), or the workflow's.
+func stepRef(step handoff.RemainingStep, taskID string) string {
+	var ref string
+	if step.Call != nil && json.Unmarshal(step.Call.Arguments[mcptask.ArgTaskID], &ref) == nil && ref != "" {
+		return ref
+	}
+	if json.Unmarshal(step.Arguments[mcptask.ArgTaskID], &ref) == nil && ref != "" && !handoff.IsPlaceholder(step.Arguments[mcptask.ArgTaskID]) {
+		return ref
+	}
+	return taskID
+}
+
+// awaitClientStep waits until the workflow of doc rests again and returns
+// its handoff (a resume of its prompt, which the server answers once the
+// workflow rests or its prompt wait passed), pausing between reads that
+// find it unchanged.
+func (c *Client) awaitClientStep(ctx context.Context, doc *handoff.Document) (*handoff.Document, error) {
+	fresh, err := c.refreshHandoff(ctx, doc, "")
+	if err != nil {
+		return nil, err
+	}
+	if fresh.PauseReason == doc.PauseReason && nextClientStep(fresh) == nil {
+		select {
+		case <-time.After(followPause):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return fresh, nil
+}
+
+// followPause is how long Follow waits before reading an unchanged
+// handoff again.
+const followPause = 250 * time.Millisecond
 
 func stepNamed(doc *handoff.Document, name string) *handoff.RemainingStep {
 	for i := range doc.RemainingSteps {

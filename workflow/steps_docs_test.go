@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -99,6 +100,48 @@ func TestStepDocsShowWhatAModelSees(t *testing.T) {
 		f := newFixture(t, e, hooks, w)
 		tk, p := f.start(t, "release", nil)
 		render("approval", f, tk, p)
+	}
+
+	{ // a for-each whose body the client performs: one entry per item
+		e := newFakeEngine()
+		e.tool("list", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+			return ok(map[string]any{"files": []string{"a.go", "b.go"}}), nil
+		})
+		echoTools(e, "review", "merge")
+		f := newFixture(t, e, hooks, reviews())
+		tk, _ := f.start(t, "reviews", nil)
+		tk, p := f.settled(t, tk.ID)
+		render("foreach", f, tk, p)
+	}
+	{ // a loop waiting for its next run
+		e := newFakeEngine()
+		probe, _ := healthyAfter(3, false)
+		e.tool("probe", probe)
+		echoTools(e, "report")
+		f := newFixture(t, e, hooks, poll())
+		tk, _ := f.start(t, "poll", nil)
+		tk, p := f.settled(t, tk.ID)
+		render("loop", f, tk, p)
+	}
+	{ // a child workflow waiting for its client
+		e := newFakeEngine()
+		childTools(e)
+		f := newFixture(t, e, hooks, notesWorkflow(), train())
+		tk, _ := f.start(t, "train", map[string]string{"repo": "acme/api"})
+		tk, p := f.settled(t, tk.ID)
+		render("child", f, tk, p)
+		got["child"] = strings.ReplaceAll(got["child"], p.step("notes").Child, "CHILD")
+	}
+	{ // a failed workflow, undone
+		e := newFakeEngine()
+		echoTools(e, "deploy", "rollback", "tag", "untag")
+		e.tool("check", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+			return nil, errors.New("smoke test failed")
+		})
+		f := newFixture(t, e, hooks, release())
+		tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
+		tk, p := f.settled(t, tk.ID)
+		render("undo", f, tk, p)
 	}
 
 	path := filepath.Join("..", "docs", "STEPS.md")
