@@ -82,6 +82,41 @@ func TestConditionSkipsAStepAndWhatNeedsIt(t *testing.T) {
 	}
 }
 
+// An event whose condition reads a client step's output just before it
+// is refused naming the rule (consecutive client-side steps may be
+// performed in any order) and the fixes, not an argument "(condition)".
+func TestEventConditionOnClientOutput(t *testing.T) {
+	e := newFakeEngine()
+	echoTools(e, "gate")
+	e.tool("review", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"approved": args["approved"]}), nil
+	})
+	w := New("w", "").Step(
+		Client("review", "review").Bind("approved", FromClient("true to go on")),
+		Event("go", "decision").When(Truthy(StepOutput("review", "approved"))),
+	)
+	err := w.Validate(e.lookup())
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, []string{`step "go": its condition reads output "review" of client step "review", but the client may perform both steps at once, so it could not be judged when this step is reached: make "review" a server step, or put a server step between the two`}, ve.Problems)
+	require.NotContains(t, err.Error(), "(condition)")
+	// The fix it names works.
+	fixed := New("w", "").Step(
+		Client("review", "review").Bind("approved", FromClient("true to go on")),
+		Server("gate", "gate"),
+		Event("go", "decision").When(Truthy(StepOutput("review", "approved"))),
+		Client("again", "review").Bind("approved", StepOutput("review", "approved")),
+	)
+	require.NoError(t, fixed.Validate(e.lookup()), "a server step between orders them: both a condition and a client step's argument may read it")
+	f := newFixture(t, e, &Options{PromptWait: -1}, fixed)
+	tk, _ := f.start(t, "w", nil)
+	_, err = f.call(t, tk.ID, "review", map[string]any{"approved": true})
+	require.NoError(t, err)
+	tk, p := f.settled(t, tk.ID)
+	require.Equal(t, StepAwaitingEvent, p.step("go").Status, "the condition held: the event waits")
+	require.Equal(t, store.StatusInputRequired, tk.Status)
+}
+
 func TestConditionValidatedAtRegistration(t *testing.T) {
 	e := newFakeEngine()
 	echoTools(e, "a", "b")

@@ -273,6 +273,9 @@ func (c *checker) output(label string, src Source) {
 		c.add("%s uses output %q before the step that produces it: move that step earlier", labelled(label), src.Name)
 	case !ok:
 		c.add("%s reads output %q, which no step produces: set a step's Output (or name) to %q", labelled(label), src.Name, src.Name)
+	case s.Execution() == ClientDeferred && from.Execution() == ClientDeferred && serverBetween(w, from, c.i):
+		// A server step between them runs after from and before s is
+		// reached: from's output exists by then.
 	case s.Execution() == ClientDeferred && from.Execution() == ClientDeferred && strings.HasPrefix(label, "("):
 		c.add("%s reads output %q of client step %q, but the client may perform both steps at once, so it could not be judged when this step is reached: make %q a server step, or put a server step between the two",
 			labelled(label), src.Name, from.Name, from.Name)
@@ -300,6 +303,32 @@ func producesLater(w *Definition, binding string, i int) bool {
 	return slices.ContainsFunc(w.Steps[i:], func(s *Step) bool {
 		return s != nil && (s.binding() == binding || producesMember(s, binding))
 	})
+}
+
+// serverBetween reports whether a stage between the one of step from and
+// stage i has a step the server performs: the client reaches stage i only
+// once from has ended.
+func serverBetween(w *Definition, from *Step, i int) bool {
+	start := -1
+	for j, s := range w.Steps[:min(i, len(w.Steps))] {
+		if s == from || producesMember(s, from.binding()) {
+			start = j
+		}
+	}
+	if start < 0 {
+		return false
+	}
+	for _, s := range w.Steps[start+1 : i] {
+		if s == nil || s.kind == nil {
+			continue
+		}
+		for _, m := range append([]*Step{s}, s.kind.members()...) {
+			if m != nil && m.kind != nil && m.Execution() == ServerExecutable && len(m.kind.members()) == 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // producesMember reports whether a member of container s produces
