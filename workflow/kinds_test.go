@@ -114,7 +114,7 @@ func TestEventConditionOnClientOutput(t *testing.T) {
 	require.NoError(t, err)
 	tk, p := f.settled(t, tk.ID)
 	require.Equal(t, StepAwaitingEvent, p.step("go").Status, "the condition held: the event waits")
-	require.Equal(t, store.StatusInputRequired, tk.Status)
+	require.Equal(t, store.StatusWorking, tk.Status, "it waits for the event and the client step after it")
 }
 
 func TestConditionValidatedAtRegistration(t *testing.T) {
