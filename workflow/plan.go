@@ -112,35 +112,7 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 		failure = in.compensate(p, now, &pl)
 	}
 	p.refresh()
-	switch {
-	case failure != "":
-		p.PauseReason = failure
-		pl.update = store.Update{Status: store.StatusFailed, StatusMessage: &failure,
-			Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: failure}}
-		pl.start = nil
-		return pl
-	case p.undoing() && p.Undo.Done: // the undo of a cancelled task ended
-		p.PauseReason = undoneMessage(p.Undo)
-		raw, err := b.resultJSON(in.task, p)
-		if err != nil {
-			pl.err = err
-			return pl
-		}
-		pl.update = store.Update{Status: store.StatusCompleted, StatusMessage: &p.PauseReason, Result: raw}
-		if p.Undo.undoFailed() {
-			pl.update = store.Update{Status: store.StatusFailed, StatusMessage: &p.PauseReason,
-				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: p.PauseReason}}
-		}
-		return pl
-	case p.undoing():
-	case p.done():
-		p.PauseReason = completedMessage(p)
-		raw, err := b.resultJSON(in.task, p)
-		if err != nil {
-			pl.err = err
-			return pl
-		}
-		pl.update = store.Update{Status: store.StatusCompleted, Result: raw, StatusMessage: &p.PauseReason}
+	if in.ending(p, failure, &pl) {
 		return pl
 	}
 	if len(pl.start) > 0 && in.lease == nil {
@@ -249,6 +221,40 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 		waits = true
 	}
 	return ""
+}
+
+// ending decides the write that ends the task at p, when it ends: its
+// failure, the end of a cancelled task's undo, or its completion. It
+// reports whether it does.
+func (in *instance) ending(p *Progress, failure string, pl *plan) bool {
+	failed := func(msg string) {
+		p.PauseReason = msg
+		pl.update = store.Update{Status: store.StatusFailed, StatusMessage: &p.PauseReason,
+			Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
+		pl.start = nil
+	}
+	completed := func(msg string) {
+		p.PauseReason = msg
+		raw, err := in.b.resultJSON(in.task, p)
+		if err != nil {
+			pl.err = err
+			return
+		}
+		pl.update = store.Update{Status: store.StatusCompleted, Result: raw, StatusMessage: &p.PauseReason}
+	}
+	switch {
+	case failure != "":
+		failed(failure)
+	case p.undoing() && p.Undo.Done && p.Undo.undoFailed(): // the undo of a cancelled task ended
+		failed(undoneMessage(p.Undo))
+	case p.undoing() && p.Undo.Done:
+		completed(undoneMessage(p.Undo))
+	case !p.undoing() && p.done():
+		completed(completedMessage(p))
+	default:
+		return false
+	}
+	return true
 }
 
 // skipReason says why step s will not run, or "": it needs the output of a
