@@ -143,7 +143,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			return nil, mcptask.MissingExtension(fmt.Sprintf("tool %q", name))
 		case te.opts.TaskSupport == mcptask.TaskRequired, te.opts.TaskSupport == mcptask.TaskOptional && q.Declared:
 		default:
-			return r.plainCall(ctx, q, req, te)
+			return refusedAsToolError(r.plainCall(ctx, q, req, te))
 		}
 	} else {
 		switch {
@@ -160,7 +160,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			// support is optional would (a deviation from the spec's
 			// -32600: a client that sends no params.task, which is every
 			// LLM host, could never call it otherwise).
-			return r.plainCall(ctx, q, req, te)
+			return refusedAsToolError(r.plainCall(ctx, q, req, te))
 		}
 		ttl = q.task.Duration()
 	}

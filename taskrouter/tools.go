@@ -341,10 +341,22 @@ func (r *Router) CallTool(ctx context.Context, session *mcp.ServerSession, name 
 // RunTool runs a tools/call request in the caller's goroutine, never as a
 // task, through the SDK's tool dispatch (see CallTool). A nil req.Session
 // is replaced by the loopback session. The continuation handler uses it to
-// run the tool a client called.
+// run the tool a client called. With a context from Track the tool is a
+// step of the task: it first waits for a step slot
+// (Options.MaxConcurrentSteps), unless the context's step holds one
+// already (the tool of a step calling another tool).
 func (r *Router) RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if r.inner == nil {
 		return nil, fmt.Errorf("taskrouter: Install has not been called")
+	}
+	if m, ok := ctx.Value(stepKey{}).(stepMark); ok && !m.holding {
+		release, err := r.quotas.acquireStep(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		m.holding = true
+		ctx = context.WithValue(ctx, stepKey{}, m)
 	}
 	if req.Session == nil {
 		ss, err := r.loop.session(ctx)
