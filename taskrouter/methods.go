@@ -71,7 +71,7 @@ func (r *Router) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskIDPa
 	if err != nil {
 		return nil, err
 	}
-	return r.getReply(q.Dialect, t), nil
+	return r.getReply(q.Dialect, t)
 }
 
 func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
@@ -128,6 +128,9 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 // finalResult is what tasks/result returns for a terminal task: exactly
 // what the original request would have returned, tagged with the task.
 func finalResult(t *store.Task) (mcp.Result, error) {
+	if err := damaged(t); err != nil {
+		return nil, err
+	}
 	if t.Error != nil {
 		return nil, t.Error.RPC()
 	}

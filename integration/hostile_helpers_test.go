@@ -1,0 +1,75 @@
+package integration
+
+// Helpers of the hostile-input suite (hostile_test.go): the stores every
+// family runs on, damaging a stored record in place, and answers reduced
+// to comparable outcomes.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/store/postgres"
+)
+
+// hostileStores are the stores the families whose outcome depends on the
+// store run on: a bbolt file and a fresh PostgreSQL database.
+var hostileStores = []struct {
+	name string
+	spec func(t *testing.T) string
+}{
+	{"bbolt", func(t *testing.T) string { return filepath.Join(t.TempDir(), "tasks.db") }},
+	{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }},
+}
+
+// hostilePaths are the two ways an HTTP request is served: the fast path
+// and the SDK's own handlers.
+var hostilePaths = []struct {
+	name   string
+	noFast bool
+}{{"fast", false}, {"sdk", true}}
+
+// hostileDamage makes the stored JSON of task id invalid, in place, in the
+// store spec names (stopped, for a bbolt file): part "result" damages its
+// result, "error" its error's data. The record stays decodable by the
+// store: only the JSON it holds is broken, as a bad disk sector or a
+// hand edit leaves it.
+func hostileDamage(t *testing.T, spec, id, part string) {
+	t.Helper()
+	marker := map[string][]byte{"result": []byte(`{"content"`), "error": []byte(`{"why"`)}[part]
+	require.NotNil(t, marker, "part %q", part)
+	if builder.IsPostgresDSN(spec) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, spec)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		col := map[string]string{"result": "result", "error": "error_data"}[part]
+		tag, err := conn.Exec(ctx, fmt.Sprintf("UPDATE %s.tasks SET %s = $2 WHERE id = $1", postgres.DefaultSchema, col), id, []byte(`!"broken`))
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected(), "task %s", id)
+		return
+	}
+	db, err := bolt.Open(spec, 0o600, &bolt.Options{Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("results"))
+		v := append([]byte(nil), b.Get([]byte(id))...)
+		i := bytes.Index(v, marker)
+		if i < 0 {
+			return fmt.Errorf("task %s: no %s in its stored result %q", id, part, v)
+		}
+		v[i] = '!' // same length: the record still decodes
+		return b.Put([]byte(id), v)
+	}))
+}
