@@ -8,6 +8,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +91,42 @@ func textOfResult(res map[string]any) string {
 		}
 	}
 	return out
+}
+
+// TestHostileNameHeaderAmbiguousBody: an extension tasks/* request whose
+// params hold taskId twice, in different case, is refused with HTTP 400
+// whatever its Mcp-Name header names, on both paths: the header check and
+// the SDK's decoder would read different keys (the check read the last,
+// case-insensitively; the SDK the exact one), so a header naming either
+// task must not pass. A body naming its task once passes with a correct
+// header.
+func TestHostileNameHeaderAmbiguousBody(t *testing.T) {
+	for _, path := range hostilePaths {
+		t.Run(path.name, func(t *testing.T) {
+			s := newRelServer(t, relServerOptions{httpOpts: &taskrouter.HTTPOptions{DisableFastPath: path.noFast}})
+			ctx := relCtx(t, time.Minute)
+			ex := newRelClient(s.url, newRelHTTPClient(2), relExt, "")
+			a := relTaskID(ex.must(t, ctx, "tools/call", map[string]any{"name": "must_work", "arguments": map[string]any{"label": "a"}}))
+			b := relTaskID(ex.must(t, ctx, "tools/call", map[string]any{"name": "must_work", "arguments": map[string]any{"label": "b"}}))
+			for _, name := range []string{a, b} {
+				for _, body := range []string{
+					`{"taskId":"` + a + `","taskid":"` + b + `"}`,
+					`{"taskid":"` + b + `","taskId":"` + a + `"}`,
+					`{"TASKID":"` + b + `","taskId":"` + a + `"}`,
+					`{"taskId":"` + a + `","taskId":"` + b + `"}`,
+				} {
+					env := ex.envelope("tasks/get", map[string]any{})
+					env = []byte(strings.Replace(string(env), `"params":{`, `"params":`+body[:len(body)-1]+`,`, 1))
+					h := ex.headers("tasks/get", nil)
+					h.Set("Mcp-Name", name)
+					rep, err := ex.post(ctx, env, h)
+					require.NoError(t, err)
+					require.Equal(t, "http400+rpc:-32602", hostileOutcome(rep), "Mcp-Name %s, params %s: %s", name, body, rep)
+					require.Contains(t, rep.Err.Message, "taskId")
+				}
+			}
+			got := ex.must(t, ctx, "tasks/get", map[string]any{"taskId": a})
+			require.Equal(t, a, got["taskId"], "one taskId and its header pass")
+		})
+	}
 }

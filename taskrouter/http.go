@@ -37,9 +37,11 @@ type HTTPOptions struct {
 // Before the SDK sees a POST body, the handler refuses a body that is not
 // exactly one JSON value (-32700, HTTP 400), refuses an extension-dialect
 // tasks/* request whose Mcp-Name headers do not all name its task (-32020,
-// HTTP 400, like the SDK's own header checks), moves a core-dialect
-// params.task where the router sees it, drops private _meta keys a client
-// sent, and records the client's IP address for the per-source quota. It
+// HTTP 400, like the SDK's own header checks) or whose params name the
+// task under two keys that differ only in case (-32602, HTTP 400: the
+// header check and the SDK's decoder would read different keys), moves a
+// core-dialect params.task where the router sees it, drops private _meta
+// keys a client sent, and records the client's IP address for the per-source quota. It
 // serves an extension-dialect subscriptions/listen that asks for task
 // notifications itself (see listen.go).
 func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
@@ -107,6 +109,11 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		rb := wire.RewriteBody(body, d, len(req.Header.Values("Mcp-Name")) > 0)
 		d = rb.Dialect
 		if d.NegotiatesPerRequest() && rb.TaskMethod != "" && rb.TaskMethod != mcptask.MethodTasksList {
+			if rb.TaskIDTwice && len(req.Header.Values("Mcp-Name")) > 0 {
+				wire.WriteRPCError(w, http.StatusBadRequest, rb.ID, mcptask.InvalidParams(
+					"params name the task more than once (taskId under two keys that differ only in case, or repeated): the Mcp-Name header cannot be checked against it; send taskId once"))
+				return
+			}
 			if err := nameHeaderError(req.Header, rb.TaskID); err != nil {
 				wire.WriteRPCError(w, http.StatusBadRequest, rb.ID, err)
 				return

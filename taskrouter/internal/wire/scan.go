@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // A byte-level view of a JSON object, so the shims can move a member or
@@ -139,4 +140,30 @@ func valueEnd(b []byte, i int) (int, bool) {
 func QuotedKey(k string) []byte {
 	b, _ := json.Marshal(k)
 	return b
+}
+
+// KeyCount counts the top-level members of the JSON object b whose key,
+// unescaped, equals key but for case: 0 when b is not an object. A count
+// over 1 is a body that readers disagree on (encoding/json takes the
+// last such member, go-sdk's decoder the exact key).
+func KeyCount(b []byte, key string) int {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return 0
+	}
+	n := 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return n
+		}
+		if k, ok := tok.(string); ok && strings.EqualFold(k, key) {
+			n++
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return n
+		}
+	}
+	return n
 }
