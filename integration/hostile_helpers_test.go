@@ -7,18 +7,25 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
 	"github.com/taskbridge/taskbridge/store/postgres"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
 )
 
 // hostileStores are the stores the families whose outcome depends on the
@@ -72,4 +79,60 @@ func hostileDamage(t *testing.T, spec, id, part string) {
 		v[i] = '!' // same length: the record still decodes
 		return b.Put([]byte(id), v)
 	}))
+}
+
+// hookServer is an in-process server with the webhook handler mounted,
+// serving the workflow "approve": a client step (tool "decide", which
+// takes {approved: boolean, reason: string}, both required) an outside
+// system may perform through the webhook, then an event "shipped" whose
+// payload is {version: string}.
+type hookServer struct {
+	srv   *builder.Server
+	mcp   string // the MCP endpoint
+	hooks string // the webhook handler's base URL
+}
+
+type hookDecideIn struct {
+	Approved bool   `json:"approved"`
+	Reason   string `json:"reason"`
+}
+
+func newHookServer(t *testing.T, spec string) *hookServer {
+	t.Helper()
+	mux := http.NewServeMux()
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	b := builder.New("hooks", "1").WithDB(spec).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
+		WithWorkflowOptions(workflow.Options{WebhookURL: hs.URL + "/hooks"})
+	builder.Tool(b, &mcp.Tool{Name: "decide"}, func(ctx context.Context, _ *mcp.CallToolRequest, in hookDecideIn) (*mcp.CallToolResult, hookDecideIn, error) {
+		return nil, in, nil
+	}, taskrouter.ToolOptions{})
+	b.TaskWorkflow(workflow.New("approve", "approve, then wait for the shipment").Step(
+		workflow.Client("decide", "decide").Bind("approved", workflow.FromClient("true to approve")).
+			Bind("reason", workflow.FromClient("why")).AcceptsWebhook(),
+		workflow.Event("shipped", "the release shipped").WithPayload(map[string]any{
+			"type": "object", "properties": map[string]any{"version": map[string]any{"type": "string"}}, "required": []any{"version"}}),
+	))
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	mux.Handle("/mcp", srv.HTTPHandler(nil))
+	mux.Handle("/hooks/", http.StripPrefix("/hooks", srv.Bridge.WebhookHandler()))
+	t.Cleanup(func() { _ = srv.Close() })
+	return &hookServer{srv: srv, mcp: hs.URL + "/mcp", hooks: hs.URL + "/hooks"}
+}
+
+// post sends body to the webhook of task id's step with token; it
+// returns the HTTP status and the decoded JSON answer.
+func (h *hookServer) post(t *testing.T, id, step, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.hooks+"/"+id+"/"+step, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
 }

@@ -8,12 +8,15 @@ package integration
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
 )
 
 // TestHostileDamagedRecords: a task whose stored JSON is damaged (its
@@ -129,4 +132,76 @@ func TestHostileNameHeaderAmbiguousBody(t *testing.T) {
 			require.Equal(t, a, got["taskId"], "one taskId and its header pass")
 		})
 	}
+}
+
+// TestHostileWebhookBodies: a webhook body that does not parse, is not a
+// JSON object, or does not match what the step takes (the client step's
+// tool's input schema; the event's payload schema) is answered 400 and
+// records nothing (no attempt, no output, the task unchanged), on bbolt
+// and PostgreSQL; a matching body is then accepted.
+func TestHostileWebhookBodies(t *testing.T) {
+	for _, be := range hostileStores {
+		t.Run(be.name, func(t *testing.T) {
+			spec := be.spec(t)
+			h := newHookServer(t, spec)
+			ctx := relCtx(t, time.Minute)
+			ex := newRelClient(h.mcp, newRelHTTPClient(2), relExt, "")
+			doc := relHandoff(t, ex.must(t, ctx, "prompts/get", map[string]any{"name": "approve"}))
+			id := doc.TaskID
+			var token string
+			for _, s := range doc.RemainingSteps {
+				if s.Name == "decide" && s.Webhook != nil {
+					token = s.Webhook.Token
+				}
+			}
+			require.NotEmpty(t, token, "the handoff gives the webhook token")
+			before, err := h.srv.Router.Store().Get(ctx, id)
+			require.NoError(t, err)
+
+			for _, c := range []struct{ name, step, body string }{
+				{"not JSON", "decide", `{"approved": tru`},
+				{"two JSON values", "decide", `{"approved": true, "reason": "x"} {}`},
+				{"an array", "decide", `[true, "x"]`},
+				{"a string", "decide", `"approve"`},
+				{"null", "decide", `null`},
+				{"a required argument missing", "decide", `{"approved": true}`},
+				{"an argument of the wrong type", "decide", `{"approved": "yes", "reason": "x"}`},
+				{"event payload of the wrong shape", "shipped", `{"version": 3}`},
+				{"event payload missing its field", "shipped", `{}`},
+			} {
+				code, out := h.post(t, id, c.step, token, c.body)
+				require.Equal(t, http.StatusBadRequest, code, "%s: %v", c.name, out)
+				require.NotEmpty(t, out["error"], c.name)
+				now, err := h.srv.Router.Store().Get(ctx, id)
+				require.NoError(t, err)
+				require.Equal(t, before.Version, now.Version, "%s: nothing recorded", c.name)
+			}
+			code, out := h.post(t, id, "decide", token, `{"approved": true, "reason": "looks good"}`)
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			require.Equal(t, false, out["isError"])
+			_, p := crashTaskProgress(t, h.srv.Router.Store(), id)
+			require.Equal(t, workflow.StepCompleted, stepNamed(t, p, "decide").Status)
+			require.Equal(t, 1, stepNamed(t, p, "decide").Attempts, "only the matching body was an attempt")
+		})
+	}
+}
+
+// crashTaskProgress reads task id and its workflow progress from st.
+func crashTaskProgress(t *testing.T, st store.Store, id string) (*store.Task, *workflow.Progress) {
+	t.Helper()
+	tk, err := st.Get(context.Background(), id)
+	require.NoError(t, err)
+	return tk, crashProgress(t, tk)
+}
+
+// stepNamed returns step name of p.
+func stepNamed(t *testing.T, p *workflow.Progress, name string) *workflow.StepProgress {
+	t.Helper()
+	for i := range p.Steps {
+		if p.Steps[i].Name == name {
+			return &p.Steps[i]
+		}
+	}
+	t.Fatalf("no step %q", name)
+	return nil
 }

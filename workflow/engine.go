@@ -33,6 +33,11 @@ type TaskEngine interface {
 	// RunTool runs a tools/call request in-process, never as a task (a nil
 	// req.Session runs it on the engine's own session).
 	RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error)
+	// CheckToolArguments checks arguments against a tool's input schema
+	// before it runs (a -32602 naming the mismatch; nil when the engine
+	// holds no schema of the tool): the webhook refuses what the tool
+	// would, recording nothing.
+	CheckToolArguments(tool string, args json.RawMessage) error
 	// Track makes tasks/cancel, expiry, shutdown and a lost lease cancel
 	// work on a task.
 	Track(ctx context.Context, id string) (context.Context, func())
