@@ -8,12 +8,15 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -204,4 +207,58 @@ func stepNamed(t *testing.T, p *workflow.Progress, name string) *workflow.StepPr
 	}
 	t.Fatalf("no step %q", name)
 	return nil
+}
+
+// TestHostileConcurrentForks: hundreds of forks of one task at once are
+// every one recorded on the original (bbolt and PostgreSQL): one label
+// per fork merges without a version check, where one list in one label
+// lost forks to version conflicts.
+func TestHostileConcurrentForks(t *testing.T) {
+	const n = 300
+	for _, be := range hostileStores {
+		t.Run(be.name, func(t *testing.T) {
+			s := newRelServer(t, relServerOptions{db: be.spec(t), cfg: taskrouter.Options{MaxPendingPerSource: 4 * n}})
+			ctx := relCtx(t, 3*time.Minute)
+			hc := newRelHTTPClient(64)
+			ex := newRelClient(s.url, hc, relExt, "")
+			orig := relHandoff(t, ex.must(t, ctx, "prompts/get", map[string]any{"name": relFlow, "arguments": map[string]any{"topic": "forks"}})).TaskID
+			ids := make(chan string, n)
+			var wg sync.WaitGroup
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res := ex.must(t, ctx, "tools/call", map[string]any{"name": workflow.DefaultForkToolName, "arguments": map[string]any{"task_id": orig, "from": "sign"}})
+					require.NotEqual(t, true, res["isError"], "%v", res)
+					ids <- relHandoffOf(t, res).TaskID
+				}()
+			}
+			wg.Wait()
+			close(ids)
+			want := map[string]bool{}
+			for id := range ids {
+				want[id] = true
+			}
+			require.Len(t, want, n)
+			tk, err := s.st.Get(ctx, orig)
+			require.NoError(t, err)
+			got := map[string]bool{}
+			for _, f := range workflow.Forks(tk) {
+				require.Equal(t, "sign", f.From)
+				got[f.TaskID] = true
+			}
+			require.Equal(t, want, got, "the original lists every fork, and only them")
+		})
+	}
+}
+
+// relHandoffOf is the handoff of a tool result (its structured content).
+func relHandoffOf(t testing.TB, res map[string]any) *handoff.Document {
+	t.Helper()
+	b, err := json.Marshal(res["structuredContent"])
+	require.NoError(t, err)
+	var d handoff.Document
+	require.NoError(t, json.Unmarshal(b, &d))
+	require.NotEmpty(t, d.TaskID, "no handoff in %v", res)
+	return &d
 }
