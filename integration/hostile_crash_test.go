@@ -5,6 +5,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,70 @@ func TestHostileForksCutBySIGKILL(t *testing.T) {
 			require.Equal(t, stored, listed, "the original lists every fork the store holds, and only them")
 			for id := range delivered {
 				require.True(t, stored[id], "a delivered fork is stored")
+			}
+		})
+	}
+}
+
+// TestHostileWorkflowFloodAcrossSIGKILL: example 62 with every pending
+// limit at 5 and MaxConcurrent at 2, on bbolt and PostgreSQL. 40 parallel
+// canary_release prompts, then 40 parallel calls of its tool: exactly 5
+// workflows start, every other request is refused naming the limit (a
+// -32000 for the prompt, an isError result for the tool, which a model
+// reads). After a SIGKILL and a restart the cap still holds: on bbolt the
+// five count again (Start recounts what the dead process left active),
+// so nothing more starts; on PostgreSQL a replica counts what it created
+// or took over since it started, so at most 5 start.
+func TestHostileWorkflowFloodAcrossSIGKILL(t *testing.T) {
+	for _, be := range hostileStores {
+		t.Run(be.name, func(t *testing.T) {
+			spec := be.spec(t)
+			s := newCanaryServer(t, spec, "TASKBRIDGE_MAX_PENDING=5", "TASKBRIDGE_MAX_PENDING_PER_OWNER=5",
+				"TASKBRIDGE_MAX_PENDING_PER_SOURCE=5", "TASKBRIDGE_MAX_CONCURRENT=2")
+			ctx := relCtx(t, 3*time.Minute)
+			flood := func(tool bool) (started int) {
+				c := newRelClient(s.url(t), newRelHTTPClient(64), relExt, "")
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				for i := range 40 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						args := map[string]any{"repo": "r", "version": fmt.Sprintf("v1.0.%d", i), "soak_seconds": "1h"}
+						var rep *relReply
+						var err error
+						if tool {
+							rep, err = c.call(ctx, "tools/call", map[string]any{"name": "canary_release", "arguments": args})
+						} else {
+							rep, err = c.call(ctx, "prompts/get", map[string]any{"name": "canary_release", "arguments": args})
+						}
+						require.NoError(t, err)
+						switch {
+						case rep.Err != nil:
+							require.EqualValues(t, mcptask.CodeTooManyTasks, rep.Err.Code, "%s", rep)
+							require.Contains(t, rep.Err.Message, "(limit MaxPending", "the refusal names the limit")
+						case rep.Map()["isError"] == true:
+							require.True(t, tool, "%s", rep)
+							require.Contains(t, textOfResult(rep.Map()), "(limit MaxPending", "the refusal names the limit")
+						default:
+							mu.Lock()
+							started++
+							mu.Unlock()
+						}
+					}()
+				}
+				wg.Wait()
+				return started
+			}
+			require.Equal(t, 5, flood(false), "5 workflows start; 35 prompts are refused")
+			require.Equal(t, 0, flood(true), "the 5 still run: every tool call is refused")
+
+			s.p.kill()
+			s.start(t)
+			if s.bbolt() {
+				require.Equal(t, 0, flood(false), "after the restart the 5 count again")
+			} else {
+				require.LessOrEqual(t, flood(false), 5, "after the restart the cap still holds")
 			}
 		})
 	}

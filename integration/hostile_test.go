@@ -10,13 +10,18 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -261,4 +266,125 @@ func relHandoffOf(t testing.TB, res map[string]any) *handoff.Document {
 	require.NoError(t, json.Unmarshal(b, &d))
 	require.NotEmpty(t, d.TaskID, "no handoff in %v", res)
 	return &d
+}
+
+// TestHostileStepsBounded: the server steps of many workflows (parallel
+// groups of three) never run more than MaxConcurrent (2) tools at once;
+// the others wait for a slot and run when one frees. Before, 120 server
+// steps ran at once whatever MaxConcurrent said.
+func TestHostileStepsBounded(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	running, peak, ran := 0, 0, 0
+	b := builder.New("steps", "1").WithDB("memory://").WithoutEnv().
+		WithRouterOptions(taskrouter.Options{MaxConcurrent: 2}).
+		WithWorkflowOptions(workflow.Options{PromptWait: 10 * time.Millisecond})
+	builder.Tool(b, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			running--
+			ran++
+			mu.Unlock()
+		}()
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	}, taskrouter.ToolOptions{})
+	b.TaskWorkflow(workflow.New("par", "three at once").Step(
+		workflow.Parallel("g", workflow.Server("s1", "slow"), workflow.Server("s2", "slow"), workflow.Server("s3", "slow"))))
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	hs := httptest.NewServer(srv.HTTPHandler(nil))
+	t.Cleanup(hs.Close)
+	ctx := relCtx(t, time.Minute)
+	ex := newRelClient(hs.URL, newRelHTTPClient(8), relExt, "")
+	var ids []string
+	for range 4 {
+		ids = append(ids, relHandoff(t, ex.must(t, ctx, "prompts/get", map[string]any{"name": "par"})).TaskID)
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		s := srv.Router.Stats()
+		return running == 2 && s.Steps == 2 && s.StepsQueued == 10
+	}, 20*time.Second, 5*time.Millisecond, "two step tools run, ten wait")
+	close(release)
+	for _, id := range ids {
+		require.Equal(t, "completed", relExtWait(t, ctx, ex, id)["status"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 12, ran)
+	require.Equal(t, 2, peak, "never more than MaxConcurrent step tools at once")
+}
+
+// TestHostileQuotasPerKind: one owner's quota (MaxPendingPerOwner 3)
+// counts every kind of task the engine creates, together: tool tasks,
+// workflow tasks from prompts/get, forks. Past it each kind is refused
+// naming the limit (a -32000; an isError result for a tool a model
+// calls), another owner is not, and a task that ends frees its slot.
+func TestHostileQuotasPerKind(t *testing.T) {
+	s := newRelServer(t, relServerOptions{
+		cfg:  taskrouter.Options{MaxPendingPerOwner: 3},
+		wrap: auth.RequireBearerToken(relTokens(map[string]string{"a": "alice", "b": "bob"}), nil),
+	})
+	ctx := relCtx(t, time.Minute)
+	hc := newRelHTTPClient(8)
+	core := newRelClient(s.url, hc, relCore, "a")
+	require.NoError(t, core.initialize(ctx))
+	ex := newRelClient(s.url, hc, relExt, "a")
+	bob := newRelClient(s.url, hc, relExt, "b")
+
+	tool := func(c *relClient) (*relReply, error) {
+		return c.call(ctx, "tools/call", map[string]any{"name": "must_work", "arguments": map[string]any{"ms": 60000, "label": "q"}})
+	}
+	prompt := func(c *relClient) (*relReply, error) {
+		return c.call(ctx, "prompts/get", map[string]any{"name": relFlow, "arguments": map[string]any{"topic": "q"}})
+	}
+	toolTask := relTaskID(core.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 60000}, "task": map[string]any{}}))
+	wf := relHandoff(t, ex.must(t, ctx, "prompts/get", map[string]any{"name": relFlow, "arguments": map[string]any{"topic": "q"}})).TaskID
+	fork := ex.must(t, ctx, "tools/call", map[string]any{"name": workflow.DefaultForkToolName, "arguments": map[string]any{"task_id": wf, "from": "sign"}})
+	require.NotEqual(t, true, fork["isError"], "%v", fork)
+
+	refusedRPC := func(name string, rep *relReply, err error) {
+		require.NoError(t, err)
+		require.NotNil(t, rep.Err, "%s: %s", name, rep)
+		require.EqualValues(t, mcptask.CodeTooManyTasks, rep.Err.Code, name)
+		require.Contains(t, rep.Err.Message, "limit MaxPendingPerOwner=3", name)
+	}
+	refusedTool := func(name string, rep *relReply, err error) {
+		require.NoError(t, err)
+		require.Nil(t, rep.Err, "%s: %s", name, rep)
+		require.Equal(t, true, rep.Map()["isError"], "%s: %s", name, rep)
+		require.Contains(t, textOfResult(rep.Map()), "limit MaxPendingPerOwner=3", name)
+	}
+	rep, err := core.call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 1}, "task": map[string]any{}})
+	refusedRPC("a core tool task", rep, err)
+	rep, err = tool(ex)
+	refusedRPC("an extension tool task", rep, err)
+	rep, err = prompt(ex)
+	refusedRPC("a workflow from prompts/get", rep, err)
+	rep, err = ex.call(ctx, "tools/call", map[string]any{"name": workflow.DefaultForkToolName, "arguments": map[string]any{"task_id": wf, "from": "sign"}})
+	refusedTool("a fork", rep, err)
+
+	// Another owner is not refused.
+	rep, err = prompt(bob)
+	require.NoError(t, err)
+	require.Nil(t, rep.Err, "%s", rep)
+
+	// A task that ends frees its slot, whatever kind takes it next.
+	core.must(t, ctx, "tasks/cancel", map[string]any{"taskId": toolTask})
+	rep, err = prompt(ex)
+	require.NoError(t, err)
+	require.Nil(t, rep.Err, "%s", rep)
+	rep, err = tool(ex)
+	refusedRPC("full again", rep, err)
 }
