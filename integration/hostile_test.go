@@ -9,6 +9,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +24,8 @@ import (
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/bboltstore"
+	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -387,4 +390,98 @@ func TestHostileQuotasPerKind(t *testing.T) {
 	require.Nil(t, rep.Err, "%s", rep)
 	rep, err = tool(ex)
 	refusedRPC("full again", rep, err)
+}
+
+// TestHostilePermanentWriteFailure: a server step whose output the store
+// refuses for good (over MaxVariableBytes) fails the workflow task with
+// that reason, on bbolt and PostgreSQL: tasks/get shows it failed with the
+// reason and its error, and the log says so. It never stays "running step
+// ..." until its ttl.
+func TestHostilePermanentWriteFailure(t *testing.T) {
+	limits := store.Limits{MaxVariableBytes: 8 << 10, MaxVariablesBytes: 64 << 10}
+	for _, be := range hostileStores {
+		t.Run(be.name, func(t *testing.T) {
+			spec := be.spec(t)
+			var st store.Store
+			var err error
+			if builder.IsPostgresDSN(spec) {
+				st, err = postgres.Open(context.Background(), spec, postgres.WithLimits(limits))
+			} else {
+				st, err = bboltstore.Open(spec, bboltstore.WithLimits(limits))
+			}
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = st.Close() })
+			var logs lockedBuffer
+			b := builder.New("big", "1").WithStore(st).WithoutEnv().
+				WithLogger(slog.New(slog.NewTextHandler(&logs, nil))).
+				WithWorkflowOptions(workflow.Options{PromptWait: 10 * time.Millisecond})
+			builder.Tool(b, &mcp.Tool{Name: "huge"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
+				return nil, map[string]any{"blob": strings.Repeat("x", 32<<10)}, nil
+			}, taskrouter.ToolOptions{})
+			b.TaskWorkflow(workflow.New("bigflow", "one step whose output is too large").Step(workflow.Server("huge", "huge")))
+			srv, err := b.Build(context.Background())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = srv.Close() })
+			hs := httptest.NewServer(srv.HTTPHandler(nil))
+			t.Cleanup(hs.Close)
+			ctx := relCtx(t, time.Minute)
+			ex := newRelClient(hs.URL, newRelHTTPClient(2), relExt, "")
+			id := relHandoff(t, ex.must(t, ctx, "prompts/get", map[string]any{"name": "bigflow"})).TaskID
+			got := relExtWait(t, ctx, ex, id)
+			require.Equal(t, "failed", got["status"], "%v", got)
+			require.Contains(t, got["statusMessage"], "cannot be recorded")
+			require.Contains(t, got["statusMessage"], "too large")
+			require.NotNil(t, got["error"], "tasks/get carries the error")
+			require.Contains(t, logs.String(), "recording a workflow task's progress")
+			require.Contains(t, logs.String(), id)
+		})
+	}
+}
+
+// TestHostileOddLengths: a sleep length given as a prompt argument is
+// checked at prompts/get, each odd value refused with -32602 and its own
+// reason (NaN and infinities are no finite number, 1e308 and MaxInt64
+// seconds and 2100000h are past the maximum, which the error names; only
+// a negative length is called negative); nothing is created.
+func TestHostileOddLengths(t *testing.T) {
+	b := builder.New("naps", "1").WithDB("memory://").WithoutEnv()
+	b.TaskWorkflow(workflow.New("nap", "sleep as long as asked").
+		TypedArg("secs", "how long", true, workflow.ArgDuration).
+		Step(workflow.SleepFor("nap", workflow.PromptArg("secs"))))
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	hs := httptest.NewServer(srv.HTTPHandler(nil))
+	t.Cleanup(hs.Close)
+	ctx := relCtx(t, time.Minute)
+	for _, d := range []relDialect{relCore, relExt} {
+		c := newRelClient(hs.URL, newRelHTTPClient(2), d, "")
+		if d == relCore {
+			require.NoError(t, c.initialize(ctx))
+		}
+		for value, reason := range map[string]string{
+			"NaN":                 "not a finite number",
+			"Inf":                 "not a finite number",
+			"-Inf":                "not a finite number",
+			"1e308":               "longer than the maximum, 366 days",
+			"9223372036854775807": "longer than the maximum, 366 days",
+			"2100000h":            "longer than the maximum, 366 days",
+			"-5":                  "negative",
+			"-1s":                 "negative",
+		} {
+			rep, err := c.call(ctx, "prompts/get", map[string]any{"name": "nap", "arguments": map[string]any{"secs": value}})
+			require.NoError(t, err)
+			require.NotNil(t, rep.Err, "%s %q: %s", d, value, rep)
+			require.EqualValues(t, mcptask.CodeInvalidParams, rep.Err.Code, "%s %q", d, value)
+			require.Contains(t, rep.Err.Message, reason, "%s %q", d, value)
+			if reason != "negative" {
+				require.NotContains(t, rep.Err.Message, "negative", "%s %q", d, value)
+			}
+		}
+	}
+	counts, err := srv.Router.Store().Counts(ctx)
+	require.NoError(t, err)
+	for status, n := range counts {
+		require.Zero(t, n, "no task was created (%s)", status)
+	}
 }
