@@ -383,8 +383,11 @@ func TestHostileQuotasPerKind(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, rep.Err, "%s", rep)
 
-	// A task that ends frees its slot, whatever kind takes it next.
+	// A task that ends frees its slot (a tool task's once its handler has
+	// stopped), whatever kind takes it next.
 	core.must(t, ctx, "tasks/cancel", map[string]any{"taskId": toolTask})
+	// alice's two, and bob's one.
+	require.Eventually(t, func() bool { return s.srv.Router.Stats().Pending == 3 }, 10*time.Second, time.Millisecond)
 	rep, err = prompt(ex)
 	require.NoError(t, err)
 	require.Nil(t, rep.Err, "%s", rep)

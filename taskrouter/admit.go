@@ -64,12 +64,13 @@ type quotas struct {
 	steps   chan struct{}
 
 	mu          sync.Mutex
-	owners      map[string]*slots    // pending/running slots by owner
-	sources     map[string]int       // pending tasks by request source
-	pending     int                  // pending tasks in total
-	waiters     int                  // tasks/result requests waiting
-	held        map[string]admission // tasks holding a pending slot until they end, by id
-	stepsQueued int                  // step tools waiting for a step slot
+	owners      map[string]*slots               // pending/running slots by owner
+	sources     map[string]int                  // pending tasks by request source
+	pending     int                             // pending tasks in total
+	waiters     int                             // tasks/result requests waiting
+	held        map[string]admission            // tasks holding a pending slot until they end, by id
+	stepsQueued int                             // step tools waiting for a step slot
+	waiting     map[string]map[*waiter]struct{} // tasks/result requests waiting, by source
 }
 
 func newQuotas(cfg Options) quotas {
@@ -294,12 +295,50 @@ func (q *quotas) release(a admission, running bool) {
 	q.pending--
 }
 
-// wait counts a tasks/result request waiting (delta 1) or done waiting
-// (delta -1).
-func (q *quotas) wait(delta int) {
+// wait counts a tasks/result request of source waiting: the returned
+// context also ends, with cause errSessionEnded, when the source's session
+// ends (endWaits); call done when the request stops waiting.
+func (q *quotas) wait(ctx context.Context, source string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &waiter{cancel: cancel}
 	q.mu.Lock()
-	q.waiters += delta
+	q.waiters++
+	if q.waiting == nil {
+		q.waiting = map[string]map[*waiter]struct{}{}
+	}
+	if q.waiting[source] == nil {
+		q.waiting[source] = map[*waiter]struct{}{}
+	}
+	q.waiting[source][w] = struct{}{}
 	q.mu.Unlock()
+	return ctx, func() {
+		q.mu.Lock()
+		q.waiters--
+		delete(q.waiting[source], w)
+		if len(q.waiting[source]) == 0 {
+			delete(q.waiting, source)
+		}
+		q.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// waiter is a tasks/result request waiting (quotas.wait).
+type waiter struct{ cancel context.CancelCauseFunc }
+
+// endWaits ends the waits of the tasks/result requests of source (a
+// session that was deleted). The cancel functions are called after the
+// lock is released.
+func (q *quotas) endWaits(source string) {
+	q.mu.Lock()
+	var ws []*waiter
+	for w := range q.waiting[source] {
+		ws = append(ws, w)
+	}
+	q.mu.Unlock()
+	for _, w := range ws {
+		w.cancel(errSessionEnded)
+	}
 }
 
 // load returns the engine's load as Stats reports it (Tracked aside).

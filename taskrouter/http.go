@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -73,6 +75,59 @@ type httpShim struct {
 	noFast              bool
 	stateful, stateless http.Handler
 	maxBody             int64
+	waits               sessionWaits // tasks/result POSTs in flight, by session (serveDelete)
+}
+
+// sessionWaits counts the tasks/result POSTs in flight on each stateful
+// session, so that a DELETE of the session waits for their answers
+// (which it ends: see serveDelete) before the session closes.
+type sessionWaits struct {
+	mu sync.Mutex
+	m  map[string]*postsInFlight
+}
+
+type postsInFlight struct {
+	n    int
+	none chan struct{} // closed when n is back to 0
+}
+
+// begin counts a POST of session sid; the function ends it.
+func (s *sessionWaits) begin(sid string) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*postsInFlight{}
+	}
+	p := s.m[sid]
+	if p == nil {
+		p = &postsInFlight{none: make(chan struct{})}
+		s.m[sid] = p
+	}
+	p.n++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if p.n--; p.n == 0 {
+			close(p.none)
+			delete(s.m, sid)
+		}
+	}
+}
+
+// wait waits until session sid has no POST counted, or for d.
+func (s *sessionWaits) wait(sid string, d time.Duration) {
+	s.mu.Lock()
+	p := s.m[sid]
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.none:
+	case <-t.C:
+	}
 }
 
 func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -97,6 +152,16 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				"parse error: the request body must be exactly one JSON value (a message or a batch)"))
 			return
 		}
+		if id, bad := wire.UnsafeIDs(body); bad {
+			// go-sdk would echo it altered (2.5 as 2, 2^53+1 as 2^53).
+			wire.WriteErrorLine(w, http.StatusBadRequest, id, wire.BadIDError(id))
+			return
+		}
+		if sid := req.Header.Get("Mcp-Session-Id"); sid != "" {
+			if _, method, _ := wire.CallOf(body); method == mcptask.MethodTasksResult {
+				defer h.waits.begin(sid)()
+			}
+		}
 		if wire.MayBeListen(body) {
 			if lr, ok := wire.ListenFor(body); ok && (d.NegotiatesPerRequest() || wire.HasProtocolKey(body)) {
 				h.r.serveListen(w, req, lr)
@@ -116,6 +181,13 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 			if err := nameHeaderError(req.Header, rb.TaskID); err != nil {
 				wire.WriteRPCError(w, http.StatusBadRequest, rb.ID, err)
+				return
+			}
+		}
+		if !d.NegotiatesPerRequest() && req.Header.Get("Mcp-Session-Id") == "" {
+			if id, method, call := wire.CallOf(body); call && method != mcptask.MethodInitialize {
+				// go-sdk would make a session of it and answer code 0.
+				wire.WriteErrorLine(w, http.StatusBadRequest, id, wire.NoSessionError(method))
 				return
 			}
 		}

@@ -90,8 +90,8 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		// shared store, a round trip to the database).
 		return finalResult(first)
 	}
-	r.quotas.wait(1)
-	defer r.quotas.wait(-1)
+	ctx, done := r.quotas.wait(ctx, q.Source)
+	defer done()
 	for {
 		// Watch first, then read, so no change between the two is missed.
 		w := r.watches.watch(id)
@@ -120,6 +120,9 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 			// notification from another process was lost.
 			r.watches.unwatch(id, w)
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errSessionEnded) {
+				return nil, mcptask.InternalError("the session was deleted while this tasks/result waited; task %s goes on (read it with tasks/get)", id)
+			}
 			return nil, ctx.Err()
 		}
 	}

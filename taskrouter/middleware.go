@@ -3,10 +3,12 @@ package taskrouter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
@@ -86,6 +88,7 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 			r.log.Error("panic handling request", "method", method, "panic", p, "stack", string(debug.Stack()))
 			res, err = nil, mcptask.InternalError("internal error handling %s", method)
 		}
+		err = wireError(err)
 	}()
 	normalizeParams(req)
 	q := r.resolve(ctx, req)
@@ -118,6 +121,21 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 		}
 	}
 	return r.inner(ctx, method, req)
+}
+
+// wireError makes err a JSON-RPC error with a code: go-sdk sends any other
+// error with code 0, which no client can act on. A cancelled or timed-out
+// request is a -32603 saying so; any other error a -32603 with its text.
+// The fast path's own signals pass unchanged (they never reach a client).
+func wireError(err error) error {
+	var je *jsonrpc.Error
+	switch {
+	case err == nil, errors.As(err, &je), errors.Is(err, errHandoff), errors.Is(err, errNoReply):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return mcptask.InternalError("the request was cancelled before it was answered (%v)", err)
+	}
+	return mcptask.InternalError("%v", err)
 }
 
 // toolsCall decides whether a tools/call becomes a task, following the

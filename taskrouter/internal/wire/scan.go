@@ -104,38 +104,6 @@ func skipString(b []byte, i int) int {
 	return i
 }
 
-// valueEnd returns the end of the JSON value starting at b[i] (an object)
-// and whether it is complete in b.
-func valueEnd(b []byte, i int) (int, bool) {
-	depth, inString, escaped := 0, false, false
-	for ; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return i + 1, true
-			}
-		}
-	}
-	return len(b), false
-}
-
 // QuotedKey is a member key as it appears in JSON.
 func QuotedKey(k string) []byte {
 	b, _ := json.Marshal(k)
@@ -147,23 +115,34 @@ func QuotedKey(k string) []byte {
 // over 1 is a body that readers disagree on (encoding/json takes the
 // last such member, go-sdk's decoder the exact key).
 func KeyCount(b []byte, key string) int {
+	n := 0
+	eachMember(b, func(k string, _ json.RawMessage) {
+		if strings.EqualFold(k, key) {
+			n++
+		}
+	})
+	return n
+}
+
+// eachMember calls f with every top-level member of the JSON object b,
+// in order, its key unescaped (nothing when b is not an object; up to
+// where it stops being valid JSON).
+func eachMember(b []byte, f func(key string, value json.RawMessage)) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return 0
+		return
 	}
-	n := 0
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return n
+			return
 		}
-		if k, ok := tok.(string); ok && strings.EqualFold(k, key) {
-			n++
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return n
+		if k, ok := tok.(string); ok {
+			f(k, v)
 		}
 	}
-	return n
 }
