@@ -136,3 +136,36 @@ func (h *hookServer) post(t *testing.T, id, step, token, body string) (int, map[
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
 }
+
+// hostileFamilies is the hostile-input suite: what a hostile client tries,
+// family by family, and the tests that try it (TestHostileFamilies keeps
+// every name pointing at a test). README "Security" says what each
+// family may and may not achieve.
+var hostileFamilies = []struct {
+	family string
+	tests  []string
+}{
+	{"malformed params.task (types, negative, NaN, overflow, escaped key, duplicates)", []string{"TestHostileInput"}},
+	{"malformed bodies (not JSON, two values, trailing bytes, empty, deep, over 8 MiB, jsonrpc 1.0)", []string{"TestHostileInput"}},
+	{"unknown, forged and odd task ids (random, 10 KiB, NUL and RTL, wrong JSON type)", []string{"TestHostileInput"}},
+	{"forged, foreign, truncated and oversized list cursors", []string{"TestHostileInput"}},
+	{"continuation abuse (_task_id types, a tool task's id, _task_vars)", []string{"TestHostileInput"}},
+	{"dialect rules (methods a dialect lacks, no extension declared, missing params)", []string{"TestHostileInput", "TestHostileUnknownMethod2026"}},
+	{"headers (Mcp-Name mismatched or twice, DNS rebinding, unknown protocol version)", []string{"TestHostileInput"}},
+	{"Mcp-Name against a body naming its task twice in different case", []string{"TestHostileNameHeaderAmbiguousBody"}},
+	{"owners on every path (tasks/*, task tools, continuations, resume, fork, listen)", []string{"TestHostileOwnersEveryPath", "TestIsolationBetweenOwners", "TestTokenOwnersAcrossRestarts"}},
+	{"authentication (no token, unknown token, another user's token on a session)", []string{"TestHostileInput"}},
+	{"differential: the fast path and the SDK's answer alike", []string{"TestHostileInput", "TestHostileDamagedRecords", "TestHostileRequestIDs", "TestHostileNameHeaderAmbiguousBody", "TestHostileSessionDeleteEndsWaits"}},
+	{"quotas per kind of task (tool, workflow prompt, workflow tool, fork) and across a SIGKILL", []string{"TestHostileQuotasPerKind", "TestHostileWorkflowFloodAcrossSIGKILL", "TestStatelessFloodIsBoundedPerAddress"}},
+	{"workflow steps beyond MaxConcurrent", []string{"TestHostileStepsBounded"}},
+	{"concurrent forks of one task", []string{"TestHostileConcurrentForks"}},
+	{"forks cut by a SIGKILL; replies lost (orphans)", []string{"TestHostileForksCutBySIGKILL"}},
+	{"extreme numbers (ttl 1e300 and 2^53, sleep lengths NaN, Inf, 1e308, MaxInt64, ids 1e300, 2^53+1, 2.5)", []string{"TestHostileInput", "TestHostileOddLengths", "TestHostileRequestIDs"}},
+	{"damaged stored records (result, error data) on bbolt and PostgreSQL", []string{"TestHostileDamagedRecords"}},
+	{"writes the store refuses for good (oversized outputs and results)", []string{"TestHostilePermanentWriteFailure", "TestHostileInput"}},
+	{"webhook bodies (not JSON, not an object, not matching the step)", []string{"TestHostileWebhookBodies"}},
+	{"stdio lines go-sdk cannot read", []string{"TestHostileStdioLines"}},
+	{"errors without a code (code 0)", []string{"TestHostileNoCodeZero"}},
+	{"a session deleted while a request waits", []string{"TestHostileSessionDeleteEndsWaits"}},
+	{"what /metrics tells without a token", []string{"TestHostileMetricsAreCountsOnly"}},
+}

@@ -1,17 +1,26 @@
 package integration
 
 // The hostile-input suite: what a hostile client tries, family by family
-// (see hostileFamilies), against real servers over Streamable HTTP on
-// 127.0.0.1, on the fast path and on the SDK's, on bbolt and PostgreSQL
-// where the store matters. TestHostileInput (reliability_hostile_test.go)
-// holds the malformed-request families; this file the rest.
+// (hostileFamilies in hostile_helpers_test.go), against real servers over
+// Streamable HTTP on 127.0.0.1 and stdio, on the fast path and on the
+// SDK's, on bbolt and PostgreSQL where the store matters. TestHostileInput
+// (reliability_hostile_test.go) holds the malformed-request families,
+// hostile_crash_test.go those that need a SIGKILL, hostile_wire_test.go
+// the wire's edges; this file the rest. Run it alone with
+// go test ./integration -run 'TestHostile|TestIsolation|TestTokenOwners|TestStatelessFlood'.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -486,5 +495,121 @@ func TestHostileOddLengths(t *testing.T) {
 	require.NoError(t, err)
 	for status, n := range counts {
 		require.Zero(t, n, "no task was created (%s)", status)
+	}
+}
+
+// TestHostileOwnersEveryPath: with bearer tokens, bob reaches none of
+// alice's tasks on any path that names a task, on the fast path and the
+// SDK's: the tasks/* methods of both dialects, the built-in task tools,
+// a continuation (the _task_id argument and _meta._task_id), a resume by
+// prompts/get, the fork tool, and subscriptions/listen. Every attempt is
+// "not found" (as for an id that does not exist), and alice's tasks are
+// unchanged.
+func TestHostileOwnersEveryPath(t *testing.T) {
+	for _, path := range hostilePaths {
+		t.Run(path.name, func(t *testing.T) {
+			s := newRelServer(t, relServerOptions{
+				httpOpts: &taskrouter.HTTPOptions{DisableFastPath: path.noFast},
+				wrap:     auth.RequireBearerToken(relTokens(map[string]string{"a": "alice", "b": "bob"}), nil),
+			})
+			ctx := relCtx(t, time.Minute)
+			hc := newRelHTTPClient(8)
+			aCore := newRelClient(s.url, hc, relCore, "a")
+			require.NoError(t, aCore.initialize(ctx))
+			aExt := newRelClient(s.url, hc, relExt, "a")
+			bCore := newRelClient(s.url, hc, relCore, "b")
+			require.NoError(t, bCore.initialize(ctx))
+			bExt := newRelClient(s.url, hc, relExt, "b")
+			long := relTaskID(aCore.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 60000, "label": "a"}, "task": map[string]any{}}))
+			wf := relHandoff(t, aExt.must(t, ctx, "prompts/get", map[string]any{"name": relFlow, "arguments": map[string]any{"topic": "a"}})).TaskID
+			before := relSnap(t, s.st)
+
+			notFound := func(name string, rep *relReply, err error) {
+				t.Helper()
+				require.NoError(t, err, name)
+				if rep.Err != nil {
+					require.EqualValues(t, mcptask.CodeInvalidParams, rep.Err.Code, "%s: %s", name, rep)
+					msg := strings.ToLower(rep.Err.Message)
+					require.True(t, strings.Contains(msg, "not found") || strings.Contains(msg, "unknown"), "%s: %s", name, rep)
+					return
+				}
+				require.Equal(t, true, rep.Map()["isError"], "%s answered: %s", name, rep)
+				text := strings.ToLower(textOfResult(rep.Map()))
+				require.True(t, strings.Contains(text, "that you may see") || strings.Contains(text, "not found") || strings.Contains(text, "unknown"), "%s: %s", name, text)
+			}
+			sign := map[string]any{"draft": "d", "verdict": "v"}
+			for _, id := range []string{long, wf} {
+				for _, c := range []struct {
+					name   string
+					client *relClient
+					method string
+					params map[string]any
+				}{
+					{"core tasks/get", bCore, "tasks/get", map[string]any{"taskId": id}},
+					{"core tasks/result", bCore, "tasks/result", map[string]any{"taskId": id}},
+					{"core tasks/cancel", bCore, "tasks/cancel", map[string]any{"taskId": id}},
+					{"ext tasks/get", bExt, "tasks/get", map[string]any{"taskId": id}},
+					{"ext tasks/cancel", bExt, "tasks/cancel", map[string]any{"taskId": id}},
+					{"ext tasks/update", bExt, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{}}},
+					{"task_result", bExt, "tools/call", map[string]any{"name": "task_result", "arguments": map[string]any{"task_id": id}}},
+					{"task_cancel", bExt, "tools/call", map[string]any{"name": "task_cancel", "arguments": map[string]any{"task_id": id}}},
+					{"continuation by argument", bExt, "tools/call", map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "v", "_task_id": id}}},
+					{"continuation by _meta", bCore, "tools/call", map[string]any{"name": "sign", "arguments": sign, "_meta": map[string]any{"_task_id": id}}},
+					{"resume by prompts/get", bExt, "prompts/get", map[string]any{"name": relFlow, "_meta": map[string]any{"_task_id": id}}},
+					{"fork tool", bExt, "tools/call", map[string]any{"name": workflow.DefaultForkToolName, "arguments": map[string]any{"task_id": id}}},
+				} {
+					rep, err := c.client.call(ctx, c.method, c.params)
+					notFound(c.name, rep, err)
+				}
+			}
+			// tasks/list shows bob none of alice's tasks.
+			page := bCore.must(t, ctx, "tasks/list", map[string]any{})
+			for _, tk := range page["tasks"].([]any) {
+				require.NotContains(t, []string{long, wf}, tk.(map[string]any)["taskId"])
+			}
+			// subscriptions/listen tells bob nothing of them.
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			params := bExt.withMeta(map[string]any{"notifications": map[string]any{"taskIds": []string{long, wf}}})
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": params})
+			req, err := http.NewRequestWithContext(lctx, http.MethodPost, s.url, bytes.NewReader(body))
+			require.NoError(t, err)
+			req.Header = bExt.headers("subscriptions/listen", params)
+			resp, err := hc.Do(req)
+			require.NoError(t, err)
+			stream, err := io.ReadAll(resp.Body) // the stream ends: bob follows no task
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Contains(t, string(stream), `"id":9`, "the listen request is answered")
+			for _, id := range []string{long, wf} {
+				require.NotContains(t, string(stream), id, "listen tells bob nothing of alice's task")
+			}
+			require.Empty(t, before.diff(relSnap(t, s.st)), "alice's tasks are unchanged")
+		})
+	}
+}
+
+// TestHostileFamilies keeps the suite's table (hostileFamilies) true:
+// every family names tests, and every test it names exists in this
+// package.
+func TestHostileFamilies(t *testing.T) {
+	defined := map[string]bool{}
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		for _, d := range file.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
+				defined[fn.Name.Name] = true
+			}
+		}
+	}
+	for _, f := range hostileFamilies {
+		require.NotEmpty(t, f.tests, f.family)
+		for _, name := range f.tests {
+			require.True(t, defined[name], "family %q names %s, which is no test of this package", f.family, name)
+		}
 	}
 }
