@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -168,4 +169,45 @@ var hostileFamilies = []struct {
 	{"errors without a code (code 0)", []string{"TestHostileNoCodeZero"}},
 	{"a session deleted while a request waits", []string{"TestHostileSessionDeleteEndsWaits"}},
 	{"what /metrics tells without a token", []string{"TestHostileMetricsAreCountsOnly"}},
+}
+
+// onPaths runs f once per path (hostilePaths), as a subtest, with a server
+// of o serving that path.
+func onPaths(t *testing.T, o relServerOptions, f func(t *testing.T, path string, s *relServer)) {
+	for _, p := range hostilePaths {
+		t.Run(p.name, func(t *testing.T) {
+			o := o
+			o.httpOpts = &taskrouter.HTTPOptions{DisableFastPath: p.noFast}
+			f(t, p.name, newRelServer(t, o))
+		})
+	}
+}
+
+// hostileUsers requires bearer tokens: "a" is alice, "b" is bob.
+func hostileUsers() func(http.Handler) http.Handler {
+	return auth.RequireBearerToken(relTokens(map[string]string{"a": "alice", "b": "bob"}), nil)
+}
+
+// hostileClients are alice's and bob's clients of s, in both dialects
+// (the core ones initialized).
+func hostileClients(t *testing.T, ctx context.Context, s *relServer) (aCore, aExt, bCore, bExt *relClient) {
+	t.Helper()
+	hc := newRelHTTPClient(8)
+	aCore, aExt = newRelClient(s.url, hc, relCore, "a"), newRelClient(s.url, hc, relExt, "a")
+	bCore, bExt = newRelClient(s.url, hc, relCore, "b"), newRelClient(s.url, hc, relExt, "b")
+	require.NoError(t, aCore.initialize(ctx))
+	require.NoError(t, bCore.initialize(ctx))
+	return aCore, aExt, bCore, bExt
+}
+
+// serveBuilder builds b and serves it over Streamable HTTP on 127.0.0.1
+// until t ends; it returns the server and its MCP endpoint.
+func serveBuilder(t *testing.T, b *builder.Builder) (*builder.Server, string) {
+	t.Helper()
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	hs := httptest.NewServer(srv.HTTPHandler(nil))
+	t.Cleanup(hs.Close)
+	return srv, hs.URL
 }

@@ -19,14 +19,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
@@ -124,34 +122,31 @@ func textOfResult(res map[string]any) string {
 // task must not pass. A body naming its task once passes with a correct
 // header.
 func TestHostileNameHeaderAmbiguousBody(t *testing.T) {
-	for _, path := range hostilePaths {
-		t.Run(path.name, func(t *testing.T) {
-			s := newRelServer(t, relServerOptions{httpOpts: &taskrouter.HTTPOptions{DisableFastPath: path.noFast}})
-			ctx := relCtx(t, time.Minute)
-			ex := newRelClient(s.url, newRelHTTPClient(2), relExt, "")
-			a := relTaskID(ex.must(t, ctx, "tools/call", map[string]any{"name": "must_work", "arguments": map[string]any{"label": "a"}}))
-			b := relTaskID(ex.must(t, ctx, "tools/call", map[string]any{"name": "must_work", "arguments": map[string]any{"label": "b"}}))
-			for _, name := range []string{a, b} {
-				for _, body := range []string{
-					`{"taskId":"` + a + `","taskid":"` + b + `"}`,
-					`{"taskid":"` + b + `","taskId":"` + a + `"}`,
-					`{"TASKID":"` + b + `","taskId":"` + a + `"}`,
-					`{"taskId":"` + a + `","taskId":"` + b + `"}`,
-				} {
-					env := ex.envelope("tasks/get", map[string]any{})
-					env = []byte(strings.Replace(string(env), `"params":{`, `"params":`+body[:len(body)-1]+`,`, 1))
-					h := ex.headers("tasks/get", nil)
-					h.Set("Mcp-Name", name)
-					rep, err := ex.post(ctx, env, h)
-					require.NoError(t, err)
-					require.Equal(t, "http400+rpc:-32602", hostileOutcome(rep), "Mcp-Name %s, params %s: %s", name, body, rep)
-					require.Contains(t, rep.Err.Message, "taskId")
-				}
+	onPaths(t, relServerOptions{}, func(t *testing.T, path string, s *relServer) {
+		ctx := relCtx(t, time.Minute)
+		ex := newRelClient(s.url, newRelHTTPClient(2), relExt, "")
+		a := relTaskID(ex.must(t, ctx, "tools/call", map[string]any{"name": "must_work", "arguments": map[string]any{"label": "a"}}))
+		b := relTaskID(ex.must(t, ctx, "tools/call", map[string]any{"name": "must_work", "arguments": map[string]any{"label": "b"}}))
+		for _, name := range []string{a, b} {
+			for _, body := range []string{
+				`{"taskId":"` + a + `","taskid":"` + b + `"}`,
+				`{"taskid":"` + b + `","taskId":"` + a + `"}`,
+				`{"TASKID":"` + b + `","taskId":"` + a + `"}`,
+				`{"taskId":"` + a + `","taskId":"` + b + `"}`,
+			} {
+				env := ex.envelope("tasks/get", map[string]any{})
+				env = []byte(strings.Replace(string(env), `"params":{`, `"params":`+body[:len(body)-1]+`,`, 1))
+				h := ex.headers("tasks/get", nil)
+				h.Set("Mcp-Name", name)
+				rep, err := ex.post(ctx, env, h)
+				require.NoError(t, err)
+				require.Equal(t, "http400+rpc:-32602", hostileOutcome(rep), "Mcp-Name %s, params %s: %s", name, body, rep)
+				require.Contains(t, rep.Err.Message, "taskId")
 			}
-			got := ex.must(t, ctx, "tasks/get", map[string]any{"taskId": a})
-			require.Equal(t, a, got["taskId"], "one taskId and its header pass")
-		})
-	}
+		}
+		got := ex.must(t, ctx, "tasks/get", map[string]any{"taskId": a})
+		require.Equal(t, a, got["taskId"], "one taskId and its header pass")
+	})
 }
 
 // TestHostileWebhookBodies: a webhook body that does not parse, is not a
@@ -311,13 +306,9 @@ func TestHostileStepsBounded(t *testing.T) {
 	}, taskrouter.ToolOptions{})
 	b.TaskWorkflow(workflow.New("par", "three at once").Step(
 		workflow.Parallel("g", workflow.Server("s1", "slow"), workflow.Server("s2", "slow"), workflow.Server("s3", "slow"))))
-	srv, err := b.Build(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	hs := httptest.NewServer(srv.HTTPHandler(nil))
-	t.Cleanup(hs.Close)
+	srv, url := serveBuilder(t, b)
 	ctx := relCtx(t, time.Minute)
-	ex := newRelClient(hs.URL, newRelHTTPClient(8), relExt, "")
+	ex := newRelClient(url, newRelHTTPClient(8), relExt, "")
 	var ids []string
 	for range 4 {
 		ids = append(ids, relHandoff(t, ex.must(t, ctx, "prompts/get", map[string]any{"name": "par"})).TaskID)
@@ -344,16 +335,9 @@ func TestHostileStepsBounded(t *testing.T) {
 // naming the limit (a -32000; an isError result for a tool a model
 // calls), another owner is not, and a task that ends frees its slot.
 func TestHostileQuotasPerKind(t *testing.T) {
-	s := newRelServer(t, relServerOptions{
-		cfg:  taskrouter.Options{MaxPendingPerOwner: 3},
-		wrap: auth.RequireBearerToken(relTokens(map[string]string{"a": "alice", "b": "bob"}), nil),
-	})
+	s := newRelServer(t, relServerOptions{cfg: taskrouter.Options{MaxPendingPerOwner: 3}, wrap: hostileUsers()})
 	ctx := relCtx(t, time.Minute)
-	hc := newRelHTTPClient(8)
-	core := newRelClient(s.url, hc, relCore, "a")
-	require.NoError(t, core.initialize(ctx))
-	ex := newRelClient(s.url, hc, relExt, "a")
-	bob := newRelClient(s.url, hc, relExt, "b")
+	core, ex, _, bob := hostileClients(t, ctx, s)
 
 	tool := func(c *relClient) (*relReply, error) {
 		return c.call(ctx, "tools/call", map[string]any{"name": "must_work", "arguments": map[string]any{"ms": 60000, "label": "q"}})
@@ -431,13 +415,9 @@ func TestHostilePermanentWriteFailure(t *testing.T) {
 				return nil, map[string]any{"blob": strings.Repeat("x", 32<<10)}, nil
 			}, taskrouter.ToolOptions{})
 			b.TaskWorkflow(workflow.New("bigflow", "one step whose output is too large").Step(workflow.Server("huge", "huge")))
-			srv, err := b.Build(context.Background())
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = srv.Close() })
-			hs := httptest.NewServer(srv.HTTPHandler(nil))
-			t.Cleanup(hs.Close)
+			_, url := serveBuilder(t, b)
 			ctx := relCtx(t, time.Minute)
-			ex := newRelClient(hs.URL, newRelHTTPClient(2), relExt, "")
+			ex := newRelClient(url, newRelHTTPClient(2), relExt, "")
 			id := relHandoff(t, ex.must(t, ctx, "prompts/get", map[string]any{"name": "bigflow"})).TaskID
 			got := relExtWait(t, ctx, ex, id)
 			require.Equal(t, "failed", got["status"], "%v", got)
@@ -460,14 +440,10 @@ func TestHostileOddLengths(t *testing.T) {
 	b.TaskWorkflow(workflow.New("nap", "sleep as long as asked").
 		TypedArg("secs", "how long", true, workflow.ArgDuration).
 		Step(workflow.SleepFor("nap", workflow.PromptArg("secs"))))
-	srv, err := b.Build(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	hs := httptest.NewServer(srv.HTTPHandler(nil))
-	t.Cleanup(hs.Close)
+	srv, url := serveBuilder(t, b)
 	ctx := relCtx(t, time.Minute)
 	for _, d := range []relDialect{relCore, relExt} {
-		c := newRelClient(hs.URL, newRelHTTPClient(2), d, "")
+		c := newRelClient(url, newRelHTTPClient(2), d, "")
 		if d == relCore {
 			require.NoError(t, c.initialize(ctx))
 		}
@@ -506,87 +482,76 @@ func TestHostileOddLengths(t *testing.T) {
 // "not found" (as for an id that does not exist), and alice's tasks are
 // unchanged.
 func TestHostileOwnersEveryPath(t *testing.T) {
-	for _, path := range hostilePaths {
-		t.Run(path.name, func(t *testing.T) {
-			s := newRelServer(t, relServerOptions{
-				httpOpts: &taskrouter.HTTPOptions{DisableFastPath: path.noFast},
-				wrap:     auth.RequireBearerToken(relTokens(map[string]string{"a": "alice", "b": "bob"}), nil),
-			})
-			ctx := relCtx(t, time.Minute)
-			hc := newRelHTTPClient(8)
-			aCore := newRelClient(s.url, hc, relCore, "a")
-			require.NoError(t, aCore.initialize(ctx))
-			aExt := newRelClient(s.url, hc, relExt, "a")
-			bCore := newRelClient(s.url, hc, relCore, "b")
-			require.NoError(t, bCore.initialize(ctx))
-			bExt := newRelClient(s.url, hc, relExt, "b")
-			long := relTaskID(aCore.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 60000, "label": "a"}, "task": map[string]any{}}))
-			wf := relHandoff(t, aExt.must(t, ctx, "prompts/get", map[string]any{"name": relFlow, "arguments": map[string]any{"topic": "a"}})).TaskID
-			before := relSnap(t, s.st)
+	onPaths(t, relServerOptions{wrap: hostileUsers()}, func(t *testing.T, path string, s *relServer) {
+		ctx := relCtx(t, time.Minute)
+		aCore, aExt, bCore, bExt := hostileClients(t, ctx, s)
+		hc := newRelHTTPClient(2)
+		long := relTaskID(aCore.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 60000, "label": "a"}, "task": map[string]any{}}))
+		wf := relHandoff(t, aExt.must(t, ctx, "prompts/get", map[string]any{"name": relFlow, "arguments": map[string]any{"topic": "a"}})).TaskID
+		before := relSnap(t, s.st)
 
-			notFound := func(name string, rep *relReply, err error) {
-				t.Helper()
-				require.NoError(t, err, name)
-				if rep.Err != nil {
-					require.EqualValues(t, mcptask.CodeInvalidParams, rep.Err.Code, "%s: %s", name, rep)
-					msg := strings.ToLower(rep.Err.Message)
-					require.True(t, strings.Contains(msg, "not found") || strings.Contains(msg, "unknown"), "%s: %s", name, rep)
-					return
-				}
-				require.Equal(t, true, rep.Map()["isError"], "%s answered: %s", name, rep)
-				text := strings.ToLower(textOfResult(rep.Map()))
-				require.True(t, strings.Contains(text, "that you may see") || strings.Contains(text, "not found") || strings.Contains(text, "unknown"), "%s: %s", name, text)
+		notFound := func(name string, rep *relReply, err error) {
+			t.Helper()
+			require.NoError(t, err, name)
+			if rep.Err != nil {
+				require.EqualValues(t, mcptask.CodeInvalidParams, rep.Err.Code, "%s: %s", name, rep)
+				msg := strings.ToLower(rep.Err.Message)
+				require.True(t, strings.Contains(msg, "not found") || strings.Contains(msg, "unknown"), "%s: %s", name, rep)
+				return
 			}
-			sign := map[string]any{"draft": "d", "verdict": "v"}
-			for _, id := range []string{long, wf} {
-				for _, c := range []struct {
-					name   string
-					client *relClient
-					method string
-					params map[string]any
-				}{
-					{"core tasks/get", bCore, "tasks/get", map[string]any{"taskId": id}},
-					{"core tasks/result", bCore, "tasks/result", map[string]any{"taskId": id}},
-					{"core tasks/cancel", bCore, "tasks/cancel", map[string]any{"taskId": id}},
-					{"ext tasks/get", bExt, "tasks/get", map[string]any{"taskId": id}},
-					{"ext tasks/cancel", bExt, "tasks/cancel", map[string]any{"taskId": id}},
-					{"ext tasks/update", bExt, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{}}},
-					{"task_result", bExt, "tools/call", map[string]any{"name": "task_result", "arguments": map[string]any{"task_id": id}}},
-					{"task_cancel", bExt, "tools/call", map[string]any{"name": "task_cancel", "arguments": map[string]any{"task_id": id}}},
-					{"continuation by argument", bExt, "tools/call", map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "v", "_task_id": id}}},
-					{"continuation by _meta", bCore, "tools/call", map[string]any{"name": "sign", "arguments": sign, "_meta": map[string]any{"_task_id": id}}},
-					{"resume by prompts/get", bExt, "prompts/get", map[string]any{"name": relFlow, "_meta": map[string]any{"_task_id": id}}},
-					{"fork tool", bExt, "tools/call", map[string]any{"name": workflow.DefaultForkToolName, "arguments": map[string]any{"task_id": id}}},
-				} {
-					rep, err := c.client.call(ctx, c.method, c.params)
-					notFound(c.name, rep, err)
-				}
+			require.Equal(t, true, rep.Map()["isError"], "%s answered: %s", name, rep)
+			text := strings.ToLower(textOfResult(rep.Map()))
+			require.True(t, strings.Contains(text, "that you may see") || strings.Contains(text, "not found") || strings.Contains(text, "unknown"), "%s: %s", name, text)
+		}
+		sign := map[string]any{"draft": "d", "verdict": "v"}
+		for _, id := range []string{long, wf} {
+			for _, c := range []struct {
+				name   string
+				client *relClient
+				method string
+				params map[string]any
+			}{
+				{"core tasks/get", bCore, "tasks/get", map[string]any{"taskId": id}},
+				{"core tasks/result", bCore, "tasks/result", map[string]any{"taskId": id}},
+				{"core tasks/cancel", bCore, "tasks/cancel", map[string]any{"taskId": id}},
+				{"ext tasks/get", bExt, "tasks/get", map[string]any{"taskId": id}},
+				{"ext tasks/cancel", bExt, "tasks/cancel", map[string]any{"taskId": id}},
+				{"ext tasks/update", bExt, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{}}},
+				{"task_result", bExt, "tools/call", map[string]any{"name": "task_result", "arguments": map[string]any{"task_id": id}}},
+				{"task_cancel", bExt, "tools/call", map[string]any{"name": "task_cancel", "arguments": map[string]any{"task_id": id}}},
+				{"continuation by argument", bExt, "tools/call", map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "v", "_task_id": id}}},
+				{"continuation by _meta", bCore, "tools/call", map[string]any{"name": "sign", "arguments": sign, "_meta": map[string]any{"_task_id": id}}},
+				{"resume by prompts/get", bExt, "prompts/get", map[string]any{"name": relFlow, "_meta": map[string]any{"_task_id": id}}},
+				{"fork tool", bExt, "tools/call", map[string]any{"name": workflow.DefaultForkToolName, "arguments": map[string]any{"task_id": id}}},
+			} {
+				rep, err := c.client.call(ctx, c.method, c.params)
+				notFound(c.name, rep, err)
 			}
-			// tasks/list shows bob none of alice's tasks.
-			page := bCore.must(t, ctx, "tasks/list", map[string]any{})
-			for _, tk := range page["tasks"].([]any) {
-				require.NotContains(t, []string{long, wf}, tk.(map[string]any)["taskId"])
-			}
-			// subscriptions/listen tells bob nothing of them.
-			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			params := bExt.withMeta(map[string]any{"notifications": map[string]any{"taskIds": []string{long, wf}}})
-			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": params})
-			req, err := http.NewRequestWithContext(lctx, http.MethodPost, s.url, bytes.NewReader(body))
-			require.NoError(t, err)
-			req.Header = bExt.headers("subscriptions/listen", params)
-			resp, err := hc.Do(req)
-			require.NoError(t, err)
-			stream, err := io.ReadAll(resp.Body) // the stream ends: bob follows no task
-			resp.Body.Close()
-			require.NoError(t, err)
-			require.Contains(t, string(stream), `"id":9`, "the listen request is answered")
-			for _, id := range []string{long, wf} {
-				require.NotContains(t, string(stream), id, "listen tells bob nothing of alice's task")
-			}
-			require.Empty(t, before.diff(relSnap(t, s.st)), "alice's tasks are unchanged")
-		})
-	}
+		}
+		// tasks/list shows bob none of alice's tasks.
+		page := bCore.must(t, ctx, "tasks/list", map[string]any{})
+		for _, tk := range page["tasks"].([]any) {
+			require.NotContains(t, []string{long, wf}, tk.(map[string]any)["taskId"])
+		}
+		// subscriptions/listen tells bob nothing of them.
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		params := bExt.withMeta(map[string]any{"notifications": map[string]any{"taskIds": []string{long, wf}}})
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": params})
+		req, err := http.NewRequestWithContext(lctx, http.MethodPost, s.url, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header = bExt.headers("subscriptions/listen", params)
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		stream, err := io.ReadAll(resp.Body) // the stream ends: bob follows no task
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Contains(t, string(stream), `"id":9`, "the listen request is answered")
+		for _, id := range []string{long, wf} {
+			require.NotContains(t, string(stream), id, "listen tells bob nothing of alice's task")
+		}
+		require.Empty(t, before.diff(relSnap(t, s.st)), "alice's tasks are unchanged")
+	})
 }
 
 // TestHostileFamilies keeps the suite's table (hostileFamilies) true:

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // TestHostileRequestIDs: an id go-sdk would echo altered (a fraction, an
@@ -24,35 +23,32 @@ import (
 // carrying the id exactly as sent, on both paths and in both dialects;
 // safe ids are echoed as sent.
 func TestHostileRequestIDs(t *testing.T) {
-	for _, path := range hostilePaths {
-		t.Run(path.name, func(t *testing.T) {
-			s := newRelServer(t, relServerOptions{httpOpts: &taskrouter.HTTPOptions{DisableFastPath: path.noFast}})
-			ctx := relCtx(t, time.Minute)
-			co := newRelClient(s.url, newRelHTTPClient(2), relCore, "")
-			require.NoError(t, co.initialize(ctx))
-			ex := newRelClient(s.url, newRelHTTPClient(2), relExt, "")
-			done := relTaskID(co.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"label": "i"}, "task": map[string]any{}}))
-			for _, c := range []*relClient{co, ex} {
-				for _, id := range []string{"1e300", "9007199254740993", "-9007199254740993", "2.5", "1.0", "1E2"} {
-					env := c.envelope("tasks/get", map[string]any{"taskId": done})
-					env = []byte(strings.Replace(string(env), `"id":`, `"id":`+id+`,"x":`, 1))
-					h := c.headers("tasks/get", map[string]any{"taskId": done})
-					rep, err := c.post(ctx, env, h)
-					require.NoError(t, err)
-					require.Equal(t, "http400+rpc:-32600", hostileOutcome(rep), "%s id %s: %s", c.dialect, id, rep)
-					require.Contains(t, string(rep.Body), `"id":`+id+`,`, "%s id %s echoed exactly", c.dialect, id)
-				}
-				for _, id := range []string{"9007199254740991", "-9007199254740991", "0", `"1e300"`} {
-					env := c.envelope("tasks/get", map[string]any{"taskId": done})
-					env = []byte(strings.Replace(string(env), `"id":`, `"id":`+id+`,"x":`, 1))
-					rep, err := c.post(ctx, env, c.headers("tasks/get", map[string]any{"taskId": done}))
-					require.NoError(t, err)
-					require.Equal(t, "ok", hostileOutcome(rep), "%s id %s: %s", c.dialect, id, rep)
-					require.Contains(t, string(rep.Body), `"id":`+id+`,`, "%s id %s echoed exactly", c.dialect, id)
-				}
+	onPaths(t, relServerOptions{}, func(t *testing.T, path string, s *relServer) {
+		ctx := relCtx(t, time.Minute)
+		co := newRelClient(s.url, newRelHTTPClient(2), relCore, "")
+		require.NoError(t, co.initialize(ctx))
+		ex := newRelClient(s.url, newRelHTTPClient(2), relExt, "")
+		done := relTaskID(co.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"label": "i"}, "task": map[string]any{}}))
+		for _, c := range []*relClient{co, ex} {
+			for _, id := range []string{"1e300", "9007199254740993", "-9007199254740993", "2.5", "1.0", "1E2"} {
+				env := c.envelope("tasks/get", map[string]any{"taskId": done})
+				env = []byte(strings.Replace(string(env), `"id":`, `"id":`+id+`,"x":`, 1))
+				h := c.headers("tasks/get", map[string]any{"taskId": done})
+				rep, err := c.post(ctx, env, h)
+				require.NoError(t, err)
+				require.Equal(t, "http400+rpc:-32600", hostileOutcome(rep), "%s id %s: %s", c.dialect, id, rep)
+				require.Contains(t, string(rep.Body), `"id":`+id+`,`, "%s id %s echoed exactly", c.dialect, id)
 			}
-		})
-	}
+			for _, id := range []string{"9007199254740991", "-9007199254740991", "0", `"1e300"`} {
+				env := c.envelope("tasks/get", map[string]any{"taskId": done})
+				env = []byte(strings.Replace(string(env), `"id":`, `"id":`+id+`,"x":`, 1))
+				rep, err := c.post(ctx, env, c.headers("tasks/get", map[string]any{"taskId": done}))
+				require.NoError(t, err)
+				require.Equal(t, "ok", hostileOutcome(rep), "%s id %s: %s", c.dialect, id, rep)
+				require.Contains(t, string(rep.Body), `"id":`+id+`,`, "%s id %s echoed exactly", c.dialect, id)
+			}
+		}
+	})
 }
 
 // TestHostileNoCodeZero: go-sdk answers code 0 for errors without one (a
@@ -61,19 +57,16 @@ func TestHostileRequestIDs(t *testing.T) {
 // no session is a 400 with -32600, on both paths; a tasks/result whose
 // client gave up is a -32603 saying so.
 func TestHostileNoCodeZero(t *testing.T) {
-	for _, path := range hostilePaths {
-		t.Run(path.name, func(t *testing.T) {
-			s := newRelServer(t, relServerOptions{httpOpts: &taskrouter.HTTPOptions{DisableFastPath: path.noFast}})
-			ctx := relCtx(t, time.Minute)
-			co := newRelClient(s.url, newRelHTTPClient(2), relCore, "")
-			for _, method := range []string{"tasks/get", "tools/list", "ping"} {
-				rep, err := co.call(ctx, method, map[string]any{"taskId": "x"})
-				require.NoError(t, err)
-				require.Equal(t, "http400+rpc:-32600", hostileOutcome(rep), "%s without a session: %s", method, rep)
-				require.Contains(t, rep.Err.Message, "initialize")
-			}
-		})
-	}
+	onPaths(t, relServerOptions{}, func(t *testing.T, path string, s *relServer) {
+		ctx := relCtx(t, time.Minute)
+		co := newRelClient(s.url, newRelHTTPClient(2), relCore, "")
+		for _, method := range []string{"tasks/get", "tools/list", "ping"} {
+			rep, err := co.call(ctx, method, map[string]any{"taskId": "x"})
+			require.NoError(t, err)
+			require.Equal(t, "http400+rpc:-32600", hostileOutcome(rep), "%s without a session: %s", method, rep)
+			require.Contains(t, rep.Err.Message, "initialize")
+		}
+	})
 }
 
 // TestHostileStdioLines: example 62 over stdio (a real process) answers a
@@ -168,23 +161,20 @@ func TestHostileStdioLines(t *testing.T) {
 // from a 404 of a server with no MCP endpoint. In the core dialect the
 // router's -32601 comes with HTTP 200.
 func TestHostileUnknownMethod2026(t *testing.T) {
-	for _, path := range hostilePaths {
-		t.Run(path.name, func(t *testing.T) {
-			s := newRelServer(t, relServerOptions{httpOpts: &taskrouter.HTTPOptions{DisableFastPath: path.noFast}})
-			ctx := relCtx(t, time.Minute)
-			ex := newRelClient(s.url, newRelHTTPClient(2), relExt, "")
-			co := newRelClient(s.url, newRelHTTPClient(2), relCore, "")
-			require.NoError(t, co.initialize(ctx))
-			for _, method := range []string{"tasks/result", "tasks/list", "tasks/gett"} {
-				rep, err := ex.call(ctx, method, map[string]any{"taskId": "0123456789abcdef0123456789abcdef"})
-				require.NoError(t, err)
-				require.Equal(t, "http404+rpc:-32601", hostileOutcome(rep), "ext %s: %s", method, rep)
-			}
-			rep, err := co.call(ctx, "tasks/update", map[string]any{"taskId": "x"})
+	onPaths(t, relServerOptions{}, func(t *testing.T, path string, s *relServer) {
+		ctx := relCtx(t, time.Minute)
+		ex := newRelClient(s.url, newRelHTTPClient(2), relExt, "")
+		co := newRelClient(s.url, newRelHTTPClient(2), relCore, "")
+		require.NoError(t, co.initialize(ctx))
+		for _, method := range []string{"tasks/result", "tasks/list", "tasks/gett"} {
+			rep, err := ex.call(ctx, method, map[string]any{"taskId": "0123456789abcdef0123456789abcdef"})
 			require.NoError(t, err)
-			require.Equal(t, "rpc:-32601", hostileOutcome(rep), "core tasks/update: %s", rep)
-		})
-	}
+			require.Equal(t, "http404+rpc:-32601", hostileOutcome(rep), "ext %s: %s", method, rep)
+		}
+		rep, err := co.call(ctx, "tasks/update", map[string]any{"taskId": "x"})
+		require.NoError(t, err)
+		require.Equal(t, "rpc:-32601", hostileOutcome(rep), "core tasks/update: %s", rep)
+	})
 }
 
 // TestHostileSessionDeleteEndsWaits: a tasks/result blocked on a task is
@@ -192,40 +182,37 @@ func TestHostileUnknownMethod2026(t *testing.T) {
 // end on the fast path and wait on the SDK's until the task ended).
 func TestHostileSessionDeleteEndsWaits(t *testing.T) {
 	outcomes := map[string]string{}
-	for _, path := range hostilePaths {
-		t.Run(path.name, func(t *testing.T) {
-			s := newRelServer(t, relServerOptions{httpOpts: &taskrouter.HTTPOptions{DisableFastPath: path.noFast}})
-			ctx := relCtx(t, time.Minute)
-			co := newRelClient(s.url, newRelHTTPClient(4), relCore, "")
-			require.NoError(t, co.initialize(ctx))
-			long := relTaskID(co.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 600000, "label": "long"}, "task": map[string]any{}}))
-			got := make(chan string, 1)
-			go func() {
-				rep, err := co.call(ctx, "tasks/result", map[string]any{"taskId": long})
-				if err != nil {
-					got <- "transport error"
-					return
-				}
-				got <- hostileOutcome(rep)
-			}()
-			require.Eventually(t, func() bool { return s.srv.Router.Stats().Waiters == 1 }, 10*time.Second, time.Millisecond)
-			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.url, nil)
-			require.NoError(t, err)
-			req.Header.Set("Mcp-Session-Id", co.session)
-			req.Header.Set("Mcp-Protocol-Version", relCoreVersion)
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			resp.Body.Close()
-			require.Equal(t, http.StatusNoContent, resp.StatusCode)
-			select {
-			case o := <-got:
-				outcomes[path.name] = o
-			case <-time.After(10 * time.Second):
-				t.Fatalf("the tasks/result of a deleted session still waits")
+	onPaths(t, relServerOptions{}, func(t *testing.T, path string, s *relServer) {
+		ctx := relCtx(t, time.Minute)
+		co := newRelClient(s.url, newRelHTTPClient(4), relCore, "")
+		require.NoError(t, co.initialize(ctx))
+		long := relTaskID(co.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 600000, "label": "long"}, "task": map[string]any{}}))
+		got := make(chan string, 1)
+		go func() {
+			rep, err := co.call(ctx, "tasks/result", map[string]any{"taskId": long})
+			if err != nil {
+				got <- "transport error"
+				return
 			}
-			require.Eventually(t, func() bool { return s.srv.Router.Stats().Waiters == 0 }, 10*time.Second, time.Millisecond)
-		})
-	}
+			got <- hostileOutcome(rep)
+		}()
+		require.Eventually(t, func() bool { return s.srv.Router.Stats().Waiters == 1 }, 10*time.Second, time.Millisecond)
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Mcp-Session-Id", co.session)
+		req.Header.Set("Mcp-Protocol-Version", relCoreVersion)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		select {
+		case o := <-got:
+			outcomes[path] = o
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the tasks/result of a deleted session still waits")
+		}
+		require.Eventually(t, func() bool { return s.srv.Router.Stats().Waiters == 0 }, 10*time.Second, time.Millisecond)
+	})
 	require.Equal(t, outcomes["fast"], outcomes["sdk"], "both paths end it alike: %v", outcomes)
 }
 
