@@ -32,7 +32,7 @@
 // standin.go (stand-in sessions for 2026-07-28 requests).
 //
 // The fuzz targets (FuzzRewriteParams, FuzzTakeTaskParam, FuzzMergeMeta,
-// FuzzParseFastBody) and taskrouter's differential tests, which send the
-// same requests through the fast path and through go-sdk and compare the
-// bytes, hold the codec to go-sdk's behaviour.
+// FuzzParseFastBody, FuzzFrame) and taskrouter's differential tests, which
+// send the same requests through the fast path and through go-sdk and
+// compare the bytes, hold the codec to go-sdk's behaviour.
 package wire
