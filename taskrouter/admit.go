@@ -295,14 +295,19 @@ func (q *quotas) release(a admission, running bool) {
 	q.pending--
 }
 
-// wait counts a tasks/result request of source waiting: the returned
-// context also ends, with cause errSessionEnded, when the source's session
-// ends (endWaits); call done when the request stops waiting.
-func (q *quotas) wait(ctx context.Context, source string) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	w := &waiter{cancel: cancel}
+// wait counts a tasks/result request waiting. One from a stateful HTTP
+// session (source names it: "session:<id>") is also registered under it,
+// so that deleting the session ends the wait (endWaits closes the
+// waiter's ended channel); source "" registers nothing. Call doneWaiting
+// with the result when the request stops waiting.
+func (q *quotas) wait(source string) *waiter {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.waiters++
+	if source == "" {
+		return nil
+	}
+	w := &waiter{source: source, ended: make(chan struct{})}
 	if q.waiting == nil {
 		q.waiting = map[string]map[*waiter]struct{}{}
 	}
@@ -310,35 +315,48 @@ func (q *quotas) wait(ctx context.Context, source string) (context.Context, func
 		q.waiting[source] = map[*waiter]struct{}{}
 	}
 	q.waiting[source][w] = struct{}{}
-	q.mu.Unlock()
-	return ctx, func() {
-		q.mu.Lock()
-		q.waiters--
-		delete(q.waiting[source], w)
-		if len(q.waiting[source]) == 0 {
-			delete(q.waiting, source)
-		}
-		q.mu.Unlock()
-		cancel(nil)
+	return w
+}
+
+// doneWaiting ends the count (and registration) wait made.
+func (q *quotas) doneWaiting(w *waiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.waiters--
+	if w == nil {
+		return
+	}
+	delete(q.waiting[w.source], w)
+	if len(q.waiting[w.source]) == 0 {
+		delete(q.waiting, w.source)
 	}
 }
 
-// waiter is a tasks/result request waiting (quotas.wait).
-type waiter struct{ cancel context.CancelCauseFunc }
+// waiter is a tasks/result request waiting on a stateful HTTP session
+// (quotas.wait).
+type waiter struct {
+	source string
+	ended  chan struct{} // closed by endWaits
+}
+
+// endedC is the channel closed when the waiter's session was deleted;
+// nil (never ready) for a request that is not registered.
+func (w *waiter) endedC() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.ended
+}
 
 // endWaits ends the waits of the tasks/result requests of source (a
-// session that was deleted). The cancel functions are called after the
-// lock is released.
+// session that was deleted).
 func (q *quotas) endWaits(source string) {
 	q.mu.Lock()
-	var ws []*waiter
+	defer q.mu.Unlock()
 	for w := range q.waiting[source] {
-		ws = append(ws, w)
+		close(w.ended)
 	}
-	q.mu.Unlock()
-	for _, w := range ws {
-		w.cancel(errSessionEnded)
-	}
+	delete(q.waiting, source)
 }
 
 // load returns the engine's load as Stats reports it (Tracked aside).

@@ -68,6 +68,10 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	}
 }
 
+// tasksResultName is the method name a body must hold to be a
+// tasks/result (a cheap test before decoding it).
+var tasksResultName = []byte(mcptask.MethodTasksResult)
+
 type httpShim struct {
 	r                   *Router
 	id                  string                    // names this handler's sessions (handlerHeader)
@@ -157,7 +161,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			wire.WriteErrorLine(w, http.StatusBadRequest, id, wire.BadIDError(id))
 			return
 		}
-		if sid := req.Header.Get("Mcp-Session-Id"); sid != "" {
+		if sid := req.Header.Get("Mcp-Session-Id"); sid != "" && bytes.Contains(body, tasksResultName) {
 			if _, method, _ := wire.CallOf(body); method == mcptask.MethodTasksResult {
 				defer h.waits.begin(sid)()
 			}

@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/internal/storerpc"
@@ -90,8 +91,12 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		// shared store, a round trip to the database).
 		return finalResult(first)
 	}
-	ctx, done := r.quotas.wait(ctx, q.Source)
-	defer done()
+	session := ""
+	if q.connID == "" && strings.HasPrefix(q.Source, "session:") {
+		session = q.Source // a stateful HTTP session: a DELETE ends the wait
+	}
+	sw := r.quotas.wait(session)
+	defer r.quotas.doneWaiting(sw)
 	for {
 		// Watch first, then read, so no change between the two is missed.
 		w := r.watches.watch(id)
@@ -119,10 +124,10 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 			// A shared store's safety net: re-read in case a change
 			// notification from another process was lost.
 			r.watches.unwatch(id, w)
+		case <-sw.endedC():
+			r.watches.unwatch(id, w)
+			return nil, mcptask.InternalError("the session was deleted while this tasks/result waited; task %s goes on (read it with tasks/get)", id)
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), errSessionEnded) {
-				return nil, mcptask.InternalError("the session was deleted while this tasks/result waited; task %s goes on (read it with tasks/get)", id)
-			}
 			return nil, ctx.Err()
 		}
 	}

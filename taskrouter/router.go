@@ -42,8 +42,6 @@ var (
 	errExpired  = errors.New("taskrouter: task ttl elapsed")
 	errTimeout  = errors.New("taskrouter: task timed out")
 	errEnded    = errors.New("taskrouter: the task ended in another process")
-	// errSessionEnded ends the waits of a session that was deleted.
-	errSessionEnded = errors.New("taskrouter: the session was deleted")
 )
 
 // Router is the task engine: it creates durable tasks, runs task handlers

@@ -55,9 +55,19 @@ func BadIDError(raw json.RawMessage) *jsonrpc.Error {
 }
 
 // UnsafeIDs returns the first id of body (one message, or each message of
-// a batch) that BadID reports.
+// a batch) that BadID reports. A single message is read with the byte
+// scanner (no decoding): its cost is one pass over the top-level keys.
 func UnsafeIDs(body []byte) (json.RawMessage, bool) {
 	t := bytes.TrimSpace(body)
+	var bad json.RawMessage
+	if scanMembers(t, func(m Member) bool {
+		if string(m.Key) == `"id"` && BadID(t[m.VStart:m.End]) {
+			bad = t[m.VStart:m.End]
+		}
+		return bad == nil
+	}) {
+		return bad, bad != nil
+	}
 	if len(t) > 0 && t[0] == '[' {
 		var batch []json.RawMessage
 		if json.Unmarshal(t, &batch) != nil {
@@ -120,6 +130,12 @@ func CheckLine(line []byte) (json.RawMessage, *jsonrpc.Error) {
 	case t[0] == '[':
 		return nil, mcptask.InvalidRequest("invalid request: batches are not supported on this transport; send one message per line")
 	}
+	if id, ok := plainRequest(t); ok {
+		if BadID(id) {
+			return id, BadIDError(id)
+		}
+		return nil, nil
+	}
 	id, _ := Field(t, "id")
 	if BadID(id) {
 		return id, BadIDError(id)
@@ -130,6 +146,35 @@ func CheckLine(line []byte) (json.RawMessage, *jsonrpc.Error) {
 	return nil, nil
 }
 
+// plainRequest reads, without decoding, a valid JSON object that is
+// plainly a request or notification go-sdk decodes: only the members
+// jsonrpc ("2.0"), method (a string), id (a string, a number or null) and
+// params, each once, spelled exactly. It returns the raw id; ok is false
+// for anything else (which the caller then decodes as go-sdk does).
+func plainRequest(t []byte) (id json.RawMessage, ok bool) {
+	var version, method, plain bool
+	plain = true
+	scanned := scanMembers(t, func(m Member) bool {
+		v := t[m.VStart:m.End]
+		switch string(m.Key) {
+		case `"jsonrpc"`:
+			plain = !version && string(v) == `"2.0"`
+			version = true
+		case `"method"`:
+			plain = !method && v[0] == '"'
+			method = true
+		case `"id"`:
+			plain = id == nil && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9') || string(v) == "null")
+			id = v
+		case `"params"`:
+		default:
+			plain = false
+		}
+		return plain
+	})
+	return id, scanned && plain && version && method
+}
+
 // NoSessionError is the refusal of a core-dialect call over HTTP that
 // names no session (no Mcp-Session-Id) and is no initialize: go-sdk would
 // make a session of it and answer code 0.
@@ -138,7 +183,7 @@ func NoSessionError(method string) *jsonrpc.Error {
 }
 
 // CallOf reads the id and method of a single message body (not a batch);
-// ok is false for anything else.
+// ok is false for anything else (a notification: no id).
 func CallOf(body []byte) (id json.RawMessage, method string, ok bool) {
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {

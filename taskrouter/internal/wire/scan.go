@@ -20,29 +20,45 @@ type Member struct {
 // JSON (json.Valid). ok is false when b is not an object, or when a key
 // holds an escape (which could spell any key: the caller decodes then).
 func ObjectMembers(b []byte) (ms []Member, ok bool) {
+	ok = scanMembers(b, func(m Member) bool {
+		ms = append(ms, m)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return ms, true
+}
+
+// scanMembers calls f with each top-level member of b (valid JSON), in
+// order, until f returns false; it reports false when b is not an object
+// or a key holds an escape (see ObjectMembers). It allocates nothing.
+func scanMembers(b []byte, f func(Member) bool) bool {
 	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, false
+		return false
 	}
 	i = SkipSpace(b, i+1)
 	if b[i] == '}' {
-		return nil, true
+		return true
 	}
 	for {
 		start := i
 		kend := skipValue(b, i)
 		key := b[start:kend]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			return nil, false
+			return false
 		}
 		i = SkipSpace(b, kend)
 		i = SkipSpace(b, i+1) // the colon
 		vstart := i
 		i = skipValue(b, i)
-		ms = append(ms, Member{Key: key, Start: start, VStart: vstart, End: i})
+		if !f(Member{Key: key, Start: start, VStart: vstart, End: i}) {
+			return true
+		}
 		i = SkipSpace(b, i)
 		if b[i] == '}' {
-			return ms, true
+			return true
 		}
 		i = SkipSpace(b, i+1) // the comma
 	}
