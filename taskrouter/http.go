@@ -37,15 +37,20 @@ type HTTPOptions struct {
 // expect.
 //
 // Before the SDK sees a POST body, the handler refuses a body that is not
-// exactly one JSON value (-32700, HTTP 400), refuses an extension-dialect
-// tasks/* request whose Mcp-Name headers do not all name its task (-32020,
-// HTTP 400, like the SDK's own header checks) or whose params name the
-// task under two keys that differ only in case (-32602, HTTP 400: the
-// header check and the SDK's decoder would read different keys), moves a
-// core-dialect params.task where the router sees it, drops private _meta
-// keys a client sent, and records the client's IP address for the per-source quota. It
-// serves an extension-dialect subscriptions/listen that asks for task
-// notifications itself (see listen.go).
+// exactly one JSON value (-32700, HTTP 400); a request id the SDK would
+// echo altered (-32600, HTTP 400: a fraction, an exponent, beyond
+// ±(2^53−1)); a core-dialect call without Mcp-Session-Id other than
+// initialize (-32600, HTTP 400, where the SDK answered code 0); an
+// extension-dialect tasks/* request whose Mcp-Name headers do not all
+// name its task (-32020, HTTP 400, like the SDK's own header checks) or
+// whose params name the task under two keys that differ only in case
+// (-32602, HTTP 400: the header check and the SDK's decoder would read
+// different keys). It moves a core-dialect params.task where the router
+// sees it, drops private _meta keys a client sent, and records the
+// client's IP address for the per-source quota. It serves an
+// extension-dialect subscriptions/listen that asks for task notifications
+// itself (see listen.go). A DELETE of a session first answers the
+// session's waiting tasks/result requests (see serveDelete).
 func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
