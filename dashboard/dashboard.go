@@ -299,7 +299,7 @@ func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, v Viewer, id 
 		http.Error(w, "you may not cancel tasks", http.StatusForbidden)
 		return
 	}
-	if tok := r.PostFormValue("csrf"); tok == "" || tok != d.csrfToken(v) {
+	if !d.formTokenOK(v, r.PostFormValue("csrf")) {
 		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
 		return
 	}
@@ -333,7 +333,7 @@ func (d *Dashboard) fork(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		http.Error(w, "only an admin may rerun workflow tasks", http.StatusForbidden)
 		return
 	}
-	if tok := r.PostFormValue("csrf"); tok == "" || tok != d.csrfToken(v) {
+	if !d.formTokenOK(v, r.PostFormValue("csrf")) {
 		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
 		return
 	}

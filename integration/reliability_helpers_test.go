@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
@@ -389,11 +390,11 @@ func (r *relReply) absorb(payload []byte) bool {
 
 // ---- in-process server fixture ----
 
-// relServer is an in-process taskbridge server on a bbolt file, served
-// over Streamable HTTP on 127.0.0.1.
+// relServer is an in-process taskbridge server on a bbolt file (or a
+// PostgreSQL database), served over Streamable HTTP on 127.0.0.1.
 type relServer struct {
 	srv   *builder.Server
-	st    *bboltstore.Store
+	st    store.Store
 	url   string
 	db    string
 	hooks *relHooks
@@ -403,7 +404,8 @@ type relServer struct {
 }
 
 type relServerOptions struct {
-	// db is the bbolt file; empty means a new one in a temporary directory.
+	// db is the bbolt file, or a postgres:// DSN; empty means a new bbolt
+	// file in a temporary directory. limits apply to a bbolt file only.
 	db     string
 	cfg    taskrouter.Options
 	limits store.Limits
@@ -454,7 +456,13 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "tasks.db")
 	}
-	st, err := bboltstore.Open(path, bboltstore.WithOptions(store.WithLimits(o.limits)))
+	var st store.Store
+	var err error
+	if builder.IsPostgresDSN(path) {
+		st, err = builder.OpenStore(context.Background(), path)
+	} else {
+		st, err = bboltstore.Open(path, bboltstore.WithOptions(store.WithLimits(o.limits)))
+	}
 	require.NoError(t, err)
 	hooks := &relHooks{started: make(chan string, 4096)}
 	cfg := o.cfg
@@ -484,6 +492,10 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 		taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 	builder.Tool(b, &mcp.Tool{Name: "plain_work", Description: "never a task"}, work,
 		taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
+	builder.Tool(b, &mcp.Tool{Name: "rpcfail", Description: "fails with a JSON-RPC error carrying data"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, nil, &jsonrpc.Error{Code: -32099, Message: "custom failure", Data: json.RawMessage(`{"why":"test"}`)}
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "big", Description: "returns a text of the given size"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in relBigIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Bytes)}}}, nil, nil

@@ -82,15 +82,28 @@ func hostileOutcome(rep *relReply) string {
 // (Streamable HTTP on 127.0.0.1, raw bytes where needed) and checks each
 // answer's JSON-RPC code or HTTP status, that the server survives, and
 // that nothing changed in the store unless the case is documented to
-// create a task.
+// create a task; on the fast path and on the SDK's, whose outcomes must
+// be the same case by case (the differential family of the hostile
+// suite).
 func TestHostileInput(t *testing.T) {
+	got := map[string]map[string]string{}
+	for _, path := range hostilePaths {
+		t.Run(path.name, func(t *testing.T) { got[path.name] = hostileInputOn(t, path.noFast) })
+	}
+	require.Equal(t, got["sdk"], got["fast"], "the fast path and the SDK's answer every case alike")
+}
+
+// hostileInputOn runs TestHostileInput's cases on one path and returns
+// each case's outcome by name.
+func hostileInputOn(t *testing.T, noFast bool) map[string]string {
 	limits := store.Limits{MaxVariableBytes: 16 << 10, MaxVariablesBytes: 64 << 10, MaxResultBytes: 256 << 10, MaxArgumentsBytes: 64 << 10}
 	const maxTTL = time.Hour
 	const defaultTTL = 10 * time.Minute
 	s := newRelServer(t, relServerOptions{
-		cfg:    taskrouter.Options{MaxTTL: maxTTL, DefaultTTL: defaultTTL},
-		limits: limits,
-		wrap:   auth.RequireBearerToken(relTokens(map[string]string{"owner-token": "owner", "other-token": "other"}), nil),
+		cfg:      taskrouter.Options{MaxTTL: maxTTL, DefaultTTL: defaultTTL},
+		limits:   limits,
+		wrap:     auth.RequireBearerToken(relTokens(map[string]string{"owner-token": "owner", "other-token": "other"}), nil),
+		httpOpts: &taskrouter.HTTPOptions{DisableFastPath: noFast},
 	})
 	ctx := relCtx(t, 2*time.Minute)
 	hc := newRelHTTPClient(8)
@@ -363,6 +376,7 @@ func TestHostileInput(t *testing.T) {
 	require.GreaterOrEqual(t, len(cases), 30)
 
 	var table []string
+	outcomes := map[string]string{}
 	for _, c := range cases {
 		relWaitQuiet(t, s.st, 10*time.Second)
 		before := relSnap(t, s.st)
@@ -374,6 +388,7 @@ func TestHostileInput(t *testing.T) {
 			got = hostileOutcome(rep)
 		}
 		table = append(table, fmt.Sprintf("%-72s %-7s %s", c.name, c.layer, got))
+		outcomes[c.name] = got
 		if !t.Run(c.name, func(t *testing.T) {
 			require.NoError(t, err)
 			msg := "answer: %s"
@@ -400,6 +415,7 @@ func TestHostileInput(t *testing.T) {
 	require.Equal(t, mcptask.StatusWorking, wf.Status)
 	require.NotContains(t, wf.Variables, "blob")
 	t.Logf("hostile-input table (%d cases): name, layer, outcome\n%s", len(cases), strings.Join(table, "\n"))
+	return outcomes
 }
 
 // relHandoff parses the handoff of a prompts/get result map.

@@ -8,14 +8,32 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// Admission control. A task holds a pending slot from creation until its
-// handler returns, counted three ways: per owner (Options.MaxPendingPerOwner;
-// not for the shared LocalOwner, which is no single requestor), per request
-// source (Options.MaxPendingPerSource: a session, or a remote address for
-// stateless HTTP), and in total (Options.MaxPending). While it runs it also
-// holds a running slot: per owner (Options.MaxConcurrentPerOwner) and in
-// total (Options.MaxConcurrent); a task waiting for one stays working with a
-// "queued" status message.
+// Admission control: the one door every task the engine creates passes
+// (admit). A task holds a pending slot from creation until its work is
+// done, counted three ways: per owner (Options.MaxPendingPerOwner; not for
+// the shared LocalOwner, which is no single requestor), per request source
+// (Options.MaxPendingPerSource: a session, or a remote address for
+// stateless HTTP; tasks created outside a request have no source), and in
+// total (Options.MaxPending). A refusal is a -32000 (CodeTooManyTasks)
+// naming the limit.
+//
+// A tool task's work is its handler: the slot is given back when the
+// handler returns. A task created through CreateTask (a workflow from a
+// prompt or a tool, a fork, any kind a component drives) is worked on by
+// its component until it ends, on whichever process: it holds its slot
+// (held, by task id) until this process sees it end (Router.Update, the
+// sweeper, or the change feed for another process's write). Start counts
+// again the tasks a previous process left active on an exclusive store,
+// and a takeover counts the tasks it takes, without refusing them.
+//
+// While a tool task's handler runs it also holds a running slot: per owner
+// (Options.MaxConcurrentPerOwner) and in total (Options.MaxConcurrent); a
+// task waiting for one stays working with a "queued" status message. The
+// tools a component runs for a task's steps (Track, then RunTool) take a
+// step slot of their own (Options.MaxConcurrentSteps): a separate pool,
+// so that a tool task waiting on a workflow never holds the slot the
+// workflow's step needs, and a step whose tool calls another tool in
+// process (with the step's context) takes no second slot.
 
 // admission identifies whose quotas a task counts against.
 type admission struct {
@@ -40,14 +58,19 @@ type quotas struct {
 	maxRunningPerOwner                                  int
 
 	// running holds one token per running handler (Options.MaxConcurrent
-	// tokens); it is a channel, not guarded by mu.
+	// tokens); steps one per step tool running (Options.MaxConcurrentSteps
+	// tokens). They are channels, not guarded by mu.
 	running chan struct{}
+	steps   chan struct{}
 
-	mu      sync.Mutex
-	owners  map[string]*slots // pending/running slots by owner
-	sources map[string]int    // pending tasks by request source
-	pending int               // pending tasks in total
-	waiters int               // tasks/result requests waiting
+	mu          sync.Mutex
+	owners      map[string]*slots               // pending/running slots by owner
+	sources     map[string]int                  // pending tasks by request source
+	pending     int                             // pending tasks in total
+	waiters     int                             // tasks/result requests waiting
+	held        map[string]admission            // tasks holding a pending slot until they end, by id
+	stepsQueued int                             // step tools waiting for a step slot
+	waiting     map[string]map[*waiter]struct{} // tasks/result requests waiting, by source
 }
 
 func newQuotas(cfg Options) quotas {
@@ -57,8 +80,10 @@ func newQuotas(cfg Options) quotas {
 		maxPendingPerSource: cfg.MaxPendingPerSource,
 		maxRunningPerOwner:  cfg.MaxConcurrentPerOwner,
 		running:             make(chan struct{}, cfg.MaxConcurrent),
+		steps:               make(chan struct{}, cfg.MaxConcurrentSteps),
 		owners:              map[string]*slots{},
 		sources:             map[string]int{},
+		held:                map[string]admission{},
 	}
 }
 
@@ -83,6 +108,10 @@ func (r *Router) admit(a admission, recovered bool) error {
 func (q *quotas) admit(a admission, recovered bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.admitLocked(a, recovered)
+}
+
+func (q *quotas) admitLocked(a admission, recovered bool) error {
 	s := q.owners[a.owner]
 	if s == nil {
 		s = &slots{wake: make(chan struct{})}
@@ -92,16 +121,95 @@ func (q *quotas) admit(a admission, recovered bool) error {
 		switch {
 		case a.owner != LocalOwner && s.pending >= q.maxPendingPerOwner:
 			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks for this requestor: %d queued or running (limit MaxPendingPerOwner=%d); wait for some to finish", s.pending, q.maxPendingPerOwner)
-		case q.sources[a.source] >= q.maxPendingPerSource:
+		case a.source != "" && q.sources[a.source] >= q.maxPendingPerSource:
 			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks from this %s: %d queued or running (limit MaxPendingPerSource=%d); wait for some to finish", sourceKind(a.source), q.sources[a.source], q.maxPendingPerSource)
 		case q.pending >= q.maxPending:
 			return mcptask.Errorf(mcptask.CodeTooManyTasks, "the server has too many active tasks: %d queued or running (limit MaxPending=%d); retry later", q.pending, q.maxPending)
 		}
 	}
 	s.pending++
-	q.sources[a.source]++
+	if a.source != "" {
+		q.sources[a.source]++
+	}
 	q.pending++
 	return nil
+}
+
+// admitTask admits task id, which holds its pending slot until it ends
+// (releaseTask). A task held already is not counted twice. recovered is as
+// for admit.
+func (r *Router) admitTask(id string, a admission, recovered bool) error {
+	if r.runs.isClosed() {
+		return errShutdown
+	}
+	q := &r.quotas
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.held[id]; ok {
+		return nil
+	}
+	if err := q.admitLocked(a, recovered); err != nil {
+		return err
+	}
+	q.held[id] = a
+	return nil
+}
+
+// releaseTask gives back the pending slot task id holds (admitTask), if
+// it holds one: the task ended, was deleted, or was never stored.
+func (q *quotas) releaseTask(id string) {
+	q.mu.Lock()
+	a, ok := q.held[id]
+	delete(q.held, id)
+	q.mu.Unlock()
+	if ok {
+		q.release(a, false)
+	}
+}
+
+// heldTasks returns the ids of the tasks holding a pending slot until
+// they end.
+func (q *quotas) heldTasks() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := make([]string, 0, len(q.held))
+	for id := range q.held {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// ended gives back what task t held, when t has ended: called after
+// every write this process makes and every change the feed reports.
+func (r *Router) ended(id string, status mcptask.Status, deleted bool) {
+	if deleted || status.Terminal() {
+		r.quotas.releaseTask(id)
+	}
+}
+
+// acquireStep waits for a step slot (Options.MaxConcurrentSteps) or ctx's
+// end; it returns the function that gives the slot back.
+func (q *quotas) acquireStep(ctx context.Context) (func(), error) {
+	release := func() { <-q.steps }
+	select {
+	case q.steps <- struct{}{}:
+		return release, nil
+	default:
+	}
+	q.mu.Lock()
+	q.stepsQueued++
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.stepsQueued--
+		q.mu.Unlock()
+	}()
+	select {
+	case q.steps <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 func sourceKind(source string) string {
@@ -179,24 +287,81 @@ func (q *quotas) release(a admission, running bool) {
 	if s.pending == 0 && s.running == 0 {
 		delete(q.owners, a.owner)
 	}
-	if q.sources[a.source]--; q.sources[a.source] <= 0 {
-		delete(q.sources, a.source)
+	if a.source != "" {
+		if q.sources[a.source]--; q.sources[a.source] <= 0 {
+			delete(q.sources, a.source)
+		}
 	}
 	q.pending--
 }
 
-// wait counts a tasks/result request waiting (delta 1) or done waiting
-// (delta -1).
-func (q *quotas) wait(delta int) {
-	q.mu.Lock()
-	q.waiters += delta
-	q.mu.Unlock()
-}
-
-// load returns the pending tasks, the running handlers and the waiting
-// tasks/result requests.
-func (q *quotas) load() (pending, running, waiters int) {
+// wait counts a tasks/result request waiting. One from a stateful HTTP
+// session (source names it: "session:<id>") is also registered under it,
+// so that deleting the session ends the wait (endWaits closes the
+// waiter's ended channel); source "" registers nothing. Call doneWaiting
+// with the result when the request stops waiting.
+func (q *quotas) wait(source string) *waiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.pending, len(q.running), q.waiters
+	q.waiters++
+	if source == "" {
+		return nil
+	}
+	w := &waiter{source: source, ended: make(chan struct{})}
+	if q.waiting == nil {
+		q.waiting = map[string]map[*waiter]struct{}{}
+	}
+	if q.waiting[source] == nil {
+		q.waiting[source] = map[*waiter]struct{}{}
+	}
+	q.waiting[source][w] = struct{}{}
+	return w
+}
+
+// doneWaiting ends the count (and registration) wait made.
+func (q *quotas) doneWaiting(w *waiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.waiters--
+	if w == nil {
+		return
+	}
+	delete(q.waiting[w.source], w)
+	if len(q.waiting[w.source]) == 0 {
+		delete(q.waiting, w.source)
+	}
+}
+
+// waiter is a tasks/result request waiting on a stateful HTTP session
+// (quotas.wait).
+type waiter struct {
+	source string
+	ended  chan struct{} // closed by endWaits
+}
+
+// endedC is the channel closed when the waiter's session was deleted;
+// nil (never ready) for a request that is not registered.
+func (w *waiter) endedC() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.ended
+}
+
+// endWaits ends the waits of the tasks/result requests of source (a
+// session that was deleted).
+func (q *quotas) endWaits(source string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for w := range q.waiting[source] {
+		close(w.ended)
+	}
+	delete(q.waiting, source)
+}
+
+// load returns the engine's load as Stats reports it (Tracked aside).
+func (q *quotas) load() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return Stats{Pending: q.pending, Running: len(q.running), Waiters: q.waiters, Steps: len(q.steps), StepsQueued: q.stepsQueued}
 }

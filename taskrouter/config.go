@@ -30,6 +30,8 @@ type Config struct {
 	MaxConcurrent int
 	// See Options.MaxConcurrentPerOwner.
 	MaxConcurrentPerOwner int
+	// See Options.MaxConcurrentSteps.
+	MaxConcurrentSteps int
 	// See Options.MaxPendingPerOwner.
 	MaxPendingPerOwner int
 	// See Options.MaxPendingPerSource.

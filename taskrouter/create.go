@@ -21,8 +21,33 @@ import (
 // it. Nothing runs: the caller drives the task with Update, SetVariables,
 // Complete and Fail. req may be nil for tasks created outside a request;
 // the task then belongs to LocalOwner.
+//
+// It is the admission point of every task a component creates (workflow
+// tasks from a prompt or a tool, forks, and any kind registered with
+// HandleKind): the task counts against the requestor's quotas, as a tool
+// task does, from now until it ends, and a request past a limit fails
+// with a -32000 (mcptask.CodeTooManyTasks) naming it, before anything is
+// stored. A request whose owner could not be identified fails with its
+// OwnerErr.
 func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts CreateOptions) (*store.Task, error) {
-	return r.createRecord(ctx, r.newRecord(req, origin, opts))
+	adm := admission{owner: LocalOwner}
+	if req != nil {
+		if req.OwnerErr != nil {
+			return nil, req.OwnerErr
+		}
+		adm = admission{owner: req.Owner, source: req.Source}
+	}
+	rec := r.newRecord(req, origin, opts)
+	if err := r.admitTask(rec.ID, adm, false); err != nil {
+		return nil, err
+	}
+	t, err := r.createRecord(ctx, rec)
+	if err != nil {
+		r.quotas.releaseTask(rec.ID)
+		return nil, err
+	}
+	r.ended(t.ID, t.Status, false)
+	return t, nil
 }
 
 // newRecord builds the record CreateTask stores.

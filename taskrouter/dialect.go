@@ -1,6 +1,8 @@
 package taskrouter
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,10 +31,14 @@ func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.
 }
 
 // getReply is the answer to tasks/get: the task, plus in the extension its
-// outcome or pending input requests inline.
-func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
+// outcome or pending input requests inline. A record whose stored JSON
+// cannot be sent (damaged) is a -32603, the same on every path.
+func (r *Router) getReply(d mcptask.Dialect, t *store.Task) (mcp.Result, error) {
 	if d == mcptask.Core {
-		return &getTaskResult{CoreTask: CoreTask(t)}
+		return &getTaskResult{CoreTask: CoreTask(t)}, nil
+	}
+	if err := damaged(t); err != nil {
+		return nil, err
 	}
 	res := &extGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: extensionTask(t)}
 	switch t.Status {
@@ -53,7 +59,31 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) mcp.Result {
 			res.Result = t.Result
 		}
 	}
-	return res
+	for k, v := range res.InputRequests {
+		if !json.Valid(v) {
+			return nil, damagedRecord(t, fmt.Sprintf("input request %q", k))
+		}
+	}
+	return res, nil
+}
+
+// damaged returns the -32603 error a read of task t answers when the JSON
+// it stored (its result, its error's data) is not valid JSON: a record
+// damaged on disk or edited by hand, which no reply can carry. Without
+// the check the SDK's path hung (the reply could not be encoded, so none
+// was sent) and the fast path answered an empty body.
+func damaged(t *store.Task) error {
+	switch {
+	case len(t.Result) > 0 && !json.Valid(t.Result):
+		return damagedRecord(t, "result")
+	case t.Error != nil && len(t.Error.Data) > 0 && !json.Valid(t.Error.Data):
+		return damagedRecord(t, "error data")
+	}
+	return nil
+}
+
+func damagedRecord(t *store.Task, part string) error {
+	return mcptask.InternalError("task %s: its stored %s is damaged (not valid JSON) and cannot be read; the task is %s", t.ID, part, t.Status)
 }
 
 // cancelReply is the answer to tasks/cancel once t is cancelled (or, in

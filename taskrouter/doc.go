@@ -39,6 +39,9 @@
 //     extension). Arguments are checked against the tool's input schema
 //     before a task exists; a task is created, admitted against the quotas
 //     and run in the background through the SDK's own tool dispatch.
+//     Every task a component creates (CreateTask: workflows, forks) is
+//     admitted at the same door (admit.go), and holds its slot until it
+//     ends.
 //  4. tasks/get, tasks/result, tasks/list, tasks/cancel, tasks/update:
 //     gated by dialect (methods the dialect lacks, the Mcp-Name header, the
 //     capability declaration), then the task is loaded if the requestor may
@@ -80,6 +83,11 @@
 //     reaches no client: the router's sending middleware records it as an
 //     event of the handler's task (events.go).
 //   - the SDK does not recover handler panics: the middleware does.
+//   - the SDK sends errors without a code as code 0, ends a stream at the
+//     first line it cannot read, and echoes ids it cannot hold exactly
+//     altered: the middleware gives every error a code (wireError), the
+//     stream framer answers such lines itself, the shims refuse such ids
+//     (internal/wire's guard.go).
 //
 // # Upgrading go-sdk
 //
@@ -155,8 +163,10 @@
 //     id, and closed. Close sets closed and collects the work to stop in
 //     one critical section.
 //   - quotas (admit.go): pending slots by owner and source and in total,
-//     running slots by owner, the waiting tasks/result count; the running
-//     semaphore is a channel beside them.
+//     the tasks holding one until they end (CreateTask's), running slots
+//     by owner, the waiting tasks/result requests by source (a deleted
+//     session ends them), the step tools queued; the running and step
+//     semaphores are channels beside them.
 //   - watches (watch.go): the channels waiters block on, by task id.
 //   - leases (lease.go): the leases this process holds.
 //   - listeners (listen.go): the subscriptions/listen streams, by task.

@@ -16,6 +16,7 @@ const (
 	EnvTaskTimeout           = "TASKBRIDGE_TASK_TIMEOUT"
 	EnvMaxConcurrent         = "TASKBRIDGE_MAX_CONCURRENT"
 	EnvMaxConcurrentPerOwner = "TASKBRIDGE_MAX_CONCURRENT_PER_OWNER"
+	EnvMaxConcurrentSteps    = "TASKBRIDGE_MAX_CONCURRENT_STEPS"
 	EnvSweepInterval         = "TASKBRIDGE_SWEEP_INTERVAL"
 	EnvMaxPendingPerOwner    = "TASKBRIDGE_MAX_PENDING_PER_OWNER"
 	EnvMaxPendingPerSource   = "TASKBRIDGE_MAX_PENDING_PER_SOURCE"
@@ -70,6 +71,7 @@ func (o *Options) fromEnv() error {
 	}{
 		{EnvMaxConcurrent, &o.MaxConcurrent},
 		{EnvMaxConcurrentPerOwner, &o.MaxConcurrentPerOwner},
+		{EnvMaxConcurrentSteps, &o.MaxConcurrentSteps},
 		{EnvMaxPendingPerOwner, &o.MaxPendingPerOwner},
 		{EnvMaxPendingPerSource, &o.MaxPendingPerSource},
 		{EnvMaxPending, &o.MaxPending},

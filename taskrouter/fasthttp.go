@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -180,6 +181,10 @@ func (h *httpShim) trackSDKCall(req *http.Request, body []byte) func() {
 	return func() {}
 }
 
+// deleteWait bounds how long a DELETE waits for the session's tasks/result
+// answers.
+const deleteWait = 5 * time.Second
+
 // statusRecorder remembers the status a handler wrote.
 type statusRecorder struct {
 	http.ResponseWriter
@@ -192,8 +197,16 @@ func (s *statusRecorder) WriteHeader(code int) {
 }
 
 // serveDelete passes a DELETE to the SDK and forgets the session it ended.
+// The session's tasks/result requests are answered first (-32603, the
+// task goes on), on either path, and their answers written before the
+// session closes: the SDK would hold the DELETE until they ended, and
+// they wait for their task.
 func (h *httpShim) serveDelete(w http.ResponseWriter, req *http.Request, next http.Handler) {
 	sid := req.Header.Get("Mcp-Session-Id")
+	if sid != "" {
+		h.r.quotas.endWaits("session:" + sid)
+		h.waits.wait(sid, deleteWait)
+	}
 	s := h.r.fast.sessions.Get(sid)
 	if s == nil {
 		next.ServeHTTP(w, req)

@@ -239,9 +239,11 @@ func TestFastPathConnectionSameAsSDK(t *testing.T) {
 var _ = bytes.Contains
 
 // TestFastPathFramingSameAsSDK: over a stream, the router frames the
-// messages itself; odd framing (line ends, split and joined writes,
-// batches, invalid JSON, values sharing a line) must meet the SDK's
-// answers, and its closing of the connection, exactly.
+// messages itself, one line at a time, with the fast path on and off;
+// odd framing (line ends, split and joined writes, batches, invalid JSON,
+// values sharing a line) gets the same answers either way: what the SDK
+// answers, and for a line the SDK could not read (which used to end the
+// connection) the router's own error, the connection going on.
 func TestFastPathFramingSameAsSDK(t *testing.T) {
 	h := newHarness(t, foldInstantTools)
 	go func() {
@@ -333,5 +335,40 @@ func TestFastPathFramingSameAsSDK(t *testing.T) {
 			}
 			require.Equal(t, got[1], got[0])
 		})
+	}
+}
+
+// TestNoCodeZero: an error reaching a client always has a JSON-RPC code
+// (go-sdk sends code 0 for errors without one): a call before initialize
+// is a -32600, a tasks/result the client cancelled while it waited a
+// -32603 saying so, with the fast path on and off.
+func TestNoCodeZero(t *testing.T) {
+	h := newHarness(t, nil)
+	go func() {
+		for range h.started {
+		}
+	}()
+	for _, fast := range []bool{true, false} {
+		c := dialLines(t, h, fast)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.call(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)), &m))
+		require.EqualValues(t, -32600, m["error"].(map[string]any)["code"], "fast=%v: %v", fast, m)
+		c.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"z","version":"1"}}}`)
+		c.send(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+		require.NoError(t, json.Unmarshal([]byte(c.call(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleepy","arguments":{"ms":600000},"task":{}}}`)), &m))
+		id := m["result"].(map[string]any)["task"].(map[string]any)["taskId"].(string)
+		c.send(`{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"` + id + `"}}`)
+		require.Eventually(t, func() bool { return h.r.Stats().Waiters == 1 }, 10*time.Second, time.Millisecond)
+		c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`)
+		select {
+		case line := <-c.lines:
+			require.NoError(t, json.Unmarshal([]byte(line), &m))
+			require.EqualValues(t, 3, m["id"])
+			e := m["error"].(map[string]any)
+			require.EqualValues(t, -32603, e["code"], "fast=%v: %v", fast, m)
+			require.Contains(t, e["message"], "cancelled")
+		case <-time.After(10 * time.Second):
+			// No answer to a cancelled request is allowed too; then no code 0 either.
+		}
 	}
 }

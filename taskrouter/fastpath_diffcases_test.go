@@ -43,9 +43,9 @@ func coreCases() []diffCase {
 		{name: "string id", tasks: all, req: func(s *diffSide) (map[string]string, string) {
 			return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":"abc","method":"tasks/get","params":{"taskId":"{done}"}}`)
 		}, fast: true},
-		{name: "fractional id", tasks: all, req: func(s *diffSide) (map[string]string, string) {
+		{name: "fractional id (refused by the shim on both paths: the SDK echoed it altered)", tasks: all, req: func(s *diffSide) (map[string]string, string) {
 			return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":7.5,"method":"tasks/get","params":{"taskId":"{done}"}}`)
-		}, fast: true},
+		}},
 		{name: "notification", tasks: all, req: func(s *diffSide) (map[string]string, string) {
 			return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"{done}"}}`)
 		}},

@@ -2,6 +2,7 @@ package taskrouter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -93,6 +94,7 @@ func (f *changeFeed) onChange(c store.Change) {
 		r.watches.wake(c.ID)
 		if c.Deleted || c.Status.Terminal() {
 			r.stopRun(c.ID, errEnded)
+			r.ended(c.ID, c.Status, c.Deleted)
 		}
 		r.listeners.changed(c.ID)
 		r.hooks.feedChange(c)
@@ -101,8 +103,9 @@ func (f *changeFeed) onChange(c store.Change) {
 	f.signals.Changed.Send(c)
 }
 
-// checkRuns re-reads the tasks this process runs work for and stops the
-// work of those that ended elsewhere.
+// checkRuns re-reads the tasks this process runs work for, or counts
+// against its quotas, and stops the work (and gives back the slots) of
+// those that ended elsewhere.
 func (f *changeFeed) checkRuns() {
 	r := f.r
 	for _, id := range r.runs.workingOn() {
@@ -111,5 +114,14 @@ func (f *changeFeed) checkRuns() {
 			continue
 		}
 		r.stopRun(id, errEnded)
+	}
+	for _, id := range r.quotas.heldTasks() {
+		t, err := r.st.Get(context.Background(), id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			r.ended(id, "", true)
+		case err == nil:
+			r.ended(id, t.Status, false)
+		}
 	}
 }

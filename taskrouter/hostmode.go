@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -109,6 +111,19 @@ func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 		}
 	}
 	return r.hostCall(ctx, q, req)
+}
+
+// refusedAsToolError turns a quota's refusal (-32000, CodeTooManyTasks)
+// of a plain tools/call into a tool result with isError naming the limit:
+// a tool that creates a task (a workflow's tool, the fork tool) was
+// refused admission, and a model in a host reads tool results, not
+// JSON-RPC errors.
+func refusedAsToolError(res mcp.Result, err error) (mcp.Result, error) {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code == mcptask.CodeTooManyTasks {
+		return errorResult("%s", je.Message), nil
+	}
+	return res, err
 }
 
 // hostCall runs a plain call of a task-capable tool apart from the

@@ -196,3 +196,35 @@ func TestTaskIDArgument(t *testing.T) {
 	res = p.mustCall("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}})
 	require.Equal(t, "plain", textOf(res), "without the argument: a plain call")
 }
+
+// task_result's wait_seconds is clamped before any arithmetic: an extreme
+// value waits up to the host deadline (it used to overflow and return at
+// once), a negative one is refused; its schema has one type (Inspector's
+// --strict flags a type array).
+func TestTaskResultWaitExtremes(t *testing.T) {
+	h := hostHarness(t, 20*time.Second)
+	p := h.dial(inMemory, core, nil)
+	list := p.mustCall("tools/list", nil)
+	for _, tl := range list["tools"].([]any) {
+		tool := tl.(map[string]any)
+		if tool["name"] != "task_result" {
+			continue
+		}
+		ws := tool["inputSchema"].(map[string]any)["properties"].(map[string]any)["wait_seconds"].(map[string]any)
+		require.Equal(t, "number", ws["type"], "one type, not [null, number]: %v", ws)
+		require.NotContains(t, tool["inputSchema"].(map[string]any)["required"], "wait_seconds")
+	}
+	for _, wait := range []any{1e308, 1e11, 9.3e18, float64(1 << 62)} {
+		created := p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 300, "label": "w"}, "task": map[string]any{}})
+		id := created["task"].(map[string]any)["taskId"].(string)
+		out := p.mustCall("tools/call", map[string]any{"name": "task_result", "arguments": map[string]any{"task_id": id, "wait_seconds": wait}})
+		require.Equal(t, "slept w", textOf(out), "wait_seconds %v waits (up to the host deadline) for the task to end", wait)
+	}
+	created := p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 60000, "label": "n"}, "task": map[string]any{}})
+	id := created["task"].(map[string]any)["taskId"].(string)
+	for _, wait := range []any{-1, -1e308} {
+		out := p.mustCall("tools/call", map[string]any{"name": "task_result", "arguments": map[string]any{"task_id": id, "wait_seconds": wait}})
+		require.Equal(t, true, out["isError"])
+		require.Contains(t, textOf(out), "wait_seconds")
+	}
+}

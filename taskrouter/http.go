@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -35,15 +37,22 @@ type HTTPOptions struct {
 // expect.
 //
 // Before the SDK sees a POST body, the handler refuses a body that is not
-// exactly one JSON value (-32700, HTTP 400), refuses an extension-dialect
-// tasks/* request whose Mcp-Name headers do not all name its task (-32020,
-// HTTP 400, like the SDK's own header checks), moves a core-dialect
-// params.task where the router sees it, drops private _meta keys a client
-// sent, and records the client's IP address for the per-source quota. It
-// serves an extension-dialect subscriptions/listen that asks for task
-// notifications itself (see listen.go), and tasks/stream, as SSE, with a
-// GET carrying a Last-Event-ID of such a stream resuming it (see
-// streamwire.go).
+// exactly one JSON value (-32700, HTTP 400); a request id the SDK would
+// echo altered (-32600, HTTP 400: a fraction, an exponent, beyond
+// ±(2^53−1)); a core-dialect call without Mcp-Session-Id other than
+// initialize (-32600, HTTP 400, where the SDK answered code 0); an
+// extension-dialect tasks/* request whose Mcp-Name headers do not all
+// name its task (-32020, HTTP 400, like the SDK's own header checks) or
+// whose params name the task under two keys that differ only in case
+// (-32602, HTTP 400: the header check and the SDK's decoder would read
+// different keys). It moves a core-dialect params.task where the router
+// sees it, drops private _meta keys a client sent, and records the
+// client's IP address for the per-source quota. It serves an
+// extension-dialect subscriptions/listen that asks for task notifications
+// itself (see listen.go), and tasks/stream, as SSE, with a GET carrying a
+// Last-Event-ID of such a stream resuming it (see streamwire.go). A
+// DELETE of a session first answers the session's waiting tasks/result
+// requests (see serveDelete).
 func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
@@ -66,6 +75,10 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	}
 }
 
+// tasksResultName is the method name a body must hold to be a
+// tasks/result (a cheap test before decoding it).
+var tasksResultName = []byte(mcptask.MethodTasksResult)
+
 type httpShim struct {
 	r                   *Router
 	id                  string                    // names this handler's sessions (handlerHeader)
@@ -73,6 +86,59 @@ type httpShim struct {
 	noFast              bool
 	stateful, stateless http.Handler
 	maxBody             int64
+	waits               sessionWaits // tasks/result POSTs in flight, by session (serveDelete)
+}
+
+// sessionWaits counts the tasks/result POSTs in flight on each stateful
+// session, so that a DELETE of the session waits for their answers
+// (which it ends: see serveDelete) before the session closes.
+type sessionWaits struct {
+	mu sync.Mutex
+	m  map[string]*postsInFlight
+}
+
+type postsInFlight struct {
+	n    int
+	none chan struct{} // closed when n is back to 0
+}
+
+// begin counts a POST of session sid; the function ends it.
+func (s *sessionWaits) begin(sid string) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*postsInFlight{}
+	}
+	p := s.m[sid]
+	if p == nil {
+		p = &postsInFlight{none: make(chan struct{})}
+		s.m[sid] = p
+	}
+	p.n++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if p.n--; p.n == 0 {
+			close(p.none)
+			delete(s.m, sid)
+		}
+	}
+}
+
+// wait waits until session sid has no POST counted, or for d.
+func (s *sessionWaits) wait(sid string, d time.Duration) {
+	s.mu.Lock()
+	p := s.m[sid]
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.none:
+	case <-t.C:
+	}
 }
 
 func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -100,6 +166,16 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				"parse error: the request body must be exactly one JSON value (a message or a batch)"))
 			return
 		}
+		if id, bad := wire.UnsafeIDs(body); bad {
+			// go-sdk would echo it altered (2.5 as 2, 2^53+1 as 2^53).
+			wire.WriteErrorLine(w, http.StatusBadRequest, id, wire.BadIDError(id))
+			return
+		}
+		if sid := req.Header.Get("Mcp-Session-Id"); sid != "" && bytes.Contains(body, tasksResultName) {
+			if _, method, _ := wire.CallOf(body); method == mcptask.MethodTasksResult {
+				defer h.waits.begin(sid)()
+			}
+		}
 		if wire.MayBeListen(body) {
 			if lr, ok := wire.ListenFor(body); ok && (d.NegotiatesPerRequest() || wire.HasProtocolKey(body)) {
 				h.r.serveListen(w, req, lr)
@@ -116,8 +192,20 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		rb := wire.RewriteBody(body, d, len(req.Header.Values("Mcp-Name")) > 0)
 		d = rb.Dialect
 		if d.NegotiatesPerRequest() && rb.TaskMethod != "" && rb.TaskMethod != mcptask.MethodTasksList {
+			if rb.TaskIDTwice && len(req.Header.Values("Mcp-Name")) > 0 {
+				wire.WriteRPCError(w, http.StatusBadRequest, rb.ID, mcptask.InvalidParams(
+					"params name the task more than once (taskId under two keys that differ only in case, or repeated): the Mcp-Name header cannot be checked against it; send taskId once"))
+				return
+			}
 			if err := nameHeaderError(req.Header, rb.TaskID); err != nil {
 				wire.WriteRPCError(w, http.StatusBadRequest, rb.ID, err)
+				return
+			}
+		}
+		if !d.NegotiatesPerRequest() && req.Header.Get("Mcp-Session-Id") == "" {
+			if id, method, call := wire.CallOf(body); call && method != mcptask.MethodInitialize {
+				// go-sdk would make a session of it and answer code 0.
+				wire.WriteErrorLine(w, http.StatusBadRequest, id, wire.NoSessionError(method))
 				return
 			}
 		}

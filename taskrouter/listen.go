@@ -131,7 +131,17 @@ func (r *Router) runListen(ctx context.Context, q *Request, rawID any, taskIDs [
 			}
 			if t.Version != last[tid] {
 				last[tid] = t.Version
-				if !sink.notify(mcptask.NotificationTasks, taskNotification(r.getReply(mcptask.Extension, t).(*extGetTaskResult), subMeta)) {
+				res, err := r.getReply(mcptask.Extension, t)
+				if err != nil {
+					// A damaged record: the client's tasks/get says why.
+					r.log.Error("not notifying a task whose record is damaged", "task", tid, "error", err)
+					if t.Status.Terminal() {
+						continue
+					}
+					open++
+					continue
+				}
+				if !sink.notify(mcptask.NotificationTasks, taskNotification(res.(*extGetTaskResult), subMeta)) {
 					return
 				}
 			}

@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/internal/storerpc"
@@ -71,7 +72,7 @@ func (r *Router) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskIDPa
 	if err != nil {
 		return nil, err
 	}
-	return r.getReply(q.Dialect, t), nil
+	return r.getReply(q.Dialect, t)
 }
 
 func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
@@ -90,8 +91,12 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		// shared store, a round trip to the database).
 		return finalResult(first)
 	}
-	r.quotas.wait(1)
-	defer r.quotas.wait(-1)
+	session := ""
+	if q.connID == "" && strings.HasPrefix(q.Source, "session:") {
+		session = q.Source // a stateful HTTP session: a DELETE ends the wait
+	}
+	sw := r.quotas.wait(session)
+	defer r.quotas.doneWaiting(sw)
 	for {
 		// Watch first, then read, so no change between the two is missed.
 		w := r.watches.watch(id)
@@ -119,6 +124,9 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 			// A shared store's safety net: re-read in case a change
 			// notification from another process was lost.
 			r.watches.unwatch(id, w)
+		case <-sw.endedC():
+			r.watches.unwatch(id, w)
+			return nil, mcptask.InternalError("the session was deleted while this tasks/result waited; task %s goes on (read it with tasks/get)", id)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -128,6 +136,9 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 // finalResult is what tasks/result returns for a terminal task: exactly
 // what the original request would have returned, tagged with the task.
 func finalResult(t *store.Task) (mcp.Result, error) {
+	if err := damaged(t); err != nil {
+		return nil, err
+	}
 	if t.Error != nil {
 		return nil, t.Error.RPC()
 	}

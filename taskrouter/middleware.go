@@ -3,10 +3,12 @@ package taskrouter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
@@ -92,6 +94,7 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 			r.log.Error("panic handling request", "method", method, "panic", p, "stack", string(debug.Stack()))
 			res, err = nil, mcptask.InternalError("internal error handling %s", method)
 		}
+		err = wireError(err)
 	}()
 	normalizeParams(req)
 	q := r.resolve(ctx, req)
@@ -126,6 +129,21 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 	return r.inner(ctx, method, req)
 }
 
+// wireError makes err a JSON-RPC error with a code: go-sdk sends any other
+// error with code 0, which no client can act on. A cancelled or timed-out
+// request is a -32603 saying so; any other error a -32603 with its text.
+// The fast path's own signals pass unchanged (they never reach a client).
+func wireError(err error) error {
+	var je *jsonrpc.Error
+	switch {
+	case err == nil, errors.As(err, &je), errors.Is(err, errHandoff), errors.Is(err, errNoReply):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return mcptask.InternalError("the request was cancelled before it was answered (%v)", err)
+	}
+	return mcptask.InternalError("%v", err)
+}
+
 // toolsCall decides whether a tools/call becomes a task, following the
 // request's dialect, and starts it.
 func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error) {
@@ -149,7 +167,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			return nil, mcptask.MissingExtension(fmt.Sprintf("tool %q", name))
 		case te.opts.TaskSupport == mcptask.TaskRequired, te.opts.TaskSupport == mcptask.TaskOptional && q.Declared:
 		default:
-			return r.plainCall(ctx, q, req, te)
+			return refusedAsToolError(r.plainCall(ctx, q, req, te))
 		}
 	} else {
 		switch {
@@ -166,7 +184,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			// support is optional would (a deviation from the spec's
 			// -32600: a client that sends no params.task, which is every
 			// LLM host, could never call it otherwise).
-			return r.plainCall(ctx, q, req, te)
+			return refusedAsToolError(r.plainCall(ctx, q, req, te))
 		}
 		ttl = q.task.Duration()
 	}

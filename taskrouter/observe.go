@@ -87,6 +87,10 @@ type Stats struct {
 	Waiters int
 	// Tracked is the in-request work (workflow server steps) running.
 	Tracked int
+	// Steps is the step tools running (Track, then RunTool) and
+	// StepsQueued those waiting for a step slot
+	// (Options.MaxConcurrentSteps).
+	Steps, StepsQueued int
 }
 
 // Stats returns the engine's current load.
@@ -97,8 +101,8 @@ type Stats struct {
 // the semaphore's length, which changes outside any lock), and nothing
 // relies on them adding up: they are for operators and observers.
 func (r *Router) Stats() Stats {
-	pending, running, waiters := r.quotas.load()
-	s := Stats{Pending: pending, Running: running, Waiters: waiters, Tracked: r.runs.trackedCount()}
+	s := r.quotas.load()
+	s.Tracked = r.runs.trackedCount()
 	s.Queued = max(0, s.Pending-s.Running)
 	return s
 }

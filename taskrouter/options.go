@@ -56,8 +56,20 @@ type Options struct {
 	MaxConcurrent int
 	// MaxConcurrentPerOwner bounds how many handlers one owner runs at once.
 	MaxConcurrentPerOwner int
+	// MaxConcurrentSteps bounds how many step tools run at once: the tools
+	// a component runs in process for a task's steps (Track, then RunTool:
+	// a workflow's server steps, and the client steps it performs for a
+	// continuation or a webhook). A step beyond it waits for a slot. It is
+	// a pool apart from MaxConcurrent's, so that a tool task that waits
+	// for a workflow never holds the slot the workflow's step needs; a
+	// step whose tool calls another tool in process (with the step's
+	// context) takes no second slot. Zero means MaxConcurrent's value.
+	MaxConcurrentSteps int
 	// MaxPendingPerOwner bounds one owner's queued plus running tasks; a
-	// request past it fails with CodeTooManyTasks. It does not apply to the
+	// request past it fails with CodeTooManyTasks. Every task the engine
+	// creates counts (tool tasks until their handler returns; workflow
+	// tasks, forks and other tasks created through CreateTask until they
+	// end). It does not apply to the
 	// shared LocalOwner of unauthenticated stateless requests, which is no
 	// single requestor: MaxPendingPerSource bounds those.
 	MaxPendingPerOwner int
@@ -166,6 +178,7 @@ func (c Options) withDefaults() Options {
 	}
 	setInt(&c.MaxConcurrent, DefaultMaxConcurrent)
 	setInt(&c.MaxConcurrentPerOwner, DefaultMaxConcurrentPerOwner)
+	setInt(&c.MaxConcurrentSteps, c.MaxConcurrent)
 	setInt(&c.MaxPendingPerOwner, DefaultMaxPendingPerOwner)
 	setInt(&c.MaxPendingPerSource, DefaultMaxPendingPerSource)
 	setInt(&c.MaxPending, DefaultMaxPending)
@@ -201,7 +214,7 @@ func (c Options) validate() error {
 		name string
 		v    int
 	}{
-		{"MaxConcurrent", c.MaxConcurrent}, {"MaxConcurrentPerOwner", c.MaxConcurrentPerOwner},
+		{"MaxConcurrent", c.MaxConcurrent}, {"MaxConcurrentPerOwner", c.MaxConcurrentPerOwner}, {"MaxConcurrentSteps", c.MaxConcurrentSteps},
 		{"MaxPendingPerOwner", c.MaxPendingPerOwner}, {"MaxPendingPerSource", c.MaxPendingPerSource}, {"MaxPending", c.MaxPending},
 	} {
 		if n.v < 0 {

@@ -71,6 +71,11 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 	hook := r.kinds.recoverHook(t)
 	switch {
 	case hook != nil:
+		// Admitted before the crash (or by the process it takes over
+		// from): it counts again here, and is never refused.
+		if err := r.admitTask(t.ID, admission{owner: t.Owner, source: "recovered"}, true); err != nil {
+			return err
+		}
 		return hook(ctx, t, reason)
 	case kind == KindTool:
 		return r.recoverTool(ctx, t, reason)

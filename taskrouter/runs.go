@@ -152,14 +152,31 @@ type tracker struct {
 	cancel context.CancelCauseFunc
 }
 
+// stepKey marks a context from Track: a tool RunTool runs with it is a
+// step of the task and takes a step slot (Options.MaxConcurrentSteps),
+// unless the value says a slot is held already (a tool the step's tool
+// calls in process).
+type stepKey struct{}
+
+// stepMark is the value under stepKey.
+type stepMark struct {
+	task    string
+	holding bool // a step slot is held for this context
+}
+
 // Track registers in-process work on task id that is not a tool handler
 // run (the workflow bridge running server steps inside a request): the
 // returned context is cancelled when the task is cancelled, expires, or the
 // router closes, with the reason as its cause (see Stopped). What the work
 // reports through the context (Progress, Logger, Output, a tool's
 // notifications/progress) becomes events of task id. Call done when the
-// work ends.
+// work ends. A tool RunTool runs with the context (or one derived from it)
+// is a step of the task: it waits for a step slot
+// (Options.MaxConcurrentSteps) first.
 func (r *Router) Track(ctx context.Context, id string) (context.Context, func()) {
+	if m, ok := ctx.Value(stepKey{}).(stepMark); !ok || m.task != id {
+		ctx = context.WithValue(ctx, stepKey{}, stepMark{task: id})
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	ctx = context.WithValue(ctx, trackKey{}, &trackedTask{r: r, id: id}) // its reported events (events.go)
 	tr := &tracker{cancel: cancel}

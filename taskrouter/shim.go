@@ -11,6 +11,7 @@ package taskrouter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,7 @@ type taskTransport struct {
 
 func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	var pc *pushConn
-	if src, ok := wire.SourceOf(t.inner); ok && !t.noFast {
+	if src, ok := wire.SourceOf(t.inner); ok {
 		c, err := t.connectFramed(ctx, src)
 		if err != nil {
 			return nil, err
@@ -58,21 +59,41 @@ func (t *taskTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 }
 
 // connectFramed connects the SDK's stream connection to a pipe the
-// router's framer (wire.Frame) feeds from src: the framer offers each
-// message to takeFrame first.
+// router's framer (wire.Frame) feeds from src: the framer answers a line
+// the SDK could not read (which would end the stream) itself, and offers
+// each message to takeFrame first (the fast path, unless it is off).
 func (t *taskTransport) connectFramed(ctx context.Context, src wire.Source) (*pushConn, error) {
 	pr, pw := io.Pipe()
-	c, err := (&mcp.IOTransport{Reader: pr, Writer: src.W, MaxLineLength: src.MaxLen}).Connect(ctx)
+	out := &lockedWriter{w: src.W} // the SDK's messages and the framer's refusals, whole
+	c, err := (&mcp.IOTransport{Reader: pr, Writer: out, MaxLineLength: src.MaxLen}).Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pc := &pushConn{Connection: c, id: NewTaskID(), r: t.r, listens: map[jsonrpc.ID]*connListen{}, noFast: t.noFast, framed: true, closeSrc: src.Close}
+	refuse := func(id json.RawMessage, e *jsonrpc.Error) {
+		_, _ = out.Write(append(wire.ErrorLine(id, e), '\n'))
+	}
 	go func() {
 		defer pc.r.fast.recover("framer")
-		wire.Frame(src.R, pw, pc.takeFrame)
+		wire.Frame(src.R, pw, src.MaxLen, wire.CheckLine, refuse, pc.takeFrame)
 	}()
 	return pc, nil
 }
+
+// lockedWriter writes each message whole: the SDK's connection and the
+// framer's refusals share the stream.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.WriteCloser
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func (l *lockedWriter) Close() error { return l.w.Close() }
 
 // takeFrame answers a framed message on the fast path, or records the
 // call the SDK is about to get (the SDK refuses an id in flight, and
@@ -182,10 +203,28 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// Write passes msg on, noting the end of the SDK's call it answers.
+// Write passes msg on, noting the end of the SDK's call it answers. An
+// error the SDK answers with code 0 (its refusals before any handler
+// runs, such as a call before initialize: every error a handler returns
+// has a code, see wireError) goes out as -32600, the client's request
+// being what it refused.
 func (c *pushConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
-		c.calls.EndSDK(resp.ID, false)
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		if resp.ID.IsValid() {
+			c.calls.EndSDK(resp.ID, false)
+		}
+		var je *jsonrpc.Error
+		switch {
+		case resp.Error == nil:
+		case !errors.As(resp.Error, &je):
+			fixed := *resp
+			fixed.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: resp.Error.Error()}
+			msg = &fixed
+		case je.Code == 0:
+			fixed := *resp
+			fixed.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: je.Message, Data: je.Data}
+			msg = &fixed
+		}
 	}
 	return c.Connection.Write(ctx, msg)
 }

@@ -133,6 +133,7 @@ func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err e
 		}
 		r.watches.drop(t.ID)
 		r.observe(TaskDeleted, t, nil)
+		r.ended(t.ID, t.Status, true)
 		return true, nil
 	}
 	msg := fmt.Sprintf("expired: ttl of %s elapsed before the task finished; it was cancelled", t.TTL)
@@ -152,6 +153,7 @@ func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err e
 	r.stopRun(t.ID, errExpired)
 	r.observe(TaskUpdated, nt, &u)
 	r.changed(nt)
+	r.ended(nt.ID, nt.Status, false)
 	r.kinds.ended(ctx, nt)
 	return true, nil
 }

@@ -103,6 +103,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	}
 	r.observe(TaskUpdated, t, &u)
 	r.changed(t)
+	r.ended(t.ID, t.Status, false)
 	return t, nil
 }
 

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -70,7 +72,8 @@ func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 	if o.CancelName == "" {
 		o.CancelName = DefaultCancelToolName
 	}
-	AddTool(r, &mcp.Tool{Name: o.ResultName, Description: "Wait for a task (a long tool call that became a task, or a workflow task) and return its result: the tool's own result once the task has ended, or where it stands (for a workflow: its handoff, saying what to do next). Call it with the task id a tool result or handoff gave you."},
+	AddTool(r, &mcp.Tool{Name: o.ResultName, Description: "Wait for a task (a long tool call that became a task, or a workflow task) and return its result: the tool's own result once the task has ended, or where it stands (for a workflow: its handoff, saying what to do next). Call it with the task id a tool result or handoff gave you.",
+		InputSchema: taskResultSchema()},
 		r.taskResultTool, ToolOptions{})
 	AddTool(r, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
 		r.taskCancelTool, ToolOptions{})
@@ -106,15 +109,9 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if bad != nil {
 		return bad, nil, nil
 	}
-	wait := r.opts.HostDeadline
-	if wait < 0 {
-		wait = DefaultHostDeadline
-	}
-	if in.WaitSeconds != nil {
-		if *in.WaitSeconds < 0 {
-			return errorResult("wait_seconds is negative"), nil, nil
-		}
-		wait = min(wait, time.Duration(*in.WaitSeconds*float64(time.Second)))
+	wait, err := waitFor(r.opts.HostDeadline, in.WaitSeconds)
+	if err != nil {
+		return errorResult("%v", err), nil, nil
 	}
 	rep := r.kinds.reporter(t)
 	settled := func(t *store.Task) bool {
@@ -139,6 +136,46 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 		}
 	}
 	return r.resultOf(ctx, t, rep), nil, nil
+}
+
+// taskResultSchema is task_result's input schema: the one inferred from
+// taskResultIn, with wait_seconds a plain number (optional: absent means
+// the host deadline) rather than the [null, number] a pointer infers,
+// which strict validators (the MCP Inspector's --strict) flag.
+func taskResultSchema() *jsonschema.Schema {
+	s, err := jsonschema.For[taskResultIn](nil)
+	if err != nil {
+		panic(err) // a fixed type: cannot fail
+	}
+	if ws := s.Properties["wait_seconds"]; ws != nil {
+		ws.Types, ws.Type = nil, "number"
+	}
+	return s
+}
+
+// waitFor is how long task_result waits: the host deadline (hostDeadline,
+// DefaultHostDeadline when off), or less when seconds asks for less.
+// seconds is clamped before any arithmetic: a value past the deadline
+// (1e308, 1e11, +Inf) waits the deadline; a negative one, or NaN, is
+// refused.
+func waitFor(hostDeadline time.Duration, seconds *float64) (time.Duration, error) {
+	wait := hostDeadline
+	if wait < 0 {
+		wait = DefaultHostDeadline
+	}
+	if seconds == nil {
+		return wait, nil
+	}
+	switch s := *seconds; {
+	case math.IsNaN(s):
+		return 0, errors.New("wait_seconds is not a number: pass a number of seconds, or leave it out to wait up to the server's host deadline")
+	case s < 0:
+		return 0, fmt.Errorf("wait_seconds is negative (%g): pass 0 to read the task without waiting, or a positive number of seconds", s)
+	case s >= wait.Seconds():
+		return wait, nil
+	default:
+		return time.Duration(s * float64(time.Second)), nil
+	}
 }
 
 // resultOf is task_result's answer for t as it stands.

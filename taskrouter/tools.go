@@ -92,6 +92,59 @@ func (r *Router) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
 	srv.AddTool(t, h)
 }
 
+// CheckToolArguments checks args against the input schema of tool name as
+// the server advertises it (a tool added with AddTool: the same check the
+// SDK makes before the handler runs; with AddRawTool: its InputSchema), and
+// returns a -32602 naming what does not match. A tool the registry holds
+// no schema of passes. Components that run a tool for someone who cannot
+// read a tool result (the webhook of a workflow step) check first, so that
+// arguments the tool would refuse record nothing.
+func (r *Router) CheckToolArguments(name string, args json.RawMessage) error {
+	te, ok := r.tools.lookup(name)
+	if !ok {
+		return nil
+	}
+	check := te.validate
+	if check == nil && te.tool != nil && te.tool.InputSchema != nil {
+		check = schemaCheck(te.tool.InputSchema)
+	}
+	if check == nil {
+		return nil
+	}
+	if err := check(args); err != nil {
+		return mcptask.InvalidParams("invalid arguments for tool %q: %v", name, err)
+	}
+	return nil
+}
+
+// schemaCheck validates arguments against a raw tool's input schema (any
+// JSON-encodable schema value); nil when the schema cannot be read.
+func schemaCheck(schema any) func(json.RawMessage) error {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil
+	}
+	s := new(jsonschema.Schema)
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil
+	}
+	resolved, err := s.Resolve(nil)
+	if err != nil {
+		return nil
+	}
+	return func(args json.RawMessage) error {
+		var v any = map[string]any{}
+		if len(args) > 0 {
+			m := map[string]any{}
+			if err := json.Unmarshal(args, &m); err != nil {
+				return fmt.Errorf("unmarshaling arguments: %w", err)
+			}
+			v = m
+		}
+		return resolved.Validate(&v)
+	}
+}
+
 // SetToolOptions sets the task behaviour of a tool registered directly on
 // the server (not through AddTool or AddRawTool).
 func (r *Router) SetToolOptions(name string, opts ToolOptions) {
@@ -341,10 +394,22 @@ func (r *Router) CallTool(ctx context.Context, session *mcp.ServerSession, name 
 // RunTool runs a tools/call request in the caller's goroutine, never as a
 // task, through the SDK's tool dispatch (see CallTool). A nil req.Session
 // is replaced by the loopback session. The continuation handler uses it to
-// run the tool a client called.
+// run the tool a client called. With a context from Track the tool is a
+// step of the task: it first waits for a step slot
+// (Options.MaxConcurrentSteps), unless the context's step holds one
+// already (the tool of a step calling another tool).
 func (r *Router) RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if r.inner == nil {
 		return nil, fmt.Errorf("taskrouter: Install has not been called")
+	}
+	if m, ok := ctx.Value(stepKey{}).(stepMark); ok && !m.holding {
+		release, err := r.quotas.acquireStep(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		m.holding = true
+		ctx = context.WithValue(ctx, stepKey{}, m)
 	}
 	if req.Session == nil {
 		ss, err := r.loop.session(ctx)

@@ -384,7 +384,9 @@ const maxWebhookBody = 1 << 20
 // task's status after the delivery and its status message (200; 202 with
 // "kept": true for an event the workflow has not reached yet, which is
 // kept and delivered when it does); or an
-// error: 400 (malformed body or payload), 401 (bad token), 404 (unknown
+// error: 400 (a body that is not one JSON object, or that does not match:
+// a client step's tool's input schema, an event's payload schema; nothing
+// is recorded, the tool does not run), 401 (bad token), 404 (unknown
 // task or step), 405 (not POST), 409 (the step does not wait for it now).
 // The token of a task is in its handoff (each webhook step's webhook
 // field).
@@ -397,6 +399,20 @@ func (b *Bridge) WebhookHandler() http.Handler {
 		}
 		fail := func(code int, format string, args ...any) {
 			reply(code, map[string]string{"error": fmt.Sprintf(format, args...)})
+		}
+		// refused answers a delivery refused before or while it ran.
+		refused := func(err error) {
+			var je *jsonrpc.Error
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				fail(http.StatusNotFound, "%v", err)
+			case errors.Is(err, ErrNotWaiting):
+				fail(http.StatusConflict, "%v", err)
+			case errors.As(err, &je) && je.Code == mcptask.CodeInvalidParams:
+				fail(http.StatusBadRequest, "%s; nothing was recorded", je.Message)
+			default:
+				fail(http.StatusInternalServerError, "%v", err)
+			}
 		}
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -432,20 +448,30 @@ func (b *Bridge) WebhookHandler() http.Handler {
 		case len(strings.TrimSpace(string(body))) == 0:
 			body = []byte("{}")
 		}
+		// One JSON object, checked before anything runs or is recorded: a
+		// client step's tool would refuse other arguments only after its
+		// attempt was counted.
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+			fail(http.StatusBadRequest, "the body must be one JSON object (an event's payload, or a step's tool arguments); nothing was recorded")
+			return
+		}
+		in, s, err := b.stepOf(r.Context(), id, step)
+		if err != nil {
+			refused(err)
+			return
+		}
+		tool := toolOf(s)
+		b.done(in)
+		if tool != "" {
+			if err := b.engine.CheckToolArguments(tool, body); err != nil {
+				refused(err)
+				return
+			}
+		}
 		res, kept, err := b.deliver(r.Context(), id, step, body, ByWebhook, viaWebhook, reader{d: mcptask.Core})
-		var je *jsonrpc.Error
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			fail(http.StatusNotFound, "%v", err)
-			return
-		case errors.Is(err, ErrNotWaiting):
-			fail(http.StatusConflict, "%v", err)
-			return
-		case errors.As(err, &je) && je.Code == mcptask.CodeInvalidParams:
-			fail(http.StatusBadRequest, "%s", je.Message)
-			return
-		case err != nil:
-			fail(http.StatusInternalServerError, "%v", err)
+		if err != nil {
+			refused(err)
 			return
 		}
 		cur, _ := b.engine.Task(context.WithoutCancel(r.Context()), id)

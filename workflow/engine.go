@@ -33,6 +33,11 @@ type TaskEngine interface {
 	// RunTool runs a tools/call request in-process, never as a task (a nil
 	// req.Session runs it on the engine's own session).
 	RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error)
+	// CheckToolArguments checks arguments against a tool's input schema
+	// before it runs (a -32602 naming the mismatch; nil when the engine
+	// holds no schema of the tool): the webhook refuses what the tool
+	// would, recording nothing.
+	CheckToolArguments(tool string, args json.RawMessage) error
 	// Track makes tasks/cancel, expiry, shutdown and a lost lease cancel
 	// work on a task.
 	Track(ctx context.Context, id string) (context.Context, func())
@@ -72,13 +77,55 @@ var _ TaskEngine = (*taskrouter.Router)(nil)
 // kindHooks adapts the bridge to taskrouter.KindHandler.
 type kindHooks struct{ b *Bridge }
 
+// Recover resolves a workflow task whose process is gone, first
+// recording it on its original when it is a fork the original does not
+// list (see "Rerun and fork" in fork.go), and applying the orphan rule
+// when its process died before its first write.
 func (k kindHooks) Recover(ctx context.Context, t *store.Task, reason string) error {
-	return k.b.recoverTask(ctx, t, reason)
+	k.b.relinkFork(ctx, t)
+	return k.b.recoverTask(ctx, k.b.orphanRule(ctx, t), reason)
+}
+
+// orphanRule gives workflow task t the orphan deadline when no client
+// holds it, it waits for one, and no write has set its deadline yet: its
+// process died between creating it and the first write of its progress
+// (which sets the deadline by the time rules), so its reply was lost
+// with the process, and it would otherwise wait out its ttl. It returns
+// the task as it stands.
+func (b *Bridge) orphanRule(ctx context.Context, t *store.Task) *store.Task {
+	if t.Labels[LabelTouched] != "" || t.Labels[LabelDeadline] != "" || t.Status.Terminal() || b.opts.OrphanTimeout <= 0 {
+		return t
+	}
+	p, err := decodeProgress(t)
+	if err != nil || !waiting(p) {
+		return t
+	}
+	u := store.Update{IfVersion: t.Version}
+	b.deadline(t, p, &u, b.engine.Now())
+	if u.ExpiresAt == nil {
+		return t
+	}
+	nt, err := b.engine.Update(ctx, t.ID, u)
+	if err != nil {
+		return t // changed meanwhile: the write that changed it applied the rules
+	}
+	return nt
 }
 func (k kindHooks) Wake(ctx context.Context, t *store.Task) error { return k.b.wake(ctx, t) }
-func (k kindHooks) ExpiryMessage(t *store.Task) string            { return k.b.expiryMessage(t) }
-func (k kindHooks) Touched(ctx context.Context, t *store.Task)    { k.b.touched(ctx, t) }
-func (k kindHooks) Ended(ctx context.Context, t *store.Task)      { k.b.ended(ctx, t) }
+
+// ExpiryMessage words the failure of an expired workflow task. A fork
+// expiring is visited for the last time: one its original does not list
+// (its reply was lost with its process) is recorded there first.
+func (k kindHooks) ExpiryMessage(t *store.Task) string {
+	if t.Labels[LabelForkedFrom] != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		k.b.relinkFork(ctx, t)
+		cancel()
+	}
+	return k.b.expiryMessage(t)
+}
+func (k kindHooks) Touched(ctx context.Context, t *store.Task) { k.b.touched(ctx, t) }
+func (k kindHooks) Ended(ctx context.Context, t *store.Task)   { k.b.ended(ctx, t) }
 
 // InputRequests lists the events a workflow task waits for (see
 // taskrouter.InputKind).

@@ -155,6 +155,10 @@ func (e *fakeEngine) RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return f(ctx, args)
 }
 
+// CheckToolArguments passes everything: the fake's tools have no input
+// schemas (integration's TestHostileWebhookBodies checks the router's).
+func (e *fakeEngine) CheckToolArguments(string, json.RawMessage) error { return nil }
+
 func (e *fakeEngine) Track(ctx context.Context, id string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	e.mu.Lock()

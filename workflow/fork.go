@@ -1,12 +1,17 @@
 package workflow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,8 +25,16 @@ import (
 // original recorded (their outputs, attempts and who performed them), the
 // step and every step after it run again, with the original's prompt
 // arguments or edited ones. Both tasks record the lineage: the fork its
-// origin (LabelForkedFrom, LabelForkedAt), the origin its forks
-// (LabelForks), ended or not.
+// origin (LabelForkedFrom, LabelForkedAt), in its own creation; the
+// origin its forks, ended or not, one label per fork
+// (LabelForkPrefix+id), written right after the fork exists and before
+// anyone hears of it. One label per fork merges without a version check,
+// so concurrent forks never conflict (a list in one label lost 837 of
+// 2,000 concurrent forks to version conflicts). A process that dies
+// between the two writes leaves the fork's own record: the original's
+// label is rebuilt from it when the fork is next visited (its recovery
+// after a restart or a takeover, or its expiry: such a fork's reply was
+// lost with the process, so it expires as an orphan).
 
 // The lineage labels.
 const (
@@ -29,8 +42,13 @@ const (
 	LabelForkedFrom = "workflow.forked_from"
 	// LabelForkedAt is the step a fork started at.
 	LabelForkedAt = "workflow.forked_at"
-	// LabelForks lists the forks of a task: "id@step" entries, comma
-	// separated, oldest first.
+	// LabelForkPrefix + a fork's task id is the label of the original
+	// recording that fork: "<created, Unix nanoseconds>.<sequence>@<step>"
+	// (Forks reads it).
+	LabelForkPrefix = "workflow.fork."
+	// LabelForks listed the forks of a task ("id@step" entries, comma
+	// separated, oldest first) before each fork had its own label. Forks
+	// still reads it.
 	LabelForks = "workflow.forks"
 )
 
@@ -61,7 +79,10 @@ var ErrCannotFork = errors.New("workflow: cannot fork the task")
 
 // Fork starts a new task from task id (see ForkOptions), owned by the
 // original's owner, and sets its server steps off; it returns the new
-// task as created. The original is not changed beyond its LabelForks.
+// task as created, held by the caller (the orphan rule does not apply to
+// it). The original is not changed beyond the label recording the fork.
+// The fork is admitted as any task is (a -32000 naming the limit when the
+// owner or the server has too many).
 func (b *Bridge) Fork(ctx context.Context, id string, o ForkOptions) (*store.Task, error) {
 	t, err := b.engine.Task(ctx, id)
 	if err != nil {
@@ -73,6 +94,9 @@ func (b *Bridge) Fork(ctx context.Context, id string, o ForkOptions) (*store.Tas
 		return nil, err
 	}
 	defer b.done(in)
+	if ctx.Err() == nil {
+		in.touch(context.WithoutCancel(ctx)) // the caller holds it now
+	}
 	nt, _ := in.known()
 	return nt, nil
 }
@@ -130,12 +154,15 @@ func (b *Bridge) fork(ctx context.Context, q *taskrouter.Request, t *store.Task,
 			vars[k] = v // the task variables TaskVar sources read
 		}
 	}
-	in, err := b.create(ctx, q, wf, np, map[string]string{LabelForkedFrom: t.ID, LabelForkedAt: at, LabelTouched: "1"}, vars, "")
+	// Not touched: until its reply reaches the caller, the fork is a
+	// possible orphan like any new workflow task.
+	in, err := b.create(ctx, q, wf, np, map[string]string{LabelForkedFrom: t.ID, LabelForkedAt: at}, vars, "")
 	if err != nil {
 		return nil, err
 	}
-	if err := b.recordFork(ctx, t.ID, in.id+"@"+at); err != nil {
-		b.engine.Logger().Warn("recording a fork on its original", "task", t.ID, "fork", in.id, "error", err)
+	nt, _ := in.known()
+	if err := b.recordFork(ctx, t.ID, nt); err != nil {
+		b.engine.Logger().Warn("recording a fork on its original; it is recorded when the fork is next recovered or expires", "task", t.ID, "fork", in.id, "error", err)
 	}
 	return in, nil
 }
@@ -225,23 +252,53 @@ func stepNames(wf *compiled) []string {
 	return out
 }
 
-// recordFork appends entry to task id's LabelForks, ended or not.
-func (b *Bridge) recordFork(ctx context.Context, id, entry string) error {
+// forkSeq orders the forks one process records within one clock reading.
+var forkSeq atomic.Uint64
+
+// recordFork records fork f (a task record naming its original, id, in
+// LabelForkedFrom) on the original: one label of its own, merged without
+// a version check (concurrent forks never conflict), ended or not. It
+// tries a few times over transient failures.
+func (b *Bridge) recordFork(ctx context.Context, id string, f *store.Task) error {
 	ctx = context.WithoutCancel(ctx)
-	for attempt := 0; ; attempt++ {
-		t, err := b.engine.Task(ctx, id)
-		if err != nil {
+	entry := fmt.Sprintf("%d.%d@%s", f.CreatedAt.UnixNano(), forkSeq.Add(1), f.Labels[LabelForkedAt])
+	var err error
+	for attempt := range 4 {
+		_, err = b.engine.Update(ctx, id, store.Update{Annotate: true, Labels: map[string]string{LabelForkPrefix + f.ID: entry}})
+		if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
 			return err
 		}
-		forks := entry
-		if old := t.Labels[LabelForks]; old != "" {
-			forks = old + "," + entry
-		}
-		_, err = b.engine.Update(ctx, id, store.Update{Annotate: true, IfVersion: t.Version, Labels: map[string]string{LabelForks: forks}})
-		if err == nil || !errors.Is(err, store.ErrConflict) || attempt >= 8 {
-			return err
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	return err
+}
+
+// relinkFork rebuilds the original's record of fork f from f's own (see
+// "Rerun and fork" above) when it is missing: called when the fork is
+// visited after its process may have died between the two writes. It
+// does nothing for a task that is no fork, or one its original records.
+func (b *Bridge) relinkFork(ctx context.Context, f *store.Task) {
+	orig := f.Labels[LabelForkedFrom]
+	if orig == "" {
+		return
+	}
+	t, err := b.engine.Task(ctx, orig)
+	if err != nil {
+		return // gone (expired and swept): nothing to record on
+	}
+	if _, ok := t.Labels[LabelForkPrefix+f.ID]; ok {
+		return
+	}
+	for _, e := range Forks(t) {
+		if e.TaskID == f.ID {
+			return
 		}
 	}
+	if err := b.recordFork(ctx, orig, f); err != nil {
+		b.engine.Logger().Warn("recording a fork on its original", "task", orig, "fork", f.ID, "error", err)
+		return
+	}
+	b.engine.Logger().Info("recorded a fork its original did not list (its process stopped between the two writes)", "task", orig, "fork", f.ID)
 }
 
 // Forks returns the forks task t records: task ids and the step each
@@ -252,6 +309,29 @@ func Forks(t *store.Task) []Fork {
 		if id, step, ok := strings.Cut(e, "@"); ok {
 			out = append(out, Fork{TaskID: id, From: step})
 		}
+	}
+	type keyed struct {
+		Fork
+		at, seq uint64
+	}
+	var own []keyed
+	for k, v := range t.Labels {
+		id, ok := strings.CutPrefix(k, LabelForkPrefix)
+		if !ok {
+			continue
+		}
+		order, step, _ := strings.Cut(v, "@")
+		at, seq, _ := strings.Cut(order, ".")
+		e := keyed{Fork: Fork{TaskID: id, From: step}}
+		e.at, _ = strconv.ParseUint(at, 10, 64)
+		e.seq, _ = strconv.ParseUint(seq, 10, 64)
+		own = append(own, e)
+	}
+	slices.SortFunc(own, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq), strings.Compare(a.TaskID, b.TaskID))
+	})
+	for _, e := range own {
+		out = append(out, e.Fork)
 	}
 	return out
 }
@@ -306,6 +386,11 @@ func (b *Bridge) AddForkTool(s *mcp.Server, name string) {
 			}
 			defer b.done(fin)
 			nt, p := b.settle(ctx, fin.id)
+			if ctx.Err() == nil {
+				// The handoff is about to be returned: the caller holds
+				// the fork now (a reply cut before this is an orphan).
+				fin.touch(context.WithoutCancel(ctx))
+			}
 			res, err := b.toolResult(nt, p, readerOf(q), fmt.Sprintf("Workflow task %s runs again from step %q as task %s.", t.ID, nt.Labels[LabelForkedAt], nt.ID))
 			return res, nil, err
 		})

@@ -3,28 +3,31 @@ package wire
 // Framing newline-delimited JSON-RPC (stdio, and any mcp.IOTransport).
 // go-sdk's stream connection decodes every message it reads three times,
 // each time filling a fresh 32 KiB buffer (as a batch, as a message, its
-// method), before the router's wrapper sees it. When the router wraps an
-// IOTransport or a StdioTransport, it reads the stream itself (Frame): it
-// offers each message to the fast path, and passes every other byte, in
-// order and unchanged, to the SDK's own connection through a pipe. So the
-// SDK sees the same stream, less the messages the router answered.
-//
-// A message is offered only when the SDK is sure to read it as one
-// message: a JSON object, valid, followed by a newline. Anything else (a
-// batch, invalid JSON, a value followed by something other than a line
-// end, a message of a megabyte or more) switches the stream to passing
-// everything through from there on, so the SDK meets it, and answers it,
-// exactly as it would have.
+// method), before the router's wrapper sees it; and it ends the stream,
+// and with it the session (on stdio: the server process), at the first
+// thing it cannot read as a message. When the router wraps an
+// IOTransport or a StdioTransport, it reads the stream itself (Frame),
+// one line at a time, as the MCP stdio transport delimits messages: it
+// offers each message to the fast path, passes every other message, line
+// and line end unchanged, to the SDK's own connection through a pipe, and
+// answers a line go-sdk could not read (not one JSON value, not a
+// JSON-RPC message, a batch the session's protocol has no place for, an
+// id go-sdk would echo altered, a line longer than the transport's
+// MaxLineLength) with a JSON-RPC error of its own, dropping it: the
+// stream goes on.
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"os"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// MaxFrame bounds the messages the router frames itself.
+// MaxFrame bounds the messages the router offers the fast path.
 const MaxFrame = 1 << 20
 
 // Source is the stream a wrapped IOTransport or StdioTransport reads, and
@@ -54,20 +57,28 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// Frame reads src and offers every framed message to take, which reports
-// whether it answered the message; everything take did not answer is
-// written to pw, in order. It returns when src ends or pw is closed.
-func Frame(src io.Reader, pw *io.PipeWriter, take func(raw []byte) bool) {
-	f := framer{src: src, pw: pw, take: take, buf: make([]byte, 0, 64<<10)}
+// Frame reads src one line at a time. check says whether go-sdk can
+// read a line (nil), or which error answers it instead (refuse then
+// writes it, with the id to echo, and the line is dropped); a line go-sdk
+// can read is offered to take when it is one message (take reports
+// whether it answered it), and otherwise written to pw with its line
+// end. maxLen bounds a line (0: go-sdk's default, negative: no bound).
+// Frame returns when src ends or pw is closed.
+func Frame(src io.Reader, pw *io.PipeWriter, maxLen int, check func(line []byte) (json.RawMessage, *jsonrpc.Error),
+	refuse func(id json.RawMessage, err *jsonrpc.Error), take func(raw []byte) bool) {
+	if maxLen == 0 {
+		maxLen = mcp.DefaultMaxLineLength
+	}
+	f := framer{pw: pw, check: check, refuse: refuse, take: take, max: maxLen, buf: make([]byte, 0, 64<<10)}
 	chunk := make([]byte, 32<<10)
-	for f.handOver() {
+	for {
 		n, err := src.Read(chunk)
-		f.buf = append(f.buf, chunk[:n]...)
+		if !f.lines(chunk[:n]) {
+			return
+		}
 		if err != nil {
-			if len(f.buf) > 0 {
-				if _, werr := pw.Write(f.buf); werr != nil {
-					return
-				}
+			if len(bytes.TrimSpace(f.buf)) > 0 && !f.discard && !f.line(f.buf) {
+				return
 			}
 			pw.CloseWithError(err)
 			return
@@ -76,85 +87,65 @@ func Frame(src io.Reader, pw *io.PipeWriter, take func(raw []byte) bool) {
 }
 
 type framer struct {
-	src  io.Reader
-	pw   *io.PipeWriter
-	take func([]byte) bool
-	buf  []byte
+	pw      *io.PipeWriter
+	check   func([]byte) (json.RawMessage, *jsonrpc.Error)
+	refuse  func(json.RawMessage, *jsonrpc.Error)
+	take    func([]byte) bool
+	max     int
+	buf     []byte // the line read so far
+	discard bool   // dropping the rest of a line too long to read
 }
 
-// handOver hands over every complete line-ended value at the front of
-// buf; it reports false when the stream is done with (passed through to
-// its end, or the pipe broke).
-func (f *framer) handOver() bool {
-	for {
-		buf := f.buf
-		start := SkipSpace(buf, 0)
-		if start == len(buf) {
-			// Only whitespace: pass it on (the SDK skips it too).
-			if len(buf) > 0 {
-				if !f.write(buf) {
-					return false
+// lines frames b: every line it completes is handled. It reports false
+// once the pipe to the SDK broke.
+func (f *framer) lines(b []byte) bool {
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			if !f.discard {
+				f.buf = append(f.buf, b...)
+				if f.max > 0 && len(f.buf) > f.max {
+					f.tooLong()
 				}
-				f.buf = buf[:0]
 			}
 			return true
 		}
-		if buf[start] != '{' {
-			f.passthrough(buf)
-			return false
-		}
-		end, complete := valueEnd(buf, start)
-		if !complete {
-			if len(buf)-start >= MaxFrame {
-				f.passthrough(buf)
+		if f.discard {
+			f.discard = false
+		} else {
+			f.buf = append(f.buf, b[:nl]...)
+			if f.max > 0 && len(f.buf) > f.max {
+				f.tooLong()
+				f.discard = false
+			} else if !f.line(f.buf) {
 				return false
 			}
-			if start > 0 { // keep the leading whitespace for the SDK
-				if !f.write(buf[:start]) {
-					return false
-				}
-				f.buf = append(buf[:0], buf[start:]...)
-			}
-			return true
 		}
-		if end == len(buf) {
-			// Complete, but what follows has not arrived: the SDK reads
-			// it now (it does not wait for a line end either).
-			if !f.write(buf) {
-				return false
-			}
-			f.buf = buf[:0]
-			return true
-		}
-		if nl := buf[end]; nl != '\n' && nl != '\r' || end-start >= MaxFrame || !json.Valid(buf[start:end]) {
-			f.passthrough(buf)
-			return false
-		}
-		if f.take(buf[start:end]) {
-			// Answered: the SDK never sees it (nor its line end).
-			if start > 0 && !f.write(buf[:start]) {
-				return false
-			}
-		} else if !f.write(buf[:end+1]) {
-			return false
-		}
-		f.buf = append(buf[:0], buf[end+1:]...)
+		f.buf = f.buf[:0]
+		b = b[nl+1:]
 	}
+	return true
 }
 
-func (f *framer) write(b []byte) bool {
-	_, err := f.pw.Write(b)
+// tooLong refuses the line being read and drops the rest of it.
+func (f *framer) tooLong() {
+	f.refuse(nil, mcptask.Errorf(mcptask.CodeParseError, "parse error: a line of the stream is longer than %d bytes; it was dropped", f.max))
+	f.buf, f.discard = f.buf[:0], true
+}
+
+// line handles one line (without its line end).
+func (f *framer) line(line []byte) bool {
+	t := bytes.TrimSpace(line)
+	if len(t) == 0 {
+		return true
+	}
+	if id, err := f.check(t); err != nil {
+		f.refuse(id, err)
+		return true
+	}
+	if t[0] == '{' && len(t) < MaxFrame && f.take(t) {
+		return true // answered: the SDK never sees it
+	}
+	_, err := f.pw.Write(append(line, '\n'))
 	return err == nil
-}
-
-// passthrough hands rest and the remainder of the stream to the SDK.
-func (f *framer) passthrough(rest []byte) {
-	if len(rest) > 0 && !f.write(rest) {
-		return
-	}
-	_, err := io.Copy(f.pw, f.src)
-	if err == nil {
-		err = io.EOF
-	}
-	f.pw.CloseWithError(err)
 }

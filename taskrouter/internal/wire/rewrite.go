@@ -225,6 +225,11 @@ type RewrittenBody struct {
 	TaskMethod string
 	TaskID     string
 	ID         jsonrpc.ID
+	// TaskIDTwice reports params naming the task under more than one key
+	// equal to "taskId" but for case (or the same key repeated): readers
+	// that match keys case-insensitively and those that do not read
+	// different tasks, so no Mcp-Name header can be checked against it.
+	TaskIDTwice bool
 }
 
 // RewriteBody applies RewriteParams to the messages of a body (one message
@@ -268,7 +273,7 @@ func RewriteBody(body []byte, header mcptask.Dialect, named bool) RewrittenBody 
 	if rm.dialect.NegotiatesPerRequest() {
 		out.Dialect = rm.dialect
 	}
-	out.TaskMethod, out.TaskID, out.ID = rm.taskMethod, rm.taskID, rm.id
+	out.TaskMethod, out.TaskID, out.ID, out.TaskIDTwice = rm.taskMethod, rm.taskID, rm.id, rm.taskIDTwice
 	return out
 }
 
@@ -277,10 +282,11 @@ type rewrittenMessage struct {
 	changed bool
 	// dialect is the one of the message's per-request protocol version;
 	// zero without one.
-	dialect    mcptask.Dialect
-	taskMethod string
-	taskID     string
-	id         jsonrpc.ID
+	dialect     mcptask.Dialect
+	taskMethod  string
+	taskID      string
+	taskIDTwice bool
+	id          jsonrpc.ID
 }
 
 // rewriteMessage decodes one message once: it reads the message's
@@ -312,6 +318,7 @@ func rewriteMessage(raw json.RawMessage) rewrittenMessage {
 		}
 		_ = json.Unmarshal(params, &p)
 		out.taskMethod, out.taskID = method, p.TaskID
+		out.taskIDTwice = KeyCount(params, "taskId") > 1
 		if idRaw, ok := m["id"]; ok {
 			var id any
 			if json.Unmarshal(idRaw, &id) == nil {

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // A byte-level view of a JSON object, so the shims can move a member or
@@ -19,29 +20,45 @@ type Member struct {
 // JSON (json.Valid). ok is false when b is not an object, or when a key
 // holds an escape (which could spell any key: the caller decodes then).
 func ObjectMembers(b []byte) (ms []Member, ok bool) {
+	ok = scanMembers(b, func(m Member) bool {
+		ms = append(ms, m)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return ms, true
+}
+
+// scanMembers calls f with each top-level member of b (valid JSON), in
+// order, until f returns false; it reports false when b is not an object
+// or a key holds an escape (see ObjectMembers). It allocates nothing.
+func scanMembers(b []byte, f func(Member) bool) bool {
 	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, false
+		return false
 	}
 	i = SkipSpace(b, i+1)
 	if b[i] == '}' {
-		return nil, true
+		return true
 	}
 	for {
 		start := i
 		kend := skipValue(b, i)
 		key := b[start:kend]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			return nil, false
+			return false
 		}
 		i = SkipSpace(b, kend)
 		i = SkipSpace(b, i+1) // the colon
 		vstart := i
 		i = skipValue(b, i)
-		ms = append(ms, Member{Key: key, Start: start, VStart: vstart, End: i})
+		if !f(Member{Key: key, Start: start, VStart: vstart, End: i}) {
+			return true
+		}
 		i = SkipSpace(b, i)
 		if b[i] == '}' {
-			return ms, true
+			return true
 		}
 		i = SkipSpace(b, i+1) // the comma
 	}
@@ -103,40 +120,45 @@ func skipString(b []byte, i int) int {
 	return i
 }
 
-// valueEnd returns the end of the JSON value starting at b[i] (an object)
-// and whether it is complete in b.
-func valueEnd(b []byte, i int) (int, bool) {
-	depth, inString, escaped := 0, false, false
-	for ; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return i + 1, true
-			}
-		}
-	}
-	return len(b), false
-}
-
 // QuotedKey is a member key as it appears in JSON.
 func QuotedKey(k string) []byte {
 	b, _ := json.Marshal(k)
 	return b
+}
+
+// KeyCount counts the top-level members of the JSON object b whose key,
+// unescaped, equals key but for case: 0 when b is not an object. A count
+// over 1 is a body that readers disagree on (encoding/json takes the
+// last such member, go-sdk's decoder the exact key).
+func KeyCount(b []byte, key string) int {
+	n := 0
+	eachMember(b, func(k string, _ json.RawMessage) {
+		if strings.EqualFold(k, key) {
+			n++
+		}
+	})
+	return n
+}
+
+// eachMember calls f with every top-level member of the JSON object b,
+// in order, its key unescaped (nothing when b is not an object; up to
+// where it stops being valid JSON).
+func eachMember(b []byte, f func(key string, value json.RawMessage)) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return
+		}
+		if k, ok := tok.(string); ok {
+			f(k, v)
+		}
+	}
 }

@@ -1,0 +1,90 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
+
+// KeyCount counts a key in every case and spelling a decoder reads as it,
+// at the top level only; RewriteBody reports a tasks/* request naming its
+// task twice.
+func TestKeyCount(t *testing.T) {
+	for body, want := range map[string]int{
+		`{"taskId":"a"}`:                           1,
+		`{"taskId":"a","taskid":"b"}`:              2,
+		`{"TASKID":"a","taskId":"b","x":1}`:        2,
+		`{"taskId":"a","taskId":"b"}`:              2,
+		`{"task\u0049d":"a","taskId":"b"}`:         2,
+		`{"x":{"taskId":"a","taskid":"b"}}`:        0,
+		`{"taskIds":"a","task_id":"b"}`:            0,
+		`["taskId","taskid"]`:                      0,
+		`{"taskId":"a","_meta":{"taskid":"x"}}`:    1,
+		`{"taskId":[1,{"taskid":2}],"taskID":"b"}`: 2,
+	} {
+		require.Equal(t, want, KeyCount([]byte(body), "taskId"), body)
+	}
+	twice := RewriteBody([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","taskid":"b"}}`), mcptask.Extension, true)
+	require.True(t, twice.TaskIDTwice)
+	once := RewriteBody([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a"}}`), mcptask.Extension, true)
+	require.False(t, once.TaskIDTwice)
+	require.Equal(t, "a", once.TaskID)
+}
+
+// FuzzFrame checks the stream framer: whatever the bytes, it never
+// panics; every line it passes to the SDK is one JSON-RPC message go-sdk
+// reads (so the SDK never ends the stream on a client's line); every
+// other non-blank line is refused once, with a response that is valid
+// JSON; and lines keep their order.
+func FuzzFrame(f *testing.F) {
+	for _, seed := range []string{
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
+		"not json\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\r\n",
+		"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]\n42\n\"x\"\nnull\n",
+		"{\"jsonrpc\":\"2.0\",\"id\":2.5,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"id\":9007199254740993,\"method\":\"ping\"}\n",
+		"{\"a\":1} {\"b\":2}\n\n   \n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
+		"{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"x\",\"params\":{\"k\":\"\\n\"}}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		pr, pw := io.Pipe()
+		var passed [][]byte
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(pr)
+			sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+			for sc.Scan() {
+				passed = append(passed, append([]byte(nil), sc.Bytes()...))
+			}
+		}()
+		var refused [][]byte
+		Frame(bytes.NewReader(in), pw, 1<<16, CheckLine, func(id json.RawMessage, e *jsonrpc.Error) {
+			refused = append(refused, ErrorLine(id, e))
+		}, func([]byte) bool { return false })
+		<-done
+		for _, line := range passed {
+			_, err := CheckLine(line)
+			require.Nil(t, err, "passed a line go-sdk cannot read: %q", line)
+			_, derr := jsonrpc.DecodeMessage(bytes.TrimSpace(line))
+			require.NoError(t, derr, "%q", line)
+		}
+		for _, r := range refused {
+			require.True(t, json.Valid(r), "%q", r)
+		}
+		lines := 0
+		for _, l := range bytes.Split(in, []byte("\n")) {
+			if len(bytes.TrimSpace(l)) > 0 {
+				lines++
+			}
+		}
+		require.Equal(t, lines, len(passed)+len(refused), "every line is passed or refused once")
+	})
+}
