@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -189,10 +190,10 @@ func parseLength(raw json.RawMessage) (time.Duration, error) {
 		}
 		d, err := time.ParseDuration(t)
 		switch {
-		case err != nil && strings.Contains(err.Error(), "invalid duration"):
-			return 0, fmt.Errorf("the length %q is neither seconds nor a duration such as 90s", v)
+		case err != nil && durationSyntax.MatchString(t):
+			return 0, fmt.Errorf("the length %q is longer than the maximum, %s", v, maxWaitText) // it overflows
 		case err != nil:
-			return 0, fmt.Errorf("the length %q is longer than the maximum, %s", v, maxWaitText)
+			return 0, fmt.Errorf("the length %q is neither seconds nor a duration such as 90s or 1h30m (units h, m, s, ms; no days)", v)
 		case d < 0:
 			return 0, fmt.Errorf("the length %q is negative", v)
 		case d > MaxWait:
@@ -202,6 +203,9 @@ func parseLength(raw json.RawMessage) (time.Duration, error) {
 	}
 	return 0, fmt.Errorf("the length %s is neither a number of seconds nor a duration string", raw)
 }
+
+// durationSyntax is what time.ParseDuration reads, whatever the size.
+var durationSyntax = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // secondsLength is a length of secs seconds (shown as what), refusing
 // what no duration is.

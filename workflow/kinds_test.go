@@ -412,6 +412,28 @@ func TestSleepUntilAndBadLengths(t *testing.T) {
 	require.Contains(t, tk.StatusMessage, "neither seconds nor a duration")
 }
 
+// A length a source gives is read as seconds or a Go duration; what is
+// neither says so (a day is no unit), and what is too long says that.
+func TestParseLength(t *testing.T) {
+	for in, want := range map[string]string{
+		`"367d"`:         "neither seconds nor a duration such as 90s or 1h30m (units h, m, s, ms; no days)",
+		`"soon"`:         "neither seconds nor a duration",
+		`"99999999999h"`: "longer than the maximum",
+		`"9000h"`:        "longer than the maximum",
+		`"-5s"`:          "negative",
+		`-1`:             "negative",
+		`{"a":1}`:        "neither a number of seconds nor a duration string",
+	} {
+		_, err := parseLength(json.RawMessage(in))
+		require.ErrorContains(t, err, want, in)
+	}
+	for in, want := range map[string]time.Duration{`"90s"`: 90 * time.Second, `"1h30m"`: 90 * time.Minute, `30`: 30 * time.Second, `"2.5"`: 2500 * time.Millisecond} {
+		d, err := parseLength(json.RawMessage(in))
+		require.NoError(t, err, in)
+		require.Equal(t, want, d, in)
+	}
+}
+
 func TestSleepValidation(t *testing.T) {
 	e := newFakeEngine()
 	for name, s := range map[string]*Step{
