@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -46,16 +45,6 @@ func procCPU(pid int) time.Duration {
 		ticks += n
 	}
 	return time.Duration(ticks) * clockTick
-}
-
-// selfCPU is this process's user+system CPU time (the load generator),
-// to the microsecond.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // treeCPU is the CPU time of process root and of its children (one level:
@@ -176,7 +165,7 @@ func (c *syncCounter) stop() int64 {
 	if c == nil {
 		return -1
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	_ = c.cmd.Process.Signal(os.Interrupt)
 	_ = c.cmd.Wait()
 	return c.count()
 }

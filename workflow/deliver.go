@@ -187,6 +187,12 @@ func (d *delivery) perform(webhook bool) error {
 			return mcptask.InvalidParams("%s", refused.Content[0].(*mcp.TextContent).Text)
 		}
 	}
+	// The arguments, with the values the server binds added, are checked
+	// against the tool's input schema before anything runs or is recorded:
+	// the tool would refuse them only after its attempt was counted.
+	if err := b.engine.CheckToolArguments(toolOf(s), req.Params.Arguments); err != nil {
+		return err
+	}
 	at, replay, err := in.claimStep(d.ctx, nil, req, s.Name) // the task stepOf read
 	switch {
 	case err != nil:
@@ -455,19 +461,6 @@ func (b *Bridge) WebhookHandler() http.Handler {
 		if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
 			fail(http.StatusBadRequest, "the body must be one JSON object (an event's payload, or a step's tool arguments); nothing was recorded")
 			return
-		}
-		in, s, err := b.stepOf(r.Context(), id, step)
-		if err != nil {
-			refused(err)
-			return
-		}
-		tool := toolOf(s)
-		b.done(in)
-		if tool != "" {
-			if err := b.engine.CheckToolArguments(tool, body); err != nil {
-				refused(err)
-				return
-			}
 		}
 		res, kept, err := b.deliver(r.Context(), id, step, body, ByWebhook, viaWebhook, reader{d: mcptask.Core})
 		if err != nil {
