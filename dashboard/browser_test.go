@@ -1,13 +1,17 @@
 package dashboard_test
 
 import (
+	"bufio"
 	"context"
-	"github.com/taskbridge/taskbridge/mcptask"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -192,4 +196,116 @@ func TestBrowser(t *testing.T) {
 	attempts := eval[int](t, ctx, `document.querySelectorAll('#timeline table.attempts tr').length`)
 	require.Equal(t, 4, attempts, "one attempt per step, with who and how long")
 	screenshot(t, ctx, "dashboard-task.png")
+}
+
+// example62 builds example 62 and serves it over HTTP on 127.0.0.1 with
+// the dashboard on (its admin token is adminToken); it returns the MCP
+// URL and the dashboard's.
+func example62(t *testing.T) (mcpURL, dashURL string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "62_tasks_workflow")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/taskbridge/taskbridge/examples/62_tasks_workflow")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	cmd := exec.Command(bin, "serve", "-http", "127.0.0.1:0", "-db", filepath.Join(dir, "tasks.db"), "-dashboard-token", adminToken)
+	cmd.Env = append(os.Environ(), "TASKBRIDGE_POLL_INTERVAL=100ms")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case base := <-found:
+		return base + "/mcp", base + "/dashboard/"
+	case <-time.After(30 * time.Second):
+		t.Fatal("example 62 did not say where it listens")
+	}
+	return "", ""
+}
+
+var servingRE = regexp.MustCompile(`serving (http://127\.0\.0\.1:\d+)/mcp`)
+
+// TestBrowserReleaseTrain: example 62's release_train, run by a client
+// with a flaky service, in the dashboard of the example's own server: the
+// train's page nests each for-each's items (item, state, result) and each
+// smoke test's runs with their count, links the child workflow that wrote
+// the notes (whose page links back to the train and the step), and says
+// what was rolled back after the failure, last deploy first.
+func TestBrowserReleaseTrain(t *testing.T) {
+	ctx := browser(t)
+	mcpURL, dash := example62(t)
+	c, err := client.Dial(t.Context(), client.HTTPTransport(mcpURL, nil), nil)
+	require.NoError(t, err)
+	defer c.Close()
+	_, doc, err := c.GetPrompt(t.Context(), "release_train", map[string]string{"repo": "acme/shop", "services": "api,flaky-web"})
+	require.NoError(t, err)
+	var child string
+	for _, s := range doc.RemainingSteps {
+		if s.Name == "notes/review" {
+			require.NoError(t, json.Unmarshal(s.Call.Arguments[mcptask.ArgTaskID], &child))
+		}
+	}
+	require.NotEmpty(t, child, "the child's review is the train's client's")
+
+	run(t, ctx, 10*time.Second, chromedp.Navigate(dash))
+	run(t, ctx, 10*time.Second, chromedp.WaitVisible(chromedp.ID("token")))
+	run(t, ctx, 10*time.Second, chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.Click(chromedp.ID("signin")))
+	run(t, ctx, 10*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-task-id="`+child+`"] .child-of`)),
+		chromedp.Navigate(dash+"tasks/"+doc.TaskID),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-step="notes"][data-state="waiting"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-step="build[1]"][data-state="done"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live-state[data-state="on"]`)),
+	)
+	require.Equal(t, "flaky-web", eval[string](t, ctx, `document.querySelector('li[data-step="build[1]"] .item').textContent`))
+
+	// The client reviews the child's draft; the train goes on live, fails
+	// its smoke test and rolls back.
+	_, err = c.CallToolAndWait(t.Context(), "review_notes", map[string]any{mcptask.ArgTaskID: child, "approved": true, "feedback": "ship it"},
+		&client.CallOptions{AllowPlain: true})
+	require.NoError(t, err)
+	run(t, ctx, 30*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`#task-status .s-failed`)),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-step="notes"][data-state="done"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-step="deploy[1]"][data-state="done"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-step="smoke[1][3]"][data-state="done"]`)),
+		chromedp.WaitVisible(chromedp.ID("undo")),
+	)
+	smoke := eval[string](t, ctx, `document.querySelector('li[data-step="smoke[1]"] .step-note').textContent`)
+	require.Equal(t, "ran 3 time(s)", smoke)
+	runs := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('li[data-step="smoke[1]"] ol.records > li')).map(li => li.querySelector('.label').textContent)`)
+	require.Equal(t, []string{"run 1", "run 2", "run 3"}, runs)
+	undo := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('#undo > li')).map(li => li.dataset.step + " " + li.dataset.state + " " + li.querySelector('.item').textContent)`)
+	require.Equal(t, []string{"undo:deploy[1] done flaky-web", "undo:deploy[0] done api"}, undo, "rolled back, last deploy first")
+	require.Contains(t, eval[string](t, ctx, `document.getElementById('undo-title').textContent`), "2 of 2 undone")
+	screenshot(t, ctx, "dashboard-train.png")
+
+	// The child's page, and back to the train's step.
+	run(t, ctx, 10*time.Second,
+		chromedp.Click(chromedp.CSS(`li[data-step="notes"] a.child-link`)),
+		chromedp.WaitVisible(chromedp.ID("parent")),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-step="review"][data-state="done"]`)),
+	)
+	require.Contains(t, eval[string](t, ctx, `location.pathname`), child)
+	run(t, ctx, 10*time.Second,
+		chromedp.Click(chromedp.ID("parent-step")),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-step="notes"]`)),
+	)
+	require.Equal(t, "#step-notes", eval[string](t, ctx, `location.hash`))
+	require.Contains(t, eval[string](t, ctx, `location.pathname`), doc.TaskID)
 }

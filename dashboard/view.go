@@ -31,6 +31,9 @@ const maxShownJSON = 16 << 10
 type taskRow struct {
 	ID, Name, Kind, Status, Owner, Message string
 	Created, Updated                       time.Time
+	// Parent and ParentStep are, for a child workflow's task, the
+	// workflow task whose step started it and that step's path.
+	Parent, ParentStep string
 }
 
 func rowOf(t *store.Task) taskRow {
@@ -39,7 +42,8 @@ func rowOf(t *store.Task) taskRow {
 		kind = taskrouter.KindTool
 	}
 	return taskRow{ID: t.ID, Name: t.Request.Name, Kind: kind, Status: string(t.Status), Owner: t.Owner,
-		Message: clip(t.StatusMessage, 140), Created: t.CreatedAt, Updated: t.UpdatedAt}
+		Message: clip(t.StatusMessage, 140), Created: t.CreatedAt, Updated: t.UpdatedAt,
+		Parent: t.Labels[workflow.LabelParent], ParentStep: t.Labels[workflow.LabelParentStep]}
 }
 
 type countItem struct {
@@ -251,41 +255,6 @@ type histRow struct {
 	After           time.Duration // since the previous entry
 }
 
-type attemptView struct {
-	N                   int
-	Reason, By, Outcome string
-	At                  time.Time
-	Duration            time.Duration
-	Error               string
-	Running             bool
-}
-
-type stepView struct {
-	Name, Tool, Execution string
-	// Kind is sleep or event for those steps; Group the parallel group
-	// the step belongs to.
-	Kind, Group string
-	// State is done, waiting, handed, failed, running, sleeping, skipped
-	// or pending.
-	State, StateLabel string
-	CompletedBy       string
-	Error             string
-	// Note says more on the state: why the step was skipped, when a
-	// sleep ends.
-	Note     string
-	Attempts []attemptView
-	Total    time.Duration
-	// ForkFrom, when set, is what an admin's "rerun from here" forks the
-	// task at (the step, or its group).
-	ForkFrom string
-}
-
-type progressView struct {
-	Workflow, Goal, PauseReason string
-	Steps                       []stepView
-	Done, Count                 int
-}
-
 type varView struct {
 	Name, JSON string
 	Clipped    bool
@@ -357,7 +326,11 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 	if raw, ok := t.Variables[workflow.VarProgress]; ok {
 		var p workflow.WorkflowProgress
 		if json.Unmarshal(raw, &p) == nil {
-			data.Progress = timeline(&p, data.Now)
+			ended := ""
+			if data.Terminal {
+				ended = string(t.Status)
+			}
+			data.Progress = timeline(&p, data.Now, ended)
 			for i, s := range data.Progress.Steps {
 				switch {
 				case slices.Contains(points, s.Name):
@@ -387,53 +360,6 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		return
 	}
 	d.render(w, "task", data)
-}
-
-// timeline turns a workflow's progress into the steps the page draws.
-func timeline(p *workflow.WorkflowProgress, now time.Time) *progressView {
-	pv := &progressView{Workflow: p.Workflow, Goal: p.Goal, PauseReason: p.PauseReason, Count: len(p.Steps)}
-	for _, s := range p.Steps {
-		sv := stepView{Name: s.Name, Tool: s.Tool, Execution: s.Execution, Kind: s.Kind, Group: s.Group, CompletedBy: s.CompletedBy, Error: s.Error}
-		switch {
-		case s.Status == workflow.StepCompleted:
-			sv.State, sv.StateLabel = "done", "done"
-			if s.CompletedBy != "" {
-				sv.StateLabel = "done by " + s.CompletedBy
-			}
-			pv.Done++
-		case s.Status == workflow.StepSkipped:
-			sv.State, sv.StateLabel, sv.Note = "skipped", "skipped", s.SkipReason
-			pv.Done++
-		case s.HandedToClient:
-			sv.State, sv.StateLabel = "handed", "handed to client"
-		case s.Status == workflow.StepAwaitingClient:
-			sv.State, sv.StateLabel = "waiting", "waiting for the client"
-		case s.Status == workflow.StepAwaitingEvent:
-			sv.State, sv.StateLabel = "waiting", "waiting for its event"
-		case s.Status == workflow.StepSleeping:
-			sv.State, sv.StateLabel = "sleeping", "sleeping"
-			if s.Until != nil {
-				sv.Note = "until " + s.Until.Local().Format("2006-01-02 15:04:05")
-			}
-		case s.Status == workflow.StepFailed:
-			sv.State, sv.StateLabel = "failed", "failed"
-		case s.Status == workflow.StepRunning:
-			sv.State, sv.StateLabel = "running", "running"
-		default:
-			sv.State, sv.StateLabel = "pending", "pending"
-		}
-		for _, a := range s.History {
-			av := attemptView{N: a.N, Reason: a.Reason, By: a.By, Outcome: a.Outcome, At: a.At, Error: a.Error,
-				Duration: time.Duration(a.DurationMs) * time.Millisecond, Running: a.Outcome == workflow.OutcomeRunning}
-			if av.Running {
-				av.Duration = now.Sub(a.At)
-			}
-			sv.Total += av.Duration
-			sv.Attempts = append(sv.Attempts, av)
-		}
-		pv.Steps = append(pv.Steps, sv)
-	}
-	return pv
 }
 
 // ---- template helpers ----

@@ -816,3 +816,25 @@ func TestFillPlaceholder(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, text, `{"_task_id":"t","note":<string, optional>}`)
 }
+
+// The prose names each kind of step that calls no tool as a person says
+// it: a for-each, a loop, a child workflow; the records of a container
+// and a child's steps keep their paths.
+func TestProseNamesKinds(t *testing.T) {
+	doc := &handoff.Document{
+		SchemaVersion: handoff.SchemaVersion, TaskID: "task-train", Workflow: "release_train", Status: handoff.StatusWorking,
+		CompletedSteps: []handoff.CompletedStep{{Name: "build", Kind: handoff.KindForEach, Result: json.RawMessage(`[{"service":"api"}]`), By: "server"}},
+		RemainingSteps: []handoff.RemainingStep{
+			{Name: "notes", Kind: handoff.KindChild, Execution: handoff.ExecServer, Status: handoff.StepAwaitingChild, Do: `child workflow "release_notes" (task c1) runs its steps on the server; do not call anything for it.`},
+			{Name: "smoke", Kind: handoff.KindForEach, Execution: handoff.ExecServer, Status: handoff.StepPending, Do: "runs a loop once per item of the services."},
+			{Name: "poll", Kind: handoff.KindLoop, Execution: handoff.ExecServer, Status: handoff.StepPending, Do: "runs until healthy."},
+		},
+		Continuation: handoff.NewContinuation("task-train", mcptask.Core),
+	}
+	p := prose(t, mustRender(t, doc))
+	require.Contains(t, p, `- "build" (a for-each): [{"service":"api"}]`)
+	require.Contains(t, p, `- "notes" (a child workflow): child workflow "release_notes" (task c1) runs its steps on the server`)
+	require.Contains(t, p, `- "smoke" (a for-each): runs a loop once per item`)
+	require.Contains(t, p, `- "poll" (a loop): runs until healthy.`)
+	require.NotContains(t, p, "foreach")
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // Limits on how much of a value the prose shows; the JSON block always
@@ -534,12 +536,21 @@ func toolLabel(tool, kind string) string {
 	switch {
 	case tool != "":
 		return "tool " + jsonString(tool)
-	case kind == KindSleep:
-		return "a durable sleep"
-	case kind == KindEvent:
-		return "an event"
+	case kindLabels[kind] != "":
+		return kindLabels[kind]
 	case kind != "":
 		return "a " + strings.ReplaceAll(kind, "_", " ") + " step"
 	}
 	return "no tool"
+}
+
+// kindLabels name the kinds of step that call no tool of their own, as
+// a person says them.
+var kindLabels = map[string]string{
+	KindSleep:                     "a durable sleep",
+	KindEvent:                     "an event",
+	KindForEach:                   "a for-each",
+	KindLoop:                      "a loop",
+	KindChild:                     "a child workflow",
+	string(mcptask.StepKindGroup): "a parallel group",
 }

@@ -411,3 +411,49 @@ func TestHelpExamplesNameExample62(t *testing.T) {
 		require.Equal(t, exitOK, code, "help example prompt %s: %s", m[1], errOut)
 	}
 }
+
+// The UI follows example 62's release_train (a flaky service): the Prompts
+// tab nests the child workflow's review under the step that started it,
+// performs it on the child task through the form, then shows the train
+// failing and what it rolled back, last deploy first; the Tasks tab sums
+// it up with the builds item by item.
+func TestUIEndToEndReleaseTrain(t *testing.T) {
+	needTmux(t)
+	dir := build(t)
+	url := startServer(t, filepath.Join(dir, "62_tasks_workflow"), "serve", "-http", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "train.db"))
+	ui := startUI(t, filepath.Join(dir, "taskbridge"), "ui", url)
+	ui.waitFor("[1 Tools]", "generate_report")
+	ui.keys("2")
+	ui.selectRow("release_train")
+	ui.keys("Enter")
+	ui.waitFor("Get prompt release_train", "repo*", "services*")
+	ui.text("acme/shop")
+	ui.keys("Tab")
+	ui.text("api,flaky-web")
+	ui.keys("C-s")
+	s := ui.waitFor("Workflow release_train", "→ notes/review")
+	checkSize(t, s)
+	require.Regexp(t, `✓ build +\(for-each\) +done · 2 item\(s\)`, s)
+	require.Regexp(t, `· notes +\(child workflow\) waiting for you, below · task [0-9a-f]{8}`, s)
+	require.Regexp(t, `› +→ notes/review +review_notes +waiting for you · needs approved, feedback`, s)
+	require.Regexp(t, `· deploy +\(for-each\) +pending \(server\)`, s)
+	require.Contains(t, s, `(a step of child workflow "release_notes", task`, "the selected entry's sentence")
+
+	ui.keys("Enter")
+	ui.waitFor("Step notes/review: call review_notes", "◆approved*", "◆feedback*")
+	ui.text("true")
+	ui.keys("Tab")
+	ui.text("ship it")
+	ui.keys("C-s")
+	s = ui.waitFor("✗ failed", "undone after the failure, last first:", "✓ deploy[1]", "✓ deploy[0]")
+	checkSize(t, s)
+	require.Regexp(t, `✓ deploy\[1\] +rollback_service +undone\n +✓ deploy\[0\] +rollback_service +undone`, s)
+	require.Regexp(t, `· smoke +\(for-each\) +not done \(workflow failed\)`, s)
+	require.Contains(t, s, `step "smoke_service" ran 3 time(s)`)
+
+	ui.keys("3")
+	s = ui.waitFor("[3 Tasks", "progress: 3/4 steps done")
+	require.Regexp(t, `build: 2 item\(s\): \{"artifact":"acme/shop/api@`, s)
+	require.Contains(t, s, "  undone after the failure, last first:\n    ✓ deploy[1] undone · ✓ deploy[0] undone")
+	ui.quit()
+}

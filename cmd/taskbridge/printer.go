@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/stepview"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
@@ -199,61 +200,31 @@ func (p *printer) handoff(d *handoff.Document) error {
 		fmt.Fprintf(p.w, "Paused: %s\n", d.PauseReason)
 	}
 	done := map[string]bool{}
-	for _, s := range d.CompletedSteps {
-		done[s.Name] = true
-		fmt.Fprintf(p.w, "  ✓ %-12s %-16s %s\n", s.Name, s.Tool, oneLine(string(s.Result), 70))
-		for _, e := range d.Errors {
-			if e.Step == s.Name {
-				// A failed attempt of a step that then succeeded: no ✗.
-				fmt.Fprintf(p.w, "      retried after: %s\n", oneLine(e.Message, 80))
-			}
-		}
-	}
-	for _, s := range d.SkippedSteps {
-		fmt.Fprintf(p.w, "  ⤼ %-12s %-16s skipped: %s\n", s.Name, stepTool(s.Tool, s.Kind), oneLine(s.Reason, 80))
-	}
-	for _, s := range d.RemainingSteps {
-		mark, who := "·", "server"
+	for _, r := range stepview.Rows(d) {
+		indent := strings.Repeat("  ", r.Depth)
 		switch {
-		case s.HandedToClient:
-			mark, who = "!", "handed to you"
-		case s.Status == handoff.StepSleeping && s.Until != nil:
-			mark, who = "z", "sleeping until "+s.Until.Local().Format("2006-01-02 15:04:05")
-		case s.Status == handoff.StepAwaitingEvent:
-			mark, who = "?", "waiting for its event"
-		case s.Execution == handoff.ExecClient && s.Status == handoff.StepPending:
-			mark, who = "·", "you, after the steps before it"
-		case s.Execution == handoff.ExecClient:
-			mark, who = "→", "you"
-		case s.Status == handoff.StepRunning:
-			mark, who = "●", "server, running"
-		}
-		if s.Group != "" {
-			who += ", in group " + s.Group
-		}
-		fmt.Fprintf(p.w, "  %s %-12s %-16s (%s)", mark, s.Name, stepTool(s.Tool, s.Kind), who)
-		var ph []string
-		for k, v := range s.Arguments {
-			if handoff.IsPlaceholder(v) && k != taskIDArg { // the task id is filled in, never asked
-				ph = append(ph, k)
+		case r.Done != nil:
+			s := r.Done
+			done[s.Name] = true
+			res := oneLine(string(s.Result), 70)
+			if r.Records != nil {
+				res = fmt.Sprintf("%d item(s)", len(r.Records))
 			}
-		}
-		sort.Strings(ph)
-		if len(ph) > 0 {
-			fmt.Fprintf(p.w, " needs: %s", strings.Join(ph, ", "))
-		}
-		fmt.Fprintln(p.w)
-		if s.HandedToClient && s.Error != "" {
-			fmt.Fprintf(p.w, "      failed: %s\n", oneLine(s.Error, 100))
-		}
-		if s.Condition != "" {
-			fmt.Fprintf(p.w, "      only if %s\n", s.Condition)
-		}
-		if s.Guidance != "" && s.Execution == handoff.ExecClient {
-			fmt.Fprintf(p.w, "      %s\n", s.Guidance)
-		}
-		if s.Webhook != nil {
-			fmt.Fprintf(p.w, "      webhook: POST %s (Authorization: Bearer %s)\n", s.Webhook.URL, s.Webhook.Token)
+			fmt.Fprintf(p.w, "  ✓ %-12s %-16s %s\n", s.Name, r.Tool, res)
+			for _, rec := range r.Records {
+				fmt.Fprintf(p.w, "      %-10s %s\n", rec.Label, oneLine(rec.Result, 80))
+			}
+			for _, e := range d.Errors {
+				if e.Step == s.Name {
+					// A failed attempt of a step that then succeeded: no ✗.
+					fmt.Fprintf(p.w, "      retried after: %s\n", oneLine(e.Message, 80))
+				}
+			}
+		case r.Skipped != nil:
+			s := r.Skipped
+			fmt.Fprintf(p.w, "  ⤼ %-12s %-16s skipped: %s\n", s.Name, r.Tool, oneLine(s.Reason, 80))
+		default:
+			p.remaining(d, r, indent)
 		}
 	}
 	for _, e := range d.Errors {
@@ -261,7 +232,86 @@ func (p *printer) handoff(d *handoff.Document) error {
 			fmt.Fprintf(p.w, "  ✗ %s: %s\n", e.Step, oneLine(e.Message, 80))
 		}
 	}
+	p.undo(d)
 	return nil
+}
+
+// remaining prints a step still to do (or an entry nested under one,
+// indented): who performs it, the values it needs, and what its kind says
+// of it.
+func (p *printer) remaining(d *handoff.Document, r stepview.Row, indent string) {
+	s := r.Rem
+	mark, who := stepview.Mark(*s), "server"
+	ended := mcptask.Status(d.Status).Terminal()
+	switch {
+	case ended:
+		mark, who = "·", "not run: the workflow "+d.Status
+	case s.HandedToClient:
+		who = "handed to you"
+	case s.Status == handoff.StepSleeping && s.Until != nil:
+		who = "sleeping until " + s.Until.Local().Format("2006-01-02 15:04:05")
+	case s.Status == handoff.StepAwaitingEvent:
+		who = "waiting for its event"
+	case s.Status == handoff.StepAwaitingChild:
+		who = "server, its child workflow runs"
+	case s.Kind != "" && s.Execution == handoff.ExecServer && s.Status == handoff.StepAwaitingClient:
+		who = "yours below"
+	case s.Execution == handoff.ExecClient && s.Status == handoff.StepPending:
+		who = "you, after the steps before it"
+	case s.Execution == handoff.ExecClient:
+		who = "you"
+	case s.Status == handoff.StepRunning:
+		who = "server, running"
+	}
+	if s.Group != "" {
+		who += ", in group " + s.Group
+	}
+	if r.Child != "" {
+		who += ", child task " + r.Child
+	}
+	fmt.Fprintf(p.w, "  %s%s %-*s %-16s (%s)", indent, mark, max(1, 12-len(indent)), s.Name, r.Tool, who)
+	var ph []string
+	for k, v := range s.Arguments {
+		if handoff.IsPlaceholder(v) && k != taskIDArg { // the task id is filled in, never asked
+			ph = append(ph, k)
+		}
+	}
+	sort.Strings(ph)
+	if len(ph) > 0 {
+		fmt.Fprintf(p.w, " needs: %s", strings.Join(ph, ", "))
+	}
+	fmt.Fprintln(p.w)
+	more := "      " + indent
+	if ended {
+		return
+	}
+	if s.Kind != "" && s.Do != "" { // what a for-each, a loop or a child step stands at
+		fmt.Fprintf(p.w, "%s%s\n", more, oneLine(s.Do, 200))
+	}
+	if (s.HandedToClient || s.Status == handoff.StepFailed) && s.Error != "" {
+		fmt.Fprintf(p.w, "%sfailed: %s\n", more, oneLine(s.Error, 100))
+	}
+	if s.Condition != "" {
+		fmt.Fprintf(p.w, "%sonly if %s\n", more, s.Condition)
+	}
+	if s.Guidance != "" && s.Execution == handoff.ExecClient {
+		fmt.Fprintf(p.w, "%s%s\n", more, s.Guidance)
+	}
+	if s.Webhook != nil {
+		fmt.Fprintf(p.w, "%swebhook: POST %s (Authorization: Bearer %s)\n", more, s.Webhook.URL, s.Webhook.Token)
+	}
+}
+
+// undo prints what the server undoes (or undid) of a failed workflow.
+func (p *printer) undo(d *handoff.Document) {
+	if len(d.Undo) == 0 {
+		return
+	}
+	fmt.Fprintf(p.w, "  %s\n", stepview.UndoTitle(d))
+	for _, u := range d.Undo {
+		mark, words := stepview.Undo(u)
+		fmt.Fprintf(p.w, "    %s %-12s %-16s %s\n", mark, u.Undoes, u.Tool, words)
+	}
 }
 
 // completed prints a workflow's final handoff.
@@ -270,19 +320,31 @@ func (p *printer) completed(d *handoff.Document) error {
 		return p.line(map[string]any{"event": "completed", "handoff": d})
 	}
 	fmt.Fprintf(p.w, "\nWorkflow %q (task %s) is %s: %d step(s) completed.\n", d.Workflow, d.TaskID, d.Status, len(d.CompletedSteps))
-	for _, s := range d.CompletedSteps {
-		fmt.Fprintf(p.w, "  ✓ %s (%s): %s\n", s.Name, s.Tool, oneLine(string(s.Result), 100))
+	for _, r := range stepview.Rows(d) {
+		if r.Done == nil {
+			continue
+		}
+		fmt.Fprintf(p.w, "  ✓ %s (%s): %s\n", r.Name, r.Tool, oneLine(string(r.Done.Result), 100))
+		for _, rec := range r.Records {
+			fmt.Fprintf(p.w, "      %-10s %s\n", rec.Label, oneLine(rec.Result, 100))
+		}
 	}
+	p.undo(d)
 	return nil
 }
 
 // stepResult prints the result of one workflow step (call -task-id) and
-// where the workflow stands after it.
-func (p *printer) stepResult(r *mcp.CallToolResult, sum *mcptask.WorkflowSummary) error {
+// where the workflow stands after it; parent, when set, is the workflow
+// followed, whose child workflow the step was recorded on (sum is the
+// child's).
+func (p *printer) stepResult(r *mcp.CallToolResult, sum *mcptask.WorkflowSummary, parent *client.Task) error {
 	if p.json {
 		m := map[string]any{"event": "result", "result": r}
 		if sum != nil {
 			m["workflow"] = sum
+		}
+		if parent != nil {
+			m["parent"] = taskJSON(parent)
 		}
 		return p.line(m)
 	}
@@ -320,6 +382,13 @@ func (p *printer) stepResult(r *mcp.CallToolResult, sum *mcptask.WorkflowSummary
 	if sum.StatusMessage != "" && sum.StatusMessage != sum.PauseReason {
 		fmt.Fprintf(p.w, "  status: %s\n", sum.StatusMessage)
 	}
+	if parent != nil {
+		fmt.Fprintf(p.w, "the step is recorded on that child workflow of task %s, which is %s", parent.ID, parent.Status)
+		if parent.StatusMessage != "" {
+			fmt.Fprintf(p.w, ": %s", oneLine(parent.StatusMessage, 200))
+		}
+		fmt.Fprintln(p.w)
+	}
 	return nil
 }
 
@@ -338,19 +407,4 @@ func (p *printer) err(err error) {
 
 // statusLine shows a task's progress: on a terminal, one line redrawn with
 
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > max {
-		return string(r[:max]) + "…"
-	}
-	return s
-}
-
-// stepTool is what the tool column shows: the tool, or the kind of a step
-// that calls none (sleep, event).
-func stepTool(tool, kind string) string {
-	if tool == "" {
-		return "(" + kind + ")"
-	}
-	return tool
-}
+func oneLine(s string, max int) string { return stepview.OneLine(s, max) }

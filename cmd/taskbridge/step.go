@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/history"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/stepview"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
@@ -29,12 +30,12 @@ const taskIDArg = mcptask.MetaTaskID
 // the command line override them, and the placeholders left are asked.
 func (cmd *command) step(ctx context.Context, tool string, given map[string]any, taskID, workflow string) error {
 	cmd.waiting = taskID
-	args, workflow, err := cmd.stepArgs(ctx, tool, given, taskID, workflow)
+	args, workflow, ref, err := cmd.stepArgs(ctx, tool, given, taskID, workflow)
 	if err != nil {
 		return err
 	}
 	cmd.remember(taskID, workflow, history.KindWorkflow, time.Time{})
-	opts := &client.CallOptions{Meta: map[string]any{handoff.TaskIDMetaKey: taskID}, AllowPlain: true}
+	opts := &client.CallOptions{Meta: map[string]any{handoff.TaskIDMetaKey: ref}, AllowPlain: true}
 	res, err := cmd.c.CallToolAndWait(ctx, tool, args, opts)
 	if err != nil {
 		return err
@@ -44,8 +45,19 @@ func (cmd *command) step(ctx context.Context, tool string, given map[string]any,
 	if err != nil {
 		return fmt.Errorf("_meta[%q] is not a workflow summary: %w", mcptask.MetaWorkflow, err)
 	}
-	if err := cmd.out.stepResult(res, sum); err != nil {
+	var parent *client.Task
+	if sum != nil && sum.TaskID != "" && sum.TaskID != taskID {
+		// The step was a child workflow's: it is recorded on the child,
+		// whose summary this is; say where the workflow followed stands.
+		if t, err := cmd.c.GetTask(ctx, taskID); err == nil {
+			parent = t
+		}
+	}
+	if err := cmd.out.stepResult(res, sum, parent); err != nil {
 		return err
+	}
+	if parent != nil {
+		sum = &mcptask.WorkflowSummary{TaskID: parent.ID, Status: parent.Status}
 	}
 	switch {
 	case res.IsError:
@@ -61,8 +73,11 @@ func (cmd *command) step(ctx context.Context, tool string, given map[string]any,
 // stepArgs reads the workflow's handoff (prompts/get with the task id, as
 // `prompt -resume` does) and builds the step's arguments from it. The
 // workflow is named by -workflow or by the task history; when neither
-// knows it, the arguments given are sent as they are.
-func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]any, taskID, workflow string) (map[string]any, string, error) {
+// knows it, the arguments given are sent as they are. It also returns the
+// task reference the call sends as _task_id: the one the handoff's entry
+// names (a child workflow's task for a child's step, "TASK#build[2]" for a
+// for-each's item), else taskID.
+func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]any, taskID, workflow string) (map[string]any, string, string, error) {
 	if workflow == "" {
 		if e, ok, _ := cmd.hist.Lookup(cmd.server(), taskID); ok && e.Kind == history.KindWorkflow {
 			workflow = e.Name
@@ -71,17 +86,17 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 	if workflow == "" {
 		fmt.Fprintf(cmd.stderr, "taskbridge: task %s is not in this computer's task history, so its workflow (and handoff) is unknown: "+
 			"sending only the arguments given; add -workflow NAME to fill the others from the handoff\n", taskID)
-		return given, "", nil
+		return given, "", taskID, nil
 	}
 	_, doc, err := cmd.c.ResumePrompt(ctx, workflow, taskID)
 	if err != nil {
-		return nil, workflow, fmt.Errorf("reading the handoff of workflow %q (task %s): %w", workflow, taskID, err)
+		return nil, workflow, "", fmt.Errorf("reading the handoff of workflow %q (task %s): %w", workflow, taskID, err)
 	}
 	if doc == nil {
-		return nil, workflow, fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", workflow, taskID)
+		return nil, workflow, "", fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", workflow, taskID)
 	}
 	if mcptask.Status(doc.Status).Terminal() {
-		return nil, workflow, failedf("workflow %q (task %s) is %s: it takes no more steps", doc.Workflow, taskID, doc.Status)
+		return nil, workflow, "", failedf("workflow %q (task %s) is %s: it takes no more steps", doc.Workflow, taskID, doc.Status)
 	}
 	i := slices.IndexFunc(doc.RemainingSteps, func(s handoff.RemainingStep) bool {
 		return s.Tool == tool && (s.Execution == handoff.ExecClient || s.HandedToClient)
@@ -96,17 +111,18 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 		if len(yours) == 0 {
 			yours = []string{"none (the server is running its steps)"}
 		}
-		return nil, workflow, failedf("no remaining step of workflow %q (task %s) that is yours calls %s; yours now: %s",
+		return nil, workflow, "", failedf("no remaining step of workflow %q (task %s) that is yours calls %s; yours now: %s",
 			doc.Workflow, taskID, tool, strings.Join(yours, ", "))
 	}
 	s := doc.RemainingSteps[i]
+	ref := stepview.Ref(doc, s)
 	args := map[string]any{}
 	var holes, filled []string
 	for k, v := range s.Arguments {
 		_, overridden := given[k]
 		switch {
 		case k == taskIDArg:
-			args[k] = taskID
+			args[k] = ref
 		case overridden:
 		case handoff.IsPlaceholder(v):
 			holes = append(holes, k)
@@ -126,15 +142,15 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 	if len(holes) > 0 {
 		schemas, err := toolSchemas(ctx, cmd.c)
 		if err != nil {
-			return nil, workflow, err
+			return nil, workflow, "", err
 		}
 		vals, err := cmd.in.fill(ctx, s, holes, schemas[tool])
 		if err != nil {
-			return nil, workflow, err
+			return nil, workflow, "", err
 		}
 		for k, v := range vals {
 			args[k] = v
 		}
 	}
-	return args, doc.Workflow, nil
+	return args, doc.Workflow, ref, nil
 }

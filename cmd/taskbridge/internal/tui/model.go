@@ -162,6 +162,8 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return m.taskPolled(msg)
 	case taskResultMsg:
 		return m.taskResult(msg)
+	case endedDocMsg:
+		return m.endedDoc(msg)
 	case openedMsg:
 		return m.taskOpened(msg)
 	case listMsg:

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/argschema"
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/stepview"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
@@ -35,8 +36,11 @@ type wfView struct {
 	err  string
 }
 
-// wfStep is a row of the step list: completed or remaining.
+// wfStep is a row of the step list: a step completed, skipped or still
+// to do, or an entry nested under one (a for-each's item, a loop's run, a
+// child workflow's step).
 type wfStep struct {
+	stepview.Row
 	name, tool string
 	done       *handoff.CompletedStep
 	rem        *handoff.RemainingStep
@@ -45,17 +49,8 @@ type wfStep struct {
 
 func (v *wfView) steps() []wfStep {
 	var out []wfStep
-	for i := range v.doc.CompletedSteps {
-		s := &v.doc.CompletedSteps[i]
-		out = append(out, wfStep{name: s.Name, tool: toolOrKind(s.Tool, s.Kind), done: s})
-	}
-	for i := range v.doc.SkippedSteps {
-		s := &v.doc.SkippedSteps[i]
-		out = append(out, wfStep{name: s.Name, tool: toolOrKind(s.Tool, s.Kind), skipped: s})
-	}
-	for i := range v.doc.RemainingSteps {
-		s := &v.doc.RemainingSteps[i]
-		out = append(out, wfStep{name: s.Name, tool: toolOrKind(s.Tool, s.Kind), rem: s})
+	for _, r := range stepview.Rows(v.doc) {
+		out = append(out, wfStep{Row: r, name: r.Name, tool: r.Tool, done: r.Done, rem: r.Rem, skipped: r.Skipped})
 	}
 	return out
 }
@@ -98,53 +93,6 @@ type (
 		err          error
 	}
 )
-
-// stepState is a remaining step's state in words.
-func stepState(s handoff.RemainingStep) string {
-	state := "pending (server)"
-	switch {
-	case s.HandedToClient:
-		state = "handed to you"
-	case s.Status == handoff.StepRunning:
-		state = "running"
-	case s.Status == handoff.StepFailed:
-		state = "failed"
-	case s.Status == handoff.StepSleeping && s.Until != nil:
-		state = "sleeping until " + s.Until.Local().Format("15:04:05")
-	case s.Status == handoff.StepAwaitingEvent:
-		state = "waiting for its event (webhook or tasks/update)"
-	case s.Execution == handoff.ExecClient && s.Status == handoff.StepPending:
-		state = "yours, after the steps before it"
-	case s.Execution == handoff.ExecClient:
-		state = "waiting for you"
-	}
-	if s.Group != "" {
-		state += " · group " + s.Group
-	}
-	if s.Condition != "" {
-		state += " · only if " + s.Condition
-	}
-	return state
-}
-
-// stepMark is a remaining step's symbol.
-func stepMark(s handoff.RemainingStep) string {
-	switch {
-	case s.HandedToClient:
-		return "!"
-	case s.Status == handoff.StepRunning:
-		return "●"
-	case s.Status == handoff.StepFailed:
-		return "✗"
-	case s.Status == handoff.StepSleeping:
-		return "z"
-	case s.Status == handoff.StepAwaitingEvent:
-		return "?"
-	case s.Execution == handoff.ExecClient && s.Status != handoff.StepPending:
-		return "→"
-	}
-	return "·"
-}
 
 func (m *Model) loadPrompts() tea.Cmd {
 	c, ctx := m.c, m.ui.ctx
@@ -352,7 +300,7 @@ func (m *Model) stepWords(s wfStep) string {
 	if s.done != nil {
 		return "done"
 	}
-	return stepState(*s.rem)
+	return stepview.State(*s.rem)
 }
 
 // openStepForm asks for a step's arguments: the resolved ones prefilled,
@@ -369,7 +317,10 @@ func (m *Model) openStepForm(doc *handoff.Document, s handoff.RemainingStep) {
 	if s.Guidance != "" {
 		intro = append(intro, s.Guidance)
 	}
-	taskID, workflow, step := doc.TaskID, doc.Workflow, s
+	// The call names the record it performs: a child workflow's step is
+	// performed on the child (its task id), a for-each's item as
+	// "TASK#step[i]"; the answer shows the workflow followed.
+	taskID, ref, workflow, step := doc.TaskID, stepview.Ref(doc, s), doc.Workflow, s
 	// An argument naming the workflow task (_task_id, host mode) is the
 	// task's id: sent, never shown or asked.
 	prefill := maps.Clone(s.Arguments)
@@ -383,9 +334,9 @@ func (m *Model) openStepForm(doc *handoff.Document, s handoff.RemainingStep) {
 		prefill: prefill,
 		submit: func(args map[string]any) tea.Cmd {
 			if withID || slices.ContainsFunc(m.schemas[step.Tool], func(f argschema.Field) bool { return f.Name == taskIDArg }) {
-				args[taskIDArg] = taskID
+				args[taskIDArg] = ref
 			}
-			return m.performStep(workflow, taskID, step, args)
+			return m.performStep(workflow, taskID, ref, step, args)
 		},
 	})
 }
@@ -394,10 +345,10 @@ func (m *Model) openStepForm(doc *handoff.Document, s handoff.RemainingStep) {
 // workflow task (host mode); the UI fills it with the task's id.
 const taskIDArg = mcptask.MetaTaskID
 
-// performStep calls a step's tool bound to the workflow task
-// (_meta._task_id), then reads where the workflow stands: its result when
-// the task has ended, else a fresh handoff.
-func (m *Model) performStep(workflow, taskID string, s handoff.RemainingStep, args map[string]any) tea.Cmd {
+// performStep calls a step's tool bound to the record ref names
+// (_meta._task_id) of workflow task taskID, then reads where the workflow
+// stands: its result when the task has ended, else a fresh handoff.
+func (m *Model) performStep(workflow, taskID, ref string, s handoff.RemainingStep, args map[string]any) tea.Cmd {
 	if v := m.prompts.wf; v != nil {
 		v.busy, v.err = "performing "+s.Name+"…", ""
 	}
@@ -405,13 +356,16 @@ func (m *Model) performStep(workflow, taskID string, s handoff.RemainingStep, ar
 	return func() tea.Msg {
 		out := stepMsg{taskID: taskID, step: s.Name}
 		out.res, out.err = c.CallToolAndWait(ctx, s.Tool, args, &client.CallOptions{
-			Meta: map[string]any{handoff.TaskIDMetaKey: taskID}, AllowPlain: true,
+			Meta: map[string]any{handoff.TaskIDMetaKey: ref}, AllowPlain: true,
 		})
 		if out.err != nil {
 			return out
 		}
 		out.sum, _ = mcptask.SummaryFromMeta(out.res.Meta) // a malformed one shows no summary
-		if out.sum != nil && out.sum.Status.Terminal() {
+		if out.sum != nil && out.sum.TaskID != "" && out.sum.TaskID != taskID {
+			out.sum = nil // a child workflow's, which the step was recorded on
+		}
+		if out.sum != nil && out.sum.Status == mcptask.StatusCompleted {
 			raw, err := c.TaskResult(ctx, taskID)
 			if err != nil {
 				out.err = err
@@ -420,6 +374,8 @@ func (m *Model) performStep(workflow, taskID string, s handoff.RemainingStep, ar
 			out.doc, _ = handoff.FromResultJSON(raw)
 			return out
 		}
+		// Working, or ended otherwise: the handoff says where it stands (a
+		// failed workflow's says what was undone).
 		_, out.doc, out.err = c.ResumePrompt(ctx, workflow, taskID)
 		return out
 	}

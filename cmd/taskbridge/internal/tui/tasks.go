@@ -315,6 +315,7 @@ func (m *Model) taskResult(msg taskResultMsg) tea.Cmd {
 		m.syncWorkflow(r)
 		if r.kind == kindWorkflow {
 			m.workflowEnded(r, nil)
+			return m.readEndedDoc(r)
 		}
 		return nil
 	}
@@ -331,6 +332,44 @@ func (m *Model) taskResult(msg taskResultMsg) tea.Cmd {
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(msg.raw, &res); err == nil {
 		r.result = &res
+	}
+	return nil
+}
+
+// endedDocMsg is the last handoff of a workflow that ended without a
+// result (failed, cancelled).
+type endedDocMsg struct {
+	id  string
+	doc *handoff.Document
+}
+
+// readEndedDoc reads the handoff of workflow task r, which ended failed
+// or cancelled (prompts/get with its id runs nothing then): it says why,
+// and what the server undid of it.
+func (m *Model) readEndedDoc(r *taskRow) tea.Cmd {
+	if r.name == "" || r.status != mcptask.StatusFailed && r.status != mcptask.StatusCancelled {
+		return nil
+	}
+	c, ctx, id, name := m.c, m.ui.ctx, r.id, r.name
+	return func() tea.Msg {
+		_, doc, err := c.ResumePrompt(ctx, name, id)
+		if err != nil || doc == nil || doc.TaskID != id || !mcptask.Status(doc.Status).Terminal() {
+			return nil // the last handoff seen stays, marked ended (syncWorkflow)
+		}
+		return endedDocMsg{id: id, doc: doc}
+	}
+}
+
+// endedDoc shows the last handoff of a workflow that ended.
+func (m *Model) endedDoc(msg endedDocMsg) tea.Cmd {
+	r := m.tasks.byID[msg.id]
+	if r == nil {
+		return nil
+	}
+	r.doc = msg.doc
+	if v := m.prompts.wf; v != nil && v.doc.TaskID == msg.id && v.busy == "" {
+		v.doc = msg.doc
+		v.sel = min(v.sel, len(v.steps())-1)
 	}
 	return nil
 }

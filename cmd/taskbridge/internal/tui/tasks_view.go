@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/stepview"
+	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
@@ -107,35 +109,7 @@ func (m *Model) taskDetail(r *taskRow, w int) []string {
 		}
 	}
 	if d := r.doc; d != nil {
-		done := len(d.CompletedSteps)
-		total := done + len(d.RemainingSteps)
-		p := fmt.Sprintf("  progress: %d/%d steps done", done, total)
-		switch {
-		case len(d.RemainingSteps) > 0 && mcptask.Status(d.Status).Terminal():
-			p += fmt.Sprintf(" · %s before: %s", d.Status, d.RemainingSteps[0].Name)
-		case len(d.RemainingSteps) > 0:
-			s := d.RemainingSteps[0]
-			p += fmt.Sprintf(" · next: %s (%s)", s.Name, stepState(s))
-		}
-		lines = append(lines, clip(p, w))
-		var marks []string
-		for _, s := range d.CompletedSteps {
-			marks = append(marks, "✓ "+s.Name)
-		}
-		for _, s := range d.RemainingSteps {
-			mark := stepMark(s)
-			if mcptask.Status(d.Status).Terminal() {
-				mark = "·"
-			}
-			marks = append(marks, mark+" "+s.Name)
-		}
-		lines = append(lines, clip("    "+strings.Join(marks, "  "), w))
-		if len(d.CompletedSteps) > 0 {
-			lines = append(lines, "  outputs:")
-			for _, s := range d.CompletedSteps {
-				lines = append(lines, clip(fmt.Sprintf("    %s: %s", s.Name, oneLine(string(s.Result))), w))
-			}
-		}
+		lines = append(lines, workflowLines(d, w)...)
 	}
 	if r.result != nil {
 		label := "  result:"
@@ -158,4 +132,71 @@ func (m *Model) taskDetail(r *taskRow, w int) []string {
 		keys += " · enter steps"
 	}
 	return append(lines, m.st.faint.Render(clip("  "+keys, w)))
+}
+
+// workflowLines are a workflow task's lines in its detail pane: its steps
+// done out of its own (the entries nested under a container or a child
+// step are not counted), the next one, a mark per step (with the child
+// task a step started), the outputs, and what the server undoes of a
+// failed workflow.
+func workflowLines(d *handoff.Document, w int) []string {
+	rows := stepview.Rows(d)
+	done, total := stepview.TopLevel(d)
+	terminal := mcptask.Status(d.Status).Terminal()
+	p := fmt.Sprintf("  progress: %d/%d steps done", done, total)
+	switch {
+	case len(d.RemainingSteps) > 0 && terminal:
+		p += fmt.Sprintf(" · %s before: %s", d.Status, d.RemainingSteps[0].Name)
+	case len(d.RemainingSteps) > 0:
+		s := d.RemainingSteps[0]
+		p += fmt.Sprintf(" · next: %s (%s)", s.Name, stepview.State(s))
+	}
+	lines := []string{clip(p, w)}
+	var marks []string
+	for _, r := range rows {
+		if r.Depth > 0 {
+			continue
+		}
+		mark := "✓"
+		switch {
+		case r.Skipped != nil:
+			mark = "⤼"
+		case r.Rem != nil && terminal:
+			mark = "·"
+		case r.Rem != nil:
+			mark = stepview.Mark(*r.Rem)
+		}
+		if r.Child != "" {
+			mark += " " + r.Name + " (child task " + short(r.Child) + ")"
+		} else {
+			mark += " " + r.Name
+		}
+		marks = append(marks, mark)
+	}
+	lines = append(lines, clip("    "+strings.Join(marks, "  "), w))
+	if len(d.CompletedSteps) > 0 {
+		lines = append(lines, "  outputs:")
+		for _, r := range rows {
+			switch {
+			case r.Done == nil:
+			case r.Records != nil:
+				var each []string
+				for _, rec := range r.Records {
+					each = append(each, rec.Result)
+				}
+				lines = append(lines, clip(fmt.Sprintf("    %s: %d item(s): %s", r.Name, len(r.Records), strings.Join(each, " · ")), w))
+			default:
+				lines = append(lines, clip(fmt.Sprintf("    %s: %s", r.Name, oneLine(string(r.Done.Result))), w))
+			}
+		}
+	}
+	if len(d.Undo) > 0 {
+		var undo []string
+		for _, u := range d.Undo {
+			mark, words := stepview.Undo(u)
+			undo = append(undo, mark+" "+u.Undoes+" "+words)
+		}
+		lines = append(lines, clip("  "+stepview.UndoTitle(d), w), clip("    "+strings.Join(undo, " · "), w))
+	}
+	return lines
 }
