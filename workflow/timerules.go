@@ -284,13 +284,20 @@ func (p *Progress) serverDue() bool {
 }
 
 // dueNow reports whether the server has work to do on p now, in a
-// process that runs none of its steps: a step was running (its process
-// stopped), a server step is due, a timer is due, or a child workflow's
+// process that runs none of its steps: a step or an undo step was running
+// (its process stopped), a server step is due, a timer is due, or a child workflow's
 // end may have been missed.
 func dueNow(p *Progress, now time.Time) bool {
 	for i := range p.Steps {
 		if p.Steps[i].Status == StepRunning {
 			return true
+		}
+	}
+	if p.undoing() {
+		for i := range p.Undo.Steps {
+			if p.Undo.Steps[i].Status == StepRunning {
+				return true // an undo step whose process is gone runs again
+			}
 		}
 	}
 	child := false // a child to look at: it may have ended while no one was up to hear it

@@ -1,6 +1,8 @@
 // lib.mjs: what the TypeScript SDK client scripts of the integration tests
 // share. Each script prints one JSON line per step for its Go test to read.
 
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
 // emit prints one step's outcome as a JSON line.
 export function emit(step, details) {
     process.stdout.write(JSON.stringify({ step, ...details }) + '\n');
@@ -59,3 +61,53 @@ const isHandoff = (v) => v !== null && typeof v === 'object' && typeof v.schemaV
 
 // isPlaceholder reports a handoff argument the client must fill ("<...>").
 export const isPlaceholder = (v) => typeof v === 'string' && v.startsWith('<') && v.endsWith('>');
+
+// The tasks extension (2026-07-28) over the TypeScript SDK 1.x client,
+// which knows only the core dialect: the client is connected without
+// initialize (an empty session id is "already initialized" to it), and
+// every request it posts is rewritten as a 2026-07-28 client sends it:
+// the protocol version, the client's capabilities declaring the tasks
+// extension and its info in the request's _meta, the same version in the
+// Mcp-Protocol-Version header, and the Mcp-Method / Mcp-Name headers.
+// Everything else (JSON-RPC ids, SSE or JSON answers, errors) is the
+// SDK's own.
+export const EXTENSION_VERSION = '2026-07-28';
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+
+// extensionFetch is a fetch that rewrites the SDK client's POSTs as above.
+export function extensionFetch(clientInfo) {
+    return async (url, init) => {
+        if (init?.method !== 'POST' || typeof init.body !== 'string') return fetch(url, init);
+        const msg = JSON.parse(init.body);
+        const headers = new Headers(init.headers);
+        headers.set('mcp-protocol-version', EXTENSION_VERSION);
+        headers.delete('mcp-session-id');
+        if (msg.method) {
+            headers.set('mcp-method', msg.method);
+            const p = msg.params ?? {};
+            const name = msg.method === 'tools/call' || msg.method === 'prompts/get' ? p.name : p.taskId;
+            if (typeof name === 'string') headers.set('mcp-name', name);
+            if (msg.id !== undefined) {
+                msg.params = {
+                    ...p,
+                    _meta: {
+                        ...(p._meta ?? {}),
+                        'io.modelcontextprotocol/protocolVersion': EXTENSION_VERSION,
+                        'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS_EXTENSION]: {} } },
+                        'io.modelcontextprotocol/clientInfo': clientInfo,
+                    },
+                };
+            }
+        }
+        return fetch(url, { ...init, headers, body: JSON.stringify(msg) });
+    };
+}
+
+// connectExtension connects client to url in the tasks extension's
+// dialect (see extensionFetch).
+export async function connectExtension(client, url, clientInfo) {
+    const transport = new StreamableHTTPClientTransport(new URL(url), { sessionId: '', fetch: extensionFetch(clientInfo) });
+    transport.setProtocolVersion(EXTENSION_VERSION);
+    await client.connect(transport);
+    return transport;
+}
