@@ -1,6 +1,7 @@
 package taskrouter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -43,7 +44,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 	}
 	now := r.opts.Now()
 	t := &store.Task{
-		ID:            NewTaskID(),
+		ID:            cmp.Or(opts.ID, NewTaskID()),
 		Owner:         owner,
 		Status:        mcptask.StatusWorking,
 		StatusMessage: opts.StatusMessage,

@@ -191,6 +191,9 @@
 //     stops the work of those it lost.
 //   - takeover, a leaseTakeover (lease.go): on a shared store, claims and
 //     resolves tasks whose lease expired.
+//   - crons (schedules.go): fires the registered schedules, each firing
+//     once across replicas (a record keyed by schedule and time, written
+//     compare-and-swap), and starts their tasks.
 //
 // A new piece of background work (push deliveries: signed webhook
 // deliveries, retried with backoff) plugs in the same way: a type in its
@@ -224,7 +227,8 @@
 // wire.go (the wire types), watch.go (waiting for a change), hostmode.go
 // (plain calls as tasks, _task_id), leg.go (a call that becomes a task
 // after it started: a workflow's leg), tasktools.go (task_result,
-// task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
+// task_cancel), pause.go (pausing a task: Pauser, task_pause,
+// task_resume), input.go (input mid-task), admit.go (quotas), observe.go
 // (Observer, Stats).
 //
 // Work: tools.go (the tool registry, in-process calls), run.go (a handler
@@ -233,7 +237,9 @@
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
 // the renewer and the takeover), recover.go (restart), recent.go (tasks
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
-// sweep.go, feed.go (the services above).
+// sweep.go, feed.go, schedules.go (the services above), scheduletools.go
+// (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
+// queues.go (the store's queues on the engine's clock, WakeNow).
 //
 // Packages of its own: internal/wire (the JSON-RPC codec of the shims
 // and the fast path: decoding, scanning, framing, replies, calls in

@@ -91,6 +91,7 @@ type Router struct {
 	sweeper  *sweeper       // expired tasks (sweep.go)
 	renewer  *leaseRenewer  // this process's leases (lease.go)
 	takeover *leaseTakeover // expired leases, on a shared store (lease.go)
+	crons    *crons         // schedules' firings (schedules.go)
 
 	startOnce sync.Once
 }
@@ -150,6 +151,8 @@ func (r *Router) newServices() error {
 	lease.Interval = max(cfg.LeaseDuration/4, 10*time.Millisecond)
 	r.takeover, err = newLeaseTakeover(r, lease)
 	errs = append(errs, err)
+	r.crons, err = newCrons(r, cronConfig{Poll: poll, Now: cfg.Now})
+	errs = append(errs, err)
 	return errors.Join(errs...)
 }
 
@@ -171,8 +174,8 @@ func (r *Router) Server() *mcp.Server { return r.server }
 // Start resolves tasks left active by a previous process and starts the
 // engine's background services: the change feed (first, so that no
 // change is missed while recovering), then the scheduler, the ttl sweeper,
-// the lease renewer and, on a shared store, the takeover of expired
-// leases. Call it once, after every tool and kind hook is registered and
+// the lease renewer, the schedules and, on a shared store, the takeover
+// of expired leases. Call it once, after every tool and kind hook is registered and
 // Install has run. Later calls do nothing.
 func (r *Router) Start(ctx context.Context) error {
 	var err error
@@ -181,7 +184,7 @@ func (r *Router) Start(ctx context.Context) error {
 			return
 		}
 		err = r.recover(ctx)
-		background := []service.Service{r.sched, r.sweeper, r.renewer}
+		background := []service.Service{r.sched, r.sweeper, r.renewer, r.crons}
 		if r.shared {
 			background = append(background, r.takeover)
 		}

@@ -39,6 +39,12 @@ type CreateOptions struct {
 	// it waits for the client's input from the start (its kind's
 	// InputRequests say what; see InputKind).
 	InputRequired bool
+	// ID, when set, is the task's id instead of a fresh one: a start
+	// whose durable record named the task before it existed (a
+	// schedule's fire), so that a retried start creates it once
+	// (store.ErrExists when it exists). It must be as hard to guess as
+	// NewTaskID's.
+	ID string
 }
 
 func (r *Router) actualTTL(requested time.Duration) time.Duration {
