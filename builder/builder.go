@@ -454,6 +454,12 @@ func (b *Builder) addWorkflows(srv *Server) error {
 			wopts.ResultTool = b.taskTools.ResultName
 		}
 	}
+	if !b.noTools && wopts.ResumeTool == "" {
+		wopts.ResumeTool = taskrouter.DefaultResumeToolName
+		if b.taskTools != nil && b.taskTools.ResumeName != "" {
+			wopts.ResumeTool = b.taskTools.ResumeName
+		}
+	}
 	var err error
 	if srv.Bridge, err = workflow.NewBridge(srv.Router, wopts); err != nil {
 		return err

@@ -402,6 +402,8 @@ func (in *instance) launch(name string) {
 			switch {
 			case cut != "":
 				r.msg = cut // its own timeout or heartbeat: an attempt that failed
+			case pauseCut(ctx):
+				r.msg = errPauseCut.Error() // the pause recorded the attempt stopped: not applied (pause.go)
 			case ctx.Err() != nil:
 				r.stopped = taskrouter.Stopped(ctx)
 				if r.stopped == "" {

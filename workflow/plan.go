@@ -102,10 +102,12 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	if failure == "" {
 		failure = p.pastDeadline(wf.def, now)
 	}
-	if failure == "" {
+	in.freePlaces(p, now, false) // places of what ended first, for what waits for them (queue.go)
+	if failure == "" && in.mayWalk(p, now) {
 		failure = in.walk(p, now, reason, &pl)
 	}
 	p.refresh()
+	in.freePlaces(p, now, failure != "" || p.done())
 	switch {
 	case failure != "":
 		p.PauseReason = failure

@@ -131,8 +131,16 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 // sets its server steps off. It returns the task's instance: release it
 // with done.
 func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage) (*instance, error) {
+	return b.createAs(ctx, "", q, wf, p, labels, vars)
+}
+
+// createAs is create with the task's id chosen by the caller (a
+// schedule's fire names it before it exists; "" for a fresh one).
+func (b *Bridge) createAs(ctx context.Context, id string, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage) (*instance, error) {
 	now := b.engine.Now()
-	markReached(wf, p, now) // a client step first is the client's at once
+	if wf.def.queue == nil {
+		markReached(wf, p, now) // a client step first is the client's at once (a queued workflow's: once it has its place)
+	}
 	p.refresh()
 	if p.PauseReason = pauseReason(wf, p); p.PauseReason == "" {
 		p.PauseReason = fmt.Sprintf("starting workflow %q", wf.def.Name)
@@ -151,7 +159,7 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 	l := map[string]string{LabelWorkflow: wf.def.Name, LabelVersion: wf.version, LabelFingerprint: wf.fingerprint}
 	maps.Copy(l, labels)
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: wf.def.Name, Arguments: rawArgs},
-		taskrouter.CreateOptions{TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
+		taskrouter.CreateOptions{ID: id, TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
 			Variables: v, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake(),
 			InputRequired: statusFor(q.Dialect, p) == store.StatusInputRequired})
 	if err != nil {

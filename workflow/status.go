@@ -39,6 +39,9 @@ func completedMessage(p *Progress) string {
 // failed: what runs, else what waits for the clock, else what the client
 // may do, else what is about to run.
 func pauseReason(wf *compiled, p *Progress) string {
+	if line := pausedLine(p); line != "" {
+		return line // paused, or waiting for the workflow's place (pause.go)
+	}
 	var running []int
 	best, bestRank := "", rankNone
 	for i, s := range wf.steps {
@@ -52,6 +55,8 @@ func pauseReason(wf *compiled, p *Progress) string {
 		case sp.Status == StepRunning:
 			running = append(running, i)
 			continue
+		case sp.Queue.waiting():
+			line, r = queuedLine(s, sp.Queue), rankTimer
 		case sp.RetryAt != nil:
 			line, r = retryMessage(s, sp), rankRetry
 		case sp.HandedToClient:
@@ -98,6 +103,9 @@ func wantStatus(t *store.Task, p *Progress) store.Status {
 
 // statusFor is wantStatus for a client of dialect d.
 func statusFor(d mcptask.Dialect, p *Progress) store.Status {
+	if p.Paused != nil {
+		return store.StatusWorking // a paused workflow waits for no one's input
+	}
 	if d.HasMethod(mcptask.MethodTasksUpdate) && p.waitsOnEventsOnly() {
 		return store.StatusInputRequired
 	}

@@ -177,6 +177,9 @@ func renewed(t *store.Task, p *Progress, now time.Time) time.Time {
 // waiting reports whether p waits for the client: not done, nothing runs
 // on the server or is due to, and some step waits for the client.
 func waiting(p *Progress) bool {
+	if p.Paused != nil {
+		return false // an operator's, not a client's (pause.go)
+	}
 	client := false
 	for i := range p.Steps {
 		sp := &p.Steps[i]
@@ -221,6 +224,9 @@ func (p *Progress) stepsWake() time.Time {
 		take(sp.Deadline)
 		take(sp.Until)
 	}
+	if q := p.queueWake(); !q.IsZero() {
+		take(&q) // a run waiting for a place looks again (queue.go)
+	}
 	return at
 }
 
@@ -237,6 +243,9 @@ func (p *Progress) pastDeadline(w *Definition, now time.Time) string {
 // if this process stops before it starts the step, the engine's scheduler
 // has another process start it), else timerWake.
 func (p *Progress) nextWake(now time.Time) time.Time {
+	if p.Paused != nil {
+		return p.deadlineWake() // nothing wakes a paused workflow but its deadline (pause.go)
+	}
 	if p.serverDue() {
 		return now
 	}
@@ -248,6 +257,9 @@ func (p *Progress) nextWake(now time.Time) time.Time {
 // neither runs nor waits for a retry or its own timer, or every step is
 // done and the task is not completed yet.
 func (p *Progress) serverDue() bool {
+	if p.Paused != nil || p.Queue.waiting() {
+		return false // paused, or waiting for the workflow's place (queue.go)
+	}
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
@@ -261,6 +273,8 @@ func (p *Progress) serverDue() bool {
 			return false
 		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
 			return false // a container whose records wait for the client
+		case sp.Queue.waiting():
+			return false // it waits for a place on its queue (queue.go)
 		}
 		return true
 	}
@@ -271,6 +285,13 @@ func (p *Progress) serverDue() bool {
 // process that runs none of its steps: a step was running (its process
 // stopped), a server step is due, or a timer is due.
 func dueNow(p *Progress, now time.Time) bool {
+	if p.Paused != nil {
+		d := p.deadlineWake()
+		return !d.IsZero() && !d.After(now) // only its deadline (pause.go)
+	}
+	if !p.queueWake().IsZero() {
+		return true // a run waiting for a place looks again when woken (queue.go)
+	}
 	for i := range p.Steps {
 		if p.Steps[i].Status == StepRunning {
 			return true
@@ -288,6 +309,9 @@ func dueNow(p *Progress, now time.Time) bool {
 // With a zero deadline (no bound), a retry's backoff is waited for, a
 // sleep and a client's wait are not.
 func rests(p *Progress, deadline time.Time) bool {
+	if p.Paused != nil || p.Queue.waiting() {
+		return true // paused, or waiting for the workflow's place
+	}
 	for i := range p.Steps {
 		if p.Steps[i].Status == StepRunning {
 			return false // a group's member runs, beside a step that waits
@@ -305,8 +329,8 @@ func rests(p *Progress, deadline time.Time) bool {
 			}
 			waits = true // a sleep holds what follows
 			continue
-		case sp.HandedToClient:
-			return true
+		case sp.HandedToClient, sp.Queue.waiting():
+			return true // the client's, or waiting for a place on its queue
 		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
 			waits = true
 			continue
@@ -329,4 +353,12 @@ func waitNote(sp *StepProgress) string {
 		return ""
 	}
 	return fmt.Sprintf(" (until %s)", stamp(*sp.Deadline))
+}
+
+// deadlineWake is the workflow's deadline as a wake-up, or zero.
+func (p *Progress) deadlineWake() time.Time {
+	if p.DeadlineAt == nil {
+		return time.Time{}
+	}
+	return *p.DeadlineAt
 }
