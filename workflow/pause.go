@@ -318,3 +318,35 @@ func (v *view) holdEntry(sp *StepProgress, rs *handoff.RemainingStep) {
 		rs.Call = nil
 	}
 }
+
+// closeInterrupted records, in a paused workflow, the attempts a process
+// that stopped left open (none of them runs here, and this process holds
+// the lease): each ends as interrupted, and its step runs again on
+// resume, as a step found running after a restart does. Call with mu
+// held, from a pass.
+func (in *instance) closeInterrupted(p *Progress, now time.Time) {
+	if in.lease == nil {
+		return // another process may run them
+	}
+	in.eachSlot(p, func(sl *slot) {
+		sp := sl.sp
+		a := sp.open()
+		if a == nil || in.running[sl.path] != nil || sp.Items != nil {
+			return
+		}
+		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran; it runs again on resume"
+		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+		sp.Interrupted++
+		sp.Status = StepPending
+	})
+}
+
+// running reports whether some step's record says it runs.
+func (p *Progress) running() bool {
+	for i := range p.Steps {
+		if p.Steps[i].Status == StepRunning {
+			return true
+		}
+	}
+	return false
+}

@@ -507,6 +507,7 @@ func (in *instance) givePlace(pl *placement, id string) {
 // queue. Call with mu held, from a pass.
 func (in *instance) mayWalk(p *Progress, now time.Time) bool {
 	if p.Paused != nil {
+		in.closeInterrupted(p, now)
 		return false
 	}
 	return in.workflowTurn(p, now)

@@ -287,7 +287,7 @@ func (p *Progress) serverDue() bool {
 func dueNow(p *Progress, now time.Time) bool {
 	if p.Paused != nil {
 		d := p.deadlineWake()
-		return !d.IsZero() && !d.After(now) // only its deadline (pause.go)
+		return !d.IsZero() && !d.After(now) || p.running() // its deadline, or steps a stopped process ran (pause.go)
 	}
 	if !p.queueWake().IsZero() {
 		return true // a run waiting for a place looks again when woken (queue.go)
