@@ -48,6 +48,8 @@ func parseCommand(args []string) (*plan, error) {
 		return parsePrompt(args[1:])
 	case "workflow":
 		return parseWorkflow(args[1:])
+	case "schedules":
+		return parseSchedules(args[1:])
 	}
 	return nil, usagef("unknown command %q", args[0])
 }
