@@ -321,6 +321,12 @@ type taskData struct {
 	CSRF       string
 	Done       string
 	Now        time.Time
+	// Paused is a workflow task's pause; CanPause and CanResume show the
+	// buttons; Actions are who paused and resumed it (ops.go).
+	Paused    *workflow.Pause
+	CanPause  bool
+	CanResume bool
+	Actions   []actionRow
 }
 
 // task renders one task's page, or its live part (?partial=1).
@@ -382,6 +388,7 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 	if len(t.Result) > 0 {
 		data.Result = pretty(t.Result, maxShownJSON)
 	}
+	d.opsView(r.Context(), t, &data, v)
 	if r.URL.Query().Get("partial") != "" {
 		d.render(w, "task-live", data)
 		return
@@ -419,6 +426,8 @@ func timeline(p *workflow.WorkflowProgress, now time.Time) *progressView {
 			sv.State, sv.StateLabel = "failed", "failed"
 		case s.Status == workflow.StepRunning:
 			sv.State, sv.StateLabel = "running", "running"
+		case s.Queue != nil && s.Queue.GrantedAt == nil:
+			sv.State, sv.StateLabel, sv.Note = "queued", "queued on "+s.Queue.Queue, s.Queue.Why
 		default:
 			sv.State, sv.StateLabel = "pending", "pending"
 		}
