@@ -67,7 +67,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-14)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-15)")
 	flag.Parse()
 	if *quick {
 		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
@@ -187,6 +187,11 @@ func run(o options) error {
 	if want("14") {
 		if err := sleepLateness(o, tmp, rep); err != nil {
 			return fmt.Errorf("sleep lateness: %w", err)
+		}
+	}
+	if want("15") {
+		if err := queueOverhead(o, tmp, rep); err != nil {
+			return fmt.Errorf("queues: %w", err)
 		}
 	}
 	printReport(o, rep, time.Since(started))

@@ -23,7 +23,7 @@ func opsEnv(t *testing.T) *env {
 	t.Helper()
 	feed := dashboard.NewFeed()
 	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
-		b.WithObserver(feed).WithPromptWait(50 * time.Millisecond)
+		b.WithObserver(feed).WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 		b.TaskWorkflow(workflow.New("nightly_report", "the nightly report").Arg("scheduled_at", "when", true).Step(
 			workflow.Server("say", "echo").Bind("text", workflow.PromptArg("scheduled_at"))))
 		b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "nightly_report", Cron: "0 2 * * *", Description: "the nightly report"})

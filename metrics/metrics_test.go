@@ -250,7 +250,7 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 func TestQueueRuns(t *testing.T) {
 	m := metrics.New(metrics.Options{})
 	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
-		b.WithObserver(m).WithPromptWait(50 * time.Millisecond)
+		b.WithObserver(m).WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 		b.TaskWorkflow(workflow.New("one_at_a_time", "a slow step, one at a time").Step(
 			workflow.Server("wait", "slow").Bind("ms", workflow.Const(60000)).Bind("text", workflow.Const("waited")).
 				OnQueue(&workflow.Queue{Name: "slow", Concurrency: 1})))

@@ -39,6 +39,12 @@ import (
 //   - Deadline. A workflow with Definition.Deadline fails when it has run
 //     that long (a wake-up at its deadline); a step still running is
 //     stopped.
+//   - Queues. A run waiting for a place on its queue looks again when
+//     its queue's rate or debounce window ends, and at least every
+//     queuePoll (the operation that grants it wakes it at once); waiting
+//     for a place is not idle.
+//   - Pause. A paused workflow wakes for nothing but its deadline; its
+//     timers keep their times and are judged on resume.
 //   - Bounds. No sleep and no client wait is longer than MaxWait.
 
 // MaxWait bounds a sleep's length and a client wait (WaitsAtMost): a

@@ -19,7 +19,7 @@ import (
 func opsServer(t *testing.T) string {
 	t.Helper()
 	b := builder.New("ops", "1").WithStore(memory.New()).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
-		WithPromptWait(50 * time.Millisecond)
+		WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "hold"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
