@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -35,6 +34,7 @@ func floorServe(args []string) error {
 	f := &floor{tasks: map[string]*floorTask{}}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f)
+	handleDebug(mux, nil)
 	fmt.Printf("{\"port\": %d}\n", ln.Addr().(*net.TCPAddr).Port)
 	err = (&http.Server{Handler: mux}).Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
@@ -165,7 +165,12 @@ func startFloor() (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startProc("floor", exec.Command(self, "floor"))
+	p, err := startProc("floor", exec.Command(self, "floor"))
+	if err != nil {
+		return nil, err
+	}
+	p.debug = true
+	return p, nil
 }
 
 // 12. The floor: taskbridge (bbolt, durable) against the bare server,
@@ -180,46 +185,56 @@ func floorRows(o options, ours *proc, rep *report) error {
 	type measure struct {
 		what  string
 		conc  int
-		ext   bool
 		op    string
 		unit  string
 		p50   bool
 		rates [2][]float64
 		lats  [2][]time.Duration
+		cpus  [2][]float64
 	}
 	meas := []*measure{
 		{what: "plain tools/call, 64 clients", conc: 64, op: "plain", unit: "calls/s"},
 		{what: "task round trips (core: tools/call + tasks/result), 64 clients", conc: 64, op: "task", unit: "tasks/s"},
-		{what: "extension round trips (tools/call + tasks/get), 64 clients", conc: 64, ext: true, op: "ext", unit: "tasks/s"},
+		{what: "extension round trips (tools/call + tasks/get), 64 clients", conc: 64, op: "ext", unit: "tasks/s"},
 		{what: "task round trip p50, 1 client", conc: 1, op: "task", p50: true},
 	}
-	ops := map[string]func(context.Context, *session) error{"plain": opPlain, "task": opTask, "ext": opExtTask}
 	for round := range o.rounds {
 		for _, m := range meas {
 			for k := range 2 {
 				i := (round + k) % 2
-				url := []string{ours.url, fl.url}[i]
-				r, err := runLoadIn(m.ext, url, m.conc, o.duration, ops[m.op])
+				t := []*proc{ours, fl}[i]
+				r, err := load{op: m.op, conc: m.conc, d: o.duration}.on(t)
 				if err != nil || r.errs > 0 {
-					return fmt.Errorf("%s on %s: %v %v", m.what, url, err, r.firstEr)
+					return fmt.Errorf("%s on %s: %v %v", m.what, t.name, err, r.firstEr)
 				}
 				m.rates[i] = append(m.rates[i], r.perSec())
 				m.lats[i] = append(m.lats[i], r.pct(0.5))
+				m.cpus[i] = append(m.cpus[i], r.cpuPerOp())
 			}
 		}
 	}
 	for _, m := range meas {
+		ca, cb := median(m.cpus[0]), median(m.cpus[1])
 		if m.p50 {
 			a, b := medianDur(m.lats[0]), medianDur(m.lats[1])
 			rep.add(row{"12", "floor: " + m.what + ", taskbridge (bbolt) vs a bare net/http JSON-RPC server (no SDK, in memory)",
-				fmtMs(a), fmtMs(b), fmt.Sprintf("%.1fx the floor", float64(a)/float64(b)), "-", "-"})
+				withCPU(fmtMs(a), ca), withCPU(fmtMs(b), cb), fmt.Sprintf("%.1fx the floor", float64(a)/float64(b)), "-", "-"})
 			continue
 		}
 		a, b := median(m.rates[0]), median(m.rates[1])
 		rep.add(row{"12", "floor: " + m.what + ", taskbridge (bbolt) vs a bare net/http JSON-RPC server (no SDK, in memory)",
-			fmt.Sprintf("%.0f %s", a, m.unit), fmt.Sprintf("%.0f %s", b, m.unit), fmt.Sprintf("%.2f", a/b), "-", "-"})
+			withCPU(fmt.Sprintf("%.0f %s", a, m.unit), ca), withCPU(fmt.Sprintf("%.0f %s", b, m.unit), cb), fmt.Sprintf("%.2f", a/b), "-", "-"})
 	}
 	return nil
 }
 
 func fmtMs(d time.Duration) string { return strings.TrimSpace(ms(d)) }
+
+// withCPU adds the server's CPU time per operation (µs) to a cell; a
+// cell without one (0: not measured) stays as it is.
+func withCPU(cell string, cpuUS float64) string {
+	if cpuUS <= 0 {
+		return cell
+	}
+	return fmt.Sprintf("%s, %.0f µs CPU", cell, cpuUS)
+}

@@ -143,10 +143,11 @@ func sleepLateness(o options, tmp string, rep *report) error {
 	defer cs.Close()
 
 	// Start every workflow first (their sleeps begin some time after the
-	// last start), then let the wakes come.
-	lead := 30 * time.Second
+	// last start), then let the wakes come. The lead leaves room for a
+	// machine shared with other work (10k starts took 33 s on a busy one).
+	lead := time.Minute
 	if n < 10_000 {
-		lead = 10 * time.Second
+		lead = 20 * time.Second
 	}
 	first := time.Now().Add(lead)
 	ids := make([]string, n)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // session is one MCP client session over Streamable HTTP, kept lean so the
@@ -267,6 +269,9 @@ func opExtTask(ctx context.Context, s *session) error {
 	}
 }
 
+// ops are the operations a load repeats, by name.
+var ops = map[string]func(context.Context, *session) error{"plain": opPlain, "task": opTask, "ext": opExtTask}
+
 // ---- runner ----
 
 // result of one measurement run.
@@ -276,9 +281,23 @@ type result struct {
 	elapsed time.Duration
 	lat     []time.Duration
 	firstEr error
+	// use is the CPU time the window cost (see usage).
+	use usage
+	// store is what the server's store committed over the window (a
+	// bench server whose store keeps counters), nil otherwise.
+	store *store.Stats
+	// syncs is the server's fdatasync and fsync calls over the window
+	// (load.syncs), -1 when not counted.
+	syncs int64
+	// profile is the path of the server's CPU profile of the window
+	// (-cpuprofile), "" when none was taken.
+	profile string
 }
 
 func (r result) perSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
+
+// cpuPerOp is the server's CPU time per completed operation, µs.
+func (r result) cpuPerOp() float64 { return perOp(r.use.server, r.ops) }
 
 func (r result) pct(p float64) time.Duration {
 	if len(r.lat) == 0 {
@@ -288,23 +307,37 @@ func (r result) pct(p float64) time.Duration {
 	return r.lat[i]
 }
 
-// runLoad runs op from conc core-dialect sessions for d and collects
-// latencies.
-func runLoad(url string, conc int, d time.Duration, op func(context.Context, *session) error) (result, error) {
-	return runLoadIn(false, url, conc, d, op)
+// load is one measured window: op ("plain", "task" or "ext", which
+// speaks the extension dialect) repeated by conc sessions for d.
+type load struct {
+	op   string
+	conc int
+	d    time.Duration
+	// syncs counts the server's fdatasync and fsync calls in the window.
+	syncs bool
 }
 
-// runLoadIn is runLoad in either dialect (ext: the extension).
-func runLoadIn(ext bool, url string, conc int, d time.Duration, op func(context.Context, *session) error) (result, error) {
-	client := newHTTPClient(conc)
+// on runs l against t: it opens the sessions, warms each up once, then
+// measures the window: operations, latencies, and the CPU time of the
+// server, its database and the load generator (read before and after,
+// so the warm-up is not in it), with the store's counters, a sync count
+// (l.syncs) and a CPU profile (-cpuprofile) where asked and possible.
+func (l load) on(t *proc) (result, error) {
+	op, ok := ops[l.op]
+	if !ok {
+		return result{}, fmt.Errorf("unknown operation %q", l.op)
+	}
+	ext := l.op == "ext"
+	client := newHTTPClient(l.conc)
+	defer client.CloseIdleConnections()
 	ctx := context.Background()
-	sessions := make([]*session, conc)
+	sessions := make([]*session, l.conc)
 	for i := range sessions {
 		if ext {
-			sessions[i] = dialExt(client, url)
+			sessions[i] = dialExt(client, t.url)
 			continue
 		}
-		s, err := dial(ctx, client, url)
+		s, err := dial(ctx, client, t.url)
 		if err != nil {
 			return result{}, err
 		}
@@ -316,11 +349,19 @@ func runLoadIn(ext bool, url string, conc int, d time.Duration, op func(context.
 			return result{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	var mu sync.Mutex
 	var all result
+	all.syncs = -1
+	var syncs *syncCounter
+	if l.syncs && t.pid() != 0 {
+		syncs = countSyncs(t.pid())
+	}
+	st0 := t.debugStats(false)
+	profiled := profiling.start(t, l)
+	before := takeSnapshot(t)
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
-	deadline := start.Add(d)
+	deadline := start.Add(l.d)
 	for _, s := range sessions {
 		wg.Add(1)
 		go func() {
@@ -351,7 +392,42 @@ func runLoadIn(ext bool, url string, conc int, d time.Duration, op func(context.
 	}
 	wg.Wait()
 	all.elapsed = time.Since(start)
+	all.use = before.to(takeSnapshot(t))
+	all.profile = profiled()
+	if st1 := t.debugStats(false); st0 != nil && st1 != nil && st0.Store != nil && st1.Store != nil {
+		all.store = storeDelta(*st0.Store, *st1.Store)
+	}
+	all.syncs = syncs.stop()
 	sort.Slice(all.lat, func(i, j int) bool { return all.lat[i] < all.lat[j] })
-	client.CloseIdleConnections()
 	return all, nil
+}
+
+// storeDelta is what a store committed between two readings of its
+// counters (MaxOpsPerCommit is the later reading's, since open).
+func storeDelta(a, b store.Stats) *store.Stats {
+	return &store.Stats{Commits: b.Commits - a.Commits, OpsCommitted: b.OpsCommitted - a.OpsCommitted,
+		OpsFailed: b.OpsFailed - a.OpsFailed, MaxOpsPerCommit: b.MaxOpsPerCommit, CommitErrors: b.CommitErrors - a.CommitErrors,
+		Retries: b.Retries - a.Retries, CommitTime: b.CommitTime - a.CommitTime}
+}
+
+// debugStats reads a bench server's /debug/bench (after a garbage
+// collection with gc); nil for any other server or on error.
+func (p *proc) debugStats(gc bool) *debugStats {
+	if !p.debug {
+		return nil
+	}
+	u := baseURL(p.url) + "/debug/bench"
+	if gc {
+		u += "?gc=1"
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var st debugStats
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return nil
+	}
+	return &st
 }

@@ -36,6 +36,16 @@ type options struct {
 	scale    int
 	skipPeer bool
 	only     string
+	// cpuDuration is the length of one window of rows 15 and 16 and of
+	// -where: long enough for CPU time read in clock ticks (10 ms) and a
+	// profile's samples (100 a second) to settle.
+	cpuDuration time.Duration
+	// memScale is the larger number of live tasks and waiting workflows
+	// in row 17.
+	memScale int
+	// where prints where the server's CPU time goes (profiles of plain
+	// calls and task round trips) instead of the rows.
+	where bool
 }
 
 func main() {
@@ -67,10 +77,27 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-15)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-21)")
+	flag.DurationVar(&o.cpuDuration, "cpu-duration", 8*time.Second, "length of one window of rows 15-16 and -where (server CPU per request)")
+	flag.IntVar(&o.memScale, "mem-scale", 100_000, "live tasks and waiting workflows in row 17's larger measurement")
+	flag.StringVar(&profiling.dir, "cpuprofile", "", "write a CPU profile of the server of every measured window on a bench server into this directory")
+	flag.BoolVar(&o.where, "where", false, "print where the server's CPU time goes on plain calls and task round trips (profiles), then exit")
 	flag.Parse()
 	if *quick {
-		o.rounds, o.duration, o.scale = 3, time.Second, 100_000
+		o.rounds, o.duration, o.scale, o.cpuDuration, o.memScale = 3, time.Second, 100_000, 2*time.Second, 10_000
+	}
+	if profiling.dir != "" {
+		if err := os.MkdirAll(profiling.dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+	if o.where {
+		if err := where(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench -where:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -83,7 +110,24 @@ type row struct {
 	n, what, ours, other, ratio, goal, met string
 }
 
-type report struct{ rows []row }
+type report struct {
+	rows   []row
+	notes  []string // printed after the table
+	failed int      // measurements that returned an error
+}
+
+// try runs measurement n (what names it) and, if it fails, reports the
+// failure as a row and goes on: one measurement that a busy machine
+// upsets does not discard the others of a long run.
+func (r *report) try(n, what string, f func() error) {
+	if err := f(); err != nil {
+		r.failed++
+		r.add(row{n, what + " failed", err.Error(), "-", "-", "-", "**failed**"})
+	}
+}
+
+// note adds a paragraph (or table) to print after the main table.
+func (r *report) note(s string) { r.notes = append(r.notes, s) }
 
 func (r *report) add(x row) {
 	r.rows = append(r.rows, x)
@@ -106,20 +150,19 @@ func run(o options) error {
 		}
 		defer ours.stop()
 		if want("1") {
-			if err := taskOverhead(o, ours, rep); err != nil {
-				return fmt.Errorf("task overhead: %w", err)
-			}
+			profiling.row = "1"
+			rep.try("1", "task overhead", func() error { return taskOverhead(o, ours, rep) })
 		}
 		if want("2") {
-			mem, err := startOurs("memory", "")
-			if err != nil {
-				return err
-			}
-			err = durability(o, ours, mem, rep)
-			mem.stop()
-			if err != nil {
-				return fmt.Errorf("durability: %w", err)
-			}
+			profiling.row = "2"
+			rep.try("2", "durability", func() error {
+				mem, err := startOurs("memory", "")
+				if err != nil {
+					return err
+				}
+				defer mem.stop()
+				return durability(o, ours, mem, rep)
+			})
 		}
 		var peer *proc
 		if !o.skipPeer && (want("3") || want("4")) {
@@ -129,72 +172,69 @@ func run(o options) error {
 			defer peer.stop()
 		}
 		if want("3") && peer != nil {
-			if err := againstPeer(o, ours, peer, rep); err != nil {
-				return fmt.Errorf("peer: %w", err)
-			}
+			profiling.row = "3"
+			rep.try("3", "peer", func() error { return againstPeer(o, ours, peer, rep) })
 		}
 		if want("4") {
-			if err := resultLatency(ours, peer, rep); err != nil {
-				return fmt.Errorf("result latency: %w", err)
-			}
+			rep.try("4", "result latency", func() error { return resultLatency(ours, peer, rep) })
 		}
 		if want("6") {
-			if err := workflowCost(o, ours, rep); err != nil {
-				return fmt.Errorf("workflow: %w", err)
-			}
+			rep.try("6", "workflow", func() error { return workflowCost(o, ours, rep) })
 		}
 		if want("12") {
-			if err := floorRows(o, ours, rep); err != nil {
-				return fmt.Errorf("floor: %w", err)
-			}
+			profiling.row = "12"
+			rep.try("12", "floor", func() error { return floorRows(o, ours, rep) })
 		}
 	}
 	if want("5") {
-		if err := scale(o, tmp, rep); err != nil {
-			return fmt.Errorf("scale: %w", err)
-		}
+		rep.try("5", "scale", func() error { return scale(o, tmp, rep) })
 	}
 	if want("7") {
-		if err := observeOverhead(o, tmp, rep); err != nil {
-			return fmt.Errorf("observe: %w", err)
-		}
+		profiling.row = "7"
+		rep.try("7", "observe", func() error { return observeOverhead(o, tmp, rep) })
 	}
 	if want("8") {
-		if err := allocations(rep); err != nil {
-			return fmt.Errorf("allocations: %w", err)
-		}
+		rep.try("8", "allocations", func() error { return allocations(rep) })
 	}
 	if want("9") {
-		if err := gcEffect(o, tmp, rep); err != nil {
-			return fmt.Errorf("gc: %w", err)
-		}
+		profiling.row = "9"
+		rep.try("9", "gc", func() error { return gcEffect(o, tmp, rep) })
 	}
 	if want("10") {
-		if err := replicaScale(o, tmp, rep); err != nil {
-			return fmt.Errorf("replicas: %w", err)
-		}
+		profiling.row = "10"
+		rep.try("10", "replicas", func() error { return replicaScale(o, tmp, rep) })
 	}
 	if want("11") {
-		if err := instantFold(o, tmp, rep); err != nil {
-			return fmt.Errorf("instant: %w", err)
-		}
+		profiling.row = "11"
+		rep.try("11", "instant", func() error { return instantFold(o, tmp, rep) })
 	}
 	if want("13") {
-		if err := parallelGroup(o, tmp, rep); err != nil {
-			return fmt.Errorf("parallel group: %w", err)
-		}
+		rep.try("13", "parallel group", func() error { return parallelGroup(o, tmp, rep) })
 	}
 	if want("14") {
-		if err := sleepLateness(o, tmp, rep); err != nil {
-			return fmt.Errorf("sleep lateness: %w", err)
-		}
+		rep.try("14", "sleep lateness", func() error { return sleepLateness(o, tmp, rep) })
 	}
-	if want("15") {
-		if err := queueOverhead(o, tmp, rep); err != nil {
-			return fmt.Errorf("queues: %w", err)
-		}
+	if want("15") || want("16") || want("18") {
+		profiling.row = "15"
+		rep.try("15", "server cost", func() error { return serverCost(o, tmp, rep) })
+	}
+	if want("17") {
+		profiling.row = "17"
+		rep.try("17", "memory per task", func() error { return memoryPerTask(o, tmp, rep) })
+	}
+	if want("19") {
+		rep.try("19", "event cost", func() error { return eventCost(o, tmp, rep) })
+	}
+	if want("20") {
+		rep.try("20", "readers", func() error { return readerFanOut(o, tmp, rep) })
+	}
+	if want("21") {
+		rep.try("21", "queues", func() error { return queueOverhead(o, tmp, rep) })
 	}
 	printReport(o, rep, time.Since(started))
+	if rep.failed > 0 {
+		return fmt.Errorf("%d measurement(s) failed (see the table)", rep.failed)
+	}
 	return nil
 }
 
@@ -206,11 +246,15 @@ func printReport(o options, rep *report, took time.Duration) {
 	fmt.Printf("taskbridge bench, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Printf("machine: %s, %d cores, %s/%s, %s, node %s\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), node)
 	fmt.Printf("method: servers in separate processes on 127.0.0.1, one Go load generator, Streamable HTTP, core dialect;\n")
-	fmt.Printf("        throughput = median of %d rounds of %s; latencies pooled over rounds; took %s\n\n", o.rounds, o.duration, took.Round(time.Second))
+	fmt.Printf("        throughput = median of %d rounds of %s (rows 15-16: of %s); latencies pooled over rounds;\n", o.rounds, o.duration, o.cpuDuration)
+	fmt.Printf("        CPU = user+sys time of the server's process per operation, read before and after each window; took %s\n\n", took.Round(time.Second))
 	fmt.Println("| # | measurement | taskbridge | compared with | ratio | goal | met |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, r := range rep.rows {
 		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.n, r.what, r.ours, r.other, r.ratio, r.goal, r.met)
+	}
+	for _, n := range rep.notes {
+		fmt.Printf("\n%s", n)
 	}
 }
 
@@ -233,8 +277,42 @@ func cpuModel() string {
 
 type proc struct {
 	name string
-	cmd  *exec.Cmd
+	cmd  *exec.Cmd // nil for a group (see group) or a server started elsewhere
 	url  string
+	// members are the processes that serve url when it is a proxy in
+	// front of several servers (row 10): their CPU is the group's.
+	members []*proc
+	// dbCPU reads the CPU time of the database the server uses
+	// (PostgreSQL's processes); nil when there is none to count.
+	dbCPU func() time.Duration
+	// debug is set for the bench's own servers, which serve /debug/bench
+	// and /debug/pprof/ beside /mcp.
+	debug bool
+}
+
+// group is a URL served by several bench servers (a proxy in front).
+func group(name, url string, members ...*proc) *proc {
+	return &proc{name: name, url: url, members: members}
+}
+
+// pid is the server's process id, or 0 for a group.
+func (p *proc) pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// cpu is the CPU time the server's processes have used.
+func (p *proc) cpu() time.Duration {
+	var d time.Duration
+	if pid := p.pid(); pid != 0 {
+		d = procCPU(pid)
+	}
+	for _, m := range p.members {
+		d += m.cpu()
+	}
+	return d
 }
 
 func startProc(name string, cmd *exec.Cmd) (*proc, error) {
@@ -294,7 +372,12 @@ func startOursEnv(env []string, store, db string, extra ...string) (*proc, error
 		cmd.Env = append(os.Environ(), env...)
 		name += " " + strings.Join(env, " ")
 	}
-	return startProc(name, cmd)
+	p, err := startProc(name, cmd)
+	if err != nil {
+		return nil, err
+	}
+	p.debug = true
+	return p, nil
 }
 
 // nodeDir finds integration/node from the working directory upward and
@@ -409,14 +492,7 @@ func loadCmd(args []string) error {
 	d := fs.Duration("d", 10*time.Second, "duration")
 	op := fs.String("op", "task", "task, plain or ext (extension-dialect task round trips)")
 	_ = fs.Parse(args)
-	f := opTask
-	switch *op {
-	case "plain":
-		f = opPlain
-	case "ext":
-		f = opExtTask
-	}
-	r, err := runLoadIn(*op == "ext", *url, *conc, *d, f)
+	r, err := load{op: *op, conc: *conc, d: *d}.on(&proc{name: *url, url: *url})
 	if err != nil {
 		return err
 	}

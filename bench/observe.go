@@ -45,13 +45,13 @@ func observeOverhead(o options, tmp string, rep *report) error {
 	}
 	defer on.stop()
 	for _, conc := range []int{1, 64} {
-		sd, err := interleaved(o, conc, opTask, on.url, off.url)
+		sd, err := interleaved(o, conc, "task", on, off)
 		if err != nil {
 			return err
 		}
 		mOn, mOff := sd[0].rate(), sd[1].rate()
 		rep.add(row{"7", fmt.Sprintf("task round trips with metrics + tracing on vs off, %d client(s), bbolt", conc),
-			fmt.Sprintf("%.0f tasks/s (on)", mOn), fmt.Sprintf("%.0f tasks/s (off)", mOff), fmt.Sprintf("%.3f", mOn/mOff), "≥ 0.95", met(mOn/mOff >= 0.95)})
+			withCPU(fmt.Sprintf("%.0f tasks/s (on)", mOn), sd[0].cpu()), withCPU(fmt.Sprintf("%.0f tasks/s (off)", mOff), sd[1].cpu()), fmt.Sprintf("%.3f", mOn/mOff), "≥ 0.95", met(mOn/mOff >= 0.95)})
 	}
 	return nil
 }

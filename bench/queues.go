@@ -18,7 +18,7 @@ import (
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
-// Row 15: what a queue costs a start. n workflows of one short server
+// Row 21: what a queue costs a start. n workflows of one short server
 // step start from 32 clients at once, and the row times the first start
 // to the last completion: once with the step on a queue with a per-key
 // limit of 10 (over 4 keys: at most 40 run at once, the others wait in
@@ -32,7 +32,7 @@ const (
 	queueStepMs  = 5
 )
 
-// queueOverhead is row 15.
+// queueOverhead is row 21.
 func queueOverhead(o options, tmp string, rep *report) error {
 	n := queueStarts
 	if o.duration < 2*time.Second { // -quick
@@ -78,7 +78,7 @@ func queueOverhead(o options, tmp string, rep *report) error {
 		p, q := medianDur(plain), medianDur(queued)
 		perStart := (q - p) / time.Duration(n)
 		ratio := float64(q) / float64(p)
-		rep.add(row{n: "15", what: fmt.Sprintf("%d workflow starts (one %d ms server step), %d clients, first start to last completion, %s: through a queue with a per-key limit of 10 (%d keys) vs unqueued",
+		rep.add(row{n: "21", what: fmt.Sprintf("%d workflow starts (one %d ms server step), %d clients, first start to last completion, %s: through a queue with a per-key limit of 10 (%d keys) vs unqueued",
 			n, queueStepMs, queueClients, st.name, queueKeys),
 			ours: fmt.Sprintf("queued %s (%s more per start)", ms(q), ms(perStart)), other: "unqueued " + ms(p),
 			ratio: fmt.Sprintf("%.2f×", ratio), goal: "≤ 3×", met: met(ratio <= 3)})

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/taskbridge/taskbridge/internal/pgserver"
 	"github.com/taskbridge/taskbridge/internal/rrproxy"
 )
 
@@ -28,24 +27,13 @@ const takeoverLease = 2 * time.Second
 // cluster (fsync on) serves every database; every process and the cluster
 // are stopped on return, error or not.
 func replicaScale(o options, tmp string, rep *report) (err error) {
-	pg, err := pgserver.Start(pgserver.Options{})
-	if err != nil {
-		return fmt.Errorf("starting PostgreSQL: %w", err)
-	}
-	defer func() {
-		if serr := pg.Stop(); serr != nil {
-			fmt.Fprintln(os.Stderr, "  stopping PostgreSQL:", serr)
-		}
-	}()
-	ctx, cancel := ctxTimeout()
-	defer cancel()
 	// A database per setup: the single replica and the three share no
 	// change feed (NOTIFY is per database), and the takeover starts empty.
-	for _, db := range []string{"one", "three", "takeover"} {
-		if err := pg.CreateDatabase(ctx, db); err != nil {
-			return fmt.Errorf("creating database %s: %w", db, err)
-		}
+	pg, stop, err := startPostgres("one", "three", "takeover")
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var procs procSet
 	defer procs.stopAll()
 
@@ -59,14 +47,15 @@ func replicaScale(o options, tmp string, rep *report) (err error) {
 	if err != nil {
 		return err
 	}
-	sd, err := interleaved(o, 64, opTask, one.url, bolt.url)
+	one.dbCPU = postmasterCPU(pg.DataDir())
+	sd, err := interleaved(o, 64, "task", one, bolt)
 	if err != nil {
 		return fmt.Errorf("PostgreSQL vs bbolt: %w", err)
 	}
 	r := []float64{sd[0].rate(), sd[1].rate()}
 	bolt.stop()
-	rep.add(row{"10", "task round trips, 64 clients: 1 replica on PostgreSQL vs 1 on bbolt",
-		fmt.Sprintf("%.0f tasks/s (PostgreSQL)", r[0]), fmt.Sprintf("%.0f tasks/s (bbolt)", r[1]), fmt.Sprintf("%.2f", r[0]/r[1]), "≥ 0.7", met(r[0]/r[1] >= 0.7)})
+	rep.add(row{"10", "task round trips, 64 clients: 1 replica on PostgreSQL vs 1 on bbolt (CPU: the replica's, then PostgreSQL's)",
+		withCPU(fmt.Sprintf("%.0f tasks/s (PostgreSQL)", r[0]), sd[0].cpu()) + fmt.Sprintf(" + %.0f µs in PostgreSQL", sd[0].dbCPU()), withCPU(fmt.Sprintf("%.0f tasks/s (bbolt)", r[1]), sd[1].cpu()), fmt.Sprintf("%.2f", r[0]/r[1]), "≥ 0.7", met(r[0]/r[1] >= 0.7)})
 
 	// Row 2: three replicas on one database behind the proxy vs one
 	// replica (on a database of its own) behind a proxy of its own.
@@ -88,7 +77,10 @@ func replicaScale(o options, tmp string, rep *report) (err error) {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	defer proxy3.Close()
-	sd, err = interleaved(o, 64, opTask, proxy3.URL+"/mcp", proxy1.URL+"/mcp")
+	g3 := group("3 replicas behind the proxy", proxy3.URL+"/mcp", three...)
+	g1 := group("1 replica behind the proxy", proxy1.URL+"/mcp", one)
+	g3.dbCPU, g1.dbCPU = one.dbCPU, one.dbCPU
+	sd, err = interleaved(o, 64, "task", g3, g1)
 	if err != nil {
 		return fmt.Errorf("3 replicas vs 1: %w", err)
 	}
@@ -98,7 +90,7 @@ func replicaScale(o options, tmp string, rep *report) (err error) {
 	ratio := r[0] / r[1]
 	rep.add(row{"10", fmt.Sprintf("task round trips, 64 clients: 3 replicas vs 1 on PostgreSQL (round-robin proxy); this machine has %d cores, shared with the load generator, the proxy and PostgreSQL: CPUs %.0f%% busy with 1 replica, %.0f%% with 3",
 		runtime.NumCPU(), 100*busy[1], 100*busy[0]),
-		fmt.Sprintf("%.0f tasks/s (3 replicas)", r[0]), fmt.Sprintf("%.0f tasks/s (1 replica)", r[1]), fmt.Sprintf("%.2f", ratio),
+		withCPU(fmt.Sprintf("%.0f tasks/s (3 replicas)", r[0]), sd[0].cpu()), withCPU(fmt.Sprintf("%.0f tasks/s (1 replica)", r[1]), sd[1].cpu()), fmt.Sprintf("%.2f", ratio),
 		"≥ 1.5 where the machine allows", met(ratio >= 1.5)})
 
 	// Row 3: finished on A, waited for on B (and, to compare, on A).
@@ -141,44 +133,53 @@ func (s *procSet) stopAll() {
 // its backends.
 func baseURL(mcpURL string) string { return strings.TrimSuffix(mcpURL, "/mcp") }
 
-// side is what interleaved measured on one URL: ops/s and median latency
-// per round, and how busy the machine's CPUs were (0 to 1, all processes)
-// while that URL was loaded.
+// side is what interleaved measured on one server: ops/s, median latency
+// and the server's (and its database's) CPU µs per operation per round,
+// and how busy the machine's CPUs were (0 to 1, all processes) while that
+// server was loaded.
 type side struct {
 	rates []float64
 	p50s  []time.Duration
+	cpus  []float64
+	dbs   []float64
 	busy  float64
 }
 
 // rate is the median ops/s over the rounds.
 func (s side) rate() float64 { return median(s.rates) }
 
-// interleaved runs op at conc clients against each URL in turn, o.rounds
-// times, starting each round with the next URL so that none always goes
-// first, and returns what it measured per URL.
-func interleaved(o options, conc int, op func(context.Context, *session) error, urls ...string) ([]side, error) {
-	sides := make([]side, len(urls))
-	busyT, totalT := make([]uint64, len(urls)), make([]uint64, len(urls))
+// cpu is the median server CPU µs per operation over the rounds.
+func (s side) cpu() float64 { return median(s.cpus) }
+
+// dbCPU is the median database CPU µs per operation over the rounds.
+func (s side) dbCPU() float64 { return median(s.dbs) }
+
+// interleaved runs op at conc clients against each server in turn,
+// o.rounds times, starting each round with the next server so that none
+// always goes first, and returns what it measured per server.
+func interleaved(o options, conc int, op string, servers ...*proc) ([]side, error) {
+	sides := make([]side, len(servers))
+	busy, total := make([]time.Duration, len(servers)), make([]time.Duration, len(servers))
 	for round := range o.rounds {
-		for k := range urls {
-			i := (round + k) % len(urls)
-			b0, t0 := cpuTicks()
-			r, err := runLoad(urls[i], conc, o.duration, op)
+		for k := range servers {
+			i := (round + k) % len(servers)
+			r, err := load{op: op, conc: conc, d: o.duration}.on(servers[i])
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", urls[i], err)
+				return nil, fmt.Errorf("%s: %w", servers[i].name, err)
 			}
 			if r.errs > 0 {
-				return nil, fmt.Errorf("%s: %d errors at %d clients, first: %v", urls[i], r.errs, conc, r.firstEr)
+				return nil, fmt.Errorf("%s: %d errors at %d clients, first: %v", servers[i].name, r.errs, conc, r.firstEr)
 			}
-			b1, t1 := cpuTicks()
-			busyT[i], totalT[i] = busyT[i]+b1-b0, totalT[i]+t1-t0
+			busy[i], total[i] = busy[i]+r.use.busy, total[i]+r.use.total
 			sides[i].rates = append(sides[i].rates, r.perSec())
 			sides[i].p50s = append(sides[i].p50s, r.pct(0.5))
+			sides[i].cpus = append(sides[i].cpus, r.cpuPerOp())
+			sides[i].dbs = append(sides[i].dbs, perOp(r.use.db, r.ops))
 		}
 	}
 	for i := range sides {
-		if totalT[i] > 0 {
-			sides[i].busy = float64(busyT[i]) / float64(totalT[i])
+		if total[i] > 0 {
+			sides[i].busy = float64(busy[i]) / float64(total[i])
 		}
 	}
 	return sides, nil

@@ -17,25 +17,26 @@ import (
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-// rounds runs op on url for o.rounds rounds and returns the median ops/s
-// and the pooled sorted latencies.
-func rounds(o options, url string, conc int, op func(context.Context, *session) error) (float64, result, error) {
-	var rates []float64
+// rounds runs op on t for o.rounds rounds and returns the median ops/s,
+// the median server CPU µs per operation and the pooled sorted latencies.
+func rounds(o options, t *proc, conc int, op string) (float64, float64, result, error) {
+	var rates, cpus []float64
 	var pooled result
 	for range o.rounds {
-		r, err := runLoad(url, conc, o.duration, op)
+		r, err := load{op: op, conc: conc, d: o.duration}.on(t)
 		if err != nil {
-			return 0, result{}, err
+			return 0, 0, result{}, err
 		}
 		if r.errs > 0 {
-			return 0, result{}, fmt.Errorf("%d errors at %d clients, first: %v", r.errs, conc, r.firstEr)
+			return 0, 0, result{}, fmt.Errorf("%d errors at %d clients, first: %v", r.errs, conc, r.firstEr)
 		}
 		rates = append(rates, r.perSec())
+		cpus = append(cpus, r.cpuPerOp())
 		pooled.lat = append(pooled.lat, r.lat...)
 		pooled.ops += r.ops
 	}
 	sort.Slice(pooled.lat, func(i, j int) bool { return pooled.lat[i] < pooled.lat[j] })
-	return median(rates), pooled, nil
+	return median(rates), median(cpus), pooled, nil
 }
 
 // 1. Task overhead: task round trips (core: tools/call with params.task,
@@ -43,37 +44,38 @@ func rounds(o options, url string, conc int, op func(context.Context, *session) 
 // plain calls on the same server, rounds interleaved.
 func taskOverhead(o options, ours *proc, rep *report) error {
 	for _, conc := range []int{1, 64} {
-		var plain, task, ext []float64
+		var plain, task, ext, plainCPU, taskCPU, extCPU []float64
 		var plainLat, taskLat []time.Duration
 		for range o.rounds {
-			p, err := runLoad(ours.url, conc, o.duration, opPlain)
+			p, err := load{op: "plain", conc: conc, d: o.duration}.on(ours)
 			if err != nil || p.errs > 0 {
 				return fmt.Errorf("plain calls: %v %v", err, p.firstEr)
 			}
-			t, err := runLoad(ours.url, conc, o.duration, opTask)
+			t, err := load{op: "task", conc: conc, d: o.duration}.on(ours)
 			if err != nil || t.errs > 0 {
 				return fmt.Errorf("task calls: %v %v", err, t.firstEr)
 			}
-			plain = append(plain, p.perSec())
-			task = append(task, t.perSec())
+			plain, plainCPU = append(plain, p.perSec()), append(plainCPU, p.cpuPerOp())
+			task, taskCPU = append(task, t.perSec()), append(taskCPU, t.cpuPerOp())
 			plainLat = append(plainLat, p.pct(0.5))
 			taskLat = append(taskLat, t.pct(0.5))
 			if conc == 64 {
-				e, err := runLoadIn(true, ours.url, conc, o.duration, opExtTask)
+				e, err := load{op: "ext", conc: conc, d: o.duration}.on(ours)
 				if err != nil || e.errs > 0 {
 					return fmt.Errorf("extension task calls: %v %v", err, e.firstEr)
 				}
-				ext = append(ext, e.perSec())
+				ext, extCPU = append(ext, e.perSec()), append(extCPU, e.cpuPerOp())
 			}
 		}
 		mp, mt := median(plain), median(task)
+		cp, ct := median(plainCPU), median(taskCPU)
 		ratio := mt / mp
 		goal, ok := "-", "-"
 		if conc == 64 {
 			goal, ok = "≥ 0.6", met(ratio >= 0.6)
 		}
 		rep.add(row{"1", fmt.Sprintf("task round trips vs plain tools/call, %d client(s), bbolt", conc),
-			fmt.Sprintf("%.0f tasks/s", mt), fmt.Sprintf("%.0f plain calls/s", mp), fmt.Sprintf("%.2f", ratio), goal, ok})
+			withCPU(fmt.Sprintf("%.0f tasks/s", mt), ct), withCPU(fmt.Sprintf("%.0f plain calls/s", mp), cp), fmt.Sprintf("%.2f", ratio), goal, ok})
 		if conc == 1 {
 			lp, lt := medianDur(plainLat), medianDur(taskLat)
 			r := float64(lt) / float64(lp)
@@ -82,7 +84,7 @@ func taskOverhead(o options, ours *proc, rep *report) error {
 		if conc == 64 {
 			me := median(ext)
 			rep.add(row{"1", "extension dialect: tools/call + tasks/get until done vs plain tools/call, 64 clients, bbolt",
-				fmt.Sprintf("%.0f tasks/s", me), fmt.Sprintf("%.0f plain calls/s", mp), fmt.Sprintf("%.2f", me/mp), "≥ 0.5", met(me/mp >= 0.5)})
+				withCPU(fmt.Sprintf("%.0f tasks/s", me), median(extCPU)), withCPU(fmt.Sprintf("%.0f plain calls/s", mp), cp), fmt.Sprintf("%.2f", me/mp), "≥ 0.5", met(me/mp >= 0.5)})
 		}
 	}
 	return nil
@@ -91,7 +93,7 @@ func taskOverhead(o options, ours *proc, rep *report) error {
 // 2. Durability cost: bbolt vs memory store, full task round trips.
 func durability(o options, bolt, mem *proc, rep *report) error {
 	for _, conc := range []int{1, 16, 64} {
-		sd, err := interleaved(o, conc, opTask, bolt.url, mem.url)
+		sd, err := interleaved(o, conc, "task", bolt, mem)
 		if err != nil {
 			return err
 		}
@@ -101,7 +103,7 @@ func durability(o options, bolt, mem *proc, rep *report) error {
 			goal, ok = "≥ 0.3", met(mb/mm >= 0.3)
 		}
 		rep.add(row{"2", fmt.Sprintf("tasks created+completed, bbolt vs memory store, %d writer(s)", conc),
-			fmt.Sprintf("%.0f tasks/s (bbolt)", mb), fmt.Sprintf("%.0f tasks/s (memory)", mm), fmt.Sprintf("%.2f", mb/mm), goal, ok})
+			withCPU(fmt.Sprintf("%.0f tasks/s (bbolt)", mb), sd[0].cpu()), withCPU(fmt.Sprintf("%.0f tasks/s (memory)", mm), sd[1].cpu()), fmt.Sprintf("%.2f", mb/mm), goal, ok})
 	}
 	return nil
 }
@@ -109,11 +111,11 @@ func durability(o options, bolt, mem *proc, rep *report) error {
 // 3. Against the TypeScript SDK's task server, same load.
 func againstPeer(o options, ours, peer *proc, rep *report) error {
 	for _, conc := range []int{1, 64} {
-		ro, lo, err := rounds(o, ours.url, conc, opTask)
+		ro, co, lo, err := rounds(o, ours, conc, "task")
 		if err != nil {
 			return fmt.Errorf("taskbridge: %w", err)
 		}
-		rp, lp, err := rounds(o, peer.url, conc, opTask)
+		rp, cp, lp, err := rounds(o, peer, conc, "task")
 		if err != nil {
 			return fmt.Errorf("typescript peer: %w", err)
 		}
@@ -122,7 +124,7 @@ func againstPeer(o options, ours, peer *proc, rep *report) error {
 			goal, ok = "≥ 3", met(ro/rp >= 3)
 		}
 		rep.add(row{"3", fmt.Sprintf("task throughput vs TypeScript SDK task server (InMemoryTaskStore), %d client(s); ours on bbolt", conc),
-			fmt.Sprintf("%.0f tasks/s", ro), fmt.Sprintf("%.0f tasks/s", rp), fmt.Sprintf("%.2f", ro/rp), goal, ok})
+			withCPU(fmt.Sprintf("%.0f tasks/s", ro), co), withCPU(fmt.Sprintf("%.0f tasks/s", rp), cp), fmt.Sprintf("%.2f", ro/rp), goal, ok})
 		rep.add(row{"3", fmt.Sprintf("create-to-result latency p50 / p99, %d client(s)", conc),
 			ms(lo.pct(0.5)) + " / " + ms(lo.pct(0.99)), ms(lp.pct(0.5)) + " / " + ms(lp.pct(0.99)),
 			fmt.Sprintf("%.2f (p50)", float64(lp.pct(0.5))/float64(lo.pct(0.5))), "-", "-"})
@@ -414,17 +416,14 @@ func gcEffect(o options, tmp string, rep *report) error {
 		return err
 	}
 	defer g100.stop()
-	for _, op := range []struct {
-		name string
-		f    func(context.Context, *session) error
-	}{{"task round trips", opTask}, {"plain tools/call", opPlain}} {
-		sd, err := interleaved(o, 64, op.f, def.url, g100.url)
+	for _, op := range []struct{ name, op string }{{"task round trips", "task"}, {"plain tools/call", "plain"}} {
+		sd, err := interleaved(o, 64, op.op, def, g100)
 		if err != nil {
 			return err
 		}
 		md, m100 := sd[0].rate(), sd[1].rate()
 		rep.add(row{"9", fmt.Sprintf("%s, 64 clients: GOGC=%d (the binaries' default) vs GOGC=100", op.name, gcpolicy.DefaultGOGC),
-			fmt.Sprintf("%.0f/s", md), fmt.Sprintf("%.0f/s", m100), fmt.Sprintf("%.2f", md/m100), "-", "-"})
+			withCPU(fmt.Sprintf("%.0f/s", md), sd[0].cpu()), withCPU(fmt.Sprintf("%.0f/s", m100), sd[1].cpu()), fmt.Sprintf("%.2f", md/m100), "-", "-"})
 	}
 	rep.add(row{"9", "peak RSS after the above", fmt.Sprintf("%.0f MiB", memMiB(def.cmd.Process.Pid, "VmHWM")),
 		fmt.Sprintf("%.0f MiB", memMiB(g100.cmd.Process.Pid, "VmHWM")), "-", "-", "-"})
@@ -446,14 +445,14 @@ func instantFold(o options, tmp string, rep *report) error {
 	}
 	defer off.stop()
 	for _, conc := range []int{1, 64} {
-		sd, err := interleaved(o, conc, opTask, on.url, off.url)
+		sd, err := interleaved(o, conc, "task", on, off)
 		if err != nil {
 			return err
 		}
 		mOn, mOff := sd[0].rate(), sd[1].rate()
 		lOn, lOff := sd[0].p50s, sd[1].p50s
 		rep.add(row{"11", fmt.Sprintf("task round trips, %d client(s), bbolt: instant tool folded into its create commit (InstantWindow %s) vs off", conc, taskrouter.DefaultInstantWindow),
-			fmt.Sprintf("%.0f tasks/s, p50 %s", mOn, ms(medianDur(lOn))), fmt.Sprintf("%.0f tasks/s, p50 %s", mOff, ms(medianDur(lOff))), fmt.Sprintf("%.2f", mOn/mOff), "-", "-"})
+			withCPU(fmt.Sprintf("%.0f tasks/s, p50 %s", mOn, ms(medianDur(lOn))), sd[0].cpu()), withCPU(fmt.Sprintf("%.0f tasks/s, p50 %s", mOff, ms(medianDur(lOff))), sd[1].cpu()), fmt.Sprintf("%.2f", mOn/mOff), "-", "-"})
 	}
 	return nil
 }

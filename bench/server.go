@@ -8,14 +8,16 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	_ "net/http/pprof"
+	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -76,6 +78,11 @@ func benchBuilder() *builder.Builder {
 		}
 	}
 	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).Workflow(wfPlain)
+	// Workflows that wait (row 17's memory per waiting workflow): one for
+	// its client to call echo, one asleep for an hour.
+	b.TaskWorkflow(workflow.New("await_client", "waits for its client").Step(workflow.Client("ask", "echo").Bind("text", workflow.Const("hi"))))
+	b.TaskWorkflow(workflow.New("nap", "sleeps an hour").Step(workflow.Sleep("nap", time.Hour)))
+	addEventTools(b) // events.go
 	return b
 }
 
@@ -109,6 +116,41 @@ func benchConfig() taskrouter.Config {
 	}
 }
 
+// debugStats is what a bench server's /debug/bench answers: its heap and
+// goroutines (after a collection with ?gc=1, so that HeapAlloc is the live
+// heap), and its store's write counters when the store keeps them.
+type debugStats struct {
+	HeapAlloc   uint64       `json:"heapAlloc"`
+	HeapObjects uint64       `json:"heapObjects"`
+	StackInuse  uint64       `json:"stackInuse"`
+	Goroutines  int          `json:"goroutines"`
+	NumGC       uint32       `json:"numGC"`
+	Store       *store.Stats `json:"store,omitempty"`
+}
+
+// handleDebug mounts /debug/bench and the net/http/pprof handlers
+// (/debug/pprof/profile for a CPU profile of a load window) on mux; st
+// may be nil (the floor has no store).
+func handleDebug(mux *http.ServeMux, st store.Store) {
+	mux.HandleFunc("/debug/bench", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("gc") != "" {
+			runtime.GC()
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		out := debugStats{HeapAlloc: ms.HeapAlloc, HeapObjects: ms.HeapObjects, StackInuse: ms.StackInuse,
+			Goroutines: runtime.NumGoroutine(), NumGC: ms.NumGC}
+		if sr, ok := st.(store.StatsReporter); ok {
+			s := sr.Stats()
+			out.Store = &s
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+}
+
 // serve runs the bench server until SIGTERM:
 // `bench serve -http ADDR -store bbolt|memory|postgres -db FILE|URL [-replica NAME] [-lease D]`.
 // The builder reads no TASKBRIDGE_* variables (WithoutEnv), so the replica
@@ -124,9 +166,14 @@ func serve(args []string) error {
 	observe := fs.Bool("observe", false, "turn on Prometheus metrics (at /metrics) and OpenTelemetry tracing")
 	instant := fs.Duration("instant-window", 0, "taskrouter.Config.InstantWindow (0: the default; negative: off)")
 	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.WithPrefault")
+	maxTasks := fs.Int("max-tasks", 0, "every running and pending limit of taskrouter.Config (0: the bench's, see benchConfig)")
 	_ = fs.Parse(args)
 	cfg := benchConfig()
 	cfg.ReplicaID, cfg.LeaseDuration, cfg.InstantWindow = *replica, *lease, *instant
+	if n := *maxTasks; n > 0 {
+		cfg.MaxConcurrent, cfg.MaxConcurrentPerOwner = n, n
+		cfg.MaxPending, cfg.MaxPendingPerOwner, cfg.MaxPendingPerSource = n, n, n
+	}
 	b := benchBuilder().WithConfig(cfg).WithProgressInterval(20 * time.Millisecond)
 	var metricsHandler http.Handler
 	if *observe {
@@ -172,6 +219,7 @@ func serve(args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(nil))
+	handleDebug(mux, srv.Store)
 	if metricsHandler != nil {
 		mux.Handle("/metrics", metricsHandler)
 	}

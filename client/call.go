@@ -79,6 +79,13 @@ type CallOptions struct {
 	// out as a plain tools/call (its result arrives as the only event)
 	// instead of failing with ErrCapability.
 	AllowPlain bool
+	// OnEvent, when set, receives the task's events as they happen
+	// (StreamEvents: its progress, log lines, output, status changes),
+	// from a goroutine of its own, one at a time, from the task's
+	// creation on; the events up to the task's end come before the
+	// sequence's EventResult (or error), as far as the server sends them
+	// within a few seconds.
+	OnEvent func(TaskEvent)
 }
 
 // CallTool calls a tool as a task and returns the task's life as an
@@ -132,8 +139,10 @@ type callRun struct {
 	args  any
 	opts  CallOptions
 	yield func(Event, error) bool
+	ctx   context.Context // the call's
 
 	taskID   string
+	events   func(wait time.Duration) // stops following the task's events (OnEvent)
 	cur      *Task
 	ended    bool // the sequence is over
 	stopped  bool // the caller stopped iterating
@@ -145,6 +154,12 @@ func (r *callRun) emit(ev Event) bool {
 	if r.ended {
 		return false
 	}
+	if ev.Kind == EventCreated && ev.Task != nil && r.opts.OnEvent != nil && r.events == nil {
+		r.events = r.c.followEvents(r.ctx, ev.Task.ID, r.opts.OnEvent)
+	}
+	if ev.Kind == EventResult {
+		r.stopEvents(eventsGrace)
+	}
 	if !r.yield(ev, nil) {
 		r.stopped, r.ended = true, true
 		return false
@@ -152,11 +167,25 @@ func (r *callRun) emit(ev Event) bool {
 	return true
 }
 
+// stopEvents stops following the task's events (OnEvent), after waiting
+// at most wait for the ones still to come.
+func (r *callRun) stopEvents(wait time.Duration) {
+	if r.events != nil {
+		r.events(wait)
+		r.events = nil
+	}
+}
+
+// eventsGrace bounds the wait for a task's last events before its result
+// is yielded.
+const eventsGrace = 5 * time.Second
+
 // fail ends the sequence with err.
 func (r *callRun) fail(err error) {
 	if r.ended {
 		return
 	}
+	r.stopEvents(0)
 	r.ended = true
 	r.yield(Event{}, err)
 }
@@ -173,6 +202,9 @@ func (r *callRun) finish(res *mcp.CallToolResult) {
 
 // failTask ends the sequence with the error a task ended with.
 func (r *callRun) failTask(err error) {
+	if r.terminal {
+		r.stopEvents(eventsGrace) // its last events first
+	}
 	r.fail(err)
 	if r.taskID != "" && r.terminal {
 		r.c.retrieved(r.taskID)
@@ -180,6 +212,8 @@ func (r *callRun) failTask(err error) {
 }
 
 func (r *callRun) run(ctx context.Context) {
+	r.ctx = ctx
+	defer r.stopEvents(0)
 	defer func() {
 		if r.taskID != "" && !r.terminal && r.opts.CancelOnStop {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

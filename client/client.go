@@ -99,6 +99,10 @@ type Options struct {
 	// sampling and elicitation requests from the server (core dialect
 	// only; see Receiver).
 	Receiver *Receiver
+	// StreamBuffer bounds the events a StreamEvents holds for a consumer
+	// that has not taken them yet; past it the stream starts over from the
+	// last event taken (the server keeps the log). Zero means 1024.
+	StreamBuffer int
 }
 
 // Support describes the server's task support, as advertised.
@@ -159,8 +163,10 @@ type Client struct {
 	tracked  map[string]*TrackedTask
 	order    []string
 	watchers map[string][]*watcher
-	recv     *receiverState
-	closed   bool
+	// eventSubs are the StreamEvents in progress, by task (stream.go).
+	eventSubs map[string][]*eventSub
+	recv      *receiverState
+	closed    bool
 	// traces remembers the traceparent of the latest prompt result of each
 	// workflow task, for Follow to forward (bounded by maxTraces).
 	traces map[string]string
@@ -185,6 +191,9 @@ func Dial(ctx context.Context, t mcp.Transport, opts *Options) (*Client, error) 
 	}
 	if o.MaxPollInterval <= 0 {
 		o.MaxPollInterval = 30 * time.Second
+	}
+	if o.StreamBuffer <= 0 {
+		o.StreamBuffer = defaultStreamBuffer
 	}
 	if o.MaxPollInterval < o.MinPollInterval {
 		o.MaxPollInterval = o.MinPollInterval

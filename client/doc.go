@@ -30,7 +30,11 @@
 //	}
 //
 // GetTask, TaskResult, ListTasks and CancelTask manage tasks directly; the
-// client also keeps a local record of the tasks it started (Tracked). For
+// client also keeps a local record of the tasks it started (Tracked).
+// StreamEvents reads a task's event log as it is written (tasks/stream:
+// its progress, log lines, step attempts, statuses), resuming after a
+// sequence number; CallOptions.OnEvent and FollowOptions.OnEvent show
+// those of a call or a workflow while it runs. For
 // taskbridge's task-aware workflow prompts, GetPrompt returns the handoff
 // document and Follow performs the remaining client steps and returns the
 // workflow's result. A Receiver makes the client the receiver of the

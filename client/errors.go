@@ -108,9 +108,9 @@ func classify(method string, taskCall bool, err error) error {
 	switch {
 	case je.Code == mcptask.CodeMissingCapability:
 		e.kind = ErrCapability
-	case je.Code == mcptask.CodeInvalidParams && (method == mcptask.MethodTasksGet || method == mcptask.MethodTasksResult || method == mcptask.MethodTasksUpdate || method == mcptask.MethodTasksCancel):
+	case je.Code == mcptask.CodeInvalidParams && (method == mcptask.MethodTasksGet || method == mcptask.MethodTasksResult || method == mcptask.MethodTasksUpdate || method == mcptask.MethodTasksCancel || method == mcptask.MethodTasksStream):
 		e.kind = ErrNotFound
-	case je.Code == mcptask.CodeMethodNotFound && (mcptask.IsTaskMethod(method) || taskCall):
+	case je.Code == mcptask.CodeMethodNotFound && (mcptask.IsTaskMethod(method) || method == mcptask.MethodTasksStream || taskCall):
 		e.kind = ErrCapability
 	}
 	return e

@@ -139,6 +139,13 @@ type FollowOptions struct {
 	// step. (Follow re-reads the handoff after each client step by resuming
 	// the prompt, which already makes the server try failed steps again.)
 	Repair func(ctx context.Context, step handoff.RemainingStep) (map[string]any, error)
+	// OnEvent, when set, receives the workflow task's events while Follow
+	// runs (StreamEvents: each step's attempts, the progress and log lines
+	// of its tools, status changes), from a goroutine of its own, one at
+	// a time, from the task's first event on; the events up to the task's
+	// end come before Follow returns, as far as the server sends them
+	// within a few seconds.
+	OnEvent func(TaskEvent)
 }
 
 // WorkflowError reports that a workflow stopped somewhere Follow cannot
@@ -190,6 +197,22 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 	if err := doc.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.OnEvent == nil {
+		return c.follow(ctx, doc, opts)
+	}
+	stop := c.followEvents(ctx, doc.TaskID, opts.OnEvent)
+	res, err := c.follow(ctx, doc, opts)
+	var wf *WorkflowError
+	if err == nil || errors.As(err, &wf) && mcptask.Status(wf.Status).Terminal() {
+		stop(eventsGrace) // the workflow ended: its last events first
+	} else {
+		stop(0)
+	}
+	return res, err
+}
+
+// follow is Follow without OnEvent.
+func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowOptions) (json.RawMessage, error) {
 	cur := doc
 	for range maxFollowSteps {
 		switch cur.Status {

@@ -26,10 +26,8 @@ import (
 //	prepare (server) -> approve (client) -> stamp (server, needs approve) ->
 //	sign (client, needs stamp) -> finish (server, needs sign and the task variable "note")
 type flowServer struct {
-	t        *testing.T // the test that owns the server
-	srv      *builder.Server
+	builtServer
 	failures atomic.Int32 // finish fails while > 0
-	url      string
 }
 
 type prepareIn struct {
@@ -65,7 +63,7 @@ type finishIn struct {
 
 func newFlowServer(t *testing.T) *flowServer {
 	t.Helper()
-	f := &flowServer{t: t}
+	f := &flowServer{builtServer: builtServer{t: t}}
 	b := builder.New("flow-test", "1").WithStore(memory.New()).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
 		Setup(func(s *mcp.Server) {
@@ -104,32 +102,8 @@ func newFlowServer(t *testing.T) *flowServer {
 			workflow.Server("finish", "finish").Bind("signed", workflow.StepOutput("sign", "signed")).
 				Bind("note", workflow.TaskVar("note")),
 		))
-	srv, err := b.Build(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	f.srv = srv
+	f.build(b)
 	return f
-}
-
-func (f *flowServer) dial(t *testing.T, m mode, opts *client.Options) *client.Client {
-	t.Helper()
-	var tr mcp.Transport
-	if m.http {
-		if f.url == "" {
-			f.url = serveHTTP(f.t, f.srv.HTTPHandler(nil))
-		}
-		tr = client.HTTPTransport(f.url, nil)
-	} else {
-		var err error
-		tr, err = f.srv.Connect(context.Background())
-		require.NoError(t, err)
-	}
-	o := client.Options{}
-	if opts != nil {
-		o = *opts
-	}
-	o.Dialect = m.dialect
-	return dial(t, tr, &o)
 }
 
 // filler answers placeholders and records what it was asked.

@@ -114,6 +114,10 @@ func relatedTaskID(params json.RawMessage) string {
 
 // onNotification runs on the read loop: it must not block.
 func (c *Client) onNotification(method string, params json.RawMessage) {
+	if method == mcptask.NotificationTaskEvent {
+		c.onTaskEvent(params) // stream.go
+		return
+	}
 	if method != mcptask.NotificationTaskStatus {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/examples/conformance/conftools"
 	"github.com/taskbridge/taskbridge/store/memory"
@@ -75,6 +76,44 @@ func serveHTTP(t *testing.T, h http.Handler) string {
 	hs.Start()
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"
+}
+
+// builtServer is a server made with the builder that a test dials in
+// each mode (in-process, or over HTTP served once for the owning test).
+type builtServer struct {
+	t   *testing.T // the test that owns the server
+	srv *builder.Server
+	url string
+}
+
+// build builds the server, closed when the owning test ends.
+func (b *builtServer) build(bld *builder.Builder) {
+	b.t.Helper()
+	srv, err := bld.Build(context.Background())
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = srv.Close() })
+	b.srv = srv
+}
+
+func (b *builtServer) dial(t *testing.T, m mode, opts *client.Options) *client.Client {
+	t.Helper()
+	var tr mcp.Transport
+	if m.http {
+		if b.url == "" {
+			b.url = serveHTTP(b.t, b.srv.HTTPHandler(nil))
+		}
+		tr = client.HTTPTransport(b.url, nil)
+	} else {
+		var err error
+		tr, err = b.srv.Connect(context.Background())
+		require.NoError(t, err)
+	}
+	o := client.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Dialect = m.dialect
+	return dial(t, tr, &o)
 }
 
 // mode is a transport and a dialect to run a test in.

@@ -167,6 +167,7 @@ func (d *Dashboard) Close() {
 //	                                  for admins, queues with their waiting and holding runs
 //	POST {prefix}/schedules/{name}/pause|resume|trigger   act on a schedule
 //	GET  {prefix}/events              server-sent events (?task=ID for one task)
+//	GET  {prefix}/tasks/{id}/events   the task's event log, live (server-sent events)
 //	GET  {prefix}/login, POST {prefix}/login, POST {prefix}/logout
 //	GET  {prefix}/static/...          the script and the style sheet
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -237,6 +238,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			d.pause(w, r, v, id, false)
 		} else if id, ok := strings.CutSuffix(rest, "/resume"); ok && r.Method == http.MethodPost {
 			d.pause(w, r, v, id, true)
+		} else if id, ok := strings.CutSuffix(rest, "/events"); ok && r.Method == http.MethodGet {
+			d.taskEvents(w, r, v, id) // events.go
 		} else if !strings.Contains(rest, "/") && r.Method == http.MethodGet {
 			d.task(w, r, v, rest)
 		} else {

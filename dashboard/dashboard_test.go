@@ -41,10 +41,17 @@ const (
 	localToken = "local-secret"
 )
 
-func newEnv(t *testing.T, opts dashboard.Options) *env {
+// newEnv serves a dashboard over obstest's fixture; extra adds to the
+// fixture's builder (tools of a test's own).
+func newEnv(t *testing.T, opts dashboard.Options, extra ...func(*builder.Builder)) *env {
 	t.Helper()
 	feed := dashboard.NewFeed()
-	f := obstest.New(t, memory.New(), func(b *builder.Builder) { b.WithObserver(feed) })
+	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
+		b.WithObserver(feed)
+		for _, add := range extra {
+			add(b)
+		}
+	})
 	opts.Feed = feed
 	opts.Forker = f.Srv.Bridge
 	d := dashboard.New(f.Srv.Router, opts)

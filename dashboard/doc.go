@@ -2,7 +2,9 @@
 // router's tasks: counts by status, tasks created and finished per
 // minute, the oldest working task, a filtered and paged task table, and
 // a page per task with its status history, variables, workflow timeline,
-// result or error, and a cancel button. Pages are rendered on the server
+// result or error, its event log as it happens (status changes, step
+// attempts, the progress and log lines its work reports) and a cancel
+// button. Pages are rendered on the server
 // (html/template, assets embedded; a small hand-written script keeps them
 // live) and update without reload through server-sent events.
 //
@@ -60,6 +62,12 @@
 // store's change feed, so changes by other replicas arrive too (to
 // non-admin pages as a bare "refresh", since their owner is not known
 // without a read). With neither, pages refresh every five seconds.
+//
+// A task's page also follows the task's own event log
+// (taskrouter.Router.StreamEvents, on any replica through the store's
+// event feed): GET {prefix}/tasks/{id}/events streams each event as a
+// server-sent event whose id is its sequence number, so the browser
+// resumes after the last one it had when it reconnects.
 //
 // # Scale
 //

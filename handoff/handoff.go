@@ -70,18 +70,22 @@ const (
 	StepAwaitingClient = mcptask.StepAwaitingClient
 	StepAwaitingEvent  = mcptask.StepAwaitingEvent
 	StepSleeping       = mcptask.StepSleeping
+	StepAwaitingChild  = mcptask.StepAwaitingChild
 	StepFailed         = mcptask.StepFailed
 )
 
 // stepStatuses lists the valid remaining-step statuses.
-var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent, StepSleeping, StepFailed}
+var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent, StepSleeping, StepAwaitingChild, StepFailed}
 
 // The kinds a remaining step may have besides a tool call (Kind;
 // declared in mcptask). Like the Status constants they are typed string
 // constants, for the string field Kind.
 const (
-	KindSleep = string(mcptask.StepKindSleep)
-	KindEvent = string(mcptask.StepKindEvent)
+	KindSleep   = string(mcptask.StepKindSleep)
+	KindEvent   = string(mcptask.StepKindEvent)
+	KindForEach = string(mcptask.StepKindForEach)
+	KindLoop    = string(mcptask.StepKindLoop)
+	KindChild   = string(mcptask.StepKindChild)
 )
 
 // MaxSize is the largest input, in bytes, that [Parse] and
@@ -173,6 +177,10 @@ type Document struct {
 	SkippedSteps []SkippedStep `json:"skippedSteps,omitempty" jsonschema_description:"Steps that will not run, with the reason."`
 	// Errors lists step failures.
 	Errors []StepError `json:"errors,omitempty" jsonschema_description:"Step failures, if any."`
+	// Undo lists, for a workflow that failed after steps with an undo
+	// completed, the undo steps the server runs (or ran), last completed
+	// step first: what was taken back, and what could not be.
+	Undo []UndoStep `json:"undo,omitempty" jsonschema_description:"For a workflow that failed after steps with an undo step completed: the undo steps the server runs, in order (the last completed step first), and how each ended."`
 	// Continuation says how the client continues the task.
 	Continuation Continuation `json:"continuation" jsonschema_description:"How the client continues the task."`
 	// Paused, when set, says the workflow is paused: no step starts until
@@ -206,6 +214,19 @@ type Queued struct {
 	Why string `json:"why,omitempty" jsonschema_description:"Why it waits, in words."`
 	// Since is when it joined the queue.
 	Since time.Time `json:"since" jsonschema_description:"When it joined the queue."`
+}
+
+// UndoStep is one undo step of a workflow being undone.
+type UndoStep struct {
+	// Undoes names the step (or record, "deploy[1]") it takes back.
+	Undoes string `json:"undoes" jsonschema:"minLength=1" jsonschema_description:"The step (or a container's record, such as deploy[1]) it takes back."`
+	// Tool is the undo step's tool.
+	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"The undo step's tool."`
+	// Status is pending, running, completed or failed (the server gave up
+	// on it: what it undoes must be taken back by hand).
+	Status string `json:"status" jsonschema:"enum=pending,enum=running,enum=completed,enum=failed" jsonschema_description:"pending, running, completed, or failed (the server gave up: take it back by hand)."`
+	// Error is the undo's last error, if any.
+	Error string `json:"error,omitempty" jsonschema_description:"The undo step's last error."`
 }
 
 // CompletedStep is a step that has been performed.
@@ -257,8 +278,8 @@ type RemainingStep struct {
 	// DependsOn names earlier steps whose output the step needs.
 	DependsOn []string `json:"dependsOn,omitempty" jsonschema_description:"Names of earlier steps whose output this step needs."`
 	// Status is where the step stands: pending, running, awaiting_client,
-	// awaiting_event, sleeping or failed.
-	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=failed" jsonschema_description:"Where the step stands."`
+	// awaiting_event, sleeping, awaiting_child or failed.
+	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=failed" jsonschema_description:"Where the step stands."`
 	// HandedToClient marks a server step the server gave up on: Execution
 	// is then client, and the client may perform it.
 	HandedToClient bool `json:"handedToClient,omitempty" jsonschema_description:"The server could not perform this server step and hands it to the client, which may call its tool itself (correcting the arguments if they caused the error) or resume the workflow to have the server retry it."`

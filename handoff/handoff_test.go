@@ -793,3 +793,26 @@ func TestErrorsAreDistinct(t *testing.T) {
 	require.False(t, errors.Is(handoff.ErrInvalid, handoff.ErrNoHandoff))
 	require.False(t, errors.Is(handoff.ErrNoHandoff, handoff.ErrInvalid))
 }
+
+// Fill.Placeholder is the <type> the prose shows in a call's arguments:
+// what a server refuses when a call sends it back.
+func TestFillPlaceholder(t *testing.T) {
+	for _, c := range []struct {
+		f    handoff.Fill
+		want string
+	}{
+		{handoff.Fill{Name: "approved", Type: "boolean"}, "<boolean>"},
+		{handoff.Fill{Name: "note", Type: "string", Optional: true}, "<string, optional>"},
+		{handoff.Fill{Name: "size", Type: "string", Enum: []json.RawMessage{json.RawMessage(`"s"`), json.RawMessage(`"m"`)}}, `<string, one of "s", "m">`},
+		{handoff.Fill{Name: "x"}, "<value>"},
+	} {
+		require.Equal(t, c.want, c.f.Placeholder(), "%+v", c.f)
+	}
+	text, err := handoff.RenderWith(&handoff.Document{SchemaVersion: handoff.SchemaVersion, TaskID: "t", Workflow: "w", Status: handoff.StatusWorking,
+		CompletedSteps: []handoff.CompletedStep{}, Continuation: handoff.NewContinuation("t", mcptask.Core),
+		RemainingSteps: []handoff.RemainingStep{{Name: "s", Tool: "x", Execution: handoff.ExecClient, Status: handoff.StepAwaitingClient, Arguments: map[string]json.RawMessage{},
+			Call: &handoff.Call{Tool: "x", Arguments: map[string]json.RawMessage{handoff.TaskIDArgument: json.RawMessage(`"t"`)}, Fill: []handoff.Fill{{Name: "note", Type: "string", Optional: true}}}}}},
+		handoff.RenderOptions{NoJSON: true})
+	require.NoError(t, err)
+	require.Contains(t, text, `{"_task_id":"t","note":<string, optional>}`)
+}

@@ -101,6 +101,7 @@ func writeProse(b *strings.Builder, d *Document) {
 	}
 	writeCompleted(b, d)
 	writeSkipped(b, d)
+	writeUndo(b, d)
 	writeLater(b, d, next)
 	writeContinuation(b, d, len(next) > 0)
 }
@@ -217,13 +218,13 @@ func callShape(c *Call) string {
 	var order []string
 	for _, f := range c.Fill {
 		if f.Under == "" {
-			parts = append(parts, jsonString(f.Name)+":<"+fillType(f)+">")
+			parts = append(parts, jsonString(f.Name)+":"+f.Placeholder())
 			continue
 		}
 		if _, ok := under[f.Under]; !ok {
 			order = append(order, f.Under)
 		}
-		under[f.Under] = append(under[f.Under], jsonString(f.Name)+":<"+fillType(f)+">")
+		under[f.Under] = append(under[f.Under], jsonString(f.Name)+":"+f.Placeholder())
 	}
 	for _, u := range order {
 		parts = append(parts, jsonString(u)+":{"+strings.Join(under[u], ",")+"}")
@@ -254,6 +255,12 @@ func writeServerValues(b *strings.Builder, c *Call) {
 	}
 	b.WriteString(".")
 }
+
+// Placeholder is how the prose shows the value to fill in within a call's
+// arguments: "<" + its type (and allowed values, "optional") + ">", such
+// as <boolean> or <string, optional>. A call that sends it back as a
+// string is an echo the server refuses.
+func (f Fill) Placeholder() string { return "<" + fillType(f) + ">" }
 
 // fillType names what a value to fill in must be.
 func fillType(f Fill) string {
@@ -310,6 +317,35 @@ func writeSkipped(b *strings.Builder, d *Document) {
 		fmt.Fprintf(b, "\n- %s (%s)", jsonString(s.Name), toolLabel(s.Tool, s.Kind))
 		if s.Reason != "" {
 			fmt.Fprintf(b, ": %s", sentence(oneLine(s.Reason, maxResultRunes)))
+		}
+	}
+}
+
+// undoDone is the status of an undo step that completed.
+const undoDone = "completed"
+
+// writeUndo lists what the server undoes (or undid) of a failed
+// workflow.
+func writeUndo(b *strings.Builder, d *Document) {
+	if len(d.Undo) == 0 {
+		return
+	}
+	if terminal(d.Status) {
+		b.WriteString("\n\nUndone by the server after the failure (last first):")
+	} else {
+		b.WriteString("\n\nThe server is undoing what the workflow did (last first); do not call these yourself:")
+	}
+	for _, u := range d.Undo {
+		fmt.Fprintf(b, "\n- %s, by tool %s: ", jsonString(u.Undoes), jsonString(u.Tool))
+		switch u.Status {
+		case undoDone:
+			b.WriteString("undone.")
+		case StepFailed:
+			fmt.Fprintf(b, "NOT undone (%s); take it back by hand.", strings.TrimSuffix(oneLine(u.Error, maxResultRunes), "."))
+		case StepRunning:
+			b.WriteString("running now.")
+		default:
+			b.WriteString("to do.")
 		}
 	}
 }

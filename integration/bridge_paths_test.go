@@ -591,7 +591,7 @@ func TestTypeScriptFollowsHandedOverStep(t *testing.T) {
 	require.Equal(t, []string{"getPrompt", "perform:tag", "reread:tag", "perform:announce", "reread:announce", "taskAfter", "taskResult"}, order)
 	tag := steps["perform:tag"]
 	require.Equal(t, true, tag["handedToClient"])
-	require.Equal(t, true, tag["proseSaysYouMay"])
+	require.Equal(t, true, tag["proseSaysCallIt"], "the prose says to call the handed-over step")
 	require.Contains(t, tag["error"], "not a semantic version")
 	require.Equal(t, false, tag["isError"])
 	require.Equal(t, "completed", steps["taskAfter"]["status"])

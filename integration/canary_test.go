@@ -3,8 +3,9 @@ package integration
 // Example 62's canary_release and release_notes end to end, on the real
 // binary, on bbolt and on PostgreSQL: the official TypeScript SDK client
 // follows the handoff through a parallel group and a durable sleep to the
-// approval and performs it (or an outside system approves through the
-// webhook); the approval picks promote or roll back; a SIGKILL during the
+// person's decision (the event go_live) and delivers it with the event
+// tool workflow_event (or an outside system delivers it through the
+// webhook); the decision picks promote or roll back; a SIGKILL during the
 // sleep keeps its recorded end, one during the group re-runs only the
 // member still running; a rejected review publishes nothing.
 
@@ -169,7 +170,7 @@ func canaryAttemptEnd(a workflow.Attempt) time.Time {
 // branch not taken, which is skipped with a reason.
 func canaryDone(t *testing.T, steps map[string]map[string]any, taken, notTaken string) {
 	t.Helper()
-	want := []string{"lint", "unit", "integration", "soak", "approve_rollout", taken}
+	want := []string{"lint", "unit", "integration", "soak", "go_live", taken}
 	for _, s := range []string{"followed", "taskResult"} {
 		sum := steps[s]
 		require.Equal(t, "completed", sum["status"], "%s: %v", s, sum)
@@ -184,10 +185,11 @@ func canaryDone(t *testing.T, steps map[string]map[string]any, taken, notTaken s
 }
 
 // TestCanaryRelease: the TypeScript client gets canary_release, follows
-// the handoff through the checks and the soak to the approval, and
-// approves (promote_release runs, rollback_release is skipped) or rejects
-// (the other way round); or an outside system approves through the
-// webhook, which refuses a wrong token. The three checks ran together.
+// the handoff through the checks and the soak to the event go_live, and
+// delivers an approval with the event tool (promote_release runs,
+// rollback_release is skipped) or a rejection (the other way round); or an
+// outside system delivers it through the webhook, which refuses a wrong
+// token. The three checks ran together.
 func TestCanaryRelease(t *testing.T) {
 	for _, backend := range canaryBackends {
 		t.Run(backend.name, func(t *testing.T) {
@@ -201,18 +203,19 @@ func TestCanaryRelease(t *testing.T) {
 				})
 				id := steps["getPrompt"]["taskId"].(string)
 				require.Equal(t, "working", steps["getPrompt"]["status"])
-				perform := steps["perform:approve_rollout"]
+				perform := steps["perform:go_live"]
 				require.Equal(t, false, perform["isError"], "%v", perform["text"])
 				// The first handoff (the prompt waits 3 s, the checks and the
-				// soak take 3.5 s) cannot offer the approval yet: the client
+				// soak take 3.5 s) cannot offer the decision yet: the client
 				// re-read it until it did.
-				require.GreaterOrEqual(t, perform["rereads"], float64(1), "approve_rollout was offered by the first handoff")
+				require.GreaterOrEqual(t, perform["rereads"], float64(1), "go_live was offered by the first handoff")
 				before := perform["before"].(map[string]any)
 				require.Equal(t, []string{"lint", "unit", "integration", "soak"}, canaryNames(before["completed"]),
-					"approve_rollout is offered once the checks and the soak are done")
-				require.Equal(t, "completed", perform["workflow"].(map[string]any)["status"])
+					"go_live is offered once the checks and the soak are done")
+				require.Equal(t, "completed", perform["status"])
+				require.Contains(t, perform["text"], `Event "go_live" is recorded`)
 				canaryDone(t, steps, "promote_release", "rollback_release")
-				require.Equal(t, "client", steps["taskResult"]["completedBy"].(map[string]any)["approve_rollout"])
+				require.Equal(t, "client", steps["taskResult"]["completedBy"].(map[string]any)["go_live"])
 				require.Equal(t, id, steps["taskResult"]["relatedTask"])
 				require.Contains(t, steps["taskResult"]["text"], "100% on v1.4.0")
 
@@ -259,9 +262,9 @@ func TestCanaryRelease(t *testing.T) {
 				soak := canaryStep(t, p, "soak")
 				require.NotNil(t, soak.Until)
 				require.False(t, canaryAttemptEnd(soak.History[0]).Before(*soak.Until), "the soak ended before its time: %+v", soak)
-				approval := canaryStep(t, p, "approve_rollout")
-				require.NotEmpty(t, approval.History)
-				require.False(t, approval.History[0].At.Before(*soak.Until), "approved before the soak ended: %+v", approval.History)
+				decision := canaryStep(t, p, "go_live")
+				require.NotEmpty(t, decision.History)
+				require.False(t, decision.History[0].At.Before(*soak.Until), "decided before the soak ended: %+v", decision.History)
 			})
 
 			t.Run("rejected", func(t *testing.T) {
@@ -270,7 +273,7 @@ func TestCanaryRelease(t *testing.T) {
 					"args":   map[string]any{"repo": "taskbridge", "version": "v1.5.0", "soak_seconds": "1"},
 					"fill":   map[string]any{"approved": false, "reason": "p99 latency doubled"},
 				})
-				require.Equal(t, false, steps["perform:approve_rollout"]["isError"])
+				require.Equal(t, false, steps["perform:go_live"]["isError"])
 				canaryDone(t, steps, "rollback_release", "promote_release")
 				require.Contains(t, steps["taskResult"]["text"], "0% on v1.5.0 (rolled back)")
 			})
@@ -281,13 +284,15 @@ func TestCanaryRelease(t *testing.T) {
 					"args":   map[string]any{"repo": "taskbridge", "version": "v1.6.0", "soak_seconds": "1"},
 					"action": "offer",
 				})["offered"]
-				require.Equal(t, "approve_rollout", offer["stepName"])
+				require.Equal(t, "go_live", offer["stepName"])
+				require.Equal(t, "event", offer["kind"])
+				require.Equal(t, "workflow_event", offer["tool"])
 				id := offer["taskId"].(string)
 				require.Equal(t, id, offer["arguments"].(map[string]any)["_task_id"])
 				hook, ok := offer["webhook"].(map[string]any)
 				require.True(t, ok, "the offered step gives no webhook: %v", offer)
 				hookURL, token := hook["url"].(string), hook["token"].(string)
-				require.Equal(t, strings.TrimSuffix(s.url(t), "/mcp")+"/hooks/"+id+"/approve_rollout", hookURL)
+				require.Equal(t, strings.TrimSuffix(s.url(t), "/mcp")+"/hooks/"+id+"/go_live", hookURL)
 				require.NotEmpty(t, token)
 
 				post := func(token, body string) (int, map[string]any) {
@@ -318,13 +323,14 @@ func TestCanaryRelease(t *testing.T) {
 				require.Equal(t, http.StatusOK, code, "%v", body)
 				require.Equal(t, id, body["taskId"])
 				require.Equal(t, false, body["isError"], "%v", body)
+				require.Equal(t, "completed", body["status"], "%v", body)
 
 				steps := canaryTS(t, s.url(t), map[string]any{"prompt": "canary_release", "taskId": id, "action": "wait"})
 				require.Equal(t, "completed", steps["waited"]["status"])
 				res := steps["taskResult"]
 				require.Equal(t, "completed", res["status"])
-				require.Equal(t, []string{"lint", "unit", "integration", "soak", "approve_rollout", "promote_release"}, canaryNames(res["completed"]))
-				require.Equal(t, "webhook", res["completedBy"].(map[string]any)["approve_rollout"])
+				require.Equal(t, []string{"lint", "unit", "integration", "soak", "go_live", "promote_release"}, canaryNames(res["completed"]))
+				require.Equal(t, "webhook", res["completedBy"].(map[string]any)["go_live"])
 				require.Contains(t, canarySkipped(res)["rollback_release"], "condition did not hold")
 				require.Contains(t, res["text"], "canary dashboards green (CI)")
 
@@ -342,7 +348,7 @@ func TestCanaryRelease(t *testing.T) {
 // TestCanarySleepSurvivesSIGKILL: the server is SIGKILLed while the soak
 // sleeps and restarted on the same store two seconds later: the sleep
 // keeps its recorded end and ends then (not a full soak after the
-// restart), the approval is offered, and the workflow completes.
+// restart), the decision is asked for, and the workflow completes.
 func TestCanarySleepSurvivesSIGKILL(t *testing.T) {
 	const soak = 6 * time.Second
 	for _, backend := range canaryBackends {
@@ -381,8 +387,8 @@ func TestCanarySleepSurvivesSIGKILL(t *testing.T) {
 
 			steps := canaryTS(t, s.url(t), map[string]any{"prompt": "canary_release", "taskId": id,
 				"fill": map[string]any{"approved": true, "reason": "soaked across a crash"}})
-			before := steps["perform:approve_rollout"]["before"].(map[string]any)
-			require.Contains(t, canaryNames(before["completed"]), "soak", "approve_rollout is offered once the soak ended")
+			before := steps["perform:go_live"]["before"].(map[string]any)
+			require.Contains(t, canaryNames(before["completed"]), "soak", "go_live is offered once the soak ended")
 			canaryDone(t, steps, "promote_release", "rollback_release")
 
 			_, p := s.progress(t, id)
@@ -408,7 +414,7 @@ func TestCanarySleepSurvivesSIGKILL(t *testing.T) {
 // TestCanaryParallelGroupSurvivesSIGKILL: the server is SIGKILLed while
 // only integration, the slowest check, still runs; after the restart only
 // integration runs again (recorded as a restart), lint and unit keep
-// their single runs, and the workflow goes on to the approval and
+// their single runs, and the workflow goes on to the decision and
 // completes.
 func TestCanaryParallelGroupSurvivesSIGKILL(t *testing.T) {
 	for _, backend := range canaryBackends {

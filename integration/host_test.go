@@ -26,9 +26,10 @@ func TestHostModeTypeScript(t *testing.T) {
 	})
 	t.Run("stdio", func(t *testing.T) {
 		// Exactly the command README's desktop-client config runs: the
-		// built binary, serve -stdio -db FILE.
+		// built binary, serve -stdio -db FILE, FILE in a directory that
+		// does not exist yet (~/.taskbridge on a fresh machine).
 		spec, err := json.Marshal(map[string]any{"command": bin,
-			"args": []string{"serve", "-stdio", "-db", filepath.Join(t.TempDir(), "example.db")},
+			"args": []string{"serve", "-stdio", "-db", filepath.Join(t.TempDir(), "home", ".taskbridge", "example.db")},
 			"env":  map[string]string{"TASKBRIDGE_HOST_DEADLINE": "1s"}})
 		require.NoError(t, err)
 		checkHostRun(t, runTS(t, script, "stdio", string(spec), "run"))

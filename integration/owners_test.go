@@ -72,7 +72,13 @@ type proc struct {
 // loopback address) and waits until it answers tasks/get.
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	addr := crashFreeAddr(t)
+	return startProcAt(t, crashFreeAddr(t), bin, env, args...)
+}
+
+// startProcAt is startProc with ADDR replaced by addr (a process started
+// again on the address of one killed, say).
+func startProcAt(t *testing.T, addr, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	full := make([]string, len(args))
 	for i, a := range args {
 		if a == "ADDR" {

@@ -66,6 +66,9 @@ type StepEvent struct {
 	// Status is the step's status after an EventStepEnded (a step status:
 	// StepCompleted, StepFailed, ...).
 	Status string `json:"status,omitempty"`
+	// Outcome is how an EventStepEnded's attempt ended: "ok", "error",
+	// "stopped" (a graceful stop handed it back) or "cancelled".
+	Outcome string `json:"outcome,omitempty"`
 	// Error says why an attempt failed.
 	Error string `json:"error,omitempty"`
 }

@@ -20,6 +20,10 @@ const (
 	StepAwaitingEvent = "awaiting_event"
 	// StepSleeping: a sleep waits until its time.
 	StepSleeping = "sleeping"
+	// StepAwaitingChild: a child workflow the step started runs its own
+	// steps (on the server; its client steps, when it reaches them, are
+	// the client's: the step is then awaiting_client).
+	StepAwaitingChild = "awaiting_child"
 	// StepCompleted: done. (The same spelling as StatusCompleted, a
 	// different vocabulary: a step's state, not a task's.)
 	StepCompleted = "completed"
@@ -59,4 +63,11 @@ const (
 	StepKindSleep StepKind = "sleep"
 	// StepKindEvent waits for a named event that an outsider delivers.
 	StepKindEvent StepKind = "event"
+	// StepKindForEach runs a step once per item of a list.
+	StepKindForEach StepKind = "foreach"
+	// StepKindLoop runs a step again until a condition holds.
+	StepKindLoop StepKind = "loop"
+	// StepKindChild starts another workflow, as its own task, and waits
+	// for its end.
+	StepKindChild StepKind = "child"
 )

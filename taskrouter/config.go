@@ -62,6 +62,8 @@ type Config struct {
 	InstantWindow time.Duration
 	// See Options.HostDeadline.
 	HostDeadline time.Duration
+	// See Options.Push.
+	Push PushOptions
 }
 
 // New returns a Router over cfg.Store configured by the rest of cfg.

@@ -73,6 +73,7 @@ func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, 
 		r.sched.note(created.WakeAt)
 		r.observe(TaskCreated, created, nil)
 		r.recent.remember(created, r.opts.Now())
+		r.hooks.changed(created)
 	}
 	return created, err
 }

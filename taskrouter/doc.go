@@ -42,7 +42,10 @@
 //  4. tasks/get, tasks/result, tasks/list, tasks/cancel, tasks/update:
 //     gated by dialect (methods the dialect lacks, the Mcp-Name header, the
 //     capability declaration), then the task is loaded if the requestor may
-//     see it.
+//     see it. tasks/stream passes the same gates, but the shims serve it
+//     below the SDK, as subscriptions/listen for tasks (streamwire.go): it
+//     writes notifications/tasks/event on the request's stream until the
+//     task has ended.
 //
 // Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
 // answer the task methods, and a tools/call that goes straight to
@@ -70,7 +73,12 @@
 //     calls never go through JSON-RPC in-process: RunTool calls the SDK's
 //     dispatch below the router's middleware directly (tools.go).
 //   - the SDK sends no custom notifications: notifications/tasks/status is
-//     written on connections wrapped by Transport (shim.go).
+//     written on connections wrapped by Transport (shim.go), and
+//     subscriptions/listen for tasks and tasks/stream are served by the
+//     shims themselves (listen.go, streamwire.go).
+//   - a handler's notifications/progress after its request was answered
+//     reaches no client: the router's sending middleware records it as an
+//     event of the handler's task (events.go).
 //   - the SDK does not recover handler panics: the middleware does.
 //
 // # Upgrading go-sdk
@@ -152,6 +160,13 @@
 //   - watches (watch.go): the channels waiters block on, by task id.
 //   - leases (lease.go): the leases this process holds.
 //   - listeners (listen.go): the subscriptions/listen streams, by task.
+//   - sinks (events.go): the events tasks reported (progress, log lines,
+//     output) waiting for their next write, by task; each sink's turn
+//     token orders its writes (held for one store write, never with a
+//     lock).
+//   - streams (stream.go): the feeds of the readers of task events, by
+//     task; each feed's fetch token makes one reader read the store for
+//     all.
 //   - pushers, pushConns (push.go): open shimmed connections and the
 //     connection each task was created on.
 //   - recent, recentEnded (recent.go): records this process ended moments
@@ -160,6 +175,10 @@
 //   - loop, loopback (loopback.go): the session of the engine's own calls.
 //   - fast, fastPath (fastpath.go): what the fast path learned (versions,
 //     sessions, the server's receiving chain), in atomics and sync.Maps.
+//   - hooks, the push service (push_*.go): the webhooks known
+//     (hookSet; sync.RWMutex), the scan queue's shards (each a
+//     sync.Mutex over its queue and cursors), a static webhook's failure
+//     counts (its mu).
 //   - and the background services (below), each with its own state.
 //
 // Lock order: there is none to follow, because every part's lock is a
@@ -191,12 +210,16 @@
 //     stops the work of those it lost.
 //   - takeover, a leaseTakeover (lease.go): on a shared store, claims and
 //     resolves tasks whose lease expired.
+//   - hooks, the push service (webhooks, push_scan.go), started with the
+//     feed: keeps the webhook registrations in memory (push_hooks.go),
+//     scans the event logs of the tasks they watch into delivery records,
+//     and is the KindHandler of those records (KindPush,
+//     push_deliver.go).
 //   - crons (schedules.go): fires the registered schedules, each firing
 //     once across replicas (a record keyed by schedule and time, written
 //     compare-and-swap), and starts their tasks.
 //
-// A new piece of background work (push deliveries: signed webhook
-// deliveries, retried with backoff) plugs in the same way: a type in its
+// A new piece of background work plugs in the same way: a type in its
 // own file holding the Router it serves, a config struct with
 // withDefaults and validate, Name/Start/Stop (a service.Loop for
 // periodic rounds), signals of service.Signal, made in newServices and
@@ -204,9 +227,9 @@
 // replica is not timed in memory: it is a durable wake-up (a task of its
 // own kind, or a WakeAt on the task it belongs to) that the scheduler
 // hands to that kind's KindHandler.Wake, which claims the task's lease
-// and does one attempt; the service then only delivers what the Wake
-// hook queues, and a failed attempt moves WakeAt (the backoff) rather
-// than sleeping.
+// and does one attempt; a failed attempt moves WakeAt (the backoff)
+// rather than sleeping. Push deliveries are the model: each is a task of
+// kind KindPush whose WakeAt is its next attempt.
 //
 // # Files
 //
@@ -229,7 +252,10 @@
 // after it started: a workflow's leg), tasktools.go (task_result,
 // task_cancel), pause.go (pausing a task: Pauser, task_pause,
 // task_resume), input.go (input mid-task), admit.go (quotas), observe.go
-// (Observer, Stats).
+// (Observer, Stats), events.go (what a task's work reports: Progress,
+// Logger, Output, captured notifications/progress, written as its
+// events), stream.go (reading a task's events live: StreamEvents),
+// streamwire.go (tasks/stream over HTTP, stdio and in-memory).
 //
 // Work: tools.go (the tool registry, in-process calls), run.go (a handler
 // run: spawn, execute, finish, its fenced writes, its input requests),
@@ -240,6 +266,12 @@
 // sweep.go, feed.go, schedules.go (the services above), scheduletools.go
 // (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
 // queues.go (the store's queues on the engine's clock, WakeNow).
+//
+// Push: push_options.go (PushOptions, its environment), push_hooks.go
+// (registrations: the records, the in-memory set, the Go API),
+// push_scan.go (the service: event logs into deliveries), push_deliver.go
+// (a delivery's attempts), push_url.go (where deliveries may go: URL and
+// address rules, the dialer), push_methods.go (the webhook methods).
 //
 // Packages of its own: internal/wire (the JSON-RPC codec of the shims
 // and the fast path: decoding, scanning, framing, replies, calls in

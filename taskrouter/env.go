@@ -91,6 +91,9 @@ func (o *Options) fromEnv() error {
 	if err := envDuration(EnvHostDeadline, &o.HostDeadline, true); err != nil {
 		return err
 	}
+	if err := o.Push.fromEnv(); err != nil {
+		return err
+	}
 	return o.switchesFromEnv()
 }
 

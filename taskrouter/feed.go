@@ -46,7 +46,11 @@ func (f *changeFeed) Start(ctx context.Context) error {
 	if f.notifier == nil {
 		return nil
 	}
-	stop, err := f.notifier.Subscribe(context.WithoutCancel(ctx), f.onChange)
+	subscribe := f.notifier.Subscribe
+	if en, ok := f.notifier.(store.EventNotifier); ok {
+		subscribe = en.SubscribeEvents // appends too, for the readers of task events (stream.go)
+	}
+	stop, err := subscribe(context.WithoutCancel(ctx), f.onChange)
 	if err != nil {
 		return fmt.Errorf("taskrouter: subscribing to the store's changes: %w", err)
 	}
@@ -73,11 +77,14 @@ func (f *changeFeed) Stop() {
 func (f *changeFeed) onChange(c store.Change) {
 	r := f.r
 	switch {
+	case c.Events > 0:
+		r.streams.notify(c.ID) // an append: only event readers care
 	case c.Resync:
 		// The feed's connection was lost: wake everyone to re-read, and
 		// stop the work of tasks that ended elsewhere meanwhile.
 		r.watches.wakeAll()
 		r.listeners.changedAll()
+		r.streams.notifyAll()
 		f.checkRuns()
 	default:
 		if c.Deleted {
@@ -88,6 +95,8 @@ func (f *changeFeed) onChange(c store.Change) {
 			r.stopRun(c.ID, errEnded)
 		}
 		r.listeners.changed(c.ID)
+		r.hooks.feedChange(c)
+		r.streams.notify(c.ID)
 	}
 	f.signals.Changed.Send(c)
 }

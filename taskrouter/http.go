@@ -41,7 +41,9 @@ type HTTPOptions struct {
 // params.task where the router sees it, drops private _meta keys a client
 // sent, and records the client's IP address for the per-source quota. It
 // serves an extension-dialect subscriptions/listen that asks for task
-// notifications itself (see listen.go).
+// notifications itself (see listen.go), and tasks/stream, as SSE, with a
+// GET carrying a Last-Event-ID of such a stream resuming it (see
+// streamwire.go).
 func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
@@ -83,6 +85,9 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// The dialect the headers name; a body may say Extension instead (a
 	// per-request protocol version in its _meta).
 	d := mcptask.DialectFor(req.Header.Get("Mcp-Protocol-Version"))
+	if h.resumeStreamHTTP(w, req) { // a GET resuming a tasks/stream (streamwire.go)
+		return
+	}
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, h.maxBody))
 		if err != nil {
@@ -100,6 +105,10 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				h.r.serveListen(w, req, lr)
 				return
 			}
+		}
+		if sr, ok, perr := streamRequestIn(body); ok {
+			h.serveStreamHTTP(w, req, sr, perr, d) // streamwire.go
+			return
 		}
 		if h.serveFast(w, req, body, d) {
 			return

@@ -160,7 +160,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	}
 	in := ru.addInput(method, raw)
 	msg := "waiting for client input"
-	park := store.Update{Status: mcptask.StatusInputRequired, StatusMessage: &msg}
+	park := store.Update{Status: mcptask.StatusInputRequired, StatusMessage: &msg, Events: inputRequestEvents(r.opts.Now(), in)}
 	var stored <-chan inputAnswer
 	if r.shared {
 		park.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: in.wire()}

@@ -51,6 +51,14 @@ type InputKind interface {
 	Answer(ctx context.Context, t *store.Task, responses map[string]json.RawMessage) error
 }
 
+// An EndKind is implemented by a KindHandler that must learn when the
+// engine ends one of its tasks from outside the task's own work: a cancel
+// (tasks/cancel, task_cancel, Router.Cancel, Router.CancelTask) or an
+// expiry. The workflow bridge cancels a cancelled workflow's children.
+type EndKind interface {
+	Ended(ctx context.Context, t *store.Task)
+}
+
 // HandleKind registers h's hooks for the tasks of kind (the LabelKind
 // label), replacing any registered before. A handler may also be an
 // InputKind and a Reporter.
@@ -72,6 +80,17 @@ func (k *kinds) set(kind string, h KindHandler) {
 		k.handlers = map[string]KindHandler{}
 	}
 	k.handlers[kind] = h
+}
+
+// ended tells the EndKind of t's kind that the engine ended t.
+func (k *kinds) ended(ctx context.Context, t *store.Task) {
+	h := k.of(t)
+	if kf, ok := h.(*kindFuncs); ok {
+		h = kf.base
+	}
+	if e, ok := h.(EndKind); ok {
+		e.Ended(context.WithoutCancel(ctx), t)
+	}
 }
 
 // of returns the handler of t's kind, or nil.

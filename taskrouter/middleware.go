@@ -47,10 +47,14 @@ func (r *Router) Install(s *mcp.Server) error {
 	if err := mcp.AddReceivingCustomMethod(s, mcptask.MethodTasksUpdate, r.tasksUpdate); err != nil {
 		return err
 	}
+	if err := r.installWebhooks(s); err != nil {
+		return err
+	}
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		r.inner = next
 		return r.handle
 	})
+	s.AddSendingMiddleware(r.captureNotifications) // a task's progress and log lines (events.go)
 	r.loop.server = s
 	return nil
 }
@@ -73,6 +77,8 @@ func normalizeParams(req mcp.Request) {
 		if r.Params == nil {
 			r.Params = &UpdateTaskParams{}
 		}
+	default:
+		normalizeWebhookParams(req)
 	}
 }
 

@@ -130,6 +130,8 @@ type Options struct {
 	// DefaultHostDeadline; a negative value runs such calls to their end,
 	// holding the request, as plain calls.
 	HostDeadline time.Duration
+	// Push configures webhooks and their deliveries (see PushOptions).
+	Push PushOptions
 }
 
 // withDefaults fills every zero field with its default; negative values
@@ -173,6 +175,7 @@ func (c Options) withDefaults() Options {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Push = c.Push.withDefaults()
 	return c
 }
 
@@ -208,7 +211,7 @@ func (c Options) validate() error {
 	if c.DefaultTTL > c.MaxTTL && c.MaxTTL > 0 {
 		bad("DefaultTTL", "(%s) is longer than MaxTTL (%s)", c.DefaultTTL, c.MaxTTL)
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.Push.validate())...)
 }
 
 // LocalOwner is the owner of requests that carry neither an authenticated

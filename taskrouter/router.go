@@ -81,6 +81,8 @@ type Router struct {
 	// listeners are the subscriptions/listen streams waiting for task
 	// changes (feed.go).
 	listeners listeners
+	sinks     eventSinks     // events tasks reported, waiting to be written (events.go)
+	streams   streams        // readers of task events (stream.go)
 	runsDone  sync.WaitGroup // handler runs (run.go)
 
 	// The background work, each a service (package internal/service)
@@ -91,6 +93,7 @@ type Router struct {
 	sweeper  *sweeper       // expired tasks (sweep.go)
 	renewer  *leaseRenewer  // this process's leases (lease.go)
 	takeover *leaseTakeover // expired leases, on a shared store (lease.go)
+	hooks    *webhooks      // push: webhooks and their deliveries (push_*.go)
 	crons    *crons         // schedules' firings (schedules.go)
 
 	startOnce sync.Once
@@ -153,6 +156,8 @@ func (r *Router) newServices() error {
 	errs = append(errs, err)
 	r.crons, err = newCrons(r, cronConfig{Poll: poll, Now: cfg.Now})
 	errs = append(errs, err)
+	r.hooks = newWebhooks(r, cfg.Push)
+	r.HandleKind(KindPush, r.hooks)
 	return errors.Join(errs...)
 }
 
@@ -172,15 +177,16 @@ func (r *Router) Now() time.Time { return r.opts.Now() }
 func (r *Router) Server() *mcp.Server { return r.server }
 
 // Start resolves tasks left active by a previous process and starts the
-// engine's background services: the change feed (first, so that no
-// change is missed while recovering), then the scheduler, the ttl sweeper,
-// the lease renewer, the schedules and, on a shared store, the takeover
-// of expired leases. Call it once, after every tool and kind hook is registered and
+// engine's background services: the change feed and the push
+// deliveries (first, so that no change is missed while recovering), then
+// the scheduler, the ttl sweeper, the lease renewer, the schedules and,
+// on a shared store, the takeover of expired leases. Call it once, after
+// every tool and kind hook is registered and
 // Install has run. Later calls do nothing.
 func (r *Router) Start(ctx context.Context) error {
 	var err error
 	r.startOnce.Do(func() {
-		if err = r.services.Start(ctx, r.feed); err != nil {
+		if err = r.services.Start(ctx, r.feed, r.hooks); err != nil {
 			return
 		}
 		err = r.recover(ctx)
@@ -209,6 +215,7 @@ func (r *Router) Close() error {
 	}
 	r.services.Stop()
 	r.listeners.closeAll()
+	r.streams.closeAll()
 	r.runsDone.Wait()
 	r.workers.close()
 	r.loop.close()

@@ -155,10 +155,13 @@ type tracker struct {
 // Track registers in-process work on task id that is not a tool handler
 // run (the workflow bridge running server steps inside a request): the
 // returned context is cancelled when the task is cancelled, expires, or the
-// router closes, with the reason as its cause (see Stopped). Call done when
-// the work ends.
+// router closes, with the reason as its cause (see Stopped). What the work
+// reports through the context (Progress, Logger, Output, a tool's
+// notifications/progress) becomes events of task id. Call done when the
+// work ends.
 func (r *Router) Track(ctx context.Context, id string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	ctx = context.WithValue(ctx, trackKey{}, &trackedTask{r: r, id: id}) // its reported events (events.go)
 	tr := &tracker{cancel: cancel}
 	if !r.runs.track(id, tr) {
 		cancel(errShutdown)
@@ -230,7 +233,19 @@ func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) 
 		return nil, err
 	}
 	r.stopRun(t.ID, errCanceled)
+	r.kinds.ended(ctx, nt)
 	return nt, nil
+}
+
+// CancelTask cancels task id whoever owns it, with message as its status
+// message (a workflow cancelling the child workflows it started): the
+// task is marked cancelled before its work's context is cancelled.
+func (r *Router) CancelTask(ctx context.Context, id, message string) (*store.Task, error) {
+	t, err := r.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.cancelTask(ctx, t, message)
 }
 
 // Cancel cancels a task on behalf of a requestor: the task is marked

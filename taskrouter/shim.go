@@ -148,6 +148,14 @@ func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			req.Params = wire.RewriteParams(req.Params, c.id, true)
 		case mcptask.MethodPromptsGet:
 			req.Params = wire.RewriteParams(req.Params, c.id, false)
+		case mcptask.MethodTasksStream:
+			if req.IsCall() {
+				if c.framed {
+					c.calls.EndSDK(req.ID, false) // the framer passed it on as the SDK's
+				}
+				c.stream(req) // answered here, not by the SDK (streamwire.go)
+				continue
+			}
 		case mcptask.MethodSubscriptionsListen:
 			var lp wire.ListenParams
 			if req.IsCall() && json.Unmarshal(req.Params, &lp) == nil && lp.ForTasks() {
@@ -243,11 +251,7 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 // the client cancels it or the connection closes.
 func (c *pushConn) listen(req *jsonrpc.Request, lp *wire.ListenParams) {
 	write := func(ctx context.Context, msg jsonrpc.Message) bool {
-		if err := c.Connection.Write(ctx, msg); err != nil {
-			c.r.log.Debug("writing a subscriptions/listen message", "error", err)
-			return false
-		}
-		return true
+		return c.writeStream(ctx, msg, "subscriptions/listen")
 	}
 	refuse := func(err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -263,7 +267,36 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *wire.ListenParams) {
 		refuse(q.OwnerErr)
 		return
 	}
-	key := req.ID
+	c.serveStream(req.ID, func(ctx context.Context) {
+		c.r.runListen(ctx, q, req.ID.Raw(), lp.TaskIDs(), listenSink{
+			notify: func(method string, params any) bool {
+				raw, err := json.Marshal(params)
+				return err == nil && write(ctx, &jsonrpc.Request{Method: method, Params: raw})
+			},
+			reply: func(result any) bool {
+				raw, err := json.Marshal(result)
+				return err == nil && write(ctx, &jsonrpc.Response{ID: req.ID, Result: raw})
+			},
+		})
+	})
+}
+
+// writeStream writes a message of a stream the connection serves itself
+// (what names it, for the log); it reports whether the client is still
+// there.
+func (c *pushConn) writeStream(ctx context.Context, msg jsonrpc.Message, what string) bool {
+	if err := c.Connection.Write(ctx, msg); err != nil {
+		c.r.log.Debug("writing a "+what+" message", "error", err)
+		return false
+	}
+	return true
+}
+
+// serveStream runs serve in its own goroutine as the answer to request
+// key (a subscriptions/listen, a tasks/stream): its context ends when the
+// client cancels the request (notifications/cancelled), reuses its id, or
+// the connection closes.
+func (c *pushConn) serveStream(key jsonrpc.ID, serve func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ln := &connListen{cancel: cancel}
 	c.mu.Lock()
@@ -286,16 +319,7 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *wire.ListenParams) {
 			c.mu.Unlock()
 			cancel()
 		}()
-		c.r.runListen(ctx, q, req.ID.Raw(), lp.TaskIDs(), listenSink{
-			notify: func(method string, params any) bool {
-				raw, err := json.Marshal(params)
-				return err == nil && write(ctx, &jsonrpc.Request{Method: method, Params: raw})
-			},
-			reply: func(result any) bool {
-				raw, err := json.Marshal(result)
-				return err == nil && write(ctx, &jsonrpc.Response{ID: req.ID, Result: raw})
-			},
-		})
+		serve(ctx)
 	}()
 }
 

@@ -152,5 +152,6 @@ func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err e
 	r.stopRun(t.ID, errExpired)
 	r.observe(TaskUpdated, nt, &u)
 	r.changed(nt)
+	r.kinds.ended(ctx, nt)
 	return true, nil
 }

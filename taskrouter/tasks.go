@@ -35,16 +35,17 @@ type CreateOptions struct {
 	// WakeAt, when set, is the task's first wake-up time (see
 	// store.Task.WakeAt and the engine's scheduler).
 	WakeAt time.Time
+	// ID, when set, is the new task's id instead of a random one: an id
+	// derived from what the task is for (a workflow's child, from its
+	// parent and step; a schedule's fire, which names its task before it
+	// exists) makes creating it idempotent, since a second create of the
+	// id fails with store.ErrExists. Make it like NewTaskID's (32 hex
+	// digits), from a hash or from NewTaskID.
+	ID string
 	// InputRequired creates the task input_required instead of working:
 	// it waits for the client's input from the start (its kind's
 	// InputRequests say what; see InputKind).
 	InputRequired bool
-	// ID, when set, is the task's id instead of a fresh one: a start
-	// whose durable record named the task before it existed (a
-	// schedule's fire), so that a retried start creates it once
-	// (store.ErrExists when it exists). It must be as hard to guess as
-	// NewTaskID's.
-	ID string
 }
 
 func (r *Router) actualTTL(requested time.Duration) time.Duration {
@@ -82,10 +83,20 @@ func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.T
 
 // Update applies u to a task and wakes its waiters. A wake-up time it
 // sets is handed to the engine's scheduler.
+//
+// The events the task's work reported and that wait to be written (see
+// Progress) go into the same write, before u.Events; a write the store
+// refuses because of one of them (too large for its limits) is made again
+// without them. A pure append (u.AppendOnly) wakes only the readers of the
+// task's events.
 func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
-	t, err := r.st.Update(ctx, id, u)
+	t, err := r.updateWithPending(ctx, id, u)
 	if err != nil {
 		return nil, err
+	}
+	if u.AppendOnly() {
+		r.streams.notify(id)
+		return t, nil
 	}
 	r.recent.remember(t, r.opts.Now())
 	if u.WakeAt != nil {

@@ -171,14 +171,21 @@ func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp
 	case t.Status == mcptask.StatusCancelled:
 		return withState(errorResult("task %s was cancelled: %s", t.ID, t.StatusMessage), t)
 	}
+	latest := r.latestReport(ctx, t.ID) // the model never sees statusMessage in some hosts
 	if rep != nil {
-		if res, _ := rep.Report(ctx, t); res != nil {
+		if res, waiting := rep.Report(ctx, t); res != nil {
+			if latest != "" && !waiting {
+				res.Content = append(res.Content, &mcp.TextContent{Text: "Latest progress: " + latest})
+			}
 			return res
 		}
 	}
 	msg := ""
 	if t.StatusMessage != "" {
 		msg = " (" + t.StatusMessage + ")"
+	}
+	if latest != "" {
+		msg += ". Latest progress: " + latest
 	}
 	return withState(textResult("Task %s is still running%s. Call %s again with {\"task_id\": %s} to keep waiting, or %s to stop it.",
 		t.ID, msg, r.tools.resultToolName(), strconv.Quote(t.ID), r.tools.cancelToolName()), t)

@@ -77,11 +77,14 @@ func (w *watches) wakeAll() {
 	}
 }
 
-// changed wakes everyone watching task t and pushes its status.
+// changed wakes everyone watching task t (its events' readers too) and
+// pushes its status.
 func (r *Router) changed(t *store.Task) {
 	r.watches.wake(t.ID)
 	r.push(t)
 	r.listeners.changed(t.ID)
+	r.hooks.changed(t)
+	r.streams.notify(t.ID)
 }
 
 // Await waits until done reports true for task id, or ctx ends. It reads

@@ -87,6 +87,15 @@ func (in *instance) record(p *Progress, r stepResult, now time.Time) (applied bo
 	}
 	sp := sl.sp
 	if a := sp.open(); a == nil || a.N != r.attempt {
+		if p.undoing() && r.msg == "" && stoppedAttempt(sp, r.attempt) {
+			// Stopped when the workflow failed, it completed anyway:
+			// recorded, so that it is undone too.
+			a := &sp.History[len(sp.History)-1]
+			a.Outcome, a.Error = OutcomeOK, ""
+			sp.Status, sp.CompletedBy, sp.SkipReason, sp.Arguments = StepCompleted, ByServer, "", r.args
+			sl.output(p, OutputOf(r.res))
+			return true, ""
+		}
 		return false, ""
 	}
 	sp.Interrupted = 0
@@ -98,12 +107,20 @@ func (in *instance) record(p *Progress, r stepResult, now time.Time) (applied bo
 	}
 	fail(p, sl, ByServer, r.msg, now)
 	emit(in.b.opts.Observer, in.id, p, sl, nil)
-	if pol := callOf(sl.s).policy(); !r.final && sp.Tries < pol.MaxAttempts {
+	final := r.final || p.undoing() && !undoRecord(r.step) // a step stopped by the failure is not retried
+	if pol := callOf(sl.s).policy(); !final && sp.Tries < pol.MaxAttempts {
 		at := retryAt(pol, sp.Tries, now)
 		sp.RetryAt = &at
 		return true, ""
 	}
 	return true, in.giveUp(p, sl, r.msg, now)
+}
+
+// stoppedAttempt reports whether attempt n of sp was the last one, and
+// stopped (recorded cancelled) because the workflow failed without it.
+func stoppedAttempt(sp *StepProgress, n int) bool {
+	k := len(sp.History)
+	return sp.Status == StepCancelled && k > 0 && sp.History[k-1].N == n && sp.History[k-1].Outcome == OutcomeCancelled
 }
 
 // handBack records that a graceful stop (Bridge.Close) cut the open
@@ -141,6 +158,12 @@ func (in *instance) giveUp(p *Progress, sl *slot, msg string, now time.Time) str
 	}
 	s, sp := sl.s, sl.sp
 	sp.RetryAt, sp.Tries = nil, 0
+	if p.undoing() {
+		// An undo step is reported, and the next one runs; a step that
+		// was running when the workflow failed is not retried.
+		sp.GaveUp, sp.Status, sp.Error = true, StepFailed, msg
+		return ""
+	}
 	fails := callOf(s).failurePolicy() == FailWorkflow
 	parent := in.wf.parent[s.Name]
 	if sl.parent != nil {

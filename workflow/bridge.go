@@ -156,6 +156,10 @@ type Options struct {
 	// sets off the steps that follow and answers: a test signal (a test
 	// stops a replica exactly there). It may block: the call waits.
 	AfterRecord func(ctx context.Context, taskID, step string)
+	// AfterLineage, when set, runs at each point where a parent workflow
+	// and its child are out of step (see LineageChildCreated and the
+	// others): a test signal (a test kills the process exactly there).
+	AfterLineage func(point LineagePoint, parent, child string)
 }
 
 // withDefaults fills zero fields and checks the others against engine e.
@@ -262,7 +266,13 @@ func (b *Bridge) Close() {
 // Registering a second definition under a version already registered is
 // an error, as is a TTL above the engine's MaxTTL.
 func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*TaskPromptHandler, error) {
-	if err := w.Validate(tools); err != nil {
+	served := func(name string) *Definition {
+		if wf := b.newest(name); wf != nil {
+			return wf.def
+		}
+		return nil
+	}
+	if err := w.validate(tools, served); err != nil {
 		return nil, err
 	}
 	if max := b.engine.MaxTTL(); w.TTL > max {

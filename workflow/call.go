@@ -351,9 +351,10 @@ type (
 	beater interface{ setHeartbeat(d time.Duration) }
 )
 
-// Timeout bounds each attempt of a tool step the server runs: at d the
-// tool's context is cancelled and the attempt fails ("timed out"), and the
-// step's retry policy applies.
+// Timeout bounds each attempt of a tool step the server runs (a client
+// step's, once the server takes it over): at d the tool's context is
+// cancelled and the attempt fails ("timed out"), and the step's retry
+// policy applies. A client's own calls are not timed.
 func (s *Step) Timeout(d time.Duration) *Step {
 	if k, ok := s.kind.(timed); ok {
 		k.setTimeout(d)

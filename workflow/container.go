@@ -93,8 +93,8 @@ func settleContainer(x *turn, out func(recs []*slot) json.RawMessage) string {
 		case c.sp.ended():
 		default:
 			open = true
-			running = running || c.sp.Status == StepRunning || c.sp.open() != nil && c.sp.Items == nil
-			client = client || clientSide(c.s, c.sp) && c.sp.Status != StepPending
+			running = running || c.sp.Status == StepRunning || c.sp.Status == StepAwaitingChild || c.sp.open() != nil && c.sp.Items == nil
+			client = client || clientSide(c.s, c.sp) && c.sp.Status != StepPending || c.sp.Status == StepAwaitingClient
 			earliest(&retry, c.sp.RetryAt)
 			earliest(&until, c.sp.Until)
 			earliest(&deadline, c.sp.Deadline)

@@ -1,6 +1,10 @@
 package workflow
 
-import "context"
+import (
+	"context"
+
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
 
 // StepInfo says which workflow step a tool call performs, for a handler
 // that makes its side effect idempotent or logs which attempt it is.
@@ -25,7 +29,8 @@ type stepKey struct{}
 // withStep returns ctx carrying the StepInfo of attempt n of step of
 // task id.
 func withStep(ctx context.Context, id, step string, n int, by string) context.Context {
-	return context.WithValue(ctx, stepKey{}, StepInfo{TaskID: id, Step: step, Attempt: n, IdempotencyKey: idempotencyKey(id, step), By: by})
+	ctx = context.WithValue(ctx, stepKey{}, StepInfo{TaskID: id, Step: step, Attempt: n, IdempotencyKey: idempotencyKey(id, step), By: by})
+	return taskrouter.WithEventStep(ctx, step) // the tool's progress and log lines name the step
 }
 
 // StepFrom returns the workflow step the tool call running in ctx
@@ -37,13 +42,14 @@ func StepFrom(ctx context.Context) (info StepInfo, ok bool) {
 	return info, ok
 }
 
-// nextAttempt is the number the next attempt of step name will have.
-func (in *instance) nextAttempt(name string) (n int) {
+// nextAttempt is the number the next attempt of the record at path will
+// have.
+func (in *instance) nextAttempt(path string) (n int) {
 	in.locked(func() {
 		n = 1
-		if in.p != nil {
-			if sp := in.p.step(name); sp != nil {
-				n = sp.Attempts + 1
+		if in.p != nil && in.wf != nil {
+			if sl := in.wf.slotAt(in.p, path); sl != nil {
+				n = sl.sp.Attempts + 1
 			}
 		}
 	})

@@ -41,10 +41,12 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		return b.toolHandler(req.Params.Name)(ctx, req)
 	}
 	meta := req.Params.GetMeta()
-	id, ok := meta[MetaTaskID].(string)
+	ref, ok := meta[MetaTaskID].(string)
+	id, path := splitTaskRef(ref)
 	if !ok || id == "" {
 		return nil, mcptask.InvalidParams("_meta.%s (or the argument %s) must be a non-empty string task id", MetaTaskID, TaskIDArgument)
 	}
+	meta[MetaTaskID] = id
 	setVars, err := taskVars(meta[MetaTaskVars])
 	if err != nil {
 		return nil, err
@@ -58,51 +60,51 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	}
 	in := b.use(id)
 	defer b.done(in)
-	if refused := in.prepareCall(ctx, t, req); refused != nil {
+	if refused := in.prepareCall(ctx, t, req, path); refused != nil {
 		return refused, nil
 	}
-	step, replay, err := in.claimStep(ctx, t, req)
+	at, replay, err := in.claimStep(ctx, t, req, path)
 	if err != nil {
 		return nil, err
 	}
 	if replay != nil {
-		return b.answer(ctx, in, step, replay, readerOf(q), true), nil
+		return b.answer(ctx, in, at, replay, readerOf(q), true), nil
 	}
-	defer in.releaseStep(step.Name)
+	defer in.releaseStep(at.path)
 
 	delete(meta, MetaTaskVars)
-	meta[mcptask.MetaIdempotencyKey] = idempotencyKey(id, step.Name)
+	meta[mcptask.MetaIdempotencyKey] = idempotencyKey(id, at.path)
 	tctx, untrack := b.engine.Track(ctx, id)
-	res, callErr := b.engine.RunTool(withStep(tctx, id, step.Name, in.nextAttempt(step.Name), ByClient), req)
+	res, callErr := b.engine.RunTool(withStep(tctx, id, at.path, in.nextAttempt(at.path), ByClient), req)
 	untrack()
 	if why := taskrouter.Stopped(tctx); why != "" {
-		return nil, mcptask.InvalidParams("workflow task %s was %s while step %q ran; nothing was recorded", id, why, step.Name)
+		return nil, mcptask.InvalidParams("workflow task %s was %s while step %q ran; nothing was recorded", id, why, at.path)
 	}
 	if callErr != nil {
 		// A JSON-RPC error (arguments the tool refused, say) is the
 		// client's to fix: nothing is recorded.
 		return nil, callErr
 	}
-	recorded, err := in.recordClient(context.WithoutCancel(ctx), step, req, res, setVars, ByClient)
+	recorded, err := in.recordClient(context.WithoutCancel(ctx), at, req, res, setVars, ByClient)
 	if err != nil {
 		return nil, err
 	}
 	if recorded != nil {
 		// Another call recorded the step meanwhile: answer as a repeated
 		// call is answered.
-		return b.answer(ctx, in, step, recorded, readerOf(q), true), nil
+		return b.answer(ctx, in, at, recorded, readerOf(q), true), nil
 	}
 	// The step is recorded: from here on the call answers with its result
 	// and where the workflow stands, whatever happens to the task (it is
 	// cancelled, expires, completes on the replica that took it over); no
 	// path below returns an error.
 	if f := b.opts.AfterRecord; f != nil {
-		f(ctx, id, step.Name)
+		f(ctx, id, at.path)
 	}
 	if !res.IsError {
 		in.kick("")
 	}
-	return b.answerOrLeg(ctx, q, req, in, step, res), nil
+	return b.answerOrLeg(ctx, q, req, in, at, res), nil
 }
 
 // answerOrLeg answers a recorded continuation (see answer), or, for a
@@ -110,22 +112,22 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 // has nothing for the model yet (its server steps outlast PromptWait, or
 // it waits for a person's decision): the leg's result is the same answer,
 // once it has.
-func (b *Bridge) answerOrLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, in *instance, step *Step, res *mcp.CallToolResult) mcp.Result {
+func (b *Bridge) answerOrLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, in *instance, at target, res *mcp.CallToolResult) mcp.Result {
 	rd := readerOf(q)
 	if !taskrouter.CanStartLeg(q) {
-		return b.answer(ctx, in, step, res, rd, false)
+		return b.answer(ctx, in, at, res, rd, false)
 	}
 	cur, p := b.settle(ctx, in.id)
 	answer := func(t *store.Task, p *Progress) (*mcp.CallToolResult, error) {
-		return b.continuationResult(t, p, step, res, rd, false), nil
+		return b.continuationResult(t, p, at, res, rd, false), nil
 	}
 	if leg, ok, err := b.legTail(ctx, q, req, cur, p, answer); ok && err == nil {
 		return leg
 	}
 	if cur == nil || p == nil {
-		return b.answer(ctx, in, step, res, rd, false) // reads what this process knows
+		return b.answer(ctx, in, at, res, rd, false) // reads what this process knows
 	}
-	return b.continuationResult(cur, p, step, res, rd, false)
+	return b.continuationResult(cur, p, at, res, rd, false)
 }
 
 // answer is a continuation's reply once its step is recorded (by this
@@ -133,7 +135,7 @@ func (b *Bridge) answerOrLeg(ctx context.Context, q *taskrouter.Request, req *mc
 // workflow stands once it rests or Options.PromptWait has passed. It never
 // fails: when the task cannot be read now (the store is down, the task was
 // deleted), it shows the task as this process last knew it.
-func (b *Bridge) answer(ctx context.Context, in *instance, step *Step, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
+func (b *Bridge) answer(ctx context.Context, in *instance, at target, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
 	cur, p := b.settle(ctx, in.id)
 	if cur == nil || p == nil {
 		cur, p = in.known()
@@ -145,19 +147,28 @@ func (b *Bridge) answer(ctx context.Context, in *instance, step *Step, res *mcp.
 		maps.Copy(out.Meta, mcptask.RelatedTaskMeta(in.id))
 		return &out
 	}
-	return b.continuationResult(cur, p, step, res, rd, replayed)
+	return b.continuationResult(cur, p, at, res, rd, replayed)
+}
+
+// target is what a continuation performs: the record at path (a step of
+// the workflow, "review"; or a record a container keeps, "review[2]"),
+// under the rules of step s (the container's body, for a record).
+type target struct {
+	path string
+	s    *Step
 }
 
 // claimStep checks a continuation against the task as it stands and marks
-// its step as being performed here (so a second call of the same step
-// waits for the first, then gets its recorded result). It returns the
-// step, with the recorded result when the call repeats a recorded step
-// (replay), or a refusal.
-func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallToolRequest) (*Step, *mcp.CallToolResult, error) {
+// its record as being performed here (so a second call of the same record
+// waits for the first, then gets its recorded result). path is the record
+// the call names ("" for none: see match). It returns the target, with the
+// recorded result when the call repeats a recorded step (replay), or a
+// refusal.
+func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallToolRequest, path string) (target, *mcp.CallToolResult, error) {
 	tool := req.Params.Name
 	for {
 		var (
-			step   *Step
+			at     target
 			replay *mcp.CallToolResult
 			err    error
 			busy   chan struct{}
@@ -182,9 +193,9 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 				return
 			}
 			cur, wf, p := in.task, in.wf, in.p
-			if s := replayable(wf, p, tool); s != nil {
-				if res, rerr, ok := recordedResult(cur, wf, p, s, req); ok {
-					step, replay, err, done = s, res, rerr, true
+			if sl := replayable(wf, p, tool, path); sl != nil {
+				if res, rerr, ok := recordedResult(cur, wf, p, sl, req, path); ok {
+					at, replay, err, done = target{sl.path, sl.s}, res, rerr, true
 					return
 				}
 			}
@@ -196,24 +207,26 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 				err, done = mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg), true
 				return
 			}
-			if step, err = checkStep(wf, p, cur.ID, tool); err != nil {
-				done = true
+			sl, cerr := checkStep(wf, p, cur.ID, tool, path)
+			if cerr != nil {
+				err, done = cerr, true
 				return
 			}
-			if busy = in.clients[step.Name]; busy != nil {
+			at = target{sl.path, sl.s}
+			if busy = in.clients[at.path]; busy != nil {
 				return
 			}
-			in.clients[step.Name] = make(chan struct{})
+			in.clients[at.path] = make(chan struct{})
 			done = true
 		})
 		if done {
-			return step, replay, err
+			return at, replay, err
 		}
 		select {
 		case <-busy:
 			continue // it ended: look again (a replay, most likely)
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return target{}, nil, ctx.Err()
 		}
 	}
 }
@@ -223,10 +236,10 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 // handoff's placeholder for it: a model that echoes "<true to publish>"
 // must not have its step recorded. And it adds the values the server
 // resolved that the call leaves out, so that a client sends only the task
-// id and what it fills in (a value the call sends wins). A call that
-// matches no step the client may perform now is left as it is (claimStep
-// refuses it).
-func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.CallToolRequest) (refused *mcp.CallToolResult) {
+// id and what it fills in (a value the call sends wins), also when it
+// retries a recorded call. A call that matches no record is left as it is
+// (claimStep refuses it).
+func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.CallToolRequest, path string) (refused *mcp.CallToolResult) {
 	wf, err := in.refresh(ctx, t)
 	if err != nil {
 		return nil
@@ -242,21 +255,26 @@ func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.Cal
 		if in.p == nil {
 			return
 		}
-		s := match(wf, in.p, req.Params.Name)
-		c := callOf(s)
-		if c == nil {
+		sl := match(wf, in.p, req.Params.Name, path)
+		if sl == nil {
+			sl = replayable(wf, in.p, req.Params.Name, path) // a retry: the same values
+		}
+		if sl == nil || callOf(sl.s) == nil {
 			return
 		}
-		resolved, _ := c.resolve(&resolver{w: wf.def, vars: in.vars}, in.p, true, false)
+		c := callOf(sl.s)
+		resolved, _ := c.resolve(&resolver{w: wf.def, vars: in.vars, item: sl.item}, in.p, true, false)
 		for _, name := range c.argNames() {
 			src, got := c.args[name]
 			sent, ok := args[name]
 			switch {
-			case ok && src.Kind == SourceClient && sameJSON(sent, placeholder(src, nil)):
+			case ok && src.Kind == SourceClient:
 				f := c.fillOf(&view{wf: wf}, name, src)
-				refused = refusal("argument %q still holds the handoff's placeholder %s: put %s there (%s), then call tool %q again with the task id as %s; nothing was recorded",
-					name, compact(sent), article(f.Type), src.Description, c.tool, TaskIDArgument)
-				return
+				if echoed(sent, placeholder(src, nil), f) {
+					refused = refusal("argument %q still holds the handoff's placeholder %s: put %s there (%s), then call tool %q again with the task id as %s; nothing was recorded",
+						name, shown(sent), article(f.Type), src.Description, c.tool, TaskIDArgument)
+					return
+				}
 			case !ok && got && src.Kind != SourceClient && resolved[name] != nil && !handoffPlaceholder(resolved[name]):
 				args[name] = resolved[name]
 			}
@@ -268,6 +286,24 @@ func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.Cal
 	}
 	req.Params.Arguments = marshal(args)
 	return nil
+}
+
+// echoed reports a value sent for an argument the client fills in that is
+// one of the handoff's placeholders for it, sent back unchanged: the
+// document's ("<true to publish>", doc) or the prose's ("<boolean>", as
+// f.Placeholder writes it).
+func echoed(sent, doc json.RawMessage, f handoff.Fill) bool {
+	return sameJSON(sent, doc) || sameJSON(sent, marshal(f.Placeholder()))
+}
+
+// shown is a value as a message quotes it: compact JSON, without the
+// escapes of <, > and & some encoders add.
+func shown(v json.RawMessage) string {
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return string(v)
+	}
+	return string(marshal(x))
 }
 
 // handoffPlaceholder reports a value the handoff shows in place of one
@@ -288,58 +324,60 @@ func article(t string) string {
 	return "a " + t
 }
 
-// releaseStep ends a continuation of step name.
-func (in *instance) releaseStep(name string) {
+// releaseStep ends a continuation of the record at path.
+func (in *instance) releaseStep(path string) {
 	in.locked(func() {
-		if ch := in.clients[name]; ch != nil {
+		if ch := in.clients[path]; ch != nil {
 			close(ch)
-			delete(in.clients, name)
+			delete(in.clients, path)
 		}
 	})
 }
 
-// recordClient records the outcome of the client step a continuation ran,
-// durably, with the task variables it sets; the task is marked held by a
-// client. It returns a replay answer when another call recorded the step
-// first, and an error only when nothing was recorded.
-func (in *instance) recordClient(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
+// recordClient records the outcome of the client step a continuation ran
+// (at its target's record), durably, with the task variables it sets; the
+// task is marked held by a client. It returns a replay answer when another
+// call recorded the step first, and an error only when nothing was
+// recorded.
+func (in *instance) recordClient(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return nil, mcptask.InternalError("encoding the result of tool %q: %v", req.Params.Name, err)
 	}
 	meta := req.Params.GetMeta()
 	var ans *mcp.CallToolResult
-	in.locked(func() { ans, err = in.recordClientLocked(ctx, step, req, res, raw, meta, setVars, by) })
+	in.locked(func() { ans, err = in.recordClientLocked(ctx, at, req, res, raw, meta, setVars, by) })
 	return ans, err
 }
 
 // recordClientLocked is recordClient. Call with mu held.
-func (in *instance) recordClientLocked(ctx context.Context, step *Step, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
+func (in *instance) recordClientLocked(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
 	b := in.b
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
-			sp := p.step(step.Name)
-			if sp == nil || sp.ended() || !reached(in.wf, p, in.wf.index[step.Name]) || !clientSide(step, sp) {
+			sl := in.wf.slotAt(p, at.path)
+			if sl == nil || sl.sp.ended() || !reached(in.wf, p, in.wf.index[sl.root().s.Name]) || !clientSide(sl.s, sl.sp) {
 				return store.Update{}, errStale
 			}
+			sp := sl.sp
 			now := b.engine.Now()
 			vars := maps.Clone(setVars)
 			if vars == nil {
 				vars = map[string]json.RawMessage{}
 			}
 			if res.IsError {
-				fail(p, in.wf.slotAt(p, step.Name), by, toolError(res), now)
-				p.PauseReason = clientFailedMessage(step, toolError(res))
+				fail(p, sl, by, toolError(res), now)
+				p.PauseReason = clientFailedMessage(at.path, sl.s, toolError(res))
 			} else {
-				complete(p, in.wf.slotAt(p, step.Name), by, canonical(req.Params.Arguments), res, now)
-				vars[VarResultPrefix+step.Name] = raw
+				complete(p, sl, by, canonical(req.Params.Arguments), res, now)
+				vars[VarResultPrefix+at.path] = raw
 			}
 			if sp.IdempotencyKey == "" {
-				sp.IdempotencyKey = idempotencyKey(in.id, step.Name)
+				sp.IdempotencyKey = idempotencyKey(in.id, at.path)
 			}
 			sp.ReachedAt, sp.Deadline = nil, nil
-			emit(b.opts.Observer, in.id, p, in.wf.slotAt(p, step.Name), meta)
+			emit(b.opts.Observer, in.id, p, sl, meta)
 			if !res.IsError {
 				markReached(in.wf, p, now)
 				p.PauseReason = pauseReason(in.wf, p)
@@ -354,10 +392,10 @@ func (in *instance) recordClientLocked(ctx context.Context, step *Step, req *mcp
 		case errors.Is(err, errStale):
 			// Another call recorded this step (or the workflow moved on):
 			// answer as a repeated call would be answered.
-			if ans, rerr, ok := in.recordedNow(ctx, step, req); ok {
+			if ans, rerr, ok := in.recordedNow(ctx, at, req); ok {
 				return ans, rerr
 			}
-			return nil, mcptask.InvalidParams("step %q of workflow task %s can no longer be performed: the workflow moved on while the tool ran; nothing was recorded", step.Name, in.id)
+			return nil, mcptask.InvalidParams("step %q of workflow task %s can no longer be performed: the workflow moved on while the tool ran; nothing was recorded", at.path, in.id)
 		case errors.Is(err, errEnded):
 			cur := in.task
 			if cur == nil {
@@ -367,65 +405,71 @@ func (in *instance) recordClientLocked(ctx context.Context, step *Step, req *mcp
 			if cur != nil {
 				status = string(cur.Status)
 			}
-			return nil, mcptask.InvalidParams("workflow task %s %s while step %q ran; nothing was recorded", in.id, status, step.Name)
+			return nil, mcptask.InvalidParams("workflow task %s %s while step %q ran; nothing was recorded", in.id, status, at.path)
 		}
 		// A store failure may hide a write that committed (the
 		// connection broke before the store answered): when the step
 		// reads as recorded with these arguments now, that is the answer.
-		if ans, rerr, ok := in.recordedNow(ctx, step, req); ok {
+		if ans, rerr, ok := in.recordedNow(ctx, at, req); ok {
 			return ans, rerr
 		}
 		return nil, err
 	}
 }
 
-// recordedNow reloads the task and returns the recorded result of step
-// when the step was recorded with req's arguments (ok), as a repeated
-// call is answered. Call with mu held.
-func (in *instance) recordedNow(ctx context.Context, step *Step, req *mcp.CallToolRequest) (*mcp.CallToolResult, error, bool) {
+// recordedNow reloads the task and returns the recorded result of the
+// target's record when it was recorded with req's arguments (ok), as a
+// repeated call is answered. Call with mu held.
+func (in *instance) recordedNow(ctx context.Context, at target, req *mcp.CallToolRequest) (*mcp.CallToolResult, error, bool) {
 	in.invalidate()
 	if err := in.load(ctx); err != nil || in.wf == nil {
 		return nil, nil, false
 	}
-	s := replayable(in.wf, in.p, toolOf(step))
-	if s == nil {
+	sl := replayable(in.wf, in.p, toolOf(at.s), at.path)
+	if sl == nil {
 		return nil, nil, false
 	}
-	return recordedResult(in.task, in.wf, in.p, s, req)
+	return recordedResult(in.task, in.wf, in.p, sl, req, at.path)
 }
 
 // continuationResult is the answer to a continuation call: the tool's
 // result, then (what a model reads) the handoff of the workflow as it
-// stands now, or its completion; the task and a summary in _meta.
-func (b *Bridge) continuationResult(t *store.Task, p *Progress, step *Step, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
+// stands now, or its completion; the task and a summary in _meta. For a
+// step of a child workflow, the handoff is its topmost parent's, once the
+// parents took in the child's new state (rootOf).
+func (b *Bridge) continuationResult(t *store.Task, p *Progress, at target, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
 	out := *res
 	out.Meta = mcp.Meta{}
 	maps.Copy(out.Meta, res.Meta)
 	maps.Copy(out.Meta, mcptask.RelatedTaskMeta(t.ID))
-	out.Meta[MetaWorkflow] = b.summary(t, p, step.Name, replayed)
-	doc := b.handoff(t, p, rd.d)
+	out.Meta[MetaWorkflow] = b.summary(t, p, at.path, replayed)
+	rt, rp := b.rootOf(context.WithoutCancel(b.ctx), t, p)
+	doc := b.handoff(rt, rp, rd.d)
 	out.Meta[handoff.MetaKey] = doc
 	if out.StructuredContent == nil {
 		out.StructuredContent = doc
 	}
 	if text, err := renderTool(doc, rd); err == nil {
-		out.Content = append(slices.Clone(res.Content), &mcp.TextContent{Text: nextText(t, step, res.IsError) + "\n\n" + text})
+		out.Content = append(slices.Clone(res.Content), &mcp.TextContent{Text: nextText(t, at, res.IsError) + "\n\n" + text})
 	}
 	return &out
 }
 
 // nextText introduces the handoff appended to a continuation's result.
-func nextText(t *store.Task, step *Step, failed bool) string {
+func nextText(t *store.Task, at target, failed bool) string {
 	if failed && !t.Status.Terminal() {
-		return fmt.Sprintf("That call failed (above), so step %q is not done: call tool %q again with corrected values, as Next says.", step.Name, toolOf(step))
+		return fmt.Sprintf("That call failed (above), so step %q is not done: call tool %q again with corrected values, as Next says.", at.path, toolOf(at.s))
+	}
+	if parent := t.Labels[LabelParent]; parent != "" {
+		return fmt.Sprintf("Step %q is recorded on workflow task %s, a child workflow of task %s. Where the workflow stands now:", at.path, t.ID, parent)
 	}
 	switch t.Status {
 	case store.StatusCompleted:
-		return fmt.Sprintf("Step %q is recorded on workflow task %s, and the workflow has completed.", step.Name, t.ID)
+		return fmt.Sprintf("Step %q is recorded on workflow task %s, and the workflow has completed.", at.path, t.ID)
 	case store.StatusFailed, store.StatusCancelled:
-		return fmt.Sprintf("Step %q is recorded on workflow task %s, which has since %s.", step.Name, t.ID, t.Status)
+		return fmt.Sprintf("Step %q is recorded on workflow task %s, which has since %s.", at.path, t.ID, t.Status)
 	}
-	return fmt.Sprintf("Step %q is recorded on workflow task %s. Where the workflow stands now:", step.Name, t.ID)
+	return fmt.Sprintf("Step %q is recorded on workflow task %s. Where the workflow stands now:", at.path, t.ID)
 }
 
 // summary is the mcptask.WorkflowSummary attached to a continuation's
@@ -444,23 +488,47 @@ func (b *Bridge) summary(t *store.Task, p *Progress, step string, replayed bool)
 	}
 }
 
-// checkStep finds the step a client call of tool performs now, or refuses
-// the call, naming what the client may do instead.
-func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
-	if s := match(wf, p, tool); s != nil {
-		return s, nil
+// checkStep finds the record a client call of tool performs now (see
+// match), or refuses the call, naming what the client may do instead.
+func checkStep(wf *compiled, p *Progress, taskID, tool, path string) (*slot, error) {
+	if sl := match(wf, p, tool, path); sl != nil {
+		return sl, nil
 	}
+	open := clientSlots(wf, p)
 	options := "none"
-	if names := clientSteps(p); len(names) > 0 {
+	if len(open) > 0 {
 		var parts []string
-		for _, n := range names {
-			parts = append(parts, fmt.Sprintf("%q (tool %q)", n, toolOf(wf.byName[n])))
+		for _, sl := range open {
+			parts = append(parts, fmt.Sprintf("%q (tool %q, %s %q)", sl.path, toolOf(sl.s), TaskIDArgument, TaskRef(taskID, sl.path)))
 		}
 		options = strings.Join(parts, ", ")
 	}
+	if path != "" {
+		sl := wf.slotAt(p, path)
+		switch {
+		case sl == nil:
+			return nil, mcptask.InvalidParams("workflow task %s has no step or record %q; steps the client may perform now: %s", taskID, path, options)
+		case !sl.s.kind.performs(tool):
+			return nil, mcptask.InvalidParams("%q of workflow task %s is performed with tool %q, not %q; steps the client may perform now: %s", path, taskID, toolOf(sl.s), tool, options)
+		case sl.sp.ended():
+			return nil, mcptask.InvalidParams("%q of workflow task %s has ended (%s); steps the client may perform now: %s", path, taskID, sl.sp.Status, options)
+		case sl.parent != nil:
+			return nil, mcptask.InvalidParams("%q of workflow task %s is not the client's to perform now (%s); steps the client may perform now: %s", path, taskID, sl.sp.Status, options)
+		}
+	} else {
+		var named []string
+		for _, sl := range open {
+			if sl.parent != nil && sl.s.kind.performs(tool) {
+				named = append(named, fmt.Sprintf("%q", TaskRef(taskID, sl.path)))
+			}
+		}
+		if len(named) > 1 {
+			return nil, mcptask.InvalidParams("%d records of workflow task %s wait for tool %q: name the one this call performs with %s set to one of %s", len(named), taskID, tool, TaskIDArgument, strings.Join(named, ", "))
+		}
+	}
 	for i, s := range wf.steps {
 		sp := &p.Steps[i]
-		if !s.kind.performs(tool) || sp.ended() {
+		if !s.kind.performs(tool) || sp.ended() || path != "" && path != s.Name {
 			continue
 		}
 		if missing := missingInputs(wf, p, s); missing != "" {
@@ -481,31 +549,79 @@ func checkStep(wf *compiled, p *Progress, taskID, tool string) (*Step, error) {
 		tool, wf.def.Name, taskID, options)
 }
 
-// match finds the step a client call of tool performs: a reached step the
-// client may perform (a client step, or a server step handed to the
-// client) whose inputs exist.
-func match(wf *compiled, p *Progress, tool string) *Step {
-	for i, s := range wf.steps {
-		sp := &p.Steps[i]
-		if sp.ended() || !s.kind.performs(tool) || !clientSide(s, sp) || !reached(wf, p, i) || missingInputs(wf, p, s) != "" {
+// match finds the record a client call of tool performs: the one at path
+// when the call names one; else the first step of the workflow the call
+// performs; else the only record a container keeps that waits for tool (a
+// call that could perform several must name one). The record is one the
+// client may perform now (see clientSlots), whose inputs exist.
+func match(wf *compiled, p *Progress, tool, path string) *slot {
+	var recs []*slot
+	for _, sl := range clientSlots(wf, p) {
+		if !sl.s.kind.performs(tool) || missingInputs(wf, p, sl.root().s) != "" {
 			continue
 		}
-		return s
+		switch {
+		case path != "":
+			if sl.path == path {
+				return sl
+			}
+		case sl.parent == nil:
+			return sl
+		default:
+			recs = append(recs, sl)
+		}
+	}
+	if len(recs) == 1 {
+		return recs[0]
 	}
 	return nil
 }
 
-// clientSteps names the steps the client may perform now.
+// clientSlots are the records the client may perform now, in order: the
+// reached steps of the workflow its kind gives the client (or the server
+// handed over), and, inside a container, the records of its body that wait
+// for the client.
+func clientSlots(wf *compiled, p *Progress) []*slot {
+	var out []*slot
+	var walk func(sl *slot)
+	walk = func(sl *slot) {
+		switch {
+		case sl.sp.ended():
+		case clientSide(sl.s, sl.sp) && (sl.parent == nil || sl.sp.Status != StepPending):
+			out = append(out, sl)
+		default:
+			for _, c := range sl.children() {
+				walk(c)
+			}
+		}
+	}
+	for i := range wf.steps {
+		if i < len(p.Steps) && reached(wf, p, i) {
+			walk(wf.slotOf(p, i))
+		}
+	}
+	return out
+}
+
+// clientSteps names (by path) the records the client may perform now, as
+// their progress says (no definition needed).
 func clientSteps(p *Progress) []string {
 	var out []string
-	for i := range p.Steps {
-		sp := &p.Steps[i]
+	var walk func(sp *StepProgress)
+	walk = func(sp *StepProgress) {
 		if sp.ended() {
-			continue
+			return
 		}
-		if sp.Status == StepAwaitingClient || sp.HandedToClient || (sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover) {
+		if len(sp.Items) == 0 && (sp.Status == StepAwaitingClient || sp.HandedToClient || (sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover)) {
 			out = append(out, sp.Name)
+			return
 		}
+		for i := range sp.Items {
+			walk(&sp.Items[i])
+		}
+	}
+	for i := range p.Steps {
+		walk(&p.Steps[i])
 	}
 	return out
 }
@@ -542,41 +658,51 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 	return strings.Join(parts, "; ")
 }
 
-// replayable returns the completed step the client performed with tool
+// replayable returns the completed record the client performed with tool
 // (itself, or an outside system through the webhook), if any: a call of it
-// is a retry of that step.
-func replayable(wf *compiled, p *Progress, tool string) *Step {
-	for i, s := range wf.steps {
-		if !s.kind.performs(tool) {
-			continue
+// is a retry of that record. A call that names a record (path) retries
+// that one; one that names none, a step of the workflow.
+func replayable(wf *compiled, p *Progress, tool, path string) *slot {
+	done := func(sl *slot) bool {
+		return sl != nil && sl.s.kind.performs(tool) && sl.sp.Status == StepCompleted && (sl.sp.CompletedBy == ByClient || sl.sp.CompletedBy == ByWebhook)
+	}
+	if path != "" {
+		if sl := wf.slotAt(p, path); done(sl) {
+			return sl
 		}
-		if sp := &p.Steps[i]; sp.Status == StepCompleted && (sp.CompletedBy == ByClient || sp.CompletedBy == ByWebhook) {
-			return s
+		return nil
+	}
+	for i := range wf.steps {
+		if i < len(p.Steps) {
+			if sl := wf.slotOf(p, i); done(sl) {
+				return sl
+			}
 		}
 	}
 	return nil
 }
 
-// recordedResult answers a retried continuation: the recorded result
-// when the arguments are the recorded ones, a clear refusal otherwise. ok
-// is false when the call is not a retry after all (other arguments, and a
-// remaining step uses the same tool).
-func recordedResult(t *store.Task, wf *compiled, p *Progress, s *Step, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error, ok bool) {
-	sp := p.step(s.Name)
+// recordedResult answers a retried continuation of the record at sl (the
+// call named path): the recorded result when the arguments are the
+// recorded ones, a clear refusal otherwise. ok is false when the call is
+// not a retry after all (other arguments, and a remaining record takes the
+// same tool).
+func recordedResult(t *store.Task, wf *compiled, p *Progress, sl *slot, req *mcp.CallToolRequest, path string) (res *mcp.CallToolResult, err error, ok bool) {
+	sp := sl.sp
 	if !sameJSON(canonical(req.Params.Arguments), sp.Arguments) {
-		if next := match(wf, p, toolOf(s)); next != nil && !t.Status.Terminal() {
+		if next := match(wf, p, toolOf(sl.s), path); next != nil && !t.Status.Terminal() {
 			return nil, nil, false
 		}
 		return nil, mcptask.InvalidParams("step %q (tool %q) of workflow task %s is already done: it was recorded with arguments %s and result %s; a retry must repeat those arguments",
-			s.Name, toolOf(s), t.ID, sp.Arguments, truncate(string(p.Outputs[s.binding()]), 500)), true
+			sl.path, toolOf(sl.s), t.ID, sp.Arguments, truncate(string(sl.result(p)), 500)), true
 	}
-	raw, found := t.Variables[VarResultPrefix+s.Name]
+	raw, found := t.Variables[VarResultPrefix+sl.path]
 	if !found {
-		return nil, mcptask.InternalError("step %q of workflow task %s is done but its result was not kept", s.Name, t.ID), true
+		return nil, mcptask.InternalError("step %q of workflow task %s is done but its result was not kept", sl.path, t.ID), true
 	}
 	var ctr mcp.CallToolResult
 	if err := json.Unmarshal(raw, &ctr); err != nil {
-		return nil, mcptask.InternalError("decoding the recorded result of step %q: %v", s.Name, err), true
+		return nil, mcptask.InternalError("decoding the recorded result of step %q: %v", sl.path, err), true
 	}
 	return &ctr, nil, true
 }

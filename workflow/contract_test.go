@@ -108,10 +108,19 @@ func TestEngineNamesNoKind(t *testing.T) {
 	for _, f := range engineFiles(t) {
 		file, err := parser.ParseFile(fset, f, nil, 0)
 		require.NoError(t, err)
-		selected := map[*ast.Ident]bool{} // x.Name: a field, a method or another package's name
+		selected := map[*ast.Ident]bool{} // x.Name, a field's name, a key: a field, a method or another package's name
 		ast.Inspect(file, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok {
-				selected[sel.Sel] = true
+			switch n := n.(type) {
+			case *ast.SelectorExpr:
+				selected[n.Sel] = true
+			case *ast.Field:
+				for _, id := range n.Names {
+					selected[id] = true
+				}
+			case *ast.KeyValueExpr:
+				if id, ok := n.Key.(*ast.Ident); ok {
+					selected[id] = true
+				}
 			}
 			return true
 		})
@@ -149,7 +158,7 @@ func TestKindsList(t *testing.T) {
 	for _, k := range kinds {
 		names = append(names, string(k().name()))
 	}
-	require.Equal(t, []string{"tool", "tool", "group", "sleep", "event", "foreach", "loop"}, names)
+	require.Equal(t, []string{"tool", "tool", "group", "sleep", "event", "foreach", "loop", "child"}, names)
 }
 
 // A handler knows which task, step and attempt it runs for, for a server

@@ -33,6 +33,11 @@ type Definition struct {
 	// Deadline, when positive, bounds a task's whole life: when it has run
 	// this long it fails (naming the deadline), whatever it was doing.
 	Deadline time.Duration
+	// UndoOnCancel makes a cancelled task of the workflow undo what it did
+	// (the undo steps of its completed steps, as a failure does): a new
+	// task, labelled LabelUndoOf, runs them, since a cancelled task takes
+	// no more writes.
+	UndoOnCancel bool
 	// Tool also registers the workflow as a tool of the same name, whose
 	// arguments are the workflow's arguments and whose result is the
 	// handoff, so that a model (which cannot pick prompts) can start it.
@@ -96,6 +101,10 @@ func (w *Definition) WithVersion(v string) *Definition { w.Version = v; return w
 // (see Definition.TTL).
 func (w *Definition) WithTTL(d time.Duration) *Definition { w.TTL = d; return w }
 
+// WithUndoOnCancel makes a cancelled task undo what it did (see
+// Definition.UndoOnCancel).
+func (w *Definition) WithUndoOnCancel() *Definition { w.UndoOnCancel = true; return w }
+
 // WithDeadline bounds a task's whole life (see Definition.Deadline).
 func (w *Definition) WithDeadline(d time.Duration) *Definition { w.Deadline = d; return w }
 
@@ -128,6 +137,23 @@ func (w *Definition) flat() []*Step {
 			continue
 		}
 		out = append(out, s)
+	}
+	return out
+}
+
+// all is flat with the bodies of containers (a for-each's, a loop's),
+// nested: every step with rules of its own.
+func (w *Definition) all() []*Step {
+	var out []*Step
+	var add func(s *Step)
+	add = func(s *Step) {
+		out = append(out, s)
+		if s != nil && s.kind != nil && s.kind.body() != nil {
+			add(s.kind.body())
+		}
+	}
+	for _, s := range w.flat() {
+		add(s)
 	}
 	return out
 }

@@ -183,40 +183,40 @@ func (d *delivery) perform(webhook bool) error {
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: toolOf(s), Arguments: d.payload,
 		Meta: mcp.Meta{MetaTaskID: in.id, mcptask.MetaIdempotencyKey: idempotencyKey(in.id, s.Name)}}}
 	if t, _ := in.known(); t != nil {
-		if refused := in.prepareCall(d.ctx, t, req); refused != nil {
+		if refused := in.prepareCall(d.ctx, t, req, s.Name); refused != nil {
 			return mcptask.InvalidParams("%s", refused.Content[0].(*mcp.TextContent).Text)
 		}
 	}
-	step, replay, err := in.claimStep(d.ctx, nil, req) // the task stepOf read
+	at, replay, err := in.claimStep(d.ctx, nil, req, s.Name) // the task stepOf read
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %v", ErrNotWaiting, err)
 	case replay != nil:
-		d.result = b.answer(d.ctx, in, step, replay, reader{d: mcptask.Core}, true)
+		d.result = b.answer(d.ctx, in, at, replay, reader{d: mcptask.Core}, true)
 		return nil
-	case step.Name != s.Name:
-		in.releaseStep(step.Name)
-		return fmt.Errorf("the webhook names step %q, but step %q is the one waiting for tool %q: %w", s.Name, step.Name, toolOf(s), ErrNotWaiting)
+	case at.path != s.Name:
+		in.releaseStep(at.path)
+		return fmt.Errorf("the webhook names step %q, but step %q is the one waiting for tool %q: %w", s.Name, at.path, toolOf(s), ErrNotWaiting)
 	}
-	defer in.releaseStep(step.Name)
+	defer in.releaseStep(at.path)
 	tctx, untrack := b.engine.Track(d.ctx, in.id)
-	res, callErr := b.engine.RunTool(withStep(tctx, in.id, step.Name, in.nextAttempt(step.Name), ByWebhook), req)
+	res, callErr := b.engine.RunTool(withStep(tctx, in.id, at.path, in.nextAttempt(at.path), ByWebhook), req)
 	untrack()
 	if callErr != nil {
 		return callErr
 	}
-	recorded, err := in.recordClient(context.WithoutCancel(d.ctx), step, req, res, nil, ByWebhook)
+	recorded, err := in.recordClient(context.WithoutCancel(d.ctx), at, req, res, nil, ByWebhook)
 	if err != nil {
 		return err
 	}
 	if recorded != nil {
-		d.result = b.answer(d.ctx, in, step, recorded, reader{d: mcptask.Core}, true)
+		d.result = b.answer(d.ctx, in, at, recorded, reader{d: mcptask.Core}, true)
 		return nil
 	}
 	if !res.IsError {
 		in.kick("")
 	}
-	d.result = b.answer(d.ctx, in, step, res, reader{d: mcptask.Core}, false)
+	d.result = b.answer(d.ctx, in, at, res, reader{d: mcptask.Core}, false)
 	return nil
 }
 
@@ -373,8 +373,10 @@ func (b *Bridge) eventResult(t *store.Task, p *Progress, s *Step, kept bool, rd 
 // maxWebhookBody bounds a webhook's body.
 const maxWebhookBody = 1 << 20
 
-// WebhookHandler serves the workflow webhooks: POST /{task id}/{step} (mount
-// it with http.StripPrefix under, say, /hooks/) with the task's webhook
+// WebhookHandler serves the workflow webhooks: POST .../{task id}/{step},
+// the last two segments of the path, so it works mounted under any prefix
+// as it is (mux.Handle("/hooks/", h)) or behind http.StripPrefix, with
+// the task's webhook
 // token as "Authorization: Bearer TOKEN" (or the header
 // X-Taskbridge-Token, or the query parameter token), and a JSON object as
 // the body: an event's payload, or the arguments of a client step that
@@ -402,11 +404,11 @@ func (b *Bridge) WebhookHandler() http.Handler {
 			return
 		}
 		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-		if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
-			fail(http.StatusNotFound, "the path is /{task id}/{step}")
+		if len(parts) < 2 || parts[len(parts)-2] == "" || parts[len(parts)-1] == "" {
+			fail(http.StatusNotFound, "the path ends in /{task id}/{step}")
 			return
 		}
-		id, step := parts[0], parts[1]
+		id, step := parts[len(parts)-2], parts[len(parts)-1]
 		t, err := b.engine.Task(r.Context(), id)
 		if err != nil || t.Labels[taskrouter.LabelKind] != taskrouter.KindWorkflow {
 			fail(http.StatusNotFound, "no workflow task %q", id)

@@ -92,6 +92,7 @@
 //	fork.go        rerun and fork
 //	recover.go     recovery, wake-ups, touches
 //	status.go      status lines
+//	paused.go      the event of a pause for the client (push webhooks hear of it)
 //	handoff.go     the handoff document of a task
 //	progress.go    Progress, the record kept in the task's variables
 //	exec.go        argument resolution; the plain runner

@@ -118,6 +118,7 @@ func (in *instance) drive(reason string) {
 	for {
 		var wake time.Time
 		var more bool
+		taken := results
 		in.locked(func() {
 			in.again = false
 			defer in.passEnded()
@@ -129,6 +130,12 @@ func (in *instance) drive(reason string) {
 		})
 		reason, results = "", nil
 		if !more {
+			return
+		}
+		if b.ctx.Err() != nil {
+			// Closing: the outcomes pass saw (a tool stopped by the close)
+			// are the drain's to hand back.
+			in.drain(taken)
 			return
 		}
 		var timer <-chan time.Time
@@ -213,9 +220,7 @@ func (in *instance) drain(results []stepResult) {
 					in.record(p, r, now)
 				}
 			}
-			for i := range p.Steps {
-				p.Steps[i].handBack(now)
-			}
+			walkRecords(p, func(sp *StepProgress) { sp.handBack(now) })
 			p.refresh()
 			p.PauseReason = pauseReason(in.wf, p)
 			return store.Update{ReleaseLease: true}, nil
@@ -399,9 +404,13 @@ func (in *instance) launch(name string) {
 			res, cerr, cut := c.run(ctx, func(ctx context.Context) (*mcp.CallToolResult, error) {
 				return b.runTool(ctx, c.tool, args, meta)
 			})
+			undone := errors.Is(context.Cause(ctx), errUndoing)
 			switch {
 			case cut != "":
 				r.msg = cut // its own timeout or heartbeat: an attempt that failed
+			case undone && (cerr != nil || res == nil || res.IsError):
+				r.msg = errUndoing.Error() // stopped by the workflow's failure
+			case undone: // it completed anyway: recorded, then undone
 			case pauseCut(ctx):
 				r.msg = errPauseCut.Error() // the pause recorded the attempt stopped: not applied (pause.go)
 			case ctx.Err() != nil:

@@ -57,6 +57,9 @@ type TaskEngine interface {
 	// leg.go); ResumeLeg runs a leg's handler again after a restart.
 	StartLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, kind string, labels map[string]string, exec func(ctx context.Context) (mcp.Result, error)) (mcp.Result, error)
 	ResumeLeg(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error
+	// CancelTask cancels a task whoever owns it, with message as its
+	// status message (a workflow's children).
+	CancelTask(ctx context.Context, id, message string) (*store.Task, error)
 	// Logger is where the bridge logs; Now is the engine's clock; MaxTTL
 	// caps every task's ttl.
 	Logger() *slog.Logger
@@ -75,6 +78,7 @@ func (k kindHooks) Recover(ctx context.Context, t *store.Task, reason string) er
 func (k kindHooks) Wake(ctx context.Context, t *store.Task) error { return k.b.wake(ctx, t) }
 func (k kindHooks) ExpiryMessage(t *store.Task) string            { return k.b.expiryMessage(t) }
 func (k kindHooks) Touched(ctx context.Context, t *store.Task)    { k.b.touched(ctx, t) }
+func (k kindHooks) Ended(ctx context.Context, t *store.Task)      { k.b.ended(ctx, t) }
 
 // InputRequests lists the events a workflow task waits for (see
 // taskrouter.InputKind).
@@ -88,7 +92,10 @@ func (k kindHooks) Answer(ctx context.Context, t *store.Task, responses map[stri
 	return k.b.answerInputs(ctx, t, responses)
 }
 
-var _ taskrouter.InputKind = kindHooks{}
+var (
+	_ taskrouter.InputKind = kindHooks{}
+	_ taskrouter.EndKind   = kindHooks{}
+)
 
 // Report makes the built-in task_result tool answer with the workflow's
 // handoff (see taskrouter.Reporter).

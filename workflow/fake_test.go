@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,8 @@ type fakeEngine struct {
 	maxTTL      time.Duration
 	takesTasks  bool // requests declare the tasks extension (legs)
 	legs        chan legOutcome
+	ticking     time.Time                             // when set, the clock also moves with real time from then on
+	failWrite   func(id string, u store.Update) error // when set, a write it fails is not made
 }
 
 func newFakeEngine() *fakeEngine {
@@ -72,7 +75,7 @@ func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, or
 	if opts.InputRequired {
 		status = store.StatusInputRequired
 	}
-	return e.st.Create(ctx, &store.Task{ID: taskrouter.NewTaskID(), Owner: taskrouter.LocalOwner, Status: status,
+	return e.st.Create(ctx, &store.Task{ID: cmp.Or(opts.ID, taskrouter.NewTaskID()), Owner: taskrouter.LocalOwner, Status: status,
 		StatusMessage: opts.StatusMessage, CreatedAt: e.Now(), TTL: ttl, Request: origin, Labels: labels, Variables: opts.Variables, WakeAt: opts.WakeAt})
 }
 
@@ -84,7 +87,22 @@ func (e *fakeEngine) Task(ctx context.Context, id string) (*store.Task, error) {
 	return e.st.Get(ctx, id)
 }
 
+// setFailWrite makes the writes f fails not happen (nil: none).
+func (e *fakeEngine) setFailWrite(f func(id string, u store.Update) error) {
+	e.mu.Lock()
+	e.failWrite = f
+	e.mu.Unlock()
+}
+
 func (e *fakeEngine) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+	e.mu.Lock()
+	fail := e.failWrite
+	e.mu.Unlock()
+	if fail != nil {
+		if err := fail(id, u); err != nil {
+			return nil, err
+		}
+	}
 	t, err := e.st.Update(ctx, id, u)
 	if err != nil {
 		return nil, err
@@ -148,16 +166,29 @@ func (e *fakeEngine) Track(ctx context.Context, id string) (context.Context, fun
 // cancel cancels task id as tasks/cancel does: the status first, then the
 // work.
 func (e *fakeEngine) cancel(t *testing.T, id string) {
-	msg := "cancelled by request"
-	_, err := e.Update(context.Background(), id, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+	_, err := e.CancelTask(context.Background(), id, "cancelled by request")
 	require.NoError(t, err)
+}
+
+// CancelTask cancels task id as the engine does: the status first, then
+// the work, then the kind learns it ended.
+func (e *fakeEngine) CancelTask(ctx context.Context, id, msg string) (*store.Task, error) {
+	nt, err := e.Update(ctx, id, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+	if err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	cs := e.track[id]
 	delete(e.track, id)
+	ended, _ := e.kind.(taskrouter.EndKind)
 	e.mu.Unlock()
 	for _, c := range cs {
 		c(errors.New("cancelled"))
 	}
+	if ended != nil {
+		ended.Ended(ctx, nt)
+	}
+	return nt, nil
 }
 
 func (e *fakeEngine) TryLease(ctx context.Context, id string) (*taskrouter.Lease, error) {
@@ -217,9 +248,20 @@ func (e *fakeEngine) ResumeLeg(ctx context.Context, t *store.Task, reason string
 	return err
 }
 
-func (e *fakeEngine) Logger() *slog.Logger    { return slog.New(slog.DiscardHandler) }
-func (e *fakeEngine) MaxTTL() time.Duration   { return e.maxTTL }
-func (e *fakeEngine) Now() time.Time          { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
+func (e *fakeEngine) Logger() *slog.Logger  { return slog.New(slog.DiscardHandler) }
+func (e *fakeEngine) MaxTTL() time.Duration { return e.maxTTL }
+func (e *fakeEngine) Now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.ticking.IsZero() {
+		return e.now.Add(time.Since(e.ticking))
+	}
+	return e.now
+}
+
+// tick makes the clock move with real time too (for retries' backoffs in
+// tests of what takes real time: timeouts, heartbeats).
+func (e *fakeEngine) tick()                   { e.mu.Lock(); e.ticking = time.Now(); e.mu.Unlock() }
 func (e *fakeEngine) advance(d time.Duration) { e.mu.Lock(); e.now = e.now.Add(d); e.mu.Unlock() }
 
 func (e *fakeEngine) tool(name string, f func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error)) {

@@ -130,7 +130,7 @@ func (b *Bridge) fork(ctx context.Context, q *taskrouter.Request, t *store.Task,
 			vars[k] = v // the task variables TaskVar sources read
 		}
 	}
-	in, err := b.create(ctx, q, wf, np, map[string]string{LabelForkedFrom: t.ID, LabelForkedAt: at, LabelTouched: "1"}, vars)
+	in, err := b.create(ctx, q, wf, np, map[string]string{LabelForkedFrom: t.ID, LabelForkedAt: at, LabelTouched: "1"}, vars, "")
 	if err != nil {
 		return nil, err
 	}

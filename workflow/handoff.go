@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -32,10 +33,7 @@ type view struct {
 // as _task_id: the task's id, and for a record a container keeps, "#"
 // and its path.
 func (v *view) taskRef() string {
-	if v.path == "" {
-		return v.t.ID
-	}
-	return v.t.ID + "#" + v.path
+	return TaskRef(v.t.ID, v.path)
 }
 
 // sub is v for the entry of the record at sl (its item for Item sources).
@@ -103,6 +101,11 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 	if t.Status.Terminal() && t.Status != store.StatusCompleted && t.StatusMessage != "" {
 		doc.PauseReason = t.StatusMessage
 	}
+	if t.Status == store.StatusCancelled && wf != nil && wf.def.UndoOnCancel {
+		if u, err := b.engine.Task(context.WithoutCancel(b.ctx), undoTaskID(t.ID)); err == nil {
+			doc.PauseReason += fmt.Sprintf("; what it did is undone by workflow task %s (%s)", u.ID, u.Status)
+		}
+	}
 	holdDoc(doc, t, p, b.opts.ResumeTool) // a paused workflow (pause.go)
 	v := &view{b: b, t: t, p: p, wf: wf, d: d, update: d.HasMethod(mcptask.MethodTasksUpdate)}
 	if wf != nil {
@@ -125,6 +128,17 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 		doc.RemainingSteps = append(doc.RemainingSteps, v.remaining(i, sp))
 		if wf != nil {
 			doc.RemainingSteps = append(doc.RemainingSteps, wf.steps[i].kind.entries(v, wf.slotOf(p, i))...)
+		}
+	}
+	if p.Undo != nil {
+		for _, sp := range p.Undo.Steps {
+			u := handoff.UndoStep{Undoes: strings.TrimPrefix(sp.Name, undoPrefix), Tool: sp.Tool, Status: sp.Status, Error: sp.Error}
+			if sp.GaveUp {
+				u.Status = StepFailed
+			} else if sp.Status == StepFailed {
+				u.Status = StepRunning // failed, retried
+			}
+			doc.Undo = append(doc.Undo, u)
 		}
 	}
 	for _, e := range p.Errors { // the history, for programs; the prose shows each step's current error only

@@ -264,7 +264,8 @@ func permanent(err error) bool {
 
 // write stores the instance's progress with u: the progress variable, the
 // status message (the pause reason, unless u sets one), the wake-up time,
-// the deadline, and the fence of the lease while one is held. Call with mu
+// the deadline, the fence of the lease while one is held, and the events
+// of the attempts the write opens and closes (stepEvents). Call with mu
 // held.
 func (in *instance) write(ctx context.Context, u store.Update) error {
 	p, t := in.p, in.task
@@ -310,6 +311,7 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 			u.Status = want
 		}
 	}
+	u.Events = append(stepEvents(t, p), u.Events...) // the attempts it opens and closes (events.go), then what the plan adds (a pause)
 	nt, err := in.b.engine.Update(ctx, in.id, u)
 	if err != nil {
 		p.Revision--
@@ -320,6 +322,7 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 	if u.ReleaseLease || nt.Status.Terminal() {
 		in.dropLease()
 	}
+	in.b.written(nt, p)
 	return nil
 }
 

@@ -46,6 +46,9 @@ type kind interface {
 	// members are the steps a container holds (a group's members), which
 	// run together as one stage; nil for a leaf.
 	members() []*Step
+	// body is the step a container runs for each record it keeps (a
+	// for-each's, a loop's); nil for none.
+	body() *Step
 	// sub is record n of the records a container keeps in its own (an
 	// item of a for-each, an iteration of a loop), with the step whose
 	// rules apply to it (the container's body) and the item it works on
@@ -129,6 +132,7 @@ var kinds = []func() kind{
 	func() kind { return &event{} },
 	func() kind { return &forEach{} },
 	func() kind { return &loop{} },
+	func() kind { return &childStep{} },
 }
 
 // read is one source a step reads, with the label validation names it by
@@ -163,6 +167,7 @@ func (base) serve(*turn) string       { return "" }
 func (base) print() any               { return nil }
 func (base) reads() []read            { return nil }
 func (base) members() []*Step         { return nil }
+func (base) body() *Step              { return nil }
 func (base) sub(*Step, *StepProgress, int) (*Step, *StepProgress, json.RawMessage) {
 	return nil, nil, nil
 }

@@ -122,8 +122,19 @@ func (k *event) inputRequest(s *Step, sp *StepProgress) json.RawMessage {
 	}
 	return marshal(map[string]any{
 		"method": "elicitation/create",
-		"params": map[string]any{"mode": "form", "message": eventMessage(s), "requestedSchema": schema},
+		"params": map[string]any{"mode": "form", "message": question(s), "requestedSchema": schema},
 	})
+}
+
+// question is what an input request asks: a host that runs tasks shows it
+// to a person (Claude Code's question card), so it names the decision,
+// not the ways to deliver it (the status line does).
+func question(s *Step) string {
+	what := "a decision"
+	if s.Guidance != "" {
+		what = trimDot(oneLine(s.Guidance))
+	}
+	return fmt.Sprintf("The workflow waits for your decision (event %q): %s.", s.Name, what)
 }
 
 // deliver takes a payload (or a declined input request): the event ends
@@ -186,8 +197,14 @@ func (k *event) checkPayload(s *Step, payload json.RawMessage) error {
 	if err := json.Unmarshal(payload, &v); err != nil {
 		return invalidPayload(s, "is not JSON: %v", err)
 	}
-	if _, ok := v.(map[string]any); !ok {
+	m, ok := v.(map[string]any)
+	if !ok {
 		return invalidPayload(s, "must be a JSON object")
+	}
+	for _, f := range payloadFill(k.schema) {
+		if sent, ok := m[f.Name]; ok && f.Under != "" && echoed(marshal(sent), marshal("<"+f.Description+">"), f) {
+			return invalidPayload(s, "has field %q still holding the handoff's placeholder %s: put %s there (%s)", f.Name, marshal(sent), article(f.Type), f.Description)
+		}
 	}
 	if err := matchSchema(k.schema, v); err != nil {
 		return invalidPayload(s, "does not match its schema: %v", err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A for-each runs its body once per item of a list: a JSON array (a
@@ -26,7 +27,7 @@ import (
 // again.
 
 // KindForEach runs a step once per item of a list (ForEach).
-const KindForEach StepKind = "foreach"
+const KindForEach = mcptask.StepKindForEach
 
 // MaxItems bounds the items of one for-each.
 const MaxItems = 1000
@@ -38,7 +39,7 @@ const labelItems = "(items)"
 type forEach struct {
 	base
 	items    Source
-	body     *Step
+	do       *Step
 	limit    int
 	failFast bool
 }
@@ -46,7 +47,7 @@ type forEach struct {
 // ForEach returns a step that runs body once per item of the list items
 // reads (see forEach); the body reads its item with Item.
 func ForEach(name string, items Source, body *Step) *Step {
-	return newStep(name, &forEach{items: items, body: body})
+	return newStep(name, &forEach{items: items, do: body})
 }
 
 // Limit runs at most n records of a for-each at once (1: in sequence).
@@ -65,9 +66,10 @@ func (s *Step) InSequence() *Step { return s.Limit(1) }
 type limiter interface{ setLimit(n int) }
 
 func (k *forEach) setLimit(n int)            { k.limit = n }
+func (k *forEach) body() *Step               { return k.do }
 func (k *forEach) stopOnFailure()            { k.failFast = true }
 func (k *forEach) name() StepKind            { return KindForEach }
-func (k *forEach) tools(o *Options) []string { return k.body.kind.tools(o) }
+func (k *forEach) tools(o *Options) []string { return k.do.kind.tools(o) }
 func (k *forEach) argType(label string) *ArgType {
 	if label != labelItems {
 		return nil
@@ -80,8 +82,8 @@ func (k *forEach) argType(label string) *ArgType {
 // step's output skips the whole for-each).
 func (k *forEach) reads() []read {
 	out := []read{{label: labelItems, src: k.items}}
-	if k.body != nil && k.body.kind != nil {
-		for _, r := range k.body.kind.reads() {
+	if k.do != nil && k.do.kind != nil {
+		for _, r := range k.do.kind.reads() {
 			if r.src.Kind != SourceItem {
 				out = append(out, r)
 			}
@@ -92,21 +94,21 @@ func (k *forEach) reads() []read {
 
 func (k *forEach) check(c *checker) {
 	c.source(labelItems, k.items, toolSchema{}, false)
-	c.body(k.body, true)
+	c.body(k.do, true)
 	if k.limit < 0 {
 		c.add("its limit is negative (%d): use 0 for all items at once, 1 for one at a time", k.limit)
 	}
 }
 
 func (k *forEach) print() any {
-	return printed{Extra: map[string]any{"foreach": printSource(k.items), "body": printOf(k.body, nil), "limit": k.limit, "failFast": k.failFast}}
+	return printed{Extra: map[string]any{"foreach": printSource(k.items), "body": printOf(k.do, nil), "limit": k.limit, "failFast": k.failFast}}
 }
 
 func (k *forEach) sub(self *Step, sp *StepProgress, n int) (*Step, *StepProgress, json.RawMessage) {
 	if n < 0 || n >= len(sp.Items) {
 		return nil, nil, nil
 	}
-	return k.body, &sp.Items[n], sp.Items[n].Item
+	return k.do, &sp.Items[n], sp.Items[n].Item
 }
 
 // serve starts the for-each (reading its list into item records), runs
@@ -125,9 +127,9 @@ func (k *forEach) serve(x *turn) string {
 		sp.begin(ReasonFirst, ByServer, x.now)
 		sp.Items = make([]StepProgress, len(list))
 		for i, v := range list {
-			sp.Items[i] = StepProgress{Name: fmt.Sprintf("%s[%d]", x.s.Name, i), Tool: toolOf(k.body), Execution: string(k.body.Execution()),
-				Status: StepPending, Output: k.body.binding(), N: i, Item: v}
-			if c := k.body.Kind(); callOf(k.body) == nil {
+			sp.Items[i] = StepProgress{Name: fmt.Sprintf("%s[%d]", x.sl.path, i), Tool: toolOf(k.do), Execution: string(k.do.Execution()),
+				Status: StepPending, Output: k.do.binding(), N: i, Item: v}
+			if c := k.do.Kind(); callOf(k.do) == nil {
 				sp.Items[i].Kind = string(c)
 			}
 		}
@@ -196,16 +198,16 @@ func (k *forEach) status(s *Step, sp *StepProgress) (string, rank) {
 	if sp.Items == nil || sp.ended() {
 		return "", rankNone
 	}
-	return recordsLine(s, k.body, sp, "item"), rankOf(sp)
+	return recordsLine(s, k.do, sp, "item"), rankOf(sp)
 }
 
 func (k *forEach) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingStep) {
 	rs.Tool = ""
 	if sp.Items == nil {
-		rs.Do = fmt.Sprintf("runs %s once per item of %s, once the steps before it are done.", bodyLine(k.body), k.items)
+		rs.Do = fmt.Sprintf("runs %s once per item of %s, once the steps before it are done.", bodyLine(k.do), k.items)
 		return
 	}
-	rs.Do = recordsLine(s, k.body, sp, "item") + "."
+	rs.Do = recordsLine(s, k.do, sp, "item") + "."
 }
 
 // entries: one entry per item the client may act on, named "step[i]".

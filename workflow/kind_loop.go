@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A loop runs its body again until a condition on the body's output holds
@@ -20,7 +21,7 @@ import (
 // last one). A fork from it starts over.
 
 // KindLoop runs a step again until a condition holds (Repeat).
-const KindLoop StepKind = "loop"
+const KindLoop = mcptask.StepKindLoop
 
 // KeepRuns is how many of its latest runs a loop keeps in its record.
 const KeepRuns = 3
@@ -28,7 +29,7 @@ const KeepRuns = 3
 // loop is the kind of Repeat steps.
 type loop struct {
 	base
-	body  *Step
+	do    *Step
 	until *Condition
 	max   int
 	every time.Duration
@@ -37,11 +38,12 @@ type loop struct {
 
 // Repeat returns a step that runs body until Until's condition holds of
 // its output, at most AtMost times, Every apart (see loop).
-func Repeat(name string, body *Step) *Step { return newStep(name, &loop{body: body}) }
+func Repeat(name string, body *Step) *Step { return newStep(name, &loop{do: body}) }
 
 type looper interface{ loopSet(func(*loop)) }
 
 func (k *loop) loopSet(f func(*loop)) { f(k) }
+func (k *loop) body() *Step           { return k.do }
 
 func (s *Step) loopSet(method string, f func(*loop)) *Step {
 	if k, ok := s.kind.(looper); ok {
@@ -68,16 +70,16 @@ func (s *Step) SkipsOnExhaust() *Step {
 }
 
 func (k *loop) name() StepKind            { return KindLoop }
-func (k *loop) tools(o *Options) []string { return k.body.kind.tools(o) }
+func (k *loop) tools(o *Options) []string { return k.do.kind.tools(o) }
 func (k *loop) reads() []read {
-	if k.body == nil || k.body.kind == nil {
+	if k.do == nil || k.do.kind == nil {
 		return nil
 	}
-	return k.body.kind.reads()
+	return k.do.kind.reads()
 }
 
 func (k *loop) check(c *checker) {
-	c.body(k.body, false)
+	c.body(k.do, false)
 	switch {
 	case k.max <= 0:
 		c.add("a loop needs a bound: AtMost(n), n at least 1")
@@ -91,13 +93,13 @@ func (k *loop) check(c *checker) {
 		c.add("a loop needs a condition to end on: Until(...) of its body's output")
 		return
 	}
-	if k.body == nil {
+	if k.do == nil {
 		return
 	}
 	// The condition reads the body's output as a later step would.
-	b := k.body.binding()
+	b := k.do.binding()
 	prev, had := c.v.produced[b]
-	c.v.produced[b] = k.body
+	c.v.produced[b] = k.do
 	c.condition(k.until)
 	if had {
 		c.v.produced[b] = prev
@@ -107,7 +109,7 @@ func (k *loop) check(c *checker) {
 }
 
 func (k *loop) print() any {
-	x := map[string]any{"loop": printOf(k.body, nil), "max": k.max, "every": k.every, "skip": k.skip}
+	x := map[string]any{"loop": printOf(k.do, nil), "max": k.max, "every": k.every, "skip": k.skip}
 	if k.until != nil {
 		x["until"] = k.until.describe()
 	}
@@ -118,7 +120,7 @@ func (k *loop) print() any {
 func (k *loop) sub(self *Step, sp *StepProgress, n int) (*Step, *StepProgress, json.RawMessage) {
 	for i := range sp.Items {
 		if sp.Items[i].N == n {
-			return k.body, &sp.Items[i], nil
+			return k.do, &sp.Items[i], nil
 		}
 	}
 	return nil, nil, nil
@@ -136,19 +138,8 @@ func (k *loop) serve(x *turn) string {
 	if cur == nil {
 		return k.next(x) // a damaged record: start a run again
 	}
-	if !cur.sp.ended() && !cur.sp.GaveUp {
-		if clientSide(cur.s, cur.sp) {
-			failure, back := x.in.reach(x.p, cur.s, cur.sp, x.now)
-			if failure != "" || !back {
-				k.show(sp, cur.sp)
-				return failure
-			}
-		}
-		failure := cur.s.kind.serve(x.sub(cur))
-		k.show(sp, cur.sp)
-		if failure != "" || !cur.sp.ended() && !cur.sp.GaveUp {
-			return failure
-		}
+	if failure, open := k.run(x, cur); failure != "" || open {
+		return failure
 	}
 	if cur.sp.Status == StepCompleted && k.holds(x, cur.sp.Result) {
 		return k.end(x, cur.sp.Result, "")
@@ -177,15 +168,31 @@ func (k *loop) next(x *turn) string {
 	sp := x.sp
 	sp.Runs++
 	sp.Until = nil
-	sp.Items = append(sp.Items, StepProgress{Name: fmt.Sprintf("%s[%d]", x.s.Name, sp.Runs), Tool: toolOf(k.body),
-		Execution: string(k.body.Execution()), Status: StepPending, Output: k.body.binding(), N: sp.Runs})
+	sp.Items = append(sp.Items, StepProgress{Name: fmt.Sprintf("%s[%d]", x.sl.path, sp.Runs), Tool: toolOf(k.do),
+		Execution: string(k.do.Execution()), Status: StepPending, Output: k.do.binding(), N: sp.Runs})
 	if n := len(sp.Items); n > KeepRuns {
 		sp.Items = append([]StepProgress(nil), sp.Items[n-KeepRuns:]...)
 	}
-	cur := x.sl.child(sp.Runs)
-	failure := cur.s.kind.serve(x.sub(cur))
-	k.show(sp, cur.sp)
+	failure, _ := k.run(x, x.sl.child(sp.Runs))
 	return failure
+}
+
+// run gives the loop's current run cur its turn (the client's: it waits
+// for the client; the server's: it runs) and shows where it stands on the
+// loop's record; open reports a run that has not ended.
+func (k *loop) run(x *turn, cur *slot) (failure string, open bool) {
+	defer k.show(x.sp, cur.sp)
+	if cur.sp.ended() || cur.sp.GaveUp {
+		return "", false
+	}
+	if clientSide(cur.s, cur.sp) {
+		failure, back := x.in.reach(x.p, cur.s, cur.sp, x.now)
+		if failure != "" || !back {
+			return failure, !cur.sp.ended()
+		}
+	}
+	failure = cur.s.kind.serve(x.sub(cur))
+	return failure, !cur.sp.ended() && !cur.sp.GaveUp
 }
 
 // show sets the loop's record from its current run's.
@@ -203,7 +210,7 @@ func (k *loop) show(sp, cur *StepProgress) {
 
 // holds reports whether the loop's condition holds of a run's output.
 func (k *loop) holds(x *turn, out json.RawMessage) bool {
-	b := k.body.binding()
+	b := k.do.binding()
 	ok, err := k.until.eval(func(src Source) (json.RawMessage, error) {
 		if src.Kind == SourceStepOutput && src.Name == b {
 			if out == nil {
@@ -245,7 +252,7 @@ func (k *loop) status(s *Step, sp *StepProgress) (string, rank) {
 	if sp.Runs == 0 || sp.ended() {
 		return "", rankNone
 	}
-	line := fmt.Sprintf("step %q: run %d of at most %d (%s), until %s", s.Name, sp.Runs, k.max, bodyLine(k.body), k.until)
+	line := fmt.Sprintf("step %q: run %d of at most %d (%s), until %s", s.Name, sp.Runs, k.max, bodyLine(k.do), k.until)
 	if sp.Status == StepSleeping && sp.Until != nil {
 		return line + fmt.Sprintf("; the next run starts at %s", stamp(*sp.Until)), rankTimer
 	}
@@ -256,7 +263,7 @@ func (k *loop) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingSt
 	rs.Tool = ""
 	rs.Until = sp.Until
 	if sp.Runs == 0 {
-		rs.Do = fmt.Sprintf("runs %s until %s, at most %d times, once the steps before it are done.", bodyLine(k.body), k.until, k.max)
+		rs.Do = fmt.Sprintf("runs %s until %s, at most %d times, once the steps before it are done.", bodyLine(k.do), k.until, k.max)
 		return
 	}
 	line, _ := k.status(s, sp)

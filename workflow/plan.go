@@ -99,12 +99,18 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	if !applied {
 		before, _ = json.Marshal(p)
 	}
-	if failure == "" {
+	if failure == "" && !p.undoing() {
 		failure = p.pastDeadline(wf.def, now)
 	}
 	in.freePlaces(p, now, false) // places of what ended first, for what waits for them (queue.go)
-	if failure == "" && in.mayWalk(p, now) {
+	if failure == "" && !p.undoing() && in.mayWalk(p, now) {
 		failure = in.walk(p, now, reason, &pl)
+	}
+	if failure != "" && !p.undoing() && in.startUndo(p, failure) {
+		pl.start, failure = nil, "" // what it did is undone first (compensation.go)
+	}
+	if p.undoing() {
+		failure = in.compensate(p, now, &pl)
 	}
 	p.refresh()
 	in.freePlaces(p, now, failure != "" || p.done())
@@ -115,6 +121,20 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 			Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: failure}}
 		pl.start = nil
 		return pl
+	case p.undoing() && p.Undo.Done: // the undo of a cancelled task ended
+		p.PauseReason = undoneMessage(p.Undo)
+		raw, err := b.resultJSON(in.task, p)
+		if err != nil {
+			pl.err = err
+			return pl
+		}
+		pl.update = store.Update{Status: store.StatusCompleted, StatusMessage: &p.PauseReason, Result: raw}
+		if p.Undo.undoFailed() {
+			pl.update = store.Update{Status: store.StatusFailed, StatusMessage: &p.PauseReason,
+				Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: p.PauseReason}}
+		}
+		return pl
+	case p.undoing():
 	case p.done():
 		p.PauseReason = completedMessage(p)
 		raw, err := b.resultJSON(in.task, p)
@@ -137,6 +157,9 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	p.PauseReason = pauseReason(wf, p)
 	if in.lease != nil && in.lease.Held() && len(pl.start) == 0 && len(in.running) == 0 && !waitSoon(p, now) {
 		pl.update.ReleaseLease = true
+	}
+	if ev, ok := pausedEvent(in.task, p, len(pl.start)+len(in.running)); ok {
+		pl.update.Events = append(pl.update.Events, ev)
 	}
 	if before != nil && !pl.update.ReleaseLease && len(pl.start) == 0 && in.task.Status == wantStatus(in.task, p) {
 		if after, _ := json.Marshal(p); bytes.Equal(before, after) {

@@ -54,6 +54,9 @@ const (
 	StepSleeping = mcptask.StepSleeping
 	// StepAwaitingEvent: an event step waits for its event.
 	StepAwaitingEvent = mcptask.StepAwaitingEvent
+	// StepAwaitingChild: the child workflow a child step started runs its
+	// own steps (Child is its task).
+	StepAwaitingChild = mcptask.StepAwaitingChild
 	// StepCancelled: the step was stopped before it ended because the
 	// workflow failed without it (a group that fails fast); SkipReason
 	// says why.
@@ -113,6 +116,10 @@ type Progress struct {
 	Errors []StepError `json:"errors,omitempty" jsonschema:"description=Step failures oldest first"`
 	// UpdatedAt is when the progress was last written.
 	UpdatedAt time.Time `json:"updatedAt" jsonschema:"description=When this progress was last written"`
+	// Undo, when set, is the compensation of a workflow that failed (or
+	// was cancelled) after steps with an undo completed: what it undoes,
+	// and how far it got (see compensation.go).
+	Undo *Undoing `json:"undo,omitempty" jsonschema:"description=The compensation of a workflow that failed after steps with an undo completed"`
 	// DeadlineAt is when the workflow fails if it has not ended (its
 	// Definition.Deadline after it started).
 	DeadlineAt *time.Time `json:"deadlineAt,omitempty" jsonschema:"description=When the workflow fails if it has not ended"`
@@ -137,7 +144,7 @@ type StepProgress struct {
 	Name      string `json:"name"`
 	Tool      string `json:"tool"`
 	Execution string `json:"execution" jsonschema:"enum=server,enum=client"`
-	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
+	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
 	// Kind is the step's kind: tool (the default, left out), sleep,
 	// event, or a later kind's name.
 	Kind string `json:"kind,omitempty" jsonschema:"description=The step's kind when not a tool call (sleep, event, ...)"`
@@ -390,5 +397,25 @@ func (sp *StepProgress) end(reason, by string, at time.Time, errMsg string) {
 		a.Outcome = OutcomeOK
 	} else {
 		a.Outcome, a.Error = OutcomeError, errMsg
+	}
+}
+
+// walkRecords calls f on every record of p: its steps', those their
+// containers keep, and its undo steps'.
+func walkRecords(p *Progress, f func(sp *StepProgress)) {
+	var walk func(sp *StepProgress)
+	walk = func(sp *StepProgress) {
+		f(sp)
+		for i := range sp.Items {
+			walk(&sp.Items[i])
+		}
+	}
+	for i := range p.Steps {
+		walk(&p.Steps[i])
+	}
+	if p.Undo != nil {
+		for i := range p.Undo.Steps {
+			walk(&p.Undo.Steps[i])
+		}
 	}
 }

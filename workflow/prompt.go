@@ -113,7 +113,7 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 		return nil, nil, &argError{rpc: mcptask.InvalidParams("workflow %q: %v", h.name, err)}
 	}
 	p := newProgress(wf, a, b.engine.Now())
-	in, err := b.create(ctx, q, wf, p, nil, nil)
+	in, err := b.create(ctx, q, wf, p, nil, nil, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,16 +127,10 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 }
 
 // create stores a new task of workflow version wf at progress p (fresh,
-// or forked) for the requestor, with extra labels and variables, and
-// sets its server steps off. It returns the task's instance: release it
-// with done.
-func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage) (*instance, error) {
-	return b.createAs(ctx, "", q, wf, p, labels, vars)
-}
-
-// createAs is create with the task's id chosen by the caller (a
-// schedule's fire names it before it exists; "" for a fresh one).
-func (b *Bridge) createAs(ctx context.Context, id string, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage) (*instance, error) {
+// or forked) for the requestor, with extra labels and variables (and id,
+// when not "": see taskrouter.CreateOptions.ID), and sets its server
+// steps off. It returns the task's instance: release it with done.
+func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage, id string) (*instance, error) {
 	now := b.engine.Now()
 	if wf.def.queue == nil {
 		markReached(wf, p, now) // a client step first is the client's at once (a queued workflow's: once it has its place)
@@ -196,10 +190,10 @@ func (h *TaskPromptHandler) resume(ctx context.Context, q *taskrouter.Request, i
 			return
 		}
 		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
-			for i := range p.Steps {
-				sp := &p.Steps[i]
-				if sp.Execution == string(ServerExecutable) && sp.Status == StepFailed {
+			for _, sl := range in.wf.slots(p) {
+				if sp := sl.sp; sp.Execution == string(ServerExecutable) && sp.Status == StepFailed {
 					sp.HandedToClient, sp.ReachedAt, sp.Deadline, sp.RetryAt, sp.Tries = false, nil, nil, nil, 0
+					sl.s.kind.takeBack(sp)
 				}
 			}
 			return store.Update{Labels: map[string]string{LabelTouched: "1"}}, nil

@@ -200,13 +200,12 @@ func (c *checker) queue(pl *placement, workflow bool) {
 }
 
 // bodyOf is the body of a step that keeps records of its runs (a
-// for-each, a loop), or nil: the step its first record would run.
+// for-each, a loop), or nil.
 func bodyOf(s *Step) *Step {
 	if s == nil || s.kind == nil {
 		return nil
 	}
-	body, _, _ := s.kind.sub(s, &StepProgress{Items: []StepProgress{{}}}, 0)
-	return body
+	return s.kind.body()
 }
 
 // checkQueues checks that every queue w uses has the limits the queues

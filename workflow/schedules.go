@@ -139,7 +139,7 @@ func (b *Bridge) startScheduled(ctx context.Context, s Schedule, f store.Fire) e
 	}
 	q := &taskrouter.Request{Owner: owner, Dialect: mcptask.Core, Source: "schedule:" + s.Name}
 	labels := map[string]string{LabelSchedule: s.Name, LabelScheduledAt: f.At.UTC().Format(time.RFC3339), LabelTouched: "1"}
-	in, err := b.createAs(ctx, f.TaskID, q, wf, newProgress(wf, args, b.engine.Now()), labels, nil)
+	in, err := b.create(ctx, q, wf, newProgress(wf, args, b.engine.Now()), labels, nil, f.TaskID)
 	if err != nil {
 		if _, gerr := b.engine.Task(ctx, f.TaskID); gerr == nil {
 			return nil // another replica created it meanwhile

@@ -32,6 +32,9 @@ func (wf *compiled) slotOf(p *Progress, i int) *slot {
 
 // slotAt returns the slot at path in p, or nil when there is none.
 func (wf *compiled) slotAt(p *Progress, path string) *slot {
+	if undoRecord(path) {
+		return wf.undoSlot(p, path)
+	}
 	name, rest, _ := strings.Cut(path, "[")
 	i, ok := wf.index[name]
 	if !ok || i >= len(p.Steps) {
@@ -66,16 +69,34 @@ func (sl *slot) child(n int) *slot {
 }
 
 // children are the slots of the records the container at sl holds, in
-// order.
+// order (each record's N is its number: an item's index, a run's count).
 func (sl *slot) children() []*slot {
 	var out []*slot
-	for n := 0; ; n++ {
-		c := sl.child(n)
-		if c == nil {
-			return out
+	for i := range sl.sp.Items {
+		if c := sl.child(sl.sp.Items[i].N); c != nil {
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
+	return out
+}
+
+// slots are every slot of p, in order: each step's, and after a
+// container's, those of the records it keeps.
+func (wf *compiled) slots(p *Progress) []*slot {
+	var out []*slot
+	var walk func(sl *slot)
+	walk = func(sl *slot) {
+		out = append(out, sl)
+		for _, c := range sl.children() {
+			walk(c)
+		}
+	}
+	for i := range wf.steps {
+		if i < len(p.Steps) {
+			walk(wf.slotOf(p, i))
+		}
+	}
+	return out
 }
 
 // root is the slot of the workflow step sl lives in.
@@ -94,4 +115,31 @@ func (sl *slot) output(p *Progress, v json.RawMessage) {
 		return
 	}
 	sl.sp.Result = v
+}
+
+// result is the output recorded for the slot (see output).
+func (sl *slot) result(p *Progress) json.RawMessage {
+	if sl.parent == nil {
+		return p.Outputs[sl.s.binding()]
+	}
+	return sl.sp.Result
+}
+
+// TaskRef is the task id a call that performs the record at path of
+// workflow task id sends as the argument _task_id (or _meta._task_id):
+// the id itself for a step of the workflow, "id#path" for a record a
+// container keeps ("id#review[2]": item 2 of the for-each review). The
+// handoff gives it with every entry.
+func TaskRef(id, path string) string {
+	if path == "" || !strings.Contains(path, "[") {
+		return id
+	}
+	return id + "#" + path
+}
+
+// splitTaskRef splits a task ref (see TaskRef) into the task's id and the
+// path it names ("" for none).
+func splitTaskRef(ref string) (id, path string) {
+	id, path, _ = strings.Cut(ref, "#")
+	return id, path
 }

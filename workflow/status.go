@@ -16,8 +16,12 @@ import (
 // (kind.status); which step's line stands for the workflow is decided
 // here, by rank.
 
-func clientFailedMessage(s *Step, msg string) string {
-	return fmt.Sprintf("the client's call of tool %q for step %q failed: %s; call it again with corrected arguments and the task id as argument _task_id", toolOf(s), s.Name, oneLine(msg))
+func clientFailedMessage(path string, s *Step, msg string) string {
+	ref := "the task id"
+	if path != s.Name && strings.Contains(path, "[") {
+		ref = fmt.Sprintf("the task id followed by %q", "#"+path)
+	}
+	return fmt.Sprintf("the client's call of tool %q for step %q failed: %s; call it again with corrected arguments and %s as argument _task_id", toolOf(s), path, oneLine(msg), ref)
 }
 
 func completedMessage(p *Progress) string {
@@ -39,6 +43,9 @@ func completedMessage(p *Progress) string {
 // failed: what runs, else what waits for the clock, else what the client
 // may do, else what is about to run.
 func pauseReason(wf *compiled, p *Progress) string {
+	if p.undoing() {
+		return undoStatus(p)
+	}
 	if line := pausedLine(p); line != "" {
 		return line // paused, or waiting for the workflow's place (pause.go)
 	}

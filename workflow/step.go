@@ -34,6 +34,7 @@ type Step struct {
 	Condition *Condition
 
 	kind   kind       // the kind's own fields and rules
+	undo   *Step      // the step that takes back what this one did (Undo)
 	misuse []string   // builder methods that do not apply to the kind
 	queue  *placement // the queue its runs take a place on (OnQueue, queue.go)
 }
@@ -176,14 +177,14 @@ func (s *Step) WithPayload(schema any) *Step {
 	return s
 }
 
-// StopOnFailure makes a group fail fast: as soon as the server gives up on
-// one member, the others are stopped (recorded as cancelled) and the
-// workflow fails.
+// StopOnFailure makes a group or a for-each fail fast: as soon as the
+// server gives up on one member (one item), the others are stopped
+// (recorded as cancelled) and the workflow fails.
 func (s *Step) StopOnFailure() *Step {
 	if k, ok := s.kind.(stopper); ok {
 		k.stopOnFailure()
 	} else {
-		s.misused("StopOnFailure", "only a group fails fast")
+		s.misused("StopOnFailure", "only a group or a for-each fails fast")
 	}
 	return s
 }

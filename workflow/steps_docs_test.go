@@ -86,18 +86,18 @@ func TestStepDocsShowWhatAModelSees(t *testing.T) {
 	}
 	{ // an approval: a client step an outside system may perform too
 		e := newFakeEngine()
-		echoTools(e, "approve_rollout", "promote_release", "rollback_release")
-		ok := Truthy(StepOutput("approve_rollout", "approved"))
-		w := New("rollout", "").Step(
-			Client("approve_rollout", "approve_rollout").
-				Bind("approved", FromClient("true to promote the canary, false to roll it back")).
-				Bind("reason", FromClient("what the soak showed")).AcceptsWebhook().
-				WithGuidance("Decide whether the canary may reach every user."),
-			Server("promote_release", "promote_release").When(ok),
-			Server("rollback_release", "rollback_release").Unless(ok),
+		echoTools(e, "sign_off", "publish_release", "hold_release")
+		ok := Truthy(StepOutput("sign_off", "approved"))
+		w := New("release", "").Step(
+			Client("sign_off", "sign_off").
+				Bind("approved", FromClient("true to publish the release, false to hold it")).
+				Bind("reason", FromClient("why")).AcceptsWebhook().
+				WithGuidance("Decide whether the release may be published."),
+			Server("publish_release", "publish_release").When(ok),
+			Server("hold_release", "hold_release").Unless(ok),
 		)
 		f := newFixture(t, e, hooks, w)
-		tk, p := f.start(t, "rollout", nil)
+		tk, p := f.start(t, "release", nil)
 		render("approval", f, tk, p)
 	}
 

@@ -183,6 +183,9 @@ func renewed(t *store.Task, p *Progress, now time.Time) time.Time {
 // waiting reports whether p waits for the client: not done, nothing runs
 // on the server or is due to, and some step waits for the client.
 func waiting(p *Progress) bool {
+	if p.undoing() {
+		return false
+	}
 	if p.Paused != nil {
 		return false // an operator's, not a client's (pause.go)
 	}
@@ -191,7 +194,7 @@ func waiting(p *Progress) bool {
 		sp := &p.Steps[i]
 		switch {
 		case sp.ended(), sp.GaveUp:
-		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping:
+		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping, sp.Status == StepAwaitingChild:
 			return false
 		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient,
 			sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
@@ -221,8 +224,12 @@ func (p *Progress) stepsWake() time.Time {
 			at = *t
 		}
 	}
-	for i := range p.Steps {
-		sp := &p.Steps[i]
+	steps := p.Steps
+	if p.undoing() {
+		steps = p.Undo.Steps // the workflow's own steps wait no more
+	}
+	for i := range steps {
+		sp := &steps[i]
 		if sp.ended() {
 			continue
 		}
@@ -263,6 +270,14 @@ func (p *Progress) nextWake(now time.Time) time.Time {
 // neither runs nor waits for a retry or its own timer, or every step is
 // done and the task is not completed yet.
 func (p *Progress) serverDue() bool {
+	if p.undoing() {
+		running := false
+		walkRecords(p, func(sp *StepProgress) { running = running || sp.Status == StepRunning && sp.Items == nil })
+		for _, sp := range p.Undo.Steps {
+			running = running || !sp.ended() && !sp.GaveUp && (sp.Status == StepRunning || sp.RetryAt != nil)
+		}
+		return !running // (a step that was running, or an undo step, runs or waits for its retry)
+	}
 	if p.Paused != nil || p.Queue.waiting() {
 		return false // paused, or waiting for the workflow's place (queue.go)
 	}
@@ -277,6 +292,7 @@ func (p *Progress) serverDue() bool {
 			return false
 		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Until != nil:
 			return false
+		case settling(sp):
 		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
 			return false // a container whose records wait for the client
 		case sp.Queue.waiting():
@@ -289,7 +305,8 @@ func (p *Progress) serverDue() bool {
 
 // dueNow reports whether the server has work to do on p now, in a
 // process that runs none of its steps: a step was running (its process
-// stopped), a server step is due, or a timer is due.
+// stopped), a server step is due, a timer is due, or a child workflow's
+// end may have been missed.
 func dueNow(p *Progress, now time.Time) bool {
 	if p.Paused != nil {
 		d := p.deadlineWake()
@@ -303,6 +320,11 @@ func dueNow(p *Progress, now time.Time) bool {
 			return true
 		}
 	}
+	child := false // a child to look at: it may have ended while no one was up to hear it
+	walkRecords(p, func(sp *StepProgress) { child = child || sp.Child != "" && !sp.ended() && !sp.HandedToClient })
+	if child {
+		return true
+	}
 	at := p.timerWake()
 	return p.serverDue() || !at.IsZero() && !at.After(now)
 }
@@ -315,6 +337,9 @@ func dueNow(p *Progress, now time.Time) bool {
 // With a zero deadline (no bound), a retry's backoff is waited for, a
 // sleep and a client's wait are not.
 func rests(p *Progress, deadline time.Time) bool {
+	if p.undoing() {
+		return false // what it did is being undone
+	}
 	if p.Paused != nil || p.Queue.waiting() {
 		return true // paused, or waiting for the workflow's place
 	}
@@ -329,6 +354,8 @@ func rests(p *Progress, deadline time.Time) bool {
 		switch {
 		case sp.ended(), sp.GaveUp:
 			continue
+		case sp.Status == StepAwaitingChild:
+			return false // a child workflow runs its steps
 		case sp.Until != nil:
 			if !deadline.IsZero() && !sp.Until.After(deadline) {
 				return false // the step's timer goes off before deadline
@@ -337,8 +364,11 @@ func rests(p *Progress, deadline time.Time) bool {
 			continue
 		case sp.HandedToClient, sp.Queue.waiting():
 			return true // the client's, or waiting for a place on its queue
-		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
-			waits = true
+		case settling(sp):
+			return false // the container's turn is due
+		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover,
+			sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
+			waits = true // (a container whose records wait for the client)
 			continue
 		case waits:
 			return true // the server step waits for the client's
@@ -367,4 +397,19 @@ func (p *Progress) deadlineWake() time.Time {
 		return time.Time{}
 	}
 	return *p.DeadlineAt
+}
+
+// settling reports a container whose records waited for the client and
+// have all ended since (the client performed the last one): its own turn
+// (end the for-each, judge the loop's condition) is due.
+func settling(sp *StepProgress) bool {
+	if len(sp.Items) == 0 || sp.ended() || sp.Status != StepAwaitingClient && sp.Status != StepAwaitingEvent {
+		return false
+	}
+	for i := range sp.Items {
+		if r := &sp.Items[i]; !r.ended() && (!r.GaveUp || r.HandedToClient) {
+			return false
+		}
+	}
+	return true
 }

@@ -39,8 +39,12 @@ const TaskIDArgument = mcptask.ArgTaskID
 // another client step's output, malformed sources, builder methods that do
 // not apply to a step's kind, each kind's own rules, and settings the time
 // rules refuse. Each problem names the step and the fix.
-func (w *Definition) Validate(tools ToolLookup) error {
-	v := &validation{w: w, tools: tools, names: map[string]bool{}, produced: map[string]*Step{}}
+func (w *Definition) Validate(tools ToolLookup) error { return w.validate(tools, nil) }
+
+// validate is Validate, with the workflows a child step may start when
+// the bridge registers w (nil: not checked).
+func (w *Definition) validate(tools ToolLookup, workflows func(name string) *Definition) error {
+	v := &validation{w: w, tools: tools, workflows: workflows, names: map[string]bool{}, produced: map[string]*Step{}}
 	v.workflow()
 	for i, s := range w.Steps {
 		v.stage(i, s)
@@ -53,12 +57,13 @@ func (w *Definition) Validate(tools ToolLookup) error {
 
 // validation collects the problems of one workflow, step by step.
 type validation struct {
-	w        *Definition
-	tools    ToolLookup
-	probs    []string
-	declared map[string]bool  // arguments
-	names    map[string]bool  // step names so far
-	produced map[string]*Step // output binding -> the earlier step producing it
+	w         *Definition
+	tools     ToolLookup
+	workflows func(name string) *Definition // served here (Register), or nil
+	probs     []string
+	declared  map[string]bool  // arguments
+	names     map[string]bool  // step names so far
+	produced  map[string]*Step // output binding -> the earlier step producing it
 }
 
 func (v *validation) add(format string, args ...any) {
@@ -169,6 +174,7 @@ func (v *validation) step(i int, s *Step, container *Step, inBody bool) {
 	s.kind.check(c)
 	c.condition(s.Condition)
 	c.queue(s.queue, false) // queue.go
+	c.checkUndo()
 }
 
 // body checks s, the body of the container c checks, whose records run

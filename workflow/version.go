@@ -83,6 +83,7 @@ type printedStep struct {
 	Group     string                   `json:"group,omitempty"`
 	FailFast  bool                     `json:"failFast,omitempty"`
 	Extra     any                      `json:"x,omitempty"`
+	Undo      *printedStep             `json:"undo,omitempty"`
 }
 
 // prints returns the fingerprint's steps of w: every step that has
@@ -121,6 +122,10 @@ func printOf(s *Step, container *Step) printedStep {
 	}
 	if s.Condition != nil {
 		st.When = s.Condition.describe()
+	}
+	if s.undo != nil {
+		u := printOf(s.undo, nil)
+		st.Undo = &u
 	}
 	if container != nil {
 		st.Group = container.Name

@@ -48,6 +48,8 @@ func parseCommand(args []string) (*plan, error) {
 		return parsePrompt(args[1:])
 	case "workflow":
 		return parseWorkflow(args[1:])
+	case "webhook":
+		return parseWebhook(args[1:])
 	case "schedules":
 		return parseSchedules(args[1:])
 	}
@@ -218,6 +220,7 @@ func parseCall(args []string) (*plan, error) {
 	plain := fs.Bool("plain", false, "allow a plain call when the tool cannot run as a task")
 	detach := fs.Bool("detach", false, "print the task id and return without waiting")
 	taskID := fs.String("task-id", "", "perform one step of this workflow task")
+	follow := fs.Bool("follow", false, "print the task's progress and log lines as they happen")
 	workflow := fs.String("workflow", "", "the workflow of -task-id, when the task history does not know it")
 	pos, err := parseFlags(fs, "call", args)
 	if err != nil {
@@ -236,12 +239,16 @@ func parseCall(args []string) (*plan, error) {
 		return nil, usagef("call: -detach and -task-id do not go together (a workflow step runs in the request)")
 	case *workflow != "" && *taskID == "":
 		return nil, usagef("call: -workflow names the workflow of -task-id; give -task-id too")
+	case *follow && *detach:
+		return nil, usagef("call: -follow and -detach do not go together (-detach returns before anything happens)")
+	case *follow && *taskID != "":
+		return nil, usagef("call: -follow does not go with -task-id (follow the workflow with prompt %s -resume ID -follow)", "WORKFLOW")
 	}
 	p := &plan{run: func(ctx context.Context, cmd *command) error {
 		if *taskID != "" {
 			return cmd.step(ctx, name, toolArgs, *taskID, *workflow)
 		}
-		return cmd.call(ctx, name, toolArgs, *ttl, *plain, *detach)
+		return cmd.call(ctx, name, toolArgs, callFlags{ttl: *ttl, plain: *plain, detach: *detach, follow: *follow})
 	}}
 	if *detach {
 		p.check = func(t target) error {
@@ -256,13 +263,24 @@ func parseCall(args []string) (*plan, error) {
 	return p, nil
 }
 
-func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]any, ttl time.Duration, plain, detach bool) error {
+// callFlags are call's flags.
+type callFlags struct {
+	ttl                   time.Duration
+	plain, detach, follow bool
+}
+
+func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]any, f callFlags) error {
+	ttl, detach := f.ttl, f.detach
 	if ttl > 0 && cmd.c.Dialect().ServerSetsTTL() {
 		fmt.Fprintf(cmd.stderr, "taskbridge: warning: -ttl %s is ignored: in the %s dialect the server chooses every task's ttl (use -dialect core to ask for one)\n", ttl, mcptask.Extension)
 	}
 	status := cmd.out.status(name)
 	defer status.stop()
-	for ev, err := range cmd.c.CallTool(ctx, name, toolArgs, &client.CallOptions{TTL: ttl, AllowPlain: plain}) {
+	opts := &client.CallOptions{TTL: ttl, AllowPlain: f.plain}
+	if f.follow {
+		opts.OnEvent = (&eventPrinter{out: cmd.out, stderr: cmd.stderr, status: status, asker: cmd.in}).print
+	}
+	for ev, err := range cmd.c.CallTool(ctx, name, toolArgs, opts) {
 		if err != nil {
 			status.stop()
 			return err
@@ -390,6 +408,7 @@ func (cmd *command) follow(ctx context.Context, doc *handoff.Document) error {
 		return err
 	}
 	final, err := cmd.c.Follow(ctx, doc, client.FollowOptions{
+		OnEvent: (&eventPrinter{out: cmd.out, stderr: cmd.stderr, asker: cmd.in}).print,
 		Fill: func(ctx context.Context, s handoff.RemainingStep, ph []string) (map[string]any, error) {
 			return cmd.in.fill(ctx, s, ph, schemas[s.Tool])
 		},

@@ -47,6 +47,11 @@ Commands:
                                    -detach        print the task id and return at once
                                                   (HTTP only: a stdio server stops with
                                                   the command)
+                                   -follow        print the task's progress, log lines and
+                                                  output as they happen, one line each on
+                                                  stderr starting with "  | " (with -json:
+                                                  {"event": "task_event", ...} lines on
+                                                  stdout), all before the result
                                    -task-id ID    perform one step of workflow task ID
                                                   (sends _meta._task_id): the arguments
                                                   its handoff resolved are filled in, the
@@ -68,13 +73,28 @@ Commands:
   tasks resume ID                resume a paused workflow task
   tasks forget ID... | -all      drop tasks from the task history (-all: every task of the
                                  server -url or -stdio names); the tasks are untouched
+  webhook add URL                register a push webhook (taskbridge servers): the server
+                                 POSTs a signed delivery when one of your tasks ends,
+                                 needs input or pauses for you; prints the signing secret
+                                 (once). Flags:
+                                   -events LIST   terminal,input_required,paused,step
+                                   -task ID       watch this task only
+                                   -owner OWNER   (administrators) OWNER's tasks, * for all
+                                   -secret S      a whsec_ secret of yours
+  webhook list [-task ID]        your webhooks, with their failed deliveries
+  webhook rm ID                  delete a webhook
+  webhook deliveries ID          a webhook's deliveries, newest first: status, attempts,
+                                 the last error
   prompt NAME [key=value ...]    get a prompt; for a task-aware workflow, show its
                                  handoff readably. Flags:
                                    -follow        perform the remaining client steps, asking
                                                   you for every placeholder value (checked
                                                   against the tool's input schema) and for
                                                   corrected arguments of a step the server
-                                                  handed to you, then wait for the workflow
+                                                  handed to you, then wait for the workflow;
+                                                  meanwhile print its steps' attempts and
+                                                  their tools' progress and log lines as
+                                                  they happen (as call -follow does)
                                    -resume ID     continue workflow task ID instead of
                                                   starting a new one (no key=value needed)
   workflow fork ID [key=value ...]
@@ -128,9 +148,11 @@ Examples:
   taskbridge -url http://127.0.0.1:8080/mcp -token alice-token tools
   taskbridge -url http://127.0.0.1:8080/mcp call generate_report topic=sales seconds=3
   taskbridge -url http://127.0.0.1:8080/mcp -json call generate_report '{"topic": "q3", "seconds": 2}'
+  taskbridge -url http://127.0.0.1:8080/mcp call generate_report topic=q4 seconds=4 -follow
   taskbridge -url http://127.0.0.1:8080/mcp call -detach generate_report topic=q4 seconds=60
   taskbridge -url http://127.0.0.1:8080/mcp tasks list
   taskbridge -url http://127.0.0.1:8080/mcp tasks cancel 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2
+  taskbridge -url http://127.0.0.1:8080/mcp webhook add https://hooks.example.com/taskbridge
   taskbridge -url http://127.0.0.1:8080/mcp prompt release_notes repo=taskbridge
   taskbridge -url http://127.0.0.1:8080/mcp call review_notes -task-id 3f1c9e0b2d7a4c18a5e6f7b8c9d0e1f2 \
       feedback=ok approved=true
@@ -222,6 +244,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, g.timeout, errTimedOut)
 	defer cancel()
+	stderr = &lockedWriter{w: stderr} // questions, warnings and -follow's lines come from several goroutines
 	in := newAsker(ctx, stdin, stderr)
 	c, err := dial(ctx, tgt, dialect, in.answer, stderr)
 	if err != nil {

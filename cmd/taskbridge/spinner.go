@@ -76,6 +76,18 @@ func (s *statusLine) update(ev client.Event) {
 	}
 }
 
+// interject runs write (a line on another stream) with the spinner's
+// line cleared, so that the two do not mix on a terminal; the spinner
+// draws itself again at its next tick.
+func (s *statusLine) interject(write func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p.tty {
+		fmt.Fprintf(s.p.w, "\r\033[K")
+	}
+	write()
+}
+
 func (s *statusLine) stop() {
 	s.once.Do(func() {
 		close(s.done)

@@ -43,6 +43,30 @@
     if (!task) { schedule(); return; }
     try { if (JSON.parse(e.data).id === task) { schedule(); } } catch (_) {}
   });
+  // A task page lists the task's events as they happen (its own stream,
+  // resumed after the last event by the browser when it reconnects).
+  var list = document.getElementById("events");
+  if (task && list) {
+    var evs = new EventSource(base + "/tasks/" + encodeURIComponent(task) + "/events");
+    evs.addEventListener("open", function () { list.dataset.state = "on"; });
+    evs.addEventListener("taskevent", function (e) {
+      var ev;
+      try { ev = JSON.parse(e.data); } catch (_) { return; }
+      var li = document.createElement("li");
+      li.className = "e-" + ev.type;
+      li.dataset.seq = String(ev.seq);
+      var at = document.createElement("span");
+      at.className = "at";
+      at.textContent = ev.at ? ev.at.slice(11, 19) : "";
+      li.appendChild(at);
+      li.appendChild(document.createTextNode(ev.line));
+      var bottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
+      list.appendChild(li);
+      while (list.children.length > 500) { list.removeChild(list.firstChild); }
+      if (bottom) { list.scrollTop = list.scrollHeight; }
+    });
+    evs.addEventListener("end", function () { list.dataset.state = "ended"; evs.close(); });
+  }
   // The cancel form asks first.
   document.addEventListener("submit", function (e) {
     if (e.target && e.target.id === "cancel-form" && !window.confirm("Cancel this task? Its work is stopped.")) {

@@ -34,6 +34,9 @@ import (
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/gcpolicy"
 	"github.com/taskbridge/taskbridge/internal/tokenauth"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/push"
+	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 const usage = `62_tasks_workflow demonstrates taskbridge's task-prompt bridge.
@@ -49,8 +52,9 @@ Usage:
 Serve flags:
   -http ADDR      listen address (use a loopback address such as 127.0.0.1:8080)
   -stdio          serve over stdin/stdout instead
-  -db FILE|DSN    store: a bbolt file (default taskbridge-62.db), or a postgres:// DSN
-                  to share tasks between several replicas
+  -db FILE|DSN    store: a bbolt file (default taskbridge-62.db; its directory is
+                  created when missing), or a postgres:// DSN to share tasks between
+                  several replicas
   -ledger FILE    the publication ledger publish_notes keeps (default: FILE.published
                   beside a bbolt file; for PostgreSQL, taskbridge/example-62.published
                   in $XDG_STATE_HOME, by default ~/.local/state)
@@ -66,6 +70,14 @@ Serve flags:
                   to stderr (stdout carries the stdio transport)
   -public-url URL the server's URL as outside systems reach it (default http://ADDR):
                   handoffs give webhook steps URL/hooks/TASK/STEP
+  -push URL       push: POST a signed delivery to URL whenever any task ends, needs
+                  input or pauses for its client (off by default; clients register
+                  their own webhooks with taskbridge webhook add either way)
+  -push-secret S  the deliveries' signing secret, whsec_... (default
+                  $TASKBRIDGE_PUSH_SECRET; without one, a new one is printed)
+  -push-events LIST
+                  what -push is told of (default terminal,input_required,paused;
+                  step adds every workflow step's start and end)
   -v              log engine activity to stderr
 
 Prometheus metrics are served at http://ADDR/metrics (HTTP only), workflow
@@ -89,12 +101,14 @@ publishes only when the review approves), release_notes_plain (the same,
 without a task), ship_release (a flaky step the server retries, and a step
 handed to the client when the version is not like v1.2.3) and
 canary_release (three check suites in parallel, a durable soak of
-soak_seconds, an approval by the client or a webhook, then promote or roll
+soak_seconds, a person's decision: the event go_live, delivered with the
+tool workflow_event, tasks/update or the webhook; then promote or roll
 back), and the tools fetch_changes, draft_notes, review_notes,
 publish_notes, generate_report (slow: run it as a task), run_checks,
-create_tag, announce_release, run_suite, approve_rollout, promote_release
-and rollback_release. Environment variables TASKBRIDGE_* tune the
-task engine (see the README).
+create_tag, announce_release, run_suite, promote_release and
+rollback_release, and the built-in task_result, task_cancel,
+workflow_event and workflow_fork. Environment variables TASKBRIDGE_* tune
+the task engine (see the README).
 `
 
 func main() {
@@ -126,7 +140,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("unknown argument %q (the commands are: serve, replicas, or none for the demo)", fs.Arg(0))
 	}
-	if err := checkDBDir(*db); err != nil {
+	if err := prepareDBDir(*db); err != nil {
 		return err
 	}
 	path := *db
@@ -156,11 +170,18 @@ func serve(args []string, stderr io.Writer) error {
 	traceTo := fs.String("trace", "none", "tracing exporter: none or stdout")
 	publicURL := fs.String("public-url", "", "the server's URL as outside systems reach it, for webhook URLs in handoffs (default: http://ADDR)")
 	verbose := fs.Bool("v", false, "log to stderr")
+	pushURL := fs.String("push", "", "POST a signed delivery to URL whenever any task ends, needs input or pauses")
+	pushSecret := fs.String("push-secret", os.Getenv(taskrouter.EnvPushSecret), "the deliveries' signing secret, whsec_...")
+	pushEvents := fs.String("push-events", "terminal,input_required,paused", "what -push is told of")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unknown argument %q", fs.Arg(0))
+	}
+	hook, err := pushHook(*pushURL, *pushSecret, *pushEvents)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	if (*addr == "") == !*stdio {
 		return errors.New("serve: give exactly one of -http ADDR or -stdio")
@@ -175,7 +196,7 @@ func serve(args []string, stderr io.Writer) error {
 	if *dashToken != "" && *stdio {
 		return errors.New("serve: -dashboard-token needs -http")
 	}
-	if err := checkDBDir(*db); err != nil {
+	if err := prepareDBDir(*db); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -186,6 +207,10 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	if *verbose {
 		b.WithLogger(slog.New(slog.NewTextHandler(stderr, nil)))
+	}
+	if hook != nil {
+		b.WithRouterOptions(taskrouter.Options{Push: taskrouter.PushOptions{Hooks: []taskrouter.StaticWebhook{*hook}}})
+		fmt.Fprintf(stderr, "push: %s of every task to %s, signed with secret %s\n", *pushEvents, hook.URL, hook.Secret)
 	}
 	obs, err := observe(b, *traceTo, stderr)
 	if err != nil {
@@ -221,7 +246,7 @@ func serve(args []string, stderr io.Writer) error {
 	mux.Handle("/metrics", obs.metrics.Handler())
 	// The webhooks authenticate with each task's own token, not the
 	// bearer tokens of the MCP endpoint.
-	mux.Handle("/hooks/", http.StripPrefix("/hooks", srv.Bridge.WebhookHandler()))
+	mux.Handle("/hooks/", srv.Bridge.WebhookHandler())
 	dash := newDashboard(srv, obs.feed, *dashToken, tokens)
 	defer dash.Close()
 	mux.Handle("/dashboard/", dash)
@@ -249,10 +274,31 @@ func serve(args []string, stderr io.Writer) error {
 	return nil
 }
 
-// checkDBDir reports a -db file whose directory does not exist, naming
-// the database path (the store would fail later, and the publication
-// ledger beside it first, with a less helpful error).
-func checkDBDir(db string) error {
+// pushHook is the static webhook of -push: nil without a URL; a new
+// secret when none is given.
+func pushHook(url, secret, events string) (*taskrouter.StaticWebhook, error) {
+	if url == "" {
+		return nil, nil
+	}
+	if secret == "" {
+		secret = push.NewSecret()
+	}
+	h := taskrouter.StaticWebhook{URL: url, Secret: secret}
+	for _, e := range strings.FieldsFunc(events, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if !mcptask.WebhookEvent(e).Valid() {
+			return nil, fmt.Errorf("-push-events: unknown event %q (terminal, input_required, paused, step)", e)
+		}
+		h.Events = append(h.Events, mcptask.WebhookEvent(e))
+	}
+	return &h, nil
+}
+
+// prepareDBDir creates the directory of a -db file when it does not
+// exist yet (a host's config on a fresh machine names a file under, say,
+// ~/.taskbridge), and reports one it cannot create or that is no
+// directory, naming the database path (the store would fail later, and
+// the publication ledger beside it first, with a less helpful error).
+func prepareDBDir(db string) error {
 	if db == "" || builder.IsPostgresDSN(db) {
 		return nil
 	}
@@ -260,7 +306,10 @@ func checkDBDir(db string) error {
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("-db %s: the directory %s does not exist (create it, or give another path)", db, dir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("-db %s: creating its directory: %w", db, err)
+		}
+		return nil
 	case err != nil:
 		return fmt.Errorf("-db %s: %w", db, err)
 	case !st.IsDir():

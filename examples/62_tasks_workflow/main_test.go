@@ -212,8 +212,9 @@ func names(steps []handoff.CompletedStep) []string {
 }
 
 // TestCanaryRelease: the checks run together, the canary soaks, the
-// approval decides between promote and rollback (the other skipped); a
-// rejected release_notes review publishes nothing.
+// person's decision (the event go_live, delivered with the event tool)
+// decides between promote and rollback (the other skipped); a rejected
+// release_notes review publishes nothing.
 func TestCanaryRelease(t *testing.T) {
 	cs, _ := exampleSession(t)
 	for _, approved := range []bool{true, false} {
@@ -227,14 +228,19 @@ func TestCanaryRelease(t *testing.T) {
 			require.NoError(t, err)
 		}
 		require.Equal(t, []string{"lint", "unit", "integration", "soak"}, names(doc.CompletedSteps)[:4])
-		approve := doc.ClientSteps()[0]
-		require.Equal(t, "approve_rollout", approve.Tool)
-		sum := continueStep(t, cs, doc.TaskID, "approve_rollout", map[string]any{"approved": approved, "reason": "error rate flat"})
-		require.Equal(t, "completed", sum["status"])
-		res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "canary_release", Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID}})
+		goLive := doc.ClientSteps()[0]
+		require.Equal(t, "go_live", goLive.Name)
+		require.Equal(t, handoff.KindEvent, goLive.Kind)
+		require.Equal(t, "workflow_event", goLive.Call.Tool)
+		require.True(t, goLive.Call.Person, "the decision is a person's")
+		require.JSONEq(t, `{"type":"object","properties":{"approved":{"type":"boolean","description":"true to send every user to the new version, false to roll it back"},"reason":{"type":"string","description":"what the soak showed"}},"required":["approved","reason"]}`, string(goLive.Payload))
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "workflow_event", Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID},
+			Arguments: map[string]any{"event": "go_live", "payload": map[string]any{"approved": approved, "reason": "error rate flat"}}})
 		require.NoError(t, err)
-		doc, err = handoff.FromPromptResult(res)
+		require.False(t, res.IsError, "%v", res.Content)
+		doc, err = handoff.FromToolResult(res)
 		require.NoError(t, err)
+		require.Equal(t, "completed", doc.Status)
 		ran, skipped := "promote_release", "rollback_release"
 		if !approved {
 			ran, skipped = skipped, ran
@@ -259,22 +265,42 @@ func TestCanaryRelease(t *testing.T) {
 }
 
 // TestCanaryArgumentsCheckedFirst: soak_seconds is a duration; a value
-// that is none is refused before a task exists, at prompts/get (-32602)
-// and at the workflow's tool (a tool error the model reads), naming the
-// argument and the form.
+// that is none is refused before a task exists, at prompts/get (-32602),
+// at the workflow's tool from a host (a tool error the model reads) and
+// from a client that takes tasks (-32602 before the call becomes a task),
+// naming the argument and the form.
 func TestCanaryArgumentsCheckedFirst(t *testing.T) {
 	cs, _, srv := exampleServer(t)
 	ctx := context.Background()
-	_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "canary_release", Arguments: map[string]string{"repo": "shop", "version": "v1.2.3", "soak_seconds": "abc"}})
+	bad := map[string]string{"repo": "shop", "version": "v1.2.3", "soak_seconds": "abc"}
+	const want = `argument "soak_seconds" must be a duration`
+	_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "canary_release", Arguments: bad})
 	var je *jsonrpc.Error
 	require.ErrorAs(t, err, &je)
 	require.EqualValues(t, mcptask.CodeInvalidParams, je.Code)
-	require.Contains(t, je.Message, `argument "soak_seconds" must be a duration`)
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "canary_release", Arguments: map[string]any{"repo": "shop", "version": "v1.2.3", "soak_seconds": "abc"}})
+	require.Contains(t, je.Message, want)
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "canary_release", Arguments: bad})
+	require.ErrorAs(t, err, &je)
+	require.EqualValues(t, mcptask.CodeInvalidParams, je.Code)
+	require.Contains(t, je.Message, want)
+	host := hostSession(t, srv)
+	res, err := host.CallTool(ctx, &mcp.CallToolParams{Name: "canary_release", Arguments: bad})
 	require.NoError(t, err)
 	require.True(t, res.IsError)
-	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, `argument "soak_seconds" must be a duration`)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, want)
 	page, err := srv.Store.Query(ctx, store.Query{})
 	require.NoError(t, err)
 	require.Empty(t, page.Tasks, "no task was created")
+}
+
+// hostSession connects a go-sdk client to srv that declares nothing, as
+// an LLM host does: its model's tool name and arguments are all it sends.
+func hostSession(t *testing.T, srv *builder.Server) *mcp.ClientSession {
+	t.Helper()
+	tr, err := srv.Connect(context.Background())
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
 }

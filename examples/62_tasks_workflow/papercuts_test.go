@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/internal/pgtest"
@@ -30,20 +31,40 @@ func buildExample(t *testing.T) string {
 	return bin
 }
 
-// A -db file in a directory that does not exist is named in the error
-// (the ledger beside it used to fail first, naming FILE.published).
-func TestMissingDBDirectoryNamesTheDatabase(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "no-such-dir", "tasks.db")
+// A -db file in a directory that does not exist gets its directory, as a
+// host's config on a fresh machine needs (the README's names
+// ~/.taskbridge/example.db): serve over stdio answers a host, and the
+// store and the ledger are in the new directory. A directory that cannot
+// be one (a file is in the way) is named in the error.
+func TestMissingDBDirectoryIsCreated(t *testing.T) {
+	bin := buildExample(t)
+	db := filepath.Join(t.TempDir(), "fresh-home", ".taskbridge", "example.db")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.Command(bin, "serve", "-stdio", "-db", db)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	tools, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, tools.Tools)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "release_notes", Arguments: map[string]any{"repo": "acme"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	require.NoError(t, cs.Close())
+	require.FileExists(t, db)
+	require.FileExists(t, db+".published")
+
+	blocked := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(blocked, nil, 0o600))
 	for _, args := range [][]string{
-		{"serve", "-stdio", "-db", missing},
-		{"serve", "-http", "127.0.0.1:0", "-db", missing},
-		{"-db", missing},
+		{"serve", "-stdio", "-db", filepath.Join(blocked, "tasks.db")},
+		{"serve", "-http", "127.0.0.1:0", "-db", filepath.Join(blocked, "tasks.db")},
+		{"-db", filepath.Join(blocked, "tasks.db")},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(args, &out, &errOut)
-		require.ErrorContains(t, err, "-db "+missing+": the directory "+filepath.Dir(missing)+" does not exist", "%v", args)
+		require.ErrorContains(t, err, "-db "+filepath.Join(blocked, "tasks.db")+": "+blocked+" is not a directory", "%v", args)
 		require.NotContains(t, err.Error(), ".published")
-		require.NoFileExists(t, missing+".published")
 	}
 }
 

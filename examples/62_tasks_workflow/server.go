@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -237,24 +238,6 @@ func runSuite(ctx context.Context, _ *mcp.CallToolRequest, in suiteIn) (*mcp.Cal
 	return nil, suiteOut{Suite: in.Suite, Passed: 10 + int(h.Sum32()%90), Seconds: fmt.Sprintf("%.1f", d.Seconds())}, nil
 }
 
-type approveIn struct {
-	Approved bool   `json:"approved" jsonschema:"true to promote the canary to every user, false to roll it back"`
-	Reason   string `json:"reason" jsonschema:"why: what the soak showed"`
-}
-
-type approveOut struct {
-	Approved bool   `json:"approved"`
-	Reason   string `json:"reason"`
-}
-
-// approveRollout records a person's decision on a canary.
-func approveRollout(ctx context.Context, _ *mcp.CallToolRequest, in approveIn) (*mcp.CallToolResult, approveOut, error) {
-	if strings.TrimSpace(in.Reason) == "" {
-		return nil, approveOut{}, errors.New("reason is empty: say what the soak showed")
-	}
-	return nil, approveOut(in), nil
-}
-
 type rolloutIn struct {
 	Repo    string `json:"repo"`
 	Version string `json:"version"`
@@ -295,11 +278,21 @@ func generateReport(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*
 	if in.Seconds < 0 || in.Seconds > 3600 {
 		return nil, nil, fmt.Errorf("seconds must be between 0 and 3600, got %v", in.Seconds)
 	}
+	// One progress report and log line per second, which a client
+	// following the task (taskbridge call generate_report -follow) sees
+	// as they happen; outside a task they go nowhere.
 	d := time.Duration(in.Seconds * float64(time.Second))
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+	log := taskrouter.Logger(ctx)
+	total := int(math.Ceil(in.Seconds))
+	start := time.Now()
+	for s := 1; s <= total; s++ {
+		select {
+		case <-time.After(time.Until(start.Add(min(d, time.Duration(s)*time.Second)))):
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		_ = taskrouter.Progress(ctx, float64(s), float64(total), fmt.Sprintf("section %d of %d written", s, total))
+		log.Info("wrote a section of the report", "topic", in.Topic, "section", s)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Report on %q is ready.", in.Topic)}}}, nil, nil
 }
@@ -360,7 +353,7 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 				Bind("draft", workflow.StepOutput("draft", "draft")).
 				Bind("feedback", workflow.FromClient("your verdict and any edits")).
 				Bind("approved", workflow.FromClient("true to approve publishing")).
-				WithGuidance("Read the draft, then call review_notes with the draft, your feedback, and approved=true if it may be published."),
+				WithGuidance("Read the draft, then give your verdict with review_notes: approved=true if it may be published, and your feedback."),
 			workflow.Server("publish", "publish_notes").
 				When(workflow.Truthy(workflow.StepOutput("review", "approved"))).
 				Bind("text", workflow.StepOutput("review", "final_text")).
@@ -371,11 +364,13 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 }
 
 // canaryWorkflow uses every step kind: three check suites in a parallel
-// group, a durable sleep while the canary soaks, a person's approval (a
-// client step an outside system may also answer through the webhook), and
-// a branch: promote when approved, roll back otherwise.
+// group, a durable sleep while the canary soaks, a person's decision (the
+// event go_live: a model asks the user and delivers the answer with the
+// event tool, a host that runs tasks asks the user itself, and a chat
+// button or CI job may POST it to the webhook), and a branch: promote when
+// approved, roll back otherwise.
 func canaryWorkflow() *workflow.Definition {
-	approved := workflow.Truthy(workflow.StepOutput("approve_rollout", "approved"))
+	approved := workflow.Truthy(workflow.StepOutput("go_live", "approved"))
 	suite := func(name string) *workflow.Step {
 		return workflow.Server(name, "run_suite").
 			Bind("repo", workflow.PromptArg("repo")).
@@ -388,25 +383,32 @@ func canaryWorkflow() *workflow.Definition {
 			Bind("repo", workflow.PromptArg("repo")).
 			Bind("version", workflow.PromptArg("version"))
 	}
-	return workflow.New("canary_release", "Check a release, soak it as a canary, then promote or roll it back on a person's approval").
+	return workflow.New("canary_release", "Check a release, soak it as a canary, then promote or roll it back on a person's decision").
 		WithGoal("Roll out the release to every user only if its checks pass and a person approves the canary").
 		Arg("repo", "repository to release (any name)", true).
 		Arg("version", "version to roll out, like v1.2.3", true).
-		TypedArg("soak_seconds", "how long the canary soaks before the approval (default 30 seconds)", false, workflow.ArgDuration).
+		TypedArg("soak_seconds", "how long the canary soaks before the decision (default 30 seconds)", false, workflow.ArgDuration).
 		Step(
 			workflow.Parallel("checks", suite("lint"), suite("unit"), suite("integration")).StopOnFailure(),
 			workflow.SleepFor("soak", workflow.PromptArg("soak_seconds").WithDefault(30)).
 				WithGuidance("The canary serves a few users while the server waits."),
-			workflow.Client("approve_rollout", "approve_rollout").
-				Bind("approved", workflow.FromClient("true to promote the canary, false to roll it back")).
-				Bind("reason", workflow.FromClient("what the soak showed")).
-				AcceptsWebhook().
-				WithGuidance("Decide whether the canary may reach every user: call approve_rollout with approved and a reason (a chat button or CI job may answer instead through the webhook)."),
+			workflow.Event("go_live", "whether the canary may go to every user").WithPayload(goLivePayload),
 			rollout("promote_release").When(approved).
 				WithGuidance("Sends every user to the new version."),
 			rollout("rollback_release").Unless(approved).
 				WithGuidance("Sends every user back to the previous version."),
 		)
+}
+
+// goLivePayload is the JSON Schema of the go_live event's payload: a
+// person's decision on the canary, with the reason.
+var goLivePayload = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"approved": map[string]any{"type": "boolean", "description": "true to send every user to the new version, false to roll it back"},
+		"reason":   map[string]any{"type": "string", "description": "what the soak showed"},
+	},
+	"required": []string{"approved", "reason"},
 }
 
 // shipWorkflow exercises the failure paths: a flaky server step that the
@@ -468,7 +470,6 @@ func newBuilder(o options) (*builder.Builder, error) {
 	builder.Tool(b, &mcp.Tool{Name: "create_tag", Description: "Tag a release with a semantic version."}, createTag, taskrouter.ToolOptions{})
 	builder.Tool(b, &mcp.Tool{Name: "announce_release", Description: "Announce a tagged release."}, announceRelease, taskrouter.ToolOptions{})
 	builder.Tool(b, &mcp.Tool{Name: "run_suite", Description: "Run one check suite (lint, unit or integration) of a release."}, runSuite, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "approve_rollout", Description: "Record a person's decision on a canary release: promote it or roll it back."}, approveRollout, taskrouter.ToolOptions{})
 	builder.Tool(b, &mcp.Tool{Name: "promote_release", Description: "Send every user to a release."}, promoteRelease, taskrouter.ToolOptions{})
 	builder.Tool(b, &mcp.Tool{Name: "rollback_release", Description: "Send every user back to the previous release."}, rollbackRelease, taskrouter.ToolOptions{})
 	// The task-aware workflows are tools too, so that a model in an LLM
@@ -477,6 +478,7 @@ func newBuilder(o options) (*builder.Builder, error) {
 	b.Workflow(releaseWorkflow("release_notes_plain"))
 	b.TaskWorkflow(shipWorkflow().AsTool())
 	b.TaskWorkflow(canaryWorkflow().AsTool())
+	addTrain(b) // train.go
 	return b, nil
 }
 

@@ -30,11 +30,14 @@ export async function step(name, fn, { rethrow = true } = {}) {
     }
 }
 
-// parseHandoff returns the handoff of a task-aware workflow prompt result:
-// the last ```json block of the final assistant message, and the prose.
-// A prompt result carries the handoff in its final message; a tool result
-// (a workflow task's tasks/result, a workflow tool's result, a
-// continuation's) in its last text content.
+// parseHandoff returns the handoff of a task-aware workflow: the document
+// and the prose. A prompt result carries the handoff in its final
+// assistant message, prose then a ```json block (and in _meta). A tool
+// result (a workflow task's tasks/result, a workflow tool's result, a
+// continuation's) carries the prose only, in its last text content (what
+// a model reads), and the document as its structuredContent and in
+// _meta["taskbridge/handoff"] (what a program reads); its text has the
+// json block only when the call asked for it (_meta["taskbridge/handoff-json"]).
 export function parseHandoff(result) {
     let text = '';
     if (Array.isArray(result.messages)) {
@@ -43,11 +46,16 @@ export function parseHandoff(result) {
     } else {
         const texts = (result.content ?? []).filter((c) => c.type === 'text');
         text = texts.length > 0 ? texts[texts.length - 1].text : '';
+        const doc = isHandoff(result.structuredContent) ? result.structuredContent : result._meta?.['taskbridge/handoff'];
+        if (isHandoff(doc)) return { doc, prose: text };
     }
     const blocks = [...text.matchAll(/```json\s*\n([\s\S]*?)\n```/g)];
     if (blocks.length === 0) throw new Error('no json block in the result');
     return { doc: JSON.parse(blocks[blocks.length - 1][1]), prose: text };
 }
+
+// isHandoff reports a handoff document.
+const isHandoff = (v) => v !== null && typeof v === 'object' && typeof v.schemaVersion === 'number' && typeof v.taskId === 'string';
 
 // isPlaceholder reports a handoff argument the client must fill ("<...>").
 export const isPlaceholder = (v) => typeof v === 'string' && v.startsWith('<') && v.endsWith('>');

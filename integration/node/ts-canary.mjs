@@ -4,15 +4,18 @@
 // (or names a task that already exists), re-reads the handoff with
 // prompts/get and _meta._task_id until the server offers a client step
 // (a parallel group and a durable sleep come first), performs it with
-// _meta._task_id, follows the workflow to its end, and reads the task
-// back with client.experimental.tasks.
+// _meta._task_id (a client step's tool, or for an event such as
+// canary_release's go_live the event tool workflow_event with the payload),
+// follows the workflow to its end, and reads the task back with
+// client.experimental.tasks.
 //
 // Usage: node ts-canary.mjs <server-url> <json-options>
 //   options: {
 //     "prompt": "canary_release",
 //     "args": {...},            prompt arguments (to start a new task)
 //     "taskId": "...",          or an existing task to follow (after a restart)
-//     "fill": {...},            values for the placeholders of client steps
+//     "fill": {...},            values for what a step's call leaves to the client
+//                               (an event's payload fields too)
 //     "action": "perform"       perform client steps until the workflow ends (default)
 //             | "offer"         stop once a client step is offered, print it
 //             | "wait"          wait for the task to end (someone else performs the steps)
@@ -22,7 +25,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { isPlaceholder, parseHandoff, startWatchdog, step } from './lib.mjs';
+import { parseHandoff, startWatchdog, step } from './lib.mjs';
 
 const [url, optsJSON] = process.argv.slice(2);
 const opts = JSON.parse(optsJSON || '{}');
@@ -43,8 +46,23 @@ const summary = (doc) => ({
     remaining: doc.remainingSteps.map((s) => ({ name: s.name, status: s.status, kind: s.kind, group: s.group, until: s.until, execution: s.execution })),
     skipped: doc.skippedSteps ?? [],
 });
-// offered is the client step the handoff asks the client to perform now.
-const offered = (doc) => doc.remainingSteps.find((s) => s.execution === 'client' && s.status === 'awaiting_client');
+// offered is the step the handoff asks the client to perform now: the
+// one with a call (a client step's tool, or the event tool).
+const offered = (doc) => doc.remainingSteps.find((s) => s.call);
+// callArgs are the arguments of a step's call: the values it gives, and
+// each value to fill in (an event's payload fields under "payload"); the
+// server adds the values it resolved itself. The task id travels in
+// _meta._task_id instead of the argument.
+const callArgs = (call) => {
+    const args = { ...call.arguments };
+    for (const f of call.fill ?? []) {
+        if (!(f.name in fill)) continue;
+        if (f.under) args[f.under] = { ...(args[f.under] ?? {}), [f.name]: fill[f.name] };
+        else args[f.name] = fill[f.name];
+    }
+    delete args._task_id;
+    return args;
+};
 
 const client = new Client({ name: 'ts-canary', version: '1.0.0' }, { capabilities: {} });
 try {
@@ -100,15 +118,12 @@ try {
                 continue;
             }
             if (action === 'offer') {
-                await step('offered', async () => ({ ...summary(doc), stepName: s.name, tool: s.tool, webhook: s.webhook ?? null, arguments: s.arguments, rereads }));
+                await step('offered', async () => ({ ...summary(doc), stepName: s.name, tool: s.call.tool, webhook: s.webhook ?? null, arguments: s.call.arguments, kind: s.kind ?? null, rereads }));
                 break;
             }
             await step('perform:' + s.name, async () => {
-                const args = {};
-                for (const [k, v] of Object.entries(s.arguments)) args[k] = isPlaceholder(v) ? fill[k] : v;
-                delete args._task_id; // the task travels in _meta._task_id
-                const res = await client.callTool({ name: s.tool, arguments: args, _meta: { _task_id: taskId } });
-                return { isError: Boolean(res.isError), text: textOf(res), workflow: res._meta?.['taskbridge/workflow'], before: summary(doc), rereads };
+                const res = await client.callTool({ name: s.call.tool, arguments: callArgs(s.call), _meta: { _task_id: taskId } });
+                return { isError: Boolean(res.isError), text: textOf(res), status: parseHandoff(res).doc.status, before: summary(doc), rereads };
             });
             doc = await reread(taskId);
             note(doc);

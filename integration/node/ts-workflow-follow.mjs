@@ -42,7 +42,7 @@ try {
             }
             const res = await client.callTool({ name: s.tool, arguments: args, _meta: { _task_id: taskId } });
             return {
-                handedToClient: Boolean(s.handedToClient), error: s.error, proseSaysYouMay: prose.includes('YOU (the client) may perform it'),
+                handedToClient: Boolean(s.handedToClient), error: s.error, proseSaysCallIt: prose.includes('call it yourself'),
                 isError: Boolean(res.isError), workflow: res._meta?.['taskbridge/workflow'],
             };
         });

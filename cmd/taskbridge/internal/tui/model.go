@@ -118,12 +118,16 @@ func (m *Model) say(bad bool, format string, args ...any) {
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case busMsg:
-		return m, tea.Batch(m.handle(msg.msg), m.ui.listen)
+		cmd := m.handle(msg.msg)
+		m.followSelected()
+		return m, tea.Batch(cmd, m.ui.listen)
 	case tea.WindowSizeMsg:
 		m.width, m.height = max(msg.Width, 40), max(msg.Height, 12)
 		return m, nil
 	case tea.KeyPressMsg:
-		return m, m.key(msg)
+		cmd := m.key(msg)
+		m.followSelected()
+		return m, cmd
 	case tickMsg:
 		if m.flash != "" && !m.flashBad && m.now().Sub(m.flashAt) > 8*time.Second {
 			m.flash = ""
@@ -164,6 +168,8 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return m.tasksListed(msg)
 	case cancelMsg:
 		return m.cancelled(msg)
+	case taskEventMsg:
+		return m.taskEvent(msg)
 	case promptMsg:
 		return m.promptLoaded(msg)
 	case stepMsg:

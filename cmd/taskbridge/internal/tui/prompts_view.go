@@ -132,6 +132,12 @@ func (m *Model) workflowView(w, h int) []string {
 			lines = append(lines, m.st.errText.Render(clip("      ✗ "+oneLine(s.rem.Error), w)))
 		}
 	}
+	if r := m.tasks.byID[d.TaskID]; r != nil && len(r.lines) > 0 && !st.Terminal() {
+		lines = append(lines, "")
+		for _, l := range r.lines[max(0, len(r.lines)-3):] { // the latest, live (events.go)
+			lines = append(lines, m.st.faint.Render(clip("  | "+l, w)))
+		}
+	}
 	lines = append(lines, "")
 	if v.busy != "" {
 		lines = append(lines, m.st.busy.Render(clip(v.busy, w)))

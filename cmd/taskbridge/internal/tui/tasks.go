@@ -47,7 +47,9 @@ type taskRow struct {
 	errText                string
 	doc                    *handoff.Document // a workflow's latest handoff
 	watched                bool
-	gone                   bool // the server does not know the task (any more)
+	gone                   bool     // the server does not know the task (any more)
+	streamed               bool     // its events are read (events.go)
+	lines                  []string // its latest event lines
 }
 
 // fail records the error a task's call or wait ended with.

@@ -101,6 +101,11 @@ func (m *Model) taskDetail(r *taskRow, w int) []string {
 	if r.message != "" {
 		lines = append(lines, clip("  message: "+oneLine(r.message), w))
 	}
+	if !r.status.Terminal() { // what it does now; an ended task's result says more
+		for _, l := range r.lines[max(0, len(r.lines)-4):] {
+			lines = append(lines, m.st.faint.Render(clip("  | "+l, w)))
+		}
+	}
 	if d := r.doc; d != nil {
 		done := len(d.CompletedSteps)
 		total := done + len(d.RemainingSteps)

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// `go run ./bench -where`: where the server's CPU time goes on a plain
+// call and on a task round trip. It profiles taskbridge's bench server
+// (bbolt) and the floor under the load generator (o.rounds windows of
+// o.cpuDuration per column), sorts every profile sample into one kind of
+// work by the functions on its stack, and prints each kind's share and
+// its CPU time per operation (the share times the CPU per operation read
+// from /proc in the same windows).
+
+// kind is one kind of work a sample can be counted as: the first kind (in
+// this order) any frame of the sample's stack belongs to. A frame belongs
+// to a kind when its function name starts with one of the prefixes. The
+// order decides overlaps: a collection assist inside decoding is GC,
+// JSON written by the store is the store's, a wake-up inside the router
+// is scheduling.
+type kind struct {
+	name     string
+	prefixes []string
+}
+
+var kinds = []kind{
+	{"fsync (fdatasync/fsync)", []string{"syscall.Fdatasync", "syscall.Fsync", "go.etcd.io/bbolt.fdatasync", "os.(*File).Sync"}},
+	{"GC (marking, sweeping, assists)", []string{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.gcDrain", "runtime.bgsweep",
+		"runtime.sweepone", "runtime.bgscavenge", "runtime.markroot", "runtime.scanobject", "runtime.scanObject", "runtime.gcStart",
+		"runtime.gcMarkDone", "runtime.gcMarkTermination", "runtime.greyobject", "runtime.wbBufFlush", "gcWriteBarrier",
+		"runtime.gcmarknewobject", "runtime.(*mheap).reclaim", "runtime.deductSweepCredit", "internal/runtime/gc/"}},
+	{"store (bbolt, the store's code)", []string{"go.etcd.io/bbolt.", "github.com/taskbridge/taskbridge/store", "github.com/jackc/"}},
+	{"validation (JSON Schema)", []string{"github.com/google/jsonschema-go/"}},
+	{"decode (JSON)", []string{"encoding/json.Unmarshal", "encoding/json.(*decodeState)", "encoding/json.(*Decoder)", "encoding/json.Valid",
+		"encoding/json.checkValid", "github.com/segmentio/encoding/json.Unmarshal", "github.com/segmentio/encoding/json.Parse",
+		"github.com/segmentio/encoding/json.(*Decoder)", "github.com/segmentio/encoding/json.decoder",
+		"github.com/modelcontextprotocol/go-sdk/internal/json.Unmarshal", "github.com/modelcontextprotocol/go-sdk/internal/jsonrpc2.DecodeMessage"}},
+	{"encode (JSON)", []string{"encoding/json.Marshal", "encoding/json.(*encodeState)", "encoding/json.(*Encoder)",
+		"github.com/segmentio/encoding/json.Marshal", "github.com/segmentio/encoding/json.Append", "github.com/segmentio/encoding/json.(*Encoder)",
+		"github.com/segmentio/encoding/json.encoder", "github.com/modelcontextprotocol/go-sdk/internal/jsonrpc2.EncodeMessage"}},
+	{"network I/O (socket syscalls)", []string{"internal/poll.(*FD).Read", "internal/poll.(*FD).Write", "internal/poll.(*FD).Accept",
+		"internal/poll.(*FD).Close", "net.(*conn)", "net.(*netFD)"}},
+	{"scheduling (goroutines, wake-ups, locks, timers)", []string{"runtime.schedule", "runtime.findRunnable", "runtime.wakep", "runtime.startm",
+		"runtime.stopm", "runtime.notewakeup", "runtime.notesleep", "runtime.futex", "runtime.park_m", "runtime.goready", "runtime.ready",
+		"runtime.newproc", "runtime.goexit0", "runtime.newstack", "runtime.morestack", "runtime.copystack", "runtime.netpoll",
+		"runtime.usleep", "runtime.osyield", "runtime.mcall", "runtime.gopark", "runtime.(*timer)", "runtime.(*timers)", "runtime.sysmon",
+		"runtime.mstart", "runtime.semrelease", "runtime.semacquire", "runtime.lock", "runtime.unlock", "runtime.selectgo", "runtime.chansend", "runtime.chanrecv"}},
+	{"go-sdk (dispatch, sessions, middleware)", []string{"github.com/modelcontextprotocol/go-sdk/"}},
+	{"taskbridge (router, engine, fast path)", []string{"github.com/taskbridge/taskbridge/"}},
+	{"net/http (server, headers)", []string{"net/http.", "net/textproto.", "bufio.", "net/url."}},
+}
+
+// shapes are the type arguments of a generic function's name.
+var shapes = regexp.MustCompile(`\[go\.shape.*\]`)
+
+// otherKind is every sample no kind claims: runtime and allocation
+// outside the above, the bench's own tool handlers.
+const otherKind = "other"
+
+// sample is one stack of a CPU profile and the time it was seen.
+type sample struct {
+	d      time.Duration
+	frames []string // leaf first
+}
+
+// profileSamples reads a CPU profile's stacks with `go tool pprof -traces`.
+func profileSamples(path string) ([]sample, error) {
+	out, err := exec.Command("go", "tool", "pprof", "-traces", path).Output()
+	if err != nil {
+		return nil, fmt.Errorf("go tool pprof -traces %s: %w", path, err)
+	}
+	var samples []sample
+	var cur *sample
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "-----------+") {
+			cur = nil
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if cur == nil && !strings.HasPrefix(line, " ") {
+			continue // the header: File:, Type:, ...
+		}
+		fn := strings.TrimSuffix(strings.TrimSpace(line), " (inline)")
+		if cur == nil {
+			d, err := time.ParseDuration(f[0])
+			if err != nil {
+				continue // a label line, or the header
+			}
+			samples = append(samples, sample{d: d})
+			cur = &samples[len(samples)-1]
+			fn = strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), f[0])), " (inline)")
+		}
+		cur.frames = append(cur.frames, fn)
+	}
+	return samples, sc.Err()
+}
+
+// kindOf is the kind a sample is counted as.
+func kindOf(s sample) string {
+	for _, k := range kinds {
+		for _, fn := range s.frames {
+			for _, p := range k.prefixes {
+				if strings.HasPrefix(fn, p) {
+					return k.name
+				}
+			}
+		}
+	}
+	return otherKind
+}
+
+// breakdown is one column of the table: the profiled time by kind and by
+// function (cumulative: every function on a sample's stack, once), and the
+// CPU per operation read from /proc.
+type breakdown struct {
+	title  string
+	cpu    float64 // µs per operation, median over the windows
+	total  time.Duration
+	byKind map[string]time.Duration
+	byFunc map[string]time.Duration
+}
+
+func newBreakdown(title string, cpu float64, profiles []string) (*breakdown, error) {
+	b := &breakdown{title: title, cpu: cpu, byKind: map[string]time.Duration{}, byFunc: map[string]time.Duration{}}
+	for _, p := range profiles {
+		samples, err := profileSamples(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range samples {
+			b.total += s.d
+			b.byKind[kindOf(s)] += s.d
+			seen := map[string]bool{}
+			for _, fn := range s.frames {
+				if !seen[fn] {
+					seen[fn] = true
+					b.byFunc[fn] += s.d
+				}
+			}
+		}
+	}
+	if b.total == 0 {
+		return nil, fmt.Errorf("%s: the profiles hold no samples", title)
+	}
+	return b, nil
+}
+
+// share is d as a fraction of the column's profiled time.
+func (b *breakdown) share(d time.Duration) float64 { return float64(d) / float64(b.total) }
+
+// cell formats d as µs per operation and share.
+func (b *breakdown) cell(d time.Duration) string {
+	return fmt.Sprintf("%.0f µs (%.0f%%)", b.share(d)*b.cpu, 100*b.share(d))
+}
+
+// whereColumn is one profiled load: a server, an operation, a client count.
+type whereColumn struct {
+	title string
+	srv   *proc
+	op    string
+	conc  int
+}
+
+func where(o options) error {
+	tmp, err := os.MkdirTemp("", "taskbridge-where-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if profiling.dir == "" {
+		profiling.dir = tmp
+	}
+	profiling.row = "where"
+	ours, err := startOurs("bbolt", filepath.Join(tmp, "where.db"))
+	if err != nil {
+		return err
+	}
+	defer ours.stop()
+	ours.name = "taskbridge (bbolt)"
+	fl, err := startFloor()
+	if err != nil {
+		return err
+	}
+	defer fl.stop()
+	cols := []whereColumn{
+		{"taskbridge plain call, 64 clients", ours, "plain", 64},
+		{"taskbridge task round trip, 64 clients", ours, "task", 64},
+		{"taskbridge plain call, 1 client", ours, "plain", 1},
+		{"taskbridge task round trip, 1 client", ours, "task", 1},
+		{"floor plain call, 64 clients", fl, "plain", 64},
+		{"floor task round trip, 64 clients", fl, "task", 64},
+	}
+	profiles := make([][]string, len(cols))
+	cpus := make([][]float64, len(cols))
+	for round := range o.rounds {
+		for i, c := range cols {
+			r, err := load{op: c.op, conc: c.conc, d: o.cpuDuration}.on(c.srv)
+			if err != nil || r.errs > 0 {
+				return fmt.Errorf("%s: %v %v", c.title, err, r.firstEr)
+			}
+			if r.profile == "" {
+				return fmt.Errorf("%s: no profile", c.title)
+			}
+			profiles[i] = append(profiles[i], r.profile)
+			cpus[i] = append(cpus[i], r.cpuPerOp())
+			fmt.Fprintf(os.Stderr, "  round %d, %s: %.0f/s, %.0f µs server CPU per op\n", round+1, c.title, r.perSec(), r.cpuPerOp())
+		}
+	}
+	var bs []*breakdown
+	for i, c := range cols {
+		b, err := newBreakdown(c.title, median(cpus[i]), profiles[i])
+		if err != nil {
+			return err
+		}
+		bs = append(bs, b)
+	}
+	fmt.Print(whereTable(o, bs))
+	for _, b := range bs[:2] {
+		fmt.Print(topFunctions(b, 25))
+	}
+	if profiling.dir != tmp {
+		fmt.Printf("\nProfiles: %s (go tool pprof -top FILE ...)\n", profiling.dir)
+	}
+	return nil
+}
+
+// whereTable prints the kinds of work, one column per breakdown.
+func whereTable(o options, bs []*breakdown) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "Where the server's CPU time goes, %s: CPU profiles of the server process (100 Hz), %d windows of %s per column; µs per operation = the kind's share of the profile × the server's CPU per operation read from /proc in the same windows.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), o.rounds, o.cpuDuration)
+	w.WriteString("| kind of work |")
+	for _, b := range bs {
+		fmt.Fprintf(&w, " %s |", b.title)
+	}
+	w.WriteString("\n|---|")
+	for range bs {
+		w.WriteString("---|")
+	}
+	w.WriteString("\n")
+	names := make([]string, 0, len(kinds)+1)
+	for _, k := range kinds {
+		names = append(names, k.name)
+	}
+	for _, n := range append(names, otherKind) {
+		fmt.Fprintf(&w, "| %s |", n)
+		for _, b := range bs {
+			fmt.Fprintf(&w, " %s |", b.cell(b.byKind[n]))
+		}
+		w.WriteString("\n")
+	}
+	w.WriteString("| **server CPU per operation** |")
+	for _, b := range bs {
+		fmt.Fprintf(&w, " **%.0f µs** |", b.cpu)
+	}
+	w.WriteString("\n")
+	return w.String()
+}
+
+// topFunctions lists the functions of taskbridge, go-sdk and the JSON
+// Schema validator with the most CPU time on their stacks (cumulative),
+// per operation: where a cut would pay.
+func topFunctions(b *breakdown, n int) string {
+	type fn struct {
+		name string
+		d    time.Duration
+	}
+	var fns []fn
+	for name, d := range b.byFunc {
+		for _, p := range []string{"github.com/taskbridge/taskbridge/", "github.com/modelcontextprotocol/go-sdk/", "github.com/google/jsonschema-go/"} {
+			if strings.HasPrefix(name, p) {
+				fns = append(fns, fn{name, d})
+				break
+			}
+		}
+	}
+	sort.Slice(fns, func(i, j int) bool { return fns[i].d > fns[j].d })
+	var w strings.Builder
+	fmt.Fprintf(&w, "\n%s: functions of taskbridge, go-sdk and jsonschema-go by CPU time on their stack (cumulative, µs per operation):\n\n| function | µs | share |\n|---|---|---|\n", b.title)
+	for _, f := range fns[:min(n, len(fns))] {
+		name := strings.NewReplacer("github.com/taskbridge/taskbridge/", "", "github.com/modelcontextprotocol/go-sdk/", "go-sdk/", "github.com/google/jsonschema-go/", "jsonschema-go/").Replace(shapes.ReplaceAllString(f.name, "[…]"))
+		fmt.Fprintf(&w, "| %s | %.0f | %.0f%% |\n", name, b.share(f.d)*b.cpu, 100*b.share(f.d))
+	}
+	return w.String()
+}

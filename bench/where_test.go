@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// burnDecode decodes JSON for d, the only work of the process meanwhile.
+func burnDecode(t *testing.T, d time.Duration) {
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi","n":[1,2,3,4,5,6,7,8]}}}`)
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		var v map[string]any
+		require.NoError(t, json.Unmarshal(body, &v))
+	}
+}
+
+// The profile of a process that only decodes JSON is read back through
+// go tool pprof, and its samples are counted as decoding.
+func TestWhereSortsProfileSamplesIntoKinds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, pprof.StartCPUProfile(f))
+	burnDecode(t, time.Second)
+	pprof.StopCPUProfile()
+	require.NoError(t, f.Close())
+
+	samples, err := profileSamples(path)
+	require.NoError(t, err)
+	require.NotEmpty(t, samples)
+	b, err := newBreakdown("decode", 100, []string{path})
+	require.NoError(t, err)
+	// Under -race most samples are the race runtime's C code, with no Go
+	// stack to sort ("other"); of the rest, decoding is most.
+	named := b.total - b.byKind[otherKind]
+	require.Positive(t, named, "kinds: %v", b.byKind)
+	require.Greater(t, float64(b.byKind["decode (JSON)"])/float64(named), 0.5, "kinds: %v", b.byKind)
+	for _, s := range samples {
+		require.NotEmpty(t, s.frames)
+		require.Positive(t, s.d)
+	}
+}
+
+// The CPU time read from /proc for this process agrees with getrusage's
+// (its own and its waited-for children's, as /proc counts them), to a few
+// clock ticks.
+func TestProcCPUMatchesRusage(t *testing.T) {
+	burnDecode(t, 300*time.Millisecond)
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru))
+	a, b := procCPU(os.Getpid()), selfCPU()+time.Duration(ru.Utime.Nano()+ru.Stime.Nano())
+	require.Positive(t, a)
+	require.InDelta(t, b.Seconds(), a.Seconds(), (5 * clockTick).Seconds())
+}
+
+// perf's comma-separated output is read as the sum of the sync calls.
+func TestSyncCounterReadsPerfOutput(t *testing.T) {
+	c := &syncCounter{}
+	c.out.WriteString("12,,syscalls:sys_enter_fdatasync,100.00,,\n3,,syscalls:sys_enter_fsync,100.00,,\n")
+	require.Equal(t, int64(15), c.count())
+	c = &syncCounter{}
+	c.out.WriteString("<not supported>,,syscalls:sys_enter_fdatasync,,,\n")
+	require.Equal(t, int64(-1), c.count())
+}

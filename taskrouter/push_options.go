@@ -1,0 +1,282 @@
+package taskrouter
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/push"
+)
+
+// Defaults of PushOptions.
+const (
+	DefaultPushMaxAttempts       = 8
+	DefaultPushMaxAge            = 24 * time.Hour
+	DefaultPushRetryBase         = 5 * time.Second
+	DefaultPushRetryMax          = time.Hour
+	DefaultPushTimeout           = 10 * time.Second
+	DefaultPushRetention         = 24 * time.Hour
+	DefaultPushWebhooksPerOwner  = 32
+	DefaultPushRefreshInterval   = 30 * time.Second
+	defaultPushScanWorkers       = 4
+	maxPushURLBytes              = 2048
+	defaultPushResolveTimeout    = 5 * time.Second
+	defaultPushResponseReadBytes = 64 << 10
+)
+
+// PushOptions configure push: the webhooks clients register (the
+// io.taskbridge/webhooks/* methods, Router.RegisterWebhook) and those the
+// configuration declares (Hooks), and how their deliveries are made.
+// Every zero field means its default. See the README, "Push".
+type PushOptions struct {
+	// Disabled turns push off: the webhook methods answer -32601 and no
+	// delivery is made.
+	Disabled bool
+	// Hooks are webhooks the server's configuration declares: they exist
+	// from the start on every replica, are not stored, and cannot be
+	// deleted by a client.
+	Hooks []StaticWebhook
+	// Admins are owners (as Options.Owner names them) who may register
+	// webhooks for any task and for other owners' tasks (the register
+	// method's owner, "*" for every owner's), and who see and delete
+	// every webhook. The server's own calls (a nil *Request) are an
+	// administrator's.
+	Admins []string
+	// AllowHTTP allows http:// URLs to any host; by default only https://
+	// URLs, and http:// ones to a loopback address (127.0.0.0/8, ::1,
+	// localhost), are accepted.
+	AllowHTTP bool
+	// AllowPrivate allows deliveries to private, link-local and shared
+	// address ranges (10/8, 172.16/12, 192.168/16, 169.254/16, 100.64/10,
+	// fc00::/7, fe80::/10, ...). Without it a URL whose host is, or
+	// resolves to, such an address is refused when it is registered and
+	// again at every delivery (the host is resolved then, and only the
+	// addresses allowed are dialled: DNS rebinding gains nothing).
+	AllowPrivate bool
+	// DenyLoopback refuses loopback addresses too (a server reachable
+	// from the internet, whose clients must not make it POST to its own
+	// local services).
+	DenyLoopback bool
+	// MaxAttempts bounds the POSTs of one delivery; zero means
+	// DefaultPushMaxAttempts.
+	MaxAttempts int
+	// MaxAge bounds how long a delivery is retried after it was made;
+	// zero means DefaultPushMaxAge.
+	MaxAge time.Duration
+	// RetryBase is the wait after a delivery's first failed attempt; it
+	// doubles with each further one (with 10% jitter), up to RetryMax.
+	// Zero means DefaultPushRetryBase and DefaultPushRetryMax.
+	RetryBase, RetryMax time.Duration
+	// Timeout bounds one attempt (connect, send, response headers); zero
+	// means DefaultPushTimeout.
+	Timeout time.Duration
+	// Retention is how long a delivery's record is kept after its
+	// retries ran out (for MethodWebhooksDeliveries and the dashboard);
+	// zero means DefaultPushRetention.
+	Retention time.Duration
+	// MaxWebhooksPerOwner bounds the webhooks one owner registers; zero
+	// means DefaultPushWebhooksPerOwner.
+	MaxWebhooksPerOwner int
+	// RefreshInterval is how often the registered webhooks are re-read:
+	// on a shared store, to learn of those other replicas registered or
+	// deleted (a replica hears of its own at once, and of every task
+	// change through the change feed); on any, to forget expired ones.
+	// Zero means DefaultPushRefreshInterval.
+	RefreshInterval time.Duration
+}
+
+// StaticWebhook is a webhook of the server's configuration
+// (PushOptions.Hooks).
+type StaticWebhook struct {
+	// URL is where deliveries go (the same rules as a registered one's).
+	URL string
+	// Secret signs the deliveries: "whsec_" + base64 of 24 to 64 bytes
+	// (push.NewSecret makes one).
+	Secret string
+	// Events are what it is told of; nil means
+	// mcptask.DefaultWebhookEvents.
+	Events []mcptask.WebhookEvent
+	// Owner is whose tasks it watches; "" or "*" means every owner's.
+	Owner string
+}
+
+func (o PushOptions) withDefaults() PushOptions {
+	set := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultPushMaxAttempts
+	}
+	if o.MaxWebhooksPerOwner == 0 {
+		o.MaxWebhooksPerOwner = DefaultPushWebhooksPerOwner
+	}
+	set(&o.MaxAge, DefaultPushMaxAge)
+	set(&o.RetryBase, DefaultPushRetryBase)
+	set(&o.RetryMax, max(DefaultPushRetryMax, o.RetryBase))
+	set(&o.Timeout, DefaultPushTimeout)
+	set(&o.Retention, DefaultPushRetention)
+	set(&o.RefreshInterval, DefaultPushRefreshInterval)
+	return o
+}
+
+// validate refuses values that cannot work, naming the field.
+func (o PushOptions) validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("taskrouter: Options.Push.%s: "+format, append([]any{field}, args...)...))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MaxAge", o.MaxAge}, {"RetryBase", o.RetryBase}, {"RetryMax", o.RetryMax},
+		{"Timeout", o.Timeout}, {"Retention", o.Retention}, {"RefreshInterval", o.RefreshInterval},
+	} {
+		if d.v < 0 {
+			bad(d.name, "is negative (%s); use zero for the default", d.v)
+		}
+	}
+	if o.MaxAttempts < 0 {
+		bad("MaxAttempts", "is negative (%d); use zero for the default", o.MaxAttempts)
+	}
+	if o.MaxWebhooksPerOwner < 0 {
+		bad("MaxWebhooksPerOwner", "is negative (%d); use zero for the default", o.MaxWebhooksPerOwner)
+	}
+	if o.RetryMax < o.RetryBase {
+		bad("RetryMax", "(%s) is shorter than RetryBase (%s)", o.RetryMax, o.RetryBase)
+	}
+	pol := o.policy()
+	for i, h := range o.Hooks {
+		field := fmt.Sprintf("Hooks[%d]", i)
+		if _, err := pol.checkURL(h.URL); err != nil {
+			bad(field+".URL", "%v", err)
+		}
+		if _, err := push.Key(h.Secret); err != nil {
+			bad(field+".Secret", "%v (push.NewSecret makes one)", err)
+		}
+		if _, err := checkEvents(h.Events); err != nil {
+			bad(field+".Events", "%v", err)
+		}
+		if isPushOwner(h.Owner) {
+			bad(field+".Owner", "%q is a reserved owner", h.Owner)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkEvents returns events without duplicates, in the order of
+// mcptask.WebhookEvents (nil: the defaults), or an error naming the
+// unknown one.
+func checkEvents(events []mcptask.WebhookEvent) ([]mcptask.WebhookEvent, error) {
+	if len(events) == 0 {
+		return slices.Clone(mcptask.DefaultWebhookEvents), nil
+	}
+	for _, e := range events {
+		if !e.Valid() {
+			return nil, fmt.Errorf("unknown event %q (want %s)", e, joinEvents(mcptask.WebhookEvents))
+		}
+	}
+	var out []mcptask.WebhookEvent
+	for _, e := range mcptask.WebhookEvents {
+		if slices.Contains(events, e) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func joinEvents(events []mcptask.WebhookEvent) string {
+	s := make([]string, len(events))
+	for i, e := range events {
+		s[i] = string(e)
+	}
+	return strings.Join(s, ", ")
+}
+
+func splitEvents(s string) []mcptask.WebhookEvent {
+	var out []mcptask.WebhookEvent
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		out = append(out, mcptask.WebhookEvent(f))
+	}
+	return out
+}
+
+// isAdmin reports whether owner is one of Admins.
+func (o PushOptions) isAdmin(owner string) bool {
+	return owner != "" && slices.Contains(o.Admins, owner)
+}
+
+// Environment variables of push (read by OptionsFromEnv).
+const (
+	// EnvPush: "off" turns push off (PushOptions.Disabled).
+	EnvPush = "TASKBRIDGE_PUSH"
+	// EnvPushURL, EnvPushSecret, EnvPushEvents declare one static webhook
+	// for every owner's tasks (PushOptions.Hooks); the secret is required
+	// with the URL, the events are comma-separated.
+	EnvPushURL    = "TASKBRIDGE_PUSH_URL"
+	EnvPushSecret = "TASKBRIDGE_PUSH_SECRET"
+	EnvPushEvents = "TASKBRIDGE_PUSH_EVENTS"
+	// EnvPushAdmins: comma-separated owners (PushOptions.Admins).
+	EnvPushAdmins = "TASKBRIDGE_PUSH_ADMINS"
+	// EnvPushAllowHTTP, EnvPushAllowPrivate, EnvPushDenyLoopback: true or
+	// false.
+	EnvPushAllowHTTP    = "TASKBRIDGE_PUSH_ALLOW_HTTP"
+	EnvPushAllowPrivate = "TASKBRIDGE_PUSH_ALLOW_PRIVATE"
+	EnvPushDenyLoopback = "TASKBRIDGE_PUSH_DENY_LOOPBACK"
+	// EnvPushMaxAttempts (an integer) and EnvPushMaxAge (a duration)
+	// bound a delivery's retries.
+	EnvPushMaxAttempts = "TASKBRIDGE_PUSH_MAX_ATTEMPTS"
+	EnvPushMaxAge      = "TASKBRIDGE_PUSH_MAX_AGE"
+)
+
+// fromEnv overrides o's fields from the environment.
+func (o *PushOptions) fromEnv() error {
+	switch v := os.Getenv(EnvPush); v {
+	case "", "on":
+	case "off":
+		o.Disabled = true
+	default:
+		return fmt.Errorf("taskrouter: %s=%q: want on or off", EnvPush, v)
+	}
+	if u := os.Getenv(EnvPushURL); u != "" {
+		secret := os.Getenv(EnvPushSecret)
+		if secret == "" {
+			return fmt.Errorf("taskrouter: %s is set without %s (the deliveries' signing secret)", EnvPushURL, EnvPushSecret)
+		}
+		o.Hooks = append(o.Hooks, StaticWebhook{URL: u, Secret: secret, Events: splitEvents(os.Getenv(EnvPushEvents))})
+	}
+	if v := os.Getenv(EnvPushAdmins); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				o.Admins = append(o.Admins, a)
+			}
+		}
+	}
+	for _, b := range []struct {
+		env string
+		dst *bool
+	}{{EnvPushAllowHTTP, &o.AllowHTTP}, {EnvPushAllowPrivate, &o.AllowPrivate}, {EnvPushDenyLoopback, &o.DenyLoopback}} {
+		if v := os.Getenv(b.env); v != "" {
+			x, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("taskrouter: %s=%q: want true or false", b.env, v)
+			}
+			*b.dst = x
+		}
+	}
+	if v := os.Getenv(EnvPushMaxAttempts); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("taskrouter: %s=%q: want a non-negative integer", EnvPushMaxAttempts, v)
+		}
+		o.MaxAttempts = n
+	}
+	return envDuration(EnvPushMaxAge, &o.MaxAge, false)
+}

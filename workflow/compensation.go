@@ -1,0 +1,353 @@
+package workflow
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// Compensation. A step may name its undo step (Step.Undo): a server tool
+// step that takes back what the step did (roll back a deploy, refund a
+// charge). When the workflow fails after such steps completed, it does not
+// end at once: it undoes them first, then fails, saying what it undid.
+//
+//   - The steps still running when the workflow failed are stopped, and
+//     waited for: one that completed anyway is undone too.
+//   - The undo steps run one at a time, in the reverse order their steps
+//     completed (a for-each's items each have their own undo, reading the
+//     same item), on the server, durably: each is a record in
+//     Progress.Undo, addressed "undo:<path>", with its attempts, retries
+//     (its own retry policy), restarts and idempotency key like any step
+//     of the server's; at least once.
+//   - An undo step the server gives up on is reported, and the next one
+//     runs: nothing is dropped silently.
+//   - The task's status message, the handoff (Document.Undo) and the
+//     progress say what is being undone, and in the end what was undone
+//     and what could not be.
+//
+// A workflow that is cancelled is undone the same way when it asks
+// (Definition.UndoOnCancel): a cancelled task takes no more writes, so a
+// new task (LabelUndoOf) runs its undo steps.
+
+// undoPrefix starts the path of an undo record: "undo:deploy[1]" undoes
+// deploy[1].
+const undoPrefix = "undo:"
+
+// Undoing is what Progress.Undo keeps of a compensation.
+type Undoing struct {
+	// Reason is why the workflow is being undone: its failure, or its
+	// cancellation.
+	Reason string `json:"reason" jsonschema:"description=Why the workflow is undone: its failure or its cancellation"`
+	// Listed is set once the steps to undo are known (the steps still
+	// running when the workflow failed have ended).
+	Listed bool `json:"listed,omitempty" jsonschema:"description=The undo steps are listed (every step that was running has ended)"`
+	// Steps are the undo steps' records, in the order they run; each is
+	// named undo:<the path of the step it undoes>.
+	Steps []StepProgress `json:"steps,omitempty" jsonschema:"description=The undo steps in the order they run (undo:<the step they undo>)"`
+	// Of is the cancelled task whose undo this task runs (LabelUndoOf);
+	// empty when the task undoes itself after failing.
+	Of string `json:"of,omitempty" jsonschema:"description=The cancelled task this task undoes"`
+	// Done is set when the undo of a cancelled task has run every undo
+	// step (the task then ends).
+	Done bool `json:"done,omitempty" jsonschema:"description=Every undo step of a cancelled task's undo has ended"`
+}
+
+// LabelUndoOf marks the task that undoes a cancelled workflow task: the
+// cancelled task's id.
+const LabelUndoOf = "workflow.undo_of"
+
+// Undo names the step that takes back what this one did (a server tool
+// step; see compensation.go): it runs when the workflow fails after this
+// step completed. In a for-each's body, each item's undo reads the same
+// item (Item).
+func (s *Step) Undo(undo *Step) *Step {
+	s.undo = undo
+	return s
+}
+
+// checkUndo checks the undo step of c.step: a server tool step, whose
+// reads are checked like a step's after c.step (an Item only in a
+// for-each's body).
+func (c *checker) checkUndo() {
+	u := c.step.undo
+	if u == nil {
+		return
+	}
+	if u.kind == nil || callOf(u) == nil || u.Execution() != ServerExecutable {
+		c.add("its undo step must be a server tool step (Server)")
+		return
+	}
+	if len(c.step.kind.members()) > 0 {
+		c.add("a group has no undo of its own: give its members theirs")
+	}
+	uc := &checker{v: c.v, w: c.w, step: u, i: c.i, where: fmt.Sprintf("%s, its undo step %q", c.where, u.Name), inBody: c.inBody}
+	for _, m := range u.misuse {
+		uc.add("%s", m)
+	}
+	u.kind.check(uc)
+	if u.Condition != nil {
+		uc.add("an undo step has no condition: it runs when what it undoes completed")
+	}
+}
+
+// hasUndo reports whether some step of w (or a container's body) has an
+// undo step.
+func (w *Definition) hasUndo() bool {
+	for _, s := range w.all() {
+		if s != nil && s.undo != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// undoing reports whether p is being undone and not done with it.
+func (p *Progress) undoing() bool { return p.Undo != nil }
+
+// startUndo begins the compensation of p, which failed (or was cancelled)
+// for why, when something is to be undone: a completed step with an undo,
+// or a running one that may complete. It stops the steps running here.
+func (in *instance) startUndo(p *Progress, why string) bool {
+	if !in.wf.def.hasUndo() {
+		return false
+	}
+	some := false
+	for _, sl := range in.wf.slots(p) {
+		some = some || sl.s.undo != nil && (sl.sp.Status == StepCompleted || sl.sp.Status == StepRunning || in.running[sl.path] != nil)
+	}
+	if !some {
+		return false
+	}
+	p.Undo = &Undoing{Reason: why}
+	for path, ru := range in.running {
+		if !strings.HasPrefix(path, undoPrefix) {
+			ru.cancel(errUndoing)
+		}
+	}
+	return true
+}
+
+// errUndoing stops the steps running when the workflow failed.
+var errUndoing = errors.New("stopped: the workflow failed, and what it did is being undone")
+
+// compensate moves the compensation of p on: it waits for the steps that
+// were running, lists what to undo, and runs the next undo step. It
+// returns the workflow's failure once every undo step has ended, or "".
+func (in *instance) compensate(p *Progress, now time.Time, pl *plan) string {
+	u := p.Undo
+	if !u.Listed {
+		for _, sl := range in.wf.slots(p) {
+			if sl.sp.Status == StepRunning && sl.sp.Items == nil {
+				return "" // its outcome comes back through record
+			}
+		}
+		for path := range in.running {
+			if !undoRecord(path) {
+				return "" // a tool of a step stopped by the failure has not returned
+			}
+		}
+		u.Steps, u.Listed = in.undoList(p), true
+	}
+	for i := range u.Steps {
+		sp := &u.Steps[i]
+		if sp.ended() || sp.GaveUp {
+			continue
+		}
+		sl := in.wf.slotAt(p, sp.Name)
+		if sl == nil { // a definition that lost the undo: report it
+			sp.Status, sp.GaveUp, sp.Error = StepFailed, true, "its undo step is not in the definition this server serves"
+			continue
+		}
+		return in.runnable(p, sl, now, "", pl) // one at a time
+	}
+	if u.Of != "" {
+		u.Done = true // the undo of a cancelled task ends (plan)
+		return ""
+	}
+	return undoneMessage(u)
+}
+
+// undoList lists the undo records of p: every completed record whose step
+// has an undo, the last completed first.
+func (in *instance) undoList(p *Progress) []StepProgress {
+	type done struct {
+		sl *slot
+		at time.Time
+		n  int
+	}
+	var list []done
+	for n, sl := range in.wf.slots(p) {
+		if sl.s.undo != nil && sl.sp.Status == StepCompleted {
+			list = append(list, done{sl, completedAt(sl.sp), n})
+		}
+	}
+	slices.SortStableFunc(list, func(a, b done) int {
+		return cmp.Or(b.at.Compare(a.at), cmp.Compare(b.n, a.n))
+	})
+	out := make([]StepProgress, len(list))
+	for i, d := range list {
+		u := d.sl.s.undo
+		out[i] = StepProgress{Name: undoPrefix + d.sl.path, Tool: toolOf(u), Execution: string(ServerExecutable),
+			Status: StepPending, Output: u.binding(), N: i, Item: d.sl.item}
+	}
+	return out
+}
+
+// completedAt is when record sp's last attempt ended.
+func completedAt(sp *StepProgress) time.Time {
+	if n := len(sp.History); n > 0 {
+		a := sp.History[n-1]
+		return a.At.Add(time.Duration(a.DurationMs) * time.Millisecond)
+	}
+	return time.Time{}
+}
+
+// undoSlot is the slot of undo record path ("undo:deploy[1]") in p: its
+// step is the undo step of the step it undoes, reading that record's item.
+func (wf *compiled) undoSlot(p *Progress, path string) *slot {
+	if p.Undo == nil {
+		return nil
+	}
+	orig := wf.slotAt(p, strings.TrimPrefix(path, undoPrefix))
+	if orig == nil || orig.s.undo == nil {
+		return nil
+	}
+	for i := range p.Undo.Steps {
+		if sp := &p.Undo.Steps[i]; sp.Name == path {
+			return &slot{path: path, s: orig.s.undo, sp: sp, item: orig.item}
+		}
+	}
+	return nil
+}
+
+// undoRecord reports whether path names an undo record.
+func undoRecord(path string) bool { return strings.HasPrefix(path, undoPrefix) }
+
+// undoneMessage is the workflow's failure once its compensation ended:
+// its reason, then what was undone and what could not be (for the undo of
+// a cancelled task, its end).
+func undoneMessage(u *Undoing) string {
+	reason := strings.TrimSuffix(strings.TrimSuffix(u.Reason, "; the workflow failed"), ".")
+	var done, failed []string
+	for _, sp := range u.Steps {
+		what := strings.TrimPrefix(sp.Name, undoPrefix)
+		if sp.Status == StepCompleted {
+			done = append(done, fmt.Sprintf("%s (%s)", what, sp.Tool))
+		} else {
+			failed = append(failed, fmt.Sprintf("%s (%s: %s)", what, sp.Tool, oneLine(sp.Error)))
+		}
+	}
+	var b strings.Builder
+	b.WriteString(reason)
+	switch {
+	case len(u.Steps) == 0:
+		b.WriteString("; nothing it did needed undoing")
+	case len(done) > 0:
+		fmt.Fprintf(&b, "; undone, last first: %s", strings.Join(done, ", "))
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "; NOT undone (the undo failed; take it back by hand): %s", strings.Join(failed, ", "))
+	}
+	if u.Of == "" {
+		b.WriteString("; the workflow failed")
+	}
+	return b.String()
+}
+
+// undoTaskID is the id of the task that undoes cancelled task id.
+func undoTaskID(id string) string { return childID(id, undoPrefix, 1) }
+
+// undoFailed reports whether an undo step of u could not undo its step.
+func (u *Undoing) undoFailed() bool {
+	for _, sp := range u.Steps {
+		if sp.Status != StepCompleted {
+			return true
+		}
+	}
+	return false
+}
+
+// undoCancelled starts the undo of cancelled task t when its workflow asks
+// for it (Definition.UndoOnCancel) and something it did has an undo: a
+// task of its own (once: its id is derived from t's), on the same version,
+// from t's progress with what ran cut short, which runs the undo steps and
+// ends (completed, or failed when an undo failed).
+func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
+	p, err := decodeProgress(t)
+	if err != nil {
+		return
+	}
+	wf, err := b.compiledFor(t, p)
+	if err != nil || !wf.def.UndoOnCancel || !wf.def.hasUndo() {
+		return
+	}
+	now := b.engine.Now()
+	some := false
+	for _, sl := range wf.slots(p) {
+		sp := sl.sp
+		if sp.Status == StepRunning && sp.Items == nil { // cut short by the cancel: not undone
+			if a := sp.open(); a != nil {
+				a.Outcome, a.Error = OutcomeCancelled, "the task was cancelled"
+				a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+			}
+			sp.Status, sp.SkipReason = StepCancelled, "the task was cancelled while it ran"
+		}
+		some = some || sl.s.undo != nil && sp.Status == StepCompleted
+	}
+	if !some {
+		return
+	}
+	why := "the workflow was cancelled"
+	if t.StatusMessage != "" {
+		why += " (" + t.StatusMessage + ")"
+	}
+	if p.Undo == nil {
+		p.Undo = &Undoing{Reason: why}
+	}
+	p.Undo.Of, p.Undo.Reason = t.ID, why
+	for i := range p.Undo.Steps {
+		p.Undo.Steps[i].handBack(now) // an undo the cancel cut short runs again
+	}
+	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
+	id := undoTaskID(t.ID)
+	in, err := b.create(ctx, &taskrouter.Request{Owner: t.Owner, Dialect: d}, wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
+	if err != nil {
+		if _, gerr := b.engine.Task(ctx, id); gerr != nil {
+			b.engine.Logger().Error("starting the undo of a cancelled workflow task", "task", t.ID, "error", err)
+		}
+		return
+	}
+	b.done(in)
+}
+
+// undoStatus is the status line while p is being undone.
+func undoStatus(p *Progress) string {
+	u := p.Undo
+	what := fmt.Sprintf("the workflow failed (%s)", oneLine(u.Reason))
+	if u.Of != "" {
+		what = fmt.Sprintf("undoing cancelled workflow task %s", u.Of)
+	}
+	if !u.Listed {
+		return what + "; waiting for the steps that were running to stop, then undoing what it did"
+	}
+	for i, sp := range u.Steps {
+		if sp.ended() || sp.GaveUp {
+			continue
+		}
+		line := fmt.Sprintf("%s; undoing what it did, last first: %s for %s (%d of %d)",
+			what, sp.Tool, strings.TrimPrefix(sp.Name, undoPrefix), i+1, len(u.Steps))
+		if sp.RetryAt != nil {
+			line += fmt.Sprintf(", failed (%s), retrying at %s", oneLine(sp.Error), stamp(*sp.RetryAt))
+		}
+		return line
+	}
+	return undoneMessage(u)
+}

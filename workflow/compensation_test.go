@@ -1,0 +1,276 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// journal records the tool calls of a test in order, with an argument.
+type journal struct {
+	mu    sync.Mutex
+	calls []string
+	keys  map[string]string // call -> idempotency key
+}
+
+func (j *journal) tool(e *fakeEngine, name, arg string, fail func(args map[string]any) error) {
+	e.tool(name, func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+		info, _ := StepFrom(ctx)
+		call := name
+		if arg != "" {
+			call = fmt.Sprintf("%s(%v)", name, args[arg])
+		}
+		j.mu.Lock()
+		j.calls = append(j.calls, call)
+		if j.keys == nil {
+			j.keys = map[string]string{}
+		}
+		j.keys[call] = info.IdempotencyKey
+		j.mu.Unlock()
+		if fail != nil {
+			if err := fail(args); err != nil {
+				return nil, err
+			}
+		}
+		return ok(map[string]any{"did": call}), nil
+	})
+}
+
+func (j *journal) list() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.calls...)
+}
+
+// release deploys the services one at a time (each undone by a rollback
+// of the same service), tags the release (undone by untag), then checks
+// it, which fails when check fails.
+func release() *Definition {
+	return New("release", "").Arg("services", "", true).Step(
+		ForEach("deploy", PromptArg("services"),
+			Server("deploy_service", "deploy").Bind("service", Item()).
+				Undo(Server("rollback_service", "rollback").Bind("service", Item()))).InSequence(),
+		Server("tag", "tag").Undo(Server("untag", "untag")),
+		Server("check", "check").FailsWorkflow(),
+	)
+}
+
+func TestUndoInReverseOrderWhenTheWorkflowFails(t *testing.T) {
+	e := newFakeEngine()
+	j := &journal{}
+	j.tool(e, "deploy", "service", nil)
+	j.tool(e, "rollback", "service", nil)
+	j.tool(e, "tag", "", nil)
+	j.tool(e, "untag", "", nil)
+	j.tool(e, "check", "", func(map[string]any) error { return errors.New("smoke test failed") })
+	f := newFixture(t, e, &Options{PromptWait: -1}, release())
+	tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
+	tk, p := f.settled(t, tk.ID)
+	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, []string{"deploy(api)", "deploy(web)", "tag", "check", "untag", "rollback(web)", "rollback(api)"}, j.list())
+	require.Equal(t, `step "check" (tool "check") failed: smoke test failed; undone, last first: tag (untag), deploy[1] (rollback), deploy[0] (rollback); the workflow failed`, tk.StatusMessage)
+	require.Equal(t, tk.ID+"/undo:deploy[1]", j.keys["rollback(web)"], "each undo has its own idempotency key")
+	require.NotNil(t, p.Undo)
+	require.Len(t, p.Undo.Steps, 3)
+	for _, sp := range p.Undo.Steps {
+		require.Equal(t, StepCompleted, sp.Status)
+	}
+
+	doc := f.b.handoff(tk, p, 0)
+	require.Equal(t, []handoff.UndoStep{
+		{Undoes: "tag", Tool: "untag", Status: StepCompleted},
+		{Undoes: "deploy[1]", Tool: "rollback", Status: StepCompleted},
+		{Undoes: "deploy[0]", Tool: "rollback", Status: StepCompleted},
+	}, doc.Undo)
+	text, err := handoff.Render(doc)
+	require.NoError(t, err)
+	require.Contains(t, text, "Undone by the server after the failure (last first):\n- \"tag\", by tool \"untag\": undone.")
+}
+
+// An undo that keeps failing is retried by its policy, then reported; the
+// next one still runs. A crash mid-undo runs the undo again (at least once)
+// and goes on.
+func TestUndoFailuresAndStops(t *testing.T) {
+	t.Run("a failing undo is reported, the next runs", func(t *testing.T) {
+		e := newFakeEngine()
+		e.tick()
+		j := &journal{}
+		j.tool(e, "deploy", "service", nil)
+		j.tool(e, "rollback", "service", func(args map[string]any) error {
+			if args["service"] == "web" {
+				return errors.New("the old version is gone")
+			}
+			return nil
+		})
+		j.tool(e, "tag", "", nil)
+		j.tool(e, "untag", "", nil)
+		j.tool(e, "check", "", func(map[string]any) error { return errors.New("smoke test failed") })
+		w := release()
+		w.Steps[0].kind.body().undo.WithRetryPolicy(RetryPolicy{MaxAttempts: 2, Backoff: time.Millisecond})
+		f := newFixture(t, e, &Options{PromptWait: -1}, w)
+		tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
+		tk, p := f.settled(t, tk.ID)
+		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, []string{"deploy(api)", "deploy(web)", "tag", "check", "untag", "rollback(web)", "rollback(web)", "rollback(api)"}, j.list())
+		require.Contains(t, tk.StatusMessage, "undone, last first: tag (untag), deploy[0] (rollback)")
+		require.Contains(t, tk.StatusMessage, "NOT undone (the undo failed; take it back by hand): deploy[1] (rollback: the old version is gone)")
+		doc := f.b.handoff(tk, p, 0)
+		require.Equal(t, StepFailed, doc.Undo[1].Status)
+		text, err := handoff.Render(doc)
+		require.NoError(t, err)
+		require.Contains(t, text, `- "deploy[1]", by tool "rollback": NOT undone (the old version is gone); take it back by hand.`)
+	})
+	t.Run("a stop mid-undo", func(t *testing.T) {
+		e := newFakeEngine()
+		j := &journal{}
+		g := newGate()
+		j.tool(e, "deploy", "service", nil)
+		j.tool(e, "tag", "", nil)
+		j.tool(e, "check", "", func(map[string]any) error { return errors.New("smoke test failed") })
+		e.tool("untag", g.tool("untag"))
+		j.tool(e, "rollback", "service", nil)
+		f := newFixture(t, e, &Options{PromptWait: 20 * time.Millisecond}, release())
+		tk, _ := f.start(t, "release", map[string]string{"services": "api"})
+		g.waitStarted(t, 1)
+		tk, p := f.task(t, tk.ID)
+		require.False(t, tk.Status.Terminal(), "the workflow is undone before it fails")
+		require.Contains(t, tk.StatusMessage, "undoing what it did, last first: untag for tag (1 of 2)")
+		require.Equal(t, StepRunning, p.Undo.Steps[0].Status)
+		f.b.Close() // the process stops mid-undo
+
+		j.tool(e, "untag", "", nil)
+		f = redeploy(t, e, &Options{PromptWait: -1}, release())
+		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond, "%s", func() string { tk, _ = f.task(t, tk.ID); return tk.StatusMessage }())
+		tk, p = f.task(t, tk.ID)
+		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Contains(t, tk.StatusMessage, "undone, last first: tag (untag), deploy[0] (rollback)")
+		require.Equal(t, []string{"deploy(api)", "tag", "check", "untag", "rollback(api)"}, j.list(), "the untag cut short ran again; the rest once")
+		require.Equal(t, 2, p.Undo.Steps[0].Attempts)
+	})
+}
+
+// What was running when the workflow failed is stopped and waited for;
+// what completed anyway is undone too. A failure before anything with an
+// undo completed fails at once.
+func TestUndoWaitsForWhatRuns(t *testing.T) {
+	t.Run("a fail-fast sibling that completed anyway", func(t *testing.T) {
+		e := newFakeEngine()
+		j := &journal{}
+		release := make(chan struct{})
+		e.tool("slow", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+			<-release // it ignores being stopped
+			return ok(map[string]any{"slow": true}), nil
+		})
+		j.tool(e, "unslow", "", nil)
+		j.tool(e, "bad", "", func(map[string]any) error { return errors.New("bad") })
+		w := New("w", "").Step(Parallel("both", Server("slow", "slow").Undo(Server("unslow", "unslow")), Server("bad", "bad")).StopOnFailure())
+		f := newFixture(t, e, &Options{PromptWait: 20 * time.Millisecond}, w)
+		tk, _ := f.start(t, "w", nil)
+		require.Eventually(t, func() bool {
+			tk, _ = f.task(t, tk.ID)
+			return strings.Contains(tk.StatusMessage, "waiting for the steps that were running to stop")
+		},
+			10*time.Second, 5*time.Millisecond)
+		close(release)
+		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond)
+		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Contains(t, tk.StatusMessage, "undone, last first: slow (unslow)")
+		require.Contains(t, j.list(), "unslow")
+	})
+	t.Run("nothing to undo", func(t *testing.T) {
+		e := newFakeEngine()
+		j := &journal{}
+		j.tool(e, "deploy", "service", func(map[string]any) error { return errors.New("no capacity") })
+		j.tool(e, "rollback", "service", nil)
+		echoTools(e, "tag", "untag", "check")
+		w := release()
+		w.Steps[0].kind.body().FailsWorkflow()
+		f := newFixture(t, e, &Options{PromptWait: -1}, w)
+		tk, _ := f.start(t, "release", map[string]string{"services": "api"})
+		tk, p := f.settled(t, tk.ID)
+		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Nil(t, p.Undo)
+		require.NotContains(t, j.list(), "rollback(api)")
+	})
+}
+
+func TestUndoValidation(t *testing.T) {
+	e := newFakeEngine()
+	echoTools(e, "a", "b")
+	for name, s := range map[string]*Step{
+		"a client undo":       Server("a", "a").Undo(Client("b", "b")),
+		"an undo's condition": Server("a", "a").Undo(Server("b", "b").When(Truthy(Const(true)))),
+		"an unknown tool":     Server("a", "a").Undo(Server("b", "nope")),
+		"an item outside":     Server("a", "a").Undo(Server("b", "b").Bind("x", Item())),
+		"a group's undo":      Parallel("g", Server("a", "a")).Undo(Server("b", "b")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var ve *ValidationError
+			require.ErrorAs(t, New("w", "").Step(s).Validate(e.lookup()), &ve)
+		})
+	}
+	// The undo is in the version's fingerprint.
+	a := New("w", "").Step(Server("a", "a"))
+	b := New("w", "").Step(Server("a", "a").Undo(Server("b", "b")))
+	require.NotEqual(t, fingerprint(a), fingerprint(b))
+}
+
+// A cancelled workflow that asks for it is undone by a task of its own:
+// what completed is taken back, last first; what the cancel cut short is
+// not (its tool was stopped).
+func TestUndoOnCancel(t *testing.T) {
+	e := newFakeEngine()
+	j := &journal{}
+	g := newGate()
+	j.tool(e, "deploy", "service", nil)
+	j.tool(e, "rollback", "service", nil)
+	e.tool("tag", g.tool("tag"))
+	j.tool(e, "untag", "", nil)
+	j.tool(e, "check", "", nil)
+	f := newFixture(t, e, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
+	tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
+	g.waitStarted(t, 1)
+	e.cancel(t, tk.ID)
+
+	undo := undoTaskID(tk.ID)
+	var ut *store.Task
+	require.Eventually(t, func() bool {
+		var err error
+		ut, err = e.Task(context.Background(), undo)
+		return err == nil && ut.Status.Terminal()
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, store.StatusCompleted, ut.Status, ut.StatusMessage)
+	require.Equal(t, tk.ID, ut.Labels[LabelUndoOf])
+	require.Equal(t, "the workflow was cancelled (cancelled by request); undone, last first: deploy[1] (rollback), deploy[0] (rollback)", ut.StatusMessage)
+	require.Equal(t, []string{"deploy(api)", "deploy(web)", "rollback(web)", "rollback(api)"}, j.list(), "the tag the cancel cut short is not undone")
+
+	tk, p := f.task(t, tk.ID)
+	require.Equal(t, store.StatusCancelled, tk.Status)
+	doc := f.b.handoff(tk, p, 0)
+	require.Contains(t, doc.PauseReason, "what it did is undone by workflow task "+undo+" (completed)")
+
+	// Without UndoOnCancel, a cancel undoes nothing.
+	e2 := newFakeEngine()
+	j2 := &journal{}
+	g2 := newGate()
+	j2.tool(e2, "deploy", "service", nil)
+	j2.tool(e2, "rollback", "service", nil)
+	e2.tool("tag", g2.tool("tag"))
+	echoTools(e2, "untag", "check")
+	f2 := newFixture(t, e2, &Options{PromptWait: 20 * time.Millisecond}, release())
+	tk2, _ := f2.start(t, "release", map[string]string{"services": "api"})
+	g2.waitStarted(t, 1)
+	e2.cancel(t, tk2.ID)
+	_, err := e2.Task(context.Background(), undoTaskID(tk2.ID))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, []string{"deploy(api)"}, j2.list())
+}
