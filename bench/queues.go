@@ -91,35 +91,12 @@ func queueOverhead(o options, tmp string, rep *report) error {
 func queueServer(ctx context.Context, db string) (*builder.Server, *mcp.ClientSession, error) {
 	b := builder.New("bench-queues", "1").WithDB(db).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: time.Millisecond}).
 		WithRouterOptions(taskrouter.Options{MaxTTL: 2 * time.Hour})
-	builder.Tool(b, &mcp.Tool{Name: "work"}, func(ctx context.Context, _ *mcp.CallToolRequest, in benchStepIn) (*mcp.CallToolResult, any, error) {
-		select {
-		case <-time.After(time.Duration(in.Ms) * time.Millisecond):
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	addWorkTool(b)
 	step := func() *workflow.Step { return workflow.Server("work", "work").Bind("ms", workflow.Const(queueStepMs)) }
 	b.TaskWorkflow(workflow.New("plain", "one step").Arg("key", "k", true).Step(step()))
 	b.TaskWorkflow(workflow.New("queued", "one step on a queue").Arg("key", "k", true).Step(
 		step().OnQueue(&workflow.Queue{Name: "bench", PerKey: 10}, workflow.QueueKey(workflow.PromptArg("key")))))
-	srv, err := b.Build(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	tr, err := srv.Connect(ctx)
-	if err != nil {
-		srv.Close()
-		return nil, nil, err
-	}
-	caps := &mcp.ClientCapabilities{}
-	caps.AddExtension(mcptask.ExtensionID, nil)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Capabilities: caps}).Connect(ctx, tr, nil)
-	if err != nil {
-		srv.Close()
-		return nil, nil, err
-	}
-	return srv, cs, nil
+	return buildAndConnect(ctx, b)
 }
 
 // startAll starts n tasks of workflow name from queueClients goroutines

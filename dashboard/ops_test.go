@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -11,9 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/dashboard"
 	"github.com/taskbridge/taskbridge/internal/tests/obstest"
-	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -21,24 +18,15 @@ import (
 // step runs one at a time.
 func opsEnv(t *testing.T) *env {
 	t.Helper()
-	feed := dashboard.NewFeed()
-	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
-		b.WithObserver(feed).WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
+	return newEnv(t, usersOptions(), func(b *builder.Builder) {
+		b.WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 		b.TaskWorkflow(workflow.New("nightly_report", "the nightly report").Arg("scheduled_at", "when", true).Step(
 			workflow.Server("say", "echo").Bind("text", workflow.PromptArg("scheduled_at"))))
 		b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "nightly_report", Cron: "0 2 * * *", Description: "the nightly report"})
 		b.TaskWorkflow(workflow.New("one_at_a_time", "a slow step, one at a time").Step(
-			workflow.Server("wait", "slow").Bind("ms", workflow.Const(60000)).Bind("text", workflow.Const("waited")).OnQueue(&workflow.Queue{Name: "slow", Concurrency: 1})))
+			workflow.Server("wait", "slow").Bind("ms", workflow.Const(60000)).Bind("text", workflow.Const("waited")).
+				OnQueue(&workflow.Queue{Name: "slow", Concurrency: 1})))
 	})
-	opts := usersOptions()
-	opts.Feed = feed
-	d := dashboard.New(f.Srv.Router, opts)
-	mux := http.NewServeMux()
-	mux.Handle("/dashboard/", d)
-	web := httptest.NewServer(mux)
-	t.Cleanup(web.Close)
-	t.Cleanup(d.Close)
-	return &env{f: f, feed: feed, d: d, web: web}
 }
 
 // TestPauseFromTheTaskPage: the owner pauses a workflow task from its

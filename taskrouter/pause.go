@@ -73,19 +73,16 @@ func (r *Router) pausable(t *store.Task) (Pauser, error) {
 // who may (the built-in tools let a requestor pause the tasks it may
 // access).
 func (r *Router) PauseTask(ctx context.Context, id string, p PauseRequest) (*store.Task, string, error) {
-	t, err := r.st.Get(ctx, id)
-	if err != nil {
-		return nil, "", err
-	}
-	pr, err := r.pausable(t)
-	if err != nil {
-		return nil, "", err
-	}
-	return pr.Pause(ctx, t, p)
+	return r.withPauser(ctx, id, func(pr Pauser, t *store.Task) (*store.Task, string, error) { return pr.Pause(ctx, t, p) })
 }
 
 // ResumeTask resumes paused task id, by by (see Pauser).
 func (r *Router) ResumeTask(ctx context.Context, id, by string) (*store.Task, string, error) {
+	return r.withPauser(ctx, id, func(pr Pauser, t *store.Task) (*store.Task, string, error) { return pr.Resume(ctx, t, by) })
+}
+
+// withPauser reads task id and hands it to its kind's Pauser.
+func (r *Router) withPauser(ctx context.Context, id string, do func(pr Pauser, t *store.Task) (*store.Task, string, error)) (*store.Task, string, error) {
 	t, err := r.st.Get(ctx, id)
 	if err != nil {
 		return nil, "", err
@@ -94,7 +91,7 @@ func (r *Router) ResumeTask(ctx context.Context, id, by string) (*store.Task, st
 	if err != nil {
 		return nil, "", err
 	}
-	return pr.Resume(ctx, t, by)
+	return do(pr, t)
 }
 
 // taskPauseIn is task_pause's input.

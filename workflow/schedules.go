@@ -80,13 +80,7 @@ func (b *Bridge) AddSchedule(s Schedule) error {
 	if s.TimeArgument == "" {
 		s.TimeArgument = DefaultTimeArgument
 	}
-	b.mu.Lock()
-	v := b.workflows[s.Workflow]
-	var wf *compiled
-	if v != nil {
-		wf = v.newest()
-	}
-	b.mu.Unlock()
+	wf := b.newest(s.Workflow)
 	if wf == nil {
 		return fmt.Errorf("schedule %q: workflow %q is not registered: register it (Register) before its schedule", s.Name, s.Workflow)
 	}
@@ -119,13 +113,7 @@ func (b *Bridge) startScheduled(ctx context.Context, s Schedule, f store.Fire) e
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	b.mu.Lock()
-	v := b.workflows[s.Workflow]
-	var wf *compiled
-	if v != nil {
-		wf = v.newest()
-	}
-	b.mu.Unlock()
+	wf := b.newest(s.Workflow)
 	if wf == nil {
 		return fmt.Errorf("workflow %q is not served here", s.Workflow)
 	}

@@ -582,61 +582,13 @@ func TestStats(t *testing.T) {
 }
 
 // TestQueueAcrossReplicas races two Store values (two replicas) on one
-// schema for places on a queue with a per-key limit of 1 and a global
-// limit of 2: never more holders than that, and each caller runs once.
+// schema for places on a queue (storetest.QueueRace): the limits hold
+// across them.
 func TestQueueAcrossReplicas(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	a := openSchema(t, dsn, postgres.WithSchema("queue_replicas"))
 	b, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("queue_replicas"))
 	require.NoError(t, err)
 	defer b.Close()
-	ctx := t.Context()
-	replicas := []*postgres.Store{a, b}
-	lim := store.QueueLimits{PerKey: 1, Concurrency: 2}
-	const n = 16
-	for i := range n {
-		_, err := a.Create(ctx, &store.Task{ID: fmt.Sprintf("q%d", i), Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
-		require.NoError(t, err)
-	}
-	var mu sync.Mutex
-	holding, perKey, ran, overflow := 0, map[string]int{}, 0, false
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := replicas[i%2]
-			id, key := fmt.Sprintf("q%d", i), fmt.Sprintf("k%d", i%3)
-			for range 20000 {
-				res, err := s.Enqueue(ctx, store.QueueEntry{Queue: "deploys", ID: id, TaskID: id, Key: key}, lim, time.Now())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !res.Entry.Granted() {
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				mu.Lock()
-				holding++
-				perKey[key]++
-				overflow = overflow || holding > 2 || perKey[key] > 1
-				mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
-				mu.Lock()
-				holding--
-				perKey[key]--
-				ran++
-				mu.Unlock()
-				if _, err := replicas[(i+1)%2].Dequeue(ctx, "deploys", id, lim, time.Now()); err != nil {
-					t.Error(err)
-				}
-				return
-			}
-			t.Errorf("%s never got a place", id)
-		}()
-	}
-	wg.Wait()
-	require.False(t, overflow, "more holders than the limits allow")
-	require.Equal(t, n, ran)
+	storetest.QueueRace(t, a, b)
 }

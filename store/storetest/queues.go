@@ -246,19 +246,28 @@ func testQueueInvalid(t *testing.T, o opener) {
 }
 
 // testQueueConcurrent races callers that take a place (polling until they
-// get one), hold it, and give it back: never more holders than the
-// limits allow, per key and in all, and every caller runs once.
+// get one), hold it, and give it back (QueueRace on one store).
 func testQueueConcurrent(t *testing.T, o opener) {
-	s, ctx := o.open(t), context.Background()
+	QueueRace(t, o.open(t))
+}
+
+// QueueRace races callers, each enqueuing an entry (of a task it creates)
+// on one of replicas (stores sharing one database, or one store), polling
+// until it holds a place, holding it a moment, and dequeuing it on
+// another replica: never more holders than the limits allow (3 in all,
+// 2 per key), every caller runs once, and the queue ends empty. A backend
+// whose stores share state across processes calls it with two of them.
+func QueueRace(t *testing.T, replicas ...store.Store) {
+	ctx := context.Background()
 	n := 24
 	if testing.Short() {
 		n = 12
 	}
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("c%02d", i)
+		ids[i] = fmt.Sprintf("race%02d", i)
 	}
-	queueTasks(t, s, ids...)
+	queueTasks(t, replicas[0], ids...)
 	lim := store.QueueLimits{Concurrency: 3, PerKey: 2}
 	var mu sync.Mutex
 	holding, perKey, ran := 0, map[string]int{}, 0
@@ -268,8 +277,9 @@ func testQueueConcurrent(t *testing.T, o opener) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			s, other := replicas[i%len(replicas)], replicas[(i+1)%len(replicas)]
 			key := fmt.Sprintf("k%d", i%3)
-			for attempt := 0; attempt < 10000; attempt++ {
+			for attempt := 0; attempt < 20000; attempt++ {
 				res, err := s.Enqueue(ctx, store.QueueEntry{Queue: "race", ID: id, TaskID: id, Key: key}, lim, time.Now())
 				if err != nil {
 					t.Error(err)
@@ -292,7 +302,7 @@ func testQueueConcurrent(t *testing.T, o opener) {
 				perKey[key]--
 				ran++
 				mu.Unlock()
-				if _, err := s.Dequeue(ctx, "race", id, lim, time.Now()); err != nil {
+				if _, err := other.Dequeue(ctx, "race", id, lim, time.Now()); err != nil {
 					t.Error(err)
 				}
 				return
@@ -303,7 +313,7 @@ func testQueueConcurrent(t *testing.T, o opener) {
 	wg.Wait()
 	require.False(t, overflow.Load(), "more holders than the limits allow")
 	require.Equal(t, n, ran)
-	es, err := s.QueueEntries(ctx, "race")
+	es, err := replicas[0].QueueEntries(ctx, "race")
 	require.NoError(t, err)
 	require.Empty(t, es)
 }

@@ -43,6 +43,9 @@
 // or larger limits. Under testing.Short the largest workloads are scaled
 // down.
 //
+// QueueRace races queue callers over stores that share one database (two
+// replicas of a shared backend; Run calls it with one store).
+//
 // BenchCreateComplete, BenchUpdates, BenchGet, BenchListPage and
 // BenchQueryPage (over the tasks PreloadQuery writes) are shared benchmark
 // bodies for backends' benchmarks.
