@@ -225,6 +225,9 @@
 //     scans the event logs of the tasks they watch into delivery records,
 //     and is the KindHandler of those records (KindPush,
 //     push_deliver.go).
+//   - crons (schedules.go): fires the registered schedules, each firing
+//     once across replicas (a record keyed by schedule and time, written
+//     compare-and-swap), and starts their tasks.
 //
 // A new piece of background work plugs in the same way: a type in its
 // own file holding the Router it serves, a config struct with
@@ -257,7 +260,8 @@
 // wire.go (the wire types), watch.go (waiting for a change), hostmode.go
 // (plain calls as tasks, _task_id), leg.go (a call that becomes a task
 // after it started: a workflow's leg), tasktools.go (task_result,
-// task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
+// task_cancel), pause.go (pausing a task: Pauser, task_pause,
+// task_resume), input.go (input mid-task), admit.go (quotas), observe.go
 // (Observer, Stats), events.go (what a task's work reports: Progress,
 // Logger, Output, captured notifications/progress, written as its
 // events), stream.go (reading a task's events live: StreamEvents),
@@ -269,7 +273,9 @@
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
 // the renewer and the takeover), recover.go (restart), recent.go (tasks
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
-// sweep.go, feed.go (the services above).
+// sweep.go, feed.go, schedules.go (the services above), scheduletools.go
+// (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
+// queues.go (the store's queues on the engine's clock, WakeNow).
 //
 // Push: push_options.go (PushOptions, its environment), push_hooks.go
 // (registrations: the records, the in-memory set, the Go API),

@@ -35,6 +35,10 @@ type TaskToolsOptions struct {
 	// (workflow.Bridge.AddForkTool; default workflow_fork), which the
 	// builder registers beside these.
 	ForkName string
+	// PauseName and ResumeName name the tools that pause and resume a
+	// workflow task (default task_pause and task_resume; see Pauser).
+	PauseName  string
+	ResumeName string
 }
 
 // A Reporter is implemented by a KindHandler whose tasks may wait for the
@@ -59,8 +63,9 @@ type taskCancelIn struct {
 	TaskID string `json:"task_id" jsonschema:"the id of the task to cancel"`
 }
 
-// AddTaskTools registers the built-in tools task_result and task_cancel
-// (names from opts) on the router's server. Install must have been called.
+// AddTaskTools registers the built-in tools task_result, task_cancel,
+// task_pause and task_resume (names from opts) on the router's server.
+// Install must have been called.
 func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 	var o TaskToolsOptions
 	if opts != nil {
@@ -78,6 +83,7 @@ func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 	AddTool(r, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
 		r.taskCancelTool, ToolOptions{})
 	r.tools.setTaskTools(o.ResultName, o.CancelName)
+	r.addPauseTools(o.withPauseDefaults())
 }
 
 // toolTask loads the task a built-in tool names, as tasks/get would: an

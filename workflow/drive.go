@@ -411,6 +411,8 @@ func (in *instance) launch(name string) {
 			case undone && (cerr != nil || res == nil || res.IsError):
 				r.msg = errUndoing.Error() // stopped by the workflow's failure
 			case undone: // it completed anyway: recorded, then undone
+			case pauseCut(ctx):
+				r.msg = errPauseCut.Error() // the pause recorded the attempt stopped: not applied (pause.go)
 			case ctx.Err() != nil:
 				r.stopped = taskrouter.Stopped(ctx)
 				if r.stopped == "" {

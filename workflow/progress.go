@@ -126,6 +126,12 @@ type Progress struct {
 	// Revision counts the writes of this progress; a writer that finds it
 	// changed since it read the progress lost a race with another writer.
 	Revision int `json:"revision" jsonschema:"description=Number of times this progress was written"`
+	// Queue is the workflow's place on its queue (Definition.OnQueue): no
+	// step starts before it holds one.
+	Queue *QueuePlace `json:"queue,omitempty" jsonschema:"description=The workflow's place on its queue: no step starts before it holds one"`
+	// Paused, when set, says the workflow is paused: no step starts until
+	// it is resumed.
+	Paused *Pause `json:"paused,omitempty" jsonschema:"description=Set while the workflow is paused: who paused it when and why"`
 }
 
 // WorkflowProgress is the former name of Progress.
@@ -216,6 +222,9 @@ type StepProgress struct {
 	Runs int `json:"runs,omitempty" jsonschema:"description=How many runs of its body a container started (a loop's iterations)"`
 	// Child is the task a child-workflow step started.
 	Child string `json:"child,omitempty" jsonschema:"description=The task a child-workflow step started"`
+	// Queue is the step's place on its queue (Step.OnQueue): waiting for
+	// one, or holding it while its attempts run.
+	Queue *QueuePlace `json:"queue,omitempty" jsonschema:"description=The step's place on its queue: waiting for one or holding it"`
 }
 
 // Early is a delivery kept for a step the workflow has not reached yet.
