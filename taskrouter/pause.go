@@ -106,6 +106,22 @@ type taskResumeIn struct {
 	TaskID string `json:"task_id" jsonschema:"the id of the paused workflow task to resume"`
 }
 
+// pauseToolsIfPausable registers the pause tools once both AddTaskTools
+// asked for them and a kind can be paused, in either order.
+func (r *Router) pauseToolsIfPausable() {
+	if !r.kinds.pausable() {
+		return
+	}
+	r.tools.mu.Lock()
+	names := r.tools.pauseNames
+	add := names != nil && !r.tools.pauseAdded
+	r.tools.pauseAdded = r.tools.pauseAdded || add
+	r.tools.mu.Unlock()
+	if add {
+		r.addPauseTools(*names)
+	}
+}
+
 // addPauseTools registers task_pause and task_resume (names from o).
 func (r *Router) addPauseTools(o TaskToolsOptions) {
 	AddTool(r, &mcp.Tool{Name: o.PauseName, Description: "Pause a workflow task: no new step starts (its timers keep their times) until it is resumed; the steps running now finish, or stop with cut (they run again on resume). The task stays working; its status says paused and by whom. Call it with the task id a tool result or handoff gave you."},

@@ -90,8 +90,17 @@ func TestScheduleTools(t *testing.T) {
 // owner as who did it; a tool task cannot be paused, and says so.
 func TestPauseTools(t *testing.T) {
 	h := hostHarness(t, 50*time.Millisecond)
+	listed := func() []string {
+		var names []string
+		for _, tl := range h.dial(inMemory, core, nil).mustCall("tools/list", map[string]any{})["tools"].([]any) {
+			names = append(names, tl.(map[string]any)["name"].(string))
+		}
+		return names
+	}
+	require.NotContains(t, listed(), "task_pause", "nothing can be paused yet: no pause tools for a model to read")
 	pz := &recordingPauser{}
 	h.r.HandleKind("pausable", pz)
+	require.Subset(t, listed(), []string{"task_pause", "task_resume"}, "a pausable kind brings them")
 	ctx := t.Context()
 	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "x"}, taskrouter.CreateOptions{Kind: "pausable"})
 	require.NoError(t, err)

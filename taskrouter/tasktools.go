@@ -63,9 +63,12 @@ type taskCancelIn struct {
 	TaskID string `json:"task_id" jsonschema:"the id of the task to cancel"`
 }
 
-// AddTaskTools registers the built-in tools task_result, task_cancel,
-// task_pause and task_resume (names from opts) on the router's server.
-// Install must have been called.
+// AddTaskTools registers the built-in tools task_result and task_cancel
+// (names from opts) on the router's server, and task_pause and
+// task_resume once a kind of task can be paused (a handler that is a
+// Pauser, registered before or after: the workflow bridge's), so a server
+// with nothing to pause lists no pause tools to a model. Install must
+// have been called.
 func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 	var o TaskToolsOptions
 	if opts != nil {
@@ -83,7 +86,11 @@ func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 	AddTool(r, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
 		r.taskCancelTool, ToolOptions{})
 	r.tools.setTaskTools(o.ResultName, o.CancelName)
-	r.addPauseTools(o.withPauseDefaults())
+	o = o.withPauseDefaults()
+	r.tools.mu.Lock()
+	r.tools.pauseNames = &o
+	r.tools.mu.Unlock()
+	r.pauseToolsIfPausable()
 }
 
 // toolTask loads the task a built-in tool names, as tasks/get would: an

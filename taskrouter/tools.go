@@ -173,6 +173,8 @@ type toolRegistry struct {
 	taskIDTools  map[string]bool       // tools that take the argument _task_id (host mode)
 	resultTool   string                // the built-in task_result tool's name, once registered
 	cancelTool   string                // and task_cancel's
+	pauseNames   *TaskToolsOptions     // the pause tools' names, once AddTaskTools asked for them
+	pauseAdded   bool                  // and whether they are registered (see pauseToolsIfPausable)
 	continuation ContinuationHandler
 }
 
