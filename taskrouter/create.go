@@ -22,7 +22,11 @@ import (
 // Complete and Fail. req may be nil for tasks created outside a request;
 // the task then belongs to LocalOwner.
 func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts CreateOptions) (*store.Task, error) {
-	return r.createRecord(ctx, r.newRecord(req, origin, opts))
+	t, err := r.createRecord(ctx, r.newRecord(req, origin, opts))
+	if err == nil {
+		r.bindPeer(t.ID, req)
+	}
+	return t, err
 }
 
 // newRecord builds the record CreateTask stores.
