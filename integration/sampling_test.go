@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
+)
+
+// samplingServer is a server with a workflow whose middle step the
+// client's model performs (notes: collect, summary, publish) and one
+// whose middle step a person answers (rollout: plan, approve, deploy).
+type samplingServer struct {
+	srv       *builder.Server
+	url       string
+	published chan string // the text publish got
+	deployed  chan bool
+}
+
+type collectIn struct {
+	Repo string `json:"repo"`
+}
+type collectOut struct {
+	Log string `json:"log"`
+}
+type publishIn struct {
+	Text string `json:"text"`
+}
+type deployIn struct {
+	Repo string `json:"repo"`
+	By   string `json:"by,omitempty"`
+}
+
+// notesPrompt is the summary step's text.
+const notesPrompt = "Write release notes for {{repo}} from this log: {{log}}"
+
+func newSamplingServer(t *testing.T, dbPath string, mutate func(summary, approve *workflow.Step)) *samplingServer {
+	t.Helper()
+	if dbPath == "" {
+		dbPath = filepath.Join(t.TempDir(), "tasks.db")
+	}
+	s := &samplingServer{published: make(chan string, 8), deployed: make(chan bool, 8)}
+	b := builder.New("sampling-test", "1").WithDB(dbPath).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
+		WithWorkflowOptions(workflow.Options{PromptWait: 2 * time.Second})
+	builder.Tool(b, &mcp.Tool{Name: "collect"}, func(ctx context.Context, _ *mcp.CallToolRequest, in collectIn) (*mcp.CallToolResult, collectOut, error) {
+		return nil, collectOut{Log: "fix a; add b (" + in.Repo + ")"}, nil
+	}, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "publish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, any, error) {
+		s.published <- in.Text
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "published"}}}, nil, nil
+	}, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "deploy"}, func(ctx context.Context, _ *mcp.CallToolRequest, in deployIn) (*mcp.CallToolResult, any, error) {
+		s.deployed <- true
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed " + in.Repo + " for " + in.By}}}, nil, nil
+	}, taskrouter.ToolOptions{})
+	summary := workflow.Sample("summary", notesPrompt).
+		Bind("repo", workflow.PromptArg("repo")).Bind("log", workflow.StepOutput("collect", "log")).
+		SystemPrompt("You write release notes.").MaxTokens(200)
+	approve := workflow.Ask("approve", "Deploy {{repo}} to production?", map[string]any{
+		"type": "object", "required": []string{"approved"},
+		"properties": map[string]any{
+			"approved": map[string]any{"type": "boolean", "description": "true to deploy"},
+			"by":       map[string]any{"type": "string", "description": "who decides"},
+		},
+	}).Bind("repo", workflow.PromptArg("repo"))
+	if mutate != nil {
+		mutate(summary, approve)
+	}
+	b.TaskWorkflow(workflow.New("notes", "collect, summarize with the client's model, publish").Arg("repo", "the repository", true).Step(
+		workflow.Server("collect", "collect").Bind("repo", workflow.PromptArg("repo")),
+		summary,
+		workflow.Server("publish", "publish").Bind("text", workflow.StepOutput("summary", "text")),
+	))
+	b.TaskWorkflow(workflow.New("rollout", "ask a person, then deploy").Arg("repo", "the repository", true).Step(
+		approve,
+		workflow.Server("deploy", "deploy").Bind("repo", workflow.PromptArg("repo")).Bind("by", workflow.StepOutput("approve", "by")).
+			When(workflow.Truthy(workflow.StepOutput("approve", "approved"))),
+	))
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	s.srv = srv
+	t.Cleanup(func() { _ = srv.Close() })
+	return s
+}
+
+func (s *samplingServer) serveHTTP(t *testing.T) string {
+	t.Helper()
+	if s.url != "" {
+		return s.url
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	hs := &http.Server{Handler: s.srv.HTTPHandler(nil)}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	s.url = "http://" + ln.Addr().String() + "/"
+	return s.url
+}
+
+// transport is a client's end of a connection to the server.
+func (s *samplingServer) transport(t *testing.T, overHTTP bool) mcp.Transport {
+	t.Helper()
+	if overHTTP {
+		return client.HTTPTransport(s.serveHTTP(t), nil)
+	}
+	tr, err := s.srv.Connect(context.Background())
+	require.NoError(t, err)
+	return tr
+}
+
+// model is a fake client-side model: it answers every prompt with its
+// own text, and counts the prompts it saw.
+type model struct {
+	mu      sync.Mutex
+	prompts []*mcp.CreateMessageParams
+	reply   func(p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+}
+
+func (m *model) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	m.mu.Lock()
+	m.prompts = append(m.prompts, p)
+	m.mu.Unlock()
+	if m.reply != nil {
+		return m.reply(p)
+	}
+	text := p.Messages[0].Content.(*mcp.TextContent).Text
+	return &mcp.CreateMessageResult{Role: "assistant", Model: "fake-1", StopReason: "endTurn",
+		Content: &mcp.TextContent{Text: "NOTES: " + strings.TrimPrefix(text, "Write release notes for ")}}, nil
+}
+
+func (m *model) seen() []*mcp.CreateMessageParams {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*mcp.CreateMessageParams(nil), m.prompts...)
+}
+
+// progressOf reads the workflow progress of task id from the store.
+func (s *samplingServer) progressOf(t *testing.T, id string) *workflow.Progress {
+	t.Helper()
+	tk, err := s.srv.Router.Task(context.Background(), id)
+	require.NoError(t, err)
+	var p workflow.Progress
+	require.NoError(t, json.Unmarshal(tk.Variables[workflow.VarProgress], &p))
+	return &p
+}
+
+func stepOf(p *workflow.Progress, name string) *workflow.StepProgress {
+	for i := range p.Steps {
+		if p.Steps[i].Name == name {
+			return &p.Steps[i]
+		}
+	}
+	return nil
+}
+
+// runNotes starts the notes workflow with c and waits for its end.
+func runNotes(t *testing.T, c *client.Client, repo string) (*handoff.Document, json.RawMessage) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, doc, err := c.GetPrompt(ctx, "notes", map[string]string{"repo": repo})
+	require.NoError(t, err)
+	require.NotNil(t, doc)
+	raw, err := c.TaskResult(ctx, doc.TaskID)
+	require.NoError(t, err)
+	return doc, raw
+}
+
+// TestSamplingStepAsksTheClientsModel: the summary step is performed by
+// the client's own model, in each way a client may take the request: a
+// core client with a Receiver gets a task-augmented sampling/createMessage
+// (its task id recorded, then followed with tasks/get and tasks/result on
+// the client), a core client with an input handler only a plain one, and
+// a client of the tasks extension an input request of the workflow task,
+// answered with tasks/update; over memory and Streamable HTTP. The prompt
+// is the step's text with its values filled in, and the reply is the
+// step's output, which the next step reads.
+func TestSamplingStepAsksTheClientsModel(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dialect mcptask.Dialect
+		via     string
+	}{
+		{"task", mcptask.Core, workflow.AskViaTask},
+		{"request", mcptask.Core, workflow.AskViaRequest},
+		{"input", mcptask.Extension, workflow.AskViaInput},
+	} {
+		for _, overHTTP := range []bool{false, true} {
+			name := tc.name + "/memory"
+			if overHTTP {
+				name = tc.name + "/http"
+			}
+			t.Run(name, func(t *testing.T) {
+				s := newSamplingServer(t, "", nil)
+				m := &model{}
+				opts := &client.Options{Dialect: tc.dialect}
+				if tc.via == workflow.AskViaRequest {
+					opts.InputHandler = func(ctx context.Context, taskID string, req client.InputRequest) (json.RawMessage, error) {
+						p, err := req.Sampling()
+						if err != nil {
+							return nil, err
+						}
+						res, err := m.sample(ctx, p)
+						if err != nil {
+							return nil, err
+						}
+						return json.Marshal(res)
+					}
+				} else {
+					opts.Receiver = &client.Receiver{Sampling: m.sample, PollInterval: 20 * time.Millisecond}
+				}
+				c, err := client.Dial(context.Background(), s.transport(t, overHTTP), opts)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = c.Close() })
+
+				doc, raw := runNotes(t, c, "tb")
+				require.Contains(t, string(raw), "completed")
+				seen := m.seen()
+				require.Len(t, seen, 1)
+				require.Equal(t, "Write release notes for tb from this log: fix a; add b (tb)", seen[0].Messages[0].Content.(*mcp.TextContent).Text)
+				require.Equal(t, "You write release notes.", seen[0].SystemPrompt)
+				require.EqualValues(t, 200, seen[0].MaxTokens)
+				require.Equal(t, "NOTES: tb from this log: fix a; add b (tb)", <-s.published)
+
+				p := s.progressOf(t, doc.TaskID)
+				sp := stepOf(p, "summary")
+				require.Equal(t, workflow.StepCompleted, sp.Status)
+				require.Equal(t, "sampling", sp.Kind)
+				require.NotNil(t, sp.Asked)
+				require.Equal(t, tc.via, sp.Asked.Via)
+				if tc.via == workflow.AskViaTask {
+					require.Len(t, sp.Asked.ClientTask, 32, "the client's task id is recorded")
+				}
+				var out map[string]any
+				require.NoError(t, json.Unmarshal(p.Outputs["summary"], &out))
+				require.Equal(t, "NOTES: tb from this log: fix a; add b (tb)", out["text"])
+				require.Equal(t, "fake-1", out["model"])
+			})
+		}
+	}
+}
+
+var (
+	_ = errors.New
+	_ atomic.Int32
+	_ = store.StatusCompleted
+)
