@@ -263,3 +263,101 @@ var (
 	_ atomic.Int32
 	_ = store.StatusCompleted
 )
+
+// hostSession is a go-sdk client of the core dialect that declares no
+// capabilities: what a desktop host is (no sampling, no elicitation, no
+// tasks).
+func (s *samplingServer) hostSession(t *testing.T, overHTTP bool) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	var tr mcp.Transport
+	if overHTTP {
+		tr = &mcp.StreamableClientTransport{Endpoint: s.serveHTTP(t), MaxRetries: -1}
+	} else {
+		var err error
+		tr, err = s.srv.Connect(context.Background())
+		require.NoError(t, err)
+	}
+	cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: mcptask.CoreVersion})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// finalText is the text of a prompt result's last message.
+func finalText(res *mcp.GetPromptResult) string {
+	return res.Messages[len(res.Messages)-1].Content.(*mcp.TextContent).Text
+}
+
+// toolText joins a tool result's text.
+func toolText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// TestSamplingHostPerformsTheStepItself: a host that sends no tasks and
+// cannot sample (or show a form) is not asked: the handoff tells its
+// model, in prose alone, what to write (the prompt, filled in) or what to
+// ask the user, and which tool to call with which arguments; the call
+// records the step, and the workflow goes on.
+func TestSamplingHostPerformsTheStepItself(t *testing.T) {
+	for _, overHTTP := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "http"}[overHTTP], func(t *testing.T) {
+			s := newSamplingServer(t, "", nil)
+			cs := s.hostSession(t, overHTTP)
+			ctx := context.Background()
+
+			res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "notes", Arguments: map[string]string{"repo": "tb"}})
+			require.NoError(t, err)
+			doc, err := handoff.FromPromptResult(res)
+			require.NoError(t, err)
+			prose := finalText(res)
+			require.Contains(t, prose, `Next: step "summary" is yours to write: your client cannot be asked (it declared no sampling capability), so write the answer to this prompt yourself (do not ask the user): "Write release notes for tb from this log: fix a; add b (tb)". Call tool "workflow_event" with {"_task_id":"`+doc.TaskID+`","event":"summary","payload":{"text":<string>}}, where:`)
+			require.Contains(t, prose, `- "payload.text" (string): your answer to the prompt`)
+			require.Contains(t, doc.PauseReason, `waiting for the client to perform step "summary" (sampling) itself`)
+			rs := doc.RemainingSteps[0]
+			require.Equal(t, "sampling", rs.Kind)
+			require.Equal(t, handoff.ExecClient, rs.Execution)
+			require.Equal(t, "workflow_event", rs.Call.Tool)
+
+			// A model that sends something else is told so, and nothing is recorded.
+			bad, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "workflow_event", Arguments: map[string]any{
+				"_task_id": doc.TaskID, "event": "summary", "payload": map[string]any{"notes": "x"}}})
+			require.NoError(t, err)
+			require.True(t, bad.IsError)
+			require.Contains(t, toolText(bad), "does not match its schema")
+			require.Equal(t, workflow.StepAwaitingClient, stepOf(s.progressOf(t, doc.TaskID), "summary").Status)
+
+			out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "workflow_event", Arguments: map[string]any{
+				"_task_id": doc.TaskID, "event": "summary", "payload": map[string]any{"text": "Notes written by the host's model"}}})
+			require.NoError(t, err)
+			require.False(t, out.IsError, toolText(out))
+			require.Equal(t, "Notes written by the host's model", <-s.published)
+			require.Eventually(t, func() bool {
+				tk, err := s.srv.Router.Task(ctx, doc.TaskID)
+				return err == nil && tk.Status == store.StatusCompleted
+			}, 10*time.Second, 10*time.Millisecond)
+			sp := stepOf(s.progressOf(t, doc.TaskID), "summary")
+			require.Equal(t, workflow.AskViaHandoff, sp.Asked.Via)
+			require.Equal(t, workflow.ByClient, sp.CompletedBy)
+
+			// A question: the model asks the user, then delivers the answer.
+			res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "rollout", Arguments: map[string]string{"repo": "tb"}})
+			require.NoError(t, err)
+			doc, err = handoff.FromPromptResult(res)
+			require.NoError(t, err)
+			require.Contains(t, finalText(res), `Next: step "approve" waits for a person's answer to this question: "Deploy tb to production?"; your client cannot show them a form (it declared no elicitation capability). Ask the user, then call tool "workflow_event" with {"_task_id":"`+doc.TaskID+`","event":"approve","payload":{"approved":<boolean>,"by":<string, optional>}}, where:`)
+			require.True(t, doc.RemainingSteps[0].Call.Person)
+			out, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "workflow_event", Arguments: map[string]any{
+				"_task_id": doc.TaskID, "event": "approve", "payload": map[string]any{"approved": true, "by": "ada"}}})
+			require.NoError(t, err)
+			require.False(t, out.IsError, toolText(out))
+			require.True(t, <-s.deployed)
+		})
+	}
+}

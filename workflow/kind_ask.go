@@ -107,7 +107,7 @@ func (k *ask) result(raw json.RawMessage) (json.RawMessage, string, error) {
 func (k *ask) payload() any { return k.schema }
 
 func (k *ask) words() askWords {
-	return askWords{what: "a question", who: "the user", capability: "elicitation"}
+	return askWords{what: "a question", who: "the user", capability: "elicitation", cannot: "your client cannot show them a form"}
 }
 
 // doText: the model asks the user (Call.Person).

@@ -302,7 +302,7 @@ func (k *sample) payload() any {
 }
 
 func (k *sample) words() askWords {
-	return askWords{what: "sampling", who: "the client's model", capability: "sampling"}
+	return askWords{what: "sampling", who: "the client's model", capability: "sampling", cannot: "your client cannot be asked"}
 }
 
 // doText is what the handoff tells a model to do about the step when it
@@ -350,6 +350,7 @@ type askWords struct {
 	what       string // "sampling", "a question"
 	who        string // who answers: "the client's model", "the user"
 	capability string // the client capability it needs: "sampling", "elicitation"
+	cannot     string // why a client without it does not do: "your client cannot be asked"
 }
 
 // clientAsk is what sampling steps and questions share: the request's
@@ -595,7 +596,7 @@ func (a *clientAsk) route(x *turn, self asker) (via, why string) {
 		return AskViaHandoff, "the server cannot send requests to your client"
 	}
 	if p := pe.PeerOf(x.in.id); p != nil && !p.Can(a.method) {
-		return AskViaHandoff, fmt.Sprintf("your client cannot be asked (it declared no %s capability)", self.words().capability)
+		return AskViaHandoff, fmt.Sprintf("%s (it declared no %s capability)", self.words().cannot, self.words().capability)
 	}
 	return "", ""
 }
