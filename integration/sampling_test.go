@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
@@ -360,4 +361,333 @@ func TestSamplingHostPerformsTheStepItself(t *testing.T) {
 			require.True(t, <-s.deployed)
 		})
 	}
+}
+
+// elicitAnswer is the answer a fake person gives.
+func elicitAnswer(action string, content map[string]any) func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: action, Content: content}, nil
+	}
+}
+
+// runRollout starts the rollout workflow with c and waits for its end.
+func runRollout(t *testing.T, c *client.Client) (string, json.RawMessage, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, doc, err := c.GetPrompt(ctx, "rollout", map[string]string{"repo": "tb"})
+	require.NoError(t, err)
+	raw, err := c.TaskResult(ctx, doc.TaskID)
+	return doc.TaskID, raw, err
+}
+
+// TestQuestionAsksThePerson: a question reaches the person through the
+// client as a sampling step's request does (task-augmented elicitation,
+// a plain one, an input request), and the form's content is its output.
+func TestQuestionAsksThePerson(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dialect mcptask.Dialect
+		via     string
+	}{
+		{"task", mcptask.Core, workflow.AskViaTask},
+		{"request", mcptask.Core, workflow.AskViaRequest},
+		{"input", mcptask.Extension, workflow.AskViaInput},
+	} {
+		for _, overHTTP := range []bool{false, true} {
+			t.Run(tc.name+map[bool]string{false: "/memory", true: "/http"}[overHTTP], func(t *testing.T) {
+				s := newSamplingServer(t, "", nil)
+				var asked atomic.Int32
+				answer := func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+					asked.Add(1)
+					require.Equal(t, "Deploy tb to production?", p.Message)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true, "by": "ada"}}, nil
+				}
+				opts := &client.Options{Dialect: tc.dialect}
+				if tc.via == workflow.AskViaRequest {
+					opts.InputHandler = func(ctx context.Context, taskID string, req client.InputRequest) (json.RawMessage, error) {
+						p, err := req.Elicitation()
+						if err != nil {
+							return nil, err
+						}
+						res, err := answer(ctx, p)
+						if err != nil {
+							return nil, err
+						}
+						return json.Marshal(res)
+					}
+				} else {
+					opts.Receiver = &client.Receiver{Elicitation: answer, PollInterval: 20 * time.Millisecond}
+				}
+				c, err := client.Dial(context.Background(), s.transport(t, overHTTP), opts)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = c.Close() })
+				id, _, err := runRollout(t, c)
+				require.NoError(t, err)
+				require.True(t, <-s.deployed)
+				require.EqualValues(t, 1, asked.Load())
+				p := s.progressOf(t, id)
+				sp := stepOf(p, "approve")
+				require.Equal(t, "question", sp.Kind)
+				require.Equal(t, tc.via, sp.Asked.Via)
+				require.JSONEq(t, `{"approved":true,"by":"ada"}`, string(p.Outputs["approve"]))
+			})
+		}
+	}
+}
+
+// TestDeclinedOrFailedAskFollowsThePolicy: a person who declines the
+// form, or a client whose model refuses (a JSON-RPC error), is not asked
+// again: the step's failure policy applies at once. HandToClient (the
+// default) hands the step to the model, which the handoff tells how to
+// perform it; FailsWorkflow fails the workflow, naming why. In the
+// extension dialect a declined input request does the same.
+func TestDeclinedOrFailedAskFollowsThePolicy(t *testing.T) {
+	ctx := context.Background()
+	for _, dialect := range []mcptask.Dialect{mcptask.Core, mcptask.Extension} {
+		t.Run(dialect.Label()+"/hand to the model", func(t *testing.T) {
+			s := newSamplingServer(t, "", nil)
+			var asked atomic.Int32
+			c, err := client.Dial(ctx, s.transport(t, false), &client.Options{Dialect: dialect, Receiver: &client.Receiver{
+				Elicitation: func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+					asked.Add(1)
+					return &mcp.ElicitResult{Action: "decline"}, nil
+				},
+				Sampling: func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+					asked.Add(1)
+					return nil, &jsonrpc.Error{Code: -1, Message: "the user rejected the sampling request"}
+				},
+			}})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			workflows := []string{"rollout", "notes"}
+			if dialect == mcptask.Extension {
+				// An input response has no error: a client whose model
+				// refuses leaves the request for the model (see the
+				// handoff); a decline is an answer.
+				workflows = workflows[:1]
+			}
+			for _, wf := range workflows {
+				_, doc, err := c.GetPrompt(ctx, wf, map[string]string{"repo": "tb"})
+				require.NoError(t, err)
+				step := map[string]string{"rollout": "approve", "notes": "summary"}[wf]
+				var cur *handoff.Document
+				require.Eventually(t, func() bool {
+					if dialect == mcptask.Extension {
+						// The client answers the input request while it waits.
+						wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+						_, _ = c.TaskResult(wctx, doc.TaskID)
+						cancel()
+					}
+					_, cur, err = c.ResumePrompt(ctx, wf, doc.TaskID)
+					require.NoError(t, err)
+					sp := stepOf(s.progressOf(t, doc.TaskID), step)
+					return sp.Status == workflow.StepAwaitingClient || sp.HandedToClient
+				}, 20*time.Second, 20*time.Millisecond)
+				rs := cur.RemainingSteps[0]
+				require.Equal(t, step, rs.Name)
+				require.NotNil(t, rs.Call, "the step is the model's now")
+				require.Equal(t, "workflow_event", rs.Call.Tool)
+				if wf == "notes" {
+					require.Contains(t, rs.Do, "rejected the sampling request")
+					require.Contains(t, rs.Do, "write the answer to this prompt yourself")
+				} else {
+					require.Contains(t, rs.Do, "declined")
+				}
+			}
+			require.EqualValues(t, len(workflows), asked.Load(), "a refusal is not asked again")
+		})
+		t.Run(dialect.Label()+"/fail the workflow", func(t *testing.T) {
+			s := newSamplingServer(t, "", func(_, approve *workflow.Step) { approve.FailsWorkflow() })
+			c, err := client.Dial(ctx, s.transport(t, false), &client.Options{Dialect: dialect, Receiver: &client.Receiver{
+				Elicitation: elicitAnswer("cancel", nil)}})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			id, _, err := runRollout(t, c)
+			require.Error(t, err)
+			tk, err := s.srv.Router.Task(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, store.StatusFailed, tk.Status)
+			require.Contains(t, tk.StatusMessage, `step "approve"`)
+			require.Contains(t, tk.StatusMessage, `"cancel"`)
+			require.Contains(t, tk.StatusMessage, "the workflow failed")
+		})
+	}
+}
+
+// waitFor polls the progress of task id until ok holds.
+func (s *samplingServer) waitFor(t *testing.T, id string, ok func(p *workflow.Progress) bool) *workflow.Progress {
+	t.Helper()
+	var p *workflow.Progress
+	require.Eventually(t, func() bool {
+		p = s.progressOf(t, id)
+		return ok(p)
+	}, 20*time.Second, 10*time.Millisecond)
+	return p
+}
+
+// TestSamplingSurvivesRestarts: a task-augmented sampling request
+// survives a restart of the server and one of the client. The client's
+// model answers while the server is down; the client restarts too (with
+// its Receiver's store); the restarted server follows the client task it
+// recorded on the client's new connection, once the client names the
+// workflow task, and takes the answer the model computed: the model is
+// asked once.
+func TestSamplingSurvivesRestarts(t *testing.T) {
+	for _, overHTTP := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "http"}[overHTTP], func(t *testing.T) {
+			ctx := context.Background()
+			db := filepath.Join(t.TempDir(), "tasks.db")
+			recvPath := filepath.Join(t.TempDir(), "receiver.db")
+			s1 := newSamplingServer(t, db, nil)
+			st1, err := client.OpenReceiverStore(recvPath)
+			require.NoError(t, err)
+			release := make(chan struct{})
+			m := &model{}
+			m.reply = func(p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+				<-release
+				return &mcp.CreateMessageResult{Role: "assistant", Model: "fake-1", Content: &mcp.TextContent{Text: "notes computed while the server was down"}}, nil
+			}
+			c1, err := client.Dial(ctx, s1.transport(t, overHTTP), &client.Options{Dialect: mcptask.Core,
+				Receiver: &client.Receiver{Sampling: m.sample, Store: st1, PollInterval: 20 * time.Millisecond}})
+			require.NoError(t, err)
+			_, doc, err := c1.GetPrompt(ctx, "notes", map[string]string{"repo": "tb"})
+			require.NoError(t, err)
+			p := s1.waitFor(t, doc.TaskID, func(p *workflow.Progress) bool {
+				a := stepOf(p, "summary").Asked
+				return a != nil && a.ClientTask != ""
+			})
+			clientTask := stepOf(p, "summary").Asked.ClientTask
+			tk, err := s1.srv.Router.Task(ctx, doc.TaskID)
+			require.NoError(t, err)
+			require.Equal(t, `asking the client's model for step "summary" (sampling/createMessage, as the client's task `+clientTask+`), attempt 1`, tk.StatusMessage)
+
+			require.NoError(t, s1.srv.Close()) // the server stops
+			close(release)                     // the model answers meanwhile: the client keeps the result
+			require.Eventually(t, func() bool {
+				recs, err := st1.Load()
+				return err == nil && strings.Contains(string(recs["task/"+clientTask]), "notes computed")
+			}, 10*time.Second, 10*time.Millisecond)
+			require.NoError(t, c1.Close()) // and so does the client
+			require.NoError(t, st1.Close())
+
+			s2 := newSamplingServer(t, db, nil)
+			st2, err := client.OpenReceiverStore(recvPath)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = st2.Close() })
+			c2, err := client.Dial(ctx, s2.transport(t, overHTTP), &client.Options{Dialect: mcptask.Core,
+				Receiver: &client.Receiver{Sampling: m.sample, Store: st2, PollInterval: 20 * time.Millisecond}})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c2.Close() })
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_, err = c2.TaskResult(rctx, doc.TaskID) // names the task: the server finds its client again
+			require.NoError(t, err)
+			require.Equal(t, "notes computed while the server was down", <-s2.published)
+			require.Len(t, m.seen(), 1, "the model was asked once")
+			sp := stepOf(s2.progressOf(t, doc.TaskID), "summary")
+			require.Equal(t, clientTask, sp.Asked.ClientTask, "the same client task was followed")
+			require.Equal(t, workflow.ReasonRestart, sp.History[len(sp.History)-1].Reason)
+		})
+	}
+}
+
+// TestSamplingInputRequestSurvivesARestart: in the extension dialect the
+// request is an input request of the workflow task, kept in its
+// progress: after a restart of the server, tasks/get lists it again, and
+// an answer then completes the step.
+func TestSamplingInputRequestSurvivesARestart(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	s1 := newSamplingServer(t, db, nil)
+	c1, err := client.Dial(ctx, s1.transport(t, true), &client.Options{Dialect: mcptask.Extension})
+	require.NoError(t, err)
+	_, doc, err := c1.GetPrompt(ctx, "notes", map[string]string{"repo": "tb"})
+	require.NoError(t, err)
+	tk, err := c1.GetTask(ctx, doc.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, mcptask.StatusInputRequired, tk.Status)
+	require.Equal(t, mcptask.MethodSampling, tk.InputRequests["summary"].Method)
+	require.NoError(t, c1.Close())
+	require.NoError(t, s1.srv.Close())
+
+	s2 := newSamplingServer(t, db, nil)
+	m := &model{}
+	c2, err := client.Dial(ctx, s2.transport(t, true), &client.Options{Dialect: mcptask.Extension,
+		Receiver: &client.Receiver{Sampling: m.sample}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c2.Close() })
+	tk, err = c2.GetTask(ctx, doc.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, mcptask.StatusInputRequired, tk.Status)
+	p, err := tk.InputRequests["summary"].Sampling()
+	require.NoError(t, err)
+	require.Equal(t, "Write release notes for tb from this log: fix a; add b (tb)", p.Messages[0].Content.(*mcp.TextContent).Text)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = c2.TaskResult(rctx, doc.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, "NOTES: tb from this log: fix a; add b (tb)", <-s2.published)
+}
+
+// failingUpdates is a transport whose tasks/update requests never reach
+// the server: a client that dies after its model answered, before the
+// server took the answer.
+type failingUpdates struct{ mcp.Transport }
+
+func (f failingUpdates) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := f.Transport.Connect(ctx)
+	return failingUpdatesConn{c}, err
+}
+
+type failingUpdatesConn struct{ mcp.Connection }
+
+func (c failingUpdatesConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == mcptask.MethodTasksUpdate {
+		return errors.New("the client died")
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// TestReceiverKeepsAnAnswerUntilTheServerTakesIt: in the extension
+// dialect a client with a Receiver store saves the answer its model
+// computed before sending it; after a restart it sends the saved answer
+// instead of asking the model again, and drops it once the server took
+// it.
+func TestReceiverKeepsAnAnswerUntilTheServerTakesIt(t *testing.T) {
+	ctx := context.Background()
+	s := newSamplingServer(t, "", nil)
+	recvPath := filepath.Join(t.TempDir(), "receiver.db")
+	st, err := client.OpenReceiverStore(recvPath)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	m := &model{}
+	c1, err := client.Dial(ctx, failingUpdates{s.transport(t, true)}, &client.Options{Dialect: mcptask.Extension,
+		Receiver: &client.Receiver{Sampling: m.sample, Store: st}})
+	require.NoError(t, err)
+	_, doc, err := c1.GetPrompt(ctx, "notes", map[string]string{"repo": "tb"})
+	require.NoError(t, err)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = c1.TaskResult(rctx, doc.TaskID)
+	cancel()
+	require.ErrorContains(t, err, "the client died")
+	require.NoError(t, c1.Close())
+	require.Len(t, m.seen(), 1)
+	recs, err := st.Load()
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "the answer is kept")
+
+	c2, err := client.Dial(ctx, s.transport(t, true), &client.Options{Dialect: mcptask.Extension,
+		Receiver: &client.Receiver{Sampling: m.sample, Store: st}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c2.Close() })
+	rctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = c2.TaskResult(rctx, doc.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, "NOTES: tb from this log: fix a; add b (tb)", <-s.published)
+	require.Len(t, m.seen(), 1, "the model was not asked again")
+	recs, err = st.Load()
+	require.NoError(t, err)
+	require.Empty(t, recs, "the answer the server took is dropped")
 }

@@ -99,7 +99,7 @@ func (k *ask) result(raw json.RawMessage) (json.RawMessage, string, error) {
 		}
 		return marshal(v), "", nil
 	case "decline", "cancel":
-		return nil, fmt.Sprintf("the person answered %q to the form", res.Action), nil
+		return nil, fmt.Sprintf("the person declined the form in the client (answered %q)", res.Action), nil
 	}
 	return nil, "", fmt.Errorf("action %q is none of accept, decline, cancel", res.Action)
 }

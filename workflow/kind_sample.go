@@ -657,12 +657,18 @@ func (a *clientAsk) performFor(self asker) func(ctx context.Context, w *attemptW
 func (a *clientAsk) viaTask(ctx context.Context, w *attemptWork, peer *taskrouter.Peer, params map[string]any) (json.RawMessage, error) {
 	id := w.clientTask(ctx)
 	if id != "" {
-		if _, err := peer.Call(ctx, mcptask.MethodTasksGet, map[string]any{"taskId": id}); err != nil {
-			var je *jsonrpc.Error
-			if !errors.As(err, &je) || je.Code != mcptask.CodeInvalidParams {
-				return nil, err
-			}
+		raw, err := peer.Call(ctx, mcptask.MethodTasksGet, map[string]any{"taskId": id})
+		var je *jsonrpc.Error
+		var t struct {
+			Status mcptask.Status `json:"status"`
+		}
+		switch {
+		case errors.As(err, &je) && je.Code == mcptask.CodeInvalidParams:
 			id = "" // the client does not know it (it forgot, or it is another client): ask anew
+		case err != nil:
+			return nil, err
+		case json.Unmarshal(raw, &t) == nil && t.Status == mcptask.StatusCancelled:
+			id = "" // an earlier attempt gave up on it (its Timeout): ask anew
 		}
 	}
 	if id == "" {
@@ -686,15 +692,19 @@ func (a *clientAsk) viaTask(ctx context.Context, w *attemptWork, peer *taskroute
 }
 
 // followClientTask polls the client's task id with tasks/get until it
-// ends, then returns tasks/result (the client's result, or its error). A
-// task the server stops waiting for is cancelled on the client.
+// ends, then returns tasks/result (the client's result, or its error).
+// A task the workflow no longer waits for (the workflow task was
+// cancelled, expired or ended; the attempt ran out of its Timeout) is
+// cancelled on the client; one a graceful stop of the server or a lost
+// lease cut short is not: whoever runs the step next follows it.
 func followClientTask(ctx context.Context, peer *taskrouter.Peer, id string) (json.RawMessage, error) {
 	defer func() {
-		if ctx.Err() != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_, _ = peer.Call(cctx, mcptask.MethodTasksCancel, map[string]any{"taskId": id})
-			cancel()
+		if !givenUp(ctx) {
+			return
 		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_, _ = peer.Call(cctx, mcptask.MethodTasksCancel, map[string]any{"taskId": id})
+		cancel()
 	}()
 	for {
 		raw, err := peer.Call(ctx, mcptask.MethodTasksGet, map[string]any{"taskId": id})
@@ -725,6 +735,20 @@ func followClientTask(ctx context.Context, peer *taskrouter.Peer, id string) (js
 		case <-time.After(wait):
 		}
 	}
+}
+
+// givenUp reports whether the attempt's ctx ended because the workflow
+// no longer waits for it (not a graceful stop, not a lost lease).
+func givenUp(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	var cut *errCut
+	switch taskrouter.Stopped(ctx) {
+	case taskrouter.StopCancelled, taskrouter.StopExpired, taskrouter.StopEnded:
+		return true
+	}
+	return errors.As(context.Cause(ctx), &cut)
 }
 
 // clientTask is the client task the attempt's record holds, if any.
@@ -825,7 +849,7 @@ func (a *clientAsk) entryAsk(v *view, s *Step, sp *StepProgress, rs *handoff.Rem
 		rs.Do = fmt.Sprintf("the server could not ask your client%s; it asks again at %s; nothing to do now.", errNote(sp.Error), stamp(*sp.RetryAt))
 		return
 	case sp.HandedToClient:
-		why = fmt.Sprintf("the server could not ask your client (%s)", trimDot(oneLine(sp.Error)))
+		why = fmt.Sprintf("asking your client did not succeed (%s)", trimDot(oneLine(sp.Error)))
 	case sp.Asked != nil && sp.Asked.Via == AskViaHandoff:
 		why = sp.Asked.Why
 	case sp.Asked != nil && sp.Asked.Via == AskViaInput:
