@@ -240,7 +240,10 @@ func sampledText(content json.RawMessage) (string, error) {
 		Text string `json:"text"`
 	}
 	var blocks []block
-	if len(content) > 0 && content[0] == '[' {
+	if len(content) == 0 || string(content) == "null" {
+		return "", errors.New("it holds no content")
+	}
+	if content[0] == '[' {
 		if err := json.Unmarshal(content, &blocks); err != nil {
 			return "", fmt.Errorf("its content is not a list of blocks: %v", err)
 		}
@@ -895,14 +898,17 @@ func (a *clientAsk) answerAsk(d *delivery, key string, raw json.RawMessage, self
 func (a *clientAsk) deliverAsk(d *delivery, self asker) error {
 	if !d.declined() {
 		var v any
+		refuse := func(format string, args ...any) error {
+			return mcptask.InvalidParams("the payload for step %q (%s) %s", d.s.Name, self.words().what, fmt.Sprintf(format, args...))
+		}
 		if err := json.Unmarshal(d.payload, &v); err != nil {
-			return invalidPayload(d.s, "is not JSON: %v", err)
+			return refuse("is not JSON: %v", err)
 		}
 		if _, ok := v.(map[string]any); !ok {
-			return invalidPayload(d.s, "must be a JSON object")
+			return refuse("must be a JSON object")
 		}
 		if err := matchSchema(self.payload(), v); err != nil {
-			return invalidPayload(d.s, "does not match its schema: %v", err)
+			return refuse("does not match its schema: %v", err)
 		}
 	}
 	return d.commit(func(p *Progress, sp *StepProgress, now time.Time) (bool, error) {
