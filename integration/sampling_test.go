@@ -259,12 +259,6 @@ func TestSamplingStepAsksTheClientsModel(t *testing.T) {
 	}
 }
 
-var (
-	_ = errors.New
-	_ atomic.Int32
-	_ = store.StatusCompleted
-)
-
 // hostSession is a go-sdk client of the core dialect that declares no
 // capabilities: what a desktop host is (no sampling, no elicitation, no
 // tasks).
@@ -534,62 +528,69 @@ func (s *samplingServer) waitFor(t *testing.T, id string, ok func(p *workflow.Pr
 // workflow task, and takes the answer the model computed: the model is
 // asked once.
 func TestSamplingSurvivesRestarts(t *testing.T) {
-	for _, overHTTP := range []bool{false, true} {
-		t.Run(map[bool]string{false: "memory", true: "http"}[overHTTP], func(t *testing.T) {
-			ctx := context.Background()
-			db := filepath.Join(t.TempDir(), "tasks.db")
-			recvPath := filepath.Join(t.TempDir(), "receiver.db")
-			s1 := newSamplingServer(t, db, nil)
-			st1, err := client.OpenReceiverStore(recvPath)
-			require.NoError(t, err)
-			release := make(chan struct{})
-			m := &model{}
-			m.reply = func(p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-				<-release
-				return &mcp.CreateMessageResult{Role: "assistant", Model: "fake-1", Content: &mcp.TextContent{Text: "notes computed while the server was down"}}, nil
-			}
-			c1, err := client.Dial(ctx, s1.transport(t, overHTTP), &client.Options{Dialect: mcptask.Core,
-				Receiver: &client.Receiver{Sampling: m.sample, Store: st1, PollInterval: 20 * time.Millisecond}})
-			require.NoError(t, err)
-			_, doc, err := c1.GetPrompt(ctx, "notes", map[string]string{"repo": "tb"})
-			require.NoError(t, err)
-			p := s1.waitFor(t, doc.TaskID, func(p *workflow.Progress) bool {
-				a := stepOf(p, "summary").Asked
-				return a != nil && a.ClientTask != ""
+	for _, backend := range canaryBackends {
+		for _, overHTTP := range []bool{false, true} {
+			t.Run(backend.name+map[bool]string{false: "/memory", true: "/http"}[overHTTP], func(t *testing.T) {
+				samplingSurvivesRestarts(t, backend.spec(t), overHTTP)
 			})
-			clientTask := stepOf(p, "summary").Asked.ClientTask
-			tk, err := s1.srv.Router.Task(ctx, doc.TaskID)
-			require.NoError(t, err)
-			require.Equal(t, `asking the client's model for step "summary" (sampling/createMessage, as the client's task `+clientTask+`), attempt 1`, tk.StatusMessage)
-
-			require.NoError(t, s1.srv.Close()) // the server stops
-			close(release)                     // the model answers meanwhile: the client keeps the result
-			require.Eventually(t, func() bool {
-				recs, err := st1.Load()
-				return err == nil && strings.Contains(string(recs["task/"+clientTask]), "notes computed")
-			}, 10*time.Second, 10*time.Millisecond)
-			require.NoError(t, c1.Close()) // and so does the client
-			require.NoError(t, st1.Close())
-
-			s2 := newSamplingServer(t, db, nil)
-			st2, err := client.OpenReceiverStore(recvPath)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = st2.Close() })
-			c2, err := client.Dial(ctx, s2.transport(t, overHTTP), &client.Options{Dialect: mcptask.Core,
-				Receiver: &client.Receiver{Sampling: m.sample, Store: st2, PollInterval: 20 * time.Millisecond}})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = c2.Close() })
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			_, err = c2.TaskResult(rctx, doc.TaskID) // names the task: the server finds its client again
-			require.NoError(t, err)
-			require.Equal(t, "notes computed while the server was down", <-s2.published)
-			require.Len(t, m.seen(), 1, "the model was asked once")
-			sp := stepOf(s2.progressOf(t, doc.TaskID), "summary")
-			require.Equal(t, clientTask, sp.Asked.ClientTask, "the same client task was followed")
-			require.Equal(t, workflow.ReasonRestart, sp.History[len(sp.History)-1].Reason)
-		})
+		}
 	}
+}
+
+// samplingSurvivesRestarts is TestSamplingSurvivesRestarts on store db.
+func samplingSurvivesRestarts(t *testing.T, db string, overHTTP bool) {
+	t.Helper()
+	ctx := context.Background()
+	recvPath := filepath.Join(t.TempDir(), "receiver.db")
+	s1 := newSamplingServer(t, db, nil)
+	st1, err := client.OpenReceiverStore(recvPath)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	m := &model{}
+	m.reply = func(p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+		<-release
+		return &mcp.CreateMessageResult{Role: "assistant", Model: "fake-1", Content: &mcp.TextContent{Text: "notes computed while the server was down"}}, nil
+	}
+	c1, err := client.Dial(ctx, s1.transport(t, overHTTP), &client.Options{Dialect: mcptask.Core,
+		Receiver: &client.Receiver{Sampling: m.sample, Store: st1, PollInterval: 20 * time.Millisecond}})
+	require.NoError(t, err)
+	_, doc, err := c1.GetPrompt(ctx, "notes", map[string]string{"repo": "tb"})
+	require.NoError(t, err)
+	p := s1.waitFor(t, doc.TaskID, func(p *workflow.Progress) bool {
+		a := stepOf(p, "summary").Asked
+		return a != nil && a.ClientTask != ""
+	})
+	clientTask := stepOf(p, "summary").Asked.ClientTask
+	tk, err := s1.srv.Router.Task(ctx, doc.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, `asking the client's model for step "summary" (sampling/createMessage, as the client's task `+clientTask+`), attempt 1`, tk.StatusMessage)
+
+	require.NoError(t, s1.srv.Close()) // the server stops
+	close(release)                     // the model answers meanwhile: the client keeps the result
+	require.Eventually(t, func() bool {
+		recs, err := st1.Load()
+		return err == nil && strings.Contains(string(recs["task/"+clientTask]), "notes computed")
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, c1.Close()) // and so does the client
+	require.NoError(t, st1.Close())
+
+	s2 := newSamplingServer(t, db, nil)
+	st2, err := client.OpenReceiverStore(recvPath)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st2.Close() })
+	c2, err := client.Dial(ctx, s2.transport(t, overHTTP), &client.Options{Dialect: mcptask.Core,
+		Receiver: &client.Receiver{Sampling: m.sample, Store: st2, PollInterval: 20 * time.Millisecond}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c2.Close() })
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = c2.TaskResult(rctx, doc.TaskID) // names the task: the server finds its client again
+	require.NoError(t, err)
+	require.Equal(t, "notes computed while the server was down", <-s2.published)
+	require.Len(t, m.seen(), 1, "the model was asked once")
+	sp := stepOf(s2.progressOf(t, doc.TaskID), "summary")
+	require.Equal(t, clientTask, sp.Asked.ClientTask, "the same client task was followed")
+	require.Equal(t, workflow.ReasonRestart, sp.History[len(sp.History)-1].Reason)
 }
 
 // TestSamplingInputRequestSurvivesARestart: in the extension dialect the
