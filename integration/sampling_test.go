@@ -85,7 +85,7 @@ func newSamplingServer(t *testing.T, dbPath string, mutate func(summary, approve
 	if mutate != nil {
 		mutate(summary, approve)
 	}
-	b.TaskWorkflow(workflow.New("notes", "collect, summarize with the client's model, publish").Arg("repo", "the repository", true).Step(
+	b.TaskWorkflow(workflow.New("notes", "collect, summarize with the client's model, publish").AsTool().Arg("repo", "the repository", true).Step(
 		workflow.Server("collect", "collect").Bind("repo", workflow.PromptArg("repo")),
 		summary,
 		workflow.Server("publish", "publish").Bind("text", workflow.StepOutput("summary", "text")),
@@ -691,4 +691,24 @@ func TestReceiverKeepsAnAnswerUntilTheServerTakesIt(t *testing.T) {
 	recs, err = st.Load()
 	require.NoError(t, err)
 	require.Empty(t, recs, "the answer the server took is dropped")
+}
+
+// TestSamplingInAHostThatRunsTasks: a host that takes tasks but has no
+// sampling (a Claude Code-like client of the tasks extension) calls the
+// workflow as a tool: the call's task is not parked on a sampling input
+// request it cannot answer; its result is the handoff, which tells the
+// model to write the text itself.
+func TestSamplingInAHostThatRunsTasks(t *testing.T) {
+	ctx := context.Background()
+	s := newSamplingServer(t, "", nil)
+	c, err := client.Dial(ctx, s.transport(t, true), &client.Options{Dialect: mcptask.Extension})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := c.CallToolAndWait(cctx, "notes", map[string]any{"repo": "tb"}, &client.CallOptions{AllowPlain: true})
+	require.NoError(t, err)
+	text := toolText(res)
+	require.Contains(t, text, `Next: step "summary" is yours to write: write the answer to this prompt yourself (do not ask the user): "Write release notes for tb from this log: fix a; add b (tb)"`)
+	require.Contains(t, text, `Call tool "workflow_event" with {"_task_id":"`)
 }

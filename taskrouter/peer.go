@@ -1,6 +1,7 @@
 package taskrouter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,12 @@ import (
 
 // peerIDPrefix starts the id of every request a Peer sends.
 const peerIDPrefix = "taskbridge-"
+
+// What the shims look for in a message before decoding it.
+var (
+	peerIDBytes     = []byte(`"` + peerIDPrefix)
+	taskStatusBytes = []byte(`"` + mcptask.NotificationTaskStatus + `"`)
+)
 
 // ErrNoPeer is returned by AwaitPeer when no client connection that can
 // take requests named the task before ctx ended.
@@ -300,7 +307,7 @@ func (ps *peers) deliver(resp *jsonrpc.Response) bool {
 // takeResponse reports whether raw (one JSON-RPC message as read from a
 // client) is the response to a Peer's request, delivering it if so.
 func (ps *peers) takeResponse(raw []byte) bool {
-	if !strings.Contains(string(raw), peerIDPrefix) {
+	if !bytes.Contains(raw, peerIDBytes) {
 		return false
 	}
 	msg, err := jsonrpc.DecodeMessage(raw)
@@ -315,7 +322,7 @@ func (ps *peers) takeResponse(raw []byte) bool {
 // notifications/tasks/status (about a task it runs for the server), which
 // go-sdk's HTTP handler refuses as an unknown notification.
 func isTaskStatusNote(body []byte) bool {
-	if !strings.Contains(string(body), mcptask.NotificationTaskStatus) {
+	if !bytes.Contains(body, taskStatusBytes) {
 		return false
 	}
 	msg, err := jsonrpc.DecodeMessage(body)

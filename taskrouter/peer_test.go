@@ -169,3 +169,44 @@ func TestPeerRebindsToTheNextConnection(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(raw), "from the second")
 }
+
+// TestPeerCallGivenUpTellsTheClient: a request the server stops waiting
+// for is cancelled on the client (notifications/cancelled), whose
+// handler's context ends; and a client's notifications/tasks/status, which
+// go-sdk's HTTP handler would refuse (breaking the client's connection),
+// is accepted.
+func TestPeerCallGivenUpTellsTheClient(t *testing.T) {
+	for _, k := range []transportKind{inMemory, overHTTP} {
+		t.Run(k.String(), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.addBindTool()
+			started, stopped := make(chan struct{}, 1), make(chan struct{}, 1)
+			p := h.dialWith(k, core, func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				stopped <- struct{}{}
+				return nil, ctx.Err()
+			}, samplingCaps(true))
+			id := bindFrom(t, p)
+			var peer *taskrouter.Peer
+			require.Eventually(t, func() bool { peer = h.r.PeerOf(id); return peer != nil }, 5*time.Second, 5*time.Millisecond)
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() {
+				_, err := peer.Call(ctx, mcptask.MethodSampling, map[string]any{"maxTokens": 5, "messages": []any{}})
+				errc <- err
+			}()
+			<-started
+			cancel()
+			require.ErrorIs(t, <-errc, context.Canceled)
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the client's handler was not cancelled")
+			}
+
+			require.NoError(t, p.c.Notify(context.Background(), mcptask.NotificationTaskStatus, map[string]any{"taskId": "t1", "status": "working"}))
+			require.Equal(t, "working", p.mustCall("tasks/get", map[string]any{"taskId": id})["status"], "the connection still works")
+		})
+	}
+}
