@@ -185,6 +185,53 @@ func runNotes(t *testing.T, c *client.Client, repo string) (*handoff.Document, j
 	return doc, raw
 }
 
+// askModes are the ways a client takes a request of the server's: the
+// dialect it speaks, and how the step reaches it (a Receiver takes task
+// and input requests; an InputHandler alone, plain requests).
+var askModes = []struct {
+	name    string
+	dialect mcptask.Dialect
+	via     string
+}{
+	{"task", mcptask.Core, workflow.AskViaTask},
+	{"request", mcptask.Core, workflow.AskViaRequest},
+	{"input", mcptask.Extension, workflow.AskViaInput},
+}
+
+// clientOptions are the options of a client that answers in mode via
+// with the sampling and elicitation handlers given (either may be nil).
+func clientOptions(dialect mcptask.Dialect, via string,
+	sample func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error),
+	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)) *client.Options {
+	opts := &client.Options{Dialect: dialect}
+	if via != workflow.AskViaRequest {
+		opts.Receiver = &client.Receiver{Sampling: sample, Elicitation: elicit, PollInterval: 20 * time.Millisecond}
+		return opts
+	}
+	opts.InputHandler = func(ctx context.Context, taskID string, req client.InputRequest) (json.RawMessage, error) {
+		var res any
+		var err error
+		if req.Method == mcptask.MethodSampling {
+			p, perr := req.Sampling()
+			if perr != nil {
+				return nil, perr
+			}
+			res, err = sample(ctx, p)
+		} else {
+			p, perr := req.Elicitation()
+			if perr != nil {
+				return nil, perr
+			}
+			res, err = elicit(ctx, p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(res)
+	}
+	return opts
+}
+
 // TestSamplingStepAsksTheClientsModel: the summary step is performed by
 // the client's own model, in each way a client may take the request: a
 // core client with a Receiver gets a task-augmented sampling/createMessage
@@ -195,40 +242,12 @@ func runNotes(t *testing.T, c *client.Client, repo string) (*handoff.Document, j
 // is the step's text with its values filled in, and the reply is the
 // step's output, which the next step reads.
 func TestSamplingStepAsksTheClientsModel(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		dialect mcptask.Dialect
-		via     string
-	}{
-		{"task", mcptask.Core, workflow.AskViaTask},
-		{"request", mcptask.Core, workflow.AskViaRequest},
-		{"input", mcptask.Extension, workflow.AskViaInput},
-	} {
+	for _, tc := range askModes {
 		for _, overHTTP := range []bool{false, true} {
-			name := tc.name + "/memory"
-			if overHTTP {
-				name = tc.name + "/http"
-			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(tc.name+map[bool]string{false: "/memory", true: "/http"}[overHTTP], func(t *testing.T) {
 				s := newSamplingServer(t, "", nil)
 				m := &model{}
-				opts := &client.Options{Dialect: tc.dialect}
-				if tc.via == workflow.AskViaRequest {
-					opts.InputHandler = func(ctx context.Context, taskID string, req client.InputRequest) (json.RawMessage, error) {
-						p, err := req.Sampling()
-						if err != nil {
-							return nil, err
-						}
-						res, err := m.sample(ctx, p)
-						if err != nil {
-							return nil, err
-						}
-						return json.Marshal(res)
-					}
-				} else {
-					opts.Receiver = &client.Receiver{Sampling: m.sample, PollInterval: 20 * time.Millisecond}
-				}
-				c, err := client.Dial(context.Background(), s.transport(t, overHTTP), opts)
+				c, err := client.Dial(context.Background(), s.transport(t, overHTTP), clientOptions(tc.dialect, tc.via, m.sample, nil))
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = c.Close() })
 
@@ -284,17 +303,6 @@ func finalText(res *mcp.GetPromptResult) string {
 	return res.Messages[len(res.Messages)-1].Content.(*mcp.TextContent).Text
 }
 
-// toolText joins a tool result's text.
-func toolText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // TestSamplingHostPerformsTheStepItself: a host that sends no tasks and
 // cannot sample (or show a form) is not asked: the handoff tells its
 // model, in prose alone, what to write (the prompt, filled in) or what to
@@ -325,13 +333,13 @@ func TestSamplingHostPerformsTheStepItself(t *testing.T) {
 				"_task_id": doc.TaskID, "event": "summary", "payload": map[string]any{"notes": "x"}}})
 			require.NoError(t, err)
 			require.True(t, bad.IsError)
-			require.Contains(t, toolText(bad), "does not match its schema")
+			require.Contains(t, tsText(bad), "does not match its schema")
 			require.Equal(t, workflow.StepAwaitingClient, stepOf(s.progressOf(t, doc.TaskID), "summary").Status)
 
 			out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "workflow_event", Arguments: map[string]any{
 				"_task_id": doc.TaskID, "event": "summary", "payload": map[string]any{"text": "Notes written by the host's model"}}})
 			require.NoError(t, err)
-			require.False(t, out.IsError, toolText(out))
+			require.False(t, out.IsError, tsText(out))
 			require.Equal(t, "Notes written by the host's model", <-s.published)
 			require.Eventually(t, func() bool {
 				tk, err := s.srv.Router.Task(ctx, doc.TaskID)
@@ -351,7 +359,7 @@ func TestSamplingHostPerformsTheStepItself(t *testing.T) {
 			out, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "workflow_event", Arguments: map[string]any{
 				"_task_id": doc.TaskID, "event": "approve", "payload": map[string]any{"approved": true, "by": "ada"}}})
 			require.NoError(t, err)
-			require.False(t, out.IsError, toolText(out))
+			require.False(t, out.IsError, tsText(out))
 			require.True(t, <-s.deployed)
 		})
 	}
@@ -379,15 +387,7 @@ func runRollout(t *testing.T, c *client.Client) (string, json.RawMessage, error)
 // client as a sampling step's request does (task-augmented elicitation,
 // a plain one, an input request), and the form's content is its output.
 func TestQuestionAsksThePerson(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		dialect mcptask.Dialect
-		via     string
-	}{
-		{"task", mcptask.Core, workflow.AskViaTask},
-		{"request", mcptask.Core, workflow.AskViaRequest},
-		{"input", mcptask.Extension, workflow.AskViaInput},
-	} {
+	for _, tc := range askModes {
 		for _, overHTTP := range []bool{false, true} {
 			t.Run(tc.name+map[bool]string{false: "/memory", true: "/http"}[overHTTP], func(t *testing.T) {
 				s := newSamplingServer(t, "", nil)
@@ -397,23 +397,7 @@ func TestQuestionAsksThePerson(t *testing.T) {
 					require.Equal(t, "Deploy tb to production?", p.Message)
 					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true, "by": "ada"}}, nil
 				}
-				opts := &client.Options{Dialect: tc.dialect}
-				if tc.via == workflow.AskViaRequest {
-					opts.InputHandler = func(ctx context.Context, taskID string, req client.InputRequest) (json.RawMessage, error) {
-						p, err := req.Elicitation()
-						if err != nil {
-							return nil, err
-						}
-						res, err := answer(ctx, p)
-						if err != nil {
-							return nil, err
-						}
-						return json.Marshal(res)
-					}
-				} else {
-					opts.Receiver = &client.Receiver{Elicitation: answer, PollInterval: 20 * time.Millisecond}
-				}
-				c, err := client.Dial(context.Background(), s.transport(t, overHTTP), opts)
+				c, err := client.Dial(context.Background(), s.transport(t, overHTTP), clientOptions(tc.dialect, tc.via, nil, answer))
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = c.Close() })
 				id, _, err := runRollout(t, c)
@@ -708,7 +692,7 @@ func TestSamplingInAHostThatRunsTasks(t *testing.T) {
 	defer cancel()
 	res, err := c.CallToolAndWait(cctx, "notes", map[string]any{"repo": "tb"}, &client.CallOptions{AllowPlain: true})
 	require.NoError(t, err)
-	text := toolText(res)
+	text := tsText(res)
 	require.Contains(t, text, `Next: step "summary" is yours to write: write the answer to this prompt yourself (do not ask the user): "Write release notes for tb from this log: fix a; add b (tb)"`)
 	require.Contains(t, text, `Call tool "workflow_event" with {"_task_id":"`)
 }

@@ -1,14 +1,8 @@
 package integration
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -28,26 +22,13 @@ func TestTypeScriptSamplingHandler(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			s := newSamplingServer(t, "", nil)
 			url := s.serveHTTP(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			script := filepath.Join(modules, "..", "ts-sampling-client.mjs")
-			cmd := exec.CommandContext(ctx, "node", nodeArgs(t, script, url, mode, "notes", `{"repo":"tb"}`)...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			require.NoError(t, err, "stderr:\n%s", stderr.String())
-
-			steps := map[string]map[string]any{}
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			for sc.Scan() {
-				var m map[string]any
-				require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
-				steps[m["step"].(string)] = m
-				require.Equal(t, true, m["ok"], "step %s failed: %v\nall output:\n%s\nstderr:\n%s", m["step"], m, out, stderr.String())
+			steps := runTS(t, filepath.Join(modules, "..", "ts-sampling-client.mjs"), url, mode, "notes", `{"repo":"tb"}`)
+			for name, m := range steps {
+				require.Equal(t, true, m["ok"], "step %s failed: %v\nall steps: %v", name, m, steps)
 			}
 			taskID := steps["getPrompt"]["taskId"].(string)
 			res := steps["taskResult"]
-			require.Equal(t, "completed", res["status"], "output:\n%s", out)
+			require.Equal(t, "completed", res["status"])
 			require.Equal(t, []any{"collect", "summary", "publish"}, res["completed"])
 			require.Equal(t, "TS-MODEL: Write release notes for tb from this log: fix a; add b (tb)", res["summary"].(map[string]any)["text"])
 			require.Equal(t, "ts-model", res["summary"].(map[string]any)["model"])

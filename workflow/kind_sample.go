@@ -130,23 +130,13 @@ type sampler interface {
 
 // SystemPrompt sets the system prompt of a sampling step's request.
 func (s *Step) SystemPrompt(text string) *Step {
-	if k, ok := s.kind.(sampler); ok {
-		k.setSystem(text)
-	} else {
-		s.misused("SystemPrompt", "only a sampling step asks a model")
-	}
-	return s
+	return s.sampling("SystemPrompt", func(k sampler) { k.setSystem(text) })
 }
 
 // MaxTokens bounds the reply of a sampling step's request (the request's
 // maxTokens; DefaultMaxTokens without it).
 func (s *Step) MaxTokens(n int) *Step {
-	if k, ok := s.kind.(sampler); ok {
-		k.setMaxTokens(n)
-	} else {
-		s.misused("MaxTokens", "only a sampling step asks a model")
-	}
-	return s
+	return s.sampling("MaxTokens", func(k sampler) { k.setMaxTokens(n) })
 }
 
 // ReturnsJSON makes a sampling step's output the JSON object the model's
@@ -155,10 +145,16 @@ func (s *Step) MaxTokens(n int) *Step {
 // as the step's policy says). Later steps read its fields with
 // StepOutput(step, field).
 func (s *Step) ReturnsJSON(schema any) *Step {
+	return s.sampling("ReturnsJSON", func(k sampler) { k.setJSON(schema) })
+}
+
+// sampling applies set to the step's kind when it is a sampling step, and
+// records builder method's misuse otherwise.
+func (s *Step) sampling(method string, set func(k sampler)) *Step {
 	if k, ok := s.kind.(sampler); ok {
-		k.setJSON(schema)
+		set(k)
 	} else {
-		s.misused("ReturnsJSON", "only a sampling step asks a model")
+		s.misused(method, "only a sampling step asks a model")
 	}
 	return s
 }
