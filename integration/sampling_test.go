@@ -90,6 +90,9 @@ func newSamplingServer(t *testing.T, dbPath string, mutate func(summary, approve
 		summary,
 		workflow.Server("publish", "publish").Bind("text", workflow.StepOutput("summary", "text")),
 	))
+	b.TaskWorkflow(workflow.New("train", "the notes, as a child workflow").Arg("repo", "the repository", true).Step(
+		workflow.Child("notes", "notes").Bind("repo", workflow.PromptArg("repo")),
+	))
 	b.TaskWorkflow(workflow.New("rollout", "ask a person, then deploy").Arg("repo", "the repository", true).Step(
 		approve,
 		workflow.Server("deploy", "deploy").Bind("repo", workflow.PromptArg("repo")).Bind("by", workflow.StepOutput("approve", "by")).
@@ -127,15 +130,15 @@ func (s *samplingServer) transport(t *testing.T, overHTTP bool) mcp.Transport {
 	return tr
 }
 
-// model is a fake client-side model: it answers every prompt with its
+// fakeModel is a client-side model: it answers every prompt with its
 // own text, and counts the prompts it saw.
-type model struct {
+type fakeModel struct {
 	mu      sync.Mutex
 	prompts []*mcp.CreateMessageParams
 	reply   func(p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 }
 
-func (m *model) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+func (m *fakeModel) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	m.mu.Lock()
 	m.prompts = append(m.prompts, p)
 	m.mu.Unlock()
@@ -147,7 +150,7 @@ func (m *model) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.Cr
 		Content: &mcp.TextContent{Text: "NOTES: " + strings.TrimPrefix(text, "Write release notes for ")}}, nil
 }
 
-func (m *model) seen() []*mcp.CreateMessageParams {
+func (m *fakeModel) seen() []*mcp.CreateMessageParams {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]*mcp.CreateMessageParams(nil), m.prompts...)
@@ -246,7 +249,7 @@ func TestSamplingStepAsksTheClientsModel(t *testing.T) {
 		for _, overHTTP := range []bool{false, true} {
 			t.Run(tc.name+map[bool]string{false: "/memory", true: "/http"}[overHTTP], func(t *testing.T) {
 				s := newSamplingServer(t, "", nil)
-				m := &model{}
+				m := &fakeModel{}
 				c, err := client.Dial(context.Background(), s.transport(t, overHTTP), clientOptions(tc.dialect, tc.via, m.sample, nil))
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = c.Close() })
@@ -530,7 +533,7 @@ func samplingSurvivesRestarts(t *testing.T, db string, overHTTP bool) {
 	st1, err := client.OpenReceiverStore(recvPath)
 	require.NoError(t, err)
 	release := make(chan struct{})
-	m := &model{}
+	m := &fakeModel{}
 	m.reply = func(p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 		<-release
 		return &mcp.CreateMessageResult{Role: "assistant", Model: "fake-1", Content: &mcp.TextContent{Text: "notes computed while the server was down"}}, nil
@@ -597,7 +600,7 @@ func TestSamplingInputRequestSurvivesARestart(t *testing.T) {
 	require.NoError(t, s1.srv.Close())
 
 	s2 := newSamplingServer(t, db, nil)
-	m := &model{}
+	m := &fakeModel{}
 	c2, err := client.Dial(ctx, s2.transport(t, true), &client.Options{Dialect: mcptask.Extension,
 		Receiver: &client.Receiver{Sampling: m.sample}})
 	require.NoError(t, err)
@@ -646,7 +649,7 @@ func TestReceiverKeepsAnAnswerUntilTheServerTakesIt(t *testing.T) {
 	st, err := client.OpenReceiverStore(recvPath)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	m := &model{}
+	m := &fakeModel{}
 	c1, err := client.Dial(ctx, failingUpdates{s.transport(t, true)}, &client.Options{Dialect: mcptask.Extension,
 		Receiver: &client.Receiver{Sampling: m.sample, Store: st}})
 	require.NoError(t, err)
@@ -695,4 +698,27 @@ func TestSamplingInAHostThatRunsTasks(t *testing.T) {
 	text := tsText(res)
 	require.Contains(t, text, `Next: step "summary" is yours to write: write the answer to this prompt yourself (do not ask the user): "Write release notes for tb from this log: fix a; add b (tb)"`)
 	require.Contains(t, text, `Call tool "workflow_event" with {"_task_id":"`)
+}
+
+// TestSamplingInAChildWorkflow: a child workflow's sampling step asks the
+// client of its topmost parent, which performs the child's client steps:
+// the parent's client never named the child's task.
+func TestSamplingInAChildWorkflow(t *testing.T) {
+	ctx := context.Background()
+	s := newSamplingServer(t, "", nil)
+	m := &fakeModel{}
+	c, err := client.Dial(ctx, s.transport(t, true), clientOptions(mcptask.Core, workflow.AskViaTask, m.sample, nil))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, doc, err := c.GetPrompt(rctx, "train", map[string]string{"repo": "tb"})
+	require.NoError(t, err)
+	_, err = c.TaskResult(rctx, doc.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, "NOTES: tb from this log: fix a; add b (tb)", <-s.published)
+	require.Len(t, m.seen(), 1)
+	child := stepOf(s.progressOf(t, doc.TaskID), "notes").Child
+	require.NotEmpty(t, child)
+	require.Equal(t, workflow.AskViaTask, stepOf(s.progressOf(t, child), "summary").Asked.Via)
 }

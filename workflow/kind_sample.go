@@ -395,6 +395,20 @@ func (k *askKind) answer(d *delivery, key string, raw json.RawMessage) error {
 	return k.answerAsk(d, key, raw, k.self)
 }
 
+// clientTaskOf is the task whose client a step of workflow task t asks:
+// t's own, or for a child workflow its topmost ancestor's (the client
+// that performs the child's client steps, see kind_child.go).
+func (b *Bridge) clientTaskOf(ctx context.Context, t *store.Task) string {
+	for depth := 0; t.Labels[LabelParent] != "" && depth < MaxDepth; depth++ {
+		parent, err := b.engine.Task(ctx, t.Labels[LabelParent])
+		if err != nil {
+			break
+		}
+		t = parent
+	}
+	return t.ID
+}
+
 // peerer is an engine that reaches a task's client with requests
 // (*taskrouter.Router).
 type peerer interface {
@@ -594,7 +608,7 @@ func (a *clientAsk) route(x *turn, self asker) (via, why string) {
 	if !ok {
 		return AskViaHandoff, "the server cannot send requests to your client"
 	}
-	if p := pe.PeerOf(x.in.id); p != nil && !p.Can(a.method) {
+	if p := pe.PeerOf(x.in.b.clientTaskOf(context.Background(), x.in.task)); p != nil && !p.Can(a.method) {
 		return AskViaHandoff, fmt.Sprintf("%s (it declared no %s capability)", self.words().cannot, self.words().capability)
 	}
 	return "", ""
@@ -609,8 +623,12 @@ func (a *clientAsk) performFor(self asker) func(ctx context.Context, w *attemptW
 		if !ok {
 			return nil, &finalError{"the server cannot send requests to clients"}
 		}
+		target := w.in.id
+		if t, _ := w.in.known(); t != nil {
+			target = w.in.b.clientTaskOf(ctx, t)
+		}
 		wctx, cancel := context.WithTimeout(ctx, peerWait)
-		peer, err := pe.AwaitPeer(wctx, w.in.id)
+		peer, err := pe.AwaitPeer(wctx, target)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
