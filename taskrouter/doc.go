@@ -179,6 +179,9 @@
 //     all.
 //   - pushers, pushConns (push.go): open shimmed connections and the
 //     connection each task was created on.
+//   - peers (peer.go): the connections the server sends requests to
+//     clients on, the session that named each task last, the requests
+//     waiting for their answer.
 //   - recent, recentEnded (recent.go): records this process ended moments
 //     ago.
 //   - workers (workers.go): idle goroutines that run handlers.
@@ -252,7 +255,9 @@
 // (HTTPHandler: the Streamable HTTP shim), fasthttp.go (its fast path),
 // fastpath.go (the fast path's part), request.go (resolving a request),
 // middleware.go (Install, the router's middleware, tools/call), listen.go
-// (subscriptions/listen and its listeners), push.go (status pushes).
+// (subscriptions/listen and its listeners), push.go (status pushes),
+// peer.go (requests the server sends a client: Peer, PeerOf, AwaitPeer,
+// and the shims' part of them).
 //
 // Tasks: create.go (creating a task: the record, a tool task started at
 // once, the instant fold), tasks.go (read, update, complete, fail, count),

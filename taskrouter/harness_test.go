@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/internal/rpcconn"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -182,9 +183,22 @@ func (k transportKind) String() string {
 // dial connects a peer over the given transport.
 func (h *harness) dial(k transportKind, d dialect, handler rpcconn.Handler) *peer {
 	h.t.Helper()
+	return h.dialWith(k, d, handler, nil)
+}
+
+// dialWith is dial for a core peer that declares caps in initialize (nil:
+// form elicitation only); one that declares sampling also opens the
+// standalone GET stream over HTTP (client.HTTPTransport), where requests
+// from the server arrive.
+func (h *harness) dialWith(k transportKind, d dialect, handler rpcconn.Handler, caps map[string]any) *peer {
+	h.t.Helper()
 	var t mcp.Transport
 	if k == overHTTP {
-		t = &mcp.StreamableClientTransport{Endpoint: h.serveHTTP() + "/", DisableStandaloneSSE: true, MaxRetries: -1}
+		if _, samples := caps["sampling"]; samples {
+			t = client.HTTPTransport(h.serveHTTP()+"/", nil) // opens the standalone stream
+		} else {
+			t = &mcp.StreamableClientTransport{Endpoint: h.serveHTTP() + "/", DisableStandaloneSSE: true, MaxRetries: -1}
+		}
 	} else {
 		// What mcp.NewInMemoryTransports builds (a stream connection
 		// over net.Pipe on each end), with the server's stream reachable
@@ -211,11 +225,14 @@ func (h *harness) dial(k transportKind, d dialect, handler rpcconn.Handler) *pee
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { _ = c.Close() })
 	p.c = c
+	if caps == nil {
+		caps = map[string]any{"elicitation": map[string]any{}}
+	}
 	if d == core {
 		var res json.RawMessage
 		require.NoError(h.t, c.Call(context.Background(), "initialize", map[string]any{
 			"protocolVersion": "2025-11-25",
-			"capabilities":    map[string]any{"elicitation": map[string]any{}},
+			"capabilities":    caps,
 			"clientInfo":      map[string]any{"name": "peer", "version": "1"},
 		}, &res))
 		require.NoError(h.t, c.Notify(context.Background(), "notifications/initialized", map[string]any{}))

@@ -71,6 +71,7 @@ type Router struct {
 	quotas  quotas       // pending and running slots, waiters (admit.go)
 	watches watches      // waiters blocked until a task changes
 	pushers pushConns    // shimmed connections to push task status to (push.go)
+	peers   peers        // connections the server sends requests to (peer.go)
 
 	shared  bool   // the store is shared by several processes (store.IsShared)
 	leases  leases // leases this process holds

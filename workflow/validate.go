@@ -350,7 +350,7 @@ func (w *Definition) plainOnly() error {
 	var probs []string
 	for _, s := range w.Steps {
 		switch {
-		case callOf(s) == nil:
+		case callOf(s) == nil, s.Kind() != mcptask.StepKindTool:
 			probs = append(probs, fmt.Sprintf("step %q is a %s step", s.Name, s.Kind()))
 		case s.kind.acceptsWebhook():
 			probs = append(probs, fmt.Sprintf("step %q accepts the webhook", s.Name))
