@@ -77,8 +77,10 @@ func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, 
 }
 
 // startToolTask creates a task for a tools/call and runs the tool in the
-// background.
-func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToolRequest, ttl time.Duration) (mcp.Result, error) {
+// background. When checked is set, in is the input the router already
+// decoded from the call's arguments (see toolcall.go), which the tool's
+// handler takes instead of decoding them again.
+func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToolRequest, ttl time.Duration, checked bool, in any) (mcp.Result, error) {
 	if q.OwnerErr != nil {
 		return nil, q.OwnerErr
 	}
@@ -88,9 +90,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	}
 	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
-	exec := func(ctx context.Context) (mcp.Result, error) {
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
-	}
+	exec := r.toolExec(req, checked, in)
 	if r.opts.InstantWindow > 0 {
 		return r.startInstant(ctx, q, adm, rec, exec)
 	}
@@ -102,6 +102,17 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	r.pushers.bind(t.ID, q.connID)
 	r.spawn(t, adm, q.Dialect, exec, nil)
 	return r.createReply(q.Dialect, req.Params.Name, t), nil
+}
+
+// toolExec is the work of a tool task: the tools/call req through the
+// SDK's tool dispatch, with the input the router decoded when checked.
+func (r *Router) toolExec(req *mcp.CallToolRequest, checked bool, in any) execFunc {
+	return func(ctx context.Context) (mcp.Result, error) {
+		if checked {
+			ctx = withChecked(ctx, req, in)
+		}
+		return r.inner(ctx, mcptask.MethodToolsCall, req)
+	}
 }
 
 // Instant tools. A task-augmented tools/call starts its handler before the

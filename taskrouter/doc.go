@@ -55,6 +55,12 @@
 // unknown session) goes to the SDK untouched. Options.DisableFastPath
 // turns it off.
 //
+// A typed tool's handler is the router's (toolcall.go): it does what
+// go-sdk's typed wrapper does, and takes the input the router already
+// decoded when the router checked the arguments before running the tool
+// (a task about to be created, a plain call in host mode), so the
+// arguments are decoded and validated once per call.
+//
 // # Where the SDK's gaps are worked around
 //
 //   - params.task is dropped by the SDK's decoder: the shims (shim.go,
@@ -227,7 +233,8 @@
 // task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
 // (Observer, Stats).
 //
-// Work: tools.go (the tool registry, in-process calls), run.go (a handler
+// Work: tools.go (the tool registry, in-process calls), toolcall.go (a
+// typed tool's handler, its argument check and its output), run.go (a handler
 // run: spawn, execute, finish, its fenced writes, its input requests),
 // runs.go (the runs table, Track, stopping and cancel), workers.go
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,

@@ -103,12 +103,14 @@ func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 	if r.opts.HostDeadline < 0 || te.opts.TaskSupport == mcptask.TaskForbidden || te.opts.Preflight != nil || q.OwnerErr != nil {
 		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	}
-	if te.validate != nil {
-		if err := te.validate(req.Params.Arguments); err != nil {
-			return r.inner(ctx, mcptask.MethodToolsCall, req) // the SDK's own answer, running nothing
+	var in any
+	if te.check != nil {
+		var err error
+		if in, err = te.check(req.Params.Arguments); err != nil {
+			return r.inner(ctx, mcptask.MethodToolsCall, req) // the tool's own answer, running nothing
 		}
 	}
-	return r.hostCall(ctx, q, req)
+	return r.hostCall(ctx, q, req, te.check != nil, in)
 }
 
 // hostCall runs a plain call of a task-capable tool apart from the
@@ -118,17 +120,15 @@ func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 // any task) and answers with an ordinary tool result naming it. A caller
 // that goes away before the deadline stops nothing: the work becomes a
 // task at once.
-func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error) {
+func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, checked bool, in any) (mcp.Result, error) {
 	adm := admission{owner: q.Owner, source: q.Source}
 	if err := r.admit(adm, false); err != nil {
-		return r.inner(ctx, mcptask.MethodToolsCall, req) // no room for a task: a plain call, as before
+		return r.toolExec(req, checked, in)(ctx) // no room for a task: a plain call, as before
 	}
 	deadline := time.Now().Add(r.opts.HostDeadline)
 	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
-	exec := func(ctx context.Context) (mcp.Result, error) {
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
-	}
+	exec := r.toolExec(req, checked, in)
 	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.opts.HostDeadline, true)
 	switch {
 	case err != nil:

@@ -170,8 +170,10 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 	// result); in the extension, where the server decides, the answer is
 	// the plain call's: a tool result with isError, which runs nothing
 	// (the SDK validates before the handler runs).
-	if te.validate != nil {
-		if err := te.validate(req.Params.Arguments); err != nil {
+	var in any
+	if te.check != nil {
+		var err error
+		if in, err = te.check(req.Params.Arguments); err != nil {
 			if !q.Dialect.ServerDecidesTasks() {
 				return nil, mcptask.InvalidParams("invalid arguments for tool %q: %v", name, err)
 			}
@@ -183,7 +185,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			return res, err
 		}
 	}
-	return r.startToolTask(ctx, q, req, ttl)
+	return r.startToolTask(ctx, q, req, ttl, te.check != nil, in)
 }
 
 // initializeResult adds the core "tasks" capability to the SDK's result.
