@@ -45,15 +45,19 @@
 //     see it.
 //
 // Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
-// answer the task methods, and a tools/call that goes straight to
-// creating a task, themselves. They decode the body once, in place, build
-// the request the SDK would build, run it through the server's receiving
-// chain (the middleware added after Install, the router's, the SDK's
-// method handlers: the chain as it stood on the first such request), and
-// write the reply as the SDK writes it; anything the SDK would treat
-// differently (a batch, an unusual body, a header the SDK refuses, an
-// unknown session) goes to the SDK untouched. Options.DisableFastPath
-// turns it off.
+// answer the task methods and the tools/call of tools registered with the
+// router (one that creates a task, and a plain one) themselves. They
+// decode the body once, in place, build the request the SDK would build,
+// run it through the server's receiving chain (the middleware added after
+// Install, the router's, the SDK's method handlers: the chain as it stood
+// on the first such request), and write the reply as the SDK writes it,
+// in one write; the notifications a plain call's handler sends while it
+// runs go on the call's own stream before its reply, as on the SDK's path
+// (the router's sending middleware carries them there). Anything the SDK
+// would treat differently (a batch, an unusual body, a header the SDK
+// refuses, an unknown session, a per-request log level, a handler that
+// may send the client requests on the call's stream) goes to the SDK
+// untouched. Options.DisableFastPath turns it off.
 //
 // A typed tool's handler is the router's (toolcall.go): it does what
 // go-sdk's typed wrapper does, and takes the input the router already

@@ -100,7 +100,7 @@ const LabelHost = "host"
 // running then goes on as a durable task (see hostCall). Other tools run
 // as plain calls, holding the request.
 func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
-	if r.opts.HostDeadline < 0 || te.opts.TaskSupport == mcptask.TaskForbidden || te.opts.Preflight != nil || q.OwnerErr != nil {
+	if !r.runsApart(te) || q.OwnerErr != nil {
 		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	}
 	var in any
@@ -111,6 +111,13 @@ func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 		}
 	}
 	return r.hostCall(ctx, q, req, te.check != nil, in)
+}
+
+// runsApart reports whether a plain call of tool te runs apart from the
+// request, in host mode (see hostCall): a task-capable tool without
+// Preflight, while Options.HostDeadline is on.
+func (r *Router) runsApart(te toolEntry) bool {
+	return r.opts.HostDeadline >= 0 && te.opts.TaskSupport != mcptask.TaskForbidden && te.opts.Preflight == nil
 }
 
 // hostCall runs a plain call of a task-capable tool apart from the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,8 +52,22 @@ func (r *Router) Install(s *mcp.Server) error {
 		r.inner = next
 		return r.handle
 	})
+	s.AddSendingMiddleware(r.sending)
 	r.loop.server = s
 	return nil
+}
+
+// sending is the router's sending middleware: a notification a handler
+// sends in the context of a tools/call the fast path serves over HTTP
+// goes onto that call's response stream (see replySink), where the SDK
+// would have written it; everything else goes on to the SDK.
+func (r *Router) sending(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if sink := replySinkFrom(ctx); sink != nil && strings.HasPrefix(method, "notifications/") {
+			return nil, sink.notify(method, req.GetParams())
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // normalizeParams gives a tasks/* request that arrived without params (the

@@ -244,6 +244,8 @@ func FuzzParseFastBody(f *testing.F) {
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/list","params":{"cursor":"c"}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"a":1},"task":{"ttl":1000}}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":1}}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"tasks/cancel","params":{"taskId":"t\u0031"}}`,
 		`[{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}]`,
 		`{"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t1"}}`,

@@ -92,9 +92,15 @@ func SetStreamHeaders(w http.ResponseWriter, jsonResponse bool) {
 }
 
 // WriteReply writes resp as the SDK's Streamable HTTP handler writes a
-// POST's only response: a JSON body, or one SSE event, flushed; a
-// protocol-level error of a request that negotiates per request (d) as a
-// JSON body with the HTTP status SEP-2575 assigns it.
+// POST's last response: a JSON body, or an SSE event; a protocol-level
+// error of a request that negotiates per request (d) as a JSON body with
+// the HTTP status SEP-2575 assigns it.
+//
+// Unlike the SDK it does not flush: the reply is the last thing the
+// handler writes, so net/http sends the headers, the reply and the end
+// of the body together, in one write on the socket (with a
+// Content-Length when the body is small, where the SDK's flush makes the
+// body chunked and ends it in a second write).
 func WriteReply(w http.ResponseWriter, jsonResponse bool, resp *jsonrpc.Response, d mcptask.Dialect) {
 	data, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
@@ -111,12 +117,49 @@ func WriteReply(w http.ResponseWriter, jsonResponse bool, resp *jsonrpc.Response
 		_, _ = w.Write(data)
 		return
 	}
+	_ = writeEvent(w, data, false)
+}
+
+// writeEvent writes data as one SSE "message" event, as go-sdk writes
+// one (without an event id: the fast path serves no session with an
+// event store), and flushes it when flush is set.
+func writeEvent(w http.ResponseWriter, data []byte, flush bool) error {
 	const pre, post = "event: message\ndata: ", "\n\n"
 	b := make([]byte, 0, len(pre)+len(data)+len(post))
 	b = append(append(append(b, pre...), data...), post...)
-	_, _ = w.Write(b)
-	_ = http.NewResponseController(w).Flush()
+	_, err := w.Write(b)
+	if flush {
+		_ = http.NewResponseController(w).Flush()
+	}
+	return err
 }
+
+// WriteNotification writes a notification a handler sends while its call
+// is answered on the fast path as the SDK writes one on the call's SSE
+// stream: an event holding the JSON-RPC notification (params encoded as
+// the SDK's jsonrpc2 layer encodes them), flushed at once. The first one
+// sets the stream's headers.
+func WriteNotification(w http.ResponseWriter, first bool, method string, params any) error {
+	var raw json.RawMessage
+	if params != nil {
+		var err error
+		if raw, err = encodeNoEscape(params); err != nil {
+			return err
+		}
+	}
+	data, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: method, Params: raw})
+	if err != nil {
+		return err
+	}
+	if first {
+		SetStreamHeaders(w, false)
+	}
+	return writeEvent(w, data, true)
+}
+
+// ErrStreamClosed is go-sdk's refusal of a message related to a request
+// that has been answered: its stream is gone.
+var ErrStreamClosed = fmt.Errorf("%w: write to closed stream", errRejected)
 
 // WriteSDKError is go-sdk's writeJSONRPCError.
 func WriteSDKError(w http.ResponseWriter, status int, id jsonrpc.ID, je *jsonrpc.Error) {
