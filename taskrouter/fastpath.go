@@ -351,7 +351,8 @@ func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, decl
 // servesPlain reports whether the fast path serves a tools/call that
 // creates no task straight away: a call, asking for no task, of a tool
 // registered with the router (AddTool, AddRawTool), that is no
-// continuation and takes no _task_id argument. The router's tools/call
+// continuation (neither _meta._task_id nor, for a tool that takes it, the
+// argument _task_id). The router's tools/call
 // runs it (a plain call, or host mode's), through the SDK's tool
 // dispatch, as on the SDK's path. The fast path leaves to the SDK what
 // only the SDK's request handling can do: a per-request log level
@@ -364,11 +365,14 @@ func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, decl
 // path (see fasthttp.go's replySink).
 func (f *fastPath) servesPlain(p *mcp.CallToolParamsRaw, mv wire.MetaView, caps *mcp.ClientCapabilities, site fastSite) bool {
 	te, ok := f.r.tools.lookup(p.Name)
-	if !ok || te.tool == nil || te.tool.InputSchema == nil || f.r.tools.takesTaskID(p.Name) {
+	if !ok || te.tool == nil || te.tool.InputSchema == nil {
 		return false
 	}
 	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {
 		return false
+	}
+	if bytes.Contains(p.Arguments, taskIDKey) && f.r.tools.takesTaskID(p.Name) {
+		return false // perhaps a continuation (see moveTaskIDArgument)
 	}
 	if _, asked := p.Meta[wire.MetaTaskRequest]; asked {
 		return false // params.task, yet no task at once: refused, or Preflight's

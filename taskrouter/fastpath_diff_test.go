@@ -561,8 +561,12 @@ func waitWaiters(t *testing.T, h *harness, n int) {
 func TestFastPathPlainCallsSameAsSDK(t *testing.T) {
 	h := newHarness(t, func(o *taskrouter.Options) { o.HostDeadline = 100 * time.Millisecond })
 	h.r.AddTaskTools(nil)
+	h.r.AcceptTaskIDArgument("echo") // a tool a workflow asks its client to call
 	e := newDiffEnv(t, h, diffOptions{})
 	for _, c := range []diffCase{
+		{name: "a tool that takes _task_id", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"}}`), fast: true},
+		{name: "a tool that takes _task_id, with it", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x","_task_id":"t1"}}`)},
+		{name: "a tool that takes _task_id, a bad one", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x","_task_id":7}}`)},
 		{name: "outlives the deadline", req: bareReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":400,"label":"long"}}`), fast: true},
 		{name: "ext, outlives the deadline", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":400,"label":"long"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "sleepy"), fast: true},
 		{name: "within the deadline", req: bareReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":1,"label":"quick"}}`), fast: true},
