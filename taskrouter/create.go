@@ -128,10 +128,13 @@ func (r *Router) toolExec(req *mcp.CallToolRequest, checked bool, in any) execFu
 // pendingRecord is a task record not stored yet, shared by the request that
 // creates it and the run of its handler.
 type pendingRecord struct {
-	mu     sync.Mutex
-	state  recordState
-	rec    *store.Task // the record to store
-	connID string      // the connection that asked for the task
+	mu    sync.Mutex
+	state recordState
+	// build makes the record to store, once it is needed (see record):
+	// a plain call in host mode that ends in its window never needs one.
+	build  func() *store.Task
+	rec    *store.Task
+	connID string // the connection that asked for the task
 	// done is closed once the working record's create has returned; task
 	// and err are its outcome.
 	done chan struct{}
@@ -180,7 +183,7 @@ func (r *Router) materialize(ru *run) (*store.Task, error) {
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	t, err := r.createRecord(ctx, p.rec)
+	t, err := r.createRecord(ctx, p.record())
 	if err == nil {
 		r.pushers.bind(t.ID, p.connID)
 		if t.LeaseHolder == r.opts.ReplicaID {
@@ -194,6 +197,17 @@ func (r *Router) materialize(ru *run) (*store.Task, error) {
 	p.task, p.err = t, err
 	close(p.done)
 	return t, err
+}
+
+// record returns the pending task's record, made on the first call. Only
+// one side ever needs it (the run that stores the working record, or the
+// request that stores the folded outcome: the state decides which), so
+// it is never made twice.
+func (p *pendingRecord) record() *store.Task {
+	if p.rec == nil {
+		p.rec = p.build()
+	}
+	return p.rec
 }
 
 // settled is called by finish before it records anything: it reports
@@ -216,7 +230,7 @@ func (p *pendingRecord) settled(o handlerOutcome) (folded, stored bool) {
 // startInstant runs a tool task's handler before its record is stored (see
 // above) and returns the reply to the tools/call that creates it.
 func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec execFunc) (mcp.Result, error) {
-	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.opts.InstantWindow, false)
+	o, t, err := r.runPending(ctx, q, adm, rec.ID, rec.Request.Name, func() *store.Task { return rec }, exec, r.opts.InstantWindow, false)
 	switch {
 	case err != nil:
 		return nil, err
@@ -226,14 +240,14 @@ func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, re
 	return r.createReply(q.Dialect, rec.Request.Name, t), nil
 }
 
-// runPending spawns exec for the task rec describes, not stored yet, and
-// waits up to window for it (and, with leave, no longer than ctx: a caller
-// that goes away makes the work a task at once). It returns the handler's
-// outcome when the handler returned first (nothing is stored), or the
-// working task, stored.
-func (r *Router) runPending(ctx context.Context, q *Request, adm admission, rec *store.Task, exec execFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
-	p := &pendingRecord{rec: rec, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
-	ru := r.spawn(rec, adm, q.Dialect, exec, p)
+// runPending spawns exec for task id (of tool), not stored yet, and waits
+// up to window for it (and, with leave, no longer than ctx: a caller that
+// goes away makes the work a task at once). It returns the handler's
+// outcome when the handler returned first (nothing is stored, and build
+// has not been called), or the working task build makes, stored.
+func (r *Router) runPending(ctx context.Context, q *Request, adm admission, id, tool string, build func() *store.Task, exec execFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
+	p := &pendingRecord{build: build, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
+	ru := r.spawnRun(id, tool, nil, adm, q.Dialect, exec, p)
 	timer := time.NewTimer(window)
 	defer timer.Stop()
 	var gone <-chan struct{}

@@ -133,10 +133,17 @@ func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequ
 		return r.toolExec(req, checked, in)(ctx) // no room for a task: a plain call, as before
 	}
 	deadline := time.Now().Add(r.opts.HostDeadline)
-	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
-		CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
-	exec := r.toolExec(req, checked, in)
-	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.opts.HostDeadline, true)
+	// The record is made only if the call outlives its window (or its
+	// handler needs its task before): a quick tool's call stores nothing
+	// and makes no record.
+	id, name := NewTaskID(), req.Params.Name
+	build := func() *store.Task {
+		rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: name, Arguments: req.Params.Arguments},
+			CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
+		rec.ID = id
+		return rec
+	}
+	o, t, err := r.runPending(ctx, q, adm, id, name, build, r.toolExec(req, checked, in), r.opts.HostDeadline, true)
 	switch {
 	case err != nil:
 		return nil, err

@@ -170,7 +170,7 @@ func FuzzTakeTaskParam(f *testing.F) {
 		`{"ttl":9007199254740991}`,
 		`{"ttl":1e300}`,
 		`{"ttl":-1}`, `{"ttl":-0}`, `{"ttl":"60000"}`, `{"ttl":true}`, `{"ttl":[1]}`, `{"ttl":{}}`,
-		`{"ttl":60000,"extra":"ignored"}`, `null`, `[]`, `"soon"`, `5`, `true`,
+		`{"ttl":60000,"extra":"ignored"}`, `{"TTL":5}`, `{"Ttl":null}`, `null`, `[]`, `"soon"`, `5`, `true`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -180,6 +180,13 @@ func FuzzTakeTaskParam(f *testing.F) {
 			return // the SDK rejects such params before the router runs
 		}
 		tr, asked, err := TakeTaskParam(mcp.Meta{MetaTaskRequest: v, "other": "kept"})
+		if v != nil {
+			// The shortcut for the usual values reads what the general
+			// path reads.
+			slow, slowErr := decodeTaskRequest(v)
+			require.Equal(t, slowErr, err)
+			require.Equal(t, slow, tr)
+		}
 		if v == nil {
 			require.False(t, asked)
 			require.NoError(t, err)

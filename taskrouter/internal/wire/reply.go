@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -26,7 +27,7 @@ import (
 func SDKReads(req *http.Request, o *mcp.StreamableHTTPOptions, n int) bool {
 	if !o.DisableLocalhostProtection {
 		if la, ok := req.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
-			if isLoopback(la.String()) && !isLoopback(req.Host) {
+			if addrIsLoopback(la) && !isLoopback(req.Host) {
 				return false
 			}
 		}
@@ -63,6 +64,15 @@ func streamableAccepts(values []string) (jsonOK, streamOK bool) {
 		}
 	}
 	return jsonOK, streamOK
+}
+
+// addrIsLoopback is isLoopback(a.String()), without formatting a TCP
+// address.
+func addrIsLoopback(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	return isLoopback(a.String())
 }
 
 // isLoopback is go-sdk's check of a loopback address or host.
@@ -102,7 +112,7 @@ func SetStreamHeaders(w http.ResponseWriter, jsonResponse bool) {
 // Content-Length when the body is small, where the SDK's flush makes the
 // body chunked and ends it in a second write).
 func WriteReply(w http.ResponseWriter, jsonResponse bool, resp *jsonrpc.Response, d mcptask.Dialect) {
-	data, err := jsonrpc.EncodeMessage(resp)
+	data, err := EncodeResponse(resp)
 	if err != nil {
 		return
 	}
@@ -118,6 +128,31 @@ func WriteReply(w http.ResponseWriter, jsonResponse bool, resp *jsonrpc.Response
 		return
 	}
 	_ = writeEvent(w, data, false)
+}
+
+// EncodeResponse encodes resp as jsonrpc.EncodeMessage does. A result
+// (already encoded, compact, by Response) is framed directly, without
+// encoding it a second time.
+func EncodeResponse(resp *jsonrpc.Response) ([]byte, error) {
+	if resp.Error != nil || resp.Result == nil || !resp.ID.IsValid() {
+		return jsonrpc.EncodeMessage(resp)
+	}
+	var id []byte
+	switch v := resp.ID.Raw().(type) {
+	case int64:
+		id = strconv.AppendInt(nil, v, 10)
+	case string:
+		var err error
+		if id, err = encodeNoEscape(v); err != nil {
+			return nil, err
+		}
+	default:
+		return jsonrpc.EncodeMessage(resp)
+	}
+	const head, mid = `{"jsonrpc":"2.0","id":`, `,"result":`
+	b := make([]byte, 0, len(head)+len(id)+len(mid)+len(resp.Result)+1)
+	b = append(append(append(append(b, head...), id...), mid...), resp.Result...)
+	return append(b, '}'), nil
 }
 
 // writeEvent writes data as one SSE "message" event, as go-sdk writes
