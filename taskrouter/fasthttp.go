@@ -140,7 +140,11 @@ func (h *httpShim) serveStateful(w http.ResponseWriter, req *http.Request, c wir
 	case wire.InSDK, wire.Closed:
 		return false
 	}
-	ctx = context.WithValue(ctx, handoffKey{}, true)
+	if c.Method == mcptask.MethodTasksResult {
+		// Only a tasks/result hands its request back (its task asks for
+		// input); a tool's handler never sees the mark.
+		ctx = context.WithValue(ctx, handoffKey{}, true)
+	}
 	sink := h.sinkFor(c, w)
 	resp, err := h.r.fast.serve(withReplySink(ctx, sink), pc)
 	s.Calls.EndFast(c.ID)
