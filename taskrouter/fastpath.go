@@ -207,6 +207,14 @@ func clientCapabilities(ctx context.Context, req mcp.Request, v versioned) *mcp.
 	return v.ClientCapabilities()
 }
 
+// noLogLevelKey marks a fast-path request that negotiates per request
+// (2026-07-28) without a log level (the fast path leaves one that has a
+// level to the SDK). go-sdk keeps that empty level in the request's
+// context, which sends the client no log messages whatever level its
+// session was set to; the router's sending middleware drops them for
+// such a request (see Router.sending).
+type noLogLevelKey struct{}
+
 // handoffKey marks a fast-path tasks/result that gives the request back to
 // the SDK when its task asks the client for input (see errHandoff).
 type handoffKey struct{}
@@ -298,6 +306,9 @@ func (f *fastPath) prepare(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession,
 func (f *fastPath) serve(ctx context.Context, pc *preparedCall) (*jsonrpc.Response, error) {
 	c, mv, req := pc.c, pc.mv, pc.req
 	ctx = context.WithValue(ctx, fastCapsKey{}, &fastCaps{req: req, caps: pc.caps})
+	if mv.PerRequest() {
+		ctx = context.WithValue(ctx, noLogLevelKey{}, true)
+	}
 	f.served.Add(1)
 	res, err := f.chain(ctx, c.Method, req)
 	if errors.Is(err, errHandoff) {

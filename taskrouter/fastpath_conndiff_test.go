@@ -179,6 +179,7 @@ func TestFastPathConnectionSameAsSDK(t *testing.T) {
 		`{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"name":"boom","arguments":{}}}`,
 		`{"jsonrpc":"2.0","id":34,"method":"tools/call","params":{"name":"rpcerr","arguments":{}}}`,
 		`{"jsonrpc":"2.0","id":35,"method":"tools/call","params":{"name":"nope","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":39,"method":"logging/setLevel","params":{"level":"info"}}`,
 		`{"jsonrpc":"2.0","id":36,"method":"tools/call","params":{"name":"chatty","arguments":{"n":2},"_meta":{"progressToken":"c"}}}`,
 		`{"jsonrpc":"2.0","id":37,"method":"tools/call","params":{"name":"chatty","arguments":{"n":1},` + extMeta + `}}`,
 		`{"jsonrpc":"2.0","id":38,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,

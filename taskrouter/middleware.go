@@ -60,15 +60,23 @@ func (r *Router) Install(s *mcp.Server) error {
 // sending is the router's sending middleware: a notification a handler
 // sends in the context of a tools/call the fast path serves over HTTP
 // goes onto that call's response stream (see replySink), where the SDK
-// would have written it; everything else goes on to the SDK.
+// would have written it; a log message of a fast-path request that
+// negotiates per request without a log level is dropped, as the SDK
+// drops it (see noLogLevelKey); everything else goes on to the SDK.
 func (r *Router) sending(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == methodLogMessage && ctx.Value(noLogLevelKey{}) != nil {
+			return nil, nil
+		}
 		if sink := replySinkFrom(ctx); sink != nil && strings.HasPrefix(method, "notifications/") {
 			return nil, sink.notify(method, req.GetParams())
 		}
 		return next(ctx, method, req)
 	}
 }
+
+// methodLogMessage is the notification ServerSession.Log sends.
+const methodLogMessage = "notifications/message"
 
 // normalizeParams gives a tasks/* request that arrived without params (the
 // TypeScript SDK omits them on tasks/list) an empty params value. The SDK
