@@ -51,15 +51,25 @@
 //     task has ended.
 //
 // Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
-// answer the task methods, and a tools/call that goes straight to
-// creating a task, themselves. They decode the body once, in place, build
-// the request the SDK would build, run it through the server's receiving
-// chain (the middleware added after Install, the router's, the SDK's
-// method handlers: the chain as it stood on the first such request), and
-// write the reply as the SDK writes it; anything the SDK would treat
-// differently (a batch, an unusual body, a header the SDK refuses, an
-// unknown session) goes to the SDK untouched. Options.DisableFastPath
-// turns it off.
+// answer the task methods and the tools/call of tools registered with the
+// router (one that creates a task, and a plain one) themselves. They
+// decode the body once, in place, build the request the SDK would build,
+// run it through the server's receiving chain (the middleware added after
+// Install, the router's, the SDK's method handlers: the chain as it stood
+// on the first such request), and write the reply as the SDK writes it,
+// in one write; the notifications a plain call's handler sends while it
+// runs go on the call's own stream before its reply, as on the SDK's path
+// (the router's sending middleware carries them there). Anything the SDK
+// would treat differently (a batch, an unusual body, a header the SDK
+// refuses, an unknown session, a per-request log level, a handler that
+// may send the client requests on the call's stream) goes to the SDK
+// untouched. Options.DisableFastPath turns it off.
+//
+// A typed tool's handler is the router's (toolcall.go): it does what
+// go-sdk's typed wrapper does, and takes the input the router already
+// decoded when the router checked the arguments before running the tool
+// (a task about to be created, a plain call in host mode), so the
+// arguments are decoded and validated once per call.
 //
 // # Where the SDK's gaps are worked around
 //
@@ -272,7 +282,8 @@
 // events), stream.go (reading a task's events live: StreamEvents),
 // streamwire.go (tasks/stream over HTTP, stdio and in-memory).
 //
-// Work: tools.go (the tool registry, in-process calls), run.go (a handler
+// Work: tools.go (the tool registry, in-process calls), toolcall.go (a
+// typed tool's handler, its argument check and its output), run.go (a handler
 // run: spawn, execute, finish, its fenced writes, its input requests),
 // runs.go (the runs table, Track, stopping and cancel), workers.go
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,

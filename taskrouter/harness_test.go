@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -84,6 +85,7 @@ func (h *harness) addTools() {
 	}
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "sleepy"}, sleepy, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "must"}, sleepy, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "doze"}, sleepy, taskrouter.ToolOptions{}) // never a task: runs in the request
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "boom"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, errors.New("boom: it broke")
 	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
@@ -93,6 +95,8 @@ func (h *harness) addTools() {
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "panicky"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		panic("handler exploded")
 	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "chatty"}, chatty, taskrouter.ToolOptions{})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "chatty_host"}, chatty, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		res, err := taskrouter.Elicit(ctx, req, &mcp.ElicitParams{Message: "Proceed?", RequestedSchema: map[string]any{
 			"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}})
@@ -101,6 +105,27 @@ func (h *harness) addTools() {
 		}
 		return textResult("answer: " + res.Action), nil, nil
 	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+}
+
+type chattyIn struct {
+	N int `json:"n"`
+}
+
+// chatty reports progress n times when the call carries a progress token,
+// then logs a line, then answers: a handler whose notifications reach the
+// client on the call's own stream.
+func chatty(ctx context.Context, req *mcp.CallToolRequest, in chattyIn) (*mcp.CallToolResult, any, error) {
+	if tok := req.Params.GetProgressToken(); tok != nil {
+		for i := 1; i <= in.N; i++ {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(in.N), Message: fmt.Sprintf("step %d <of> %d", i, in.N)}); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "chatty", Data: map[string]any{"n": in.N}}); err != nil {
+		return nil, nil, err
+	}
+	return textResult(fmt.Sprintf("chatted %d", in.N)), nil, nil
 }
 
 func textResult(s string) *mcp.CallToolResult {

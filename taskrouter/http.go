@@ -22,10 +22,11 @@ type HTTPOptions struct {
 	Streamable mcp.StreamableHTTPOptions
 	// MaxBodyBytes bounds a request body; zero means 8 MiB.
 	MaxBodyBytes int64
-	// DisableFastPath sends the task methods through the SDK's handlers
-	// like every other request. By default the handler answers them
-	// itself (identically, at a fraction of the cost, through the same
-	// receiving middleware; see the package documentation).
+	// DisableFastPath sends the task methods and the tools/call of the
+	// router's tools through the SDK's handlers like every other request.
+	// By default the handler answers them itself (identically, at a
+	// fraction of the cost, through the same receiving middleware; see
+	// the package documentation).
 	DisableFastPath bool
 }
 

@@ -273,13 +273,6 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 	if ss == nil || ss.InitializeParams() == nil {
 		return false // the SDK refuses calls before initialize, or learns the client from this one
 	}
-	if req.Method == mcptask.MethodToolsCall && !wire.MayAskTask(req.Params) &&
-		!mcptask.DialectFor(ss.InitializeParams().ProtocolVersion).NegotiatesPerRequest() {
-		// A plain call (no params.task, no per-request version, a session
-		// older than the extension): the SDK serves it; decoding it here
-		// would be thrown away.
-		return false
-	}
 	call, ok := wire.DecodeParams(req.ID, req.Method, req.Params)
 	if !ok {
 		return false
@@ -292,7 +285,7 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 	if req.Method == mcptask.MethodToolsCall {
 		connID = c.id // as Read tags every tools/call
 	}
-	pc, ok := c.r.fast.prepare(call, mv, ss, nil, connID, false)
+	pc, ok := c.r.fast.prepare(call, mv, ss, nil, fastSite{connID: connID})
 	if !ok {
 		return false
 	}
