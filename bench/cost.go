@@ -82,6 +82,11 @@ func abs(x float64) float64 {
 // not available.
 type costServers struct {
 	bolt, mem, pg, peer, floor *proc
+	// noHost and sdk are taskbridge (bbolt) with host mode off (a plain
+	// call runs in the request, as before host mode) and with the fast
+	// path off (every request through go-sdk's dispatch): references for
+	// plain calls.
+	noHost, sdk *proc
 }
 
 // costCells lists row 15's cells: every server at 1 and 64 clients, plain
@@ -107,6 +112,10 @@ func costCells(s costServers) []*cell {
 	}
 	add(s.bolt, "ext", 64)
 	add(s.floor, "ext", 64)
+	for _, conc := range []int{1, 64} {
+		add(s.noHost, "plain", conc)
+		add(s.sdk, "plain", conc)
+	}
 	return cells
 }
 
@@ -150,6 +159,14 @@ func serverCost(o options, tmp string, rep *report) error {
 		return err
 	}
 	s.mem.name = "taskbridge (memory)"
+	if s.noHost, err = start(startOurs("bbolt", filepath.Join(tmp, "cost-nohost.db"), "-host-deadline=-1s")); err != nil {
+		return err
+	}
+	s.noHost.name = "taskbridge (bbolt, host mode off)"
+	if s.sdk, err = start(startOurs("bbolt", filepath.Join(tmp, "cost-sdk.db"), "-no-fast-path")); err != nil {
+		return err
+	}
+	s.sdk.name = "taskbridge (bbolt, fast path off)"
 	if pg, err = pgserver.Start(pgserver.Options{}); err != nil {
 		pg = nil
 		fmt.Fprintln(os.Stderr, "  no PostgreSQL for row 15:", err)
@@ -248,6 +265,15 @@ func costRows(s costServers, cells []*cell, rep *report) {
 					rep.add(row{"15", fmt.Sprintf("server CPU per %s, %d client(s): taskbridge (bbolt) vs %s", opName(op), conc, other.name),
 						fmt.Sprintf("%.0f µs", ours.cpu()), fmt.Sprintf("%.0f µs", c.cpu()), fmt.Sprintf("%.2f×", ours.cpu()/c.cpu()), "-", "-"})
 				}
+			}
+		}
+	}
+	for _, conc := range []int{1, 64} {
+		ours := find(cells, s.bolt, "plain", conc)
+		for _, p := range []*proc{s.noHost, s.sdk} {
+			if c := find(cells, p, "plain", conc); c != nil && ours != nil {
+				rep.add(row{"15", fmt.Sprintf("server CPU per plain tools/call, %d client(s): taskbridge (bbolt) vs %s", conc, p.name),
+					fmt.Sprintf("%.0f µs", ours.cpu()), fmt.Sprintf("%.0f µs", c.cpu()), fmt.Sprintf("%.2f×", ours.cpu()/c.cpu()), "-", "-"})
 			}
 		}
 	}

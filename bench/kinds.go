@@ -32,6 +32,15 @@ type benchStepIn struct {
 func kindsServer(ctx context.Context, db string, wfs ...*workflow.Definition) (*builder.Server, *mcp.ClientSession, error) {
 	b := builder.New("bench-kinds", "1").WithDBPath(db).WithoutEnv().WithPromptWait(-1).
 		WithConfig(taskrouter.Config{MaxTTL: 2 * time.Hour})
+	addWorkTool(b)
+	for _, w := range wfs {
+		b.TaskWorkflow(w)
+	}
+	return buildAndConnect(ctx, b)
+}
+
+// addWorkTool adds the tool work, which sleeps ms milliseconds.
+func addWorkTool(b *builder.Builder) {
 	builder.Tool(b, &mcp.Tool{Name: "work"}, func(ctx context.Context, _ *mcp.CallToolRequest, in benchStepIn) (*mcp.CallToolResult, any, error) {
 		select {
 		case <-time.After(time.Duration(in.Ms) * time.Millisecond):
@@ -40,9 +49,11 @@ func kindsServer(ctx context.Context, db string, wfs ...*workflow.Definition) (*
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	}, taskrouter.ToolOptions{})
-	for _, w := range wfs {
-		b.TaskWorkflow(w)
-	}
+}
+
+// buildAndConnect builds b and connects a client session (that declares
+// the tasks extension) to it in process.
+func buildAndConnect(ctx context.Context, b *builder.Builder) (*builder.Server, *mcp.ClientSession, error) {
 	srv, err := b.Build(ctx)
 	if err != nil {
 		return nil, nil, err

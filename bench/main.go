@@ -77,7 +77,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-20, 22)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-22)")
 	flag.DurationVar(&o.cpuDuration, "cpu-duration", 8*time.Second, "length of one window of rows 15-16 and -where (server CPU per request)")
 	flag.IntVar(&o.memScale, "mem-scale", 100_000, "live tasks and waiting workflows in row 17's larger measurement")
 	flag.StringVar(&profiling.dir, "cpuprofile", "", "write a CPU profile of the server of every measured window on a bench server into this directory")
@@ -230,6 +230,9 @@ func run(o options) error {
 	}
 	if want("20") {
 		rep.try("20", "readers", func() error { return readerFanOut(o, tmp, rep) })
+	}
+	if want("21") {
+		rep.try("21", "queues", func() error { return queueOverhead(o, tmp, rep) })
 	}
 	printReport(o, rep, time.Since(started))
 	if rep.failed > 0 {

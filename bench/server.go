@@ -178,11 +178,14 @@ func serve(args []string) error {
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	observe := fs.Bool("observe", false, "turn on Prometheus metrics (at /metrics) and OpenTelemetry tracing")
 	instant := fs.Duration("instant-window", 0, "taskrouter.Config.InstantWindow (0: the default; negative: off)")
+	hostDeadline := fs.Duration("host-deadline", 0, "taskrouter.Config.HostDeadline (0: the default; negative: off, plain calls run in the request as before host mode)")
+	noFast := fs.Bool("no-fast-path", false, "taskrouter.Config.DisableFastPath: every request through go-sdk's dispatch")
 	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.WithPrefault")
 	maxTasks := fs.Int("max-tasks", 0, "every running and pending limit of taskrouter.Config (0: the bench's, see benchConfig)")
 	_ = fs.Parse(args)
 	cfg := benchConfig()
-	cfg.ReplicaID, cfg.LeaseDuration, cfg.InstantWindow = *replica, *lease, *instant
+	cfg.ReplicaID, cfg.LeaseDuration, cfg.InstantWindow, cfg.HostDeadline = *replica, *lease, *instant, *hostDeadline
+	cfg.DisableFastPath = *noFast
 	if n := *maxTasks; n > 0 {
 		cfg.MaxConcurrent, cfg.MaxConcurrentPerOwner = n, n
 		cfg.MaxPending, cfg.MaxPendingPerOwner, cfg.MaxPendingPerSource = n, n, n

@@ -60,6 +60,7 @@ type Builder struct {
 	tools     []func(r *taskrouter.Router)
 	plain     []*workflow.Definition
 	tasked    []*workflow.Definition
+	schedules []workflow.Schedule
 	setup     []func(*mcp.Server)
 	errs      []error
 	wopts     workflow.Options // workflow task settings (see workflow.Options)
@@ -277,6 +278,16 @@ func (b *Builder) TaskWorkflow(w *workflow.Definition) *Builder {
 	return b
 }
 
+// Schedule starts a task-aware workflow's task at the times of a cron
+// expression (see workflow.Schedule and workflow.Bridge.AddSchedule);
+// add the workflow with TaskWorkflow. Unless WithoutTaskTools, a server
+// with schedules also has the tools schedule_list, schedule_pause,
+// schedule_resume and schedule_trigger (taskrouter.Router.AddScheduleTools).
+func (b *Builder) Schedule(s workflow.Schedule) *Builder {
+	b.schedules = append(b.schedules, s)
+	return b
+}
+
 // Server is a built taskbridge server.
 type Server struct {
 	// MCP is the go-sdk server.
@@ -454,6 +465,12 @@ func (b *Builder) addWorkflows(srv *Server) error {
 			wopts.ResultTool = b.taskTools.ResultName
 		}
 	}
+	if !b.noTools && wopts.ResumeTool == "" {
+		wopts.ResumeTool = taskrouter.DefaultResumeToolName
+		if b.taskTools != nil && b.taskTools.ResumeName != "" {
+			wopts.ResumeTool = b.taskTools.ResumeName
+		}
+	}
 	var err error
 	if srv.Bridge, err = workflow.NewBridge(srv.Router, wopts); err != nil {
 		return err
@@ -470,6 +487,14 @@ func (b *Builder) addWorkflows(srv *Server) error {
 		if _, err := srv.Bridge.Register(srv.MCP, w, lookup); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	for _, s := range b.schedules {
+		if err := srv.Bridge.AddSchedule(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(b.schedules) > 0 && !b.noTools {
+		srv.Router.AddScheduleTools(nil)
 	}
 	return errors.Join(errs...)
 }

@@ -162,7 +162,7 @@ func (c *Client) answerInputs(ctx context.Context, t *Task, answered map[string]
 		if report != nil {
 			report(req)
 		}
-		res, err := c.answerDirect(ctx, t.ID, req)
+		res, err := c.durableAnswer(ctx, t.ID, key, req)
 		if err != nil {
 			return 0, fmt.Errorf("client: answering input request %q of task %s: %w", key, t.ID, err)
 		}
@@ -177,5 +177,6 @@ func (c *Client) answerInputs(ctx context.Context, t *Task, answered map[string]
 	for key := range responses {
 		answered[key] = true
 	}
+	c.answersTaken(t.ID, slices.Sorted(maps.Keys(responses)))
 	return len(responses), nil
 }

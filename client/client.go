@@ -95,9 +95,10 @@ type Options struct {
 	// ForgetAfterResult drops a task from Tracked once its result (or
 	// final error) has been retrieved.
 	ForgetAfterResult bool
-	// Receiver, when set, makes the client a receiver of task-augmented
-	// sampling and elicitation requests from the server (core dialect
-	// only; see Receiver).
+	// Receiver, when set, makes the client a receiver of sampling and
+	// elicitation requests from the server: task-augmented ones (core
+	// dialect), plain ones, and a task's input requests (extension
+	// dialect); see Receiver.
 	Receiver *Receiver
 	// StreamBuffer bounds the events a StreamEvents holds for a consumer
 	// that has not taken them yet; past it the stream starts over from the
@@ -223,6 +224,7 @@ func Dial(ctx context.Context, t mcp.Transport, opts *Options) (*Client, error) 
 	if o.Receiver != nil && c.dialect.ClientRunsTasks() {
 		c.recv = newReceiverState(c, o.Receiver)
 	}
+	c.pruneAnswers()
 	return c, nil
 }
 

@@ -37,9 +37,13 @@
 // those of a call or a workflow while it runs. For
 // taskbridge's task-aware workflow prompts, GetPrompt returns the handoff
 // document and Follow performs the remaining client steps and returns the
-// workflow's result. A Receiver makes the client the receiver of the
-// server's task-augmented sampling and elicitation requests (core
-// dialect).
+// workflow's result. A Receiver answers the server's sampling and
+// elicitation requests (a workflow's sampling steps and questions): as
+// tasks of the client's own when the server task-augments them (core
+// dialect), plainly, or as a task's input requests (extension dialect);
+// with a ReceiverStore (OpenReceiverStore) it keeps what it computed
+// across restarts of the client. Over HTTP, HTTPTransport opens the
+// stream on which the server sends them.
 //
 // Errors are classified with sentinels (ErrNotFound, ErrTerminal,
 // ErrCapability, ErrCancelled) that errors.Is recognises, while the

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -8,10 +9,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/taskbridge/taskbridge/mcptask"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -42,18 +46,180 @@ func HTTPTransport(endpoint string, httpClient *http.Client) mcp.Transport {
 		rt.next = http.DefaultTransport
 	}
 	hc.Transport = rt
-	return &httpTransport{inner: &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &hc}, rt: rt}
+	return &httpTransport{inner: &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &hc}, rt: rt, endpoint: endpoint, hc: &hc}
 }
 
 type httpTransport struct {
-	inner *mcp.StreamableClientTransport
-	rt    *headerRoundTripper
+	inner    *mcp.StreamableClientTransport
+	rt       *headerRoundTripper
+	endpoint string
+	hc       *http.Client
 }
 
 // Connect implements mcp.Transport.
 func (t *httpTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	return t.inner.Connect(ctx)
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc := &streamConn{Connection: c, t: t, incoming: make(chan jsonrpc.Message, 16), read: make(chan readResult, 1), stop: make(chan struct{})}
+	sc.ctx, sc.cancel = context.WithCancel(context.Background())
+	return sc, nil
 }
+
+// streamConn is the go-sdk's client connection plus the standalone GET
+// stream of a 2025-11-25 session, which the go-sdk opens for its own
+// client only: once the client has sent notifications/initialized, a GET
+// carries what the server sends outside any request (a workflow step's
+// sampling or elicitation request, tasks/* on a Receiver, status
+// notifications). It is reopened when it ends, until the connection
+// closes; a server that offers none (405) is not asked again.
+type streamConn struct {
+	mcp.Connection
+	t        *httpTransport
+	once     sync.Once // the stream is started once
+	pumpOnce sync.Once // so is the reader of the go-sdk connection
+	incoming chan jsonrpc.Message
+	read     chan readResult
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+type readResult struct {
+	msg jsonrpc.Message
+	err error
+}
+
+// Write sends msg, and starts the standalone stream after the client's
+// notifications/initialized.
+func (c *streamConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == mcptask.MethodInitialized {
+		c.once.Do(func() { go c.listen() })
+	}
+	return err
+}
+
+// Read returns the next message of the go-sdk connection or of the
+// stream.
+func (c *streamConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	c.pumpOnce.Do(func() { go c.pump() })
+	select {
+	case r := <-c.read:
+		return r.msg, r.err
+	case m := <-c.incoming:
+		return m, nil
+	case <-c.stop:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// pump reads the go-sdk connection until it fails or closes.
+func (c *streamConn) pump() {
+	for {
+		msg, err := c.Connection.Read(c.ctx)
+		select {
+		case c.read <- readResult{msg, err}:
+		case <-c.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Close closes the stream and the connection.
+func (c *streamConn) Close() error {
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		c.cancel()
+	})
+	return c.Connection.Close()
+}
+
+// listen keeps the standalone stream open until the connection closes.
+func (c *streamConn) listen() {
+	backoff := 100 * time.Millisecond
+	for {
+		again := c.stream()
+		if !again {
+			return
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// stream reads one standalone GET stream to its end; again is false when
+// it must not be reopened (the connection closed, or the server offers
+// no stream).
+func (c *streamConn) stream() (again bool) {
+	sid := ""
+	if s, ok := c.Connection.(interface{ SessionID() string }); ok {
+		sid = s.SessionID()
+	}
+	if sid == "" {
+		return false // a server without sessions has no standalone stream
+	}
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.t.endpoint, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := c.t.hc.Do(req)
+	if err != nil {
+		return c.ctx.Err() == nil
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusMethodNotAllowed, resp.StatusCode == http.StatusNotFound:
+		return false // no standalone stream here, or the session is gone
+	case resp.StatusCode != http.StatusOK:
+		return c.ctx.Err() == nil
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), maxStreamEvent)
+	var data bytes.Buffer
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data.Len() > 0 && (event == "" || event == "message") {
+				if msg, err := jsonrpc.DecodeMessage(data.Bytes()); err == nil {
+					select {
+					case c.incoming <- msg:
+					case <-c.stop:
+						return false
+					}
+				}
+			}
+			data.Reset()
+			event = ""
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		}
+	}
+	return c.ctx.Err() == nil
+}
+
+// maxStreamEvent bounds one event of the standalone stream.
+const maxStreamEvent = 16 << 20
 
 // setProtocolVersion records the version a core-dialect initialize
 // negotiated, for the Mcp-Protocol-Version header.

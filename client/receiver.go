@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,8 +29,20 @@ import (
 // With a Receiver set, Dial declares capabilities.tasks (list, cancel, and
 // requests.sampling.createMessage / requests.elicitation.create for the
 // handlers that are set) in initialize. The same handlers also answer
-// plain (non-task) requests when Options.InputHandler is nil. A Receiver
-// must not be shared between clients.
+// plain (non-task) requests, and, in the extension dialect (2026-07-28,
+// where the server asks through a task's input requests), the input
+// requests of the tasks the client waits on (TaskResult, CallTool), when
+// Options.InputHandler is nil. A Receiver must not be shared between
+// clients.
+//
+// With a Store, what the handlers computed survives a restart of the
+// client: the tasks it runs for the server are saved when they are
+// created and when they end (a client dialled again with the same store
+// serves them to the server on its new connection, and runs again the
+// handlers that had not finished), and an answer to an input request is
+// saved before it is sent and dropped once the server took it (a client
+// that restarts before then sends the saved answer instead of asking the
+// handler again).
 type Receiver struct {
 	// Sampling answers sampling/createMessage; nil declines task-augmented
 	// sampling.
@@ -47,6 +60,9 @@ type Receiver struct {
 	// SweepInterval is how often expired tasks are dropped; zero means one
 	// second.
 	SweepInterval time.Duration
+	// Store, when set, keeps the tasks and answers across restarts of the
+	// client (see OpenReceiverStore). The caller closes it.
+	Store ReceiverStore
 }
 
 // answerSync answers a plain (non-task) request with the receiver's
@@ -107,21 +123,27 @@ type recvTask struct {
 
 func newReceiverState(c *Client, cfg *Receiver) *receiverState {
 	r := &receiverState{c: c, cfg: *cfg, tasks: map[string]*recvTask{}, stop: make(chan struct{})}
-	if r.cfg.MaxTTL <= 0 {
-		r.cfg.MaxTTL = time.Hour
-	}
-	if r.cfg.DefaultTTL <= 0 || r.cfg.DefaultTTL > r.cfg.MaxTTL {
-		r.cfg.DefaultTTL = r.cfg.MaxTTL
-	}
-	if r.cfg.PollInterval <= 0 {
-		r.cfg.PollInterval = 500 * time.Millisecond
-	}
-	if r.cfg.SweepInterval <= 0 {
-		r.cfg.SweepInterval = time.Second
-	}
+	r.cfg.defaults()
+	r.load()
 	r.wg.Add(1)
 	go r.sweepLoop()
 	return r
+}
+
+// defaults fills in the zero settings.
+func (cfg *Receiver) defaults() {
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = time.Hour
+	}
+	if cfg.DefaultTTL <= 0 || cfg.DefaultTTL > cfg.MaxTTL {
+		cfg.DefaultTTL = cfg.MaxTTL
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 500 * time.Millisecond
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Second
+	}
 }
 
 func (r *receiverState) close() {
@@ -166,6 +188,7 @@ func (r *receiverState) sweep(now time.Time) int {
 	}
 	r.mu.Unlock()
 	for _, t := range gone {
+		r.forget(t.id)
 		r.mu.Lock()
 		t.expired = true
 		if !t.status.Terminal() {
@@ -217,28 +240,9 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 	if err := json.Unmarshal(params, &p); err != nil {
 		return nil, invalidParams("%s: params.task must be an object with an optional numeric ttl: %v", method, err)
 	}
-	var run func(ctx context.Context) (any, error)
-	switch method {
-	case mcptask.MethodSampling:
-		if r.cfg.Sampling == nil {
-			return nil, mcptask.MethodNotFound("this client does not accept task-augmented sampling/createMessage")
-		}
-		var sp mcp.CreateMessageParams
-		if err := json.Unmarshal(params, &sp); err != nil {
-			return nil, invalidParams("sampling/createMessage params: %v", err)
-		}
-		run = func(ctx context.Context) (any, error) { return r.cfg.Sampling(ctx, &sp) }
-	case mcptask.MethodElicit:
-		if r.cfg.Elicitation == nil {
-			return nil, mcptask.MethodNotFound("this client does not accept task-augmented elicitation/create")
-		}
-		var ep mcp.ElicitParams
-		if err := json.Unmarshal(params, &ep); err != nil {
-			return nil, invalidParams("elicitation/create params: %v", err)
-		}
-		run = func(ctx context.Context) (any, error) { return r.cfg.Elicitation(ctx, &ep) }
-	default:
-		return nil, mcptask.MethodNotFound("%s cannot be task-augmented", method)
+	run, err := r.runner(method, params)
+	if err != nil {
+		return nil, err
 	}
 	ttl := r.cfg.DefaultTTL
 	if p.Task.TTL != nil {
@@ -265,9 +269,43 @@ func (r *receiverState) create(ctx context.Context, method string, params json.R
 	}
 	r.tasks[t.id] = t
 	reply := &createReply{Task: r.wire(t)}
+	rec := t.record()
 	r.mu.Unlock()
+	if err := r.save(rec); err != nil {
+		// The server must not follow a task the client could lose.
+		r.mu.Lock()
+		delete(r.tasks, t.id)
+		r.mu.Unlock()
+		cancel()
+		return nil, mcptask.InternalError("the client could not record the task: %v", err)
+	}
 	reply.start = func() { go r.execute(hctx, t, run) }
 	return reply, nil
+}
+
+// runner is the handler that answers method with params.
+func (r *receiverState) runner(method string, params json.RawMessage) (func(ctx context.Context) (any, error), error) {
+	switch method {
+	case mcptask.MethodSampling:
+		if r.cfg.Sampling == nil {
+			return nil, mcptask.MethodNotFound("this client does not accept task-augmented sampling/createMessage")
+		}
+		var sp mcp.CreateMessageParams
+		if err := json.Unmarshal(params, &sp); err != nil {
+			return nil, invalidParams("sampling/createMessage params: %v", err)
+		}
+		return func(ctx context.Context) (any, error) { return r.cfg.Sampling(ctx, &sp) }, nil
+	case mcptask.MethodElicit:
+		if r.cfg.Elicitation == nil {
+			return nil, mcptask.MethodNotFound("this client does not accept task-augmented elicitation/create")
+		}
+		var ep mcp.ElicitParams
+		if err := json.Unmarshal(params, &ep); err != nil {
+			return nil, invalidParams("elicitation/create params: %v", err)
+		}
+		return func(ctx context.Context) (any, error) { return r.cfg.Elicitation(ctx, &ep) }, nil
+	}
+	return nil, mcptask.MethodNotFound("%s cannot be task-augmented", method)
 }
 
 func newTaskID() string {
@@ -291,9 +329,9 @@ func (r *receiverState) execute(ctx context.Context, t *recvTask, run func(conte
 		raw, err = json.Marshal(res)
 	}
 	r.mu.Lock()
-	if t.status.Terminal() || t.expired {
+	if t.status.Terminal() || t.expired || r.closed {
 		r.mu.Unlock()
-		return // cancelled or expired meanwhile
+		return // cancelled or expired meanwhile, or the client is closing (a restart with the store runs it again)
 	}
 	t.updated = time.Now()
 	if err != nil {
@@ -307,7 +345,11 @@ func (r *receiverState) execute(ctx context.Context, t *recvTask, run func(conte
 	}
 	close(t.done)
 	note := r.wire(t)
+	rec := t.record()
 	r.mu.Unlock()
+	if err := r.save(rec); err != nil {
+		r.c.log.Warn("saving a receiver task's outcome", "task", t.id, "error", err)
+	}
 	r.notify(note)
 }
 
@@ -443,8 +485,203 @@ func (r *receiverState) cancelTask(id string) (any, error) {
 	t.status, t.message, t.updated = mcptask.StatusCancelled, "cancelled by the server", time.Now()
 	close(t.done)
 	note := r.wire(t)
+	rec := t.record()
 	r.mu.Unlock()
 	t.cancel()
+	if err := r.save(rec); err != nil {
+		r.c.log.Warn("saving a receiver task's cancellation", "task", t.id, "error", err)
+	}
 	r.notify(note)
 	return note, nil
+}
+
+// ---- the durable part (Receiver.Store) ----
+
+// Key prefixes of a ReceiverStore's records.
+const (
+	storeTaskPrefix   = "task/"   // + task id: a task run for the server
+	storeAnswerPrefix = "answer/" // + server task id + "/" + input key: an answer not yet taken
+)
+
+// storedTask is a recvTask as the store keeps it.
+type storedTask struct {
+	ID      string          `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Status  mcptask.Status  `json:"status"`
+	Message string          `json:"message,omitempty"`
+	Created time.Time       `json:"created"`
+	Updated time.Time       `json:"updated"`
+	TTLMs   int64           `json:"ttlMs"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *jsonrpc.Error  `json:"error,omitempty"`
+}
+
+// record is the task as the store keeps it. Call with the state's lock
+// held.
+func (t *recvTask) record() storedTask {
+	return storedTask{ID: t.id, Method: t.method, Params: t.params, Status: t.status, Message: t.message,
+		Created: t.created, Updated: t.updated, TTLMs: t.ttl.Milliseconds(), Result: t.result, Error: t.err}
+}
+
+// save writes a task's record, when the receiver has a store.
+func (r *receiverState) save(rec storedTask) error {
+	if r.cfg.Store == nil {
+		return nil
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return r.cfg.Store.Save(storeTaskPrefix+rec.ID, raw)
+}
+
+// forget deletes a task's record.
+func (r *receiverState) forget(id string) {
+	if r.cfg.Store == nil {
+		return
+	}
+	if err := r.cfg.Store.Delete(storeTaskPrefix + id); err != nil {
+		r.c.log.Warn("deleting a receiver task", "task", id, "error", err)
+	}
+}
+
+// load takes up the tasks the store kept from an earlier run of the
+// client: expired ones are deleted, ended ones served as they are, and
+// the handlers of the others run again.
+func (r *receiverState) load() {
+	if r.cfg.Store == nil {
+		return
+	}
+	recs, err := r.cfg.Store.Load()
+	if err != nil {
+		r.c.log.Warn("loading the receiver store", "error", err)
+		return
+	}
+	now := time.Now()
+	for key, raw := range recs {
+		if !strings.HasPrefix(key, storeTaskPrefix) {
+			continue
+		}
+		var rec storedTask
+		if err := json.Unmarshal(raw, &rec); err != nil || rec.ID == "" {
+			r.c.log.Warn("dropping an unreadable receiver task", "key", key, "error", err)
+			_ = r.cfg.Store.Delete(key)
+			continue
+		}
+		ttl := time.Duration(rec.TTLMs) * time.Millisecond
+		if !now.Before(rec.Created.Add(ttl)) {
+			_ = r.cfg.Store.Delete(key)
+			continue
+		}
+		hctx, cancel := context.WithCancel(context.Background())
+		t := &recvTask{id: rec.ID, method: rec.Method, params: rec.Params, status: rec.Status, message: rec.Message,
+			created: rec.Created, updated: rec.Updated, ttl: ttl, expires: rec.Created.Add(ttl), result: rec.Result, err: rec.Error,
+			done: make(chan struct{}), cancel: cancel}
+		if t.status.Terminal() {
+			close(t.done)
+			cancel()
+			r.tasks[t.id] = t
+			continue
+		}
+		run, err := r.runner(t.method, t.params)
+		if err != nil {
+			// A handler this client no longer has: the task fails.
+			je, _ := err.(*jsonrpc.Error)
+			if je == nil {
+				je = mcptask.InternalError("%s", err.Error())
+			}
+			t.status, t.message, t.err, t.updated = mcptask.StatusFailed, je.Message, je, now
+			close(t.done)
+			cancel()
+			r.tasks[t.id] = t
+			_ = r.save(t.record())
+			continue
+		}
+		r.tasks[t.id] = t
+		go r.execute(hctx, t, run)
+	}
+}
+
+// storedAnswer is an answer to an input request as the store keeps it.
+type storedAnswer struct {
+	At     time.Time       `json:"at"`
+	Answer json.RawMessage `json:"answer"`
+}
+
+// answerKey is the store key of the answer to input request key of task
+// taskID.
+func answerKey(taskID, key string) string { return storeAnswerPrefix + taskID + "/" + key }
+
+// durableAnswer answers input request key of task taskID: with the answer
+// an earlier run of the client saved, if the Receiver's store has one;
+// otherwise with the handlers, saving the answer before it is sent.
+func (c *Client) durableAnswer(ctx context.Context, taskID, key string, req InputRequest) (json.RawMessage, error) {
+	st := c.receiverStore()
+	if st == nil || taskID == "" {
+		return c.answerDirect(ctx, taskID, req)
+	}
+	if recs, err := st.Load(); err == nil {
+		var sa storedAnswer
+		if raw, ok := recs[answerKey(taskID, key)]; ok && json.Unmarshal(raw, &sa) == nil && json.Valid(sa.Answer) {
+			return sa.Answer, nil
+		}
+	}
+	ans, err := c.answerDirect(ctx, taskID, req)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(storedAnswer{At: time.Now(), Answer: ans})
+	if err == nil {
+		err = st.Save(answerKey(taskID, key), raw)
+	}
+	if err != nil {
+		c.log.Warn("saving an answer to an input request", "task", taskID, "key", key, "error", err)
+	}
+	return ans, nil
+}
+
+// answersTaken drops the saved answers the server took.
+func (c *Client) answersTaken(taskID string, keys []string) {
+	st := c.receiverStore()
+	if st == nil {
+		return
+	}
+	for _, key := range keys {
+		if err := st.Delete(answerKey(taskID, key)); err != nil {
+			c.log.Warn("deleting an answer to an input request", "task", taskID, "key", key, "error", err)
+		}
+	}
+}
+
+// pruneAnswers deletes saved answers older than the Receiver's MaxTTL:
+// their tasks are gone.
+func (c *Client) pruneAnswers() {
+	st := c.receiverStore()
+	if st == nil {
+		return
+	}
+	recs, err := st.Load()
+	if err != nil {
+		return
+	}
+	cfg := *c.opts.Receiver
+	cfg.defaults()
+	for key, raw := range recs {
+		var sa storedAnswer
+		if !strings.HasPrefix(key, storeAnswerPrefix) {
+			continue
+		}
+		if json.Unmarshal(raw, &sa) != nil || time.Since(sa.At) > cfg.MaxTTL {
+			_ = st.Delete(key)
+		}
+	}
+}
+
+// receiverStore is the Receiver's store, or nil.
+func (c *Client) receiverStore() ReceiverStore {
+	if r := c.opts.Receiver; r != nil {
+		return r.Store
+	}
+	return nil
 }

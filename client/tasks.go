@@ -38,7 +38,8 @@ func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
 // stream also carries the task's input requests (answered through
 // Options.InputHandler). In the extension dialect, which has no
 // tasks/result, tasks/get is polled until the task ends, answering input
-// requests through Options.InputHandler with tasks/update.
+// requests through Options.InputHandler (or, without one, the Receiver's
+// handlers) with tasks/update.
 func (c *Client) TaskResult(ctx context.Context, id string) (json.RawMessage, error) {
 	if !c.dialect.HasMethod(mcptask.MethodTasksResult) {
 		return c.waitExtension(ctx, id)
@@ -97,7 +98,7 @@ func (c *Client) waitExtension(ctx context.Context, id string) (json.RawMessage,
 			c.retrieved(id)
 			return nil, cancelledError(t)
 		case mcptask.StatusInputRequired:
-			if c.opts.InputHandler != nil {
+			if c.opts.InputHandler != nil || c.opts.Receiver != nil {
 				n, err := c.answerInputs(ctx, t, answered, nil)
 				if err != nil {
 					return nil, err

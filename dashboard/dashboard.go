@@ -161,6 +161,11 @@ func (d *Dashboard) Close() {
 //	POST {prefix}/tasks/{id}/cancel   cancel the task (CSRF token, same origin)
 //	POST {prefix}/tasks/{id}/fork     admins: run a workflow task again from the step
 //	                                  the form's "from" names (Options.Forker)
+//	POST {prefix}/tasks/{id}/pause    pause a workflow task ("reason", "cut"), or
+//	POST {prefix}/tasks/{id}/resume   resume it (viewers who may cancel it)
+//	GET  {prefix}/schedules           schedules (an admin's all, a viewer's own) and,
+//	                                  for admins, queues with their waiting and holding runs
+//	POST {prefix}/schedules/{name}/pause|resume|trigger   act on a schedule
 //	GET  {prefix}/events              server-sent events (?task=ID for one task)
 //	GET  {prefix}/tasks/{id}/events   the task's event log, live (server-sent events)
 //	GET  {prefix}/login, POST {prefix}/login, POST {prefix}/logout
@@ -219,12 +224,20 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.overview(w, r, v)
 	case path == "/events" && r.Method == http.MethodGet:
 		d.events(w, r, v)
+	case path == "/schedules" && r.Method == http.MethodGet:
+		d.schedules(w, r, v)
+	case strings.HasPrefix(path, "/schedules/") && r.Method == http.MethodPost:
+		d.scheduleAction(w, r, v, strings.TrimPrefix(path, "/schedules/"))
 	case strings.HasPrefix(path, "/tasks/"):
 		rest := strings.TrimPrefix(path, "/tasks/")
 		if id, ok := strings.CutSuffix(rest, "/cancel"); ok && r.Method == http.MethodPost {
 			d.cancel(w, r, v, id)
 		} else if id, ok := strings.CutSuffix(rest, "/fork"); ok && r.Method == http.MethodPost {
 			d.fork(w, r, v, id)
+		} else if id, ok := strings.CutSuffix(rest, "/pause"); ok && r.Method == http.MethodPost {
+			d.pause(w, r, v, id, false)
+		} else if id, ok := strings.CutSuffix(rest, "/resume"); ok && r.Method == http.MethodPost {
+			d.pause(w, r, v, id, true)
 		} else if id, ok := strings.CutSuffix(rest, "/events"); ok && r.Method == http.MethodGet {
 			d.taskEvents(w, r, v, id) // events.go
 		} else if !strings.Contains(rest, "/") && r.Method == http.MethodGet {

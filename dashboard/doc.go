@@ -42,6 +42,18 @@
 // is cancelled. Every response carries a strict Content-Security-Policy,
 // no-store caching and no referrer to other sites.
 //
+// # Operations
+//
+// A viewer who may cancel a workflow task may also pause it (with a
+// reason, optionally stopping its running steps) and resume it, in the
+// same way (Router.PauseTask, Router.ResumeTask); the page says who
+// paused it and since when, draws a step waiting for a place on its queue
+// as queued (why, from the progress), and lists the task's actions. The
+// schedules page lists the schedules a viewer manages (an admin: all;
+// another viewer: those its Owner owns) with their next firing, latest
+// fires and history, and pauses, resumes and fires them; an admin also
+// sees each queue's holding and waiting runs.
+//
 // # Live updates
 //
 // A Feed is a taskrouter.Observer: every committed change this process

@@ -252,6 +252,8 @@ func stateOf(s *workflow.StepProgress, ended string) (state, label, note string)
 		state, label = "failed", "failed"
 	case s.Status == workflow.StepRunning:
 		state, label = "running", "running"
+	case s.Queue != nil && s.Queue.GrantedAt == nil:
+		return "queued", "queued on " + s.Queue.Queue, s.Queue.Why
 	default:
 		state, label = "pending", "pending"
 	}

@@ -290,6 +290,12 @@ type taskData struct {
 	CSRF       string
 	Done       string
 	Now        time.Time
+	// Paused is a workflow task's pause; CanPause and CanResume show the
+	// buttons; Actions are who paused and resumed it (ops.go).
+	Paused    *workflow.Pause
+	CanPause  bool
+	CanResume bool
+	Actions   []actionRow
 }
 
 // task renders one task's page, or its live part (?partial=1).
@@ -355,6 +361,7 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 	if len(t.Result) > 0 {
 		data.Result = pretty(t.Result, maxShownJSON)
 	}
+	d.opsView(r.Context(), t, &data, v)
 	if r.URL.Query().Get("partial") != "" {
 		d.render(w, "task-live", data)
 		return

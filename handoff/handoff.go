@@ -183,6 +183,37 @@ type Document struct {
 	Undo []UndoStep `json:"undo,omitempty" jsonschema_description:"For a workflow that failed after steps with an undo step completed: the undo steps the server runs, in order (the last completed step first), and how each ended."`
 	// Continuation says how the client continues the task.
 	Continuation Continuation `json:"continuation" jsonschema_description:"How the client continues the task."`
+	// Paused, when set, says the workflow is paused: no step starts until
+	// it is resumed (its status stays working).
+	Paused *Paused `json:"paused,omitempty" jsonschema_description:"Set while the workflow is paused: no step starts, and nothing is to be called for it, until it is resumed (the task's status stays working)."`
+}
+
+// Paused says who paused a workflow, when, why, and how it goes on.
+type Paused struct {
+	// By names who paused it ("the server" when a failure did).
+	By string `json:"by" jsonschema_description:"Who paused the workflow (the server, when a step's failure paused it)."`
+	// At is when.
+	At time.Time `json:"at" jsonschema_description:"When the workflow was paused."`
+	// Reason says why.
+	Reason string `json:"reason,omitempty" jsonschema_description:"Why the workflow was paused."`
+	// Step is the step whose failure paused it, when one did.
+	Step string `json:"step,omitempty" jsonschema_description:"The step whose failure paused the workflow; it runs again on resume."`
+	// Do says how the workflow goes on, in a sentence for a model.
+	Do string `json:"do,omitempty" jsonschema_description:"How the workflow goes on, in a sentence for a model."`
+}
+
+// Queued says why a step waits for a place on its queue.
+type Queued struct {
+	// Queue names the queue.
+	Queue string `json:"queue" jsonschema:"minLength=1" jsonschema_description:"The queue the step waits on."`
+	// Key is the step's concurrency key.
+	Key string `json:"key,omitempty" jsonschema_description:"The step's concurrency key on the queue."`
+	// Ahead counts the runs that go before it.
+	Ahead int `json:"ahead,omitempty" jsonschema_description:"How many runs go before it."`
+	// Why says why it waits.
+	Why string `json:"why,omitempty" jsonschema_description:"Why it waits, in words."`
+	// Since is when it joined the queue.
+	Since time.Time `json:"since" jsonschema_description:"When it joined the queue."`
 }
 
 // UndoStep is one undo step of a workflow being undone.
@@ -279,6 +310,9 @@ type RemainingStep struct {
 	// that there is nothing to do): written by the server for the step's
 	// kind and state.
 	Do string `json:"do,omitempty" jsonschema_description:"What to do about this step now, or that there is nothing to do, in a sentence for a model."`
+	// Queue, when set, says the step waits for a place on its queue (its
+	// status is pending).
+	Queue *Queued `json:"queue,omitempty" jsonschema_description:"Set while the step waits for a place on its queue: the server runs it once it has one."`
 	// Call is how the client performs the step now, when it may: the tool
 	// to call, the arguments the server resolved, and the ones the client
 	// fills in. Absent when the client has nothing to do for the step now.

@@ -111,7 +111,10 @@ func writeProse(b *strings.Builder, d *Document) {
 // writeHeader writes what the workflow is and where it stands.
 func writeHeader(b *strings.Builder, d *Document, yours bool) {
 	phrase := statusPhrase(d.Status)
-	if !terminal(d.Status) && yours {
+	switch {
+	case d.Paused != nil && !terminal(d.Status):
+		phrase = "is paused by " + d.Paused.By
+	case !terminal(d.Status) && yours:
 		phrase = "is waiting for you"
 	}
 	fmt.Fprintf(b, "Workflow %s (task %s) %s (status: %s).", jsonString(d.Workflow), jsonString(d.TaskID), phrase, d.Status)
@@ -131,6 +134,14 @@ func writeHeader(b *strings.Builder, d *Document, yours bool) {
 // perform, with the call that performs it; or that nothing is to be done
 // while the server works.
 func writeNext(b *strings.Builder, d *Document, next []RemainingStep) {
+	if d.Paused != nil {
+		fmt.Fprintf(b, "\n\nNext: nothing for you to call now; the workflow is paused")
+		if d.Paused.Do != "" {
+			fmt.Fprintf(b, ": %s", strings.TrimRight(d.Paused.Do, "."))
+		}
+		b.WriteString(".")
+		return
+	}
 	if len(next) == 0 {
 		fmt.Fprintf(b, "\n\nNext: nothing for you to call now; the server is working.")
 		return

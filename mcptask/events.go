@@ -39,6 +39,9 @@ const (
 	// EventInputRequest: the task asks its client for input. Payload:
 	// InputRequestEvent.
 	EventInputRequest EventType = "input_request"
+	// EventAction: someone acted on the task (paused or resumed a
+	// workflow, ...). Payload: ActionEvent.
+	EventAction EventType = "action"
 	// EventDropped is never stored: a reader shows it where the log
 	// dropped events (its caps keep only the latest) before the reader
 	// read them. Payload: DroppedEvent.
@@ -110,6 +113,17 @@ type InputRequestEvent struct {
 	// InputRequests are the requests, by key, in the form tasks/get shows
 	// them (TaskWire.InputRequests).
 	InputRequests map[string]json.RawMessage `json:"inputRequests"`
+}
+
+// ActionEvent is the payload of EventAction.
+type ActionEvent struct {
+	// Action says what was done: "paused", "resumed", ...
+	Action string `json:"action"`
+	// By names who did it: a requestor's owner, an operator's name, or
+	// the server.
+	By string `json:"by"`
+	// Reason says why, when they said.
+	Reason string `json:"reason,omitempty"`
 }
 
 // DroppedEvent is the payload of EventDropped.

@@ -37,6 +37,8 @@
 //	taskbridge_workflow_tasks_active{workflow,version}  active workflow tasks per workflow version
 //	                                  (counted from the store's query index at most every 10 s, up
 //	                                  to 100,000 tasks): watch a version drain before retiring it
+//	taskbridge_queue_runs{queue,state}  runs holding a place on each queue (state "holding") and
+//	                                  waiting for one ("waiting"), from the store (store.QueueCounts)
 //
 // and, when the store reports write statistics (it implements
 // store.StatsReporter, as bboltstore and postgres do):
@@ -277,7 +279,7 @@ type routerCollector struct {
 	r                                                   *taskrouter.Router
 	pending, running, queued, waiters, tracked, stored  *prometheus.Desc
 	commits, commitDur, commitWrites, commitMax, failed *prometheus.Desc
-	commitErrs, versions                                *prometheus.Desc
+	commitErrs, versions, queues                        *prometheus.Desc
 
 	mu      sync.Mutex
 	counted time.Time // when census was read
@@ -310,6 +312,7 @@ func newRouterCollector(ns string, r *taskrouter.Router) *routerCollector {
 		failed:       d("store_writes_failed_total", "Write operations the store refused or failed."),
 		commitErrs:   d("store_commit_errors_total", "Store commits that failed."),
 		versions:     d("workflow_tasks_active", "Active (working or input_required) workflow tasks by workflow and version.", "workflow", "version"),
+		queues:       d("queue_runs", "Runs holding a place on a queue (state holding) or waiting for one (state waiting).", "queue", "state"),
 	}
 }
 
@@ -331,7 +334,7 @@ func (c *routerCollector) workflowCensus(ctx context.Context) []taskrouter.Label
 // Describe implements prometheus.Collector.
 func (c *routerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.pending, c.running, c.queued, c.waiters, c.tracked, c.stored,
-		c.commits, c.commitDur, c.commitWrites, c.commitMax, c.failed, c.commitErrs, c.versions} {
+		c.commits, c.commitDur, c.commitWrites, c.commitMax, c.failed, c.commitErrs, c.versions, c.queues} {
 		ch <- d
 	}
 }
@@ -356,6 +359,12 @@ func (c *routerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, lc := range c.workflowCensus(ctx) {
 		gauge(c.versions, float64(lc.N), lc.Values...)
+	}
+	if qs, err := c.r.Store().QueueCounts(ctx); err == nil {
+		for _, q := range qs {
+			gauge(c.queues, float64(q.Holding), q.Queue, "holding")
+			gauge(c.queues, float64(q.Waiting), q.Queue, "waiting")
+		}
 	}
 	if sr, ok := c.r.Store().(store.StatsReporter); ok {
 		bs := sr.Stats()

@@ -244,3 +244,23 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 	require.Equal(t, "1", value(t, text, `taskbridge_workflow_tasks_active{version="v1",workflow="deploy"}`), "the old version's task still waits")
 	require.Equal(t, "2", value(t, text, `taskbridge_workflow_tasks_active{version="v2",workflow="deploy"}`), "new tasks start on the newest version")
 }
+
+// TestQueueRuns: a queue of one with a slow step running and another
+// waiting shows one holding and one waiting run.
+func TestQueueRuns(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
+		b.WithObserver(m).WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
+		b.TaskWorkflow(workflow.New("one_at_a_time", "a slow step, one at a time").Step(
+			workflow.Server("wait", "slow").Bind("ms", workflow.Const(60000)).Bind("text", workflow.Const("waited")).
+				OnQueue(&workflow.Queue{Name: "slow", Concurrency: 1})))
+	})
+	c := f.Client(t)
+	for range 2 {
+		_, _, err := c.GetPrompt(t.Context(), "one_at_a_time", nil)
+		require.NoError(t, err)
+	}
+	text := scrape(t, m.Handler())
+	require.Equal(t, "1", value(t, text, `taskbridge_queue_runs{queue="slow",state="holding"}`))
+	require.Equal(t, "1", value(t, text, `taskbridge_queue_runs{queue="slow",state="waiting"}`))
+}

@@ -573,6 +573,14 @@ type Store interface {
 	// the engine's business, not the store's.
 	Events(ctx context.Context, id string, after uint64, limit int) (EventPage, error)
 
+	// Queues keeps the entries of the engine's queues (queues.go): who
+	// waits for a place and who holds one, decided in the store so that
+	// limits hold across replicas.
+	Queues
+	// Schedules keeps the schedules' records and their fires
+	// (schedules.go): each firing recorded once.
+	Schedules
+
 	// Close releases the store. Further calls fail with ErrClosed.
 	Close() error
 }

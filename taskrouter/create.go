@@ -47,6 +47,7 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 		return nil, err
 	}
 	r.ended(t.ID, t.Status, false)
+	r.bindPeer(t.ID, req)
 	return t, nil
 }
 
@@ -104,8 +105,10 @@ func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, 
 }
 
 // startToolTask creates a task for a tools/call and runs the tool in the
-// background.
-func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToolRequest, ttl time.Duration) (mcp.Result, error) {
+// background. When checked is set, in is the input the router already
+// decoded from the call's arguments (see toolcall.go), which the tool's
+// handler takes instead of decoding them again.
+func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToolRequest, ttl time.Duration, checked bool, in any) (mcp.Result, error) {
 	if q.OwnerErr != nil {
 		return nil, q.OwnerErr
 	}
@@ -115,9 +118,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	}
 	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
-	exec := func(ctx context.Context) (mcp.Result, error) {
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
-	}
+	exec := r.toolExec(req, checked, in)
 	if r.opts.InstantWindow > 0 {
 		return r.startInstant(ctx, q, adm, rec, exec)
 	}
@@ -129,6 +130,17 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	r.pushers.bind(t.ID, q.connID)
 	r.spawn(t, adm, q.Dialect, exec, nil)
 	return r.createReply(q.Dialect, req.Params.Name, t), nil
+}
+
+// toolExec is the work of a tool task: the tools/call req through the
+// SDK's tool dispatch, with the input the router decoded when checked.
+func (r *Router) toolExec(req *mcp.CallToolRequest, checked bool, in any) execFunc {
+	return func(ctx context.Context) (mcp.Result, error) {
+		if checked {
+			ctx = withChecked(ctx, req, in)
+		}
+		return r.inner(ctx, mcptask.MethodToolsCall, req)
+	}
 }
 
 // Instant tools. A task-augmented tools/call starts its handler before the
@@ -144,10 +156,13 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 // pendingRecord is a task record not stored yet, shared by the request that
 // creates it and the run of its handler.
 type pendingRecord struct {
-	mu     sync.Mutex
-	state  recordState
-	rec    *store.Task // the record to store
-	connID string      // the connection that asked for the task
+	mu    sync.Mutex
+	state recordState
+	// build makes the record to store, once it is needed (see record):
+	// a plain call in host mode that ends in its window never needs one.
+	build  func() *store.Task
+	rec    *store.Task
+	connID string // the connection that asked for the task
 	// done is closed once the working record's create has returned; task
 	// and err are its outcome.
 	done chan struct{}
@@ -196,7 +211,7 @@ func (r *Router) materialize(ru *run) (*store.Task, error) {
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	t, err := r.createRecord(ctx, p.rec)
+	t, err := r.createRecord(ctx, p.record())
 	if err == nil {
 		r.pushers.bind(t.ID, p.connID)
 		if t.LeaseHolder == r.opts.ReplicaID {
@@ -210,6 +225,17 @@ func (r *Router) materialize(ru *run) (*store.Task, error) {
 	p.task, p.err = t, err
 	close(p.done)
 	return t, err
+}
+
+// record returns the pending task's record, made on the first call. Only
+// one side ever needs it (the run that stores the working record, or the
+// request that stores the folded outcome: the state decides which), so
+// it is never made twice.
+func (p *pendingRecord) record() *store.Task {
+	if p.rec == nil {
+		p.rec = p.build()
+	}
+	return p.rec
 }
 
 // settled is called by finish before it records anything: it reports
@@ -232,7 +258,7 @@ func (p *pendingRecord) settled(o handlerOutcome) (folded, stored bool) {
 // startInstant runs a tool task's handler before its record is stored (see
 // above) and returns the reply to the tools/call that creates it.
 func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec execFunc) (mcp.Result, error) {
-	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.opts.InstantWindow, false)
+	o, t, err := r.runPending(ctx, q, adm, rec.ID, rec.Request.Name, func() *store.Task { return rec }, exec, r.opts.InstantWindow, false)
 	switch {
 	case err != nil:
 		return nil, err
@@ -242,14 +268,14 @@ func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, re
 	return r.createReply(q.Dialect, rec.Request.Name, t), nil
 }
 
-// runPending spawns exec for the task rec describes, not stored yet, and
-// waits up to window for it (and, with leave, no longer than ctx: a caller
-// that goes away makes the work a task at once). It returns the handler's
-// outcome when the handler returned first (nothing is stored), or the
-// working task, stored.
-func (r *Router) runPending(ctx context.Context, q *Request, adm admission, rec *store.Task, exec execFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
-	p := &pendingRecord{rec: rec, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
-	ru := r.spawn(rec, adm, q.Dialect, exec, p)
+// runPending spawns exec for task id (of tool), not stored yet, and waits
+// up to window for it (and, with leave, no longer than ctx: a caller that
+// goes away makes the work a task at once). It returns the handler's
+// outcome when the handler returned first (nothing is stored, and build
+// has not been called), or the working task build makes, stored.
+func (r *Router) runPending(ctx context.Context, q *Request, adm admission, id, tool string, build func() *store.Task, exec execFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
+	p := &pendingRecord{build: build, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
+	ru := r.spawnRun(id, tool, nil, adm, q.Dialect, exec, p)
 	timer := time.NewTimer(window)
 	defer timer.Stop()
 	var gone <-chan struct{}

@@ -51,15 +51,25 @@
 //     task has ended.
 //
 // Steps 1 and 2 have a shortcut, the fast path (fastpath.go): the shims
-// answer the task methods, and a tools/call that goes straight to
-// creating a task, themselves. They decode the body once, in place, build
-// the request the SDK would build, run it through the server's receiving
-// chain (the middleware added after Install, the router's, the SDK's
-// method handlers: the chain as it stood on the first such request), and
-// write the reply as the SDK writes it; anything the SDK would treat
-// differently (a batch, an unusual body, a header the SDK refuses, an
-// unknown session) goes to the SDK untouched. Options.DisableFastPath
-// turns it off.
+// answer the task methods and the tools/call of tools registered with the
+// router (one that creates a task, and a plain one) themselves. They
+// decode the body once, in place, build the request the SDK would build,
+// run it through the server's receiving chain (the middleware added after
+// Install, the router's, the SDK's method handlers: the chain as it stood
+// on the first such request), and write the reply as the SDK writes it,
+// in one write; the notifications a plain call's handler sends while it
+// runs go on the call's own stream before its reply, as on the SDK's path
+// (the router's sending middleware carries them there). Anything the SDK
+// would treat differently (a batch, an unusual body, a header the SDK
+// refuses, an unknown session, a per-request log level, a handler that
+// may send the client requests on the call's stream) goes to the SDK
+// untouched. Options.DisableFastPath turns it off.
+//
+// A typed tool's handler is the router's (toolcall.go): it does what
+// go-sdk's typed wrapper does, and takes the input the router already
+// decoded when the router checked the arguments before running the tool
+// (a task about to be created, a plain call in host mode), so the
+// arguments are decoded and validated once per call.
 //
 // # Where the SDK's gaps are worked around
 //
@@ -179,6 +189,9 @@
 //     all.
 //   - pushers, pushConns (push.go): open shimmed connections and the
 //     connection each task was created on.
+//   - peers (peer.go): the connections the server sends requests to
+//     clients on, the session that named each task last, the requests
+//     waiting for their answer.
 //   - recent, recentEnded (recent.go): records this process ended moments
 //     ago.
 //   - workers (workers.go): idle goroutines that run handlers.
@@ -225,6 +238,9 @@
 //     scans the event logs of the tasks they watch into delivery records,
 //     and is the KindHandler of those records (KindPush,
 //     push_deliver.go).
+//   - crons (schedules.go): fires the registered schedules, each firing
+//     once across replicas (a record keyed by schedule and time, written
+//     compare-and-swap), and starts their tasks.
 //
 // A new piece of background work plugs in the same way: a type in its
 // own file holding the Router it serves, a config struct with
@@ -249,7 +265,9 @@
 // (HTTPHandler: the Streamable HTTP shim), fasthttp.go (its fast path),
 // fastpath.go (the fast path's part), request.go (resolving a request),
 // middleware.go (Install, the router's middleware, tools/call), listen.go
-// (subscriptions/listen and its listeners), push.go (status pushes).
+// (subscriptions/listen and its listeners), push.go (status pushes),
+// peer.go (requests the server sends a client: Peer, PeerOf, AwaitPeer,
+// and the shims' part of them).
 //
 // Tasks: create.go (creating a task: the record, a tool task started at
 // once, the instant fold), tasks.go (read, update, complete, fail, count),
@@ -257,19 +275,23 @@
 // wire.go (the wire types), watch.go (waiting for a change), hostmode.go
 // (plain calls as tasks, _task_id), leg.go (a call that becomes a task
 // after it started: a workflow's leg), tasktools.go (task_result,
-// task_cancel), input.go (input mid-task), admit.go (quotas), observe.go
+// task_cancel), pause.go (pausing a task: Pauser, task_pause,
+// task_resume), input.go (input mid-task), admit.go (quotas), observe.go
 // (Observer, Stats), events.go (what a task's work reports: Progress,
 // Logger, Output, captured notifications/progress, written as its
 // events), stream.go (reading a task's events live: StreamEvents),
 // streamwire.go (tasks/stream over HTTP, stdio and in-memory).
 //
-// Work: tools.go (the tool registry, in-process calls), run.go (a handler
+// Work: tools.go (the tool registry, in-process calls), toolcall.go (a
+// typed tool's handler, its argument check and its output), run.go (a handler
 // run: spawn, execute, finish, its fenced writes, its input requests),
 // runs.go (the runs table, Track, stopping and cancel), workers.go
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
 // the renewer and the takeover), recover.go (restart), recent.go (tasks
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
-// sweep.go, feed.go (the services above).
+// sweep.go, feed.go, schedules.go (the services above), scheduletools.go
+// (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
+// queues.go (the store's queues on the engine's clock, WakeNow).
 //
 // Push: push_options.go (PushOptions, its environment), push_hooks.go
 // (registrations: the records, the in-memory set, the Go API),

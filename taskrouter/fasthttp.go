@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -80,13 +81,21 @@ func (h *httpShim) serveStateless(w http.ResponseWriter, req *http.Request, c wi
 		return false
 	}
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(req.Context()), Header: req.Header}
-	pc, ok := h.r.fast.prepare(c, mv, ss, extra, "", true)
+	pc, ok := h.r.fast.prepare(c, mv, ss, extra, fastSite{headers: true})
 	if !ok {
 		return false
 	}
-	if resp, err := h.r.fast.serve(ctx, pc); err == nil {
-		wire.WriteReply(w, h.opts.JSONResponse, resp, mv.Dialect)
+	if c.Method == mcptask.MethodToolsCall && h.opts.PropagateRequestCancellation {
+		// The SDK ends the call's handler when its HTTP request ends.
+		ctx = req.Context()
 	}
+	sink := h.sinkFor(c, w)
+	resp, err := h.r.fast.serve(withReplySink(ctx, sink), pc)
+	sink.end(func() {
+		if err == nil {
+			wire.WriteReply(w, h.opts.JSONResponse, resp, mv.Dialect)
+		}
+	})
 	return true
 }
 
@@ -115,7 +124,7 @@ func (h *httpShim) serveStateful(w http.ResponseWriter, req *http.Request, c wir
 		}
 	}
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(req.Context()), Header: req.Header}
-	pc, ok := h.r.fast.prepare(c, mv, s.SS, extra, "", false)
+	pc, ok := h.r.fast.prepare(c, mv, s.SS, extra, fastSite{stream: !o.JSONResponse})
 	if !ok {
 		return false
 	}
@@ -132,26 +141,99 @@ func (h *httpShim) serveStateful(w http.ResponseWriter, req *http.Request, c wir
 	case wire.InSDK, wire.Closed:
 		return false
 	}
-	ctx = context.WithValue(ctx, handoffKey{}, true)
-	resp, err := h.r.fast.serve(ctx, pc)
+	if c.Method == mcptask.MethodTasksResult {
+		// Only a tasks/result hands its request back (its task asks for
+		// input); a tool's handler never sees the mark.
+		ctx = context.WithValue(ctx, handoffKey{}, true)
+	}
+	sink := h.sinkFor(c, w)
+	resp, err := h.r.fast.serve(withReplySink(ctx, sink), pc)
 	s.Calls.EndFast(c.ID)
-	switch {
-	case errors.Is(err, errHandoff):
+	if errors.Is(err, errHandoff) {
 		// The task asks the client for input, which travels on the
 		// request's own SDK stream: the SDK serves the request from the
 		// start. The task was already reported to the touch hook.
 		req.Header.Set(touchedHeader, c.TaskID)
 		return false
-	case err != nil:
-		wire.SetStreamHeaders(w, h.opts.JSONResponse)
-		return true
-	case errors.Is(context.Cause(ctx), wire.ErrSessionClosed):
-		wire.SetStreamHeaders(w, h.opts.JSONResponse)
-		return true // the session ended: the SDK's stream ends without an answer
 	}
-	// A stateful session's requests negotiated with initialize (core).
-	wire.WriteReply(w, h.opts.JSONResponse, resp, mcptask.Core)
+	sink.end(func() {
+		switch {
+		case err != nil:
+			wire.SetStreamHeaders(w, h.opts.JSONResponse)
+		case errors.Is(context.Cause(ctx), wire.ErrSessionClosed):
+			wire.SetStreamHeaders(w, h.opts.JSONResponse) // the session ended: the SDK's stream ends without an answer
+		default:
+			// A stateful session's requests negotiated with initialize (core).
+			wire.WriteReply(w, h.opts.JSONResponse, resp, mcptask.Core)
+		}
+	})
 	return true
+}
+
+// sinkFor returns the sink of the notifications a tools/call's handler
+// sends while it runs, when the reply is an SSE stream (otherwise the
+// SDK sends them apart from the reply, and so does the fast path: it
+// passes them on); nil for anything else.
+func (h *httpShim) sinkFor(c wire.Call, w http.ResponseWriter) *replySink {
+	if c.Method != mcptask.MethodToolsCall || h.opts.JSONResponse {
+		return nil
+	}
+	return &replySink{w: w}
+}
+
+// replySink carries the notifications a fast-path tools/call's handler
+// sends the client while the call runs (logging, progress), in the
+// context of the call, onto the call's SSE response, before its answer,
+// where go-sdk's Streamable HTTP transport writes them for a call it
+// serves (the router's sending middleware hands them over: see
+// Router.sending). Once the answer is written, later ones are refused,
+// as the SDK refuses messages related to an answered request. A nil
+// sink takes nothing.
+type replySink struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	started bool // events were written: the headers are out
+	ended   bool // the answer was written
+}
+
+// replySinkKey carries a call's *replySink in its context.
+type replySinkKey struct{}
+
+func withReplySink(ctx context.Context, s *replySink) context.Context {
+	if s == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, replySinkKey{}, s)
+}
+
+// replySinkFrom returns the sink of the fast-path call ctx belongs to.
+func replySinkFrom(ctx context.Context) *replySink {
+	s, _ := ctx.Value(replySinkKey{}).(*replySink)
+	return s
+}
+
+// notify writes a notification as an event of the call's stream.
+func (s *replySink) notify(method string, params any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return wire.ErrStreamClosed
+	}
+	first := !s.started
+	s.started = true
+	return wire.WriteNotification(s.w, first, method, params)
+}
+
+// end runs write (the answer) and takes nothing more.
+func (s *replySink) end(write func()) {
+	if s == nil {
+		write()
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	write()
 }
 
 // trackSDKCall records the call ids of a POST to a tracked stateful

@@ -1,15 +1,18 @@
 package taskrouter
 
 // The fast path: the task methods (tasks/get, tasks/result, tasks/list,
-// tasks/cancel, tasks/update) answered by the router straight from the
-// transport, in both dialects, instead of through go-sdk's dispatch.
+// tasks/cancel, tasks/update) and the tools/call of tools registered with
+// the router (task-augmented or plain) answered by the router straight
+// from the transport, in both dialects, instead of through go-sdk's
+// request handling.
 //
 // Why: go-sdk v1.8 decodes a message with a streaming decoder that
 // allocates and fills a fresh 32 KiB buffer per call, several times per
 // request (the body as a batch, then as a message, the _meta, the params,
 // the client capabilities...), and routes every request through a session
-// connection's goroutines; for a task method that is nearly all the work
-// (docs/PERFORMANCE.md). The router reads every body anyway.
+// connection's goroutines; for a task method or a quick tool that is
+// most of the work (docs/PERFORMANCE.md). The router reads every body
+// anyway.
 //
 // What stays identical: the fast path decodes with the same library and
 // flags as the SDK (segmentio/encoding in place, case-sensitive fields),
@@ -204,6 +207,14 @@ func clientCapabilities(ctx context.Context, req mcp.Request, v versioned) *mcp.
 	return v.ClientCapabilities()
 }
 
+// noLogLevelKey marks a fast-path request that negotiates per request
+// (2026-07-28) without a log level (the fast path leaves one that has a
+// level to the SDK). go-sdk keeps that empty level in the request's
+// context, which sends the client no log messages whatever level its
+// session was set to; the router's sending middleware drops them for
+// such a request (see Router.sending).
+type noLogLevelKey struct{}
+
 // handoffKey marks a fast-path tasks/result that gives the request back to
 // the SDK when its task asks the client for input (see errHandoff).
 type handoffKey struct{}
@@ -229,13 +240,24 @@ type preparedCall struct {
 	caps *mcp.ClientCapabilities
 }
 
+// fastSite says where a request the fast path may serve came from.
+type fastSite struct {
+	// connID is the id of a connection wrapped by Transport, which its
+	// shim tags every tools/call with.
+	connID string
+	// headers: the SDK checks a tools/call's Mcp-Param-* headers (HTTP,
+	// from 2026-07-28).
+	headers bool
+	// stream: requests a handler sends the client in the course of a call
+	// travel on the call's own response stream, where the SDK's answer
+	// handling (not the fast path's) expects them (stateful HTTP, SSE).
+	stream bool
+}
+
 // prepare builds the SDK's request for c on session ss, as the SDK
-// would; it reports false (having done nothing) for a tools/call that
-// does not create a task straight away. connID tags a tools/call of a
-// connection wrapped by Transport, as its shim tags it; headers says the
-// SDK would check the Mcp-Param-* headers of a tools/call (HTTP, from
-// 2026-07-28).
-func (f *fastPath) prepare(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, connID string, headers bool) (*preparedCall, bool) {
+// would; it reports false (having done nothing) for a tools/call it does
+// not serve (see createsTask and servesPlain).
+func (f *fastPath) prepare(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession, extra *mcp.RequestExtra, site fastSite) (*preparedCall, bool) {
 	var req mcp.Request
 	switch p := c.Params.(type) {
 	case *ListTasksParams:
@@ -259,11 +281,14 @@ func (f *fastPath) prepare(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession,
 			_, declared = caps.Extensions[mcptask.ExtensionID]
 		}
 		d := mcptask.DialectFor(req.(versioned).ProtocolVersion())
-		if !f.createsTask(p, d, declared, headers) {
+		if !f.createsTask(p, d, declared, site.headers) && !f.servesPlain(p, mv, caps, site) {
 			return nil, false
 		}
-		if connID != "" {
-			p.Meta[wire.MetaConnID] = connID
+		if site.connID != "" {
+			if p.Meta == nil {
+				p.Meta = mcp.Meta{}
+			}
+			p.Meta[wire.MetaConnID] = site.connID
 		}
 	}
 	if extra != nil {
@@ -281,6 +306,9 @@ func (f *fastPath) prepare(c wire.Call, mv wire.MetaView, ss *mcp.ServerSession,
 func (f *fastPath) serve(ctx context.Context, pc *preparedCall) (*jsonrpc.Response, error) {
 	c, mv, req := pc.c, pc.mv, pc.req
 	ctx = context.WithValue(ctx, fastCapsKey{}, &fastCaps{req: req, caps: pc.caps})
+	if mv.PerRequest() {
+		ctx = context.WithValue(ctx, noLogLevelKey{}, true)
+	}
 	f.served.Add(1)
 	res, err := f.chain(ctx, c.Method, req)
 	if errors.Is(err, errHandoff) {
@@ -329,6 +357,47 @@ func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, decl
 	}
 	_, asked, err := wire.TakeTaskParam(p.Meta)
 	return asked && err == nil
+}
+
+// servesPlain reports whether the fast path serves a tools/call that
+// creates no task straight away: a call, asking for no task, of a tool
+// registered with the router (AddTool, AddRawTool), that is no
+// continuation (neither _meta._task_id nor, for a tool that takes it, the
+// argument _task_id). The router's tools/call
+// runs it (a plain call, or host mode's), through the SDK's tool
+// dispatch, as on the SDK's path. The fast path leaves to the SDK what
+// only the SDK's request handling can do: a per-request log level
+// (2026-07-28), which it keeps in the handler's context; Mcp-Param-*
+// header annotations, when the SDK would check them; and, where a
+// handler's requests to the client travel on the call's own stream
+// (site.stream), a call whose handler runs in the request for a client
+// that takes such requests (it declared sampling, elicitation or
+// roots). A handler's notifications reach the client as on the SDK's
+// path (see fasthttp.go's replySink).
+func (f *fastPath) servesPlain(p *mcp.CallToolParamsRaw, mv wire.MetaView, caps *mcp.ClientCapabilities, site fastSite) bool {
+	te, ok := f.r.tools.lookup(p.Name)
+	if !ok || te.tool == nil || te.tool.InputSchema == nil {
+		return false
+	}
+	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {
+		return false
+	}
+	if bytes.Contains(p.Arguments, taskIDKey) && f.r.tools.takesTaskID(p.Name) {
+		return false // perhaps a continuation (see moveTaskIDArgument)
+	}
+	if _, asked := p.Meta[wire.MetaTaskRequest]; asked {
+		return false // params.task, yet no task at once: refused, or Preflight's
+	}
+	if _, ok := p.Meta[mcp.MetaKeyLogLevel]; ok && mv.PerRequest() {
+		return false
+	}
+	if site.headers && !f.noParamHeaders(&te) {
+		return false
+	}
+	if site.stream && !f.r.runsApart(te) && caps != nil && (caps.Sampling != nil || caps.Elicitation != nil || caps.RootsV2 != nil) {
+		return false
+	}
+	return true
 }
 
 // noParamHeaders reports whether a tool's input schema is known and

@@ -173,7 +173,20 @@ func TestFastPathConnectionSameAsSDK(t *testing.T) {
 		`{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"sleepy","arguments":{"ms":0},"task":{"ttl":5000}}}`,
 		`{"jsonrpc":"2.0","id":26,"method":"tasks/cancel","params":{"taskId":"{working}"}}`,
 		`{"jsonrpc":"2.0","id":27,"method":"tasks/get","params":{"taskId":"{working}"}}`,
+		`{"jsonrpc":"2.0","id":28,"method":"tools/call","params":{"name":"echo","arguments":{"text":"<plain>"}}}`,
+		`{"jsonrpc":"2.0","id":29,"method":"tools/call","params":{"name":"echo","arguments":{"text":3}}}`,
+		`{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"sleepy","arguments":{"ms":0,"label":"plain"}}}`,
+		`{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"name":"boom","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":34,"method":"tools/call","params":{"name":"rpcerr","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":35,"method":"tools/call","params":{"name":"nope","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":39,"method":"logging/setLevel","params":{"level":"info"}}`,
+		`{"jsonrpc":"2.0","id":36,"method":"tools/call","params":{"name":"chatty","arguments":{"n":2},"_meta":{"progressToken":"c"}}}`,
+		`{"jsonrpc":"2.0","id":37,"method":"tools/call","params":{"name":"chatty","arguments":{"n":1},` + extMeta + `}}`,
+		`{"jsonrpc":"2.0","id":38,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 	}
+	// Plain calls the fast path must serve (the other plain calls are the
+	// SDK's: an unknown tool, a per-request log level).
+	plainFast := map[string]bool{`"id":28`: true, `"id":29`: true, `"id":"p"`: true, `"id":33`: true, `"id":34`: true, `"id":36`: true, `"id":37`: true}
 	for _, req := range requests {
 		var got [2]string
 		for i, s := range sides {
@@ -181,6 +194,8 @@ func TestFastPathConnectionSameAsSDK(t *testing.T) {
 			line := s.c.call(fillS(s, req))
 			if !s.fast {
 				require.Zero(t, taskrouter.FastServed(h.r)-before, req)
+			} else if id := strings.SplitN(req, ",", 3)[1]; plainFast[id] {
+				require.NotZero(t, taskrouter.FastServed(h.r)-before, req)
 			}
 			got[i] = norm(s, line)
 			if strings.Contains(req, `"tools/call"`) {
@@ -193,7 +208,9 @@ func TestFastPathConnectionSameAsSDK(t *testing.T) {
 					} `json:"result"`
 				}
 				_ = json.Unmarshal([]byte(line), &m)
-				s.tasks["new"] = m.Result.Task.TaskID
+				if m.Result.Task.TaskID != "" {
+					s.tasks["new"] = m.Result.Task.TaskID
+				}
 				got[i] = norm(s, line)
 			}
 		}

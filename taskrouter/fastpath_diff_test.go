@@ -33,7 +33,10 @@ type diffSide struct {
 	name    string
 	url     string
 	session string
-	tasks   map[string]string // name -> task id
+	// bare is a core session whose client declared no capabilities (the
+	// other declared elicitation), with logging at level info.
+	bare  string
+	tasks map[string]string // name -> task id
 }
 
 type diffEnv struct {
@@ -71,7 +74,10 @@ func newDiffEnv(t *testing.T, h *harness, o diffOptions) *diffEnv {
 	fastOpts.DisableFastPath, sdkOpts.DisableFastPath = false, true
 	e := &diffEnv{t: t, h: h, fast: serve("fast", fastOpts), sdk: serve("sdk", sdkOpts), token: o.token}
 	for _, s := range e.sides() {
-		s.session = e.initialize(s, "2025-11-25")
+		s.session = e.initialize(s, "2025-11-25", `{"elicitation":{}}`)
+		s.bare = e.initialize(s, "2025-11-25", `{}`)
+		r := e.post(s, bareHeaders(s), `{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}`)
+		require.Equal(t, http.StatusOK, r.status, r.body)
 	}
 	// One 2026-07-28 request through the SDK first, as a real server sees
 	// one before the fast path knows the version is supported.
@@ -121,10 +127,11 @@ func (e *diffEnv) do(req *http.Request) rawResponse {
 	return rawResponse{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
-// initialize opens a core session on s and returns its id.
-func (e *diffEnv) initialize(s *diffSide, version string) string {
+// initialize opens a core session on s whose client declares caps and
+// returns its id.
+func (e *diffEnv) initialize(s *diffSide, version, caps string) string {
 	e.t.Helper()
-	r := e.post(s, nil, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{"elicitation":{}},"clientInfo":{"name":"diff","version":"1"}}}`, version))
+	r := e.post(s, nil, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"diff","version":"1"}}}`, version, caps))
 	require.Equal(e.t, http.StatusOK, r.status, r.body)
 	sid := r.header.Get("Mcp-Session-Id")
 	require.NotEmpty(e.t, sid)
@@ -136,6 +143,11 @@ func (e *diffEnv) initialize(s *diffSide, version string) string {
 // coreHeaders are the headers of a request on the side's session.
 func coreHeaders(s *diffSide) map[string]string {
 	return map[string]string{"Mcp-Session-Id": s.session, "Mcp-Protocol-Version": "2025-11-25"}
+}
+
+// bareHeaders are the headers of a request on the side's bare session.
+func bareHeaders(s *diffSide) map[string]string {
+	return map[string]string{"Mcp-Session-Id": s.bare, "Mcp-Protocol-Version": "2025-11-25"}
 }
 
 // extMeta is the per-request _meta of a 2026-07-28 request declaring the
@@ -240,8 +252,11 @@ func (e *diffEnv) normalize(s *diffSide, r rawResponse) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP %d\n", r.status)
 	keys := make([]string, 0, len(r.header))
+	sse := strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream")
 	for k := range r.header {
-		if k != "Date" {
+		// An SSE reply the fast path writes in one go has a length; the
+		// SDK flushes its event, so its body is chunked, without one.
+		if k != "Date" && (k != "Content-Length" || !sse) {
 			keys = append(keys, k)
 		}
 	}
@@ -257,6 +272,9 @@ func (e *diffEnv) normalize(s *diffSide, r rawResponse) string {
 	}
 	if s.session != "" {
 		out = strings.ReplaceAll(out, s.session, "<session>")
+	}
+	if s.bare != "" {
+		out = strings.ReplaceAll(out, s.bare, "<bare session>")
 	}
 	out = anyTask.ReplaceAllString(out, "<new task>")
 	return sortLists(isoTime.ReplaceAllString(out, "<time>"))
@@ -300,6 +318,13 @@ func (e *diffEnv) run(c diffCase) {
 func coreReq(method, params string) func(*diffSide) (map[string]string, string) {
 	return func(s *diffSide) (map[string]string, string) {
 		return coreHeaders(s), fill(s, `{"jsonrpc":"2.0","id":7,"method":"`+method+`"`+params+`}`)
+	}
+}
+
+// bareReq is a request on the side's bare session.
+func bareReq(method, params string) func(*diffSide) (map[string]string, string) {
+	return func(s *diffSide) (map[string]string, string) {
+		return bareHeaders(s), fill(s, `{"jsonrpc":"2.0","id":7,"method":"`+method+`"`+params+`}`)
 	}
 }
 
@@ -528,4 +553,46 @@ func mustJSON(v any) string {
 func waitWaiters(t *testing.T, h *harness, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool { return h.r.Stats().Waiters == n }, 10*time.Second, time.Millisecond)
+}
+
+// TestFastPathPlainCallsSameAsSDK: plain calls that outlive the host
+// deadline (they answer naming the task that holds the work), and a
+// plain call that runs in the request, cancelled by the client.
+func TestFastPathPlainCallsSameAsSDK(t *testing.T) {
+	h := newHarness(t, func(o *taskrouter.Options) { o.HostDeadline = 100 * time.Millisecond })
+	h.r.AddTaskTools(nil)
+	h.r.AcceptTaskIDArgument("echo") // a tool a workflow asks its client to call
+	e := newDiffEnv(t, h, diffOptions{})
+	for _, c := range []diffCase{
+		{name: "a tool that takes _task_id", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"}}`), fast: true},
+		{name: "a tool that takes _task_id, with it", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x","_task_id":"t1"}}`)},
+		{name: "a tool that takes _task_id, a bad one", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x","_task_id":7}}`)},
+		{name: "outlives the deadline", req: bareReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":400,"label":"long"}}`), fast: true},
+		{name: "ext, outlives the deadline", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":400,"label":"long"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "sleepy"), fast: true},
+		{name: "within the deadline", req: bareReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":1,"label":"quick"}}`), fast: true},
+	} {
+		t.Run(c.name, func(t *testing.T) { e.t = t; e.run(c) })
+	}
+	e.t = t
+
+	// A call that runs in the request (a tool that is never a task),
+	// cancelled with notifications/cancelled while it runs.
+	var got [2][]string
+	for i, s := range e.sides() {
+		before := taskrouter.FastServed(h.r)
+		ch := make(chan rawResponse, 1)
+		go func() {
+			ch <- e.post(s, bareHeaders(s), `{"jsonrpc":"2.0","id":61,"method":"tools/call","params":{"name":"doze","arguments":{"ms":60000,"label":"doze-`+s.name+`"}}}`)
+		}()
+		for label := ""; label != "doze-"+s.name; {
+			label = <-h.started
+		}
+		c := e.post(s, bareHeaders(s), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":61,"reason":"enough"}}`)
+		got[i] = append(got[i], e.normalize(s, c), e.normalize(s, <-ch))
+		require.True(t, h.wasCancelled("doze-"+s.name))
+		if s == e.fast {
+			require.NotZero(t, taskrouter.FastServed(h.r)-before)
+		}
+	}
+	require.Equal(t, got[1], got[0])
 }

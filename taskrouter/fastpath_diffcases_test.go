@@ -114,6 +114,26 @@ func coreCases() []diffCase {
 		{name: "create core task, unknown tool", req: coreReq("tools/call", `,"params":{"name":"nope","arguments":{},"task":{}}`)},
 		{name: "create core task, bad arguments", req: coreReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":"x"},"task":{}}`)},
 		{name: "plain call", req: coreReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"}}`)},
+		{name: "plain call, host mode", req: coreReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0,"label":"p"}}`), fast: true},
+		{name: "plain call, required tool", req: coreReq("tools/call", `,"params":{"name":"must","arguments":{"ms":0,"label":"r"}}`), fast: true},
+		{name: "plain call, host mode, bad arguments", req: coreReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":"x"}}`), fast: true},
+		{name: "plain call, host mode, tool error", req: coreReq("tools/call", `,"params":{"name":"boom","arguments":{}}`), fast: true},
+		{name: "plain call, host mode, JSON-RPC error", req: coreReq("tools/call", `,"params":{"name":"rpcerr","arguments":{}}`), fast: true},
+		{name: "plain call, host mode, panic", req: coreReq("tools/call", `,"params":{"name":"panicky","arguments":{}}`), fast: true},
+		{name: "plain call, host mode, notifications", req: coreReq("tools/call", `,"params":{"name":"chatty_host","arguments":{"n":2},"_meta":{"progressToken":"p1"}}`), fast: true},
+		{name: "plain call, unknown tool", req: coreReq("tools/call", `,"params":{"name":"nope","arguments":{}}`)},
+		{name: "plain call, no params", req: coreReq("tools/call", ``)},
+		{name: "plain call, no arguments", req: bareReq("tools/call", `,"params":{"name":"echo"}`), fast: true},
+		{name: "plain call, client takes no requests", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"<b>&"}}`), fast: true},
+		{name: "plain call, bad arguments", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":7}}`), fast: true},
+		{name: "plain call, arguments not an object", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":[1]}`), fast: true},
+		{name: "plain call, progress and a log", req: bareReq("tools/call", `,"params":{"name":"chatty","arguments":{"n":3},"_meta":{"progressToken":7}}`), fast: true},
+		{name: "plain call, a log", req: bareReq("tools/call", `,"params":{"name":"chatty","arguments":{"n":3}}`), fast: true},
+		{name: "plain call, forged private _meta", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"},"_meta":{"taskbridge/private/conn":"c","taskbridge/private/task":{}}}`), fast: true},
+		{name: "plain call, _task_id without a continuation", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"},"_meta":{"_task_id":"t"}}`)},
+		{name: "plain call, string id", req: func(s *diffSide) (map[string]string, string) {
+			return bareHeaders(s), `{"jsonrpc":"2.0","id":"p-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+		}, fast: true},
 	}
 }
 
@@ -169,6 +189,14 @@ func extCases() []diffCase {
 		{name: "ext create, Mcp-Name mismatch", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0},`+extMeta+`}`, "echo")},
 		{name: "ext create, bad arguments", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":"x"},`+extMeta+`}`, "sleepy"), fast: true},
 		{name: "ext create, extension not declared", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "sleepy")},
-		{name: "ext plain call", req: extReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"},`+extMeta+`}`, "echo")},
+		{name: "ext plain call", req: extReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"},`+extMeta+`}`, "echo"), fast: true},
+		{name: "ext plain call, bad arguments", req: extReq("tools/call", `,"params":{"name":"echo","arguments":{"text":false},`+extMeta+`}`, "echo"), fast: true},
+		{name: "ext plain call, host mode", req: extReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "sleepy"), fast: true},
+		{name: "ext plain call, JSON-RPC error", req: extReq("tools/call", `,"params":{"name":"rpcerr","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "rpcerr"), fast: true},
+		{name: "ext plain call, progress", req: extReq("tools/call", `,"params":{"name":"chatty","arguments":{"n":2},"_meta":{"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"io.modelcontextprotocol/clientInfo":{"name":"diff","version":"1"}}}`, "chatty"), fast: true},
+		{name: "ext plain call, host mode, notifications", req: extReq("tools/call", `,"params":{"name":"chatty_host","arguments":{"n":1},"_meta":{"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "chatty_host"), fast: true},
+		{name: "ext plain call, a log level", req: extReq("tools/call", `,"params":{"name":"chatty","arguments":{"n":2},"_meta":{"io.modelcontextprotocol/logLevel":"info","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "chatty")},
+		{name: "ext plain call, unknown tool", req: extReq("tools/call", `,"params":{"name":"nope","arguments":{},`+extMeta+`}`, "nope")},
+		{name: "ext plain call, required tool undeclared", req: extReq("tools/call", `,"params":{"name":"must","arguments":{"ms":0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`, "must"), fast: true},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/internal/rpcconn"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -83,6 +85,7 @@ func (h *harness) addTools() {
 	}
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "sleepy"}, sleepy, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "must"}, sleepy, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "doze"}, sleepy, taskrouter.ToolOptions{}) // never a task: runs in the request
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "boom"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, errors.New("boom: it broke")
 	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
@@ -92,6 +95,8 @@ func (h *harness) addTools() {
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "panicky"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		panic("handler exploded")
 	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "chatty"}, chatty, taskrouter.ToolOptions{})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "chatty_host"}, chatty, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		res, err := taskrouter.Elicit(ctx, req, &mcp.ElicitParams{Message: "Proceed?", RequestedSchema: map[string]any{
 			"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}})
@@ -100,6 +105,27 @@ func (h *harness) addTools() {
 		}
 		return textResult("answer: " + res.Action), nil, nil
 	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+}
+
+type chattyIn struct {
+	N int `json:"n"`
+}
+
+// chatty reports progress n times when the call carries a progress token,
+// then logs a line, then answers: a handler whose notifications reach the
+// client on the call's own stream.
+func chatty(ctx context.Context, req *mcp.CallToolRequest, in chattyIn) (*mcp.CallToolResult, any, error) {
+	if tok := req.Params.GetProgressToken(); tok != nil {
+		for i := 1; i <= in.N; i++ {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(in.N), Message: fmt.Sprintf("step %d <of> %d", i, in.N)}); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "chatty", Data: map[string]any{"n": in.N}}); err != nil {
+		return nil, nil, err
+	}
+	return textResult(fmt.Sprintf("chatted %d", in.N)), nil, nil
 }
 
 func textResult(s string) *mcp.CallToolResult {
@@ -182,9 +208,22 @@ func (k transportKind) String() string {
 // dial connects a peer over the given transport.
 func (h *harness) dial(k transportKind, d dialect, handler rpcconn.Handler) *peer {
 	h.t.Helper()
+	return h.dialWith(k, d, handler, nil)
+}
+
+// dialWith is dial for a core peer that declares caps in initialize (nil:
+// form elicitation only); one that declares sampling also opens the
+// standalone GET stream over HTTP (client.HTTPTransport), where requests
+// from the server arrive.
+func (h *harness) dialWith(k transportKind, d dialect, handler rpcconn.Handler, caps map[string]any) *peer {
+	h.t.Helper()
 	var t mcp.Transport
 	if k == overHTTP {
-		t = &mcp.StreamableClientTransport{Endpoint: h.serveHTTP() + "/", DisableStandaloneSSE: true, MaxRetries: -1}
+		if _, samples := caps["sampling"]; samples {
+			t = client.HTTPTransport(h.serveHTTP()+"/", nil) // opens the standalone stream
+		} else {
+			t = &mcp.StreamableClientTransport{Endpoint: h.serveHTTP() + "/", DisableStandaloneSSE: true, MaxRetries: -1}
+		}
 	} else {
 		// What mcp.NewInMemoryTransports builds (a stream connection
 		// over net.Pipe on each end), with the server's stream reachable
@@ -211,11 +250,14 @@ func (h *harness) dial(k transportKind, d dialect, handler rpcconn.Handler) *pee
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { _ = c.Close() })
 	p.c = c
+	if caps == nil {
+		caps = map[string]any{"elicitation": map[string]any{}}
+	}
 	if d == core {
 		var res json.RawMessage
 		require.NoError(h.t, c.Call(context.Background(), "initialize", map[string]any{
 			"protocolVersion": "2025-11-25",
-			"capabilities":    map[string]any{"elicitation": map[string]any{}},
+			"capabilities":    caps,
 			"clientInfo":      map[string]any{"name": "peer", "version": "1"},
 		}, &res))
 		require.NoError(h.t, c.Notify(context.Background(), "notifications/initialized", map[string]any{}))

@@ -102,15 +102,24 @@ const LabelHost = "host"
 // running then goes on as a durable task (see hostCall). Other tools run
 // as plain calls, holding the request.
 func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
-	if r.opts.HostDeadline < 0 || te.opts.TaskSupport == mcptask.TaskForbidden || te.opts.Preflight != nil || q.OwnerErr != nil {
+	if !r.runsApart(te) || q.OwnerErr != nil {
 		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	}
-	if te.validate != nil {
-		if err := te.validate(req.Params.Arguments); err != nil {
-			return r.inner(ctx, mcptask.MethodToolsCall, req) // the SDK's own answer, running nothing
+	var in any
+	if te.check != nil {
+		var err error
+		if in, err = te.check(req.Params.Arguments); err != nil {
+			return r.inner(ctx, mcptask.MethodToolsCall, req) // the tool's own answer, running nothing
 		}
 	}
-	return r.hostCall(ctx, q, req)
+	return r.hostCall(ctx, q, req, te.check != nil, in)
+}
+
+// runsApart reports whether a plain call of tool te runs apart from the
+// request, in host mode (see hostCall): a task-capable tool without
+// Preflight, while Options.HostDeadline is on.
+func (r *Router) runsApart(te toolEntry) bool {
+	return r.opts.HostDeadline >= 0 && te.opts.TaskSupport != mcptask.TaskForbidden && te.opts.Preflight == nil
 }
 
 // refusedAsToolError turns a quota's refusal (-32000, CodeTooManyTasks)
@@ -133,18 +142,23 @@ func refusedAsToolError(res mcp.Result, err error) (mcp.Result, error) {
 // any task) and answers with an ordinary tool result naming it. A caller
 // that goes away before the deadline stops nothing: the work becomes a
 // task at once.
-func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error) {
+func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, checked bool, in any) (mcp.Result, error) {
 	adm := admission{owner: q.Owner, source: q.Source}
 	if err := r.admit(adm, false); err != nil {
-		return r.inner(ctx, mcptask.MethodToolsCall, req) // no room for a task: a plain call, as before
+		return r.toolExec(req, checked, in)(ctx) // no room for a task: a plain call, as before
 	}
 	deadline := time.Now().Add(r.opts.HostDeadline)
-	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
-		CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
-	exec := func(ctx context.Context) (mcp.Result, error) {
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
+	// The record is made only if the call outlives its window (or its
+	// handler needs its task before): a quick tool's call stores nothing
+	// and makes no record.
+	id, name := NewTaskID(), req.Params.Name
+	build := func() *store.Task {
+		rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: name, Arguments: req.Params.Arguments},
+			CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
+		rec.ID = id
+		return rec
 	}
-	o, t, err := r.runPending(ctx, q, adm, rec, exec, r.opts.HostDeadline, true)
+	o, t, err := r.runPending(ctx, q, adm, id, name, build, r.toolExec(req, checked, in), r.opts.HostDeadline, true)
 	switch {
 	case err != nil:
 		return nil, err

@@ -22,10 +22,11 @@ type HTTPOptions struct {
 	Streamable mcp.StreamableHTTPOptions
 	// MaxBodyBytes bounds a request body; zero means 8 MiB.
 	MaxBodyBytes int64
-	// DisableFastPath sends the task methods through the SDK's handlers
-	// like every other request. By default the handler answers them
-	// itself (identically, at a fraction of the cost, through the same
-	// receiving middleware; see the package documentation).
+	// DisableFastPath sends the task methods and the tools/call of the
+	// router's tools through the SDK's handlers like every other request.
+	// By default the handler answers them itself (identically, at a
+	// fraction of the cost, through the same receiving middleware; see
+	// the package documentation).
 	DisableFastPath bool
 }
 
@@ -154,6 +155,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if h.resumeStreamHTTP(w, req) { // a GET resuming a tasks/stream (streamwire.go)
 		return
 	}
+	var initialize *receiverCaps // a core initialize's receiver capabilities
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, h.maxBody))
 		if err != nil {
@@ -164,6 +166,13 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if !json.Valid(body) {
 			wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, mcptask.Errorf(mcptask.CodeParseError,
 				"parse error: the request body must be exactly one JSON value (a message or a batch)"))
+			return
+		}
+		if h.r.peers.takeResponse(body) || isTaskStatusNote(body) {
+			// A client's answer to a request a Peer sent, or the status
+			// of a task the client runs for one (peer.go), which the
+			// Peer polls for: the SDK knows neither.
+			w.WriteHeader(http.StatusAccepted)
 			return
 		}
 		if id, bad := wire.UnsafeIDs(body); bad {
@@ -209,6 +218,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 		}
+		initialize = initializeCaps(body)
 		req.Body = io.NopCloser(bytes.NewReader(rb.Body))
 		req.ContentLength = int64(len(rb.Body))
 		if !d.NegotiatesPerRequest() {
@@ -221,9 +231,35 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.stateless.ServeHTTP(w, req)
 		return
 	}
-	if req.Method == http.MethodDelete {
+	switch sid := req.Header.Get("Mcp-Session-Id"); {
+	case req.Method == http.MethodDelete:
 		h.serveDelete(w, req, h.stateful)
-		return
+	case req.Method == http.MethodGet && sid != "":
+		// The session's standalone stream, which Peers share (peer.go).
+		s := &sseStream{ResponseWriter: w, r: h.r, session: sid}
+		defer s.close()
+		h.stateful.ServeHTTP(s, req)
+	case req.Method == http.MethodPost && initialize != nil:
+		h.stateful.ServeHTTP(w, req)
+		h.r.peers.noteReceiver(w.Header().Get("Mcp-Session-Id"), *initialize)
+	default:
+		h.stateful.ServeHTTP(w, req)
 	}
-	h.stateful.ServeHTTP(w, req)
+}
+
+// initializeCaps returns the receiver capabilities of a POST body that is
+// a core initialize request, or nil.
+func initializeCaps(body []byte) *receiverCaps {
+	if !bytes.Contains(body, []byte(`"`+mcptask.MethodInitialize+`"`)) {
+		return nil
+	}
+	var m struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Method != mcptask.MethodInitialize {
+		return nil
+	}
+	rc := readReceiverCaps(m.Params)
+	return &rc
 }

@@ -62,7 +62,10 @@ type EndKind interface {
 // HandleKind registers h's hooks for the tasks of kind (the LabelKind
 // label), replacing any registered before. A handler may also be an
 // InputKind and a Reporter.
-func (r *Router) HandleKind(kind string, h KindHandler) { r.kinds.set(kind, h) }
+func (r *Router) HandleKind(kind string, h KindHandler) {
+	r.kinds.set(kind, h)
+	r.pauseToolsIfPausable()
+}
 
 // kinds is the registry of kind hooks: one KindHandler per kind. It is
 // written while the server is set up and read on the engine's paths,
@@ -91,6 +94,18 @@ func (k *kinds) ended(ctx context.Context, t *store.Task) {
 	if e, ok := h.(EndKind); ok {
 		e.Ended(context.WithoutCancel(ctx), t)
 	}
+}
+
+// pausable reports whether a registered kind's handler is a Pauser.
+func (k *kinds) pausable() bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	for _, h := range k.handlers {
+		if _, ok := unwrapKind(h).(Pauser); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // of returns the handler of t's kind, or nil.

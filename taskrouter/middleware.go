@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -56,10 +57,33 @@ func (r *Router) Install(s *mcp.Server) error {
 		r.inner = next
 		return r.handle
 	})
-	s.AddSendingMiddleware(r.captureNotifications) // a task's progress and log lines (events.go)
+	// A task's progress and log lines are recorded first (events.go); then
+	// a fast-path plain call's notifications go to its own reply stream.
+	s.AddSendingMiddleware(r.captureNotifications, r.sending)
 	r.loop.server = s
 	return nil
 }
+
+// sending is the router's sending middleware: a notification a handler
+// sends in the context of a tools/call the fast path serves over HTTP
+// goes onto that call's response stream (see replySink), where the SDK
+// would have written it; a log message of a fast-path request that
+// negotiates per request without a log level is dropped, as the SDK
+// drops it (see noLogLevelKey); everything else goes on to the SDK.
+func (r *Router) sending(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == methodLogMessage && ctx.Value(noLogLevelKey{}) != nil {
+			return nil, nil
+		}
+		if sink := replySinkFrom(ctx); sink != nil && strings.HasPrefix(method, "notifications/") {
+			return nil, sink.notify(method, req.GetParams())
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// methodLogMessage is the notification ServerSession.Log sends.
+const methodLogMessage = "notifications/message"
 
 // normalizeParams gives a tasks/* request that arrived without params (the
 // TypeScript SDK omits them on tasks/list) an empty params value. The SDK
@@ -194,8 +218,10 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 	// result); in the extension, where the server decides, the answer is
 	// the plain call's: a tool result with isError, which runs nothing
 	// (the SDK validates before the handler runs).
-	if te.validate != nil {
-		if err := te.validate(req.Params.Arguments); err != nil {
+	var in any
+	if te.check != nil {
+		var err error
+		if in, err = te.check(req.Params.Arguments); err != nil {
 			if !q.Dialect.ServerDecidesTasks() {
 				return nil, mcptask.InvalidParams("invalid arguments for tool %q: %v", name, err)
 			}
@@ -207,7 +233,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			return res, err
 		}
 	}
-	return r.startToolTask(ctx, q, req, ttl)
+	return r.startToolTask(ctx, q, req, ttl, te.check != nil, in)
 }
 
 // initializeResult adds the core "tasks" capability to the SDK's result.

@@ -97,8 +97,9 @@ type Options struct {
 	// authorization context always see only their own tasks, whatever this
 	// says.
 	SessionBound bool
-	// DisableFastPath sends the task methods (and task-creating tools/call)
-	// through go-sdk's dispatch on every transport, as HTTPOptions.
+	// DisableFastPath sends the task methods and the tools/call of the
+	// router's tools through go-sdk's dispatch on every transport, as
+	// HTTPOptions.
 	// DisableFastPath does for one HTTP handler. The fast path answers
 	// them identically at a fraction of the cost (see the package
 	// documentation); this is the switch for an operator who wants the

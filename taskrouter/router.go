@@ -71,6 +71,7 @@ type Router struct {
 	quotas  quotas       // pending and running slots, waiters (admit.go)
 	watches watches      // waiters blocked until a task changes
 	pushers pushConns    // shimmed connections to push task status to (push.go)
+	peers   peers        // connections the server sends requests to (peer.go)
 
 	shared  bool   // the store is shared by several processes (store.IsShared)
 	leases  leases // leases this process holds
@@ -94,6 +95,7 @@ type Router struct {
 	renewer  *leaseRenewer  // this process's leases (lease.go)
 	takeover *leaseTakeover // expired leases, on a shared store (lease.go)
 	hooks    *webhooks      // push: webhooks and their deliveries (push_*.go)
+	crons    *crons         // schedules' firings (schedules.go)
 
 	startOnce sync.Once
 }
@@ -153,6 +155,8 @@ func (r *Router) newServices() error {
 	lease.Interval = max(cfg.LeaseDuration/4, 10*time.Millisecond)
 	r.takeover, err = newLeaseTakeover(r, lease)
 	errs = append(errs, err)
+	r.crons, err = newCrons(r, cronConfig{Poll: poll, Now: cfg.Now})
+	errs = append(errs, err)
 	r.hooks = newWebhooks(r, cfg.Push)
 	r.HandleKind(KindPush, r.hooks)
 	return errors.Join(errs...)
@@ -176,9 +180,9 @@ func (r *Router) Server() *mcp.Server { return r.server }
 // Start resolves tasks left active by a previous process and starts the
 // engine's background services: the change feed and the push
 // deliveries (first, so that no change is missed while recovering), then
-// the scheduler, the ttl sweeper,
-// the lease renewer and, on a shared store, the takeover of expired
-// leases. Call it once, after every tool and kind hook is registered and
+// the scheduler, the ttl sweeper, the lease renewer, the schedules and,
+// on a shared store, the takeover of expired leases. Call it once, after
+// every tool and kind hook is registered and
 // Install has run. Later calls do nothing.
 func (r *Router) Start(ctx context.Context) error {
 	var err error
@@ -187,7 +191,7 @@ func (r *Router) Start(ctx context.Context) error {
 			return
 		}
 		err = r.recover(ctx)
-		background := []service.Service{r.sched, r.sweeper, r.renewer}
+		background := []service.Service{r.sched, r.sweeper, r.renewer, r.crons}
 		if r.shared {
 			background = append(background, r.takeover)
 		}

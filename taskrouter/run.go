@@ -60,9 +60,15 @@ func TaskID(ctx context.Context) (string, bool) {
 // re-run) in dialect d, or, when pending is set, is about to be created
 // from pending's record. The caller has admitted it.
 func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
+	return r.spawnRun(t.ID, t.Request.Name, t, adm, d, exec, pending)
+}
+
+// spawnRun is spawn for task id of tool: t is its stored record, nil when
+// pending holds the record not stored yet.
+func (r *Router) spawnRun(id, tool string, t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	ru := &run{r: r, id: t.ID, adm: adm, dialect: d, tool: t.Request.Name, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
-	if pending == nil && t.LeaseHolder == r.opts.ReplicaID {
+	ru := &run{r: r, id: id, adm: adm, dialect: d, tool: tool, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
+	if t != nil && t.LeaseHolder == r.opts.ReplicaID {
 		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
 		r.leases.add(t.ID, ru.lease)
 	}

@@ -101,7 +101,13 @@ func (l *lockedWriter) Close() error { return l.w.Close() }
 func (c *pushConn) takeFrame(raw []byte) bool {
 	req, ok := wire.DecodeCall(raw)
 	if !ok {
-		return false // the SDK answers (or refuses) it
+		// The answer to a Peer's request is taken here; anything else the
+		// SDK answers (or refuses) itself.
+		return c.r.peers.takeResponse(raw)
+	}
+	if req.Method == mcptask.MethodInitialize {
+		rc := readReceiverCaps(req.Params)
+		c.recv.Store(&rc)
 	}
 	switch c.calls.State(req.ID) {
 	case wire.InFast:
@@ -140,6 +146,18 @@ type pushConn struct {
 	// closes that stream's reading side.
 	framed   bool
 	closeSrc func() error
+	// recv are the task-augmented requests the client declared it takes
+	// (its initialize's capabilities.tasks.requests), for Peers.
+	recv atomic.Pointer[receiverCaps]
+}
+
+// receiver returns the receiver capabilities the connection's client
+// declared.
+func (c *pushConn) receiver() receiverCaps {
+	if rc := c.recv.Load(); rc != nil {
+		return *rc
+	}
+	return receiverCaps{}
 }
 
 // connListen is a subscriptions/listen stream served on a pushConn.
@@ -148,9 +166,16 @@ type connListen struct{ cancel context.CancelFunc }
 func (c *pushConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
+		if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && c.r.peers.deliver(resp) {
+			continue // the answer to a Peer's request, which the SDK never sent
+		}
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || err != nil {
 			return msg, err
+		}
+		if req.Method == mcptask.MethodInitialize {
+			rc := readReceiverCaps(req.Params)
+			c.recv.Store(&rc)
 		}
 		if req.IsCall() && !c.framed {
 			switch c.calls.State(req.ID) {
@@ -230,7 +255,11 @@ func (c *pushConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // setSession records the session the SDK made of the connection.
-func (c *pushConn) setSession(ss *mcp.ServerSession) { c.ss.CompareAndSwap(nil, ss) }
+func (c *pushConn) setSession(ss *mcp.ServerSession) {
+	if c.ss.CompareAndSwap(nil, ss) {
+		c.r.peers.addConn(ss, c)
+	}
+}
 
 // serveFast answers a tasks/* call on the connection, if the SDK would
 // have dispatched it, in its own goroutine as the SDK does; it reports
@@ -244,13 +273,6 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 	if ss == nil || ss.InitializeParams() == nil {
 		return false // the SDK refuses calls before initialize, or learns the client from this one
 	}
-	if req.Method == mcptask.MethodToolsCall && !wire.MayAskTask(req.Params) &&
-		!mcptask.DialectFor(ss.InitializeParams().ProtocolVersion).NegotiatesPerRequest() {
-		// A plain call (no params.task, no per-request version, a session
-		// older than the extension): the SDK serves it; decoding it here
-		// would be thrown away.
-		return false
-	}
 	call, ok := wire.DecodeParams(req.ID, req.Method, req.Params)
 	if !ok {
 		return false
@@ -263,7 +285,7 @@ func (c *pushConn) serveFast(req *jsonrpc.Request) bool {
 	if req.Method == mcptask.MethodToolsCall {
 		connID = c.id // as Read tags every tools/call
 	}
-	pc, ok := c.r.fast.prepare(call, mv, ss, nil, connID, false)
+	pc, ok := c.r.fast.prepare(call, mv, ss, nil, fastSite{connID: connID})
 	if !ok {
 		return false
 	}
@@ -395,6 +417,7 @@ func (c *pushConn) Close() error {
 			_ = c.closeSrc()
 		}
 		c.r.pushers.remove(c.id)
+		c.r.peers.dropConn(c)
 	})
 	return c.Connection.Close()
 }

@@ -37,9 +37,10 @@ type CreateOptions struct {
 	WakeAt time.Time
 	// ID, when set, is the new task's id instead of a random one: an id
 	// derived from what the task is for (a workflow's child, from its
-	// parent and step) makes creating it idempotent, since a second create
-	// of the id fails with store.ErrExists. Make it like NewTaskID's (32
-	// hex digits), from a hash.
+	// parent and step; a schedule's fire, which names its task before it
+	// exists) makes creating it idempotent, since a second create of the
+	// id fails with store.ErrExists. Make it like NewTaskID's (32 hex
+	// digits), from a hash or from NewTaskID.
 	ID string
 	// InputRequired creates the task input_required instead of working:
 	// it waits for the client's input from the start (its kind's
@@ -77,6 +78,7 @@ func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.T
 	if !req.mayAccess(&r.opts, t) {
 		return nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
 	}
+	r.bindPeer(id, req)
 	return t, nil
 }
 

@@ -35,6 +35,10 @@ type TaskToolsOptions struct {
 	// (workflow.Bridge.AddForkTool; default workflow_fork), which the
 	// builder registers beside these.
 	ForkName string
+	// PauseName and ResumeName name the tools that pause and resume a
+	// workflow task (default task_pause and task_resume; see Pauser).
+	PauseName  string
+	ResumeName string
 }
 
 // A Reporter is implemented by a KindHandler whose tasks may wait for the
@@ -60,7 +64,11 @@ type taskCancelIn struct {
 }
 
 // AddTaskTools registers the built-in tools task_result and task_cancel
-// (names from opts) on the router's server. Install must have been called.
+// (names from opts) on the router's server, and task_pause and
+// task_resume once a kind of task can be paused (a handler that is a
+// Pauser, registered before or after: the workflow bridge's), so a server
+// with nothing to pause lists no pause tools to a model. Install must
+// have been called.
 func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 	var o TaskToolsOptions
 	if opts != nil {
@@ -78,6 +86,11 @@ func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 	AddTool(r, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
 		r.taskCancelTool, ToolOptions{})
 	r.tools.setTaskTools(o.ResultName, o.CancelName)
+	o = o.withPauseDefaults()
+	r.tools.mu.Lock()
+	r.tools.pauseNames = &o
+	r.tools.mu.Unlock()
+	r.pauseToolsIfPausable()
 }
 
 // toolTask loads the task a built-in tool names, as tasks/get would: an

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -61,26 +60,28 @@ type ToolOptions struct {
 type toolEntry struct {
 	tool *mcp.Tool
 	opts ToolOptions // TaskSupport filled in (mcptask.TaskForbidden when unset)
-	// validate checks arguments the way the SDK's typed handler will,
-	// before the handler runs; nil for raw tools, whose handlers validate
-	// for themselves.
-	validate func(args json.RawMessage) error
+	// check decodes and validates arguments as the tool's typed handler
+	// does (see toolcall.go), returning the handler's input; nil for raw
+	// tools, whose handlers validate for themselves.
+	check argCheck
 }
 
-// AddTool adds a typed tool to the router's server exactly like
-// mcp.AddTool (the SDK infers schemas and validates input), and records it
-// in the router's registry with its task behaviour. Install must have been
-// called. It panics, as mcp.AddTool does, on an unusable input schema.
+// AddTool adds a typed tool to the router's server, as mcp.AddTool does
+// (the schemas inferred from In and Out unless given, the input validated
+// and decoded, the output checked and put in structuredContent; see
+// toolcall.go), and records it in the router's registry with its task
+// behaviour. The router holds the tool's handler, so a call it checks
+// before running it (a task about to be created) decodes and validates
+// the arguments once. Install must have been called. It panics, as
+// mcp.AddTool does, on an unusable schema.
 func AddTool[In, Out any](r *Router, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
 	srv := r.mustServer()
-	schema, validate, err := inputValidator[In](t)
+	tt, handler, check, err := typedTool(t, h)
 	if err != nil {
-		panic(fmt.Sprintf("taskrouter: AddTool %q: input schema: %v", t.Name, err))
+		panic(fmt.Sprintf("taskrouter: AddTool %q: %v", t.Name, err))
 	}
-	effective := *t
-	effective.InputSchema = schema // as the SDK will advertise it
-	r.register(&effective, opts, validate)
-	mcp.AddTool(srv, t, h)
+	r.register(tt, opts, check)
+	srv.AddTool(tt, handler)
 }
 
 // AddRawTool adds an untyped tool, like (*mcp.Server).AddTool, and records
@@ -104,8 +105,11 @@ func (r *Router) CheckToolArguments(name string, args json.RawMessage) error {
 	if !ok {
 		return nil
 	}
-	check := te.validate
-	if check == nil && te.tool != nil && te.tool.InputSchema != nil {
+	var check func(json.RawMessage) error
+	switch {
+	case te.check != nil:
+		check = func(args json.RawMessage) error { _, err := te.check(args); return err }
+	case te.tool != nil && te.tool.InputSchema != nil:
 		check = schemaCheck(te.tool.InputSchema)
 	}
 	if check == nil {
@@ -151,14 +155,14 @@ func (r *Router) SetToolOptions(name string, opts ToolOptions) {
 	r.register(&mcp.Tool{Name: name}, opts, nil)
 }
 
-func (r *Router) register(t *mcp.Tool, opts ToolOptions, validate func(json.RawMessage) error) {
+func (r *Router) register(t *mcp.Tool, opts ToolOptions, check argCheck) {
 	if opts.TaskSupport == "" {
 		opts.TaskSupport = mcptask.TaskForbidden
 	}
 	if !opts.TaskSupport.Valid() {
 		panic(fmt.Sprintf("taskrouter: tool %q: unknown task support %q", t.Name, opts.TaskSupport))
 	}
-	r.tools.add(&toolEntry{tool: t, opts: opts, validate: validate})
+	r.tools.add(&toolEntry{tool: t, opts: opts, check: check})
 }
 
 // toolRegistry is what the router knows of tools: the entries AddTool,
@@ -173,6 +177,8 @@ type toolRegistry struct {
 	taskIDTools  map[string]bool       // tools that take the argument _task_id (host mode)
 	resultTool   string                // the built-in task_result tool's name, once registered
 	cancelTool   string                // and task_cancel's
+	pauseNames   *TaskToolsOptions     // the pause tools' names, once AddTaskTools asked for them
+	pauseAdded   bool                  // and whether they are registered (see pauseToolsIfPausable)
 	continuation ContinuationHandler
 }
 
@@ -219,7 +225,7 @@ func (g *toolRegistry) registered() []*mcp.Tool {
 	defer g.mu.RUnlock()
 	out := make([]*mcp.Tool, 0, len(g.entries))
 	for _, te := range g.entries {
-		if te.tool != nil && (te.validate != nil || te.tool.InputSchema != nil) {
+		if te.tool != nil && (te.check != nil || te.tool.InputSchema != nil) {
 			out = append(out, te.tool)
 		}
 	}
@@ -302,65 +308,6 @@ func (r *Router) mustServer() *mcp.Server {
 		panic("taskrouter: call Install before adding tools")
 	}
 	return r.server
-}
-
-// inputValidator builds the argument check of a typed tool: the input
-// schema the SDK uses for it (the tool's own, or the one inferred from In),
-// with defaults applied, then decoding into In.
-func inputValidator[In any](t *mcp.Tool) (*jsonschema.Schema, func(json.RawMessage) error, error) {
-	var schema *jsonschema.Schema
-	switch s := t.InputSchema.(type) {
-	case nil:
-		rt := reflect.TypeFor[In]()
-		if rt == reflect.TypeFor[any]() {
-			schema = &jsonschema.Schema{Type: "object"}
-			break
-		}
-		if rt.Kind() == reflect.Pointer {
-			rt = rt.Elem()
-		}
-		var err error
-		if schema, err = jsonschema.ForType(rt, &jsonschema.ForOptions{}); err != nil {
-			return nil, nil, err
-		}
-	case *jsonschema.Schema:
-		schema = s
-	default:
-		b, err := json.Marshal(s)
-		if err != nil {
-			return nil, nil, err
-		}
-		schema = new(jsonschema.Schema)
-		if err := json.Unmarshal(b, schema); err != nil {
-			return nil, nil, err
-		}
-	}
-	resolved, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	return schema, func(args json.RawMessage) error {
-		var v any = map[string]any{}
-		if len(args) > 0 {
-			m := map[string]any{}
-			if err := json.Unmarshal(args, &m); err != nil {
-				return fmt.Errorf("unmarshaling arguments: %w", err)
-			}
-			v = m
-		}
-		if err := resolved.ApplyDefaults(&v); err != nil {
-			return err
-		}
-		if err := resolved.Validate(&v); err != nil {
-			return err
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		var in In
-		return json.Unmarshal(b, &in)
-	}, nil
 }
 
 // CallTool runs a tool of the installed server in-process and in the

@@ -44,6 +44,9 @@ func (in *instance) runnable(p *Progress, sl *slot, now time.Time, reason string
 	if sp.RetryAt != nil && now.Before(*sp.RetryAt) && !interrupted {
 		return "" // the scheduler (or the drive loop) wakes the task then
 	}
+	if !in.queueTurn(p, sl, now) {
+		return "" // it waits for a place on its queue (queue.go)
+	}
 	if in.lease == nil {
 		pl.start = append(pl.start, sl.path)
 		return "" // plan asks for the lease first
@@ -150,6 +153,9 @@ func (sp *StepProgress) handedBack() bool {
 // its other members; one that collects holds the failure until the group
 // has ended).
 func (in *instance) giveUp(p *Progress, sl *slot, msg string, now time.Time) string {
+	if in.pauseOnGiveUp(p, sl, msg, now) {
+		return "" // the workflow pauses instead of failing (pause.go)
+	}
 	s, sp := sl.s, sl.sp
 	sp.RetryAt, sp.Tries = nil, 0
 	if p.undoing() {

@@ -135,6 +135,10 @@ type Options struct {
 	// its state (taskrouter's built-in task_result), when it has one: the
 	// handoff tells clients that cannot call tasks/get (a model) to use it.
 	ResultTool string
+	// ResumeTool names the server's tool that resumes a paused task
+	// (taskrouter's built-in task_resume), when it has one: the handoff of
+	// a paused workflow names it.
+	ResumeTool string
 	// WebhookURL is where the server mounts WebhookHandler, as outside
 	// systems reach it (say "https://example.com/hooks"): the handoff then
 	// gives each webhook step its URL and token. Empty leaves them out.
@@ -209,6 +213,9 @@ type Bridge struct {
 	instances map[string]*instance
 	closed    bool
 	eventTool bool // the event tool is registered
+	// queueLimits are the limits of the queues the registered workflows
+	// use, by name (queue.go).
+	queueLimits map[string]Queue
 }
 
 // NewBridge returns a bridge over engine; opts may be nil. It reports
@@ -280,6 +287,10 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 		}
 	}
 	b.mu.Lock()
+	if err := b.checkQueues(w); err != nil {
+		b.mu.Unlock()
+		return nil, err
+	}
 	v := b.workflows[w.Name]
 	if v == nil {
 		v = &versions{byVersion: map[string]*compiled{}}

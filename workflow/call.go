@@ -35,6 +35,10 @@ type toolCall struct {
 	webhook   bool
 	timeout   time.Duration // an attempt longer than this is cut and fails
 	heartbeat time.Duration // an attempt silent longer than this is lost and fails
+	// perform, when set, is the attempt itself in place of calling tool
+	// (a step that asks the client, kind_sample.go): its result is the
+	// attempt's, recorded as a tool's is.
+	perform func(ctx context.Context, w *attemptWork) (*mcp.CallToolResult, error)
 }
 
 func newCall(tool string) toolCall { return toolCall{tool: tool, args: map[string]Source{}} }

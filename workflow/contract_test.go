@@ -158,7 +158,7 @@ func TestKindsList(t *testing.T) {
 	for _, k := range kinds {
 		names = append(names, string(k().name()))
 	}
-	require.Equal(t, []string{"tool", "tool", "group", "sleep", "event", "foreach", "loop", "child"}, names)
+	require.Equal(t, []string{"tool", "tool", "group", "sleep", "event", "foreach", "loop", "child", "sampling", "question"}, names)
 }
 
 // A handler knows which task, step and attempt it runs for, for a server

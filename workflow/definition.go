@@ -44,6 +44,12 @@ type Definition struct {
 	Tool      bool
 	Arguments []Argument
 	Steps     []*Step
+	// PauseOnFailure pauses a task instead of failing it when the server
+	// gives up on a step whose failure would fail the workflow: an
+	// operator fixes the cause and resumes it (the step runs again).
+	PauseOnFailure bool
+
+	queue *placement // the queue its tasks take a place on (OnQueue, queue.go)
 }
 
 // SequentialWorkflow is the former name of Definition.

@@ -88,8 +88,9 @@ type delivery struct {
 	via     string
 	decline string // a declined input request: the skip reason
 
-	kept   bool                // the kind kept it for when the workflow reaches the step
-	result *mcp.CallToolResult // a client step performed: its tool's result
+	kept    bool                // the kind kept it for when the workflow reaches the step
+	result  *mcp.CallToolResult // a client step performed: its tool's result
+	failure string              // the kind's change fails the workflow with this reason
 }
 
 func (d *delivery) declined() bool     { return d.decline != "" }
@@ -137,7 +138,13 @@ func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Ti
 			p.PauseReason = pauseReason(wf, p)
 			emit(in.b.opts.Observer, in.id, p, wf.slotAt(p, d.s.Name), nil)
 		}
-		return store.Update{Labels: map[string]string{LabelTouched: "1"}}, nil
+		u := store.Update{Labels: map[string]string{LabelTouched: "1"}}
+		if d.failure != "" {
+			p.PauseReason = d.failure
+			u.Status, u.StatusMessage = store.StatusFailed, &d.failure
+			u.Error = &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: d.failure}
+		}
+		return u, nil
 	})
 	switch {
 	case errors.Is(err, errUnchanged):
@@ -308,34 +315,31 @@ func (b *Bridge) inputRequests(t *store.Task) map[string]json.RawMessage {
 }
 
 // answerInputs takes the client's tasks/update answers for workflow task
-// t: each key names a step, each value is an elicitation result.
-// "accept" delivers its content as the step's payload (an event; one the
-// workflow has not reached yet is kept for when it does); "decline" and
-// "cancel" skip the step (steps that need its output are skipped too).
-// Keys that name no step taking an answer are ignored, as the extension
-// asks of unknown keys (an answer may repeat one another replica
-// recorded).
+// t: each key names a step, each value the result of the step's input
+// request, which its kind reads (kind.answer): an elicitation result for
+// an event ("accept" delivers its content as the step's payload, and one
+// the workflow has not reached yet is kept for when it does; "decline"
+// and "cancel" skip the step, and the steps that need its output), a
+// sampling result for a sampling step. Keys that name no step taking an
+// answer are ignored, as the extension asks of unknown keys (an answer
+// may repeat one another replica recorded).
 func (b *Bridge) answerInputs(ctx context.Context, t *store.Task, responses map[string]json.RawMessage) error {
 	for _, key := range slices.Sorted(maps.Keys(responses)) {
-		var res struct {
-			Action  string          `json:"action"`
-			Content json.RawMessage `json:"content"`
+		if !json.Valid(responses[key]) {
+			return mcptask.InvalidParams("inputResponses[%q] is not JSON", key)
 		}
-		if err := json.Unmarshal(responses[key], &res); err != nil {
-			return mcptask.InvalidParams("inputResponses[%q] is not an elicitation result: %v", key, err)
-		}
-		if err := b.respond(ctx, t.ID, key, res.Action, res.Content); err != nil {
+		if err := b.respond(ctx, t.ID, key, responses[key]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// respond takes one answer to an input request of step key of workflow
-// task id: "accept" delivers content as the step's payload, "decline"
-// and "cancel" skip the step. A key that names no step taking an answer
-// now is no error (the extension ignores unknown keys).
-func (b *Bridge) respond(ctx context.Context, id, key, action string, content json.RawMessage) error {
+// respond takes one answer (raw, the result of the input request) to an
+// input request of step key of workflow task id, as the step's kind reads
+// it. A key that names no step taking an answer now is no error (the
+// extension ignores unknown keys).
+func (b *Bridge) respond(ctx context.Context, id, key string, raw json.RawMessage) error {
 	in, s, err := b.stepOf(ctx, id, key)
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrNotWaiting) {
 		return nil
@@ -345,19 +349,36 @@ func (b *Bridge) respond(ctx context.Context, id, key, action string, content js
 	}
 	defer b.done(in)
 	d := &delivery{ctx: ctx, in: in, s: s, by: ByClient, via: viaUpdate}
-	switch action {
+	if err := s.kind.answer(d, key, raw); err != nil {
+		return err
+	}
+	if err := s.kind.deliver(d); err != nil && !errors.Is(err, ErrNotWaiting) {
+		return err
+	}
+	return nil
+}
+
+// elicited reads raw, an elicitation result answering the input request
+// of inputResponses[key], into d: "accept" delivers its content (an
+// object; none is {}), "decline" and "cancel" decline.
+func (d *delivery) elicited(key string, raw json.RawMessage) error {
+	var res struct {
+		Action  string          `json:"action"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return mcptask.InvalidParams("inputResponses[%q] is not an elicitation result: %v", key, err)
+	}
+	switch res.Action {
 	case "accept":
-		d.payload = content
+		d.payload = res.Content
 		if len(d.payload) == 0 || string(d.payload) == "null" {
 			d.payload = json.RawMessage("{}")
 		}
 	case "decline", "cancel":
-		d.decline = fmt.Sprintf("the client answered %q to %q", action, s.Name)
+		d.decline = fmt.Sprintf("the client answered %q to %q", res.Action, d.s.Name)
 	default:
-		return mcptask.InvalidParams("inputResponses[%q]: action %q is none of accept, decline, cancel", key, action)
-	}
-	if err := s.kind.deliver(d); err != nil && !errors.Is(err, ErrNotWaiting) {
-		return err
+		return mcptask.InvalidParams("inputResponses[%q]: action %q is none of accept, decline, cancel", key, res.Action)
 	}
 	return nil
 }

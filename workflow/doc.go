@@ -1,7 +1,8 @@
 // Package workflow runs workflow prompts: a Definition is a list of steps
 // (tool calls the server or the client performs, conditions, parallel
-// groups, durable sleeps, events), registered as an MCP prompt (and
-// optionally a tool). A Bridge runs each use of a workflow as a durable
+// groups, durable sleeps, events, for-each and loops, sampling steps the
+// client's own model performs, questions a person answers through the
+// client), registered as an MCP prompt (and optionally a tool). A Bridge runs each use of a workflow as a durable
 // task on a task engine (package taskrouter) and hands the client a
 // handoff (package handoff): prose a model follows plus a JSON document a
 // program parses. RegisterPlain runs a workflow without a task, in the

@@ -42,6 +42,23 @@ type stepResult struct {
 	stopped taskrouter.StopReason // why the task's work was stopped (taskrouter.Stopped): nothing is recorded
 }
 
+// attemptWork is what a kind's own attempt (toolCall.perform) works
+// with: the task's instance, the slot it runs for, the attempt's number
+// and the call's resolved arguments.
+type attemptWork struct {
+	in   *instance
+	path string
+	n    int
+	args map[string]json.RawMessage
+}
+
+// finalError is the failure of an attempt that retrying cannot fix (the
+// client declined, or cannot do it): the step's failure policy applies at
+// once.
+type finalError struct{ msg string }
+
+func (e *finalError) Error() string { return e.msg }
+
 // inProcessWait bounds how long the drive loop waits in process for a
 // retry due soon (holding the lease); later ones are left to the
 // scheduler, which wakes the task on whichever process is up then.
@@ -402,6 +419,9 @@ func (in *instance) launch(name string) {
 		} else {
 			r.args = marshal(args)
 			res, cerr, cut := c.run(ctx, func(ctx context.Context) (*mcp.CallToolResult, error) {
+				if c.perform != nil {
+					return c.perform(ctx, &attemptWork{in: in, path: name, n: a.N, args: args})
+				}
 				return b.runTool(ctx, c.tool, args, meta)
 			})
 			undone := errors.Is(context.Cause(ctx), errUndoing)
@@ -411,13 +431,16 @@ func (in *instance) launch(name string) {
 			case undone && (cerr != nil || res == nil || res.IsError):
 				r.msg = errUndoing.Error() // stopped by the workflow's failure
 			case undone: // it completed anyway: recorded, then undone
+			case pauseCut(ctx):
+				r.msg = errPauseCut.Error() // the pause recorded the attempt stopped: not applied (pause.go)
 			case ctx.Err() != nil:
 				r.stopped = taskrouter.Stopped(ctx)
 				if r.stopped == "" {
 					r.stopped = taskrouter.StopShutdown
 				}
 			case cerr != nil:
-				r.msg = cerr.Error()
+				var fe *finalError
+				r.msg, r.final = cerr.Error(), errors.As(cerr, &fe)
 			case res == nil:
 				r.msg = "the tool returned no result"
 			case res.IsError:

@@ -16,9 +16,10 @@ import (
 // The event tool: in an LLM host a model has neither tasks/update nor an
 // HTTP client, so every step a model may be asked to perform must be a
 // tool call. A model delivers an event (a person's decision it asked the
-// user for) by calling the bridge's event tool with the task id, the
-// event's name and its payload; the handoff names the tool, the event and
-// the payload's fields.
+// user for), a question's answer or a text a sampling step asks it to
+// write by calling the bridge's event tool with the task id, the step's
+// name and its payload; the handoff names the tool, the step and the
+// payload's fields.
 
 // DefaultEventTool is the default Options.EventTool.
 const DefaultEventTool = "workflow_event"
@@ -39,11 +40,11 @@ func (b *Bridge) addEventTool(s *mcp.Server) {
 		return
 	}
 	schema := map[string]any{"type": "object", "required": []string{"event"}, "properties": map[string]any{
-		"event":   map[string]any{"type": "string", "description": "The name of the event step the workflow waits for (the handoff names it)."},
-		"payload": map[string]any{"type": "object", "description": "The event's payload: a JSON object with the fields the handoff lists."},
+		"event":   map[string]any{"type": "string", "description": "The name of the step the workflow waits for (the handoff names it): an event, a question, a sampling step."},
+		"payload": map[string]any{"type": "object", "description": "The step's payload: a JSON object with the fields the handoff lists."},
 	}}
 	s.AddTool(&mcp.Tool{Name: b.opts.EventTool, InputSchema: schema,
-		Description: "Deliver an event a workflow task waits for (a person's decision: ask the user first), with the task id as _task_id, the event's name and its payload. Returns where the workflow stands."},
+		Description: "Deliver what a workflow step waits for from you, as the handoff says: an event or a person's answer (ask the user first), or a text the step asks you to write; with the task id as _task_id, the step's name as event, and its payload. Returns where the workflow stands."},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			// Calls that name a task reach the bridge as continuations
 			// (eventCall); this one named none.

@@ -106,6 +106,7 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 			doc.PauseReason += fmt.Sprintf("; what it did is undone by workflow task %s (%s)", u.ID, u.Status)
 		}
 	}
+	holdDoc(doc, t, p, b.opts.ResumeTool) // a paused workflow (pause.go)
 	v := &view{b: b, t: t, p: p, wf: wf, d: d, update: d.HasMethod(mcptask.MethodTasksUpdate)}
 	if wf != nil {
 		v.resolver = &resolver{w: wf.def, vars: func(name string) (json.RawMessage, bool) { return userVar(name, t.Variables) }}
@@ -181,6 +182,7 @@ func (v *view) entryFor(s *Step, sp *StepProgress) handoff.RemainingStep {
 		}
 		s.kind.entry(v, s, sp, &rs)
 	}
+	v.holdEntry(sp, &rs) // queued, or paused (pause.go)
 	if client && !v.t.Status.Terminal() && rs.Tool != "" {
 		if rs.Arguments == nil {
 			rs.Arguments = map[string]json.RawMessage{}

@@ -103,8 +103,12 @@ type kind interface {
 	// (the task then gets a webhook token).
 	acceptsWebhook() bool
 	// inputRequest is the step's input request for tasks/get while it
-	// waits (an elicitation form), or nil.
+	// waits (an elicitation form, a sampling request), or nil.
 	inputRequest(s *Step, sp *StepProgress) json.RawMessage
+	// answer reads the client's answer to the step's input request
+	// (inputResponses[key] of tasks/update) into d: the payload it
+	// delivers, or why it was declined; an error refuses it (-32602).
+	answer(d *delivery, key string, raw json.RawMessage) error
 	// fork is the record a fork that starts at this step's stage gives
 	// it, from the original's record old (a fresh record: run again).
 	fork(fresh, old StepProgress) StepProgress
@@ -133,6 +137,8 @@ var kinds = []func() kind{
 	func() kind { return &forEach{} },
 	func() kind { return &loop{} },
 	func() kind { return &childStep{} },
+	func() kind { return &sample{} },
+	func() kind { return &ask{} },
 }
 
 // read is one source a step reads, with the label validation names it by
@@ -184,6 +190,7 @@ func (base) status(*Step, *StepProgress) (string, rank)                { return 
 func (base) tools(*Options) []string                                   { return nil }
 func (base) performs(string) bool                                      { return false }
 func (base) inputRequest(*Step, *StepProgress) json.RawMessage         { return nil }
+func (base) answer(d *delivery, key string, raw json.RawMessage) error { return d.elicited(key, raw) }
 func (base) fork(fresh, _ StepProgress) StepProgress                   { return fresh }
 func (base) deliver(d *delivery) error                                 { return d.notHere() }
 func (base) entry(*view, *Step, *StepProgress, *handoff.RemainingStep) {}

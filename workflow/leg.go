@@ -96,7 +96,10 @@ func (b *Bridge) leg(ctx context.Context, id string, answer func(t *store.Task, 
 }
 
 // askPerson asks, through the leg's own input request, for the first
-// decision workflow task t waits for, and delivers the answer.
+// decision workflow task t waits for, and delivers the answer. Only a
+// person's decision (an elicitation form) is asked so; any other input
+// request (a sampling request) is an error: the model performs that step,
+// as the handoff says.
 func (b *Bridge) askPerson(ctx context.Context, t *store.Task, p *Progress) error {
 	wf, err := b.compiledFor(t, p)
 	if err != nil {
@@ -108,17 +111,24 @@ func (b *Bridge) askPerson(ctx context.Context, t *store.Task, p *Progress) erro
 			continue
 		}
 		var req struct {
+			Method string           `json:"method"`
 			Params mcp.ElicitParams `json:"params"`
 		}
 		if err := json.Unmarshal(raw, &req); err != nil {
 			return err
 		}
+		if req.Method != mcptask.MethodElicit {
+			return fmt.Errorf("step %q asks for %s, which is the model's to perform", s.Name, req.Method)
+		}
 		res, err := taskrouter.Elicit(ctx, nil, &req.Params)
 		if err != nil {
 			return err
 		}
-		content, _ := json.Marshal(res.Content)
-		return b.respond(ctx, t.ID, s.Name, res.Action, content)
+		ans, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		return b.respond(ctx, t.ID, s.Name, ans)
 	}
 	return fmt.Errorf("workflow task %s waits for no decision", t.ID)
 }

@@ -102,7 +102,8 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	if failure == "" && !p.undoing() {
 		failure = p.pastDeadline(wf.def, now)
 	}
-	if failure == "" && !p.undoing() {
+	in.freePlaces(p, now, false) // places of what ended first, for what waits for them (queue.go)
+	if failure == "" && !p.undoing() && in.mayWalk(p, now) {
 		failure = in.walk(p, now, reason, &pl)
 	}
 	if failure != "" && !p.undoing() && in.startUndo(p, failure) {
@@ -112,6 +113,7 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 		failure = in.compensate(p, now, &pl)
 	}
 	p.refresh()
+	in.freePlaces(p, now, failure != "" || p.done())
 	if in.ending(p, failure, &pl) {
 		return pl
 	}

@@ -126,6 +126,12 @@ type Progress struct {
 	// Revision counts the writes of this progress; a writer that finds it
 	// changed since it read the progress lost a race with another writer.
 	Revision int `json:"revision" jsonschema:"description=Number of times this progress was written"`
+	// Queue is the workflow's place on its queue (Definition.OnQueue): no
+	// step starts before it holds one.
+	Queue *QueuePlace `json:"queue,omitempty" jsonschema:"description=The workflow's place on its queue: no step starts before it holds one"`
+	// Paused, when set, says the workflow is paused: no step starts until
+	// it is resumed.
+	Paused *Pause `json:"paused,omitempty" jsonschema:"description=Set while the workflow is paused: who paused it when and why"`
 }
 
 // WorkflowProgress is the former name of Progress.
@@ -216,6 +222,29 @@ type StepProgress struct {
 	Runs int `json:"runs,omitempty" jsonschema:"description=How many runs of its body a container started (a loop's iterations)"`
 	// Child is the task a child-workflow step started.
 	Child string `json:"child,omitempty" jsonschema:"description=The task a child-workflow step started"`
+	// Queue is the step's place on its queue (Step.OnQueue): waiting for
+	// one, or holding it while its attempts run.
+	Queue *QueuePlace `json:"queue,omitempty" jsonschema:"description=The step's place on its queue: waiting for one or holding it"`
+	// Asked is how a step that asks the client (a sampling step, a
+	// question) reaches it.
+	Asked *Asked `json:"asked,omitempty" jsonschema:"description=How a step that asks the client (sampling or a question) reaches it"`
+}
+
+// Asked is how a step that asks the client (a sampling step, a question;
+// see kind_sample.go) reaches it
+// (StepProgress.Asked).
+type Asked struct {
+	// Via says how: task, request, input or handoff (the AskVia
+	// constants).
+	Via string `json:"via" jsonschema:"enum=task,enum=request,enum=input,enum=handoff"`
+	// ClientTask is the client's task that answers a task-augmented
+	// request: followed again after a restart.
+	ClientTask string `json:"clientTask,omitempty" jsonschema:"description=The client's own task that answers a task-augmented request"`
+	// Why says why the client cannot be asked (Via handoff).
+	Why string `json:"why,omitempty" jsonschema:"description=Why the client cannot be asked"`
+	// Request is the input request ({"method", "params"}) the workflow
+	// task lists for the step (Via input).
+	Request json.RawMessage `json:"request,omitempty" jsonschema:"description=The input request the workflow task lists for the step"`
 }
 
 // Early is a delivery kept for a step the workflow has not reached yet.
@@ -307,7 +336,7 @@ func newProgress(wf *compiled, args map[string]string, now time.Time) *Progress 
 		if g := wf.parent[s.Name]; g != nil {
 			sp.Group = g.Name
 		}
-		if callOf(s) == nil { // a tool step's kind is left out
+		if s.Kind() != mcptask.StepKindTool { // a tool step's kind is left out
 			sp.Kind = string(s.Kind())
 		}
 		p.Steps = append(p.Steps, sp)

@@ -132,7 +132,9 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 // steps off. It returns the task's instance: release it with done.
 func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled, p *Progress, labels map[string]string, vars map[string]json.RawMessage, id string) (*instance, error) {
 	now := b.engine.Now()
-	markReached(wf, p, now) // a client step first is the client's at once
+	if wf.def.queue == nil {
+		markReached(wf, p, now) // a client step first is the client's at once (a queued workflow's: once it has its place)
+	}
 	p.refresh()
 	if p.PauseReason = pauseReason(wf, p); p.PauseReason == "" {
 		p.PauseReason = fmt.Sprintf("starting workflow %q", wf.def.Name)

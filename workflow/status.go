@@ -46,6 +46,9 @@ func pauseReason(wf *compiled, p *Progress) string {
 	if p.undoing() {
 		return undoStatus(p)
 	}
+	if line := pausedLine(p); line != "" {
+		return line // paused, or waiting for the workflow's place (pause.go)
+	}
 	var running []int
 	best, bestRank := "", rankNone
 	for i, s := range wf.steps {
@@ -59,6 +62,8 @@ func pauseReason(wf *compiled, p *Progress) string {
 		case sp.Status == StepRunning:
 			running = append(running, i)
 			continue
+		case sp.Queue.waiting():
+			line, r = queuedLine(s, sp.Queue), rankTimer
 		case sp.RetryAt != nil:
 			line, r = retryMessage(s, sp), rankRetry
 		case sp.HandedToClient:
@@ -105,6 +110,9 @@ func wantStatus(t *store.Task, p *Progress) store.Status {
 
 // statusFor is wantStatus for a client of dialect d.
 func statusFor(d mcptask.Dialect, p *Progress) store.Status {
+	if p.Paused != nil {
+		return store.StatusWorking // a paused workflow waits for no one's input
+	}
 	if d.HasMethod(mcptask.MethodTasksUpdate) && p.waitsOnEventsOnly() {
 		return store.StatusInputRequired
 	}

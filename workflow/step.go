@@ -33,9 +33,10 @@ type Step struct {
 	// when the approval was refused or its wait ran out).
 	Condition *Condition
 
-	kind   kind     // the kind's own fields and rules
-	undo   *Step    // the step that takes back what this one did (Undo)
-	misuse []string // builder methods that do not apply to the kind
+	kind   kind       // the kind's own fields and rules
+	undo   *Step      // the step that takes back what this one did (Undo)
+	misuse []string   // builder methods that do not apply to the kind
+	queue  *placement // the queue its runs take a place on (OnQueue, queue.go)
 }
 
 // StepKind says what a step does (the values are declared in mcptask).

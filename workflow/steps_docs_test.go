@@ -143,6 +143,37 @@ func TestStepDocsShowWhatAModelSees(t *testing.T) {
 		tk, p := f.settled(t, tk.ID)
 		render("undo", f, tk, p)
 	}
+	{ // a sampling step, for a client of the tasks extension
+		e := newFakeEngine()
+		e.tool("collect", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+			return ok(map[string]any{"log": "fix the retry backoff; add the sampling step"}), nil
+		})
+		echoTools(e, "publish")
+		w := New("notes", "Release notes the client's model writes").Arg("repo", "the repository", true).Step(
+			Server("collect", "collect").Bind("repo", PromptArg("repo")),
+			Sample("summary", "Write release notes for {{repo}} from this log: {{log}}").
+				Bind("repo", PromptArg("repo")).Bind("log", StepOutput("collect", "log")),
+			Server("publish", "publish").Bind("text", StepOutput("summary", "text")),
+		)
+		f := newFixture(t, e, hooks, w)
+		tk, _ := f.start(t, "notes", map[string]string{"repo": "taskbridge"})
+		tk, p := f.settled(t, tk.ID)
+		render("sampling", f, tk, p)
+	}
+	{ // a question for a person
+		e := newFakeEngine()
+		echoTools(e, "deploy")
+		w := New("release", "").Arg("version", "the version", true).Step(
+			Ask("go_ahead", "Release {{version}} to every user?", map[string]any{"type": "object", "required": []string{"approved"},
+				"properties": map[string]any{"approved": map[string]any{"type": "boolean", "description": "true to release"}}}).
+				Bind("version", PromptArg("version")),
+			Server("deploy", "deploy").When(Truthy(StepOutput("go_ahead", "approved"))),
+		)
+		f := newFixture(t, e, hooks, w)
+		tk, _ := f.start(t, "release", map[string]string{"version": "v2.1.0"})
+		tk, p := f.settled(t, tk.ID)
+		render("question", f, tk, p)
+	}
 
 	path := filepath.Join("..", "docs", "STEPS.md")
 	raw, err := os.ReadFile(path)

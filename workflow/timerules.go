@@ -39,6 +39,12 @@ import (
 //   - Deadline. A workflow with Definition.Deadline fails when it has run
 //     that long (a wake-up at its deadline); a step still running is
 //     stopped.
+//   - Queues. A run waiting for a place on its queue looks again when
+//     its queue's rate or debounce window ends, and at least every
+//     queuePoll (the operation that grants it wakes it at once); waiting
+//     for a place is not idle.
+//   - Pause. A paused workflow wakes for nothing but its deadline; its
+//     timers keep their times and are judged on resume.
 //   - Bounds. No sleep and no client wait is longer than MaxWait.
 
 // MaxWait bounds a sleep's length and a client wait (WaitsAtMost): a
@@ -180,6 +186,9 @@ func waiting(p *Progress) bool {
 	if p.undoing() {
 		return false
 	}
+	if p.Paused != nil {
+		return false // an operator's, not a client's (pause.go)
+	}
 	client := false
 	for i := range p.Steps {
 		sp := &p.Steps[i]
@@ -228,6 +237,9 @@ func (p *Progress) stepsWake() time.Time {
 		take(sp.Deadline)
 		take(sp.Until)
 	}
+	if q := p.queueWake(); !q.IsZero() {
+		take(&q) // a run waiting for a place looks again (queue.go)
+	}
 	return at
 }
 
@@ -244,6 +256,9 @@ func (p *Progress) pastDeadline(w *Definition, now time.Time) string {
 // if this process stops before it starts the step, the engine's scheduler
 // has another process start it), else timerWake.
 func (p *Progress) nextWake(now time.Time) time.Time {
+	if p.Paused != nil {
+		return p.deadlineWake() // nothing wakes a paused workflow but its deadline (pause.go)
+	}
 	if p.serverDue() {
 		return now
 	}
@@ -263,6 +278,9 @@ func (p *Progress) serverDue() bool {
 		}
 		return !running // (a step that was running, or an undo step, runs or waits for its retry)
 	}
+	if p.Paused != nil || p.Queue.waiting() {
+		return false // paused, or waiting for the workflow's place (queue.go)
+	}
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch {
@@ -277,6 +295,8 @@ func (p *Progress) serverDue() bool {
 		case settling(sp):
 		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
 			return false // a container whose records wait for the client
+		case sp.Queue.waiting():
+			return false // it waits for a place on its queue (queue.go)
 		}
 		return true
 	}
@@ -288,6 +308,13 @@ func (p *Progress) serverDue() bool {
 // (its process stopped), a server step is due, a timer is due, or a child workflow's
 // end may have been missed.
 func dueNow(p *Progress, now time.Time) bool {
+	if p.Paused != nil {
+		d := p.deadlineWake()
+		return !d.IsZero() && !d.After(now) || p.running() // its deadline, or steps a stopped process ran (pause.go)
+	}
+	if !p.queueWake().IsZero() {
+		return true // a run waiting for a place looks again when woken (queue.go)
+	}
 	for i := range p.Steps {
 		if p.Steps[i].Status == StepRunning {
 			return true
@@ -320,6 +347,9 @@ func rests(p *Progress, deadline time.Time) bool {
 	if p.undoing() {
 		return false // what it did is being undone
 	}
+	if p.Paused != nil || p.Queue.waiting() {
+		return true // paused, or waiting for the workflow's place
+	}
 	for i := range p.Steps {
 		if p.Steps[i].Status == StepRunning {
 			return false // a group's member runs, beside a step that waits
@@ -339,8 +369,8 @@ func rests(p *Progress, deadline time.Time) bool {
 			}
 			waits = true // a sleep holds what follows
 			continue
-		case sp.HandedToClient:
-			return true
+		case sp.HandedToClient, sp.Queue.waiting():
+			return true // the client's, or waiting for a place on its queue
 		case settling(sp):
 			return false // the container's turn is due
 		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover,
@@ -366,6 +396,14 @@ func waitNote(sp *StepProgress) string {
 		return ""
 	}
 	return fmt.Sprintf(" (until %s)", stamp(*sp.Deadline))
+}
+
+// deadlineWake is the workflow's deadline as a wake-up, or zero.
+func (p *Progress) deadlineWake() time.Time {
+	if p.DeadlineAt == nil {
+		return time.Time{}
+	}
+	return *p.DeadlineAt
 }
 
 // settling reports a container whose records waited for the client and

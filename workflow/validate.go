@@ -102,6 +102,8 @@ func (v *validation) workflow() {
 		v.declared[a.Name] = true
 		c.argument(w, a)
 	}
+	c.where = "the workflow's queue"
+	c.queue(w.queue, true) // queue.go
 }
 
 // stage checks top-level step s, stage i: a step alone, or a container
@@ -171,6 +173,7 @@ func (v *validation) step(i int, s *Step, container *Step, inBody bool) {
 	}
 	s.kind.check(c)
 	c.condition(s.Condition)
+	c.queue(s.queue, false) // queue.go
 	c.checkUndo()
 }
 
@@ -347,11 +350,16 @@ func (w *Definition) plainOnly() error {
 	var probs []string
 	for _, s := range w.Steps {
 		switch {
-		case callOf(s) == nil:
+		case callOf(s) == nil, s.Kind() != mcptask.StepKindTool:
 			probs = append(probs, fmt.Sprintf("step %q is a %s step", s.Name, s.Kind()))
 		case s.kind.acceptsWebhook():
 			probs = append(probs, fmt.Sprintf("step %q accepts the webhook", s.Name))
+		case s.queue != nil:
+			probs = append(probs, fmt.Sprintf("step %q is placed on a queue", s.Name))
 		}
+	}
+	if w.queue != nil || w.PauseOnFailure {
+		probs = append(probs, "the workflow is placed on a queue, or pauses on failure")
 	}
 	if len(probs) > 0 {
 		return &ValidationError{Workflow: w.Name, Problems: append(probs, "a plain workflow runs its tool steps in the request, in order: register it with a Bridge (Register) for the other kinds")}

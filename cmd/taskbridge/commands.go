@@ -50,6 +50,8 @@ func parseCommand(args []string) (*plan, error) {
 		return parseWorkflow(args[1:])
 	case "webhook":
 		return parseWebhook(args[1:])
+	case "schedules":
+		return parseSchedules(args[1:])
 	}
 	return nil, usagef("unknown command %q", args[0])
 }

@@ -66,6 +66,11 @@ Commands:
   tasks get ID                   one task's status
   tasks result ID                wait for a task's result and print it
   tasks cancel ID                cancel a task
+  tasks pause ID                 pause a workflow task: no step starts until it is resumed
+                                 (its status stays working and says paused, and by whom).
+                                 Flags: -reason TEXT, -cut (stop the steps running now too;
+                                 they run again on resume)
+  tasks resume ID                resume a paused workflow task
   tasks forget ID... | -all      drop tasks from the task history (-all: every task of the
                                  server -url or -stdio names); the tasks are untouched
   webhook add URL                register a push webhook (taskbridge servers): the server
@@ -102,6 +107,11 @@ Commands:
                                    -follow        then perform its client steps, as prompt
                                                   -follow does
                                    -tool NAME     the server's fork tool (default workflow_fork)
+  schedules list                 the server's schedules you may manage: expression, time
+                                 zone, paused or next firing, latest fires, history
+  schedules pause NAME           pause a schedule (-reason TEXT); its times fire nothing
+  schedules resume NAME          resume it from its next time
+  schedules trigger NAME         fire it now, once (also while paused); prints the task id
   ui URL | ui -- COMMAND ARGS   the terminal UI: Tools, Prompts and Tasks tabs, forms
                                  from input schemas, workflows step by step, a live task
                                  table (starting with the task history) with cancel and

@@ -25,7 +25,7 @@ import (
 // parseTasks checks `tasks SUBCOMMAND ...`.
 func parseTasks(args []string) (*plan, error) {
 	if len(args) == 0 {
-		return nil, usagef("tasks needs a subcommand: list, get, result, cancel or forget")
+		return nil, usagef("tasks needs a subcommand: list, get, result, cancel, pause, resume or forget")
 	}
 	sub, args := args[0], args[1:]
 	one := func(f func(cmd *command, ctx context.Context, id string) error) (*plan, error) {
@@ -49,8 +49,12 @@ func parseTasks(args []string) (*plan, error) {
 		return one((*command).cancel)
 	case "forget":
 		return parseForget(args)
+	case "pause":
+		return parsePause(args)
+	case "resume":
+		return parseResume(args)
 	}
-	return nil, usagef("unknown tasks subcommand %q (list, get, result, cancel, forget)", sub)
+	return nil, usagef("unknown tasks subcommand %q (list, get, result, cancel, pause, resume, forget)", sub)
 }
 
 func (cmd *command) get(ctx context.Context, id string) error {

@@ -78,6 +78,10 @@ Serve flags:
   -push-events LIST
                   what -push is told of (default terminal,input_required,paused;
                   step adds every workflow step's start and end)
+  -schedule CRON  start the workflow scheduled_report at the times of a cron expression
+                  ("@every 1m", "0 2 * * *"; off by default); taskbridge schedules
+                  list|pause|resume|trigger operate it, as does the dashboard
+  -schedule-tz Z  the time zone of -schedule (IANA, e.g. Europe/Berlin; default UTC)
   -v              log engine activity to stderr
 
 Prometheus metrics are served at http://ADDR/metrics (HTTP only), workflow
@@ -173,6 +177,8 @@ func serve(args []string, stderr io.Writer) error {
 	pushURL := fs.String("push", "", "POST a signed delivery to URL whenever any task ends, needs input or pauses")
 	pushSecret := fs.String("push-secret", os.Getenv(taskrouter.EnvPushSecret), "the deliveries' signing secret, whsec_...")
 	pushEvents := fs.String("push-events", "terminal,input_required,paused", "what -push is told of")
+	schedule := fs.String("schedule", "", `start scheduled_report at the times of this cron expression ("@every 1m", "0 2 * * *"; off when empty)`)
+	scheduleTZ := fs.String("schedule-tz", "", "the time zone of -schedule (IANA, e.g. Europe/Berlin; default UTC)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -201,7 +207,7 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := newBuilder(options{DB: *db, Ledger: *ledger})
+	b, err := newBuilder(options{DB: *db, Ledger: *ledger, Schedule: *schedule, ScheduleTZ: *scheduleTZ})
 	if err != nil {
 		return err
 	}

@@ -442,6 +442,9 @@ type options struct {
 	// Ledger is the publication ledger file; empty means DB + ".published"
 	// (for a PostgreSQL store, ledgerInStateDir).
 	Ledger string
+	// Schedule, when set, is the cron expression of the schedule that
+	// starts scheduled_report; ScheduleTZ its time zone (ops.go).
+	Schedule, ScheduleTZ string
 }
 
 // newBuilder assembles the example server.
@@ -478,7 +481,8 @@ func newBuilder(o options) (*builder.Builder, error) {
 	b.Workflow(releaseWorkflow("release_notes_plain"))
 	b.TaskWorkflow(shipWorkflow().AsTool())
 	b.TaskWorkflow(canaryWorkflow().AsTool())
-	addTrain(b) // train.go
+	addTrain(b)       // train.go
+	addSchedule(b, o) // ops.go
 	return b, nil
 }
 

@@ -123,9 +123,10 @@ func trainWorkflow() *workflow.Definition {
 				WithGuidance("The release notes are a workflow of their own: review its draft when asked."),
 			workflow.ForEach("deploy", services,
 				workflow.Server("deploy_service", "deploy_service").Bind("repo", repo).Bind("service", workflow.Item()).
+					OnQueue(deploysQueue, workflow.QueueKey(repo)). // one deploy per repository at a time (ops.go)
 					Undo(workflow.Server("rollback_service", "rollback_service").Bind("repo", repo).Bind("service", workflow.Item()).WithRetry())).
 				InSequence().
-				WithGuidance("Deploys the services one at a time; a failure later rolls them all back, last first."),
+				WithGuidance("Deploys the services one at a time, and one per repository across trains; a failure later rolls them all back, last first."),
 			workflow.ForEach("smoke", services,
 				workflow.Repeat("smoke_service",
 					workflow.Server("smoke_test", "smoke_test").Bind("repo", repo).Bind("service", workflow.Item()).Timeout(3*time.Second)).

@@ -36,6 +36,10 @@ var (
 	bucketWake = []byte("wake")
 	// Added by schema 4.
 	bucketEvents = []byte("events")
+	// Schema 5: the engine's queues (queues.go) and schedules
+	// (schedules.go).
+	bucketQueues    = []byte("queues")
+	bucketSchedules = []byte("schedules")
 
 	metaSchema    = []byte("schema")
 	metaCursorKey = []byte("cursor_key")
@@ -44,13 +48,14 @@ var (
 	metaMigrated = []byte("migrated_through")
 
 	allBuckets = [][]byte{bucketTasks, bucketVars, bucketResults, bucketByOwner, bucketExpiry, bucketActive,
-		bucketMeta, bucketByStatus, bucketByName, bucketLeases, bucketHistory, bucketWake, bucketEvents}
+		bucketMeta, bucketByStatus, bucketByName, bucketLeases, bucketHistory, bucketWake, bucketEvents,
+		bucketQueues, bucketSchedules}
 )
 
 // SchemaVersion is the on-disk layout version stored in the meta bucket.
-// Open upgrades a file of schema 1, 2 or 3 (see migrate.go) and refuses
+// Open upgrades a file of schema 1, 2, 3 or 4 (see migrate.go) and refuses
 // any other version.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // bucketSchema returns the schema version that added bucket name: 1 for
 // the original buckets.
@@ -62,6 +67,8 @@ func bucketSchema(name []byte) byte {
 		return 3
 	case string(bucketEvents):
 		return 4
+	case string(bucketQueues), string(bucketSchedules):
+		return 5
 	}
 	return 1
 }

@@ -346,6 +346,9 @@ func checkStore(tx *bolt.Tx, c *checker) {
 	if sc.has(bucketEvents) {
 		sc.eventLogs(tasks)
 	}
+	if sc.has(bucketQueues) {
+		sc.queuesAndSchedules()
+	}
 	if sc.v2 {
 		if got := readCounts(tx); !equalCounts(got, sc.counts) {
 			c.addf("status counters %v, the tasks number %v", got, sc.counts)

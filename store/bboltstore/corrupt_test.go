@@ -329,6 +329,28 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 		"gap in events": {func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketEvents).Put(eventKey(eventPrefix("t0"), 4), encodeEvent(store.LoggedEvent{Event: store.Event{Seq: 4, Type: "log"}, Pos: 1000}))
 		}, `task "t0": event 4 (at 1000) follows event 2`},
+		"bad queue entry": {func(tx *bolt.Tx) error {
+			qb, err := tx.Bucket(bucketQueues).CreateBucket([]byte("deploys"))
+			if err != nil {
+				return err
+			}
+			eb, err := qb.CreateBucket(queueEntriesKey)
+			if err != nil {
+				return err
+			}
+			return eb.Put([]byte("t1"), []byte("{"))
+		}, `queue "deploys": entry "t1" is undecodable`},
+		"misfiled fire": {func(tx *bolt.Tx) error {
+			sb, err := tx.Bucket(bucketSchedules).CreateBucket([]byte("nightly"))
+			if err != nil {
+				return err
+			}
+			fb, err := sb.CreateBucket(scheduleFiresKey)
+			if err != nil {
+				return err
+			}
+			return fb.Put(timeKey(5), []byte(`{"Schedule":"nightly","At":"2026-01-01T00:00:00Z","TaskID":"x"}`))
+		}, `schedule "nightly": fire`},
 		"terminal task with a wake-up": {func(tx *bolt.Tx) error {
 			task, err := loadHeader(tx, []byte("t0"))
 			if err != nil {

@@ -36,6 +36,10 @@ var migrateChunk = 10000
 // logs. No task of an older file has events, so every one reads as an
 // empty log, and its first event written is numbered 1: the step from 3
 // only sets the schema version to 4, in one transaction.
+//
+// Schema 5 added the queues and schedules buckets (created by Open): an
+// older file has no queue entries and no schedule records, so the step
+// from 4 only sets the schema version to 5, in one transaction.
 func migrate(db *bolt.DB, from byte, log *slog.Logger) error {
 	start, total := from, 0
 	for from == 1 {
@@ -48,7 +52,7 @@ func migrate(db *bolt.DB, from byte, log *slog.Logger) error {
 			from = 2
 		}
 	}
-	// The steps from 2 and from 3 add only buckets, which Open created.
+	// The steps from 2, 3 and 4 add only buckets, which Open created.
 	if from >= 2 && from < SchemaVersion {
 		err := db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaSchema, []byte{SchemaVersion})

@@ -33,17 +33,19 @@ type Store struct {
 	now    func() time.Time
 	codec  *store.CursorCodec
 
-	mu       sync.RWMutex
-	closed   bool
-	tasks    map[string]*store.Task
-	byOwner  map[string][]pos       // sorted by (CreatedAt, id)
-	byStatus map[store.Status][]pos // sorted by (CreatedAt, id)
-	byName   map[string][]pos       // by Request.Name, sorted by (CreatedAt, id)
-	expiry   []pos                  // sorted by (ExpiresAt, id); tasks with an ExpiresAt
-	leases   []pos                  // sorted by (LeaseUntil, id); tasks with a LeaseHolder
-	wake     []pos                  // sorted by (WakeAt, id); tasks with a WakeAt
-	counts   map[store.Status]int
-	logs     map[string]*eventLog // by task id; a task without events has none
+	mu        sync.RWMutex
+	closed    bool
+	tasks     map[string]*store.Task
+	byOwner   map[string][]pos       // sorted by (CreatedAt, id)
+	byStatus  map[store.Status][]pos // sorted by (CreatedAt, id)
+	byName    map[string][]pos       // by Request.Name, sorted by (CreatedAt, id)
+	expiry    []pos                  // sorted by (ExpiresAt, id); tasks with an ExpiresAt
+	leases    []pos                  // sorted by (LeaseUntil, id); tasks with a LeaseHolder
+	wake      []pos                  // sorted by (WakeAt, id); tasks with a WakeAt
+	counts    map[store.Status]int
+	logs      map[string]*eventLog // by task id; a task without events has none
+	queues    map[string]*queue    // by queue name (queues.go); made on first use
+	schedules map[string]*schedule // by schedule name (schedules.go); made on first use
 }
 
 var _ store.Store = (*Store)(nil)

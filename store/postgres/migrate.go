@@ -111,6 +111,43 @@ CREATE TABLE IF NOT EXISTS {s}.task_events (
 	PRIMARY KEY (task_id, seq)
 );
 `,
+	// 4: the engine's queues and schedules (queues.go, schedules.go). New
+	// tables: no existing row changes. A queue's row is what its
+	// operations lock (SELECT ... FOR UPDATE), so that they serialize
+	// across replicas; its entries hold no reference to their task (a
+	// task is deleted without them: an entry of a missing task holds no
+	// place and is dropped by the next operation), but are indexed by it.
+	`
+CREATE TABLE IF NOT EXISTS {s}.queues (
+	name  bytea PRIMARY KEY,
+	state bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.queue_entries (
+	queue       bytea NOT NULL,
+	id          bytea NOT NULL,
+	task_id     bytea NOT NULL,
+	key         bytea NOT NULL,
+	priority    bigint NOT NULL,
+	seq         bigint NOT NULL,
+	enqueued_at bigint NOT NULL,
+	not_before  bigint,
+	granted_at  bigint,
+	PRIMARY KEY (queue, id)
+);
+CREATE INDEX IF NOT EXISTS queue_entries_task ON {s}.queue_entries (task_id);
+CREATE TABLE IF NOT EXISTS {s}.schedules (
+	name    bytea PRIMARY KEY,
+	version bigint NOT NULL,
+	record  bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.schedule_fires (
+	schedule bytea NOT NULL,
+	at       bigint NOT NULL,
+	started  boolean NOT NULL,
+	fire     bytea NOT NULL,
+	PRIMARY KEY (schedule, at)
+);
+`,
 }
 
 // migrate brings the schema up to date and returns the cursor key. It runs

@@ -68,7 +68,7 @@ func TestConcurrentOpen(t *testing.T) {
 	defer conn.Close(t.Context())
 	var versions, keys int
 	require.NoError(t, conn.QueryRow(t.Context(), "SELECT count(*) FROM fresh.migrations").Scan(&versions))
-	require.Equal(t, 3, versions, "each migration ran once")
+	require.Equal(t, 4, versions, "each migration ran once")
 	require.NoError(t, conn.QueryRow(t.Context(), "SELECT count(*) FROM fresh.meta").Scan(&keys))
 	require.Equal(t, 1, keys)
 
@@ -127,7 +127,7 @@ func TestMigrateWake(t *testing.T) {
 	stores := openAtOnce(t, dsn, "v1", 3)
 	var versions int
 	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v1.migrations").Scan(&versions))
-	require.Equal(t, 3, versions, "each migration ran once")
+	require.Equal(t, 4, versions, "each migration ran once")
 
 	s = stores[0]
 	old, err := s.Get(ctx, "old-a")
@@ -168,11 +168,11 @@ func TestMigrateEvents(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())
-	admin := downgrade(t, dsn, "v2", `DROP TABLE v2.task_events; DELETE FROM v2.migrations WHERE version = 3`)
+	admin := downgrade(t, dsn, "v2", `DROP TABLE v2.task_events; DELETE FROM v2.migrations WHERE version >= 3`)
 	stores := openAtOnce(t, dsn, "v2", 3)
 	var versions int
-	require.NoError(t, admin.QueryRow(ctx, "SELECT max(version) FROM v2.migrations").Scan(&versions))
-	require.Equal(t, 3, versions, "migration 3 ran")
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v2.migrations WHERE version = 3").Scan(&versions))
+	require.Equal(t, 1, versions, "migration 3 ran")
 
 	s = stores[0]
 	page, err := s.Events(ctx, "old-a", 0, 0)
@@ -190,4 +190,33 @@ func TestMigrateEvents(t *testing.T) {
 	var left int
 	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v2.task_events").Scan(&left))
 	require.Zero(t, left, "the log went with its task")
+}
+
+// TestMigrateQueues takes a schema back to version 3 (before queues and
+// schedules) and opens it from three replicas at once: migration 4 runs
+// exactly once, and the old tasks can be queued and schedules saved.
+func TestMigrateQueues(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := t.Context()
+	now := time.Unix(1700000000, 0).UTC()
+	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v3"))
+	require.NoError(t, err)
+	_, err = s.Create(ctx, &store.Task{ID: "old-a", Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	admin := downgrade(t, dsn, "v3", `DROP TABLE v3.queues; DROP TABLE v3.queue_entries; DROP TABLE v3.schedules;
+		DROP TABLE v3.schedule_fires; DELETE FROM v3.migrations WHERE version = 4`)
+	stores := openAtOnce(t, dsn, "v3", 3)
+	var versions int
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v3.migrations WHERE version = 4").Scan(&versions))
+	require.Equal(t, 1, versions, "migration 4 ran once")
+
+	res, err := stores[0].Enqueue(ctx, store.QueueEntry{Queue: "q", ID: "old-a", TaskID: "old-a"}, store.QueueLimits{PerKey: 1}, now)
+	require.NoError(t, err)
+	require.True(t, res.Entry.Granted())
+	es, err := stores[1].QueueEntries(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, es, 1)
+	_, err = stores[2].SaveSchedule(ctx, &store.ScheduleRecord{Name: "nightly"}, []store.Fire{{Schedule: "nightly", At: now, TaskID: "x"}})
+	require.NoError(t, err)
 }

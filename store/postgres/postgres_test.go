@@ -580,3 +580,15 @@ func TestStats(t *testing.T) {
 	require.Positive(t, st.CommitTime)
 	require.InDelta(t, 1.0, st.OpsPerCommit(), 0)
 }
+
+// TestQueueAcrossReplicas races two Store values (two replicas) on one
+// schema for places on a queue (storetest.QueueRace): the limits hold
+// across them.
+func TestQueueAcrossReplicas(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a := openSchema(t, dsn, postgres.WithSchema("queue_replicas"))
+	b, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("queue_replicas"))
+	require.NoError(t, err)
+	defer b.Close()
+	storetest.QueueRace(t, a, b)
+}

@@ -32,6 +32,8 @@ func RunDurable(t *testing.T, open func(t *testing.T, path string) store.Store) 
 		{"CreatedTerminal", testReopenCreatedTerminal},
 		{"Wake", testReopenWake},
 		{"Events", testReopenEvents},
+		{"Queues", testReopenQueues},
+		{"Schedules", testReopenSchedules},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // every subtest uses its own path

@@ -24,7 +24,11 @@
 // wake-ups (WakeAt, Update.WakeAt and the wake index behind Due, under
 // concurrent writers too), and the event logs (numbering, the store's
 // status events, appends in the write they report, pure appends, caps,
-// reads, deletes, concurrent appenders). When the store implements the
+// reads, deletes, concurrent appenders), queues (grants in order within
+// the per-key, global and rate limits, priorities, debounce, entries of
+// ended tasks, exact limits under racing callers) and schedules (records
+// written compare-and-swap with their fires, once per time, start marks,
+// caps, one winner among racing writers). When the store implements the
 // optional store.Notifier, Run also checks its change feed (every
 // version-bumping write and every delete delivered after it committed,
 // one task's changes in commit order, no renewals, stop waiting for a
@@ -33,11 +37,14 @@
 // Subscribe does not; RunNotifierResync checks the Resync after a lost
 // connection, which only the backend can provoke. RunDurable checks that
 // everything, including cursors, leases, counts, history, wake-ups, event
-// logs and tasks created ended, survives a close and reopen.
+// logs, tasks created ended, queues and schedules, survives a close and reopen.
 //
 // The suite uses the default store.Limits: open must not configure smaller
 // or larger limits. Under testing.Short the largest workloads are scaled
 // down.
+//
+// QueueRace races queue callers over stores that share one database (two
+// replicas of a shared backend; Run calls it with one store).
 //
 // BenchCreateComplete, BenchUpdates, BenchGet, BenchListPage and
 // BenchQueryPage (over the tasks PreloadQuery writes) are shared benchmark
@@ -134,6 +141,20 @@ var suite = []struct {
 	{"EventsRead", testEventsRead},
 	{"EventsDelete", testEventsDelete},
 	{"EventsConcurrent", testEventsConcurrent},
+	// queues.go
+	{"QueueBasics", testQueueBasics},
+	{"QueuePerKey", testQueuePerKey},
+	{"QueueConcurrencyAndPriority", testQueueConcurrencyAndPriority},
+	{"QueueRate", testQueueRate},
+	{"QueueDebounce", testQueueDebounce},
+	{"QueueEndedTasks", testQueueEndedTasks},
+	{"QueueInvalid", testQueueInvalid},
+	{"QueueConcurrent", testQueueConcurrent},
+	// schedules.go
+	{"ScheduleRecord", testScheduleRecord},
+	{"ScheduleFires", testScheduleFires},
+	{"ScheduleFirePrune", testScheduleFirePrune},
+	{"ScheduleRace", testScheduleRace},
 	// notifier.go: skipped unless the store implements store.Notifier
 	{"NotifierChanges", testNotifierChanges},
 	{"NotifierOrder", testNotifierOrder},

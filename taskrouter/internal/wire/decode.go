@@ -126,18 +126,9 @@ var (
 )
 
 // MayBeFast is a quick filter on a body before ParseBody: a tasks/*
-// request, or a tools/call that may ask for a task (core: params.task) or
-// be one the server decides on (2026-07-28: a per-request protocol
-// version in the body).
+// request, or a tools/call.
 func MayBeFast(body []byte) bool {
-	return bytes.Contains(body, tasksPrefix) || bytes.Contains(body, toolsCallBytes) && MayAskTask(body)
-}
-
-// MayAskTask is the filter on a tools/call's bytes: a literal "task" member
-// (core) or a per-request protocol version (2026-07-28) may be in it; a
-// call with neither is a plain call, which the fast path never serves.
-func MayAskTask(b []byte) bool {
-	return bytes.Contains(b, keyTask) || bytes.Contains(b, protocolKey)
+	return bytes.Contains(body, tasksPrefix) || bytes.Contains(body, toolsCallBytes)
 }
 
 // HasProtocolKey reports whether b holds the per-request protocol version

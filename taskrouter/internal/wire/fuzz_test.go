@@ -170,7 +170,7 @@ func FuzzTakeTaskParam(f *testing.F) {
 		`{"ttl":9007199254740991}`,
 		`{"ttl":1e300}`,
 		`{"ttl":-1}`, `{"ttl":-0}`, `{"ttl":"60000"}`, `{"ttl":true}`, `{"ttl":[1]}`, `{"ttl":{}}`,
-		`{"ttl":60000,"extra":"ignored"}`, `null`, `[]`, `"soon"`, `5`, `true`,
+		`{"ttl":60000,"extra":"ignored"}`, `{"TTL":5}`, `{"Ttl":null}`, `null`, `[]`, `"soon"`, `5`, `true`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -180,6 +180,13 @@ func FuzzTakeTaskParam(f *testing.F) {
 			return // the SDK rejects such params before the router runs
 		}
 		tr, asked, err := TakeTaskParam(mcp.Meta{MetaTaskRequest: v, "other": "kept"})
+		if v != nil {
+			// The shortcut for the usual values reads what the general
+			// path reads.
+			slow, slowErr := decodeTaskRequest(v)
+			require.Equal(t, slowErr, err)
+			require.Equal(t, slow, tr)
+		}
 		if v == nil {
 			require.False(t, asked)
 			require.NoError(t, err)
@@ -244,6 +251,8 @@ func FuzzParseFastBody(f *testing.F) {
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/list","params":{"cursor":"c"}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"a":1},"task":{"ttl":1000}}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":1}}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"tasks/cancel","params":{"taskId":"t\u0031"}}`,
 		`[{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}]`,
 		`{"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t1"}}`,

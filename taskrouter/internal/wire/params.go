@@ -64,18 +64,57 @@ func TakeTaskParam(meta mcp.Meta) (*TaskRequest, bool, error) {
 	if !ok || raw == nil {
 		return nil, false, nil
 	}
+	if tr, ok := plainTaskRequest(raw); ok {
+		return tr, true, nil
+	}
+	tr, err := decodeTaskRequest(raw)
+	return tr, true, err
+}
+
+// decodeTaskRequest reads a params.task value of any shape, by encoding
+// it again and decoding that into a TaskRequest.
+func decodeTaskRequest(raw any) (*TaskRequest, error) {
 	b, err := json.Marshal(raw)
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	var tr TaskRequest
 	if err := json.Unmarshal(b, &tr); err != nil {
-		return nil, true, fmt.Errorf("params.task must be an object with an optional numeric ttl: %v", err)
+		return nil, fmt.Errorf("params.task must be an object with an optional numeric ttl: %v", err)
 	}
 	if tr.TTL != nil && (*tr.TTL < 0 || *tr.TTL != *tr.TTL) {
-		return nil, true, fmt.Errorf("params.task.ttl must be a non-negative number of milliseconds")
+		return nil, fmt.Errorf("params.task.ttl must be a non-negative number of milliseconds")
 	}
-	return &tr, true, nil
+	return &tr, nil
+}
+
+// plainTaskRequest reads the common params.task values without encoding
+// them again: {} and {"ttl": n} (n a non-negative number, or null).
+// Anything else (other keys, which encoding/json matches without regard
+// to case, a ttl of another type, a negative one) reports false, for
+// TakeTaskParam's general path and its errors.
+func plainTaskRequest(raw any) (*TaskRequest, bool) {
+	m, ok := raw.(map[string]any)
+	if !ok || len(m) > 1 {
+		return nil, false
+	}
+	tr := &TaskRequest{}
+	for k, v := range m {
+		if k != "ttl" {
+			return nil, false
+		}
+		switch v := v.(type) {
+		case nil:
+		case float64:
+			if v < 0 {
+				return nil, false
+			}
+			tr.TTL = &v
+		default:
+			return nil, false
+		}
+	}
+	return tr, true
 }
 
 // Duration is the requested ttl; zero when none was asked for.

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -26,7 +27,7 @@ import (
 func SDKReads(req *http.Request, o *mcp.StreamableHTTPOptions, n int) bool {
 	if !o.DisableLocalhostProtection {
 		if la, ok := req.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
-			if isLoopback(la.String()) && !isLoopback(req.Host) {
+			if addrIsLoopback(la) && !isLoopback(req.Host) {
 				return false
 			}
 		}
@@ -65,6 +66,15 @@ func streamableAccepts(values []string) (jsonOK, streamOK bool) {
 	return jsonOK, streamOK
 }
 
+// addrIsLoopback is isLoopback(a.String()), without formatting a TCP
+// address.
+func addrIsLoopback(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	return isLoopback(a.String())
+}
+
 // isLoopback is go-sdk's check of a loopback address or host.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -92,11 +102,17 @@ func SetStreamHeaders(w http.ResponseWriter, jsonResponse bool) {
 }
 
 // WriteReply writes resp as the SDK's Streamable HTTP handler writes a
-// POST's only response: a JSON body, or one SSE event, flushed; a
-// protocol-level error of a request that negotiates per request (d) as a
-// JSON body with the HTTP status SEP-2575 assigns it.
+// POST's last response: a JSON body, or an SSE event; a protocol-level
+// error of a request that negotiates per request (d) as a JSON body with
+// the HTTP status SEP-2575 assigns it.
+//
+// Unlike the SDK it does not flush: the reply is the last thing the
+// handler writes, so net/http sends the headers, the reply and the end
+// of the body together, in one write on the socket (with a
+// Content-Length when the body is small, where the SDK's flush makes the
+// body chunked and ends it in a second write).
 func WriteReply(w http.ResponseWriter, jsonResponse bool, resp *jsonrpc.Response, d mcptask.Dialect) {
-	data, err := jsonrpc.EncodeMessage(resp)
+	data, err := EncodeResponse(resp)
 	if err != nil {
 		return
 	}
@@ -111,12 +127,74 @@ func WriteReply(w http.ResponseWriter, jsonResponse bool, resp *jsonrpc.Response
 		_, _ = w.Write(data)
 		return
 	}
+	_ = writeEvent(w, data, false)
+}
+
+// EncodeResponse encodes resp as jsonrpc.EncodeMessage does. A result
+// (already encoded, compact, by Response) is framed directly, without
+// encoding it a second time.
+func EncodeResponse(resp *jsonrpc.Response) ([]byte, error) {
+	if resp.Error != nil || resp.Result == nil || !resp.ID.IsValid() {
+		return jsonrpc.EncodeMessage(resp)
+	}
+	var id []byte
+	switch v := resp.ID.Raw().(type) {
+	case int64:
+		id = strconv.AppendInt(nil, v, 10)
+	case string:
+		var err error
+		if id, err = encodeNoEscape(v); err != nil {
+			return nil, err
+		}
+	default:
+		return jsonrpc.EncodeMessage(resp)
+	}
+	const head, mid = `{"jsonrpc":"2.0","id":`, `,"result":`
+	b := make([]byte, 0, len(head)+len(id)+len(mid)+len(resp.Result)+1)
+	b = append(append(append(append(b, head...), id...), mid...), resp.Result...)
+	return append(b, '}'), nil
+}
+
+// writeEvent writes data as one SSE "message" event, as go-sdk writes
+// one (without an event id: the fast path serves no session with an
+// event store), and flushes it when flush is set.
+func writeEvent(w http.ResponseWriter, data []byte, flush bool) error {
 	const pre, post = "event: message\ndata: ", "\n\n"
 	b := make([]byte, 0, len(pre)+len(data)+len(post))
 	b = append(append(append(b, pre...), data...), post...)
-	_, _ = w.Write(b)
-	_ = http.NewResponseController(w).Flush()
+	_, err := w.Write(b)
+	if flush {
+		_ = http.NewResponseController(w).Flush()
+	}
+	return err
 }
+
+// WriteNotification writes a notification a handler sends while its call
+// is answered on the fast path as the SDK writes one on the call's SSE
+// stream: an event holding the JSON-RPC notification (params encoded as
+// the SDK's jsonrpc2 layer encodes them), flushed at once. The first one
+// sets the stream's headers.
+func WriteNotification(w http.ResponseWriter, first bool, method string, params any) error {
+	var raw json.RawMessage
+	if params != nil {
+		var err error
+		if raw, err = encodeNoEscape(params); err != nil {
+			return err
+		}
+	}
+	data, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: method, Params: raw})
+	if err != nil {
+		return err
+	}
+	if first {
+		SetStreamHeaders(w, false)
+	}
+	return writeEvent(w, data, true)
+}
+
+// ErrStreamClosed is go-sdk's refusal of a message related to a request
+// that has been answered: its stream is gone.
+var ErrStreamClosed = fmt.Errorf("%w: write to closed stream", errRejected)
 
 // WriteSDKError is go-sdk's writeJSONRPCError.
 func WriteSDKError(w http.ResponseWriter, status int, id jsonrpc.ID, je *jsonrpc.Error) {

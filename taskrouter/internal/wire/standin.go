@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,7 +25,7 @@ import (
 // client capabilities and client information, at most standInMax of them.
 // Like the throwaway session it has no id, and it refuses requests to the
 // client (nobody could answer them) the way the SDK's stateless transport
-// does; notifications sent on it go nowhere.
+// does, and notifications the way it refuses those it cannot deliver.
 
 const standInMax = 32
 
@@ -154,10 +155,20 @@ type standInConn struct{ mcp.Connection }
 var errRejected = &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}
 
 // Write refuses requests to the client as the SDK's stateless transport
-// does.
+// does, and notifications as it refuses those it cannot relate to a
+// request's SSE stream (its standalone stream is never connected; the
+// fast path writes those it can relate itself: see the router's
+// replySink).
 func (c *standInConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-		return fmt.Errorf("%w: stateless servers cannot make requests", errRejected)
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		if req.IsCall() {
+			return fmt.Errorf("%w: stateless servers cannot make requests", errRejected)
+		}
+		return errUndelivered
 	}
 	return c.Connection.Write(ctx, msg)
 }
+
+// errUndelivered is go-sdk's refusal of a message for a stream that is
+// not connected.
+var errUndelivered = fmt.Errorf("%w: undelivered message: %v", errRejected, errors.New("stream not connected or already closed"))

@@ -1,0 +1,40 @@
+package taskrouter
+
+import (
+	"context"
+	"errors"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Queues: the engine's face of the store's queues (store.Queues), on its
+// clock. A component that places work on a queue (the workflow bridge:
+// a step, or a whole workflow) enqueues an entry when the work is due,
+// runs it once the entry is granted, dequeues it when the work ends, and
+// wakes the tasks of the entries an operation granted (WakeNow): the
+// grants are decided in the store, so the limits hold across replicas.
+
+// Enqueue adds e to its queue (or looks again at an entry of its id) and
+// grants what lim allows, at the engine's now; see store.Queues.Enqueue.
+func (r *Router) Enqueue(ctx context.Context, e store.QueueEntry, lim store.QueueLimits) (store.QueueResult, error) {
+	return r.st.Enqueue(ctx, e, lim, r.opts.Now())
+}
+
+// Dequeue removes entry id from queue, freeing its place, and grants what
+// lim allows then; see store.Queues.Dequeue.
+func (r *Router) Dequeue(ctx context.Context, queue, id string, lim store.QueueLimits) (store.QueueResult, error) {
+	return r.st.Dequeue(ctx, queue, id, lim, r.opts.Now())
+}
+
+// WakeNow sets task id's wake-up time to now: the scheduler of whichever
+// process sees it first (this one at once) hands it to its kind's Wake
+// hook. It is how a component tells a task waiting on a queue that it was
+// granted a place. A task that has ended is left alone.
+func (r *Router) WakeNow(ctx context.Context, id string) error {
+	now := r.opts.Now()
+	_, err := r.Update(ctx, id, store.Update{WakeAt: &now})
+	if err != nil && (errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound)) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,174 @@
+package taskrouter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// The schedule tools let an operator (the CLI, a program, a model) list,
+// pause, resume and trigger the schedules it may manage
+// (MayManageSchedule) over MCP.
+
+// Default names of the schedule tools.
+const (
+	DefaultScheduleListToolName    = "schedule_list"
+	DefaultSchedulePauseToolName   = "schedule_pause"
+	DefaultScheduleResumeToolName  = "schedule_resume"
+	DefaultScheduleTriggerToolName = "schedule_trigger"
+)
+
+// ScheduleToolsOptions name the schedule tools; nil or empty names mean
+// the defaults.
+type ScheduleToolsOptions struct {
+	ListName, PauseName, ResumeName, TriggerName string
+}
+
+func (o ScheduleToolsOptions) withDefaults() ScheduleToolsOptions {
+	set := func(p *string, def string) {
+		if *p == "" {
+			*p = def
+		}
+	}
+	set(&o.ListName, DefaultScheduleListToolName)
+	set(&o.PauseName, DefaultSchedulePauseToolName)
+	set(&o.ResumeName, DefaultScheduleResumeToolName)
+	set(&o.TriggerName, DefaultScheduleTriggerToolName)
+	return o
+}
+
+// scheduleIn names a schedule.
+type scheduleIn struct {
+	Name string `json:"name" jsonschema:"the schedule's name (schedule_list lists them)"`
+}
+
+// schedulePauseIn is schedule_pause's input.
+type schedulePauseIn struct {
+	Name   string `json:"name" jsonschema:"the schedule's name (schedule_list lists them)"`
+	Reason string `json:"reason,omitempty" jsonschema:"why, for the schedule's history"`
+}
+
+// scheduleListOut is schedule_list's structured result.
+type scheduleListOut struct {
+	Schedules []ScheduleInfo `json:"schedules"`
+}
+
+// AddScheduleTools registers the tools schedule_list, schedule_pause,
+// schedule_resume and schedule_trigger (names from opts) on the router's
+// server. A requestor sees and acts on the schedules MayManageSchedule
+// lets it; every action is in the schedule's history, by the requestor's
+// owner. Install must have been called.
+func (r *Router) AddScheduleTools(opts *ScheduleToolsOptions) {
+	var o ScheduleToolsOptions
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	AddTool(r, &mcp.Tool{Name: o.ListName, Description: "List the server's schedules you may manage: each one's cron expression and time zone, whether it is paused, its next and last firing, its latest fires (the tasks they started) and its history."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			q := r.Resolve(ctx, req)
+			if q.OwnerErr != nil {
+				return nil, nil, q.OwnerErr
+			}
+			all, err := r.Schedules(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			out := scheduleListOut{Schedules: []ScheduleInfo{}}
+			var b strings.Builder
+			for _, in := range all {
+				if r.MayManageSchedule(q, in.Name) {
+					out.Schedules = append(out.Schedules, in)
+					b.WriteString(scheduleLine(in) + "\n")
+				}
+			}
+			if len(out.Schedules) == 0 {
+				b.WriteString("There is no schedule you may manage.")
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}}, StructuredContent: out}, nil, nil
+		}, ToolOptions{})
+	AddTool(r, &mcp.Tool{Name: o.PauseName, Description: "Pause a schedule: it starts no task until resumed (its times that pass meanwhile are not run)."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in schedulePauseIn) (*mcp.CallToolResult, any, error) {
+			return r.scheduleTool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
+				info, err := r.PauseSchedule(ctx, in.Name, q.Owner, in.Reason)
+				return info, fmt.Sprintf("Schedule %q is paused.", in.Name), err
+			})
+		}, ToolOptions{})
+	AddTool(r, &mcp.Tool{Name: o.ResumeName, Description: "Resume a paused schedule: it fires from its next time on."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in scheduleIn) (*mcp.CallToolResult, any, error) {
+			return r.scheduleTool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
+				info, err := r.ResumeSchedule(ctx, in.Name, q.Owner)
+				return info, fmt.Sprintf("Schedule %q is resumed; it fires next at %s.", in.Name, stamp(info.Next)), err
+			})
+		}, ToolOptions{})
+	AddTool(r, &mcp.Tool{Name: o.TriggerName, Description: "Fire a schedule now, once, outside its times (also while paused): it starts its task at once. Returns the task's id."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in scheduleIn) (*mcp.CallToolResult, any, error) {
+			return r.scheduleTool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
+				f, err := r.TriggerSchedule(ctx, in.Name, q.Owner)
+				if err != nil && f.TaskID == "" {
+					return ScheduleInfo{}, "", err
+				}
+				info, ierr := r.info(ctx, r.crons.get(in.Name))
+				if err == nil {
+					err = ierr
+				}
+				return info, fmt.Sprintf("Schedule %q fired: task %s started (check it with task_result {\"task_id\": %q}).", in.Name, f.TaskID, f.TaskID), err
+			})
+		}, ToolOptions{})
+}
+
+// scheduleTool checks that the requestor may manage schedule name and
+// applies do, answering with what it said and the schedule.
+func (r *Router) scheduleTool(ctx context.Context, req *mcp.CallToolRequest, name string, do func(q *Request) (ScheduleInfo, string, error)) (*mcp.CallToolResult, any, error) {
+	q := r.Resolve(ctx, req)
+	if q.OwnerErr != nil {
+		return nil, nil, q.OwnerErr
+	}
+	if !r.MayManageSchedule(q, name) {
+		return errorResult("there is no schedule %q that you may manage (schedule_list lists yours)", name), nil, nil
+	}
+	info, said, err := do(q)
+	switch {
+	case errors.Is(err, ErrNoSchedule), errors.Is(err, store.ErrInvalid):
+		return errorResult("%s", trimPrefix(err)), nil, nil
+	case err != nil:
+		return nil, nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: said + "\n" + scheduleLine(info)}}, StructuredContent: info}, nil, nil
+}
+
+// scheduleLine says where a schedule stands in one line.
+func scheduleLine(in ScheduleInfo) string {
+	var b strings.Builder
+	tz := in.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	fmt.Fprintf(&b, "%s: %q (%s)", in.Name, in.Cron, tz)
+	if in.Paused {
+		b.WriteString(", paused")
+		for i := len(in.Actions) - 1; i >= 0; i-- {
+			if a := in.Actions[i]; a.Action == "paused" {
+				fmt.Fprintf(&b, " by %s at %s", a.By, stamp(a.At))
+				if a.Detail != "" {
+					fmt.Fprintf(&b, " (%s)", a.Detail)
+				}
+				break
+			}
+		}
+	} else {
+		fmt.Fprintf(&b, ", next at %s", stamp(in.Next))
+	}
+	if len(in.Fires) > 0 {
+		f := in.Fires[0]
+		fmt.Fprintf(&b, "; last fired for %s (%s): task %s", stamp(f.At), f.Reason, f.TaskID)
+	}
+	if in.Description != "" {
+		fmt.Fprintf(&b, " — %s", in.Description)
+	}
+	return b.String()
+}

@@ -1,0 +1,352 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
+)
+
+// Pause and resume. A paused workflow starts nothing new: no step starts
+// (nor its retry), no sleep or wait is judged; its timers keep their
+// times, and what is due when it resumes happens then. The steps running
+// at the pause finish (their outcomes are recorded), or, with Cut, are
+// stopped and run again on resume. The task's wire status stays working
+// (the status the spec defines for it; clients such as the TypeScript SDK
+// reject others): its status message, its handoff and the dashboard say
+// it is paused, by whom, since when and why. A workflow with
+// PauseOnFailure pauses itself instead of failing when the server gives
+// up on a step whose failure would fail it; the resume runs that step
+// again. Pause and resume are recorded in the task's event log (an
+// mcptask.EventAction event), with who did it.
+//
+// The entry points: Bridge.Pause and Bridge.Resume (the Go API; the
+// dashboard), and through taskrouter.Pauser (kindHooks) the engine's
+// Router.PauseTask, the built-in tools task_pause and task_resume and the
+// CLI. A queued run gives its place up while the workflow is paused (it
+// queues again on resume): a paused workflow holds no place it does not
+// use.
+
+// Pause is the record of a paused workflow (Progress.Paused).
+type Pause struct {
+	// By names who paused it: a requestor's owner, an operator, or
+	// PausedByServer.
+	By string `json:"by"`
+	// At is when it was paused.
+	At time.Time `json:"at"`
+	// Reason says why.
+	Reason string `json:"reason,omitempty"`
+	// Cut reports that the steps running at the pause were stopped (they
+	// run again on resume).
+	Cut bool `json:"cut,omitempty"`
+	// Step is the step whose failure paused the workflow
+	// (PauseOnFailure): it runs again on resume.
+	Step string `json:"step,omitempty"`
+}
+
+// PausedByServer is Pause.By when the workflow paused itself
+// (PauseOnFailure).
+const PausedByServer = "the server"
+
+// Errors of Pause and Resume; both match taskrouter.ErrNotPausable.
+var (
+	// ErrPaused: the workflow is paused already.
+	ErrPaused = fmt.Errorf("%w: the workflow is paused already", taskrouter.ErrNotPausable)
+	// ErrNotPaused: the workflow is not paused.
+	ErrNotPaused = fmt.Errorf("%w: the workflow is not paused", taskrouter.ErrNotPausable)
+)
+
+// errPauseCut is the cause a pause with Cut stops a running step's tool
+// with; the pause recorded the attempt stopped already.
+var errPauseCut = errors.New("workflow: the workflow was paused and its running steps cut")
+
+// pauseCut reports that a step's tool was stopped by a pause with Cut.
+func pauseCut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errPauseCut) }
+
+// Pause pauses workflow task id (see the comment above): p.By says who
+// (it defaults to "an operator"), p.Reason why, and p.Cut stops the steps
+// running in this process too (a step running on another replica
+// finishes there; its outcome is not recorded, and it runs again on
+// resume). It returns the task as written and a sentence saying what
+// happened. A task paused already fails with ErrPaused; an ended one
+// with an error matching taskrouter.ErrNotPausable. Who may pause is the
+// caller's to check (the tools check the requestor may see the task).
+func (b *Bridge) Pause(ctx context.Context, id string, p taskrouter.PauseRequest) (*store.Task, string, error) {
+	if p.By == "" {
+		p.By = "an operator"
+	}
+	in := b.use(id)
+	defer b.done(in)
+	var said string
+	var cut []string
+	err := in.commitLocked(ctx, func(pr *Progress) (store.Update, error) {
+		if pr.Paused != nil {
+			return store.Update{}, fmt.Errorf("%w (by %s since %s)", ErrPaused, pr.Paused.By, stamp(pr.Paused.At))
+		}
+		now := b.engine.Now()
+		pr.Paused = &Pause{By: p.By, At: now, Reason: oneLine(p.Reason), Cut: p.Cut}
+		cut = nil
+		var running []string
+		in.eachSlot(pr, func(sl *slot) {
+			a := sl.sp.open()
+			if a == nil {
+				return
+			}
+			running = append(running, sl.path)
+			if p.Cut {
+				a.Outcome, a.Error = OutcomeStopped, fmt.Sprintf("cut: the workflow was paused by %s; the step runs again on resume", p.By)
+				a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+				sl.sp.Status = StepPending
+				sl.sp.Tries = max(0, sl.sp.Tries-1)
+				cut = append(cut, sl.path)
+			}
+		})
+		pr.refresh()
+		pr.PauseReason = pauseReason(in.wf, pr)
+		said = fmt.Sprintf("Workflow task %s is paused: no step starts until it is resumed.", id)
+		switch {
+		case len(running) == 0:
+		case p.Cut:
+			said += fmt.Sprintf(" The steps that were running (%s) were stopped; they run again on resume.", quoteList(running))
+		default:
+			said += fmt.Sprintf(" The steps running now (%s) finish; their outcomes are recorded.", quoteList(running))
+		}
+		return store.Update{Events: []store.Event{actionEvent("paused", p.By, p.Reason)}}, nil
+	})
+	if err != nil {
+		return nil, "", pauseErr(err)
+	}
+	in.locked(func() {
+		for _, path := range cut {
+			if ru := in.running[path]; ru != nil {
+				ru.cancel(errPauseCut)
+			}
+		}
+	})
+	in.kick("")
+	t, _ := in.known()
+	return t, said, nil
+}
+
+// Resume resumes paused workflow task id, by by: what is due starts (a
+// step the pause cut, or whose failure paused it, runs again). It returns
+// the task as written and a sentence saying what happened; a task that
+// is not paused fails with ErrNotPaused.
+func (b *Bridge) Resume(ctx context.Context, id, by string) (*store.Task, string, error) {
+	if by == "" {
+		by = "an operator"
+	}
+	in := b.use(id)
+	defer b.done(in)
+	var said string
+	err := in.commitLocked(ctx, func(p *Progress) (store.Update, error) {
+		if p.Paused == nil {
+			return store.Update{}, ErrNotPaused
+		}
+		was := p.Paused
+		p.Paused = nil
+		said = fmt.Sprintf("Workflow task %s is resumed (it was paused by %s since %s).", id, was.By, stamp(was.At))
+		if was.Step != "" {
+			if sl := in.wf.slotAt(p, was.Step); sl != nil && sl.sp.Status == StepFailed && !sl.sp.HandedToClient {
+				sl.sp.Status, sl.sp.Error, sl.sp.GaveUp = StepPending, "", false
+				said += fmt.Sprintf(" Step %q, whose failure paused it, runs again.", was.Step)
+			}
+		}
+		p.refresh()
+		p.PauseReason = pauseReason(in.wf, p)
+		return store.Update{Events: []store.Event{actionEvent("resumed", by, "")}}, nil
+	})
+	if err != nil {
+		return nil, "", pauseErr(err)
+	}
+	in.kick("")
+	t, _ := in.known()
+	return t, said, nil
+}
+
+// pauseErr maps what a pause's write can fail with to the errors callers
+// tell apart.
+func pauseErr(err error) error {
+	switch {
+	case errors.Is(err, errEnded):
+		return fmt.Errorf("%w: the workflow task has ended", taskrouter.ErrNotPausable)
+	case errors.Is(err, errTakenOver):
+		return fmt.Errorf("the workflow task changed on another server process meanwhile; try again: %w", err)
+	}
+	return err
+}
+
+// Pause and Resume make the bridge's kind hooks a taskrouter.Pauser:
+// Router.PauseTask, task_pause and task_resume reach a workflow task.
+
+// Pause pauses workflow task t (see Bridge.Pause).
+func (k kindHooks) Pause(ctx context.Context, t *store.Task, p taskrouter.PauseRequest) (*store.Task, string, error) {
+	return k.b.Pause(ctx, t.ID, p)
+}
+
+// Resume resumes workflow task t (see Bridge.Resume).
+func (k kindHooks) Resume(ctx context.Context, t *store.Task, by string) (*store.Task, string, error) {
+	return k.b.Resume(ctx, t.ID, by)
+}
+
+var _ taskrouter.Pauser = kindHooks{}
+
+// actionEvent is the event-log entry of an action on the task.
+func actionEvent(action, by, reason string) store.Event {
+	raw, _ := json.Marshal(mcptask.ActionEvent{Action: action, By: by, Reason: oneLine(reason)})
+	return store.Event{Type: mcptask.EventAction, Data: raw}
+}
+
+// eachSlot calls f for every slot of p: the steps' records and, at any
+// depth, the records their containers keep.
+func (in *instance) eachSlot(p *Progress, f func(sl *slot)) {
+	var visit func(sl *slot)
+	visit = func(sl *slot) {
+		f(sl)
+		for _, c := range sl.children() {
+			visit(c)
+		}
+	}
+	for i := range in.wf.steps {
+		if i < len(p.Steps) {
+			visit(in.wf.slotOf(p, i))
+		}
+	}
+}
+
+// pauseOnGiveUp pauses the workflow instead of failing it when the server
+// gives up on slot sl with msg and the workflow has PauseOnFailure: it
+// reports whether it did. It asks as giveUp does whether the failure
+// would fail the workflow (the step's policy, its container's rules).
+func (in *instance) pauseOnGiveUp(p *Progress, sl *slot, msg string, now time.Time) bool {
+	if !in.wf.def.PauseOnFailure || p.Paused != nil {
+		return false
+	}
+	s, sp := sl.s, sl.sp
+	c := callOf(s)
+	if c == nil {
+		return false
+	}
+	fails := c.failurePolicy() == FailWorkflow
+	parent := in.wf.parent[s.Name]
+	if sl.parent != nil {
+		parent = sl.parent.s
+	}
+	if parent != nil {
+		failure, _, hold := parent.kind.memberGaveUp(parent, s, msg, fails)
+		fails = failure != "" || hold
+	}
+	if !fails {
+		return false
+	}
+	sp.RetryAt, sp.Tries = nil, 0
+	sp.Status, sp.Error = StepFailed, msg
+	p.Paused = &Pause{By: PausedByServer, At: now, Step: sl.path,
+		Reason: fmt.Sprintf("%s failed after %d attempt(s): %s; fix the cause and resume it to run the step again", toolLine(s), sp.Attempts, oneLine(msg))}
+	return true
+}
+
+// pausedLine is the status line of a paused workflow, or of one waiting
+// for its place on its queue; "" for neither.
+func pausedLine(p *Progress) string {
+	if pz := p.Paused; pz != nil {
+		line := fmt.Sprintf("paused by %s since %s", pz.By, stamp(pz.At))
+		if pz.Reason != "" {
+			line += ": " + pz.Reason
+		}
+		if pz.Cut {
+			line += " (the steps that were running were stopped; they run again on resume)"
+		}
+		var running []string
+		for i := range p.Steps {
+			if sp := &p.Steps[i]; sp.open() != nil {
+				running = append(running, sp.Name)
+			}
+		}
+		if len(running) > 0 {
+			line += fmt.Sprintf("; step %s still running, its outcome is recorded", strings.Join(quoted(running), ", "))
+		}
+		return line
+	}
+	if p.Queue.waiting() {
+		return queuedLine(nil, p.Queue)
+	}
+	return ""
+}
+
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%q", n)
+	}
+	return out
+}
+
+// holdDoc adds to a handoff document what it says of a paused workflow:
+// who paused it, and how to resume it. resumeTool names the tool that
+// resumes a task ("" when the server has none).
+func holdDoc(doc *handoff.Document, t *store.Task, p *Progress, resumeTool string) {
+	pz := p.Paused
+	if pz == nil || t.Status.Terminal() {
+		return
+	}
+	hp := &handoff.Paused{By: pz.By, At: pz.At, Reason: pz.Reason, Step: pz.Step}
+	if resumeTool != "" {
+		hp.Do = fmt.Sprintf("it goes on when someone allowed to resumes it (tool %q with {\"task_id\": %q})", resumeTool, t.ID)
+	} else {
+		hp.Do = "it goes on when an operator resumes it"
+	}
+	doc.Paused = hp
+}
+
+// holdEntry adds to a remaining step's handoff entry what holds it: its
+// wait for a place on its queue; and, while the workflow is paused, that
+// nothing is to be called for it now.
+func (v *view) holdEntry(sp *StepProgress, rs *handoff.RemainingStep) {
+	if q := sp.Queue; q.waiting() {
+		rs.Queue = &handoff.Queued{Queue: q.Queue, Key: q.Key, Ahead: q.Ahead, Why: q.Why, Since: q.Since}
+		rs.Do = queuedDo(q)
+	}
+	if v.p.Paused != nil && !v.t.Status.Terminal() {
+		rs.Call = nil
+	}
+}
+
+// closeInterrupted records, in a paused workflow, the attempts a process
+// that stopped left open (none of them runs here, and this process holds
+// the lease): each ends as interrupted, and its step runs again on
+// resume, as a step found running after a restart does. Call with mu
+// held, from a pass.
+func (in *instance) closeInterrupted(p *Progress, now time.Time) {
+	if in.lease == nil {
+		return // another process may run them
+	}
+	in.eachSlot(p, func(sl *slot) {
+		sp := sl.sp
+		a := sp.open()
+		if a == nil || in.running[sl.path] != nil || sp.Items != nil {
+			return
+		}
+		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran; it runs again on resume"
+		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+		sp.Interrupted++
+		sp.Status = StepPending
+	})
+}
+
+// running reports whether some step's record says it runs.
+func (p *Progress) running() bool {
+	for i := range p.Steps {
+		if p.Steps[i].Status == StepRunning {
+			return true
+		}
+	}
+	return false
+}

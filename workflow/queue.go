@@ -1,0 +1,577 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Queues. A step's runs (Step.OnQueue), or a whole workflow's tasks
+// (Definition.OnQueue), can be placed on a named Queue: a run starts once
+// it holds a place, and holds it until it ends, so that at most
+// Concurrency runs hold places at once, at most PerKey per key (a
+// repository: one deploy at a time per repo), at most Rate start per Per,
+// higher Priority first. The places are decided in the store (see
+// store.Queues), so the limits hold across replicas and restarts; a run
+// waiting for a place is recorded (QueuePlace) and shown as queued: in the
+// task's status message, the handoff, the dashboard and /metrics.
+//
+// A slot's turn (attempt.go's runnable) asks its queue for a place before
+// its attempt opens (queueTurn): granted, the attempt opens; not, the
+// slot waits, and the task wakes when an operation on the queue grants it
+// (the operation's caller wakes it: wakeGranted), or to look again at
+// QueuePlace.Next (the time rules). A pass frees the places of the slots
+// that ended (freePlaces), and the workflow's own when it ends. A task
+// that ends otherwise (cancelled, expired) frees its places in the store
+// by itself: an entry of a task that is not active holds nothing.
+
+// A Queue is a named queue and its limits. Every workflow and step placed
+// on the same name must use the same limits (registration checks it);
+// replicas running the same code do.
+type Queue struct {
+	// Name names the queue.
+	Name string
+	// Concurrency bounds the runs holding a place at once (0: no bound).
+	Concurrency int
+	// PerKey bounds the runs of one key holding a place at once (0: no
+	// bound); the key comes from QueueKey.
+	PerKey int
+	// Rate bounds the starts in any window of Per (0: no bound).
+	Rate int
+	Per  time.Duration
+	// Debounce, on a workflow's queue, makes a new task of the same key
+	// started within this window replace the one still waiting (which is
+	// cancelled, naming the new one): of starts close together, the last
+	// runs, Debounce after it arrived.
+	Debounce time.Duration
+}
+
+// limits are q's limits as the store takes them.
+func (q *Queue) limits() store.QueueLimits {
+	return store.QueueLimits{Concurrency: q.Concurrency, PerKey: q.PerKey, Rate: q.Rate, Period: q.Per, Debounce: q.Debounce}
+}
+
+// A QueueOption says how a run is placed on its queue.
+type QueueOption func(*placement)
+
+// QueueKey sets the run's concurrency key (Queue.PerKey counts per key):
+// the value src reads, a string as it is, anything else as JSON; a
+// missing or null value is the empty key.
+func QueueKey(src Source) QueueOption { return func(p *placement) { p.key = &src } }
+
+// QueuePriority sets the run's priority: the number (or a string holding
+// one) src reads; higher runs first, the default is 0.
+func QueuePriority(src Source) QueueOption { return func(p *placement) { p.priority = &src } }
+
+// placement is a queue and how runs take a place on it.
+type placement struct {
+	q        *Queue
+	key      *Source
+	priority *Source
+}
+
+func newPlacement(q *Queue, opts []QueueOption) *placement {
+	pl := &placement{q: q}
+	for _, o := range opts {
+		if o != nil {
+			o(pl)
+		}
+	}
+	return pl
+}
+
+// OnQueue places the step's runs on queue q: each run of its tool (each
+// item, when it is a for-each's body) takes a place before its first
+// attempt and holds it until the step ends, across its retries and
+// restarts; a step handed to the client gives its place up.
+func (s *Step) OnQueue(q *Queue, opts ...QueueOption) *Step {
+	s.queue = newPlacement(q, opts)
+	return s
+}
+
+// OnQueue places the workflow's tasks on queue q: a task starts its first
+// step once it holds a place, and holds it until it ends. A key read from
+// a prompt argument makes, with PerKey 1, one task per key run at a time.
+func (w *Definition) OnQueue(q *Queue, opts ...QueueOption) *Definition {
+	w.queue = newPlacement(q, opts)
+	return w
+}
+
+// PausesOnFailure sets PauseOnFailure: a failure that would fail the
+// workflow pauses it instead, for an operator to fix and resume.
+func (w *Definition) PausesOnFailure() *Definition { w.PauseOnFailure = true; return w }
+
+// QueuePlace is a run's place on its queue, as the progress records it.
+type QueuePlace struct {
+	// Queue names the queue.
+	Queue string `json:"queue"`
+	// Key is the run's concurrency key.
+	Key string `json:"key,omitempty"`
+	// Priority is the run's priority.
+	Priority int `json:"priority,omitempty"`
+	// Since is when the run joined the queue.
+	Since time.Time `json:"since"`
+	// GrantedAt is when the run was granted its place; absent while it
+	// waits.
+	GrantedAt *time.Time `json:"grantedAt,omitempty"`
+	// Ahead counts the runs that go before it, when it last looked.
+	Ahead int `json:"ahead,omitempty"`
+	// Why says why it waits, in words.
+	Why string `json:"why,omitempty"`
+	// Next is when the engine looks at the queue again for it (a rate
+	// window or a debounce window ends; or a periodic look).
+	Next *time.Time `json:"next,omitempty"`
+}
+
+// waiting reports a run still waiting for its place.
+func (q *QueuePlace) waiting() bool { return q != nil && q.GrantedAt == nil }
+
+// queuePoll is how often a run waiting for a place looks again when
+// nothing tells it sooner (the operation that grants it wakes its task;
+// the look covers a process that stopped between the grant and the
+// wake).
+const queuePoll = 30 * time.Second
+
+// queueEngine is what the queues need of the engine; *taskrouter.Router
+// has it. Registration refuses a queue on an engine without it.
+type queueEngine interface {
+	Enqueue(ctx context.Context, e store.QueueEntry, lim store.QueueLimits) (store.QueueResult, error)
+	Dequeue(ctx context.Context, queue, id string, lim store.QueueLimits) (store.QueueResult, error)
+	WakeNow(ctx context.Context, id string) error
+}
+
+// queues returns the engine's queues, or nil.
+func (b *Bridge) queues() queueEngine {
+	qe, _ := b.engine.(queueEngine)
+	return qe
+}
+
+// queue checks a placement at registration: the queue's limits, that the
+// step runs a tool on the server, and the sources of its key and
+// priority (a workflow's read only what a task starts with).
+func (c *checker) queue(pl *placement, workflow bool) {
+	if pl == nil {
+		return
+	}
+	q := pl.q
+	switch {
+	case q == nil:
+		c.add("OnQueue has no queue: pass a *Queue")
+		return
+	case q.Name == "":
+		c.add("its queue has no name: set Queue.Name")
+	case q.Concurrency < 0 || q.PerKey < 0 || q.Rate < 0 || q.Per < 0 || q.Debounce < 0:
+		c.add("queue %q has a negative limit", q.Name)
+	case q.Rate > 0 && q.Per <= 0:
+		c.add("queue %q has a Rate of %d without Per: say per how long", q.Name, q.Rate)
+	case q.Debounce > 0 && !workflow:
+		c.add("queue %q debounces, which replaces a waiting start of a workflow: place the workflow on it (Definition.OnQueue), not a step", q.Name)
+	}
+	if !workflow {
+		s := c.step
+		switch {
+		case s.kind != nil && (len(s.kind.members()) > 0 || bodyOf(s) != nil):
+			c.add("a %s step takes no place on a queue itself: place the steps it runs on it (each run takes a place)", s.Kind())
+		case callOf(s) == nil:
+			c.add("OnQueue applies to a step that runs a tool, not a %s step", s.Kind())
+		case s.Execution() == ClientDeferred:
+			c.add("OnQueue applies to the server's runs: a client step is performed by the client")
+		}
+	}
+	for label, src := range map[string]*Source{"(queue key)": pl.key, "(queue priority)": pl.priority} {
+		if src == nil {
+			continue
+		}
+		if workflow {
+			switch src.Kind {
+			case SourcePromptArg, SourceConstant, SourceTaskVar:
+			default:
+				c.add("its %s reads a %s, but a workflow's place is taken when its task starts: read a prompt argument, a constant or a task variable", strings.Trim(label, "()"), src.Kind)
+				continue
+			}
+		}
+		c.source(label, *src, toolSchema{}, false)
+	}
+}
+
+// bodyOf is the body of a step that keeps records of its runs (a
+// for-each, a loop), or nil.
+func bodyOf(s *Step) *Step {
+	if s == nil || s.kind == nil {
+		return nil
+	}
+	return s.kind.body()
+}
+
+// checkQueues checks that every queue w uses has the limits the queues
+// of that name registered before it have, and that the engine keeps
+// queues, and records them. Call with b.mu held.
+func (b *Bridge) checkQueues(w *Definition) error {
+	var used []*Queue
+	if w.queue != nil && w.queue.q != nil {
+		used = append(used, w.queue.q)
+	}
+	for _, s := range w.flat() {
+		if s.queue != nil && s.queue.q != nil {
+			used = append(used, s.queue.q)
+		}
+		if body := bodyOf(s); body != nil && body.queue != nil && body.queue.q != nil {
+			used = append(used, body.queue.q)
+		}
+	}
+	if len(used) == 0 {
+		return nil
+	}
+	if b.queues() == nil {
+		return fmt.Errorf("workflow %q uses queue %q, but its task engine keeps no queues: use a *taskrouter.Router", w.Name, used[0].Name)
+	}
+	if b.queueLimits == nil {
+		b.queueLimits = map[string]Queue{}
+	}
+	for _, q := range used {
+		if prev, ok := b.queueLimits[q.Name]; ok && prev != *q {
+			return fmt.Errorf("workflow %q: queue %q is defined with other limits by another workflow or step (%+v, here %+v): share one *Queue", w.Name, q.Name, prev, *q)
+		}
+	}
+	for _, q := range used {
+		b.queueLimits[q.Name] = *q
+	}
+	return nil
+}
+
+// placeOf resolves the key and priority of a run of pl at progress p (a
+// record's item, when it has one).
+func (in *instance) placeOf(p *Progress, item json.RawMessage, pl *placement) (key string, prio int) {
+	r := &resolver{w: in.wf.def, vars: in.vars, item: item}
+	if pl.key != nil {
+		if v, err := r.value(p, *pl.key); err == nil {
+			key = keyText(v)
+		}
+	}
+	if pl.priority != nil {
+		if v, err := r.value(p, *pl.priority); err == nil {
+			prio = priorityOf(v)
+		}
+	}
+	return key, prio
+}
+
+// keyText is a key value as the queue counts it: a string as it is,
+// anything else as JSON, null as "".
+func keyText(v json.RawMessage) string {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	if t := strings.TrimSpace(string(v)); t != "null" {
+		return t
+	}
+	return ""
+}
+
+// priorityOf reads a priority: a number, or a string holding one; 0
+// otherwise.
+func priorityOf(v json.RawMessage) int {
+	var f float64
+	if json.Unmarshal(v, &f) == nil {
+		return int(f)
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
+// queueCtx bounds a queue operation of a pass.
+func (in *instance) queueCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(in.b.ctx, 10*time.Second)
+}
+
+// queueTurn asks the queue of slot sl for a place, at its turn: it
+// reports whether the slot holds one (or has no queue), and records where
+// it stands (sp.Queue). Call with mu held, from a pass.
+func (in *instance) queueTurn(p *Progress, sl *slot, now time.Time) bool {
+	pl := sl.s.queue
+	if pl == nil || pl.q == nil {
+		return true
+	}
+	key, prio := in.placeOf(p, sl.item, pl)
+	return in.takePlace(&sl.sp.Queue, pl, store.QueueEntry{Queue: pl.q.Name, ID: in.id + "#" + sl.path, TaskID: in.id, Key: key, Priority: prio}, now)
+}
+
+// workflowTurn asks the workflow's queue for the task's place: it reports
+// whether the task holds one (or has no queue).
+func (in *instance) workflowTurn(p *Progress, now time.Time) bool {
+	pl := in.wf.def.queue
+	if pl == nil || pl.q == nil {
+		return true
+	}
+	key, prio := in.placeOf(p, nil, pl)
+	return in.takePlace(&p.Queue, pl, store.QueueEntry{Queue: pl.q.Name, ID: in.id, TaskID: in.id, Key: key, Priority: prio}, now)
+}
+
+// takePlace enqueues e (or looks again) and records the outcome in
+// *place; it wakes the tasks the operation granted places to, and
+// cancels the tasks a debounce replaced.
+func (in *instance) takePlace(place **QueuePlace, pl *placement, e store.QueueEntry, now time.Time) bool {
+	if *place != nil && (*place).GrantedAt != nil && (*place).Queue == e.Queue {
+		// Held already: the store still has it, unless the task ended
+		// (then nothing runs) or a pause gave it up (then it is nil).
+		return true
+	}
+	qe := in.b.queues()
+	ctx, cancel := in.queueCtx()
+	defer cancel()
+	res, err := qe.Enqueue(ctx, e, pl.q.limits())
+	if *place == nil || (*place).Queue != e.Queue {
+		*place = &QueuePlace{Queue: e.Queue, Key: e.Key, Priority: e.Priority, Since: now}
+	}
+	qp := *place
+	if err != nil {
+		in.b.engine.Logger().Warn("asking a queue for a place", "task", in.id, "queue", e.Queue, "error", err)
+		next := now.Add(time.Second)
+		qp.Why, qp.Next = fmt.Sprintf("the queue could not be read (%s); looking again", oneLine(err.Error())), &next
+		return false
+	}
+	in.b.wakeGranted(in, res.Granted, e.ID)
+	in.b.replaced(res.Replaced, in.id)
+	if res.Entry.Granted() {
+		at := res.Entry.GrantedAt
+		qp.GrantedAt, qp.Ahead, qp.Why, qp.Next = &at, 0, "", nil
+		return true
+	}
+	qp.Ahead, qp.Why = res.Ahead, waitWhy(pl.q, e, res)
+	next := now.Add(queuePoll)
+	if !res.Next.IsZero() && res.Next.Before(next) {
+		next = res.Next
+	}
+	qp.Next = &next
+	return false
+}
+
+// waitWhy says in words why entry e waits on q.
+func waitWhy(q *Queue, e store.QueueEntry, res store.QueueResult) string {
+	held := func() string {
+		var names []string
+		for _, h := range res.Holders {
+			names = append(names, holderName(h))
+		}
+		if len(names) == 0 {
+			return ""
+		}
+		return ": held by " + strings.Join(names, ", ")
+	}
+	switch res.Reason {
+	case store.QueueWaitKey:
+		return fmt.Sprintf("queue %q runs %d at a time per key, and key %q has them%s", q.Name, q.PerKey, e.Key, held())
+	case store.QueueWaitConcurrency:
+		return fmt.Sprintf("queue %q runs %d at a time, and all are taken%s", q.Name, q.Concurrency, held())
+	case store.QueueWaitRate:
+		return fmt.Sprintf("queue %q starts at most %d per %s, and that many started; the next place opens at %s", q.Name, q.Rate, q.Per, stamp(res.Next))
+	case store.QueueWaitDebounce:
+		return fmt.Sprintf("queue %q waits %s after the latest start of key %q (a newer one replaces this one); it may start at %s", q.Name, q.Debounce, e.Key, stamp(res.Entry.NotBefore))
+	case store.QueueWaitBusy:
+		return fmt.Sprintf("queue %q was deciding its places (another server process); it looks again", q.Name)
+	}
+	return fmt.Sprintf("queue %q gives the places there are to runs of higher priority or earlier arrival", q.Name)
+}
+
+// holderName names a queue entry for a person: its task, and its step.
+func holderName(e store.QueueEntry) string {
+	if task, path, ok := strings.Cut(e.ID, "#"); ok {
+		return fmt.Sprintf("task %s (step %q)", task, path)
+	}
+	return "task " + e.TaskID
+}
+
+// wakeGranted wakes the tasks whose entries an operation of in granted
+// (except entry self, the one the operation asked for): the task's
+// instance here, and its wake-up time in the store for whichever process
+// runs it. It does not wait: in's lock is held.
+func (b *Bridge) wakeGranted(in *instance, granted []store.QueueEntry, self string) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, e := range granted {
+		if e.ID != self && !seen[e.TaskID] {
+			seen[e.TaskID] = true
+			ids = append(ids, e.TaskID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	qe := b.queues()
+	go func() {
+		for _, id := range ids {
+			b.mu.Lock()
+			other := b.instances[id]
+			b.mu.Unlock()
+			if other != nil {
+				other.kick("")
+			}
+			if id == in.id {
+				continue // its own pass writes its wake-up
+			}
+			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+			if err := qe.WakeNow(ctx, id); err != nil {
+				b.engine.Logger().Warn("waking a task granted a place on its queue; it looks again later", "task", id, "error", err)
+			}
+			cancel()
+		}
+	}()
+}
+
+// replaced cancels the tasks whose waiting entries a debounced start of
+// task by replaced. It does not wait.
+func (b *Bridge) replaced(entries []store.QueueEntry, by string) {
+	if len(entries) == 0 {
+		return
+	}
+	go func() {
+		for _, e := range entries {
+			msg := fmt.Sprintf("replaced by task %s, a newer start of key %q on queue %q within its debounce window; it was cancelled before it started", by, e.Key, e.Queue)
+			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+			_, err := b.engine.Update(ctx, e.TaskID, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+			cancel()
+			if err != nil && !isGone(err) {
+				b.engine.Logger().Warn("cancelling a task a debounced start replaced", "task", e.TaskID, "error", err)
+			}
+		}
+	}()
+}
+
+// freePlaces gives up the places the task no longer needs: those of the
+// slots that ended, were handed to the client or gave up; with the task
+// paused, those no attempt runs on (they queue again on resume); and
+// every one, the workflow's too, when ending is set (the task ends in
+// this pass). Call with mu held, from a pass.
+func (in *instance) freePlaces(p *Progress, now time.Time, ending bool) {
+	if in.b.queues() == nil {
+		return
+	}
+	running := false
+	var visit func(sl *slot)
+	visit = func(sl *slot) {
+		sp := sl.sp
+		if sp.open() != nil {
+			running = true
+		}
+		if sp.Queue != nil && sl.s.queue != nil {
+			paused := p.Paused != nil && sp.open() == nil
+			if ending || paused || sp.ended() || sp.HandedToClient || sp.GaveUp || sp.Status == StepFailed && sp.RetryAt == nil {
+				in.givePlace(sl.s.queue, in.id+"#"+sl.path)
+				sp.Queue = nil
+			}
+		}
+		for _, c := range sl.children() {
+			visit(c)
+		}
+	}
+	for i := range in.wf.steps {
+		if i < len(p.Steps) {
+			visit(in.wf.slotOf(p, i))
+		}
+	}
+	if pl := in.wf.def.queue; p.Queue != nil && pl != nil && (ending || p.Paused != nil && !running) {
+		in.givePlace(pl, in.id)
+		p.Queue = nil
+	}
+}
+
+// givePlace dequeues entry id from pl's queue and wakes the tasks that
+// get the places it frees.
+func (in *instance) givePlace(pl *placement, id string) {
+	ctx, cancel := in.queueCtx()
+	defer cancel()
+	res, err := in.b.queues().Dequeue(ctx, pl.q.Name, id, pl.q.limits())
+	if err != nil {
+		// The entry stays until its task ends (then it holds nothing),
+		// or the next pass gives it up again.
+		in.b.engine.Logger().Warn("giving up a place on a queue", "task", in.id, "queue", pl.q.Name, "entry", id, "error", err)
+		return
+	}
+	in.b.wakeGranted(in, res.Granted, "")
+}
+
+// mayWalk reports whether a pass may move the workflow's steps: not while
+// it is paused, nor before the task holds its place on the workflow's
+// queue. Call with mu held, from a pass.
+func (in *instance) mayWalk(p *Progress, now time.Time) bool {
+	if p.Paused != nil {
+		in.closeInterrupted(p, now)
+		return false
+	}
+	return in.workflowTurn(p, now)
+}
+
+// queued reports a step record (or a record its container keeps, at any
+// depth) waiting for a place, and the earliest time one looks again.
+func queued(sp *StepProgress) (waits bool, next time.Time) {
+	if sp.Queue.waiting() && !sp.ended() {
+		waits = true
+		if sp.Queue.Next != nil {
+			next = *sp.Queue.Next
+		}
+	}
+	for i := range sp.Items {
+		w, n := queued(&sp.Items[i])
+		waits = waits || w
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	return waits, next
+}
+
+// queueWake is the earliest time a run of p waiting for a place looks
+// again (the workflow's own place included); zero for none.
+func (p *Progress) queueWake() time.Time {
+	var at time.Time
+	if p.Queue.waiting() && p.Queue.Next != nil {
+		at = *p.Queue.Next
+	}
+	for i := range p.Steps {
+		if _, n := queued(&p.Steps[i]); !n.IsZero() && (at.IsZero() || n.Before(at)) {
+			at = n
+		}
+	}
+	return at
+}
+
+// queuedLine is the status line of a step (or the workflow, s nil)
+// waiting for its place.
+func queuedLine(s *Step, q *QueuePlace) string {
+	who := "the workflow"
+	if s != nil {
+		who = toolLine(s)
+	}
+	line := fmt.Sprintf("%s is queued on %q", who, q.Queue)
+	if q.Key != "" {
+		line += fmt.Sprintf(" (key %q)", q.Key)
+	}
+	if q.Ahead > 0 {
+		line += fmt.Sprintf(", %d ahead of it", q.Ahead)
+	}
+	if q.Why != "" {
+		line += ": " + q.Why
+	}
+	return line
+}
+
+// queuedDo is the sentence a model reads for a step waiting for its
+// place.
+func queuedDo(q *QueuePlace) string {
+	ahead := ""
+	if q.Ahead > 0 {
+		ahead = fmt.Sprintf(", %d ahead of it", q.Ahead)
+	}
+	return fmt.Sprintf("the server runs it once queue %q gives it a place (it is queued%s); do not call it yourself", q.Queue, ahead)
+}
