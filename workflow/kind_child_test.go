@@ -211,10 +211,13 @@ func TestCancelParentCancelsChild(t *testing.T) {
 // nobody serves. The child is cancelled when it is next recovered, or when
 // a client names it.
 func TestChildOutlivesItsParentAcrossStops(t *testing.T) {
-	// startParked starts a train whose child waits for its review, then
-	// ends the train in the store alone (the process stopped before the
-	// second write): it returns the two ids.
-	startParked := func(t *testing.T, f *fixture, e *fakeEngine) (string, string) {
+	// parked starts a train whose child waits for its review, then ends
+	// the train in the store alone (the process stopped before the second
+	// write): it returns the fixture and the two ids.
+	parked := func(t *testing.T) (*fixture, *fakeEngine, string, string) {
+		e := newFakeEngine()
+		childTools(e)
+		f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
 		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
 		tk, p := f.settled(t, tk.ID)
 		child := p.step("notes").Child
@@ -224,42 +227,33 @@ func TestChildOutlivesItsParentAcrossStops(t *testing.T) {
 		require.NoError(t, err)
 		ct, _ := f.task(t, child)
 		require.False(t, ct.Status.Terminal(), "the child missed its parent's cancel")
-		return tk.ID, child
+		return f, e, tk.ID, child
 	}
-	t.Run("a restart cancels it", func(t *testing.T) {
-		e := newFakeEngine()
-		childTools(e)
-		f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
-		parent, child := startParked(t, f, e)
-		f.b.Close()
-		f = redeploy(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
+	// cancelled checks that child was cancelled for why (its parent and how it ended).
+	cancelled := func(t *testing.T, f *fixture, child, why string) {
 		ct, _ := f.task(t, child)
 		require.Equal(t, store.StatusCancelled, ct.Status)
-		require.Equal(t, "cancelled: its parent workflow task "+parent+" cancelled", ct.StatusMessage)
+		require.Equal(t, "cancelled: its parent workflow task "+why, ct.StatusMessage)
+	}
+	t.Run("a restart cancels it", func(t *testing.T) {
+		f, e, parent, child := parked(t)
+		f.b.Close()
+		f = redeploy(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
+		cancelled(t, f, child, parent+" cancelled")
 		require.Zero(t, e.callsOf("review_notes"))
 	})
 	t.Run("a client naming it cancels it", func(t *testing.T) {
-		e := newFakeEngine()
-		childTools(e)
-		f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
-		parent, child := startParked(t, f, e)
+		f, _, parent, child := parked(t)
 		ct, _ := f.task(t, child)
 		f.b.touched(context.Background(), ct)
-		ct, _ = f.task(t, child)
-		require.Equal(t, store.StatusCancelled, ct.Status)
-		require.Equal(t, "cancelled: its parent workflow task "+parent+" cancelled", ct.StatusMessage)
+		cancelled(t, f, child, parent+" cancelled")
 	})
 	t.Run("a parent gone from the store", func(t *testing.T) {
-		e := newFakeEngine()
-		childTools(e)
-		f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
-		parent, child := startParked(t, f, e)
+		f, e, parent, child := parked(t)
 		require.NoError(t, e.st.Delete(context.Background(), parent))
 		ct, _ := f.task(t, child)
 		f.b.touched(context.Background(), ct)
-		ct, _ = f.task(t, child)
-		require.Equal(t, store.StatusCancelled, ct.Status)
-		require.Equal(t, "cancelled: its parent workflow task "+parent+" is gone", ct.StatusMessage)
+		cancelled(t, f, child, parent+" is gone")
 	})
 	t.Run("a running parent keeps its child", func(t *testing.T) {
 		e := newFakeEngine()
