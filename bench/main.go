@@ -77,7 +77,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-21)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-22)")
 	flag.DurationVar(&o.cpuDuration, "cpu-duration", 8*time.Second, "length of one window of rows 15-16 and -where (server CPU per request)")
 	flag.IntVar(&o.memScale, "mem-scale", 100_000, "live tasks and waiting workflows in row 17's larger measurement")
 	flag.StringVar(&profiling.dir, "cpuprofile", "", "write a CPU profile of the server of every measured window on a bench server into this directory")
@@ -143,7 +143,7 @@ func run(o options) error {
 	defer os.RemoveAll(tmp)
 	rep := &report{}
 	started := time.Now()
-	if want("1") || want("2") || want("3") || want("4") || want("6") || want("12") {
+	if want("1") || want("2") || want("3") || want("4") || want("6") || want("12") || want("22") {
 		ours, err := startOurs("bbolt", filepath.Join(tmp, "ours.db"))
 		if err != nil {
 			return err
@@ -184,6 +184,9 @@ func run(o options) error {
 		if want("12") {
 			profiling.row = "12"
 			rep.try("12", "floor", func() error { return floorRows(o, ours, rep) })
+		}
+		if want("22") {
+			rep.try("22", "for-each", func() error { return forEachCost(o, ours, rep) })
 		}
 	}
 	if want("5") {

@@ -82,6 +82,19 @@ func benchBuilder() *builder.Builder {
 	// its client to call echo, one asleep for an hour.
 	b.TaskWorkflow(workflow.New("await_client", "waits for its client").Step(workflow.Client("ask", "echo").Bind("text", workflow.Const("hi"))))
 	b.TaskWorkflow(workflow.New("nap", "sleeps an hour").Step(workflow.Sleep("nap", time.Hour)))
+	// Row 22's for-each: a 10 ms step (work) per item, at most 10 at once;
+	// each10ms_quick's step is Retryable, so with the server's
+	// ProgressInterval items ending close together share writes.
+	for _, quick := range []bool{false, true} {
+		name, step := "each10ms", workflow.Server("work", "work").Bind("ms", workflow.Const(forEachStepMs))
+		if quick {
+			name = "each10ms_quick"
+			step.WithRetry()
+		}
+		b.TaskWorkflow(workflow.New(name, "a 10 ms server step per item, at most 10 at once").
+			Arg("items", "the items, comma-separated", true).
+			Step(workflow.ForEach("each", workflow.PromptArg("items"), step).Limit(forEachLimit)))
+	}
 	addEventTools(b) // events.go
 	return b
 }

@@ -206,6 +206,70 @@ func TestCancelParentCancelsChild(t *testing.T) {
 	require.Contains(t, tk.StatusMessage, "cancelled: cancelled by request")
 }
 
+// A parent's end is written before its child's cancel: a process that
+// stops between the two leaves the child running, waiting for a client
+// nobody serves. The child is cancelled when it is next recovered, or when
+// a client names it.
+func TestChildOutlivesItsParentAcrossStops(t *testing.T) {
+	// parked starts a train whose child waits for its review, then ends
+	// the train in the store alone (the process stopped before the second
+	// write): it returns the fixture and the two ids.
+	parked := func(t *testing.T) (*fixture, *fakeEngine, string, string) {
+		e := newFakeEngine()
+		childTools(e)
+		f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
+		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
+		tk, p := f.settled(t, tk.ID)
+		child := p.step("notes").Child
+		require.NotEmpty(t, child)
+		msg := "cancelled by request"
+		_, err := e.st.Update(context.Background(), tk.ID, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+		require.NoError(t, err)
+		ct, _ := f.task(t, child)
+		require.False(t, ct.Status.Terminal(), "the child missed its parent's cancel")
+		return f, e, tk.ID, child
+	}
+	// cancelled checks that child was cancelled for why (its parent and how it ended).
+	cancelled := func(t *testing.T, f *fixture, child, why string) {
+		ct, _ := f.task(t, child)
+		require.Equal(t, store.StatusCancelled, ct.Status)
+		require.Equal(t, "cancelled: its parent workflow task "+why, ct.StatusMessage)
+	}
+	t.Run("a restart cancels it", func(t *testing.T) {
+		f, e, parent, child := parked(t)
+		f.b.Close()
+		f = redeploy(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
+		cancelled(t, f, child, parent+" cancelled")
+		require.Zero(t, e.callsOf("review_notes"))
+	})
+	t.Run("a client naming it cancels it", func(t *testing.T) {
+		f, _, parent, child := parked(t)
+		ct, _ := f.task(t, child)
+		f.b.touched(context.Background(), ct)
+		cancelled(t, f, child, parent+" cancelled")
+	})
+	t.Run("a parent gone from the store", func(t *testing.T) {
+		f, e, parent, child := parked(t)
+		require.NoError(t, e.st.Delete(context.Background(), parent))
+		ct, _ := f.task(t, child)
+		f.b.touched(context.Background(), ct)
+		cancelled(t, f, child, parent+" is gone")
+	})
+	t.Run("a running parent keeps its child", func(t *testing.T) {
+		e := newFakeEngine()
+		childTools(e)
+		f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
+		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
+		_, p := f.settled(t, tk.ID)
+		ct, _ := f.task(t, p.step("notes").Child)
+		f.b.touched(context.Background(), ct)
+		f.b.Close()
+		redeploy(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
+		ct, _ = f.task(t, ct.ID)
+		require.False(t, ct.Status.Terminal(), ct.StatusMessage)
+	})
+}
+
 // The two writes a child's start and end take: a stop between them
 // neither loses the child nor starts a second one, and the child's end is
 // recorded once.

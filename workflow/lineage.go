@@ -32,7 +32,10 @@ import (
 //     exactly once.
 //   - A child does not outlive its parent's run: when the engine cancels
 //     the parent (or it expires), or the parent ends, its children still
-//     running are cancelled.
+//     running are cancelled. The parent's end is written first: a child
+//     whose cancel was lost with a process is cancelled when it is next
+//     recovered (a restart, a takeover), when a client names it, or when
+//     it next pokes its parent (see outlivesParent).
 //   - What the client does for a child (its client steps) it does on the
 //     child, with the child's id; the answer shows the parent, which has
 //     taken in the child's new state (see rootOf).
@@ -227,6 +230,29 @@ func (b *Bridge) cancelChild(ctx context.Context, id, parent, why string) {
 	if err != nil && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
 		b.engine.Logger().Warn("cancelling a child workflow", "task", parent, "child", id, "error", err)
 	}
+}
+
+// outlivesParent cancels child workflow task t, still running, when its parent
+// ended (or is gone), and reports whether it did: the second of the two
+// writes of a parent's end (see cancelChildren), lost with a process, is
+// made up. A task that is not a child costs nothing; a child, one read.
+func (b *Bridge) outlivesParent(ctx context.Context, t *store.Task) bool {
+	parent := t.Labels[LabelParent]
+	if parent == "" || t.Status.Terminal() {
+		return false
+	}
+	pt, err := b.engine.Task(ctx, parent)
+	why := "is gone"
+	switch {
+	case err == nil && !pt.Status.Terminal():
+		return false
+	case err == nil:
+		why = string(pt.Status)
+	case !errors.Is(err, store.ErrNotFound):
+		return false // the store: the next look decides
+	}
+	b.cancelChild(ctx, t.ID, parent, why)
+	return true
 }
 
 // ended is told that the engine ended workflow task t from outside (a

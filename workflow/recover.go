@@ -31,6 +31,9 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 			err = nil
 		}
 	}()
+	if reason != "" && b.outlivesParent(ctx, t) {
+		return nil // its parent ended while no process was up to cancel it
+	}
 	in := b.use(t.ID)
 	defer b.done(in)
 	var due, unserved bool
@@ -117,9 +120,10 @@ func (b *Bridge) expiryMessage(t *store.Task) string {
 //
 // It also applies the version policy to a task whose workflow version is
 // not served (on a shared store nothing else may look at such a task
-// before its ttl ends): a map lookup, no write, for a served one.
+// before its ttl ends): a map lookup, no write, for a served one. A child
+// workflow whose parent ended is cancelled (outlivesParent: one read).
 func (b *Bridge) touched(ctx context.Context, t *store.Task) {
-	if t.Status.Terminal() {
+	if t.Status.Terminal() || b.outlivesParent(ctx, t) {
 		return
 	}
 	served := b.serves(t)
