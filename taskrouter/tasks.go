@@ -97,6 +97,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	}
 	if u.AppendOnly() {
 		r.streams.notify(id)
+		r.hooks.changed(t) // a webhook may want these events delivered
 		return t, nil
 	}
 	r.recent.remember(t, r.opts.Now())
