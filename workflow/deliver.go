@@ -464,23 +464,9 @@ func (b *Bridge) WebhookHandler() http.Handler {
 			fail(http.StatusUnauthorized, "the webhook token of task %s is missing or wrong", id)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxWebhookBody+1))
-		switch {
-		case err != nil:
-			fail(http.StatusBadRequest, "reading the body: %v", err)
-			return
-		case len(body) > maxWebhookBody:
-			fail(http.StatusRequestEntityTooLarge, "the body is over %d bytes", maxWebhookBody)
-			return
-		case len(strings.TrimSpace(string(body))) == 0:
-			body = []byte("{}")
-		}
-		// One JSON object, checked before anything runs or is recorded: a
-		// client step's tool would refuse other arguments only after its
-		// attempt was counted.
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
-			fail(http.StatusBadRequest, "the body must be one JSON object (an event's payload, or a step's tool arguments); nothing was recorded")
+		body, code, why := webhookBody(r)
+		if code != 0 {
+			fail(code, "%s", why)
 			return
 		}
 		res, kept, err := b.deliver(r.Context(), id, step, body, ByWebhook, viaWebhook, reader{d: mcptask.Core})
@@ -493,13 +479,34 @@ func (b *Bridge) WebhookHandler() http.Handler {
 		if cur != nil {
 			out["status"], out["statusMessage"] = cur.Status, cur.StatusMessage
 		}
-		code := http.StatusOK
+		code = http.StatusOK
 		if kept {
 			out["kept"] = true // an event before its step: delivered when the workflow reaches it
 			code = http.StatusAccepted
 		}
 		reply(code, out)
 	})
+}
+
+// webhookBody reads a webhook's body: one JSON object (an empty body is
+// {}), checked before anything runs or is recorded, as a client step's
+// tool would refuse other arguments only after its attempt was counted;
+// otherwise the HTTP status and why.
+func webhookBody(r *http.Request) (body []byte, code int, why string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxWebhookBody+1))
+	switch {
+	case err != nil:
+		return nil, http.StatusBadRequest, fmt.Sprintf("reading the body: %v", err)
+	case len(body) > maxWebhookBody:
+		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", maxWebhookBody)
+	case len(strings.TrimSpace(string(body))) == 0:
+		body = []byte("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		return nil, http.StatusBadRequest, "the body must be one JSON object (an event's payload, or a step's tool arguments); nothing was recorded"
+	}
+	return body, 0, ""
 }
 
 // webhookToken reads the token a webhook request presents.
