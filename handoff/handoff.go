@@ -27,65 +27,128 @@ const MinSchemaVersion = 1
 
 // MetaKey is the key under which the document is stored in
 // GetPromptResult._meta.
+//
+// Deprecated: use mcptask.MetaHandoff.
 const MetaKey = mcptask.MetaHandoff
 
 // TaskIDMetaKey is the _meta key a client sets, to the task id, on the tool
 // calls that continue a task.
+//
+// Deprecated: use mcptask.MetaTaskID.
 const TaskIDMetaKey = mcptask.MetaTaskID
 
 // TaskIDArgument is the tool argument that carries the task id on the tool
 // calls that continue a task, for clients that cannot set _meta (a model in
 // an LLM host). Every client step's Arguments include it.
+//
+// Deprecated: use mcptask.ArgTaskID.
 const TaskIDArgument = mcptask.ArgTaskID
 
 // The continuation methods named in a [Continuation].
 const (
 	// StatusMethod is the request that reports a task's status.
+	//
+	// Deprecated: use mcptask.MethodTasksGet.
 	StatusMethod = mcptask.MethodTasksGet
 	// ResultMethod is the request that waits for a task's result. Clients on
 	// the tasks extension have no such request.
+	//
+	// Deprecated: use mcptask.MethodTasksResult.
 	ResultMethod = mcptask.MethodTasksResult
 	// ResumeMethod, with _meta._task_id, makes the server run the
 	// workflow's server steps again (retrying failed ones) and returns a
 	// fresh handoff.
+	//
+	// Deprecated: use mcptask.MethodPromptsGet.
 	ResumeMethod = mcptask.MethodPromptsGet
 )
 
 // The task statuses a document may carry (the MCP task status strings).
 const (
-	StatusWorking       = string(mcptask.StatusWorking)
+	// StatusWorking is string(mcptask.StatusWorking).
+	//
+	// Deprecated: use string(mcptask.StatusWorking).
+	StatusWorking = string(mcptask.StatusWorking)
+	// StatusInputRequired is string(mcptask.StatusInputRequired).
+	//
+	// Deprecated: use string(mcptask.StatusInputRequired).
 	StatusInputRequired = string(mcptask.StatusInputRequired)
-	StatusCompleted     = string(mcptask.StatusCompleted)
-	StatusFailed        = string(mcptask.StatusFailed)
-	StatusCancelled     = string(mcptask.StatusCancelled)
+	// StatusCompleted is string(mcptask.StatusCompleted).
+	//
+	// Deprecated: use string(mcptask.StatusCompleted).
+	StatusCompleted = string(mcptask.StatusCompleted)
+	// StatusFailed is string(mcptask.StatusFailed).
+	//
+	// Deprecated: use string(mcptask.StatusFailed).
+	StatusFailed = string(mcptask.StatusFailed)
+	// StatusCancelled is string(mcptask.StatusCancelled).
+	//
+	// Deprecated: use string(mcptask.StatusCancelled).
+	StatusCancelled = string(mcptask.StatusCancelled)
 )
 
 // statuses lists the valid statuses in the order error messages name them.
-var statuses = []string{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
+var statuses = []string{string(mcptask.StatusWorking), string(mcptask.StatusInputRequired), string(mcptask.StatusCompleted), string(mcptask.StatusFailed), string(mcptask.StatusCancelled)}
 
 // The step statuses a remaining step may carry (declared in mcptask).
 const (
-	StepPending        = mcptask.StepPending
-	StepRunning        = mcptask.StepRunning
+	// StepPending is mcptask.StepPending.
+	//
+	// Deprecated: use mcptask.StepPending.
+	StepPending = mcptask.StepPending
+	// StepRunning is mcptask.StepRunning.
+	//
+	// Deprecated: use mcptask.StepRunning.
+	StepRunning = mcptask.StepRunning
+	// StepAwaitingClient is mcptask.StepAwaitingClient.
+	//
+	// Deprecated: use mcptask.StepAwaitingClient.
 	StepAwaitingClient = mcptask.StepAwaitingClient
-	StepAwaitingEvent  = mcptask.StepAwaitingEvent
-	StepSleeping       = mcptask.StepSleeping
-	StepAwaitingChild  = mcptask.StepAwaitingChild
-	StepFailed         = mcptask.StepFailed
+	// StepAwaitingEvent is mcptask.StepAwaitingEvent.
+	//
+	// Deprecated: use mcptask.StepAwaitingEvent.
+	StepAwaitingEvent = mcptask.StepAwaitingEvent
+	// StepSleeping is mcptask.StepSleeping.
+	//
+	// Deprecated: use mcptask.StepSleeping.
+	StepSleeping = mcptask.StepSleeping
+	// StepAwaitingChild is mcptask.StepAwaitingChild.
+	//
+	// Deprecated: use mcptask.StepAwaitingChild.
+	StepAwaitingChild = mcptask.StepAwaitingChild
+	// StepFailed is mcptask.StepFailed.
+	//
+	// Deprecated: use mcptask.StepFailed.
+	StepFailed = mcptask.StepFailed
 )
 
 // stepStatuses lists the valid remaining-step statuses.
-var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent, StepSleeping, StepAwaitingChild, StepFailed}
+var stepStatuses = []string{mcptask.StepPending, mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepSleeping, mcptask.StepAwaitingChild, mcptask.StepFailed}
 
 // The kinds a remaining step may have besides a tool call (Kind;
 // declared in mcptask). Like the Status constants they are typed string
 // constants, for the string field Kind.
 const (
-	KindSleep   = string(mcptask.StepKindSleep)
-	KindEvent   = string(mcptask.StepKindEvent)
+	// KindSleep is string(mcptask.StepKindSleep).
+	//
+	// Deprecated: use string(mcptask.StepKindSleep).
+	KindSleep = string(mcptask.StepKindSleep)
+	// KindEvent is string(mcptask.StepKindEvent).
+	//
+	// Deprecated: use string(mcptask.StepKindEvent).
+	KindEvent = string(mcptask.StepKindEvent)
+	// KindForEach is string(mcptask.StepKindForEach).
+	//
+	// Deprecated: use string(mcptask.StepKindForEach).
 	KindForEach = string(mcptask.StepKindForEach)
-	KindLoop    = string(mcptask.StepKindLoop)
-	KindChild   = string(mcptask.StepKindChild)
+	// KindLoop is string(mcptask.StepKindLoop).
+	//
+	// Deprecated: use string(mcptask.StepKindLoop).
+	KindLoop = string(mcptask.StepKindLoop)
+	// KindChild is string(mcptask.StepKindChild).
+	//
+	// Deprecated: use string(mcptask.StepKindChild).
+	KindChild = string(mcptask.StepKindChild)
 )
 
 // MaxSize is the largest input, in bytes, that [Parse] and
@@ -134,15 +197,21 @@ func withContext(err error, where string) error {
 
 // Execution says who performs a remaining step (the same type as
 // workflow.StepExecution; the values are declared in mcptask).
+//
+// Deprecated: use mcptask.Execution.
 type Execution = mcptask.Execution
 
 // The execution modes.
 const (
 	// ExecServer steps are run by the server automatically once their
 	// inputs exist; the client must not call them.
+	//
+	// Deprecated: use mcptask.ExecServer.
 	ExecServer = mcptask.ExecServer
 	// ExecClient steps are performed by the client, which calls the step's
 	// tool with _meta._task_id set to the task id.
+	//
+	// Deprecated: use mcptask.ExecClient.
 	ExecClient = mcptask.ExecClient
 )
 
@@ -268,7 +337,7 @@ type RemainingStep struct {
 	// Tool is the tool to call; empty for a sleep or an event.
 	Tool string `json:"tool" jsonschema_description:"Tool to call; empty for a sleep or an event (see kind)."`
 	// Execution says who performs the step.
-	Execution Execution `json:"execution" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performs the step: client means the client must call the tool itself; server means the server runs it automatically once its inputs exist."`
+	Execution mcptask.Execution `json:"execution" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performs the step: client means the client must call the tool itself; server means the server runs it automatically once its inputs exist."`
 	// Arguments are the tool arguments: resolved JSON values where known,
 	// otherwise placeholders (see [Placeholder]). Encoded as {} when empty,
 	// never null.
@@ -418,14 +487,14 @@ type Continuation struct {
 // ResultTool with [Continuation.WithResultTool].
 func NewContinuation(taskID string, d mcptask.Dialect) Continuation {
 	c := Continuation{
-		Argument:     TaskIDArgument,
-		MetaKey:      TaskIDMetaKey,
+		Argument:     mcptask.ArgTaskID,
+		MetaKey:      mcptask.MetaTaskID,
 		TaskID:       taskID,
-		StatusMethod: StatusMethod,
-		ResumeMethod: ResumeMethod,
+		StatusMethod: mcptask.MethodTasksGet,
+		ResumeMethod: mcptask.MethodPromptsGet,
 	}
-	if d.HasMethod(ResultMethod) {
-		c.ResultMethod = ResultMethod
+	if d.HasMethod(mcptask.MethodTasksResult) {
+		c.ResultMethod = mcptask.MethodTasksResult
 	}
 	c.Instructions = c.instructions()
 	return c
@@ -457,7 +526,7 @@ func (c Continuation) instructions() string {
 		wait = fmt.Sprintf(" (or wait on %s with {\"taskId\": %s})", c.ResultMethod, id)
 	}
 	return fmt.Sprintf("Call each client step's tool with the arguments shown, which include %s: %s (a program may set \"_meta\": {%s: %s} instead), then %s until the task is completed, failed or cancelled%s.",
-		jsonString(TaskIDArgument), id, jsonString(TaskIDMetaKey), id, follow, wait)
+		jsonString(mcptask.ArgTaskID), id, jsonString(mcptask.MetaTaskID), id, follow, wait)
 }
 
 // Placeholder returns the JSON string "<description>", the value of an
@@ -531,11 +600,11 @@ func (d *Document) Validate() error {
 			return invalidf("%s: status %q is not one of %s", where, s.Status, strings.Join(stepStatuses, ", "))
 		}
 		switch s.Execution {
-		case ExecServer, ExecClient:
+		case mcptask.ExecServer, mcptask.ExecClient:
 		case "":
-			return invalidf("%s: execution is empty (want %q or %q)", where, ExecServer, ExecClient)
+			return invalidf("%s: execution is empty (want %q or %q)", where, mcptask.ExecServer, mcptask.ExecClient)
 		default:
-			return invalidf("%s: execution %q is not %q or %q", where, s.Execution, ExecServer, ExecClient)
+			return invalidf("%s: execution %q is not %q or %q", where, s.Execution, mcptask.ExecServer, mcptask.ExecClient)
 		}
 		for _, k := range sortedKeys(s.Arguments) {
 			v := s.Arguments[k]
@@ -569,17 +638,17 @@ func (d *Document) Validate() error {
 		}
 	}
 	c := d.Continuation
-	if c.Argument != "" && c.Argument != TaskIDArgument {
-		return invalidf("continuation.argument is %q, want %q", c.Argument, TaskIDArgument)
+	if c.Argument != "" && c.Argument != mcptask.ArgTaskID {
+		return invalidf("continuation.argument is %q, want %q", c.Argument, mcptask.ArgTaskID)
 	}
-	if c.MetaKey != TaskIDMetaKey {
-		return invalidf("continuation.metaKey is %q, want %q", c.MetaKey, TaskIDMetaKey)
+	if c.MetaKey != mcptask.MetaTaskID {
+		return invalidf("continuation.metaKey is %q, want %q", c.MetaKey, mcptask.MetaTaskID)
 	}
 	if c.TaskID != d.TaskID {
 		return invalidf("continuation.taskId %q does not match taskId %q", c.TaskID, d.TaskID)
 	}
 	if c.StatusMethod == "" {
-		return invalidf("continuation.statusMethod is empty (want %q)", StatusMethod)
+		return invalidf("continuation.statusMethod is empty (want %q)", mcptask.MethodTasksGet)
 	}
 	return nil
 }
@@ -594,7 +663,7 @@ func checkStep(where, name, tool, kind string, seen map[string]string) error {
 			return invalidf("%s: step %q: tool is empty", where, name)
 		}
 	case !validKind(kind):
-		return invalidf("%s: step %q: kind %q is not a kind name (lowercase letters and underscores, like %q)", where, name, truncateRunes(kind, 40), KindSleep)
+		return invalidf("%s: step %q: kind %q is not a kind name (lowercase letters and underscores, like %q)", where, name, truncateRunes(kind, 40), string(mcptask.StepKindSleep))
 	}
 	if first, dup := seen[name]; dup {
 		return invalidf("%s: duplicate step name %q (also %s)", where, name, first)
@@ -628,7 +697,7 @@ func (d *Document) ClientSteps() []RemainingStep {
 	}
 	var out []RemainingStep
 	for _, s := range d.RemainingSteps {
-		if s.Execution == ExecClient && s.Status != StepPending {
+		if s.Execution == mcptask.ExecClient && s.Status != mcptask.StepPending {
 			out = append(out, s)
 		}
 	}
@@ -648,7 +717,7 @@ func (d *Document) Message() (*mcp.PromptMessage, error) {
 // Meta returns {MetaKey: d}, to merge into GetPromptResult.Meta. The map
 // holds d itself, so later changes to d show through until it is encoded.
 func (d *Document) Meta() map[string]any {
-	return map[string]any{MetaKey: d}
+	return map[string]any{mcptask.MetaHandoff: d}
 }
 
 // docFields has Document's fields without its MarshalJSON method.

@@ -41,13 +41,13 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		return b.toolHandler(req.Params.Name)(ctx, req)
 	}
 	meta := req.Params.GetMeta()
-	ref, ok := meta[MetaTaskID].(string)
+	ref, ok := meta[mcptask.MetaTaskID].(string)
 	id, path := splitTaskRef(ref)
 	if !ok || id == "" {
-		return nil, mcptask.InvalidParams("_meta.%s (or the argument %s) must be a non-empty string task id", MetaTaskID, TaskIDArgument)
+		return nil, mcptask.InvalidParams("_meta.%s (or the argument %s) must be a non-empty string task id", mcptask.MetaTaskID, mcptask.ArgTaskID)
 	}
-	meta[MetaTaskID] = id
-	setVars, err := taskVars(meta[MetaTaskVars])
+	meta[mcptask.MetaTaskID] = id
+	setVars, err := taskVars(meta[mcptask.MetaTaskVars])
 	if err != nil {
 		return nil, err
 	}
@@ -72,10 +72,10 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	}
 	defer in.releaseStep(at.path)
 
-	delete(meta, MetaTaskVars)
+	delete(meta, mcptask.MetaTaskVars)
 	meta[mcptask.MetaIdempotencyKey] = idempotencyKey(id, at.path)
 	tctx, untrack := b.engine.Track(ctx, id)
-	res, callErr := b.engine.RunTool(withStep(tctx, id, at.path, in.nextAttempt(at.path), ByClient), req)
+	res, callErr := b.engine.RunTool(withStep(tctx, id, at.path, in.nextAttempt(at.path), string(mcptask.ExecClient)), req)
 	untrack()
 	if why := taskrouter.Stopped(tctx); why != "" {
 		return nil, mcptask.InvalidParams("workflow task %s was %s while step %q ran; nothing was recorded", id, why, at.path)
@@ -85,7 +85,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		// client's to fix: nothing is recorded.
 		return nil, callErr
 	}
-	recorded, err := in.recordClient(context.WithoutCancel(ctx), at, req, res, setVars, ByClient)
+	recorded, err := in.recordClient(context.WithoutCancel(ctx), at, req, res, setVars, string(mcptask.ExecClient))
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +272,7 @@ func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.Cal
 				f := c.fillOf(&view{wf: wf}, name, src)
 				if echoed(sent, placeholder(src, nil), f) {
 					refused = refusal("argument %q still holds the handoff's placeholder %s: put %s there (%s), then call tool %q again with the task id as %s; nothing was recorded",
-						name, shown(sent), article(f.Type), src.Description, c.tool, TaskIDArgument)
+						name, shown(sent), article(f.Type), src.Description, c.tool, mcptask.ArgTaskID)
 					return
 				}
 			case !ok && got && src.Kind != SourceClient && resolved[name] != nil && !handoffPlaceholder(resolved[name]):
@@ -442,10 +442,10 @@ func (b *Bridge) continuationResult(t *store.Task, p *Progress, at target, res *
 	out.Meta = mcp.Meta{}
 	maps.Copy(out.Meta, res.Meta)
 	maps.Copy(out.Meta, mcptask.RelatedTaskMeta(t.ID))
-	out.Meta[MetaWorkflow] = b.summary(t, p, at.path, replayed)
+	out.Meta[mcptask.MetaWorkflow] = b.summary(t, p, at.path, replayed)
 	rt, rp := b.rootOf(context.WithoutCancel(b.ctx), t, p)
 	doc := b.handoff(rt, rp, rd.d)
-	out.Meta[handoff.MetaKey] = doc
+	out.Meta[mcptask.MetaHandoff] = doc
 	if out.StructuredContent == nil {
 		out.StructuredContent = doc
 	}
@@ -464,9 +464,9 @@ func nextText(t *store.Task, at target, failed bool) string {
 		return fmt.Sprintf("Step %q is recorded on workflow task %s, a child workflow of task %s. Where the workflow stands now:", at.path, t.ID, parent)
 	}
 	switch t.Status {
-	case store.StatusCompleted:
+	case mcptask.StatusCompleted:
 		return fmt.Sprintf("Step %q is recorded on workflow task %s, and the workflow has completed.", at.path, t.ID)
-	case store.StatusFailed, store.StatusCancelled:
+	case mcptask.StatusFailed, mcptask.StatusCancelled:
 		return fmt.Sprintf("Step %q is recorded on workflow task %s, which has since %s.", at.path, t.ID, t.Status)
 	}
 	return fmt.Sprintf("Step %q is recorded on workflow task %s. Where the workflow stands now:", at.path, t.ID)
@@ -499,7 +499,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool, path string) (*slot, err
 	if len(open) > 0 {
 		var parts []string
 		for _, sl := range open {
-			parts = append(parts, fmt.Sprintf("%q (tool %q, %s %q)", sl.path, toolOf(sl.s), TaskIDArgument, TaskRef(taskID, sl.path)))
+			parts = append(parts, fmt.Sprintf("%q (tool %q, %s %q)", sl.path, toolOf(sl.s), mcptask.ArgTaskID, TaskRef(taskID, sl.path)))
 		}
 		options = strings.Join(parts, ", ")
 	}
@@ -523,7 +523,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool, path string) (*slot, err
 			}
 		}
 		if len(named) > 1 {
-			return nil, mcptask.InvalidParams("%d records of workflow task %s wait for tool %q: name the one this call performs with %s set to one of %s", len(named), taskID, tool, TaskIDArgument, strings.Join(named, ", "))
+			return nil, mcptask.InvalidParams("%d records of workflow task %s wait for tool %q: name the one this call performs with %s set to one of %s", len(named), taskID, tool, mcptask.ArgTaskID, strings.Join(named, ", "))
 		}
 	}
 	for i, s := range wf.steps {
@@ -587,7 +587,7 @@ func clientSlots(wf *compiled, p *Progress) []*slot {
 	walk = func(sl *slot) {
 		switch {
 		case sl.sp.ended():
-		case clientSide(sl.s, sl.sp) && (sl.parent == nil || sl.sp.Status != StepPending):
+		case clientSide(sl.s, sl.sp) && (sl.parent == nil || sl.sp.Status != mcptask.StepPending):
 			out = append(out, sl)
 		default:
 			for _, c := range sl.children() {
@@ -612,7 +612,7 @@ func clientSteps(p *Progress) []string {
 		if sp.ended() {
 			return
 		}
-		if len(sp.Items) == 0 && (sp.Status == StepAwaitingClient || sp.HandedToClient || (sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover)) {
+		if len(sp.Items) == 0 && (sp.Status == mcptask.StepAwaitingClient || sp.HandedToClient || (sp.Status == mcptask.StepFailed && sp.Execution == string(mcptask.ExecClient) && !sp.ServerTakeover)) {
 			out = append(out, sp.Name)
 			return
 		}
@@ -643,13 +643,13 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 		}
 		seen[from.Name] = true
 		sp := p.step(from.Name)
-		if sp == nil || sp.Status == StepCompleted {
+		if sp == nil || sp.Status == mcptask.StepCompleted {
 			continue
 		}
 		switch {
 		case sp.HandedToClient:
 			parts = append(parts, fmt.Sprintf("it needs the output of step %q, which the server could not perform (%s): perform that step first (tool %q), or resume the workflow", from.Name, oneLine(sp.Error), toolOf(from)))
-		case from.Execution() == ClientDeferred:
+		case from.Execution() == mcptask.ExecClient:
 			parts = append(parts, fmt.Sprintf("it needs the output of step %q: perform that step first (tool %q)", from.Name, toolOf(from)))
 		default:
 			parts = append(parts, fmt.Sprintf("it needs the output of step %q, which the server has not completed (%s)", from.Name, sp.Status))
@@ -664,7 +664,7 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 // that one; one that names none, a step of the workflow.
 func replayable(wf *compiled, p *Progress, tool, path string) *slot {
 	done := func(sl *slot) bool {
-		return sl != nil && sl.s.kind.performs(tool) && sl.sp.Status == StepCompleted && (sl.sp.CompletedBy == ByClient || sl.sp.CompletedBy == ByWebhook)
+		return sl != nil && sl.s.kind.performs(tool) && sl.sp.Status == mcptask.StepCompleted && (sl.sp.CompletedBy == string(mcptask.ExecClient) || sl.sp.CompletedBy == ByWebhook)
 	}
 	if path != "" {
 		if sl := wf.slotAt(p, path); done(sl) {
@@ -742,7 +742,7 @@ func taskVars(raw any) (map[string]json.RawMessage, error) {
 	}
 	m, ok := raw.(map[string]any)
 	if !ok {
-		return nil, mcptask.InvalidParams("_meta.%s must be an object of task variables", MetaTaskVars)
+		return nil, mcptask.InvalidParams("_meta.%s must be an object of task variables", mcptask.MetaTaskVars)
 	}
 	out := make(map[string]json.RawMessage, len(m))
 	for k, v := range m {

@@ -64,7 +64,7 @@ import (
 // (a JSON-RPC error) is not retried.
 
 // KindSample is a step the client's own model performs (Sample).
-const KindSample StepKind = "sampling"
+const KindSample mcptask.StepKind = "sampling"
 
 // The ways a step that asks the client reaches it (Asked.Via).
 const (
@@ -163,7 +163,7 @@ func (k *sample) setSystem(text string) { k.system = text }
 func (k *sample) setMaxTokens(n int)    { k.maxTokens = n }
 func (k *sample) setJSON(schema any)    { k.json, k.schema = true, schema }
 
-func (k *sample) name() StepKind { return KindSample }
+func (k *sample) name() mcptask.StepKind { return KindSample }
 
 func (k *sample) print() any {
 	return printed{Args: k.printArgs(), Extra: map[string]any{"method": k.method, "text": k.text, "system": k.system,
@@ -425,7 +425,7 @@ func askedClient(sp *StepProgress) bool {
 // askedRequest is the input request the workflow task lists for a step
 // that asks the client through one.
 func askedRequest(sp *StepProgress) json.RawMessage {
-	if sp.Asked == nil || sp.Asked.Via != AskViaInput || sp.Status != StepAwaitingEvent {
+	if sp.Asked == nil || sp.Asked.Via != AskViaInput || sp.Status != mcptask.StepAwaitingEvent {
 		return nil
 	}
 	return sp.Asked.Request
@@ -585,9 +585,9 @@ func (a *clientAsk) serveAsk(x *turn, self asker) string {
 			params := self.params(text)
 			params["_meta"] = mcptask.RelatedTaskMeta(x.in.id)
 			asked.Request = marshal(map[string]any{"method": a.method, "params": params})
-			sp.Status = StepAwaitingEvent
+			sp.Status = mcptask.StepAwaitingEvent
 		} else {
-			sp.Status = StepAwaitingClient
+			sp.Status = mcptask.StepAwaitingClient
 		}
 		sp.Asked = asked
 		startWait(x.s, sp, x.now)
@@ -825,7 +825,7 @@ func (a *clientAsk) missedText(s *Step, self asker) string {
 func (a *clientAsk) statusAsk(s *Step, sp *StepProgress, self asker) (string, rank) {
 	w := self.words()
 	switch {
-	case sp.Status == StepRunning:
+	case sp.Status == mcptask.StepRunning:
 		how := ""
 		if sp.Asked != nil && sp.Asked.Via == AskViaTask {
 			how = fmt.Sprintf(", as the client's task %s", sp.Asked.ClientTask)
@@ -835,9 +835,9 @@ func (a *clientAsk) statusAsk(s *Step, sp *StepProgress, self asker) (string, ra
 		return fmt.Sprintf("step %q (%s) could not be asked of the client after %d attempt(s): %s; it is the client's to perform now, as the handoff says",
 			s.Name, w.what, sp.Attempts, oneLine(sp.Error)), rankHanded
 	case sp.Asked == nil:
-	case sp.Asked.Via == AskViaInput && sp.Status == StepAwaitingEvent:
+	case sp.Asked.Via == AskViaInput && sp.Status == mcptask.StepAwaitingEvent:
 		return fmt.Sprintf("waiting for %s to answer step %q (%s): answer the task's input request %q with tasks/update, or perform it as the handoff says", w.who, s.Name, a.method, s.Name), rankWaiting
-	case sp.Asked.Via == AskViaHandoff && sp.Status == StepAwaitingClient:
+	case sp.Asked.Via == AskViaHandoff && sp.Status == mcptask.StepAwaitingClient:
 		return fmt.Sprintf("waiting for the client to perform step %q (%s) itself, as the handoff says: %s", s.Name, w.what, sp.Asked.Why), rankWaiting
 	}
 	return "", rankNone
@@ -859,7 +859,7 @@ func (a *clientAsk) entryAsk(v *view, s *Step, sp *StepProgress, rs *handoff.Rem
 	}
 	why := ""
 	switch {
-	case sp.Status == StepRunning:
+	case sp.Status == mcptask.StepRunning:
 		rs.Do = fmt.Sprintf("the server is asking %s for it now (%s): your client answers that request; do not call a tool for it.", w.who, a.method)
 		return
 	case sp.RetryAt != nil:
@@ -885,10 +885,10 @@ func (a *clientAsk) entryAsk(v *view, s *Step, sp *StepProgress, rs *handoff.Rem
 		// has no tasks/update, performs it with the event tool.
 		rs.Do += fmt.Sprintf(" (a program may instead answer the task's input request %q with tasks/update)", s.Name)
 	} else {
-		rs.Execution = handoff.ExecClient
+		rs.Execution = mcptask.ExecClient
 	}
 	rs.Call = &handoff.Call{Tool: v.b.opts.EventTool, Person: self.person(), Fill: payloadFill(self.payload()),
-		Arguments: map[string]json.RawMessage{TaskIDArgument: marshal(v.t.ID), "event": marshal(s.Name)}}
+		Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: marshal(v.t.ID), "event": marshal(s.Name)}}
 }
 
 // answerAsk reads the client's answer to the step's input request.
@@ -927,13 +927,13 @@ func (a *clientAsk) deliverAsk(d *delivery, self asker) error {
 	}
 	return d.commit(func(p *Progress, sp *StepProgress, now time.Time) (bool, error) {
 		switch {
-		case sp.Status == StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
+		case sp.Status == mcptask.StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
 			return false, nil // delivered already
 		case sp.ended():
 			return false, d.notWaiting(fmt.Sprintf("it is %s", sp.Status))
 		case !d.reached(p):
 			why := "the workflow has not reached it"
-			if sp.Status == StepRunning {
+			if sp.Status == mcptask.StepRunning {
 				why = "the server is asking the client for it now"
 			}
 			return false, d.notWaiting(why)
@@ -945,7 +945,7 @@ func (a *clientAsk) deliverAsk(d *delivery, self asker) error {
 				return true, nil
 			}
 			sp.Asked = &Asked{Via: AskViaHandoff, Why: d.decline}
-			sp.Status = StepAwaitingClient
+			sp.Status = mcptask.StepAwaitingClient
 			return true, nil
 		}
 		complete(p, d.in.wf.slotAt(p, d.s.Name), d.by, nil, &mcp.CallToolResult{StructuredContent: compact(d.payload)}, now)
