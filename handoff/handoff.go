@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -87,9 +86,6 @@ const (
 	StatusCancelled = string(mcptask.StatusCancelled)
 )
 
-// statuses lists the valid statuses in the order error messages name them.
-var statuses = []string{string(mcptask.StatusWorking), string(mcptask.StatusInputRequired), string(mcptask.StatusCompleted), string(mcptask.StatusFailed), string(mcptask.StatusCancelled)}
-
 // The step statuses a remaining step may carry (declared in mcptask).
 const (
 	// StepPending is mcptask.StepPending.
@@ -121,9 +117,6 @@ const (
 	// Deprecated: use mcptask.StepFailed.
 	StepFailed = mcptask.StepFailed
 )
-
-// stepStatuses lists the valid remaining-step statuses.
-var stepStatuses = []string{mcptask.StepPending, mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepSleeping, mcptask.StepAwaitingChild, mcptask.StepFailed}
 
 // The kinds a remaining step may have besides a tool call (Kind;
 // declared in mcptask). Like the Status constants they are typed string
@@ -447,88 +440,6 @@ type StepError struct {
 	Retryable bool `json:"retryable,omitempty" jsonschema_description:"Whether performing the step again may succeed."`
 }
 
-// Continuation says how the client continues a task.
-type Continuation struct {
-	// Argument is the tool argument that carries the task id on
-	// continuation calls; always [TaskIDArgument] (version 2).
-	Argument string `json:"argument,omitempty" jsonschema_description:"The tool argument that carries taskId on continuation tool calls (every client step's arguments already include it). Always _task_id."`
-	// MetaKey is the _meta key a program may set instead, to the task id;
-	// always [TaskIDMetaKey].
-	MetaKey string `json:"metaKey" jsonschema_description:"The _meta key a program may set, to taskId, on continuation tool calls instead of the argument. Always _task_id."`
-	// TaskID is the task id; equal to Document.TaskID.
-	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"The task id; equal to the document's taskId."`
-	// StatusMethod is the request that reports the task's status
-	// ([StatusMethod]).
-	StatusMethod string `json:"statusMethod" jsonschema:"minLength=1" jsonschema_description:"Request that reports the task status, called with {\"taskId\": ...}."`
-	// ResultMethod is the request that waits for the task's result
-	// ([ResultMethod]); empty for clients on the tasks extension, which has
-	// no such request.
-	ResultMethod string `json:"resultMethod,omitempty" jsonschema_description:"Request that waits for the task result, called with {\"taskId\": ...}. Absent when the client has no such request."`
-	// ResumeMethod is the request that resumes the workflow
-	// ([ResumeMethod], with _meta._task_id).
-	ResumeMethod string `json:"resumeMethod,omitempty" jsonschema_description:"Request that resumes the workflow (prompts/get of the same prompt with _meta._task_id): the server retries failed server steps and answers with a fresh handoff."`
-	// ResultTool, when the server offers it, is a tool that waits for the
-	// task and returns its state or result, called with {"task_id": id}:
-	// what a model uses instead of tasks/get and tasks/result.
-	ResultTool string `json:"resultTool,omitempty" jsonschema_description:"A tool that waits for the task and returns its state or final result, called with {\"task_id\": taskId}; for clients that cannot send tasks/get or tasks/result."`
-	// ResumeTool, when set, is the workflow's own tool: called with
-	// {"_task_id": taskId} it resumes the workflow (what a model uses
-	// instead of ResumeMethod).
-	ResumeTool string `json:"resumeTool,omitempty" jsonschema_description:"The workflow's tool: called with {\"_task_id\": taskId} it resumes the workflow (the server retries failed server steps) and returns a fresh handoff; for clients that cannot send prompts/get."`
-	// Instructions is one sentence on how to continue.
-	Instructions string `json:"instructions" jsonschema_description:"One sentence on how to continue."`
-}
-
-// NewContinuation returns the continuation of taskID for a client that
-// speaks dialect d: Argument [TaskIDArgument], MetaKey [TaskIDMetaKey],
-// StatusMethod [StatusMethod], ResumeMethod [ResumeMethod], ResultMethod
-// [ResultMethod] only if the dialect has it, and a one-sentence
-// instruction naming the task id and only methods the dialect has. Set
-// ResultTool with [Continuation.WithResultTool].
-func NewContinuation(taskID string, d mcptask.Dialect) Continuation {
-	c := Continuation{
-		Argument:     mcptask.ArgTaskID,
-		MetaKey:      mcptask.MetaTaskID,
-		TaskID:       taskID,
-		StatusMethod: mcptask.MethodTasksGet,
-		ResumeMethod: mcptask.MethodPromptsGet,
-	}
-	if d.HasMethod(mcptask.MethodTasksResult) {
-		c.ResultMethod = mcptask.MethodTasksResult
-	}
-	c.Instructions = c.instructions()
-	return c
-}
-
-// WithResumeTool returns c naming the workflow's own tool, which resumes
-// it (see Continuation.ResumeTool).
-func (c Continuation) WithResumeTool(tool string) Continuation {
-	c.ResumeTool = tool
-	return c
-}
-
-// WithResultTool returns c naming tool as the tool that waits for the task
-// (see Continuation.ResultTool).
-func (c Continuation) WithResultTool(tool string) Continuation {
-	c.ResultTool = tool
-	c.Instructions = c.instructions()
-	return c
-}
-
-func (c Continuation) instructions() string {
-	id := jsonString(c.TaskID)
-	follow := fmt.Sprintf("poll %s with {\"taskId\": %s}", c.StatusMethod, id)
-	if c.ResultTool != "" {
-		follow = fmt.Sprintf("call tool %s with {\"task_id\": %s} (or poll %s)", jsonString(c.ResultTool), id, c.StatusMethod)
-	}
-	wait := ""
-	if c.ResultMethod != "" {
-		wait = fmt.Sprintf(" (or wait on %s with {\"taskId\": %s})", c.ResultMethod, id)
-	}
-	return fmt.Sprintf("Call each client step's tool with the arguments shown, which include %s: %s (a program may set \"_meta\": {%s: %s} instead), then %s until the task is completed, failed or cancelled%s.",
-		jsonString(mcptask.ArgTaskID), id, jsonString(mcptask.MetaTaskID), id, follow, wait)
-}
-
 // Placeholder returns the JSON string "<description>", the value of an
 // argument the client must supply.
 func Placeholder(description string) json.RawMessage {
@@ -547,145 +458,6 @@ func IsPlaceholder(v json.RawMessage) bool {
 		return false
 	}
 	return len(s) >= 2 && strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">")
-}
-
-// Validate reports the first problem that makes d unusable, as an error
-// wrapping [ErrInvalid]: a schemaVersion outside [MinSchemaVersion] to
-// [SchemaVersion], an
-// empty taskId or workflow, an unknown status, a step without a name or
-// tool, a remaining step with an unknown execution, a result or argument
-// value that is not valid JSON (an empty argument value counts as
-// invalid), a dependsOn entry that is empty or names its own step, an
-// error without a step or message, duplicate step names across completed and remaining steps, or a continuation whose
-// metaKey is not "_task_id", whose taskId differs from the document's or
-// whose statusMethod is empty.
-func (d *Document) Validate() error {
-	if d == nil {
-		return invalidf("document is nil")
-	}
-	switch {
-	case d.SchemaVersion == 0:
-		return invalidf("schemaVersion is missing (this package supports schemaVersions %d to %d)", MinSchemaVersion, SchemaVersion)
-	case d.SchemaVersion < MinSchemaVersion || d.SchemaVersion > SchemaVersion:
-		return invalidf("schemaVersion %d is not supported (this package supports schemaVersions %d to %d)", d.SchemaVersion, MinSchemaVersion, SchemaVersion)
-	}
-	if d.TaskID == "" {
-		return invalidf("taskId is empty")
-	}
-	if d.Workflow == "" {
-		return invalidf("workflow is empty")
-	}
-	if d.Status == "" {
-		return invalidf("status is empty (want one of %s)", strings.Join(statuses, ", "))
-	}
-	if !validStatus(d.Status) {
-		return invalidf("status %q is not one of %s", d.Status, strings.Join(statuses, ", "))
-	}
-	seen := make(map[string]string) // step name -> where it was first used
-	for i, s := range d.CompletedSteps {
-		where := fmt.Sprintf("completedSteps[%d]", i)
-		if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
-			return err
-		}
-		if s.Result != nil && !json.Valid(s.Result) {
-			return invalidf("%s: result is not valid JSON", where)
-		}
-	}
-	for i, s := range d.RemainingSteps {
-		where := fmt.Sprintf("remainingSteps[%d]", i)
-		if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
-			return err
-		}
-		if s.Status != "" && !slices.Contains(stepStatuses, s.Status) {
-			return invalidf("%s: status %q is not one of %s", where, s.Status, strings.Join(stepStatuses, ", "))
-		}
-		switch s.Execution {
-		case mcptask.ExecServer, mcptask.ExecClient:
-		case "":
-			return invalidf("%s: execution is empty (want %q or %q)", where, mcptask.ExecServer, mcptask.ExecClient)
-		default:
-			return invalidf("%s: execution %q is not %q or %q", where, s.Execution, mcptask.ExecServer, mcptask.ExecClient)
-		}
-		for _, k := range sortedKeys(s.Arguments) {
-			v := s.Arguments[k]
-			if len(v) == 0 {
-				return invalidf("%s: arguments[%q] is empty (use json.RawMessage(\"null\") for null)", where, k)
-			}
-			if !json.Valid(v) {
-				return invalidf("%s: arguments[%q] is not valid JSON", where, k)
-			}
-		}
-		for j, dep := range s.DependsOn {
-			if dep == "" {
-				return invalidf("%s: dependsOn[%d] is empty", where, j)
-			}
-			if dep == s.Name {
-				return invalidf("%s: dependsOn[%d]: step %q depends on itself", where, j, dep)
-			}
-		}
-	}
-	for i, s := range d.SkippedSteps {
-		if err := checkStep(fmt.Sprintf("skippedSteps[%d]", i), s.Name, s.Tool, s.Kind, seen); err != nil {
-			return err
-		}
-	}
-	for i, e := range d.Errors {
-		if e.Step == "" {
-			return invalidf("errors[%d]: step is empty", i)
-		}
-		if e.Message == "" {
-			return invalidf("errors[%d]: message is empty", i)
-		}
-	}
-	c := d.Continuation
-	if c.Argument != "" && c.Argument != mcptask.ArgTaskID {
-		return invalidf("continuation.argument is %q, want %q", c.Argument, mcptask.ArgTaskID)
-	}
-	if c.MetaKey != mcptask.MetaTaskID {
-		return invalidf("continuation.metaKey is %q, want %q", c.MetaKey, mcptask.MetaTaskID)
-	}
-	if c.TaskID != d.TaskID {
-		return invalidf("continuation.taskId %q does not match taskId %q", c.TaskID, d.TaskID)
-	}
-	if c.StatusMethod == "" {
-		return invalidf("continuation.statusMethod is empty (want %q)", mcptask.MethodTasksGet)
-	}
-	return nil
-}
-
-func checkStep(where, name, tool, kind string, seen map[string]string) error {
-	if name == "" {
-		return invalidf("%s: name is empty", where)
-	}
-	switch {
-	case kind == "":
-		if tool == "" {
-			return invalidf("%s: step %q: tool is empty", where, name)
-		}
-	case !validKind(kind):
-		return invalidf("%s: step %q: kind %q is not a kind name (lowercase letters and underscores, like %q)", where, name, truncateRunes(kind, 40), string(mcptask.StepKindSleep))
-	}
-	if first, dup := seen[name]; dup {
-		return invalidf("%s: duplicate step name %q (also %s)", where, name, first)
-	}
-	seen[name] = where
-	return nil
-}
-
-func validStatus(s string) bool { return slices.Contains(statuses, s) }
-
-// validKind reports whether kind is a kind's name: a lowercase letter,
-// then lowercase letters and underscores, at most 32 bytes.
-func validKind(kind string) bool {
-	if kind == "" || len(kind) > 32 || kind[0] < 'a' || kind[0] > 'z' {
-		return false
-	}
-	for _, r := range kind {
-		if (r < 'a' || r > 'z') && r != '_' {
-			return false
-		}
-	}
-	return true
 }
 
 // ClientSteps returns the remaining steps the client may perform now
