@@ -286,7 +286,7 @@ type UndoStep struct {
 	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"The undo step's tool."`
 	// Status is pending, running, completed or failed (the server gave up
 	// on it: what it undoes must be taken back by hand).
-	Status string `json:"status" jsonschema:"enum=pending,enum=running,enum=completed,enum=failed" jsonschema_description:"pending, running, completed, or failed (the server gave up: take it back by hand)."`
+	Status mcptask.StepStatus `json:"status" jsonschema:"enum=pending,enum=running,enum=completed,enum=failed" jsonschema_description:"pending, running, completed, or failed (the server gave up: take it back by hand)."`
 	// Error is the undo's last error, if any.
 	Error string `json:"error,omitempty" jsonschema_description:"The undo step's last error."`
 }
@@ -341,7 +341,7 @@ type RemainingStep struct {
 	DependsOn []string `json:"dependsOn,omitempty" jsonschema_description:"Names of earlier steps whose output this step needs."`
 	// Status is where the step stands: pending, running, awaiting_client,
 	// awaiting_event, sleeping, awaiting_child or failed.
-	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=failed" jsonschema_description:"Where the step stands."`
+	Status mcptask.StepStatus `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=failed" jsonschema_description:"Where the step stands."`
 	// HandedToClient marks a server step the server gave up on: Execution
 	// is then client, and the client may perform it.
 	HandedToClient bool `json:"handedToClient,omitempty" jsonschema_description:"The server could not perform this server step and hands it to the client, which may call its tool itself (correcting the arguments if they caused the error) or resume the workflow to have the server retry it."`

@@ -13,7 +13,7 @@ import (
 var statuses = []string{string(mcptask.StatusWorking), string(mcptask.StatusInputRequired), string(mcptask.StatusCompleted), string(mcptask.StatusFailed), string(mcptask.StatusCancelled)}
 
 // stepStatuses lists the valid remaining-step statuses.
-var stepStatuses = []string{mcptask.StepPending, mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepSleeping, mcptask.StepAwaitingChild, mcptask.StepFailed}
+var stepStatuses = []mcptask.StepStatus{mcptask.StepPending, mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepSleeping, mcptask.StepAwaitingChild, mcptask.StepFailed}
 
 // Validate reports the first problem that makes d unusable, as an error
 // wrapping [ErrInvalid]: a schemaVersion outside [MinSchemaVersion] to
@@ -63,7 +63,7 @@ func (d *Document) Validate() error {
 			return err
 		}
 		if s.Status != "" && !slices.Contains(stepStatuses, s.Status) {
-			return invalidf("%s: status %q is not one of %s", where, s.Status, strings.Join(stepStatuses, ", "))
+			return invalidf("%s: status %q is not one of %s", where, s.Status, joined(stepStatuses))
 		}
 		switch s.Execution {
 		case mcptask.ExecServer, mcptask.ExecClient:
@@ -152,4 +152,13 @@ func validKind(kind string) bool {
 		}
 	}
 	return true
+}
+
+// joined lists values for an error message: "a, b, c".
+func joined[S ~string](values []S) string {
+	parts := make([]string, len(values))
+	for i, v := range values {
+		parts[i] = string(v)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -2,15 +2,19 @@ package mcptask
 
 // The vocabulary of a workflow task's steps, shared by the workflow
 // engine's progress (package workflow) and the handoff document a client
-// reads (package handoff). Both packages re-export these values under
-// their own names; the strings are spelled here only.
+// reads (package handoff). The strings are spelled here only; the names
+// those packages re-exported them under are deprecated.
 
-// Step statuses: the state of one step (workflow.StepProgress.Status,
-// handoff.RemainingStep.Status). They are untyped string constants
-// because the fields that carry them are plain strings.
+// StepStatus is the state of one step (workflow.StepProgress.Status,
+// handoff.RemainingStep.Status, handoff.UndoStep.Status,
+// StepEvent.Status): one of the Step* constants below. On the wire it is
+// the plain string.
+type StepStatus string
+
+// Step statuses: the values of StepStatus.
 const (
 	// StepPending: not started.
-	StepPending = "pending"
+	StepPending StepStatus = "pending"
 	// StepRunning: the server is running the step (an attempt is open).
 	StepRunning = "running"
 	// StepAwaitingClient: a client step whose inputs exist; the workflow

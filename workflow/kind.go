@@ -64,7 +64,7 @@ type kind interface {
 	// step now, given its record.
 	clientSide(sp *StepProgress) bool
 	// awaiting is the status of the step while it waits for the client.
-	awaiting() string
+	awaiting() mcptask.StepStatus
 	// missed words what did not happen when the client's wait on the step
 	// ran out ("the client did not perform step ...").
 	missed(s *Step) string
@@ -180,7 +180,7 @@ func (base) sub(*Step, *StepProgress, int) (*Step, *StepProgress, json.RawMessag
 }
 func (base) argType(string) *ArgType       { return nil }
 func (base) clientSide(*StepProgress) bool { return false }
-func (base) awaiting() string              { return mcptask.StepAwaitingClient }
+func (base) awaiting() mcptask.StepStatus  { return mcptask.StepAwaitingClient }
 func (base) missed(s *Step) string {
 	return "the client did not perform step " + quote(s.Name)
 }

@@ -48,7 +48,7 @@ func (k *event) setPayload(schema any)         { k.schema = schema }
 func (k *event) wait() *clientWait             { return &k.waits }
 func (k *event) acceptWebhook()                {}
 func (k *event) clientSide(*StepProgress) bool { return true }
-func (k *event) awaiting() string              { return mcptask.StepAwaitingEvent }
+func (k *event) awaiting() mcptask.StepStatus  { return mcptask.StepAwaitingEvent }
 func (k *event) missed(s *Step) string {
 	return fmt.Sprintf("the event of step %q did not arrive", s.Name)
 }

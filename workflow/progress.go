@@ -161,10 +161,10 @@ type WorkflowProgress = Progress
 
 // StepProgress is one step's state.
 type StepProgress struct {
-	Name      string `json:"name"`
-	Tool      string `json:"tool"`
-	Execution string `json:"execution" jsonschema:"enum=server,enum=client"`
-	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
+	Name      string             `json:"name"`
+	Tool      string             `json:"tool"`
+	Execution string             `json:"execution" jsonschema:"enum=server,enum=client"`
+	Status    mcptask.StepStatus `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
 	// Kind is the step's kind: tool (the default, left out), sleep,
 	// event, or a later kind's name.
 	Kind string `json:"kind,omitempty" jsonschema:"description=The step's kind when not a tool call (sleep, event, ...)"`

@@ -35,7 +35,7 @@ func TestPrinterShowsTheKinds(t *testing.T) {
 				Do: `step "smoke": 1 of 2 items done, 1 running (a loop per item).`},
 		},
 		Undo: []handoff.UndoStep{
-			{Undoes: "deploy[1]", Tool: "rollback_service", Status: string(mcptask.StatusCompleted)},
+			{Undoes: "deploy[1]", Tool: "rollback_service", Status: mcptask.StepCompleted},
 			{Undoes: "deploy[0]", Tool: "rollback_service", Status: mcptask.StepFailed, Error: "registry down"},
 		},
 		Continuation: handoff.NewContinuation("t1", 0),

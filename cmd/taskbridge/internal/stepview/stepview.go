@@ -238,7 +238,7 @@ func State(s handoff.RemainingStep) string {
 // ✗ not undone, ● undoing, · to do) and what became of it.
 func Undo(u handoff.UndoStep) (mark, words string) {
 	switch u.Status {
-	case string(mcptask.StatusCompleted):
+	case mcptask.StepCompleted:
 		return "✓", "undone"
 	case mcptask.StepFailed:
 		w := "NOT undone: take it back by hand"

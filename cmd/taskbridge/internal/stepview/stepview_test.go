@@ -36,7 +36,7 @@ func train() *handoff.Document {
 			{Name: "checksum", Tool: "sum", Execution: mcptask.ExecServer, Status: mcptask.StepPending},
 		},
 		Undo: []handoff.UndoStep{
-			{Undoes: "deploy[1]", Tool: "rollback_service", Status: string(mcptask.StatusCompleted)},
+			{Undoes: "deploy[1]", Tool: "rollback_service", Status: mcptask.StepCompleted},
 			{Undoes: "deploy[0]", Tool: "rollback_service", Status: mcptask.StepFailed, Error: "registry down."},
 			{Undoes: "tag", Tool: "untag", Status: mcptask.StepRunning, Error: "timeout"},
 			{Undoes: "db", Tool: "restore", Status: mcptask.StepPending},

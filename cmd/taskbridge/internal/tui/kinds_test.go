@@ -32,7 +32,7 @@ func kindsDoc(id string, n int) *handoff.Document {
 				Do: fmt.Sprintf(`step "checks": 0 of %d items done, %d waiting for the client (tool "check" per item).`, n, n)},
 		},
 		Undo: []handoff.UndoStep{
-			{Undoes: "deploy[1]", Tool: "rollback", Status: string(mcptask.StatusCompleted)},
+			{Undoes: "deploy[1]", Tool: "rollback", Status: mcptask.StepCompleted},
 			{Undoes: "deploy[0]", Tool: "rollback", Status: mcptask.StepRunning},
 		},
 		Continuation: handoff.NewContinuation(id, mcptask.Extension),
