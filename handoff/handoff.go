@@ -64,56 +64,32 @@ const (
 
 // The task statuses a document may carry (the MCP task status strings).
 const (
-	// StatusWorking is string(mcptask.StatusWorking).
-	//
 	// Deprecated: use string(mcptask.StatusWorking).
 	StatusWorking = string(mcptask.StatusWorking)
-	// StatusInputRequired is string(mcptask.StatusInputRequired).
-	//
 	// Deprecated: use string(mcptask.StatusInputRequired).
 	StatusInputRequired = string(mcptask.StatusInputRequired)
-	// StatusCompleted is string(mcptask.StatusCompleted).
-	//
 	// Deprecated: use string(mcptask.StatusCompleted).
 	StatusCompleted = string(mcptask.StatusCompleted)
-	// StatusFailed is string(mcptask.StatusFailed).
-	//
 	// Deprecated: use string(mcptask.StatusFailed).
 	StatusFailed = string(mcptask.StatusFailed)
-	// StatusCancelled is string(mcptask.StatusCancelled).
-	//
 	// Deprecated: use string(mcptask.StatusCancelled).
 	StatusCancelled = string(mcptask.StatusCancelled)
 )
 
 // The step statuses a remaining step may carry (declared in mcptask).
 const (
-	// StepPending is mcptask.StepPending.
-	//
 	// Deprecated: use mcptask.StepPending.
 	StepPending = mcptask.StepPending
-	// StepRunning is mcptask.StepRunning.
-	//
 	// Deprecated: use mcptask.StepRunning.
 	StepRunning = mcptask.StepRunning
-	// StepAwaitingClient is mcptask.StepAwaitingClient.
-	//
 	// Deprecated: use mcptask.StepAwaitingClient.
 	StepAwaitingClient = mcptask.StepAwaitingClient
-	// StepAwaitingEvent is mcptask.StepAwaitingEvent.
-	//
 	// Deprecated: use mcptask.StepAwaitingEvent.
 	StepAwaitingEvent = mcptask.StepAwaitingEvent
-	// StepSleeping is mcptask.StepSleeping.
-	//
 	// Deprecated: use mcptask.StepSleeping.
 	StepSleeping = mcptask.StepSleeping
-	// StepAwaitingChild is mcptask.StepAwaitingChild.
-	//
 	// Deprecated: use mcptask.StepAwaitingChild.
 	StepAwaitingChild = mcptask.StepAwaitingChild
-	// StepFailed is mcptask.StepFailed.
-	//
 	// Deprecated: use mcptask.StepFailed.
 	StepFailed = mcptask.StepFailed
 )
@@ -122,24 +98,14 @@ const (
 // declared in mcptask). Like the Status constants they are typed string
 // constants, for the string field Kind.
 const (
-	// KindSleep is string(mcptask.StepKindSleep).
-	//
 	// Deprecated: use string(mcptask.StepKindSleep).
 	KindSleep = string(mcptask.StepKindSleep)
-	// KindEvent is string(mcptask.StepKindEvent).
-	//
 	// Deprecated: use string(mcptask.StepKindEvent).
 	KindEvent = string(mcptask.StepKindEvent)
-	// KindForEach is string(mcptask.StepKindForEach).
-	//
 	// Deprecated: use string(mcptask.StepKindForEach).
 	KindForEach = string(mcptask.StepKindForEach)
-	// KindLoop is string(mcptask.StepKindLoop).
-	//
 	// Deprecated: use string(mcptask.StepKindLoop).
 	KindLoop = string(mcptask.StepKindLoop)
-	// KindChild is string(mcptask.StepKindChild).
-	//
 	// Deprecated: use string(mcptask.StepKindChild).
 	KindChild = string(mcptask.StepKindChild)
 )

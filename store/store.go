@@ -75,24 +75,14 @@ type Status = mcptask.Status
 
 // The task statuses.
 const (
-	// StatusWorking is mcptask.StatusWorking.
-	//
 	// Deprecated: use mcptask.StatusWorking.
 	StatusWorking = mcptask.StatusWorking
-	// StatusInputRequired is mcptask.StatusInputRequired.
-	//
 	// Deprecated: use mcptask.StatusInputRequired.
 	StatusInputRequired = mcptask.StatusInputRequired
-	// StatusCompleted is mcptask.StatusCompleted.
-	//
 	// Deprecated: use mcptask.StatusCompleted.
 	StatusCompleted = mcptask.StatusCompleted
-	// StatusFailed is mcptask.StatusFailed.
-	//
 	// Deprecated: use mcptask.StatusFailed.
 	StatusFailed = mcptask.StatusFailed
-	// StatusCancelled is mcptask.StatusCancelled.
-	//
 	// Deprecated: use mcptask.StatusCancelled.
 	StatusCancelled = mcptask.StatusCancelled
 )

@@ -41,12 +41,8 @@ const VarWebhookToken = "_workflow.webhook"
 // who performed a step, where Execution says who is to.
 const (
 	ByWebhook = "webhook"
-	// ByClient is string(mcptask.ExecClient).
-	//
 	// Deprecated: use string(mcptask.ExecClient).
 	ByClient = string(mcptask.ExecClient)
-	// ByServer is string(mcptask.ExecServer).
-	//
 	// Deprecated: use string(mcptask.ExecServer).
 	ByServer = string(mcptask.ExecServer)
 )
