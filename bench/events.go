@@ -38,7 +38,7 @@ type ticksIn struct {
 // that writes n log lines, everyMs apart, after afterMs, for readers to
 // follow.
 func addEventTools(b *builder.Builder) {
-	builder.Tool(b, &mcp.Tool{Name: "ticks"}, ticks, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "ticks"}, ticks, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 }
 
 // ticks logs in.N lines, in.EveryMs apart, after in.AfterMs.

@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -203,7 +202,7 @@ func sleepLateness(o options, tmp string, rep *report) error {
 			if err != nil {
 				return err
 			}
-			if t.Status == store.StatusCompleted {
+			if t.Status == mcptask.StatusCompleted {
 				break
 			}
 			if t.Status.Terminal() || time.Now().After(deadline) {

@@ -141,7 +141,7 @@ func startAll(ctx context.Context, srv *builder.Server, cs *mcp.ClientSession, n
 		if err != nil {
 			return 0, err
 		}
-		if t.Status != store.StatusCompleted {
+		if t.Status != mcptask.StatusCompleted {
 			return 0, fmt.Errorf("task %s of %s ended %s: %s", id, name, t.Status, t.StatusMessage)
 		}
 	}

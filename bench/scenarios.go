@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/gcpolicy"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -373,12 +374,12 @@ func populate(path string, n int) ([]string, error) {
 				id := taskrouter.NewTaskID()
 				created := base.Add(time.Duration(w*per+i) * time.Microsecond)
 				_, err := st.Create(context.Background(), &store.Task{
-					ID: id, Owner: taskrouter.LocalOwner, Status: store.StatusWorking, CreatedAt: created,
+					ID: id, Owner: taskrouter.LocalOwner, Status: mcptask.StatusWorking, CreatedAt: created,
 					Request: store.Request{Method: "tools/call", Name: "work", Arguments: json.RawMessage(`{"ms":0}`)},
 					Labels:  map[string]string{taskrouter.LabelKind: taskrouter.KindTool},
 				})
 				if err == nil {
-					_, err = st.Update(context.Background(), id, store.Update{Status: store.StatusCompleted, Result: result})
+					_, err = st.Update(context.Background(), id, store.Update{Status: mcptask.StatusCompleted, Result: result})
 				}
 				if err != nil {
 					mu.Lock()

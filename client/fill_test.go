@@ -70,7 +70,7 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 			require.NoError(t, err)
 			fdoc, err := handoff.FromResultJSON(final)
 			require.NoError(t, err)
-			require.Equal(t, handoff.StatusCompleted, fdoc.Status)
+			require.Equal(t, string(mcptask.StatusCompleted), fdoc.Status)
 			require.Equal(t, []string{"note"}, asked, "_task_id is never asked")
 			mu.Lock()
 			defer mu.Unlock()

@@ -42,7 +42,7 @@ func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]str
 // with _meta._task_id): the server runs whatever it can, retrying server
 // steps that failed, and answers with the workflow's current handoff.
 func (c *Client) ResumePrompt(ctx context.Context, workflow, taskID string) (*mcp.GetPromptResult, *handoff.Document, error) {
-	return c.getPrompt(ctx, workflow, nil, map[string]any{handoff.TaskIDMetaKey: taskID})
+	return c.getPrompt(ctx, workflow, nil, map[string]any{mcptask.MetaTaskID: taskID})
 }
 
 func (c *Client) getPrompt(ctx context.Context, name string, args map[string]string, meta map[string]any) (*mcp.GetPromptResult, *handoff.Document, error) {
@@ -66,7 +66,7 @@ func (c *Client) getPrompt(ctx context.Context, name string, args map[string]str
 	case errors.Is(herr, handoff.ErrNoHandoff):
 		return &res, nil, nil
 	}
-	if _, ok := res.Meta[handoff.MetaKey]; ok {
+	if _, ok := res.Meta[mcptask.MetaHandoff]; ok {
 		return &res, nil, fmt.Errorf("client: prompt %q: %w", name, herr)
 	}
 	// A ```json block in an ordinary prompt's text is not a handoff.
@@ -217,9 +217,9 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 	cur := doc
 	for range maxFollowSteps {
 		switch cur.Status {
-		case handoff.StatusCompleted:
+		case string(mcptask.StatusCompleted):
 			return c.waitWorkflow(ctx, cur)
-		case handoff.StatusFailed, handoff.StatusCancelled:
+		case string(mcptask.StatusFailed), string(mcptask.StatusCancelled):
 			return nil, docError(cur)
 		}
 		next := nextClientStep(cur)
@@ -275,7 +275,7 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		if len(sum.ClientSteps) == 0 {
 			// A server without clientSteps in its summary: go on while
 			// the next remaining step is the client's.
-			if next := stepNamed(cur, sum.RemainingSteps[0]); next == nil || next.Execution != handoff.ExecClient {
+			if next := stepNamed(cur, sum.RemainingSteps[0]); next == nil || next.Execution != mcptask.ExecClient {
 				return c.waitWorkflow(ctx, cur)
 			}
 		}
@@ -290,7 +290,7 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 // performStep calls a client step's tool bound to the workflow task and
 // returns the workflow summary the server attached to the result.
 func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step handoff.RemainingStep, args map[string]any, vars map[string]any, traceParent string) (*mcptask.WorkflowSummary, error) {
-	meta := map[string]any{handoff.TaskIDMetaKey: stepRef(step, doc.TaskID)}
+	meta := map[string]any{mcptask.MetaTaskID: stepRef(step, doc.TaskID)}
 	if len(vars) > 0 {
 		meta[mcptask.MetaTaskVars] = vars
 	}
@@ -465,7 +465,7 @@ func fillArguments(ctx context.Context, taskID string, step handoff.RemainingSte
 func nextClientStep(doc *handoff.Document) *handoff.RemainingStep {
 	for i := range doc.RemainingSteps {
 		s := &doc.RemainingSteps[i]
-		if s.Execution == handoff.ExecClient && (s.Status != handoff.StepPending || s.Call != nil) {
+		if s.Execution == mcptask.ExecClient && (s.Status != mcptask.StepPending || s.Call != nil) {
 			return s
 		}
 	}
@@ -478,9 +478,9 @@ func nextClientStep(doc *handoff.Document) *handoff.RemainingStep {
 func mayAsk(doc *handoff.Document) bool {
 	for _, s := range doc.RemainingSteps {
 		switch {
-		case s.Execution == handoff.ExecClient:
+		case s.Execution == mcptask.ExecClient:
 			return true
-		case s.Kind == handoff.KindForEach, s.Kind == handoff.KindLoop, s.Kind == handoff.KindChild:
+		case s.Kind == string(mcptask.StepKindForEach), s.Kind == string(mcptask.StepKindLoop), s.Kind == string(mcptask.StepKindChild):
 			return true
 		}
 	}

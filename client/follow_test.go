@@ -141,7 +141,7 @@ func TestFollowWorkflow(t *testing.T) {
 			require.Len(t, doc.ClientSteps(), 1)
 			require.Equal(t, "approve", doc.ClientSteps()[0].Name)
 			require.Equal(t, "sign", doc.RemainingSteps[len(doc.RemainingSteps)-2].Name)
-			require.Equal(t, handoff.StepPending, doc.RemainingSteps[len(doc.RemainingSteps)-2].Status)
+			require.Equal(t, mcptask.StepPending, doc.RemainingSteps[len(doc.RemainingSteps)-2].Status)
 
 			fl := &filler{asked: map[string][]string{}}
 			raw, err := c.Follow(ctx, doc, client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n1"}})

@@ -135,7 +135,7 @@ func timeline(p *workflow.Progress, now time.Time, ended string) *progressView {
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		sv := stepOf(s, "", now, ended)
-		if s.Status == workflow.StepCompleted && s.Items == nil {
+		if s.Status == mcptask.StepCompleted && s.Items == nil {
 			sv.Result = shown(p.Outputs[s.Output])
 		}
 		if sv.State == "done" || sv.State == "skipped" || sv.State == "cancelled" {
@@ -158,7 +158,7 @@ func timeline(p *workflow.Progress, now time.Time, ended string) *progressView {
 		for i := range u.Steps {
 			sv := undoOf(&u.Steps[i], now, ended)
 			switch {
-			case u.Steps[i].Status == workflow.StepCompleted:
+			case u.Steps[i].Status == mcptask.StepCompleted:
 				uv.Undone++
 			case u.Steps[i].GaveUp:
 				uv.NotUndone++
@@ -210,7 +210,7 @@ func stepOf(s *workflow.StepProgress, container string, now time.Time, ended str
 		if note := recordsNote(s); note != "" {
 			sv.Note = joinNote(note, sv.Note)
 		}
-		if s.Kind != string(mcptask.StepKindLoop) && s.Status == workflow.StepCompleted {
+		if s.Kind != string(mcptask.StepKindLoop) && s.Status == mcptask.StepCompleted {
 			sv.Result = "" // the items' results are the records'
 		} else if container != "" {
 			sv.Result = shown(s.Result)
@@ -222,17 +222,17 @@ func stepOf(s *workflow.StepProgress, container string, now time.Time, ended str
 // stateOf is a record's state class, its label and a note.
 func stateOf(s *workflow.StepProgress, ended string) (state, label, note string) {
 	switch {
-	case s.Status == workflow.StepCompleted:
+	case s.Status == mcptask.StepCompleted:
 		state, label = "done", "done"
 		if s.CompletedBy != "" {
 			label = "done by " + s.CompletedBy
 		}
 		return state, label, ""
-	case s.Status == workflow.StepSkipped:
+	case s.Status == mcptask.StepSkipped:
 		return "skipped", "skipped", s.SkipReason
-	case s.Status == workflow.StepCancelled:
+	case s.Status == mcptask.StepCancelled:
 		return "cancelled", "cancelled", s.SkipReason
-	case ended != "" && s.Status == workflow.StepPending:
+	case ended != "" && s.Status == mcptask.StepPending:
 		return "pending", "not run", ""
 	case ended != "":
 		return "stopped", "stopped: the workflow " + ended + " first", ""
@@ -240,17 +240,17 @@ func stateOf(s *workflow.StepProgress, ended string) (state, label, note string)
 		state, label = "failed", "gave up"
 	case s.HandedToClient:
 		state, label = "handed", "handed to client"
-	case s.Status == workflow.StepAwaitingClient:
+	case s.Status == mcptask.StepAwaitingClient:
 		state, label = "waiting", "waiting for the client"
-	case s.Status == workflow.StepAwaitingEvent:
+	case s.Status == mcptask.StepAwaitingEvent:
 		state, label = "waiting", "waiting for its event"
-	case s.Status == workflow.StepAwaitingChild:
+	case s.Status == mcptask.StepAwaitingChild:
 		state, label = "running", "its child workflow runs"
-	case s.Status == workflow.StepSleeping:
+	case s.Status == mcptask.StepSleeping:
 		state, label = "sleeping", "sleeping"
-	case s.Status == workflow.StepFailed:
+	case s.Status == mcptask.StepFailed:
 		state, label = "failed", "failed"
-	case s.Status == workflow.StepRunning:
+	case s.Status == mcptask.StepRunning:
 		state, label = "running", "running"
 	case s.Queue != nil && s.Queue.GrantedAt == nil:
 		return "queued", "queued on " + s.Queue.Queue, s.Queue.Why
@@ -276,15 +276,15 @@ func undoOf(s *workflow.StepProgress, now time.Time, ended string) stepView {
 	sv.Undoes = strings.TrimPrefix(s.Name, "undo:")
 	sv.Item = shown(s.Item)
 	switch {
-	case s.Status == workflow.StepCompleted:
+	case s.Status == mcptask.StepCompleted:
 		sv.State, sv.StateLabel = "done", "undone"
 	case s.GaveUp:
 		sv.State, sv.StateLabel = "failed", "NOT undone: take it back by hand"
-	case s.Status == workflow.StepFailed:
+	case s.Status == mcptask.StepFailed:
 		sv.State, sv.StateLabel = "running", "failed; the server tries again"
 	case ended != "":
 		sv.State, sv.StateLabel = "stopped", "not undone: the task ended first"
-	case s.Status == workflow.StepRunning:
+	case s.Status == mcptask.StepRunning:
 		sv.State, sv.StateLabel = "running", "undoing"
 	default:
 		sv.State, sv.StateLabel = "pending", "to undo"
@@ -315,7 +315,7 @@ func recordsOf(s *workflow.StepProgress, now time.Time, ended string) (views []s
 }
 
 func recordEnded(s *workflow.StepProgress) bool {
-	return s.Status == workflow.StepCompleted || s.Status == workflow.StepSkipped || s.Status == workflow.StepCancelled
+	return s.Status == mcptask.StepCompleted || s.Status == mcptask.StepSkipped || s.Status == mcptask.StepCancelled
 }
 
 // recordsNote says how far a container's records are: "2 of 3 items

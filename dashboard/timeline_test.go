@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -15,10 +16,10 @@ import (
 func TestTimelineKinds(t *testing.T) {
 	until := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	p := &workflow.Progress{Workflow: "canary", Steps: []workflow.StepProgress{
-		{Name: "lint", Tool: "run_suite", Execution: "server", Status: workflow.StepCompleted, Group: "checks", CompletedBy: "server"},
-		{Name: "soak", Execution: "server", Status: workflow.StepSleeping, Kind: "sleep", Until: &until},
-		{Name: "approved", Execution: "client", Status: workflow.StepAwaitingEvent, Kind: "event"},
-		{Name: "promote", Tool: "promote_release", Execution: "server", Status: workflow.StepSkipped, SkipReason: "its condition did not hold: x"},
+		{Name: "lint", Tool: "run_suite", Execution: "server", Status: mcptask.StepCompleted, Group: "checks", CompletedBy: "server"},
+		{Name: "soak", Execution: "server", Status: mcptask.StepSleeping, Kind: "sleep", Until: &until},
+		{Name: "approved", Execution: "client", Status: mcptask.StepAwaitingEvent, Kind: "event"},
+		{Name: "promote", Tool: "promote_release", Execution: "server", Status: mcptask.StepSkipped, SkipReason: "its condition did not hold: x"},
 	}}
 	pv := timeline(p, until, "")
 	require.Equal(t, "checks", pv.Steps[0].Group)
@@ -39,22 +40,22 @@ func TestTimelineRecords(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	items := make([]workflow.StepProgress, maxRecords+20)
 	for i := range items {
-		items[i] = workflow.StepProgress{Name: "build[" + strconv.Itoa(i) + "]", Tool: "build_service", Execution: "server", Status: workflow.StepCompleted,
+		items[i] = workflow.StepProgress{Name: "build[" + strconv.Itoa(i) + "]", Tool: "build_service", Execution: "server", Status: mcptask.StepCompleted,
 			N: i, Item: json.RawMessage(`"svc` + strconv.Itoa(i) + `"`), Result: json.RawMessage(`{"ok": true}`),
 			History: []workflow.Attempt{{N: 1, Outcome: workflow.OutcomeOK, DurationMs: 5}}}
 	}
 	last := &items[len(items)-1]
-	last.Status, last.Result = workflow.StepRunning, nil
+	last.Status, last.Result = mcptask.StepRunning, nil
 	last.History = []workflow.Attempt{{N: 1, Outcome: workflow.OutcomeError, Error: "timed out after 3s (the step's Timeout)"}, {N: 2, Outcome: workflow.OutcomeError, Error: "lost: no heartbeat within 1s (the step's Heartbeat)"}, {N: 3, Outcome: workflow.OutcomeRunning, At: now.Add(-time.Second)}}
 	deadline := now.Add(10 * time.Minute)
 	p := &workflow.Progress{Workflow: "train", DeadlineAt: &deadline, Steps: []workflow.StepProgress{
-		{Name: "build", Kind: "foreach", Execution: "server", Status: workflow.StepRunning, Items: items},
-		{Name: "smoke", Kind: "loop", Execution: "server", Status: workflow.StepSleeping, Runs: 7, Until: &deadline, Items: []workflow.StepProgress{
-			{Name: "smoke[5]", Tool: "smoke_test", Execution: "server", Status: workflow.StepCompleted, N: 5, Result: json.RawMessage(`{"healthy":false}`)},
-			{Name: "smoke[6]", Tool: "smoke_test", Execution: "server", Status: workflow.StepCompleted, N: 6, Result: json.RawMessage(`{"healthy":false}`)},
-			{Name: "smoke[7]", Tool: "smoke_test", Execution: "server", Status: workflow.StepCompleted, N: 7, Result: json.RawMessage(`{"healthy":false}`)},
+		{Name: "build", Kind: "foreach", Execution: "server", Status: mcptask.StepRunning, Items: items},
+		{Name: "smoke", Kind: "loop", Execution: "server", Status: mcptask.StepSleeping, Runs: 7, Until: &deadline, Items: []workflow.StepProgress{
+			{Name: "smoke[5]", Tool: "smoke_test", Execution: "server", Status: mcptask.StepCompleted, N: 5, Result: json.RawMessage(`{"healthy":false}`)},
+			{Name: "smoke[6]", Tool: "smoke_test", Execution: "server", Status: mcptask.StepCompleted, N: 6, Result: json.RawMessage(`{"healthy":false}`)},
+			{Name: "smoke[7]", Tool: "smoke_test", Execution: "server", Status: mcptask.StepCompleted, N: 7, Result: json.RawMessage(`{"healthy":false}`)},
 		}},
-		{Name: "notes", Kind: "child", Execution: "server", Status: workflow.StepAwaitingChild, Child: "c0ffee"},
+		{Name: "notes", Kind: "child", Execution: "server", Status: mcptask.StepAwaitingChild, Child: "c0ffee"},
 	}}
 	pv := timeline(p, now, "")
 	build := pv.Steps[0]
@@ -84,8 +85,8 @@ func TestTimelineRecords(t *testing.T) {
 	// The task failed: what still ran is stopped; the undo says what
 	// became of each step it takes back.
 	p.Undo = &workflow.Undoing{Reason: "step smoke failed", Listed: true, Steps: []workflow.StepProgress{
-		{Name: "undo:deploy[1]", Tool: "rollback_service", Status: workflow.StepCompleted, Item: json.RawMessage(`"web"`)},
-		{Name: "undo:deploy[0]", Tool: "rollback_service", Status: workflow.StepFailed, GaveUp: true, Error: "registry down"},
+		{Name: "undo:deploy[1]", Tool: "rollback_service", Status: mcptask.StepCompleted, Item: json.RawMessage(`"web"`)},
+		{Name: "undo:deploy[0]", Tool: "rollback_service", Status: mcptask.StepFailed, GaveUp: true, Error: "registry down"},
 	}}
 	pv = timeline(p, now, "failed")
 	require.Equal(t, "stopped", pv.Steps[0].State)

@@ -17,7 +17,7 @@ func Example() {
 		TaskID:        "task-7f3a",
 		Workflow:      "publish-summary",
 		Goal:          "Summarize a web page and publish the reviewed summary.",
-		Status:        handoff.StatusInputRequired,
+		Status:        string(mcptask.StatusInputRequired),
 		PauseReason:   `step "review" must be performed by the client`,
 		CompletedSteps: []handoff.CompletedStep{
 			{
@@ -35,7 +35,7 @@ func Example() {
 			{
 				Name:      "review",
 				Tool:      "review_draft",
-				Execution: handoff.ExecClient,
+				Execution: mcptask.ExecClient,
 				Arguments: map[string]json.RawMessage{
 					"draft":    json.RawMessage(`"A placeholder domain for documentation."`),
 					"verdict":  handoff.Placeholder("approve or reject"),
@@ -48,7 +48,7 @@ func Example() {
 			{
 				Name:      "publish",
 				Tool:      "publish_post",
-				Execution: handoff.ExecServer,
+				Execution: mcptask.ExecServer,
 				Arguments: map[string]json.RawMessage{
 					"body": handoff.Placeholder("the approved draft from step review"),
 				},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -27,65 +26,88 @@ const MinSchemaVersion = 1
 
 // MetaKey is the key under which the document is stored in
 // GetPromptResult._meta.
+//
+// Deprecated: use mcptask.MetaHandoff.
 const MetaKey = mcptask.MetaHandoff
 
 // TaskIDMetaKey is the _meta key a client sets, to the task id, on the tool
 // calls that continue a task.
+//
+// Deprecated: use mcptask.MetaTaskID.
 const TaskIDMetaKey = mcptask.MetaTaskID
 
 // TaskIDArgument is the tool argument that carries the task id on the tool
 // calls that continue a task, for clients that cannot set _meta (a model in
 // an LLM host). Every client step's Arguments include it.
+//
+// Deprecated: use mcptask.ArgTaskID.
 const TaskIDArgument = mcptask.ArgTaskID
 
 // The continuation methods named in a [Continuation].
 const (
 	// StatusMethod is the request that reports a task's status.
+	//
+	// Deprecated: use mcptask.MethodTasksGet.
 	StatusMethod = mcptask.MethodTasksGet
 	// ResultMethod is the request that waits for a task's result. Clients on
 	// the tasks extension have no such request.
+	//
+	// Deprecated: use mcptask.MethodTasksResult.
 	ResultMethod = mcptask.MethodTasksResult
 	// ResumeMethod, with _meta._task_id, makes the server run the
 	// workflow's server steps again (retrying failed ones) and returns a
 	// fresh handoff.
+	//
+	// Deprecated: use mcptask.MethodPromptsGet.
 	ResumeMethod = mcptask.MethodPromptsGet
 )
 
 // The task statuses a document may carry (the MCP task status strings).
 const (
-	StatusWorking       = string(mcptask.StatusWorking)
+	// Deprecated: use string(mcptask.StatusWorking).
+	StatusWorking = string(mcptask.StatusWorking)
+	// Deprecated: use string(mcptask.StatusInputRequired).
 	StatusInputRequired = string(mcptask.StatusInputRequired)
-	StatusCompleted     = string(mcptask.StatusCompleted)
-	StatusFailed        = string(mcptask.StatusFailed)
-	StatusCancelled     = string(mcptask.StatusCancelled)
+	// Deprecated: use string(mcptask.StatusCompleted).
+	StatusCompleted = string(mcptask.StatusCompleted)
+	// Deprecated: use string(mcptask.StatusFailed).
+	StatusFailed = string(mcptask.StatusFailed)
+	// Deprecated: use string(mcptask.StatusCancelled).
+	StatusCancelled = string(mcptask.StatusCancelled)
 )
-
-// statuses lists the valid statuses in the order error messages name them.
-var statuses = []string{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
 
 // The step statuses a remaining step may carry (declared in mcptask).
 const (
-	StepPending        = mcptask.StepPending
-	StepRunning        = mcptask.StepRunning
+	// Deprecated: use mcptask.StepPending.
+	StepPending = mcptask.StepPending
+	// Deprecated: use mcptask.StepRunning.
+	StepRunning = mcptask.StepRunning
+	// Deprecated: use mcptask.StepAwaitingClient.
 	StepAwaitingClient = mcptask.StepAwaitingClient
-	StepAwaitingEvent  = mcptask.StepAwaitingEvent
-	StepSleeping       = mcptask.StepSleeping
-	StepAwaitingChild  = mcptask.StepAwaitingChild
-	StepFailed         = mcptask.StepFailed
+	// Deprecated: use mcptask.StepAwaitingEvent.
+	StepAwaitingEvent = mcptask.StepAwaitingEvent
+	// Deprecated: use mcptask.StepSleeping.
+	StepSleeping = mcptask.StepSleeping
+	// Deprecated: use mcptask.StepAwaitingChild.
+	StepAwaitingChild = mcptask.StepAwaitingChild
+	// Deprecated: use mcptask.StepFailed.
+	StepFailed = mcptask.StepFailed
 )
-
-// stepStatuses lists the valid remaining-step statuses.
-var stepStatuses = []string{StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent, StepSleeping, StepAwaitingChild, StepFailed}
 
 // The kinds a remaining step may have besides a tool call (Kind;
 // declared in mcptask). Like the Status constants they are typed string
 // constants, for the string field Kind.
 const (
-	KindSleep   = string(mcptask.StepKindSleep)
-	KindEvent   = string(mcptask.StepKindEvent)
+	// Deprecated: use string(mcptask.StepKindSleep).
+	KindSleep = string(mcptask.StepKindSleep)
+	// Deprecated: use string(mcptask.StepKindEvent).
+	KindEvent = string(mcptask.StepKindEvent)
+	// Deprecated: use string(mcptask.StepKindForEach).
 	KindForEach = string(mcptask.StepKindForEach)
-	KindLoop    = string(mcptask.StepKindLoop)
-	KindChild   = string(mcptask.StepKindChild)
+	// Deprecated: use string(mcptask.StepKindLoop).
+	KindLoop = string(mcptask.StepKindLoop)
+	// Deprecated: use string(mcptask.StepKindChild).
+	KindChild = string(mcptask.StepKindChild)
 )
 
 // MaxSize is the largest input, in bytes, that [Parse] and
@@ -134,15 +156,21 @@ func withContext(err error, where string) error {
 
 // Execution says who performs a remaining step (the same type as
 // workflow.StepExecution; the values are declared in mcptask).
+//
+// Deprecated: use mcptask.Execution.
 type Execution = mcptask.Execution
 
 // The execution modes.
 const (
 	// ExecServer steps are run by the server automatically once their
 	// inputs exist; the client must not call them.
+	//
+	// Deprecated: use mcptask.ExecServer.
 	ExecServer = mcptask.ExecServer
 	// ExecClient steps are performed by the client, which calls the step's
 	// tool with _meta._task_id set to the task id.
+	//
+	// Deprecated: use mcptask.ExecClient.
 	ExecClient = mcptask.ExecClient
 )
 
@@ -224,7 +252,7 @@ type UndoStep struct {
 	Tool string `json:"tool" jsonschema:"minLength=1" jsonschema_description:"The undo step's tool."`
 	// Status is pending, running, completed or failed (the server gave up
 	// on it: what it undoes must be taken back by hand).
-	Status string `json:"status" jsonschema:"enum=pending,enum=running,enum=completed,enum=failed" jsonschema_description:"pending, running, completed, or failed (the server gave up: take it back by hand)."`
+	Status mcptask.StepStatus `json:"status" jsonschema:"enum=pending,enum=running,enum=completed,enum=failed" jsonschema_description:"pending, running, completed, or failed (the server gave up: take it back by hand)."`
 	// Error is the undo's last error, if any.
 	Error string `json:"error,omitempty" jsonschema_description:"The undo step's last error."`
 }
@@ -268,7 +296,7 @@ type RemainingStep struct {
 	// Tool is the tool to call; empty for a sleep or an event.
 	Tool string `json:"tool" jsonschema_description:"Tool to call; empty for a sleep or an event (see kind)."`
 	// Execution says who performs the step.
-	Execution Execution `json:"execution" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performs the step: client means the client must call the tool itself; server means the server runs it automatically once its inputs exist."`
+	Execution mcptask.Execution `json:"execution" jsonschema:"enum=server,enum=client" jsonschema_description:"Who performs the step: client means the client must call the tool itself; server means the server runs it automatically once its inputs exist."`
 	// Arguments are the tool arguments: resolved JSON values where known,
 	// otherwise placeholders (see [Placeholder]). Encoded as {} when empty,
 	// never null.
@@ -279,7 +307,7 @@ type RemainingStep struct {
 	DependsOn []string `json:"dependsOn,omitempty" jsonschema_description:"Names of earlier steps whose output this step needs."`
 	// Status is where the step stands: pending, running, awaiting_client,
 	// awaiting_event, sleeping, awaiting_child or failed.
-	Status string `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=failed" jsonschema_description:"Where the step stands."`
+	Status mcptask.StepStatus `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=failed" jsonschema_description:"Where the step stands."`
 	// HandedToClient marks a server step the server gave up on: Execution
 	// is then client, and the client may perform it.
 	HandedToClient bool `json:"handedToClient,omitempty" jsonschema_description:"The server could not perform this server step and hands it to the client, which may call its tool itself (correcting the arguments if they caused the error) or resume the workflow to have the server retry it."`
@@ -378,88 +406,6 @@ type StepError struct {
 	Retryable bool `json:"retryable,omitempty" jsonschema_description:"Whether performing the step again may succeed."`
 }
 
-// Continuation says how the client continues a task.
-type Continuation struct {
-	// Argument is the tool argument that carries the task id on
-	// continuation calls; always [TaskIDArgument] (version 2).
-	Argument string `json:"argument,omitempty" jsonschema_description:"The tool argument that carries taskId on continuation tool calls (every client step's arguments already include it). Always _task_id."`
-	// MetaKey is the _meta key a program may set instead, to the task id;
-	// always [TaskIDMetaKey].
-	MetaKey string `json:"metaKey" jsonschema_description:"The _meta key a program may set, to taskId, on continuation tool calls instead of the argument. Always _task_id."`
-	// TaskID is the task id; equal to Document.TaskID.
-	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"The task id; equal to the document's taskId."`
-	// StatusMethod is the request that reports the task's status
-	// ([StatusMethod]).
-	StatusMethod string `json:"statusMethod" jsonschema:"minLength=1" jsonschema_description:"Request that reports the task status, called with {\"taskId\": ...}."`
-	// ResultMethod is the request that waits for the task's result
-	// ([ResultMethod]); empty for clients on the tasks extension, which has
-	// no such request.
-	ResultMethod string `json:"resultMethod,omitempty" jsonschema_description:"Request that waits for the task result, called with {\"taskId\": ...}. Absent when the client has no such request."`
-	// ResumeMethod is the request that resumes the workflow
-	// ([ResumeMethod], with _meta._task_id).
-	ResumeMethod string `json:"resumeMethod,omitempty" jsonschema_description:"Request that resumes the workflow (prompts/get of the same prompt with _meta._task_id): the server retries failed server steps and answers with a fresh handoff."`
-	// ResultTool, when the server offers it, is a tool that waits for the
-	// task and returns its state or result, called with {"task_id": id}:
-	// what a model uses instead of tasks/get and tasks/result.
-	ResultTool string `json:"resultTool,omitempty" jsonschema_description:"A tool that waits for the task and returns its state or final result, called with {\"task_id\": taskId}; for clients that cannot send tasks/get or tasks/result."`
-	// ResumeTool, when set, is the workflow's own tool: called with
-	// {"_task_id": taskId} it resumes the workflow (what a model uses
-	// instead of ResumeMethod).
-	ResumeTool string `json:"resumeTool,omitempty" jsonschema_description:"The workflow's tool: called with {\"_task_id\": taskId} it resumes the workflow (the server retries failed server steps) and returns a fresh handoff; for clients that cannot send prompts/get."`
-	// Instructions is one sentence on how to continue.
-	Instructions string `json:"instructions" jsonschema_description:"One sentence on how to continue."`
-}
-
-// NewContinuation returns the continuation of taskID for a client that
-// speaks dialect d: Argument [TaskIDArgument], MetaKey [TaskIDMetaKey],
-// StatusMethod [StatusMethod], ResumeMethod [ResumeMethod], ResultMethod
-// [ResultMethod] only if the dialect has it, and a one-sentence
-// instruction naming the task id and only methods the dialect has. Set
-// ResultTool with [Continuation.WithResultTool].
-func NewContinuation(taskID string, d mcptask.Dialect) Continuation {
-	c := Continuation{
-		Argument:     TaskIDArgument,
-		MetaKey:      TaskIDMetaKey,
-		TaskID:       taskID,
-		StatusMethod: StatusMethod,
-		ResumeMethod: ResumeMethod,
-	}
-	if d.HasMethod(ResultMethod) {
-		c.ResultMethod = ResultMethod
-	}
-	c.Instructions = c.instructions()
-	return c
-}
-
-// WithResumeTool returns c naming the workflow's own tool, which resumes
-// it (see Continuation.ResumeTool).
-func (c Continuation) WithResumeTool(tool string) Continuation {
-	c.ResumeTool = tool
-	return c
-}
-
-// WithResultTool returns c naming tool as the tool that waits for the task
-// (see Continuation.ResultTool).
-func (c Continuation) WithResultTool(tool string) Continuation {
-	c.ResultTool = tool
-	c.Instructions = c.instructions()
-	return c
-}
-
-func (c Continuation) instructions() string {
-	id := jsonString(c.TaskID)
-	follow := fmt.Sprintf("poll %s with {\"taskId\": %s}", c.StatusMethod, id)
-	if c.ResultTool != "" {
-		follow = fmt.Sprintf("call tool %s with {\"task_id\": %s} (or poll %s)", jsonString(c.ResultTool), id, c.StatusMethod)
-	}
-	wait := ""
-	if c.ResultMethod != "" {
-		wait = fmt.Sprintf(" (or wait on %s with {\"taskId\": %s})", c.ResultMethod, id)
-	}
-	return fmt.Sprintf("Call each client step's tool with the arguments shown, which include %s: %s (a program may set \"_meta\": {%s: %s} instead), then %s until the task is completed, failed or cancelled%s.",
-		jsonString(TaskIDArgument), id, jsonString(TaskIDMetaKey), id, follow, wait)
-}
-
 // Placeholder returns the JSON string "<description>", the value of an
 // argument the client must supply.
 func Placeholder(description string) json.RawMessage {
@@ -480,145 +426,6 @@ func IsPlaceholder(v json.RawMessage) bool {
 	return len(s) >= 2 && strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">")
 }
 
-// Validate reports the first problem that makes d unusable, as an error
-// wrapping [ErrInvalid]: a schemaVersion outside [MinSchemaVersion] to
-// [SchemaVersion], an
-// empty taskId or workflow, an unknown status, a step without a name or
-// tool, a remaining step with an unknown execution, a result or argument
-// value that is not valid JSON (an empty argument value counts as
-// invalid), a dependsOn entry that is empty or names its own step, an
-// error without a step or message, duplicate step names across completed and remaining steps, or a continuation whose
-// metaKey is not "_task_id", whose taskId differs from the document's or
-// whose statusMethod is empty.
-func (d *Document) Validate() error {
-	if d == nil {
-		return invalidf("document is nil")
-	}
-	switch {
-	case d.SchemaVersion == 0:
-		return invalidf("schemaVersion is missing (this package supports schemaVersions %d to %d)", MinSchemaVersion, SchemaVersion)
-	case d.SchemaVersion < MinSchemaVersion || d.SchemaVersion > SchemaVersion:
-		return invalidf("schemaVersion %d is not supported (this package supports schemaVersions %d to %d)", d.SchemaVersion, MinSchemaVersion, SchemaVersion)
-	}
-	if d.TaskID == "" {
-		return invalidf("taskId is empty")
-	}
-	if d.Workflow == "" {
-		return invalidf("workflow is empty")
-	}
-	if d.Status == "" {
-		return invalidf("status is empty (want one of %s)", strings.Join(statuses, ", "))
-	}
-	if !validStatus(d.Status) {
-		return invalidf("status %q is not one of %s", d.Status, strings.Join(statuses, ", "))
-	}
-	seen := make(map[string]string) // step name -> where it was first used
-	for i, s := range d.CompletedSteps {
-		where := fmt.Sprintf("completedSteps[%d]", i)
-		if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
-			return err
-		}
-		if s.Result != nil && !json.Valid(s.Result) {
-			return invalidf("%s: result is not valid JSON", where)
-		}
-	}
-	for i, s := range d.RemainingSteps {
-		where := fmt.Sprintf("remainingSteps[%d]", i)
-		if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
-			return err
-		}
-		if s.Status != "" && !slices.Contains(stepStatuses, s.Status) {
-			return invalidf("%s: status %q is not one of %s", where, s.Status, strings.Join(stepStatuses, ", "))
-		}
-		switch s.Execution {
-		case ExecServer, ExecClient:
-		case "":
-			return invalidf("%s: execution is empty (want %q or %q)", where, ExecServer, ExecClient)
-		default:
-			return invalidf("%s: execution %q is not %q or %q", where, s.Execution, ExecServer, ExecClient)
-		}
-		for _, k := range sortedKeys(s.Arguments) {
-			v := s.Arguments[k]
-			if len(v) == 0 {
-				return invalidf("%s: arguments[%q] is empty (use json.RawMessage(\"null\") for null)", where, k)
-			}
-			if !json.Valid(v) {
-				return invalidf("%s: arguments[%q] is not valid JSON", where, k)
-			}
-		}
-		for j, dep := range s.DependsOn {
-			if dep == "" {
-				return invalidf("%s: dependsOn[%d] is empty", where, j)
-			}
-			if dep == s.Name {
-				return invalidf("%s: dependsOn[%d]: step %q depends on itself", where, j, dep)
-			}
-		}
-	}
-	for i, s := range d.SkippedSteps {
-		if err := checkStep(fmt.Sprintf("skippedSteps[%d]", i), s.Name, s.Tool, s.Kind, seen); err != nil {
-			return err
-		}
-	}
-	for i, e := range d.Errors {
-		if e.Step == "" {
-			return invalidf("errors[%d]: step is empty", i)
-		}
-		if e.Message == "" {
-			return invalidf("errors[%d]: message is empty", i)
-		}
-	}
-	c := d.Continuation
-	if c.Argument != "" && c.Argument != TaskIDArgument {
-		return invalidf("continuation.argument is %q, want %q", c.Argument, TaskIDArgument)
-	}
-	if c.MetaKey != TaskIDMetaKey {
-		return invalidf("continuation.metaKey is %q, want %q", c.MetaKey, TaskIDMetaKey)
-	}
-	if c.TaskID != d.TaskID {
-		return invalidf("continuation.taskId %q does not match taskId %q", c.TaskID, d.TaskID)
-	}
-	if c.StatusMethod == "" {
-		return invalidf("continuation.statusMethod is empty (want %q)", StatusMethod)
-	}
-	return nil
-}
-
-func checkStep(where, name, tool, kind string, seen map[string]string) error {
-	if name == "" {
-		return invalidf("%s: name is empty", where)
-	}
-	switch {
-	case kind == "":
-		if tool == "" {
-			return invalidf("%s: step %q: tool is empty", where, name)
-		}
-	case !validKind(kind):
-		return invalidf("%s: step %q: kind %q is not a kind name (lowercase letters and underscores, like %q)", where, name, truncateRunes(kind, 40), KindSleep)
-	}
-	if first, dup := seen[name]; dup {
-		return invalidf("%s: duplicate step name %q (also %s)", where, name, first)
-	}
-	seen[name] = where
-	return nil
-}
-
-func validStatus(s string) bool { return slices.Contains(statuses, s) }
-
-// validKind reports whether kind is a kind's name: a lowercase letter,
-// then lowercase letters and underscores, at most 32 bytes.
-func validKind(kind string) bool {
-	if kind == "" || len(kind) > 32 || kind[0] < 'a' || kind[0] > 'z' {
-		return false
-	}
-	for _, r := range kind {
-		if (r < 'a' || r > 'z') && r != '_' {
-			return false
-		}
-	}
-	return true
-}
-
 // ClientSteps returns the remaining steps the client may perform now
 // (Execution [ExecClient], and not pending behind an earlier step), in
 // order.
@@ -628,7 +435,7 @@ func (d *Document) ClientSteps() []RemainingStep {
 	}
 	var out []RemainingStep
 	for _, s := range d.RemainingSteps {
-		if s.Execution == ExecClient && s.Status != StepPending {
+		if s.Execution == mcptask.ExecClient && s.Status != mcptask.StepPending {
 			out = append(out, s)
 		}
 	}
@@ -648,7 +455,7 @@ func (d *Document) Message() (*mcp.PromptMessage, error) {
 // Meta returns {MetaKey: d}, to merge into GetPromptResult.Meta. The map
 // holds d itself, so later changes to d show through until it is encoded.
 func (d *Document) Meta() map[string]any {
-	return map[string]any{MetaKey: d}
+	return map[string]any{mcptask.MetaHandoff: d}
 }
 
 // docFields has Document's fields without its MarshalJSON method.

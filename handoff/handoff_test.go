@@ -23,7 +23,7 @@ func pausedDoc() *handoff.Document {
 		TaskID:        "task-paused-1",
 		Workflow:      "publish-summary",
 		Goal:          "Summarize a page and publish it.",
-		Status:        handoff.StatusInputRequired,
+		Status:        string(mcptask.StatusInputRequired),
 		PauseReason:   `step "review" must be performed by the client`,
 		CompletedSteps: []handoff.CompletedStep{
 			{Name: "fetch", Tool: "fetch_url", Result: json.RawMessage(`{"content":[{"text":"Example Domain","type":"text"}],"isError":false}`)},
@@ -34,7 +34,7 @@ func pausedDoc() *handoff.Document {
 			{
 				Name:      "review",
 				Tool:      "review_draft",
-				Execution: handoff.ExecClient,
+				Execution: mcptask.ExecClient,
 				Arguments: map[string]json.RawMessage{
 					"draft":   json.RawMessage(`"A domain for examples & <docs>."`),
 					"verdict": handoff.Placeholder("approve or reject"),
@@ -46,7 +46,7 @@ func pausedDoc() *handoff.Document {
 			{
 				Name:      "publish",
 				Tool:      "publish_post",
-				Execution: handoff.ExecServer,
+				Execution: mcptask.ExecServer,
 				Arguments: map[string]json.RawMessage{"body": handoff.Placeholder("the approved draft")},
 				DependsOn: []string{"review"},
 			},
@@ -61,13 +61,13 @@ func failedDoc() *handoff.Document {
 		SchemaVersion: handoff.SchemaVersion,
 		TaskID:        "task-failed-2",
 		Workflow:      "nightly-report",
-		Status:        handoff.StatusFailed,
+		Status:        string(mcptask.StatusFailed),
 		PauseReason:   `step "fetch" failed: connection refused`,
 		CompletedSteps: []handoff.CompletedStep{
 			{Name: "plan", Tool: "make_plan", Result: json.RawMessage(`"plan ready"`)},
 		},
 		RemainingSteps: []handoff.RemainingStep{
-			{Name: "fetch", Tool: "fetch_url", Execution: handoff.ExecServer, Arguments: map[string]json.RawMessage{"url": json.RawMessage(`"https://example.com"`)}},
+			{Name: "fetch", Tool: "fetch_url", Execution: mcptask.ExecServer, Arguments: map[string]json.RawMessage{"url": json.RawMessage(`"https://example.com"`)}},
 		},
 		Errors: []handoff.StepError{
 			{Step: "fetch", Tool: "fetch_url", Message: "connection refused", Retryable: true},
@@ -83,7 +83,7 @@ func completeDoc() *handoff.Document {
 		SchemaVersion: handoff.SchemaVersion,
 		TaskID:        "task-done-3",
 		Workflow:      "greet",
-		Status:        handoff.StatusCompleted,
+		Status:        string(mcptask.StatusCompleted),
 		CompletedSteps: []handoff.CompletedStep{
 			{Name: "greet", Tool: "greet", Result: json.RawMessage(`{"content":[{"text":"Hello, Ada!","type":"text"}]}`)},
 		},
@@ -97,11 +97,11 @@ func extDoc() *handoff.Document {
 		SchemaVersion: handoff.SchemaVersion,
 		TaskID:        "ext-4",
 		Workflow:      "triage",
-		Status:        handoff.StatusInputRequired,
+		Status:        string(mcptask.StatusInputRequired),
 		PauseReason:   `step "label" must be performed by the client`,
 		RemainingSteps: []handoff.RemainingStep{
-			{Name: "label", Tool: "set_label", Execution: handoff.ExecClient, Arguments: map[string]json.RawMessage{"label": handoff.Placeholder("bug, feature or question")}, Guidance: "Pick the best label."},
-			{Name: "close", Tool: "close_issue", Execution: handoff.ExecClient, Guidance: "Close the issue if it is a question."},
+			{Name: "label", Tool: "set_label", Execution: mcptask.ExecClient, Arguments: map[string]json.RawMessage{"label": handoff.Placeholder("bug, feature or question")}, Guidance: "Pick the best label."},
+			{Name: "close", Tool: "close_issue", Execution: mcptask.ExecClient, Guidance: "Close the issue if it is a question."},
 		},
 		Continuation: handoff.NewContinuation("ext-4", mcptask.Extension),
 	}
@@ -162,7 +162,7 @@ func TestProse(t *testing.T) {
 			}
 			next := doc.ClientSteps()
 			for _, s := range doc.RemainingSteps {
-				if s.Execution == handoff.ExecClient && s.Status != handoff.StepPending {
+				if s.Execution == mcptask.ExecClient && s.Status != mcptask.StepPending {
 					require.Contains(t, p, `Call tool "`+s.Tool+`" with {`, "the step the client performs now is a call to make")
 					for _, line := range strings.Split(s.Guidance, "\n") {
 						require.Contains(t, p, strings.TrimSpace(line))
@@ -172,7 +172,7 @@ func TestProse(t *testing.T) {
 				require.Contains(t, p, `(tool "`+s.Tool+`")`)
 			}
 			switch {
-			case doc.Status == handoff.StatusCompleted || doc.Status == handoff.StatusFailed || doc.Status == handoff.StatusCancelled:
+			case doc.Status == string(mcptask.StatusCompleted) || doc.Status == string(mcptask.StatusFailed) || doc.Status == string(mcptask.StatusCancelled):
 				require.Contains(t, p, "The workflow has finished")
 				require.NotContains(t, p, "Next:")
 			case len(next) > 0:
@@ -326,7 +326,7 @@ func TestParseTolerance(t *testing.T) {
 		Workflow:       "w",
 		Status:         "working",
 		CompletedSteps: []handoff.CompletedStep{{Name: "a", Tool: "ta", Result: json.RawMessage(`{"a":"dup","b":1.50,"k":[1,2]}`)}},
-		RemainingSteps: []handoff.RemainingStep{{Name: "b", Tool: "tb", Execution: handoff.ExecServer, Arguments: map[string]json.RawMessage{"v": json.RawMessage(`[1]`)}}},
+		RemainingSteps: []handoff.RemainingStep{{Name: "b", Tool: "tb", Execution: mcptask.ExecServer, Arguments: map[string]json.RawMessage{"v": json.RawMessage(`[1]`)}}},
 		Continuation:   handoff.Continuation{MetaKey: "_task_id", TaskID: "t", StatusMethod: "tasks/get", Instructions: "x"},
 	}, got)
 }
@@ -508,8 +508,8 @@ func TestMarshalNeverNull(t *testing.T) {
 		SchemaVersion:  1,
 		TaskID:         "t",
 		Workflow:       "w",
-		Status:         handoff.StatusWorking,
-		RemainingSteps: []handoff.RemainingStep{{Name: "s", Tool: "x", Execution: handoff.ExecServer}},
+		Status:         string(mcptask.StatusWorking),
+		RemainingSteps: []handoff.RemainingStep{{Name: "s", Tool: "x", Execution: mcptask.ExecServer}},
 		Continuation:   handoff.NewContinuation("t", mcptask.Extension),
 	}
 	for _, v := range []any{doc, *doc} {
@@ -580,7 +580,7 @@ func TestMessageAndMeta(t *testing.T) {
 
 	meta := doc.Meta()
 	require.Len(t, meta, 1)
-	require.Same(t, doc, meta[handoff.MetaKey])
+	require.Same(t, doc, meta[mcptask.MetaHandoff])
 
 	bad := pausedDoc()
 	bad.TaskID = ""
@@ -613,7 +613,7 @@ func TestFromPromptResult(t *testing.T) {
 		require.NoError(t, err)
 		var wire mcp.GetPromptResult
 		require.NoError(t, json.Unmarshal(b, &wire))
-		require.IsType(t, map[string]any{}, wire.Meta[handoff.MetaKey])
+		require.IsType(t, map[string]any{}, wire.Meta[mcptask.MetaHandoff])
 
 		got, err := handoff.FromPromptResult(&wire)
 		require.NoError(t, err)
@@ -626,13 +626,13 @@ func TestFromPromptResult(t *testing.T) {
 		require.Equal(t, failedDoc(), got)
 		require.NotSame(t, doc, got)
 
-		got, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{handoff.MetaKey: *doc}))
+		got, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{mcptask.MetaHandoff: *doc}))
 		require.NoError(t, err)
 		require.Equal(t, failedDoc(), got)
 
 		raw, err := json.Marshal(doc)
 		require.NoError(t, err)
-		got, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{handoff.MetaKey: json.RawMessage(raw)}))
+		got, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{mcptask.MetaHandoff: json.RawMessage(raw)}))
 		require.NoError(t, err)
 		require.Equal(t, failedDoc(), got)
 	})
@@ -670,19 +670,19 @@ func TestFromPromptResult(t *testing.T) {
 	t.Run("invalid meta", func(t *testing.T) {
 		m := docJSON(t)
 		delete(m, "taskId")
-		_, err := handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{handoff.MetaKey: m}))
+		_, err := handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{mcptask.MetaHandoff: m}))
 		require.ErrorIs(t, err, handoff.ErrInvalid)
 		require.EqualError(t, err, `handoff: _meta["taskbridge/handoff"]: taskId is empty`)
 
-		_, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{handoff.MetaKey: "a string"}))
+		_, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{mcptask.MetaHandoff: "a string"}))
 		require.ErrorIs(t, err, handoff.ErrInvalid)
 		require.EqualError(t, err, `handoff: _meta["taskbridge/handoff"] does not hold a JSON object`)
 
 		var nilDoc *handoff.Document
-		_, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{handoff.MetaKey: nilDoc}))
+		_, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{mcptask.MetaHandoff: nilDoc}))
 		require.ErrorIs(t, err, handoff.ErrInvalid)
 
-		_, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{handoff.MetaKey: func() {}}))
+		_, err = handoff.FromPromptResult(promptResult(t, extDoc(), map[string]any{mcptask.MetaHandoff: func() {}}))
 		require.ErrorIs(t, err, handoff.ErrInvalid)
 	})
 }
@@ -808,10 +808,10 @@ func TestFillPlaceholder(t *testing.T) {
 	} {
 		require.Equal(t, c.want, c.f.Placeholder(), "%+v", c.f)
 	}
-	text, err := handoff.RenderWith(&handoff.Document{SchemaVersion: handoff.SchemaVersion, TaskID: "t", Workflow: "w", Status: handoff.StatusWorking,
+	text, err := handoff.RenderWith(&handoff.Document{SchemaVersion: handoff.SchemaVersion, TaskID: "t", Workflow: "w", Status: string(mcptask.StatusWorking),
 		CompletedSteps: []handoff.CompletedStep{}, Continuation: handoff.NewContinuation("t", mcptask.Core),
-		RemainingSteps: []handoff.RemainingStep{{Name: "s", Tool: "x", Execution: handoff.ExecClient, Status: handoff.StepAwaitingClient, Arguments: map[string]json.RawMessage{},
-			Call: &handoff.Call{Tool: "x", Arguments: map[string]json.RawMessage{handoff.TaskIDArgument: json.RawMessage(`"t"`)}, Fill: []handoff.Fill{{Name: "note", Type: "string", Optional: true}}}}}},
+		RemainingSteps: []handoff.RemainingStep{{Name: "s", Tool: "x", Execution: mcptask.ExecClient, Status: mcptask.StepAwaitingClient, Arguments: map[string]json.RawMessage{},
+			Call: &handoff.Call{Tool: "x", Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: json.RawMessage(`"t"`)}, Fill: []handoff.Fill{{Name: "note", Type: "string", Optional: true}}}}}},
 		handoff.RenderOptions{NoJSON: true})
 	require.NoError(t, err)
 	require.Contains(t, text, `{"_task_id":"t","note":<string, optional>}`)
@@ -822,12 +822,12 @@ func TestFillPlaceholder(t *testing.T) {
 // and a child's steps keep their paths.
 func TestProseNamesKinds(t *testing.T) {
 	doc := &handoff.Document{
-		SchemaVersion: handoff.SchemaVersion, TaskID: "task-train", Workflow: "release_train", Status: handoff.StatusWorking,
-		CompletedSteps: []handoff.CompletedStep{{Name: "build", Kind: handoff.KindForEach, Result: json.RawMessage(`[{"service":"api"}]`), By: "server"}},
+		SchemaVersion: handoff.SchemaVersion, TaskID: "task-train", Workflow: "release_train", Status: string(mcptask.StatusWorking),
+		CompletedSteps: []handoff.CompletedStep{{Name: "build", Kind: string(mcptask.StepKindForEach), Result: json.RawMessage(`[{"service":"api"}]`), By: "server"}},
 		RemainingSteps: []handoff.RemainingStep{
-			{Name: "notes", Kind: handoff.KindChild, Execution: handoff.ExecServer, Status: handoff.StepAwaitingChild, Do: `child workflow "release_notes" (task c1) runs its steps on the server; do not call anything for it.`},
-			{Name: "smoke", Kind: handoff.KindForEach, Execution: handoff.ExecServer, Status: handoff.StepPending, Do: "runs a loop once per item of the services."},
-			{Name: "poll", Kind: handoff.KindLoop, Execution: handoff.ExecServer, Status: handoff.StepPending, Do: "runs until healthy."},
+			{Name: "notes", Kind: string(mcptask.StepKindChild), Execution: mcptask.ExecServer, Status: mcptask.StepAwaitingChild, Do: `child workflow "release_notes" (task c1) runs its steps on the server; do not call anything for it.`},
+			{Name: "smoke", Kind: string(mcptask.StepKindForEach), Execution: mcptask.ExecServer, Status: mcptask.StepPending, Do: "runs a loop once per item of the services."},
+			{Name: "poll", Kind: string(mcptask.StepKindLoop), Execution: mcptask.ExecServer, Status: mcptask.StepPending, Do: "runs until healthy."},
 		},
 		Continuation: handoff.NewContinuation("task-train", mcptask.Core),
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // Parse extracts the handoff from text: it finds the last ```json fenced
@@ -169,7 +170,7 @@ func FromPromptResult(res *mcp.GetPromptResult) (*Document, error) {
 	if res == nil {
 		return nil, noHandofff("prompt result is nil")
 	}
-	if v, ok := res.Meta[MetaKey]; ok && v != nil {
+	if v, ok := res.Meta[mcptask.MetaHandoff]; ok && v != nil {
 		return fromMeta(v)
 	}
 	for i := len(res.Messages) - 1; i >= 0; i-- {
@@ -181,7 +182,7 @@ func FromPromptResult(res *mcp.GetPromptResult) (*Document, error) {
 			return Parse(tc.Text)
 		}
 	}
-	return nil, noHandofff("prompt result has no _meta[%q] and no assistant message with text content", MetaKey)
+	return nil, noHandofff("prompt result has no _meta[%q] and no assistant message with text content", mcptask.MetaHandoff)
 }
 
 // FromToolResult extracts the handoff from a tool result: a workflow
@@ -193,7 +194,7 @@ func FromToolResult(res *mcp.CallToolResult) (*Document, error) {
 	if res == nil {
 		return nil, noHandofff("tool result is nil")
 	}
-	if v, ok := res.Meta[MetaKey]; ok && v != nil {
+	if v, ok := res.Meta[mcptask.MetaHandoff]; ok && v != nil {
 		return fromMeta(v)
 	}
 	if sc := res.StructuredContent; sc != nil {
@@ -208,7 +209,7 @@ func FromToolResult(res *mcp.CallToolResult) (*Document, error) {
 			}
 		}
 	}
-	return nil, noHandofff("tool result has no _meta[%q], no handoff as structured content and no text with a ```json block", MetaKey)
+	return nil, noHandofff("tool result has no _meta[%q], no handoff as structured content and no text with a ```json block", mcptask.MetaHandoff)
 }
 
 // FromResultJSON is FromPromptResult or FromToolResult for a result still
@@ -237,7 +238,7 @@ func FromResultJSON(raw []byte) (*Document, error) {
 }
 
 func fromMeta(v any) (*Document, error) {
-	what := fmt.Sprintf("_meta[%q]", MetaKey)
+	what := fmt.Sprintf("_meta[%q]", mcptask.MetaHandoff)
 	var data []byte
 	switch v := v.(type) {
 	case json.RawMessage:

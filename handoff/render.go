@@ -62,15 +62,15 @@ func RenderWith(d *Document, o RenderOptions) (string, error) {
 // statusPhrase completes "Workflow W (task T) ...".
 func statusPhrase(status string) string {
 	switch status {
-	case StatusWorking:
+	case string(mcptask.StatusWorking):
 		return "is running on the server"
-	case StatusInputRequired:
+	case string(mcptask.StatusInputRequired):
 		return "is paused, waiting for the client"
-	case StatusCompleted:
+	case string(mcptask.StatusCompleted):
 		return "is complete"
-	case StatusFailed:
+	case string(mcptask.StatusFailed):
 		return "has failed"
-	case StatusCancelled:
+	case string(mcptask.StatusCancelled):
 		return "was cancelled"
 	}
 	return "is in an unknown state"
@@ -82,7 +82,7 @@ func statusPhrase(status string) string {
 func actionable(d *Document) []RemainingStep {
 	var out []RemainingStep
 	for _, s := range d.RemainingSteps {
-		if s.Call != nil || s.Do == "" && s.Execution == ExecClient && s.Status != StepPending {
+		if s.Call != nil || s.Do == "" && s.Execution == mcptask.ExecClient && s.Status != mcptask.StepPending {
 			out = append(out, s)
 		}
 	}
@@ -90,7 +90,7 @@ func actionable(d *Document) []RemainingStep {
 }
 
 func terminal(status string) bool {
-	return status == StatusCompleted || status == StatusFailed || status == StatusCancelled
+	return status == string(mcptask.StatusCompleted) || status == string(mcptask.StatusFailed) || status == string(mcptask.StatusCancelled)
 }
 
 // writeProse writes what a model reads: where the workflow stands, the
@@ -342,9 +342,9 @@ func writeUndo(b *strings.Builder, d *Document) {
 		switch u.Status {
 		case undoDone:
 			b.WriteString("undone.")
-		case StepFailed:
+		case mcptask.StepFailed:
 			fmt.Fprintf(b, "NOT undone (%s); take it back by hand.", strings.TrimSuffix(oneLine(u.Error, maxResultRunes), "."))
-		case StepRunning:
+		case mcptask.StepRunning:
 			b.WriteString("running now.")
 		default:
 			b.WriteString("to do.")
@@ -382,9 +382,9 @@ func laterDo(d *Document, s RemainingStep) string {
 		return "will not run: the workflow stopped."
 	case s.Do != "":
 		return sentence(s.Do)
-	case s.Execution == ExecClient:
+	case s.Execution == mcptask.ExecClient:
 		return "yours to perform once the steps before it are done."
-	case s.Status == StepRunning:
+	case s.Status == mcptask.StepRunning:
 		return "running on the server now."
 	}
 	return "the server runs it by itself."
@@ -401,7 +401,7 @@ func writeContinuation(b *strings.Builder, d *Document, yours bool) {
 	case yours:
 		b.WriteString("After your call the server runs the steps that follow and answers with where the workflow stands.")
 		if c.ResultTool == "" {
-			fmt.Fprintf(b, " (A program may send the task id as \"_meta\": {%s: %s} instead of the argument %s.)", jsonString(c.MetaKey), id, jsonString(TaskIDArgument))
+			fmt.Fprintf(b, " (A program may send the task id as \"_meta\": {%s: %s} instead of the argument %s.)", jsonString(c.MetaKey), id, jsonString(mcptask.ArgTaskID))
 		}
 	case c.ResultTool != "":
 		fmt.Fprintf(b, "To wait for it, call tool %s with {\"task_id\": %s}: it answers when there is something for you to do, or the workflow has ended.", jsonString(c.ResultTool), id)
@@ -558,10 +558,10 @@ func toolLabel(tool, kind string) string {
 // kindLabels name the kinds of step that call no tool of their own, as
 // a person says them.
 var kindLabels = map[string]string{
-	KindSleep:                     "a durable sleep",
-	KindEvent:                     "an event",
-	KindForEach:                   "a for-each",
-	KindLoop:                      "a loop",
-	KindChild:                     "a child workflow",
-	string(mcptask.StepKindGroup): "a parallel group",
+	string(mcptask.StepKindSleep):   "a durable sleep",
+	string(mcptask.StepKindEvent):   "an event",
+	string(mcptask.StepKindForEach): "a for-each",
+	string(mcptask.StepKindLoop):    "a loop",
+	string(mcptask.StepKindChild):   "a child workflow",
+	string(mcptask.StepKindGroup):   "a parallel group",
 }

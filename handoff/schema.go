@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/invopop/jsonschema"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // SchemaID is the $id of the handoff JSON Schema.
@@ -38,7 +39,7 @@ func Schema() *jsonschema.Schema {
 		versions = append(versions, v)
 	}
 	prop(s, "schemaVersion").Enum = versions
-	prop(prop(s, "continuation"), "metaKey").Const = TaskIDMetaKey
+	prop(prop(s, "continuation"), "metaKey").Const = mcptask.MetaTaskID
 	return s
 }
 

@@ -283,11 +283,11 @@ func TestBridgeItem2FailedServerStepHandedToClient(t *testing.T) {
 			require.NoError(t, err)
 			doc, err := handoff.FromPromptResult(res)
 			require.NoError(t, err)
-			require.Equal(t, handoff.StatusWorking, doc.Status)
+			require.Equal(t, string(mcptask.StatusWorking), doc.Status)
 			tag := doc.RemainingSteps[0]
 			require.Equal(t, "tag", tag.Name)
 			require.True(t, tag.HandedToClient)
-			require.Equal(t, handoff.ExecClient, tag.Execution)
+			require.Equal(t, mcptask.ExecClient, tag.Execution)
 			require.Contains(t, tag.Error, `version "next" is not a semantic version`)
 			require.JSONEq(t, `"next"`, string(tag.Arguments["version"]))
 			prose := res.Messages[len(res.Messages)-1].Content.(*mcp.TextContent).Text
@@ -410,7 +410,7 @@ func TestBridgeItem5DialectTrueHandoff(t *testing.T) {
 			require.NoError(t, json.Unmarshal(tk.Result, &final))
 			fdoc, err := handoff.FromToolResult(&final)
 			require.NoError(t, err)
-			require.Equal(t, handoff.StatusCompleted, fdoc.Status)
+			require.Equal(t, string(mcptask.StatusCompleted), fdoc.Status)
 			text := final.Content[len(final.Content)-1].(*mcp.TextContent).Text
 			if c.ext != nil {
 				require.Empty(t, fdoc.Continuation.ResultMethod)
@@ -512,7 +512,7 @@ func TestBridgeFailsWorkflowPolicy(t *testing.T) {
 	require.NoError(t, err)
 	doc, err := handoff.FromPromptResult(res)
 	require.NoError(t, err)
-	require.Equal(t, handoff.StatusFailed, doc.Status)
+	require.Equal(t, string(mcptask.StatusFailed), doc.Status)
 	status, msg := c.task(t, doc.TaskID)
 	require.Equal(t, "failed", status)
 	require.Contains(t, msg, `step "tag" (tool "create_tag") failed: version "bad" is not a semantic version like v1.2.3; the workflow failed`)
@@ -552,7 +552,7 @@ func TestBridgeCancelWorkflow(t *testing.T) {
 			require.NotNil(t, res, "the prompt returns the cancelled workflow's handoff")
 			doc, err := handoff.FromPromptResult(res)
 			require.NoError(t, err)
-			require.Equal(t, handoff.StatusCancelled, doc.Status)
+			require.Equal(t, string(mcptask.StatusCancelled), doc.Status)
 			status, _ := c.task(t, id)
 			require.Equal(t, "cancelled", status)
 			_, err = c.callTool(ctx, "announce", map[string]any{"tag": "x", "message": "m"}, mcp.Meta{"_task_id": id})

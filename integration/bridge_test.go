@@ -196,9 +196,9 @@ func startFlow(t *testing.T, cs *mcp.ClientSession, topic string) (*mcp.GetPromp
 
 func approve(t *testing.T, cs *mcp.ClientSession, id string, vars map[string]any) (*mcp.CallToolResult, error) {
 	t.Helper()
-	meta := mcp.Meta{workflow.MetaTaskID: id}
+	meta := mcp.Meta{mcptask.MetaTaskID: id}
 	if vars != nil {
-		meta[workflow.MetaTaskVars] = vars
+		meta[mcptask.MetaTaskVars] = vars
 	}
 	return cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: meta, Name: "approve",
 		Arguments: map[string]any{"text": "enriched t-1", "approver": "ada"}})
@@ -230,7 +230,7 @@ func TestBridgeLifecycle(t *testing.T) {
 			text := last.Content.(*mcp.TextContent).Text
 			require.Contains(t, text, doc.TaskID)
 			require.Contains(t, text, "```json")
-			require.Contains(t, res.Meta, handoff.MetaKey)
+			require.Contains(t, res.Meta, mcptask.MetaHandoff)
 			parsed, err := handoff.Parse(text)
 			require.NoError(t, err)
 			require.Equal(t, doc.TaskID, parsed.TaskID)
@@ -241,12 +241,12 @@ func TestBridgeLifecycle(t *testing.T) {
 			require.Len(t, doc.RemainingSteps, 2)
 			rs := doc.RemainingSteps[0]
 			require.Equal(t, "approve", rs.Name)
-			require.Equal(t, handoff.ExecClient, rs.Execution)
+			require.Equal(t, mcptask.ExecClient, rs.Execution)
 			// HAND-03: resolved arguments where known, placeholders otherwise.
 			require.JSONEq(t, `"enriched t-1"`, string(rs.Arguments["text"]))
 			require.True(t, handoff.IsPlaceholder(rs.Arguments["approver"]))
 			require.Equal(t, "Approve the enriched text.", rs.Guidance)
-			require.Equal(t, handoff.ExecServer, doc.RemainingSteps[1].Execution)
+			require.Equal(t, mcptask.ExecServer, doc.RemainingSteps[1].Execution)
 			require.Equal(t, "working", getTask(t, cs, doc.TaskID).Status)
 
 			// FNDX-03: progress is in the task variables.
@@ -260,7 +260,7 @@ func TestBridgeLifecycle(t *testing.T) {
 			out, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
 			require.NoError(t, err)
 			require.False(t, out.IsError)
-			summary := out.Meta[workflow.MetaWorkflow].(map[string]any)
+			summary := out.Meta[mcptask.MetaWorkflow].(map[string]any)
 			require.Equal(t, "completed", summary["status"])
 
 			// CONT-03: the task is completed with the workflow's result.
@@ -369,7 +369,7 @@ func TestBridgeFailingStepThenRetry(t *testing.T) {
 	f.failures.Store(1)
 	out, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
 	require.NoError(t, err)
-	summary := out.Meta[workflow.MetaWorkflow].(map[string]any)
+	summary := out.Meta[mcptask.MetaWorkflow].(map[string]any)
 	require.Equal(t, "completed", summary["status"])
 	task, p := progressOf(t, f.srv.Store, doc.TaskID)
 	require.Equal(t, mcptask.StatusCompleted, task.Status)
@@ -394,7 +394,7 @@ func TestBridgeGiveUpThenResume(t *testing.T) {
 	f.failures.Store(3)
 	out, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
 	require.NoError(t, err)
-	summary := out.Meta[workflow.MetaWorkflow].(map[string]any)
+	summary := out.Meta[mcptask.MetaWorkflow].(map[string]any)
 	require.Equal(t, "working", summary["status"])
 	require.Contains(t, summary["pauseReason"], "downstream unavailable")
 	require.Equal(t, []any{"finish"}, summary["clientSteps"])
@@ -404,7 +404,7 @@ func TestBridgeGiveUpThenResume(t *testing.T) {
 	require.Len(t, p.Errors, 3)
 	require.True(t, p.Steps[3].HandedToClient)
 
-	res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Meta: mcp.Meta{workflow.MetaTaskID: doc.TaskID}, Name: "flow"})
+	res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID}, Name: "flow"})
 	require.NoError(t, err)
 	rdoc, err := handoff.FromPromptResult(res)
 	require.NoError(t, err)
@@ -425,11 +425,11 @@ func TestBridgeClientRetriesFailedStep(t *testing.T) {
 	f.failures.Store(3)
 	_, err := approve(t, cs, doc.TaskID, map[string]any{"approver": "ada"})
 	require.NoError(t, err)
-	out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: mcp.Meta{workflow.MetaTaskID: doc.TaskID}, Name: "finish",
+	out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID}, Name: "finish",
 		Arguments: map[string]any{"approved": "by hand", "approver": "ada"}})
 	require.NoError(t, err)
 	require.False(t, out.IsError)
-	require.Equal(t, "completed", out.Meta[workflow.MetaWorkflow].(map[string]any)["status"])
+	require.Equal(t, "completed", out.Meta[mcptask.MetaWorkflow].(map[string]any)["status"])
 	require.Equal(t, "completed", getTask(t, cs, doc.TaskID).Status)
 }
 
@@ -440,7 +440,7 @@ func TestBridgePlainWorkflowUnchanged(t *testing.T) {
 	cs := f.sdkClient(t, false)
 	res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "flow_plain", Arguments: map[string]string{"topic": "p"}})
 	require.NoError(t, err)
-	require.NotContains(t, res.Meta, handoff.MetaKey)
+	require.NotContains(t, res.Meta, mcptask.MetaHandoff)
 	var all []string
 	for _, m := range res.Messages {
 		all = append(all, m.Content.(*mcp.TextContent).Text)
@@ -469,7 +469,7 @@ func TestBridgeRestartMidWorkflow(t *testing.T) {
 	require.Equal(t, "working", getTask(t, cs2, doc.TaskID).Status)
 	out, err := approve(t, cs2, doc.TaskID, map[string]any{"approver": "ada"})
 	require.NoError(t, err)
-	require.Equal(t, "completed", out.Meta[workflow.MetaWorkflow].(map[string]any)["status"])
+	require.Equal(t, "completed", out.Meta[mcptask.MetaWorkflow].(map[string]any)["status"])
 }
 
 // TestBridgeRestartResumesServerSteps: a server step was running when the
@@ -498,7 +498,7 @@ func TestBridgeRestartResumesServerSteps(t *testing.T) {
 	require.NoError(t, err)
 	_, p := progressOf(t, st, taskID)
 	require.NoError(t, st.Close())
-	require.Equal(t, workflow.StepPending, p.Steps[1].Status, "a graceful stop hands the running step back")
+	require.Equal(t, mcptask.StepPending, p.Steps[1].Status, "a graceful stop hands the running step back")
 	require.Equal(t, workflow.OutcomeStopped, p.Steps[1].History[0].Outcome)
 	require.Zero(t, p.Steps[1].Interrupted, "a graceful stop is not a crash")
 
@@ -506,7 +506,7 @@ func TestBridgeRestartResumesServerSteps(t *testing.T) {
 	cs2 := f2.sdkClient(t, false)
 	require.Eventually(t, func() bool {
 		_, p := progressOf(t, f2.srv.Store, taskID)
-		return p.Steps[1].Status == workflow.StepCompleted
+		return p.Steps[1].Status == mcptask.StepCompleted
 	}, 10*time.Second, 10*time.Millisecond)
 	tk, p := progressOf(t, f2.srv.Store, taskID)
 	require.Equal(t, mcptask.StatusWorking, tk.Status, "now waiting for the client")
@@ -516,7 +516,7 @@ func TestBridgeRestartResumesServerSteps(t *testing.T) {
 	require.Equal(t, taskID+"/enrich", enrich.IdempotencyKey)
 	out, err := approve(t, cs2, taskID, map[string]any{"approver": "ada"})
 	require.NoError(t, err)
-	require.Equal(t, "completed", out.Meta[workflow.MetaWorkflow].(map[string]any)["status"])
+	require.Equal(t, "completed", out.Meta[mcptask.MetaWorkflow].(map[string]any)["status"])
 }
 
 // TestBridgeBadTaskID: every bad _task_id gets -32602 and records nothing.
@@ -589,7 +589,7 @@ func TestBridgeConcurrentContinuations(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			if out.Meta[workflow.MetaWorkflow].(map[string]any)["replayed"] == true {
+			if out.Meta[mcptask.MetaWorkflow].(map[string]any)["replayed"] == true {
 				replayed.Add(1)
 			} else {
 				ran.Add(1)

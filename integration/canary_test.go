@@ -27,6 +27,7 @@ import (
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -232,7 +233,7 @@ func TestCanaryRelease(t *testing.T) {
 				var sum time.Duration
 				for _, name := range []string{"lint", "unit", "integration"} {
 					sp := canaryStep(t, p, name)
-					require.Equal(t, workflow.StepCompleted, sp.Status, name)
+					require.Equal(t, mcptask.StepCompleted, sp.Status, name)
 					require.Equal(t, "checks", sp.Group, name)
 					require.Equal(t, 1, sp.Attempts, "%s: %+v", name, sp.History)
 					require.Len(t, sp.History, 1, name)
@@ -364,7 +365,7 @@ func TestCanarySleepSurvivesSIGKILL(t *testing.T) {
 			// the handoff again until the soak sleeps.)
 			sleeping := func(doc *handoff.Document) *handoff.RemainingStep {
 				for i, rs := range doc.RemainingSteps {
-					if rs.Name == "soak" && rs.Status == handoff.StepSleeping && rs.Until != nil {
+					if rs.Name == "soak" && rs.Status == mcptask.StepSleeping && rs.Until != nil {
 						return &doc.RemainingSteps[i]
 					}
 				}
@@ -373,7 +374,7 @@ func TestCanarySleepSurvivesSIGKILL(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for sleeping(doc) == nil {
 				require.True(t, time.Now().Before(deadline), "the soak never slept: %+v", doc)
-				doc = relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "canary_release", "_meta": map[string]any{workflow.MetaTaskID: id}}))
+				doc = relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "canary_release", "_meta": map[string]any{mcptask.MetaTaskID: id}}))
 			}
 			until := *sleeping(doc).Until
 			got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": id})
@@ -393,7 +394,7 @@ func TestCanarySleepSurvivesSIGKILL(t *testing.T) {
 
 			_, p := s.progress(t, id)
 			sp := canaryStep(t, p, "soak")
-			require.Equal(t, workflow.StepCompleted, sp.Status)
+			require.Equal(t, mcptask.StepCompleted, sp.Status)
 			require.NotNil(t, sp.Until)
 			require.True(t, sp.Until.Equal(until), "the recorded end moved: %v, was %v", sp.Until, until)
 			require.Equal(t, 1, sp.Attempts, "the sleep started once: %+v", sp.History)
@@ -455,13 +456,13 @@ func TestCanaryParallelGroupSurvivesSIGKILL(t *testing.T) {
 			_, p := s.progress(t, id)
 			for _, name := range []string{"lint", "unit"} {
 				sp := canaryStep(t, p, name)
-				require.Equal(t, workflow.StepCompleted, sp.Status, name)
+				require.Equal(t, mcptask.StepCompleted, sp.Status, name)
 				require.Equal(t, 1, sp.Attempts, "%s ran again after the restart: %+v", name, sp.History)
 				require.Equal(t, workflow.ReasonFirst, sp.History[0].Reason, name)
 				require.True(t, canaryAttemptEnd(sp.History[0]).Before(killed), "%s ended after the kill: %+v", name, sp.History)
 			}
 			in := canaryStep(t, p, "integration")
-			require.Equal(t, workflow.StepCompleted, in.Status)
+			require.Equal(t, mcptask.StepCompleted, in.Status)
 			require.Equal(t, 2, in.Attempts, "integration: %+v", in.History)
 			require.Equal(t, workflow.ReasonFirst, in.History[0].Reason)
 			require.NotEqual(t, workflow.OutcomeOK, in.History[0].Outcome, "the interrupted run: %+v", in.History[0])
@@ -469,7 +470,7 @@ func TestCanaryParallelGroupSurvivesSIGKILL(t *testing.T) {
 			require.Equal(t, workflow.ReasonRestart, again.Reason, "integration: %+v", in.History)
 			require.Equal(t, workflow.OutcomeOK, again.Outcome)
 			require.True(t, again.At.After(killed), "the re-run started at %v, before the kill at %v", again.At, killed)
-			require.Equal(t, workflow.StepCompleted, canaryStep(t, p, "soak").Status)
+			require.Equal(t, mcptask.StepCompleted, canaryStep(t, p, "soak").Status)
 		})
 	}
 }
@@ -505,7 +506,7 @@ func TestReleaseNotesRejected(t *testing.T) {
 			require.Empty(t, bytes.TrimSpace(ledger), "publish_notes ran")
 			_, p := s.progress(t, id)
 			publish := canaryStep(t, p, "publish")
-			require.Equal(t, workflow.StepSkipped, publish.Status)
+			require.Equal(t, mcptask.StepSkipped, publish.Status)
 			require.Zero(t, publish.Attempts)
 			var review struct {
 				Approved bool   `json:"approved"`

@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -274,7 +275,7 @@ func TestComposedKindsTypeScript(t *testing.T) {
 					require.Equal(t, run.offered(t, "notes/review").Ref, child.ID, "%s %s: the review was the child's", mode, label)
 					require.Equal(t, "notes", child.Labels[workflow.LabelParentStep])
 					require.Equal(t, tk.Owner, child.Owner, "the child is its parent's owner's")
-					require.Equal(t, store.StatusCompleted, child.Status, "%s %s: %s", mode, label, child.StatusMessage)
+					require.Equal(t, mcptask.StatusCompleted, child.Status, "%s %s: %s", mode, label, child.StatusMessage)
 					notes := canaryStep(t, p, "notes")
 					require.Equal(t, child.ID, notes.Child)
 					require.Equal(t, 1, notes.Attempts)
@@ -351,8 +352,8 @@ func checkTrainRuns(t *testing.T, mode string, runs map[string]composeOut) {
 	require.Contains(t, notes, "publish", "%s: the child's outputs are the step's", mode)
 
 	rolledBack := []handoff.UndoStep{
-		{Undoes: "deploy[1]", Tool: "rollback_service", Status: workflow.StepCompleted},
-		{Undoes: "deploy[0]", Tool: "rollback_service", Status: workflow.StepCompleted},
+		{Undoes: "deploy[1]", Tool: "rollback_service", Status: mcptask.StepCompleted},
+		{Undoes: "deploy[0]", Tool: "rollback_service", Status: mcptask.StepCompleted},
 	}
 	flaky := runs["flaky"]
 	require.Equal(t, "failed", flaky.Status, mode)

@@ -195,7 +195,7 @@ func TestHostileWebhookBodies(t *testing.T) {
 			require.Equal(t, http.StatusOK, code, "%v", out)
 			require.Equal(t, false, out["isError"])
 			_, p := crashTaskProgress(t, h.srv.Router.Store(), id)
-			require.Equal(t, workflow.StepCompleted, stepNamed(t, p, "decide").Status)
+			require.Equal(t, mcptask.StepCompleted, stepNamed(t, p, "decide").Status)
 			require.Equal(t, 1, stepNamed(t, p, "decide").Attempts, "only the matching body was an attempt")
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -143,7 +144,7 @@ func TestQueueOneDeployPerRepoAcrossReplicas(t *testing.T) {
 	// The first deploy of a runs; the other two wait, queued.
 	c.waitFor("a's first deploy running", 20*time.Second, func() bool {
 		_, p := c.progress(a[0])
-		return p.Steps[0].Status == workflow.StepRunning
+		return p.Steps[0].Status == mcptask.StepRunning
 	})
 	for _, id := range a[1:] {
 		tk, p := c.progress(id)
@@ -160,8 +161,8 @@ func TestQueueOneDeployPerRepoAcrossReplicas(t *testing.T) {
 	for _, id := range append(slices.Clone(a), b) {
 		c.waitFor("train "+id+" completed", 60*time.Second, func() bool {
 			tk, _ := c.progress(id)
-			require.False(t, tk.Status.Terminal() && tk.Status != store.StatusCompleted, "%s: %s", id, tk.StatusMessage)
-			return tk.Status == store.StatusCompleted
+			require.False(t, tk.Status.Terminal() && tk.Status != mcptask.StatusCompleted, "%s: %s", id, tk.StatusMessage)
+			return tk.Status == mcptask.StatusCompleted
 		})
 	}
 	runs := make([]deployed, len(a))
@@ -253,7 +254,7 @@ func TestPauseSurvivesAKill(t *testing.T) {
 	id := c.startWorkflow(ctx, 0, "soak", map[string]any{})
 	c.waitFor("hold running", 20*time.Second, func() bool {
 		_, p := c.progress(id)
-		return p.Steps[0].Status == workflow.StepRunning
+		return p.Steps[0].Status == mcptask.StepRunning
 	})
 	res := c.call(ctx, 0, "tools/call", map[string]any{"name": "task_pause", "arguments": map[string]any{"task_id": id, "reason": "checking the soak"}})
 	require.NotEqual(t, true, res["isError"], res)
@@ -261,11 +262,11 @@ func TestPauseSurvivesAKill(t *testing.T) {
 	c.start(0)
 	time.Sleep(3 * time.Second) // past the lease and the step's length
 	tk, p := c.progress(id)
-	require.Equal(t, store.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	require.True(t, strings.HasPrefix(tk.StatusMessage, "paused by local since "), tk.StatusMessage)
 	require.Contains(t, tk.StatusMessage, "checking the soak")
 	require.NotContains(t, tk.StatusMessage, "still running", "the killed run is recorded interrupted")
-	require.Equal(t, workflow.StepPending, p.Steps[1].Status, "nothing after it ran")
+	require.Equal(t, mcptask.StepPending, p.Steps[1].Status, "nothing after it ran")
 	require.NotContains(t, c.procs[0].log.String(), "ANNOUNCE")
 	got := c.call(ctx, 0, "tasks/get", map[string]any{"taskId": id})
 	require.Equal(t, "working", got["status"], "the wire status stays working")
@@ -274,7 +275,7 @@ func TestPauseSurvivesAKill(t *testing.T) {
 	require.NotEqual(t, true, res["isError"], res)
 	c.waitFor("the workflow completed", 30*time.Second, func() bool {
 		tk, _ := c.progress(id)
-		return tk.Status == store.StatusCompleted
+		return tk.Status == mcptask.StatusCompleted
 	})
 	_, p = c.progress(id)
 	require.GreaterOrEqual(t, p.Steps[0].Attempts, 2, "the step ran again")

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -146,7 +147,7 @@ func TestProgressWritesCoalesce(t *testing.T) {
 			err = json.Unmarshal(raw, &p)
 			require.NoError(t, err)
 			for _, sp := range p.Steps[:9] {
-				require.Equal(t, workflow.StepCompleted, sp.Status, sp.Name)
+				require.Equal(t, mcptask.StepCompleted, sp.Status, sp.Name)
 				require.Len(t, sp.History, 1, sp.Name)
 				require.Equal(t, workflow.OutcomeOK, sp.History[0].Outcome, sp.Name)
 			}

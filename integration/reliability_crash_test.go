@@ -586,7 +586,7 @@ func (w *crashWorker) continueWorkflow(d relDialect, id, owner string, draft jso
 		rep, err := w.client.call(w.ctx, "tools/call", map[string]any{
 			"name":      "review_notes",
 			"arguments": map[string]any{"draft": draftText, "feedback": "ship it (" + reviewer + ")", "approved": true},
-			"_meta":     map[string]any{workflow.MetaTaskID: id, workflow.MetaTaskVars: map[string]any{"reviewer": reviewer}},
+			"_meta":     map[string]any{mcptask.MetaTaskID: id, mcptask.MetaTaskVars: map[string]any{"reviewer": reviewer}},
 		})
 		if err != nil || rep.Err != nil {
 			w.failed("continue "+id, rep, err)
@@ -598,7 +598,7 @@ func (w *crashWorker) continueWorkflow(d relDialect, id, owner string, draft jso
 		}
 		_ = json.Unmarshal(rep.Result, &out)
 		var summary mcptask.WorkflowSummary
-		_ = json.Unmarshal(out.Meta[workflow.MetaWorkflow], &summary)
+		_ = json.Unmarshal(out.Meta[mcptask.MetaWorkflow], &summary)
 		if summary.Replayed {
 			if attempt == 0 {
 				w.l.protocolError("continuation of %s replayed on its first attempt: %s", id, rep)
@@ -624,7 +624,7 @@ func crashHandoff(raw json.RawMessage) (*handoff.Document, error) {
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, err
 	}
-	b, ok := res.Meta[handoff.MetaKey]
+	b, ok := res.Meta[mcptask.MetaHandoff]
 	if !ok {
 		return nil, errors.New("no handoff in _meta")
 	}
@@ -852,7 +852,7 @@ func crashCheckAttempts(t *testing.T, id string, p *workflow.WorkflowProgress) {
 		if sp.Attempts <= 20 {
 			require.Len(t, sp.History, sp.Attempts, "workflow %s step %s: %+v", id, sp.Name, sp.History)
 		}
-		if sp.Status != workflow.StepCompleted {
+		if sp.Status != mcptask.StepCompleted {
 			continue
 		}
 		require.NotEmpty(t, sp.History, "workflow %s step %s completed without an attempt", id, sp.Name)

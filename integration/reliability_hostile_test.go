@@ -427,7 +427,7 @@ func relHandoff(t testing.TB, res map[string]any) *handoff.Document {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
 	require.NoError(t, json.Unmarshal(b, &doc))
-	raw, ok := doc.Meta[handoff.MetaKey]
+	raw, ok := doc.Meta[mcptask.MetaHandoff]
 	require.True(t, ok, "no handoff in %s", b)
 	var d handoff.Document
 	require.NoError(t, json.NewDecoder(bytes.NewReader(raw)).Decode(&d))

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/workflow"
 )
 
 // TestIsolationBetweenOwners serves the router behind go-sdk's
@@ -75,7 +74,7 @@ func TestIsolationBetweenOwners(t *testing.T) {
 		require.EqualValues(t, mcptask.CodeInvalidParams, rep.Err.Code, "%s by bob (%s): %s", method, c.dialect, rep)
 	}
 	sign := func(id string) map[string]any {
-		return map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "bob says yes"}, "_meta": map[string]any{workflow.MetaTaskID: id}}
+		return map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "bob says yes"}, "_meta": map[string]any{mcptask.MetaTaskID: id}}
 	}
 	for _, id := range alice {
 		expectNotFound(bobCore, "tasks/get", map[string]any{"taskId": id})
@@ -88,8 +87,8 @@ func TestIsolationBetweenOwners(t *testing.T) {
 		// tasks as workflows) is refused too.
 		expectNotFound(bobCore, "tools/call", sign(id))
 		expectNotFound(bobExt, "tools/call", sign(id))
-		expectNotFound(bobCore, "prompts/get", map[string]any{"name": relFlow, "_meta": map[string]any{workflow.MetaTaskID: id}})
-		expectNotFound(bobExt, "prompts/get", map[string]any{"name": relFlow, "_meta": map[string]any{workflow.MetaTaskID: id}})
+		expectNotFound(bobCore, "prompts/get", map[string]any{"name": relFlow, "_meta": map[string]any{mcptask.MetaTaskID: id}})
+		expectNotFound(bobExt, "prompts/get", map[string]any{"name": relFlow, "_meta": map[string]any{mcptask.MetaTaskID: id}})
 	}
 	// Bob's listing shows only his tasks (both pages' worth).
 	listed := relListAll(t, ctx, bobCore)
@@ -138,11 +137,11 @@ func TestIsolationBetweenOwners(t *testing.T) {
 	cancelled := aliceCore2.must(t, ctx, "tasks/cancel", map[string]any{"taskId": aLong})
 	require.Equal(t, "cancelled", cancelled["status"])
 	out := aliceCore2.must(t, ctx, "tools/call", map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "ok"},
-		"_meta": map[string]any{workflow.MetaTaskID: aWf}})
-	require.Equal(t, "completed", out["_meta"].(map[string]any)[workflow.MetaWorkflow].(map[string]any)["status"])
+		"_meta": map[string]any{mcptask.MetaTaskID: aWf}})
+	require.Equal(t, "completed", out["_meta"].(map[string]any)[mcptask.MetaWorkflow].(map[string]any)["status"])
 	out = aliceExt.must(t, ctx, "tools/call", map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "ok"},
-		"_meta": map[string]any{workflow.MetaTaskID: aWfExt}})
-	require.Equal(t, "completed", out["_meta"].(map[string]any)[workflow.MetaWorkflow].(map[string]any)["status"])
+		"_meta": map[string]any{mcptask.MetaTaskID: aWfExt}})
+	require.Equal(t, "completed", out["_meta"].(map[string]any)[mcptask.MetaWorkflow].(map[string]any)["status"])
 	for _, id := range []string{aWf, aWfExt} {
 		require.Equal(t, "completed", aliceExt.must(t, ctx, "tasks/get", map[string]any{"taskId": id})["status"])
 	}
@@ -151,8 +150,8 @@ func TestIsolationBetweenOwners(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, mcptask.StatusWorking, bw.Status)
 	out = bobExt.must(t, ctx, "tools/call", map[string]any{"name": "sign", "arguments": map[string]any{"draft": "d", "verdict": "ok"},
-		"_meta": map[string]any{workflow.MetaTaskID: bWf}})
-	require.Equal(t, "completed", out["_meta"].(map[string]any)[workflow.MetaWorkflow].(map[string]any)["status"])
+		"_meta": map[string]any{mcptask.MetaTaskID: bWf}})
+	require.Equal(t, "completed", out["_meta"].(map[string]any)[mcptask.MetaWorkflow].(map[string]any)["status"])
 }
 
 // relSnapOf is relSnap restricted to ids.

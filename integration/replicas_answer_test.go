@@ -262,7 +262,7 @@ func ansRequireStored(t *testing.T, st store.Store, id string, status mcptask.St
 		}
 	}
 	require.NotNil(t, review)
-	require.Equal(t, workflow.StepCompleted, review.Status)
+	require.Equal(t, mcptask.StepCompleted, review.Status)
 	require.Equal(t, "client", review.CompletedBy)
 	require.JSONEq(t, fmt.Sprintf(`{"notes":%q}`, notes), string(p.Outputs[review.Output]))
 	return p
@@ -418,7 +418,7 @@ func TestCancelBetweenRecordAndAnswer(t *testing.T) {
 			notes := draft + " / fine (reviewed on " + a.name + ")"
 			ansRequireRecorded(t, rep, notes, mcptask.StatusCancelled)
 			p := ansRequireStored(t, a.st, id, mcptask.StatusCancelled, notes)
-			require.NotEqual(t, workflow.StepCompleted, p.Steps[2].Status, "publish was not recorded after the cancel")
+			require.NotEqual(t, mcptask.StepCompleted, p.Steps[2].Status, "publish was not recorded after the cancel")
 		})
 	}
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/taskbridge/taskbridge/internal/pgtest"
 	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/taskrouter"
-	"github.com/taskbridge/taskbridge/workflow"
 )
 
 const chaosLease = time.Second
@@ -268,7 +267,7 @@ func chaosWorkflow(ctx context.Context, hc *http.Client, c *chaosCluster, l *cha
 	for range 10 {
 		rep, err := newRelClient(c.url(), hc, relExt, "").call(ctx, "tools/call", map[string]any{
 			"name": "review_notes", "arguments": map[string]any{"draft": draft, "feedback": "ok " + reviewer, "approved": true},
-			"_meta": map[string]any{workflow.MetaTaskID: doc.TaskID},
+			"_meta": map[string]any{mcptask.MetaTaskID: doc.TaskID},
 		})
 		if err == nil && rep.Err == nil {
 			l.mu.Lock()

@@ -20,7 +20,6 @@ import (
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -265,7 +264,7 @@ func TestSamplingStepAsksTheClientsModel(t *testing.T) {
 
 				p := s.progressOf(t, doc.TaskID)
 				sp := stepOf(p, "summary")
-				require.Equal(t, workflow.StepCompleted, sp.Status)
+				require.Equal(t, mcptask.StepCompleted, sp.Status)
 				require.Equal(t, "sampling", sp.Kind)
 				require.NotNil(t, sp.Asked)
 				require.Equal(t, tc.via, sp.Asked.Via)
@@ -328,7 +327,7 @@ func TestSamplingHostPerformsTheStepItself(t *testing.T) {
 			require.Contains(t, doc.PauseReason, `waiting for the client to perform step "summary" (sampling) itself`)
 			rs := doc.RemainingSteps[0]
 			require.Equal(t, "sampling", rs.Kind)
-			require.Equal(t, handoff.ExecClient, rs.Execution)
+			require.Equal(t, mcptask.ExecClient, rs.Execution)
 			require.Equal(t, "workflow_event", rs.Call.Tool)
 
 			// A model that sends something else is told so, and nothing is recorded.
@@ -337,7 +336,7 @@ func TestSamplingHostPerformsTheStepItself(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, bad.IsError)
 			require.Contains(t, tsText(bad), "does not match its schema")
-			require.Equal(t, workflow.StepAwaitingClient, stepOf(s.progressOf(t, doc.TaskID), "summary").Status)
+			require.Equal(t, mcptask.StepAwaitingClient, stepOf(s.progressOf(t, doc.TaskID), "summary").Status)
 
 			out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "workflow_event", Arguments: map[string]any{
 				"_task_id": doc.TaskID, "event": "summary", "payload": map[string]any{"text": "Notes written by the host's model"}}})
@@ -346,11 +345,11 @@ func TestSamplingHostPerformsTheStepItself(t *testing.T) {
 			require.Equal(t, "Notes written by the host's model", <-s.published)
 			require.Eventually(t, func() bool {
 				tk, err := s.srv.Router.Task(ctx, doc.TaskID)
-				return err == nil && tk.Status == store.StatusCompleted
+				return err == nil && tk.Status == mcptask.StatusCompleted
 			}, 10*time.Second, 10*time.Millisecond)
 			sp := stepOf(s.progressOf(t, doc.TaskID), "summary")
 			require.Equal(t, workflow.AskViaHandoff, sp.Asked.Via)
-			require.Equal(t, workflow.ByClient, sp.CompletedBy)
+			require.Equal(t, string(mcptask.ExecClient), sp.CompletedBy)
 
 			// A question: the model asks the user, then delivers the answer.
 			res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "rollout", Arguments: map[string]string{"repo": "tb"}})
@@ -463,7 +462,7 @@ func TestDeclinedOrFailedAskFollowsThePolicy(t *testing.T) {
 					_, cur, err = c.ResumePrompt(ctx, wf, doc.TaskID)
 					require.NoError(t, err)
 					sp := stepOf(s.progressOf(t, doc.TaskID), step)
-					return sp.Status == workflow.StepAwaitingClient || sp.HandedToClient
+					return sp.Status == mcptask.StepAwaitingClient || sp.HandedToClient
 				}, 20*time.Second, 20*time.Millisecond)
 				rs := cur.RemainingSteps[0]
 				require.Equal(t, step, rs.Name)
@@ -488,7 +487,7 @@ func TestDeclinedOrFailedAskFollowsThePolicy(t *testing.T) {
 			require.Error(t, err)
 			tk, err := s.srv.Router.Task(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, store.StatusFailed, tk.Status)
+			require.Equal(t, mcptask.StatusFailed, tk.Status)
 			require.Contains(t, tk.StatusMessage, `step "approve"`)
 			require.Contains(t, tk.StatusMessage, `"cancel"`)
 			require.Contains(t, tk.StatusMessage, "the workflow failed")

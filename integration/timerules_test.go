@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -66,7 +67,7 @@ func TestTimeRulesSleepLongerThanTTL(t *testing.T) {
 	require.NotNil(t, doc.RemainingSteps[0].Until)
 	require.False(t, tk.ExpiresAt.Before(doc.RemainingSteps[0].Until.Add(time.Second)), "expiry >= the sleep's end + ttl")
 	tk = waitEnded(t, srv.Store, doc.TaskID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 }
 
 // A bounded client wait longer than the ttl runs to its end, and its
@@ -83,7 +84,7 @@ func TestTimeRulesWaitLongerThanTTL(t *testing.T) {
 	doc, err := handoff.FromPromptResult(res)
 	require.NoError(t, err)
 	tk := waitEnded(t, srv.Store, doc.TaskID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	res2, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_result", Arguments: map[string]any{"task_id": doc.TaskID}})
 	require.NoError(t, err)
 	done, err := handoff.FromToolResult(res2)
@@ -108,13 +109,13 @@ func TestTimeRulesPromptAnswersBeforeAShortWait(t *testing.T) {
 	answered := time.Since(start)
 	doc, err := handoff.FromPromptResult(res)
 	require.NoError(t, err)
-	require.Equal(t, handoff.StatusWorking, doc.Status)
-	require.Equal(t, handoff.StepAwaitingClient, doc.RemainingSteps[0].Status)
+	require.Equal(t, string(mcptask.StatusWorking), doc.Status)
+	require.Equal(t, mcptask.StepAwaitingClient, doc.RemainingSteps[0].Status)
 	require.NotNil(t, doc.RemainingSteps[0].Deadline)
 	require.True(t, doc.RemainingSteps[0].Deadline.After(start.Add(answered)), "the client hears of the step before its wait runs out")
 	out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"_task_id": doc.TaskID}})
 	require.NoError(t, err)
 	require.False(t, out.IsError)
 	tk := waitEnded(t, srv.Store, doc.TaskID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 }

@@ -239,7 +239,7 @@ func TestRetryBackoffAcrossSIGKILL(t *testing.T) {
 	var prog workflow.Progress
 	require.NoError(t, json.Unmarshal(tk.Variables[workflow.VarProgress], &prog))
 	sp := prog.Steps[0]
-	require.Equal(t, workflow.StepCompleted, sp.Status, "%s", st.log.String())
+	require.Equal(t, mcptask.StepCompleted, sp.Status, "%s", st.log.String())
 	require.Equal(t, 2, sp.Attempts, "the retry ran once")
 	retry := sp.History[1]
 	require.Equal(t, workflow.ReasonRetry, retry.Reason)

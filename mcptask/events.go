@@ -65,7 +65,7 @@ type StepEvent struct {
 	Attempt int `json:"attempt,omitempty"`
 	// Status is the step's status after an EventStepEnded (a step status:
 	// StepCompleted, StepFailed, ...).
-	Status string `json:"status,omitempty"`
+	Status StepStatus `json:"status,omitempty"`
 	// Outcome is how an EventStepEnded's attempt ended: "ok", "error",
 	// "stopped" (a graceful stop handed it back) or "cancelled".
 	Outcome string `json:"outcome,omitempty"`

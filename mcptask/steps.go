@@ -2,39 +2,43 @@ package mcptask
 
 // The vocabulary of a workflow task's steps, shared by the workflow
 // engine's progress (package workflow) and the handoff document a client
-// reads (package handoff). Both packages re-export these values under
-// their own names; the strings are spelled here only.
+// reads (package handoff). The strings are spelled here only; the names
+// those packages re-exported them under are deprecated.
 
-// Step statuses: the state of one step (workflow.StepProgress.Status,
-// handoff.RemainingStep.Status). They are untyped string constants
-// because the fields that carry them are plain strings.
+// StepStatus is the state of one step (workflow.StepProgress.Status,
+// handoff.RemainingStep.Status, handoff.UndoStep.Status,
+// StepEvent.Status): one of the Step* constants below. On the wire it is
+// the plain string.
+type StepStatus string
+
+// Step statuses: the values of StepStatus.
 const (
 	// StepPending: not started.
-	StepPending = "pending"
+	StepPending StepStatus = "pending"
 	// StepRunning: the server is running the step (an attempt is open).
-	StepRunning = "running"
+	StepRunning StepStatus = "running"
 	// StepAwaitingClient: a client step whose inputs exist; the workflow
 	// waits for the client to perform it.
-	StepAwaitingClient = "awaiting_client"
+	StepAwaitingClient StepStatus = "awaiting_client"
 	// StepAwaitingEvent: an event step waits for its event.
-	StepAwaitingEvent = "awaiting_event"
+	StepAwaitingEvent StepStatus = "awaiting_event"
 	// StepSleeping: a sleep waits until its time.
-	StepSleeping = "sleeping"
+	StepSleeping StepStatus = "sleeping"
 	// StepAwaitingChild: a child workflow the step started runs its own
 	// steps (on the server; its client steps, when it reaches them, are
 	// the client's: the step is then awaiting_client).
-	StepAwaitingChild = "awaiting_child"
+	StepAwaitingChild StepStatus = "awaiting_child"
 	// StepCompleted: done. (The same spelling as StatusCompleted, a
 	// different vocabulary: a step's state, not a task's.)
-	StepCompleted = "completed"
+	StepCompleted StepStatus = "completed"
 	// StepFailed: the last attempt failed. (The same spelling as
 	// StatusFailed.)
-	StepFailed = "failed"
+	StepFailed StepStatus = "failed"
 	// StepSkipped: the step will not run.
-	StepSkipped = "skipped"
+	StepSkipped StepStatus = "skipped"
 	// StepCancelled: the step was stopped before it ended because the
 	// workflow failed without it. (The same spelling as StatusCancelled.)
-	StepCancelled = "cancelled"
+	StepCancelled StepStatus = "cancelled"
 )
 
 // Execution says who performs a step: the server or the client.

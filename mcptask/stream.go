@@ -186,7 +186,7 @@ func stepText(t EventType, s StepEvent) string {
 	if t == EventStepStarted {
 		return "step " + s.Step + " started" + attempt
 	}
-	what := s.Status
+	what := string(s.Status)
 	if s.Outcome != "" && s.Outcome != "ok" {
 		what = s.Outcome
 	}

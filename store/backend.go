@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"time"
 )
 
@@ -123,14 +124,14 @@ func checkVarName(name string) error {
 	return nil
 }
 
-func checkError(e *ErrorInfo, lim Limits) error {
+func checkError(e *mcptask.ErrorInfo, lim Limits) error {
 	if e == nil || len(e.Data) == 0 {
 		return nil
 	}
 	return checkJSON("error data", e.Data, lim.MaxResultBytes)
 }
 
-func cloneError(e *ErrorInfo) *ErrorInfo {
+func cloneError(e *mcptask.ErrorInfo) *mcptask.ErrorInfo {
 	if e == nil {
 		return nil
 	}

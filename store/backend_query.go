@@ -1,6 +1,9 @@
 package store
 
-import "sort"
+import (
+	"github.com/taskbridge/taskbridge/mcptask"
+	"sort"
+)
 
 // MinQueryScan is the least number of index entries a Query call may
 // examine, whatever its page size; see QueryScanBudget.
@@ -15,8 +18,8 @@ func QueryScanBudget(limit int) int {
 }
 
 // AllStatuses returns every task status, in lifecycle order.
-func AllStatuses() []Status {
-	return []Status{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
+func AllStatuses() []mcptask.Status {
+	return []mcptask.Status{mcptask.StatusWorking, mcptask.StatusInputRequired, mcptask.StatusCompleted, mcptask.StatusFailed, mcptask.StatusCancelled}
 }
 
 // NormalizeQuery validates q and returns it with Statuses sorted and
@@ -27,7 +30,7 @@ func AllStatuses() []Status {
 func NormalizeQuery(q Query) (Query, error) {
 	q.Limit = PageLimit(q.Limit)
 	if len(q.Statuses) > 0 {
-		st := make([]Status, 0, len(q.Statuses))
+		st := make([]mcptask.Status, 0, len(q.Statuses))
 		for _, s := range q.Statuses {
 			if !s.Valid() {
 				return Query{}, invalid("query status %q", s)
@@ -93,7 +96,7 @@ const (
 // pages), otherwise the owner index when q has an Owner, otherwise the
 // name index when q has a Name, otherwise the status index. counts may be
 // nil when unknown.
-func PlanQuery(q Query, counts map[Status]int) QueryIndex {
+func PlanQuery(q Query, counts map[mcptask.Status]int) QueryIndex {
 	if len(q.Statuses) > 0 && counts != nil && (q.Owner != "" || q.Name != "") {
 		n := 0
 		for _, s := range q.Statuses {
@@ -113,9 +116,9 @@ func PlanQuery(q Query, counts map[Status]int) QueryIndex {
 }
 
 // NewCounts returns a Counts result with every status at zero.
-func NewCounts() map[Status]int {
+func NewCounts() map[mcptask.Status]int {
 	all := AllStatuses()
-	m := make(map[Status]int, len(all))
+	m := make(map[mcptask.Status]int, len(all))
 	for _, s := range all {
 		m[s] = 0
 	}

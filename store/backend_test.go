@@ -60,10 +60,10 @@ func TestHelpers(t *testing.T) {
 
 func TestApplyUpdateLeavesTaskOnError(t *testing.T) {
 	now := time.Unix(100, 0)
-	base := &Task{ID: "a", Owner: "o", Status: StatusWorking, Version: 3,
+	base := &Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, Version: 3,
 		Variables: map[string]json.RawMessage{"x": json.RawMessage(`1`)}, Labels: map[string]string{"l": "v"}}
 	for name, u := range map[string]Update{
-		"conflict":   {IfVersion: 2, Status: StatusCompleted, Variables: map[string]json.RawMessage{"x": json.RawMessage(`null`)}},
+		"conflict":   {IfVersion: 2, Status: mcptask.StatusCompleted, Variables: map[string]json.RawMessage{"x": json.RawMessage(`null`)}},
 		"transition": {Status: "nope", Labels: map[string]string{"l": ""}},
 		"too large":  {Variables: map[string]json.RawMessage{"y": json.RawMessage(`"` + string(make([]byte, 10)) + `"`)}},
 	} {
@@ -74,15 +74,15 @@ func TestApplyUpdateLeavesTaskOnError(t *testing.T) {
 	}
 	task := base.Clone()
 	ch, err := ApplyUpdate(task, Update{
-		IfVersion: 3, Status: StatusCompleted,
+		IfVersion: 3, Status: mcptask.StatusCompleted,
 		Variables: map[string]json.RawMessage{"x": json.RawMessage(` null `), "z": json.RawMessage(`2`), "gone": json.RawMessage(`null`)},
 		Result:    json.RawMessage(`{}`),
 	}, Limits{}, now)
 	require.NoError(t, err)
-	require.Equal(t, Changes{PrevStatus: StatusWorking, SetVariables: []string{"z"}, DeletedVariables: []string{"x"}, ResultChanged: true, StatusChanged: true,
+	require.Equal(t, Changes{PrevStatus: mcptask.StatusWorking, SetVariables: []string{"z"}, DeletedVariables: []string{"x"}, ResultChanged: true, StatusChanged: true,
 		Events: []Event{{At: now.UTC(), Type: mcptask.EventStatus, Data: json.RawMessage(`{"status":"completed"}`)}}}, ch)
 	require.Equal(t, uint64(4), task.Version)
-	require.Equal(t, []StatusChange{{Status: StatusCompleted, At: now.UTC()}}, task.History)
+	require.Equal(t, []StatusChange{{Status: mcptask.StatusCompleted, At: now.UTC()}}, task.History)
 	require.Equal(t, now.UTC(), task.UpdatedAt)
 	require.Equal(t, map[string]json.RawMessage{"z": json.RawMessage(`2`)}, task.Variables)
 }
@@ -90,11 +90,11 @@ func TestApplyUpdateLeavesTaskOnError(t *testing.T) {
 func TestApplyFenceAndLease(t *testing.T) {
 	now := time.Unix(100, 0).UTC()
 	until := now.Add(time.Minute)
-	base := &Task{ID: "a", Owner: "o", Status: StatusWorking, Version: 5, LeaseHolder: "h", LeaseEpoch: 3, LeaseUntil: until}
+	base := &Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, Version: 5, LeaseHolder: "h", LeaseEpoch: 3, LeaseUntil: until}
 
 	// Check order: fence first, then terminal, then version.
 	ended := base.Clone()
-	ended.Status, ended.LeaseHolder, ended.LeaseUntil = StatusFailed, "", time.Time{}
+	ended.Status, ended.LeaseHolder, ended.LeaseUntil = mcptask.StatusFailed, "", time.Time{}
 	for _, f := range []Fence{{Holder: "x", Epoch: 9}, base.Fence()} {
 		_, err := ApplyUpdate(ended, Update{Fence: &f, IfVersion: 1}, Limits{}, now)
 		require.ErrorIs(t, err, ErrFenced, "a fenced write to an ended task: %+v", f)
@@ -107,7 +107,7 @@ func TestApplyFenceAndLease(t *testing.T) {
 	require.ErrorIs(t, err, ErrFenced, "the fence comes before the transition")
 	for _, f := range []Fence{{"h", 2}, {"h", 4}, {"g", 3}, {"", 0}} {
 		task := base.Clone()
-		_, err := ApplyUpdate(task, Update{Fence: &f, IfVersion: 1, Status: StatusCompleted}, Limits{}, now)
+		_, err := ApplyUpdate(task, Update{Fence: &f, IfVersion: 1, Status: mcptask.StatusCompleted}, Limits{}, now)
 		require.ErrorIs(t, err, ErrFenced, "%+v", f)
 		require.NotErrorIs(t, err, ErrConflict)
 		require.Equal(t, base, task)
@@ -131,7 +131,7 @@ func TestApplyFenceAndLease(t *testing.T) {
 
 	// A terminal status releases the lease too.
 	task = base.Clone()
-	ch, err = ApplyUpdate(task, Update{Status: StatusCancelled}, Limits{}, now)
+	ch, err = ApplyUpdate(task, Update{Status: mcptask.StatusCancelled}, Limits{}, now)
 	require.NoError(t, err)
 	require.True(t, ch.LeaseChanged)
 	require.Empty(t, task.LeaseHolder)
@@ -139,7 +139,7 @@ func TestApplyFenceAndLease(t *testing.T) {
 
 	// An update that leaves the status and the lease alone changes neither.
 	task = base.Clone()
-	ch, err = ApplyUpdate(task, Update{Status: StatusWorking}, Limits{}, now)
+	ch, err = ApplyUpdate(task, Update{Status: mcptask.StatusWorking}, Limits{}, now)
 	require.NoError(t, err)
 	require.False(t, ch.LeaseChanged)
 	require.False(t, ch.StatusChanged, "working -> working is not a change")
@@ -157,7 +157,7 @@ func TestClaimAndRenew(t *testing.T) {
 	require.ErrorIs(t, CheckRenew("", now), ErrInvalid)
 	require.ErrorIs(t, CheckRenew("h", time.Time{}), ErrInvalid)
 
-	free := &Task{ID: "a", Status: StatusWorking, Version: 2, UpdatedAt: now.Add(-time.Hour)}
+	free := &Task{ID: "a", Status: mcptask.StatusWorking, Version: 2, UpdatedAt: now.Add(-time.Hour)}
 	ch, err := ApplyClaim(free, "h1", now, now.Add(time.Minute))
 	require.NoError(t, err)
 	require.True(t, ch.LeaseChanged)
@@ -179,7 +179,7 @@ func TestClaimAndRenew(t *testing.T) {
 	require.NoError(t, err, "the holder may re-claim its valid lease")
 	require.Equal(t, uint64(3), again.LeaseEpoch)
 
-	done := &Task{ID: "d", Status: StatusCompleted}
+	done := &Task{ID: "d", Status: mcptask.StatusCompleted}
 	_, err = ApplyClaim(done, "h", now, now.Add(time.Second))
 	require.ErrorIs(t, err, ErrTerminal)
 
@@ -192,7 +192,7 @@ func TestClaimAndRenew(t *testing.T) {
 	require.Equal(t, held.LeaseUntil, ch.PrevLeaseUntil)
 	require.Equal(t, held.Version, r.Version, "renew does not bump the version")
 	require.Equal(t, now.Add(3*time.Hour), r.LeaseUntil)
-	_, ok = ApplyRenew(&Task{Status: StatusWorking}, "", now)
+	_, ok = ApplyRenew(&Task{Status: mcptask.StatusWorking}, "", now)
 	require.False(t, ok)
 }
 
@@ -215,13 +215,13 @@ func TestAppendHistory(t *testing.T) {
 
 func TestPrepareCreateLeaseAndHistory(t *testing.T) {
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.FixedZone("Z", 3600))
-	in := &Task{ID: "a", Owner: "o", Status: StatusInputRequired, StatusMessage: "m", CreatedAt: at,
-		LeaseEpoch: 7, LeaseUntil: at.Add(time.Hour), History: []StatusChange{{Status: StatusFailed}}}
+	in := &Task{ID: "a", Owner: "o", Status: mcptask.StatusInputRequired, StatusMessage: "m", CreatedAt: at,
+		LeaseEpoch: 7, LeaseUntil: at.Add(time.Hour), History: []StatusChange{{Status: mcptask.StatusFailed}}}
 	c, err := PrepareCreate(in, Limits{})
 	require.NoError(t, err)
 	require.Zero(t, c.LeaseEpoch, "no holder, no epoch")
 	require.True(t, c.LeaseUntil.IsZero())
-	require.Equal(t, []StatusChange{{Status: StatusInputRequired, Message: "m", At: at.UTC()}}, c.History)
+	require.Equal(t, []StatusChange{{Status: mcptask.StatusInputRequired, Message: "m", At: at.UTC()}}, c.History)
 
 	in.LeaseHolder = "h"
 	c, err = PrepareCreate(in, Limits{})
@@ -244,16 +244,16 @@ func TestPrepareCreateLeaseAndHistory(t *testing.T) {
 }
 
 func TestNormalizeAndPlanQuery(t *testing.T) {
-	q, err := NormalizeQuery(Query{Statuses: []Status{StatusFailed, StatusWorking, StatusFailed}, Limit: -1})
+	q, err := NormalizeQuery(Query{Statuses: []mcptask.Status{mcptask.StatusFailed, mcptask.StatusWorking, mcptask.StatusFailed}, Limit: -1})
 	require.NoError(t, err)
-	require.Equal(t, []Status{StatusFailed, StatusWorking}, q.Statuses)
+	require.Equal(t, []mcptask.Status{mcptask.StatusFailed, mcptask.StatusWorking}, q.Statuses)
 	require.Equal(t, DefaultPageSize, q.Limit)
-	q, err = NormalizeQuery(Query{Statuses: []Status{}, Limit: MaxPageSize * 2})
+	q, err = NormalizeQuery(Query{Statuses: []mcptask.Status{}, Limit: MaxPageSize * 2})
 	require.NoError(t, err)
 	require.Nil(t, q.Statuses)
 	require.Equal(t, MaxPageSize, q.Limit)
 	for _, bad := range []Query{
-		{Statuses: []Status{"sleeping"}},
+		{Statuses: []mcptask.Status{"sleeping"}},
 		{Owner: string(make([]byte, MaxOwnerBytes+1))},
 		{Name: string(make([]byte, MaxNameBytes+1))},
 	} {
@@ -264,31 +264,31 @@ func TestNormalizeAndPlanQuery(t *testing.T) {
 	require.Equal(t, MinQueryScan, QueryScanBudget(0))
 	require.Equal(t, 10*MaxPageSize, QueryScanBudget(MaxPageSize))
 
-	task := &Task{Owner: "o", Status: StatusWorking, Request: Request{Name: "n"}}
+	task := &Task{Owner: "o", Status: mcptask.StatusWorking, Request: Request{Name: "n"}}
 	require.True(t, Query{}.Match(task))
-	require.True(t, Query{Owner: "o", Name: "n", Statuses: []Status{StatusFailed, StatusWorking}}.Match(task))
+	require.True(t, Query{Owner: "o", Name: "n", Statuses: []mcptask.Status{mcptask.StatusFailed, mcptask.StatusWorking}}.Match(task))
 	require.False(t, Query{Owner: "p"}.Match(task))
 	require.False(t, Query{Name: "m"}.Match(task))
-	require.False(t, Query{Statuses: []Status{StatusFailed}}.Match(task))
+	require.False(t, Query{Statuses: []mcptask.Status{mcptask.StatusFailed}}.Match(task))
 
-	few := map[Status]int{StatusInputRequired: 3, StatusCompleted: 1 << 20}
+	few := map[mcptask.Status]int{mcptask.StatusInputRequired: 3, mcptask.StatusCompleted: 1 << 20}
 	for _, tc := range []struct {
 		q    Query
 		want QueryIndex
 	}{
 		{Query{}, ByStatus},
-		{Query{Statuses: []Status{StatusCompleted}}, ByStatus},
+		{Query{Statuses: []mcptask.Status{mcptask.StatusCompleted}}, ByStatus},
 		{Query{Owner: "o"}, ByOwner},
 		{Query{Name: "n"}, ByName},
 		{Query{Owner: "o", Name: "n"}, ByOwner},
-		{Query{Owner: "o", Statuses: []Status{StatusCompleted}}, ByOwner},
-		{Query{Owner: "o", Statuses: []Status{StatusInputRequired}}, ByStatus},
-		{Query{Name: "n", Statuses: []Status{StatusInputRequired}}, ByStatus},
+		{Query{Owner: "o", Statuses: []mcptask.Status{mcptask.StatusCompleted}}, ByOwner},
+		{Query{Owner: "o", Statuses: []mcptask.Status{mcptask.StatusInputRequired}}, ByStatus},
+		{Query{Name: "n", Statuses: []mcptask.Status{mcptask.StatusInputRequired}}, ByStatus},
 	} {
 		require.Equal(t, tc.want, PlanQuery(tc.q, few), "%+v", tc.q)
 	}
-	require.Equal(t, ByOwner, PlanQuery(Query{Owner: "o", Statuses: []Status{StatusInputRequired}}, nil), "unknown counts")
-	require.Equal(t, map[Status]int{StatusWorking: 0, StatusInputRequired: 0, StatusCompleted: 0, StatusFailed: 0, StatusCancelled: 0}, NewCounts())
+	require.Equal(t, ByOwner, PlanQuery(Query{Owner: "o", Statuses: []mcptask.Status{mcptask.StatusInputRequired}}, nil), "unknown counts")
+	require.Equal(t, map[mcptask.Status]int{mcptask.StatusWorking: 0, mcptask.StatusInputRequired: 0, mcptask.StatusCompleted: 0, mcptask.StatusFailed: 0, mcptask.StatusCancelled: 0}, NewCounts())
 }
 
 func TestIsShared(t *testing.T) {
@@ -299,14 +299,14 @@ func TestWakeAt(t *testing.T) {
 	now := time.Unix(100, 0).UTC()
 	zone := time.FixedZone("Z", 3600)
 	wake := time.Date(2030, 1, 1, 0, 0, 0, 5, zone)
-	in := &Task{ID: "a", Owner: "o", Status: StatusWorking, CreatedAt: now, WakeAt: wake}
+	in := &Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now, WakeAt: wake}
 	c, err := PrepareCreate(in, Limits{})
 	require.NoError(t, err)
 	require.Equal(t, wake.UTC(), c.WakeAt, "stored as given, in UTC")
 	require.Equal(t, zone, in.WakeAt.Location(), "the argument is left alone")
 	for name, mutate := range map[string]func(*Task){
 		"out of range": func(x *Task) { x.WakeAt = time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC) },
-		"ended":        func(x *Task) { x.Status, x.Result = StatusCompleted, []byte(`1`) },
+		"ended":        func(x *Task) { x.Status, x.Result = mcptask.StatusCompleted, []byte(`1`) },
 	} {
 		x := in.Clone()
 		mutate(x)
@@ -329,7 +329,7 @@ func TestWakeAt(t *testing.T) {
 	ch, err = ApplyUpdate(task, Update{WakeAt: at(time.Minute), StatusMessage: new(string)}, Limits{}, now)
 	require.NoError(t, err)
 	require.False(t, ch.WakeChanged, "the same time is no change")
-	ch, err = ApplyUpdate(task, Update{Status: StatusInputRequired}, Limits{}, now)
+	ch, err = ApplyUpdate(task, Update{Status: mcptask.StatusInputRequired}, Limits{}, now)
 	require.NoError(t, err)
 	require.False(t, ch.WakeChanged, "an update without WakeAt keeps it")
 	require.Equal(t, now.Add(time.Minute), task.WakeAt)
@@ -347,7 +347,7 @@ func TestWakeAt(t *testing.T) {
 
 	// A terminal move clears it and reports the change, even when the
 	// same update asks for a wake-up.
-	for _, u := range []Update{{Status: StatusCompleted}, {Status: StatusFailed, WakeAt: at(time.Hour)}} {
+	for _, u := range []Update{{Status: mcptask.StatusCompleted}, {Status: mcptask.StatusFailed, WakeAt: at(time.Hour)}} {
 		ended := task.Clone()
 		ch, err = ApplyUpdate(ended, u, Limits{}, now)
 		require.NoError(t, err)

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"sort"
 	"time"
 )
@@ -24,7 +25,7 @@ type PreparedUpdate struct {
 // Changes reports what Apply changed, so a backend can write only that.
 type Changes struct {
 	// PrevStatus is the status before the update.
-	PrevStatus Status
+	PrevStatus mcptask.Status
 	// SetVariables are the variable names written, sorted.
 	SetVariables []string
 	// DeletedVariables are the existing variable names removed, sorted.

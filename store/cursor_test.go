@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
@@ -123,7 +124,7 @@ func TestQueryCursor(t *testing.T) {
 		require.NoError(t, err)
 		return q
 	}
-	q := norm(Query{Statuses: []Status{StatusWorking, StatusFailed}, Name: "tool", Owner: "alice"})
+	q := norm(Query{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusFailed}, Name: "tool", Owner: "alice"})
 	s := c.EncodeQuery(q, at, "id-1")
 	got, id, err := c.DecodeQuery(q, s)
 	require.NoError(t, err)
@@ -131,16 +132,16 @@ func TestQueryCursor(t *testing.T) {
 	require.Equal(t, "id-1", id)
 
 	// The same filters in another order, and another page size, decode.
-	_, _, err = c.DecodeQuery(norm(Query{Statuses: []Status{StatusFailed, StatusWorking, StatusWorking}, Name: "tool", Owner: "alice", Limit: 7}), s)
+	_, _, err = c.DecodeQuery(norm(Query{Statuses: []mcptask.Status{mcptask.StatusFailed, mcptask.StatusWorking, mcptask.StatusWorking}, Name: "tool", Owner: "alice", Limit: 7}), s)
 	require.NoError(t, err)
 	// Other filters do not, nor does the cursor as a List cursor of any
 	// owner, nor a List cursor as a Query cursor.
 	for _, other := range []Query{
-		{Statuses: []Status{StatusWorking}, Name: "tool", Owner: "alice"},
-		{Statuses: []Status{StatusWorking, StatusFailed}, Name: "tool"},
-		{Statuses: []Status{StatusWorking, StatusFailed}, Owner: "alice"},
-		{Statuses: []Status{StatusWorking, StatusFailed}, Name: "toolalice"},
-		{Statuses: []Status{StatusWorking, StatusFailed}, Name: "", Owner: "toolalice"},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking}, Name: "tool", Owner: "alice"},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusFailed}, Name: "tool"},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusFailed}, Owner: "alice"},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusFailed}, Name: "toolalice"},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusFailed}, Name: "", Owner: "toolalice"},
 		{},
 	} {
 		_, _, err := c.DecodeQuery(norm(other), s)

@@ -49,7 +49,7 @@ func TestPlanAppend(t *testing.T) {
 
 func TestStatusEventCut(t *testing.T) {
 	lim := Limits{}.WithDefaults()
-	task := &Task{Status: StatusWorking, StatusMessage: "short", UpdatedAt: time.Unix(5, 0).UTC()}
+	task := &Task{Status: mcptask.StatusWorking, StatusMessage: "short", UpdatedAt: time.Unix(5, 0).UTC()}
 	e := statusEvent(task, lim)
 	require.Equal(t, Event{At: task.UpdatedAt, Type: mcptask.EventStatus, Data: json.RawMessage(`{"status":"working","statusMessage":"short"}`)}, e)
 
@@ -65,7 +65,7 @@ func TestStatusEventCut(t *testing.T) {
 		require.LessOrEqual(t, EventSize(e), MinEventBytes)
 		var st mcptask.StatusEvent
 		require.NoError(t, json.Unmarshal(e.Data, &st))
-		require.Equal(t, StatusWorking, st.Status)
+		require.Equal(t, mcptask.StatusWorking, st.Status)
 		require.True(t, strings.HasSuffix(st.StatusMessage, "…"), "%q", st.StatusMessage)
 		require.True(t, utf8.ValidString(st.StatusMessage))
 		require.Greater(t, EventSize(e), MinEventBytes-12, "the longest cut that fits")
@@ -90,8 +90,8 @@ func TestAppendOnly(t *testing.T) {
 	require.False(t, Update{}.AppendOnly())
 	msg := ""
 	for _, u := range []Update{
-		{Events: ev, Status: StatusWorking}, {Events: ev, StatusMessage: &msg}, {Events: ev, Variables: map[string]json.RawMessage{}},
-		{Events: ev, Result: json.RawMessage(`1`)}, {Events: ev, Error: &ErrorInfo{}}, {Events: ev, Labels: map[string]string{}},
+		{Events: ev, Status: mcptask.StatusWorking}, {Events: ev, StatusMessage: &msg}, {Events: ev, Variables: map[string]json.RawMessage{}},
+		{Events: ev, Result: json.RawMessage(`1`)}, {Events: ev, Error: &mcptask.ErrorInfo{}}, {Events: ev, Labels: map[string]string{}},
 		{Events: ev, ExpiresAt: &time.Time{}}, {Events: ev, WakeAt: &time.Time{}}, {Events: ev, ReleaseLease: true},
 		{Events: ev, Annotate: true},
 	} {

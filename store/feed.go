@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"github.com/taskbridge/taskbridge/mcptask"
+)
 
 // What a store that several processes share tells them: whether it is
 // shared, and the feed of committed writes (and event appends) that keeps
@@ -12,7 +15,7 @@ type Change struct {
 	ID string
 	// Status is the task's status after the write (before it, for a
 	// delete).
-	Status Status
+	Status mcptask.Status
 	// Version is the task's version after the write; 0 for a delete.
 	Version uint64
 	// Deleted reports that the write deleted the task.

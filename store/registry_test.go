@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/store/memory"
@@ -87,7 +88,7 @@ func TestOpenBackends(t *testing.T) {
 		st, err := store.Open(ctx, dsn, store.WithBackendOptions(bboltstore.WithNoSync(true), "not a bbolt option"))
 		require.NoError(t, err, dsn)
 		require.IsType(t, &bboltstore.Store{}, st, dsn)
-		_, err = st.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: t0})
+		_, err = st.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: t0})
 		require.NoError(t, err)
 		require.NoError(t, st.Close())
 		require.FileExists(t, store.TrimScheme(dsn))
@@ -103,9 +104,9 @@ func TestOpenBackends(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	require.IsType(t, &memory.Store{}, a)
-	_, err = a.Create(ctx, &store.Task{ID: "x", Owner: "o", Status: store.StatusCompleted, CreatedAt: t0, Result: []byte(`123`)})
+	_, err = a.Create(ctx, &store.Task{ID: "x", Owner: "o", Status: mcptask.StatusCompleted, CreatedAt: t0, Result: []byte(`123`)})
 	require.ErrorIs(t, err, store.ErrTooLarge, "the limits applied")
-	_, err = a.Create(ctx, &store.Task{ID: "x", Owner: "o", Status: store.StatusWorking, CreatedAt: t0})
+	_, err = a.Create(ctx, &store.Task{ID: "x", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: t0})
 	require.NoError(t, err)
 	_, err = b.Get(ctx, "x")
 	require.ErrorIs(t, err, store.ErrNotFound, "memory stores share nothing")

@@ -69,15 +69,22 @@ import (
 
 // Status is the lifecycle state of a task: the MCP wire strings, declared
 // once in package mcptask.
+//
+// Deprecated: use mcptask.Status.
 type Status = mcptask.Status
 
 // The task statuses.
 const (
-	StatusWorking       = mcptask.StatusWorking
+	// Deprecated: use mcptask.StatusWorking.
+	StatusWorking = mcptask.StatusWorking
+	// Deprecated: use mcptask.StatusInputRequired.
 	StatusInputRequired = mcptask.StatusInputRequired
-	StatusCompleted     = mcptask.StatusCompleted
-	StatusFailed        = mcptask.StatusFailed
-	StatusCancelled     = mcptask.StatusCancelled
+	// Deprecated: use mcptask.StatusCompleted.
+	StatusCompleted = mcptask.StatusCompleted
+	// Deprecated: use mcptask.StatusFailed.
+	StatusFailed = mcptask.StatusFailed
+	// Deprecated: use mcptask.StatusCancelled.
+	StatusCancelled = mcptask.StatusCancelled
 )
 
 // CanTransition reports whether a task may move from one status to another.
@@ -85,7 +92,7 @@ const (
 // status; a status may also be "moved" to itself while it is not terminal
 // (an update that only changes the message or variables). Terminal statuses
 // accept nothing.
-func CanTransition(from, to Status) bool {
+func CanTransition(from, to mcptask.Status) bool {
 	if !from.Valid() || !to.Valid() || from.Terminal() {
 		return false
 	}
@@ -115,8 +122,8 @@ var (
 // TransitionError reports a rejected status change.
 type TransitionError struct {
 	ID   string
-	From Status
-	To   Status
+	From mcptask.Status
+	To   mcptask.Status
 }
 
 // Error implements error.
@@ -141,12 +148,14 @@ type Request struct {
 }
 
 // ErrorInfo is a JSON-RPC error that ended a task.
+//
+// Deprecated: use mcptask.ErrorInfo.
 type ErrorInfo = mcptask.ErrorInfo
 
 // StatusChange is one entry of a task's status history.
 type StatusChange struct {
 	// Status is the status the task entered.
-	Status Status
+	Status mcptask.Status
 	// Message is the task's status message right after the change.
 	Message string
 	// At is the UpdatedAt of the write that made the change (the creation's
@@ -168,7 +177,7 @@ type Task struct {
 	// Owner is the principal the task belongs to (at most MaxOwnerBytes).
 	Owner string
 	// Status is the task's lifecycle state (see CanTransition).
-	Status Status
+	Status mcptask.Status
 	// StatusMessage is a human-readable note on the status.
 	StatusMessage string
 	// CreatedAt is when the task was created; it orders List and Query.
@@ -198,7 +207,7 @@ type Task struct {
 	// Result is the final result (JSON) of a finished task, if any.
 	Result json.RawMessage
 	// Error is the JSON-RPC error that ended the task, if any.
-	Error *ErrorInfo
+	Error *mcptask.ErrorInfo
 	// Version starts at 1 on Create and grows by one on every write except
 	// Renew.
 	Version uint64
@@ -301,7 +310,7 @@ type Update struct {
 	// current Version (compare-and-swap).
 	IfVersion uint64
 	// Status, when non-empty, is the new status; it must pass CanTransition.
-	Status Status
+	Status mcptask.Status
 	// StatusMessage, when non-nil, replaces the status message.
 	StatusMessage *string
 	// Variables are merged into the task's variables; a JSON null value
@@ -310,7 +319,7 @@ type Update struct {
 	// Result, when non-nil, sets the final result.
 	Result json.RawMessage
 	// Error, when non-nil, sets the final JSON-RPC error.
-	Error *ErrorInfo
+	Error *mcptask.ErrorInfo
 	// Labels are merged into the task's labels; an empty value deletes.
 	Labels map[string]string
 	// ExpiresAt, when non-nil, moves the task's expiry (and its place in the
@@ -414,7 +423,7 @@ type Page struct {
 // keep paging until NextCursor is empty.
 type Query struct {
 	// Statuses keeps tasks in any of these statuses; empty means all.
-	Statuses []Status
+	Statuses []mcptask.Status
 	// Name keeps tasks whose Request.Name is exactly this; "" means any.
 	Name string
 	// Owner keeps tasks of exactly this owner; "" means any.
@@ -561,7 +570,7 @@ type Store interface {
 	// Counts returns the number of stored tasks by status, every status
 	// present (zero included). It reads counters the store keeps up to
 	// date in the same transaction as every write: O(1), never a scan.
-	Counts(ctx context.Context) (map[Status]int, error)
+	Counts(ctx context.Context) (map[mcptask.Status]int, error)
 
 	// Events reads task id's event log: up to limit events with Seq after
 	// after, oldest first, and the log's bounds (see EventPage; Dropped

@@ -91,7 +91,7 @@
 //     shims themselves (listen.go, streamwire.go).
 //   - a handler's notifications/progress after its request was answered
 //     reaches no client: the router's sending middleware records it as an
-//     event of the handler's task (events.go).
+//     event of the handler's task (events_log.go).
 //   - the SDK does not recover handler panics: the middleware does.
 //   - the SDK sends errors without a code as code 0, ends a stream at the
 //     first line it cannot read, and echoes ids it cannot hold exactly
@@ -278,8 +278,9 @@
 // task_cancel), pause.go (pausing a task: Pauser, task_pause,
 // task_resume), input.go (input mid-task), admit.go (quotas), observe.go
 // (Observer, Stats), events.go (what a task's work reports: Progress,
-// Logger, Output, captured notifications/progress, written as its
-// events), stream.go (reading a task's events live: StreamEvents),
+// Logger, Output, written as its events), events_log.go (captured
+// notifications/progress and notifications/message, Logger's slog
+// handler), stream.go (reading a task's events live: StreamEvents),
 // streamwire.go (tasks/stream over HTTP, stdio and in-memory).
 //
 // Work: tools.go (the tool registry, in-process calls), toolcall.go (a
@@ -289,12 +290,14 @@
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
 // the renewer and the takeover), recover.go (restart), recent.go (tasks
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
-// sweep.go, feed.go, schedules.go (the services above), scheduletools.go
+// sweep.go, feed.go, schedules.go (the services above), schedules_api.go
+// (AddSchedule, Schedules, pausing, resuming, triggering), scheduletools.go
 // (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
 // queues.go (the store's queues on the engine's clock, WakeNow).
 //
 // Push: push_options.go (PushOptions, its environment), push_hooks.go
-// (registrations: the records, the in-memory set, the Go API),
+// (registrations: the records, the in-memory set), push_api.go (the Go
+// API: RegisterWebhook, Webhooks, DeleteWebhook, WebhookDeliveries),
 // push_scan.go (the service: event logs into deliveries), push_deliver.go
 // (a delivery's attempts), push_url.go (where deliveries may go: URL and
 // address rules, the dialer), push_methods.go (the webhook methods).

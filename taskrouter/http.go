@@ -76,10 +76,6 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	}
 }
 
-// tasksResultName is the method name a body must hold to be a
-// tasks/result (a cheap test before decoding it).
-var tasksResultName = []byte(mcptask.MethodTasksResult)
-
 type httpShim struct {
 	r                   *Router
 	id                  string                    // names this handler's sessions (handlerHeader)
@@ -180,7 +176,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			wire.WriteErrorLine(w, http.StatusBadRequest, id, wire.BadIDError(id))
 			return
 		}
-		if sid := req.Header.Get("Mcp-Session-Id"); sid != "" && bytes.Contains(body, tasksResultName) {
+		if sid := req.Header.Get("Mcp-Session-Id"); sid != "" && bytes.Contains(body, []byte(mcptask.MethodTasksResult)) {
 			if _, method, _ := wire.CallOf(body); method == mcptask.MethodTasksResult {
 				defer h.waits.begin(sid)()
 			}

@@ -14,8 +14,6 @@ import (
 	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
-const methodElicit = mcptask.MethodElicit
-
 // pendingInput is one request for client input a running task is waiting on.
 type pendingInput struct {
 	key      string
@@ -142,7 +140,7 @@ func Elicit(ctx context.Context, req *mcp.CallToolRequest, params *mcp.ElicitPar
 		return req.Session.Elicit(ctx, params)
 	}
 	var res mcp.ElicitResult
-	if err := ru.r.requestInput(ctx, ru, methodElicit, params, &res); err != nil {
+	if err := ru.r.requestInput(ctx, ru, mcptask.MethodElicit, params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -217,7 +215,7 @@ func (r *Router) serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *r
 	}
 	for _, in := range ru.claimInputs() {
 		switch in.method {
-		case methodElicit:
+		case mcptask.MethodElicit:
 			var p mcp.ElicitParams
 			if err := json.Unmarshal(in.params, &p); err != nil {
 				ru.answer(in.key, inputAnswer{err: err})

@@ -318,7 +318,7 @@ func (t *Tracer) StepEvent(e workflow.StepEvent) {
 	taskSC := TaskSpanContext(e.TaskID)
 	parent := taskSC
 	var links []trace.Link
-	if a.By == workflow.ByClient {
+	if a.By == string(mcptask.ExecClient) {
 		if sc := clientContext(e.Meta); sc.IsValid() && sc.SpanID() != taskSC.SpanID() {
 			if sc.TraceID() == taskSC.TraceID() {
 				parent = sc // the client's own span in the task's trace
@@ -338,7 +338,7 @@ func (t *Tracer) StepEvent(e workflow.StepEvent) {
 		AttrStepOutcome.String(a.Outcome),
 	}
 	kind := trace.SpanKindInternal
-	if a.By == workflow.ByClient {
+	if a.By == string(mcptask.ExecClient) {
 		kind = trace.SpanKindClient
 	}
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)

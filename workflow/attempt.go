@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"strings"
 	"time"
 )
@@ -62,7 +63,7 @@ func (in *instance) runnable(p *Progress, sl *slot, now time.Time, reason string
 		reason = ReasonRetry
 	}
 	handedBack := sp.handedBack()
-	sp.begin(reason, ByServer, now)
+	sp.begin(reason, string(mcptask.ExecServer), now)
 	if !interrupted && !handedBack {
 		sp.Tries++
 	}
@@ -92,7 +93,7 @@ func (in *instance) record(p *Progress, r stepResult, now time.Time) (applied bo
 			// recorded, so that it is undone too.
 			a := &sp.History[len(sp.History)-1]
 			a.Outcome, a.Error = OutcomeOK, ""
-			sp.Status, sp.CompletedBy, sp.SkipReason, sp.Arguments = StepCompleted, ByServer, "", r.args
+			sp.Status, sp.CompletedBy, sp.SkipReason, sp.Arguments = mcptask.StepCompleted, string(mcptask.ExecServer), "", r.args
 			sl.output(p, OutputOf(r.res))
 			return true, ""
 		}
@@ -100,12 +101,12 @@ func (in *instance) record(p *Progress, r stepResult, now time.Time) (applied bo
 	}
 	sp.Interrupted = 0
 	if r.msg == "" {
-		complete(p, sl, ByServer, r.args, r.res, now)
+		complete(p, sl, string(mcptask.ExecServer), r.args, r.res, now)
 		sp.Tries, sp.RetryAt = 0, nil
 		emit(in.b.opts.Observer, in.id, p, sl, nil)
 		return true, ""
 	}
-	fail(p, sl, ByServer, r.msg, now)
+	fail(p, sl, string(mcptask.ExecServer), r.msg, now)
 	emit(in.b.opts.Observer, in.id, p, sl, nil)
 	final := r.final || p.undoing() && !undoRecord(r.step) // a step stopped by the failure is not retried
 	if pol := callOf(sl.s).policy(); !final && sp.Tries < pol.MaxAttempts {
@@ -120,7 +121,7 @@ func (in *instance) record(p *Progress, r stepResult, now time.Time) (applied bo
 // stopped (recorded cancelled) because the workflow failed without it.
 func stoppedAttempt(sp *StepProgress, n int) bool {
 	k := len(sp.History)
-	return sp.Status == StepCancelled && k > 0 && sp.History[k-1].N == n && sp.History[k-1].Outcome == OutcomeCancelled
+	return sp.Status == mcptask.StepCancelled && k > 0 && sp.History[k-1].N == n && sp.History[k-1].Outcome == OutcomeCancelled
 }
 
 // handBack records that a graceful stop (Bridge.Close) cut the open
@@ -134,7 +135,7 @@ func (sp *StepProgress) handBack(now time.Time) bool {
 	}
 	a.Outcome, a.Error = OutcomeStopped, "the server stopped gracefully (a deploy or a restart); the step runs again"
 	a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
-	sp.Status = StepPending
+	sp.Status = mcptask.StepPending
 	sp.Tries = max(0, sp.Tries-1)
 	return true
 }
@@ -143,7 +144,7 @@ func (sp *StepProgress) handBack(now time.Time) bool {
 // graceful stop (see handBack).
 func (sp *StepProgress) handedBack() bool {
 	n := len(sp.History)
-	return n > 0 && sp.History[n-1].Outcome == OutcomeStopped && sp.Status == StepPending
+	return n > 0 && sp.History[n-1].Outcome == OutcomeStopped && sp.Status == mcptask.StepPending
 }
 
 // giveUp applies s's failure policy once the server gives up on it: the
@@ -161,7 +162,7 @@ func (in *instance) giveUp(p *Progress, sl *slot, msg string, now time.Time) str
 	if p.undoing() {
 		// An undo step is reported, and the next one runs; a step that
 		// was running when the workflow failed is not retried.
-		sp.GaveUp, sp.Status, sp.Error = true, StepFailed, msg
+		sp.GaveUp, sp.Status, sp.Error = true, mcptask.StepFailed, msg
 		return ""
 	}
 	fails := callOf(s).failurePolicy() == FailWorkflow
@@ -176,17 +177,17 @@ func (in *instance) giveUp(p *Progress, sl *slot, msg string, now time.Time) str
 		}
 		switch {
 		case failure != "":
-			sp.Status, sp.Error = StepFailed, msg
+			sp.Status, sp.Error = mcptask.StepFailed, msg
 			return failure
 		case hold:
-			sp.GaveUp, sp.Status, sp.Error = true, StepFailed, msg
+			sp.GaveUp, sp.Status, sp.Error = true, mcptask.StepFailed, msg
 			return ""
 		}
 	} else if fails {
 		return failedWorkflowMessage(s, msg)
 	}
 	sp.HandedToClient = true
-	sp.Status, sp.Error = StepFailed, msg
+	sp.Status, sp.Error = mcptask.StepFailed, msg
 	sp.ReachedAt, sp.Deadline = nil, nil
 	return ""
 }
@@ -213,7 +214,7 @@ func (in *instance) stopSiblings(p *Progress, sl *slot, why string, now time.Tim
 			a.Outcome, a.Error = OutcomeCancelled, why
 			a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
 		}
-		sp.Status, sp.SkipReason = StepCancelled, why
+		sp.Status, sp.SkipReason = mcptask.StepCancelled, why
 		sp.RetryAt, sp.ReachedAt, sp.Deadline, sp.Early = nil, nil, nil, nil
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -46,7 +47,7 @@ func pausedAtB(t *testing.T, first *Definition) (*fakeEngine, string) {
 	abcTools(e)
 	f := newFixture(t, e, &Options{PromptWait: -1}, first)
 	tk, p := f.start(t, "abc", nil)
-	require.Equal(t, StepAwaitingClient, p.step("b").Status)
+	require.Equal(t, mcptask.StepAwaitingClient, p.step("b").Status)
 	require.Equal(t, VersionOf(first), tk.Labels[LabelVersion])
 	require.Equal(t, VersionOf(first), p.Version)
 	f.b.Close()
@@ -85,7 +86,7 @@ func TestChangedDefinitionWhileTaskPaused(t *testing.T) {
 			e, id := pausedAtB(t, v1)
 			f := redeploy(t, e, nil, v2)
 			tk, _ := f.task(t, id)
-			require.Equal(t, store.StatusFailed, tk.Status, "recovery at start fails the task")
+			require.Equal(t, mcptask.StatusFailed, tk.Status, "recovery at start fails the task")
 			require.Contains(t, tk.StatusMessage, `version "`+VersionOf(v1)+`" is not served`)
 			require.Contains(t, tk.StatusMessage, VersionOf(v2))
 			_, err := f.call(t, id, "tb", map[string]any{"x": 1})
@@ -101,7 +102,7 @@ func TestChangedDefinitionWhileTaskPaused(t *testing.T) {
 			_, err := f.call(t, id, "tb", map[string]any{"x": 1})
 			require.NoError(t, err)
 			tk, p := f.settled(t, id)
-			require.Equal(t, store.StatusCompleted, tk.Status)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status)
 			require.Equal(t, []string{"a", "b", "c"}, p.CompletedSteps, "the task ran on the version it started with")
 			require.Equal(t, 1, e.callsOf("tc"), "c called its own tool")
 			require.Zero(t, e.callsOf("tx")+e.callsOf("td"))
@@ -119,7 +120,7 @@ func TestRemovedWorkflowFailsAtStart(t *testing.T) {
 	e, id := pausedAtB(t, abc(nil))
 	f := redeploy(t, e, nil)
 	tk, _ := f.task(t, id)
-	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, `workflow "abc"`)
 	require.Contains(t, tk.StatusMessage, "is not served by this server at all")
 }
@@ -131,7 +132,7 @@ func TestWaitForVersion(t *testing.T) {
 	e, id := pausedAtB(t, v1)
 	f := redeploy(t, e, &Options{UnknownVersion: WaitForVersion}, v2)
 	tk, _ := f.task(t, id)
-	require.Equal(t, store.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	require.Contains(t, tk.StatusMessage, "waiting: ")
 	_, err := f.call(t, id, "tb", map[string]any{"x": 1})
 	require.ErrorContains(t, err, "nothing was recorded")
@@ -142,7 +143,7 @@ func TestWaitForVersion(t *testing.T) {
 	_, err = f.call(t, id, "tb", map[string]any{"x": 1})
 	require.NoError(t, err)
 	tk, _ = f.settled(t, id)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 }
 
 // A declared version reused for other steps: registration in one process
@@ -163,7 +164,7 @@ func TestDeclaredVersionReusedForOtherSteps(t *testing.T) {
 	e, id := pausedAtB(t, abc(nil).WithVersion("v1"))
 	f := redeploy(t, e, nil, abc(func(w *Definition) { w.Steps = w.Steps[:2] }).WithVersion("v1"))
 	tk, _ := f.task(t, id)
-	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, `version "v1" is served with a definition other than the one this task started on (step "c" was removed)`)
 }
 
@@ -185,7 +186,7 @@ func TestUnversionedTaskIsAdopted(t *testing.T) {
 	_, err = f.call(t, id, "tb", map[string]any{"x": 1})
 	require.NoError(t, err)
 	done, p := f.settled(t, id)
-	require.Equal(t, store.StatusCompleted, done.Status)
+	require.Equal(t, mcptask.StatusCompleted, done.Status)
 	require.Equal(t, VersionOf(abc(nil)), p.Version, "the version is recorded once adopted")
 	require.Equal(t, VersionOf(abc(nil)), done.Labels[LabelVersion])
 }
@@ -224,22 +225,22 @@ func TestCallerGivingUpCancelsNoStep(t *testing.T) {
 	<-done
 	close(release)
 	tk, p := f.settled(t, id)
-	require.Equal(t, store.StatusWorking, tk.Status)
-	require.Equal(t, StepCompleted, p.step("first").Status, "the step ran to its end")
-	require.Equal(t, StepAwaitingClient, p.step("check").Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StepCompleted, p.step("first").Status, "the step ran to its end")
+	require.Equal(t, mcptask.StepAwaitingClient, p.step("check").Status)
 	require.Contains(t, tk.StatusMessage, `waiting for the client to call tool "review"`)
 
 	// A continuation whose caller leaves while the next server step runs.
 	release = make(chan struct{})
 	raw, _ := json.Marshal(map[string]any{})
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "review", Arguments: raw, Meta: mcp.Meta{MetaTaskID: id}}}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "review", Arguments: raw, Meta: mcp.Meta{mcptask.MetaTaskID: id}}}
 	cctx, giveUp2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer giveUp2()
 	_, err := f.e.cont(cctx, f.e.Resolve(cctx, req), req)
 	require.NoError(t, err, "the step was recorded: the answer says so even to a caller out of time")
 	close(release)
 	tk, p = f.settled(t, id)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 	require.EqualValues(t, 2, ran.Load())
 }
 
@@ -294,10 +295,10 @@ func TestTasksShareNoLock(t *testing.T) {
 	_, err = f.call(t, quick.ID, "note", nil)
 	require.NoError(t, err, "the other task's continuation is not held up")
 	tk, _ := f.settled(t, quick.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 	tb, pb := f.task(t, blocked.ID)
-	require.Equal(t, store.StatusWorking, tb.Status)
-	require.Equal(t, StepRunning, pb.step("g").Status)
+	require.Equal(t, mcptask.StatusWorking, tb.Status)
+	require.Equal(t, mcptask.StepRunning, pb.step("g").Status)
 }
 
 // A workflow's ttl is its idle allowance: 72 hours between two steps are
@@ -373,7 +374,7 @@ func TestOrphanOnlyWhenTheHandoffWasNotDelivered(t *testing.T) {
 	_, err = f.call(t, tk2.ID, "act", nil)
 	require.NoError(t, err)
 	tk2, _ = f.settled(t, tk2.ID)
-	require.Equal(t, store.StatusCompleted, tk2.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk2.Status)
 }
 
 // A retry's backoff is a durable wake-up: the task carries its time, and
@@ -393,7 +394,7 @@ func TestRetryBackoffIsAWakeUp(t *testing.T) {
 	tk, p := f.start(t, "r", nil)
 	tk, p = f.settled(t, tk.ID)
 	sp := p.step("f")
-	require.Equal(t, StepFailed, sp.Status)
+	require.Equal(t, mcptask.StepFailed, sp.Status)
 	require.NotNil(t, sp.RetryAt)
 	require.Equal(t, e.Now().Add(10*time.Minute), *sp.RetryAt)
 	require.Equal(t, *sp.RetryAt, tk.WakeAt, "the wake-up is in the store")
@@ -406,9 +407,9 @@ func TestRetryBackoffIsAWakeUp(t *testing.T) {
 	e.advance(10 * time.Minute)
 	require.Equal(t, 1, f.e.wakeDue(t))
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, StepCompleted, p.step("f").Status)
+	require.Equal(t, mcptask.StepCompleted, p.step("f").Status)
 	require.EqualValues(t, 2, n.Load(), "the retry ran once")
-	require.Equal(t, StepAwaitingClient, p.step("act").Status)
+	require.Equal(t, mcptask.StepAwaitingClient, p.step("act").Status)
 	require.True(t, tk.WakeAt.IsZero())
 }
 
@@ -420,18 +421,18 @@ func TestClientWaitTimeouts(t *testing.T) {
 		check  func(t *testing.T, tk *store.Task, p *Progress, e *fakeEngine)
 	}{
 		{TimeoutFail, func(t *testing.T, tk *store.Task, p *Progress, e *fakeEngine) {
-			require.Equal(t, store.StatusFailed, tk.Status)
+			require.Equal(t, mcptask.StatusFailed, tk.Status)
 			require.Contains(t, tk.StatusMessage, `the client did not perform step "approve" (tool "approve") within 48h0m0s`)
 		}},
 		{TimeoutSkip, func(t *testing.T, tk *store.Task, p *Progress, e *fakeEngine) {
-			require.Equal(t, store.StatusCompleted, tk.Status)
-			require.Equal(t, StepSkipped, p.step("approve").Status)
-			require.Equal(t, StepSkipped, p.step("ship").Status, "it needs the skipped step's output")
+			require.Equal(t, mcptask.StatusCompleted, tk.Status)
+			require.Equal(t, mcptask.StepSkipped, p.step("approve").Status)
+			require.Equal(t, mcptask.StepSkipped, p.step("ship").Status, "it needs the skipped step's output")
 			require.Contains(t, p.step("ship").SkipReason, `"approve", which was skipped`)
 			require.Zero(t, e.callsOf("ship"))
 		}},
 		{TimeoutServer, func(t *testing.T, tk *store.Task, p *Progress, e *fakeEngine) {
-			require.Equal(t, store.StatusCompleted, tk.Status)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status)
 			sp := p.step("approve")
 			require.Equal(t, "server", sp.CompletedBy)
 			require.True(t, sp.ServerTakeover)
@@ -489,8 +490,8 @@ func TestCancelStopsARunningStep(t *testing.T) {
 	e.cancel(t, tk.ID)
 	<-stopped
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCancelled, tk.Status)
-	require.Equal(t, StepRunning, p.step("long").Status, "the cut attempt is not recorded as an outcome")
+	require.Equal(t, mcptask.StatusCancelled, tk.Status)
+	require.Equal(t, mcptask.StepRunning, p.step("long").Status, "the cut attempt is not recorded as an outcome")
 }
 
 // The handoff names the task id among a client step's arguments, and the

@@ -17,6 +17,8 @@ import (
 
 // KindTool is the kind of the steps that call a tool: the server does
 // (Server) or the client does (Client).
+//
+// Deprecated: use mcptask.StepKindTool.
 const KindTool = mcptask.StepKindTool
 
 // A tool call: what the kinds that call a tool (kind_server.go,
@@ -243,7 +245,7 @@ func (c *toolCall) callEntry(v *view, sp *StepProgress, rs *handoff.RemainingSte
 // runs it now, retries it later, or runs it once its inputs exist.
 func serverDo(sp *StepProgress) string {
 	switch {
-	case sp.Status == StepRunning:
+	case sp.Status == mcptask.StepRunning:
 		return "the server is running it now; do not call it yourself."
 	case sp.RetryAt != nil:
 		return fmt.Sprintf("failed%s; the server tries it again at %s; do not call it yourself.", errNote(sp.Error), stamp(*sp.RetryAt))
@@ -256,7 +258,7 @@ func serverDo(sp *StepProgress) string {
 // server adds itself; for a step the server gave up on (fix), every value,
 // for the client to correct the one that caused the error.
 func (c *toolCall) callFor(v *view, sp *StepProgress, fix bool) *handoff.Call {
-	call := &handoff.Call{Tool: c.tool, Arguments: map[string]json.RawMessage{TaskIDArgument: marshal(v.taskRef())}}
+	call := &handoff.Call{Tool: c.tool, Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: marshal(v.taskRef())}}
 	if v.wf == nil {
 		return call
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // hang blocks until its context ends.
@@ -32,7 +32,7 @@ func TestStepTimeout(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, w)
 	tk, _ := f.start(t, "t", nil)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, "timed out after 30ms (the step's Timeout)")
 	require.EqualValues(t, 2, calls.Load(), "each attempt was cut, then retried")
 	sp := p.step("smoke")
@@ -69,7 +69,7 @@ func TestStepHeartbeat(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, w)
 	tk, _ := f.start(t, "t", nil)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.EqualValues(t, 2, calls.Load())
 	sp := p.step("deploy")
 	require.Contains(t, sp.History[0].Error, "lost: no heartbeat within 60ms (the step's Heartbeat)")
@@ -98,7 +98,7 @@ func TestWorkflowDeadline(t *testing.T) {
 	e.advance(time.Minute)
 	require.Equal(t, 1, f.e.wakeDue(t))
 	tk, _ = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, "the workflow's deadline of 1m0s passed")
 	require.Zero(t, e.callsOf("after"))
 
@@ -106,7 +106,7 @@ func TestWorkflowDeadline(t *testing.T) {
 	e.advance(time.Hour)
 	require.Equal(t, 1, f.e.wakeDue(t))
 	tk, _ = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, "the workflow's deadline of 1h0m0s passed")
 
 	var ve *ValidationError

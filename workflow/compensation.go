@@ -81,7 +81,7 @@ func (c *checker) checkUndo() {
 	if u == nil {
 		return
 	}
-	if u.kind == nil || callOf(u) == nil || u.Execution() != ServerExecutable {
+	if u.kind == nil || callOf(u) == nil || u.Execution() != mcptask.ExecServer {
 		c.add("its undo step must be a server tool step (Server)")
 		return
 	}
@@ -121,7 +121,7 @@ func (in *instance) startUndo(p *Progress, why string) bool {
 	}
 	some := false
 	for _, sl := range in.wf.slots(p) {
-		some = some || sl.s.undo != nil && (sl.sp.Status == StepCompleted || sl.sp.Status == StepRunning || in.running[sl.path] != nil)
+		some = some || sl.s.undo != nil && (sl.sp.Status == mcptask.StepCompleted || sl.sp.Status == mcptask.StepRunning || in.running[sl.path] != nil)
 	}
 	if !some {
 		return false
@@ -145,7 +145,7 @@ func (in *instance) compensate(p *Progress, now time.Time, pl *plan) string {
 	u := p.Undo
 	if !u.Listed {
 		for _, sl := range in.wf.slots(p) {
-			if sl.sp.Status == StepRunning && sl.sp.Items == nil {
+			if sl.sp.Status == mcptask.StepRunning && sl.sp.Items == nil {
 				return "" // its outcome comes back through record
 			}
 		}
@@ -163,7 +163,7 @@ func (in *instance) compensate(p *Progress, now time.Time, pl *plan) string {
 		}
 		sl := in.wf.slotAt(p, sp.Name)
 		if sl == nil { // a definition that lost the undo: report it
-			sp.Status, sp.GaveUp, sp.Error = StepFailed, true, "its undo step is not in the definition this server serves"
+			sp.Status, sp.GaveUp, sp.Error = mcptask.StepFailed, true, "its undo step is not in the definition this server serves"
 			continue
 		}
 		return in.runnable(p, sl, now, "", pl) // one at a time
@@ -185,7 +185,7 @@ func (in *instance) undoList(p *Progress) []StepProgress {
 	}
 	var list []done
 	for n, sl := range in.wf.slots(p) {
-		if sl.s.undo != nil && sl.sp.Status == StepCompleted {
+		if sl.s.undo != nil && sl.sp.Status == mcptask.StepCompleted {
 			list = append(list, done{sl, completedAt(sl.sp), n})
 		}
 	}
@@ -195,8 +195,8 @@ func (in *instance) undoList(p *Progress) []StepProgress {
 	out := make([]StepProgress, len(list))
 	for i, d := range list {
 		u := d.sl.s.undo
-		out[i] = StepProgress{Name: undoPrefix + d.sl.path, Tool: toolOf(u), Execution: string(ServerExecutable),
-			Status: StepPending, Output: u.binding(), N: i, Item: d.sl.item}
+		out[i] = StepProgress{Name: undoPrefix + d.sl.path, Tool: toolOf(u), Execution: string(mcptask.ExecServer),
+			Status: mcptask.StepPending, Output: u.binding(), N: i, Item: d.sl.item}
 	}
 	return out
 }
@@ -239,7 +239,7 @@ func undoneMessage(u *Undoing) string {
 	var done, failed []string
 	for _, sp := range u.Steps {
 		what := strings.TrimPrefix(sp.Name, undoPrefix)
-		if sp.Status == StepCompleted {
+		if sp.Status == mcptask.StepCompleted {
 			done = append(done, fmt.Sprintf("%s (%s)", what, sp.Tool))
 		} else {
 			failed = append(failed, fmt.Sprintf("%s (%s: %s)", what, sp.Tool, oneLine(sp.Error)))
@@ -268,7 +268,7 @@ func undoTaskID(id string) string { return childID(id, undoPrefix, 1) }
 // undoFailed reports whether an undo step of u could not undo its step.
 func (u *Undoing) undoFailed() bool {
 	for _, sp := range u.Steps {
-		if sp.Status != StepCompleted {
+		if sp.Status != mcptask.StepCompleted {
 			return true
 		}
 	}
@@ -293,14 +293,14 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 	some := false
 	for _, sl := range wf.slots(p) {
 		sp := sl.sp
-		if sp.Status == StepRunning && sp.Items == nil { // cut short by the cancel: not undone
+		if sp.Status == mcptask.StepRunning && sp.Items == nil { // cut short by the cancel: not undone
 			if a := sp.open(); a != nil {
 				a.Outcome, a.Error = OutcomeCancelled, "the task was cancelled"
 				a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
 			}
-			sp.Status, sp.SkipReason = StepCancelled, "the task was cancelled while it ran"
+			sp.Status, sp.SkipReason = mcptask.StepCancelled, "the task was cancelled while it ran"
 		}
-		some = some || sl.s.undo != nil && sp.Status == StepCompleted
+		some = some || sl.s.undo != nil && sp.Status == mcptask.StepCompleted
 	}
 	if !some {
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -75,21 +76,21 @@ func TestUndoInReverseOrderWhenTheWorkflowFails(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, release())
 	tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Equal(t, []string{"deploy(api)", "deploy(web)", "tag", "check", "untag", "rollback(web)", "rollback(api)"}, j.list())
 	require.Equal(t, `step "check" (tool "check") failed: smoke test failed; undone, last first: tag (untag), deploy[1] (rollback), deploy[0] (rollback); the workflow failed`, tk.StatusMessage)
 	require.Equal(t, tk.ID+"/undo:deploy[1]", j.keys["rollback(web)"], "each undo has its own idempotency key")
 	require.NotNil(t, p.Undo)
 	require.Len(t, p.Undo.Steps, 3)
 	for _, sp := range p.Undo.Steps {
-		require.Equal(t, StepCompleted, sp.Status)
+		require.Equal(t, mcptask.StepCompleted, sp.Status)
 	}
 
 	doc := f.b.handoff(tk, p, 0)
 	require.Equal(t, []handoff.UndoStep{
-		{Undoes: "tag", Tool: "untag", Status: StepCompleted},
-		{Undoes: "deploy[1]", Tool: "rollback", Status: StepCompleted},
-		{Undoes: "deploy[0]", Tool: "rollback", Status: StepCompleted},
+		{Undoes: "tag", Tool: "untag", Status: mcptask.StepCompleted},
+		{Undoes: "deploy[1]", Tool: "rollback", Status: mcptask.StepCompleted},
+		{Undoes: "deploy[0]", Tool: "rollback", Status: mcptask.StepCompleted},
 	}, doc.Undo)
 	text, err := handoff.Render(doc)
 	require.NoError(t, err)
@@ -119,12 +120,12 @@ func TestUndoFailuresAndStops(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, w)
 		tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Equal(t, []string{"deploy(api)", "deploy(web)", "tag", "check", "untag", "rollback(web)", "rollback(web)", "rollback(api)"}, j.list())
 		require.Contains(t, tk.StatusMessage, "undone, last first: tag (untag), deploy[0] (rollback)")
 		require.Contains(t, tk.StatusMessage, "NOT undone (the undo failed; take it back by hand): deploy[1] (rollback: the old version is gone)")
 		doc := f.b.handoff(tk, p, 0)
-		require.Equal(t, StepFailed, doc.Undo[1].Status)
+		require.Equal(t, mcptask.StepFailed, doc.Undo[1].Status)
 		text, err := handoff.Render(doc)
 		require.NoError(t, err)
 		require.Contains(t, text, `- "deploy[1]", by tool "rollback": NOT undone (the old version is gone); take it back by hand.`)
@@ -144,14 +145,14 @@ func TestUndoFailuresAndStops(t *testing.T) {
 		tk, p := f.task(t, tk.ID)
 		require.False(t, tk.Status.Terminal(), "the workflow is undone before it fails")
 		require.Contains(t, tk.StatusMessage, "undoing what it did, last first: untag for tag (1 of 2)")
-		require.Equal(t, StepRunning, p.Undo.Steps[0].Status)
+		require.Equal(t, mcptask.StepRunning, p.Undo.Steps[0].Status)
 		f.b.Close() // the process stops mid-undo
 
 		j.tool(e, "untag", "", nil)
 		f = redeploy(t, e, &Options{PromptWait: -1}, release())
 		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond, "%s", func() string { tk, _ = f.task(t, tk.ID); return tk.StatusMessage }())
 		tk, p = f.task(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, "undone, last first: tag (untag), deploy[0] (rollback)")
 		require.Equal(t, []string{"deploy(api)", "tag", "check", "untag", "rollback(api)"}, j.list(), "the untag cut short ran again; the rest once")
 		require.Equal(t, 2, p.Undo.Steps[0].Attempts)
@@ -182,7 +183,7 @@ func TestUndoWaitsForWhatRuns(t *testing.T) {
 			10*time.Second, 5*time.Millisecond)
 		close(release)
 		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, "undone, last first: slow (unslow)")
 		require.Contains(t, j.list(), "unslow")
 	})
@@ -197,7 +198,7 @@ func TestUndoWaitsForWhatRuns(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, w)
 		tk, _ := f.start(t, "release", map[string]string{"services": "api"})
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Nil(t, p.Undo)
 		require.NotContains(t, j.list(), "rollback(api)")
 	})
@@ -248,13 +249,13 @@ func TestUndoOnCancel(t *testing.T) {
 		ut, err = e.Task(context.Background(), undo)
 		return err == nil && ut.Status.Terminal()
 	}, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, store.StatusCompleted, ut.Status, ut.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, ut.Status, ut.StatusMessage)
 	require.Equal(t, tk.ID, ut.Labels[LabelUndoOf])
 	require.Equal(t, "the workflow was cancelled (cancelled by request); undone, last first: deploy[1] (rollback), deploy[0] (rollback)", ut.StatusMessage)
 	require.Equal(t, []string{"deploy(api)", "deploy(web)", "rollback(web)", "rollback(api)"}, j.list(), "the tag the cancel cut short is not undone")
 
 	tk, p := f.task(t, tk.ID)
-	require.Equal(t, store.StatusCancelled, tk.Status)
+	require.Equal(t, mcptask.StatusCancelled, tk.Status)
 	doc := f.b.handoff(tk, p, 0)
 	require.Contains(t, doc.PauseReason, "what it did is undone by workflow task "+undo+" (completed)")
 

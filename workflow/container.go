@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // What the kinds that keep records of their body's runs (a for-each's
@@ -18,7 +19,7 @@ import (
 // busy reports whether the record has an attempt going or waits for the
 // clock (it holds one of a container's places).
 func busy(sp *StepProgress) bool {
-	return sp.Status == StepRunning || sp.open() != nil || sp.RetryAt != nil || sp.Until != nil
+	return sp.Status == mcptask.StepRunning || sp.open() != nil || sp.RetryAt != nil || sp.Until != nil
 }
 
 // runRecords runs the turns of the records the container at x keeps, in
@@ -40,9 +41,9 @@ func runRecords(x *turn, limit int) string {
 			continue
 		}
 		r := &resolver{w: x.in.wf.def, vars: x.in.vars, item: c.item}
-		if sp.Status == StepPending && sp.Attempts == 0 {
+		if sp.Status == mcptask.StepPending && sp.Attempts == 0 {
 			if why := r.skipReason(x.p, c.s); why != "" {
-				sp.Status, sp.SkipReason = StepSkipped, why
+				sp.Status, sp.SkipReason = mcptask.StepSkipped, why
 				continue
 			}
 		}
@@ -93,8 +94,8 @@ func settleContainer(x *turn, out func(recs []*slot) json.RawMessage) string {
 		case c.sp.ended():
 		default:
 			open = true
-			running = running || c.sp.Status == StepRunning || c.sp.Status == StepAwaitingChild || c.sp.open() != nil && c.sp.Items == nil
-			client = client || clientSide(c.s, c.sp) && c.sp.Status != StepPending || c.sp.Status == StepAwaitingClient
+			running = running || c.sp.Status == mcptask.StepRunning || c.sp.Status == mcptask.StepAwaitingChild || c.sp.open() != nil && c.sp.Items == nil
+			client = client || clientSide(c.s, c.sp) && c.sp.Status != mcptask.StepPending || c.sp.Status == mcptask.StepAwaitingClient
 			earliest(&retry, c.sp.RetryAt)
 			earliest(&until, c.sp.Until)
 			earliest(&deadline, c.sp.Deadline)
@@ -104,13 +105,13 @@ func settleContainer(x *turn, out func(recs []*slot) json.RawMessage) string {
 		sp.RetryAt, sp.Until, sp.Deadline = retry, until, deadline
 		switch {
 		case running:
-			sp.Status = StepRunning
+			sp.Status = mcptask.StepRunning
 		case client:
-			sp.Status = StepAwaitingClient
+			sp.Status = mcptask.StepAwaitingClient
 		case until != nil:
-			sp.Status = StepSleeping
+			sp.Status = mcptask.StepSleeping
 		default:
-			sp.Status = StepRunning // records between their turns: the server's
+			sp.Status = mcptask.StepRunning // records between their turns: the server's
 		}
 		return ""
 	}
@@ -118,8 +119,8 @@ func settleContainer(x *turn, out func(recs []*slot) json.RawMessage) string {
 	if len(gaveUp) > 0 {
 		return x.s.kind.stageFailed(x.s, gaveUp)
 	}
-	sp.end(ReasonFirst, ByServer, x.now, "")
-	sp.Status, sp.CompletedBy = StepCompleted, ByServer
+	sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, "")
+	sp.Status, sp.CompletedBy = mcptask.StepCompleted, string(mcptask.ExecServer)
 	x.sl.output(x.p, out(recs))
 	x.p.UpdatedAt = x.now
 	x.emit()
@@ -135,9 +136,9 @@ func recordsLine(s, body *Step, sp *StepProgress, noun string) string {
 		switch {
 		case r.ended():
 			done++
-		case r.Status == StepRunning || r.open() != nil:
+		case r.Status == mcptask.StepRunning || r.open() != nil:
 			run++
-		case r.Status == StepAwaitingClient || r.Status == StepAwaitingEvent || r.HandedToClient:
+		case r.Status == mcptask.StepAwaitingClient || r.Status == mcptask.StepAwaitingEvent || r.HandedToClient:
 			client++
 		case r.RetryAt != nil || r.Until != nil:
 			wait++
@@ -166,11 +167,11 @@ func bodyLine(body *Step) string {
 // rankOf ranks a container's status line as its record stands.
 func rankOf(sp *StepProgress) rank {
 	switch {
-	case sp.Status == StepRunning:
+	case sp.Status == mcptask.StepRunning:
 		return rankRunning
 	case sp.RetryAt != nil || sp.Until != nil:
 		return rankTimer
-	case sp.Status == StepAwaitingClient:
+	case sp.Status == mcptask.StepAwaitingClient:
 		return rankWaiting
 	}
 	return rankNone
@@ -182,7 +183,7 @@ func rankOf(sp *StepProgress) rank {
 func clientRecords(v *view, sl *slot) []handoff.RemainingStep {
 	var out []handoff.RemainingStep
 	for _, c := range sl.children() {
-		if c.sp.ended() || c.sp.Status == StepPending || !clientSide(c.s, c.sp) {
+		if c.sp.ended() || c.sp.Status == mcptask.StepPending || !clientSide(c.s, c.sp) {
 			out = append(out, c.s.kind.entries(v, c)...) // a container's records, nested
 			continue
 		}

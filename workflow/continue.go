@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -41,13 +40,13 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		return b.toolHandler(req.Params.Name)(ctx, req)
 	}
 	meta := req.Params.GetMeta()
-	ref, ok := meta[MetaTaskID].(string)
+	ref, ok := meta[mcptask.MetaTaskID].(string)
 	id, path := splitTaskRef(ref)
 	if !ok || id == "" {
-		return nil, mcptask.InvalidParams("_meta.%s (or the argument %s) must be a non-empty string task id", MetaTaskID, TaskIDArgument)
+		return nil, mcptask.InvalidParams("_meta.%s (or the argument %s) must be a non-empty string task id", mcptask.MetaTaskID, mcptask.ArgTaskID)
 	}
-	meta[MetaTaskID] = id
-	setVars, err := taskVars(meta[MetaTaskVars])
+	meta[mcptask.MetaTaskID] = id
+	setVars, err := taskVars(meta[mcptask.MetaTaskVars])
 	if err != nil {
 		return nil, err
 	}
@@ -72,10 +71,10 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	}
 	defer in.releaseStep(at.path)
 
-	delete(meta, MetaTaskVars)
+	delete(meta, mcptask.MetaTaskVars)
 	meta[mcptask.MetaIdempotencyKey] = idempotencyKey(id, at.path)
 	tctx, untrack := b.engine.Track(ctx, id)
-	res, callErr := b.engine.RunTool(withStep(tctx, id, at.path, in.nextAttempt(at.path), ByClient), req)
+	res, callErr := b.engine.RunTool(withStep(tctx, id, at.path, in.nextAttempt(at.path), string(mcptask.ExecClient)), req)
 	untrack()
 	if why := taskrouter.Stopped(tctx); why != "" {
 		return nil, mcptask.InvalidParams("workflow task %s was %s while step %q ran; nothing was recorded", id, why, at.path)
@@ -85,7 +84,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		// client's to fix: nothing is recorded.
 		return nil, callErr
 	}
-	recorded, err := in.recordClient(context.WithoutCancel(ctx), at, req, res, setVars, ByClient)
+	recorded, err := in.recordClient(context.WithoutCancel(ctx), at, req, res, setVars, string(mcptask.ExecClient))
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +271,7 @@ func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.Cal
 				f := c.fillOf(&view{wf: wf}, name, src)
 				if echoed(sent, placeholder(src, nil), f) {
 					refused = refusal("argument %q still holds the handoff's placeholder %s: put %s there (%s), then call tool %q again with the task id as %s; nothing was recorded",
-						name, shown(sent), article(f.Type), src.Description, c.tool, TaskIDArgument)
+						name, shown(sent), article(f.Type), src.Description, c.tool, mcptask.ArgTaskID)
 					return
 				}
 			case !ok && got && src.Kind != SourceClient && resolved[name] != nil && !handoffPlaceholder(resolved[name]):
@@ -324,114 +323,6 @@ func article(t string) string {
 	return "a " + t
 }
 
-// releaseStep ends a continuation of the record at path.
-func (in *instance) releaseStep(path string) {
-	in.locked(func() {
-		if ch := in.clients[path]; ch != nil {
-			close(ch)
-			delete(in.clients, path)
-		}
-	})
-}
-
-// recordClient records the outcome of the client step a continuation ran
-// (at its target's record), durably, with the task variables it sets; the
-// task is marked held by a client. It returns a replay answer when another
-// call recorded the step first, and an error only when nothing was
-// recorded.
-func (in *instance) recordClient(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
-	raw, err := json.Marshal(res)
-	if err != nil {
-		return nil, mcptask.InternalError("encoding the result of tool %q: %v", req.Params.Name, err)
-	}
-	meta := req.Params.GetMeta()
-	var ans *mcp.CallToolResult
-	in.locked(func() { ans, err = in.recordClientLocked(ctx, at, req, res, raw, meta, setVars, by) })
-	return ans, err
-}
-
-// recordClientLocked is recordClient. Call with mu held.
-func (in *instance) recordClientLocked(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
-	b := in.b
-	var err error
-	for attempt := 0; ; attempt++ {
-		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
-			sl := in.wf.slotAt(p, at.path)
-			if sl == nil || sl.sp.ended() || !reached(in.wf, p, in.wf.index[sl.root().s.Name]) || !clientSide(sl.s, sl.sp) {
-				return store.Update{}, errStale
-			}
-			sp := sl.sp
-			now := b.engine.Now()
-			vars := maps.Clone(setVars)
-			if vars == nil {
-				vars = map[string]json.RawMessage{}
-			}
-			if res.IsError {
-				fail(p, sl, by, toolError(res), now)
-				p.PauseReason = clientFailedMessage(at.path, sl.s, toolError(res))
-			} else {
-				complete(p, sl, by, canonical(req.Params.Arguments), res, now)
-				vars[VarResultPrefix+at.path] = raw
-			}
-			if sp.IdempotencyKey == "" {
-				sp.IdempotencyKey = idempotencyKey(in.id, at.path)
-			}
-			sp.ReachedAt, sp.Deadline = nil, nil
-			emit(b.opts.Observer, in.id, p, sl, meta)
-			if !res.IsError {
-				markReached(in.wf, p, now)
-				p.PauseReason = pauseReason(in.wf, p)
-			}
-			return store.Update{Variables: vars, Labels: map[string]string{LabelTouched: "1"}}, nil
-		})
-		switch {
-		case err == nil:
-			return nil, nil
-		case errors.Is(err, errTakenOver) && attempt == 0:
-			continue // the lease this process held is gone: record without it
-		case errors.Is(err, errStale):
-			// Another call recorded this step (or the workflow moved on):
-			// answer as a repeated call would be answered.
-			if ans, rerr, ok := in.recordedNow(ctx, at, req); ok {
-				return ans, rerr
-			}
-			return nil, mcptask.InvalidParams("step %q of workflow task %s can no longer be performed: the workflow moved on while the tool ran; nothing was recorded", at.path, in.id)
-		case errors.Is(err, errEnded):
-			cur := in.task
-			if cur == nil {
-				cur, _ = b.engine.Task(ctx, in.id)
-			}
-			status := "ended"
-			if cur != nil {
-				status = string(cur.Status)
-			}
-			return nil, mcptask.InvalidParams("workflow task %s %s while step %q ran; nothing was recorded", in.id, status, at.path)
-		}
-		// A store failure may hide a write that committed (the
-		// connection broke before the store answered): when the step
-		// reads as recorded with these arguments now, that is the answer.
-		if ans, rerr, ok := in.recordedNow(ctx, at, req); ok {
-			return ans, rerr
-		}
-		return nil, err
-	}
-}
-
-// recordedNow reloads the task and returns the recorded result of the
-// target's record when it was recorded with req's arguments (ok), as a
-// repeated call is answered. Call with mu held.
-func (in *instance) recordedNow(ctx context.Context, at target, req *mcp.CallToolRequest) (*mcp.CallToolResult, error, bool) {
-	in.invalidate()
-	if err := in.load(ctx); err != nil || in.wf == nil {
-		return nil, nil, false
-	}
-	sl := replayable(in.wf, in.p, toolOf(at.s), at.path)
-	if sl == nil {
-		return nil, nil, false
-	}
-	return recordedResult(in.task, in.wf, in.p, sl, req, at.path)
-}
-
 // continuationResult is the answer to a continuation call: the tool's
 // result, then (what a model reads) the handoff of the workflow as it
 // stands now, or its completion; the task and a summary in _meta. For a
@@ -442,10 +333,10 @@ func (b *Bridge) continuationResult(t *store.Task, p *Progress, at target, res *
 	out.Meta = mcp.Meta{}
 	maps.Copy(out.Meta, res.Meta)
 	maps.Copy(out.Meta, mcptask.RelatedTaskMeta(t.ID))
-	out.Meta[MetaWorkflow] = b.summary(t, p, at.path, replayed)
+	out.Meta[mcptask.MetaWorkflow] = b.summary(t, p, at.path, replayed)
 	rt, rp := b.rootOf(context.WithoutCancel(b.ctx), t, p)
 	doc := b.handoff(rt, rp, rd.d)
-	out.Meta[handoff.MetaKey] = doc
+	out.Meta[mcptask.MetaHandoff] = doc
 	if out.StructuredContent == nil {
 		out.StructuredContent = doc
 	}
@@ -464,9 +355,9 @@ func nextText(t *store.Task, at target, failed bool) string {
 		return fmt.Sprintf("Step %q is recorded on workflow task %s, a child workflow of task %s. Where the workflow stands now:", at.path, t.ID, parent)
 	}
 	switch t.Status {
-	case store.StatusCompleted:
+	case mcptask.StatusCompleted:
 		return fmt.Sprintf("Step %q is recorded on workflow task %s, and the workflow has completed.", at.path, t.ID)
-	case store.StatusFailed, store.StatusCancelled:
+	case mcptask.StatusFailed, mcptask.StatusCancelled:
 		return fmt.Sprintf("Step %q is recorded on workflow task %s, which has since %s.", at.path, t.ID, t.Status)
 	}
 	return fmt.Sprintf("Step %q is recorded on workflow task %s. Where the workflow stands now:", at.path, t.ID)
@@ -499,7 +390,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool, path string) (*slot, err
 	if len(open) > 0 {
 		var parts []string
 		for _, sl := range open {
-			parts = append(parts, fmt.Sprintf("%q (tool %q, %s %q)", sl.path, toolOf(sl.s), TaskIDArgument, TaskRef(taskID, sl.path)))
+			parts = append(parts, fmt.Sprintf("%q (tool %q, %s %q)", sl.path, toolOf(sl.s), mcptask.ArgTaskID, TaskRef(taskID, sl.path)))
 		}
 		options = strings.Join(parts, ", ")
 	}
@@ -523,7 +414,7 @@ func checkStep(wf *compiled, p *Progress, taskID, tool, path string) (*slot, err
 			}
 		}
 		if len(named) > 1 {
-			return nil, mcptask.InvalidParams("%d records of workflow task %s wait for tool %q: name the one this call performs with %s set to one of %s", len(named), taskID, tool, TaskIDArgument, strings.Join(named, ", "))
+			return nil, mcptask.InvalidParams("%d records of workflow task %s wait for tool %q: name the one this call performs with %s set to one of %s", len(named), taskID, tool, mcptask.ArgTaskID, strings.Join(named, ", "))
 		}
 	}
 	for i, s := range wf.steps {
@@ -587,7 +478,7 @@ func clientSlots(wf *compiled, p *Progress) []*slot {
 	walk = func(sl *slot) {
 		switch {
 		case sl.sp.ended():
-		case clientSide(sl.s, sl.sp) && (sl.parent == nil || sl.sp.Status != StepPending):
+		case clientSide(sl.s, sl.sp) && (sl.parent == nil || sl.sp.Status != mcptask.StepPending):
 			out = append(out, sl)
 		default:
 			for _, c := range sl.children() {
@@ -612,7 +503,7 @@ func clientSteps(p *Progress) []string {
 		if sp.ended() {
 			return
 		}
-		if len(sp.Items) == 0 && (sp.Status == StepAwaitingClient || sp.HandedToClient || (sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover)) {
+		if len(sp.Items) == 0 && (sp.Status == mcptask.StepAwaitingClient || sp.HandedToClient || (sp.Status == mcptask.StepFailed && sp.Execution == string(mcptask.ExecClient) && !sp.ServerTakeover)) {
 			out = append(out, sp.Name)
 			return
 		}
@@ -643,89 +534,19 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 		}
 		seen[from.Name] = true
 		sp := p.step(from.Name)
-		if sp == nil || sp.Status == StepCompleted {
+		if sp == nil || sp.Status == mcptask.StepCompleted {
 			continue
 		}
 		switch {
 		case sp.HandedToClient:
 			parts = append(parts, fmt.Sprintf("it needs the output of step %q, which the server could not perform (%s): perform that step first (tool %q), or resume the workflow", from.Name, oneLine(sp.Error), toolOf(from)))
-		case from.Execution() == ClientDeferred:
+		case from.Execution() == mcptask.ExecClient:
 			parts = append(parts, fmt.Sprintf("it needs the output of step %q: perform that step first (tool %q)", from.Name, toolOf(from)))
 		default:
 			parts = append(parts, fmt.Sprintf("it needs the output of step %q, which the server has not completed (%s)", from.Name, sp.Status))
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-// replayable returns the completed record the client performed with tool
-// (itself, or an outside system through the webhook), if any: a call of it
-// is a retry of that record. A call that names a record (path) retries
-// that one; one that names none, a step of the workflow.
-func replayable(wf *compiled, p *Progress, tool, path string) *slot {
-	done := func(sl *slot) bool {
-		return sl != nil && sl.s.kind.performs(tool) && sl.sp.Status == StepCompleted && (sl.sp.CompletedBy == ByClient || sl.sp.CompletedBy == ByWebhook)
-	}
-	if path != "" {
-		if sl := wf.slotAt(p, path); done(sl) {
-			return sl
-		}
-		return nil
-	}
-	for i := range wf.steps {
-		if i < len(p.Steps) {
-			if sl := wf.slotOf(p, i); done(sl) {
-				return sl
-			}
-		}
-	}
-	return nil
-}
-
-// recordedResult answers a retried continuation of the record at sl (the
-// call named path): the recorded result when the arguments are the
-// recorded ones, a clear refusal otherwise. ok is false when the call is
-// not a retry after all (other arguments, and a remaining record takes the
-// same tool).
-func recordedResult(t *store.Task, wf *compiled, p *Progress, sl *slot, req *mcp.CallToolRequest, path string) (res *mcp.CallToolResult, err error, ok bool) {
-	sp := sl.sp
-	if !sameJSON(canonical(req.Params.Arguments), sp.Arguments) {
-		if next := match(wf, p, toolOf(sl.s), path); next != nil && !t.Status.Terminal() {
-			return nil, nil, false
-		}
-		return nil, mcptask.InvalidParams("step %q (tool %q) of workflow task %s is already done: it was recorded with arguments %s and result %s; a retry must repeat those arguments",
-			sl.path, toolOf(sl.s), t.ID, sp.Arguments, truncate(string(sl.result(p)), 500)), true
-	}
-	raw, found := t.Variables[VarResultPrefix+sl.path]
-	if !found {
-		return nil, mcptask.InternalError("step %q of workflow task %s is done but its result was not kept", sl.path, t.ID), true
-	}
-	var ctr mcp.CallToolResult
-	if err := json.Unmarshal(raw, &ctr); err != nil {
-		return nil, mcptask.InternalError("decoding the recorded result of step %q: %v", sl.path, err), true
-	}
-	return &ctr, nil, true
-}
-
-// canonical returns args as compact JSON with sorted object keys, for
-// comparing a retried call's arguments with the recorded ones.
-func canonical(args json.RawMessage) json.RawMessage {
-	if len(args) == 0 {
-		return json.RawMessage("{}")
-	}
-	var v any
-	if err := json.Unmarshal(args, &v); err != nil {
-		return args
-	}
-	return marshal(v)
-}
-
-func sameJSON(a, b json.RawMessage) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return string(a) == string(b)
-	}
-	return reflect.DeepEqual(x, y)
 }
 
 func truncate(s string, n int) string {
@@ -742,7 +563,7 @@ func taskVars(raw any) (map[string]json.RawMessage, error) {
 	}
 	m, ok := raw.(map[string]any)
 	if !ok {
-		return nil, mcptask.InvalidParams("_meta.%s must be an object of task variables", MetaTaskVars)
+		return nil, mcptask.InvalidParams("_meta.%s must be an object of task variables", mcptask.MetaTaskVars)
 	}
 	out := make(map[string]json.RawMessage, len(m))
 	for k, v := range m {

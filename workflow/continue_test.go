@@ -21,7 +21,7 @@ func TestRecordedContinuationAnswersWhenTheTaskIsGone(t *testing.T) {
 	var hook func(ctx context.Context, taskID, step string)
 	f := newFixture(t, e, &Options{PromptWait: -1, AfterRecord: func(ctx context.Context, taskID, step string) { hook(ctx, taskID, step) }}, abc(nil))
 	tk, p := f.start(t, "abc", nil)
-	require.Equal(t, StepAwaitingClient, p.step("b").Status)
+	require.Equal(t, mcptask.StepAwaitingClient, p.step("b").Status)
 	deleted := false
 	hook = func(ctx context.Context, taskID, step string) {
 		if taskID != tk.ID {
@@ -31,7 +31,7 @@ func TestRecordedContinuationAnswersWhenTheTaskIsGone(t *testing.T) {
 		require.NoError(t, err)
 		gp, err := decodeProgress(got)
 		require.NoError(t, err)
-		require.Equal(t, StepCompleted, gp.step("b").Status, "the hook runs after the record committed")
+		require.Equal(t, mcptask.StepCompleted, gp.step("b").Status, "the hook runs after the record committed")
 		require.NoError(t, e.st.Delete(ctx, taskID))
 		deleted = true
 	}
@@ -74,7 +74,7 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 	call := func() <-chan reply {
 		out := make(chan reply, 1)
 		go func() {
-			req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tb", Arguments: []byte(`{"x":1}`), Meta: mcp.Meta{MetaTaskID: tk.ID}}}
+			req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "tb", Arguments: []byte(`{"x":1}`), Meta: mcp.Meta{mcptask.MetaTaskID: tk.ID}}}
 			res, err := e.cont(context.Background(), e.Resolve(context.Background(), req), req)
 			out <- reply{res, err}
 		}()
@@ -100,7 +100,7 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 	require.NoError(t, r.err, "the retry is answered, not refused")
 	ctr := r.res.(*mcp.CallToolResult)
 	require.Equal(t, map[string]any{"by": "tb"}, ctr.StructuredContent)
-	require.True(t, ctr.Meta[MetaWorkflow].(mcptask.WorkflowSummary).Replayed)
+	require.True(t, ctr.Meta[mcptask.MetaWorkflow].(mcptask.WorkflowSummary).Replayed)
 	require.Equal(t, 1, e.callsOf("tb"), "the tool ran once")
 
 	close(resume)
@@ -108,8 +108,8 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 	require.NoError(t, r.err)
 	ctr = r.res.(*mcp.CallToolResult)
 	require.Equal(t, map[string]any{"by": "tb"}, ctr.StructuredContent)
-	require.False(t, ctr.Meta[MetaWorkflow].(mcptask.WorkflowSummary).Replayed)
+	require.False(t, ctr.Meta[mcptask.MetaWorkflow].(mcptask.WorkflowSummary).Replayed)
 	done, _ := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, done.Status, "the resumed call set off c")
+	require.Equal(t, mcptask.StatusCompleted, done.Status, "the resumed call set off c")
 	require.Equal(t, 1, e.callsOf("tb"))
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // The derived version of a definition must not change when taskbridge
@@ -200,7 +200,7 @@ func TestHandlersKnowWhereTheyAre(t *testing.T) {
 		e.advance(time.Second) // the retry's backoff, on the fake clock
 		e.wakeDue(t)
 		_, p := f.task(t, tk.ID)
-		return p.step("ask").Status == StepAwaitingClient
+		return p.step("ask").Status == mcptask.StepAwaitingClient
 	}, 10*time.Second, 10*time.Millisecond)
 	_, err := f.call(t, tk.ID, "ask", map[string]any{"a": 1})
 	require.NoError(t, err)
@@ -209,9 +209,9 @@ func TestHandlersKnowWhereTheyAre(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []StepInfo{
-		{TaskID: tk.ID, Step: "flaky", Attempt: 1, IdempotencyKey: tk.ID + "/flaky", By: ByServer},
-		{TaskID: tk.ID, Step: "flaky", Attempt: 2, IdempotencyKey: tk.ID + "/flaky", By: ByServer},
-		{TaskID: tk.ID, Step: "ask", Attempt: 1, IdempotencyKey: tk.ID + "/ask", By: ByClient},
+		{TaskID: tk.ID, Step: "flaky", Attempt: 1, IdempotencyKey: tk.ID + "/flaky", By: string(mcptask.ExecServer)},
+		{TaskID: tk.ID, Step: "flaky", Attempt: 2, IdempotencyKey: tk.ID + "/flaky", By: string(mcptask.ExecServer)},
+		{TaskID: tk.ID, Step: "ask", Attempt: 1, IdempotencyKey: tk.ID + "/ask", By: string(mcptask.ExecClient)},
 	}, seen)
 }
 
@@ -232,15 +232,15 @@ func TestFailFastRecordsStoppedMembersCancelled(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, w)
 	tk, _ := f.start(t, "ci", nil)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusFailed, tk.Status)
-	require.Equal(t, StepFailed, p.step("lint").Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StepFailed, p.step("lint").Status)
 	for _, name := range []string{"unit", "integration"} {
 		sp := p.step(name)
-		require.Equal(t, StepCancelled, sp.Status, name)
+		require.Equal(t, mcptask.StepCancelled, sp.Status, name)
 		require.Contains(t, sp.SkipReason, `group "checks" failed`)
 		require.Equal(t, OutcomeCancelled, sp.History[len(sp.History)-1].Outcome)
 	}
-	require.Equal(t, StepPending, p.step("report").Status)
+	require.Equal(t, mcptask.StepPending, p.step("report").Status)
 	require.True(t, slices.Contains(p.RemainingSteps, "report"))
 	require.False(t, slices.Contains(p.RemainingSteps, "unit"))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 func testTools() ToolLookup {
@@ -175,7 +176,7 @@ func TestPlainRunnerRecordsEachStep(t *testing.T) {
 	r := &runner{wf: h.Workflow, call: call, now: h.now}
 	require.NoError(t, r.advance(context.Background(), p, rec))
 	last := snaps[len(snaps)-1]
-	require.Equal(t, StepFailed, last.Steps[1].Status)
+	require.Equal(t, mcptask.StepFailed, last.Steps[1].Status)
 	require.True(t, last.Steps[1].HandedToClient)
 	require.Equal(t, "model overloaded", last.Errors[0].Message)
 	require.Contains(t, last.RemainingSteps, "sum")

@@ -41,8 +41,10 @@ const VarWebhookToken = "_workflow.webhook"
 // who performed a step, where Execution says who is to.
 const (
 	ByWebhook = "webhook"
-	ByClient  = string(mcptask.ExecClient)
-	ByServer  = string(mcptask.ExecServer)
+	// Deprecated: use string(mcptask.ExecClient).
+	ByClient = string(mcptask.ExecClient)
+	// Deprecated: use string(mcptask.ExecServer).
+	ByServer = string(mcptask.ExecServer)
 )
 
 // ErrNotWaiting is matched by the error of a delivery to a step that does
@@ -141,8 +143,8 @@ func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Ti
 		u := store.Update{Labels: map[string]string{LabelTouched: "1"}}
 		if d.failure != "" {
 			p.PauseReason = d.failure
-			u.Status, u.StatusMessage = store.StatusFailed, &d.failure
-			u.Error = &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: d.failure}
+			u.Status, u.StatusMessage = mcptask.StatusFailed, &d.failure
+			u.Error = &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: d.failure}
 		}
 		return u, nil
 	})
@@ -175,7 +177,7 @@ func (b *Bridge) delivered(ctx context.Context, id string, s *Step, payload json
 		return false
 	}
 	sp := p.step(s.Name)
-	return sp != nil && sp.Status == StepCompleted && sameJSON(p.Outputs[s.binding()], payload)
+	return sp != nil && sp.Status == mcptask.StepCompleted && sameJSON(p.Outputs[s.binding()], payload)
 }
 
 // perform performs the client step of the delivery (which accepts the
@@ -188,7 +190,7 @@ func (d *delivery) perform(webhook bool) error {
 	}
 	b := in.b
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: toolOf(s), Arguments: d.payload,
-		Meta: mcp.Meta{MetaTaskID: in.id, mcptask.MetaIdempotencyKey: idempotencyKey(in.id, s.Name)}}}
+		Meta: mcp.Meta{mcptask.MetaTaskID: in.id, mcptask.MetaIdempotencyKey: idempotencyKey(in.id, s.Name)}}}
 	if t, _ := in.known(); t != nil {
 		if refused := in.prepareCall(d.ctx, t, req, s.Name); refused != nil {
 			return mcptask.InvalidParams("%s", refused.Content[0].(*mcp.TextContent).Text)
@@ -348,7 +350,7 @@ func (b *Bridge) respond(ctx context.Context, id, key string, raw json.RawMessag
 		return err
 	}
 	defer b.done(in)
-	d := &delivery{ctx: ctx, in: in, s: s, by: ByClient, via: viaUpdate}
+	d := &delivery{ctx: ctx, in: in, s: s, by: string(mcptask.ExecClient), via: viaUpdate}
 	if err := s.kind.answer(d, key, raw); err != nil {
 		return err
 	}

@@ -79,26 +79,30 @@
 //
 // # Files
 //
-//	definition.go  Definition, Step, sources, policies, the constructors
-//	condition.go   conditions (When, Unless) and their evaluation
-//	kinds.go       what varies by kind: a sleep's start and end, sources
-//	validate.go    registration checks
-//	version.go     versions, fingerprints, the compiled form of a definition
-//	bridge.go      Bridge, Options, Register, RegisterPlain
-//	prompt.go      starting and resuming a task, settle, the final result
-//	instance.go    one task in this process: commit, write, lease, wake-up
-//	drive.go       the drive loop: plan, walk, run, record, give up
-//	continue.go    continuation calls
-//	deliver.go     events and webhooks
-//	fork.go        rerun and fork
-//	recover.go     recovery, wake-ups, touches
-//	status.go      status lines
-//	paused.go      the event of a pause for the client (push webhooks hear of it)
-//	handoff.go     the handoff document of a task
-//	progress.go    Progress, the record kept in the task's variables
-//	exec.go        argument resolution; the plain runner
-//	plain.go       plain workflow prompts
-//	tool.go        workflows as tools
-//	observe.go     step observers
-//	engine.go      TaskEngine and the hooks handed to the engine
+//	definition.go         Definition, Step, sources, policies, the constructors
+//	condition.go          conditions (When, Unless) and their evaluation
+//	kinds.go              what varies by kind: a sleep's start and end, sources
+//	validate.go           registration checks
+//	version.go            versions, fingerprints, the compiled form of a definition
+//	bridge.go             Bridge, Options, Register, RegisterPlain
+//	prompt.go             starting and resuming a task, settle, the final result
+//	instance.go           one task in this process: commit, write, lease, wake-up
+//	drive.go              the drive loop: plan, walk, run, record, give up
+//	continue.go           continuation calls: matching a call to a step
+//	continue_record.go    recording a continuation, answering a retried one
+//	deliver.go            events and webhooks
+//	fork.go               rerun and fork
+//	recover.go            recovery, wake-ups, touches
+//	status.go             status lines
+//	paused.go             the event of a pause for the client (push webhooks hear of it)
+//	handoff.go            the handoff document of a task
+//	progress.go           Progress, the record kept in the task's variables
+//	exec.go               argument resolution; the plain runner
+//	plain.go              plain workflow prompts
+//	tool.go               workflows as tools
+//	observe.go            step observers
+//	engine.go             TaskEngine and the hooks handed to the engine
+//	kind_sample.go        sampling and ask steps (Sample, Ask)
+//	kind_sample_route.go  how their requests reach the client
+//	kind_sample_text.go   their prompt templates and the model's replies
 package workflow

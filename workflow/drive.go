@@ -407,7 +407,7 @@ func (in *instance) launch(name string) {
 	}
 	args, err := c.resolve(&resolver{w: wf.def, vars: in.vars, item: sl.item}, p, false, sp.ServerTakeover)
 	tctx, untrack := b.engine.Track(b.ctx, in.id)
-	ctx, cancel := context.WithCancelCause(withStep(tctx, in.id, name, a.N, ByServer))
+	ctx, cancel := context.WithCancelCause(withStep(tctx, in.id, name, a.N, string(mcptask.ExecServer)))
 	in.running[name] = &stepRun{attempt: a.N, cancel: cancel}
 	meta := mcp.Meta{mcptask.MetaIdempotencyKey: sp.IdempotencyKey}
 	go func() {
@@ -484,8 +484,8 @@ func (in *instance) stopAll(cause error) {
 // definition gone, a bug): the last resort that keeps one bad task from
 // anything else.
 func (b *Bridge) failTask(ctx context.Context, id, msg string) {
-	_, err := b.engine.Update(ctx, id, store.Update{Status: store.StatusFailed, StatusMessage: &msg,
-		Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}})
+	_, err := b.engine.Update(ctx, id, store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg,
+		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}})
 	if err != nil && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
 		b.engine.Logger().Error("failing a workflow task", "task", id, "error", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A process that died mid-undo left its undo record running: the next
@@ -12,15 +13,15 @@ import (
 // for a step of the workflow found running.
 func TestDueNowAfterAStopMidUndo(t *testing.T) {
 	now := time.Now()
-	p := &Progress{Steps: []StepProgress{{Name: "deploy", Status: StepCompleted}, {Name: "check", Status: StepFailed}},
+	p := &Progress{Steps: []StepProgress{{Name: "deploy", Status: mcptask.StepCompleted}, {Name: "check", Status: mcptask.StepFailed}},
 		Undo: &Undoing{Reason: "check failed", Listed: true, Steps: []StepProgress{
-			{Name: "undo:deploy", Status: StepRunning, Attempts: 1},
+			{Name: "undo:deploy", Status: mcptask.StepRunning, Attempts: 1},
 		}}}
 	require.True(t, dueNow(p, now), "the undo step's process is gone")
-	p.Undo.Steps[0].Status = StepCompleted
+	p.Undo.Steps[0].Status = mcptask.StepCompleted
 	require.True(t, dueNow(p, now), "every undo ended: the workflow fails now")
 	later := now.Add(time.Minute)
-	p.Undo.Steps[0] = StepProgress{Name: "undo:deploy", Status: StepPending, Attempts: 1, RetryAt: &later}
+	p.Undo.Steps[0] = StepProgress{Name: "undo:deploy", Status: mcptask.StepPending, Attempts: 1, RetryAt: &later}
 	require.False(t, dueNow(p, now), "the undo waits for its retry")
 	require.True(t, dueNow(p, later))
 }

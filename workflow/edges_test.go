@@ -44,7 +44,7 @@ func TestEventKeptUntilAwaited(t *testing.T) {
 	ctx := context.Background()
 	paths := map[string]func(t *testing.T, f *fixture, id string, payload string) (kept bool){
 		"go api": func(t *testing.T, f *fixture, id, payload string) bool {
-			res, err := f.b.Deliver(ctx, id, "go", json.RawMessage(payload), ByClient)
+			res, err := f.b.Deliver(ctx, id, "go", json.RawMessage(payload), string(mcptask.ExecClient))
 			require.NoError(t, err)
 			return strings.Contains(res.Content[0].(*mcp.TextContent).Text, "it is kept")
 		},
@@ -87,25 +87,25 @@ func TestEventKeptUntilAwaited(t *testing.T) {
 
 			require.True(t, deliver(t, f, tk.ID, `{"ok":true}`), "kept for later")
 			_, p := f.task(t, tk.ID)
-			require.Equal(t, StepPending, p.step("go").Status)
+			require.Equal(t, mcptask.StepPending, p.step("go").Status)
 			require.NotNil(t, p.step("go").Early)
 
 			// Once: another payload is refused, the same one accepted.
-			_, err := f.b.Deliver(ctx, tk.ID, "go", json.RawMessage(`{"ok":false}`), ByClient)
+			_, err := f.b.Deliver(ctx, tk.ID, "go", json.RawMessage(`{"ok":false}`), string(mcptask.ExecClient))
 			require.ErrorIs(t, err, ErrNotWaiting)
 			require.Contains(t, err.Error(), "an event is delivered once")
-			_, err = f.b.Deliver(ctx, tk.ID, "go", json.RawMessage(`{"ok":true}`), ByClient)
+			_, err = f.b.Deliver(ctx, tk.ID, "go", json.RawMessage(`{"ok":true}`), string(mcptask.ExecClient))
 			require.NoError(t, err)
 			// A payload that does not match is refused, kept or not.
-			_, err = f.b.Deliver(ctx, tk.ID, "go", json.RawMessage(`{"ok":"yes"}`), ByClient)
+			_, err = f.b.Deliver(ctx, tk.ID, "go", json.RawMessage(`{"ok":"yes"}`), string(mcptask.ExecClient))
 			var je *jsonrpc.Error
 			require.ErrorAs(t, err, &je)
 			require.EqualValues(t, mcptask.CodeInvalidParams, je.Code)
 
 			close(g.release)
 			tk, p = f.settled(t, tk.ID)
-			require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
-			require.Equal(t, StepCompleted, p.step("go").Status)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
+			require.Equal(t, mcptask.StepCompleted, p.step("go").Status)
 			require.Nil(t, p.step("go").Early)
 			require.JSONEq(t, `{"ok":true}`, string(p.Outputs["go"]))
 			require.Equal(t, 1, e.callsOf("ship"), "the kept payload reached the step after")
@@ -128,8 +128,8 @@ func TestEarlyDeclineSkips(t *testing.T) {
 	}).Answer(context.Background(), tk, map[string]json.RawMessage{"go": json.RawMessage(`{"action":"decline"}`)}))
 	close(g.release)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status)
-	require.Equal(t, StepSkipped, p.step("go").Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StepSkipped, p.step("go").Status)
 	require.Contains(t, p.step("go").SkipReason, `answered "decline"`)
 	require.Zero(t, e.callsOf("ship"))
 }
@@ -159,7 +159,7 @@ func TestDeclaredVersionCannotSwitchSilently(t *testing.T) {
 			require.Equal(t, VersionOf(v1), VersionOf(again), "the same declared version")
 			f := redeploy(t, e, nil, again)
 			tk, _ := f.task(t, id)
-			require.Equal(t, store.StatusFailed, tk.Status)
+			require.Equal(t, mcptask.StatusFailed, tk.Status)
 			require.Contains(t, tk.StatusMessage, row.says)
 			require.Contains(t, tk.StatusMessage, "never switches definitions silently")
 			require.Zero(t, e.callsOf("tc")+e.callsOf("tx"))
@@ -172,7 +172,7 @@ func TestDeclaredVersionCannotSwitchSilently(t *testing.T) {
 func TestForkOntoServedVersion(t *testing.T) {
 	e, id := pausedAtB(t, abc(nil).WithVersion("1"))
 	ctx := context.Background()
-	_, err := e.st.Update(ctx, id, store.Update{Status: store.StatusFailed, StatusMessage: ptr("gone")})
+	_, err := e.st.Update(ctx, id, store.Update{Status: mcptask.StatusFailed, StatusMessage: ptr("gone")})
 	require.NoError(t, err)
 	v2 := abc(func(w *Definition) { w.Step(Server("d", "td")) }).WithVersion("2")
 	f := redeploy(t, e, &Options{PromptWait: -1}, v2)
@@ -188,13 +188,13 @@ func TestForkOntoServedVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2", nt.Labels[LabelVersion])
 	_, p := f.task(t, nt.ID)
-	require.Equal(t, StepCompleted, p.step("a").Status, "a keeps the original's record")
+	require.Equal(t, mcptask.StepCompleted, p.step("a").Status, "a keeps the original's record")
 	_, op := decodeProgressOf(t, orig)
 	require.Equal(t, op.Outputs["a"], p.Outputs["a"])
 	_, err = f.call(t, nt.ID, "tb", map[string]any{"x": 1})
 	require.NoError(t, err)
 	tk, _ := f.settled(t, nt.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 1, e.callsOf("td"), "the fork ran the served version's new step")
 }
 
@@ -287,7 +287,7 @@ func TestTypedArguments(t *testing.T) {
 
 	tk, _ := f.start(t, "typed", map[string]string{"replicas": "3", "color": "GREEN"})
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.JSONEq(t, `{"replicas":3,"color":"green"}`, string(p.step("deploy").Arguments))
 
 	_, err = f.b.Fork(context.Background(), tk.ID, ForkOptions{From: "deploy", Arguments: map[string]string{"replicas": "many"}})
@@ -319,7 +319,7 @@ func TestGracefulStopIsNotACrash(t *testing.T) {
 		b.Close() // graceful: the running step is handed back
 		tk, p := f.task(t, tk.ID)
 		sp := p.step("long")
-		require.Equal(t, StepPending, sp.Status, "stop %d", stop)
+		require.Equal(t, mcptask.StepPending, sp.Status, "stop %d", stop)
 		require.Equal(t, OutcomeStopped, sp.History[len(sp.History)-1].Outcome)
 		require.Zero(t, sp.Interrupted)
 		require.False(t, tk.WakeAt.IsZero(), "due at once on whichever process picks it up")
@@ -332,7 +332,7 @@ func TestGracefulStopIsNotACrash(t *testing.T) {
 	}
 	close(g.release)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 5, p.step("long").Attempts)
 
 	// Crashes: the process ends without Close, twice with MaxInterruptions

@@ -48,7 +48,7 @@ func (b *Bridge) addEventTool(s *mcp.Server) {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			// Calls that name a task reach the bridge as continuations
 			// (eventCall); this one named none.
-			return refusal("call %s with the workflow task's id as the argument %s (the handoff gives it), the event and its payload", b.opts.EventTool, TaskIDArgument), nil
+			return refusal("call %s with the workflow task's id as the argument %s (the handoff gives it), the event and its payload", b.opts.EventTool, mcptask.ArgTaskID), nil
 		})
 }
 
@@ -66,7 +66,7 @@ func (b *Bridge) eventCall(ctx context.Context, q *taskrouter.Request, t *store.
 	if len(payload) == 0 || string(payload) == "null" {
 		payload = json.RawMessage("{}")
 	}
-	res, _, err := b.deliver(ctx, t.ID, in.Name, payload, ByClient, viaTool, readerOf(q))
+	res, _, err := b.deliver(ctx, t.ID, in.Name, payload, string(mcptask.ExecClient), viaTool, readerOf(q))
 	var je *jsonrpc.Error
 	switch {
 	case err == nil:

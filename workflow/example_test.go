@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -83,7 +84,7 @@ func Example() {
 	// (prompts/get with the task id), then asks for the approval.
 	for i := 0; i < 1000 && len(doc.ClientSteps()) == 0; i++ {
 		time.Sleep(10 * time.Millisecond)
-		res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "release", Meta: mcp.Meta{workflow.MetaTaskID: doc.TaskID}})
+		res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "release", Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID}})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -97,11 +98,11 @@ func Example() {
 	fmt.Println("next:", doc.ClientSteps()[0].Name)
 
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "decide",
-		Arguments: map[string]any{"approved": false, "reason": "error rate up", workflow.TaskIDArgument: doc.TaskID}})
+		Arguments: map[string]any{"approved": false, "reason": "error rate up", mcptask.ArgTaskID: doc.TaskID}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "release", Meta: mcp.Meta{workflow.MetaTaskID: doc.TaskID}})
+	res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "release", Meta: mcp.Meta{mcptask.MetaTaskID: doc.TaskID}})
 	if err != nil {
 		log.Fatal(err)
 	}

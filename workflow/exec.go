@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // ToolCaller runs a tool on the server for the client of session ss (nil
@@ -98,7 +99,7 @@ func idempotencyKey(taskID, step string) string {
 func complete(p *Progress, sl *slot, by string, args json.RawMessage, res *mcp.CallToolResult, now time.Time) {
 	sp := sl.sp
 	sp.end(ReasonClient, by, now, "")
-	sp.Status = StepCompleted
+	sp.Status = mcptask.StepCompleted
 	sp.CompletedBy = by
 	sp.Error = ""
 	sp.HandedToClient = false
@@ -112,7 +113,7 @@ func complete(p *Progress, sl *slot, by string, args json.RawMessage, res *mcp.C
 func fail(p *Progress, sl *slot, by, msg string, now time.Time) {
 	sp, s := sl.sp, sl.s
 	sp.end(ReasonClient, by, now, msg)
-	sp.Status = StepFailed
+	sp.Status = mcptask.StepFailed
 	sp.Error = msg
 	c := callOf(s)
 	p.Errors = append(p.Errors, StepError{Step: sl.path, Tool: toolOf(s), Message: msg, Retryable: c != nil && c.retryable, At: now})
@@ -159,7 +160,7 @@ func (r *runner) advance(ctx context.Context, p *Progress, rec Recorder) error {
 		s, sp := r.next(p)
 		if s != nil && !sp.HandedToClient {
 			if why := r.resolver().skipReason(p, s); why != "" {
-				sp.Status, sp.SkipReason = StepSkipped, why
+				sp.Status, sp.SkipReason = mcptask.StepSkipped, why
 				p.refresh()
 				continue
 			}
@@ -168,8 +169,8 @@ func (r *runner) advance(ctx context.Context, p *Progress, rec Recorder) error {
 		case s == nil:
 			p.PauseReason = ""
 			return nil
-		case s.Execution() == ClientDeferred:
-			sp.Status = StepAwaitingClient
+		case s.Execution() == mcptask.ExecClient:
+			sp.Status = mcptask.StepAwaitingClient
 			p.PauseReason = awaitingMessage(s, sp)
 			return rec.Record(ctx, p)
 		case sp.HandedToClient:
@@ -191,8 +192,8 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 		if sp.Attempts > 0 {
 			reason = ReasonRetry
 		}
-		sp.begin(reason, ByServer, r.now())
-		sp.Status = StepRunning
+		sp.begin(reason, string(mcptask.ExecServer), r.now())
+		sp.Status = mcptask.StepRunning
 		p.PauseReason = runningMessage(s, sp)
 		args, rerr := c.resolve(r.resolver(), p, false, false)
 		var res *mcp.CallToolResult
@@ -218,13 +219,13 @@ func (r *runner) runStep(ctx context.Context, p *Progress, s *Step, sp *StepProg
 		now := r.now()
 		if msg == "" {
 			sl := &slot{path: s.Name, s: s, sp: sp}
-			complete(p, sl, ByServer, marshal(args), res, now)
+			complete(p, sl, string(mcptask.ExecServer), marshal(args), res, now)
 			emit(r.observer, "", p, sl, nil)
 			r.trace = append(r.trace, resultMessage(s.Name, c.tool, OutputOf(res)))
 			return rec.Record(ctx, p)
 		}
 		sl := &slot{path: s.Name, s: s, sp: sp}
-		fail(p, sl, ByServer, msg, now)
+		fail(p, sl, string(mcptask.ExecServer), msg, now)
 		emit(r.observer, "", p, sl, nil)
 		r.trace = append(r.trace, textMessage("assistant", fmt.Sprintf("Step %q failed: %s", s.Name, msg)))
 		if rerr == nil && try < pol.MaxAttempts {

@@ -71,9 +71,9 @@ func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, or
 	if ttl == 0 {
 		ttl = time.Hour
 	}
-	status := store.StatusWorking
+	status := mcptask.StatusWorking
 	if opts.InputRequired {
-		status = store.StatusInputRequired
+		status = mcptask.StatusInputRequired
 	}
 	return e.st.Create(ctx, &store.Task{ID: cmp.Or(opts.ID, taskrouter.NewTaskID()), Owner: taskrouter.LocalOwner, Status: status,
 		StatusMessage: opts.StatusMessage, CreatedAt: e.Now(), TTL: ttl, Request: origin, Labels: labels, Variables: opts.Variables, WakeAt: opts.WakeAt})
@@ -177,7 +177,7 @@ func (e *fakeEngine) cancel(t *testing.T, id string) {
 // CancelTask cancels task id as the engine does: the status first, then
 // the work, then the kind learns it ended.
 func (e *fakeEngine) CancelTask(ctx context.Context, id, msg string) (*store.Task, error) {
-	nt, err := e.Update(ctx, id, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+	nt, err := e.Update(ctx, id, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg})
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (f *fixture) call(t *testing.T, id, tool string, args map[string]any) (mcp.
 	t.Helper()
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool, Arguments: raw, Meta: mcp.Meta{MetaTaskID: id}}}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool, Arguments: raw, Meta: mcp.Meta{mcptask.MetaTaskID: id}}}
 	return f.e.cont(context.Background(), f.e.Resolve(context.Background(), req), req)
 }
 

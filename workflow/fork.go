@@ -204,7 +204,7 @@ func forkStage(wf *compiled, p *Progress, from string) (int, error) {
 	switch i, ok := wf.index[from]; {
 	case from == "":
 		for j, s := range wf.steps {
-			if sp := p.step(s.Name); sp == nil || sp.Status != StepCompleted {
+			if sp := p.step(s.Name); sp == nil || sp.Status != mcptask.StepCompleted {
 				stage = wf.stage[j]
 				break
 			}

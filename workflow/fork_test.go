@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -35,7 +36,7 @@ func TestForkRerunsFromAStep(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, notes())
 	orig, _ := f.start(t, "notes", map[string]string{"topic": "tasks"})
 	orig, op := f.settled(t, orig.ID)
-	require.Equal(t, store.StatusFailed, orig.Status)
+	require.Equal(t, mcptask.StatusFailed, orig.Status)
 	require.Equal(t, []string{"fetch", "draft", "publish"}, f.b.ForkPoints(orig))
 
 	// A rerun of what failed: the steps before publish keep their outputs.
@@ -47,7 +48,7 @@ func TestForkRerunsFromAStep(t *testing.T) {
 	require.Equal(t, "publish", nt.Labels[LabelForkedAt])
 	require.Equal(t, orig.Owner, nt.Owner)
 	nt, np := f.settled(t, nt.ID)
-	require.Equal(t, store.StatusCompleted, nt.Status, nt.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, nt.Status, nt.StatusMessage)
 	require.Equal(t, 1, e.callsOf("fetch"), "fetch was not run again")
 	require.Equal(t, 1, e.callsOf("draft"))
 	require.Equal(t, op.Steps[0].History, np.Steps[0].History, "the original's record of fetch is kept")
@@ -56,7 +57,7 @@ func TestForkRerunsFromAStep(t *testing.T) {
 
 	// The original, ended, records its fork.
 	orig, _ = f.task(t, orig.ID)
-	require.Equal(t, store.StatusFailed, orig.Status, "the original's outcome is unchanged")
+	require.Equal(t, mcptask.StatusFailed, orig.Status, "the original's outcome is unchanged")
 	require.Equal(t, []Fork{{TaskID: nt.ID, From: "publish"}}, Forks(orig))
 
 	// A fork from draft with an edited argument: draft and publish run
@@ -64,7 +65,7 @@ func TestForkRerunsFromAStep(t *testing.T) {
 	nt2, err := f.b.Fork(ctx, orig.ID, ForkOptions{From: "draft", Arguments: map[string]string{"topic": "sleeps"}})
 	require.NoError(t, err)
 	nt2, np2 := f.settled(t, nt2.ID)
-	require.Equal(t, store.StatusCompleted, nt2.Status, nt2.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, nt2.Status, nt2.StatusMessage)
 	require.Equal(t, "sleeps", np2.Arguments["topic"])
 	require.Contains(t, string(np2.Outputs["publish"]), "sleeps")
 	require.Equal(t, 1, e.callsOf("fetch"))
@@ -97,7 +98,7 @@ func TestForkNeedsEveryEarlierStepEnded(t *testing.T) {
 	nt, err := f.b.Fork(context.Background(), tk.ID, ForkOptions{From: "b"})
 	require.NoError(t, err)
 	_, np := f.settled(t, nt.ID)
-	require.Equal(t, StepAwaitingClient, np.step("b").Status, "the fork waits for the client's b")
+	require.Equal(t, mcptask.StepAwaitingClient, np.step("b").Status, "the fork waits for the client's b")
 	require.Equal(t, 1, e.callsOf("ta"))
 }
 
@@ -107,13 +108,13 @@ func TestForkOfAGroupMemberRerunsTheGroup(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, checks())
 	tk, _ := f.start(t, "ci", nil)
 	tk, _ = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 	require.Equal(t, []string{"checks", "report"}, f.b.ForkPoints(tk))
 	nt, err := f.b.Fork(context.Background(), tk.ID, ForkOptions{From: "unit"})
 	require.NoError(t, err)
 	require.Equal(t, "checks", nt.Labels[LabelForkedAt])
 	nt, _ = f.settled(t, nt.ID)
-	require.Equal(t, store.StatusCompleted, nt.Status)
+	require.Equal(t, mcptask.StatusCompleted, nt.Status)
 	for _, n := range []string{"lint", "unit", "integration", "report"} {
 		require.Equal(t, 2, e.callsOf(n), n)
 	}
@@ -126,7 +127,7 @@ func TestForkTool(t *testing.T) {
 	f.b.AddForkTool(f.srv, "")
 	tk, _ := f.start(t, "notes", map[string]string{"topic": "x"})
 	tk, _ = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 
 	ctx := context.Background()
 	ct, st := mcp.NewInMemoryTransports()
@@ -148,7 +149,7 @@ func TestForkTool(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &doc))
 	require.NotEqual(t, tk.ID, doc.TaskID)
 	nt, _ := f.settled(t, doc.TaskID)
-	require.Equal(t, store.StatusCompleted, nt.Status)
+	require.Equal(t, mcptask.StatusCompleted, nt.Status)
 	require.Equal(t, 2, e.callsOf("publish"))
 
 	for _, args := range []map[string]any{{"task_id": "nope"}, {"task_id": tk.ID, "from": "nope"}, {"task_id": tk.ID}} {

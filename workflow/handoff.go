@@ -66,9 +66,9 @@ func (v *view) webhook(name string) *handoff.Webhook {
 // prompt.
 func (v *view) resumeAdvice() string {
 	if v.wf != nil && v.b.isWorkflowTool(v.wf.def.Name) {
-		return fmt.Sprintf("call tool %q with {%q: %q}", v.wf.def.Name, TaskIDArgument, v.t.ID)
+		return fmt.Sprintf("call tool %q with {%q: %q}", v.wf.def.Name, mcptask.ArgTaskID, v.t.ID)
 	}
-	return fmt.Sprintf("resume the workflow (%s of this prompt with the argument %q: %q)", handoff.ResumeMethod, TaskIDArgument, v.t.ID)
+	return fmt.Sprintf("resume the workflow (%s of this prompt with the argument %q: %q)", mcptask.MethodPromptsGet, mcptask.ArgTaskID, v.t.ID)
 }
 
 // handoff builds the handoff document of task t at progress p, for a
@@ -98,10 +98,10 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 	if wf != nil && b.isWorkflowTool(wf.def.Name) {
 		doc.Continuation = doc.Continuation.WithResumeTool(wf.def.Name)
 	}
-	if t.Status.Terminal() && t.Status != store.StatusCompleted && t.StatusMessage != "" {
+	if t.Status.Terminal() && t.Status != mcptask.StatusCompleted && t.StatusMessage != "" {
 		doc.PauseReason = t.StatusMessage
 	}
-	if t.Status == store.StatusCancelled && wf != nil && wf.def.UndoOnCancel {
+	if t.Status == mcptask.StatusCancelled && wf != nil && wf.def.UndoOnCancel {
 		if u, err := b.engine.Task(context.WithoutCancel(b.ctx), undoTaskID(t.ID)); err == nil {
 			doc.PauseReason += fmt.Sprintf("; what it did is undone by workflow task %s (%s)", u.ID, u.Status)
 		}
@@ -114,14 +114,14 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 	for i := range p.Steps {
 		sp := &p.Steps[i]
 		switch sp.Status {
-		case StepCompleted:
+		case mcptask.StepCompleted:
 			cs := handoff.CompletedStep{Name: sp.Name, Tool: sp.Tool, Kind: sp.Kind, Result: p.Outputs[sp.Output], By: sp.CompletedBy}
 			if sp.Attempts > 1 {
 				cs.Attempts = sp.Attempts
 			}
 			doc.CompletedSteps = append(doc.CompletedSteps, cs)
 			continue
-		case StepSkipped, StepCancelled:
+		case mcptask.StepSkipped, mcptask.StepCancelled:
 			doc.SkippedSteps = append(doc.SkippedSteps, handoff.SkippedStep{Name: sp.Name, Tool: sp.Tool, Kind: sp.Kind, Reason: sp.SkipReason})
 			continue
 		}
@@ -134,9 +134,9 @@ func (b *Bridge) handoff(t *store.Task, p *Progress, d mcptask.Dialect) *handoff
 		for _, sp := range p.Undo.Steps {
 			u := handoff.UndoStep{Undoes: strings.TrimPrefix(sp.Name, undoPrefix), Tool: sp.Tool, Status: sp.Status, Error: sp.Error}
 			if sp.GaveUp {
-				u.Status = StepFailed
-			} else if sp.Status == StepFailed {
-				u.Status = StepRunning // failed, retried
+				u.Status = mcptask.StepFailed
+			} else if sp.Status == mcptask.StepFailed {
+				u.Status = mcptask.StepRunning // failed, retried
 			}
 			doc.Undo = append(doc.Undo, u)
 		}
@@ -162,18 +162,18 @@ func (v *view) remaining(i int, sp *StepProgress) handoff.RemainingStep {
 // task's version is not served here); v.path names a record a container
 // keeps.
 func (v *view) entryFor(s *Step, sp *StepProgress) handoff.RemainingStep {
-	rs := handoff.RemainingStep{Name: sp.Name, Tool: sp.Tool, Execution: handoff.ExecServer,
+	rs := handoff.RemainingStep{Name: sp.Name, Tool: sp.Tool, Execution: mcptask.ExecServer,
 		Status: sp.Status, Attempts: sp.Attempts, HandedToClient: sp.HandedToClient,
 		RetryAt: sp.RetryAt, Deadline: sp.Deadline, Kind: sp.Kind, Group: sp.Group}
 	if sp.GaveUp {
-		rs.Status = StepFailed
+		rs.Status = mcptask.StepFailed
 	}
-	if sp.Status == StepFailed {
+	if sp.Status == mcptask.StepFailed {
 		rs.Error = sp.Error
 	}
-	client := sp.Execution == string(ClientDeferred) && !sp.ServerTakeover || sp.HandedToClient
+	client := sp.Execution == string(mcptask.ExecClient) && !sp.ServerTakeover || sp.HandedToClient
 	if client {
-		rs.Execution = handoff.ExecClient
+		rs.Execution = mcptask.ExecClient
 	}
 	if s != nil {
 		rs.Guidance = s.Guidance
@@ -187,7 +187,7 @@ func (v *view) entryFor(s *Step, sp *StepProgress) handoff.RemainingStep {
 		if rs.Arguments == nil {
 			rs.Arguments = map[string]json.RawMessage{}
 		}
-		rs.Arguments[TaskIDArgument] = marshal(v.taskRef())
+		rs.Arguments[mcptask.ArgTaskID] = marshal(v.taskRef())
 	}
 	return rs
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // The step-kind contract. Every rule of one kind of step lives in the
@@ -28,9 +29,9 @@ import (
 type kind interface {
 	// name is the kind's name, recorded in the progress (StepProgress.Kind)
 	// and the handoff.
-	name() StepKind
+	name() mcptask.StepKind
 	// execution says who performs the step when nothing went wrong.
-	execution() StepExecution
+	execution() mcptask.Execution
 
 	// check adds the kind's own registration problems (c.step is the
 	// step, c.rules the time rules).
@@ -63,7 +64,7 @@ type kind interface {
 	// step now, given its record.
 	clientSide(sp *StepProgress) bool
 	// awaiting is the status of the step while it waits for the client.
-	awaiting() string
+	awaiting() mcptask.StepStatus
 	// missed words what did not happen when the client's wait on the step
 	// ran out ("the client did not perform step ...").
 	missed(s *Step) string
@@ -168,18 +169,18 @@ const (
 // deliveries. Kinds embed it.
 type base struct{}
 
-func (base) execution() StepExecution { return ServerExecutable }
-func (base) serve(*turn) string       { return "" }
-func (base) print() any               { return nil }
-func (base) reads() []read            { return nil }
-func (base) members() []*Step         { return nil }
-func (base) body() *Step              { return nil }
+func (base) execution() mcptask.Execution { return mcptask.ExecServer }
+func (base) serve(*turn) string           { return "" }
+func (base) print() any                   { return nil }
+func (base) reads() []read                { return nil }
+func (base) members() []*Step             { return nil }
+func (base) body() *Step                  { return nil }
 func (base) sub(*Step, *StepProgress, int) (*Step, *StepProgress, json.RawMessage) {
 	return nil, nil, nil
 }
 func (base) argType(string) *ArgType       { return nil }
 func (base) clientSide(*StepProgress) bool { return false }
-func (base) awaiting() string              { return StepAwaitingClient }
+func (base) awaiting() mcptask.StepStatus  { return mcptask.StepAwaitingClient }
 func (base) missed(s *Step) string {
 	return "the client did not perform step " + quote(s.Name)
 }

@@ -22,7 +22,7 @@ import (
 // told to ask the user; FailsWorkflow: the workflow fails).
 
 // KindAsk is a question a person answers through the client (Ask).
-const KindAsk StepKind = "question"
+const KindAsk mcptask.StepKind = "question"
 
 // ask is the kind of Ask steps.
 type ask struct {
@@ -43,7 +43,7 @@ func Ask(name, message string, schema any) *Step {
 	return newStep(name, k)
 }
 
-func (k *ask) name() StepKind { return KindAsk }
+func (k *ask) name() mcptask.StepKind { return KindAsk }
 
 func (k *ask) print() any {
 	return printed{Args: k.printArgs(), Extra: map[string]any{"method": k.method, "text": k.text, "schema": k.schema}}

@@ -29,6 +29,8 @@ import (
 // are in lineage.go. A fork from the step starts a new child.
 
 // KindChild starts another workflow and waits for its end (Child).
+//
+// Deprecated: use mcptask.StepKindChild.
 const KindChild = mcptask.StepKindChild
 
 // childStep is the kind of Child steps.
@@ -73,7 +75,7 @@ func (s *Step) HandsToClient() *Step {
 	return s
 }
 
-func (k *childStep) name() StepKind                { return KindChild }
+func (k *childStep) name() mcptask.StepKind        { return mcptask.StepKindChild }
 func (k *childStep) bind(arg string, src Source)   { k.args[arg] = src }
 func (k *childStep) setFailure(p FailurePolicy)    { k.onFailure = p }
 func (k *childStep) argNames() []string            { return slices.Sorted(maps.Keys(k.args)) }
@@ -157,20 +159,20 @@ func (k *childStep) serve(x *turn) string {
 		if err != nil {
 			return fmt.Sprintf("step %q cannot start workflow %q: %v; the workflow failed", x.s.Name, k.workflow, err)
 		}
-		sp.begin(ReasonFirst, ByServer, x.now)
+		sp.begin(ReasonFirst, string(mcptask.ExecServer), x.now)
 		id := childID(x.in.id, x.sl.path, sp.Attempts)
 		if _, err := b.startChild(ctx, x.in.task, k.workflow, args, id, x.sl.path); err != nil {
 			if errors.Is(err, errNotStarted) {
 				return fmt.Sprintf("step %q cannot start workflow %q: %v; the workflow failed", x.s.Name, k.workflow, err)
 			}
-			sp.end(ReasonFirst, ByServer, x.now, err.Error()) // the store: start it again soon
+			sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, err.Error()) // the store: start it again soon
 			sp.Attempts--
 			at := x.now.Add(time.Second)
-			sp.RetryAt, sp.Status = &at, StepPending
+			sp.RetryAt, sp.Status = &at, mcptask.StepPending
 			return ""
 		}
 		sp.Child, sp.RetryAt = id, nil
-		sp.Status = StepAwaitingChild
+		sp.Status = mcptask.StepAwaitingChild
 		x.emit()
 	}
 	ct, err := b.engine.Task(ctx, sp.Child)
@@ -183,24 +185,24 @@ func (k *childStep) serve(x *turn) string {
 		return ""
 	}
 	switch ct.Status {
-	case store.StatusCompleted:
+	case mcptask.StatusCompleted:
 		cp, err := decodeProgress(ct)
 		if err != nil {
 			return k.failed(x, fmt.Sprintf("child workflow task %s completed, but its progress cannot be read: %v", sp.Child, err))
 		}
 		sp.Until = nil
-		sp.end(ReasonFirst, ByServer, x.now, "")
-		sp.Status, sp.CompletedBy = StepCompleted, ByServer
+		sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, "")
+		sp.Status, sp.CompletedBy = mcptask.StepCompleted, string(mcptask.ExecServer)
 		x.sl.output(x.p, marshal(cp.Outputs))
 		x.p.UpdatedAt = x.now
 		x.emit()
 		return ""
-	case store.StatusFailed, store.StatusCancelled:
+	case mcptask.StatusFailed, mcptask.StatusCancelled:
 		return k.failed(x, fmt.Sprintf("child workflow %q (task %s) %s: %s", k.workflow, sp.Child, ct.Status, oneLine(ct.StatusMessage)))
 	}
-	sp.Status = StepAwaitingChild
+	sp.Status = mcptask.StepAwaitingChild
 	if cp, err := decodeProgress(ct); err == nil && waiting(cp) {
-		sp.Status = StepAwaitingClient // its client steps are the client's
+		sp.Status = mcptask.StepAwaitingClient // its client steps are the client's
 	}
 	at := x.now.Add(childCheck)
 	sp.Until = &at
@@ -211,18 +213,18 @@ func (k *childStep) serve(x *turn) string {
 func (k *childStep) failed(x *turn, why string) string {
 	sp := x.sp
 	sp.Until = nil
-	sp.end(ReasonFirst, ByServer, x.now, why)
+	sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, why)
 	sp.Error = why
 	x.emit()
 	switch k.policy() {
 	case SkipStep:
-		sp.Status, sp.SkipReason = StepSkipped, why
+		sp.Status, sp.SkipReason = mcptask.StepSkipped, why
 		return ""
 	case HandToClient:
-		sp.Status, sp.HandedToClient = StepFailed, true
+		sp.Status, sp.HandedToClient = mcptask.StepFailed, true
 		return ""
 	}
-	sp.Status = StepFailed
+	sp.Status = mcptask.StepFailed
 	return fmt.Sprintf("step %q failed: %s; the workflow failed", x.s.Name, why)
 }
 
@@ -247,16 +249,16 @@ func (k *childStep) resolve(x *turn) (map[string]string, error) {
 // takeBack: a resume starts a new child.
 func (k *childStep) takeBack(sp *StepProgress) {
 	sp.Child, sp.Until = "", nil
-	sp.Status = StepPending
+	sp.Status = mcptask.StepPending
 }
 
 func (k *childStep) status(s *Step, sp *StepProgress) (string, rank) {
 	switch {
 	case sp.HandedToClient:
 		return fmt.Sprintf("step %q: %s; resume the workflow to start it again", s.Name, oneLine(sp.Error)), rankHanded
-	case sp.Status == StepAwaitingClient:
+	case sp.Status == mcptask.StepAwaitingClient:
 		return fmt.Sprintf("step %q: child workflow %q (task %s) waits for the client", s.Name, k.workflow, sp.Child), rankWaiting
-	case sp.Status == StepAwaitingChild:
+	case sp.Status == mcptask.StepAwaitingChild:
 		return fmt.Sprintf("step %q: child workflow %q (task %s) runs its steps", s.Name, k.workflow, sp.Child), rankRunning
 	}
 	return "", rankNone
@@ -269,8 +271,8 @@ func (k *childStep) entry(v *view, s *Step, sp *StepProgress, rs *handoff.Remain
 		rs.Do = fmt.Sprintf("failed: %s; %s to start it again.", trimDot(oneLine(sp.Error)), v.resumeAdvice())
 	case sp.Child == "":
 		rs.Do = fmt.Sprintf("starts workflow %q as a child task once the steps before it are done; the server does it, do not call anything for it.", k.workflow)
-	case sp.Status == StepAwaitingClient:
-		rs.Do = fmt.Sprintf("child workflow %q (task %s) waits for the steps listed next, which you perform on the child: call each with %s set to %q.", k.workflow, sp.Child, TaskIDArgument, sp.Child)
+	case sp.Status == mcptask.StepAwaitingClient:
+		rs.Do = fmt.Sprintf("child workflow %q (task %s) waits for the steps listed next, which you perform on the child: call each with %s set to %q.", k.workflow, sp.Child, mcptask.ArgTaskID, sp.Child)
 	default:
 		rs.Do = fmt.Sprintf("child workflow %q (task %s) runs its steps on the server; do not call anything for it.", k.workflow, sp.Child)
 	}
@@ -293,7 +295,7 @@ func (k *childStep) entries(v *view, sl *slot) []handoff.RemainingStep {
 	}
 	var out []handoff.RemainingStep
 	for _, rs := range v.b.handoff(ct, cp, v.d).RemainingSteps {
-		if rs.Execution != handoff.ExecClient {
+		if rs.Execution != mcptask.ExecClient {
 			continue
 		}
 		rs.Name = sl.path + "/" + rs.Name

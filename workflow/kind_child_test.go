@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
@@ -71,9 +72,9 @@ func TestChildWorkflow(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1, AfterLineage: seen}, notesWorkflow(), train())
 	tk, _ := f.start(t, "train", map[string]string{"repo": "acme/api"})
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusWorking, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusWorking, tk.Status, tk.StatusMessage)
 	sp := p.step("notes")
-	require.Equal(t, StepAwaitingClient, sp.Status, "its child waits for the client")
+	require.Equal(t, mcptask.StepAwaitingClient, sp.Status, "its child waits for the client")
 	require.Equal(t, childID(tk.ID, "notes", 1), sp.Child, "the child's id is derived from the parent and the step")
 	require.Contains(t, tk.StatusMessage, `child workflow "release_notes" (task `+sp.Child+`) waits for the client`)
 
@@ -95,7 +96,7 @@ func TestChildWorkflow(t *testing.T) {
 	}
 	require.NotNil(t, entry)
 	require.Equal(t, "review_notes", entry.Call.Tool)
-	require.JSONEq(t, `"`+sp.Child+`"`, string(entry.Call.Arguments[TaskIDArgument]))
+	require.JSONEq(t, `"`+sp.Child+`"`, string(entry.Call.Arguments[mcptask.ArgTaskID]))
 	text, err := handoff.Render(doc)
 	require.NoError(t, err)
 	require.Contains(t, text, sp.Child)
@@ -106,13 +107,13 @@ func TestChildWorkflow(t *testing.T) {
 	out := res.(*mcp.CallToolResult)
 	text = toolText(out)
 	require.Contains(t, text, `Step "review_notes" is recorded on workflow task `+sp.Child+`, a child workflow of task `+tk.ID)
-	shown, ok := out.Meta[handoff.MetaKey].(*handoff.Document)
+	shown, ok := out.Meta[mcptask.MetaHandoff].(*handoff.Document)
 	require.True(t, ok)
 	require.Equal(t, tk.ID, shown.TaskID, "the handoff is the parent's")
-	require.Equal(t, string(store.StatusCompleted), shown.Status)
+	require.Equal(t, string(mcptask.StatusCompleted), shown.Status)
 
 	tk, p = f.task(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	var outs map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(p.Outputs["notes"], &outs))
 	require.Contains(t, outs, "publish_notes", "the child's outputs are the step's output")
@@ -148,7 +149,7 @@ func TestChildFailurePolicies(t *testing.T) {
 		f, e := setup(t, func(*Step) {})
 		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
 		tk, _ = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `step "notes" failed: child workflow "release_notes" (task`)
 		require.Contains(t, tk.StatusMessage, "the repo has no tags")
 		require.Zero(t, e.callsOf("ship"))
@@ -157,26 +158,26 @@ func TestChildFailurePolicies(t *testing.T) {
 		f, e := setup(t, func(s *Step) { s.SkipsOnFailure() })
 		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
-		require.Equal(t, StepSkipped, p.step("notes").Status)
-		require.Equal(t, StepSkipped, p.step("ship").Status, "what reads its output is skipped")
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StepSkipped, p.step("notes").Status)
+		require.Equal(t, mcptask.StepSkipped, p.step("ship").Status, "what reads its output is skipped")
 		require.Zero(t, e.callsOf("ship"))
 	})
 	t.Run("hands to the client: a resume starts a new child", func(t *testing.T) {
 		f, e := setup(t, func(s *Step) { s.HandsToClient() })
 		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusWorking, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusWorking, tk.Status, tk.StatusMessage)
 		first := p.step("notes").Child
 		require.True(t, p.step("notes").HandedToClient)
 		require.Contains(t, tk.StatusMessage, "resume the workflow to start it again")
 		e.tool("draft", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
 			return ok(map[string]any{"drafted": true}), nil
 		})
-		_, err := f.b.prompt("train").Handle(context.Background(), &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: "train", Arguments: map[string]string{TaskIDArgument: tk.ID}}})
+		_, err := f.b.prompt("train").Handle(context.Background(), &mcp.GetPromptRequest{Params: &mcp.GetPromptParams{Name: "train", Arguments: map[string]string{mcptask.ArgTaskID: tk.ID}}})
 		require.NoError(t, err)
 		tk, p = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 		require.Equal(t, childID(tk.ID, "notes", 2), p.step("notes").Child, "a second child, for the second attempt")
 		require.NotEqual(t, first, p.step("notes").Child)
 		require.Len(t, tasksOf(t, e, LabelParent, tk.ID), 2)
@@ -193,7 +194,7 @@ func TestCancelParentCancelsChild(t *testing.T) {
 	childTask := p.step("notes").Child
 	e.cancel(t, tk.ID)
 	ct, _ := f.task(t, childTask)
-	require.Equal(t, store.StatusCancelled, ct.Status)
+	require.Equal(t, mcptask.StatusCancelled, ct.Status)
 	require.Equal(t, "cancelled: its parent workflow task "+tk.ID+" cancelled", ct.StatusMessage)
 
 	// A child cancelled on its own fails its parent's step.
@@ -202,7 +203,7 @@ func TestCancelParentCancelsChild(t *testing.T) {
 	tk, p = f2.settled(t, tk.ID)
 	e.cancel(t, p.step("notes").Child)
 	tk, _ = f2.settled(t, tk.ID)
-	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, "cancelled: cancelled by request")
 }
 
@@ -300,7 +301,7 @@ func TestChildAcrossStops(t *testing.T) {
 		_, err := f.call(t, p.step("notes").Child, "review_notes", map[string]any{"approved": true})
 		require.NoError(t, err)
 		tk, _ = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 		require.Equal(t, 1, e.callsOf("ship"))
 	})
 	t.Run("the child ended while its parent could not hear it", func(t *testing.T) {
@@ -319,7 +320,7 @@ func TestChildAcrossStops(t *testing.T) {
 		_, err := f.call(t, childTask, "review_notes", map[string]any{"approved": true})
 		require.NoError(t, err, "the child's step is recorded whatever its parent does")
 		ct, _ := f.settled(t, childTask)
-		require.Equal(t, store.StatusCompleted, ct.Status)
+		require.Equal(t, mcptask.StatusCompleted, ct.Status)
 		tk, _ = f.task(t, tk.ID)
 		require.False(t, tk.Status.Terminal(), "the parent missed the end")
 		f.b.Close()
@@ -329,7 +330,7 @@ func TestChildAcrossStops(t *testing.T) {
 		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond,
 			"a restart looks at the child at once")
 		tk, p = f.task(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 		require.Equal(t, 1, e.callsOf("ship"), "the end recorded once")
 		require.Equal(t, 1, p.step("notes").Attempts)
 	})
@@ -345,12 +346,12 @@ func TestChildAcrossStops(t *testing.T) {
 		// poke was lost): the parent learns it at its next look.
 		childTask := p.step("notes").Child
 		msg := "done elsewhere"
-		_, err := e.st.Update(context.Background(), childTask, store.Update{Status: store.StatusFailed, StatusMessage: &msg})
+		_, err := e.st.Update(context.Background(), childTask, store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg})
 		require.NoError(t, err)
 		e.advance(childCheck)
 		require.Equal(t, 1, f.e.wakeDue(t))
 		tk, _ = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, "done elsewhere")
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A client step is performed by the client: it calls the step's tool with
@@ -28,13 +29,13 @@ func Client(name, tool string) *Step {
 	return newStep(name, &clientStep{toolCall: newCall(tool)})
 }
 
-func (k *clientStep) name() StepKind            { return KindTool }
-func (k *clientStep) execution() StepExecution  { return ClientDeferred }
-func (k *clientStep) print() any                { return printed{Tool: k.tool, Args: k.printArgs()} }
-func (k *clientStep) reads() []read             { return k.callReads() }
-func (k *clientStep) acceptsWebhook() bool      { return k.webhook }
-func (k *clientStep) tools(*Options) []string   { return []string{k.tool} }
-func (k *clientStep) performs(tool string) bool { return k.calls(tool) }
+func (k *clientStep) name() mcptask.StepKind       { return mcptask.StepKindTool }
+func (k *clientStep) execution() mcptask.Execution { return mcptask.ExecClient }
+func (k *clientStep) print() any                   { return printed{Tool: k.tool, Args: k.printArgs()} }
+func (k *clientStep) reads() []read                { return k.callReads() }
+func (k *clientStep) acceptsWebhook() bool         { return k.webhook }
+func (k *clientStep) tools(*Options) []string      { return []string{k.tool} }
+func (k *clientStep) performs(tool string) bool    { return k.calls(tool) }
 
 func (k *clientStep) check(c *checker) {
 	k.checkCall(c, true)
@@ -60,14 +61,14 @@ func (k *clientStep) missed(s *Step) string {
 // defaults.
 func (k *clientStep) takeBack(sp *StepProgress) {
 	sp.ServerTakeover = true
-	sp.Status, sp.Tries = StepPending, 0
+	sp.Status, sp.Tries = mcptask.StepPending, 0
 }
 
 // serve runs a client step the server took over.
 func (k *clientStep) serve(x *turn) string { return x.attempt() }
 
 func (k *clientStep) status(s *Step, sp *StepProgress) (string, rank) {
-	if sp.ServerTakeover || sp.Status == StepPending {
+	if sp.ServerTakeover || sp.Status == mcptask.StepPending {
 		return "", rankNone
 	}
 	return awaitingMessage(s, sp), rankWaiting
@@ -78,9 +79,9 @@ func (k *clientStep) entry(v *view, s *Step, sp *StepProgress, rs *handoff.Remai
 	switch {
 	case sp.ServerTakeover:
 		rs.Do = serverDo(sp)
-	case sp.Status == StepPending:
+	case sp.Status == mcptask.StepPending:
 		rs.Do = "yours to perform once the steps before it are done; not yet."
-	case sp.Status == StepFailed && sp.Error != "":
+	case sp.Status == mcptask.StepFailed && sp.Error != "":
 		rs.Do = fmt.Sprintf("is yours, but your last call failed: %s; call again with corrected values", trimDot(oneLine(sp.Error)))
 		rs.Call = k.callFor(v, sp, false)
 	default:
@@ -95,7 +96,7 @@ func (k *clientStep) deliver(d *delivery) error { return d.perform(k.webhook) }
 // client.
 func awaitingMessage(s *Step, sp *StepProgress) string {
 	msg := fmt.Sprintf("waiting for the client to call tool %q for step %q (with the task id as argument _task_id)", toolOf(s), s.Name)
-	if sp.Status == StepFailed && sp.Error != "" {
+	if sp.Status == mcptask.StepFailed && sp.Error != "" {
 		msg += fmt.Sprintf("; its last call failed: %s", oneLine(sp.Error))
 	}
 	return msg

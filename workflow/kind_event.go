@@ -23,6 +23,8 @@ import (
 // bounded (TimeoutFail or TimeoutSkip: no tool could perform it).
 
 // KindEvent waits for a named event that an outsider delivers (Event).
+//
+// Deprecated: use mcptask.StepKindEvent.
 const KindEvent = mcptask.StepKindEvent
 
 // event is the kind of Event steps.
@@ -40,13 +42,13 @@ func Event(name, description string) *Step {
 	return s
 }
 
-func (k *event) name() StepKind                { return KindEvent }
-func (k *event) execution() StepExecution      { return ClientDeferred }
+func (k *event) name() mcptask.StepKind        { return mcptask.StepKindEvent }
+func (k *event) execution() mcptask.Execution  { return mcptask.ExecClient }
 func (k *event) setPayload(schema any)         { k.schema = schema }
 func (k *event) wait() *clientWait             { return &k.waits }
 func (k *event) acceptWebhook()                {}
 func (k *event) clientSide(*StepProgress) bool { return true }
-func (k *event) awaiting() string              { return StepAwaitingEvent }
+func (k *event) awaiting() mcptask.StepStatus  { return mcptask.StepAwaitingEvent }
 func (k *event) missed(s *Step) string {
 	return fmt.Sprintf("the event of step %q did not arrive", s.Name)
 }
@@ -74,7 +76,7 @@ func (k *event) check(c *checker) {
 }
 
 func (k *event) status(s *Step, sp *StepProgress) (string, rank) {
-	if sp.Status != StepAwaitingEvent {
+	if sp.Status != mcptask.StepAwaitingEvent {
 		return "", rankNone
 	}
 	return eventMessage(s), rankWaiting
@@ -98,7 +100,7 @@ func (k *event) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingS
 	if s.Guidance != "" {
 		what = trimDot(oneLine(s.Guidance))
 	}
-	if sp.Status != StepAwaitingEvent {
+	if sp.Status != mcptask.StepAwaitingEvent {
 		rs.Do = fmt.Sprintf("waits for %s once the steps before it are done (one delivered earlier is kept until then).", what)
 		return
 	}
@@ -107,13 +109,13 @@ func (k *event) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingS
 	// (tasks/update), an outside system POST to the webhook.
 	rs.Do = fmt.Sprintf("waits for a person's decision: %s", what)
 	rs.Call = &handoff.Call{Tool: v.b.opts.EventTool, Person: true, Fill: payloadFill(k.schema), Arguments: map[string]json.RawMessage{
-		TaskIDArgument: marshal(v.t.ID), "event": marshal(s.Name)}}
+		mcptask.ArgTaskID: marshal(v.t.ID), "event": marshal(s.Name)}}
 }
 
 // inputRequest is the elicitation form tasks/get lists while the event
 // is awaited (extension dialect).
 func (k *event) inputRequest(s *Step, sp *StepProgress) json.RawMessage {
-	if sp.Status != StepAwaitingEvent {
+	if sp.Status != mcptask.StepAwaitingEvent {
 		return nil
 	}
 	schema := k.schema
@@ -147,7 +149,7 @@ func (k *event) deliver(d *delivery) error {
 	}
 	return d.commit(func(p *Progress, sp *StepProgress, now time.Time) (bool, error) {
 		switch {
-		case sp.Status == StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
+		case sp.Status == mcptask.StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
 			return false, nil // delivered already
 		case sp.ended():
 			return false, d.notWaiting(fmt.Sprintf("it is %s", sp.Status))
@@ -183,10 +185,10 @@ func (k *event) arrive(p *Progress, s *Step, sp *StepProgress, payload json.RawM
 	sp.end(ReasonClient, by, now, skip)
 	sp.ReachedAt, sp.Deadline = nil, nil
 	if skip != "" {
-		sp.Status, sp.SkipReason = StepSkipped, skip
+		sp.Status, sp.SkipReason = mcptask.StepSkipped, skip
 		return
 	}
-	sp.Status, sp.CompletedBy = StepCompleted, by
+	sp.Status, sp.CompletedBy = mcptask.StepCompleted, by
 	p.Outputs[s.binding()] = compact(payload)
 }
 

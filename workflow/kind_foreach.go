@@ -27,6 +27,8 @@ import (
 // again.
 
 // KindForEach runs a step once per item of a list (ForEach).
+//
+// Deprecated: use mcptask.StepKindForEach.
 const KindForEach = mcptask.StepKindForEach
 
 // MaxItems bounds the items of one for-each.
@@ -68,7 +70,7 @@ type limiter interface{ setLimit(n int) }
 func (k *forEach) setLimit(n int)            { k.limit = n }
 func (k *forEach) body() *Step               { return k.do }
 func (k *forEach) stopOnFailure()            { k.failFast = true }
-func (k *forEach) name() StepKind            { return KindForEach }
+func (k *forEach) name() mcptask.StepKind    { return mcptask.StepKindForEach }
 func (k *forEach) tools(o *Options) []string { return k.do.kind.tools(o) }
 func (k *forEach) argType(label string) *ArgType {
 	if label != labelItems {
@@ -124,11 +126,11 @@ func (k *forEach) serve(x *turn) string {
 		if len(list) > MaxItems {
 			return fmt.Sprintf("step %q has %d items, more than the most a for-each takes (%d); the workflow failed", x.s.Name, len(list), MaxItems)
 		}
-		sp.begin(ReasonFirst, ByServer, x.now)
+		sp.begin(ReasonFirst, string(mcptask.ExecServer), x.now)
 		sp.Items = make([]StepProgress, len(list))
 		for i, v := range list {
 			sp.Items[i] = StepProgress{Name: fmt.Sprintf("%s[%d]", x.sl.path, i), Tool: toolOf(k.do), Execution: string(k.do.Execution()),
-				Status: StepPending, Output: k.do.binding(), N: i, Item: v}
+				Status: mcptask.StepPending, Output: k.do.binding(), N: i, Item: v}
 			if c := k.do.Kind(); callOf(k.do) == nil {
 				sp.Items[i].Kind = string(c)
 			}

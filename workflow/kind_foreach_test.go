@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // builds runs build once per service of the services argument, at most
@@ -43,7 +42,7 @@ func TestForEachRunsItemsAtMostLimitAtOnce(t *testing.T) {
 	require.Contains(t, p.PauseReason, `step "build": 0 of 5 items done, 2 running (tool "build" per item)`)
 	close(g.release)
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 2, g.peak, "never more than the limit at once")
 	require.Equal(t, 5, e.callsOf("build"))
 	var out []map[string]any
@@ -71,7 +70,7 @@ func TestForEachRunsItemsAtMostLimitAtOnce(t *testing.T) {
 	f2 := newFixture(t, e2, &Options{PromptWait: -1}, w)
 	tk, _ = f2.start(t, "builds", map[string]string{"services": `["api","web"]`})
 	tk, p = f2.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, []string{"build[0]=api", "build[1]=web"}, seen, "in sequence, in order, each under its path")
 	require.JSONEq(t, `[{"built":"api"},{"built":"web"}]`, string(p.Outputs["build"]))
 }
@@ -93,7 +92,7 @@ func TestForEachCrashRerunsOnlyUnfinishedItems(t *testing.T) {
 	g.waitStarted(t, 1)
 	require.Eventually(t, func() bool {
 		_, p := f.task(t, tk.ID)
-		return p.step("build").Items[0].Status == StepCompleted && p.step("build").Items[2].Status == StepCompleted
+		return p.step("build").Items[0].Status == mcptask.StepCompleted && p.step("build").Items[2].Status == mcptask.StepCompleted
 	}, 10*time.Second, 5*time.Millisecond)
 	f.b.Close() // the process stops while "slow" builds
 
@@ -105,7 +104,7 @@ func TestForEachCrashRerunsOnlyUnfinishedItems(t *testing.T) {
 	})
 	f = redeploy(t, e, &Options{PromptWait: -1}, builds())
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.EqualValues(t, 1, reruns.Load())
 	slow := p.step("build").Items[1]
 	require.Equal(t, ReasonRestart, slow.History[len(slow.History)-1].Reason)
@@ -128,9 +127,9 @@ func TestForEachFailures(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, w)
 		tk, _ := f.start(t, "builds", map[string]string{"services": "api,flaky,web"})
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `step "build" failed: build[1]: build broke`)
-		require.Equal(t, StepCompleted, p.step("build").Items[2].Status, "the other items ran to their end")
+		require.Equal(t, mcptask.StepCompleted, p.step("build").Items[2].Status, "the other items ran to their end")
 		require.Zero(t, e.callsOf("report"))
 	})
 	t.Run("stop on failure stops the others", func(t *testing.T) {
@@ -148,10 +147,10 @@ func TestForEachFailures(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: 10 * time.Millisecond}, w)
 		tk, _ := f.start(t, "builds", map[string]string{"services": "slow,flaky"})
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `an item of step "build" (tool "build") failed: build broke`)
 		require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.running == 0 }, 10*time.Second, 5*time.Millisecond, "the slow item was stopped")
-		require.NotEqual(t, StepCompleted, p.step("build").Items[0].Status)
+		require.NotEqual(t, mcptask.StepCompleted, p.step("build").Items[0].Status)
 	})
 	t.Run("hand to client: the item is the client's, named", func(t *testing.T) {
 		e := newFakeEngine()
@@ -160,7 +159,7 @@ func TestForEachFailures(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, builds())
 		tk, _ := f.start(t, "builds", map[string]string{"services": "api,flaky"})
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusWorking, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusWorking, tk.Status, tk.StatusMessage)
 		require.True(t, p.step("build").Items[1].HandedToClient)
 		doc := f.b.handoff(tk, p, 0)
 		var entry *handoff.RemainingStep
@@ -170,14 +169,14 @@ func TestForEachFailures(t *testing.T) {
 			}
 		}
 		require.NotNil(t, entry, "the item has its own entry")
-		require.JSONEq(t, `"`+tk.ID+`#build[1]"`, string(entry.Call.Arguments[TaskIDArgument]))
+		require.JSONEq(t, `"`+tk.ID+`#build[1]"`, string(entry.Call.Arguments[mcptask.ArgTaskID]))
 		e.tool("build", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
 			return ok(map[string]any{"built": args["service"], "by": "client"}), nil
 		})
 		_, err := f.call(t, tk.ID+"#build[1]", "build", map[string]any{})
 		require.NoError(t, err)
 		tk, p = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 		require.JSONEq(t, `[{"built":"api"},{"built":"flaky","by":"client"}]`, string(p.Outputs["build"]), "the server added the item's argument")
 	})
 	t.Run("too many items", func(t *testing.T) {
@@ -186,7 +185,7 @@ func TestForEachFailures(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, builds())
 		tk, _ := f.start(t, "builds", map[string]string{"services": strings.Repeat("s,", MaxItems+1)})
 		tk, _ = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, fmt.Sprintf(`step "build" has %d items, more than the most a for-each takes (%d)`, MaxItems+1, MaxItems))
 		require.Zero(t, e.callsOf("build"))
 	})
@@ -196,7 +195,7 @@ func TestForEachFailures(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, builds())
 		tk, _ := f.start(t, "builds", map[string]string{"services": " , "})
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 		require.JSONEq(t, `[]`, string(p.Outputs["build"]))
 	})
 }
@@ -226,7 +225,7 @@ func TestForEachClientBody(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, reviews())
 	tk, _ := f.start(t, "reviews", nil)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusWorking, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusWorking, tk.Status, tk.StatusMessage)
 	require.Equal(t, []string{"review[0]", "review[1]"}, clientSteps(p))
 
 	doc := f.b.handoff(tk, p, 0)
@@ -236,9 +235,9 @@ func TestForEachClientBody(t *testing.T) {
 	}
 	require.Equal(t, []string{"review", "review[0]", "review[1]", "merge"}, names)
 	item := doc.RemainingSteps[2]
-	require.Equal(t, handoff.ExecClient, item.Execution)
+	require.Equal(t, mcptask.ExecClient, item.Execution)
 	require.Equal(t, "review", item.Call.Tool)
-	require.JSONEq(t, `"`+tk.ID+`#review[1]"`, string(item.Call.Arguments[TaskIDArgument]))
+	require.JSONEq(t, `"`+tk.ID+`#review[1]"`, string(item.Call.Arguments[mcptask.ArgTaskID]))
 	require.JSONEq(t, `"b.go"`, string(item.Call.Server["file"]), "the item's own value, which the server adds")
 	text, err := handoff.Render(doc)
 	require.NoError(t, err)
@@ -272,7 +271,7 @@ func TestForEachClientBody(t *testing.T) {
 	_, err = f.call(t, tk.ID, "review", map[string]any{"verdict": "a problem"})
 	require.NoError(t, err)
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.JSONEq(t, `[{"file":"a.go","verdict":"a problem"},{"file":"b.go","verdict":"ok"}]`, string(p.Outputs["review"]))
 	require.Equal(t, 1, e.callsOf("merge"))
 }

@@ -8,6 +8,8 @@ import (
 )
 
 // KindGroup runs its members together (Parallel).
+//
+// Deprecated: use mcptask.StepKindGroup.
 const KindGroup = mcptask.StepKindGroup
 
 // A parallel group holds steps that start together: the server runs its
@@ -33,10 +35,10 @@ func Parallel(name string, members ...*Step) *Step {
 	return newStep(name, &group{steps: members})
 }
 
-func (k *group) name() StepKind   { return KindGroup }
-func (k *group) members() []*Step { return k.steps }
-func (k *group) stopOnFailure()   { k.failFast = true }
-func (k *group) print() any       { return printed{FailFast: k.failFast} }
+func (k *group) name() mcptask.StepKind { return mcptask.StepKindGroup }
+func (k *group) members() []*Step       { return k.steps }
+func (k *group) stopOnFailure()         { k.failFast = true }
+func (k *group) print() any             { return printed{FailFast: k.failFast} }
 
 func (k *group) check(c *checker) {
 	if len(k.steps) == 0 {

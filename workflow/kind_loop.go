@@ -21,6 +21,8 @@ import (
 // last one). A fork from it starts over.
 
 // KindLoop runs a step again until a condition holds (Repeat).
+//
+// Deprecated: use mcptask.StepKindLoop.
 const KindLoop = mcptask.StepKindLoop
 
 // KeepRuns is how many of its latest runs a loop keeps in its record.
@@ -69,7 +71,7 @@ func (s *Step) SkipsOnExhaust() *Step {
 	return s.loopSet("SkipsOnExhaust", func(k *loop) { k.skip = true })
 }
 
-func (k *loop) name() StepKind            { return KindLoop }
+func (k *loop) name() mcptask.StepKind    { return mcptask.StepKindLoop }
 func (k *loop) tools(o *Options) []string { return k.do.kind.tools(o) }
 func (k *loop) reads() []read {
 	if k.do == nil || k.do.kind == nil {
@@ -131,7 +133,7 @@ func (k *loop) sub(self *Step, sp *StepProgress, n int) (*Step, *StepProgress, j
 func (k *loop) serve(x *turn) string {
 	sp := x.sp
 	if sp.Runs == 0 {
-		sp.begin(ReasonFirst, ByServer, x.now)
+		sp.begin(ReasonFirst, string(mcptask.ExecServer), x.now)
 		return k.next(x)
 	}
 	cur := x.sl.child(sp.Runs)
@@ -141,7 +143,7 @@ func (k *loop) serve(x *turn) string {
 	if failure, open := k.run(x, cur); failure != "" || open {
 		return failure
 	}
-	if cur.sp.Status == StepCompleted && k.holds(x, cur.sp.Result) {
+	if cur.sp.Status == mcptask.StepCompleted && k.holds(x, cur.sp.Result) {
 		return k.end(x, cur.sp.Result, "")
 	}
 	if sp.Runs >= k.max {
@@ -154,7 +156,7 @@ func (k *loop) serve(x *turn) string {
 	if k.every > 0 {
 		if sp.Until == nil {
 			at := x.now.Add(k.every)
-			sp.Until, sp.Status = &at, StepSleeping
+			sp.Until, sp.Status = &at, mcptask.StepSleeping
 		}
 		if x.now.Before(*sp.Until) {
 			return ""
@@ -169,7 +171,7 @@ func (k *loop) next(x *turn) string {
 	sp.Runs++
 	sp.Until = nil
 	sp.Items = append(sp.Items, StepProgress{Name: fmt.Sprintf("%s[%d]", x.sl.path, sp.Runs), Tool: toolOf(k.do),
-		Execution: string(k.do.Execution()), Status: StepPending, Output: k.do.binding(), N: sp.Runs})
+		Execution: string(k.do.Execution()), Status: mcptask.StepPending, Output: k.do.binding(), N: sp.Runs})
 	if n := len(sp.Items); n > KeepRuns {
 		sp.Items = append([]StepProgress(nil), sp.Items[n-KeepRuns:]...)
 	}
@@ -199,12 +201,12 @@ func (k *loop) run(x *turn, cur *slot) (failure string, open bool) {
 func (k *loop) show(sp, cur *StepProgress) {
 	sp.RetryAt, sp.Deadline = cur.RetryAt, cur.Deadline
 	switch {
-	case cur.Status == StepRunning || cur.open() != nil:
-		sp.Status = StepRunning
-	case cur.Status == StepAwaitingClient || cur.Status == StepAwaitingEvent || cur.HandedToClient:
-		sp.Status = StepAwaitingClient
+	case cur.Status == mcptask.StepRunning || cur.open() != nil:
+		sp.Status = mcptask.StepRunning
+	case cur.Status == mcptask.StepAwaitingClient || cur.Status == mcptask.StepAwaitingEvent || cur.HandedToClient:
+		sp.Status = mcptask.StepAwaitingClient
 	default:
-		sp.Status = StepRunning
+		sp.Status = mcptask.StepRunning
 	}
 }
 
@@ -227,12 +229,12 @@ func (k *loop) holds(x *turn, out json.RawMessage) bool {
 func (k *loop) end(x *turn, out json.RawMessage, why string) string {
 	sp := x.sp
 	sp.RetryAt, sp.Until, sp.Deadline = nil, nil, nil
-	sp.end(ReasonFirst, ByServer, x.now, why)
+	sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, why)
 	if why != "" {
-		sp.Status, sp.SkipReason = StepSkipped, why
+		sp.Status, sp.SkipReason = mcptask.StepSkipped, why
 		return ""
 	}
-	sp.Status, sp.CompletedBy = StepCompleted, ByServer
+	sp.Status, sp.CompletedBy = mcptask.StepCompleted, string(mcptask.ExecServer)
 	if out == nil {
 		out = json.RawMessage("null")
 	}
@@ -253,7 +255,7 @@ func (k *loop) status(s *Step, sp *StepProgress) (string, rank) {
 		return "", rankNone
 	}
 	line := fmt.Sprintf("step %q: run %d of at most %d (%s), until %s", s.Name, sp.Runs, k.max, bodyLine(k.do), k.until)
-	if sp.Status == StepSleeping && sp.Until != nil {
+	if sp.Status == mcptask.StepSleeping && sp.Until != nil {
 		return line + fmt.Sprintf("; the next run starts at %s", stamp(*sp.Until)), rankTimer
 	}
 	return line, rankOf(sp)
@@ -275,7 +277,7 @@ func (k *loop) entries(v *view, sl *slot) []handoff.RemainingStep {
 		return nil
 	}
 	cur := sl.child(sl.sp.Runs)
-	if cur == nil || cur.sp.ended() || cur.sp.Status == StepPending || !clientSide(cur.s, cur.sp) {
+	if cur == nil || cur.sp.ended() || cur.sp.Status == mcptask.StepPending || !clientSide(cur.s, cur.sp) {
 		return nil
 	}
 	rs := v.sub(cur).entryFor(cur.s, cur.sp)

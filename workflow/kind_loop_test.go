@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // poll probes until healthy, at most 5 times, 10 s apart, then reports.
@@ -47,7 +47,7 @@ func TestLoopPollsUntilItsConditionHolds(t *testing.T) {
 			tk, _ := f.start(t, "poll", nil)
 			tk, p := f.settled(t, tk.ID)
 			sp := p.step("wait_healthy")
-			require.Equal(t, StepSleeping, sp.Status, tk.StatusMessage)
+			require.Equal(t, mcptask.StepSleeping, sp.Status, tk.StatusMessage)
 			require.Equal(t, 1, sp.Runs)
 			require.Equal(t, start.Add(10*time.Second), *sp.Until, "the next run is a durable sleep away")
 			require.Equal(t, *sp.Until, tk.WakeAt.UTC(), "the scheduler wakes the task for it")
@@ -66,7 +66,7 @@ func TestLoopPollsUntilItsConditionHolds(t *testing.T) {
 				require.Equal(t, 1, f.e.wakeDue(t))
 				tk, p = f.settled(t, tk.ID)
 			}
-			require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 			require.EqualValues(t, 4, calls.Load())
 			sp = p.step("wait_healthy")
 			require.Equal(t, 4, sp.Runs, "a count of every run")
@@ -92,7 +92,7 @@ func TestLoopExhausted(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, w)
 		tk, _ := f.start(t, "poll", nil)
 		tk, _ = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `step "wait_healthy" ran 3 time(s) without output "probe" at healthy is true`)
 		require.EqualValues(t, 3, calls.Load())
 		require.Zero(t, e.callsOf("report"))
@@ -109,10 +109,10 @@ func TestLoopExhausted(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, w)
 		tk, _ := f.start(t, "poll", nil)
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
-		require.Equal(t, StepSkipped, p.step("wait_healthy").Status)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StepSkipped, p.step("wait_healthy").Status)
 		require.Contains(t, p.step("wait_healthy").SkipReason, "ran 2 time(s) without")
-		require.Equal(t, StepSkipped, p.step("report").Status, "what reads its output is skipped too")
+		require.Equal(t, mcptask.StepSkipped, p.step("report").Status, "what reads its output is skipped too")
 		require.Equal(t, 1, e.callsOf("after"))
 	})
 }
@@ -132,7 +132,7 @@ func TestLoopClientBody(t *testing.T) {
 	tk, p := f.settled(t, tk.ID)
 	doc := f.b.handoff(tk, p, 0)
 	require.Equal(t, "ask[1]", doc.RemainingSteps[1].Name)
-	require.JSONEq(t, `"`+tk.ID+`#ask[1]"`, string(doc.RemainingSteps[1].Call.Arguments[TaskIDArgument]))
+	require.JSONEq(t, `"`+tk.ID+`#ask[1]"`, string(doc.RemainingSteps[1].Call.Arguments[mcptask.ArgTaskID]))
 	_, err := f.call(t, tk.ID+"#ask[1]", "answer", map[string]any{"score": 7})
 	require.NoError(t, err)
 	tk, p = f.settled(t, tk.ID)
@@ -141,7 +141,7 @@ func TestLoopClientBody(t *testing.T) {
 	_, err = f.call(t, tk.ID, "answer", map[string]any{"score": 10})
 	require.NoError(t, err)
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.JSONEq(t, `{"passed":true}`, string(p.Outputs["ask"]))
 }
 

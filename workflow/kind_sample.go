@@ -2,21 +2,15 @@ package workflow
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // A sampling step is performed by the client's own model: when its turn
@@ -64,7 +58,7 @@ import (
 // (a JSON-RPC error) is not retried.
 
 // KindSample is a step the client's own model performs (Sample).
-const KindSample StepKind = "sampling"
+const KindSample mcptask.StepKind = "sampling"
 
 // The ways a step that asks the client reaches it (Asked.Via).
 const (
@@ -163,7 +157,7 @@ func (k *sample) setSystem(text string) { k.system = text }
 func (k *sample) setMaxTokens(n int)    { k.maxTokens = n }
 func (k *sample) setJSON(schema any)    { k.json, k.schema = true, schema }
 
-func (k *sample) name() StepKind { return KindSample }
+func (k *sample) name() mcptask.StepKind { return KindSample }
 
 func (k *sample) print() any {
 	return printed{Args: k.printArgs(), Extra: map[string]any{"method": k.method, "text": k.text, "system": k.system,
@@ -227,64 +221,6 @@ func (k *sample) result(raw json.RawMessage) (json.RawMessage, string, error) {
 		out["stopReason"] = res.StopReason
 	}
 	return marshal(out), "", nil
-}
-
-// sampledText joins the text blocks of a sampling result's content.
-func sampledText(content json.RawMessage) (string, error) {
-	type block struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	var blocks []block
-	if len(content) == 0 || string(content) == "null" {
-		return "", errors.New("it holds no content")
-	}
-	if content[0] == '[' {
-		if err := json.Unmarshal(content, &blocks); err != nil {
-			return "", fmt.Errorf("its content is not a list of blocks: %v", err)
-		}
-	} else {
-		var b block
-		if err := json.Unmarshal(content, &b); err != nil {
-			return "", fmt.Errorf("its content is not a content block: %v", err)
-		}
-		blocks = []block{b}
-	}
-	var parts []string
-	for _, b := range blocks {
-		if b.Type == "text" {
-			parts = append(parts, b.Text)
-		}
-	}
-	if len(parts) == 0 {
-		return "", errors.New("it holds no text")
-	}
-	return strings.Join(parts, "\n"), nil
-}
-
-// jsonReply reads the JSON object a model's reply holds (alone, or in a
-// ```json fence, or between its first "{" and last "}"), checked against
-// schema.
-func jsonReply(text string, schema any) (json.RawMessage, error) {
-	t := strings.TrimSpace(text)
-	if i := strings.Index(t, "```"); i >= 0 {
-		rest := t[i+3:]
-		rest = strings.TrimPrefix(rest, "json")
-		if j := strings.Index(rest, "```"); j >= 0 {
-			t = strings.TrimSpace(rest[:j])
-		}
-	}
-	if i, j := strings.Index(t, "{"), strings.LastIndex(t, "}"); i >= 0 && j > i {
-		t = t[i : j+1]
-	}
-	var v map[string]any
-	if err := json.Unmarshal([]byte(t), &v); err != nil || v == nil {
-		return nil, fmt.Errorf("the reply holds no JSON object: %s", truncate(oneLine(text), 200))
-	}
-	if err := matchSchema(schema, v); err != nil {
-		return nil, fmt.Errorf("the reply's JSON object does not match the schema: %v", err)
-	}
-	return marshal(v), nil
 }
 
 // payload is the JSON Schema of what the event tool delivers for the step
@@ -395,42 +331,6 @@ func (k *askKind) answer(d *delivery, key string, raw json.RawMessage) error {
 	return k.answerAsk(d, key, raw, k.self)
 }
 
-// clientTaskOf is the task whose client a step of workflow task t asks:
-// t's own, or for a child workflow its topmost ancestor's (the client
-// that performs the child's client steps, see kind_child.go).
-func (b *Bridge) clientTaskOf(ctx context.Context, t *store.Task) string {
-	for depth := 0; t.Labels[LabelParent] != "" && depth < MaxDepth; depth++ {
-		parent, err := b.engine.Task(ctx, t.Labels[LabelParent])
-		if err != nil {
-			break
-		}
-		t = parent
-	}
-	return t.ID
-}
-
-// peerer is an engine that reaches a task's client with requests
-// (*taskrouter.Router).
-type peerer interface {
-	PeerOf(id string) *taskrouter.Peer
-	AwaitPeer(ctx context.Context, id string) (*taskrouter.Peer, error)
-}
-
-// askedClient reports whether the client performs a step that asks it:
-// it answers the workflow task's input request, or its model performs it.
-func askedClient(sp *StepProgress) bool {
-	return sp.Asked != nil && (sp.Asked.Via == AskViaInput || sp.Asked.Via == AskViaHandoff)
-}
-
-// askedRequest is the input request the workflow task lists for a step
-// that asks the client through one.
-func askedRequest(sp *StepProgress) json.RawMessage {
-	if sp.Asked == nil || sp.Asked.Via != AskViaInput || sp.Status != StepAwaitingEvent {
-		return nil
-	}
-	return sp.Asked.Request
-}
-
 // checkAsk checks what sampling steps and questions share: the text and
 // the values it names, their sources, the policies.
 func (a *clientAsk) checkAsk(c *checker) {
@@ -474,92 +374,6 @@ func (a *clientAsk) checkAsk(c *checker) {
 	}
 }
 
-// templateNames lists the names a text's {{name}} placeholders use, in
-// order of first use.
-func templateNames(text string) ([]string, error) {
-	var out []string
-	for rest := text; ; {
-		i := strings.Index(rest, "{{")
-		if i < 0 {
-			if strings.Contains(rest, "}}") {
-				return out, errors.New(`has "}}" without "{{"`)
-			}
-			return out, nil
-		}
-		if strings.Contains(rest[:i], "}}") {
-			return out, errors.New(`has "}}" without "{{"`)
-		}
-		j := strings.Index(rest[i+2:], "}}")
-		if j < 0 {
-			return out, errors.New(`has "{{" without "}}"`)
-		}
-		name := strings.TrimSpace(rest[i+2 : i+2+j])
-		if name == "" || strings.ContainsAny(name, "{} \t\n") {
-			return out, fmt.Errorf("has the placeholder {{%s}}: a placeholder is {{name}} of a bound value", rest[i+2:i+2+j])
-		}
-		if !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-		rest = rest[i+2+j+2:]
-	}
-}
-
-// fillTemplate replaces each {{name}} of text with the value of name
-// (a JSON string as its text, anything else as compact JSON).
-func fillTemplate(text string, args map[string]json.RawMessage) string {
-	var b strings.Builder
-	for rest := text; ; {
-		i := strings.Index(rest, "{{")
-		j := strings.Index(rest[max(i, 0):], "}}")
-		if i < 0 || j < 0 {
-			b.WriteString(rest)
-			return b.String()
-		}
-		j += i
-		b.WriteString(rest[:i])
-		name := strings.TrimSpace(rest[i+2 : j])
-		v, ok := args[name]
-		var s string
-		switch {
-		case !ok:
-			s = "<" + name + ">"
-		case json.Unmarshal(v, &s) == nil:
-		default:
-			s = string(compact(v))
-		}
-		b.WriteString(s)
-		rest = rest[j+2:]
-	}
-}
-
-// checkObjectSchema refuses a schema that is not a JSON object schema.
-func checkObjectSchema(schema any) error {
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return fmt.Errorf("cannot be encoded: %v", err)
-	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("is not a JSON Schema: %v", err)
-	}
-	if s.Type != "object" {
-		return errors.New(`must be an object schema ("type": "object")`)
-	}
-	if _, err := s.Resolve(nil); err != nil {
-		return fmt.Errorf("does not resolve: %v", err)
-	}
-	return nil
-}
-
-// quotePrompt quotes a prompt on one line for the handoff's prose.
-func quotePrompt(text string) string {
-	q := string(marshal(text))
-	if r := []rune(q); len(r) > maxPromptRunes {
-		q = string(r[:maxPromptRunes]) + `…" (cut here; the whole prompt is in the task's input request and in the structured content)`
-	}
-	return q
-}
-
 // text resolves the step's text against p (the handoff's: values not
 // there yet are named "<name>").
 func (a *clientAsk) resolveText(r *resolver, p *Progress, partial bool) (string, error) {
@@ -585,235 +399,15 @@ func (a *clientAsk) serveAsk(x *turn, self asker) string {
 			params := self.params(text)
 			params["_meta"] = mcptask.RelatedTaskMeta(x.in.id)
 			asked.Request = marshal(map[string]any{"method": a.method, "params": params})
-			sp.Status = StepAwaitingEvent
+			sp.Status = mcptask.StepAwaitingEvent
 		} else {
-			sp.Status = StepAwaitingClient
+			sp.Status = mcptask.StepAwaitingClient
 		}
 		sp.Asked = asked
 		startWait(x.s, sp, x.now)
 		return ""
 	}
 	return x.attempt()
-}
-
-// route decides, when the step's turn comes, whether the client answers
-// an input request (extension dialect) or its model performs the step (a
-// client known not to take the request); "" lets the server ask it.
-func (a *clientAsk) route(x *turn, self asker) (via, why string) {
-	d, _ := mcptask.ParseDialect(x.in.task.Labels[taskrouter.LabelDialect])
-	if d.HasMethod(mcptask.MethodTasksUpdate) {
-		return AskViaInput, ""
-	}
-	pe, ok := x.in.b.engine.(peerer)
-	if !ok {
-		return AskViaHandoff, "the server cannot send requests to your client"
-	}
-	if p := pe.PeerOf(x.in.b.clientTaskOf(context.Background(), x.in.task)); p != nil && !p.Can(a.method) {
-		return AskViaHandoff, fmt.Sprintf("%s (it declared no %s capability)", self.words().cannot, self.words().capability)
-	}
-	return "", ""
-}
-
-// performFor is the attempt of step kind self: find the client, ask it
-// (a task-augmented request followed to its end, or a plain one), read
-// its answer.
-func (a *clientAsk) performFor(self asker) func(ctx context.Context, w *attemptWork) (*mcp.CallToolResult, error) {
-	return func(ctx context.Context, w *attemptWork) (*mcp.CallToolResult, error) {
-		pe, ok := w.in.b.engine.(peerer)
-		if !ok {
-			return nil, &finalError{"the server cannot send requests to clients"}
-		}
-		target := w.in.id
-		if t, _ := w.in.known(); t != nil {
-			target = w.in.b.clientTaskOf(ctx, t)
-		}
-		wctx, cancel := context.WithTimeout(ctx, peerWait)
-		peer, err := pe.AwaitPeer(wctx, target)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case err != nil:
-			return nil, fmt.Errorf("no connection to the workflow's client within %s (none named the task since the server started, or its connection takes no requests from the server)", peerWait)
-		case peer.Dialect().NegotiatesPerRequest():
-			return nil, &finalError{fmt.Sprintf("the client speaks protocol %s, which takes no requests from the server", mcptask.ExtensionVersion)}
-		case !peer.Can(a.method):
-			return nil, &finalError{fmt.Sprintf("the client declared no %s capability", self.words().capability)}
-		}
-		params := self.params(fillTemplate(a.text, w.args))
-		params["_meta"] = mcptask.RelatedTaskMeta(w.in.id)
-		var raw json.RawMessage
-		if peer.TakesTask(a.method) {
-			raw, err = a.viaTask(ctx, w, peer, params)
-		} else {
-			w.note(ctx, &Asked{Via: AskViaRequest})
-			raw, err = peer.Call(ctx, a.method, params)
-		}
-		if err != nil {
-			var je *jsonrpc.Error
-			if errors.As(err, &je) {
-				return nil, &finalError{fmt.Sprintf("the client answered %s with an error: %s (code %d)", a.method, je.Message, je.Code)}
-			}
-			return nil, err
-		}
-		out, declined, err := self.result(raw)
-		switch {
-		case declined != "":
-			return nil, &finalError{declined}
-		case err != nil:
-			return nil, fmt.Errorf("the client's answer does not do: %v", err)
-		}
-		return &mcp.CallToolResult{StructuredContent: out, Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}}, nil
-	}
-}
-
-// viaTask asks with a task-augmented request and follows the client's
-// task to its result. A client task recorded by an earlier attempt (one
-// a restart cut short) is followed instead, if the client still knows
-// it.
-func (a *clientAsk) viaTask(ctx context.Context, w *attemptWork, peer *taskrouter.Peer, params map[string]any) (json.RawMessage, error) {
-	id := w.clientTask(ctx)
-	if id != "" {
-		raw, err := peer.Call(ctx, mcptask.MethodTasksGet, map[string]any{"taskId": id})
-		var je *jsonrpc.Error
-		var t struct {
-			Status mcptask.Status `json:"status"`
-		}
-		switch {
-		case errors.As(err, &je) && je.Code == mcptask.CodeInvalidParams:
-			id = "" // the client does not know it (it forgot, or it is another client): ask anew
-		case err != nil:
-			return nil, err
-		case json.Unmarshal(raw, &t) == nil && t.Status == mcptask.StatusCancelled:
-			id = "" // an earlier attempt gave up on it (its Timeout): ask anew
-		}
-	}
-	if id == "" {
-		params["task"] = map[string]any{"ttl": w.ttl().Milliseconds()}
-		raw, err := peer.Call(ctx, a.method, params)
-		if err != nil {
-			return nil, err
-		}
-		var created struct {
-			Task *struct {
-				TaskID string `json:"taskId"`
-			} `json:"task"`
-		}
-		if json.Unmarshal(raw, &created) != nil || created.Task == nil || created.Task.TaskID == "" {
-			return raw, nil // the client answered at once, without a task
-		}
-		id = created.Task.TaskID
-	}
-	w.note(ctx, &Asked{Via: AskViaTask, ClientTask: id})
-	return followClientTask(ctx, peer, id)
-}
-
-// followClientTask polls the client's task id with tasks/get until it
-// ends, then returns tasks/result (the client's result, or its error).
-// A task the workflow no longer waits for (the workflow task was
-// cancelled, expired or ended; the attempt ran out of its Timeout) is
-// cancelled on the client; one a graceful stop of the server or a lost
-// lease cut short is not: whoever runs the step next follows it.
-func followClientTask(ctx context.Context, peer *taskrouter.Peer, id string) (json.RawMessage, error) {
-	defer func() {
-		if !givenUp(ctx) {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		_, _ = peer.Call(cctx, mcptask.MethodTasksCancel, map[string]any{"taskId": id})
-		cancel()
-	}()
-	for {
-		raw, err := peer.Call(ctx, mcptask.MethodTasksGet, map[string]any{"taskId": id})
-		if err != nil {
-			return nil, err
-		}
-		var t struct {
-			Status        mcptask.Status `json:"status"`
-			StatusMessage string         `json:"statusMessage"`
-			PollInterval  *int64         `json:"pollInterval"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, fmt.Errorf("the client's tasks/get of its task %s: %v", id, err)
-		}
-		switch t.Status {
-		case mcptask.StatusCompleted, mcptask.StatusFailed:
-			return peer.Call(ctx, mcptask.MethodTasksResult, map[string]any{"taskId": id})
-		case mcptask.StatusCancelled:
-			return nil, &finalError{fmt.Sprintf("the client cancelled its task %s: %s", id, t.StatusMessage)}
-		}
-		wait := 500 * time.Millisecond
-		if t.PollInterval != nil {
-			wait = min(max(time.Duration(*t.PollInterval)*time.Millisecond, 20*time.Millisecond), 5*time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(wait):
-		}
-	}
-}
-
-// givenUp reports whether the attempt's ctx ended because the workflow
-// no longer waits for it (not a graceful stop, not a lost lease).
-func givenUp(ctx context.Context) bool {
-	if ctx.Err() == nil {
-		return false
-	}
-	var cut *errCut
-	switch taskrouter.Stopped(ctx) {
-	case taskrouter.StopCancelled, taskrouter.StopExpired, taskrouter.StopEnded:
-		return true
-	}
-	return errors.As(context.Cause(ctx), &cut)
-}
-
-// clientTask is the client task the attempt's record holds, if any.
-func (w *attemptWork) clientTask(ctx context.Context) string {
-	var id string
-	w.in.locked(func() {
-		if w.in.load(ctx) != nil || w.in.wf == nil || w.in.p == nil {
-			return
-		}
-		if sl := w.in.wf.slotAt(w.in.p, w.path); sl != nil && sl.sp.Asked != nil && sl.sp.Asked.Via == AskViaTask {
-			id = sl.sp.Asked.ClientTask
-		}
-	})
-	return id
-}
-
-// ttl is how long the client should keep its task: the workflow task's
-// ttl, an hour without one.
-func (w *attemptWork) ttl() time.Duration {
-	if t, _ := w.in.known(); t != nil && t.TTL > 0 {
-		return t.TTL
-	}
-	return time.Hour
-}
-
-// note records how the attempt asks the client, in its record, while the
-// attempt is still the record's open one: the client's task id is then
-// durable before the server waits for it. A write that fails is logged:
-// the attempt goes on (a restart asks again).
-func (w *attemptWork) note(ctx context.Context, asked *Asked) {
-	err := w.in.commitLocked(context.WithoutCancel(ctx), func(p *Progress) (store.Update, error) {
-		sl := w.in.wf.slotAt(p, w.path)
-		if sl == nil {
-			return store.Update{}, errStale
-		}
-		if a := sl.sp.open(); a == nil || a.N != w.n {
-			return store.Update{}, errStale
-		}
-		if old := sl.sp.Asked; old != nil && old.Via == asked.Via && old.ClientTask == asked.ClientTask {
-			return store.Update{}, errUnchanged
-		}
-		sl.sp.Asked = asked
-		p.PauseReason = pauseReason(w.in.wf, p)
-		return store.Update{}, nil
-	})
-	if err != nil && !errors.Is(err, errUnchanged) && !errors.Is(err, errStale) {
-		w.in.b.engine.Logger().Warn("recording how a workflow step asks the client", "task", w.in.id, "step", w.path, "error", err)
-	}
 }
 
 // missedText words a wait for the client that ran out.
@@ -825,7 +419,7 @@ func (a *clientAsk) missedText(s *Step, self asker) string {
 func (a *clientAsk) statusAsk(s *Step, sp *StepProgress, self asker) (string, rank) {
 	w := self.words()
 	switch {
-	case sp.Status == StepRunning:
+	case sp.Status == mcptask.StepRunning:
 		how := ""
 		if sp.Asked != nil && sp.Asked.Via == AskViaTask {
 			how = fmt.Sprintf(", as the client's task %s", sp.Asked.ClientTask)
@@ -835,9 +429,9 @@ func (a *clientAsk) statusAsk(s *Step, sp *StepProgress, self asker) (string, ra
 		return fmt.Sprintf("step %q (%s) could not be asked of the client after %d attempt(s): %s; it is the client's to perform now, as the handoff says",
 			s.Name, w.what, sp.Attempts, oneLine(sp.Error)), rankHanded
 	case sp.Asked == nil:
-	case sp.Asked.Via == AskViaInput && sp.Status == StepAwaitingEvent:
+	case sp.Asked.Via == AskViaInput && sp.Status == mcptask.StepAwaitingEvent:
 		return fmt.Sprintf("waiting for %s to answer step %q (%s): answer the task's input request %q with tasks/update, or perform it as the handoff says", w.who, s.Name, a.method, s.Name), rankWaiting
-	case sp.Asked.Via == AskViaHandoff && sp.Status == StepAwaitingClient:
+	case sp.Asked.Via == AskViaHandoff && sp.Status == mcptask.StepAwaitingClient:
 		return fmt.Sprintf("waiting for the client to perform step %q (%s) itself, as the handoff says: %s", s.Name, w.what, sp.Asked.Why), rankWaiting
 	}
 	return "", rankNone
@@ -859,7 +453,7 @@ func (a *clientAsk) entryAsk(v *view, s *Step, sp *StepProgress, rs *handoff.Rem
 	}
 	why := ""
 	switch {
-	case sp.Status == StepRunning:
+	case sp.Status == mcptask.StepRunning:
 		rs.Do = fmt.Sprintf("the server is asking %s for it now (%s): your client answers that request; do not call a tool for it.", w.who, a.method)
 		return
 	case sp.RetryAt != nil:
@@ -885,10 +479,10 @@ func (a *clientAsk) entryAsk(v *view, s *Step, sp *StepProgress, rs *handoff.Rem
 		// has no tasks/update, performs it with the event tool.
 		rs.Do += fmt.Sprintf(" (a program may instead answer the task's input request %q with tasks/update)", s.Name)
 	} else {
-		rs.Execution = handoff.ExecClient
+		rs.Execution = mcptask.ExecClient
 	}
 	rs.Call = &handoff.Call{Tool: v.b.opts.EventTool, Person: self.person(), Fill: payloadFill(self.payload()),
-		Arguments: map[string]json.RawMessage{TaskIDArgument: marshal(v.t.ID), "event": marshal(s.Name)}}
+		Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: marshal(v.t.ID), "event": marshal(s.Name)}}
 }
 
 // answerAsk reads the client's answer to the step's input request.
@@ -927,13 +521,13 @@ func (a *clientAsk) deliverAsk(d *delivery, self asker) error {
 	}
 	return d.commit(func(p *Progress, sp *StepProgress, now time.Time) (bool, error) {
 		switch {
-		case sp.Status == StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
+		case sp.Status == mcptask.StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
 			return false, nil // delivered already
 		case sp.ended():
 			return false, d.notWaiting(fmt.Sprintf("it is %s", sp.Status))
 		case !d.reached(p):
 			why := "the workflow has not reached it"
-			if sp.Status == StepRunning {
+			if sp.Status == mcptask.StepRunning {
 				why = "the server is asking the client for it now"
 			}
 			return false, d.notWaiting(why)
@@ -945,7 +539,7 @@ func (a *clientAsk) deliverAsk(d *delivery, self asker) error {
 				return true, nil
 			}
 			sp.Asked = &Asked{Via: AskViaHandoff, Why: d.decline}
-			sp.Status = StepAwaitingClient
+			sp.Status = mcptask.StepAwaitingClient
 			return true, nil
 		}
 		complete(p, d.in.wf.slotAt(p, d.s.Name), d.by, nil, &mcp.CallToolResult{StructuredContent: compact(d.payload)}, now)

@@ -124,9 +124,9 @@ func TestSampleAnsweredWithTasksUpdate(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, summaryNotes(func(s *Step) *Step { return s.SystemPrompt("You write notes.").MaxTokens(50) }))
 	tk, _ := f.start(t, "notes", map[string]string{"repo": "tb"})
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusInputRequired, tk.Status)
+	require.Equal(t, mcptask.StatusInputRequired, tk.Status)
 	sp := p.step("summary")
-	require.Equal(t, StepAwaitingEvent, sp.Status)
+	require.Equal(t, mcptask.StepAwaitingEvent, sp.Status)
 	require.Equal(t, AskViaInput, sp.Asked.Via)
 	require.Equal(t, `waiting for the client's model to answer step "summary" (sampling/createMessage): answer the task's input request "summary" with tasks/update, or perform it as the handoff says`, tk.StatusMessage)
 
@@ -147,14 +147,14 @@ func TestSampleAnsweredWithTasksUpdate(t *testing.T) {
 	require.EqualValues(t, jsonrpc.CodeInvalidParams, je.Code)
 	require.Contains(t, je.Message, "holds no content")
 	_, p = f.task(t, tk.ID)
-	require.Equal(t, StepAwaitingEvent, p.step("summary").Status, "a refusal records nothing")
+	require.Equal(t, mcptask.StepAwaitingEvent, p.step("summary").Status, "a refusal records nothing")
 
 	answer := map[string]json.RawMessage{"summary": json.RawMessage(`{"role":"assistant","model":"m1","stopReason":"endTurn","content":{"type":"text","text":"Notes."}}`)}
 	require.NoError(t, ik.Answer(ctx, tk, answer))
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.JSONEq(t, `{"text":"Notes.","model":"m1","stopReason":"endTurn"}`, string(p.Outputs["summary"]))
-	require.Equal(t, ByClient, p.step("summary").CompletedBy)
+	require.Equal(t, string(mcptask.ExecClient), p.step("summary").CompletedBy)
 	require.Equal(t, 1, e.callsOf("publish"))
 	require.NoError(t, ik.Answer(ctx, tk, answer), "an answer repeated is ignored")
 }
@@ -185,7 +185,7 @@ func TestSampleReturnsJSON(t *testing.T) {
 	require.Contains(t, je.Message, "does not match the schema")
 	require.NoError(t, ik.Answer(ctx, tk, reply("Here it is:\n```json\n{\"title\": \"Faster retries\"}\n```")))
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.JSONEq(t, `{"title":"Faster retries"}`, string(p.Outputs["summary"]))
 }
 
@@ -200,24 +200,24 @@ func TestSampleDeliveredByTheModel(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: time.Millisecond}, summaryNotes(nil))
 	tk, _ := f.start(t, "notes", map[string]string{"repo": "tb"})
 	g.waitStarted(t, 1)
-	_, err := f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"text":"early"}`), ByClient)
+	_, err := f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"text":"early"}`), string(mcptask.ExecClient))
 	require.ErrorIs(t, err, ErrNotWaiting, "not reached yet")
 	close(g.release)
 	tk, _ = f.settled(t, tk.ID)
 
 	var je *jsonrpc.Error
-	_, err = f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"notes":"x"}`), ByClient)
+	_, err = f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"notes":"x"}`), string(mcptask.ExecClient))
 	require.ErrorAs(t, err, &je)
 	require.Contains(t, je.Message, `the payload for step "summary" (sampling) does not match its schema`)
-	res, err := f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"text":"Notes by the model."}`), ByClient)
+	res, err := f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"text":"Notes by the model."}`), string(mcptask.ExecClient))
 	require.NoError(t, err)
 	require.False(t, res.IsError)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.JSONEq(t, `{"text":"Notes by the model."}`, string(p.Outputs["summary"]))
-	_, err = f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"text":"Notes by the model."}`), ByClient)
+	_, err = f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"text":"Notes by the model."}`), string(mcptask.ExecClient))
 	require.NoError(t, err, "the same delivery again is answered as done")
-	_, err = f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"text":"other"}`), ByClient)
+	_, err = f.b.Deliver(ctx, tk.ID, "summary", json.RawMessage(`{"text":"other"}`), string(mcptask.ExecClient))
 	require.ErrorIs(t, err, ErrNotWaiting)
 }
 
@@ -232,20 +232,20 @@ func TestSampleFork(t *testing.T) {
 	require.NoError(t, f.e.kind.(inputKinds).Answer(ctx, tk, map[string]json.RawMessage{
 		"summary": json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"first"}}`)}))
 	tk, _ = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 
 	again, err := f.b.Fork(ctx, tk.ID, ForkOptions{From: "summary"})
 	require.NoError(t, err)
 	again, p := f.settled(t, again.ID)
-	require.Equal(t, store.StatusInputRequired, again.Status)
-	require.Equal(t, StepCompleted, p.step("collect").Status, "what came before is kept")
+	require.Equal(t, mcptask.StatusInputRequired, again.Status)
+	require.Equal(t, mcptask.StepCompleted, p.step("collect").Status, "what came before is kept")
 	require.Equal(t, AskViaInput, p.step("summary").Asked.Via)
 	require.NotContains(t, p.Outputs, "summary", "the fork asks again")
 
 	kept, err := f.b.Fork(ctx, tk.ID, ForkOptions{From: "publish"})
 	require.NoError(t, err)
 	kept, p = f.settled(t, kept.ID)
-	require.Equal(t, store.StatusCompleted, kept.Status, kept.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, kept.Status, kept.StatusMessage)
 	require.JSONEq(t, `{"text":"first","model":"m"}`, string(p.Outputs["summary"]))
 }
 
@@ -268,19 +268,19 @@ func TestQuestionDeclinedFollowsThePolicy(t *testing.T) {
 		require.NoError(t, f.e.kind.(inputKinds).Answer(ctx, tk, map[string]json.RawMessage{"go": json.RawMessage(`{"action":"decline"}`)}))
 		tk, p := f.settled(t, tk.ID)
 		if fails {
-			require.Equal(t, store.StatusFailed, tk.Status)
+			require.Equal(t, mcptask.StatusFailed, tk.Status)
 			require.Equal(t, `step "go" failed: the person declined the form in the client (answered "decline"); the workflow failed`, tk.StatusMessage)
 			continue
 		}
-		require.Equal(t, store.StatusWorking, tk.Status, "the model asks the user now")
+		require.Equal(t, mcptask.StatusWorking, tk.Status, "the model asks the user now")
 		require.Equal(t, AskViaHandoff, p.step("go").Asked.Via)
 		doc := f.b.handoff(tk, p, mcptask.Extension)
 		rs := doc.RemainingSteps[0]
 		require.True(t, rs.Call.Person)
 		require.Contains(t, rs.Do, `waits for a person's answer to this question: "Go?"; the person declined the form in the client`)
-		_, err := f.b.Deliver(ctx, tk.ID, "go", json.RawMessage(`{"ok":true}`), ByClient)
+		_, err := f.b.Deliver(ctx, tk.ID, "go", json.RawMessage(`{"ok":true}`), string(mcptask.ExecClient))
 		require.NoError(t, err)
 		tk, _ = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	}
 }

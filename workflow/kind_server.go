@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A server step calls a tool on the server as soon as its inputs exist,
@@ -24,7 +25,7 @@ func Server(name, tool string) *Step {
 	return newStep(name, &serverStep{toolCall: newCall(tool)})
 }
 
-func (k *serverStep) name() StepKind { return KindTool }
+func (k *serverStep) name() mcptask.StepKind { return mcptask.StepKindTool }
 
 func (k *serverStep) check(c *checker) {
 	k.checkCall(c, false)
@@ -53,7 +54,7 @@ func (k *serverStep) missed(s *Step) string {
 // takeBack: the server tries the step again (a new series of attempts).
 func (k *serverStep) takeBack(sp *StepProgress) {
 	sp.HandedToClient = false
-	sp.Status, sp.Tries = StepPending, 0
+	sp.Status, sp.Tries = mcptask.StepPending, 0
 }
 
 func (k *serverStep) serve(x *turn) string { return x.attempt() }

@@ -24,6 +24,8 @@ import (
 // sleep's end (see the time rules).
 
 // KindSleep waits, durably, for a time (Sleep, SleepFor, SleepUntil).
+//
+// Deprecated: use mcptask.StepKindSleep.
 const KindSleep = mcptask.StepKindSleep
 
 // sleep is the kind of Sleep, SleepFor and SleepUntil steps.
@@ -54,7 +56,7 @@ const (
 	labelSleepEnd    = "(sleep end)"
 )
 
-func (k *sleep) name() StepKind { return KindSleep }
+func (k *sleep) name() mcptask.StepKind { return mcptask.StepKindSleep }
 
 func (k *sleep) print() any {
 	return printed{Length: k.length, For: printSourcePtr(k.forSrc), Until: printSourcePtr(k.until)}
@@ -112,14 +114,14 @@ func (k *sleep) serve(x *turn) string {
 			return fmt.Sprintf("step %q cannot sleep: %v; the workflow failed", x.s.Name, err)
 		}
 		sp.Until = &end
-		sp.Status = StepSleeping
-		sp.begin(ReasonFirst, ByServer, x.now)
+		sp.Status = mcptask.StepSleeping
+		sp.begin(ReasonFirst, string(mcptask.ExecServer), x.now)
 	}
 	if x.now.Before(*sp.Until) {
 		return ""
 	}
-	sp.end(ReasonFirst, ByServer, x.now, "")
-	sp.Status, sp.CompletedBy = StepCompleted, ByServer
+	sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, "")
+	sp.Status, sp.CompletedBy = mcptask.StepCompleted, string(mcptask.ExecServer)
 	x.p.Outputs[x.s.binding()] = marshal(map[string]any{"sleptUntil": sp.Until.UTC().Format(time.RFC3339Nano)})
 	x.p.UpdatedAt = x.now
 	x.emit()
@@ -158,7 +160,7 @@ func (k *sleep) end(x *turn) (time.Time, error) {
 }
 
 func (k *sleep) status(s *Step, sp *StepProgress) (string, rank) {
-	if sp.Status != StepSleeping || sp.Until == nil {
+	if sp.Status != mcptask.StepSleeping || sp.Until == nil {
 		return "", rankNone
 	}
 	return fmt.Sprintf("sleeping until %s (step %q)", sp.Until.UTC().Format(time.RFC3339), s.Name), rankTimer

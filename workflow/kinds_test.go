@@ -56,7 +56,7 @@ func TestConditionSkipsAStepAndWhatNeedsIt(t *testing.T) {
 			_, err := f.call(t, tk.ID, "review", map[string]any{"approved": approved, "feedback": "wrong version"})
 			require.NoError(t, err)
 			tk, p := f.settled(t, tk.ID)
-			require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 			if approved {
 				require.Equal(t, []string{"review", "publish", "notify"}, p.CompletedSteps)
 				require.Equal(t, 1, e.callsOf("publish"))
@@ -66,9 +66,9 @@ func TestConditionSkipsAStepAndWhatNeedsIt(t *testing.T) {
 			}
 			require.Zero(t, e.callsOf("publish"), "a rejected review publishes nothing")
 			require.Zero(t, e.callsOf("notify"))
-			require.Equal(t, StepSkipped, p.step("publish").Status)
+			require.Equal(t, mcptask.StepSkipped, p.step("publish").Status)
 			require.Equal(t, `its condition did not hold: output "review" at approved is true`, p.step("publish").SkipReason)
-			require.Equal(t, StepSkipped, p.step("notify").Status)
+			require.Equal(t, mcptask.StepSkipped, p.step("notify").Status)
 			require.Contains(t, p.step("notify").SkipReason, `needs the output of step "publish", which was skipped`)
 			require.Equal(t, []string{"review", "explain"}, p.CompletedSteps)
 			require.Contains(t, string(p.Outputs["explain"]), "wrong version", "the feedback reaches the result")
@@ -113,8 +113,8 @@ func TestEventConditionOnClientOutput(t *testing.T) {
 	_, err = f.call(t, tk.ID, "review", map[string]any{"approved": true})
 	require.NoError(t, err)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, StepAwaitingEvent, p.step("go").Status, "the condition held: the event waits")
-	require.Equal(t, store.StatusWorking, tk.Status, "it waits for the event and the client step after it")
+	require.Equal(t, mcptask.StepAwaitingEvent, p.step("go").Status, "the condition held: the event waits")
+	require.Equal(t, mcptask.StatusWorking, tk.Status, "it waits for the event and the client step after it")
 }
 
 func TestConditionValidatedAtRegistration(t *testing.T) {
@@ -202,13 +202,13 @@ func TestParallelGroupRunsTogether(t *testing.T) {
 	require.ElementsMatch(t, []string{"lint", "unit", "integration"}, g.waitStarted(t, 3))
 	_, p := f.task(t, tk.ID)
 	for _, n := range []string{"lint", "unit", "integration"} {
-		require.Equal(t, StepRunning, p.step(n).Status)
+		require.Equal(t, mcptask.StepRunning, p.step(n).Status)
 		require.Equal(t, "checks", p.step(n).Group)
 	}
 	require.Contains(t, p.PauseReason, "of group \"checks\" together")
 	close(g.release)
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 3, g.peak, "the three checks ran at once")
 	require.Equal(t, 1, e.callsOf("report"))
 	require.Equal(t, "report", p.CompletedSteps[len(p.CompletedSteps)-1])
@@ -226,7 +226,7 @@ func TestParallelGroupCrashRerunsOnlyUnfinished(t *testing.T) {
 	g.waitStarted(t, 1)
 	require.Eventually(t, func() bool {
 		_, p := f.task(t, tk.ID)
-		return p.step("lint").Status == StepCompleted && p.step("unit").Status == StepCompleted
+		return p.step("lint").Status == mcptask.StepCompleted && p.step("unit").Status == mcptask.StepCompleted
 	}, 10*time.Second, 5*time.Millisecond)
 	f.b.Close() // the process stops while integration runs
 
@@ -237,7 +237,7 @@ func TestParallelGroupCrashRerunsOnlyUnfinished(t *testing.T) {
 	})
 	f = redeploy(t, e, &Options{PromptWait: -1}, checks())
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 1, e.callsOf("lint"), "lint finished before the crash: not run again")
 	require.Equal(t, 1, e.callsOf("unit"))
 	require.EqualValues(t, 1, runs.Load(), "integration ran again")
@@ -260,7 +260,7 @@ func TestParallelGroupFailure(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: 10 * time.Millisecond}, w)
 		tk, _ := f.start(t, "ci", nil)
 		tk, _ = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `group "checks" failed`)
 		require.Contains(t, tk.StatusMessage, "lint found 3 problems")
 		require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.running == 0 }, 10*time.Second, 5*time.Millisecond, "the other members were stopped")
@@ -279,15 +279,15 @@ func TestParallelGroupFailure(t *testing.T) {
 		g.waitStarted(t, 1)
 		require.Eventually(t, func() bool {
 			_, p := f.task(t, tk.ID)
-			return p.step("lint").GaveUp && p.step("integration").Status == StepCompleted
+			return p.step("lint").GaveUp && p.step("integration").Status == mcptask.StepCompleted
 		}, 10*time.Second, 5*time.Millisecond)
 		tk, _ = f.task(t, tk.ID)
 		require.False(t, tk.Status.Terminal(), "the group waits for unit")
 		close(g.release)
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `group "checks" failed: step "lint"`)
-		require.Equal(t, StepCompleted, p.step("unit").Status, "unit ran to its end")
+		require.Equal(t, mcptask.StepCompleted, p.step("unit").Status, "unit ran to its end")
 		require.Zero(t, e.callsOf("report"))
 	})
 	t.Run("hand to client inside a group", func(t *testing.T) {
@@ -297,15 +297,15 @@ func TestParallelGroupFailure(t *testing.T) {
 		f := newFixture(t, e, &Options{PromptWait: -1}, checks())
 		tk, _ := f.start(t, "ci", nil)
 		tk, p := f.settled(t, tk.ID)
-		require.Equal(t, store.StatusWorking, tk.Status)
+		require.Equal(t, mcptask.StatusWorking, tk.Status)
 		require.True(t, p.step("lint").HandedToClient)
-		require.Equal(t, StepCompleted, p.step("unit").Status)
+		require.Equal(t, mcptask.StepCompleted, p.step("unit").Status)
 		require.Zero(t, e.callsOf("report"), "report waits for the whole group")
 		echoTools(e, "lint")
 		_, err := f.call(t, tk.ID, "lint", map[string]any{})
 		require.NoError(t, err)
 		tk, _ = f.settled(t, tk.ID)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	})
 }
 
@@ -343,7 +343,7 @@ func TestSleepIsDurable(t *testing.T) {
 	tk, _ := f.start(t, "soak", map[string]string{"soak": "90"})
 	tk, p := f.settled(t, tk.ID)
 	sp := p.step("soak")
-	require.Equal(t, StepSleeping, sp.Status)
+	require.Equal(t, mcptask.StepSleeping, sp.Status)
 	require.NotNil(t, sp.Until)
 	until := *sp.Until
 	require.Equal(t, start.Add(90*time.Second), until)
@@ -367,7 +367,7 @@ func TestSleepIsDurable(t *testing.T) {
 	e.advance(30 * time.Second)
 	require.Equal(t, 1, f.e.wakeDue(t))
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 1, e.callsOf("after"))
 	require.Equal(t, 1, e.callsOf("before"))
 	require.JSONEq(t, `{"sleptUntil":"`+until.Format(time.RFC3339Nano)+`"}`, string(p.Outputs["soak"]))
@@ -407,7 +407,7 @@ func TestSleepUntilAndBadLengths(t *testing.T) {
 	g := newFixture(t, e, &Options{PromptWait: -1}, New("later", "").Step(Server("when", "when"), SleepFor("soak", StepOutput("when", "at"))))
 	tk, _ = g.start(t, "later", nil)
 	tk, _ = g.settled(t, tk.ID)
-	require.Equal(t, store.StatusFailed, tk.Status)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, `step "soak" cannot sleep`)
 	require.Contains(t, tk.StatusMessage, "neither seconds nor a duration")
 }
@@ -471,8 +471,8 @@ func TestEventDelivered(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1, WebhookURL: "http://127.0.0.1:1/hooks"}, approval())
 	tk, _ := f.start(t, "deploy", nil)
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusInputRequired, tk.Status, "a workflow waiting only for an event needs the client's input")
-	require.Equal(t, StepAwaitingEvent, p.step("approved").Status)
+	require.Equal(t, mcptask.StatusInputRequired, tk.Status, "a workflow waiting only for an event needs the client's input")
+	require.Equal(t, mcptask.StepAwaitingEvent, p.step("approved").Status)
 	reqs := f.e.kind.(interface {
 		InputRequests(*store.Task) map[string]json.RawMessage
 	}).InputRequests(tk)
@@ -484,25 +484,25 @@ func TestEventDelivered(t *testing.T) {
 	require.Equal(t, "http://127.0.0.1:1/hooks/"+tk.ID+"/approved", doc.RemainingSteps[0].Webhook.URL)
 
 	ctx := context.Background()
-	_, err := f.b.Deliver(ctx, tk.ID, "approved", json.RawMessage(`{"approved":"yes"}`), ByClient)
+	_, err := f.b.Deliver(ctx, tk.ID, "approved", json.RawMessage(`{"approved":"yes"}`), string(mcptask.ExecClient))
 	var je *jsonrpc.Error
 	require.ErrorAs(t, err, &je)
 	require.EqualValues(t, jsonrpc.CodeInvalidParams, je.Code)
-	_, err = f.b.Deliver(ctx, tk.ID, "approved", json.RawMessage(`[1]`), ByClient)
+	_, err = f.b.Deliver(ctx, tk.ID, "approved", json.RawMessage(`[1]`), string(mcptask.ExecClient))
 	require.ErrorAs(t, err, &je)
-	_, err = f.b.Deliver(ctx, tk.ID, "nope", json.RawMessage(`{}`), ByClient)
+	_, err = f.b.Deliver(ctx, tk.ID, "nope", json.RawMessage(`{}`), string(mcptask.ExecClient))
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = f.b.Deliver(ctx, tk.ID, "deploy", json.RawMessage(`{}`), ByClient)
+	_, err = f.b.Deliver(ctx, tk.ID, "deploy", json.RawMessage(`{}`), string(mcptask.ExecClient))
 	require.ErrorIs(t, err, ErrNotWaiting, "a server step takes no delivery")
 	_, p = f.task(t, tk.ID)
-	require.Equal(t, StepAwaitingEvent, p.step("approved").Status, "refusals record nothing")
+	require.Equal(t, mcptask.StepAwaitingEvent, p.step("approved").Status, "refusals record nothing")
 
 	payload := json.RawMessage(`{"approved":true,"by":"ana"}`)
 	res, err := f.b.Deliver(ctx, tk.ID, "approved", payload, ByWebhook)
 	require.NoError(t, err)
 	require.False(t, res.IsError)
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, ByWebhook, p.step("approved").CompletedBy)
 	require.Equal(t, 1, e.callsOf("deploy"))
 	require.Zero(t, e.callsOf("rollback"))
@@ -536,14 +536,14 @@ func TestEventAnsweredWithTasksUpdate(t *testing.T) {
 			}
 			require.NoError(t, ik.Answer(ctx, tk, answer))
 			tk, p := f.settled(t, tk.ID)
-			require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+			require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 			if action == "accept" {
 				require.Equal(t, 1, e.callsOf("deploy"))
-				require.Equal(t, ByClient, p.step("approved").CompletedBy)
+				require.Equal(t, string(mcptask.ExecClient), p.step("approved").CompletedBy)
 			} else {
-				require.Equal(t, StepSkipped, p.step("approved").Status)
+				require.Equal(t, mcptask.StepSkipped, p.step("approved").Status)
 				require.Contains(t, p.step("approved").SkipReason, `"decline"`)
-				require.Equal(t, StepSkipped, p.step("deploy").Status, "deploy needs the approval's output")
+				require.Equal(t, mcptask.StepSkipped, p.step("deploy").Status, "deploy needs the approval's output")
 				require.Equal(t, 1, e.callsOf("rollback"), "the declined branch runs")
 			}
 			require.NoError(t, ik.Answer(ctx, tk, answer), "an answer repeated (another replica's) is ignored")
@@ -564,8 +564,8 @@ func TestEventTimeoutBranches(t *testing.T) {
 	e.advance(time.Hour)
 	require.Equal(t, 1, e.wakeDue(t))
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
-	require.Equal(t, StepSkipped, p.step("approved").Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StepSkipped, p.step("approved").Status)
 	require.Equal(t, `the event of step "approved" did not arrive within 1h0m0s`, p.step("approved").SkipReason)
 	require.Equal(t, 1, e.callsOf("rollback"))
 	require.Zero(t, e.callsOf("deploy"))
@@ -640,7 +640,7 @@ func TestWebhookHandler(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	require.Equal(t, tk.ID, out["taskId"])
 	tk, _ = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 	code, _ = post(tk.ID+"/approved", token, `{"approved":false}`)
 	require.Equal(t, http.StatusConflict, code, "the task ended")
 
@@ -655,7 +655,7 @@ func TestWebhookHandler(t *testing.T) {
 	code, out = post(tk2.ID+"/approve", token2, `{"approved":true}`)
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	tk2, p2 := f.settled(t, tk2.ID)
-	require.Equal(t, store.StatusCompleted, tk2.Status, tk2.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk2.Status, tk2.StatusMessage)
 	require.Equal(t, ByWebhook, p2.step("approve").CompletedBy)
 	require.Equal(t, 2, e.callsOf("deploy"), "once per task")
 	require.False(t, bytes.Contains(tk2.Result, []byte(token2)), "the token never reaches a result")

@@ -189,8 +189,8 @@ func (b *Bridge) pokeParent(ctx context.Context, child *store.Task) {
 				if s.sp.Until == nil || s.sp.Until.After(now) {
 					s.sp.Until = &now // due, for the scheduler
 				}
-				if s.sp.Status == StepAwaitingClient {
-					s.sp.Status = StepAwaitingChild // not resting, for those who wait for it to rest
+				if s.sp.Status == mcptask.StepAwaitingClient {
+					s.sp.Status = mcptask.StepAwaitingChild // not resting, for those who wait for it to rest
 				}
 			}
 			return store.Update{}, nil
@@ -217,7 +217,7 @@ func hasChildren(p *Progress) bool {
 // are still running.
 func (b *Bridge) cancelChildren(ctx context.Context, t *store.Task, p *Progress) {
 	walkRecords(p, func(sp *StepProgress) {
-		if sp.Child != "" && sp.Status != StepCompleted {
+		if sp.Child != "" && sp.Status != mcptask.StepCompleted {
 			b.cancelChild(ctx, sp.Child, t.ID, string(t.Status))
 		}
 	})
@@ -262,7 +262,7 @@ func (b *Bridge) ended(ctx context.Context, t *store.Task) {
 	if p, err := decodeProgress(t); err == nil && hasChildren(p) {
 		b.cancelChildren(ctx, t, p)
 	}
-	if t.Status == store.StatusCancelled {
+	if t.Status == mcptask.StatusCancelled {
 		b.undoCancelled(ctx, t) // compensation.go
 	}
 	if t.Labels[LabelParent] != "" {

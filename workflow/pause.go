@@ -103,7 +103,7 @@ func (b *Bridge) Pause(ctx context.Context, id string, p taskrouter.PauseRequest
 			if p.Cut {
 				a.Outcome, a.Error = OutcomeStopped, fmt.Sprintf("cut: the workflow was paused by %s; the step runs again on resume", p.By)
 				a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
-				sl.sp.Status = StepPending
+				sl.sp.Status = mcptask.StepPending
 				sl.sp.Tries = max(0, sl.sp.Tries-1)
 				cut = append(cut, sl.path)
 			}
@@ -154,8 +154,8 @@ func (b *Bridge) Resume(ctx context.Context, id, by string) (*store.Task, string
 		p.Paused = nil
 		said = fmt.Sprintf("Workflow task %s is resumed (it was paused by %s since %s).", id, was.By, stamp(was.At))
 		if was.Step != "" {
-			if sl := in.wf.slotAt(p, was.Step); sl != nil && sl.sp.Status == StepFailed && !sl.sp.HandedToClient {
-				sl.sp.Status, sl.sp.Error, sl.sp.GaveUp = StepPending, "", false
+			if sl := in.wf.slotAt(p, was.Step); sl != nil && sl.sp.Status == mcptask.StepFailed && !sl.sp.HandedToClient {
+				sl.sp.Status, sl.sp.Error, sl.sp.GaveUp = mcptask.StepPending, "", false
 				said += fmt.Sprintf(" Step %q, whose failure paused it, runs again.", was.Step)
 			}
 		}
@@ -247,7 +247,7 @@ func (in *instance) pauseOnGiveUp(p *Progress, sl *slot, msg string, now time.Ti
 		return false
 	}
 	sp.RetryAt, sp.Tries = nil, 0
-	sp.Status, sp.Error = StepFailed, msg
+	sp.Status, sp.Error = mcptask.StepFailed, msg
 	p.Paused = &Pause{By: PausedByServer, At: now, Step: sl.path,
 		Reason: fmt.Sprintf("%s failed after %d attempt(s): %s; fix the cause and resume it to run the step again", toolLine(s), sp.Attempts, oneLine(msg))}
 	return true
@@ -337,14 +337,14 @@ func (in *instance) closeInterrupted(p *Progress, now time.Time) {
 		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran; it runs again on resume"
 		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
 		sp.Interrupted++
-		sp.Status = StepPending
+		sp.Status = mcptask.StepPending
 	})
 }
 
 // running reports whether some step's record says it runs.
 func (p *Progress) running() bool {
 	for i := range p.Steps {
-		if p.Steps[i].Status == StepRunning {
+		if p.Steps[i].Status == mcptask.StepRunning {
 			return true
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
@@ -56,18 +55,18 @@ func TestPauseLetsTheRunningStepFinish(t *testing.T) {
 	paused, said, err := f.b.Pause(context.Background(), tk.ID, taskrouter.PauseRequest{By: "alice", Reason: "a bad deploy upstream"})
 	require.NoError(t, err)
 	require.Contains(t, said, `The steps running now ("deploy") finish`)
-	require.Equal(t, store.StatusWorking, paused.Status, "the wire status stays one the spec defines")
+	require.Equal(t, mcptask.StatusWorking, paused.Status, "the wire status stays one the spec defines")
 	require.Contains(t, paused.StatusMessage, "paused by alice since 2026-11-24T09:00:00Z: a bad deploy upstream")
 	require.Contains(t, paused.StatusMessage, `step "deploy" still running`)
 
 	r.release <- struct{}{}
 	require.Eventually(t, func() bool {
 		_, p := f.task(t, tk.ID)
-		return p.step("deploy").Status == StepCompleted
+		return p.step("deploy").Status == mcptask.StepCompleted
 	}, 10*time.Second, 5*time.Millisecond, "the running step finished and was recorded")
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusWorking, tk.Status)
-	require.Equal(t, StepPending, p.step("after").Status, "nothing new starts")
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StepPending, p.step("after").Status, "nothing new starts")
 	require.Zero(t, e.callsOf("after"))
 	require.True(t, tk.WakeAt.IsZero(), "nothing wakes a paused workflow")
 	require.Equal(t, "paused by alice since 2026-11-24T09:00:00Z: a bad deploy upstream", tk.StatusMessage)
@@ -86,7 +85,7 @@ func TestPauseLetsTheRunningStepFinish(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, said, "it was paused by alice since 2026-11-24T09:00:00Z")
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Nil(t, p.Paused)
 	require.Equal(t, []string{"paused by alice: a bad deploy upstream", "resumed by bob: "}, actions(t, e, tk.ID))
 }
@@ -114,18 +113,18 @@ func TestPauseCutStopsTheRunningStep(t *testing.T) {
 	require.Contains(t, said, `The steps that were running ("deploy") were stopped; they run again on resume.`)
 	require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.total == 0 }, 10*time.Second, 5*time.Millisecond, "its tool was stopped")
 	tk, p := f.settled(t, tk.ID)
-	require.Equal(t, store.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	h := p.step("deploy").History
 	require.Equal(t, OutcomeStopped, h[len(h)-1].Outcome)
 	require.Contains(t, h[len(h)-1].Error, "cut: the workflow was paused by ops")
-	require.Equal(t, StepPending, p.step("deploy").Status)
+	require.Equal(t, mcptask.StepPending, p.step("deploy").Status)
 
 	_, _, err = f.b.Resume(context.Background(), tk.ID, "ops")
 	require.NoError(t, err)
 	require.Equal(t, "<nil>", r.next(t), "it runs again")
 	r.release <- struct{}{}
 	tk, _ = f.settled(t, tk.ID)
-	require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status == store.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, 2, e.callsOf("deploy"))
 }
 
@@ -149,18 +148,18 @@ func TestPauseOnFailure(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, w)
 	tk, p := f.start(t, "mig", nil)
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusWorking, tk.Status, "paused, not failed")
+	require.Equal(t, mcptask.StatusWorking, tk.Status, "paused, not failed")
 	require.Equal(t, PausedByServer, p.Paused.By)
 	require.Equal(t, "migrate", p.Paused.Step)
 	require.Contains(t, tk.StatusMessage, `paused by the server since 2026-11-24T09:00:00Z: step "migrate" (tool "migrate") failed after 1 attempt(s): the schema is locked; fix the cause and resume it`)
-	require.Equal(t, StepFailed, p.step("migrate").Status)
+	require.Equal(t, mcptask.StepFailed, p.step("migrate").Status)
 
 	broken = false
 	_, said, err := f.b.Resume(context.Background(), tk.ID, "dba")
 	require.NoError(t, err)
 	require.Contains(t, said, `Step "migrate", whose failure paused it, runs again.`)
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 2, p.step("migrate").Attempts)
 }
 
@@ -173,7 +172,7 @@ func TestPauseRefusals(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: -1}, twoSteps())
 	done, _ := f.start(t, "two", nil)
 	done, _ = f.settled(t, done.ID)
-	require.Equal(t, store.StatusCompleted, done.Status)
+	require.Equal(t, mcptask.StatusCompleted, done.Status)
 	_, _, err := f.b.Pause(context.Background(), done.ID, taskrouter.PauseRequest{By: "x"})
 	require.ErrorIs(t, err, taskrouter.ErrNotPausable)
 
@@ -209,15 +208,15 @@ func TestPauseKeepsTimersAndSurvivesARestart(t *testing.T) {
 	e.advance(2 * time.Hour)
 	require.Zero(t, e.wakeDue(t), "nothing wakes a paused workflow")
 	tk, p = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusWorking, tk.Status)
-	require.Equal(t, StepSleeping, p.step("soak").Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StepSleeping, p.step("soak").Status)
 	require.Equal(t, until, *p.step("soak").Until, "the sleep keeps its end")
 	require.Zero(t, e.callsOf("after"))
 
 	_, _, err = f.b.Resume(context.Background(), tk.ID, "ops")
 	require.NoError(t, err)
 	tk, _ = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 }
 
 // TestPauseGivesUpAQueuePlace: a paused workflow holds no place it does
@@ -243,11 +242,11 @@ func TestPauseGivesUpAQueuePlace(t *testing.T) {
 	require.Nil(t, p.step("deploy").Queue)
 
 	r.release <- struct{}{}
-	require.Eventually(t, func() bool { tk, _ := f.task(t, first.ID); return tk.Status == store.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { tk, _ := f.task(t, first.ID); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
 	r.none(t)
 	_, _, err = f.b.Resume(context.Background(), second.ID, "ops")
 	require.NoError(t, err)
 	require.Equal(t, "a", r.next(t), "it queues again and runs")
 	r.release <- struct{}{}
-	require.Eventually(t, func() bool { tk, _ := f.task(t, second.ID); return tk.Status == store.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { tk, _ := f.task(t, second.ID); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
 }

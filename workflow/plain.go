@@ -82,7 +82,7 @@ func (h *PromptHandler) summary(p *Progress, r *runner, failed error) string {
 	}
 	var skipped strings.Builder
 	for _, sp := range p.Steps {
-		if sp.Status == StepSkipped {
+		if sp.Status == mcptask.StepSkipped {
 			fmt.Fprintf(&skipped, "\nStep %q was skipped: %s.", sp.Name, sp.SkipReason)
 		}
 	}
@@ -103,7 +103,7 @@ func (h *PromptHandler) summary(p *Progress, r *runner, failed error) string {
 		args, _ := c.resolve(r.resolver(), p, true, false)
 		ab := marshal(args)
 		who := "server"
-		if s.Execution() == ClientDeferred || sp.HandedToClient {
+		if s.Execution() == mcptask.ExecClient || sp.HandedToClient {
 			who = "you"
 		}
 		fmt.Fprintf(&b, "%d. %s (performed by %s): call tool %q with %s", i+1, s.Name, who, c.tool, ab)

@@ -123,7 +123,7 @@ func (in *instance) plan(p *Progress, results []stepResult, reason string) plan 
 	}
 	for _, path := range pl.start {
 		sp := wf.slotAt(p, path).sp
-		sp.Status = StepRunning
+		sp.Status = mcptask.StepRunning
 		sp.RetryAt = nil
 	}
 	p.PauseReason = pauseReason(wf, p)
@@ -172,7 +172,7 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 				continue
 			}
 			if why := in.skipReason(p, s, waits); why != "" {
-				sp.Status, sp.SkipReason = StepSkipped, why
+				sp.Status, sp.SkipReason = mcptask.StepSkipped, why
 				sp.RetryAt, sp.ReachedAt, sp.Deadline, sp.Early = nil, nil, nil, nil
 				continue
 			}
@@ -188,7 +188,7 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 					// A server step handed to the client holds back what
 					// follows; a step the client performs by design does
 					// not.
-					blocks = blocks || s.kind.execution() == ServerExecutable
+					blocks = blocks || s.kind.execution() == mcptask.ExecServer
 					continue
 				}
 				why = ReasonTimeout
@@ -231,8 +231,8 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 func (in *instance) ending(p *Progress, failure string, pl *plan) bool {
 	failed := func(msg string) {
 		p.PauseReason = msg
-		pl.update = store.Update{Status: store.StatusFailed, StatusMessage: &p.PauseReason,
-			Error: &store.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
+		pl.update = store.Update{Status: mcptask.StatusFailed, StatusMessage: &p.PauseReason,
+			Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
 		pl.start = nil
 	}
 	completed := func(msg string) {
@@ -242,7 +242,7 @@ func (in *instance) ending(p *Progress, failure string, pl *plan) bool {
 			pl.err = err
 			return
 		}
-		pl.update = store.Update{Status: store.StatusCompleted, Result: raw, StatusMessage: &p.PauseReason}
+		pl.update = store.Update{Status: mcptask.StatusCompleted, Result: raw, StatusMessage: &p.PauseReason}
 	}
 	switch {
 	case failure != "":
@@ -325,7 +325,7 @@ func markReached(wf *compiled, p *Progress, now time.Time) {
 // its kind may end it on arrival (an event delivered early), or its wait
 // starts.
 func markStep(p *Progress, s *Step, sp *StepProgress, now time.Time) {
-	if !sp.HandedToClient && sp.Status == StepPending {
+	if !sp.HandedToClient && sp.Status == mcptask.StepPending {
 		sp.Status = s.kind.awaiting()
 	}
 	if s.kind.onReach(p, s, sp, now) {
@@ -354,12 +354,12 @@ func (in *instance) reach(p *Progress, s *Step, sp *StepProgress, now time.Time)
 	why := fmt.Sprintf("%s within %s", s.kind.missed(s), w.max)
 	switch w.policy() {
 	case TimeoutSkip:
-		sp.Status, sp.SkipReason = StepSkipped, why
+		sp.Status, sp.SkipReason = mcptask.StepSkipped, why
 		sp.ReachedAt, sp.Deadline = nil, nil
 		return "", false
 	case TimeoutServer:
 		sp.HandedToClient, sp.ReachedAt, sp.Deadline = false, nil, nil
-		sp.Status, sp.Tries = StepPending, 0
+		sp.Status, sp.Tries = mcptask.StepPending, 0
 		s.kind.takeBack(sp)
 		return "", true
 	}
@@ -387,5 +387,5 @@ func skippedOutput(w *Definition, p *Progress, src Source) bool {
 		return false
 	}
 	sp := p.step(from.Name)
-	return sp != nil && (sp.Status == StepSkipped || sp.Status == StepCancelled)
+	return sp != nil && (sp.Status == mcptask.StepSkipped || sp.Status == mcptask.StepCancelled)
 }

@@ -33,33 +33,53 @@ const ProgressSchemaVersion = 4
 // Step statuses in WorkflowProgress (the values are declared in mcptask).
 const (
 	// StepPending: not started.
+	//
+	// Deprecated: use mcptask.StepPending.
 	StepPending = mcptask.StepPending
 	// StepRunning: the server is running the step (an attempt is open).
 	// A step found running after a restart runs again.
+	//
+	// Deprecated: use mcptask.StepRunning.
 	StepRunning = mcptask.StepRunning
 	// StepAwaitingClient: a client step whose inputs exist; the workflow
 	// waits for the client to perform it.
+	//
+	// Deprecated: use mcptask.StepAwaitingClient.
 	StepAwaitingClient = mcptask.StepAwaitingClient
 	// StepCompleted: done; its output is in Outputs.
+	//
+	// Deprecated: use mcptask.StepCompleted.
 	StepCompleted = mcptask.StepCompleted
 	// StepFailed: the last attempt failed. A failed server step the server
 	// gave up on is handed to the client (HandedToClient); one it retries
 	// has a RetryAt.
+	//
+	// Deprecated: use mcptask.StepFailed.
 	StepFailed = mcptask.StepFailed
 	// StepSkipped: the step will not run (its condition did not hold, its
 	// client did not perform it in time with TimeoutSkip, or it needs the
 	// output of a skipped step); SkipReason says why.
+	//
+	// Deprecated: use mcptask.StepSkipped.
 	StepSkipped = mcptask.StepSkipped
 	// StepSleeping: a sleep waits until Until.
+	//
+	// Deprecated: use mcptask.StepSleeping.
 	StepSleeping = mcptask.StepSleeping
 	// StepAwaitingEvent: an event step waits for its event.
+	//
+	// Deprecated: use mcptask.StepAwaitingEvent.
 	StepAwaitingEvent = mcptask.StepAwaitingEvent
 	// StepAwaitingChild: the child workflow a child step started runs its
 	// own steps (Child is its task).
+	//
+	// Deprecated: use mcptask.StepAwaitingChild.
 	StepAwaitingChild = mcptask.StepAwaitingChild
 	// StepCancelled: the step was stopped before it ended because the
 	// workflow failed without it (a group that fails fast); SkipReason
 	// says why.
+	//
+	// Deprecated: use mcptask.StepCancelled.
 	StepCancelled = mcptask.StepCancelled
 )
 
@@ -141,10 +161,10 @@ type WorkflowProgress = Progress
 
 // StepProgress is one step's state.
 type StepProgress struct {
-	Name      string `json:"name"`
-	Tool      string `json:"tool"`
-	Execution string `json:"execution" jsonschema:"enum=server,enum=client"`
-	Status    string `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
+	Name      string             `json:"name"`
+	Tool      string             `json:"tool"`
+	Execution string             `json:"execution" jsonschema:"enum=server,enum=client"`
+	Status    mcptask.StepStatus `json:"status" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=completed,enum=failed,enum=skipped,enum=cancelled"`
 	// Kind is the step's kind: tool (the default, left out), sleep,
 	// event, or a later kind's name.
 	Kind string `json:"kind,omitempty" jsonschema:"description=The step's kind when not a tool call (sleep, event, ...)"`
@@ -332,7 +352,7 @@ func newProgress(wf *compiled, args map[string]string, now time.Time) *Progress 
 		p.DeadlineAt = &at
 	}
 	for i, s := range wf.steps {
-		sp := StepProgress{Name: s.Name, Tool: toolOf(s), Execution: string(s.Execution()), Status: StepPending, Output: s.binding(), Print: wf.prints[i]}
+		sp := StepProgress{Name: s.Name, Tool: toolOf(s), Execution: string(s.Execution()), Status: mcptask.StepPending, Output: s.binding(), Print: wf.prints[i]}
 		if g := wf.parent[s.Name]; g != nil {
 			sp.Group = g.Name
 		}
@@ -351,9 +371,9 @@ func (p *Progress) refresh() {
 	p.RemainingSteps = []string{}
 	for _, s := range p.Steps {
 		switch s.Status {
-		case StepCompleted:
+		case mcptask.StepCompleted:
 			p.CompletedSteps = append(p.CompletedSteps, s.Name)
-		case StepSkipped, StepCancelled:
+		case mcptask.StepSkipped, mcptask.StepCancelled:
 		default:
 			p.RemainingSteps = append(p.RemainingSteps, s.Name)
 		}
@@ -382,7 +402,7 @@ func (p *Progress) done() bool {
 // ended reports whether the step is completed, skipped or cancelled:
 // nothing more happens to it.
 func (sp *StepProgress) ended() bool {
-	return sp.Status == StepCompleted || sp.Status == StepSkipped || sp.Status == StepCancelled
+	return sp.Status == mcptask.StepCompleted || sp.Status == mcptask.StepSkipped || sp.Status == mcptask.StepCancelled
 }
 
 // maxHistory bounds the attempts kept per step (the first and the latest).

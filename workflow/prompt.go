@@ -75,21 +75,21 @@ func (e *argError) Unwrap() error { return e.rpc }
 // taskIDOf reads the task id a request names: _meta._task_id, or the
 // argument _task_id (removed from args). Both may be given if they agree.
 func taskIDOf(meta mcp.Meta, args map[string]string) (id string, named bool, err error) {
-	raw, inMeta := meta[MetaTaskID]
+	raw, inMeta := meta[mcptask.MetaTaskID]
 	if inMeta {
 		s, ok := raw.(string)
 		if !ok || s == "" {
-			return "", false, mcptask.InvalidParams("_meta.%s must be a non-empty string task id", MetaTaskID)
+			return "", false, mcptask.InvalidParams("_meta.%s must be a non-empty string task id", mcptask.MetaTaskID)
 		}
 		id = s
 	}
-	if arg, ok := args[TaskIDArgument]; ok {
-		delete(args, TaskIDArgument)
+	if arg, ok := args[mcptask.ArgTaskID]; ok {
+		delete(args, mcptask.ArgTaskID)
 		switch {
 		case arg == "":
-			return "", false, mcptask.InvalidParams("argument %s must be a non-empty task id", TaskIDArgument)
+			return "", false, mcptask.InvalidParams("argument %s must be a non-empty task id", mcptask.ArgTaskID)
 		case inMeta && arg != id:
-			return "", false, mcptask.InvalidParams("argument %s (%q) and _meta.%s (%q) name different tasks", TaskIDArgument, arg, MetaTaskID, id)
+			return "", false, mcptask.InvalidParams("argument %s (%q) and _meta.%s (%q) name different tasks", mcptask.ArgTaskID, arg, mcptask.MetaTaskID, id)
 		}
 		id = arg
 	}
@@ -155,7 +155,7 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: wf.def.Name, Arguments: rawArgs},
 		taskrouter.CreateOptions{ID: id, TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
 			Variables: v, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake(),
-			InputRequired: statusFor(q.Dialect, p) == store.StatusInputRequired})
+			InputRequired: statusFor(q.Dialect, p) == mcptask.StatusInputRequired})
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -191,7 +191,7 @@ func (h *TaskPromptHandler) resume(ctx context.Context, q *taskrouter.Request, i
 		}
 		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
 			for _, sl := range in.wf.slots(p) {
-				if sp := sl.sp; sp.Execution == string(ServerExecutable) && sp.Status == StepFailed {
+				if sp := sl.sp; sp.Execution == string(mcptask.ExecServer) && sp.Status == mcptask.StepFailed {
 					sp.HandedToClient, sp.ReachedAt, sp.Deadline, sp.RetryAt, sp.Tries = false, nil, nil, nil, 0
 					sl.s.kind.takeBack(sp)
 				}
@@ -312,7 +312,7 @@ func (b *Bridge) trace(t *store.Task, p *Progress) []*mcp.PromptMessage {
 	var msgs []*mcp.PromptMessage
 	for i := range p.Steps {
 		sp := &p.Steps[i]
-		if sp.Status != StepCompleted || sp.CompletedBy != ByServer {
+		if sp.Status != mcptask.StepCompleted || sp.CompletedBy != string(mcptask.ExecServer) {
 			continue
 		}
 		var args map[string]json.RawMessage
@@ -339,7 +339,7 @@ func startMessage(w *Definition, p *Progress) *mcp.PromptMessage {
 // document in _meta too.
 func (b *Bridge) resultJSON(t *store.Task, p *Progress) (json.RawMessage, error) {
 	done := *t
-	done.Status = store.StatusCompleted
+	done.Status = mcptask.StatusCompleted
 	d, err := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
 	if err != nil {
 		d = mcptask.Core

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -179,7 +180,7 @@ func (c *checker) queue(pl *placement, workflow bool) {
 			c.add("a %s step takes no place on a queue itself: place the steps it runs on it (each run takes a place)", s.Kind())
 		case callOf(s) == nil:
 			c.add("OnQueue applies to a step that runs a tool, not a %s step", s.Kind())
-		case s.Execution() == ClientDeferred:
+		case s.Execution() == mcptask.ExecClient:
 			c.add("OnQueue applies to the server's runs: a client step is performed by the client")
 		}
 	}
@@ -439,7 +440,7 @@ func (b *Bridge) replaced(entries []store.QueueEntry, by string) {
 		for _, e := range entries {
 			msg := fmt.Sprintf("replaced by task %s, a newer start of key %q on queue %q within its debounce window; it was cancelled before it started", by, e.Key, e.Queue)
 			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-			_, err := b.engine.Update(ctx, e.TaskID, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+			_, err := b.engine.Update(ctx, e.TaskID, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg})
 			cancel()
 			if err != nil && !isGone(err) {
 				b.engine.Logger().Warn("cancelling a task a debounced start replaced", "task", e.TaskID, "error", err)
@@ -466,7 +467,7 @@ func (in *instance) freePlaces(p *Progress, now time.Time, ending bool) {
 		}
 		if sp.Queue != nil && sl.s.queue != nil {
 			paused := p.Paused != nil && sp.open() == nil
-			if ending || paused || sp.ended() || sp.HandedToClient || sp.GaveUp || sp.Status == StepFailed && sp.RetryAt == nil {
+			if ending || paused || sp.ended() || sp.HandedToClient || sp.GaveUp || sp.Status == mcptask.StepFailed && sp.RetryAt == nil {
 				in.givePlace(sl.s.queue, in.id+"#"+sl.path)
 				sp.Queue = nil
 			}

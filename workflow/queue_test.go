@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -150,7 +151,7 @@ func TestQueuePerKey(t *testing.T) {
 	r.none(t)
 
 	tk, p := f.settled(t, a2.ID)
-	require.Equal(t, store.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	q := p.step("deploy").Queue
 	require.NotNil(t, q)
 	require.Nil(t, q.GrantedAt)
@@ -170,7 +171,7 @@ func TestQueuePerKey(t *testing.T) {
 		}
 	}
 	require.NotNil(t, deploy.Queue)
-	require.Equal(t, StepPending, deploy.Status)
+	require.Equal(t, mcptask.StepPending, deploy.Status)
 	require.Equal(t, `the server runs it once queue "deploys" gives it a place (it is queued); do not call it yourself`, deploy.Do)
 	text, err := handoff.Render(doc)
 	require.NoError(t, err)
@@ -183,7 +184,7 @@ func TestQueuePerKey(t *testing.T) {
 	require.Equal(t, "a", r.woken(t, e))
 	r.release <- struct{}{}
 	for _, id := range []string{a1.ID, a2.ID, a3.ID, b1.ID} {
-		require.Eventually(t, func() bool { e.wakeDue(t); tk, _ := f.task(t, id); return tk.Status == store.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { e.wakeDue(t); tk, _ := f.task(t, id); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -224,7 +225,7 @@ func TestQueuePriority(t *testing.T) {
 	require.Equal(t, "low", r.woken(t, e))
 	r.release <- struct{}{}
 	for _, id := range []string{first.ID, low.ID, high.ID} {
-		require.Eventually(t, func() bool { e.wakeDue(t); tk, _ := f.task(t, id); return tk.Status == store.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { e.wakeDue(t); tk, _ := f.task(t, id); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
 	}
 }
 
@@ -237,11 +238,11 @@ func TestQueueRate(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: 50 * time.Millisecond}, deploys(q))
 	one, _ := f.start(t, "deploy", map[string]string{"repo": "x"})
 	tk, _ := f.settled(t, one.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 	e.advance(10 * time.Second)
 	two, _ := f.start(t, "deploy", map[string]string{"repo": "y"})
 	tk, p := f.settled(t, two.ID)
-	require.Equal(t, store.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	q2 := p.step("deploy").Queue
 	require.Contains(t, q2.Why, `queue "api" starts at most 1 per 1m0s`)
 	look := e.Now().Add(queuePoll) // before the window opens: a periodic look
@@ -258,7 +259,7 @@ func TestQueueRate(t *testing.T) {
 	e.advance(20 * time.Second)
 	require.Equal(t, 1, e.wakeDue(t))
 	tk, _ = f.settled(t, two.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 2, e.callsOf("deploy"))
 }
 
@@ -274,21 +275,21 @@ func TestQueueWorkflowDebounce(t *testing.T) {
 	f := newFixture(t, e, &Options{PromptWait: 50 * time.Millisecond}, w)
 	first, _ := f.start(t, "notify", map[string]string{"user": "ann"})
 	tk, p := f.settled(t, first.ID)
-	require.Equal(t, store.StatusWorking, tk.Status)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	require.True(t, p.Queue.waiting())
 	require.Contains(t, tk.StatusMessage, `the workflow is queued on "notify" (key "ann")`)
 	require.Contains(t, tk.StatusMessage, "a newer one replaces this one")
 
 	e.advance(4 * time.Second)
 	second, _ := f.start(t, "notify", map[string]string{"user": "ann"})
-	require.Eventually(t, func() bool { tk, _ = f.task(t, first.ID); return tk.Status == store.StatusCancelled }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { tk, _ = f.task(t, first.ID); return tk.Status == mcptask.StatusCancelled }, 10*time.Second, 5*time.Millisecond)
 	require.Contains(t, tk.StatusMessage, "replaced by task "+second.ID)
 	require.Zero(t, e.callsOf("notify"))
 
 	e.advance(10 * time.Second)
 	require.Equal(t, 1, e.wakeDue(t))
 	tk, _ = f.settled(t, second.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, 1, e.callsOf("notify"), "of the two starts, the last ran")
 }
 
@@ -310,15 +311,15 @@ func TestQueueWorkflowPerKey(t *testing.T) {
 	two, _ := f.start(t, "train", map[string]string{"repo": "a"})
 	tk, p := f.settled(t, two.ID)
 	require.True(t, p.Queue.waiting())
-	require.Equal(t, StepPending, p.step("deploy").Status, "nothing starts before the workflow holds its place")
+	require.Equal(t, mcptask.StepPending, p.step("deploy").Status, "nothing starts before the workflow holds its place")
 	require.Contains(t, tk.StatusMessage, `the workflow is queued on "trains"`)
 	r.none(t)
 	r.release <- struct{}{}
 	require.Equal(t, "a", r.woken(t, e), "the second train runs once the first ended")
 	tk, _ = f.task(t, one.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 	r.release <- struct{}{}
-	require.Eventually(t, func() bool { e.wakeDue(t); tk, _ = f.task(t, two.ID); return tk.Status == store.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { e.wakeDue(t); tk, _ = f.task(t, two.ID); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
 }
 
 // TestQueueForEachItems: a for-each's body on a queue of one: its items
@@ -340,7 +341,7 @@ func TestQueueForEachItems(t *testing.T) {
 	}
 	r.release <- struct{}{}
 	require.Equal(t, []string{"x", "y", "z"}, got)
-	require.Eventually(t, func() bool { e.wakeDue(t); tk, _ = f.task(t, tk.ID); return tk.Status == store.StatusCompleted }, 10*time.Second, 5*time.Millisecond, tk.StatusMessage)
+	require.Eventually(t, func() bool { e.wakeDue(t); tk, _ = f.task(t, tk.ID); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond, tk.StatusMessage)
 	r.mu.Lock()
 	require.Equal(t, 1, r.peakAll)
 	r.mu.Unlock()

@@ -27,7 +27,7 @@ func clientFailedMessage(path string, s *Step, msg string) string {
 func completedMessage(p *Progress) string {
 	done, skipped := 0, 0
 	for i := range p.Steps {
-		if p.Steps[i].Status == StepSkipped {
+		if p.Steps[i].Status == mcptask.StepSkipped {
 			skipped++
 		} else {
 			done++
@@ -59,7 +59,7 @@ func pauseReason(wf *compiled, p *Progress) string {
 		line, r := s.kind.status(s, sp) // a kind that says more than the engine does
 		switch {
 		case r != rankNone:
-		case sp.Status == StepRunning:
+		case sp.Status == mcptask.StepRunning:
 			running = append(running, i)
 			continue
 		case sp.Queue.waiting():
@@ -103,20 +103,20 @@ func pauseReason(wf *compiled, p *Progress) string {
 // input_required while it waits only for events and its client speaks the
 // extension dialect (which answers them with tasks/update), working
 // otherwise (a core client cannot answer: the webhook delivers them).
-func wantStatus(t *store.Task, p *Progress) store.Status {
+func wantStatus(t *store.Task, p *Progress) mcptask.Status {
 	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
 	return statusFor(d, p)
 }
 
 // statusFor is wantStatus for a client of dialect d.
-func statusFor(d mcptask.Dialect, p *Progress) store.Status {
+func statusFor(d mcptask.Dialect, p *Progress) mcptask.Status {
 	if p.Paused != nil {
-		return store.StatusWorking // a paused workflow waits for no one's input
+		return mcptask.StatusWorking // a paused workflow waits for no one's input
 	}
 	if d.HasMethod(mcptask.MethodTasksUpdate) && p.waitsOnEventsOnly() {
-		return store.StatusInputRequired
+		return mcptask.StatusInputRequired
 	}
-	return store.StatusWorking
+	return mcptask.StatusWorking
 }
 
 // waitsOnEventsOnly reports whether every step the workflow waits on is
@@ -127,9 +127,9 @@ func (p *Progress) waitsOnEventsOnly() bool {
 		sp := &p.Steps[i]
 		switch {
 		case sp.ended(), sp.GaveUp:
-		case sp.Status == StepAwaitingEvent:
+		case sp.Status == mcptask.StepAwaitingEvent:
 			events = true
-		case sp.Status == StepPending && sp.RetryAt == nil && !sp.HandedToClient:
+		case sp.Status == mcptask.StepPending && sp.RetryAt == nil && !sp.HandedToClient:
 			// not reached: it waits for what comes before it
 		default:
 			return false

@@ -30,8 +30,8 @@ func everyKind() *Definition {
 // hand-edited or damaged record): every status on every step, each paired
 // with odd counters, times, flags or outputs.
 func progressMutations() []func(p map[string]any, steps []any) string {
-	statuses := []string{"", "bogus", StepPending, StepRunning, StepAwaitingClient, StepAwaitingEvent,
-		StepSleeping, StepCompleted, StepFailed, StepSkipped}
+	statuses := []mcptask.StepStatus{"", "bogus", mcptask.StepPending, mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent,
+		mcptask.StepSleeping, mcptask.StepCompleted, mcptask.StepFailed, mcptask.StepSkipped}
 	far := time.Now().Add(1000 * time.Hour).UTC().Format(time.RFC3339Nano)
 	past := time.Unix(0, 0).UTC().Format(time.RFC3339Nano)
 	extras := []func(sp map[string]any) string{

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -194,10 +195,10 @@ func waiting(p *Progress) bool {
 		sp := &p.Steps[i]
 		switch {
 		case sp.ended(), sp.GaveUp:
-		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Status == StepSleeping, sp.Status == StepAwaitingChild:
+		case sp.Status == mcptask.StepRunning, sp.RetryAt != nil, sp.Status == mcptask.StepSleeping, sp.Status == mcptask.StepAwaitingChild:
 			return false
-		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent, sp.HandedToClient,
-			sp.Status == StepFailed && sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
+		case sp.Status == mcptask.StepAwaitingClient, sp.Status == mcptask.StepAwaitingEvent, sp.HandedToClient,
+			sp.Status == mcptask.StepFailed && sp.Execution == string(mcptask.ExecClient) && !sp.ServerTakeover:
 			client = true // a client step whose last call failed waits for the client too
 		}
 	}
@@ -272,9 +273,9 @@ func (p *Progress) nextWake(now time.Time) time.Time {
 func (p *Progress) serverDue() bool {
 	if p.undoing() {
 		running := false
-		walkRecords(p, func(sp *StepProgress) { running = running || sp.Status == StepRunning && sp.Items == nil })
+		walkRecords(p, func(sp *StepProgress) { running = running || sp.Status == mcptask.StepRunning && sp.Items == nil })
 		for _, sp := range p.Undo.Steps {
-			running = running || !sp.ended() && !sp.GaveUp && (sp.Status == StepRunning || sp.RetryAt != nil)
+			running = running || !sp.ended() && !sp.GaveUp && (sp.Status == mcptask.StepRunning || sp.RetryAt != nil)
 		}
 		return !running // (a step that was running, or an undo step, runs or waits for its retry)
 	}
@@ -288,12 +289,12 @@ func (p *Progress) serverDue() bool {
 			continue
 		case sp.HandedToClient:
 			return false
-		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover:
+		case sp.Execution == string(mcptask.ExecClient) && !sp.ServerTakeover:
 			return false
-		case sp.Status == StepRunning, sp.RetryAt != nil, sp.Until != nil:
+		case sp.Status == mcptask.StepRunning, sp.RetryAt != nil, sp.Until != nil:
 			return false
 		case settling(sp):
-		case sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
+		case sp.Status == mcptask.StepAwaitingClient, sp.Status == mcptask.StepAwaitingEvent:
 			return false // a container whose records wait for the client
 		case sp.Queue.waiting():
 			return false // it waits for a place on its queue (queue.go)
@@ -316,13 +317,13 @@ func dueNow(p *Progress, now time.Time) bool {
 		return true // a run waiting for a place looks again when woken (queue.go)
 	}
 	for i := range p.Steps {
-		if p.Steps[i].Status == StepRunning {
+		if p.Steps[i].Status == mcptask.StepRunning {
 			return true
 		}
 	}
 	if p.undoing() {
 		for i := range p.Undo.Steps {
-			if p.Undo.Steps[i].Status == StepRunning {
+			if p.Undo.Steps[i].Status == mcptask.StepRunning {
 				return true // an undo step whose process is gone runs again
 			}
 		}
@@ -351,7 +352,7 @@ func rests(p *Progress, deadline time.Time) bool {
 		return true // paused, or waiting for the workflow's place
 	}
 	for i := range p.Steps {
-		if p.Steps[i].Status == StepRunning {
+		if p.Steps[i].Status == mcptask.StepRunning {
 			return false // a group's member runs, beside a step that waits
 		}
 	}
@@ -361,7 +362,7 @@ func rests(p *Progress, deadline time.Time) bool {
 		switch {
 		case sp.ended(), sp.GaveUp:
 			continue
-		case sp.Status == StepAwaitingChild:
+		case sp.Status == mcptask.StepAwaitingChild:
 			return false // a child workflow runs its steps
 		case sp.Until != nil:
 			if !deadline.IsZero() && !sp.Until.After(deadline) {
@@ -373,8 +374,8 @@ func rests(p *Progress, deadline time.Time) bool {
 			return true // the client's, or waiting for a place on its queue
 		case settling(sp):
 			return false // the container's turn is due
-		case sp.Execution == string(ClientDeferred) && !sp.ServerTakeover,
-			sp.Status == StepAwaitingClient, sp.Status == StepAwaitingEvent:
+		case sp.Execution == string(mcptask.ExecClient) && !sp.ServerTakeover,
+			sp.Status == mcptask.StepAwaitingClient, sp.Status == mcptask.StepAwaitingEvent:
 			waits = true // (a container whose records wait for the client)
 			continue
 		case waits:
@@ -410,7 +411,7 @@ func (p *Progress) deadlineWake() time.Time {
 // have all ended since (the client performed the last one): its own turn
 // (end the for-each, judge the loop's condition) is due.
 func settling(sp *StepProgress) bool {
-	if len(sp.Items) == 0 || sp.ended() || sp.Status != StepAwaitingClient && sp.Status != StepAwaitingEvent {
+	if len(sp.Items) == 0 || sp.ended() || sp.Status != mcptask.StepAwaitingClient && sp.Status != mcptask.StepAwaitingEvent {
 		return false
 	}
 	for i := range sp.Items {

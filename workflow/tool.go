@@ -27,7 +27,7 @@ func workflowTool(w *Definition) *mcp.Tool {
 			required = append(required, a.Name)
 		}
 	}
-	props[TaskIDArgument] = map[string]any{"type": "string",
+	props[mcptask.ArgTaskID] = map[string]any{"type": "string",
 		"description": "Only to see where an earlier run of this workflow stands, or to have the server retry its failed steps: that run's task id. Leave it out to start a new run."}
 	schema := map[string]any{"type": "object", "properties": props}
 	if len(required) > 0 {

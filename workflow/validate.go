@@ -30,6 +30,8 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 // _meta (a model in an LLM host) uses instead of _meta._task_id. The engine
 // removes it before a tool sees its arguments, so no tool a workflow step
 // calls may declare an argument of that name.
+//
+// Deprecated: use mcptask.ArgTaskID.
 const TaskIDArgument = mcptask.ArgTaskID
 
 // Validate checks a workflow against the tools it calls: unknown tools,
@@ -94,8 +96,8 @@ func (v *validation) workflow() {
 		switch {
 		case a.Name == "":
 			v.add("an argument has no name")
-		case a.Name == TaskIDArgument:
-			v.add("prompt argument %q is reserved: it resumes a workflow task", TaskIDArgument)
+		case a.Name == mcptask.ArgTaskID:
+			v.add("prompt argument %q is reserved: it resumes a workflow task", mcptask.ArgTaskID)
 		case v.declared[a.Name]:
 			v.add("prompt argument %q is declared twice: remove one", a.Name)
 		}
@@ -213,8 +215,8 @@ func (c *checker) tool(name string) (toolSchema, bool) {
 		return toolSchema{}, false
 	}
 	schema := schemaOf(tool)
-	if schema.has(TaskIDArgument) {
-		c.add("tool %q declares an argument %q, which the engine reserves for continuing workflow tasks: rename it", name, TaskIDArgument)
+	if schema.has(mcptask.ArgTaskID) {
+		c.add("tool %q declares an argument %q, which the engine reserves for continuing workflow tasks: rename it", name, mcptask.ArgTaskID)
 	}
 	return schema, true
 }
@@ -223,7 +225,7 @@ func (c *checker) tool(name string) (toolSchema, bool) {
 // its tool, whose schema is known; or "(condition)", "(sleep length)").
 func (c *checker) source(label string, src Source, schema toolSchema, known bool) {
 	s := c.step
-	if label == TaskIDArgument {
+	if label == mcptask.ArgTaskID {
 		c.add("argument %q is reserved for continuing workflow tasks: remove the binding", label)
 	}
 	if known && schema.closed && !schema.has(label) && !strings.HasPrefix(label, "(") {
@@ -276,13 +278,13 @@ func (c *checker) output(label string, src Source) {
 		c.add("%s uses output %q before the step that produces it: move that step earlier", labelled(label), src.Name)
 	case !ok:
 		c.add("%s reads output %q, which no step produces: set a step's Output (or name) to %q", labelled(label), src.Name, src.Name)
-	case s.Execution() == ClientDeferred && from.Execution() == ClientDeferred && serverBetween(w, from, c.i):
+	case s.Execution() == mcptask.ExecClient && from.Execution() == mcptask.ExecClient && serverBetween(w, from, c.i):
 		// A server step between them runs after from and before s is
 		// reached: from's output exists by then.
-	case s.Execution() == ClientDeferred && from.Execution() == ClientDeferred && strings.HasPrefix(label, "("):
+	case s.Execution() == mcptask.ExecClient && from.Execution() == mcptask.ExecClient && strings.HasPrefix(label, "("):
 		c.add("%s reads output %q of client step %q, but the client may perform both steps at once, so it could not be judged when this step is reached: make %q a server step, or put a server step between the two",
 			labelled(label), src.Name, from.Name, from.Name)
-	case s.Execution() == ClientDeferred && from.Execution() == ClientDeferred:
+	case s.Execution() == mcptask.ExecClient && from.Execution() == mcptask.ExecClient:
 		c.add("%s depends on output %q of client step %q, but a client-deferred step cannot consume another client-deferred step's output: make %q a server step, or bind %q to an argument or FromClient",
 			labelled(label), src.Name, from.Name, from.Name, label)
 	}
@@ -326,7 +328,7 @@ func serverBetween(w *Definition, from *Step, i int) bool {
 			continue
 		}
 		for _, m := range append([]*Step{s}, s.kind.members()...) {
-			if m != nil && m.kind != nil && m.Execution() == ServerExecutable && len(m.kind.members()) == 0 {
+			if m != nil && m.kind != nil && m.Execution() == mcptask.ExecServer && len(m.kind.members()) == 0 {
 				return true
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"slices"
 	"strings"
 	"time"
@@ -71,9 +72,9 @@ func printSourcePtr(v *Source) *printedSource {
 // taskbridge does (TestFingerprintStable pins it).
 type printedStep struct {
 	Name      string                   `json:"name"`
-	Kind      StepKind                 `json:"kind"`
+	Kind      mcptask.StepKind         `json:"kind"`
 	Tool      string                   `json:"tool,omitempty"`
-	Execution StepExecution            `json:"exec"`
+	Execution mcptask.Execution        `json:"exec"`
 	Output    string                   `json:"out"`
 	Args      map[string]printedSource `json:"args,omitempty"`
 	When      any                      `json:"when,omitempty"`

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // A client step performed through the webhook answers the same delivery
@@ -33,7 +33,7 @@ func TestWebhookClientStepRepeatedDelivery(t *testing.T) {
 	require.False(t, first.IsError)
 	_, p := f.settled(t, tk.ID)
 	require.Equal(t, ByWebhook, p.step("approve").CompletedBy)
-	require.Equal(t, StepAwaitingClient, p.step("confirm").Status)
+	require.Equal(t, mcptask.StepAwaitingClient, p.step("confirm").Status)
 
 	again, err := f.b.Deliver(ctx, tk.ID, "approve", json.RawMessage(`{ "approved": true }`), ByWebhook)
 	require.NoError(t, err, "the same delivery again, while the workflow runs")
@@ -45,7 +45,7 @@ func TestWebhookClientStepRepeatedDelivery(t *testing.T) {
 	_, err = f.call(t, tk.ID, "confirm", map[string]any{})
 	require.NoError(t, err)
 	tk, _ = f.settled(t, tk.ID)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	_, err = f.b.Deliver(ctx, tk.ID, "approve", payload, ByWebhook)
 	require.NoError(t, err, "the same delivery again, after the workflow ended")
 	_, err = f.b.Deliver(ctx, tk.ID, "approve", json.RawMessage(`{"approved":false}`), ByWebhook)

@@ -388,7 +388,7 @@ func (cmd *command) showHandoff(ctx context.Context, doc *handoff.Document, foll
 // failed or cancelled, or has a step the server gave up on.
 func handoffFailure(doc *handoff.Document) error {
 	switch doc.Status {
-	case handoff.StatusFailed, handoff.StatusCancelled:
+	case string(mcptask.StatusFailed), string(mcptask.StatusCancelled):
 		return failedf("workflow %q (task %s) is %s", doc.Workflow, doc.TaskID, doc.Status)
 	}
 	for _, s := range doc.RemainingSteps {

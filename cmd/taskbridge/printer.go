@@ -248,19 +248,19 @@ func (p *printer) remaining(d *handoff.Document, r stepview.Row, indent string) 
 		mark, who = "·", "not run: the workflow "+d.Status
 	case s.HandedToClient:
 		who = "handed to you"
-	case s.Status == handoff.StepSleeping && s.Until != nil:
+	case s.Status == mcptask.StepSleeping && s.Until != nil:
 		who = "sleeping until " + s.Until.Local().Format("2006-01-02 15:04:05")
-	case s.Status == handoff.StepAwaitingEvent:
+	case s.Status == mcptask.StepAwaitingEvent:
 		who = "waiting for its event"
-	case s.Status == handoff.StepAwaitingChild:
+	case s.Status == mcptask.StepAwaitingChild:
 		who = "server, its child workflow runs"
-	case s.Kind != "" && s.Execution == handoff.ExecServer && s.Status == handoff.StepAwaitingClient:
+	case s.Kind != "" && s.Execution == mcptask.ExecServer && s.Status == mcptask.StepAwaitingClient:
 		who = "yours below"
-	case s.Execution == handoff.ExecClient && s.Status == handoff.StepPending:
+	case s.Execution == mcptask.ExecClient && s.Status == mcptask.StepPending:
 		who = "you, after the steps before it"
-	case s.Execution == handoff.ExecClient:
+	case s.Execution == mcptask.ExecClient:
 		who = "you"
-	case s.Status == handoff.StepRunning:
+	case s.Status == mcptask.StepRunning:
 		who = "server, running"
 	}
 	if s.Group != "" {
@@ -272,7 +272,7 @@ func (p *printer) remaining(d *handoff.Document, r stepview.Row, indent string) 
 	fmt.Fprintf(p.w, "  %s%s %-*s %-16s (%s)", indent, mark, max(1, 12-len(indent)), s.Name, r.Tool, who)
 	var ph []string
 	for k, v := range s.Arguments {
-		if handoff.IsPlaceholder(v) && k != taskIDArg { // the task id is filled in, never asked
+		if handoff.IsPlaceholder(v) && k != mcptask.MetaTaskID { // the task id is filled in, never asked
 			ph = append(ph, k)
 		}
 	}
@@ -288,13 +288,13 @@ func (p *printer) remaining(d *handoff.Document, r stepview.Row, indent string) 
 	if s.Kind != "" && s.Do != "" { // what a for-each, a loop or a child step stands at
 		fmt.Fprintf(p.w, "%s%s\n", more, oneLine(s.Do, 200))
 	}
-	if (s.HandedToClient || s.Status == handoff.StepFailed) && s.Error != "" {
+	if (s.HandedToClient || s.Status == mcptask.StepFailed) && s.Error != "" {
 		fmt.Fprintf(p.w, "%sfailed: %s\n", more, oneLine(s.Error, 100))
 	}
 	if s.Condition != "" {
 		fmt.Fprintf(p.w, "%sonly if %s\n", more, s.Condition)
 	}
-	if s.Guidance != "" && s.Execution == handoff.ExecClient {
+	if s.Guidance != "" && s.Execution == mcptask.ExecClient {
 		fmt.Fprintf(p.w, "%s%s\n", more, s.Guidance)
 	}
 	if s.Webhook != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/cmd/taskbridge/internal/argschema"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // maxAsks bounds how often one question is asked again after a refused
@@ -210,7 +211,7 @@ func (a *asker) repair(ctx context.Context, step handoff.RemainingStep, fields [
 	}
 	out := map[string]any{}
 	for _, name := range names {
-		if name == taskIDArg {
+		if name == mcptask.MetaTaskID {
 			out[name] = taskID
 			continue
 		}

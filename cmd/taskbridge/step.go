@@ -18,11 +18,6 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// taskIDArg is the argument a workflow step's tool may take that names the
-// workflow task (host mode: _task_id as an argument, not only in _meta).
-// It is always resolved to the task id, never asked for.
-const taskIDArg = mcptask.MetaTaskID
-
 // step performs one step of a workflow task: the tool call carries
 // _meta._task_id, and the server answers with the tool's result and where
 // the workflow stands (_meta["taskbridge/workflow"]). The arguments the
@@ -35,7 +30,7 @@ func (cmd *command) step(ctx context.Context, tool string, given map[string]any,
 		return err
 	}
 	cmd.remember(taskID, workflow, history.KindWorkflow, time.Time{})
-	opts := &client.CallOptions{Meta: map[string]any{handoff.TaskIDMetaKey: ref}, AllowPlain: true}
+	opts := &client.CallOptions{Meta: map[string]any{mcptask.MetaTaskID: ref}, AllowPlain: true}
 	res, err := cmd.c.CallToolAndWait(ctx, tool, args, opts)
 	if err != nil {
 		return err
@@ -99,12 +94,12 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 		return nil, workflow, "", failedf("workflow %q (task %s) is %s: it takes no more steps", doc.Workflow, taskID, doc.Status)
 	}
 	i := slices.IndexFunc(doc.RemainingSteps, func(s handoff.RemainingStep) bool {
-		return s.Tool == tool && (s.Execution == handoff.ExecClient || s.HandedToClient)
+		return s.Tool == tool && (s.Execution == mcptask.ExecClient || s.HandedToClient)
 	})
 	if i < 0 {
 		var yours []string
 		for _, s := range doc.RemainingSteps {
-			if s.Execution == handoff.ExecClient || s.HandedToClient {
+			if s.Execution == mcptask.ExecClient || s.HandedToClient {
 				yours = append(yours, fmt.Sprintf("%s (tool %s)", s.Name, s.Tool))
 			}
 		}
@@ -121,7 +116,7 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 	for k, v := range s.Arguments {
 		_, overridden := given[k]
 		switch {
-		case k == taskIDArg:
+		case k == mcptask.ArgTaskID:
 			args[k] = ref
 		case overridden:
 		case handoff.IsPlaceholder(v):

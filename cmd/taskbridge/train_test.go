@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // The printer nests what a container step lists under it (a for-each's
@@ -21,21 +22,21 @@ import (
 func TestPrinterShowsTheKinds(t *testing.T) {
 	raw := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
 	doc := &handoff.Document{
-		SchemaVersion: handoff.SchemaVersion, TaskID: "t1", Workflow: "release_train", Status: handoff.StatusWorking,
+		SchemaVersion: handoff.SchemaVersion, TaskID: "t1", Workflow: "release_train", Status: string(mcptask.StatusWorking),
 		CompletedSteps: []handoff.CompletedStep{
-			{Name: "build", Kind: handoff.KindForEach, Result: json.RawMessage(`[{"service":"api"},{"service":"web"}]`)},
+			{Name: "build", Kind: string(mcptask.StepKindForEach), Result: json.RawMessage(`[{"service":"api"},{"service":"web"}]`)},
 		},
 		RemainingSteps: []handoff.RemainingStep{
-			{Name: "notes", Kind: handoff.KindChild, Execution: handoff.ExecServer, Status: handoff.StepAwaitingClient,
+			{Name: "notes", Kind: string(mcptask.StepKindChild), Execution: mcptask.ExecServer, Status: mcptask.StepAwaitingClient,
 				Do: `child workflow "release_notes" (task c1) waits for the steps listed next.`},
-			{Name: "notes/review", Tool: "review_notes", Execution: handoff.ExecClient, Status: handoff.StepAwaitingClient,
-				Arguments: map[string]json.RawMessage{handoff.TaskIDArgument: raw("c1"), "approved": raw("<true to approve>")}},
-			{Name: "smoke", Kind: handoff.KindForEach, Execution: handoff.ExecServer, Status: handoff.StepRunning,
+			{Name: "notes/review", Tool: "review_notes", Execution: mcptask.ExecClient, Status: mcptask.StepAwaitingClient,
+				Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: raw("c1"), "approved": raw("<true to approve>")}},
+			{Name: "smoke", Kind: string(mcptask.StepKindForEach), Execution: mcptask.ExecServer, Status: mcptask.StepRunning,
 				Do: `step "smoke": 1 of 2 items done, 1 running (a loop per item).`},
 		},
 		Undo: []handoff.UndoStep{
-			{Undoes: "deploy[1]", Tool: "rollback_service", Status: handoff.StatusCompleted},
-			{Undoes: "deploy[0]", Tool: "rollback_service", Status: handoff.StepFailed, Error: "registry down"},
+			{Undoes: "deploy[1]", Tool: "rollback_service", Status: mcptask.StepCompleted},
+			{Undoes: "deploy[0]", Tool: "rollback_service", Status: mcptask.StepFailed, Error: "registry down"},
 		},
 		Continuation: handoff.NewContinuation("t1", 0),
 	}
@@ -58,7 +59,7 @@ func TestPrinterShowsTheKinds(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 
-	doc.Status = handoff.StatusFailed
+	doc.Status = string(mcptask.StatusFailed)
 	b.Reset()
 	require.NoError(t, (&printer{w: &b}).handoff(doc))
 	out = b.String()

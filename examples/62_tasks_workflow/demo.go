@@ -11,7 +11,6 @@ import (
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/taskrouter"
-	"github.com/taskbridge/taskbridge/workflow"
 )
 
 // taskView is the part of a tasks/get reply the demo prints.
@@ -89,14 +88,14 @@ func demo(ctx context.Context, dbPath string, w io.Writer) error {
 		callArgs["approved"] = true
 		fmt.Fprintf(w, "3. Client -> tools/call %s with _meta._task_id=%s\n", step.Tool, doc.TaskID)
 		out, err := cs.CallTool(ctx, &mcp.CallToolParams{
-			Meta:      mcp.Meta{workflow.MetaTaskID: doc.TaskID},
+			Meta:      mcp.Meta{mcptask.MetaTaskID: doc.TaskID},
 			Name:      step.Tool,
 			Arguments: callArgs,
 		})
 		if err != nil {
 			return fmt.Errorf("continuation %s: %w", step.Tool, err)
 		}
-		summary, _ := json.Marshal(out.Meta[workflow.MetaWorkflow])
+		summary, _ := json.Marshal(out.Meta[mcptask.MetaWorkflow])
 		fmt.Fprintf(w, "   tool result: %s\n   workflow: %s\n", oneLine(text(out.Content[0]), 120), summary)
 	}
 

@@ -230,7 +230,7 @@ func TestCanaryRelease(t *testing.T) {
 		require.Equal(t, []string{"lint", "unit", "integration", "soak"}, names(doc.CompletedSteps)[:4])
 		goLive := doc.ClientSteps()[0]
 		require.Equal(t, "go_live", goLive.Name)
-		require.Equal(t, handoff.KindEvent, goLive.Kind)
+		require.Equal(t, string(mcptask.StepKindEvent), goLive.Kind)
 		require.Equal(t, "workflow_event", goLive.Call.Tool)
 		require.True(t, goLive.Call.Person, "the decision is a person's")
 		require.JSONEq(t, `{"type":"object","properties":{"approved":{"type":"boolean","description":"true to send every user to the new version, false to roll it back"},"reason":{"type":"string","description":"what the soak showed"}},"required":["approved","reason"]}`, string(goLive.Payload))

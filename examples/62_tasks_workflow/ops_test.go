@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -44,7 +45,7 @@ func TestTrainsTakeTurnsPerRepository(t *testing.T) {
 	byRepo := map[string][]deployOut{}
 	for i, doc := range docs {
 		tk, p := endOf(t, srv, doc.TaskID, time.Minute)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 		var deploys []deployOut
 		require.NoError(t, json.Unmarshal(p.Outputs["deploy"], &deploys))
 		require.Len(t, deploys, 3)
@@ -89,7 +90,7 @@ func TestScheduleFlag(t *testing.T) {
 		return true
 	}, 15*time.Second, 50*time.Millisecond, "the schedule fired")
 	tk, p := endOf(t, srv, fire.TaskID, 15*time.Second)
-	require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.Equal(t, "scheduled_report", tk.Request.Name)
 	require.Equal(t, fire.At.UTC().Format(time.RFC3339), p.Arguments[workflow.DefaultTimeArgument])
 	require.Equal(t, scheduleName, tk.Labels[workflow.LabelSchedule])

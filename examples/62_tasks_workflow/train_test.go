@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -45,10 +46,10 @@ func reviewTrainNotes(t *testing.T, cs *mcp.ClientSession, doc *handoff.Document
 	require.NotNil(t, review, "the child's review is the train's client's: %+v", doc.RemainingSteps)
 	require.Equal(t, "review_notes", review.Call.Tool)
 	var child string
-	require.NoError(t, json.Unmarshal(review.Call.Arguments[workflow.TaskIDArgument], &child))
+	require.NoError(t, json.Unmarshal(review.Call.Arguments[mcptask.ArgTaskID], &child))
 	require.NotEqual(t, doc.TaskID, child)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "review_notes",
-		Arguments: map[string]any{workflow.TaskIDArgument: child, "feedback": "ship it", "approved": true}})
+		Arguments: map[string]any{mcptask.ArgTaskID: child, "feedback": "ship it", "approved": true}})
 	require.NoError(t, err)
 	require.False(t, res.IsError, "%v", res.Content)
 	return res
@@ -67,7 +68,7 @@ func TestReleaseTrain(t *testing.T) {
 		text := res.Content[len(res.Content)-1].(*mcp.TextContent).Text
 		require.Contains(t, text, "a child workflow of task "+doc.TaskID, "the answer shows the train")
 		tk, p := endOf(t, srv, doc.TaskID, 30*time.Second)
-		require.Equal(t, store.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 		var deploys []deployOut
 		require.NoError(t, json.Unmarshal(p.Outputs["deploy"], &deploys))
 		require.Len(t, deploys, 3)
@@ -89,7 +90,7 @@ func TestReleaseTrain(t *testing.T) {
 		doc := promptDoc(t, cs, "release_train", map[string]string{"repo": "acme/shop", "services": "api,flaky-web"})
 		reviewTrainNotes(t, cs, doc)
 		tk, p := endOf(t, srv, doc.TaskID, 30*time.Second)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `step "smoke_service" ran 3 time(s) without output "smoke_test" at healthy is true`)
 		require.Contains(t, tk.StatusMessage, "undone, last first: deploy[1] (rollback_service), deploy[0] (rollback_service)")
 		require.Len(t, p.Undo.Steps, 2)
@@ -114,7 +115,7 @@ func TestReleaseTrain(t *testing.T) {
 		require.NoError(t, err)
 		reviewTrainNotes(t, host, doc)
 		tk, p := endOf(t, srv, doc.TaskID, time.Minute)
-		require.Equal(t, store.StatusFailed, tk.Status)
+		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, "undone, last first: deploy[1] (rollback_service), deploy[0] (rollback_service)")
 		hung := p.Steps[3].Items[0]
 		require.Equal(t, 3, hung.Runs)

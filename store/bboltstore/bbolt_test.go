@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/store/storetest"
@@ -52,7 +53,7 @@ func TestDurable(t *testing.T) {
 }
 
 func task(id string, at time.Time) *store.Task {
-	return &store.Task{ID: id, Owner: "owner", Status: store.StatusWorking, CreatedAt: at}
+	return &store.Task{ID: id, Owner: "owner", Status: mcptask.StatusWorking, CreatedAt: at}
 }
 
 func TestOpenLockedFileFailsFast(t *testing.T) {
@@ -105,7 +106,7 @@ func TestGroupCommitBatches(t *testing.T) {
 					errc <- err
 					return
 				}
-				if _, err := s.Update(ctx, id, store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)}); err != nil {
+				if _, err := s.Update(ctx, id, store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`)}); err != nil {
 					errc <- err
 					return
 				}
@@ -175,10 +176,10 @@ func TestClockAndLimits(t *testing.T) {
 	ctx := t.Context()
 	_, err := s.Create(ctx, task("a", now.Add(-time.Minute)))
 	require.NoError(t, err)
-	_, err = s.Update(ctx, "a", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`12345`)})
+	_, err = s.Update(ctx, "a", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`12345`)})
 	require.ErrorIs(t, err, store.ErrTooLarge)
 	require.ErrorContains(t, err, "limit 4")
-	got, err := s.Update(ctx, "a", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1234`)})
+	got, err := s.Update(ctx, "a", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1234`)})
 	require.NoError(t, err)
 	require.True(t, got.UpdatedAt.Equal(now))
 	require.Zero(t, s.Stats().OpsFailed, "requests rejected before queueing are not ops")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -64,7 +65,7 @@ func leaseKey(until time.Time, id string) []byte {
 
 // countKey is the meta key of the counter of tasks in status st; the value
 // is a uint64, big endian.
-func countKey(st store.Status) []byte { return append([]byte("count:"), st...) }
+func countKey(st mcptask.Status) []byte { return append([]byte("count:"), st...) }
 
 func expiryKey(expiresAt int64, id string) []byte {
 	return append(timeKey(expiresAt), id...)
@@ -248,7 +249,7 @@ func decodeHeader(b []byte) (*store.Task, error) {
 	t := &store.Task{}
 	t.ID = d.str()
 	t.Owner = d.str()
-	t.Status = store.Status(d.str())
+	t.Status = mcptask.Status(d.str())
 	t.StatusMessage = d.str()
 	t.CreatedAt = timeOrZero(d.varint(), true)
 	t.UpdatedAt = timeOrZero(d.varint(), true)
@@ -309,7 +310,7 @@ func decodeHistory(b []byte) ([]store.StatusChange, error) {
 	}
 	var h []store.StatusChange
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		h = append(h, store.StatusChange{Status: store.Status(d.str()), Message: d.str(), At: timeOrZero(d.varint(), true)})
+		h = append(h, store.StatusChange{Status: mcptask.Status(d.str()), Message: d.str(), At: timeOrZero(d.varint(), true)})
 	}
 	if err := d.done(); err != nil {
 		return nil, err
@@ -344,7 +345,7 @@ func decodeResult(b []byte, t *store.Task) error {
 	}
 	t.Result = json.RawMessage(d.optBytes())
 	if d.byte() == 1 {
-		t.Error = &store.ErrorInfo{Code: d.varint(), Message: d.str(), Data: json.RawMessage(d.optBytes())}
+		t.Error = &mcptask.ErrorInfo{Code: d.varint(), Message: d.str(), Data: json.RawMessage(d.optBytes())}
 	}
 	return d.done()
 }

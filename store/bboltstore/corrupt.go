@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -363,7 +364,7 @@ type storeCheck struct {
 	version byte // the file's schema version
 	v2      bool // schema 2 or later
 	indexes map[string]*indexCount
-	counts  map[store.Status]int // tasks by status, as found
+	counts  map[mcptask.Status]int // tasks by status, as found
 }
 
 // indexCount is an index bucket and the entries the tasks need in it.
@@ -523,7 +524,7 @@ func (sc *storeCheck) sideRecordsOwned(tasks *bolt.Bucket) {
 	}
 }
 
-func equalCounts(a, b map[store.Status]int) bool {
+func equalCounts(a, b map[mcptask.Status]int) bool {
 	if len(a) != len(b) {
 		return false
 	}

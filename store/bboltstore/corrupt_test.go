@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -26,7 +27,7 @@ func goodFile(t *testing.T) (data []byte, pageSize int, ids []string) {
 	ctx := t.Context()
 	for i := range 600 {
 		task := &store.Task{
-			ID: fmt.Sprintf("task-%04d", i), Owner: fmt.Sprintf("owner-%d", i%4), Status: store.StatusWorking,
+			ID: fmt.Sprintf("task-%04d", i), Owner: fmt.Sprintf("owner-%d", i%4), Status: mcptask.StatusWorking,
 			CreatedAt: time.Unix(1700000000, int64(i)), TTL: time.Hour,
 			Request:   store.Request{Method: "tools/call", Name: "tool", Arguments: json.RawMessage(`{"text":"some arguments to fill pages"}`)},
 			Variables: map[string]json.RawMessage{"progress": json.RawMessage(`{"step":1,"note":"a variable to fill pages"}`)},
@@ -40,7 +41,7 @@ func goodFile(t *testing.T) (data []byte, pageSize int, ids []string) {
 		_, err := s.Create(ctx, task)
 		require.NoError(t, err)
 		if i%2 == 0 {
-			_, err = s.Update(ctx, task.ID, store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`{"ok":true}`)})
+			_, err = s.Update(ctx, task.ID, store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`{"ok":true}`)})
 			require.NoError(t, err)
 		}
 		ids = append(ids, task.ID)
@@ -133,7 +134,7 @@ func exercise(t *testing.T, path string, ids []string) (openErr error) {
 	_, _ = s.ExpiredLeases(ctx, time.Unix(1800000000, 0), store.MaxPageSize)
 	_, _ = s.Due(ctx, time.Unix(1800000000, 0), store.MaxPageSize)
 	_, _ = s.Update(ctx, ids[1], store.Update{StatusMessage: new(string)})
-	_, _ = s.Create(ctx, &store.Task{ID: "new", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	_, _ = s.Create(ctx, &store.Task{ID: "new", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 	_ = s.Delete(ctx, ids[3])
 	return nil
 }
@@ -299,7 +300,7 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 			return tx.Bucket(bucketLeases).Delete(k)
 		}, "has no leases entry"},
 		"wrong counter": {func(tx *bolt.Tx) error {
-			return addCount(tx, store.StatusFailed, 3)
+			return addCount(tx, mcptask.StatusFailed, 3)
 		}, "status counters"},
 		"orphan variables": {func(tx *bolt.Tx) error {
 			_, err := tx.Bucket(bucketVars).CreateBucket([]byte("ghost"))
@@ -368,13 +369,13 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 			s, err := Open(path)
 			require.NoError(t, err)
 			for i := range 3 {
-				task := &store.Task{ID: fmt.Sprintf("t%d", i), Owner: "o", Status: store.StatusWorking,
+				task := &store.Task{ID: fmt.Sprintf("t%d", i), Owner: "o", Status: mcptask.StatusWorking,
 					CreatedAt: time.Unix(1700000000, int64(i)), Request: store.Request{Name: "tool"},
 					LeaseHolder: "h", LeaseUntil: time.Unix(1700000100, 0), WakeAt: time.Unix(1700000200, int64(i))}
 				_, err := s.Create(t.Context(), task)
 				require.NoError(t, err)
 			}
-			_, err = s.Update(t.Context(), "t0", store.Update{Status: store.StatusCompleted})
+			_, err = s.Update(t.Context(), "t0", store.Update{Status: mcptask.StatusCompleted})
 			require.NoError(t, err)
 			require.NoError(t, s.db.Update(tc.breakIt))
 			require.NoError(t, s.Close())

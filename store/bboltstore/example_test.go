@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 )
@@ -29,7 +30,7 @@ func ExampleOpen() {
 	t, err := s.Create(ctx, &store.Task{
 		ID:        "task-1",
 		Owner:     "session-a",
-		Status:    store.StatusWorking,
+		Status:    mcptask.StatusWorking,
 		CreatedAt: time.Now(),
 		TTL:       time.Hour,
 		Request:   store.Request{Method: "tools/call", Name: "echo"},
@@ -39,7 +40,7 @@ func ExampleOpen() {
 	}
 	fmt.Println(t.Status, t.Version)
 
-	t, err = s.Update(ctx, "task-1", store.Update{Status: store.StatusCompleted, Result: []byte(`{"content":[]}`)})
+	t, err = s.Update(ctx, "task-1", store.Update{Status: mcptask.StatusCompleted, Result: []byte(`{"content":[]}`)})
 	if err != nil {
 		log.Fatal(err)
 	}

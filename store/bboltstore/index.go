@@ -3,6 +3,7 @@ package bboltstore
 import (
 	"encoding/binary"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	bolt "go.etcd.io/bbolt"
 )
@@ -11,7 +12,7 @@ import (
 // Invariant: the counters equal the number of tasks per status; every write
 // that creates, deletes or moves a task between statuses calls it in the
 // same transaction.
-func addCount(tx *bolt.Tx, st store.Status, delta int64) error {
+func addCount(tx *bolt.Tx, st mcptask.Status, delta int64) error {
 	meta := tx.Bucket(bucketMeta)
 	k := countKey(st)
 	var n uint64

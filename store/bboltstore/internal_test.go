@@ -28,7 +28,7 @@ func openT(t *testing.T, opts ...Option) (*Store, string) {
 }
 
 func newTask(id string) *store.Task {
-	return &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0)}
+	return &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0)}
 }
 
 // TestStatusUpdateWritesOnlyHeader checks the layout promise: a status-only
@@ -46,7 +46,7 @@ func TestStatusUpdateWritesOnlyHeader(t *testing.T) {
 	require.Equal(t, uint64(3), vars)
 	require.Equal(t, uint64(1), results)
 
-	got, err := s.Update(ctx, "a", store.Update{Status: store.StatusInputRequired, StatusMessage: new(string), Labels: map[string]string{"k": "v"}})
+	got, err := s.Update(ctx, "a", store.Update{Status: mcptask.StatusInputRequired, StatusMessage: new(string), Labels: map[string]string{"k": "v"}})
 	require.NoError(t, err)
 	require.Len(t, got.Variables, 3)
 	require.Equal(t, vars, s.stats.varWrites.Load(), "status-only update wrote variables")
@@ -57,7 +57,7 @@ func TestStatusUpdateWritesOnlyHeader(t *testing.T) {
 	require.Equal(t, vars+1, s.stats.varWrites.Load(), "only the merged variable is written")
 	require.Equal(t, results, s.stats.resultWrites.Load())
 
-	_, err = s.Update(ctx, "a", store.Update{Status: store.StatusCompleted})
+	_, err = s.Update(ctx, "a", store.Update{Status: mcptask.StatusCompleted})
 	require.NoError(t, err)
 	require.Equal(t, results, s.stats.resultWrites.Load(), "completing without a result keeps the record")
 
@@ -71,7 +71,7 @@ func TestStatusUpdateWritesOnlyHeader(t *testing.T) {
 	}))
 
 	// Deleting the last variables drops the nested bucket.
-	_, err = s.Create(ctx, &store.Task{ID: "b", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1, 0),
+	_, err = s.Create(ctx, &store.Task{ID: "b", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1, 0),
 		Variables: map[string]json.RawMessage{"only": json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	_, err = s.Update(ctx, "b", store.Update{Variables: map[string]json.RawMessage{"only": json.RawMessage(`null`)}})
@@ -114,7 +114,7 @@ func TestPureAppendWritesOnlyEvents(t *testing.T) {
 	}))
 
 	// A status change writes the header and its status event.
-	_, err = s.Update(ctx, "a", store.Update{Status: store.StatusInputRequired})
+	_, err = s.Update(ctx, "a", store.Update{Status: mcptask.StatusInputRequired})
 	require.NoError(t, err)
 	require.Equal(t, headers+1, s.stats.headerWrites.Load())
 	require.Equal(t, vars, s.stats.varWrites.Load())
@@ -220,11 +220,11 @@ func TestCursorKeyPersists(t *testing.T) {
 // records to the decoders: they must fail cleanly, never panic.
 func TestCorruptRecords(t *testing.T) {
 	full := &store.Task{
-		ID: "id", Owner: "o\x00", Status: store.StatusFailed, StatusMessage: "m", CreatedAt: time.Unix(1, 2).UTC(),
+		ID: "id", Owner: "o\x00", Status: mcptask.StatusFailed, StatusMessage: "m", CreatedAt: time.Unix(1, 2).UTC(),
 		UpdatedAt: time.Unix(3, 4).UTC(), TTL: time.Hour, ExpiresAt: time.Unix(3601, 2).UTC(), PollInterval: time.Second,
 		Request: store.Request{Method: "tools/call", Name: "n", Arguments: json.RawMessage(`{"a":1}`)},
 		Labels:  map[string]string{"a": "b", "c": "d"}, Result: json.RawMessage(`[1]`),
-		Error: &store.ErrorInfo{Code: -1, Message: "x", Data: json.RawMessage(`{}`)}, Version: 7,
+		Error: &mcptask.ErrorInfo{Code: -1, Message: "x", Data: json.RawMessage(`{}`)}, Version: 7,
 	}
 	h := encodeHeader(full)
 	got, err := decodeHeader(h)

@@ -25,7 +25,7 @@ func encodeHeaderV1(t *store.Task) []byte {
 
 func TestReadFormat1Header(t *testing.T) {
 	v1 := &store.Task{
-		ID: "old", Owner: "o\x00", Status: store.StatusInputRequired, StatusMessage: "m",
+		ID: "old", Owner: "o\x00", Status: mcptask.StatusInputRequired, StatusMessage: "m",
 		CreatedAt: time.Unix(1, 2).UTC(), UpdatedAt: time.Unix(3, 4).UTC(), TTL: time.Hour, ExpiresAt: time.Unix(3601, 2).UTC(),
 		PollInterval: time.Second, Request: store.Request{Method: "tools/call", Name: "n", Arguments: json.RawMessage(`{"a":1}`)},
 		Labels: map[string]string{"k": "v"}, Version: 9,
@@ -62,7 +62,7 @@ func encodeHeaderV2(t *store.Task) []byte {
 
 func TestReadFormat2Header(t *testing.T) {
 	v2 := &store.Task{
-		ID: "old", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1, 2).UTC(), UpdatedAt: time.Unix(3, 4).UTC(),
+		ID: "old", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1, 2).UTC(), UpdatedAt: time.Unix(3, 4).UTC(),
 		Request: store.Request{Method: "tools/call"}, Version: 3,
 		LeaseHolder: "h", LeaseEpoch: 2, LeaseUntil: time.Unix(5, 6).UTC(),
 	}
@@ -124,7 +124,7 @@ func writeSchema1(t *testing.T, path string, tasks []*store.Task) {
 	}))
 }
 
-func schema1Tasks(n int) ([]*store.Task, map[store.Status]int) {
+func schema1Tasks(n int) ([]*store.Task, map[mcptask.Status]int) {
 	statuses := store.AllStatuses()
 	counts := store.NewCounts()
 	var tasks []*store.Task
@@ -140,7 +140,7 @@ func schema1Tasks(n int) ([]*store.Task, map[store.Status]int) {
 			task.ExpiresAt = at.Add(time.Hour)
 			task.Variables = map[string]json.RawMessage{"v": json.RawMessage(`1`)}
 		}
-		if task.Status == store.StatusCompleted {
+		if task.Status == mcptask.StatusCompleted {
 			task.Result = json.RawMessage(`{"ok":true}`)
 		}
 		counts[task.Status]++
@@ -168,11 +168,11 @@ func TestMigrateSchema1(t *testing.T) {
 	require.Equal(t, tasks[4].Variables, old.Variables)
 	require.Nil(t, old.History, "tasks from before schema 2 have no history")
 	require.Empty(t, old.LeaseHolder)
-	page, err := s.Query(ctx, store.Query{Name: "tool-1", Statuses: []store.Status{store.StatusWorking, store.StatusFailed}, Limit: 100})
+	page, err := s.Query(ctx, store.Query{Name: "tool-1", Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusFailed}, Limit: 100})
 	require.NoError(t, err)
 	want := 0
 	for _, task := range tasks {
-		if task.Request.Name == "tool-1" && (task.Status == store.StatusWorking || task.Status == store.StatusFailed) {
+		if task.Request.Name == "tool-1" && (task.Status == mcptask.StatusWorking || task.Status == mcptask.StatusFailed) {
 			want++
 		}
 	}
@@ -181,7 +181,7 @@ func TestMigrateSchema1(t *testing.T) {
 	claimed, err := s.Claim(ctx, "v1-0000", "h", time.Now(), time.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), claimed.LeaseEpoch)
-	done, err := s.Update(ctx, "v1-0000", store.Update{Status: store.StatusCompleted})
+	done, err := s.Update(ctx, "v1-0000", store.Update{Status: mcptask.StatusCompleted})
 	require.NoError(t, err)
 	require.Len(t, done.History, 1, "the history starts with the first change after the upgrade")
 	require.NoError(t, s.Delete(ctx, "v1-0001"))
@@ -246,13 +246,13 @@ func TestMigrateSchema2(t *testing.T) {
 	now := time.Unix(1700000000, 0).UTC()
 	var tasks []*store.Task
 	for i := range 6 {
-		task := &store.Task{ID: fmt.Sprintf("v2-%d", i), Owner: "o", Status: store.StatusWorking,
+		task := &store.Task{ID: fmt.Sprintf("v2-%d", i), Owner: "o", Status: mcptask.StatusWorking,
 			CreatedAt: now.Add(time.Duration(i)), Request: store.Request{Method: "tools/call", Name: "tool"}}
 		if i%2 == 0 {
 			task.LeaseHolder, task.LeaseUntil = "h", now.Add(time.Minute)
 		}
 		if i == 5 {
-			task.Status, task.Result = store.StatusCompleted, json.RawMessage(`{}`)
+			task.Status, task.Result = mcptask.StatusCompleted, json.RawMessage(`{}`)
 			task.LeaseHolder, task.LeaseUntil = "", time.Time{}
 		}
 		tasks = append(tasks, task)
@@ -281,13 +281,13 @@ func TestMigrateSchema2(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Update(ctx, "v2-5", store.Update{WakeAt: at(time.Second)})
 	require.ErrorIs(t, err, store.ErrTerminal)
-	fresh := &store.Task{ID: "new", Owner: "o", Status: store.StatusWorking, CreatedAt: now, WakeAt: now.Add(3 * time.Second)}
+	fresh := &store.Task{ID: "new", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now, WakeAt: now.Add(3 * time.Second)}
 	_, err = s.Create(ctx, fresh)
 	require.NoError(t, err)
 	due, err = s.Due(ctx, now.Add(time.Hour), 10)
 	require.NoError(t, err)
 	require.Equal(t, []string{"v2-0", "v2-1", "new"}, taskIDs(due))
-	_, err = s.Update(ctx, "v2-1", store.Update{Status: store.StatusCancelled})
+	_, err = s.Update(ctx, "v2-1", store.Update{Status: mcptask.StatusCancelled})
 	require.NoError(t, err)
 	require.NoError(t, s.Delete(ctx, "new"))
 	due, err = s.Due(ctx, now.Add(time.Hour), 10)
@@ -371,8 +371,8 @@ func TestMigrateSchema3(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v3.db")
 	now := time.Unix(1700000000, 0).UTC()
 	tasks := []*store.Task{
-		{ID: "w", Owner: "o", Status: store.StatusWorking, CreatedAt: now, Variables: map[string]json.RawMessage{"v": json.RawMessage(`1`)}},
-		{ID: "d", Owner: "o", Status: store.StatusCompleted, CreatedAt: now, Result: json.RawMessage(`{}`)},
+		{ID: "w", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now, Variables: map[string]json.RawMessage{"v": json.RawMessage(`1`)}},
+		{ID: "d", Owner: "o", Status: mcptask.StatusCompleted, CreatedAt: now, Result: json.RawMessage(`{}`)},
 	}
 	writeSchema3(t, path, tasks)
 	require.NoError(t, Check(path), "Check accepts a schema 3 file")
@@ -388,7 +388,7 @@ func TestMigrateSchema3(t *testing.T) {
 	got, err := s.Update(ctx, "w", store.Update{Events: []store.Event{{Type: mcptask.EventLog, Data: json.RawMessage(`{"message":"hi"}`)}}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), got.Version)
-	_, err = s.Update(ctx, "w", store.Update{Status: store.StatusInputRequired})
+	_, err = s.Update(ctx, "w", store.Update{Status: mcptask.StatusInputRequired})
 	require.NoError(t, err)
 	page, err := s.Events(ctx, "w", 0, 0)
 	require.NoError(t, err)
@@ -397,7 +397,7 @@ func TestMigrateSchema3(t *testing.T) {
 	require.Equal(t, mcptask.EventStatus, page.Events[1].Type)
 	_, err = s.Update(ctx, "d", store.Update{Events: []store.Event{{Type: mcptask.EventLog}}})
 	require.ErrorIs(t, err, store.ErrTerminal)
-	_, err = s.Create(ctx, &store.Task{ID: "new", Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+	_, err = s.Create(ctx, &store.Task{ID: "new", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, Check(path))

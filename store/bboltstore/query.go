@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -88,7 +89,7 @@ func prefixEnd(prefix []byte) []byte {
 }
 
 // readCounts reads the per-status counters of the meta bucket.
-func readCounts(tx *bolt.Tx) map[store.Status]int {
+func readCounts(tx *bolt.Tx) map[mcptask.Status]int {
 	out := store.NewCounts()
 	meta := tx.Bucket(bucketMeta)
 	for st := range out {
@@ -101,8 +102,8 @@ func readCounts(tx *bolt.Tx) map[store.Status]int {
 
 // Counts returns the number of tasks by status from the counters in the
 // meta bucket (five reads); see store.Store.
-func (s *Store) Counts(ctx context.Context) (map[store.Status]int, error) {
-	var out map[store.Status]int
+func (s *Store) Counts(ctx context.Context) (map[mcptask.Status]int, error) {
+	var out map[mcptask.Status]int
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		out = readCounts(tx)
 		return nil

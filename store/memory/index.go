@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -36,13 +37,13 @@ type Store struct {
 	mu        sync.RWMutex
 	closed    bool
 	tasks     map[string]*store.Task
-	byOwner   map[string][]pos       // sorted by (CreatedAt, id)
-	byStatus  map[store.Status][]pos // sorted by (CreatedAt, id)
-	byName    map[string][]pos       // by Request.Name, sorted by (CreatedAt, id)
-	expiry    []pos                  // sorted by (ExpiresAt, id); tasks with an ExpiresAt
-	leases    []pos                  // sorted by (LeaseUntil, id); tasks with a LeaseHolder
-	wake      []pos                  // sorted by (WakeAt, id); tasks with a WakeAt
-	counts    map[store.Status]int
+	byOwner   map[string][]pos         // sorted by (CreatedAt, id)
+	byStatus  map[mcptask.Status][]pos // sorted by (CreatedAt, id)
+	byName    map[string][]pos         // by Request.Name, sorted by (CreatedAt, id)
+	expiry    []pos                    // sorted by (ExpiresAt, id); tasks with an ExpiresAt
+	leases    []pos                    // sorted by (LeaseUntil, id); tasks with a LeaseHolder
+	wake      []pos                    // sorted by (WakeAt, id); tasks with a WakeAt
+	counts    map[mcptask.Status]int
 	logs      map[string]*eventLog // by task id; a task without events has none
 	queues    map[string]*queue    // by queue name (queues.go); made on first use
 	schedules map[string]*schedule // by schedule name (schedules.go); made on first use
@@ -62,7 +63,7 @@ func New(opts ...Option) *Store {
 		codec:    store.NewCursorCodec(key),
 		tasks:    make(map[string]*store.Task),
 		byOwner:  make(map[string][]pos),
-		byStatus: make(map[store.Status][]pos),
+		byStatus: make(map[mcptask.Status][]pos),
 		byName:   make(map[string][]pos),
 		counts:   store.NewCounts(),
 		logs:     make(map[string]*eventLog),

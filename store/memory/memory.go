@@ -37,6 +37,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -246,7 +247,7 @@ func (s *Store) due(ctx context.Context, index func() []pos, now time.Time, limi
 // the status index; see store.Store.
 func (s *Store) Active(ctx context.Context) ([]*store.Task, error) {
 	return locked(ctx, s, false, func() ([]*store.Task, error) {
-		working, input := s.byStatus[store.StatusWorking], s.byStatus[store.StatusInputRequired]
+		working, input := s.byStatus[mcptask.StatusWorking], s.byStatus[mcptask.StatusInputRequired]
 		out := make([]*store.Task, 0, len(working)+len(input))
 		for _, p := range working {
 			out = append(out, s.tasks[p.id].Clone())
@@ -395,8 +396,8 @@ func (s *Store) query(q store.Query, after *pos) store.Page {
 
 // Counts returns the number of tasks by status from the store's counters;
 // see store.Store.
-func (s *Store) Counts(ctx context.Context) (map[store.Status]int, error) {
-	return locked(ctx, s, false, func() (map[store.Status]int, error) {
+func (s *Store) Counts(ctx context.Context) (map[mcptask.Status]int, error) {
+	return locked(ctx, s, false, func() (map[mcptask.Status]int, error) {
 		out := store.NewCounts()
 		for st, n := range s.counts {
 			out[st] = n

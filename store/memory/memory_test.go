@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/store/storetest"
@@ -23,7 +24,7 @@ func TestClock(t *testing.T) {
 	s := memory.New(store.WithClock(func() time.Time { return now }))
 	defer s.Close()
 	ctx := t.Context()
-	created, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now.Add(-time.Hour)})
+	created, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now.Add(-time.Hour)})
 	require.NoError(t, err)
 	require.True(t, created.UpdatedAt.Equal(now.Add(-time.Hour)))
 	got, err := s.Update(ctx, "a", store.Update{StatusMessage: new(string)})
@@ -36,7 +37,7 @@ func TestLimits(t *testing.T) {
 	s := memory.New(store.WithLimits(store.Limits{MaxVariableBytes: 10, MaxVariablesBytes: 20, MaxResultBytes: 5, MaxArgumentsBytes: 8}))
 	defer s.Close()
 	ctx := t.Context()
-	task := &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now(), Request: store.Request{Arguments: json.RawMessage(`"123456789"`)}}
+	task := &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now(), Request: store.Request{Arguments: json.RawMessage(`"123456789"`)}}
 	_, err := s.Create(ctx, task)
 	require.ErrorIs(t, err, store.ErrTooLarge)
 	require.Contains(t, err.Error(), "limit 8")
@@ -52,9 +53,9 @@ func TestLimits(t *testing.T) {
 	require.NoError(t, err, "2+8+2+8 = 20 fits")
 	_, err = s.Update(ctx, "a", store.Update{Variables: map[string]json.RawMessage{"v3": json.RawMessage(`1`)}})
 	require.ErrorIs(t, err, store.ErrTooLarge)
-	_, err = s.Update(ctx, "a", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`123456`)})
+	_, err = s.Update(ctx, "a", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`123456`)})
 	require.ErrorIs(t, err, store.ErrTooLarge)
-	got, err := s.Update(ctx, "a", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`12345`)})
+	got, err := s.Update(ctx, "a", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`12345`)})
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), got.Version)
 }
@@ -104,7 +105,7 @@ func TestDeprecatedOptions(t *testing.T) {
 	s := memory.New(memory.WithClock(func() time.Time { return now }), memory.WithLimits(store.Limits{MaxResultBytes: 2}))
 	defer s.Close()
 	ctx := t.Context()
-	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now.Add(-time.Hour)})
+	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now.Add(-time.Hour)})
 	require.NoError(t, err)
 	got, err := s.Update(ctx, "a", store.Update{StatusMessage: new(string)})
 	require.NoError(t, err)

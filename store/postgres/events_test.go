@@ -28,7 +28,7 @@ func TestUpdateAfterLockWait(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := t.Context()
 	s := openSchema(t, dsn, postgres.WithSchema("lockwait"))
-	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
+	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
 	require.NoError(t, err)
 
 	other, err := pgx.Connect(ctx, dsn)
@@ -113,7 +113,7 @@ func TestPureAppendWritesNoTaskRow(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := t.Context()
 	s := openSchema(t, dsn, postgres.WithSchema("pure"))
-	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0),
+	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0),
 		Variables: map[string]json.RawMessage{"v": json.RawMessage(`{"big":true}`)}})
 	require.NoError(t, err)
 	conn, err := pgx.Connect(ctx, dsn)
@@ -146,7 +146,7 @@ func TestPureAppendWritesNoTaskRow(t *testing.T) {
 func TestEventsAcrossReplicas(t *testing.T) {
 	ctx := t.Context()
 	a, b, heard := replicas(t, "replicas")
-	_, err := a.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
+	_, err := a.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
 	require.NoError(t, err)
 	require.Equal(t, store.Change{ID: "t", Events: 1}, <-heard)
 
@@ -199,7 +199,7 @@ func replicas(tb testing.TB, schema string) (a, b *postgres.Store, heard chan st
 func BenchmarkEventFeed(b *testing.B) {
 	ctx := b.Context()
 	a, _, heard := replicas(b, "feedbench")
-	_, err := a.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
+	_, err := a.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
 	require.NoError(b, err)
 	<-heard
 	lat := make([]time.Duration, 0, b.N)

@@ -75,7 +75,7 @@ func TestConcurrentOpen(t *testing.T) {
 	// Every replica reads the others' cursors.
 	ctx := t.Context()
 	for i := range 3 {
-		_, err := stores[0].Create(ctx, &store.Task{ID: fmt.Sprint(i), Owner: "o", Status: store.StatusWorking, CreatedAt: time.Unix(int64(i), 0)})
+		_, err := stores[0].Create(ctx, &store.Task{ID: fmt.Sprint(i), Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(int64(i), 0)})
 		require.NoError(t, err)
 	}
 	page, err := stores[1].List(ctx, store.ListOptions{Owner: "o", Limit: 1})
@@ -118,7 +118,7 @@ func TestMigrateWake(t *testing.T) {
 	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v1"))
 	require.NoError(t, err)
 	for _, id := range []string{"old-a", "old-b", "old-c"} {
-		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())
@@ -164,7 +164,7 @@ func TestMigrateEvents(t *testing.T) {
 	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v2"))
 	require.NoError(t, err)
 	for _, id := range []string{"old-a", "old-b"} {
-		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())
@@ -180,7 +180,7 @@ func TestMigrateEvents(t *testing.T) {
 	require.Equal(t, store.EventPage{}, page, "an old task has an empty log")
 	_, err = stores[1].Update(ctx, "old-a", store.Update{Events: []store.Event{logLine("first")}})
 	require.NoError(t, err)
-	_, err = stores[2].Update(ctx, "old-a", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
+	_, err = stores[2].Update(ctx, "old-a", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`)})
 	require.NoError(t, err)
 	page, err = s.Events(ctx, "old-a", 0, 0)
 	require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestMigrateQueues(t *testing.T) {
 	now := time.Unix(1700000000, 0).UTC()
 	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v3"))
 	require.NoError(t, err)
-	_, err = s.Create(ctx, &store.Task{ID: "old-a", Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+	_, err = s.Create(ctx, &store.Task{ID: "old-a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	admin := downgrade(t, dsn, "v3", `DROP TABLE v3.queues; DROP TABLE v3.queue_entries; DROP TABLE v3.schedules;

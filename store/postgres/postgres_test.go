@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/store/storetest"
@@ -78,7 +79,7 @@ func TestReplicasCannotBothWin(t *testing.T) {
 
 	for round := range 10 {
 		id := fmt.Sprintf("race-%d", round)
-		created, err := a.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: now,
+		created, err := a.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now,
 			LeaseHolder: "dead", LeaseUntil: now.Add(time.Second)})
 		require.NoError(t, err)
 		race := func(what string, fn func(i int, r *postgres.Store) error, loses error) {
@@ -201,16 +202,16 @@ func TestNotifierAcrossStores(t *testing.T) {
 
 	id := "task\x00\xff/é" // any bytes survive the payload
 	start := time.Now()
-	_, err = writer.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	_, err = writer.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 	require.NoError(t, err)
-	seen.waitFor(t, 2*time.Second, "create", hasChange(store.Change{ID: id, Status: store.StatusWorking, Version: 1}))
+	seen.waitFor(t, 2*time.Second, "create", hasChange(store.Change{ID: id, Status: mcptask.StatusWorking, Version: 1}))
 	latency := time.Since(start)
 	t.Logf("a write through another Store value reached the subscriber in %v", latency)
 	require.Less(t, latency, time.Second, "the feed is a push, not a poll")
 
-	_, err = other.Create(ctx, &store.Task{ID: "other-schema", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	_, err = other.Create(ctx, &store.Task{ID: "other-schema", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 	require.NoError(t, err)
-	_, err = writer.Update(ctx, id, store.Update{Status: store.StatusInputRequired})
+	_, err = writer.Update(ctx, id, store.Update{Status: mcptask.StatusInputRequired})
 	require.NoError(t, err)
 	_, err = writer.Claim(ctx, id, "h", time.Now(), time.Now().Add(time.Minute))
 	require.NoError(t, err)
@@ -219,24 +220,24 @@ func TestNotifierAcrossStores(t *testing.T) {
 	// Each Store notifies its own writes in commit order; writes through
 	// two Stores arrive in commit order when the second starts after the
 	// first was heard (see store.Notifier).
-	seen.waitFor(t, 2*time.Second, "the claim", hasChange(store.Change{ID: id, Status: store.StatusInputRequired, Version: 3}))
-	_, err = reader.Update(ctx, id, store.Update{Status: store.StatusCompleted}) // its own writes too
+	seen.waitFor(t, 2*time.Second, "the claim", hasChange(store.Change{ID: id, Status: mcptask.StatusInputRequired, Version: 3}))
+	_, err = reader.Update(ctx, id, store.Update{Status: mcptask.StatusCompleted}) // its own writes too
 	require.NoError(t, err)
-	seen.waitFor(t, 2*time.Second, "the completion", hasChange(store.Change{ID: id, Status: store.StatusCompleted, Version: 4}))
+	seen.waitFor(t, 2*time.Second, "the completion", hasChange(store.Change{ID: id, Status: mcptask.StatusCompleted, Version: 4}))
 	require.NoError(t, writer.Delete(ctx, id))
 	want := []store.Change{
-		{ID: id, Status: store.StatusWorking, Version: 1},
-		{ID: id, Status: store.StatusInputRequired, Version: 2},
-		{ID: id, Status: store.StatusInputRequired, Version: 3},
-		{ID: id, Status: store.StatusCompleted, Version: 4},
-		{ID: id, Status: store.StatusCompleted, Deleted: true},
+		{ID: id, Status: mcptask.StatusWorking, Version: 1},
+		{ID: id, Status: mcptask.StatusInputRequired, Version: 2},
+		{ID: id, Status: mcptask.StatusInputRequired, Version: 3},
+		{ID: id, Status: mcptask.StatusCompleted, Version: 4},
+		{ID: id, Status: mcptask.StatusCompleted, Deleted: true},
 	}
 	got := seen.waitFor(t, 2*time.Second, "every change", func(cs []store.Change) bool { return len(cs) >= len(want) })
 	require.Equal(t, want, got, "in commit order, nothing from another schema, no renewal")
 
 	// stop ends delivery.
 	stop()
-	_, err = writer.Create(ctx, &store.Task{ID: "after-stop", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	_, err = writer.Create(ctx, &store.Task{ID: "after-stop", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond)
 	seen.mu.Lock()
@@ -266,7 +267,7 @@ func TestNotifierBatches(t *testing.T) {
 		writers   = 24
 		perWriter = 8 // tasks per writer, and writes of the shared task
 	)
-	_, err = writer.Create(ctx, &store.Task{ID: "hot", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	_, err = writer.Create(ctx, &store.Task{ID: "hot", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 	require.NoError(t, err)
 	// Long ids make long records, so that some batches need several
 	// payloads.
@@ -281,11 +282,11 @@ func TestNotifierBatches(t *testing.T) {
 				id := fmt.Sprintf("%s-%d-%d", pad, w, i)
 				steps := []func() error{
 					func() error {
-						_, err := writer.Create(ctx, &store.Task{ID: id, Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+						_, err := writer.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 						return err
 					},
 					func() error {
-						_, err := writer.Update(ctx, id, store.Update{Status: store.StatusInputRequired})
+						_, err := writer.Update(ctx, id, store.Update{Status: mcptask.StatusInputRequired})
 						return err
 					},
 					func() error {
@@ -293,7 +294,7 @@ func TestNotifierBatches(t *testing.T) {
 						return err
 					},
 					func() error {
-						_, err := writer.Update(ctx, id, store.Update{Status: store.StatusCompleted, Result: []byte(`{}`)})
+						_, err := writer.Update(ctx, id, store.Update{Status: mcptask.StatusCompleted, Result: []byte(`{}`)})
 						return err
 					},
 				}
@@ -355,9 +356,9 @@ func TestNotifierReconnects(t *testing.T) {
 	stop, err := s.Subscribe(ctx, seen.add)
 	require.NoError(t, err)
 	defer stop()
-	_, err = s.Create(ctx, &store.Task{ID: "before", Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+	_, err = s.Create(ctx, &store.Task{ID: "before", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 	require.NoError(t, err)
-	seen.waitFor(t, 2*time.Second, "the first write", hasChange(store.Change{ID: "before", Status: store.StatusWorking, Version: 1}))
+	seen.waitFor(t, 2*time.Second, "the first write", hasChange(store.Change{ID: "before", Status: mcptask.StatusWorking, Version: 1}))
 
 	admin, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
@@ -368,7 +369,7 @@ func TestNotifierReconnects(t *testing.T) {
 	require.Equal(t, 1, killed)
 
 	for i := range 3 {
-		_, err = s.Create(ctx, &store.Task{ID: fmt.Sprint("after-", i), Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+		_, err = s.Create(ctx, &store.Task{ID: fmt.Sprint("after-", i), Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 		require.NoError(t, err)
 	}
 	got := seen.waitFor(t, 5*time.Second, "the writes after the kill", func(cs []store.Change) bool { return len(cs) >= 4 })
@@ -410,7 +411,7 @@ func TestNotifierAndClose(t *testing.T) {
 
 	// Close sends the notifications of the writes that returned before it.
 	for i := range 3 {
-		_, err = s.Create(t.Context(), &store.Task{ID: fmt.Sprint("last-", i), Owner: "o", Status: store.StatusWorking, CreatedAt: time.Now()})
+		_, err = s.Create(t.Context(), &store.Task{ID: fmt.Sprint("last-", i), Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now()})
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close(), "Close ends the subscriptions")
@@ -539,7 +540,7 @@ func TestOptions(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := openSchema(t, dsn, opts...)
 			ctx := t.Context()
-			_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now.Add(-time.Minute)})
+			_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now.Add(-time.Minute)})
 			require.NoError(t, err)
 			_, err = s.Update(ctx, "a", store.Update{Result: []byte(`12345`)})
 			require.ErrorIs(t, err, store.ErrTooLarge)
@@ -558,7 +559,7 @@ func TestStats(t *testing.T) {
 	require.Equal(t, store.Stats{}, reporter.Stats())
 	ctx := t.Context()
 	now := time.Now()
-	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
 	require.NoError(t, err)
 	_, err = s.Update(ctx, "a", store.Update{StatusMessage: strPtr("m")})
 	require.NoError(t, err)
@@ -569,7 +570,7 @@ func TestStats(t *testing.T) {
 	require.NoError(t, s.Delete(ctx, "a"))
 	_, err = s.Update(ctx, "a", store.Update{StatusMessage: strPtr("gone")})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.Create(ctx, &store.Task{ID: "", Owner: "o", Status: store.StatusWorking, CreatedAt: now})
+	_, err = s.Create(ctx, &store.Task{ID: "", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
 	require.ErrorIs(t, err, store.ErrInvalid, "refused before the store took it on: not counted")
 	st := s.Stats()
 	require.Equal(t, uint64(5), st.Commits)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -22,7 +23,7 @@ func TestPack(t *testing.T) {
 	// Records of the longest id: every payload within the limit, the
 	// records in order, none split.
 	long := func(i int) string {
-		return record(&store.Task{ID: fmt.Sprintf("%0*d", store.MaxIDBytes, i), Status: store.StatusInputRequired, Version: 1<<63 + uint64(i)})
+		return record(&store.Task{ID: fmt.Sprintf("%0*d", store.MaxIDBytes, i), Status: mcptask.StatusInputRequired, Version: 1<<63 + uint64(i)})
 	}
 	var records []string
 	for i := range 100 {
@@ -99,27 +100,27 @@ func TestPublisherOrderPerTask(t *testing.T) {
 		return out
 	}
 	rec := func(id string, v uint64) string {
-		return record(&store.Task{ID: id, Status: store.StatusWorking, Version: v})
+		return record(&store.Task{ID: id, Status: mcptask.StatusWorking, Version: v})
 	}
 	x1 := s.pub.reserve("x", rec("x", 1), false)
 	y1 := s.pub.reserve("y", rec("y", 1), false)
 	x2 := s.pub.reserve("x", rec("x", 2), false)
 	s.pub.commit(x2) // waits for x1
 	s.pub.commit(y1) // does not
-	require.Equal(t, []store.Change{{ID: "y", Status: store.StatusWorking, Version: 1}}, seen(1))
+	require.Equal(t, []store.Change{{ID: "y", Status: mcptask.StatusWorking, Version: 1}}, seen(1))
 	s.pub.commit(x1)
 	got2 := seen(3)
 	require.Equal(t, []store.Change{
-		{ID: "y", Status: store.StatusWorking, Version: 1},
-		{ID: "x", Status: store.StatusWorking, Version: 1},
-		{ID: "x", Status: store.StatusWorking, Version: 2},
+		{ID: "y", Status: mcptask.StatusWorking, Version: 1},
+		{ID: "x", Status: mcptask.StatusWorking, Version: 1},
+		{ID: "x", Status: mcptask.StatusWorking, Version: 2},
 	}, got2)
 	// A cancelled change is never sent and holds nothing up.
 	x3 := s.pub.reserve("x", rec("x", 3), false)
 	x4 := s.pub.reserve("x", rec("x", 4), false)
 	s.pub.commit(x4)
 	s.pub.cancel(x3)
-	require.Equal(t, store.Change{ID: "x", Status: store.StatusWorking, Version: 4}, seen(4)[3])
+	require.Equal(t, store.Change{ID: "x", Status: mcptask.StatusWorking, Version: 4}, seen(4)[3])
 }
 
 // TestPublisherLargeBatch hands the notifier more records at once than one
@@ -147,7 +148,7 @@ func TestPublisherLargeBatch(t *testing.T) {
 	var records []string
 	s.pub.mu.Lock()
 	for i := range n {
-		task := &store.Task{ID: fmt.Sprintf("%0200d", i), Status: store.StatusWorking, Version: uint64(i + 1)}
+		task := &store.Task{ID: fmt.Sprintf("%0200d", i), Status: mcptask.StatusWorking, Version: uint64(i + 1)}
 		s.pub.queue = append(s.pub.queue, &slot{key: task.ID, record: record(task), state: slotReady})
 		records = append(records, record(task))
 		want = append(want, store.Change{ID: task.ID, Status: task.Status, Version: task.Version})

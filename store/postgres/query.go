@@ -5,13 +5,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
 // Counts returns the number of tasks by status: the sum of the status's 16
 // counter rows, 80 rows in all, whatever the number of tasks; see
 // store.Store.
-func (s *Store) Counts(ctx context.Context) (map[store.Status]int, error) {
+func (s *Store) Counts(ctx context.Context) (map[mcptask.Status]int, error) {
 	ctx, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
@@ -23,7 +24,7 @@ func (s *Store) Counts(ctx context.Context) (map[store.Status]int, error) {
 	return out, nil
 }
 
-func (s *Store) counts(ctx context.Context) (map[store.Status]int, error) {
+func (s *Store) counts(ctx context.Context) (map[mcptask.Status]int, error) {
 	rows, err := s.pool.Query(ctx, s.sql.counts)
 	if err != nil {
 		return nil, err
@@ -36,7 +37,7 @@ func (s *Store) counts(ctx context.Context) (map[store.Status]int, error) {
 		if err := rows.Scan(&st, &n); err != nil {
 			return nil, err
 		}
-		out[store.Status(st)] = int(n)
+		out[mcptask.Status(st)] = int(n)
 	}
 	return out, rows.Err()
 }
@@ -103,7 +104,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		}
 		after = &[2]any{at.UnixNano(), []byte(id)}
 	}
-	var counts map[store.Status]int
+	var counts map[mcptask.Status]int
 	if len(q.Statuses) > 0 && (q.Owner != "" || q.Name != "") {
 		if counts, err = s.counts(ctx); err != nil {
 			return store.Page{}, s.fail("query", err)
@@ -199,7 +200,7 @@ scan:
 		for i, l := range batch {
 			last = l
 			examined++
-			if q.Match(&store.Task{Owner: string(l.owner), Status: store.Status(l.status), Request: store.Request{Name: string(l.name)}}) {
+			if q.Match(&store.Task{Owner: string(l.owner), Status: mcptask.Status(l.status), Request: store.Request{Name: string(l.name)}}) {
 				matched = append(matched, l.id)
 			}
 			if len(matched) == q.Limit || examined == budget {

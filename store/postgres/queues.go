@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -189,7 +190,7 @@ func (s *Store) Enqueue(ctx context.Context, e store.QueueEntry, lim store.Queue
 		case err != nil:
 			return err
 		}
-		if err := store.CheckQueueTask(e.TaskID, &store.Task{Status: store.Status(status)}); err != nil {
+		if err := store.CheckQueueTask(e.TaskID, &store.Task{Status: mcptask.Status(status)}); err != nil {
 			return err
 		}
 		st, ok, err := s.lockQueue(ctx, tx, e.Queue, true)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -60,7 +61,7 @@ func (r *row) task(full bool) (*store.Task, error) {
 	t := &store.Task{
 		ID:            string(r.id),
 		Owner:         string(r.owner),
-		Status:        store.Status(r.status),
+		Status:        mcptask.Status(r.status),
 		StatusMessage: string(r.message),
 		CreatedAt:     nanos(r.created),
 		UpdatedAt:     nanos(r.updated),
@@ -88,7 +89,7 @@ func (r *row) task(full bool) (*store.Task, error) {
 	}
 	t.Result = json.RawMessage(r.result)
 	if r.hasError {
-		t.Error = &store.ErrorInfo{Message: string(r.errMessage), Data: json.RawMessage(r.errData)}
+		t.Error = &mcptask.ErrorInfo{Message: string(r.errMessage), Data: json.RawMessage(r.errData)}
 		if r.errCode != nil {
 			t.Error.Code = *r.errCode
 		}
@@ -97,7 +98,7 @@ func (r *row) task(full bool) (*store.Task, error) {
 		return nil, fmt.Errorf("task %q: history arrays of different lengths", r.id)
 	}
 	for i, st := range r.histStatus {
-		t.History = append(t.History, store.StatusChange{Status: store.Status(st), Message: string(r.histMessage[i]), At: nanos(r.histAt[i])})
+		t.History = append(t.History, store.StatusChange{Status: mcptask.Status(st), Message: string(r.histMessage[i]), At: nanos(r.histAt[i])})
 	}
 	if len(r.varNames) != len(r.varValues) {
 		return nil, fmt.Errorf("task %q: %d variable names, %d values", r.id, len(r.varNames), len(r.varValues))
@@ -236,7 +237,7 @@ func record(t *store.Task) string {
 
 // deleteRecord is the change notification of the delete of task id, which
 // had status st: version 0.
-func deleteRecord(id string, st store.Status) string {
+func deleteRecord(id string, st mcptask.Status) string {
 	return record(&store.Task{ID: id, Status: st})
 }
 
@@ -259,5 +260,5 @@ func parseRecord(p string) (store.Change, error) {
 	if err != nil {
 		return c, fmt.Errorf("payload %q: %w", p, err)
 	}
-	return store.Change{ID: string(id), Status: store.Status(st), Version: version, Deleted: version == 0}, nil
+	return store.Change{ID: string(id), Status: mcptask.Status(st), Version: version, Deleted: version == 0}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -263,7 +264,7 @@ func (s *Store) writes(t *store.Task, ch store.Changes) *pgx.Batch {
 	if ch.StatusChanged {
 		sh := shard(t.ID)
 		deltas := []struct {
-			st store.Status
+			st mcptask.Status
 			n  int
 		}{{ch.PrevStatus, -1}, {t.Status, 1}}
 		if deltas[1].st < deltas[0].st {
@@ -314,7 +315,7 @@ func (s *Store) Delete(ctx context.Context, id string) (err error) {
 	if err != nil {
 		return s.fail("delete "+id, err)
 	}
-	sl := s.pub.reserve(id, deleteRecord(id, store.Status(status)), false)
+	sl := s.pub.reserve(id, deleteRecord(id, mcptask.Status(status)), false)
 	defer s.pub.resolveFor(sl, &err)
 	start := time.Now()
 	if _, err = conn.Exec(ctx, "COMMIT"); err != nil {

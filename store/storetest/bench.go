@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -31,7 +32,7 @@ func BenchCreateComplete(b *testing.B, s store.Store, writers int) {
 		if _, err := s.Create(ctx, task); err != nil {
 			return err
 		}
-		_, err := s.Update(ctx, id, store.Update{Status: store.StatusCompleted, Result: result})
+		_, err := s.Update(ctx, id, store.Update{Status: mcptask.StatusCompleted, Result: result})
 		return err
 	}
 	b.ReportAllocs()
@@ -125,7 +126,7 @@ func PreloadQuery(tb testing.TB, s store.Store, n int) {
 		t := newTask(fmt.Sprintf("%s%07d", prefix, i), fmt.Sprintf("owner-%d", i%97), t0.Add(time.Duration(i)*time.Millisecond))
 		t.Request.Name = fmt.Sprintf("tool-%d", (i/7)%10)
 		if i%10 == 0 {
-			t.Status = store.StatusInputRequired
+			t.Status = mcptask.StatusInputRequired
 		}
 		tasks[i] = t
 	}
@@ -144,7 +145,7 @@ func PreloadQuery(tb testing.TB, s store.Store, n int) {
 		go func() {
 			defer wg.Done()
 			for id := range work {
-				if _, err := s.Update(ctx, id, store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+				if _, err := s.Update(ctx, id, store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
 					errc <- err
 					for range work {
 					}
@@ -179,10 +180,10 @@ type QueryBenchCase struct {
 func QueryBenchCases() []QueryBenchCase {
 	return []QueryBenchCase{
 		{"all", store.Query{}},
-		{"status", store.Query{Statuses: []store.Status{store.StatusInputRequired}}},
-		{"two-statuses", store.Query{Statuses: []store.Status{store.StatusInputRequired, store.StatusWorking}}},
+		{"status", store.Query{Statuses: []mcptask.Status{mcptask.StatusInputRequired}}},
+		{"two-statuses", store.Query{Statuses: []mcptask.Status{mcptask.StatusInputRequired, mcptask.StatusWorking}}},
 		{"owner", store.Query{Owner: "owner-7"}},
-		{"owner+status", store.Query{Owner: "owner-7", Statuses: []store.Status{store.StatusWorking}}},
+		{"owner+status", store.Query{Owner: "owner-7", Statuses: []mcptask.Status{mcptask.StatusWorking}}},
 		{"owner+name", store.Query{Owner: "owner-7", Name: "tool-3"}},
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -26,9 +27,9 @@ func testContext(t *testing.T, o opener) {
 	_, err = s.Get(t.Context(), "ctx")
 	require.ErrorIs(t, err, store.ErrNotFound, "a cancelled create writes nothing")
 	mustCreate(t, s, newTask("ctx", "alice", t0))
-	_, err = s.Update(ctx, "ctx", store.Update{Status: store.StatusCompleted})
+	_, err = s.Update(ctx, "ctx", store.Update{Status: mcptask.StatusCompleted})
 	require.ErrorIs(t, err, context.Canceled)
-	require.Equal(t, store.StatusWorking, mustGet(t, s, "ctx").Status)
+	require.Equal(t, mcptask.StatusWorking, mustGet(t, s, "ctx").Status)
 	require.ErrorIs(t, s.Delete(ctx, "ctx"), context.Canceled)
 	mustGet(t, s, "ctx")
 }
@@ -90,15 +91,15 @@ func testConcurrent(t *testing.T, o opener) {
 						return err
 					}
 					merges[w]++
-					status := store.StatusWorking
+					status := mcptask.StatusWorking
 					if i%3 == 0 {
-						status = store.StatusInputRequired
+						status = mcptask.StatusInputRequired
 					}
 					if _, err := s.Update(ctx, own, store.Update{Status: status, Variables: map[string]json.RawMessage{"i": v}}); err != nil {
 						return err
 					}
 				}
-				_, err := s.Update(ctx, own, store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`{"w":` + strconv.Itoa(w) + `}`)})
+				_, err := s.Update(ctx, own, store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`{"w":` + strconv.Itoa(w) + `}`)})
 				return err
 			}()
 		}()
@@ -124,7 +125,7 @@ func testConcurrent(t *testing.T, o opener) {
 	for w := range writers {
 		require.Equal(t, strconv.Itoa(lastOdd), string(shared.Variables[fmt.Sprintf("w%02d", w)]), "no lost merges")
 		own := mustGet(t, s, fmt.Sprintf("own-%02d", w))
-		require.Equal(t, store.StatusCompleted, own.Status)
+		require.Equal(t, mcptask.StatusCompleted, own.Status)
 		require.Equal(t, strconv.Itoa(lastOdd), string(own.Variables["i"]))
 		require.Equal(t, uint64(1+ops/2+1), own.Version, "create, one update per odd step, completion")
 	}
@@ -148,7 +149,7 @@ func testClosed(t *testing.T, o opener) {
 	require.ErrorIs(t, err, store.ErrClosed)
 	_, err = s.Get(ctx, "x")
 	require.ErrorIs(t, err, store.ErrClosed)
-	_, err = s.Update(ctx, "x", store.Update{Status: store.StatusCompleted})
+	_, err = s.Update(ctx, "x", store.Update{Status: mcptask.StatusCompleted})
 	require.ErrorIs(t, err, store.ErrClosed)
 	require.ErrorIs(t, s.Delete(ctx, "x"), store.ErrClosed)
 	_, err = s.List(ctx, store.ListOptions{Owner: "alice"})

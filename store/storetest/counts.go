@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -27,30 +28,30 @@ func testCounts(t *testing.T, o opener) {
 	for i := range 10 {
 		task := newTask(fmt.Sprintf("n-%d", i), fmt.Sprintf("o%d", i%3), t0.Add(time.Duration(i)))
 		if i%2 == 1 {
-			task.Status = store.StatusInputRequired
+			task.Status = mcptask.StatusInputRequired
 		}
 		mustCreate(t, s, task)
 		want[task.Status]++
 	}
 	check()
-	move := func(id string, from, to store.Status) {
+	move := func(id string, from, to mcptask.Status) {
 		mustUpdate(t, s, id, store.Update{Status: to})
 		want[from]--
 		want[to]++
 	}
-	move("n-0", store.StatusWorking, store.StatusInputRequired)
-	move("n-1", store.StatusInputRequired, store.StatusWorking)
-	move("n-2", store.StatusWorking, store.StatusCompleted)
-	move("n-3", store.StatusInputRequired, store.StatusFailed)
-	move("n-4", store.StatusWorking, store.StatusCancelled)
+	move("n-0", mcptask.StatusWorking, mcptask.StatusInputRequired)
+	move("n-1", mcptask.StatusInputRequired, mcptask.StatusWorking)
+	move("n-2", mcptask.StatusWorking, mcptask.StatusCompleted)
+	move("n-3", mcptask.StatusInputRequired, mcptask.StatusFailed)
+	move("n-4", mcptask.StatusWorking, mcptask.StatusCancelled)
 	check()
 	// Writes that do not change the status, and failed writes, count
 	// nothing.
-	mustUpdate(t, s, "n-5", store.Update{Status: store.StatusInputRequired, StatusMessage: strPtr("same")})
+	mustUpdate(t, s, "n-5", store.Update{Status: mcptask.StatusInputRequired, StatusMessage: strPtr("same")})
 	mustUpdate(t, s, "n-6", store.Update{Variables: map[string]json.RawMessage{"x": json.RawMessage(`1`)}})
-	_, err := s.Update(ctx, "n-2", store.Update{Status: store.StatusWorking})
+	_, err := s.Update(ctx, "n-2", store.Update{Status: mcptask.StatusWorking})
 	require.ErrorIs(t, err, store.ErrTerminal)
-	_, err = s.Update(ctx, "n-6", store.Update{IfVersion: 1, Status: store.StatusCompleted})
+	_, err = s.Update(ctx, "n-6", store.Update{IfVersion: 1, Status: mcptask.StatusCompleted})
 	require.ErrorIs(t, err, store.ErrConflict)
 	_, err = s.Claim(ctx, "n-7", "h", t0, t0.Add(time.Minute))
 	require.NoError(t, err)

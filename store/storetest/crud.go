@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -22,7 +23,7 @@ func testRoundTrip(t *testing.T, o opener) {
 
 	require.Equal(t, "rt-1", created.ID)
 	require.Equal(t, "alice", created.Owner)
-	require.Equal(t, store.StatusInputRequired, created.Status)
+	require.Equal(t, mcptask.StatusInputRequired, created.Status)
 	require.Equal(t, in.StatusMessage, created.StatusMessage)
 	require.True(t, created.CreatedAt.Equal(t0), "CreatedAt %v", created.CreatedAt)
 	require.True(t, created.UpdatedAt.Equal(t0), "UpdatedAt defaults to CreatedAt, got %v", created.UpdatedAt)
@@ -63,7 +64,7 @@ func testRoundTrip(t *testing.T, o opener) {
 	// A task created with a result and an error keeps them.
 	in3 := newTask("rt-3", "alice", t0.Add(time.Millisecond))
 	in3.Result = json.RawMessage(`{"partial": true}`)
-	in3.Error = &store.ErrorInfo{Code: -32000, Message: "x", Data: json.RawMessage(`[1]`)}
+	in3.Error = &mcptask.ErrorInfo{Code: -32000, Message: "x", Data: json.RawMessage(`[1]`)}
 	created3 := mustCreate(t, s, in3)
 	require.Equal(t, created3, mustGet(t, s, "rt-3"))
 	require.Equal(t, `{"partial": true}`, string(created3.Result))
@@ -91,18 +92,18 @@ func testCreateInvalid(t *testing.T, o opener) {
 		"owner too long":        func(x *store.Task) { x.Owner = strings.Repeat("o", store.MaxOwnerBytes+1) },
 		"empty status":          func(x *store.Task) { x.Status = "" },
 		"bogus status":          func(x *store.Task) { x.Status = "sleeping" },
-		"completed, no outcome": func(x *store.Task) { x.Status = store.StatusCompleted },
-		"failed, no outcome":    func(x *store.Task) { x.Status = store.StatusFailed },
-		"cancelled, no outcome": func(x *store.Task) { x.Status = store.StatusCancelled },
+		"completed, no outcome": func(x *store.Task) { x.Status = mcptask.StatusCompleted },
+		"failed, no outcome":    func(x *store.Task) { x.Status = mcptask.StatusFailed },
+		"cancelled, no outcome": func(x *store.Task) { x.Status = mcptask.StatusCancelled },
 		"completed, empty result": func(x *store.Task) {
-			x.Status, x.Result = store.StatusCompleted, json.RawMessage{}
+			x.Status, x.Result = mcptask.StatusCompleted, json.RawMessage{}
 		},
 		"completed with a lease": func(x *store.Task) {
-			x.Status, x.Result = store.StatusCompleted, json.RawMessage(`{}`)
+			x.Status, x.Result = mcptask.StatusCompleted, json.RawMessage(`{}`)
 			x.LeaseHolder, x.LeaseUntil = "replica-a", t0.Add(time.Minute)
 		},
 		"failed with a lease": func(x *store.Task) {
-			x.Status, x.Error = store.StatusFailed, &store.ErrorInfo{Code: -32603, Message: "boom"}
+			x.Status, x.Error = mcptask.StatusFailed, &mcptask.ErrorInfo{Code: -32603, Message: "boom"}
 			x.LeaseHolder, x.LeaseUntil = "replica-a", t0.Add(time.Minute)
 		},
 		"zero CreatedAt":         func(x *store.Task) { x.CreatedAt = time.Time{} },
@@ -114,7 +115,7 @@ func testCreateInvalid(t *testing.T, o opener) {
 		"empty variable name":    func(x *store.Task) { x.Variables = map[string]json.RawMessage{"": json.RawMessage(`1`)} },
 		"invalid arguments JSON": func(x *store.Task) { x.Request.Arguments = json.RawMessage(`{"a":`) },
 		"invalid result JSON":    func(x *store.Task) { x.Result = json.RawMessage(`tru`) },
-		"invalid error data":     func(x *store.Task) { x.Error = &store.ErrorInfo{Code: 1, Data: json.RawMessage(`[`)} },
+		"invalid error data":     func(x *store.Task) { x.Error = &mcptask.ErrorInfo{Code: 1, Data: json.RawMessage(`[`)} },
 		"empty label name":       func(x *store.Task) { x.Labels = map[string]string{"": "v"} },
 	}
 	for name, mutate := range cases {
@@ -157,32 +158,32 @@ func testResultAndError(t *testing.T, o opener) {
 	}
 
 	result := json.RawMessage(`{"content": [{"type": "text", "text": "done"}], "isError": false}`)
-	got := mustUpdate(t, s, "ok", store.Update{Status: store.StatusCompleted, Result: result, StatusMessage: strPtr("done")})
-	require.Equal(t, store.StatusCompleted, got.Status)
+	got := mustUpdate(t, s, "ok", store.Update{Status: mcptask.StatusCompleted, Result: result, StatusMessage: strPtr("done")})
+	require.Equal(t, mcptask.StatusCompleted, got.Status)
 	require.Equal(t, string(result), string(got.Result))
 	require.Nil(t, got.Error)
 	require.Equal(t, got, mustGet(t, s, "ok"))
 
-	e := &store.ErrorInfo{Code: -32603, Message: "internal error", Data: json.RawMessage(`{"detail": "boom"}`)}
-	got = mustUpdate(t, s, "fail", store.Update{Status: store.StatusFailed, Error: e})
-	require.Equal(t, store.StatusFailed, got.Status)
+	e := &mcptask.ErrorInfo{Code: -32603, Message: "internal error", Data: json.RawMessage(`{"detail": "boom"}`)}
+	got = mustUpdate(t, s, "fail", store.Update{Status: mcptask.StatusFailed, Error: e})
+	require.Equal(t, mcptask.StatusFailed, got.Status)
 	require.Equal(t, e, got.Error)
 	require.Nil(t, got.Result)
 	e.Message = "mutated by the caller"
 	require.Equal(t, "internal error", mustGet(t, s, "fail").Error.Message, "the store keeps its own copy")
 	require.Equal(t, got, mustGet(t, s, "fail"))
 
-	got = mustUpdate(t, s, "cancel", store.Update{Status: store.StatusCancelled, Error: &store.ErrorInfo{Code: -32800, Message: "cancelled"}})
-	require.Equal(t, &store.ErrorInfo{Code: -32800, Message: "cancelled"}, got.Error)
+	got = mustUpdate(t, s, "cancel", store.Update{Status: mcptask.StatusCancelled, Error: &mcptask.ErrorInfo{Code: -32800, Message: "cancelled"}})
+	require.Equal(t, &mcptask.ErrorInfo{Code: -32800, Message: "cancelled"}, got.Error)
 	require.Equal(t, got, mustGet(t, s, "cancel"))
 
 	// Invalid result JSON is rejected and nothing is written.
 	mustCreate(t, s, newTask("bad", "alice", t0.Add(time.Hour)))
 	before := mustGet(t, s, "bad")
 	for _, u := range []store.Update{
-		{Status: store.StatusCompleted, Result: json.RawMessage(`{"a":}`)},
-		{Status: store.StatusCompleted, Result: json.RawMessage{}},
-		{Status: store.StatusFailed, Error: &store.ErrorInfo{Code: 1, Message: "m", Data: json.RawMessage(`{`)}},
+		{Status: mcptask.StatusCompleted, Result: json.RawMessage(`{"a":}`)},
+		{Status: mcptask.StatusCompleted, Result: json.RawMessage{}},
+		{Status: mcptask.StatusFailed, Error: &mcptask.ErrorInfo{Code: 1, Message: "m", Data: json.RawMessage(`{`)}},
 	} {
 		_, err := s.Update(ctx, "bad", u)
 		require.ErrorIs(t, err, store.ErrInvalid)
@@ -237,8 +238,8 @@ func testCopies(t *testing.T, o opener) {
 	require.Equal(t, want, mustGet(t, s, "copy"), "mutating List, Active, Expired or Due results")
 
 	res := json.RawMessage(`{"r": 1}`)
-	e := &store.ErrorInfo{Code: 1, Message: "m", Data: json.RawMessage(`{"d": 1}`)}
-	done := mustUpdate(t, s, "copy", store.Update{Status: store.StatusFailed, Result: res, Error: e})
+	e := &mcptask.ErrorInfo{Code: 1, Message: "m", Data: json.RawMessage(`{"d": 1}`)}
+	done := mustUpdate(t, s, "copy", store.Update{Status: mcptask.StatusFailed, Result: res, Error: e})
 	want = done.Clone()
 	res[0] = 'X'
 	e.Data[0] = 'X'
@@ -285,7 +286,7 @@ func testDelete(t *testing.T, o opener) {
 	require.Equal(t, []string{"keep"}, ids(page.Tasks))
 
 	// Terminal tasks are deleted from every index too.
-	mustUpdate(t, s, "keep", store.Update{Status: store.StatusCompleted})
+	mustUpdate(t, s, "keep", store.Update{Status: mcptask.StatusCompleted})
 	require.NoError(t, s.Delete(ctx, "keep"))
 	expired, err = s.Expired(ctx, t0.Add(1000*time.Hour), 100)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -67,7 +68,7 @@ type snapshot struct {
 	expired  []*store.Task
 	leases   []*store.Task
 	due      []*store.Task
-	counts   map[store.Status]int
+	counts   map[mcptask.Status]int
 	listings map[string][]listing
 	queries  []queryPage
 }
@@ -77,8 +78,8 @@ type snapshot struct {
 var snapshotQueries = []store.Query{
 	{},
 	{Owner: "alice"},
-	{Statuses: []store.Status{store.StatusInputRequired, store.StatusWorking}},
-	{Name: "echo", Statuses: []store.Status{store.StatusCompleted}},
+	{Statuses: []mcptask.Status{mcptask.StatusInputRequired, mcptask.StatusWorking}},
+	{Name: "echo", Statuses: []mcptask.Status{mcptask.StatusCompleted}},
 }
 
 func takeSnapshot(t *testing.T, s store.Store, ids []string, owners []string) snapshot {
@@ -144,7 +145,7 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	plain := newTask("plain", "alice", t0.Add(time.Second))
 	plain.PollInterval = time.Second
 	mustCreate(t, s, plain)
-	for i, st := range []store.Status{store.StatusCompleted, store.StatusFailed, store.StatusCancelled, store.StatusInputRequired} {
+	for i, st := range []mcptask.Status{mcptask.StatusCompleted, mcptask.StatusFailed, mcptask.StatusCancelled, mcptask.StatusInputRequired} {
 		id := fmt.Sprintf("s-%s", st)
 		task := newTask(id, "alice", t0.Add(time.Duration(i+2)*time.Second))
 		task.TTL = time.Duration(i+1) * time.Hour
@@ -152,10 +153,10 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 		mustCreate(t, s, task)
 		u := store.Update{Status: st, StatusMessage: strPtr(string(st))}
 		switch st {
-		case store.StatusCompleted:
+		case mcptask.StatusCompleted:
 			u.Result = json.RawMessage(`{"content": [], "structuredContent": {"x": "é\u00e9"}}`)
-		case store.StatusFailed:
-			u.Error = &store.ErrorInfo{Code: -32001, Message: "bad \xff bytes", Data: json.RawMessage(`{"retry": false}`)}
+		case mcptask.StatusFailed:
+			u.Error = &mcptask.ErrorInfo{Code: -32001, Message: "bad \xff bytes", Data: json.RawMessage(`{"retry": false}`)}
 		}
 		mustUpdate(t, s, id, u)
 	}
@@ -179,7 +180,7 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	require.NoError(t, err)
 	require.Equal(t, []string{"claimed"}, renewed)
 	mustCreate(t, s, leasedTask("released", "replica-a", t0.Add(time.Minute)))
-	mustUpdate(t, s, "released", store.Update{ReleaseLease: true, Status: store.StatusInputRequired, StatusMessage: strPtr("asked")})
+	mustUpdate(t, s, "released", store.Update{ReleaseLease: true, Status: mcptask.StatusInputRequired, StatusMessage: strPtr("asked")})
 
 	allIDs := []string{"full", "plain", "s-completed", "s-failed", "s-cancelled", "s-input_required", "odd", "big", "deleted", "leased", "claimed", "released"}
 	owners := []string{"alice", oddOwner}
@@ -200,8 +201,8 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	require.Equal(t, uint64(2), after.tasks["claimed"].LeaseEpoch)
 	require.Len(t, after.tasks["released"].History, 2)
 	require.Equal(t, before.counts, after.counts)
-	require.Equal(t, map[store.Status]int{store.StatusWorking: 5, store.StatusInputRequired: 3,
-		store.StatusCompleted: 1, store.StatusFailed: 1, store.StatusCancelled: 1}, after.counts)
+	require.Equal(t, map[mcptask.Status]int{mcptask.StatusWorking: 5, mcptask.StatusInputRequired: 3,
+		mcptask.StatusCompleted: 1, mcptask.StatusFailed: 1, mcptask.StatusCancelled: 1}, after.counts)
 	require.Equal(t, before.listings, after.listings)
 	require.Equal(t, before.queries, after.queries)
 	// Old query cursors still decode and resume where they did.
@@ -232,7 +233,7 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	require.ErrorIs(t, err, store.ErrFenced)
 
 	// Writing continues from the stored versions.
-	got := mustUpdate(t, s2, "plain", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
+	got := mustUpdate(t, s2, "plain", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`)})
 	require.Equal(t, before.tasks["plain"].Version+1, got.Version)
 	mustCreate(t, s2, newTask("deleted", "carol", t0))
 	require.NoError(t, s2.Delete(t.Context(), "big"))
@@ -249,8 +250,8 @@ func testReopen(t *testing.T, open func(t *testing.T, path string) store.Store) 
 	require.ElementsMatch(t, []string{"full", "s-input_required", "odd", "deleted", "leased", "claimed", "released"}, ids(active))
 	counts, err := s3.Counts(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, map[store.Status]int{store.StatusWorking: 4, store.StatusInputRequired: 3,
-		store.StatusCompleted: 2, store.StatusFailed: 1, store.StatusCancelled: 1}, counts,
+	require.Equal(t, map[mcptask.Status]int{mcptask.StatusWorking: 4, mcptask.StatusInputRequired: 3,
+		mcptask.StatusCompleted: 2, mcptask.StatusFailed: 1, mcptask.StatusCancelled: 1}, counts,
 		"plain completed, big deleted, deleted re-created")
 }
 
@@ -265,13 +266,13 @@ func testKeepsVarsAndResult(t *testing.T, open func(t *testing.T, path string) s
 	mustCreate(t, s, task)
 	withResult := mustUpdate(t, s, "keep", store.Update{Result: json.RawMessage(`{"partial": "yes"}`)})
 
-	got := mustUpdate(t, s, "keep", store.Update{Status: store.StatusInputRequired})
+	got := mustUpdate(t, s, "keep", store.Update{Status: mcptask.StatusInputRequired})
 	require.Equal(t, withResult.Variables, got.Variables)
 	require.Equal(t, withResult.Result, got.Result)
 	got = mustUpdate(t, s, "keep", store.Update{StatusMessage: strPtr("hm"), Labels: map[string]string{"x": "y"}})
 	require.Equal(t, withResult.Variables, got.Variables)
 	require.Equal(t, withResult.Result, got.Result)
-	got = mustUpdate(t, s, "keep", store.Update{Status: store.StatusCompleted})
+	got = mustUpdate(t, s, "keep", store.Update{Status: mcptask.StatusCompleted})
 	require.Equal(t, withResult.Variables, got.Variables)
 	require.Equal(t, string(withResult.Result), string(got.Result), "completing without a result keeps the stored one")
 	require.Equal(t, got, mustGet(t, s, "keep"))
@@ -282,7 +283,7 @@ func testKeepsVarsAndResult(t *testing.T, open func(t *testing.T, path string) s
 	require.Equal(t, got, reread)
 	require.Equal(t, withResult.Variables, reread.Variables)
 	require.Equal(t, string(withResult.Result), string(reread.Result))
-	require.Equal(t, store.StatusCompleted, reread.Status)
+	require.Equal(t, mcptask.StatusCompleted, reread.Status)
 	require.Equal(t, "hm", reread.StatusMessage)
 	require.Equal(t, uint64(5), reread.Version)
 }
@@ -309,13 +310,13 @@ func testReopenCreatedTerminal(t *testing.T, open func(t *testing.T, path string
 	s2 := openAt(t, open, path)
 	after := takeSnapshot(t, s2, allIDs, []string{"alice"})
 	require.Equal(t, before, after)
-	require.Equal(t, map[store.Status]int{store.StatusWorking: 1, store.StatusInputRequired: 0,
-		store.StatusCompleted: 1, store.StatusFailed: 1, store.StatusCancelled: 1}, after.counts)
+	require.Equal(t, map[mcptask.Status]int{mcptask.StatusWorking: 1, mcptask.StatusInputRequired: 0,
+		mcptask.StatusCompleted: 1, mcptask.StatusFailed: 1, mcptask.StatusCancelled: 1}, after.counts)
 	for _, in := range ended {
 		got := after.tasks[in.ID]
 		require.Equal(t, in.Status, got.Status)
 		require.Len(t, got.History, 1)
-		_, err := s2.Update(t.Context(), in.ID, store.Update{Status: store.StatusWorking})
+		_, err := s2.Update(t.Context(), in.ID, store.Update{Status: mcptask.StatusWorking})
 		require.ErrorIs(t, err, store.ErrTerminal)
 		_, err = s2.Update(t.Context(), in.ID, store.Update{StatusMessage: strPtr("x")})
 		require.ErrorIs(t, err, store.ErrTerminal)
@@ -335,11 +336,11 @@ func testReopenWake(t *testing.T, open func(t *testing.T, path string) store.Sto
 	mustCreate(t, s, wakeTask("moved", t0.Add(time.Hour)))
 	mustUpdate(t, s, "moved", store.Update{WakeAt: at(time.Second)})
 	mustCreate(t, s, newTask("set", "alice", t0.Add(time.Millisecond)))
-	mustUpdate(t, s, "set", store.Update{WakeAt: at(2 * time.Second), Status: store.StatusInputRequired})
+	mustUpdate(t, s, "set", store.Update{WakeAt: at(2 * time.Second), Status: mcptask.StatusInputRequired})
 	mustCreate(t, s, wakeTask("cleared", t0.Add(time.Second)))
 	mustUpdate(t, s, "cleared", store.Update{WakeAt: &time.Time{}})
 	mustCreate(t, s, wakeTask("ended", t0.Add(time.Second)))
-	mustUpdate(t, s, "ended", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
+	mustUpdate(t, s, "ended", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`)})
 	mustCreate(t, s, wakeTask("deleted", t0.Add(time.Second)))
 	require.NoError(t, s.Delete(t.Context(), "deleted"))
 	mustCreate(t, s, wakeTask("tie", t0.Add(time.Second)))
@@ -357,7 +358,7 @@ func testReopenWake(t *testing.T, open func(t *testing.T, path string) store.Sto
 
 	// The index keeps working from where it was.
 	mustUpdate(t, s2, "tie", store.Update{WakeAt: at(time.Hour)})
-	mustUpdate(t, s2, "created", store.Update{Status: store.StatusFailed, Error: &store.ErrorInfo{Code: 1, Message: "m"}})
+	mustUpdate(t, s2, "created", store.Update{Status: mcptask.StatusFailed, Error: &mcptask.ErrorInfo{Code: 1, Message: "m"}})
 	mustUpdate(t, s2, "cleared", store.Update{WakeAt: at(0)})
 	require.NoError(t, s2.Delete(t.Context(), "moved"))
 	requireDue(t, s2, t0.Add(time.Minute), 10, "cleared", "set")

@@ -128,13 +128,13 @@ func testEventsCreate(t *testing.T, o opener) {
 	require.True(t, events[0].At.Equal(at), "a given At is kept")
 	require.True(t, events[1].At.Equal(got.UpdatedAt), "a zero At is the creation's")
 	require.JSONEq(t, `{"level":"info","message":"a"}`, string(events[0].Data))
-	require.Equal(t, mcptask.StatusEvent{Status: store.StatusWorking, StatusMessage: "starting"}, statusOf(t, events[2]))
+	require.Equal(t, mcptask.StatusEvent{Status: mcptask.StatusWorking, StatusMessage: "starting"}, statusOf(t, events[2]))
 	require.True(t, events[2].At.Equal(got.UpdatedAt))
 
 	// A task created ended: its events, then its terminal status, and
 	// nothing after it.
 	done := newTask("done", "alice", t0)
-	done.Status, done.Result = store.StatusCompleted, json.RawMessage(`{"ok":true}`)
+	done.Status, done.Result = mcptask.StatusCompleted, json.RawMessage(`{"ok":true}`)
 	done.Events = []store.Event{{Type: mcptask.EventOutput, Data: json.RawMessage(`{"output":[1,2]}`)}}
 	mustCreate(t, s, done)
 	events, _ = readLog(t, s, "done", 0)
@@ -177,26 +177,26 @@ func testEventsUpdate(t *testing.T, o opener) {
 
 	// Events and the status event go with the update, in one write.
 	req := store.Event{Type: mcptask.EventInputRequest, Data: json.RawMessage(`{"inputRequests":{"a":{"method":"elicitation/create"}}}`)}
-	got := mustUpdate(t, s, "u", store.Update{Status: store.StatusInputRequired, StatusMessage: strPtr("asking"), Events: []store.Event{req}})
+	got := mustUpdate(t, s, "u", store.Update{Status: mcptask.StatusInputRequired, StatusMessage: strPtr("asking"), Events: []store.Event{req}})
 	require.Equal(t, uint64(2), got.Version)
 	require.Len(t, got.History, 2, "a state update returns the whole task")
 	events, _ := readLog(t, s, "u", 0)
 	require.Equal(t, []string{"status:working", string(mcptask.EventInputRequest), "status:input_required"}, messages(t, events))
-	require.Equal(t, mcptask.StatusEvent{Status: store.StatusInputRequired, StatusMessage: "asking"}, statusOf(t, events[2]))
+	require.Equal(t, mcptask.StatusEvent{Status: mcptask.StatusInputRequired, StatusMessage: "asking"}, statusOf(t, events[2]))
 	require.True(t, events[1].At.Equal(got.UpdatedAt) && events[2].At.Equal(got.UpdatedAt), "at the write's time")
 
 	// No status change, no status event: variables, a message, the same
 	// status again.
 	mustUpdate(t, s, "u", store.Update{Variables: map[string]json.RawMessage{"v": json.RawMessage(`1`)}})
-	mustUpdate(t, s, "u", store.Update{Status: store.StatusInputRequired, StatusMessage: strPtr("still asking")})
+	mustUpdate(t, s, "u", store.Update{Status: mcptask.StatusInputRequired, StatusMessage: strPtr("still asking")})
 	mustUpdate(t, s, "u", store.Update{})
 	_, page := readLog(t, s, "u", 0)
 	require.Equal(t, uint64(3), page.Last)
 
 	// Every status change has its event; an ended task's last event is
 	// its terminal status, and it takes no more.
-	mustUpdate(t, s, "u", store.Update{Status: store.StatusWorking})
-	mustUpdate(t, s, "u", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`),
+	mustUpdate(t, s, "u", store.Update{Status: mcptask.StatusWorking})
+	mustUpdate(t, s, "u", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`),
 		Events: []store.Event{{Type: mcptask.EventStepEnded, Data: json.RawMessage(`{"step":"s","attempt":1,"status":"completed"}`)}}})
 	events, page = readLog(t, s, "u", 2)
 	require.Equal(t, []string{"status:working", string(mcptask.EventInputRequest), "status:input_required", "status:working",
@@ -221,13 +221,13 @@ func testEventsStatusMessageCut(t *testing.T, o opener) {
 	s := o.open(t)
 	mustCreate(t, s, newTask("m", "alice", t0))
 	long := strings.Repeat("é", store.DefaultMaxEventBytes) // twice the bytes of an event
-	mustUpdate(t, s, "m", store.Update{Status: store.StatusInputRequired, StatusMessage: &long})
+	mustUpdate(t, s, "m", store.Update{Status: mcptask.StatusInputRequired, StatusMessage: &long})
 	require.Equal(t, long, mustGet(t, s, "m").StatusMessage, "the task keeps the whole message")
 	events, _ := readLog(t, s, "m", 0)
 	ev := events[len(events)-1]
 	require.LessOrEqual(t, store.EventSize(ev), store.DefaultMaxEventBytes)
 	st := statusOf(t, ev)
-	require.Equal(t, store.StatusInputRequired, st.Status)
+	require.Equal(t, mcptask.StatusInputRequired, st.Status)
 	require.True(t, strings.HasSuffix(st.StatusMessage, "…"))
 	require.True(t, strings.HasPrefix(long, strings.TrimSuffix(st.StatusMessage, "…")), "cut between characters")
 	require.Greater(t, len(st.StatusMessage), store.DefaultMaxEventBytes/2)
@@ -249,7 +249,7 @@ func testEventsAppendOnly(t *testing.T, o opener) {
 	require.Equal(t, uint64(1), got.Version, "a pure append bumps no version")
 	require.True(t, got.UpdatedAt.Equal(created.UpdatedAt), "nor UpdatedAt")
 	require.Equal(t, "alice", got.Owner)
-	require.Equal(t, store.StatusWorking, got.Status)
+	require.Equal(t, mcptask.StatusWorking, got.Status)
 	require.Equal(t, "me", got.LeaseHolder)
 	require.Nil(t, got.Variables, "it returns the header")
 	require.Nil(t, got.History)
@@ -263,7 +263,7 @@ func testEventsAppendOnly(t *testing.T, o opener) {
 
 	// A compare-and-swap writer that read version 1 before the log lines
 	// still wins.
-	got = mustUpdate(t, s, "a", store.Update{IfVersion: 1, Status: store.StatusInputRequired})
+	got = mustUpdate(t, s, "a", store.Update{IfVersion: 1, Status: mcptask.StatusInputRequired})
 	require.Equal(t, uint64(2), got.Version)
 
 	// Refused appends append nothing.
@@ -304,10 +304,10 @@ func testEventsAtomic(t *testing.T, o opener) {
 		u    store.Update
 		want error
 	}{
-		"version":        {store.Update{IfVersion: 1, Status: store.StatusInputRequired, Events: ev}, store.ErrConflict},
-		"variables full": {store.Update{Status: store.StatusInputRequired, Variables: map[string]json.RawMessage{"b": jsonString(store.DefaultMaxVariableBytes), "c": jsonString(store.DefaultMaxVariableBytes), "d": jsonString(store.DefaultMaxVariableBytes), "e": jsonString(store.DefaultMaxVariableBytes)}, Events: ev}, store.ErrTooLarge},
+		"version":        {store.Update{IfVersion: 1, Status: mcptask.StatusInputRequired, Events: ev}, store.ErrConflict},
+		"variables full": {store.Update{Status: mcptask.StatusInputRequired, Variables: map[string]json.RawMessage{"b": jsonString(store.DefaultMaxVariableBytes), "c": jsonString(store.DefaultMaxVariableBytes), "d": jsonString(store.DefaultMaxVariableBytes), "e": jsonString(store.DefaultMaxVariableBytes)}, Events: ev}, store.ErrTooLarge},
 		"variable size":  {store.Update{Variables: map[string]json.RawMessage{"b": jsonString(store.DefaultMaxVariableBytes + 1)}, Events: ev}, store.ErrTooLarge},
-		"fenced":         {store.Update{Fence: &store.Fence{Holder: "h", Epoch: 3}, Status: store.StatusCompleted, Events: ev}, store.ErrFenced},
+		"fenced":         {store.Update{Fence: &store.Fence{Holder: "h", Epoch: 3}, Status: mcptask.StatusCompleted, Events: ev}, store.ErrFenced},
 		"bad status":     {store.Update{Status: "nonsense", Events: ev}, store.ErrInvalidTransition},
 	} {
 		_, err := s.Update(ctx, "x", c.u)
@@ -315,7 +315,7 @@ func testEventsAtomic(t *testing.T, o opener) {
 	}
 	task := mustGet(t, s, "x")
 	require.Equal(t, uint64(2), task.Version)
-	require.Equal(t, store.StatusWorking, task.Status)
+	require.Equal(t, mcptask.StatusWorking, task.Status)
 	events, _ := readLog(t, s, "x", 0)
 	require.Equal(t, []string{"status:working"}, messages(t, events))
 }
@@ -374,7 +374,7 @@ func testEventsCaps(t *testing.T, o opener) {
 
 	// Numbers go on after drops, and a status change still gets its
 	// event.
-	got := mustUpdate(t, s, "b", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
+	got := mustUpdate(t, s, "b", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`)})
 	require.Equal(t, uint64(2), got.Version)
 	events, page = readLog(t, s, "b", 0)
 	require.Equal(t, uint64(42), page.Last)
@@ -524,9 +524,9 @@ func flipStatus(s store.Store, id string, n int, stop <-chan struct{}, errs chan
 				errs <- err
 				return
 			}
-			next := store.StatusInputRequired
+			next := mcptask.StatusInputRequired
 			if cur.Status == next {
-				next = store.StatusWorking
+				next = mcptask.StatusWorking
 			}
 			_, err = s.Update(ctx, id, store.Update{IfVersion: cur.Version, Status: next})
 			switch {
@@ -552,7 +552,7 @@ func testReopenEvents(t *testing.T, open func(t *testing.T, path string) store.S
 	mustCreate(t, s, task)
 	mustUpdate(t, s, "e", store.Update{Events: logLines("x", store.DefaultMaxEvents+50)})
 	mustCreate(t, s, newTask("f", "alice", t0))
-	mustUpdate(t, s, "f", store.Update{Status: store.StatusFailed, Error: &store.ErrorInfo{Code: 1, Message: "m"}})
+	mustUpdate(t, s, "f", store.Update{Status: mcptask.StatusFailed, Error: &mcptask.ErrorInfo{Code: 1, Message: "m"}})
 	mustCreate(t, s, newTask("gone", "alice", t0))
 	require.NoError(t, s.Delete(ctx, "gone"))
 	beforeE, pageE := readLog(t, s, "e", store.MaxPageSize)
@@ -572,7 +572,7 @@ func testReopenEvents(t *testing.T, open func(t *testing.T, path string) store.S
 
 	// Numbers go on from the last, for appends and status events.
 	mustUpdate(t, s2, "e", store.Update{Events: []store.Event{logLine("after")}})
-	mustUpdate(t, s2, "e", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
+	mustUpdate(t, s2, "e", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`)})
 	page, err := s2.Events(ctx, "e", pageE.Last, 0)
 	require.NoError(t, err)
 	require.Equal(t, []string{"after", "status:completed"}, messages(t, page.Events))

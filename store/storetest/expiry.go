@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -26,7 +27,7 @@ func testExpired(t *testing.T, o opener) {
 	late := newTask("late", "alice", t0.Add(time.Second))
 	late.TTL = 500 * time.Millisecond
 	mustCreate(t, s, late)
-	mustUpdate(t, s, "t1", store.Update{Status: store.StatusCompleted}) // terminal tasks still expire
+	mustUpdate(t, s, "t1", store.Update{Status: mcptask.StatusCompleted}) // terminal tasks still expire
 
 	check := func(now time.Time, limit int, want ...string) {
 		t.Helper()
@@ -78,7 +79,7 @@ func testMoveExpiry(t *testing.T, o opener) {
 
 	// A task without a TTL can be given an expiry, together with a
 	// terminal status (an expired task kept readable for a grace period).
-	got = mustUpdate(t, s, "forever", store.Update{Status: store.StatusFailed, ExpiresAt: at(30 * time.Minute)})
+	got = mustUpdate(t, s, "forever", store.Update{Status: mcptask.StatusFailed, ExpiresAt: at(30 * time.Minute)})
 	require.Zero(t, got.TTL)
 	require.Equal(t, []string{"forever", "ttl"}, expired(t0.Add(3*time.Hour)), "soonest first")
 
@@ -128,25 +129,25 @@ func testActive(t *testing.T, o opener) {
 	for i := range 6 {
 		task := newTask(fmt.Sprintf("a%d", i), fmt.Sprintf("owner%d", i%2), t0.Add(time.Duration(i)))
 		if i%3 == 0 {
-			task.Status = store.StatusInputRequired
+			task.Status = mcptask.StatusInputRequired
 		}
 		mustCreate(t, s, task)
 	}
 	check("a0", "a1", "a2", "a3", "a4", "a5")
-	mustUpdate(t, s, "a0", store.Update{Status: store.StatusCompleted})
-	mustUpdate(t, s, "a1", store.Update{Status: store.StatusFailed})
+	mustUpdate(t, s, "a0", store.Update{Status: mcptask.StatusCompleted})
+	mustUpdate(t, s, "a1", store.Update{Status: mcptask.StatusFailed})
 	check("a2", "a3", "a4", "a5")
-	mustUpdate(t, s, "a2", store.Update{Status: store.StatusInputRequired})
-	mustUpdate(t, s, "a3", store.Update{Status: store.StatusWorking})
+	mustUpdate(t, s, "a2", store.Update{Status: mcptask.StatusInputRequired})
+	mustUpdate(t, s, "a3", store.Update{Status: mcptask.StatusWorking})
 	mustUpdate(t, s, "a4", store.Update{StatusMessage: strPtr("still going")})
 	check("a2", "a3", "a4", "a5")
-	mustUpdate(t, s, "a2", store.Update{Status: store.StatusCancelled})
-	_, err := s.Update(ctx, "a0", store.Update{Status: store.StatusWorking})
+	mustUpdate(t, s, "a2", store.Update{Status: mcptask.StatusCancelled})
+	_, err := s.Update(ctx, "a0", store.Update{Status: mcptask.StatusWorking})
 	require.ErrorIs(t, err, store.ErrTerminal)
 	check("a3", "a4", "a5")
 	require.NoError(t, s.Delete(ctx, "a4"))
 	check("a3", "a5")
-	mustUpdate(t, s, "a3", store.Update{Status: store.StatusCompleted})
-	mustUpdate(t, s, "a5", store.Update{Status: store.StatusCompleted})
+	mustUpdate(t, s, "a3", store.Update{Status: mcptask.StatusCompleted})
+	mustUpdate(t, s, "a5", store.Update{Status: mcptask.StatusCompleted})
 	check()
 }

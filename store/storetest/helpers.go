@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -20,9 +21,9 @@ import (
 // with nanoseconds, to exercise normalization.
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.FixedZone("X", 2*3600+30*60))
 
-var allStatuses = []store.Status{
-	store.StatusWorking, store.StatusInputRequired,
-	store.StatusCompleted, store.StatusFailed, store.StatusCancelled,
+var allStatuses = []mcptask.Status{
+	mcptask.StatusWorking, mcptask.StatusInputRequired,
+	mcptask.StatusCompleted, mcptask.StatusFailed, mcptask.StatusCancelled,
 }
 
 // newTask returns a minimal valid task.
@@ -30,7 +31,7 @@ func newTask(id, owner string, at time.Time) *store.Task {
 	return &store.Task{
 		ID:        id,
 		Owner:     owner,
-		Status:    store.StatusWorking,
+		Status:    mcptask.StatusWorking,
 		CreatedAt: at,
 		Request:   store.Request{Method: "tools/call", Name: "echo"},
 	}
@@ -41,7 +42,7 @@ func fullTask(id, owner string) *store.Task {
 	return &store.Task{
 		ID:            id,
 		Owner:         owner,
-		Status:        store.StatusInputRequired,
+		Status:        mcptask.StatusInputRequired,
 		StatusMessage: "waiting for the user ✓",
 		CreatedAt:     t0,
 		TTL:           90 * time.Minute,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -102,7 +103,7 @@ func testClaim(t *testing.T, o opener) {
 	_, err = s.Claim(ctx, "", "replica-a", now, now.Add(time.Minute))
 	require.ErrorIs(t, err, store.ErrNotFound)
 	mustCreate(t, s, newTask("done", "alice", t0))
-	mustUpdate(t, s, "done", store.Update{Status: store.StatusCompleted})
+	mustUpdate(t, s, "done", store.Update{Status: mcptask.StatusCompleted})
 	_, err = s.Claim(ctx, "done", "replica-a", now, now.Add(time.Minute))
 	require.ErrorIs(t, err, store.ErrTerminal)
 	for name, args := range map[string]struct {
@@ -130,7 +131,7 @@ func testRenew(t *testing.T, o opener) {
 	}
 	mustCreate(t, s, leasedTask("other", "h2", until))
 	mustCreate(t, s, newTask("free", "alice", t0))
-	mustUpdate(t, s, "ended", store.Update{Status: store.StatusCompleted})
+	mustUpdate(t, s, "ended", store.Update{Status: mcptask.StatusCompleted})
 	mustUpdate(t, s, "c", store.Update{ReleaseLease: true})
 	before := map[string]*store.Task{}
 	for _, id := range []string{"a", "b", "c", "other", "free"} {
@@ -195,7 +196,7 @@ func testFence(t *testing.T, o opener) {
 	// h1's writes are refused and write nothing, whatever else they carry.
 	for _, u := range []store.Update{
 		{Fence: &oldFence, StatusMessage: strPtr("stale")},
-		{Fence: &oldFence, Status: store.StatusCompleted, Result: []byte(`1`)},
+		{Fence: &oldFence, Status: mcptask.StatusCompleted, Result: []byte(`1`)},
 		{Fence: &store.Fence{Holder: "h1", Epoch: 2}},
 		{Fence: &store.Fence{Holder: "h2", Epoch: 1}},
 		{Fence: &oldFence, IfVersion: 1}, // the fence is checked before the version
@@ -232,7 +233,7 @@ func testFence(t *testing.T, o opener) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), third.LeaseEpoch)
 	f3 := third.Fence()
-	mustUpdate(t, s, "f", store.Update{Fence: &f3, Status: store.StatusCompleted})
+	mustUpdate(t, s, "f", store.Update{Fence: &f3, Status: mcptask.StatusCompleted})
 	_, err = s.Update(ctx, "f", store.Update{Fence: &oldFence})
 	require.ErrorIs(t, err, store.ErrFenced)
 	require.NotErrorIs(t, err, store.ErrTerminal)
@@ -279,27 +280,27 @@ func testFencedEnded(t *testing.T, o opener) {
 	taken, err := s.Claim(ctx, "taken", "h2", until, until.Add(time.Minute))
 	require.NoError(t, err)
 	fresh := taken.Fence()
-	ended := mustUpdate(t, s, "taken", store.Update{Fence: &fresh, Status: store.StatusCompleted, Result: []byte(`{}`)})
+	ended := mustUpdate(t, s, "taken", store.Update{Fence: &fresh, Status: mcptask.StatusCompleted, Result: []byte(`{}`)})
 	require.Empty(t, ended.LeaseHolder)
 	require.Equal(t, uint64(2), ended.LeaseEpoch)
 	for _, u := range []store.Update{
-		{Fence: &stale, Status: store.StatusCompleted, Result: []byte(`1`)},
+		{Fence: &stale, Status: mcptask.StatusCompleted, Result: []byte(`1`)},
 		{Fence: &stale, StatusMessage: strPtr("late")},
-		{Fence: &stale, IfVersion: 1, Status: store.StatusWorking}, // before the version and the transition
+		{Fence: &stale, IfVersion: 1, Status: mcptask.StatusWorking}, // before the version and the transition
 	} {
 		requireFenced("taken", u, "the paused holder's write")
 	}
 	requireFenced("taken", store.Update{Fence: &fresh, StatusMessage: strPtr("again")},
 		"the holder that ended it: the terminal move cleared the holder")
 	requireTerminal("taken", store.Update{StatusMessage: strPtr("x")}, "an unfenced write")
-	requireTerminal("taken", store.Update{Status: store.StatusWorking, IfVersion: 1}, "an unfenced write, before the version")
+	requireTerminal("taken", store.Update{Status: mcptask.StatusWorking, IfVersion: 1}, "an unfenced write, before the version")
 
 	// Cancelled by another process without a fence, while h1 held it.
 	held := mustCreate(t, s, leasedTask("cancelled", "h1", until)).Fence()
-	gone := mustUpdate(t, s, "cancelled", store.Update{Status: store.StatusCancelled})
+	gone := mustUpdate(t, s, "cancelled", store.Update{Status: mcptask.StatusCancelled})
 	require.Empty(t, gone.LeaseHolder)
-	requireFenced("cancelled", store.Update{Fence: &held, Status: store.StatusCompleted, Result: []byte(`1`)}, "the holder of a cancelled task")
-	requireTerminal("cancelled", store.Update{Status: store.StatusCompleted}, "an unfenced write to a cancelled task")
+	requireFenced("cancelled", store.Update{Fence: &held, Status: mcptask.StatusCompleted, Result: []byte(`1`)}, "the holder of a cancelled task")
+	requireTerminal("cancelled", store.Update{Status: mcptask.StatusCompleted}, "an unfenced write to a cancelled task")
 
 	// Created ended: it never had a lease.
 	for _, in := range endedTasks("alice", t0) {
@@ -315,7 +316,7 @@ func testTerminalClearsLease(t *testing.T, o opener) {
 	s := o.open(t)
 	ctx := t.Context()
 	until := t0.Add(time.Minute)
-	for i, st := range []store.Status{store.StatusCompleted, store.StatusFailed, store.StatusCancelled} {
+	for i, st := range []mcptask.Status{mcptask.StatusCompleted, mcptask.StatusFailed, mcptask.StatusCancelled} {
 		id := fmt.Sprintf("t-%s", st)
 		task := leasedTask(id, "h", until)
 		task.CreatedAt = t0.Add(time.Duration(i))
@@ -339,7 +340,7 @@ func testTerminalClearsLease(t *testing.T, o opener) {
 	}
 	// input_required keeps the lease: the task is still the holder's.
 	mustCreate(t, s, leasedTask("input", "h", until))
-	got := mustUpdate(t, s, "input", store.Update{Status: store.StatusInputRequired})
+	got := mustUpdate(t, s, "input", store.Update{Status: mcptask.StatusInputRequired})
 	require.Equal(t, "h", got.LeaseHolder)
 	expired, err := s.ExpiredLeases(ctx, t0.Add(24*time.Hour), 10)
 	require.NoError(t, err)
@@ -379,7 +380,7 @@ func testExpiredLeases(t *testing.T, o opener) {
 	_, err = s.Renew(ctx, "h", t0.Add(3*time.Hour), []string{"l5"})
 	require.NoError(t, err)
 	mustUpdate(t, s, "tie-a", store.Update{ReleaseLease: true})
-	mustUpdate(t, s, "tie-b", store.Update{Status: store.StatusFailed})
+	mustUpdate(t, s, "tie-b", store.Update{Status: mcptask.StatusFailed})
 	require.NoError(t, s.Delete(ctx, "l10"))
 	check(t0.Add(time.Hour), 10, "l20")
 	check(t0.Add(5*time.Hour), 10, "l20", "l1", "l5")

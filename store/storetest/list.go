@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -24,8 +25,8 @@ func testListHeadersOnly(t *testing.T, o opener) {
 	task.Variables = map[string]json.RawMessage{"k": json.RawMessage(`{"v":1}`)}
 	task.Labels = map[string]string{"kind": "tool"}
 	mustCreate(t, s, task)
-	_, err := s.Update(ctx, "h1", store.Update{Status: store.StatusFailed, Result: json.RawMessage(`{"r":1}`),
-		Error: &store.ErrorInfo{Code: -32603, Message: "boom"}})
+	_, err := s.Update(ctx, "h1", store.Update{Status: mcptask.StatusFailed, Result: json.RawMessage(`{"r":1}`),
+		Error: &mcptask.ErrorInfo{Code: -32603, Message: "boom"}})
 	require.NoError(t, err)
 	full, err := s.List(ctx, store.ListOptions{Owner: "owner"})
 	require.NoError(t, err)

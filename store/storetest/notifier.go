@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -162,31 +163,31 @@ func testNotifierChanges(t *testing.T, o opener) {
 	id := "feed\x00\xff/é" // any bytes survive the feed
 	mustCreate(t, s, newTask(id, "alice", t0))
 	f.waitFor(t, "the create", atLeast(1))
-	mustUpdate(t, s, id, store.Update{Status: store.StatusInputRequired})
+	mustUpdate(t, s, id, store.Update{Status: mcptask.StatusInputRequired})
 	claimed, err := s.Claim(t.Context(), id, "h", t0, t0.Add(time.Minute))
 	require.NoError(t, err)
 	_, err = s.Renew(t.Context(), "h", t0.Add(time.Hour), []string{id})
 	require.NoError(t, err)
 	fence := claimed.Fence()
-	mustUpdate(t, s, id, store.Update{Fence: &fence, Status: store.StatusCompleted, Result: []byte(`1`)})
+	mustUpdate(t, s, id, store.Update{Fence: &fence, Status: mcptask.StatusCompleted, Result: []byte(`1`)})
 	f.waitFor(t, "the completion", atLeast(4))
 	require.NoError(t, s.Delete(t.Context(), id))
 	want := []store.Change{
-		{ID: id, Status: store.StatusWorking, Version: 1},
-		{ID: id, Status: store.StatusInputRequired, Version: 2},
-		{ID: id, Status: store.StatusInputRequired, Version: 3},
-		{ID: id, Status: store.StatusCompleted, Version: 4},
-		{ID: id, Status: store.StatusCompleted, Deleted: true},
+		{ID: id, Status: mcptask.StatusWorking, Version: 1},
+		{ID: id, Status: mcptask.StatusInputRequired, Version: 2},
+		{ID: id, Status: mcptask.StatusInputRequired, Version: 3},
+		{ID: id, Status: mcptask.StatusCompleted, Version: 4},
+		{ID: id, Status: mcptask.StatusCompleted, Deleted: true},
 	}
 	got := f.waitFor(t, "every change", atLeast(len(want)))
 	require.Equal(t, want, got, "in commit order, no renewal; a delete has version 0 and the status before it")
 
 	// Refused writes are not changes.
-	_, err = s.Update(t.Context(), "missing", store.Update{Status: store.StatusCompleted})
+	_, err = s.Update(t.Context(), "missing", store.Update{Status: mcptask.StatusCompleted})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	mustCreate(t, s, newTask("after", "alice", t0))
 	got = f.waitFor(t, "a later write", atLeast(len(want)+1))
-	require.Equal(t, store.Change{ID: "after", Status: store.StatusWorking, Version: 1}, got[len(want)])
+	require.Equal(t, store.Change{ID: "after", Status: mcptask.StatusWorking, Version: 1}, got[len(want)])
 	f.requireSound(t)
 }
 
@@ -219,9 +220,9 @@ func testNotifierOrder(t *testing.T, o opener) {
 					return err
 				}
 				for i := range perWriter {
-					st := store.StatusWorking
+					st := mcptask.StatusWorking
 					if i%2 == 0 {
-						st = store.StatusInputRequired
+						st = mcptask.StatusInputRequired
 					}
 					if _, err := s.Update(ctx, own, store.Update{Status: st}); err != nil {
 						return err
@@ -309,7 +310,7 @@ func testNotifierStop(t *testing.T, o opener) {
 	}
 	delivered := len(f.got(false))
 	mustCreate(t, s, newTask("b", "alice", t0))
-	mustUpdate(t, s, "a", store.Update{Status: store.StatusCompleted})
+	mustUpdate(t, s, "a", store.Update{Status: mcptask.StatusCompleted})
 	time.Sleep(100 * time.Millisecond)
 	require.Len(t, f.got(false), delivered, "nothing is delivered after stop")
 	require.Zero(t, f.inFn.Load())
@@ -372,7 +373,7 @@ func RunNotifierResync(t *testing.T, open func(t *testing.T) store.Store, discon
 			require.Equal(t, store.Change{Resync: true}, c, "a Resync carries nothing else")
 		}
 	}
-	require.Equal(t, store.Change{ID: "after", Status: store.StatusWorking, Version: 1}, all[len(all)-1])
+	require.Equal(t, store.Change{ID: "after", Status: mcptask.StatusWorking, Version: 1}, all[len(all)-1])
 	f.requireSound(t)
 }
 
@@ -409,7 +410,7 @@ func testNotifierEvents(t *testing.T, o opener) {
 	mustCreate(t, s, task)                                                                                 // events 1, 2
 	mustUpdate(t, s, "ev", store.Update{Events: logLines("x", 2)})                                         // 3, 4: a pure append
 	mustUpdate(t, s, "ev", store.Update{Variables: map[string]json.RawMessage{"v": json.RawMessage("1")}}) // no events
-	mustUpdate(t, s, "ev", store.Update{Status: store.StatusCompleted, Result: json.RawMessage("1")})      // 5
+	mustUpdate(t, s, "ev", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage("1")})    // 5
 
 	got := all.waitFor(t, "the appends and changes", func(cs []store.Change) bool {
 		var last, version uint64

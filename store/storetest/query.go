@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -61,13 +62,13 @@ func queryFixture(t *testing.T, s store.Store) []*store.Task {
 		u := store.Update{Result: json.RawMessage(`{"r":1}`)}
 		switch i % 5 {
 		case 1:
-			u.Status = store.StatusInputRequired
+			u.Status = mcptask.StatusInputRequired
 		case 2:
-			u.Status = store.StatusCompleted
+			u.Status = mcptask.StatusCompleted
 		case 3:
-			u.Status = store.StatusFailed
+			u.Status = mcptask.StatusFailed
 		case 4:
-			u.Status = store.StatusCancelled
+			u.Status = mcptask.StatusCancelled
 		}
 		out = append(out, mustUpdate(t, s, task.ID, u))
 	}
@@ -79,17 +80,17 @@ func testQuery(t *testing.T, o opener) {
 	all := queryFixture(t, s)
 	queries := []store.Query{
 		{},
-		{Statuses: []store.Status{store.StatusCompleted}},
-		{Statuses: []store.Status{store.StatusWorking, store.StatusFailed}},
-		{Statuses: []store.Status{store.StatusFailed, store.StatusWorking, store.StatusFailed}},
+		{Statuses: []mcptask.Status{mcptask.StatusCompleted}},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusFailed}},
+		{Statuses: []mcptask.Status{mcptask.StatusFailed, mcptask.StatusWorking, mcptask.StatusFailed}},
 		{Statuses: store.AllStatuses()},
 		{Owner: "alice"},
 		{Owner: "carol\x00\xff"},
 		{Name: "sum"},
 		{Owner: "bob", Name: "echo"},
-		{Owner: "alice", Statuses: []store.Status{store.StatusInputRequired}},
-		{Name: "slow", Statuses: []store.Status{store.StatusCancelled, store.StatusCompleted}},
-		{Owner: "carol\x00\xff", Name: "slow", Statuses: []store.Status{store.StatusWorking}},
+		{Owner: "alice", Statuses: []mcptask.Status{mcptask.StatusInputRequired}},
+		{Name: "slow", Statuses: []mcptask.Status{mcptask.StatusCancelled, mcptask.StatusCompleted}},
+		{Owner: "carol\x00\xff", Name: "slow", Statuses: []mcptask.Status{mcptask.StatusWorking}},
 		{Owner: "nobody"},
 		{Name: "nothing"},
 		{Owner: "alic"},
@@ -120,11 +121,11 @@ func testQuery(t *testing.T, o opener) {
 	}
 
 	// The oldest working task is the first entry of a one-task page.
-	oldest, err := s.Query(t.Context(), store.Query{Statuses: []store.Status{store.StatusWorking}, Oldest: true, Limit: 1})
+	oldest, err := s.Query(t.Context(), store.Query{Statuses: []mcptask.Status{mcptask.StatusWorking}, Oldest: true, Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, oldest.Tasks, 1)
 	for _, task := range all {
-		if task.Status == store.StatusWorking {
+		if task.Status == mcptask.StatusWorking {
 			require.GreaterOrEqual(t, comparePos(task, oldest.Tasks[0]), 0, "no working task is older")
 		}
 	}
@@ -135,7 +136,7 @@ func testQuery(t *testing.T, o opener) {
 	require.Len(t, page.Tasks, 10)
 	require.NotEmpty(t, page.NextCursor)
 
-	_, err = s.Query(t.Context(), store.Query{Statuses: []store.Status{"sleeping"}})
+	_, err = s.Query(t.Context(), store.Query{Statuses: []mcptask.Status{"sleeping"}})
 	require.ErrorIs(t, err, store.ErrInvalid)
 	_, err = s.Query(t.Context(), store.Query{Owner: strings.Repeat("o", store.MaxOwnerBytes+1)})
 	require.ErrorIs(t, err, store.ErrInvalid)
@@ -145,24 +146,24 @@ func testQueryCursors(t *testing.T, o opener) {
 	s := o.open(t)
 	ctx := t.Context()
 	queryFixture(t, s)
-	q := store.Query{Statuses: []store.Status{store.StatusWorking, store.StatusCompleted}, Owner: "alice", Limit: 2}
+	q := store.Query{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusCompleted}, Owner: "alice", Limit: 2}
 	first, err := s.Query(ctx, q)
 	require.NoError(t, err)
 	require.NotEmpty(t, first.NextCursor)
 
 	// The same filters, listed in another order and with another page size.
-	same := store.Query{Statuses: []store.Status{store.StatusCompleted, store.StatusWorking}, Owner: "alice", Limit: 3, Cursor: first.NextCursor}
+	same := store.Query{Statuses: []mcptask.Status{mcptask.StatusCompleted, mcptask.StatusWorking}, Owner: "alice", Limit: 3, Cursor: first.NextCursor}
 	_, err = s.Query(ctx, same)
 	require.NoError(t, err)
 
 	for _, other := range []store.Query{
-		{Statuses: []store.Status{store.StatusWorking}, Owner: "alice"},
-		{Statuses: []store.Status{store.StatusWorking, store.StatusCompleted}, Owner: "bob"},
-		{Statuses: []store.Status{store.StatusWorking, store.StatusCompleted}, Owner: "alice", Name: "echo"},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking}, Owner: "alice"},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusCompleted}, Owner: "bob"},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusCompleted}, Owner: "alice", Name: "echo"},
 		{Owner: "alice"},
 		{},
 		// The same filters in the other direction.
-		{Statuses: []store.Status{store.StatusWorking, store.StatusCompleted}, Owner: "alice", Oldest: true},
+		{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusCompleted}, Owner: "alice", Oldest: true},
 	} {
 		other.Cursor = first.NextCursor
 		_, err := s.Query(ctx, other)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -196,7 +197,7 @@ func testQueueEndedTasks(t *testing.T, o opener) {
 	lim := store.QueueLimits{PerKey: 1}
 	enqueue(t, s, "q", "t1", "k", 0, lim, t0)
 	require.False(t, enqueue(t, s, "q", "t2", "k", 0, lim, t0).Entry.Granted())
-	_, err := s.Update(ctx, "t1", store.Update{Status: store.StatusCancelled})
+	_, err := s.Update(ctx, "t1", store.Update{Status: mcptask.StatusCancelled})
 	require.NoError(t, err)
 	res := enqueue(t, s, "q", "t2", "k", 0, lim, t0.Add(time.Second))
 	require.True(t, res.Entry.Granted(), "an ended task holds no place")

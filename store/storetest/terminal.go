@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -22,13 +23,13 @@ func endedTasks(owner string, at time.Time) []*store.Task {
 	completed.Result = json.RawMessage(`{"content": [{"type": "text", "text": "done ✓"}]}`)
 	completed.TTL = time.Hour
 	failed := newTask("ended-failed", owner, at.Add(time.Second))
-	failed.Error = &store.ErrorInfo{Code: -32603, Message: "boom", Data: json.RawMessage(`{"why": "disk"}`)}
+	failed.Error = &mcptask.ErrorInfo{Code: -32603, Message: "boom", Data: json.RawMessage(`{"why": "disk"}`)}
 	failed.TTL = 30 * time.Minute
 	cancelled := newTask("ended-cancelled", owner, at.Add(2*time.Second))
 	cancelled.Result = json.RawMessage(`{"partial": true}`)
-	cancelled.Error = &store.ErrorInfo{Code: -32800, Message: "cancelled"}
+	cancelled.Error = &mcptask.ErrorInfo{Code: -32800, Message: "cancelled"}
 	out := []*store.Task{completed, failed, cancelled}
-	for i, st := range []store.Status{store.StatusCompleted, store.StatusFailed, store.StatusCancelled} {
+	for i, st := range []mcptask.Status{mcptask.StatusCompleted, mcptask.StatusFailed, mcptask.StatusCancelled} {
 		out[i].Status = st
 		out[i].StatusMessage = "ended " + string(st)
 		out[i].Variables = map[string]json.RawMessage{"step": json.RawMessage(strconv.Itoa(i))}
@@ -85,12 +86,12 @@ func testCreateTerminal(t *testing.T, o opener) {
 
 	// Query by each status, and all of them.
 	for _, in := range ended {
-		q, err := s.Query(ctx, store.Query{Statuses: []store.Status{in.Status}})
+		q, err := s.Query(ctx, store.Query{Statuses: []mcptask.Status{in.Status}})
 		require.NoError(t, err)
 		require.Equal(t, []string{in.ID}, ids(q.Tasks), "query %s", in.Status)
 		require.Equal(t, in.Status, q.Tasks[0].Status)
 	}
-	q, err := s.Query(ctx, store.Query{Statuses: []store.Status{store.StatusWorking, store.StatusInputRequired}})
+	q, err := s.Query(ctx, store.Query{Statuses: []mcptask.Status{mcptask.StatusWorking, mcptask.StatusInputRequired}})
 	require.NoError(t, err)
 	require.Equal(t, []string{"live"}, ids(q.Tasks))
 	q, err = s.Query(ctx, store.Query{Owner: "alice", Name: "echo"})
@@ -100,8 +101,8 @@ func testCreateTerminal(t *testing.T, o opener) {
 	// Counts, Active, Expired.
 	counts, err := s.Counts(ctx)
 	require.NoError(t, err)
-	require.Equal(t, map[store.Status]int{store.StatusWorking: 1, store.StatusInputRequired: 0,
-		store.StatusCompleted: 1, store.StatusFailed: 1, store.StatusCancelled: 1}, counts)
+	require.Equal(t, map[mcptask.Status]int{mcptask.StatusWorking: 1, mcptask.StatusInputRequired: 0,
+		mcptask.StatusCompleted: 1, mcptask.StatusFailed: 1, mcptask.StatusCancelled: 1}, counts)
 	active, err := s.Active(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []*store.Task{live}, active, "an ended task is never active")
@@ -116,7 +117,7 @@ func testCreateTerminal(t *testing.T, o opener) {
 	// Nothing changes an ended task; no lease can be taken on it.
 	for _, in := range ended {
 		for _, u := range []store.Update{
-			{Status: store.StatusWorking},
+			{Status: mcptask.StatusWorking},
 			{Status: in.Status},
 			{StatusMessage: strPtr("again")},
 			{Result: json.RawMessage(`1`)},
@@ -144,18 +145,18 @@ func testCreateTerminal(t *testing.T, o opener) {
 	require.NoError(t, s.Delete(ctx, "ended-failed"))
 	counts, err = s.Counts(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 0, counts[store.StatusFailed])
-	require.Equal(t, 1, counts[store.StatusCompleted])
+	require.Equal(t, 0, counts[mcptask.StatusFailed])
+	require.Equal(t, 1, counts[mcptask.StatusCompleted])
 
 	// The outcome is held to the limits of an Update, and nothing is
 	// written when it breaks them.
 	big := newTask("ended-big", "alice", t0)
-	big.Status, big.Result = store.StatusCompleted, jsonString(store.DefaultMaxResultBytes+1)
+	big.Status, big.Result = mcptask.StatusCompleted, jsonString(store.DefaultMaxResultBytes+1)
 	_, err = s.Create(ctx, big)
 	require.ErrorIs(t, err, store.ErrTooLarge)
 	bigErr := newTask("ended-big-error", "alice", t0)
-	bigErr.Status = store.StatusFailed
-	bigErr.Error = &store.ErrorInfo{Code: 1, Message: "m", Data: jsonString(store.DefaultMaxResultBytes + 1)}
+	bigErr.Status = mcptask.StatusFailed
+	bigErr.Error = &mcptask.ErrorInfo{Code: 1, Message: "m", Data: jsonString(store.DefaultMaxResultBytes + 1)}
 	_, err = s.Create(ctx, bigErr)
 	require.ErrorIs(t, err, store.ErrTooLarge)
 	for _, id := range []string{"ended-big", "ended-big-error"} {
@@ -164,6 +165,6 @@ func testCreateTerminal(t *testing.T, o opener) {
 	}
 	counts, err = s.Counts(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1, counts[store.StatusCompleted])
-	require.Equal(t, 0, counts[store.StatusFailed])
+	require.Equal(t, 1, counts[mcptask.StatusCompleted])
+	require.Equal(t, 0, counts[mcptask.StatusFailed])
 }

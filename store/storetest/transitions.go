@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -19,11 +20,11 @@ func testTransitions(t *testing.T, o opener) {
 	ctx := t.Context()
 	n := 0
 	// setup creates a task and brings it to status from.
-	setup := func(from store.Status) *store.Task {
+	setup := func(from mcptask.Status) *store.Task {
 		n++
 		id := fmt.Sprintf("tr-%d", n)
 		cur := mustCreate(t, s, newTask(id, "alice", t0.Add(time.Duration(n))))
-		if from != store.StatusWorking {
+		if from != mcptask.StatusWorking {
 			cur = mustUpdate(t, s, id, store.Update{Status: from})
 		}
 		require.Equal(t, from, cur.Status)
@@ -101,7 +102,7 @@ func testTransitions(t *testing.T, o opener) {
 				{Annotate: true},
 				{Annotate: true, Labels: map[string]string{"a": "b"}, StatusMessage: strPtr("late")},
 				{Annotate: true, Labels: map[string]string{"a": "b"}, Variables: map[string]json.RawMessage{"v": json.RawMessage(`1`)}},
-				{Annotate: true, Labels: map[string]string{"a": "b"}, Status: store.StatusCompleted},
+				{Annotate: true, Labels: map[string]string{"a": "b"}, Status: mcptask.StatusCompleted},
 				{Annotate: true, Labels: map[string]string{"a": "b"}, Result: json.RawMessage(`{}`)},
 			} {
 				_, err := s.Update(ctx, cur.ID, bad)
@@ -112,14 +113,14 @@ func testTransitions(t *testing.T, o opener) {
 	}
 	// Non-terminal tasks accept updates without a status.
 	t.Run("working->(no status)", func(t *testing.T) {
-		cur := setup(store.StatusWorking)
+		cur := setup(mcptask.StatusWorking)
 		got := mustUpdate(t, s, cur.ID, store.Update{StatusMessage: strPtr("50%")})
-		require.Equal(t, store.StatusWorking, got.Status)
+		require.Equal(t, mcptask.StatusWorking, got.Status)
 		require.Equal(t, "50%", got.StatusMessage)
 		require.Equal(t, cur.Version+1, got.Version)
 	})
 	t.Run("unknown status", func(t *testing.T) {
-		cur := setup(store.StatusWorking)
+		cur := setup(mcptask.StatusWorking)
 		_, err := s.Update(ctx, cur.ID, store.Update{Status: "paused"})
 		require.ErrorIs(t, err, store.ErrInvalidTransition)
 		require.NotErrorIs(t, err, store.ErrTerminal)
@@ -137,7 +138,7 @@ func testCAS(t *testing.T, o opener) {
 	for _, stale := range []uint64{1, 3, 1 << 60} {
 		_, err := s.Update(ctx, "cas", store.Update{
 			IfVersion:     stale,
-			Status:        store.StatusCompleted,
+			Status:        mcptask.StatusCompleted,
 			StatusMessage: strPtr("stale"),
 			Variables:     map[string]json.RawMessage{"n": json.RawMessage(`99`), "m": json.RawMessage(`1`)},
 			Labels:        map[string]string{"x": "y"},
@@ -150,7 +151,7 @@ func testCAS(t *testing.T, o opener) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"cas"}, ids(active))
 
-	v3 := mustUpdate(t, s, "cas", store.Update{IfVersion: 2, Status: store.StatusCompleted})
+	v3 := mustUpdate(t, s, "cas", store.Update{IfVersion: 2, Status: mcptask.StatusCompleted})
 	require.Equal(t, uint64(3), v3.Version)
 	require.Equal(t, `1`, string(v3.Variables["n"]))
 	// IfVersion 0 means unconditional (here rejected only because terminal).

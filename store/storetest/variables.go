@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -144,7 +145,7 @@ func testSizeLimits(t *testing.T, o opener) {
 		_, err := s.Update(ctx, "vars-update", store.Update{Variables: map[string]json.RawMessage{"one": jsonString(store.DefaultMaxVariableBytes + 1)}})
 		requireTooLarge(t, err, "one", store.DefaultMaxVariableBytes)
 		_, err = s.Update(ctx, "vars-update", store.Update{
-			Status:    store.StatusInputRequired,
+			Status:    mcptask.StatusInputRequired,
 			Variables: map[string]json.RawMessage{"more": jsonString(200 << 10), "small": json.RawMessage(`1`)},
 		})
 		requireTooLarge(t, err, "variables", store.DefaultMaxVariablesBytes)
@@ -162,7 +163,7 @@ func testSizeLimits(t *testing.T, o opener) {
 	t.Run("result", func(t *testing.T) {
 		mustCreate(t, s, newTask("result", "alice", t0))
 		before := mustGet(t, s, "result")
-		_, err := s.Update(ctx, "result", store.Update{Status: store.StatusCompleted, Result: jsonString(store.DefaultMaxResultBytes + 1)})
+		_, err := s.Update(ctx, "result", store.Update{Status: mcptask.StatusCompleted, Result: jsonString(store.DefaultMaxResultBytes + 1)})
 		requireTooLarge(t, err, "result", store.DefaultMaxResultBytes)
 		require.Equal(t, before, mustGet(t, s, "result"), "nothing written (still working)")
 
@@ -174,12 +175,12 @@ func testSizeLimits(t *testing.T, o opener) {
 	t.Run("error data", func(t *testing.T) {
 		mustCreate(t, s, newTask("errdata", "alice", t0))
 		before := mustGet(t, s, "errdata")
-		_, err := s.Update(ctx, "errdata", store.Update{Status: store.StatusFailed, Error: &store.ErrorInfo{
+		_, err := s.Update(ctx, "errdata", store.Update{Status: mcptask.StatusFailed, Error: &mcptask.ErrorInfo{
 			Code: -1, Message: "m", Data: jsonString(store.DefaultMaxResultBytes + 1),
 		}})
 		requireTooLarge(t, err, "error data", store.DefaultMaxResultBytes)
 		require.Equal(t, before, mustGet(t, s, "errdata"), "nothing written")
-		got := mustUpdate(t, s, "errdata", store.Update{Status: store.StatusFailed, Error: &store.ErrorInfo{
+		got := mustUpdate(t, s, "errdata", store.Update{Status: mcptask.StatusFailed, Error: &mcptask.ErrorInfo{
 			Code: -1, Message: "m", Data: jsonString(1 << 10),
 		}})
 		require.Len(t, got.Error.Data, 1<<10)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -55,7 +56,7 @@ func testWakeCreate(t *testing.T, o opener) {
 	require.True(t, plain.WakeAt.IsZero())
 	require.Equal(t, plain, mustGet(t, s, "plain"))
 	input := wakeTask("input", t0.Add(time.Hour))
-	input.Status, input.CreatedAt = store.StatusInputRequired, t0.Add(2*time.Second)
+	input.Status, input.CreatedAt = mcptask.StatusInputRequired, t0.Add(2*time.Second)
 	mustCreate(t, s, input)
 
 	// A header field: every read carries it.
@@ -113,13 +114,13 @@ func testWakeUpdate(t *testing.T, o opener) {
 	mustUpdate(t, s, "b", store.Update{WakeAt: at(20 * time.Second)})
 	requireDue(t, s, t0.Add(10*time.Second), 10, "a")
 	requireDue(t, s, t0.Add(time.Minute), 10, "a", "b")
-	mustUpdate(t, s, "a", store.Update{WakeAt: at(30 * time.Second), Status: store.StatusInputRequired})
+	mustUpdate(t, s, "a", store.Update{WakeAt: at(30 * time.Second), Status: mcptask.StatusInputRequired})
 	requireDue(t, s, t0.Add(time.Minute), 10, "b", "a")
 	mustUpdate(t, s, "a", store.Update{WakeAt: at(time.Second)})
 	requireDue(t, s, t0.Add(time.Minute), 10, "a", "b")
 
 	// Updates without WakeAt, a claim and a renewal keep it.
-	mustUpdate(t, s, "a", store.Update{Status: store.StatusWorking, Variables: map[string]json.RawMessage{"x": json.RawMessage(`1`)}})
+	mustUpdate(t, s, "a", store.Update{Status: mcptask.StatusWorking, Variables: map[string]json.RawMessage{"x": json.RawMessage(`1`)}})
 	mustUpdate(t, s, "c", store.Update{WakeAt: at(3 * time.Second)})
 	claimed, err := s.Claim(ctx, "c", "h2", t0.Add(time.Minute), t0.Add(2*time.Minute))
 	require.NoError(t, err)
@@ -163,7 +164,7 @@ func testDue(t *testing.T, o opener) {
 		task := wakeTask(id, t0.Add(time.Duration(wakes[id])*time.Second))
 		task.CreatedAt = t0.Add(time.Duration(i) * time.Millisecond)
 		if i%2 == 1 {
-			task.Status = store.StatusInputRequired
+			task.Status = mcptask.StatusInputRequired
 		}
 		mustCreate(t, s, task)
 		i++
@@ -203,7 +204,7 @@ func testDue(t *testing.T, o opener) {
 func testWakeTerminal(t *testing.T, o opener) {
 	s := o.open(t)
 	ctx := t.Context()
-	for i, st := range []store.Status{store.StatusCompleted, store.StatusFailed, store.StatusCancelled} {
+	for i, st := range []mcptask.Status{mcptask.StatusCompleted, mcptask.StatusFailed, mcptask.StatusCancelled} {
 		task := wakeTask(string(st), t0.Add(time.Duration(i+1)*time.Second))
 		task.TTL = time.Hour
 		mustCreate(t, s, task)
@@ -211,14 +212,14 @@ func testWakeTerminal(t *testing.T, o opener) {
 	mustCreate(t, s, wakeTask("stays", t0.Add(time.Minute)))
 	requireDue(t, s, t0.Add(time.Hour), 10, "completed", "failed", "cancelled", "stays")
 
-	ended := mustUpdate(t, s, "completed", store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)})
+	ended := mustUpdate(t, s, "completed", store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`)})
 	require.True(t, ended.WakeAt.IsZero(), "a terminal move clears it")
 	require.Equal(t, ended, mustGet(t, s, "completed"))
 	// Even when the same update asks for one.
-	ended = mustUpdate(t, s, "failed", store.Update{Status: store.StatusFailed, WakeAt: at(time.Minute)})
+	ended = mustUpdate(t, s, "failed", store.Update{Status: mcptask.StatusFailed, WakeAt: at(time.Minute)})
 	require.True(t, ended.WakeAt.IsZero())
 	requireDue(t, s, t0.Add(time.Hour), 10, "cancelled", "stays")
-	ended = mustUpdate(t, s, "cancelled", store.Update{Status: store.StatusCancelled, ExpiresAt: at(2 * time.Hour)})
+	ended = mustUpdate(t, s, "cancelled", store.Update{Status: mcptask.StatusCancelled, ExpiresAt: at(2 * time.Hour)})
 	require.True(t, ended.WakeAt.IsZero())
 	requireDue(t, s, t0.Add(time.Hour), 10, "stays")
 	requireDue(t, s, t0.Add(1000*time.Hour), 10, "stays")
@@ -313,11 +314,11 @@ func testWakeConcurrent(t *testing.T, o opener) {
 				var u store.Update
 				switch k := rnd.IntN(10); {
 				case k == 0:
-					u = store.Update{Status: store.StatusCompleted, Result: json.RawMessage(`1`)}
+					u = store.Update{Status: mcptask.StatusCompleted, Result: json.RawMessage(`1`)}
 				case k == 1:
 					u = store.Update{WakeAt: &time.Time{}}
 				case k < 4:
-					u = store.Update{Status: store.StatusInputRequired, WakeAt: at(time.Duration(rnd.IntN(tasks)) * time.Second)}
+					u = store.Update{Status: mcptask.StatusInputRequired, WakeAt: at(time.Duration(rnd.IntN(tasks)) * time.Second)}
 				default:
 					u = store.Update{WakeAt: at(time.Duration(rnd.IntN(2*tasks)) * time.Second)}
 				}

@@ -20,7 +20,6 @@ import (
 )
 
 var (
-	privatePrefix  = []byte(mcptask.PrivateMetaPrefix)
 	keyTask        = []byte(`"task"`)
 	keyTaskRequest = QuotedKey(MetaTaskRequest)
 	keyConnID      = QuotedKey(MetaConnID)
@@ -209,7 +208,7 @@ func decodeRewrite(params json.RawMessage, connID string, moveTask bool) json.Ra
 // private _meta key if the bytes contain them literally or contain a \u
 // escape (which could spell them).
 func mayNeedRewrite(params []byte) bool {
-	return bytes.Contains(params, keyTask) || bytes.Contains(params, privatePrefix) || bytes.IndexByte(params, '\\') >= 0
+	return bytes.Contains(params, keyTask) || bytes.Contains(params, []byte(mcptask.PrivateMetaPrefix)) || bytes.IndexByte(params, '\\') >= 0
 }
 
 // RewrittenBody is a POST body after RewriteBody.

@@ -67,7 +67,7 @@ func Rows(d *handoff.Document) []Row {
 	for i := range d.CompletedSteps {
 		s := &d.CompletedSteps[i]
 		r := Row{Name: s.Name, Tool: ToolOrKind(s.Tool, s.Kind), Kind: s.Kind, Done: s}
-		if s.Kind == handoff.KindForEach {
+		if s.Kind == string(mcptask.StepKindForEach) {
 			r.Records = records(s.Name, s.Result)
 		}
 		out = append(out, r)
@@ -86,7 +86,7 @@ func Rows(d *handoff.Document) []Row {
 		if len(stack) > 0 {
 			p := &out[stack[len(stack)-1]]
 			r.Depth, r.Parent = p.Depth+1, p.Name
-			if p.Kind == handoff.KindChild && p.Child == "" {
+			if p.Kind == string(mcptask.StepKindChild) && p.Child == "" {
 				if ref := Ref(d, *s); ref != d.TaskID && !strings.Contains(ref, "#") {
 					p.Child = ref
 				}
@@ -142,7 +142,7 @@ func records(name string, result json.RawMessage) []Record {
 func Ref(d *handoff.Document, s handoff.RemainingStep) string {
 	for _, args := range []map[string]json.RawMessage{callArgs(s.Call), s.Arguments} {
 		var ref string
-		if raw, ok := args[handoff.TaskIDArgument]; ok && json.Unmarshal(raw, &ref) == nil && ref != "" && !handoff.IsPlaceholder(raw) {
+		if raw, ok := args[mcptask.ArgTaskID]; ok && json.Unmarshal(raw, &ref) == nil && ref != "" && !handoff.IsPlaceholder(raw) {
 			return ref
 		}
 	}
@@ -160,9 +160,9 @@ func callArgs(c *handoff.Call) map[string]json.RawMessage {
 // "child workflow", "sleep", "event".
 func KindName(kind string) string {
 	switch kind {
-	case handoff.KindForEach:
+	case string(mcptask.StepKindForEach):
 		return "for-each"
-	case handoff.KindChild:
+	case string(mcptask.StepKindChild):
 		return "child workflow"
 	case string(mcptask.StepKindGroup):
 		return "group"
@@ -186,17 +186,17 @@ func Mark(s handoff.RemainingStep) string {
 	switch {
 	case s.HandedToClient:
 		return "!"
-	case s.Status == handoff.StepRunning:
+	case s.Status == mcptask.StepRunning:
 		return "●"
-	case s.Status == handoff.StepFailed:
+	case s.Status == mcptask.StepFailed:
 		return "✗"
-	case s.Status == handoff.StepSleeping:
+	case s.Status == mcptask.StepSleeping:
 		return "z"
-	case s.Status == handoff.StepAwaitingEvent:
+	case s.Status == mcptask.StepAwaitingEvent:
 		return "?"
-	case s.Status == handoff.StepAwaitingChild:
+	case s.Status == mcptask.StepAwaitingChild:
 		return "↓"
-	case s.Execution == handoff.ExecClient && s.Status != handoff.StepPending:
+	case s.Execution == mcptask.ExecClient && s.Status != mcptask.StepPending:
 		return "→"
 	}
 	return "·"
@@ -208,21 +208,21 @@ func State(s handoff.RemainingStep) string {
 	switch {
 	case s.HandedToClient:
 		state = "handed to you"
-	case s.Status == handoff.StepRunning:
+	case s.Status == mcptask.StepRunning:
 		state = "running"
-	case s.Status == handoff.StepFailed:
+	case s.Status == mcptask.StepFailed:
 		state = "failed"
-	case s.Status == handoff.StepSleeping && s.Until != nil:
+	case s.Status == mcptask.StepSleeping && s.Until != nil:
 		state = "sleeping until " + s.Until.Local().Format("15:04:05")
-	case s.Status == handoff.StepAwaitingEvent:
+	case s.Status == mcptask.StepAwaitingEvent:
 		state = "waiting for its event (webhook or tasks/update)"
-	case s.Status == handoff.StepAwaitingChild:
+	case s.Status == mcptask.StepAwaitingChild:
 		state = "its child workflow runs (server)"
-	case s.Kind != "" && s.Execution == handoff.ExecServer && s.Status == handoff.StepAwaitingClient:
+	case s.Kind != "" && s.Execution == mcptask.ExecServer && s.Status == mcptask.StepAwaitingClient:
 		state = "waiting for you, below" // its records or its child's steps are nested under it
-	case s.Execution == handoff.ExecClient && s.Status == handoff.StepPending:
+	case s.Execution == mcptask.ExecClient && s.Status == mcptask.StepPending:
 		state = "yours, after the steps before it"
-	case s.Execution == handoff.ExecClient:
+	case s.Execution == mcptask.ExecClient:
 		state = "waiting for you"
 	}
 	if s.Group != "" {
@@ -238,15 +238,15 @@ func State(s handoff.RemainingStep) string {
 // ✗ not undone, ● undoing, · to do) and what became of it.
 func Undo(u handoff.UndoStep) (mark, words string) {
 	switch u.Status {
-	case handoff.StatusCompleted:
+	case mcptask.StepCompleted:
 		return "✓", "undone"
-	case handoff.StepFailed:
+	case mcptask.StepFailed:
 		w := "NOT undone: take it back by hand"
 		if u.Error != "" {
 			w = "NOT undone (" + strings.TrimSuffix(OneLine(u.Error, 120), ".") + "): take it back by hand"
 		}
 		return "✗", w
-	case handoff.StepRunning:
+	case mcptask.StepRunning:
 		w := "undoing now"
 		if u.Error != "" {
 			w += " (last try failed: " + strings.TrimSuffix(OneLine(u.Error, 120), ".") + ")"

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 const (
@@ -19,26 +20,26 @@ const (
 func train() *handoff.Document {
 	ref := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
 	return &handoff.Document{
-		SchemaVersion: handoff.SchemaVersion, TaskID: trainID, Workflow: "release_train", Status: handoff.StatusWorking,
+		SchemaVersion: handoff.SchemaVersion, TaskID: trainID, Workflow: "release_train", Status: string(mcptask.StatusWorking),
 		CompletedSteps: []handoff.CompletedStep{
-			{Name: "build", Kind: handoff.KindForEach, Result: json.RawMessage(`[{"service":"api"},{"content":[{"type":"text","text":"built web"}]},null]`)},
+			{Name: "build", Kind: string(mcptask.StepKindForEach), Result: json.RawMessage(`[{"service":"api"},{"content":[{"type":"text","text":"built web"}]},null]`)},
 		},
 		RemainingSteps: []handoff.RemainingStep{
-			{Name: "notes", Kind: handoff.KindChild, Execution: handoff.ExecServer, Status: handoff.StepAwaitingClient,
+			{Name: "notes", Kind: string(mcptask.StepKindChild), Execution: mcptask.ExecServer, Status: mcptask.StepAwaitingClient,
 				Do: `child workflow "release_notes" (task ` + childID + `) waits for the steps listed next`},
-			{Name: "notes/review", Tool: "review_notes", Execution: handoff.ExecClient, Status: handoff.StepAwaitingClient,
-				Arguments: map[string]json.RawMessage{handoff.TaskIDArgument: ref(childID), "approved": ref("<true to approve>")},
-				Call:      &handoff.Call{Tool: "review_notes", Arguments: map[string]json.RawMessage{handoff.TaskIDArgument: ref(childID)}}},
-			{Name: "checks", Kind: handoff.KindForEach, Execution: handoff.ExecServer, Status: handoff.StepAwaitingClient},
-			{Name: "checks[1]", Tool: "check", Execution: handoff.ExecClient, Status: handoff.StepAwaitingClient,
-				Arguments: map[string]json.RawMessage{handoff.TaskIDArgument: ref(trainID + "#checks[1]")}},
-			{Name: "checksum", Tool: "sum", Execution: handoff.ExecServer, Status: handoff.StepPending},
+			{Name: "notes/review", Tool: "review_notes", Execution: mcptask.ExecClient, Status: mcptask.StepAwaitingClient,
+				Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: ref(childID), "approved": ref("<true to approve>")},
+				Call:      &handoff.Call{Tool: "review_notes", Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: ref(childID)}}},
+			{Name: "checks", Kind: string(mcptask.StepKindForEach), Execution: mcptask.ExecServer, Status: mcptask.StepAwaitingClient},
+			{Name: "checks[1]", Tool: "check", Execution: mcptask.ExecClient, Status: mcptask.StepAwaitingClient,
+				Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: ref(trainID + "#checks[1]")}},
+			{Name: "checksum", Tool: "sum", Execution: mcptask.ExecServer, Status: mcptask.StepPending},
 		},
 		Undo: []handoff.UndoStep{
-			{Undoes: "deploy[1]", Tool: "rollback_service", Status: handoff.StatusCompleted},
-			{Undoes: "deploy[0]", Tool: "rollback_service", Status: handoff.StepFailed, Error: "registry down."},
-			{Undoes: "tag", Tool: "untag", Status: handoff.StepRunning, Error: "timeout"},
-			{Undoes: "db", Tool: "restore", Status: handoff.StepPending},
+			{Undoes: "deploy[1]", Tool: "rollback_service", Status: mcptask.StepCompleted},
+			{Undoes: "deploy[0]", Tool: "rollback_service", Status: mcptask.StepFailed, Error: "registry down."},
+			{Undoes: "tag", Tool: "untag", Status: mcptask.StepRunning, Error: "timeout"},
+			{Undoes: "db", Tool: "restore", Status: mcptask.StepPending},
 		},
 		Continuation: handoff.NewContinuation(trainID, 0),
 	}
@@ -85,7 +86,7 @@ func TestUndoWords(t *testing.T) {
 		"· to undo",
 	}, got)
 	require.Equal(t, "being undone by the server, last first:", UndoTitle(d))
-	d.Status = handoff.StatusFailed
+	d.Status = string(mcptask.StatusFailed)
 	require.Equal(t, "undone after the failure, last first:", UndoTitle(d))
 }
 
@@ -94,7 +95,7 @@ func TestStateOfTheNewKinds(t *testing.T) {
 	require.Equal(t, "waiting for you, below", State(d.RemainingSteps[0]))
 	require.Equal(t, "·", Mark(d.RemainingSteps[0]))
 	require.Equal(t, "→", Mark(d.RemainingSteps[1]))
-	child := handoff.RemainingStep{Kind: handoff.KindChild, Execution: handoff.ExecServer, Status: handoff.StepAwaitingChild}
+	child := handoff.RemainingStep{Kind: string(mcptask.StepKindChild), Execution: mcptask.ExecServer, Status: mcptask.StepAwaitingChild}
 	require.Equal(t, "↓", Mark(child))
 	require.Equal(t, "its child workflow runs (server)", State(child))
 }

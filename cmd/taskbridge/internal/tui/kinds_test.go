@@ -18,29 +18,29 @@ import (
 func kindsDoc(id string, n int) *handoff.Document {
 	ref := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
 	d := &handoff.Document{
-		SchemaVersion: handoff.SchemaVersion, TaskID: id, Workflow: "convoy", Status: handoff.StatusWorking,
+		SchemaVersion: handoff.SchemaVersion, TaskID: id, Workflow: "convoy", Status: string(mcptask.StatusWorking),
 		PauseReason: `step "checks": 0 of 3 items done`,
 		CompletedSteps: []handoff.CompletedStep{
-			{Name: "build", Kind: handoff.KindForEach, Result: json.RawMessage(`[{"service":"api"},{"service":"web"}]`)},
+			{Name: "build", Kind: string(mcptask.StepKindForEach), Result: json.RawMessage(`[{"service":"api"},{"service":"web"}]`)},
 		},
 		RemainingSteps: []handoff.RemainingStep{
-			{Name: "notes", Kind: handoff.KindChild, Execution: handoff.ExecServer, Status: handoff.StepAwaitingChild,
+			{Name: "notes", Kind: string(mcptask.StepKindChild), Execution: mcptask.ExecServer, Status: mcptask.StepAwaitingChild,
 				Do: `child workflow "release_notes" (task c0ffee) runs its steps on the server; do not call anything for it.`},
-			{Name: "poll", Kind: handoff.KindLoop, Execution: handoff.ExecServer, Status: handoff.StepRunning,
+			{Name: "poll", Kind: string(mcptask.StepKindLoop), Execution: mcptask.ExecServer, Status: mcptask.StepRunning,
 				Do: `step "poll": run 2 of at most 3 (tool "probe"), until healthy.`},
-			{Name: "checks", Kind: handoff.KindForEach, Execution: handoff.ExecServer, Status: handoff.StepAwaitingClient,
+			{Name: "checks", Kind: string(mcptask.StepKindForEach), Execution: mcptask.ExecServer, Status: mcptask.StepAwaitingClient,
 				Do: fmt.Sprintf(`step "checks": 0 of %d items done, %d waiting for the client (tool "check" per item).`, n, n)},
 		},
 		Undo: []handoff.UndoStep{
-			{Undoes: "deploy[1]", Tool: "rollback", Status: handoff.StatusCompleted},
-			{Undoes: "deploy[0]", Tool: "rollback", Status: handoff.StepRunning},
+			{Undoes: "deploy[1]", Tool: "rollback", Status: mcptask.StepCompleted},
+			{Undoes: "deploy[0]", Tool: "rollback", Status: mcptask.StepRunning},
 		},
 		Continuation: handoff.NewContinuation(id, mcptask.Extension),
 	}
 	for i := range n {
 		name := fmt.Sprintf("checks[%d]", i)
-		d.RemainingSteps = append(d.RemainingSteps, handoff.RemainingStep{Name: name, Tool: "check", Execution: handoff.ExecClient, Status: handoff.StepAwaitingClient,
-			Arguments: map[string]json.RawMessage{taskIDArg: ref(id + "#" + name), "ok": ref("<did it pass>")}})
+		d.RemainingSteps = append(d.RemainingSteps, handoff.RemainingStep{Name: name, Tool: "check", Execution: mcptask.ExecClient, Status: mcptask.StepAwaitingClient,
+			Arguments: map[string]json.RawMessage{mcptask.MetaTaskID: ref(id + "#" + name), "ok": ref("<did it pass>")}})
 	}
 	return d
 }

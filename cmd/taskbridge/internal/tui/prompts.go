@@ -60,7 +60,7 @@ func (v *wfView) steps() []wfStep {
 // step handed to the client.
 func (s wfStep) actionable() bool {
 	return s.rem != nil && (s.rem.HandedToClient ||
-		s.rem.Execution == handoff.ExecClient && s.rem.Kind == "" && s.rem.Status != handoff.StepPending)
+		s.rem.Execution == mcptask.ExecClient && s.rem.Kind == "" && s.rem.Status != mcptask.StepPending)
 }
 
 // selectNext selects the first step the user can perform.
@@ -324,26 +324,22 @@ func (m *Model) openStepForm(doc *handoff.Document, s handoff.RemainingStep) {
 	// An argument naming the workflow task (_task_id, host mode) is the
 	// task's id: sent, never shown or asked.
 	prefill := maps.Clone(s.Arguments)
-	_, withID := prefill[taskIDArg]
-	delete(prefill, taskIDArg)
-	fields := slices.DeleteFunc(slices.Clone(m.schemas[s.Tool]), func(f argschema.Field) bool { return f.Name == taskIDArg })
+	_, withID := prefill[mcptask.ArgTaskID]
+	delete(prefill, mcptask.ArgTaskID)
+	fields := slices.DeleteFunc(slices.Clone(m.schemas[s.Tool]), func(f argschema.Field) bool { return f.Name == mcptask.ArgTaskID })
 	m.form = newForm(formSpec{
 		title:   fmt.Sprintf("Step %s: call %s (task %s)", s.Name, s.Tool, short(doc.TaskID)),
 		intro:   intro,
 		fields:  fields,
 		prefill: prefill,
 		submit: func(args map[string]any) tea.Cmd {
-			if withID || slices.ContainsFunc(m.schemas[step.Tool], func(f argschema.Field) bool { return f.Name == taskIDArg }) {
-				args[taskIDArg] = ref
+			if withID || slices.ContainsFunc(m.schemas[step.Tool], func(f argschema.Field) bool { return f.Name == mcptask.ArgTaskID }) {
+				args[mcptask.ArgTaskID] = ref
 			}
 			return m.performStep(workflow, taskID, ref, step, args)
 		},
 	})
 }
-
-// taskIDArg is the argument a workflow step's tool may take that names the
-// workflow task (host mode); the UI fills it with the task's id.
-const taskIDArg = mcptask.MetaTaskID
 
 // performStep calls a step's tool bound to the record ref names
 // (_meta._task_id) of workflow task taskID, then reads where the workflow
@@ -356,7 +352,7 @@ func (m *Model) performStep(workflow, taskID, ref string, s handoff.RemainingSte
 	return func() tea.Msg {
 		out := stepMsg{taskID: taskID, step: s.Name}
 		out.res, out.err = c.CallToolAndWait(ctx, s.Tool, args, &client.CallOptions{
-			Meta: map[string]any{handoff.TaskIDMetaKey: ref}, AllowPlain: true,
+			Meta: map[string]any{mcptask.MetaTaskID: ref}, AllowPlain: true,
 		})
 		if out.err != nil {
 			return out

@@ -195,11 +195,11 @@ func (m *Model) stepRow(d *handoff.Document, s wfStep) (mark, state string, styl
 	}
 	mark, state, style = stepview.Mark(*s.rem), stepview.State(*s.rem), m.st.faint
 	switch {
-	case s.rem.HandedToClient || s.rem.Status == handoff.StepFailed:
+	case s.rem.HandedToClient || s.rem.Status == mcptask.StepFailed:
 		style = m.st.bad
-	case s.rem.Execution == handoff.ExecClient:
+	case s.rem.Execution == mcptask.ExecClient:
 		style = m.st.warn
-	case s.rem.Status == handoff.StepRunning || s.rem.Status == handoff.StepAwaitingChild:
+	case s.rem.Status == mcptask.StepRunning || s.rem.Status == mcptask.StepAwaitingChild:
 		style = m.st.busy
 	}
 	if s.Child != "" {
@@ -207,7 +207,7 @@ func (m *Model) stepRow(d *handoff.Document, s wfStep) (mark, state string, styl
 	}
 	var need []string
 	for k, a := range s.rem.Arguments {
-		if handoff.IsPlaceholder(a) && k != taskIDArg {
+		if handoff.IsPlaceholder(a) && k != mcptask.MetaTaskID {
 			need = append(need, k)
 		}
 	}
@@ -247,7 +247,7 @@ func (m *Model) stepDetail(d *handoff.Document, s wfStep, w, n int) []string {
 		if s.rem.Do != "" && (s.Kind != "" || s.Depth > 0) {
 			add(m.st.faint, s.name+": "+oneLine(s.rem.Do))
 		}
-		if s.rem.Status == handoff.StepFailed && s.rem.Error != "" && !s.rem.HandedToClient {
+		if s.rem.Status == mcptask.StepFailed && s.rem.Error != "" && !s.rem.HandedToClient {
 			add(m.st.errText, "✗ "+oneLine(s.rem.Error))
 		}
 	}

@@ -1,0 +1,204 @@
+// The Go API of schedules (scheduletools.go gives a model the same):
+// adding one, reading them, pausing, resuming and triggering one, and who
+// may manage which.
+
+package taskrouter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// AddSchedule registers s (see Schedule): its first firing is its first
+// time after the moment the engine first sees it (a schedule new to the
+// store misses nothing). It may be called before or after Start;
+// registering a name again replaces the schedule.
+func (r *Router) AddSchedule(s Schedule) error {
+	sc, err := parseSchedule(s)
+	if err != nil {
+		return err
+	}
+	r.crons.mu.Lock()
+	r.crons.list[s.Name] = sc
+	r.crons.mu.Unlock()
+	r.crons.loop.Poke()
+	return nil
+}
+
+// ScheduleInfo is a schedule as Router.Schedules lists it.
+type ScheduleInfo struct {
+	Name        string       `json:"name"`
+	Cron        string       `json:"cron"`
+	TimeZone    string       `json:"timeZone,omitempty"`
+	Description string       `json:"description,omitempty"`
+	Owner       string       `json:"owner"`
+	Missed      MissedPolicy `json:"missed"`
+	Backfill    int          `json:"backfill,omitempty"`
+	// Paused reports a paused schedule (it fires nothing).
+	Paused bool `json:"paused"`
+	// Next is its next firing time; zero while paused.
+	Next time.Time `json:"next,omitzero"`
+	// Last is the latest firing time decided (fired or skipped).
+	Last time.Time `json:"last,omitzero"`
+	// Fires are its latest fires, newest first.
+	Fires []store.Fire `json:"fires,omitempty"`
+	// Actions are its history, oldest first.
+	Actions []store.ScheduleAction `json:"actions,omitempty"`
+}
+
+// infoFires bounds ScheduleInfo.Fires.
+const infoFires = 10
+
+// info reads sc's record and latest fires.
+func (r *Router) info(ctx context.Context, sc *schedule) (ScheduleInfo, error) {
+	now := r.opts.Now()
+	rec, err := r.crons.record(ctx, sc, now)
+	if err != nil {
+		return ScheduleInfo{}, err
+	}
+	fires, err := r.st.Fires(ctx, sc.Name, infoFires)
+	if err != nil {
+		return ScheduleInfo{}, err
+	}
+	in := ScheduleInfo{Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone, Description: sc.Description, Owner: sc.Owner,
+		Missed: sc.Missed, Backfill: sc.Backfill, Paused: rec.Paused, Last: rec.Last, Fires: fires, Actions: rec.Actions}
+	if !rec.Paused {
+		in.Next = sc.next(laterOf(rec.Last, now))
+	}
+	return in, nil
+}
+
+// Schedules lists the registered schedules, in name order, with their
+// state.
+func (r *Router) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
+	var out []ScheduleInfo
+	for _, sc := range r.crons.schedules() {
+		in, err := r.info(ctx, sc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// lookup returns the registered schedule name, or an error matching
+// ErrNoSchedule.
+func (r *Router) lookup(name string) (*schedule, error) {
+	sc := r.crons.get(name)
+	if sc == nil {
+		var names []string
+		for _, s := range r.crons.schedules() {
+			names = append(names, fmt.Sprintf("%q", s.Name))
+		}
+		return nil, fmt.Errorf("%w: %q (the schedules are: %s)", ErrNoSchedule, name, strings.Join(names, ", "))
+	}
+	return sc, nil
+}
+
+// changeSchedule applies change to schedule name's record and saves it,
+// again after a concurrent write (another replica's round).
+func (r *Router) changeSchedule(ctx context.Context, name string, change func(rec *store.ScheduleRecord, now time.Time) []store.Fire) (ScheduleInfo, []store.Fire, error) {
+	sc, err := r.lookup(name)
+	if err != nil {
+		return ScheduleInfo{}, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		now := r.opts.Now()
+		rec, err := r.crons.record(ctx, sc, now)
+		if err != nil {
+			return ScheduleInfo{}, nil, err
+		}
+		rec = store.CloneSchedule(rec)
+		fires := change(rec, now)
+		_, err = r.st.SaveSchedule(ctx, rec, fires)
+		switch {
+		case (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists)) && attempt < 8:
+			continue
+		case err != nil:
+			return ScheduleInfo{}, nil, err
+		}
+		r.crons.loop.Poke()
+		in, err := r.info(ctx, sc)
+		return in, fires, err
+	}
+}
+
+// PauseSchedule pauses schedule name: its times fire nothing until it is
+// resumed. by (who) and reason go into its history.
+func (r *Router) PauseSchedule(ctx context.Context, name, by, reason string) (ScheduleInfo, error) {
+	in, _, err := r.changeSchedule(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
+		rec.Paused = true
+		rec.Actions = append(rec.Actions, store.ScheduleAction{At: now, By: by, Action: "paused", Detail: reason})
+		return nil
+	})
+	return in, err
+}
+
+// ResumeSchedule resumes schedule name: it fires from its next time on;
+// the times that passed while it was paused are not fired (its history
+// says how many). Resuming a schedule that is not paused changes nothing
+// but its history.
+func (r *Router) ResumeSchedule(ctx context.Context, name, by string) (ScheduleInfo, error) {
+	sc, err := r.lookup(name)
+	if err != nil {
+		return ScheduleInfo{}, err
+	}
+	in, _, err := r.changeSchedule(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
+		detail := ""
+		if rec.Paused {
+			if _, n := sc.due(rec.Last, now); n > 0 {
+				detail = fmt.Sprintf("%d firing(s) passed while paused, not run", n)
+			}
+			rec.Last = laterOf(rec.Last, now)
+		}
+		rec.Paused = false
+		rec.Actions = append(rec.Actions, store.ScheduleAction{At: now, By: by, Action: "resumed", Detail: detail})
+		return nil
+	})
+	return in, err
+}
+
+// TriggerSchedule fires schedule name now, once, outside its times (also
+// while it is paused), and starts its task; it returns the fire (its
+// TaskID names the task).
+func (r *Router) TriggerSchedule(ctx context.Context, name, by string) (store.Fire, error) {
+	_, fires, err := r.changeSchedule(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
+		f := store.Fire{Schedule: name, At: now, TaskID: NewTaskID(), Reason: FireTrigger, By: by}
+		rec.Actions = append(rec.Actions, store.ScheduleAction{At: now, By: by, Action: "triggered", Detail: "task " + f.TaskID})
+		return []store.Fire{f}
+	})
+	if err != nil {
+		return store.Fire{}, err
+	}
+	f := fires[0]
+	sc, _ := r.lookup(name)
+	c := r.crons
+	if err := sc.Start(ctx, f); err != nil {
+		return f, fmt.Errorf("taskrouter: schedule %q: the trigger is recorded (its task %s starts in a later round): %w", name, f.TaskID, err)
+	}
+	if err := r.st.StartFire(ctx, name, f.At); err == nil {
+		f.Started = true
+		c.signals.Started.Send(f)
+	}
+	return f, nil
+}
+
+// MayManageSchedule reports whether requestor q may pause, resume and
+// trigger schedule name: the schedule's owner may; without an
+// authorization context (and unless Options.SessionBound), so may anyone
+// when the schedule belongs to LocalOwner, as anyone who knows a task's
+// id may act on it. An administrator acts through the Go API or the
+// dashboard.
+func (r *Router) MayManageSchedule(q *Request, name string) bool {
+	sc := r.crons.get(name)
+	if sc == nil || q == nil || q.OwnerErr != nil {
+		return false
+	}
+	return q.Owner == sc.Owner || q.byID(&r.opts) && sc.Owner == LocalOwner
+}
