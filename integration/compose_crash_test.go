@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/workflow"
 )
@@ -175,7 +176,7 @@ func TestForEachSIGKILLMidFanOut(t *testing.T) {
 			_, p, _ := s.task(t, id)
 			build := canaryStep(t, p, "build")
 			for i, it := range build.Items {
-				require.Equal(t, workflow.StepCompleted, it.Status, it.Name)
+				require.Equal(t, mcptask.StepCompleted, it.Status, it.Name)
 				last := it.History[len(it.History)-1]
 				if strings.HasPrefix(items[i], "slow") {
 					require.Equal(t, 2, it.Attempts, it.Name)
@@ -229,7 +230,7 @@ func TestChildSIGKILLAtEachLineagePoint(t *testing.T) {
 						// The child waits for its review, which the
 						// train's handoff offers.
 						s.waitStatus(t, id, "waits for the client")
-						doc := relHandoff(t, s.ext().must(t, ctx, "prompts/get", map[string]any{"name": "train", "_meta": map[string]any{workflow.MetaTaskID: id}}))
+						doc := relHandoff(t, s.ext().must(t, ctx, "prompts/get", map[string]any{"name": "train", "_meta": map[string]any{mcptask.MetaTaskID: id}}))
 						rep := s.ext().must(t, ctx, "tools/call", map[string]any{"name": "review_notes",
 							"arguments": map[string]any{"_task_id": composeReview(t, doc), "approved": true}})
 						require.NotEqual(t, true, rep["isError"], "%v", rep)
@@ -240,10 +241,10 @@ func TestChildSIGKILLAtEachLineagePoint(t *testing.T) {
 					_, p, tasks := s.task(t, id)
 					kids := childrenOf(tasks, id)
 					require.Len(t, kids, 1, "one child task")
-					require.Equal(t, store.StatusCompleted, kids[0].Status, kids[0].StatusMessage)
+					require.Equal(t, mcptask.StatusCompleted, kids[0].Status, kids[0].StatusMessage)
 					notes := canaryStep(t, p, "notes")
 					require.Equal(t, kids[0].ID, notes.Child)
-					require.Equal(t, workflow.StepCompleted, notes.Status)
+					require.Equal(t, mcptask.StepCompleted, notes.Status)
 					require.Equal(t, 1, notes.Attempts, "the step was recorded once: %+v", notes.History)
 					require.Len(t, notes.History, 1)
 					require.Equal(t, 1, s.calls(t, "ship -", "start"), "the step after the child ran once")
@@ -274,7 +275,7 @@ func composeReview(t *testing.T, doc *handoff.Document) string {
 	for _, rs := range doc.RemainingSteps {
 		if rs.Name == "notes/review" && rs.Call != nil {
 			var id string
-			require.NoError(t, json.Unmarshal(rs.Call.Arguments[workflow.TaskIDArgument], &id))
+			require.NoError(t, json.Unmarshal(rs.Call.Arguments[mcptask.ArgTaskID], &id))
 			require.NotEqual(t, doc.TaskID, id, "the child's id")
 			return id
 		}
@@ -313,7 +314,7 @@ func TestCancelParentCancelsChildAcrossRestart(t *testing.T) {
 			st, err := builder.OpenStore(context.Background(), s.spec)
 			require.NoError(t, err)
 			msg := "cancelled by request"
-			_, err = st.Update(context.Background(), id, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+			_, err = st.Update(context.Background(), id, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg})
 			require.NoError(t, err)
 			require.NoError(t, st.Close())
 			s.start(t)
@@ -367,7 +368,7 @@ func TestUndoSIGKILLMidUndo(t *testing.T) {
 			require.Equal(t, 2, p.Undo.Steps[0].Attempts, "%+v", p.Undo.Steps[0].History)
 			require.Equal(t, 1, p.Undo.Steps[1].Attempts)
 			for _, u := range p.Undo.Steps {
-				require.Equal(t, workflow.StepCompleted, u.Status)
+				require.Equal(t, mcptask.StepCompleted, u.Status)
 			}
 		})
 	}

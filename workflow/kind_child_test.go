@@ -224,7 +224,7 @@ func TestChildOutlivesItsParentAcrossStops(t *testing.T) {
 		child := p.step("notes").Child
 		require.NotEmpty(t, child)
 		msg := "cancelled by request"
-		_, err := e.st.Update(context.Background(), tk.ID, store.Update{Status: store.StatusCancelled, StatusMessage: &msg})
+		_, err := e.st.Update(context.Background(), tk.ID, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg})
 		require.NoError(t, err)
 		ct, _ := f.task(t, child)
 		require.False(t, ct.Status.Terminal(), "the child missed its parent's cancel")
@@ -233,7 +233,7 @@ func TestChildOutlivesItsParentAcrossStops(t *testing.T) {
 	// cancelled checks that child was cancelled for why (its parent and how it ended).
 	cancelled := func(t *testing.T, f *fixture, child, why string) {
 		ct, _ := f.task(t, child)
-		require.Equal(t, store.StatusCancelled, ct.Status)
+		require.Equal(t, mcptask.StatusCancelled, ct.Status)
 		require.Equal(t, "cancelled: its parent workflow task "+why, ct.StatusMessage)
 	}
 	t.Run("a restart cancels it", func(t *testing.T) {
