@@ -301,7 +301,7 @@ func writeCompleted(b *strings.Builder, d *Document) {
 	}
 	b.WriteString("\n\nDone:")
 	for _, s := range d.CompletedSteps {
-		res := summarizeResult(s.Result)
+		res := SummarizeResult(s.Result, maxResultRunes)
 		if res == "" {
 			res = "(no result recorded)"
 		}
@@ -421,11 +421,12 @@ func normalizedArgs(args map[string]json.RawMessage) map[string]json.RawMessage 
 	return out
 }
 
-// summarizeResult renders a step result on one line, at most
-// maxResultRunes runes plus an ellipsis. A CallToolResult-shaped object
-// shows the text of its text content; a JSON string shows the string;
+// SummarizeResult renders a step's result on one line of at most max
+// runes plus an ellipsis, as the handoff's prose shows it: a
+// CallToolResult-shaped object shows the text of its text content
+// ("tool error: …" when it is an error); a JSON string shows the string;
 // anything else shows compact JSON. It returns "" for an absent result.
-func summarizeResult(raw json.RawMessage) string {
+func SummarizeResult(raw json.RawMessage, max int) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return ""
@@ -460,7 +461,7 @@ func summarizeResult(raw json.RawMessage) string {
 			text = s
 		}
 	}
-	return oneLine(text, maxResultRunes)
+	return oneLine(text, max)
 }
 
 // compactJSON returns v compacted, or v unchanged if it is not valid JSON.

@@ -15,7 +15,6 @@
 package stepview
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -265,47 +264,9 @@ func UndoTitle(d *handoff.Document) string {
 }
 
 // Summary renders a step's result on one line of at most 160 runes: a
-// tool result's text, a JSON string's value, or compact JSON.
-func Summary(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return ""
-	}
-	text := string(raw)
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) == nil {
-		text = buf.String()
-	}
-	switch raw[0] {
-	case '{':
-		var r struct {
-			Content []struct {
-				Type, Text string
-			} `json:"content"`
-			IsError bool `json:"isError"`
-		}
-		if json.Unmarshal(raw, &r) == nil {
-			var parts []string
-			for _, c := range r.Content {
-				if c.Type == "text" && strings.TrimSpace(c.Text) != "" {
-					parts = append(parts, c.Text)
-				}
-			}
-			if len(parts) > 0 {
-				text = strings.Join(parts, " ")
-				if r.IsError {
-					text = "tool error: " + text
-				}
-			}
-		}
-	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			text = s
-		}
-	}
-	return OneLine(text, 160)
-}
+// tool result's text, a JSON string's value, or compact JSON (as the
+// handoff's prose does).
+func Summary(raw json.RawMessage) string { return handoff.SummarizeResult(raw, 160) }
 
 // OneLine collapses whitespace to single spaces and cuts s to max runes
 // and an ellipsis.
