@@ -335,12 +335,18 @@ func (f *fastPath) serve(ctx context.Context, pc *preparedCall) (*jsonrpc.Respon
 // straight to creating a task, running nothing in the request first: a
 // task the client asked for (core) or the server decides on (extension),
 // of a tool registered with the router, that is no continuation, has no
-// Preflight, takes no _task_id argument, and (when the SDK would check
+// Preflight, carries no _task_id argument, and (when the SDK would check
 // them) has no Mcp-Param-* header annotations. Everything else goes
 // through the SDK, whose stream a call run in the request may need.
 func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, declared, headers bool) bool {
 	te, ok := f.r.tools.lookup(p.Name)
-	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == mcptask.TaskForbidden || f.r.tools.takesTaskID(p.Name) {
+	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == mcptask.TaskForbidden {
+		return false
+	}
+	if bytes.Contains(p.Arguments, taskIDKey) && f.r.tools.takesTaskID(p.Name) {
+		// Perhaps a continuation (see moveTaskIDArgument). Without the
+		// argument, a tool a workflow may hand its client (every step's
+		// tool) is an ordinary tool, as servesPlain says.
 		return false
 	}
 	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {

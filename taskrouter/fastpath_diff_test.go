@@ -562,8 +562,11 @@ func TestFastPathPlainCallsSameAsSDK(t *testing.T) {
 	h := newHarness(t, func(o *taskrouter.Options) { o.HostDeadline = 100 * time.Millisecond })
 	h.r.AddTaskTools(nil)
 	h.r.AcceptTaskIDArgument("echo") // a tool a workflow asks its client to call
+	h.r.AcceptTaskIDArgument("sleepy")
 	e := newDiffEnv(t, h, diffOptions{})
 	for _, c := range []diffCase{
+		{name: "a task of a tool that takes _task_id", req: bareReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":60000,"label":"task"},"task":{"ttl":60000}}`), fast: true},
+		{name: "a task of a tool that takes _task_id, with it", req: bareReq("tools/call", `,"params":{"name":"sleepy","arguments":{"ms":60000,"label":"task","_task_id":"t1"},"task":{"ttl":60000}}`)},
 		{name: "a tool that takes _task_id", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x"}}`), fast: true},
 		{name: "a tool that takes _task_id, with it", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x","_task_id":"t1"}}`)},
 		{name: "a tool that takes _task_id, a bad one", req: bareReq("tools/call", `,"params":{"name":"echo","arguments":{"text":"x","_task_id":7}}`)},
