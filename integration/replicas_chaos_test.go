@@ -144,7 +144,10 @@ func TestReplicaChaos(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGSTOP))
 	other := newRelClient(c.procs[1].url, hc, relExt, "")
-	deadline := time.Now().Add(chaosLease + 10*time.Second)
+	// Bounded generously: after the kills above the replicas may still be
+	// taking over the chaos phase's tasks, one store write each, on a
+	// machine the whole suite loads.
+	deadline := time.Now().Add(chaosLease + 30*time.Second)
 	var done map[string]any
 	for {
 		done = other.must(t, ctx, "tasks/get", map[string]any{"taskId": fenced})
