@@ -57,37 +57,9 @@ func (d *Document) Validate() error {
 			return invalidf("%s: result is not valid JSON", where)
 		}
 	}
-	for i, s := range d.RemainingSteps {
-		where := fmt.Sprintf("remainingSteps[%d]", i)
-		if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
+	for i := range d.RemainingSteps {
+		if err := d.RemainingSteps[i].validate(fmt.Sprintf("remainingSteps[%d]", i), seen); err != nil {
 			return err
-		}
-		if s.Status != "" && !slices.Contains(stepStatuses, s.Status) {
-			return invalidf("%s: status %q is not one of %s", where, s.Status, joined(stepStatuses))
-		}
-		switch s.Execution {
-		case mcptask.ExecServer, mcptask.ExecClient:
-		case "":
-			return invalidf("%s: execution is empty (want %q or %q)", where, mcptask.ExecServer, mcptask.ExecClient)
-		default:
-			return invalidf("%s: execution %q is not %q or %q", where, s.Execution, mcptask.ExecServer, mcptask.ExecClient)
-		}
-		for _, k := range sortedKeys(s.Arguments) {
-			v := s.Arguments[k]
-			if len(v) == 0 {
-				return invalidf("%s: arguments[%q] is empty (use json.RawMessage(\"null\") for null)", where, k)
-			}
-			if !json.Valid(v) {
-				return invalidf("%s: arguments[%q] is not valid JSON", where, k)
-			}
-		}
-		for j, dep := range s.DependsOn {
-			if dep == "" {
-				return invalidf("%s: dependsOn[%d] is empty", where, j)
-			}
-			if dep == s.Name {
-				return invalidf("%s: dependsOn[%d]: step %q depends on itself", where, j, dep)
-			}
 		}
 	}
 	for i, s := range d.SkippedSteps {
@@ -103,15 +75,54 @@ func (d *Document) Validate() error {
 			return invalidf("errors[%d]: message is empty", i)
 		}
 	}
-	c := d.Continuation
+	return d.Continuation.validate(d.TaskID)
+}
+
+// validate checks remaining step s, at where, recording its name in seen.
+func (s *RemainingStep) validate(where string, seen map[string]string) error {
+	if err := checkStep(where, s.Name, s.Tool, s.Kind, seen); err != nil {
+		return err
+	}
+	if s.Status != "" && !slices.Contains(stepStatuses, s.Status) {
+		return invalidf("%s: status %q is not one of %s", where, s.Status, joined(stepStatuses))
+	}
+	switch s.Execution {
+	case mcptask.ExecServer, mcptask.ExecClient:
+	case "":
+		return invalidf("%s: execution is empty (want %q or %q)", where, mcptask.ExecServer, mcptask.ExecClient)
+	default:
+		return invalidf("%s: execution %q is not %q or %q", where, s.Execution, mcptask.ExecServer, mcptask.ExecClient)
+	}
+	for _, k := range sortedKeys(s.Arguments) {
+		v := s.Arguments[k]
+		if len(v) == 0 {
+			return invalidf("%s: arguments[%q] is empty (use json.RawMessage(\"null\") for null)", where, k)
+		}
+		if !json.Valid(v) {
+			return invalidf("%s: arguments[%q] is not valid JSON", where, k)
+		}
+	}
+	for j, dep := range s.DependsOn {
+		if dep == "" {
+			return invalidf("%s: dependsOn[%d] is empty", where, j)
+		}
+		if dep == s.Name {
+			return invalidf("%s: dependsOn[%d]: step %q depends on itself", where, j, dep)
+		}
+	}
+	return nil
+}
+
+// validate checks the continuation of the document of task taskID.
+func (c Continuation) validate(taskID string) error {
 	if c.Argument != "" && c.Argument != mcptask.ArgTaskID {
 		return invalidf("continuation.argument is %q, want %q", c.Argument, mcptask.ArgTaskID)
 	}
 	if c.MetaKey != mcptask.MetaTaskID {
 		return invalidf("continuation.metaKey is %q, want %q", c.MetaKey, mcptask.MetaTaskID)
 	}
-	if c.TaskID != d.TaskID {
-		return invalidf("continuation.taskId %q does not match taskId %q", c.TaskID, d.TaskID)
+	if c.TaskID != taskID {
+		return invalidf("continuation.taskId %q does not match taskId %q", c.TaskID, taskID)
 	}
 	if c.StatusMethod == "" {
 		return invalidf("continuation.statusMethod is empty (want %q)", mcptask.MethodTasksGet)
