@@ -101,31 +101,9 @@ func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistra
 	}
 	now := r.opts.Now()
 	rec := hookRecord{URL: u.String(), Secret: secret, Events: events, By: by, Created: now}
-	var ttl time.Duration
-	switch {
-	case reg.TaskID != "" && reg.Owner != "":
-		return mcptask.Webhook{}, "", mcptask.InvalidParams("give taskId or owner, not both")
-	case reg.TaskID != "":
-		t, err := w.watchable(ctx, q, admin, reg.TaskID)
-		if err != nil {
-			return mcptask.Webhook{}, "", err
-		}
-		rec.TaskID = t.ID
-		if rec.FromSeq, err = w.firstEvent(ctx, t.ID); err != nil {
-			return mcptask.Webhook{}, "", storeError(err)
-		}
-		if !t.ExpiresAt.IsZero() {
-			ttl = max(t.ExpiresAt.Sub(now), 0) + w.opts.Retention
-		}
-	case reg.Owner != "" && !admin:
-		return mcptask.Webhook{}, "", mcptask.InvalidParams("only an administrator (taskrouter.PushOptions.Admins) registers webhooks for another owner's tasks")
-	case reg.Owner != "":
-		if isPushOwner(reg.Owner) {
-			return mcptask.Webhook{}, "", mcptask.InvalidParams("the owner %q is reserved", reg.Owner)
-		}
-		rec.Watch = reg.Owner
-	default:
-		rec.Watch = by
+	ttl, err := w.watches(ctx, q, admin, reg, &rec)
+	if err != nil {
+		return mcptask.Webhook{}, "", err
 	}
 	if n, err := w.countOwn(ctx, by); err != nil {
 		return mcptask.Webhook{}, "", storeError(err)
@@ -159,6 +137,39 @@ func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistra
 		w.scans.rescan(rec.TaskID) // a task that already ended is told of its end
 	}
 	return wireWebhook(created, admin), secret, nil
+}
+
+// watches fills in what registration reg watches (a task, an owner's
+// tasks, or the registrant's own) into rec, and returns the webhook's ttl:
+// a task's webhook lives as long as the task plus Retention, others
+// until deleted (0).
+func (w *webhooks) watches(ctx context.Context, q *Request, admin bool, reg WebhookRegistration, rec *hookRecord) (time.Duration, error) {
+	switch {
+	case reg.TaskID != "" && reg.Owner != "":
+		return 0, mcptask.InvalidParams("give taskId or owner, not both")
+	case reg.TaskID != "":
+		t, err := w.watchable(ctx, q, admin, reg.TaskID)
+		if err != nil {
+			return 0, err
+		}
+		rec.TaskID = t.ID
+		if rec.FromSeq, err = w.firstEvent(ctx, t.ID); err != nil {
+			return 0, storeError(err)
+		}
+		if !t.ExpiresAt.IsZero() {
+			return max(t.ExpiresAt.Sub(w.r.opts.Now()), 0) + w.opts.Retention, nil
+		}
+	case reg.Owner != "" && !admin:
+		return 0, mcptask.InvalidParams("only an administrator (taskrouter.PushOptions.Admins) registers webhooks for another owner's tasks")
+	case reg.Owner != "":
+		if isPushOwner(reg.Owner) {
+			return 0, mcptask.InvalidParams("the owner %q is reserved", reg.Owner)
+		}
+		rec.Watch = reg.Owner
+	default:
+		rec.Watch = rec.By
+	}
+	return 0, nil
 }
 
 // watchable returns task id if the requestor may watch it: it sees it
