@@ -343,13 +343,7 @@ func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, decl
 	if !ok || te.opts.Preflight != nil || te.opts.TaskSupport == mcptask.TaskForbidden {
 		return false
 	}
-	if bytes.Contains(p.Arguments, taskIDKey) && f.r.tools.takesTaskID(p.Name) {
-		// Perhaps a continuation (see moveTaskIDArgument). Without the
-		// argument, a tool a workflow may hand its client (every step's
-		// tool) is an ordinary tool, as servesPlain says.
-		return false
-	}
-	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {
+	if f.mayContinue(p) {
 		return false
 	}
 	if headers && !f.noParamHeaders(&te) {
@@ -363,6 +357,18 @@ func (f *fastPath) createsTask(p *mcp.CallToolParamsRaw, d mcptask.Dialect, decl
 	}
 	_, asked, err := wire.TakeTaskParam(p.Meta)
 	return asked && err == nil
+}
+
+// mayContinue reports whether a tools/call may continue a workflow task
+// (the router's continuation handler takes it, not the fast path): it
+// names a task in _meta._task_id, or carries the argument _task_id to a
+// tool that takes it (see moveTaskIDArgument). Without either, a tool a
+// workflow may hand its client (every step's tool) is an ordinary tool.
+func (f *fastPath) mayContinue(p *mcp.CallToolParamsRaw) bool {
+	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {
+		return true
+	}
+	return bytes.Contains(p.Arguments, taskIDKey) && f.r.tools.takesTaskID(p.Name)
 }
 
 // servesPlain reports whether the fast path serves a tools/call that
@@ -385,11 +391,8 @@ func (f *fastPath) servesPlain(p *mcp.CallToolParamsRaw, mv wire.MetaView, caps 
 	if !ok || te.tool == nil || te.tool.InputSchema == nil {
 		return false
 	}
-	if _, bound := p.Meta[mcptask.MetaTaskID]; bound {
+	if f.mayContinue(p) {
 		return false
-	}
-	if bytes.Contains(p.Arguments, taskIDKey) && f.r.tools.takesTaskID(p.Name) {
-		return false // perhaps a continuation (see moveTaskIDArgument)
 	}
 	if _, asked := p.Meta[wire.MetaTaskRequest]; asked {
 		return false // params.task, yet no task at once: refused, or Preflight's
