@@ -264,5 +264,5 @@ func defaultReplicaID() string {
 	if err != nil || host == "" {
 		host = "host"
 	}
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewTaskID()[:8])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewTaskID()[24:])
 }

@@ -224,9 +224,22 @@ func (r *Router) Close() error {
 	return nil
 }
 
-// NewTaskID returns 128 random bits, hex encoded.
+// NewTaskID returns a new task id: 32 hex digits, the creation time in
+// milliseconds (48 bits, big-endian) followed by 80 random bits.
+//
+// The random part keeps ids unguessable (a task id may act as a bearer
+// token); the time prefix makes ids created close together sort close
+// together, so a store's per-id records (the task, its result, history and
+// events) are written at the end of their B+trees instead of on a random
+// page each: a commit of many new tasks dirties a few pages, not one per
+// task and bucket.
 func NewTaskID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
 	return hex.EncodeToString(b[:])
 }
