@@ -28,6 +28,19 @@ const MaxSafeID = 1<<53 - 1
 // escapes resolved; the last one when repeated, as decoders read it) of
 // the JSON object b.
 func Field(b []byte, key string) (value json.RawMessage, found bool) {
+	if json.Valid(b) {
+		// The byte scanner, when no key holds an escape (the common case;
+		// a body read at every request): no decoder, no allocation.
+		if scanMembers(b, func(m Member) bool {
+			if string(m.Key[1:len(m.Key)-1]) == key {
+				value, found = b[m.VStart:m.End], true
+			}
+			return true
+		}) {
+			return bytes.Clone(value), found
+		}
+		value, found = nil, false
+	}
 	eachMember(b, func(k string, v json.RawMessage) {
 		if k == key {
 			value, found = v, true

@@ -88,3 +88,50 @@ func FuzzFrame(f *testing.F) {
 		require.Equal(t, lines, len(passed)+len(refused), "every line is passed or refused once")
 	})
 }
+
+// fieldByDecoder is Field as a decoder reads it: the reference the byte
+// scanner must agree with.
+func fieldByDecoder(b []byte, key string) (value json.RawMessage, found bool) {
+	eachMember(b, func(k string, v json.RawMessage) {
+		if k == key {
+			value, found = v, true
+		}
+	})
+	return value, found
+}
+
+// Field answers from the byte scanner when it can and from a decoder when
+// a key holds an escape or the body is not valid JSON: both readings agree
+// on every body.
+func TestField(t *testing.T) {
+	for _, c := range []struct {
+		body, key, want string
+		found           bool
+	}{
+		{`{"id":1,"method":"tasks/get"}`, "method", `"tasks/get"`, true},
+		{` {"id" : "a" , "id":7 } `, "id", `7`, true},
+		{`{"i\u0064":3}`, "id", `3`, true},
+		{`{"x":{"id":1}}`, "id", ``, false},
+		{`{"id":1`, "id", `1`, true},
+		{`[{"id":1}]`, "id", ``, false},
+		{`{"id":[1,{"id":2}],"method":null}`, "method", `null`, true},
+	} {
+		v, found := Field([]byte(c.body), c.key)
+		require.Equal(t, c.found, found, c.body)
+		require.Equal(t, c.want, string(v), c.body)
+	}
+}
+
+func FuzzField(f *testing.F) {
+	for _, s := range []string{`{"id":1,"method":"m"}`, `{"i\u0064":"x","id":2}`, `{"id":{"id":1}}`, `{"id":`, `  {"method" : "a" }  `, `{}`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, key := range []string{"id", "method", ""} {
+			v, found := Field(b, key)
+			rv, rfound := fieldByDecoder(b, key)
+			require.Equal(t, rfound, found, "%q %s", b, key)
+			require.Equal(t, string(rv), string(v), "%q %s", b, key)
+		}
+	})
+}
