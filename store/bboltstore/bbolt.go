@@ -76,6 +76,12 @@ func bucketSchema(name []byte) byte {
 const (
 	// maxBatch caps the number of operations committed in one transaction.
 	maxBatch = 512
+	// DefaultCommitWindow is how long a busy batch may stay open for more
+	// writes (see WithCommitWindow).
+	DefaultCommitWindow = time.Millisecond
+	// CommitWindowFrom is how many writes must be waiting at once for the
+	// commit window to open.
+	CommitWindowFrom = 8
 	// DefaultOpenTimeout is how long Open waits for the file lock.
 	DefaultOpenTimeout = time.Second
 	cursorKeyLen       = 32
@@ -97,6 +103,7 @@ type Store struct {
 	closedFlag atomic.Bool // for the lock-free check in readers
 	ops        chan *op
 	done       chan struct{} // closed when the committer exits
+	window     time.Duration // the commit window (WithCommitWindow)
 
 	stats struct {
 		commits, commitNanos, opsCommitted, opsFailed, maxBatch, commitErrors, retries atomic.Uint64
@@ -115,7 +122,7 @@ var _ store.Store = (*Store)(nil)
 // way bbolt notices while opening. A file of an older schema is upgraded
 // in place (see migrate.go).
 func Open(path string, opts ...Option) (*Store, error) {
-	o := options{openTimeout: DefaultOpenTimeout, logger: slog.New(slog.DiscardHandler)}
+	o := options{openTimeout: DefaultOpenTimeout, commitWindow: DefaultCommitWindow, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -192,6 +199,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		log:    o.logger,
 		codec:  store.NewCursorCodec(cursorKey),
 		ops:    make(chan *op, maxBatch),
+		window: o.commitWindow,
 		done:   make(chan struct{}),
 	}
 	go s.commitLoop()

@@ -48,32 +48,59 @@ func (s *Store) submit(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	return <-o.done
 }
 
-// commitLoop is the single writer. It blocks for the first operation, then
-// takes every operation already queued (up to maxBatch) without waiting, and
-// commits them in one transaction. It exits once ops is closed and drained.
+// commitLoop is the single writer. It blocks for the first operation,
+// gathers a batch (see gather) and commits it in one transaction. It exits
+// once ops is closed and drained.
 func (s *Store) commitLoop() {
 	defer close(s.done)
 	// A damaged page bbolt maps faults; as a panic, runOp and commit
 	// recover it.
 	debug.SetPanicOnFault(true)
 	batch := make([]*op, 0, maxBatch)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for first := range s.ops {
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case o, ok := <-s.ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
+		batch = s.gather(append(batch[:0], first), timer)
 		s.runBatch(batch)
 		clear(batch) // drop references for the GC
 	}
+}
+
+// gather adds to batch every operation already queued (up to maxBatch)
+// without waiting. When that makes CommitWindowFrom or more (writers are
+// many: the commit's fixed cost dominates), it goes on taking operations
+// for up to the commit window, so that one commit and its fsyncs serve
+// more of them; fewer never wait. timer is the loop's own, stopped.
+func (s *Store) gather(batch []*op, timer *time.Timer) []*op {
+	for len(batch) < maxBatch {
+		select {
+		case o, ok := <-s.ops:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, o)
+			continue
+		default:
+		}
+		break
+	}
+	if s.window <= 0 || len(batch) < CommitWindowFrom {
+		return batch
+	}
+	timer.Reset(s.window)
+	defer timer.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case o, ok := <-s.ops:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, o)
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // runOp runs one operation, turning a panic into a write error (its writes,

@@ -115,7 +115,13 @@
 // containing it has been committed and, unless WithNoSync(true) was given,
 // fsynced: an acknowledged write survives a process crash or power loss.
 // With WithNoSync(true) a crash of the machine (not just the process) may
-// lose acknowledged writes or corrupt the file. Close finishes every queued
+// lose acknowledged writes or corrupt the file.
+//
+// Writes share commits: one goroutine commits every write queued while the
+// previous commit ran in one transaction and one pair of fsyncs. When
+// CommitWindowFrom or more writes are waiting at once, it holds the batch
+// open for up to the commit window (WithCommitWindow, default 1 ms) for
+// more to join; fewer writers never wait. Close finishes every queued
 // operation before it closes the file; after Close every method fails with
 // store.ErrClosed.
 //

@@ -16,6 +16,7 @@ type options struct {
 	openTimeout   time.Duration
 	logger        *slog.Logger
 	prefault      bool
+	commitWindow  time.Duration
 }
 
 // WithOptions applies the options every backend shares: store.WithLimits
@@ -56,6 +57,23 @@ func WithNoSync(noSync bool) Option {
 // process's resident set. Default false.
 func WithPrefault(on bool) Option {
 	return func(o *options) { o.prefault = on }
+}
+
+// WithCommitWindow sets how long the committer may hold a busy batch open
+// for more writes before committing it (default DefaultCommitWindow; zero
+// or less turns it off). Every write waits for a commit and its fsync, and
+// writes queued while a commit runs share the next one; the window only
+// opens when at least CommitWindowFrom writes were already waiting (many
+// concurrent writers, when the commit's fixed cost — bbolt rewriting the
+// touched pages of every B+tree and its two fsyncs — is what the CPU
+// spends most on). It then waits up to d for more writes to join, so
+// each commit carries more of them: at 64 concurrent task round trips on
+// two cores, 1 ms cut the fsyncs per round trip by a fifth and the
+// server's CPU per round trip by about 8% (median of 6 interleaved
+// rounds, 243 → 222 µs), with p50 latency unchanged. A few writers never
+// wait.
+func WithCommitWindow(d time.Duration) Option {
+	return func(o *options) { o.commitWindow = max(d, 0) }
 }
 
 // WithOpenTimeout sets how long Open waits for the exclusive file lock held
