@@ -380,7 +380,9 @@ func (s *Store) Create(ctx context.Context, t *store.Task) (*store.Task, error) 
 	if err != nil {
 		return nil, err
 	}
-	return rec.Clone(), nil
+	// rec is this call's own copy (PrepareCreate cloned t), and the
+	// committer is done with it: no copy of it is needed.
+	return rec, nil
 }
 
 // Get returns the task; see store.Store.
