@@ -87,6 +87,10 @@ type costServers struct {
 	// path off (every request through go-sdk's dispatch): references for
 	// plain calls.
 	noHost, sdk *proc
+	// window is taskbridge (bbolt) with a 2 ms commit window
+	// (bboltstore.WithCommitWindow, opt-in): task round trips at 64
+	// clients.
+	window *proc
 }
 
 // costCells lists row 15's cells: every server at 1 and 64 clients, plain
@@ -110,6 +114,7 @@ func costCells(s costServers) []*cell {
 			add(s.floor, op, conc)
 		}
 	}
+	add(s.window, "task", 64)
 	add(s.bolt, "ext", 64)
 	add(s.floor, "ext", 64)
 	for _, conc := range []int{1, 64} {
@@ -167,6 +172,10 @@ func serverCost(o options, tmp string, rep *report) error {
 		return err
 	}
 	s.sdk.name = "taskbridge (bbolt, fast path off)"
+	if s.window, err = start(startOurs("bbolt", filepath.Join(tmp, "cost-window.db"), "-commit-window=2ms")); err != nil {
+		return err
+	}
+	s.window.name = "taskbridge (bbolt, commit window 2 ms)"
 	if pg, err = pgserver.Start(pgserver.Options{}); err != nil {
 		pg = nil
 		fmt.Fprintln(os.Stderr, "  no PostgreSQL for row 15:", err)
@@ -278,7 +287,7 @@ func costRows(s costServers, cells []*cell, rep *report) {
 		}
 	}
 	bolt := find(cells, s.bolt, "task", 64)
-	for _, p := range []*proc{s.mem, s.pg} {
+	for _, p := range []*proc{s.mem, s.pg, s.window} {
 		if c := find(cells, p, "task", 64); c != nil && bolt != nil {
 			ours := fmt.Sprintf("%.0f µs", c.cpu())
 			if db := median(c.dbs); db > 0 {

@@ -182,6 +182,7 @@ func serve(args []string) error {
 	hostDeadline := fs.Duration("host-deadline", 0, "taskrouter.Config.HostDeadline (0: the default; negative: off, plain calls run in the request as before host mode)")
 	noFast := fs.Bool("no-fast-path", false, "taskrouter.Config.DisableFastPath: every request through go-sdk's dispatch")
 	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.WithPrefault")
+	window := fs.Duration("commit-window", 0, "open the bbolt file with bboltstore.WithCommitWindow")
 	maxTasks := fs.Int("max-tasks", 0, "every running and pending limit of taskrouter.Config (0: the bench's, see benchConfig)")
 	_ = fs.Parse(args)
 	cfg := benchConfig()
@@ -206,10 +207,10 @@ func serve(args []string) error {
 			return errors.New("serve: -db is required with -store bbolt")
 		}
 		if !*prefault {
-			b.WithDBPath(*db)
+			b.WithDBPath(*db).WithBboltOptions(bboltstore.WithCommitWindow(*window))
 			break
 		}
-		st, err := bboltstore.Open(*db, bboltstore.WithPrefault(true))
+		st, err := bboltstore.Open(*db, bboltstore.WithPrefault(true), bboltstore.WithCommitWindow(*window))
 		if err != nil {
 			return err
 		}

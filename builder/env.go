@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -21,6 +22,10 @@ const (
 	// store with its file prefaulted (bboltstore.WithPrefault): "1" or
 	// "true" turns it on, "0" or "false" off.
 	EnvBboltPrefault = "TASKBRIDGE_BBOLT_PREFAULT"
+	// EnvBboltCommitWindow names the environment variable that sets a
+	// bbolt store's commit window (bboltstore.WithCommitWindow), a Go
+	// duration such as "2ms"; "0" turns it off.
+	EnvBboltCommitWindow = "TASKBRIDGE_BBOLT_COMMIT_WINDOW"
 )
 
 // The workflow bridge's environment variables, which workflow.OptionsFromEnv
@@ -53,7 +58,8 @@ const (
 )
 
 // storeFromEnv is the builder's reading of its environment: the store
-// spec (EnvDB; "" when unset) and the bbolt options EnvBboltPrefault adds.
+// spec (EnvDB; "" when unset) and the bbolt options EnvBboltPrefault and
+// EnvBboltCommitWindow add.
 func storeFromEnv() (spec string, bolt []bboltstore.Option, err error) {
 	spec = os.Getenv(EnvDB)
 	if v := os.Getenv(EnvBboltPrefault); v != "" {
@@ -62,6 +68,13 @@ func storeFromEnv() (spec string, bolt []bboltstore.Option, err error) {
 			return "", nil, fmt.Errorf("builder: %s=%q: want 1, true, 0 or false", EnvBboltPrefault, v)
 		}
 		bolt = append(bolt, bboltstore.WithPrefault(on))
+	}
+	if v := os.Getenv(EnvBboltCommitWindow); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return "", nil, fmt.Errorf("builder: %s=%q: want a duration such as 2ms (0: off)", EnvBboltCommitWindow, v)
+		}
+		bolt = append(bolt, bboltstore.WithCommitWindow(d))
 	}
 	return spec, bolt, nil
 }

@@ -76,9 +76,9 @@ func bucketSchema(name []byte) byte {
 const (
 	// maxBatch caps the number of operations committed in one transaction.
 	maxBatch = 512
-	// DefaultCommitWindow is how long a busy batch may stay open for more
-	// writes (see WithCommitWindow).
-	DefaultCommitWindow = time.Millisecond
+	// DefaultCommitWindow is how long a busy batch stays open for more
+	// writes by default: not at all (see WithCommitWindow).
+	DefaultCommitWindow = time.Duration(0)
 	// CommitWindowFrom is how many writes must be waiting at once for the
 	// commit window to open.
 	CommitWindowFrom = 8

@@ -84,7 +84,9 @@ func TestGatherWindow(t *testing.T) {
 // TestCommitWindowOption checks the option's default and its floor.
 func TestCommitWindowOption(t *testing.T) {
 	s, _ := openT(t)
-	require.Equal(t, DefaultCommitWindow, s.window)
+	require.Equal(t, time.Duration(DefaultCommitWindow), s.window)
+	s1, _ := openT(t, WithCommitWindow(2*time.Millisecond))
+	require.Equal(t, 2*time.Millisecond, s1.window)
 	s2, _ := openT(t, WithCommitWindow(-time.Second))
 	require.Equal(t, time.Duration(0), s2.window)
 }

@@ -118,10 +118,10 @@
 // lose acknowledged writes or corrupt the file.
 //
 // Writes share commits: one goroutine commits every write queued while the
-// previous commit ran in one transaction and one pair of fsyncs. When
+// previous commit ran in one transaction and one pair of fsyncs. With a
+// commit window (WithCommitWindow, opt-in for saturated servers), when
 // CommitWindowFrom or more writes are waiting at once, it holds the batch
-// open for up to the commit window (WithCommitWindow, default 1 ms) for
-// more to join; fewer writers never wait. Close finishes every queued
+// open for more to join; fewer writers never wait. Close finishes every queued
 // operation before it closes the file; after Close every method fails with
 // store.ErrClosed.
 //
