@@ -91,7 +91,7 @@ type Options struct {
 	// visible to their owner only (with DefaultOwner: the session that
 	// created them; a client that reconnects loses them). By default such
 	// tasks are id-capabilities instead: any unauthenticated requestor that
-	// presents the task id (128 random bits) may get, wait on, cancel and
+	// presents the task id (80 random bits; see NewTaskID) may get, wait on, cancel and
 	// continue it, from any session and after restarts, while tasks/list
 	// still shows only the requestor's own tasks. Requests with an
 	// authorization context always see only their own tasks, whatever this

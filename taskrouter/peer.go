@@ -23,7 +23,7 @@ import (
 // read the CreateTaskResult a client answers it with, or follow that task
 // with tasks/get and tasks/result on the client (the core dialect's
 // receiver-side tasks). The shims can: a Peer writes raw JSON-RPC requests
-// with ids of its own ("taskbridge-" and 128 random bits) on the client's
+// with ids of its own ("taskbridge-" and a NewTaskID) on the client's
 // connection, and the shims take the client's responses to them out of
 // the stream before the SDK reads it.
 //
