@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 // Peers: requests the server sends to a client, apart from any request of
@@ -307,7 +308,7 @@ func (ps *peers) deliver(resp *jsonrpc.Response) bool {
 // takeResponse reports whether raw (one JSON-RPC message as read from a
 // client) is the response to a Peer's request, delivering it if so.
 func (ps *peers) takeResponse(raw []byte) bool {
-	if !bytes.Contains(raw, peerIDBytes) {
+	if !bytes.Contains(raw, peerIDBytes) || !peerResponseID(raw) {
 		return false
 	}
 	msg, err := jsonrpc.DecodeMessage(raw)
@@ -316,6 +317,21 @@ func (ps *peers) takeResponse(raw []byte) bool {
 	}
 	resp, ok := msg.(*jsonrpc.Response)
 	return ok && ps.deliver(resp)
+}
+
+// peerResponseID reports whether raw, one message, has no method (it is a
+// response) and a top-level id that is a string naming a Peer's request:
+// read with the byte scanner, so that a message merely mentioning the
+// prefix (an extension-dialect request whose _meta carries a client
+// named "taskbridge-…", as the Go client and the CLI are) is not decoded
+// whole on every request.
+func peerResponseID(raw []byte) bool {
+	if _, request := wire.Field(raw, "method"); request {
+		return false
+	}
+	v, ok := wire.Field(raw, "id")
+	var id string
+	return ok && json.Unmarshal(v, &id) == nil && strings.HasPrefix(id, peerIDPrefix)
 }
 
 // isTaskStatusNote reports whether body is a client's
