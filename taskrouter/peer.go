@@ -326,12 +326,9 @@ func (ps *peers) takeResponse(raw []byte) bool {
 // named "taskbridge-…", as the Go client and the CLI are) is not decoded
 // whole on every request.
 func peerResponseID(raw []byte) bool {
-	if _, request := wire.Field(raw, "method"); request {
-		return false
-	}
-	v, ok := wire.Field(raw, "id")
+	f := wire.Fields(raw, "id", "method")
 	var id string
-	return ok && json.Unmarshal(v, &id) == nil && strings.HasPrefix(id, peerIDPrefix)
+	return f[1] == nil && json.Unmarshal(f[0], &id) == nil && strings.HasPrefix(id, peerIDPrefix)
 }
 
 // isTaskStatusNote reports whether body is a client's

@@ -28,25 +28,40 @@ const MaxSafeID = 1<<53 - 1
 // escapes resolved; the last one when repeated, as decoders read it) of
 // the JSON object b.
 func Field(b []byte, key string) (value json.RawMessage, found bool) {
-	if json.Valid(b) {
-		// The byte scanner, when no key holds an escape (the common case;
-		// a body read at every request): no decoder, no allocation.
-		if scanMembers(b, func(m Member) bool {
-			if string(m.Key[1:len(m.Key)-1]) == key {
-				value, found = b[m.VStart:m.End], true
+	v := Fields(b, key)[0]
+	return v, v != nil
+}
+
+// Fields returns the raw values of the top-level members keys of the JSON
+// object b, each read as Field reads one, in the order of keys (nil for a
+// key b lacks), in one pass over b.
+func Fields(b []byte, keys ...string) []json.RawMessage {
+	vals := make([]json.RawMessage, len(keys))
+	// The byte scanner, when no key holds an escape (the common case; a
+	// body read at every request): no decoder.
+	if json.Valid(b) && scanMembers(b, func(m Member) bool {
+		k := m.Key[1 : len(m.Key)-1]
+		for i, key := range keys {
+			if string(k) == key {
+				vals[i] = b[m.VStart:m.End]
 			}
-			return true
-		}) {
-			return bytes.Clone(value), found
 		}
-		value, found = nil, false
+		return true
+	}) {
+		for i, v := range vals {
+			vals[i] = bytes.Clone(v)
+		}
+		return vals
 	}
+	clear(vals)
 	eachMember(b, func(k string, v json.RawMessage) {
-		if k == key {
-			value, found = v, true
+		for i, key := range keys {
+			if k == key {
+				vals[i] = v
+			}
 		}
 	})
-	return value, found
+	return vals
 }
 
 // BadID reports an id (the raw JSON of a message's "id") that no peer
@@ -202,12 +217,11 @@ func CallOf(body []byte) (id json.RawMessage, method string, ok bool) {
 	if len(t) == 0 || t[0] != '{' {
 		return nil, "", false
 	}
-	id, hasID := Field(t, "id")
-	m, _ := Field(t, "method")
-	if json.Unmarshal(m, &method) != nil {
+	f := Fields(t, "id", "method")
+	if json.Unmarshal(f[1], &method) != nil {
 		return nil, "", false
 	}
-	return id, method, hasID
+	return f[0], method, f[0] != nil
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

@@ -127,11 +127,15 @@ func FuzzField(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, key := range []string{"id", "method", ""} {
+		keys := []string{"id", "method", ""}
+		all := Fields(b, keys...)
+		for i, key := range keys {
 			v, found := Field(b, key)
 			rv, rfound := fieldByDecoder(b, key)
 			require.Equal(t, rfound, found, "%q %s", b, key)
 			require.Equal(t, string(rv), string(v), "%q %s", b, key)
+			require.Equal(t, rfound, all[i] != nil, "%q %s", b, key)
+			require.Equal(t, string(rv), string(all[i]), "%q %s", b, key)
 		}
 	})
 }
