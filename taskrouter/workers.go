@@ -6,13 +6,15 @@ import (
 	"time"
 )
 
-// Task handlers run on goroutines that are reused. A task handler's call
-// through the SDK's tool dispatch goes deep (JSON decoding, input schema
-// validation), and a new goroutine starts with a small stack that has to
-// grow, by copying, two or three times on every task: about a tenth of
-// the server's CPU at 64 clients. A goroutine that ran a handler keeps its
-// grown stack for the next one, for a while: an idle one ends after
-// workerIdle, so an idle server holds none.
+// Task handlers, and the fast path's calls on stdio and in-memory
+// connections (shim.go), run on goroutines that are reused. A task
+// handler's call through the SDK's tool dispatch goes deep (JSON decoding,
+// input schema validation), and a new goroutine starts with a small stack
+// that has to grow, by copying, two or three times on every task: about a
+// tenth of the server's CPU at 64 clients (a fifth of a plain call's on a
+// connection). A goroutine that ran one keeps its grown stack for the
+// next, for a while: an idle one ends after workerIdle, so an idle server
+// holds none.
 
 const (
 	maxIdleWorkers = 64

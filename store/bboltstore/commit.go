@@ -72,6 +72,7 @@ func (s *Store) commitLoop() {
 // for up to the commit window, so that one commit and its fsyncs serve
 // more of them; fewer never wait. timer is the loop's own, stopped.
 func (s *Store) gather(batch []*op, timer *time.Timer) []*op {
+drain:
 	for len(batch) < maxBatch {
 		select {
 		case o, ok := <-s.ops:
@@ -79,10 +80,9 @@ func (s *Store) gather(batch []*op, timer *time.Timer) []*op {
 				return batch
 			}
 			batch = append(batch, o)
-			continue
 		default:
+			break drain
 		}
-		break
 	}
 	if s.window <= 0 || len(batch) < CommitWindowFrom {
 		return batch

@@ -70,11 +70,11 @@ func WithPrefault(on bool) Option {
 //
 // It pays only when the server is saturated by many more writers than a
 // batch holds. Measured on two cores, task round trips, server CPU and
-// p50 (medians of interleaved rounds): at 64 clients, 2 ms cut the CPU
-// per round trip 198 → 168 µs (−15%) with p50 unchanged; at 16 and 32
-// clients, 1 ms cost 1–1.5 ms of p50 and 15% of throughput, and 2 ms at
-// 16 clients 2.5 ms of p50 (the clients end up waiting in step, so the
-// window mostly adds its own length). Hence off by default.
+// p50: at 64 clients, 2 ms cut the CPU per round trip by 15–23% in three
+// measurements and by nothing in a fourth, with p50 unchanged or lower;
+// at 16 and 32 clients, 1 ms cost 1–1.5 ms of p50 and 15% of throughput,
+// and 2 ms at 16 clients 2.5 ms of p50 (the clients end up waiting in
+// step, so the window mostly adds its own length). Hence off by default.
 func WithCommitWindow(d time.Duration) Option {
 	return func(o *options) { o.commitWindow = max(d, 0) }
 }
