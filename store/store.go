@@ -589,6 +589,9 @@ type Store interface {
 	// Schedules keeps the schedules' records and their fires
 	// (schedules.go): each firing recorded once.
 	Schedules
+	// ReplicaRegistry keeps the replicas' heartbeats and the keys they
+	// serve (replicas.go): which process may run which task.
+	ReplicaRegistry
 
 	// Close releases the store. Further calls fail with ErrClosed.
 	Close() error

@@ -40,6 +40,8 @@ var (
 	// (schedules.go).
 	bucketQueues    = []byte("queues")
 	bucketSchedules = []byte("schedules")
+	// Schema 6: the replicas' registry (replicas.go).
+	bucketReplicas = []byte("replicas")
 
 	metaSchema    = []byte("schema")
 	metaCursorKey = []byte("cursor_key")
@@ -49,13 +51,13 @@ var (
 
 	allBuckets = [][]byte{bucketTasks, bucketVars, bucketResults, bucketByOwner, bucketExpiry, bucketActive,
 		bucketMeta, bucketByStatus, bucketByName, bucketLeases, bucketHistory, bucketWake, bucketEvents,
-		bucketQueues, bucketSchedules}
+		bucketQueues, bucketSchedules, bucketReplicas}
 )
 
 // SchemaVersion is the on-disk layout version stored in the meta bucket.
-// Open upgrades a file of schema 1, 2, 3 or 4 (see migrate.go) and refuses
-// any other version.
-const SchemaVersion = 5
+// Open upgrades a file of schema 1 to 5 (see migrate.go) and refuses any
+// other version.
+const SchemaVersion = 6
 
 // bucketSchema returns the schema version that added bucket name: 1 for
 // the original buckets.
@@ -69,6 +71,8 @@ func bucketSchema(name []byte) byte {
 		return 4
 	case string(bucketQueues), string(bucketSchedules):
 		return 5
+	case string(bucketReplicas):
+		return 6
 	}
 	return 1
 }

@@ -40,6 +40,10 @@ var migrateChunk = 10000
 // Schema 5 added the queues and schedules buckets (created by Open): an
 // older file has no queue entries and no schedule records, so the step
 // from 4 only sets the schema version to 5, in one transaction.
+//
+// Schema 6 added the replicas bucket (created by Open): an older file has
+// no replica registered, so the step from 5 only sets the schema version
+// to 6, in one transaction.
 func migrate(db *bolt.DB, from byte, log *slog.Logger) error {
 	start, total := from, 0
 	for from == 1 {
@@ -52,7 +56,7 @@ func migrate(db *bolt.DB, from byte, log *slog.Logger) error {
 			from = 2
 		}
 	}
-	// The steps from 2, 3 and 4 add only buckets, which Open created.
+	// The steps from 2 to 5 add only buckets, which Open created.
 	if from >= 2 && from < SchemaVersion {
 		err := db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaSchema, []byte{SchemaVersion})

@@ -44,9 +44,10 @@ type Store struct {
 	leases    []pos                    // sorted by (LeaseUntil, id); tasks with a LeaseHolder
 	wake      []pos                    // sorted by (WakeAt, id); tasks with a WakeAt
 	counts    map[mcptask.Status]int
-	logs      map[string]*eventLog // by task id; a task without events has none
-	queues    map[string]*queue    // by queue name (queues.go); made on first use
-	schedules map[string]*schedule // by schedule name (schedules.go); made on first use
+	logs      map[string]*eventLog            // by task id; a task without events has none
+	queues    map[string]*queue               // by queue name (queues.go); made on first use
+	schedules map[string]*schedule            // by schedule name (schedules.go); made on first use
+	replicas  map[string]*store.ReplicaRecord // by replica (replicas.go); made on first use
 }
 
 var _ store.Store = (*Store)(nil)

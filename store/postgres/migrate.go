@@ -148,6 +148,16 @@ CREATE TABLE IF NOT EXISTS {s}.schedule_fires (
 	PRIMARY KEY (schedule, at)
 );
 `,
+	// 5: the replicas' registry (replicas.go). A new table: no existing
+	// row changes. A row is one replica's record (store.ReplicaRecord,
+	// JSON), its latest heartbeat a column for the forgetting.
+	`
+CREATE TABLE IF NOT EXISTS {s}.replicas (
+	id      bytea PRIMARY KEY,
+	seen_at bigint NOT NULL,
+	record  bytea NOT NULL
+);
+`,
 }
 
 // migrate brings the schema up to date and returns the cursor key. It runs

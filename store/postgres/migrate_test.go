@@ -68,7 +68,7 @@ func TestConcurrentOpen(t *testing.T) {
 	defer conn.Close(t.Context())
 	var versions, keys int
 	require.NoError(t, conn.QueryRow(t.Context(), "SELECT count(*) FROM fresh.migrations").Scan(&versions))
-	require.Equal(t, 4, versions, "each migration ran once")
+	require.Equal(t, 5, versions, "each migration ran once")
 	require.NoError(t, conn.QueryRow(t.Context(), "SELECT count(*) FROM fresh.meta").Scan(&keys))
 	require.Equal(t, 1, keys)
 
@@ -127,7 +127,7 @@ func TestMigrateWake(t *testing.T) {
 	stores := openAtOnce(t, dsn, "v1", 3)
 	var versions int
 	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v1.migrations").Scan(&versions))
-	require.Equal(t, 4, versions, "each migration ran once")
+	require.Equal(t, 5, versions, "each migration ran once")
 
 	s = stores[0]
 	old, err := s.Get(ctx, "old-a")
@@ -205,7 +205,7 @@ func TestMigrateQueues(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	admin := downgrade(t, dsn, "v3", `DROP TABLE v3.queues; DROP TABLE v3.queue_entries; DROP TABLE v3.schedules;
-		DROP TABLE v3.schedule_fires; DELETE FROM v3.migrations WHERE version = 4`)
+		DROP TABLE v3.schedule_fires; DROP TABLE v3.replicas; DELETE FROM v3.migrations WHERE version >= 4`)
 	stores := openAtOnce(t, dsn, "v3", 3)
 	var versions int
 	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM v3.migrations WHERE version = 4").Scan(&versions))

@@ -35,6 +35,7 @@ func RunDurable(t *testing.T, open func(t *testing.T, path string) store.Store) 
 		{"Events", testReopenEvents},
 		{"Queues", testReopenQueues},
 		{"Schedules", testReopenSchedules},
+		{"Replicas", testReopenReplicas},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // every subtest uses its own path

@@ -28,7 +28,9 @@
 // the per-key, global and rate limits, priorities, debounce, entries of
 // ended tasks, exact limits under racing callers) and schedules (records
 // written compare-and-swap with their fires, once per time, start marks,
-// caps, one winner among racing writers). When the store implements the
+// caps, one winner among racing writers) and the replicas' registry
+// (heartbeats merged per replica, keys kept across other keys, stops,
+// forgetting, concurrent heartbeats). When the store implements the
 // optional store.Notifier, Run also checks its change feed (every
 // version-bumping write and every delete delivered after it committed,
 // one task's changes in commit order, no renewals, stop waiting for a
@@ -37,7 +39,8 @@
 // Subscribe does not; RunNotifierResync checks the Resync after a lost
 // connection, which only the backend can provoke. RunDurable checks that
 // everything, including cursors, leases, counts, history, wake-ups, event
-// logs, tasks created ended, queues and schedules, survives a close and reopen.
+// logs, tasks created ended, queues, schedules and the replicas'
+// registry, survives a close and reopen.
 //
 // The suite uses the default store.Limits: open must not configure smaller
 // or larger limits. Under testing.Short the largest workloads are scaled
@@ -155,6 +158,10 @@ var suite = []struct {
 	{"ScheduleFires", testScheduleFires},
 	{"ScheduleFirePrune", testScheduleFirePrune},
 	{"ScheduleRace", testScheduleRace},
+	// replicas.go
+	{"ReplicaHeartbeat", testReplicaHeartbeat},
+	{"ReplicaInvalid", testReplicaInvalid},
+	{"ReplicaConcurrent", testReplicaConcurrent},
 	// notifier.go: skipped unless the store implements store.Notifier
 	{"NotifierChanges", testNotifierChanges},
 	{"NotifierOrder", testNotifierOrder},
