@@ -47,10 +47,6 @@ const (
 	//
 	// Deprecated: use workflow.EnvTTL.
 	EnvWorkflowTTL = workflow.EnvTTL
-	// EnvUnknownVersion is workflow.EnvUnknownVersion.
-	//
-	// Deprecated: use workflow.EnvUnknownVersion.
-	EnvUnknownVersion = workflow.EnvUnknownVersion
 	// EnvWebhookURL is workflow.EnvWebhookURL.
 	//
 	// Deprecated: use workflow.EnvWebhookURL.

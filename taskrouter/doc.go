@@ -202,6 +202,8 @@
 //     (hookSet; sync.RWMutex), the scan queue's shards (each a
 //     sync.Mutex over its queue and cursors), a static webhook's failure
 //     counts (its mu).
+//   - registry (replicas.go): the latest read of the replicas' registry
+//     and the keys of this process's latest heartbeat.
 //   - and the background services (below), each with its own state.
 //
 // Lock order: there is none to follow, because every part's lock is a
@@ -223,6 +225,11 @@
 // order and Close stops in reverse. The periodic ones share one timer
 // loop (service.Loop: a round, then the wait it asks for, or a poke).
 //
+//   - registry (replicas.go): heartbeats the keys this process serves
+//     (its Placer kinds': the workflow versions) into the store's
+//     replicas' registry, first, and keeps the latest read of it: the
+//     scheduler and the takeover leave a task to a live replica that
+//     serves its key when this process does not.
 //   - feed, a changeFeed (feed.go): follows the store's change feed
 //     (store.Notifier), first, so that nothing is missed while recovering.
 //   - sched, a scheduler (schedule.go): runs due wake-ups (store.Task.WakeAt)
@@ -290,7 +297,8 @@
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
 // the renewer and the takeover), recover.go (restart), recent.go (tasks
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
-// sweep.go, feed.go, schedules.go (the services above), schedules_api.go
+// sweep.go, feed.go, schedules.go, replicas.go (the services above; the
+// last also Placer and ServedBy), schedules_api.go
 // (AddSchedule, Schedules, pausing, resuming, triggering), scheduletools.go
 // (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
 // queues.go (the store's queues on the engine's clock, WakeNow).

@@ -61,7 +61,7 @@ type EndKind interface {
 
 // HandleKind registers h's hooks for the tasks of kind (the LabelKind
 // label), replacing any registered before. A handler may also be an
-// InputKind and a Reporter.
+// InputKind, an EndKind, a Reporter, a Pauser and a Placer.
 func (r *Router) HandleKind(kind string, h KindHandler) {
 	r.kinds.set(kind, h)
 	r.pauseToolsIfPausable()
@@ -178,6 +178,25 @@ func (k *kinds) touched(ctx context.Context, t *store.Task) {
 func (k *kinds) inputKind(t *store.Task) InputKind {
 	ik, _ := unwrapKind(k.of(t)).(InputKind)
 	return ik
+}
+
+// placer returns t's kind handler when it is a Placer.
+func (k *kinds) placer(t *store.Task) Placer {
+	p, _ := unwrapKind(k.of(t)).(Placer)
+	return p
+}
+
+// placers returns the registered handlers that are Placers.
+func (k *kinds) placers() []Placer {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	var out []Placer
+	for _, h := range k.handlers {
+		if p, ok := unwrapKind(h).(Placer); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // reporter returns t's kind handler when it is a Reporter.

@@ -282,6 +282,9 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 		}
 		progressed := false
 		for _, t := range expired {
+			if r.registry.elsewhere(t) {
+				continue // a live replica that serves it takes it over (replicas.go)
+			}
 			now := r.opts.Now()
 			claimed, err := r.st.Claim(ctx, t.ID, l.cfg.ReplicaID, now, now.Add(l.cfg.LeaseDuration))
 			if err != nil {

@@ -89,6 +89,7 @@ type Router struct {
 	// The background work, each a service (package internal/service)
 	// that services starts in Start and stops in Close.
 	services service.Supervisor
+	registry *registry      // the replicas' registry (replicas.go)
 	feed     *changeFeed    // the store's change feed (feed.go)
 	sched    *scheduler     // due wake-ups (schedule.go)
 	sweeper  *sweeper       // expired tasks (sweep.go)
@@ -157,6 +158,12 @@ func (r *Router) newServices() error {
 	errs = append(errs, err)
 	r.crons, err = newCrons(r, cronConfig{Poll: poll, Now: cfg.Now})
 	errs = append(errs, err)
+	beat := exclusiveBeat
+	if r.shared {
+		beat = max(cfg.LeaseDuration/3, 10*time.Millisecond)
+	}
+	r.registry, err = newRegistry(r, registryConfig{Interval: beat, Live: cfg.LeaseDuration, ReplicaID: cfg.ReplicaID, Now: cfg.Now})
+	errs = append(errs, err)
 	r.hooks = newWebhooks(r, cfg.Push)
 	r.HandleKind(KindPush, r.hooks)
 	return errors.Join(errs...)
@@ -178,8 +185,10 @@ func (r *Router) Now() time.Time { return r.opts.Now() }
 func (r *Router) Server() *mcp.Server { return r.server }
 
 // Start resolves tasks left active by a previous process and starts the
-// engine's background services: the change feed and the push
-// deliveries (first, so that no change is missed while recovering), then
+// engine's background services: the replicas' registry (its first
+// heartbeat, so that recovery knows which replicas serve what), the
+// change feed and the push deliveries (first, so that no change is
+// missed while recovering), then
 // the scheduler, the ttl sweeper, the lease renewer, the schedules and,
 // on a shared store, the takeover of expired leases. Call it once, after
 // every tool and kind hook is registered and
@@ -187,7 +196,7 @@ func (r *Router) Server() *mcp.Server { return r.server }
 func (r *Router) Start(ctx context.Context) error {
 	var err error
 	r.startOnce.Do(func() {
-		if err = r.services.Start(ctx, r.feed, r.hooks); err != nil {
+		if err = r.services.Start(ctx, r.registry, r.feed, r.hooks); err != nil {
 			return
 		}
 		err = r.recover(ctx)

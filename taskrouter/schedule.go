@@ -186,6 +186,9 @@ func (s *scheduler) wakeDue(ctx context.Context) {
 			if r.shared && (r.leases.has(t.ID) || t.LeaseHolder == r.opts.ReplicaID && t.LeaseUntil.After(now)) {
 				continue // this process works on it already (a re-claim would fence that work)
 			}
+			if r.registry.elsewhere(t) {
+				continue // a live replica that serves it wakes it (replicas.go)
+			}
 			if !s.begin(t.ID, now) {
 				continue
 			}

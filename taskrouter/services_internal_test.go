@@ -30,7 +30,7 @@ func TestServicesRunUnderOneSupervisor(t *testing.T) {
 		r, err := NewRouter(st, nil)
 		require.NoError(t, err)
 		require.NoError(t, r.Start(t.Context()))
-		want := []string{"change feed", "push deliveries", "scheduler", "ttl sweeper", "lease renewer", "schedules"}
+		want := []string{"replicas' registry", "change feed", "push deliveries", "scheduler", "ttl sweeper", "lease renewer", "schedules"}
 		if shared {
 			want = append(want, "lease takeover")
 		}

@@ -66,23 +66,10 @@ const (
 	DefaultOrphanTimeout = 10 * time.Minute
 	// DefaultPromptWait is the default Options.PromptWait.
 	DefaultPromptWait = 3 * time.Second
-)
-
-// VersionPolicy says what happens to a task whose workflow version this
-// server does not serve.
-type VersionPolicy string
-
-// The version policies.
-const (
-	// FailUnknownVersion (the default) ends such a task failed, naming its
-	// version and the versions served, the first time the engine handles
-	// it (at start, on a wake-up, a continuation or a resume).
-	FailUnknownVersion VersionPolicy = "fail"
-	// WaitForVersion leaves such a task as it is, with a status message
-	// saying which version it waits for, until a server that serves that
-	// version again picks it up (its ttl still applies). Continuations and
-	// resumes are refused meanwhile, recording nothing.
-	WaitForVersion VersionPolicy = "wait"
+	// DefaultVersionGrace is the default Options.VersionGrace: longer
+	// than a rolling deploy's overlap and a restart, shorter than the
+	// default ttl, so that a task whose version is gone fails saying so.
+	DefaultVersionGrace = 10 * time.Minute
 )
 
 // Options configure a Bridge. The zero value is valid; zero fields mean
@@ -122,9 +109,16 @@ type Options struct {
 	// allows (with the same idempotency keys). Zero or negative writes
 	// every step's outcome before the next step starts.
 	ProgressInterval time.Duration
-	// UnknownVersion says what happens to a task whose workflow version
-	// is not registered; zero means FailUnknownVersion.
-	UnknownVersion VersionPolicy
+	// VersionGrace bounds how long a task whose workflow version no live
+	// server process serves waits for one (see "Versions and deploys" in
+	// docs/SEMANTICS.md). A process that does not serve a task's version
+	// leaves the task to a live replica that does (the replicas' registry,
+	// taskrouter.Placer); when none does, the task waits, saying so in its
+	// status message, until a process that serves its version takes it up
+	// or VersionGrace has passed since a process last served that
+	// version, and then fails, saying why. Zero means DefaultVersionGrace;
+	// negative fails such a task the first time a process meets it.
+	VersionGrace time.Duration
 	// Observer, when set, learns of every step attempt (metrics, traces).
 	Observer StepObserver
 	// ResultMeta, when set, adds _meta entries to every prompt result of a
@@ -177,12 +171,8 @@ func (o Options) withDefaults(e TaskEngine) (Options, error) {
 	if max := e.MaxTTL(); o.TTL > max {
 		errs = append(errs, fmt.Errorf("workflow: Options.TTL %s is above the engine's MaxTTL %s: raise MaxTTL (TASKBRIDGE_MAX_TTL) or lower the ttl", o.TTL, max))
 	}
-	switch o.UnknownVersion {
-	case "":
-		o.UnknownVersion = FailUnknownVersion
-	case FailUnknownVersion, WaitForVersion:
-	default:
-		errs = append(errs, fmt.Errorf("workflow: Options.UnknownVersion %q: use FailUnknownVersion or WaitForVersion", o.UnknownVersion))
+	if o.VersionGrace == 0 {
+		o.VersionGrace = DefaultVersionGrace
 	}
 	if o.OrphanTimeout == 0 {
 		o.OrphanTimeout = DefaultOrphanTimeout
@@ -381,28 +371,6 @@ func (b *Bridge) ttlOf(wf *compiled) time.Duration {
 		return wf.def.TTL
 	}
 	return b.opts.TTL
-}
-
-// unserved handles a task that cannot run here (in.verr): by the version
-// policy, it fails, or it waits with a status message saying what for.
-// Call with mu held.
-func (in *instance) unserved(ctx context.Context) {
-	b, t := in.b, in.task
-	log := b.engine.Logger()
-	msg := in.verr.Error()
-	if errors.Is(in.verr, ErrVersionNotServed) && b.opts.UnknownVersion == WaitForVersion {
-		msg = "waiting: " + msg
-		if t.StatusMessage != msg {
-			log.Warn("a workflow task waits for its version to be served again", "task", t.ID, "workflow", t.Labels[LabelWorkflow], "version", t.Labels[LabelVersion])
-			if nt, err := b.engine.Update(ctx, t.ID, store.Update{IfVersion: t.Version, StatusMessage: &msg}); err == nil {
-				in.task = nt
-			}
-		}
-		return
-	}
-	log.Error("failing a workflow task that cannot run on this server", "task", t.ID, "workflow", t.Labels[LabelWorkflow], "version", t.Labels[LabelVersion], "reason", msg)
-	b.failTask(ctx, t.ID, msg)
-	in.invalidate()
 }
 
 // promptOf is the prompt that advertises w. It also accepts the argument

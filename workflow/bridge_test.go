@@ -63,9 +63,11 @@ func redeploy(t *testing.T, e *fakeEngine, opts *Options, wfs ...*Definition) *f
 
 // The rows of the version probe: a definition changed while a task waits
 // at b. Served alone, the new definition never runs the old task: the
-// task fails naming its version and the ones served (no panic, no crash at
-// start, no silent switch). Served beside the old one, the task completes
-// on its own version.
+// task waits Options.VersionGrace for a process that serves its version
+// (refusing continuations, recording nothing), then fails naming its
+// version and the ones served (no panic, no crash at start, no silent
+// switch). Served beside the old one, the task completes on its own
+// version.
 func TestChangedDefinitionWhileTaskPaused(t *testing.T) {
 	rows := []struct {
 		name   string
@@ -86,14 +88,25 @@ func TestChangedDefinitionWhileTaskPaused(t *testing.T) {
 			e, id := pausedAtB(t, v1)
 			f := redeploy(t, e, nil, v2)
 			tk, _ := f.task(t, id)
-			require.Equal(t, mcptask.StatusFailed, tk.Status, "recovery at start fails the task")
-			require.Contains(t, tk.StatusMessage, `version "`+VersionOf(v1)+`" is not served`)
-			require.Contains(t, tk.StatusMessage, VersionOf(v2))
+			require.Equal(t, mcptask.StatusWorking, tk.Status, "recovery at start leaves it waiting for its version")
+			require.Contains(t, tk.StatusMessage, `waiting: no live server process serves workflow "abc" version "`+VersionOf(v1)+`"`)
 			_, err := f.call(t, id, "tb", map[string]any{"x": 1})
 			var je *jsonrpc.Error
 			require.ErrorAs(t, err, &je)
 			require.EqualValues(t, jsonrpc.CodeInvalidParams, je.Code)
+			require.ErrorContains(t, err, "nothing was recorded")
 			require.Zero(t, e.callsOf("tb"), "a refused continuation runs nothing")
+
+			e.advance(DefaultVersionGrace)
+			require.Equal(t, 1, e.wakeDue(t))
+			tk, _ = f.task(t, id)
+			require.Equal(t, mcptask.StatusFailed, tk.Status, "failed once the grace has passed")
+			require.Contains(t, tk.StatusMessage, `version "`+VersionOf(v1)+`" is not served`)
+			require.Contains(t, tk.StatusMessage, VersionOf(v2))
+			require.Contains(t, tk.StatusMessage, "longer than a task waits for one (Options.VersionGrace, 10m0s)")
+			_, err = f.call(t, id, "tb", map[string]any{"x": 1})
+			require.ErrorAs(t, err, &je)
+			require.Zero(t, e.callsOf("tb"))
 		})
 		t.Run(row.name+"/both versions", func(t *testing.T) {
 			v1, v2 := abc(nil), abc(row.change)
@@ -114,32 +127,52 @@ func TestChangedDefinitionWhileTaskPaused(t *testing.T) {
 	}
 }
 
-// The workflow removed: recovery at start fails the task with a reason
-// instead of leaving its stale status until its ttl.
+// The workflow removed: with VersionGrace negative, recovery at start
+// fails the task with a reason at once instead of leaving its stale
+// status until its ttl.
 func TestRemovedWorkflowFailsAtStart(t *testing.T) {
 	e, id := pausedAtB(t, abc(nil))
-	f := redeploy(t, e, nil)
+	f := redeploy(t, e, &Options{VersionGrace: -1})
 	tk, _ := f.task(t, id)
 	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, `workflow "abc"`)
 	require.Contains(t, tk.StatusMessage, "is not served by this server at all")
 }
 
-// With WaitForVersion a task of a version not served waits (refusing
-// continuations, recording nothing) until the version is served again.
-func TestWaitForVersion(t *testing.T) {
+// A task of a version not served waits (refusing continuations, recording
+// nothing, looked at again every versionRecheck) until a process serves
+// the version again within the grace: then it continues where it was,
+// its own status message back, and completes.
+func TestTaskWaitsForItsVersion(t *testing.T) {
 	v1, v2 := abc(nil), abc(func(w *Definition) { w.Step(Server("d", "td")) })
 	e, id := pausedAtB(t, v1)
-	f := redeploy(t, e, &Options{UnknownVersion: WaitForVersion}, v2)
+	f := redeploy(t, e, nil, v2)
 	tk, _ := f.task(t, id)
-	require.Equal(t, mcptask.StatusWorking, tk.Status)
-	require.Contains(t, tk.StatusMessage, "waiting: ")
+	require.Contains(t, tk.StatusMessage, "waiting: no live server process serves")
+	require.Contains(t, tk.StatusMessage, "(no process has recorded serving it)", "the fake engine keeps no registry: the wait counts from now")
+	since := tk.Labels[labelUnserved]
+	require.NotEmpty(t, since)
+	require.True(t, e.Now().Add(versionRecheck).Equal(tk.WakeAt), "looked at again after versionRecheck: %v", tk.WakeAt)
 	_, err := f.call(t, id, "tb", map[string]any{"x": 1})
 	require.ErrorContains(t, err, "nothing was recorded")
 	require.Zero(t, e.callsOf("tb"))
+
+	// Looked at again: still waiting, counted from the same time.
+	e.advance(versionRecheck)
+	require.Equal(t, 1, e.wakeDue(t))
+	tk, _ = f.task(t, id)
+	require.Equal(t, mcptask.StatusWorking, tk.Status)
+	require.Equal(t, since, tk.Labels[labelUnserved])
 	f.b.Close()
 
-	f = redeploy(t, e, &Options{UnknownVersion: WaitForVersion, PromptWait: -1}, v1, v2)
+	// Served again: the wake-up gives it back its own wait, and it runs.
+	f = newFixture(t, e, &Options{PromptWait: -1}, v1, v2)
+	e.advance(versionRecheck)
+	require.Equal(t, 1, e.wakeDue(t))
+	tk, _ = f.task(t, id)
+	require.Empty(t, tk.Labels[labelUnserved])
+	require.NotContains(t, tk.StatusMessage, "waiting: no live server process")
+	require.True(t, tk.WakeAt.IsZero() || tk.WakeAt.After(e.Now()), "its own wake-up time, not the version's: %v", tk.WakeAt)
 	_, err = f.call(t, id, "tb", map[string]any{"x": 1})
 	require.NoError(t, err)
 	tk, _ = f.settled(t, id)
@@ -162,7 +195,7 @@ func TestDeclaredVersionReusedForOtherSteps(t *testing.T) {
 	require.ErrorContains(t, err, `version "v1" is registered twice with different steps`)
 
 	e, id := pausedAtB(t, abc(nil).WithVersion("v1"))
-	f := redeploy(t, e, nil, abc(func(w *Definition) { w.Steps = w.Steps[:2] }).WithVersion("v1"))
+	f := redeploy(t, e, &Options{VersionGrace: -1}, abc(func(w *Definition) { w.Steps = w.Steps[:2] }).WithVersion("v1"))
 	tk, _ := f.task(t, id)
 	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, `version "v1" is served with a definition other than the one this task started on (step "c" was removed)`)

@@ -3,7 +3,6 @@ package workflow
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -183,12 +182,7 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 				return
 			}
 			if in.verr != nil {
-				in.unserved(ctx)
-				verr := in.verr
-				if verr == nil {
-					verr = errors.New("the task's definition is not served here")
-				}
-				err, done = mcptask.InvalidParams("workflow task %s cannot continue: %v; nothing was recorded", in.id, verr), true
+				err, done = mcptask.InvalidParams("%v", in.unservedCall(ctx)), true
 				return
 			}
 			cur, wf, p := in.task, in.wf, in.p

@@ -157,7 +157,7 @@ func TestDeclaredVersionCannotSwitchSilently(t *testing.T) {
 			again.Steps[2].When(Truthy(StepOutput("b", "x")))
 			row.change(again)
 			require.Equal(t, VersionOf(v1), VersionOf(again), "the same declared version")
-			f := redeploy(t, e, nil, again)
+			f := redeploy(t, e, &Options{VersionGrace: -1}, again) // fail at once: no process serves the old definition
 			tk, _ := f.task(t, id)
 			require.Equal(t, mcptask.StatusFailed, tk.Status)
 			require.Contains(t, tk.StatusMessage, row.says)

@@ -23,8 +23,9 @@ const (
 	// EnvPromptWait sets Options.PromptWait; "0" or "off" waits until
 	// the workflow rests.
 	EnvPromptWait = "TASKBRIDGE_PROMPT_WAIT"
-	// EnvUnknownVersion sets Options.UnknownVersion: "fail" or "wait".
-	EnvUnknownVersion = "TASKBRIDGE_UNKNOWN_VERSION"
+	// EnvVersionGrace sets Options.VersionGrace; "0" or "off" fails a
+	// task whose version no live process serves at once.
+	EnvVersionGrace = "TASKBRIDGE_VERSION_GRACE"
 	// EnvWebhookURL sets Options.WebhookURL.
 	EnvWebhookURL = "TASKBRIDGE_WEBHOOK_URL"
 	// EnvMaxInterruptions sets Options.MaxInterruptions (a count).
@@ -50,6 +51,7 @@ func OptionsFromEnv(base *Options) (*Options, error) {
 		{EnvOrphanTimeout, &o.OrphanTimeout, -1},
 		{EnvProgressInterval, &o.ProgressInterval, 0},
 		{EnvPromptWait, &o.PromptWait, -1},
+		{EnvVersionGrace, &o.VersionGrace, -1},
 	} {
 		v := os.Getenv(e.name)
 		switch v {
@@ -64,9 +66,6 @@ func OptionsFromEnv(base *Options) (*Options, error) {
 			return nil, fmt.Errorf("workflow: %s=%q: %w", e.name, v, err)
 		}
 		*e.dst = d
-	}
-	if v := os.Getenv(EnvUnknownVersion); v != "" {
-		o.UnknownVersion = VersionPolicy(v)
 	}
 	if v := os.Getenv(EnvWebhookURL); v != "" {
 		o.WebhookURL = v

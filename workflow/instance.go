@@ -287,6 +287,9 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 	if u.StatusMessage == nil {
 		u.StatusMessage = &p.PauseReason
 	}
+	if parked(t) {
+		setLabel(&u, labelUnserved, "") // served here: it no longer waits for its version (unserved.go)
+	}
 	if t.Labels[LabelVersion] == "" && p.Version != "" {
 		if u.Labels == nil {
 			u.Labels = map[string]string{}

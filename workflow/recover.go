@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -36,7 +37,7 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 	}
 	in := b.use(t.ID)
 	defer b.done(in)
-	var due, unserved bool
+	var due, unserved, unpark bool
 	var release *store.Task
 	in.locked(func() {
 		if in.task == nil || t.Version > in.task.Version {
@@ -51,6 +52,7 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 			return
 		}
 		due = dueNow(in.p, b.engine.Now())
+		unpark = !due && parked(in.task) // it waited for its version: served here now
 		if !due && in.lease != nil && in.lease.Held() {
 			release = in.lease.Task
 			in.dropLease()
@@ -58,6 +60,13 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 	})
 	switch {
 	case unserved:
+		return nil
+	case unpark:
+		// Its wait for a process that serves its version ends: the write
+		// puts back its own status message and wake-up time (unserved.go).
+		if err := in.commitLocked(ctx, func(*Progress) (store.Update, error) { return store.Update{ReleaseLease: release != nil}, nil }); err != nil && !errors.Is(err, errEnded) {
+			return err
+		}
 		return nil
 	case release != nil:
 		return b.releaseLease(ctx, release)
