@@ -45,10 +45,14 @@ func abcDef(change func(w *workflow.Definition)) *workflow.Definition {
 }
 
 // versionServer serves defs on the store spec names (a bbolt file or a
-// PostgreSQL DSN); calls counts the runs of each tool.
+// PostgreSQL DSN); calls counts the runs of each tool. A task whose
+// version no live process serves fails at once (VersionGrace negative):
+// these tests are about what it says; the default, a wait, is
+// TestVersionGoneFailsAfterGrace's and TestVersionsAppendedStepAcrossSIGKILL's.
 func versionServer(t *testing.T, spec string, calls map[string]int, defs ...*workflow.Definition) *builder.Server {
 	t.Helper()
-	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithRouterOptions(taskrouter.Options{ReplicaID: "r-" + t.Name()})
+	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithRouterOptions(taskrouter.Options{ReplicaID: "r-" + t.Name()}).
+		WithWorkflowOptions(workflow.Options{VersionGrace: -1})
 	for _, name := range []string{"ta", "tb", "tc", "td", "tx"} {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			calls[name]++
@@ -161,9 +165,11 @@ func TestVersionsChangedWhileTaskWaits(t *testing.T) {
 }
 
 // A deploy that appends a step, across a SIGKILL of a real process in the
-// middle of c: the new version alone fails the old task at start, naming
-// it, and keeps serving (no crash loop); served beside the old version,
-// tasks finish on their own versions.
+// middle of c: the new version alone leaves the old tasks waiting for a
+// process that serves their version (Options.VersionGrace, saying so),
+// and keeps serving (no crash loop); served beside the old version again,
+// the waiting tasks go on where they were and every task finishes on its
+// own version.
 func TestVersionsAppendedStepAcrossSIGKILL(t *testing.T) {
 	bin := exampleBinary(t, "./integration/testdata/versionserver")
 	db := filepath.Join(t.TempDir(), "tasks.db")
@@ -184,21 +190,28 @@ func TestVersionsAppendedStepAcrossSIGKILL(t *testing.T) {
 	c = newRelClient(p.url, hc, relExt, "")
 	for _, id := range []string{running, waiting} {
 		got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": id})
-		require.Equal(t, "failed", got["status"], "%s: %v", id, got)
-		require.Contains(t, got["statusMessage"], "is not served by this server")
+		require.Equal(t, "working", got["status"], "%s: %v", id, got)
+		require.Contains(t, got["statusMessage"], `waiting: no live server process serves workflow "abc"`, "%s", p.log.String())
 	}
+	_, err := c.call(ctx, "tools/call", map[string]any{"name": "tb", "arguments": map[string]any{"x": 1, "_task_id": waiting}})
+	require.NoError(t, err)
 	fresh := relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "abc"})).TaskID
 	require.NotContains(t, p.log.String(), "panic")
+	require.NotContains(t, p.log.String(), "RAN tb", "the refused continuation ran nothing")
 	p.kill()
 
 	p = startProc(t, bin, nil, "-http", "ADDR", "-db", db, "-variants", "v1,appended")
 	c = newRelClient(p.url, hc, relExt, "")
-	c.must(t, ctx, "tools/call", map[string]any{"name": "tb", "arguments": map[string]any{"x": 1, "_task_id": fresh}})
-	require.Eventually(t, func() bool {
-		got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": fresh})
-		return got["status"] == "completed"
-	}, 10*time.Second, 20*time.Millisecond)
-	require.Contains(t, p.log.String(), "RAN td", "the appended version ran its own last step")
+	for _, id := range []string{waiting, fresh} {
+		c.must(t, ctx, "tools/call", map[string]any{"name": "tb", "arguments": map[string]any{"x": 1, "_task_id": id}})
+	}
+	for _, id := range []string{running, waiting, fresh} {
+		require.Eventually(t, func() bool {
+			got := c.must(t, ctx, "tasks/get", map[string]any{"taskId": id})
+			return got["status"] == "completed"
+		}, 10*time.Second, 20*time.Millisecond, "%s: %s", id, p.log.String())
+	}
+	require.Equal(t, 1, strings.Count(p.log.String(), "RAN td"), "the appended version ran its own last step, once (the fresh task's)")
 	require.NotContains(t, p.log.String(), "panic")
 	p.kill()
 }

@@ -48,7 +48,8 @@ type Placer interface {
 type Served struct {
 	// Here reports that this process serves the key.
 	Here bool
-	// Live are the other replicas that serve it now, by name.
+	// Live are the other replicas that serve it now, by name (none on an
+	// exclusive store: one process holds it).
 	Live []string
 	// Last is the latest heartbeat of a replica (this one included) that
 	// listed the key, live or not; zero when the registry has none (no
@@ -208,7 +209,7 @@ func (g *registry) served(recs []store.ReplicaRecord, key string, now time.Time)
 		if at.After(s.Last) {
 			s.Last = at
 		}
-		if rec.ID != g.cfg.ReplicaID && g.live(rec, now) && rec.ServesNow(key) {
+		if g.r.shared && rec.ID != g.cfg.ReplicaID && g.live(rec, now) && rec.ServesNow(key) {
 			s.Live = append(s.Live, rec.ID)
 		}
 	}
@@ -218,7 +219,10 @@ func (g *registry) served(recs []store.ReplicaRecord, key string, now time.Time)
 	return s
 }
 
-// live reports whether the replica of rec counts as live at now.
+// live reports whether the replica of rec counts as live at now. On an
+// exclusive store no other replica is: the records are of the processes
+// that held the store before (a SIGKILLed one among them, whose
+// heartbeats have not aged yet).
 func (g *registry) live(rec *store.ReplicaRecord, now time.Time) bool {
 	return !rec.Stopped && now.Sub(rec.SeenAt) < g.cfg.Live
 }

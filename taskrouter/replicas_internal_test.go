@@ -93,6 +93,16 @@ func TestRegistryServedBy(t *testing.T) {
 	s, err = fresh.ServedBy(ctx, "nobody")
 	require.NoError(t, err)
 	require.Equal(t, Served{}, s)
+
+	// On an exclusive store the records are of the processes before this
+	// one (one SIGKILLed a moment ago looks fresh): none is live.
+	excl := memory.New()
+	gone, _ := placedRouter(t, excl, clock, "gone", "v1")
+	_ = gone // killed: no stopping heartbeat
+	next, _ := placedRouter(t, excl, clock, "next", "v2")
+	s, err = next.ServedBy(ctx, "v1")
+	require.NoError(t, err)
+	require.Equal(t, Served{Last: clock.Now()}, s)
 }
 
 // TestWorkLeftToReplicaThatServesIt: the scheduler does not wake, and the

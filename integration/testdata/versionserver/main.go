@@ -6,9 +6,13 @@
 //
 // abc: a (server) -> b (client) -> c (server); "appended" adds d (server)
 // after c. c sleeps -c-sleep. flaky: f (server, fails its first run,
-// retried after -backoff) -> g (client). SIGTERM (or SIGINT) stops it
-// gracefully: the server closes, handing running steps back (the deploy
-// tests); -max-interruptions sets workflow.Options.MaxInterruptions.
+// retried after -backoff) -> g (client). nap (-nap v1, v2 or v1,v2): a
+// (server), a durable sleep of -nap-sleep, c (server); v2 adds d
+// (server) after c (the rolling deploy tests: two processes on one
+// PostgreSQL database, built from two definitions). SIGTERM (or SIGINT)
+// stops it gracefully: the server closes, handing running steps back
+// (the deploy tests); -max-interruptions sets
+// workflow.Options.MaxInterruptions.
 package main
 
 import (
@@ -46,6 +50,8 @@ func main() {
 	cSleep := flag.Duration("c-sleep", 0, "how long step c takes")
 	backoff := flag.Duration("backoff", 2*time.Second, "flaky step's retry backoff")
 	maxInterruptions := flag.Int("max-interruptions", 0, "workflow.Options.MaxInterruptions (0: the default)")
+	nap := flag.String("nap", "", "versions of the nap workflow to serve, oldest first: v1, v2")
+	napSleep := flag.Duration("nap-sleep", 1500*time.Millisecond, "nap's durable sleep")
 	flag.Parse()
 
 	var flakyRuns atomic.Int32
@@ -86,6 +92,20 @@ func main() {
 			workflow.Server("c", "tc"),
 		)
 		if v == "appended" {
+			w.Step(workflow.Server("d", "td"))
+		}
+		b.TaskWorkflow(w)
+	}
+	for _, v := range strings.Split(*nap, ",") {
+		if v == "" {
+			continue
+		}
+		w := workflow.New("nap", "a step, a nap, a step").Step(
+			workflow.Server("a", "ta"),
+			workflow.Sleep("nap", *napSleep),
+			workflow.Server("c", "tc"),
+		)
+		if v == "v2" {
 			w.Step(workflow.Server("d", "td"))
 		}
 		b.TaskWorkflow(w)
