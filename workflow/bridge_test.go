@@ -543,3 +543,15 @@ func TestHandoffCarriesTheTaskIDArgument(t *testing.T) {
 	require.Equal(t, "tb", doc.RemainingSteps[0].Call.Tool)
 	require.True(t, e.taskIDTools["tb"], "the client step's tool takes _task_id")
 }
+
+// A task that waits for its version and reaches its ttl first expires
+// saying what it waited for.
+func TestWaitForVersionExpiryMessage(t *testing.T) {
+	v1, v2 := abc(nil), abc(func(w *Definition) { w.Step(Server("d", "td")) })
+	e, id := pausedAtB(t, v1)
+	f := redeploy(t, e, nil, v2)
+	tk, _ := f.task(t, id)
+	msg := f.e.kind.ExpiryMessage(tk)
+	require.Contains(t, msg, "expired: the workflow rested for its ttl")
+	require.Contains(t, msg, `while it waited for a server process that serves its version (no live server process serves workflow "abc"`)
+}

@@ -26,7 +26,8 @@
 // reports every problem with its step and fix. A definition's version is
 // derived from its steps (or declared with WithVersion); a task runs to its
 // end on the version it started with, and several versions may be served
-// at once (see VersionOf, Options.UnknownVersion).
+// at once, by one process or by replicas side by side during a rolling
+// deploy (see VersionOf, Options.VersionGrace).
 //
 // # The path of a prompt
 //
@@ -84,6 +85,7 @@
 //	kinds.go              what varies by kind: a sleep's start and end, sources
 //	validate.go           registration checks
 //	version.go            versions, fingerprints, the compiled form of a definition
+//	unserved.go           a task whose version this process does not serve: left to a replica, waiting, failing
 //	bridge.go             Bridge, Options, Register, RegisterPlain
 //	prompt.go             starting and resuming a task, settle, the final result
 //	instance.go           one task in this process: commit, write, lease, wake-up

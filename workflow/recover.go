@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/taskbridge/taskbridge/store"
@@ -117,6 +118,9 @@ func (b *Bridge) releaseLease(ctx context.Context, t *store.Task) error {
 // expiryMessage words the failure of a workflow task whose expiry passed
 // while it was active: an orphan when no client held its id.
 func (b *Bridge) expiryMessage(t *store.Task) string {
+	if parked(t) {
+		return fmt.Sprintf("expired: the workflow rested for its ttl of %s while it waited for a server process that serves its version (%s); it was cancelled", t.TTL, strings.TrimPrefix(t.StatusMessage, "waiting: "))
+	}
 	if t.Labels[LabelTouched] != "" || t.Labels[LabelDeadline] != DeadlineOrphan {
 		return fmt.Sprintf("expired: the workflow rested for its ttl of %s without a step being recorded; it was cancelled", t.TTL)
 	}
