@@ -247,7 +247,8 @@
 //     push_deliver.go).
 //   - crons (schedules.go): fires the registered schedules, each firing
 //     once across replicas (a record keyed by schedule and time, written
-//     compare-and-swap), and starts their tasks.
+//     compare-and-swap), by their missed-firing and overlap policies
+//     (schedules_overlap.go), and starts their tasks.
 //
 // A new piece of background work plugs in the same way: a type in its
 // own file holding the Router it serves, a config struct with
@@ -299,7 +300,8 @@
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
 // sweep.go, feed.go, schedules.go, replicas.go (the services above; the
 // last also Placer and ServedBy), schedules_api.go
-// (AddSchedule, Schedules, pausing, resuming, triggering), scheduletools.go
+// (AddSchedule, Schedules, pausing, resuming, triggering),
+// schedules_overlap.go (a schedule's overlap policy), scheduletools.go
 // (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
 // queues.go (the store's queues on the engine's clock, WakeNow).
 //

@@ -27,7 +27,9 @@ import (
 // the task with that id, so a start retried after a crash (or run by two
 // replicas at once) creates one task. Times the engine did not see while
 // it was down (more than MissedAfter late) are missed: the schedule's
-// MissedPolicy says which of them still fire. Every decision and every
+// MissedPolicy says which of them still fire; a time that comes while a
+// task the schedule started still runs is its OverlapPolicy's to decide
+// (schedules_overlap.go). Every decision and every
 // operator's action (pause, resume, trigger) is in the schedule's
 // history (store.ScheduleRecord.Actions).
 
@@ -83,6 +85,10 @@ type Schedule struct {
 	// MissedAfter is how late a firing may be seen and still count as on
 	// time; zero means DefaultMissedAfter.
 	MissedAfter time.Duration
+	// Overlap is what happens when a time comes while a task the
+	// schedule started still runs (schedules_overlap.go); "" means
+	// OverlapSkip.
+	Overlap OverlapPolicy
 	// Owner owns the tasks the schedule starts, and may pause, resume
 	// and trigger it (see Router.MayManageSchedule); "" means
 	// LocalOwner.
@@ -145,6 +151,11 @@ func parseSchedule(s Schedule) (*schedule, error) {
 	}
 	if s.Backfill < 0 {
 		bad("Backfill is negative")
+	}
+	if p, err := parseOverlap(s.Overlap); err != nil {
+		bad("%v", err)
+	} else {
+		sc.Overlap = p
 	}
 	if s.MissedAfter < 0 {
 		bad("MissedAfter is negative")
@@ -257,8 +268,9 @@ type crons struct {
 	loop    service.Loop
 	signals cronSignals
 
-	mu   sync.Mutex
-	list map[string]*schedule
+	mu    sync.Mutex
+	list  map[string]*schedule
+	ended map[string]bool // tasks of recent fires known to have ended (schedules_overlap.go)
 }
 
 func newCrons(r *Router, cfg cronConfig) (*crons, error) {
@@ -266,7 +278,7 @@ func newCrons(r *Router, cfg cronConfig) (*crons, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &crons{r: r, cfg: cfg, list: map[string]*schedule{}}, nil
+	return &crons{r: r, cfg: cfg, list: map[string]*schedule{}, ended: map[string]bool{}}, nil
 }
 
 // Name names the service.
@@ -347,6 +359,17 @@ func (c *crons) turn(ctx context.Context, sc *schedule, now time.Time) (next tim
 		nr.Actions = append(nr.Actions, store.ScheduleAction{At: now, By: "engine", Action: "skipped",
 			Detail: fmt.Sprintf("%d missed firing(s) up to %s not run (policy %s)", skipped, stamp(missedUpTo(times, fires, nr.Last)), sc.Missed)})
 	}
+	if len(fires) > 0 && sc.Overlap != OverlapAllowAll {
+		a, err := c.look(ctx, sc, true)
+		if err != nil {
+			log.Warn("reading a schedule's running tasks", "schedule", sc.Name, "error", err)
+			return time.Time{}
+		}
+		var over []time.Time
+		if fires, over = sc.overlap(fires, a); len(over) > 0 {
+			nr.Actions = append(nr.Actions, store.ScheduleAction{At: now, By: "engine", Action: "skipped", Detail: sc.overlapDetail(over, a)})
+		}
+	}
 	switch _, err := c.r.st.SaveSchedule(ctx, nr, fires); {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists):
 		return now // another replica decided meanwhile: read again
@@ -395,7 +418,7 @@ func (sc *schedule) describe() string {
 	if tz == "" {
 		tz = "UTC"
 	}
-	return fmt.Sprintf("%s (%s), missed firings: %s", sc.Cron, tz, sc.missedText())
+	return fmt.Sprintf("%s (%s), missed firings: %s, overlap: %s", sc.Cron, tz, sc.missedText(), sc.Overlap)
 }
 
 func (sc *schedule) missedText() string {
@@ -409,24 +432,48 @@ func (sc *schedule) missedText() string {
 // started.
 const pendingFires = 50
 
-// startPending starts the schedule's fires that are not started yet,
-// oldest first, and marks them. It returns when to try again a start
-// that failed (zero: none failed).
-func (c *crons) startPending(ctx context.Context, sc *schedule) time.Time {
+// look reads what of sc's latest fires waits to start and, when the
+// overlap policy needs it, what runs: for a decision (decide), or for
+// starting the fires that wait (before).
+func (c *crons) look(ctx context.Context, sc *schedule, decide bool) (activity, error) {
 	fires, err := c.r.st.Fires(ctx, sc.Name, pendingFires)
+	if err != nil {
+		return activity{}, err
+	}
+	var a activity
+	for i := len(fires) - 1; i >= 0; i-- {
+		if !fires[i].Started {
+			a.pending = append(a.pending, fires[i])
+		}
+	}
+	switch {
+	case sc.Overlap == OverlapAllowAll, !decide && (len(a.pending) == 0 || sc.Overlap == OverlapSkip):
+		return a, nil
+	}
+	a.running, err = c.running(ctx, fires)
+	return a, err
+}
+
+// startPending starts the schedule's fires that are not started yet,
+// oldest first, and marks them; by the overlap policy, a fire first
+// cancels the tasks before it, or waits for them to end. It returns when
+// to look again: a start that failed is tried again, a fire that waits
+// looks again within holdPoll (zero: none).
+func (c *crons) startPending(ctx context.Context, sc *schedule) time.Time {
+	a, err := c.look(ctx, sc, false)
 	if err != nil {
 		c.r.log.Warn("reading a schedule's fires", "schedule", sc.Name, "error", err)
 		return c.cfg.Now().Add(c.cfg.Poll)
 	}
 	var retry time.Time
-	for i := len(fires) - 1; i >= 0; i-- {
-		f := fires[i]
-		if f.Started {
-			continue
+	for _, f := range a.pending {
+		if c.before(ctx, sc, f, a) {
+			retry = earliestOf(retry, c.cfg.Now().Add(min(c.cfg.Poll, holdPoll)))
+			continue // it waits for the task before it to end
 		}
 		if err := sc.Start(ctx, f); err != nil {
 			c.r.log.Warn("starting a schedule's task; trying again", "schedule", sc.Name, "at", f.At, "task", f.TaskID, "error", err)
-			retry = c.cfg.Now().Add(min(c.cfg.Poll, 5*time.Second))
+			retry = earliestOf(retry, c.cfg.Now().Add(min(c.cfg.Poll, 5*time.Second)))
 			continue
 		}
 		if err := c.r.st.StartFire(ctx, sc.Name, f.At); err != nil {
@@ -434,6 +481,7 @@ func (c *crons) startPending(ctx context.Context, sc *schedule) time.Time {
 			continue
 		}
 		f.Started = true
+		a.running = append([]store.Fire{f}, a.running...)
 		c.signals.Started.Send(f)
 	}
 	return retry

@@ -39,6 +39,9 @@ type ScheduleInfo struct {
 	Owner       string       `json:"owner"`
 	Missed      MissedPolicy `json:"missed"`
 	Backfill    int          `json:"backfill,omitempty"`
+	// Overlap is what it does when a time comes while a task it started
+	// still runs.
+	Overlap OverlapPolicy `json:"overlap"`
 	// Paused reports a paused schedule (it fires nothing).
 	Paused bool `json:"paused"`
 	// Next is its next firing time; zero while paused.
@@ -66,7 +69,7 @@ func (r *Router) info(ctx context.Context, sc *schedule) (ScheduleInfo, error) {
 		return ScheduleInfo{}, err
 	}
 	in := ScheduleInfo{Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone, Description: sc.Description, Owner: sc.Owner,
-		Missed: sc.Missed, Backfill: sc.Backfill, Paused: rec.Paused, Last: rec.Last, Fires: fires, Actions: rec.Actions}
+		Missed: sc.Missed, Backfill: sc.Backfill, Overlap: sc.Overlap, Paused: rec.Paused, Last: rec.Last, Fires: fires, Actions: rec.Actions}
 	if !rec.Paused {
 		in.Next = sc.next(laterOf(rec.Last, now))
 	}
@@ -165,8 +168,9 @@ func (r *Router) ResumeSchedule(ctx context.Context, name, by string) (ScheduleI
 }
 
 // TriggerSchedule fires schedule name now, once, outside its times (also
-// while it is paused), and starts its task; it returns the fire (its
-// TaskID names the task).
+// while it is paused), and starts its task whatever runs (the overlap
+// policy is for the schedule's times); it returns the fire (its TaskID
+// names the task).
 func (r *Router) TriggerSchedule(ctx context.Context, name, by string) (store.Fire, error) {
 	_, fires, err := r.changeSchedule(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
 		f := store.Fire{Schedule: name, At: now, TaskID: NewTaskID(), Reason: FireTrigger, By: by}

@@ -88,7 +88,7 @@ func TestScheduleMissedPolicies(t *testing.T) {
 			r := cronRouter(t, memory.New(), clock)
 			var mu sync.Mutex
 			var created []store.Fire
-			require.NoError(t, r.AddSchedule(Schedule{Name: "hourly", Cron: "0 * * * *", Missed: c.policy, Backfill: c.backfill, Start: startTasks(r, &created, &mu)}))
+			require.NoError(t, r.AddSchedule(Schedule{Name: "hourly", Cron: "0 * * * *", Missed: c.policy, Backfill: c.backfill, Overlap: OverlapAllowAll, Start: startTasks(r, &created, &mu)}))
 			ctx := t.Context()
 
 			r.crons.round(ctx) // registers: nothing before 10:30 is missed
@@ -170,7 +170,7 @@ func TestScheduleOnceAcrossReplicas(t *testing.T) {
 	var routers []*Router
 	for range 2 {
 		r := cronRouter(t, st, clock)
-		require.NoError(t, r.AddSchedule(Schedule{Name: "every-minute", Cron: "* * * * *", Start: startTasks(r, &created, &mu)}))
+		require.NoError(t, r.AddSchedule(Schedule{Name: "every-minute", Cron: "* * * * *", Overlap: OverlapAllowAll, Start: startTasks(r, &created, &mu)}))
 		routers = append(routers, r)
 	}
 	ctx := t.Context()
@@ -234,7 +234,7 @@ func TestSchedulePauseResumeTrigger(t *testing.T) {
 		actions = append(actions, fmt.Sprintf("%s by %s: %s", a.Action, a.By, a.Detail))
 	}
 	require.Equal(t, []string{
-		"registered by engine: @hourly (UTC), missed firings: skip",
+		"registered by engine: @hourly (UTC), missed firings: skip, overlap: skip",
 		"paused by alice: release freeze",
 		"triggered by bob: task " + f.TaskID,
 		"resumed by alice: 3 firing(s) passed while paused, not run",

@@ -40,7 +40,7 @@ func TestScheduleTools(t *testing.T) {
 	list := p.mustCall("tools/call", map[string]any{"name": "schedule_list", "arguments": map[string]any{}})
 	require.NotEqual(t, true, list["isError"])
 	text := textOf(list)
-	require.Contains(t, text, `nightly: "0 2 * * *" (Europe/Berlin), next at `)
+	require.Contains(t, text, `nightly: "0 2 * * *" (Europe/Berlin), overlap skip, next at `)
 	require.Contains(t, text, "the nightly report")
 	require.NotContains(t, text, "alices", "another owner's schedule is not listed")
 	schedules := list["structuredContent"].(map[string]any)["schedules"].([]any)

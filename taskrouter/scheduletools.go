@@ -68,7 +68,7 @@ func (r *Router) AddScheduleTools(opts *ScheduleToolsOptions) {
 		o = *opts
 	}
 	o = o.withDefaults()
-	AddTool(r, &mcp.Tool{Name: o.ListName, Description: "List the server's schedules you may manage: each one's cron expression and time zone, whether it is paused, its next and last firing, its latest fires (the tasks they started) and its history."},
+	AddTool(r, &mcp.Tool{Name: o.ListName, Description: "List the server's schedules you may manage: each one's cron expression and time zone, its overlap policy, whether it is paused, its next and last firing, its latest fires (the tasks they started) and its history."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			q := r.Resolve(ctx, req)
 			if q.OwnerErr != nil {
@@ -148,7 +148,7 @@ func scheduleLine(in ScheduleInfo) string {
 	if tz == "" {
 		tz = "UTC"
 	}
-	fmt.Fprintf(&b, "%s: %q (%s)", in.Name, in.Cron, tz)
+	fmt.Fprintf(&b, "%s: %q (%s), overlap %s", in.Name, in.Cron, tz, in.Overlap)
 	if in.Paused {
 		b.WriteString(", paused")
 		for i := len(in.Actions) - 1; i >= 0; i-- {

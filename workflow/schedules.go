@@ -35,7 +35,7 @@ const (
 
 // A Schedule starts a task of a workflow at each time of a cron
 // expression (see taskrouter.Schedule for the expression, the time zone,
-// the missed-firing policies and the owner).
+// the missed-firing and overlap policies and the owner).
 type Schedule struct {
 	// Name names the schedule (unique in the engine).
 	Name string
@@ -55,6 +55,10 @@ type Schedule struct {
 	Missed      taskrouter.MissedPolicy
 	Backfill    int
 	MissedAfter time.Duration
+	// Overlap is what happens when a time comes while a task the
+	// schedule started still runs (taskrouter.OverlapPolicy); "" means
+	// taskrouter.OverlapSkip.
+	Overlap taskrouter.OverlapPolicy
 	// Owner owns the tasks it starts and may pause, resume and trigger
 	// it; "" means taskrouter.LocalOwner.
 	Owner string
@@ -91,7 +95,7 @@ func (b *Bridge) AddSchedule(s Schedule) error {
 		return fmt.Errorf("schedule %q: its arguments do not start workflow %q: %w", s.Name, s.Workflow, err)
 	}
 	return se.AddSchedule(taskrouter.Schedule{Name: s.Name, Cron: s.Cron, TimeZone: s.TimeZone, Missed: s.Missed, Backfill: s.Backfill,
-		MissedAfter: s.MissedAfter, Owner: s.Owner, Description: s.Description,
+		MissedAfter: s.MissedAfter, Overlap: s.Overlap, Owner: s.Owner, Description: s.Description,
 		Start: func(ctx context.Context, f store.Fire) error { return b.startScheduled(ctx, s, f) }})
 }
 
