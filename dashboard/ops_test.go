@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/tests/obstest"
+	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -22,7 +23,7 @@ func opsEnv(t *testing.T) *env {
 		b.WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 		b.TaskWorkflow(workflow.New("nightly_report", "the nightly report").Arg("scheduled_at", "when", true).Step(
 			workflow.Server("say", "echo").Bind("text", workflow.PromptArg("scheduled_at"))))
-		b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "nightly_report", Cron: "0 2 * * *", Description: "the nightly report"})
+		b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "nightly_report", Cron: "0 2 * * *", Description: "the nightly report", Overlap: taskrouter.OverlapBufferOne})
 		b.TaskWorkflow(workflow.New("one_at_a_time", "a slow step, one at a time").Step(
 			workflow.Server("wait", "slow").Bind("ms", workflow.Const(60000)).Bind("text", workflow.Const("waited")).
 				OnQueue(&workflow.Queue{Name: "slow", Concurrency: 1})))
@@ -75,6 +76,7 @@ func TestSchedulesPage(t *testing.T) {
 	code, body := e.get(t, adminToken, "/dashboard/schedules")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `data-schedule="nightly"`)
+	require.Contains(t, body, `<span class="overlap">overlap: buffer_one</span>`, "the overlap policy is shown")
 	require.Contains(t, body, "Fire now")
 	_, alice := e.get(t, aliceToken, "/dashboard/schedules")
 	require.Contains(t, alice, `id="no-schedules"`)

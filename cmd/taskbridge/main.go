@@ -108,7 +108,8 @@ Commands:
                                                   -follow does
                                    -tool NAME     the server's fork tool (default workflow_fork)
   schedules list                 the server's schedules you may manage: expression, time
-                                 zone, paused or next firing, latest fires, history
+                                 zone, overlap policy, paused or next firing, latest
+                                 fires, history
   schedules pause NAME           pause a schedule (-reason TEXT); its times fire nothing
   schedules resume NAME          resume it from its next time
   schedules trigger NAME         fire it now, once (also while paused); prints the task id

@@ -29,7 +29,7 @@ func opsServer(t *testing.T) string {
 	}, taskrouter.ToolOptions{})
 	b.TaskWorkflow(workflow.New("soak", "hold, then note").Step(workflow.Server("hold", "hold"), workflow.Server("note", "note")))
 	b.TaskWorkflow(workflow.New("report", "the nightly report").Arg("scheduled_at", "when", true).Step(workflow.Server("note", "note")))
-	b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "report", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report"})
+	b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "report", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Overlap: taskrouter.OverlapCancelOther})
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
@@ -79,7 +79,7 @@ func TestSchedulesCommands(t *testing.T) {
 	url := opsServer(t)
 	code, out, errOut := cli(t, "", "-url", url, "schedules", "list")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, `nightly: "0 2 * * *" (Europe/Berlin), next at `)
+	require.Contains(t, out, `nightly: "0 2 * * *" (Europe/Berlin), overlap cancel_other, next at `)
 	require.Contains(t, out, "the nightly report")
 
 	code, out, errOut = cli(t, "", "-url", url, "schedules", "pause", "nightly", "-reason", "freeze")
