@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"maps"
-	"slices"
 	"time"
 )
 
@@ -133,17 +132,4 @@ func CloneReplica(rec ReplicaRecord) ReplicaRecord {
 		rec.Serves = map[string]time.Time{}
 	}
 	return rec
-}
-
-// SortReplicas sorts records by ID.
-func SortReplicas(recs []ReplicaRecord) {
-	slices.SortFunc(recs, func(a, b ReplicaRecord) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
 }

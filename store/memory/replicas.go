@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -33,7 +35,7 @@ func (s *Store) Replicas(ctx context.Context) ([]store.ReplicaRecord, error) {
 		for _, rec := range s.replicas {
 			out = append(out, store.CloneReplica(*rec))
 		}
-		store.SortReplicas(out)
+		slices.SortFunc(out, func(a, b store.ReplicaRecord) int { return strings.Compare(a.ID, b.ID) })
 		return out, nil
 	})
 }
