@@ -115,22 +115,8 @@ func TestVersionGoneFailsAfterGrace(t *testing.T) {
 	ctx := context.Background()
 	clock := &relClock{now: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
 	serve := func(defs ...*workflow.Definition) *builder.Server {
-		calls := map[string]int{}
-		b := builder.New("versions", "1").WithDB(db).WithoutEnv().
-			WithRouterOptions(taskrouter.Options{ReplicaID: "single", Now: clock.Now, SweepInterval: 20 * time.Millisecond}).
-			WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
-		for _, name := range []string{"ta", "tb", "tc", "td", "tx"} {
-			builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
-				calls[name]++
-				return nil, vOut{By: name}, nil
-			}, taskrouter.ToolOptions{})
-		}
-		for _, d := range defs {
-			b.TaskWorkflow(d)
-		}
-		srv, err := b.Build(ctx)
-		require.NoError(t, err)
-		return srv
+		return versionServerWith(t, db, map[string]int{}, taskrouter.Options{ReplicaID: "single", Now: clock.Now, SweepInterval: 20 * time.Millisecond},
+			workflow.Options{PromptWait: 50 * time.Millisecond}, defs...)
 	}
 	v1, v2 := abcDef(nil), abcDef(func(w *workflow.Definition) { w.Step(workflow.Server("d", "td")) })
 	srv := serve(v1)

@@ -51,8 +51,14 @@ func abcDef(change func(w *workflow.Definition)) *workflow.Definition {
 // TestVersionGoneFailsAfterGrace's and TestVersionsAppendedStepAcrossSIGKILL's.
 func versionServer(t *testing.T, spec string, calls map[string]int, defs ...*workflow.Definition) *builder.Server {
 	t.Helper()
-	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithRouterOptions(taskrouter.Options{ReplicaID: "r-" + t.Name()}).
-		WithWorkflowOptions(workflow.Options{VersionGrace: -1})
+	return versionServerWith(t, spec, calls, taskrouter.Options{ReplicaID: "r-" + t.Name()}, workflow.Options{VersionGrace: -1}, defs...)
+}
+
+// versionServerWith is versionServer with the engine's and the bridge's
+// options.
+func versionServerWith(t *testing.T, spec string, calls map[string]int, ro taskrouter.Options, wo workflow.Options, defs ...*workflow.Definition) *builder.Server {
+	t.Helper()
+	b := builder.New("versions", "1").WithDB(spec).WithoutEnv().WithRouterOptions(ro).WithWorkflowOptions(wo)
 	for _, name := range []string{"ta", "tb", "tc", "td", "tx"} {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			calls[name]++
