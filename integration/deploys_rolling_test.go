@@ -164,3 +164,36 @@ func (c *relClock) Now() time.Time {
 func (c *relClock) set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
 func (c *relClock) add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// During a rolling deploy, a continuation that reaches a replica that
+// does not serve its task's version is refused, recording nothing and
+// changing nothing, and names the replica that serves it; sent there, it
+// goes on.
+func TestContinuationOnReplicaOfOtherVersion(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	calls := map[string]int{}
+	v1, v2 := abcDef(nil), abcDef(func(w *workflow.Definition) { w.Step(workflow.Server("d", "td")) })
+	old := versionServerWith(t, dsn, calls, taskrouter.Options{ReplicaID: "old"}, workflow.Options{PromptWait: -1}, v1)
+	defer old.Close()
+	fresh := versionServerWith(t, dsn, map[string]int{}, taskrouter.Options{ReplicaID: "new"}, workflow.Options{PromptWait: -1}, v2)
+	defer fresh.Close()
+	id := startAbc(t, versionClient(t, old))
+	before, err := fresh.Store.Get(ctx, id)
+	require.NoError(t, err)
+
+	_, err = versionClient(t, fresh).CallTool(ctx, &mcp.CallToolParams{Name: "tb", Arguments: map[string]any{"x": 1}, Meta: mcp.Meta{"_task_id": id}})
+	require.ErrorContains(t, err, `which this server process does not serve; the live server processes "old" serve it: send the call to one of them; nothing was recorded`)
+	after, err := fresh.Store.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, before.Version, after.Version, "nothing was written")
+
+	out, err := versionClient(t, old).CallTool(ctx, &mcp.CallToolParams{Name: "tb", Arguments: map[string]any{"x": 1}, Meta: mcp.Meta{"_task_id": id}})
+	require.NoError(t, err)
+	require.False(t, out.IsError)
+	require.Eventually(t, func() bool {
+		tk, err := old.Store.Get(ctx, id)
+		return err == nil && tk.Status == mcptask.StatusCompleted
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, calls["tc"])
+}
