@@ -270,7 +270,7 @@ type crons struct {
 
 	mu    sync.Mutex
 	list  map[string]*schedule
-	ended map[string]bool // tasks of recent fires known to have ended (schedules_overlap.go)
+	ended map[string]map[string]bool // by schedule: tasks of its recent fires known to have ended (schedules_overlap.go)
 }
 
 func newCrons(r *Router, cfg cronConfig) (*crons, error) {
@@ -278,7 +278,7 @@ func newCrons(r *Router, cfg cronConfig) (*crons, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &crons{r: r, cfg: cfg, list: map[string]*schedule{}, ended: map[string]bool{}}, nil
+	return &crons{r: r, cfg: cfg, list: map[string]*schedule{}, ended: map[string]map[string]bool{}}, nil
 }
 
 // Name names the service.
@@ -450,7 +450,7 @@ func (c *crons) look(ctx context.Context, sc *schedule, decide bool) (activity, 
 	case sc.Overlap == OverlapAllowAll, !decide && (len(a.pending) == 0 || sc.Overlap == OverlapSkip):
 		return a, nil
 	}
-	a.running, err = c.running(ctx, fires)
+	a.running, err = c.running(ctx, sc.Name, fires)
 	return a, err
 }
 

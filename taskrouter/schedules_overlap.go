@@ -85,10 +85,11 @@ func (a activity) runningBefore(at time.Time) []store.Fire {
 	return out
 }
 
-// running returns the started fires among fires (newest first, as Fires
-// returns them) whose task has not ended. Whether a task ended is read
-// from the store, once per task: an ended task never runs again.
-func (c *crons) running(ctx context.Context, fires []store.Fire) ([]store.Fire, error) {
+// running returns the started fires among fires of schedule name
+// (newest first, as Fires returns them) whose task has not ended.
+// Whether a task ended is read from the store, once per task: an ended
+// task never runs again.
+func (c *crons) running(ctx context.Context, name string, fires []store.Fire) ([]store.Fire, error) {
 	var out []store.Fire
 	keep := make(map[string]bool, len(fires))
 	for _, f := range fires {
@@ -97,7 +98,7 @@ func (c *crons) running(ctx context.Context, fires []store.Fire) ([]store.Fire, 
 		}
 		keep[f.TaskID] = true
 		c.mu.Lock()
-		ended := c.ended[f.TaskID]
+		ended := c.ended[name][f.TaskID]
 		c.mu.Unlock()
 		if ended {
 			continue
@@ -106,7 +107,10 @@ func (c *crons) running(ctx context.Context, fires []store.Fire) ([]store.Fire, 
 		switch {
 		case errors.Is(err, store.ErrNotFound) || err == nil && t.Status.Terminal():
 			c.mu.Lock()
-			c.ended[f.TaskID] = true
+			if c.ended[name] == nil {
+				c.ended[name] = map[string]bool{}
+			}
+			c.ended[name][f.TaskID] = true
 			c.mu.Unlock()
 		case err != nil:
 			return nil, err
@@ -115,9 +119,9 @@ func (c *crons) running(ctx context.Context, fires []store.Fire) ([]store.Fire, 
 		}
 	}
 	c.mu.Lock()
-	for id := range c.ended {
+	for id := range c.ended[name] {
 		if !keep[id] {
-			delete(c.ended, id) // only the latest fires are looked at
+			delete(c.ended[name], id) // only the latest fires are looked at
 		}
 	}
 	c.mu.Unlock()
