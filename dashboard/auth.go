@@ -85,8 +85,10 @@ func TokenViewers(viewers map[string]Viewer) func(*http.Request) (Viewer, bool) 
 	}
 }
 
-// csrfToken is the token a cancel form carries: an HMAC of the viewer
-// under the dashboard's random secret.
+// csrfToken is the token every form carries (cancel, rerun, pause,
+// resume, a schedule's pause, resume and trigger): an HMAC of the viewer
+// under the dashboard's random secret. Forms check it with formTokenOK
+// only.
 func (d *Dashboard) csrfToken(v Viewer) string {
 	m := hmac.New(sha256.New, d.secret[:])
 	m.Write([]byte(v.key()))

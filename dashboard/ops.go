@@ -76,7 +76,7 @@ func (d *Dashboard) checkForm(w http.ResponseWriter, r *http.Request, v Viewer, 
 		http.Error(w, "cross-site request refused", http.StatusForbidden)
 	case !may:
 		http.Error(w, "you may not "+what, http.StatusForbidden)
-	case r.PostFormValue("csrf") == "" || r.PostFormValue("csrf") != d.csrfToken(v):
+	case !d.formTokenOK(v, r.PostFormValue("csrf")):
 		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
 	default:
 		return true
