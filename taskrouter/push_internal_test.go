@@ -33,6 +33,14 @@ func TestPushAddressRules(t *testing.T) {
 		{"::ffff:10.0.0.1", false, true, false},
 		{"64:ff9b::a00:1", false, true, false},   // NAT64 of 10.0.0.1
 		{"64:ff9b::5db8:d70e", true, true, true}, // NAT64 of a public address
+		{"64:ff9b:1::a00:1", false, true, false}, // local-use NAT64 (RFC 8215): a network's own
+		{"64:ff9b:1:5db8:d70e::", false, true, false},
+		{"64:ff9b:1:ffff:ffff:ffff:ffff:ffff", false, true, false},
+		{"64:ff9b:2::1", true, true, true},       // beyond the /48: a global address
+		{"2002:a00:1::1", false, true, false},    // 6to4 of 10.0.0.1
+		{"2002:7f00:1::1", false, false, false},  // 6to4 of 127.0.0.1: not this host's loopback
+		{"64:ff9b::7f00:1", false, false, false}, // NAT64 of 127.0.0.1: likewise
+		{"2002:5db8:d70e::1", true, true, true},  // 6to4 of a public address
 		{"0.0.0.0", false, false, false},         // never
 		{"::", false, false, false},              // never
 		{"224.0.0.1", false, false, false},       // multicast: never

@@ -37,31 +37,55 @@ var errAddress = errors.New("address not allowed")
 
 // ranges the policy treats as private (PushOptions.AllowPrivate lets them
 // through): RFC 1918, shared address space, link-local, unique local,
-// benchmarking, the IETF and documentation ranges, and this network.
+// benchmarking, the IETF and documentation ranges, this network, and the
+// local-use NAT64 prefix.
 var privateRanges = func() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range []string{
 		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "169.254.0.0/16", "172.16.0.0/12",
 		"192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24",
 		"203.0.113.0/24", "240.0.0.0/4",
-		"fc00::/7", "fe80::/10", "2001:db8::/32", "100::/64",
+		"fc00::/7", "fe80::/10", "2001:db8::/32", "100::/64", "64:ff9b:1::/48",
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
 }()
 
-// nat64 is the well-known NAT64 prefix: its addresses reach the IPv4
-// address in their last 32 bits, which is what is checked.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// IPv6 forms of IPv4 addresses. The well-known NAT64 prefix (RFC 6052)
+// reaches the IPv4 address in its last 32 bits, and a 6to4 address (RFC
+// 3056) the one in its bits 16 to 47: that address is what is checked.
+// The local-use NAT64 prefix (RFC 8215) is a network's own, whose
+// translator puts the IPv4 address where that network chose: it is
+// refused as a private range (privateRanges).
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	sixTo4 = netip.MustParsePrefix("2002::/16")
+)
+
+// embedded returns the IPv4 address an IPv6 address reaches through a
+// translator (NAT64, 6to4), and whether it is one; an IPv4-mapped address
+// is the IPv4 address itself.
+func embedded(ip netip.Addr) (netip.Addr, bool) {
+	ip = ip.Unmap()
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case sixTo4.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return ip, false
+}
 
 // allowed says whether a delivery may connect to ip; loopbackOnly is set
-// for an http:// URL without AllowHTTP.
+// for an http:// URL without AllowHTTP. A translated address is judged by
+// the IPv4 address it reaches, except that it is never loopback (the
+// translator is not this host).
 func (p urlPolicy) allowed(ip netip.Addr, loopbackOnly bool) error {
-	ip = ip.Unmap()
-	if nat64.Contains(ip) {
-		b := ip.As16()
-		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	ip, translated := embedded(ip)
+	if translated && ip.IsLoopback() {
+		return fmt.Errorf("%w: %s reaches a loopback address through a translator", errAddress, ip)
 	}
 	switch {
 	case !ip.IsValid():
