@@ -169,6 +169,7 @@ var hostileFamilies = []struct {
 	{"errors without a code (code 0)", []string{"TestHostileNoCodeZero"}},
 	{"a session deleted while a request waits", []string{"TestHostileSessionDeleteEndsWaits"}},
 	{"what /metrics tells without a token", []string{"TestHostileMetricsAreCountsOnly"}},
+	{"stream resumption ids (Last-Event-ID carrying an object, null, 1e300, 2.5, 2^53+1)", []string{"TestHostileStreamResumeIDs"}},
 }
 
 // onPaths runs f once per path (hostilePaths), as a subtest, with a server

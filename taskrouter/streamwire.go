@@ -78,10 +78,30 @@ func parseStreamEventID(s string) (seq uint64, d mcptask.Dialect, id string, req
 	enc := base64.RawURLEncoding
 	rawID, err1 := enc.DecodeString(parts[2])
 	rawReq, err2 := enc.DecodeString(parts[3])
-	if err1 != nil || err2 != nil || len(rawID) == 0 || !json.Valid(rawReq) {
+	if err1 != nil || err2 != nil || len(rawID) == 0 || !resumableID(rawReq) {
 		return 0, 0, "", nil, false
 	}
 	return seq, d, string(rawID), rawReq, true
+}
+
+// resumableID reports whether a request id read back from a
+// Last-Event-ID may be echoed: only what a POST's id may be (a string,
+// or an integer within ±wire.MaxSafeID; wire.BadID), never null, an
+// object, an array, a boolean, a fraction or an exponent. The header is
+// the client's: an id the server wrote passes, a forged one must pass
+// the rules a request's id does.
+func resumableID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		return json.Unmarshal(raw, &s) == nil
+	case c == '-' || c >= '0' && c <= '9':
+		return json.Valid(raw) && !wire.BadID(raw)
+	}
+	return false
 }
 
 // streamRequest is a lone tasks/stream request.
@@ -209,9 +229,18 @@ func (h *httpShim) resumeStreamHTTP(w http.ResponseWriter, req *http.Request) bo
 	if req.Method != http.MethodGet {
 		return false
 	}
-	seq, d, taskID, reqID, ok := parseStreamEventID(req.Header.Get("Last-Event-ID"))
+	last := req.Header.Get("Last-Event-ID")
+	seq, d, taskID, reqID, ok := parseStreamEventID(last)
 	if !ok {
-		return false
+		if !strings.HasPrefix(last, streamEventPrefix) {
+			return false // another stream's: the SDK's
+		}
+		// One of this server's stream ids, altered: nothing to resume,
+		// and no id to echo.
+		wire.WriteRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, mcptask.InvalidRequest(
+			"invalid request: Last-Event-ID %.200q names no event of a tasks/stream this server wrote (a stream's request id must be a string or an integer within ±%d)",
+			last, wire.MaxSafeID))
+		return true
 	}
 	p := &streamParams{TaskID: taskID, After: seq}
 	q := h.r.resolveStream(req.Context(), h.session(req), h.extra(req), p, d)
