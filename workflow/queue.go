@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -66,7 +67,8 @@ type QueueOption func(*placement)
 func QueueKey(src Source) QueueOption { return func(p *placement) { p.key = &src } }
 
 // QueuePriority sets the run's priority: the number (or a string holding
-// one) src reads; higher runs first, the default is 0.
+// one) src reads, within ±2^30 (a value beyond counts as the bound);
+// higher runs first, the default is 0.
 func QueuePriority(src Source) QueueOption { return func(p *placement) { p.priority = &src } }
 
 // placement is a queue and how runs take a place on it.
@@ -275,20 +277,35 @@ func keyText(v json.RawMessage) string {
 	return ""
 }
 
-// priorityOf reads a priority: a number, or a string holding one; 0
-// otherwise.
+// maxPriority bounds a run's priority (QueuePriority): a value beyond
+// ±maxPriority counts as ±maxPriority.
+const maxPriority = 1 << 30
+
+// priorityOf reads a priority: a number, or a string holding one (its
+// fraction dropped), clamped to ±maxPriority before it becomes an
+// integer (a float64 beyond the int range has no integer value: 1e308
+// would wrap below -5); 0 otherwise, and for NaN.
 func priorityOf(v json.RawMessage) int {
 	var f float64
-	if json.Unmarshal(v, &f) == nil {
-		return int(f)
-	}
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
-			return n
+	if json.Unmarshal(v, &f) != nil {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return 0
+		}
+		var err error
+		if f, err = strconv.ParseFloat(strings.TrimSpace(s), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0
 		}
 	}
-	return 0
+	switch {
+	case f != f: // NaN
+		return 0
+	case f >= maxPriority:
+		return maxPriority
+	case f <= -maxPriority:
+		return -maxPriority
+	}
+	return int(f)
 }
 
 // queueCtx bounds a queue operation of a pass.
