@@ -67,6 +67,9 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		if req.byID(&r.opts) {
 			labels[labelAccess] = accessByID
 		}
+		if req.ownScope || req.anonymous() {
+			labels[labelScope] = scopeTask
+		}
 	}
 	now := r.opts.Now()
 	t := &store.Task{

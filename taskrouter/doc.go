@@ -159,6 +159,13 @@
 // from any session and after restarts; tasks/list shows only the
 // requestor's own tasks. Tasks hidden from a requestor are "not found".
 //
+// What an owner has beside its tasks (its webhooks for all its tasks, its
+// queue keys) is shared within an owner scope (OwnerScope): the owner,
+// except that a task a stateless anonymous client created is a scope of
+// its own, since every such client acts for the one LocalOwner. The tasks
+// a task starts (a workflow's children, forks, undo) are created as the
+// task's own request (RequestOf): same owner, access and scope.
+//
 // # State
 //
 // The Router has no lock of its own. Its mutable state is in parts, each a
@@ -278,7 +285,9 @@
 // and the shims' part of them).
 //
 // Tasks: create.go (creating a task: the record, a tool task started at
-// once, the instant fold), tasks.go (read, update, complete, fail, count),
+// once, the instant fold), scope.go (owner scopes: OwnerScope,
+// RequestOf, anonymous requests), tasks.go (read, update, complete,
+// fail, count),
 // methods.go (tasks/*), dialect.go (the replies that differ by dialect),
 // wire.go (the wire types), watch.go (waiting for a change), hostmode.go
 // (plain calls as tasks, _task_id), leg.go (a call that becomes a task

@@ -41,6 +41,9 @@ type Request struct {
 	// or "local" (anything else).
 	Source string
 
+	bound    bool // RequestOf a task bound to its owner: the tasks it creates are bound too
+	ownScope bool // RequestOf a task that is its own scope: so are the tasks it creates
+
 	connID  string            // shim connection (stdio, in-memory): status push target
 	touched string            // a task the fast path already reported to the touch hook for this request
 	task    *wire.TaskRequest // core params.task, moved into _meta by a shim
@@ -130,7 +133,7 @@ func isNilParams(p mcp.Params) bool {
 
 // byID reports whether tasks this request creates are id-capabilities:
 // reachable by any unauthenticated requestor that knows the id.
-func (q *Request) byID(o *Options) bool { return !q.Authenticated && !o.SessionBound }
+func (q *Request) byID(o *Options) bool { return !q.Authenticated && !o.SessionBound && !q.bound }
 
 // mayAccess reports whether the requestor may read and act on t: its own
 // tasks always; without an authorization context also every task created

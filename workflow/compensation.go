@@ -316,9 +316,8 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 	for i := range p.Undo.Steps {
 		p.Undo.Steps[i].handBack(now) // an undo the cancel cut short runs again
 	}
-	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
 	id := undoTaskID(t.ID)
-	in, err := b.create(ctx, &taskrouter.Request{Owner: t.Owner, Dialect: d}, wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
+	in, err := b.create(ctx, taskrouter.RequestOf(t), wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
 	if err != nil {
 		if _, gerr := b.engine.Task(ctx, id); gerr != nil {
 			b.engine.Logger().Error("starting the undo of a cancelled workflow task", "task", t.ID, "error", err)

@@ -88,8 +88,7 @@ func (b *Bridge) Fork(ctx context.Context, id string, o ForkOptions) (*store.Tas
 	if err != nil {
 		return nil, err
 	}
-	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
-	in, err := b.fork(ctx, &taskrouter.Request{Owner: t.Owner, Dialect: d}, t, o)
+	in, err := b.fork(ctx, taskrouter.RequestOf(t), t, o)
 	if err != nil {
 		return nil, err
 	}

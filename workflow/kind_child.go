@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -165,13 +166,15 @@ func (k *childStep) serve(x *turn) string {
 			if errors.Is(err, errNotStarted) {
 				return fmt.Sprintf("step %q cannot start workflow %q: %v; the workflow failed", x.s.Name, k.workflow, err)
 			}
-			sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, err.Error()) // the store: start it again soon
+			// No room under the task limits, or the store: start it again
+			// soon, and say why it waits (childStartWait).
+			sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, err.Error())
 			sp.Attempts--
 			at := x.now.Add(time.Second)
-			sp.RetryAt, sp.Status = &at, mcptask.StepPending
+			sp.RetryAt, sp.Status, sp.Error = &at, mcptask.StepPending, childStartWait(err)
 			return ""
 		}
-		sp.Child, sp.RetryAt = id, nil
+		sp.Child, sp.RetryAt, sp.Error = id, nil, ""
 		sp.Status = mcptask.StepAwaitingChild
 		x.emit()
 	}
@@ -252,8 +255,21 @@ func (k *childStep) takeBack(sp *StepProgress) {
 	sp.Status = mcptask.StepPending
 }
 
+// childStartWait says why a child could not start yet: the task limit
+// it waits under (a -32000 naming it), or what else failed.
+func childStartWait(err error) string {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code == mcptask.CodeTooManyTasks {
+		return "it waits for room under the server's task limit: " + oneLine(je.Message)
+	}
+	return "it could not be started: " + oneLine(err.Error())
+}
+
 func (k *childStep) status(s *Step, sp *StepProgress) (string, rank) {
 	switch {
+	case sp.Child == "" && sp.RetryAt != nil && sp.Status == mcptask.StepPending && sp.Error != "":
+		return fmt.Sprintf("step %q has not started child workflow %q: %s; trying again at %s",
+			s.Name, k.workflow, sp.Error, sp.RetryAt.UTC().Format(time.RFC3339Nano)), rankRetry
 	case sp.HandedToClient:
 		return fmt.Sprintf("step %q: %s; resume the workflow to start it again", s.Name, oneLine(sp.Error)), rankHanded
 	case sp.Status == mcptask.StepAwaitingClient:

@@ -118,8 +118,7 @@ func (b *Bridge) startChild(ctx context.Context, parent *store.Task, name string
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errNotStarted, err)
 	}
-	d, _ := mcptask.ParseDialect(parent.Labels[taskrouter.LabelDialect])
-	q := &taskrouter.Request{Owner: parent.Owner, Dialect: d}
+	q := taskrouter.RequestOf(parent) // its owner, access and scope
 	labels := map[string]string{LabelParent: parent.ID, LabelParentStep: path, LabelDepth: strconv.Itoa(depthOf(parent) + 1), LabelTouched: "1"}
 	in, err := b.create(ctx, q, wf, newProgress(wf, a, b.engine.Now()), labels, nil, id)
 	if err != nil {
