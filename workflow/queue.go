@@ -51,6 +51,17 @@ type Queue struct {
 	// cancelled, naming the new one): of starts close together, the last
 	// runs, Debounce after it arrived.
 	Debounce time.Duration
+	// SharedKeys makes a key one across owners: PerKey counts every
+	// owner's runs of the key together, and a debounced start replaces
+	// any owner's waiting start of it. By default a key is its owner's
+	// (taskrouter.OwnerScope: a token's user, a session; each task of a
+	// stateless anonymous client alone): PerKey counts the owner's runs,
+	// a debounce replaces only the owner's own start, and a status names
+	// only the owner's own tasks. Concurrency and Rate count every run
+	// either way. Declare it for a key that is a shared resource (a
+	// repository everyone deploys), knowing that one owner's start then
+	// waits for, or replaces, another's.
+	SharedKeys bool
 }
 
 // limits are q's limits as the store takes them.
@@ -348,7 +359,7 @@ func (in *instance) takePlace(place **QueuePlace, pl *placement, e store.QueueEn
 	qe := in.b.queues()
 	ctx, cancel := in.queueCtx()
 	defer cancel()
-	res, err := qe.Enqueue(ctx, e, pl.q.limits())
+	res, err := qe.Enqueue(ctx, in.scoped(pl.q, e), pl.q.limits())
 	if *place == nil || (*place).Queue != e.Queue {
 		*place = &QueuePlace{Queue: e.Queue, Key: e.Key, Priority: e.Priority, Since: now}
 	}
@@ -360,7 +371,8 @@ func (in *instance) takePlace(place **QueuePlace, pl *placement, e store.QueueEn
 		return false
 	}
 	in.b.wakeGranted(in, res.Granted, e.ID)
-	in.b.replaced(res.Replaced, in.id)
+	in.b.replaced(pl.q, res.Replaced, in.task)
+	res.Holders = in.visibleHolders(pl.q, res.Holders) // queue_owner.go
 	if res.Entry.Granted() {
 		at := res.Entry.GrantedAt
 		qp.GrantedAt, qp.Ahead, qp.Why, qp.Next = &at, 0, "", nil
@@ -449,14 +461,14 @@ func (b *Bridge) wakeGranted(in *instance, granted []store.QueueEntry, self stri
 
 // replaced cancels the tasks whose waiting entries a debounced start of
 // task by replaced. It does not wait.
-func (b *Bridge) replaced(entries []store.QueueEntry, by string) {
+func (b *Bridge) replaced(q *Queue, entries []store.QueueEntry, by *store.Task) {
 	if len(entries) == 0 {
 		return
 	}
 	go func() {
 		for _, e := range entries {
-			msg := fmt.Sprintf("replaced by task %s, a newer start of key %q on queue %q within its debounce window; it was cancelled before it started", by, e.Key, e.Queue)
 			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+			msg := fmt.Sprintf("replaced by %s, a newer start of key %q on queue %q within its debounce window; it was cancelled before it started", b.replacer(ctx, q, e, by), plainKey(q, e.Key), e.Queue)
 			_, err := b.engine.Update(ctx, e.TaskID, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg})
 			cancel()
 			if err != nil && !isGone(err) {
