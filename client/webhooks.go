@@ -23,7 +23,8 @@ type WebhookOptions struct {
 	// paused).
 	Events []mcptask.WebhookEvent
 	// TaskID names the one task to watch; empty means every task of this
-	// client's owner.
+	// client's owner, which the server refuses to a client it cannot
+	// tell apart (stateless HTTP without a token: give a task).
 	TaskID string
 	// Owner, for an administrator of the server only, names another
 	// owner whose tasks to watch ("*": every owner's).

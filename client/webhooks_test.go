@@ -11,9 +11,10 @@ import (
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-// TestWebhooks: in every mode the client registers a webhook, the server
-// pushes a signed delivery when the task ends, the client lists the
-// webhook and its delivery, and deletes it.
+// TestWebhooks: in every mode the client registers a webhook (for its
+// tasks; stateless and anonymous, for its task), the server pushes a
+// signed delivery when the task ends, the client lists the webhook and
+// its delivery, and deletes it.
 func TestWebhooks(t *testing.T) {
 	s := newConfServer(t, nil)
 	for _, m := range allModes {
@@ -21,17 +22,34 @@ func TestWebhooks(t *testing.T) {
 			ctx := testCtx(t)
 			rc := pushtest.New(t)
 			c := s.dial(m, nil)
-			wh, secret, err := c.RegisterWebhook(ctx, rc.URL, &client.WebhookOptions{Events: []mcptask.WebhookEvent{mcptask.WebhookTerminal}})
+			opts := &client.WebhookOptions{Events: []mcptask.WebhookEvent{mcptask.WebhookTerminal}}
+			if m.http && m.dialect == mcptask.Extension {
+				// Stateless and anonymous: every such client is one
+				// owner, so a webhook watches one task, which it names.
+				_, _, err := c.RegisterWebhook(ctx, rc.URL, opts)
+				require.ErrorContains(t, err, "needs a requestor the server can tell apart")
+				for ev, err := range c.CallTool(ctx, "failing_job", map[string]any{}, nil) {
+					require.NoError(t, err)
+					if ev.Kind == client.EventCreated {
+						opts.TaskID = ev.Task.ID
+						break
+					}
+				}
+				require.NotEmpty(t, opts.TaskID)
+			}
+			wh, secret, err := c.RegisterWebhook(ctx, rc.URL, opts)
 			require.NoError(t, err)
 			require.Equal(t, []mcptask.WebhookEvent{mcptask.WebhookTerminal}, wh.Events)
 
-			res, err := c.CallToolAndWait(ctx, "failing_job", map[string]any{}, nil)
-			require.NoError(t, err)
-			require.True(t, res.IsError)
+			if opts.TaskID == "" {
+				res, err := c.CallToolAndWait(ctx, "failing_job", map[string]any{}, nil)
+				require.NoError(t, err)
+				require.True(t, res.IsError)
+			}
 			d := pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
 			require.Equal(t, mcptask.WebhookTerminal, d.Type)
 
-			hooks, err := c.Webhooks(ctx, "")
+			hooks, err := c.Webhooks(ctx, opts.TaskID)
 			require.NoError(t, err)
 			require.Len(t, hooks, 1)
 			require.Equal(t, wh.WebhookID, hooks[0].WebhookID)
@@ -47,7 +65,7 @@ func TestWebhooks(t *testing.T) {
 			require.Equal(t, d.ID, ds[0].DeliveryID)
 
 			require.NoError(t, c.DeleteWebhook(ctx, wh.WebhookID))
-			hooks, err = c.Webhooks(ctx, "")
+			hooks, err = c.Webhooks(ctx, opts.TaskID)
 			require.NoError(t, err)
 			require.Empty(t, hooks)
 			var re *client.RPCError

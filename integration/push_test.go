@@ -117,7 +117,7 @@ func TestPushReplicas(t *testing.T) {
 	ctx := relCtx(t, 2*time.Minute)
 	// Every owner's tasks: the in-memory clients of the two replicas act
 	// for the same local owner anyway.
-	wh, secret, err := a.Router.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*",
+	wh, secret, err := a.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*",
 		Events: []mcptask.WebhookEvent{mcptask.WebhookTerminal}})
 	require.NoError(t, err)
 	ca, cb := pushClient(t, a), pushClient(t, b)
@@ -149,7 +149,7 @@ func TestPushReplicas(t *testing.T) {
 	// Every delivery is recorded delivered after one attempt: no replica
 	// attempted one the other had claimed.
 	require.Eventually(t, func() bool {
-		ds, _, err := b.Router.WebhookDeliveries(ctx, nil, wh.WebhookID, "")
+		ds, _, err := b.Router.Webhooks().Deliveries(ctx, nil, wh.WebhookID, "")
 		require.NoError(t, err)
 		done := 0
 		for _, d := range ds {
@@ -180,7 +180,7 @@ func TestPushReplicas(t *testing.T) {
 	retried := *pushtest.Verified(t, secret, rc.Wait(t, n+2)[n+1])
 	require.Equal(t, first.ID, retried.ID)
 	require.Eventually(t, func() bool {
-		ds, _, err := b.Router.WebhookDeliveries(ctx, nil, wh.WebhookID, "")
+		ds, _, err := b.Router.Webhooks().Deliveries(ctx, nil, wh.WebhookID, "")
 		require.NoError(t, err)
 		return ds[0].DeliveryID == first.ID && ds[0].Status == mcptask.DeliveryDelivered && ds[0].Attempts == 2
 	}, 10*time.Second, 20*time.Millisecond)

@@ -208,7 +208,8 @@
 //   - hooks, the push service (push_*.go): the webhooks known
 //     (hookSet; sync.RWMutex), the scan queue's shards (each a
 //     sync.Mutex over its queue and cursors), a static webhook's failure
-//     counts (its mu).
+//     counts (its mu), the delivery pool's attempts and circuits
+//     (deliveryPool; sync.Mutex).
 //   - registry (replicas.go): the latest read of the replicas' registry
 //     and the keys of this process's latest heartbeat.
 //   - and the background services (below), each with its own state.
@@ -248,10 +249,14 @@
 //   - takeover, a leaseTakeover (lease.go): on a shared store, claims and
 //     resolves tasks whose lease expired.
 //   - hooks, the push service (webhooks, push_scan.go), started with the
-//     feed: keeps the webhook registrations in memory (push_hooks.go),
-//     scans the event logs of the tasks they watch into delivery records,
-//     and is the KindHandler of those records (KindPush,
-//     push_deliver.go).
+//     feed: keeps what the matching needs of the webhook registrations in
+//     memory (push_hooks.go), scans the event logs of the tasks they
+//     watch into delivery records, and is the KindHandler of those
+//     records (KindPush, push_deliver.go), whose attempts run on its own
+//     bounded workers, never on the scheduler's wake-ups
+//     (push_workers.go). It depends on the engine through a narrow
+//     interface (pushEngine), and clients reach it through
+//     Router.Webhooks.
 //   - crons (schedules.go): fires the registered schedules, each firing
 //     once across replicas (a record keyed by schedule and time, written
 //     compare-and-swap), by their missed-firing and overlap policies
@@ -316,10 +321,12 @@
 //
 // Push: push_options.go (PushOptions, its environment), push_hooks.go
 // (registrations: the records, the in-memory set), push_api.go (the Go
-// API: RegisterWebhook, Webhooks, DeleteWebhook, WebhookDeliveries),
-// push_scan.go (the service: event logs into deliveries), push_deliver.go
-// (a delivery's attempts), push_url.go (where deliveries may go: URL and
-// address rules, the dialer), push_methods.go (the webhook methods).
+// API: Router.Webhooks, the Webhooks handle and its owner rules),
+// push_scan.go (the service, what it needs of the engine: event logs
+// into deliveries), push_deliver.go (a delivery's attempts),
+// push_workers.go (the attempts' own workers: per-receiver limits,
+// circuits), push_url.go (where deliveries may go: URL and address rules,
+// the dialer), push_methods.go (the webhook methods).
 //
 // Packages of its own: internal/wire (the JSON-RPC codec of the shims
 // and the fast path: decoding, scanning, framing, replies, calls in

@@ -1,6 +1,6 @@
-// The Go API of webhooks and what the webhook methods (push_methods.go)
-// share with it: registering one, listing, deleting, reading its
-// deliveries, and who may manage which.
+// The Go API of webhooks (Router.Webhooks) and what the webhook methods
+// (push_methods.go) share with it: registering one, listing, deleting,
+// reading its deliveries, and who may manage which.
 
 package taskrouter
 
@@ -20,7 +20,7 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// WebhookRegistration is what Router.RegisterWebhook registers.
+// WebhookRegistration is what Webhooks.Register registers.
 type WebhookRegistration struct {
 	// URL is where deliveries go: https://, or http:// to a loopback
 	// address (see PushOptions for what else is allowed).
@@ -40,14 +40,30 @@ type WebhookRegistration struct {
 	Secret string
 }
 
+// Webhooks is push's handle (Router.Webhooks): registering webhooks,
+// listing and deleting them, reading their deliveries, for a requestor
+// (a *Request; nil is the server's own code, an administrator) under the
+// owner rules below. Errors are JSON-RPC errors (-32602 for bad input and
+// for what the requestor may not see, -32000 past a cap).
+//
+// Who may: a webhook is its registrant's, as a task is its owner's: an
+// authenticated requestor's (and, with Options.SessionBound, a
+// session's) is its own only; one registered without authentication is
+// also a capability, as such a task is: whoever presents its id may read
+// its deliveries and delete it, and a requestor that may see a task
+// lists the capabilities of that task's webhooks. A webhook for every
+// task of its registrant needs a registrant that can be told apart: a
+// stateless anonymous client (no token, no session: every such client is
+// the one LocalOwner) may only register webhooks for one task (its task
+// id is its access), never lists webhooks but by task, and each of its
+// tasks counts its own webhooks (PushOptions.MaxWebhooksPerOwner).
+type Webhooks struct{ w *webhooks }
+
+// Webhooks returns the router's webhooks (push; README "Push").
+func (r *Router) Webhooks() *Webhooks { return &Webhooks{w: r.hooks} }
+
 // pushRequestor is who calls the webhook API: q's owner, or, for a nil
 // q (the server's own code), an administrator.
-//
-// A webhook follows the owner rules of tasks: an authenticated
-// requestor's (or, with Options.SessionBound, a session's) is its own;
-// one registered without an authorization context is a capability, as
-// such a task is: whoever presents its id may list it (with the task's
-// id), read its deliveries and delete it.
 func (w *webhooks) pushRequestor(q *Request) (owner string, admin bool, err error) {
 	if w.opts.Disabled {
 		return "", false, mcptask.MethodNotFound("push is disabled on this server (taskrouter.PushOptions.Disabled)")
@@ -64,16 +80,17 @@ func (w *webhooks) pushRequestor(q *Request) (owner string, admin bool, err erro
 	return q.Owner, w.opts.isAdmin(q.Owner), nil
 }
 
-// RegisterWebhook registers a webhook for q's requestor (nil: the
-// server itself, an administrator) and returns it with its secret. A
-// webhook for one task needs the requestor to see the task (the owner
-// rules of tasks/get) unless it is an administrator; one for every task
-// of an owner watches the requestor's own tasks (an administrator's may
-// name another owner, or "*"). The URL is checked against PushOptions
-// (scheme, and the addresses its host resolves to). Errors are JSON-RPC
-// errors (-32602 for bad input and tasks not found).
-func (r *Router) RegisterWebhook(ctx context.Context, q *Request, reg WebhookRegistration) (mcptask.Webhook, string, error) {
-	return r.hooks.register(ctx, q, reg)
+// Register registers a webhook for q's requestor and returns it with its
+// secret, the one time the secret is shown. A webhook for one task needs
+// the requestor to see the task (the owner rules of tasks/get) unless it
+// is an administrator; one for every task of an owner watches the
+// requestor's own tasks (an administrator's may name another owner, or
+// "*"), and is refused to a stateless anonymous requestor. The URL is
+// checked against PushOptions (scheme, and the addresses its host
+// resolves to), the caps (MaxWebhooks, MaxWebhooksPerOwner) before
+// anything is stored.
+func (h *Webhooks) Register(ctx context.Context, q *Request, reg WebhookRegistration) (mcptask.Webhook, string, error) {
+	return h.w.register(ctx, q, reg)
 }
 
 func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistration) (mcptask.Webhook, string, error) {
@@ -81,7 +98,6 @@ func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistra
 	if err != nil {
 		return mcptask.Webhook{}, "", err
 	}
-	r := w.r
 	events, err := checkEvents(reg.Events)
 	if err != nil {
 		return mcptask.Webhook{}, "", mcptask.InvalidParams("events: %v", err)
@@ -99,50 +115,78 @@ func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistra
 	} else if _, err := push.Key(secret); err != nil {
 		return mcptask.Webhook{}, "", mcptask.InvalidParams("secret: %v", err)
 	}
-	now := r.opts.Now()
-	rec := hookRecord{URL: u.String(), Secret: secret, Events: events, By: by, Created: now}
+	now := w.e.Now()
+	rec := hookRecord{URL: u.String(), Events: events, By: by, Created: now}
 	ttl, err := w.watches(ctx, q, admin, reg, &rec)
 	if err != nil {
 		return mcptask.Webhook{}, "", err
 	}
-	if n, err := w.countOwn(ctx, by); err != nil {
-		return mcptask.Webhook{}, "", storeError(err)
-	} else if n >= w.opts.MaxWebhooksPerOwner {
-		return mcptask.Webhook{}, "", mcptask.Errorf(mcptask.CodeTooManyTasks, "too many webhooks: %d registered, limit %d (taskrouter.PushOptions.MaxWebhooksPerOwner); delete one first", n, w.opts.MaxWebhooksPerOwner)
+	if err := w.checkCaps(ctx, q, by, rec); err != nil {
+		return mcptask.Webhook{}, "", err
 	}
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return mcptask.Webhook{}, "", mcptask.InternalError("encoding the webhook: %v", err)
 	}
+	sealed, _ := json.Marshal(secret)
 	id := "wh_" + NewTaskID()
 	t := &store.Task{
 		ID: id, Owner: webhookOwnerPrefix + by, Status: mcptask.StatusCompleted, CreatedAt: now, UpdatedAt: now, TTL: ttl,
 		Request: store.Request{Method: mcptask.MethodWebhooksRegister, Name: hookRequestName},
 		Labels: map[string]string{LabelKind: KindWebhook, labelPushURL: rec.URL, labelPushTask: rec.TaskID,
 			labelPushOwner: rec.Watch, labelPushEvents: joinEvents(events)},
-		Result: raw,
+		Result:    raw,
+		Variables: map[string]json.RawMessage{varPushSecret: sealed},
 	}
-	if q != nil && q.byID(&r.opts) {
-		t.Labels[labelAccess] = accessByID
+	if rec.TaskID != "" {
+		t.Labels[labelPushFrom] = strconv.FormatUint(rec.FromSeq, 10)
 	}
-	created, err := r.st.Create(ctx, t)
+	if q != nil && w.e.idCapable(q) {
+		t.Labels[labelPushAccess] = accessByID
+	}
+	created, err := w.e.Store().Create(ctx, t)
 	if err != nil {
 		return mcptask.Webhook{}, "", storeError(err)
 	}
-	h := &webhook{id: id, url: rec.URL, secret: secret, events: events, task: rec.TaskID, fromSeq: rec.FromSeq,
-		watch: rec.Watch, by: by, created: now, version: created.Version}
-	w.hooks.add(h)
-	r.log.Info("webhook registered", "webhook", id, "url", rec.URL, "task", rec.TaskID, "owner", rec.Watch)
+	if hook, ok := hookFromHeader(created); ok {
+		w.hooks.add(hook)
+	}
+	w.e.Logger().Info("webhook registered", "webhook", id, "url", rec.URL, "task", rec.TaskID, "owner", rec.Watch)
 	if rec.TaskID != "" {
 		w.scans.rescan(rec.TaskID) // a task that already ended is told of its end
 	}
 	return wireWebhook(created, admin), secret, nil
 }
 
+// checkCaps refuses a registration past a cap: the server's
+// (MaxWebhooks), the registrant's (MaxWebhooksPerOwner), or, for a
+// stateless anonymous requestor, which is no one to count for, its
+// task's.
+func (w *webhooks) checkCaps(ctx context.Context, q *Request, by string, rec hookRecord) error {
+	if n := w.hooks.count(); n >= w.opts.MaxWebhooks {
+		return mcptask.Errorf(mcptask.CodeTooManyTasks, "the server holds too many webhooks: %d registered, limit %d (taskrouter.PushOptions.MaxWebhooks); retry later", n, w.opts.MaxWebhooks)
+	}
+	if q.anonymous() {
+		if n := w.hooks.countTask(rec.TaskID, by); n >= w.opts.MaxWebhooksPerOwner {
+			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many webhooks for task %s: %d registered, limit %d (taskrouter.PushOptions.MaxWebhooksPerOwner, per task for a client without a token or a session); delete one first", rec.TaskID, n, w.opts.MaxWebhooksPerOwner)
+		}
+		return nil
+	}
+	n, err := w.countOwn(ctx, by)
+	if err != nil {
+		return storeError(err)
+	}
+	if n >= w.opts.MaxWebhooksPerOwner {
+		return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many webhooks: %d registered, limit %d (taskrouter.PushOptions.MaxWebhooksPerOwner); delete one first", n, w.opts.MaxWebhooksPerOwner)
+	}
+	return nil
+}
+
 // watches fills in what registration reg watches (a task, an owner's
 // tasks, or the registrant's own) into rec, and returns the webhook's ttl:
-// a task's webhook lives as long as the task plus Retention, others
-// until deleted (0).
+// a task's webhook lives as long as the task plus Retention; one for
+// the tasks of a registrant without authentication (a session's, a stdio
+// client's) AnonymousTTL; others until deleted (0).
 func (w *webhooks) watches(ctx context.Context, q *Request, admin bool, reg WebhookRegistration, rec *hookRecord) (time.Duration, error) {
 	switch {
 	case reg.TaskID != "" && reg.Owner != "":
@@ -157,7 +201,7 @@ func (w *webhooks) watches(ctx context.Context, q *Request, admin bool, reg Webh
 			return 0, storeError(err)
 		}
 		if !t.ExpiresAt.IsZero() {
-			return max(t.ExpiresAt.Sub(w.r.opts.Now()), 0) + w.opts.Retention, nil
+			return max(t.ExpiresAt.Sub(w.e.Now()), 0) + w.opts.Retention, nil
 		}
 	case reg.Owner != "" && !admin:
 		return 0, mcptask.InvalidParams("only an administrator (taskrouter.PushOptions.Admins) registers webhooks for another owner's tasks")
@@ -166,8 +210,13 @@ func (w *webhooks) watches(ctx context.Context, q *Request, admin bool, reg Webh
 			return 0, mcptask.InvalidParams("the owner %q is reserved", reg.Owner)
 		}
 		rec.Watch = reg.Owner
+	case q.anonymous():
+		return 0, mcptask.InvalidParams("a webhook for all of a requestor's tasks needs a requestor the server can tell apart (a bearer token, or a session): without one, every client is the same owner; register a webhook for one task (taskId) instead")
 	default:
 		rec.Watch = rec.By
+		if q != nil && !q.Authenticated && !admin {
+			return w.opts.AnonymousTTL, nil
+		}
 	}
 	return 0, nil
 }
@@ -178,9 +227,9 @@ func (w *webhooks) watchable(ctx context.Context, q *Request, admin bool, id str
 	var t *store.Task
 	var err error
 	if admin || q == nil {
-		t, err = w.r.st.Get(ctx, id)
+		t, err = w.e.Store().Get(ctx, id)
 	} else {
-		t, err = w.r.TaskFor(ctx, q, id)
+		t, err = w.e.TaskFor(ctx, q, id)
 	}
 	if err == nil && isPushOwner(t.Owner) {
 		err = fmt.Errorf("task %s: %w", id, store.ErrNotFound)
@@ -195,11 +244,12 @@ func (w *webhooks) watchable(ctx context.Context, q *Request, admin bool, id str
 // now is told of: the next one, or, when the task has ended, its end
 // (its last event).
 func (w *webhooks) firstEvent(ctx context.Context, id string) (uint64, error) {
-	before, err := w.r.st.Events(ctx, id, math.MaxUint64, 1)
+	st := w.e.Store()
+	before, err := st.Events(ctx, id, math.MaxUint64, 1)
 	if err != nil {
 		return 0, err
 	}
-	t, err := w.r.st.Get(ctx, id)
+	t, err := st.Get(ctx, id)
 	if err != nil {
 		return 0, err
 	}
@@ -207,7 +257,7 @@ func (w *webhooks) firstEvent(ctx context.Context, id string) (uint64, error) {
 		return before.Last + 1, nil
 	}
 	// It ended, maybe since the first read: its end is its last event.
-	now, err := w.r.st.Events(ctx, id, math.MaxUint64, 1)
+	now, err := st.Events(ctx, id, math.MaxUint64, 1)
 	return now.Last, err
 }
 
@@ -223,7 +273,7 @@ func (w *webhooks) countOwn(ctx context.Context, by string) (int, error) {
 func (w *webhooks) eachOwn(ctx context.Context, by string, f func(*store.Task) bool) error {
 	cursor := ""
 	for {
-		page, err := w.r.st.List(ctx, store.ListOptions{Owner: webhookOwnerPrefix + by, Cursor: cursor, HeadersOnly: true, Limit: store.MaxPageSize})
+		page, err := w.e.Store().List(ctx, store.ListOptions{Owner: webhookOwnerPrefix + by, Cursor: cursor, HeadersOnly: true, Limit: store.MaxPageSize})
 		if err != nil {
 			return err
 		}
@@ -239,11 +289,13 @@ func (w *webhooks) eachOwn(ctx context.Context, by string, f func(*store.Task) b
 	}
 }
 
-// Webhooks lists the webhooks of q's requestor (nil: the server itself),
-// those watching taskID only when it is not empty. An administrator sees
+// List lists the webhooks of q's requestor, those watching taskID only
+// when it is not empty, with the capabilities of the webhooks of taskID
+// it may manage (see Webhooks). A stateless anonymous requestor has no
+// webhooks of its own: it lists by task only. An administrator sees
 // every webhook, the static ones included.
-func (r *Router) Webhooks(ctx context.Context, q *Request, taskID string) ([]mcptask.Webhook, error) {
-	return r.hooks.list(ctx, q, taskID)
+func (h *Webhooks) List(ctx context.Context, q *Request, taskID string) ([]mcptask.Webhook, error) {
+	return h.w.list(ctx, q, taskID)
 }
 
 func (w *webhooks) list(ctx context.Context, q *Request, taskID string) ([]mcptask.Webhook, error) {
@@ -259,8 +311,10 @@ func (w *webhooks) list(ctx context.Context, q *Request, taskID string) ([]mcpta
 		return true
 	}
 	if !admin {
-		if err := w.eachOwn(ctx, by, keep); err != nil {
-			return nil, storeError(err)
+		if !q.anonymous() {
+			if err := w.eachOwn(ctx, by, keep); err != nil {
+				return nil, storeError(err)
+			}
 		}
 		if taskID != "" {
 			w.capabilitiesOf(ctx, q, by, taskID, keep)
@@ -269,12 +323,12 @@ func (w *webhooks) list(ctx context.Context, q *Request, taskID string) ([]mcpta
 	}
 	q2 := store.Query{Name: hookRequestName, Limit: store.MaxPageSize, Oldest: true}
 	for {
-		page, err := w.r.st.Query(ctx, q2)
+		page, err := w.e.Store().Query(ctx, q2)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		for _, t := range page.Tasks {
-			if t.Labels[LabelKind] == KindWebhook && strings.HasPrefix(t.Owner, webhookOwnerPrefix) {
+			if isHookRecord(t) {
 				keep(t)
 			}
 		}
@@ -294,16 +348,20 @@ func (w *webhooks) list(ctx context.Context, q *Request, taskID string) ([]mcpta
 }
 
 // capabilitiesOf hands keep the webhooks of task taskID that q may
-// manage as capabilities (registered by others without authentication).
+// manage as capabilities (registered by others without authentication),
+// when q may see the task.
 func (w *webhooks) capabilitiesOf(ctx context.Context, q *Request, by, taskID string, keep func(*store.Task) bool) {
+	if _, err := w.e.TaskFor(ctx, q, taskID); err != nil {
+		return
+	}
 	w.hooks.mu.RLock()
 	hooks := slices.Clone(w.hooks.byTask[taskID])
 	w.hooks.mu.RUnlock()
 	for _, h := range hooks {
-		if h.static || h.by == by {
+		if h.static || h.by == by && !q.anonymous() {
 			continue // listed already
 		}
-		if t, err := w.r.st.Get(ctx, h.id); err == nil && w.mayManage(q, by, t) {
+		if t, err := w.e.Store().Get(ctx, h.id); err == nil && w.mayManage(q, by, t) {
 			keep(t)
 		}
 	}
@@ -333,12 +391,12 @@ func (h *webhook) wire() mcptask.Webhook {
 	return wh
 }
 
-// DeleteWebhook deletes one of q's requestor's webhooks (an
-// administrator's: any stored one). Its pending deliveries are
-// cancelled when they come due. An unknown or foreign id is -32602
-// "webhook not found"; a static one cannot be deleted.
-func (r *Router) DeleteWebhook(ctx context.Context, q *Request, id string) error {
-	return r.hooks.remove(ctx, q, id)
+// Delete deletes one of q's requestor's webhooks (an administrator's:
+// any stored one; anyone's it may manage as a capability). Its pending
+// deliveries are cancelled when they come due. An unknown or foreign id
+// is -32602 "webhook not found"; a static one cannot be deleted.
+func (h *Webhooks) Delete(ctx context.Context, q *Request, id string) error {
+	return h.w.remove(ctx, q, id)
 }
 
 func (w *webhooks) remove(ctx context.Context, q *Request, id string) error {
@@ -346,11 +404,11 @@ func (w *webhooks) remove(ctx context.Context, q *Request, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := w.e.Store().Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return storeError(err)
 	}
 	w.hooks.remove(t.ID)
-	w.r.log.Info("webhook deleted", "webhook", t.ID)
+	w.e.Logger().Info("webhook deleted", "webhook", t.ID)
 	return nil
 }
 
@@ -366,8 +424,8 @@ func (w *webhooks) own(ctx context.Context, q *Request, id string) (*store.Task,
 	if h := w.hooks.get(id); h != nil && h.static {
 		return nil, mcptask.InvalidParams("webhook %s is declared by the server's configuration", id)
 	}
-	t, err := w.r.st.Get(ctx, id)
-	if err == nil && (t.Labels[LabelKind] != KindWebhook || !admin && !w.mayManage(q, by, t)) {
+	t, err := w.e.Store().Get(ctx, id)
+	if err == nil && (!isHookRecord(t) || !admin && !w.mayManage(q, by, t)) {
 		err = store.ErrNotFound
 	}
 	if errors.Is(err, store.ErrNotFound) {
@@ -380,16 +438,21 @@ func (w *webhooks) own(ctx context.Context, q *Request, id string) (*store.Task,
 }
 
 // mayManage reports whether requestor q (owner by) may see and delete
-// the webhook of record t: its own, or a capability (see pushRequestor).
+// the webhook of record t: its own (a stateless anonymous requestor has
+// none: its owner is everyone's), or a capability (see Webhooks).
 func (w *webhooks) mayManage(q *Request, by string, t *store.Task) bool {
-	return t.Owner == webhookOwnerPrefix+by || q != nil && q.byID(&w.r.opts) && t.Labels[labelAccess] == accessByID
+	if !q.anonymous() && t.Owner == webhookOwnerPrefix+by {
+		return true
+	}
+	capability := t.Labels[labelPushAccess] == accessByID || t.Labels[labelAccess] == accessByID // the label of records before push.access
+	return q != nil && w.e.idCapable(q) && capability
 }
 
-// WebhookDeliveries lists a webhook's deliveries, newest first, one page
-// (cursor: the previous page's next cursor). The requestor must own the
-// webhook (or be an administrator).
-func (r *Router) WebhookDeliveries(ctx context.Context, q *Request, id, cursor string) ([]mcptask.WebhookDelivery, string, error) {
-	return r.hooks.deliveries(ctx, q, id, cursor)
+// Deliveries lists a webhook's deliveries, newest first, one page
+// (cursor: the previous page's next cursor). The requestor must be one
+// that may manage the webhook (or an administrator).
+func (h *Webhooks) Deliveries(ctx context.Context, q *Request, id, cursor string) ([]mcptask.WebhookDelivery, string, error) {
+	return h.w.deliveries(ctx, q, id, cursor)
 }
 
 func (w *webhooks) deliveries(ctx context.Context, q *Request, id, cursor string) ([]mcptask.WebhookDelivery, string, error) {
@@ -410,7 +473,7 @@ func (w *webhooks) deliveries(ctx context.Context, q *Request, id, cursor string
 	out := []mcptask.WebhookDelivery{}
 	qq := store.Query{Owner: deliveryOwnerPrefix + owner, Name: id, Cursor: cursor, Limit: store.DefaultPageSize}
 	for {
-		page, err := w.r.st.Query(ctx, qq)
+		page, err := w.e.Store().Query(ctx, qq)
 		if err != nil {
 			return nil, "", storeError(err)
 		}

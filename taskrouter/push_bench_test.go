@@ -34,7 +34,7 @@ func BenchmarkEngineCreateCompletePush(b *testing.B) {
 			defer r.Close()
 			rc := pushtest.New(b)
 			if hooked {
-				if _, _, err := r.RegisterWebhook(ctx, &taskrouter.Request{Owner: "o"}, taskrouter.WebhookRegistration{URL: rc.URL}); err != nil {
+				if _, _, err := r.Webhooks().Register(ctx, &taskrouter.Request{Owner: "o"}, taskrouter.WebhookRegistration{URL: rc.URL}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,16 +22,28 @@ import (
 // of kind KindWebhook, created already completed (nothing runs for it and
 // it never changes but for its labels, which count its failed
 // deliveries), under a reserved owner of its own ("io.taskbridge/webhooks:"
-// and the registrant), so that no client's tasks/list shows it and
-// tasks/get finds it for nobody. Its result holds the registration (the
-// secret included), its labels what a listing shows. A webhook for one
-// task lives as long as the task (plus PushOptions.Retention); one for an
-// owner's tasks until it is deleted. Static webhooks (PushOptions.Hooks)
-// live in memory only, on every replica alike.
+// and the registrant), so that no client's tasks/list shows it and no
+// client's request reaches it as a task (Request.mayAccess refuses the
+// reserved owners). Its result holds the registration, its labels what a
+// listing and the matching need, and its variable varPushSecret the
+// signing secret: the one value the server must keep in plain, since it
+// signs with it. No read returns it: not the webhook methods, not
+// tasks/get or tasks/result (the record is no client's), not Router.Task
+// (which drops it from these records: the dashboard's read); only the
+// store itself (an operator with the database) and the delivery that
+// signs with it read it. A webhook for one task lives as long as the task
+// (plus PushOptions.Retention); one for an owner's tasks until it is
+// deleted, or, registered without authentication, PushOptions.AnonymousTTL.
+// Static webhooks (PushOptions.Hooks) live in memory only, on every
+// replica alike.
 //
-// Every replica keeps the registrations in memory (hookSet), loaded on
-// Start and, on a shared store, re-read every PushOptions.RefreshInterval:
-// the engine's writes are matched against it without a store read.
+// Every replica keeps what the matching needs of every registration in
+// memory (hookSet: ids, what each watches, its events; no URL is dialled
+// and no secret is read from there), read from the records' labels in one
+// paged query on Start and, on a shared store, every
+// PushOptions.RefreshInterval: the engine's writes are matched against it
+// without a store read. A delivery reads its webhook's record (lookup),
+// secret included, when it is made. PushOptions.MaxWebhooks bounds them.
 
 // Kinds of the push records (the LabelKind label).
 const (
@@ -63,8 +77,16 @@ const (
 	labelPushSeq      = "push.seq"
 	labelPushType     = "push.type"
 	labelPushAttempts = "push.attempts"
+	// labelPushFrom is a webhook of one task's fromSeq.
+	labelPushFrom = "push.from"
+	// labelPushAccess is accessByID on a webhook registered without an
+	// authorization context: whoever presents its id may manage it (the
+	// webhook's own label, so that no task rule reads it).
+	labelPushAccess = "push.access"
 	// varPushBody is a delivery's body, the same bytes on every attempt.
 	varPushBody = "push.body"
+	// varPushSecret is a webhook record's signing secret (a JSON string).
+	varPushSecret = "push.secret"
 )
 
 func isPushOwner(owner string) bool {
@@ -75,12 +97,13 @@ func isPushOwner(owner string) bool {
 type webhook struct {
 	id      string
 	url     string
-	secret  string
+	secret  string // a static one's, or a stored one's as lookup read it; "" in the hookSet
 	events  []mcptask.WebhookEvent
 	task    string // the one task watched; "" for an owner's tasks
 	watch   string // the owner whose tasks it watches (allOwners: every owner's); "" with task
 	by      string // the registrant, who lists and deletes it
 	created time.Time
+	expires time.Time // its record's expiry; zero: none
 	// fromSeq, for a webhook of one task, is the first event of the
 	// task's log it is told of: the next one at its registration, or the
 	// task's end when it had ended by then (a client that registers just
@@ -108,10 +131,11 @@ func (h *webhook) since(e store.Event) bool {
 	return !e.At.Before(h.created)
 }
 
-// hookRecord is a registration's stored result.
+// hookRecord is a registration's stored result. Secret is read from
+// records of before the secret moved to varPushSecret, never written.
 type hookRecord struct {
 	URL     string                 `json:"url"`
-	Secret  string                 `json:"secret"`
+	Secret  string                 `json:"secret,omitempty"`
 	Events  []mcptask.WebhookEvent `json:"events"`
 	TaskID  string                 `json:"taskId,omitempty"`
 	FromSeq uint64                 `json:"fromSeq,omitempty"`
@@ -120,18 +144,70 @@ type hookRecord struct {
 	Created time.Time              `json:"createdAt"`
 }
 
-// hookFromRecord reads a registration's record; an error for one that is
-// not one.
+// isHookRecord reports a registration's record.
+func isHookRecord(t *store.Task) bool {
+	return t.Labels[LabelKind] == KindWebhook && strings.HasPrefix(t.Owner, webhookOwnerPrefix)
+}
+
+// hookFromRecord reads a registration's full record, its secret
+// included; an error for one that is not one.
 func hookFromRecord(t *store.Task) (*webhook, error) {
-	if t.Labels[LabelKind] != KindWebhook {
+	if !isHookRecord(t) {
 		return nil, fmt.Errorf("task %s is not a webhook", t.ID)
 	}
 	var rec hookRecord
 	if err := json.Unmarshal(t.Result, &rec); err != nil {
 		return nil, fmt.Errorf("webhook %s: %w", t.ID, err)
 	}
-	return &webhook{id: t.ID, url: rec.URL, secret: rec.Secret, events: rec.Events, task: rec.TaskID, fromSeq: rec.FromSeq,
-		watch: rec.Watch, by: rec.By, created: rec.Created, version: t.Version}, nil
+	secret := rec.Secret
+	if raw, ok := t.Variables[varPushSecret]; ok {
+		if err := json.Unmarshal(raw, &secret); err != nil {
+			return nil, fmt.Errorf("webhook %s: its secret: %w", t.ID, err)
+		}
+	}
+	return &webhook{id: t.ID, url: rec.URL, secret: secret, events: rec.Events, task: rec.TaskID, fromSeq: rec.FromSeq,
+		watch: rec.Watch, by: rec.By, created: rec.Created, expires: t.ExpiresAt, version: t.Version}, nil
+}
+
+// hookFromHeader reads what the matching needs of a registration from
+// its record's header (its labels), without its secret; false for a
+// record that does not carry it all (one registered before the labels
+// did: read it whole).
+func hookFromHeader(t *store.Task) (*webhook, bool) {
+	l := t.Labels
+	if !isHookRecord(t) || l[labelPushURL] == "" {
+		return nil, false
+	}
+	h := &webhook{id: t.ID, url: l[labelPushURL], events: splitEvents(l[labelPushEvents]), task: l[labelPushTask],
+		watch: l[labelPushOwner], by: strings.TrimPrefix(t.Owner, webhookOwnerPrefix), created: t.CreatedAt,
+		expires: t.ExpiresAt, version: t.Version}
+	if h.task != "" {
+		from, err := strconv.ParseUint(l[labelPushFrom], 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		h.fromSeq = from
+	} else if h.watch == "" {
+		return nil, false
+	}
+	return h, true
+}
+
+// redactHook returns a registration's record without its secret (t
+// itself for any other record): what Router.Task shows.
+func redactHook(t *store.Task) *store.Task {
+	if t == nil || !isHookRecord(t) {
+		return t
+	}
+	c := *t
+	c.Variables = maps.Clone(t.Variables)
+	delete(c.Variables, varPushSecret)
+	var rec hookRecord
+	if json.Unmarshal(t.Result, &rec) == nil && rec.Secret != "" {
+		rec.Secret = ""
+		c.Result, _ = json.Marshal(rec)
+	}
+	return &c
 }
 
 // staticHook is the webhook of a StaticWebhook; its id is derived from
@@ -212,8 +288,11 @@ func (s *hookSet) empty() bool {
 	return len(s.byID) == 0
 }
 
-// match returns the webhooks that watch t.
-func (s *hookSet) match(t *store.Task) []*webhook {
+// match returns the webhooks that watch t at now: those of the task,
+// those of its owner's tasks (unless t is a scope of its own: a
+// stateless anonymous client's task is no owner's to watch; see
+// OwnerScope) and those of every owner's; not those whose record expired.
+func (s *hookSet) match(t *store.Task, now time.Time) []*webhook {
 	if isPushOwner(t.Owner) {
 		return nil
 	}
@@ -223,9 +302,45 @@ func (s *hookSet) match(t *store.Task) []*webhook {
 		return nil
 	}
 	var out []*webhook
-	out = append(out, s.byTask[t.ID]...)
-	out = append(out, s.byWatch[t.Owner]...)
-	return append(out, s.byWatch[allOwners]...)
+	keep := func(hs []*webhook) {
+		for _, h := range hs {
+			if h.expires.IsZero() || now.Before(h.expires) {
+				out = append(out, h)
+			}
+		}
+	}
+	keep(s.byTask[t.ID])
+	if t.Labels[labelScope] != scopeTask {
+		keep(s.byWatch[t.Owner])
+	}
+	keep(s.byWatch[allOwners])
+	return out
+}
+
+// count returns the number of stored webhooks known (PushOptions.MaxWebhooks).
+func (s *hookSet) count() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, h := range s.byID {
+		if !h.static {
+			n++
+		}
+	}
+	return n
+}
+
+// countTask returns the number of task's webhooks registered by by.
+func (s *hookSet) countTask(task, by string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, h := range s.byTask[task] {
+		if h.by == by {
+			n++
+		}
+	}
+	return n
 }
 
 // mayWatch reports whether a change of task id (owner unknown) may
@@ -260,36 +375,42 @@ func (s *hookSet) stored() map[string]uint64 {
 	return out
 }
 
-// load reads every stored registration into the set, and forgets the
-// ones no longer stored (deleted on another replica, or expired).
+// load reads every stored registration into the set, from the records'
+// headers (one paged query; a record registered before its labels said
+// it all is read whole), and forgets the ones no longer stored (deleted
+// on another replica, or expired).
 func (w *webhooks) load(ctx context.Context) error {
+	st := w.e.Store()
 	known := w.hooks.stored()
 	seen := map[string]bool{}
 	q := store.Query{Name: hookRequestName, Statuses: []mcptask.Status{mcptask.StatusCompleted}, Limit: store.MaxPageSize, Oldest: true}
 	for {
-		page, err := w.r.st.Query(ctx, q)
+		page, err := st.Query(ctx, q)
 		if err != nil {
 			return fmt.Errorf("taskrouter: reading the webhooks: %w", err)
 		}
 		for _, t := range page.Tasks {
-			if t.Labels[LabelKind] != KindWebhook || !strings.HasPrefix(t.Owner, webhookOwnerPrefix) {
+			if !isHookRecord(t) {
 				continue
 			}
 			seen[t.ID] = true
 			if v, ok := known[t.ID]; ok && v == t.Version {
 				continue
 			}
-			full, err := w.r.st.Get(ctx, t.ID)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("taskrouter: reading webhook %s: %w", t.ID, err)
-			}
-			h, err := hookFromRecord(full)
-			if err != nil {
-				w.r.log.Warn("skipping a malformed webhook record", "webhook", t.ID, "error", err)
-				continue
+			h, ok := hookFromHeader(t)
+			if !ok {
+				full, err := st.Get(ctx, t.ID)
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("taskrouter: reading webhook %s: %w", t.ID, err)
+				}
+				if h, err = hookFromRecord(full); err != nil {
+					w.e.Logger().Warn("skipping a malformed webhook record", "webhook", t.ID, "error", err)
+					continue
+				}
+				h.secret = "" // read again at each delivery
 			}
 			w.hooks.add(h)
 		}

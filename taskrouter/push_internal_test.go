@@ -3,10 +3,12 @@ package taskrouter
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 )
 
@@ -86,17 +88,132 @@ func TestPushReplicasRefresh(t *testing.T) {
 		require.NoError(t, r.Start(ctx))
 		t.Cleanup(func() { _ = r.Close() })
 	}
-	wh, _, err := a.RegisterWebhook(ctx, nil, WebhookRegistration{URL: "https://127.0.0.1:1/x"})
+	wh, _, err := a.Webhooks().Register(ctx, nil, WebhookRegistration{URL: "https://127.0.0.1:1/x"})
 	require.NoError(t, err)
 	require.Nil(t, b.hooks.hooks.get(wh.WebhookID))
 	require.NoError(t, b.hooks.load(ctx))
 	require.NotNil(t, b.hooks.hooks.get(wh.WebhookID))
-	list, err := b.Webhooks(ctx, nil, "")
+	list, err := b.Webhooks().List(ctx, nil, "")
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 
-	require.NoError(t, a.DeleteWebhook(ctx, nil, wh.WebhookID))
+	require.NoError(t, a.Webhooks().Delete(ctx, nil, wh.WebhookID))
 	require.Nil(t, b.hooks.lookup(ctx, wh.WebhookID), "a delivery's lookup reads the store on a shared one")
 	require.NoError(t, b.hooks.load(ctx))
 	require.Nil(t, b.hooks.hooks.get(wh.WebhookID))
+}
+
+// TestPushReceiverCircuit: the delivery pool's places and circuits, on a
+// clock of the test's: at most MaxConcurrentPerReceiver attempts per
+// receiver and MaxConcurrent in all; 3 attempts in a row a receiver
+// leaves unanswered open its circuit for RetryBase, doubling at each
+// reopening up to RetryMax; then one attempt goes through (the others
+// wait for its outcome), whose answer closes the circuit. Another
+// receiver is never held by it.
+func TestPushReceiverCircuit(t *testing.T) {
+	var p deliveryPool
+	p.init(PushOptions{MaxConcurrent: 5, MaxConcurrentPerReceiver: 2, RetryBase: time.Minute, RetryMax: 3 * time.Minute, Timeout: 10 * time.Second})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	silent, other, third := "https://silent.example", "https://other.example", "https://third.example"
+	take := func(key string) (bool, time.Time, string) { return p.acquire(key, now) }
+
+	ok, _, _ := take(silent)
+	require.True(t, ok)
+	ok, _, _ = take(silent)
+	require.True(t, ok)
+	ok, retry, why := take(silent)
+	require.False(t, ok, "two per receiver")
+	require.Equal(t, now.Add(2*time.Second), retry)
+	require.Contains(t, why, "MaxConcurrentPerReceiver")
+	for range 2 {
+		ok, _, _ = take(other)
+		require.True(t, ok, "another receiver is not held by the silent one")
+	}
+	ok, _, _ = take(third)
+	require.True(t, ok)
+	ok, _, why = take(third)
+	require.False(t, ok, "five in all")
+	require.Contains(t, why, "MaxConcurrent)")
+	p.release(other, true, now)
+	p.release(other, true, now)
+	p.release(third, true, now)
+
+	// The silent receiver's two attempts time out, then a third.
+	p.release(silent, false, now)
+	p.release(silent, false, now)
+	ok, _, _ = take(silent)
+	require.True(t, ok, "two unanswered: not yet")
+	p.release(silent, false, now)
+	ok, retry, why = take(silent)
+	require.False(t, ok, "three unanswered in a row: the circuit opens")
+	require.Equal(t, now.Add(time.Minute), retry)
+	require.Contains(t, why, "left 3 attempts in a row unanswered")
+	ok, _, _ = take(other)
+	require.True(t, ok, "the other receiver goes on")
+	p.release(other, true, now)
+
+	// After the cooldown, one attempt goes through; it times out: the
+	// circuit opens again, twice as long.
+	now = now.Add(time.Minute)
+	ok, _, _ = take(silent)
+	require.True(t, ok, "half open: one attempt")
+	ok, _, why = take(silent)
+	require.False(t, ok)
+	require.Contains(t, why, "being tried again")
+	p.release(silent, false, now)
+	ok, retry, _ = take(silent)
+	require.False(t, ok)
+	require.Equal(t, now.Add(2*time.Minute), retry)
+	now = now.Add(2 * time.Minute)
+	ok, _, _ = take(silent)
+	require.True(t, ok)
+	p.release(silent, false, now)
+	_, retry, _ = take(silent)
+	require.Equal(t, now.Add(3*time.Minute), retry, "up to RetryMax")
+
+	// An answer closes it.
+	now = now.Add(3 * time.Minute)
+	ok, _, _ = take(silent)
+	require.True(t, ok)
+	p.release(silent, true, now)
+	for range 2 {
+		ok, _, _ = take(silent)
+		require.True(t, ok, "closed: two at once again")
+	}
+	require.Len(t, p.receivers, 1, "only the receiver with attempts running is remembered")
+}
+
+// TestPushMatchScopesAndExpiry: an owner's webhook watches the tasks of
+// its scope: a stateless anonymous client's task (a scope of its own) is
+// watched by webhooks of the task and of every owner's tasks only, never
+// by the webhook of the owner all such clients share; a webhook whose
+// record expired watches nothing.
+func TestPushMatchScopesAndExpiry(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var s hookSet
+	for _, h := range []*webhook{
+		{id: "local", watch: LocalOwner},
+		{id: "all", watch: allOwners},
+		{id: "mine", task: "t1"},
+		{id: "alice", watch: "user:alice", expires: now.Add(time.Second)},
+		{id: "gone", watch: "user:alice", expires: now},
+	} {
+		s.add(h)
+	}
+	ids := func(t *store.Task, at time.Time) []string {
+		var out []string
+		for _, h := range s.match(t, at) {
+			out = append(out, h.id)
+		}
+		slices.Sort(out)
+		return out
+	}
+	anon := &store.Task{ID: "t1", Owner: LocalOwner, Labels: map[string]string{labelScope: scopeTask}}
+	require.Equal(t, []string{"all", "mine"}, ids(anon, now))
+	stdio := &store.Task{ID: "t2", Owner: LocalOwner}
+	require.Equal(t, []string{"all", "local"}, ids(stdio, now))
+	alice := &store.Task{ID: "t3", Owner: "user:alice"}
+	require.Equal(t, []string{"alice", "all"}, ids(alice, now))
+	require.Equal(t, []string{"all"}, ids(alice, now.Add(time.Second)), "expired")
+	require.Empty(t, ids(&store.Task{ID: "wh_x", Owner: webhookOwnerPrefix + "user:alice"}, now), "push records are nobody's to watch")
 }

@@ -11,7 +11,7 @@ import (
 // both dialects, behind the gate of the tasks/* methods (an extension-
 // dialect request must declare the tasks extension; a requestor that
 // cannot be identified is refused) and the owner rules of the Go API
-// they call (RegisterWebhook, Webhooks, DeleteWebhook, WebhookDeliveries).
+// they call (Router.Webhooks: Register, List, Delete, Deliveries).
 
 // RegisterWebhookParams are the params of io.taskbridge/webhooks/register.
 type RegisterWebhookParams struct {
@@ -108,7 +108,7 @@ func (r *Router) webhooksRegister(ctx context.Context, _ *mcp.ServerSession, p *
 	if err != nil {
 		return nil, err
 	}
-	wh, secret, err := r.RegisterWebhook(ctx, q, WebhookRegistration{URL: p.URL, Events: p.Events, TaskID: p.TaskID, Owner: p.Owner, Secret: p.Secret})
+	wh, secret, err := r.hooks.register(ctx, q, WebhookRegistration{URL: p.URL, Events: p.Events, TaskID: p.TaskID, Owner: p.Owner, Secret: p.Secret})
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (r *Router) webhooksList(ctx context.Context, _ *mcp.ServerSession, p *Webh
 	if err != nil {
 		return nil, err
 	}
-	hooks, err := r.Webhooks(ctx, q, p.TaskID)
+	hooks, err := r.hooks.list(ctx, q, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (r *Router) webhooksDelete(ctx context.Context, _ *mcp.ServerSession, p *We
 	if err != nil {
 		return nil, err
 	}
-	if err := r.DeleteWebhook(ctx, q, p.WebhookID); err != nil {
+	if err := r.hooks.remove(ctx, q, p.WebhookID); err != nil {
 		return nil, err
 	}
 	return &ackResult{ResultType: mcptask.ResultTypeComplete}, nil
@@ -143,7 +143,7 @@ func (r *Router) webhooksDeliveries(ctx context.Context, _ *mcp.ServerSession, p
 	if err != nil {
 		return nil, err
 	}
-	ds, next, err := r.WebhookDeliveries(ctx, q, p.WebhookID, p.Cursor)
+	ds, next, err := r.hooks.deliveries(ctx, q, p.WebhookID, p.Cursor)
 	if err != nil {
 		return nil, err
 	}

@@ -15,14 +15,21 @@ import (
 
 // Defaults of PushOptions.
 const (
-	DefaultPushMaxAttempts       = 8
-	DefaultPushMaxAge            = 24 * time.Hour
-	DefaultPushRetryBase         = 5 * time.Second
-	DefaultPushRetryMax          = time.Hour
-	DefaultPushTimeout           = 10 * time.Second
-	DefaultPushRetention         = 24 * time.Hour
-	DefaultPushWebhooksPerOwner  = 32
-	DefaultPushRefreshInterval   = 30 * time.Second
+	DefaultPushMaxAttempts      = 8
+	DefaultPushMaxAge           = 24 * time.Hour
+	DefaultPushRetryBase        = 5 * time.Second
+	DefaultPushRetryMax         = time.Hour
+	DefaultPushTimeout          = 10 * time.Second
+	DefaultPushRetention        = 24 * time.Hour
+	DefaultPushWebhooksPerOwner = 32
+	DefaultPushMaxWebhooks      = 10000
+	DefaultPushAnonymousTTL     = 24 * time.Hour
+	DefaultPushConcurrent       = 16
+	DefaultPushPerReceiver      = 4
+	DefaultPushRefreshInterval  = 30 * time.Second
+	// maxPushDuration bounds every duration of PushOptions: a time a
+	// delivery or a webhook lives must stay a time the store can hold.
+	maxPushDuration              = 10 * 365 * 24 * time.Hour
 	defaultPushScanWorkers       = 4
 	maxPushURLBytes              = 2048
 	defaultPushResolveTimeout    = 5 * time.Second
@@ -79,9 +86,30 @@ type PushOptions struct {
 	// retries ran out (for MethodWebhooksDeliveries and the dashboard);
 	// zero means DefaultPushRetention.
 	Retention time.Duration
-	// MaxWebhooksPerOwner bounds the webhooks one owner registers; zero
-	// means DefaultPushWebhooksPerOwner.
+	// MaxWebhooksPerOwner bounds the webhooks one owner registers (a
+	// client without a token or a session, which is no one to count for,
+	// registers webhooks for one task at a time: they count per task);
+	// zero means DefaultPushWebhooksPerOwner.
 	MaxWebhooksPerOwner int
+	// MaxWebhooks bounds the webhooks registered in all (as this process
+	// knows them); zero means DefaultPushMaxWebhooks.
+	MaxWebhooks int
+	// AnonymousTTL is how long a webhook for every task of a requestor
+	// without authentication (a session's, a stdio client's) lives; zero
+	// means DefaultPushAnonymousTTL. A webhook for one task lives as long
+	// as its task (plus Retention); an authenticated requestor's until it
+	// is deleted.
+	AnonymousTTL time.Duration
+	// MaxConcurrent bounds the delivery attempts running at once, on
+	// workers of their own (never the scheduler's wake-ups); zero means
+	// DefaultPushConcurrent.
+	MaxConcurrent int
+	// MaxConcurrentPerReceiver bounds the attempts running at once to one
+	// receiver (a URL's scheme and host); zero means
+	// DefaultPushPerReceiver. A receiver that leaves attempts unanswered
+	// (timed out, no connection) 3 times in a row gets none for a while
+	// (RetryBase, doubling up to RetryMax): see README "Push".
+	MaxConcurrentPerReceiver int
 	// RefreshInterval is how often the registered webhooks are re-read:
 	// on a shared store, to learn of those other replicas registered or
 	// deleted (a replica hears of its own at once, and of every task
@@ -114,9 +142,18 @@ func (o PushOptions) withDefaults() PushOptions {
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultPushMaxAttempts
 	}
-	if o.MaxWebhooksPerOwner == 0 {
-		o.MaxWebhooksPerOwner = DefaultPushWebhooksPerOwner
+	for _, n := range []struct {
+		v   *int
+		def int
+	}{
+		{&o.MaxWebhooksPerOwner, DefaultPushWebhooksPerOwner}, {&o.MaxWebhooks, DefaultPushMaxWebhooks},
+		{&o.MaxConcurrent, DefaultPushConcurrent}, {&o.MaxConcurrentPerReceiver, DefaultPushPerReceiver},
+	} {
+		if *n.v == 0 {
+			*n.v = n.def
+		}
 	}
+	set(&o.AnonymousTTL, DefaultPushAnonymousTTL)
 	set(&o.MaxAge, DefaultPushMaxAge)
 	set(&o.RetryBase, DefaultPushRetryBase)
 	set(&o.RetryMax, max(DefaultPushRetryMax, o.RetryBase))
@@ -138,16 +175,25 @@ func (o PushOptions) validate() error {
 	}{
 		{"MaxAge", o.MaxAge}, {"RetryBase", o.RetryBase}, {"RetryMax", o.RetryMax},
 		{"Timeout", o.Timeout}, {"Retention", o.Retention}, {"RefreshInterval", o.RefreshInterval},
+		{"AnonymousTTL", o.AnonymousTTL},
 	} {
-		if d.v < 0 {
+		switch {
+		case d.v < 0:
 			bad(d.name, "is negative (%s); use zero for the default", d.v)
+		case d.v > maxPushDuration:
+			bad(d.name, "(%s) is longer than %s", d.v, maxPushDuration)
 		}
 	}
-	if o.MaxAttempts < 0 {
-		bad("MaxAttempts", "is negative (%d); use zero for the default", o.MaxAttempts)
-	}
-	if o.MaxWebhooksPerOwner < 0 {
-		bad("MaxWebhooksPerOwner", "is negative (%d); use zero for the default", o.MaxWebhooksPerOwner)
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"MaxAttempts", o.MaxAttempts}, {"MaxWebhooksPerOwner", o.MaxWebhooksPerOwner}, {"MaxWebhooks", o.MaxWebhooks},
+		{"MaxConcurrent", o.MaxConcurrent}, {"MaxConcurrentPerReceiver", o.MaxConcurrentPerReceiver},
+	} {
+		if n.v < 0 {
+			bad(n.name, "is negative (%d); use zero for the default", n.v)
+		}
 	}
 	if o.RetryMax < o.RetryBase {
 		bad("RetryMax", "(%s) is shorter than RetryBase (%s)", o.RetryMax, o.RetryBase)

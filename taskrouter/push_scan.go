@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/fnv"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -58,25 +59,56 @@ type webhooksSignals struct {
 	Attempted service.Signal[string]
 }
 
+// pushEngine is what push needs of the engine; *Router has it.
+type pushEngine interface {
+	// Store is the task store: the push records, the tasks' event logs.
+	Store() store.Store
+	Logger() *slog.Logger
+	// Now is the engine's clock.
+	Now() time.Time
+	// TaskFor reads a task as requestor q may (a webhook for one task
+	// needs the rights of tasks/get on it).
+	TaskFor(ctx context.Context, q *Request, id string) (*store.Task, error)
+	// TryLease claims a delivery's record for one attempt.
+	TryLease(ctx context.Context, id string) (*Lease, error)
+	// Update writes a task and tells its readers (a failed delivery in
+	// its task's event log).
+	Update(ctx context.Context, id string, u store.Update) (*store.Task, error)
+	// noteWake tells the scheduler of a wake-up time written.
+	noteWake(at time.Time)
+	// sharedStore reports a store other replicas write too.
+	sharedStore() bool
+	// idCapable reports whether what q creates is reachable by its id
+	// (an unauthenticated requestor, unless Options.SessionBound).
+	idCapable(q *Request) bool
+}
+
+func (r *Router) noteWake(at time.Time)     { r.sched.note(at) }
+func (r *Router) sharedStore() bool         { return r.shared }
+func (r *Router) idCapable(q *Request) bool { return q.byID(&r.opts) }
+
 // webhooks is the engine's push service: the registrations (hookSet),
 // the scans of task logs into deliveries, and the refresh of the
 // registrations on a shared store. It is also the KindHandler of
-// KindPush, the deliveries (push_deliver.go).
+// KindPush, the deliveries (push_deliver.go), whose attempts run on its
+// own workers (push_workers.go).
 type webhooks struct {
-	r       *Router
+	e       pushEngine
 	opts    PushOptions
 	policy  urlPolicy
 	hooks   hookSet
 	scans   scanQueue
+	pool    deliveryPool
 	http    *http.Client
 	loop    service.Loop
 	signals webhooksSignals
 	jitter  func() float64 // in [0, 1); tests fix it
 }
 
-func newWebhooks(r *Router, opts PushOptions) *webhooks {
-	w := &webhooks{r: r, opts: opts, policy: opts.policy()}
+func newWebhooks(e pushEngine, opts PushOptions) *webhooks {
+	w := &webhooks{e: e, opts: opts, policy: opts.policy()}
 	w.scans.w = w
+	w.pool.init(opts)
 	w.http = w.policy.client(opts.Timeout)
 	w.jitter = rand.Float64
 	for _, s := range opts.Hooks {
@@ -110,17 +142,19 @@ func (w *webhooks) Start(ctx context.Context) error {
 			return every
 		}
 		if err := w.load(ctx); err != nil {
-			w.r.log.Warn("re-reading the webhooks", "error", err)
+			w.e.Logger().Warn("re-reading the webhooks", "error", err)
 		}
 		return every
 	})
 	return nil
 }
 
-// Stop ends the refreshes and the scans (those running finish first).
+// Stop ends the refreshes, the scans (those running finish first) and the
+// delivery attempts (cut short: each is due again at once, uncounted).
 func (w *webhooks) Stop() {
 	w.loop.Stop()
 	w.scans.stop()
+	w.pool.stop()
 }
 
 // rescan queues for a scan the active tasks some webhook watches and the
@@ -135,13 +169,14 @@ func (w *webhooks) rescan(ctx context.Context) {
 			w.scans.enqueue(h.task, nil)
 		}
 	}
-	active, err := w.r.st.Active(ctx)
+	active, err := w.e.Store().Active(ctx)
 	if err != nil {
-		w.r.log.Warn("reading the active tasks to scan for push deliveries", "error", err)
+		w.e.Logger().Warn("reading the active tasks to scan for push deliveries", "error", err)
 		return
 	}
+	now := w.e.Now()
 	for _, t := range active {
-		if len(w.hooks.match(t)) > 0 {
+		if len(w.hooks.match(t, now)) > 0 {
 			w.scans.enqueue(t.ID, t)
 		}
 	}
@@ -150,7 +185,7 @@ func (w *webhooks) rescan(ctx context.Context) {
 // changed queues a task this process just wrote for a scan, if a webhook
 // watches it.
 func (w *webhooks) changed(t *store.Task) {
-	if w == nil || t == nil || w.opts.Disabled || len(w.hooks.match(t)) == 0 {
+	if w == nil || t == nil || w.opts.Disabled || len(w.hooks.match(t, w.e.Now())) == 0 {
 		return
 	}
 	w.scans.enqueue(t.ID, t)
@@ -169,31 +204,31 @@ func (w *webhooks) feedChange(c store.Change) {
 // deliveries its webhooks ask for. t is the task as just written, or nil
 // to read it.
 func (w *webhooks) scan(ctx context.Context, sh *scanShard, id string, t *store.Task) {
-	r := w.r
+	st, log := w.e.Store(), w.e.Logger()
 	if t == nil {
 		var err error
-		if t, err = r.st.Get(ctx, id); err != nil {
+		if t, err = st.Get(ctx, id); err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
-				r.log.Warn("reading a task to scan for push deliveries", "task", id, "error", err)
+				log.Warn("reading a task to scan for push deliveries", "task", id, "error", err)
 			}
 			sh.forget(id)
 			return
 		}
 	}
-	hooks := w.hooks.match(t)
+	now := w.e.Now()
+	hooks := w.hooks.match(t, now)
 	if len(hooks) == 0 {
 		sh.forget(id)
 		return
 	}
 	cur, known := sh.cursor(id)
-	now := r.opts.Now()
 	horizon := now.Add(-w.opts.Retention)
 	// A delivery shows the task as read after the events it reports (t
 	// may be older than them: the write that queued the scan).
 	var fresh *store.Task
 	current := func() *store.Task {
 		if fresh == nil {
-			if got, err := r.st.Get(ctx, id); err == nil {
+			if got, err := st.Get(ctx, id); err == nil {
 				fresh = got
 			} else {
 				fresh = t
@@ -202,13 +237,13 @@ func (w *webhooks) scan(ctx context.Context, sh *scanShard, id string, t *store.
 		return fresh
 	}
 	for {
-		page, err := r.st.Events(ctx, id, cur, store.MaxPageSize)
+		page, err := st.Events(ctx, id, cur, store.MaxPageSize)
 		if errors.Is(err, store.ErrNotFound) {
 			sh.forget(id)
 			return
 		}
 		if err != nil {
-			r.log.Warn("reading a task's events for push deliveries", "task", id, "error", err)
+			log.Warn("reading a task's events for push deliveries", "task", id, "error", err)
 			return
 		}
 		for _, e := range page.Events {
@@ -219,7 +254,7 @@ func (w *webhooks) scan(ctx context.Context, sh *scanShard, id string, t *store.
 			for _, h := range hooks {
 				if h.wants(what) && h.since(e) {
 					if err := w.deliver(ctx, h, current(), e, what, known); err != nil {
-						r.log.Warn("making a push delivery", "task", id, "webhook", h.id, "seq", e.Seq, "error", err)
+						log.Warn("making a push delivery", "task", id, "webhook", h.id, "seq", e.Seq, "error", err)
 						return // scanned again at the task's next change
 					}
 				}
@@ -262,10 +297,10 @@ func deliveryID(hook, task string, seq uint64) string {
 // since), and the record is looked for first: a read is cheaper than a
 // refused write.
 func (w *webhooks) deliver(ctx context.Context, h *webhook, t *store.Task, e store.Event, what mcptask.WebhookEvent, known bool) error {
-	r := w.r
+	st := w.e.Store()
 	id := deliveryID(h.id, t.ID, e.Seq)
 	if !known {
-		if _, err := r.st.Get(ctx, id); err == nil {
+		if _, err := st.Get(ctx, id); err == nil {
 			return nil
 		}
 	}
@@ -274,7 +309,7 @@ func (w *webhooks) deliver(ctx context.Context, h *webhook, t *store.Task, e sto
 	if err != nil {
 		return err
 	}
-	now := r.opts.Now()
+	now := w.e.Now()
 	rec := &store.Task{
 		ID: id, Owner: deliveryOwnerPrefix + h.by, Status: mcptask.StatusWorking, CreatedAt: now, UpdatedAt: now,
 		TTL: w.opts.MaxAge + w.opts.Retention, WakeAt: now,
@@ -284,14 +319,14 @@ func (w *webhooks) deliver(ctx context.Context, h *webhook, t *store.Task, e sto
 			labelPushType: string(what), labelPushAttempts: "0"},
 		Variables: map[string]json.RawMessage{varPushBody: body},
 	}
-	created, err := r.st.Create(ctx, rec)
+	created, err := st.Create(ctx, rec)
 	if errors.Is(err, store.ErrExists) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	r.sched.note(created.WakeAt)
+	w.e.noteWake(created.WakeAt)
 	return nil
 }
 

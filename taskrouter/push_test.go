@@ -58,9 +58,19 @@ func TestPushDelivered(t *testing.T) {
 				h := newHarness(t, nil)
 				rc := pushtest.New(t)
 				p := h.dial(k, d, nil)
-				hookID, secret := register(t, p, map[string]any{"url": rc.URL, "events": []string{"terminal"}})
+				var hookID, secret, id string
+				if k == overHTTP && d == ext {
+					// Stateless and anonymous: no owner to watch the
+					// tasks of; a webhook of one task instead.
+					_, err := p.call(mcptask.MethodWebhooksRegister, map[string]any{"url": rc.URL, "events": []string{"terminal"}})
+					require.ErrorContains(t, err, "needs a requestor the server can tell apart")
+					id = startTask(t, p, "sleepy", map[string]any{"ms": 30})
+					hookID, secret = register(t, p, map[string]any{"url": rc.URL, "events": []string{"terminal"}, "taskId": id})
+				} else {
+					hookID, secret = register(t, p, map[string]any{"url": rc.URL, "events": []string{"terminal"}})
+					id = startTask(t, p, "sleepy", map[string]any{"ms": 30})
+				}
 				require.Contains(t, secret, push.SecretPrefix)
-				id := startTask(t, p, "sleepy", map[string]any{"ms": 30})
 				got := rc.Wait(t, 1)
 				del := pushtest.Verified(t, secret, got[0])
 				require.Equal(t, mcptask.WebhookTerminal, del.Type)
@@ -108,11 +118,11 @@ func TestPushRetriedAfterReceiverDown(t *testing.T) {
 	require.Equal(t, first.ID, second.ID)
 	require.Equal(t, got[0].Body, got[1].Body)
 	require.GreaterOrEqual(t, got[1].At.Sub(got[0].At), 20*time.Millisecond, "the retry waits for its backoff")
-	ds, _, err := h.r.WebhookDeliveries(context.Background(), nil, hookID, "")
+	ds, _, err := h.r.Webhooks().Deliveries(context.Background(), nil, hookID, "")
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
 	require.Eventually(t, func() bool {
-		ds, _, _ = h.r.WebhookDeliveries(context.Background(), nil, hookID, "")
+		ds, _, _ = h.r.Webhooks().Deliveries(context.Background(), nil, hookID, "")
 		return ds[0].Status == mcptask.DeliveryDelivered
 	}, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, ds[0].Attempts)
@@ -130,7 +140,7 @@ func TestPushGivesUpVisibly(t *testing.T) {
 	ctx := context.Background()
 	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "build"}, taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
-	wh, _, err := h.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, TaskID: task.ID,
+	wh, _, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, TaskID: task.ID,
 		Events: []mcptask.WebhookEvent{mcptask.WebhookStep}})
 	require.NoError(t, err)
 	step, _ := json.Marshal(mcptask.StepEvent{Step: "compile", Attempt: 1})
@@ -139,13 +149,13 @@ func TestPushGivesUpVisibly(t *testing.T) {
 	rc.Wait(t, 3)
 	var hooks []mcptask.Webhook
 	require.Eventually(t, func() bool {
-		hooks, err = h.r.Webhooks(ctx, nil, task.ID)
+		hooks, err = h.r.Webhooks().List(ctx, nil, task.ID)
 		require.NoError(t, err)
 		return len(hooks) == 1 && hooks[0].Failures == 1
 	}, 5*time.Second, 10*time.Millisecond)
 	require.Contains(t, hooks[0].LastError, "gave up after 3 attempts: HTTP 500")
 	require.NotEmpty(t, hooks[0].LastFailureAt)
-	ds, _, err := h.r.WebhookDeliveries(ctx, nil, wh.WebhookID, "")
+	ds, _, err := h.r.Webhooks().Deliveries(ctx, nil, wh.WebhookID, "")
 	require.NoError(t, err)
 	require.Equal(t, mcptask.DeliveryFailed, ds[0].Status)
 	require.Equal(t, 3, ds[0].Attempts)
@@ -299,19 +309,19 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 	ctx := context.Background()
 	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
-	wh, _, err := h.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: "https://hooks.example.com/in", TaskID: task.ID})
+	wh, _, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: "https://hooks.example.com/in", TaskID: task.ID})
 	require.NoError(t, err)
 	private.Store(true)
 	_, err = h.r.Complete(ctx, task.ID, map[string]any{"ok": true}, nil, 0)
 	require.NoError(t, err)
 	var ds []mcptask.WebhookDelivery
 	require.Eventually(t, func() bool {
-		ds, _, err = h.r.WebhookDeliveries(ctx, nil, wh.WebhookID, "")
+		ds, _, err = h.r.Webhooks().Deliveries(ctx, nil, wh.WebhookID, "")
 		require.NoError(t, err)
 		return len(ds) == 1 && ds[0].Status == mcptask.DeliveryFailed
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Contains(t, ds[0].LastError, "10.9.9.9 is in a private range")
-	_, _, err = h.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: "https://hooks.example.com/in"})
+	_, _, err = h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: "https://hooks.example.com/in"})
 	require.ErrorContains(t, err, "private range", "resolved at registration too")
 
 	// Redirects: the target is never reached.
@@ -320,12 +330,12 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 	t.Cleanup(redirect.Close)
 	task2, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
-	wh2, _, err := h.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: redirect.URL, TaskID: task2.ID})
+	wh2, _, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: redirect.URL, TaskID: task2.ID})
 	require.NoError(t, err)
 	_, err = h.r.Fail(ctx, task2.ID, "broken", nil)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		ds, _, err = h.r.WebhookDeliveries(ctx, nil, wh2.WebhookID, "")
+		ds, _, err = h.r.Webhooks().Deliveries(ctx, nil, wh2.WebhookID, "")
 		require.NoError(t, err)
 		return len(ds) == 1 && ds[0].Status == mcptask.DeliveryFailed
 	}, 10*time.Second, 10*time.Millisecond)
@@ -335,7 +345,7 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 
 	// DenyLoopback refuses the receiver on 127.0.0.1.
 	h2 := newHarness(t, func(o *taskrouter.Options) { o.Push.DenyLoopback = true })
-	_, _, err = h2.r.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL})
+	_, _, err = h2.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL})
 	require.ErrorContains(t, err, "loopback")
 }
 
@@ -358,11 +368,11 @@ func TestPushTaskWebhookAfterItsEnd(t *testing.T) {
 	rc.Wait(t, 2)
 	taskrouter.RescanPush(h.r, id)
 	taskrouter.RescanPush(h.r, id)
-	hooks, err := h.r.Webhooks(context.Background(), nil, id)
+	hooks, err := h.r.Webhooks().List(context.Background(), nil, id)
 	require.NoError(t, err)
 	require.Len(t, hooks, 2)
 	for _, wh := range hooks {
-		ds, _, err := h.r.WebhookDeliveries(context.Background(), nil, wh.WebhookID, "")
+		ds, _, err := h.r.Webhooks().Deliveries(context.Background(), nil, wh.WebhookID, "")
 		require.NoError(t, err)
 		require.Len(t, ds, 1, wh.WebhookID)
 		require.NotEqual(t, second == wh.WebhookID, ds[0].DeliveryID == d.ID)
@@ -388,6 +398,11 @@ func TestPushSurvivesRestart(t *testing.T) {
 	delivered := startTask(t, p, "sleepy", map[string]any{"ms": 1})
 	first := pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
 	require.Equal(t, delivered, first.Task.TaskID)
+	require.Eventually(t, func() bool { // the failed attempt is recorded (an attempt a stop cuts short is not counted)
+		ds, _, err := h.r.Webhooks().Deliveries(context.Background(), nil, hookID, "")
+		require.NoError(t, err)
+		return len(ds) == 1 && ds[0].Attempts == 1
+	}, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, h.r.Close())
 	require.NoError(t, st.Close())
 
@@ -400,7 +415,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 	require.Equal(t, first.ID, second.ID, "the same delivery, deduplicable by its id")
 	require.Equal(t, got[0].Body, got[1].Body)
 	require.Eventually(t, func() bool {
-		ds, _, err := h2.r.WebhookDeliveries(context.Background(), nil, hookID, "")
+		ds, _, err := h2.r.Webhooks().Deliveries(context.Background(), nil, hookID, "")
 		require.NoError(t, err)
 		return len(ds) == 1 && ds[0].Status == mcptask.DeliveryDelivered && ds[0].Attempts == 2
 	}, 5*time.Second, 10*time.Millisecond)
@@ -413,7 +428,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 	t.Cleanup(func() { _ = st3.Close() })
 	h3 := newHarnessOn(t, st3, slow)
 	taskrouter.RescanPush(h3.r, delivered)
-	ds, _, err := h3.r.WebhookDeliveries(context.Background(), nil, hookID, "")
+	ds, _, err := h3.r.Webhooks().Deliveries(context.Background(), nil, hookID, "")
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
 	require.Equal(t, mcptask.DeliveryDelivered, ds[0].Status)

@@ -137,8 +137,12 @@ func (q *Request) byID(o *Options) bool { return !q.Authenticated && !o.SessionB
 
 // mayAccess reports whether the requestor may read and act on t: its own
 // tasks always; without an authorization context also every task created
-// as an id-capability (see Options.SessionBound).
+// as an id-capability (see Options.SessionBound); never the records of
+// push (a webhook's, a delivery's), whose owners are reserved.
 func (q *Request) mayAccess(o *Options, t *store.Task) bool {
+	if isPushOwner(t.Owner) {
+		return false // a webhook's or a delivery's record is no client's task
+	}
 	if q.OwnerErr == nil && t.Owner == q.Owner {
 		return true
 	}

@@ -58,9 +58,12 @@ func (r *Router) actualTTL(requested time.Duration) time.Duration {
 	return requested
 }
 
-// Task returns a task by id, whoever owns it.
+// Task returns a task by id, whoever owns it. A webhook's record comes
+// without its signing secret (see Webhooks): the secret is shown once,
+// when the webhook is registered.
 func (r *Router) Task(ctx context.Context, id string) (*store.Task, error) {
-	return r.st.Get(ctx, id)
+	t, err := r.st.Get(ctx, id)
+	return redactHook(t), err
 }
 
 // TaskFor returns the task if the requestor may access it, and an error
