@@ -82,6 +82,7 @@ type scheduler struct {
 
 	mu       sync.Mutex
 	next     time.Time // earliest wake time noted since the last round; zero: none
+	expect   time.Time // earliest wake time the index held after the last round; zero: none
 	inflight map[string]bool
 	backoff  map[string]time.Time // tasks whose last wake-up failed: not before
 	fails    map[string]int
@@ -133,9 +134,12 @@ func (s *scheduler) round(ctx context.Context) time.Duration {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	next := s.next
-	due := next.IsZero() || !next.After(now)
+	// Due when no note came since the last round (the index is read), a
+	// noted time came, or the time the index held came (a note of a later
+	// time, made since, must not make this round pass over it).
+	due := next.IsZero() || !next.After(now) || !s.expect.IsZero() && !s.expect.After(now)
 	if due {
-		s.next = time.Time{}
+		s.next, s.expect = time.Time{}, time.Time{}
 	}
 	s.mu.Unlock()
 	wait := s.cfg.Poll
@@ -148,6 +152,11 @@ func (s *scheduler) round(ctx context.Context) time.Duration {
 	// says when the next wake-up is due.
 	if up := s.upcoming(ctx, now, wait); !up.IsZero() {
 		wait = min(wait, max(0, up.Sub(s.cfg.Now())))
+		s.mu.Lock()
+		if s.expect.IsZero() || up.Before(s.expect) {
+			s.expect = up
+		}
+		s.mu.Unlock()
 	}
 	return wait
 }

@@ -56,3 +56,44 @@ func (k napKind) Recover(context.Context, *store.Task, string) error { return ni
 func (k napKind) Wake(ctx context.Context, t *store.Task) error      { return k.wake(ctx, t) }
 func (k napKind) ExpiryMessage(*store.Task) string                   { return "" }
 func (k napKind) Touched(context.Context, *store.Task)               {}
+
+// A wake-up the index announced is not passed over when a later time is
+// noted before it comes (a delivery put off, a retry's backoff): the
+// round its time wakes runs it. Before, a round that ran due tasks
+// cleared its notes and learnt the next due time from the index without
+// keeping it; a later note then stood for the next due time, the round
+// the announced time woke ran nothing, and the task slept until the poll
+// (a restarted server's durable sleep among webhook deliveries put off:
+// TestHostileSilentReceiverDelaysNoTimer).
+func TestSchedulerLaterNoteDoesNotHideADueWakeUp(t *testing.T) {
+	h := newHarness(t, func(c *taskrouter.Options) { c.SweepInterval = time.Hour })
+	woken := make(chan string, 4)
+	h.r.HandleKind("nap", napKind{wake: func(ctx context.Context, task *store.Task) error {
+		woken <- task.ID
+		zero := time.Time{}
+		_, err := h.r.Update(ctx, task.ID, store.Update{WakeAt: &zero})
+		return err
+	}})
+	create := func(at time.Time) string {
+		task, err := h.r.CreateTask(t.Context(), nil, store.Request{Method: "tools/call", Name: "nap"},
+			taskrouter.CreateOptions{Kind: "nap", WakeAt: at})
+		require.NoError(t, err)
+		return task.ID
+	}
+	next := func(what string) string {
+		select {
+		case id := <-woken:
+			return id
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s was never woken (the poll is an hour)", what)
+			return ""
+		}
+	}
+	soon := create(time.Now().Add(time.Second))
+	// A task due now: the round that runs it clears the notes and reads
+	// the next due time, soon's, from the index.
+	now := create(time.Now())
+	require.Equal(t, now, next("the task due now"))
+	create(time.Now().Add(time.Hour)) // noted before soon comes
+	require.Equal(t, soon, next("the task due first"))
+}
