@@ -13,11 +13,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/internal/tests/pushtest"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -258,4 +262,314 @@ func TestHostileChildWaitsForRoom(t *testing.T) {
 	ownersWait(t, ctx, c.anonA, anonParent, "it ended", func(task map[string]any) bool { return task["status"] == "completed" })
 	anonChild := childOf(taskrouter.LocalOwner, anonParent)
 	require.Equal(t, anonChild, ownersTask(t, ctx, c.anonB, anonChild)["taskId"], "an anonymous task's child is reachable by id, as its parent")
+}
+
+// ownersHook registers a webhook for c (taskID "" for every task of its
+// owner) and returns the reply (nil on an error, then in rep).
+func ownersHook(t *testing.T, ctx context.Context, c *relClient, url, taskID string) (id, secret string, rep *relReply) {
+	t.Helper()
+	params := map[string]any{"url": url, "events": []string{"terminal"}}
+	if taskID != "" {
+		params["taskId"] = taskID
+	}
+	rep, err := c.call(ctx, mcptask.MethodWebhooksRegister, params)
+	require.NoError(t, err)
+	if rep.Err != nil {
+		return "", "", rep
+	}
+	res := rep.Map()
+	return res["webhook"].(map[string]any)["webhookId"].(string), res["secret"].(string), rep
+}
+
+// ownersHookIDs lists c's webhooks (of taskID, when given).
+func ownersHookIDs(t *testing.T, ctx context.Context, c *relClient, taskID string) []string {
+	t.Helper()
+	params := map[string]any{}
+	if taskID != "" {
+		params["taskId"] = taskID
+	}
+	res := c.must(t, ctx, mcptask.MethodWebhooksList, params)
+	var ids []string
+	for _, h := range res["webhooks"].([]any) {
+		ids = append(ids, h.(map[string]any)["webhookId"].(string))
+	}
+	return ids
+}
+
+// ownersDone runs a quick task for c and waits for its end; it returns
+// its id.
+func ownersDone(t *testing.T, ctx context.Context, c *relClient, label string) string {
+	t.Helper()
+	params := map[string]any{"name": "work", "arguments": map[string]any{"label": label}}
+	if c.dialect == relCore {
+		params["task"] = map[string]any{}
+	}
+	id := relTaskID(c.must(t, ctx, "tools/call", params))
+	require.NotEmpty(t, id)
+	ownersWait(t, ctx, c, id, "it ends", func(task map[string]any) bool { return task["status"] == "completed" })
+	return id
+}
+
+// TestHostileWebhookOwners (bbolt, PostgreSQL): webhooks are owned as
+// tasks are. A stateless anonymous client cannot register a webhook for
+// every task (all such clients are one owner: it was told the others'
+// task ids), lists none but its task's, and its task's webhooks count
+// against that task alone (it filled a shared cap of 32); a session's and
+// a user's webhooks are theirs: another lists none of them, reads no
+// delivery, deletes none, and no webhook is told of another owner's
+// tasks. A secret is shown once: tasks/get, tasks/result and task_result
+// on a webhook's id are "not found" for everyone (the record's result
+// held the secret), Router.Task (the dashboard's read) returns the
+// record without it. Past the caps a registration is a -32000 naming the
+// cap; a session's webhook for its tasks expires (AnonymousTTL).
+func TestHostileWebhookOwners(t *testing.T) {
+	for _, be := range hostileStores {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := relCtx(t, 3*time.Minute)
+			s := newOwnersServer(t, ownersOptions{db: be.spec(t), router: taskrouter.Options{
+				Push: taskrouter.PushOptions{MaxWebhooksPerOwner: 2, MaxWebhooks: 12, AnonymousTTL: time.Hour}}})
+			c := s.clients(t, ctx)
+			rcA, rcB := pushtest.New(t), pushtest.New(t)
+
+			// Stateless anonymous: no webhook for "every task" of the owner
+			// every such client is.
+			_, _, rep := ownersHook(t, ctx, c.anonA, rcA.URL, "")
+			require.NotNil(t, rep.Err, "%v", rep)
+			require.EqualValues(t, mcptask.CodeInvalidParams, rep.Err.Code)
+			require.Contains(t, rep.Err.Message, "needs a requestor the server can tell apart")
+			taskA := ownersDone(t, ctx, c.anonA, "a")
+			taskB := ownersDone(t, ctx, c.anonB, "b")
+			hookA, secretA, rep := ownersHook(t, ctx, c.anonA, rcA.URL, taskA)
+			require.Nil(t, rep.Err, "%v", rep)
+			pushtest.Verified(t, secretA, rcA.Wait(t, 1)[0]) // told of its task's end, registered after it
+			_, _, rep = ownersHook(t, ctx, c.anonA, rcA.URL, taskA)
+			require.Nil(t, rep.Err, "%v", rep)
+			_, _, rep = ownersHook(t, ctx, c.anonA, rcA.URL, taskA)
+			require.NotNil(t, rep.Err, "a third webhook of one task")
+			require.EqualValues(t, mcptask.CodeTooManyTasks, rep.Err.Code)
+			require.Contains(t, rep.Err.Message, "MaxWebhooksPerOwner, per task")
+			_, _, rep = ownersHook(t, ctx, c.anonB, rcB.URL, taskB)
+			require.Nil(t, rep.Err, "another stateless client does not count against the first: %v", rep)
+			require.Empty(t, ownersHookIDs(t, ctx, c.anonB, ""), "a stateless client has no webhooks of its own to list")
+			require.NotContains(t, ownersHookIDs(t, ctx, c.anonB, taskB), hookA)
+			require.Contains(t, ownersHookIDs(t, ctx, c.anonA, taskA), hookA, "its task's webhooks, to whoever holds the task")
+
+			// Sessions and users: each one's own.
+			sessHook, sessSecret, rep := ownersHook(t, ctx, c.sessA, rcA.URL, "")
+			require.Nil(t, rep.Err, "%v", rep)
+			aliceHook, aliceSecret, rep := ownersHook(t, ctx, c.alice, rcA.URL, "")
+			require.Nil(t, rep.Err, "%v", rep)
+			_, _, rep = ownersHook(t, ctx, c.bob, rcB.URL, "")
+			require.Nil(t, rep.Err, "%v", rep)
+			_, _, rep = ownersHook(t, ctx, c.sessB, rcB.URL, "")
+			require.Nil(t, rep.Err, "%v", rep)
+			for _, o := range []struct {
+				name   string
+				other  *relClient
+				hook   string
+				secret string
+			}{{"session", c.sessB, sessHook, sessSecret}, {"user", c.bob, aliceHook, aliceSecret}} {
+				require.NotContains(t, ownersHookIDs(t, ctx, o.other, ""), o.hook, o.name)
+				if o.name == "user" {
+					for _, m := range []string{mcptask.MethodWebhooksDeliveries, mcptask.MethodWebhooksDelete} {
+						rep, err := o.other.call(ctx, m, map[string]any{"webhookId": o.hook})
+						require.NoError(t, err)
+						require.NotNil(t, rep.Err, "%s of another user's webhook: %v", m, rep)
+						require.Contains(t, rep.Err.Message, "not found")
+					}
+				}
+			}
+			got := rcA.Count()
+			ownersDone(t, ctx, c.sessB, "sb")
+			ownersDone(t, ctx, c.bob, "bob")
+			ownersDone(t, ctx, c.anonB, "b2")
+			mine := ownersDone(t, ctx, c.aliceCore, "alice")
+			sessMine := ownersDone(t, ctx, c.sessA, "sa")
+			ds := rcA.Wait(t, got+2) // alice's and session A's ends, nothing of the others
+			for _, d := range ds[got:] {
+				var body struct {
+					Task struct{ TaskID string } `json:"task"`
+				}
+				require.NoError(t, json.Unmarshal(d.Body, &body))
+				require.Contains(t, []string{mine, sessMine}, body.Task.TaskID, "receiver A is told of its owners' tasks only")
+			}
+
+			// The secret is shown once.
+			for _, hook := range []string{hookA, sessHook, aliceHook} {
+				for _, cl := range []*relClient{c.anonA, c.anonB, c.sessA, c.alice} {
+					for _, call := range []struct {
+						method string
+						params map[string]any
+					}{
+						{"tasks/get", map[string]any{"taskId": hook}},
+						{"tools/call", map[string]any{"name": "task_result", "arguments": map[string]any{"task_id": hook}}},
+					} {
+						rep, err := cl.call(ctx, call.method, call.params)
+						require.NoError(t, err)
+						require.NotContains(t, rep.String(), "whsec_", "%s of webhook %s", call.method, hook)
+						if rep.Err == nil {
+							require.Equal(t, true, rep.Map()["isError"], "%s of webhook %s: %v", call.method, hook, rep)
+						}
+					}
+				}
+				for _, cl := range []*relClient{c.sessA, c.aliceCore} {
+					rep, err := cl.call(ctx, "tasks/result", map[string]any{"taskId": hook})
+					require.NoError(t, err)
+					require.NotNil(t, rep.Err, "tasks/result of webhook %s", hook)
+					require.NotContains(t, rep.String(), "whsec_")
+				}
+				rec, err := s.srv.Router.Task(ctx, hook)
+				require.NoError(t, err)
+				raw, _ := json.Marshal(rec)
+				require.NotContains(t, string(raw), "whsec_", "Router.Task: the dashboard's read")
+				stored, err := s.st.Get(ctx, hook)
+				require.NoError(t, err)
+				require.NotContains(t, string(stored.Result), "whsec_", "not in the result either")
+			}
+
+			// Expiry: a session's webhook for its tasks lives AnonymousTTL; a
+			// user's until deleted.
+			sessRec, err := s.st.Get(ctx, sessHook)
+			require.NoError(t, err)
+			require.False(t, sessRec.ExpiresAt.IsZero())
+			require.WithinDuration(t, sessRec.CreatedAt.Add(time.Hour), sessRec.ExpiresAt, time.Second)
+			aliceRec, err := s.st.Get(ctx, aliceHook)
+			require.NoError(t, err)
+			require.True(t, aliceRec.ExpiresAt.IsZero())
+
+			// Caps: 2 per owner (sessions and users alike), 12 in all.
+			_, _, rep = ownersHook(t, ctx, c.sessA, rcA.URL, "")
+			require.Nil(t, rep.Err, "%v", rep)
+			_, _, rep = ownersHook(t, ctx, c.sessA, rcA.URL, "")
+			require.NotNil(t, rep.Err)
+			require.Contains(t, rep.Err.Message, "MaxWebhooksPerOwner")
+			_, _, rep = ownersHook(t, ctx, c.aliceCore, rcA.URL, "")
+			require.Nil(t, rep.Err, "%v", rep)
+			n := 0
+			for i := range 20 {
+				cl := newRelClient(s.url, nil, relCore, "")
+				require.NoError(t, cl.initialize(ctx))
+				_, _, rep = ownersHook(t, ctx, cl, rcB.URL, "")
+				if rep.Err != nil {
+					require.EqualValues(t, mcptask.CodeTooManyTasks, rep.Err.Code, "session %d", i)
+					require.Contains(t, rep.Err.Message, "MaxWebhooks)")
+					break
+				}
+				n++
+			}
+			require.Equal(t, 3, n, "9 registered before: 3 more, then the total cap")
+		})
+	}
+}
+
+// silentReceiver accepts deliveries and never answers them: it counts
+// those that came, those held at once (at most), and those the server
+// gave up on (their connection closed).
+type silentReceiver struct {
+	url                 string
+	mu                  sync.Mutex
+	came, holding, peak int
+	ended               int
+	release             chan struct{}
+}
+
+func newSilentReceiver(t *testing.T) *silentReceiver {
+	t.Helper()
+	s := &silentReceiver{release: make(chan struct{})}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // read it all: then the server hears the connection close
+		s.mu.Lock()
+		s.came++
+		s.holding++
+		s.peak = max(s.peak, s.holding)
+		s.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+			s.mu.Lock()
+			s.ended++
+			s.mu.Unlock()
+		case <-s.release:
+		}
+		s.mu.Lock()
+		s.holding--
+		s.mu.Unlock()
+	}))
+	t.Cleanup(func() { close(s.release); hs.Close() })
+	s.url = hs.URL + "/in"
+	return s
+}
+
+func (s *silentReceiver) holdingNow() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holding
+}
+
+func (s *silentReceiver) resetPeak() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.peak = s.holding
+}
+
+func (s *silentReceiver) counts() (came, peak, ended int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.came, s.peak, s.ended
+}
+
+// TestHostileSilentReceiverDelaysNoTimer (attack 3): alice's 32 webhooks
+// to a receiver that accepts and never answers, told of the end of 3 of
+// her tasks (96 deliveries, more than the scheduler's 64 wake-ups), do
+// not delay bob's durable sleep, due 2 s after it started, across a
+// restart of the server (then the sleep's wake-up is the scheduler's,
+// among the deliveries due at once). It ends while every attempt the
+// restarted server made to the receiver is still held open (none timed
+// out: no attempt held a wake-up of the scheduler; before, 64 did, and
+// the sleep waited for their timeouts), and the receiver never holds
+// more than MaxConcurrentPerReceiver connections (it held 321). The
+// deliveries put off say why. The sleep's lateness on the router's clock
+// is logged: the measure of the README.
+func TestHostileSilentReceiverDelaysNoTimer(t *testing.T) {
+	ctx := relCtx(t, 3*time.Minute)
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	opts := ownersOptions{db: db, router: taskrouter.Options{Push: taskrouter.PushOptions{Timeout: 2 * time.Minute, RetryBase: 500 * time.Millisecond}}}
+	s := newOwnersServer(t, opts)
+	c := s.clients(t, ctx)
+	silent := newSilentReceiver(t)
+	for i := range 32 {
+		_, _, rep := ownersHook(t, ctx, c.alice, silent.url, "")
+		require.Nil(t, rep.Err, "webhook %d: %v", i, rep)
+	}
+	for i := range 3 {
+		ownersDone(t, ctx, c.alice, fmt.Sprint("a", i))
+	}
+	require.Eventually(t, func() bool { came, _, _ := silent.counts(); return came >= taskrouter.DefaultPushPerReceiver },
+		30*time.Second, 10*time.Millisecond, "the receiver holds its share of attempts")
+	nap := ownersStart(t, ctx, c.bob, "nap", nil)
+	s.close() // the attempts are cut short: due again at once
+	require.Eventually(t, func() bool { return silent.holdingNow() == 0 }, 30*time.Second, 10*time.Millisecond)
+	_, _, cut := silent.counts()
+	silent.resetPeak()
+
+	s = newOwnersServer(t, opts)
+	c = s.clients(t, ctx)
+	task := ownersWait(t, ctx, c.bob, nap, "bob's sleep ends", func(task map[string]any) bool { return task["status"] == "completed" })
+	came, peak, ended := silent.counts()
+	require.Equal(t, cut, ended, "bob's sleep ended before any attempt of the restarted server to the silent receiver timed out")
+	require.LessOrEqual(t, peak, taskrouter.DefaultPushPerReceiver, "the receiver holds at most its share of connections")
+	rec, err := s.st.Get(ctx, nap)
+	require.NoError(t, err)
+	late := rec.UpdatedAt.Sub(rec.CreatedAt) - 2*time.Second
+	t.Logf("bob's 2 s sleep ended %v after it was due (router clock); the silent receiver held %d connections at most, got %d attempts, none timed out; task %v", late, peak, came, task["status"])
+
+	// The deliveries put off say why.
+	waiting := 0
+	page, err := s.st.Query(ctx, store.Query{Owner: "io.taskbridge/deliveries:user:alice", Limit: store.MaxPageSize})
+	require.NoError(t, err)
+	for _, d := range page.Tasks {
+		if strings.Contains(d.StatusMessage, "MaxConcurrentPerReceiver") {
+			waiting++
+		}
+	}
+	require.Positive(t, waiting, "deliveries put off name the per-receiver limit")
 }

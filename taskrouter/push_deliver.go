@@ -77,7 +77,7 @@ func (w *webhooks) Wake(ctx context.Context, t *store.Task) error {
 	started := false
 	defer func() {
 		if !started {
-			w.pool.release(key, true, w.e.Now()) // no attempt: nothing learnt of the receiver
+			w.pool.release(key, now, true, now) // no attempt: nothing learnt of the receiver
 		}
 	}()
 	lease, err := w.e.TryLease(ctx, t.ID)
@@ -106,7 +106,7 @@ func (w *webhooks) Wake(ctx context.Context, t *store.Task) error {
 		return err
 	}
 	started = true
-	w.pool.run(func(pctx context.Context) { w.attempt(pctx, lease, h, d, key, attempt) })
+	w.pool.run(func(pctx context.Context) { w.attempt(pctx, lease, h, d, key, now, attempt) })
 	return nil
 }
 
@@ -126,7 +126,7 @@ func (w *webhooks) putOff(ctx context.Context, h *webhook, t *store.Task, at tim
 		}
 		return nil
 	}
-	at = at.Add(time.Duration(float64(time.Second) * w.jitter())) // spread the looks of a receiver's deliveries
+	at = at.Add(time.Duration(float64(max(at.Sub(w.e.Now()), time.Second)) * 0.2 * w.jitter())) // spread the looks of a receiver's deliveries
 	msg := fmt.Sprintf("waiting: %s; next attempt at %s", why, mcptask.FormatTime(at))
 	_, err := st.Update(ctx, t.ID, store.Update{IfVersion: t.Version, WakeAt: &at, StatusMessage: &msg})
 	switch {
@@ -139,13 +139,13 @@ func (w *webhooks) putOff(ctx context.Context, h *webhook, t *store.Task, at tim
 	return nil
 }
 
-// attempt makes attempt number n of delivery d to webhook h, on the
-// pool, and records its outcome. The pool stopping cuts it short: it is
+// attempt makes attempt number n of delivery d to webhook h, started at
+// start, on the pool, and records its outcome. The pool stopping cuts it short: it is
 // then due again at once, uncounted.
-func (w *webhooks) attempt(ctx context.Context, lease *Lease, h *webhook, d *store.Task, key string, n int) {
+func (w *webhooks) attempt(ctx context.Context, lease *Lease, h *webhook, d *store.Task, key string, start time.Time, n int) {
 	defer w.signals.Attempted.Send(d.ID)
 	status, sendErr := w.send(ctx, h, d.ID, d.Variables[varPushBody])
-	w.pool.release(key, !unanswered(sendErr), w.e.Now())
+	w.pool.release(key, start, !unanswered(sendErr) && ctx.Err() == nil, w.e.Now())
 	lease.Release() // before the releasing write: see Lease.Release
 	wctx := context.WithoutCancel(ctx)
 	if sendErr != nil && ctx.Err() != nil {

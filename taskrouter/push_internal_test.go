@@ -123,7 +123,7 @@ func TestPushReceiverCircuit(t *testing.T) {
 	require.True(t, ok)
 	ok, retry, why := take(silent)
 	require.False(t, ok, "two per receiver")
-	require.Equal(t, now.Add(2*time.Second), retry)
+	require.Equal(t, now.Add(10*time.Second), retry, "no answer yet: until its oldest attempt times out")
 	require.Contains(t, why, "MaxConcurrentPerReceiver")
 	for range 2 {
 		ok, _, _ = take(other)
@@ -134,23 +134,23 @@ func TestPushReceiverCircuit(t *testing.T) {
 	ok, _, why = take(third)
 	require.False(t, ok, "five in all")
 	require.Contains(t, why, "MaxConcurrent)")
-	p.release(other, true, now)
-	p.release(other, true, now)
-	p.release(third, true, now)
+	p.release(other, now, true, now)
+	p.release(other, now, true, now)
+	p.release(third, now, true, now)
 
 	// The silent receiver's two attempts time out, then a third.
-	p.release(silent, false, now)
-	p.release(silent, false, now)
+	p.release(silent, now, false, now)
+	p.release(silent, now, false, now)
 	ok, _, _ = take(silent)
 	require.True(t, ok, "two unanswered: not yet")
-	p.release(silent, false, now)
+	p.release(silent, now, false, now)
 	ok, retry, why = take(silent)
 	require.False(t, ok, "three unanswered in a row: the circuit opens")
 	require.Equal(t, now.Add(time.Minute), retry)
 	require.Contains(t, why, "left 3 attempts in a row unanswered")
 	ok, _, _ = take(other)
 	require.True(t, ok, "the other receiver goes on")
-	p.release(other, true, now)
+	p.release(other, now, true, now)
 
 	// After the cooldown, one attempt goes through; it times out: the
 	// circuit opens again, twice as long.
@@ -160,14 +160,14 @@ func TestPushReceiverCircuit(t *testing.T) {
 	ok, _, why = take(silent)
 	require.False(t, ok)
 	require.Contains(t, why, "being tried again")
-	p.release(silent, false, now)
+	p.release(silent, now, false, now)
 	ok, retry, _ = take(silent)
 	require.False(t, ok)
 	require.Equal(t, now.Add(2*time.Minute), retry)
 	now = now.Add(2 * time.Minute)
 	ok, _, _ = take(silent)
 	require.True(t, ok)
-	p.release(silent, false, now)
+	p.release(silent, now, false, now)
 	_, retry, _ = take(silent)
 	require.Equal(t, now.Add(3*time.Minute), retry, "up to RetryMax")
 
@@ -175,12 +175,25 @@ func TestPushReceiverCircuit(t *testing.T) {
 	now = now.Add(3 * time.Minute)
 	ok, _, _ = take(silent)
 	require.True(t, ok)
-	p.release(silent, true, now)
+	p.release(silent, now, true, now)
 	for range 2 {
 		ok, _, _ = take(silent)
 		require.True(t, ok, "closed: two at once again")
 	}
 	require.Len(t, p.receivers, 1, "only the receiver with attempts running is remembered")
+
+	// A receiver that answers, slowly: put off for twice its latency.
+	slow := "https://slow.example"
+	ok, _, _ = take(slow)
+	require.True(t, ok)
+	p.release(slow, now, true, now.Add(300*time.Millisecond))
+	now = now.Add(300 * time.Millisecond)
+	for range 2 {
+		ok, _, _ = take(slow)
+		require.True(t, ok)
+	}
+	_, retry, _ = take(slow)
+	require.Equal(t, now.Add(600*time.Millisecond), retry)
 }
 
 // TestPushMatchScopesAndExpiry: an owner's webhook watches the tasks of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 )
@@ -22,7 +23,9 @@ import (
 // deliveries: another owner's timers and deliveries run on time.
 //
 // A place is refused when MaxConcurrent attempts run, when the
-// receiver (the URL's scheme and host) has MaxConcurrentPerReceiver, and
+// receiver (the URL's scheme and host) has MaxConcurrentPerReceiver (the
+// delivery is put off for twice the receiver's recent answers' latency,
+// or, while it answers none, until its oldest attempt times out), and
 // while the receiver's circuit is open: after circuitAfter attempts in a
 // row that it did not answer (timed out, or no connection), no attempt
 // goes to it for a cooldown (RetryBase, doubling at each reopening up to
@@ -35,12 +38,18 @@ import (
 // before its circuit opens.
 const circuitAfter = 3
 
+// Bounds of how long a delivery that found no place is put off.
+const (
+	minBusyWait = 100 * time.Millisecond
+	poolWait    = time.Second // every attempt's place taken
+)
+
 // deliveryPool is the attempts running and each receiver's state. Its
 // lock is a leaf.
 type deliveryPool struct {
 	max, perReceiver  int
 	cooldown, coolMax time.Duration
-	busyWait          time.Duration
+	timeout           time.Duration // an attempt's
 	mu                sync.Mutex
 	running           int
 	receivers         map[string]*receiver
@@ -51,7 +60,8 @@ type deliveryPool struct {
 
 // receiver is one receiver's attempts and circuit.
 type receiver struct {
-	running   int
+	starts    []time.Time   // of the attempts running
+	latency   time.Duration // how long its answers took lately; zero: none yet
 	missed    int           // attempts in a row not answered
 	openUntil time.Time     // the circuit is open before it
 	cooldown  time.Duration // its next opening's length
@@ -61,7 +71,7 @@ type receiver struct {
 func (p *deliveryPool) init(o PushOptions) {
 	p.max, p.perReceiver = o.MaxConcurrent, o.MaxConcurrentPerReceiver
 	p.cooldown, p.coolMax = o.RetryBase, o.RetryMax
-	p.busyWait = min(o.Timeout, 2*time.Second)
+	p.timeout = o.Timeout
 	p.receivers = map[string]*receiver{}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 }
@@ -82,6 +92,18 @@ func receiverKey(raw string) string {
 	return u.Scheme + "://" + u.Host
 }
 
+// busyWait is how long a delivery to rc, which has no place free, is put
+// off at now: twice its answers' latency when it answers, else until its
+// oldest attempt times out (a receiver that answers nothing frees a place
+// no sooner), within [minBusyWait, an attempt's timeout].
+func (p *deliveryPool) busyWait(rc *receiver, now time.Time) time.Duration {
+	wait := 2 * rc.latency
+	if wait == 0 && len(rc.starts) > 0 {
+		wait = rc.starts[0].Add(p.timeout).Sub(now)
+	}
+	return min(max(wait, minBusyWait), p.timeout)
+}
+
 // acquire takes an attempt's place for receiver key at now; refused, it
 // says when to look again and why.
 func (p *deliveryPool) acquire(key string, now time.Time) (ok bool, retry time.Time, why string) {
@@ -98,23 +120,23 @@ func (p *deliveryPool) acquire(key string, now time.Time) (ok bool, retry time.T
 	case now.Before(rc.openUntil):
 		return false, rc.openUntil, fmt.Sprintf("%s left %d attempts in a row unanswered; no attempt goes to it before %s", key, rc.missed, rc.openUntil.UTC().Format(time.RFC3339))
 	case rc.probing:
-		return false, now.Add(p.busyWait), fmt.Sprintf("%s is being tried again after leaving attempts unanswered", key)
-	case rc.running >= p.perReceiver:
-		return false, now.Add(p.busyWait), fmt.Sprintf("%s has %d attempts running (taskrouter.PushOptions.MaxConcurrentPerReceiver)", key, rc.running)
+		return false, now.Add(p.busyWait(rc, now)), fmt.Sprintf("%s is being tried again after leaving attempts unanswered", key)
+	case len(rc.starts) >= p.perReceiver:
+		return false, now.Add(p.busyWait(rc, now)), fmt.Sprintf("%s has %d attempts running (taskrouter.PushOptions.MaxConcurrentPerReceiver)", key, len(rc.starts))
 	case p.running >= p.max:
-		return false, now.Add(p.busyWait), fmt.Sprintf("%d delivery attempts are running (taskrouter.PushOptions.MaxConcurrent)", p.running)
+		return false, now.Add(poolWait), fmt.Sprintf("%d delivery attempts are running (taskrouter.PushOptions.MaxConcurrent)", p.running)
 	}
 	if rc.missed >= circuitAfter {
 		rc.probing = true // half open: this attempt's outcome decides
 	}
-	rc.running++
+	rc.starts = append(rc.starts, now)
 	p.running++
 	return true, time.Time{}, ""
 }
 
-// release ends an attempt to receiver key: answered or not (a timeout, no
-// connection), at now.
-func (p *deliveryPool) release(key string, answered bool, now time.Time) {
+// release ends an attempt to receiver key that started at start:
+// answered or not (a timeout, no connection), at now.
+func (p *deliveryPool) release(key string, start time.Time, answered bool, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.running--
@@ -122,10 +144,20 @@ func (p *deliveryPool) release(key string, answered bool, now time.Time) {
 	if rc == nil {
 		return
 	}
-	rc.running--
+	if i := slices.Index(rc.starts, start); i >= 0 {
+		rc.starts = slices.Delete(rc.starts, i, i+1)
+	} else if len(rc.starts) > 0 {
+		rc.starts = rc.starts[1:]
+	}
 	wasProbe := rc.probing
 	rc.probing = false
 	if answered {
+		took := max(now.Sub(start), 0)
+		if rc.latency == 0 {
+			rc.latency = took
+		} else {
+			rc.latency = (3*rc.latency + took) / 4
+		}
 		rc.missed, rc.openUntil, rc.cooldown = 0, time.Time{}, p.cooldown
 	} else {
 		rc.missed++
@@ -134,8 +166,8 @@ func (p *deliveryPool) release(key string, answered bool, now time.Time) {
 			rc.cooldown = min(2*rc.cooldown, p.coolMax)
 		}
 	}
-	if rc.running == 0 && rc.missed == 0 {
-		delete(p.receivers, key) // nothing to remember
+	if len(rc.starts) == 0 && rc.missed == 0 && rc.latency < minBusyWait/2 {
+		delete(p.receivers, key) // nothing worth remembering
 	}
 }
 
