@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -483,4 +486,76 @@ func TestPushDisabled(t *testing.T) {
 	p := h.dial(inMemory, core, nil)
 	_, err := p.call(mcptask.MethodWebhooksList, nil)
 	require.EqualValues(t, -32601, rpcCode(t, err))
+}
+
+// TestPushCircuitBacksOffASilentReceiver: a receiver that accepts
+// deliveries and never answers gets at most MaxConcurrentPerReceiver
+// attempts at once; after 3 in a row timed out its circuit opens: the
+// deliveries left are put off (uncounted) until RetryBase has passed,
+// saying so, while another receiver's deliveries go on.
+func TestPushCircuitBacksOffASilentReceiver(t *testing.T) {
+	h := newHarness(t, func(o *taskrouter.Options) {
+		o.Push.Timeout = 200 * time.Millisecond
+		o.Push.RetryBase = time.Hour
+		o.Push.MaxConcurrentPerReceiver = 2
+	})
+	var mu sync.Mutex
+	came := 0
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		came++
+		mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); silent.Close() })
+	rc := pushtest.New(t)
+	ctx := context.Background()
+	p := h.dial(inMemory, core, nil)
+	var hooks []string
+	for range 6 {
+		wh, _, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: silent.URL, Owner: "*", Events: []mcptask.WebhookEvent{mcptask.WebhookTerminal}})
+		require.NoError(t, err)
+		hooks = append(hooks, wh.WebhookID)
+	}
+	_, _, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*", Events: []mcptask.WebhookEvent{mcptask.WebhookTerminal}})
+	require.NoError(t, err)
+	startTask(t, p, "sleepy", map[string]any{"ms": 1})
+	startTask(t, p, "sleepy", map[string]any{"ms": 1})
+	rc.Wait(t, 2) // the answering receiver hears of both, whatever the silent one does
+
+	open := 0
+	require.Eventually(t, func() bool {
+		open = 0
+		for _, id := range hooks {
+			ds, _, err := h.r.Webhooks().Deliveries(ctx, nil, id, "")
+			require.NoError(t, err)
+			for _, d := range ds {
+				if d.Status == mcptask.DeliveryPending && d.NextAttemptAt != "" {
+					at, err := time.Parse(time.RFC3339Nano, d.NextAttemptAt)
+					require.NoError(t, err)
+					if at.After(h.r.Now().Add(30 * time.Minute)) {
+						open++ // put off while the circuit is open
+					}
+				}
+			}
+		}
+		return open >= 12-4
+	}, 30*time.Second, 20*time.Millisecond, "the deliveries wait for the circuit")
+	mu.Lock()
+	defer mu.Unlock()
+	require.LessOrEqual(t, came, 4, "3 unanswered in a row open the circuit (2 at a time: at most 4 went)")
+	page, err := h.r.Store().List(ctx, store.ListOptions{Owner: "io.taskbridge/deliveries:" + taskrouter.LocalOwner, Limit: store.MaxPageSize})
+	require.NoError(t, err)
+	said := 0
+	for _, d := range page.Tasks {
+		if strings.Contains(d.StatusMessage, "attempts in a row unanswered; no attempt goes to it before") {
+			said++
+		}
+	}
+	require.Positive(t, said, "the deliveries put off say why")
 }
