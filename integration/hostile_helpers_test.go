@@ -170,6 +170,13 @@ var hostileFamilies = []struct {
 	{"a session deleted while a request waits", []string{"TestHostileSessionDeleteEndsWaits"}},
 	{"what /metrics tells without a token", []string{"TestHostileMetricsAreCountsOnly"}},
 	{"stream resumption ids (Last-Event-ID carrying an object, null, 1e300, 2.5, 2^53+1)", []string{"TestHostileStreamResumeIDs"}},
+	{"webhooks and deliveries of other owners (anonymous stateless, sessions, tokens; caps, expiry) on bbolt and PostgreSQL", []string{"TestHostileWebhookOwners"}},
+	{"webhook secrets read again (tasks/get, tasks/result, task_result, the dashboard's read)", []string{"TestHostileWebhookOwners"}},
+	{"webhook addresses (local-use NAT64, 6to4, translated loopback)", []string{"TestHostileWebhookAddresses"}},
+	{"a receiver that accepts and never answers (timers of other owners, held connections, circuits)", []string{"TestHostileSilentReceiverDelaysNoTimer"}},
+	{"queue keys, debounce and holders across owners; priorities at extremes (1e308, -5), on bbolt and PostgreSQL", []string{"TestHostileQueueOwners"}},
+	{"a child waiting for room under the task limits; a user's child reached anonymously", []string{"TestHostileChildWaitsForRoom"}},
+	{"dashboard form tokens (missing, a byte off, prefix, longer) on every form", []string{"TestHostileDashboardFormTokens"}},
 }
 
 // onPaths runs f once per path (hostilePaths), as a subtest, with a server

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/builder"
+	"github.com/taskbridge/taskbridge/dashboard"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -59,6 +60,9 @@ type ownersOptions struct {
 	// owners.
 	sharedKeys bool
 }
+
+// ownersDashboardToken is the fixture's dashboard's admin token.
+const ownersDashboardToken = "dashboard-admin-token"
 
 // Tokens of the fixture: "a" is alice, "b" is bob; a request without
 // one is anonymous.
@@ -135,6 +139,9 @@ func newOwnersServer(t *testing.T, o ownersOptions) *ownersServer {
 	b.TaskWorkflow(workflow.New("train", "the notes, as a child workflow").Arg("repo", "the repo", true).Step(
 		workflow.Child("notes", "notes").Bind("repo", workflow.PromptArg("repo")),
 	))
+	b.TaskWorkflow(workflow.New("nightly_report", "the nightly report").Arg("scheduled_at", "when", true).Step(
+		workflow.Server("say", "work").Bind("label", workflow.PromptArg("scheduled_at"))))
+	b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "nightly_report", Cron: "0 2 * * *", Description: "the nightly report"})
 	b.TaskWorkflow(workflow.New("nap", "sleep, then note").Step(
 		workflow.Sleep("nap", 2*time.Second),
 		workflow.Server("after", "work"),
@@ -145,6 +152,7 @@ func newOwnersServer(t *testing.T, o ownersOptions) *ownersServer {
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", optionalBearer(srv.HTTPHandler(nil)))
+	mux.Handle("/dashboard/", dashboard.New(srv.Router, dashboard.Options{Token: ownersDashboardToken}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	s.srv, s.url = srv, "http://"+ln.Addr().String()+"/mcp"

@@ -14,7 +14,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -572,4 +574,90 @@ func TestHostileSilentReceiverDelaysNoTimer(t *testing.T) {
 		}
 	}
 	require.Positive(t, waiting, "deliveries put off name the per-receiver limit")
+}
+
+// TestHostileDashboardFormTokens: every form of the dashboard (pause and
+// resume a task; pause, resume and trigger a schedule) refuses a missing
+// form token, one a byte off, its prefix and a longer one with 403, and
+// takes the right one; every one is compared in constant time
+// (dashboard's TestFormTokensComparedOnce keeps every comparison in
+// formTokenOK: the pause, resume and schedule forms compared with !=).
+func TestHostileDashboardFormTokens(t *testing.T) {
+	ctx := relCtx(t, time.Minute)
+	s := newOwnersServer(t, ownersOptions{})
+	c := s.clients(t, ctx)
+	base := strings.TrimSuffix(s.url, "/mcp")
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path string, form url.Values) (int, string) {
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+ownersDashboardToken)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	tokenOf := func(page string) string {
+		code, body := do(http.MethodGet, page, nil)
+		require.Equal(t, http.StatusOK, code, body)
+		m := csrf.FindStringSubmatch(body)
+		require.NotNil(t, m, "a form on %s", page)
+		return m[1]
+	}
+	bad := func(tok string) []string {
+		off := []byte(tok)
+		off[len(off)-1] ^= 1
+		return []string{"", string(off), tok[:len(tok)-1], tok + "x"}
+	}
+	nap := ownersStart(t, ctx, c.anonA, "nap", nil)
+	task := "/dashboard/tasks/" + nap
+	tok := tokenOf(task)
+	for _, action := range []string{"pause", "resume"} {
+		for _, b := range bad(tok) {
+			code, _ := do(http.MethodPost, task+"/"+action, url.Values{"csrf": {b}})
+			require.Equal(t, http.StatusForbidden, code, "%s with form token %q", action, b)
+		}
+		code, body := do(http.MethodPost, task+"/"+action, url.Values{"csrf": {tok}})
+		require.Equal(t, http.StatusSeeOther, code, "%s: %s", action, body)
+	}
+	stok := tokenOf("/dashboard/schedules")
+	for _, action := range []string{"pause", "resume", "trigger"} {
+		for _, b := range bad(stok) {
+			code, _ := do(http.MethodPost, "/dashboard/schedules/nightly/"+action, url.Values{"csrf": {b}})
+			require.Equal(t, http.StatusForbidden, code, "schedule %s with form token %q", action, b)
+		}
+		code, body := do(http.MethodPost, "/dashboard/schedules/nightly/"+action, url.Values{"csrf": {stok}})
+		require.Equal(t, http.StatusSeeOther, code, "schedule %s: %s", action, body)
+	}
+}
+
+// TestHostileWebhookAddresses: webhook URLs whose host is an address the
+// README says is refused are refused over HTTP with -32602 before any
+// network use: the local-use NAT64 prefix (64:ff9b:1::/48, RFC 8215,
+// which was let through), 6to4 forms of private addresses, and
+// translated forms of a loopback address.
+func TestHostileWebhookAddresses(t *testing.T) {
+	ctx := relCtx(t, time.Minute)
+	s := newOwnersServer(t, ownersOptions{})
+	c := s.clients(t, ctx)
+	for _, u := range []string{
+		"https://[64:ff9b:1::a00:1]/in", "https://[64:ff9b:1:5db8:d70e::]/in", "https://[64:ff9b:1:ffff::1]:8443/in",
+		"https://[2002:a00:1::1]/in", "https://[2002:c0a8:101::1]/in",
+		"https://[64:ff9b::7f00:1]/in", "http://[2002:7f00:1::1]/in",
+	} {
+		_, _, rep := ownersHook(t, ctx, c.alice, u, "")
+		require.NotNil(t, rep.Err, "%s: %v", u, rep)
+		require.EqualValues(t, mcptask.CodeInvalidParams, rep.Err.Code, u)
+		require.Contains(t, rep.Err.Message, "not allowed", u)
+	}
 }
