@@ -661,3 +661,37 @@ func TestHostileWebhookAddresses(t *testing.T) {
 		require.Contains(t, rep.Err.Message, "not allowed", u)
 	}
 }
+
+// TestHostileScheduleOwners: the server's schedule (owned by the local
+// owner) is no anonymous client's: a stateless anonymous client, an
+// anonymous session and a user neither list it nor pause or trigger it
+// (a stateless client and a session could), and none reads the task it
+// started (every stateless anonymous client shares the local owner with
+// the server's own tasks: it could read and cancel them). The server's
+// own code triggers it.
+func TestHostileScheduleOwners(t *testing.T) {
+	ctx := relCtx(t, time.Minute)
+	s := newOwnersServer(t, ownersOptions{})
+	c := s.clients(t, ctx)
+	f, err := s.srv.Router.TriggerSchedule(ctx, "nightly", "test")
+	require.NoError(t, err)
+	require.NotEmpty(t, f.TaskID)
+	for name, cl := range map[string]*relClient{"stateless": c.anonA, "session": c.sessA, "user": c.alice} {
+		list := cl.must(t, ctx, "tools/call", map[string]any{"name": "schedule_list", "arguments": map[string]any{}})
+		require.Contains(t, textOfResult(list), "There is no schedule you may manage.", name)
+		for _, tool := range []string{"schedule_pause", "schedule_trigger"} {
+			rep := cl.must(t, ctx, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"name": "nightly"}})
+			require.Equal(t, true, rep["isError"], "%s: %s", name, tool)
+		}
+		rep, err := cl.call(ctx, "tasks/get", map[string]any{"taskId": f.TaskID})
+		require.NoError(t, err)
+		require.NotNil(t, rep.Err, "%s reads the server's scheduled task: %v", name, rep)
+		rep, err = cl.call(ctx, "tasks/cancel", map[string]any{"taskId": f.TaskID})
+		require.NoError(t, err)
+		require.NotNil(t, rep.Err, "%s cancels the server's scheduled task: %v", name, rep)
+	}
+	infos, err := s.srv.Router.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.False(t, infos[0].Paused)
+}

@@ -138,12 +138,17 @@ func (q *Request) byID(o *Options) bool { return !q.Authenticated && !o.SessionB
 // mayAccess reports whether the requestor may read and act on t: its own
 // tasks always; without an authorization context also every task created
 // as an id-capability (see Options.SessionBound); never the records of
-// push (a webhook's, a delivery's), whose owners are reserved.
+// push (a webhook's, a delivery's), whose owners are reserved. A
+// stateless anonymous requestor shares its owner, LocalOwner, with the
+// server's own tasks (a schedule's, any created without a request): of
+// those, it reaches by owner only the tasks of stateless anonymous
+// clients (OwnerScope), the server's by nothing (they are no
+// id-capabilities).
 func (q *Request) mayAccess(o *Options, t *store.Task) bool {
 	if isPushOwner(t.Owner) {
 		return false // a webhook's or a delivery's record is no client's task
 	}
-	if q.OwnerErr == nil && t.Owner == q.Owner {
+	if q.OwnerErr == nil && t.Owner == q.Owner && (!q.anonymous() || t.Labels[labelScope] == scopeTask) {
 		return true
 	}
 	return q.byID(o) && t.Labels[labelAccess] == accessByID

@@ -193,16 +193,16 @@ func (r *Router) TriggerSchedule(ctx context.Context, name, by string) (store.Fi
 	return f, nil
 }
 
-// MayManageSchedule reports whether requestor q may pause, resume and
-// trigger schedule name: the schedule's owner may; without an
-// authorization context (and unless Options.SessionBound), so may anyone
-// when the schedule belongs to LocalOwner, as anyone who knows a task's
-// id may act on it. An administrator acts through the Go API or the
-// dashboard.
+// MayManageSchedule reports whether requestor q may see, pause, resume
+// and trigger schedule name: its owner may. A schedule of LocalOwner (the
+// default: the server's own) is managed by a stdio or in-memory client
+// (the one local client), not by a stateless anonymous client (every such
+// client is LocalOwner: it would be anyone's) nor by a session's. An
+// administrator acts through the Go API or the dashboard.
 func (r *Router) MayManageSchedule(q *Request, name string) bool {
 	sc := r.crons.get(name)
 	if sc == nil || q == nil || q.OwnerErr != nil {
 		return false
 	}
-	return q.Owner == sc.Owner || q.byID(&r.opts) && sc.Owner == LocalOwner
+	return q.Owner == sc.Owner && !q.anonymous()
 }

@@ -14,9 +14,12 @@ import (
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-// The schedule tools over Streamable HTTP: an anonymous session lists,
-// pauses, resumes and triggers the schedules of the local owner (as it
-// may act on id-capability tasks); another owner's schedule is neither
+// The schedule tools: the local client (stdio, in-memory) lists, pauses,
+// resumes and triggers the schedules of the local owner; an anonymous
+// session and a stateless anonymous client over Streamable HTTP see and
+// reach none of them (a session is another owner; a stateless client
+// would be anyone: they let any client pause the server's schedules and
+// read the tasks they started); another owner's schedule is neither
 // listed nor reachable; a trigger starts its task at once.
 func TestScheduleTools(t *testing.T) {
 	h := newHarness(t, nil)
@@ -35,7 +38,15 @@ func TestScheduleTools(t *testing.T) {
 	}
 	require.NoError(t, h.r.AddSchedule(taskrouter.Schedule{Name: "nightly", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Start: start}))
 	require.NoError(t, h.r.AddSchedule(taskrouter.Schedule{Name: "alices", Cron: "@daily", Owner: "user:alice", Start: start}))
-	p := h.dial(overHTTP, core, nil)
+	for _, d := range []dialect{core, ext} {
+		other := h.dial(overHTTP, d, nil)
+		list := other.mustCall("tools/call", map[string]any{"name": "schedule_list", "arguments": map[string]any{}})
+		require.Contains(t, textOf(list), "There is no schedule you may manage.")
+		refused := other.mustCall("tools/call", map[string]any{"name": "schedule_trigger", "arguments": map[string]any{"name": "nightly"}})
+		require.Equal(t, true, refused["isError"])
+		require.Contains(t, textOf(refused), "that you may manage")
+	}
+	p := h.dial(inMemory, core, nil)
 
 	list := p.mustCall("tools/call", map[string]any{"name": "schedule_list", "arguments": map[string]any{}})
 	require.NotEqual(t, true, list["isError"])
@@ -52,7 +63,7 @@ func TestScheduleTools(t *testing.T) {
 
 	paused := p.mustCall("tools/call", map[string]any{"name": "schedule_pause", "arguments": map[string]any{"name": "nightly", "reason": "maintenance"}})
 	require.NotEqual(t, true, paused["isError"])
-	require.Contains(t, textOf(paused), "paused by session:")
+	require.Contains(t, textOf(paused), "paused by local")
 	require.Contains(t, textOf(paused), "(maintenance)")
 	require.Equal(t, true, paused["structuredContent"].(map[string]any)["paused"])
 

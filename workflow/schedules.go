@@ -129,7 +129,10 @@ func (b *Bridge) startScheduled(ctx context.Context, s Schedule, f store.Fire) e
 	if owner == "" {
 		owner = taskrouter.LocalOwner
 	}
-	q := &taskrouter.Request{Owner: owner, Dialect: mcptask.Core, Source: "schedule:" + s.Name}
+	// The server acts for the schedule's owner, with its authority: the
+	// task is bound to the owner, no id-capability (a stateless anonymous
+	// client, which shares the local owner, reaches none of it).
+	q := &taskrouter.Request{Owner: owner, Dialect: mcptask.Core, Source: "schedule:" + s.Name, Authenticated: true}
 	labels := map[string]string{LabelSchedule: s.Name, LabelScheduledAt: f.At.UTC().Format(time.RFC3339), LabelTouched: "1"}
 	in, err := b.create(ctx, q, wf, newProgress(wf, args, b.engine.Now()), labels, nil, f.TaskID)
 	if err != nil {
