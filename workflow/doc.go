@@ -107,4 +107,5 @@
 //	kind_sample.go        sampling and ask steps (Sample, Ask)
 //	kind_sample_route.go  how their requests reach the client
 //	kind_sample_text.go   their prompt templates and the model's replies
+//	queue_owner.go        queue keys in their owner's scope (Queue.SharedKeys), who a status names
 package workflow
