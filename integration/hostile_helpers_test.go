@@ -177,6 +177,7 @@ var hostileFamilies = []struct {
 	{"queue keys, debounce and holders across owners; priorities at extremes (1e308, -5), on bbolt and PostgreSQL", []string{"TestHostileQueueOwners"}},
 	{"a child waiting for room under the task limits; a user's child reached anonymously", []string{"TestHostileChildWaitsForRoom"}},
 	{"dashboard form tokens (missing, a byte off, prefix, longer) on every form", []string{"TestHostileDashboardFormTokens"}},
+	{"the server's schedules and the tasks they start, to anonymous clients and other users", []string{"TestHostileScheduleOwners"}},
 }
 
 // onPaths runs f once per path (hostilePaths), as a subtest, with a server
