@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -530,10 +529,15 @@ func (s *silentReceiver) counts() (came, peak, ended int) {
 // the sleep waited for their timeouts), and the receiver never holds
 // more than MaxConcurrentPerReceiver connections (it held 321). The
 // deliveries put off say why. The sleep's lateness on the router's clock
-// is logged: the measure of the README.
+// is logged: the measure of the README. On bbolt and PostgreSQL.
 func TestHostileSilentReceiverDelaysNoTimer(t *testing.T) {
+	for _, be := range hostileStores {
+		t.Run(be.name, func(t *testing.T) { silentReceiverAttack(t, be.spec(t)) })
+	}
+}
+
+func silentReceiverAttack(t *testing.T, db string) {
 	ctx := relCtx(t, 3*time.Minute)
-	db := filepath.Join(t.TempDir(), "tasks.db")
 	opts := ownersOptions{db: db, router: taskrouter.Options{Push: taskrouter.PushOptions{Timeout: 2 * time.Minute, RetryBase: 500 * time.Millisecond}}}
 	s := newOwnersServer(t, opts)
 	c := s.clients(t, ctx)
@@ -566,7 +570,7 @@ func TestHostileSilentReceiverDelaysNoTimer(t *testing.T) {
 
 	// The deliveries put off say why.
 	waiting := 0
-	page, err := s.st.Query(ctx, store.Query{Owner: "io.taskbridge/deliveries:user:alice", Limit: store.MaxPageSize})
+	page, err := s.st.Query(ctx, store.Query{Owner: "io.taskbridge/deliveries:user:alice", Statuses: []mcptask.Status{mcptask.StatusWorking}, Limit: store.MaxPageSize})
 	require.NoError(t, err)
 	for _, d := range page.Tasks {
 		if strings.Contains(d.StatusMessage, "MaxConcurrentPerReceiver") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -22,6 +23,7 @@ import (
 	"github.com/taskbridge/taskbridge/push"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
+	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
@@ -558,4 +560,33 @@ func TestPushCircuitBacksOffASilentReceiver(t *testing.T) {
 		}
 	}
 	require.Positive(t, said, "the deliveries put off say why")
+}
+
+// TestPushOptionsExtremes: every number of PushOptions is checked before
+// any arithmetic: a negative count or duration, and a duration beyond
+// ten years (MaxInt64 included: a delivery's or a webhook's expiry must
+// stay a time the store holds), is refused naming the field; zero means
+// the default.
+func TestPushOptionsExtremes(t *testing.T) {
+	st := memory.New()
+	for _, c := range []struct {
+		field string
+		set   func(*taskrouter.PushOptions)
+	}{
+		{"AnonymousTTL", func(o *taskrouter.PushOptions) { o.AnonymousTTL = math.MaxInt64 }},
+		{"MaxAge", func(o *taskrouter.PushOptions) { o.MaxAge = math.MaxInt64 }},
+		{"Retention", func(o *taskrouter.PushOptions) { o.Retention = 11 * 365 * 24 * time.Hour }},
+		{"AnonymousTTL", func(o *taskrouter.PushOptions) { o.AnonymousTTL = -time.Second }},
+		{"MaxWebhooks", func(o *taskrouter.PushOptions) { o.MaxWebhooks = -1 }},
+		{"MaxConcurrent", func(o *taskrouter.PushOptions) { o.MaxConcurrent = math.MinInt }},
+		{"MaxConcurrentPerReceiver", func(o *taskrouter.PushOptions) { o.MaxConcurrentPerReceiver = -3 }},
+	} {
+		var o taskrouter.PushOptions
+		c.set(&o)
+		_, err := taskrouter.NewRouter(st, &taskrouter.Options{Push: o})
+		require.ErrorContains(t, err, "Options.Push."+c.field, c.field)
+	}
+	r, err := taskrouter.NewRouter(st, &taskrouter.Options{Push: taskrouter.PushOptions{MaxWebhooks: math.MaxInt, MaxConcurrent: math.MaxInt, AnonymousTTL: 10 * 365 * 24 * time.Hour}})
+	require.NoError(t, err, "large counts and ten years are fine")
+	require.NoError(t, r.Close())
 }
