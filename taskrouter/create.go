@@ -309,7 +309,7 @@ func (r *Router) createEnded(ctx context.Context, d mcptask.Dialect, rec *store.
 	if o.cause != nil && (errors.Is(o.cause, errShutdown) || errors.Is(o.cause, errEnded)) {
 		return nil, errShutdown
 	}
-	u := outcome(o.res, o.err, d)
+	u := outcome(o.res, o.err)
 	t := *rec
 	t.Status, t.Result, t.Error = u.Status, u.Result, u.Error
 	if u.StatusMessage != nil {

@@ -16,6 +16,21 @@ import (
 // mcptask.Dialect a question (ServerDecidesTasks, ToolErrorStatus,
 // HasMethod) instead of branching on versions.
 
+// statusIn is the status dialect d shows for task t. The store records
+// a task whose work failed as failed, whether it ended with a JSON-RPC
+// error (t.Error) or with a tool result with isError (t.Result): the
+// dashboard, pushes, the CLI and a workflow's parent read one truth. The
+// core dialect shows that status as it is; the extension reserves failed
+// for JSON-RPC errors, so a task that failed with a tool result reads as
+// completed there, its result carrying isError
+// (mcptask.Dialect.ToolErrorStatus).
+func statusIn(d mcptask.Dialect, t *store.Task) mcptask.Status {
+	if t.Status == mcptask.StatusFailed && t.Error == nil && len(t.Result) > 0 {
+		return d.ToolErrorStatus()
+	}
+	return t.Status
+}
+
 // createReply is the answer to a tools/call that became task t.
 func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.Result {
 	if d == mcptask.Extension {
@@ -56,7 +71,7 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) (mcp.Result, error) 
 		if t.Error != nil {
 			res.Error = t.Error
 		} else {
-			res.Result = t.Result
+			res.Result = t.Result // completed, with the isError result (statusIn)
 		}
 	}
 	for k, v := range res.InputRequests {

@@ -30,9 +30,13 @@ const taskIDArgumentDescription = "Only when performing a step of a workflow tas
 var taskIDKey = []byte(`"` + mcptask.ArgTaskID + `"`)
 
 // moveTaskIDArgument moves the argument _task_id of a tools/call into
-// _meta._task_id. A value that is not a non-empty string, or one that
-// names another task than _meta._task_id, is refused with -32602.
-func moveTaskIDArgument(req *mcp.CallToolRequest) error {
+// _meta._task_id. A value that is not a non-empty string is refused with
+// -32602. One that names another task than _meta._task_id is left where
+// it is when contained is true (the continuation handler decides, see
+// ContinuationHandler: a workflow's id in _meta and one of its children's
+// steps or items in the argument, as the handoff gives them, name one
+// workflow), and refused with -32602 otherwise.
+func moveTaskIDArgument(req *mcp.CallToolRequest, contained bool) error {
 	raw := req.Params.Arguments
 	if !bytes.Contains(raw, taskIDKey) {
 		return nil // the common case: no need to decode
@@ -51,6 +55,9 @@ func moveTaskIDArgument(req *mcp.CallToolRequest) error {
 	}
 	meta := req.Params.GetMeta()
 	if prev, ok := meta[mcptask.MetaTaskID]; ok && prev != id {
+		if contained {
+			return nil
+		}
 		return mcptask.InvalidParams("argument %s (%q) and _meta.%s (%v) name different tasks", mcptask.ArgTaskID, id, mcptask.MetaTaskID, prev)
 	}
 	delete(args, mcptask.ArgTaskID)
@@ -112,7 +119,7 @@ func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 			return r.inner(ctx, mcptask.MethodToolsCall, req) // the tool's own answer, running nothing
 		}
 	}
-	return r.hostCall(ctx, q, req, te.check != nil, in)
+	return r.hostCall(ctx, q, req, te, in)
 }
 
 // runsApart reports whether a plain call of tool te runs apart from the
@@ -142,7 +149,8 @@ func refusedAsToolError(res mcp.Result, err error) (mcp.Result, error) {
 // any task) and answers with an ordinary tool result naming it. A caller
 // that goes away before the deadline stops nothing: the work becomes a
 // task at once.
-func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, checked bool, in any) (mcp.Result, error) {
+func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry, in any) (mcp.Result, error) {
+	checked := te.check != nil
 	adm := admission{owner: q.Owner, source: q.Source}
 	if err := r.admit(adm, false); err != nil {
 		return r.toolExec(req, checked, in)(ctx) // no room for a task: a plain call, as before
@@ -180,13 +188,19 @@ func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequ
 	if cur, err := r.st.Get(context.WithoutCancel(ctx), t.ID); err == nil {
 		t = cur
 	}
-	return r.continuesAsTask(t), nil
+	return r.continuesAsTask(t, te.tool != nil && te.tool.OutputSchema != nil), nil
 }
 
 // continuesAsTask is the answer to a plain call whose tool outlived the
-// host deadline: an ordinary tool result (a model reads its text) naming
-// the task that now holds the work and how to get its result.
-func (r *Router) continuesAsTask(t *store.Task) *mcp.CallToolResult {
+// host deadline: a tool result (a model reads its text) naming the task
+// that now holds the work and how to get its result, with the task's
+// state as structured content. A tool with an outputSchema cannot answer
+// so: a client that checks results against it (the TypeScript SDK's
+// does) refuses structured content of another shape, and a result
+// without any unless it has isError. Its answer is then an isError
+// result without structured content, whose text says that nothing
+// failed: the work goes on as the task.
+func (r *Router) continuesAsTask(t *store.Task, outputSchema bool) *mcp.CallToolResult {
 	id := strconv.Quote(t.ID)
 	how := fmt.Sprintf("poll tasks/get with {\"taskId\": %s}", id)
 	if name := r.tools.resultToolName(); name != "" {
@@ -194,11 +208,14 @@ func (r *Router) continuesAsTask(t *store.Task) *mcp.CallToolResult {
 	}
 	text := fmt.Sprintf("Tool %q is still working after %s, so the work goes on on the server as task %s (status: %s). Do not call the tool again: %s.",
 		t.Request.Name, r.opts.HostDeadline.Round(time.Millisecond), t.ID, t.Status, how)
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: taskState(t),
-		Meta:              mcp.Meta(mcptask.RelatedTaskMeta(t.ID)),
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta(mcptask.RelatedTaskMeta(t.ID))}
+	if outputSchema {
+		res.IsError = true
+		res.Content[0] = &mcp.TextContent{Text: "Not a failure: the call has no result yet. " + text}
+		return res
 	}
+	res.StructuredContent = taskState(t)
+	return res
 }
 
 // taskState is the structured content of the built-in tools' answers

@@ -191,6 +191,12 @@ func TestTaskIDArgument(t *testing.T) {
 	require.Equal(t, "t-1", got[0]["_task_id"])
 	_, err := p.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x", "_task_id": 7}})
 	require.EqualValues(t, -32602, rpcCode(t, err))
+	// Two different ids: the continuation handler judges (a workflow's
+	// id in _meta, one of its child's steps in the argument); without
+	// one, the call is refused.
+	p.mustCall("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x", "_task_id": "a"}, "_meta": map[string]any{"_task_id": "b"}})
+	require.Equal(t, "b", got[1]["_task_id"], "_meta's id is left as it is")
+	h.r.SetContinuation(nil)
 	_, err = p.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x", "_task_id": "a"}, "_meta": map[string]any{"_task_id": "b"}})
 	require.EqualValues(t, -32602, rpcCode(t, err))
 	res = p.mustCall("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}})

@@ -179,7 +179,14 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	case ans = <-in.reply:
 	case ans = <-stored:
 	case <-ctx.Done():
-		ru.removeInput(in.key)
+		if ru.removeInput(in.key) == 0 {
+			// The handler withdrew its question (its context ended, the
+			// task's own did not: the answer came another way): the
+			// task works again. A task that ended refuses the write.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_, _ = r.fenced(wctx, ru, store.Update{Status: mcptask.StatusWorking, StatusMessage: ptr("")})
+			cancel()
+		}
 		return context.Cause(ctx)
 	}
 	remaining := ru.removeInput(in.key)

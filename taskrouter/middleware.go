@@ -172,7 +172,7 @@ func wireError(err error) error {
 // request's dialect, and starts it.
 func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error) {
 	if r.tools.takesTaskID(req.Params.Name) {
-		if err := moveTaskIDArgument(req); err != nil {
+		if err := moveTaskIDArgument(req, r.tools.continuationHandler() != nil); err != nil {
 			return nil, err
 		}
 	}

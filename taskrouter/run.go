@@ -173,7 +173,7 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 	case errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) || errors.Is(cause, errExpired):
 		return
 	}
-	u := outcome(res, err, ru.dialect)
+	u := outcome(res, err)
 	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A fenced write refused because the lease is gone has read the task
@@ -205,9 +205,10 @@ func tooLargeFailure(err error) store.Update {
 }
 
 // outcome maps a handler's return to the update that ends the task. A
-// JSON-RPC error fails the task; a tool result with isError ends it in the
-// status the dialect prescribes (mcptask.Dialect.ToolErrorStatus).
-func outcome(res mcp.Result, err error, d mcptask.Dialect) store.Update {
+// JSON-RPC error fails the task with it; a tool result with isError fails
+// it with that result, which each dialect shows in its own status
+// (statusIn: failed in the core dialect, completed in the extension).
+func outcome(res mcp.Result, err error) store.Update {
 	if err != nil {
 		info := errorInfo(err)
 		msg := info.Message
@@ -220,7 +221,7 @@ func outcome(res mcp.Result, err error, d mcptask.Dialect) store.Update {
 	}
 	if ctr, ok := res.(*mcp.CallToolResult); ok && ctr.IsError {
 		msg := toolErrorText(ctr)
-		return store.Update{Status: d.ToolErrorStatus(), StatusMessage: &msg, Result: raw}
+		return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg, Result: raw}
 	}
 	return store.Update{Status: mcptask.StatusCompleted, Result: raw, StatusMessage: ptr("")}
 }

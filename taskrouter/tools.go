@@ -421,7 +421,11 @@ func (r *Router) AcceptTaskIDArgument(name string) { r.tools.acceptTaskID(name) 
 // A ContinuationHandler serves a tools/call bound to an existing task with
 // _meta._task_id (mcptask.MetaTaskID): the workflow bridge records the
 // call's outcome on its workflow task. It runs the tool itself, in the
-// request, with Router.CallTool.
+// request, with Router.CallTool. When the call also carries the
+// argument _task_id (mcptask.ArgTaskID) naming another task than _meta
+// does, the argument is left in the arguments for the handler to judge
+// (the workflow bridge accepts a step of a workflow's child or item named
+// so, and refuses the rest); otherwise the argument was moved into _meta.
 type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallToolRequest) (mcp.Result, error)
 
 // SetContinuation makes h serve every tools/call that carries

@@ -48,11 +48,13 @@ func CoreTask(t *store.Task) mcptask.CoreTask {
 	}
 }
 
-// extensionTask converts a stored task to its extension wire form.
+// extensionTask converts a stored task to its extension wire form: a
+// task that failed with a tool result (isError) reads as completed, the
+// status the extension gives it (see outcome).
 func extensionTask(t *store.Task) mcptask.ExtTask {
 	return mcptask.ExtTask{
 		TaskID:         t.ID,
-		Status:         t.Status,
+		Status:         statusIn(mcptask.Extension, t),
 		StatusMessage:  t.StatusMessage,
 		CreatedAt:      mcptask.FormatTime(t.CreatedAt),
 		LastUpdatedAt:  mcptask.FormatTime(t.UpdatedAt),
