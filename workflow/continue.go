@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,6 +38,9 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	if b.isWorkflowTool(req.Params.Name) {
 		// The workflow's own tool named with a task: a resume.
 		return b.toolHandler(req.Params.Name)(ctx, req)
+	}
+	if err := b.narrowTaskRef(ctx, q, req); err != nil {
+		return nil, err
 	}
 	meta := req.Params.GetMeta()
 	ref, ok := meta[mcptask.MetaTaskID].(string)
@@ -103,6 +107,64 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 		in.kick("")
 	}
 	return b.answerOrLeg(ctx, q, req, in, at, res), nil
+}
+
+// narrowTaskRef settles a continuation whose argument _task_id names
+// another task than its _meta._task_id (the engine left the argument in
+// the arguments, see taskrouter.ContinuationHandler). The handoff's
+// arguments name the record a call performs: a workflow's item
+// ("W#deploy[1]") or a step of its child workflow (the child's task id,
+// or a record of it). A client that also puts the workflow's id in
+// _meta._task_id, as the documented _meta form says, names the same
+// workflow: the argument, the narrower of the two, is what the call
+// continues, once it is found inside the workflow _meta names (the task
+// itself, or a descendant by its parents). Anything else names two
+// different tasks: -32602, recording nothing.
+func (b *Bridge) narrowTaskRef(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest) error {
+	meta := req.Params.GetMeta()
+	outer, ok := meta[mcptask.MetaTaskID].(string)
+	if !ok || !bytes.Contains(req.Params.Arguments, []byte(`"`+mcptask.ArgTaskID+`"`)) {
+		return nil
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(req.Params.Arguments, &args) != nil {
+		return nil
+	}
+	raw, ok := args[mcptask.ArgTaskID]
+	if !ok {
+		return nil
+	}
+	var inner string
+	if json.Unmarshal(raw, &inner) != nil || inner == "" {
+		return mcptask.InvalidParams("argument %s must be a non-empty string: the id of the workflow task this call performs a step of", mcptask.ArgTaskID)
+	}
+	differ := func(why string) error {
+		return mcptask.InvalidParams("argument %s (%q) and _meta.%s (%q) name different tasks (%s); nothing was recorded", mcptask.ArgTaskID, inner, mcptask.MetaTaskID, outer, why)
+	}
+	outerID, outerPath := splitTaskRef(outer)
+	innerID, _ := splitTaskRef(inner)
+	switch {
+	case inner == outer:
+	case outerPath != "":
+		return differ("_meta names a record of a workflow; name the workflow's task id there, or leave _meta out")
+	case innerID != outerID:
+		t, err := b.engine.TaskFor(ctx, q, innerID)
+		if err != nil {
+			return differ("the argument's task is not found")
+		}
+		for depth := 0; t.Labels[LabelParent] != outerID; depth++ {
+			if t.Labels[LabelParent] == "" || depth >= MaxDepth {
+				return differ(fmt.Sprintf("task %s is not part of workflow task %s", innerID, outerID))
+			}
+			if t, err = b.engine.Task(ctx, t.Labels[LabelParent]); err != nil {
+				return differ(fmt.Sprintf("task %s is not part of workflow task %s", innerID, outerID))
+			}
+		}
+	}
+	delete(args, mcptask.ArgTaskID)
+	req.Params.Arguments = marshal(args)
+	meta[mcptask.MetaTaskID] = inner
+	return nil
 }
 
 // answerOrLeg answers a recorded continuation (see answer), or, for a
@@ -331,9 +393,13 @@ func (b *Bridge) continuationResult(t *store.Task, p *Progress, at target, res *
 	rt, rp := b.rootOf(context.WithoutCancel(b.ctx), t, p)
 	doc := b.handoff(rt, rp, rd.d)
 	out.Meta[mcptask.MetaHandoff] = doc
-	if out.StructuredContent == nil {
-		out.StructuredContent = doc
-	}
+	// The structured content stays the tool's own (or none): a client
+	// that checks it against the tool's outputSchema (the TypeScript
+	// SDK's does, even on isError results) must accept every reply. The
+	// handoff travels in _meta and in the text. isError stays the
+	// tool's too: the reply is first the step's own result, which the
+	// workflow's later end does not change (the text says how the
+	// workflow stands; docs/INTEROP.md, "How a workflow's end reads").
 	if text, err := renderTool(doc, rd); err == nil {
 		out.Content = append(slices.Clone(res.Content), &mcp.TextContent{Text: nextText(t, at, res.IsError) + "\n\n" + text})
 	}

@@ -143,8 +143,11 @@ func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Ti
 		u := store.Update{Labels: map[string]string{LabelTouched: "1"}}
 		if d.failure != "" {
 			p.PauseReason = d.failure
-			u.Status, u.StatusMessage = mcptask.StatusFailed, &d.failure
-			u.Error = &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: d.failure}
+			raw, err := in.b.resultJSON(in.task, p, mcptask.StatusFailed, d.failure)
+			if err != nil {
+				return store.Update{}, err
+			}
+			u.Status, u.StatusMessage, u.Result = mcptask.StatusFailed, &d.failure, raw
 		}
 		return u, nil
 	})

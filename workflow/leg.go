@@ -120,8 +120,24 @@ func (b *Bridge) askPerson(ctx context.Context, t *store.Task, p *Progress) erro
 		if req.Method != mcptask.MethodElicit {
 			return fmt.Errorf("step %q asks for %s, which is the model's to perform", s.Name, req.Method)
 		}
-		res, err := taskrouter.Elicit(ctx, nil, &req.Params)
-		if err != nil {
+		// The decision may arrive another way while the leg asks (the
+		// event tool, the webhook, tasks/update of the workflow task): the
+		// leg's question is then withdrawn, so that nobody answers a
+		// question already decided.
+		ectx, cancel := context.WithCancel(ctx)
+		go func() {
+			defer cancel()
+			_, _ = b.engine.Await(ectx, t.ID, func(nt *store.Task) bool {
+				np, err := decodeProgress(nt)
+				return err != nil || nt.Status.Terminal() || i >= len(np.Steps) || s.kind.inputRequest(s, &np.Steps[i]) == nil
+			})
+		}()
+		res, err := taskrouter.Elicit(ectx, nil, &req.Params)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && ectx.Err() != nil:
+			return nil // decided elsewhere: the leg looks again
+		case err != nil:
 			return err
 		}
 		ans, err := json.Marshal(res)

@@ -229,21 +229,22 @@ func (in *instance) walk(p *Progress, now time.Time, reason string, pl *plan) st
 // failure, the end of a cancelled task's undo, or its completion. It
 // reports whether it does.
 func (in *instance) ending(p *Progress, failure string, pl *plan) bool {
-	failed := func(msg string) {
+	// A workflow ends with a tool result, isError when it failed
+	// (resultJSON): tasks/result answers it, never a JSON-RPC error.
+	end := func(status mcptask.Status, msg string) {
 		p.PauseReason = msg
-		pl.update = store.Update{Status: mcptask.StatusFailed, StatusMessage: &p.PauseReason,
-			Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
-		pl.start = nil
-	}
-	completed := func(msg string) {
-		p.PauseReason = msg
-		raw, err := in.b.resultJSON(in.task, p)
+		raw, err := in.b.resultJSON(in.task, p, status, msg)
 		if err != nil {
 			pl.err = err
 			return
 		}
-		pl.update = store.Update{Status: mcptask.StatusCompleted, Result: raw, StatusMessage: &p.PauseReason}
+		pl.update = store.Update{Status: status, Result: raw, StatusMessage: &p.PauseReason}
 	}
+	failed := func(msg string) {
+		end(mcptask.StatusFailed, msg)
+		pl.start = nil
+	}
+	completed := func(msg string) { end(mcptask.StatusCompleted, msg) }
 	switch {
 	case failure != "":
 		failed(failure)

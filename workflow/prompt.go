@@ -333,23 +333,32 @@ func startMessage(w *Definition, p *Progress) *mcp.PromptMessage {
 	return textMessage("user", fmt.Sprintf("Run workflow %q: %s. Arguments: %s", w.Name, w.goal(), marshal(p.Arguments)))
 }
 
-// resultJSON is the final result of a completed workflow task, as
-// tasks/result returns it: a tool result whose text is the handoff (prose
-// and JSON), whose structuredContent is the handoff document, with the
-// document in _meta too.
-func (b *Bridge) resultJSON(t *store.Task, p *Progress) (json.RawMessage, error) {
-	done := *t
-	done.Status = mcptask.StatusCompleted
+// resultJSON is the final result of workflow task t ending in status
+// (completed, or failed with message), as tasks/result returns it: a tool
+// result whose text is the handoff (prose and JSON), with the document in
+// _meta. A completed workflow's result also carries the document as its
+// structured content; a failed one's is a tool result with isError and no
+// structured content (docs/INTEROP.md, "How a workflow's end reads"), so
+// that tasks/result answers a failed workflow with the tool result the
+// client reads, not a JSON-RPC error.
+func (b *Bridge) resultJSON(t *store.Task, p *Progress, status mcptask.Status, message string) (json.RawMessage, error) {
+	end := *t
+	end.Status, end.StatusMessage = status, message
 	d, err := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
 	if err != nil {
 		d = mcptask.Core
 	}
-	doc := b.handoff(&done, p, d)
+	doc := b.handoff(&end, p, d)
 	text, err := renderTool(doc, reader{d: d})
 	if err != nil {
 		return nil, mcptask.InternalError("rendering the workflow result: %v", err)
 	}
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: doc, Meta: mcp.Meta(doc.Meta())}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta(doc.Meta())}
+	if status == mcptask.StatusCompleted {
+		res.StructuredContent = doc
+	} else {
+		res.IsError = true
+	}
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return nil, mcptask.InternalError("encoding the workflow result: %v", err)

@@ -134,7 +134,10 @@ func toolArguments(raw json.RawMessage) (map[string]string, error) {
 
 // toolResult is the handoff of task t as a tool result: a line saying
 // where the workflow stands, then the handoff's prose and JSON (what a
-// model reads), the document as structured content and in _meta.
+// model reads), the document as structured content and in _meta. A
+// workflow that ended failed or cancelled is an error result (isError,
+// no structured content): every reply about a workflow's end says how
+// it ended (docs/INTEROP.md, "How a workflow's end reads").
 func (b *Bridge) toolResult(t *store.Task, p *Progress, rd reader, lead string) (*mcp.CallToolResult, error) {
 	doc := b.handoff(t, p, rd.d)
 	text, err := renderTool(doc, rd)
@@ -144,8 +147,19 @@ func (b *Bridge) toolResult(t *store.Task, p *Progress, rd reader, lead string) 
 	if lead != "" {
 		text = lead + "\n\n" + text
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: doc,
-		Meta: b.resultMeta(t, doc.Meta())}, nil
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: b.resultMeta(t, doc.Meta())}
+	if endedBadly(t) {
+		res.IsError = true
+	} else {
+		res.StructuredContent = doc
+	}
+	return res, nil
+}
+
+// endedBadly reports whether workflow task t ended failed or cancelled:
+// every reply that reports its end is then an error result.
+func endedBadly(t *store.Task) bool {
+	return t.Status == mcptask.StatusFailed || t.Status == mcptask.StatusCancelled
 }
 
 // Report is the workflow's answer to the built-in task_result tool while
