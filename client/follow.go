@@ -184,13 +184,19 @@ func (e *WorkflowError) Error() string {
 // remaining client steps in order, calling each step's tool with
 // _meta {"_task_id": doc.TaskID} and the step's arguments (asking
 // opts.Fill for any still a placeholder), then waits for the task to end
-// and returns the workflow's final result (a GetPromptResult as JSON).
+// and returns the workflow's final result (a tool result as JSON, whose
+// _meta carries the final handoff). A step without a tool of its own (an
+// event, a question, a text to write) is performed with the call its
+// handoff names (handoff.Call: the event tool), Fill asked for the values
+// the call lists.
 //
 // After each client step the server runs the server steps that follow;
 // when the workflow then waits on another client step, Follow re-reads the
 // handoff (prompts/get with the task id, so arguments resolved from the
 // step just performed are filled in) and continues. When a step fails, or
-// the task ends failed or cancelled, Follow returns a *WorkflowError.
+// the task ends failed or cancelled, Follow returns a *WorkflowError,
+// with the workflow's final result when it has one (a failed workflow's
+// is a tool result with isError).
 func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowOptions) (json.RawMessage, error) {
 	if doc == nil {
 		return nil, errors.New("client: Follow needs a handoff document")
@@ -216,11 +222,8 @@ func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowO
 func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowOptions) (json.RawMessage, error) {
 	cur := doc
 	for range maxFollowSteps {
-		switch cur.Status {
-		case string(mcptask.StatusCompleted):
-			return c.waitWorkflow(ctx, cur)
-		case string(mcptask.StatusFailed), string(mcptask.StatusCancelled):
-			return nil, docError(cur)
+		if mcptask.Status(cur.Status).Terminal() {
+			return c.waitWorkflow(ctx, cur) // its result, with a *WorkflowError unless completed
 		}
 		next := nextClientStep(cur)
 		if next == nil && !mayAsk(cur) {
@@ -245,6 +248,12 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 			args, err = opts.Repair(ctx, step)
 		case step.HandedToClient:
 			return nil, docError(cur)
+		case step.Tool == "" && step.Call != nil:
+			// An event, a question, a text to write: performed with
+			// the call the handoff names (the event tool).
+			step = callStep(step)
+			args, err = fillArguments(ctx, cur.TaskID, step, opts.Fill)
+			args = nestFills(args, step.Call)
 		default:
 			args, err = fillArguments(ctx, cur.TaskID, step, opts.Fill)
 		}
@@ -255,6 +264,9 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		if err != nil {
 			return nil, err
 		}
+		if sum.TaskID == cur.TaskID && sum.Status.Terminal() {
+			return c.waitWorkflow(ctx, cur)
+		}
 		if stepRef(step, cur.TaskID) != cur.TaskID {
 			// A record of a container, or a child workflow's step: the
 			// summary is of what the call performed; read the workflow's.
@@ -263,13 +275,7 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 			}
 			continue
 		}
-		switch sum.Status {
-		case mcptask.StatusCompleted:
-			return c.waitWorkflow(ctx, cur)
-		case mcptask.StatusFailed, mcptask.StatusCancelled:
-			return nil, &WorkflowError{TaskID: cur.TaskID, Workflow: cur.Workflow, Status: string(sum.Status), Reason: sum.PauseReason, RemainingSteps: sum.RemainingSteps}
-		}
-		if len(sum.RemainingSteps) == 0 {
+		if sum.Status.Terminal() || len(sum.RemainingSteps) == 0 {
 			return c.waitWorkflow(ctx, cur)
 		}
 		if len(sum.ClientSteps) == 0 {
@@ -308,15 +314,9 @@ func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step ha
 	if sum == nil {
 		sum = &mcptask.WorkflowSummary{}
 	}
-	if res.IsError {
-		reason := sum.PauseReason
-		if reason == "" {
-			reason = toolText(res)
-		}
-		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Step: step.Name, Status: string(sum.Status), Reason: reason, RemainingSteps: sum.RemainingSteps}
-	}
 	if sum.Status == "" {
-		// Not a taskbridge continuation reply: ask the task itself.
+		// Not a continuation's reply (the event tool's, or another
+		// server's): ask the task itself.
 		t, err := c.GetTask(ctx, doc.TaskID)
 		if err != nil {
 			return nil, fmt.Errorf("client: workflow %q step %q: the result carries no workflow summary and tasks/get failed: %w", doc.Workflow, step.Name, err)
@@ -324,10 +324,24 @@ func (c *Client) performStep(ctx context.Context, doc *handoff.Document, step ha
 		sum.Status = t.Status
 		sum.PauseReason = t.StatusMessage
 		if !t.Status.Terminal() {
-			for _, s := range doc.RemainingSteps[1:] {
-				sum.RemainingSteps = append(sum.RemainingSteps, s.Name)
+			for _, s := range doc.RemainingSteps {
+				if s.Name != step.Name {
+					sum.RemainingSteps = append(sum.RemainingSteps, s.Name)
+				}
 			}
 		}
+	}
+	if res.IsError {
+		if hd, herr := handoff.FromToolResult(res); herr == nil && hd.TaskID == doc.TaskID && mcptask.Status(hd.Status).Terminal() {
+			// The call was recorded, and the workflow has ended (failed,
+			// cancelled): its end is the answer, as waitWorkflow reads it.
+			return &mcptask.WorkflowSummary{TaskID: hd.TaskID, Workflow: hd.Workflow, Status: mcptask.Status(hd.Status), PauseReason: hd.PauseReason}, nil
+		}
+		reason := sum.PauseReason
+		if reason == "" || !sum.Status.Terminal() {
+			reason = toolText(res)
+		}
+		return nil, &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Step: step.Name, Status: string(sum.Status), Reason: reason, RemainingSteps: sum.RemainingSteps}
 	}
 	return sum, nil
 }
@@ -407,9 +421,20 @@ func (c *Client) refreshHandoff(ctx context.Context, doc *handoff.Document, perf
 }
 
 // waitWorkflow waits for the workflow task to end and returns its result.
+// A workflow that failed ends with a tool result with isError (in either
+// dialect): its result is returned with a *WorkflowError.
 func (c *Client) waitWorkflow(ctx context.Context, doc *handoff.Document) (json.RawMessage, error) {
 	raw, err := c.TaskResult(ctx, doc.TaskID)
 	if err == nil {
+		if res, derr := decodeToolResult(raw); derr == nil && res.IsError {
+			e := &WorkflowError{TaskID: doc.TaskID, Workflow: doc.Workflow, Status: string(mcptask.StatusFailed), Reason: toolText(res)}
+			if fdoc, herr := handoff.FromToolResult(res); herr == nil {
+				if d := docError(fdoc).(*WorkflowError); d.Reason != "" {
+					e.Reason, e.Step, e.RemainingSteps = d.Reason, d.Step, d.RemainingSteps
+				}
+			}
+			return raw, e
+		}
 		return raw, nil
 	}
 	if errors.Is(err, ErrCancelled) {
@@ -458,6 +483,52 @@ func fillArguments(ctx context.Context, taskID string, step handoff.RemainingSte
 		args[k] = v
 	}
 	return args, nil
+}
+
+// callStep is step (one without a tool of its own: an event, a
+// question, a sampling step) as the call its handoff names: the call's
+// tool, its arguments, and a placeholder for each value the client fills
+// in ("<description>"), which Fill is asked for by name. nestFills puts
+// the values that belong under an object argument (an event's payload)
+// there.
+func callStep(step handoff.RemainingStep) handoff.RemainingStep {
+	c := step.Call
+	step.Tool = c.Tool
+	step.Arguments = make(map[string]json.RawMessage, len(c.Arguments)+len(c.Fill))
+	maps.Copy(step.Arguments, c.Arguments)
+	for _, f := range c.Fill {
+		desc := f.Description
+		if desc == "" {
+			desc = f.Name
+		}
+		step.Arguments[f.Name], _ = json.Marshal("<" + desc + ">")
+	}
+	return step
+}
+
+// nestFills moves each filled value that belongs under an object argument
+// (handoff.Fill.Under) into it.
+func nestFills(args map[string]any, c *handoff.Call) map[string]any {
+	if args == nil || c == nil {
+		return args
+	}
+	for _, f := range c.Fill {
+		v, ok := args[f.Name]
+		if f.Under == "" || !ok {
+			continue
+		}
+		obj, _ := args[f.Under].(map[string]any)
+		if obj == nil {
+			obj = map[string]any{}
+			if raw, ok := c.Arguments[f.Under]; ok {
+				_ = json.Unmarshal(raw, &obj)
+			}
+		}
+		obj[f.Name] = v
+		args[f.Under] = obj
+		delete(args, f.Name)
+	}
+	return args
 }
 
 // nextClientStep is the first remaining step the client may perform now,

@@ -65,7 +65,7 @@ func statusPhrase(status string) string {
 	case string(mcptask.StatusWorking):
 		return "is running on the server"
 	case string(mcptask.StatusInputRequired):
-		return "is paused, waiting for the client"
+		return "is waiting for input"
 	case string(mcptask.StatusCompleted):
 		return "is complete"
 	case string(mcptask.StatusFailed):
@@ -123,6 +123,8 @@ func writeHeader(b *strings.Builder, d *Document, yours bool) {
 	}
 	switch {
 	case d.PauseReason == "":
+	case d.Status == string(mcptask.StatusCompleted):
+		fmt.Fprintf(b, "\nOutcome: %s", sentence(oneLine(d.PauseReason, 0)))
 	case terminal(d.Status):
 		fmt.Fprintf(b, "\nStopped because: %s", sentence(oneLine(d.PauseReason, 0)))
 	case !yours:

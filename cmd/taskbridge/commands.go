@@ -416,7 +416,8 @@ func (cmd *command) follow(ctx context.Context, doc *handoff.Document) error {
 			return cmd.in.repair(ctx, s, schemas[s.Tool], doc.TaskID)
 		},
 	})
-	if err != nil {
+	var wf *client.WorkflowError
+	if err != nil && (final == nil || !errors.As(err, &wf)) {
 		return err
 	}
 	cmd.waiting = ""

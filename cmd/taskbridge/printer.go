@@ -191,13 +191,29 @@ func (p *printer) prompt(res *mcp.GetPromptResult) error {
 	return nil
 }
 
+// reasonLabel labels a handoff's status line: "Paused:" only for a
+// workflow paused by an operator (handoff.Document.Paused), "Stopped:"
+// for one that failed or was cancelled, "Outcome:" for one completed,
+// "Now:" for one at work or waiting.
+func reasonLabel(d *handoff.Document) string {
+	switch {
+	case d.Status == string(mcptask.StatusCompleted):
+		return "Outcome:"
+	case mcptask.Status(d.Status).Terminal():
+		return "Stopped:"
+	case d.Paused != nil:
+		return "Paused:"
+	}
+	return "Now:"
+}
+
 func (p *printer) handoff(d *handoff.Document) error {
 	if p.json {
 		return p.line(map[string]any{"event": "handoff", "handoff": d})
 	}
 	fmt.Fprintf(p.w, "Workflow %q — task %s — %s\n", d.Workflow, d.TaskID, d.Status)
 	if d.PauseReason != "" {
-		fmt.Fprintf(p.w, "Paused: %s\n", d.PauseReason)
+		fmt.Fprintf(p.w, "%s %s\n", reasonLabel(d), d.PauseReason)
 	}
 	done := map[string]bool{}
 	for _, r := range stepview.Rows(d) {
@@ -320,17 +336,29 @@ func (p *printer) completed(d *handoff.Document) error {
 		return p.line(map[string]any{"event": "completed", "handoff": d})
 	}
 	fmt.Fprintf(p.w, "\nWorkflow %q (task %s) is %s: %d step(s) completed.\n", d.Workflow, d.TaskID, d.Status, len(d.CompletedSteps))
+	if d.Status != string(mcptask.StatusCompleted) && d.PauseReason != "" {
+		fmt.Fprintf(p.w, "  why: %s\n", d.PauseReason)
+	}
 	for _, r := range stepview.Rows(d) {
 		if r.Done == nil {
 			continue
 		}
-		fmt.Fprintf(p.w, "  ✓ %s (%s): %s\n", r.Name, r.Tool, oneLine(string(r.Done.Result), 100))
+		fmt.Fprintf(p.w, "  ✓ %s %s: %s\n", r.Name, inParens(r.Tool), oneLine(string(r.Done.Result), 100))
 		for _, rec := range r.Records {
 			fmt.Fprintf(p.w, "      %-10s %s\n", rec.Label, oneLine(rec.Result, 100))
 		}
 	}
 	p.undo(d)
 	return nil
+}
+
+// inParens is a step's tool in parentheses; a kind, which
+// stepview.ToolOrKind already puts in them, as it is.
+func inParens(tool string) string {
+	if strings.HasPrefix(tool, "(") {
+		return tool
+	}
+	return "(" + tool + ")"
 }
 
 // stepResult prints the result of one workflow step (call -task-id) and

@@ -174,6 +174,9 @@ func (a *asker) fill(ctx context.Context, step handoff.RemainingStep, placeholde
 		var desc string
 		_ = json.Unmarshal(step.Arguments[name], &desc)
 		f := fieldFor(fields, name)
+		if cf, ok := callFill(step, name); ok && f.Type == "" {
+			f.Type = cf.Type // an event's payload field: its type is the handoff's
+		}
 		f.Required = true // the workflow needs a value
 		v, _, err := a.askField(ctx, name+" "+desc, f, "", false)
 		if err != nil {
@@ -182,6 +185,20 @@ func (a *asker) fill(ctx context.Context, step handoff.RemainingStep, placeholde
 		out[name] = v
 	}
 	return out, nil
+}
+
+// callFill is the value named name that the call of step lists for the
+// client to fill (handoff.Call.Fill), when it does.
+func callFill(step handoff.RemainingStep, name string) (handoff.Fill, bool) {
+	if step.Call == nil {
+		return handoff.Fill{}, false
+	}
+	for _, f := range step.Call.Fill {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return handoff.Fill{}, false
 }
 
 // repair shows why the server gave up on a step it handed to the client
