@@ -14,9 +14,11 @@ package builder
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -38,8 +40,11 @@ const DefaultDBFile = "taskbridge.db"
 // The store is chosen one way: WithStore hands over a store you opened
 // (and close), or WithDB names one the server opens and closes, by a spec:
 // a bbolt file path, or a URL whose scheme names a registered backend
-// (postgres://...). Without either, EnvDB names it (unless WithoutEnv),
-// then DefaultDBFile.
+// (postgres://...). EnvDB, when set, names it instead of WithDB (the
+// environment overrides the code, as every TASKBRIDGE_* variable does,
+// unless WithoutEnv; Build logs the override at Warn), then
+// DefaultDBFile. EnvDB with WithStore cannot take effect: Build refuses
+// it.
 //
 // The settings of the parts are the parts' own options, set whole:
 // WithRouterOptions (taskrouter.Options), WithWorkflowOptions
@@ -84,7 +89,9 @@ func (b *Builder) WithStore(st store.Store) *Builder { b.st = st; return b }
 // several replicas, see package store/postgres; "memory://", a store
 // that lives as long as the server; "bbolt://path") or a bbolt file path
 // (the embedded default; created if missing). TASKBRIDGE_DB takes the
-// same forms; OpenStore opens them.
+// same forms and, when set, overrides spec (unless WithoutEnv): an
+// operator points a server written for one bbolt file at PostgreSQL for
+// replicas without a change of code. OpenStore opens them.
 func (b *Builder) WithDB(spec string) *Builder { b.db = spec; return b }
 
 // WithDBPath uses a bbolt file at path (created if missing), owned and
@@ -317,10 +324,13 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	}
 	srv := &Server{Store: b.st}
 	if srv.Store == nil {
-		if err := b.openStore(ctx, srv); err != nil {
+		if err := b.openStore(ctx, srv, ropts.Logger); err != nil {
 			return nil, err
 		}
+	} else if env := os.Getenv(EnvDB); b.useEnv && env != "" {
+		return nil, fmt.Errorf("builder: %s=%s cannot take effect: this server uses the store its code hands over with WithStore; unset %s, or choose the store with WithDB (which %s overrides) or WithoutEnv", EnvDB, RedactDSN(env), EnvDB, EnvDB)
 	}
+	b.warnReplica(srv.Store, ropts.Logger)
 	fail := func(err error) (*Server, error) {
 		_ = srv.Close()
 		return nil, err
@@ -365,23 +375,38 @@ func (b *Builder) routerOptions() (*taskrouter.Options, error) {
 	return &o, nil
 }
 
-// openStore opens the store the builder names (WithDB, TASKBRIDGE_DB, or
-// the default file) for srv, which then owns it.
-func (b *Builder) openStore(ctx context.Context, srv *Server) error {
-	spec, bolt := b.db, b.bbolt
+// openStore opens the store the builder names (TASKBRIDGE_DB, WithDB, or
+// the default file) for srv, which then owns it, and logs which it opened
+// and why (at Warn when the environment overrides the code's WithDB, on
+// slog's default logger when the builder has none).
+func (b *Builder) openStore(ctx context.Context, srv *Server, log *slog.Logger) error {
+	warn := log
+	if log == nil {
+		// A warning is never discarded: without a logger it goes to
+		// slog's default (stderr).
+		log, warn = slog.New(slog.DiscardHandler), slog.Default()
+	}
+	spec, bolt, from := b.db, b.bbolt, "WithDB"
 	if b.useEnv {
 		envSpec, envBolt, err := storeFromEnv()
 		if err != nil {
 			return err
 		}
-		if spec == "" {
-			spec = envSpec
+		switch {
+		case envSpec == "":
+		case spec != "" && envSpec != spec:
+			warn.Warn("the store is the one "+EnvDB+" names, not the one the code names with WithDB: the environment overrides the code (WithoutEnv keeps the code's)",
+				"store", RedactDSN(envSpec), "overridden", RedactDSN(spec))
+			spec, from = envSpec, EnvDB
+		default:
+			spec, from = envSpec, EnvDB
 		}
 		bolt = append(slices.Clone(bolt), envBolt...)
 	}
 	if spec == "" {
-		spec = DefaultDBFile
+		spec, from = DefaultDBFile, "the default"
 	}
+	log.Info("opening the store", "store", RedactDSN(spec), "from", from)
 	st, err := OpenStore(ctx, spec, bolt...)
 	if err != nil {
 		return err
@@ -391,6 +416,23 @@ func (b *Builder) openStore(ctx context.Context, srv *Server) error {
 		srv.DBPath = spec
 	}
 	return nil
+}
+
+// warnReplica logs, at Warn (on slog's default logger when the builder
+// has none), a replica id (taskrouter.EnvReplicaID) set
+// for a store that is not shared: it names this process among replicas
+// that share one store, and a bbolt file (or memory) is this process's
+// alone, so another process given the same setting runs apart, on its
+// own tasks.
+func (b *Builder) warnReplica(st store.Store, log *slog.Logger) {
+	if !b.useEnv || os.Getenv(taskrouter.EnvReplicaID) == "" || store.IsShared(st) {
+		return
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn(taskrouter.EnvReplicaID+" is set, but the store is not shared: each process on its own store runs apart, with its own tasks. Replicas share one store: "+EnvDB+"=postgres://…",
+		"replica", os.Getenv(taskrouter.EnvReplicaID))
 }
 
 // newRouter makes srv's task engine on its store.

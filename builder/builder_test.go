@@ -71,6 +71,7 @@ func TestBuildReadsEnvironment(t *testing.T) {
 	require.Equal(t, path, srv.DBPath)
 	require.EqualValues(t, 123e6, srv.Router.Options().PollInterval)
 
+	t.Setenv(builder.EnvDB, "") // it cannot take effect with WithStore (TestEnvDBWithStoreRefused)
 	t.Setenv(taskrouter.EnvPollInterval, "later")
 	_, err = builder.New("t", "1").WithStore(memory.New()).Build(context.Background())
 	require.ErrorContains(t, err, taskrouter.EnvPollInterval)

@@ -14,9 +14,10 @@ import (
 // engine's (taskrouter.OptionsFromEnv) and the workflow bridge's
 // (workflow.OptionsFromEnv) read theirs, unless WithoutEnv.
 const (
-	// EnvDB names the environment variable that sets the store when
-	// neither WithStore nor WithDB did: a bbolt file path or a URL of a
-	// registered backend (see WithDB).
+	// EnvDB names the environment variable that sets the store: a bbolt
+	// file path or a URL of a registered backend (see WithDB). Set, it
+	// overrides WithDB (Build logs that at Warn); with WithStore, Build
+	// refuses it, since it cannot take effect.
 	EnvDB = "TASKBRIDGE_DB"
 	// EnvBboltPrefault names the environment variable that opens a bbolt
 	// store with its file prefaulted (bboltstore.WithPrefault): "1" or

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -52,9 +53,9 @@ Usage:
 Serve flags:
   -http ADDR      listen address (use a loopback address such as 127.0.0.1:8080)
   -stdio          serve over stdin/stdout instead
-  -db FILE|DSN    store: a bbolt file (default taskbridge-62.db; its directory is
-                  created when missing), or a postgres:// DSN to share tasks between
-                  several replicas
+  -db FILE|DSN    store: a bbolt file (default $TASKBRIDGE_DB, else taskbridge-62.db;
+                  its directory is created when missing), or a postgres:// DSN to
+                  share tasks between several replicas
   -ledger FILE    the publication ledger publish_notes keeps (default: FILE.published
                   beside a bbolt file; for PostgreSQL, taskbridge/example-62.published
                   in $XDG_STATE_HOME, by default ~/.local/state)
@@ -167,7 +168,7 @@ func serve(args []string, stderr io.Writer) error {
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	addr := fs.String("http", "", "serve Streamable HTTP at http://ADDR/mcp (use a loopback address)")
 	stdio := fs.Bool("stdio", false, "serve one client over stdin/stdout")
-	db := fs.String("db", "taskbridge-62.db", "store: a bbolt file, or a postgres:// DSN (several replicas)")
+	db := fs.String("db", cmp.Or(os.Getenv(builder.EnvDB), "taskbridge-62.db"), "store: a bbolt file, or a postgres:// DSN (several replicas); default $TASKBRIDGE_DB")
 	ledger := fs.String("ledger", "", "publication ledger file (default: beside a bbolt file, or in the state directory)")
 	tokenList := fs.String("tokens", os.Getenv(tokenauth.EnvTokens), "bearer tokens TOKEN=USER,...")
 	dashToken := fs.String("dashboard-token", os.Getenv(EnvDashboardToken), "dashboard admin token")
@@ -184,6 +185,12 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unknown argument %q", fs.Arg(0))
+	}
+	if env := os.Getenv(builder.EnvDB); env != "" && env != *db {
+		// The builder lets the environment override the code: here the
+		// flag is the operator's word too, and one of the two would be
+		// ignored.
+		return fmt.Errorf("serve: -db %s and %s=%s name different stores: give one", builder.RedactDSN(*db), builder.EnvDB, builder.RedactDSN(env))
 	}
 	hook, err := pushHook(*pushURL, *pushSecret, *pushEvents)
 	if err != nil {

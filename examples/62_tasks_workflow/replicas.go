@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -176,7 +177,10 @@ func (rs *replicaSet) start(name, exe, dir string, args []string) error {
 	p := &replicaProc{name: name, listening: make(chan string, 1), done: make(chan struct{})}
 	p.cmd = exec.Command(exe, args...)
 	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), EnvReplicaID+"="+name)
+	// The replicas' store is the -db of args (this command's own
+	// PostgreSQL): a TASKBRIDGE_DB of the caller's would contradict it.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, builder.EnvDB+"=") })
+	p.cmd.Env = append(env, EnvReplicaID+"="+name)
 	// A process group of its own: a Ctrl-C in the terminal reaches only
 	// this process, which stops the replicas in order (procattr_*.go).
 	p.cmd.SysProcAttr = replicaProcAttr()
