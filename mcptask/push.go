@@ -37,8 +37,10 @@ const (
 	// WebhookInputRequired: the task entered input_required; its
 	// EventStatus event.
 	WebhookInputRequired WebhookEvent = "input_required"
-	// WebhookPaused: a workflow stopped running steps and waits for its
-	// client to perform one; its EventPaused event.
+	// WebhookPaused: a workflow stopped running steps: it waits for its
+	// client to perform one, or an operator paused it (or it paused
+	// itself on a failure, PauseOnFailure) and it waits to be resumed;
+	// its EventPaused event (PausedEvent.By tells the two apart).
 	WebhookPaused WebhookEvent = "paused"
 	// WebhookStep: a workflow step began or ended an attempt; its
 	// EventStepStarted and EventStepEnded events.
@@ -84,8 +86,9 @@ func WebhookEventOf(t EventType, status Status) (WebhookEvent, bool) {
 // Event types of push, beside those of events.go.
 const (
 	// EventPaused: a workflow stopped running steps and waits for its
-	// client (a client step reached, a server step handed over). Payload:
-	// PausedEvent.
+	// client (a client step reached, a server step handed over), or for
+	// an operator to resume it (paused by one, or by the server on a
+	// failure). Payload: PausedEvent.
 	EventPaused EventType = "paused"
 	// EventPushFailed: a push delivery about the task gave up (its
 	// attempts or its age ran out). Written while the task is active (an
@@ -100,6 +103,10 @@ type PausedEvent struct {
 	Reason string `json:"reason"`
 	// ClientSteps names the steps the client may perform now.
 	ClientSteps []string `json:"clientSteps,omitempty"`
+	// By, for a workflow paused until someone resumes it, names who
+	// paused it (an operator's name, or "the server" for a pause on a
+	// failure); empty when it waits for its client.
+	By string `json:"by,omitempty"`
 }
 
 // PushFailedEvent is the payload of EventPushFailed.

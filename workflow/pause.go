@@ -118,7 +118,11 @@ func (b *Bridge) Pause(ctx context.Context, id string, p taskrouter.PauseRequest
 		default:
 			said += fmt.Sprintf(" The steps running now (%s) finish; their outcomes are recorded.", quoteList(running))
 		}
-		return store.Update{Events: []store.Event{actionEvent("paused", p.By, p.Reason)}}, nil
+		u := store.Update{Events: []store.Event{actionEvent("paused", p.By, p.Reason)}}
+		if ev, ok := pauseEvent(pr); ok {
+			u.Events = append(u.Events, ev) // push webhooks hear of it (paused.go)
+		}
+		return u, nil
 	})
 	if err != nil {
 		return nil, "", pauseErr(err)

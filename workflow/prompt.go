@@ -155,7 +155,7 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: wf.def.Name, Arguments: rawArgs},
 		taskrouter.CreateOptions{ID: id, TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
 			Variables: v, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake(),
-			InputRequired: statusFor(q.Dialect, p) == mcptask.StatusInputRequired})
+			InputRequired: statusFor(p) == mcptask.StatusInputRequired})
 	if err != nil {
 		return nil, storeErr(err)
 	}

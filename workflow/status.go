@@ -6,7 +6,6 @@ import (
 
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // The status lines of a workflow task: written as the task's status
@@ -100,20 +99,20 @@ func pauseReason(wf *compiled, p *Progress) string {
 }
 
 // wantStatus is the status of active workflow task t at progress p:
-// input_required while it waits only for events and its client speaks the
-// extension dialect (which answers them with tasks/update), working
-// otherwise (a core client cannot answer: the webhook delivers them).
-func wantStatus(t *store.Task, p *Progress) mcptask.Status {
-	d, _ := mcptask.ParseDialect(t.Labels[taskrouter.LabelDialect])
-	return statusFor(d, p)
-}
+// input_required while it waits only for a person or an outsider (events,
+// questions asked through its input request), whatever started it and
+// whatever its client's dialect (both have the status; a core client, a
+// schedule's or a fork's task is told the same way); working otherwise,
+// a pause included (its status message says who paused it; the status a
+// paused workflow waits in is working, docs/INTEROP.md).
+func wantStatus(_ *store.Task, p *Progress) mcptask.Status { return statusFor(p) }
 
-// statusFor is wantStatus for a client of dialect d.
-func statusFor(d mcptask.Dialect, p *Progress) mcptask.Status {
+// statusFor is wantStatus at progress p.
+func statusFor(p *Progress) mcptask.Status {
 	if p.Paused != nil {
-		return mcptask.StatusWorking // a paused workflow waits for no one's input
+		return mcptask.StatusWorking // a paused workflow waits for an operator, not for input
 	}
-	if d.HasMethod(mcptask.MethodTasksUpdate) && p.waitsOnEventsOnly() {
+	if p.waitsOnEventsOnly() {
 		return mcptask.StatusInputRequired
 	}
 	return mcptask.StatusWorking
