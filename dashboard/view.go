@@ -53,6 +53,34 @@ type countItem struct {
 
 type filter struct {
 	Status, Name, Owner string
+	// Show picks the rows: "" (the tasks people and programs started),
+	// "deliveries" (push webhooks' registrations and deliveries, which
+	// the engine keeps as tasks), "all".
+	Show string
+}
+
+// Values of filter.Show.
+const (
+	showTasks      = ""
+	showDeliveries = "deliveries"
+	showAll        = "all"
+)
+
+// isDelivery reports whether t is a record of push, not a user's task: a
+// webhook's registration or one of its deliveries.
+func isDelivery(t *store.Task) bool {
+	return t.Labels[taskrouter.LabelKind] == taskrouter.KindPush || t.Request.Method == mcptask.MethodWebhooksRegister
+}
+
+// shows reports whether the rows of f.Show include t.
+func (f filter) shows(t *store.Task) bool {
+	switch f.Show {
+	case showAll:
+		return true
+	case showDeliveries:
+		return isDelivery(t)
+	}
+	return !isDelivery(t)
 }
 
 type overviewData struct {
@@ -129,6 +157,10 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 	q := r.URL.Query()
 	data := overviewData{page: d.page(v, "Tasks"), Now: time.Now(),
 		Filter: filter{Status: q.Get("status"), Name: strings.TrimSpace(q.Get("name")), Owner: strings.TrimSpace(q.Get("owner"))}}
+	switch sh := q.Get("show"); sh {
+	case showDeliveries, showAll:
+		data.Filter.Show = sh
+	}
 	for _, s := range store.AllStatuses() {
 		data.Statuses = append(data.Statuses, string(s))
 	}
@@ -170,12 +202,12 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 			row := rowOf(t)
 			data.Oldest = &row
 		}
-		rows, next, err := d.tasks(ctx, query)
+		rows, next, err := d.tasks(ctx, query, data.Filter)
 		switch {
 		case errors.Is(err, store.ErrInvalidCursor):
 			data.Error = "That page link is stale (the filters changed): showing the newest tasks."
 			query.Cursor = ""
-			rows, next, err = d.tasks(ctx, query)
+			rows, next, err = d.tasks(ctx, query, data.Filter)
 		case errors.Is(err, store.ErrInvalid):
 			data.Error = "Unknown status filter."
 			err = nil
@@ -185,7 +217,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 		}
 		data.Rows = rows
 		base := url.Values{}
-		for k, val := range map[string]string{"status": data.Filter.Status, "name": data.Filter.Name, "owner": data.Filter.Owner} {
+		for k, val := range map[string]string{"status": data.Filter.Status, "name": data.Filter.Name, "owner": data.Filter.Owner, "show": data.Filter.Show} {
 			if val != "" {
 				base.Set(k, val)
 			}
@@ -204,9 +236,9 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 	d.render(w, "overview", data)
 }
 
-// tasks reads one table page: store queries until the page is full or
-// the listing ends, at most maxQueryCalls of them.
-func (d *Dashboard) tasks(ctx context.Context, q store.Query) ([]taskRow, string, error) {
+// tasks reads one table page of the rows f shows: store queries until
+// the page is full or the listing ends, at most maxQueryCalls of them.
+func (d *Dashboard) tasks(ctx context.Context, q store.Query, f filter) ([]taskRow, string, error) {
 	var rows []taskRow
 	for range maxQueryCalls {
 		page, err := d.r.Store().Query(ctx, q)
@@ -214,7 +246,7 @@ func (d *Dashboard) tasks(ctx context.Context, q store.Query) ([]taskRow, string
 			return nil, "", err
 		}
 		for _, t := range page.Tasks {
-			if len(rows) < d.opts.PageSize {
+			if len(rows) < d.opts.PageSize && f.shows(t) {
 				rows = append(rows, rowOf(t))
 			}
 		}
@@ -227,17 +259,22 @@ func (d *Dashboard) tasks(ctx context.Context, q store.Query) ([]taskRow, string
 	return rows, q.Cursor, nil
 }
 
-// oldestWorking finds the oldest task in status working (of owner, when
-// set), from the oldest end of the status index.
+// oldestWorking finds the oldest user task in status working (of owner,
+// when set; no push delivery), from the oldest end of the status index.
+// A task waiting for a person is input_required, so it is not among
+// them; one waiting for its client or paused is, and its row's message
+// says so.
 func (d *Dashboard) oldestWorking(ctx context.Context, owner string) (*store.Task, error) {
-	q := store.Query{Statuses: []mcptask.Status{mcptask.StatusWorking}, Owner: owner, Oldest: true, Limit: 1}
+	q := store.Query{Statuses: []mcptask.Status{mcptask.StatusWorking}, Owner: owner, Oldest: true, Limit: 8}
 	for range maxQueryCalls {
 		page, err := d.r.Store().Query(ctx, q)
-		if err != nil || len(page.Tasks) > 0 {
-			if err != nil {
-				return nil, err
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page.Tasks {
+			if !isDelivery(t) {
+				return t, nil
 			}
-			return page.Tasks[0], nil
 		}
 		if page.NextCursor == "" {
 			return nil, nil
