@@ -504,18 +504,28 @@ func TestBridgeItem8ForbiddenTaskSaysWhy(t *testing.T) {
 	require.Contains(t, je.Message, `tool "announce" cannot be called as a task: its execution.taskSupport is forbidden`)
 }
 
-// A step marked FailsWorkflow fails the task with its reason.
+// A step marked FailsWorkflow fails the task with its reason: failed in
+// the core dialect, completed with an isError result in the extension
+// (which keeps failed for JSON-RPC errors).
 func TestBridgeFailsWorkflowPolicy(t *testing.T) {
 	f := newShipFixture(t)
-	c := f.clients(t)[0]
-	res, err := c.getPrompt(context.Background(), "strict", map[string]string{"version": "bad"}, nil)
-	require.NoError(t, err)
-	doc, err := handoff.FromPromptResult(res)
-	require.NoError(t, err)
-	require.Equal(t, string(mcptask.StatusFailed), doc.Status)
-	status, msg := c.task(t, doc.TaskID)
-	require.Equal(t, "failed", status)
-	require.Contains(t, msg, `step "tag" (tool "create_tag") failed: version "bad" is not a semantic version like v1.2.3; the workflow failed`)
+	for _, c := range f.clients(t) {
+		res, err := c.getPrompt(context.Background(), "strict", map[string]string{"version": "bad"}, nil)
+		require.NoError(t, err)
+		doc, err := handoff.FromPromptResult(res)
+		require.NoError(t, err)
+		require.Equal(t, string(mcptask.StatusFailed), doc.Status, c.name)
+		status, msg := c.task(t, doc.TaskID)
+		want := "failed"
+		if c.ext != nil {
+			want = "completed"
+			var end mcp.CallToolResult
+			require.NoError(t, json.Unmarshal(getTask(t, c.ext, doc.TaskID).Result, &end))
+			require.True(t, end.IsError, c.name)
+		}
+		require.Equal(t, want, status, c.name)
+		require.Contains(t, msg, `step "tag" (tool "create_tag") failed: version "bad" is not a semantic version like v1.2.3; the workflow failed`, c.name)
+	}
 }
 
 // tasks/cancel on a workflow task stops its running server step (through

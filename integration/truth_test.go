@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/internal/rpcconn"
+	"github.com/taskbridge/taskbridge/internal/tests/pushtest"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/push"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -367,4 +370,79 @@ func TestLegWithdrawsAnsweredQuestion(t *testing.T) {
 	require.NoError(t, c.Call(ctx, "tasks/result", map[string]any{"taskId": leg}, &res))
 	require.False(t, res.IsError, "%s", textOf(&res))
 	require.Contains(t, textOf(&res), "is complete")
+}
+
+// TestWaitsOnPersonAndOperatorArePushed: a workflow waiting for a
+// person's decision is input_required in the core dialect too (tasks/get,
+// and a push), an operator's pause is pushed as paused (with who paused
+// it) and reads working, the resume makes it input_required again, and a
+// rejection ends it failed, pushed as terminal.
+func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
+	srv, url := gateServer(t)
+	ctx := context.Background()
+	rc := pushtest.New(t)
+	_, secret, err := srv.Router.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
+	require.NoError(t, err)
+	c := coreConn(t, url, nil)
+	var prompt mcp.GetPromptResult
+	require.NoError(t, c.Call(ctx, "prompts/get", map[string]any{"name": "gate", "arguments": map[string]string{"what": "v6"}}, &prompt))
+	doc, err := handoff.FromPromptResult(&prompt)
+	require.NoError(t, err)
+	status := func() mcptask.CoreTask {
+		var got mcptask.CoreTask
+		require.NoError(t, c.Call(ctx, "tasks/get", map[string]any{"taskId": doc.TaskID}, &got))
+		return got
+	}
+	require.Equal(t, mcptask.StatusInputRequired, status().Status, "a core client is told the workflow waits for input")
+	require.Contains(t, status().StatusMessage, `waiting for event "approve"`)
+
+	// deliveries of the task, in the order their events happened.
+	seen := map[string]bool{}
+	var got []*push.Delivery
+	next := func(typ mcptask.WebhookEvent) *push.Delivery {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, r := range rc.Got() {
+				d := pushtest.Verified(t, secret, r)
+				if d.Task.TaskID != doc.TaskID || seen[d.ID] {
+					continue
+				}
+				seen[d.ID] = true
+				got = append(got, d)
+			}
+			for _, d := range got {
+				if d.Type == typ {
+					got = slices.DeleteFunc(got, func(x *push.Delivery) bool { return x == d })
+					return d
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("no %s delivery of task %s", typ, doc.TaskID)
+		return nil
+	}
+	d := next(mcptask.WebhookInputRequired)
+	require.Equal(t, mcptask.StatusInputRequired, d.Task.Status)
+
+	_, _, err = srv.Router.PauseTask(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
+	require.NoError(t, err)
+	d = next(mcptask.WebhookPaused)
+	var pe mcptask.PausedEvent
+	require.NoError(t, json.Unmarshal(d.Event.Data, &pe))
+	require.Equal(t, "ops", pe.By)
+	require.Contains(t, pe.Reason, "paused by ops")
+	require.Equal(t, mcptask.StatusWorking, status().Status, "a pause waits for an operator, not for input")
+
+	_, _, err = srv.Router.ResumeTask(ctx, doc.TaskID, "ops")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return status().Status == mcptask.StatusInputRequired }, 20*time.Second, 10*time.Millisecond)
+	next(mcptask.WebhookInputRequired)
+
+	var ev mcp.CallToolResult
+	require.NoError(t, c.Call(ctx, "tools/call", map[string]any{"name": workflow.DefaultEventTool, "arguments": eventArgs(false),
+		"_meta": map[string]any{mcptask.MetaTaskID: doc.TaskID}}, &ev))
+	require.True(t, ev.IsError)
+	d = next(mcptask.WebhookTerminal)
+	require.Equal(t, mcptask.StatusFailed, d.Task.Status, "the push tells the failure as tasks/get does")
 }
