@@ -251,9 +251,9 @@ func (c *Client) follow(ctx context.Context, doc *handoff.Document, opts FollowO
 		case step.Tool == "" && step.Call != nil:
 			// An event, a question, a text to write: performed with
 			// the call the handoff names (the event tool).
-			step = callStep(step)
+			step = step.AsCall()
 			args, err = fillArguments(ctx, cur.TaskID, step, opts.Fill)
-			args = nestFills(args, step.Call)
+			args = step.Call.Nest(args)
 		default:
 			args, err = fillArguments(ctx, cur.TaskID, step, opts.Fill)
 		}
@@ -483,52 +483,6 @@ func fillArguments(ctx context.Context, taskID string, step handoff.RemainingSte
 		args[k] = v
 	}
 	return args, nil
-}
-
-// callStep is step (one without a tool of its own: an event, a
-// question, a sampling step) as the call its handoff names: the call's
-// tool, its arguments, and a placeholder for each value the client fills
-// in ("<description>"), which Fill is asked for by name. nestFills puts
-// the values that belong under an object argument (an event's payload)
-// there.
-func callStep(step handoff.RemainingStep) handoff.RemainingStep {
-	c := step.Call
-	step.Tool = c.Tool
-	step.Arguments = make(map[string]json.RawMessage, len(c.Arguments)+len(c.Fill))
-	maps.Copy(step.Arguments, c.Arguments)
-	for _, f := range c.Fill {
-		desc := f.Description
-		if desc == "" {
-			desc = f.Name
-		}
-		step.Arguments[f.Name], _ = json.Marshal("<" + desc + ">")
-	}
-	return step
-}
-
-// nestFills moves each filled value that belongs under an object argument
-// (handoff.Fill.Under) into it.
-func nestFills(args map[string]any, c *handoff.Call) map[string]any {
-	if args == nil || c == nil {
-		return args
-	}
-	for _, f := range c.Fill {
-		v, ok := args[f.Name]
-		if f.Under == "" || !ok {
-			continue
-		}
-		obj, _ := args[f.Under].(map[string]any)
-		if obj == nil {
-			obj = map[string]any{}
-			if raw, ok := c.Arguments[f.Under]; ok {
-				_ = json.Unmarshal(raw, &obj)
-			}
-		}
-		obj[f.Name] = v
-		args[f.Under] = obj
-		delete(args, f.Name)
-	}
-	return args
 }
 
 // nextClientStep is the first remaining step the client may perform now,

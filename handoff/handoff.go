@@ -426,6 +426,59 @@ func IsPlaceholder(v json.RawMessage) bool {
 	return len(s) >= 2 && strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">")
 }
 
+// AsCall returns step s as the call that performs it, for a step without
+// a tool of its own (an event, a question, a text to write, whose Call
+// names the event tool): Tool is the call's tool, Arguments the call's
+// arguments plus, for each value the client fills in (Call.Fill), a
+// placeholder "<description>" under the value's name. Fill the
+// placeholders, then Call.Nest the values. A step with a tool of its own
+// is returned as it is.
+func (s RemainingStep) AsCall() RemainingStep {
+	c := s.Call
+	if s.Tool != "" || c == nil {
+		return s
+	}
+	s.Tool = c.Tool
+	s.Arguments = make(map[string]json.RawMessage, len(c.Arguments)+len(c.Fill))
+	for k, v := range c.Arguments {
+		s.Arguments[k] = v
+	}
+	for _, f := range c.Fill {
+		desc := f.Description
+		if desc == "" {
+			desc = f.Name
+		}
+		s.Arguments[f.Name], _ = json.Marshal("<" + desc + ">")
+	}
+	return s
+}
+
+// Nest moves each value of args that the call lists under an object
+// argument (Fill.Under: an event's payload) into that argument, and
+// returns args.
+func (c *Call) Nest(args map[string]any) map[string]any {
+	if args == nil || c == nil {
+		return args
+	}
+	for _, f := range c.Fill {
+		v, ok := args[f.Name]
+		if f.Under == "" || !ok {
+			continue
+		}
+		obj, _ := args[f.Under].(map[string]any)
+		if obj == nil {
+			obj = map[string]any{}
+			if raw, ok := c.Arguments[f.Under]; ok {
+				_ = json.Unmarshal(raw, &obj)
+			}
+		}
+		obj[f.Name] = v
+		args[f.Under] = obj
+		delete(args, f.Name)
+	}
+	return args
+}
+
 // ClientSteps returns the remaining steps the client may perform now
 // (Execution [ExecClient], and not pending behind an earlier step), in
 // order.

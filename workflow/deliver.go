@@ -389,7 +389,8 @@ func (d *delivery) elicited(key string, raw json.RawMessage) error {
 }
 
 // eventResult is the answer to a delivered event: where the workflow
-// stands now.
+// stands now (the handoff, and in _meta the summary a continuation's
+// reply carries, mcptask.MetaWorkflow).
 func (b *Bridge) eventResult(t *store.Task, p *Progress, s *Step, kept bool, rd reader) *mcp.CallToolResult {
 	lead := fmt.Sprintf("Event %q is recorded on workflow task %s.", s.Name, t.ID)
 	if kept {
@@ -399,6 +400,8 @@ func (b *Bridge) eventResult(t *store.Task, p *Progress, s *Step, kept bool, rd 
 	if err != nil {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: lead}}}
 	}
+	res.Meta[mcptask.MetaWorkflow] = b.summary(t, p, s.Name, false) // as a continuation's reply carries it
+	res.StructuredContent = nil                                     // the handoff is in _meta, as a continuation's is
 	return res
 }
 

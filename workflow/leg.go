@@ -125,20 +125,26 @@ func (b *Bridge) askPerson(ctx context.Context, t *store.Task, p *Progress) erro
 		// leg's question is then withdrawn, so that nobody answers a
 		// question already decided.
 		ectx, cancel := context.WithCancel(ctx)
+		decided := make(chan struct{})
 		go func() {
-			defer cancel()
-			_, _ = b.engine.Await(ectx, t.ID, func(nt *store.Task) bool {
+			_, err := b.engine.Await(ectx, t.ID, func(nt *store.Task) bool {
 				np, err := decodeProgress(nt)
 				return err != nil || nt.Status.Terminal() || i >= len(np.Steps) || s.kind.inputRequest(s, &np.Steps[i]) == nil
 			})
+			if err == nil {
+				close(decided)
+				cancel()
+			}
 		}()
 		res, err := taskrouter.Elicit(ectx, nil, &req.Params)
 		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil && ectx.Err() != nil:
-			return nil // decided elsewhere: the leg looks again
-		case err != nil:
-			return err
+		if err != nil {
+			select {
+			case <-decided:
+				return nil // decided elsewhere: the leg looks again
+			default:
+				return err
+			}
 		}
 		ans, err := json.Marshal(res)
 		if err != nil {

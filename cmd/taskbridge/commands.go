@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -274,6 +275,12 @@ func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]a
 	if ttl > 0 && cmd.c.Dialect().ServerSetsTTL() {
 		fmt.Fprintf(cmd.stderr, "taskbridge: warning: -ttl %s is ignored: in the %s dialect the server chooses every task's ttl (use -dialect core to ask for one)\n", ttl, mcptask.Extension)
 	}
+	if detach && cmd.isWorkflowTool(ctx, name) {
+		// The call's task would be a leg that follows the workflow to its
+		// next pause; the workflow's own task is what to wait for, so it
+		// is started as its prompt, whose reply names it.
+		return cmd.detachWorkflow(ctx, name, toolArgs)
+	}
 	status := cmd.out.status(name)
 	defer status.stop()
 	opts := &client.CallOptions{TTL: ttl, AllowPlain: f.plain}
@@ -301,6 +308,12 @@ func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]a
 		case client.EventResult:
 			status.stop()
 			cmd.waiting = ""
+			if doc, err := handoff.FromToolResult(ev.Result); err == nil && doc.Workflow == name {
+				// A workflow's tool: its result is the workflow's handoff,
+				// shown (and with -follow performed) as prompt shows it;
+				// the exit status is the workflow's.
+				return cmd.showHandoff(ctx, doc, f.follow)
+			}
 			if err := cmd.out.result(ev.Task, ev.Result); err != nil {
 				return err
 			}
@@ -308,6 +321,64 @@ func (cmd *command) call(ctx context.Context, name string, toolArgs map[string]a
 		}
 	}
 	return errors.New("the call ended without a result")
+}
+
+// isWorkflowTool reports whether tool name is a task-aware workflow
+// served as a tool: the server has a prompt of that name, and the tool
+// takes the argument _task_id (to resume a run).
+func (cmd *command) isWorkflowTool(ctx context.Context, name string) bool {
+	prompts, err := cmd.c.Prompts(ctx)
+	if err != nil || !slices.ContainsFunc(prompts, func(p *mcp.Prompt) bool { return p.Name == name }) {
+		return false
+	}
+	tools, err := cmd.c.Tools(ctx)
+	if err != nil {
+		return false
+	}
+	for _, t := range tools {
+		if t.Name != name {
+			continue
+		}
+		var schema struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		raw, _ := json.Marshal(t.InputSchema)
+		_ = json.Unmarshal(raw, &schema)
+		_, ok := schema.Properties[mcptask.ArgTaskID]
+		return ok
+	}
+	return false
+}
+
+// detachWorkflow starts workflow name (its prompt, with the tool's
+// arguments as prompt arguments) and prints the workflow task, as -detach
+// prints a tool's task.
+func (cmd *command) detachWorkflow(ctx context.Context, name string, toolArgs map[string]any) error {
+	pargs := make(map[string]string, len(toolArgs))
+	for k, v := range toolArgs {
+		if s, ok := v.(string); ok {
+			pargs[k] = s
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return usagef("argument %s: %v", k, err)
+		}
+		pargs[k] = string(b)
+	}
+	_, doc, err := cmd.c.GetPrompt(ctx, name, pargs)
+	if err != nil {
+		return err
+	}
+	if doc == nil {
+		return fmt.Errorf("prompt %q answered without a handoff", name)
+	}
+	t, err := cmd.c.GetTask(ctx, doc.TaskID)
+	if err != nil {
+		return err
+	}
+	cmd.remember(doc.TaskID, doc.Workflow, history.KindWorkflow, t.CreatedAt)
+	return cmd.out.task(t)
 }
 
 // resultFailure is the failedError of a tool result with isError or a

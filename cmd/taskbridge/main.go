@@ -46,7 +46,8 @@ Commands:
                                    -plain         allow a plain call when a task is impossible
                                    -detach        print the task id and return at once
                                                   (HTTP only: a stdio server stops with
-                                                  the command)
+                                                  the command); for a workflow's tool,
+                                                  the workflow task's id
                                    -follow        print the task's progress, log lines and
                                                   output as they happen, one line each on
                                                   stderr starting with "  | " (with -json:
@@ -57,9 +58,17 @@ Commands:
                                                   its handoff resolved are filled in, the
                                                   ones you give override them, and the
                                                   placeholders left are asked; then print
-                                                  where the workflow stands
-                                   -workflow NAME the workflow of -task-id, when the task
-                                                  history does not know it
+                                                  where the workflow stands. A person's
+                                                  decision (an event, a question) is
+                                                  call workflow_event -task-id ID
+                                                  approved=true reason=... (the payload's
+                                                  fields as key=value; event=NAME picks
+                                                  one of several)
+                                   -workflow NAME the workflow of -task-id, when neither the
+                                                  task history nor the server's task_result
+                                                  tool can tell it
+                                 A workflow's tool shows the workflow's handoff, as prompt
+                                 does (-follow then performs your steps, as prompt -follow).
   tasks list                     the tasks of this server in the task history (every task
                                  taskbridge created or opened here), each with its status
                                  now, plus what the server's tasks/list shows (core dialect)
@@ -131,11 +140,14 @@ tool or workflow and the creation time, are kept in $XDG_STATE_HOME/taskbridge/h
 (default ~/.local/state/taskbridge/history; at most 1000, the least recently used go
 first). TASKBRIDGE_HISTORY=FILE keeps them elsewhere; TASKBRIDGE_HISTORY=off keeps none.
 
-Exit status:
-  0    the command did what was asked
-  1    what was asked failed: the server answered with an error, a tool returned
-       isError, a task ended failed or cancelled, a workflow step failed (or was
-       handed to you) or the workflow ended failed or cancelled
+Exit status: (one mapping from how a task or workflow ended; docs/INTEROP.md)
+  0    the command did what was asked: a task ended completed; a workflow
+       completed, or stands where it waits for you or works on (a handoff)
+  1    what was asked failed: the server answered with an error; a tool
+       returned isError; a task ended failed or cancelled (in the extension
+       dialect a failed tool reads completed with isError: 1 as well); a
+       workflow ended failed or cancelled, or a step of it failed and is
+       handed to you
   2    usage error: unknown command or flag, missing or malformed arguments
   3    cannot reach the server: connection refused, unknown host, HTTP error,
        the stdio command could not start or exited, the connection was lost; or the

@@ -55,51 +55,63 @@ func (cmd *command) step(ctx context.Context, tool string, given map[string]any,
 		sum = &mcptask.WorkflowSummary{TaskID: parent.ID, Status: parent.Status}
 	}
 	switch {
+	case sum != nil && (sum.Status == mcptask.StatusFailed || sum.Status == mcptask.StatusCancelled):
+		return failedf("workflow task %s is %s", taskID, sum.Status)
 	case res.IsError:
 		return failedf("step %s of workflow task %s failed", tool, taskID)
 	case sum == nil:
 		return failedf("the result of %s carries no workflow summary: is %s a workflow task, and %s one of its steps?", tool, taskID, tool)
-	case sum.Status == mcptask.StatusFailed || sum.Status == mcptask.StatusCancelled:
-		return failedf("workflow task %s is %s", taskID, sum.Status)
 	}
 	return nil
 }
 
 // stepArgs reads the workflow's handoff (prompts/get with the task id, as
-// `prompt -resume` does) and builds the step's arguments from it. The
-// workflow is named by -workflow or by the task history; when neither
-// knows it, the arguments given are sent as they are. It also returns the
-// task reference the call sends as _task_id: the one the handoff's entry
-// names (a child workflow's task for a child's step, "TASK#build[2]" for a
-// for-each's item), else taskID.
+// `prompt -resume` does, when -workflow or the task history names the
+// workflow; otherwise the server's task_result tool, which answers with
+// the handoff of any workflow task) and builds the step's arguments from
+// it. A step without a tool of its own (an event, a question: the handoff
+// names the event tool) is performed with the event tool: `call
+// workflow_event -task-id ID approved=true reason=…` fills the event's
+// payload from the key=value pairs (event=NAME picks the event when
+// several wait). When no handoff can be read, the arguments given are
+// sent as they are. It also returns the task reference the call sends as
+// _task_id: the one the handoff's entry names (a child workflow's task for
+// a child's step, "TASK#build[2]" for a for-each's item), else taskID.
 func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]any, taskID, workflow string) (map[string]any, string, string, error) {
 	if workflow == "" {
 		if e, ok, _ := cmd.hist.Lookup(cmd.server(), taskID); ok && e.Kind == history.KindWorkflow {
 			workflow = e.Name
 		}
 	}
-	if workflow == "" {
-		fmt.Fprintf(cmd.stderr, "taskbridge: task %s is not in this computer's task history, so its workflow (and handoff) is unknown: "+
+	doc, err := cmd.handoffOf(ctx, taskID, workflow)
+	if err != nil {
+		return nil, workflow, "", err
+	}
+	if doc == nil {
+		fmt.Fprintf(cmd.stderr, "taskbridge: the handoff of task %s cannot be read (the task history does not know its workflow, and no task_result tool of the server shows one): "+
 			"sending only the arguments given; add -workflow NAME to fill the others from the handoff\n", taskID)
 		return given, "", taskID, nil
 	}
-	_, doc, err := cmd.c.ResumePrompt(ctx, workflow, taskID)
-	if err != nil {
-		return nil, workflow, "", fmt.Errorf("reading the handoff of workflow %q (task %s): %w", workflow, taskID, err)
-	}
-	if doc == nil {
-		return nil, workflow, "", fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", workflow, taskID)
-	}
+	workflow = doc.Workflow
 	if mcptask.Status(doc.Status).Terminal() {
 		return nil, workflow, "", failedf("workflow %q (task %s) is %s: it takes no more steps", doc.Workflow, taskID, doc.Status)
 	}
+	event, _ := given["event"].(string)
 	i := slices.IndexFunc(doc.RemainingSteps, func(s handoff.RemainingStep) bool {
+		if s.Tool == "" && s.Call != nil && s.Call.Tool == tool {
+			var name string
+			_ = json.Unmarshal(s.Call.Arguments["event"], &name)
+			return event == "" || name == event
+		}
 		return s.Tool == tool && (s.Execution == mcptask.ExecClient || s.HandedToClient)
 	})
 	if i < 0 {
 		var yours []string
 		for _, s := range doc.RemainingSteps {
-			if s.Execution == mcptask.ExecClient || s.HandedToClient {
+			switch {
+			case s.Tool == "" && s.Call != nil:
+				yours = append(yours, fmt.Sprintf("%s (tool %s)", s.Name, s.Call.Tool))
+			case s.Execution == mcptask.ExecClient || s.HandedToClient:
 				yours = append(yours, fmt.Sprintf("%s (tool %s)", s.Name, s.Tool))
 			}
 		}
@@ -111,6 +123,12 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 	}
 	s := doc.RemainingSteps[i]
 	ref := stepview.Ref(doc, s)
+	call := s.Call
+	if s.Tool == "" {
+		s = s.AsCall() // the event tool's call, a placeholder per payload field
+	} else {
+		call = nil
+	}
 	args := map[string]any{}
 	var holes, filled []string
 	for k, v := range s.Arguments {
@@ -123,7 +141,9 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 			holes = append(holes, k)
 		default:
 			args[k] = json.RawMessage(v)
-			filled = append(filled, k)
+			if call == nil {
+				filled = append(filled, k)
+			}
 		}
 	}
 	for k, v := range given {
@@ -147,5 +167,39 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 			args[k] = v
 		}
 	}
-	return args, doc.Workflow, ref, nil
+	return call.Nest(args), doc.Workflow, ref, nil
 }
+
+// handoffOf reads the handoff of workflow task taskID: by resuming the
+// workflow's prompt when workflow is known, else with the server's
+// task_result tool (which answers with the handoff of a workflow task
+// that has not ended). It returns nil, nil when neither can say (no such
+// tool; a task the server does not show, or no workflow's).
+func (cmd *command) handoffOf(ctx context.Context, taskID, workflow string) (*handoff.Document, error) {
+	if workflow != "" {
+		_, doc, err := cmd.c.ResumePrompt(ctx, workflow, taskID)
+		if err != nil {
+			return nil, fmt.Errorf("reading the handoff of workflow %q (task %s): %w", workflow, taskID, err)
+		}
+		if doc == nil {
+			return nil, fmt.Errorf("prompt %q answered without a handoff: is it a task-aware workflow, and %s its task?", workflow, taskID)
+		}
+		return doc, nil
+	}
+	tools, err := cmd.c.Tools(ctx)
+	if err != nil || !slices.ContainsFunc(tools, func(t client.Tool) bool { return t.Name == resultTool }) {
+		return nil, nil
+	}
+	res, err := cmd.c.CallToolAndWait(ctx, resultTool, map[string]any{"task_id": taskID, "wait_seconds": 0}, &client.CallOptions{AllowPlain: true})
+	if err != nil {
+		return nil, err
+	}
+	if doc, err := handoff.FromToolResult(res); err == nil && doc.TaskID == taskID {
+		return doc, nil
+	}
+	return nil, nil // no workflow task the server shows: the call itself says why
+}
+
+// resultTool is the built-in tool that reads a task (taskrouter's
+// DefaultResultToolName).
+const resultTool = "task_result"

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,12 @@ func parseTasks(args []string) (*plan, error) {
 			return nil, usagef("tasks %s needs one task id", sub)
 		}
 		id := args[0]
+		switch {
+		case id == "-h" || id == "-help" || id == "--help":
+			return nil, errHelp
+		case strings.HasPrefix(id, "-"):
+			return nil, usagef("tasks %s takes no flag %s: give it one task id", sub, id)
+		}
 		return &plan{run: func(ctx context.Context, cmd *command) error { return f(cmd, ctx, id) }}, nil
 	}
 	switch sub {

@@ -116,7 +116,8 @@ type reportIn struct {
 // and generate_report (topic, seconds). Its task-aware workflow
 // release_notes (repo required, since optional) runs fetch and draft,
 // hands review to the client, then publishes; release_notes_plain is the
-// same workflow as a plain prompt (no task, no handoff).
+// same workflow as a plain prompt (no task, no handoff); sign_off (also a
+// tool) waits for a person's decision, then publishes.
 func Release(t testing.TB) string {
 	t.Helper()
 	return Serve(t, releaseHandler(t))
@@ -168,6 +169,7 @@ func releaseHandler(t testing.TB) http.Handler {
 		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(releaseWorkflow("release_notes"))
 	b.PlainWorkflow(releaseWorkflow("release_notes_plain"))
+	b.TaskWorkflow(signOffWorkflow())
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
@@ -201,6 +203,26 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 				Bind("channel", workflow.Const("#releases")).
 				FailsWorkflow(),
 		)
+}
+
+// signOffWorkflow is sign_off, also a tool: a person's decision (the
+// event approve: approved, reason), then publish_notes, which fails the
+// workflow unless approved.
+func signOffWorkflow() *workflow.SequentialWorkflow {
+	return workflow.New("sign_off", "A person signs the notes off, then the server publishes them").
+		Arg("repo", "repository to describe", true).
+		Step(
+			workflow.Event("approve", "whether the notes may be published").WithPayload(map[string]any{"type": "object",
+				"properties": map[string]any{
+					"approved": map[string]any{"type": "boolean", "description": "true to publish"},
+					"reason":   map[string]any{"type": "string", "description": "why"},
+				}, "required": []string{"approved", "reason"}}),
+			workflow.Server("publish", "publish_notes").
+				Bind("text", workflow.PromptArg("repo")).
+				Bind("approved", workflow.StepOutput("approve", "approved")).
+				Bind("channel", workflow.Const("#releases")).
+				FailsWorkflow(),
+		).AsTool()
 }
 
 type boundIn struct {
