@@ -343,7 +343,10 @@ func TestUndoSIGKILLMidUndo(t *testing.T) {
 
 			s.start(t)
 			end := s.waitEnd(t, id)
-			require.Equal(t, "failed", end["status"])
+			// Failed, as the extension reads it: completed, with the
+			// workflow's isError result.
+			require.Equal(t, "completed", end["status"])
+			require.Equal(t, true, end["result"].(map[string]any)["isError"], "%v", end)
 			require.Equal(t, `step "check" (tool "check") failed: smoke test failed; undone, last first: deploy[1] (rollback_service), deploy[0] (rollback_service); the workflow failed`,
 				end["statusMessage"])
 			web := s.keysOf(t, "rollback_service web", "start")

@@ -483,8 +483,11 @@ func TestDeclinedOrFailedAskFollowsThePolicy(t *testing.T) {
 				Elicitation: elicitAnswer("cancel", nil)}})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = c.Close() })
-			id, _, err := runRollout(t, c)
-			require.Error(t, err)
+			id, raw, err := runRollout(t, c)
+			require.NoError(t, err, "a failed workflow's result is a tool result with isError, not an error")
+			var end mcp.CallToolResult
+			require.NoError(t, json.Unmarshal(raw, &end))
+			require.True(t, end.IsError)
 			tk, err := s.srv.Router.Task(ctx, id)
 			require.NoError(t, err)
 			require.Equal(t, mcptask.StatusFailed, tk.Status)
