@@ -9,7 +9,9 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// Tool is a tool from tools/list with its task support.
+// Tool is a tool from tools/list with its task support. Its InputSchema
+// and OutputSchema are the JSON the server sent (json.RawMessage), so that
+// their properties keep the server's order (a form asks in it).
 type Tool struct {
 	*mcp.Tool
 	// TaskSupport is the tool's execution.taskSupport; TaskForbidden when
@@ -56,6 +58,18 @@ func decodeTool(raw json.RawMessage) (Tool, error) {
 	var t mcp.Tool
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return Tool{}, malformed("tools/list: tool: %v", err)
+	}
+	var schemas struct {
+		In  json.RawMessage `json:"inputSchema"`
+		Out json.RawMessage `json:"outputSchema"`
+	}
+	if json.Unmarshal(raw, &schemas) == nil {
+		if len(schemas.In) > 0 {
+			t.InputSchema = schemas.In
+		}
+		if len(schemas.Out) > 0 {
+			t.OutputSchema = schemas.Out
+		}
 	}
 	if t.Name == "" {
 		return Tool{}, malformed("tools/list: a tool has no name")

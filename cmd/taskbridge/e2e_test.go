@@ -343,10 +343,10 @@ func TestUIEndToEndConformanceServer(t *testing.T) {
 	ui.waitFor("runs as: task (taskSupport optional)")
 	ui.keys("Enter")
 	ui.waitFor("Call slow_compute", "seconds")
-	// Fields: required first, then by name: label, seconds.
-	ui.text("e2e")
-	ui.keys("Tab")
+	// Fields in the order the tool declares them: seconds, label.
 	ui.text("0.5")
+	ui.keys("Tab")
+	ui.text("e2e")
 	ui.keys("Enter")
 	s = ui.waitFor("slow_compute", "✓ completed", `Computation "e2e" completed after 0.5 seconds`)
 	checkSize(t, s)

@@ -9,6 +9,7 @@
 package argschema
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,10 +43,13 @@ type Field struct {
 	check *jsonschema.Resolved
 }
 
-// Fields returns the properties of an object schema, required ones first,
-// each group in name order. schema may be anything that marshals to a JSON
-// Schema object (a map from a decoded tools/list, a *jsonschema.Schema, raw
-// JSON); nil means no arguments. The _task_id argument a taskbridge server
+// Fields returns the properties of an object schema in the order the
+// schema's JSON lists them (the order a server declared its arguments in;
+// go-sdk lists a typed tool's in its struct's field order), or, when the
+// schema is no JSON text that keeps an order (a decoded map), required
+// ones first, each group in name order. schema may be anything that
+// marshals to a JSON Schema object (raw JSON, a map from a decoded
+// tools/list, a *jsonschema.Schema); nil means no arguments. The _task_id argument a taskbridge server
 // adds to the tools of workflow steps is left out: nobody types it (a
 // workflow step's call fills it from the handoff).
 func Fields(schema any) ([]Field, error) {
@@ -88,7 +92,52 @@ func Fields(schema any) ([]Field, error) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	if order := propertyOrder(schema); len(order) > 0 {
+		pos := make(map[string]int, len(order))
+		for i, name := range order {
+			pos[name] = i
+		}
+		slices.SortStableFunc(out, func(a, b Field) int { return pos[a.Name] - pos[b.Name] })
+	}
 	return out, nil
+}
+
+// propertyOrder is the order of the top-level "properties" of a schema
+// given as JSON text, or nil.
+func propertyOrder(schema any) []string {
+	var raw []byte
+	switch s := schema.(type) {
+	case json.RawMessage:
+		raw = s
+	case []byte:
+		raw = s
+	default:
+		return nil
+	}
+	var top struct {
+		Properties json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(raw, &top) != nil || len(top.Properties) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(top.Properties))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var order []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		name, _ := tok.(string)
+		order = append(order, name)
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil
+		}
+	}
+	return order
 }
 
 // decode reads any schema value into a *jsonschema.Schema.

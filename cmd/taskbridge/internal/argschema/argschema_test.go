@@ -44,9 +44,10 @@ func TestFieldsOrderAndShape(t *testing.T) {
 	for _, f := range fs {
 		names = append(names, f.Name)
 	}
-	require.Equal(t, []string{"approved", "draft", "count", "free", "kind", "level", "opt", "seconds", "tags"}, names)
-	require.True(t, fs[0].Required)
-	require.Equal(t, "boolean", fs[0].Type)
+	// Raw JSON keeps its order: the order the server declared.
+	require.Equal(t, []string{"draft", "approved", "seconds", "count", "level", "tags", "opt", "kind", "free"}, names)
+	require.True(t, fs[1].Required)
+	require.Equal(t, "boolean", fs[1].Type)
 	require.Equal(t, "string", field(t, "opt").Type)
 	kind := field(t, "kind")
 	require.Equal(t, "change kind", kind.Description)
@@ -61,6 +62,12 @@ func TestFieldsOrderAndShape(t *testing.T) {
 	fromMap, err := Fields(m)
 	require.NoError(t, err)
 	require.Len(t, fromMap, len(fs))
+	names = nil
+	for _, f := range fromMap {
+		names = append(names, f.Name)
+	}
+	require.Equal(t, []string{"approved", "draft", "count", "free", "kind", "level", "opt", "seconds", "tags"}, names,
+		"a map keeps no order: required first, then by name")
 }
 
 func TestParse(t *testing.T) {

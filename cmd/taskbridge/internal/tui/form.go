@@ -25,8 +25,17 @@ type form struct {
 	// submit receives the checked values; cancel runs on esc (optional).
 	submit func(values map[string]any) tea.Cmd
 	cancel func() tea.Cmd
-	// cancelHint names what esc does ("cancel", "decline").
+	// cancelHint names what esc does ("cancel", "close").
 	cancelHint string
+	// alt is a further key that closes the form (an input request's
+	// decline), or nil.
+	alt *formKey
+}
+
+// formKey is a key that closes a form with an action of its own.
+type formKey struct {
+	key, hint string
+	do        func() tea.Cmd
 }
 
 // formField is one input of a form.
@@ -55,10 +64,11 @@ type formSpec struct {
 	submit     func(map[string]any) tea.Cmd
 	cancel     func() tea.Cmd
 	cancelHint string
+	alt        *formKey
 }
 
 func newForm(spec formSpec) *form {
-	f := &form{title: spec.title, intro: spec.intro, submit: spec.submit, cancel: spec.cancel, cancelHint: spec.cancelHint}
+	f := &form{title: spec.title, intro: spec.intro, submit: spec.submit, cancel: spec.cancel, cancelHint: spec.cancelHint, alt: spec.alt}
 	if f.cancelHint == "" {
 		f.cancelHint = "cancel"
 	}
@@ -204,6 +214,9 @@ func (f *form) values() (map[string]any, bool) {
 // update handles a key; closed reports that the form is done (submitted
 // or cancelled).
 func (f *form) update(msg tea.KeyPressMsg) (closed bool, cmd tea.Cmd) {
+	if f.alt != nil && msg.String() == f.alt.key {
+		return true, f.alt.do()
+	}
 	switch msg.String() {
 	case "esc":
 		if f.cancel != nil {
@@ -316,6 +329,9 @@ func (f *form) view(st styles, width, height int) []string {
 	keys := "enter next/submit · ctrl+s submit · tab/↑↓ move · esc " + f.cancelHint
 	if f.focus < 0 {
 		keys = "enter submit · esc " + f.cancelHint
+	}
+	if f.alt != nil {
+		keys += " · " + f.alt.key + " " + f.alt.hint
 	}
 	footer = append(footer, st.faint.Render(clip(keys, width)))
 	room := height - len(lines) - len(footer)

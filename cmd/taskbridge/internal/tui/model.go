@@ -178,10 +178,28 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return m.stepDone(msg)
 	case *inputAsk:
 		m.asks = append(m.asks, msg)
-		m.nextAsk()
+		if m.asksAtOnce(msg) {
+			m.nextAsk()
+		} else {
+			m.say(true, "task %s (%s) asks for input: press a to answer", short(msg.taskID), m.taskName(msg.taskID))
+		}
 		return nil
 	}
 	return nil
+}
+
+// asksAtOnce reports whether an input request opens its form at once: it
+// belongs to a call or workflow the user started or opened in this UI
+// (who is watching it), not to a task the UI found on its own (the task
+// history, tasks/list), whose question waits until the user presses a:
+// a form the user did not ask for would take the keys meant for
+// something else.
+func (m *Model) asksAtOnce(a *inputAsk) bool {
+	r := m.tasks.byID[a.taskID]
+	if a.taskID == "" || r == nil {
+		return true // a call of the user's, before its task is in the table
+	}
+	return r.origin == originStarted || r.origin == originPrompt || r.origin == originOpened
 }
 
 // key handles a key press: overlays first (help, confirmation, form),
@@ -212,7 +230,6 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		if closed {
 			m.form = nil
 			m.askOpen = nil
-			m.nextAsk()
 		}
 		return cmd
 	}
@@ -224,6 +241,13 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		return m.quit()
 	case "?":
 		m.help = true
+		return nil
+	case "a":
+		if len(m.asks) == 0 {
+			m.say(false, "no question waits for an answer")
+			return nil
+		}
+		m.nextAsk()
 		return nil
 	case "1", "2", "3":
 		return m.switchTab(tab(k[0] - '1'))
@@ -301,12 +325,19 @@ func (m *Model) nextAsk() {
 	}
 	m.askOpen = ask
 	m.form = newForm(formSpec{
-		title:      title,
-		intro:      []string{p.Message},
-		fields:     fields,
-		submit:     func(v map[string]any) tea.Cmd { return reply("accept", v) },
-		cancel:     func() tea.Cmd { return reply("decline", nil) },
-		cancelHint: "decline",
+		title:  title,
+		intro:  []string{p.Message},
+		fields: fields,
+		submit: func(v map[string]any) tea.Cmd { return reply("accept", v) },
+		// esc closes the form unanswered: the question waits again (a
+		// opens it); declining is a choice of its own.
+		cancel: func() tea.Cmd {
+			m.asks = append([]*inputAsk{ask}, m.asks...)
+			m.say(false, "not answered: press a to answer it later")
+			return nil
+		},
+		cancelHint: "later",
+		alt:        &formKey{key: "ctrl+d", hint: "decline", do: func() tea.Cmd { return reply("decline", nil) }},
 	})
 }
 
@@ -455,6 +486,9 @@ func (m *Model) statusLine(w int) string {
 		s += fmt.Sprintf("  %s %d cancelled", statusMark(mcptask.StatusCancelled), cancelled)
 	}
 	keys := "? help  q quit "
+	if len(m.asks) > 0 && m.form == nil {
+		keys = "a answer  " + keys
+	}
 	gap := w - ansi.StringWidth(s) - ansi.StringWidth(keys)
 	if gap < 1 {
 		return clip(s, w)
@@ -480,7 +514,8 @@ func (m *Model) helpView(w int) []string {
 		"                  r: refresh (tasks/list in the core dialect)",
 		"                  enter: show a workflow task's steps in Prompts",
 		m.st.bold.Render("  Forms") + "           enter: next field, submit on the last   ctrl+s: submit",
-		"                  tab/↑↓: move   esc: cancel (an input request: decline)",
+		"                  tab/↑↓: move   esc: cancel (a question: answer later, a)",
+		"                  ctrl+d: decline a question   a: answer the next question",
 		"",
 		"  Marks: ● working  ◆ needs input  ✓ completed  ✗ failed  ⊘ cancelled",
 		"         ◆name in a form: a value the workflow still needs from you",

@@ -115,7 +115,7 @@ func (m *Model) promptsLoaded(msg promptsMsg) tea.Cmd {
 }
 
 // promptFields turns a prompt's declared arguments into form fields (all
-// text).
+// text), in the order the prompt declares them.
 func promptFields(p *mcp.Prompt) []argschema.Field {
 	props := map[string]any{}
 	var required []string
@@ -126,6 +126,11 @@ func promptFields(p *mcp.Prompt) []argschema.Field {
 		}
 	}
 	fields, _ := argschema.Fields(map[string]any{"type": "object", "properties": props, "required": required})
+	pos := map[string]int{}
+	for i, a := range p.Arguments {
+		pos[a.Name] = i
+	}
+	slices.SortStableFunc(fields, func(a, b argschema.Field) int { return pos[a.Name] - pos[b.Name] })
 	return fields
 }
 

@@ -213,7 +213,7 @@ func TestInputRequestsAreAnsweredInAForm(t *testing.T) {
 		h.keys("enter")
 		h.typ("a.txt")
 		h.keys("enter")
-		v := h.see("asks", "Delete 'a.txt'?", "confirm*", "boolean: true or false", "esc decline")
+		v := h.see("asks", "Delete 'a.txt'?", "confirm*", "boolean: true or false", "esc later", "ctrl+d decline")
 		require.Contains(t, v, "◆ 1 need input", "the status line counts the waiting request")
 		h.typ("maybe")
 		h.keys("enter")
@@ -224,13 +224,19 @@ func TestInputRequestsAreAnsweredInAForm(t *testing.T) {
 		v = h.see("✓ completed", "deleted 'a.txt'")
 		require.Contains(t, v, "◆ 0 need input")
 
-		// esc declines.
+		// esc closes the form without an answer; a opens it again;
+		// ctrl+d declines.
 		h.selectTool("confirm_delete")
 		h.keys("enter")
 		h.typ("b.txt")
 		h.keys("enter")
 		h.see("Delete 'b.txt'?")
 		h.keys("esc")
+		v = h.see("not answered: press a to answer it later", "a answer")
+		require.Contains(t, v, "◆ 1 need input", "the question still waits")
+		h.keys("a")
+		h.see("Delete 'b.txt'?")
+		h.keys("ctrl+d")
 		h.see("kept 'b.txt'")
 	})
 }
