@@ -307,7 +307,7 @@ type RemainingStep struct {
 	DependsOn []string `json:"dependsOn,omitempty" jsonschema_description:"Names of earlier steps whose output this step needs."`
 	// Status is where the step stands: pending, running, awaiting_client,
 	// awaiting_event, sleeping, awaiting_child or failed.
-	Status mcptask.StepStatus `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=failed" jsonschema_description:"Where the step stands."`
+	Status mcptask.StepStatus `json:"status,omitempty" jsonschema:"enum=pending,enum=running,enum=awaiting_client,enum=awaiting_event,enum=sleeping,enum=awaiting_child,enum=failed,enum=cancelled" jsonschema_description:"Where the step stands (in a workflow that ended: failed where it failed, cancelled where the end cut it short, pending if it never started)."`
 	// HandedToClient marks a server step the server gave up on: Execution
 	// is then client, and the client may perform it.
 	HandedToClient bool `json:"handedToClient,omitempty" jsonschema_description:"The server could not perform this server step and hands it to the client, which may call its tool itself (correcting the arguments if they caused the error) or resume the workflow to have the server retry it."`

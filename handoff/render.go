@@ -380,6 +380,10 @@ func writeLater(b *strings.Builder, d *Document, next []RemainingStep) {
 // laterDo is what happens to a step that is not the client's now.
 func laterDo(d *Document, s RemainingStep) string {
 	switch {
+	case terminal(d.Status) && s.Status == mcptask.StepFailed:
+		return "did not finish: the workflow failed here."
+	case terminal(d.Status) && s.Status == mcptask.StepCancelled:
+		return "did not finish: the workflow ended before it did."
 	case terminal(d.Status):
 		return "will not run: the workflow stopped."
 	case s.Do != "":

@@ -13,7 +13,7 @@ import (
 var statuses = []string{string(mcptask.StatusWorking), string(mcptask.StatusInputRequired), string(mcptask.StatusCompleted), string(mcptask.StatusFailed), string(mcptask.StatusCancelled)}
 
 // stepStatuses lists the valid remaining-step statuses.
-var stepStatuses = []mcptask.StepStatus{mcptask.StepPending, mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepSleeping, mcptask.StepAwaitingChild, mcptask.StepFailed}
+var stepStatuses = []mcptask.StepStatus{mcptask.StepPending, mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepSleeping, mcptask.StepAwaitingChild, mcptask.StepFailed, mcptask.StepCancelled}
 
 // Validate reports the first problem that makes d unusable, as an error
 // wrapping [ErrInvalid]: a schemaVersion outside [MinSchemaVersion] to

@@ -357,7 +357,7 @@ func checkTrainRuns(t *testing.T, mode string, runs map[string]composeOut) {
 	}
 	flaky := runs["flaky"]
 	requireFailedEnd(t, mode, flaky)
-	require.Contains(t, flaky.message(), `step "smoke_service" ran 3 time(s) without output "smoke_test" at healthy is true`, mode)
+	require.Contains(t, flaky.message(), `step "smoke[1]" ran 3 time(s) without output "smoke_test" at healthy is true`, mode)
 	require.Contains(t, flaky.message(), "undone, last first: deploy[1] (rollback_service), deploy[0] (rollback_service)", mode)
 	if flaky.FinalHandoff || mode != "host" {
 		require.Equal(t, rolledBack, flaky.Undo, "%s: every deploy rolled back, last first", mode)
@@ -365,7 +365,7 @@ func checkTrainRuns(t *testing.T, mode string, runs map[string]composeOut) {
 
 	hang := runs["hang"]
 	requireFailedEnd(t, mode, hang)
-	require.True(t, strings.HasPrefix(hang.message(), `step "smoke_service"`), "%s: %s", mode, hang.message())
+	require.True(t, strings.HasPrefix(hang.message(), `step "smoke[0]"`), "%s: %s", mode, hang.message())
 	require.Contains(t, hang.message(), "undone, last first: deploy[1] (rollback_service), deploy[0] (rollback_service)", mode)
 	if hang.FinalHandoff || mode != "host" {
 		require.Equal(t, rolledBack, hang.Undo, mode)

@@ -446,3 +446,30 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	d = next(mcptask.WebhookTerminal)
 	require.Equal(t, mcptask.StatusFailed, d.Task.Status, "the push tells the failure as tasks/get does")
 }
+
+// TestInitializeBadParamsHasACode: initialize whose params go-sdk cannot
+// decode is refused with -32602 naming the problem, not go-sdk's code 0.
+func TestInitializeBadParamsHasACode(t *testing.T) {
+	_, url := gateServer(t)
+	for _, params := range []string{`"x"`, `{"protocolVersion":5}`, `{"protocolVersion":"2025-11-25","capabilities":"no","clientInfo":{"name":"x","version":"1"}}`} {
+		body := `{"jsonrpc":"2.0","id":7,"method":"initialize","params":` + params + `}`
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var reply struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&reply), params)
+		_ = resp.Body.Close()
+		require.Equal(t, mcptask.CodeInvalidParams, reply.Error.Code, "%s: %s", params, reply.Error.Message)
+		require.Contains(t, reply.Error.Message, "invalid params of initialize")
+		require.JSONEq(t, "7", string(reply.ID))
+	}
+}

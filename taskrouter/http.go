@@ -214,6 +214,11 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 		}
+		if id, err := badInitialize(body); err != nil {
+			// go-sdk would answer its decoding error with code 0.
+			wire.WriteErrorLine(w, http.StatusBadRequest, id, err)
+			return
+		}
 		initialize = initializeCaps(body)
 		req.Body = io.NopCloser(bytes.NewReader(rb.Body))
 		req.ContentLength = int64(len(rb.Body))
@@ -241,6 +246,31 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		h.stateful.ServeHTTP(w, req)
 	}
+}
+
+// badInitialize returns the -32602 refusal of a POST body that is an
+// initialize request whose params go-sdk cannot decode (not an object, a
+// protocolVersion that is no string, capabilities that are no object),
+// with the request's id; nil for any other body.
+func badInitialize(body []byte) (json.RawMessage, *jsonrpc.Error) {
+	if !bytes.Contains(body, []byte(`"`+mcptask.MethodInitialize+`"`)) {
+		return nil, nil
+	}
+	id, method, call := wire.CallOf(body)
+	if !call || method != mcptask.MethodInitialize {
+		return nil, nil
+	}
+	var m struct {
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil || len(m.Params) == 0 {
+		return nil, nil // the SDK's own refusal has a code
+	}
+	var p mcp.InitializeParams
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		return id, mcptask.InvalidParams("invalid params of initialize: %v (want an object with protocolVersion, a string; capabilities and clientInfo, objects)", err)
+	}
+	return nil, nil
 }
 
 // initializeCaps returns the receiver capabilities of a POST body that is

@@ -262,7 +262,7 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 				err, done = mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg), true
 				return
 			}
-			sl, cerr := checkStep(wf, p, cur.ID, tool, path)
+			sl, cerr := checkStep(wf, p, cur.ID, tool, path, &in.b.opts)
 			if cerr != nil {
 				err, done = cerr, true
 				return
@@ -440,8 +440,11 @@ func (b *Bridge) summary(t *store.Task, p *Progress, step string, replayed bool)
 }
 
 // checkStep finds the record a client call of tool performs now (see
-// match), or refuses the call, naming what the client may do instead.
-func checkStep(wf *compiled, p *Progress, taskID, tool, path string) (*slot, error) {
+// match), or refuses the call, naming what the client may do instead
+// (each step by the tool that performs it: the event tool of o for an
+// event or a question).
+func checkStep(wf *compiled, p *Progress, taskID, tool, path string, o *Options) (*slot, error) {
+	toolOf := func(s *Step) string { return performedWith(s, o) }
 	if sl := match(wf, p, tool, path); sl != nil {
 		return sl, nil
 	}
@@ -498,6 +501,19 @@ func checkStep(wf *compiled, p *Progress, taskID, tool, path string) (*slot, err
 	}
 	return nil, mcptask.InvalidParams("tool %q matches no remaining step of workflow %q (task %s); steps the client may perform now: %s",
 		tool, wf.def.Name, taskID, options)
+}
+
+// performedWith is the tool a client performs step s with: its own, or
+// for a step without one (an event, a question) the tool its kind names
+// (the event tool of o).
+func performedWith(s *Step, o *Options) string {
+	if t := toolOf(s); t != "" {
+		return t
+	}
+	if tools := s.kind.tools(o); len(tools) > 0 {
+		return tools[0]
+	}
+	return ""
 }
 
 // match finds the record a client call of tool performs: the one at path

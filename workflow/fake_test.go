@@ -38,6 +38,7 @@ type fakeEngine struct {
 	legs        chan legOutcome
 	ticking     time.Time                             // when set, the clock also moves with real time from then on
 	failWrite   func(id string, u store.Update) error // when set, a write it fails is not made
+	awaitBlocks func(id string)                       // when set, called each time Await is about to wait for a change
 }
 
 func newFakeEngine() *fakeEngine {
@@ -133,6 +134,9 @@ func (e *fakeEngine) Await(ctx context.Context, id string, done func(*store.Task
 		last = t
 		if done(t) {
 			return t, nil
+		}
+		if f := e.awaitBlocks; f != nil {
+			f(id)
 		}
 		select {
 		case <-ch:

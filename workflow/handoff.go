@@ -183,6 +183,9 @@ func (v *view) entryFor(s *Step, sp *StepProgress) handoff.RemainingStep {
 		s.kind.entry(v, s, sp, &rs)
 	}
 	v.holdEntry(sp, &rs) // queued, or paused (pause.go)
+	if v.t.Status.Terminal() {
+		endedEntry(v.t, sp, &rs)
+	}
 	if client && !v.t.Status.Terminal() && rs.Tool != "" {
 		if rs.Arguments == nil {
 			rs.Arguments = map[string]json.RawMessage{}
@@ -190,6 +193,45 @@ func (v *view) entryFor(s *Step, sp *StepProgress) handoff.RemainingStep {
 		rs.Arguments[mcptask.ArgTaskID] = marshal(v.taskRef())
 	}
 	return rs
+}
+
+// endedEntry words entry rs of record sp of workflow task t, which
+// ended: a step it left at work (running, waiting, sleeping) did not
+// finish, so the entry never says it runs: failed where the failure was
+// (the record or one it holds failed, or the failure names it: "step
+// "smoke[0]" ran 3 time(s)..."), cancelled where the end cut it short; a
+// step that never started stays pending (it will not run).
+func endedEntry(t *store.Task, sp *StepProgress, rs *handoff.RemainingStep) {
+	switch rs.Status {
+	case mcptask.StepPending, mcptask.StepFailed, mcptask.StepCompleted, mcptask.StepSkipped, mcptask.StepCancelled:
+		return
+	}
+	if t.Status == mcptask.StatusFailed && (recordFailed(sp) || namesRecord(t.StatusMessage, sp.Name)) {
+		rs.Status, rs.Do = mcptask.StepFailed, "did not finish: the workflow failed here."
+		return
+	}
+	rs.Status, rs.Do = mcptask.StepCancelled, "did not finish: the workflow ended before it did."
+}
+
+// namesRecord reports whether failure message msg is about record name
+// or one it holds ("step \"smoke[0]\" ..." for "smoke").
+func namesRecord(msg, name string) bool {
+	rest, ok := strings.CutPrefix(msg, `step "`+name)
+	return ok && (strings.HasPrefix(rest, `"`) || strings.HasPrefix(rest, "[") || strings.HasPrefix(rest, "/"))
+}
+
+// recordFailed reports whether record sp, or a record it holds (an item,
+// a run), failed.
+func recordFailed(sp *StepProgress) bool {
+	if sp.Status == mcptask.StepFailed || sp.GaveUp {
+		return true
+	}
+	for i := range sp.Items {
+		if recordFailed(&sp.Items[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // errNote is " (the error)" for a failed step, or "".

@@ -147,7 +147,7 @@ func (k *loop) serve(x *turn) string {
 		return k.end(x, cur.sp.Result, "")
 	}
 	if sp.Runs >= k.max {
-		why := fmt.Sprintf("step %q ran %d time(s) without %s", x.s.Name, sp.Runs, k.until)
+		why := fmt.Sprintf("step %q ran %d time(s) without %s", x.sl.path, sp.Runs, k.until) // the record the handoff shows ("smoke[1]" in a for-each)
 		if !k.skip {
 			return why + "; the workflow failed"
 		}

@@ -243,7 +243,8 @@ func (b *Bridge) current(ctx context.Context, id string) (*store.Task, *Progress
 }
 
 // settle waits until the workflow task rests (see rests), ends, or
-// Options.PromptWait has passed, and returns it as it stands then. The
+// Options.PromptWait has passed, and returns it as it stands then (read
+// again when the wait ran out, not as last seen while waiting). The
 // steps go on afterwards either way; a caller that gives up cancels
 // nothing.
 func (b *Bridge) settle(ctx context.Context, taskID string) (*store.Task, *Progress) {
@@ -266,7 +267,10 @@ func (b *Bridge) settle(ctx context.Context, taskID string) (*store.Task, *Progr
 		last = p
 		return t.Status.Terminal() || rests(p, deadline)
 	})
-	if got == nil || err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+	if got == nil || err != nil {
+		// The wait ran out (or failed): what it read last may be stale (a
+		// change another replica made, whose notification has not come,
+		// or was lost), so the answer reads the task again.
 		if cur, p, rerr := b.current(ctx, taskID); rerr == nil {
 			return cur, p
 		}

@@ -449,7 +449,7 @@ func TestUIEndToEndReleaseTrain(t *testing.T) {
 	checkSize(t, s)
 	require.Regexp(t, `✓ deploy\[1\] +rollback_service +undone\n +✓ deploy\[0\] +rollback_service +undone`, s)
 	require.Regexp(t, `· smoke +\(for-each\) +not done \(workflow failed\)`, s)
-	require.Contains(t, s, `step "smoke_service" ran 3 time(s)`)
+	require.Contains(t, s, `step "smoke[1]" ran 3 time(s)`)
 
 	ui.keys("3")
 	s = ui.waitFor("[3 Tasks", "progress: 3/4 steps done")

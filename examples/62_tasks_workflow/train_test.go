@@ -91,7 +91,7 @@ func TestReleaseTrain(t *testing.T) {
 		reviewTrainNotes(t, cs, doc)
 		tk, p := endOf(t, srv, doc.TaskID, 30*time.Second)
 		require.Equal(t, mcptask.StatusFailed, tk.Status)
-		require.Contains(t, tk.StatusMessage, `step "smoke_service" ran 3 time(s) without output "smoke_test" at healthy is true`)
+		require.Contains(t, tk.StatusMessage, `step "smoke[1]" ran 3 time(s) without output "smoke_test" at healthy is true`)
 		require.Contains(t, tk.StatusMessage, "undone, last first: deploy[1] (rollback_service), deploy[0] (rollback_service)")
 		require.Len(t, p.Undo.Steps, 2)
 		require.Equal(t, 3, p.Steps[3].Items[1].Runs, "three tries")
@@ -120,7 +120,7 @@ func TestReleaseTrain(t *testing.T) {
 		hung := p.Steps[3].Items[0]
 		require.Equal(t, 3, hung.Runs)
 		require.Contains(t, hung.Items[len(hung.Items)-1].Error, "timed out after 3s (the step's Timeout)")
-		require.True(t, strings.HasPrefix(tk.StatusMessage, `step "smoke_service"`), tk.StatusMessage)
+		require.True(t, strings.HasPrefix(tk.StatusMessage, `step "smoke[0]"`), tk.StatusMessage)
 	})
 	// Its tools take the task id for host mode.
 	tools, err := cs.ListTools(context.Background(), nil)
