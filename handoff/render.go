@@ -181,6 +181,7 @@ func writeAction(b *strings.Builder, d *Document, s RemainingStep) {
 	}
 	if c.Fix != "" {
 		fmt.Fprintf(b, ". Its last error: %s", strings.TrimRight(oneLine(c.Fix, maxResultRunes), "."))
+		c = toCorrect(c)
 	}
 	who := "C"
 	if c.Person {
@@ -211,8 +212,39 @@ func writeAction(b *strings.Builder, d *Document, s RemainingStep) {
 	}
 }
 
+// toCorrect is call c (one to correct: Call.Fix) as the prose shows it:
+// each argument whose value the error quotes is a value to fill in, not a
+// value to send again (a model copying the call would repeat the
+// failure); the document keeps the values as they were.
+func toCorrect(c *Call) *Call {
+	out := *c
+	out.Arguments = map[string]json.RawMessage{}
+	out.Fill = slices.Clone(c.Fill)
+	for k, raw := range c.Arguments {
+		v := string(compactJSON(raw))
+		if !failedWith(c, k, v) {
+			out.Arguments[k] = raw
+			continue
+		}
+		out.Fill = append(out.Fill, Fill{Name: k, Type: "string", Description: fmt.Sprintf("a corrected value: %s failed", v)})
+	}
+	sortFill(out.Fill)
+	return &out
+}
+
+// failedWith reports whether argument k of a call to correct (Call.Fix)
+// holds v, a string its error quotes as JSON does ("next"): the value
+// that failed.
+func failedWith(c *Call, k, v string) bool {
+	if c.Fix == "" || k == mcptask.ArgTaskID || len(v) < 3 || v[0] != '"' {
+		return false
+	}
+	return strings.Contains(c.Fix, v)
+}
+
 // callShape is the call's arguments as the client sends them: the values
-// to send as they are, and each value to fill in as <type>.
+// to send as they are, and each value to fill in as <type>; a value the
+// error of a call to correct quotes is shown as one to correct.
 func callShape(c *Call) string {
 	var parts []string
 	for _, k := range sortedKeys(c.Arguments) {

@@ -71,7 +71,12 @@ func (r *Router) info(ctx context.Context, sc *schedule) (ScheduleInfo, error) {
 	in := ScheduleInfo{Name: sc.Name, Cron: sc.Cron, TimeZone: sc.TimeZone, Description: sc.Description, Owner: sc.Owner,
 		Missed: sc.Missed, Backfill: sc.Backfill, Overlap: sc.Overlap, Paused: rec.Paused, Last: rec.Last, Fires: fires, Actions: rec.Actions}
 	if !rec.Paused {
-		in.Next = sc.next(laterOf(rec.Last, now))
+		// The time after the last firing, as the round computes it: an
+		// @every schedule counts from its last firing, not from now.
+		in.Next = sc.next(rec.Last)
+		if rec.Last.IsZero() || !in.Next.After(now) {
+			in.Next = sc.next(laterOf(rec.Last, now)) // due now, or missed: the next after now
+		}
 	}
 	return in, nil
 }

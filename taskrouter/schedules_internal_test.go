@@ -276,3 +276,29 @@ func TestScheduleStartRetried(t *testing.T) {
 	require.Len(t, created, 1)
 	require.Equal(t, fires[0].TaskID, created[0].TaskID)
 }
+
+// TestScheduleEveryNextCountsFromLastFiring: an @every schedule's next
+// firing is its last firing plus the interval (what the round fires at),
+// not the time of the reading plus the interval.
+func TestScheduleEveryNextCountsFromLastFiring(t *testing.T) {
+	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	clock := &fakeClock{now: day.Add(10*time.Hour + 30*time.Minute)}
+	r := cronRouter(t, memory.New(), clock)
+	var mu sync.Mutex
+	var created []store.Fire
+	require.NoError(t, r.AddSchedule(Schedule{Name: "every", Cron: "@every 1h", Start: startTasks(r, &created, &mu)}))
+	ctx := t.Context()
+	r.crons.round(ctx) // registers at 10:30
+	for _, at := range []time.Duration{10*time.Hour + 40*time.Minute, 11*time.Hour + 20*time.Minute} {
+		clock.set(day.Add(at))
+		infos, err := r.Schedules(ctx)
+		require.NoError(t, err)
+		require.Equal(t, day.Add(11*time.Hour+30*time.Minute), infos[0].Next, "read at %v", day.Add(at))
+	}
+	clock.set(day.Add(11*time.Hour + 30*time.Minute + time.Second))
+	r.crons.round(ctx)
+	require.Len(t, created, 1)
+	infos, err := r.Schedules(ctx)
+	require.NoError(t, err)
+	require.Equal(t, day.Add(12*time.Hour+30*time.Minute), infos[0].Next)
+}
