@@ -45,7 +45,10 @@ const (
 type Task struct {
 	// ID is the server-generated task id.
 	ID string
-	// Status is the task's status.
+	// Status is the task's status, one truth whatever the dialect: a task
+	// the extension dialect shows completed with a tool result with
+	// isError (the extension keeps failed for JSON-RPC errors) reads
+	// failed, as the core dialect shows it.
 	Status mcptask.Status
 	// StatusMessage optionally explains the status.
 	StatusMessage string
@@ -155,6 +158,9 @@ func decodeTask(raw json.RawMessage) (*Task, error) {
 	}
 	if !isAbsent(w.Result) {
 		t.Result = w.Result
+		if t.Status == mcptask.StatusCompleted && toolError(w.Result) {
+			t.Status = mcptask.StatusFailed
+		}
 	}
 	if !isAbsent(w.Error) {
 		var ei errorInfo
@@ -170,6 +176,14 @@ func decodeTask(raw json.RawMessage) (*Task, error) {
 		}
 	}
 	return t, nil
+}
+
+// toolError reports whether raw is a tool result with isError set.
+func toolError(raw json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(raw, &r) == nil && r.IsError
 }
 
 // decodeInputRequests decodes the extension's inputRequests map

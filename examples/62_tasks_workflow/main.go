@@ -82,7 +82,13 @@ Serve flags:
   -schedule CRON  start the workflow scheduled_report at the times of a cron expression
                   ("@every 1m", "0 2 * * *"; off by default); taskbridge schedules
                   list|pause|resume|trigger operate it, as does the dashboard
-  -schedule-tz Z  the time zone of -schedule (IANA, e.g. Europe/Berlin; default UTC)
+  -schedule-approval CRON
+                  start the workflow nightly_release at the times of a cron expression
+                  (schedule "nightly"): it checks the night's build, waits for a
+                  person's decision (event approve, pushed as input_required), then
+                  ships it, or fails on a rejection (off by default)
+  -schedule-tz Z  the time zone of -schedule and -schedule-approval (IANA, e.g.
+                  Europe/Berlin; default UTC)
   -v              log engine activity to stderr
 
 Prometheus metrics are served at http://ADDR/metrics (HTTP only), workflow
@@ -180,6 +186,7 @@ func serve(args []string, stderr io.Writer) error {
 	pushEvents := fs.String("push-events", "terminal,input_required,paused", "what -push is told of")
 	schedule := fs.String("schedule", "", `start scheduled_report at the times of this cron expression ("@every 1m", "0 2 * * *"; off when empty)`)
 	scheduleTZ := fs.String("schedule-tz", "", "the time zone of -schedule (IANA, e.g. Europe/Berlin; default UTC)")
+	approval := fs.String("schedule-approval", "", "start nightly_release (checks, a person's approval, ship) at the times of this cron expression (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -214,7 +221,7 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := newBuilder(options{DB: *db, Ledger: *ledger, Schedule: *schedule, ScheduleTZ: *scheduleTZ})
+	b, err := newBuilder(options{DB: *db, Ledger: *ledger, Schedule: *schedule, ApprovalSchedule: *approval, ScheduleTZ: *scheduleTZ})
 	if err != nil {
 		return err
 	}

@@ -443,8 +443,9 @@ type options struct {
 	// (for a PostgreSQL store, ledgerInStateDir).
 	Ledger string
 	// Schedule, when set, is the cron expression of the schedule that
-	// starts scheduled_report; ScheduleTZ its time zone (ops.go).
-	Schedule, ScheduleTZ string
+	// starts scheduled_report; ApprovalSchedule, of the one that starts
+	// nightly_release; ScheduleTZ their time zone (ops.go).
+	Schedule, ApprovalSchedule, ScheduleTZ string
 }
 
 // newBuilder assembles the example server.
@@ -481,8 +482,9 @@ func newBuilder(o options) (*builder.Builder, error) {
 	b.Workflow(releaseWorkflow("release_notes_plain"))
 	b.TaskWorkflow(shipWorkflow().AsTool())
 	b.TaskWorkflow(canaryWorkflow().AsTool())
-	addTrain(b)       // train.go
-	addSchedule(b, o) // ops.go
+	addTrain(b)               // train.go
+	addSchedule(b, o)         // ops.go
+	addApprovalSchedule(b, o) // ops.go
 	return b, nil
 }
 
