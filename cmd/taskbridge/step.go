@@ -105,12 +105,35 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 		}
 		return s.Tool == tool && (s.Execution == mcptask.ExecClient || s.HandedToClient)
 	})
+	if i < 0 && tool == eventTool {
+		// An event the workflow has not reached yet (the steps before it
+		// still run): the server keeps one delivered early.
+		i = slices.IndexFunc(doc.RemainingSteps, func(s handoff.RemainingStep) bool {
+			return s.Kind == string(mcptask.StepKindEvent) && (event == "" || s.Name == event)
+		})
+		if i >= 0 {
+			s := doc.RemainingSteps[i]
+			payload := map[string]any{}
+			for k, v := range given {
+				if k != "event" && k != "payload" {
+					payload[k] = v
+				}
+			}
+			if p, ok := given["payload"].(map[string]any); ok {
+				payload = p
+			}
+			fmt.Fprintf(cmd.stderr, "Event %q of workflow %q (task %s) is not awaited yet: the server keeps it until the workflow reaches it\n", s.Name, doc.Workflow, taskID)
+			return map[string]any{"event": s.Name, "payload": payload}, doc.Workflow, taskID, nil
+		}
+	}
 	if i < 0 {
 		var yours []string
 		for _, s := range doc.RemainingSteps {
 			switch {
 			case s.Tool == "" && s.Call != nil:
 				yours = append(yours, fmt.Sprintf("%s (tool %s)", s.Name, s.Call.Tool))
+			case s.Tool == "" && s.Execution == mcptask.ExecClient:
+				yours = append(yours, fmt.Sprintf("%s (%s, once the steps before it are done)", s.Name, stepview.KindName(s.Kind)))
 			case s.Execution == mcptask.ExecClient || s.HandedToClient:
 				yours = append(yours, fmt.Sprintf("%s (tool %s)", s.Name, s.Tool))
 			}
@@ -201,5 +224,9 @@ func (cmd *command) handoffOf(ctx context.Context, taskID, workflow string) (*ha
 }
 
 // resultTool is the built-in tool that reads a task (taskrouter's
-// DefaultResultToolName).
-const resultTool = "task_result"
+// DefaultResultToolName); eventTool the workflow bridge's event tool
+// (workflow.DefaultEventTool).
+const (
+	resultTool = "task_result"
+	eventTool  = "workflow_event"
+)
