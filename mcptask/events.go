@@ -63,6 +63,11 @@ type StepEvent struct {
 	Step string `json:"step"`
 	// Attempt counts the step's attempts, from 1.
 	Attempt int `json:"attempt,omitempty"`
+	// Reason says why the attempt was made: "first", "retry", "restart"
+	// (its process stopped, or another replica took the task over),
+	// "resume", "client", "timeout" (the workflow package's Reason
+	// values).
+	Reason string `json:"reason,omitempty"`
 	// Status is the step's status after an EventStepEnded (a step status:
 	// StepCompleted, StepFailed, ...).
 	Status StepStatus `json:"status,omitempty"`

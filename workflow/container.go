@@ -130,7 +130,8 @@ func settleContainer(x *turn, out func(recs []*slot) json.RawMessage) string {
 // recordsLine says where the records of container step s (body) stand:
 // `step "build" (tool "build_service"): 3 of 5 items done, 2 running`.
 func recordsLine(s, body *Step, sp *StepProgress, noun string) string {
-	done, run, client, wait, total := 0, 0, 0, 0, len(sp.Items)
+	done, run, client, wait, queued, total := 0, 0, 0, 0, 0, len(sp.Items)
+	var queue *QueuePlace
 	for i := range sp.Items {
 		r := &sp.Items[i]
 		switch {
@@ -140,15 +141,25 @@ func recordsLine(s, body *Step, sp *StepProgress, noun string) string {
 			run++
 		case r.Status == mcptask.StepAwaitingClient || r.Status == mcptask.StepAwaitingEvent || r.HandedToClient:
 			client++
+		case r.Queue.waiting():
+			queued++
+			queue = r.Queue
 		case r.RetryAt != nil || r.Until != nil:
 			wait++
 		}
 	}
 	parts := []string{fmt.Sprintf("%d of %d %ss done", done, total, noun)}
+	queuedWhat := ""
+	if queue != nil {
+		queuedWhat = fmt.Sprintf("queued on %q", queue.Queue) // QUEUES.md: a queued run's status names its queue
+		if queue.Key != "" {
+			queuedWhat += fmt.Sprintf(" (key %q)", queue.Key)
+		}
+	}
 	for _, p := range []struct {
 		n    int
 		what string
-	}{{run, "running"}, {client, "waiting for the client"}, {wait, "waiting for a retry or a timer"}} {
+	}{{run, "running"}, {client, "waiting for the client"}, {queued, queuedWhat}, {wait, "waiting for a retry or a timer"}} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}

@@ -23,16 +23,43 @@ import (
 const maxStepEventError = 1024
 
 // recordedAttempts is the part of a stored progress that step events
-// compare: each step's attempt count and its attempts' outcomes.
+// compare: each record's attempt count and its attempts' outcomes, the
+// steps', the records they hold (a for-each's items, a loop's runs), and
+// the undo steps'.
 type recordedAttempts struct {
-	Steps []struct {
-		Name     string `json:"name"`
-		Attempts int    `json:"attempts"`
-		History  []struct {
-			N       int    `json:"n"`
-			Outcome string `json:"outcome"`
-		} `json:"history"`
-	} `json:"steps"`
+	Steps []recordedStep `json:"steps"`
+	Undo  *struct {
+		Steps []recordedStep `json:"steps"`
+	} `json:"undo"`
+}
+
+// recordedStep is one record of recordedAttempts.
+type recordedStep struct {
+	Name     string `json:"name"`
+	Attempts int    `json:"attempts"`
+	History  []struct {
+		N       int    `json:"n"`
+		Outcome string `json:"outcome"`
+	} `json:"history"`
+	Items []recordedStep `json:"items"`
+}
+
+// priorAttempts are the attempts of the records a task held, by record
+// name.
+type priorAttempts map[string]stepAttempts
+
+// note adds the attempts of records rs (and those they hold).
+func (before priorAttempts) note(rs []recordedStep) {
+	for _, s := range rs {
+		sa := stepAttempts{count: s.Attempts, open: map[int]bool{}}
+		for _, a := range s.History {
+			if a.Outcome == OutcomeRunning {
+				sa.open[a.N] = true
+			}
+		}
+		before[s.Name] = sa
+		before.note(s.Items)
+	}
 }
 
 // stepAttempts is one step's attempts as the task held them.
@@ -43,38 +70,43 @@ type stepAttempts struct {
 
 // stepEvents returns the step events of writing p over the progress t
 // holds (none when t holds none that reads: a first write reports every
-// attempt p has).
+// attempt p has): of every record, a step's, an item's or a run's a
+// container keeps, an undo step's, so a reader sees an item fail, retry
+// or be taken over, and the undo run, as it sees a step.
 func stepEvents(t *store.Task, p *Progress) []store.Event {
-	before := map[string]stepAttempts{}
+	before := priorAttempts{}
 	if t != nil {
 		var rec recordedAttempts
 		if raw, ok := t.Variables[VarProgress]; ok && json.Unmarshal(raw, &rec) == nil {
-			for _, s := range rec.Steps {
-				sa := stepAttempts{count: s.Attempts, open: map[int]bool{}}
-				for _, a := range s.History {
-					if a.Outcome == OutcomeRunning {
-						sa.open[a.N] = true
-					}
-				}
-				before[s.Name] = sa
+			before.note(rec.Steps)
+			if rec.Undo != nil {
+				before.note(rec.Undo.Steps)
 			}
 		}
 	}
 	var ended, started []store.Event
-	for i := range p.Steps {
-		sp := &p.Steps[i]
-		prev := before[sp.Name]
-		for _, a := range sp.History {
-			switch {
-			case a.N > prev.count: // opened by this write
-				started = append(started, stepEvent(mcptask.EventStepStarted, sp, a))
-				if a.Outcome != OutcomeRunning {
-					started = append(started, stepEvent(mcptask.EventStepEnded, sp, a))
+	var walk func(records []StepProgress)
+	walk = func(records []StepProgress) {
+		for i := range records {
+			sp := &records[i]
+			prev := before[sp.Name]
+			for _, a := range sp.History {
+				switch {
+				case a.N > prev.count: // opened by this write
+					started = append(started, stepEvent(mcptask.EventStepStarted, sp, a))
+					if a.Outcome != OutcomeRunning {
+						started = append(started, stepEvent(mcptask.EventStepEnded, sp, a))
+					}
+				case prev.open[a.N] && a.Outcome != OutcomeRunning: // closed by this write
+					ended = append(ended, stepEvent(mcptask.EventStepEnded, sp, a))
 				}
-			case prev.open[a.N] && a.Outcome != OutcomeRunning: // closed by this write
-				ended = append(ended, stepEvent(mcptask.EventStepEnded, sp, a))
 			}
+			walk(sp.Items)
 		}
+	}
+	walk(p.Steps)
+	if p.Undo != nil {
+		walk(p.Undo.Steps)
 	}
 	return append(ended, started...)
 }
@@ -82,7 +114,7 @@ func stepEvents(t *store.Task, p *Progress) []store.Event {
 // stepEvent is the event of attempt a of step sp beginning
 // (EventStepStarted) or ending (EventStepEnded).
 func stepEvent(typ mcptask.EventType, sp *StepProgress, a Attempt) store.Event {
-	ev := mcptask.StepEvent{Step: sp.Name, Attempt: a.N}
+	ev := mcptask.StepEvent{Step: sp.Name, Attempt: a.N, Reason: a.Reason}
 	if typ == mcptask.EventStepEnded {
 		ev.Status, ev.Outcome, ev.Error = sp.Status, a.Outcome, a.Error
 		if n := maxStepEventError; len(ev.Error) > n {

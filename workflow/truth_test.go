@@ -2,6 +2,8 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -91,4 +93,51 @@ func TestEndedHandoffSaysWhatDidNotFinish(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, text, `"smoke" (a for-each): did not finish: the workflow failed here.`)
 	require.Contains(t, text, `"report" (tool "report"): will not run: the workflow stopped.`)
+}
+
+// TestStepEventsOfItemsAndUndo: the task's event log (what tasks/stream
+// readers and step webhooks see) tells each item's attempts, with why
+// each was made, and the undo steps', as it tells a step's.
+func TestStepEventsOfItemsAndUndo(t *testing.T) {
+	e := newFakeEngine()
+	j := &journal{}
+	j.tool(e, "deploy", "service", nil)
+	j.tool(e, "rollback", "service", nil)
+	j.tool(e, "tag", "", nil)
+	j.tool(e, "untag", "", nil)
+	j.tool(e, "check", "", func(map[string]any) error { return errors.New("smoke test failed") })
+	f := newFixture(t, e, &Options{PromptWait: -1}, release())
+	tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
+	tk, _ = f.settled(t, tk.ID)
+	require.Equal(t, mcptask.StatusFailed, tk.Status)
+	page, err := e.st.Events(context.Background(), tk.ID, 0, 1000)
+	require.NoError(t, err)
+	seen := map[string]mcptask.StepEvent{}
+	for _, ev := range page.Events {
+		if ev.Type != mcptask.EventStepStarted && ev.Type != mcptask.EventStepEnded {
+			continue
+		}
+		var se mcptask.StepEvent
+		require.NoError(t, json.Unmarshal(ev.Data, &se))
+		seen[string(ev.Type)+" "+se.Step] = se
+	}
+	for _, rec := range []string{"deploy[0]", "deploy[1]", "undo:tag", "undo:deploy[1]", "undo:deploy[0]"} {
+		require.Contains(t, seen, string(mcptask.EventStepStarted)+" "+rec)
+		require.Contains(t, seen, string(mcptask.EventStepEnded)+" "+rec)
+	}
+	require.Equal(t, ReasonFirst, seen[string(mcptask.EventStepStarted)+" deploy[1]"].Reason)
+	require.Equal(t, mcptask.StepCompleted, seen[string(mcptask.EventStepEnded)+" undo:deploy[0]"].Status)
+	require.Equal(t, "smoke test failed", seen[string(mcptask.EventStepEnded)+" check"].Error)
+}
+
+// TestQueuedItemsNameTheirQueue: a for-each's items waiting on a queue are
+// in its status line, naming the queue (QUEUES.md: a queued run's status
+// names its queue).
+func TestQueuedItemsNameTheirQueue(t *testing.T) {
+	sp := &StepProgress{Items: []StepProgress{
+		{Name: "deploy[0]", Status: mcptask.StepCompleted},
+		{Name: "deploy[1]", Status: mcptask.StepPending, Queue: &QueuePlace{Queue: "deploys", Key: "acme"}},
+	}}
+	line := recordsLine(&Step{Name: "deploy"}, Server("deploy_service", "deploy"), sp, "item")
+	require.Equal(t, `step "deploy": 1 of 2 items done, 1 queued on "deploys" (key "acme") (tool "deploy" per item)`, line)
 }
