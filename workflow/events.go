@@ -2,6 +2,8 @@ package workflow
 
 import (
 	"encoding/json"
+	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -31,6 +33,9 @@ type recordedAttempts struct {
 	Undo  *struct {
 		Steps []recordedStep `json:"steps"`
 	} `json:"undo"`
+	Queue *struct {
+		GrantedAt *time.Time `json:"grantedAt"`
+	} `json:"queue"`
 }
 
 // recordedStep is one record of recordedAttempts.
@@ -42,6 +47,9 @@ type recordedStep struct {
 		Outcome string `json:"outcome"`
 	} `json:"history"`
 	Items []recordedStep `json:"items"`
+	Queue *struct {
+		GrantedAt *time.Time `json:"grantedAt"`
+	} `json:"queue"`
 }
 
 // priorAttempts are the attempts of the records a task held, by record
@@ -51,7 +59,7 @@ type priorAttempts map[string]stepAttempts
 // note adds the attempts of records rs (and those they hold).
 func (before priorAttempts) note(rs []recordedStep) {
 	for _, s := range rs {
-		sa := stepAttempts{count: s.Attempts, open: map[int]bool{}}
+		sa := stepAttempts{count: s.Attempts, open: map[int]bool{}, queued: s.Queue != nil && s.Queue.GrantedAt == nil}
 		for _, a := range s.History {
 			if a.Outcome == OutcomeRunning {
 				sa.open[a.N] = true
@@ -64,8 +72,9 @@ func (before priorAttempts) note(rs []recordedStep) {
 
 // stepAttempts is one step's attempts as the task held them.
 type stepAttempts struct {
-	count int          // attempts made (StepProgress.Attempts)
-	open  map[int]bool // attempts whose outcome was running, by number
+	count  int          // attempts made (StepProgress.Attempts)
+	open   map[int]bool // attempts whose outcome was running, by number
+	queued bool         // it waited for a place on its queue
 }
 
 // stepEvents returns the step events of writing p over the progress t
@@ -75,6 +84,7 @@ type stepAttempts struct {
 // or be taken over, and the undo run, as it sees a step.
 func stepEvents(t *store.Task, p *Progress) []store.Event {
 	before := priorAttempts{}
+	wasQueued := false
 	if t != nil {
 		var rec recordedAttempts
 		if raw, ok := t.Variables[VarProgress]; ok && json.Unmarshal(raw, &rec) == nil {
@@ -82,9 +92,13 @@ func stepEvents(t *store.Task, p *Progress) []store.Event {
 			if rec.Undo != nil {
 				before.note(rec.Undo.Steps)
 			}
+			wasQueued = rec.Queue != nil && rec.Queue.GrantedAt == nil
 		}
 	}
 	var ended, started []store.Event
+	if p.Queue.waiting() && !wasQueued {
+		started = append(started, queueEvent("", p.Queue))
+	}
 	var walk func(records []StepProgress)
 	walk = func(records []StepProgress) {
 		for i := range records {
@@ -101,6 +115,9 @@ func stepEvents(t *store.Task, p *Progress) []store.Event {
 					ended = append(ended, stepEvent(mcptask.EventStepEnded, sp, a))
 				}
 			}
+			if sp.Queue.waiting() && !prev.queued {
+				started = append(started, queueEvent(sp.Name, sp.Queue))
+			}
 			walk(sp.Items)
 		}
 	}
@@ -109,6 +126,21 @@ func stepEvents(t *store.Task, p *Progress) []store.Event {
 		walk(p.Undo.Steps)
 	}
 	return append(ended, started...)
+}
+
+// queueEvent is the log line of record step ("" for the workflow)
+// starting to wait for place q on its queue, so that a reader of the
+// task's events sees the wait as it sees an attempt.
+func queueEvent(step string, q *QueuePlace) store.Event {
+	msg := fmt.Sprintf("queued on %q", q.Queue)
+	if q.Key != "" {
+		msg += fmt.Sprintf(" (key %q)", q.Key)
+	}
+	if q.Why != "" {
+		msg += ": " + q.Why
+	}
+	data, _ := json.Marshal(mcptask.LogEvent{Level: "info", Message: msg, Step: step})
+	return store.Event{Type: mcptask.EventLog, Data: data}
 }
 
 // stepEvent is the event of attempt a of step sp beginning

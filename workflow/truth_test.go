@@ -141,3 +141,31 @@ func TestQueuedItemsNameTheirQueue(t *testing.T) {
 	line := recordsLine(&Step{Name: "deploy"}, Server("deploy_service", "deploy"), sp, "item")
 	require.Equal(t, `step "deploy": 1 of 2 items done, 1 queued on "deploys" (key "acme") (tool "deploy" per item)`, line)
 }
+
+// TestQueueWaitIsAnEvent: a workflow that waits for its place on a queue
+// says so in its event log (a reader of tasks/stream sees the wait).
+func TestQueueWaitIsAnEvent(t *testing.T) {
+	e := newFakeEngine()
+	r := newRuns()
+	e.tool("deploy", r.tool)
+	w := New("train", "a release train").Arg("repo", "the repo", true).Step(
+		Server("deploy", "deploy").Bind("repo", PromptArg("repo")),
+	).OnQueue(&Queue{Name: "trains", PerKey: 1}, QueueKey(PromptArg("repo")))
+	f := newFixture(t, e, &Options{PromptWait: 50 * time.Millisecond}, w)
+	f.start(t, "train", map[string]string{"repo": "a"})
+	require.Equal(t, "a", r.next(t))
+	two, _ := f.start(t, "train", map[string]string{"repo": "a"})
+	page, err := e.st.Events(context.Background(), two.ID, 0, 1000)
+	require.NoError(t, err)
+	var lines []string
+	for _, ev := range page.Events {
+		if ev.Type == mcptask.EventLog {
+			var le mcptask.LogEvent
+			require.NoError(t, json.Unmarshal(ev.Data, &le))
+			lines = append(lines, le.Message)
+		}
+	}
+	require.NotEmpty(t, lines)
+	require.True(t, strings.HasPrefix(lines[0], `queued on "trains" (key "a")`), "%q", lines)
+	r.release <- struct{}{}
+}
