@@ -192,9 +192,9 @@ func TestREADMEScheduledApproval(t *testing.T) {
 
 	// The rejected run (the last task) on the faces the block names.
 	var core mcptask.CoreTask
-	require.NoError(t, coreConn(t, base+"/mcp", nil).Call(relCtx(t, time.Minute), "tasks/get", map[string]any{"taskId": task}, &core))
+	require.NoError(t, coreConnAs(t, base+"/mcp", nil, "ops-token").Call(relCtx(t, time.Minute), "tasks/get", map[string]any{"taskId": task}, &core))
 	require.Equal(t, mcptask.StatusFailed, core.Status)
-	ext := newRelClient(base+"/mcp", newRelHTTPClient(2), relExt, "").must(t, relCtx(t, time.Minute), "tasks/get", map[string]any{"taskId": task})
+	ext := newRelClient(base+"/mcp", newRelHTTPClient(2), relExt, "ops-token").must(t, relCtx(t, time.Minute), "tasks/get", map[string]any{"taskId": task})
 	require.Equal(t, "completed", ext["status"], "the extension keeps failed for JSON-RPC errors")
 	require.Equal(t, true, ext["result"].(map[string]any)["isError"])
 	req, err := http.NewRequest(http.MethodGet, base+"/dashboard/tasks/"+task, nil)

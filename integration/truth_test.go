@@ -58,6 +58,13 @@ func gateServer(t *testing.T) (*builder.Server, string) {
 			workflow.Server("ship", "ship").Bind("what", workflow.PromptArg("what")).
 				Bind("approved", workflow.StepOutput("approve", "approved")).FailsWorkflow(),
 		).AsTool())
+	return serveBuilt(t, b)
+}
+
+// serveBuilt builds b and serves it over Streamable HTTP on 127.0.0.1,
+// returning the server and its MCP URL.
+func serveBuilt(t *testing.T, b *builder.Builder) (*builder.Server, string) {
+	t.Helper()
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
@@ -76,6 +83,21 @@ func gateServer(t *testing.T) (*builder.Server, string) {
 // content.
 func coreConn(t *testing.T, url string, elicit map[string]any) *rpcconn.Conn {
 	t.Helper()
+	return coreConnAs(t, url, elicit, "")
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// coreConnAs is coreConn with a bearer token ("" for none).
+func coreConnAs(t *testing.T, url string, elicit map[string]any, token string) *rpcconn.Conn {
+	t.Helper()
 	opts := &rpcconn.Options{}
 	caps := map[string]any{}
 	if elicit != nil {
@@ -87,7 +109,11 @@ func coreConn(t *testing.T, url string, elicit map[string]any) *rpcconn.Conn {
 			return map[string]any{"action": "accept", "content": elicit}, nil
 		}
 	}
-	c, err := rpcconn.Dial(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, DisableStandaloneSSE: true}, opts)
+	tr := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, DisableStandaloneSSE: true}
+	if token != "" {
+		tr.HTTPClient = &http.Client{Transport: bearer{token}}
+	}
+	c, err := rpcconn.Dial(context.Background(), tr, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, c.Call(context.Background(), "initialize", map[string]any{"protocolVersion": mcptask.CoreVersion, "capabilities": caps,
@@ -265,17 +291,8 @@ func nestServer(t *testing.T) string {
 			workflow.ForEach("each", workflow.PromptArg("items"), workflow.Client("sign_item", "sign").Bind("who", workflow.FromClient("your name"))),
 			workflow.Child("nested", "inner"),
 		))
-	srv, err := b.Build(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.HTTPHandler(nil))
-	hs := &http.Server{Handler: mux}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	return "http://" + ln.Addr().String() + "/mcp"
+	_, url := serveBuilt(t, b)
+	return url
 }
 
 // TestContinuationMetaNamesWorkflow: a client that follows the documented
@@ -381,7 +398,7 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	srv, url := gateServer(t)
 	ctx := context.Background()
 	rc := pushtest.New(t)
-	_, secret, err := srv.Router.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
+	_, secret, err := srv.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
 	require.NoError(t, err)
 	c := coreConn(t, url, nil)
 	var prompt mcp.GetPromptResult

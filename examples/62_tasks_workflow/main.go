@@ -89,6 +89,10 @@ Serve flags:
                   ships it, or fails on a rejection (off by default)
   -schedule-tz Z  the time zone of -schedule and -schedule-approval (IANA, e.g.
                   Europe/Berlin; default UTC)
+  -schedule-owner USER
+                  the user of -tokens who owns the schedules and the tasks they
+                  start, and may trigger, pause and resume them over HTTP (default:
+                  the server's local owner, which only a stdio client is)
   -v              log engine activity to stderr
 
 Prometheus metrics are served at http://ADDR/metrics (HTTP only), workflow
@@ -187,6 +191,7 @@ func serve(args []string, stderr io.Writer) error {
 	schedule := fs.String("schedule", "", `start scheduled_report at the times of this cron expression ("@every 1m", "0 2 * * *"; off when empty)`)
 	scheduleTZ := fs.String("schedule-tz", "", "the time zone of -schedule (IANA, e.g. Europe/Berlin; default UTC)")
 	approval := fs.String("schedule-approval", "", "start nightly_release (checks, a person's approval, ship) at the times of this cron expression (off when empty)")
+	scheduleOwner := fs.String("schedule-owner", "", "the user of -tokens who owns the schedules and their tasks (default: the server's local owner, stdio's client)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -221,7 +226,10 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := newBuilder(options{DB: *db, Ledger: *ledger, Schedule: *schedule, ApprovalSchedule: *approval, ScheduleTZ: *scheduleTZ})
+	if *scheduleOwner != "" && len(tokens) == 0 {
+		return errors.New("serve: -schedule-owner names a user of -tokens: give -tokens too")
+	}
+	b, err := newBuilder(options{DB: *db, Ledger: *ledger, Schedule: *schedule, ApprovalSchedule: *approval, ScheduleTZ: *scheduleTZ, ScheduleOwner: *scheduleOwner})
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func addSchedule(b *builder.Builder, o options) {
 	}
 	b.TaskWorkflow(scheduledReport())
 	b.Schedule(workflow.Schedule{Name: scheduleName, Workflow: "scheduled_report", Cron: o.Schedule, TimeZone: o.ScheduleTZ,
-		Missed: taskrouter.MissedRunOnce, Description: "a report on the time it fired for"})
+		Missed: taskrouter.MissedRunOnce, Description: "a report on the time it fired for", Owner: scheduleOwner(o)})
 }
 
 // nightlyName is the schedule -schedule-approval registers.
@@ -98,5 +98,14 @@ func addApprovalSchedule(b *builder.Builder, o options) {
 		taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(nightlyRelease())
 	b.Schedule(workflow.Schedule{Name: nightlyName, Workflow: "nightly_release", Cron: o.ApprovalSchedule, TimeZone: o.ScheduleTZ,
-		Missed: taskrouter.MissedRunOnce, Description: "the night's build, shipped on a person's approval"})
+		Missed: taskrouter.MissedRunOnce, Description: "the night's build, shipped on a person's approval", Owner: scheduleOwner(o)})
+}
+
+// scheduleOwner is the owner of the example's schedules: -schedule-owner's
+// user as an authenticated request names it, or "" (the local owner).
+func scheduleOwner(o options) string {
+	if o.ScheduleOwner == "" {
+		return ""
+	}
+	return "user:" + o.ScheduleOwner
 }

@@ -446,6 +446,9 @@ type options struct {
 	// starts scheduled_report; ApprovalSchedule, of the one that starts
 	// nightly_release; ScheduleTZ their time zone (ops.go).
 	Schedule, ApprovalSchedule, ScheduleTZ string
+	// ScheduleOwner, when set, is the user (of -tokens) whose schedules
+	// they are.
+	ScheduleOwner string
 }
 
 // newBuilder assembles the example server.
