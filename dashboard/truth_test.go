@@ -22,7 +22,7 @@ func TestOverviewSeparatesDeliveries(t *testing.T) {
 	e := newEnv(t, usersOptions())
 	rc := pushtest.New(t)
 	ctx := t.Context()
-	hook, _, err := e.f.Srv.Router.RegisterWebhook(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
+	hook, _, err := e.f.Srv.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
 	require.NoError(t, err)
 	done := e.ownedTask(t, "user:alice", "echo")
 	msg := "waiting for the client to call tool \"review\""
