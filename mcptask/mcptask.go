@@ -157,9 +157,11 @@ func (d Dialect) HasMethod(method string) bool {
 	return true
 }
 
-// ToolErrorStatus is the status a task ends in when its tool returns a
-// result with isError set: failed in the core dialect; completed in the
-// extension, which reserves failed for JSON-RPC errors.
+// ToolErrorStatus is the status dialect d shows for a task that ended
+// with a tool result with isError set: failed in the core dialect;
+// completed in the extension, which reserves failed for JSON-RPC errors.
+// (taskbridge's store records such a task as failed in either dialect;
+// the extension's replies show it as completed.)
 func (d Dialect) ToolErrorStatus() Status {
 	if d == Extension {
 		return StatusCompleted
