@@ -9,14 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/tests/clitest"
+	"github.com/taskbridge/taskbridge/internal/tokenauth"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
 // opsServer serves a workflow whose first step holds until its context
-// ends, and a daily schedule of a one-step workflow.
-func opsServer(t *testing.T) string {
+// ends, and a daily schedule of a one-step workflow. With tokens, it
+// requires one (tokenauth) and the schedule belongs to the user "ops":
+// the server's local owner's schedules are for stdio's client only.
+func opsServer(t *testing.T, tokens map[string]string) string {
 	t.Helper()
 	b := builder.New("ops", "1").WithStore(memory.New()).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
 		WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
@@ -29,18 +32,21 @@ func opsServer(t *testing.T) string {
 	}, taskrouter.ToolOptions{})
 	b.TaskWorkflow(workflow.New("soak", "hold, then note").Step(workflow.Server("hold", "hold"), workflow.Server("note", "note")))
 	b.TaskWorkflow(workflow.New("report", "the nightly report").Arg("scheduled_at", "when", true).Step(workflow.Server("note", "note")))
-	b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "report", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Overlap: taskrouter.OverlapCancelOther})
+	b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "report", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Overlap: taskrouter.OverlapCancelOther, Owner: "user:ops"})
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	return clitest.Serve(t, srv.HTTPHandler(nil))
+	if tokens == nil {
+		return clitest.Serve(t, srv.HTTPHandler(nil))
+	}
+	return clitest.Serve(t, tokenauth.Middleware(tokens)(srv.HTTPHandler(nil)))
 }
 
 // TestTasksPauseResume: `tasks pause` pauses a workflow task (the task
 // stays working, its status says paused and by whom, and why), a second
 // pause is refused, `tasks resume` resumes it.
 func TestTasksPauseResume(t *testing.T) {
-	url := opsServer(t)
+	url := opsServer(t, nil)
 	code, out, errOut := cli(t, "", "-url", url, "-json", "prompt", "soak")
 	require.Equal(t, 0, code, errOut)
 	id := jsonLines(t, out)[0]["handoff"].(map[string]any)["taskId"].(string)
@@ -74,10 +80,18 @@ func TestTasksPauseResume(t *testing.T) {
 }
 
 // TestSchedulesCommands: `schedules list`, `pause`, `trigger`, `resume`,
-// and their refusals.
+// and their refusals; another user is told of no schedule.
 func TestSchedulesCommands(t *testing.T) {
-	url := opsServer(t)
-	code, out, errOut := cli(t, "", "-url", url, "schedules", "list")
+	url := opsServer(t, map[string]string{"tok-ops": "ops", "tok-eve": "eve"})
+	code, out, errOut := cli(t, "", "-url", url, "-token", "tok-eve", "schedules", "list")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "There is no schedule you may manage.\n", out)
+	code, _, errOut = cli(t, "", "-url", url, "-token", "tok-eve", "schedules", "pause", "nightly")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `no schedule "nightly" that you may manage`)
+
+	t.Setenv(EnvToken, "tok-ops")
+	code, out, errOut = cli(t, "", "-url", url, "schedules", "list")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `nightly: "0 2 * * *" (Europe/Berlin), overlap cancel_other, next at `)
 	require.Contains(t, out, "the nightly report")
