@@ -30,6 +30,44 @@ type session struct {
 	// initialize, every request carries its protocol version and
 	// capabilities (declaring io.modelcontextprotocol/tasks) in _meta.
 	ext bool
+	// tools are what the session's operations call (nil: benchTools).
+	tools *toolSet
+}
+
+// toolSet names the tools a load calls on one server, with their
+// arguments: the plain call's, and the task round trip's (also the
+// extension round trip's). The example servers serve other tools than
+// the bench server, the floor and the TypeScript peer.
+type toolSet struct {
+	plain     string
+	plainArgs map[string]any
+	task      string
+	taskArgs  map[string]any
+}
+
+// benchTools are the tools of the bench server, the floor and the
+// TypeScript peer: echo and a work of 0 ms.
+var benchTools = &toolSet{plain: "echo", plainArgs: map[string]any{"text": "hi"}, task: "work", taskArgs: map[string]any{"ms": 0}}
+
+// conformanceTools are the load on examples/conformance, as issue 43
+// measured it: greet (never a task) and an instant slow_compute.
+var conformanceTools = &toolSet{plain: "greet", plainArgs: map[string]any{"name": "x"},
+	task: "slow_compute", taskArgs: map[string]any{"seconds": 0, "label": "load"}}
+
+// example62Tools are the load on example 62: promote_release (a trivial
+// tool that is never a task) and an instant generate_report.
+var example62Tools = &toolSet{plain: "promote_release", plainArgs: map[string]any{"repo": "x", "version": "v1.0.0"},
+	task: "generate_report", taskArgs: map[string]any{"topic": "load"}}
+
+// toolSets are the tool sets by name (bench load -tools).
+var toolSets = map[string]*toolSet{"bench": benchTools, "conformance": conformanceTools, "62": example62Tools}
+
+// toolsOf is the session's tool set.
+func (s *session) toolsOf() *toolSet {
+	if s.tools == nil {
+		return benchTools
+	}
+	return s.tools
 }
 
 // extVersion is the protocol version of the extension dialect.
@@ -201,21 +239,30 @@ func readResponse(resp *http.Response, id int64) (*rpcResponse, error) {
 
 // ---- operations ----
 
-// opPlain is one plain tools/call of echo.
+// opPlain is one plain tools/call of the session's plain tool (echo).
 func opPlain(ctx context.Context, s *session) error {
-	_, err := s.call(ctx, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}})
+	t := s.toolsOf()
+	_, err := s.call(ctx, "tools/call", map[string]any{"name": t.plain, "arguments": t.plainArgs})
 	return err
 }
 
-// opTask is one task round trip: a task-augmented call of work, then the
-// blocking tasks/result.
+// opTask is one task round trip: a task-augmented call of the session's
+// task tool (work of 0 ms), then the blocking tasks/result.
 func opTask(ctx context.Context, s *session) error {
-	_, err := taskRoundTrip(ctx, s, 0)
+	t := s.toolsOf()
+	_, err := callAndResult(ctx, s, t.task, t.taskArgs)
 	return err
 }
 
+// taskRoundTrip is a task round trip of work for ms milliseconds.
 func taskRoundTrip(ctx context.Context, s *session, ms int) (json.RawMessage, error) {
-	raw, err := s.call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": ms}, "task": map[string]any{"ttl": 600000}})
+	return callAndResult(ctx, s, "work", map[string]any{"ms": ms})
+}
+
+// callAndResult calls tool with args as a task, then waits for its
+// result with tasks/result.
+func callAndResult(ctx context.Context, s *session, tool string, args map[string]any) (json.RawMessage, error) {
+	raw, err := s.call(ctx, "tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": 600000}})
 	if err != nil {
 		return nil, err
 	}
@@ -230,11 +277,12 @@ func taskRoundTrip(ctx context.Context, s *session, ms int) (json.RawMessage, er
 	return s.call(ctx, "tasks/result", map[string]any{"taskId": created.Task.TaskID})
 }
 
-// opExtTask is one extension-dialect task round trip: tools/call of work
-// (the server makes it a task), then tasks/get until the task has ended
-// (its result comes inline).
+// opExtTask is one extension-dialect task round trip: tools/call of the
+// session's task tool (the server makes it a task), then tasks/get until
+// the task has ended (its result comes inline).
 func opExtTask(ctx context.Context, s *session) error {
-	raw, err := s.call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 0}})
+	tools := s.toolsOf()
+	raw, err := s.call(ctx, "tools/call", map[string]any{"name": tools.task, "arguments": tools.taskArgs})
 	if err != nil {
 		return err
 	}
@@ -338,12 +386,14 @@ func (l load) on(t *proc) (result, error) {
 	for i := range sessions {
 		if ext {
 			sessions[i] = dialExt(client, t.url)
+			sessions[i].tools = t.tools
 			continue
 		}
 		s, err := dial(ctx, client, t.url)
 		if err != nil {
 			return result{}, err
 		}
+		s.tools = t.tools
 		sessions[i] = s
 	}
 	// Warm up each session once.

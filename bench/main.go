@@ -291,6 +291,8 @@ type proc struct {
 	// debug is set for the bench's own servers, which serve /debug/bench
 	// and /debug/pprof/ beside /mcp.
 	debug bool
+	// tools are the tools a load calls on this server (nil: benchTools).
+	tools *toolSet
 }
 
 // group is a URL served by several bench servers (a proxy in front).
@@ -494,11 +496,16 @@ func loadCmd(args []string) error {
 	conc := fs.Int("c", 64, "concurrent sessions")
 	d := fs.Duration("d", 10*time.Second, "duration")
 	op := fs.String("op", "task", "task, plain or ext (extension-dialect task round trips)")
+	tools := fs.String("tools", "bench", "the tools called: bench (echo, work), conformance (greet, slow_compute) or 62 (promote_release, generate_report)")
 	_ = fs.Parse(args)
-	r, err := load{op: *op, conc: *conc, d: *d}.on(&proc{name: *url, url: *url})
+	ts, ok := toolSets[*tools]
+	if !ok {
+		return fmt.Errorf("-tools %q: want bench, conformance or 62", *tools)
+	}
+	r, err := load{op: *op, conc: *conc, d: *d}.on(&proc{name: *url, url: *url, tools: ts})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%.0f ops/s, %d errors (first: %v), p50 %s p99 %s\n", r.perSec(), r.errs, r.firstEr, ms(r.pct(0.5)), ms(r.pct(0.99)))
+	fmt.Printf("%.0f ops/s, %d errors (first: %v), p50 %s p99 %s, %d ops\n", r.perSec(), r.errs, r.firstEr, ms(r.pct(0.5)), ms(r.pct(0.99)), r.ops)
 	return nil
 }
