@@ -32,6 +32,9 @@ type session struct {
 	ext bool
 	// tools are what the session's operations call (nil: benchTools).
 	tools *toolSet
+	// ttl is the ttl its task round trips ask for, in ms (0: ten minutes,
+	// longer than any window, so that no task is swept while measured).
+	ttl int
 }
 
 // toolSet names the tools a load calls on one server, with their
@@ -262,7 +265,11 @@ func taskRoundTrip(ctx context.Context, s *session, ms int) (json.RawMessage, er
 // callAndResult calls tool with args as a task, then waits for its
 // result with tasks/result.
 func callAndResult(ctx context.Context, s *session, tool string, args map[string]any) (json.RawMessage, error) {
-	raw, err := s.call(ctx, "tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": 600000}})
+	ttl := s.ttl
+	if ttl == 0 {
+		ttl = 600000
+	}
+	raw, err := s.call(ctx, "tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": ttl}})
 	if err != nil {
 		return nil, err
 	}
@@ -366,6 +373,8 @@ type load struct {
 	d    time.Duration
 	// syncs counts the server's fdatasync and fsync calls in the window.
 	syncs bool
+	// ttl is the ttl of the tasks created, in ms (0: see session.ttl).
+	ttl int
 }
 
 // on runs l against t: it opens the sessions, warms each up once, then
@@ -386,14 +395,14 @@ func (l load) on(t *proc) (result, error) {
 	for i := range sessions {
 		if ext {
 			sessions[i] = dialExt(client, t.url)
-			sessions[i].tools = t.tools
+			sessions[i].tools, sessions[i].ttl = t.tools, l.ttl
 			continue
 		}
 		s, err := dial(ctx, client, t.url)
 		if err != nil {
 			return result{}, err
 		}
-		s.tools = t.tools
+		s.tools, s.ttl = t.tools, l.ttl
 		sessions[i] = s
 	}
 	// Warm up each session once.
@@ -408,7 +417,7 @@ func (l load) on(t *proc) (result, error) {
 	if l.syncs && t.pid() != 0 {
 		syncs = countSyncs(t.pid())
 	}
-	st0 := t.debugStats(false)
+	st0 := t.storeStats()
 	profiled := profiling.start(t, l)
 	before := takeSnapshot(t)
 	var mu sync.Mutex
@@ -447,8 +456,8 @@ func (l load) on(t *proc) (result, error) {
 	all.elapsed = time.Since(start)
 	all.use = before.to(takeSnapshot(t))
 	all.profile = profiled()
-	if st1 := t.debugStats(false); st0 != nil && st1 != nil && st0.Store != nil && st1.Store != nil {
-		all.store = storeDelta(*st0.Store, *st1.Store)
+	if st1 := t.storeStats(); st0 != nil && st1 != nil {
+		all.store = storeDelta(*st0, *st1)
 	}
 	all.syncs = syncs.stop()
 	sort.Slice(all.lat, func(i, j int) bool { return all.lat[i] < all.lat[j] })
@@ -461,6 +470,19 @@ func storeDelta(a, b store.Stats) *store.Stats {
 	return &store.Stats{Commits: b.Commits - a.Commits, OpsCommitted: b.OpsCommitted - a.OpsCommitted,
 		OpsFailed: b.OpsFailed - a.OpsFailed, MaxOpsPerCommit: b.MaxOpsPerCommit, CommitErrors: b.CommitErrors - a.CommitErrors,
 		Retries: b.Retries - a.Retries, CommitTime: b.CommitTime - a.CommitTime}
+}
+
+// storeStats reads the counters of the server's store: a bench server's
+// from /debug/bench, an example's from its /metrics; nil when it reports
+// none.
+func (p *proc) storeStats() *store.Stats {
+	if p.metrics != "" {
+		return metricsStats(p.metrics)
+	}
+	if st := p.debugStats(false); st != nil {
+		return st.Store
+	}
+	return nil
 }
 
 // debugStats reads a bench server's /debug/bench (after a garbage
