@@ -111,3 +111,27 @@ func TestDashboardOffWithoutTokens(t *testing.T) {
 	_, err = observe(b, "jaeger", io.Discard)
 	require.ErrorContains(t, err, "want none or stdout")
 }
+
+// TestTraceNoneHandsOutTheTraceparent: -trace none makes no spans, and a
+// workflow's prompt result still carries its task's traceparent.
+func TestTraceNoneHandsOutTheTraceparent(t *testing.T) {
+	b, err := newBuilder(options{DB: filepath.Join(t.TempDir(), "tasks.db")})
+	require.NoError(t, err)
+	var spans syncBuffer
+	obs, err := observe(b, "none", &spans)
+	require.NoError(t, err)
+	require.Nil(t, obs.provider, "no tracer provider, no spans")
+	srv, err := b.Build(t.Context())
+	require.NoError(t, err)
+	defer srv.Close()
+	tr, err := srv.Connect(t.Context())
+	require.NoError(t, err)
+	c, err := client.Dial(t.Context(), tr, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	res, doc, err := c.GetPrompt(t.Context(), "release_notes", map[string]string{"repo": "taskbridge"})
+	require.NoError(t, err)
+	require.Equal(t, tracing.TraceParent(doc.TaskID), res.Meta["traceparent"])
+	obs.shutdown()
+	require.Empty(t, spans.String())
+}
