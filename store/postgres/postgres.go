@@ -98,6 +98,7 @@ type Store struct {
 
 	pub   *publisher // sends the change notifications after commit
 	stats writeStats
+	wire  *wireCounter // every connection's tracer
 }
 
 var (
@@ -126,6 +127,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if o.maxConns > 0 {
 		cfg.MaxConns = o.maxConns
 	}
+	wire := &wireCounter{}
+	cfg.ConnConfig.Tracer = wire
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -154,6 +157,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		now:           o.Now,
 		log:           o.logger,
 		subs:          make(map[*subscription]struct{}),
+		wire:          wire,
 	}
 	s.pub = newPublisher(s)
 	return s, nil

@@ -593,3 +593,33 @@ func TestQueueAcrossReplicas(t *testing.T) {
 	defer b.Close()
 	storetest.QueueRace(t, a, b)
 }
+
+// TestStatsCountStatementsAndRoundTrips: the store counts what it sends
+// PostgreSQL. A read is one statement in one round trip (once its
+// statement is prepared on the connection); a write's statements travel
+// in fewer round trips than there are statements (BEGIN pipelined with
+// the write).
+func TestStatsCountStatementsAndRoundTrips(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := openSchema(t, dsn, postgres.WithMaxConns(1))
+	ctx := context.Background()
+	before := s.Stats()
+	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
+	require.NoError(t, err)
+	created := s.Stats()
+	require.Greater(t, created.Statements, before.Statements)
+	require.Greater(t, created.Statements-before.Statements, created.RoundTrips-before.RoundTrips, "BEGIN shares the write's round trip")
+	// A store that never writes sends no notifications, so its counts
+	// move only with its reads.
+	r, err := postgres.Open(ctx, dsn, postgres.WithSchema(s.Schema()), postgres.WithMaxConns(1))
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Get(ctx, "t") // prepares the read on the connection
+	require.NoError(t, err)
+	a := r.Stats()
+	_, err = r.Get(ctx, "t")
+	require.NoError(t, err)
+	b := r.Stats()
+	require.Equal(t, uint64(1), b.Statements-a.Statements)
+	require.Equal(t, uint64(1), b.RoundTrips-a.RoundTrips)
+}
