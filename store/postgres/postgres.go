@@ -144,6 +144,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open schema %s: %w", o.schema, err)
 	}
+	// Count from here: the schema's creation or migration is Open's, not
+	// the store's work.
+	wire.statements.Store(0)
+	wire.roundTrips.Store(0)
 	s := &Store{
 		pool:    pool,
 		connCfg: cfg.ConnConfig.Copy(),
