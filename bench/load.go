@@ -469,13 +469,29 @@ func (l load) on(t *proc) (result, error) {
 func storeDelta(a, b store.Stats) *store.Stats {
 	return &store.Stats{Commits: b.Commits - a.Commits, OpsCommitted: b.OpsCommitted - a.OpsCommitted,
 		OpsFailed: b.OpsFailed - a.OpsFailed, MaxOpsPerCommit: b.MaxOpsPerCommit, CommitErrors: b.CommitErrors - a.CommitErrors,
-		Retries: b.Retries - a.Retries, CommitTime: b.CommitTime - a.CommitTime}
+		Retries: b.Retries - a.Retries, CommitTime: b.CommitTime - a.CommitTime,
+		Statements: b.Statements - a.Statements, RoundTrips: b.RoundTrips - a.RoundTrips}
 }
 
 // storeStats reads the counters of the server's store: a bench server's
 // from /debug/bench, an example's from its /metrics; nil when it reports
 // none.
 func (p *proc) storeStats() *store.Stats {
+	if len(p.members) > 0 { // a group: its servers' counters, summed
+		var sum store.Stats
+		for _, m := range p.members {
+			st := m.storeStats()
+			if st == nil {
+				return nil
+			}
+			sum.Commits += st.Commits
+			sum.OpsCommitted += st.OpsCommitted
+			sum.CommitTime += st.CommitTime
+			sum.Statements += st.Statements
+			sum.RoundTrips += st.RoundTrips
+		}
+		return &sum
+	}
 	if p.metrics != "" {
 		return metricsStats(p.metrics)
 	}

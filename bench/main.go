@@ -234,6 +234,9 @@ func run(o options) error {
 	if want("21") {
 		rep.try("21", "queues", func() error { return queueOverhead(o, tmp, rep) })
 	}
+	if want("24") {
+		rep.try("24", "database cost", func() error { return dbCostRows(o, tmp, rep) })
+	}
 	if want("25") {
 		profiling.row = "25"
 		rep.try("25", "a task's deletion", func() error { return lifetimeCost(o, tmp, rep) })

@@ -79,6 +79,7 @@ func benchBuilder() *builder.Builder {
 		}
 	}
 	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).Workflow(wfPlain)
+	addCostWorkflows(b) // pgcost.go
 	// Workflows that wait (row 17's memory per waiting workflow): one for
 	// its client to call echo, one asleep for an hour.
 	b.TaskWorkflow(workflow.New("await_client", "waits for its client").Step(workflow.Client("ask", "echo").Bind("text", workflow.Const("hi"))))
