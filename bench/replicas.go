@@ -152,7 +152,10 @@ type side struct {
 	// stmts and trips are the PostgreSQL statements and round trips per
 	// operation (the servers' store counters), when they count them.
 	stmts, trips []float64
-	busy         float64
+	// loads is the bench process's CPU per operation: the load generator
+	// and, for a group, the proxy in front of it.
+	loads []float64
+	busy  float64
 }
 
 // rate is the median ops/s over the rounds.
@@ -185,6 +188,7 @@ func interleaved(o options, conc int, op string, servers ...*proc) ([]side, erro
 			sides[i].p50s = append(sides[i].p50s, r.pct(0.5))
 			sides[i].cpus = append(sides[i].cpus, r.cpuPerOp())
 			sides[i].dbs = append(sides[i].dbs, perOp(r.use.db, r.ops))
+			sides[i].loads = append(sides[i].loads, perOp(r.use.load, r.ops))
 			if r.store != nil && r.ops > 0 {
 				sides[i].stmts = append(sides[i].stmts, float64(r.store.Statements)/float64(r.ops))
 				sides[i].trips = append(sides[i].trips, float64(r.store.RoundTrips)/float64(r.ops))
@@ -439,8 +443,14 @@ func taskStatus(ctx context.Context, s *session, id string) (string, string, err
 func scaleOutRows(rep *report, ns []int, sides []side) {
 	for i, n := range ns {
 		s := sides[i]
-		rep.add(row{"10", fmt.Sprintf("the cost of scaling out: %d replica(s) on one PostgreSQL, task round trips at 64 clients: replica CPU per request (each replica serves 1/%d of them; its cores busy) + PostgreSQL's; statements / round trips per request", n, n),
-			fmt.Sprintf("%.0f/s: %.0f µs (%.2f cores each) + %.0f µs PostgreSQL", s.rate(), s.cpu(), s.cpu()*s.rate()/1e6/float64(n), s.dbCPU()),
-			fmt.Sprintf("%.1f / %.1f", median(s.stmts), median(s.trips)), fmt.Sprintf("%.2f× 1 replica's CPU per request", (s.cpu()+s.dbCPU())/(sides[0].cpu()+sides[0].dbCPU())), "-", "-"})
+		// The saturation model's check on this machine (docs/PERFORMANCE.md):
+		// every process shares its cores, so the rate is the busy cores
+		// over the CPU all of them spend per request.
+		perReq := s.cpu() + s.dbCPU() + median(s.loads)
+		model := s.busy * float64(runtime.NumCPU()) * 1e6 / perReq
+		rep.add(row{"10", fmt.Sprintf("the cost of scaling out: %d replica(s) on one PostgreSQL, task round trips at 64 clients: replica CPU per request (each replica serves 1/%d of them; its cores busy) + PostgreSQL's + the load generator's and proxy's; statements / round trips per request; the model's rate (busy cores / CPU per request) vs the measured", n, n),
+			fmt.Sprintf("%.0f/s: %.0f µs (%.2f cores each) + %.0f µs PostgreSQL + %.0f µs load", s.rate(), s.cpu(), s.cpu()*s.rate()/1e6/float64(n), s.dbCPU(), median(s.loads)),
+			fmt.Sprintf("%.1f / %.1f; model %.0f/s", median(s.stmts), median(s.trips), model),
+			fmt.Sprintf("%.2f× 1 replica's CPU per request", (s.cpu()+s.dbCPU())/(sides[0].cpu()+sides[0].dbCPU())), "-", "-"})
 	}
 }
