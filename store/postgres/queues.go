@@ -215,14 +215,7 @@ func (s *Store) queueTx(ctx context.Context, op, queue string, skip bool, first 
 	if err != nil {
 		return s.fail(op, err)
 	}
-	defer func() {
-		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
-			// Roll back even when ctx is done; a connection left inside a
-			// transaction would be dropped by the pool instead.
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-		conn.Release()
-	}()
+	defer release(ctx, conn)
 	storeErr := func(err error) error {
 		if isStoreError(err) {
 			return err
