@@ -224,4 +224,3 @@ func dbCostRows(o options, tmp string, rep *report) error {
 	}
 	return nil
 }
-
