@@ -29,7 +29,8 @@ type cell struct {
 	busy, total, others     time.Duration
 	elapsed                 time.Duration // the windows' length, summed
 	commits, storeOps       uint64
-	syncs                   int64 // -1: not counted
+	commitTime              time.Duration // the store's own counter, summed
+	syncs                   int64         // -1: not counted
 	ops                     int
 }
 
@@ -48,10 +49,20 @@ func (c *cell) add(r result) {
 	if r.store != nil {
 		c.commits += r.store.Commits
 		c.storeOps += r.store.OpsCommitted
+		c.commitTime += r.store.CommitTime
 	}
 	if r.syncs >= 0 {
 		c.syncs = max(c.syncs, 0) + r.syncs
 	}
+}
+
+// commitMean is the mean time of one of the store's commits over the
+// cell's windows, by the store's own counters; 0 when it reported none.
+func (c *cell) commitMean() time.Duration {
+	if c.commits == 0 {
+		return 0
+	}
+	return c.commitTime / time.Duration(c.commits)
 }
 
 func (c *cell) rate() float64 { return median(c.rates) }
@@ -91,6 +102,9 @@ type costServers struct {
 	// (bboltstore.WithCommitWindow, opt-in): task round trips at 64
 	// clients.
 	window *proc
+	// conf and ex62 are the servers a user starts, as shipped
+	// (startExample): examples/conformance and example 62.
+	conf, ex62 *proc
 }
 
 // costCells lists row 15's cells: every server at 1 and 64 clients, plain
@@ -106,6 +120,8 @@ func costCells(s costServers) []*cell {
 	for _, conc := range []int{1, 64} {
 		for _, op := range []string{"plain", "task"} {
 			add(s.bolt, op, conc)
+			add(s.conf, op, conc)
+			add(s.ex62, op, conc)
 			if conc == 64 {
 				add(s.mem, op, conc)
 				add(s.pg, op, conc)
@@ -176,6 +192,12 @@ func serverCost(o options, tmp string, rep *report) error {
 		return err
 	}
 	s.window.name = "taskbridge (bbolt, commit window 2 ms)"
+	if s.conf, err = start(startExample(tmp, conformanceExample)); err != nil {
+		return err
+	}
+	if s.ex62, err = start(startExample(tmp, example62)); err != nil {
+		return err
+	}
 	if pg, err = pgserver.Start(pgserver.Options{}); err != nil {
 		pg = nil
 		fmt.Fprintln(os.Stderr, "  no PostgreSQL for row 15:", err)
@@ -232,8 +254,10 @@ func serverCost(o options, tmp string, rep *report) error {
 		}
 	}
 	costRows(s, cells, rep)
+	exampleRows(s, cells, rep)
 	syncRows(s, cells, rep)
 	goalRows(s, cells, rep)
+	shippedGoalRows(s, cells, rep)
 	rep.note(costTable(o, cells))
 	return nil
 }
@@ -370,8 +394,8 @@ func goalRows(s costServers, cells []*cell, rep *report) {
 func costTable(o options, cells []*cell) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Row 15 in detail: %d rounds of %s per cell, rotating; CPU time read from /proc/<pid>/stat (server, PostgreSQL's processes) and getrusage (the load generator, this process) before and after each window; medians over rounds, the CPU's spread is the largest deviation of a round from the median.\n\n", o.rounds, o.cpuDuration)
-	b.WriteString("| server | operation | clients | ops/s | p50 | p99 | server CPU µs/op (spread) | server cores | DB µs/op | load generator µs/op | machine busy | others (cores) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| server | operation | clients | ops/s | p50 | p99 | server CPU µs/op (spread) | server cores | DB µs/op | load generator µs/op | store commit (its counter) | machine busy | others (cores) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	sorted := append([]*cell(nil), cells...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if sorted[i].conc != sorted[j].conc {
@@ -387,9 +411,13 @@ func costTable(o options, cells []*cell) string {
 			db = fmt.Sprintf("%.0f", x)
 		}
 		busy := float64(c.busy) / float64(max(c.total, 1))
-		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %s | %.0f (±%.0f%%) | %.2f | %s | %.0f | %.0f%% | %.2f |\n",
+		commit := "-"
+		if m := c.commitMean(); m > 0 {
+			commit = fmt.Sprintf("%s × %.3f/op", fmtMs(m), float64(c.commits)/float64(max(c.ops, 1)))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %s | %s | %.0f (±%.0f%%) | %.2f | %s | %.0f | %s | %.0f%% | %.2f |\n",
 			c.srv.name, c.op, c.conc, c.rate(), fmtMs(medianDur(c.p50s)), fmtMs(medianDur(c.p99s)), c.cpu(), 100*c.spread(), cores,
-			db, median(c.loads), 100*busy, c.others.Seconds()/max(c.elapsed.Seconds(), 1e-9))
+			db, median(c.loads), commit, 100*busy, c.others.Seconds()/max(c.elapsed.Seconds(), 1e-9))
 		spreads = append(spreads, c.spread())
 	}
 	sort.Float64s(spreads)
@@ -398,4 +426,82 @@ func costTable(o options, cells []*cell) string {
 			100*spreads[len(spreads)-1], 100*spreads[len(spreads)/2])
 	}
 	return b.String()
+}
+
+// exampleRows is row 15 for the servers a user starts: each example as
+// shipped against the bench's tuned server and the floor, per operation
+// and client count, with the store's commit time beside each 1-client
+// task row.
+func exampleRows(s costServers, cells []*cell, rep *report) {
+	for _, ex := range []*proc{s.conf, s.ex62} {
+		for _, conc := range []int{1, 64} {
+			for _, op := range []string{"plain", "task"} {
+				c, tuned, fl := find(cells, ex, op, conc), find(cells, s.bolt, op, conc), find(cells, s.floor, op, conc)
+				if c == nil || fl == nil {
+					continue
+				}
+				ours := fmt.Sprintf("%.0f µs, p50 %s", c.cpu(), fmtMs(medianDur(c.p50s)))
+				other := fmt.Sprintf("floor %.0f µs, p50 %s", fl.cpu(), fmtMs(medianDur(fl.p50s)))
+				if tuned != nil {
+					other += fmt.Sprintf("; bench server %.0f µs (%.2f×)", tuned.cpu(), c.cpu()/tuned.cpu())
+				}
+				if op == "task" && conc == 1 {
+					if m := commitOf(c, find(cells, s.bolt, "task", 1)); m > 0 {
+						ours += fmt.Sprintf(", commit %s", fmtMs(m))
+					}
+				}
+				rep.add(row{"15", fmt.Sprintf("server CPU per %s, %d client(s): %s vs the floor (and the bench server)", opName(op), conc, ex.name),
+					ours, other, fmt.Sprintf("%.2f×", c.cpu()/fl.cpu()), "-", "-"})
+			}
+		}
+	}
+}
+
+// commitOf is the mean commit time a 1-client cell's server reported, or
+// (a server that reports none: examples/conformance) the bench server's
+// on the same disk in its own 1-client cell.
+func commitOf(c, tuned *cell) time.Duration {
+	if m := c.commitMean(); m > 0 {
+		return m
+	}
+	if tuned != nil {
+		return tuned.commitMean()
+	}
+	return 0
+}
+
+// latencySlack is what issue 43 allows a 1-client task round trip above
+// the floor's and one commit.
+const latencySlack = 250 * time.Microsecond
+
+// shippedGoalRows is row 23: issue 43's goals, on the servers a user
+// starts (examples/conformance as shipped; example 62 beside it).
+func shippedGoalRows(s costServers, cells []*cell, rep *report) {
+	goal := func(what, ours, other string, ratio float64, g string, ok bool) {
+		rep.add(row{"23", what, ours, other, fmt.Sprintf("%.2f", ratio), g, met(ok)})
+	}
+	for _, ex := range []*proc{s.conf, s.ex62} {
+		for _, op := range []string{"task", "plain"} {
+			limit := map[string]float64{"task": 2.5, "plain": 2}[op]
+			if a, b := find(cells, ex, op, 64), find(cells, s.floor, op, 64); a != nil && b != nil {
+				r := a.cpu() / b.cpu()
+				goal(fmt.Sprintf("issue 43: server CPU per %s, 64 clients, %s vs the floor", opName(op), ex.name),
+					fmt.Sprintf("%.0f µs", a.cpu()), fmt.Sprintf("%.0f µs", b.cpu()), r, fmt.Sprintf("≤ %g", limit), r <= limit)
+			}
+		}
+		for _, op := range []string{"task", "plain"} {
+			if a, b := find(cells, ex, op, 64), find(cells, s.peer, op, 64); a != nil && b != nil {
+				r := a.rate() / b.rate()
+				goal(fmt.Sprintf("issue 43: %s per second, 64 clients, %s vs the TypeScript SDK (server CPU per op: %.2f× the peer's)", opPlural(op), ex.name, a.cpu()/b.cpu()),
+					fmt.Sprintf("%.0f/s", a.rate()), fmt.Sprintf("%.0f/s", b.rate()), r, "≥ 3", r >= 3)
+			}
+		}
+		if a, fl := find(cells, ex, "task", 1), find(cells, s.floor, "task", 1); a != nil && fl != nil {
+			commit := commitOf(a, find(cells, s.bolt, "task", 1))
+			p50, floor := medianDur(a.p50s), medianDur(fl.p50s)
+			limit := floor + commit + latencySlack
+			goal(fmt.Sprintf("issue 43: 1 client, %s: task round trip p50 vs the floor's p50 + one commit (the store's counter: %s) + 0.25 ms; above floor + commit: %s", ex.name, fmtMs(commit), fmtMs(p50-floor-commit)),
+				fmtMs(p50), fmtMs(limit), float64(p50)/float64(limit), "≤ 1", p50 <= limit)
+		}
+	}
 }

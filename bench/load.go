@@ -30,6 +30,47 @@ type session struct {
 	// initialize, every request carries its protocol version and
 	// capabilities (declaring io.modelcontextprotocol/tasks) in _meta.
 	ext bool
+	// tools are what the session's operations call (nil: benchTools).
+	tools *toolSet
+	// ttl is the ttl its task round trips ask for, in ms (0: ten minutes,
+	// longer than any window, so that no task is swept while measured).
+	ttl int
+}
+
+// toolSet names the tools a load calls on one server, with their
+// arguments: the plain call's, and the task round trip's (also the
+// extension round trip's). The example servers serve other tools than
+// the bench server, the floor and the TypeScript peer.
+type toolSet struct {
+	plain     string
+	plainArgs map[string]any
+	task      string
+	taskArgs  map[string]any
+}
+
+// benchTools are the tools of the bench server, the floor and the
+// TypeScript peer: echo and a work of 0 ms.
+var benchTools = &toolSet{plain: "echo", plainArgs: map[string]any{"text": "hi"}, task: "work", taskArgs: map[string]any{"ms": 0}}
+
+// conformanceTools are the load on examples/conformance, as issue 43
+// measured it: greet (never a task) and an instant slow_compute.
+var conformanceTools = &toolSet{plain: "greet", plainArgs: map[string]any{"name": "x"},
+	task: "slow_compute", taskArgs: map[string]any{"seconds": 0, "label": "load"}}
+
+// example62Tools are the load on example 62: promote_release (a trivial
+// tool that is never a task) and an instant generate_report.
+var example62Tools = &toolSet{plain: "promote_release", plainArgs: map[string]any{"repo": "x", "version": "v1.0.0"},
+	task: "generate_report", taskArgs: map[string]any{"topic": "load"}}
+
+// toolSets are the tool sets by name (bench load -tools).
+var toolSets = map[string]*toolSet{"bench": benchTools, "conformance": conformanceTools, "62": example62Tools}
+
+// toolsOf is the session's tool set.
+func (s *session) toolsOf() *toolSet {
+	if s.tools == nil {
+		return benchTools
+	}
+	return s.tools
 }
 
 // extVersion is the protocol version of the extension dialect.
@@ -201,21 +242,34 @@ func readResponse(resp *http.Response, id int64) (*rpcResponse, error) {
 
 // ---- operations ----
 
-// opPlain is one plain tools/call of echo.
+// opPlain is one plain tools/call of the session's plain tool (echo).
 func opPlain(ctx context.Context, s *session) error {
-	_, err := s.call(ctx, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}})
+	t := s.toolsOf()
+	_, err := s.call(ctx, "tools/call", map[string]any{"name": t.plain, "arguments": t.plainArgs})
 	return err
 }
 
-// opTask is one task round trip: a task-augmented call of work, then the
-// blocking tasks/result.
+// opTask is one task round trip: a task-augmented call of the session's
+// task tool (work of 0 ms), then the blocking tasks/result.
 func opTask(ctx context.Context, s *session) error {
-	_, err := taskRoundTrip(ctx, s, 0)
+	t := s.toolsOf()
+	_, err := callAndResult(ctx, s, t.task, t.taskArgs)
 	return err
 }
 
+// taskRoundTrip is a task round trip of work for ms milliseconds.
 func taskRoundTrip(ctx context.Context, s *session, ms int) (json.RawMessage, error) {
-	raw, err := s.call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": ms}, "task": map[string]any{"ttl": 600000}})
+	return callAndResult(ctx, s, "work", map[string]any{"ms": ms})
+}
+
+// callAndResult calls tool with args as a task, then waits for its
+// result with tasks/result.
+func callAndResult(ctx context.Context, s *session, tool string, args map[string]any) (json.RawMessage, error) {
+	ttl := s.ttl
+	if ttl == 0 {
+		ttl = 600000
+	}
+	raw, err := s.call(ctx, "tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": ttl}})
 	if err != nil {
 		return nil, err
 	}
@@ -230,11 +284,12 @@ func taskRoundTrip(ctx context.Context, s *session, ms int) (json.RawMessage, er
 	return s.call(ctx, "tasks/result", map[string]any{"taskId": created.Task.TaskID})
 }
 
-// opExtTask is one extension-dialect task round trip: tools/call of work
-// (the server makes it a task), then tasks/get until the task has ended
-// (its result comes inline).
+// opExtTask is one extension-dialect task round trip: tools/call of the
+// session's task tool (the server makes it a task), then tasks/get until
+// the task has ended (its result comes inline).
 func opExtTask(ctx context.Context, s *session) error {
-	raw, err := s.call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"ms": 0}})
+	tools := s.toolsOf()
+	raw, err := s.call(ctx, "tools/call", map[string]any{"name": tools.task, "arguments": tools.taskArgs})
 	if err != nil {
 		return err
 	}
@@ -318,6 +373,8 @@ type load struct {
 	d    time.Duration
 	// syncs counts the server's fdatasync and fsync calls in the window.
 	syncs bool
+	// ttl is the ttl of the tasks created, in ms (0: see session.ttl).
+	ttl int
 }
 
 // on runs l against t: it opens the sessions, warms each up once, then
@@ -338,12 +395,14 @@ func (l load) on(t *proc) (result, error) {
 	for i := range sessions {
 		if ext {
 			sessions[i] = dialExt(client, t.url)
+			sessions[i].tools, sessions[i].ttl = t.tools, l.ttl
 			continue
 		}
 		s, err := dial(ctx, client, t.url)
 		if err != nil {
 			return result{}, err
 		}
+		s.tools, s.ttl = t.tools, l.ttl
 		sessions[i] = s
 	}
 	// Warm up each session once.
@@ -358,7 +417,7 @@ func (l load) on(t *proc) (result, error) {
 	if l.syncs && t.pid() != 0 {
 		syncs = countSyncs(t.pid())
 	}
-	st0 := t.debugStats(false)
+	st0 := t.storeStats()
 	profiled := profiling.start(t, l)
 	before := takeSnapshot(t)
 	var mu sync.Mutex
@@ -397,8 +456,8 @@ func (l load) on(t *proc) (result, error) {
 	all.elapsed = time.Since(start)
 	all.use = before.to(takeSnapshot(t))
 	all.profile = profiled()
-	if st1 := t.debugStats(false); st0 != nil && st1 != nil && st0.Store != nil && st1.Store != nil {
-		all.store = storeDelta(*st0.Store, *st1.Store)
+	if st1 := t.storeStats(); st0 != nil && st1 != nil {
+		all.store = storeDelta(*st0, *st1)
 	}
 	all.syncs = syncs.stop()
 	sort.Slice(all.lat, func(i, j int) bool { return all.lat[i] < all.lat[j] })
@@ -410,7 +469,36 @@ func (l load) on(t *proc) (result, error) {
 func storeDelta(a, b store.Stats) *store.Stats {
 	return &store.Stats{Commits: b.Commits - a.Commits, OpsCommitted: b.OpsCommitted - a.OpsCommitted,
 		OpsFailed: b.OpsFailed - a.OpsFailed, MaxOpsPerCommit: b.MaxOpsPerCommit, CommitErrors: b.CommitErrors - a.CommitErrors,
-		Retries: b.Retries - a.Retries, CommitTime: b.CommitTime - a.CommitTime}
+		Retries: b.Retries - a.Retries, CommitTime: b.CommitTime - a.CommitTime,
+		Statements: b.Statements - a.Statements, RoundTrips: b.RoundTrips - a.RoundTrips}
+}
+
+// storeStats reads the counters of the server's store: a bench server's
+// from /debug/bench, an example's from its /metrics; nil when it reports
+// none.
+func (p *proc) storeStats() *store.Stats {
+	if len(p.members) > 0 { // a group: its servers' counters, summed
+		var sum store.Stats
+		for _, m := range p.members {
+			st := m.storeStats()
+			if st == nil {
+				return nil
+			}
+			sum.Commits += st.Commits
+			sum.OpsCommitted += st.OpsCommitted
+			sum.CommitTime += st.CommitTime
+			sum.Statements += st.Statements
+			sum.RoundTrips += st.RoundTrips
+		}
+		return &sum
+	}
+	if p.metrics != "" {
+		return metricsStats(p.metrics)
+	}
+	if st := p.debugStats(false); st != nil {
+		return st.Store
+	}
+	return nil
 }
 
 // debugStats reads a bench server's /debug/bench (after a garbage

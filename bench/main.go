@@ -77,7 +77,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one throughput round")
 	flag.IntVar(&o.scale, "scale", 1_000_000, "tasks stored for the scale test")
 	flag.BoolVar(&o.skipPeer, "skip-peer", false, "skip the TypeScript SDK peer")
-	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-22)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measurement numbers to run (1-25)")
 	flag.DurationVar(&o.cpuDuration, "cpu-duration", 8*time.Second, "length of one window of rows 15-16 and -where (server CPU per request)")
 	flag.IntVar(&o.memScale, "mem-scale", 100_000, "live tasks and waiting workflows in row 17's larger measurement")
 	flag.StringVar(&profiling.dir, "cpuprofile", "", "write a CPU profile of the server of every measured window on a bench server into this directory")
@@ -217,7 +217,7 @@ func run(o options) error {
 	if want("14") {
 		rep.try("14", "sleep lateness", func() error { return sleepLateness(o, tmp, rep) })
 	}
-	if want("15") || want("16") || want("18") {
+	if want("15") || want("16") || want("18") || want("23") {
 		profiling.row = "15"
 		rep.try("15", "server cost", func() error { return serverCost(o, tmp, rep) })
 	}
@@ -233,6 +233,13 @@ func run(o options) error {
 	}
 	if want("21") {
 		rep.try("21", "queues", func() error { return queueOverhead(o, tmp, rep) })
+	}
+	if want("24") {
+		rep.try("24", "database cost", func() error { return dbCostRows(o, tmp, rep) })
+	}
+	if want("25") {
+		profiling.row = "25"
+		rep.try("25", "a task's deletion", func() error { return lifetimeCost(o, tmp, rep) })
 	}
 	printReport(o, rep, time.Since(started))
 	if rep.failed > 0 {
@@ -291,6 +298,17 @@ type proc struct {
 	// debug is set for the bench's own servers, which serve /debug/bench
 	// and /debug/pprof/ beside /mcp.
 	debug bool
+	// tools are the tools a load calls on this server (nil: benchTools).
+	tools *toolSet
+	// perf is set for Go servers without /debug/pprof (the examples as
+	// shipped): -cpuprofile and -where profile them with perf record.
+	perf bool
+	// metrics is the URL of a server's Prometheus page, where a server
+	// without /debug/bench reports its store's counters ("": none).
+	metrics string
+	// waited receives cmd.Wait's error when something already waits for
+	// the process (startExample); nil otherwise.
+	waited chan error
 }
 
 // group is a URL served by several bench servers (a proxy in front).
@@ -427,7 +445,14 @@ func (p *proc) stop() {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
+	go func() {
+		if p.waited != nil {
+			<-p.waited
+		} else {
+			_ = p.cmd.Wait()
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
@@ -494,11 +519,16 @@ func loadCmd(args []string) error {
 	conc := fs.Int("c", 64, "concurrent sessions")
 	d := fs.Duration("d", 10*time.Second, "duration")
 	op := fs.String("op", "task", "task, plain or ext (extension-dialect task round trips)")
+	tools := fs.String("tools", "bench", "the tools called: bench (echo, work), conformance (greet, slow_compute) or 62 (promote_release, generate_report)")
 	_ = fs.Parse(args)
-	r, err := load{op: *op, conc: *conc, d: *d}.on(&proc{name: *url, url: *url})
+	ts, ok := toolSets[*tools]
+	if !ok {
+		return fmt.Errorf("-tools %q: want bench, conformance or 62", *tools)
+	}
+	r, err := load{op: *op, conc: *conc, d: *d}.on(&proc{name: *url, url: *url, tools: ts})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%.0f ops/s, %d errors (first: %v), p50 %s p99 %s\n", r.perSec(), r.errs, r.firstEr, ms(r.pct(0.5)), ms(r.pct(0.99)))
+	fmt.Printf("%.0f ops/s, %d errors (first: %v), p50 %s p99 %s, %d ops\n", r.perSec(), r.errs, r.firstEr, ms(r.pct(0.5)), ms(r.pct(0.99)), r.ops)
 	return nil
 }

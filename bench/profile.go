@@ -1,18 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 )
 
 // profiling writes a CPU profile of the server for every measured window
-// on a bench server when `-cpuprofile DIR` is given (the peer, Node, has
-// none). Profiling costs the server a few percent of CPU, so the CPU per
+// on a bench server when `-cpuprofile DIR` is given (with perf on the
+// example servers, which serve no profiles; the peer, Node, has none). Profiling costs the server a few percent of CPU, so the CPU per
 // operation of a profiled run reads a little high.
 var profiling profiler
 
@@ -29,8 +32,14 @@ type profiler struct {
 // nothing was profiled). The server's /debug/pprof/profile profiles for
 // whole seconds: l.d rounded, at least one.
 func (p *profiler) start(t *proc, l load) func() string {
-	if p.dir == "" || !t.debug || t.pid() == 0 {
+	if p.dir == "" || t.pid() == 0 {
 		return func() string { return "" }
+	}
+	if !t.debug {
+		if !t.perf {
+			return func() string { return "" }
+		}
+		return p.startPerf(t, l)
 	}
 	secs := max(1, int(l.d.Seconds()+0.5))
 	path := p.path(t, l)
@@ -62,6 +71,28 @@ func (p *profiler) start(t *proc, l load) func() string {
 		<-done
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "  profile of %s: %v\n", t.name, err)
+			return ""
+		}
+		return path
+	}
+}
+
+// startPerf profiles a server that serves no /debug/pprof (an example
+// server as shipped) with `perf record -g` for l's window: Go keeps frame
+// pointers, so perf walks the same stacks pprof would, kernel frames on
+// top. profileSamples reads either kind of file.
+func (p *profiler) startPerf(t *proc, l load) func() string {
+	path := strings.TrimSuffix(p.path(t, l), ".pprof") + ".perf"
+	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(t.pid()), "-o", path, "--", "sleep", strconv.Itoa(max(1, int(l.d.Seconds()+0.5))))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "  profile of %s: perf: %v\n", t.name, err)
+		return func() string { return "" }
+	}
+	return func() string {
+		if err := cmd.Wait(); err != nil {
+			fmt.Fprintf(os.Stderr, "  profile of %s: perf: %v: %s\n", t.name, err, bytes.TrimSpace(out.Bytes()))
 			return ""
 		}
 		return path

@@ -77,10 +77,16 @@ func replicaScale(o options, tmp string, rep *report) (err error) {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	defer proxy3.Close()
+	proxy2, err := rrproxy.Listen("", baseURL(three[0].url), baseURL(three[1].url))
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	defer proxy2.Close()
 	g3 := group("3 replicas behind the proxy", proxy3.URL+"/mcp", three...)
+	g2 := group("2 replicas behind the proxy", proxy2.URL+"/mcp", three[0], three[1])
 	g1 := group("1 replica behind the proxy", proxy1.URL+"/mcp", one)
-	g3.dbCPU, g1.dbCPU = one.dbCPU, one.dbCPU
-	sd, err = interleaved(o, 64, "task", g3, g1)
+	g3.dbCPU, g2.dbCPU, g1.dbCPU = one.dbCPU, one.dbCPU, one.dbCPU
+	sd, err = interleaved(o, 64, "task", g3, g1, g2)
 	if err != nil {
 		return fmt.Errorf("3 replicas vs 1: %w", err)
 	}
@@ -92,6 +98,7 @@ func replicaScale(o options, tmp string, rep *report) (err error) {
 		runtime.NumCPU(), 100*busy[1], 100*busy[0]),
 		withCPU(fmt.Sprintf("%.0f tasks/s (3 replicas)", r[0]), sd[0].cpu()), withCPU(fmt.Sprintf("%.0f tasks/s (1 replica)", r[1]), sd[1].cpu()), fmt.Sprintf("%.2f", ratio),
 		"≥ 1.5 where the machine allows", met(ratio >= 1.5)})
+	scaleOutRows(rep, []int{1, 2, 3}, []side{sd[1], sd[2], sd[0]})
 
 	// Row 3: finished on A, waited for on B (and, to compare, on A).
 	if err := crossWake(three[0], three[1], rep); err != nil {
@@ -142,6 +149,12 @@ type side struct {
 	p50s  []time.Duration
 	cpus  []float64
 	dbs   []float64
+	// stmts and trips are the PostgreSQL statements and round trips per
+	// operation (the servers' store counters), when they count them.
+	stmts, trips []float64
+	// loads is the bench process's CPU per operation: the load generator
+	// and, for a group, the proxy in front of it.
+	loads []float64
 	busy  float64
 }
 
@@ -175,6 +188,11 @@ func interleaved(o options, conc int, op string, servers ...*proc) ([]side, erro
 			sides[i].p50s = append(sides[i].p50s, r.pct(0.5))
 			sides[i].cpus = append(sides[i].cpus, r.cpuPerOp())
 			sides[i].dbs = append(sides[i].dbs, perOp(r.use.db, r.ops))
+			sides[i].loads = append(sides[i].loads, perOp(r.use.load, r.ops))
+			if r.store != nil && r.ops > 0 {
+				sides[i].stmts = append(sides[i].stmts, float64(r.store.Statements)/float64(r.ops))
+				sides[i].trips = append(sides[i].trips, float64(r.store.RoundTrips)/float64(r.ops))
+			}
 		}
 	}
 	for i := range sides {
@@ -414,4 +432,23 @@ func taskStatus(ctx context.Context, s *session, id string) (string, string, err
 		return "", "", fmt.Errorf("tasks/get reply %s: %w", raw, err)
 	}
 	return t.Status, t.StatusMessage, nil
+}
+
+// scaleOutRows is row 10's cost of scaling out: for 1, 2 and 3 replicas
+// on one database, what a task round trip costs the replicas (their CPU,
+// summed, and per replica: each serves 1/n of the requests), PostgreSQL
+// (its processes' CPU) and the wire (statements and round trips, the
+// replicas' store counters); docs/PERFORMANCE.md's saturation model reads
+// them.
+func scaleOutRows(rep *report, ns []int, sides []side) {
+	for i, n := range ns {
+		s := sides[i]
+		// The saturation model (docs/PERFORMANCE.md) takes the replicas'
+		// and PostgreSQL's CPU per request to be the same whatever the
+		// number of replicas: the last column checks it.
+		rep.add(row{"10", fmt.Sprintf("the cost of scaling out: %d replica(s) on one PostgreSQL, task round trips at 64 clients: replica CPU per request (each replica serves 1/%d of them; its cores busy) + PostgreSQL's + the load generator's and proxy's; statements / round trips per request", n, n),
+			fmt.Sprintf("%.0f/s: %.0f µs (%.2f cores each) + %.0f µs PostgreSQL + %.0f µs load", s.rate(), s.cpu(), s.cpu()*s.rate()/1e6/float64(n), s.dbCPU(), median(s.loads)),
+			fmt.Sprintf("%.1f / %.1f", median(s.stmts), median(s.trips)),
+			fmt.Sprintf("%.2f× 1 replica's CPU per request (replicas + PostgreSQL)", (s.cpu()+s.dbCPU())/(sides[0].cpu()+sides[0].dbCPU())), "-", "-"})
+	}
 }

@@ -79,6 +79,7 @@ func benchBuilder() *builder.Builder {
 		}
 	}
 	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).Workflow(wfPlain)
+	addCostWorkflows(b) // pgcost.go
 	// Workflows that wait (row 17's memory per waiting workflow): one for
 	// its client to call echo, one asleep for an hour.
 	b.TaskWorkflow(workflow.New("await_client", "waits for its client").Step(workflow.Client("ask", "echo").Bind("text", workflow.Const("hi"))))
@@ -184,8 +185,10 @@ func serve(args []string) error {
 	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.WithPrefault")
 	window := fs.Duration("commit-window", 0, "open the bbolt file with bboltstore.WithCommitWindow")
 	maxTasks := fs.Int("max-tasks", 0, "every running and pending limit of taskrouter.Config (0: the bench's, see benchConfig)")
+	sweep := fs.Duration("sweep-interval", 0, "taskrouter.Config.SweepInterval (0: the default)")
 	_ = fs.Parse(args)
 	cfg := benchConfig()
+	cfg.SweepInterval = *sweep
 	cfg.ReplicaID, cfg.LeaseDuration, cfg.InstantWindow, cfg.HostDeadline = *replica, *lease, *instant, *hostDeadline
 	cfg.DisableFastPath = *noFast
 	if n := *maxTasks; n > 0 {

@@ -9,13 +9,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // `go run ./bench -where`: where the server's CPU time goes on a plain
 // call and on a task round trip. It profiles taskbridge's bench server
-// (bbolt) and the floor under the load generator (o.rounds windows of
+// (bbolt), the example servers as shipped (with perf) and the floor under
+// the load generator (o.rounds windows of
 // o.cpuDuration per column), sorts every profile sample into one kind of
 // work by the functions on its stack, and prints each kind's share and
 // its CPU time per operation (the share times the CPU per operation read
@@ -72,8 +74,12 @@ type sample struct {
 	frames []string // leaf first
 }
 
-// profileSamples reads a CPU profile's stacks with `go tool pprof -traces`.
+// profileSamples reads a CPU profile's stacks: a pprof file with `go
+// tool pprof -traces`, a perf one (.perf) with `perf script`.
 func profileSamples(path string) ([]sample, error) {
+	if strings.HasSuffix(path, ".perf") {
+		return perfSamples(path)
+	}
 	out, err := exec.Command("go", "tool", "pprof", "-traces", path).Output()
 	if err != nil {
 		return nil, fmt.Errorf("go tool pprof -traces %s: %w", path, err)
@@ -108,6 +114,43 @@ func profileSamples(path string) ([]sample, error) {
 		cur.frames = append(cur.frames, fn)
 	}
 	return samples, sc.Err()
+}
+
+// perfSamples reads the stacks of a `perf record -g` file with `perf
+// script`: one block per sample, its period then one frame a line (address,
+// symbol), leaf first, kernel frames above the Go ones. Each sample counts
+// as one period of the sampling clock.
+func perfSamples(path string) ([]sample, error) {
+	out, err := exec.Command("perf", "script", "-i", path, "-F", "period,ip,sym").Output()
+	if err != nil {
+		return nil, fmt.Errorf("perf script -i %s: %w", path, err)
+	}
+	return parsePerfScript(out), nil
+}
+
+// parsePerfScript is perfSamples' reading of perf script's output.
+func parsePerfScript(out []byte) []sample {
+	var samples []sample
+	for _, block := range bytes.Split(out, []byte("\n\n")) {
+		lines := strings.Split(strings.TrimSpace(string(block)), "\n")
+		if len(lines) < 2 {
+			continue
+		}
+		period, err := strconv.ParseInt(strings.TrimSpace(lines[0]), 10, 64)
+		if err != nil {
+			continue
+		}
+		s := sample{d: time.Duration(period)}
+		for _, line := range lines[1:] {
+			_, fn, ok := strings.Cut(strings.TrimSpace(line), " ")
+			if !ok {
+				continue
+			}
+			s.frames = append(s.frames, strings.TrimSuffix(strings.TrimSpace(fn), ".abi0"))
+		}
+		samples = append(samples, s)
+	}
+	return samples
 }
 
 // kindOf is the kind a sample is counted as.
@@ -197,11 +240,25 @@ func where(o options) error {
 		return err
 	}
 	defer fl.stop()
+	conf, err := startExample(tmp, conformanceExample)
+	if err != nil {
+		return err
+	}
+	defer conf.stop()
+	ex62, err := startExample(tmp, example62)
+	if err != nil {
+		return err
+	}
+	defer ex62.stop()
 	cols := []whereColumn{
 		{"taskbridge plain call, 64 clients", ours, "plain", 64},
 		{"taskbridge task round trip, 64 clients", ours, "task", 64},
 		{"taskbridge plain call, 1 client", ours, "plain", 1},
 		{"taskbridge task round trip, 1 client", ours, "task", 1},
+		{"examples/conformance plain call, 64 clients", conf, "plain", 64},
+		{"examples/conformance task round trip, 64 clients", conf, "task", 64},
+		{"example 62 plain call, 64 clients", ex62, "plain", 64},
+		{"example 62 task round trip, 64 clients", ex62, "task", 64},
 		{"floor plain call, 64 clients", fl, "plain", 64},
 		{"floor task round trip, 64 clients", fl, "task", 64},
 	}
@@ -230,8 +287,8 @@ func where(o options) error {
 		bs = append(bs, b)
 	}
 	fmt.Print(whereTable(o, bs))
-	for _, b := range bs[:2] {
-		fmt.Print(topFunctions(b, 25))
+	for _, i := range []int{1, 5, 7} { // the task round trips at 64 clients
+		fmt.Print(topFunctions(bs[i], 25))
 	}
 	if profiling.dir != tmp {
 		fmt.Printf("\nProfiles: %s (go tool pprof -top FILE ...)\n", profiling.dir)

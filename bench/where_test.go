@@ -69,3 +69,29 @@ func TestSyncCounterReadsPerfOutput(t *testing.T) {
 	c.out.WriteString("<not supported>,,syscalls:sys_enter_fdatasync,,,\n")
 	require.Equal(t, int64(-1), c.count())
 }
+
+// perf script's blocks (period, then frames leaf first, kernel frames
+// above the Go ones) are read as samples whose Go frames sort into kinds
+// as a pprof profile's do.
+func TestWhereReadsPerfScript(t *testing.T) {
+	out := []byte(`    2004008 
+	ffffffff8143ae09 futex_wake
+	ffffffff81000130 entry_SYSCALL_64_after_hwframe
+	           8fd03 syscall.Syscall.abi0
+	          41d645 syscall.Fdatasync
+	          41e55e go.etcd.io/bbolt.fdatasync
+	           8e1c1 runtime.goexit.abi0
+
+    2004008 
+	          2abe87 encoding/json.(*decodeState).object
+	          2c7b6e github.com/taskbridge/taskbridge/taskrouter.(*Router).handle
+
+not a sample
+`)
+	samples := parsePerfScript(out)
+	require.Len(t, samples, 2)
+	require.Equal(t, 2004008*time.Nanosecond, samples[0].d)
+	require.Equal(t, []string{"futex_wake", "entry_SYSCALL_64_after_hwframe", "syscall.Syscall", "syscall.Fdatasync", "go.etcd.io/bbolt.fdatasync", "runtime.goexit"}, samples[0].frames)
+	require.Equal(t, "fsync (fdatasync/fsync)", kindOf(samples[0]))
+	require.Equal(t, "decode (JSON)", kindOf(samples[1]))
+}

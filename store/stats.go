@@ -28,6 +28,13 @@ type Stats struct {
 	// CommitTime is the total time spent committing (writing, and syncing
 	// or waiting for the database) the Commits transactions.
 	CommitTime time.Duration
+	// Statements is the number of SQL statements a database store sent
+	// (reads, writes, BEGIN and COMMIT, notifications): zero for an
+	// embedded store.
+	Statements uint64
+	// RoundTrips is the number of round trips to the database those
+	// statements took (a pipelined batch of statements is one).
+	RoundTrips uint64
 }
 
 // OpsPerCommit is the mean number of operations per committed transaction.

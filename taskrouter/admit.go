@@ -46,6 +46,13 @@ type slots struct {
 	pending int
 	running int
 	wake    chan struct{} // closed when a running slot frees up
+	owner   string        // the owner, the copy held tasks keep (admitTask)
+}
+
+// sourceSlots are one request source's pending tasks.
+type sourceSlots struct {
+	pending int
+	source  string // the source, the copy held tasks keep (admitTask)
 }
 
 // quotas are the slots tasks hold: pending slots by owner, by source and
@@ -65,7 +72,7 @@ type quotas struct {
 
 	mu          sync.Mutex
 	owners      map[string]*slots               // pending/running slots by owner
-	sources     map[string]int                  // pending tasks by request source
+	sources     map[string]*sourceSlots         // pending tasks by request source
 	pending     int                             // pending tasks in total
 	waiters     int                             // tasks/result requests waiting
 	held        map[string]admission            // tasks holding a pending slot until they end, by id
@@ -82,7 +89,7 @@ func newQuotas(cfg Options) quotas {
 		running:             make(chan struct{}, cfg.MaxConcurrent),
 		steps:               make(chan struct{}, cfg.MaxConcurrentSteps),
 		owners:              map[string]*slots{},
-		sources:             map[string]int{},
+		sources:             map[string]*sourceSlots{},
 		held:                map[string]admission{},
 	}
 }
@@ -114,22 +121,27 @@ func (q *quotas) admit(a admission, recovered bool) error {
 func (q *quotas) admitLocked(a admission, recovered bool) error {
 	s := q.owners[a.owner]
 	if s == nil {
-		s = &slots{wake: make(chan struct{})}
+		s = &slots{wake: make(chan struct{}), owner: a.owner}
 		q.owners[a.owner] = s
 	}
 	if !recovered {
 		switch {
 		case a.owner != LocalOwner && s.pending >= q.maxPendingPerOwner:
 			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks for this requestor: %d queued or running (limit MaxPendingPerOwner=%d); wait for some to finish", s.pending, q.maxPendingPerOwner)
-		case a.source != "" && q.sources[a.source] >= q.maxPendingPerSource:
-			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks from this %s: %d queued or running (limit MaxPendingPerSource=%d); wait for some to finish", sourceKind(a.source), q.sources[a.source], q.maxPendingPerSource)
+		case a.source != "" && q.sources[a.source] != nil && q.sources[a.source].pending >= q.maxPendingPerSource:
+			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many active tasks from this %s: %d queued or running (limit MaxPendingPerSource=%d); wait for some to finish", sourceKind(a.source), q.sources[a.source].pending, q.maxPendingPerSource)
 		case q.pending >= q.maxPending:
 			return mcptask.Errorf(mcptask.CodeTooManyTasks, "the server has too many active tasks: %d queued or running (limit MaxPending=%d); retry later", q.pending, q.maxPending)
 		}
 	}
 	s.pending++
 	if a.source != "" {
-		q.sources[a.source]++
+		src := q.sources[a.source]
+		if src == nil {
+			src = &sourceSlots{source: a.source}
+			q.sources[a.source] = src
+		}
+		src.pending++
 	}
 	q.pending++
 	return nil
@@ -150,6 +162,13 @@ func (r *Router) admitTask(id string, a admission, recovered bool) error {
 	}
 	if err := q.admitLocked(a, recovered); err != nil {
 		return err
+	}
+	// A held task keeps its admission until it ends, which may be days
+	// (a workflow waiting for its client): keep the copies of the owner
+	// and source the maps already hold, not each request's own.
+	a.owner = q.owners[a.owner].owner
+	if a.source != "" {
+		a.source = q.sources[a.source].source
 	}
 	q.held[id] = a
 	return nil
@@ -287,8 +306,8 @@ func (q *quotas) release(a admission, running bool) {
 	if s.pending == 0 && s.running == 0 {
 		delete(q.owners, a.owner)
 	}
-	if a.source != "" {
-		if q.sources[a.source]--; q.sources[a.source] <= 0 {
+	if src := q.sources[a.source]; a.source != "" && src != nil {
+		if src.pending--; src.pending <= 0 {
 			delete(q.sources, a.source)
 		}
 	}

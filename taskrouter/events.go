@@ -101,9 +101,15 @@ func targetOf(ctx context.Context) (eventTarget, bool) {
 	if ru == nil {
 		return eventTarget{}, false
 	}
+	return runTarget(ru, step)
+}
+
+// runTarget is the target of the events a handler run reports. The task
+// must exist before its events: a run still pending (an instant task in
+// the making) is made real first, so a handler that reports is no
+// instant task.
+func runTarget(ru *run, step string) (eventTarget, bool) {
 	if ru.pending != nil {
-		// The task must exist before its events: a handler that reports
-		// is no instant task.
 		if _, err := ru.r.materialize(ru); err != nil {
 			return eventTarget{}, false
 		}
@@ -150,13 +156,38 @@ func Output(ctx context.Context, v any) error {
 // Logger returns a logger whose records (Info and above) become
 // mcptask.EventLog events of the task ctx belongs to, with their
 // attributes (groups nested) as a JSON object. Outside a task its records
-// go nowhere.
+// go nowhere. Asking for the logger writes nothing: a quick handler that
+// takes it but logs nothing stays an instant task (its outcome folded
+// into the commit that creates it); its first record makes the task real.
 func Logger(ctx context.Context) *slog.Logger {
+	if _, tracked := ctx.Value(trackKey{}).(*trackedTask); !tracked {
+		if ru := runOf(ctx); ru != nil && ru.pending != nil {
+			step, _ := ctx.Value(eventStepKey{}).(string)
+			return slog.New(&eventHandler{late: &lateTarget{ru: ru, step: step}})
+		}
+	}
 	tg, ok := targetOf(ctx)
 	if !ok {
 		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(&eventHandler{tg: tg})
+}
+
+// lateTarget is the target of a pending run's logger, resolved (the
+// task made real) at its first record.
+type lateTarget struct {
+	ru   *run
+	step string
+
+	once sync.Once
+	tg   eventTarget
+	ok   bool
+}
+
+// target resolves the target once.
+func (l *lateTarget) target() (eventTarget, bool) {
+	l.once.Do(func() { l.tg, l.ok = runTarget(l.ru, l.step) })
+	return l.tg, l.ok
 }
 
 // report makes an event of payload and adds it to the task's pending

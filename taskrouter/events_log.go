@@ -90,7 +90,10 @@ func mcpLevel(l mcp.LoggingLevel) string {
 // eventHandler is the slog.Handler of Logger: each record becomes a log
 // event of the task.
 type eventHandler struct {
-	tg     eventTarget
+	tg eventTarget
+	// late, when set, is where tg comes from: a pending run's task, made
+	// real at the first record (Logger).
+	late   *lateTarget
 	groups []string      // the open groups (WithGroup)
 	attrs  []groupedAttr // attributes from WithAttrs, with their groups
 }
@@ -103,6 +106,13 @@ type groupedAttr struct {
 func (h *eventHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 
 func (h *eventHandler) Handle(_ context.Context, rec slog.Record) error {
+	tg := h.tg
+	if h.late != nil {
+		var ok bool
+		if tg, ok = h.late.target(); !ok {
+			return nil // the task will never exist: as outside a task
+		}
+	}
 	attrs := map[string]any{}
 	for _, ga := range h.attrs {
 		putAttr(attrs, ga.groups, ga.attr)
@@ -111,7 +121,7 @@ func (h *eventHandler) Handle(_ context.Context, rec slog.Record) error {
 		putAttr(attrs, h.groups, a)
 		return true
 	})
-	ev := mcptask.LogEvent{Level: slogLevel(rec.Level), Message: clip(rec.Message, maxEventText), Step: h.tg.step}
+	ev := mcptask.LogEvent{Level: slogLevel(rec.Level), Message: clip(rec.Message, maxEventText), Step: tg.step}
 	if len(attrs) > 0 {
 		raw, err := json.Marshal(attrs)
 		if err != nil || len(raw) > maxEventAttrs {
@@ -119,7 +129,7 @@ func (h *eventHandler) Handle(_ context.Context, rec slog.Record) error {
 		}
 		ev.Attrs = raw
 	}
-	h.tg.report(mcptask.EventLog, ev)
+	tg.report(mcptask.EventLog, ev)
 	return nil
 }
 

@@ -20,3 +20,6 @@ func FastServed(r *Router) int64 { return r.fast.served.Load() }
 // RecentTask is the record of a task this router ended moments ago, or
 // nil.
 func RecentTask(r *Router, id string) *store.Task { return r.recent.get(id, r.opts.Now()) }
+
+// SweeperStopping reports whether the router's sweeper was asked to stop.
+func SweeperStopping(r *Router) bool { return r.sweeper.stopping.Load() }

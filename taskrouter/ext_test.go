@@ -3,13 +3,16 @@ package taskrouter_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
@@ -277,3 +280,116 @@ func jsonrpcData(t *testing.T, err error) json.RawMessage {
 }
 
 var _ = mcp.Meta{}
+
+// gatedDeletes is a store whose Delete waits until want deletions are in
+// flight at once (or a generous bound passes), recording whether they
+// ever were.
+type gatedDeletes struct {
+	store.Store
+	want     int
+	mu       sync.Mutex
+	inFlight int
+	opened   bool
+	reached  chan struct{}
+}
+
+func (g *gatedDeletes) Delete(ctx context.Context, id string) error {
+	g.mu.Lock()
+	g.inFlight++
+	if g.inFlight == g.want && !g.opened {
+		g.opened = true
+		close(g.reached)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.reached:
+	case <-time.After(10 * time.Second):
+	}
+	g.mu.Lock()
+	g.inFlight--
+	g.mu.Unlock()
+	return g.Store.Delete(ctx, id)
+}
+
+// TestSweepDeletesEndedTasksTogether: a sweep deletes the ended tasks it
+// reads several at a time, so that a group-committing store commits them
+// together instead of one commit (and its fsyncs) per task.
+func TestSweepDeletesEndedTasksTogether(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	st := &gatedDeletes{Store: newMemoryWithClock(clock), want: 8, reached: make(chan struct{})}
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.Now = clock })
+	drainStarted(h)
+	p := h.dial(inMemory, core, nil)
+	var ids []string
+	for i := range 40 {
+		id := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": fmt.Sprint(i)}, "task": map[string]any{"ttl": 1000}}))["taskId"].(string)
+		p.mustCall("tasks/result", map[string]any{"taskId": id})
+		ids = append(ids, id)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	n, err := h.r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, len(ids), n)
+	select {
+	case <-st.reached:
+	default:
+		t.Fatalf("the sweep never had %d deletions in flight at once", st.want)
+	}
+	for _, id := range ids {
+		_, err := p.call("tasks/get", map[string]any{"taskId": id})
+		require.EqualValues(t, -32602, rpcCode(t, err), "a finished task past its ttl is deleted")
+	}
+}
+
+// heldDeletes is a store whose Delete waits until release is closed,
+// counting the deletions it was asked for.
+type heldDeletes struct {
+	store.Store
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (h *heldDeletes) Delete(ctx context.Context, id string) error {
+	h.calls.Add(1)
+	<-h.release
+	return h.Store.Delete(ctx, id)
+}
+
+// TestCloseStopsASweepBetweenBatches: closing the router while a sweep
+// works through a wave of expired tasks ends the sweep after the read of
+// the expiry index in hand (at most 256 tasks), instead of after the
+// whole wave.
+func TestCloseStopsASweepBetweenBatches(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	st := &heldDeletes{Store: newMemoryWithClock(clock), release: make(chan struct{})}
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.Now = clock; c.SweepInterval = 10 * time.Millisecond })
+	drainStarted(h)
+	p := h.dial(inMemory, core, nil)
+	const tasks = 600
+	for i := range tasks {
+		id := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "sleepy", "arguments": map[string]any{"ms": 0, "label": fmt.Sprint(i)}, "task": map[string]any{"ttl": 1000}}))["taskId"].(string)
+		p.mustCall("tasks/result", map[string]any{"taskId": id})
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	require.Eventually(t, func() bool { return st.calls.Load() > 0 }, 10*time.Second, time.Millisecond, "the sweeper never began")
+	closed := make(chan struct{})
+	go func() { _ = h.r.Close(); close(closed) }()
+	// The deletions in hand go on once Close has asked the sweeper to
+	// stop.
+	require.Eventually(t, func() bool { return taskrouter.SweeperStopping(h.r) }, 30*time.Second, time.Millisecond)
+	close(st.release)
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	require.LessOrEqual(t, st.calls.Load(), int64(256), "the sweep went on past its batch")
+}

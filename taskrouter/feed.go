@@ -73,8 +73,8 @@ func (f *changeFeed) Stop() {
 }
 
 // onChange handles one change from the feed (it may be this process's own
-// write, which is harmless: waking a waiter twice makes it re-read once
-// more).
+// write: its waiters were woken when it was written, and its echo wakes
+// them no more, see watches.own).
 func (f *changeFeed) onChange(c store.Change) {
 	r := f.r
 	switch {
@@ -91,7 +91,7 @@ func (f *changeFeed) onChange(c store.Change) {
 		if c.Deleted {
 			r.recent.forget(c.ID)
 		}
-		r.watches.wake(c.ID)
+		r.watches.wakeFeed(c.ID, c.Version)
 		if c.Deleted || c.Status.Terminal() {
 			r.stopRun(c.ID, errEnded)
 			r.ended(c.ID, c.Status, c.Deleted)

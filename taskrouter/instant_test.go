@@ -247,3 +247,52 @@ func TestInstantObserved(t *testing.T) {
 	require.Equal(t, taskrouter.TaskCreated, rec.tasks[0].Kind)
 	require.True(t, rec.tasks[0].Ended)
 }
+
+// TestInstantToolTakingItsLogger: a quick handler that takes its task's
+// logger (taskrouter.Logger) but logs nothing is still an instant task,
+// created ended in one write; one that logs makes its task real first,
+// and its record is an event of the task.
+func TestInstantToolTakingItsLogger(t *testing.T) {
+	st := countWrites(memory.New())
+	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
+	drainStarted(h)
+	type logIn struct {
+		Say string `json:"say,omitempty"`
+	}
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "logs"}, func(ctx context.Context, _ *mcp.CallToolRequest, in logIn) (*mcp.CallToolResult, any, error) {
+		log := taskrouter.Logger(ctx).With("tool", "logs")
+		if in.Say != "" {
+			log.Info(in.Say)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	p := h.dial(inMemory, core, nil)
+
+	quiet := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "logs", "arguments": map[string]any{}, "task": map[string]any{}}))
+	require.Equal(t, "completed", quiet["status"])
+	status, updates := st.writes(quiet["taskId"].(string))
+	require.Equal(t, mcptask.StatusCompleted, status)
+	require.Zero(t, updates)
+
+	loud := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "logs", "arguments": map[string]any{"say": "hello"}, "task": map[string]any{}}))
+	id := loud["taskId"].(string)
+	res := p.mustCall("tasks/result", map[string]any{"taskId": id})
+	require.Equal(t, "done", res["content"].([]any)[0].(map[string]any)["text"])
+	status, updates = st.writes(id)
+	require.Equal(t, mcptask.StatusWorking, status, "a handler that logs is no instant task")
+	require.NotZero(t, updates)
+	var logged []string
+	require.Eventually(t, func() bool {
+		page, err := st.Events(context.Background(), id, 0, 100)
+		require.NoError(t, err)
+		logged = logged[:0]
+		for _, e := range page.Events {
+			if e.Type == mcptask.EventLog {
+				logged = append(logged, string(e.Data))
+			}
+		}
+		return len(logged) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Contains(t, logged[0], `"hello"`)
+	require.Contains(t, logged[0], `"tool":"logs"`)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -13,8 +15,9 @@ import (
 
 // The ttl sweeper: every Options.SweepInterval it reads the tasks whose
 // expiry has passed from the store's expiry index (store.Expired) and
-// deletes the finished ones; one still active is cancelled, marked failed
-// with a reason, and kept readable for Options.ExpiredGrace.
+// deletes the finished ones, many at once (sweepDeleters); one still
+// active is cancelled, marked failed with a reason, and kept readable for
+// Options.ExpiredGrace.
 
 // sweeperConfig configures the sweeper.
 type sweeperConfig struct {
@@ -60,6 +63,8 @@ type sweeper struct {
 	cfg     sweeperConfig
 	loop    service.Loop
 	signals sweeperSignals
+	// stopping is set by Stop: a sweep ends after the batch in hand.
+	stopping atomic.Bool
 }
 
 func newSweeper(r *Router, cfg sweeperConfig) (*sweeper, error) {
@@ -85,8 +90,13 @@ func (s *sweeper) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the sweeps (one in progress finishes first).
-func (s *sweeper) Stop() { s.loop.Stop() }
+// Stop ends the sweeps: one in progress finishes the read of the expiry
+// index it is handling, and stops there (an expiry wave of many thousands
+// of tasks does not hold a graceful stop for minutes).
+func (s *sweeper) Stop() {
+	s.stopping.Store(true)
+	s.loop.Stop()
+}
 
 // Sweep handles every task whose expiry has passed: finished tasks are
 // deleted; tasks still active are cancelled and marked failed with a
@@ -106,7 +116,12 @@ func (s *sweeper) sweep(ctx context.Context) (int, error) {
 			return n, nil
 		}
 		progressed := false
+		var ended []*store.Task
 		for _, t := range batch {
+			if t.Status.Terminal() {
+				ended = append(ended, t)
+				continue
+			}
 			done, err := s.sweepOne(ctx, t)
 			if err != nil {
 				return n, err
@@ -116,10 +131,52 @@ func (s *sweeper) sweep(ctx context.Context) (int, error) {
 				progressed = true
 			}
 		}
-		if !progressed {
+		deleted, err := s.deleteEnded(ctx, ended)
+		n += deleted
+		if err != nil {
+			return n, err
+		}
+		if !progressed && deleted == 0 || s.stopping.Load() {
 			return n, nil
 		}
 	}
+}
+
+// sweepDeleters is how many deletions of ended tasks one sweep keeps in
+// flight: a group-committing store (bbolt) commits them together, one
+// commit and its fsyncs for many tasks instead of one each; a shared
+// store (PostgreSQL) runs them on as many connections.
+const sweepDeleters = 32
+
+// deleteEnded deletes the ended tasks of one read of the expiry index,
+// sweepDeleters at a time, and returns how many it deleted and the first
+// error.
+func (s *sweeper) deleteEnded(ctx context.Context, ended []*store.Task) (int, error) {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		deleted int
+		first   error
+	)
+	slots := make(chan struct{}, sweepDeleters)
+	for _, t := range ended {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			done, err := s.sweepOne(ctx, t)
+			mu.Lock()
+			defer mu.Unlock()
+			if done {
+				deleted++
+			}
+			if err != nil && first == nil {
+				first = err
+			}
+		}()
+	}
+	wg.Wait()
+	return deleted, first
 }
 
 // sweepOne deletes expired task t if it finished, or fails it; done

@@ -19,7 +19,16 @@ import (
 type watches struct {
 	mu     sync.Mutex
 	byTask map[string]chan struct{}
+	// own are, on a shared store, the versions of tasks this router wrote
+	// and woke the waiters for (wakeOwn), until the change feed echoes
+	// them back (wakeFeed): the echo wakes no one, so a waiter reads the
+	// task once per change, not twice.
+	own map[string]uint64
 }
+
+// maxOwn bounds watches.own: past it (echoes lost) it starts over, and an
+// echo it forgot wakes its waiters once more, as every echo once did.
+const maxOwn = 8192
 
 // watch returns a channel closed at the next change of task id.
 func (w *watches) watch(id string) <-chan struct{} {
@@ -66,6 +75,36 @@ func (w *watches) wake(id string) {
 	}
 }
 
+// wakeOwn wakes the waiters of task id after this router wrote its
+// version (see own).
+func (w *watches) wakeOwn(id string, version uint64) {
+	w.mu.Lock()
+	if w.own == nil || len(w.own) >= maxOwn {
+		w.own = make(map[string]uint64)
+	}
+	if version > w.own[id] {
+		w.own[id] = version
+	}
+	w.mu.Unlock()
+	w.wake(id)
+}
+
+// wakeFeed wakes the waiters of task id for a change the store's feed
+// announced, unless it is the echo of a version this router wrote and
+// already woke them for.
+func (w *watches) wakeFeed(id string, version uint64) {
+	w.mu.Lock()
+	mine, ok := w.own[id]
+	echo := ok && version != 0 && version <= mine
+	if ok && version >= mine {
+		delete(w.own, id)
+	}
+	w.mu.Unlock()
+	if !echo {
+		w.wake(id)
+	}
+}
+
 // wakeAll wakes every waiter.
 func (w *watches) wakeAll() {
 	w.mu.Lock()
@@ -80,7 +119,11 @@ func (w *watches) wakeAll() {
 // changed wakes everyone watching task t (its events' readers too) and
 // pushes its status.
 func (r *Router) changed(t *store.Task) {
-	r.watches.wake(t.ID)
+	if r.shared {
+		r.watches.wakeOwn(t.ID, t.Version)
+	} else {
+		r.watches.wake(t.ID)
+	}
 	r.push(t)
 	r.listeners.changed(t.ID)
 	r.hooks.changed(t)

@@ -66,9 +66,9 @@ Serve flags:
                   $TASKBRIDGE_DASHBOARD_TOKEN); users of -tokens sign in with their
                   own token and see their own tasks. Without either, no dashboard.
   -trace none|stdout
-                  tracing: "none" (default) makes spans and hands clients the
-                  traceparent but exports nothing; "stdout" writes spans as JSON
-                  to stderr (stdout carries the stdio transport)
+                  tracing: "none" (default) makes no spans but hands clients each
+                  workflow task's traceparent; "stdout" writes spans as JSON to
+                  stderr (stdout carries the stdio transport)
   -public-url URL the server's URL as outside systems reach it (default http://ADDR):
                   handoffs give webhook steps URL/hooks/TASK/STEP
   -push URL       push: POST a signed delivery to URL whenever any task ends, needs

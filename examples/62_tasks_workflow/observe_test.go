@@ -10,9 +10,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/client"
+	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/tracing"
 )
 
@@ -39,14 +42,8 @@ func (s *syncBuffer) String() string {
 // -trace stdout writes the step spans, and the dashboard shows the admin
 // every task and a token user only their own.
 func TestServeObservability(t *testing.T) {
-	b, err := newBuilder(options{DB: filepath.Join(t.TempDir(), "tasks.db")})
-	require.NoError(t, err)
 	var spans syncBuffer
-	obs, err := observe(b, "stdout", &spans)
-	require.NoError(t, err)
-	srv, err := b.Build(t.Context())
-	require.NoError(t, err)
-	defer srv.Close()
+	srv, obs, res, doc := releaseNotesObserved(t, "stdout", &spans)
 	dash := newDashboard(srv, obs.feed, "admin-token", map[string]string{"alice-token": "alice"})
 	defer dash.Close()
 	mux := http.NewServeMux()
@@ -54,14 +51,6 @@ func TestServeObservability(t *testing.T) {
 	mux.Handle("/dashboard/", dash)
 	web := httptest.NewServer(mux)
 	defer web.Close()
-
-	tr, err := srv.Connect(t.Context())
-	require.NoError(t, err)
-	c, err := client.Dial(t.Context(), tr, nil)
-	require.NoError(t, err)
-	defer c.Close()
-	res, doc, err := c.GetPrompt(t.Context(), "release_notes", map[string]string{"repo": "taskbridge"})
-	require.NoError(t, err)
 	require.Equal(t, tracing.TraceParent(doc.TaskID), res.Meta["traceparent"])
 
 	get := func(path, token string) (int, string) {
@@ -110,4 +99,36 @@ func TestDashboardOffWithoutTokens(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, rec.Code)
 	_, err = observe(b, "jaeger", io.Discard)
 	require.ErrorContains(t, err, "want none or stdout")
+}
+
+// releaseNotesObserved builds the server with serve's observers (spans
+// as traceTo says, written to spans), starts release_notes on it from a
+// client, and returns the server, the observers and the prompt's result.
+func releaseNotesObserved(t *testing.T, traceTo string, spans io.Writer) (*builder.Server, *observers, *mcp.GetPromptResult, *handoff.Document) {
+	b, err := newBuilder(options{DB: filepath.Join(t.TempDir(), "tasks.db")})
+	require.NoError(t, err)
+	obs, err := observe(b, traceTo, spans)
+	require.NoError(t, err)
+	srv, err := b.Build(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	tr, err := srv.Connect(t.Context())
+	require.NoError(t, err)
+	c, err := client.Dial(t.Context(), tr, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	res, doc, err := c.GetPrompt(t.Context(), "release_notes", map[string]string{"repo": "taskbridge"})
+	require.NoError(t, err)
+	return srv, obs, res, doc
+}
+
+// TestTraceNoneHandsOutTheTraceparent: -trace none makes no spans, and a
+// workflow's prompt result still carries its task's traceparent.
+func TestTraceNoneHandsOutTheTraceparent(t *testing.T) {
+	var spans syncBuffer
+	_, obs, res, doc := releaseNotesObserved(t, "none", &spans)
+	require.Nil(t, obs.provider, "no tracer provider, no spans")
+	require.Equal(t, tracing.TraceParent(doc.TaskID), res.Meta["traceparent"])
+	obs.shutdown()
+	require.Empty(t, spans.String())
 }

@@ -61,7 +61,12 @@
 // and the numbering of events hold across processes. A pure append locks
 // the row the same way, reads the header and the log's tail, and writes
 // only its events. Delete works the same way (BEGIN and the DELETE, then
-// COMMIT); Create and Renew are one implicit transaction each. Locks are
+// COMMIT); Create and Renew are one implicit transaction each. A queue
+// operation (Enqueue, Dequeue) takes two round trips too: BEGIN, the
+// queue's row made sure of and locked, and its entries read (after the
+// lock) pipelined in the first, the writes and COMMIT in the second.
+// Stats counts the statements and round trips the store sends (a pgx
+// tracer on every connection it opens). Locks are
 // taken in one order — the task row, then its counter rows sorted by
 // status — so writers never deadlock.
 //
@@ -78,7 +83,8 @@
 // connection of its own (named NotifierApplicationName, opened at the
 // first write): the changes are records "version|status|hex(id)" (a
 // delete sends version 0), packed, one per line, into payloads under
-// PostgreSQL's 8000-byte limit, several payloads in one transaction. The
+// PostgreSQL's 8000-byte limit, several payloads in one statement (pg_notify
+// over unnest: its own transaction, the notifications in order). The
 // channel is named after the schema. A failed send is retried after a
 // reconnect (50ms to 5s backoff) ahead of later changes; Close sends what
 // is ready, waiting at most two seconds.

@@ -98,6 +98,7 @@ type Store struct {
 
 	pub   *publisher // sends the change notifications after commit
 	stats writeStats
+	wire  *wireCounter // every connection's tracer
 }
 
 var (
@@ -126,6 +127,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if o.maxConns > 0 {
 		cfg.MaxConns = o.maxConns
 	}
+	wire := &wireCounter{}
+	cfg.ConnConfig.Tracer = wire
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -141,6 +144,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open schema %s: %w", o.schema, err)
 	}
+	// Count from here: the schema's creation or migration is Open's, not
+	// the store's work.
+	wire.statements.Store(0)
+	wire.roundTrips.Store(0)
 	s := &Store{
 		pool:    pool,
 		connCfg: cfg.ConnConfig.Copy(),
@@ -154,6 +161,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		now:           o.Now,
 		log:           o.logger,
 		subs:          make(map[*subscription]struct{}),
+		wire:          wire,
 	}
 	s.pub = newPublisher(s)
 	return s, nil

@@ -593,3 +593,99 @@ func TestQueueAcrossReplicas(t *testing.T) {
 	defer b.Close()
 	storetest.QueueRace(t, a, b)
 }
+
+// TestStatsCountStatementsAndRoundTrips: the store counts what it sends
+// PostgreSQL. A read is one statement in one round trip (once its
+// statement is prepared on the connection); a write's statements travel
+// in fewer round trips than there are statements (BEGIN pipelined with
+// the write).
+func TestStatsCountStatementsAndRoundTrips(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := openSchema(t, dsn, postgres.WithMaxConns(1))
+	ctx := context.Background()
+	before := s.Stats()
+	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
+	require.NoError(t, err)
+	created := s.Stats()
+	require.Greater(t, created.Statements, before.Statements)
+	require.Greater(t, created.Statements-before.Statements, created.RoundTrips-before.RoundTrips, "BEGIN shares the write's round trip")
+	// A store that never writes sends no notifications, so its counts
+	// move only with its reads.
+	r, err := postgres.Open(ctx, dsn, postgres.WithSchema(s.Schema()), postgres.WithMaxConns(1))
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Get(ctx, "t") // prepares the read on the connection
+	require.NoError(t, err)
+	a := r.Stats()
+	_, err = r.Get(ctx, "t")
+	require.NoError(t, err)
+	b := r.Stats()
+	require.Equal(t, uint64(1), b.Statements-a.Statements)
+	require.Equal(t, uint64(1), b.RoundTrips-a.RoundTrips)
+}
+
+// TestQueueLookWhileLocked: while another transaction holds a queue's
+// row, a look of an entry already stored (the engine's periodic
+// Enqueue) returns the entry as stored without waiting
+// (store.QueueWaitBusy), and a new entry waits for the lock, then is
+// decided with everything committed before it.
+func TestQueueLookWhileLocked(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s := openSchema(t, dsn)
+	ctx := t.Context()
+	now := time.Unix(1700000000, 0)
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
+		require.NoError(t, err)
+	}
+	lim := store.QueueLimits{Concurrency: 1}
+	res, err := s.Enqueue(ctx, store.QueueEntry{Queue: "q", ID: "a", TaskID: "a"}, lim, now)
+	require.NoError(t, err)
+	require.True(t, res.Entry.Granted())
+	res, err = s.Enqueue(ctx, store.QueueEntry{Queue: "q", ID: "b", TaskID: "b"}, lim, now)
+	require.NoError(t, err)
+	require.False(t, res.Entry.Granted())
+
+	holder, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer holder.Close(context.WithoutCancel(ctx))
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT state FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.queues WHERE name = 'q' FOR UPDATE`)
+	require.NoError(t, err)
+
+	look, err := s.Enqueue(ctx, store.QueueEntry{Queue: "q", ID: "b", TaskID: "b"}, lim, now)
+	require.NoError(t, err)
+	require.Equal(t, store.QueueWaitBusy, look.Reason)
+	require.False(t, look.Entry.Granted())
+	require.Equal(t, "b", look.Entry.TaskID)
+
+	type outcome struct {
+		res store.QueueResult
+		err error
+	}
+	added := make(chan outcome, 1)
+	go func() {
+		res, err := s.Enqueue(ctx, store.QueueEntry{Queue: "q", ID: "c", TaskID: "c"}, lim, now)
+		added <- outcome{res, err}
+	}()
+	// The new entry waits for the lock (once its Enqueue gets there); "a"
+	// ends meanwhile, committed before the lock is released.
+	_, err = s.Update(ctx, "a", store.Update{Status: mcptask.StatusCompleted})
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	select {
+	case o := <-added:
+		require.NoError(t, o.err)
+		require.False(t, o.res.Entry.Granted(), "b came first: it takes a's place")
+		require.Equal(t, []string{"b"}, func() []string {
+			var ids []string
+			for _, g := range o.res.Granted {
+				ids = append(ids, g.ID)
+			}
+			return ids
+		}())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the new entry never got the lock")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -91,14 +92,10 @@ func scanEntry(rows pgx.Rows, queue string) (store.QueueEntry, bool, error) {
 	return e, active != nil && *active, nil
 }
 
-// readEntries reads queue's entries with their tasks' status: the live
-// ones in Entries, the ids of the others in Deleted.
-func (s *Store) readEntries(ctx context.Context, q pgx.Tx, queue string, into *store.QueueTx) error {
-	rows, err := q.Query(ctx, `SELECT `+entryCols+`, `+activeTasks+` FROM `+s.sql.quoted+`.queue_entries e
-	LEFT JOIN `+s.sql.quoted+`.tasks t ON t.id = e.task_id WHERE e.queue = $1`, []byte(queue))
-	if err != nil {
-		return err
-	}
+// scanEntries reads queue's entries with their tasks' status (the rows
+// of entriesSQL): the live ones in Entries, the ids of the others in
+// Deleted.
+func scanEntries(rows pgx.Rows, queue string, into *store.QueueTx) error {
 	defer rows.Close()
 	for rows.Next() {
 		e, live, err := scanEntry(rows, queue)
@@ -114,139 +111,258 @@ func (s *Store) readEntries(ctx context.Context, q pgx.Tx, queue string, into *s
 	return rows.Err()
 }
 
-// lockQueue makes sure queue's row exists and locks it (FOR UPDATE, or
-// FOR UPDATE SKIP LOCKED when skip is set), returning its state; ok is
-// false when skip is set and another transaction holds the lock.
-func (s *Store) lockQueue(ctx context.Context, tx pgx.Tx, queue string, skip bool) (st store.QueueState, ok bool, err error) {
-	if _, err := tx.Exec(ctx, `INSERT INTO `+s.sql.quoted+`.queues (name, state) VALUES ($1, '{}') ON CONFLICT (name) DO NOTHING`, []byte(queue)); err != nil {
-		return st, false, err
-	}
+// The statements of a queue operation's first round trip: the queue's row
+// made sure of, then locked (FOR UPDATE, or FOR UPDATE SKIP LOCKED for a
+// look that must not wait), then its entries read with their tasks'
+// status. Pipelined, they run one after the other: the entries are read
+// once the lock is granted, so they are everything committed before it.
+func (s *Store) ensureQueueSQL() string {
+	return `INSERT INTO ` + s.sql.quoted + `.queues (name, state) VALUES ($1, '{}') ON CONFLICT (name) DO NOTHING`
+}
+
+func (s *Store) lockQueueSQL(skip bool) string {
 	sql := `SELECT state FROM ` + s.sql.quoted + `.queues WHERE name = $1 FOR UPDATE`
 	if skip {
 		sql += ` SKIP LOCKED`
 	}
-	var raw []byte
-	switch err := tx.QueryRow(ctx, sql, []byte(queue)).Scan(&raw); {
-	case errors.Is(err, pgx.ErrNoRows) && skip:
-		return st, false, nil
-	case err != nil:
-		return st, false, err
-	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, false, fmt.Errorf("queue %q state: %w", queue, err)
-	}
-	return st, true, nil
+	return sql
 }
 
-// queueOp runs one queue operation: lock, read, decide (fn), write.
-func (s *Store) queueOp(ctx context.Context, tx pgx.Tx, name string, st store.QueueState, fn func(q *store.QueueTx) store.QueueResult) (store.QueueResult, error) {
-	q := &store.QueueTx{Name: name, State: st}
-	if err := s.readEntries(ctx, tx, name, q); err != nil {
-		return store.QueueResult{}, err
+func (s *Store) entriesSQL() string {
+	return `SELECT ` + entryCols + `, ` + activeTasks + ` FROM ` + s.sql.quoted + `.queue_entries e
+	LEFT JOIN ` + s.sql.quoted + `.tasks t ON t.id = e.task_id WHERE e.queue = $1`
+}
+
+// queueLock queues the statements that lock queue and read its entries
+// (see ensureQueueSQL) on b.
+func (s *Store) queueLock(b *pgx.Batch, queue string, skip bool) {
+	b.Queue(s.ensureQueueSQL(), []byte(queue))
+	b.Queue(s.lockQueueSQL(skip), []byte(queue))
+	b.Queue(s.entriesSQL(), []byte(queue))
+}
+
+// readQueueLock reads what queueLock queued: the queue's state and
+// entries into q; locked is false when skip was set and another
+// transaction holds the lock (q is then not to be used).
+func readQueueLock(br pgx.BatchResults, q *store.QueueTx) (locked bool, err error) {
+	if _, err := br.Exec(); err != nil {
+		return false, err
 	}
-	res := fn(q)
-	b := &pgx.Batch{}
+	var raw []byte
+	switch err := br.QueryRow().Scan(&raw); {
+	case errors.Is(err, pgx.ErrNoRows):
+		locked = false
+	case err != nil:
+		return false, err
+	default:
+		locked = true
+		if err := json.Unmarshal(raw, &q.State); err != nil {
+			return false, fmt.Errorf("queue %q state: %w", q.Name, err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return false, err
+	}
+	if err := scanEntries(rows, q.Name, q); err != nil {
+		return false, err
+	}
+	return locked, nil
+}
+
+// queueWrites queues the writes of a decided queue operation on b: the
+// dead entries deleted, the entries put, the state.
+func (s *Store) queueWrites(b *pgx.Batch, q *store.QueueTx) error {
 	if len(q.Deleted) > 0 {
 		ids := make([][]byte, len(q.Deleted))
 		for i, id := range q.Deleted {
 			ids[i] = []byte(id)
 		}
-		b.Queue(`DELETE FROM `+s.sql.quoted+`.queue_entries WHERE queue = $1 AND id = ANY($2::bytea[])`, []byte(name), ids)
+		b.Queue(`DELETE FROM `+s.sql.quoted+`.queue_entries WHERE queue = $1 AND id = ANY($2::bytea[])`, []byte(q.Name), ids)
 	}
 	for _, e := range q.Put {
 		b.Queue(`INSERT INTO `+s.sql.quoted+`.queue_entries (queue, id, task_id, key, priority, seq, enqueued_at, not_before, granted_at)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 	ON CONFLICT (queue, id) DO UPDATE SET granted_at = EXCLUDED.granted_at, not_before = EXCLUDED.not_before`,
-			[]byte(name), []byte(e.ID), []byte(e.TaskID), []byte(e.Key), int64(e.Priority), int64(e.Seq),
+			[]byte(q.Name), []byte(e.ID), []byte(e.TaskID), []byte(e.Key), int64(e.Priority), int64(e.Seq),
 			e.EnqueuedAt.UnixNano(), optNanosArg(e.NotBefore), optNanosArg(e.GrantedAt))
 	}
 	if q.StateChanged {
 		raw, err := json.Marshal(q.State)
 		if err != nil {
-			return store.QueueResult{}, err
+			return err
 		}
-		b.Queue(`UPDATE `+s.sql.quoted+`.queues SET state = $2 WHERE name = $1`, []byte(name), raw)
+		b.Queue(`UPDATE `+s.sql.quoted+`.queues SET state = $2 WHERE name = $1`, []byte(q.Name), raw)
 	}
-	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return store.QueueResult{}, err
+	return nil
+}
+
+// queueTx runs one queue operation in two round trips on one connection,
+// as modify does a task's: BEGIN, the statements first queues (a check of
+// its own, read by readFirst) and the queue's lock and entries
+// (queueLock), pipelined; then, after decide (in Go), the writes and
+// COMMIT. decide gets whether the lock was taken (always, unless skip);
+// it returns the operation's result, and false to end without writing
+// (rolled back).
+func (s *Store) queueTx(ctx context.Context, op, queue string, skip bool, first func(b *pgx.Batch), readFirst func(br pgx.BatchResults) error,
+	decide func(conn *pgxpool.Conn, q *store.QueueTx, locked bool) (write bool, err error)) (err error) {
+	ctx, err = s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.stats.failed(&err)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return s.fail(op, err)
+	}
+	defer release(ctx, conn)
+	storeErr := func(err error) error {
+		if isStoreError(err) {
+			return err
 		}
+		return s.fail(op, err)
 	}
-	return res, nil
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	if first != nil {
+		first(b)
+	}
+	s.queueLock(b, queue, skip)
+	q := &store.QueueTx{Name: queue}
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil && readFirst != nil {
+		err = readFirst(br)
+	}
+	locked := false
+	if err == nil {
+		locked, err = readQueueLock(br, q)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return storeErr(err)
+	}
+	write, err := decide(conn, q, locked)
+	if err != nil {
+		return storeErr(err)
+	}
+	if !write {
+		return nil // rolled back by the deferred function: nothing was written
+	}
+	w := &pgx.Batch{}
+	if err := s.queueWrites(w, q); err != nil {
+		return storeErr(err)
+	}
+	w.Queue("COMMIT")
+	start := time.Now()
+	if err := conn.SendBatch(ctx, w).Close(); err != nil {
+		s.stats.commitErrors.Add(1)
+		return s.fail(op, err)
+	}
+	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
+		s.stats.commitErrors.Add(1)
+		return s.fail(op, fmt.Errorf("transaction status %q after COMMIT", st))
+	}
+	s.stats.committed(time.Since(start))
+	return nil
 }
 
 // Enqueue adds an entry to its queue and grants what the limits allow;
-// see store.Queues.
+// see store.Queues. Two round trips (queueTx): the task's status is read
+// in the first, beside the queue's lock.
 func (s *Store) Enqueue(ctx context.Context, e store.QueueEntry, lim store.QueueLimits, now time.Time) (res store.QueueResult, err error) {
 	if err := store.CheckQueueEntry(e, lim, now); err != nil {
 		return res, err
 	}
-	err = s.inTx(ctx, "enqueue "+e.ID, func(tx pgx.Tx) error {
-		res = store.QueueResult{}
-		var status string
-		switch err := tx.QueryRow(ctx, `SELECT status FROM `+s.sql.quoted+`.tasks WHERE id = $1`, []byte(e.TaskID)).Scan(&status); {
-		case errors.Is(err, pgx.ErrNoRows):
-			return store.CheckQueueTask(e.TaskID, nil)
-		case err != nil:
-			return err
-		}
-		if err := store.CheckQueueTask(e.TaskID, &store.Task{Status: mcptask.Status(status)}); err != nil {
-			return err
-		}
-		st, ok, err := s.lockQueue(ctx, tx, e.Queue, true)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			// Another transaction decides the queue's grants now: an
-			// entry already there only looks, and that one decides
-			// with it.
-			rows, err := tx.Query(ctx, `SELECT `+entryCols+`, true FROM `+s.sql.quoted+`.queue_entries e WHERE e.queue = $1 AND e.id = $2`, []byte(e.Queue), []byte(e.ID))
-			if err != nil {
+	var status *string
+	err = s.queueTx(ctx, "enqueue "+e.ID, e.Queue, true,
+		func(b *pgx.Batch) {
+			b.Queue(`SELECT status FROM `+s.sql.quoted+`.tasks WHERE id = $1`, []byte(e.TaskID))
+		},
+		func(br pgx.BatchResults) error {
+			var st string
+			switch err := br.QueryRow().Scan(&st); {
+			case errors.Is(err, pgx.ErrNoRows):
+				status = nil
+			case err != nil:
 				return err
+			default:
+				status = &st
 			}
-			found := false
-			for rows.Next() {
-				if res.Entry, _, err = scanEntry(rows, e.Queue); err != nil {
-					rows.Close()
-					return err
+			return nil
+		},
+		func(conn *pgxpool.Conn, q *store.QueueTx, locked bool) (bool, error) {
+			res = store.QueueResult{}
+			if status == nil {
+				return false, store.CheckQueueTask(e.TaskID, nil)
+			}
+			if err := store.CheckQueueTask(e.TaskID, &store.Task{Status: mcptask.Status(*status)}); err != nil {
+				return false, err
+			}
+			if !locked {
+				// Another transaction decides the queue's grants now: an
+				// entry already there only looks, and that one decides
+				// with it.
+				found, err := s.lookEntry(ctx, conn, e, &res)
+				if err != nil || found {
+					return false, err
 				}
-				found = true
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			if found {
-				if !res.Entry.Granted() {
-					res.Reason = store.QueueWaitBusy
+				// A new entry waits for the lock.
+				b := &pgx.Batch{}
+				s.queueLock(b, e.Queue, false)
+				*q = store.QueueTx{Name: e.Queue}
+				br := conn.SendBatch(ctx, b)
+				_, err = readQueueLock(br, q)
+				if cerr := br.Close(); err == nil {
+					err = cerr
 				}
-				return nil
+				if err != nil {
+					return false, err
+				}
 			}
-			if st, _, err = s.lockQueue(ctx, tx, e.Queue, false); err != nil {
-				return err
-			}
-		}
-		res, err = s.queueOp(ctx, tx, e.Queue, st, func(q *store.QueueTx) store.QueueResult { return q.Enqueue(e, lim, now) })
-		return err
-	})
+			res = q.Enqueue(e, lim, now)
+			return true, nil
+		})
 	return res, err
 }
 
+// lookEntry reads entry e as stored into res (with QueueWaitBusy when it
+// waits), for a look that found its queue locked; found is false when
+// the entry is not there.
+func (s *Store) lookEntry(ctx context.Context, conn *pgxpool.Conn, e store.QueueEntry, res *store.QueueResult) (found bool, err error) {
+	rows, err := conn.Query(ctx, `SELECT `+entryCols+`, true FROM `+s.sql.quoted+`.queue_entries e WHERE e.queue = $1 AND e.id = $2`, []byte(e.Queue), []byte(e.ID))
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if res.Entry, _, err = scanEntry(rows, e.Queue); err != nil {
+			return false, err
+		}
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if found && !res.Entry.Granted() {
+		res.Reason = store.QueueWaitBusy
+	}
+	return found, nil
+}
+
 // Dequeue removes an entry and grants what the limits allow then; see
-// store.Queues.
+// store.Queues. Two round trips (queueTx).
 func (s *Store) Dequeue(ctx context.Context, queue, id string, lim store.QueueLimits, now time.Time) (res store.QueueResult, err error) {
 	if err := store.CheckQueueCall(queue, id, lim, now); err != nil {
 		return res, err
 	}
-	err = s.inTx(ctx, "dequeue "+id, func(tx pgx.Tx) error {
-		st, _, err := s.lockQueue(ctx, tx, queue, false)
-		if err != nil {
-			return err
-		}
-		res, err = s.queueOp(ctx, tx, queue, st, func(q *store.QueueTx) store.QueueResult { return q.Dequeue(id, lim, now) })
-		return err
-	})
+	err = s.queueTx(ctx, "dequeue "+id, queue, false, nil, nil,
+		func(_ *pgxpool.Conn, q *store.QueueTx, _ bool) (bool, error) {
+			res = q.Dequeue(id, lim, now)
+			return true, nil
+		})
 	return res, err
 }
 

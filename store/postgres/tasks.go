@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -144,14 +145,7 @@ func (s *Store) modify(ctx context.Context, op, id, read string, fn func(t *stor
 	if err != nil {
 		return nil, s.fail(op+" "+id, err)
 	}
-	defer func() {
-		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
-			// Roll back even when ctx is done; a connection left inside
-			// a transaction would be dropped by the pool instead.
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-		conn.Release()
-	}()
+	defer release(ctx, conn)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.sql.lock, []byte(id))
@@ -277,6 +271,17 @@ func (s *Store) writes(t *store.Task, ch store.Changes) *pgx.Batch {
 	return b
 }
 
+// release gives conn back to the pool, rolling back the transaction a
+// write left open (it failed, or ended without writing), even when ctx is
+// done: a connection left inside a transaction would be dropped by the
+// pool instead. After COMMIT there is none to roll back.
+func release(ctx context.Context, conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	conn.Release()
+}
+
 // Delete removes a task (its variables go with it: ON DELETE CASCADE) and
 // uncounts it; see store.Store. It takes two round trips, like modify:
 // BEGIN and the delete (one statement), then, with the change
@@ -291,12 +296,7 @@ func (s *Store) Delete(ctx context.Context, id string) (err error) {
 	if err != nil {
 		return s.fail("delete "+id, err)
 	}
-	defer func() {
-		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-		conn.Release()
-	}()
+	defer release(ctx, conn)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.sql.delete, []byte(id), shard(id))
