@@ -12,7 +12,7 @@ import (
 // Tool is a tool from tools/list with its task support.
 type Tool struct {
 	*mcp.Tool
-	// TaskSupport is the tool's execution.taskSupport; TaskForbidden when
+	// TaskSupport is the tool's execution.taskSupport; mcptask.TaskForbidden when
 	// absent.
 	TaskSupport mcptask.TaskSupport
 	// declared reports whether the server stated the support level.
