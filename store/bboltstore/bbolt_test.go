@@ -188,21 +188,6 @@ func TestClockAndLimits(t *testing.T) {
 	require.Equal(t, uint64(1), s.Stats().OpsFailed)
 }
 
-// TestDeprecatedOptions: WithClock and WithLimits, from before
-// store.Options, still work.
-func TestDeprecatedOptions(t *testing.T) {
-	now := time.Date(2031, 5, 6, 7, 8, 9, 10, time.UTC)
-	s, _ := openTemp(t, bboltstore.WithClock(func() time.Time { return now }), bboltstore.WithLimits(store.Limits{MaxResultBytes: 4}))
-	ctx := t.Context()
-	_, err := s.Create(ctx, task("a", now.Add(-time.Minute)))
-	require.NoError(t, err)
-	_, err = s.Update(ctx, "a", store.Update{Result: json.RawMessage(`12345`)})
-	require.ErrorIs(t, err, store.ErrTooLarge)
-	got, err := s.Update(ctx, "a", store.Update{Result: json.RawMessage(`1234`)})
-	require.NoError(t, err)
-	require.True(t, got.UpdatedAt.Equal(now))
-}
-
 // TestCloseFinishesQueuedWrites closes the store while writers are busy:
 // every write either fails with ErrClosed or was acknowledged, and every
 // acknowledged write is in the file.

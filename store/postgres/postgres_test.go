@@ -526,29 +526,20 @@ func BenchmarkQueryPage(b *testing.B) {
 }
 
 // TestOptions: the options every backend shares (store.WithLimits,
-// store.WithClock through WithOptions), and the deprecated ones they
-// replace.
+// store.WithClock through WithOptions).
 func TestOptions(t *testing.T) {
-	dsn := pgtest.DSN(t)
 	now := time.Date(2031, 5, 6, 7, 8, 9, 10, time.UTC)
 	clock := func() time.Time { return now }
 	limits := store.Limits{MaxResultBytes: 4}
-	for name, opts := range map[string][]postgres.Option{
-		"shared":     {postgres.WithOptions(store.WithClock(clock), store.WithLimits(limits))},
-		"deprecated": {postgres.WithClock(clock), postgres.WithLimits(limits)},
-	} {
-		t.Run(name, func(t *testing.T) {
-			s := openSchema(t, dsn, opts...)
-			ctx := t.Context()
-			_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now.Add(-time.Minute)})
-			require.NoError(t, err)
-			_, err = s.Update(ctx, "a", store.Update{Result: []byte(`12345`)})
-			require.ErrorIs(t, err, store.ErrTooLarge)
-			got, err := s.Update(ctx, "a", store.Update{Result: []byte(`1234`)})
-			require.NoError(t, err)
-			require.True(t, got.UpdatedAt.Equal(now))
-		})
-	}
+	s := openSchema(t, pgtest.DSN(t), postgres.WithOptions(store.WithClock(clock), store.WithLimits(limits)))
+	ctx := t.Context()
+	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now.Add(-time.Minute)})
+	require.NoError(t, err)
+	_, err = s.Update(ctx, "a", store.Update{Result: []byte(`12345`)})
+	require.ErrorIs(t, err, store.ErrTooLarge)
+	got, err := s.Update(ctx, "a", store.Update{Result: []byte(`1234`)})
+	require.NoError(t, err)
+	require.True(t, got.UpdatedAt.Equal(now))
 }
 
 // TestStats: every committed write is one transaction, counted with its
