@@ -32,7 +32,7 @@ func kindsServer(ctx context.Context, db string, wfs ...*workflow.Definition) (*
 	b := builder.New("bench-kinds", "1").WithDBPath(db).WithoutEnv().WithPromptWait(-1).
 		// Row 14 keeps 10,000 workflows asleep at once, all started by one
 		// session: above the default pending limits (issue 31).
-		WithConfig(taskrouter.Config{MaxTTL: 2 * time.Hour, MaxPending: 1 << 20, MaxPendingPerOwner: 1 << 20, MaxPendingPerSource: 1 << 20})
+		WithRouterOptions(taskrouter.Options{MaxTTL: 2 * time.Hour, MaxPending: 1 << 20, MaxPendingPerOwner: 1 << 20, MaxPendingPerSource: 1 << 20})
 	addWorkTool(b)
 	for _, w := range wfs {
 		b.TaskWorkflow(w)

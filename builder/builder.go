@@ -128,15 +128,6 @@ func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {
 // observers are added to o.Observer.
 func (b *Builder) WithRouterOptions(o taskrouter.Options) *Builder { b.router = o; return b }
 
-// WithConfig sets the task engine's configuration (its Store field is
-// ignored: use WithStore or WithDB).
-//
-// Deprecated: use WithRouterOptions, with the same fields in
-// taskrouter.Options.
-func (b *Builder) WithConfig(cfg taskrouter.Config) *Builder {
-	return b.WithRouterOptions(cfg.Options())
-}
-
 // WithWorkflowOptions sets the workflow bridge's options (see
 // workflow.Options). The TASKBRIDGE_* variables workflow.OptionsFromEnv
 // reads override them unless WithoutEnv. Observer and ResultMeta are

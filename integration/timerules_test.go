@@ -25,7 +25,7 @@ import (
 func rulesServer(t *testing.T, opts workflow.Options, w *workflow.Definition) (*builder.Server, *mcp.ClientSession) {
 	t.Helper()
 	b := builder.New("rules", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(taskrouter.Config{SweepInterval: 100 * time.Millisecond}).WithWorkflowOptions(opts)
+		WithRouterOptions(taskrouter.Options{SweepInterval: 100 * time.Millisecond}).WithWorkflowOptions(opts)
 	for _, name := range []string{"work", "approve", "fallback"} {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			return nil, vOut{By: name}, nil

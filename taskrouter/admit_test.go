@@ -105,7 +105,7 @@ func TestCreatedTaskSlotsSurviveRestart(t *testing.T) {
 		r, err := taskrouter.NewRouter(st, &taskrouter.Options{MaxPendingPerOwner: 2})
 		require.NoError(t, err)
 		require.NoError(t, r.Install(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)))
-		r.OnRecover("held", func(context.Context, *store.Task, string) error { return nil }) // stays active
+		r.HandleKind("held", napKind{}) // stays active: its Recover does nothing
 		require.NoError(t, r.Start(ctx))
 		return r, func() { _ = r.Close(); _ = st.Close() }
 	}

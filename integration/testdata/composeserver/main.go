@@ -31,6 +31,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log/slog"
 	"net"
 	"net/http"
@@ -98,7 +99,7 @@ func main() {
 			}
 			j.add(ctx, name, a, "end")
 			return nil, out, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	}
 	field := func(k string) func(args map[string]any) string {
 		return func(args map[string]any) string { return fmt.Sprint(args[k]) }
