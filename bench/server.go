@@ -78,7 +78,7 @@ func benchBuilder() *builder.Builder {
 			w.Step(s)
 		}
 	}
-	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).Workflow(wfPlain)
+	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).PlainWorkflow(wfPlain)
 	// Workflows that wait (row 17's memory per waiting workflow): one for
 	// its client to call echo, one asleep for an hour.
 	b.TaskWorkflow(workflow.New("await_client", "waits for its client").Step(workflow.Client("ask", "echo").Bind("text", workflow.Const("hi"))))
@@ -192,7 +192,7 @@ func serve(args []string) error {
 		cfg.MaxConcurrent, cfg.MaxConcurrentPerOwner = n, n
 		cfg.MaxPending, cfg.MaxPendingPerOwner, cfg.MaxPendingPerSource = n, n, n
 	}
-	b := benchBuilder().WithRouterOptions(cfg).WithProgressInterval(20 * time.Millisecond)
+	b := benchBuilder().WithRouterOptions(cfg).WithWorkflowOptions(workflow.Options{ProgressInterval: 20 * time.Millisecond})
 	var metricsHandler http.Handler
 	if *observe {
 		var shutdown func()
@@ -207,7 +207,7 @@ func serve(args []string) error {
 			return errors.New("serve: -db is required with -store bbolt")
 		}
 		if !*prefault {
-			b.WithDBPath(*db).WithBboltOptions(bboltstore.WithCommitWindow(*window))
+			b.WithDB(*db).WithBboltOptions(bboltstore.WithCommitWindow(*window))
 			break
 		}
 		st, err := bboltstore.Open(*db, bboltstore.WithPrefault(true), bboltstore.WithCommitWindow(*window))

@@ -478,7 +478,7 @@ func newBuilder(o options) (*builder.Builder, error) {
 	// The task-aware workflows are tools too, so that a model in an LLM
 	// host (which cannot pick prompts) can start them.
 	b.TaskWorkflow(releaseWorkflow("release_notes").AsTool())
-	b.Workflow(releaseWorkflow("release_notes_plain"))
+	b.PlainWorkflow(releaseWorkflow("release_notes_plain"))
 	b.TaskWorkflow(shipWorkflow().AsTool())
 	b.TaskWorkflow(canaryWorkflow().AsTool())
 	addTrain(b)       // train.go
