@@ -65,7 +65,7 @@ func benchBuilder() *builder.Builder {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, in stepIn) (*mcp.CallToolResult, stepOut, error) {
 			return nil, stepOut{N: in.N + 1}, nil
 		}, taskrouter.ToolOptions{})
-		for _, w := range []*workflow.SequentialWorkflow{wf, wfOnce, wfPlain} {
+		for _, w := range []*workflow.Definition{wf, wfOnce, wfPlain} {
 			s := workflow.Server(name, name)
 			if w != wfOnce {
 				s.WithRetry()

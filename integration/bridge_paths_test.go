@@ -115,7 +115,7 @@ func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixt
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}, nil
 		})
 	})
-	ship := func(name string) *workflow.SequentialWorkflow {
+	ship := func(name string) *workflow.Definition {
 		return workflow.New(name, "fetch, tag, announce").
 			Arg("repo", "repository", true).
 			Arg("since", "tag to start from", false).

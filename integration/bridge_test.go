@@ -110,7 +110,7 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "finished: " + in.Approved + " / " + in.Approver}}}, nil, nil
 	}, taskrouter.ToolOptions{})
-	wf := func(name string) *workflow.SequentialWorkflow {
+	wf := func(name string) *workflow.Definition {
 		return workflow.New(name, "prepare, enrich, approve, finish").
 			Arg("topic", "what to work on", true).
 			Step(
@@ -204,11 +204,11 @@ func approve(t *testing.T, cs *mcp.ClientSession, id string, vars map[string]any
 		Arguments: map[string]any{"text": "enriched t-1", "approver": "ada"}})
 }
 
-func progressOf(t *testing.T, st store.Store, id string) (*store.Task, *workflow.WorkflowProgress) {
+func progressOf(t *testing.T, st store.Store, id string) (*store.Task, *workflow.Progress) {
 	t.Helper()
 	task, err := st.Get(context.Background(), id)
 	require.NoError(t, err)
-	var p workflow.WorkflowProgress
+	var p workflow.Progress
 	require.NoError(t, json.Unmarshal(task.Variables[workflow.VarProgress], &p))
 	return task, &p
 }

@@ -143,7 +143,7 @@ func TestProgressWritesCoalesce(t *testing.T) {
 			require.NoError(t, err)
 			raw := task.Variables[workflow.VarProgress]
 			require.NotEmpty(t, raw)
-			var p workflow.WorkflowProgress
+			var p workflow.Progress
 			err = json.Unmarshal(raw, &p)
 			require.NoError(t, err)
 			for _, sp := range p.Steps[:9] {

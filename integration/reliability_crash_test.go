@@ -393,9 +393,9 @@ func (c *crashCluster) storeCheck(l *crashLedger, seen map[string]crashSeen) (ta
 	return tasks
 }
 
-func crashProgress(t *testing.T, tk *store.Task) *workflow.WorkflowProgress {
+func crashProgress(t *testing.T, tk *store.Task) *workflow.Progress {
 	t.Helper()
-	var p workflow.WorkflowProgress
+	var p workflow.Progress
 	require.NoError(t, json.Unmarshal(tk.Variables[workflow.VarProgress], &p), "workflow %s progress", tk.ID)
 	return &p
 }
@@ -846,7 +846,7 @@ func TestCrashRecoveryBeyondPendingLimit(t *testing.T) {
 // (up to its cap), a completed step's last attempt succeeded and every
 // earlier one failed or was interrupted, and attempts never outnumber one
 // first run.
-func crashCheckAttempts(t *testing.T, id string, p *workflow.WorkflowProgress) {
+func crashCheckAttempts(t *testing.T, id string, p *workflow.Progress) {
 	t.Helper()
 	for _, sp := range p.Steps {
 		if sp.Attempts <= 20 {

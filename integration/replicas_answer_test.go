@@ -249,7 +249,7 @@ func ansRequireRecorded(t *testing.T, rep *relReply, notes string, status mcptas
 
 // ansRequireStored checks the stored task: its status, and the review
 // step recorded by the client with notes.
-func ansRequireStored(t *testing.T, st store.Store, id string, status mcptask.Status, notes string) *workflow.WorkflowProgress {
+func ansRequireStored(t *testing.T, st store.Store, id string, status mcptask.Status, notes string) *workflow.Progress {
 	t.Helper()
 	tk, err := st.Get(context.Background(), id)
 	require.NoError(t, err)

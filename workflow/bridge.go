@@ -14,26 +14,6 @@ import (
 	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
-// Meta keys a client uses on continuation calls.
-const (
-	// MetaTaskID binds a tools/call (or a prompts/get, to resume) to a
-	// workflow task. A client that cannot set _meta passes the same id as
-	// the argument TaskIDArgument instead.
-	//
-	// Deprecated: use mcptask.MetaTaskID.
-	MetaTaskID = mcptask.MetaTaskID
-	// MetaTaskVars carries task variables a continuation call sets (an
-	// object of JSON values; keys under ReservedPrefix are refused).
-	//
-	// Deprecated: use mcptask.MetaTaskVars.
-	MetaTaskVars = mcptask.MetaTaskVars
-	// MetaWorkflow is the _meta key of the mcptask.WorkflowSummary added to
-	// a continuation call's result.
-	//
-	// Deprecated: use mcptask.MetaWorkflow.
-	MetaWorkflow = mcptask.MetaWorkflow
-)
-
 // Labels the bridge keeps on workflow tasks.
 const (
 	// LabelWorkflow is the task label holding the workflow name.

@@ -102,7 +102,7 @@ func TestEngineNamesNoKind(t *testing.T) {
 	for _, fn := range []string{"Equal", "NotEqual", "Truthy", "Falsy", "Not", "All", "Any"} {
 		delete(forbidden, fn)
 	}
-	require.Contains(t, forbidden, "KindSleep")
+	require.Contains(t, forbidden, "SleepFor")
 	require.Contains(t, forbidden, "sleep")
 	require.Contains(t, forbidden, "Parallel")
 	for _, f := range engineFiles(t) {

@@ -177,7 +177,7 @@ func releaseHandler(t testing.TB) http.Handler {
 // releaseWorkflow is example 62's workflow: fetch and draft on the server,
 // review by the client, publish on the server (failing the workflow when
 // the notes were not approved).
-func releaseWorkflow(name string) *workflow.SequentialWorkflow {
+func releaseWorkflow(name string) *workflow.Definition {
 	return workflow.New(name, "Draft, review and publish release notes for a repository").
 		WithGoal("Publish reviewed release notes for the repository").
 		Arg("repo", "repository to describe", true).
