@@ -307,7 +307,7 @@ func TestReplicaPausedAfterRecordAnswersCompleted(t *testing.T) {
 	ansRequireRecorded(t, rep, notes, mcptask.StatusCompleted)
 
 	// Its drive, kicked after the pause, finds the task ended and says so.
-	require.Eventually(t, func() bool { return relContains(a.log.String(), id, "ended meanwhile") }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return relContains(a.log.String(), id, "ended meanwhile") }, 30*time.Second, 20*time.Millisecond,
 		"r1 logs that the task ended meanwhile; its lines on it:\n%s", linesWith(a.log.String(), id))
 	after, err := b.st.Get(ctx, id)
 	require.NoError(t, err)
@@ -360,7 +360,7 @@ func TestReplicaPausedHoldingLeaseAnswersCompleted(t *testing.T) {
 	// finding the lease gone, whichever comes first, and says so.
 	require.Eventually(t, func() bool {
 		return relContains(a.log.String(), id, "lease lost") || relContains(a.log.String(), id, "ended meanwhile")
-	}, 10*time.Second, 20*time.Millisecond, "r1 logs that it lost the task; its lines on it:\n%s", linesWith(a.log.String(), id))
+	}, 30*time.Second, 20*time.Millisecond, "r1 logs that it lost the task; its lines on it:\n%s", linesWith(a.log.String(), id))
 	after, err := b.st.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, before.Version, after.Version, "the resumed replica wrote nothing")

@@ -79,7 +79,7 @@ func TestSweeperSignalsWhatItSwept(t *testing.T) {
 	now.Store(&later)
 	swept := 0
 	for swept < 2 {
-		n, ok := r.sweeper.signals.Swept.Wait(5 * time.Second)
+		n, ok := r.sweeper.signals.Swept.Wait(30 * time.Second)
 		require.True(t, ok, "the sweeper swept")
 		swept += n
 	}
@@ -123,10 +123,10 @@ func TestSchedulerSignalsWakeups(t *testing.T) {
 	task, err := r.CreateTask(t.Context(), nil, store.Request{Method: "tools/call", Name: "nap"},
 		CreateOptions{Kind: "nap", WakeAt: time.Now().Add(10 * time.Millisecond)})
 	require.NoError(t, err)
-	id, ok := r.sched.signals.Retry.Wait(5 * time.Second)
+	id, ok := r.sched.signals.Retry.Wait(30 * time.Second)
 	require.True(t, ok, "the failed wake-up is to be retried")
 	require.Equal(t, task.ID, id)
-	id, ok = r.sched.signals.Woken.Wait(10 * time.Second)
+	id, ok = r.sched.signals.Woken.Wait(30 * time.Second)
 	require.True(t, ok, "the retry ran")
 	require.Equal(t, task.ID, id)
 	require.Equal(t, int32(2), k.calls.Load())
@@ -150,7 +150,7 @@ func TestRenewerSignalsALostLease(t *testing.T) {
 	work, done := r.Track(ctx, task.ID)
 	t.Cleanup(done)
 	require.NoError(t, st.Delete(ctx, task.ID))
-	id, ok := r.renewer.signals.Lost.Wait(5 * time.Second)
+	id, ok := r.renewer.signals.Lost.Wait(30 * time.Second)
 	require.True(t, ok, "the lease was found lost")
 	require.Equal(t, task.ID, id)
 	<-work.Done()

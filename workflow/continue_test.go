@@ -85,8 +85,8 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 		select {
 		case r := <-ch:
 			return r
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no answer within 10s", what)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no answer within 30s", what)
 		}
 		return reply{}
 	}
@@ -94,7 +94,7 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 	first := call()
 	select {
 	case <-recorded:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the first call did not record its step")
 	}
 	r := wait(call(), "the retry (it must not wait for the held call)")

@@ -254,7 +254,7 @@ func TestHandlersKnowWhereTheyAre(t *testing.T) {
 		e.wakeDue(t)
 		_, p := f.task(t, tk.ID)
 		return p.step("ask").Status == mcptask.StepAwaitingClient
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	_, err := f.call(t, tk.ID, "ask", map[string]any{"a": 1})
 	require.NoError(t, err)
 	_, found := StepFrom(context.Background())

@@ -289,7 +289,7 @@ func TestChildAcrossStops(t *testing.T) {
 		armed.Store(true)
 		f := newFixture(t, e, &Options{PromptWait: 50 * time.Millisecond}, notesWorkflow(), train())
 		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
-		require.Eventually(t, func() bool { return len(tasksOf(t, e, LabelParent, tk.ID)) == 1 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return len(tasksOf(t, e, LabelParent, tk.ID)) == 1 }, 30*time.Second, 5*time.Millisecond)
 		_, p := f.task(t, tk.ID)
 		require.Empty(t, p.step("notes").Child, "the parent could not record its child")
 		f.b.Close() // the process stops
@@ -328,7 +328,7 @@ func TestChildAcrossStops(t *testing.T) {
 
 		e.setFailWrite(nil)
 		f = redeploy(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
-		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 30*time.Second, 5*time.Millisecond,
 			"a restart looks at the child at once")
 		tk, p = f.task(t, tk.ID)
 		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
