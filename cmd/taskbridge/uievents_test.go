@@ -1,13 +1,11 @@
 package main
 
 import (
-	"os"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -58,27 +56,18 @@ func (u *tmuxUI) waitForMatch(re *regexp.Regexp, texts ...string) (string, []str
 // waitForMatchFunc is waitForMatch for a match that ok accepts.
 func (u *tmuxUI) waitForMatchFunc(re *regexp.Regexp, ok func([]string) bool, texts ...string) (string, []string) {
 	u.t.Helper()
-	deadline := time.Now().Add(uiWait)
-	for {
-		s := u.screen()
-		all := true
-		for _, want := range texts {
-			if !strings.Contains(s, want) {
-				all = false
-				break
+	var match []string
+	s := u.until(fmt.Sprintf("%q and %s", texts, re), func(s string) bool {
+		if !shows(s, texts) {
+			return false
+		}
+		for _, m := range re.FindAllStringSubmatch(s, -1) {
+			if ok(m) {
+				match = m
+				return true
 			}
 		}
-		if all {
-			for _, m := range re.FindAllStringSubmatch(s, -1) {
-				if ok(m) {
-					return s, m
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			logs, _ := os.ReadFile(u.errLog)
-			u.t.Fatalf("waited %v for %q and %s; the screen shows:\n%s\nstderr:\n%s", uiWait, texts, re, s, logs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
+	return s, match
 }
