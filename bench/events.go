@@ -60,7 +60,7 @@ func ticks(ctx context.Context, _ *mcp.CallToolRequest, in ticksIn) (*mcp.CallTo
 // tenSteps is a workflow of ten trivial server steps (tools prefix1 ..
 // prefix10), each durable before the next; a "loud" prefix makes each
 // step's tool report a progress and a log line.
-func tenSteps(name, prefix string) *workflow.SequentialWorkflow {
+func tenSteps(name, prefix string) *workflow.Definition {
 	return workflow.New(name, "ten trivial server steps ("+prefix+")").Step(stepsOf(prefix)...)
 }
 

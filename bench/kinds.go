@@ -29,10 +29,10 @@ type benchStepIn struct {
 // kindsServer builds a server with a tool that sleeps ms milliseconds,
 // the workflows wfs, and a client session on it.
 func kindsServer(ctx context.Context, db string, wfs ...*workflow.Definition) (*builder.Server, *mcp.ClientSession, error) {
-	b := builder.New("bench-kinds", "1").WithDBPath(db).WithoutEnv().WithPromptWait(-1).
+	b := builder.New("bench-kinds", "1").WithDB(db).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1}).
 		// Row 14 keeps 10,000 workflows asleep at once, all started by one
 		// session: above the default pending limits (issue 31).
-		WithConfig(taskrouter.Config{MaxTTL: 2 * time.Hour, MaxPending: 1 << 20, MaxPendingPerOwner: 1 << 20, MaxPendingPerSource: 1 << 20})
+		WithRouterOptions(taskrouter.Options{MaxTTL: 2 * time.Hour, MaxPending: 1 << 20, MaxPendingPerOwner: 1 << 20, MaxPendingPerSource: 1 << 20})
 	addWorkTool(b)
 	for _, w := range wfs {
 		b.TaskWorkflow(w)

@@ -65,7 +65,7 @@ func benchBuilder() *builder.Builder {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, in stepIn) (*mcp.CallToolResult, stepOut, error) {
 			return nil, stepOut{N: in.N + 1}, nil
 		}, taskrouter.ToolOptions{})
-		for _, w := range []*workflow.SequentialWorkflow{wf, wfOnce, wfPlain} {
+		for _, w := range []*workflow.Definition{wf, wfOnce, wfPlain} {
 			s := workflow.Server(name, name)
 			if w != wfOnce {
 				s.WithRetry()
@@ -78,7 +78,7 @@ func benchBuilder() *builder.Builder {
 			w.Step(s)
 		}
 	}
-	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).Workflow(wfPlain)
+	b.TaskWorkflow(wf).TaskWorkflow(wfOnce).PlainWorkflow(wfPlain)
 	addCostWorkflows(b) // pgcost.go
 	// Workflows that wait (row 17's memory per waiting workflow): one for
 	// its client to call echo, one asleep for an hour.
@@ -119,8 +119,8 @@ func work(ctx context.Context, _ *mcp.CallToolRequest, in workIn) (*mcp.CallTool
 
 // benchConfig lifts the per-owner limits (the load generator's sessions are
 // one owner here) so the engine is measured, not its admission control.
-func benchConfig() taskrouter.Config {
-	return taskrouter.Config{
+func benchConfig() taskrouter.Options {
+	return taskrouter.Options{
 		MaxConcurrent:         4096,
 		MaxConcurrentPerOwner: 4096,
 		MaxPendingPerOwner:    1 << 20,
@@ -179,13 +179,13 @@ func serve(args []string) error {
 	lease := fs.Duration("lease", 0, "lease duration on a shared store (default: taskrouter.DefaultLeaseDuration)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address")
 	observe := fs.Bool("observe", false, "turn on Prometheus metrics (at /metrics) and OpenTelemetry tracing")
-	instant := fs.Duration("instant-window", 0, "taskrouter.Config.InstantWindow (0: the default; negative: off)")
-	hostDeadline := fs.Duration("host-deadline", 0, "taskrouter.Config.HostDeadline (0: the default; negative: off, plain calls run in the request as before host mode)")
-	noFast := fs.Bool("no-fast-path", false, "taskrouter.Config.DisableFastPath: every request through go-sdk's dispatch")
+	instant := fs.Duration("instant-window", 0, "taskrouter.Options.InstantWindow (0: the default; negative: off)")
+	hostDeadline := fs.Duration("host-deadline", 0, "taskrouter.Options.HostDeadline (0: the default; negative: off, plain calls run in the request as before host mode)")
+	noFast := fs.Bool("no-fast-path", false, "taskrouter.Options.DisableFastPath: every request through go-sdk's dispatch")
 	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.WithPrefault")
 	window := fs.Duration("commit-window", 0, "open the bbolt file with bboltstore.WithCommitWindow")
-	maxTasks := fs.Int("max-tasks", 0, "every running and pending limit of taskrouter.Config (0: the bench's, see benchConfig)")
-	sweep := fs.Duration("sweep-interval", 0, "taskrouter.Config.SweepInterval (0: the default)")
+	maxTasks := fs.Int("max-tasks", 0, "every running and pending limit of taskrouter.Options (0: the bench's, see benchConfig)")
+	sweep := fs.Duration("sweep-interval", 0, "taskrouter.Options.SweepInterval (0: the default)")
 	_ = fs.Parse(args)
 	cfg := benchConfig()
 	cfg.SweepInterval = *sweep
@@ -195,7 +195,7 @@ func serve(args []string) error {
 		cfg.MaxConcurrent, cfg.MaxConcurrentPerOwner = n, n
 		cfg.MaxPending, cfg.MaxPendingPerOwner, cfg.MaxPendingPerSource = n, n, n
 	}
-	b := benchBuilder().WithConfig(cfg).WithProgressInterval(20 * time.Millisecond)
+	b := benchBuilder().WithRouterOptions(cfg).WithWorkflowOptions(workflow.Options{ProgressInterval: 20 * time.Millisecond})
 	var metricsHandler http.Handler
 	if *observe {
 		var shutdown func()
@@ -210,7 +210,7 @@ func serve(args []string) error {
 			return errors.New("serve: -db is required with -store bbolt")
 		}
 		if !*prefault {
-			b.WithDBPath(*db).WithBboltOptions(bboltstore.WithCommitWindow(*window))
+			b.WithDB(*db).WithBboltOptions(bboltstore.WithCommitWindow(*window))
 			break
 		}
 		st, err := bboltstore.Open(*db, bboltstore.WithPrefault(true), bboltstore.WithCommitWindow(*window))

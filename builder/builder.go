@@ -21,7 +21,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
@@ -94,12 +93,6 @@ func (b *Builder) WithStore(st store.Store) *Builder { b.st = st; return b }
 // replicas without a change of code. OpenStore opens them.
 func (b *Builder) WithDB(spec string) *Builder { b.db = spec; return b }
 
-// WithDBPath uses a bbolt file at path (created if missing), owned and
-// closed by the server.
-//
-// Deprecated: use WithDB, which takes a path as well as a URL.
-func (b *Builder) WithDBPath(path string) *Builder { return b.WithDB(path) }
-
 // IsPostgresDSN reports whether a store spec names PostgreSQL (the
 // "postgres" or "postgresql" scheme) rather than a bbolt file.
 func IsPostgresDSN(spec string) bool {
@@ -135,49 +128,12 @@ func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {
 // observers are added to o.Observer.
 func (b *Builder) WithRouterOptions(o taskrouter.Options) *Builder { b.router = o; return b }
 
-// WithConfig sets the task engine's configuration (its Store field is
-// ignored: use WithStore or WithDB).
-//
-// Deprecated: use WithRouterOptions, with the same fields in
-// taskrouter.Options.
-func (b *Builder) WithConfig(cfg taskrouter.Config) *Builder {
-	return b.WithRouterOptions(cfg.Options())
-}
-
 // WithWorkflowOptions sets the workflow bridge's options (see
 // workflow.Options). The TASKBRIDGE_* variables workflow.OptionsFromEnv
 // reads override them unless WithoutEnv. Observer and ResultMeta are
 // added to those WithObserver wires; ResultTool defaults to the built-in
 // task_result tool unless WithoutTaskTools.
 func (b *Builder) WithWorkflowOptions(o workflow.Options) *Builder { b.wopts = o; return b }
-
-// WithWorkflowTTL sets workflow.Options.TTL.
-//
-// Deprecated: set TTL in WithWorkflowOptions.
-func (b *Builder) WithWorkflowTTL(d time.Duration) *Builder { b.wopts.TTL = d; return b }
-
-// WithOrphanTimeout sets workflow.Options.OrphanTimeout.
-//
-// Deprecated: set OrphanTimeout in WithWorkflowOptions.
-func (b *Builder) WithOrphanTimeout(d time.Duration) *Builder { b.wopts.OrphanTimeout = d; return b }
-
-// WithProgressInterval sets workflow.Options.ProgressInterval.
-//
-// Deprecated: set ProgressInterval in WithWorkflowOptions.
-func (b *Builder) WithProgressInterval(d time.Duration) *Builder {
-	b.wopts.ProgressInterval = d
-	return b
-}
-
-// WithPromptWait sets workflow.Options.PromptWait.
-//
-// Deprecated: set PromptWait in WithWorkflowOptions.
-func (b *Builder) WithPromptWait(d time.Duration) *Builder { b.wopts.PromptWait = d; return b }
-
-// WithWebhookURL sets workflow.Options.WebhookURL.
-//
-// Deprecated: set WebhookURL in WithWorkflowOptions.
-func (b *Builder) WithWebhookURL(url string) *Builder { b.wopts.WebhookURL = url; return b }
 
 // WithObserver adds an observer of the task engine: metrics
 // (package metrics), traces (package tracing), a dashboard's live feed
@@ -270,12 +226,6 @@ func (b *Builder) PlainWorkflow(w *workflow.Definition) *Builder {
 	b.plain = append(b.plain, w)
 	return b
 }
-
-// Workflow adds a plain workflow prompt (no task).
-//
-// Deprecated: use PlainWorkflow (the name says it has no task); a
-// durable, task-backed workflow is TaskWorkflow.
-func (b *Builder) Workflow(w *workflow.Definition) *Builder { return b.PlainWorkflow(w) }
 
 // TaskWorkflow adds a task-aware workflow prompt: a durable task that
 // runs the server steps, hands the rest to the client and follows it to

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/store/bboltstore"
-	"github.com/taskbridge/taskbridge/workflow"
 )
 
 // The builder's own environment variables. Build reads them, and has the
@@ -27,31 +26,6 @@ const (
 	// bbolt store's commit window (bboltstore.WithCommitWindow), a Go
 	// duration such as "2ms"; "0" turns it off.
 	EnvBboltCommitWindow = "TASKBRIDGE_BBOLT_COMMIT_WINDOW"
-)
-
-// The workflow bridge's environment variables, which workflow.OptionsFromEnv
-// reads.
-const (
-	// EnvOrphanTimeout is workflow.EnvOrphanTimeout.
-	//
-	// Deprecated: use workflow.EnvOrphanTimeout.
-	EnvOrphanTimeout = workflow.EnvOrphanTimeout
-	// EnvProgressInterval is workflow.EnvProgressInterval.
-	//
-	// Deprecated: use workflow.EnvProgressInterval.
-	EnvProgressInterval = workflow.EnvProgressInterval
-	// EnvPromptWait is workflow.EnvPromptWait.
-	//
-	// Deprecated: use workflow.EnvPromptWait.
-	EnvPromptWait = workflow.EnvPromptWait
-	// EnvWorkflowTTL is workflow.EnvTTL.
-	//
-	// Deprecated: use workflow.EnvTTL.
-	EnvWorkflowTTL = workflow.EnvTTL
-	// EnvWebhookURL is workflow.EnvWebhookURL.
-	//
-	// Deprecated: use workflow.EnvWebhookURL.
-	EnvWebhookURL = workflow.EnvWebhookURL
 )
 
 // storeFromEnv is the builder's reading of its environment: the store

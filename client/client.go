@@ -16,51 +16,11 @@ import (
 
 const defaultDiscoverWait = 10 * time.Second
 
-// The protocol versions and the extension's identifier, under the names
-// the client package gave them first.
-const (
-	// ExtensionID is mcptask.ExtensionID.
-	//
-	// Deprecated: use mcptask.ExtensionID.
-	ExtensionID = mcptask.ExtensionID
-	// CoreVersion is mcptask.CoreVersion.
-	//
-	// Deprecated: use mcptask.CoreVersion.
-	CoreVersion = mcptask.CoreVersion
-	// ExtensionVersion is mcptask.ExtensionVersion.
-	//
-	// Deprecated: use mcptask.ExtensionVersion.
-	ExtensionVersion = mcptask.ExtensionVersion
-)
-
-// Dialect is mcptask.Dialect.
-//
-// Deprecated: use mcptask.Dialect.
-type Dialect = mcptask.Dialect
-
 // Auto (the zero mcptask.Dialect) asks the server with server/discover
 // (protocol 2026-07-28) and uses mcptask.Extension when the server
 // advertises the tasks extension; otherwise it initializes at 2025-11-25
 // and uses mcptask.Core.
 const Auto mcptask.Dialect = 0
-
-// The dialects, under the names the client package gave them first:
-// mcptask.Core is the 2025-11-25 core tasks dialect (SEP-1686):
-// initialize, then task-augmented requests with params.task, tasks/get,
-// tasks/result, tasks/list and tasks/cancel; mcptask.Extension is the
-// 2026-07-28 tasks extension (SEP-2663): no initialize, per-request _meta
-// declaring the extension, tasks created at the server's discretion,
-// tasks/get, tasks/update and tasks/cancel.
-const (
-	// Core is mcptask.Core.
-	//
-	// Deprecated: use mcptask.Core.
-	Core = mcptask.Core
-	// Extension is mcptask.Extension.
-	//
-	// Deprecated: use mcptask.Extension.
-	Extension = mcptask.Extension
-)
 
 // InputHandler answers a request for client input (an elicitation,
 // sampling or roots request) that a task makes. taskID is the task the
@@ -119,28 +79,6 @@ type Support struct {
 	// io.modelcontextprotocol/tasks extension (2026-07-28).
 	Extension bool
 }
-
-// TaskSupport is mcptask.TaskSupport.
-//
-// Deprecated: use mcptask.TaskSupport.
-type TaskSupport = mcptask.TaskSupport
-
-// The task support levels, under the names the client package gave them
-// first. A tool that does not say is mcptask.TaskForbidden.
-const (
-	// TaskForbidden is mcptask.TaskForbidden.
-	//
-	// Deprecated: use mcptask.TaskForbidden.
-	TaskForbidden = mcptask.TaskForbidden
-	// TaskOptional is mcptask.TaskOptional.
-	//
-	// Deprecated: use mcptask.TaskOptional.
-	TaskOptional = mcptask.TaskOptional
-	// TaskRequired is mcptask.TaskRequired.
-	//
-	// Deprecated: use mcptask.TaskRequired.
-	TaskRequired = mcptask.TaskRequired
-)
 
 // Client is a connection to an MCP server that can run tool calls as
 // tasks, in whichever dialect the server speaks. Its methods are safe for
@@ -287,8 +225,8 @@ func (c *Client) callWith(ctx context.Context, method string, params, meta map[s
 	return raw, nil
 }
 
-// Dialect returns the dialect negotiated with the server: Core or
-// Extension.
+// Dialect returns the dialect negotiated with the server: mcptask.Core or
+// mcptask.Extension.
 func (c *Client) Dialect() mcptask.Dialect { return c.dialect }
 
 // ProtocolVersion returns the negotiated protocol version.

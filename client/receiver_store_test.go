@@ -53,7 +53,7 @@ func TestReceiverStoreKeepsTasksAcrossRestarts(t *testing.T) {
 	s1, ct1 := newRawServer(t)
 	c1 := dial(t, ct1, &client.Options{Receiver: &client.Receiver{Sampling: handler, Store: st}})
 	quick := samplingTask(t, s1, "quick", 60000)
-	require.Eventually(t, func() bool { return s1.mustCall("tasks/get", map[string]any{"taskId": quick})["status"] == "completed" }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s1.mustCall("tasks/get", map[string]any{"taskId": quick})["status"] == "completed" }, 30*time.Second, 5*time.Millisecond)
 	short := samplingTask(t, s1, "short-lived", 50)
 	slow := samplingTask(t, s1, "slow", 60000)
 	<-blocked

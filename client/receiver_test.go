@@ -234,7 +234,7 @@ func TestReceiverSamplingTask(t *testing.T) {
 	var res map[string]any
 	select {
 	case res = <-results:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("tasks/result did not return")
 	}
 	require.Equal(t, "assistant", res["role"])
@@ -244,7 +244,7 @@ func TestReceiverSamplingTask(t *testing.T) {
 	require.Equal(t, "hello", got.Messages[0].Content.(*mcp.TextContent).Text)
 
 	require.Equal(t, "completed", s.mustCall("tasks/get", map[string]any{"taskId": id})["status"])
-	require.Eventually(t, func() bool { return s.pushedStatus(id, mcptask.StatusCompleted) }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s.pushedStatus(id, mcptask.StatusCompleted) }, 30*time.Second, 5*time.Millisecond)
 	s.mu.Lock()
 	var pushed map[string]any
 	require.NoError(t, json.Unmarshal(s.pushedRaw[len(s.pushedRaw)-1], &pushed))
@@ -275,14 +275,14 @@ func TestReceiverElicitationCancel(t *testing.T) {
 	require.Equal(t, id, cancelled["taskId"])
 	select {
 	case <-g.cancelled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("cancel did not stop the handler")
 	}
 	_, err := s.call("tasks/cancel", map[string]any{"taskId": id})
 	require.EqualValues(t, -32602, code(t, err))
 	_, err = s.call("tasks/result", map[string]any{"taskId": id})
 	require.EqualValues(t, -32602, code(t, err))
-	require.Eventually(t, func() bool { return s.pushedStatus(id, mcptask.StatusCancelled) }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s.pushedStatus(id, mcptask.StatusCancelled) }, 30*time.Second, 5*time.Millisecond)
 
 	// Sampling has no handler: the client declines the task.
 	_, err = s.call("sampling/createMessage", samplingParams(map[string]any{}))
@@ -345,16 +345,16 @@ func TestReceiverTTLCapAndExpiry(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := s.call("tasks/get", map[string]any{"taskId": id})
 		return err != nil && code(t, err) == -32602
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	select {
 	case <-g.cancelled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("expiry did not stop the handler")
 	}
 	select {
 	case err := <-waiting:
 		require.EqualValues(t, -32602, code(t, err))
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("tasks/result did not return when the task expired")
 	}
 }

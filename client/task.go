@@ -12,35 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Status is mcptask.Status.
-//
-// Deprecated: use mcptask.Status.
-type Status = mcptask.Status
-
-// The task statuses, under the names the client package gave them first.
-const (
-	// StatusWorking is mcptask.StatusWorking.
-	//
-	// Deprecated: use mcptask.StatusWorking.
-	StatusWorking = mcptask.StatusWorking
-	// StatusInputRequired is mcptask.StatusInputRequired.
-	//
-	// Deprecated: use mcptask.StatusInputRequired.
-	StatusInputRequired = mcptask.StatusInputRequired
-	// StatusCompleted is mcptask.StatusCompleted.
-	//
-	// Deprecated: use mcptask.StatusCompleted.
-	StatusCompleted = mcptask.StatusCompleted
-	// StatusFailed is mcptask.StatusFailed.
-	//
-	// Deprecated: use mcptask.StatusFailed.
-	StatusFailed = mcptask.StatusFailed
-	// StatusCancelled is mcptask.StatusCancelled.
-	//
-	// Deprecated: use mcptask.StatusCancelled.
-	StatusCancelled = mcptask.StatusCancelled
-)
-
 // Task is a task as the server reported it, in either dialect.
 type Task struct {
 	// ID is the server-generated task id.

@@ -14,7 +14,7 @@ import (
 // their properties keep the server's order (a form asks in it).
 type Tool struct {
 	*mcp.Tool
-	// TaskSupport is the tool's execution.taskSupport; TaskForbidden when
+	// TaskSupport is the tool's execution.taskSupport; mcptask.TaskForbidden when
 	// absent.
 	TaskSupport mcptask.TaskSupport
 	// declared reports whether the server stated the support level.

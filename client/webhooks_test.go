@@ -61,7 +61,7 @@ func TestWebhooks(t *testing.T) {
 					ds = append(ds, d)
 				}
 				return len(ds) == 1 && ds[0].Status == mcptask.DeliveryDelivered
-			}, 5*time.Second, 10*time.Millisecond)
+			}, 30*time.Second, 10*time.Millisecond)
 			require.Equal(t, d.ID, ds[0].DeliveryID)
 
 			require.NoError(t, c.DeleteWebhook(ctx, wh.WebhookID))

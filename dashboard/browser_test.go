@@ -99,7 +99,7 @@ func run(t *testing.T, ctx context.Context, d time.Duration, actions ...chromedp
 // eval evaluates a script expression in the page.
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(c, chromedp.Evaluate[T](expr))
 	require.NoError(t, err, expr)
@@ -169,7 +169,7 @@ func TestBrowser(t *testing.T) {
 	select {
 	case got := <-e.f.Cancelled:
 		require.Equal(t, "long report", got)
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("cancelling in the browser did not stop the handler")
 	}
 

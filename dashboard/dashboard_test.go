@@ -281,7 +281,7 @@ func TestCancel(t *testing.T) {
 	select {
 	case got := <-e.f.Cancelled:
 		require.Equal(t, "cancel me", got, "the handler's context was cancelled")
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the handler was not stopped")
 	}
 	_, body = e.get(t, localToken, path)

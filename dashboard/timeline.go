@@ -19,7 +19,7 @@ import (
 // child step started, linked; the workflow's deadline; and, for a
 // workflow undone after it failed, each undo step and what became of it.
 // The timeline draws from the progress alone (workflow.Progress), so a
-// kind of step needs nothing here beyond its kind's name (kindNames).
+// kind of step needs nothing here: its name is mcptask.StepKind.Label.
 
 type attemptView struct {
 	N                   int
@@ -111,22 +111,6 @@ const (
 	maxShownValue = 300
 )
 
-// kindNames are how a person says a kind of step.
-var kindNames = map[string]string{
-	string(mcptask.StepKindForEach): "for-each",
-	string(mcptask.StepKindLoop):    "loop",
-	string(mcptask.StepKindChild):   "child workflow",
-	string(mcptask.StepKindGroup):   "parallel group",
-}
-
-// kindName is how a person says kind.
-func kindName(kind string) string {
-	if n, ok := kindNames[kind]; ok {
-		return n
-	}
-	return strings.ReplaceAll(kind, "_", " ")
-}
-
 // timeline turns a workflow's progress into the steps the page draws.
 // ended is the task's status once it has ended ("" while it runs): a step
 // still running then was stopped by the end.
@@ -173,7 +157,7 @@ func timeline(p *workflow.Progress, now time.Time, ended string) *progressView {
 // stepOf is the view of record s of a step (or the step's own), in a
 // container of kind container ("" for a step of the workflow).
 func stepOf(s *workflow.StepProgress, container string, now time.Time, ended string) stepView {
-	sv := stepView{Name: s.Name, Tool: s.Tool, Execution: s.Execution, Kind: s.Kind, KindLabel: kindName(s.Kind), Group: s.Group,
+	sv := stepView{Name: s.Name, Tool: s.Tool, Execution: s.Execution, Kind: s.Kind, KindLabel: mcptask.StepKind(s.Kind).Label(), Group: s.Group,
 		CompletedBy: s.CompletedBy, Error: s.Error, Child: s.Child}
 	sv.State, sv.StateLabel, sv.Note = stateOf(s, ended)
 	for _, a := range s.History {

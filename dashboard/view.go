@@ -367,7 +367,7 @@ func (d *Dashboard) task(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		data.History = append(data.History, row)
 	}
 	if raw, ok := t.Variables[workflow.VarProgress]; ok {
-		var p workflow.WorkflowProgress
+		var p workflow.Progress
 		if json.Unmarshal(raw, &p) == nil {
 			ended := ""
 			if data.Terminal {

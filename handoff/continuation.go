@@ -9,22 +9,22 @@ import (
 // Continuation says how the client continues a task.
 type Continuation struct {
 	// Argument is the tool argument that carries the task id on
-	// continuation calls; always [TaskIDArgument] (version 2).
+	// continuation calls; always [mcptask.ArgTaskID] (version 2).
 	Argument string `json:"argument,omitempty" jsonschema_description:"The tool argument that carries taskId on continuation tool calls (every client step's arguments already include it). Always _task_id."`
 	// MetaKey is the _meta key a program may set instead, to the task id;
-	// always [TaskIDMetaKey].
+	// always [mcptask.MetaTaskID].
 	MetaKey string `json:"metaKey" jsonschema_description:"The _meta key a program may set, to taskId, on continuation tool calls instead of the argument. Always _task_id."`
 	// TaskID is the task id; equal to Document.TaskID.
 	TaskID string `json:"taskId" jsonschema:"minLength=1" jsonschema_description:"The task id; equal to the document's taskId."`
 	// StatusMethod is the request that reports the task's status
-	// ([StatusMethod]).
+	// ([mcptask.MethodTasksGet]).
 	StatusMethod string `json:"statusMethod" jsonschema:"minLength=1" jsonschema_description:"Request that reports the task status, called with {\"taskId\": ...}."`
 	// ResultMethod is the request that waits for the task's result
-	// ([ResultMethod]); empty for clients on the tasks extension, which has
+	// ([mcptask.MethodTasksResult]); empty for clients on the tasks extension, which has
 	// no such request.
 	ResultMethod string `json:"resultMethod,omitempty" jsonschema_description:"Request that waits for the task result, called with {\"taskId\": ...}. Absent when the client has no such request."`
 	// ResumeMethod is the request that resumes the workflow
-	// ([ResumeMethod], with _meta._task_id).
+	// ([mcptask.MethodPromptsGet], with _meta._task_id).
 	ResumeMethod string `json:"resumeMethod,omitempty" jsonschema_description:"Request that resumes the workflow (prompts/get of the same prompt with _meta._task_id): the server retries failed server steps and answers with a fresh handoff."`
 	// ResultTool, when the server offers it, is a tool that waits for the
 	// task and returns its state or result, called with {"task_id": id}:
@@ -39,9 +39,9 @@ type Continuation struct {
 }
 
 // NewContinuation returns the continuation of taskID for a client that
-// speaks dialect d: Argument [TaskIDArgument], MetaKey [TaskIDMetaKey],
-// StatusMethod [StatusMethod], ResumeMethod [ResumeMethod], ResultMethod
-// [ResultMethod] only if the dialect has it, and a one-sentence
+// speaks dialect d: Argument [mcptask.ArgTaskID], MetaKey [mcptask.MetaTaskID],
+// StatusMethod [mcptask.MethodTasksGet], ResumeMethod [mcptask.MethodPromptsGet], ResultMethod
+// [mcptask.MethodTasksResult] only if the dialect has it, and a one-sentence
 // instruction naming the task id and only methods the dialect has. Set
 // ResultTool with [Continuation.WithResultTool].
 func NewContinuation(taskID string, d mcptask.Dialect) Continuation {

@@ -9,7 +9,7 @@
 //
 //   - a prompts/get result: the final assistant message is the prose
 //     followed by exactly one fenced ```json block holding the document
-//     ([Render], [Parse]), and the document is under the key [MetaKey]
+//     ([Render], [Parse]), and the document is under the key [mcptask.MetaHandoff]
 //     ("taskbridge/handoff") of the result's _meta ([Document.Meta],
 //     [FromPromptResult]);
 //   - a tool result (a workflow tool, a continuation, a task's result): the

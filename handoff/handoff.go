@@ -24,92 +24,6 @@ const SchemaVersion = 4
 // MinSchemaVersion is the oldest document version this package reads.
 const MinSchemaVersion = 1
 
-// MetaKey is the key under which the document is stored in
-// GetPromptResult._meta.
-//
-// Deprecated: use mcptask.MetaHandoff.
-const MetaKey = mcptask.MetaHandoff
-
-// TaskIDMetaKey is the _meta key a client sets, to the task id, on the tool
-// calls that continue a task.
-//
-// Deprecated: use mcptask.MetaTaskID.
-const TaskIDMetaKey = mcptask.MetaTaskID
-
-// TaskIDArgument is the tool argument that carries the task id on the tool
-// calls that continue a task, for clients that cannot set _meta (a model in
-// an LLM host). Every client step's Arguments include it.
-//
-// Deprecated: use mcptask.ArgTaskID.
-const TaskIDArgument = mcptask.ArgTaskID
-
-// The continuation methods named in a [Continuation].
-const (
-	// StatusMethod is the request that reports a task's status.
-	//
-	// Deprecated: use mcptask.MethodTasksGet.
-	StatusMethod = mcptask.MethodTasksGet
-	// ResultMethod is the request that waits for a task's result. Clients on
-	// the tasks extension have no such request.
-	//
-	// Deprecated: use mcptask.MethodTasksResult.
-	ResultMethod = mcptask.MethodTasksResult
-	// ResumeMethod, with _meta._task_id, makes the server run the
-	// workflow's server steps again (retrying failed ones) and returns a
-	// fresh handoff.
-	//
-	// Deprecated: use mcptask.MethodPromptsGet.
-	ResumeMethod = mcptask.MethodPromptsGet
-)
-
-// The task statuses a document may carry (the MCP task status strings).
-const (
-	// Deprecated: use string(mcptask.StatusWorking).
-	StatusWorking = string(mcptask.StatusWorking)
-	// Deprecated: use string(mcptask.StatusInputRequired).
-	StatusInputRequired = string(mcptask.StatusInputRequired)
-	// Deprecated: use string(mcptask.StatusCompleted).
-	StatusCompleted = string(mcptask.StatusCompleted)
-	// Deprecated: use string(mcptask.StatusFailed).
-	StatusFailed = string(mcptask.StatusFailed)
-	// Deprecated: use string(mcptask.StatusCancelled).
-	StatusCancelled = string(mcptask.StatusCancelled)
-)
-
-// The step statuses a remaining step may carry (declared in mcptask).
-const (
-	// Deprecated: use mcptask.StepPending.
-	StepPending = mcptask.StepPending
-	// Deprecated: use mcptask.StepRunning.
-	StepRunning = mcptask.StepRunning
-	// Deprecated: use mcptask.StepAwaitingClient.
-	StepAwaitingClient = mcptask.StepAwaitingClient
-	// Deprecated: use mcptask.StepAwaitingEvent.
-	StepAwaitingEvent = mcptask.StepAwaitingEvent
-	// Deprecated: use mcptask.StepSleeping.
-	StepSleeping = mcptask.StepSleeping
-	// Deprecated: use mcptask.StepAwaitingChild.
-	StepAwaitingChild = mcptask.StepAwaitingChild
-	// Deprecated: use mcptask.StepFailed.
-	StepFailed = mcptask.StepFailed
-)
-
-// The kinds a remaining step may have besides a tool call (Kind;
-// declared in mcptask). Like the Status constants they are typed string
-// constants, for the string field Kind.
-const (
-	// Deprecated: use string(mcptask.StepKindSleep).
-	KindSleep = string(mcptask.StepKindSleep)
-	// Deprecated: use string(mcptask.StepKindEvent).
-	KindEvent = string(mcptask.StepKindEvent)
-	// Deprecated: use string(mcptask.StepKindForEach).
-	KindForEach = string(mcptask.StepKindForEach)
-	// Deprecated: use string(mcptask.StepKindLoop).
-	KindLoop = string(mcptask.StepKindLoop)
-	// Deprecated: use string(mcptask.StepKindChild).
-	KindChild = string(mcptask.StepKindChild)
-)
-
 // MaxSize is the largest input, in bytes, that [Parse] and
 // [FromPromptResult] accept.
 const MaxSize = 8 << 20
@@ -153,26 +67,6 @@ func withContext(err error, where string) error {
 	}
 	return err
 }
-
-// Execution says who performs a remaining step (the same type as
-// workflow.StepExecution; the values are declared in mcptask).
-//
-// Deprecated: use mcptask.Execution.
-type Execution = mcptask.Execution
-
-// The execution modes.
-const (
-	// ExecServer steps are run by the server automatically once their
-	// inputs exist; the client must not call them.
-	//
-	// Deprecated: use mcptask.ExecServer.
-	ExecServer = mcptask.ExecServer
-	// ExecClient steps are performed by the client, which calls the step's
-	// tool with _meta._task_id set to the task id.
-	//
-	// Deprecated: use mcptask.ExecClient.
-	ExecClient = mcptask.ExecClient
-)
 
 // Document is a handoff: the state of a workflow task and what the client
 // must do next. Its JSON form is described by [Schema].
@@ -480,7 +374,7 @@ func (c *Call) Nest(args map[string]any) map[string]any {
 }
 
 // ClientSteps returns the remaining steps the client may perform now
-// (Execution [ExecClient], and not pending behind an earlier step), in
+// (Execution [mcptask.ExecClient], and not pending behind an earlier step), in
 // order.
 func (d *Document) ClientSteps() []RemainingStep {
 	if d == nil {
@@ -505,7 +399,7 @@ func (d *Document) Message() (*mcp.PromptMessage, error) {
 	return &mcp.PromptMessage{Role: "assistant", Content: &mcp.TextContent{Text: text}}, nil
 }
 
-// Meta returns {MetaKey: d}, to merge into GetPromptResult.Meta. The map
+// Meta returns {[mcptask.MetaHandoff]: d}, to merge into GetPromptResult.Meta. The map
 // holds d itself, so later changes to d show through until it is encoded.
 func (d *Document) Meta() map[string]any {
 	return map[string]any{mcptask.MetaHandoff: d}

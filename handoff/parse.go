@@ -158,7 +158,7 @@ func canonicalize(d *Document) {
 }
 
 // FromPromptResult extracts the handoff from a prompts/get result. It
-// prefers res.Meta[MetaKey], which may be a *Document or Document (in
+// prefers res.Meta[mcptask.MetaHandoff], which may be a *Document or Document (in
 // process), or a map[string]any, json.RawMessage or []byte (after JSON
 // transit); otherwise it parses the text of the last assistant message
 // with text content. An invalid _meta entry is an error; it does not fall
@@ -187,7 +187,7 @@ func FromPromptResult(res *mcp.GetPromptResult) (*Document, error) {
 
 // FromToolResult extracts the handoff from a tool result: a workflow
 // task's final result (its tasks/result), a workflow tool's result, or a
-// continuation's. It prefers res.Meta[MetaKey] (as FromPromptResult
+// continuation's. It prefers res.Meta[mcptask.MetaHandoff] (as FromPromptResult
 // does), then the structured content when it is a handoff document, then
 // the last text content holding a ```json block.
 func FromToolResult(res *mcp.CallToolResult) (*Document, error) {

@@ -115,7 +115,7 @@ func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixt
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}, nil
 		})
 	})
-	ship := func(name string) *workflow.SequentialWorkflow {
+	ship := func(name string) *workflow.Definition {
 		return workflow.New(name, "fetch, tag, announce").
 			Arg("repo", "repository", true).
 			Arg("since", "tag to start from", false).
@@ -360,7 +360,7 @@ func TestBridgeItem4HonestStatus(t *testing.T) {
 	require.Eventually(t, func() bool {
 		id = f.workingTask(t, "slowflow")
 		return id != ""
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	running, err := f.srv.Store.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, `running step "wait" (tool "slow"), attempt 1`, running.StatusMessage)
@@ -554,7 +554,7 @@ func TestBridgeCancelWorkflow(t *testing.T) {
 			require.Eventually(t, func() bool {
 				id = f.workingTask(t, "slowflow")
 				return id != ""
-			}, 5*time.Second, 5*time.Millisecond)
+			}, 30*time.Second, 5*time.Millisecond)
 			if c.ext != nil {
 				_, err := mcp.CallCustomMethod[*taskrouter.TaskIDParams, *taskGet](ctx, c.ext, "tasks/cancel", &taskrouter.TaskIDParams{TaskID: id})
 				require.NoError(t, err)

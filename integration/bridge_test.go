@@ -110,7 +110,7 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "finished: " + in.Approved + " / " + in.Approver}}}, nil, nil
 	}, taskrouter.ToolOptions{})
-	wf := func(name string) *workflow.SequentialWorkflow {
+	wf := func(name string) *workflow.Definition {
 		return workflow.New(name, "prepare, enrich, approve, finish").
 			Arg("topic", "what to work on", true).
 			Step(
@@ -204,11 +204,11 @@ func approve(t *testing.T, cs *mcp.ClientSession, id string, vars map[string]any
 		Arguments: map[string]any{"text": "enriched t-1", "approver": "ada"}})
 }
 
-func progressOf(t *testing.T, st store.Store, id string) (*store.Task, *workflow.WorkflowProgress) {
+func progressOf(t *testing.T, st store.Store, id string) (*store.Task, *workflow.Progress) {
 	t.Helper()
 	task, err := st.Get(context.Background(), id)
 	require.NoError(t, err)
-	var p workflow.WorkflowProgress
+	var p workflow.Progress
 	require.NoError(t, json.Unmarshal(task.Variables[workflow.VarProgress], &p))
 	return task, &p
 }
@@ -323,7 +323,7 @@ func TestBridgeCoreDialectResult(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "completed", fdoc.Status)
 		require.Contains(t, string(raw), mcptask.MetaRelatedTask)
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("tasks/result did not return after the workflow completed")
 	}
 }
@@ -349,7 +349,7 @@ func TestBridgeStepByStepWrites(t *testing.T) {
 		taskID = page.Tasks[0].ID
 		_, p := progressOf(t, f.srv.Store, taskID)
 		return len(p.CompletedSteps) == 1
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	_, p := progressOf(t, f.srv.Store, taskID)
 	require.Equal(t, []string{"prepare"}, p.CompletedSteps)
 	require.Contains(t, p.Outputs, "prep")
@@ -507,7 +507,7 @@ func TestBridgeRestartResumesServerSteps(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, p := progressOf(t, f2.srv.Store, taskID)
 		return p.Steps[1].Status == mcptask.StepCompleted
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	tk, p := progressOf(t, f2.srv.Store, taskID)
 	require.Equal(t, mcptask.StatusWorking, tk.Status, "now waiting for the client")
 	enrich := p.Steps[1]

@@ -138,7 +138,7 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 		require.Eventually(t, func() bool {
 			w := wire.String()
 			return strings.Contains(w, `"method":"server/discover"`) && strings.Contains(w, "No valid session ID provided")
-		}, 5*time.Second, 10*time.Millisecond, "the server/discover probe and its refusal are in the wire log")
+		}, 30*time.Second, 10*time.Millisecond, "the server/discover probe and its refusal are in the wire log")
 	})
 
 	t.Run("tools", func(t *testing.T) {
@@ -273,7 +273,7 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 		// after the replies: wait for it rather than race it.
 		require.Eventually(t, func() bool {
 			return strings.Count(wire.String(), `"method":"tasks/list"`) >= 2
-		}, 5*time.Second, 10*time.Millisecond, "tasks/list was sent once: the listing did not page")
+		}, 30*time.Second, 10*time.Millisecond, "tasks/list was sent once: the listing did not page")
 	})
 
 	t.Run("cancel", func(t *testing.T) {
@@ -301,7 +301,7 @@ func TestClientAgainstTypeScriptTaskServer(t *testing.T) {
 		// refused by the store.
 		require.Eventually(t, func() bool {
 			return strings.Contains(wire.String(), "task "+id+": work ended after the task was already terminal")
-		}, 10*time.Second, 20*time.Millisecond)
+		}, 30*time.Second, 20*time.Millisecond)
 	})
 
 	t.Run("errors", func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/workflow"
@@ -199,7 +200,7 @@ func TestForEachSIGKILLMidFanOut(t *testing.T) {
 // parent's step recorded once, the steps after it run once, and the
 // train completes.
 func TestChildSIGKILLAtEachLineagePoint(t *testing.T) {
-	points := []workflow.LineagePoint{workflow.LineageChildCreated, workflow.LineageChildEnded, workflow.LineageEndRecorded}
+	points := []testhooks.LineagePoint{testhooks.LineageChildCreated, testhooks.LineageChildEnded, testhooks.LineageEndRecorded}
 	for _, backend := range canaryBackends {
 		t.Run(backend.name, func(t *testing.T) {
 			for _, point := range points {
@@ -207,7 +208,7 @@ func TestChildSIGKILLAtEachLineagePoint(t *testing.T) {
 					s := newComposeServer(t, backend.spec(t), composeLease)
 					s.start(t, "-kill-at", string(point))
 					var id string
-					if point == workflow.LineageChildCreated {
+					if point == testhooks.LineageChildCreated {
 						s.startPrompt(t, "train", map[string]any{"repo": "acme"})
 						s.died(t)
 						id = s.journalTask(t, "build")
@@ -226,7 +227,7 @@ func TestChildSIGKILLAtEachLineagePoint(t *testing.T) {
 
 					s.start(t)
 					ctx := relCtx(t, time.Minute)
-					if point == workflow.LineageChildCreated {
+					if point == testhooks.LineageChildCreated {
 						// The child waits for its review, which the
 						// train's handoff offers.
 						s.waitStatus(t, id, "waits for the client")
@@ -257,7 +258,7 @@ func TestChildSIGKILLAtEachLineagePoint(t *testing.T) {
 					for _, k := range builds {
 						require.Equal(t, id+"/build", k)
 					}
-					if point != workflow.LineageChildCreated {
+					if point != testhooks.LineageChildCreated {
 						require.Len(t, builds, 1, "build ran once")
 					}
 					require.Equal(t, 1, s.calls(t, "review_notes true", "end"), "the child's review was performed once")

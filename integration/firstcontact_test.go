@@ -132,7 +132,7 @@ func TestFirstContactWebhook(t *testing.T) {
 	mux := http.NewServeMux()
 	ts := httptest.NewServer(mux)
 	defer ts.Close()
-	srv, err := b.WithWebhookURL(ts.URL + "/hooks").Build(context.Background())
+	srv, err := b.WithWorkflowOptions(workflow.Options{WebhookURL: ts.URL + "/hooks"}).Build(context.Background())
 	require.NoError(t, err)
 	defer srv.Close()
 	hooks := srv.Bridge.WebhookHandler()

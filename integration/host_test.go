@@ -58,8 +58,10 @@ func checkHostRun(t *testing.T, steps map[string]map[string]any) {
 	require.Equal(t, []any{"tag", "announce"}, ship["performed"], "the client corrected the tag and announced")
 	require.Equal(t, "completed", steps["promptShip"]["status"])
 
+	// The 3 s tool answered at the 1 s host deadline: with its task to
+	// follow, not with its result (whatever the machine's speed: no time
+	// is compared).
 	long := steps["longTool"]
-	require.Less(t, long["answeredMs"], float64(2500), "answered within the host deadline, not after the 3 s the tool takes")
 	require.Contains(t, long["text"], "task "+long["taskId"].(string))
 	require.Contains(t, long["text"], `"task_result"`)
 	require.Equal(t, `Report on "q3" is ready.`, long["result"], "task_result returns the tool's own content")

@@ -196,7 +196,7 @@ func TestHostileSessionDeleteEndsWaits(t *testing.T) {
 			}
 			got <- hostileOutcome(rep)
 		}()
-		require.Eventually(t, func() bool { return s.srv.Router.Stats().Waiters == 1 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return s.srv.Router.Stats().Waiters == 1 }, 30*time.Second, time.Millisecond)
 		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.url, nil)
 		require.NoError(t, err)
 		req.Header.Set("Mcp-Session-Id", co.session)
@@ -208,10 +208,10 @@ func TestHostileSessionDeleteEndsWaits(t *testing.T) {
 		select {
 		case o := <-got:
 			outcomes[path] = o
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("the tasks/result of a deleted session still waits")
 		}
-		require.Eventually(t, func() bool { return s.srv.Router.Stats().Waiters == 0 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return s.srv.Router.Stats().Waiters == 0 }, 30*time.Second, time.Millisecond)
 	})
 	require.Equal(t, outcomes["fast"], outcomes["sdk"], "both paths end it alike: %v", outcomes)
 }

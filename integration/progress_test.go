@@ -51,15 +51,20 @@ type incOut struct {
 
 // progressServer serves "chain": six quick Retryable steps, one that is
 // not Retryable, two more Retryable ones of which the first is slow, then
-// a client step.
+// a client step. The engine's clock stands still but for the slow step,
+// which moves it three intervals on: how quick a step is does not depend
+// on how busy the machine is.
 func progressServer(t *testing.T, interval, coalesce time.Duration) (*builder.Server, *progressWrites) {
 	st := &progressWrites{Store: memory.New(), updates: map[string]int{}}
-	b := builder.New("progress", "1").WithStore(st).WithoutEnv().WithWorkflowOptions(workflow.Options{ProgressInterval: coalesce})
+	clock := &relClock{now: time.Now()}
+	b := builder.New("progress", "1").WithStore(st).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{Now: clock.Now}).
+		WithWorkflowOptions(workflow.Options{ProgressInterval: coalesce})
 	builder.Tool(b, &mcp.Tool{Name: "inc"}, func(ctx context.Context, _ *mcp.CallToolRequest, in incIn) (*mcp.CallToolResult, incOut, error) {
 		return nil, incOut{N: in.N + 1}, nil
 	}, taskrouter.ToolOptions{})
 	builder.Tool(b, &mcp.Tool{Name: "slow_inc"}, func(ctx context.Context, _ *mcp.CallToolRequest, in incIn) (*mcp.CallToolResult, incOut, error) {
-		time.Sleep(3 * interval)
+		clock.add(3 * interval)
 		return nil, incOut{N: in.N + 1}, nil
 	}, taskrouter.ToolOptions{})
 	wf := workflow.New("chain", "a chain of increments")
@@ -128,7 +133,7 @@ func TestProgressWritesCoalesce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			interval := tc.interval
 			if interval <= 0 {
-				interval = 5 * time.Millisecond // for slow_inc's sleep
+				interval = 5 * time.Millisecond // for slow_inc's step of the clock
 			}
 			srv, st := progressServer(t, interval, tc.interval)
 			doc := runChain(t, srv)
@@ -143,7 +148,7 @@ func TestProgressWritesCoalesce(t *testing.T) {
 			require.NoError(t, err)
 			raw := task.Variables[workflow.VarProgress]
 			require.NotEmpty(t, raw)
-			var p workflow.WorkflowProgress
+			var p workflow.Progress
 			err = json.Unmarshal(raw, &p)
 			require.NoError(t, err)
 			for _, sp := range p.Steps[:9] {

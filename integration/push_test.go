@@ -159,7 +159,7 @@ func TestPushReplicas(t *testing.T) {
 			}
 		}
 		return done == n
-	}, 10*time.Second, 20*time.Millisecond)
+	}, 30*time.Second, 20*time.Millisecond)
 	for id, k := range ids {
 		require.Equal(t, 1, k, "delivery %s arrived %d times", id, k)
 	}
@@ -183,5 +183,5 @@ func TestPushReplicas(t *testing.T) {
 		ds, _, err := b.Router.Webhooks().Deliveries(ctx, nil, wh.WebhookID, "")
 		require.NoError(t, err)
 		return ds[0].DeliveryID == first.ID && ds[0].Status == mcptask.DeliveryDelivered && ds[0].Attempts == 2
-	}, 10*time.Second, 20*time.Millisecond)
+	}, 30*time.Second, 20*time.Millisecond)
 }

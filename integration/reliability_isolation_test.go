@@ -44,7 +44,7 @@ func TestIsolationBetweenOwners(t *testing.T) {
 				return false
 			}
 		}
-	}, 10*time.Second, 5*time.Millisecond, "alice's long task starts")
+	}, 30*time.Second, 5*time.Millisecond, "alice's long task starts")
 	aDone := relTaskID(aliceCore.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"label": "alice-core"}, "task": map[string]any{}}))
 	aliceCore.must(t, ctx, "tasks/result", map[string]any{"taskId": aDone})
 	aExtDone := relTaskID(aliceExt.must(t, ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"label": "alice-ext"}}))

@@ -7,7 +7,7 @@ package integration
 // leaves: another replica takes it over and completes it, a tasks/cancel
 // lands. A refusal (-32602) means nothing of the call was recorded. The
 // replicas here are in-process servers over real HTTP; "pausing" one is
-// done deterministically: workflow.Options.AfterRecord stops its
+// done deterministically: the AfterRecord test hook (testhooks.Workflow) stops its
 // continuation right after the record committed, and its store refuses
 // its lease claims and renewals meanwhile (what the others see of a
 // process that is stopped).
@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/internal/pgtest"
+	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
@@ -102,10 +103,12 @@ func newAnsServer(t *testing.T, st store.Store, name string) *ansServer {
 	t.Helper()
 	s := &ansServer{name: name, st: st, log: &lockedBuffer{}, published: make(chan string, 16)}
 	logger := slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	wopts := workflow.Options{PromptWait: ansPromptWait}
+	testhooks.SetWorkflow(&wopts, testhooks.Workflow{AfterRecord: ansAfterRecord})
 	b := builder.New("answer-test", "1").WithStore(st).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond,
 			PollInterval: 20 * time.Millisecond, Logger: logger}).
-		WithWorkflowOptions(workflow.Options{PromptWait: ansPromptWait, AfterRecord: ansAfterRecord})
+		WithWorkflowOptions(wopts)
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ansDraftIn) (*mcp.CallToolResult, ansDraftOut, error) {
 		return nil, ansDraftOut{Draft: "draft about " + in.Topic}, nil
 	}, taskrouter.ToolOptions{})
@@ -195,7 +198,7 @@ func ansPauseAfterRecord(t *testing.T, id string) (recorded, resume chan struct{
 }
 
 // ansHook is the test signal the replicas' bridges run right after a
-// continuation's record committed (workflow.Options.AfterRecord).
+// continuation's record committed (testhooks.Workflow.AfterRecord).
 var ansHook atomic.Pointer[func(ctx context.Context, taskID, step string)]
 
 func ansAfterRecord(ctx context.Context, taskID, step string) {
@@ -249,7 +252,7 @@ func ansRequireRecorded(t *testing.T, rep *relReply, notes string, status mcptas
 
 // ansRequireStored checks the stored task: its status, and the review
 // step recorded by the client with notes.
-func ansRequireStored(t *testing.T, st store.Store, id string, status mcptask.Status, notes string) *workflow.WorkflowProgress {
+func ansRequireStored(t *testing.T, st store.Store, id string, status mcptask.Status, notes string) *workflow.Progress {
 	t.Helper()
 	tk, err := st.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -304,7 +307,7 @@ func TestReplicaPausedAfterRecordAnswersCompleted(t *testing.T) {
 	ansRequireRecorded(t, rep, notes, mcptask.StatusCompleted)
 
 	// Its drive, kicked after the pause, finds the task ended and says so.
-	require.Eventually(t, func() bool { return relContains(a.log.String(), id, "ended meanwhile") }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return relContains(a.log.String(), id, "ended meanwhile") }, 30*time.Second, 20*time.Millisecond,
 		"r1 logs that the task ended meanwhile; its lines on it:\n%s", linesWith(a.log.String(), id))
 	after, err := b.st.Get(ctx, id)
 	require.NoError(t, err)
@@ -357,7 +360,7 @@ func TestReplicaPausedHoldingLeaseAnswersCompleted(t *testing.T) {
 	// finding the lease gone, whichever comes first, and says so.
 	require.Eventually(t, func() bool {
 		return relContains(a.log.String(), id, "lease lost") || relContains(a.log.String(), id, "ended meanwhile")
-	}, 10*time.Second, 20*time.Millisecond, "r1 logs that it lost the task; its lines on it:\n%s", linesWith(a.log.String(), id))
+	}, 30*time.Second, 20*time.Millisecond, "r1 logs that it lost the task; its lines on it:\n%s", linesWith(a.log.String(), id))
 	after, err := b.st.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, before.Version, after.Version, "the resumed replica wrote nothing")

@@ -37,7 +37,7 @@ func proxied(t *testing.T) ([]*replica, *rrproxy.Server) {
 // 10s), and which replicas served nothing else meanwhile does not matter.
 func ranOn(t *testing.T, rs []*replica, label string) *replica {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute)
 	for {
 		for _, rp := range rs {
 			select {
@@ -58,7 +58,7 @@ func ranOn(t *testing.T, rs []*replica, label string) *replica {
 
 func stoppedOn(t *testing.T, rp *replica, label string) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute)
 	for {
 		select {
 		case l := <-rp.stopped:

@@ -346,7 +346,7 @@ func TestSamplingHostPerformsTheStepItself(t *testing.T) {
 			require.Eventually(t, func() bool {
 				tk, err := s.srv.Router.Task(ctx, doc.TaskID)
 				return err == nil && tk.Status == mcptask.StatusCompleted
-			}, 10*time.Second, 10*time.Millisecond)
+			}, 30*time.Second, 10*time.Millisecond)
 			sp := stepOf(s.progressOf(t, doc.TaskID), "summary")
 			require.Equal(t, workflow.AskViaHandoff, sp.Asked.Via)
 			require.Equal(t, string(mcptask.ExecClient), sp.CompletedBy)
@@ -559,7 +559,7 @@ func samplingSurvivesRestarts(t *testing.T, db string, overHTTP bool) {
 	require.Eventually(t, func() bool {
 		recs, err := st1.Load()
 		return err == nil && strings.Contains(string(recs["task/"+clientTask]), "notes computed")
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	require.NoError(t, c1.Close()) // and so does the client
 	require.NoError(t, st1.Close())
 

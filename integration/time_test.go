@@ -76,7 +76,7 @@ func onlyTask(t *testing.T, st store.Store) string {
 		}
 		id = page.Tasks[0].ID
 		return true
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	return id
 }
 
@@ -132,7 +132,7 @@ func TestOrphanOnlyWithoutDelivery(t *testing.T) {
 		require.Eventually(t, func() bool {
 			tk, err := srv.Router.Task(context.Background(), doc.TaskID)
 			return err == nil && tk.Status == mcptask.StatusCompleted
-		}, 10*time.Second, 10*time.Millisecond)
+		}, 30*time.Second, 10*time.Millisecond)
 	})
 	t.Run("cut before the handoff", func(t *testing.T) {
 		gate := make(chan struct{})
@@ -162,7 +162,7 @@ func TestOrphanOnlyWithoutDelivery(t *testing.T) {
 		require.Eventually(t, func() bool {
 			tk, err := srv.Router.Task(context.Background(), id)
 			return err == nil && tk.Status == mcptask.StatusFailed
-		}, 10*time.Second, 10*time.Millisecond)
+		}, 30*time.Second, 10*time.Millisecond)
 		tk, err := srv.Router.Task(context.Background(), id)
 		require.NoError(t, err)
 		require.Contains(t, tk.StatusMessage, "orphaned")

@@ -24,8 +24,8 @@ import (
 // every 100 ms, and returns a go-sdk client over HTTP.
 func rulesServer(t *testing.T, opts workflow.Options, w *workflow.Definition) (*builder.Server, *mcp.ClientSession) {
 	t.Helper()
-	b := builder.New("rules", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(taskrouter.Config{SweepInterval: 100 * time.Millisecond}).WithWorkflowOptions(opts)
+	b := builder.New("rules", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{SweepInterval: 100 * time.Millisecond}).WithWorkflowOptions(opts)
 	for _, name := range []string{"work", "approve", "fallback"} {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			return nil, vOut{By: name}, nil

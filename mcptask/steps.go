@@ -2,8 +2,10 @@ package mcptask
 
 // The vocabulary of a workflow task's steps, shared by the workflow
 // engine's progress (package workflow) and the handoff document a client
-// reads (package handoff). The strings are spelled here only; the names
-// those packages re-exported them under are deprecated.
+// reads (package handoff). The strings are spelled here only, and so is
+// how a person names a step kind (StepKind.Label).
+
+import "strings"
 
 // StepStatus is the state of one step (workflow.StepProgress.Status,
 // handoff.RemainingStep.Status, handoff.UndoStep.Status,
@@ -74,4 +76,49 @@ const (
 	// StepKindChild starts another workflow, as its own task, and waits
 	// for its end.
 	StepKindChild StepKind = "child"
+	// StepKindSampling has the client's own model write a text (a
+	// sampling request).
+	StepKindSampling StepKind = "sampling"
+	// StepKindQuestion asks a person a question through the client (an
+	// elicitation).
+	StepKindQuestion StepKind = "question"
 )
+
+// stepKinds is every step kind with how a person names it: the one table
+// of both, which the CLI, the terminal UI and the dashboard read (Label),
+// and the workflow package's kinds are checked against.
+var stepKinds = [...]struct {
+	kind  StepKind
+	label string
+}{
+	{StepKindTool, "tool call"},
+	{StepKindGroup, "parallel group"},
+	{StepKindSleep, "sleep"},
+	{StepKindEvent, "event"},
+	{StepKindForEach, "for-each"},
+	{StepKindLoop, "loop"},
+	{StepKindChild, "child workflow"},
+	{StepKindSampling, "sampling"},
+	{StepKindQuestion, "question"},
+}
+
+// StepKinds returns every step kind, in the order they were added.
+func StepKinds() []StepKind {
+	out := make([]StepKind, len(stepKinds))
+	for i, k := range stepKinds {
+		out[i] = k.kind
+	}
+	return out
+}
+
+// Label is how a person names the kind: "for-each", "child workflow",
+// "parallel group". A kind this module does not know (a newer server's)
+// is named by its wire name, underscores read as spaces.
+func (k StepKind) Label() string {
+	for _, sk := range stepKinds {
+		if sk.kind == k {
+			return sk.label
+		}
+	}
+	return strings.ReplaceAll(string(k), "_", " ")
+}

@@ -77,7 +77,7 @@ func TestScrapeAfterRealActivity(t *testing.T) {
 	// While it runs, the router's gauges show it.
 	require.Eventually(t, func() bool {
 		return strings.Contains(scrape(t, m.Handler()), "taskbridge_handlers_running 1\n")
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	_, err = c.CancelTask(ctx, slow)
 	require.NoError(t, err)
 	f.Wait(t, slow, mcptask.StatusCancelled)

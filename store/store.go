@@ -67,26 +67,6 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// Status is the lifecycle state of a task: the MCP wire strings, declared
-// once in package mcptask.
-//
-// Deprecated: use mcptask.Status.
-type Status = mcptask.Status
-
-// The task statuses.
-const (
-	// Deprecated: use mcptask.StatusWorking.
-	StatusWorking = mcptask.StatusWorking
-	// Deprecated: use mcptask.StatusInputRequired.
-	StatusInputRequired = mcptask.StatusInputRequired
-	// Deprecated: use mcptask.StatusCompleted.
-	StatusCompleted = mcptask.StatusCompleted
-	// Deprecated: use mcptask.StatusFailed.
-	StatusFailed = mcptask.StatusFailed
-	// Deprecated: use mcptask.StatusCancelled.
-	StatusCancelled = mcptask.StatusCancelled
-)
-
 // CanTransition reports whether a task may move from one status to another.
 // working and input_required may move to each other and to any terminal
 // status; a status may also be "moved" to itself while it is not terminal
@@ -146,11 +126,6 @@ type Request struct {
 	// Arguments are the request's arguments as sent.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
-
-// ErrorInfo is a JSON-RPC error that ended a task.
-//
-// Deprecated: use mcptask.ErrorInfo.
-type ErrorInfo = mcptask.ErrorInfo
 
 // StatusChange is one entry of a task's status history.
 type StatusChange struct {

@@ -105,7 +105,7 @@ func TestCreatedTaskSlotsSurviveRestart(t *testing.T) {
 		r, err := taskrouter.NewRouter(st, &taskrouter.Options{MaxPendingPerOwner: 2})
 		require.NoError(t, err)
 		require.NoError(t, r.Install(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)))
-		r.OnRecover("held", func(context.Context, *store.Task, string) error { return nil }) // stays active
+		r.HandleKind("held", napKind{}) // stays active: its Recover does nothing
 		require.NoError(t, r.Start(ctx))
 		return r, func() { _ = r.Close(); _ = st.Close() }
 	}
@@ -173,7 +173,7 @@ func TestStepsTakeSlots(t *testing.T) {
 		defer mu.Unlock()
 		s := r.Stats()
 		return running == 2 && s.Steps == 2 && s.StepsQueued == n-2
-	}, 10*time.Second, time.Millisecond, "two steps run, the others wait: %+v", r.Stats())
+	}, 30*time.Second, time.Millisecond, "two steps run, the others wait: %+v", r.Stats())
 	close(release)
 	for range n {
 		require.NoError(t, <-errs)
@@ -207,7 +207,7 @@ func TestStepsTakeSlots(t *testing.T) {
 		defer hdone()
 		_, _ = h1.r.CallTool(hctx, nil, "hold", map[string]any{}, nil)
 	}()
-	require.Eventually(t, func() bool { return h1.r.Stats().Steps == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return h1.r.Stats().Steps == 1 }, 30*time.Second, time.Millisecond)
 	wctx, wdone := h1.r.Track(ctx, "task-waiter")
 	defer wdone()
 	wctx, wcancel := context.WithCancelCause(wctx)
@@ -216,7 +216,7 @@ func TestStepsTakeSlots(t *testing.T) {
 		_, err := h1.r.CallTool(wctx, nil, "echo", map[string]any{"text": "x"}, nil)
 		got <- err
 	}()
-	require.Eventually(t, func() bool { return h1.r.Stats().StepsQueued == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return h1.r.Stats().StepsQueued == 1 }, 30*time.Second, time.Millisecond)
 	stopped := errors.New("stopped")
 	wcancel(stopped)
 	require.ErrorIs(t, <-got, stopped)

@@ -82,27 +82,6 @@ func TestOptionsValidate(t *testing.T) {
 	require.ErrorContains(t, err, "Options.MaxConcurrent: is negative")
 }
 
-// TestDeprecatedConfigStillWorks: the former Config (the store and the
-// options in one value), New, ConfigFromEnv and Router.Config keep
-// working for callers that have not moved to Options.
-func TestDeprecatedConfigStillWorks(t *testing.T) {
-	t.Setenv(taskrouter.EnvMaxConcurrent, "7")
-	st := newMemoryWithClock(time.Now)
-	cfg, err := taskrouter.ConfigFromEnv(taskrouter.Config{Store: st, PollInterval: time.Second}) //nolint:staticcheck // the deprecated API under test
-	require.NoError(t, err)
-	require.Equal(t, 7, cfg.MaxConcurrent)
-	require.Equal(t, time.Second, cfg.PollInterval)
-	require.Equal(t, st, cfg.Store)
-	r, err := taskrouter.New(cfg) //nolint:staticcheck // the deprecated API under test
-	require.NoError(t, err)
-	got := r.Config() //nolint:staticcheck // the deprecated API under test
-	require.Equal(t, st, got.Store)
-	require.Equal(t, 7, got.MaxConcurrent)
-	require.Equal(t, taskrouter.DefaultMaxTTL, got.MaxTTL, "with the defaults filled in")
-	_, err = taskrouter.New(taskrouter.Config{}) //nolint:staticcheck // the deprecated API under test
-	require.ErrorContains(t, err, "the store is required")
-}
-
 func TestDefaultOwner(t *testing.T) {
 	ctx := context.Background()
 	owner, err := taskrouter.DefaultOwner(ctx, &mcp.CallToolRequest{})

@@ -82,9 +82,7 @@ func TestCoreLifecycle(t *testing.T) {
 			require.Contains(t, []any{"working", "completed"}, got["status"])
 
 			// tasks/result blocks until the task ends and returns the tool result.
-			start := time.Now()
 			final := p.mustCall("tasks/result", map[string]any{"taskId": id})
-			require.Less(t, time.Since(start), 10*time.Second)
 			content := final["content"].([]any)
 			require.Equal(t, "slept a", content[0].(map[string]any)["text"])
 			meta := final["_meta"].(map[string]any)
@@ -160,11 +158,11 @@ func TestCoreCancelStopsWork(t *testing.T) {
 			require.Equal(t, "cancelled", cancelled["status"])
 			require.Equal(t, id, cancelled["taskId"])
 
-			require.Eventually(t, func() bool { return h.wasCancelled("long") }, 5*time.Second, 5*time.Millisecond, "handler context was not cancelled")
+			require.Eventually(t, func() bool { return h.wasCancelled("long") }, 30*time.Second, 5*time.Millisecond, "handler context was not cancelled")
 			select {
 			case err := <-resultErr:
 				require.Error(t, err) // a cancelled task has no result
-			case <-time.After(5 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("tasks/result did not return after cancel")
 			}
 			require.Equal(t, "cancelled", p.mustCall("tasks/get", map[string]any{"taskId": id})["status"])
@@ -320,7 +318,7 @@ func TestCoreStatusPushOnShimmedTransport(t *testing.T) {
 			}
 		}
 		return false
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 }
 
 func TestBoundedConcurrency(t *testing.T) {
@@ -439,7 +437,7 @@ func TestWorkflowFacingCalls(t *testing.T) {
 	select {
 	case res := <-waited:
 		require.Equal(t, "done", res["description"])
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("tasks/result did not wake on Complete")
 	}
 	_, err = h.r.Fail(ctx, task.ID, "too late", nil)

@@ -278,7 +278,7 @@
 //
 // The Router and its lifecycle: router.go (the Router, NewRouter, Start,
 // Close), options.go (Options, defaults, validation, DefaultOwner),
-// env.go (OptionsFromEnv), config.go (the deprecated Config and New).
+// env.go (OptionsFromEnv).
 //
 // A request's way in: shim.go (Transport: the stdio and in-memory
 // connection shim, its fast path and status pushes), http.go

@@ -80,7 +80,7 @@ func TestExtCancel(t *testing.T) {
 			ack := p.mustCall("tasks/cancel", map[string]any{"taskId": id})
 			require.Equal(t, map[string]any{"resultType": "complete"}, withoutMeta(ack))
 			require.Equal(t, "cancelled", p.waitStatus(id, "cancelled")["status"])
-			require.Eventually(t, func() bool { return h.wasCancelled("c") }, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return h.wasCancelled("c") }, 30*time.Second, 5*time.Millisecond)
 			// Idempotent on a finished task.
 			ack = p.mustCall("tasks/cancel", map[string]any{"taskId": id})
 			require.Equal(t, "complete", ack["resultType"])
@@ -212,7 +212,7 @@ func TestSweepExpiresTasks(t *testing.T) {
 	got := p.mustCall("tasks/get", map[string]any{"taskId": running})
 	require.Equal(t, "failed", got["status"], "a running task past its ttl is marked, not lost")
 	require.Contains(t, got["statusMessage"], "expired")
-	require.Eventually(t, func() bool { return h.wasCancelled("r") }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.wasCancelled("r") }, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, "working", p.mustCall("tasks/get", map[string]any{"taskId": keep})["status"])
 
 	// After the grace period the marked task goes too.

@@ -86,7 +86,7 @@ func (c *lineConn) recv() string {
 	case line, ok := <-c.lines:
 		require.True(c.t, ok, "connection closed")
 		return line
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		c.t.Fatal("no answer")
 		return ""
 	}
@@ -150,7 +150,7 @@ func TestFastPathConnectionSameAsSDK(t *testing.T) {
 			require.Eventually(t, func() bool {
 				t, err := h.r.Task(context.Background(), id)
 				return err == nil && t.Status.Terminal()
-			}, 10*time.Second, 5*time.Millisecond)
+			}, 30*time.Second, 5*time.Millisecond)
 		}
 	}
 	requests := []string{
@@ -244,7 +244,7 @@ func TestFastPathConnectionSameAsSDK(t *testing.T) {
 	// The status pushes of the tasks each connection created.
 	var notes [2][]string
 	for i, s := range sides {
-		require.Eventually(t, func() bool { return len(s.c.notifications()) >= 2 }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return len(s.c.notifications()) >= 2 }, 30*time.Second, 5*time.Millisecond)
 		for _, n := range s.c.notifications() {
 			notes[i] = append(notes[i], norm(s, n))
 		}
@@ -281,7 +281,7 @@ func TestFastPathFramingSameAsSDK(t *testing.T) {
 		require.Eventually(t, func() bool {
 			t, err := h.r.Task(context.Background(), id)
 			return err == nil && t.Status.Terminal()
-		}, 5*time.Second, time.Millisecond)
+		}, 30*time.Second, time.Millisecond)
 		return id
 	}
 	get := func(id, reqID string) string {
@@ -375,7 +375,7 @@ func TestNoCodeZero(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(c.call(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleepy","arguments":{"ms":600000},"task":{}}}`)), &m))
 		id := m["result"].(map[string]any)["task"].(map[string]any)["taskId"].(string)
 		c.send(`{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"` + id + `"}}`)
-		require.Eventually(t, func() bool { return h.r.Stats().Waiters == 1 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return h.r.Stats().Waiters == 1 }, 30*time.Second, time.Millisecond)
 		c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`)
 		select {
 		case line := <-c.lines:

@@ -207,7 +207,7 @@ func (e *diffEnv) makeTask(s *diffSide, name, kind string) {
 	require.Eventually(e.t, func() bool {
 		t, err := e.h.r.Task(context.Background(), id)
 		return err == nil && string(t.Status) == want
-	}, 10*time.Second, 5*time.Millisecond, "task %s never %s", kind, want)
+	}, 30*time.Second, 5*time.Millisecond, "task %s never %s", kind, want)
 }
 
 var (
@@ -552,7 +552,7 @@ func mustJSON(v any) string {
 
 func waitWaiters(t *testing.T, h *harness, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return h.r.Stats().Waiters == n }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return h.r.Stats().Waiters == n }, 30*time.Second, time.Millisecond)
 }
 
 // TestFastPathPlainCallsSameAsSDK: plain calls that outlive the host

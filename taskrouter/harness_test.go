@@ -320,7 +320,7 @@ func rpcCode(t *testing.T, err error) int64 {
 // waitStatus polls tasks/get until the task reaches one of the statuses.
 func (p *peer) waitStatus(id string, statuses ...string) map[string]any {
 	p.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		res := p.mustCall("tasks/get", map[string]any{"taskId": id})
 		for _, s := range statuses {

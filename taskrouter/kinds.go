@@ -87,11 +87,7 @@ func (k *kinds) set(kind string, h KindHandler) {
 
 // ended tells the EndKind of t's kind that the engine ended t.
 func (k *kinds) ended(ctx context.Context, t *store.Task) {
-	h := k.of(t)
-	if kf, ok := h.(*kindFuncs); ok {
-		h = kf.base
-	}
-	if e, ok := h.(EndKind); ok {
+	if e, ok := k.of(t).(EndKind); ok {
 		e.Ended(context.WithoutCancel(ctx), t)
 	}
 }
@@ -101,7 +97,7 @@ func (k *kinds) pausable() bool {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	for _, h := range k.handlers {
-		if _, ok := unwrapKind(h).(Pauser); ok {
+		if _, ok := h.(Pauser); ok {
 			return true
 		}
 	}
@@ -115,48 +111,21 @@ func (k *kinds) of(t *store.Task) KindHandler {
 	return k.handlers[t.Labels[LabelKind]]
 }
 
-// update replaces kind's handler with f's change to its hooks (the
-// deprecated On* methods set one hook of a kind at a time).
-func (k *kinds) update(kind string, f func(*kindFuncs)) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.handlers == nil {
-		k.handlers = map[string]KindHandler{}
-	}
-	kf, ok := k.handlers[kind].(*kindFuncs)
-	if !ok {
-		kf = &kindFuncs{base: k.handlers[kind]}
-	} else {
-		c := *kf
-		kf = &c
-	}
-	f(kf)
-	k.handlers[kind] = kf
-}
-
 // The engine asks the registry for one hook at a time: nil when the kind
-// has none (no handler, or a handler made by the On* methods without it).
+// has no handler.
 
-func (k *kinds) recoverHook(t *store.Task) RecoverFunc {
-	switch h := k.of(t).(type) {
-	case nil:
-		return nil
-	case *kindFuncs:
-		return h.recoverHook()
-	default:
+func (k *kinds) recoverHook(t *store.Task) func(ctx context.Context, t *store.Task, reason string) error {
+	if h := k.of(t); h != nil {
 		return h.Recover
 	}
+	return nil
 }
 
-func (k *kinds) wakeHook(t *store.Task) WakeFunc {
-	switch h := k.of(t).(type) {
-	case nil:
-		return nil
-	case *kindFuncs:
-		return h.wakeHook()
-	default:
+func (k *kinds) wakeHook(t *store.Task) func(ctx context.Context, t *store.Task) error {
+	if h := k.of(t); h != nil {
 		return h.Wake
 	}
+	return nil
 }
 
 // expiryMessage is the kind's wording of t's expiry, or "".
@@ -176,13 +145,13 @@ func (k *kinds) touched(ctx context.Context, t *store.Task) {
 
 // inputKind returns t's kind handler when it is an InputKind.
 func (k *kinds) inputKind(t *store.Task) InputKind {
-	ik, _ := unwrapKind(k.of(t)).(InputKind)
+	ik, _ := k.of(t).(InputKind)
 	return ik
 }
 
 // placer returns t's kind handler when it is a Placer.
 func (k *kinds) placer(t *store.Task) Placer {
-	p, _ := unwrapKind(k.of(t)).(Placer)
+	p, _ := k.of(t).(Placer)
 	return p
 }
 
@@ -192,7 +161,7 @@ func (k *kinds) placers() []Placer {
 	defer k.mu.RUnlock()
 	var out []Placer
 	for _, h := range k.handlers {
-		if p, ok := unwrapKind(h).(Placer); ok {
+		if p, ok := h.(Placer); ok {
 			out = append(out, p)
 		}
 	}
@@ -201,133 +170,6 @@ func (k *kinds) placers() []Placer {
 
 // reporter returns t's kind handler when it is a Reporter.
 func (k *kinds) reporter(t *store.Task) Reporter {
-	rep, _ := unwrapKind(k.of(t)).(Reporter)
+	rep, _ := k.of(t).(Reporter)
 	return rep
-}
-
-// unwrapKind is the handler registered with HandleKind under the hooks
-// On* methods set over it.
-func unwrapKind(h KindHandler) KindHandler {
-	for {
-		kf, ok := h.(*kindFuncs)
-		if !ok {
-			return h
-		}
-		h = kf.base
-	}
-}
-
-// kindFuncs is a KindHandler made of the hooks the deprecated On* methods
-// set, over the handler registered before them (base, possibly nil).
-type kindFuncs struct {
-	base    KindHandler
-	recover RecoverFunc
-	wake    WakeFunc
-	expire  ExpiryHook
-	touch   TouchHook
-}
-
-func (f *kindFuncs) recoverHook() RecoverFunc {
-	if f.recover != nil || f.base == nil {
-		return f.recover
-	}
-	if b, ok := f.base.(*kindFuncs); ok {
-		return b.recoverHook()
-	}
-	return f.base.Recover
-}
-
-func (f *kindFuncs) wakeHook() WakeFunc {
-	if f.wake != nil || f.base == nil {
-		return f.wake
-	}
-	if b, ok := f.base.(*kindFuncs); ok {
-		return b.wakeHook()
-	}
-	return f.base.Wake
-}
-
-func (f *kindFuncs) Recover(ctx context.Context, t *store.Task, reason string) error {
-	if h := f.recoverHook(); h != nil {
-		return h(ctx, t, reason)
-	}
-	return nil
-}
-
-func (f *kindFuncs) Wake(ctx context.Context, t *store.Task) error {
-	if h := f.wakeHook(); h != nil {
-		return h(ctx, t)
-	}
-	return nil
-}
-
-func (f *kindFuncs) ExpiryMessage(t *store.Task) string {
-	switch {
-	case f.expire != nil:
-		return f.expire(t)
-	case f.base != nil:
-		return f.base.ExpiryMessage(t)
-	}
-	return ""
-}
-
-func (f *kindFuncs) Touched(ctx context.Context, t *store.Task) {
-	switch {
-	case f.touch != nil:
-		f.touch(ctx, t)
-	case f.base != nil:
-		f.base.Touched(ctx, t)
-	}
-}
-
-// A RecoverFunc resolves an active task of one kind whose process is gone
-// (KindHandler.Recover).
-type RecoverFunc func(ctx context.Context, t *store.Task, reason string) error
-
-// A WakeFunc runs a task whose wake-up time came (KindHandler.Wake).
-type WakeFunc func(ctx context.Context, t *store.Task) error
-
-// ExpiryHook words the failure of a task that is still active when its
-// expiry passes (KindHandler.ExpiryMessage): the message to fail the task
-// with, or "" to keep the default.
-type ExpiryHook func(t *store.Task) string
-
-// A TouchHook learns that a client named a task in a request
-// (KindHandler.Touched).
-type TouchHook func(ctx context.Context, t *store.Task)
-
-// OnRecover registers how Start resolves active tasks of a kind that a
-// previous process left behind. Tool tasks are handled by the router
-// itself.
-//
-// Deprecated: register a KindHandler with HandleKind; OnRecover sets its
-// Recover hook alone.
-func (r *Router) OnRecover(kind string, f RecoverFunc) {
-	r.kinds.update(kind, func(k *kindFuncs) { k.recover = f })
-}
-
-// OnWake registers how the engine's scheduler runs tasks of a kind whose
-// wake-up time came.
-//
-// Deprecated: register a KindHandler with HandleKind; OnWake sets its
-// Wake hook alone.
-func (r *Router) OnWake(kind string, f WakeFunc) {
-	r.kinds.update(kind, func(k *kindFuncs) { k.wake = f })
-}
-
-// OnExpire registers how Sweep words the failure of an active task of one
-// kind whose expiry passed.
-//
-// Deprecated: register a KindHandler with HandleKind; OnExpire sets its
-// ExpiryMessage hook alone.
-func (r *Router) OnExpire(kind string, f ExpiryHook) {
-	r.kinds.update(kind, func(k *kindFuncs) { k.expire = f })
-}
-
-// OnTouch registers a TouchHook for tasks of one kind.
-//
-// Deprecated: register a KindHandler with HandleKind; OnTouch sets its
-// Touched hook alone.
-func (r *Router) OnTouch(kind string, f TouchHook) {
-	r.kinds.update(kind, func(k *kindFuncs) { k.touch = f })
 }

@@ -73,7 +73,7 @@ func stoppedWithin(t *testing.T, tctx context.Context) string {
 	select {
 	case <-tctx.Done():
 		return string(taskrouter.Stopped(tctx))
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the work was not stopped")
 		return ""
 	}
@@ -98,7 +98,7 @@ func TestLeaseReleasedDuringRenewal(t *testing.T) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		return st.meanwhile == nil
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	n := st.renewCount()
 	time.Sleep(150 * time.Millisecond)
 	require.NoError(t, tctx.Err(), "the work was stopped by its own release: %s", taskrouter.Stopped(tctx))

@@ -42,7 +42,7 @@ func TestExtListenNotifications(t *testing.T) {
 				res, err := p.call(mcptask.MethodSubscriptionsListen, map[string]any{"notifications": map[string]any{"taskIds": []string{quick, long, "no-such-task", quick}}})
 				done <- outcome{res, err}
 			}()
-			require.Eventually(t, func() bool { return len(p.notesOf("notifications/subscriptions/acknowledged")) == 1 }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return len(p.notesOf("notifications/subscriptions/acknowledged")) == 1 }, 30*time.Second, 5*time.Millisecond)
 			ack := p.notesOf("notifications/subscriptions/acknowledged")[0]
 			require.Equal(t, []any{quick, long}, ack["notifications"].(map[string]any)["taskIds"], "only the tasks the requestor may see, once each")
 			subID := ack["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"]
@@ -52,7 +52,7 @@ func TestExtListenNotifications(t *testing.T) {
 			require.Eventually(t, func() bool {
 				s := p.taskNotes(quick)
 				return len(s) > 0 && s[len(s)-1] == "completed"
-			}, 10*time.Second, 5*time.Millisecond)
+			}, 30*time.Second, 5*time.Millisecond)
 			require.Contains(t, p.taskNotes(long), "working")
 
 			// Cancelling the long one ends it, and with it the listen.
@@ -62,7 +62,7 @@ func TestExtListenNotifications(t *testing.T) {
 				require.NoError(t, o.err)
 				require.Equal(t, "complete", o.res["resultType"])
 				require.Equal(t, subID, o.res["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"])
-			case <-time.After(10 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("the listen request did not end when its tasks did")
 			}
 			s := p.taskNotes(long)
@@ -92,7 +92,7 @@ func TestExtListenCancelledOnStdio(t *testing.T) {
 		var res map[string]any
 		errc <- p.c.Call(ctx, mcptask.MethodSubscriptionsListen, p.params(map[string]any{"notifications": map[string]any{"taskIds": []string{long}}}), &res)
 	}()
-	require.Eventually(t, func() bool { return len(p.taskNotes(long)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(p.taskNotes(long)) == 1 }, 30*time.Second, 5*time.Millisecond)
 	cancel() // the peer sends notifications/cancelled for the listen
 	require.ErrorIs(t, <-errc, context.Canceled)
 	// The server stopped the stream: the task's end is not notified. (A

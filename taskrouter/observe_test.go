@@ -43,7 +43,7 @@ func TestObserverSeesTheLifecycle(t *testing.T) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return len(rec.handlers) == 2
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	require.Equal(t, taskrouter.TaskCreated, rec.tasks[0].Kind)

@@ -52,7 +52,7 @@ type Pauser interface {
 
 // pauser returns t's kind handler when it is a Pauser.
 func (k *kinds) pauser(t *store.Task) Pauser {
-	p, _ := unwrapKind(k.of(t)).(Pauser)
+	p, _ := k.of(t).(Pauser)
 	return p
 }
 

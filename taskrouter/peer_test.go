@@ -74,7 +74,7 @@ func TestPeerCallsTheClient(t *testing.T) {
 			id := bindFrom(t, p)
 
 			var peer *taskrouter.Peer
-			require.Eventually(t, func() bool { peer = h.r.PeerOf(id); return peer != nil }, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { peer = h.r.PeerOf(id); return peer != nil }, 30*time.Second, 5*time.Millisecond)
 			require.True(t, peer.Can(mcptask.MethodSampling))
 			require.False(t, peer.Can(mcptask.MethodElicit))
 			require.True(t, peer.TakesTask(mcptask.MethodSampling))
@@ -124,7 +124,7 @@ func TestPeerCallsTheClient(t *testing.T) {
 
 			// The connection closes: the task has no peer any more.
 			require.NoError(t, p.c.Close())
-			require.Eventually(t, func() bool { return h.r.PeerOf(id) == nil }, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return h.r.PeerOf(id) == nil }, 30*time.Second, 5*time.Millisecond)
 			actx, acancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer acancel()
 			_, err = h.r.AwaitPeer(actx, id)
@@ -145,7 +145,7 @@ func TestPeerRebindsToTheNextConnection(t *testing.T) {
 	require.NotNil(t, h.r.PeerOf(id))
 	require.False(t, h.r.PeerOf(id).Can(mcptask.MethodSampling))
 	require.NoError(t, first.c.Close())
-	require.Eventually(t, func() bool { return h.r.PeerOf(id) == nil }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.r.PeerOf(id) == nil }, 30*time.Second, 5*time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -189,7 +189,7 @@ func TestPeerCallGivenUpTellsTheClient(t *testing.T) {
 			}, samplingCaps(true))
 			id := bindFrom(t, p)
 			var peer *taskrouter.Peer
-			require.Eventually(t, func() bool { peer = h.r.PeerOf(id); return peer != nil }, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { peer = h.r.PeerOf(id); return peer != nil }, 30*time.Second, 5*time.Millisecond)
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
 			go func() {
@@ -201,7 +201,7 @@ func TestPeerCallGivenUpTellsTheClient(t *testing.T) {
 			require.ErrorIs(t, <-errc, context.Canceled)
 			select {
 			case <-stopped:
-			case <-time.After(10 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("the client's handler was not cancelled")
 			}
 

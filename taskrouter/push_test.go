@@ -93,7 +93,7 @@ func TestPushDelivered(t *testing.T) {
 					raw, _ := json.Marshal(res["deliveries"])
 					require.NoError(t, json.Unmarshal(raw, &ds))
 					return len(ds) == 1 && ds[0].Status == mcptask.DeliveryDelivered
-				}, 5*time.Second, 10*time.Millisecond)
+				}, 30*time.Second, 10*time.Millisecond)
 				require.Equal(t, del.ID, ds[0].DeliveryID)
 				require.Equal(t, 1, ds[0].Attempts)
 
@@ -129,7 +129,7 @@ func TestPushRetriedAfterReceiverDown(t *testing.T) {
 	require.Eventually(t, func() bool {
 		ds, _, _ = h.r.Webhooks().Deliveries(context.Background(), nil, hookID, "")
 		return ds[0].Status == mcptask.DeliveryDelivered
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, ds[0].Attempts)
 }
 
@@ -157,7 +157,7 @@ func TestPushGivesUpVisibly(t *testing.T) {
 		hooks, err = h.r.Webhooks().List(ctx, nil, task.ID)
 		require.NoError(t, err)
 		return len(hooks) == 1 && hooks[0].Failures == 1
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	require.Contains(t, hooks[0].LastError, "gave up after 3 attempts: HTTP 500")
 	require.NotEmpty(t, hooks[0].LastFailureAt)
 	ds, _, err := h.r.Webhooks().Deliveries(ctx, nil, wh.WebhookID, "")
@@ -177,7 +177,7 @@ func TestPushGivesUpVisibly(t *testing.T) {
 			}
 		}
 		return failed != nil
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, wh.WebhookID, failed.WebhookID)
 	require.Equal(t, ds[0].DeliveryID, failed.DeliveryID)
 	require.Equal(t, 3, failed.Attempts)
@@ -324,7 +324,7 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 		ds, _, err = h.r.Webhooks().Deliveries(ctx, nil, wh.WebhookID, "")
 		require.NoError(t, err)
 		return len(ds) == 1 && ds[0].Status == mcptask.DeliveryFailed
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	require.Contains(t, ds[0].LastError, "10.9.9.9 is in a private range")
 	_, _, err = h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: "https://hooks.example.com/in"})
 	require.ErrorContains(t, err, "private range", "resolved at registration too")
@@ -343,7 +343,7 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 		ds, _, err = h.r.Webhooks().Deliveries(ctx, nil, wh2.WebhookID, "")
 		require.NoError(t, err)
 		return len(ds) == 1 && ds[0].Status == mcptask.DeliveryFailed
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	require.Contains(t, ds[0].LastError, "redirects are not followed")
 	require.Zero(t, target.Count())
 	require.Zero(t, rc.Count())
@@ -407,7 +407,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 		ds, _, err := h.r.Webhooks().Deliveries(context.Background(), nil, hookID, "")
 		require.NoError(t, err)
 		return len(ds) == 1 && ds[0].Attempts == 1
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	require.NoError(t, h.r.Close())
 	require.NoError(t, st.Close())
 
@@ -423,7 +423,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 		ds, _, err := h2.r.Webhooks().Deliveries(context.Background(), nil, hookID, "")
 		require.NoError(t, err)
 		return len(ds) == 1 && ds[0].Status == mcptask.DeliveryDelivered && ds[0].Attempts == 2
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	require.NoError(t, h2.r.Close())
 
 	// A third process on the file delivers nothing again.

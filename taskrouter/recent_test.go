@@ -44,7 +44,7 @@ func TestRecentEndedSameAsStore(t *testing.T) {
 			p.mustCall("tasks/result", map[string]any{"taskId": slow})
 			failed := p.mustCall("tools/call", map[string]any{"name": "rpcerr", "arguments": map[string]any{}, "task": map[string]any{"ttl": 120000}})["task"].(map[string]any)["taskId"].(string)
 			for _, id := range []string{instant, slow, failed} {
-				require.Eventually(t, func() bool { return taskrouter.RecentTask(h.r, id) != nil }, 5*time.Second, time.Millisecond)
+				require.Eventually(t, func() bool { return taskrouter.RecentTask(h.r, id) != nil }, 30*time.Second, time.Millisecond)
 				got, err := h.st.Get(ctx, id)
 				require.NoError(t, err)
 				require.Equal(t, got, taskrouter.RecentTask(h.r, id), "task %s", id)

@@ -89,7 +89,9 @@ func TestSchedulerLaterNoteDoesNotHideADueWakeUp(t *testing.T) {
 			return ""
 		}
 	}
-	soon := create(time.Now().Add(time.Second))
+	// soon is 5 s away: the task due now must be woken, and the hour's
+	// note made, before soon is due, however slow the machine.
+	soon := create(time.Now().Add(5 * time.Second))
 	// A task due now: the round that runs it clears the notes and reads
 	// the next due time, soon's, from the index.
 	now := create(time.Now())

@@ -79,7 +79,7 @@ func TestSweeperSignalsWhatItSwept(t *testing.T) {
 	now.Store(&later)
 	swept := 0
 	for swept < 2 {
-		n, ok := r.sweeper.signals.Swept.Wait(5 * time.Second)
+		n, ok := r.sweeper.signals.Swept.Wait(30 * time.Second)
 		require.True(t, ok, "the sweeper swept")
 		swept += n
 	}
@@ -123,10 +123,10 @@ func TestSchedulerSignalsWakeups(t *testing.T) {
 	task, err := r.CreateTask(t.Context(), nil, store.Request{Method: "tools/call", Name: "nap"},
 		CreateOptions{Kind: "nap", WakeAt: time.Now().Add(10 * time.Millisecond)})
 	require.NoError(t, err)
-	id, ok := r.sched.signals.Retry.Wait(5 * time.Second)
+	id, ok := r.sched.signals.Retry.Wait(30 * time.Second)
 	require.True(t, ok, "the failed wake-up is to be retried")
 	require.Equal(t, task.ID, id)
-	id, ok = r.sched.signals.Woken.Wait(10 * time.Second)
+	id, ok = r.sched.signals.Woken.Wait(30 * time.Second)
 	require.True(t, ok, "the retry ran")
 	require.Equal(t, task.ID, id)
 	require.Equal(t, int32(2), k.calls.Load())
@@ -150,16 +150,15 @@ func TestRenewerSignalsALostLease(t *testing.T) {
 	work, done := r.Track(ctx, task.ID)
 	t.Cleanup(done)
 	require.NoError(t, st.Delete(ctx, task.ID))
-	id, ok := r.renewer.signals.Lost.Wait(5 * time.Second)
+	id, ok := r.renewer.signals.Lost.Wait(30 * time.Second)
 	require.True(t, ok, "the lease was found lost")
 	require.Equal(t, task.ID, id)
 	<-work.Done()
 	require.Equal(t, StopEnded, Stopped(work))
 }
 
-// TestKindRegistry: one handler per kind; hooks set one at a time (the
-// deprecated On* methods) override that hook of the handler registered
-// before them and keep the rest, its InputKind and Reporter included.
+// TestKindRegistry: one handler per kind, the last registered; the engine
+// asks it for one hook at a time, none when the kind has no handler.
 func TestKindRegistry(t *testing.T) {
 	var k kinds
 	task := &store.Task{Labels: map[string]string{LabelKind: "wf"}}
@@ -167,28 +166,19 @@ func TestKindRegistry(t *testing.T) {
 	require.Nil(t, k.wakeHook(task))
 	require.Nil(t, k.recoverHook(task))
 	require.Empty(t, k.expiryMessage(task))
+	require.Nil(t, k.inputKind(task))
 
+	k.set("wf", &recordingKind{})
 	base := &recordingKind{}
 	k.set("wf", base)
-	require.NotNil(t, k.wakeHook(task))
-	require.NotNil(t, k.inputKind(task))
-	var woke []string
-	k.update("wf", func(f *kindFuncs) {
-		f.wake = func(context.Context, *store.Task) error { woke = append(woke, "override"); return nil }
-	})
-	k.update("wf", func(f *kindFuncs) { f.expire = func(*store.Task) string { return "gone" } })
 	require.NoError(t, k.wakeHook(task)(t.Context(), task))
-	require.Equal(t, []string{"override"}, woke)
-	require.Equal(t, "gone", k.expiryMessage(task))
 	require.NoError(t, k.recoverHook(task)(t.Context(), task, ReasonRestart))
-	require.Equal(t, []string{"recover"}, base.calls, "the registered handler keeps the hooks not overridden")
-	require.NotNil(t, k.inputKind(task), "and stays an InputKind")
+	require.Equal(t, "base", k.expiryMessage(task))
+	require.Equal(t, []string{"wake", "recover"}, base.calls, "the handler registered last has the kind")
+	require.NotNil(t, k.inputKind(task), "and is its InputKind")
 
-	k.update("other", func(f *kindFuncs) { f.recover = func(context.Context, *store.Task, string) error { return nil } })
 	other := &store.Task{Labels: map[string]string{LabelKind: "other"}}
-	require.NotNil(t, k.recoverHook(other))
-	require.Nil(t, k.wakeHook(other), "a hook never set is none")
-	require.Nil(t, k.inputKind(other))
+	require.Nil(t, k.recoverHook(other), "another kind has no handler")
 }
 
 // recordingKind records its hooks' calls; it is an InputKind.

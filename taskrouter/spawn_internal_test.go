@@ -38,7 +38,7 @@ func TestSpawnAfterCloseStartsNothing(t *testing.T) {
 	select {
 	case o := <-p.ended:
 		require.ErrorIs(t, o.cause, errShutdown)
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the pending create was not answered")
 	}
 	require.Zero(t, ran.Load(), "no handler starts after Close")

@@ -144,7 +144,7 @@ func TestStreamLiveBothDialects(t *testing.T) {
 				// Live: the first report arrives while the handler waits.
 				require.Eventually(t, func() bool {
 					return len(p.streamNotes(id)) >= 2
-				}, 10*time.Second, 5*time.Millisecond)
+				}, 30*time.Second, 5*time.Millisecond)
 				require.Equal(t, []string{"status", "progress"}, eventTypes(p.streamNotes(id))[:2])
 				close(g.get("go"))
 
@@ -266,7 +266,7 @@ func TestStreamRateBound(t *testing.T) {
 // (an EventDropped numbered like the last one it stands for) and resumes
 // at the first event kept, each number once.
 func TestStreamSlowReader(t *testing.T) {
-	st := memory.New(memory.WithLimits(store.Limits{MaxEvents: 20}))
+	st := memory.New(store.WithLimits(store.Limits{MaxEvents: 20}))
 	h := newHarnessOn(t, st, nil)
 	g := &gates{}
 	addReporter(h, g)
@@ -295,7 +295,7 @@ func TestStreamSlowReader(t *testing.T) {
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the reader did not finish")
 	}
 	var markers []int
@@ -443,6 +443,6 @@ func TestStreamInputRequestAndLatestProgress(t *testing.T) {
 		res := p.mustCall("tools/call", map[string]any{"name": "task_result", "arguments": map[string]any{"task_id": rid, "wait_seconds": 0}})
 		text := res["content"].([]any)[0].(map[string]any)["text"].(string)
 		return strings.Contains(text, "still running") && strings.Contains(text, "Latest progress: 0/1 (0%) starting")
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	close(g.get("later"))
 }

@@ -13,27 +13,6 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// TaskSupport is a tool's task support level, as advertised in tools/list.
-//
-// Deprecated: use mcptask.TaskSupport.
-type TaskSupport = mcptask.TaskSupport
-
-// The task support levels, under the names taskrouter gave them first.
-const (
-	// TaskForbidden is mcptask.TaskForbidden.
-	//
-	// Deprecated: use mcptask.TaskForbidden.
-	TaskForbidden = mcptask.TaskForbidden
-	// TaskOptional is mcptask.TaskOptional.
-	//
-	// Deprecated: use mcptask.TaskOptional.
-	TaskOptional = mcptask.TaskOptional
-	// TaskRequired is mcptask.TaskRequired.
-	//
-	// Deprecated: use mcptask.TaskRequired.
-	TaskRequired = mcptask.TaskRequired
-)
-
 // ToolOptions say how a tool behaves as a task.
 type ToolOptions struct {
 	// TaskSupport is the level advertised in tools/list as

@@ -14,16 +14,6 @@ import (
 // mcptask's wire shapes; these add what the SDK needs (ParamsBase,
 // ResultBase) and the dialect-specific envelopes.
 
-// Task is the core-dialect (2025-11-25) wire form of a task.
-//
-// Deprecated: use mcptask.CoreTask.
-type Task = mcptask.CoreTask
-
-// ExtTask is the extension-dialect (2026-07-28) wire form of a task.
-//
-// Deprecated: use mcptask.ExtTask.
-type ExtTask = mcptask.ExtTask
-
 // wireTTL is the ttl a task reports: how long after its creation it is
 // kept, which is its ttl unless its expiry moved (a workflow task's
 // deadline moves with its progress, a task that ran out of time is kept a

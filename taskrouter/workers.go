@@ -25,7 +25,8 @@ type workers struct {
 	mu     sync.Mutex
 	idle   []chan func()
 	closed bool
-	live   atomic.Int32 // workers running or idle
+	live   atomic.Int32  // workers running or idle
+	idleT  time.Duration // how long an idle worker stays: workerIdle when zero (tests set it)
 }
 
 // run runs f on an idle worker, or a new one.
@@ -55,11 +56,15 @@ func (w *workers) loop(ch chan func(), f func()) {
 			return
 		}
 		w.idle = append(w.idle, ch)
+		stay := w.idleT
 		w.mu.Unlock()
+		if stay == 0 {
+			stay = workerIdle
+		}
 		if timer == nil {
-			timer = time.NewTimer(workerIdle)
+			timer = time.NewTimer(stay)
 		} else {
-			timer.Reset(workerIdle)
+			timer.Reset(stay)
 		}
 		select {
 		case f = <-ch:

@@ -112,7 +112,7 @@ func TestWorkflowIsOneTrace(t *testing.T) {
 	tid := tracing.TraceID(id)
 	require.Equal(t, id, tid.String(), "the trace id is the task id")
 	var spans []tracetest.SpanStub
-	require.Eventually(t, func() bool { spans = spansOf(exp, tid); return len(spans) == 5 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { spans = spansOf(exp, tid); return len(spans) == 5 }, 30*time.Second, 5*time.Millisecond)
 	root := named(t, spans, "taskbridge.task release")
 	require.Equal(t, tracing.TaskSpanID(id), root.SpanContext.SpanID(), "the task span has the derived id")
 	require.False(t, root.Parent.IsValid(), "the task span is the root")
@@ -166,7 +166,7 @@ func TestClientSpanParentsItsStep(t *testing.T) {
 			}
 		}
 		return false
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, clientSpan, review.Parent.SpanID())
 	require.Empty(t, review.Links)
 
@@ -183,7 +183,7 @@ func TestClientSpanParentsItsStep(t *testing.T) {
 			}
 		}
 		return false
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, tracing.TaskSpanID(doc.TaskID), review.Parent.SpanID())
 	require.Len(t, review.Links, 1)
 	require.Equal(t, "0af7651916cd43dd8448eb211c80319c", review.Links[0].SpanContext.TraceID().String())
@@ -211,7 +211,7 @@ func TestToolTaskSpans(t *testing.T) {
 			byName[s.Name] = append(byName[s.Name], s)
 		}
 		return len(byName["taskbridge.handler slow"]) == 1 && len(byName["taskbridge.task slow"]) == 1
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	echo := byName["taskbridge.task echo"][0]
 	handler := byName["taskbridge.handler echo"][0]
 	require.Equal(t, echo.SpanContext.TraceID(), handler.SpanContext.TraceID())

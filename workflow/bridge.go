@@ -9,29 +9,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
-)
-
-// Meta keys a client uses on continuation calls.
-const (
-	// MetaTaskID binds a tools/call (or a prompts/get, to resume) to a
-	// workflow task. A client that cannot set _meta passes the same id as
-	// the argument TaskIDArgument instead.
-	//
-	// Deprecated: use mcptask.MetaTaskID.
-	MetaTaskID = mcptask.MetaTaskID
-	// MetaTaskVars carries task variables a continuation call sets (an
-	// object of JSON values; keys under ReservedPrefix are refused).
-	//
-	// Deprecated: use mcptask.MetaTaskVars.
-	MetaTaskVars = mcptask.MetaTaskVars
-	// MetaWorkflow is the _meta key of the mcptask.WorkflowSummary added to
-	// a continuation call's result.
-	//
-	// Deprecated: use mcptask.MetaWorkflow.
-	MetaWorkflow = mcptask.MetaWorkflow
 )
 
 // Labels the bridge keeps on workflow tasks.
@@ -151,15 +132,9 @@ type Options struct {
 	// not count. Zero means DefaultMaxInterruptions; negative gives up at
 	// the first crash.
 	MaxInterruptions int
-	// AfterRecord, when set, runs in every continuation right after the
-	// client step's outcome was committed to the store, before the call
-	// sets off the steps that follow and answers: a test signal (a test
-	// stops a replica exactly there). It may block: the call waits.
-	AfterRecord func(ctx context.Context, taskID, step string)
-	// AfterLineage, when set, runs at each point where a parent workflow
-	// and its child are out of step (see LineageChildCreated and the
-	// others): a test signal (a test kills the process exactly there).
-	AfterLineage func(point LineagePoint, parent, child string)
+	// hooks are the test hooks, set by the module's tests through
+	// internal/testhooks (testhooks.go).
+	hooks testhooks.Workflow
 }
 
 // withDefaults fills zero fields and checks the others against engine e.

@@ -289,7 +289,7 @@ func waitForTask(t *testing.T, e *fakeEngine) string {
 		}
 		id = active[0].ID
 		return true
-	}, 5*time.Second, time.Millisecond)
+	}, 30*time.Second, time.Millisecond)
 	return id
 }
 

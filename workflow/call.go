@@ -15,12 +15,6 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// KindTool is the kind of the steps that call a tool: the server does
-// (Server) or the client does (Client).
-//
-// Deprecated: use mcptask.StepKindTool.
-const KindTool = mcptask.StepKindTool
-
 // A tool call: what the kinds that call a tool (kind_server.go,
 // kind_client.go) share, and the engine's side of it: their arguments,
 // retry and failure policies, the client's wait, the webhook, and

@@ -44,17 +44,19 @@ func TestStepTimeout(t *testing.T) {
 }
 
 // A step's Heartbeat: an attempt silent longer than it is lost and
-// retried; one that beats lives as long as it beats.
+// retried; one that beats lives as long as it beats. The engine times a
+// heartbeat on the real clock: the beats are 10 ms apart against a 500 ms
+// heartbeat, so only a stall of half a second could cut a beating attempt.
 func TestStepHeartbeat(t *testing.T) {
 	e := newFakeEngine()
 	e.tick()
 	var calls atomic.Int32
 	e.tool("deploy", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
 		n := calls.Add(1)
-		for range 6 { // 6 beats 20 ms apart: three times the heartbeat
+		for range 100 { // 100 beats 10 ms apart: twice the heartbeat
 			Heartbeat(ctx)
 			select {
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
@@ -64,7 +66,7 @@ func TestStepHeartbeat(t *testing.T) {
 		}
 		return ok(map[string]any{"deployed": true}), nil
 	})
-	w := New("t", "").Step(Server("deploy", "deploy").Heartbeat(60 * time.Millisecond).
+	w := New("t", "").Step(Server("deploy", "deploy").Heartbeat(500 * time.Millisecond).
 		WithRetryPolicy(RetryPolicy{MaxAttempts: 2, Backoff: time.Millisecond}))
 	f := newFixture(t, e, &Options{PromptWait: -1}, w)
 	tk, _ := f.start(t, "t", nil)
@@ -72,7 +74,7 @@ func TestStepHeartbeat(t *testing.T) {
 	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.EqualValues(t, 2, calls.Load())
 	sp := p.step("deploy")
-	require.Contains(t, sp.History[0].Error, "lost: no heartbeat within 60ms (the step's Heartbeat)")
+	require.Contains(t, sp.History[0].Error, "lost: no heartbeat within 500ms (the step's Heartbeat)")
 	require.Empty(t, sp.History[1].Error)
 
 	// Heartbeat outside a step does nothing.

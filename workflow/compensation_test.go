@@ -150,7 +150,7 @@ func TestUndoFailuresAndStops(t *testing.T) {
 
 		j.tool(e, "untag", "", nil)
 		f = redeploy(t, e, &Options{PromptWait: -1}, release())
-		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond, "%s", func() string { tk, _ = f.task(t, tk.ID); return tk.StatusMessage }())
+		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 30*time.Second, 5*time.Millisecond, "%s", func() string { tk, _ = f.task(t, tk.ID); return tk.StatusMessage }())
 		tk, p = f.task(t, tk.ID)
 		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, "undone, last first: tag (untag), deploy[0] (rollback)")
@@ -180,9 +180,9 @@ func TestUndoWaitsForWhatRuns(t *testing.T) {
 			tk, _ = f.task(t, tk.ID)
 			return strings.Contains(tk.StatusMessage, "waiting for the steps that were running to stop")
 		},
-			10*time.Second, 5*time.Millisecond)
+			30*time.Second, 5*time.Millisecond)
 		close(release)
-		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 30*time.Second, 5*time.Millisecond)
 		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, "undone, last first: slow (unslow)")
 		require.Contains(t, j.list(), "unslow")
@@ -248,7 +248,7 @@ func TestUndoOnCancel(t *testing.T) {
 		var err error
 		ut, err = e.Task(context.Background(), undo)
 		return err == nil && ut.Status.Terminal()
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, mcptask.StatusCompleted, ut.Status, ut.StatusMessage)
 	require.Equal(t, tk.ID, ut.Labels[LabelUndoOf])
 	require.Equal(t, "the workflow was cancelled (cancelled by request); undone, last first: deploy[1] (rollback), deploy[0] (rollback)", ut.StatusMessage)

@@ -20,7 +20,8 @@ type StepInfo struct {
 	// task (TaskID + "/" + Step); it is also in the call's
 	// _meta["taskbridge/idempotency-key"].
 	IdempotencyKey string
-	// By says who performs the step: ByServer, ByClient or ByWebhook.
+	// By says who performs the step: string(mcptask.ExecServer),
+	// string(mcptask.ExecClient) or ByWebhook.
 	By string
 }
 

@@ -100,7 +100,7 @@ func (b *Bridge) continueCall(ctx context.Context, q *taskrouter.Request, req *m
 	// and where the workflow stands, whatever happens to the task (it is
 	// cancelled, expires, completes on the replica that took it over); no
 	// path below returns an error.
-	if f := b.opts.AfterRecord; f != nil {
+	if f := b.opts.hooks.AfterRecord; f != nil {
 		f(ctx, id, at.path)
 	}
 	if !res.IsError {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -19,7 +20,7 @@ func TestRecordedContinuationAnswersWhenTheTaskIsGone(t *testing.T) {
 	e := newFakeEngine()
 	abcTools(e)
 	var hook func(ctx context.Context, taskID, step string)
-	f := newFixture(t, e, &Options{PromptWait: -1, AfterRecord: func(ctx context.Context, taskID, step string) { hook(ctx, taskID, step) }}, abc(nil))
+	f := newFixture(t, e, &Options{PromptWait: -1, hooks: testhooks.Workflow{AfterRecord: func(ctx context.Context, taskID, step string) { hook(ctx, taskID, step) }}}, abc(nil))
 	tk, p := f.start(t, "abc", nil)
 	require.Equal(t, mcptask.StepAwaitingClient, p.step("b").Status)
 	deleted := false
@@ -58,7 +59,7 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 	// A short PromptWait: the retry answers "still working" while nothing
 	// runs c (the fake engine has no scheduler to wake the task).
 	var hook func(ctx context.Context, taskID, step string)
-	f := newFixture(t, e, &Options{PromptWait: 100 * time.Millisecond, AfterRecord: func(ctx context.Context, taskID, step string) { hook(ctx, taskID, step) }}, abc(nil))
+	f := newFixture(t, e, &Options{PromptWait: 100 * time.Millisecond, hooks: testhooks.Workflow{AfterRecord: func(ctx context.Context, taskID, step string) { hook(ctx, taskID, step) }}}, abc(nil))
 	tk, _ := f.start(t, "abc", nil)
 	recorded, resume := make(chan struct{}), make(chan struct{})
 	hook = func(ctx context.Context, taskID, step string) {
@@ -84,8 +85,8 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 		select {
 		case r := <-ch:
 			return r
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no answer within 10s", what)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no answer within 30s", what)
 		}
 		return reply{}
 	}
@@ -93,7 +94,7 @@ func TestRetryDuringARecordedCallsAnswerIsReplayed(t *testing.T) {
 	first := call()
 	select {
 	case <-recorded:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the first call did not record its step")
 	}
 	r := wait(call(), "the retry (it must not wait for the held call)")

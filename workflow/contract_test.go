@@ -102,7 +102,7 @@ func TestEngineNamesNoKind(t *testing.T) {
 	for _, fn := range []string{"Equal", "NotEqual", "Truthy", "Falsy", "Not", "All", "Any"} {
 		delete(forbidden, fn)
 	}
-	require.Contains(t, forbidden, "KindSleep")
+	require.Contains(t, forbidden, "SleepFor")
 	require.Contains(t, forbidden, "sleep")
 	require.Contains(t, forbidden, "Parallel")
 	for _, f := range engineFiles(t) {
@@ -161,6 +161,59 @@ func TestKindsList(t *testing.T) {
 	require.Equal(t, []string{"tool", "tool", "group", "sleep", "event", "foreach", "loop", "child", "sampling", "question"}, names)
 }
 
+// TestKindsNamedInMcptask: every step kind's wire name and the name a
+// person uses are in one table, mcptask's (mcptask.StepKinds,
+// StepKind.Label), which the CLI, the terminal UI and the dashboard read:
+// each kind this package registers is in it, it names none this package
+// lacks, and each has a label of its own.
+func TestKindsNamedInMcptask(t *testing.T) {
+	var registered []mcptask.StepKind
+	for _, k := range kinds {
+		if n := k().name(); !slices.Contains(registered, n) {
+			registered = append(registered, n)
+		}
+	}
+	require.ElementsMatch(t, mcptask.StepKinds(), registered)
+	labels := map[string]mcptask.StepKind{}
+	for _, k := range mcptask.StepKinds() {
+		l := k.Label()
+		require.NotEmpty(t, l, k)
+		require.NotContains(t, labels, l, "%s and %s share a label", k, labels[l])
+		labels[l] = k
+	}
+	require.Equal(t, "for-each", mcptask.StepKindForEach.Label())
+	require.Equal(t, "some new kind", mcptask.StepKind("some_new_kind").Label(), "a newer server's kind is named by its wire name")
+
+	// The faces keep no table of their own: no label that differs from
+	// its kind's wire name is spelled in their code.
+	spelled := map[string]bool{}
+	for l, k := range labels {
+		if l != string(k) {
+			spelled[`"`+l+`"`] = true
+		}
+	}
+	fset := token.NewFileSet()
+	for _, dir := range []string{"../cmd", "../dashboard", "../client"} {
+		err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && spelled[lit.Value] {
+					t.Errorf("%s spells the kind label %s: use mcptask.StepKind.Label", fset.Position(lit.Pos()), lit.Value)
+				}
+				return true
+			})
+			return nil
+		})
+		require.NoError(t, err)
+	}
+}
+
 // A handler knows which task, step and attempt it runs for, for a server
 // step (its retries counted) and for a client step a continuation
 // performs.
@@ -201,7 +254,7 @@ func TestHandlersKnowWhereTheyAre(t *testing.T) {
 		e.wakeDue(t)
 		_, p := f.task(t, tk.ID)
 		return p.step("ask").Status == mcptask.StepAwaitingClient
-	}, 10*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	_, err := f.call(t, tk.ID, "ask", map[string]any{"a": 1})
 	require.NoError(t, err)
 	_, found := StepFrom(context.Background())

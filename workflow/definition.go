@@ -52,11 +52,6 @@ type Definition struct {
 	queue *placement // the queue its tasks take a place on (OnQueue, queue.go)
 }
 
-// SequentialWorkflow is the former name of Definition.
-//
-// Deprecated: use Definition.
-type SequentialWorkflow = Definition
-
 // New returns an empty workflow to fill with Arg and Step.
 func New(name, description string) *Definition {
 	return &Definition{Name: name, Description: description}

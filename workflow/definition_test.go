@@ -28,7 +28,7 @@ func testTools() ToolLookup {
 	})
 }
 
-func validWorkflow() *SequentialWorkflow {
+func validWorkflow() *Definition {
 	return New("wf", "a workflow").Arg("topic", "t", true).Step(
 		Server("fetch", "fetch").Bind("q", PromptArg("topic")).As("hits"),
 		Server("sum", "summarize").Bind("text", StepOutput("hits", "items.0.text")),
@@ -44,7 +44,7 @@ func TestValidateAcceptsAGoodWorkflow(t *testing.T) {
 func TestValidateRejections(t *testing.T) {
 	cases := []struct {
 		name string
-		wf   *SequentialWorkflow
+		wf   *Definition
 		want []string // substrings of the problem, naming step and fix
 	}{
 		{"no name", New("", "d").Step(Server("a", "open")), []string{"no name: set Definition.Name"}},

@@ -35,17 +35,12 @@ import (
 // variable: clients cannot read it with TaskVar nor write it).
 const VarWebhookToken = "_workflow.webhook"
 
-// Who delivered an event, or performed a step through the webhook
-// (Attempt.By, StepProgress.CompletedBy). ByServer and ByClient are the
-// execution values (mcptask.ExecServer, mcptask.ExecClient) as strings:
-// who performed a step, where Execution says who is to.
-const (
-	ByWebhook = "webhook"
-	// Deprecated: use string(mcptask.ExecClient).
-	ByClient = string(mcptask.ExecClient)
-	// Deprecated: use string(mcptask.ExecServer).
-	ByServer = string(mcptask.ExecServer)
-)
+// ByWebhook says that an event was delivered, or a step performed,
+// through the webhook (Attempt.By, StepProgress.CompletedBy); the server
+// and the client are string(mcptask.ExecServer) and
+// string(mcptask.ExecClient), the execution values as strings: who
+// performed a step, where Execution says who is to.
+const ByWebhook = "webhook"
 
 // ErrNotWaiting is matched by the error of a delivery to a step that does
 // not wait for it now (not reached yet, already done with another
@@ -86,7 +81,7 @@ type delivery struct {
 	in      *instance
 	s       *Step
 	payload json.RawMessage
-	by      string // ByWebhook, ByClient
+	by      string // ByWebhook, string(mcptask.ExecClient)
 	via     string
 	decline string // a declined input request: the skip reason
 
@@ -239,7 +234,7 @@ func (d *delivery) perform(webhook bool) error {
 }
 
 // Deliver records an outsider's delivery to step step of workflow task id
-// (by says who: ByWebhook, ByClient): an event's payload (a JSON object
+// (by says who: ByWebhook or string(mcptask.ExecClient)): an event's payload (a JSON object
 // matching the step's payload schema, which becomes its output), or the
 // arguments of a client step that accepts the webhook, whose tool then
 // runs. An event delivered before the workflow awaits it is kept and

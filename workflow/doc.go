@@ -103,6 +103,7 @@
 //	plain.go              plain workflow prompts
 //	tool.go               workflows as tools
 //	observe.go            step observers
+//	testhooks.go          the test hooks' seam (internal/testhooks): no user sets them
 //	engine.go             TaskEngine and the hooks handed to the engine
 //	kind_sample.go        sampling and ask steps (Sample, Ask)
 //	kind_sample_route.go  how their requests reach the client

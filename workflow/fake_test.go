@@ -372,10 +372,11 @@ func (f *fixture) call(t *testing.T, id, tool string, args map[string]any) (mcp.
 	return f.e.cont(context.Background(), f.e.Resolve(context.Background(), req), req)
 }
 
-// settled waits (bounded) until task id rests or ends.
+// settled waits (bounded, generously: a busy machine is slow) until task
+// id rests or ends.
 func (f *fixture) settled(t *testing.T, id string) (*store.Task, *Progress) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tk, err := f.e.Await(ctx, id, func(tk *store.Task) bool {
 		p, err := decodeProgress(tk)

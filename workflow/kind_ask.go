@@ -21,9 +21,6 @@ import (
 // its failure policy applies (HandToClient, the default: the model is
 // told to ask the user; FailsWorkflow: the workflow fails).
 
-// KindAsk is a question a person answers through the client (Ask).
-const KindAsk mcptask.StepKind = "question"
-
 // ask is the kind of Ask steps.
 type ask struct {
 	askKind
@@ -43,7 +40,7 @@ func Ask(name, message string, schema any) *Step {
 	return newStep(name, k)
 }
 
-func (k *ask) name() mcptask.StepKind { return KindAsk }
+func (k *ask) name() mcptask.StepKind { return mcptask.StepKindQuestion }
 
 func (k *ask) print() any {
 	return printed{Args: k.printArgs(), Extra: map[string]any{"method": k.method, "text": k.text, "schema": k.schema}}

@@ -29,11 +29,6 @@ import (
 // The rules that keep the two tasks in step across stops and replicas
 // are in lineage.go. A fork from the step starts a new child.
 
-// KindChild starts another workflow and waits for its end (Child).
-//
-// Deprecated: use mcptask.StepKindChild.
-const KindChild = mcptask.StepKindChild
-
 // childStep is the kind of Child steps.
 type childStep struct {
 	base

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/handoff"
+	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -61,15 +62,15 @@ func TestChildWorkflow(t *testing.T) {
 	e := newFakeEngine()
 	childTools(e)
 	var mu sync.Mutex
-	var points []LineagePoint
-	seen := func(pt LineagePoint, parent, child string) {
+	var points []testhooks.LineagePoint
+	seen := func(pt testhooks.LineagePoint, parent, child string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(points) == 0 || points[len(points)-1] != pt {
 			points = append(points, pt)
 		}
 	}
-	f := newFixture(t, e, &Options{PromptWait: -1, AfterLineage: seen}, notesWorkflow(), train())
+	f := newFixture(t, e, &Options{PromptWait: -1, hooks: testhooks.Workflow{AfterLineage: seen}}, notesWorkflow(), train())
 	tk, _ := f.start(t, "train", map[string]string{"repo": "acme/api"})
 	tk, p := f.settled(t, tk.ID)
 	require.Equal(t, mcptask.StatusWorking, tk.Status, tk.StatusMessage)
@@ -126,9 +127,9 @@ func TestChildWorkflow(t *testing.T) {
 	require.Equal(t, 1, e.callsOf("draft"))
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, LineageChildCreated, points[0])
-	require.Contains(t, points, LineageChildEnded)
-	require.Equal(t, LineageEndRecorded, points[len(points)-1], "the points between the two tasks' writes (the child's end may reach its parent by the answer's path before its own signal)")
+	require.Equal(t, testhooks.LineageChildCreated, points[0])
+	require.Contains(t, points, testhooks.LineageChildEnded)
+	require.Equal(t, testhooks.LineageEndRecorded, points[len(points)-1], "the points between the two tasks' writes (the child's end may reach its parent by the answer's path before its own signal)")
 }
 
 func TestChildFailurePolicies(t *testing.T) {
@@ -288,7 +289,7 @@ func TestChildAcrossStops(t *testing.T) {
 		armed.Store(true)
 		f := newFixture(t, e, &Options{PromptWait: 50 * time.Millisecond}, notesWorkflow(), train())
 		tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
-		require.Eventually(t, func() bool { return len(tasksOf(t, e, LabelParent, tk.ID)) == 1 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return len(tasksOf(t, e, LabelParent, tk.ID)) == 1 }, 30*time.Second, 5*time.Millisecond)
 		_, p := f.task(t, tk.ID)
 		require.Empty(t, p.step("notes").Child, "the parent could not record its child")
 		f.b.Close() // the process stops
@@ -327,7 +328,7 @@ func TestChildAcrossStops(t *testing.T) {
 
 		e.setFailWrite(nil)
 		f = redeploy(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
-		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 10*time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status.Terminal() }, 30*time.Second, 5*time.Millisecond,
 			"a restart looks at the child at once")
 		tk, p = f.task(t, tk.ID)
 		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)

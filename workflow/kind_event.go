@@ -22,11 +22,6 @@ import (
 // declined input request skips the step. With WaitsAtMost the wait is
 // bounded (TimeoutFail or TimeoutSkip: no tool could perform it).
 
-// KindEvent waits for a named event that an outsider delivers (Event).
-//
-// Deprecated: use mcptask.StepKindEvent.
-const KindEvent = mcptask.StepKindEvent
-
 // event is the kind of Event steps.
 type event struct {
 	base

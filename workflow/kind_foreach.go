@@ -26,11 +26,6 @@ import (
 // list fails the step, naming the count. A fork from it runs every item
 // again.
 
-// KindForEach runs a step once per item of a list (ForEach).
-//
-// Deprecated: use mcptask.StepKindForEach.
-const KindForEach = mcptask.StepKindForEach
-
 // MaxItems bounds the items of one for-each.
 const MaxItems = 1000
 

@@ -93,7 +93,7 @@ func TestForEachCrashRerunsOnlyUnfinishedItems(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, p := f.task(t, tk.ID)
 		return p.step("build").Items[0].Status == mcptask.StepCompleted && p.step("build").Items[2].Status == mcptask.StepCompleted
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	f.b.Close() // the process stops while "slow" builds
 
 	var reruns atomic.Int32
@@ -149,7 +149,7 @@ func TestForEachFailures(t *testing.T) {
 		tk, p := f.settled(t, tk.ID)
 		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `an item of step "build" (tool "build") failed: build broke`)
-		require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.running == 0 }, 10*time.Second, 5*time.Millisecond, "the slow item was stopped")
+		require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.running == 0 }, 30*time.Second, 5*time.Millisecond, "the slow item was stopped")
 		require.NotEqual(t, mcptask.StepCompleted, p.step("build").Items[0].Status)
 	})
 	t.Run("hand to client: the item is the client's, named", func(t *testing.T) {

@@ -7,11 +7,6 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// KindGroup runs its members together (Parallel).
-//
-// Deprecated: use mcptask.StepKindGroup.
-const KindGroup = mcptask.StepKindGroup
-
 // A parallel group holds steps that start together: the server runs its
 // server steps concurrently, and the client may perform its client steps
 // in any order. The group ends when every member has ended. It fails

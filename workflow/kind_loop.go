@@ -20,11 +20,6 @@ import (
 // Its output is the output of the run that satisfied the condition (or the
 // last one). A fork from it starts over.
 
-// KindLoop runs a step again until a condition holds (Repeat).
-//
-// Deprecated: use mcptask.StepKindLoop.
-const KindLoop = mcptask.StepKindLoop
-
 // KeepRuns is how many of its latest runs a loop keeps in its record.
 const KeepRuns = 3
 

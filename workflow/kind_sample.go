@@ -57,9 +57,6 @@ import (
 // attempt is a client that could not be reached; a client's own refusal
 // (a JSON-RPC error) is not retried.
 
-// KindSample is a step the client's own model performs (Sample).
-const KindSample mcptask.StepKind = "sampling"
-
 // The ways a step that asks the client reaches it (Asked.Via).
 const (
 	// AskViaTask: a task-augmented request; the client runs it as a task
@@ -157,7 +154,7 @@ func (k *sample) setSystem(text string) { k.system = text }
 func (k *sample) setMaxTokens(n int)    { k.maxTokens = n }
 func (k *sample) setJSON(schema any)    { k.json, k.schema = true, schema }
 
-func (k *sample) name() mcptask.StepKind { return KindSample }
+func (k *sample) name() mcptask.StepKind { return mcptask.StepKindSampling }
 
 func (k *sample) print() any {
 	return printed{Args: k.printArgs(), Extra: map[string]any{"method": k.method, "text": k.text, "system": k.system,

@@ -23,11 +23,6 @@ import (
 // than MaxWait. A sleeping task is not idle: its ttl counts from the
 // sleep's end (see the time rules).
 
-// KindSleep waits, durably, for a time (Sleep, SleepFor, SleepUntil).
-//
-// Deprecated: use mcptask.StepKindSleep.
-const KindSleep = mcptask.StepKindSleep
-
 // sleep is the kind of Sleep, SleepFor and SleepUntil steps.
 type sleep struct {
 	base

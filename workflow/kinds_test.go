@@ -172,7 +172,7 @@ func (g *gate) waitStarted(t *testing.T, n int) []string {
 		select {
 		case name := <-g.started:
 			names = append(names, name)
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("only %v started", names)
 		}
 	}
@@ -227,7 +227,7 @@ func TestParallelGroupCrashRerunsOnlyUnfinished(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, p := f.task(t, tk.ID)
 		return p.step("lint").Status == mcptask.StepCompleted && p.step("unit").Status == mcptask.StepCompleted
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	f.b.Close() // the process stops while integration runs
 
 	var runs atomic.Int32
@@ -263,7 +263,7 @@ func TestParallelGroupFailure(t *testing.T) {
 		require.Equal(t, mcptask.StatusFailed, tk.Status)
 		require.Contains(t, tk.StatusMessage, `group "checks" failed`)
 		require.Contains(t, tk.StatusMessage, "lint found 3 problems")
-		require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.running == 0 }, 10*time.Second, 5*time.Millisecond, "the other members were stopped")
+		require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.running == 0 }, 30*time.Second, 5*time.Millisecond, "the other members were stopped")
 		require.Zero(t, e.callsOf("report"))
 	})
 	t.Run("collect lets the others end", func(t *testing.T) {
@@ -280,7 +280,7 @@ func TestParallelGroupFailure(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, p := f.task(t, tk.ID)
 			return p.step("lint").GaveUp && p.step("integration").Status == mcptask.StepCompleted
-		}, 10*time.Second, 5*time.Millisecond)
+		}, 30*time.Second, 5*time.Millisecond)
 		tk, _ = f.task(t, tk.ID)
 		require.False(t, tk.Status.Terminal(), "the group waits for unit")
 		close(g.release)

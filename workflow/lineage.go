@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -51,26 +52,9 @@ const (
 	LabelDepth = "workflow.depth"
 )
 
-// LineagePoint names a point between the writes of a parent and its
-// child (Options.AfterLineage).
-type LineagePoint string
-
-// The lineage points.
-const (
-	// LineageChildCreated: the child exists; its parent has not recorded
-	// it yet.
-	LineageChildCreated LineagePoint = "child-created"
-	// LineageChildEnded: the child's end is written; its parent has not
-	// heard of it yet.
-	LineageChildEnded LineagePoint = "child-ended"
-	// LineageEndRecorded: the parent wrote the child's end (at each of the
-	// parent's writes after).
-	LineageEndRecorded LineagePoint = "end-recorded"
-)
-
-// lineage signals point to Options.AfterLineage.
-func (b *Bridge) lineage(point LineagePoint, parent, child string) {
-	if f := b.opts.AfterLineage; f != nil {
+// lineage signals point to the AfterLineage test hook.
+func (b *Bridge) lineage(point testhooks.LineagePoint, parent, child string) {
+	if f := b.opts.hooks.AfterLineage; f != nil {
 		f(point, parent, child)
 	}
 }
@@ -129,7 +113,7 @@ func (b *Bridge) startChild(ctx context.Context, parent *store.Task, name string
 	}
 	defer b.done(in)
 	t, _ := in.known()
-	b.lineage(LineageChildCreated, parent.ID, id)
+	b.lineage(testhooks.LineageChildCreated, parent.ID, id)
 	return t, nil
 }
 
@@ -153,14 +137,14 @@ func (b *Bridge) spawn(f func()) {
 func (b *Bridge) written(t *store.Task, p *Progress) {
 	if t.Labels[LabelParent] != "" && (t.Status.Terminal() || waiting(p)) {
 		if t.Status.Terminal() {
-			b.lineage(LineageChildEnded, t.Labels[LabelParent], t.ID)
+			b.lineage(testhooks.LineageChildEnded, t.Labels[LabelParent], t.ID)
 		}
 		b.spawn(func() { b.pokeParent(b.ctx, t) })
 	}
-	if b.opts.AfterLineage != nil {
+	if b.opts.hooks.AfterLineage != nil {
 		walkRecords(p, func(sp *StepProgress) {
 			if sp.Child != "" && sp.ended() {
-				b.lineage(LineageEndRecorded, t.ID, sp.Child)
+				b.lineage(testhooks.LineageEndRecorded, t.ID, sp.Child)
 			}
 		})
 	}

@@ -28,7 +28,7 @@ type StepEvent struct {
 
 // emit reports the last attempt of the slot's step (its path names it:
 // "deploy[2]" for a for-each's item).
-func emit(o StepObserver, taskID string, p *WorkflowProgress, sl *slot, meta mcp.Meta) {
+func emit(o StepObserver, taskID string, p *Progress, sl *slot, meta mcp.Meta) {
 	if o == nil || sl == nil || len(sl.sp.History) == 0 {
 		return
 	}

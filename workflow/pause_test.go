@@ -63,7 +63,7 @@ func TestPauseLetsTheRunningStepFinish(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, p := f.task(t, tk.ID)
 		return p.step("deploy").Status == mcptask.StepCompleted
-	}, 10*time.Second, 5*time.Millisecond, "the running step finished and was recorded")
+	}, 30*time.Second, 5*time.Millisecond, "the running step finished and was recorded")
 	tk, p := f.settled(t, tk.ID)
 	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	require.Equal(t, mcptask.StepPending, p.step("after").Status, "nothing new starts")
@@ -111,7 +111,7 @@ func TestPauseCutStopsTheRunningStep(t *testing.T) {
 	_, said, err := f.b.Pause(context.Background(), tk.ID, taskrouter.PauseRequest{By: "ops", Cut: true})
 	require.NoError(t, err)
 	require.Contains(t, said, `The steps that were running ("deploy") were stopped; they run again on resume.`)
-	require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.total == 0 }, 10*time.Second, 5*time.Millisecond, "its tool was stopped")
+	require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.total == 0 }, 30*time.Second, 5*time.Millisecond, "its tool was stopped")
 	tk, p := f.settled(t, tk.ID)
 	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	h := p.step("deploy").History
@@ -124,7 +124,7 @@ func TestPauseCutStopsTheRunningStep(t *testing.T) {
 	require.Equal(t, "<nil>", r.next(t), "it runs again")
 	r.release <- struct{}{}
 	tk, _ = f.settled(t, tk.ID)
-	require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { tk, _ = f.task(t, tk.ID); return tk.Status == mcptask.StatusCompleted }, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, 2, e.callsOf("deploy"))
 }
 
@@ -233,20 +233,21 @@ func TestPauseGivesUpAQueuePlace(t *testing.T) {
 	second, _ := f.start(t, "deploy", map[string]string{"repo": "a"})
 	_, _, err := f.b.Pause(context.Background(), second.ID, taskrouter.PauseRequest{By: "ops"})
 	require.NoError(t, err)
+	// The pause lands after Pause returns, in two writes (the queue's
+	// entry, the workflow's record): wait for both.
 	require.Eventually(t, func() bool {
 		es, err := e.st.QueueEntries(context.Background(), "deploys")
 		require.NoError(t, err)
-		return len(es) == 1 && es[0].TaskID == first.ID
-	}, 10*time.Second, 5*time.Millisecond, "the paused workflow left the queue")
-	_, p := f.task(t, second.ID)
-	require.Nil(t, p.step("deploy").Queue)
+		_, p := f.task(t, second.ID)
+		return len(es) == 1 && es[0].TaskID == first.ID && p.step("deploy").Queue == nil
+	}, 30*time.Second, 5*time.Millisecond, "the paused workflow left the queue, and its record says so")
 
 	r.release <- struct{}{}
-	require.Eventually(t, func() bool { tk, _ := f.task(t, first.ID); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { tk, _ := f.task(t, first.ID); return tk.Status == mcptask.StatusCompleted }, 30*time.Second, 5*time.Millisecond)
 	r.none(t)
 	_, _, err = f.b.Resume(context.Background(), second.ID, "ops")
 	require.NoError(t, err)
 	require.Equal(t, "a", r.next(t), "it queues again and runs")
 	r.release <- struct{}{}
-	require.Eventually(t, func() bool { tk, _ := f.task(t, second.ID); return tk.Status == mcptask.StatusCompleted }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { tk, _ := f.task(t, second.ID); return tk.Status == mcptask.StatusCompleted }, 30*time.Second, 5*time.Millisecond)
 }

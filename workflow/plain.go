@@ -24,11 +24,6 @@ type PromptHandler struct {
 	Now func() time.Time
 }
 
-// WorkflowPromptHandler is the former name of PromptHandler.
-//
-// Deprecated: use PromptHandler.
-type WorkflowPromptHandler = PromptHandler
-
 // NewPromptHandler returns a plain handler for w.
 func NewPromptHandler(w *Definition, call ToolCaller) *PromptHandler {
 	return &PromptHandler{Workflow: w, Call: call}

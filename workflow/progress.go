@@ -13,7 +13,7 @@ import (
 // under ReservedPrefix.
 const (
 	ReservedPrefix = "_workflow."
-	// VarProgress holds the WorkflowProgress JSON.
+	// VarProgress holds the Progress JSON.
 	VarProgress = "_workflow.progress"
 	// VarResultPrefix starts the variable that keeps the full tool result
 	// of a step the client performed (VarResultPrefix + step name), so that
@@ -29,59 +29,6 @@ const (
 // before step fingerprints (print), events kept until awaited (early),
 // the status cancelled and the attempt outcomes stopped and cancelled.
 const ProgressSchemaVersion = 4
-
-// Step statuses in WorkflowProgress (the values are declared in mcptask).
-const (
-	// StepPending: not started.
-	//
-	// Deprecated: use mcptask.StepPending.
-	StepPending = mcptask.StepPending
-	// StepRunning: the server is running the step (an attempt is open).
-	// A step found running after a restart runs again.
-	//
-	// Deprecated: use mcptask.StepRunning.
-	StepRunning = mcptask.StepRunning
-	// StepAwaitingClient: a client step whose inputs exist; the workflow
-	// waits for the client to perform it.
-	//
-	// Deprecated: use mcptask.StepAwaitingClient.
-	StepAwaitingClient = mcptask.StepAwaitingClient
-	// StepCompleted: done; its output is in Outputs.
-	//
-	// Deprecated: use mcptask.StepCompleted.
-	StepCompleted = mcptask.StepCompleted
-	// StepFailed: the last attempt failed. A failed server step the server
-	// gave up on is handed to the client (HandedToClient); one it retries
-	// has a RetryAt.
-	//
-	// Deprecated: use mcptask.StepFailed.
-	StepFailed = mcptask.StepFailed
-	// StepSkipped: the step will not run (its condition did not hold, its
-	// client did not perform it in time with TimeoutSkip, or it needs the
-	// output of a skipped step); SkipReason says why.
-	//
-	// Deprecated: use mcptask.StepSkipped.
-	StepSkipped = mcptask.StepSkipped
-	// StepSleeping: a sleep waits until Until.
-	//
-	// Deprecated: use mcptask.StepSleeping.
-	StepSleeping = mcptask.StepSleeping
-	// StepAwaitingEvent: an event step waits for its event.
-	//
-	// Deprecated: use mcptask.StepAwaitingEvent.
-	StepAwaitingEvent = mcptask.StepAwaitingEvent
-	// StepAwaitingChild: the child workflow a child step started runs its
-	// own steps (Child is its task).
-	//
-	// Deprecated: use mcptask.StepAwaitingChild.
-	StepAwaitingChild = mcptask.StepAwaitingChild
-	// StepCancelled: the step was stopped before it ended because the
-	// workflow failed without it (a group that fails fast); SkipReason
-	// says why.
-	//
-	// Deprecated: use mcptask.StepCancelled.
-	StepCancelled = mcptask.StepCancelled
-)
 
 // Why an attempt was made (Attempt.Reason).
 const (
@@ -154,12 +101,11 @@ type Progress struct {
 	Paused *Pause `json:"paused,omitempty" jsonschema:"description=Set while the workflow is paused: who paused it when and why"`
 }
 
-// WorkflowProgress is the former name of Progress.
-//
-// Deprecated: use Progress.
-type WorkflowProgress = Progress
-
-// StepProgress is one step's state.
+// StepProgress is one step's state. Its Status is an mcptask.StepStatus:
+// a step found running after a restart runs again; a failed server step
+// the server gave up on is handed to the client (HandedToClient), one it
+// retries has a RetryAt; a skipped or cancelled step's SkipReason says
+// why.
 type StepProgress struct {
 	Name      string             `json:"name"`
 	Tool      string             `json:"tool"`
@@ -326,7 +272,7 @@ var progressSchema = sync.OnceValue(func() []byte {
 	return b
 })
 
-// ProgressSchemaJSON returns the JSON Schema of WorkflowProgress.
+// ProgressSchemaJSON returns the JSON Schema of Progress.
 func ProgressSchemaJSON() []byte { return progressSchema() }
 
 // ProgressSchemaURI is the URI of the MCP resource that publishes

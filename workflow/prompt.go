@@ -21,11 +21,6 @@ type TaskPromptHandler struct {
 	name   string
 }
 
-// TaskWorkflowPromptHandler is the former name of TaskPromptHandler.
-//
-// Deprecated: use TaskPromptHandler.
-type TaskWorkflowPromptHandler = TaskPromptHandler
-
 // Handle is the mcp.PromptHandler. A prompts/get naming a task (with
 // _meta._task_id, or the argument _task_id) resumes that workflow task,
 // retrying server steps that failed; otherwise it starts a new task on the

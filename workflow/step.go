@@ -39,30 +39,6 @@ type Step struct {
 	queue  *placement // the queue its runs take a place on (OnQueue, queue.go)
 }
 
-// StepKind says what a step does (the values are declared in mcptask).
-//
-// Deprecated: use mcptask.StepKind.
-type StepKind = mcptask.StepKind
-
-// StepExecution says who performs a step: the server or the client (the
-// same type as handoff.Execution; the values are declared in mcptask).
-//
-// Deprecated: use mcptask.Execution.
-type StepExecution = mcptask.Execution
-
-// The execution modes.
-const (
-	// ServerExecutable steps run on the server as soon as their inputs exist.
-	//
-	// Deprecated: use mcptask.ExecServer.
-	ServerExecutable = mcptask.ExecServer
-	// ClientDeferred steps are performed by the client, which calls the
-	// step's tool with _meta._task_id (or the argument _task_id).
-	//
-	// Deprecated: use mcptask.ExecClient.
-	ClientDeferred = mcptask.ExecClient
-)
-
 // Kind says what the step does: a tool call (performed by the server or
 // the client), a group, a sleep, an event.
 func (s *Step) Kind() mcptask.StepKind {

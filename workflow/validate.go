@@ -26,14 +26,6 @@ var ErrInvalid = errors.New("workflow: invalid workflow")
 // Is makes a ValidationError match ErrInvalid.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
-// TaskIDArgument is the tool (and prompt) argument a client that cannot set
-// _meta (a model in an LLM host) uses instead of _meta._task_id. The engine
-// removes it before a tool sees its arguments, so no tool a workflow step
-// calls may declare an argument of that name.
-//
-// Deprecated: use mcptask.ArgTaskID.
-const TaskIDArgument = mcptask.ArgTaskID
-
 // Validate checks a workflow against the tools it calls: unknown tools,
 // duplicate names, outputs used before they are produced, undeclared
 // arguments, required tool arguments left unbound (or bound to an

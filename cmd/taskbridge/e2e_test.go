@@ -199,25 +199,34 @@ func (u *tmuxUI) screen() string {
 // waitFor polls the screen until it shows every one of texts.
 func (u *tmuxUI) waitFor(texts ...string) string {
 	u.t.Helper()
+	return u.until(fmt.Sprintf("%q", texts), func(s string) bool { return shows(s, texts) })
+}
+
+// until polls the screen until ok accepts it (what says what for).
+func (u *tmuxUI) until(what string, ok func(screen string) bool) string {
+	u.t.Helper()
 	deadline := time.Now().Add(uiWait)
 	for {
 		s := u.screen()
-		ok := true
-		for _, want := range texts {
-			if !strings.Contains(s, want) {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if ok(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
 			logs, _ := os.ReadFile(u.errLog)
-			u.t.Fatalf("waited %v for %q; the screen shows:\n%s\nstderr:\n%s", uiWait, texts, s, logs)
+			u.t.Fatalf("waited %v for %s; the screen shows:\n%s\nstderr:\n%s", uiWait, what, s, logs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// shows reports whether screen shows every one of texts.
+func shows(screen string, texts []string) bool {
+	for _, want := range texts {
+		if !strings.Contains(screen, want) {
+			return false
+		}
+	}
+	return true
 }
 
 // selectRow moves the selection down until the list's cursor (›) is on

@@ -166,7 +166,7 @@ func TestInterruptWhileAskingNamesTheWorkflow(t *testing.T) {
 	var code int
 	select {
 	case code = <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the CLI still waits for an answer after Ctrl-C")
 	}
 	require.Equal(t, exitInterrupted, code, errOut.String())

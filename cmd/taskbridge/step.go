@@ -133,7 +133,7 @@ func (cmd *command) stepArgs(ctx context.Context, tool string, given map[string]
 			case s.Tool == "" && s.Call != nil:
 				yours = append(yours, fmt.Sprintf("%s (tool %s)", s.Name, s.Call.Tool))
 			case s.Tool == "" && s.Execution == mcptask.ExecClient:
-				yours = append(yours, fmt.Sprintf("%s (%s, once the steps before it are done)", s.Name, stepview.KindName(s.Kind)))
+				yours = append(yours, fmt.Sprintf("%s (%s, once the steps before it are done)", s.Name, mcptask.StepKind(s.Kind).Label()))
 			case s.Execution == mcptask.ExecClient || s.HandedToClient:
 				yours = append(yours, fmt.Sprintf("%s (tool %s)", s.Name, s.Tool))
 			}

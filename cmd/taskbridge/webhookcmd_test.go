@@ -39,7 +39,7 @@ func TestWebhookCommands(t *testing.T) {
 		code, out, errOut = cli(t, "", "-url", url, "webhook", "deliveries", hook)
 		require.Equal(t, 0, code, errOut)
 		return strings.Contains(out, "delivered") && strings.Contains(out, d.ID)
-	}, 10*time.Second, 50*time.Millisecond)
+	}, 30*time.Second, 50*time.Millisecond)
 
 	code, out, errOut = cli(t, "", "-url", url, "webhook", "rm", hook)
 	require.Equal(t, 0, code, errOut)

@@ -38,6 +38,7 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/push"
 	"github.com/taskbridge/taskbridge/taskrouter"
+	"github.com/taskbridge/taskbridge/workflow"
 )
 
 const usage = `62_tasks_workflow demonstrates taskbridge's task-prompt bridge.
@@ -255,7 +256,7 @@ func serve(args []string, stderr io.Writer) error {
 		if base == "" {
 			base = "http://" + ln.Addr().String()
 		}
-		b.WithWebhookURL(strings.TrimRight(base, "/") + "/hooks")
+		b.WithWorkflowOptions(workflow.Options{WebhookURL: strings.TrimRight(base, "/") + "/hooks"})
 	}
 	srv, err := b.Build(ctx)
 	if err != nil {

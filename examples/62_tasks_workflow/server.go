@@ -334,7 +334,7 @@ func announceRelease(ctx context.Context, _ *mcp.CallToolRequest, in announceIn)
 // client performs, and a server step that needs the client's output and
 // runs only when the review approved (a rejection completes the workflow
 // with publish skipped and the reviewer's feedback in the result).
-func releaseWorkflow(name string) *workflow.SequentialWorkflow {
+func releaseWorkflow(name string) *workflow.Definition {
 	return workflow.New(name, "Draft, review and publish release notes for a repository").
 		WithGoal("Publish reviewed release notes for the repository").
 		TypedArg("repo", "repository to describe (any name)", true, workflow.ArgString).
@@ -414,7 +414,7 @@ var goLivePayload = map[string]any{
 // shipWorkflow exercises the failure paths: a flaky server step that the
 // server retries, and a server step whose failure is handed to the client
 // when the version the user typed is not a semantic version.
-func shipWorkflow() *workflow.SequentialWorkflow {
+func shipWorkflow() *workflow.Definition {
 	return workflow.New("ship_release", "Check, tag and announce a release").
 		WithGoal("Tag a checked release and announce it").
 		Arg("repo", "repository to release (any name)", true).
@@ -482,7 +482,7 @@ func newBuilder(o options) (*builder.Builder, error) {
 	// The task-aware workflows are tools too, so that a model in an LLM
 	// host (which cannot pick prompts) can start them.
 	b.TaskWorkflow(releaseWorkflow("release_notes").AsTool())
-	b.Workflow(releaseWorkflow("release_notes_plain"))
+	b.PlainWorkflow(releaseWorkflow("release_notes_plain"))
 	b.TaskWorkflow(shipWorkflow().AsTool())
 	b.TaskWorkflow(canaryWorkflow().AsTool())
 	addTrain(b)               // train.go

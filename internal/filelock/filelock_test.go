@@ -39,7 +39,7 @@ func TestLockExcludes(t *testing.T) {
 	select {
 	case unlockB := <-got:
 		unlockB()
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the second lock was not granted after the first was released")
 	}
 }

@@ -254,13 +254,13 @@ func TestStreamsAreNotBuffered(t *testing.T) {
 		ev := fmt.Sprint("event-", i)
 		select {
 		case a.stream <- ev:
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatal("the backend's stream is stuck")
 		}
 		select {
 		case got := <-lines:
 			require.Equal(t, "data: "+ev, got)
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("%s did not come through while the stream stays open: buffered", ev)
 		}
 	}

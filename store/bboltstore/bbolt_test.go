@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,18 +60,33 @@ func TestOpenLockedFileFailsFast(t *testing.T) {
 	_, err := s.Create(t.Context(), task("a", time.Now()))
 	require.NoError(t, err)
 
-	start := time.Now()
-	_, err = bboltstore.Open(path, bboltstore.WithOpenTimeout(100*time.Millisecond))
+	// Open gives up (rather than waiting for the lock forever): within a
+	// minute, however slow the machine, for timeouts of a second or less.
+	openWithin := func(opts ...bboltstore.Option) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			s, err := bboltstore.Open(path, opts...)
+			if err == nil {
+				_ = s.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatal("Open waited for the lock")
+			return nil
+		}
+	}
+	err = openWithin(bboltstore.WithOpenTimeout(100 * time.Millisecond))
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "locked")
 	require.Contains(t, err.Error(), path)
-	require.Less(t, time.Since(start), 2*time.Second)
 
 	if !testing.Short() {
-		start = time.Now()
-		_, err = bboltstore.Open(path) // default timeout
-		require.ErrorContains(t, err, "locked")
-		require.Less(t, time.Since(start), 3*time.Second)
+		require.ErrorContains(t, openWithin(), "locked") // the default timeout
 	}
 
 	require.NoError(t, s.Close())
@@ -93,6 +107,7 @@ func TestOpenErrors(t *testing.T) {
 func TestGroupCommitBatches(t *testing.T) {
 	s, _ := openTemp(t)
 	ctx := t.Context()
+	start := time.Now()
 	const writers, each = 64, 10
 	var wg sync.WaitGroup
 	errc := make(chan error, writers)
@@ -126,25 +141,33 @@ func TestGroupCommitBatches(t *testing.T) {
 	require.Zero(t, st.OpsFailed)
 	require.Zero(t, st.CommitErrors)
 	require.Positive(t, st.CommitTime, "commits take time (two fsyncs each)")
-	require.Less(t, st.CommitTime/time.Duration(st.Commits), 5*time.Second, "a mean commit latency, not a total of something else")
+	require.LessOrEqual(t, st.CommitTime, time.Since(start), "the commits' own time (one committer: they do not overlap), not a total of something else")
 }
 
+// TestSingleWriterNoDelay: a lone writer never waits for a batch to fill
+// (as with bbolt's DB.Batch, whose 10ms timer every lone write would wait
+// for). The commit window is an hour: a write that waited for it would not
+// end within the test's generous bound, however fast or slow the machine.
 func TestSingleWriterNoDelay(t *testing.T) {
-	s, _ := openTemp(t, bboltstore.WithNoSync(true))
+	s, _ := openTemp(t, bboltstore.WithNoSync(true), bboltstore.WithCommitWindow(time.Hour))
 	ctx := t.Context()
 	const n = 200
-	lat := make([]time.Duration, n)
-	for i := range n {
-		start := time.Now()
-		_, err := s.Create(ctx, task(strconv.Itoa(i), time.Unix(0, int64(i))))
+	done := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if _, err := s.Create(ctx, task(strconv.Itoa(i), time.Unix(0, int64(i)))); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
 		require.NoError(t, err)
-		lat[i] = time.Since(start)
+	case <-time.After(time.Minute):
+		t.Fatal("a lone writer waited for the commit window")
 	}
-	// With a batching timer (like bbolt's DB.Batch, 10ms) every lone write
-	// would wait for it. The median, unlike the total, stays far below it
-	// even on a loaded machine.
-	slices.Sort(lat)
-	require.Less(t, lat[n/2], 5*time.Millisecond, "median latency of a lone writer")
 	st := s.Stats()
 	require.Equal(t, uint64(n), st.Commits)
 	require.Equal(t, uint64(1), st.MaxOpsPerCommit)
@@ -188,21 +211,6 @@ func TestClockAndLimits(t *testing.T) {
 	require.Equal(t, uint64(1), s.Stats().OpsFailed)
 }
 
-// TestDeprecatedOptions: WithClock and WithLimits, from before
-// store.Options, still work.
-func TestDeprecatedOptions(t *testing.T) {
-	now := time.Date(2031, 5, 6, 7, 8, 9, 10, time.UTC)
-	s, _ := openTemp(t, bboltstore.WithClock(func() time.Time { return now }), bboltstore.WithLimits(store.Limits{MaxResultBytes: 4}))
-	ctx := t.Context()
-	_, err := s.Create(ctx, task("a", now.Add(-time.Minute)))
-	require.NoError(t, err)
-	_, err = s.Update(ctx, "a", store.Update{Result: json.RawMessage(`12345`)})
-	require.ErrorIs(t, err, store.ErrTooLarge)
-	got, err := s.Update(ctx, "a", store.Update{Result: json.RawMessage(`1234`)})
-	require.NoError(t, err)
-	require.True(t, got.UpdatedAt.Equal(now))
-}
-
 // TestCloseFinishesQueuedWrites closes the store while writers are busy:
 // every write either fails with ErrClosed or was acknowledged, and every
 // acknowledged write is in the file.
@@ -243,7 +251,7 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) > 0
-	}, 10*time.Second, time.Millisecond)
+	}, 30*time.Second, time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, s.Close())
 	wg.Wait()

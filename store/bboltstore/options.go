@@ -25,17 +25,6 @@ func WithOptions(opts ...store.Option) Option {
 	return func(o *options) { o.Options.Apply(opts...) }
 }
 
-// WithLimits sets the size limits; zero fields take the store defaults.
-//
-// Deprecated: use WithOptions(store.WithLimits(l)).
-func WithLimits(l store.Limits) Option { return WithOptions(store.WithLimits(l)) }
-
-// WithClock sets the clock used for UpdatedAt (default time.Now). A nil
-// clock is ignored.
-//
-// Deprecated: use WithOptions(store.WithClock(now)).
-func WithClock(now func() time.Time) Option { return WithOptions(store.WithClock(now)) }
-
 // WithNoSync(true) skips the fsync after each commit. This is UNSAFE: it is
 // much faster, but a machine crash or power loss can lose acknowledged
 // writes or corrupt the file. Use it for tests and throw-away data only.

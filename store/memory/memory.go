@@ -46,17 +46,6 @@ import (
 // and store.WithClock.
 type Option = store.Option
 
-// WithLimits sets the size limits; zero fields take the store defaults.
-//
-// Deprecated: use store.WithLimits.
-func WithLimits(l store.Limits) Option { return store.WithLimits(l) }
-
-// WithClock sets the clock used for UpdatedAt (default time.Now). A nil
-// clock is ignored.
-//
-// Deprecated: use store.WithClock.
-func WithClock(now func() time.Time) Option { return store.WithClock(now) }
-
 // headers returns a copy of t without Variables, Result, Error and History.
 func headers(t *store.Task) *store.Task {
 	h := *t

@@ -97,19 +97,3 @@ func BenchmarkQueryPage(b *testing.B) {
 		b.Run(c.Name, func(b *testing.B) { storetest.BenchQueryPage(b, s, c.Query) })
 	}
 }
-
-// TestDeprecatedOptions: the options memory had before store.Options still
-// work.
-func TestDeprecatedOptions(t *testing.T) {
-	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := memory.New(memory.WithClock(func() time.Time { return now }), memory.WithLimits(store.Limits{MaxResultBytes: 2}))
-	defer s.Close()
-	ctx := t.Context()
-	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now.Add(-time.Hour)})
-	require.NoError(t, err)
-	got, err := s.Update(ctx, "a", store.Update{StatusMessage: new(string)})
-	require.NoError(t, err)
-	require.True(t, got.UpdatedAt.Equal(now))
-	_, err = s.Update(ctx, "a", store.Update{Result: json.RawMessage(`123`)})
-	require.ErrorIs(t, err, store.ErrTooLarge)
-}

@@ -43,7 +43,7 @@ func TestUpdateAfterLockWait(t *testing.T) {
 	}
 	// waitLocked waits until a statement waits for a lock.
 	waitLocked := func() {
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(time.Minute)
 		for {
 			var waiting int
 			require.NoError(t, other.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting))
@@ -168,7 +168,7 @@ func TestEventsAcrossReplicas(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, page.Events, 1, "replica b reads what a wrote")
 			read = page.Events[0].Seq
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("append %d not heard", i)
 		}
 	}

@@ -46,17 +46,6 @@ func WithOptions(opts ...store.Option) Option {
 	return func(o *options) { o.Options.Apply(opts...) }
 }
 
-// WithLimits sets the size limits; zero fields take the store defaults.
-//
-// Deprecated: use WithOptions(store.WithLimits(l)).
-func WithLimits(l store.Limits) Option { return WithOptions(store.WithLimits(l)) }
-
-// WithClock sets the clock used for UpdatedAt (default time.Now). A nil
-// clock is ignored.
-//
-// Deprecated: use WithOptions(store.WithClock(now)).
-func WithClock(now func() time.Time) Option { return WithOptions(store.WithClock(now)) }
-
 // WithLogger sets the logger for unusual events (a lost change-feed
 // connection). The default discards everything. A nil logger is ignored.
 func WithLogger(l *slog.Logger) Option {

@@ -96,7 +96,7 @@ func TestPublisherOrderPerTask(t *testing.T) {
 			defer mu.Unlock()
 			out = append([]store.Change(nil), got...)
 			return len(out) >= n
-		}, 5*time.Second, 5*time.Millisecond)
+		}, 30*time.Second, 5*time.Millisecond)
 		return out
 	}
 	rec := func(id string, v uint64) string {
@@ -157,7 +157,7 @@ func TestPublisherLargeBatch(t *testing.T) {
 	require.Greater(t, len(pack(records)), 5)
 	s.pub.signal()
 
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	for {
 		mu.Lock()
@@ -176,6 +176,6 @@ func TestPublisherLargeBatch(t *testing.T) {
 	require.Equal(t, want, got)
 	mu.Unlock()
 	// Counted once PostgreSQL took the batch, maybe after delivery.
-	require.Eventually(t, func() bool { return s.pub.records.Load() == n }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s.pub.records.Load() == n }, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, uint64(1), s.pub.roundTrips.Load(), "one round trip")
 }

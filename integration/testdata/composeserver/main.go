@@ -21,8 +21,8 @@
 // Every tool appends a line to the journal file before it returns
 // ("tool arg key=IDEMPOTENCY-KEY start|end"), so a test counts the calls
 // that a SIGKILL cut short too. -kill-at makes the process SIGKILL itself
-// at a lineage point of a parent and its child (workflow.Options.
-// AfterLineage: child-created, child-ended, end-recorded), the first time
+// at a lineage point of a parent and its child (the AfterLineage test
+// hook, testhooks.Workflow: child-created, child-ended, end-recorded), the first time
 // it is reached; -kill-in makes it SIGKILL itself inside a tool, for one
 // argument ("rollback_service:web"), after the journal's start line.
 package main
@@ -31,6 +31,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/taskbridge/taskbridge/internal/testhooks"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"log/slog"
 	"net"
 	"net/http"
@@ -98,18 +100,19 @@ func main() {
 			}
 			j.add(ctx, name, a, "end")
 			return nil, out, nil
-		}, taskrouter.ToolOptions{TaskSupport: taskrouter.TaskOptional})
+		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	}
 	field := func(k string) func(args map[string]any) string {
 		return func(args map[string]any) string { return fmt.Sprint(args[k]) }
 	}
 	none := func(map[string]any) string { return "-" }
 	var once sync.Once
-	opts := workflow.Options{AfterLineage: func(point workflow.LineagePoint, parent, child string) {
+	var opts workflow.Options
+	testhooks.SetWorkflow(&opts, testhooks.Workflow{AfterLineage: func(point testhooks.LineagePoint, parent, child string) {
 		if string(point) == *killAt {
 			once.Do(func() { die(fmt.Sprintf("at %s (parent %s, child %s)", point, parent, child)) })
 		}
-	}}
+	}})
 	b := builder.New("composeserver", "1").WithDB(*db).WithWorkflowOptions(opts).
 		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 

@@ -179,7 +179,7 @@ func releaseHandler(t testing.TB) http.Handler {
 // releaseWorkflow is example 62's workflow: fetch and draft on the server,
 // review by the client, publish on the server (failing the workflow when
 // the notes were not approved).
-func releaseWorkflow(name string) *workflow.SequentialWorkflow {
+func releaseWorkflow(name string) *workflow.Definition {
 	return workflow.New(name, "Draft, review and publish release notes for a repository").
 		WithGoal("Publish reviewed release notes for the repository").
 		Arg("repo", "repository to describe", true).
@@ -208,7 +208,7 @@ func releaseWorkflow(name string) *workflow.SequentialWorkflow {
 // signOffWorkflow is sign_off, also a tool: a person's decision (the
 // event approve: approved, reason), then publish_notes, which fails the
 // workflow unless approved.
-func signOffWorkflow() *workflow.SequentialWorkflow {
+func signOffWorkflow() *workflow.Definition {
 	return workflow.New("sign_off", "A person signs the notes off, then the server publishes them").
 		Arg("repo", "repository to describe", true).
 		Step(

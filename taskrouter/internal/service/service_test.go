@@ -97,7 +97,7 @@ func TestLoopEvery(t *testing.T) {
 	var l Loop
 	var n atomic.Int32
 	l.Start(t.Context(), time.Millisecond, Every(time.Millisecond, func(context.Context) { n.Add(1) }))
-	require.Eventually(t, func() bool { return n.Load() >= 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return n.Load() >= 3 }, 30*time.Second, time.Millisecond)
 	l.Stop()
 }
 
@@ -111,11 +111,11 @@ func TestSignal(t *testing.T) {
 	for i := range 1000 {
 		s.Send(i)
 	}
-	v, ok := s.Wait(time.Second)
+	v, ok := s.Wait(30 * time.Second)
 	require.True(t, ok)
 	require.Equal(t, 0, v)
 	for range 255 {
-		_, ok = s.Wait(time.Second)
+		_, ok = s.Wait(30 * time.Second)
 		require.True(t, ok)
 	}
 	_, ok = s.Wait(10 * time.Millisecond)

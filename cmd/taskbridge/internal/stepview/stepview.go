@@ -155,25 +155,11 @@ func callArgs(c *handoff.Call) map[string]json.RawMessage {
 	return c.Arguments
 }
 
-// KindName is what a person calls a kind of step: "for-each", "loop",
-// "child workflow", "sleep", "event".
-func KindName(kind string) string {
-	switch kind {
-	case string(mcptask.StepKindForEach):
-		return "for-each"
-	case string(mcptask.StepKindChild):
-		return "child workflow"
-	case string(mcptask.StepKindGroup):
-		return "group"
-	}
-	return strings.ReplaceAll(kind, "_", " ")
-}
-
 // ToolOrKind is a step's tool, or its kind in parentheses for a step that
 // calls none: "(for-each)".
 func ToolOrKind(tool, kind string) string {
 	if tool == "" && kind != "" {
-		return "(" + KindName(kind) + ")"
+		return "(" + mcptask.StepKind(kind).Label() + ")"
 	}
 	return tool
 }

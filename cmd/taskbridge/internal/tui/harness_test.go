@@ -27,7 +27,7 @@ type harness struct {
 	quit bool
 }
 
-const waitFor = 15 * time.Second
+const waitFor = 30 * time.Second
 
 func newHarness(t *testing.T, url string, d mcptask.Dialect, noColor bool) *harness {
 	t.Helper()

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/client"
@@ -295,9 +294,7 @@ func TestStatusLineCountsWorkingTasks(t *testing.T) {
 		h.keys("enter")
 	}
 	h.see("● 2 working  ◆ 0 need input")
-	start := time.Now()
 	h.see("● 0 working  ◆ 0 need input  ✓ 2 done")
-	require.Less(t, time.Since(start), 10*time.Second)
 }
 
 func TestOpenedTaskThatNeedsInputAsksInAForm(t *testing.T) {
