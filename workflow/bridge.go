@@ -385,7 +385,7 @@ func (b *Bridge) ttlOf(wf *compiled) time.Duration {
 
 // unserved handles a task that cannot run here (in.verr): by the version
 // policy, it fails, or it waits with a status message saying what for.
-// Call with mu held.
+// Call with the turn held.
 func (in *instance) unserved(ctx context.Context) {
 	b, t := in.b, in.task
 	log := b.engine.Logger()
@@ -395,7 +395,7 @@ func (in *instance) unserved(ctx context.Context) {
 		if t.StatusMessage != msg {
 			log.Warn("a workflow task waits for its version to be served again", "task", t.ID, "workflow", t.Labels[LabelWorkflow], "version", t.Labels[LabelVersion])
 			if nt, err := b.engine.Update(ctx, t.ID, store.Update{IfVersion: t.Version, StatusMessage: &msg}); err == nil {
-				in.task = nt
+				in.locked(func() { in.task = nt })
 			}
 		}
 		return

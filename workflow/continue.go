@@ -173,18 +173,14 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 			busy   chan struct{}
 			done   bool
 		)
+		verr, lerr := in.ready(ctx, t) // the store, without the memory lock
+		t = nil
 		in.locked(func() {
-			if t != nil && (in.task == nil || t.Version > in.task.Version) {
-				in.adopt(t)
-			}
-			t = nil
-			if err = in.load(ctx); err != nil {
-				err, done = storeErr(err), true
+			if lerr != nil {
+				err, done = storeErr(lerr), true
 				return
 			}
-			if in.verr != nil {
-				in.unserved(ctx)
-				verr := in.verr
+			if verr != nil || in.wf == nil || in.task == nil {
 				if verr == nil {
 					verr = errors.New("the task's definition is not served here")
 				}

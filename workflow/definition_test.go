@@ -192,10 +192,3 @@ func TestProgressSchemaListsTheVersionsRead(t *testing.T) {
 	require.NoError(t, json.Unmarshal(ProgressSchemaJSON(), &s))
 	require.Equal(t, []any{1.0, 2.0, 3.0, 4.0}, s.Properties["schemaVersion"].Enum, "the versions this package reads")
 }
-
-func (p *Progress) clone() *Progress {
-	b, _ := json.Marshal(p)
-	var c Progress
-	_ = json.Unmarshal(b, &c)
-	return &c
-}

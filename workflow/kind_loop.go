@@ -188,7 +188,7 @@ func (k *loop) run(x *turn, cur *slot) (failure string, open bool) {
 		return "", false
 	}
 	if clientSide(cur.s, cur.sp) {
-		failure, back := x.in.reach(x.p, cur.s, cur.sp, x.now)
+		failure, back := reach(x.p, cur.s, cur.sp, x.now)
 		if failure != "" || !back {
 			return failure, !cur.sp.ended()
 		}

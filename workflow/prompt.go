@@ -160,10 +160,12 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 		return nil, storeErr(err)
 	}
 	in := b.use(t.ID)
-	in.locked(func() {
-		in.adopt(t)
-		in.lease = b.engine.AdoptLease(t)
-		in.kickLocked("")
+	in.writing(func() {
+		in.locked(func() {
+			in.adopt(t)
+			in.lease = b.engine.AdoptLease(t)
+			in.kickLocked("")
+		})
 	})
 	return in, nil
 }
@@ -182,8 +184,8 @@ func (h *TaskPromptHandler) resume(ctx context.Context, q *taskrouter.Request, i
 	in := b.use(id)
 	defer b.done(in)
 	unserved := false
-	in.locked(func() {
-		in.adopt(t)
+	in.writing(func() {
+		in.locked(func() { in.adopt(t) })
 		if in.verr != nil {
 			in.unserved(ctx)
 			unserved = true
