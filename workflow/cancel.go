@@ -142,12 +142,12 @@ func (k kindHooks) CancelMessage(t *store.Task, message string) string {
 	}
 	switch {
 	case t.Labels[LabelUndoOf] != "" && p.undoing():
-		return fmt.Sprintf("%s: the undo of workflow task %s was cut; %s", message, p.Undo.Of, undoTally(p.Undo))
+		return fmt.Sprintf("%s: the undo of workflow task %s was cut; %s", message, p.Undo.Of, undoTally(p.Undo, true))
 	case undoesOnCancel(wf, p):
-		msg := fmt.Sprintf("%s; what it did is undone by workflow task %s", message, undoTaskID(t.ID))
+		msg := fmt.Sprintf("%s%s%s", message, undoneBy, undoTaskID(t.ID))
 		if p.undoing() && p.Undo.Listed {
-			msg = fmt.Sprintf("%s while it was undoing what it did (%s); the undo goes on in workflow task %s, so far %s",
-				message, strings.TrimSuffix(oneLine(p.Undo.Reason), "; the workflow failed"), undoTaskID(t.ID), undoTally(p.Undo))
+			msg = fmt.Sprintf("%s"+undoingSince+"%s); the undo goes on in workflow task %s, so far %s",
+				message, strings.TrimSuffix(oneLine(p.Undo.Reason), "; the workflow failed"), undoTaskID(t.ID), undoTally(p.Undo, false))
 		}
 		return msg
 	}
@@ -156,10 +156,24 @@ func (k kindHooks) CancelMessage(t *store.Task, message string) string {
 
 var _ taskrouter.CancelWording = kindHooks{}
 
+// Where CancelMessage's wording starts after the engine's.
+const (
+	undoneBy     = "; what it did is undone by workflow task "
+	undoingSince = " while it was undoing what it did ("
+)
+
+// cancelCause is the engine's wording of a cancel CancelMessage worded.
+func cancelCause(msg string) string {
+	msg, _, _ = strings.Cut(msg, undoneBy)
+	msg, _, _ = strings.Cut(msg, undoingSince)
+	return msg
+}
+
 // undoTally says, of the undo steps of u, which completed, which failed,
-// which were cut while they ran and which never ran.
-func undoTally(u *Undoing) string {
-	var done, failed, cut, never []string
+// which were cut while they ran and which never ran (cut: and that the
+// undo ended there).
+func undoTally(u *Undoing, cut bool) string {
+	var done, failed, stopped, never []string
 	for _, sp := range u.Steps {
 		what := fmt.Sprintf("%s (%s)", strings.TrimPrefix(sp.Name, undoPrefix), sp.Tool)
 		switch {
@@ -168,7 +182,7 @@ func undoTally(u *Undoing) string {
 		case sp.GaveUp || sp.Status == mcptask.StepFailed && sp.RetryAt == nil:
 			failed = append(failed, fmt.Sprintf("%s: %s", what, oneLine(sp.Error)))
 		case sp.open() != nil || sp.Status == mcptask.StepRunning || sp.Attempts > 0:
-			cut = append(cut, what)
+			stopped = append(stopped, what)
 		default:
 			never = append(never, what)
 		}
@@ -179,8 +193,8 @@ func undoTally(u *Undoing) string {
 		}
 		return strings.Join(xs, ", ")
 	}
-	s := fmt.Sprintf("undone: %s; failed: %s; cut while it ran: %s; never ran: %s", list(done), list(failed), list(cut), list(never))
-	if len(failed)+len(cut)+len(never) > 0 {
+	s := fmt.Sprintf("undone: %s; failed: %s; cut while it ran: %s; never ran: %s", list(done), list(failed), list(stopped), list(never))
+	if cut && len(failed)+len(stopped)+len(never) > 0 {
 		s += " (take back by hand what was not undone)"
 	}
 	return s

@@ -316,8 +316,8 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 		}
 	}
 	why := "the workflow was cancelled"
-	if t.StatusMessage != "" {
-		why += " (" + t.StatusMessage + ")"
+	if msg := cancelCause(t.StatusMessage); msg != "" {
+		why += " (" + msg + ")"
 	}
 	if p.Undo == nil {
 		p.Undo = &Undoing{Reason: why}

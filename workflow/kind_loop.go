@@ -143,6 +143,9 @@ func (k *loop) serve(x *turn) string {
 	if failure, open := k.run(x, cur); failure != "" || open {
 		return failure
 	}
+	if sp.Until != nil && cur.sp.Until != nil && sp.Until.Equal(*cur.sp.Until) {
+		sp.Until = nil // the run's own timer (a sleep), shown while it ran
+	}
 	if cur.sp.Status == mcptask.StepCompleted && k.holds(x, cur.sp.Result) {
 		return k.end(x, cur.sp.Result, "")
 	}
@@ -197,9 +200,14 @@ func (k *loop) run(x *turn, cur *slot) (failure string, open bool) {
 	return failure, !cur.sp.ended() && !cur.sp.GaveUp
 }
 
-// show sets the loop's record from its current run's.
+// show sets the loop's record from its current run's: its status, and
+// the timers the time rules wake the task for (a retry, a client's wait,
+// a timer of its own: a sleep's end, a child's next look).
 func (k *loop) show(sp, cur *StepProgress) {
 	sp.RetryAt, sp.Deadline = cur.RetryAt, cur.Deadline
+	if !cur.ended() && !cur.GaveUp && cur.Until != nil {
+		sp.Until = cur.Until
+	}
 	switch {
 	case cur.Status == mcptask.StepRunning || cur.open() != nil:
 		sp.Status = mcptask.StepRunning

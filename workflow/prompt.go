@@ -58,6 +58,8 @@ func (h *TaskPromptHandler) Handle(ctx context.Context, req *mcp.GetPromptReques
 	}
 	res, err := b.promptResult(t, p, q.Dialect)
 	if err != nil {
+		// The caller learns of no task: none is left running behind it.
+		b.failTask(context.WithoutCancel(ctx), t.ID, fmt.Sprintf("the workflow's first answer could not be made, so its caller never learned of this task: %v", err))
 		return nil, err
 	}
 	res.Messages = append([]*mcp.PromptMessage{startMessage(b.newestDef(h.name), p)}, res.Messages...)
