@@ -100,7 +100,7 @@ func TestAttemptBudgetAcrossStopsAndCrashes(t *testing.T) {
 				c := newRelClient(p.url, newRelHTTPClient(2), relExt, "")
 				id := relHandoff(t, c.must(t, ctx, "prompts/get", map[string]any{"name": "slow"})).TaskID
 				waitLedger(t, p, led, "start slow "+id+" 2") // attempt 1 timed out
-				p.term(t)                                      // attempt 2 cut by a deploy
+				p.term(t)                                    // attempt 2 cut by a deploy
 				p = startProc(t, bin, nil, args...)
 				waitLedger(t, p, led, "start slow "+id+" 3")
 				p.kill() // attempt 3 cut by a crash
