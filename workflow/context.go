@@ -56,7 +56,7 @@ func StepFrom(ctx context.Context) (info StepInfo, ok bool) {
 // nextAttempt is the number the next attempt of the record at path will
 // have.
 func (in *instance) nextAttempt(path string) (n int) {
-	in.locked(func() {
+	in.writing(func() {
 		n = 1
 		if in.p != nil && in.wf != nil {
 			if sl := in.wf.slotAt(in.p, path); sl != nil {

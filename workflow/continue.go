@@ -173,46 +173,48 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 			busy   chan struct{}
 			done   bool
 		)
-		verr, lerr := in.ready(ctx, t) // the store, without the memory lock
-		t = nil
-		in.locked(func() {
-			if lerr != nil {
-				err, done = storeErr(lerr), true
-				return
-			}
-			if verr != nil || in.wf == nil || in.task == nil {
-				if verr == nil {
-					verr = errors.New("the task's definition is not served here")
-				}
-				err, done = mcptask.InvalidParams("workflow task %s cannot continue: %v; nothing was recorded", in.id, verr), true
-				return
-			}
-			cur, wf, p := in.task, in.wf, in.p
-			if sl := replayable(wf, p, tool, path); sl != nil {
-				if res, rerr, ok := recordedResult(cur, wf, p, sl, req, path); ok {
-					at, replay, err, done = target{sl.path, sl.s}, res, rerr, true
+		in.writing(func() { // the turn: the record; mu: the continuations here
+			verr, lerr := in.readyTurn(ctx, t) // the store, without the memory lock
+			t = nil
+			in.locked(func() {
+				if lerr != nil {
+					err, done = storeErr(lerr), true
 					return
 				}
-			}
-			if cur.Status.Terminal() {
-				msg := fmt.Sprintf("workflow task %s is %s", in.id, cur.Status)
-				if cur.StatusMessage != "" {
-					msg += ": " + cur.StatusMessage
+				if verr != nil || in.wf == nil || in.task == nil {
+					if verr == nil {
+						verr = errors.New("the task's definition is not served here")
+					}
+					err, done = mcptask.InvalidParams("workflow task %s cannot continue: %v; nothing was recorded", in.id, verr), true
+					return
 				}
-				err, done = mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg), true
-				return
-			}
-			sl, cerr := checkStep(wf, p, cur.ID, tool, path)
-			if cerr != nil {
-				err, done = cerr, true
-				return
-			}
-			at = target{sl.path, sl.s}
-			if busy = in.clients[at.path]; busy != nil {
-				return
-			}
-			in.clients[at.path] = make(chan struct{})
-			done = true
+				cur, wf, p := in.task, in.wf, in.p
+				if sl := replayable(wf, p, tool, path); sl != nil {
+					if res, rerr, ok := recordedResult(cur, wf, p, sl, req, path); ok {
+						at, replay, err, done = target{sl.path, sl.s}, res, rerr, true
+						return
+					}
+				}
+				if cur.Status.Terminal() {
+					msg := fmt.Sprintf("workflow task %s is %s", in.id, cur.Status)
+					if cur.StatusMessage != "" {
+						msg += ": " + cur.StatusMessage
+					}
+					err, done = mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg), true
+					return
+				}
+				sl, cerr := checkStep(wf, p, cur.ID, tool, path)
+				if cerr != nil {
+					err, done = cerr, true
+					return
+				}
+				at = target{sl.path, sl.s}
+				if busy = in.clients[at.path]; busy != nil {
+					return
+				}
+				in.clients[at.path] = make(chan struct{})
+				done = true
+			})
 		})
 		if done {
 			return at, replay, err
@@ -246,7 +248,7 @@ func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.Cal
 	if args == nil {
 		args = map[string]json.RawMessage{}
 	}
-	in.locked(func() {
+	in.writing(func() {
 		if in.p == nil {
 			return
 		}

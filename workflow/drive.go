@@ -326,12 +326,15 @@ func (in *instance) pass(ctx context.Context, ev *occurrence) (wake time.Time, m
 		in.writing(func() { in.stopAll(errTaskEnded) }) // a group that failed fast: its other members stop
 		return time.Time{}, false, nil
 	}
-	in.locked(func() {
+	in.writing(func() {
+		if in.p == nil {
+			return
+		}
 		if w := in.p.timerWake(); !w.IsZero() && w.Sub(b.engine.Now()) < inProcessWait && in.lease != nil {
 			wake = w
 		}
-		more = len(in.running) > 0 || !wake.IsZero()
 	})
+	in.locked(func() { more = len(in.running) > 0 || !wake.IsZero() })
 	return wake, more, next
 }
 
@@ -441,40 +444,45 @@ var (
 // lock while it resolves the arguments and starts the tool.
 func (in *instance) launch(name string, n int) {
 	b := in.b
-	var wf *compiled
-	var p *Progress
-	var t *store.Task
-	in.locked(func() { wf, p, t = in.wf, in.p, in.task })
-	if wf == nil || p == nil || t == nil {
+	var c *toolCall
+	var args map[string]json.RawMessage
+	var err error
+	var key string
+	found := false
+	in.writing(func() { // the record: what the attempt calls, with what
+		if in.wf == nil || in.p == nil {
+			return
+		}
+		sl := in.wf.slotAt(in.p, name)
+		if sl == nil {
+			return
+		}
+		a := sl.sp.open()
+		c = callOf(sl.s)
+		if a == nil || c == nil || a.N != n {
+			return
+		}
+		found, key = true, sl.sp.IdempotencyKey
+		args, err = c.resolve(&resolver{w: in.wf.def, vars: in.vars, item: sl.item}, in.p, false, sl.sp.ServerTakeover)
+	})
+	if !found {
 		return
 	}
-	sl := wf.slotAt(p, name) // p is never written in place once the instance holds it
-	if sl == nil {
-		return
-	}
-	sp := sl.sp
-	a := sp.open()
-	c := callOf(sl.s)
-	if a == nil || c == nil || a.N != n {
-		return
-	}
-	vars := func(name string) (json.RawMessage, bool) { return userVar(name, t.Variables) }
-	args, err := c.resolve(&resolver{w: wf.def, vars: vars, item: sl.item}, p, false, sp.ServerTakeover)
 	tctx, untrack := b.engine.Track(b.ctx, in.id)
-	ctx, cancel := context.WithCancelCause(withStepKey(tctx, in.id, name, a.N, string(mcptask.ExecServer), sp.IdempotencyKey))
-	in.locked(func() { in.running[name] = &stepRun{attempt: a.N, cancel: cancel} })
-	meta := mcp.Meta{mcptask.MetaIdempotencyKey: sp.IdempotencyKey}
+	ctx, cancel := context.WithCancelCause(withStepKey(tctx, in.id, name, n, string(mcptask.ExecServer), key))
+	in.locked(func() { in.running[name] = &stepRun{attempt: n, cancel: cancel} })
+	meta := mcp.Meta{mcptask.MetaIdempotencyKey: key}
 	go func() {
 		defer untrack()
 		defer cancel(nil)
-		r := stepResult{step: name, attempt: a.N}
+		r := stepResult{step: name, attempt: n}
 		if err != nil {
 			r.msg, r.final = err.Error(), true
 		} else {
 			r.args = marshal(args)
 			res, cerr, cut := c.run(ctx, func(ctx context.Context) (*mcp.CallToolResult, error) {
 				if c.perform != nil {
-					return c.perform(ctx, &attemptWork{in: in, path: name, n: a.N, args: args})
+					return c.perform(ctx, &attemptWork{in: in, path: name, n: n, args: args})
 				}
 				return b.runTool(ctx, c.tool, args, meta)
 			})

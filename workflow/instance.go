@@ -30,10 +30,10 @@ import (
 // for nothing else: never across a tool, a queue, a child, or the effects
 // a decision leaves (carry). mu guards the instance's memory and is held
 // for memory only, never across a call to the store, a queue, a child or
-// a tool (TestInstanceHoldsNoLockAcrossCalls). task, p, wf, verr, lease
-// and written are set with both held, so a writer (holding the turn) and a
-// reader (holding mu) each see them whole; a change works on a copy of p
-// (Progress.clone), published once written.
+// a tool (TestInstanceHoldsNoLockAcrossCalls). p, wf, verr, lease and
+// written are the turn's: a change moves p on in place, so whoever reads
+// them holds the turn; task is set with both held, so that a reader
+// holding mu (known) sees it whole.
 //
 // Both are taken in this file only: other files run their sections
 // through locked, writing, commitTurn, refresh and known
@@ -45,13 +45,14 @@ type instance struct {
 
 	turn chan struct{} // the write turn: a token, taken by writing
 
-	mu      sync.Mutex
-	task    *store.Task // the task as last read or written; nil: reload
+	task    *store.Task // the task as last read or written; nil: reload (the turn and mu)
 	p       *Progress   // its progress, decoded (ahead of task while a decision's change is kept unwritten)
 	wf      *compiled   // the version the task runs on; nil when verr is set
 	verr    error       // why the task cannot run here (a version not served, a mismatch, undecodable progress)
 	lease   *taskrouter.Lease
 	written time.Time // when this process last wrote the task
+
+	mu sync.Mutex
 
 	running map[string]*stepRun      // server steps whose tool runs here now
 	clients map[string]chan struct{} // client steps a continuation performs here now; closed when it ends
@@ -138,28 +139,27 @@ func (in *instance) refresh(ctx context.Context, t *store.Task) (wf *compiled, e
 	return wf, err
 }
 
-// ready is refresh for a continuation: it adopts t when newer (nil: none),
-// reads the task unless the instance knows it, and applies the version
-// policy to a task that cannot run here (verr).
-func (in *instance) ready(ctx context.Context, t *store.Task) (verr, err error) {
-	in.writing(func() {
-		if t != nil && (in.task == nil || t.Version > in.task.Version) {
-			in.locked(func() { in.adopt(t) })
-		}
-		if err = in.load(ctx); err != nil {
-			return
-		}
-		if in.verr != nil {
-			verr = in.verr
-			in.unserved(ctx)
-		}
-	})
-	return verr, err
+// readyTurn is refresh for a continuation: it adopts t when newer (nil:
+// none), reads the task unless the instance knows it, and applies the
+// version policy to a task that cannot run here (verr). Call with the
+// turn held.
+func (in *instance) readyTurn(ctx context.Context, t *store.Task) (verr, err error) {
+	if t != nil && (in.task == nil || t.Version > in.task.Version) {
+		in.locked(func() { in.adopt(t) })
+	}
+	if err = in.load(ctx); err != nil {
+		return nil, err
+	}
+	if in.verr != nil {
+		verr = in.verr
+		in.unserved(ctx)
+	}
+	return verr, nil
 }
 
 // known returns the task and its progress as this process last read or
 // wrote them (nil when it knows nothing), decoded afresh: the instance's
-// own Progress changes under mu.
+// own Progress changes under the turn.
 func (in *instance) known() (*store.Task, *Progress) {
 	var t *store.Task
 	in.locked(func() { t = in.task })
@@ -236,18 +236,18 @@ var errEnded = errors.New("workflow: the task has ended")
 // task's lease now.
 var errTakenOver = errors.New("workflow: another server process took the task over")
 
-// commit applies change to a copy of the progress and writes it, with the
-// update change returns, in one write conditional on the task's version
-// (and fenced by the lease while one is held); the copy is the instance's
-// progress once written. On a version conflict it reloads the task and
-// applies change again. change returns errStale (or another error) to
-// give up: nothing is written and the instance reloads; it returns
-// errNoWrite to keep its change in memory, unwritten (coalesced
-// progress), and errUnchanged when it changed nothing. Call with the turn
-// held (not mu: the store is called). The errors: errEnded (the task
-// ended or is gone, also when a fenced write found it so), errTakenOver
-// (another process holds the lease), in.verr (the task's version is not
-// served here), change's own, and JSON-RPC errors for store failures.
+// commit applies change to the progress and writes it, with the update
+// change returns, in one write conditional on the task's version (and
+// fenced by the lease while one is held). On a version conflict it
+// reloads the task and applies change again. change returns errStale (or
+// another error) to give up: nothing is written and the instance
+// reloads; it returns errNoWrite to keep its change in memory, unwritten
+// (coalesced progress), and errUnchanged when it changed nothing. Call
+// with the turn held (not mu: the store is called). The errors: errEnded
+// (the task ended or is gone, also when a fenced write found it so),
+// errTakenOver (another process holds the lease), in.verr (the task's
+// version is not served here), change's own, and JSON-RPC errors for
+// store failures.
 func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.Update, error)) error {
 	for attempt := 0; ; attempt++ {
 		if err := in.load(ctx); err != nil {
@@ -262,14 +262,11 @@ func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.
 		if in.verr != nil {
 			return in.verr
 		}
-		p := in.p.clone()
+		p := in.p
 		u, err := change(p)
 		switch {
-		case errors.Is(err, errNoWrite):
-			in.locked(func() { in.p = p }) // kept, unwritten
-			return err
-		case errors.Is(err, errUnchanged):
-			return err
+		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
+			return err // (a change kept unwritten stays in p)
 		}
 		if err != nil {
 			in.invalidate()
@@ -321,8 +318,7 @@ func permanent(err error) bool {
 // the progress variable, the status message (the pause reason, unless u
 // sets one), the wake-up time, the deadline, the fence of the lease while
 // one is held, and the events of the attempts the write opens and closes
-// (stepEvents); written, p is the instance's progress. Call with the turn
-// held (not mu: the store is called).
+// (stepEvents). Call with the turn held (not mu: the store is called).
 func (in *instance) write(ctx context.Context, p *Progress, u store.Update) error {
 	t := in.task
 	now := in.b.engine.Now()
@@ -365,10 +361,8 @@ func (in *instance) write(ctx context.Context, p *Progress, u store.Update) erro
 		p.Revision--
 		return err
 	}
-	in.locked(func() {
-		in.task, in.p = nt, p
-		in.written = now
-	})
+	in.locked(func() { in.task = nt })
+	in.written = now
 	if u.ReleaseLease || nt.Status.Terminal() {
 		in.dropLease()
 	}
@@ -379,10 +373,9 @@ func (in *instance) write(ctx context.Context, p *Progress, u store.Update) erro
 // dropLease stops renewing the lease (after the write that released it in
 // the store, or when it was lost). Call with the turn held.
 func (in *instance) dropLease() {
-	var l *taskrouter.Lease
-	in.locked(func() { l, in.lease = in.lease, nil })
-	if l != nil {
-		l.Release()
+	if in.lease != nil {
+		in.lease.Release()
+		in.lease = nil
 	}
 }
 
@@ -398,12 +391,10 @@ func (in *instance) holdLease(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in.locked(func() {
-		in.lease = l
-		if in.task == nil || l.Task.Version != in.task.Version {
-			in.adopt(l.Task) // the claim wrote the task (shared store), or it moved on
-		}
-	})
+	in.lease = l
+	if in.task == nil || l.Task.Version != in.task.Version {
+		in.locked(func() { in.adopt(l.Task) }) // the claim wrote the task (shared store), or it moved on
+	}
 	return nil
 }
 

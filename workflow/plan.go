@@ -14,13 +14,15 @@ import (
 // outcomes of its steps' attempts, a timer or a kick, a recovery after a
 // crash, a graceful stop, a pause, a resume, the answers of queues and
 // child workflows). For each, decide takes the task's record (record: the
-// task as stored, a copy of its progress, the version it runs on, and what
+// task as stored, its progress, the version it runs on, and what
 // the executor observes of this process), the event and the time, and
-// returns the next progress (it moves the copy on), the update to write
-// with it, and the effects to carry out once that write is made (start or
-// cut attempts, take or free queue places, start, look at, pause or resume
-// children, tell the observer). decide is pure: it calls no store, queue,
-// child or tool, starts nothing and takes no lock. The instance writes
+// returns the next progress (it moves the record's progress on, in place),
+// the update to write with it, and the effects to carry out once that
+// write is made (start or cut attempts, take or free queue places, start,
+// look at, pause or resume children, tell the observer). decide is a
+// function of the record and the event alone: it calls no store, queue,
+// child or tool, starts nothing and takes no lock, and the same record
+// and event decide the same. The instance writes
 // what it decided once (instance.commit) and carries the effects out
 // after the write, outside every lock (instance.carry); every effect is
 // idempotent, and what a crash between the write and an effect loses the
@@ -55,11 +57,13 @@ import (
 // docs/SEMANTICS.md says what each kind does under each event.
 
 // record is what a decision reads and moves on. task, wf and the
-// observations are read only; p is the decision's own copy.
+// observations are read only; p, the progress, is moved on in place (the
+// instance holds its write turn, and reloads the task when the write
+// fails).
 type record struct {
 	id   string
 	task *store.Task // the task as stored
-	p    *Progress   // its progress (a copy the decision moves on)
+	p    *Progress   // its progress, which the decision moves on
 	wf   *compiled   // the version it runs on
 	opts *Options
 	now  time.Time
@@ -377,6 +381,9 @@ func endRecords(p *Progress, now time.Time, why string) {
 		if a := sp.open(); a != nil {
 			a.Outcome, a.Error = OutcomeCancelled, why
 			a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+		}
+		if sp.ended() {
+			return // what it recorded stays (a sleep's end, say)
 		}
 		switch sp.Status {
 		case mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepAwaitingChild, mcptask.StepSleeping:

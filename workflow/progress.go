@@ -2,8 +2,6 @@ package workflow
 
 import (
 	"encoding/json"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -460,83 +458,4 @@ func walkRecords(p *Progress, f func(sp *StepProgress)) {
 			walk(&p.Undo.Steps[i])
 		}
 	}
-}
-
-// clone returns a copy of p that shares nothing a change writes to: a
-// decision moves a copy on, so that what readers of the instance see (its
-// last written progress) never changes under them. Raw JSON values
-// (outputs, arguments, items, results) are shared: they are replaced,
-// never written in place. TestProgressCloneSharesNothing checks that
-// every field is copied.
-func (p *Progress) clone() *Progress {
-	if p == nil {
-		return nil
-	}
-	c := *p
-	c.Arguments = maps.Clone(p.Arguments)
-	c.Outputs = maps.Clone(p.Outputs)
-	c.Steps = cloneSteps(p.Steps)
-	c.CompletedSteps = slices.Clone(p.CompletedSteps)
-	c.RemainingSteps = slices.Clone(p.RemainingSteps)
-	c.Errors = slices.Clone(p.Errors)
-	c.DeadlineAt = clonePtr(p.DeadlineAt)
-	c.Queue = p.Queue.clone()
-	if p.Paused != nil {
-		pz := *p.Paused
-		c.Paused = &pz
-	}
-	if p.Undo != nil {
-		u := *p.Undo
-		u.Steps = cloneSteps(p.Undo.Steps)
-		c.Undo = &u
-	}
-	return &c
-}
-
-// cloneSteps copies step records (see Progress.clone).
-func cloneSteps(steps []StepProgress) []StepProgress {
-	if steps == nil {
-		return nil
-	}
-	out := make([]StepProgress, len(steps))
-	for i := range steps {
-		out[i] = steps[i].clone()
-	}
-	return out
-}
-
-// clone copies one step record (see Progress.clone).
-func (sp *StepProgress) clone() StepProgress {
-	c := *sp
-	c.History = slices.Clone(sp.History)
-	c.RetryAt, c.ReachedAt, c.Deadline, c.Until = clonePtr(sp.RetryAt), clonePtr(sp.ReachedAt), clonePtr(sp.Deadline), clonePtr(sp.Until)
-	c.Items = cloneSteps(sp.Items)
-	c.Queue = sp.Queue.clone()
-	if sp.Early != nil {
-		e := *sp.Early
-		c.Early = &e
-	}
-	if sp.Asked != nil {
-		a := *sp.Asked
-		c.Asked = &a
-	}
-	return c
-}
-
-// clone copies a queue place.
-func (q *QueuePlace) clone() *QueuePlace {
-	if q == nil {
-		return nil
-	}
-	c := *q
-	c.GrantedAt, c.Next = clonePtr(q.GrantedAt), clonePtr(q.Next)
-	return &c
-}
-
-func clonePtr[T any](v *T) *T {
-	if v == nil {
-		return nil
-	}
-	c := *v
-	return &c
 }
