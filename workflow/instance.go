@@ -51,6 +51,7 @@ type instance struct {
 	verr    error       // why the task cannot run here (a version not served, a mismatch, undecodable progress)
 	lease   *taskrouter.Lease
 	written time.Time // when this process last wrote the task
+	kept    bool      // p holds a change not written yet (errNoWrite): the next commit writes it
 
 	mu sync.Mutex
 
@@ -177,6 +178,7 @@ func (in *instance) known() (*store.Task, *Progress) {
 // Call with the turn and mu held.
 func (in *instance) adopt(t *store.Task) {
 	in.task, in.p, in.wf, in.verr = t, nil, nil, nil
+	in.kept = false // a change kept unwritten is the record's no more
 	p, err := decodeProgress(t)
 	if err != nil {
 		in.verr = err
@@ -223,6 +225,7 @@ func (in *instance) load(ctx context.Context) error {
 // held.
 func (in *instance) invalidate() {
 	in.locked(func() { in.task, in.p, in.wf, in.verr = nil, nil, nil, nil })
+	in.kept = false
 }
 
 // errStale is returned by a change that no longer applies to the progress
@@ -265,8 +268,13 @@ func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.
 		p := in.p
 		u, err := change(p)
 		switch {
-		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
-			return err // (a change kept unwritten stays in p)
+		case errors.Is(err, errNoWrite):
+			in.kept = true // the change stays in p, unwritten
+			return err
+		case errors.Is(err, errUnchanged) && in.kept:
+			err = nil // nothing new, but what was kept is written now
+		case errors.Is(err, errUnchanged):
+			return err
 		}
 		if err != nil {
 			in.invalidate()
@@ -362,7 +370,7 @@ func (in *instance) write(ctx context.Context, p *Progress, u store.Update) erro
 		return err
 	}
 	in.locked(func() { in.task = nt })
-	in.written = now
+	in.written, in.kept = now, false
 	if u.ReleaseLease || nt.Status.Terminal() {
 		in.dropLease()
 	}

@@ -282,13 +282,23 @@ func (w *attemptWork) note(ctx context.Context, asked *Asked) {
 // decision calls nothing to learn it.
 func (in *instance) peerRoot(ctx context.Context) {
 	pe, ok := in.b.engine.(peerer)
-	if !ok {
-		in.locked(func() { in.peer = peerView{} })
+	var t *store.Task
+	asks := false
+	in.writing(func() {
+		t, asks = in.task, in.wf == nil // not known yet: look
+		if in.wf != nil {
+			for _, s := range in.wf.steps {
+				_, a := s.kind.(asker)
+				asks = asks || a
+			}
+		}
+	})
+	if !ok || !asks {
+		in.locked(func() { in.peer = peerView{reach: ok} }) // none of its steps asks the client
 		return
 	}
-	var t *store.Task
 	var root string
-	in.locked(func() { t, root = in.task, in.root })
+	in.locked(func() { root = in.root })
 	if root == "" && t != nil {
 		root = in.b.clientTaskOf(ctx, t) // the store, for a child: without a lock
 		in.locked(func() { in.root = root })

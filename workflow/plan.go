@@ -249,6 +249,13 @@ func (r *record) plan() {
 			return
 		}
 	}
+	if !applied && len(d.start) == 0 && !d.update.ReleaseLease && len(d.update.Events) == 0 && r.task.Status == wantStatus(r.task, p) && asksOnly(d.effects) {
+		// Its only news is a question (a queue's place, a child): the
+		// decision of the answer, which follows at once, writes it with
+		// what it changed; a stop before then asks again.
+		d.err = errNoWrite
+		return
+	}
 	if quick && len(d.start) > 0 {
 		allRetryable := true
 		for _, path := range d.start {
@@ -258,6 +265,20 @@ func (r *record) plan() {
 			d.err = errNoWrite
 		}
 	}
+}
+
+// asksOnly reports whether every effect of a decision (at least one) is a
+// question whose answer is the next decision's event: a queue asked for a
+// place, a child started or read.
+func asksOnly(effects []effect) bool {
+	for _, e := range effects {
+		switch e.(type) {
+		case takePlace, startChild, readChild:
+		default:
+			return false
+		}
+	}
+	return len(effects) > 0
 }
 
 // walk moves p forward stage by stage (a step alone is a stage, a

@@ -185,6 +185,7 @@ func TestDecideQueues(t *testing.T) {
 	asks := effectsOf[takePlace](d)
 	require.Len(t, asks, 1)
 	require.Equal(t, "T#a", asks[0].entry.ID)
+	require.ErrorIs(t, d.err, errNoWrite, "a question needs no write of its own: its answer's decision writes")
 
 	// Waiting: the answer is recorded, and not asked again at once.
 	wait := placeAnswer{entry: asks[0].entry, res: store.QueueResult{Entry: asks[0].entry, Reason: store.QueueWaitConcurrency, Ahead: 2,
