@@ -173,47 +173,50 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 			busy   chan struct{}
 			done   bool
 		)
-		in.writing(func() { // the turn: the record; mu: the continuations here
-			verr, lerr := in.readyTurn(ctx, t) // the store, without the memory lock
+		in.writing(func() { // the record is the turn's (the store is read and written here); the continuations here, mu's
+			if t != nil && (in.task == nil || t.Version > in.task.Version) {
+				in.locked(func() { in.adopt(t) })
+			}
 			t = nil
+			if err = in.load(ctx); err != nil {
+				err, done = storeErr(err), true
+				return
+			}
+			if in.verr != nil {
+				in.unserved(ctx)
+				verr := in.verr
+				if verr == nil {
+					verr = errors.New("the task's definition is not served here")
+				}
+				err, done = mcptask.InvalidParams("workflow task %s cannot continue: %v; nothing was recorded", in.id, verr), true
+				return
+			}
+			cur, wf, p := in.task, in.wf, in.p
+			if sl := replayable(wf, p, tool, path); sl != nil {
+				if res, rerr, ok := recordedResult(cur, wf, p, sl, req, path); ok {
+					at, replay, err, done = target{sl.path, sl.s}, res, rerr, true
+					return
+				}
+			}
+			if cur.Status.Terminal() {
+				msg := fmt.Sprintf("workflow task %s is %s", in.id, cur.Status)
+				if cur.StatusMessage != "" {
+					msg += ": " + cur.StatusMessage
+				}
+				err, done = mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg), true
+				return
+			}
+			sl, cerr := checkStep(wf, p, cur.ID, tool, path)
+			if cerr != nil {
+				err, done = cerr, true
+				return
+			}
+			at = target{sl.path, sl.s}
 			in.locked(func() {
-				if lerr != nil {
-					err, done = storeErr(lerr), true
-					return
+				if busy = in.clients[at.path]; busy == nil {
+					in.clients[at.path] = make(chan struct{})
+					done = true
 				}
-				if verr != nil || in.wf == nil || in.task == nil {
-					if verr == nil {
-						verr = errors.New("the task's definition is not served here")
-					}
-					err, done = mcptask.InvalidParams("workflow task %s cannot continue: %v; nothing was recorded", in.id, verr), true
-					return
-				}
-				cur, wf, p := in.task, in.wf, in.p
-				if sl := replayable(wf, p, tool, path); sl != nil {
-					if res, rerr, ok := recordedResult(cur, wf, p, sl, req, path); ok {
-						at, replay, err, done = target{sl.path, sl.s}, res, rerr, true
-						return
-					}
-				}
-				if cur.Status.Terminal() {
-					msg := fmt.Sprintf("workflow task %s is %s", in.id, cur.Status)
-					if cur.StatusMessage != "" {
-						msg += ": " + cur.StatusMessage
-					}
-					err, done = mcptask.InvalidParams("%s; it takes no more steps (nothing was recorded)", msg), true
-					return
-				}
-				sl, cerr := checkStep(wf, p, cur.ID, tool, path)
-				if cerr != nil {
-					err, done = cerr, true
-					return
-				}
-				at = target{sl.path, sl.s}
-				if busy = in.clients[at.path]; busy != nil {
-					return
-				}
-				in.clients[at.path] = make(chan struct{})
-				done = true
 			})
 		})
 		if done {

@@ -140,24 +140,6 @@ func (in *instance) refresh(ctx context.Context, t *store.Task) (wf *compiled, e
 	return wf, err
 }
 
-// readyTurn is refresh for a continuation: it adopts t when newer (nil:
-// none), reads the task unless the instance knows it, and applies the
-// version policy to a task that cannot run here (verr). Call with the
-// turn held.
-func (in *instance) readyTurn(ctx context.Context, t *store.Task) (verr, err error) {
-	if t != nil && (in.task == nil || t.Version > in.task.Version) {
-		in.locked(func() { in.adopt(t) })
-	}
-	if err = in.load(ctx); err != nil {
-		return nil, err
-	}
-	if in.verr != nil {
-		verr = in.verr
-		in.unserved(ctx)
-	}
-	return verr, nil
-}
-
 // known returns the task and its progress as this process last read or
 // wrote them (nil when it knows nothing), decoded afresh: the instance's
 // own Progress changes under the turn.
