@@ -136,8 +136,7 @@ func TestQueueHolderEndFreesItsPlaceAtOnce(t *testing.T) {
 			}, 20*time.Second, 5*time.Millisecond)
 			s.gate <- struct{}{}
 			require.Eventually(t, func() bool { return s.has("c") }, 20*time.Second, 5*time.Millisecond)
-			tk, err = srv.Store.Get(ctx, b)
-			require.NoError(t, err)
+			tk = waitEnded(t, srv.Store, b)
 			require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 			close(s.gate)
 			tk = waitEnded(t, srv.Store, c)

@@ -47,6 +47,9 @@ func (r *record) runnable(sl *slot, reason string) string {
 		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran"
 		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
 		sp.Interrupted++
+		if sl.s.queue != nil {
+			sp.Queue = nil // its place may have been given up as its tool returned (freeEarly): it asks again
+		}
 		if sp.Interrupted > r.opts.MaxInterruptions {
 			msg := fmt.Sprintf("the server stopped %d times in a row while running this step without handing it back (crashes, not graceful stops)", sp.Interrupted)
 			sp.Interrupted = 0

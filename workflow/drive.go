@@ -135,7 +135,12 @@ func (in *instance) drive(reason string) {
 	}()
 	ev := &occurrence{reason: reason}
 	for {
-		in.locked(func() { in.again = false })
+		if !ev.answers() {
+			// A kick from now on asks for another pass. (One that came
+			// while effects were carried out stays: the decision of
+			// their answers looks at nothing again.)
+			in.locked(func() { in.again = false })
+		}
 		wake, more, next := in.pass(b.ctx, ev)
 		in.locked(func() {
 			if next == nil {
@@ -292,6 +297,8 @@ func (in *instance) pass(ctx context.Context, ev *occurrence) (wake time.Time, m
 		}
 	}
 	in.peerRoot(ctx)
+	ev.freed = in.freeEarly(ev.results) // queue.go
+	in.offered(ev)
 	var d decision
 	decided, ended := false, false
 	in.writing(func() {

@@ -41,6 +41,9 @@ type occurrence struct {
 	// parent, on a resume, is the parent whose resume it is: only a pause
 	// that parent's pause made is resumed.
 	parent string
+	// freed are the queue entries the executor gave up as the tools of
+	// their runs returned, before this decision (freeEarly).
+	freed map[string]bool
 }
 
 // answers reports whether ev holds answers of effects.

@@ -62,9 +62,10 @@ type instance struct {
 	passed  chan struct{}            // closed when the drive loop's next pass ends (see kick)
 	results chan stepResult
 	poke    chan struct{}
-	peer    peerView // the client's connection, as the last pass found it (peerRoot)
-	root    string   // the root of the task's lineage, once found
-	refs    int      // users: requests, the drive loop (guarded by Bridge.mu)
+	offers  map[string]placeAnswer // places other tasks' queue operations granted it, for its next decision (queue.go)
+	peer    peerView               // the client's connection, as the last pass found it (peerRoot)
+	root    string                 // the root of the task's lineage, once found
+	refs    int                    // users: requests, the drive loop (guarded by Bridge.mu)
 }
 
 // peerView is what the instance knows of its client's connection.

@@ -208,6 +208,27 @@ func TestDecideQueues(t *testing.T) {
 	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
 	require.Equal(t, mcptask.StatusCompleted, d.update.Status)
 
+	// A place the executor gave up as the tool returned (freeEarly) is
+	// not freed again.
+	x1 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q)))
+	x1.p.Steps[0].Queue = &QueuePlace{Queue: "q", GrantedAt: &decideNow}
+	x1.run(x1.decide(&occurrence{}))
+	ev := x1.result("a", 1, "")
+	ev.freed = map[string]bool{"T#a": true}
+	d = x1.decide(ev)
+	require.Empty(t, effectsOf[freePlace](d))
+	require.Nil(t, x1.p.step("a").Queue)
+
+	// A run a crash cut asks for its place again (it may have been given
+	// up as its tool returned, before its outcome was written).
+	x3 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q)))
+	x3.p.Steps[0].Queue = &QueuePlace{Queue: "q", GrantedAt: &decideNow}
+	x3.run(x3.decide(&occurrence{}))
+	x3.here = map[string]int{}
+	d = x3.decide(&occurrence{reason: ReasonRestart})
+	require.Empty(t, effectsOf[startAttempt](d))
+	require.Len(t, effectsOf[takePlace](d), 1)
+
 	// A recovery frees the places of what ended, in case the store never
 	// heard of it.
 	x2 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q), Client("b", "b")))

@@ -460,6 +460,7 @@ func (b *Bridge) wakeGranted(id string, granted []store.QueueEntry, self string)
 			in := b.instances[other]
 			b.mu.Unlock()
 			if in != nil {
+				in.offer(granted) // its next decision knows it, without asking the queue again
 				in.kick("")
 			}
 			if other == id {
@@ -512,7 +513,9 @@ func (r *record) freePlaces(ending bool) {
 		if sp.Queue != nil && sl.s.queue != nil {
 			paused := p.Paused != nil && sp.open() == nil
 			if ending || paused || sp.ended() || sp.HandedToClient || sp.GaveUp || sp.Status == mcptask.StepFailed && sp.RetryAt == nil {
-				r.givePlace(sl.s.queue, slotEntry(r.id, sl.path))
+				if id := slotEntry(r.id, sl.path); !r.ev.freed[id] {
+					r.givePlace(sl.s.queue, id)
+				}
 				sp.Queue = nil
 			}
 		}
@@ -521,6 +524,84 @@ func (r *record) freePlaces(ending bool) {
 		r.givePlace(pl, r.id)
 		p.Queue = nil
 	}
+}
+
+// freeEarly gives up the places of the runs whose tools returned with
+// success (results), as soon as they did, before the decision that
+// records them: a run holds its place while its work runs, not while its
+// outcome is written (as the decision's freePlace would after its write).
+// It reports the entries it gave up (the decision frees them no more). A
+// run whose outcome a stop keeps from being recorded asks for its place
+// again when it runs again (runnable). The executor's, holding no lock
+// while it calls the queue.
+func (in *instance) freeEarly(results []stepResult) map[string]bool {
+	var frees []freePlace
+	in.writing(func() {
+		if in.wf == nil || in.p == nil || in.b.queues() == nil {
+			return
+		}
+		for _, res := range results {
+			if res.msg != "" || res.stopped != "" {
+				continue // a failure may be retried in its place; the decision frees what ends
+			}
+			sl := in.wf.slotAt(in.p, res.step)
+			if sl == nil || sl.s.queue == nil || sl.s.queue.q == nil || sl.sp.Queue == nil || sl.sp.Queue.GrantedAt == nil {
+				continue
+			}
+			if a := sl.sp.open(); a == nil || a.N != res.attempt {
+				continue
+			}
+			q := sl.s.queue.q
+			frees = append(frees, freePlace{queue: q.Name, id: slotEntry(in.id, res.step), lim: q.limits()})
+		}
+	})
+	if len(frees) == 0 {
+		return nil
+	}
+	freed := make(map[string]bool, len(frees))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(in.b.ctx), effectWait)
+	defer cancel()
+	for _, f := range frees {
+		in.b.freePlace(ctx, in.id, f)
+		freed[f.id] = true
+	}
+	return freed
+}
+
+// offer keeps the grants an operation of another task made, for this
+// task's next decision (offered): a run granted its place needs not ask
+// its queue again to learn it.
+func (in *instance) offer(granted []store.QueueEntry) {
+	in.locked(func() {
+		for _, e := range granted {
+			if e.TaskID != in.id {
+				continue
+			}
+			if in.offers == nil {
+				in.offers = map[string]placeAnswer{}
+			}
+			in.offers[e.ID] = placeAnswer{entry: e, res: store.QueueResult{Entry: e}}
+		}
+	})
+}
+
+// offered adds the grants offered since the last decision to ev's
+// answers (an answer ev holds already wins).
+func (in *instance) offered(ev *occurrence) {
+	in.locked(func() {
+		if len(in.offers) == 0 {
+			return
+		}
+		if ev.places == nil {
+			ev.places = map[string]placeAnswer{}
+		}
+		for id, a := range in.offers {
+			if _, ok := ev.places[id]; !ok {
+				ev.places[id] = a
+			}
+		}
+		in.offers = nil
+	})
 }
 
 // freeLost gives up, at a recovery, the places of the slots that no
