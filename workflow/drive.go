@@ -105,6 +105,31 @@ func (in *instance) kickLocked(reason string) <-chan struct{} {
 	return passed
 }
 
+// decided waits until the drive loop's pass under way has decided and
+// written what was due, the answers of its effects included (at once when
+// the loop does not run), or until ctx ends. A
+// new task's prompt answers after its first decision, as it did when the
+// decision held the instance's lock: the answer shows it, and a client
+// that starts tasks in a loop starts them no faster than they are decided.
+func (in *instance) decided(ctx context.Context) {
+	var ch <-chan struct{}
+	in.locked(func() {
+		if in.driving {
+			if in.passed == nil {
+				in.passed = make(chan struct{})
+			}
+			ch = in.passed
+		}
+	})
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
 // passEnded tells those waiting for a pass (see kick) that one ended.
 // Call with mu held.
 func (in *instance) passEnded() {
@@ -483,6 +508,7 @@ func (in *instance) launch(name string, n int) {
 		defer untrack()
 		defer cancel(nil)
 		r := stepResult{step: name, attempt: n}
+
 		if err != nil {
 			r.msg, r.final = err.Error(), true
 		} else {

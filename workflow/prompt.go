@@ -120,6 +120,7 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 		return nil, nil, err
 	}
 	defer b.done(in)
+	in.decided(ctx) // its first decision is written before the answer is made (drive.go)
 	t, p := b.settle(ctx, in.id)
 	if ctx.Err() == nil {
 		// The handoff is about to be returned: a client holds the id now.
