@@ -40,8 +40,9 @@
 // (instance.carry, effects.go) outside every lock: it starts the tools of
 // the attempts the write opened (instance.launch) apart from any request,
 // asks queues for places and starts children, and decides their answers
-// and the attempts' outcomes as they come. The prompt meanwhile waits until
-// the workflow rests (Bridge.settle: nothing runs or is due before
+// and the attempts' outcomes as they come. The prompt meanwhile waits for
+// the first decision to be written (instance.decided), then until the
+// workflow rests (Bridge.settle: nothing runs or is due before
 // Options.PromptWait), then answers with the handoff (handoff.go) as it
 // stands. A caller that gives up cancels nothing.
 //
