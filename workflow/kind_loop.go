@@ -152,6 +152,9 @@ func (k *loop) serve(x *turn) string {
 	if sp.Runs >= k.max {
 		why := fmt.Sprintf("step %q ran %d time(s) without %s", x.s.Name, sp.Runs, k.until)
 		if !k.skip {
+			sp.RetryAt, sp.Until, sp.Deadline = nil, nil, nil
+			sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, why)
+			sp.Status, sp.Error = mcptask.StepFailed, why // it failed: it is not left running
 			return why + "; the workflow failed"
 		}
 		return k.end(x, cur.sp.Result, why)

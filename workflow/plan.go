@@ -408,6 +408,10 @@ func endRecords(p *Progress, now time.Time, why string) {
 		}
 		switch sp.Status {
 		case mcptask.StepRunning, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepAwaitingChild, mcptask.StepSleeping:
+			if failedRecord(sp) {
+				sp.Status = mcptask.StepFailed // a container whose record failed: it failed
+				break
+			}
 			sp.Status, sp.SkipReason = mcptask.StepCancelled, why
 		}
 		sp.RetryAt, sp.Until, sp.Deadline = nil, nil, nil
@@ -418,6 +422,17 @@ func endRecords(p *Progress, now time.Time, why string) {
 	if p.Queue.waiting() {
 		p.Queue = nil
 	}
+}
+
+// failedRecord reports whether a record a container keeps (at any
+// depth) failed.
+func failedRecord(sp *StepProgress) bool {
+	for i := range sp.Items {
+		if r := &sp.Items[i]; r.Status == mcptask.StepFailed || r.GaveUp || failedRecord(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // skipReason says why step s will not run, or "": it needs the output of a
