@@ -59,6 +59,15 @@ type EndKind interface {
 	Ended(ctx context.Context, t *store.Task)
 }
 
+// A CancelWording is implemented by a KindHandler that words the status
+// message of its tasks' cancel: a workflow whose undo goes on in another
+// task says which, and what it undid so far. message is the engine's
+// wording ("cancelled by request"); the hook returns the message to
+// write, or message itself.
+type CancelWording interface {
+	CancelMessage(t *store.Task, message string) string
+}
+
 // HandleKind registers h's hooks for the tasks of kind (the LabelKind
 // label), replacing any registered before. A handler may also be an
 // InputKind, an EndKind, a Reporter, a Pauser and a Placer.
@@ -90,6 +99,16 @@ func (k *kinds) ended(ctx context.Context, t *store.Task) {
 	if e, ok := k.of(t).(EndKind); ok {
 		e.Ended(context.WithoutCancel(ctx), t)
 	}
+}
+
+// cancelMessage is the kind's wording of t's cancel, message by default.
+func (k *kinds) cancelMessage(t *store.Task, message string) string {
+	if w, ok := k.of(t).(CancelWording); ok {
+		if m := w.CancelMessage(t, message); m != "" {
+			return m
+		}
+	}
+	return message
 }
 
 // pausable reports whether a registered kind's handler is a Pauser.

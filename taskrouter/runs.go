@@ -243,8 +243,10 @@ func (r *Router) stopRun(id string, cause error) {
 	}
 }
 
-// cancelTask marks a task cancelled, then stops its work.
+// cancelTask marks a task cancelled (its kind may word the message:
+// CancelWording), then stops its work.
 func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) (*store.Task, error) {
+	message = r.kinds.cancelMessage(t, message)
 	nt, err := r.Update(ctx, t.ID, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &message})
 	if err != nil {
 		return nil, err

@@ -9,47 +9,62 @@ import (
 
 // Attempts: how the server runs the tool of a step (a server step, a
 // client step the server took over) across retries, restarts, graceful
-// stops and crashes, and what giving up on it means. Kinds that call a
-// tool start an attempt with turn.attempt; outcomes come back through the
-// drive loop (record).
+// stops and crashes, and what giving up on it means: the attempt budget
+// pass of a decision (plan.go). Kinds that call a tool start an attempt
+// with turn.attempt; outcomes come back as the event of the next decision
+// (outcome).
+//
+// The budget. Every attempt that starts is counted (StepProgress.Attempts,
+// and its history), however it ends. Failures and timeouts count against
+// the step's MaxAttempts (StepProgress.Tries, the failures of the current
+// series): a step not marked retryable fails at its first failure, and a
+// step with MaxAttempts n fails after exactly n failures or timeouts,
+// across graceful stops and crashes. An attempt a graceful stop or a pause
+// with Cut cut short is not a failure: the step runs again, and the count
+// of failures stays as it was (it is never reset by a cut). An attempt a
+// crash cut short (found open by a process that did not run it) is not a
+// failure either; Options.MaxInterruptions bounds those in a row.
 
-// runnable decides what happens to step s, whose tool the server runs
-// now: it runs (an attempt is opened), it waits for its retry, or it runs
-// here already. A step found running that does not run here was cut short
-// by a process that stopped without handing it back (a crash): it runs
-// again, and after Options.MaxInterruptions such cuts in a row the server
-// gives up on it (a tool that crashes the process must not crash it
-// forever). A step a graceful stop handed back runs again without
-// counting.
-func (in *instance) runnable(p *Progress, sl *slot, now time.Time, reason string, pl *plan) string {
-	sp := sl.sp
-	if in.running[sl.path] != nil {
+// runnable decides what happens to the slot sl, whose tool the server
+// runs now: it runs (an attempt is opened), it waits for its retry or
+// its place on its queue, or it runs here already. A step found running
+// that does not run here was cut short by a process that stopped without
+// handing it back (a crash): it runs again, and after
+// Options.MaxInterruptions such cuts in a row the server gives up on it
+// (a tool that crashes the process must not crash it forever). A step a
+// graceful stop handed back runs again without counting.
+func (r *record) runnable(sl *slot, reason string) string {
+	sp, now := sl.sp, r.now
+	if r.here[sl.path] != 0 {
 		return "" // runs here now
 	}
 	interrupted := false
 	if a := sp.open(); a != nil {
-		if in.lease == nil {
-			pl.start = append(pl.start, sl.path)
+		if !r.leased {
+			r.d.start = append(r.d.start, sl.path)
 			return "" // only the lease holder may tell a cut attempt from a running one
 		}
 		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran"
 		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
 		sp.Interrupted++
-		if sp.Interrupted > in.b.opts.MaxInterruptions {
+		if sl.s.queue != nil {
+			sp.Queue = nil // its place may have been given up as its tool returned (freeEarly): it asks again
+		}
+		if sp.Interrupted > r.opts.MaxInterruptions {
 			msg := fmt.Sprintf("the server stopped %d times in a row while running this step without handing it back (crashes, not graceful stops)", sp.Interrupted)
 			sp.Interrupted = 0
-			return in.giveUp(p, sl, msg, now)
+			return r.giveUp(sl, msg)
 		}
 		interrupted = true
 	}
 	if sp.RetryAt != nil && now.Before(*sp.RetryAt) && !interrupted {
 		return "" // the scheduler (or the drive loop) wakes the task then
 	}
-	if !in.queueTurn(p, sl, now) {
+	if !r.queueTurn(sl) {
 		return "" // it waits for a place on its queue (queue.go)
 	}
-	if in.lease == nil {
-		pl.start = append(pl.start, sl.path)
+	if !r.leased {
+		r.d.start = append(r.d.start, sl.path)
 		return "" // plan asks for the lease first
 	}
 	switch {
@@ -62,59 +77,57 @@ func (in *instance) runnable(p *Progress, sl *slot, now time.Time, reason string
 	default:
 		reason = ReasonRetry
 	}
-	handedBack := sp.handedBack()
 	sp.begin(reason, string(mcptask.ExecServer), now)
-	if !interrupted && !handedBack {
-		sp.Tries++
-	}
 	if sp.IdempotencyKey == "" {
-		sp.IdempotencyKey = idempotencyKey(in.id, sl.path)
+		sp.IdempotencyKey = r.idempotencyKey(sl.path)
 	}
-	pl.start = append(pl.start, sl.path)
+	r.d.start = append(r.d.start, sl.path)
 	return ""
 }
 
 // DefaultMaxInterruptions is the default Options.MaxInterruptions.
 const DefaultMaxInterruptions = 3
 
-// record applies the outcome r of an attempt to p. It reports false when r
-// no longer applies (its attempt is not the open one), and the failure
-// that ends the workflow when the server gave up on a step whose failure
-// fails it.
-func (in *instance) record(p *Progress, r stepResult, now time.Time) (applied bool, failure string) {
-	sl := in.wf.slotAt(p, r.step)
+// outcome applies the outcome res of an attempt to the record. It reports
+// false when res no longer applies (its attempt is not the open one), and
+// the failure that ends the workflow when the server gave up on a step
+// whose failure fails it.
+func (r *record) outcome(res stepResult) (applied bool, failure string) {
+	p := r.p
+	sl := r.wf.slotAt(p, res.step)
 	if sl == nil || callOf(sl.s) == nil {
 		return false, ""
 	}
 	sp := sl.sp
-	if a := sp.open(); a == nil || a.N != r.attempt {
-		if p.undoing() && r.msg == "" && stoppedAttempt(sp, r.attempt) {
+	if a := sp.open(); a == nil || a.N != res.attempt {
+		if p.undoing() && res.msg == "" && stoppedAttempt(sp, res.attempt) {
 			// Stopped when the workflow failed, it completed anyway:
 			// recorded, so that it is undone too.
 			a := &sp.History[len(sp.History)-1]
 			a.Outcome, a.Error = OutcomeOK, ""
-			sp.Status, sp.CompletedBy, sp.SkipReason, sp.Arguments = mcptask.StepCompleted, string(mcptask.ExecServer), "", r.args
-			sl.output(p, OutputOf(r.res))
+			sp.Status, sp.CompletedBy, sp.SkipReason, sp.Arguments = mcptask.StepCompleted, string(mcptask.ExecServer), "", res.args
+			sl.output(p, OutputOf(res.res))
 			return true, ""
 		}
 		return false, ""
 	}
 	sp.Interrupted = 0
-	if r.msg == "" {
-		complete(p, sl, string(mcptask.ExecServer), r.args, r.res, now)
+	if res.msg == "" {
+		complete(p, sl, string(mcptask.ExecServer), res.args, res.res, r.now)
 		sp.Tries, sp.RetryAt = 0, nil
-		emit(in.b.opts.Observer, in.id, p, sl, nil)
+		r.notice(sl)
 		return true, ""
 	}
-	fail(p, sl, string(mcptask.ExecServer), r.msg, now)
-	emit(in.b.opts.Observer, in.id, p, sl, nil)
-	final := r.final || p.undoing() && !undoRecord(r.step) // a step stopped by the failure is not retried
+	fail(p, sl, string(mcptask.ExecServer), res.msg, r.now)
+	r.notice(sl)
+	sp.Tries++                                                 // a failure (or a timeout) of the series
+	final := res.final || p.undoing() && !undoRecord(res.step) // a step stopped by the failure is not retried
 	if pol := callOf(sl.s).policy(); !final && sp.Tries < pol.MaxAttempts {
-		at := retryAt(pol, sp.Tries, now)
+		at := retryAt(pol, sp.Tries, r.now)
 		sp.RetryAt = &at
 		return true, ""
 	}
-	return true, in.giveUp(p, sl, r.msg, now)
+	return true, r.giveUp(sl, res.msg)
 }
 
 // stoppedAttempt reports whether attempt n of sp was the last one, and
@@ -124,10 +137,27 @@ func stoppedAttempt(sp *StepProgress, n int) bool {
 	return sp.Status == mcptask.StepCancelled && k > 0 && sp.History[k-1].N == n && sp.History[k-1].Outcome == OutcomeCancelled
 }
 
+// handBackAll is the decision of a graceful stop (Bridge.Close): the
+// outcomes that arrived are recorded, and every attempt still open is
+// handed back (handBack); the lease is given back in the same write.
+// Nothing else is decided: the process stops.
+func (r *record) handBackAll() {
+	for _, res := range r.ev.results {
+		if res.stopped == "" {
+			r.outcome(res)
+		}
+	}
+	walkRecords(r.p, func(sp *StepProgress) { sp.handBack(r.now) })
+	r.p.refresh()
+	r.p.PauseReason = pauseReason(r.wf, r.p)
+	r.d.update.ReleaseLease = true
+}
+
 // handBack records that a graceful stop (Bridge.Close) cut the open
 // attempt of step name short: the attempt ends "stopped", and the step
-// runs again, on whichever process picks the task up, without counting
-// as a crash or a retry.
+// runs again, on whichever process picks the task up. The cut attempt
+// stays counted (Attempts), and is neither a failure (Tries) nor a crash
+// (Interrupted).
 func (sp *StepProgress) handBack(now time.Time) bool {
 	a := sp.open()
 	if a == nil {
@@ -136,7 +166,6 @@ func (sp *StepProgress) handBack(now time.Time) bool {
 	a.Outcome, a.Error = OutcomeStopped, "the server stopped gracefully (a deploy or a restart); the step runs again"
 	a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
 	sp.Status = mcptask.StepPending
-	sp.Tries = max(0, sp.Tries-1)
 	return true
 }
 
@@ -153,8 +182,9 @@ func (sp *StepProgress) handedBack() bool {
 // means for the whole (a group that fails fast fails at once and stops
 // its other members; one that collects holds the failure until the group
 // has ended).
-func (in *instance) giveUp(p *Progress, sl *slot, msg string, now time.Time) string {
-	if in.pauseOnGiveUp(p, sl, msg, now) {
+func (r *record) giveUp(sl *slot, msg string) string {
+	p := r.p
+	if r.pauseOnGiveUp(sl, msg) {
 		return "" // the workflow pauses instead of failing (pause.go)
 	}
 	s, sp := sl.s, sl.sp
@@ -166,14 +196,14 @@ func (in *instance) giveUp(p *Progress, sl *slot, msg string, now time.Time) str
 		return ""
 	}
 	fails := callOf(s).failurePolicy() == FailWorkflow
-	parent := in.wf.parent[s.Name]
+	parent := r.wf.parent[s.Name]
 	if sl.parent != nil {
 		parent = sl.parent.s // a container's record: the container decides
 	}
 	if parent != nil {
 		failure, stopOthers, hold := parent.kind.memberGaveUp(parent, s, msg, fails)
 		if stopOthers {
-			in.stopSiblings(p, sl, parent.kind.stopped(parent), now)
+			r.stopSiblings(sl, parent.kind.stopped(parent))
 		}
 		switch {
 		case failure != "":
@@ -195,14 +225,15 @@ func (in *instance) giveUp(p *Progress, sl *slot, msg string, now time.Time) str
 // stopSiblings records the other records of sl's stage (or of its
 // container) that have not ended as cancelled, for why: the workflow
 // fails without them.
-func (in *instance) stopSiblings(p *Progress, sl *slot, why string, now time.Time) {
+func (r *record) stopSiblings(sl *slot, why string) {
+	p, wf, now := r.p, r.wf, r.now
 	var others []*StepProgress
 	if sl.parent != nil {
 		for _, c := range sl.parent.children() {
 			others = append(others, c.sp)
 		}
 	} else {
-		for _, j := range in.wf.stages[in.wf.stage[in.wf.index[sl.s.Name]]] {
+		for _, j := range wf.stages[wf.stage[wf.index[sl.s.Name]]] {
 			others = append(others, &p.Steps[j])
 		}
 	}

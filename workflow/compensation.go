@@ -114,22 +114,23 @@ func (p *Progress) undoing() bool { return p.Undo != nil }
 
 // startUndo begins the compensation of p, which failed (or was cancelled)
 // for why, when something is to be undone: a completed step with an undo,
-// or a running one that may complete. It stops the steps running here.
-func (in *instance) startUndo(p *Progress, why string) bool {
-	if !in.wf.def.hasUndo() {
+// or a running one that may complete. The steps running here are cut
+// (after the write) and waited for.
+func (r *record) startUndo(why string) bool {
+	if !r.wf.def.hasUndo() {
 		return false
 	}
 	some := false
-	for _, sl := range in.wf.slots(p) {
-		some = some || sl.s.undo != nil && (sl.sp.Status == mcptask.StepCompleted || sl.sp.Status == mcptask.StepRunning || in.running[sl.path] != nil)
+	for _, sl := range r.wf.slots(r.p) {
+		some = some || sl.s.undo != nil && (sl.sp.Status == mcptask.StepCompleted || sl.sp.Status == mcptask.StepRunning || r.here[sl.path] != 0)
 	}
 	if !some {
 		return false
 	}
-	p.Undo = &Undoing{Reason: why}
-	for path, ru := range in.running {
-		if !strings.HasPrefix(path, undoPrefix) {
-			ru.cancel(errUndoing)
+	r.p.Undo = &Undoing{Reason: why}
+	for path, n := range r.here {
+		if !undoRecord(path) {
+			r.effect(cutAttempt{path: path, n: n, cause: errUndoing})
 		}
 	}
 	return true
@@ -141,32 +142,32 @@ var errUndoing = errors.New("stopped: the workflow failed, and what it did is be
 // compensate moves the compensation of p on: it waits for the steps that
 // were running, lists what to undo, and runs the next undo step. It
 // returns the workflow's failure once every undo step has ended, or "".
-func (in *instance) compensate(p *Progress, now time.Time, pl *plan) string {
-	u := p.Undo
+func (r *record) compensate() string {
+	p, u := r.p, r.p.Undo
 	if !u.Listed {
-		for _, sl := range in.wf.slots(p) {
+		for _, sl := range r.wf.slots(p) {
 			if sl.sp.Status == mcptask.StepRunning && sl.sp.Items == nil {
 				return "" // its outcome comes back through record
 			}
 		}
-		for path := range in.running {
+		for path := range r.here {
 			if !undoRecord(path) {
 				return "" // a tool of a step stopped by the failure has not returned
 			}
 		}
-		u.Steps, u.Listed = in.undoList(p), true
+		u.Steps, u.Listed = r.undoList(), true
 	}
 	for i := range u.Steps {
 		sp := &u.Steps[i]
 		if sp.ended() || sp.GaveUp {
 			continue
 		}
-		sl := in.wf.slotAt(p, sp.Name)
+		sl := r.wf.slotAt(p, sp.Name)
 		if sl == nil { // a definition that lost the undo: report it
 			sp.Status, sp.GaveUp, sp.Error = mcptask.StepFailed, true, "its undo step is not in the definition this server serves"
 			continue
 		}
-		return in.runnable(p, sl, now, "", pl) // one at a time
+		return r.runnable(sl, "") // one at a time
 	}
 	if u.Of != "" {
 		u.Done = true // the undo of a cancelled task ends (plan)
@@ -175,16 +176,27 @@ func (in *instance) compensate(p *Progress, now time.Time, pl *plan) string {
 	return undoneMessage(u)
 }
 
+// idempotencyKey is the key of every run of the record at path: the
+// task's and the path's, except for an undo step the undo task of a
+// cancelled workflow runs, which keeps the cancelled task's (a tool that
+// deduplicates by key runs an undo once, across the cancel).
+func (r *record) idempotencyKey(path string) string {
+	if u := r.p.Undo; u != nil && u.Of != "" && undoRecord(path) {
+		return idempotencyKey(u.Of, path)
+	}
+	return idempotencyKey(r.id, path)
+}
+
 // undoList lists the undo records of p: every completed record whose step
 // has an undo, the last completed first.
-func (in *instance) undoList(p *Progress) []StepProgress {
+func (r *record) undoList() []StepProgress {
 	type done struct {
 		sl *slot
 		at time.Time
 		n  int
 	}
 	var list []done
-	for n, sl := range in.wf.slots(p) {
+	for n, sl := range r.wf.slots(r.p) {
 		if sl.s.undo != nil && sl.sp.Status == mcptask.StepCompleted {
 			list = append(list, done{sl, completedAt(sl.sp), n})
 		}
@@ -275,22 +287,24 @@ func (u *Undoing) undoFailed() bool {
 	return false
 }
 
-// undoCancelled starts the undo of cancelled task t when its workflow asks
-// for it (Definition.UndoOnCancel) and something it did has an undo: a
-// task of its own (once: its id is derived from t's), on the same version,
-// from t's progress with what ran cut short, which runs the undo steps and
-// ends (completed, or failed when an undo failed).
+// undoCancelled starts the undo of cancelled task t when it was undoing
+// what it did (a cancel during an undo lets the undo finish), or its
+// workflow asks for it (Definition.UndoOnCancel), and something it did has
+// an undo (undoesOnCancel): a task of its own (once: its id is derived from
+// t's), on the same version, from t's progress with what ran cut short,
+// which runs the undo steps left and ends (completed, or failed when an
+// undo failed). An undo step the cancel cut short runs again there with
+// its idempotency key (record.idempotencyKey).
 func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 	p, err := decodeProgress(t)
 	if err != nil {
 		return
 	}
 	wf, err := b.compiledFor(t, p)
-	if err != nil || !wf.def.UndoOnCancel || !wf.def.hasUndo() {
+	if err != nil || !undoesOnCancel(wf, p) {
 		return
 	}
 	now := b.engine.Now()
-	some := false
 	for _, sl := range wf.slots(p) {
 		sp := sl.sp
 		if sp.Status == mcptask.StepRunning && sp.Items == nil { // cut short by the cancel: not undone
@@ -300,21 +314,23 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 			}
 			sp.Status, sp.SkipReason = mcptask.StepCancelled, "the task was cancelled while it ran"
 		}
-		some = some || sl.s.undo != nil && sp.Status == mcptask.StepCompleted
-	}
-	if !some {
-		return
 	}
 	why := "the workflow was cancelled"
-	if t.StatusMessage != "" {
-		why += " (" + t.StatusMessage + ")"
+	if msg := cancelCause(t.StatusMessage); msg != "" {
+		why += " (" + msg + ")"
 	}
 	if p.Undo == nil {
 		p.Undo = &Undoing{Reason: why}
+	} else {
+		why = fmt.Sprintf("%s, then the workflow was cancelled while it undid what it did", strings.TrimSuffix(oneLine(p.Undo.Reason), "; the workflow failed"))
 	}
 	p.Undo.Of, p.Undo.Reason = t.ID, why
 	for i := range p.Undo.Steps {
-		p.Undo.Steps[i].handBack(now) // an undo the cancel cut short runs again
+		sp := &p.Undo.Steps[i]
+		sp.handBack(now) // an undo the cancel cut short runs again
+		if sp.IdempotencyKey == "" && sp.Attempts > 0 {
+			sp.IdempotencyKey = idempotencyKey(t.ID, sp.Name)
+		}
 	}
 	id := undoTaskID(t.ID)
 	in, err := b.create(ctx, taskrouter.RequestOf(t), wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)

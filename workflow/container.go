@@ -40,15 +40,14 @@ func runRecords(x *turn, limit int) string {
 		if sp.ended() || sp.GaveUp {
 			continue
 		}
-		r := &resolver{w: x.in.wf.def, vars: x.in.vars, item: c.item}
 		if sp.Status == mcptask.StepPending && sp.Attempts == 0 {
-			if why := r.skipReason(x.p, c.s); why != "" {
+			if why := x.r.resolver(c.item).skipReason(x.p, c.s); why != "" {
 				sp.Status, sp.SkipReason = mcptask.StepSkipped, why
 				continue
 			}
 		}
 		if clientSide(c.s, sp) {
-			failure, back := x.in.reach(x.p, c.s, sp, x.now)
+			failure, back := reach(x.p, c.s, sp, x.now)
 			if failure != "" || !back {
 				if failure != "" {
 					return failure

@@ -234,9 +234,9 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 			busy   chan struct{}
 			done   bool
 		)
-		in.locked(func() {
+		in.writing(func() { // the record is the turn's (the store is read and written here); the continuations here, mu's
 			if t != nil && (in.task == nil || t.Version > in.task.Version) {
-				in.adopt(t)
+				in.locked(func() { in.adopt(t) })
 			}
 			t = nil
 			if err = in.load(ctx); err != nil {
@@ -268,11 +268,12 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 				return
 			}
 			at = target{sl.path, sl.s}
-			if busy = in.clients[at.path]; busy != nil {
-				return
-			}
-			in.clients[at.path] = make(chan struct{})
-			done = true
+			in.locked(func() {
+				if busy = in.clients[at.path]; busy == nil {
+					in.clients[at.path] = make(chan struct{})
+					done = true
+				}
+			})
 		})
 		if done {
 			return at, replay, err
@@ -306,7 +307,7 @@ func (in *instance) prepareCall(ctx context.Context, t *store.Task, req *mcp.Cal
 	if args == nil {
 		args = map[string]json.RawMessage{}
 	}
-	in.locked(func() {
+	in.writing(func() {
 		if in.p == nil {
 			return
 		}

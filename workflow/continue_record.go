@@ -38,12 +38,12 @@ func (in *instance) recordClient(ctx context.Context, at target, req *mcp.CallTo
 	}
 	meta := req.Params.GetMeta()
 	var ans *mcp.CallToolResult
-	in.locked(func() { ans, err = in.recordClientLocked(ctx, at, req, res, raw, meta, setVars, by) })
+	in.writing(func() { ans, err = in.recordClientTurn(ctx, at, req, res, raw, meta, setVars, by) })
 	return ans, err
 }
 
-// recordClientLocked is recordClient. Call with mu held.
-func (in *instance) recordClientLocked(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
+// recordClientTurn is recordClient. Call with the turn held.
+func (in *instance) recordClientTurn(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
 	b := in.b
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -111,7 +111,7 @@ func (in *instance) recordClientLocked(ctx context.Context, at target, req *mcp.
 
 // recordedNow reloads the task and returns the recorded result of the
 // target's record when it was recorded with req's arguments (ok), as a
-// repeated call is answered. Call with mu held.
+// repeated call is answered. Call with the turn held.
 func (in *instance) recordedNow(ctx context.Context, at target, req *mcp.CallToolRequest) (*mcp.CallToolResult, error, bool) {
 	in.invalidate()
 	if err := in.load(ctx); err != nil || in.wf == nil {

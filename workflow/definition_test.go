@@ -193,6 +193,7 @@ func TestProgressSchemaListsTheVersionsRead(t *testing.T) {
 	require.Equal(t, []any{1.0, 2.0, 3.0, 4.0}, s.Properties["schemaVersion"].Enum, "the versions this package reads")
 }
 
+// clone copies p (through JSON), for tests that keep what a progress was.
 func (p *Progress) clone() *Progress {
 	b, _ := json.Marshal(p)
 	var c Progress

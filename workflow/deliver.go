@@ -118,7 +118,7 @@ func (d *delivery) reached(p *Progress) bool {
 func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Time) (bool, error)) error {
 	in, wf := d.in, d.in.wf
 	changed := false
-	err := in.commitLocked(context.WithoutCancel(d.ctx), func(p *Progress) (store.Update, error) {
+	err := in.commitTurn(context.WithoutCancel(d.ctx), func(p *Progress) (store.Update, error) {
 		sp := &p.Steps[wf.index[d.s.Name]]
 		now := in.b.engine.Now()
 		ok, err := change(p, sp, now)

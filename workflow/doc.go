@@ -34,12 +34,16 @@
 // prompts/get (or the workflow's tool) reaches TaskPromptHandler.start
 // (prompt.go): the prompt arguments are checked, a fresh Progress is made
 // and the task is created with it in its variables (Bridge.create), holding
-// the lease. The drive loop (drive.go) is kicked: it plans what is due
-// (instance.plan, walking the steps stage by stage), writes that plan in
-// one conditional write (instance.commit, instance.go), starts the tools of
+// the lease. The drive loop (drive.go) is kicked: it decides what is due
+// (decide, plan.go: one pure decision per event, walking the steps stage
+// by stage, which calls nothing), writes that decision in one conditional
+// write (instance.commit, instance.go), then carries its effects out
+// (instance.carry, effects.go) outside every lock: it starts the tools of
 // the attempts the write opened (instance.launch) apart from any request,
-// and records their outcomes as they come. The prompt meanwhile waits until
-// the workflow rests (Bridge.settle: nothing runs or is due before
+// asks queues for places and starts children, and decides their answers
+// and the attempts' outcomes as they come. The prompt meanwhile waits for
+// the first decision to be written (instance.decided), then until the
+// workflow rests (Bridge.settle: nothing runs or is due before
 // Options.PromptWait), then answers with the handoff (handoff.go) as it
 // stands. A caller that gives up cancels nothing.
 //
@@ -88,8 +92,18 @@
 //	unserved.go           a task whose version this process does not serve: left to a replica, waiting, failing
 //	bridge.go             Bridge, Options, Register, RegisterPlain
 //	prompt.go             starting and resuming a task, settle, the final result
+//	plan.go               the decision: one pure function per event, its passes in order
+//	effects.go            events and effects: what a decision is about and leaves to do
 //	instance.go           one task in this process: commit, write, lease, wake-up
-//	drive.go              the drive loop: plan, walk, run, record, give up
+//	drive.go              the drive loop: decide, write, carry the effects out, drain
+//	attempt.go            the attempt budget: attempts, outcomes, stops, crashes, giving up
+//	queue.go              queues: places taken and freed
+//	pause.go              pause and resume
+//	compensation.go       undo steps (compensation)
+//	cancel.go             an end the engine wrote (cancel, expiry): places, children, undo
+//	timerules.go          the time rules: waits, retries, deadlines, wake-ups
+//	ttl.go                the ttl pass: the wake-up, the expiry and the status of a write
+//	lineage.go            child workflows and their parents
 //	continue.go           continuation calls: matching a call to a step
 //	continue_record.go    recording a continuation, answering a retried one
 //	deliver.go            events and webhooks

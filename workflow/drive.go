@@ -105,6 +105,35 @@ func (in *instance) kickLocked(reason string) <-chan struct{} {
 	return passed
 }
 
+// decided waits until the drive loop's pass under way has decided and
+// written what was due, the answers of its effects included (at once when
+// the loop does not run), or until ctx ends. A
+// new task's prompt answers after its first decision, as it did when the
+// decision held the instance's lock: the answer shows it, and a client
+// that starts tasks in a loop starts them no faster than they are decided.
+func (in *instance) decided(ctx context.Context) {
+	var ch <-chan struct{}
+	in.locked(func() {
+		// A loop parked between passes has decided what was due; the
+		// next pass waits for an outcome (a tool's, perhaps one the
+		// caller itself is to bring about), so waiting for it could
+		// wait forever.
+		if in.driving && !in.parked {
+			if in.passed == nil {
+				in.passed = make(chan struct{})
+			}
+			ch = in.passed
+		}
+	})
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
 // passEnded tells those waiting for a pass (see kick) that one ended.
 // Call with mu held.
 func (in *instance) passEnded() {
@@ -122,54 +151,68 @@ func (in *instance) drive(reason string) {
 		if p := recover(); p != nil {
 			// A bug must cost one task, never the process.
 			b.engine.Logger().Error("panic running a workflow task's steps", "task", in.id, "panic", p, "stack", string(debug.Stack()))
-			in.locked(func() {
-				in.driving = false
+			in.writing(func() {
 				in.stopAll(errTaskEnded)
 				in.invalidate()
+			})
+			in.locked(func() {
+				in.driving = false
 				in.passEnded()
 			})
 			b.failTask(context.WithoutCancel(b.ctx), in.id, fmt.Sprintf("internal error while running the workflow's steps: %v", p))
 		}
 	}()
-	var results []stepResult
+	ev := &occurrence{reason: reason}
 	for {
-		var wake time.Time
-		var more bool
-		taken := results
+		if !ev.answers() {
+			// A kick from now on asks for another pass. (One that came
+			// while effects were carried out stays: the decision of
+			// their answers looks at nothing again.)
+			in.locked(func() { in.again = false })
+		}
+		wake, more, next := in.pass(b.ctx, ev)
 		in.locked(func() {
-			in.again = false
-			defer in.passEnded()
-			wake, more = in.pass(b.ctx, reason, results)
-			if !more && !in.again {
+			if next == nil {
+				in.passEnded() // what was due is decided and written (the answers of effects are decided at once, below)
+			}
+			if !more && next == nil && !in.again {
 				in.driving = false
 			}
-			more = more || in.again
+			more = more || next != nil || in.again
 		})
-		reason, results = "", nil
+		taken := ev.results
 		if !more {
 			return
 		}
 		if b.ctx.Err() != nil {
-			// Closing: the outcomes pass saw (a tool stopped by the close)
-			// are the drain's to hand back.
+			// Closing: the outcomes the pass saw (a tool stopped by the
+			// close) are the drain's to hand back.
 			in.drain(taken)
 			return
 		}
+		if next != nil {
+			ev = next // the answers of the effects: decided at once
+			continue
+		}
+		var results []stepResult
 		var timer <-chan time.Time
 		if !wake.IsZero() {
 			t := time.NewTimer(max(0, wake.Sub(b.engine.Now())))
 			defer t.Stop()
 			timer = t.C
 		}
+		in.locked(func() { in.parked = true })
 		select {
 		case r := <-in.results:
 			results = append(results, r)
 		case <-in.poke:
 		case <-timer:
 		case <-b.ctx.Done():
+			in.locked(func() { in.parked = false })
 			in.drain(results)
 			return
 		}
+		in.locked(func() { in.parked = false })
 		for drained := false; !drained; { // take every outcome that arrived
 			select {
 			case r := <-in.results:
@@ -178,6 +221,7 @@ func (in *instance) drive(reason string) {
 				drained = true
 			}
 		}
+		ev = &occurrence{results: results}
 	}
 }
 
@@ -186,11 +230,12 @@ func (in *instance) drive(reason string) {
 const drainWait = 5 * time.Second
 
 // drain is a graceful stop (Bridge.Close): the tools running here were
-// cancelled; it waits for them (at most drainWait), records the outcomes
-// that arrived (results holds those already taken), and hands every step
-// still open back: its attempt ends "stopped", it runs again on whichever
-// process picks the task up, and it does not count as a crash. The lease
-// is released in the same write.
+// cancelled; it waits for them (at most drainWait), then decides the stop
+// (event.stop: the outcomes that arrived are recorded, results holds
+// those already taken, and every step still open is handed back: its
+// attempt ends "stopped", it runs again on whichever process picks the
+// task up, and it counts as neither a crash nor a failure). The lease is
+// released in the same write.
 func (in *instance) drain(results []stepResult) {
 	b := in.b
 	ran := len(results) > 0
@@ -220,109 +265,151 @@ func (in *instance) drain(results []stepResult) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
 	defer cancel()
-	in.locked(func() {
-		defer in.passEnded()
-		in.driving = false
+	var effects []effect
+	in.writing(func() {
 		defer func() {
-			in.running = map[string]*stepRun{}
+			in.locked(func() { in.running = map[string]*stepRun{} })
 			in.dropLease()
 		}()
 		if !ran || in.lease == nil {
 			return // nothing of the task's ran here
 		}
 		err := in.commit(ctx, func(p *Progress) (store.Update, error) {
-			now := b.engine.Now()
-			for _, r := range results {
-				if r.stopped == "" {
-					in.record(p, r, now)
-				}
-			}
-			walkRecords(p, func(sp *StepProgress) { sp.handBack(now) })
-			p.refresh()
-			p.PauseReason = pauseReason(in.wf, p)
-			return store.Update{ReleaseLease: true}, nil
+			d := decide(in.recordOf(p), &occurrence{stop: true, results: results})
+			effects = d.effects
+			return d.update, d.err
 		})
-		if err != nil && !errors.Is(err, errEnded) && !errors.Is(err, errTakenOver) {
-			b.engine.Logger().Warn("handing a workflow task's steps back at shutdown", "task", in.id, "error", err)
+		if err != nil {
+			effects = nil
+			if !errors.Is(err, errEnded) && !errors.Is(err, errTakenOver) {
+				b.engine.Logger().Warn("handing a workflow task's steps back at shutdown", "task", in.id, "error", err)
+			}
 		}
+	})
+	in.carry(effects) // notices of the outcomes recorded
+	in.locked(func() {
+		in.driving = false
+		in.passEnded()
 	})
 }
 
-// pass records results, plans what is due and writes both, then starts
-// the tools of the attempts it opened. It returns when the loop should
-// look again by the clock (zero: only on an outcome or a kick) and whether
-// it should keep running. Call with mu held.
-func (in *instance) pass(ctx context.Context, reason string, results []stepResult) (wake time.Time, more bool) {
+// pass decides ev (a decision, plan.go) and writes it, then carries its
+// effects out: it starts the tools of the attempts it opened, and returns
+// the answers of its other effects as next (decided at once by the drive
+// loop). It returns when the loop should look again by the clock (zero:
+// only on an outcome or a kick) and whether it should keep running. It
+// holds no lock while it calls the store (only the write turn), and none
+// at all while it carries the effects out.
+func (in *instance) pass(ctx context.Context, ev *occurrence) (wake time.Time, more bool, next *occurrence) {
 	b := in.b
 	log := b.engine.Logger()
-	for _, r := range results {
-		if ru := in.running[r.step]; ru != nil && ru.attempt == r.attempt {
-			delete(in.running, r.step)
+	in.locked(func() {
+		for _, r := range ev.results {
+			if ru := in.running[r.step]; ru != nil && ru.attempt == r.attempt {
+				delete(in.running, r.step)
+			}
 		}
-	}
-	for _, r := range results {
+	})
+	for _, r := range ev.results {
 		if r.stopped != "" && ctx.Err() != nil {
 			// The bridge is closing (a graceful stop): the drive loop
 			// drains, handing the step back.
-			return time.Time{}, true
+			return time.Time{}, true, nil
 		}
 		if r.stopped != "" {
 			// The task's work was stopped (a cancel, its expiry, a lost
 			// lease): whoever stopped it decides what comes next; nothing
 			// is recorded here.
-			in.stopAll(errTaskEnded)
-			in.invalidate()
+			in.writing(func() {
+				in.stopAll(errTaskEnded)
+				in.invalidate()
+			})
 			in.logStopped(r.step, r.stopped)
-			return time.Time{}, false
+			return time.Time{}, false, nil
 		}
 	}
-	if err := in.load(ctx); err != nil {
-		log.Warn("reading a workflow task", "task", in.id, "error", err)
-		return time.Time{}, len(in.running) > 0
-	}
-	if in.task.Status.Terminal() {
-		// A pass runs because something was due (a record, a wake-up, an
-		// outcome): the task ended before it could act.
-		if len(results) > 0 {
-			log.Info("not recording a workflow step's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "step", results[0].step, "status", in.task.Status)
-		} else {
-			log.Info("not running a workflow task's steps here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "status", in.task.Status)
+	in.peerRoot(ctx)
+	ev.freed = in.freeEarly(ev.results) // queue.go
+	in.offered(ev)
+	var d decision
+	decided, ended := false, false
+	in.writing(func() {
+		if err := in.load(ctx); err != nil {
+			log.Warn("reading a workflow task", "task", in.id, "error", err)
+			return
 		}
-		in.stopAll(errTaskEnded)
-		return time.Time{}, false
+		if in.task.Status.Terminal() {
+			// A pass runs because something was due (a record, a wake-up,
+			// an outcome): the task ended before it could act.
+			if len(ev.results) > 0 {
+				log.Info("not recording a workflow step's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "step", ev.results[0].step, "status", in.task.Status)
+			} else {
+				log.Info("not running a workflow task's steps here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id, "status", in.task.Status)
+			}
+			in.stopAll(errTaskEnded)
+			return
+		}
+		if in.verr != nil {
+			in.unserved(ctx)
+			return
+		}
+		d, decided = in.decideWrite(ctx, ev)
+		ended = decided && in.task.Status.Terminal()
+	})
+	if !decided {
+		in.locked(func() { more = len(in.running) > 0 })
+		return time.Time{}, more, nil
 	}
-	if in.verr != nil {
-		in.unserved(ctx)
-		return time.Time{}, false
+	next = in.carry(d.effects)
+	if ended {
+		in.writing(func() { in.stopAll(errTaskEnded) }) // a group that failed fast: its other members stop
+		return time.Time{}, false, nil
 	}
-	pl, ok := in.writePlan(ctx, reason, results)
-	if !ok {
-		return time.Time{}, len(in.running) > 0
-	}
-	if in.task.Status.Terminal() {
-		in.stopAll(errTaskEnded) // a group that failed fast: its other members stop
-		return time.Time{}, false
-	}
-	for _, name := range pl.start {
-		in.launch(name)
-	}
-	if w := in.p.timerWake(); !w.IsZero() && w.Sub(b.engine.Now()) < inProcessWait && in.lease != nil {
-		wake = w
-	}
-	return wake, len(in.running) > 0 || !wake.IsZero()
+	in.writing(func() {
+		if in.p == nil {
+			return
+		}
+		if w := in.p.timerWake(); !w.IsZero() && w.Sub(b.engine.Now()) < inProcessWait && in.lease != nil {
+			wake = w
+		}
+	})
+	in.locked(func() { more = len(in.running) > 0 || !wake.IsZero() })
+	return wake, more, next
 }
 
-// writePlan plans the pass (applying results) and writes it, taking the
-// lease first when the plan opens attempts. ok is false when the pass
-// stops here: the task ended, another process runs it, or the write
-// failed (a write the store refuses for good fails the task). Call with
-// mu held.
-func (in *instance) writePlan(ctx context.Context, reason string, results []stepResult) (pl plan, ok bool) {
+// recordOf is the record a decision of this process works on: p (a copy
+// of the instance's progress) and what the process observes of itself.
+// Call with the turn held.
+func (in *instance) recordOf(p *Progress) *record {
+	b := in.b
+	r := &record{id: in.id, task: in.task, p: p, wf: in.wf, opts: &b.opts, now: b.engine.Now(),
+		leased: in.lease != nil, fenced: in.lease != nil && in.lease.Held(), written: in.written, queues: b.queues() != nil, result: b.resultJSON}
+	in.locked(func() {
+		r.here = make(map[string]int, len(in.running))
+		for path, ru := range in.running {
+			r.here[path] = ru.attempt
+		}
+		peer := in.peer
+		r.peer = func(method string) (reach, refuses bool) {
+			if !peer.reach {
+				return false, false
+			}
+			return true, peer.of != nil && !peer.of.Can(method)
+		}
+	})
+	return r
+}
+
+// decideWrite decides ev and writes the decision, taking the lease first
+// when it opens attempts. ok is false when the pass stops here: the task
+// ended, another process runs it, or the write failed (a write the store
+// refuses for good fails the task). Call with the turn held.
+func (in *instance) decideWrite(ctx context.Context, ev *occurrence) (d decision, ok bool) {
 	log := in.b.engine.Logger()
 	for attempt := 0; attempt < 3; attempt++ {
 		err := in.commit(ctx, func(p *Progress) (store.Update, error) {
-			pl = in.plan(p, results, reason)
-			return pl.update, pl.err
+			d = decide(in.recordOf(p), ev)
+			return d.update, d.err
 		})
 		switch {
 		case err == nil:
@@ -336,18 +423,18 @@ func (in *instance) writePlan(ctx context.Context, reason string, results []step
 				}
 				// Another process runs the task's server steps (or it
 				// ended): it records what comes next.
-				return pl, false
+				return d, false
 			}
 			continue
 		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
 		case errors.Is(err, errEnded):
 			log.Info("not recording a workflow task's progress here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id)
 			in.stopAll(errTaskEnded)
-			return pl, false
+			return d, false
 		case errors.Is(err, errTakenOver):
 			log.Warn("lease lost; not recording a workflow task's progress here: another process took the task over", "task", in.id)
 			in.stopAll(errTaskEnded)
-			return pl, false
+			return d, false
 		default:
 			log.Error("recording a workflow task's progress", "task", in.id, "error", err)
 			in.stopAll(errTaskEnded)
@@ -358,11 +445,11 @@ func (in *instance) writePlan(ctx context.Context, reason string, results []step
 				in.invalidate()
 				in.b.failTask(context.WithoutCancel(ctx), in.id, fmt.Sprintf("the workflow's progress cannot be recorded: %v", err))
 			}
-			return pl, false
+			return d, false
 		}
 		break
 	}
-	return pl, true
+	return d, true
 }
 
 // logStopped says why the tool of a server step was stopped without its
@@ -391,36 +478,51 @@ var (
 	errTaskEnded = errors.New("workflow: the task ended or was taken over")
 )
 
-// launch starts the tool of step name's open attempt, apart from any
-// request. Call with mu held, after the write that opened the attempt.
-func (in *instance) launch(name string) {
-	b, wf, p := in.b, in.wf, in.p
-	sl := wf.slotAt(p, name)
-	if sl == nil {
+// launch starts the tool of attempt n of the slot at path, apart from any
+// request (the start effect of a decision, after its write). It holds no
+// lock while it resolves the arguments and starts the tool.
+func (in *instance) launch(name string, n int) {
+	b := in.b
+	var c *toolCall
+	var args map[string]json.RawMessage
+	var err error
+	var key string
+	found := false
+	in.writing(func() { // the record: what the attempt calls, with what
+		if in.wf == nil || in.p == nil {
+			return
+		}
+		sl := in.wf.slotAt(in.p, name)
+		if sl == nil {
+			return
+		}
+		a := sl.sp.open()
+		c = callOf(sl.s)
+		if a == nil || c == nil || a.N != n {
+			return
+		}
+		found, key = true, sl.sp.IdempotencyKey
+		args, err = c.resolve(&resolver{w: in.wf.def, vars: in.vars, item: sl.item}, in.p, false, sl.sp.ServerTakeover)
+	})
+	if !found {
 		return
 	}
-	sp := sl.sp
-	a := sp.open()
-	c := callOf(sl.s)
-	if a == nil || c == nil {
-		return
-	}
-	args, err := c.resolve(&resolver{w: wf.def, vars: in.vars, item: sl.item}, p, false, sp.ServerTakeover)
 	tctx, untrack := b.engine.Track(b.ctx, in.id)
-	ctx, cancel := context.WithCancelCause(withStep(tctx, in.id, name, a.N, string(mcptask.ExecServer)))
-	in.running[name] = &stepRun{attempt: a.N, cancel: cancel}
-	meta := mcp.Meta{mcptask.MetaIdempotencyKey: sp.IdempotencyKey}
+	ctx, cancel := context.WithCancelCause(withStepKey(tctx, in.id, name, n, string(mcptask.ExecServer), key))
+	in.locked(func() { in.running[name] = &stepRun{attempt: n, cancel: cancel} })
+	meta := mcp.Meta{mcptask.MetaIdempotencyKey: key}
 	go func() {
 		defer untrack()
 		defer cancel(nil)
-		r := stepResult{step: name, attempt: a.N}
+		r := stepResult{step: name, attempt: n}
+
 		if err != nil {
 			r.msg, r.final = err.Error(), true
 		} else {
 			r.args = marshal(args)
 			res, cerr, cut := c.run(ctx, func(ctx context.Context) (*mcp.CallToolResult, error) {
 				if c.perform != nil {
-					return c.perform(ctx, &attemptWork{in: in, path: name, n: a.N, args: args})
+					return c.perform(ctx, &attemptWork{in: in, path: name, n: n, args: args})
 				}
 				return b.runTool(ctx, c.tool, args, meta)
 			})
@@ -471,12 +573,14 @@ func (b *Bridge) runTool(ctx context.Context, tool string, args map[string]json.
 }
 
 // stopAll cancels the tools running here for the task (it ended or was
-// taken over). Call with mu held.
+// taken over) and stops renewing its lease. Call with the turn held.
 func (in *instance) stopAll(cause error) {
-	for name, ru := range in.running {
-		ru.cancel(cause)
-		delete(in.running, name)
-	}
+	in.locked(func() {
+		for name, ru := range in.running {
+			ru.cancel(cause)
+			delete(in.running, name)
+		}
+	})
 	in.dropLease()
 }
 

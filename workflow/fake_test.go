@@ -39,6 +39,17 @@ type fakeEngine struct {
 	ticking     time.Time                             // when set, the clock also moves with real time from then on
 	failWrite   func(id string, u store.Update) error // when set, a write it fails is not made
 	awaitBlocks func(id string)                       // when set, called each time Await is about to wait for a change
+	onCall      func(what, id string)                 // when set, told of every call of the store, a queue or a child, before it is made
+}
+
+// called tells onCall of a call (what, on task id).
+func (e *fakeEngine) called(what, id string) {
+	e.mu.Lock()
+	f := e.onCall
+	e.mu.Unlock()
+	if f != nil {
+		f(what, id)
+	}
 }
 
 func newFakeEngine() *fakeEngine {
@@ -64,6 +75,7 @@ func (e *fakeEngine) Resolve(ctx context.Context, req mcp.Request) *taskrouter.R
 }
 
 func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts taskrouter.CreateOptions) (*store.Task, error) {
+	e.called("create", opts.Labels[LabelParent])
 	labels := map[string]string{taskrouter.LabelKind: opts.Kind, taskrouter.LabelDialect: "ext"}
 	for k, v := range opts.Labels {
 		labels[k] = v
@@ -81,10 +93,12 @@ func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, or
 }
 
 func (e *fakeEngine) TaskFor(ctx context.Context, req *taskrouter.Request, id string) (*store.Task, error) {
+	e.called("read", id)
 	return e.st.Get(ctx, id)
 }
 
 func (e *fakeEngine) Task(ctx context.Context, id string) (*store.Task, error) {
+	e.called("read", id)
 	return e.st.Get(ctx, id)
 }
 
@@ -96,6 +110,7 @@ func (e *fakeEngine) setFailWrite(f func(id string, u store.Update) error) {
 }
 
 func (e *fakeEngine) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+	e.called("write", id)
 	e.mu.Lock()
 	fail := e.failWrite
 	e.mu.Unlock()
@@ -181,6 +196,13 @@ func (e *fakeEngine) cancel(t *testing.T, id string) {
 // CancelTask cancels task id as the engine does: the status first, then
 // the work, then the kind learns it ended.
 func (e *fakeEngine) CancelTask(ctx context.Context, id, msg string) (*store.Task, error) {
+	e.called("cancel", id)
+	e.mu.Lock()
+	wording, _ := e.kind.(taskrouter.CancelWording)
+	e.mu.Unlock()
+	if t, err := e.st.Get(ctx, id); err == nil && wording != nil {
+		msg = wording.CancelMessage(t, msg) // as the router words it
+	}
 	nt, err := e.Update(ctx, id, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg})
 	if err != nil {
 		return nil, err
@@ -200,6 +222,7 @@ func (e *fakeEngine) CancelTask(ctx context.Context, id, msg string) (*store.Tas
 }
 
 func (e *fakeEngine) TryLease(ctx context.Context, id string) (*taskrouter.Lease, error) {
+	e.called("lease", id)
 	t, err := e.st.Get(ctx, id)
 	if err != nil {
 		return nil, err

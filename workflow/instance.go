@@ -17,38 +17,62 @@ import (
 
 // instance is this process's side of one workflow task: what it knows of
 // the task and its progress, the definition the task runs on, the lease it
-// holds while server steps run here, and those steps. Every write this
-// process makes to the task goes through the instance, one at a time (mu),
-// so the steps of one task never race each other here and no other task
-// ever waits for them: there is no lock shared between tasks. Writes are
-// conditional on the task's version; a writer elsewhere (another replica,
-// a client's touch, a cancel) makes the next write reload and apply its
-// change again.
+// holds while server steps run here, and those steps. It executes the
+// decisions of plan.go: every write this process makes to the task goes
+// through the instance, one at a time (the write turn), so the steps of
+// one task never race each other here and no other task ever waits for
+// them: there is no lock shared between tasks. Writes are conditional on
+// the task's version; a writer elsewhere (another replica, a client's
+// touch, a cancel) makes the next write reload and apply its change again.
 //
-// mu is never held while a tool runs, and it is taken in this file only:
-// other files run their critical sections through locked, commitLocked,
-// refresh and known (TestInstanceLockInOneFile checks it). The methods
-// documented "Call with mu held" run inside such a section.
+// Two things order the instance. turn is the write turn: a writer holds
+// it from reading the record to the end of its store write (commit), and
+// for nothing else: never across a tool, a queue, a child, or the effects
+// a decision leaves (carry). mu guards the instance's memory and is held
+// for memory only, never across a call to the store, a queue, a child or
+// a tool (TestInstanceHoldsNoLockAcrossCalls). p, wf, verr, lease and
+// written are the turn's: a change moves p on in place, so whoever reads
+// them holds the turn; task is set with both held, so that a reader
+// holding mu (known) sees it whole.
+//
+// Both are taken in this file only: other files run their sections
+// through locked, writing, commitTurn, refresh and known
+// (TestInstanceLockInOneFile checks it). The methods documented "Call
+// with the turn held" run inside writing.
 type instance struct {
 	b  *Bridge
 	id string
 
-	mu   sync.Mutex
-	task *store.Task // the task as last read or written; nil: reload
-	p    *Progress   // its progress, decoded
-	wf   *compiled   // the version the task runs on; nil when verr is set
-	verr error       // why the task cannot run here (a version not served, a mismatch, undecodable progress)
+	turn chan struct{} // the write turn: a token, taken by writing
 
+	task    *store.Task // the task as last read or written; nil: reload (the turn and mu)
+	p       *Progress   // its progress, decoded (ahead of task while a decision's change is kept unwritten)
+	wf      *compiled   // the version the task runs on; nil when verr is set
+	verr    error       // why the task cannot run here (a version not served, a mismatch, undecodable progress)
 	lease   *taskrouter.Lease
+	written time.Time // when this process last wrote the task
+	kept    bool      // p holds a change not written yet (errNoWrite): the next commit writes it
+
+	mu sync.Mutex
+
 	running map[string]*stepRun      // server steps whose tool runs here now
 	clients map[string]chan struct{} // client steps a continuation performs here now; closed when it ends
 	driving bool                     // the drive loop runs
+	parked  bool                     // the drive loop waits between passes (for an outcome, a kick or its timer)
 	again   bool                     // a kick arrived while the drive loop ran: plan again
 	passed  chan struct{}            // closed when the drive loop's next pass ends (see kick)
 	results chan stepResult
 	poke    chan struct{}
-	written time.Time // when this process last wrote the task
-	refs    int       // users: requests, the drive loop (guarded by Bridge.mu)
+	offers  map[string]placeAnswer // places other tasks' queue operations granted it, for its next decision (queue.go)
+	peer    peerView               // the client's connection, as the last pass found it (peerRoot)
+	root    string                 // the root of the task's lineage, once found
+	refs    int                    // users: requests, the drive loop (guarded by Bridge.mu)
+}
+
+// peerView is what the instance knows of its client's connection.
+type peerView struct {
+	reach bool             // the engine sends requests to clients
+	of    *taskrouter.Peer // the client's connection, when it is known
 }
 
 // use returns the instance of task id, creating it, and counts a user;
@@ -58,7 +82,7 @@ func (b *Bridge) use(id string) *instance {
 	defer b.mu.Unlock()
 	in := b.instances[id]
 	if in == nil {
-		in = &instance{b: b, id: id, running: map[string]*stepRun{}, clients: map[string]chan struct{}{},
+		in = &instance{b: b, id: id, turn: make(chan struct{}, 1), running: map[string]*stepRun{}, clients: map[string]chan struct{}{},
 			results: make(chan stepResult, 16), poke: make(chan struct{}, 1)}
 		b.instances[id] = in
 	}
@@ -77,17 +101,26 @@ func (b *Bridge) done(in *instance) {
 	}
 }
 
-// locked runs f with the instance's lock held, unlocking even when f
-// panics.
+// locked runs f with the instance's memory lock held, unlocking even
+// when f panics. f calls nothing that waits (no store, queue, child or
+// tool).
 func (in *instance) locked(f func()) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	f()
 }
 
-// commitLocked is commit with the lock taken for it.
-func (in *instance) commitLocked(ctx context.Context, change func(p *Progress) (store.Update, error)) (err error) {
-	in.locked(func() { err = in.commit(ctx, change) })
+// writing runs f with the write turn held (see instance), handing it on
+// even when f panics.
+func (in *instance) writing(f func()) {
+	in.turn <- struct{}{}
+	defer func() { <-in.turn }()
+	f()
+}
+
+// commitTurn is commit with the write turn taken for it.
+func (in *instance) commitTurn(ctx context.Context, change func(p *Progress) (store.Update, error)) (err error) {
+	in.writing(func() { err = in.commit(ctx, change) })
 	return err
 }
 
@@ -95,9 +128,9 @@ func (in *instance) commitLocked(ctx context.Context, change func(p *Progress) (
 // the version policy to a task that cannot run here, and returns the
 // version the task runs on, or why there is none.
 func (in *instance) refresh(ctx context.Context, t *store.Task) (wf *compiled, err error) {
-	in.locked(func() {
+	in.writing(func() {
 		if in.task == nil || t.Version > in.task.Version {
-			in.adopt(t)
+			in.locked(func() { in.adopt(t) })
 		}
 		if in.verr != nil {
 			err = in.verr
@@ -111,7 +144,7 @@ func (in *instance) refresh(ctx context.Context, t *store.Task) (wf *compiled, e
 
 // known returns the task and its progress as this process last read or
 // wrote them (nil when it knows nothing), decoded afresh: the instance's
-// own Progress changes under mu.
+// own Progress changes under the turn.
 func (in *instance) known() (*store.Task, *Progress) {
 	var t *store.Task
 	in.locked(func() { t = in.task })
@@ -126,9 +159,10 @@ func (in *instance) known() (*store.Task, *Progress) {
 }
 
 // adopt sets what the instance knows from t (read or written elsewhere).
-// Call with mu held.
+// Call with the turn and mu held.
 func (in *instance) adopt(t *store.Task) {
 	in.task, in.p, in.wf, in.verr = t, nil, nil, nil
+	in.kept = false // a change kept unwritten is the record's no more
 	p, err := decodeProgress(t)
 	if err != nil {
 		in.verr = err
@@ -157,7 +191,8 @@ func (in *instance) adopt(t *store.Task) {
 	}
 }
 
-// load reads the task unless the instance knows it. Call with mu held.
+// load reads the task unless the instance knows it. Call with the turn
+// held.
 func (in *instance) load(ctx context.Context) error {
 	if in.task != nil {
 		return nil
@@ -166,13 +201,15 @@ func (in *instance) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in.adopt(t)
+	in.locked(func() { in.adopt(t) })
 	return nil
 }
 
-// invalidate makes the next use reload the task. Call with mu held.
+// invalidate makes the next use reload the task. Call with the turn
+// held.
 func (in *instance) invalidate() {
-	in.task, in.p, in.wf, in.verr = nil, nil, nil, nil
+	in.locked(func() { in.task, in.p, in.wf, in.verr = nil, nil, nil, nil })
+	in.kept = false
 }
 
 // errStale is returned by a change that no longer applies to the progress
@@ -188,15 +225,16 @@ var errTakenOver = errors.New("workflow: another server process took the task ov
 
 // commit applies change to the progress and writes it, with the update
 // change returns, in one write conditional on the task's version (and
-// fenced by the lease while one is held). On a version conflict it reloads
-// the task and applies change again. change returns errStale (or another
-// error) to give up: nothing is written and the instance reloads; it
-// returns errNoWrite to keep its change in memory, unwritten (coalesced
-// progress). Call with mu held. The errors: errEnded (the task ended or is
-// gone, also when a fenced write found it so), errTakenOver (another
-// process holds the lease), in.verr (the
-// task's version is not served here), change's own, and JSON-RPC errors
-// for store failures.
+// fenced by the lease while one is held). On a version conflict it
+// reloads the task and applies change again. change returns errStale (or
+// another error) to give up: nothing is written and the instance
+// reloads; it returns errNoWrite to keep its change in memory, unwritten
+// (coalesced progress), and errUnchanged when it changed nothing. Call
+// with the turn held (not mu: the store is called). The errors: errEnded
+// (the task ended or is gone, also when a fenced write found it so),
+// errTakenOver (another process holds the lease), in.verr (the task's
+// version is not served here), change's own, and JSON-RPC errors for
+// store failures.
 func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.Update, error)) error {
 	for attempt := 0; ; attempt++ {
 		if err := in.load(ctx); err != nil {
@@ -211,16 +249,22 @@ func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.
 		if in.verr != nil {
 			return in.verr
 		}
-		u, err := change(in.p)
+		p := in.p
+		u, err := change(p)
 		switch {
-		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
+		case errors.Is(err, errNoWrite):
+			in.kept = true // the change stays in p, unwritten
+			return err
+		case errors.Is(err, errUnchanged) && in.kept:
+			err = nil // nothing new, but what was kept is written now
+		case errors.Is(err, errUnchanged):
 			return err
 		}
 		if err != nil {
 			in.invalidate()
 			return err
 		}
-		err = in.write(ctx, u)
+		err = in.write(ctx, p, u)
 		switch {
 		case err == nil:
 			return nil
@@ -262,13 +306,13 @@ func permanent(err error) bool {
 	return errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrInvalid)
 }
 
-// write stores the instance's progress with u: the progress variable, the
-// status message (the pause reason, unless u sets one), the wake-up time,
-// the deadline, the fence of the lease while one is held, and the events
-// of the attempts the write opens and closes (stepEvents). Call with mu
-// held.
-func (in *instance) write(ctx context.Context, u store.Update) error {
-	p, t := in.p, in.task
+// write stores progress p (the instance's, moved on by a change) with u:
+// the progress variable, the status message (the pause reason, unless u
+// sets one), the wake-up time, the deadline, the fence of the lease while
+// one is held, and the events of the attempts the write opens and closes
+// (stepEvents). Call with the turn held (not mu: the store is called).
+func (in *instance) write(ctx context.Context, p *Progress, u store.Update) error {
+	t := in.task
 	now := in.b.engine.Now()
 	p.Revision++
 	p.UpdatedAt = now
@@ -304,15 +348,7 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 		}
 	}
 	if !u.Status.Terminal() {
-		wake := p.nextWake(now)
-		u.WakeAt = &wake
-		in.b.deadline(t, p, &u, now)
-		// A workflow waiting only for events needs the client's input
-		// (tasks/update, or the webhook): input_required, with its
-		// inputRequests; working otherwise.
-		if want := wantStatus(t, p); u.Status == "" && t.Status != want {
-			u.Status = want
-		}
+		in.b.recordRules(t, p, &u, now) // the wake-up, the expiry, the status (timerules.go)
 	}
 	u.Events = append(stepEvents(t, p), u.Events...) // the attempts it opens and closes (events.go), then what the plan adds (a pause)
 	nt, err := in.b.engine.Update(ctx, in.id, u)
@@ -320,8 +356,8 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 		p.Revision--
 		return err
 	}
-	in.task = nt
-	in.written = now
+	in.locked(func() { in.task = nt })
+	in.written, in.kept = now, false
 	if u.ReleaseLease || nt.Status.Terminal() {
 		in.dropLease()
 	}
@@ -330,7 +366,7 @@ func (in *instance) write(ctx context.Context, u store.Update) error {
 }
 
 // dropLease stops renewing the lease (after the write that released it in
-// the store, or when it was lost). Call with mu held.
+// the store, or when it was lost). Call with the turn held.
 func (in *instance) dropLease() {
 	if in.lease != nil {
 		in.lease.Release()
@@ -341,7 +377,7 @@ func (in *instance) dropLease() {
 // holdLease takes the task's lease for work this process is about to run,
 // unless it holds it: without waiting when another process holds it
 // (store.ErrLeased). On an exclusive store it succeeds at once and fences
-// nothing. Call with mu held.
+// nothing. Call with the turn held.
 func (in *instance) holdLease(ctx context.Context) error {
 	if in.lease != nil {
 		return nil
@@ -352,7 +388,7 @@ func (in *instance) holdLease(ctx context.Context) error {
 	}
 	in.lease = l
 	if in.task == nil || l.Task.Version != in.task.Version {
-		in.adopt(l.Task) // the claim wrote the task (shared store), or it moved on
+		in.locked(func() { in.adopt(l.Task) }) // the claim wrote the task (shared store), or it moved on
 	}
 	return nil
 }
@@ -364,7 +400,8 @@ func setLabel(u *store.Update, k, v string) {
 	u.Labels[k] = v
 }
 
-// vars reads task variables for TaskVar sources. Call with mu held.
+// vars reads task variables for TaskVar sources. Call with the turn or
+// mu held.
 func (in *instance) vars(name string) (json.RawMessage, bool) {
 	return userVar(name, in.task.Variables)
 }

@@ -72,8 +72,12 @@ type kind interface {
 	// ran out (TimeoutServer).
 	takeBack(sp *StepProgress)
 	// serve does the server's part of the step, reached and not client
-	// side: start an attempt of its tool, start or end a sleep. It returns
-	// a failure that ends the workflow, or "".
+	// side: start an attempt of its tool, start or end a sleep, start or
+	// read a child. It is the kind's pass of a decision (plan.go): it moves
+	// the record on and calls nothing; what must happen after the write it
+	// asks for as effects (x.r.effect), and their answers come back in the
+	// next decision's event (x.r.ev). It returns a failure that ends the
+	// workflow, or "".
 	serve(x *turn) string
 	// onReach is called when the workflow reaches the step for the client
 	// (it starts waiting for it); it reports whether the step ended on

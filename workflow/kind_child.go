@@ -143,37 +143,61 @@ func (k *childStep) check(c *checker) {
 
 // serve starts the child (once per attempt), then takes in what it finds
 // of it: its end, or where it stands (running, or waiting for the
-// client), and looks again every childCheck.
+// client), and looks again every childCheck. The kind's pass of a
+// decision calls nothing: it asks for the child to be started or read
+// (the effects startChild and readChild, after the write), and takes in
+// the answer when the next decision's event brings it. The child is
+// created before the parent records it (lineage.go): its id is derived
+// from the attempt the record will open, so a parent that stops between
+// the two finds it again.
 func (k *childStep) serve(x *turn) string {
-	sp, b := x.sp, x.in.b
-	ctx := context.WithoutCancel(b.ctx)
+	sp, r := x.sp, x.r
+	ans, answered := r.ev.children[x.sl.path]
 	if sp.Child == "" {
-		if depthOf(x.in.task) >= MaxDepth {
+		if depthOf(r.task) >= MaxDepth {
 			return fmt.Sprintf("step %q would start workflow %q deeper than MaxDepth (%d) child workflows; the workflow failed", x.s.Name, k.workflow, MaxDepth)
 		}
 		args, err := k.resolve(x)
 		if err != nil {
 			return fmt.Sprintf("step %q cannot start workflow %q: %v; the workflow failed", x.s.Name, k.workflow, err)
 		}
-		sp.begin(ReasonFirst, string(mcptask.ExecServer), x.now)
-		id := childID(x.in.id, x.sl.path, sp.Attempts)
-		if _, err := b.startChild(ctx, x.in.task, k.workflow, args, id, x.sl.path); err != nil {
-			if errors.Is(err, errNotStarted) {
-				return fmt.Sprintf("step %q cannot start workflow %q: %v; the workflow failed", x.s.Name, k.workflow, err)
-			}
-			// No room under the task limits, or the store: start it again
-			// soon, and say why it waits (childStartWait).
-			sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, err.Error())
-			sp.Attempts--
-			at := x.now.Add(time.Second)
-			sp.RetryAt, sp.Status, sp.Error = &at, mcptask.StepPending, childStartWait(err)
+		id := childID(r.id, x.sl.path, sp.Attempts+1)
+		if !answered || ans.id != id {
+			r.effect(startChild{path: x.sl.path, id: id, workflow: k.workflow, args: args})
 			return ""
 		}
+		if ans.final != "" {
+			return fmt.Sprintf("step %q cannot start workflow %q: %s; the workflow failed", x.s.Name, k.workflow, ans.final)
+		}
+		if ans.err != nil {
+			// No room under the task limits, or the store: start it again
+			// soon, and say why it waits (childStartWait).
+			sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, ans.err.Error())
+			sp.Attempts--
+			at := x.now.Add(time.Second)
+			sp.RetryAt, sp.Status, sp.Error = &at, mcptask.StepPending, childStartWait(ans.err)
+			return ""
+		}
+		sp.begin(ReasonFirst, string(mcptask.ExecServer), x.now)
 		sp.Child, sp.RetryAt, sp.Error = id, nil, ""
 		sp.Status = mcptask.StepAwaitingChild
 		x.emit()
+		// Read it again once this is written: an end it wrote before
+		// (whose poke found no child recorded here) is taken in then.
+		r.effect(readChild{path: x.sl.path, id: sp.Child})
+		at := x.now.Add(childCheck)
+		sp.Until = &at
+		return ""
 	}
-	ct, err := b.engine.Task(ctx, sp.Child)
+	if !answered || ans.id != sp.Child {
+		r.effect(readChild{path: x.sl.path, id: sp.Child})
+		if sp.Until == nil {
+			at := x.now.Add(childCheck)
+			sp.Until = &at
+		}
+		return ""
+	}
+	ct, err := ans.task, ans.err
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return k.failed(x, fmt.Sprintf("child workflow task %s is gone", sp.Child))
@@ -196,7 +220,7 @@ func (k *childStep) serve(x *turn) string {
 		x.emit()
 		return ""
 	case mcptask.StatusFailed, mcptask.StatusCancelled:
-		return k.failed(x, fmt.Sprintf("child workflow %q (task %s) %s: %s", k.workflow, sp.Child, ct.Status, oneLine(ct.StatusMessage)))
+		return k.failed(x, fmt.Sprintf("child workflow %q (task %s) %s: %s", k.workflow, sp.Child, ct.Status, causeLine(ct.StatusMessage)))
 	}
 	sp.Status = mcptask.StepAwaitingChild
 	if cp, err := decodeProgress(ct); err == nil && waiting(cp) {

@@ -59,6 +59,11 @@ func invalidPayload(s *Step, format string, args ...any) error {
 }
 
 func (k *event) check(c *checker) {
+	if c.bodyOf != nil {
+		// A delivery names a step of the workflow; the records a
+		// container keeps have none of their own to take it.
+		c.add("an event step cannot be the body of %s step %q: a delivery reaches the workflow's own steps, not the runs of a body; make the event a step of the workflow (before the %s, or in a workflow the %s starts as a child)", c.bodyOf.Kind(), c.bodyOf.Name, c.bodyOf.Kind(), c.bodyOf.Kind())
+	}
 	if k.schema != nil {
 		if _, err := json.Marshal(k.schema); err != nil {
 			c.add("the payload schema cannot be encoded: %v", err)

@@ -138,12 +138,18 @@ func (k *loop) serve(x *turn) string {
 	if failure, open := k.run(x, cur); failure != "" || open {
 		return failure
 	}
+	if sp.Until != nil && cur.sp.Until != nil && sp.Until.Equal(*cur.sp.Until) {
+		sp.Until = nil // the run's own timer (a sleep), shown while it ran
+	}
 	if cur.sp.Status == mcptask.StepCompleted && k.holds(x, cur.sp.Result) {
 		return k.end(x, cur.sp.Result, "")
 	}
 	if sp.Runs >= k.max {
 		why := fmt.Sprintf("step %q ran %d time(s) without %s", x.sl.path, sp.Runs, k.until) // the record the handoff shows ("smoke[1]" in a for-each)
 		if !k.skip {
+			sp.RetryAt, sp.Until, sp.Deadline = nil, nil, nil
+			sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, why)
+			sp.Status, sp.Error = mcptask.StepFailed, why // it failed: it is not left running
 			return why + "; the workflow failed"
 		}
 		return k.end(x, cur.sp.Result, why)
@@ -183,7 +189,7 @@ func (k *loop) run(x *turn, cur *slot) (failure string, open bool) {
 		return "", false
 	}
 	if clientSide(cur.s, cur.sp) {
-		failure, back := x.in.reach(x.p, cur.s, cur.sp, x.now)
+		failure, back := reach(x.p, cur.s, cur.sp, x.now)
 		if failure != "" || !back {
 			return failure, !cur.sp.ended()
 		}
@@ -192,9 +198,14 @@ func (k *loop) run(x *turn, cur *slot) (failure string, open bool) {
 	return failure, !cur.sp.ended() && !cur.sp.GaveUp
 }
 
-// show sets the loop's record from its current run's.
+// show sets the loop's record from its current run's: its status, and
+// the timers the time rules wake the task for (a retry, a client's wait,
+// a timer of its own: a sleep's end, a child's next look).
 func (k *loop) show(sp, cur *StepProgress) {
 	sp.RetryAt, sp.Deadline = cur.RetryAt, cur.Deadline
+	if !cur.ended() && !cur.GaveUp && cur.Until != nil {
+		sp.Until = cur.Until
+	}
 	switch {
 	case cur.Status == mcptask.StepRunning || cur.open() != nil:
 		sp.Status = mcptask.StepRunning

@@ -165,3 +165,58 @@ func TestLoopValidation(t *testing.T) {
 	}
 	require.NoError(t, New("w", "").Step(Repeat("r", Server("a", "a")).Until(until).AtMost(3)).Validate(e.lookup()))
 }
+
+// A loop takes every kind that can run as its body, and registration
+// refuses, naming the kind, the ones that cannot: a sleep runs (and wakes
+// the task at its end), a child runs (one child per run), a group and an
+// event are refused.
+func TestLoopBodies(t *testing.T) {
+	t.Run("sleep", func(t *testing.T) {
+		e := newFakeEngine()
+		w := New("naps", "").Step(Repeat("r", Sleep("nap", 300*time.Millisecond)).Until(Falsy(StepOutput("nap", "sleptUntil"))).AtMost(2).SkipsOnExhaust())
+		f := newFixture(t, e, &Options{PromptWait: 10 * time.Millisecond}, w)
+		tk, _ := f.start(t, "naps", nil)
+		require.Eventually(t, func() bool {
+			e.advance(100 * time.Millisecond)
+			e.wakeDue(t)
+			tk, _ = f.task(t, tk.ID)
+			return tk.Status.Terminal()
+		}, 10*time.Second, time.Millisecond, "the loop's sleeps wake the task")
+		tk, p := f.task(t, tk.ID)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
+		require.Equal(t, 2, p.step("r").Runs)
+		require.Equal(t, mcptask.StepSkipped, p.step("r").Status)
+	})
+	t.Run("child", func(t *testing.T) {
+		e := newFakeEngine()
+		var n atomic.Int32
+		e.tool("probe", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+			return ok(map[string]any{"healthy": n.Add(1) >= 2}), nil
+		})
+		probe := New("probe_once", "").Step(Server("probe", "probe"))
+		w := New("polls", "").Step(Repeat("r", Child("check", "probe_once")).Until(Truthy(StepOutput("check", "probe", "healthy"))).AtMost(3))
+		f := newFixture(t, e, &Options{PromptWait: -1}, probe, w)
+		tk, _ := f.start(t, "polls", nil)
+		tk = f.waitEnded(t, tk.ID)
+		require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
+		_, p := f.task(t, tk.ID)
+		require.Equal(t, 2, p.step("r").Runs)
+		require.Len(t, tasksOf(t, e, LabelParent, tk.ID), 2, "one child per run")
+	})
+	t.Run("refused", func(t *testing.T) {
+		e := newFakeEngine()
+		echoTools(e, "a")
+		for kind, body := range map[string]*Step{
+			"event": Event("poll", "the build is green"),
+			"group": Parallel("g", Server("a", "a")),
+		} {
+			for _, container := range []*Step{
+				Repeat("r", body).Until(Truthy(StepOutput("poll"))).AtMost(2),
+				ForEach("f", Const([]int{1}), body),
+			} {
+				err := New("w", "").Step(container).Validate(e.lookup())
+				require.ErrorContains(t, err, kind, "a %s body of a %s is refused, naming the kind", kind, container.Kind())
+			}
+		}
+	})
+}

@@ -394,7 +394,7 @@ func (a *clientAsk) serveAsk(x *turn, self asker) string {
 				return x.attempt() // the attempt fails on it, as the step's policy says
 			}
 			params := self.params(text)
-			params["_meta"] = mcptask.RelatedTaskMeta(x.in.id)
+			params["_meta"] = mcptask.RelatedTaskMeta(x.r.id)
 			asked.Request = marshal(map[string]any{"method": a.method, "params": params})
 			sp.Status = mcptask.StepAwaitingEvent
 		} else {

@@ -60,15 +60,15 @@ func askedRequest(sp *StepProgress) json.RawMessage {
 // an input request (extension dialect) or its model performs the step (a
 // client known not to take the request); "" lets the server ask it.
 func (a *clientAsk) route(x *turn, self asker) (via, why string) {
-	d, _ := mcptask.ParseDialect(x.in.task.Labels[taskrouter.LabelDialect])
+	d, _ := mcptask.ParseDialect(x.r.task.Labels[taskrouter.LabelDialect])
 	if d.HasMethod(mcptask.MethodTasksUpdate) {
 		return AskViaInput, ""
 	}
-	pe, ok := x.in.b.engine.(peerer)
-	if !ok {
+	reach, refuses := x.r.peer(a.method) // the executor's observation (drive.go's peerRoot)
+	if !reach {
 		return AskViaHandoff, "the server cannot send requests to your client"
 	}
-	if p := pe.PeerOf(x.in.b.clientTaskOf(context.Background(), x.in.task)); p != nil && !p.Can(a.method) {
+	if refuses {
 		return AskViaHandoff, fmt.Sprintf("%s (it declared no %s capability)", self.words().cannot, self.words().capability)
 	}
 	return "", ""
@@ -231,7 +231,7 @@ func givenUp(ctx context.Context) bool {
 // clientTask is the client task the attempt's record holds, if any.
 func (w *attemptWork) clientTask(ctx context.Context) string {
 	var id string
-	w.in.locked(func() {
+	w.in.writing(func() {
 		if w.in.load(ctx) != nil || w.in.wf == nil || w.in.p == nil {
 			return
 		}
@@ -256,7 +256,7 @@ func (w *attemptWork) ttl() time.Duration {
 // durable before the server waits for it. A write that fails is logged:
 // the attempt goes on (a restart asks again).
 func (w *attemptWork) note(ctx context.Context, asked *Asked) {
-	err := w.in.commitLocked(context.WithoutCancel(ctx), func(p *Progress) (store.Update, error) {
+	err := w.in.commitTurn(context.WithoutCancel(ctx), func(p *Progress) (store.Update, error) {
 		sl := w.in.wf.slotAt(p, w.path)
 		if sl == nil {
 			return store.Update{}, errStale
@@ -274,4 +274,38 @@ func (w *attemptWork) note(ctx context.Context, asked *Asked) {
 	if err != nil && !errors.Is(err, errUnchanged) && !errors.Is(err, errStale) {
 		w.in.b.engine.Logger().Warn("recording how a workflow step asks the client", "task", w.in.id, "step", w.path, "error", err)
 	}
+}
+
+// peerRoot finds, before a decision, how the workflow's client is reached
+// (the root of its lineage, and the engine's connection to it): a step
+// that asks the client decides by it (kind_sample_route.go), and a
+// decision calls nothing to learn it.
+func (in *instance) peerRoot(ctx context.Context) {
+	pe, ok := in.b.engine.(peerer)
+	var t *store.Task
+	asks := false
+	in.writing(func() {
+		t, asks = in.task, in.wf == nil // not known yet: look
+		if in.wf != nil {
+			for _, s := range in.wf.steps {
+				_, a := s.kind.(asker)
+				asks = asks || a
+			}
+		}
+	})
+	if !ok || !asks {
+		in.locked(func() { in.peer = peerView{reach: ok} }) // none of its steps asks the client
+		return
+	}
+	var root string
+	in.locked(func() { root = in.root })
+	if root == "" && t != nil {
+		root = in.b.clientTaskOf(ctx, t) // the store, for a child: without a lock
+		in.locked(func() { in.root = root })
+	}
+	if root == "" {
+		root = in.id
+	}
+	of := pe.PeerOf(root)
+	in.locked(func() { in.peer = peerView{reach: true, of: of} })
 }

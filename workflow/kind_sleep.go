@@ -117,7 +117,7 @@ func (k *sleep) serve(x *turn) string {
 	}
 	sp.end(ReasonFirst, string(mcptask.ExecServer), x.now, "")
 	sp.Status, sp.CompletedBy = mcptask.StepCompleted, string(mcptask.ExecServer)
-	x.p.Outputs[x.s.binding()] = marshal(map[string]any{"sleptUntil": sp.Until.UTC().Format(time.RFC3339Nano)})
+	x.sl.output(x.p, marshal(map[string]any{"sleptUntil": sp.Until.UTC().Format(time.RFC3339Nano)})) // a body's run keeps its own
 	x.p.UpdatedAt = x.now
 	x.emit()
 	return ""

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/taskbridge/taskbridge/internal/testhooks"
 	"github.com/taskbridge/taskbridge/mcptask"
@@ -160,24 +162,21 @@ func (b *Bridge) pokeParent(ctx context.Context, child *store.Task) {
 	id, path := child.Labels[LabelParent], child.Labels[LabelParentStep]
 	in := b.use(id)
 	defer b.done(in)
-	var err error
-	in.locked(func() {
-		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
-			sl := in.wf.slotAt(p, path)
-			if sl == nil || sl.sp.ended() || sl.sp.HandedToClient || sl.sp.Child != child.ID {
-				return store.Update{}, errUnchanged // it took in the child's end already
+	err := in.commitTurn(ctx, func(p *Progress) (store.Update, error) {
+		sl := in.wf.slotAt(p, path)
+		if sl == nil || sl.sp.ended() || sl.sp.HandedToClient || sl.sp.Child != child.ID {
+			return store.Update{}, errUnchanged // it took in the child's end already
+		}
+		now := b.engine.Now()
+		for s := sl; s != nil; s = s.parent { // its containers too
+			if s.sp.Until == nil || s.sp.Until.After(now) {
+				s.sp.Until = &now // due, for the scheduler
 			}
-			now := b.engine.Now()
-			for s := sl; s != nil; s = s.parent { // its containers too
-				if s.sp.Until == nil || s.sp.Until.After(now) {
-					s.sp.Until = &now // due, for the scheduler
-				}
-				if s.sp.Status == mcptask.StepAwaitingClient {
-					s.sp.Status = mcptask.StepAwaitingChild // not resting, for those who wait for it to rest
-				}
+			if s.sp.Status == mcptask.StepAwaitingClient {
+				s.sp.Status = mcptask.StepAwaitingChild // not resting, for those who wait for it to rest
 			}
-			return store.Update{}, nil
-		})
+		}
+		return store.Update{}, nil
 	})
 	switch {
 	case err == nil:
@@ -238,19 +237,29 @@ func (b *Bridge) outlivesParent(ctx context.Context, t *store.Task) bool {
 	return true
 }
 
-// ended is told that the engine ended workflow task t from outside (a
-// cancel, an expiry): its children still running are cancelled, and its
-// parent learns it.
-func (b *Bridge) ended(ctx context.Context, t *store.Task) {
-	if p, err := decodeProgress(t); err == nil && hasChildren(p) {
-		b.cancelChildren(ctx, t, p)
+// maxCause bounds the cause a parent's message quotes of its child's end.
+const maxCause = 1500
+
+// causeLine is the message of a child's end as its parent quotes it: on
+// one line, and, when it is long (a chain of children, each quoting the
+// next), shortened in the middle, never at its end: the cause, which the
+// deepest child says last, reaches every ancestor.
+func causeLine(msg string) string {
+	s := strings.Join(strings.Fields(msg), " ")
+	if len(s) <= maxCause {
+		return s
 	}
-	if t.Status == mcptask.StatusCancelled {
-		b.undoCancelled(ctx, t) // compensation.go
+	const head = maxCause / 3
+	tail := maxCause - head
+	cut := len(s) - tail
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
 	}
-	if t.Labels[LabelParent] != "" {
-		b.pokeParent(ctx, t)
+	h := head
+	for h > 0 && !utf8.RuneStart(s[h]) {
+		h--
 	}
+	return s[:h] + " … " + s[cut:]
 }
 
 // rootOf is the workflow the client works on when t (at progress p) is a

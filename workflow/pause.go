@@ -74,105 +74,137 @@ func pauseCut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), e
 // (it defaults to "an operator"), p.Reason why, and p.Cut stops the steps
 // running in this process too (a step running on another replica
 // finishes there; its outcome is not recorded, and it runs again on
-// resume). It returns the task as written and a sentence saying what
-// happened. A task paused already fails with ErrPaused; an ended one
-// with an error matching taskrouter.ErrNotPausable. Who may pause is the
-// caller's to check (the tools check the requestor may see the task).
+// resume). The workflow's children are paused with it. It returns the
+// task as written and a sentence saying what happened. A task paused
+// already fails with ErrPaused; an ended one with an error matching
+// taskrouter.ErrNotPausable. Who may pause is the caller's to check (the
+// tools check the requestor may see the task).
 func (b *Bridge) Pause(ctx context.Context, id string, p taskrouter.PauseRequest) (*store.Task, string, error) {
 	if p.By == "" {
 		p.By = "an operator"
 	}
-	in := b.use(id)
-	defer b.done(in)
-	var said string
-	var cut []string
-	err := in.commitLocked(ctx, func(pr *Progress) (store.Update, error) {
-		if pr.Paused != nil {
-			return store.Update{}, fmt.Errorf("%w (by %s since %s)", ErrPaused, pr.Paused.By, stamp(pr.Paused.At))
-		}
-		now := b.engine.Now()
-		pr.Paused = &Pause{By: p.By, At: now, Reason: oneLine(p.Reason), Cut: p.Cut}
-		cut = nil
-		var running []string
-		in.eachSlot(pr, func(sl *slot) {
-			a := sl.sp.open()
-			if a == nil {
-				return
-			}
-			running = append(running, sl.path)
-			if p.Cut {
-				a.Outcome, a.Error = OutcomeStopped, fmt.Sprintf("cut: the workflow was paused by %s; the step runs again on resume", p.By)
-				a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
-				sl.sp.Status = mcptask.StepPending
-				sl.sp.Tries = max(0, sl.sp.Tries-1)
-				cut = append(cut, sl.path)
-			}
-		})
-		pr.refresh()
-		pr.PauseReason = pauseReason(in.wf, pr)
-		said = fmt.Sprintf("Workflow task %s is paused: no step starts until it is resumed.", id)
-		switch {
-		case len(running) == 0:
-		case p.Cut:
-			said += fmt.Sprintf(" The steps that were running (%s) were stopped; they run again on resume.", quoteList(running))
-		default:
-			said += fmt.Sprintf(" The steps running now (%s) finish; their outcomes are recorded.", quoteList(running))
-		}
-		u := store.Update{Events: []store.Event{actionEvent("paused", p.By, p.Reason)}}
-		if ev, ok := pauseEvent(pr); ok {
-			u.Events = append(u.Events, ev) // push webhooks hear of it (paused.go)
-		}
-		return u, nil
-	})
-	if err != nil {
-		return nil, "", pauseErr(err)
-	}
-	in.locked(func() {
-		for _, path := range cut {
-			if ru := in.running[path]; ru != nil {
-				ru.cancel(errPauseCut)
-			}
-		}
-	})
-	in.kick("")
-	t, _ := in.known()
-	return t, said, nil
+	return b.hold(ctx, id, &occurrence{pause: &Pause{By: p.By, Reason: oneLine(p.Reason), Cut: p.Cut}})
 }
 
 // Resume resumes paused workflow task id, by by: what is due starts (a
-// step the pause cut, or whose failure paused it, runs again). It returns
-// the task as written and a sentence saying what happened; a task that
-// is not paused fails with ErrNotPaused.
+// step the pause cut, or whose failure paused it, runs again), and the
+// children its pause paused are resumed. It returns the task as written
+// and a sentence saying what happened; a task that is not paused fails
+// with ErrNotPaused.
 func (b *Bridge) Resume(ctx context.Context, id, by string) (*store.Task, string, error) {
 	if by == "" {
 		by = "an operator"
 	}
+	return b.hold(ctx, id, &occurrence{resume: by})
+}
+
+// resumeChild resumes child workflow task id when its parent's pause
+// paused it (one paused on its own stays paused).
+func (b *Bridge) resumeChild(ctx context.Context, id, parent, by string) (*store.Task, string, error) {
+	return b.hold(ctx, id, &occurrence{resume: by, parent: parent})
+}
+
+// hold decides a pause or a resume (ev) of task id, writes it, carries
+// its effects out (cut the steps a pause stops, pause or resume the
+// children) and sets the workflow off.
+func (b *Bridge) hold(ctx context.Context, id string, ev *occurrence) (*store.Task, string, error) {
 	in := b.use(id)
 	defer b.done(in)
-	var said string
-	err := in.commitLocked(ctx, func(p *Progress) (store.Update, error) {
-		if p.Paused == nil {
-			return store.Update{}, ErrNotPaused
-		}
-		was := p.Paused
-		p.Paused = nil
-		said = fmt.Sprintf("Workflow task %s is resumed (it was paused by %s since %s).", id, was.By, stamp(was.At))
-		if was.Step != "" {
-			if sl := in.wf.slotAt(p, was.Step); sl != nil && sl.sp.Status == mcptask.StepFailed && !sl.sp.HandedToClient {
-				sl.sp.Status, sl.sp.Error, sl.sp.GaveUp = mcptask.StepPending, "", false
-				said += fmt.Sprintf(" Step %q, whose failure paused it, runs again.", was.Step)
-			}
-		}
-		p.refresh()
-		p.PauseReason = pauseReason(in.wf, p)
-		return store.Update{Events: []store.Event{actionEvent("resumed", by, "")}}, nil
+	var d decision
+	err := in.commitTurn(ctx, func(p *Progress) (store.Update, error) {
+		d = decide(in.recordOf(p), ev)
+		return d.update, d.err
 	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
 	if err != nil {
 		return nil, "", pauseErr(err)
 	}
+	in.carry(d.effects)
 	in.kick("")
 	t, _ := in.known()
-	return t, said, nil
+	return t, d.said, nil
+}
+
+// parentBy is Pause.By of a child its parent's pause paused.
+func parentBy(parent string) string { return "workflow task " + parent + " (its parent)" }
+
+// pause is the decision of a pause (see Pause): the record says who
+// paused it, when and why; with Cut, the attempts running are recorded
+// stopped (they run again on resume; the cut is not a failure, and the
+// count of failures stays) and cut after the write; the children running
+// are paused as it is.
+func (r *record) pause(pz *Pause) {
+	p, d := r.p, r.d
+	if p.Paused != nil {
+		d.err = fmt.Errorf("%w (by %s since %s)", ErrPaused, p.Paused.By, stamp(p.Paused.At))
+		return
+	}
+	now := r.now
+	p.Paused = &Pause{By: pz.By, At: now, Reason: pz.Reason, Cut: pz.Cut}
+	var running, cut []string
+	r.eachSlot(func(sl *slot) {
+		if sl.sp.Child != "" && !sl.sp.ended() && !sl.sp.HandedToClient {
+			r.effect(holdChild{id: sl.sp.Child, pause: p.Paused})
+		}
+		a := sl.sp.open()
+		if a == nil || callOf(sl.s) == nil {
+			return // a container's, a sleep's, a child's: nothing of its own runs
+		}
+		running = append(running, sl.path)
+		if pz.Cut {
+			n := a.N
+			a.Outcome, a.Error = OutcomeStopped, fmt.Sprintf("cut: the workflow was paused by %s; the step runs again on resume", pz.By)
+			a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
+			sl.sp.Status = mcptask.StepPending
+			cut = append(cut, sl.path)
+			r.effect(cutAttempt{path: sl.path, n: n, cause: errPauseCut})
+		}
+	})
+	p.refresh()
+	p.PauseReason = pauseReason(r.wf, p)
+	d.said = fmt.Sprintf("Workflow task %s is paused: no step starts until it is resumed.", r.id)
+	switch {
+	case len(running) == 0:
+	case pz.Cut:
+		d.said += fmt.Sprintf(" The steps that were running (%s) were stopped; they run again on resume.", quoteList(running))
+	default:
+		d.said += fmt.Sprintf(" The steps running now (%s) finish; their outcomes are recorded.", quoteList(running))
+	}
+	d.update.Events = []store.Event{actionEvent("paused", pz.By, pz.Reason)}
+	if ev, ok := pauseEvent(p); ok {
+		d.update.Events = append(d.update.Events, ev) // push webhooks hear of it (paused.go)
+	}
+}
+
+// resume is the decision of a resume by by (see Resume): the step whose
+// failure paused the workflow runs again, and the children the pause
+// paused are resumed after the write. A child's resume (ev.parent set)
+// applies only to a pause its parent's made.
+func (r *record) resume(by string) {
+	p, d := r.p, r.d
+	if p.Paused == nil || r.ev.parent != "" && p.Paused.By != parentBy(r.ev.parent) {
+		d.err = ErrNotPaused
+		return
+	}
+	was := p.Paused
+	p.Paused = nil
+	d.said = fmt.Sprintf("Workflow task %s is resumed (it was paused by %s since %s).", r.id, was.By, stamp(was.At))
+	if was.Step != "" {
+		if sl := r.wf.slotAt(p, was.Step); sl != nil && sl.sp.Status == mcptask.StepFailed && !sl.sp.HandedToClient {
+			sl.sp.Status, sl.sp.Error, sl.sp.GaveUp = mcptask.StepPending, "", false
+			d.said += fmt.Sprintf(" Step %q, whose failure paused it, runs again.", was.Step)
+		}
+	}
+	r.eachSlot(func(sl *slot) {
+		if sl.sp.Child != "" && !sl.sp.ended() && !sl.sp.HandedToClient {
+			r.effect(holdChild{id: sl.sp.Child, resume: by})
+		}
+	})
+	p.refresh()
+	p.PauseReason = pauseReason(r.wf, p)
+	d.update.Events = []store.Event{actionEvent("resumed", by, "")}
 }
 
 // pauseErr maps what a pause's write can fail with to the errors callers
@@ -208,20 +240,11 @@ func actionEvent(action, by, reason string) store.Event {
 	return store.Event{Type: mcptask.EventAction, Data: raw}
 }
 
-// eachSlot calls f for every slot of p: the steps' records and, at any
-// depth, the records their containers keep.
-func (in *instance) eachSlot(p *Progress, f func(sl *slot)) {
-	var visit func(sl *slot)
-	visit = func(sl *slot) {
+// eachSlot calls f for every slot of the record: the steps' records and,
+// at any depth, the records their containers keep.
+func (r *record) eachSlot(f func(sl *slot)) {
+	for _, sl := range r.wf.slots(r.p) {
 		f(sl)
-		for _, c := range sl.children() {
-			visit(c)
-		}
-	}
-	for i := range in.wf.steps {
-		if i < len(p.Steps) {
-			visit(in.wf.slotOf(p, i))
-		}
 	}
 }
 
@@ -229,8 +252,9 @@ func (in *instance) eachSlot(p *Progress, f func(sl *slot)) {
 // gives up on slot sl with msg and the workflow has PauseOnFailure: it
 // reports whether it did. It asks as giveUp does whether the failure
 // would fail the workflow (the step's policy, its container's rules).
-func (in *instance) pauseOnGiveUp(p *Progress, sl *slot, msg string, now time.Time) bool {
-	if !in.wf.def.PauseOnFailure || p.Paused != nil {
+func (r *record) pauseOnGiveUp(sl *slot, msg string) bool {
+	p, now := r.p, r.now
+	if !r.wf.def.PauseOnFailure || p.Paused != nil {
 		return false
 	}
 	s, sp := sl.s, sl.sp
@@ -239,7 +263,7 @@ func (in *instance) pauseOnGiveUp(p *Progress, sl *slot, msg string, now time.Ti
 		return false
 	}
 	fails := c.failurePolicy() == FailWorkflow
-	parent := in.wf.parent[s.Name]
+	parent := r.wf.parent[s.Name]
 	if sl.parent != nil {
 		parent = sl.parent.s
 	}
@@ -326,17 +350,18 @@ func (v *view) holdEntry(sp *StepProgress, rs *handoff.RemainingStep) {
 // closeInterrupted records, in a paused workflow, the attempts a process
 // that stopped left open (none of them runs here, and this process holds
 // the lease): each ends as interrupted, and its step runs again on
-// resume, as a step found running after a restart does. Call with mu
-// held, from a pass.
-func (in *instance) closeInterrupted(p *Progress, now time.Time) {
-	if in.lease == nil {
+// resume, as a step found running after a restart does. A pass of a
+// decision (plan.go).
+func (r *record) closeInterrupted() {
+	if !r.leased {
 		return // another process may run them
 	}
-	in.eachSlot(p, func(sl *slot) {
+	now := r.now
+	r.eachSlot(func(sl *slot) {
 		sp := sl.sp
 		a := sp.open()
-		if a == nil || in.running[sl.path] != nil || sp.Items != nil {
-			return
+		if a == nil || r.here[sl.path] != 0 || callOf(sl.s) == nil {
+			return // running here, or not a tool's attempt (a container's, a sleep's, a child's)
 		}
 		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran; it runs again on resume"
 		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())

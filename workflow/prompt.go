@@ -53,6 +53,8 @@ func (h *TaskPromptHandler) Handle(ctx context.Context, req *mcp.GetPromptReques
 	}
 	res, err := b.promptResult(t, p, q.Dialect)
 	if err != nil {
+		// The caller learns of no task: none is left running behind it.
+		b.failTask(context.WithoutCancel(ctx), t.ID, fmt.Sprintf("the workflow's first answer could not be made, so its caller never learned of this task: %v", err))
 		return nil, err
 	}
 	res.Messages = append([]*mcp.PromptMessage{startMessage(b.newestDef(h.name), p)}, res.Messages...)
@@ -113,6 +115,7 @@ func (h *TaskPromptHandler) start(ctx context.Context, q *taskrouter.Request, ar
 		return nil, nil, err
 	}
 	defer b.done(in)
+	in.decided(ctx) // its first decision is written before the answer is made (drive.go)
 	t, p := b.settle(ctx, in.id)
 	if ctx.Err() == nil {
 		// The handoff is about to be returned: a client holds the id now.
@@ -155,10 +158,12 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 		return nil, storeErr(err)
 	}
 	in := b.use(t.ID)
-	in.locked(func() {
-		in.adopt(t)
-		in.lease = b.engine.AdoptLease(t)
-		in.kickLocked("")
+	in.writing(func() {
+		in.locked(func() {
+			in.adopt(t)
+			in.lease = b.engine.AdoptLease(t)
+			in.kickLocked("")
+		})
 	})
 	return in, nil
 }
@@ -177,8 +182,8 @@ func (h *TaskPromptHandler) resume(ctx context.Context, q *taskrouter.Request, i
 	in := b.use(id)
 	defer b.done(in)
 	unserved := false
-	in.locked(func() {
-		in.adopt(t)
+	in.writing(func() {
+		in.locked(func() { in.adopt(t) })
 		if in.verr != nil {
 			in.unserved(ctx)
 			unserved = true

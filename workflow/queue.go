@@ -23,14 +23,21 @@ import (
 // waiting for a place is recorded (QueuePlace) and shown as queued: in the
 // task's status message, the handoff, the dashboard and /metrics.
 //
-// A slot's turn (attempt.go's runnable) asks its queue for a place before
-// its attempt opens (queueTurn): granted, the attempt opens; not, the
-// slot waits, and the task wakes when an operation on the queue grants it
-// (the operation's caller wakes it: wakeGranted), or to look again at
-// QueuePlace.Next (the time rules). A pass frees the places of the slots
-// that ended (freePlaces), and the workflow's own when it ends. A task
-// that ends otherwise (cancelled, expired) frees its places in the store
-// by itself: an entry of a task that is not active holds nothing.
+// The queue pass of a decision (plan.go). A slot's turn (attempt.go's
+// runnable) needs a place before its attempt opens (queueTurn): the
+// decision asks the queue for one (the effect takePlace, after its write)
+// and the slot waits; the queue's answer is the next decision's event
+// (answered): granted, the attempt opens; not, the slot waits, and the
+// task wakes when an operation on the queue grants it (the operation's
+// caller wakes it: wakeGranted), or to look again at QueuePlace.Next (the
+// time rules). A decision frees the places of the slots that ended, were
+// handed to the client or paused (freePlaces: the effect freePlace), and
+// every place when the task ends. A task that ends otherwise (cancelled,
+// expired) frees its places at once too (cancel.go): an entry of a task
+// that is not active holds nothing in the store, and the runs waiting
+// for its places are woken. A place freed by a write whose process
+// stopped before the store heard of it is freed again at the next
+// recovery (freeLost).
 
 // A Queue is a named queue and its limits. Every workflow and step placed
 // on the same name must use the same limits (registration checks it);
@@ -258,17 +265,17 @@ func (b *Bridge) checkQueues(w *Definition) error {
 	return nil
 }
 
-// placeOf resolves the key and priority of a run of pl at progress p (a
+// placeOf resolves the key and priority of a run of pl at the record (a
 // record's item, when it has one).
-func (in *instance) placeOf(p *Progress, item json.RawMessage, pl *placement) (key string, prio int) {
-	r := &resolver{w: in.wf.def, vars: in.vars, item: item}
+func (r *record) placeOf(item json.RawMessage, pl *placement) (key string, prio int) {
+	res := r.resolver(item)
 	if pl.key != nil {
-		if v, err := r.value(p, *pl.key); err == nil {
+		if v, err := res.value(r.p, *pl.key); err == nil {
 			key = keyText(v)
 		}
 	}
 	if pl.priority != nil {
-		if v, err := r.value(p, *pl.priority); err == nil {
+		if v, err := res.value(r.p, *pl.priority); err == nil {
 			prio = priorityOf(v)
 		}
 	}
@@ -319,72 +326,107 @@ func priorityOf(v json.RawMessage) int {
 	return int(f)
 }
 
-// queueCtx bounds a queue operation of a pass.
-func (in *instance) queueCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(in.b.ctx, 10*time.Second)
-}
+// slotEntry is the queue entry id of the slot at path of task id.
+func slotEntry(id, path string) string { return id + "#" + path }
 
-// queueTurn asks the queue of slot sl for a place, at its turn: it
-// reports whether the slot holds one (or has no queue), and records where
-// it stands (sp.Queue). Call with mu held, from a pass.
-func (in *instance) queueTurn(p *Progress, sl *slot, now time.Time) bool {
+// queueTurn reports whether the slot sl holds its place on its queue (or
+// has none); when it does not, the decision asks for it (after its
+// write), and the slot waits for the answer.
+func (r *record) queueTurn(sl *slot) bool {
 	pl := sl.s.queue
 	if pl == nil || pl.q == nil {
 		return true
 	}
-	key, prio := in.placeOf(p, sl.item, pl)
-	return in.takePlace(&sl.sp.Queue, pl, store.QueueEntry{Queue: pl.q.Name, ID: in.id + "#" + sl.path, TaskID: in.id, Key: key, Priority: prio}, now)
+	if q := sl.sp.Queue; q != nil && q.GrantedAt != nil && q.Queue == pl.q.Name {
+		return true // held (the store still has it, unless the task ended; a pause gave it up: then it is nil)
+	}
+	id := slotEntry(r.id, sl.path)
+	if _, answered := r.ev.places[id]; answered {
+		return false // the answer of this decision's event: it waits (answered recorded why)
+	}
+	key, prio := r.placeOf(sl.item, pl)
+	r.effect(takePlace{q: pl.q, entry: store.QueueEntry{Queue: pl.q.Name, ID: id, TaskID: r.id, Key: key, Priority: prio}, lim: pl.q.limits()})
+	return false
 }
 
-// workflowTurn asks the workflow's queue for the task's place: it reports
-// whether the task holds one (or has no queue).
-func (in *instance) workflowTurn(p *Progress, now time.Time) bool {
-	pl := in.wf.def.queue
+// workflowTurn reports whether the task holds its place on the workflow's
+// queue (or it has none); when it does not, the decision asks for it.
+func (r *record) workflowTurn() bool {
+	pl := r.wf.def.queue
 	if pl == nil || pl.q == nil {
 		return true
 	}
-	key, prio := in.placeOf(p, nil, pl)
-	return in.takePlace(&p.Queue, pl, store.QueueEntry{Queue: pl.q.Name, ID: in.id, TaskID: in.id, Key: key, Priority: prio}, now)
-}
-
-// takePlace enqueues e (or looks again) and records the outcome in
-// *place; it wakes the tasks the operation granted places to, and
-// cancels the tasks a debounce replaced.
-func (in *instance) takePlace(place **QueuePlace, pl *placement, e store.QueueEntry, now time.Time) bool {
-	if *place != nil && (*place).GrantedAt != nil && (*place).Queue == e.Queue {
-		// Held already: the store still has it, unless the task ended
-		// (then nothing runs) or a pause gave it up (then it is nil).
+	if q := r.p.Queue; q != nil && q.GrantedAt != nil && q.Queue == pl.q.Name {
 		return true
 	}
-	qe := in.b.queues()
-	ctx, cancel := in.queueCtx()
-	defer cancel()
-	res, err := qe.Enqueue(ctx, in.scoped(pl.q, e), pl.q.limits())
+	if _, answered := r.ev.places[r.id]; answered {
+		return false
+	}
+	key, prio := r.placeOf(nil, pl)
+	r.effect(takePlace{q: pl.q, entry: store.QueueEntry{Queue: pl.q.Name, ID: r.id, TaskID: r.id, Key: key, Priority: prio}, lim: pl.q.limits()})
+	return false
+}
+
+// answered records the queues' answers of the decision's event where the
+// runs that asked stand (their QueuePlace: granted, or waiting and why,
+// and when they look again). It reports whether it recorded any.
+func (r *record) answered() bool {
+	if len(r.ev.places) == 0 {
+		return false
+	}
+	any := false
+	for id, a := range r.ev.places {
+		var place **QueuePlace
+		var pl *placement
+		done := false
+		if id == r.id {
+			place, pl = &r.p.Queue, r.wf.def.queue
+		} else if task, path, ok := strings.Cut(id, "#"); ok && task == r.id {
+			if sl := r.wf.slotAt(r.p, path); sl != nil {
+				place, pl = &sl.sp.Queue, sl.s.queue
+				done = sl.sp.ended() || sl.sp.HandedToClient || sl.sp.GaveUp
+			}
+		}
+		if pl == nil || pl.q == nil || pl.q.Name != a.entry.Queue {
+			continue
+		}
+		if done {
+			if a.err == nil && a.res.Entry.Granted() {
+				r.givePlace(pl, id) // it no longer asks: the place it got goes to the next run
+			}
+			continue
+		}
+		r.placed(place, pl, a)
+		any = true
+	}
+	return any
+}
+
+// placed records answer a of queue pl in *place.
+func (r *record) placed(place **QueuePlace, pl *placement, a placeAnswer) {
+	e, now := a.entry, r.now
 	if *place == nil || (*place).Queue != e.Queue {
 		*place = &QueuePlace{Queue: e.Queue, Key: e.Key, Priority: e.Priority, Since: now}
 	}
 	qp := *place
-	if err != nil {
-		in.b.engine.Logger().Warn("asking a queue for a place", "task", in.id, "queue", e.Queue, "error", err)
+	if a.err != nil {
 		next := now.Add(time.Second)
-		qp.Why, qp.Next = fmt.Sprintf("the queue could not be read (%s); looking again", oneLine(err.Error())), &next
-		return false
+		qp.Why, qp.Next = fmt.Sprintf("the queue could not be read (%s); looking again", oneLine(a.err.Error())), &next
+		return
 	}
-	in.b.wakeGranted(in, res.Granted, e.ID)
-	in.b.replaced(pl.q, res.Replaced, in.task)
-	res.Holders = in.visibleHolders(pl.q, res.Holders) // queue_owner.go
+	res := a.res // its holders filtered for this task's status when it was carried (queue_owner.go)
 	if res.Entry.Granted() {
 		at := res.Entry.GrantedAt
 		qp.GrantedAt, qp.Ahead, qp.Why, qp.Next = &at, 0, "", nil
-		return true
+		return
 	}
+	qp.GrantedAt = nil
 	qp.Ahead, qp.Why = res.Ahead, waitWhy(pl.q, e, res)
 	next := now.Add(queuePoll)
 	if !res.Next.IsZero() && res.Next.Before(next) {
 		next = res.Next
 	}
 	qp.Next = &next
-	return false
 }
 
 // waitWhy says in words why entry e waits on q.
@@ -422,11 +464,12 @@ func holderName(e store.QueueEntry) string {
 	return "task " + e.TaskID
 }
 
-// wakeGranted wakes the tasks whose entries an operation of in granted
-// (except entry self, the one the operation asked for): the task's
-// instance here, and its wake-up time in the store for whichever process
-// runs it. It does not wait: in's lock is held.
-func (b *Bridge) wakeGranted(in *instance, granted []store.QueueEntry, self string) {
+// wakeGranted wakes the tasks whose entries an operation of task id
+// granted (except entry self, the one the operation asked for, whose
+// answer its decision has): the task's instance here (task id's own too:
+// it looks again), and its wake-up time in the store for whichever
+// process runs it. It does not wait.
+func (b *Bridge) wakeGranted(id string, granted []store.QueueEntry, self string) {
 	var ids []string
 	seen := map[string]bool{}
 	for _, e := range granted {
@@ -439,24 +482,25 @@ func (b *Bridge) wakeGranted(in *instance, granted []store.QueueEntry, self stri
 		return
 	}
 	qe := b.queues()
-	go func() {
-		for _, id := range ids {
+	b.spawn(func() {
+		for _, other := range ids {
 			b.mu.Lock()
-			other := b.instances[id]
+			in := b.instances[other]
 			b.mu.Unlock()
-			if other != nil {
-				other.kick("")
+			if in != nil {
+				in.offer(granted) // its next decision knows it, without asking the queue again
+				in.kick("")
 			}
-			if id == in.id {
+			if other == id {
 				continue // its own pass writes its wake-up
 			}
 			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-			if err := qe.WakeNow(ctx, id); err != nil {
-				b.engine.Logger().Warn("waking a task granted a place on its queue; it looks again later", "task", id, "error", err)
+			if err := qe.WakeNow(ctx, other); err != nil {
+				b.engine.Logger().Warn("waking a task granted a place on its queue; it looks again later", "task", other, "error", err)
 			}
 			cancel()
 		}
-	}()
+	})
 }
 
 // replaced cancels the tasks whose waiting entries a debounced start of
@@ -482,14 +526,14 @@ func (b *Bridge) replaced(q *Queue, entries []store.QueueEntry, by *store.Task) 
 // slots that ended, were handed to the client or gave up; with the task
 // paused, those no attempt runs on (they queue again on resume); and
 // every one, the workflow's too, when ending is set (the task ends in
-// this pass). Call with mu held, from a pass.
-func (in *instance) freePlaces(p *Progress, now time.Time, ending bool) {
-	if in.b.queues() == nil {
+// this decision). The store hears of it after the write (freePlace).
+func (r *record) freePlaces(ending bool) {
+	if !r.queues {
 		return
 	}
+	p := r.p
 	running := false
-	var visit func(sl *slot)
-	visit = func(sl *slot) {
+	for _, sl := range r.wf.slots(p) {
 		sp := sl.sp
 		if sp.open() != nil {
 			running = true
@@ -497,49 +541,129 @@ func (in *instance) freePlaces(p *Progress, now time.Time, ending bool) {
 		if sp.Queue != nil && sl.s.queue != nil {
 			paused := p.Paused != nil && sp.open() == nil
 			if ending || paused || sp.ended() || sp.HandedToClient || sp.GaveUp || sp.Status == mcptask.StepFailed && sp.RetryAt == nil {
-				in.givePlace(sl.s.queue, in.id+"#"+sl.path)
+				if id := slotEntry(r.id, sl.path); !r.ev.freed[id] {
+					r.givePlace(sl.s.queue, id)
+				}
 				sp.Queue = nil
 			}
 		}
-		for _, c := range sl.children() {
-			visit(c)
-		}
 	}
-	for i := range in.wf.steps {
-		if i < len(p.Steps) {
-			visit(in.wf.slotOf(p, i))
-		}
-	}
-	if pl := in.wf.def.queue; p.Queue != nil && pl != nil && (ending || p.Paused != nil && !running) {
-		in.givePlace(pl, in.id)
+	if pl := r.wf.def.queue; p.Queue != nil && pl != nil && (ending || p.Paused != nil && !running) {
+		r.givePlace(pl, r.id)
 		p.Queue = nil
 	}
 }
 
-// givePlace dequeues entry id from pl's queue and wakes the tasks that
-// get the places it frees.
-func (in *instance) givePlace(pl *placement, id string) {
-	ctx, cancel := in.queueCtx()
-	defer cancel()
-	res, err := in.b.queues().Dequeue(ctx, pl.q.Name, id, pl.q.limits())
-	if err != nil {
-		// The entry stays until its task ends (then it holds nothing),
-		// or the next pass gives it up again.
-		in.b.engine.Logger().Warn("giving up a place on a queue", "task", in.id, "queue", pl.q.Name, "entry", id, "error", err)
-		return
+// freeEarly gives up the places of the runs whose tools returned with
+// success (results), as soon as they did, before the decision that
+// records them: a run holds its place while its work runs, not while its
+// outcome is written (as the decision's freePlace would after its write).
+// It reports the entries it gave up (the decision frees them no more). A
+// run whose outcome a stop keeps from being recorded asks for its place
+// again when it runs again (runnable). The executor's, holding no lock
+// while it calls the queue.
+func (in *instance) freeEarly(results []stepResult) map[string]bool {
+	var frees []freePlace
+	in.writing(func() {
+		if in.wf == nil || in.p == nil || in.b.queues() == nil {
+			return
+		}
+		for _, res := range results {
+			if res.msg != "" || res.stopped != "" {
+				continue // a failure may be retried in its place; the decision frees what ends
+			}
+			sl := in.wf.slotAt(in.p, res.step)
+			if sl == nil || sl.s.queue == nil || sl.s.queue.q == nil || sl.sp.Queue == nil || sl.sp.Queue.GrantedAt == nil {
+				continue
+			}
+			if a := sl.sp.open(); a == nil || a.N != res.attempt {
+				continue
+			}
+			q := sl.s.queue.q
+			frees = append(frees, freePlace{queue: q.Name, id: slotEntry(in.id, res.step), lim: q.limits()})
+		}
+	})
+	if len(frees) == 0 {
+		return nil
 	}
-	in.b.wakeGranted(in, res.Granted, "")
+	freed := make(map[string]bool, len(frees))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(in.b.ctx), effectWait)
+	defer cancel()
+	for _, f := range frees {
+		in.b.freePlace(ctx, in.id, f)
+		freed[f.id] = true
+	}
+	return freed
 }
 
-// mayWalk reports whether a pass may move the workflow's steps: not while
-// it is paused, nor before the task holds its place on the workflow's
-// queue. Call with mu held, from a pass.
-func (in *instance) mayWalk(p *Progress, now time.Time) bool {
-	if p.Paused != nil {
-		in.closeInterrupted(p, now)
+// offer keeps the grants an operation of another task made, for this
+// task's next decision (offered): a run granted its place needs not ask
+// its queue again to learn it.
+func (in *instance) offer(granted []store.QueueEntry) {
+	in.locked(func() {
+		for _, e := range granted {
+			if e.TaskID != in.id {
+				continue
+			}
+			if in.offers == nil {
+				in.offers = map[string]placeAnswer{}
+			}
+			in.offers[e.ID] = placeAnswer{entry: e, res: store.QueueResult{Entry: e}}
+		}
+	})
+}
+
+// offered adds the grants offered since the last decision to ev's
+// answers (an answer ev holds already wins).
+func (in *instance) offered(ev *occurrence) {
+	in.locked(func() {
+		if len(in.offers) == 0 {
+			return
+		}
+		if ev.places == nil {
+			ev.places = map[string]placeAnswer{}
+		}
+		for id, a := range in.offers {
+			if _, ok := ev.places[id]; !ok {
+				ev.places[id] = a
+			}
+		}
+		in.offers = nil
+	})
+}
+
+// freeLost gives up, at a recovery, the places of the slots that no
+// longer hold one by their record but may by the store's (a process that
+// stopped between the write that freed them and the store hearing of
+// it); freeing a place not held does nothing.
+func (r *record) freeLost() {
+	if !r.queues {
+		return
+	}
+	for _, sl := range r.wf.slots(r.p) {
+		if sl.s.queue != nil && sl.s.queue.q != nil && sl.sp.Queue == nil && (sl.sp.ended() || sl.sp.HandedToClient || sl.sp.GaveUp) {
+			r.givePlace(sl.s.queue, slotEntry(r.id, sl.path))
+		}
+	}
+	if pl := r.wf.def.queue; pl != nil && pl.q != nil && r.p.Queue == nil && r.p.Paused != nil {
+		r.givePlace(pl, r.id)
+	}
+}
+
+// givePlace frees entry id of pl's queue after the write.
+func (r *record) givePlace(pl *placement, id string) {
+	r.effect(freePlace{queue: pl.q.Name, id: id, lim: pl.q.limits()})
+}
+
+// mayWalk reports whether a decision may move the workflow's steps: not
+// while it is paused (pause.go), nor before the task holds its place on
+// the workflow's queue.
+func (r *record) mayWalk() bool {
+	if r.p.Paused != nil {
+		r.closeInterrupted()
 		return false
 	}
-	return in.workflowTurn(p, now)
+	return r.workflowTurn()
 }
 
 // queued reports a step record (or a record its container keeps, at any

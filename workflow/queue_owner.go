@@ -32,20 +32,20 @@ func scopeMark(scope string) string {
 	return "~" + base64.RawURLEncoding.EncodeToString(sum[:12]) + ":"
 }
 
-// mark is the mark of in's task's scope; a task not read yet is a scope
-// of its own.
-func (in *instance) mark() string {
-	if in.task == nil {
-		return scopeMark("task:" + in.id)
+// mark is the mark of the scope of task t (id); a task not read yet is
+// a scope of its own.
+func mark(t *store.Task, id string) string {
+	if t == nil {
+		return scopeMark("task:" + id)
 	}
-	return scopeMark(taskrouter.OwnerScope(in.task))
+	return scopeMark(taskrouter.OwnerScope(t))
 }
 
-// scoped returns entry e as q's store keeps it: its key in its task's
-// scope, unless q shares its keys.
-func (in *instance) scoped(q *Queue, e store.QueueEntry) store.QueueEntry {
+// scoped returns entry e of task t (id) as q's store keeps it: its key
+// in its task's scope, unless q shares its keys.
+func scoped(t *store.Task, id string, q *Queue, e store.QueueEntry) store.QueueEntry {
 	if !q.SharedKeys {
-		e.Key = in.mark() + e.Key
+		e.Key = mark(t, id) + e.Key
 	}
 	return e
 }
@@ -58,14 +58,15 @@ func plainKey(q *Queue, key string) string {
 	return key[scopeMarkLen:]
 }
 
-// visibleHolders keeps of the entries holding q's places those in's
-// status may name: the task's own, and (its keys being scoped) those of
-// its scope. A queue that shares its keys names only the task's own.
-func (in *instance) visibleHolders(q *Queue, holders []store.QueueEntry) []store.QueueEntry {
-	mark := in.mark()
+// visibleHolders keeps of the entries holding q's places those the
+// status of task t (id) may name: the task's own, and (its keys being
+// scoped) those of its scope. A queue that shares its keys names only the
+// task's own.
+func visibleHolders(t *store.Task, id string, q *Queue, holders []store.QueueEntry) []store.QueueEntry {
+	m := mark(t, id)
 	var out []store.QueueEntry
 	for _, h := range holders {
-		if h.TaskID == in.id || !q.SharedKeys && strings.HasPrefix(h.Key, mark) {
+		if h.TaskID == id || !q.SharedKeys && strings.HasPrefix(h.Key, m) {
 			out = append(out, h)
 		}
 	}

@@ -20,10 +20,13 @@ import (
 // test runs with wakeDue).
 
 func (e *fakeEngine) Enqueue(ctx context.Context, en store.QueueEntry, lim store.QueueLimits) (store.QueueResult, error) {
+	e.called("enqueue", en.TaskID)
 	return e.st.Enqueue(ctx, en, lim, e.Now())
 }
 
 func (e *fakeEngine) Dequeue(ctx context.Context, queue, id string, lim store.QueueLimits) (store.QueueResult, error) {
+	task, _, _ := strings.Cut(id, "#")
+	e.called("dequeue", task)
 	return e.st.Dequeue(ctx, queue, id, lim, e.Now())
 }
 

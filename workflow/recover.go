@@ -40,13 +40,16 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 	defer b.done(in)
 	var due, unserved, unpark bool
 	var release *store.Task
-	in.locked(func() {
-		if in.task == nil || t.Version > in.task.Version {
-			in.adopt(t)
-		}
-		if l := b.engine.AdoptLease(t); l != nil {
-			in.lease = l // the engine claimed it for us (a takeover, a wake-up), or the store needs none
-		}
+	in.writing(func() {
+		l := b.engine.AdoptLease(t)
+		in.locked(func() {
+			if in.task == nil || t.Version > in.task.Version {
+				in.adopt(t)
+			}
+			if l != nil {
+				in.lease = l // the engine claimed it for us (a takeover, a wake-up), or the store needs none
+			}
+		})
 		if in.verr != nil {
 			in.unserved(ctx)
 			unserved = true
@@ -65,7 +68,7 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 	case unpark:
 		// Its wait for a process that serves its version ends: the write
 		// puts back its own status message and wake-up time (unserved.go).
-		if err := in.commitLocked(ctx, func(*Progress) (store.Update, error) { return store.Update{ReleaseLease: release != nil}, nil }); err != nil && !errors.Is(err, errEnded) {
+		if err := in.commitTurn(ctx, func(*Progress) (store.Update, error) { return store.Update{ReleaseLease: release != nil}, nil }); err != nil && !errors.Is(err, errEnded) {
 			return err
 		}
 		return nil
@@ -121,6 +124,9 @@ func (b *Bridge) expiryMessage(t *store.Task) string {
 	if parked(t) {
 		return fmt.Sprintf("expired: the workflow rested for its ttl of %s while it waited for a server process that serves its version (%s); it was cancelled", t.TTL, strings.TrimPrefix(t.StatusMessage, "waiting: "))
 	}
+	if msg := pausedExpiry(t); msg != "" {
+		return msg
+	}
 	if t.Labels[LabelTouched] != "" || t.Labels[LabelDeadline] != DeadlineOrphan {
 		return fmt.Sprintf("expired: the workflow rested for its ttl of %s without a step being recorded; it was cancelled", t.TTL)
 	}
@@ -167,11 +173,11 @@ func (b *Bridge) serves(t *store.Task) bool {
 // touch marks the task held by a client (its handoff was delivered, or a
 // client named it): the orphan rule no longer applies to it.
 func (in *instance) touch(ctx context.Context) {
-	in.locked(func() { in.touchLocked(ctx) })
+	in.writing(func() { in.touchTurn(ctx) })
 }
 
-// touchLocked is touch. Call with mu held.
-func (in *instance) touchLocked(ctx context.Context) {
+// touchTurn is touch. Call with the turn held.
+func (in *instance) touchTurn(ctx context.Context) {
 	for attempt := 0; attempt < 4; attempt++ {
 		if err := in.load(ctx); err != nil {
 			return
@@ -180,15 +186,11 @@ func (in *instance) touchLocked(ctx context.Context) {
 		if t.Labels[LabelTouched] != "" || t.Status.Terminal() {
 			return
 		}
-		now := in.b.engine.Now()
-		at := renewed(t, in.p, now)
-		u := store.Update{IfVersion: t.Version, Labels: map[string]string{LabelTouched: "1", LabelDeadline: DeadlineIdle}}
-		if t.TTL > 0 {
-			u.ExpiresAt = &at
-		}
+		u := store.Update{IfVersion: t.Version, Labels: map[string]string{LabelTouched: "1"}}
+		in.b.deadline(t, in.p, &u, in.b.engine.Now())
 		nt, err := in.b.engine.Update(ctx, t.ID, u)
 		if err == nil {
-			in.task = nt // the progress did not change
+			in.locked(func() { in.task = nt }) // the progress did not change
 			return
 		}
 		in.invalidate()

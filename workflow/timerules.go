@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // The time rules. Every deadline of a workflow task is decided here, from
@@ -17,7 +16,8 @@ import (
 //     engine's default) is how long it may rest between two recorded
 //     steps: every write that records progress moves its expiry to now +
 //     ttl when that is later. A task that keeps making progress never
-//     expires; one waiting for a person waits ttl after its last step.
+//     expires; one waiting for a person waits ttl after its last step
+//     (ttl.go).
 //   - Waiting for the clock is not idle. A task asleep (a sleep), waiting
 //     for a retry's backoff, or waiting for the client with a bounded
 //     wait (WaitsAtMost) expires no earlier than its next wake-up plus its
@@ -45,7 +45,9 @@ import (
 //     queuePoll (the operation that grants it wakes it at once); waiting
 //     for a place is not idle.
 //   - Pause. A paused workflow wakes for nothing but its deadline; its
-//     timers keep their times and are judged on resume.
+//     timers keep their times and are judged on resume. It does not
+//     expire while paused (its ttl counts again from the resume), up to
+//     MaxPause after the pause (ttl.go).
 //   - Bounds. No sleep and no client wait is longer than MaxWait.
 
 // MaxWait bounds a sleep's length and a client wait (WaitsAtMost): a
@@ -139,46 +141,6 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 // row under p starts.
 func retryAt(p RetryPolicy, tries int, now time.Time) time.Time {
 	return now.Add(p.backoff(tries + 1))
-}
-
-// deadline sets u.ExpiresAt by the time rules above: a task no client
-// holds yet that waits for one expires after the orphan timeout;
-// otherwise every write that records progress moves the expiry to now +
-// ttl, or to the next wake-up + ttl when the task waits for the clock.
-func (b *Bridge) deadline(t *store.Task, p *Progress, u *store.Update, now time.Time) {
-	held := t.Labels[LabelTouched] != "" || u.Labels[LabelTouched] != ""
-	switch {
-	case !held && b.opts.OrphanTimeout > 0 && waiting(p):
-		at := now.Add(b.opts.OrphanTimeout)
-		if ttl := renewed(t, p, now); ttl.Before(at) {
-			at = ttl
-		}
-		u.ExpiresAt = &at
-		setLabel(u, LabelDeadline, DeadlineOrphan)
-	case t.TTL > 0:
-		at := renewed(t, p, now)
-		u.ExpiresAt = &at
-		setLabel(u, LabelDeadline, DeadlineIdle)
-	}
-}
-
-// renewed is the expiry of t after progress p at now: at least now + its
-// ttl and its next wake-up + its ttl, never earlier than its current ttl
-// deadline.
-func renewed(t *store.Task, p *Progress, now time.Time) time.Time {
-	at := now.Add(t.TTL)
-	if cur := t.ExpiresAt; t.Labels[LabelDeadline] != DeadlineOrphan && cur.After(at) {
-		at = cur
-	}
-	if first := t.CreatedAt.Add(t.TTL); first.After(at) {
-		at = first
-	}
-	if p != nil {
-		if w := p.stepsWake(); !w.IsZero() && w.Add(t.TTL).After(at) {
-			at = w.Add(t.TTL) // waiting for the clock is not idle
-		}
-	}
-	return at
 }
 
 // waiting reports whether p waits for the client: not done, nothing runs

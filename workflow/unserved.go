@@ -115,17 +115,17 @@ func (b *Bridge) servedBy(ctx context.Context, key string) (taskrouter.Served, e
 }
 
 // unserved handles a task that cannot run here (in.verr): see above.
-// Call with mu held.
+// Call with the turn held.
 func (in *instance) unserved(ctx context.Context) { _ = in.placeUnserved(ctx) }
 
 // unservedCall is unserved for a client's call (a continuation): the
-// error that refuses it, recording nothing. Call with mu held.
+// error that refuses it, recording nothing. Call with the turn held.
 func (in *instance) unservedCall(ctx context.Context) error {
 	return fmt.Errorf("workflow task %s cannot continue here: %s; nothing was recorded", in.id, in.placeUnserved(ctx))
 }
 
 // placeUnserved does what unserved says and returns why the task does
-// not run here, for a client. Call with mu held.
+// not run here, for a client. Call with the turn held.
 func (in *instance) placeUnserved(ctx context.Context) string {
 	b, t, verr := in.b, in.task, in.verr
 	log := b.engine.Logger()
@@ -182,7 +182,7 @@ func (in *instance) placeUnserved(ctx context.Context) string {
 }
 
 // leave gives the task up to another process: the lease this process
-// took (a takeover's claim) is released. Call with mu held.
+// took (a takeover's claim) is released. Call with the turn held.
 func (in *instance) leave(ctx context.Context) {
 	if in.lease == nil || !in.lease.Held() {
 		return
@@ -197,8 +197,8 @@ func (in *instance) leave(ctx context.Context) {
 
 // park writes that the task waits for its version: msg, the wake-up
 // time at (the next look, or the deadline), the time the wait counts
-// from (unless the registry knows it: known), and no lease. Call with mu
-// held.
+// from (unless the registry knows it: known), and no lease. Call with the
+// turn held.
 func (in *instance) park(ctx context.Context, msg string, since time.Time, known bool, at time.Time) {
 	b, t := in.b, in.task
 	if t.StatusMessage == msg && !t.WakeAt.IsZero() && t.WakeAt.After(b.engine.Now()) && (in.lease == nil || !in.lease.Held()) {
@@ -227,7 +227,7 @@ func (in *instance) park(ctx context.Context, msg string, since time.Time, known
 		}
 		return
 	}
-	in.adopt(nt)
+	in.locked(func() { in.adopt(nt) })
 }
 
 // parked reports whether t waits for a process that serves its version

@@ -58,6 +58,7 @@ type validation struct {
 	declared  map[string]bool  // arguments
 	names     map[string]bool  // step names so far
 	produced  map[string]*Step // output binding -> the earlier step producing it
+	bodyOf    *Step            // the container whose body the next step checked is (see checker.body)
 }
 
 func (v *validation) add(format string, args ...any) {
@@ -130,7 +131,8 @@ type checker struct {
 	i         int   // its stage
 	container *Step // the container it is a member of, or nil
 	where     string
-	inBody    bool // it is the body of a for-each: Item sources read its item
+	inBody    bool  // it is the body of a for-each: Item sources read its item
+	bodyOf    *Step // the container (a for-each, a loop) whose body it is, or nil
 }
 
 // add records a problem of the step.
@@ -157,7 +159,8 @@ func (v *validation) step(i int, s *Step, container *Step, inBody bool) {
 		v.add("%s: the name is used by an earlier step: step names must be unique", where)
 	}
 	v.names[s.Name] = true
-	c := &checker{v: v, w: v.w, step: s, i: i, container: container, where: where, inBody: inBody}
+	c := &checker{v: v, w: v.w, step: s, i: i, container: container, where: where, inBody: inBody, bodyOf: v.bodyOf}
+	v.bodyOf = nil // a body's own body is its container's
 	if s.kind == nil {
 		c.add("it has no kind: build steps with Server, Client, Parallel, Sleep, SleepFor, SleepUntil or Event")
 		return
@@ -184,6 +187,8 @@ func (c *checker) body(s *Step, item bool) {
 		c.add("its body %q is a group: run a single step per record", s.Name)
 		return
 	}
+	c.v.bodyOf = c.step
+	defer func() { c.v.bodyOf = nil }()
 	c.v.step(c.i, s, nil, item || c.inBody)
 }
 
