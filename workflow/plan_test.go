@@ -49,8 +49,10 @@ func newDecisionOf(t *testing.T, w *Definition) *decisionOf {
 func (x *decisionOf) decide(ev *occurrence) decision {
 	opts := Options{MaxInterruptions: DefaultMaxInterruptions}
 	r := &record{id: x.tk.ID, task: x.tk, p: x.p.clone(), wf: x.wf, opts: &opts, now: x.now, here: x.here, leased: x.leased, queues: true,
-		peer:   func(string) (bool, bool) { return false, false },
-		result: func(*store.Task, *Progress, mcptask.Status, string) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }}
+		peer: func(string) (bool, bool) { return false, false },
+		result: func(*store.Task, *Progress, mcptask.Status, string) (json.RawMessage, error) {
+			return json.RawMessage(`{}`), nil
+		}}
 	before := x.p.clone()
 	d := decide(r, ev)
 	require.Equal(x.t, before, x.p, "a decision moves the record it is given on, nothing else")
