@@ -105,4 +105,5 @@
 //	kind_sample.go        sampling and ask steps (Sample, Ask)
 //	kind_sample_route.go  how their requests reach the client
 //	kind_sample_text.go   their prompt templates and the model's replies
+//	simplant*.go          bugs planted under test-only build tags, which internal/sim's simulation must catch
 package workflow
