@@ -280,46 +280,15 @@ func (s *Sim) event(ctx context.Context, p *Process, o Op) string {
 }
 
 // advance moves the clock d forward, stopping at every wake-up and
-// expiry on the way (at most maxStops of them) and letting the engine
-// rest at each.
+// expiry on the way (at most maxStops of them), letting the engine rest
+// and checking the invariants at each.
 func (s *Sim) advance(ctx context.Context, d time.Duration) string {
 	const maxStops = 40
-	clock := s.world.Clock
-	target := clock.Now().Add(d)
-	stops := 0
-	for stops < maxStops && ctx.Err() == nil {
-		next := s.nextTime(clock.Now(), target)
-		if next.IsZero() {
-			break
-		}
-		clock.Set(next)
-		stops++
-		s.settle(ctx)
+	stops, _ := s.world.Advance(ctx, d, maxStops, s.rest(), func(_ time.Time, err error) {
+		s.settled(err)
 		s.check.atRest()
-	}
-	clock.Set(target)
-	return fmt.Sprintf("advanced %s to %s (%d stops on the way)", d, stamp(target), stops)
-}
-
-// nextTime is the earliest wake-up or expiry of an active task after now
-// and before to; zero for none.
-func (s *Sim) nextTime(now, to time.Time) time.Time {
-	s.check.mu.Lock()
-	defer s.check.mu.Unlock()
-	var next time.Time
-	consider := func(t time.Time) {
-		if !t.IsZero() && t.After(now) && t.Before(to) && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
-	for _, f := range s.check.tasks {
-		if f.ended || f.deleted || f.t == nil {
-			continue
-		}
-		consider(f.t.WakeAt)
-		consider(f.t.ExpiresAt)
-	}
-	return next
+	})
+	return fmt.Sprintf("advanced %s to %s (%d stops on the way)", d, stamp(s.world.Clock.Now()), stops)
 }
 
 // noteInternal records an internal error (a panic, an unwrapped failure)

@@ -64,7 +64,7 @@
 //
 //	clock.go      Clock, the simulated clock
 //	disk.go       Disk (the store that outlives processes, its write log) and Conn (a process's faulty connection)
-//	world.go      World and Process: a server's life across processes, Start, Stop, Crash
+//	world.go      World and Process: a server's life across processes (Start, Stop, Crash), Settle, Advance
 //	catalog.go    the workflows a simulation runs, their tools' specs, queues and deploys
 //	tools.go      the simulated tools, held calls, tool behaviour from the seed
 //	ledger.go     the ledger of tool calls

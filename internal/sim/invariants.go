@@ -437,7 +437,7 @@ func (c *checker) queuesAtRest() {
 			sp := byPath(records(f.p))[path]
 			switch {
 			case sp == nil:
-			case ended(sp), sp.HandedToClient, sp.Status == mcptask.StepFailed && sp.RetryAt == nil:
+			case recordEnded(sp), sp.HandedToClient, sp.Status == mcptask.StepFailed && sp.RetryAt == nil:
 				inv := InvQueueReleased
 				if c.s.world.Disk.Refused(id) {
 					inv = InvRefusal // the write that gave the place up was refused, and not made again
@@ -590,69 +590,10 @@ func (c *checker) unrested(now time.Time) []string {
 // restless says why task id does not rest ("" when it does). Call with
 // mu held.
 func (c *checker) restless(id string, f *facts, now time.Time) string {
-	t, p := f.t, f.p
-	if of := t.Labels[workflow.LabelLegOf]; of != "" {
-		// A leg waits for its workflow's next moment for the model.
-		if w := c.tasks[of]; w != nil && w.ended {
-			return "follows workflow task " + c.s.handleOf(of) + ", which ended"
-		}
-		return ""
-	}
-	if !t.ExpiresAt.IsZero() && !t.ExpiresAt.After(now) {
-		return "expired at " + stamp(t.ExpiresAt) + ", not swept"
-	}
-	if p == nil {
-		return "no progress"
-	}
-	if p.DeadlineAt != nil && !p.DeadlineAt.After(now) {
-		return "due: its deadline " + stamp(*p.DeadlineAt)
-	}
-	// A timer: due (the engine acts now), or set in the task's wake-up
-	// (the scheduler wakes it then; a timer without one is silence).
-	timer := func(what, path string, at time.Time) string {
-		switch {
-		case p.Paused != nil:
-			return "" // a paused task's timers wait for its resume
-		case !at.After(now):
-			return "due: " + what + " " + path + " at " + stamp(at)
-		case t.WakeAt.IsZero() || t.WakeAt.After(at):
-			return what + " " + path + " at " + stamp(at) + ", and no wake-up is set before it"
-		}
-		return ""
-	}
-	for _, r := range records(p) {
-		sp := r.sp
-		var why string
-		switch {
-		case ended(sp):
-		case sp.Status == mcptask.StepSleeping && sp.Until != nil:
-			why = timer("the sleep", r.path, *sp.Until)
-		case sp.RetryAt != nil:
-			why = timer("the retry of", r.path, *sp.RetryAt)
-		}
-		if why != "" {
-			return why
-		}
-	}
-	rests := p.Paused != nil || t.Status == mcptask.StatusInputRequired || !t.WakeAt.IsZero() || p.Queue != nil && p.Queue.GrantedAt == nil ||
-		p.Undo != nil && p.Undo.Of != "" && p.Undo.Done
-	for _, r := range records(p) {
-		if r.sp.Tool != "" && (openAttempt(r.sp) || r.sp.Status == mcptask.StepRunning) {
-			// A tool step runs: its call is held, or the engine is not
-			// done with it.
-			if !c.s.holds.holding(id, r.path) {
-				return "runs " + r.path + " (" + describe(r.sp) + ") with no call held"
-			}
-			rests = true
-		}
-		if waits(r.sp) {
-			rests = true
-		}
-	}
-	if !rests {
-		return "waits for nothing: " + summary(p)
-	}
-	return ""
+	return taskRestless(f.t, f.p, now, c.s.holds.holding, func(of string) bool {
+		w := c.tasks[of]
+		return w != nil && w.ended
+	})
 }
 
 // describe words a record's state.

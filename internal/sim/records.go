@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -96,11 +97,11 @@ func waits(sp *workflow.StepProgress) bool {
 			return true // the client performs it (again)
 		}
 	}
-	return sp.Queue != nil && sp.Queue.GrantedAt == nil && !ended(sp)
+	return sp.Queue != nil && sp.Queue.GrantedAt == nil && !recordEnded(sp)
 }
 
-// ended reports a record that ended (completed, skipped, cancelled).
-func ended(sp *workflow.StepProgress) bool {
+// recordEnded reports a record that ended (completed, skipped, cancelled).
+func recordEnded(sp *workflow.StepProgress) bool {
 	switch sp.Status {
 	case mcptask.StepCompleted, mcptask.StepSkipped, mcptask.StepCancelled:
 		return true
@@ -122,4 +123,77 @@ func live(sp *workflow.StepProgress) bool {
 		return true
 	}
 	return openAttempt(sp)
+}
+
+// taskRestless says why task t (p its workflow progress, nil for another
+// kind) does not rest at now: "" when it ended or waits for something
+// named; "due: ..." when a timer of it is due (the engine acts now); the
+// silence otherwise. held reports a tool call of a record the caller
+// holds on purpose; ended reports a task that ended (a leg's workflow).
+func taskRestless(t *store.Task, p *workflow.Progress, now time.Time, held func(id, path string) bool, ended func(id string) bool) string {
+	if t.Status.Terminal() {
+		return ""
+	}
+	if of := t.Labels[workflow.LabelLegOf]; of != "" {
+		// A leg waits for its workflow's next moment for the model.
+		if ended(of) {
+			return "follows workflow task " + of + ", which ended"
+		}
+		return ""
+	}
+	if !t.ExpiresAt.IsZero() && !t.ExpiresAt.After(now) {
+		return "expired at " + stamp(t.ExpiresAt) + ", not swept"
+	}
+	if p == nil {
+		return "no progress"
+	}
+	if p.DeadlineAt != nil && !p.DeadlineAt.After(now) {
+		return "due: its deadline " + stamp(*p.DeadlineAt)
+	}
+	// A timer: due (the engine acts now), or set in the task's wake-up
+	// (the scheduler wakes it then; a timer without one is silence).
+	timer := func(what, path string, at time.Time) string {
+		switch {
+		case p.Paused != nil:
+			return "" // a paused task's timers wait for its resume
+		case !at.After(now):
+			return "due: " + what + " " + path + " at " + stamp(at)
+		case t.WakeAt.IsZero() || t.WakeAt.After(at):
+			return what + " " + path + " at " + stamp(at) + ", and no wake-up is set before it"
+		}
+		return ""
+	}
+	for _, r := range records(p) {
+		sp := r.sp
+		var why string
+		switch {
+		case recordEnded(sp):
+		case sp.Status == mcptask.StepSleeping && sp.Until != nil:
+			why = timer("the sleep", r.path, *sp.Until)
+		case sp.RetryAt != nil:
+			why = timer("the retry of", r.path, *sp.RetryAt)
+		}
+		if why != "" {
+			return why
+		}
+	}
+	rests := p.Paused != nil || t.Status == mcptask.StatusInputRequired || !t.WakeAt.IsZero() || p.Queue != nil && p.Queue.GrantedAt == nil ||
+		p.Undo != nil && p.Undo.Of != "" && p.Undo.Done
+	for _, r := range records(p) {
+		if r.sp.Tool != "" && (openAttempt(r.sp) || r.sp.Status == mcptask.StepRunning) {
+			// A tool step runs: its call is held, or the engine is not
+			// done with it.
+			if held == nil || !held(t.ID, r.path) {
+				return "runs " + r.path + " (" + describe(r.sp) + ") with no call held"
+			}
+			rests = true
+		}
+		if waits(r.sp) {
+			rests = true
+		}
+	}
+	if !rests {
+		return "waits for nothing: " + summary(p)
+	}
+	return ""
 }

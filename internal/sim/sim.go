@@ -278,86 +278,33 @@ func shortID(id string) string {
 	return id
 }
 
-// settle waits until the engine rests: no store call and no tool call
-// in progress (held calls aside), no task due, expired or silent, and no
-// write for a few looks in a row. A crash that fired is finished there
-// (the process closed, the next one started). A task that does not rest
-// within the bound is a violation (settles).
-func (s *Sim) settle(ctx context.Context) {
-	start := time.Now()
-	deadline := start.Add(s.cfg.SettleBound)
-	stable, last := 0, s.world.Disk.Seq()
-	var stuckSince time.Time
-	quietSince := time.Now() // the last write, or the moment a call was in progress
-	for ctx.Err() == nil {
-		if s.world.Crashed() {
-			s.world.Crash()
-			s.restart(ctx, "the armed crash fired")
-			stable, stuckSince = 0, time.Time{}
-			continue
-		}
-		p := s.world.Process()
-		if p == nil {
-			s.restart(ctx, "no process ran")
-			continue
-		}
-		now := s.world.Clock.Now()
-		seq := s.world.Disk.Seq()
-		busy := s.busy.Load() > 0 || p.Conn.Busy()
-		why := s.check.unrested(now)
-		if !busy && len(why) == 0 && seq == last {
-			stable++
-			if stable >= 4 {
-				s.check.settledAt(now)
-				return
-			}
-		} else {
-			stable = 0
-		}
-		if busy || seq != last {
-			quietSince = time.Now()
-		}
-		last = seq
-		// Tasks that do not rest while the engine writes nothing and runs
-		// no call for quietBound are silent: no need to wait for the
-		// whole bound (which is for an engine that keeps working).
-		if len(why) > 0 && !allDue(why) && time.Since(quietSince) > quietBound {
-			s.noteStuck(why, busy, "quiet for "+quietBound.String())
-			return
-		}
-		// A wake-up that failed (a refused write) waits out the
-		// scheduler's backoff on the simulated clock: the clock moves
-		// when nothing else does.
-		if !busy && len(why) > 0 && allDue(why) {
-			if stuckSince.IsZero() {
-				stuckSince = time.Now()
-			} else if time.Since(stuckSince) > 150*time.Millisecond {
-				s.world.Clock.Advance(time.Second)
-				stuckSince = time.Time{}
-			}
-		} else {
-			stuckSince = time.Time{}
-		}
-		if time.Now().After(deadline) {
-			s.noteStuck(why, busy, "not within "+s.cfg.SettleBound.String())
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
+// settle waits until the engine rests (World.Settle, on the checker's
+// view of the tasks) and records the tasks that did not as violations.
+func (s *Sim) settle(ctx context.Context) { s.settled(s.world.Settle(ctx, s.rest())) }
+
+// rest is what the simulation waits for.
+func (s *Sim) rest() Rest {
+	return Rest{Busy: func() bool { return s.busy.Load() > 0 }, Restless: s.check.unrested, Bound: s.cfg.SettleBound}
 }
 
-// quietBound is how long the engine may stay quiet (no write, no call)
-// while a task does not rest before the task is found silent.
-const quietBound = 1500 * time.Millisecond
-
-// allDue reports reasons that are all wake-ups due.
-func allDue(why []string) bool {
-	for _, w := range why {
-		if !strings.Contains(w, ": due: ") {
-			return false
+// settled takes Settle's outcome: the moment the engine rested, or the
+// tasks that did not.
+func (s *Sim) settled(err error) {
+	var re *RestlessError
+	switch {
+	case err == nil:
+		s.check.settledAt(s.world.Clock.Now())
+	case errors.As(err, &re):
+		how := "kept working past " + s.cfg.SettleBound.String()
+		if re.Quiet {
+			how = "silent"
 		}
+		s.noteStuck(re.Why, re.Busy, how)
+	default:
+		s.check.mu.Lock()
+		s.check.fail(InvNoPanic, "", "settle", "the next process did not start: %v", err)
+		s.check.mu.Unlock()
 	}
-	return true
 }
 
 // noteStuck records the tasks that did not rest in time.
@@ -390,14 +337,10 @@ func (s *Sim) noteStuck(why []string, busy bool, how string) {
 
 // restart starts the next process (after a stop or a crash).
 func (s *Sim) restart(ctx context.Context, why string) {
-	for attempt := 0; attempt < 3; attempt++ {
-		if _, err := s.world.Start(ctx); err == nil {
-			return
-		} else if attempt == 2 {
-			s.check.mu.Lock()
-			s.check.fail(InvNoPanic, "", "restart", "the next process did not start (%s): %v", why, err)
-			s.check.mu.Unlock()
-		}
+	if _, err := s.world.restart(ctx); err != nil {
+		s.check.mu.Lock()
+		s.check.fail(InvNoPanic, "", "restart", "the next process did not start (%s): %v", why, err)
+		s.check.mu.Unlock()
 	}
 }
 
