@@ -117,6 +117,24 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 	case OpLoseWake:
 		p.Conn.LoseWakeups(o.N)
 		return fmt.Sprintf("the next %d wake-up reads find nothing", o.N)
+	case OpFork:
+		ids := s.tasksWhere(func(f *facts) bool { return !f.deleted && f.t.Labels[workflow.LabelUndoOf] == "" })
+		if len(ids) == 0 {
+			return "no task to fork"
+		}
+		id := ids[o.N%len(ids)]
+		t, err := p.Server.Bridge.Fork(ctx, id, workflow.ForkOptions{})
+		s.noteInternal(err, "fork")
+		switch {
+		case err != nil:
+			return fmt.Sprintf("fork %s: %s", s.handleOf(id), errText(err))
+		case t == nil:
+			s.check.mu.Lock()
+			s.check.fail(InvNoPanic, id, "fork", "Bridge.Fork of %s returned neither a task nor an error", s.handleOf(id))
+			s.check.mu.Unlock()
+			return "fork " + s.handleOf(id) + ": no task, no error"
+		}
+		return fmt.Sprintf("forked %s as %s", s.handleOf(id), s.handleOf(t.ID))
 	case OpDeploy:
 		d := deploy(o.N % 3)
 		s.world.Stop()

@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -54,6 +55,8 @@ var specs = map[string]spec{
 	"stepq.d":   {Budget: 2, Fail: 0.1, Hold: 0.6},
 	"bounce.x":  {Budget: 1, Hold: 0.3},
 	"slow.t":    {Budget: 2, Hang: 0.4, Hold: 0.1},
+	"slow.h":    {Budget: 2, Hang: 0.4, Hold: 0.1},
+	"tick.t":    {Budget: 2, Fail: 0.2, Hold: 0.3},
 	"ver.a":     {Budget: 1, Hold: 0.2},
 	"ver.b":     {Budget: 1, Hold: 0.2},
 	"ver.c":     {Budget: 1, Hold: 0.2},
@@ -163,8 +166,12 @@ func workflowsOf(d deploy) []*workflow.Definition {
 			OnQueue(queueLast, workflow.QueueKey(workflow.PromptArg("key"))).Step(
 			server("x", "bounce.x"),
 		),
-		workflow.New("slow", "a step with a timeout").Step(
-			server("t", "slow.t").Timeout(30 * time.Millisecond),
+		workflow.New("slow", "a step with a timeout, a step with a heartbeat").Step(
+			server("t", "slow.t").Timeout(30*time.Millisecond),
+			server("h", "slow.h").Heartbeat(30*time.Millisecond),
+		),
+		workflow.New("tick", "what a schedule starts").Arg(workflow.DefaultTimeArgument, "when it fired", true).Step(
+			server("t", "tick.t"),
 		),
 		workflow.New("pauser", "a workflow that pauses on failure").PausesOnFailure().Step(
 			server("f", "pauser.f").FailsWorkflow(),
@@ -196,6 +203,9 @@ func workflowsOf(d deploy) []*workflow.Definition {
 	}
 	return defs
 }
+
+// schedule starts tick every six hours of the simulated clock.
+var schedule = workflow.Schedule{Name: "ticks", Workflow: "tick", Cron: "@every 6h", Missed: taskrouter.MissedRunOnce}
 
 // startable are the workflows a Start operation picks from, with the
 // arguments it may give.

@@ -52,10 +52,14 @@ type Write struct {
 type Disk struct {
 	inner store.Store
 
-	mu      sync.Mutex // serializes writes and their observation
-	seq     uint64
-	watch   func(Write)     // called with mu held, in commit order
-	refused map[string]bool // tasks a write of which was refused
+	mu    sync.Mutex    // serializes writes and their observation
+	seq   atomic.Uint64 // writes committed (read without mu)
+	watch func(Write)   // called with mu held, in commit order
+
+	// refused are the tasks a write of which was refused; its lock is a
+	// leaf (the watcher's callers take it under their own locks).
+	refusedMu sync.Mutex
+	refused   map[string]bool
 }
 
 // NewDisk wraps st, which it owns from now on (Close closes it).
@@ -64,8 +68,8 @@ func NewDisk(st store.Store) *Disk { return &Disk{inner: st, refused: map[string
 // Refused reports whether a write to task id was ever refused (an
 // injected fault).
 func (d *Disk) Refused(id string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.refusedMu.Lock()
+	defer d.refusedMu.Unlock()
 	return d.refused[id]
 }
 
@@ -81,11 +85,7 @@ func (d *Disk) Watch(fn func(Write)) {
 func (d *Disk) Store() store.Store { return d.inner }
 
 // Seq is the number of writes committed so far.
-func (d *Disk) Seq() uint64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.seq
-}
+func (d *Disk) Seq() uint64 { return d.seq.Load() }
 
 // Close closes the backend.
 func (d *Disk) Close() error { return d.inner.Close() }
@@ -99,9 +99,9 @@ func (d *Disk) commit(proc int, op, id string, w func() (*store.Task, string, er
 	if err != nil {
 		return err
 	}
-	d.seq++
+	seq := d.seq.Add(1)
 	if d.watch != nil {
-		d.watch(Write{Seq: d.seq, Op: op, ID: id, Task: t, Queue: queue, Proc: proc})
+		d.watch(Write{Seq: seq, Op: op, ID: id, Task: t, Queue: queue, Proc: proc})
 	}
 	return nil
 }
@@ -227,9 +227,9 @@ func (c *Conn) write(op, id string, w func() (*store.Task, string, error)) error
 	defer c.leave()
 	if err := c.gate(); err != nil {
 		if errors.Is(err, ErrRefused) {
-			c.d.mu.Lock()
+			c.d.refusedMu.Lock()
 			c.d.refused[id] = true
-			c.d.mu.Unlock()
+			c.d.refusedMu.Unlock()
 		}
 		return err
 	}

@@ -398,7 +398,10 @@ func (c *checker) callStarts(call *Call) {
 	failed, interrupted := c.s.ledger.budgetState(call)
 	if failed >= budget {
 		inv := InvAttemptBudget
-		if interrupted {
+		switch {
+		case c.s.world.Disk.Refused(call.Task):
+			inv = InvRefusal // an outcome lost with a refused write
+		case interrupted:
 			inv = InvAttemptsStops
 		}
 		c.fail(inv, call.Task, call.Key, "%s ran again (attempt %d) after %d failed attempts; its budget is %d", call.Step, call.Attempt, failed, budget)

@@ -37,11 +37,12 @@ const (
 	OpRefuse                   // the store refuses the N-th write from now, once
 	OpLoseWake                 // the next N reads of the wake index find nothing
 	OpDeploy                   // a stop and a restart serving other versions: N picks the deploy
+	OpFork                     // a task is run again from what it has not completed (a fork): N picks it
 	opKinds
 )
 
 var opNames = [...]string{"start", "release", "client", "client-bad", "client-dup", "client-late", "event", "cancel",
-	"pause", "resume", "advance", "stop", "crash", "crash-after", "refuse", "lose-wake", "deploy"}
+	"pause", "resume", "advance", "stop", "crash", "crash-after", "refuse", "lose-wake", "deploy", "fork"}
 
 func (k OpKind) String() string {
 	if k >= 0 && k < opKinds {
@@ -141,7 +142,7 @@ func FormatPlan(plan []Op) string {
 var weights = [opKinds]int{
 	OpStart: 14, OpRelease: 22, OpClient: 12, OpClientBad: 2, OpClientDup: 3, OpClientLate: 2, OpEvent: 5,
 	OpCancel: 4, OpPause: 4, OpResume: 5, OpAdvance: 12, OpStop: 2, OpCrash: 2, OpCrashAfter: 3,
-	OpRefuse: 2, OpLoseWake: 2, OpDeploy: 1,
+	OpRefuse: 2, OpLoseWake: 2, OpDeploy: 1, OpFork: 2,
 }
 
 // jumps are the time jumps OpAdvance draws from.

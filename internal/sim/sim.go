@@ -45,7 +45,7 @@ type Config struct {
 	Dump bool
 	// SettleBound bounds how long (real time) the engine may take to
 	// rest after an operation before the task that does not rest is a
-	// violation (settles); zero means 20 seconds.
+	// violation (settles); zero means 5 seconds.
 	SettleBound time.Duration
 }
 
@@ -110,7 +110,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		plan = Generate(cfg.Seed, cfg.Ops)
 	}
 	if cfg.SettleBound == 0 {
-		cfg.SettleBound = 10 * time.Second
+		cfg.SettleBound = 5 * time.Second
 	}
 	s := &Sim{cfg: cfg, ledger: newLedger(), handles: map[string]string{}, excluded: map[string]bool{}, deploy: deployV1}
 	s.holds.calls = map[int]*held{}
@@ -195,6 +195,7 @@ func (s *Sim) setup(b *builder.Builder, p *Process) error {
 			b.TaskWorkflow(w)
 		}
 	}
+	b.Schedule(schedule)
 	return nil
 }
 
@@ -251,6 +252,10 @@ func (s *Sim) handleOf(id string) string {
 		h = s.handleOf(t.Labels[workflow.LabelParent]) + "/" + t.Labels[workflow.LabelParentStep]
 	case t.Labels[workflow.LabelUndoOf] != "":
 		h = s.handleOf(t.Labels[workflow.LabelUndoOf]) + "~undo"
+	case t.Labels[workflow.LabelForkedFrom] != "":
+		h = s.handleOf(t.Labels[workflow.LabelForkedFrom]) + "~fork" + fmt.Sprint(s.opIndex())
+	case t.Labels[workflow.LabelSchedule] != "":
+		h = "s:" + t.Labels[workflow.LabelScheduledAt]
 	case t.Labels[workflow.LabelLegOf] != "":
 		h = s.handleOf(t.Labels[workflow.LabelLegOf]) + "~leg" + fmt.Sprint(s.opIndex())
 	default:

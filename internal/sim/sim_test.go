@@ -40,7 +40,7 @@ var (
 const (
 	ciSeeds = 24
 	ciOps   = 120
-	simRuns = 4 // seeds run at once
+	simRuns = 6 // seeds run at once
 )
 
 func TestSimulation(t *testing.T) {

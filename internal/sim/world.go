@@ -216,7 +216,7 @@ type Rest struct {
 	Held func(id, path string) bool
 	// Bound bounds the wait (zero: 10 s); Quiet is how long the engine
 	// may write nothing and run nothing while a task does not rest
-	// before that task is found silent (zero: 1.5 s).
+	// before that task is found silent (zero: 1 s).
 	Bound, Quiet time.Duration
 	// Restarted is told when Settle started the next process after a
 	// crash (an armed crash fired).
@@ -265,7 +265,7 @@ func (w *World) Settle(ctx context.Context, r Rest) error {
 		r.Bound = 10 * time.Second
 	}
 	if r.Quiet == 0 {
-		r.Quiet = 1500 * time.Millisecond
+		r.Quiet = time.Second
 	}
 	if r.Restless == nil {
 		r.Restless = func(now time.Time) []string { return w.restless(ctx, now, r.Held) }
