@@ -192,3 +192,38 @@ func (r *runTotals) knownSummary() string {
 	}
 	return b.String()
 }
+
+var flagKnown = flag.Bool("sim.known", false, "replay the plans of testdata/known-plans.tsv (the Known table's failures)")
+
+// TestKnownPlans replays, with -sim.known, the shortest plan found for
+// each invariant of the Known table, and says whether it still breaks it:
+// after the branch that fixes issue 38 is merged, the entries whose
+// plans pass are the ones to remove (then TestSimulation is the judge).
+func TestKnownPlans(t *testing.T) {
+	if !*flagKnown {
+		t.Skip("replays the known failures' plans with -sim.known")
+	}
+	raw, err := os.ReadFile("testdata/known-plans.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		inv, store, planText := f[0], f[2], f[3]
+		var seed int64
+		fmt.Sscan(f[1], &seed)
+		plan, err := ParsePlan(planText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(context.Background(), Config{Seed: seed, Plan: plan, Store: store, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		broke := slices.ContainsFunc(res.Violations, func(v Violation) bool { return v.Invariant == inv })
+		t.Logf("%-22s seed %2d: still breaks it: %v", inv, seed, broke)
+	}
+}
