@@ -15,8 +15,9 @@
 // plan replays exactly and a shorter one (a shrink) is still a plan. So
 // is every tool's behaviour: whether a call succeeds, fails, is held
 // until an operation releases it, or hangs, is a hash of the seed, the
-// task's handle (the operation that started it), the step's path and how
-// many calls of that step came before. The clock is: the engine reads
+// task's handle (t<At>: the place, in the plan it was drawn in, of the
+// operation that started it, which a shrunk plan keeps), the step's path
+// and how many calls of that step came before. The clock is: the engine reads
 // Clock, which only the simulation moves (to each wake-up on the way when
 // time passes). Go's goroutines are not: the engine's own concurrency
 // (its drive loops, the scheduler, its background services) may

@@ -50,6 +50,7 @@ const (
 	InvQueueLimit      = "queue-limit"           // no queue holds more than its limits
 	InvQueueReleased   = "queue-released"        // no place held by a run that ended
 	InvQueueFreed      = "queue-freed"           // no run waits while a place is free (a holder that ended freed it)
+	InvPausedQueue     = "paused-queue"          // a paused task holds no queue place it runs nothing on
 	InvEndedClean      = "ended-clean"           // no ended task has a record running or waiting
 	InvSettles         = "settles"               // every task reaches an end or a documented wait: never silence
 	InvRefusal         = "refusal-recovers"      // settles, for a task a write of which the store refused
@@ -447,7 +448,7 @@ func (c *checker) queuesAtRest() {
 				}
 				c.fail(inv, id, e.ID, "queue %q: %s still holds a place, and its record is %s", q.Name, path, describe(sp))
 			case f.p.Paused != nil && !openAttempt(sp):
-				c.fail(InvQueueReleased, id, e.ID, "queue %q: %s holds a place while its task is paused and runs nothing there", q.Name, path)
+				c.fail(InvPausedQueue, id, e.ID, "queue %q: %s holds a place while its task is paused and runs nothing there", q.Name, path)
 			}
 		}
 		for _, e := range entries {

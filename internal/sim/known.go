@@ -27,6 +27,7 @@ var Known = map[string]string{
 
 	// Found by the simulation outside issue 38's list, in files issue
 	// 38's branch reshapes.
-	InvRefusal:    "found by the simulation (seed 1: a write the store refuses once is never made again; the task stays silent until a restart): workflow/drive.go writePlan, and the router's run records",
-	InvPausedUndo: "found by the simulation (seed 5: a task paused during its compensation starts undo steps, and an undo's outcome that arrives while paused is dropped): workflow/compensation.go and pause.go",
+	InvRefusal:     "found by the simulation (seed 1: a write the store refuses once is never made again; the task stays silent until a restart): workflow/drive.go writePlan, and the router's run records",
+	InvPausedQueue: "found by the simulation (seed 140: a graceful stop hands a paused task's step back but keeps its queue place, which nobody gives up until the resume): workflow/drive.go drain and queue.go freePlaces",
+	InvPausedUndo:  "found by the simulation (seed 5: a task paused during its compensation starts undo steps, and an undo's outcome that arrives while paused is dropped): workflow/compensation.go and pause.go",
 }

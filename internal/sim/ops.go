@@ -53,13 +53,21 @@ func (k OpKind) String() string {
 
 // An Op is one operation of a plan.
 type Op struct {
+	// At is the operation's place in the plan it was drawn in: the tasks
+	// it starts are named after it (t<At>), and the tools' behaviour
+	// follows from those names, so an operation behaves the same in a
+	// shorter plan (a shrink) as in the plan it came from.
+	At   int
 	Kind OpKind
 	N, M int
 	Flag bool
 	D    time.Duration
 }
 
-func (o Op) String() string {
+// String writes o as ParseOp reads it: "At:kind picks".
+func (o Op) String() string { return fmt.Sprintf("%d:%s", o.At, o.body()) }
+
+func (o Op) body() string {
 	switch o.Kind {
 	case OpAdvance:
 		return fmt.Sprintf("advance %s", o.D)
@@ -76,11 +84,17 @@ func (o Op) String() string {
 	return s
 }
 
-// ParseOp reads an Op as String writes it.
+// ParseOp reads an Op as String writes it; without its "At:" it is at
+// place 0.
 func ParseOp(s string) (Op, error) {
 	s = strings.TrimSpace(s)
-	name, rest, _ := strings.Cut(s, " ")
 	var o Op
+	if at, body, ok := strings.Cut(s, ":"); ok {
+		if n, err := strconv.Atoi(at); err == nil {
+			o.At, s = n, body
+		}
+	}
+	name, rest, _ := strings.Cut(s, " ")
 	found := false
 	for k := OpKind(0); k < opKinds; k++ {
 		if k.String() == name {
@@ -113,7 +127,8 @@ func ParseOp(s string) (Op, error) {
 }
 
 // ParsePlan reads a plan written one operation a line (or separated by
-// ";"), as FormatPlan writes it.
+// ";"), as FormatPlan writes it; an operation without its "At:" is at
+// its place in s.
 func ParsePlan(s string) ([]Op, error) {
 	var out []Op
 	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == ';' }) {
@@ -123,6 +138,9 @@ func ParsePlan(s string) ([]Op, error) {
 		o, err := ParseOp(line)
 		if err != nil {
 			return nil, err
+		}
+		if !strings.Contains(line, ":") {
+			o.At = len(out)
 		}
 		out = append(out, o)
 	}
@@ -163,7 +181,7 @@ func Generate(seed int64, n int) []Op {
 		for ; x >= weights[k]; k++ {
 			x -= weights[k]
 		}
-		o := Op{Kind: k, N: r.IntN(1000), M: r.IntN(1000)}
+		o := Op{At: len(plan), Kind: k, N: r.IntN(1000), M: r.IntN(1000)}
 		switch k {
 		case OpRelease:
 			o.Flag = r.IntN(4) != 0

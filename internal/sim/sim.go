@@ -86,7 +86,7 @@ type Sim struct {
 	busy   atomic.Int64 // tool calls running that are not held
 
 	mu       sync.Mutex
-	op       int
+	op, at   int               // the running operation's index in the plan, and its At
 	handles  map[string]string // task id -> handle
 	roots    int               // roots named in the current op
 	deploy   deploy
@@ -146,13 +146,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		s.setOp(i)
+		s.setOp(i, o.At)
 		began := time.Now()
 		what := s.apply(ctx, o)
 		applied := time.Since(began)
 		s.settle(ctx)
 		s.check.atRest()
-		line := fmt.Sprintf("%4d %-16s %s", i, o, what)
+		line := fmt.Sprintf("%4d %-20s %s", i, o, what)
 		if cfg.Trace != nil {
 			line += fmt.Sprintf("  [%s + %s]", applied.Round(time.Millisecond), (time.Since(began) - applied).Round(time.Millisecond))
 		}
@@ -220,10 +220,18 @@ func (s *Sim) startFirst(ctx context.Context) error {
 	return err
 }
 
-func (s *Sim) setOp(i int) {
+// setOp says the i-th operation of the plan, drawn at place at, runs.
+func (s *Sim) setOp(i, at int) {
 	s.mu.Lock()
-	s.op, s.roots = i, 0
+	s.op, s.at, s.roots = i, at, 0
 	s.mu.Unlock()
+}
+
+// opAt is the running operation's place in the plan it was drawn in.
+func (s *Sim) opAt() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at
 }
 
 func (s *Sim) opIndex() int {
@@ -232,10 +240,12 @@ func (s *Sim) opIndex() int {
 	return s.op
 }
 
-// handleOf names task id for the simulation, stably across replays: a
-// task the simulation started is "t<op>" (the operation that started
-// it), a child "<parent>/<step>", the task that undoes a cancelled one
-// "<task>~undo".
+// handleOf names task id for the simulation, stably across replays and
+// shrinks: a task the simulation started is "t<At>" (the place of the
+// operation that started it in the plan it was drawn in), a child
+// "<parent>/<step>", the task that undoes a cancelled one "<task>~undo",
+// a fork "<task>~fork<At>", a leg "<task>~leg<At>", a scheduled one
+// "s:<time>".
 func (s *Sim) handleOf(id string) string {
 	s.mu.Lock()
 	if h, ok := s.handles[id]; ok {
@@ -253,14 +263,14 @@ func (s *Sim) handleOf(id string) string {
 	case t.Labels[workflow.LabelUndoOf] != "":
 		h = s.handleOf(t.Labels[workflow.LabelUndoOf]) + "~undo"
 	case t.Labels[workflow.LabelForkedFrom] != "":
-		h = s.handleOf(t.Labels[workflow.LabelForkedFrom]) + "~fork" + fmt.Sprint(s.opIndex())
+		h = s.handleOf(t.Labels[workflow.LabelForkedFrom]) + "~fork" + fmt.Sprint(s.opAt())
 	case t.Labels[workflow.LabelSchedule] != "":
 		h = "s:" + t.Labels[workflow.LabelScheduledAt]
 	case t.Labels[workflow.LabelLegOf] != "":
-		h = s.handleOf(t.Labels[workflow.LabelLegOf]) + "~leg" + fmt.Sprint(s.opIndex())
+		h = s.handleOf(t.Labels[workflow.LabelLegOf]) + "~leg" + fmt.Sprint(s.opAt())
 	default:
 		s.mu.Lock()
-		h = fmt.Sprintf("t%d", s.op)
+		h = fmt.Sprintf("t%d", s.at)
 		if s.roots > 0 {
 			h += fmt.Sprintf(".%d", s.roots)
 		}
