@@ -167,10 +167,14 @@ func taskRestless(t *store.Task, p *workflow.Progress, now time.Time, held func(
 		sp := r.sp
 		var why string
 		switch {
+		case p.Undo != nil && !r.undo && sp.Status != mcptask.StepRunning:
+			// Undoing: the workflow's own steps wait no more (their
+			// timers are the undo steps').
 		case recordEnded(sp):
 		case sp.Status == mcptask.StepSleeping && sp.Until != nil:
 			why = timer("the sleep", r.path, *sp.Until)
-		case sp.RetryAt != nil:
+		case sp.RetryAt != nil && (sp.Queue == nil || sp.Queue.GrantedAt != nil):
+			// (A retry waiting for its place runs at the grant.)
 			why = timer("the retry of", r.path, *sp.RetryAt)
 		}
 		if why != "" {
