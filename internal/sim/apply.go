@@ -92,9 +92,13 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 			step = f.p.Paused.Step // the step whose failure paused it runs again: a new series
 		}
 		s.check.mu.Unlock()
+		undo := func() {}
+		if step != "" {
+			undo = s.ledger.newSeries(id, step)
+		}
 		_, msg, err := p.Server.Router.ResumeTask(ctx, id, "sim")
-		if err == nil && step != "" {
-			s.ledger.newSeries(id, step)
+		if err != nil {
+			undo()
 		}
 		s.noteInternal(err, "resume")
 		return fmt.Sprintf("resume %s: %s %s", s.handleOf(id), msg, errText(err))

@@ -90,11 +90,24 @@ func (l *ledger) end(c *Call, outcome string, write uint64) {
 }
 
 // newSeries starts a new series of attempts for step of task id (an
-// operator resumed a task its failure paused: the step runs again).
-func (l *ledger) newSeries(id, step string) {
+// operator resumes a task its failure paused: the step runs again, maybe
+// before the resume returns), and returns a func that takes it back (the
+// resume failed).
+func (l *ledger) newSeries(id, step string) (undo func()) {
 	l.mu.Lock()
-	l.series[id+"/"+step] = len(l.calls) + 1
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	k := id + "/" + step
+	old, had := l.series[k]
+	l.series[k] = len(l.calls) + 1
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if had {
+			l.series[k] = old
+		} else {
+			delete(l.series, k)
+		}
+	}
 }
 
 // budgetState counts the failed server attempts of key in its current
