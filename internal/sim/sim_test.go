@@ -35,8 +35,9 @@ var (
 	flagShrink = flag.Int("sim.shrink", 40, "runs a failure's shrink may make (0: none)")
 )
 
-// The CI budget: ciSeeds seeds of ciOps operations each (measured under
-// -race on 2 shared cores: see the package documentation).
+// The CI budget: ciSeeds seeds of ciOps operations each, simRuns at once:
+// about 60 s of go test -race on the 2 shared cores it was measured on
+// (noisy), most of it waiting for the engine to rest.
 const (
 	ciSeeds = 24
 	ciOps   = 120
