@@ -66,6 +66,7 @@ type Builder struct {
 	tasked    []*workflow.Definition
 	schedules []workflow.Schedule
 	setup     []func(*mcp.Server)
+	below     []mcp.Middleware // WithMiddleware's
 	errs      []error
 	wopts     workflow.Options // workflow task settings (see workflow.Options)
 	observers []taskrouter.Observer
@@ -192,6 +193,19 @@ func (b *Builder) WithServerOptions(opts *mcp.ServerOptions) *Builder { b.opts =
 
 // WithLogger sets the logger for the engine and the SDK server.
 func (b *Builder) WithLogger(l *slog.Logger) *Builder { b.logger = l; return b }
+
+// WithMiddleware adds receiving middleware that runs below the task
+// engine: it sees every request the engine hands on (prompts/get, a
+// tool's call) and every tools/call the engine makes in process, a
+// workflow's server steps included, with the step in its context
+// (workflow.StepFrom). A test kit injects failures there
+// (workflowtest); a server traces or meters its steps. Middleware added
+// with mcp.Server.AddReceivingMiddleware (in Setup) runs above the
+// engine instead, and never sees the engine's own calls.
+func (b *Builder) WithMiddleware(mw ...mcp.Middleware) *Builder {
+	b.below = append(b.below, mw...)
+	return b
+}
 
 // Setup registers a function that gets the *mcp.Server before tools are
 // added, for anything the builder does not cover (resources, middleware).
@@ -413,6 +427,7 @@ func (b *Builder) newMCPServer(srv *Server) error {
 		opts = &o
 	}
 	srv.MCP = mcp.NewServer(b.impl, opts)
+	srv.MCP.AddReceivingMiddleware(b.below...) // below the engine, which Install adds last
 	if err := srv.Router.Install(srv.MCP); err != nil {
 		return err
 	}

@@ -161,3 +161,54 @@ func TestRedactDSN(t *testing.T) {
 	require.Equal(t, "postgresql://bob@db/tasks", builder.RedactDSN("postgresql://bob@db/tasks"))
 	require.Equal(t, "tasks.db", builder.RedactDSN("tasks.db"))
 }
+
+// TestWithMiddlewareSeesSteps: middleware added with WithMiddleware runs
+// below the engine and sees a workflow's server step (its tools/call, the
+// step in its context), which middleware added above the engine never
+// does; either may answer for the tool.
+func TestWithMiddlewareSeesSteps(t *testing.T) {
+	var mu sync.Mutex
+	var below, above []string
+	b := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().
+		WithMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if info, ok := workflow.StepFrom(ctx); ok && method == "tools/call" {
+					mu.Lock()
+					below = append(below, info.Step)
+					mu.Unlock()
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "injected"}}}, nil
+				}
+				return next(ctx, method, req)
+			}
+		}).
+		Setup(func(s *mcp.Server) {
+			s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+				return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+					if method == "tools/call" {
+						mu.Lock()
+						above = append(above, method)
+						mu.Unlock()
+					}
+					return next(ctx, method, req)
+				}
+			})
+		})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{})
+	b.TaskWorkflow(workflow.New("w", "d").Step(workflow.Server("say", "echo").Bind("text", workflow.Const("hi"))))
+	srv, err := b.Build(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	tr, err := srv.Connect(context.Background())
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "w"})
+	require.NoError(t, err)
+	text := res.Messages[len(res.Messages)-1].Content.(*mcp.TextContent).Text
+	require.Contains(t, text, "injected", "the step's failure is the middleware's answer")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"say"}, below)
+	require.Empty(t, above, "middleware above the engine does not see the engine's own calls")
+}

@@ -317,7 +317,10 @@
 // (AddSchedule, Schedules, pausing, resuming, triggering),
 // schedules_overlap.go (a schedule's overlap policy), scheduletools.go
 // (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
-// queues.go (the store's queues on the engine's clock, WakeNow).
+// queues.go (the store's queues on the engine's clock, WakeNow),
+// simplant.go and simplant_queue.go (a bug planted in the queues' release
+// under a test-only build tag, which internal/sim's simulation must
+// catch).
 //
 // Push: push_options.go (PushOptions, its environment), push_hooks.go
 // (registrations: the records, the in-memory set), push_api.go (the Go

@@ -128,6 +128,7 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 			r.watches.unwatch(id, w)
 			return nil, mcptask.InternalError("the session was deleted while this tasks/result waited; task %s goes on (read it with tasks/get)", id)
 		case <-ctx.Done():
+			r.watches.unwatch(id, w)
 			return nil, ctx.Err()
 		}
 	}

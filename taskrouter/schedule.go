@@ -149,8 +149,14 @@ func (s *scheduler) round(ctx context.Context) time.Duration {
 		wait = d
 	}
 	// The notes keep only the earliest time: after a round, the index
-	// says when the next wake-up is due.
-	if up := s.upcoming(ctx, now, wait); !up.IsZero() {
+	// says when the next wake-up is due, and whether one is due now that
+	// no note announced (a later time was noted since the round that
+	// forgot it, or another writer set it): it runs now.
+	up, missed := s.upcoming(ctx, now, wait)
+	if missed && !due {
+		s.wakeDue(ctx)
+	}
+	if !up.IsZero() {
 		wait = min(wait, max(0, up.Sub(s.cfg.Now())))
 		s.mu.Lock()
 		if s.expect.IsZero() || up.Before(s.expect) {
@@ -162,22 +168,36 @@ func (s *scheduler) round(ctx context.Context) time.Duration {
 }
 
 // upcoming returns the earliest wake time after now in the store's wake
-// index, within horizon; zero when there is none. Tasks due already (being
-// woken now, or held by this process) are passed over.
-func (s *scheduler) upcoming(ctx context.Context, now time.Time, horizon time.Duration) time.Time {
+// index, within horizon (zero when there is none), and whether a task is
+// due by now that this process does not wake already (missed). Tasks due
+// already (being woken now, backing off, or held by this process) are
+// passed over.
+func (s *scheduler) upcoming(ctx context.Context, now time.Time, horizon time.Duration) (up time.Time, missed bool) {
 	s.mu.Lock()
 	limit := 16 + len(s.inflight)
 	s.mu.Unlock()
 	ts, err := s.r.st.Due(ctx, now.Add(horizon), limit)
 	if err != nil {
-		return time.Time{}
+		return time.Time{}, false
 	}
 	for _, t := range ts {
 		if t.WakeAt.After(now) {
-			return t.WakeAt
+			return t.WakeAt, missed
 		}
+		missed = missed || s.waiting(t, now)
 	}
-	return time.Time{}
+	return time.Time{}, missed
+}
+
+// waiting reports a due task that no wake-up of this process runs or
+// waits to retry.
+func (s *scheduler) waiting(t *store.Task, now time.Time) bool {
+	if s.r.shared && (s.r.leases.has(t.ID) || t.LeaseHolder == s.r.opts.ReplicaID && t.LeaseUntil.After(now)) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.inflight[t.ID] && !s.backoff[t.ID].After(now)
 }
 
 // wakeDue hands every due task to its kind's Wake hook.

@@ -14,16 +14,24 @@ import (
 // another process (the change feed), wakes it to read again.
 
 // watches are the channels waiters (tasks/result, Wait) block on, by
-// task id: each is closed at the task's next change. Its lock is a leaf:
-// nothing else is locked while it is held.
+// task id: each is closed at the task's next change. The waiters of one
+// task share its channel; it counts them, so that one waiter that stops
+// watching (it got what it waited for) never takes the channel from the
+// others. Its lock is a leaf: nothing else is locked while it is held.
 type watches struct {
 	mu     sync.Mutex
-	byTask map[string]chan struct{}
+	byTask map[string]*watch
 	// own are, on a shared store, the versions of tasks this router wrote
 	// and woke the waiters for (wakeOwn), until the change feed echoes
 	// them back (wakeFeed): the echo wakes no one, so a waiter reads the
 	// task once per change, not twice.
 	own map[string]uint64
+}
+
+// watch is one task's channel and the waiters holding it.
+type watch struct {
+	ch chan struct{}
+	n  int
 }
 
 // maxOwn bounds watches.own: past it (echoes lost) it starts over, and an
@@ -34,24 +42,28 @@ const maxOwn = 8192
 func (w *watches) watch(id string) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ch, ok := w.byTask[id]
+	x, ok := w.byTask[id]
 	if !ok {
 		if w.byTask == nil {
-			w.byTask = map[string]chan struct{}{}
+			w.byTask = map[string]*watch{}
 		}
-		ch = make(chan struct{})
-		w.byTask[id] = ch
+		x = &watch{ch: make(chan struct{})}
+		w.byTask[id] = x
 	}
-	return ch
+	x.n++
+	return x.ch
 }
 
-// unwatch drops c if it is still the registered watch of id (the task
-// vanished while a waiter held it).
+// unwatch says a waiter holding c stops watching id; the channel is
+// dropped when no waiter holds it any more (a waiter that returns
+// without a change, or whose task vanished).
 func (w *watches) unwatch(id string, c <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ch, ok := w.byTask[id]; ok && (<-chan struct{})(ch) == c {
-		delete(w.byTask, id)
+	if x, ok := w.byTask[id]; ok && (<-chan struct{})(x.ch) == c {
+		if x.n--; x.n <= 0 {
+			delete(w.byTask, id)
+		}
 	}
 }
 
@@ -65,13 +77,13 @@ func (w *watches) drop(id string) {
 // wake wakes the waiters of task id.
 func (w *watches) wake(id string) {
 	w.mu.Lock()
-	ch, ok := w.byTask[id]
+	x, ok := w.byTask[id]
 	if ok {
 		delete(w.byTask, id)
 	}
 	w.mu.Unlock()
 	if ok {
-		close(ch)
+		close(x.ch)
 	}
 }
 
@@ -111,8 +123,8 @@ func (w *watches) wakeAll() {
 	ws := w.byTask
 	w.byTask = nil
 	w.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
+	for _, x := range ws {
+		close(x.ch)
 	}
 }
 

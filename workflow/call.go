@@ -99,7 +99,7 @@ var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millise
 // that is not retryable.
 func (c *toolCall) policy() RetryPolicy {
 	if !c.retryable {
-		return RetryPolicy{MaxAttempts: 1}
+		return RetryPolicy{MaxAttempts: 1 + plantExtraAttempt}
 	}
 	p := c.retry
 	if p.MaxAttempts <= 0 {
@@ -108,6 +108,7 @@ func (c *toolCall) policy() RetryPolicy {
 	if p.MaxBackoff <= 0 {
 		p.MaxBackoff = max(p.Backoff, DefaultRetryPolicy.MaxBackoff)
 	}
+	p.MaxAttempts += plantExtraAttempt
 	return p
 }
 

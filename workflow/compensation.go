@@ -204,6 +204,9 @@ func (r *record) undoList() []StepProgress {
 	slices.SortStableFunc(list, func(a, b done) int {
 		return cmp.Or(b.at.Compare(a.at), cmp.Compare(b.n, a.n))
 	})
+	if plantUndoForward {
+		slices.Reverse(list)
+	}
 	out := make([]StepProgress, len(list))
 	for i, d := range list {
 		u := d.sl.s.undo

@@ -123,4 +123,5 @@
 //	kind_sample_route.go  how their requests reach the client
 //	kind_sample_text.go   their prompt templates and the model's replies
 //	queue_owner.go        queue keys in their owner's scope (Queue.SharedKeys), who a status names
+//	simplant*.go          bugs planted under test-only build tags, which internal/sim's simulation must catch
 package workflow

@@ -25,3 +25,18 @@ func TestDueNowAfterAStopMidUndo(t *testing.T) {
 	require.False(t, dueNow(p, now), "the undo waits for its retry")
 	require.True(t, dueNow(p, later))
 }
+
+// A failed step whose retry came while it waits for its place on a queue
+// is woken by the grant, or looks again at the queue's next look: its
+// past retry time is not the task's wake-up (it was, and the scheduler
+// woke the task again at every round, each a queue write, until the
+// place freed). Found by the simulation (issue 39, seed 82).
+func TestRetryWaitingForAPlaceIsNotDue(t *testing.T) {
+	now := time.Now()
+	past, next := now.Add(-time.Second), now.Add(30*time.Second)
+	p := &Progress{Steps: []StepProgress{{Name: "deploy", Status: mcptask.StepFailed, Attempts: 1, RetryAt: &past,
+		Queue: &QueuePlace{Queue: "deploys", Since: past, Next: &next}}}}
+	require.Equal(t, next, p.timerWake(), "the queue's next look, not the past retry")
+	p.Steps[0].Queue.GrantedAt = &now // granted: the retry is due
+	require.Equal(t, past, p.timerWake())
+}

@@ -96,8 +96,12 @@ func (b *Bridge) Fork(ctx context.Context, id string, o ForkOptions) (*store.Tas
 	if ctx.Err() == nil {
 		in.touch(context.WithoutCancel(ctx)) // the caller holds it now
 	}
-	nt, _ := in.known()
-	return nt, nil
+	if nt, _ := in.known(); nt != nil {
+		return nt, nil
+	}
+	// The fork's own pass is between two reads of its task (a write it
+	// retries): the fork exists, read it.
+	return b.engine.Task(context.WithoutCancel(ctx), in.id)
 }
 
 // fork starts the fork of t for requestor q and records the lineage. It

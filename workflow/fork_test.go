@@ -158,3 +158,30 @@ func TestForkTool(t *testing.T) {
 		require.True(t, res.IsError, "%v", args)
 	}
 }
+
+// TestForkAnswersItsTask: Fork returns the fork it made even when its
+// instance has no task in memory at that moment (here: every write of
+// the fork's touch fails, which drops what the instance read); it
+// returned no task and no error. Found by the simulation (issue 39,
+// seed 16: a fork's own pass was between two reads of its task).
+func TestForkAnswersItsTask(t *testing.T) {
+	e := newFakeEngine()
+	echoTools(e, "fetch", "draft")
+	e.tool("publish", func(ctx context.Context, args map[string]any) (*mcp.CallToolResult, error) {
+		return nil, errors.New("the channel is archived")
+	})
+	f := newFixture(t, e, &Options{PromptWait: -1}, notes())
+	orig, _ := f.start(t, "notes", map[string]string{"topic": "tasks"})
+	orig, _ = f.settled(t, orig.ID)
+	require.Equal(t, mcptask.StatusFailed, orig.Status)
+	e.setFailWrite(func(id string, u store.Update) error {
+		if u.Labels[LabelTouched] != "" && id != orig.ID {
+			return errors.New("the store is briefly unavailable")
+		}
+		return nil
+	})
+	nt, err := f.b.Fork(context.Background(), orig.ID, ForkOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, nt, "the fork is answered")
+	require.Equal(t, orig.ID, nt.Labels[LabelForkedFrom])
+}

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,10 +90,44 @@ func (b *Bridge) leg(ctx context.Context, id string, answer func(t *store.Task, 
 		if forModel(t, last) {
 			return answer(t, last)
 		}
-		if err := b.askPerson(ctx, t, last); err != nil {
+		err = b.askPerson(ctx, t, last)
+		switch {
+		case errors.Is(err, errAskMoot) && ctx.Err() == nil:
+			// The workflow ended, or the decision came another way (the
+			// event tool, the webhook) while the person was asked: look
+			// again.
+		case err != nil:
 			return answer(t, last) // the leg cannot ask: the handoff says how to deliver it
 		}
 	}
+}
+
+// errAskMoot is a leg's question withdrawn because the workflow no longer
+// waits for its answer.
+var errAskMoot = errors.New("workflow: the workflow no longer waits for the answer")
+
+// whileAsked returns a context that ends when workflow task id ends or
+// waits no longer for the input of step s (its answer came another way),
+// with errAskMoot as its cause; stop releases it.
+func (b *Bridge) whileAsked(ctx context.Context, id string, s *Step) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		_, err := b.engine.Await(ctx, id, func(t *store.Task) bool {
+			if t.Status.Terminal() {
+				return true
+			}
+			p, err := decodeProgress(t)
+			if err != nil {
+				return true
+			}
+			sp := p.step(s.Name)
+			return sp == nil || s.kind.inputRequest(s, sp) == nil
+		})
+		if err == nil {
+			cancel(errAskMoot)
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }
 
 // askPerson asks, through the leg's own input request, for the first
@@ -120,31 +155,15 @@ func (b *Bridge) askPerson(ctx context.Context, t *store.Task, p *Progress) erro
 		if req.Method != mcptask.MethodElicit {
 			return fmt.Errorf("step %q asks for %s, which is the model's to perform", s.Name, req.Method)
 		}
-		// The decision may arrive another way while the leg asks (the
-		// event tool, the webhook, tasks/update of the workflow task): the
-		// leg's question is then withdrawn, so that nobody answers a
-		// question already decided.
-		ectx, cancel := context.WithCancel(ctx)
-		decided := make(chan struct{})
-		go func() {
-			_, err := b.engine.Await(ectx, t.ID, func(nt *store.Task) bool {
-				np, err := decodeProgress(nt)
-				return err != nil || nt.Status.Terminal() || i >= len(np.Steps) || s.kind.inputRequest(s, &np.Steps[i]) == nil
-			})
-			if err == nil {
-				close(decided)
-				cancel()
-			}
-		}()
-		res, err := taskrouter.Elicit(ectx, nil, &req.Params)
-		cancel()
+		actx, stop := b.whileAsked(ctx, t.ID, s)
+		res, err := taskrouter.Elicit(actx, nil, &req.Params)
+		moot := errors.Is(context.Cause(actx), errAskMoot)
+		stop()
+		if moot {
+			return errAskMoot
+		}
 		if err != nil {
-			select {
-			case <-decided:
-				return nil // decided elsewhere: the leg looks again
-			default:
-				return err
-			}
+			return err
 		}
 		ans, err := json.Marshal(res)
 		if err != nil {

@@ -196,7 +196,9 @@ func (p *Progress) stepsWake() time.Time {
 		if sp.ended() {
 			continue
 		}
-		take(sp.RetryAt)
+		if !sp.Queue.waiting() {
+			take(sp.RetryAt) // a retry waiting for its place runs at the grant (or the queue's next look)
+		}
 		take(sp.Deadline)
 		take(sp.Until)
 	}

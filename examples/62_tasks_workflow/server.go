@@ -161,6 +161,7 @@ type announceOut struct {
 // check runner's memory.
 type app struct {
 	ledger *ledger
+	suites map[string]time.Duration // how long each check suite takes (suiteTime)
 	mu     sync.Mutex
 	checks map[string]int // idempotency key -> attempts seen
 }
@@ -222,9 +223,9 @@ type suiteOut struct {
 // enough that the three running together visibly beat them in a row.
 var suiteTime = map[string]time.Duration{"lint": 300 * time.Millisecond, "unit": 600 * time.Millisecond, "integration": 1500 * time.Millisecond}
 
-// runSuite runs one check suite of a release.
-func runSuite(ctx context.Context, _ *mcp.CallToolRequest, in suiteIn) (*mcp.CallToolResult, suiteOut, error) {
-	d, ok := suiteTime[in.Suite]
+// runSuite runs one check suite of a release (as long as a.suites says).
+func (a *app) runSuite(ctx context.Context, _ *mcp.CallToolRequest, in suiteIn) (*mcp.CallToolResult, suiteOut, error) {
+	d, ok := a.suites[in.Suite]
 	if !ok {
 		return nil, suiteOut{}, fmt.Errorf("unknown suite %q: lint, unit or integration", in.Suite)
 	}
@@ -462,23 +463,29 @@ func newBuilder(o options) (*builder.Builder, error) {
 	} else if path == "" {
 		path = o.DB + ".published"
 	}
+	a, err := newApp(path)
+	if err != nil {
+		return nil, err
+	}
+	b := builder.New("taskbridge-example-62", "0.2.0").WithDB(o.DB)
+	a.register(b, o)
+	return b, nil
+}
+
+// newApp returns the example's tools' state, publishing to the ledger
+// file at path.
+func newApp(path string) (*app, error) {
 	l, err := openLedger(path)
 	if err != nil {
 		return nil, err
 	}
-	a := &app{ledger: l, checks: map[string]int{}}
-	b := builder.New("taskbridge-example-62", "0.2.0").WithDB(o.DB)
-	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."}, fetchChanges, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."}, draftNotes, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."}, reviewNotes, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "publish_notes", Description: "Publish release notes to a chat channel (once per workflow step)."}, a.publishNotes, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
-	builder.Tool(b, &mcp.Tool{Name: "generate_report", Description: "Produce a report; slow, so best run as a task."}, generateReport, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "run_checks", Description: "Run a repository's test suite (flaky: fails on the first run of a workflow step)."}, a.runChecks, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "create_tag", Description: "Tag a release with a semantic version."}, createTag, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "announce_release", Description: "Announce a tagged release."}, announceRelease, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "run_suite", Description: "Run one check suite (lint, unit or integration) of a release."}, runSuite, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "promote_release", Description: "Send every user to a release."}, promoteRelease, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "rollback_release", Description: "Send every user back to the previous release."}, rollbackRelease, taskrouter.ToolOptions{})
+	return &app{ledger: l, suites: suiteTime, checks: map[string]int{}}, nil
+}
+
+// register adds the example's tools and workflows to b: the server's
+// own setup, which its tests run with package workflowtest too.
+func (a *app) register(b *builder.Builder, o options) {
+	a.addTools(b)
 	// The task-aware workflows are tools too, so that a model in an LLM
 	// host (which cannot pick prompts) can start them.
 	b.TaskWorkflow(releaseWorkflow("release_notes").AsTool())
@@ -488,7 +495,22 @@ func newBuilder(o options) (*builder.Builder, error) {
 	addTrain(b)               // train.go
 	addSchedule(b, o)         // ops.go
 	addApprovalSchedule(b, o) // ops.go
-	return b, nil
+}
+
+// addTools adds the tools of the example's workflows to b (release_train
+// adds its own).
+func (a *app) addTools(b *builder.Builder) {
+	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."}, fetchChanges, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."}, draftNotes, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."}, reviewNotes, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "publish_notes", Description: "Publish release notes to a chat channel (once per workflow step)."}, a.publishNotes, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "generate_report", Description: "Produce a report; slow, so best run as a task."}, generateReport, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "run_checks", Description: "Run a repository's test suite (flaky: fails on the first run of a workflow step)."}, a.runChecks, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "create_tag", Description: "Tag a release with a semantic version."}, createTag, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "announce_release", Description: "Announce a tagged release."}, announceRelease, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "run_suite", Description: "Run one check suite (lint, unit or integration) of a release."}, a.runSuite, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "promote_release", Description: "Send every user to a release."}, promoteRelease, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "rollback_release", Description: "Send every user back to the previous release."}, rollbackRelease, taskrouter.ToolOptions{})
 }
 
 // ledger records publications by idempotency key in an append-only file,
