@@ -152,8 +152,8 @@ func TestQueueHolderEndFreesItsPlaceAtOnce(t *testing.T) {
 func TestPausedWorkflowDoesNotExpire(t *testing.T) {
 	var mu sync.Mutex
 	fail := true
-	b := builder.New("pause-ttl", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(taskrouter.Config{SweepInterval: 100 * time.Millisecond}).WithWorkflowOptions(workflow.Options{PromptWait: 200 * time.Millisecond})
+	b := builder.New("pause-ttl", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{SweepInterval: 100 * time.Millisecond}).WithWorkflowOptions(workflow.Options{PromptWait: 200 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "flaky"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ meetIn) (*mcp.CallToolResult, meetOut, error) {
 		mu.Lock()
 		defer mu.Unlock()
