@@ -414,11 +414,19 @@ func (r *record) mayUndo() bool {
 	return false
 }
 
-// running reports whether some step's record says it runs.
+// running reports whether some step's record says it runs, an undo
+// step's included.
 func (p *Progress) running() bool {
 	for i := range p.Steps {
 		if p.Steps[i].Status == mcptask.StepRunning {
 			return true
+		}
+	}
+	if p.undoing() {
+		for i := range p.Undo.Steps {
+			if p.Undo.Steps[i].Status == mcptask.StepRunning {
+				return true
+			}
 		}
 	}
 	return false

@@ -341,15 +341,30 @@ func TestDecideUndo(t *testing.T) {
 	x3.decide(&occurrence{resume: "ops"})
 	d = x3.decide(&occurrence{})
 	require.Equal(t, []startAttempt{{path: "undo:one", n: 1}}, effectsOf[startAttempt](d), "the undo goes on at the resume")
+	// A crash while paused with an undo step running: the recovery is
+	// due (dueNow), and closes the attempt the dead process left open as
+	// interrupted; the step runs again at the resume (simulation seed
+	// 41: the paused task's undo step read running forever).
+	x3.run(d)
+	x3.decide(&occurrence{pause: &Pause{By: "ops"}})
+	x3.here = map[string]int{}
+	require.True(t, dueNow(x3.p, x3.now), "a paused task with an undo step running is recovered")
+	d = x3.decide(&occurrence{reason: ReasonRestart})
+	require.Empty(t, effectsOf[startAttempt](d))
+	require.Equal(t, mcptask.StepPending, x3.p.Undo.Steps[1].Status)
+	require.Equal(t, 1, x3.p.Undo.Steps[1].Interrupted)
+	x3.decide(&occurrence{resume: "ops"})
+	d = x3.decide(&occurrence{})
+	require.Equal(t, []startAttempt{{path: "undo:one", n: 2}}, effectsOf[startAttempt](d))
 	// A pause with Cut stops the undo step that runs; it runs again, with
 	// its key, at the resume.
 	x3.run(d)
 	d = x3.decide(&occurrence{pause: &Pause{By: "ops", Cut: true}})
-	require.Equal(t, []cutAttempt{{path: "undo:one", n: 1, cause: errPauseCut}}, effectsOf[cutAttempt](d))
+	require.Equal(t, []cutAttempt{{path: "undo:one", n: 2, cause: errPauseCut}}, effectsOf[cutAttempt](d))
 	x3.here = map[string]int{}
 	x3.decide(&occurrence{resume: "ops"})
 	d = x3.decide(&occurrence{})
-	require.Equal(t, []startAttempt{{path: "undo:one", n: 2}}, effectsOf[startAttempt](d))
+	require.Equal(t, []startAttempt{{path: "undo:one", n: 3}}, effectsOf[startAttempt](d))
 	require.Equal(t, "T/undo:one", x3.p.Undo.Steps[1].IdempotencyKey)
 
 	// The undo task of a cancelled one keeps the cancelled task's key.
