@@ -59,18 +59,23 @@ type EndKind interface {
 	Ended(ctx context.Context, t *store.Task)
 }
 
-// A CancelWording is implemented by a KindHandler that words the status
-// message of its tasks' cancel: a workflow whose undo goes on in another
-// task says which, and what it undid so far. message is the engine's
-// wording ("cancelled by request"); the hook returns the message to
-// write, or message itself.
-type CancelWording interface {
-	CancelMessage(t *store.Task, message string) string
+// An EndWriter is implemented by a KindHandler whose tasks keep a record
+// of their own (the workflow's progress) that an end the engine writes
+// from outside the task's work (a cancel, an expiry) must close in the
+// same write: EndWrite adds to u, the engine's end of t (its status and
+// status message set: "cancelled by request", the expiry's wording), what
+// the kind's record says of that end: its own wording of the status
+// message (a workflow whose undo goes on in another task says which) and
+// its variables (no step of an ended workflow reads running). The engine
+// then writes u conditional on t's version, and on a conflict reads t
+// again and asks again.
+type EndWriter interface {
+	EndWrite(t *store.Task, u *store.Update)
 }
 
 // HandleKind registers h's hooks for the tasks of kind (the LabelKind
 // label), replacing any registered before. A handler may also be an
-// InputKind, an EndKind, a Reporter, a Pauser and a Placer.
+// InputKind, an EndKind, an EndWriter, a Reporter, a Pauser and a Placer.
 func (r *Router) HandleKind(kind string, h KindHandler) {
 	r.kinds.set(kind, h)
 	r.pauseToolsIfPausable()
@@ -101,14 +106,15 @@ func (k *kinds) ended(ctx context.Context, t *store.Task) {
 	}
 }
 
-// cancelMessage is the kind's wording of t's cancel, message by default.
-func (k *kinds) cancelMessage(t *store.Task, message string) string {
-	if w, ok := k.of(t).(CancelWording); ok {
-		if m := w.CancelMessage(t, message); m != "" {
-			return m
-		}
+// endWrite lets t's kind add to u, the engine's end of t, what its own
+// record says of it (EndWriter); it reports whether the kind did, and u
+// must then be written conditional on t's version.
+func (k *kinds) endWrite(t *store.Task, u *store.Update) bool {
+	w, ok := k.of(t).(EndWriter)
+	if ok {
+		w.EndWrite(t, u)
 	}
-	return message
+	return ok
 }
 
 // pausable reports whether a registered kind's handler is a Pauser.

@@ -243,18 +243,38 @@ func (r *Router) stopRun(id string, cause error) {
 	}
 }
 
-// cancelTask marks a task cancelled (its kind may word the message:
-// CancelWording), then stops its work.
+// cancelTask marks a task cancelled (its kind may word the message and
+// close its own record in the same write: EndWriter), then stops its
+// work.
 func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) (*store.Task, error) {
-	message = r.kinds.cancelMessage(t, message)
-	nt, err := r.Update(ctx, t.ID, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &message})
-	if err != nil {
-		return nil, err
+	var nt *store.Task
+	for attempt := 0; ; attempt++ {
+		msg := message
+		u := store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg}
+		if r.kinds.endWrite(t, &u) {
+			u.IfVersion = t.Version // what the kind wrote is of this version of the task
+		}
+		var err error
+		nt, err = r.Update(ctx, t.ID, u)
+		if errors.Is(err, store.ErrConflict) && attempt < endWriteTries {
+			if t, err = r.Task(ctx, t.ID); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	r.stopRun(t.ID, errCanceled)
 	r.kinds.ended(ctx, nt)
 	return nt, nil
 }
+
+// endWriteTries bounds the reads again of a cancel whose conditional
+// write met another write (the task's own work moving on).
+const endWriteTries = 16
 
 // CancelTask cancels task id whoever owns it, with message as its status
 // message (a workflow cancelling the child workflows it started): the

@@ -200,6 +200,7 @@ func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err e
 	grace := s.cfg.Now().Add(s.cfg.Grace)
 	u := store.Update{IfVersion: t.Version, Status: mcptask.StatusFailed, StatusMessage: &msg,
 		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace}
+	r.kinds.endWrite(t, &u) // conditional already: a conflict is swept again
 	nt, err := r.st.Update(ctx, t.ID, u)
 	if err != nil {
 		if errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {

@@ -138,9 +138,11 @@ func stoppedAttempt(sp *StepProgress, n int) bool {
 }
 
 // handBackAll is the decision of a graceful stop (Bridge.Close): the
-// outcomes that arrived are recorded, and every attempt still open is
-// handed back (handBack); the lease is given back in the same write.
-// Nothing else is decided: the process stops.
+// outcomes that arrived are recorded, every attempt still open is handed
+// back (handBack), and the places no longer used are given up (those of
+// what ended; a paused task's, once nothing runs on them); the lease is
+// given back in the same write. Nothing else is decided: the process
+// stops.
 func (r *record) handBackAll() {
 	for _, res := range r.ev.results {
 		if res.stopped == "" {
@@ -148,6 +150,7 @@ func (r *record) handBackAll() {
 		}
 	}
 	walkRecords(r.p, func(sp *StepProgress) { sp.handBack(r.now) })
+	r.freePlaces(false) // what ended gives its place up; a paused task, every place it runs nothing on (queue.go)
 	r.p.refresh()
 	r.p.PauseReason = pauseReason(r.wf, r.p)
 	r.d.update.ReleaseLease = true

@@ -298,6 +298,22 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 	return v.prompt, nil
 }
 
+// CanRun reports whether this bridge can run workflow task t: nil when it
+// serves the version t started on and t's progress matches it; otherwise
+// why not, in the words a task's wait or failure uses (an error matching
+// ErrVersionNotServed, a *MismatchError, or one that says the progress
+// cannot be read). A process that cannot run a task leaves it to one
+// that can, or makes it wait for one (Options.VersionGrace); a replayer
+// (workflowtest.Replay) asks it of every recorded task.
+func (b *Bridge) CanRun(t *store.Task) error {
+	p, err := decodeProgress(t)
+	if err != nil {
+		return err
+	}
+	_, err = b.compiledFor(t, p)
+	return err
+}
+
 // compiledFor returns the served version task t runs on, its progress p
 // checked against it, or why there is none.
 func (b *Bridge) compiledFor(t *store.Task, p *Progress) (*compiled, error) {

@@ -505,8 +505,9 @@ func TestTimeoutServerNeedsDefaults(t *testing.T) {
 	require.ErrorContains(t, err, `argument "ok" has no default`)
 }
 
-// A cancel stops the step running on the engine; nothing more is
-// recorded.
+// A cancel stops the step running on the engine; the cancel's own write
+// closes its record (an ended task has no record running), and the
+// tool's outcome is not recorded.
 func TestCancelStopsARunningStep(t *testing.T) {
 	e := newFakeEngine()
 	started := make(chan struct{})
@@ -524,7 +525,10 @@ func TestCancelStopsARunningStep(t *testing.T) {
 	<-stopped
 	tk, p := f.settled(t, tk.ID)
 	require.Equal(t, mcptask.StatusCancelled, tk.Status)
-	require.Equal(t, mcptask.StepRunning, p.step("long").Status, "the cut attempt is not recorded as an outcome")
+	sp := p.step("long")
+	require.Equal(t, mcptask.StepCancelled, sp.Status, "the cancel's write closed the record")
+	require.Len(t, sp.History, 1)
+	require.Equal(t, OutcomeCancelled, sp.History[0].Outcome, "the cut attempt is not recorded as the tool's outcome")
 }
 
 // The handoff names the task id among a client step's arguments, and the

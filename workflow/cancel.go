@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -53,16 +54,18 @@ func (r *record) ended() {
 	}
 }
 
-// undoesOnCancel reports whether a cancelled task at p has its undo steps
-// run by an undo task: it was undoing what it did, or its workflow asks
-// for it, and something it did has an undo.
+// undoesOnCancel reports whether a cancelled task at p (before or after
+// the cancel's write closed its records) has its undo steps run by an
+// undo task: it was undoing what it did, or its workflow asks for it, and
+// something it did has an undo. The undo task itself does not: its
+// cancel cuts the undo (docs/SEMANTICS.md), and says what it left.
 func undoesOnCancel(wf *compiled, p *Progress) bool {
-	if !wf.def.hasUndo() || !wf.def.UndoOnCancel && !p.undoing() {
+	if !wf.def.hasUndo() || !wf.def.UndoOnCancel && !p.undoing() || p.undoing() && p.Undo.Of != "" {
 		return false
 	}
 	if p.undoing() && p.Undo.Listed {
 		for _, sp := range p.Undo.Steps {
-			if !sp.ended() && !sp.GaveUp {
+			if !sp.ended() && !sp.GaveUp || cutByEnd(&sp) {
 				return true
 			}
 		}
@@ -73,6 +76,14 @@ func undoesOnCancel(wf *compiled, p *Progress) bool {
 		}
 	}
 	return false
+}
+
+// cutByEnd reports whether the engine's end of the task (a cancel, an
+// expiry) cut record sp while its attempt ran (closeRecords): an undo
+// step so cut runs again in the undo task.
+func cutByEnd(sp *StepProgress) bool {
+	n := len(sp.History)
+	return sp.Status == mcptask.StepCancelled && n > 0 && sp.History[n-1].Outcome == OutcomeCancelled
 }
 
 type (
@@ -126,16 +137,51 @@ func (b *Bridge) ended(ctx context.Context, t *store.Task) {
 	}
 }
 
-// CancelMessage words the cancel of workflow task t (see
-// taskrouter.CancelWording): a task whose undo goes on in an undo task
-// says which, and what was undone so far; a cancelled undo task says which
-// undo steps ran, which failed and which never ran.
-func (k kindHooks) CancelMessage(t *store.Task, message string) string {
+// EndWrite closes the record of workflow task t in the end the engine
+// writes of it (u: a cancel or an expiry; see taskrouter.EndWriter): a
+// cancel is worded (cancelMessage), and every record that has not ended
+// is closed as the engine's own end closes it (closeRecords: an open
+// attempt ends cancelled, nothing reads running or waiting), in the same
+// write. The places the records hold stay named, for the end's effects
+// to give them up after the write (ended).
+func (k kindHooks) EndWrite(t *store.Task, u *store.Update) {
 	p, err := decodeProgress(t)
 	if err != nil {
-		return message
+		return // not a progress this process reads: the end is written as the engine words it
 	}
 	b := k.b
+	why := "the task expired"
+	if u.Status == mcptask.StatusCancelled {
+		why = "the task was cancelled"
+		if u.StatusMessage != nil {
+			msg := b.cancelMessage(t, p, *u.StatusMessage)
+			u.StatusMessage = &msg
+		}
+	}
+	now := b.engine.Now()
+	closeRecords(p, now, why, true)
+	if u.StatusMessage != nil {
+		p.PauseReason = *u.StatusMessage
+	}
+	p.Revision++
+	p.UpdatedAt = now
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return
+	}
+	if u.Variables == nil {
+		u.Variables = map[string]json.RawMessage{}
+	}
+	u.Variables[VarProgress] = raw
+}
+
+var _ taskrouter.EndWriter = kindHooks{}
+
+// cancelMessage words the cancel of workflow task t (at p, before the
+// cancel; message is the engine's wording): a task whose undo goes on in
+// an undo task says which, and what was undone so far; a cancelled undo
+// task says which undo steps ran, which failed and which never ran.
+func (b *Bridge) cancelMessage(t *store.Task, p *Progress, message string) string {
 	wf, err := b.compiledFor(t, p)
 	if err != nil {
 		return message
@@ -154,15 +200,13 @@ func (k kindHooks) CancelMessage(t *store.Task, message string) string {
 	return message
 }
 
-var _ taskrouter.CancelWording = kindHooks{}
-
-// Where CancelMessage's wording starts after the engine's.
+// Where cancelMessage's wording starts after the engine's.
 const (
 	undoneBy     = "; what it did is undone by workflow task "
 	undoingSince = " while it was undoing what it did ("
 )
 
-// cancelCause is the engine's wording of a cancel CancelMessage worded.
+// cancelCause is the engine's wording of a cancel cancelMessage worded.
 func cancelCause(msg string) string {
 	msg, _, _ = strings.Cut(msg, undoneBy)
 	msg, _, _ = strings.Cut(msg, undoingSince)

@@ -167,6 +167,9 @@ func (r *record) compensate() string {
 			sp.Status, sp.GaveUp, sp.Error = mcptask.StepFailed, true, "its undo step is not in the definition this server serves"
 			continue
 		}
+		if !r.mayUndo() {
+			return "" // paused: the undo waits for the resume (pause.go)
+		}
 		return r.runnable(sl, "") // one at a time
 	}
 	if u.Of != "" {
@@ -328,8 +331,16 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 		why = fmt.Sprintf("%s, then the workflow was cancelled while it undid what it did", strings.TrimSuffix(oneLine(p.Undo.Reason), "; the workflow failed"))
 	}
 	p.Undo.Of, p.Undo.Reason = t.ID, why
+	// The cancel ends a pause: the undo it asks for runs (a pause cut
+	// its steps, and the cancel's write closed them; docs/SEMANTICS.md).
+	p.Paused = nil
 	for i := range p.Undo.Steps {
 		sp := &p.Undo.Steps[i]
+		if cutByEnd(sp) { // the cancel's write closed it while it ran (closeRecords)
+			a := &sp.History[len(sp.History)-1]
+			a.Outcome, a.Error = OutcomeStopped, "the task was cancelled while the undo ran; it runs again in the undo task"
+			sp.Status, sp.SkipReason = mcptask.StepPending, ""
+		}
 		sp.handBack(now) // an undo the cancel cut short runs again
 		if sp.IdempotencyKey == "" && sp.Attempts > 0 {
 			sp.IdempotencyKey = idempotencyKey(t.ID, sp.Name)

@@ -14,6 +14,7 @@ import (
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // journal records the tool calls of a test in order, with an argument.
@@ -259,6 +260,29 @@ func TestUndoOnCancel(t *testing.T) {
 	doc := f.b.handoff(tk, p, 0)
 	require.Contains(t, doc.PauseReason, "what it did is undone by workflow task "+undo+" (completed)")
 
+	// A paused task that is cancelled is undone all the same: the cancel
+	// ends the pause, and its undo task runs unpaused (simulation seed 5:
+	// the undo task was paused, and ran its undo steps anyway).
+	e3 := newFakeEngine()
+	j3 := &journal{}
+	g3 := newGate()
+	j3.tool(e3, "deploy", "service", nil)
+	j3.tool(e3, "rollback", "service", nil)
+	e3.tool("tag", g3.tool("tag"))
+	j3.tool(e3, "untag", "", nil)
+	j3.tool(e3, "check", "", nil)
+	f3 := newFixture(t, e3, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
+	tk3, _ := f3.start(t, "release", map[string]string{"services": "api"})
+	g3.waitStarted(t, 1)
+	_, _, err := f3.b.Pause(context.Background(), tk3.ID, taskrouter.PauseRequest{By: "ops", Cut: true})
+	require.NoError(t, err)
+	e3.cancel(t, tk3.ID)
+	ut3 := f3.waitEnded(t, undoTaskID(tk3.ID))
+	require.Equal(t, mcptask.StatusCompleted, ut3.Status, ut3.StatusMessage)
+	_, up3 := f3.task(t, ut3.ID)
+	require.Nil(t, up3.Paused, "the cancel ended the pause")
+	require.Equal(t, []string{"deploy(api)", "rollback(api)"}, j3.list())
+
 	// Without UndoOnCancel, a cancel undoes nothing.
 	e2 := newFakeEngine()
 	j2 := &journal{}
@@ -271,7 +295,7 @@ func TestUndoOnCancel(t *testing.T) {
 	tk2, _ := f2.start(t, "release", map[string]string{"services": "api"})
 	g2.waitStarted(t, 1)
 	e2.cancel(t, tk2.ID)
-	_, err := e2.Task(context.Background(), undoTaskID(tk2.ID))
+	_, err = e2.Task(context.Background(), undoTaskID(tk2.ID))
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, []string{"deploy(api)"}, j2.list())
 }

@@ -38,16 +38,19 @@ func (in *instance) recordClient(ctx context.Context, at target, req *mcp.CallTo
 	}
 	meta := req.Params.GetMeta()
 	var ans *mcp.CallToolResult
-	in.writing(func() { ans, err = in.recordClientTurn(ctx, at, req, res, raw, meta, setVars, by) })
+	var told []StepEvent
+	in.writing(func() { ans, told, err = in.recordClientTurn(ctx, at, req, res, raw, meta, setVars, by) })
+	in.b.tell(told) // after the write, holding nothing
 	return ans, err
 }
 
-// recordClientTurn is recordClient. Call with the turn held.
-func (in *instance) recordClientTurn(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
+// recordClientTurn is recordClient; told is the attempt it recorded, for
+// the observer. Call with the turn held.
+func (in *instance) recordClientTurn(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (_ *mcp.CallToolResult, told []StepEvent, err error) {
 	b := in.b
-	var err error
 	for attempt := 0; ; attempt++ {
 		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
+			told = nil
 			sl := in.wf.slotAt(p, at.path)
 			if sl == nil || sl.sp.ended() || !reached(in.wf, p, in.wf.index[sl.root().s.Name]) || !clientSide(sl.s, sl.sp) {
 				return store.Update{}, errStale
@@ -69,7 +72,9 @@ func (in *instance) recordClientTurn(ctx context.Context, at target, req *mcp.Ca
 				sp.IdempotencyKey = idempotencyKey(in.id, at.path)
 			}
 			sp.ReachedAt, sp.Deadline = nil, nil
-			emit(b.opts.Observer, in.id, p, sl, meta)
+			if e, ok := observed(in.id, p, sl, meta); ok {
+				told = append(told, e)
+			}
 			if !res.IsError {
 				markReached(in.wf, p, now)
 				p.PauseReason = pauseReason(in.wf, p)
@@ -78,16 +83,16 @@ func (in *instance) recordClientTurn(ctx context.Context, at target, req *mcp.Ca
 		})
 		switch {
 		case err == nil:
-			return nil, nil
+			return nil, told, nil
 		case errors.Is(err, errTakenOver) && attempt == 0:
 			continue // the lease this process held is gone: record without it
 		case errors.Is(err, errStale):
 			// Another call recorded this step (or the workflow moved on):
 			// answer as a repeated call would be answered.
 			if ans, rerr, ok := in.recordedNow(ctx, at, req); ok {
-				return ans, rerr
+				return ans, nil, rerr
 			}
-			return nil, mcptask.InvalidParams("step %q of workflow task %s can no longer be performed: the workflow moved on while the tool ran; nothing was recorded", at.path, in.id)
+			return nil, nil, mcptask.InvalidParams("step %q of workflow task %s can no longer be performed: the workflow moved on while the tool ran; nothing was recorded", at.path, in.id)
 		case errors.Is(err, errEnded):
 			cur := in.task
 			if cur == nil {
@@ -97,15 +102,15 @@ func (in *instance) recordClientTurn(ctx context.Context, at target, req *mcp.Ca
 			if cur != nil {
 				status = string(cur.Status)
 			}
-			return nil, mcptask.InvalidParams("workflow task %s %s while step %q ran; nothing was recorded", in.id, status, at.path)
+			return nil, nil, mcptask.InvalidParams("workflow task %s %s while step %q ran; nothing was recorded", in.id, status, at.path)
 		}
 		// A store failure may hide a write that committed (the
 		// connection broke before the store answered): when the step
 		// reads as recorded with these arguments now, that is the answer.
 		if ans, rerr, ok := in.recordedNow(ctx, at, req); ok {
-			return ans, rerr
+			return ans, nil, rerr
 		}
-		return nil, err
+		return nil, nil, err
 	}
 }
 

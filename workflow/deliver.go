@@ -118,7 +118,9 @@ func (d *delivery) reached(p *Progress) bool {
 func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Time) (bool, error)) error {
 	in, wf := d.in, d.in.wf
 	changed := false
+	var told []StepEvent // the attempt it records, told after the write
 	err := in.commitTurn(context.WithoutCancel(d.ctx), func(p *Progress) (store.Update, error) {
+		told = nil
 		sp := &p.Steps[wf.index[d.s.Name]]
 		now := in.b.engine.Now()
 		ok, err := change(p, sp, now)
@@ -133,11 +135,14 @@ func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Ti
 			markReached(wf, p, now)
 			p.refresh()
 			p.PauseReason = pauseReason(wf, p)
-			emit(in.b.opts.Observer, in.id, p, wf.slotAt(p, d.s.Name), nil)
+			if e, ok := observed(in.id, p, wf.slotAt(p, d.s.Name), nil); ok {
+				told = append(told, e)
+			}
 		}
 		u := store.Update{Labels: map[string]string{LabelTouched: "1"}}
 		if d.failure != "" {
 			p.PauseReason = d.failure
+			closeRecords(p, now, "the workflow failed before it ended", false)
 			raw, err := in.b.resultJSON(in.task, p, mcptask.StatusFailed, d.failure)
 			if err != nil {
 				return store.Update{}, err
@@ -157,6 +162,7 @@ func (d *delivery) commit(change func(p *Progress, sp *StepProgress, now time.Ti
 	case err != nil:
 		return err
 	}
+	in.b.tell(told)
 	if changed && !d.kept {
 		in.kick("")
 	}

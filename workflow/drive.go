@@ -209,7 +209,7 @@ func (in *instance) drive(reason string) {
 		case <-timer:
 		case <-b.ctx.Done():
 			in.locked(func() { in.parked = false })
-			in.drain(results)
+			in.drain(in.takeUnwritten(&occurrence{results: results}).results)
 			return
 		}
 		in.locked(func() { in.parked = false })
@@ -221,8 +221,61 @@ func (in *instance) drive(reason string) {
 				drained = true
 			}
 		}
-		ev = &occurrence{results: results}
+		ev = in.takeUnwritten(&occurrence{results: results})
 	}
+}
+
+// An event whose decision's write the store refused for a passing reason
+// (it was down, or busy) is decided again: the drive loop keeps the event
+// (unwritten), waits (unwrittenWait: 100ms, doubling up to
+// unwrittenMaxWait, while the refusals go on), then decides it again with
+// what came meanwhile, on the task as the store has it. The tools running
+// go on, and the lease is kept: a write refused once is never the task's
+// silence.
+
+// unwrittenMaxWait bounds the wait before a refused write is tried again.
+const unwrittenMaxWait = 30 * time.Second
+
+// keepUnwritten keeps ev, whose decision's write was refused, to decide
+// again.
+func (in *instance) keepUnwritten(ev *occurrence) {
+	in.locked(func() {
+		in.unwritten = ev
+		in.refusals++
+	})
+}
+
+// hasUnwritten reports whether an event waits to be decided again.
+func (in *instance) hasUnwritten() (has bool) {
+	in.locked(func() { has = in.unwritten != nil })
+	return has
+}
+
+// unwrittenWait is how long the drive loop waits before it decides a
+// refused event again.
+func (in *instance) unwrittenWait() time.Duration {
+	var n int
+	in.locked(func() { n = in.refusals })
+	return unwrittenBackoff(n)
+}
+
+// unwrittenBackoff is the wait before the n-th try again (from 1) of
+// something the store refused: 100ms, doubling up to unwrittenMaxWait.
+func unwrittenBackoff(n int) time.Duration {
+	return min(unwrittenMaxWait, 100*time.Millisecond<<min(max(n-1, 0), 9))
+}
+
+// takeUnwritten returns ev with the event kept unwritten (if any) before
+// it: its outcomes first, its reason, and its effects' answers.
+func (in *instance) takeUnwritten(ev *occurrence) *occurrence {
+	var old *occurrence
+	in.locked(func() { old, in.unwritten = in.unwritten, nil })
+	if old == nil {
+		return ev
+	}
+	old.results = append(old.results, ev.results...)
+	old.freed = nil // looked at again by this pass (freeEarly)
+	return old
 }
 
 // drainWait bounds how long a graceful stop waits for the tools running
@@ -336,6 +389,9 @@ func (in *instance) pass(ctx context.Context, ev *occurrence) (wake time.Time, m
 	in.writing(func() {
 		if err := in.load(ctx); err != nil {
 			log.Warn("reading a workflow task", "task", in.id, "error", err)
+			if !errors.Is(err, store.ErrNotFound) {
+				in.keepUnwritten(ev) // read again, and decided, after a while
+			}
 			return
 		}
 		if in.task.Status.Terminal() {
@@ -353,13 +409,21 @@ func (in *instance) pass(ctx context.Context, ev *occurrence) (wake time.Time, m
 			in.unserved(ctx)
 			return
 		}
-		d, decided = in.decideWrite(ctx, ev)
+		var refused bool
+		d, decided, refused = in.decideWrite(ctx, ev)
+		if refused {
+			in.keepUnwritten(ev)
+		}
 		ended = decided && in.task.Status.Terminal()
 	})
+	if in.hasUnwritten() {
+		return b.engine.Now().Add(in.unwrittenWait()), true, nil // decided again then (takeUnwritten)
+	}
 	if !decided {
 		in.locked(func() { more = len(in.running) > 0 })
 		return time.Time{}, more, nil
 	}
+	in.locked(func() { in.refusals = 0 })
 	next = in.carry(d.effects)
 	if ended {
 		in.writing(func() { in.stopAll(errTaskEnded) }) // a group that failed fast: its other members stop
@@ -402,9 +466,11 @@ func (in *instance) recordOf(p *Progress) *record {
 
 // decideWrite decides ev and writes the decision, taking the lease first
 // when it opens attempts. ok is false when the pass stops here: the task
-// ended, another process runs it, or the write failed (a write the store
-// refuses for good fails the task). Call with the turn held.
-func (in *instance) decideWrite(ctx context.Context, ev *occurrence) (d decision, ok bool) {
+// ended, another process runs it, or the write failed: refused is set
+// when it failed for a reason that may pass (the event is decided again:
+// see keepUnwritten), and a write the store refuses for good fails the
+// task. Call with the turn held.
+func (in *instance) decideWrite(ctx context.Context, ev *occurrence) (d decision, ok, refused bool) {
 	log := in.b.engine.Logger()
 	for attempt := 0; attempt < 3; attempt++ {
 		err := in.commit(ctx, func(p *Progress) (store.Update, error) {
@@ -419,37 +485,46 @@ func (in *instance) decideWrite(ctx context.Context, ev *occurrence) (d decision
 				case errors.Is(lerr, store.ErrTerminal), errors.Is(lerr, store.ErrNotFound):
 					log.Info("not running a workflow task's steps here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id)
 				case !errors.Is(lerr, store.ErrLeased):
-					log.Warn("claiming a workflow task's lease", "task", in.id, "error", lerr)
+					log.Warn("claiming a workflow task's lease; trying again", "task", in.id, "error", lerr)
+					return d, false, true
 				}
 				// Another process runs the task's server steps (or it
 				// ended): it records what comes next.
-				return d, false
+				return d, false, false
 			}
 			continue
 		case errors.Is(err, errNoWrite), errors.Is(err, errUnchanged):
 		case errors.Is(err, errEnded):
 			log.Info("not recording a workflow task's progress here: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", in.id)
 			in.stopAll(errTaskEnded)
-			return d, false
+			return d, false, false
 		case errors.Is(err, errTakenOver):
 			log.Warn("lease lost; not recording a workflow task's progress here: another process took the task over", "task", in.id)
 			in.stopAll(errTaskEnded)
-			return d, false
+			return d, false, false
+		case permanent(err):
+			// A write the store refuses for a reason that will not go
+			// away fails the task with that reason, never leaving it
+			// "running" until its ttl.
+			log.Error("recording a workflow task's progress", "task", in.id, "error", err)
+			in.stopAll(errTaskEnded)
+			in.invalidate()
+			in.b.failTask(context.WithoutCancel(ctx), in.id, fmt.Sprintf("the workflow's progress cannot be recorded: %v", err))
+			return d, false, false
+		case errors.As(err, new(*storeFailure)):
+			// The store refused the write for a reason that may pass
+			// (down, busy): the event is decided again (keepUnwritten);
+			// what runs goes on.
+			log.Warn("recording a workflow task's progress; trying again", "task", in.id, "error", err)
+			return d, false, true
 		default:
 			log.Error("recording a workflow task's progress", "task", in.id, "error", err)
 			in.stopAll(errTaskEnded)
-			if permanent(err) {
-				// A write the store refuses for a reason that will not go
-				// away fails the task with that reason, never leaving it
-				// "running" until its ttl.
-				in.invalidate()
-				in.b.failTask(context.WithoutCancel(ctx), in.id, fmt.Sprintf("the workflow's progress cannot be recorded: %v", err))
-			}
-			return d, false
+			return d, false, false
 		}
 		break
 	}
-	return d, true
+	return d, true, false
 }
 
 // logStopped says why the tool of a server step was stopped without its
@@ -586,13 +661,52 @@ func (in *instance) stopAll(cause error) {
 
 // failTask ends a task failed with msg, whatever its progress says (a
 // definition gone, a bug): the last resort that keeps one bad task from
-// anything else.
+// anything else. Its records are closed in the same write when its
+// progress can be read and written (closeRecords: nothing of an ended
+// task reads running); when it cannot, the end is written alone.
 func (b *Bridge) failTask(ctx context.Context, id, msg string) {
-	_, err := b.engine.Update(ctx, id, store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg,
-		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}})
+	end := store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg,
+		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
+	err := errNoWrite
+	for attempt := 0; attempt < 8; attempt++ {
+		u, ok := b.closedEnd(ctx, id, end)
+		if !ok {
+			break
+		}
+		if _, err = b.engine.Update(ctx, id, u); !errors.Is(err, store.ErrConflict) {
+			break // written, ended, or refused (too large: the end alone, below)
+		}
+	}
+	if err != nil && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
+		_, err = b.engine.Update(ctx, id, end)
+	}
 	if err != nil && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
 		b.engine.Logger().Error("failing a workflow task", "task", id, "error", err)
 	}
+}
+
+// closedEnd is end (a failure failTask writes) with task id's progress,
+// its records closed, written conditional on the task's version; ok is
+// false when the task or its progress cannot be read.
+func (b *Bridge) closedEnd(ctx context.Context, id string, end store.Update) (u store.Update, ok bool) {
+	t, err := b.engine.Task(ctx, id)
+	if err != nil {
+		return end, false
+	}
+	p, err := decodeProgress(t)
+	if err != nil {
+		return end, false
+	}
+	now := b.engine.Now()
+	closeRecords(p, now, "the workflow failed before it ended", false)
+	p.PauseReason, p.Revision, p.UpdatedAt = *end.StatusMessage, p.Revision+1, now
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return end, false
+	}
+	u = end
+	u.Variables, u.IfVersion = map[string]json.RawMessage{VarProgress: raw}, t.Version
+	return u, true
 }
 
 // toolRequest builds the in-process tools/call of tool with args.

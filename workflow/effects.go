@@ -39,8 +39,10 @@ type occurrence struct {
 	pause  *Pause
 	resume string
 	// parent, on a resume, is the parent whose resume it is: only a pause
-	// that parent's pause made is resumed.
-	parent string
+	// that parent's pause made is resumed. heldBy, on another resume, is
+	// the task's parent when it is paused (read before the decision): a
+	// pause that parent made stays until the parent's resume.
+	parent, heldBy string
 	// freed are the queue entries the executor gave up as the tools of
 	// their runs returned, before this decision (freeEarly).
 	freed map[string]bool
@@ -193,20 +195,46 @@ func (in *instance) carry(effects []effect) *occurrence {
 }
 
 // freePlace gives up the place e names and wakes the tasks that get the
-// places it frees (task is the task that held it).
+// places it frees (task is the task that held it). The record says the
+// place is given up (the write before the effect), so a refusal of the
+// store is no reason to keep it: it is tried again at once, then in the
+// background (unwrittenBackoff: 100ms, doubling up to 30s) until the store
+// takes it or the bridge closes; a recovery gives it up again too
+// (freeLost).
 func (b *Bridge) freePlace(ctx context.Context, task string, e freePlace) {
-	qe := b.queues()
-	if qe == nil {
+	if b.queues() == nil || b.dequeue(ctx, task, e) || b.dequeue(ctx, task, e) {
 		return
 	}
-	res, err := qe.Dequeue(ctx, e.queue, e.id, e.lim)
+	b.spawn(func() {
+		for n := 1; ; n++ {
+			t := time.NewTimer(unwrittenBackoff(n))
+			select {
+			case <-b.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(b.ctx, effectWait)
+			done := b.dequeue(ctx, task, e)
+			cancel()
+			if done {
+				return
+			}
+		}
+	})
+}
+
+// dequeue gives up the place e names, waking the tasks that get the
+// places it frees; it reports whether it is given up (or never will be:
+// the store refuses it for good).
+func (b *Bridge) dequeue(ctx context.Context, task string, e freePlace) bool {
+	res, err := b.queues().Dequeue(ctx, e.queue, e.id, e.lim)
 	if err != nil {
-		// The entry stays until its task ends (then it holds nothing),
-		// or a recovery gives it up again.
-		b.engine.Logger().Warn("giving up a place on a queue", "task", task, "queue", e.queue, "entry", e.id, "error", err)
-		return
+		b.engine.Logger().Warn("giving up a place on a queue; trying again", "task", task, "queue", e.queue, "entry", e.id, "error", err)
+		return errors.Is(err, store.ErrNotFound) || permanent(err)
 	}
 	b.wakeGranted(task, res.Granted, "")
+	return true
 }
 
 // holdChild pauses or resumes child e.id of task parent (pause.go: a

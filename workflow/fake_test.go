@@ -198,14 +198,28 @@ func (e *fakeEngine) cancel(t *testing.T, id string) {
 func (e *fakeEngine) CancelTask(ctx context.Context, id, msg string) (*store.Task, error) {
 	e.called("cancel", id)
 	e.mu.Lock()
-	wording, _ := e.kind.(taskrouter.CancelWording)
+	writer, _ := e.kind.(taskrouter.EndWriter)
 	e.mu.Unlock()
-	if t, err := e.st.Get(ctx, id); err == nil && wording != nil {
-		msg = wording.CancelMessage(t, msg) // as the router words it
-	}
-	nt, err := e.Update(ctx, id, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg})
-	if err != nil {
-		return nil, err
+	var nt *store.Task
+	for attempt := 0; ; attempt++ { // as the router writes it
+		t, err := e.st.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		m := msg
+		u := store.Update{Status: mcptask.StatusCancelled, StatusMessage: &m}
+		if writer != nil {
+			writer.EndWrite(t, &u)
+			u.IfVersion = t.Version
+		}
+		nt, err = e.Update(ctx, id, u)
+		if errors.Is(err, store.ErrConflict) && attempt < 16 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	e.mu.Lock()
 	cs := e.track[id]

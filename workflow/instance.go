@@ -67,6 +67,12 @@ type instance struct {
 	peer    peerView               // the client's connection, as the last pass found it (peerRoot)
 	root    string                 // the root of the task's lineage, once found
 	refs    int                    // users: requests, the drive loop (guarded by Bridge.mu)
+
+	// unwritten is an event whose decision's write the store refused
+	// for a reason that may pass, decided again (drive.go); refusals
+	// counts the refusals in a row.
+	unwritten *occurrence
+	refusals  int
 }
 
 // peerView is what the instance knows of its client's connection.
@@ -234,14 +240,14 @@ var errTakenOver = errors.New("workflow: another server process took the task ov
 // (the task ended or is gone, also when a fenced write found it so),
 // errTakenOver (another process holds the lease), in.verr (the task's
 // version is not served here), change's own, and JSON-RPC errors for
-// store failures.
+// store failures (a *refused for good, a *storeFailure that may pass).
 func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.Update, error)) error {
 	for attempt := 0; ; attempt++ {
 		if err := in.load(ctx); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return errEnded
 			}
-			return storeErr(err)
+			return &storeFailure{rpc: storeErr(err), cause: err}
 		}
 		if in.task.Status.Terminal() {
 			return errEnded
@@ -289,9 +295,18 @@ func (in *instance) commit(ctx context.Context, change func(p *Progress) (store.
 		if permanent(err) {
 			return &refused{rpc: storeErr(err), cause: err}
 		}
-		return storeErr(err)
+		return &storeFailure{rpc: storeErr(err), cause: err}
 	}
 }
+
+// storeFailure is a store error retrying may get past (the store down or
+// busy, conflicts that went on): the JSON-RPC error a client sees,
+// wrapping its cause too. The drive loop decides the event again
+// (keepUnwritten).
+type storeFailure struct{ rpc, cause error }
+
+func (e *storeFailure) Error() string   { return e.rpc.Error() }
+func (e *storeFailure) Unwrap() []error { return []error{e.rpc, e.cause} }
 
 // refused is a store error retrying cannot get past (a value too large, a
 // time the store cannot keep): the JSON-RPC error a client sees, wrapping

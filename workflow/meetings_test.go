@@ -162,6 +162,11 @@ func TestCancelDuringUndo(t *testing.T) {
 		ut := f.waitEnded(t, undo)
 		require.Equal(t, mcptask.StatusCancelled, ut.Status)
 		require.Equal(t, "cancelled by request: the undo of workflow task "+tk.ID+" was cut; undone: s3 (rollback); failed: none; cut while it ran: s2 (rollback); never ran: s1 (rollback) (take back by hand what was not undone)", ut.StatusMessage)
+		_, err := f.e.Task(context.Background(), undoTaskID(undo))
+		require.ErrorIs(t, err, store.ErrNotFound, "the cut is the end of the undo: no undo task of the undo task (simulation seed 5)")
+		_, up := f.task(t, undo)
+		require.Equal(t, mcptask.StepCancelled, up.Undo.Steps[1].Status, "the cancel's write closed the undo step it cut")
+		require.Equal(t, OutcomeCancelled, up.Undo.Steps[1].History[0].Outcome)
 		require.NotContains(t, g.list(), "rollback(1)")
 	})
 }
@@ -184,6 +189,12 @@ func TestPauseReachesChildren(t *testing.T) {
 	require.NotNil(t, cp.Paused, "the child is paused with its parent")
 	require.Equal(t, "workflow task "+tk.ID+" (its parent)", cp.Paused.By)
 	require.Contains(t, ct.StatusMessage, "its parent workflow task "+tk.ID+" was paused by ops")
+	// A paused tree starts nothing: the child's own resume is refused
+	// while its parent stays paused (simulation seed 18: an operator's
+	// resume of the child ran its steps under the paused parent).
+	_, _, err = f.b.Resume(context.Background(), child, "ops")
+	require.ErrorIs(t, err, taskrouter.ErrNotPausable)
+	require.ErrorContains(t, err, "which is still paused: resume the parent")
 
 	// The client performs the child's step: recorded, but nothing after
 	// it starts while paused.
@@ -264,6 +275,28 @@ func TestEndedTaskHasNoRecordRunning(t *testing.T) {
 	require.Equal(t, mcptask.StatusFailed, tk.Status)
 	require.Contains(t, tk.StatusMessage, "no tags in b")
 	_, p := f.task(t, tk.ID)
+	closedRecords(t, p)
+	// The child of item "a", whose tool ran, was cancelled by the engine
+	// when its parent ended: the cancel's own write closed its records
+	// (simulation seed 1: the router wrote the end without them).
+	var children []string
+	walkRecords(p, func(sp *StepProgress) {
+		if sp.Child != "" {
+			children = append(children, sp.Child)
+		}
+	})
+	require.Len(t, children, 2)
+	for _, id := range children {
+		ct := f.waitEnded(t, id)
+		_, cp := f.task(t, ct.ID)
+		closedRecords(t, cp)
+	}
+}
+
+// closedRecords fails when a record of p (an ended task's) reads running
+// or waiting.
+func closedRecords(t *testing.T, p *Progress) {
+	t.Helper()
 	walkRecords(p, func(sp *StepProgress) {
 		switch sp.Status {
 		case mcptask.StepRunning, mcptask.StepAwaitingChild, mcptask.StepAwaitingClient, mcptask.StepAwaitingEvent, mcptask.StepSleeping:

@@ -5,8 +5,9 @@ import (
 )
 
 // A StepObserver learns of every attempt at a workflow step when it ends:
-// the hook for metrics and traces (Bridge.Observer). It is called
-// synchronously after the attempt is recorded; it must be quick.
+// the hook for metrics and traces (Bridge.Observer). It is called after
+// the write that records the attempt, outside every lock of the task's
+// (a decision's effects are carried out then); it must be quick.
 type StepObserver interface {
 	StepEvent(e StepEvent)
 }
@@ -27,12 +28,31 @@ type StepEvent struct {
 }
 
 // emit reports the last attempt of the slot's step (its path names it:
-// "deploy[2]" for a for-each's item).
+// "deploy[2]" for a for-each's item) at once: a plain workflow's runner,
+// which writes nothing. A task's attempts are told after the write that
+// records them (stepEvent, then the noticeStep effect or tell).
 func emit(o StepObserver, taskID string, p *Progress, sl *slot, meta mcp.Meta) {
-	if o == nil || sl == nil || len(sl.sp.History) == 0 {
-		return
+	if e, ok := observed(taskID, p, sl, meta); ok && o != nil {
+		o.StepEvent(e)
 	}
-	o.StepEvent(StepEvent{TaskID: taskID, Workflow: p.Workflow, Step: sl.path, Tool: toolOf(sl.s), Attempt: sl.sp.History[len(sl.sp.History)-1], Meta: meta})
+}
+
+// observed is the event of the last attempt of the slot's step; ok is
+// false when it has none.
+func observed(taskID string, p *Progress, sl *slot, meta mcp.Meta) (e StepEvent, ok bool) {
+	if sl == nil || len(sl.sp.History) == 0 {
+		return StepEvent{}, false
+	}
+	return StepEvent{TaskID: taskID, Workflow: p.Workflow, Step: sl.path, Tool: toolOf(sl.s), Attempt: sl.sp.History[len(sl.sp.History)-1], Meta: meta}, true
+}
+
+// tell tells the observer of the events a write recorded, after it.
+func (b *Bridge) tell(events []StepEvent) {
+	if o := b.opts.Observer; o != nil {
+		for _, e := range events {
+			o.StepEvent(e)
+		}
+	}
 }
 
 // StepObservers combines step observers into one, called in order.

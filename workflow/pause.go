@@ -95,7 +95,25 @@ func (b *Bridge) Resume(ctx context.Context, id, by string) (*store.Task, string
 	if by == "" {
 		by = "an operator"
 	}
-	return b.hold(ctx, id, &occurrence{resume: by})
+	return b.hold(ctx, id, &occurrence{resume: by, heldBy: b.pausedParent(ctx, id)})
+}
+
+// pausedParent returns the parent of workflow task id when it is paused
+// (the event's input of a resume: a pause its parent made is its
+// parent's to lift while the parent stays paused), or "".
+func (b *Bridge) pausedParent(ctx context.Context, id string) string {
+	t, err := b.engine.Task(ctx, id)
+	if err != nil || t.Labels[LabelParent] == "" {
+		return ""
+	}
+	pt, err := b.engine.Task(ctx, t.Labels[LabelParent])
+	if err != nil || pt.Status.Terminal() {
+		return ""
+	}
+	if pp, err := decodeProgress(pt); err == nil && pp.Paused != nil {
+		return pt.ID
+	}
+	return ""
 }
 
 // resumeChild resumes child workflow task id when its parent's pause
@@ -181,11 +199,17 @@ func (r *record) pause(pz *Pause) {
 // resume is the decision of a resume by by (see Resume): the step whose
 // failure paused the workflow runs again, and the children the pause
 // paused are resumed after the write. A child's resume (ev.parent set)
-// applies only to a pause its parent's made.
+// applies only to a pause its parent's made; and a pause its parent made
+// is lifted by the parent's resume only while the parent stays paused
+// (ev.heldBy): a paused tree starts nothing.
 func (r *record) resume(by string) {
 	p, d := r.p, r.d
 	if p.Paused == nil || r.ev.parent != "" && p.Paused.By != parentBy(r.ev.parent) {
 		d.err = ErrNotPaused
+		return
+	}
+	if held := r.ev.heldBy; r.ev.parent == "" && held != "" && p.Paused.By == parentBy(held) {
+		d.err = fmt.Errorf("%w: workflow task %s was paused with its parent, workflow task %s, which is still paused: resume the parent", taskrouter.ErrNotPausable, r.id, held)
 		return
 	}
 	was := p.Paused
@@ -241,10 +265,18 @@ func actionEvent(action, by, reason string) store.Event {
 }
 
 // eachSlot calls f for every slot of the record: the steps' records and,
-// at any depth, the records their containers keep.
+// at any depth, the records their containers keep, then the undo steps'
+// (a pause holds the compensation as it holds the steps).
 func (r *record) eachSlot(f func(sl *slot)) {
 	for _, sl := range r.wf.slots(r.p) {
 		f(sl)
+	}
+	if u := r.p.Undo; u != nil {
+		for i := range u.Steps {
+			if sl := r.wf.undoSlot(r.p, u.Steps[i].Name); sl != nil {
+				f(sl)
+			}
+		}
 	}
 }
 
@@ -370,11 +402,31 @@ func (r *record) closeInterrupted() {
 	})
 }
 
-// running reports whether some step's record says it runs.
+// mayUndo reports whether the compensation may start its next undo step:
+// not while the workflow is paused (the undo goes on at the resume; an
+// undo attempt a stopped process left open is closed as interrupted, as
+// a step's is). The pause pass of the undo (compensation.go).
+func (r *record) mayUndo() bool {
+	if r.p.Paused == nil {
+		return true
+	}
+	r.closeInterrupted()
+	return false
+}
+
+// running reports whether some step's record says it runs, an undo
+// step's included.
 func (p *Progress) running() bool {
 	for i := range p.Steps {
 		if p.Steps[i].Status == mcptask.StepRunning {
 			return true
+		}
+	}
+	if p.undoing() {
+		for i := range p.Undo.Steps {
+			if p.Undo.Steps[i].Status == mcptask.StepRunning {
+				return true
+			}
 		}
 	}
 	return false

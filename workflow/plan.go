@@ -111,10 +111,9 @@ func (r *record) effect(e effect) { r.d.effects = append(r.d.effects, e) }
 
 // notice tells the observer of the slot's last attempt, after the write.
 func (r *record) notice(sl *slot) {
-	if r.opts.Observer == nil || sl == nil || len(sl.sp.History) == 0 {
-		return
+	if e, ok := observed(r.id, r.p, sl, nil); ok && r.opts.Observer != nil {
+		r.effect(noticeStep{e})
 	}
-	r.effect(noticeStep{StepEvent{TaskID: r.id, Workflow: r.p.Workflow, Step: sl.path, Tool: toolOf(sl.s), Attempt: sl.sp.History[len(sl.sp.History)-1]}})
 }
 
 // turn is a slot's turn in a decision: what its kind's serve works with
@@ -358,14 +357,14 @@ func (r *record) walk() string {
 // ending decides the write that ends the task at p, when it ends: its
 // failure, the end of a cancelled task's undo, or its completion. It
 // reports whether it does. A task that ends leaves no record running or
-// waiting (endRecords). A workflow ends with a tool result, isError when
+// waiting (closeRecords). A workflow ends with a tool result, isError when
 // it failed (resultJSON): tasks/result answers it, never a JSON-RPC
 // error.
 func (r *record) ending(failure string) bool {
 	p, d := r.p, r.d
 	end := func(status mcptask.Status, msg, why string) {
 		p.PauseReason = msg
-		endRecords(p, r.now, why)
+		closeRecords(p, r.now, why, false) // its places are freed by this decision (pass 8)
 		raw, err := r.result(r.task, p, status, msg)
 		if err != nil {
 			d.err = err
@@ -393,12 +392,16 @@ func (r *record) ending(failure string) bool {
 	return true
 }
 
-// endRecords closes every record of a task that ends (p) that has not
+// closeRecords closes every record of a task that ends (p) that has not
 // ended: an open attempt ends cancelled, and a record still running or
 // waiting (for the client, an event, a child, the clock, a place) is
 // recorded cancelled with why; a record the server gave up on stays
-// failed. Nothing of an ended task reads as running or waiting.
-func endRecords(p *Progress, now time.Time, why string) {
+// failed. Nothing of an ended task reads as running or waiting, whoever
+// ended it: the decision's end (ending), the engine's (a cancel, an
+// expiry: kindHooks.EndWrite) or the last resort's (failTask). A place
+// still waited for is forgotten, unless keepPlaces: the end's effects
+// give the places up after the write (ended), reading them there.
+func closeRecords(p *Progress, now time.Time, why string, keepPlaces bool) {
 	walkRecords(p, func(sp *StepProgress) {
 		if a := sp.open(); a != nil {
 			a.Outcome, a.Error = OutcomeCancelled, why
@@ -416,11 +419,11 @@ func endRecords(p *Progress, now time.Time, why string) {
 			sp.Status, sp.SkipReason = mcptask.StepCancelled, why
 		}
 		sp.RetryAt, sp.Until, sp.Deadline = nil, nil, nil
-		if sp.Queue.waiting() {
+		if sp.Queue.waiting() && !keepPlaces {
 			sp.Queue = nil
 		}
 	})
-	if p.Queue.waiting() {
+	if p.Queue.waiting() && !keepPlaces {
 		p.Queue = nil
 	}
 }

@@ -231,6 +231,22 @@ func TestDecideQueues(t *testing.T) {
 	require.Empty(t, effectsOf[startAttempt](d))
 	require.Len(t, effectsOf[takePlace](d), 1)
 
+	// A graceful stop of a paused task hands its running step back and
+	// gives the place that step held up: the paused task runs nothing
+	// there until its resume, which asks again (simulation seed 140).
+	x4 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q)))
+	x4.p.Steps[0].Queue = &QueuePlace{Queue: "q", GrantedAt: &decideNow}
+	x4.run(x4.decide(&occurrence{}))
+	x4.decide(&occurrence{pause: &Pause{By: "ops"}}) // the step runs on
+	d = x4.decide(&occurrence{stop: true})
+	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
+	require.Nil(t, x4.p.step("a").Queue)
+	require.True(t, x4.p.step("a").handedBack())
+	x4.here = map[string]int{}
+	x4.decide(&occurrence{resume: "ops"})
+	d = x4.decide(&occurrence{reason: ReasonRestart})
+	require.Len(t, effectsOf[takePlace](d), 1, "the resume queues again")
+
 	// A recovery frees the places of what ended, in case the store never
 	// heard of it.
 	x2 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q), Client("b", "b")))
@@ -304,6 +320,53 @@ func TestDecideUndo(t *testing.T) {
 	require.Equal(t, mcptask.StatusFailed, d.update.Status)
 	require.Contains(t, *d.update.StatusMessage, "undone, last first: deploy (rollback)")
 
+	// A pause holds the compensation as it holds the steps: no undo
+	// step starts while paused (an outcome that arrives is recorded),
+	// and the next runs at the resume (simulation seed 5).
+	x3 := newDecisionOf(t, New("w", "").Step(
+		Server("one", "one").Undo(Server("unone", "unone")),
+		Server("two", "two").Undo(Server("untwo", "untwo")),
+		Server("bad", "bad").FailsWorkflow()))
+	x3.run(x3.decide(&occurrence{}))
+	x3.run(x3.decide(x3.result("one", 1, "")))
+	x3.run(x3.decide(x3.result("two", 1, "")))
+	d = x3.decide(x3.result("bad", 1, "broken"))
+	require.Equal(t, []startAttempt{{path: "undo:two", n: 1}}, effectsOf[startAttempt](d))
+	x3.run(d)
+	x3.decide(&occurrence{pause: &Pause{By: "ops"}})
+	d = x3.decide(x3.result("undo:two", 1, ""))
+	require.Equal(t, mcptask.StepCompleted, x3.p.Undo.Steps[0].Status, "the outcome that arrives while paused is recorded")
+	require.Empty(t, effectsOf[startAttempt](d), "no undo step starts while paused")
+	require.Equal(t, mcptask.StepPending, x3.p.Undo.Steps[1].Status)
+	x3.decide(&occurrence{resume: "ops"})
+	d = x3.decide(&occurrence{})
+	require.Equal(t, []startAttempt{{path: "undo:one", n: 1}}, effectsOf[startAttempt](d), "the undo goes on at the resume")
+	// A crash while paused with an undo step running: the recovery is
+	// due (dueNow), and closes the attempt the dead process left open as
+	// interrupted; the step runs again at the resume (simulation seed
+	// 41: the paused task's undo step read running forever).
+	x3.run(d)
+	x3.decide(&occurrence{pause: &Pause{By: "ops"}})
+	x3.here = map[string]int{}
+	require.True(t, dueNow(x3.p, x3.now), "a paused task with an undo step running is recovered")
+	d = x3.decide(&occurrence{reason: ReasonRestart})
+	require.Empty(t, effectsOf[startAttempt](d))
+	require.Equal(t, mcptask.StepPending, x3.p.Undo.Steps[1].Status)
+	require.Equal(t, 1, x3.p.Undo.Steps[1].Interrupted)
+	x3.decide(&occurrence{resume: "ops"})
+	d = x3.decide(&occurrence{})
+	require.Equal(t, []startAttempt{{path: "undo:one", n: 2}}, effectsOf[startAttempt](d))
+	// A pause with Cut stops the undo step that runs; it runs again, with
+	// its key, at the resume.
+	x3.run(d)
+	d = x3.decide(&occurrence{pause: &Pause{By: "ops", Cut: true}})
+	require.Equal(t, []cutAttempt{{path: "undo:one", n: 2, cause: errPauseCut}}, effectsOf[cutAttempt](d))
+	x3.here = map[string]int{}
+	x3.decide(&occurrence{resume: "ops"})
+	d = x3.decide(&occurrence{})
+	require.Equal(t, []startAttempt{{path: "undo:one", n: 3}}, effectsOf[startAttempt](d))
+	require.Equal(t, "T/undo:one", x3.p.Undo.Steps[1].IdempotencyKey)
+
 	// The undo task of a cancelled one keeps the cancelled task's key.
 	x2 := newDecisionOf(t, w)
 	x2.p.Steps[0].Status = mcptask.StepCompleted
@@ -337,6 +400,33 @@ func TestDecideCancel(t *testing.T) {
 		pokeParent{},
 	}, r.d.effects)
 	require.Zero(t, r.d.update, "an ended task takes no write")
+
+	// The engine's end closes the records in its own write
+	// (kindHooks.EndWrite: closeRecords, keeping the places): the end's
+	// effects are the same, read from the closed records.
+	closed := x.p.clone()
+	closeRecords(closed, x.now, "the task was cancelled", true)
+	walkRecords(closed, func(sp *StepProgress) {
+		require.NotEqual(t, mcptask.StepRunning, sp.Status, sp.Name)
+		require.Nil(t, sp.open(), sp.Name)
+	})
+	require.True(t, cutByEnd(&closed.Undo.Steps[0]) || closed.Undo.Steps[0].open() == nil)
+	r = &record{id: "T", task: x.tk, p: closed, wf: x.wf, opts: &Options{}, now: x.now, queues: true, ev: &occurrence{}, d: &decision{}}
+	r.ended()
+	require.Equal(t, []effect{
+		freePlace{queue: "q", id: "T#a", lim: q.limits()},
+		cancelChild{id: "CHILD", why: "cancelled"},
+		undoTask{},
+		pokeParent{},
+	}, r.d.effects)
+
+	// The cancel of an undo task cuts the undo: no undo task of its own
+	// (simulation seed 5).
+	x.p.Undo.Of = "CANCELLED"
+	x.tk.Labels[LabelUndoOf] = "CANCELLED"
+	r = &record{id: "T", task: x.tk, p: x.p, wf: x.wf, opts: &Options{}, now: x.now, queues: true, ev: &occurrence{}, d: &decision{}}
+	r.ended()
+	require.Empty(t, effectsOf[undoTask](decision{effects: r.d.effects}))
 }
 
 // The ttl pass: a paused task does not expire while paused (up to

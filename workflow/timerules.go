@@ -280,17 +280,8 @@ func dueNow(p *Progress, now time.Time) bool {
 	if !p.queueWake().IsZero() {
 		return true // a run waiting for a place looks again when woken (queue.go)
 	}
-	for i := range p.Steps {
-		if p.Steps[i].Status == mcptask.StepRunning {
-			return true
-		}
-	}
-	if p.undoing() {
-		for i := range p.Undo.Steps {
-			if p.Undo.Steps[i].Status == mcptask.StepRunning {
-				return true // an undo step whose process is gone runs again
-			}
-		}
+	if p.running() {
+		return true // a step whose process is gone (an undo step too) runs again
 	}
 	child := false // a child to look at: it may have ended while no one was up to hear it
 	walkRecords(p, func(sp *StepProgress) { child = child || sp.Child != "" && !sp.ended() && !sp.HandedToClient })

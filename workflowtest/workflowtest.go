@@ -585,10 +585,13 @@ func (r *Run) continuation(tool string, args map[string]any) (*handoff.Document,
 // versions) still serves the workflow tasks recorded in the bbolt file at
 // path: it starts the server on a copy of the file (the original is left
 // as it is), lets it recover the tasks, and reports as a test error every
-// task that was active in the file and that the server failed meanwhile
+// task that was active in the file and that the changed server cannot run
 // (its version is not served, its definition changed under its version,
-// its progress does not match), with the server's words. It returns the
-// Env, to drive the recorded tasks further.
+// its progress does not match: workflow.Bridge.CanRun), or that it failed
+// meanwhile, with the server's words. A task whose version the changed
+// server does not serve would wait for a process that does (up to
+// Options.VersionGrace), then fail: the replayer reports it at once. It
+// returns the Env, to drive the recorded tasks further.
 func Replay(t TB, path string, setup func(b *builder.Builder), opts *Options) *Env {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -617,11 +620,19 @@ func Replay(t TB, path string, setup func(b *builder.Builder), opts *Options) *E
 		o.Start = latest(active)
 	}
 	e := New(t, setup, &o)
+	p := e.world.Process()
+	if p == nil {
+		t.Fatalf("workflowtest: no server runs")
+	}
 	for _, rec := range active {
 		now := (&Run{e: e, ID: rec.ID}).Task()
-		if now.Status == mcptask.StatusFailed {
+		switch err := p.Server.Bridge.CanRun(now); {
+		case now.Status == mcptask.StatusFailed:
 			t.Errorf("workflowtest: the changed server fails task %s (workflow %q, version %q), recorded %s in %s: %s",
 				rec.ID, rec.Labels[workflow.LabelWorkflow], rec.Labels[workflow.LabelVersion], rec.Status, path, now.StatusMessage)
+		case err != nil && !now.Status.Terminal():
+			t.Errorf("workflowtest: the changed server cannot run task %s (workflow %q, version %q), recorded %s in %s: %v",
+				rec.ID, rec.Labels[workflow.LabelWorkflow], rec.Labels[workflow.LabelVersion], rec.Status, path, err)
 		}
 	}
 	return e

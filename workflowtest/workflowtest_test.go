@@ -196,5 +196,10 @@ func TestReplay(t *testing.T) {
 		require.Len(t, f.errs, 1)
 		require.Contains(t, f.errs[0], recorded)
 		require.Contains(t, f.errs[0], `version "v1"`)
+		// Reported at once, though the changed server would let the task
+		// wait for a process serving v1 (Options.VersionGrace) before it
+		// fails it: a replayer flags what the new code does not serve.
+		require.Contains(t, f.errs[0], "cannot run task")
+		require.Contains(t, f.errs[0], "is not served by this server")
 	})
 }

@@ -129,10 +129,14 @@ type checker struct {
 	vio    []Violation
 	seen   map[string]bool
 	stops  []time.Time // the times the engine settled at, ascending
+
+	// failedBy: idempotency key + "#" + attempt -> the process whose
+	// write first recorded that attempt failed (or timed out).
+	failedBy map[string]int
 }
 
 func newChecker(s *Sim) *checker {
-	return &checker{s: s, tasks: map[string]*facts{}, done: map[string]uint64{}, doneAt: map[string]time.Time{}, seen: map[string]bool{}}
+	return &checker{s: s, tasks: map[string]*facts{}, done: map[string]uint64{}, doneAt: map[string]time.Time{}, failedBy: map[string]int{}, seen: map[string]bool{}}
 }
 
 // fail records a violation once per (invariant, task, key).
@@ -202,11 +206,12 @@ func (c *checker) watch(w Write) {
 	if w.Task == nil {
 		return
 	}
-	c.transition(w.Seq, w.Task)
+	c.transition(w.Seq, w.Proc, w.Task)
 }
 
-// transition checks task t as write seq left it against its facts.
-func (c *checker) transition(seq uint64, t *store.Task) {
+// transition checks task t as write seq of process proc left it against
+// its facts.
+func (c *checker) transition(seq uint64, proc int, t *store.Task) {
 	f := c.factsOf(t.ID)
 	f.seq = seq
 	prevT, prevP := f.t, f.p
@@ -253,6 +258,12 @@ func (c *checker) transition(seq uint64, t *store.Task) {
 		sp := r.sp
 		if sp.IdempotencyKey != "" && sp.Status == mcptask.StepCompleted && c.done[sp.IdempotencyKey] == 0 {
 			c.done[sp.IdempotencyKey], c.doneAt[sp.IdempotencyKey] = seq, now
+		}
+		for _, a := range sp.History {
+			k := fmt.Sprintf("%s#%d", sp.IdempotencyKey, a.N)
+			if sp.IdempotencyKey != "" && a.Outcome == workflow.OutcomeError && c.failedBy[k] == 0 {
+				c.failedBy[k] = proc
+			}
 		}
 		old := prev[r.path]
 		if n, reasons := serverOpened(old, sp); n > 0 && prevT != nil {
@@ -396,7 +407,7 @@ func (c *checker) callStarts(call *Call) {
 		return
 	}
 	budget := specs[call.Spec].Budget
-	failed, interrupted := c.s.ledger.budgetState(call)
+	failed, interrupted := c.s.ledger.budgetState(call, c.failureKnown)
 	if failed >= budget {
 		inv := InvAttemptBudget
 		switch {
@@ -407,6 +418,20 @@ func (c *checker) callStarts(call *Call) {
 		}
 		c.fail(inv, call.Task, call.Key, "%s ran again (attempt %d) after %d failed attempts; its budget is %d", call.Step, call.Attempt, failed, budget)
 	}
+}
+
+// failureKnown reports whether the engine could know of the failure of
+// call (one that failed or timed out): its own process recorded it, or
+// that process still runs (its decision of the outcome is under way). A
+// failure its process never recorded before it crashed (or stopped, its
+// write refused) is lost with the process: the next process finds the
+// attempt open, a crash's cut (docs/SEMANTICS.md, SIGKILL: counted, not
+// a failure), and the budget does not count it. Call with mu held.
+func (c *checker) failureKnown(call *Call, self *Call) bool {
+	if call.Proc == self.Proc {
+		return true
+	}
+	return c.failedBy[fmt.Sprintf("%s#%d", call.Key, call.Attempt)] == call.Proc
 }
 
 // atRest checks what must hold whenever the engine rests.
@@ -541,7 +566,18 @@ func (c *checker) undoAtRest() {
 			}
 		}
 	}
-	// A task that ended with a compensation has run all of it.
+	// A task that ended with a compensation has run all of it, or left
+	// it to a task that does (docs/SEMANTICS.md, cancel × undo step): a
+	// task cancelled while it undid what it did hands the undo steps
+	// left to its undo task; a cancel of that undo task cuts the undo,
+	// and its status message says exactly which undo steps ran and which
+	// did not.
+	undoTasks := map[string]bool{} // the tasks an undo task undoes
+	for _, f := range c.tasks {
+		if f.undoOf != "" {
+			undoTasks[f.undoOf] = true
+		}
+	}
 	for id, f := range c.tasks {
 		if !f.ended || f.p == nil || f.p.Undo == nil {
 			continue
@@ -556,17 +592,37 @@ func (c *checker) undoAtRest() {
 		if cancelled {
 			inv = InvUndoCancel
 		}
+		handedOn := f.t.Status == mcptask.StatusCancelled && f.undoOf == "" && undoTasks[id]
+		cut := f.t.Status == mcptask.StatusCancelled && f.undoOf != ""
 		for _, r := range records(f.p) {
 			if !r.undo {
 				continue
 			}
-			if r.sp.Status != mcptask.StepCompleted && r.sp.Status != mcptask.StepFailed {
+			switch {
+			case r.sp.Status == mcptask.StepCompleted || r.sp.Status == mcptask.StepFailed:
+			case handedOn: // its undo task runs it
+			case cut:
+				c.checkCutTally(id, f, r)
+			default:
 				c.fail(inv, id, r.path, "the task ended %s with its undo %s %s: a promised undo never ran", f.t.Status, r.path, describe(r.sp))
 			}
 			if r.sp.Status == mcptask.StepCompleted && index[orig+"|"+strings.TrimPrefix(r.path, "undo:")] == nil {
 				c.fail(inv, id, r.path, "undo %s is recorded completed, but its tool never succeeded", r.path)
 			}
 		}
+	}
+}
+
+// checkCutTally checks that the status message of undo task id, whose
+// cancel cut the undo, names undo record r among those that did not
+// undo their step (failed, cut while it ran, never ran). Call with mu
+// held.
+func (c *checker) checkCutTally(id string, f *facts, r record) {
+	msg := f.t.StatusMessage
+	_, tally, ok := strings.Cut(msg, "was cut; ")
+	_, notDone, ok2 := strings.Cut(tally, "; failed: ")
+	if !ok || !ok2 || !strings.Contains(notDone, strings.TrimPrefix(r.path, "undo:")+" (") {
+		c.fail(InvUndoCancel, id, r.path, "the undo task was cancelled with its undo %s %s, and its status message does not say so: %q", r.path, describe(r.sp), msg)
 	}
 }
 

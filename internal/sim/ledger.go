@@ -111,10 +111,11 @@ func (l *ledger) newSeries(id, step string) (undo func()) {
 }
 
 // budgetState counts the failed server attempts of key in its current
-// series (not counting call self), and says whether a stop, a crash or
-// a cut interrupted an attempt of the key, or a process ended between
-// them.
-func (l *ledger) budgetState(self *Call) (failed int, interrupted bool) {
+// series (not counting call self) whose failure the engine could know
+// (known: a failure lost with its process is a crash's cut, not a
+// failure), and says whether a stop, a crash or a cut interrupted an
+// attempt of the key, or a process ended between them.
+func (l *ledger) budgetState(self *Call, known func(c, self *Call) bool) (failed int, interrupted bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	from := l.series[self.Task+"/"+self.Step]
@@ -124,7 +125,10 @@ func (l *ledger) budgetState(self *Call) (failed int, interrupted bool) {
 		}
 		switch c.Outcome {
 		case outFail, outTimeout:
-			if c.N >= from {
+			switch {
+			case !known(c, self):
+				interrupted = true
+			case c.N >= from:
 				failed++
 			}
 		case outCut, outDead:

@@ -150,6 +150,11 @@ func taskRestless(t *store.Task, p *workflow.Progress, now time.Time, held func(
 	if p.DeadlineAt != nil && !p.DeadlineAt.After(now) {
 		return "due: its deadline " + stamp(*p.DeadlineAt)
 	}
+	if !t.WakeAt.IsZero() && !t.WakeAt.After(now) {
+		// The scheduler wakes it (a queue's look again, a debounce's
+		// end, ...), after a lost wake-up at its next look.
+		return "due: its wake-up at " + stamp(t.WakeAt)
+	}
 	// A timer: due (the engine acts now), or set in the task's wake-up
 	// (the scheduler wakes it then; a timer without one is silence).
 	timer := func(what, path string, at time.Time) string {

@@ -362,7 +362,7 @@ func (s *Sim) restart(ctx context.Context, why string) {
 // errNothing is an operation that found nothing to act on.
 var errNothing = errors.New("nothing to act on")
 
-// dump writes every task's last state.
+// dump writes every task's last state, then the ledger's calls.
 func (s *Sim) dump(w io.Writer) {
 	s.check.mu.Lock()
 	ids := make([]string, 0, len(s.check.tasks))
@@ -380,5 +380,8 @@ func (s *Sim) dump(w io.Writer) {
 		}
 		s.check.mu.Unlock()
 		fmt.Fprintln(w, line)
+	}
+	for _, c := range s.ledger.all() {
+		fmt.Fprintf(w, "CALL %s (op %d, process %d, writes %d-%d)\n", c.String(), c.Op, c.Proc, c.StartWrite, c.EndWrite)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"sort"
@@ -23,6 +24,7 @@ import (
 //	go test ./internal/sim -run TestSimulation -sim.seeds=500        # more seeds
 //	go test ./internal/sim -run TestSimulation -sim.seed=42 -sim.trace -v  # replay one, every operation printed
 //	go test ./internal/sim -run TestSimulation -sim.plan='start 1; crash; release 0 !' -sim.trace -v
+//	... -sim.log                                                     # and the engine's logs
 
 var (
 	flagSeeds  = flag.Int("sim.seeds", 0, "number of seeds to run (0: the CI budget)")
@@ -33,6 +35,7 @@ var (
 	flagStore  = flag.String("sim.store", "", "memory or bbolt (default: every third seed on bbolt)")
 	flagTrace  = flag.Bool("sim.trace", false, "print every operation, and the tasks at the end")
 	flagShrink = flag.Int("sim.shrink", 40, "runs a failure's shrink may make (0: none)")
+	flagLog    = flag.Bool("sim.log", false, "print the engine's logs (with -sim.trace: a replay's)")
 )
 
 // The CI budget: ciSeeds seeds of ciOps operations each, simRuns at once:
@@ -88,6 +91,9 @@ func TestSimulation(t *testing.T) {
 			cfg := Config{Seed: seed, Ops: ops, Plan: plan, Store: storeFor(seed), Dir: t.TempDir()}
 			if *flagTrace {
 				cfg.Trace, cfg.Dump = os.Stdout, true
+			}
+			if *flagLog {
+				cfg.Logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
 			res, err := Run(context.Background(), cfg)
 			if err != nil {
@@ -194,23 +200,19 @@ func (r *runTotals) knownSummary() string {
 	return b.String()
 }
 
-var flagKnown = flag.Bool("sim.known", false, "replay the plans of testdata/known-plans.tsv (the Known table's failures)")
-
-// TestKnownPlans replays, with -sim.known, the shortest plan found for
-// each invariant of the Known table, and says whether it still breaks it:
-// after the branch that fixes issue 38 is merged, the entries whose
-// plans pass are the ones to remove (then TestSimulation is the judge).
-func TestKnownPlans(t *testing.T) {
-	if !*flagKnown {
-		t.Skip("replays the known failures' plans with -sim.known")
-	}
-	raw, err := os.ReadFile("testdata/known-plans.tsv")
+// TestFoundPlans replays the shortest plan found for each bug the
+// simulation found (testdata/found-plans.tsv), each a few times (the
+// engine's own concurrency may make a plan pass on a given run): none may
+// break its invariant again. Each line is a regression test.
+func TestFoundPlans(t *testing.T) {
+	raw, err := os.ReadFile("testdata/found-plans.tsv")
 	if err != nil {
 		t.Fatal(err)
 	}
+	const runs = 3
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) != 4 || strings.HasPrefix(line, "#") {
+		if len(f) < 4 || strings.HasPrefix(line, "#") {
 			continue
 		}
 		inv, store, planText := f[0], f[2], f[3]
@@ -220,11 +222,17 @@ func TestKnownPlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Run(context.Background(), Config{Seed: seed, Plan: plan, Store: store, Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		broke := slices.ContainsFunc(res.Violations, func(v Violation) bool { return v.Invariant == inv })
-		t.Logf("%-22s seed %2d: still breaks it: %v", inv, seed, broke)
+		t.Run(fmt.Sprintf("%s/seed%d", inv, seed), func(t *testing.T) {
+			t.Parallel()
+			for range runs {
+				res, err := Run(context.Background(), Config{Seed: seed, Plan: plan, Store: store, Dir: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range res.Violations {
+					t.Errorf("seed %d (%s store): %s", seed, store, v)
+				}
+			}
+		})
 	}
 }
