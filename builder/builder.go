@@ -253,7 +253,7 @@ func (b *Builder) TaskWorkflow(w *workflow.Definition) *Builder {
 // expression (see workflow.Schedule and workflow.Bridge.AddSchedule);
 // add the workflow with TaskWorkflow. Unless WithoutTaskTools, a server
 // with schedules also has the tools schedule_list, schedule_pause,
-// schedule_resume and schedule_trigger (taskrouter.Router.AddScheduleTools).
+// schedule_resume and schedule_trigger (taskrouter.Schedules.AddTools).
 func (b *Builder) Schedule(s workflow.Schedule) *Builder {
 	b.schedules = append(b.schedules, s)
 	return b
@@ -501,7 +501,7 @@ func (b *Builder) addWorkflows(srv *Server) error {
 		}
 	}
 	if len(b.schedules) > 0 && !b.noTools {
-		srv.Router.AddScheduleTools(nil)
+		srv.Router.Schedules().AddTools(nil)
 	}
 	return errors.Join(errs...)
 }

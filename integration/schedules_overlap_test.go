@@ -44,7 +44,7 @@ func TestScheduleOverlapAcrossReplicasOnPostgres(t *testing.T) {
 				st = s
 				r, err := taskrouter.NewRouter(s, &taskrouter.Options{Now: clock.Now, ReplicaID: fmt.Sprint("r", i), ChangePollInterval: 5 * time.Millisecond})
 				require.NoError(t, err)
-				require.NoError(t, r.AddSchedule(taskrouter.Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy,
+				require.NoError(t, r.Schedules().Add(taskrouter.Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy,
 					Start: func(ctx context.Context, f store.Fire) error {
 						_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
 						if errors.Is(err, store.ErrExists) {

@@ -260,7 +260,9 @@
 //   - crons (schedules.go): fires the registered schedules, each firing
 //     once across replicas (a record keyed by schedule and time, written
 //     compare-and-swap), by their missed-firing and overlap policies
-//     (schedules_overlap.go), and starts their tasks.
+//     (schedules_overlap.go), and starts their tasks. It depends on the
+//     engine through a narrow interface (cronEngine), and clients reach
+//     it through Router.Schedules.
 //
 // A new piece of background work plugs in the same way: a type in its
 // own file holding the Router it serves, a config struct with

@@ -62,7 +62,7 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 8 << 20
 	}
-	get := func(*http.Request) *mcp.Server { return r.mustServer() }
+	get := func(*http.Request) *mcp.Server { return r.tools.mustServer() }
 	statefulOpts, statelessOpts := o.Streamable, o.Streamable
 	statefulOpts.Stateless, statelessOpts.Stateless = false, true
 	return &httpShim{

@@ -32,6 +32,7 @@ func (r *Router) Install(s *mcp.Server) error {
 		return fmt.Errorf("taskrouter: already installed")
 	}
 	r.server = s
+	r.tools.install(s)
 	for _, m := range []struct {
 		name string
 		h    func(context.Context, *mcp.ServerSession, *TaskIDParams) (mcp.Result, error)

@@ -156,7 +156,7 @@ func (r *Router) newServices() error {
 	lease.Interval = max(cfg.LeaseDuration/4, 10*time.Millisecond)
 	r.takeover, err = newLeaseTakeover(r, lease)
 	errs = append(errs, err)
-	r.crons, err = newCrons(r, cronConfig{Poll: poll, Now: cfg.Now})
+	r.crons, err = newCrons(r, &r.tools, cronConfig{Poll: poll, Now: cfg.Now})
 	errs = append(errs, err)
 	beat := exclusiveBeat
 	if r.shared {

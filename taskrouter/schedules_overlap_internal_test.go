@@ -36,7 +36,7 @@ func runOverlap(t *testing.T, policy OverlapPolicy, replicas int) *overlapRun {
 	var routers []*Router
 	for range replicas {
 		r := cronRouter(t, st, clock)
-		require.NoError(t, r.AddSchedule(Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy, Start: startTasks(r, &run.created, mu)}))
+		require.NoError(t, r.Schedules().Add(Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy, Start: startTasks(r, &run.created, mu)}))
 		routers = append(routers, r)
 	}
 	run.r = routers[0]
@@ -166,7 +166,7 @@ func TestScheduleOverlapOnceAcrossReplicas(t *testing.T) {
 
 func scheduleInfo(t *testing.T, r *Router) ScheduleInfo {
 	t.Helper()
-	infos, err := r.Schedules(t.Context())
+	infos, err := r.Schedules().List(t.Context())
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	return infos[0]

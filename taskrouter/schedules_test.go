@@ -23,7 +23,7 @@ import (
 // listed nor reachable; a trigger starts its task at once.
 func TestScheduleTools(t *testing.T) {
 	h := newHarness(t, nil)
-	h.r.AddScheduleTools(nil)
+	h.r.Schedules().AddTools(nil)
 	var mu sync.Mutex
 	started := map[string]bool{}
 	start := func(ctx context.Context, f store.Fire) error {
@@ -36,8 +36,8 @@ func TestScheduleTools(t *testing.T) {
 		mu.Unlock()
 		return err
 	}
-	require.NoError(t, h.r.AddSchedule(taskrouter.Schedule{Name: "nightly", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Start: start}))
-	require.NoError(t, h.r.AddSchedule(taskrouter.Schedule{Name: "alices", Cron: "@daily", Owner: "user:alice", Start: start}))
+	require.NoError(t, h.r.Schedules().Add(taskrouter.Schedule{Name: "nightly", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Start: start}))
+	require.NoError(t, h.r.Schedules().Add(taskrouter.Schedule{Name: "alices", Cron: "@daily", Owner: "user:alice", Start: start}))
 	for _, d := range []dialect{core, ext} {
 		other := h.dial(overHTTP, d, nil)
 		list := other.mustCall("tools/call", map[string]any{"name": "schedule_list", "arguments": map[string]any{}})
@@ -86,7 +86,7 @@ func TestScheduleTools(t *testing.T) {
 		require.Equal(t, true, refused["isError"])
 		require.Contains(t, textOf(refused), "that you may manage")
 	}
-	infos, err := h.r.Schedules(t.Context())
+	infos, err := h.r.Schedules().List(t.Context())
 	require.NoError(t, err)
 	require.Len(t, infos, 2)
 	require.Len(t, infos[0].Fires, 0, "alices never fired")
