@@ -47,7 +47,7 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 		return nil, err
 	}
 	r.ended(t.ID, t.Status, false)
-	r.bindPeer(t.ID, req)
+	r.peers.bindRequest(t.ID, req)
 	return t, nil
 }
 

@@ -288,7 +288,7 @@
 // fastpath.go (the fast path's part), request.go (resolving a request),
 // middleware.go (Install, the router's middleware, tools/call), listen.go
 // (subscriptions/listen and its listeners), push.go (status pushes),
-// peer.go (requests the server sends a client: Peer, PeerOf, AwaitPeer,
+// peer.go (requests the server sends a client: Peer, Router.Peers,
 // and the shims' part of them).
 //
 // Tasks: create.go (creating a task: the record, a tool task started at

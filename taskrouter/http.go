@@ -237,7 +237,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.serveDelete(w, req, h.stateful)
 	case req.Method == http.MethodGet && sid != "":
 		// The session's standalone stream, which Peers share (peer.go).
-		s := &sseStream{ResponseWriter: w, r: h.r, session: sid}
+		s := &sseStream{ResponseWriter: w, ps: &h.r.peers, session: sid}
 		defer s.close()
 		h.stateful.ServeHTTP(s, req)
 	case req.Method == http.MethodPost && initialize != nil:

@@ -50,7 +50,7 @@ func (r *Router) StartLeg(ctx context.Context, q *Request, req *mcp.CallToolRequ
 		return nil, storeError(err)
 	}
 	r.pushers.bind(t.ID, q.connID)
-	r.bindPeer(t.ID, q)
+	r.peers.bindRequest(t.ID, q)
 	r.spawn(t, adm, q.Dialect, exec, nil)
 	return r.createReply(q.Dialect, req.Params.Name, t), nil
 }

@@ -81,7 +81,7 @@ func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.T
 	if !req.mayAccess(&r.opts, t) {
 		return nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
 	}
-	r.bindPeer(id, req)
+	r.peers.bindRequest(id, req)
 	return t, nil
 }
 

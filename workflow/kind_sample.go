@@ -82,7 +82,7 @@ var DefaultSampleRetry = RetryPolicy{MaxAttempts: 3, Backoff: 500 * time.Millise
 const DefaultMaxTokens = 1024
 
 // peerWait bounds how long an attempt of a step that asks the client
-// waits for a connection of the client (see taskrouter.AwaitPeer): after
+// waits for a connection of the client (see taskrouter.Peers.Await): after
 // a restart the client has to name the workflow task again; an HTTP
 // client opens its stream for requests after it initialized.
 const peerWait = 10 * time.Second
