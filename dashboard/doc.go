@@ -64,7 +64,7 @@
 // without a read). With neither, pages refresh every five seconds.
 //
 // A task's page also follows the task's own event log
-// (taskrouter.Router.StreamEvents, on any replica through the store's
+// (taskrouter.Streams.Events, on any replica through the store's
 // event feed): GET {prefix}/tasks/{id}/events streams each event as a
 // server-sent event whose id is its sequence number, so the browser
 // resumes after the last one it had when it reconnects.

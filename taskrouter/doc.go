@@ -304,7 +304,7 @@
 // (Observer, Stats), events.go (what a task's work reports: Progress,
 // Logger, Output, written as its events), events_log.go (captured
 // notifications/progress and notifications/message, Logger's slog
-// handler), stream.go (reading a task's events live: StreamEvents),
+// handler), stream.go (reading a task's events live: Router.Streams),
 // streamwire.go (tasks/stream over HTTP, stdio and in-memory).
 //
 // Work: tools.go (the tool registry, in-process calls), toolcall.go (a

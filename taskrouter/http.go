@@ -183,7 +183,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		if wire.MayBeListen(body) {
 			if lr, ok := wire.ListenFor(body); ok && (d.NegotiatesPerRequest() || wire.HasProtocolKey(body)) {
-				h.r.serveListen(w, req, lr)
+				h.r.streaming.serveListen(w, req, lr)
 				return
 			}
 		}

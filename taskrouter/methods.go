@@ -120,7 +120,7 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 		}
 		select {
 		case <-w:
-		case <-r.pollTick():
+		case <-pollTick(r.poll):
 			// A shared store's safety net: re-read in case a change
 			// notification from another process was lost.
 			r.watches.unwatch(id, w)

@@ -73,17 +73,21 @@ type Router struct {
 	pushers pushConns    // shimmed connections to push task status to (push.go)
 	peers   peers        // connections the server sends requests to (peer.go)
 
-	shared  bool   // the store is shared by several processes (store.IsShared)
-	leases  leases // leases this process holds
-	kinds   kinds  // hooks of the task kinds components drive
+	shared  bool          // the store is shared by several processes (store.IsShared)
+	poll    time.Duration // a waiter's re-read on a shared store (pollTick); 0 on an exclusive one
+	leases  leases        // leases this process holds
+	kinds   kinds         // hooks of the task kinds components drive
 	fast    fastPath
 	recent  recentEnded // tasks this process ended moments ago (recent.go)
 	workers workers     // goroutines that run task handlers (workers.go)
 	// listeners are the subscriptions/listen streams waiting for task
 	// changes (feed.go).
 	listeners listeners
-	sinks     eventSinks     // events tasks reported, waiting to be written (events.go)
-	streams   streams        // readers of task events (stream.go)
+	sinks     eventSinks // events tasks reported, waiting to be written (events.go)
+	streams   streams    // readers of task events (stream.go)
+	// streaming serves the readers of task events and the followers of
+	// task status (Router.Streams).
+	streaming *streaming
 	runsDone  sync.WaitGroup // handler runs (run.go)
 
 	// The background work, each a service (package internal/service)
@@ -126,7 +130,11 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		quotas: newQuotas(o),
 		shared: store.IsShared(st),
 	}
+	if r.shared {
+		r.poll = o.ChangePollInterval
+	}
 	r.fast.r = r
+	r.streaming = &streaming{e: r, feeds: &r.streams, listeners: &r.listeners, poll: r.poll}
 	if err := r.newServices(); err != nil {
 		return nil, err
 	}

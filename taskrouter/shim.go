@@ -327,13 +327,13 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *wire.ListenParams) {
 		refuse(mcptask.MissingExtension("task notifications on subscriptions/listen"))
 		return
 	}
-	q := c.r.listenOwner(context.Background(), &mcp.RequestExtra{})
+	q := c.r.streaming.listenOwner(context.Background(), &mcp.RequestExtra{})
 	if q.OwnerErr != nil {
 		refuse(q.OwnerErr)
 		return
 	}
 	c.serveStream(req.ID, func(ctx context.Context) {
-		c.r.runListen(ctx, q, req.ID.Raw(), lp.TaskIDs(), listenSink{
+		c.r.streaming.runListen(ctx, q, req.ID.Raw(), lp.TaskIDs(), listenSink{
 			notify: func(method string, params any) bool {
 				raw, err := json.Marshal(params)
 				return err == nil && write(ctx, &jsonrpc.Request{Method: method, Params: raw})

@@ -278,7 +278,7 @@ func TestStreamSlowReader(t *testing.T) {
 	var seen []store.Event
 	done := make(chan error, 1)
 	go func() {
-		done <- h.r.StreamEvents(context.Background(), id, 0, func(e store.Event) error {
+		done <- h.r.Streams().Events(context.Background(), id, 0, func(e store.Event) error {
 			if len(seen) == 0 {
 				got <- e
 				<-hold // a reader that does not read

@@ -215,7 +215,7 @@ func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp
 	case t.Status == mcptask.StatusCancelled:
 		return withState(errorResult("task %s was cancelled: %s", t.ID, t.StatusMessage), t)
 	}
-	latest := r.latestReport(ctx, t.ID) // the model never sees statusMessage in some hosts
+	latest := latestReport(ctx, r.st, t.ID) // the model never sees statusMessage in some hosts
 	if rep != nil {
 		if res, waiting := rep.Report(ctx, t); res != nil {
 			if latest != "" && !waiting {

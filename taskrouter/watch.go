@@ -167,7 +167,7 @@ func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bo
 		}
 		select {
 		case <-w:
-		case <-r.pollTick():
+		case <-pollTick(r.poll):
 			r.watches.unwatch(id, w)
 		case <-ctx.Done():
 			r.watches.unwatch(id, w)
@@ -176,12 +176,13 @@ func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bo
 	}
 }
 
-// pollTick returns a channel that fires after Options.ChangePollInterval on
-// a shared store, and never on an exclusive one (every change there is
+// pollTick returns a channel that fires after every, the safety net of a
+// waiter on a shared store (Router.poll: Options.ChangePollInterval), and
+// never when every is zero (an exclusive store: every change there is
 // this process's own and wakes its waiters directly).
-func (r *Router) pollTick() <-chan time.Time {
-	if !r.shared {
+func pollTick(every time.Duration) <-chan time.Time {
+	if every <= 0 {
 		return nil
 	}
-	return time.After(r.opts.ChangePollInterval)
+	return time.After(every)
 }
