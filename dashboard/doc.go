@@ -46,7 +46,7 @@
 //
 // A viewer who may cancel a workflow task may also pause it (with a
 // reason, optionally stopping its running steps) and resume it, in the
-// same way (Router.PauseTask, Router.ResumeTask); the page says who
+// same way (Router.Pauses: Pause, Resume); the page says who
 // paused it and since when, draws a step waiting for a place on its queue
 // as queued (why, from the progress), and lists the task's actions. The
 // schedules page lists the schedules a viewer manages (an admin: all;

@@ -102,9 +102,9 @@ func (d *Dashboard) pause(w http.ResponseWriter, r *http.Request, v Viewer, id s
 	done := "paused"
 	if resume {
 		done = "resumed"
-		_, _, err = d.r.ResumeTask(r.Context(), id, v.actor())
+		_, _, err = d.r.Pauses().Resume(r.Context(), id, v.actor())
 	} else {
-		_, _, err = d.r.PauseTask(r.Context(), id, taskrouter.PauseRequest{By: v.actor(), Reason: r.PostFormValue("reason"), Cut: r.PostFormValue("cut") != ""})
+		_, _, err = d.r.Pauses().Pause(r.Context(), id, taskrouter.PauseRequest{By: v.actor(), Reason: r.PostFormValue("reason"), Cut: r.PostFormValue("cut") != ""})
 	}
 	if err != nil {
 		code := http.StatusInternalServerError

@@ -442,7 +442,7 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	d := next(mcptask.WebhookInputRequired)
 	require.Equal(t, mcptask.StatusInputRequired, d.Task.Status)
 
-	_, _, err = srv.Router.PauseTask(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
+	_, _, err = srv.Router.Pauses().Pause(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
 	require.NoError(t, err)
 	d = next(mcptask.WebhookPaused)
 	var pe mcptask.PausedEvent
@@ -451,7 +451,7 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	require.Contains(t, pe.Reason, "paused by ops")
 	require.Equal(t, mcptask.StatusWorking, status().Status, "a pause waits for an operator, not for input")
 
-	_, _, err = srv.Router.ResumeTask(ctx, doc.TaskID, "ops")
+	_, _, err = srv.Router.Pauses().Resume(ctx, doc.TaskID, "ops")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return status().Status == mcptask.StatusInputRequired }, 20*time.Second, 10*time.Millisecond)
 	next(mcptask.WebhookInputRequired)

@@ -298,9 +298,9 @@
 // methods.go (tasks/*), dialect.go (the replies that differ by dialect),
 // wire.go (the wire types), watch.go (waiting for a change), hostmode.go
 // (plain calls as tasks, _task_id), leg.go (a call that becomes a task
-// after it started: a workflow's leg), tasktools.go (task_result,
-// task_cancel), pause.go (pausing a task: Pauser, task_pause,
-// task_resume), input.go (input mid-task), admit.go (quotas), observe.go
+// after it started: a workflow's leg), tasktools.go (the built-in
+// task tools: task_result, task_cancel), pause.go (pausing a task:
+// Pauser, Router.Pauses, task_pause, task_resume), input.go (input mid-task), admit.go (quotas), observe.go
 // (Observer, Stats), events.go (what a task's work reports: Progress,
 // Logger, Output, written as its events), events_log.go (captured
 // notifications/progress and notifications/message, Logger's slog

@@ -73,7 +73,7 @@ type CancelWording interface {
 // InputKind, an EndKind, a Reporter, a Pauser and a Placer.
 func (r *Router) HandleKind(kind string, h KindHandler) {
 	r.kinds.set(kind, h)
-	r.pauseToolsIfPausable()
+	r.taskTools.pauseToolsIfPausable()
 }
 
 // kinds is the registry of kind hooks: one KindHandler per kind. It is

@@ -88,6 +88,8 @@ type Router struct {
 	// streaming serves the readers of task events and the followers of
 	// task status (Router.Streams).
 	streaming *streaming
+	pauses    *pauses        // pausing tasks (Router.Pauses; pause.go)
+	taskTools *taskTools     // the built-in task tools (tasktools.go)
 	runsDone  sync.WaitGroup // handler runs (run.go)
 
 	// The background work, each a service (package internal/service)
@@ -135,6 +137,8 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	}
 	r.fast.r = r
 	r.streaming = &streaming{e: r, feeds: &r.streams, listeners: &r.listeners, poll: r.poll}
+	r.pauses = &pauses{st: st, kinds: &r.kinds}
+	r.taskTools = &taskTools{e: r, kinds: &r.kinds, tools: &r.tools, pauses: r.pauses, hostDeadline: o.HostDeadline}
 	if err := r.newServices(); err != nil {
 		return nil, err
 	}

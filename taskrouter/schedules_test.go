@@ -131,7 +131,7 @@ func TestPauseTools(t *testing.T) {
 	res = p.mustCall("tools/call", map[string]any{"name": "task_resume", "arguments": map[string]any{"task_id": "0123456789abcdef0123456789abcdef"}})
 	require.Equal(t, true, res["isError"])
 
-	_, _, err = h.r.PauseTask(ctx, tool, taskrouter.PauseRequest{By: "ops"})
+	_, _, err = h.r.Pauses().Pause(ctx, tool, taskrouter.PauseRequest{By: "ops"})
 	require.ErrorIs(t, err, taskrouter.ErrNotPausable)
 }
 

@@ -282,12 +282,27 @@ func (g *toolRegistry) taskIDToolsOf(tools []*mcp.Tool) map[string]bool {
 	return out
 }
 
-// setTaskTools records the names of the built-in task_result and
-// task_cancel tools.
-func (g *toolRegistry) setTaskTools(result, cancel string) {
+// setTaskTools records the names of the built-in task tools: task_result
+// and task_cancel, registered, and the pause tools', to register once a
+// kind can pause (claimPauseTools).
+func (g *toolRegistry) setTaskTools(result, cancel string, pause TaskToolsOptions) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.resultTool, g.cancelTool = result, cancel
+	g.pauseNames = &pause
+}
+
+// claimPauseTools returns the pause tools' names when AddTaskTools asked
+// for them and nobody claimed them before (the caller registers them),
+// nil otherwise.
+func (g *toolRegistry) claimPauseTools() *TaskToolsOptions {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pauseNames == nil || g.pauseAdded {
+		return nil
+	}
+	g.pauseAdded = true
+	return g.pauseNames
 }
 
 // resultToolName is the name of the built-in task_result tool, or "" when
