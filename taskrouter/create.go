@@ -64,7 +64,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 	if req != nil {
 		owner = req.Owner
 		labels[LabelDialect] = req.Dialect.Label()
-		if req.byID(&r.opts) {
+		if req.byID(r.opts.SessionBound) {
 			labels[labelAccess] = accessByID
 		}
 		if req.ownScope || req.anonymous() {

@@ -51,7 +51,7 @@ func (r *Router) Install(s *mcp.Server) error {
 	if err := mcp.AddReceivingCustomMethod(s, mcptask.MethodTasksUpdate, r.tasksUpdate); err != nil {
 		return err
 	}
-	if err := r.installWebhooks(s); err != nil {
+	if err := r.hooks.install(s); err != nil {
 		return err
 	}
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {

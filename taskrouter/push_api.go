@@ -141,7 +141,7 @@ func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistra
 	if rec.TaskID != "" {
 		t.Labels[labelPushFrom] = strconv.FormatUint(rec.FromSeq, 10)
 	}
-	if q != nil && w.e.idCapable(q) {
+	if q != nil && q.byID(w.sessionBound) {
 		t.Labels[labelPushAccess] = accessByID
 	}
 	created, err := w.e.Store().Create(ctx, t)
@@ -445,7 +445,7 @@ func (w *webhooks) mayManage(q *Request, by string, t *store.Task) bool {
 		return true
 	}
 	capability := t.Labels[labelPushAccess] == accessByID || t.Labels[labelAccess] == accessByID // the label of records before push.access
-	return q != nil && w.e.idCapable(q) && capability
+	return q != nil && q.byID(w.sessionBound) && capability
 }
 
 // Deliveries lists a webhook's deliveries, newest first, one page

@@ -133,7 +133,7 @@ func isNilParams(p mcp.Params) bool {
 
 // byID reports whether tasks this request creates are id-capabilities:
 // reachable by any unauthenticated requestor that knows the id.
-func (q *Request) byID(o *Options) bool { return !q.Authenticated && !o.SessionBound && !q.bound }
+func (q *Request) byID(sessionBound bool) bool { return !q.Authenticated && !sessionBound && !q.bound }
 
 // mayAccess reports whether the requestor may read and act on t: its own
 // tasks always; without an authorization context also every task created
@@ -151,5 +151,5 @@ func (q *Request) mayAccess(o *Options, t *store.Task) bool {
 	if q.OwnerErr == nil && t.Owner == q.Owner && (!q.anonymous() || t.Labels[labelScope] == scopeTask) {
 		return true
 	}
-	return q.byID(o) && t.Labels[labelAccess] == accessByID
+	return q.byID(o.SessionBound) && t.Labels[labelAccess] == accessByID
 }

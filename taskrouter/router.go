@@ -135,6 +135,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	if r.shared {
 		r.poll = o.ChangePollInterval
 	}
+	r.pushers.log = o.Logger
 	r.fast.r = r
 	r.streaming = &streaming{e: r, feeds: &r.streams, listeners: &r.listeners, poll: r.poll}
 	r.pauses = &pauses{st: st, kinds: &r.kinds}
@@ -176,7 +177,7 @@ func (r *Router) newServices() error {
 	}
 	r.registry, err = newRegistry(r, registryConfig{Interval: beat, Live: cfg.LeaseDuration, ReplicaID: cfg.ReplicaID, Now: cfg.Now})
 	errs = append(errs, err)
-	r.hooks = newWebhooks(r, cfg.Push)
+	r.hooks = newWebhooks(r, r.sched, cfg.Push, cfg.SessionBound)
 	r.HandleKind(KindPush, r.hooks)
 	return errors.Join(errs...)
 }

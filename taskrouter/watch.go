@@ -136,7 +136,7 @@ func (r *Router) changed(t *store.Task) {
 	} else {
 		r.watches.wake(t.ID)
 	}
-	r.push(t)
+	r.pushers.push(t)
 	r.listeners.changed(t.ID)
 	r.hooks.changed(t)
 	r.streams.notify(t.ID)
