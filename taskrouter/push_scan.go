@@ -86,20 +86,20 @@ type waker interface{ note(at time.Time) }
 // KindPush, the deliveries (push_deliver.go), whose attempts run on its
 // own workers (push_workers.go).
 type webhooks struct {
-	e       pushEngine
-	sched   waker
-	opts    PushOptions
+	e     pushEngine
+	sched waker
+	opts  PushOptions
 	// sessionBound is Options.SessionBound: without it, what an
 	// unauthenticated requestor registers is reachable by its id.
 	sessionBound bool
-	policy  urlPolicy
-	hooks   hookSet
-	scans   scanQueue
-	pool    deliveryPool
-	http    *http.Client
-	loop    service.Loop
-	signals webhooksSignals
-	jitter  func() float64 // in [0, 1); tests fix it
+	policy       urlPolicy
+	hooks        hookSet
+	scans        scanQueue
+	pool         deliveryPool
+	http         *http.Client
+	loop         service.Loop
+	signals      webhooksSignals
+	jitter       func() float64 // in [0, 1); tests fix it
 }
 
 func newWebhooks(e pushEngine, sched waker, opts PushOptions, sessionBound bool) *webhooks {
