@@ -46,7 +46,7 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 		r.quotas.releaseTask(rec.ID)
 		return nil, err
 	}
-	r.ended(t.ID, t.Status, false)
+	r.quotas.ended(t.ID, t.Status, false)
 	r.peers.bindRequest(t.ID, req)
 	return t, nil
 }
@@ -79,7 +79,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		StatusMessage: opts.StatusMessage,
 		CreatedAt:     now,
 		UpdatedAt:     now,
-		TTL:           r.actualTTL(opts.TTL),
+		TTL:           r.opts.ttl(opts.TTL),
 		PollInterval:  r.opts.PollInterval,
 		Request:       origin,
 		Labels:        labels,
@@ -90,7 +90,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		t.Status = mcptask.StatusInputRequired
 	}
 	if opts.Lease && r.shared {
-		t.LeaseHolder, t.LeaseUntil = r.opts.ReplicaID, r.leaseUntil()
+		t.LeaseHolder, t.LeaseUntil = r.opts.ReplicaID, r.opts.Now().Add(r.opts.LeaseDuration)
 	}
 	return t
 }
@@ -100,7 +100,7 @@ func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, 
 	created, err := r.st.Create(ctx, t)
 	if err == nil {
 		r.sched.note(created.WakeAt)
-		r.observe(TaskCreated, created, nil)
+		r.obs.task(TaskCreated, created, nil)
 		r.recent.remember(created, r.opts.Now())
 		r.hooks.changed(created)
 	}
@@ -121,7 +121,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 	}
 	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
-	exec := r.toolExec(req, checked, in)
+	exec := toolExec(r.inner, req, checked, in)
 	if r.opts.InstantWindow > 0 {
 		return r.startInstant(ctx, q, adm, rec, exec)
 	}
@@ -131,18 +131,19 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		return nil, storeError(err)
 	}
 	r.pushers.bind(t.ID, q.connID)
-	r.spawn(t, adm, q.Dialect, exec, nil)
-	return r.createReply(q.Dialect, req.Params.Name, t), nil
+	r.spawn(t.ID, t.Request.Name, t, adm, q.Dialect, exec, nil)
+	return createReply(q.Dialect, req.Params.Name, t, r.opts.ImmediateResponse), nil
 }
 
 // toolExec is the work of a tool task: the tools/call req through the
-// SDK's tool dispatch, with the input the router decoded when checked.
-func (r *Router) toolExec(req *mcp.CallToolRequest, checked bool, in any) execFunc {
+// SDK's tool dispatch (inner), with the input the router decoded when
+// checked.
+func toolExec(inner mcp.MethodHandler, req *mcp.CallToolRequest, checked bool, in any) execFunc {
 	return func(ctx context.Context) (mcp.Result, error) {
 		if checked {
 			ctx = withChecked(ctx, req, in)
 		}
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
+		return inner(ctx, mcptask.MethodToolsCall, req)
 	}
 }
 
@@ -198,8 +199,8 @@ var errFolded = errors.New("taskrouter: the task is created ended")
 // materialize stores the run's working record unless it is stored already
 // (then it waits for that create and returns its result) or the handler's
 // outcome is being folded into the create (errFolded).
-func (r *Router) materialize(ru *run) (*store.Task, error) {
-	p := ru.pending
+func (ru *run) materialize() (*store.Task, error) {
+	r, p := ru.r, ru.pending
 	p.mu.Lock()
 	switch p.state {
 	case recordCreating:
@@ -268,7 +269,7 @@ func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, re
 	case o != nil:
 		return r.createEnded(ctx, q.Dialect, rec, *o)
 	}
-	return r.createReply(q.Dialect, rec.Request.Name, t), nil
+	return createReply(q.Dialect, rec.Request.Name, t, r.opts.ImmediateResponse), nil
 }
 
 // runPending spawns exec for task id (of tool), not stored yet, and waits
@@ -278,7 +279,7 @@ func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, re
 // has not been called), or the working task build makes, stored.
 func (r *Router) runPending(ctx context.Context, q *Request, adm admission, id, tool string, build func() *store.Task, exec execFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
 	p := &pendingRecord{build: build, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
-	ru := r.spawnRun(id, tool, nil, adm, q.Dialect, exec, p)
+	ru := r.spawn(id, tool, nil, adm, q.Dialect, exec, p)
 	timer := time.NewTimer(window)
 	defer timer.Stop()
 	var gone <-chan struct{}
@@ -292,7 +293,7 @@ func (r *Router) runPending(ctx context.Context, q *Request, adm admission, id, 
 	case <-p.done:
 	case <-gone:
 	}
-	t, err := r.materialize(ru)
+	t, err := ru.materialize()
 	switch {
 	case errors.Is(err, errFolded):
 		o := <-p.ended
@@ -326,5 +327,5 @@ func (r *Router) createEnded(ctx context.Context, d mcptask.Dialect, rec *store.
 	if err != nil {
 		return nil, storeError(err)
 	}
-	return r.createReply(d, rec.Request.Name, created), nil
+	return createReply(d, rec.Request.Name, created, r.opts.ImmediateResponse), nil
 }

@@ -31,14 +31,15 @@ func statusIn(d mcptask.Dialect, t *store.Task) mcptask.Status {
 	return t.Status
 }
 
-// createReply is the answer to a tools/call that became task t.
-func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.Result {
+// createReply is the answer to a tools/call of tool that became task t;
+// immediate is Options.ImmediateResponse.
+func createReply(d mcptask.Dialect, tool string, t *store.Task, immediate func(tool string, t *store.Task) string) mcp.Result {
 	if d == mcptask.Extension {
 		return &extCreateTaskResult{ResultType: mcptask.ResultTypeTask, ExtTask: extensionTask(t), Content: []mcp.Content{}}
 	}
 	res := &CreateTaskResult{Task: CoreTask(t)}
-	if r.opts.ImmediateResponse != nil {
-		if text := r.opts.ImmediateResponse(tool, t); text != "" {
+	if immediate != nil {
+		if text := immediate(tool, t); text != "" {
 			res.Meta = mcp.Meta{mcptask.MetaModelImmediateResponse: text}
 		}
 	}

@@ -199,12 +199,12 @@ func TestSweepExpiresTasks(t *testing.T) {
 	<-h.started
 	<-h.started
 
-	n, err := h.r.Sweep(context.Background())
+	n, err := taskrouter.Sweep(context.Background(), h.r)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing is due yet")
 
 	advance(2 * time.Second)
-	n, err = h.r.Sweep(context.Background())
+	n, err = taskrouter.Sweep(context.Background(), h.r)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	_, err = p.call("tasks/get", map[string]any{"taskId": done})
@@ -217,7 +217,7 @@ func TestSweepExpiresTasks(t *testing.T) {
 
 	// After the grace period the marked task goes too.
 	advance(2 * time.Minute)
-	_, err = h.r.Sweep(context.Background())
+	_, err = taskrouter.Sweep(context.Background(), h.r)
 	require.NoError(t, err)
 	_, err = p.call("tasks/get", map[string]any{"taskId": running})
 	require.EqualValues(t, -32602, rpcCode(t, err))
@@ -331,7 +331,7 @@ func TestSweepDeletesEndedTasksTogether(t *testing.T) {
 	mu.Lock()
 	now = now.Add(2 * time.Second)
 	mu.Unlock()
-	n, err := h.r.Sweep(context.Background())
+	n, err := taskrouter.Sweep(context.Background(), h.r)
 	require.NoError(t, err)
 	require.Equal(t, len(ids), n)
 	select {

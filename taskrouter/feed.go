@@ -94,7 +94,7 @@ func (f *changeFeed) onChange(c store.Change) {
 		r.watches.wakeFeed(c.ID, c.Version)
 		if c.Deleted || c.Status.Terminal() {
 			r.stopRun(c.ID, errEnded)
-			r.ended(c.ID, c.Status, c.Deleted)
+			r.quotas.ended(c.ID, c.Status, c.Deleted)
 		}
 		r.listeners.changed(c.ID)
 		r.hooks.feedChange(c)
@@ -119,9 +119,9 @@ func (f *changeFeed) checkRuns() {
 		t, err := r.st.Get(context.Background(), id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			r.ended(id, "", true)
+			r.quotas.ended(id, "", true)
 		case err == nil:
-			r.ended(id, t.Status, false)
+			r.quotas.ended(id, t.Status, false)
 		}
 	}
 }

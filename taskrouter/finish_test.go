@@ -174,7 +174,7 @@ func TestTakeoverOfTaskEndedMeanwhile(t *testing.T) {
 		Labels:      map[string]string{taskrouter.LabelKind: taskrouter.KindTool},
 		LeaseHolder: "dead", LeaseUntil: now.Add(-time.Second)})
 	require.NoError(t, err)
-	n, err := h.r.Takeover(t.Context())
+	n, err := taskrouter.Takeover(t.Context(), h.r)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Len(t, logs.containing("not re-running an interrupted task: it ended meanwhile"), 1, "%q", logs.containing(""))

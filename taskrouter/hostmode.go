@@ -109,7 +109,7 @@ const LabelHost = "host"
 // running then goes on as a durable task (see hostCall). Other tools run
 // as plain calls, holding the request.
 func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
-	if !r.runsApart(te) || q.OwnerErr != nil {
+	if !r.opts.runsApart(te) || q.OwnerErr != nil {
 		return r.inner(ctx, mcptask.MethodToolsCall, req)
 	}
 	var in any
@@ -125,8 +125,8 @@ func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 // runsApart reports whether a plain call of tool te runs apart from the
 // request, in host mode (see hostCall): a task-capable tool without
 // Preflight, while Options.HostDeadline is on.
-func (r *Router) runsApart(te toolEntry) bool {
-	return r.opts.HostDeadline >= 0 && te.opts.TaskSupport != mcptask.TaskForbidden && te.opts.Preflight == nil
+func (o *Options) runsApart(te toolEntry) bool {
+	return o.HostDeadline >= 0 && te.opts.TaskSupport != mcptask.TaskForbidden && te.opts.Preflight == nil
 }
 
 // refusedAsToolError turns a quota's refusal (-32000, CodeTooManyTasks)
@@ -153,7 +153,7 @@ func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequ
 	checked := te.check != nil
 	adm := admission{owner: q.Owner, source: q.Source}
 	if err := r.admit(adm, false); err != nil {
-		return r.toolExec(req, checked, in)(ctx) // no room for a task: a plain call, as before
+		return toolExec(r.inner, req, checked, in)(ctx) // no room for a task: a plain call, as before
 	}
 	deadline := time.Now().Add(r.opts.HostDeadline)
 	// The record is made only if the call outlives its window (or its
@@ -166,7 +166,7 @@ func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequ
 		rec.ID = id
 		return rec
 	}
-	o, t, err := r.runPending(ctx, q, adm, id, name, build, r.toolExec(req, checked, in), r.opts.HostDeadline, true)
+	o, t, err := r.runPending(ctx, q, adm, id, name, build, toolExec(r.inner, req, checked, in), r.opts.HostDeadline, true)
 	switch {
 	case err != nil:
 		return nil, err

@@ -163,7 +163,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	if r.shared {
 		park.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: in.wire()}
 	}
-	if _, err := r.fenced(ctx, ru, park); err != nil {
+	if _, err := ru.fenced(ctx, park); err != nil {
 		ru.removeInput(in.key)
 		return err
 	}
@@ -184,7 +184,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 			// task's own did not: the answer came another way): the
 			// task works again. A task that ended refuses the write.
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			_, _ = r.fenced(wctx, ru, store.Update{Status: mcptask.StatusWorking, StatusMessage: ptr("")})
+			_, _ = ru.fenced(wctx, store.Update{Status: mcptask.StatusWorking, StatusMessage: ptr("")})
 			cancel()
 		}
 		return context.Cause(ctx)
@@ -200,7 +200,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 			u.Status, u.StatusMessage = mcptask.StatusWorking, ptr("")
 		}
 		if u.Status != "" || u.Variables != nil {
-			if _, err := r.fenced(ctx, ru, u); err != nil {
+			if _, err := ru.fenced(ctx, u); err != nil {
 				return err
 			}
 		}
@@ -216,7 +216,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 
 // serviceInputs sends a core-dialect task's pending input requests to the
 // client on the stream of the tasks/result call that ctx belongs to.
-func (r *Router) serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *run) {
+func serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *run) {
 	if ss == nil {
 		return
 	}
@@ -251,7 +251,7 @@ func (r *Router) serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *r
 // whose clients cannot retry with inputResponses, the router asks the
 // client itself on the request's stream and runs Preflight again until it
 // is satisfied; it returns nil, nil then.
-func (r *Router) preflight(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
+func preflight(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
 	if q.Dialect.ClientRetriesWithInput() {
 		need, err := te.opts.Preflight(ctx, req)
 		if err != nil || len(need) == 0 {

@@ -166,7 +166,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 		if !ok {
 			return nil, nil, nil
 		}
-		if _, err := h.r.SetVariables(ctx, id, map[string]json.RawMessage{"note": json.RawMessage(`"` + in.Text + `"`)}, 0); err != nil {
+		if _, err := h.r.Update(ctx, id, store.Update{Variables: map[string]json.RawMessage{"note": json.RawMessage(`"` + in.Text + `"`)}}); err != nil {
 			return nil, nil, err
 		}
 		return textResult("noted " + in.Text), nil, nil

@@ -87,12 +87,6 @@ func (l *leases) snapshot() map[string]*heldLease {
 	return out
 }
 
-// leaseUntil is the end of a lease taken or renewed now.
-func (r *Router) leaseUntil() time.Time { return r.opts.Now().Add(r.opts.LeaseDuration) }
-
-// ReplicaID returns the name under which this process holds leases.
-func (r *Router) ReplicaID() string { return r.opts.ReplicaID }
-
 // leaseWorkConfig configures the lease renewer and the takeover service.
 type leaseWorkConfig struct {
 	// Interval is how often the service runs: a third of the lease
@@ -267,11 +261,8 @@ func (l *leaseTakeover) Start(ctx context.Context) error {
 // Stop ends the takeovers (one in progress finishes first).
 func (l *leaseTakeover) Stop() { l.loop.Stop() }
 
-// Takeover claims the active tasks whose lease has expired and resolves
+// takeOver claims the active tasks whose lease has expired and resolves
 // each as after a restart (see Start). It returns how many it took over.
-// The engine runs it periodically on a shared store.
-func (r *Router) Takeover(ctx context.Context) (int, error) { return r.takeover.takeOver(ctx) }
-
 func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 	r := l.r
 	n := 0

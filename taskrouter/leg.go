@@ -51,8 +51,8 @@ func (r *Router) StartLeg(ctx context.Context, q *Request, req *mcp.CallToolRequ
 	}
 	r.pushers.bind(t.ID, q.connID)
 	r.peers.bindRequest(t.ID, q)
-	r.spawn(t, adm, q.Dialect, exec, nil)
-	return r.createReply(q.Dialect, req.Params.Name, t), nil
+	r.spawn(t.ID, t.Request.Name, t, adm, q.Dialect, exec, nil)
+	return createReply(q.Dialect, req.Params.Name, t, r.opts.ImmediateResponse), nil
 }
 
 // ResumeLeg runs exec as the handler of leg t again, after its process

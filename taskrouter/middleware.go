@@ -60,7 +60,7 @@ func (r *Router) Install(s *mcp.Server) error {
 	})
 	// A task's progress and log lines are recorded first (events.go); then
 	// a fast-path plain call's notifications go to its own reply stream.
-	s.AddSendingMiddleware(r.captureNotifications, r.sending)
+	s.AddSendingMiddleware(captureNotifications, sending)
 	r.loop.server = s
 	return nil
 }
@@ -71,7 +71,7 @@ func (r *Router) Install(s *mcp.Server) error {
 // would have written it; a log message of a fast-path request that
 // negotiates per request without a log level is dropped, as the SDK
 // drops it (see noLogLevelKey); everything else goes on to the SDK.
-func (r *Router) sending(next mcp.MethodHandler) mcp.MethodHandler {
+func sending(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == methodLogMessage && ctx.Value(noLogLevelKey{}) != nil {
 			return nil, nil
@@ -230,7 +230,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 		}
 	}
 	if te.opts.Preflight != nil {
-		if res, err := r.preflight(ctx, q, req, te); res != nil || err != nil {
+		if res, err := preflight(ctx, q, req, te); res != nil || err != nil {
 			return res, err
 		}
 	}

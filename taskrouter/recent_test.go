@@ -54,7 +54,7 @@ func TestRecentEndedSameAsStore(t *testing.T) {
 			require.Nil(t, taskrouter.RecentTask(h.r, instant))
 			// Swept: gone.
 			now.Add(int64(5 * time.Minute))
-			_, err := h.r.Sweep(ctx)
+			_, err := taskrouter.Sweep(ctx, h.r)
 			require.NoError(t, err)
 			_, err = h.r.TaskFor(ctx, &taskrouter.Request{Owner: taskrouter.LocalOwner}, instant)
 			require.ErrorIs(t, err, store.ErrNotFound)

@@ -134,13 +134,13 @@ func TestWorkLeftToReplicaThatServesIt(t *testing.T) {
 	require.Equal(t, []string{"wake-v1"}, oldKind.woken())
 	require.Equal(t, []string{"wake-v2"}, freshKind.woken())
 
-	n, err := fresh.Takeover(ctx)
+	n, err := Takeover(ctx, fresh)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "held-v2 only")
 	tk, err := st.Get(ctx, "held-v1")
 	require.NoError(t, err)
 	require.Equal(t, "gone", tk.LeaseHolder, "not claimed by a replica that does not serve it")
-	n, err = old.Takeover(ctx)
+	n, err = Takeover(ctx, old)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 

@@ -55,6 +55,7 @@ type Router struct {
 	opts Options // the effective options (defaults filled in)
 	st   store.Store
 	log  *slog.Logger
+	obs  observer // Options.Observer
 
 	server *mcp.Server
 	// inner is the server's method handler below the router's middleware
@@ -135,7 +136,9 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	if r.shared {
 		r.poll = o.ChangePollInterval
 	}
+	r.obs = observer{o.Observer}
 	r.pushers.log = o.Logger
+	r.sinks.st, r.sinks.log, r.sinks.now, r.sinks.readers = st, o.Logger, o.Now, &r.streams
 	r.fast.r = r
 	r.streaming = &streaming{e: r, feeds: &r.streams, listeners: &r.listeners, poll: r.poll}
 	r.pauses = &pauses{st: st, kinds: &r.kinds}

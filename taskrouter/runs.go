@@ -178,7 +178,7 @@ func (r *Router) Track(ctx context.Context, id string) (context.Context, func())
 		ctx = context.WithValue(ctx, stepKey{}, stepMark{task: id})
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	ctx = context.WithValue(ctx, trackKey{}, &trackedTask{r: r, id: id}) // its reported events (events.go)
+	ctx = context.WithValue(ctx, trackKey{}, &trackedTask{sinks: &r.sinks, id: id}) // its reported events (events.go)
 	tr := &tracker{cancel: cancel}
 	if !r.runs.track(id, tr) {
 		cancel(errShutdown)

@@ -98,13 +98,10 @@ func (s *sweeper) Stop() {
 	s.loop.Stop()
 }
 
-// Sweep handles every task whose expiry has passed: finished tasks are
+// sweep handles every task whose expiry has passed: finished tasks are
 // deleted; tasks still active are cancelled and marked failed with a
 // status message saying why, and kept readable for Options.ExpiredGrace.
-// It returns how many tasks it deleted or marked. The engine sweeps every
-// Options.SweepInterval by itself.
-func (r *Router) Sweep(ctx context.Context) (int, error) { return r.sweeper.sweep(ctx) }
-
+// It returns how many tasks it deleted or marked.
 func (s *sweeper) sweep(ctx context.Context) (int, error) {
 	n := 0
 	for {
@@ -189,8 +186,8 @@ func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err e
 			return false, err
 		}
 		r.watches.drop(t.ID)
-		r.observe(TaskDeleted, t, nil)
-		r.ended(t.ID, t.Status, true)
+		r.obs.task(TaskDeleted, t, nil)
+		r.quotas.ended(t.ID, t.Status, true)
 		return true, nil
 	}
 	msg := fmt.Sprintf("expired: ttl of %s elapsed before the task finished; it was cancelled", t.TTL)
@@ -208,9 +205,9 @@ func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err e
 		return false, err
 	}
 	r.stopRun(t.ID, errExpired)
-	r.observe(TaskUpdated, nt, &u)
+	r.obs.task(TaskUpdated, nt, &u)
 	r.changed(nt)
-	r.ended(nt.ID, nt.Status, false)
+	r.quotas.ended(nt.ID, nt.Status, false)
 	r.kinds.ended(ctx, nt)
 	return true, nil
 }

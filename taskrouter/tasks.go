@@ -48,14 +48,13 @@ type CreateOptions struct {
 	InputRequired bool
 }
 
-func (r *Router) actualTTL(requested time.Duration) time.Duration {
+// ttl is the ttl a task gets when requested asks for one: DefaultTTL
+// for none, at most MaxTTL.
+func (o *Options) ttl(requested time.Duration) time.Duration {
 	if requested <= 0 {
-		return r.opts.DefaultTTL
+		return o.DefaultTTL
 	}
-	if requested > r.opts.MaxTTL {
-		return r.opts.MaxTTL
-	}
-	return requested
+	return min(requested, o.MaxTTL)
 }
 
 // Task returns a task by id, whoever owns it. A webhook's record comes
@@ -94,7 +93,7 @@ func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.T
 // without them. A pure append (u.AppendOnly) wakes only the readers of the
 // task's events.
 func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
-	t, err := r.updateWithPending(ctx, id, u)
+	t, err := r.sinks.updateWithPending(ctx, id, u)
 	if err != nil {
 		return nil, err
 	}
@@ -107,20 +106,14 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	if u.WakeAt != nil {
 		r.sched.note(t.WakeAt)
 	}
-	r.observe(TaskUpdated, t, &u)
+	r.obs.task(TaskUpdated, t, &u)
 	r.changed(t)
-	r.ended(t.ID, t.Status, false)
+	r.quotas.ended(t.ID, t.Status, false)
 	return t, nil
 }
 
 // MaxTTL is the longest ttl a task may have (Options.MaxTTL).
 func (r *Router) MaxTTL() time.Duration { return r.opts.MaxTTL }
-
-// SetVariables merges vars into the task's variables (a JSON null deletes
-// a key). ifVersion, when non-zero, makes the write conditional.
-func (r *Router) SetVariables(ctx context.Context, id string, vars map[string]json.RawMessage, ifVersion uint64) (*store.Task, error) {
-	return r.Update(ctx, id, store.Update{IfVersion: ifVersion, Variables: vars})
-}
 
 // Complete ends a task as completed with result (any JSON-encodable MCP
 // result), optionally merging final variables in the same write.
