@@ -264,10 +264,16 @@
 //     engine through a narrow interface (cronEngine), and clients reach
 //     it through Router.Schedules.
 //
-// A new piece of background work plugs in the same way: a type in its
-// own file holding the Router it serves, a config struct with
-// withDefaults and validate, Name/Start/Stop (a service.Loop for
-// periodic rounds), signals of service.Signal, made in newServices and
+// No service holds the Router: each sees a narrow interface of what it
+// needs of the engine (engineBase: the store and the logger; the
+// sweeper's sweepEngine adds endTask and deleteTask, the takeover's
+// resolveTask, the feed's feedEngine is announced alone) and the parts it
+// reads through one-method interfaces (the leases, the replicas'
+// registry, the kinds' hooks), so what a service may touch is in its
+// constructor's signature. A new piece of background work plugs in the
+// same way: a type in its own file, its engine interface, a config
+// struct with withDefaults and validate, Name/Start/Stop (a service.Loop
+// for periodic rounds), signals of service.Signal, made in NewRouter and
 // started in Start. Work that must survive a restart or run on any
 // replica is not timed in memory: it is a durable wake-up (a task of its
 // own kind, or a WakeAt on the task it belongs to) that the scheduler

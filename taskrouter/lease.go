@@ -100,11 +100,16 @@ type leaseWorkConfig struct {
 	// Batch is how many expired leases one read takes (takeover); zero
 	// means 64.
 	Batch int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 func (c leaseWorkConfig) withDefaults() leaseWorkConfig {
 	if c.Batch == 0 {
 		c.Batch = 64
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -130,18 +135,26 @@ type renewerSignals struct {
 // leaseRenewer is the engine's service that renews the leases this
 // process holds, and stops the work of those it could not renew.
 type leaseRenewer struct {
-	r       *Router
+	e       engineBase
+	book    leaseBook // this process's leases (*leases)
 	cfg     leaseWorkConfig
 	loop    service.Loop
 	signals renewerSignals
 }
 
-func newLeaseRenewer(r *Router, cfg leaseWorkConfig) (*leaseRenewer, error) {
+// leaseBook is this process's leases, as the renewer sees them (*leases).
+type leaseBook interface {
+	snapshot() map[string]*heldLease
+	holds(id string, h *heldLease) bool
+	remove(id string, h *heldLease) bool
+}
+
+func newLeaseRenewer(e engineBase, book leaseBook, cfg leaseWorkConfig) (*leaseRenewer, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate("lease renewer"); err != nil {
 		return nil, err
 	}
-	return &leaseRenewer{r: r, cfg: cfg}, nil
+	return &leaseRenewer{e: e, book: book, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -157,8 +170,7 @@ func (l *leaseRenewer) Start(ctx context.Context) error {
 func (l *leaseRenewer) Stop() { l.loop.Stop() }
 
 func (l *leaseRenewer) renew(ctx context.Context) {
-	r := l.r
-	held := r.leases.snapshot()
+	held := l.book.snapshot()
 	if len(held) == 0 {
 		return
 	}
@@ -171,9 +183,9 @@ func (l *leaseRenewer) renew(ctx context.Context) {
 	for id := range held {
 		ids = append(ids, id)
 	}
-	renewed, err := r.st.Renew(ctx, l.cfg.ReplicaID, r.opts.Now().Add(l.cfg.LeaseDuration), ids)
+	renewed, err := l.e.Store().Renew(ctx, l.cfg.ReplicaID, l.cfg.Now().Add(l.cfg.LeaseDuration), ids)
 	if err != nil {
-		r.log.Warn("renewing leases", "leases", len(ids), "error", err)
+		l.e.Logger().Warn("renewing leases", "leases", len(ids), "error", err)
 		return
 	}
 	ok := make(map[string]bool, len(renewed))
@@ -195,27 +207,26 @@ func (l *leaseRenewer) renew(ctx context.Context) {
 // say) stops its work as ended, so the work reports the end rather than a
 // takeover; otherwise another process holds it now.
 func (l *leaseRenewer) lostLease(ctx context.Context, id string, h *heldLease) {
-	r := l.r
-	if !r.leases.holds(id, h) {
+	if !l.book.holds(id, h) {
 		return
 	}
-	t, err := r.st.Get(ctx, id)
+	t, err := l.e.Store().Get(ctx, id)
 	cause := errLeaseLost
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && t.Status.Terminal()):
 		cause = errEnded
 	case err == nil && t.LeaseHolder == "" && t.LeaseEpoch == h.fence.Epoch:
-		r.leases.remove(id, h) // released by this process's own write
+		l.book.remove(id, h) // released by this process's own write
 		return
 	}
-	if !r.leases.remove(id, h) {
+	if !l.book.remove(id, h) {
 		return // released while the task was read
 	}
 	why := "another process holds it"
 	if cause == errEnded {
 		why = "the task ended or was deleted"
 	}
-	r.log.Warn("lease lost; stopping the task's work here", "task", id, "why", why)
+	l.e.Logger().Warn("lease lost; stopping the task's work here", "task", id, "why", why)
 	h.stop(cause)
 	l.signals.Lost.Send(id)
 }
@@ -231,18 +242,27 @@ type takeoverSignals struct {
 // the active tasks whose lease expired (their process stopped renewing)
 // and resolves them as after a restart.
 type leaseTakeover struct {
-	r       *Router
+	e       takeoverEngine
+	place   placement // the replicas' registry (*registry)
 	cfg     leaseWorkConfig
 	loop    service.Loop
 	signals takeoverSignals
 }
 
-func newLeaseTakeover(r *Router, cfg leaseWorkConfig) (*leaseTakeover, error) {
+// takeoverEngine is what the takeover needs of the engine; *Router has
+// it.
+type takeoverEngine interface {
+	engineBase
+	// resolveTask resolves a task taken over as after a restart.
+	resolveTask(ctx context.Context, t *store.Task, reason string) error
+}
+
+func newLeaseTakeover(e takeoverEngine, place placement, cfg leaseWorkConfig) (*leaseTakeover, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate("lease takeover"); err != nil {
 		return nil, err
 	}
-	return &leaseTakeover{r: r, cfg: cfg}, nil
+	return &leaseTakeover{e: e, place: place, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -252,7 +272,7 @@ func (l *leaseTakeover) Name() string { return "lease takeover" }
 func (l *leaseTakeover) Start(ctx context.Context) error {
 	l.loop.Start(ctx, l.cfg.Interval, service.Every(l.cfg.Interval, func(ctx context.Context) {
 		if _, err := l.takeOver(ctx); err != nil {
-			l.r.log.Warn("taking over expired leases", "error", err)
+			l.e.Logger().Warn("taking over expired leases", "error", err)
 		}
 	}))
 	return nil
@@ -264,20 +284,20 @@ func (l *leaseTakeover) Stop() { l.loop.Stop() }
 // takeOver claims the active tasks whose lease has expired and resolves
 // each as after a restart (see Start). It returns how many it took over.
 func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
-	r := l.r
+	st, log := l.e.Store(), l.e.Logger()
 	n := 0
 	for {
-		expired, err := r.st.ExpiredLeases(ctx, r.opts.Now(), l.cfg.Batch)
+		expired, err := st.ExpiredLeases(ctx, l.cfg.Now(), l.cfg.Batch)
 		if err != nil || len(expired) == 0 {
 			return n, err
 		}
 		progressed := false
 		for _, t := range expired {
-			if r.registry.elsewhere(t) {
+			if l.place.elsewhere(t) {
 				continue // a live replica that serves it takes it over (replicas.go)
 			}
-			now := r.opts.Now()
-			claimed, err := r.st.Claim(ctx, t.ID, l.cfg.ReplicaID, now, now.Add(l.cfg.LeaseDuration))
+			now := l.cfg.Now()
+			claimed, err := st.Claim(ctx, t.ID, l.cfg.ReplicaID, now, now.Add(l.cfg.LeaseDuration))
 			if err != nil {
 				if errors.Is(err, store.ErrLeased) || errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) {
 					continue // another replica was faster, or it ended
@@ -286,9 +306,9 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 			}
 			progressed = true
 			n++
-			r.log.Info("took over a task whose process stopped renewing its lease", "task", t.ID, "previous", t.LeaseHolder, "epoch", claimed.LeaseEpoch)
-			if err := r.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
-				r.log.Error("resolving a task taken over", "task", t.ID, "error", err)
+			log.Info("took over a task whose process stopped renewing its lease", "task", t.ID, "previous", t.LeaseHolder, "epoch", claimed.LeaseEpoch)
+			if err := l.e.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
+				log.Error("resolving a task taken over", "task", t.ID, "error", err)
 			}
 			l.signals.TookOver.Send(t.ID)
 		}

@@ -143,46 +143,40 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	r.streaming = &streaming{e: r, feeds: &r.streams, listeners: &r.listeners, poll: r.poll}
 	r.pauses = &pauses{st: st, kinds: &r.kinds}
 	r.taskTools = &taskTools{e: r, kinds: &r.kinds, tools: &r.tools, pauses: r.pauses, hostDeadline: o.HostDeadline}
-	if err := r.newServices(); err != nil {
+
+	// The background services, each on the narrow view of the engine it
+	// needs (an interface *Router has, and the parts it reads).
+	notifier, _ := st.(store.Notifier)
+	r.feed = newChangeFeed(r, notifier)
+	poll := o.SweepInterval
+	beat := exclusiveBeat
+	if r.shared {
+		poll = o.ChangePollInterval
+		beat = max(o.LeaseDuration/3, 10*time.Millisecond)
+	}
+	var errs [6]error
+	r.registry, errs[0] = newRegistry(r, &r.kinds, registryConfig{Interval: beat, Live: o.LeaseDuration, ReplicaID: o.ReplicaID, Shared: r.shared, Now: o.Now})
+	r.sched, errs[1] = newScheduler(r, &r.leases, r.registry, &r.kinds, schedulerConfig{Poll: poll, Shared: r.shared, ReplicaID: o.ReplicaID, Now: o.Now})
+	r.sweeper, errs[2] = newSweeper(r, &r.kinds, sweeperConfig{Interval: o.SweepInterval, Grace: o.ExpiredGrace, Now: o.Now})
+	lease := leaseWorkConfig{LeaseDuration: o.LeaseDuration, ReplicaID: o.ReplicaID, Now: o.Now}
+	lease.Interval = max(o.LeaseDuration/3, 10*time.Millisecond)
+	r.renewer, errs[3] = newLeaseRenewer(r, &r.leases, lease)
+	lease.Interval = max(o.LeaseDuration/4, 10*time.Millisecond)
+	r.takeover, errs[4] = newLeaseTakeover(r, r.registry, lease)
+	r.crons, errs[5] = newCrons(r, &r.tools, cronConfig{Poll: poll, Now: o.Now})
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
+	r.hooks = newWebhooks(r, r.sched, o.Push, o.SessionBound)
+	r.HandleKind(KindPush, r.hooks)
 	return r, nil
 }
 
-// newServices makes the router's background services from its
-// configuration.
-func (r *Router) newServices() error {
-	cfg := r.opts
-	notifier, _ := r.st.(store.Notifier)
-	r.feed = newChangeFeed(r, notifier)
-	poll := cfg.SweepInterval
-	if r.shared {
-		poll = cfg.ChangePollInterval
-	}
-	var errs []error
-	var err error
-	r.sched, err = newScheduler(r, schedulerConfig{Poll: poll, Now: cfg.Now})
-	errs = append(errs, err)
-	r.sweeper, err = newSweeper(r, sweeperConfig{Interval: cfg.SweepInterval, Grace: cfg.ExpiredGrace, Now: cfg.Now})
-	errs = append(errs, err)
-	lease := leaseWorkConfig{LeaseDuration: cfg.LeaseDuration, ReplicaID: cfg.ReplicaID}
-	lease.Interval = max(cfg.LeaseDuration/3, 10*time.Millisecond)
-	r.renewer, err = newLeaseRenewer(r, lease)
-	errs = append(errs, err)
-	lease.Interval = max(cfg.LeaseDuration/4, 10*time.Millisecond)
-	r.takeover, err = newLeaseTakeover(r, lease)
-	errs = append(errs, err)
-	r.crons, err = newCrons(r, &r.tools, cronConfig{Poll: poll, Now: cfg.Now})
-	errs = append(errs, err)
-	beat := exclusiveBeat
-	if r.shared {
-		beat = max(cfg.LeaseDuration/3, 10*time.Millisecond)
-	}
-	r.registry, err = newRegistry(r, registryConfig{Interval: beat, Live: cfg.LeaseDuration, ReplicaID: cfg.ReplicaID, Now: cfg.Now})
-	errs = append(errs, err)
-	r.hooks = newWebhooks(r, r.sched, cfg.Push, cfg.SessionBound)
-	r.HandleKind(KindPush, r.hooks)
-	return errors.Join(errs...)
+// engineBase is what every background service needs of the engine: the
+// store and the logger. *Router has it.
+type engineBase interface {
+	Store() store.Store
+	Logger() *slog.Logger
 }
 
 // Options returns the effective options (defaults filled in).

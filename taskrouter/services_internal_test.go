@@ -44,14 +44,14 @@ func TestServicesRunUnderOneSupervisor(t *testing.T) {
 // that cannot work, naming the field.
 func TestServiceConfigsNameTheField(t *testing.T) {
 	r := &Router{}
-	_, err := newScheduler(r, schedulerConfig{Poll: 0, MaxWakers: -1})
+	_, err := newScheduler(r, &r.leases, &registry{}, &r.kinds, schedulerConfig{Poll: 0, MaxWakers: -1})
 	require.ErrorContains(t, err, "scheduler: Poll must be positive")
 	require.ErrorContains(t, err, "scheduler: MaxWakers is negative")
-	_, err = newSweeper(r, sweeperConfig{Interval: time.Second, Grace: -time.Second})
+	_, err = newSweeper(r, &r.kinds, sweeperConfig{Interval: time.Second, Grace: -time.Second})
 	require.ErrorContains(t, err, "sweeper: Grace is negative")
-	_, err = newLeaseRenewer(r, leaseWorkConfig{Interval: time.Second, LeaseDuration: time.Second})
+	_, err = newLeaseRenewer(r, &r.leases, leaseWorkConfig{Interval: time.Second, LeaseDuration: time.Second})
 	require.ErrorContains(t, err, "lease renewer: ReplicaID is empty")
-	_, err = newLeaseTakeover(r, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
+	_, err = newLeaseTakeover(r, &registry{}, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
 	require.ErrorContains(t, err, "lease takeover: Interval must be positive")
 }
 

@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"slices"
@@ -185,4 +186,29 @@ func (r *Router) ActiveByLabels(ctx context.Context, kind string, labels []strin
 	}
 	slices.SortFunc(counts, func(a, b LabelCount) int { return slices.Compare(a.Values, b.Values) })
 	return counts, complete, nil
+}
+
+// endTask writes u, which ends active task t from outside its work (its
+// expiry), then stops its work with cause and tells its kind (EndKind).
+func (r *Router) endTask(ctx context.Context, t *store.Task, u store.Update, cause error) (*store.Task, error) {
+	nt, err := r.Update(ctx, t.ID, u)
+	if err != nil {
+		return nil, err
+	}
+	r.stopRun(t.ID, cause)
+	r.kinds.ended(ctx, nt)
+	return nt, nil
+}
+
+// deleteTask deletes ended task t (its expiry passed) and forgets it
+// here: its recent record, its waiters, its slot.
+func (r *Router) deleteTask(ctx context.Context, t *store.Task) error {
+	r.recent.forget(t.ID)
+	if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	r.watches.drop(t.ID)
+	r.obs.task(TaskDeleted, t, nil)
+	r.quotas.ended(t.ID, t.Status, true)
+	return nil
 }

@@ -2,6 +2,7 @@ package taskrouter
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -185,4 +186,55 @@ func pollTick(every time.Duration) <-chan time.Time {
 		return nil
 	}
 	return time.After(every)
+}
+
+// announced handles a change the store's feed announced (it may be this
+// process's own write: its waiters were woken when it was written, and
+// its echo wakes them no more, see watches.own).
+func (r *Router) announced(c store.Change) {
+	switch {
+	case c.Events > 0:
+		r.streams.notify(c.ID) // an append: only event readers care
+	case c.Resync:
+		// The feed's connection was lost: wake everyone to re-read, and
+		// stop the work of tasks that ended elsewhere meanwhile.
+		r.watches.wakeAll()
+		r.listeners.changedAll()
+		r.streams.notifyAll()
+		r.recheck()
+	default:
+		if c.Deleted {
+			r.recent.forget(c.ID)
+		}
+		r.watches.wakeFeed(c.ID, c.Version)
+		if c.Deleted || c.Status.Terminal() {
+			r.stopRun(c.ID, errEnded)
+			r.quotas.ended(c.ID, c.Status, c.Deleted)
+		}
+		r.listeners.changed(c.ID)
+		r.hooks.feedChange(c)
+		r.streams.notify(c.ID)
+	}
+}
+
+// recheck re-reads the tasks this process runs work for, or counts
+// against its quotas, and stops the work (and gives back the slots) of
+// those that ended elsewhere: after the feed lost changes.
+func (r *Router) recheck() {
+	for _, id := range r.runs.workingOn() {
+		t, err := r.st.Get(context.Background(), id)
+		if err == nil && !t.Status.Terminal() {
+			continue
+		}
+		r.stopRun(id, errEnded)
+	}
+	for _, id := range r.quotas.heldTasks() {
+		t, err := r.st.Get(context.Background(), id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			r.quotas.ended(id, "", true)
+		case err == nil:
+			r.quotas.ended(id, t.Status, false)
+		}
+	}
 }
