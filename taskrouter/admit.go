@@ -154,7 +154,11 @@ func (r *Router) admitTask(id string, a admission, recovered bool) error {
 	if r.runs.isClosed() {
 		return errShutdown
 	}
-	q := &r.quotas
+	return r.quotas.admitHeld(id, a, recovered)
+}
+
+// admitHeld is admitTask's reservation.
+func (q *quotas) admitHeld(id string, a admission, recovered bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if _, ok := q.held[id]; ok {

@@ -321,7 +321,7 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 // A Lease is this process's claim on a task while it runs work for it (see
 // Router.Lease): its writes carry Fence, and Release gives it up.
 type Lease struct {
-	r    *Router
+	book *leases // this process's leases, which Release leaves
 	id   string
 	held *heldLease
 	// Task is the task as claimed.
@@ -349,7 +349,7 @@ func (l *Lease) Held() bool { return l.held != nil }
 // The lease's Fence stays usable for that write.
 func (l *Lease) Release() {
 	if l.held != nil {
-		l.r.leases.remove(l.id, l.held)
+		l.book.remove(l.id, l.held)
 	}
 }
 
@@ -369,7 +369,7 @@ func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
 		if t.Status.Terminal() {
 			return nil, fmt.Errorf("%w: task %s is %s", store.ErrTerminal, id, t.Status)
 		}
-		return &Lease{r: r, id: id, Task: t}, nil
+		return &Lease{book: &r.leases, id: id, Task: t}, nil
 	}
 	deadline := time.Now().Add(r.opts.LeaseDuration)
 	for {
@@ -412,14 +412,14 @@ func (r *Router) TryLease(ctx context.Context, id string) (*Lease, error) {
 func (r *Router) AdoptLease(t *store.Task) *Lease {
 	id := t.ID
 	if !r.shared {
-		return &Lease{r: r, id: id, Task: t}
+		return &Lease{book: &r.leases, id: id, Task: t}
 	}
 	if t.LeaseHolder != r.opts.ReplicaID {
 		return nil
 	}
 	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.stopRun(id, cause) }}
 	r.leases.add(id, h)
-	return &Lease{r: r, id: id, held: h, Task: t}
+	return &Lease{book: &r.leases, id: id, held: h, Task: t}
 }
 
 // claim takes task id's lease for this process (shared stores): when it

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -354,10 +353,7 @@ func (w *webhooks) capabilitiesOf(ctx context.Context, q *Request, by, taskID st
 	if _, err := w.e.TaskFor(ctx, q, taskID); err != nil {
 		return
 	}
-	w.hooks.mu.RLock()
-	hooks := slices.Clone(w.hooks.byTask[taskID])
-	w.hooks.mu.RUnlock()
-	for _, h := range hooks {
+	for _, h := range w.hooks.ofTask(taskID) {
 		if h.static || h.by == by && !q.anonymous() {
 			continue // listed already
 		}
