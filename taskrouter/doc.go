@@ -219,10 +219,12 @@
 // no part's lock is held while another part's lock is taken or while
 // calling out (a hook, a cancel function, a log line, a store call, a
 // write to a connection, a session's connect). Code that needs several
-// parts (Close, Stats, admit, stopRun) takes each in turn; each such place
-// says why seeing the parts a moment apart is fine. A run's own mu, a
-// pendingRecord's and a pushConn's are likewise never held across a
-// part's lock.
+// parts (Close, Stats, admit, stopRun) calls each part's methods in turn;
+// each such place says why seeing the parts a moment apart is fine. A
+// run's own mu, a pendingRecord's and a pushConn's are likewise never
+// held across a part's lock. TestDocLockRule checks what the code can
+// show: no Router method takes a lock, and no lock is taken through a
+// field's field.
 //
 // # Background work
 //
