@@ -47,9 +47,10 @@ func createReply(d mcptask.Dialect, tool string, t *store.Task, immediate func(t
 }
 
 // getReply is the answer to tasks/get: the task, plus in the extension its
-// outcome or pending input requests inline. A record whose stored JSON
-// cannot be sent (damaged) is a -32603, the same on every path.
-func (r *Router) getReply(d mcptask.Dialect, t *store.Task) (mcp.Result, error) {
+// outcome or pending input requests (from inputs) inline. A record whose
+// stored JSON cannot be sent (damaged) is a -32603, the same on every
+// path.
+func getReply(d mcptask.Dialect, t *store.Task, inputs pendingInputs) (mcp.Result, error) {
 	if d == mcptask.Core {
 		return &getTaskResult{CoreTask: CoreTask(t)}, nil
 	}
@@ -59,13 +60,7 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) (mcp.Result, error) 
 	res := &extGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: extensionTask(t)}
 	switch t.Status {
 	case mcptask.StatusInputRequired:
-		if ik := r.kinds.inputKind(t); ik != nil {
-			res.InputRequests = ik.InputRequests(t)
-		} else if r.shared {
-			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica
-		} else if ru := r.runs.get(t.ID); ru != nil {
-			res.InputRequests = ru.inputRequests()
-		}
+		res.InputRequests = inputs.of(t)
 	case mcptask.StatusCompleted:
 		res.Result = t.Result
 	case mcptask.StatusFailed:

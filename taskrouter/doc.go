@@ -286,60 +286,69 @@
 //
 // # Files
 //
-// The Router and its lifecycle: router.go (the Router, NewRouter, Start,
-// Close), options.go (Options, defaults, validation, DefaultOwner),
-// env.go (OptionsFromEnv).
+// The Router's own methods (the engine: creating, reading, updating,
+// cancelling and admitting tasks, running their handlers, serving the two
+// dialects, its lifecycle and the handles of its features) are in
+// router.go, create.go, tasks.go, runs.go, admit.go, methods.go,
+// middleware.go, tools.go, kinds.go, lease.go, recover.go, watch.go and
+// queues.go; every other file holds a part, a feature or a service
+// (TestDocRouterFiles).
 //
-// A request's way in: shim.go (Transport: the stdio and in-memory
-// connection shim, its fast path and status pushes), http.go
-// (HTTPHandler: the Streamable HTTP shim), fasthttp.go (its fast path),
-// fastpath.go (the fast path's part), request.go (resolving a request),
-// middleware.go (Install, the router's middleware, tools/call), listen.go
-// (subscriptions/listen and its listeners), push.go (status pushes),
-// peer.go (requests the server sends a client: Peer, Router.Peers,
-// and the shims' part of them).
+// The Router and its lifecycle: router.go (the Router, NewRouter, Start,
+// Close, its faces HTTPHandler and Transport, the features' handles),
+// options.go (Options, defaults, validation, DefaultOwner), env.go
+// (OptionsFromEnv).
+//
+// A request's way in: shim.go (the stdio and in-memory connection shim,
+// its fast path and status pushes), http.go (the Streamable HTTP shim),
+// fasthttp.go (its fast path), fastpath.go (the fast path's part),
+// request.go (the Request: its dialect, owner, source and access),
+// middleware.go (Install, the router's middleware resolving each request,
+// tools/call), listen.go (subscriptions/listen and its listeners),
+// push.go (status pushes), peer.go (requests the server sends a client:
+// Peer, the Peers handle, and the shims' part of them).
 //
 // Tasks: create.go (creating a task: the record, a tool task started at
-// once, the instant fold), scope.go (owner scopes: OwnerScope,
-// RequestOf, anonymous requests), tasks.go (read, update, complete,
-// fail, count),
-// methods.go (tasks/*), dialect.go (the replies that differ by dialect),
-// wire.go (the wire types), watch.go (waiting for a change), hostmode.go
-// (plain calls as tasks, _task_id), leg.go (a call that becomes a task
-// after it started: a workflow's leg), tasktools.go (the built-in
-// task tools: task_result, task_cancel), pause.go (pausing a task:
-// Pauser, Router.Pauses, task_pause, task_resume), input.go (input mid-task), admit.go (quotas), observe.go
-// (Observer, Stats), events.go (what a task's work reports: Progress,
-// Logger, Output, written as its events), events_log.go (captured
-// notifications/progress and notifications/message, Logger's slog
-// handler), stream.go (reading a task's events live: Router.Streams),
-// streamwire.go (tasks/stream over HTTP, stdio and in-memory).
+// once, the instant fold, a plain call that outlives the host deadline,
+// a workflow's leg), scope.go (owner scopes: OwnerScope, RequestOf,
+// anonymous requests), tasks.go (read, update, complete, fail, end,
+// delete, count), methods.go (tasks/*), dialect.go (the replies that
+// differ by dialect), wire.go (the wire types), watch.go (waiting for a
+// change; this process's writes and the feed's), hostmode.go (the
+// argument _task_id of host mode), tasktools.go (the built-in task tools:
+// task_result, task_cancel), pause.go (pausing a task: Pauser, the Pauses
+// handle, task_pause, task_resume), input.go (input mid-task), admit.go
+// (quotas), observe.go (Observer, Stats), events.go (what a task's work
+// reports: Progress, Logger, Output, written as its events),
+// events_log.go (captured notifications/progress and
+// notifications/message, Logger's slog handler), stream.go (reading a
+// task's events live: the Streams handle), streamwire.go (tasks/stream
+// over HTTP, stdio and in-memory).
 //
 // Work: tools.go (the tool registry, in-process calls), toolcall.go (a
-// typed tool's handler, its argument check and its output), run.go (a handler
-// run: spawn, execute, finish, its fenced writes, its input requests),
-// runs.go (the runs table, Track, stopping and cancel), workers.go
+// typed tool's handler, its argument check and its output), run.go (a
+// handler run: execute, finish, its fenced writes, its input requests),
+// runs.go (the runs table, spawn, Track, stopping and cancel), workers.go
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
 // the renewer and the takeover), recover.go (restart), recent.go (tasks
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
 // sweep.go, feed.go, schedules.go, replicas.go (the services above; the
-// last also Placer and ServedBy), schedules_api.go
-// (AddSchedule, Schedules, pausing, resuming, triggering),
-// schedules_overlap.go (a schedule's overlap policy), scheduletools.go
-// (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
-// queues.go (the store's queues on the engine's clock, WakeNow),
-// simplant.go and simplant_queue.go (a bug planted in the queues' release
-// under a test-only build tag, which internal/sim's simulation must
-// catch).
+// last also Placer and ServedBy), schedules_api.go (the Schedules handle:
+// adding, listing, pausing, resuming, triggering), schedules_overlap.go
+// (a schedule's overlap policy), scheduletools.go (schedule_list,
+// schedule_pause, schedule_resume, schedule_trigger), queues.go (the
+// store's queues on the engine's clock, WakeNow), simplant.go and
+// simplant_queue.go (a bug planted in the queues' release under a
+// test-only build tag, which internal/sim's simulation must catch).
 //
 // Push: push_options.go (PushOptions, its environment), push_hooks.go
 // (registrations: the records, the in-memory set), push_api.go (the Go
-// API: Router.Webhooks, the Webhooks handle and its owner rules),
-// push_scan.go (the service, what it needs of the engine: event logs
-// into deliveries), push_deliver.go (a delivery's attempts),
-// push_workers.go (the attempts' own workers: per-receiver limits,
-// circuits), push_url.go (where deliveries may go: URL and address rules,
-// the dialer), push_methods.go (the webhook methods).
+// API: the Webhooks handle and its owner rules), push_scan.go (the
+// service, what it needs of the engine: event logs into deliveries),
+// push_deliver.go (a delivery's attempts), push_workers.go (the
+// attempts' own workers: per-receiver limits, circuits), push_url.go
+// (where deliveries may go: URL and address rules, the dialer),
+// push_methods.go (the webhook methods).
 //
 // Packages of its own: internal/wire (the JSON-RPC codec of the shims
 // and the fast path: decoding, scanning, framing, replies, calls in

@@ -46,20 +46,20 @@ func TestDocFileMap(t *testing.T) {
 	}
 }
 
-// parsePackage parses the package's non-test files.
-func parsePackage(t *testing.T) []*ast.File {
+// parsePackage parses the package's non-test files, by name.
+func parsePackage(t *testing.T) map[string]*ast.File {
 	t.Helper()
 	names, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	fset := token.NewFileSet()
-	var files []*ast.File
+	files := map[string]*ast.File{}
 	for _, n := range names {
 		if strings.HasSuffix(n, "_test.go") {
 			continue
 		}
 		f, err := parser.ParseFile(fset, n, nil, 0)
 		require.NoError(t, err)
-		files = append(files, f)
+		files[n] = f
 	}
 	return files
 }
@@ -139,4 +139,28 @@ func TestDocNoServiceHoldsTheRouter(t *testing.T) {
 			return true
 		})
 	}
+}
+
+// TestDocRouterFiles: the files doc.go's "# Files" says hold the Router's
+// own methods are exactly the files that do.
+func TestDocRouterFiles(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	_, after, ok := strings.Cut(string(doc), "The Router's own methods")
+	require.True(t, ok, "doc.go says where the Router's own methods are")
+	named, _, ok := strings.Cut(after, "; every other file")
+	require.True(t, ok)
+	want := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\b([a-z0-9_]+\.go)\b`).FindAllStringSubmatch(named, -1) {
+		want[m[1]] = true
+	}
+	have := map[string]bool{}
+	for name, f := range parsePackage(t) {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && receiverType(fd) == "Router" {
+				have[name] = true
+			}
+		}
+	}
+	require.Equal(t, want, have, "doc.go names the files of the Router's methods")
 }

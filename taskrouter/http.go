@@ -30,7 +30,7 @@ type HTTPOptions struct {
 	DisableFastPath bool
 }
 
-// HTTPHandler serves the installed server over Streamable HTTP in both
+// newHTTPShim is Router.HTTPHandler: it serves the installed server over Streamable HTTP in both
 // dialects. Requests at protocol 2026-07-28 and later (by the
 // Mcp-Protocol-Version header or the request's _meta) go to a stateless SDK
 // handler, as the SDK requires; older ones go to a stateful handler with
@@ -54,7 +54,7 @@ type HTTPOptions struct {
 // Last-Event-ID of such a stream resuming it (see streamwire.go). A
 // DELETE of a session first answers the session's waiting tasks/result
 // requests (see serveDelete).
-func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
+func newHTTPShim(r *Router, opts *HTTPOptions) *httpShim {
 	var o HTTPOptions
 	if opts != nil {
 		o = *opts

@@ -32,6 +32,13 @@ var errLeaseLost = errors.New("taskrouter: the task's lease was lost to another 
 
 // leases is the set of leases this process holds, by task id.
 type leases struct {
+	// How this process claims a lease, set once by NewRouter: in st, as
+	// replica, for dur, on the engine's clock.
+	st      store.Store
+	replica string
+	dur     time.Duration
+	now     func() time.Time
+
 	mu   sync.Mutex
 	held map[string]*heldLease
 }
@@ -373,7 +380,7 @@ func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
 	}
 	deadline := time.Now().Add(r.opts.LeaseDuration)
 	for {
-		t, err := r.claim(ctx, id)
+		t, err := r.leases.claim(ctx, id)
 		if err == nil {
 			return r.AdoptLease(t), nil
 		}
@@ -397,7 +404,7 @@ func (r *Router) TryLease(ctx context.Context, id string) (*Lease, error) {
 	if !r.shared {
 		return r.Lease(ctx, id)
 	}
-	t, err := r.claim(ctx, id)
+	t, err := r.leases.claim(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +431,7 @@ func (r *Router) AdoptLease(t *store.Task) *Lease {
 
 // claim takes task id's lease for this process (shared stores): when it
 // is free, expired, or already ours.
-func (r *Router) claim(ctx context.Context, id string) (*store.Task, error) {
-	now := r.opts.Now()
-	return r.st.Claim(ctx, id, r.opts.ReplicaID, now, now.Add(r.opts.LeaseDuration))
+func (l *leases) claim(ctx context.Context, id string) (*store.Task, error) {
+	now := l.now()
+	return l.st.Claim(ctx, id, l.replica, now, now.Add(l.dur))
 }

@@ -131,7 +131,7 @@ func (s *streaming) runListen(ctx context.Context, q *Request, rawID any, taskID
 			}
 			if t.Version != last[tid] {
 				last[tid] = t.Version
-				res, err := s.e.getReply(mcptask.Extension, t)
+				res, err := getReply(mcptask.Extension, t, s.inputs)
 				if err != nil {
 					// A damaged record: the client's tasks/get says why.
 					s.e.Logger().Error("not notifying a task whose record is damaged", "task", tid, "error", err)

@@ -72,7 +72,7 @@ func (r *Router) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskIDPa
 	if err != nil {
 		return nil, err
 	}
-	return r.getReply(q.Dialect, t)
+	return getReply(q.Dialect, t, r.inputs)
 }
 
 func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
@@ -220,7 +220,7 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 	if r.shared {
 		// The handler may wait on another replica: the answers go
 		// through the store (see varInputRequestPrefix).
-		if err := r.deliverInputs(ctx, t, p.InputResponses); err != nil {
+		if err := deliverInputs(ctx, r, t, p.InputResponses); err != nil {
 			return nil, storeError(err)
 		}
 	}

@@ -98,20 +98,6 @@ type Stats struct {
 	Steps, StepsQueued int
 }
 
-// Stats returns the engine's current load.
-//
-// The counts are read part by part (quotas, then runs), not under one
-// lock, so they are a moment's view, not a snapshot: Tracked may be a
-// moment newer than the rest. They were never exact anyway (Running is
-// the semaphore's length, which changes outside any lock), and nothing
-// relies on them adding up: they are for operators and observers.
-func (r *Router) Stats() Stats {
-	s := r.quotas.load()
-	s.Tracked = r.runs.trackedCount()
-	s.Queued = max(0, s.Pending-s.Running)
-	return s
-}
-
 // Observers combines observers into one, called in order.
 type Observers []Observer
 

@@ -60,9 +60,6 @@ func (k *kinds) pauser(t *store.Task) Pauser {
 // kind's handler is a Pauser pauses and resumes through it.
 type Pauses struct{ p *pauses }
 
-// Pauses returns the router's pauses.
-func (r *Router) Pauses() *Pauses { return &Pauses{p: r.pauses} }
-
 // pauses pauses and resumes tasks through their kinds' Pausers. It reads
 // the tasks from st and their kinds from the kinds' registry.
 type pauses struct {

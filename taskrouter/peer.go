@@ -69,9 +69,6 @@ type Peer struct {
 // (Router.Peers): the peer of a task's client, now or once it connects.
 type Peers struct{ ps *peers }
 
-// Peers returns the router's peers (see the package's "Peers").
-func (r *Router) Peers() *Peers { return &Peers{ps: &r.peers} }
-
 // peers is the registry of the connections a Peer writes on, the
 // sessions tasks are bound to, and the requests waiting for their
 // response. Its lock is a leaf.

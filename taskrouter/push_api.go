@@ -58,9 +58,6 @@ type WebhookRegistration struct {
 // tasks counts its own webhooks (PushOptions.MaxWebhooksPerOwner).
 type Webhooks struct{ w *webhooks }
 
-// Webhooks returns the router's webhooks (push; README "Push").
-func (r *Router) Webhooks() *Webhooks { return &Webhooks{w: r.hooks} }
-
 // pushRequestor is who calls the webhook API: q's owner, or, for a nil
 // q (the server's own code), an administrator.
 func (w *webhooks) pushRequestor(q *Request) (owner string, admin bool, err error) {

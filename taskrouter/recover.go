@@ -105,7 +105,7 @@ func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec f
 	claimed := t
 	if r.shared {
 		var err error
-		if claimed, err = r.claim(ctx, t.ID); err != nil {
+		if claimed, err = r.leases.claim(ctx, t.ID); err != nil {
 			return err
 		}
 	}

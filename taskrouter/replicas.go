@@ -255,15 +255,12 @@ func (g *registry) elsewhere(t *store.Task) bool {
 	return len(g.served(recs, key, g.cfg.Now()).Live) > 0
 }
 
-// ServedBy reads the replicas' registry from the store and says who
-// serves key: this process, the other live replicas, and when a replica
-// last served it. A component asks it before it decides, in a durable
-// write, about a task that needs key and that this process does not
-// serve (the workflow bridge, for a version no longer served here).
-func (r *Router) ServedBy(ctx context.Context, key string) (Served, error) {
-	recs, err := r.registry.read(ctx)
+// servedBy reads the registry from the store and says who serves key
+// (Router.ServedBy).
+func (g *registry) servedBy(ctx context.Context, key string) (Served, error) {
+	recs, err := g.read(ctx)
 	if err != nil {
 		return Served{}, err
 	}
-	return r.registry.served(recs, key, r.opts.Now()), nil
+	return g.served(recs, key, g.cfg.Now()), nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -56,6 +57,8 @@ type Router struct {
 	st   store.Store
 	log  *slog.Logger
 	obs  observer // Options.Observer
+	// inputs are where the input requests of a task are (input.go).
+	inputs pendingInputs
 
 	server *mcp.Server
 	// inner is the server's method handler below the router's middleware
@@ -137,10 +140,12 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		r.poll = o.ChangePollInterval
 	}
 	r.obs = observer{o.Observer}
+	r.leases.st, r.leases.replica, r.leases.dur, r.leases.now = st, o.ReplicaID, o.LeaseDuration, o.Now
 	r.pushers.log = o.Logger
 	r.sinks.st, r.sinks.log, r.sinks.now, r.sinks.readers = st, o.Logger, o.Now, &r.streams
 	r.fast.r = r
-	r.streaming = &streaming{e: r, feeds: &r.streams, listeners: &r.listeners, poll: r.poll}
+	r.inputs = pendingInputs{kinds: &r.kinds, runs: &r.runs, shared: r.shared}
+	r.streaming = &streaming{e: r, feeds: &r.streams, listeners: &r.listeners, poll: r.poll, inputs: r.inputs}
 	r.pauses = &pauses{st: st, kinds: &r.kinds}
 	r.taskTools = &taskTools{e: r, kinds: &r.kinds, tools: &r.tools, pauses: r.pauses, hostDeadline: o.HostDeadline}
 
@@ -193,6 +198,63 @@ func (r *Router) Now() time.Time { return r.opts.Now() }
 
 // Server returns the server Install put the router on, or nil.
 func (r *Router) Server() *mcp.Server { return r.server }
+
+// HTTPHandler serves the installed server over Streamable HTTP in both
+// dialects: requests at protocol 2026-07-28 and later go to a stateless
+// SDK handler, older ones to a stateful one with sessions. Before the SDK
+// sees a request, the handler checks and shims it, and it answers the
+// task methods, tasks/stream and subscriptions/listen for tasks itself
+// (http.go says what, and how).
+func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler { return newHTTPShim(r, opts) }
+
+// Transport wraps an MCP transport (stdio, in-memory, or any other
+// persistent one) so core-dialect task-augmented calls reach the router and
+// task status notifications can be pushed to the client. The wrapped
+// connection answers the task methods itself (see fastpath.go).
+func (r *Router) Transport(t mcp.Transport) mcp.Transport {
+	return &taskTransport{inner: t, r: r}
+}
+
+// ServedBy reads the replicas' registry from the store and says who
+// serves key: this process, the other live replicas, and when a replica
+// last served it. A component asks it before it decides, in a durable
+// write, about a task that needs key and that this process does not
+// serve (the workflow bridge, for a version no longer served here).
+func (r *Router) ServedBy(ctx context.Context, key string) (Served, error) {
+	return r.registry.servedBy(ctx, key)
+}
+
+// Stats returns the engine's current load.
+//
+// The counts are read part by part (quotas, then runs), not under one
+// lock, so they are a moment's view, not a snapshot: Tracked may be a
+// moment newer than the rest. They were never exact anyway (Running is
+// the semaphore's length, which changes outside any lock), and nothing
+// relies on them adding up: they are for operators and observers.
+func (r *Router) Stats() Stats {
+	s := r.quotas.load()
+	s.Tracked = r.runs.trackedCount()
+	s.Queued = max(0, s.Pending-s.Running)
+	return s
+}
+
+// The features, each a type of its own on a narrow view of the engine,
+// reached through its handle (River's Client.PeriodicJobs is the model).
+
+// Webhooks returns the router's webhooks (push; README "Push").
+func (r *Router) Webhooks() *Webhooks { return &Webhooks{w: r.hooks} }
+
+// Schedules returns the router's schedules (README "Schedules").
+func (r *Router) Schedules() *Schedules { return &Schedules{c: r.crons} }
+
+// Streams returns the router's readers of task events.
+func (r *Router) Streams() *Streams { return &Streams{s: r.streaming} }
+
+// Peers returns the router's peers (see the package's "Peers").
+func (r *Router) Peers() *Peers { return &Peers{ps: &r.peers} }
+
+// Pauses returns the router's pauses.
+func (r *Router) Pauses() *Pauses { return &Pauses{p: r.pauses} }
 
 // Start resolves tasks left active by a previous process and starts the
 // engine's background services: the replicas' registry (its first

@@ -3,9 +3,9 @@ package taskrouter
 import (
 	"context"
 	"errors"
-	"github.com/taskbridge/taskbridge/mcptask"
 	"sync"
 
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -275,4 +275,40 @@ func (r *Router) Cancel(ctx context.Context, req *Request, id string) (*store.Ta
 		return nil, err
 	}
 	return r.cancelTask(ctx, t, "cancelled by request")
+}
+
+// spawn runs exec in the background for task id of tool: t is its stored
+// record, created (or re-run) in dialect d, or nil when pending holds the
+// record about to be created. The caller has admitted it.
+func (r *Router) spawn(id, tool string, t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ru := &run{r: r, id: id, adm: adm, dialect: d, tool: tool, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
+	if t != nil && t.LeaseHolder == r.opts.ReplicaID {
+		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
+		r.leases.add(t.ID, ru.lease)
+	}
+	if !r.runs.add(ru, &r.runsDone) {
+		// Close began while the task was being created: it is not started
+		// here. Its record, if stored, stays working for the next Start's
+		// recovery (or another replica's takeover), like a task whose
+		// process stopped just after creating it; a record not stored yet
+		// is not stored (the request is answered that the server is
+		// shutting down).
+		cancel(errShutdown)
+		if ru.lease != nil {
+			r.leases.remove(ru.id, ru.lease)
+		}
+		r.quotas.release(adm, false)
+		if pending != nil {
+			pending.settled(handlerOutcome{cause: errShutdown})
+		}
+		return ru
+	}
+	r.workers.run(func() { // workers.go
+		defer r.runsDone.Done()
+		defer cancel(nil)
+		res, err := ru.execute(ctx, exec)
+		ru.finish(ctx, res, err)
+	})
+	return ru
 }

@@ -21,9 +21,6 @@ import (
 // triggering one, and the tools that let a client do the same.
 type Schedules struct{ c *crons }
 
-// Schedules returns the router's schedules (README "Schedules").
-func (r *Router) Schedules() *Schedules { return &Schedules{c: r.crons} }
-
 // cronEngine is what the schedules need of the engine; *Router has it.
 type cronEngine interface {
 	// Store holds the schedules' records and fires.

@@ -25,14 +25,6 @@ import (
 
 // ---- stdio / in-memory ----
 
-// Transport wraps an MCP transport (stdio, in-memory, or any other
-// persistent one) so core-dialect task-augmented calls reach the router and
-// task status notifications can be pushed to the client. The wrapped
-// connection answers the task methods itself (see fastpath.go).
-func (r *Router) Transport(t mcp.Transport) mcp.Transport {
-	return &taskTransport{inner: t, r: r}
-}
-
 type taskTransport struct {
 	inner  mcp.Transport
 	r      *Router

@@ -34,9 +34,6 @@ import (
 // a task's event log, from a sequence number on, live.
 type Streams struct{ s *streaming }
 
-// Streams returns the router's readers of task events.
-func (r *Router) Streams() *Streams { return &Streams{s: r.streaming} }
-
 // streamEngine is what the streams of a task's life need of the engine;
 // *Router has it.
 type streamEngine interface {
@@ -52,9 +49,6 @@ type streamEngine interface {
 	// load reads the task a tasks/* request names, as TaskFor does, and
 	// tells its kind that a client named it.
 	load(ctx context.Context, q *Request, id string) (*store.Task, error)
-	// getReply is tasks/get's answer in dialect d: a listen notification
-	// carries the extension's.
-	getReply(d mcptask.Dialect, t *store.Task) (mcp.Result, error)
 }
 
 // streaming serves the streams of a task's life: the readers of its
@@ -66,6 +60,9 @@ type streaming struct {
 	feeds     *streams
 	listeners *listeners
 	poll      time.Duration // the re-read of a shared store (pollTick); 0: none
+	// inputs are where a task's input requests are, which a listen
+	// notification carries as tasks/get does (getReply).
+	inputs pendingInputs
 }
 
 // feedCap is the number of recent events a task's feed keeps for its

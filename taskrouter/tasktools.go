@@ -88,14 +88,6 @@ type taskCancelIn struct {
 	TaskID string `json:"task_id" jsonschema:"the id of the task to cancel"`
 }
 
-// AddTaskTools registers the built-in tools task_result and task_cancel
-// (names from opts) on the router's server, and task_pause and
-// task_resume once a kind of task can be paused (a handler that is a
-// Pauser, registered before or after: the workflow bridge's), so a server
-// with nothing to pause lists no pause tools to a model. Install must
-// have been called.
-func (r *Router) AddTaskTools(opts *TaskToolsOptions) { r.taskTools.add(opts) }
-
 func (tt *taskTools) add(opts *TaskToolsOptions) {
 	var o TaskToolsOptions
 	if opts != nil {

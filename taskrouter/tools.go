@@ -455,3 +455,11 @@ type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallTool
 // SetContinuation makes h serve every tools/call that carries
 // _meta._task_id. Without one, such calls are ordinary tool calls.
 func (r *Router) SetContinuation(h ContinuationHandler) { r.tools.setContinuation(h) }
+
+// AddTaskTools registers the built-in tools task_result and task_cancel
+// (names from opts) on the router's server, and task_pause and
+// task_resume once a kind of task can be paused (a handler that is a
+// Pauser, registered before or after: the workflow bridge's), so a server
+// with nothing to pause lists no pause tools to a model. Install must
+// have been called.
+func (r *Router) AddTaskTools(opts *TaskToolsOptions) { r.taskTools.add(opts) }

@@ -197,11 +197,24 @@ func (r *Router) announced(c store.Change) {
 		r.streams.notify(c.ID) // an append: only event readers care
 	case c.Resync:
 		// The feed's connection was lost: wake everyone to re-read, and
-		// stop the work of tasks that ended elsewhere meanwhile.
+		// stop the work (and give back the slots) of the tasks that ended
+		// elsewhere meanwhile.
 		r.watches.wakeAll()
 		r.listeners.changedAll()
 		r.streams.notifyAll()
-		r.recheck()
+		for _, id := range r.runs.workingOn() {
+			if t, err := r.st.Get(context.Background(), id); err != nil || t.Status.Terminal() {
+				r.stopRun(id, errEnded)
+			}
+		}
+		for _, id := range r.quotas.heldTasks() {
+			switch t, err := r.st.Get(context.Background(), id); {
+			case errors.Is(err, store.ErrNotFound):
+				r.quotas.ended(id, "", true)
+			case err == nil:
+				r.quotas.ended(id, t.Status, false)
+			}
+		}
 	default:
 		if c.Deleted {
 			r.recent.forget(c.ID)
@@ -214,27 +227,5 @@ func (r *Router) announced(c store.Change) {
 		r.listeners.changed(c.ID)
 		r.hooks.feedChange(c)
 		r.streams.notify(c.ID)
-	}
-}
-
-// recheck re-reads the tasks this process runs work for, or counts
-// against its quotas, and stops the work (and gives back the slots) of
-// those that ended elsewhere: after the feed lost changes.
-func (r *Router) recheck() {
-	for _, id := range r.runs.workingOn() {
-		t, err := r.st.Get(context.Background(), id)
-		if err == nil && !t.Status.Terminal() {
-			continue
-		}
-		r.stopRun(id, errEnded)
-	}
-	for _, id := range r.quotas.heldTasks() {
-		t, err := r.st.Get(context.Background(), id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			r.quotas.ended(id, "", true)
-		case err == nil:
-			r.quotas.ended(id, t.Status, false)
-		}
 	}
 }
