@@ -152,8 +152,8 @@ func TestQueueHolderEndFreesItsPlaceAtOnce(t *testing.T) {
 func TestPausedWorkflowDoesNotExpire(t *testing.T) {
 	var mu sync.Mutex
 	fail := true
-	b := builder.New("pause-ttl", "1").WithDBPath(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
-		WithConfig(taskrouter.Config{SweepInterval: 100 * time.Millisecond}).WithWorkflowOptions(workflow.Options{PromptWait: 200 * time.Millisecond})
+	b := builder.New("pause-ttl", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{SweepInterval: 100 * time.Millisecond}).WithWorkflowOptions(workflow.Options{PromptWait: 200 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "flaky"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ meetIn) (*mcp.CallToolResult, meetOut, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -190,7 +190,7 @@ func TestPausedWorkflowDoesNotExpire(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond)
 	// Paused by an operator.
 	id2 := start("asks")
-	_, _, err = srv.Router.PauseTask(ctx, id2, taskrouter.PauseRequest{By: "ops", Reason: "a look"})
+	_, _, err = srv.Router.Pauses().Pause(ctx, id2, taskrouter.PauseRequest{By: "ops", Reason: "a look"})
 	require.NoError(t, err)
 
 	time.Sleep(2500 * time.Millisecond) // more than the ttl, while paused: the condition is that nothing ended
@@ -204,14 +204,14 @@ func TestPausedWorkflowDoesNotExpire(t *testing.T) {
 	mu.Lock()
 	fail = false
 	mu.Unlock()
-	_, _, err = srv.Router.ResumeTask(ctx, id, "ops")
+	_, _, err = srv.Router.Pauses().Resume(ctx, id, "ops")
 	require.NoError(t, err)
 	tk := waitEnded(t, srv.Store, id)
 	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 
 	// Resumed, the task waits for its client again: its ttl counts from
 	// the resume, and it expires at it.
-	_, _, err = srv.Router.ResumeTask(ctx, id2, "ops")
+	_, _, err = srv.Router.Pauses().Resume(ctx, id2, "ops")
 	require.NoError(t, err)
 	tk, err = srv.Store.Get(ctx, id2)
 	require.NoError(t, err)

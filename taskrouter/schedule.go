@@ -212,12 +212,18 @@ func (s *scheduler) upcoming(ctx context.Context, now time.Time, horizon time.Du
 // waiting reports a due task that no wake-up of this process runs or
 // waits to retry.
 func (s *scheduler) waiting(t *store.Task, now time.Time) bool {
-	if s.r.shared && (s.r.leases.has(t.ID) || t.LeaseHolder == s.r.opts.ReplicaID && t.LeaseUntil.After(now)) {
+	if s.worksOn(t, now) {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.inflight[t.ID] && !s.backoff[t.ID].After(now)
+}
+
+// worksOn reports whether, on a shared store, this process works on
+// task t already: it holds t's lease (or claimed it, by t's record).
+func (s *scheduler) worksOn(t *store.Task, now time.Time) bool {
+	return s.cfg.Shared && (s.held.has(t.ID) || t.LeaseHolder == s.cfg.ReplicaID && t.LeaseUntil.After(now))
 }
 
 // wakeDue hands every due task to its kind's Wake hook.
@@ -231,7 +237,7 @@ func (s *scheduler) wakeDue(ctx context.Context) {
 		}
 		started := 0
 		for _, t := range due {
-			if s.cfg.Shared && (s.held.has(t.ID) || t.LeaseHolder == s.cfg.ReplicaID && t.LeaseUntil.After(now)) {
+			if s.worksOn(t, now) {
 				continue // this process works on it already (a re-claim would fence that work)
 			}
 			if s.place.elsewhere(t) {

@@ -144,6 +144,8 @@
 //	context.go            StepInfo: which step a tool call performs
 //	observe.go            step observers
 //	testhooks.go          the test hooks' seam (internal/testhooks): no user sets them
+//	simplant.go           bugs planted under a test-only build tag (simplant_attempts.go,
+//	                      simplant_undo.go), which internal/sim's simulation must catch
 //
 // TestDocFileMap fails when a file of the package is missing here.
 package workflow
