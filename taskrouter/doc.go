@@ -290,8 +290,8 @@
 // cancelling and admitting tasks, running their handlers, serving the two
 // dialects, its lifecycle and the handles of its features) are in
 // router.go, create.go, tasks.go, runs.go, admit.go, methods.go,
-// middleware.go, tools.go, kinds.go, lease.go, recover.go, watch.go and
-// queues.go; every other file holds a part, a feature or a service
+// middleware.go, tools.go, kinds.go, lease.go, recover.go and watch.go;
+// every other file holds a part, a feature or a service
 // (TestDocRouterFiles).
 //
 // The Router and its lifecycle: router.go (the Router, NewRouter, Start,
@@ -337,9 +337,10 @@
 // adding, listing, pausing, resuming, triggering), schedules_overlap.go
 // (a schedule's overlap policy), scheduletools.go (schedule_list,
 // schedule_pause, schedule_resume, schedule_trigger), queues.go (the
-// store's queues on the engine's clock, WakeNow), simplant.go and
-// simplant_queue.go (a bug planted in the queues' release under a
-// test-only build tag, which internal/sim's simulation must catch).
+// Queues handle: the store's queues on the engine's clock, WakeNow),
+// simplant.go and simplant_queue.go (a bug planted in the queues'
+// release under a test-only build tag, which internal/sim's simulation
+// must catch).
 //
 // Push: push_options.go (PushOptions, its environment), push_hooks.go
 // (registrations: the records, the in-memory set), push_api.go (the Go

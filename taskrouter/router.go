@@ -256,6 +256,9 @@ func (r *Router) Peers() *Peers { return &Peers{ps: &r.peers} }
 // Pauses returns the router's pauses.
 func (r *Router) Pauses() *Pauses { return &Pauses{p: r.pauses} }
 
+// Queues returns the store's queues on the router's clock.
+func (r *Router) Queues() *Queues { return &Queues{e: r} }
+
 // Start resolves tasks left active by a previous process and starts the
 // engine's background services: the replicas' registry (its first
 // heartbeat, so that recovery knows which replicas serve what), the
