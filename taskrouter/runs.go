@@ -247,13 +247,7 @@ func (r *Router) stopRun(id string, cause error) {
 // CancelWording), then stops its work.
 func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) (*store.Task, error) {
 	message = r.kinds.cancelMessage(t, message)
-	nt, err := r.Update(ctx, t.ID, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &message})
-	if err != nil {
-		return nil, err
-	}
-	r.stopRun(t.ID, errCanceled)
-	r.kinds.ended(ctx, nt)
-	return nt, nil
+	return r.endTask(ctx, t, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &message}, errCanceled)
 }
 
 // CancelTask cancels task id whoever owns it, with message as its status

@@ -188,8 +188,9 @@ func (r *Router) ActiveByLabels(ctx context.Context, kind string, labels []strin
 	return counts, complete, nil
 }
 
-// endTask writes u, which ends active task t from outside its work (its
-// expiry), then stops its work with cause and tells its kind (EndKind).
+// endTask writes u, which ends active task t from outside its work (a
+// cancel, its expiry), then stops its work with cause and tells its kind
+// (EndKind).
 func (r *Router) endTask(ctx context.Context, t *store.Task, u store.Update, cause error) (*store.Task, error) {
 	nt, err := r.Update(ctx, t.ID, u)
 	if err != nil {
