@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/taskbridge/taskbridge/mcptask"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,10 +15,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/dashboard"
 	"github.com/taskbridge/taskbridge/internal/tests/obstest"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"
@@ -54,7 +53,8 @@ func newEnv(t *testing.T, opts dashboard.Options, extra ...func(*builder.Builder
 	})
 	opts.Feed = feed
 	opts.Forker = f.Srv.Bridge
-	d := dashboard.New(f.Srv.Router, opts)
+	d, err := dashboard.New(f.Srv.Router, &opts)
+	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/dashboard/", d)
 	web := httptest.NewServer(mux)
@@ -127,6 +127,22 @@ func TestOffByDefault(t *testing.T) {
 	code, body := e.get(t, adminToken, "/dashboard/")
 	require.Equal(t, http.StatusNotFound, code)
 	require.Contains(t, body, "disabled")
+}
+
+// TestNewRefusesOptionsThatCannotWork: New names the field that cannot
+// work; nil options make a dashboard that is off.
+func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
+	f := obstest.New(t, memory.New(), nil)
+	_, err := dashboard.New(f.Srv.Router, &dashboard.Options{Prefix: "dashboard", PageSize: -1, Token: "x"})
+	require.ErrorContains(t, err, "Prefix \"dashboard\" is no absolute URL path")
+	require.ErrorContains(t, err, "PageSize is negative")
+	_, err = dashboard.New(nil, nil)
+	require.ErrorContains(t, err, "the router is required")
+	d, err := dashboard.New(f.Srv.Router, nil)
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	d.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/dashboard/", nil))
+	require.Equal(t, http.StatusNotFound, rec.Code, "off without a Token or Authenticate")
 }
 
 func TestSignIn(t *testing.T) {

@@ -14,7 +14,7 @@
 //
 //	feed := dashboard.NewFeed()                       // the router's observer for live pages
 //	srv, _ := builder.New("demo", "1").WithObserver(feed).Build(ctx)
-//	d := dashboard.New(srv.Router, dashboard.Options{Token: adminToken, Feed: feed})
+//	d, _ := dashboard.New(srv.Router, &dashboard.Options{Token: adminToken, Feed: feed})
 //	defer d.Close()
 //	mux.Handle("/dashboard/", d)
 //

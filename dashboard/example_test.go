@@ -25,7 +25,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	d := dashboard.New(srv.Router, dashboard.Options{
+	d, err := dashboard.New(srv.Router, &dashboard.Options{
 		Token: "admin-token",
 		Feed:  feed,
 		Authenticate: dashboard.TokenViewers(map[string]dashboard.Viewer{

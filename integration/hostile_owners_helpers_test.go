@@ -152,7 +152,9 @@ func newOwnersServer(t *testing.T, o ownersOptions) *ownersServer {
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", optionalBearer(srv.HTTPHandler(nil)))
-	mux.Handle("/dashboard/", dashboard.New(srv.Router, dashboard.Options{Token: ownersDashboardToken}))
+	d, err := dashboard.New(srv.Router, &dashboard.Options{Token: ownersDashboardToken})
+	require.NoError(t, err)
+	mux.Handle("/dashboard/", d)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	s.srv, s.url = srv, "http://"+ln.Addr().String()+"/mcp"

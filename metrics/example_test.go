@@ -26,7 +26,10 @@ type in struct {
 // at /metrics.
 func Example() {
 	ctx := context.Background()
-	m := metrics.New(metrics.Options{})
+	m, err := metrics.New(nil)
+	if err != nil {
+		panic(err)
+	}
 	b := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().WithObserver(m)
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, x in) (*mcp.CallToolResult, in, error) {
 		return nil, x, nil

@@ -31,7 +31,7 @@ func Example() {
 	defer tp.Shutdown(ctx)
 
 	b := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().
-		WithObserver(tracing.New(tp, tracing.Options{}))
+		WithObserver(tracing.New(tp, nil))
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textIn, error) {
 		return nil, in, nil
 	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})

@@ -32,7 +32,7 @@ func traced(t *testing.T, st store.Store, extra ...taskrouter.Observer) (*obstes
 	exp := tracetest.NewInMemoryExporter()
 	tp := tracing.NewProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
-	tr := tracing.New(tp, tracing.Options{})
+	tr := tracing.New(tp, nil)
 	f := obstest.New(t, st, func(b *builder.Builder) {
 		b.WithObserver(tr)
 		for _, o := range extra {
@@ -247,7 +247,7 @@ func TestForeignProviderWarns(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	var logs bytes.Buffer
-	tr := tracing.New(tp, tracing.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	tr := tracing.New(tp, &tracing.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 2 {
 		task := &store.Task{ID: fmt.Sprintf("%032x", i+1), Status: mcptask.StatusCompleted, CreatedAt: time.Now(), UpdatedAt: time.Now()}
 		tr.TaskEvent(taskrouter.TaskEvent{Kind: taskrouter.TaskUpdated, Task: task, Ended: true})
