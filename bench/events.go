@@ -127,9 +127,9 @@ func eventCost(o options, tmp string, rep *report) error {
 		ds   []time.Duration
 	}
 	open := func(name string, drop, loud, mem bool) (*side, func(), error) {
-		var st store.Store = memory.New()
+		var st store.Store = memory.New(nil)
 		if !mem {
-			bs, err := bboltstore.Open(filepath.Join(tmp, "events-"+name+".db"))
+			bs, err := bboltstore.Open(filepath.Join(tmp, "events-"+name+".db"), nil)
 			if err != nil {
 				return nil, nil, err
 			}

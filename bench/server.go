@@ -182,8 +182,8 @@ func serve(args []string) error {
 	instant := fs.Duration("instant-window", 0, "taskrouter.Options.InstantWindow (0: the default; negative: off)")
 	hostDeadline := fs.Duration("host-deadline", 0, "taskrouter.Options.HostDeadline (0: the default; negative: off, plain calls run in the request as before host mode)")
 	noFast := fs.Bool("no-fast-path", false, "taskrouter.Options.DisableFastPath: every request through go-sdk's dispatch")
-	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.WithPrefault")
-	window := fs.Duration("commit-window", 0, "open the bbolt file with bboltstore.WithCommitWindow")
+	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.Options.Prefault")
+	window := fs.Duration("commit-window", 0, "open the bbolt file with bboltstore.Options.CommitWindow")
 	maxTasks := fs.Int("max-tasks", 0, "every running and pending limit of taskrouter.Options (0: the bench's, see benchConfig)")
 	sweep := fs.Duration("sweep-interval", 0, "taskrouter.Options.SweepInterval (0: the default)")
 	_ = fs.Parse(args)
@@ -204,16 +204,16 @@ func serve(args []string) error {
 	}
 	switch *storeKind {
 	case "memory":
-		b.WithStore(memory.New())
+		b.WithStore(memory.New(nil))
 	case "bbolt":
 		if *db == "" {
 			return errors.New("serve: -db is required with -store bbolt")
 		}
 		if !*prefault {
-			b.WithDB(*db).WithBboltOptions(bboltstore.WithCommitWindow(*window))
+			b.WithDB(*db).WithBboltOptions(bboltstore.Options{CommitWindow: *window})
 			break
 		}
-		st, err := bboltstore.Open(*db, bboltstore.WithPrefault(true), bboltstore.WithCommitWindow(*window))
+		st, err := bboltstore.Open(*db, &bboltstore.Options{Prefault: true, CommitWindow: *window})
 		if err != nil {
 			return err
 		}

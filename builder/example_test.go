@@ -23,7 +23,7 @@ type shout struct {
 // and hands off the rest.
 func Example() {
 	ctx := context.Background()
-	b := builder.New("example", "1.0.0").WithStore(memory.New()).WithoutEnv()
+	b := builder.New("example", "1.0.0").WithStore(memory.New(nil)).WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "upper", Description: "Upper-cases text"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in shout) (*mcp.CallToolResult, shout, error) {
 			return nil, shout{Text: fmt.Sprintf("%s!", in.Text)}, nil

@@ -23,7 +23,7 @@ import (
 // an in-process taskbridge server with the conformance tools.
 func ExampleClient_CallTool() {
 	ctx := context.Background()
-	srv, router, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
+	srv, router, err := conftools.NewServer(memory.New(nil), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func ExampleClient_CallTool() {
 // extension, so the client speaks the 2026-07-28 dialect.
 func ExampleHTTPTransport() {
 	ctx := context.Background()
-	_, router, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
+	_, router, err := conftools.NewServer(memory.New(nil), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -130,7 +130,7 @@ type publishIn struct {
 // the server publishes.
 func ExampleClient_Follow() {
 	ctx := context.Background()
-	b := builder.New("docs", "1").WithStore(memory.New()).WithoutEnv()
+	b := builder.New("docs", "1").WithStore(memory.New(nil)).WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in draftIn) (*mcp.CallToolResult, draftOut, error) {
 		return nil, draftOut{Draft: "All about " + in.Topic}, nil
 	}, taskrouter.ToolOptions{})

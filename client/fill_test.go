@@ -34,7 +34,7 @@ type boundOut struct {
 func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
-	b := builder.New("bound", "1").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("bound", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "bound"}, func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
 		mu.Lock()

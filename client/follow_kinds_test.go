@@ -26,7 +26,7 @@ func TestFollowComposedWorkflow(t *testing.T) {
 	s := builtServer{t: t}
 	var mu sync.Mutex
 	var reviewed []string
-	b := builder.New("compose-test", "1").WithStore(memory.New()).WithoutEnv()
+	b := builder.New("compose-test", "1").WithStore(memory.New(nil)).WithoutEnv()
 	echo := func(ctx context.Context, _ *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
 		return nil, in, nil
 	}

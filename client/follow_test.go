@@ -64,7 +64,7 @@ type finishIn struct {
 func newFlowServer(t *testing.T) *flowServer {
 	t.Helper()
 	f := &flowServer{builtServer: builtServer{t: t}}
-	b := builder.New("flow-test", "1").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("flow-test", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
 		Setup(func(s *mcp.Server) {
 			s.AddPrompt(&mcp.Prompt{Name: "hello"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {

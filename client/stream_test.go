@@ -58,7 +58,7 @@ func (s *eventServer) work(ctx context.Context, _ *mcp.CallToolRequest, in workI
 func newEventServer(t *testing.T, limits store.Limits) *eventServer {
 	t.Helper()
 	s := &eventServer{builtServer: builtServer{t: t}, gate: make(chan struct{})}
-	b := builder.New("events-test", "1").WithStore(memory.New(store.WithLimits(limits))).WithoutEnv().
+	b := builder.New("events-test", "1").WithStore(memory.New(&store.Options{Limits: limits})).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "work"}, s.work, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "ack"}, func(ctx context.Context, _ *mcp.CallToolRequest, in struct {

@@ -45,7 +45,7 @@ const (
 func newEnv(t *testing.T, opts dashboard.Options, extra ...func(*builder.Builder)) *env {
 	t.Helper()
 	feed := dashboard.NewFeed()
-	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
+	f := obstest.New(t, memory.New(nil), func(b *builder.Builder) {
 		b.WithObserver(feed)
 		for _, add := range extra {
 			add(b)
@@ -132,7 +132,7 @@ func TestOffByDefault(t *testing.T) {
 // TestNewRefusesOptionsThatCannotWork: New names the field that cannot
 // work; nil options make a dashboard that is off.
 func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
-	f := obstest.New(t, memory.New(), nil)
+	f := obstest.New(t, memory.New(nil), nil)
 	_, err := dashboard.New(f.Srv.Router, &dashboard.Options{Prefix: "dashboard", PageSize: -1, Token: "x"})
 	require.ErrorContains(t, err, "Prefix \"dashboard\" is no absolute URL path")
 	require.ErrorContains(t, err, "PageSize is negative")

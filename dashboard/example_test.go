@@ -20,7 +20,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	feed := dashboard.NewFeed()
-	srv, err := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().WithObserver(feed).Build(ctx)
+	srv, err := builder.New("demo", "1").WithStore(memory.New(nil)).WithoutEnv().WithObserver(feed).Build(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}

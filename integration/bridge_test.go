@@ -494,7 +494,7 @@ func TestBridgeRestartResumesServerSteps(t *testing.T) {
 	require.NoError(t, f.srv.Close())
 	<-started
 
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	_, p := progressOf(t, st, taskID)
 	require.NoError(t, st.Close())

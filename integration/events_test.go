@@ -237,7 +237,7 @@ func resumeSSE(t *testing.T, url, lastID string) []sseEvent {
 // a tool that logs a line every few milliseconds.
 func eventReplica(t *testing.T, dsn, name string) string {
 	t.Helper()
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	b := builder.New("events-replica", "1").WithStore(st).WithoutEnv().WithRouterOptions(taskrouter.Options{
 		ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: time.Minute, PollInterval: 20 * time.Millisecond})

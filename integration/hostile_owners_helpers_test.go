@@ -92,7 +92,7 @@ func newOwnersServer(t *testing.T, o ownersOptions) *ownersServer {
 	if spec == "" {
 		spec = filepath.Join(t.TempDir(), "tasks.db")
 	}
-	st, err := builder.OpenStore(context.Background(), spec)
+	st, err := builder.OpenStore(context.Background(), spec, nil)
 	require.NoError(t, err)
 	cfg := o.router
 	if cfg.PollInterval == 0 {

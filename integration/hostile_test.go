@@ -401,9 +401,9 @@ func TestHostilePermanentWriteFailure(t *testing.T) {
 			var st store.Store
 			var err error
 			if builder.IsPostgresDSN(spec) {
-				st, err = postgres.Open(context.Background(), spec, postgres.WithOptions(store.WithLimits(limits)))
+				st, err = postgres.Open(context.Background(), spec, &postgres.Options{Options: store.Options{Limits: limits}})
 			} else {
-				st, err = bboltstore.Open(spec, bboltstore.WithOptions(store.WithLimits(limits)))
+				st, err = bboltstore.Open(spec, &bboltstore.Options{Options: store.Options{Limits: limits}})
 			}
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = st.Close() })

@@ -55,7 +55,7 @@ type incOut struct {
 // which moves it three intervals on: how quick a step is does not depend
 // on how busy the machine is.
 func progressServer(t *testing.T, interval, coalesce time.Duration) (*builder.Server, *progressWrites) {
-	st := &progressWrites{Store: memory.New(), updates: map[string]int{}}
+	st := &progressWrites{Store: memory.New(nil), updates: map[string]int{}}
 	clock := &relClock{now: time.Now()}
 	b := builder.New("progress", "1").WithStore(st).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{Now: clock.Now}).

@@ -65,7 +65,7 @@ func pushClient(t *testing.T, srv *builder.Server) *client.Client {
 // workflow paused for its client (with the step the client may perform),
 // then, once the client performed it, that the workflow ended.
 func TestPushWorkflowPausedThenEnded(t *testing.T) {
-	srv := pushServer(t, memory.New(), taskrouter.Options{})
+	srv := pushServer(t, memory.New(nil), taskrouter.Options{})
 	c := pushClient(t, srv)
 	rc := pushtest.New(t)
 	ctx := relCtx(t, time.Minute)
@@ -95,7 +95,7 @@ func TestPushWorkflowPausedThenEnded(t *testing.T) {
 // pushReplica is a server on the shared PostgreSQL store.
 func pushReplica(t *testing.T, dsn, name string, push taskrouter.PushOptions) (*builder.Server, *postgres.Store) {
 	t.Helper()
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	srv := pushServer(t, st, taskrouter.Options{ReplicaID: name, LeaseDuration: time.Second,

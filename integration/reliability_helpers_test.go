@@ -459,9 +459,9 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 	var st store.Store
 	var err error
 	if builder.IsPostgresDSN(path) {
-		st, err = builder.OpenStore(context.Background(), path)
+		st, err = builder.OpenStore(context.Background(), path, nil)
 	} else {
-		st, err = bboltstore.Open(path, bboltstore.WithOptions(store.WithLimits(o.limits)))
+		st, err = bboltstore.Open(path, &bboltstore.Options{Options: store.Options{Limits: o.limits}})
 	}
 	require.NoError(t, err)
 	hooks := &relHooks{started: make(chan string, 4096)}

@@ -156,7 +156,7 @@ func ansReplicas(t *testing.T) (a, b *ansServer, dsn string) {
 	dsn = pgtest.DSN(t)
 	var out []*ansServer
 	for _, name := range []string{"r1", "r2"} {
-		st, err := postgres.Open(context.Background(), dsn)
+		st, err := postgres.Open(context.Background(), dsn, nil)
 		require.NoError(t, err)
 		out = append(out, newAnsServer(t, &pausableStore{Store: st}, name))
 	}
@@ -387,7 +387,7 @@ func TestCancelBetweenRecordAndAnswer(t *testing.T) {
 				a, b, _ = ansReplicas(t)
 				b.pause(true) // nobody runs publish before the cancel
 			} else {
-				st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"))
+				st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 				require.NoError(t, err)
 				a = newAnsServer(t, st, "")
 				b = a

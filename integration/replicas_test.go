@@ -55,7 +55,7 @@ const replicaLease = time.Second
 func startReplica(t *testing.T, dsn, name string) *replica {
 	t.Helper()
 	rp := &replica{name: name, started: make(chan string, 64), stopped: make(chan string, 64)}
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	b := builder.New("replica-test", "1").WithStore(st).WithoutEnv().WithRouterOptions(taskrouter.Options{
 		ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond,
@@ -191,7 +191,7 @@ func TestReplicaFencing(t *testing.T) {
 	require.Equal(t, "fenced", <-rs[0].started)
 	// Another process steals the lease as if r1's had expired (r1 is
 	// alive, but presumed dead: paused, partitioned).
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	defer st.Close()
 	stolen, err := st.Claim(ctx, id, "intruder", time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))

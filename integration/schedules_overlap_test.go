@@ -38,7 +38,7 @@ func TestScheduleOverlapAcrossReplicasOnPostgres(t *testing.T) {
 			var routers []*taskrouter.Router
 			var st store.Store
 			for i := range 2 {
-				s, err := postgres.Open(ctx, dsn)
+				s, err := postgres.Open(ctx, dsn, nil)
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = s.Close() })
 				st = s

@@ -254,7 +254,7 @@ func TestRetryBackoffAcrossSIGKILL(t *testing.T) {
 
 	st := p
 	p.kill()
-	bolt, err := bboltstore.Open(db)
+	bolt, err := bboltstore.Open(db, nil)
 	require.NoError(t, err)
 	defer bolt.Close()
 	tk, err := bolt.Get(ctx, doc.TaskID)

@@ -30,7 +30,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	b := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().WithObserver(m)
+	b := builder.New("demo", "1").WithStore(memory.New(nil)).WithoutEnv().WithObserver(m)
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, x in) (*mcp.CallToolResult, in, error) {
 		return nil, x, nil
 	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})

@@ -165,7 +165,7 @@ x_workflow_step_attempts_total{by="server",outcome="ok",step="s",workflow="w"} 1
 func TestMemoryStoreHasNoCommitMetrics(t *testing.T) {
 	m, err := metrics.New(nil)
 	require.NoError(t, err)
-	f := obstest.New(t, memory.New(), func(b *builder.Builder) { b.WithObserver(m) })
+	f := obstest.New(t, memory.New(nil), func(b *builder.Builder) { b.WithObserver(m) })
 	_, err = f.Client(t).CallToolAndWait(t.Context(), "echo", map[string]any{"text": "x"}, nil)
 	require.NoError(t, err)
 	text := scrape(t, m.Handler())
@@ -189,7 +189,7 @@ func (reportingStore) Stats() store.Stats {
 func TestAnyStatsReporter(t *testing.T) {
 	m, err := metrics.New(nil)
 	require.NoError(t, err)
-	obstest.New(t, reportingStore{memory.New()}, func(b *builder.Builder) { b.WithObserver(m) })
+	obstest.New(t, reportingStore{memory.New(nil)}, func(b *builder.Builder) { b.WithObserver(m) })
 	text := scrape(t, m.Handler())
 	for series, want := range map[string]string{
 		"taskbridge_store_commits_total":                 "4",
@@ -256,7 +256,7 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 func TestQueueRuns(t *testing.T) {
 	m, err := metrics.New(nil)
 	require.NoError(t, err)
-	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
+	f := obstest.New(t, memory.New(nil), func(b *builder.Builder) {
 		b.WithObserver(m).WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 		b.TaskWorkflow(workflow.New("one_at_a_time", "a slow step, one at a time").Step(
 			workflow.Server("wait", "slow").Bind("ms", workflow.Const(60000)).Bind("text", workflow.Const("waited")).

@@ -33,7 +33,7 @@ func requireTooMany(t *testing.T, err error, limit string) {
 // until it ends (completed, failed, cancelled, expired), however it ends.
 func TestCreateTaskIsAdmitted(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New()
+	st := memory.New(nil)
 	h := newHarnessOn(t, st, func(o *taskrouter.Options) {
 		o.MaxPendingPerOwner, o.MaxPendingPerSource, o.MaxPending = 2, 3, 4
 	})
@@ -100,7 +100,7 @@ func TestCreatedTaskSlotsSurviveRestart(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/tasks.db"
 	open := func() (*taskrouter.Router, func()) {
-		st, err := bboltstore.Open(path)
+		st, err := bboltstore.Open(path, nil)
 		require.NoError(t, err)
 		r, err := taskrouter.NewRouter(st, &taskrouter.Options{MaxPendingPerOwner: 2})
 		require.NoError(t, err)

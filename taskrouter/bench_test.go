@@ -19,9 +19,9 @@ import (
 
 func benchStores(b *testing.B) map[string]func() store.Store {
 	return map[string]func() store.Store{
-		"memory": func() store.Store { return memory.New() },
+		"memory": func() store.Store { return memory.New(nil) },
 		"bbolt": func() store.Store {
-			st, err := bboltstore.Open(b.TempDir() + "/bench.db")
+			st, err := bboltstore.Open(b.TempDir()+"/bench.db", nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,7 +21,7 @@ type buildIn struct {
 // (here with CallOptions.OnEvent, which reads tasks/stream).
 func ExampleProgress() {
 	ctx := context.Background()
-	router, err := taskrouter.NewRouter(memory.New(), nil)
+	router, err := taskrouter.NewRouter(memory.New(nil), nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -20,7 +20,7 @@ type reportIn struct {
 // registered as task-optional, runs as a task when a client asks.
 func Example() {
 	ctx := context.Background()
-	router, err := taskrouter.NewRouter(memory.New(), nil)
+	router, err := taskrouter.NewRouter(memory.New(nil), nil)
 	if err != nil {
 		log.Fatal(err)
 	}

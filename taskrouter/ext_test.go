@@ -237,7 +237,7 @@ func TestTaskTimeout(t *testing.T) {
 
 func TestRestartResolvesInterruptedTasks(t *testing.T) {
 	path := t.TempDir() + "/tasks.db"
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	h := newHarnessOn(t, st, nil)
 	p := h.dial(inMemory, core, nil)
@@ -252,7 +252,7 @@ func TestRestartResolvesInterruptedTasks(t *testing.T) {
 	require.NoError(t, h.r.Close())
 	require.NoError(t, st.Close())
 
-	st2, err := bboltstore.Open(path)
+	st2, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st2.Close() })
 	// The retryable task runs again; make it quick this time by replacing the tool.

@@ -57,7 +57,7 @@ const (
 // release; it returns once the task is stored and its handler runs.
 func gatedRun(t *testing.T) (st *racyStore, logs *logRecorder, task *store.Task, release func()) {
 	t.Helper()
-	st = &racyStore{Store: memory.New()}
+	st = &racyStore{Store: memory.New(nil)}
 	logs = &logRecorder{}
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.Logger = slog.New(logs)
@@ -161,7 +161,7 @@ func (s *claimThenCancel) Claim(ctx context.Context, id, holder string, now, unt
 // refused as fenced; the task ended, so there is nothing to re-run and
 // nothing to report as an error.
 func TestTakeoverOfTaskEndedMeanwhile(t *testing.T) {
-	st := &claimThenCancel{Store: memory.New()}
+	st := &claimThenCancel{Store: memory.New(nil)}
 	logs := &logRecorder{}
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.Logger = slog.New(logs)

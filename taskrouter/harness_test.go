@@ -47,7 +47,7 @@ type echoIn struct {
 
 func newHarness(t testing.TB, mutate func(*taskrouter.Options)) *harness {
 	t.Helper()
-	return newHarnessOn(t, memory.New(), mutate)
+	return newHarnessOn(t, memory.New(nil), mutate)
 }
 
 func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Options)) *harness {

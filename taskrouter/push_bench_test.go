@@ -23,7 +23,7 @@ func BenchmarkEngineCreateCompletePush(b *testing.B) {
 			name = "webhook"
 		}
 		b.Run(name, func(b *testing.B) {
-			r, err := taskrouter.NewRouter(memory.New(), nil)
+			r, err := taskrouter.NewRouter(memory.New(nil), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

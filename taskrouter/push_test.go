@@ -395,7 +395,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 		o.Push.RetryBase = 300 * time.Millisecond
 		o.Push.RetryMax = 300 * time.Millisecond
 	}
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	h := newHarnessOn(t, st, slow)
 	p := h.dial(inMemory, core, nil)
@@ -411,7 +411,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 	require.NoError(t, h.r.Close())
 	require.NoError(t, st.Close())
 
-	st2, err := bboltstore.Open(path)
+	st2, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st2.Close() })
 	h2 := newHarnessOn(t, st2, slow)
@@ -428,7 +428,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 
 	// A third process on the file delivers nothing again.
 	require.NoError(t, st2.Close())
-	st3, err := bboltstore.Open(path)
+	st3, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st3.Close() })
 	h3 := newHarnessOn(t, st3, slow)
@@ -568,7 +568,7 @@ func TestPushCircuitBacksOffASilentReceiver(t *testing.T) {
 // stay a time the store holds), is refused naming the field; zero means
 // the default.
 func TestPushOptionsExtremes(t *testing.T) {
-	st := memory.New()
+	st := memory.New(nil)
 	for _, c := range []struct {
 		field string
 		set   func(*taskrouter.PushOptions)

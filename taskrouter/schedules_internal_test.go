@@ -85,7 +85,7 @@ func TestScheduleMissedPolicies(t *testing.T) {
 	} {
 		t.Run(string(c.policy), func(t *testing.T) {
 			clock := &fakeClock{now: day.Add(10*time.Hour + 30*time.Minute)}
-			r := cronRouter(t, memory.New(), clock)
+			r := cronRouter(t, memory.New(nil), clock)
 			var mu sync.Mutex
 			var created []store.Fire
 			require.NoError(t, r.Schedules().Add(Schedule{Name: "hourly", Cron: "0 * * * *", Missed: c.policy, Backfill: c.backfill, Overlap: OverlapAllowAll, Start: startTasks(r, &created, &mu)}))
@@ -139,7 +139,7 @@ func TestScheduleTimeZone(t *testing.T) {
 // TestScheduleRefusesWhatCannotWork: registration names every field that
 // cannot work.
 func TestScheduleRefusesWhatCannotWork(t *testing.T) {
-	r := cronRouter(t, memory.New(), &fakeClock{now: time.Now()})
+	r := cronRouter(t, memory.New(nil), &fakeClock{now: time.Now()})
 	start := func(context.Context, store.Fire) error { return nil }
 	for _, c := range []struct {
 		s    Schedule
@@ -163,7 +163,7 @@ func TestScheduleRefusesWhatCannotWork(t *testing.T) {
 // run their rounds at the same moment, many times over: each time is
 // fired once, and its task created once.
 func TestScheduleOnceAcrossReplicas(t *testing.T) {
-	st := sharedMemory{memory.New()}
+	st := sharedMemory{memory.New(nil)}
 	clock := &fakeClock{now: time.Date(2026, 3, 2, 10, 0, 30, 0, time.UTC)}
 	var mu sync.Mutex
 	var created []store.Fire
@@ -202,7 +202,7 @@ func TestScheduleOnceAcrossReplicas(t *testing.T) {
 // once, also while paused; every action names who did it.
 func TestSchedulePauseResumeTrigger(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 3, 2, 10, 30, 0, 0, time.UTC)}
-	r := cronRouter(t, memory.New(), clock)
+	r := cronRouter(t, memory.New(nil), clock)
 	var mu sync.Mutex
 	var created []store.Fire
 	require.NoError(t, r.Schedules().Add(Schedule{Name: "hourly", Cron: "@hourly", Start: startTasks(r, &created, &mu)}))
@@ -250,7 +250,7 @@ func TestSchedulePauseResumeTrigger(t *testing.T) {
 // and not started; a later round starts it, once.
 func TestScheduleStartRetried(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 3, 2, 10, 59, 0, 0, time.UTC)}
-	r := cronRouter(t, memory.New(), clock)
+	r := cronRouter(t, memory.New(nil), clock)
 	var mu sync.Mutex
 	var created []store.Fire
 	fail := true
@@ -283,7 +283,7 @@ func TestScheduleStartRetried(t *testing.T) {
 func TestScheduleEveryNextCountsFromLastFiring(t *testing.T) {
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	clock := &fakeClock{now: day.Add(10*time.Hour + 30*time.Minute)}
-	r := cronRouter(t, memory.New(), clock)
+	r := cronRouter(t, memory.New(nil), clock)
 	var mu sync.Mutex
 	var created []store.Fire
 	require.NoError(t, r.Schedules().Add(Schedule{Name: "every", Cron: "@every 1h", Start: startTasks(r, &created, &mu)}))

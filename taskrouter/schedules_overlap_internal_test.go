@@ -27,9 +27,9 @@ func runOverlap(t *testing.T, policy OverlapPolicy, replicas int) *overlapRun {
 	t.Helper()
 	base := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	clock := &fakeClock{now: base}
-	st := store.Store(memory.New())
+	st := store.Store(memory.New(nil))
 	if replicas > 1 {
-		st = sharedMemory{memory.New()}
+		st = sharedMemory{memory.New(nil)}
 	}
 	run := &overlapRun{}
 	mu := &run.mu

@@ -23,9 +23,9 @@ func (sharedMemory) Shared() bool { return true }
 // in order (the takeover only on a shared store), Close stops them all.
 func TestServicesRunUnderOneSupervisor(t *testing.T) {
 	for _, shared := range []bool{false, true} {
-		var st store.Store = memory.New()
+		var st store.Store = memory.New(nil)
 		if shared {
-			st = sharedMemory{memory.New()}
+			st = sharedMemory{memory.New(nil)}
 		}
 		r, err := NewRouter(st, nil)
 		require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestSweeperSignalsWhatItSwept(t *testing.T) {
 	start := time.Now()
 	now.Store(&start)
 	clock := func() time.Time { return *now.Load() }
-	st := memory.New(store.WithClock(clock))
+	st := memory.New(&store.Options{Now: clock})
 	r, err := NewRouter(st, &Options{Now: clock, SweepInterval: 10 * time.Millisecond, DefaultTTL: time.Minute})
 	require.NoError(t, err)
 	r.sweeper.signals.Swept.Init()
@@ -112,7 +112,7 @@ func (k *wakeKind) Wake(ctx context.Context, t *store.Task) error {
 // TestSchedulerSignalsWakeups: a due wake-up runs its kind's Wake hook; a
 // failed one is tried again after a backoff.
 func TestSchedulerSignalsWakeups(t *testing.T) {
-	r, err := NewRouter(memory.New(), &Options{SweepInterval: time.Hour})
+	r, err := NewRouter(memory.New(nil), &Options{SweepInterval: time.Hour})
 	require.NoError(t, err)
 	k := &wakeKind{r: r}
 	r.HandleKind("nap", k)
@@ -135,7 +135,7 @@ func TestSchedulerSignalsWakeups(t *testing.T) {
 // TestRenewerSignalsALostLease: a lease whose task was deleted elsewhere
 // is not renewed; its work is stopped as ended.
 func TestRenewerSignalsALostLease(t *testing.T) {
-	st := sharedMemory{memory.New()}
+	st := sharedMemory{memory.New(nil)}
 	r, err := NewRouter(st, &Options{ReplicaID: "here", LeaseDuration: 60 * time.Millisecond})
 	require.NoError(t, err)
 	r.renewer.signals.Lost.Init()
@@ -228,7 +228,7 @@ func TestSchedulerWakesWhatNoNoteAnnounced(t *testing.T) {
 	start := time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
 	now.Store(&start)
 	clock := func() time.Time { return *now.Load() }
-	st := memory.New(store.WithClock(clock))
+	st := memory.New(&store.Options{Now: clock})
 	r, err := NewRouter(st, &Options{Now: clock, SweepInterval: 5 * time.Millisecond})
 	require.NoError(t, err)
 	k := &clearKind{r: r, woken: make(chan string, 4)}

@@ -20,7 +20,7 @@ import (
 // server is shutting down. Before, spawn counted it in the WaitGroup
 // after Close's Wait had begun (a panic, or a handler nothing stops).
 func TestSpawnAfterCloseStartsNothing(t *testing.T) {
-	r, err := NewRouter(memory.New(), nil)
+	r, err := NewRouter(memory.New(nil), nil)
 	require.NoError(t, err)
 	adm := admission{owner: LocalOwner, source: "test"}
 	require.NoError(t, r.quotas.admit(adm, false))
@@ -51,7 +51,7 @@ func TestSpawnAfterCloseStartsNothing(t *testing.T) {
 // runs (and Close waits for it) or is refused, and nothing panics.
 func TestCloseWhileSpawning(t *testing.T) {
 	for range 20 {
-		r, err := NewRouter(memory.New(), nil)
+		r, err := NewRouter(memory.New(nil), nil)
 		require.NoError(t, err)
 		adm := admission{owner: LocalOwner, source: "test"}
 		var wg sync.WaitGroup

@@ -266,7 +266,7 @@ func TestStreamRateBound(t *testing.T) {
 // (an EventDropped numbered like the last one it stands for) and resumes
 // at the first event kept, each number once.
 func TestStreamSlowReader(t *testing.T) {
-	st := memory.New(store.WithLimits(store.Limits{MaxEvents: 20}))
+	st := memory.New(&store.Options{Limits: store.Limits{MaxEvents: 20}})
 	h := newHarnessOn(t, st, nil)
 	g := &gates{}
 	addReporter(h, g)

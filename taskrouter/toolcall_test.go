@@ -117,7 +117,7 @@ func TestTypedToolMatchesSDK(t *testing.T) {
 	typedTools(func(tool *mcp.Tool, h any) { addSDK(sdk, tool, h) })
 
 	ours := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	r, err := taskrouter.NewRouter(memory.New(), nil)
+	r, err := taskrouter.NewRouter(memory.New(nil), nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Install(ours))
 	typedTools(func(tool *mcp.Tool, h any) { addOurs(r, tool, h) })

@@ -59,7 +59,7 @@ func TestFeedEchoWakesNoOne(t *testing.T) {
 // continuation's own wait ended and left its leg, waiting on the same
 // workflow task, asleep through the workflow's cancel.
 func TestAwaitersShareAWatch(t *testing.T) {
-	r, err := NewRouter(memory.New(), nil)
+	r, err := NewRouter(memory.New(nil), nil)
 	require.NoError(t, err)
 	ctx := t.Context()
 	require.NoError(t, r.Start(ctx))

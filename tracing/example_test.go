@@ -30,7 +30,7 @@ func Example() {
 	tp := tracing.NewProvider(sdktrace.WithSyncer(exp)) // sdktrace.WithBatcher(otlpExporter) in production
 	defer tp.Shutdown(ctx)
 
-	b := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("demo", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithObserver(tracing.New(tp, nil))
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textIn, error) {
 		return nil, in, nil

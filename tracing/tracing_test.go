@@ -149,7 +149,7 @@ func TestWorkflowIsOneTrace(t *testing.T) {
 // of the task span) gets the step span under it; a context from another
 // trace becomes a link.
 func TestClientSpanParentsItsStep(t *testing.T) {
-	f, exp := traced(t, memory.New())
+	f, exp := traced(t, memory.New(nil))
 	c := f.Client(t)
 
 	_, doc := obstest.Handoff(t, c, "mine")

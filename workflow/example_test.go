@@ -32,7 +32,7 @@ type decision struct {
 // skips the other.
 func Example() {
 	ctx := context.Background()
-	b := builder.New("example", "1.0.0").WithStore(memory.New()).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
+	b := builder.New("example", "1.0.0").WithStore(memory.New(nil)).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
 	builder.Tool(b, &mcp.Tool{Name: "check"}, func(ctx context.Context, _ *mcp.CallToolRequest, in checkIn) (*mcp.CallToolResult, checkIn, error) {
 		return nil, in, nil
 	}, taskrouter.ToolOptions{})
@@ -127,7 +127,7 @@ func Example() {
 // outputs, the rest run again with the edited argument.
 func ExampleBridge_Fork() {
 	ctx := context.Background()
-	b := builder.New("example", "1.0.0").WithStore(memory.New()).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
+	b := builder.New("example", "1.0.0").WithStore(memory.New(nil)).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
 	builder.Tool(b, &mcp.Tool{Name: "check"}, func(ctx context.Context, _ *mcp.CallToolRequest, in checkIn) (*mcp.CallToolResult, checkIn, error) {
 		return nil, in, nil
 	}, taskrouter.ToolOptions{})

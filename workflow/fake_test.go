@@ -62,7 +62,7 @@ func newFakeEngine() *fakeEngine {
 		taskIDTools: map[string]bool{},
 		maxTTL:      24 * time.Hour,
 	}
-	e.st = memory.New(store.WithClock(e.Now))
+	e.st = memory.New(&store.Options{Now: e.Now})
 	return e
 }
 

@@ -21,7 +21,7 @@ import (
 // the server's local owner's schedules are for stdio's client only.
 func opsServer(t *testing.T, tokens map[string]string) string {
 	t.Helper()
-	b := builder.New("ops", "1").WithStore(memory.New()).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
+	b := builder.New("ops", "1").WithStore(memory.New(nil)).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
 		WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "hold"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		<-ctx.Done()

@@ -54,7 +54,7 @@ func Serve(t testing.TB, h http.Handler) string {
 // failing_job, protocol_error_job, confirm_delete) and returns the URL.
 func Jobs(t testing.TB) string {
 	t.Helper()
-	b := builder.New("taskbridge-test-jobs", "0.1.0").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("taskbridge-test-jobs", "0.1.0").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	addJobs(b)
 	srv, err := b.Build(context.Background())
@@ -134,7 +134,7 @@ func ReleaseWithTokens(t testing.TB, tokens map[string]string) string {
 
 func releaseHandler(t testing.TB) http.Handler {
 	t.Helper()
-	b := builder.New("taskbridge-test-release", "0.1.0").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("taskbridge-test-release", "0.1.0").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in fetchIn) (*mcp.CallToolResult, fetchOut, error) {
@@ -244,7 +244,7 @@ func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var got []string
-	b := builder.New("taskbridge-test-bound", "0.1.0").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("taskbridge-test-bound", "0.1.0").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "bound", Description: "Record a note against a workflow task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
