@@ -297,7 +297,8 @@
 // The Router and its lifecycle: router.go (the Router, NewRouter, Start,
 // Close, its faces HTTPHandler and Transport, the features' handles),
 // options.go (Options, defaults, validation, DefaultOwner), env.go
-// (OptionsFromEnv).
+// (OptionsFromEnv: the one place the package reads the environment,
+// push's variables included).
 //
 // A request's way in: shim.go (the stdio and in-memory connection shim,
 // its fast path and status pushes), http.go (the Streamable HTTP shim),
@@ -342,7 +343,7 @@
 // release under a test-only build tag, which internal/sim's simulation
 // must catch).
 //
-// Push: push_options.go (PushOptions, its environment), push_hooks.go
+// Push: push_options.go (PushOptions), push_hooks.go
 // (registrations: the records, the in-memory set), push_api.go (the Go
 // API: the Webhooks handle and its owner rules), push_scan.go (the
 // service, what it needs of the engine: event logs into deliveries),
