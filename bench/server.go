@@ -47,12 +47,12 @@ func benchBuilder() *builder.Builder {
 	b := builder.New("taskbridge-bench", "1").WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
-	builder.Tool(b, &mcp.Tool{Name: "work"}, work, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "work"}, work, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	// hold is work declared Retryable: a replica that takes over the task
 	// of a dead one runs it again (bench row 10's takeover). work stays
 	// not Retryable so that the other rows measure what they always did.
-	builder.Tool(b, &mcp.Tool{Name: "hold"}, work, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "hold"}, work, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	// wf10's steps are pure and declared Retryable, so with the server's
 	// ProgressInterval (opt-in, set in serve) quick ones share progress
 	// writes; wf10_once's are the same steps not Retryable: each is
@@ -64,7 +64,7 @@ func benchBuilder() *builder.Builder {
 		name := fmt.Sprintf("step%d", i)
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, in stepIn) (*mcp.CallToolResult, stepOut, error) {
 			return nil, stepOut{N: in.N + 1}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 		for _, w := range []*workflow.Definition{wf, wfOnce, wfPlain} {
 			s := workflow.Server(name, name)
 			if w != wfOnce {

@@ -4,7 +4,7 @@
 // that serves over stdio, Streamable HTTP or an in-memory transport.
 //
 //	b := builder.New("demo", "1.0.0").WithDB("tasks.db")
-//	builder.Tool(b, &mcp.Tool{Name: "fetch"}, fetch, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+//	builder.Tool(b, &mcp.Tool{Name: "fetch"}, fetch, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 //	b.TaskWorkflow(wf)
 //	srv, err := b.Build(ctx)
 //	defer srv.Close()
@@ -209,7 +209,7 @@ func (b *Builder) WithMiddleware(mw ...mcp.Middleware) *Builder {
 func (b *Builder) Setup(f func(*mcp.Server)) *Builder { b.setup = append(b.setup, f); return b }
 
 // Tool adds a typed tool with its task behaviour (see taskrouter.AddTool).
-func Tool[In, Out any](b *Builder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts taskrouter.ToolOptions) *Builder {
+func Tool[In, Out any](b *Builder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts *taskrouter.ToolOptions) *Builder {
 	if t == nil || t.Name == "" {
 		b.errs = append(b.errs, errors.New("builder: a tool has no name"))
 		return b
@@ -219,7 +219,7 @@ func Tool[In, Out any](b *Builder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], o
 }
 
 // RawTool adds an untyped tool (see taskrouter.Router.AddRawTool).
-func (b *Builder) RawTool(t *mcp.Tool, h mcp.ToolHandler, opts taskrouter.ToolOptions) *Builder {
+func (b *Builder) RawTool(t *mcp.Tool, h mcp.ToolHandler, opts *taskrouter.ToolOptions) *Builder {
 	if t == nil || t.Name == "" {
 		b.errs = append(b.errs, errors.New("builder: a tool has no name"))
 		return b

@@ -28,7 +28,7 @@ func echo(ctx context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallTool
 
 func TestBuildReportsEveryWorkflowProblem(t *testing.T) {
 	b := builder.New("t", "1").WithStore(memory.New(nil)).WithoutEnv()
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, nil)
 	b.TaskWorkflow(workflow.New("bad1", "d").Step(workflow.Server("a", "missing_tool")))
 	b.PlainWorkflow(workflow.New("bad2", "d").Step(workflow.Server("a", "echo")))
 	_, err := b.Build(context.Background())
@@ -42,7 +42,7 @@ func TestBuildReportsEveryWorkflowProblem(t *testing.T) {
 
 func TestBuildRejectsNamelessTool(t *testing.T) {
 	b := builder.New("t", "1").WithStore(memory.New(nil))
-	builder.Tool(b, &mcp.Tool{}, echo, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{}, echo, nil)
 	_, err := b.Build(context.Background())
 	require.ErrorContains(t, err, "has no name")
 }
@@ -50,7 +50,7 @@ func TestBuildRejectsNamelessTool(t *testing.T) {
 func TestBuildOpensAndClosesItsStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "tasks.db")
 	b := builder.New("t", "1").WithDB(path).WithoutEnv()
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, path, srv.DBPath)
@@ -129,7 +129,7 @@ func TestWithObserverWiresEverything(t *testing.T) {
 	first, second := &allSeeing{}, &allSeeing{}
 	b := builder.New("t", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{Observer: first}).WithObserver(second)
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("w", "d").Arg("text", "t", true).Step(workflow.Server("say", "echo").Bind("text", workflow.PromptArg("text"))))
 	srv, err := b.Build(t.Context())
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ func TestWithMiddlewareSeesSteps(t *testing.T) {
 				}
 			})
 		})
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, nil)
 	b.TaskWorkflow(workflow.New("w", "d").Step(workflow.Server("say", "echo").Bind("text", workflow.Const("hi"))))
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)

@@ -27,7 +27,7 @@ func Example() {
 	builder.Tool(b, &mcp.Tool{Name: "upper", Description: "Upper-cases text"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in shout) (*mcp.CallToolResult, shout, error) {
 			return nil, shout{Text: fmt.Sprintf("%s!", in.Text)}, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("shout_twice", "Shout, then let the client shout back").
 		Arg("text", "what to shout", true).
 		Step(

@@ -8,6 +8,10 @@ import (
 
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/bboltstore"
+
+	// The backends register their schemes with store.Register: a plain
+	// path or "bbolt://" (bboltstore, imported above), "memory://",
+	// "postgres://" and "postgresql://".
 	_ "github.com/taskbridge/taskbridge/store/memory"
 	_ "github.com/taskbridge/taskbridge/store/postgres"
 )

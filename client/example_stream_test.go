@@ -23,7 +23,7 @@ func ExampleClient_StreamEvents() {
 		taskrouter.Logger(ctx).Info("pushed the image")
 		taskrouter.Logger(ctx).Info("switched the traffic")
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed"}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(ctx)
 	if err != nil {
 		log.Fatal(err)

@@ -133,13 +133,13 @@ func ExampleClient_Follow() {
 	b := builder.New("docs", "1").WithStore(memory.New(nil)).WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in draftIn) (*mcp.CallToolResult, draftOut, error) {
 		return nil, draftOut{Draft: "All about " + in.Topic}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "review"}, func(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp.CallToolResult, reviewOut, error) {
 		return nil, reviewOut{Approved: in.Draft + " (reviewed by " + in.Reviewer + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "publish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "published: " + in.Text}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("write-up", "draft, review, publish").
 		Arg("topic", "what to write about", true).
 		Step(

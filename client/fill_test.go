@@ -41,7 +41,7 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 		seen = append(seen, string(req.Params.Arguments))
 		mu.Unlock()
 		return nil, boundOut{Seen: in.Note}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("bound_flow", "a client step").Step(
 		workflow.Client("mark", "bound").Bind("note", workflow.FromClient("a note")),
 	))

@@ -73,23 +73,23 @@ func newFlowServer(t *testing.T) *flowServer {
 		})
 	builder.Tool(b, &mcp.Tool{Name: "prepare"}, func(ctx context.Context, _ *mcp.CallToolRequest, in prepareIn) (*mcp.CallToolResult, prepareOut, error) {
 		return nil, prepareOut{Items: []string{in.Topic + "-1", in.Topic + "-2"}}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "approve"}, func(ctx context.Context, _ *mcp.CallToolRequest, in approveIn) (*mcp.CallToolResult, approveOut, error) {
 		return nil, approveOut{Approved: in.Text + " by " + in.Approver}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "stamp"}, func(ctx context.Context, _ *mcp.CallToolRequest, in stampIn) (*mcp.CallToolResult, stampOut, error) {
 		return nil, stampOut{Stamped: "[" + in.Approved + "]"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "sign"}, func(ctx context.Context, _ *mcp.CallToolRequest, in signIn) (*mcp.CallToolResult, signOut, error) {
 		return nil, signOut{Signed: in.Approved + " / signed " + in.Signer}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "finish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in finishIn) (*mcp.CallToolResult, any, error) {
 		if f.failures.Load() > 0 {
 			f.failures.Add(-1)
 			return nil, nil, errors.New("finish: downstream unavailable")
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("finished: %s (note %s)", in.Signed, in.Note)}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("flow", "prepare, approve, stamp, sign, finish").
 		Arg("topic", "what to work on", true).
 		Step(

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,10 +16,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/dashboard"
 	"github.com/taskbridge/taskbridge/internal/tests/obstest"
-	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
 	"github.com/taskbridge/taskbridge/taskrouter"

@@ -82,7 +82,7 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 	var router atomic.Pointer[taskrouter.Router]
 	builder.Tool(b, &mcp.Tool{Name: "prepare"}, func(ctx context.Context, _ *mcp.CallToolRequest, in prepIn) (*mcp.CallToolResult, prepOut, error) {
 		return nil, prepOut{Topic: in.Topic, Items: []string{in.Topic + "-1", in.Topic + "-2"}}, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "enrich"}, func(ctx context.Context, req *mcp.CallToolRequest, in enrichIn) (*mcp.CallToolResult, enrichOut, error) {
 		if key, ok := req.Params.GetMeta()[mcptask.MetaIdempotencyKey].(string); ok {
 			id, _, _ := strings.Cut(key, "/")
@@ -99,17 +99,17 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 			}
 		}
 		return nil, enrichOut{Enriched: "enriched " + in.First}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "approve"}, func(ctx context.Context, _ *mcp.CallToolRequest, in approveIn) (*mcp.CallToolResult, approveOut, error) {
 		return nil, approveOut{Approved: in.Text + " (approved by " + in.Approver + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "finish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in finishIn) (*mcp.CallToolResult, any, error) {
 		if f.failures.Load() > 0 {
 			f.failures.Add(-1)
 			return nil, nil, errors.New("finish: downstream unavailable")
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "finished: " + in.Approved + " / " + in.Approver}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	wf := func(name string) *workflow.Definition {
 		return workflow.New(name, "prepare, enrich, approve, finish").
 			Arg("topic", "what to work on", true).

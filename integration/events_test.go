@@ -254,7 +254,7 @@ func eventReplica(t *testing.T, dsn, name string) string {
 			log.Info(fmt.Sprintf("tick %d on %s", i, name))
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ticked"}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close(); _ = st.Close() })

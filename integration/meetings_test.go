@@ -82,7 +82,7 @@ func meetQueueServer(t *testing.T, db string, s *started) (*builder.Server, *mcp
 			return nil, meetOut{}, ctx.Err()
 		}
 		return nil, meetOut{Tag: in.Tag}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("deploy", "one deploy at a time").Arg("tag", "", true).Step(
 		workflow.Server("work", "work").Bind("tag", workflow.PromptArg("tag")).OnQueue(&workflow.Queue{Name: "deploys", Concurrency: 1})))
 	srv, err := b.Build(context.Background())
@@ -161,10 +161,10 @@ func TestPausedWorkflowDoesNotExpire(t *testing.T) {
 			return nil, meetOut{}, errBroken
 		}
 		return nil, meetOut{Tag: "ok"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "ask"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ meetIn) (*mcp.CallToolResult, meetOut, error) {
 		return nil, meetOut{Tag: "asked"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("fragile", "pauses on failure").WithTTL(time.Second).PausesOnFailure().Step(
 		workflow.Server("flaky", "flaky").FailsWorkflow()))
 	b.TaskWorkflow(workflow.New("asks", "waits for its client").WithTTL(time.Second).Step(

@@ -62,11 +62,11 @@ func progressServer(t *testing.T, interval, coalesce time.Duration) (*builder.Se
 		WithWorkflowOptions(workflow.Options{ProgressInterval: coalesce})
 	builder.Tool(b, &mcp.Tool{Name: "inc"}, func(ctx context.Context, _ *mcp.CallToolRequest, in incIn) (*mcp.CallToolResult, incOut, error) {
 		return nil, incOut{N: in.N + 1}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "slow_inc"}, func(ctx context.Context, _ *mcp.CallToolRequest, in incIn) (*mcp.CallToolResult, incOut, error) {
 		clock.add(3 * interval)
 		return nil, incOut{N: in.N + 1}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	wf := workflow.New("chain", "a chain of increments")
 	prev := ""
 	add := func(name, tool string, retryable bool) {

@@ -39,7 +39,7 @@ func pushServer(t *testing.T, st store.Store, opts taskrouter.Options) *builder.
 		Text string `json:"text"`
 	}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "noted " + in.Text + " on " + name}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("relay", "note on the server, then the client notes, then the server again").Arg("text", "t", true).Step(
 		workflow.Server("first", "note").Bind("text", workflow.PromptArg("text")),
 		workflow.Client("middle", "note").Bind("text", workflow.FromClient("anything")),

@@ -111,10 +111,10 @@ func newAnsServer(t *testing.T, st store.Store, name string) *ansServer {
 		WithWorkflowOptions(wopts)
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ansDraftIn) (*mcp.CallToolResult, ansDraftOut, error) {
 		return nil, ansDraftOut{Draft: "draft about " + in.Topic}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "review"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ansReviewIn) (*mcp.CallToolResult, ansReviewOut, error) {
 		return nil, ansReviewOut{Notes: in.Draft + " / " + in.Verdict + " (reviewed on " + name + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "publish"}, func(ctx context.Context, req *mcp.CallToolRequest, in ansPublishIn) (*mcp.CallToolResult, any, error) {
 		if s.holdPublish.Load() {
 			key, _ := req.Params.GetMeta()[mcptask.MetaIdempotencyKey].(string)
@@ -123,7 +123,7 @@ func newAnsServer(t *testing.T, st store.Store, name string) *ansServer {
 			return nil, nil, ctx.Err()
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "published " + in.Notes + " on " + name}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("release", "draft, review, publish").Arg("topic", "what to release", true).Step(
 		workflow.Server("draft", "draft").Bind("topic", workflow.PromptArg("topic")),
 		workflow.Client("review", "review").Bind("draft", workflow.StepOutput("draft", "draft")).Bind("verdict", workflow.FromClient("your verdict")),

@@ -75,12 +75,12 @@ func startReplica(t *testing.T, dsn, name string) *replica {
 			rp.stopped <- in.Label
 			return nil, nil, ctx.Err()
 		}
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "note"}, func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
 		Text string `json:"text"`
 	}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "noted " + in.Text + " on " + name}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("relay", "note on the server, then the client notes, then the server again").Arg("text", "t", true).Step(
 		workflow.Server("first", "note").Bind("text", workflow.PromptArg("text")),
 		workflow.Client("middle", "note").Bind("text", workflow.FromClient("anything")),

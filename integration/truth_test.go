@@ -49,7 +49,7 @@ func gateServer(t *testing.T) (*builder.Server, string) {
 			return nil, gateShipOut{}, errors.New("not approved: nothing was shipped")
 		}
 		return nil, gateShipOut{Shipped: in.What}, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("gate", "A person approves, then the server ships").
 		Arg("what", "what to ship", true).
 		Step(
@@ -281,7 +281,7 @@ func nestServer(t *testing.T) string {
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "sign"}, func(ctx context.Context, _ *mcp.CallToolRequest, in nestSignIn) (*mcp.CallToolResult, nestSignOut, error) {
 		return nil, nestSignOut{Signed: "signed by " + in.Who}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("inner", "one signature").Step(
 		workflow.Client("sign", "sign").Bind("who", workflow.FromClient("your name")),
 	))

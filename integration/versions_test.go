@@ -63,7 +63,7 @@ func versionServerWith(t *testing.T, spec string, calls map[string]int, ro taskr
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			calls[name]++
 			return nil, vOut{By: name}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	}
 	for _, d := range defs {
 		b.TaskWorkflow(d)

@@ -33,7 +33,7 @@ func Example() {
 	b := builder.New("demo", "1").WithStore(memory.New(nil)).WithoutEnv().WithObserver(m)
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, x in) (*mcp.CallToolResult, in, error) {
 		return nil, x, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(ctx)
 	if err != nil {
 		log.Fatal(err)

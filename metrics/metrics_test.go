@@ -224,7 +224,7 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 		}
 		builder.Tool(b, &mcp.Tool{Name: "approve"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{}, nil, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 		for _, d := range defs {
 			b.TaskWorkflow(d)
 		}

@@ -156,7 +156,7 @@ func TestStepsTakeSlots(t *testing.T) {
 			return nil, nil, ctx.Err()
 		}
 		return textResult("stepped"), nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	ctx := context.Background()
 	const n = 6
 	errs := make(chan error, n)
@@ -186,7 +186,7 @@ func TestStepsTakeSlots(t *testing.T) {
 	taskrouter.AddTool(h1.r, &mcp.Tool{Name: "outer"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		res, err := h1.r.CallTool(ctx, nil, "echo", map[string]any{"text": "inner"}, nil)
 		return res, nil, err
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	tctx, done := h1.r.Track(ctx, "task-nested")
 	defer done()
 	cctx, cancel := context.WithTimeout(tctx, 10*time.Second)
@@ -201,7 +201,7 @@ func TestStepsTakeSlots(t *testing.T) {
 	taskrouter.AddTool(h1.r, &mcp.Tool{Name: "hold"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		<-hold
 		return textResult("held"), nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	go func() {
 		hctx, hdone := h1.r.Track(ctx, "task-holder")
 		defer hdone()

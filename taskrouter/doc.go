@@ -14,7 +14,7 @@
 //
 //	router, _ := taskrouter.NewRouter(st, nil)     // nil: the default Options
 //	_ = router.Install(server)                     // right after mcp.NewServer
-//	taskrouter.AddTool(router, tool, handler, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+//	taskrouter.AddTool(router, tool, handler, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 //	_ = router.Start(ctx)                          // recovery, then the background services
 //	http.Handle("/mcp", router.HTTPHandler(nil))   // or server.Run(ctx, router.Transport(&mcp.StdioTransport{}))
 //

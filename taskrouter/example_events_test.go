@@ -37,7 +37,7 @@ func ExampleProgress() {
 				log.Info("compiled", "package", pkg)
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "built"}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	if err := router.Start(ctx); err != nil {
 		log.Fatal(err)
 	}

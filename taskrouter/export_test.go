@@ -2,7 +2,6 @@ package taskrouter
 
 import (
 	"context"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
 )

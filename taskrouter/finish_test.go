@@ -70,7 +70,7 @@ func gatedRun(t *testing.T) (st *racyStore, logs *logRecorder, task *store.Task,
 		started <- struct{}{}
 		<-gate
 		return textResult("done"), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	p := h.dial(inMemory, core, nil)
 	id := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "gated", "arguments": map[string]any{}, "task": map[string]any{}}))["taskId"].(string)
 	<-started

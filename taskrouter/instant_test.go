@@ -170,7 +170,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 			return nil, nil, err
 		}
 		return textResult("noted " + in.Text), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 
 	// blocker makes sure its task is stored (TaskID), then runs until
 	// cancelled.
@@ -178,7 +178,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 		taskrouter.TaskID(ctx)
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "noter", "arguments": map[string]any{"text": "hi"}, "task": map[string]any{}}))
@@ -266,7 +266,7 @@ func TestInstantToolTakingItsLogger(t *testing.T) {
 			log.Info(in.Say)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	p := h.dial(inMemory, core, nil)
 
 	quiet := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "logs", "arguments": map[string]any{}, "task": map[string]any{}}))

@@ -135,13 +135,13 @@ func (tt *taskTools) addPauseTools(o TaskToolsOptions) {
 			return tt.pauseTool(ctx, in.TaskID, func(q *Request, t *store.Task, p Pauser) (*store.Task, string, error) {
 				return p.Pause(ctx, t, PauseRequest{By: q.Owner, Reason: in.Reason, Cut: in.Cut})
 			})
-		}, ToolOptions{})
+		}, nil)
 	addTool(tt.tools, &mcp.Tool{Name: o.ResumeName, Description: "Resume a paused workflow task: what was due starts again. Call it with the task id a tool result or handoff gave you."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in taskResumeIn) (*mcp.CallToolResult, any, error) {
 			return tt.pauseTool(ctx, in.TaskID, func(q *Request, t *store.Task, p Pauser) (*store.Task, string, error) {
 				return p.Resume(ctx, t, q.Owner)
 			})
-		}, ToolOptions{})
+		}, nil)
 }
 
 // pauseTool loads the task a pause tool names (as tasks/get would: the

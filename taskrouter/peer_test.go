@@ -26,7 +26,7 @@ func (h *harness) addBindTool() {
 			return nil, err
 		}
 		return textResult(t.ID), nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 }
 
 // bindFrom calls bindme on p and returns the task id.

@@ -3,9 +3,9 @@ package taskrouter
 import (
 	"context"
 	"errors"
+	"github.com/taskbridge/taskbridge/mcptask"
 	"sync"
 
-	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 )
 

@@ -91,21 +91,21 @@ func (h *Schedules) AddTools(opts *ScheduleToolsOptions) {
 				b.WriteString("There is no schedule you may manage.")
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}}, StructuredContent: out}, nil, nil
-		}, ToolOptions{})
+		}, nil)
 	addTool(c.tools, &mcp.Tool{Name: o.PauseName, Description: "Pause a schedule: it starts no task until resumed (its times that pass meanwhile are not run)."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in schedulePauseIn) (*mcp.CallToolResult, any, error) {
 			return c.tool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
 				info, err := h.Pause(ctx, in.Name, q.Owner, in.Reason)
 				return info, fmt.Sprintf("Schedule %q is paused.", in.Name), err
 			})
-		}, ToolOptions{})
+		}, nil)
 	addTool(c.tools, &mcp.Tool{Name: o.ResumeName, Description: "Resume a paused schedule: it fires from its next time on."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in scheduleIn) (*mcp.CallToolResult, any, error) {
 			return c.tool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
 				info, err := h.Resume(ctx, in.Name, q.Owner)
 				return info, fmt.Sprintf("Schedule %q is resumed; it fires next at %s.", in.Name, stamp(info.Next)), err
 			})
-		}, ToolOptions{})
+		}, nil)
 	addTool(c.tools, &mcp.Tool{Name: o.TriggerName, Description: "Fire a schedule now, once, outside its times (also while paused): it starts its task at once. Returns the task's id."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in scheduleIn) (*mcp.CallToolResult, any, error) {
 			return c.tool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
@@ -119,7 +119,7 @@ func (h *Schedules) AddTools(opts *ScheduleToolsOptions) {
 				}
 				return info, fmt.Sprintf("Schedule %q fired: task %s started (check it with task_result {\"task_id\": %q}).", in.Name, f.TaskID, f.TaskID), err
 			})
-		}, ToolOptions{})
+		}, nil)
 }
 
 // tool checks that the requestor of a schedule tool may manage schedule

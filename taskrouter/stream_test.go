@@ -71,7 +71,7 @@ func addReporter(h *harness, g *gates) {
 		}
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "tok", Progress: 99, Total: 100, Message: "via notify"})
 		return textResult("reported"), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 }
 
 // createTask starts tool as a task in the peer's dialect and returns its id.
@@ -245,7 +245,7 @@ func TestStreamRateBound(t *testing.T) {
 		}
 		elapsed = time.Since(start)
 		return textResult("ok"), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	p := h.dial(inMemory, ext, nil)
 	id := p.createTask("chatty", nil)
 	p.mustCall(mcptask.MethodTasksStream, map[string]any{"taskId": id})

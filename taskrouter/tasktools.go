@@ -101,9 +101,9 @@ func (tt *taskTools) add(opts *TaskToolsOptions) {
 	}
 	addTool(tt.tools, &mcp.Tool{Name: o.ResultName, Description: "Wait for a task (a long tool call that became a task, or a workflow task) and return its result: the tool's own result once the task has ended, or where it stands (for a workflow: its handoff, saying what to do next). Call it with the task id a tool result or handoff gave you.",
 		InputSchema: taskResultSchema()},
-		tt.taskResultTool, ToolOptions{})
+		tt.taskResultTool, nil)
 	addTool(tt.tools, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
-		tt.taskCancelTool, ToolOptions{})
+		tt.taskCancelTool, nil)
 	tt.tools.setTaskTools(o.ResultName, o.CancelName, o.withPauseDefaults())
 	tt.pauseToolsIfPausable()
 }

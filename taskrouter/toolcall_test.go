@@ -190,7 +190,7 @@ func addSDK(s *mcp.Server, t *mcp.Tool, h any) {
 
 // addOurs adds one of typedTools' handlers with taskrouter.AddTool.
 func addOurs(r *taskrouter.Router, t *mcp.Tool, h any) {
-	opts := taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden}
+	opts := &taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden}
 	switch h := h.(type) {
 	case func(context.Context, *mcp.CallToolRequest, typedIn) (*mcp.CallToolResult, typedOut, error):
 		taskrouter.AddTool(r, t, h, opts)

@@ -13,7 +13,8 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// ToolOptions say how a tool behaves as a task.
+// ToolOptions say how a tool behaves as a task; nil means the defaults
+// (a tool that never runs as a task).
 type ToolOptions struct {
 	// TaskSupport is the level advertised in tools/list as
 	// execution.taskSupport. The zero value means mcptask.TaskForbidden.
@@ -53,7 +54,7 @@ type toolEntry struct {
 // before running it (a task about to be created) decodes and validates
 // the arguments once. Install must have been called. It panics, as
 // mcp.AddTool does, on an unusable schema.
-func AddTool[In, Out any](r *Router, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
+func AddTool[In, Out any](r *Router, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts *ToolOptions) {
 	addTool(&r.tools, t, h, opts)
 }
 
@@ -61,11 +62,11 @@ func AddTool[In, Out any](r *Router, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out],
 // brings its own tools (the schedule tools, the pause tools) needs of
 // the engine. *toolRegistry has it.
 type toolAdder interface {
-	addTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions, check argCheck)
+	addTool(t *mcp.Tool, h mcp.ToolHandler, opts *ToolOptions, check argCheck)
 }
 
 // addTool is AddTool on a toolAdder.
-func addTool[In, Out any](g toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
+func addTool[In, Out any](g toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts *ToolOptions) {
 	tt, handler, check, err := typedTool(t, h)
 	if err != nil {
 		panic(fmt.Sprintf("taskrouter: AddTool %q: %v", t.Name, err))
@@ -76,7 +77,7 @@ func addTool[In, Out any](g toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 // AddRawTool adds an untyped tool, like (*mcp.Server).AddTool, and records
 // it in the router's registry. As with the SDK, the handler validates its
 // own arguments.
-func (r *Router) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
+func (r *Router) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts *ToolOptions) {
 	r.tools.addTool(t, h, opts, nil)
 }
 
@@ -138,7 +139,7 @@ func schemaCheck(schema any) func(json.RawMessage) error {
 
 // SetToolOptions sets the task behaviour of a tool registered directly on
 // the server (not through AddTool or AddRawTool).
-func (r *Router) SetToolOptions(name string, opts ToolOptions) {
+func (r *Router) SetToolOptions(name string, opts *ToolOptions) {
 	r.tools.addTool(&mcp.Tool{Name: name}, nil, opts, nil)
 }
 
@@ -181,7 +182,11 @@ func (g *toolRegistry) mustServer() *mcp.Server {
 // addTool records t with its task behaviour and, when h is set, adds it
 // to the server with h as its handler. It panics before Install and on
 // an unknown task support level.
-func (g *toolRegistry) addTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions, check argCheck) {
+func (g *toolRegistry) addTool(t *mcp.Tool, h mcp.ToolHandler, o *ToolOptions, check argCheck) {
+	var opts ToolOptions
+	if o != nil {
+		opts = *o
+	}
 	var srv *mcp.Server
 	if h != nil {
 		srv = g.mustServer()

@@ -34,7 +34,7 @@ func Example() {
 		WithObserver(tracing.New(tp, nil))
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textIn, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(ctx)
 	if err != nil {
 		log.Fatal(err)

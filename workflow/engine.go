@@ -57,7 +57,7 @@ type TaskEngine interface {
 	AcceptTaskIDArgument(tool string)
 	// SetToolOptions sets the task behaviour of a tool registered on the
 	// server directly (a workflow's own tool).
-	SetToolOptions(name string, opts taskrouter.ToolOptions)
+	SetToolOptions(name string, opts *taskrouter.ToolOptions)
 	// StartLeg makes a tools/call a task whose handler is exec (a leg, see
 	// leg.go); ResumeLeg runs a leg's handler again after a restart.
 	StartLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, kind string, labels map[string]string, exec func(ctx context.Context) (mcp.Result, error)) (mcp.Result, error)

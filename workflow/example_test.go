@@ -12,7 +12,6 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
-	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -35,13 +34,13 @@ func Example() {
 	b := builder.New("example", "1.0.0").WithStore(memory.New(nil)).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
 	builder.Tool(b, &mcp.Tool{Name: "check"}, func(ctx context.Context, _ *mcp.CallToolRequest, in checkIn) (*mcp.CallToolResult, checkIn, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "decide"}, func(ctx context.Context, _ *mcp.CallToolRequest, in decision) (*mcp.CallToolResult, decision, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "ship"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "shipped"}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	approved := workflow.Truthy(workflow.StepOutput("approve", "approved"))
 	b.TaskWorkflow(workflow.New("release", "check, soak, approve, ship").Step(
 		workflow.Parallel("checks",
@@ -130,7 +129,7 @@ func ExampleBridge_Fork() {
 	b := builder.New("example", "1.0.0").WithStore(memory.New(nil)).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
 	builder.Tool(b, &mcp.Tool{Name: "check"}, func(ctx context.Context, _ *mcp.CallToolRequest, in checkIn) (*mcp.CallToolResult, checkIn, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("two", "two checks").Arg("suite", "which suite", true).Step(
 		workflow.Server("first", "check").Bind("suite", workflow.Const("lint")),
 		workflow.Server("second", "check").Bind("suite", workflow.PromptArg("suite")),

@@ -249,7 +249,7 @@ func (e *fakeEngine) AcceptTaskIDArgument(tool string) {
 	e.taskIDTools[tool] = true
 }
 
-func (e *fakeEngine) SetToolOptions(string, taskrouter.ToolOptions) {}
+func (e *fakeEngine) SetToolOptions(string, *taskrouter.ToolOptions) {}
 
 // StartLeg runs exec in the background, as the router runs a leg's
 // handler, and answers with a stand-in for the task (its outcome comes

@@ -11,7 +11,7 @@
 // (internal/sim).
 //
 //	env := workflowtest.New(t, func(b *builder.Builder) {
-//		builder.Tool(b, &mcp.Tool{Name: "charge"}, charge, taskrouter.ToolOptions{})
+//		builder.Tool(b, &mcp.Tool{Name: "charge"}, charge, nil)
 //		b.TaskWorkflow(checkout())
 //	}, nil)
 //	run := env.Start("checkout", map[string]string{"cart": "42"})

@@ -139,7 +139,7 @@ func loudServer(t *testing.T) string {
 		taskrouter.Logger(ctx).Info("shouting " + in.Text)
 		_ = taskrouter.Progress(ctx, 1, 1, "shouted")
 		return nil, loudIn{Text: strings.ToUpper(in.Text)}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("shout", "shout twice").Arg("text", "t", true).Step(
 		workflow.Server("one", "upper").Bind("text", workflow.PromptArg("text")),
 		workflow.Client("two", "upper").Bind("text", workflow.FromClient("something to shout")),

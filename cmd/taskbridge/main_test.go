@@ -29,7 +29,7 @@ func workflowServer(t *testing.T) string {
 	b := builder.New("wf", "1").WithStore(memory.New(nil)).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "upper"}, func(ctx context.Context, _ *mcp.CallToolRequest, in up) (*mcp.CallToolResult, up, error) {
 		return nil, up{Text: strings.ToUpper(in.Text)}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("shout", "shout twice").Arg("text", "t", true).Step(
 		workflow.Server("one", "upper").Bind("text", workflow.PromptArg("text")),
 		workflow.Client("two", "upper").Bind("text", workflow.FromClient("something to shout")),

@@ -142,22 +142,22 @@ func releaseHandler(t testing.TB) http.Handler {
 				return nil, fetchOut{}, fmt.Errorf("unknown repository %q (try %q)", in.Repo, "taskbridge")
 			}
 			return nil, fetchOut{Repo: in.Repo, Commits: []string{"feat: durable tasks", "fix: cancel stops the handler"}}, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in draftIn) (*mcp.CallToolResult, draftOut, error) {
 			return nil, draftOut{Draft: "# " + in.Repo + "\n- " + strings.Join(in.Commits, "\n- ")}, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp.CallToolResult, reviewOut, error) {
 			return nil, reviewOut{Approved: in.Approved, FinalText: in.Draft + "\n_" + in.Feedback + "_"}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "publish_notes", Description: "Publish release notes to a chat channel."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, publishOut, error) {
 			if !in.Approved {
 				return nil, publishOut{}, fmt.Errorf("the notes were not approved")
 			}
 			return nil, publishOut{URL: "https://chat.example/releases/1"}, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "generate_report", Description: "Produce a report; slow, so best run as a task."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, any, error) {
 			select {
@@ -166,7 +166,7 @@ func releaseHandler(t testing.TB) http.Handler {
 				return nil, nil, ctx.Err()
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Report on %q is ready.", in.Topic)}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(releaseWorkflow("release_notes"))
 	b.PlainWorkflow(releaseWorkflow("release_notes_plain"))
 	b.TaskWorkflow(signOffWorkflow())
@@ -256,7 +256,7 @@ func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
 			got = append(got, id)
 			mu.Unlock()
 			return nil, boundOut{Seen: id + ": " + in.Note}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	b.TaskWorkflow(workflow.New("bound_flow", "A step that names its workflow task").Step(
 		workflow.Client("mark", "bound").Bind("note", workflow.FromClient("a note")),
 	))

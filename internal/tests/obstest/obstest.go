@@ -73,7 +73,7 @@ func New(t testing.TB, st store.Store, configure func(*builder.Builder)) *Fixtur
 	} else {
 		b.WithDB(t.TempDir() + "/tasks.db")
 	}
-	opt := taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional}
+	opt := &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional}
 	builder.Tool(b, &mcp.Tool{Name: "echo", Description: "Echo text."}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textOut, error) {
 		return nil, textOut{Text: in.Text}, nil
 	}, opt)
@@ -94,10 +94,10 @@ func New(t testing.TB, st store.Store, configure func(*builder.Builder)) *Fixtur
 	}, opt)
 	builder.Tool(b, &mcp.Tool{Name: "draft", Description: "Drafts notes."}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textOut, error) {
 		return nil, textOut{Text: "notes on " + in.Text}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "review", Description: "Records a review."}, func(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp.CallToolResult, textOut, error) {
 		return nil, textOut{Text: in.Draft + " (" + in.Verdict + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New(Workflow, "Draft, review and publish notes").
 		Arg("topic", "what the notes are about", true).
 		Step(
