@@ -173,7 +173,7 @@ func ExampleClient_Follow() {
 		fmt.Println("fill", step.Name, placeholders)
 		return map[string]any{"reviewer": "ada"}, nil
 	}
-	raw, err := c.Follow(ctx, doc, client.FollowOptions{Fill: fill})
+	raw, err := c.Follow(ctx, doc, &client.FollowOptions{Fill: fill})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 			require.NotNil(t, doc)
 			require.JSONEq(t, `"`+doc.TaskID+`"`, string(doc.RemainingSteps[0].Arguments["_task_id"]), "the handoff carries the id")
 			var asked []string
-			final, err := c.Follow(ctx, doc, client.FollowOptions{Fill: func(_ context.Context, _ handoff.RemainingStep, ph []string) (map[string]any, error) {
+			final, err := c.Follow(ctx, doc, &client.FollowOptions{Fill: func(_ context.Context, _ handoff.RemainingStep, ph []string) (map[string]any, error) {
 				asked = append(asked, ph...)
 				return map[string]any{"note": "hi"}, nil
 			}})

@@ -61,7 +61,7 @@ func TestFollowComposedWorkflow(t *testing.T) {
 			_, doc, err := c.GetPrompt(ctx, "reviews", nil)
 			require.NoError(t, err)
 			var asked []string
-			raw, err := c.Follow(ctx, doc, client.FollowOptions{Fill: func(_ context.Context, step handoff.RemainingStep, holes []string) (map[string]any, error) {
+			raw, err := c.Follow(ctx, doc, &client.FollowOptions{Fill: func(_ context.Context, step handoff.RemainingStep, holes []string) (map[string]any, error) {
 				asked = append(asked, step.Name)
 				switch step.Call.Tool {
 				case "review":

@@ -155,7 +155,7 @@ func TestFollowOnEvent(t *testing.T) {
 			_, doc, err := c.GetPrompt(ctx, "build", nil)
 			require.NoError(t, err)
 			var log eventLog
-			_, err = c.Follow(ctx, doc, client.FollowOptions{OnEvent: log.add,
+			_, err = c.Follow(ctx, doc, &client.FollowOptions{OnEvent: log.add,
 				Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
 					return map[string]any{"who": "ada"}, nil
 				}})

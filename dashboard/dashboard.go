@@ -71,7 +71,7 @@ type Options struct {
 // A Forker runs a workflow task again from a step; *workflow.Bridge is
 // one.
 type Forker interface {
-	Fork(ctx context.Context, id string, o workflow.ForkOptions) (*store.Task, error)
+	Fork(ctx context.Context, id string, o *workflow.ForkOptions) (*store.Task, error)
 	ForkPoints(t *store.Task) []string
 }
 
@@ -379,7 +379,7 @@ func (d *Dashboard) fork(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		http.NotFound(w, r)
 		return
 	}
-	nt, err := d.opts.Forker.Fork(r.Context(), id, workflow.ForkOptions{From: r.PostFormValue("from")})
+	nt, err := d.opts.Forker.Fork(r.Context(), id, &workflow.ForkOptions{From: r.PostFormValue("from")})
 	if err != nil {
 		http.Error(w, "the task cannot be run again from there: "+err.Error(), http.StatusConflict)
 		return

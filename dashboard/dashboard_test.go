@@ -116,7 +116,7 @@ func (e *env) post(t *testing.T, token, path string, form url.Values, headers ma
 func (e *env) ownedTask(t *testing.T, owner, name string) *store.Task {
 	t.Helper()
 	task, err := e.f.Srv.Router.CreateTask(t.Context(), &taskrouter.Request{Owner: owner, Authenticated: true},
-		store.Request{Method: "tools/call", Name: name}, taskrouter.CreateOptions{Kind: taskrouter.KindTool})
+		store.Request{Method: "tools/call", Name: name}, &taskrouter.CreateOptions{Kind: taskrouter.KindTool})
 	require.NoError(t, err)
 	return task
 }

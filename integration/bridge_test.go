@@ -529,7 +529,7 @@ func TestBridgeBadTaskID(t *testing.T) {
 	_, err := approve(t, cs, done.TaskID, map[string]any{"approver": "x"})
 	require.NoError(t, err)
 	// A task that is not a workflow task.
-	plainTask, err := f.srv.Router.CreateTask(context.Background(), nil, store.Request{Method: "tools/call", Name: "prepare"}, taskrouter.CreateOptions{Kind: taskrouter.KindTool})
+	plainTask, err := f.srv.Router.CreateTask(context.Background(), nil, store.Request{Method: "tools/call", Name: "prepare"}, &taskrouter.CreateOptions{Kind: taskrouter.KindTool})
 	require.NoError(t, err)
 
 	before, _ := progressOf(t, f.srv.Store, doc.TaskID)

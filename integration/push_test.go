@@ -81,7 +81,7 @@ func TestPushWorkflowPausedThenEnded(t *testing.T) {
 	require.Equal(t, []string{"middle"}, pe.ClientSteps)
 	require.Contains(t, pe.Reason, "middle")
 
-	_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
+	_, err = c.Follow(ctx, doc, &client.FollowOptions{Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
 		return map[string]any{"text": "from the client"}, nil
 	}})
 	require.NoError(t, err)

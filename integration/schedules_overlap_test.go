@@ -46,7 +46,7 @@ func TestScheduleOverlapAcrossReplicasOnPostgres(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, r.Schedules().Add(taskrouter.Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy,
 					Start: func(ctx context.Context, f store.Fire) error {
-						_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
+						_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, &taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
 						if errors.Is(err, store.ErrExists) {
 							return nil
 						}

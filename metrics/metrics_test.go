@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/internal/tests/obstest"
 	"github.com/taskbridge/taskbridge/metrics"
 	"github.com/taskbridge/taskbridge/store"
@@ -84,7 +83,7 @@ func TestScrapeAfterRealActivity(t *testing.T) {
 	f.Wait(t, slow, mcptask.StatusCancelled)
 
 	_, doc := obstest.Handoff(t, c, "metrics")
-	obstest.Finish(t, c, doc, client.FollowOptions{})
+	obstest.Finish(t, c, doc, nil)
 	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 
 	text := scrape(t, m.Handler())

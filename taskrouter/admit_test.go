@@ -42,7 +42,7 @@ func TestCreateTaskIsAdmitted(t *testing.T) {
 		return &taskrouter.Request{Owner: owner, Source: source, Dialect: mcptask.Core}
 	}
 	create := func(q *taskrouter.Request) (*store.Task, error) {
-		return r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: "wf"}, taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow})
+		return r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: "wf"}, &taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow})
 	}
 	count := func() int {
 		c, err := st.Counts(ctx)
@@ -81,15 +81,15 @@ func TestCreateTaskIsAdmitted(t *testing.T) {
 
 	// Tasks created outside a request belong to LocalOwner and have no
 	// source: only MaxPending bounds them.
-	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "other"})
+	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "other"})
 	require.NoError(t, err)
-	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "other"})
+	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "other"})
 	require.NoError(t, err)
-	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "other"})
+	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "other"})
 	requireTooMany(t, err, "MaxPending=4")
 
 	// A requestor that could not be identified creates nothing.
-	_, err = r.CreateTask(ctx, &taskrouter.Request{OwnerErr: mcptask.InvalidRequest("who?")}, store.Request{}, taskrouter.CreateOptions{})
+	_, err = r.CreateTask(ctx, &taskrouter.Request{OwnerErr: mcptask.InvalidRequest("who?")}, store.Request{}, nil)
 	require.ErrorContains(t, err, "who?")
 }
 
@@ -113,7 +113,7 @@ func TestCreatedTaskSlotsSurviveRestart(t *testing.T) {
 	r, stop := open()
 	var ids []string
 	for range 2 {
-		tk, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "held"})
+		tk, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "held"})
 		require.NoError(t, err)
 		ids = append(ids, tk.ID)
 	}
@@ -122,11 +122,11 @@ func TestCreatedTaskSlotsSurviveRestart(t *testing.T) {
 	r, stop = open()
 	defer stop()
 	require.Equal(t, 2, r.Stats().Pending, "the tasks left active count again")
-	_, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "held"})
+	_, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "held"})
 	requireTooMany(t, err, "MaxPendingPerOwner=2")
 	_, err = r.Fail(ctx, ids[0], "done with it", nil)
 	require.NoError(t, err)
-	_, err = r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "held"})
+	_, err = r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "held"})
 	require.NoError(t, err)
 }
 

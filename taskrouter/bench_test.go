@@ -119,7 +119,7 @@ func BenchmarkEngineCreateComplete(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					t, err := r.CreateTask(ctx, &taskrouter.Request{Owner: "o"}, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{})
+					t, err := r.CreateTask(ctx, &taskrouter.Request{Owner: "o"}, store.Request{Method: "tools/call", Name: "x"}, nil)
 					if err != nil {
 						b.Fatal(err)
 					}

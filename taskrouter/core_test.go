@@ -417,7 +417,7 @@ func TestWorkflowFacingCalls(t *testing.T) {
 	p := h.dial(inMemory, core, nil)
 	ctx := context.Background()
 	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"},
-		taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow, Variables: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
+		&taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow, Variables: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	require.Equal(t, mcptask.StatusWorking, task.Status)
 	task, err = h.r.Update(ctx, task.ID, store.Update{IfVersion: task.Version, Variables: map[string]json.RawMessage{"a": json.RawMessage(`null`), "b": json.RawMessage(`{"x":2}`)}})

@@ -32,7 +32,7 @@ import (
 // with a -32000 (mcptask.CodeTooManyTasks) naming it, before anything is
 // stored. A request whose owner could not be identified fails with its
 // OwnerErr.
-func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts CreateOptions) (*store.Task, error) {
+func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts *CreateOptions) (*store.Task, error) {
 	adm := admission{owner: LocalOwner}
 	if req != nil {
 		if req.OwnerErr != nil {
@@ -55,7 +55,8 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 }
 
 // newRecord builds the record CreateTask stores.
-func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOptions) *store.Task {
+func (r *Router) newRecord(req *Request, origin store.Request, o *CreateOptions) *store.Task {
+	opts := deref(o)
 	labels := make(map[string]string, len(opts.Labels)+3)
 	for k, v := range opts.Labels {
 		labels[k] = v
@@ -123,7 +124,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		return nil, err
 	}
 	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
-		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
+		&CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
 	exec := toolExec(r.inner, req, checked, in)
 	if r.opts.InstantWindow > 0 {
 		// An instant task: its handler runs before its record is stored
@@ -393,7 +394,7 @@ func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequ
 	id, name := NewTaskID(), req.Params.Name
 	build := func() *store.Task {
 		rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: name, Arguments: req.Params.Arguments},
-			CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
+			&CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
 		rec.ID = id
 		return rec
 	}
@@ -497,7 +498,7 @@ func (r *Router) StartLeg(ctx context.Context, q *Request, req *mcp.CallToolRequ
 		return nil, err
 	}
 	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
-		CreateOptions{Kind: kind, Labels: labels, Lease: true})
+		&CreateOptions{Kind: kind, Labels: labels, Lease: true})
 	t, err := r.createRecord(ctx, rec)
 	if err != nil {
 		r.quotas.release(adm, false)

@@ -21,7 +21,7 @@ import (
 // with its id.
 func (h *harness) addBindTool() {
 	h.r.AddRawTool(&mcp.Tool{Name: "bindme", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		t, err := h.r.CreateTask(ctx, h.r.Resolve(ctx, req), store.Request{Method: "tools/call", Name: "bindme"}, taskrouter.CreateOptions{Kind: "peer-test"})
+		t, err := h.r.CreateTask(ctx, h.r.Resolve(ctx, req), store.Request{Method: "tools/call", Name: "bindme"}, &taskrouter.CreateOptions{Kind: "peer-test"})
 		if err != nil {
 			return nil, err
 		}

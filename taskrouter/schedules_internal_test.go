@@ -46,7 +46,7 @@ func cronRouter(t *testing.T, st store.Store, clock *fakeClock) *Router {
 // each creation.
 func startTasks(r *Router, created *[]store.Fire, mu *sync.Mutex) func(ctx context.Context, f store.Fire) error {
 	return func(ctx context.Context, f store.Fire) error {
-		_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, CreateOptions{ID: f.TaskID, Kind: "test"})
+		_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, &CreateOptions{ID: f.TaskID, Kind: "test"})
 		if errors.Is(err, store.ErrExists) {
 			return nil
 		}

@@ -27,7 +27,7 @@ func TestScheduleTools(t *testing.T) {
 	var mu sync.Mutex
 	started := map[string]bool{}
 	start := func(ctx context.Context, f store.Fire) error {
-		_, err := h.r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
+		_, err := h.r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, &taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
 		if errors.Is(err, store.ErrExists) {
 			err = nil
 		}
@@ -113,7 +113,7 @@ func TestPauseTools(t *testing.T) {
 	h.r.HandleKind("pausable", pz)
 	require.Subset(t, listed(), []string{"task_pause", "task_resume"}, "a pausable kind brings them")
 	ctx := t.Context()
-	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "x"}, taskrouter.CreateOptions{Kind: "pausable"})
+	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "x"}, &taskrouter.CreateOptions{Kind: "pausable"})
 	require.NoError(t, err)
 	p := h.dial(inMemory, core, nil)
 

@@ -17,7 +17,8 @@ import (
 // (the workflow bridge) uses to drive a task it owns: create, read, update,
 // complete, fail.
 
-// CreateOptions shape a task created through CreateTask.
+// CreateOptions shape a task created through CreateTask; nil means the
+// defaults.
 type CreateOptions struct {
 	// TTL is the requested ttl; zero means the configured default. It is
 	// capped at Options.MaxTTL.
@@ -134,6 +135,16 @@ func (r *Router) Fail(ctx context.Context, id string, message string, rpcErr *mc
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// deref is *p, or T's zero value (the defaults) for a nil p: how a
+// function that takes *XOptions reads them.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
 
 // LabelCount is the number of active tasks whose labels have Values (in
 // the order the labels were asked for).

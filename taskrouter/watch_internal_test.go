@@ -64,7 +64,7 @@ func TestAwaitersShareAWatch(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, r.Start(ctx))
 	t.Cleanup(func() { _ = r.Close() })
-	task, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, CreateOptions{})
+	task, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, nil)
 	require.NoError(t, err)
 
 	ended := make(chan error, 1)

@@ -102,7 +102,7 @@ func TestWorkflowIsOneTrace(t *testing.T) {
 	res, doc := obstest.Handoff(t, c, "tracing")
 	id := doc.TaskID
 	require.Equal(t, tracing.TraceParent(id), res.Meta[tracing.MetaTraceParent], "the prompt result carries the task's traceparent")
-	obstest.Finish(t, c, doc, client.FollowOptions{})
+	obstest.Finish(t, c, doc, nil)
 	task := f.Wait(t, id, mcptask.StatusCompleted)
 
 	rec.mu.Lock()
@@ -155,7 +155,7 @@ func TestClientSpanParentsItsStep(t *testing.T) {
 	_, doc := obstest.Handoff(t, c, "mine")
 	tid := tracing.TraceID(doc.TaskID)
 	clientSpan := trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}
-	obstest.Finish(t, c, doc, client.FollowOptions{TraceParent: fmt.Sprintf("00-%s-%s-01", tid, clientSpan)})
+	obstest.Finish(t, c, doc, &client.FollowOptions{TraceParent: fmt.Sprintf("00-%s-%s-01", tid, clientSpan)})
 	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 	var review tracetest.SpanStub
 	require.Eventually(t, func() bool {
@@ -172,7 +172,7 @@ func TestClientSpanParentsItsStep(t *testing.T) {
 
 	_, doc = obstest.Handoff(t, c, "theirs")
 	other := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	obstest.Finish(t, c, doc, client.FollowOptions{TraceParent: other})
+	obstest.Finish(t, c, doc, &client.FollowOptions{TraceParent: other})
 	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 	tid = tracing.TraceID(doc.TaskID)
 	require.Eventually(t, func() bool {

@@ -18,7 +18,7 @@ type TaskEngine interface {
 	// Resolve returns the resolved form of a request (dialect, owner).
 	Resolve(ctx context.Context, req mcp.Request) *taskrouter.Request
 	// CreateTask durably creates a working task for the requestor.
-	CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts taskrouter.CreateOptions) (*store.Task, error)
+	CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts *taskrouter.CreateOptions) (*store.Task, error)
 	// TaskFor returns a task the requestor may access, or an error
 	// matching store.ErrNotFound.
 	TaskFor(ctx context.Context, req *taskrouter.Request, id string) (*store.Task, error)

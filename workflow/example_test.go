@@ -157,7 +157,7 @@ func ExampleBridge_Fork() {
 		log.Fatal(err)
 	}
 
-	fork, err := srv.Bridge.Fork(ctx, doc.TaskID, workflow.ForkOptions{From: "second", Arguments: map[string]string{"suite": "integration"}})
+	fork, err := srv.Bridge.Fork(ctx, doc.TaskID, &workflow.ForkOptions{From: "second", Arguments: map[string]string{"suite": "integration"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -74,7 +74,11 @@ func (e *fakeEngine) Resolve(ctx context.Context, req mcp.Request) *taskrouter.R
 	return &taskrouter.Request{MCP: req, Dialect: mcptask.Extension, Declared: e.takesTasks, Owner: taskrouter.LocalOwner, Source: "local"}
 }
 
-func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts taskrouter.CreateOptions) (*store.Task, error) {
+func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, o *taskrouter.CreateOptions) (*store.Task, error) {
+	var opts taskrouter.CreateOptions
+	if o != nil {
+		opts = *o
+	}
 	e.called("create", opts.Labels[LabelParent])
 	labels := map[string]string{taskrouter.LabelKind: opts.Kind, taskrouter.LabelDialect: "ext"}
 	for k, v := range opts.Labels {

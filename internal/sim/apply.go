@@ -127,7 +127,7 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 			return "no task to fork"
 		}
 		id := ids[o.N%len(ids)]
-		t, err := p.Server.Bridge.Fork(ctx, id, workflow.ForkOptions{})
+		t, err := p.Server.Bridge.Fork(ctx, id, nil)
 		s.noteInternal(err, "fork")
 		switch {
 		case err != nil:

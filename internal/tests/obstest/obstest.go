@@ -159,16 +159,20 @@ func Handoff(t testing.TB, c *client.Client, topic string) (*mcp.GetPromptResult
 
 // Finish performs the client step of a handed-off fixture workflow and
 // waits for the task to complete.
-func Finish(t testing.TB, c *client.Client, doc *handoff.Document, opts client.FollowOptions) {
+func Finish(t testing.TB, c *client.Client, doc *handoff.Document, opts *client.FollowOptions) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if opts.Fill == nil {
-		opts.Fill = func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
+	var o client.FollowOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Fill == nil {
+		o.Fill = func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
 			return map[string]any{"verdict": "approved"}, nil
 		}
 	}
-	_, err := c.Follow(ctx, doc, opts)
+	_, err := c.Follow(ctx, doc, &o)
 	require.NoError(t, err, "following %s", doc.TaskID)
 }
 
