@@ -29,6 +29,14 @@
 // at once, by one process or by replicas side by side during a rolling
 // deploy (see VersionOf, Options.VersionGrace).
 //
+// Settings come as *Options (NewBridge; nil: the defaults), as in every
+// package of the module, with one exception: where a run takes its place
+// on a queue, OnQueue takes functional options (QueueKey,
+// QueuePriority), because they are the queue's per-placement choices,
+// optional and composable, which DBOS, the anchor for queues, passes the
+// same way (WithQueue, WithPriority, WithDeduplicationID on a
+// workflow's start).
+//
 // # The path of a prompt
 //
 // prompts/get (or the workflow's tool) reaches TaskPromptHandler.start
