@@ -134,8 +134,8 @@
 //	timerules.go          the time rules: waits, retries, deadlines, wake-ups
 //	ttl.go                the ttl pass: the wake-up, the expiry and the status of a write
 //	lineage.go            child workflows and their parents
-//	continue.go           continuation calls: matching a call to a step
-//	continue_record.go    recording a continuation, answering a retried one
+//	continue.go           continuation calls, one walk: the step a call performs, its
+//	                      record, the answer (a retried call's from the record)
 //	leg.go                legs: a call that becomes a task for a host that runs tasks
 //	deliver.go            events and webhooks
 //	eventtool.go          the event tool, for a model in an LLM host
