@@ -226,6 +226,30 @@
 // show: no Router method takes a lock, and no lock is taken through a
 // field's field.
 //
+// # Features
+//
+// The Router keeps the engine (creating, reading, updating, cancelling
+// and admitting tasks, running their handlers, serving the two dialects).
+// Each feature built on it is a type of its own, reached through a handle
+// (River's Client.PeriodicJobs is the model), and sees a narrow interface
+// of what it needs of the engine, never the Router:
+//
+//	r.Webhooks()   *Webhooks   push: webhooks, deliveries (pushEngine)
+//	r.Schedules()  *Schedules  cron schedules, their tools (cronEngine)
+//	r.Streams()    *Streams    readers of task events; tasks/stream and
+//	                           subscriptions/listen are served by the
+//	                           same type (streamEngine)
+//	r.Peers()      *Peers      requests the server sends a task's client
+//	                           (the peers registry alone)
+//	r.Pauses()     *Pauses     pausing and resuming (the kinds' registry,
+//	                           the store); task_pause and task_resume are
+//	                           the built-in task tools' (taskToolEngine)
+//	r.Queues()     *Queues     the store's queues on the engine's clock
+//	                           (queueEngine)
+//
+// TestDocNoServiceHoldsTheRouter keeps it so: only the shims, the fast
+// path and a handler run hold the *Router.
+//
 // # Background work
 //
 // The engine's background work runs as services (package
