@@ -99,7 +99,7 @@ type costServers struct {
 	// plain calls.
 	noHost, sdk *proc
 	// window is taskbridge (bbolt) with a 2 ms commit window
-	// (bboltstore.WithCommitWindow, opt-in): task round trips at 64
+	// (bboltstore.Options.CommitWindow, opt-in): task round trips at 64
 	// clients.
 	window *proc
 	// conf and ex62 are the servers a user starts, as shipped

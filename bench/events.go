@@ -38,7 +38,7 @@ type ticksIn struct {
 // that writes n log lines, everyMs apart, after afterMs, for readers to
 // follow.
 func addEventTools(b *builder.Builder) {
-	builder.Tool(b, &mcp.Tool{Name: "ticks"}, ticks, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "ticks"}, ticks, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 }
 
 // ticks logs in.N lines, in.EveryMs apart, after in.AfterMs.
@@ -89,7 +89,7 @@ func addStepTools(b *builder.Builder, prefix string, loud bool) {
 				taskrouter.Logger(ctx).Info("a step", "n", in.N)
 			}
 			return nil, stepOut{N: in.N + 1}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	}
 }
 
@@ -127,9 +127,9 @@ func eventCost(o options, tmp string, rep *report) error {
 		ds   []time.Duration
 	}
 	open := func(name string, drop, loud, mem bool) (*side, func(), error) {
-		var st store.Store = memory.New()
+		var st store.Store = memory.New(nil)
 		if !mem {
-			bs, err := bboltstore.Open(filepath.Join(tmp, "events-"+name+".db"))
+			bs, err := bboltstore.Open(filepath.Join(tmp, "events-"+name+".db"), nil)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -49,7 +49,7 @@ func addWorkTool(b *builder.Builder) {
 			return nil, nil, ctx.Err()
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 }
 
 // buildAndConnect builds b and connects a client session (that declares

@@ -323,7 +323,7 @@ func scale(o options, tmp string, rep *report) error {
 	if err != nil {
 		return err
 	}
-	// The same file, served by a store opened WithPrefault (opt-in).
+	// The same file, served by a store opened with Options.Prefault (opt-in).
 	pre, err := measure(o.scale, "-prefault")
 	if err != nil {
 		return err
@@ -332,7 +332,7 @@ func scale(o options, tmp string, rep *report) error {
 	rep.add(row{"5", fmt.Sprintf("tasks/get with %s vs 1k stored tasks (bbolt)", count(o.scale)), ms(big.get), ms(small.get), fmt.Sprintf("%.2f", gr), "≤ 1.5", met(gr <= 1.5)})
 	rep.add(row{"5", fmt.Sprintf("tasks/list page (50) with %s vs 1k stored tasks", count(o.scale)), ms(big.list), ms(small.list), fmt.Sprintf("%.2f", lr), "≤ 1.5", met(lr <= 1.5)})
 	pg, pl := float64(pre.get)/float64(small.get), float64(pre.list)/float64(small.list)
-	rep.add(row{"5", fmt.Sprintf("the same %s file opened with bboltstore.WithPrefault (opt-in): tasks/get / tasks/list page vs 1k stored tasks", count(o.scale)),
+	rep.add(row{"5", fmt.Sprintf("the same %s file opened with bboltstore.Options.Prefault (opt-in): tasks/get / tasks/list page vs 1k stored tasks", count(o.scale)),
 		ms(pre.get) + " / " + ms(pre.list), ms(small.get) + " / " + ms(small.list), fmt.Sprintf("%.2f / %.2f", pg, pl), "≤ 1.5", met(pg <= 1.5 && pl <= 1.5)})
 	rep.add(row{"5", fmt.Sprintf("server heap+stacks (RssAnon) / mapped file pages / file size, %s vs 1k tasks", count(o.scale)),
 		fmt.Sprintf("%.0f / %.0f / %.0f MiB", big.anon, big.mapped, big.file), fmt.Sprintf("%.0f / %.0f / %.1f MiB", small.anon, small.mapped, small.file),
@@ -350,7 +350,7 @@ func count(n int) string {
 // populate writes n finished tasks for the local owner with 64 concurrent
 // writers (group commit) and returns a sample of their ids.
 func populate(path string, n int) ([]string, error) {
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	if err != nil {
 		return nil, err
 	}

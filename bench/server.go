@@ -47,12 +47,12 @@ func benchBuilder() *builder.Builder {
 	b := builder.New("taskbridge-bench", "1").WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
-	builder.Tool(b, &mcp.Tool{Name: "work"}, work, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "work"}, work, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	// hold is work declared Retryable: a replica that takes over the task
 	// of a dead one runs it again (bench row 10's takeover). work stays
 	// not Retryable so that the other rows measure what they always did.
-	builder.Tool(b, &mcp.Tool{Name: "hold"}, work, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "hold"}, work, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	// wf10's steps are pure and declared Retryable, so with the server's
 	// ProgressInterval (opt-in, set in serve) quick ones share progress
 	// writes; wf10_once's are the same steps not Retryable: each is
@@ -64,7 +64,7 @@ func benchBuilder() *builder.Builder {
 		name := fmt.Sprintf("step%d", i)
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, in stepIn) (*mcp.CallToolResult, stepOut, error) {
 			return nil, stepOut{N: in.N + 1}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 		for _, w := range []*workflow.Definition{wf, wfOnce, wfPlain} {
 			s := workflow.Server(name, name)
 			if w != wfOnce {
@@ -182,8 +182,8 @@ func serve(args []string) error {
 	instant := fs.Duration("instant-window", 0, "taskrouter.Options.InstantWindow (0: the default; negative: off)")
 	hostDeadline := fs.Duration("host-deadline", 0, "taskrouter.Options.HostDeadline (0: the default; negative: off, plain calls run in the request as before host mode)")
 	noFast := fs.Bool("no-fast-path", false, "taskrouter.Options.DisableFastPath: every request through go-sdk's dispatch")
-	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.WithPrefault")
-	window := fs.Duration("commit-window", 0, "open the bbolt file with bboltstore.WithCommitWindow")
+	prefault := fs.Bool("prefault", false, "open the bbolt file with bboltstore.Options.Prefault")
+	window := fs.Duration("commit-window", 0, "open the bbolt file with bboltstore.Options.CommitWindow")
 	maxTasks := fs.Int("max-tasks", 0, "every running and pending limit of taskrouter.Options (0: the bench's, see benchConfig)")
 	sweep := fs.Duration("sweep-interval", 0, "taskrouter.Options.SweepInterval (0: the default)")
 	_ = fs.Parse(args)
@@ -204,16 +204,16 @@ func serve(args []string) error {
 	}
 	switch *storeKind {
 	case "memory":
-		b.WithStore(memory.New())
+		b.WithStore(memory.New(nil))
 	case "bbolt":
 		if *db == "" {
 			return errors.New("serve: -db is required with -store bbolt")
 		}
 		if !*prefault {
-			b.WithDB(*db).WithBboltOptions(bboltstore.WithCommitWindow(*window))
+			b.WithDB(*db).WithBboltOptions(bboltstore.Options{CommitWindow: *window})
 			break
 		}
-		st, err := bboltstore.Open(*db, bboltstore.WithPrefault(true), bboltstore.WithCommitWindow(*window))
+		st, err := bboltstore.Open(*db, &bboltstore.Options{Prefault: true, CommitWindow: *window})
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,7 @@
 // that serves over stdio, Streamable HTTP or an in-memory transport.
 //
 //	b := builder.New("demo", "1.0.0").WithDB("tasks.db")
-//	builder.Tool(b, &mcp.Tool{Name: "fetch"}, fetch, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+//	builder.Tool(b, &mcp.Tool{Name: "fetch"}, fetch, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 //	b.TaskWorkflow(wf)
 //	srv, err := b.Build(ctx)
 //	defer srv.Close()
@@ -18,8 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
-	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -58,7 +56,7 @@ type Builder struct {
 	router    taskrouter.Options
 	st        store.Store
 	db        string // WithDB's spec
-	bbolt     []bboltstore.Option
+	bbolt     bboltstore.Options
 	useEnv    bool
 	logger    *slog.Logger
 	tools     []func(r *taskrouter.Router)
@@ -113,14 +111,11 @@ func RedactDSN(spec string) string {
 	return u.Redacted()
 }
 
-// WithBboltOptions passes opts to bboltstore.Open when the server opens a
-// bbolt file itself (WithDB, EnvDB or DefaultDBFile), for
-// example bboltstore.WithPrefault(true). EnvBboltPrefault, read after
-// them, can turn prefaulting on or off unless WithoutEnv.
-func (b *Builder) WithBboltOptions(opts ...bboltstore.Option) *Builder {
-	b.bbolt = append(b.bbolt, opts...)
-	return b
-}
+// WithBboltOptions sets the options of bboltstore.Open when the server
+// opens a bbolt file itself (WithDB, EnvDB or DefaultDBFile), for example
+// bboltstore.Options{Prefault: true}. EnvBboltPrefault and
+// EnvBboltCommitWindow override their fields unless WithoutEnv.
+func (b *Builder) WithBboltOptions(o bboltstore.Options) *Builder { b.bbolt = o; return b }
 
 // WithRouterOptions sets the task engine's options (taskrouter.Options;
 // the store is chosen with WithStore or WithDB). The TASKBRIDGE_*
@@ -214,7 +209,7 @@ func (b *Builder) WithMiddleware(mw ...mcp.Middleware) *Builder {
 func (b *Builder) Setup(f func(*mcp.Server)) *Builder { b.setup = append(b.setup, f); return b }
 
 // Tool adds a typed tool with its task behaviour (see taskrouter.AddTool).
-func Tool[In, Out any](b *Builder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts taskrouter.ToolOptions) *Builder {
+func Tool[In, Out any](b *Builder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts *taskrouter.ToolOptions) *Builder {
 	if t == nil || t.Name == "" {
 		b.errs = append(b.errs, errors.New("builder: a tool has no name"))
 		return b
@@ -224,7 +219,7 @@ func Tool[In, Out any](b *Builder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], o
 }
 
 // RawTool adds an untyped tool (see taskrouter.Router.AddRawTool).
-func (b *Builder) RawTool(t *mcp.Tool, h mcp.ToolHandler, opts taskrouter.ToolOptions) *Builder {
+func (b *Builder) RawTool(t *mcp.Tool, h mcp.ToolHandler, opts *taskrouter.ToolOptions) *Builder {
 	if t == nil || t.Name == "" {
 		b.errs = append(b.errs, errors.New("builder: a tool has no name"))
 		return b
@@ -253,7 +248,7 @@ func (b *Builder) TaskWorkflow(w *workflow.Definition) *Builder {
 // expression (see workflow.Schedule and workflow.Bridge.AddSchedule);
 // add the workflow with TaskWorkflow. Unless WithoutTaskTools, a server
 // with schedules also has the tools schedule_list, schedule_pause,
-// schedule_resume and schedule_trigger (taskrouter.Router.AddScheduleTools).
+// schedule_resume and schedule_trigger (taskrouter.Schedules.AddTools).
 func (b *Builder) Schedule(s workflow.Schedule) *Builder {
 	b.schedules = append(b.schedules, s)
 	return b
@@ -286,15 +281,21 @@ func (b *Builder) Build(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{Store: b.st}
-	if srv.Store == nil {
-		if err := b.openStore(ctx, srv, ropts.Logger); err != nil {
+	var env environment
+	if b.useEnv {
+		if env, err = readEnvironment(); err != nil {
 			return nil, err
 		}
-	} else if env := os.Getenv(EnvDB); b.useEnv && env != "" {
-		return nil, fmt.Errorf("builder: %s=%s cannot take effect: this server uses the store its code hands over with WithStore; unset %s, or choose the store with WithDB (which %s overrides) or WithoutEnv", EnvDB, RedactDSN(env), EnvDB, EnvDB)
 	}
-	b.warnReplica(srv.Store, ropts.Logger)
+	srv := &Server{Store: b.st}
+	if srv.Store == nil {
+		if err := b.openStore(ctx, srv, env, ropts.Logger); err != nil {
+			return nil, err
+		}
+	} else if env.db != "" {
+		return nil, fmt.Errorf("builder: %s=%s cannot take effect: this server uses the store its code hands over with WithStore; unset %s, or choose the store with WithDB (which %s overrides) or WithoutEnv", EnvDB, RedactDSN(env.db), EnvDB, EnvDB)
+	}
+	warnReplica(srv.Store, env, ropts.Logger)
 	fail := func(err error) (*Server, error) {
 		_ = srv.Close()
 		return nil, err
@@ -343,19 +344,16 @@ func (b *Builder) routerOptions() (*taskrouter.Options, error) {
 // the default file) for srv, which then owns it, and logs which it opened
 // and why (at Warn when the environment overrides the code's WithDB, on
 // slog's default logger when the builder has none).
-func (b *Builder) openStore(ctx context.Context, srv *Server, log *slog.Logger) error {
+func (b *Builder) openStore(ctx context.Context, srv *Server, env environment, log *slog.Logger) error {
 	warn := log
 	if log == nil {
 		// A warning is never discarded: without a logger it goes to
 		// slog's default (stderr).
 		log, warn = slog.New(slog.DiscardHandler), slog.Default()
 	}
-	spec, bolt, from := b.db, b.bbolt, "WithDB"
-	if b.useEnv {
-		envSpec, envBolt, err := storeFromEnv()
-		if err != nil {
-			return err
-		}
+	spec, from := b.db, "WithDB"
+	bolt := env.bbolt(b.bbolt)
+	if envSpec := env.db; b.useEnv {
 		switch {
 		case envSpec == "":
 		case spec != "" && envSpec != spec:
@@ -365,13 +363,12 @@ func (b *Builder) openStore(ctx context.Context, srv *Server, log *slog.Logger) 
 		default:
 			spec, from = envSpec, EnvDB
 		}
-		bolt = append(slices.Clone(bolt), envBolt...)
 	}
 	if spec == "" {
 		spec, from = DefaultDBFile, "the default"
 	}
 	log.Info("opening the store", "store", RedactDSN(spec), "from", from)
-	st, err := OpenStore(ctx, spec, bolt...)
+	st, err := OpenStore(ctx, spec, &bolt)
 	if err != nil {
 		return err
 	}
@@ -388,15 +385,15 @@ func (b *Builder) openStore(ctx context.Context, srv *Server, log *slog.Logger) 
 // that share one store, and a bbolt file (or memory) is this process's
 // alone, so another process given the same setting runs apart, on its
 // own tasks.
-func (b *Builder) warnReplica(st store.Store, log *slog.Logger) {
-	if !b.useEnv || os.Getenv(taskrouter.EnvReplicaID) == "" || store.IsShared(st) {
+func warnReplica(st store.Store, env environment, log *slog.Logger) {
+	if env.replicaID == "" || store.IsShared(st) {
 		return
 	}
 	if log == nil {
 		log = slog.Default()
 	}
 	log.Warn(taskrouter.EnvReplicaID+" is set, but the store is not shared: each process on its own store runs apart, with its own tasks. Replicas share one store: "+EnvDB+"=postgres://…",
-		"replica", os.Getenv(taskrouter.EnvReplicaID))
+		"replica", env.replicaID)
 }
 
 // newRouter makes srv's task engine on its store.
@@ -501,7 +498,7 @@ func (b *Builder) addWorkflows(srv *Server) error {
 		}
 	}
 	if len(b.schedules) > 0 && !b.noTools {
-		srv.Router.AddScheduleTools(nil)
+		srv.Router.Schedules().AddTools(nil)
 	}
 	return errors.Join(errs...)
 }

@@ -27,8 +27,8 @@ func echo(ctx context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallTool
 }
 
 func TestBuildReportsEveryWorkflowProblem(t *testing.T) {
-	b := builder.New("t", "1").WithStore(memory.New()).WithoutEnv()
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{})
+	b := builder.New("t", "1").WithStore(memory.New(nil)).WithoutEnv()
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, nil)
 	b.TaskWorkflow(workflow.New("bad1", "d").Step(workflow.Server("a", "missing_tool")))
 	b.PlainWorkflow(workflow.New("bad2", "d").Step(workflow.Server("a", "echo")))
 	_, err := b.Build(context.Background())
@@ -41,8 +41,8 @@ func TestBuildReportsEveryWorkflowProblem(t *testing.T) {
 }
 
 func TestBuildRejectsNamelessTool(t *testing.T) {
-	b := builder.New("t", "1").WithStore(memory.New())
-	builder.Tool(b, &mcp.Tool{}, echo, taskrouter.ToolOptions{})
+	b := builder.New("t", "1").WithStore(memory.New(nil))
+	builder.Tool(b, &mcp.Tool{}, echo, nil)
 	_, err := b.Build(context.Background())
 	require.ErrorContains(t, err, "has no name")
 }
@@ -50,7 +50,7 @@ func TestBuildRejectsNamelessTool(t *testing.T) {
 func TestBuildOpensAndClosesItsStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "tasks.db")
 	b := builder.New("t", "1").WithDB(path).WithoutEnv()
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, path, srv.DBPath)
@@ -73,7 +73,7 @@ func TestBuildReadsEnvironment(t *testing.T) {
 
 	t.Setenv(builder.EnvDB, "") // it cannot take effect with WithStore (TestEnvDBWithStoreRefused)
 	t.Setenv(taskrouter.EnvPollInterval, "later")
-	_, err = builder.New("t", "1").WithStore(memory.New()).Build(context.Background())
+	_, err = builder.New("t", "1").WithStore(memory.New(nil)).Build(context.Background())
 	require.ErrorContains(t, err, taskrouter.EnvPollInterval)
 	t.Setenv(taskrouter.EnvPollInterval, "")
 
@@ -81,19 +81,19 @@ func TestBuildReadsEnvironment(t *testing.T) {
 	// environment; a malformed value is refused with its name.
 	t.Setenv(workflow.EnvProgressInterval, "-1")
 	t.Setenv(workflow.EnvOrphanTimeout, "2m")
-	srv, err = builder.New("t", "1").WithStore(memory.New()).
+	srv, err = builder.New("t", "1").WithStore(memory.New(nil)).
 		WithWorkflowOptions(workflow.Options{ProgressInterval: time.Second, OrphanTimeout: time.Minute}).Build(context.Background())
 	require.NoError(t, err)
 	defer srv.Close()
 	require.Negative(t, srv.Bridge.Options().ProgressInterval)
 	require.Equal(t, 2*time.Minute, srv.Bridge.Options().OrphanTimeout)
-	srv2, err := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().
+	srv2, err := builder.New("t", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithWorkflowOptions(workflow.Options{ProgressInterval: time.Second}).Build(context.Background())
 	require.NoError(t, err)
 	defer srv2.Close()
 	require.Equal(t, time.Second, srv2.Bridge.Options().ProgressInterval)
 	t.Setenv(workflow.EnvProgressInterval, "often")
-	_, err = builder.New("t", "1").WithStore(memory.New()).Build(context.Background())
+	_, err = builder.New("t", "1").WithStore(memory.New(nil)).Build(context.Background())
 	require.ErrorContains(t, err, workflow.EnvProgressInterval)
 }
 
@@ -127,9 +127,9 @@ func (a *allSeeing) Attach(r *taskrouter.Router)             { a.attached = r }
 // results' _meta and the router.
 func TestWithObserverWiresEverything(t *testing.T) {
 	first, second := &allSeeing{}, &allSeeing{}
-	b := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("t", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{Observer: first}).WithObserver(second)
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("w", "d").Arg("text", "t", true).Step(workflow.Server("say", "echo").Bind("text", workflow.PromptArg("text"))))
 	srv, err := b.Build(t.Context())
 	require.NoError(t, err)
@@ -169,7 +169,7 @@ func TestRedactDSN(t *testing.T) {
 func TestWithMiddlewareSeesSteps(t *testing.T) {
 	var mu sync.Mutex
 	var below, above []string
-	b := builder.New("t", "1").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("t", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 				if info, ok := workflow.StepFrom(ctx); ok && method == "tools/call" {
@@ -193,7 +193,7 @@ func TestWithMiddlewareSeesSteps(t *testing.T) {
 				}
 			})
 		})
-	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "echo"}, echo, nil)
 	b.TaskWorkflow(workflow.New("w", "d").Step(workflow.Server("say", "echo").Bind("text", workflow.Const("hi"))))
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)

@@ -52,7 +52,7 @@ func TestEnvDBOverridesWithDB(t *testing.T) {
 // whose code hands over its store: Build refuses, naming the variable.
 func TestEnvDBWithStoreRefused(t *testing.T) {
 	t.Setenv(builder.EnvDB, "postgres://u:secret@db.example/tasks")
-	_, err := builder.New("t", "1").WithStore(memory.New()).Build(t.Context())
+	_, err := builder.New("t", "1").WithStore(memory.New(nil)).Build(t.Context())
 	require.ErrorContains(t, err, "TASKBRIDGE_DB=postgres://u:xxxxx@db.example/tasks cannot take effect")
 	require.NotContains(t, err.Error(), "secret", "the password is not in the error")
 }

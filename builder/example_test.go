@@ -23,11 +23,11 @@ type shout struct {
 // and hands off the rest.
 func Example() {
 	ctx := context.Background()
-	b := builder.New("example", "1.0.0").WithStore(memory.New()).WithoutEnv()
+	b := builder.New("example", "1.0.0").WithStore(memory.New(nil)).WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "upper", Description: "Upper-cases text"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in shout) (*mcp.CallToolResult, shout, error) {
 			return nil, shout{Text: fmt.Sprintf("%s!", in.Text)}, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("shout_twice", "Shout, then let the client shout back").
 		Arg("text", "what to shout", true).
 		Step(

@@ -53,7 +53,7 @@ func TestBuildPrefaultsBboltFromEnvironment(t *testing.T) {
 		t.Skip("prefaulting is Linux only (MAP_POPULATE)")
 	}
 	path := filepath.Join(t.TempDir(), "big.db")
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	ctx := context.Background()
 	big := json.RawMessage(`"` + strings.Repeat("x", 50_000) + `"`)
@@ -88,7 +88,7 @@ func TestBuildPrefaultsBboltFromEnvironment(t *testing.T) {
 	require.ErrorContains(t, err, `"sometimes"`)
 
 	// The option given in code, without the environment.
-	srv, err := builder.New("t", "1").WithoutEnv().WithDB(path).WithBboltOptions(bboltstore.WithPrefault(true)).Build(ctx)
+	srv, err := builder.New("t", "1").WithoutEnv().WithDB(path).WithBboltOptions(bboltstore.Options{Prefault: true}).Build(ctx)
 	require.NoError(t, err)
 	defer srv.Close()
 	require.GreaterOrEqual(t, mappedKiB(t, path), fileKiB*9/10)

@@ -25,18 +25,14 @@ func StoreSchemes() []string { return store.Schemes() }
 // scheme ("postgres", "postgresql", "memory", "bbolt", and any other a
 // backend registered), an unknown scheme
 // fails, and anything else is a bbolt file path (its directory is created
-// when missing). bolt options apply to a bbolt file only.
-func OpenStore(ctx context.Context, spec string, bolt ...bboltstore.Option) (store.Store, error) {
+// when missing). bolt (nil: the defaults) applies to a bbolt file only.
+func OpenStore(ctx context.Context, spec string, bolt *bboltstore.Options) (store.Store, error) {
 	scheme := store.SchemeOf(spec)
 	if scheme != "" && !slices.Contains(store.Schemes(), scheme) {
 		return nil, fmt.Errorf("builder: no store is registered for scheme %q (registered: %s); a bbolt file is named by a path without a scheme",
 			scheme, strings.Join(StoreSchemes(), ", "))
 	}
-	backend := make([]any, len(bolt))
-	for i, o := range bolt {
-		backend[i] = o
-	}
-	st, err := store.Open(ctx, spec, store.WithBackendOptions(backend...))
+	st, err := store.Open(ctx, spec, &store.Options{Backend: []any{bolt}})
 	if err != nil {
 		return nil, fmt.Errorf("builder: %w", err)
 	}

@@ -27,14 +27,14 @@ var testMem = struct {
 var errBoom = errors.New("boom")
 
 func init() {
-	store.Register("Test-Mem-Builder", func(_ context.Context, spec string, _ ...store.Option) (store.Store, error) {
+	store.Register("Test-Mem-Builder", func(_ context.Context, spec string, _ *store.Options) (store.Store, error) {
 		testMem.Lock()
 		defer testMem.Unlock()
 		testMem.specs = append(testMem.specs, spec)
 		if strings.HasPrefix(spec, "test-mem-builder://boom") {
 			return nil, errBoom
 		}
-		testMem.opened = memory.New()
+		testMem.opened = memory.New(nil)
 		return testMem.opened, nil
 	})
 }
@@ -67,13 +67,13 @@ func TestWithDBOpensRegisteredBackends(t *testing.T) {
 	testMem.Unlock()
 	require.NoError(t, srv.Close())
 
-	_, err = builder.OpenStore(t.Context(), "test-mem-builder://boom")
+	_, err = builder.OpenStore(t.Context(), "test-mem-builder://boom", nil)
 	require.ErrorIs(t, err, errBoom, "the backend's error is wrapped")
 }
 
 func TestOpenStoreSchemes(t *testing.T) {
 	ctx := t.Context()
-	_, err := builder.OpenStore(ctx, "nosuch://host/db")
+	_, err := builder.OpenStore(ctx, "nosuch://host/db", nil)
 	require.ErrorContains(t, err, `no store is registered for scheme "nosuch"`)
 	require.ErrorContains(t, err, "postgres")
 
@@ -82,7 +82,7 @@ func TestOpenStoreSchemes(t *testing.T) {
 	// directory (what precedes it is no URL scheme).
 	dir := t.TempDir()
 	for _, path := range []string{filepath.Join(dir, "sub", "tasks.db"), filepath.Join(dir, "a:b.db"), dir + "/x://y.db"} {
-		st, err := builder.OpenStore(ctx, path)
+		st, err := builder.OpenStore(ctx, path, nil)
 		require.NoError(t, err, path)
 		require.IsType(t, &bboltstore.Store{}, st)
 		require.NoError(t, st.Close())

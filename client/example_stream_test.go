@@ -18,12 +18,12 @@ import (
 // last number it had.
 func ExampleClient_StreamEvents() {
 	ctx := context.Background()
-	b := builder.New("stream-example", "1").WithStore(memory.New()).WithoutEnv()
+	b := builder.New("stream-example", "1").WithStore(memory.New(nil)).WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "deploy"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		taskrouter.Logger(ctx).Info("pushed the image")
 		taskrouter.Logger(ctx).Info("switched the traffic")
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed"}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(ctx)
 	if err != nil {
 		log.Fatal(err)

@@ -23,7 +23,7 @@ import (
 // an in-process taskbridge server with the conformance tools.
 func ExampleClient_CallTool() {
 	ctx := context.Background()
-	srv, router, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
+	srv, router, err := conftools.NewServer(memory.New(nil), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func ExampleClient_CallTool() {
 // extension, so the client speaks the 2026-07-28 dialect.
 func ExampleHTTPTransport() {
 	ctx := context.Background()
-	_, router, err := conftools.NewServer(memory.New(), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
+	_, router, err := conftools.NewServer(memory.New(nil), &taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -130,16 +130,16 @@ type publishIn struct {
 // the server publishes.
 func ExampleClient_Follow() {
 	ctx := context.Background()
-	b := builder.New("docs", "1").WithStore(memory.New()).WithoutEnv()
+	b := builder.New("docs", "1").WithStore(memory.New(nil)).WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in draftIn) (*mcp.CallToolResult, draftOut, error) {
 		return nil, draftOut{Draft: "All about " + in.Topic}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "review"}, func(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp.CallToolResult, reviewOut, error) {
 		return nil, reviewOut{Approved: in.Draft + " (reviewed by " + in.Reviewer + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "publish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "published: " + in.Text}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("write-up", "draft, review, publish").
 		Arg("topic", "what to write about", true).
 		Step(
@@ -173,7 +173,7 @@ func ExampleClient_Follow() {
 		fmt.Println("fill", step.Name, placeholders)
 		return map[string]any{"reviewer": "ada"}, nil
 	}
-	raw, err := c.Follow(ctx, doc, client.FollowOptions{Fill: fill})
+	raw, err := c.Follow(ctx, doc, &client.FollowOptions{Fill: fill})
 	if err != nil {
 		log.Fatal(err)
 	}

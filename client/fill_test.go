@@ -34,14 +34,14 @@ type boundOut struct {
 func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
-	b := builder.New("bound", "1").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("bound", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "bound"}, func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
 		mu.Lock()
 		seen = append(seen, string(req.Params.Arguments))
 		mu.Unlock()
 		return nil, boundOut{Seen: in.Note}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("bound_flow", "a client step").Step(
 		workflow.Client("mark", "bound").Bind("note", workflow.FromClient("a note")),
 	))
@@ -63,7 +63,7 @@ func TestFollowFillsTheTaskIDArgument(t *testing.T) {
 			require.NotNil(t, doc)
 			require.JSONEq(t, `"`+doc.TaskID+`"`, string(doc.RemainingSteps[0].Arguments["_task_id"]), "the handoff carries the id")
 			var asked []string
-			final, err := c.Follow(ctx, doc, client.FollowOptions{Fill: func(_ context.Context, _ handoff.RemainingStep, ph []string) (map[string]any, error) {
+			final, err := c.Follow(ctx, doc, &client.FollowOptions{Fill: func(_ context.Context, _ handoff.RemainingStep, ph []string) (map[string]any, error) {
 				asked = append(asked, ph...)
 				return map[string]any{"note": "hi"}, nil
 			}})

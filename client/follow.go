@@ -197,7 +197,11 @@ func (e *WorkflowError) Error() string {
 // the task ends failed or cancelled, Follow returns a *WorkflowError,
 // with the workflow's final result when it has one (a failed workflow's
 // is a tool result with isError).
-func (c *Client) Follow(ctx context.Context, doc *handoff.Document, opts FollowOptions) (json.RawMessage, error) {
+func (c *Client) Follow(ctx context.Context, doc *handoff.Document, o *FollowOptions) (json.RawMessage, error) {
+	var opts FollowOptions
+	if o != nil {
+		opts = *o
+	}
 	if doc == nil {
 		return nil, errors.New("client: Follow needs a handoff document")
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/taskbridge/taskbridge/handoff"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store/memory"
-	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -26,21 +25,21 @@ func TestFollowComposedWorkflow(t *testing.T) {
 	s := builtServer{t: t}
 	var mu sync.Mutex
 	var reviewed []string
-	b := builder.New("compose-test", "1").WithStore(memory.New()).WithoutEnv()
+	b := builder.New("compose-test", "1").WithStore(memory.New(nil)).WithoutEnv()
 	echo := func(ctx context.Context, _ *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
 		return nil, in, nil
 	}
 	builder.Tool(b, &mcp.Tool{Name: "list"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
 		return nil, map[string]any{"files": []string{"a.go", "b.go"}}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "review"}, func(ctx context.Context, _ *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
 		mu.Lock()
 		reviewed = append(reviewed, in["file"].(string))
 		mu.Unlock()
 		return nil, in, nil
-	}, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "sign"}, echo, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "merge"}, echo, taskrouter.ToolOptions{})
+	}, nil)
+	builder.Tool(b, &mcp.Tool{Name: "sign"}, echo, nil)
+	builder.Tool(b, &mcp.Tool{Name: "merge"}, echo, nil)
 	b.TaskWorkflow(workflow.New("approve", "a child that asks its client").Arg("what", "", true).Step(
 		workflow.Client("sign", "sign").Bind("what", workflow.PromptArg("what")).Bind("ok", workflow.FromClient("true to sign")),
 	))
@@ -62,7 +61,7 @@ func TestFollowComposedWorkflow(t *testing.T) {
 			_, doc, err := c.GetPrompt(ctx, "reviews", nil)
 			require.NoError(t, err)
 			var asked []string
-			raw, err := c.Follow(ctx, doc, client.FollowOptions{Fill: func(_ context.Context, step handoff.RemainingStep, holes []string) (map[string]any, error) {
+			raw, err := c.Follow(ctx, doc, &client.FollowOptions{Fill: func(_ context.Context, step handoff.RemainingStep, holes []string) (map[string]any, error) {
 				asked = append(asked, step.Name)
 				switch step.Call.Tool {
 				case "review":

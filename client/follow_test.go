@@ -64,7 +64,7 @@ type finishIn struct {
 func newFlowServer(t *testing.T) *flowServer {
 	t.Helper()
 	f := &flowServer{builtServer: builtServer{t: t}}
-	b := builder.New("flow-test", "1").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("flow-test", "1").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
 		Setup(func(s *mcp.Server) {
 			s.AddPrompt(&mcp.Prompt{Name: "hello"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -73,23 +73,23 @@ func newFlowServer(t *testing.T) *flowServer {
 		})
 	builder.Tool(b, &mcp.Tool{Name: "prepare"}, func(ctx context.Context, _ *mcp.CallToolRequest, in prepareIn) (*mcp.CallToolResult, prepareOut, error) {
 		return nil, prepareOut{Items: []string{in.Topic + "-1", in.Topic + "-2"}}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "approve"}, func(ctx context.Context, _ *mcp.CallToolRequest, in approveIn) (*mcp.CallToolResult, approveOut, error) {
 		return nil, approveOut{Approved: in.Text + " by " + in.Approver}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "stamp"}, func(ctx context.Context, _ *mcp.CallToolRequest, in stampIn) (*mcp.CallToolResult, stampOut, error) {
 		return nil, stampOut{Stamped: "[" + in.Approved + "]"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "sign"}, func(ctx context.Context, _ *mcp.CallToolRequest, in signIn) (*mcp.CallToolResult, signOut, error) {
 		return nil, signOut{Signed: in.Approved + " / signed " + in.Signer}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "finish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in finishIn) (*mcp.CallToolResult, any, error) {
 		if f.failures.Load() > 0 {
 			f.failures.Add(-1)
 			return nil, nil, errors.New("finish: downstream unavailable")
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("finished: %s (note %s)", in.Signed, in.Note)}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("flow", "prepare, approve, stamp, sign, finish").
 		Arg("topic", "what to work on", true).
 		Step(
@@ -144,7 +144,7 @@ func TestFollowWorkflow(t *testing.T) {
 			require.Equal(t, mcptask.StepPending, doc.RemainingSteps[len(doc.RemainingSteps)-2].Status)
 
 			fl := &filler{asked: map[string][]string{}}
-			raw, err := c.Follow(ctx, doc, client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n1"}})
+			raw, err := c.Follow(ctx, doc, &client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n1"}})
 			require.NoError(t, err)
 			// The sign step's "approved" argument was resolved by the server
 			// once stamp ran after approve; only the signer was asked for.
@@ -165,7 +165,7 @@ func TestFollowWorkflow(t *testing.T) {
 			require.Equal(t, mcptask.StatusCompleted, task.Status)
 
 			// A completed handoff just returns the result.
-			again, err := c.Follow(ctx, fdoc, client.FollowOptions{})
+			again, err := c.Follow(ctx, fdoc, nil)
 			require.NoError(t, err)
 			require.JSONEq(t, string(raw), string(again))
 		})
@@ -184,7 +184,7 @@ func TestFollowReportsFailedStep(t *testing.T) {
 			// does the one when Follow re-reads the handoff (a resume).
 			f.failures.Store(2)
 			fl := &filler{asked: map[string][]string{}}
-			_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n"}})
+			_, err = c.Follow(ctx, doc, &client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n"}})
 			var we *client.WorkflowError
 			require.ErrorAs(t, err, &we)
 			require.Equal(t, "finish", we.Step)
@@ -211,7 +211,7 @@ func TestFollowRepairsHandedOverStep(t *testing.T) {
 			f.failures.Store(2)
 			fl := &filler{asked: map[string][]string{}}
 			var repaired []string
-			_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n"},
+			_, err = c.Follow(ctx, doc, &client.FollowOptions{Fill: fl.fill, TaskVars: map[string]any{"note": "n"},
 				Repair: func(_ context.Context, step handoff.RemainingStep) (map[string]any, error) {
 					repaired = append(repaired, step.Name)
 					require.True(t, step.HandedToClient)
@@ -237,13 +237,13 @@ func TestFollowNeedsFill(t *testing.T) {
 	ctx := testCtx(t)
 	_, doc, err := c.GetPrompt(ctx, "flow", map[string]string{"topic": "x"})
 	require.NoError(t, err)
-	_, err = c.Follow(ctx, doc, client.FollowOptions{})
+	_, err = c.Follow(ctx, doc, nil)
 	require.ErrorContains(t, err, `arguments ["approver"] are placeholders`)
-	_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
+	_, err = c.Follow(ctx, doc, &client.FollowOptions{Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
 		return map[string]any{}, nil
 	}})
 	require.ErrorContains(t, err, `no value for argument "approver"`)
-	_, err = c.Follow(ctx, nil, client.FollowOptions{})
+	_, err = c.Follow(ctx, nil, nil)
 	require.Error(t, err)
 }
 

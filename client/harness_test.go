@@ -38,7 +38,7 @@ func newConfServer(t *testing.T, mutate func(*taskrouter.Options)) *confServer {
 	if mutate != nil {
 		mutate(&opts)
 	}
-	srv, router, err := conftools.NewServer(memory.New(), &opts)
+	srv, router, err := conftools.NewServer(memory.New(nil), &opts)
 	require.NoError(t, err)
 	require.NoError(t, router.Start(context.Background()))
 	t.Cleanup(func() { _ = router.Close() })

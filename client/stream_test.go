@@ -58,15 +58,15 @@ func (s *eventServer) work(ctx context.Context, _ *mcp.CallToolRequest, in workI
 func newEventServer(t *testing.T, limits store.Limits) *eventServer {
 	t.Helper()
 	s := &eventServer{builtServer: builtServer{t: t}, gate: make(chan struct{})}
-	b := builder.New("events-test", "1").WithStore(memory.New(store.WithLimits(limits))).WithoutEnv().
+	b := builder.New("events-test", "1").WithStore(memory.New(&store.Options{Limits: limits})).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
-	builder.Tool(b, &mcp.Tool{Name: "work"}, s.work, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "work"}, s.work, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "ack"}, func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
 		Who string `json:"who"`
 	}) (*mcp.CallToolResult, any, error) {
 		taskrouter.Logger(ctx).Info("acknowledged by " + in.Who)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("build", "build, ack").
 		Step(
 			workflow.Server("compile", "work").Bind("parts", workflow.Const(3)).Bind("label", workflow.Const("compile")),
@@ -155,7 +155,7 @@ func TestFollowOnEvent(t *testing.T) {
 			_, doc, err := c.GetPrompt(ctx, "build", nil)
 			require.NoError(t, err)
 			var log eventLog
-			_, err = c.Follow(ctx, doc, client.FollowOptions{OnEvent: log.add,
+			_, err = c.Follow(ctx, doc, &client.FollowOptions{OnEvent: log.add,
 				Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
 					return map[string]any{"who": "ada"}, nil
 				}})

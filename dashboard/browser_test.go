@@ -135,7 +135,7 @@ func TestBrowser(t *testing.T) {
 	}
 	_, _ = c.CallToolAndWait(t.Context(), "fail", map[string]any{"text": "disk full"}, nil)
 	_, done := obstest.Handoff(t, c, "v1.2")
-	obstest.Finish(t, c, done, client.FollowOptions{})
+	obstest.Finish(t, c, done, nil)
 
 	// Sign in through the form.
 	run(t, ctx, 10*time.Second, chromedp.Navigate(base))
@@ -186,7 +186,7 @@ func TestBrowser(t *testing.T) {
 	)
 	steps := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('#timeline li')).map(li => li.dataset.step)`)
 	require.Equal(t, obstest.Steps, steps)
-	obstest.Finish(t, c, waiting, client.FollowOptions{})
+	obstest.Finish(t, c, waiting, nil)
 	run(t, ctx, 2*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`li[data-step="review"][data-state="done"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`li[data-step="publish"][data-state="done"]`)),

@@ -34,7 +34,8 @@ const DefaultPrefix = "/dashboard"
 // DefaultPageSize is the number of tasks in a table page.
 const DefaultPageSize = 50
 
-// Options configure New.
+// Options configure New; nil means the defaults (a dashboard that is off:
+// see New).
 type Options struct {
 	// Prefix is the URL path the dashboard is mounted at, without a
 	// trailing slash; "" means DefaultPrefix. Mount the handler at
@@ -70,7 +71,7 @@ type Options struct {
 // A Forker runs a workflow task again from a step; *workflow.Bridge is
 // one.
 type Forker interface {
-	Fork(ctx context.Context, id string, o workflow.ForkOptions) (*store.Task, error)
+	Fork(ctx context.Context, id string, o *workflow.ForkOptions) (*store.Task, error)
 	ForkPoints(t *store.Task) []string
 }
 
@@ -100,9 +101,18 @@ type Dashboard struct {
 // an import cycle.
 //
 // The dashboard is off unless opts sets Token or Authenticate: without
-// either, every request gets 404.
-func New(r *taskrouter.Router, opts Options) *Dashboard {
-	d := &Dashboard{r: r, opts: opts, prefix: strings.TrimSuffix(opts.Prefix, "/"), feed: opts.Feed, log: opts.Logger}
+// either, every request gets 404. A nil opts means the defaults; New
+// fails, naming the field, on a Prefix that is no absolute path or a
+// negative PageSize.
+func New(r *taskrouter.Router, opts *Options) (*Dashboard, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.validate(r); err != nil {
+		return nil, err
+	}
+	d := &Dashboard{r: r, opts: o, prefix: strings.TrimSuffix(o.Prefix, "/"), feed: o.Feed, log: o.Logger}
 	if d.prefix == "" {
 		d.prefix = DefaultPrefix
 	}
@@ -114,21 +124,21 @@ func New(r *taskrouter.Router, opts Options) *Dashboard {
 	}
 	d.opts.PageSize = min(d.opts.PageSize, store.MaxPageSize)
 	var admins func(*http.Request) (Viewer, bool)
-	if opts.Token != "" {
-		admins = TokenViewers(map[string]Viewer{opts.Token: {Name: "admin", Admin: true, CanCancel: true}})
+	if o.Token != "" {
+		admins = TokenViewers(map[string]Viewer{o.Token: {Name: "admin", Admin: true, CanCancel: true}})
 	}
 	switch {
-	case admins != nil && opts.Authenticate != nil:
+	case admins != nil && o.Authenticate != nil:
 		d.auth = func(r *http.Request) (Viewer, bool) {
 			if v, ok := admins(r); ok {
 				return v, true
 			}
-			return opts.Authenticate(r)
+			return o.Authenticate(r)
 		}
 	case admins != nil:
 		d.auth = admins
 	default:
-		d.auth = opts.Authenticate
+		d.auth = o.Authenticate
 	}
 	_, notifier := r.Store().(store.Notifier)
 	d.live = d.feed != nil || notifier
@@ -141,7 +151,22 @@ func New(r *taskrouter.Router, opts Options) *Dashboard {
 	d.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
 	sub, _ := fs.Sub(staticFS, "static")
 	d.static = http.StripPrefix(d.prefix+"/static/", http.FileServerFS(sub))
-	return d
+	return d, nil
+}
+
+// validate refuses what cannot work, naming the field.
+func (o Options) validate(r *taskrouter.Router) error {
+	var errs []error
+	if r == nil {
+		errs = append(errs, errors.New("dashboard: New: the router is required"))
+	}
+	if o.Prefix != "" && !strings.HasPrefix(o.Prefix, "/") {
+		errs = append(errs, fmt.Errorf("dashboard: Prefix %q is no absolute URL path: start it with /", o.Prefix))
+	}
+	if o.PageSize < 0 {
+		errs = append(errs, fmt.Errorf("dashboard: PageSize is negative (%d)", o.PageSize))
+	}
+	return errors.Join(errs...)
 }
 
 // Close ends the pages' live streams (see Feed.Close) and the store
@@ -354,7 +379,7 @@ func (d *Dashboard) fork(w http.ResponseWriter, r *http.Request, v Viewer, id st
 		http.NotFound(w, r)
 		return
 	}
-	nt, err := d.opts.Forker.Fork(r.Context(), id, workflow.ForkOptions{From: r.PostFormValue("from")})
+	nt, err := d.opts.Forker.Fork(r.Context(), id, &workflow.ForkOptions{From: r.PostFormValue("from")})
 	if err != nil {
 		http.Error(w, "the task cannot be run again from there: "+err.Error(), http.StatusConflict)
 		return

@@ -46,7 +46,7 @@ const (
 func newEnv(t *testing.T, opts dashboard.Options, extra ...func(*builder.Builder)) *env {
 	t.Helper()
 	feed := dashboard.NewFeed()
-	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
+	f := obstest.New(t, memory.New(nil), func(b *builder.Builder) {
 		b.WithObserver(feed)
 		for _, add := range extra {
 			add(b)
@@ -54,7 +54,8 @@ func newEnv(t *testing.T, opts dashboard.Options, extra ...func(*builder.Builder
 	})
 	opts.Feed = feed
 	opts.Forker = f.Srv.Bridge
-	d := dashboard.New(f.Srv.Router, opts)
+	d, err := dashboard.New(f.Srv.Router, &opts)
+	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/dashboard/", d)
 	web := httptest.NewServer(mux)
@@ -115,7 +116,7 @@ func (e *env) post(t *testing.T, token, path string, form url.Values, headers ma
 func (e *env) ownedTask(t *testing.T, owner, name string) *store.Task {
 	t.Helper()
 	task, err := e.f.Srv.Router.CreateTask(t.Context(), &taskrouter.Request{Owner: owner, Authenticated: true},
-		store.Request{Method: "tools/call", Name: name}, taskrouter.CreateOptions{Kind: taskrouter.KindTool})
+		store.Request{Method: "tools/call", Name: name}, &taskrouter.CreateOptions{Kind: taskrouter.KindTool})
 	require.NoError(t, err)
 	return task
 }
@@ -127,6 +128,22 @@ func TestOffByDefault(t *testing.T) {
 	code, body := e.get(t, adminToken, "/dashboard/")
 	require.Equal(t, http.StatusNotFound, code)
 	require.Contains(t, body, "disabled")
+}
+
+// TestNewRefusesOptionsThatCannotWork: New names the field that cannot
+// work; nil options make a dashboard that is off.
+func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
+	f := obstest.New(t, memory.New(nil), nil)
+	_, err := dashboard.New(f.Srv.Router, &dashboard.Options{Prefix: "dashboard", PageSize: -1, Token: "x"})
+	require.ErrorContains(t, err, "Prefix \"dashboard\" is no absolute URL path")
+	require.ErrorContains(t, err, "PageSize is negative")
+	_, err = dashboard.New(nil, nil)
+	require.ErrorContains(t, err, "the router is required")
+	d, err := dashboard.New(f.Srv.Router, nil)
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	d.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/dashboard/", nil))
+	require.Equal(t, http.StatusNotFound, rec.Code, "off without a Token or Authenticate")
 }
 
 func TestSignIn(t *testing.T) {

@@ -14,7 +14,7 @@
 //
 //	feed := dashboard.NewFeed()                       // the router's observer for live pages
 //	srv, _ := builder.New("demo", "1").WithObserver(feed).Build(ctx)
-//	d := dashboard.New(srv.Router, dashboard.Options{Token: adminToken, Feed: feed})
+//	d, _ := dashboard.New(srv.Router, &dashboard.Options{Token: adminToken, Feed: feed})
 //	defer d.Close()
 //	mux.Handle("/dashboard/", d)
 //
@@ -46,7 +46,7 @@
 //
 // A viewer who may cancel a workflow task may also pause it (with a
 // reason, optionally stopping its running steps) and resume it, in the
-// same way (Router.PauseTask, Router.ResumeTask); the page says who
+// same way (Router.Pauses: Pause, Resume); the page says who
 // paused it and since when, draws a step waiting for a place on its queue
 // as queued (why, from the progress), and lists the task's actions. The
 // schedules page lists the schedules a viewer manages (an admin: all;
@@ -64,7 +64,7 @@
 // without a read). With neither, pages refresh every five seconds.
 //
 // A task's page also follows the task's own event log
-// (taskrouter.Router.StreamEvents, on any replica through the store's
+// (taskrouter.Streams.Events, on any replica through the store's
 // event feed): GET {prefix}/tasks/{id}/events streams each event as a
 // server-sent event whose id is its sequence number, so the browser
 // resumes after the last one it had when it reconnects.

@@ -13,7 +13,7 @@ import (
 )
 
 // A task page's event log, live: GET {prefix}/tasks/{id}/events streams
-// the task's events (taskrouter.Router.StreamEvents) as server-sent
+// the task's events (taskrouter.Streams.Events) as server-sent
 // events, each "event: taskevent" with the event's sequence number as its
 // id (so a browser's EventSource resumes after the last one it had when
 // the connection drops: it sends Last-Event-ID) and {"seq", "type", "at",
@@ -51,7 +51,7 @@ func (d *Dashboard) taskEvents(w http.ResponseWriter, r *http.Request, v Viewer,
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 1000\n\n")
 	fl.Flush()
-	err = d.r.StreamEvents(r.Context(), id, after, func(e store.Event) error {
+	err = d.r.Streams().Events(r.Context(), id, after, func(e store.Event) error {
 		data, _ := json.Marshal(taskEventLine{Seq: e.Seq, Type: string(e.Type), At: e.At.UTC().Format(time.RFC3339), Line: mcptask.EventLine(e.Type, e.Data)})
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: taskevent\ndata: %s\n\n", e.Seq, data); err != nil {
 			return err

@@ -34,7 +34,7 @@ func addReporter(gate chan struct{}) func(*builder.Builder) {
 			_ = taskrouter.Progress(ctx, 2, 2, "second half")
 			log.Info("wrote the second half")
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "report done"}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	}
 }
 

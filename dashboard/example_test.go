@@ -20,12 +20,12 @@ import (
 func Example() {
 	ctx := context.Background()
 	feed := dashboard.NewFeed()
-	srv, err := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().WithObserver(feed).Build(ctx)
+	srv, err := builder.New("demo", "1").WithStore(memory.New(nil)).WithoutEnv().WithObserver(feed).Build(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	d := dashboard.New(srv.Router, dashboard.Options{
+	d, err := dashboard.New(srv.Router, &dashboard.Options{
 		Token: "admin-token",
 		Feed:  feed,
 		Authenticate: dashboard.TokenViewers(map[string]dashboard.Viewer{

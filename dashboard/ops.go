@@ -102,9 +102,9 @@ func (d *Dashboard) pause(w http.ResponseWriter, r *http.Request, v Viewer, id s
 	done := "paused"
 	if resume {
 		done = "resumed"
-		_, _, err = d.r.ResumeTask(r.Context(), id, v.actor())
+		_, _, err = d.r.Pauses().Resume(r.Context(), id, v.actor())
 	} else {
-		_, _, err = d.r.PauseTask(r.Context(), id, taskrouter.PauseRequest{By: v.actor(), Reason: r.PostFormValue("reason"), Cut: r.PostFormValue("cut") != ""})
+		_, _, err = d.r.Pauses().Pause(r.Context(), id, taskrouter.PauseRequest{By: v.actor(), Reason: r.PostFormValue("reason"), Cut: r.PostFormValue("cut") != ""})
 	}
 	if err != nil {
 		code := http.StatusInternalServerError
@@ -140,7 +140,7 @@ func (v Viewer) mayManage(owner string) bool { return v.Admin || v.Owner != "" &
 // schedules renders the schedules and queues page.
 func (d *Dashboard) schedules(w http.ResponseWriter, r *http.Request, v Viewer) {
 	data := schedulesData{page: d.page(v, "Schedules and queues"), Done: r.URL.Query().Get("done"), Now: time.Now()}
-	all, err := d.r.Schedules(r.Context())
+	all, err := d.r.Schedules().List(r.Context())
 	if err != nil {
 		data.Error = "reading the schedules: " + err.Error()
 	}
@@ -171,7 +171,7 @@ func (d *Dashboard) scheduleAction(w http.ResponseWriter, r *http.Request, v Vie
 		name = n
 	}
 	var owner string
-	all, err := d.r.Schedules(r.Context())
+	all, err := d.r.Schedules().List(r.Context())
 	found := false
 	for _, in := range all {
 		if in.Name == name {
@@ -187,12 +187,12 @@ func (d *Dashboard) scheduleAction(w http.ResponseWriter, r *http.Request, v Vie
 	}
 	switch action {
 	case "pause":
-		_, err = d.r.PauseSchedule(r.Context(), name, v.actor(), r.PostFormValue("reason"))
+		_, err = d.r.Schedules().Pause(r.Context(), name, v.actor(), r.PostFormValue("reason"))
 	case "resume":
-		_, err = d.r.ResumeSchedule(r.Context(), name, v.actor())
+		_, err = d.r.Schedules().Resume(r.Context(), name, v.actor())
 	case "trigger":
 		var f store.Fire
-		if f, err = d.r.TriggerSchedule(r.Context(), name, v.actor()); err == nil {
+		if f, err = d.r.Schedules().Trigger(r.Context(), name, v.actor()); err == nil {
 			http.Redirect(w, r, d.prefix+"/tasks/"+url.PathEscape(f.TaskID)+"?done=triggered", http.StatusSeeOther)
 			return
 		}

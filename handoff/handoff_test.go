@@ -242,7 +242,7 @@ func TestProseDetails(t *testing.T) {
 	require.Contains(t, text, `"arguments": {},`)
 
 	// Without the JSON block: the prose alone, for a tool result.
-	alone, err := handoff.RenderWith(pausedDoc(), handoff.RenderOptions{NoJSON: true})
+	alone, err := handoff.RenderWith(pausedDoc(), &handoff.RenderOptions{NoJSON: true})
 	require.NoError(t, err)
 	require.NotContains(t, alone, "```")
 	require.Equal(t, strings.TrimSpace(prose(t, mustRender(t, pausedDoc()))), strings.TrimSpace(alone))
@@ -812,7 +812,7 @@ func TestFillPlaceholder(t *testing.T) {
 		CompletedSteps: []handoff.CompletedStep{}, Continuation: handoff.NewContinuation("t", mcptask.Core),
 		RemainingSteps: []handoff.RemainingStep{{Name: "s", Tool: "x", Execution: mcptask.ExecClient, Status: mcptask.StepAwaitingClient, Arguments: map[string]json.RawMessage{},
 			Call: &handoff.Call{Tool: "x", Arguments: map[string]json.RawMessage{mcptask.ArgTaskID: json.RawMessage(`"t"`)}, Fill: []handoff.Fill{{Name: "note", Type: "string", Optional: true}}}}}},
-		handoff.RenderOptions{NoJSON: true})
+		&handoff.RenderOptions{NoJSON: true})
 	require.NoError(t, err)
 	require.Contains(t, text, `{"_task_id":"t","note":<string, optional>}`)
 }

@@ -33,11 +33,15 @@ type RenderOptions struct {
 // blank line, then one fenced ```json block with d indented by two spaces
 // (see RenderWith). The output is deterministic. See the package
 // documentation for the layout of the prose.
-func Render(d *Document) (string, error) { return RenderWith(d, RenderOptions{}) }
+func Render(d *Document) (string, error) { return RenderWith(d, nil) }
 
-// RenderWith is Render with options: without the json block when
-// o.NoJSON is set.
-func RenderWith(d *Document, o RenderOptions) (string, error) {
+// RenderWith is Render with options (nil: Render's): without the json
+// block when NoJSON is set.
+func RenderWith(d *Document, opts *RenderOptions) (string, error) {
+	var o RenderOptions
+	if opts != nil {
+		o = *opts
+	}
 	if err := d.Validate(); err != nil {
 		return "", err
 	}

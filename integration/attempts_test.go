@@ -49,7 +49,7 @@ func waitLedger(t *testing.T, p *proc, path, line string) {
 // meetingTask reads the task as stored, the server stopped.
 func meetingTask(t *testing.T, db, id string) (status mcptask.Status, msg string, p *workflow.Progress) {
 	t.Helper()
-	st, err := builder.OpenStore(context.Background(), db)
+	st, err := builder.OpenStore(context.Background(), db, nil)
 	require.NoError(t, err)
 	defer st.Close()
 	tk, err := st.Get(context.Background(), id)

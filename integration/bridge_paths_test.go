@@ -90,25 +90,25 @@ func newShipFixture(t *testing.T, configure ...func(*builder.Builder)) *shipFixt
 		f.sinceArg = append(f.sinceArg, since)
 		f.mu.Unlock()
 		return nil, shipFetchOut{Repo: in.Repo, Since: in.Since, Count: 3}, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "create_tag"}, func(ctx context.Context, _ *mcp.CallToolRequest, in shipTagIn) (*mcp.CallToolResult, shipTagOut, error) {
 		if !semverRE.MatchString(in.Version) {
 			return nil, shipTagOut{}, fmt.Errorf("version %q is not a semantic version like v1.2.3", in.Version)
 		}
 		return nil, shipTagOut{Tag: in.Repo + "@" + in.Version}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "announce"}, func(ctx context.Context, _ *mcp.CallToolRequest, in shipAnnounceIn) (*mcp.CallToolResult, shipAnnounceOut, error) {
 		return nil, shipAnnounceOut{Announced: in.Tag + ": " + in.Message}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		f.slowRan <- struct{}{}
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "count"}, func(ctx context.Context, req *mcp.CallToolRequest, in shipCountIn) (*mcp.CallToolResult, any, error) {
 		f.record(req.Params.GetMeta())
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.N)}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.Setup(func(s *mcp.Server) {
 		s.AddPrompt(&mcp.Prompt{Name: "own"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			f.record(req.Params.GetMeta())

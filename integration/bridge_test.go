@@ -82,7 +82,7 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 	var router atomic.Pointer[taskrouter.Router]
 	builder.Tool(b, &mcp.Tool{Name: "prepare"}, func(ctx context.Context, _ *mcp.CallToolRequest, in prepIn) (*mcp.CallToolResult, prepOut, error) {
 		return nil, prepOut{Topic: in.Topic, Items: []string{in.Topic + "-1", in.Topic + "-2"}}, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "enrich"}, func(ctx context.Context, req *mcp.CallToolRequest, in enrichIn) (*mcp.CallToolResult, enrichOut, error) {
 		if key, ok := req.Params.GetMeta()[mcptask.MetaIdempotencyKey].(string); ok {
 			id, _, _ := strings.Cut(key, "/")
@@ -99,17 +99,17 @@ func (f *bridgeFixture) build(t *testing.T, dbPath string) *builder.Server {
 			}
 		}
 		return nil, enrichOut{Enriched: "enriched " + in.First}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "approve"}, func(ctx context.Context, _ *mcp.CallToolRequest, in approveIn) (*mcp.CallToolResult, approveOut, error) {
 		return nil, approveOut{Approved: in.Text + " (approved by " + in.Approver + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "finish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in finishIn) (*mcp.CallToolResult, any, error) {
 		if f.failures.Load() > 0 {
 			f.failures.Add(-1)
 			return nil, nil, errors.New("finish: downstream unavailable")
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "finished: " + in.Approved + " / " + in.Approver}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	wf := func(name string) *workflow.Definition {
 		return workflow.New(name, "prepare, enrich, approve, finish").
 			Arg("topic", "what to work on", true).
@@ -494,7 +494,7 @@ func TestBridgeRestartResumesServerSteps(t *testing.T) {
 	require.NoError(t, f.srv.Close())
 	<-started
 
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	_, p := progressOf(t, st, taskID)
 	require.NoError(t, st.Close())
@@ -529,7 +529,7 @@ func TestBridgeBadTaskID(t *testing.T) {
 	_, err := approve(t, cs, done.TaskID, map[string]any{"approver": "x"})
 	require.NoError(t, err)
 	// A task that is not a workflow task.
-	plainTask, err := f.srv.Router.CreateTask(context.Background(), nil, store.Request{Method: "tools/call", Name: "prepare"}, taskrouter.CreateOptions{Kind: taskrouter.KindTool})
+	plainTask, err := f.srv.Router.CreateTask(context.Background(), nil, store.Request{Method: "tools/call", Name: "prepare"}, &taskrouter.CreateOptions{Kind: taskrouter.KindTool})
 	require.NoError(t, err)
 
 	before, _ := progressOf(t, f.srv.Store, doc.TaskID)

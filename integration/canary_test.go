@@ -106,7 +106,7 @@ func (s *canaryServer) progress(t *testing.T, id string) (*store.Task, *workflow
 	if s.bbolt() {
 		s.p.kill()
 	}
-	st, err := builder.OpenStore(context.Background(), s.spec)
+	st, err := builder.OpenStore(context.Background(), s.spec, nil)
 	require.NoError(t, err)
 	defer st.Close()
 	tk, err := st.Get(context.Background(), id)

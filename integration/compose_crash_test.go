@@ -312,7 +312,7 @@ func TestCancelParentCancelsChildAcrossRestart(t *testing.T) {
 			// The cancel's two writes split by a crash.
 			id, child = start()
 			s.p.kill()
-			st, err := builder.OpenStore(context.Background(), s.spec)
+			st, err := builder.OpenStore(context.Background(), s.spec, nil)
 			require.NoError(t, err)
 			msg := "cancelled by request"
 			_, err = st.Update(context.Background(), id, store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg})

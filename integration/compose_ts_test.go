@@ -99,7 +99,7 @@ func composeJournal(t *testing.T, path string) []string {
 // server: stop the server first.
 func composeTasks(t *testing.T, spec string) map[string]*store.Task {
 	t.Helper()
-	st, err := builder.OpenStore(context.Background(), spec)
+	st, err := builder.OpenStore(context.Background(), spec, nil)
 	require.NoError(t, err)
 	defer st.Close()
 	all, err := st.Expired(context.Background(), time.Now().Add(100*365*24*time.Hour), 1<<20)

@@ -237,7 +237,7 @@ func resumeSSE(t *testing.T, url, lastID string) []sseEvent {
 // a tool that logs a line every few milliseconds.
 func eventReplica(t *testing.T, dsn, name string) string {
 	t.Helper()
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	b := builder.New("events-replica", "1").WithStore(st).WithoutEnv().WithRouterOptions(taskrouter.Options{
 		ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: time.Minute, PollInterval: 20 * time.Millisecond})
@@ -254,7 +254,7 @@ func eventReplica(t *testing.T, dsn, name string) string {
 			log.Info(fmt.Sprintf("tick %d on %s", i, name))
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ticked"}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close(); _ = st.Close() })

@@ -26,7 +26,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/handoff"
-	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -115,13 +114,13 @@ func TestFirstContactWebhook(t *testing.T) {
 	b := builder.New("hooks", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv()
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, map[string]string, error) {
 		return nil, map[string]string{"text": "the release notes"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "sign"}, func(ctx context.Context, _ *mcp.CallToolRequest, in signIn) (*mcp.CallToolResult, signOut, error) {
 		mu.Lock()
 		signed = append(signed, in)
 		mu.Unlock()
 		return nil, signOut{Signed: in.Text + " -- " + in.Signer}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("sign_off", "draft, then a person signs").Step(
 		workflow.Server("draft", "draft"),
 		workflow.Client("sign", "sign").

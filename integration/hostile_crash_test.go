@@ -24,7 +24,7 @@ import (
 func hostileForksOf(t *testing.T, spec, id string) (*store.Task, map[string]*store.Task) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := builder.OpenStore(ctx, spec)
+	st, err := builder.OpenStore(ctx, spec, nil)
 	require.NoError(t, err)
 	defer st.Close()
 	orig, err := st.Get(ctx, id)

@@ -108,7 +108,7 @@ func newHookServer(t *testing.T, spec string) *hookServer {
 		WithWorkflowOptions(workflow.Options{WebhookURL: hs.URL + "/hooks"})
 	builder.Tool(b, &mcp.Tool{Name: "decide"}, func(ctx context.Context, _ *mcp.CallToolRequest, in hookDecideIn) (*mcp.CallToolResult, hookDecideIn, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("approve", "approve, then wait for the shipment").Step(
 		workflow.Client("decide", "decide").Bind("approved", workflow.FromClient("true to approve")).
 			Bind("reason", workflow.FromClient("why")).AcceptsWebhook(),

@@ -92,7 +92,7 @@ func newOwnersServer(t *testing.T, o ownersOptions) *ownersServer {
 	if spec == "" {
 		spec = filepath.Join(t.TempDir(), "tasks.db")
 	}
-	st, err := builder.OpenStore(context.Background(), spec)
+	st, err := builder.OpenStore(context.Background(), spec, nil)
 	require.NoError(t, err)
 	cfg := o.router
 	if cfg.PollInterval == 0 {
@@ -111,7 +111,7 @@ func newOwnersServer(t *testing.T, o ownersOptions) *ownersServer {
 			}
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + in.Label}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "deploy", Description: "deploys until the server closes"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ownersDeployIn) (*mcp.CallToolResult, any, error) {
 		select {
 		case <-hold:
@@ -120,7 +120,7 @@ func newOwnersServer(t *testing.T, o ownersOptions) *ownersServer {
 			return nil, nil, ctx.Err()
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed " + in.Repo}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	deploys := &workflow.Queue{Name: "deploys", PerKey: 1, SharedKeys: o.sharedKeys}
 	b.TaskWorkflow(workflow.New("deploy", "deploy a repo, one at a time per repo").Arg("repo", "the repo", true).
 		Arg("priority", "its priority", false).Step(
@@ -152,7 +152,9 @@ func newOwnersServer(t *testing.T, o ownersOptions) *ownersServer {
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", optionalBearer(srv.HTTPHandler(nil)))
-	mux.Handle("/dashboard/", dashboard.New(srv.Router, dashboard.Options{Token: ownersDashboardToken}))
+	d, err := dashboard.New(srv.Router, &dashboard.Options{Token: ownersDashboardToken})
+	require.NoError(t, err)
+	mux.Handle("/dashboard/", d)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	s.srv, s.url = srv, "http://"+ln.Addr().String()+"/mcp"

@@ -677,7 +677,7 @@ func TestHostileScheduleOwners(t *testing.T) {
 	ctx := relCtx(t, time.Minute)
 	s := newOwnersServer(t, ownersOptions{})
 	c := s.clients(t, ctx)
-	f, err := s.srv.Router.TriggerSchedule(ctx, "nightly", "test")
+	f, err := s.srv.Router.Schedules().Trigger(ctx, "nightly", "test")
 	require.NoError(t, err)
 	require.NotEmpty(t, f.TaskID)
 	for name, cl := range map[string]*relClient{"stateless": c.anonA, "session": c.sessA, "user": c.alice} {
@@ -694,7 +694,7 @@ func TestHostileScheduleOwners(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, rep.Err, "%s cancels the server's scheduled task: %v", name, rep)
 	}
-	infos, err := s.srv.Router.Schedules(ctx)
+	infos, err := s.srv.Router.Schedules().List(ctx)
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	require.False(t, infos[0].Paused)

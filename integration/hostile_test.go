@@ -303,7 +303,7 @@ func TestHostileStepsBounded(t *testing.T) {
 			return nil, nil, ctx.Err()
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("par", "three at once").Step(
 		workflow.Parallel("g", workflow.Server("s1", "slow"), workflow.Server("s2", "slow"), workflow.Server("s3", "slow"))))
 	srv, url := serveBuilder(t, b)
@@ -401,9 +401,9 @@ func TestHostilePermanentWriteFailure(t *testing.T) {
 			var st store.Store
 			var err error
 			if builder.IsPostgresDSN(spec) {
-				st, err = postgres.Open(context.Background(), spec, postgres.WithOptions(store.WithLimits(limits)))
+				st, err = postgres.Open(context.Background(), spec, &postgres.Options{Options: store.Options{Limits: limits}})
 			} else {
-				st, err = bboltstore.Open(spec, bboltstore.WithOptions(store.WithLimits(limits)))
+				st, err = bboltstore.Open(spec, &bboltstore.Options{Options: store.Options{Limits: limits}})
 			}
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = st.Close() })
@@ -413,7 +413,7 @@ func TestHostilePermanentWriteFailure(t *testing.T) {
 				WithWorkflowOptions(workflow.Options{PromptWait: 10 * time.Millisecond})
 			builder.Tool(b, &mcp.Tool{Name: "huge"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
 				return nil, map[string]any{"blob": strings.Repeat("x", 32<<10)}, nil
-			}, taskrouter.ToolOptions{})
+			}, nil)
 			b.TaskWorkflow(workflow.New("bigflow", "one step whose output is too large").Step(workflow.Server("huge", "huge")))
 			_, url := serveBuilder(t, b)
 			ctx := relCtx(t, time.Minute)

@@ -82,7 +82,7 @@ func meetQueueServer(t *testing.T, db string, s *started) (*builder.Server, *mcp
 			return nil, meetOut{}, ctx.Err()
 		}
 		return nil, meetOut{Tag: in.Tag}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("deploy", "one deploy at a time").Arg("tag", "", true).Step(
 		workflow.Server("work", "work").Bind("tag", workflow.PromptArg("tag")).OnQueue(&workflow.Queue{Name: "deploys", Concurrency: 1})))
 	srv, err := b.Build(context.Background())
@@ -161,10 +161,10 @@ func TestPausedWorkflowDoesNotExpire(t *testing.T) {
 			return nil, meetOut{}, errBroken
 		}
 		return nil, meetOut{Tag: "ok"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "ask"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ meetIn) (*mcp.CallToolResult, meetOut, error) {
 		return nil, meetOut{Tag: "asked"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("fragile", "pauses on failure").WithTTL(time.Second).PausesOnFailure().Step(
 		workflow.Server("flaky", "flaky").FailsWorkflow()))
 	b.TaskWorkflow(workflow.New("asks", "waits for its client").WithTTL(time.Second).Step(
@@ -190,7 +190,7 @@ func TestPausedWorkflowDoesNotExpire(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond)
 	// Paused by an operator.
 	id2 := start("asks")
-	_, _, err = srv.Router.PauseTask(ctx, id2, taskrouter.PauseRequest{By: "ops", Reason: "a look"})
+	_, _, err = srv.Router.Pauses().Pause(ctx, id2, taskrouter.PauseRequest{By: "ops", Reason: "a look"})
 	require.NoError(t, err)
 
 	time.Sleep(2500 * time.Millisecond) // more than the ttl, while paused: the condition is that nothing ended
@@ -204,14 +204,14 @@ func TestPausedWorkflowDoesNotExpire(t *testing.T) {
 	mu.Lock()
 	fail = false
 	mu.Unlock()
-	_, _, err = srv.Router.ResumeTask(ctx, id, "ops")
+	_, _, err = srv.Router.Pauses().Resume(ctx, id, "ops")
 	require.NoError(t, err)
 	tk := waitEnded(t, srv.Store, id)
 	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 
 	// Resumed, the task waits for its client again: its ttl counts from
 	// the resume, and it expires at it.
-	_, _, err = srv.Router.ResumeTask(ctx, id2, "ops")
+	_, _, err = srv.Router.Pauses().Resume(ctx, id2, "ops")
 	require.NoError(t, err)
 	tk, err = srv.Store.Get(ctx, id2)
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ func newOpsCluster(t *testing.T, n int, args ...string) *opsCluster {
 	for i := range n {
 		c.start(i)
 	}
-	st, err := postgres.Open(context.Background(), c.dsn)
+	st, err := postgres.Open(context.Background(), c.dsn, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	c.st = st

@@ -55,18 +55,18 @@ type incOut struct {
 // which moves it three intervals on: how quick a step is does not depend
 // on how busy the machine is.
 func progressServer(t *testing.T, interval, coalesce time.Duration) (*builder.Server, *progressWrites) {
-	st := &progressWrites{Store: memory.New(), updates: map[string]int{}}
+	st := &progressWrites{Store: memory.New(nil), updates: map[string]int{}}
 	clock := &relClock{now: time.Now()}
 	b := builder.New("progress", "1").WithStore(st).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{Now: clock.Now}).
 		WithWorkflowOptions(workflow.Options{ProgressInterval: coalesce})
 	builder.Tool(b, &mcp.Tool{Name: "inc"}, func(ctx context.Context, _ *mcp.CallToolRequest, in incIn) (*mcp.CallToolResult, incOut, error) {
 		return nil, incOut{N: in.N + 1}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "slow_inc"}, func(ctx context.Context, _ *mcp.CallToolRequest, in incIn) (*mcp.CallToolResult, incOut, error) {
 		clock.add(3 * interval)
 		return nil, incOut{N: in.N + 1}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	wf := workflow.New("chain", "a chain of increments")
 	prev := ""
 	add := func(name, tool string, retryable bool) {

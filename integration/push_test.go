@@ -39,7 +39,7 @@ func pushServer(t *testing.T, st store.Store, opts taskrouter.Options) *builder.
 		Text string `json:"text"`
 	}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "noted " + in.Text + " on " + name}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("relay", "note on the server, then the client notes, then the server again").Arg("text", "t", true).Step(
 		workflow.Server("first", "note").Bind("text", workflow.PromptArg("text")),
 		workflow.Client("middle", "note").Bind("text", workflow.FromClient("anything")),
@@ -65,7 +65,7 @@ func pushClient(t *testing.T, srv *builder.Server) *client.Client {
 // workflow paused for its client (with the step the client may perform),
 // then, once the client performed it, that the workflow ended.
 func TestPushWorkflowPausedThenEnded(t *testing.T) {
-	srv := pushServer(t, memory.New(), taskrouter.Options{})
+	srv := pushServer(t, memory.New(nil), taskrouter.Options{})
 	c := pushClient(t, srv)
 	rc := pushtest.New(t)
 	ctx := relCtx(t, time.Minute)
@@ -81,7 +81,7 @@ func TestPushWorkflowPausedThenEnded(t *testing.T) {
 	require.Equal(t, []string{"middle"}, pe.ClientSteps)
 	require.Contains(t, pe.Reason, "middle")
 
-	_, err = c.Follow(ctx, doc, client.FollowOptions{Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
+	_, err = c.Follow(ctx, doc, &client.FollowOptions{Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
 		return map[string]any{"text": "from the client"}, nil
 	}})
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestPushWorkflowPausedThenEnded(t *testing.T) {
 // pushReplica is a server on the shared PostgreSQL store.
 func pushReplica(t *testing.T, dsn, name string, push taskrouter.PushOptions) (*builder.Server, *postgres.Store) {
 	t.Helper()
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	srv := pushServer(t, st, taskrouter.Options{ReplicaID: name, LeaseDuration: time.Second,

@@ -303,7 +303,7 @@ type crashSeen struct {
 func (c *crashCluster) storeCheck(l *crashLedger, seen map[string]crashSeen) (tasks map[string]*store.Task) {
 	t := c.t
 	t.Helper()
-	st, err := bboltstore.Open(c.db, bboltstore.WithOpenTimeout(5*time.Second))
+	st, err := bboltstore.Open(c.db, &bboltstore.Options{OpenTimeout: 5 * time.Second})
 	require.NoError(t, err, "the bbolt file must open cleanly after SIGKILL")
 	defer func() { require.NoError(t, st.Close()) }()
 	ctx := context.Background()

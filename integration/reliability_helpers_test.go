@@ -459,9 +459,9 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 	var st store.Store
 	var err error
 	if builder.IsPostgresDSN(path) {
-		st, err = builder.OpenStore(context.Background(), path)
+		st, err = builder.OpenStore(context.Background(), path, nil)
 	} else {
-		st, err = bboltstore.Open(path, bboltstore.WithOptions(store.WithLimits(o.limits)))
+		st, err = bboltstore.Open(path, &bboltstore.Options{Options: store.Options{Limits: o.limits}})
 	}
 	require.NoError(t, err)
 	hooks := &relHooks{started: make(chan string, 4096)}
@@ -487,28 +487,28 @@ func newRelServer(t *testing.T, o relServerOptions) *relServer {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + in.Label}}}, nil, nil
 	}
 	builder.Tool(b, &mcp.Tool{Name: "work", Description: "sleeps ms, then answers"}, work,
-		taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+		&taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "must_work", Description: "task-required work"}, work,
-		taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+		&taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 	builder.Tool(b, &mcp.Tool{Name: "plain_work", Description: "never a task"}, work,
-		taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
+		&taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 	builder.Tool(b, &mcp.Tool{Name: "rpcfail", Description: "fails with a JSON-RPC error carrying data"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			return nil, nil, &jsonrpc.Error{Code: -32099, Message: "custom failure", Data: json.RawMessage(`{"why":"test"}`)}
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "big", Description: "returns a text of the given size"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in relBigIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Bytes)}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "prep"}, func(ctx context.Context, _ *mcp.CallToolRequest, in relPrepIn) (*mcp.CallToolResult, relPrepOut, error) {
 		return nil, relPrepOut{Draft: "draft about " + in.Topic}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "sign"}, func(ctx context.Context, _ *mcp.CallToolRequest, in relSignIn) (*mcp.CallToolResult, relSignOut, error) {
 		return nil, relSignOut{Signed: in.Draft + " / " + in.Verdict}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "file"}, func(ctx context.Context, _ *mcp.CallToolRequest, in relFileIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "filed: " + in.Signed}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New(relFlow, "prepare, sign, file").
 		Arg("topic", "what to work on", true).
 		Step(

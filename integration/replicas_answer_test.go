@@ -111,10 +111,10 @@ func newAnsServer(t *testing.T, st store.Store, name string) *ansServer {
 		WithWorkflowOptions(wopts)
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ansDraftIn) (*mcp.CallToolResult, ansDraftOut, error) {
 		return nil, ansDraftOut{Draft: "draft about " + in.Topic}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "review"}, func(ctx context.Context, _ *mcp.CallToolRequest, in ansReviewIn) (*mcp.CallToolResult, ansReviewOut, error) {
 		return nil, ansReviewOut{Notes: in.Draft + " / " + in.Verdict + " (reviewed on " + name + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "publish"}, func(ctx context.Context, req *mcp.CallToolRequest, in ansPublishIn) (*mcp.CallToolResult, any, error) {
 		if s.holdPublish.Load() {
 			key, _ := req.Params.GetMeta()[mcptask.MetaIdempotencyKey].(string)
@@ -123,7 +123,7 @@ func newAnsServer(t *testing.T, st store.Store, name string) *ansServer {
 			return nil, nil, ctx.Err()
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "published " + in.Notes + " on " + name}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("release", "draft, review, publish").Arg("topic", "what to release", true).Step(
 		workflow.Server("draft", "draft").Bind("topic", workflow.PromptArg("topic")),
 		workflow.Client("review", "review").Bind("draft", workflow.StepOutput("draft", "draft")).Bind("verdict", workflow.FromClient("your verdict")),
@@ -156,7 +156,7 @@ func ansReplicas(t *testing.T) (a, b *ansServer, dsn string) {
 	dsn = pgtest.DSN(t)
 	var out []*ansServer
 	for _, name := range []string{"r1", "r2"} {
-		st, err := postgres.Open(context.Background(), dsn)
+		st, err := postgres.Open(context.Background(), dsn, nil)
 		require.NoError(t, err)
 		out = append(out, newAnsServer(t, &pausableStore{Store: st}, name))
 	}
@@ -387,7 +387,7 @@ func TestCancelBetweenRecordAndAnswer(t *testing.T) {
 				a, b, _ = ansReplicas(t)
 				b.pause(true) // nobody runs publish before the cancel
 			} else {
-				st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"))
+				st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 				require.NoError(t, err)
 				a = newAnsServer(t, st, "")
 				b = a

@@ -168,7 +168,7 @@ func TestReplicaChaos(t *testing.T) {
 
 	// Final checks, straight from the store.
 	time.Sleep(chaosLease + 2*time.Second) // every lease of a killed replica expired and was taken over
-	st, err := postgres.Open(context.Background(), c.dsn)
+	st, err := postgres.Open(context.Background(), c.dsn, nil)
 	require.NoError(t, err)
 	defer st.Close()
 	l.mu.Lock()

@@ -18,7 +18,7 @@ import (
 // replica name, over HTTP; it returns the endpoint.
 func confReplica(t *testing.T, dsn, name string) string {
 	t.Helper()
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	_, router, err := conftools.NewServer(st, &taskrouter.Options{ReplicaID: name, LeaseDuration: replicaLease,
 		ChangePollInterval: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond})

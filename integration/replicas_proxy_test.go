@@ -118,7 +118,7 @@ func TestReplicasBehindProxyGoClient(t *testing.T) {
 	_, doc, err := c.GetPrompt(ctx, "relay", map[string]string{"text": "from go"})
 	require.NoError(t, err)
 	require.Equal(t, "middle", doc.RemainingSteps[0].Name)
-	out, err := c.Follow(ctx, doc, client.FollowOptions{Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
+	out, err := c.Follow(ctx, doc, &client.FollowOptions{Fill: func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
 		return map[string]any{"text": "go middle"}, nil
 	}})
 	require.NoError(t, err)

@@ -55,7 +55,7 @@ const replicaLease = time.Second
 func startReplica(t *testing.T, dsn, name string) *replica {
 	t.Helper()
 	rp := &replica{name: name, started: make(chan string, 64), stopped: make(chan string, 64)}
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	b := builder.New("replica-test", "1").WithStore(st).WithoutEnv().WithRouterOptions(taskrouter.Options{
 		ReplicaID: name, LeaseDuration: replicaLease, ChangePollInterval: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond,
@@ -75,12 +75,12 @@ func startReplica(t *testing.T, dsn, name string) *replica {
 			rp.stopped <- in.Label
 			return nil, nil, ctx.Err()
 		}
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "note"}, func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
 		Text string `json:"text"`
 	}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "noted " + in.Text + " on " + name}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("relay", "note on the server, then the client notes, then the server again").Arg("text", "t", true).Step(
 		workflow.Server("first", "note").Bind("text", workflow.PromptArg("text")),
 		workflow.Client("middle", "note").Bind("text", workflow.FromClient("anything")),
@@ -191,7 +191,7 @@ func TestReplicaFencing(t *testing.T) {
 	require.Equal(t, "fenced", <-rs[0].started)
 	// Another process steals the lease as if r1's had expired (r1 is
 	// alive, but presumed dead: paused, partitioned).
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.Open(context.Background(), dsn, nil)
 	require.NoError(t, err)
 	defer st.Close()
 	stolen, err := st.Claim(ctx, id, "intruder", time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))

@@ -62,15 +62,15 @@ func newSamplingServer(t *testing.T, dbPath string, mutate func(summary, approve
 		WithWorkflowOptions(workflow.Options{PromptWait: 2 * time.Second})
 	builder.Tool(b, &mcp.Tool{Name: "collect"}, func(ctx context.Context, _ *mcp.CallToolRequest, in collectIn) (*mcp.CallToolResult, collectOut, error) {
 		return nil, collectOut{Log: "fix a; add b (" + in.Repo + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "publish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, any, error) {
 		s.published <- in.Text
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "published"}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "deploy"}, func(ctx context.Context, _ *mcp.CallToolRequest, in deployIn) (*mcp.CallToolResult, any, error) {
 		s.deployed <- true
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed " + in.Repo + " for " + in.By}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	summary := workflow.Sample("summary", notesPrompt).
 		Bind("repo", workflow.PromptArg("repo")).Bind("log", workflow.StepOutput("collect", "log")).
 		SystemPrompt("You write release notes.").MaxTokens(200)

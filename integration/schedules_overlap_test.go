@@ -38,15 +38,15 @@ func TestScheduleOverlapAcrossReplicasOnPostgres(t *testing.T) {
 			var routers []*taskrouter.Router
 			var st store.Store
 			for i := range 2 {
-				s, err := postgres.Open(ctx, dsn)
+				s, err := postgres.Open(ctx, dsn, nil)
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = s.Close() })
 				st = s
 				r, err := taskrouter.NewRouter(s, &taskrouter.Options{Now: clock.Now, ReplicaID: fmt.Sprint("r", i), ChangePollInterval: 5 * time.Millisecond})
 				require.NoError(t, err)
-				require.NoError(t, r.AddSchedule(taskrouter.Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy,
+				require.NoError(t, r.Schedules().Add(taskrouter.Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy,
 					Start: func(ctx context.Context, f store.Fire) error {
-						_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
+						_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, &taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
 						if errors.Is(err, store.ErrExists) {
 							return nil
 						}

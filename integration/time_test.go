@@ -39,10 +39,10 @@ func timeServer(t *testing.T, stepTime time.Duration, gate chan struct{}, opts w
 		case <-ctx.Done():
 			return nil, vOut{}, ctx.Err()
 		}
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "check"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 		return nil, vOut{By: "check"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("slow", "slow steps around a client step").Step(
 		workflow.Server("first", "work"),
 		workflow.Client("check", "check"),

@@ -29,7 +29,7 @@ func rulesServer(t *testing.T, opts workflow.Options, w *workflow.Definition) (*
 	for _, name := range []string{"work", "approve", "fallback"} {
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			return nil, vOut{By: name}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	}
 	b.TaskWorkflow(w)
 	srv, err := b.Build(context.Background())

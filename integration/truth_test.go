@@ -49,7 +49,7 @@ func gateServer(t *testing.T) (*builder.Server, string) {
 			return nil, gateShipOut{}, errors.New("not approved: nothing was shipped")
 		}
 		return nil, gateShipOut{Shipped: in.What}, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(workflow.New("gate", "A person approves, then the server ships").
 		Arg("what", "what to ship", true).
 		Step(
@@ -281,7 +281,7 @@ func nestServer(t *testing.T) string {
 		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "sign"}, func(ctx context.Context, _ *mcp.CallToolRequest, in nestSignIn) (*mcp.CallToolResult, nestSignOut, error) {
 		return nil, nestSignOut{Signed: "signed by " + in.Who}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("inner", "one signature").Step(
 		workflow.Client("sign", "sign").Bind("who", workflow.FromClient("your name")),
 	))
@@ -442,7 +442,7 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	d := next(mcptask.WebhookInputRequired)
 	require.Equal(t, mcptask.StatusInputRequired, d.Task.Status)
 
-	_, _, err = srv.Router.PauseTask(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
+	_, _, err = srv.Router.Pauses().Pause(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
 	require.NoError(t, err)
 	d = next(mcptask.WebhookPaused)
 	var pe mcptask.PausedEvent
@@ -451,7 +451,7 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	require.Contains(t, pe.Reason, "paused by ops")
 	require.Equal(t, mcptask.StatusWorking, status().Status, "a pause waits for an operator, not for input")
 
-	_, _, err = srv.Router.ResumeTask(ctx, doc.TaskID, "ops")
+	_, _, err = srv.Router.Pauses().Resume(ctx, doc.TaskID, "ops")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return status().Status == mcptask.StatusInputRequired }, 20*time.Second, 10*time.Millisecond)
 	next(mcptask.WebhookInputRequired)

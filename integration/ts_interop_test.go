@@ -228,7 +228,7 @@ func TestTypeScriptCoreClient(t *testing.T) {
 // over Streamable HTTP on 127.0.0.1 and returns the endpoint URL.
 func startConformanceServer(t *testing.T) string {
 	t.Helper()
-	st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"))
+	st, err := bboltstore.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	_, router, err := conftools.NewServer(st, &taskrouter.Options{PollInterval: time.Second, DefaultTTL: 5 * time.Minute})

@@ -44,13 +44,13 @@ func TestTypeScriptWorkflow(t *testing.T) {
 		WithRouterOptions(taskrouter.Options{PollInterval: 50 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "draft"}, func(ctx context.Context, _ *mcp.CallToolRequest, in tsDraftIn) (*mcp.CallToolResult, tsDraftOut, error) {
 		return nil, tsDraftOut{Draft: "notes about " + in.Topic}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "sign"}, func(ctx context.Context, _ *mcp.CallToolRequest, in tsSignIn) (*mcp.CallToolResult, tsSignOut, error) {
 		return nil, tsSignOut{Signed: in.Draft + " — signed by " + in.Signer}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "publish"}, func(ctx context.Context, _ *mcp.CallToolRequest, in tsPublishIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "published: " + in.Text}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("sign_off", "draft, sign, publish").Arg("topic", "what", true).Step(
 		workflow.Server("draft", "draft").Bind("topic", workflow.PromptArg("topic")),
 		workflow.Client("sign", "sign").Bind("draft", workflow.StepOutput("draft", "draft")).Bind("signer", workflow.FromClient("your name")),

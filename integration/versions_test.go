@@ -63,7 +63,7 @@ func versionServerWith(t *testing.T, spec string, calls map[string]int, ro taskr
 		builder.Tool(b, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ vIn) (*mcp.CallToolResult, vOut, error) {
 			calls[name]++
 			return nil, vOut{By: name}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	}
 	for _, d := range defs {
 		b.TaskWorkflow(d)
@@ -254,7 +254,7 @@ func TestRetryBackoffAcrossSIGKILL(t *testing.T) {
 
 	st := p
 	p.kill()
-	bolt, err := bboltstore.Open(db)
+	bolt, err := bboltstore.Open(db, nil)
 	require.NoError(t, err)
 	defer bolt.Close()
 	tk, err := bolt.Get(ctx, doc.TaskID)

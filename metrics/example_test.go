@@ -26,11 +26,14 @@ type in struct {
 // at /metrics.
 func Example() {
 	ctx := context.Background()
-	m := metrics.New(metrics.Options{})
-	b := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().WithObserver(m)
+	m, err := metrics.New(nil)
+	if err != nil {
+		panic(err)
+	}
+	b := builder.New("demo", "1").WithStore(memory.New(nil)).WithoutEnv().WithObserver(m)
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, x in) (*mcp.CallToolResult, in, error) {
 		return nil, x, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(ctx)
 	if err != nil {
 		log.Fatal(err)

@@ -5,7 +5,7 @@
 // or builder.WithObserver, which also wires the workflow steps and calls
 // Attach), then serve Handler at /metrics:
 //
-//	m := metrics.New(metrics.Options{})
+//	m, err := metrics.New(nil)
 //	srv, _ := builder.New("demo", "1").WithObserver(m).Build(ctx)
 //	http.Handle("/metrics", m.Handler())
 //
@@ -60,6 +60,8 @@ package metrics
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -85,7 +87,7 @@ const OtherName = "other"
 // in seconds: tasks last from milliseconds to an hour.
 var DefaultDurationBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 
-// Options configure New. The zero value is ready to use.
+// Options configure New; nil means the defaults.
 type Options struct {
 	// Registerer receives the collectors; nil means a new registry of
 	// its own (served by Handler). When it is also a prometheus.Gatherer
@@ -124,10 +126,18 @@ type Metrics struct {
 }
 
 // New returns metrics registered with opts.Registerer (or a registry of
-// their own). It panics if the names are already registered there, like
-// prometheus.MustRegister.
-func New(opts Options) *Metrics {
-	m := &Metrics{reg: opts.Registerer, ns: opts.Namespace}
+// their own). A nil opts means the defaults. It fails, naming the field,
+// on a negative MaxNames or Buckets that do not increase, and when the
+// names are already registered with Registerer.
+func New(opts *Options) (*Metrics, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	m := &Metrics{reg: o.Registerer, ns: o.Namespace}
 	if m.ns == "" {
 		m.ns = DefaultNamespace
 	}
@@ -137,12 +147,12 @@ func New(opts Options) *Metrics {
 	} else if g, ok := m.reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	}
-	max := opts.MaxNames
-	if max <= 0 {
+	max := o.MaxNames
+	if max == 0 {
 		max = DefaultMaxNames
 	}
 	m.names = newLimiter(max)
-	buckets := opts.Buckets
+	buckets := o.Buckets
 	if buckets == nil {
 		buckets = DefaultDurationBuckets
 	}
@@ -160,8 +170,31 @@ func New(opts Options) *Metrics {
 	m.queue = hist("handler_queue_seconds", "How long tasks waited for a running slot before their handler started.", "tool")
 	m.steps = counter("workflow_step_attempts_total", "Workflow step attempts that ended, by who performed them and outcome.", "workflow", "step", "by", "outcome")
 	m.stepTimes = hist("workflow_step_duration_seconds", "Duration of workflow step attempts.", "workflow", "step", "by")
-	m.reg.MustRegister(m.created, m.finished, m.duration, m.deleted, m.handler, m.queue, m.steps, m.stepTimes)
-	return m
+	collectors := []prometheus.Collector{m.created, m.finished, m.duration, m.deleted, m.handler, m.queue, m.steps, m.stepTimes}
+	for i, c := range collectors {
+		if err := m.reg.Register(c); err != nil {
+			for _, done := range collectors[:i] {
+				m.reg.Unregister(done) // none or all
+			}
+			return nil, fmt.Errorf("metrics: registering with Registerer (are taskbridge's metrics of Namespace %q registered there already?): %w", m.ns, err)
+		}
+	}
+	return m, nil
+}
+
+// validate refuses what cannot work, naming the field.
+func (o Options) validate() error {
+	var errs []error
+	if o.MaxNames < 0 {
+		errs = append(errs, fmt.Errorf("metrics: MaxNames is negative (%d)", o.MaxNames))
+	}
+	for i := 1; i < len(o.Buckets); i++ {
+		if o.Buckets[i] <= o.Buckets[i-1] {
+			errs = append(errs, fmt.Errorf("metrics: Buckets must increase: %g follows %g", o.Buckets[i], o.Buckets[i-1]))
+			break
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Handler serves the registry in the Prometheus text format. With a

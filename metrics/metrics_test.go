@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/client"
 	"github.com/taskbridge/taskbridge/internal/tests/obstest"
 	"github.com/taskbridge/taskbridge/metrics"
 	"github.com/taskbridge/taskbridge/store"
@@ -58,7 +57,8 @@ func value(t *testing.T, text, series string) string {
 // cancelled) and a workflow with a client step through a bbolt-backed
 // server, then scrapes /metrics and checks the values.
 func TestScrapeAfterRealActivity(t *testing.T) {
-	m := metrics.New(metrics.Options{})
+	m, err := metrics.New(nil)
+	require.NoError(t, err)
 	f := obstest.New(t, nil, func(b *builder.Builder) { b.WithObserver(m) })
 	c := f.Client(t)
 	ctx := t.Context()
@@ -83,7 +83,7 @@ func TestScrapeAfterRealActivity(t *testing.T) {
 	f.Wait(t, slow, mcptask.StatusCancelled)
 
 	_, doc := obstest.Handoff(t, c, "metrics")
-	obstest.Finish(t, c, doc, client.FollowOptions{})
+	obstest.Finish(t, c, doc, nil)
 	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 
 	text := scrape(t, m.Handler())
@@ -122,7 +122,8 @@ func TestScrapeAfterRealActivity(t *testing.T) {
 // counted as "other".
 func TestLabelsStayBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metrics.New(metrics.Options{Registerer: reg, MaxNames: 2})
+	m, err := metrics.New(&metrics.Options{Registerer: reg, MaxNames: 2})
+	require.NoError(t, err)
 	for _, name := range []string{"a", "b", "c", "d", "a"} {
 		m.TaskEvent(taskrouter.TaskEvent{Kind: taskrouter.TaskCreated, Task: &store.Task{Request: store.Request{Name: name}}})
 	}
@@ -141,7 +142,8 @@ taskbridge_tasks_created_total{kind="tool",name="other"} 2
 // TestStepOutcomes: a failed attempt and its retry are counted apart.
 func TestStepOutcomes(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metrics.New(metrics.Options{Registerer: reg, Namespace: "x"})
+	m, err := metrics.New(&metrics.Options{Registerer: reg, Namespace: "x"})
+	require.NoError(t, err)
 	at := time.Now()
 	m.StepEvent(workflow.StepEvent{Workflow: "w", Step: "s", Attempt: workflow.Attempt{N: 1, By: "server", Outcome: workflow.OutcomeError, At: at, DurationMs: 20}})
 	m.StepEvent(workflow.StepEvent{Workflow: "w", Step: "s", Attempt: workflow.Attempt{N: 2, By: "server", Outcome: workflow.OutcomeOK, At: at, DurationMs: 30}})
@@ -160,9 +162,10 @@ x_workflow_step_attempts_total{by="server",outcome="ok",step="s",workflow="w"} 1
 // store.StatsReporter only (memory is none); the router's gauges are
 // always there.
 func TestMemoryStoreHasNoCommitMetrics(t *testing.T) {
-	m := metrics.New(metrics.Options{})
-	f := obstest.New(t, memory.New(), func(b *builder.Builder) { b.WithObserver(m) })
-	_, err := f.Client(t).CallToolAndWait(t.Context(), "echo", map[string]any{"text": "x"}, nil)
+	m, err := metrics.New(nil)
+	require.NoError(t, err)
+	f := obstest.New(t, memory.New(nil), func(b *builder.Builder) { b.WithObserver(m) })
+	_, err = f.Client(t).CallToolAndWait(t.Context(), "echo", map[string]any{"text": "x"}, nil)
 	require.NoError(t, err)
 	text := scrape(t, m.Handler())
 	require.NotContains(t, text, "taskbridge_store_commits_total")
@@ -183,8 +186,9 @@ func (reportingStore) Stats() store.Stats {
 // TestAnyStatsReporter: the store gauges are read from any store that
 // implements store.StatsReporter, not from one backend's type.
 func TestAnyStatsReporter(t *testing.T) {
-	m := metrics.New(metrics.Options{})
-	obstest.New(t, reportingStore{memory.New()}, func(b *builder.Builder) { b.WithObserver(m) })
+	m, err := metrics.New(nil)
+	require.NoError(t, err)
+	obstest.New(t, reportingStore{memory.New(nil)}, func(b *builder.Builder) { b.WithObserver(m) })
 	text := scrape(t, m.Handler())
 	for series, want := range map[string]string{
 		"taskbridge_store_commits_total":                 "4",
@@ -219,7 +223,7 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 		}
 		builder.Tool(b, &mcp.Tool{Name: "approve"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{}, nil, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 		for _, d := range defs {
 			b.TaskWorkflow(d)
 		}
@@ -237,7 +241,8 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 		return srv
 	}
 	require.NoError(t, start(nil, 1, wf("v1", false)).Close())
-	m := metrics.New(metrics.Options{})
+	m, err := metrics.New(nil)
+	require.NoError(t, err)
 	srv := start(m, 2, wf("v1", false), wf("v2", true))
 	defer srv.Close()
 	text := scrape(t, m.Handler())
@@ -248,8 +253,9 @@ func TestWorkflowTasksPerVersion(t *testing.T) {
 // TestQueueRuns: a queue of one with a slow step running and another
 // waiting shows one holding and one waiting run.
 func TestQueueRuns(t *testing.T) {
-	m := metrics.New(metrics.Options{})
-	f := obstest.New(t, memory.New(), func(b *builder.Builder) {
+	m, err := metrics.New(nil)
+	require.NoError(t, err)
+	f := obstest.New(t, memory.New(nil), func(b *builder.Builder) {
 		b.WithObserver(m).WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 		b.TaskWorkflow(workflow.New("one_at_a_time", "a slow step, one at a time").Step(
 			workflow.Server("wait", "slow").Bind("ms", workflow.Const(60000)).Bind("text", workflow.Const("waited")).
@@ -263,4 +269,21 @@ func TestQueueRuns(t *testing.T) {
 	text := scrape(t, m.Handler())
 	require.Equal(t, "1", value(t, text, `taskbridge_queue_runs{queue="slow",state="holding"}`))
 	require.Equal(t, "1", value(t, text, `taskbridge_queue_runs{queue="slow",state="waiting"}`))
+}
+
+// TestNewRefusesOptionsThatCannotWork: New names the field that cannot
+// work, and a second registration of the same names is an error, not a
+// panic, that leaves the registry as it was.
+func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
+	_, err := metrics.New(&metrics.Options{MaxNames: -1})
+	require.ErrorContains(t, err, "MaxNames is negative")
+	_, err = metrics.New(&metrics.Options{Buckets: []float64{1, 1}})
+	require.ErrorContains(t, err, "Buckets must increase")
+	reg := prometheus.NewRegistry()
+	_, err = metrics.New(&metrics.Options{Registerer: reg})
+	require.NoError(t, err)
+	_, err = metrics.New(&metrics.Options{Registerer: reg})
+	require.ErrorContains(t, err, "registered there already")
+	_, err = metrics.New(&metrics.Options{Registerer: reg, Namespace: "other"})
+	require.NoError(t, err, "another namespace registers beside")
 }

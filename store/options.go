@@ -3,107 +3,85 @@ package store
 import "time"
 
 // Options are the settings every backend shares: the size limits it
-// enforces and the clock it stamps UpdatedAt with. A backend keeps them in
-// its own settings (embedding Options), accepts Option values for them
-// beside its own options, and resolves them once with WithDefaults, so
-// that no backend writes WithLimits, WithClock or their defaults again:
+// enforces and the clock it stamps UpdatedAt with. A nil *Options means
+// the defaults. A backend keeps them in its own options (embedding
+// Options: bboltstore.Options, postgres.Options; the memory store takes
+// them as they are) and resolves them once with WithDefaults, so that no
+// backend writes the limits, the clock or their defaults again:
 //
-//	type options struct {
-//		store.Options
-//		path string // the backend's own settings
+//	type Options struct {
+//		store.Options        // limits and clock
+//		Path string          // the backend's own settings
 //	}
 //
-//	// WithOptions applies the options every backend shares (store.WithLimits,
-//	// store.WithClock).
-//	func WithOptions(opts ...store.Option) Option {
-//		return func(o *options) { o.Options.Apply(opts...) }
-//	}
-//
-//	func Open(path string, opts ...Option) (*Store, error) {
-//		o := options{path: path}
-//		for _, opt := range opts {
-//			opt(&o)
+//	func Open(opts *Options) (*Store, error) {
+//		var o Options
+//		if opts != nil {
+//			o = *opts
 //		}
-//		o.Options = o.Options.WithDefaults()
+//		shared := o.Options.WithDefaults()
 //		...
 //	}
+//
+// Every constructor of this module takes its settings so, as *XOptions
+// with nil for the defaults (bbolt's bolt.Open and pgx's pgxpool.Config
+// take theirs the same way); none takes functional options.
 type Options struct {
 	// Limits bound what a task may hold; zero fields take the defaults
 	// (Limits.WithDefaults).
 	Limits Limits
 	// Now is the clock used for UpdatedAt; nil means time.Now.
 	Now func() time.Time
-	// Backend holds options of backends' own types (bboltstore.Option,
-	// postgres.Option, ...) for Open to hand to the backend it picks:
-	// each backend's Opener applies the values of its type
-	// (BackendOptions) and ignores the others. Constructors called
-	// directly ignore it.
+	// Backend holds backends' own options for Open to hand on, one value
+	// per backend a DSN may name (a *bboltstore.Options, a
+	// *postgres.Options): the backend Open picks takes the value of its
+	// own type (BackendOptions) and ignores the others. A backend's own
+	// constructor, called directly, ignores it.
 	Backend []any
 }
 
-// Option sets one of the Options every backend shares.
-type Option func(*Options)
-
-// WithLimits sets the size limits; zero fields take the defaults.
-func WithLimits(l Limits) Option {
-	return func(o *Options) { o.Limits = l }
-}
-
-// WithClock sets the clock used for UpdatedAt (default time.Now). A nil
-// clock is ignored.
-func WithClock(now func() time.Time) Option {
-	return func(o *Options) {
-		if now != nil {
-			o.Now = now
-		}
+// BackendOptions returns the first value of o.Backend of type T (a nil o
+// has none): the options a backend's Opener takes.
+func BackendOptions[T any](o *Options) (T, bool) {
+	var zero T
+	if o == nil {
+		return zero, false
 	}
-}
-
-// WithBackendOptions passes options of a backend's own type through Open
-// (see Options.Backend): one list may carry options for several
-// backends, and only the backend Open picks applies its own. Options
-// accumulate over several calls.
-//
-//	st, err := store.Open(ctx, dsn,
-//		store.WithBackendOptions(bboltstore.WithNoSync(true), postgres.WithSchema("tasks")))
-func WithBackendOptions(opts ...any) Option {
-	return func(o *Options) { o.Backend = append(o.Backend[:len(o.Backend):len(o.Backend)], opts...) }
-}
-
-// BackendOptions returns the values of o.Backend of type T, in order: the
-// options a backend's Opener applies.
-func BackendOptions[T any](o Options) []T {
-	var out []T
 	for _, v := range o.Backend {
 		if t, ok := v.(T); ok {
-			out = append(out, t)
+			return t, true
 		}
 	}
-	return out
+	return zero, false
 }
 
-// Apply applies opts to o, in order.
-func (o *Options) Apply(opts ...Option) {
-	for _, opt := range opts {
-		if opt != nil {
-			opt(o)
-		}
+// WithDefaults returns o (nil: the zero Options) with every limit
+// resolved (Limits.WithDefaults) and Now set (time.Now when nil): what a
+// backend runs with.
+func (o *Options) WithDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
 	}
+	r.Limits = r.Limits.WithDefaults()
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return r
 }
 
-// WithDefaults returns o with every limit resolved (Limits.WithDefaults)
-// and Now set (time.Now when nil): what a backend runs with.
-func (o Options) WithDefaults() Options {
-	o.Limits = o.Limits.WithDefaults()
+// Merge returns o with the shared settings base sets where o leaves them
+// zero (its Limits as a whole, its clock): what a backend's Opener runs
+// with when Open was given both.
+func (o Options) Merge(base *Options) Options {
+	if base == nil {
+		return o
+	}
+	if o.Limits == (Limits{}) {
+		o.Limits = base.Limits
+	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = base.Now
 	}
 	return o
-}
-
-// NewOptions returns the Options opts set, with defaults (WithDefaults).
-func NewOptions(opts ...Option) Options {
-	var o Options
-	o.Apply(opts...)
-	return o.WithDefaults()
 }

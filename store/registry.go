@@ -18,18 +18,19 @@ import (
 //		_ "github.com/taskbridge/taskbridge/store/postgres"
 //	)
 //
-//	st, err := store.Open(ctx, "postgres://tasks@db/tasks")
+//	st, err := store.Open(ctx, "postgres://tasks@db/tasks", nil)
 //
 // The backends of this module register these schemes: store/bboltstore
 // "bbolt" and FileScheme (a DSN without a scheme is a bbolt file path),
 // store/memory "memory", store/postgres "postgres" and "postgresql".
 
 // An Opener opens the store a DSN names. It gets the whole DSN, scheme
-// included (or the bare path, for FileScheme), and the options every
-// backend shares; it applies those it understands, and picks out of
-// Options.Backend the values of its own option type. ctx bounds the
-// opening only. The caller closes the store it returns.
-type Opener func(ctx context.Context, dsn string, opts ...Option) (Store, error)
+// included (or the bare path, for FileScheme), and the options Open was
+// given (nil: the defaults): the settings every backend shares, and out
+// of Options.Backend the value of its own options type
+// (BackendOptions). ctx bounds the opening only. The caller closes the
+// store it returns.
+type Opener func(ctx context.Context, dsn string, opts *Options) (Store, error)
 
 // FileScheme is the scheme of a DSN without one: a file path. The backend
 // registered for it (store/bboltstore) opens plain paths as well as
@@ -77,12 +78,12 @@ func Schemes() []string {
 
 // Open opens the store dsn names with the backend registered for its
 // scheme (see Register): a DSN of the form "scheme://...", or a file path
-// (no scheme: FileScheme's backend). opts are the options every backend
-// shares (WithLimits, WithClock), and WithBackendOptions carries a
-// backend's own. It fails, naming the registered schemes, when no backend
-// is registered for the scheme, and wraps the backend's error otherwise.
+// (no scheme: FileScheme's backend). opts (nil: the defaults) are the
+// settings every backend shares, and Options.Backend carries backends'
+// own. It fails, naming the registered schemes, when no backend is
+// registered for the scheme, and wraps the backend's error otherwise.
 // The caller closes the store.
-func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
+func Open(ctx context.Context, dsn string, opts *Options) (Store, error) {
 	scheme := SchemeOf(dsn)
 	key := scheme
 	if key == "" {
@@ -102,7 +103,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
 		return nil, fmt.Errorf("store: no store is registered for %s (registered: %s); import the backend's package to register it",
 			what, strings.Join(Schemes(), ", "))
 	}
-	st, err := open(ctx, dsn, opts...)
+	st, err := open(ctx, dsn, opts)
 	if err != nil {
 		if scheme == "" {
 			return nil, fmt.Errorf("store: opening %s: %w", dsn, err)

@@ -25,43 +25,45 @@ var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 func TestRegistry(t *testing.T) {
 	type call struct {
 		dsn  string
-		opts store.Options
+		opts *store.Options
 	}
 	var calls []call
 	boom := errors.New("boom")
-	store.Register("Test-Reg", func(_ context.Context, dsn string, opts ...store.Option) (store.Store, error) {
-		calls = append(calls, call{dsn, store.NewOptions(opts...)})
+	store.Register("Test-Reg", func(_ context.Context, dsn string, opts *store.Options) (store.Store, error) {
+		calls = append(calls, call{dsn, opts})
 		if dsn == "test-reg://fail" {
 			return nil, boom
 		}
-		return memory.New(opts...), nil
+		return memory.New(opts), nil
 	})
 	require.Contains(t, store.Schemes(), "test-reg")
 	require.IsIncreasing(t, store.Schemes())
 
-	st, err := store.Open(t.Context(), "TEST-REG://host/db?x=1", store.WithLimits(store.Limits{MaxResultBytes: 7}),
-		store.WithBackendOptions("ignored", 42))
+	st, err := store.Open(t.Context(), "TEST-REG://host/db?x=1", &store.Options{Limits: store.Limits{MaxResultBytes: 7},
+		Backend: []any{"ignored", 42}})
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	require.Len(t, calls, 1)
 	require.Equal(t, "TEST-REG://host/db?x=1", calls[0].dsn, "the opener gets the whole DSN")
 	require.Equal(t, 7, calls[0].opts.Limits.MaxResultBytes)
-	require.Equal(t, []int{42}, store.BackendOptions[int](calls[0].opts))
+	n, ok := store.BackendOptions[int](calls[0].opts)
+	require.True(t, ok)
+	require.Equal(t, 42, n)
 
-	_, err = store.Open(t.Context(), "test-reg://fail")
+	_, err = store.Open(t.Context(), "test-reg://fail", nil)
 	require.ErrorIs(t, err, boom)
 	require.ErrorContains(t, err, "opening test-reg store")
 	require.NotContains(t, err.Error(), "fail", "the DSN (it may hold a password) is not in the error")
 
-	_, err = store.Open(t.Context(), "nosuch://host/db")
+	_, err = store.Open(t.Context(), "nosuch://host/db", nil)
 	require.ErrorContains(t, err, `no store is registered for scheme "nosuch"`)
 	for _, s := range []string{"bbolt", "file", "memory", "postgres", "postgresql", "test-reg"} {
 		require.ErrorContains(t, err, s, "the error names the registered schemes")
 	}
-	_, err = store.Open(t.Context(), "")
+	_, err = store.Open(t.Context(), "", nil)
 	require.ErrorIs(t, err, store.ErrInvalid)
 
-	open := func(context.Context, string, ...store.Option) (store.Store, error) { return nil, nil }
+	open := func(context.Context, string, *store.Options) (store.Store, error) { return nil, nil }
 	require.PanicsWithValue(t, `store: Register called twice for scheme "test-reg"`, func() { store.Register("TEST-reg", open) })
 	require.Panics(t, func() { store.Register("memory", open) }, "a backend's scheme is taken")
 	for _, bad := range []string{"", "1abc", "a b", "a/b", "a:"} {
@@ -85,7 +87,7 @@ func TestOpenBackends(t *testing.T) {
 		filepath.Join(dir, "e:f.db"),
 		dir + "/x://y.db",
 	} {
-		st, err := store.Open(ctx, dsn, store.WithBackendOptions(bboltstore.WithNoSync(true), "not a bbolt option"))
+		st, err := store.Open(ctx, dsn, &store.Options{Backend: []any{&bboltstore.Options{NoSync: true}, "not a bbolt option"}})
 		require.NoError(t, err, dsn)
 		require.IsType(t, &bboltstore.Store{}, st, dsn)
 		_, err = st.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: t0})
@@ -93,14 +95,14 @@ func TestOpenBackends(t *testing.T) {
 		require.NoError(t, st.Close())
 		require.FileExists(t, store.TrimScheme(dsn))
 	}
-	_, err := store.Open(ctx, "bbolt://")
+	_, err := store.Open(ctx, "bbolt://", nil)
 	require.ErrorIs(t, err, store.ErrInvalid)
 
 	// A memory store per Open, with the shared options.
-	a, err := store.Open(ctx, "memory://", store.WithLimits(store.Limits{MaxResultBytes: 2}))
+	a, err := store.Open(ctx, "memory://", &store.Options{Limits: store.Limits{MaxResultBytes: 2}})
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := store.Open(ctx, "memory://anything")
+	b, err := store.Open(ctx, "memory://anything", nil)
 	require.NoError(t, err)
 	defer b.Close()
 	require.IsType(t, &memory.Store{}, a)
@@ -112,7 +114,7 @@ func TestOpenBackends(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound, "memory stores share nothing")
 
 	// postgres: registered; a DSN that does not parse fails in its Open.
-	_, err = store.Open(ctx, "postgres://%zz")
+	_, err = store.Open(ctx, "postgres://%zz", nil)
 	require.ErrorContains(t, err, "opening postgres store")
 }
 

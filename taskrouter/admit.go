@@ -154,7 +154,11 @@ func (r *Router) admitTask(id string, a admission, recovered bool) error {
 	if r.runs.isClosed() {
 		return errShutdown
 	}
-	q := &r.quotas
+	return r.quotas.admitHeld(id, a, recovered)
+}
+
+// admitHeld is admitTask's reservation.
+func (q *quotas) admitHeld(id string, a admission, recovered bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if _, ok := q.held[id]; ok {
@@ -198,11 +202,11 @@ func (q *quotas) heldTasks() []string {
 	return ids
 }
 
-// ended gives back what task t held, when t has ended: called after
+// ended gives back what task id held, when it has ended: called after
 // every write this process makes and every change the feed reports.
-func (r *Router) ended(id string, status mcptask.Status, deleted bool) {
+func (q *quotas) ended(id string, status mcptask.Status, deleted bool) {
 	if deleted || status.Terminal() {
-		r.quotas.releaseTask(id)
+		q.releaseTask(id)
 	}
 }
 

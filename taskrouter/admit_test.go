@@ -33,7 +33,7 @@ func requireTooMany(t *testing.T, err error, limit string) {
 // until it ends (completed, failed, cancelled, expired), however it ends.
 func TestCreateTaskIsAdmitted(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New()
+	st := memory.New(nil)
 	h := newHarnessOn(t, st, func(o *taskrouter.Options) {
 		o.MaxPendingPerOwner, o.MaxPendingPerSource, o.MaxPending = 2, 3, 4
 	})
@@ -42,7 +42,7 @@ func TestCreateTaskIsAdmitted(t *testing.T) {
 		return &taskrouter.Request{Owner: owner, Source: source, Dialect: mcptask.Core}
 	}
 	create := func(q *taskrouter.Request) (*store.Task, error) {
-		return r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: "wf"}, taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow})
+		return r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: "wf"}, &taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow})
 	}
 	count := func() int {
 		c, err := st.Counts(ctx)
@@ -81,15 +81,15 @@ func TestCreateTaskIsAdmitted(t *testing.T) {
 
 	// Tasks created outside a request belong to LocalOwner and have no
 	// source: only MaxPending bounds them.
-	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "other"})
+	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "other"})
 	require.NoError(t, err)
-	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "other"})
+	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "other"})
 	require.NoError(t, err)
-	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "other"})
+	_, err = r.CreateTask(ctx, nil, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "other"})
 	requireTooMany(t, err, "MaxPending=4")
 
 	// A requestor that could not be identified creates nothing.
-	_, err = r.CreateTask(ctx, &taskrouter.Request{OwnerErr: mcptask.InvalidRequest("who?")}, store.Request{}, taskrouter.CreateOptions{})
+	_, err = r.CreateTask(ctx, &taskrouter.Request{OwnerErr: mcptask.InvalidRequest("who?")}, store.Request{}, nil)
 	require.ErrorContains(t, err, "who?")
 }
 
@@ -100,7 +100,7 @@ func TestCreatedTaskSlotsSurviveRestart(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/tasks.db"
 	open := func() (*taskrouter.Router, func()) {
-		st, err := bboltstore.Open(path)
+		st, err := bboltstore.Open(path, nil)
 		require.NoError(t, err)
 		r, err := taskrouter.NewRouter(st, &taskrouter.Options{MaxPendingPerOwner: 2})
 		require.NoError(t, err)
@@ -113,7 +113,7 @@ func TestCreatedTaskSlotsSurviveRestart(t *testing.T) {
 	r, stop := open()
 	var ids []string
 	for range 2 {
-		tk, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "held"})
+		tk, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "held"})
 		require.NoError(t, err)
 		ids = append(ids, tk.ID)
 	}
@@ -122,11 +122,11 @@ func TestCreatedTaskSlotsSurviveRestart(t *testing.T) {
 	r, stop = open()
 	defer stop()
 	require.Equal(t, 2, r.Stats().Pending, "the tasks left active count again")
-	_, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "held"})
+	_, err := r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "held"})
 	requireTooMany(t, err, "MaxPendingPerOwner=2")
 	_, err = r.Fail(ctx, ids[0], "done with it", nil)
 	require.NoError(t, err)
-	_, err = r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, taskrouter.CreateOptions{Kind: "held"})
+	_, err = r.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet}, &taskrouter.CreateOptions{Kind: "held"})
 	require.NoError(t, err)
 }
 
@@ -156,7 +156,7 @@ func TestStepsTakeSlots(t *testing.T) {
 			return nil, nil, ctx.Err()
 		}
 		return textResult("stepped"), nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	ctx := context.Background()
 	const n = 6
 	errs := make(chan error, n)
@@ -186,7 +186,7 @@ func TestStepsTakeSlots(t *testing.T) {
 	taskrouter.AddTool(h1.r, &mcp.Tool{Name: "outer"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		res, err := h1.r.CallTool(ctx, nil, "echo", map[string]any{"text": "inner"}, nil)
 		return res, nil, err
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	tctx, done := h1.r.Track(ctx, "task-nested")
 	defer done()
 	cctx, cancel := context.WithTimeout(tctx, 10*time.Second)
@@ -201,7 +201,7 @@ func TestStepsTakeSlots(t *testing.T) {
 	taskrouter.AddTool(h1.r, &mcp.Tool{Name: "hold"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		<-hold
 		return textResult("held"), nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	go func() {
 		hctx, hdone := h1.r.Track(ctx, "task-holder")
 		defer hdone()

@@ -19,9 +19,9 @@ import (
 
 func benchStores(b *testing.B) map[string]func() store.Store {
 	return map[string]func() store.Store{
-		"memory": func() store.Store { return memory.New() },
+		"memory": func() store.Store { return memory.New(nil) },
 		"bbolt": func() store.Store {
-			st, err := bboltstore.Open(b.TempDir() + "/bench.db")
+			st, err := bboltstore.Open(b.TempDir()+"/bench.db", nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func BenchmarkEngineCreateComplete(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					t, err := r.CreateTask(ctx, &taskrouter.Request{Owner: "o"}, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{})
+					t, err := r.CreateTask(ctx, &taskrouter.Request{Owner: "o"}, store.Request{Method: "tools/call", Name: "x"}, nil)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -417,14 +417,14 @@ func TestWorkflowFacingCalls(t *testing.T) {
 	p := h.dial(inMemory, core, nil)
 	ctx := context.Background()
 	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"},
-		taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow, Variables: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
+		&taskrouter.CreateOptions{Kind: taskrouter.KindWorkflow, Variables: map[string]json.RawMessage{"a": json.RawMessage(`1`)}})
 	require.NoError(t, err)
 	require.Equal(t, mcptask.StatusWorking, task.Status)
-	task, err = h.r.SetVariables(ctx, task.ID, map[string]json.RawMessage{"a": json.RawMessage(`null`), "b": json.RawMessage(`{"x":2}`)}, task.Version)
+	task, err = h.r.Update(ctx, task.ID, store.Update{IfVersion: task.Version, Variables: map[string]json.RawMessage{"a": json.RawMessage(`null`), "b": json.RawMessage(`{"x":2}`)}})
 	require.NoError(t, err)
 	require.NotContains(t, task.Variables, "a")
 	require.JSONEq(t, `{"x":2}`, string(task.Variables["b"]))
-	_, err = h.r.SetVariables(ctx, task.ID, map[string]json.RawMessage{"c": json.RawMessage(`3`)}, task.Version-1)
+	_, err = h.r.Update(ctx, task.ID, store.Update{IfVersion: task.Version - 1, Variables: map[string]json.RawMessage{"c": json.RawMessage(`3`)}})
 	require.ErrorIs(t, err, store.ErrConflict, "a stale version writes nothing")
 
 	waited := make(chan map[string]any, 1)

@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
@@ -15,7 +18,7 @@ import (
 // Creating a tool task: the record a request makes (newRecord), stored
 // (createRecord), and the task-augmented tools/call that starts its
 // handler at once (startToolTask), folding an instant handler's outcome
-// into the create commit (startInstant, below).
+// into the create commit (instant tasks, below).
 
 // CreateTask durably creates a working task for the requestor and returns
 // it. Nothing runs: the caller drives the task with Update, SetVariables,
@@ -29,7 +32,7 @@ import (
 // with a -32000 (mcptask.CodeTooManyTasks) naming it, before anything is
 // stored. A request whose owner could not be identified fails with its
 // OwnerErr.
-func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts CreateOptions) (*store.Task, error) {
+func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Request, opts *CreateOptions) (*store.Task, error) {
 	adm := admission{owner: LocalOwner}
 	if req != nil {
 		if req.OwnerErr != nil {
@@ -46,13 +49,14 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 		r.quotas.releaseTask(rec.ID)
 		return nil, err
 	}
-	r.ended(t.ID, t.Status, false)
-	r.bindPeer(t.ID, req)
+	r.quotas.ended(t.ID, t.Status, false)
+	r.peers.bindRequest(t.ID, req)
 	return t, nil
 }
 
 // newRecord builds the record CreateTask stores.
-func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOptions) *store.Task {
+func (r *Router) newRecord(req *Request, origin store.Request, o *CreateOptions) *store.Task {
+	opts := deref(o)
 	labels := make(map[string]string, len(opts.Labels)+3)
 	for k, v := range opts.Labels {
 		labels[k] = v
@@ -64,7 +68,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 	if req != nil {
 		owner = req.Owner
 		labels[LabelDialect] = req.Dialect.Label()
-		if req.byID(&r.opts) {
+		if req.byID(r.opts.SessionBound) {
 			labels[labelAccess] = accessByID
 		}
 		if req.ownScope || req.anonymous() {
@@ -79,7 +83,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		StatusMessage: opts.StatusMessage,
 		CreatedAt:     now,
 		UpdatedAt:     now,
-		TTL:           r.actualTTL(opts.TTL),
+		TTL:           r.opts.ttl(opts.TTL),
 		PollInterval:  r.opts.PollInterval,
 		Request:       origin,
 		Labels:        labels,
@@ -90,7 +94,7 @@ func (r *Router) newRecord(req *Request, origin store.Request, opts CreateOption
 		t.Status = mcptask.StatusInputRequired
 	}
 	if opts.Lease && r.shared {
-		t.LeaseHolder, t.LeaseUntil = r.opts.ReplicaID, r.leaseUntil()
+		t.LeaseHolder, t.LeaseUntil = r.opts.ReplicaID, r.opts.Now().Add(r.opts.LeaseDuration)
 	}
 	return t
 }
@@ -100,7 +104,7 @@ func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, 
 	created, err := r.st.Create(ctx, t)
 	if err == nil {
 		r.sched.note(created.WakeAt)
-		r.observe(TaskCreated, created, nil)
+		r.obs.task(TaskCreated, created, nil)
 		r.recent.remember(created, r.opts.Now())
 		r.hooks.changed(created)
 	}
@@ -120,10 +124,19 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		return nil, err
 	}
 	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
-		CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
-	exec := r.toolExec(req, checked, in)
+		&CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
+	exec := toolExec(r.inner, req, checked, in)
 	if r.opts.InstantWindow > 0 {
-		return r.startInstant(ctx, q, adm, rec, exec)
+		// An instant task: its handler runs before its record is stored
+		// (see below).
+		o, t, err := r.runPending(ctx, q, adm, rec.ID, rec.Request.Name, func() *store.Task { return rec }, exec, r.opts.InstantWindow, false)
+		switch {
+		case err != nil:
+			return nil, err
+		case o != nil:
+			return r.createEnded(ctx, q.Dialect, rec, *o)
+		}
+		return createReply(q.Dialect, rec.Request.Name, t, r.opts.ImmediateResponse), nil
 	}
 	t, err := r.createRecord(ctx, rec)
 	if err != nil {
@@ -131,18 +144,19 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		return nil, storeError(err)
 	}
 	r.pushers.bind(t.ID, q.connID)
-	r.spawn(t, adm, q.Dialect, exec, nil)
-	return r.createReply(q.Dialect, req.Params.Name, t), nil
+	r.spawn(t.ID, t.Request.Name, t, adm, q.Dialect, exec, nil)
+	return createReply(q.Dialect, req.Params.Name, t, r.opts.ImmediateResponse), nil
 }
 
 // toolExec is the work of a tool task: the tools/call req through the
-// SDK's tool dispatch, with the input the router decoded when checked.
-func (r *Router) toolExec(req *mcp.CallToolRequest, checked bool, in any) execFunc {
+// SDK's tool dispatch (inner), with the input the router decoded when
+// checked.
+func toolExec(inner mcp.MethodHandler, req *mcp.CallToolRequest, checked bool, in any) execFunc {
 	return func(ctx context.Context) (mcp.Result, error) {
 		if checked {
 			ctx = withChecked(ctx, req, in)
 		}
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
+		return inner(ctx, mcptask.MethodToolsCall, req)
 	}
 }
 
@@ -198,8 +212,8 @@ var errFolded = errors.New("taskrouter: the task is created ended")
 // materialize stores the run's working record unless it is stored already
 // (then it waits for that create and returns its result) or the handler's
 // outcome is being folded into the create (errFolded).
-func (r *Router) materialize(ru *run) (*store.Task, error) {
-	p := ru.pending
+func (ru *run) materialize() (*store.Task, error) {
+	r, p := ru.r, ru.pending
 	p.mu.Lock()
 	switch p.state {
 	case recordCreating:
@@ -258,19 +272,6 @@ func (p *pendingRecord) settled(o handlerOutcome) (folded, stored bool) {
 	return false, p.err == nil
 }
 
-// startInstant runs a tool task's handler before its record is stored (see
-// above) and returns the reply to the tools/call that creates it.
-func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, rec *store.Task, exec execFunc) (mcp.Result, error) {
-	o, t, err := r.runPending(ctx, q, adm, rec.ID, rec.Request.Name, func() *store.Task { return rec }, exec, r.opts.InstantWindow, false)
-	switch {
-	case err != nil:
-		return nil, err
-	case o != nil:
-		return r.createEnded(ctx, q.Dialect, rec, *o)
-	}
-	return r.createReply(q.Dialect, rec.Request.Name, t), nil
-}
-
 // runPending spawns exec for task id (of tool), not stored yet, and waits
 // up to window for it (and, with leave, no longer than ctx: a caller that
 // goes away makes the work a task at once). It returns the handler's
@@ -278,7 +279,7 @@ func (r *Router) startInstant(ctx context.Context, q *Request, adm admission, re
 // has not been called), or the working task build makes, stored.
 func (r *Router) runPending(ctx context.Context, q *Request, adm admission, id, tool string, build func() *store.Task, exec execFunc, window time.Duration, leave bool) (*handlerOutcome, *store.Task, error) {
 	p := &pendingRecord{build: build, connID: q.connID, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
-	ru := r.spawnRun(id, tool, nil, adm, q.Dialect, exec, p)
+	ru := r.spawn(id, tool, nil, adm, q.Dialect, exec, p)
 	timer := time.NewTimer(window)
 	defer timer.Stop()
 	var gone <-chan struct{}
@@ -292,7 +293,7 @@ func (r *Router) runPending(ctx context.Context, q *Request, adm admission, id, 
 	case <-p.done:
 	case <-gone:
 	}
-	t, err := r.materialize(ru)
+	t, err := ru.materialize()
 	switch {
 	case errors.Is(err, errFolded):
 		o := <-p.ended
@@ -326,5 +327,191 @@ func (r *Router) createEnded(ctx context.Context, d mcptask.Dialect, rec *store.
 	if err != nil {
 		return nil, storeError(err)
 	}
-	return r.createReply(d, rec.Request.Name, created), nil
+	return createReply(d, rec.Request.Name, created, r.opts.ImmediateResponse), nil
+}
+
+// ---- a plain call that becomes a task (host mode) ----
+
+// LabelHost marks a task that a plain tools/call became when its tool
+// outlived Options.HostDeadline.
+const LabelHost = "host"
+
+// plainCall serves a tools/call the client did not ask to run as a task.
+// A task-capable tool runs for up to Options.HostDeadline; one still
+// running then goes on as a durable task (see hostCall). Other tools run
+// as plain calls, holding the request.
+func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
+	if !r.opts.runsApart(te) || q.OwnerErr != nil {
+		return r.inner(ctx, mcptask.MethodToolsCall, req)
+	}
+	var in any
+	if te.check != nil {
+		var err error
+		if in, err = te.check(req.Params.Arguments); err != nil {
+			return r.inner(ctx, mcptask.MethodToolsCall, req) // the tool's own answer, running nothing
+		}
+	}
+	return r.hostCall(ctx, q, req, te, in)
+}
+
+// runsApart reports whether a plain call of tool te runs apart from the
+// request, in host mode (see hostCall): a task-capable tool without
+// Preflight, while Options.HostDeadline is on.
+func (o *Options) runsApart(te toolEntry) bool {
+	return o.HostDeadline >= 0 && te.opts.TaskSupport != mcptask.TaskForbidden && te.opts.Preflight == nil
+}
+
+// refusedAsToolError turns a quota's refusal (-32000, CodeTooManyTasks)
+// of a plain tools/call into a tool result with isError naming the limit:
+// a tool that creates a task (a workflow's tool, the fork tool) was
+// refused admission, and a model in a host reads tool results, not
+// JSON-RPC errors.
+func refusedAsToolError(res mcp.Result, err error) (mcp.Result, error) {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code == mcptask.CodeTooManyTasks {
+		return errorResult("%s", je.Message), nil
+	}
+	return res, err
+}
+
+// hostCall runs a plain call of a task-capable tool apart from the
+// request: it answers with the tool's own result when the tool ends
+// within Options.HostDeadline (nothing is stored), and otherwise stores the
+// work as a task (owner, ttl, cancel, restart recovery and replicas as for
+// any task) and answers with an ordinary tool result naming it. A caller
+// that goes away before the deadline stops nothing: the work becomes a
+// task at once.
+func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry, in any) (mcp.Result, error) {
+	checked := te.check != nil
+	adm := admission{owner: q.Owner, source: q.Source}
+	if err := r.admit(adm, false); err != nil {
+		return toolExec(r.inner, req, checked, in)(ctx) // no room for a task: a plain call, as before
+	}
+	deadline := time.Now().Add(r.opts.HostDeadline)
+	// The record is made only if the call outlives its window (or its
+	// handler needs its task before): a quick tool's call stores nothing
+	// and makes no record.
+	id, name := NewTaskID(), req.Params.Name
+	build := func() *store.Task {
+		rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: name, Arguments: req.Params.Arguments},
+			&CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
+		rec.ID = id
+		return rec
+	}
+	o, t, err := r.runPending(ctx, q, adm, id, name, build, toolExec(r.inner, req, checked, in), r.opts.HostDeadline, true)
+	switch {
+	case err != nil:
+		return nil, err
+	case o != nil:
+		if o.cause != nil {
+			return nil, mcptask.InternalError("the server is shutting down")
+		}
+		return o.res, o.err
+	}
+	// The task exists (its handler may have asked for its id early): it
+	// may still end before the deadline.
+	if rest := time.Until(deadline); rest > 0 && ctx.Err() == nil {
+		wctx, cancel := context.WithTimeout(ctx, rest)
+		defer cancel()
+		if done, err := r.Await(wctx, t.ID, func(t *store.Task) bool { return t.Status.Terminal() }); err == nil {
+			return finalResult(done)
+		}
+	}
+	if cur, err := r.st.Get(context.WithoutCancel(ctx), t.ID); err == nil {
+		t = cur
+	}
+	return continuesAsTask(t, te.tool != nil && te.tool.OutputSchema != nil, r.tools.resultToolName(), r.opts.HostDeadline), nil
+}
+
+// continuesAsTask is the answer to a plain call whose tool outlived the
+// host deadline: a tool result (a model reads its text) naming the task
+// that now holds the work and how to get its result, with the task's
+// state as structured content. A tool with an outputSchema cannot answer
+// so: a client that checks results against it (the TypeScript SDK's
+// does) refuses structured content of another shape, and a result
+// without any unless it has isError. Its answer is then an isError
+// result without structured content, whose text says that nothing
+// failed: the work goes on as the task. resultTool names the built-in
+// task_result tool ("" when none); deadline is Options.HostDeadline.
+func continuesAsTask(t *store.Task, outputSchema bool, resultTool string, deadline time.Duration) *mcp.CallToolResult {
+	id := strconv.Quote(t.ID)
+	how := fmt.Sprintf("poll tasks/get with {\"taskId\": %s}", id)
+	if name := resultTool; name != "" {
+		how = fmt.Sprintf("call the tool %q with {\"task_id\": %s} to wait for its result (a client that speaks MCP tasks may use tasks/get or tasks/result instead)", name, id)
+	}
+	text := fmt.Sprintf("Tool %q is still working after %s, so the work goes on on the server as task %s (status: %s). Do not call the tool again: %s.",
+		t.Request.Name, deadline.Round(time.Millisecond), t.ID, t.Status, how)
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta(mcptask.RelatedTaskMeta(t.ID))}
+	if outputSchema {
+		res.IsError = true
+		res.Content[0] = &mcp.TextContent{Text: "Not a failure: the call has no result yet. " + text}
+		return res
+	}
+	res.StructuredContent = taskState(t)
+	return res
+}
+
+// taskState is the structured content of the built-in tools' answers
+// about a task.
+func taskState(t *store.Task) map[string]any {
+	m := map[string]any{"taskId": t.ID, "status": t.Status}
+	if t.StatusMessage != "" {
+		m["statusMessage"] = t.StatusMessage
+	}
+	return m
+}
+
+// ---- a call that becomes a task after it started (a leg) ----
+
+// Legs. A tools/call whose work outlasts a short wait, from a client that
+// takes tasks (it declared the tasks extension), can become a task after
+// it started: the call answers with the task (CreateTaskResult), and the
+// rest of the work (exec) runs as the task's handler, whose result is the
+// task's result. The workflow bridge turns a workflow tool call or a
+// continuation into such a "leg" when its server steps outlast
+// PromptWait, so that a host that polls tasks (and shows its model only
+// final results) never has its model poll: the leg ends at the workflow's
+// next pause with the handoff as its result.
+
+// CanStartLeg reports whether the client of request q takes a task as the
+// answer to a tools/call it sent plainly: it speaks a dialect where the
+// server decides, and declared the extension.
+func CanStartLeg(q *Request) bool {
+	return q != nil && q.Dialect.ServerDecidesTasks() && q.Declared
+}
+
+// StartLeg makes tools/call req of requestor q a task of kind kind (with
+// labels) whose handler is exec, admitted like any tool task, and returns
+// the answer to send (the task, as q's dialect shapes it). The call must
+// be one CanStartLeg allows. A leg whose process stops is handed to its
+// kind's Recover hook (see HandleKind), which may run it again with
+// ResumeLeg.
+func (r *Router) StartLeg(ctx context.Context, q *Request, req *mcp.CallToolRequest, kind string, labels map[string]string, exec func(ctx context.Context) (mcp.Result, error)) (mcp.Result, error) {
+	if q.OwnerErr != nil {
+		return nil, q.OwnerErr
+	}
+	if !CanStartLeg(q) {
+		return nil, mcptask.InternalError("taskrouter: a leg for a client that takes no task")
+	}
+	adm := admission{owner: q.Owner, source: q.Source}
+	if err := r.admit(adm, false); err != nil {
+		return nil, err
+	}
+	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
+		&CreateOptions{Kind: kind, Labels: labels, Lease: true})
+	t, err := r.createRecord(ctx, rec)
+	if err != nil {
+		r.quotas.release(adm, false)
+		return nil, storeError(err)
+	}
+	r.pushers.bind(t.ID, q.connID)
+	r.peers.bindRequest(t.ID, q)
+	r.spawn(t.ID, t.Request.Name, t, adm, q.Dialect, exec, nil)
+	return createReply(q.Dialect, req.Params.Name, t, r.opts.ImmediateResponse), nil
+}
+
+// ResumeLeg runs exec as the handler of leg t again, after its process
+// stopped (from its kind's Recover hook; reason is the hook's).
+func (r *Router) ResumeLeg(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error {
+	return r.rerun(ctx, t, reason, exec)
 }

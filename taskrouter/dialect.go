@@ -31,14 +31,15 @@ func statusIn(d mcptask.Dialect, t *store.Task) mcptask.Status {
 	return t.Status
 }
 
-// createReply is the answer to a tools/call that became task t.
-func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.Result {
+// createReply is the answer to a tools/call of tool that became task t;
+// immediate is Options.ImmediateResponse.
+func createReply(d mcptask.Dialect, tool string, t *store.Task, immediate func(tool string, t *store.Task) string) mcp.Result {
 	if d == mcptask.Extension {
 		return &extCreateTaskResult{ResultType: mcptask.ResultTypeTask, ExtTask: extensionTask(t), Content: []mcp.Content{}}
 	}
 	res := &CreateTaskResult{Task: CoreTask(t)}
-	if r.opts.ImmediateResponse != nil {
-		if text := r.opts.ImmediateResponse(tool, t); text != "" {
+	if immediate != nil {
+		if text := immediate(tool, t); text != "" {
 			res.Meta = mcp.Meta{mcptask.MetaModelImmediateResponse: text}
 		}
 	}
@@ -46,9 +47,10 @@ func (r *Router) createReply(d mcptask.Dialect, tool string, t *store.Task) mcp.
 }
 
 // getReply is the answer to tasks/get: the task, plus in the extension its
-// outcome or pending input requests inline. A record whose stored JSON
-// cannot be sent (damaged) is a -32603, the same on every path.
-func (r *Router) getReply(d mcptask.Dialect, t *store.Task) (mcp.Result, error) {
+// outcome or pending input requests (from inputs) inline. A record whose
+// stored JSON cannot be sent (damaged) is a -32603, the same on every
+// path.
+func getReply(d mcptask.Dialect, t *store.Task, inputs pendingInputs) (mcp.Result, error) {
 	if d == mcptask.Core {
 		return &getTaskResult{CoreTask: CoreTask(t)}, nil
 	}
@@ -58,13 +60,7 @@ func (r *Router) getReply(d mcptask.Dialect, t *store.Task) (mcp.Result, error) 
 	res := &extGetTaskResult{ResultType: mcptask.ResultTypeComplete, ExtTask: extensionTask(t)}
 	switch t.Status {
 	case mcptask.StatusInputRequired:
-		if ik := r.kinds.inputKind(t); ik != nil {
-			res.InputRequests = ik.InputRequests(t)
-		} else if r.shared {
-			res.InputRequests = storedInputRequests(t) // the handler may wait on another replica
-		} else if ru := r.runs.get(t.ID); ru != nil {
-			res.InputRequests = ru.inputRequests()
-		}
+		res.InputRequests = inputs.of(t)
 	case mcptask.StatusCompleted:
 		res.Result = t.Result
 	case mcptask.StatusFailed:

@@ -14,7 +14,7 @@
 //
 //	router, _ := taskrouter.NewRouter(st, nil)     // nil: the default Options
 //	_ = router.Install(server)                     // right after mcp.NewServer
-//	taskrouter.AddTool(router, tool, handler, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+//	taskrouter.AddTool(router, tool, handler, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 //	_ = router.Start(ctx)                          // recovery, then the background services
 //	http.Handle("/mcp", router.HTTPHandler(nil))   // or server.Run(ctx, router.Transport(&mcp.StdioTransport{}))
 //
@@ -219,10 +219,36 @@
 // no part's lock is held while another part's lock is taken or while
 // calling out (a hook, a cancel function, a log line, a store call, a
 // write to a connection, a session's connect). Code that needs several
-// parts (Close, Stats, admit, stopRun) takes each in turn; each such place
-// says why seeing the parts a moment apart is fine. A run's own mu, a
-// pendingRecord's and a pushConn's are likewise never held across a
-// part's lock.
+// parts (Close, Stats, admit, stopRun) calls each part's methods in turn;
+// each such place says why seeing the parts a moment apart is fine. A
+// run's own mu, a pendingRecord's and a pushConn's are likewise never
+// held across a part's lock. TestDocLockRule checks what the code can
+// show: no Router method takes a lock, and no lock is taken through a
+// field's field.
+//
+// # Features
+//
+// The Router keeps the engine (creating, reading, updating, cancelling
+// and admitting tasks, running their handlers, serving the two dialects).
+// Each feature built on it is a type of its own, reached through a handle
+// (River's Client.PeriodicJobs is the model), and sees a narrow interface
+// of what it needs of the engine, never the Router:
+//
+//	r.Webhooks()   *Webhooks   push: webhooks, deliveries (pushEngine)
+//	r.Schedules()  *Schedules  cron schedules, their tools (cronEngine)
+//	r.Streams()    *Streams    readers of task events; tasks/stream and
+//	                           subscriptions/listen are served by the
+//	                           same type (streamEngine)
+//	r.Peers()      *Peers      requests the server sends a task's client
+//	                           (the peers registry alone)
+//	r.Pauses()     *Pauses     pausing and resuming (the kinds' registry,
+//	                           the store); task_pause and task_resume are
+//	                           the built-in task tools' (taskToolEngine)
+//	r.Queues()     *Queues     the store's queues on the engine's clock
+//	                           (queueEngine)
+//
+// TestDocNoServiceHoldsTheRouter keeps it so: only the shims, the fast
+// path and a handler run hold the *Router.
 //
 // # Background work
 //
@@ -260,12 +286,20 @@
 //   - crons (schedules.go): fires the registered schedules, each firing
 //     once across replicas (a record keyed by schedule and time, written
 //     compare-and-swap), by their missed-firing and overlap policies
-//     (schedules_overlap.go), and starts their tasks.
+//     (schedules_overlap.go), and starts their tasks. It depends on the
+//     engine through a narrow interface (cronEngine), and clients reach
+//     it through Router.Schedules.
 //
-// A new piece of background work plugs in the same way: a type in its
-// own file holding the Router it serves, a config struct with
-// withDefaults and validate, Name/Start/Stop (a service.Loop for
-// periodic rounds), signals of service.Signal, made in newServices and
+// No service holds the Router: each sees a narrow interface of what it
+// needs of the engine (engineBase: the store and the logger; the
+// sweeper's sweepEngine adds endTask and deleteTask, the takeover's
+// resolveTask, the feed's feedEngine is announced alone) and the parts it
+// reads through one-method interfaces (the leases, the replicas'
+// registry, the kinds' hooks), so what a service may touch is in its
+// constructor's signature. A new piece of background work plugs in the
+// same way: a type in its own file, its engine interface, a config
+// struct with withDefaults and validate, Name/Start/Stop (a service.Loop
+// for periodic rounds), signals of service.Signal, made in NewRouter and
 // started in Start. Work that must survive a restart or run on any
 // replica is not timed in memory: it is a durable wake-up (a task of its
 // own kind, or a WakeAt on the task it belongs to) that the scheduler
@@ -276,60 +310,71 @@
 //
 // # Files
 //
-// The Router and its lifecycle: router.go (the Router, NewRouter, Start,
-// Close), options.go (Options, defaults, validation, DefaultOwner),
-// env.go (OptionsFromEnv).
+// The Router's own methods (the engine: creating, reading, updating,
+// cancelling and admitting tasks, running their handlers, serving the two
+// dialects, its lifecycle and the handles of its features) are in
+// router.go, create.go, tasks.go, runs.go, admit.go, methods.go,
+// middleware.go, tools.go, kinds.go, lease.go, recover.go and watch.go;
+// every other file holds a part, a feature or a service
+// (TestDocRouterFiles).
 //
-// A request's way in: shim.go (Transport: the stdio and in-memory
-// connection shim, its fast path and status pushes), http.go
-// (HTTPHandler: the Streamable HTTP shim), fasthttp.go (its fast path),
-// fastpath.go (the fast path's part), request.go (resolving a request),
-// middleware.go (Install, the router's middleware, tools/call), listen.go
-// (subscriptions/listen and its listeners), push.go (status pushes),
-// peer.go (requests the server sends a client: Peer, PeerOf, AwaitPeer,
-// and the shims' part of them).
+// The Router and its lifecycle: router.go (the Router, NewRouter, Start,
+// Close, its faces HTTPHandler and Transport, the features' handles),
+// options.go (Options, defaults, validation, DefaultOwner), env.go
+// (OptionsFromEnv: the one place the package reads the environment,
+// push's variables included).
+//
+// A request's way in: shim.go (the stdio and in-memory connection shim,
+// its fast path and status pushes), http.go (the Streamable HTTP shim),
+// fasthttp.go (its fast path), fastpath.go (the fast path's part),
+// request.go (the Request: its dialect, owner, source and access),
+// middleware.go (Install, the router's middleware resolving each request,
+// tools/call), listen.go (subscriptions/listen and its listeners),
+// push.go (status pushes), peer.go (requests the server sends a client:
+// Peer, the Peers handle, and the shims' part of them).
 //
 // Tasks: create.go (creating a task: the record, a tool task started at
-// once, the instant fold), scope.go (owner scopes: OwnerScope,
-// RequestOf, anonymous requests), tasks.go (read, update, complete,
-// fail, count),
-// methods.go (tasks/*), dialect.go (the replies that differ by dialect),
-// wire.go (the wire types), watch.go (waiting for a change), hostmode.go
-// (plain calls as tasks, _task_id), leg.go (a call that becomes a task
-// after it started: a workflow's leg), tasktools.go (task_result,
-// task_cancel), pause.go (pausing a task: Pauser, task_pause,
-// task_resume), input.go (input mid-task), admit.go (quotas), observe.go
-// (Observer, Stats), events.go (what a task's work reports: Progress,
-// Logger, Output, written as its events), events_log.go (captured
-// notifications/progress and notifications/message, Logger's slog
-// handler), stream.go (reading a task's events live: StreamEvents),
-// streamwire.go (tasks/stream over HTTP, stdio and in-memory).
+// once, the instant fold, a plain call that outlives the host deadline,
+// a workflow's leg), scope.go (owner scopes: OwnerScope, RequestOf,
+// anonymous requests), tasks.go (read, update, complete, fail, end,
+// delete, count), methods.go (tasks/*), dialect.go (the replies that
+// differ by dialect), wire.go (the wire types), watch.go (waiting for a
+// change; this process's writes and the feed's), hostmode.go (the
+// argument _task_id of host mode), tasktools.go (the built-in task tools:
+// task_result, task_cancel), pause.go (pausing a task: Pauser, the Pauses
+// handle, task_pause, task_resume), input.go (input mid-task), admit.go
+// (quotas), observe.go (Observer, Stats), events.go (what a task's work
+// reports: Progress, Logger, Output, written as its events),
+// events_log.go (captured notifications/progress and
+// notifications/message, Logger's slog handler), stream.go (reading a
+// task's events live: the Streams handle), streamwire.go (tasks/stream
+// over HTTP, stdio and in-memory).
 //
 // Work: tools.go (the tool registry, in-process calls), toolcall.go (a
-// typed tool's handler, its argument check and its output), run.go (a handler
-// run: spawn, execute, finish, its fenced writes, its input requests),
-// runs.go (the runs table, Track, stopping and cancel), workers.go
+// typed tool's handler, its argument check and its output), run.go (a
+// handler run: execute, finish, its fenced writes, its input requests),
+// runs.go (the runs table, spawn, Track, stopping and cancel), workers.go
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
 // the renewer and the takeover), recover.go (restart), recent.go (tasks
 // ended moments ago), loopback.go (the engine's own session), schedule.go,
 // sweep.go, feed.go, schedules.go, replicas.go (the services above; the
-// last also Placer and ServedBy), schedules_api.go
-// (AddSchedule, Schedules, pausing, resuming, triggering),
-// schedules_overlap.go (a schedule's overlap policy), scheduletools.go
-// (schedule_list, schedule_pause, schedule_resume, schedule_trigger),
-// queues.go (the store's queues on the engine's clock, WakeNow),
-// simplant.go and simplant_queue.go (a bug planted in the queues' release
-// under a test-only build tag, which internal/sim's simulation must
-// catch).
+// last also Placer and ServedBy), schedules_api.go (the Schedules handle:
+// adding, listing, pausing, resuming, triggering), schedules_overlap.go
+// (a schedule's overlap policy), scheduletools.go (schedule_list,
+// schedule_pause, schedule_resume, schedule_trigger), queues.go (the
+// Queues handle: the store's queues on the engine's clock, WakeNow),
+// simplant.go and simplant_queue.go (a bug planted in the queues'
+// release under a test-only build tag, which internal/sim's simulation
+// must catch).
 //
-// Push: push_options.go (PushOptions, its environment), push_hooks.go
+// Push: push_options.go (PushOptions), push_hooks.go
 // (registrations: the records, the in-memory set), push_api.go (the Go
-// API: Router.Webhooks, the Webhooks handle and its owner rules),
-// push_scan.go (the service, what it needs of the engine: event logs
-// into deliveries), push_deliver.go (a delivery's attempts),
-// push_workers.go (the attempts' own workers: per-receiver limits,
-// circuits), push_url.go (where deliveries may go: URL and address rules,
-// the dialer), push_methods.go (the webhook methods).
+// API: the Webhooks handle and its owner rules), push_scan.go (the
+// service, what it needs of the engine: event logs into deliveries),
+// push_deliver.go (a delivery's attempts), push_workers.go (the
+// attempts' own workers: per-receiver limits, circuits), push_url.go
+// (where deliveries may go: URL and address rules, the dialer),
+// push_methods.go (the webhook methods).
 //
 // Packages of its own: internal/wire (the JSON-RPC codec of the shims
 // and the fast path: decoding, scanning, framing, replies, calls in

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -77,15 +78,9 @@ func (o *Options) fromEnv() error {
 		{EnvMaxPending, &o.MaxPending},
 	}
 	for _, i := range ints {
-		v, ok := os.LookupEnv(i.env)
-		if !ok || v == "" {
-			continue
+		if err := envInt(i.env, i.dst); err != nil {
+			return err
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("taskrouter: %s=%q: want a non-negative integer", i.env, v)
-		}
-		*i.dst = n
 	}
 	if err := envDuration(EnvInstantWindow, &o.InstantWindow, true); err != nil {
 		return err
@@ -126,21 +121,108 @@ func (o *Options) switchesFromEnv() error {
 	if v := os.Getenv(EnvReplicaID); v != "" {
 		o.ReplicaID = v
 	}
-	if v, ok := os.LookupEnv(EnvSessionBound); ok && v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("taskrouter: %s=%q: want true or false", EnvSessionBound, v)
-		}
-		o.SessionBound = b
+	if err := envBool(EnvSessionBound, &o.SessionBound); err != nil {
+		return err
 	}
-	switch v := os.Getenv(EnvFastPath); v {
+	return envOff(EnvFastPath, &o.DisableFastPath)
+}
+
+// envInt sets *dst from the variable env, a non-negative integer, when
+// it is set.
+func envInt(env string, dst *int) error {
+	v := os.Getenv(env)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return fmt.Errorf("taskrouter: %s=%q: want a non-negative integer", env, v)
+	}
+	*dst = n
+	return nil
+}
+
+// envBool sets *dst from the variable env, true or false, when it is set.
+func envBool(env string, dst *bool) error {
+	v := os.Getenv(env)
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("taskrouter: %s=%q: want true or false", env, v)
+	}
+	*dst = b
+	return nil
+}
+
+// envOff sets *off when the variable env is "off"; "on" (or unset)
+// leaves it.
+func envOff(env string, off *bool) error {
+	switch v := os.Getenv(env); v {
 	case "", "on":
 	case "off":
-		o.DisableFastPath = true
+		*off = true
 	default:
-		return fmt.Errorf("taskrouter: %s=%q: want on or off", EnvFastPath, v)
+		return fmt.Errorf("taskrouter: %s=%q: want on or off", env, v)
 	}
 	return nil
+}
+
+// Environment variables of push (read by OptionsFromEnv).
+const (
+	// EnvPush: "off" turns push off (PushOptions.Disabled).
+	EnvPush = "TASKBRIDGE_PUSH"
+	// EnvPushURL, EnvPushSecret, EnvPushEvents declare one static webhook
+	// for every owner's tasks (PushOptions.Hooks); the secret is required
+	// with the URL, the events are comma-separated.
+	EnvPushURL    = "TASKBRIDGE_PUSH_URL"
+	EnvPushSecret = "TASKBRIDGE_PUSH_SECRET"
+	EnvPushEvents = "TASKBRIDGE_PUSH_EVENTS"
+	// EnvPushAdmins: comma-separated owners (PushOptions.Admins).
+	EnvPushAdmins = "TASKBRIDGE_PUSH_ADMINS"
+	// EnvPushAllowHTTP, EnvPushAllowPrivate, EnvPushDenyLoopback: true or
+	// false.
+	EnvPushAllowHTTP    = "TASKBRIDGE_PUSH_ALLOW_HTTP"
+	EnvPushAllowPrivate = "TASKBRIDGE_PUSH_ALLOW_PRIVATE"
+	EnvPushDenyLoopback = "TASKBRIDGE_PUSH_DENY_LOOPBACK"
+	// EnvPushMaxAttempts (an integer) and EnvPushMaxAge (a duration)
+	// bound a delivery's retries.
+	EnvPushMaxAttempts = "TASKBRIDGE_PUSH_MAX_ATTEMPTS"
+	EnvPushMaxAge      = "TASKBRIDGE_PUSH_MAX_AGE"
+)
+
+// fromEnv overrides push's fields from the environment.
+func (o *PushOptions) fromEnv() error {
+	if err := envOff(EnvPush, &o.Disabled); err != nil {
+		return err
+	}
+	if u := os.Getenv(EnvPushURL); u != "" {
+		secret := os.Getenv(EnvPushSecret)
+		if secret == "" {
+			return fmt.Errorf("taskrouter: %s is set without %s (the deliveries' signing secret)", EnvPushURL, EnvPushSecret)
+		}
+		o.Hooks = append(o.Hooks, StaticWebhook{URL: u, Secret: secret, Events: splitEvents(os.Getenv(EnvPushEvents))})
+	}
+	if v := os.Getenv(EnvPushAdmins); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				o.Admins = append(o.Admins, a)
+			}
+		}
+	}
+	for _, b := range []struct {
+		env string
+		dst *bool
+	}{{EnvPushAllowHTTP, &o.AllowHTTP}, {EnvPushAllowPrivate, &o.AllowPrivate}, {EnvPushDenyLoopback, &o.DenyLoopback}} {
+		if err := envBool(b.env, b.dst); err != nil {
+			return err
+		}
+	}
+	if err := envInt(EnvPushMaxAttempts, &o.MaxAttempts); err != nil {
+		return err
+	}
+	return envDuration(EnvPushMaxAge, &o.MaxAge, false)
 }
 
 // parseDuration is ParseEnvDuration, refusing negative values.

@@ -67,8 +67,8 @@ type trackKey struct{}
 
 // trackedTask is the task of work registered with Track.
 type trackedTask struct {
-	r  *Router
-	id string
+	sinks *eventSinks
+	id    string
 }
 
 // eventStepKey carries the name WithEventStep gives a context.
@@ -84,7 +84,7 @@ func WithEventStep(ctx context.Context, step string) context.Context {
 
 // eventTarget is where the events reported through a context go.
 type eventTarget struct {
-	r     *Router
+	sinks *eventSinks
 	id    string
 	fence *store.Fence // a handler run's lease; nil for tracked work
 	step  string
@@ -95,7 +95,7 @@ type eventTarget struct {
 func targetOf(ctx context.Context) (eventTarget, bool) {
 	step, _ := ctx.Value(eventStepKey{}).(string)
 	if tt, ok := ctx.Value(trackKey{}).(*trackedTask); ok {
-		return eventTarget{r: tt.r, id: tt.id, step: step}, true
+		return eventTarget{sinks: tt.sinks, id: tt.id, step: step}, true
 	}
 	ru := runOf(ctx)
 	if ru == nil {
@@ -110,11 +110,11 @@ func targetOf(ctx context.Context) (eventTarget, bool) {
 // instant task.
 func runTarget(ru *run, step string) (eventTarget, bool) {
 	if ru.pending != nil {
-		if _, err := ru.r.materialize(ru); err != nil {
+		if _, err := ru.materialize(); err != nil {
 			return eventTarget{}, false
 		}
 	}
-	return eventTarget{r: ru.r, id: ru.id, fence: ru.fenceOf(), step: step}, true
+	return eventTarget{sinks: &ru.r.sinks, id: ru.id, fence: ru.fenceOf(), step: step}, true
 }
 
 // Progress reports the progress of the task ctx belongs to (a task
@@ -197,12 +197,12 @@ func (tg eventTarget) report(typ mcptask.EventType, payload any) {
 	if err != nil {
 		return // the payloads are the mcptask structs: they encode
 	}
-	e := store.Event{At: tg.r.opts.Now(), Type: typ, Data: data}
+	e := store.Event{At: tg.sinks.now(), Type: typ, Data: data}
 	step := ""
 	if typ == mcptask.EventProgress {
 		step = tg.step
 	}
-	tg.r.sinks.add(tg.r, tg.id, tg.fence, pendingEvent{Event: e, progress: typ == mcptask.EventProgress, step: step})
+	tg.sinks.add(tg.id, tg.fence, pendingEvent{Event: e, progress: typ == mcptask.EventProgress, step: step})
 }
 
 // clip cuts s to at most n bytes, on a rune boundary, ending in "…".
@@ -222,6 +222,13 @@ func clip(s string, n int) string {
 // eventSinks are the tasks with reported events waiting to be written,
 // by task id. Its lock is a leaf.
 type eventSinks struct {
+	// What the sinks write with, set once by NewRouter: the store, its
+	// log, the engine's clock, and the readers of the events written.
+	st      store.Store
+	log     *slog.Logger
+	now     func() time.Time
+	readers *streams
+
 	mu     sync.Mutex
 	byTask map[string]*eventSink
 }
@@ -285,7 +292,7 @@ func (ss *eventSinks) retire(s *eventSink) {
 // add queues e for task id and schedules its write: after
 // firstFlushDelay when the task's events were last written an interval ago
 // or more (or never), otherwise at the end of the interval.
-func (ss *eventSinks) add(r *Router, id string, fence *store.Fence, e pendingEvent) {
+func (ss *eventSinks) add(id string, fence *store.Fence, e pendingEvent) {
 	for {
 		s := ss.sink(id)
 		s.mu.Lock()
@@ -302,7 +309,7 @@ func (ss *eventSinks) add(r *Router, id string, fence *store.Fence, e pendingEve
 			s.armed = true
 			// The first write of an idle task: in a moment, so that work
 			// that ends at once carries its reports in its outcome's write.
-			time.AfterFunc(firstFlushDelay, func() { s.flush(r) })
+			time.AfterFunc(firstFlushDelay, func() { ss.flush(s) })
 		}
 		s.mu.Unlock()
 		return
@@ -351,26 +358,26 @@ func (s *eventSink) take(now time.Time) []store.Event {
 	return out
 }
 
-// flush writes the pending events as one pure append, then waits an
+// flush writes sink s's pending events as one pure append, then waits an
 // interval before the next write, which the events reported meanwhile
 // wait for; a sink that stayed empty for that interval retires.
-func (s *eventSink) flush(r *Router) {
+func (ss *eventSinks) flush(s *eventSink) {
 	s.turn <- struct{}{}
 	s.mu.Lock()
-	batch := s.take(r.opts.Now())
+	batch := s.take(ss.now())
 	fence := s.fence
 	if len(batch) == 0 {
 		s.retired, s.armed = true, false
 		s.mu.Unlock()
-		r.sinks.retire(s)
+		ss.retire(s)
 		<-s.turn
 		return
 	}
 	s.mu.Unlock()
 	started := time.Now()
-	r.appendEvents(s.id, batch, fence)
+	ss.append(s.id, batch, fence)
 	<-s.turn
-	time.AfterFunc(EventInterval-time.Since(started), func() { s.flush(r) }) // one write per interval, start to start
+	time.AfterFunc(EventInterval-time.Since(started), func() { ss.flush(s) }) // one write per interval, start to start
 }
 
 // takePending takes task id's pending events for a state write about to
@@ -378,8 +385,8 @@ func (s *eventSink) flush(r *Router) {
 // before the events the write reports itself. The caller must call
 // release once the write returned, with whether it stored them (events
 // not stored wait for the next write).
-func (r *Router) takePending(ctx context.Context, id string) (events []store.Event, release func(stored bool)) {
-	s := r.sinks.lookup(id)
+func (ss *eventSinks) takePending(ctx context.Context, id string) (events []store.Event, release func(stored bool)) {
+	s := ss.lookup(id)
 	if s == nil {
 		return nil, func(bool) {}
 	}
@@ -389,7 +396,7 @@ func (r *Router) takePending(ctx context.Context, id string) (events []store.Eve
 		return nil, func(bool) {}
 	}
 	s.mu.Lock()
-	events = s.take(r.opts.Now())
+	events = s.take(ss.now())
 	s.mu.Unlock()
 	return events, func(stored bool) {
 		if !stored && len(events) > 0 {
@@ -414,15 +421,15 @@ func (r *Router) takePending(ctx context.Context, id string) (events []store.Eve
 // refuses a write that carries events as too large or invalid (an event
 // over a store's smaller MaxEventBytes, say), the write is made again
 // without its events: an event must not cost the task a state change.
-func (r *Router) updateWithPending(ctx context.Context, id string, u store.Update) (*store.Task, error) {
-	pending, release := r.takePending(ctx, id)
+func (ss *eventSinks) updateWithPending(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+	pending, release := ss.takePending(ctx, id)
 	if len(pending) > 0 {
 		u.Events = append(pending, u.Events...)
 	}
-	t, err := r.st.Update(ctx, id, u)
+	t, err := ss.st.Update(ctx, id, u)
 	if len(u.Events) > 0 && !u.AppendOnly() && (errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrInvalid)) {
-		if t2, err2 := r.st.Update(ctx, id, store.Update(withoutEvents(u))); err2 == nil {
-			r.log.Warn("wrote a task's state without the events the store refused", "task", id, "events", len(u.Events), "error", err)
+		if t2, err2 := ss.st.Update(ctx, id, store.Update(withoutEvents(u))); err2 == nil {
+			ss.log.Warn("wrote a task's state without the events the store refused", "task", id, "events", len(u.Events), "error", err)
 			t, err = t2, nil
 			pending = nil // dropped with the others
 		}
@@ -437,27 +444,27 @@ func withoutEvents(u store.Update) store.Update {
 	return u
 }
 
-// appendEvents writes events to task id's log as one pure append, fenced
-// by a handler run's lease. Events the store refuses (too large for its
+// append writes events to task id's log as one pure append, fenced by a
+// handler run's lease. Events the store refuses (too large for its
 // limits, say) are dropped one by one rather than with the rest; a task
 // that ended (or whose lease moved) takes none.
-func (r *Router) appendEvents(id string, events []store.Event, fence *store.Fence) {
+func (ss *eventSinks) append(id string, events []store.Event, fence *store.Fence) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := r.st.Update(ctx, id, store.Update{Events: events, Fence: fence})
+	_, err := ss.st.Update(ctx, id, store.Update{Events: events, Fence: fence})
 	if (errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrInvalid)) && len(events) > 1 {
 		for _, e := range events {
-			r.appendEvents(id, []store.Event{e}, fence)
+			ss.append(id, []store.Event{e}, fence)
 		}
 		return
 	}
 	switch {
 	case err == nil:
-		r.streams.notify(id)
+		ss.readers.notify(id)
 	case errors.Is(err, store.ErrTerminal), errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrNotFound):
-		r.log.Debug("not writing reported events: the task ended or moved", "task", id, "events", len(events))
+		ss.log.Debug("not writing reported events: the task ended or moved", "task", id, "events", len(events))
 	default:
-		r.log.Warn("writing reported events", "task", id, "events", len(events), "error", err)
+		ss.log.Warn("writing reported events", "task", id, "events", len(events), "error", err)
 	}
 }
 

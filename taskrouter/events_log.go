@@ -23,7 +23,7 @@ import (
 // client's request may be long answered), and once it has, failing to
 // reach the client (a session gone, the engine's own loopback session) is
 // no error of the handler's.
-func (r *Router) captureNotifications(next mcp.MethodHandler) mcp.MethodHandler {
+func captureNotifications(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		recorded := false
 		switch p := req.GetParams().(type) {

@@ -21,7 +21,7 @@ type buildIn struct {
 // (here with CallOptions.OnEvent, which reads tasks/stream).
 func ExampleProgress() {
 	ctx := context.Background()
-	router, err := taskrouter.NewRouter(memory.New(), nil)
+	router, err := taskrouter.NewRouter(memory.New(nil), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func ExampleProgress() {
 				log.Info("compiled", "package", pkg)
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "built"}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	if err := router.Start(ctx); err != nil {
 		log.Fatal(err)
 	}

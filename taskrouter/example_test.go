@@ -20,7 +20,7 @@ type reportIn struct {
 // registered as task-optional, runs as a task when a client asks.
 func Example() {
 	ctx := context.Background()
-	router, err := taskrouter.NewRouter(memory.New(), nil)
+	router, err := taskrouter.NewRouter(memory.New(nil), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func Example() {
 	taskrouter.AddTool(router, &mcp.Tool{Name: "report", Description: "Writes a report"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "report on " + in.Topic}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	if err := router.Start(ctx); err != nil { // resolve tasks a previous process left running
 		log.Fatal(err)
 	}

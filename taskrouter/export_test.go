@@ -1,6 +1,7 @@
 package taskrouter
 
 import (
+	"context"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -23,3 +24,13 @@ func RecentTask(r *Router, id string) *store.Task { return r.recent.get(id, r.op
 
 // SweeperStopping reports whether the router's sweeper was asked to stop.
 func SweeperStopping(r *Router) bool { return r.sweeper.stopping.Load() }
+
+// Sweep runs one round of the ttl sweeper now (the engine sweeps every
+// Options.SweepInterval by itself) and returns how many tasks it deleted
+// or failed.
+func Sweep(ctx context.Context, r *Router) (int, error) { return r.sweeper.sweep(ctx) }
+
+// Takeover runs one round of the takeover of expired leases now (the
+// engine runs it periodically on a shared store) and returns how many
+// tasks it took over.
+func Takeover(ctx context.Context, r *Router) (int, error) { return r.takeover.takeOver(ctx) }

@@ -199,12 +199,12 @@ func TestSweepExpiresTasks(t *testing.T) {
 	<-h.started
 	<-h.started
 
-	n, err := h.r.Sweep(context.Background())
+	n, err := taskrouter.Sweep(context.Background(), h.r)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing is due yet")
 
 	advance(2 * time.Second)
-	n, err = h.r.Sweep(context.Background())
+	n, err = taskrouter.Sweep(context.Background(), h.r)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	_, err = p.call("tasks/get", map[string]any{"taskId": done})
@@ -217,7 +217,7 @@ func TestSweepExpiresTasks(t *testing.T) {
 
 	// After the grace period the marked task goes too.
 	advance(2 * time.Minute)
-	_, err = h.r.Sweep(context.Background())
+	_, err = taskrouter.Sweep(context.Background(), h.r)
 	require.NoError(t, err)
 	_, err = p.call("tasks/get", map[string]any{"taskId": running})
 	require.EqualValues(t, -32602, rpcCode(t, err))
@@ -237,7 +237,7 @@ func TestTaskTimeout(t *testing.T) {
 
 func TestRestartResolvesInterruptedTasks(t *testing.T) {
 	path := t.TempDir() + "/tasks.db"
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	h := newHarnessOn(t, st, nil)
 	p := h.dial(inMemory, core, nil)
@@ -252,7 +252,7 @@ func TestRestartResolvesInterruptedTasks(t *testing.T) {
 	require.NoError(t, h.r.Close())
 	require.NoError(t, st.Close())
 
-	st2, err := bboltstore.Open(path)
+	st2, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st2.Close() })
 	// The retryable task runs again; make it quick this time by replacing the tool.
@@ -331,7 +331,7 @@ func TestSweepDeletesEndedTasksTogether(t *testing.T) {
 	mu.Lock()
 	now = now.Add(2 * time.Second)
 	mu.Unlock()
-	n, err := h.r.Sweep(context.Background())
+	n, err := taskrouter.Sweep(context.Background(), h.r)
 	require.NoError(t, err)
 	require.Equal(t, len(ids), n)
 	select {

@@ -186,7 +186,7 @@ func (h *httpShim) sinkFor(c wire.Call, w http.ResponseWriter) *replySink {
 // context of the call, onto the call's SSE response, before its answer,
 // where go-sdk's Streamable HTTP transport writes them for a call it
 // serves (the router's sending middleware hands them over: see
-// Router.sending). Once the answer is written, later ones are refused,
+// sending). Once the answer is written, later ones are refused,
 // as the SDK refuses messages related to an answered request. A nil
 // sink takes nothing.
 type replySink struct {

@@ -212,7 +212,7 @@ func clientCapabilities(ctx context.Context, req mcp.Request, v versioned) *mcp.
 // level to the SDK). go-sdk keeps that empty level in the request's
 // context, which sends the client no log messages whatever level its
 // session was set to; the router's sending middleware drops them for
-// such a request (see Router.sending).
+// such a request (see sending).
 type noLogLevelKey struct{}
 
 // handoffKey marks a fast-path tasks/result that gives the request back to
@@ -403,7 +403,7 @@ func (f *fastPath) servesPlain(p *mcp.CallToolParamsRaw, mv wire.MetaView, caps 
 	if site.headers && !f.noParamHeaders(&te) {
 		return false
 	}
-	if site.stream && !f.r.runsApart(te) && caps != nil && (caps.Sampling != nil || caps.Elicitation != nil || caps.RootsV2 != nil) {
+	if site.stream && !f.r.opts.runsApart(te) && caps != nil && (caps.Sampling != nil || caps.Elicitation != nil || caps.RootsV2 != nil) {
 		return false
 	}
 	return true

@@ -2,7 +2,6 @@ package taskrouter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -29,7 +28,7 @@ type changeFeedSignals struct {
 // notifier; a store without one needs no feed (every change is this
 // process's own).
 type changeFeed struct {
-	r        *Router
+	e        feedEngine
 	notifier store.Notifier
 	signals  changeFeedSignals
 
@@ -37,7 +36,14 @@ type changeFeed struct {
 	stop func() // ends the subscription; nil when not subscribed
 }
 
-func newChangeFeed(r *Router, n store.Notifier) *changeFeed { return &changeFeed{r: r, notifier: n} }
+// feedEngine is what the change feed needs of the engine; *Router has it.
+type feedEngine interface {
+	// announced takes a change the store's feed announced (another
+	// process's write, or this one's echoed).
+	announced(c store.Change)
+}
+
+func newChangeFeed(e feedEngine, n store.Notifier) *changeFeed { return &changeFeed{e: e, notifier: n} }
 
 // Name names the service.
 func (f *changeFeed) Name() string { return "change feed" }
@@ -72,56 +78,8 @@ func (f *changeFeed) Stop() {
 	}
 }
 
-// onChange handles one change from the feed (it may be this process's own
-// write: its waiters were woken when it was written, and its echo wakes
-// them no more, see watches.own).
+// onChange hands one change from the feed to the engine.
 func (f *changeFeed) onChange(c store.Change) {
-	r := f.r
-	switch {
-	case c.Events > 0:
-		r.streams.notify(c.ID) // an append: only event readers care
-	case c.Resync:
-		// The feed's connection was lost: wake everyone to re-read, and
-		// stop the work of tasks that ended elsewhere meanwhile.
-		r.watches.wakeAll()
-		r.listeners.changedAll()
-		r.streams.notifyAll()
-		f.checkRuns()
-	default:
-		if c.Deleted {
-			r.recent.forget(c.ID)
-		}
-		r.watches.wakeFeed(c.ID, c.Version)
-		if c.Deleted || c.Status.Terminal() {
-			r.stopRun(c.ID, errEnded)
-			r.ended(c.ID, c.Status, c.Deleted)
-		}
-		r.listeners.changed(c.ID)
-		r.hooks.feedChange(c)
-		r.streams.notify(c.ID)
-	}
+	f.e.announced(c)
 	f.signals.Changed.Send(c)
-}
-
-// checkRuns re-reads the tasks this process runs work for, or counts
-// against its quotas, and stops the work (and gives back the slots) of
-// those that ended elsewhere.
-func (f *changeFeed) checkRuns() {
-	r := f.r
-	for _, id := range r.runs.workingOn() {
-		t, err := r.st.Get(context.Background(), id)
-		if err == nil && !t.Status.Terminal() {
-			continue
-		}
-		r.stopRun(id, errEnded)
-	}
-	for _, id := range r.quotas.heldTasks() {
-		t, err := r.st.Get(context.Background(), id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			r.ended(id, "", true)
-		case err == nil:
-			r.ended(id, t.Status, false)
-		}
-	}
 }

@@ -57,7 +57,7 @@ const (
 // release; it returns once the task is stored and its handler runs.
 func gatedRun(t *testing.T) (st *racyStore, logs *logRecorder, task *store.Task, release func()) {
 	t.Helper()
-	st = &racyStore{Store: memory.New()}
+	st = &racyStore{Store: memory.New(nil)}
 	logs = &logRecorder{}
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.Logger = slog.New(logs)
@@ -70,7 +70,7 @@ func gatedRun(t *testing.T) (st *racyStore, logs *logRecorder, task *store.Task,
 		started <- struct{}{}
 		<-gate
 		return textResult("done"), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	p := h.dial(inMemory, core, nil)
 	id := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "gated", "arguments": map[string]any{}, "task": map[string]any{}}))["taskId"].(string)
 	<-started
@@ -161,7 +161,7 @@ func (s *claimThenCancel) Claim(ctx context.Context, id, holder string, now, unt
 // refused as fenced; the task ended, so there is nothing to re-run and
 // nothing to report as an error.
 func TestTakeoverOfTaskEndedMeanwhile(t *testing.T) {
-	st := &claimThenCancel{Store: memory.New()}
+	st := &claimThenCancel{Store: memory.New(nil)}
 	logs := &logRecorder{}
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.Logger = slog.New(logs)
@@ -174,7 +174,7 @@ func TestTakeoverOfTaskEndedMeanwhile(t *testing.T) {
 		Labels:      map[string]string{taskrouter.LabelKind: taskrouter.KindTool},
 		LeaseHolder: "dead", LeaseUntil: now.Add(-time.Second)})
 	require.NoError(t, err)
-	n, err := h.r.Takeover(t.Context())
+	n, err := taskrouter.Takeover(t.Context(), h.r)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Len(t, logs.containing("not re-running an interrupted task: it ended meanwhile"), 1, "%q", logs.containing(""))

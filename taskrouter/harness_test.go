@@ -47,7 +47,7 @@ type echoIn struct {
 
 func newHarness(t testing.TB, mutate func(*taskrouter.Options)) *harness {
 	t.Helper()
-	return newHarnessOn(t, memory.New(), mutate)
+	return newHarnessOn(t, memory.New(nil), mutate)
 }
 
 func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Options)) *harness {
@@ -70,7 +70,7 @@ func newHarnessOn(t testing.TB, st store.Store, mutate func(*taskrouter.Options)
 func (h *harness) addTools() {
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return textResult(in.Text), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 	sleepy := func(ctx context.Context, req *mcp.CallToolRequest, in sleepyIn) (*mcp.CallToolResult, any, error) {
 		h.started <- in.Label
 		select {
@@ -83,20 +83,20 @@ func (h *harness) addTools() {
 			return nil, nil, ctx.Err()
 		}
 	}
-	taskrouter.AddTool(h.r, &mcp.Tool{Name: "sleepy"}, sleepy, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	taskrouter.AddTool(h.r, &mcp.Tool{Name: "must"}, sleepy, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
-	taskrouter.AddTool(h.r, &mcp.Tool{Name: "doze"}, sleepy, taskrouter.ToolOptions{}) // never a task: runs in the request
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "sleepy"}, sleepy, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "must"}, sleepy, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "doze"}, sleepy, nil) // never a task: runs in the request
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "boom"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, errors.New("boom: it broke")
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	h.r.AddRawTool(&mcp.Tool{Name: "rpcerr", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, &jsonrpc.Error{Code: -32099, Message: "custom failure", Data: json.RawMessage(`{"why":"test"}`)}
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "panicky"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		panic("handler exploded")
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
-	taskrouter.AddTool(h.r, &mcp.Tool{Name: "chatty"}, chatty, taskrouter.ToolOptions{})
-	taskrouter.AddTool(h.r, &mcp.Tool{Name: "chatty_host"}, chatty, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "chatty"}, chatty, nil)
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "chatty_host"}, chatty, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	taskrouter.AddTool(h.r, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		res, err := taskrouter.Elicit(ctx, req, &mcp.ElicitParams{Message: "Proceed?", RequestedSchema: map[string]any{
 			"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}})
@@ -104,7 +104,7 @@ func (h *harness) addTools() {
 			return nil, nil, err
 		}
 		return textResult("answer: " + res.Action), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 }
 
 type chattyIn struct {

@@ -2,17 +2,10 @@ package taskrouter
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"strconv"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // Host mode: what a model in an LLM host can do with tool calls that carry
@@ -98,132 +91,4 @@ func withTaskIDArgument(schema json.RawMessage) json.RawMessage {
 		return schema
 	}
 	return out
-}
-
-// LabelHost marks a task that a plain tools/call became when its tool
-// outlived Options.HostDeadline.
-const LabelHost = "host"
-
-// plainCall serves a tools/call the client did not ask to run as a task.
-// A task-capable tool runs for up to Options.HostDeadline; one still
-// running then goes on as a durable task (see hostCall). Other tools run
-// as plain calls, holding the request.
-func (r *Router) plainCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
-	if !r.runsApart(te) || q.OwnerErr != nil {
-		return r.inner(ctx, mcptask.MethodToolsCall, req)
-	}
-	var in any
-	if te.check != nil {
-		var err error
-		if in, err = te.check(req.Params.Arguments); err != nil {
-			return r.inner(ctx, mcptask.MethodToolsCall, req) // the tool's own answer, running nothing
-		}
-	}
-	return r.hostCall(ctx, q, req, te, in)
-}
-
-// runsApart reports whether a plain call of tool te runs apart from the
-// request, in host mode (see hostCall): a task-capable tool without
-// Preflight, while Options.HostDeadline is on.
-func (r *Router) runsApart(te toolEntry) bool {
-	return r.opts.HostDeadline >= 0 && te.opts.TaskSupport != mcptask.TaskForbidden && te.opts.Preflight == nil
-}
-
-// refusedAsToolError turns a quota's refusal (-32000, CodeTooManyTasks)
-// of a plain tools/call into a tool result with isError naming the limit:
-// a tool that creates a task (a workflow's tool, the fork tool) was
-// refused admission, and a model in a host reads tool results, not
-// JSON-RPC errors.
-func refusedAsToolError(res mcp.Result, err error) (mcp.Result, error) {
-	var je *jsonrpc.Error
-	if errors.As(err, &je) && je.Code == mcptask.CodeTooManyTasks {
-		return errorResult("%s", je.Message), nil
-	}
-	return res, err
-}
-
-// hostCall runs a plain call of a task-capable tool apart from the
-// request: it answers with the tool's own result when the tool ends
-// within Options.HostDeadline (nothing is stored), and otherwise stores the
-// work as a task (owner, ttl, cancel, restart recovery and replicas as for
-// any task) and answers with an ordinary tool result naming it. A caller
-// that goes away before the deadline stops nothing: the work becomes a
-// task at once.
-func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry, in any) (mcp.Result, error) {
-	checked := te.check != nil
-	adm := admission{owner: q.Owner, source: q.Source}
-	if err := r.admit(adm, false); err != nil {
-		return r.toolExec(req, checked, in)(ctx) // no room for a task: a plain call, as before
-	}
-	deadline := time.Now().Add(r.opts.HostDeadline)
-	// The record is made only if the call outlives its window (or its
-	// handler needs its task before): a quick tool's call stores nothing
-	// and makes no record.
-	id, name := NewTaskID(), req.Params.Name
-	build := func() *store.Task {
-		rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: name, Arguments: req.Params.Arguments},
-			CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
-		rec.ID = id
-		return rec
-	}
-	o, t, err := r.runPending(ctx, q, adm, id, name, build, r.toolExec(req, checked, in), r.opts.HostDeadline, true)
-	switch {
-	case err != nil:
-		return nil, err
-	case o != nil:
-		if o.cause != nil {
-			return nil, mcptask.InternalError("the server is shutting down")
-		}
-		return o.res, o.err
-	}
-	// The task exists (its handler may have asked for its id early): it
-	// may still end before the deadline.
-	if rest := time.Until(deadline); rest > 0 && ctx.Err() == nil {
-		wctx, cancel := context.WithTimeout(ctx, rest)
-		defer cancel()
-		if done, err := r.Await(wctx, t.ID, func(t *store.Task) bool { return t.Status.Terminal() }); err == nil {
-			return finalResult(done)
-		}
-	}
-	if cur, err := r.st.Get(context.WithoutCancel(ctx), t.ID); err == nil {
-		t = cur
-	}
-	return r.continuesAsTask(t, te.tool != nil && te.tool.OutputSchema != nil), nil
-}
-
-// continuesAsTask is the answer to a plain call whose tool outlived the
-// host deadline: a tool result (a model reads its text) naming the task
-// that now holds the work and how to get its result, with the task's
-// state as structured content. A tool with an outputSchema cannot answer
-// so: a client that checks results against it (the TypeScript SDK's
-// does) refuses structured content of another shape, and a result
-// without any unless it has isError. Its answer is then an isError
-// result without structured content, whose text says that nothing
-// failed: the work goes on as the task.
-func (r *Router) continuesAsTask(t *store.Task, outputSchema bool) *mcp.CallToolResult {
-	id := strconv.Quote(t.ID)
-	how := fmt.Sprintf("poll tasks/get with {\"taskId\": %s}", id)
-	if name := r.tools.resultToolName(); name != "" {
-		how = fmt.Sprintf("call the tool %q with {\"task_id\": %s} to wait for its result (a client that speaks MCP tasks may use tasks/get or tasks/result instead)", name, id)
-	}
-	text := fmt.Sprintf("Tool %q is still working after %s, so the work goes on on the server as task %s (status: %s). Do not call the tool again: %s.",
-		t.Request.Name, r.opts.HostDeadline.Round(time.Millisecond), t.ID, t.Status, how)
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta(mcptask.RelatedTaskMeta(t.ID))}
-	if outputSchema {
-		res.IsError = true
-		res.Content[0] = &mcp.TextContent{Text: "Not a failure: the call has no result yet. " + text}
-		return res
-	}
-	res.StructuredContent = taskState(t)
-	return res
-}
-
-// taskState is the structured content of the built-in tools' answers
-// about a task.
-func taskState(t *store.Task) map[string]any {
-	m := map[string]any{"taskId": t.ID, "status": t.Status}
-	if t.StatusMessage != "" {
-		m["statusMessage"] = t.StatusMessage
-	}
-	return m
 }

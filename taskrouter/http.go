@@ -30,7 +30,7 @@ type HTTPOptions struct {
 	DisableFastPath bool
 }
 
-// HTTPHandler serves the installed server over Streamable HTTP in both
+// newHTTPShim is Router.HTTPHandler: it serves the installed server over Streamable HTTP in both
 // dialects. Requests at protocol 2026-07-28 and later (by the
 // Mcp-Protocol-Version header or the request's _meta) go to a stateless SDK
 // handler, as the SDK requires; older ones go to a stateful handler with
@@ -54,7 +54,7 @@ type HTTPOptions struct {
 // Last-Event-ID of such a stream resuming it (see streamwire.go). A
 // DELETE of a session first answers the session's waiting tasks/result
 // requests (see serveDelete).
-func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
+func newHTTPShim(r *Router, opts *HTTPOptions) *httpShim {
 	var o HTTPOptions
 	if opts != nil {
 		o = *opts
@@ -62,7 +62,7 @@ func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 8 << 20
 	}
-	get := func(*http.Request) *mcp.Server { return r.mustServer() }
+	get := func(*http.Request) *mcp.Server { return r.tools.mustServer() }
 	statefulOpts, statelessOpts := o.Streamable, o.Streamable
 	statefulOpts.Stateless, statelessOpts.Stateless = false, true
 	return &httpShim{
@@ -183,7 +183,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		if wire.MayBeListen(body) {
 			if lr, ok := wire.ListenFor(body); ok && (d.NegotiatesPerRequest() || wire.HasProtocolKey(body)) {
-				h.r.serveListen(w, req, lr)
+				h.r.streaming.serveListen(w, req, lr)
 				return
 			}
 		}
@@ -237,7 +237,7 @@ func (h *httpShim) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.serveDelete(w, req, h.stateful)
 	case req.Method == http.MethodGet && sid != "":
 		// The session's standalone stream, which Peers share (peer.go).
-		s := &sseStream{ResponseWriter: w, r: h.r, session: sid}
+		s := &sseStream{ResponseWriter: w, ps: &h.r.peers, session: sid}
 		defer s.close()
 		h.stateful.ServeHTTP(s, req)
 	case req.Method == http.MethodPost && initialize != nil:

@@ -71,10 +71,43 @@ func storedInputRequests(t *store.Task) map[string]json.RawMessage {
 	return out
 }
 
+// pendingInputs are where the input requests of an input_required task
+// are: its kind's (InputKind), or its handler's, in the store on a
+// shared store (the handler may wait on another replica), or in its run
+// here.
+type pendingInputs struct {
+	kinds  *kinds
+	runs   *runTable
+	shared bool
+}
+
+// of returns task t's pending input requests in the extension's wire
+// shape (key -> {"method", "params"}), or nil.
+func (p pendingInputs) of(t *store.Task) map[string]json.RawMessage {
+	if ik := p.kinds.inputKind(t); ik != nil {
+		return ik.InputRequests(t)
+	}
+	if p.shared {
+		return storedInputRequests(t)
+	}
+	if ru := p.runs.get(t.ID); ru != nil {
+		return ru.inputRequests()
+	}
+	return nil
+}
+
+// taskWriter writes tasks: the engine's Update (it wakes the task's
+// waiters) and its store. *Router has it.
+type taskWriter interface {
+	Store() store.Store
+	Update(ctx context.Context, id string, u store.Update) (*store.Task, error)
+}
+
 // deliverInputs records a client's answers to the input requests task t
 // carries, for whichever replica's handler waits on them (see
-// varInputRequestPrefix); answers to keys not pending are ignored.
-func (r *Router) deliverInputs(ctx context.Context, t *store.Task, answers map[string]json.RawMessage) error {
+// varInputRequestPrefix), through e; answers to keys not pending are
+// ignored.
+func deliverInputs(ctx context.Context, e taskWriter, t *store.Task, answers map[string]json.RawMessage) error {
 	for attempt := 0; ; attempt++ {
 		vars := map[string]json.RawMessage{}
 		for key, val := range answers {
@@ -86,12 +119,12 @@ func (r *Router) deliverInputs(ctx context.Context, t *store.Task, answers map[s
 		if len(vars) == 0 || t.Status.Terminal() {
 			return nil
 		}
-		_, err := r.Update(ctx, t.ID, store.Update{IfVersion: t.Version, Variables: vars})
+		_, err := e.Update(ctx, t.ID, store.Update{IfVersion: t.Version, Variables: vars})
 		switch {
 		case err == nil, errors.Is(err, store.ErrTerminal), errors.Is(err, store.ErrNotFound):
 			return nil // the task ended meanwhile: nothing waits for the answers
 		case errors.Is(err, store.ErrConflict) && attempt < 8:
-			if t, err = r.st.Get(ctx, t.ID); err != nil {
+			if t, err = e.Store().Get(ctx, t.ID); err != nil {
 				return err
 			}
 			continue
@@ -104,7 +137,8 @@ func (r *Router) deliverInputs(ctx context.Context, t *store.Task, answers map[s
 // id to appear in the store (see varInputResponsePrefix) and sends it on
 // the returned channel. Call it once the request is stored. A failed read
 // is tried again: an answer must not be lost to a passing store error.
-func (r *Router) storedAnswer(ctx context.Context, id, key string) <-chan inputAnswer {
+func (ru *run) storedAnswer(ctx context.Context, key string) <-chan inputAnswer {
+	r, id := ru.r, ru.id
 	ch := make(chan inputAnswer, 1)
 	go func() {
 		for ctx.Err() == nil {
@@ -140,14 +174,16 @@ func Elicit(ctx context.Context, req *mcp.CallToolRequest, params *mcp.ElicitPar
 		return req.Session.Elicit(ctx, params)
 	}
 	var res mcp.ElicitResult
-	if err := ru.r.requestInput(ctx, ru, mcptask.MethodElicit, params, &res); err != nil {
+	if err := ru.requestInput(ctx, mcptask.MethodElicit, params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
 }
 
-// requestInput parks the task in input_required until the client answers.
-func (r *Router) requestInput(ctx context.Context, ru *run, method string, params any, out any) error {
+// requestInput parks the run's task in input_required until the client
+// answers.
+func (ru *run) requestInput(ctx context.Context, method string, params any, out any) error {
+	r := ru.r
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return fmt.Errorf("taskrouter: encoding input request: %w", err)
@@ -163,7 +199,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 	if r.shared {
 		park.Variables = map[string]json.RawMessage{varInputRequestPrefix + in.key: in.wire()}
 	}
-	if _, err := r.fenced(ctx, ru, park); err != nil {
+	if _, err := ru.fenced(ctx, park); err != nil {
 		ru.removeInput(in.key)
 		return err
 	}
@@ -172,7 +208,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 		// on (an instant task is stored at its first write).
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
-		stored = r.storedAnswer(wctx, ru.id, in.key)
+		stored = ru.storedAnswer(wctx, in.key)
 	}
 	var ans inputAnswer
 	select {
@@ -184,7 +220,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 			// task's own did not: the answer came another way): the
 			// task works again. A task that ended refuses the write.
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			_, _ = r.fenced(wctx, ru, store.Update{Status: mcptask.StatusWorking, StatusMessage: ptr("")})
+			_, _ = ru.fenced(wctx, store.Update{Status: mcptask.StatusWorking, StatusMessage: ptr("")})
 			cancel()
 		}
 		return context.Cause(ctx)
@@ -200,7 +236,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 			u.Status, u.StatusMessage = mcptask.StatusWorking, ptr("")
 		}
 		if u.Status != "" || u.Variables != nil {
-			if _, err := r.fenced(ctx, ru, u); err != nil {
+			if _, err := ru.fenced(ctx, u); err != nil {
 				return err
 			}
 		}
@@ -216,7 +252,7 @@ func (r *Router) requestInput(ctx context.Context, ru *run, method string, param
 
 // serviceInputs sends a core-dialect task's pending input requests to the
 // client on the stream of the tasks/result call that ctx belongs to.
-func (r *Router) serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *run) {
+func serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *run) {
 	if ss == nil {
 		return
 	}
@@ -251,7 +287,7 @@ func (r *Router) serviceInputs(ctx context.Context, ss *mcp.ServerSession, ru *r
 // whose clients cannot retry with inputResponses, the router asks the
 // client itself on the request's stream and runs Preflight again until it
 // is satisfied; it returns nil, nil then.
-func (r *Router) preflight(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
+func preflight(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry) (mcp.Result, error) {
 	if q.Dialect.ClientRetriesWithInput() {
 		need, err := te.opts.Preflight(ctx, req)
 		if err != nil || len(need) == 0 {

@@ -67,7 +67,7 @@ func drainStarted(h *harness) {
 func TestInstantToolIsOneWrite(t *testing.T) {
 	for _, k := range transports {
 		t.Run(k.String(), func(t *testing.T) {
-			st := countWrites(memory.New())
+			st := countWrites(memory.New(nil))
 			h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 			drainStarted(h)
 
@@ -97,7 +97,7 @@ func TestInstantToolIsOneWrite(t *testing.T) {
 // TestInstantFailuresAreFolded: errors, tool errors and panics of an
 // instant handler end its task the way they end any task.
 func TestInstantFailuresAreFolded(t *testing.T) {
-	st := countWrites(memory.New())
+	st := countWrites(memory.New(nil))
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 	p := h.dial(inMemory, core, nil)
 	for tool, want := range map[string]string{"boom": "boom: it broke", "panicky": "task handler panicked: handler exploded", "rpcerr": "custom failure"} {
@@ -119,7 +119,7 @@ func TestInstantFailuresAreFolded(t *testing.T) {
 // TestSlowToolIsStoredWorking: a handler still running when the window
 // ends has its working task stored then; the reply does not wait for it.
 func TestSlowToolIsStoredWorking(t *testing.T) {
-	st := countWrites(memory.New())
+	st := countWrites(memory.New(nil))
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = 20 * time.Millisecond })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
@@ -138,7 +138,7 @@ func TestSlowToolIsStoredWorking(t *testing.T) {
 // TestInstantWindowOff: with folding off, every task is stored working
 // first.
 func TestInstantWindowOff(t *testing.T) {
-	st := countWrites(memory.New())
+	st := countWrites(memory.New(nil))
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = -1 })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
@@ -155,7 +155,7 @@ func TestInstantWindowOff(t *testing.T) {
 // task id (to write variables, say), asks for input, or waits for a
 // running slot has a stored task to work with, even within the window.
 func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
-	st := countWrites(memory.New())
+	st := countWrites(memory.New(nil))
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) {
 		c.InstantWindow = time.Hour
 		c.MaxConcurrent = 1
@@ -166,11 +166,11 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 		if !ok {
 			return nil, nil, nil
 		}
-		if _, err := h.r.SetVariables(ctx, id, map[string]json.RawMessage{"note": json.RawMessage(`"` + in.Text + `"`)}, 0); err != nil {
+		if _, err := h.r.Update(ctx, id, store.Update{Variables: map[string]json.RawMessage{"note": json.RawMessage(`"` + in.Text + `"`)}}); err != nil {
 			return nil, nil, err
 		}
 		return textResult("noted " + in.Text), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 
 	// blocker makes sure its task is stored (TaskID), then runs until
 	// cancelled.
@@ -178,7 +178,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 		taskrouter.TaskID(ctx)
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 
 	p := h.dial(inMemory, core, nil)
 	task := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "noter", "arguments": map[string]any{"text": "hi"}, "task": map[string]any{}}))
@@ -221,7 +221,7 @@ func TestHandlerThatNeedsItsTaskGetsItStored(t *testing.T) {
 // TestInstantResultTooLarge: a folded result the store refuses fails the
 // task with the reason instead of losing it.
 func TestInstantResultTooLarge(t *testing.T) {
-	st := memory.New(store.WithLimits(store.Limits{MaxResultBytes: 64}))
+	st := memory.New(&store.Options{Limits: store.Limits{MaxResultBytes: 64}})
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 	drainStarted(h)
 	p := h.dial(inMemory, core, nil)
@@ -254,7 +254,7 @@ func TestInstantObserved(t *testing.T) {
 // created ended in one write; one that logs makes its task real first,
 // and its record is an event of the task.
 func TestInstantToolTakingItsLogger(t *testing.T) {
-	st := countWrites(memory.New())
+	st := countWrites(memory.New(nil))
 	h := newHarnessOn(t, st, func(c *taskrouter.Options) { c.InstantWindow = time.Second })
 	drainStarted(h)
 	type logIn struct {
@@ -266,7 +266,7 @@ func TestInstantToolTakingItsLogger(t *testing.T) {
 			log.Info(in.Say)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	p := h.dial(inMemory, core, nil)
 
 	quiet := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "logs", "arguments": map[string]any{}, "task": map[string]any{}}))

@@ -78,7 +78,7 @@ type EndWriter interface {
 // InputKind, an EndKind, an EndWriter, a Reporter, a Pauser and a Placer.
 func (r *Router) HandleKind(kind string, h KindHandler) {
 	r.kinds.set(kind, h)
-	r.pauseToolsIfPausable()
+	r.taskTools.pauseToolsIfPausable()
 }
 
 // kinds is the registry of kind hooks: one KindHandler per kind. It is

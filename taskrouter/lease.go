@@ -32,6 +32,13 @@ var errLeaseLost = errors.New("taskrouter: the task's lease was lost to another 
 
 // leases is the set of leases this process holds, by task id.
 type leases struct {
+	// How this process claims a lease, set once by NewRouter: in st, as
+	// replica, for dur, on the engine's clock.
+	st      store.Store
+	replica string
+	dur     time.Duration
+	now     func() time.Time
+
 	mu   sync.Mutex
 	held map[string]*heldLease
 }
@@ -87,12 +94,6 @@ func (l *leases) snapshot() map[string]*heldLease {
 	return out
 }
 
-// leaseUntil is the end of a lease taken or renewed now.
-func (r *Router) leaseUntil() time.Time { return r.opts.Now().Add(r.opts.LeaseDuration) }
-
-// ReplicaID returns the name under which this process holds leases.
-func (r *Router) ReplicaID() string { return r.opts.ReplicaID }
-
 // leaseWorkConfig configures the lease renewer and the takeover service.
 type leaseWorkConfig struct {
 	// Interval is how often the service runs: a third of the lease
@@ -106,11 +107,16 @@ type leaseWorkConfig struct {
 	// Batch is how many expired leases one read takes (takeover); zero
 	// means 64.
 	Batch int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 func (c leaseWorkConfig) withDefaults() leaseWorkConfig {
 	if c.Batch == 0 {
 		c.Batch = 64
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -136,18 +142,26 @@ type renewerSignals struct {
 // leaseRenewer is the engine's service that renews the leases this
 // process holds, and stops the work of those it could not renew.
 type leaseRenewer struct {
-	r       *Router
+	e       engineBase
+	book    leaseBook // this process's leases (*leases)
 	cfg     leaseWorkConfig
 	loop    service.Loop
 	signals renewerSignals
 }
 
-func newLeaseRenewer(r *Router, cfg leaseWorkConfig) (*leaseRenewer, error) {
+// leaseBook is this process's leases, as the renewer sees them (*leases).
+type leaseBook interface {
+	snapshot() map[string]*heldLease
+	holds(id string, h *heldLease) bool
+	remove(id string, h *heldLease) bool
+}
+
+func newLeaseRenewer(e engineBase, book leaseBook, cfg leaseWorkConfig) (*leaseRenewer, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate("lease renewer"); err != nil {
 		return nil, err
 	}
-	return &leaseRenewer{r: r, cfg: cfg}, nil
+	return &leaseRenewer{e: e, book: book, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -163,8 +177,7 @@ func (l *leaseRenewer) Start(ctx context.Context) error {
 func (l *leaseRenewer) Stop() { l.loop.Stop() }
 
 func (l *leaseRenewer) renew(ctx context.Context) {
-	r := l.r
-	held := r.leases.snapshot()
+	held := l.book.snapshot()
 	if len(held) == 0 {
 		return
 	}
@@ -177,9 +190,9 @@ func (l *leaseRenewer) renew(ctx context.Context) {
 	for id := range held {
 		ids = append(ids, id)
 	}
-	renewed, err := r.st.Renew(ctx, l.cfg.ReplicaID, r.opts.Now().Add(l.cfg.LeaseDuration), ids)
+	renewed, err := l.e.Store().Renew(ctx, l.cfg.ReplicaID, l.cfg.Now().Add(l.cfg.LeaseDuration), ids)
 	if err != nil {
-		r.log.Warn("renewing leases", "leases", len(ids), "error", err)
+		l.e.Logger().Warn("renewing leases", "leases", len(ids), "error", err)
 		return
 	}
 	ok := make(map[string]bool, len(renewed))
@@ -201,27 +214,26 @@ func (l *leaseRenewer) renew(ctx context.Context) {
 // say) stops its work as ended, so the work reports the end rather than a
 // takeover; otherwise another process holds it now.
 func (l *leaseRenewer) lostLease(ctx context.Context, id string, h *heldLease) {
-	r := l.r
-	if !r.leases.holds(id, h) {
+	if !l.book.holds(id, h) {
 		return
 	}
-	t, err := r.st.Get(ctx, id)
+	t, err := l.e.Store().Get(ctx, id)
 	cause := errLeaseLost
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && t.Status.Terminal()):
 		cause = errEnded
 	case err == nil && t.LeaseHolder == "" && t.LeaseEpoch == h.fence.Epoch:
-		r.leases.remove(id, h) // released by this process's own write
+		l.book.remove(id, h) // released by this process's own write
 		return
 	}
-	if !r.leases.remove(id, h) {
+	if !l.book.remove(id, h) {
 		return // released while the task was read
 	}
 	why := "another process holds it"
 	if cause == errEnded {
 		why = "the task ended or was deleted"
 	}
-	r.log.Warn("lease lost; stopping the task's work here", "task", id, "why", why)
+	l.e.Logger().Warn("lease lost; stopping the task's work here", "task", id, "why", why)
 	h.stop(cause)
 	l.signals.Lost.Send(id)
 }
@@ -237,18 +249,27 @@ type takeoverSignals struct {
 // the active tasks whose lease expired (their process stopped renewing)
 // and resolves them as after a restart.
 type leaseTakeover struct {
-	r       *Router
+	e       takeoverEngine
+	place   placement // the replicas' registry (*registry)
 	cfg     leaseWorkConfig
 	loop    service.Loop
 	signals takeoverSignals
 }
 
-func newLeaseTakeover(r *Router, cfg leaseWorkConfig) (*leaseTakeover, error) {
+// takeoverEngine is what the takeover needs of the engine; *Router has
+// it.
+type takeoverEngine interface {
+	engineBase
+	// resolveTask resolves a task taken over as after a restart.
+	resolveTask(ctx context.Context, t *store.Task, reason string) error
+}
+
+func newLeaseTakeover(e takeoverEngine, place placement, cfg leaseWorkConfig) (*leaseTakeover, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate("lease takeover"); err != nil {
 		return nil, err
 	}
-	return &leaseTakeover{r: r, cfg: cfg}, nil
+	return &leaseTakeover{e: e, place: place, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -258,7 +279,7 @@ func (l *leaseTakeover) Name() string { return "lease takeover" }
 func (l *leaseTakeover) Start(ctx context.Context) error {
 	l.loop.Start(ctx, l.cfg.Interval, service.Every(l.cfg.Interval, func(ctx context.Context) {
 		if _, err := l.takeOver(ctx); err != nil {
-			l.r.log.Warn("taking over expired leases", "error", err)
+			l.e.Logger().Warn("taking over expired leases", "error", err)
 		}
 	}))
 	return nil
@@ -267,26 +288,23 @@ func (l *leaseTakeover) Start(ctx context.Context) error {
 // Stop ends the takeovers (one in progress finishes first).
 func (l *leaseTakeover) Stop() { l.loop.Stop() }
 
-// Takeover claims the active tasks whose lease has expired and resolves
+// takeOver claims the active tasks whose lease has expired and resolves
 // each as after a restart (see Start). It returns how many it took over.
-// The engine runs it periodically on a shared store.
-func (r *Router) Takeover(ctx context.Context) (int, error) { return r.takeover.takeOver(ctx) }
-
 func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
-	r := l.r
+	st, log := l.e.Store(), l.e.Logger()
 	n := 0
 	for {
-		expired, err := r.st.ExpiredLeases(ctx, r.opts.Now(), l.cfg.Batch)
+		expired, err := st.ExpiredLeases(ctx, l.cfg.Now(), l.cfg.Batch)
 		if err != nil || len(expired) == 0 {
 			return n, err
 		}
 		progressed := false
 		for _, t := range expired {
-			if r.registry.elsewhere(t) {
+			if l.place.elsewhere(t) {
 				continue // a live replica that serves it takes it over (replicas.go)
 			}
-			now := r.opts.Now()
-			claimed, err := r.st.Claim(ctx, t.ID, l.cfg.ReplicaID, now, now.Add(l.cfg.LeaseDuration))
+			now := l.cfg.Now()
+			claimed, err := st.Claim(ctx, t.ID, l.cfg.ReplicaID, now, now.Add(l.cfg.LeaseDuration))
 			if err != nil {
 				if errors.Is(err, store.ErrLeased) || errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) {
 					continue // another replica was faster, or it ended
@@ -295,9 +313,9 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 			}
 			progressed = true
 			n++
-			r.log.Info("took over a task whose process stopped renewing its lease", "task", t.ID, "previous", t.LeaseHolder, "epoch", claimed.LeaseEpoch)
-			if err := r.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
-				r.log.Error("resolving a task taken over", "task", t.ID, "error", err)
+			log.Info("took over a task whose process stopped renewing its lease", "task", t.ID, "previous", t.LeaseHolder, "epoch", claimed.LeaseEpoch)
+			if err := l.e.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
+				log.Error("resolving a task taken over", "task", t.ID, "error", err)
 			}
 			l.signals.TookOver.Send(t.ID)
 		}
@@ -310,7 +328,7 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 // A Lease is this process's claim on a task while it runs work for it (see
 // Router.Lease): its writes carry Fence, and Release gives it up.
 type Lease struct {
-	r    *Router
+	book *leases // this process's leases, which Release leaves
 	id   string
 	held *heldLease
 	// Task is the task as claimed.
@@ -338,7 +356,7 @@ func (l *Lease) Held() bool { return l.held != nil }
 // The lease's Fence stays usable for that write.
 func (l *Lease) Release() {
 	if l.held != nil {
-		l.r.leases.remove(l.id, l.held)
+		l.book.remove(l.id, l.held)
 	}
 }
 
@@ -358,11 +376,11 @@ func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
 		if t.Status.Terminal() {
 			return nil, fmt.Errorf("%w: task %s is %s", store.ErrTerminal, id, t.Status)
 		}
-		return &Lease{r: r, id: id, Task: t}, nil
+		return &Lease{book: &r.leases, id: id, Task: t}, nil
 	}
 	deadline := time.Now().Add(r.opts.LeaseDuration)
 	for {
-		t, err := r.claim(ctx, id)
+		t, err := r.leases.claim(ctx, id)
 		if err == nil {
 			return r.AdoptLease(t), nil
 		}
@@ -386,7 +404,7 @@ func (r *Router) TryLease(ctx context.Context, id string) (*Lease, error) {
 	if !r.shared {
 		return r.Lease(ctx, id)
 	}
-	t, err := r.claim(ctx, id)
+	t, err := r.leases.claim(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -401,19 +419,19 @@ func (r *Router) TryLease(ctx context.Context, id string) (*Lease, error) {
 func (r *Router) AdoptLease(t *store.Task) *Lease {
 	id := t.ID
 	if !r.shared {
-		return &Lease{r: r, id: id, Task: t}
+		return &Lease{book: &r.leases, id: id, Task: t}
 	}
 	if t.LeaseHolder != r.opts.ReplicaID {
 		return nil
 	}
 	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.stopRun(id, cause) }}
 	r.leases.add(id, h)
-	return &Lease{r: r, id: id, held: h, Task: t}
+	return &Lease{book: &r.leases, id: id, held: h, Task: t}
 }
 
 // claim takes task id's lease for this process (shared stores): when it
 // is free, expired, or already ours.
-func (r *Router) claim(ctx context.Context, id string) (*store.Task, error) {
-	now := r.opts.Now()
-	return r.st.Claim(ctx, id, r.opts.ReplicaID, now, now.Add(r.opts.LeaseDuration))
+func (l *leases) claim(ctx context.Context, id string) (*store.Task, error) {
+	now := l.now()
+	return l.st.Claim(ctx, id, l.replica, now, now.Add(l.dur))
 }

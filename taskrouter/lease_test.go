@@ -49,7 +49,7 @@ func (s *racyStore) renewCount() int {
 // the workflow bridge does and tracks work for it.
 func leasedWork(t *testing.T) (*racyStore, *taskrouter.Router, *taskrouter.Lease, context.Context) {
 	t.Helper()
-	st := &racyStore{Store: memory.New()}
+	st := &racyStore{Store: memory.New(nil)}
 	r, err := taskrouter.NewRouter(st, &taskrouter.Options{ReplicaID: "here", LeaseDuration: 150 * time.Millisecond})
 	require.NoError(t, err)
 	ctx := context.Background()

@@ -46,15 +46,15 @@ type listenSink struct {
 
 // listenOwner resolves the requestor of a listen request the router
 // answers itself (below the SDK): extra carries what the transport knows.
-func (r *Router) listenOwner(ctx context.Context, extra *mcp.RequestExtra) *Request {
-	q := r.resolve(ctx, &mcp.ServerRequest[*mcp.SubscriptionsListenParams]{Params: &mcp.SubscriptionsListenParams{}, Extra: extra})
+func (s *streaming) listenOwner(ctx context.Context, extra *mcp.RequestExtra) *Request {
+	q := s.e.Resolve(ctx, &mcp.ServerRequest[*mcp.SubscriptionsListenParams]{Params: &mcp.SubscriptionsListenParams{}, Extra: extra})
 	q.Dialect = mcptask.Extension
 	return q
 }
 
 // serveListen answers a subscriptions/listen request for task
 // notifications on its HTTP response stream.
-func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *wire.ListenRequest) {
+func (s *streaming) serveListen(w http.ResponseWriter, hreq *http.Request, lr *wire.ListenRequest) {
 	var id jsonrpc.ID
 	var rawID any
 	if json.Unmarshal(lr.ID, &rawID) == nil {
@@ -64,7 +64,7 @@ func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *wire
 		wire.WriteRPCError(w, http.StatusOK, id, mcptask.MissingExtension("task notifications on subscriptions/listen"))
 		return
 	}
-	q := r.listenOwner(hreq.Context(), &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(hreq.Context()), Header: hreq.Header})
+	q := s.listenOwner(hreq.Context(), &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(hreq.Context()), Header: hreq.Header})
 	if q.OwnerErr != nil {
 		wire.WriteRPCError(w, http.StatusOK, id, q.OwnerErr)
 		return
@@ -86,7 +86,7 @@ func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *wire
 		}
 		return true
 	}
-	r.runListen(hreq.Context(), q, rawID, lr.Params.TaskIDs(), listenSink{
+	s.runListen(hreq.Context(), q, rawID, lr.Params.TaskIDs(), listenSink{
 		notify: func(method string, params any) bool { return send(notification(method, params)) },
 		reply: func(result any) bool {
 			return send(map[string]any{"jsonrpc": "2.0", "id": rawID, "result": result})
@@ -97,14 +97,14 @@ func (r *Router) serveListen(w http.ResponseWriter, hreq *http.Request, lr *wire
 // runListen acknowledges the task ids q may see, then notifies the state
 // of each followed task now and at every change, until every one of them
 // ended (then it sends the listen result), the sink fails or ctx ends.
-func (r *Router) runListen(ctx context.Context, q *Request, rawID any, taskIDs []string, sink listenSink) {
+func (s *streaming) runListen(ctx context.Context, q *Request, rawID any, taskIDs []string, sink listenSink) {
 	var agreed []string
 	last := map[string]uint64{}
 	for _, tid := range taskIDs {
 		if _, dup := last[tid]; dup {
 			continue
 		}
-		if _, err := r.TaskFor(ctx, q, tid); err == nil {
+		if _, err := s.e.TaskFor(ctx, q, tid); err == nil {
 			agreed = append(agreed, tid)
 			last[tid] = 0
 		}
@@ -117,24 +117,24 @@ func (r *Router) runListen(ctx context.Context, q *Request, rawID any, taskIDs [
 		return
 	}
 	ln := &listener{tasks: agreed, changed: make(chan string, 1), done: make(chan struct{})}
-	r.listeners.add(ln)
-	defer r.listeners.remove(ln)
+	s.listeners.add(ln)
+	defer s.listeners.remove(ln)
 	// Report every followed task once now (a change between the client's
 	// last poll and this subscription is not lost), then on every change.
 	for {
 		open := 0
 		for _, tid := range agreed {
-			t, err := r.TaskFor(ctx, q, tid)
+			t, err := s.e.TaskFor(ctx, q, tid)
 			if err != nil {
 				delete(last, tid) // gone: expired and swept
 				continue
 			}
 			if t.Version != last[tid] {
 				last[tid] = t.Version
-				res, err := r.getReply(mcptask.Extension, t)
+				res, err := getReply(mcptask.Extension, t, s.inputs)
 				if err != nil {
 					// A damaged record: the client's tasks/get says why.
-					r.log.Error("not notifying a task whose record is damaged", "task", tid, "error", err)
+					s.e.Logger().Error("not notifying a task whose record is damaged", "task", tid, "error", err)
 					if t.Status.Terminal() {
 						continue
 					}
@@ -155,7 +155,7 @@ func (r *Router) runListen(ctx context.Context, q *Request, rawID any, taskIDs [
 		}
 		select {
 		case <-ln.changed:
-		case <-r.pollTick():
+		case <-pollTick(s.poll):
 		case <-ln.done:
 			return
 		case <-ctx.Done():

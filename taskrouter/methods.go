@@ -30,7 +30,7 @@ var storeErrors = storerpc.Mapping{
 func storeError(err error) error { return storeErrors.Error(err) }
 
 // begin is the prologue of every tasks/* method.
-func (r *Router) begin(ctx context.Context, method, id string) (*Request, error) {
+func begin(ctx context.Context, method, id string) (*Request, error) {
 	q := RequestFrom(ctx)
 	if q == nil {
 		return nil, mcptask.InternalError("taskrouter middleware not installed")
@@ -64,7 +64,7 @@ func taskIDOf(p *TaskIDParams) string {
 }
 
 func (r *Router) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
-	q, err := r.begin(ctx, mcptask.MethodTasksGet, taskIDOf(p))
+	q, err := begin(ctx, mcptask.MethodTasksGet, taskIDOf(p))
 	if err != nil {
 		return nil, err
 	}
@@ -72,12 +72,12 @@ func (r *Router) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskIDPa
 	if err != nil {
 		return nil, err
 	}
-	return r.getReply(q.Dialect, t)
+	return getReply(q.Dialect, t, r.inputs)
 }
 
 func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
 	id := taskIDOf(p)
-	q, err := r.begin(ctx, mcptask.MethodTasksResult, id)
+	q, err := begin(ctx, mcptask.MethodTasksResult, id)
 	if err != nil {
 		return nil, err
 	}
@@ -115,12 +115,12 @@ func (r *Router) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *Task
 					r.watches.unwatch(id, w)
 					return nil, errHandoff // the SDK's path delivers the input requests
 				}
-				r.serviceInputs(ctx, ss, ru)
+				serviceInputs(ctx, ss, ru)
 			}
 		}
 		select {
 		case <-w:
-		case <-r.pollTick():
+		case <-pollTick(r.poll):
 			// A shared store's safety net: re-read in case a change
 			// notification from another process was lost.
 			r.watches.unwatch(id, w)
@@ -155,7 +155,7 @@ func finalResult(t *store.Task) (mcp.Result, error) {
 }
 
 func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTasksParams) (mcp.Result, error) {
-	q, err := r.begin(ctx, mcptask.MethodTasksList, "")
+	q, err := begin(ctx, mcptask.MethodTasksList, "")
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (r *Router) tasksList(ctx context.Context, _ *mcp.ServerSession, p *ListTas
 }
 
 func (r *Router) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *TaskIDParams) (mcp.Result, error) {
-	q, err := r.begin(ctx, mcptask.MethodTasksCancel, taskIDOf(p))
+	q, err := begin(ctx, mcptask.MethodTasksCancel, taskIDOf(p))
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 	if p == nil {
 		p = &UpdateTaskParams{}
 	}
-	q, err := r.begin(ctx, mcptask.MethodTasksUpdate, p.TaskID)
+	q, err := begin(ctx, mcptask.MethodTasksUpdate, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (r *Router) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *Updat
 	if r.shared {
 		// The handler may wait on another replica: the answers go
 		// through the store (see varInputRequestPrefix).
-		if err := r.deliverInputs(ctx, t, p.InputResponses); err != nil {
+		if err := deliverInputs(ctx, r, t, p.InputResponses); err != nil {
 			return nil, storeError(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/taskrouter/internal/wire"
 )
 
 // Install puts the router's MCP face onto s: the tasks/* methods, the
@@ -32,6 +34,7 @@ func (r *Router) Install(s *mcp.Server) error {
 		return fmt.Errorf("taskrouter: already installed")
 	}
 	r.server = s
+	r.tools.install(s)
 	for _, m := range []struct {
 		name string
 		h    func(context.Context, *mcp.ServerSession, *TaskIDParams) (mcp.Result, error)
@@ -50,7 +53,7 @@ func (r *Router) Install(s *mcp.Server) error {
 	if err := mcp.AddReceivingCustomMethod(s, mcptask.MethodTasksUpdate, r.tasksUpdate); err != nil {
 		return err
 	}
-	if err := r.installWebhooks(s); err != nil {
+	if err := r.hooks.install(s); err != nil {
 		return err
 	}
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
@@ -59,7 +62,7 @@ func (r *Router) Install(s *mcp.Server) error {
 	})
 	// A task's progress and log lines are recorded first (events.go); then
 	// a fast-path plain call's notifications go to its own reply stream.
-	s.AddSendingMiddleware(r.captureNotifications, r.sending)
+	s.AddSendingMiddleware(captureNotifications, sending)
 	r.loop.server = s
 	return nil
 }
@@ -70,7 +73,7 @@ func (r *Router) Install(s *mcp.Server) error {
 // would have written it; a log message of a fast-path request that
 // negotiates per request without a log level is dropped, as the SDK
 // drops it (see noLogLevelKey); everything else goes on to the SDK.
-func (r *Router) sending(next mcp.MethodHandler) mcp.MethodHandler {
+func sending(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == methodLogMessage && ctx.Value(noLogLevelKey{}) != nil {
 			return nil, nil
@@ -229,7 +232,7 @@ func (r *Router) toolsCall(ctx context.Context, q *Request, req *mcp.CallToolReq
 		}
 	}
 	if te.opts.Preflight != nil {
-		if res, err := r.preflight(ctx, q, req, te); res != nil || err != nil {
+		if res, err := preflight(ctx, q, req, te); res != nil || err != nil {
 			return res, err
 		}
 	}
@@ -315,4 +318,55 @@ func (w *listToolsResult) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(m)
+}
+
+// Resolve returns the resolved form of req: the one the middleware stored
+// in ctx when it is for the same request, otherwise a fresh resolution.
+func (r *Router) Resolve(ctx context.Context, req mcp.Request) *Request {
+	if q := RequestFrom(ctx); q != nil && (req == nil || q.MCP == req) {
+		return q
+	}
+	return r.resolve(ctx, req)
+}
+
+// resolve works out everything the engine needs to know about req and
+// removes the private _meta keys the shims added, so no handler ever sees
+// them.
+func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
+	q := &Request{MCP: req, Dialect: mcptask.Core, Source: "local"}
+	if req == nil {
+		q.Owner = LocalOwner
+		return q
+	}
+	if v, ok := req.(versioned); ok {
+		q.Dialect = mcptask.DialectFor(v.ProtocolVersion())
+		if caps := clientCapabilities(ctx, req, v); caps != nil {
+			_, q.Declared = caps.Extensions[mcptask.ExtensionID]
+		}
+	}
+	if p := req.GetParams(); p != nil && !isNilParams(p) {
+		if meta := p.GetMeta(); meta != nil {
+			q.task, q.asked, q.taskErr = wire.TakeTaskParam(meta)
+			q.connID, _ = meta[wire.MetaConnID].(string)
+			wire.DropPrivateMeta(meta)
+		}
+	}
+	extra := req.GetExtra()
+	q.Authenticated = extra != nil && extra.TokenInfo != nil
+	switch ss, _ := req.GetSession().(*mcp.ServerSession); {
+	case ss != nil && ss.ID() != "":
+		q.Source = "session:" + ss.ID()
+	case q.connID != "":
+		q.Source = "session:" + q.connID
+	case extra != nil && extra.Header != nil && http.Header(extra.Header).Get(remoteHeader) != "":
+		q.Source = "addr:" + http.Header(extra.Header).Get(remoteHeader)
+	}
+	owner, err := r.opts.Owner(ctx, req)
+	if err != nil {
+		q.OwnerErr = mcptask.InvalidRequest("cannot identify the requestor: %v", err)
+	} else {
+		q.Owner = owner
+	}
+	r.fast.noteRequest(req, q)
+	return q
 }

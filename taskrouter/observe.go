@@ -63,18 +63,23 @@ type HandlerEvent struct {
 	Queued, Duration time.Duration
 }
 
-// observe reports a committed change to the configured Observer.
-func (r *Router) observe(kind TaskEventKind, t *store.Task, u *store.Update) {
-	if r.opts.Observer == nil || t == nil {
+// observer tells the configured Observer (Options.Observer; nil: none)
+// what the engine did.
+type observer struct{ o Observer }
+
+// task reports a committed change.
+func (ob observer) task(kind TaskEventKind, t *store.Task, u *store.Update) {
+	if ob.o == nil || t == nil {
 		return
 	}
 	ended := (kind == TaskCreated || u != nil && u.Status != "") && t.Status.Terminal()
-	r.opts.Observer.TaskEvent(TaskEvent{Kind: kind, Task: t, Ended: ended})
+	ob.o.TaskEvent(TaskEvent{Kind: kind, Task: t, Ended: ended})
 }
 
-func (r *Router) observeHandler(e HandlerEvent) {
-	if r.opts.Observer != nil {
-		r.opts.Observer.HandlerEvent(e)
+// handler reports a handler's start or end.
+func (ob observer) handler(e HandlerEvent) {
+	if ob.o != nil {
+		ob.o.HandlerEvent(e)
 	}
 }
 
@@ -91,20 +96,6 @@ type Stats struct {
 	// StepsQueued those waiting for a step slot
 	// (Options.MaxConcurrentSteps).
 	Steps, StepsQueued int
-}
-
-// Stats returns the engine's current load.
-//
-// The counts are read part by part (quotas, then runs), not under one
-// lock, so they are a moment's view, not a snapshot: Tracked may be a
-// moment newer than the rest. They were never exact anyway (Running is
-// the semaphore's length, which changes outside any lock), and nothing
-// relies on them adding up: they are for operators and observers.
-func (r *Router) Stats() Stats {
-	s := r.quotas.load()
-	s.Tracked = r.runs.trackedCount()
-	s.Queued = max(0, s.Pending-s.Running)
-	return s
 }
 
 // Observers combines observers into one, called in order.

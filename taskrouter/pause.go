@@ -11,9 +11,9 @@ import (
 
 // Pausing a task. A task kind whose work can stop starting and go on later
 // (a workflow: no new step starts, its timers keep their times) implements
-// Pauser on its KindHandler; Router.PauseTask and Router.ResumeTask, the
-// built-in tools task_pause and task_resume, the dashboard and the CLI
-// all reach it. A paused task keeps the wire status working (the one the
+// Pauser on its KindHandler; Router.Pauses (Pause, Resume), the built-in
+// tools task_pause and task_resume, the dashboard and the CLI all reach
+// it. A paused task keeps the wire status working (the one the
 // spec defines for it; clients reject others): its status message says
 // it is paused and by whom.
 
@@ -56,38 +56,49 @@ func (k *kinds) pauser(t *store.Task) Pauser {
 	return p
 }
 
+// Pauses is the handle of pausing tasks (Router.Pauses): a task whose
+// kind's handler is a Pauser pauses and resumes through it.
+type Pauses struct{ p *pauses }
+
+// pauses pauses and resumes tasks through their kinds' Pausers. It reads
+// the tasks from st and their kinds from the kinds' registry.
+type pauses struct {
+	st    store.Store
+	kinds *kinds
+}
+
 // pausable returns the Pauser of task t, or an error that says why t
 // cannot be paused or resumed.
-func (r *Router) pausable(t *store.Task) (Pauser, error) {
+func (ps *pauses) pausable(t *store.Task) (Pauser, error) {
 	if t.Status.Terminal() {
 		return nil, fmt.Errorf("%w: task %s has ended (%s)", ErrNotPausable, t.ID, t.Status)
 	}
-	p := r.kinds.pauser(t)
+	p := ps.kinds.pauser(t)
 	if p == nil {
 		return nil, fmt.Errorf("%w: task %s is a %s task; only workflow tasks can be paused (cancel it instead)", ErrNotPausable, t.ID, t.Labels[LabelKind])
 	}
 	return p, nil
 }
 
-// PauseTask pauses task id (see Pauser), whoever owns it: callers check
-// who may (the built-in tools let a requestor pause the tasks it may
+// Pause pauses task id (see Pauser), whoever owns it: callers check who
+// may (the built-in tools let a requestor pause the tasks it may
 // access).
-func (r *Router) PauseTask(ctx context.Context, id string, p PauseRequest) (*store.Task, string, error) {
-	return r.withPauser(ctx, id, func(pr Pauser, t *store.Task) (*store.Task, string, error) { return pr.Pause(ctx, t, p) })
+func (h *Pauses) Pause(ctx context.Context, id string, p PauseRequest) (*store.Task, string, error) {
+	return h.p.with(ctx, id, func(pr Pauser, t *store.Task) (*store.Task, string, error) { return pr.Pause(ctx, t, p) })
 }
 
-// ResumeTask resumes paused task id, by by (see Pauser).
-func (r *Router) ResumeTask(ctx context.Context, id, by string) (*store.Task, string, error) {
-	return r.withPauser(ctx, id, func(pr Pauser, t *store.Task) (*store.Task, string, error) { return pr.Resume(ctx, t, by) })
+// Resume resumes paused task id, by by (see Pauser).
+func (h *Pauses) Resume(ctx context.Context, id, by string) (*store.Task, string, error) {
+	return h.p.with(ctx, id, func(pr Pauser, t *store.Task) (*store.Task, string, error) { return pr.Resume(ctx, t, by) })
 }
 
-// withPauser reads task id and hands it to its kind's Pauser.
-func (r *Router) withPauser(ctx context.Context, id string, do func(pr Pauser, t *store.Task) (*store.Task, string, error)) (*store.Task, string, error) {
-	t, err := r.st.Get(ctx, id)
+// with reads task id and hands it to its kind's Pauser.
+func (ps *pauses) with(ctx context.Context, id string, do func(pr Pauser, t *store.Task) (*store.Task, string, error)) (*store.Task, string, error) {
+	t, err := ps.st.Get(ctx, id)
 	if err != nil {
 		return nil, "", err
 	}
-	pr, err := r.pausable(t)
+	pr, err := ps.pausable(t)
 	if err != nil {
 		return nil, "", err
 	}
@@ -108,48 +119,40 @@ type taskResumeIn struct {
 
 // pauseToolsIfPausable registers the pause tools once both AddTaskTools
 // asked for them and a kind can be paused, in either order.
-func (r *Router) pauseToolsIfPausable() {
-	if !r.kinds.pausable() {
+func (tt *taskTools) pauseToolsIfPausable() {
+	if !tt.kinds.pausable() {
 		return
 	}
-	r.tools.mu.Lock()
-	names := r.tools.pauseNames
-	add := names != nil && !r.tools.pauseAdded
-	r.tools.pauseAdded = r.tools.pauseAdded || add
-	r.tools.mu.Unlock()
-	if add {
-		r.addPauseTools(*names)
+	if names := tt.tools.claimPauseTools(); names != nil {
+		tt.addPauseTools(*names)
 	}
 }
 
 // addPauseTools registers task_pause and task_resume (names from o).
-func (r *Router) addPauseTools(o TaskToolsOptions) {
-	AddTool(r, &mcp.Tool{Name: o.PauseName, Description: "Pause a workflow task: no new step starts (its timers keep their times) until it is resumed; the steps running now finish, or stop with cut (they run again on resume). The task stays working; its status says paused and by whom. Call it with the task id a tool result or handoff gave you."},
+func (tt *taskTools) addPauseTools(o TaskToolsOptions) {
+	addTool(tt.tools, &mcp.Tool{Name: o.PauseName, Description: "Pause a workflow task: no new step starts (its timers keep their times) until it is resumed; the steps running now finish, or stop with cut (they run again on resume). The task stays working; its status says paused and by whom. Call it with the task id a tool result or handoff gave you."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in taskPauseIn) (*mcp.CallToolResult, any, error) {
-			return r.pauseTool(ctx, in.TaskID, func(q *Request, t *store.Task, p Pauser) (*store.Task, string, error) {
+			return tt.pauseTool(ctx, in.TaskID, func(q *Request, t *store.Task, p Pauser) (*store.Task, string, error) {
 				return p.Pause(ctx, t, PauseRequest{By: q.Owner, Reason: in.Reason, Cut: in.Cut})
 			})
-		}, ToolOptions{})
-	AddTool(r, &mcp.Tool{Name: o.ResumeName, Description: "Resume a paused workflow task: what was due starts again. Call it with the task id a tool result or handoff gave you."},
+		}, nil)
+	addTool(tt.tools, &mcp.Tool{Name: o.ResumeName, Description: "Resume a paused workflow task: what was due starts again. Call it with the task id a tool result or handoff gave you."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in taskResumeIn) (*mcp.CallToolResult, any, error) {
-			return r.pauseTool(ctx, in.TaskID, func(q *Request, t *store.Task, p Pauser) (*store.Task, string, error) {
+			return tt.pauseTool(ctx, in.TaskID, func(q *Request, t *store.Task, p Pauser) (*store.Task, string, error) {
 				return p.Resume(ctx, t, q.Owner)
 			})
-		}, ToolOptions{})
+		}, nil)
 }
 
 // pauseTool loads the task a pause tool names (as tasks/get would: the
 // requestor's own, or an id-capability) and applies do.
-func (r *Router) pauseTool(ctx context.Context, id string, do func(q *Request, t *store.Task, p Pauser) (*store.Task, string, error)) (*mcp.CallToolResult, any, error) {
-	t, bad := r.toolTask(ctx, id)
+func (tt *taskTools) pauseTool(ctx context.Context, id string, do func(q *Request, t *store.Task, p Pauser) (*store.Task, string, error)) (*mcp.CallToolResult, any, error) {
+	t, bad := tt.toolTask(ctx, id)
 	if bad != nil {
 		return bad, nil, nil
 	}
-	q := RequestFrom(ctx)
-	if q == nil {
-		q = r.resolve(ctx, nil)
-	}
-	p, err := r.pausable(t)
+	q := tt.e.Resolve(ctx, nil)
+	p, err := tt.pauses.pausable(t)
 	if err != nil {
 		return withState(errorResult("%s", trimPrefix(err)), t), nil, nil
 	}

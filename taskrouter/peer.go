@@ -38,9 +38,9 @@ import (
 //
 // A request of a client that names a task (tasks/*, a continuation, a
 // resume, the request that created it) binds the task to that client's
-// session; PeerOf returns the peer of the session bound last. The
+// session; Peers.Of returns the peer of the session bound last. The
 // bindings live in memory: after a restart a task has no peer until its
-// client names it again (AwaitPeer waits for that). The 2026-07-28
+// client names it again (Peers.Await waits for that). The 2026-07-28
 // protocol forbids requests from the server: a client of that version is
 // asked through input requests instead (see InputKind), never through a
 // Peer.
@@ -54,16 +54,20 @@ var (
 	taskStatusBytes = []byte(`"` + mcptask.NotificationTaskStatus + `"`)
 )
 
-// ErrNoPeer is returned by AwaitPeer when no client connection that can
+// ErrNoPeer is returned by Peers.Await when no client connection that can
 // take requests named the task before ctx ended.
 var ErrNoPeer = errors.New("taskrouter: no connection to the task's client")
 
 // A Peer sends requests to one client connection (see the package's
 // "Peers"). Its methods are safe for concurrent use.
 type Peer struct {
-	r  *Router
+	ps *peers
 	ss *mcp.ServerSession
 }
+
+// Peers is the handle of the requests the server sends clients
+// (Router.Peers): the peer of a task's client, now or once it connects.
+type Peers struct{ ps *peers }
 
 // peers is the registry of the connections a Peer writes on, the
 // sessions tasks are bound to, and the requests waiting for their
@@ -346,26 +350,28 @@ func isTaskStatusNote(body []byte) bool {
 	return ok && !req.IsCall() && req.Method == mcptask.NotificationTaskStatus
 }
 
-// PeerOf returns the peer of the client that named task id last, or nil
-// when no connection that can take requests is known for it now (no
-// client named it since this process started, its connection closed, or
-// its HTTP session has no open GET stream).
-func (r *Router) PeerOf(id string) *Peer {
-	r.peers.mu.Lock()
-	ss := r.peers.byTask[id]
-	r.peers.mu.Unlock()
-	if ss == nil || r.peers.writer(ss) == nil {
+// Of returns the peer of the client that named task id last, or nil when
+// no connection that can take requests is known for it now (no client
+// named it since this process started, its connection closed, or its
+// HTTP session has no open GET stream).
+func (h *Peers) Of(id string) *Peer { return h.ps.peerOf(id) }
+
+func (ps *peers) peerOf(id string) *Peer {
+	ps.mu.Lock()
+	ss := ps.byTask[id]
+	ps.mu.Unlock()
+	if ss == nil || ps.writer(ss) == nil {
 		return nil
 	}
-	return &Peer{r: r, ss: ss}
+	return &Peer{ps: ps, ss: ss}
 }
 
-// AwaitPeer waits until a connection that can take requests is known for
-// the client of task id (see PeerOf), or ctx ends (ErrNoPeer).
-func (r *Router) AwaitPeer(ctx context.Context, id string) (*Peer, error) {
+// Await waits until a connection that can take requests is known for the
+// client of task id (see Of), or ctx ends (ErrNoPeer).
+func (h *Peers) Await(ctx context.Context, id string) (*Peer, error) {
 	for {
-		changed := r.peers.wait()
-		if p := r.PeerOf(id); p != nil {
+		changed := h.ps.wait()
+		if p := h.ps.peerOf(id); p != nil {
 			return p, nil
 		}
 		select {
@@ -376,13 +382,13 @@ func (r *Router) AwaitPeer(ctx context.Context, id string) (*Peer, error) {
 	}
 }
 
-// bindPeer binds task id to the session of request q (see peers.bind).
-func (r *Router) bindPeer(id string, q *Request) {
+// bindRequest binds task id to the session of request q (see bind).
+func (ps *peers) bindRequest(id string, q *Request) {
 	if q == nil || q.MCP == nil {
 		return
 	}
 	if ss, ok := q.MCP.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		r.peers.bind(id, ss)
+		ps.bind(id, ss)
 	}
 }
 
@@ -415,7 +421,7 @@ func (p *Peer) Can(method string) bool {
 // TakesTask reports whether the client declared that it takes method as
 // a task-augmented request (core: capabilities.tasks.requests).
 func (p *Peer) TakesTask(method string) bool {
-	caps := p.r.peers.receiver(p.ss)
+	caps := p.ps.receiver(p.ss)
 	switch method {
 	case mcptask.MethodSampling:
 		return caps.sampling
@@ -436,7 +442,7 @@ const peerCancelWait = 2 * time.Second
 // notifications/cancelled and ctx's cause is returned; a connection that
 // closes meanwhile makes the call fail.
 func (p *Peer) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	write := p.r.peers.writer(p.ss)
+	write := p.ps.writer(p.ss)
 	if write == nil {
 		return nil, fmt.Errorf("%w: the connection closed, or has no stream for requests from the server", ErrNoPeer)
 	}
@@ -449,12 +455,12 @@ func (p *Peer) Call(ctx context.Context, method string, params any) (json.RawMes
 	}
 	idText := peerIDPrefix + NewTaskID()
 	id, _ := jsonrpc.MakeID(idText)
-	ch := p.r.peers.expect(idText)
-	defer p.r.peers.unexpect(idText)
+	ch := p.ps.expect(idText)
+	defer p.ps.unexpect(idText)
 	if err := write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: raw}); err != nil {
 		return nil, fmt.Errorf("taskrouter: sending %s to the client: %w", method, err)
 	}
-	ended := p.r.peers.wait()
+	ended := p.ps.wait()
 	for {
 		select {
 		case resp := <-ch:
@@ -473,10 +479,10 @@ func (p *Peer) Call(ctx context.Context, method string, params any) (json.RawMes
 			cancel()
 			return nil, context.Cause(ctx)
 		case <-ended:
-			if p.r.peers.writer(p.ss) == nil {
+			if p.ps.writer(p.ss) == nil {
 				return nil, fmt.Errorf("%w: the connection closed while %s waited for its answer", ErrNoPeer, method)
 			}
-			ended = p.r.peers.wait()
+			ended = p.ps.wait()
 		}
 	}
 }
@@ -487,7 +493,7 @@ func (p *Peer) Call(ctx context.Context, method string, params any) (json.RawMes
 // of them never splits one.
 type sseStream struct {
 	http.ResponseWriter
-	r       *Router
+	ps      *peers
 	session string // the HTTP session id
 
 	mu    sync.Mutex
@@ -508,7 +514,7 @@ func (s *sseStream) WriteHeader(code int) {
 	if !register {
 		return
 	}
-	undo := s.r.peers.openStream(s.session, s) // not under s.mu: the registry's lock is a leaf
+	undo := s.ps.openStream(s.session, s) // not under s.mu: the registry's lock is a leaf
 	s.mu.Lock()
 	done := s.done
 	if !done {

@@ -21,12 +21,12 @@ import (
 // with its id.
 func (h *harness) addBindTool() {
 	h.r.AddRawTool(&mcp.Tool{Name: "bindme", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		t, err := h.r.CreateTask(ctx, h.r.Resolve(ctx, req), store.Request{Method: "tools/call", Name: "bindme"}, taskrouter.CreateOptions{Kind: "peer-test"})
+		t, err := h.r.CreateTask(ctx, h.r.Resolve(ctx, req), store.Request{Method: "tools/call", Name: "bindme"}, &taskrouter.CreateOptions{Kind: "peer-test"})
 		if err != nil {
 			return nil, err
 		}
 		return textResult(t.ID), nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 }
 
 // bindFrom calls bindme on p and returns the task id.
@@ -74,7 +74,7 @@ func TestPeerCallsTheClient(t *testing.T) {
 			id := bindFrom(t, p)
 
 			var peer *taskrouter.Peer
-			require.Eventually(t, func() bool { peer = h.r.PeerOf(id); return peer != nil }, 30*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { peer = h.r.Peers().Of(id); return peer != nil }, 30*time.Second, 5*time.Millisecond)
 			require.True(t, peer.Can(mcptask.MethodSampling))
 			require.False(t, peer.Can(mcptask.MethodElicit))
 			require.True(t, peer.TakesTask(mcptask.MethodSampling))
@@ -124,17 +124,17 @@ func TestPeerCallsTheClient(t *testing.T) {
 
 			// The connection closes: the task has no peer any more.
 			require.NoError(t, p.c.Close())
-			require.Eventually(t, func() bool { return h.r.PeerOf(id) == nil }, 30*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return h.r.Peers().Of(id) == nil }, 30*time.Second, 5*time.Millisecond)
 			actx, acancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer acancel()
-			_, err = h.r.AwaitPeer(actx, id)
+			_, err = h.r.Peers().Await(actx, id)
 			require.ErrorIs(t, err, taskrouter.ErrNoPeer)
 		})
 	}
 }
 
 // TestPeerRebindsToTheNextConnection: a task is bound to the connection
-// that named it last (tasks/get here); AwaitPeer returns as soon as one
+// that named it last (tasks/get here); Peers.Await returns as soon as one
 // does, and a connection that declared no receiver capabilities is known
 // as one.
 func TestPeerRebindsToTheNextConnection(t *testing.T) {
@@ -142,16 +142,16 @@ func TestPeerRebindsToTheNextConnection(t *testing.T) {
 	h.addBindTool()
 	first := h.dialWith(inMemory, core, nil, map[string]any{})
 	id := bindFrom(t, first)
-	require.NotNil(t, h.r.PeerOf(id))
-	require.False(t, h.r.PeerOf(id).Can(mcptask.MethodSampling))
+	require.NotNil(t, h.r.Peers().Of(id))
+	require.False(t, h.r.Peers().Of(id).Can(mcptask.MethodSampling))
 	require.NoError(t, first.c.Close())
-	require.Eventually(t, func() bool { return h.r.PeerOf(id) == nil }, 30*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.r.Peers().Of(id) == nil }, 30*time.Second, 5*time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	got := make(chan *taskrouter.Peer, 1)
 	go func() {
-		p, err := h.r.AwaitPeer(ctx, id)
+		p, err := h.r.Peers().Await(ctx, id)
 		if err != nil {
 			t.Error(err)
 		}
@@ -189,7 +189,7 @@ func TestPeerCallGivenUpTellsTheClient(t *testing.T) {
 			}, samplingCaps(true))
 			id := bindFrom(t, p)
 			var peer *taskrouter.Peer
-			require.Eventually(t, func() bool { peer = h.r.PeerOf(id); return peer != nil }, 30*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { peer = h.r.Peers().Of(id); return peer != nil }, 30*time.Second, 5*time.Millisecond)
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
 			go func() {

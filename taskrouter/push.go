@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 // to push their status to. Its lock is a leaf: nothing else is locked
 // while it is held.
 type pushConns struct {
+	log *slog.Logger // set once by NewRouter
+
 	mu     sync.Mutex
 	byID   map[string]*pushConn // shim connection id -> connection
 	byTask map[string]string    // task id -> creating connection id
@@ -85,8 +88,8 @@ func (p *pushConns) target(t *store.Task) *pushConn {
 
 // push sends notifications/tasks/status for a core-dialect task to the
 // connection that created it, if that connection is shimmed and open.
-func (r *Router) push(t *store.Task) {
-	pc := r.pushers.target(t)
+func (p *pushConns) push(t *store.Task) {
+	pc := p.target(t)
 	if pc == nil {
 		return
 	}
@@ -97,6 +100,6 @@ func (r *Router) push(t *store.Task) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := pc.Connection.Write(ctx, &jsonrpc.Request{Method: mcptask.NotificationTaskStatus, Params: params}); err != nil {
-		r.log.Debug("pushing task status", "task", t.ID, "error", err)
+		p.log.Debug("pushing task status", "task", t.ID, "error", err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,9 +57,6 @@ type WebhookRegistration struct {
 // id is its access), never lists webhooks but by task, and each of its
 // tasks counts its own webhooks (PushOptions.MaxWebhooksPerOwner).
 type Webhooks struct{ w *webhooks }
-
-// Webhooks returns the router's webhooks (push; README "Push").
-func (r *Router) Webhooks() *Webhooks { return &Webhooks{w: r.hooks} }
 
 // pushRequestor is who calls the webhook API: q's owner, or, for a nil
 // q (the server's own code), an administrator.
@@ -141,7 +137,7 @@ func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistra
 	if rec.TaskID != "" {
 		t.Labels[labelPushFrom] = strconv.FormatUint(rec.FromSeq, 10)
 	}
-	if q != nil && w.e.idCapable(q) {
+	if q != nil && q.byID(w.sessionBound) {
 		t.Labels[labelPushAccess] = accessByID
 	}
 	created, err := w.e.Store().Create(ctx, t)
@@ -354,10 +350,7 @@ func (w *webhooks) capabilitiesOf(ctx context.Context, q *Request, by, taskID st
 	if _, err := w.e.TaskFor(ctx, q, taskID); err != nil {
 		return
 	}
-	w.hooks.mu.RLock()
-	hooks := slices.Clone(w.hooks.byTask[taskID])
-	w.hooks.mu.RUnlock()
-	for _, h := range hooks {
+	for _, h := range w.hooks.ofTask(taskID) {
 		if h.static || h.by == by && !q.anonymous() {
 			continue // listed already
 		}
@@ -445,7 +438,7 @@ func (w *webhooks) mayManage(q *Request, by string, t *store.Task) bool {
 		return true
 	}
 	capability := t.Labels[labelPushAccess] == accessByID || t.Labels[labelAccess] == accessByID // the label of records before push.access
-	return q != nil && w.e.idCapable(q) && capability
+	return q != nil && q.byID(w.sessionBound) && capability
 }
 
 // Deliveries lists a webhook's deliveries, newest first, one page

@@ -23,7 +23,7 @@ func BenchmarkEngineCreateCompletePush(b *testing.B) {
 			name = "webhook"
 		}
 		b.Run(name, func(b *testing.B) {
-			r, err := taskrouter.NewRouter(memory.New(), nil)
+			r, err := taskrouter.NewRouter(memory.New(nil), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -41,7 +41,7 @@ func BenchmarkEngineCreateCompletePush(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				t, err := r.CreateTask(ctx, &taskrouter.Request{Owner: "o"}, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{})
+				t, err := r.CreateTask(ctx, &taskrouter.Request{Owner: "o"}, store.Request{Method: "tools/call", Name: "x"}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -131,7 +131,7 @@ func (w *webhooks) putOff(ctx context.Context, h *webhook, t *store.Task, at tim
 	_, err := st.Update(ctx, t.ID, store.Update{IfVersion: t.Version, WakeAt: &at, StatusMessage: &msg})
 	switch {
 	case err == nil:
-		w.e.noteWake(at)
+		w.sched.note(at)
 	case errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound):
 	default:
 		return err
@@ -213,7 +213,7 @@ func (w *webhooks) write(ctx context.Context, id string, u store.Update) error {
 		return err
 	}
 	if u.WakeAt != nil {
-		w.e.noteWake(t.WakeAt)
+		w.sched.note(t.WakeAt)
 	}
 	return nil
 }

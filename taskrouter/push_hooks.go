@@ -351,6 +351,13 @@ func (s *hookSet) mayWatch(id string) bool {
 	return len(s.byTask[id]) > 0 || len(s.byWatch) > 0
 }
 
+// ofTask returns the webhooks that watch task id alone.
+func (s *hookSet) ofTask(id string) []*webhook {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.byTask[id])
+}
+
 // all returns every known webhook.
 func (s *hookSet) all() []*webhook {
 	s.mu.RLock()

@@ -78,7 +78,7 @@ func TestPushBackoff(t *testing.T) {
 // webhook another registered, and forgets one another deleted, when it
 // re-reads them; a delivery it makes for a deleted one is cancelled.
 func TestPushReplicasRefresh(t *testing.T) {
-	st := sharedMemory{memory.New()}
+	st := sharedMemory{memory.New(nil)}
 	ctx := context.Background()
 	a, err := NewRouter(st, &Options{ReplicaID: "a"})
 	require.NoError(t, err)

@@ -52,21 +52,21 @@ type deliveriesResult struct {
 	NextCursor string                    `json:"nextCursor,omitempty"`
 }
 
-// installWebhooks adds the webhook methods to s.
-func (r *Router) installWebhooks(s *mcp.Server) error {
-	if r.opts.Push.Disabled {
+// install adds the webhook methods to s.
+func (w *webhooks) install(s *mcp.Server) error {
+	if w.opts.Disabled {
 		return nil
 	}
-	if err := mcp.AddReceivingCustomMethod(s, mcptask.MethodWebhooksRegister, r.webhooksRegister); err != nil {
+	if err := mcp.AddReceivingCustomMethod(s, mcptask.MethodWebhooksRegister, w.registerMethod); err != nil {
 		return err
 	}
 	for _, m := range []struct {
 		name string
 		h    func(context.Context, *mcp.ServerSession, *WebhookParams) (mcp.Result, error)
 	}{
-		{mcptask.MethodWebhooksList, r.webhooksList},
-		{mcptask.MethodWebhooksDelete, r.webhooksDelete},
-		{mcptask.MethodWebhooksDeliveries, r.webhooksDeliveries},
+		{mcptask.MethodWebhooksList, w.listMethod},
+		{mcptask.MethodWebhooksDelete, w.deleteMethod},
+		{mcptask.MethodWebhooksDeliveries, w.deliveriesMethod},
 	} {
 		if err := mcp.AddReceivingCustomMethod(s, m.name, m.h); err != nil {
 			return err
@@ -103,47 +103,47 @@ func beginWebhooks(ctx context.Context, method string) (*Request, error) {
 	return q, q.OwnerErr
 }
 
-func (r *Router) webhooksRegister(ctx context.Context, _ *mcp.ServerSession, p *RegisterWebhookParams) (mcp.Result, error) {
+func (w *webhooks) registerMethod(ctx context.Context, _ *mcp.ServerSession, p *RegisterWebhookParams) (mcp.Result, error) {
 	q, err := beginWebhooks(ctx, mcptask.MethodWebhooksRegister)
 	if err != nil {
 		return nil, err
 	}
-	wh, secret, err := r.hooks.register(ctx, q, WebhookRegistration{URL: p.URL, Events: p.Events, TaskID: p.TaskID, Owner: p.Owner, Secret: p.Secret})
+	wh, secret, err := w.register(ctx, q, WebhookRegistration{URL: p.URL, Events: p.Events, TaskID: p.TaskID, Owner: p.Owner, Secret: p.Secret})
 	if err != nil {
 		return nil, err
 	}
 	return &registerWebhookResult{ResultType: mcptask.ResultTypeComplete, Webhook: wh, Secret: secret}, nil
 }
 
-func (r *Router) webhooksList(ctx context.Context, _ *mcp.ServerSession, p *WebhookParams) (mcp.Result, error) {
+func (w *webhooks) listMethod(ctx context.Context, _ *mcp.ServerSession, p *WebhookParams) (mcp.Result, error) {
 	q, err := beginWebhooks(ctx, mcptask.MethodWebhooksList)
 	if err != nil {
 		return nil, err
 	}
-	hooks, err := r.hooks.list(ctx, q, p.TaskID)
+	hooks, err := w.list(ctx, q, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
 	return &listWebhooksResult{ResultType: mcptask.ResultTypeComplete, Webhooks: hooks}, nil
 }
 
-func (r *Router) webhooksDelete(ctx context.Context, _ *mcp.ServerSession, p *WebhookParams) (mcp.Result, error) {
+func (w *webhooks) deleteMethod(ctx context.Context, _ *mcp.ServerSession, p *WebhookParams) (mcp.Result, error) {
 	q, err := beginWebhooks(ctx, mcptask.MethodWebhooksDelete)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.hooks.remove(ctx, q, p.WebhookID); err != nil {
+	if err := w.remove(ctx, q, p.WebhookID); err != nil {
 		return nil, err
 	}
 	return &ackResult{ResultType: mcptask.ResultTypeComplete}, nil
 }
 
-func (r *Router) webhooksDeliveries(ctx context.Context, _ *mcp.ServerSession, p *WebhookParams) (mcp.Result, error) {
+func (w *webhooks) deliveriesMethod(ctx context.Context, _ *mcp.ServerSession, p *WebhookParams) (mcp.Result, error) {
 	q, err := beginWebhooks(ctx, mcptask.MethodWebhooksDeliveries)
 	if err != nil {
 		return nil, err
 	}
-	ds, next, err := r.hooks.deliveries(ctx, q, p.WebhookID, p.Cursor)
+	ds, next, err := w.deliveries(ctx, q, p.WebhookID, p.Cursor)
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,7 @@ package taskrouter
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -257,72 +255,4 @@ func splitEvents(s string) []mcptask.WebhookEvent {
 // isAdmin reports whether owner is one of Admins.
 func (o PushOptions) isAdmin(owner string) bool {
 	return owner != "" && slices.Contains(o.Admins, owner)
-}
-
-// Environment variables of push (read by OptionsFromEnv).
-const (
-	// EnvPush: "off" turns push off (PushOptions.Disabled).
-	EnvPush = "TASKBRIDGE_PUSH"
-	// EnvPushURL, EnvPushSecret, EnvPushEvents declare one static webhook
-	// for every owner's tasks (PushOptions.Hooks); the secret is required
-	// with the URL, the events are comma-separated.
-	EnvPushURL    = "TASKBRIDGE_PUSH_URL"
-	EnvPushSecret = "TASKBRIDGE_PUSH_SECRET"
-	EnvPushEvents = "TASKBRIDGE_PUSH_EVENTS"
-	// EnvPushAdmins: comma-separated owners (PushOptions.Admins).
-	EnvPushAdmins = "TASKBRIDGE_PUSH_ADMINS"
-	// EnvPushAllowHTTP, EnvPushAllowPrivate, EnvPushDenyLoopback: true or
-	// false.
-	EnvPushAllowHTTP    = "TASKBRIDGE_PUSH_ALLOW_HTTP"
-	EnvPushAllowPrivate = "TASKBRIDGE_PUSH_ALLOW_PRIVATE"
-	EnvPushDenyLoopback = "TASKBRIDGE_PUSH_DENY_LOOPBACK"
-	// EnvPushMaxAttempts (an integer) and EnvPushMaxAge (a duration)
-	// bound a delivery's retries.
-	EnvPushMaxAttempts = "TASKBRIDGE_PUSH_MAX_ATTEMPTS"
-	EnvPushMaxAge      = "TASKBRIDGE_PUSH_MAX_AGE"
-)
-
-// fromEnv overrides o's fields from the environment.
-func (o *PushOptions) fromEnv() error {
-	switch v := os.Getenv(EnvPush); v {
-	case "", "on":
-	case "off":
-		o.Disabled = true
-	default:
-		return fmt.Errorf("taskrouter: %s=%q: want on or off", EnvPush, v)
-	}
-	if u := os.Getenv(EnvPushURL); u != "" {
-		secret := os.Getenv(EnvPushSecret)
-		if secret == "" {
-			return fmt.Errorf("taskrouter: %s is set without %s (the deliveries' signing secret)", EnvPushURL, EnvPushSecret)
-		}
-		o.Hooks = append(o.Hooks, StaticWebhook{URL: u, Secret: secret, Events: splitEvents(os.Getenv(EnvPushEvents))})
-	}
-	if v := os.Getenv(EnvPushAdmins); v != "" {
-		for _, a := range strings.Split(v, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				o.Admins = append(o.Admins, a)
-			}
-		}
-	}
-	for _, b := range []struct {
-		env string
-		dst *bool
-	}{{EnvPushAllowHTTP, &o.AllowHTTP}, {EnvPushAllowPrivate, &o.AllowPrivate}, {EnvPushDenyLoopback, &o.DenyLoopback}} {
-		if v := os.Getenv(b.env); v != "" {
-			x, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("taskrouter: %s=%q: want true or false", b.env, v)
-			}
-			*b.dst = x
-		}
-	}
-	if v := os.Getenv(EnvPushMaxAttempts); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("taskrouter: %s=%q: want a non-negative integer", EnvPushMaxAttempts, v)
-		}
-		o.MaxAttempts = n
-	}
-	return envDuration(EnvPushMaxAge, &o.MaxAge, false)
 }

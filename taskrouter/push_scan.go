@@ -74,18 +74,11 @@ type pushEngine interface {
 	// Update writes a task and tells its readers (a failed delivery in
 	// its task's event log).
 	Update(ctx context.Context, id string, u store.Update) (*store.Task, error)
-	// noteWake tells the scheduler of a wake-up time written.
-	noteWake(at time.Time)
-	// sharedStore reports a store other replicas write too.
-	sharedStore() bool
-	// idCapable reports whether what q creates is reachable by its id
-	// (an unauthenticated requestor, unless Options.SessionBound).
-	idCapable(q *Request) bool
 }
 
-func (r *Router) noteWake(at time.Time)     { r.sched.note(at) }
-func (r *Router) sharedStore() bool         { return r.shared }
-func (r *Router) idCapable(q *Request) bool { return q.byID(&r.opts) }
+// waker is told of the wake-up times push writes itself (a delivery's
+// next attempt): the engine's scheduler.
+type waker interface{ note(at time.Time) }
 
 // webhooks is the engine's push service: the registrations (hookSet),
 // the scans of task logs into deliveries, and the refresh of the
@@ -93,20 +86,24 @@ func (r *Router) idCapable(q *Request) bool { return q.byID(&r.opts) }
 // KindPush, the deliveries (push_deliver.go), whose attempts run on its
 // own workers (push_workers.go).
 type webhooks struct {
-	e       pushEngine
-	opts    PushOptions
-	policy  urlPolicy
-	hooks   hookSet
-	scans   scanQueue
-	pool    deliveryPool
-	http    *http.Client
-	loop    service.Loop
-	signals webhooksSignals
-	jitter  func() float64 // in [0, 1); tests fix it
+	e     pushEngine
+	sched waker
+	opts  PushOptions
+	// sessionBound is Options.SessionBound: without it, what an
+	// unauthenticated requestor registers is reachable by its id.
+	sessionBound bool
+	policy       urlPolicy
+	hooks        hookSet
+	scans        scanQueue
+	pool         deliveryPool
+	http         *http.Client
+	loop         service.Loop
+	signals      webhooksSignals
+	jitter       func() float64 // in [0, 1); tests fix it
 }
 
-func newWebhooks(e pushEngine, opts PushOptions) *webhooks {
-	w := &webhooks{e: e, opts: opts, policy: opts.policy()}
+func newWebhooks(e pushEngine, sched waker, opts PushOptions, sessionBound bool) *webhooks {
+	w := &webhooks{e: e, sched: sched, opts: opts, policy: opts.policy(), sessionBound: sessionBound}
 	w.scans.w = w
 	w.pool.init(opts)
 	w.http = w.policy.client(opts.Timeout)
@@ -326,7 +323,7 @@ func (w *webhooks) deliver(ctx context.Context, h *webhook, t *store.Task, e sto
 	if err != nil {
 		return err
 	}
-	w.e.noteWake(created.WakeAt)
+	w.sched.note(created.WakeAt)
 	return nil
 }
 

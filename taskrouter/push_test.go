@@ -143,7 +143,7 @@ func TestPushGivesUpVisibly(t *testing.T) {
 	})
 	rc := pushtest.New(t, 500, 500, 500, 500, 500)
 	ctx := context.Background()
-	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "build"}, taskrouter.CreateOptions{Kind: "test"})
+	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "build"}, &taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
 	wh, _, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, TaskID: task.ID,
 		Events: []mcptask.WebhookEvent{mcptask.WebhookStep}})
@@ -262,7 +262,7 @@ func TestPushOwnerChecked(t *testing.T) {
 func TestPushURLsChecked(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{Kind: "test"})
+	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, &taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
 	p := h.dial(inMemory, ext, nil)
 	for _, u := range []string{
@@ -312,7 +312,7 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 		return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil
 	})
 	ctx := context.Background()
-	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{Kind: "test"})
+	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, &taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
 	wh, _, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: "https://hooks.example.com/in", TaskID: task.ID})
 	require.NoError(t, err)
@@ -333,7 +333,7 @@ func TestPushAddressesCheckedAtDelivery(t *testing.T) {
 	target := pushtest.New(t)
 	redirect := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusFound))
 	t.Cleanup(redirect.Close)
-	task2, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, taskrouter.CreateOptions{Kind: "test"})
+	task2, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, &taskrouter.CreateOptions{Kind: "test"})
 	require.NoError(t, err)
 	wh2, _, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: redirect.URL, TaskID: task2.ID})
 	require.NoError(t, err)
@@ -395,7 +395,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 		o.Push.RetryBase = 300 * time.Millisecond
 		o.Push.RetryMax = 300 * time.Millisecond
 	}
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	h := newHarnessOn(t, st, slow)
 	p := h.dial(inMemory, core, nil)
@@ -411,7 +411,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 	require.NoError(t, h.r.Close())
 	require.NoError(t, st.Close())
 
-	st2, err := bboltstore.Open(path)
+	st2, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st2.Close() })
 	h2 := newHarnessOn(t, st2, slow)
@@ -428,7 +428,7 @@ func TestPushSurvivesRestart(t *testing.T) {
 
 	// A third process on the file delivers nothing again.
 	require.NoError(t, st2.Close())
-	st3, err := bboltstore.Open(path)
+	st3, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st3.Close() })
 	h3 := newHarnessOn(t, st3, slow)
@@ -568,7 +568,7 @@ func TestPushCircuitBacksOffASilentReceiver(t *testing.T) {
 // stay a time the store holds), is refused naming the field; zero means
 // the default.
 func TestPushOptionsExtremes(t *testing.T) {
-	st := memory.New()
+	st := memory.New(nil)
 	for _, c := range []struct {
 		field string
 		set   func(*taskrouter.PushOptions)

@@ -17,9 +17,9 @@ import (
 // ended is the one the store returns, and a deleted task is not kept.
 func TestRecentEndedSameAsStore(t *testing.T) {
 	stores := map[string]func(t *testing.T) store.Store{
-		"memory": func(*testing.T) store.Store { return memory.New() },
+		"memory": func(*testing.T) store.Store { return memory.New(nil) },
 		"bbolt": func(t *testing.T) store.Store {
-			st, err := bboltstore.Open(t.TempDir() + "/r.db")
+			st, err := bboltstore.Open(t.TempDir()+"/r.db", nil)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = st.Close() })
 			return st
@@ -54,7 +54,7 @@ func TestRecentEndedSameAsStore(t *testing.T) {
 			require.Nil(t, taskrouter.RecentTask(h.r, instant))
 			// Swept: gone.
 			now.Add(int64(5 * time.Minute))
-			_, err := h.r.Sweep(ctx)
+			_, err := taskrouter.Sweep(ctx, h.r)
 			require.NoError(t, err)
 			_, err = h.r.TaskFor(ctx, &taskrouter.Request{Owner: taskrouter.LocalOwner}, instant)
 			require.ErrorIs(t, err, store.ErrNotFound)

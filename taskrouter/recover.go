@@ -31,7 +31,7 @@ const (
 // next start (or takeover).
 func (r *Router) recover(ctx context.Context) error {
 	if r.shared {
-		_, err := r.Takeover(ctx)
+		_, err := r.takeover.takeOver(ctx)
 		return err
 	}
 	active, err := r.st.Active(ctx)
@@ -105,7 +105,7 @@ func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec f
 	claimed := t
 	if r.shared {
 		var err error
-		if claimed, err = r.claim(ctx, t.ID); err != nil {
+		if claimed, err = r.leases.claim(ctx, t.ID); err != nil {
 			return err
 		}
 	}
@@ -130,7 +130,7 @@ func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec f
 			// The store checks the fence before the terminal status: a
 			// task cancelled (or ended) by another process since the
 			// claim refuses the fence too. That leaves nothing to re-run.
-			if err = r.fenceLost(ctx, claimed.ID, err); errors.Is(err, errEnded) {
+			if err = fenceLost(ctx, r.st, claimed.ID, err); errors.Is(err, errEnded) {
 				r.log.Info("not re-running an interrupted task: it ended meanwhile", "task", claimed.ID, "reason", reason)
 				return nil
 			}
@@ -142,6 +142,6 @@ func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec f
 		d = mcptask.Core
 	}
 	r.log.Info("re-running interrupted task", "task", nt.ID, "tool", nt.Request.Name, "reason", reason)
-	r.spawn(nt, adm, d, exec, nil)
+	r.spawn(nt.ID, nt.Request.Name, nt, adm, d, exec, nil)
 	return nil
 }

@@ -74,6 +74,9 @@ type registryConfig struct {
 	Live time.Duration
 	// ReplicaID names this process.
 	ReplicaID string
+	// Shared is set on a store other processes share: only there do
+	// other replicas count as live (see live).
+	Shared bool
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -97,7 +100,8 @@ type registrySignals struct {
 // and keeps the latest read of the registry. Its lock is a leaf: it
 // guards the fields below it and nothing is called while it is held.
 type registry struct {
-	r       *Router
+	e       engineBase
+	kinds   placements // the Placer kinds: the keys served, the key a task needs
 	cfg     registryConfig
 	loop    service.Loop
 	signals registrySignals
@@ -107,14 +111,20 @@ type registry struct {
 	serves  map[string]bool       // the keys of the latest heartbeat
 }
 
-func newRegistry(r *Router, cfg registryConfig) (*registry, error) {
+// placements are the kinds' Placers (*kinds has them).
+type placements interface {
+	placers() []Placer
+	placer(t *store.Task) Placer
+}
+
+func newRegistry(e engineBase, kinds placements, cfg registryConfig) (*registry, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &registry{r: r, cfg: cfg}, nil
+	return &registry{e: e, kinds: kinds, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -140,7 +150,7 @@ func (g *registry) Stop() {
 // keys returns the keys this process serves: those of its Placer kinds.
 func (g *registry) keys() []string {
 	var out []string
-	for _, p := range g.r.kinds.placers() {
+	for _, p := range g.kinds.placers() {
 		out = append(out, p.Serves()...)
 	}
 	slices.Sort(out)
@@ -159,22 +169,22 @@ func (g *registry) beat(ctx context.Context, stopped bool) {
 	g.serves = set
 	g.mu.Unlock()
 	hb := store.Heartbeat{Replica: g.cfg.ReplicaID, Serves: keys, At: now, Stopped: stopped, Forget: now.Add(-replicaForget)}
-	if err := g.r.st.Heartbeat(ctx, hb); err != nil {
-		g.r.log.Warn("writing this process's heartbeat to the replicas' registry", "error", err)
+	if err := g.e.Store().Heartbeat(ctx, hb); err != nil {
+		g.e.Logger().Warn("writing this process's heartbeat to the replicas' registry", "error", err)
 		return
 	}
 	if stopped {
 		return
 	}
 	if _, err := g.read(ctx); err != nil {
-		g.r.log.Warn("reading the replicas' registry", "error", err)
+		g.e.Logger().Warn("reading the replicas' registry", "error", err)
 		return
 	}
 }
 
 // read reads the registry from the store and keeps it.
 func (g *registry) read(ctx context.Context) ([]store.ReplicaRecord, error) {
-	recs, err := g.r.st.Replicas(ctx)
+	recs, err := g.e.Store().Replicas(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +219,7 @@ func (g *registry) served(recs []store.ReplicaRecord, key string, now time.Time)
 		if at.After(s.Last) {
 			s.Last = at
 		}
-		if g.r.shared && rec.ID != g.cfg.ReplicaID && g.live(rec, now) && rec.ServesNow(key) {
+		if g.cfg.Shared && rec.ID != g.cfg.ReplicaID && g.live(rec, now) && rec.ServesNow(key) {
 			s.Live = append(s.Live, rec.ID)
 		}
 	}
@@ -231,7 +241,7 @@ func (g *registry) live(rec *store.ReplicaRecord, now time.Time) bool {
 // while this process does not, by the latest read of the registry: then
 // the engine leaves t to that replica.
 func (g *registry) elsewhere(t *store.Task) bool {
-	p := g.r.kinds.placer(t)
+	p := g.kinds.placer(t)
 	if p == nil {
 		return false
 	}
@@ -245,15 +255,12 @@ func (g *registry) elsewhere(t *store.Task) bool {
 	return len(g.served(recs, key, g.cfg.Now()).Live) > 0
 }
 
-// ServedBy reads the replicas' registry from the store and says who
-// serves key: this process, the other live replicas, and when a replica
-// last served it. A component asks it before it decides, in a durable
-// write, about a task that needs key and that this process does not
-// serve (the workflow bridge, for a version no longer served here).
-func (r *Router) ServedBy(ctx context.Context, key string) (Served, error) {
-	recs, err := r.registry.read(ctx)
+// servedBy reads the registry from the store and says who serves key
+// (Router.ServedBy).
+func (g *registry) servedBy(ctx context.Context, key string) (Served, error) {
+	recs, err := g.read(ctx)
 	if err != nil {
 		return Served{}, err
 	}
-	return r.registry.served(recs, key, r.opts.Now()), nil
+	return g.served(recs, key, g.cfg.Now()), nil
 }

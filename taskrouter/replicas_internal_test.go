@@ -59,7 +59,7 @@ func placedRouter(t *testing.T, st store.Store, clock *fakeClock, id string, key
 // stops, and what it served is remembered with the time.
 func TestRegistryServedBy(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
-	st := sharedMemory{memory.New()}
+	st := sharedMemory{memory.New(nil)}
 	ctx := t.Context()
 	old, _ := placedRouter(t, st, clock, "old", "v1")
 	fresh, _ := placedRouter(t, st, clock, "new", "v2")
@@ -96,7 +96,7 @@ func TestRegistryServedBy(t *testing.T) {
 
 	// On an exclusive store the records are of the processes before this
 	// one (one SIGKILLed a moment ago looks fresh): none is live.
-	excl := memory.New()
+	excl := memory.New(nil)
 	gone, _ := placedRouter(t, excl, clock, "gone", "v1")
 	_ = gone // killed: no stopping heartbeat
 	next, _ := placedRouter(t, excl, clock, "next", "v2")
@@ -111,7 +111,7 @@ func TestRegistryServedBy(t *testing.T) {
 // serving it, any replica takes it up (its kind decides).
 func TestWorkLeftToReplicaThatServesIt(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
-	st := sharedMemory{memory.New()}
+	st := sharedMemory{memory.New(nil)}
 	ctx := t.Context()
 	old, oldKind := placedRouter(t, st, clock, "old", "v1")
 	fresh, freshKind := placedRouter(t, st, clock, "new", "v2")
@@ -134,13 +134,13 @@ func TestWorkLeftToReplicaThatServesIt(t *testing.T) {
 	require.Equal(t, []string{"wake-v1"}, oldKind.woken())
 	require.Equal(t, []string{"wake-v2"}, freshKind.woken())
 
-	n, err := fresh.Takeover(ctx)
+	n, err := Takeover(ctx, fresh)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "held-v2 only")
 	tk, err := st.Get(ctx, "held-v1")
 	require.NoError(t, err)
 	require.Equal(t, "gone", tk.LeaseHolder, "not claimed by a replica that does not serve it")
-	n, err = old.Takeover(ctx)
+	n, err = Takeover(ctx, old)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 

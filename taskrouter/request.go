@@ -2,7 +2,6 @@ package taskrouter
 
 import (
 	"context"
-	"net/http"
 	"reflect"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -63,15 +62,6 @@ func RequestFrom(ctx context.Context) *Request {
 	return q
 }
 
-// Resolve returns the resolved form of req: the one the middleware stored
-// in ctx when it is for the same request, otherwise a fresh resolution.
-func (r *Router) Resolve(ctx context.Context, req mcp.Request) *Request {
-	if q := RequestFrom(ctx); q != nil && (req == nil || q.MCP == req) {
-		return q
-	}
-	return r.resolve(ctx, req)
-}
-
 // versioned is implemented by every *mcp.ServerRequest[P].
 type versioned interface {
 	ProtocolVersion() string
@@ -82,48 +72,6 @@ type versioned interface {
 // address (after deleting any value the client sent).
 const remoteHeader = "Taskbridge-Private-Remote-Addr"
 
-// resolve works out everything the engine needs to know about req and
-// removes the private _meta keys the shims added, so no handler ever sees
-// them.
-func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
-	q := &Request{MCP: req, Dialect: mcptask.Core, Source: "local"}
-	if req == nil {
-		q.Owner = LocalOwner
-		return q
-	}
-	if v, ok := req.(versioned); ok {
-		q.Dialect = mcptask.DialectFor(v.ProtocolVersion())
-		if caps := clientCapabilities(ctx, req, v); caps != nil {
-			_, q.Declared = caps.Extensions[mcptask.ExtensionID]
-		}
-	}
-	if p := req.GetParams(); p != nil && !isNilParams(p) {
-		if meta := p.GetMeta(); meta != nil {
-			q.task, q.asked, q.taskErr = wire.TakeTaskParam(meta)
-			q.connID, _ = meta[wire.MetaConnID].(string)
-			wire.DropPrivateMeta(meta)
-		}
-	}
-	extra := req.GetExtra()
-	q.Authenticated = extra != nil && extra.TokenInfo != nil
-	switch ss, _ := req.GetSession().(*mcp.ServerSession); {
-	case ss != nil && ss.ID() != "":
-		q.Source = "session:" + ss.ID()
-	case q.connID != "":
-		q.Source = "session:" + q.connID
-	case extra != nil && extra.Header != nil && http.Header(extra.Header).Get(remoteHeader) != "":
-		q.Source = "addr:" + http.Header(extra.Header).Get(remoteHeader)
-	}
-	owner, err := r.opts.Owner(ctx, req)
-	if err != nil {
-		q.OwnerErr = mcptask.InvalidRequest("cannot identify the requestor: %v", err)
-	} else {
-		q.Owner = owner
-	}
-	r.fast.noteRequest(req, q)
-	return q
-}
-
 // isNilParams reports a typed nil params pointer (a request sent without
 // params), whose promoted ParamsBase methods would dereference nil.
 func isNilParams(p mcp.Params) bool {
@@ -133,7 +81,7 @@ func isNilParams(p mcp.Params) bool {
 
 // byID reports whether tasks this request creates are id-capabilities:
 // reachable by any unauthenticated requestor that knows the id.
-func (q *Request) byID(o *Options) bool { return !q.Authenticated && !o.SessionBound && !q.bound }
+func (q *Request) byID(sessionBound bool) bool { return !q.Authenticated && !sessionBound && !q.bound }
 
 // mayAccess reports whether the requestor may read and act on t: its own
 // tasks always; without an authorization context also every task created
@@ -151,5 +99,5 @@ func (q *Request) mayAccess(o *Options, t *store.Task) bool {
 	if q.OwnerErr == nil && t.Owner == q.Owner && (!q.anonymous() || t.Labels[labelScope] == scopeTask) {
 		return true
 	}
-	return q.byID(o) && t.Labels[labelAccess] == accessByID
+	return q.byID(o.SessionBound) && t.Labels[labelAccess] == accessByID
 }

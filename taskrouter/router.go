@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -55,6 +56,9 @@ type Router struct {
 	opts Options // the effective options (defaults filled in)
 	st   store.Store
 	log  *slog.Logger
+	obs  observer // Options.Observer
+	// inputs are where the input requests of a task are (input.go).
+	inputs pendingInputs
 
 	server *mcp.Server
 	// inner is the server's method handler below the router's middleware
@@ -73,17 +77,23 @@ type Router struct {
 	pushers pushConns    // shimmed connections to push task status to (push.go)
 	peers   peers        // connections the server sends requests to (peer.go)
 
-	shared  bool   // the store is shared by several processes (store.IsShared)
-	leases  leases // leases this process holds
-	kinds   kinds  // hooks of the task kinds components drive
+	shared  bool          // the store is shared by several processes (store.IsShared)
+	poll    time.Duration // a waiter's re-read on a shared store (pollTick); 0 on an exclusive one
+	leases  leases        // leases this process holds
+	kinds   kinds         // hooks of the task kinds components drive
 	fast    fastPath
 	recent  recentEnded // tasks this process ended moments ago (recent.go)
 	workers workers     // goroutines that run task handlers (workers.go)
 	// listeners are the subscriptions/listen streams waiting for task
 	// changes (feed.go).
 	listeners listeners
-	sinks     eventSinks     // events tasks reported, waiting to be written (events.go)
-	streams   streams        // readers of task events (stream.go)
+	sinks     eventSinks // events tasks reported, waiting to be written (events.go)
+	streams   streams    // readers of task events (stream.go)
+	// streaming serves the readers of task events and the followers of
+	// task status (Router.Streams).
+	streaming *streaming
+	pauses    *pauses        // pausing tasks (Router.Pauses; pause.go)
+	taskTools *taskTools     // the built-in task tools (tasktools.go)
 	runsDone  sync.WaitGroup // handler runs (run.go)
 
 	// The background work, each a service (package internal/service)
@@ -126,47 +136,52 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		quotas: newQuotas(o),
 		shared: store.IsShared(st),
 	}
+	if r.shared {
+		r.poll = o.ChangePollInterval
+	}
+	r.obs = observer{o.Observer}
+	r.leases.st, r.leases.replica, r.leases.dur, r.leases.now = st, o.ReplicaID, o.LeaseDuration, o.Now
+	r.pushers.log = o.Logger
+	r.sinks.st, r.sinks.log, r.sinks.now, r.sinks.readers = st, o.Logger, o.Now, &r.streams
 	r.fast.r = r
-	if err := r.newServices(); err != nil {
+	r.inputs = pendingInputs{kinds: &r.kinds, runs: &r.runs, shared: r.shared}
+	r.streaming = &streaming{e: r, feeds: &r.streams, listeners: &r.listeners, poll: r.poll, inputs: r.inputs}
+	r.pauses = &pauses{st: st, kinds: &r.kinds}
+	r.taskTools = &taskTools{e: r, kinds: &r.kinds, tools: &r.tools, pauses: r.pauses, hostDeadline: o.HostDeadline}
+
+	// The background services, each on the narrow view of the engine it
+	// needs (an interface *Router has, and the parts it reads).
+	notifier, _ := st.(store.Notifier)
+	r.feed = newChangeFeed(r, notifier)
+	poll := o.SweepInterval
+	beat := exclusiveBeat
+	if r.shared {
+		poll = o.ChangePollInterval
+		beat = max(o.LeaseDuration/3, 10*time.Millisecond)
+	}
+	var errs [6]error
+	r.registry, errs[0] = newRegistry(r, &r.kinds, registryConfig{Interval: beat, Live: o.LeaseDuration, ReplicaID: o.ReplicaID, Shared: r.shared, Now: o.Now})
+	r.sched, errs[1] = newScheduler(r, &r.leases, r.registry, &r.kinds, schedulerConfig{Poll: poll, Shared: r.shared, ReplicaID: o.ReplicaID, Now: o.Now})
+	r.sweeper, errs[2] = newSweeper(r, &r.kinds, sweeperConfig{Interval: o.SweepInterval, Grace: o.ExpiredGrace, Now: o.Now})
+	lease := leaseWorkConfig{LeaseDuration: o.LeaseDuration, ReplicaID: o.ReplicaID, Now: o.Now}
+	lease.Interval = max(o.LeaseDuration/3, 10*time.Millisecond)
+	r.renewer, errs[3] = newLeaseRenewer(r, &r.leases, lease)
+	lease.Interval = max(o.LeaseDuration/4, 10*time.Millisecond)
+	r.takeover, errs[4] = newLeaseTakeover(r, r.registry, lease)
+	r.crons, errs[5] = newCrons(r, &r.tools, cronConfig{Poll: poll, Now: o.Now})
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
+	r.hooks = newWebhooks(r, r.sched, o.Push, o.SessionBound)
+	r.HandleKind(KindPush, r.hooks)
 	return r, nil
 }
 
-// newServices makes the router's background services from its
-// configuration.
-func (r *Router) newServices() error {
-	cfg := r.opts
-	notifier, _ := r.st.(store.Notifier)
-	r.feed = newChangeFeed(r, notifier)
-	poll := cfg.SweepInterval
-	if r.shared {
-		poll = cfg.ChangePollInterval
-	}
-	var errs []error
-	var err error
-	r.sched, err = newScheduler(r, schedulerConfig{Poll: poll, Now: cfg.Now})
-	errs = append(errs, err)
-	r.sweeper, err = newSweeper(r, sweeperConfig{Interval: cfg.SweepInterval, Grace: cfg.ExpiredGrace, Now: cfg.Now})
-	errs = append(errs, err)
-	lease := leaseWorkConfig{LeaseDuration: cfg.LeaseDuration, ReplicaID: cfg.ReplicaID}
-	lease.Interval = max(cfg.LeaseDuration/3, 10*time.Millisecond)
-	r.renewer, err = newLeaseRenewer(r, lease)
-	errs = append(errs, err)
-	lease.Interval = max(cfg.LeaseDuration/4, 10*time.Millisecond)
-	r.takeover, err = newLeaseTakeover(r, lease)
-	errs = append(errs, err)
-	r.crons, err = newCrons(r, cronConfig{Poll: poll, Now: cfg.Now})
-	errs = append(errs, err)
-	beat := exclusiveBeat
-	if r.shared {
-		beat = max(cfg.LeaseDuration/3, 10*time.Millisecond)
-	}
-	r.registry, err = newRegistry(r, registryConfig{Interval: beat, Live: cfg.LeaseDuration, ReplicaID: cfg.ReplicaID, Now: cfg.Now})
-	errs = append(errs, err)
-	r.hooks = newWebhooks(r, cfg.Push)
-	r.HandleKind(KindPush, r.hooks)
-	return errors.Join(errs...)
+// engineBase is what every background service needs of the engine: the
+// store and the logger. *Router has it.
+type engineBase interface {
+	Store() store.Store
+	Logger() *slog.Logger
 }
 
 // Options returns the effective options (defaults filled in).
@@ -183,6 +198,66 @@ func (r *Router) Now() time.Time { return r.opts.Now() }
 
 // Server returns the server Install put the router on, or nil.
 func (r *Router) Server() *mcp.Server { return r.server }
+
+// HTTPHandler serves the installed server over Streamable HTTP in both
+// dialects: requests at protocol 2026-07-28 and later go to a stateless
+// SDK handler, older ones to a stateful one with sessions. Before the SDK
+// sees a request, the handler checks and shims it, and it answers the
+// task methods, tasks/stream and subscriptions/listen for tasks itself
+// (http.go says what, and how).
+func (r *Router) HTTPHandler(opts *HTTPOptions) http.Handler { return newHTTPShim(r, opts) }
+
+// Transport wraps an MCP transport (stdio, in-memory, or any other
+// persistent one) so core-dialect task-augmented calls reach the router and
+// task status notifications can be pushed to the client. The wrapped
+// connection answers the task methods itself (see fastpath.go).
+func (r *Router) Transport(t mcp.Transport) mcp.Transport {
+	return &taskTransport{inner: t, r: r}
+}
+
+// ServedBy reads the replicas' registry from the store and says who
+// serves key: this process, the other live replicas, and when a replica
+// last served it. A component asks it before it decides, in a durable
+// write, about a task that needs key and that this process does not
+// serve (the workflow bridge, for a version no longer served here).
+func (r *Router) ServedBy(ctx context.Context, key string) (Served, error) {
+	return r.registry.servedBy(ctx, key)
+}
+
+// Stats returns the engine's current load.
+//
+// The counts are read part by part (quotas, then runs), not under one
+// lock, so they are a moment's view, not a snapshot: Tracked may be a
+// moment newer than the rest. They were never exact anyway (Running is
+// the semaphore's length, which changes outside any lock), and nothing
+// relies on them adding up: they are for operators and observers.
+func (r *Router) Stats() Stats {
+	s := r.quotas.load()
+	s.Tracked = r.runs.trackedCount()
+	s.Queued = max(0, s.Pending-s.Running)
+	return s
+}
+
+// The features, each a type of its own on a narrow view of the engine,
+// reached through its handle (River's Client.PeriodicJobs is the model).
+
+// Webhooks returns the router's webhooks (push; README "Push").
+func (r *Router) Webhooks() *Webhooks { return &Webhooks{w: r.hooks} }
+
+// Schedules returns the router's schedules (README "Schedules").
+func (r *Router) Schedules() *Schedules { return &Schedules{c: r.crons} }
+
+// Streams returns the router's readers of task events.
+func (r *Router) Streams() *Streams { return &Streams{s: r.streaming} }
+
+// Peers returns the router's peers (see the package's "Peers").
+func (r *Router) Peers() *Peers { return &Peers{ps: &r.peers} }
+
+// Pauses returns the router's pauses.
+func (r *Router) Pauses() *Pauses { return &Pauses{p: r.pauses} }
+
+// Queues returns the store's queues on the router's clock.
+func (r *Router) Queues() *Queues { return &Queues{e: r} }
 
 // Start resolves tasks left active by a previous process and starts the
 // engine's background services: the replicas' registry (its first

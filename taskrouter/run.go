@@ -51,63 +51,22 @@ func TaskID(ctx context.Context) (string, bool) {
 		return "", false
 	}
 	if ru.pending != nil {
-		_, _ = ru.r.materialize(ru)
+		_, _ = ru.materialize()
 	}
 	return ru.id, true
-}
-
-// spawn runs exec in the background for task t, which was created (or is
-// re-run) in dialect d, or, when pending is set, is about to be created
-// from pending's record. The caller has admitted it.
-func (r *Router) spawn(t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
-	return r.spawnRun(t.ID, t.Request.Name, t, adm, d, exec, pending)
-}
-
-// spawnRun is spawn for task id of tool: t is its stored record, nil when
-// pending holds the record not stored yet.
-func (r *Router) spawnRun(id, tool string, t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	ru := &run{r: r, id: id, adm: adm, dialect: d, tool: tool, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
-	if t != nil && t.LeaseHolder == r.opts.ReplicaID {
-		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
-		r.leases.add(t.ID, ru.lease)
-	}
-	if !r.runs.add(ru, &r.runsDone) {
-		// Close began while the task was being created: it is not started
-		// here. Its record, if stored, stays working for the next Start's
-		// recovery (or another replica's takeover), like a task whose
-		// process stopped just after creating it; a record not stored yet
-		// is not stored (the request is answered that the server is
-		// shutting down).
-		cancel(errShutdown)
-		if ru.lease != nil {
-			r.leases.remove(ru.id, ru.lease)
-		}
-		r.quotas.release(adm, false)
-		if pending != nil {
-			pending.settled(handlerOutcome{cause: errShutdown})
-		}
-		return ru
-	}
-	r.workers.run(func() { // workers.go
-		defer r.runsDone.Done()
-		defer cancel(nil)
-		res, err := r.execute(ctx, ru, exec)
-		r.finish(ctx, ru, res, err)
-	})
-	return ru
 }
 
 // execute waits for running slots, then runs exec with the task's handler
 // context: cancellable by tasks/cancel, ttl expiry and Close, bounded by
 // Options.TaskTimeout, and carrying the task for TaskID and Elicit.
-func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.Result, err error) {
+func (ru *run) execute(ctx context.Context, exec execFunc) (res mcp.Result, err error) {
+	r := ru.r
 	queued := false
 	admitted := time.Now()
 	err = r.quotas.acquire(ctx, ru.adm.owner, func() {
 		queued = true
 		msg := fmt.Sprintf("queued: waiting for a free slot (at most %d handlers run at once, %d per requestor)", r.opts.MaxConcurrent, r.opts.MaxConcurrentPerOwner)
-		_, _ = r.fenced(ctx, ru, store.Update{StatusMessage: &msg})
+		_, _ = ru.fenced(ctx, store.Update{StatusMessage: &msg})
 	})
 	if err != nil {
 		r.quotas.release(ru.adm, false)
@@ -115,12 +74,12 @@ func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.R
 	}
 	defer r.quotas.release(ru.adm, true)
 	if queued {
-		_, _ = r.fenced(ctx, ru, store.Update{StatusMessage: ptr("")})
+		_, _ = ru.fenced(ctx, store.Update{StatusMessage: ptr("")})
 	}
 	started := time.Now()
-	r.observeHandler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Running: true, Queued: started.Sub(admitted)})
+	r.obs.handler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Running: true, Queued: started.Sub(admitted)})
 	defer func() {
-		r.observeHandler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Duration: time.Since(started)})
+		r.obs.handler(HandlerEvent{TaskID: ru.id, Tool: ru.tool, Duration: time.Since(started)})
 	}()
 	ctx = context.WithValue(ctx, taskCtxKey{}, ru)
 	if r.opts.TaskTimeout > 0 {
@@ -148,7 +107,8 @@ func (r *Router) execute(ctx context.Context, ru *run, exec execFunc) (res mcp.R
 
 // finish records the outcome of a run unless the task was ended by
 // someone else (cancel, ttl) or the server is shutting down.
-func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error) {
+func (ru *run) finish(ctx context.Context, res mcp.Result, err error) {
+	r := ru.r
 	cause := context.Cause(ctx)
 	r.runs.remove(ru.id)
 	if ru.pending != nil {
@@ -181,7 +141,7 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 	// the terminal status, and an ended task has no holder), or taken
 	// over. Without a lease (an exclusive store) an ended task is
 	// ErrTerminal.
-	switch _, uerr := r.fenced(wctx, ru, u); {
+	switch _, uerr := ru.fenced(wctx, u); {
 	case errors.Is(uerr, errEnded) || errors.Is(uerr, store.ErrTerminal) || errors.Is(uerr, store.ErrNotFound):
 		r.log.Info("not recording a task's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", ru.id)
 	case errors.Is(uerr, errLeaseLost):
@@ -189,7 +149,7 @@ func (r *Router) finish(ctx context.Context, ru *run, res mcp.Result, err error)
 	case uerr != nil:
 		r.log.Error("recording task outcome", "task", ru.id, "error", uerr)
 		if errors.Is(uerr, store.ErrTooLarge) {
-			if _, ferr := r.fenced(wctx, ru, tooLargeFailure(uerr)); ferr != nil {
+			if _, ferr := ru.fenced(wctx, tooLargeFailure(uerr)); ferr != nil {
 				r.log.Error("failing a task whose result is too large", "task", ru.id, "error", ferr)
 			}
 		}
@@ -271,18 +231,18 @@ func (ru *run) fenceOf() *store.Fence {
 	return &f
 }
 
-// fenced applies u to a task this run holds, with the run's fence. A
+// fenced applies u to the task this run holds, with the run's fence. A
 // refused fence becomes errEnded or errLeaseLost (see fenceLost).
-func (r *Router) fenced(ctx context.Context, ru *run, u store.Update) (*store.Task, error) {
+func (ru *run) fenced(ctx context.Context, u store.Update) (*store.Task, error) {
 	if ru.pending != nil {
-		if _, err := r.materialize(ru); err != nil {
+		if _, err := ru.materialize(); err != nil {
 			return nil, err
 		}
 	}
 	u.Fence = ru.fenceOf()
-	t, err := r.Update(ctx, ru.id, u)
+	t, err := ru.r.Update(ctx, ru.id, u)
 	if errors.Is(err, store.ErrFenced) {
-		return nil, r.fenceLost(ctx, ru.id, err)
+		return nil, fenceLost(ctx, ru.r.st, ru.id, err)
 	}
 	return t, err
 }
@@ -295,8 +255,8 @@ func (r *Router) fenced(ctx context.Context, ru *run, u store.Update) (*store.Ta
 // task has ended or is gone (cancelled or expired in another process, or
 // finished by the replica that took it over), and in errLeaseLost when
 // another process holds it now (or the read failed and it cannot tell).
-func (r *Router) fenceLost(ctx context.Context, id string, err error) error {
-	t, gerr := r.st.Get(context.WithoutCancel(ctx), id)
+func fenceLost(ctx context.Context, st store.Store, id string, err error) error {
+	t, gerr := st.Get(context.WithoutCancel(ctx), id)
 	if errors.Is(gerr, store.ErrNotFound) || (gerr == nil && t.Status.Terminal()) {
 		return fmt.Errorf("%w: %w", errEnded, err)
 	}

@@ -178,7 +178,7 @@ func (r *Router) Track(ctx context.Context, id string) (context.Context, func())
 		ctx = context.WithValue(ctx, stepKey{}, stepMark{task: id})
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	ctx = context.WithValue(ctx, trackKey{}, &trackedTask{r: r, id: id}) // its reported events (events.go)
+	ctx = context.WithValue(ctx, trackKey{}, &trackedTask{sinks: &r.sinks, id: id}) // its reported events (events.go)
 	tr := &tracker{cancel: cancel}
 	if !r.runs.track(id, tr) {
 		cancel(errShutdown)
@@ -247,29 +247,21 @@ func (r *Router) stopRun(id string, cause error) {
 // close its own record in the same write: EndWriter), then stops its
 // work.
 func (r *Router) cancelTask(ctx context.Context, t *store.Task, message string) (*store.Task, error) {
-	var nt *store.Task
 	for attempt := 0; ; attempt++ {
 		msg := message
 		u := store.Update{Status: mcptask.StatusCancelled, StatusMessage: &msg}
 		if r.kinds.endWrite(t, &u) {
 			u.IfVersion = t.Version // what the kind wrote is of this version of the task
 		}
-		var err error
-		nt, err = r.Update(ctx, t.ID, u)
+		nt, err := r.endTask(ctx, t, u, errCanceled)
 		if errors.Is(err, store.ErrConflict) && attempt < endWriteTries {
 			if t, err = r.Task(ctx, t.ID); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if err != nil {
-			return nil, err
-		}
-		break
+		return nt, err
 	}
-	r.stopRun(t.ID, errCanceled)
-	r.kinds.ended(ctx, nt)
-	return nt, nil
 }
 
 // endWriteTries bounds the reads again of a cancel whose conditional
@@ -295,4 +287,40 @@ func (r *Router) Cancel(ctx context.Context, req *Request, id string) (*store.Ta
 		return nil, err
 	}
 	return r.cancelTask(ctx, t, "cancelled by request")
+}
+
+// spawn runs exec in the background for task id of tool: t is its stored
+// record, created (or re-run) in dialect d, or nil when pending holds the
+// record about to be created. The caller has admitted it.
+func (r *Router) spawn(id, tool string, t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ru := &run{r: r, id: id, adm: adm, dialect: d, tool: tool, cancel: cancel, inputs: map[string]*pendingInput{}, pending: pending}
+	if t != nil && t.LeaseHolder == r.opts.ReplicaID {
+		ru.lease = &heldLease{fence: t.Fence(), stop: cancel}
+		r.leases.add(t.ID, ru.lease)
+	}
+	if !r.runs.add(ru, &r.runsDone) {
+		// Close began while the task was being created: it is not started
+		// here. Its record, if stored, stays working for the next Start's
+		// recovery (or another replica's takeover), like a task whose
+		// process stopped just after creating it; a record not stored yet
+		// is not stored (the request is answered that the server is
+		// shutting down).
+		cancel(errShutdown)
+		if ru.lease != nil {
+			r.leases.remove(ru.id, ru.lease)
+		}
+		r.quotas.release(adm, false)
+		if pending != nil {
+			pending.settled(handlerOutcome{cause: errShutdown})
+		}
+		return ru
+	}
+	r.workers.run(func() { // workers.go
+		defer r.runsDone.Done()
+		defer cancel(nil)
+		res, err := ru.execute(ctx, exec)
+		ru.finish(ctx, res, err)
+	})
+	return ru
 }

@@ -36,6 +36,11 @@ type schedulerConfig struct {
 	// Batch is how many due tasks one read of the index takes; zero
 	// means 256.
 	Batch int
+	// Shared is set on a store other processes share: a task this
+	// process holds the lease of (ReplicaID) is not woken, its work runs
+	// here already.
+	Shared    bool
+	ReplicaID string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -73,7 +78,10 @@ type schedulerSignals struct {
 // leaf: it guards the fields below it and nothing is called while it is
 // held.
 type scheduler struct {
-	r       *Router
+	e       engineBase
+	held    leaseHolder // this process's leases (*leases)
+	place   placement   // the replicas' registry (*registry)
+	kinds   wakeHooks   // the kinds' Wake hooks (*kinds)
 	cfg     schedulerConfig
 	loop    service.Loop
 	wakers  sync.WaitGroup // wake-ups running
@@ -88,12 +96,24 @@ type scheduler struct {
 	fails    map[string]int
 }
 
-func newScheduler(r *Router, cfg schedulerConfig) (*scheduler, error) {
+// leaseHolder says whether this process holds task id's lease (*leases).
+type leaseHolder interface{ has(id string) bool }
+
+// placement says whether a live replica that serves what task t needs,
+// while this process does not, is the one to work on it (*registry).
+type placement interface{ elsewhere(t *store.Task) bool }
+
+// wakeHooks are the kinds' Wake hooks (*kinds).
+type wakeHooks interface {
+	wakeHook(t *store.Task) func(ctx context.Context, t *store.Task) error
+}
+
+func newScheduler(e engineBase, held leaseHolder, place placement, kinds wakeHooks, cfg schedulerConfig) (*scheduler, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &scheduler{r: r, cfg: cfg, sem: make(chan struct{}, cfg.MaxWakers),
+	return &scheduler{e: e, held: held, place: place, kinds: kinds, cfg: cfg, sem: make(chan struct{}, cfg.MaxWakers),
 		inflight: map[string]bool{}, backoff: map[string]time.Time{}, fails: map[string]int{}}, nil
 }
 
@@ -176,7 +196,7 @@ func (s *scheduler) upcoming(ctx context.Context, now time.Time, horizon time.Du
 	s.mu.Lock()
 	limit := 16 + len(s.inflight)
 	s.mu.Unlock()
-	ts, err := s.r.st.Due(ctx, now.Add(horizon), limit)
+	ts, err := s.e.Store().Due(ctx, now.Add(horizon), limit)
 	if err != nil {
 		return time.Time{}, false
 	}
@@ -192,7 +212,7 @@ func (s *scheduler) upcoming(ctx context.Context, now time.Time, horizon time.Du
 // waiting reports a due task that no wake-up of this process runs or
 // waits to retry.
 func (s *scheduler) waiting(t *store.Task, now time.Time) bool {
-	if s.r.shared && (s.r.leases.has(t.ID) || t.LeaseHolder == s.r.opts.ReplicaID && t.LeaseUntil.After(now)) {
+	if s.worksOn(t, now) {
 		return false
 	}
 	s.mu.Lock()
@@ -200,22 +220,27 @@ func (s *scheduler) waiting(t *store.Task, now time.Time) bool {
 	return !s.inflight[t.ID] && !s.backoff[t.ID].After(now)
 }
 
+// worksOn reports whether, on a shared store, this process works on
+// task t already: it holds t's lease (or claimed it, by t's record).
+func (s *scheduler) worksOn(t *store.Task, now time.Time) bool {
+	return s.cfg.Shared && (s.held.has(t.ID) || t.LeaseHolder == s.cfg.ReplicaID && t.LeaseUntil.After(now))
+}
+
 // wakeDue hands every due task to its kind's Wake hook.
 func (s *scheduler) wakeDue(ctx context.Context) {
-	r := s.r
 	for {
 		now := s.cfg.Now()
-		due, err := r.st.Due(ctx, now, s.cfg.Batch)
+		due, err := s.e.Store().Due(ctx, now, s.cfg.Batch)
 		if err != nil {
-			r.log.Warn("reading due wake-ups", "error", err)
+			s.e.Logger().Warn("reading due wake-ups", "error", err)
 			return
 		}
 		started := 0
 		for _, t := range due {
-			if r.shared && (r.leases.has(t.ID) || t.LeaseHolder == r.opts.ReplicaID && t.LeaseUntil.After(now)) {
+			if s.worksOn(t, now) {
 				continue // this process works on it already (a re-claim would fence that work)
 			}
-			if r.registry.elsewhere(t) {
+			if s.place.elsewhere(t) {
 				continue // a live replica that serves it wakes it (replicas.go)
 			}
 			if !s.begin(t.ID, now) {
@@ -267,31 +292,30 @@ func (s *scheduler) end(id string, err error) {
 	s.backoff[id] = at
 	s.mu.Unlock()
 	s.note(at) // the loop looks again then, whatever its poll
-	s.r.log.Warn("waking a task failed; trying again later", "task", id, "retry_in", d, "error", err)
+	s.e.Logger().Warn("waking a task failed; trying again later", "task", id, "retry_in", d, "error", err)
 	s.signals.Retry.Send(id)
 }
 
 // wakeOne claims (on a shared store) and wakes one due task.
 func (s *scheduler) wakeOne(ctx context.Context, t *store.Task) (err error) {
-	r := s.r
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("panic waking a task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
+			s.e.Logger().Error("panic waking a task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
 			err = errors.New("panic")
 		}
 	}()
-	wake := r.kinds.wakeHook(t)
+	wake := s.kinds.wakeHook(t)
 	if wake == nil {
 		// Nothing drives this kind here: clear the wake-up rather than
 		// look at it again forever.
 		zero := time.Time{}
-		_, err := r.st.Update(ctx, t.ID, store.Update{IfVersion: t.Version, WakeAt: &zero})
+		_, err := s.e.Store().Update(ctx, t.ID, store.Update{IfVersion: t.Version, WakeAt: &zero})
 		if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		return nil
 	}
-	if r.shared && r.leases.has(t.ID) {
+	if s.cfg.Shared && s.held.has(t.ID) {
 		return nil // this process took it up meanwhile
 	}
 	return wake(ctx, t)

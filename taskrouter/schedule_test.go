@@ -31,7 +31,7 @@ func TestSchedulerWakesEveryTaskNotOnlyTheFirst(t *testing.T) {
 	for i := range 5 {
 		at := start.Add(time.Duration(200*(i+1)) * time.Millisecond)
 		task, err := h.r.CreateTask(t.Context(), nil, store.Request{Method: "tools/call", Name: "nap"},
-			taskrouter.CreateOptions{Kind: "nap", WakeAt: at})
+			&taskrouter.CreateOptions{Kind: "nap", WakeAt: at})
 		require.NoError(t, err)
 		due[task.ID] = at
 	}
@@ -76,7 +76,7 @@ func TestSchedulerLaterNoteDoesNotHideADueWakeUp(t *testing.T) {
 	}})
 	create := func(at time.Time) string {
 		task, err := h.r.CreateTask(t.Context(), nil, store.Request{Method: "tools/call", Name: "nap"},
-			taskrouter.CreateOptions{Kind: "nap", WakeAt: at})
+			&taskrouter.CreateOptions{Kind: "nap", WakeAt: at})
 		require.NoError(t, err)
 		return task.ID
 	}

@@ -90,7 +90,7 @@ type Schedule struct {
 	// OverlapSkip.
 	Overlap OverlapPolicy
 	// Owner owns the tasks the schedule starts, and may pause, resume
-	// and trigger it (see Router.MayManageSchedule); "" means
+	// and trigger it (see Schedules.MayManage); "" means
 	// LocalOwner.
 	Owner string
 	// Description says what the schedule does, for listings.
@@ -263,7 +263,8 @@ type cronSignals struct {
 // crons is the engine's schedules service. Its lock is a leaf: it guards
 // the registered schedules only.
 type crons struct {
-	r       *Router
+	e       cronEngine
+	tools   toolAdder // the schedule tools' (Schedules.AddTools)
 	cfg     cronConfig
 	loop    service.Loop
 	signals cronSignals
@@ -273,12 +274,12 @@ type crons struct {
 	ended map[string]map[string]bool // by schedule: tasks of its recent fires known to have ended (schedules_overlap.go)
 }
 
-func newCrons(r *Router, cfg cronConfig) (*crons, error) {
+func newCrons(e cronEngine, tools toolAdder, cfg cronConfig) (*crons, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &crons{r: r, cfg: cfg, list: map[string]*schedule{}, ended: map[string]map[string]bool{}}, nil
+	return &crons{e: e, tools: tools, cfg: cfg, list: map[string]*schedule{}, ended: map[string]map[string]bool{}}, nil
 }
 
 // Name names the service.
@@ -303,6 +304,14 @@ func (c *crons) schedules() []*schedule {
 	}
 	slices.SortFunc(out, func(a, b *schedule) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// add registers sc, replacing a schedule of its name, and starts a round.
+func (c *crons) add(sc *schedule) {
+	c.mu.Lock()
+	c.list[sc.Name] = sc
+	c.mu.Unlock()
+	c.loop.Poke()
 }
 
 // get returns the registered schedule name, or nil.
@@ -332,7 +341,7 @@ func (c *crons) round(ctx context.Context) time.Duration {
 // skipped ones) and starts those. It returns when the schedule needs
 // the next round (zero: no sooner than Poll).
 func (c *crons) turn(ctx context.Context, sc *schedule, now time.Time) (next time.Time) {
-	log := c.r.log
+	log := c.e.Logger()
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("panic running a schedule", "schedule", sc.Name, "panic", p, "stack", string(debug.Stack()))
@@ -370,7 +379,7 @@ func (c *crons) turn(ctx context.Context, sc *schedule, now time.Time) (next tim
 			nr.Actions = append(nr.Actions, store.ScheduleAction{At: now, By: "engine", Action: "skipped", Detail: sc.overlapDetail(over, a)})
 		}
 	}
-	switch _, err := c.r.st.SaveSchedule(ctx, nr, fires); {
+	switch _, err := c.e.Store().SaveSchedule(ctx, nr, fires); {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists):
 		return now // another replica decided meanwhile: read again
 	case err != nil:
@@ -400,14 +409,14 @@ func missedUpTo(times []time.Time, fires []store.Fire, last time.Time) time.Time
 // record reads the schedule's record, creating it at its first
 // registration: nothing before now is missed.
 func (c *crons) record(ctx context.Context, sc *schedule, now time.Time) (*store.ScheduleRecord, error) {
-	rec, err := c.r.st.Schedule(ctx, sc.Name)
+	rec, err := c.e.Store().Schedule(ctx, sc.Name)
 	if !errors.Is(err, store.ErrNotFound) {
 		return rec, err
 	}
-	rec, err = c.r.st.SaveSchedule(ctx, &store.ScheduleRecord{Name: sc.Name, Last: now,
+	rec, err = c.e.Store().SaveSchedule(ctx, &store.ScheduleRecord{Name: sc.Name, Last: now,
 		Actions: []store.ScheduleAction{{At: now, By: "engine", Action: "registered", Detail: sc.describe()}}}, nil)
 	if errors.Is(err, store.ErrExists) {
-		return c.r.st.Schedule(ctx, sc.Name)
+		return c.e.Store().Schedule(ctx, sc.Name)
 	}
 	return rec, err
 }
@@ -436,7 +445,7 @@ const pendingFires = 50
 // overlap policy needs it, what runs: for a decision (decide), or for
 // starting the fires that wait (before).
 func (c *crons) look(ctx context.Context, sc *schedule, decide bool) (activity, error) {
-	fires, err := c.r.st.Fires(ctx, sc.Name, pendingFires)
+	fires, err := c.e.Store().Fires(ctx, sc.Name, pendingFires)
 	if err != nil {
 		return activity{}, err
 	}
@@ -462,7 +471,7 @@ func (c *crons) look(ctx context.Context, sc *schedule, decide bool) (activity, 
 func (c *crons) startPending(ctx context.Context, sc *schedule) time.Time {
 	a, err := c.look(ctx, sc, false)
 	if err != nil {
-		c.r.log.Warn("reading a schedule's fires", "schedule", sc.Name, "error", err)
+		c.e.Logger().Warn("reading a schedule's fires", "schedule", sc.Name, "error", err)
 		return c.cfg.Now().Add(c.cfg.Poll)
 	}
 	var retry time.Time
@@ -472,12 +481,12 @@ func (c *crons) startPending(ctx context.Context, sc *schedule) time.Time {
 			continue // it waits for the task before it to end
 		}
 		if err := sc.Start(ctx, f); err != nil {
-			c.r.log.Warn("starting a schedule's task; trying again", "schedule", sc.Name, "at", f.At, "task", f.TaskID, "error", err)
+			c.e.Logger().Warn("starting a schedule's task; trying again", "schedule", sc.Name, "at", f.At, "task", f.TaskID, "error", err)
 			retry = earliestOf(retry, c.cfg.Now().Add(min(c.cfg.Poll, 5*time.Second)))
 			continue
 		}
-		if err := c.r.st.StartFire(ctx, sc.Name, f.At); err != nil {
-			c.r.log.Warn("marking a schedule's fire started", "schedule", sc.Name, "at", f.At, "error", err)
+		if err := c.e.Store().StartFire(ctx, sc.Name, f.At); err != nil {
+			c.e.Logger().Warn("marking a schedule's fire started", "schedule", sc.Name, "at", f.At, "error", err)
 			continue
 		}
 		f.Started = true

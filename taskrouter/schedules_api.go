@@ -1,6 +1,6 @@
-// The Go API of schedules (scheduletools.go gives a model the same):
-// adding one, reading them, pausing, resuming and triggering one, and who
-// may manage which.
+// The Go API of schedules (Router.Schedules; scheduletools.go gives a
+// model the same): adding one, reading them, pausing, resuming and
+// triggering one, and who may manage which.
 
 package taskrouter
 
@@ -8,29 +8,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// AddSchedule registers s (see Schedule): its first firing is its first
-// time after the moment the engine first sees it (a schedule new to the
-// store misses nothing). It may be called before or after Start;
-// registering a name again replaces the schedule.
-func (r *Router) AddSchedule(s Schedule) error {
+// Schedules is the schedules' handle (Router.Schedules): registering a
+// schedule, listing them with their state, pausing, resuming and
+// triggering one, and the tools that let a client do the same.
+type Schedules struct{ c *crons }
+
+// cronEngine is what the schedules need of the engine; *Router has it.
+type cronEngine interface {
+	// Store holds the schedules' records and fires.
+	Store() store.Store
+	Logger() *slog.Logger
+	// CancelTask cancels a task a schedule started (OverlapCancelOther).
+	CancelTask(ctx context.Context, id, message string) (*store.Task, error)
+	// Resolve resolves the request of a schedule tool (its owner).
+	Resolve(ctx context.Context, req mcp.Request) *Request
+}
+
+// Add registers s (see Schedule): its first firing is its first time
+// after the moment the engine first sees it (a schedule new to the store
+// misses nothing). It may be called before or after Start; registering a
+// name again replaces the schedule.
+func (h *Schedules) Add(s Schedule) error {
 	sc, err := parseSchedule(s)
 	if err != nil {
 		return err
 	}
-	r.crons.mu.Lock()
-	r.crons.list[s.Name] = sc
-	r.crons.mu.Unlock()
-	r.crons.loop.Poke()
+	h.c.add(sc)
 	return nil
 }
 
-// ScheduleInfo is a schedule as Router.Schedules lists it.
+// ScheduleInfo is a schedule as Schedules.List lists it.
 type ScheduleInfo struct {
 	Name        string       `json:"name"`
 	Cron        string       `json:"cron"`
@@ -58,13 +73,13 @@ type ScheduleInfo struct {
 const infoFires = 10
 
 // info reads sc's record and latest fires.
-func (r *Router) info(ctx context.Context, sc *schedule) (ScheduleInfo, error) {
-	now := r.opts.Now()
-	rec, err := r.crons.record(ctx, sc, now)
+func (c *crons) info(ctx context.Context, sc *schedule) (ScheduleInfo, error) {
+	now := c.cfg.Now()
+	rec, err := c.record(ctx, sc, now)
 	if err != nil {
 		return ScheduleInfo{}, err
 	}
-	fires, err := r.st.Fires(ctx, sc.Name, infoFires)
+	fires, err := c.e.Store().Fires(ctx, sc.Name, infoFires)
 	if err != nil {
 		return ScheduleInfo{}, err
 	}
@@ -81,12 +96,11 @@ func (r *Router) info(ctx context.Context, sc *schedule) (ScheduleInfo, error) {
 	return in, nil
 }
 
-// Schedules lists the registered schedules, in name order, with their
-// state.
-func (r *Router) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
+// List lists the registered schedules, in name order, with their state.
+func (h *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
 	var out []ScheduleInfo
-	for _, sc := range r.crons.schedules() {
-		in, err := r.info(ctx, sc)
+	for _, sc := range h.c.schedules() {
+		in, err := h.c.info(ctx, sc)
 		if err != nil {
 			return nil, err
 		}
@@ -97,11 +111,11 @@ func (r *Router) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 
 // lookup returns the registered schedule name, or an error matching
 // ErrNoSchedule.
-func (r *Router) lookup(name string) (*schedule, error) {
-	sc := r.crons.get(name)
+func (c *crons) lookup(name string) (*schedule, error) {
+	sc := c.get(name)
 	if sc == nil {
 		var names []string
-		for _, s := range r.crons.schedules() {
+		for _, s := range c.schedules() {
 			names = append(names, fmt.Sprintf("%q", s.Name))
 		}
 		return nil, fmt.Errorf("%w: %q (the schedules are: %s)", ErrNoSchedule, name, strings.Join(names, ", "))
@@ -109,38 +123,38 @@ func (r *Router) lookup(name string) (*schedule, error) {
 	return sc, nil
 }
 
-// changeSchedule applies change to schedule name's record and saves it,
+// change applies change to schedule name's record and saves it,
 // again after a concurrent write (another replica's round).
-func (r *Router) changeSchedule(ctx context.Context, name string, change func(rec *store.ScheduleRecord, now time.Time) []store.Fire) (ScheduleInfo, []store.Fire, error) {
-	sc, err := r.lookup(name)
+func (c *crons) change(ctx context.Context, name string, change func(rec *store.ScheduleRecord, now time.Time) []store.Fire) (ScheduleInfo, []store.Fire, error) {
+	sc, err := c.lookup(name)
 	if err != nil {
 		return ScheduleInfo{}, nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		now := r.opts.Now()
-		rec, err := r.crons.record(ctx, sc, now)
+		now := c.cfg.Now()
+		rec, err := c.record(ctx, sc, now)
 		if err != nil {
 			return ScheduleInfo{}, nil, err
 		}
 		rec = store.CloneSchedule(rec)
 		fires := change(rec, now)
-		_, err = r.st.SaveSchedule(ctx, rec, fires)
+		_, err = c.e.Store().SaveSchedule(ctx, rec, fires)
 		switch {
 		case (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists)) && attempt < 8:
 			continue
 		case err != nil:
 			return ScheduleInfo{}, nil, err
 		}
-		r.crons.loop.Poke()
-		in, err := r.info(ctx, sc)
+		c.loop.Poke()
+		in, err := c.info(ctx, sc)
 		return in, fires, err
 	}
 }
 
-// PauseSchedule pauses schedule name: its times fire nothing until it is
-// resumed. by (who) and reason go into its history.
-func (r *Router) PauseSchedule(ctx context.Context, name, by, reason string) (ScheduleInfo, error) {
-	in, _, err := r.changeSchedule(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
+// Pause pauses schedule name: its times fire nothing until it is resumed.
+// by (who) and reason go into its history.
+func (h *Schedules) Pause(ctx context.Context, name, by, reason string) (ScheduleInfo, error) {
+	in, _, err := h.c.change(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
 		rec.Paused = true
 		rec.Actions = append(rec.Actions, store.ScheduleAction{At: now, By: by, Action: "paused", Detail: reason})
 		return nil
@@ -148,16 +162,16 @@ func (r *Router) PauseSchedule(ctx context.Context, name, by, reason string) (Sc
 	return in, err
 }
 
-// ResumeSchedule resumes schedule name: it fires from its next time on;
-// the times that passed while it was paused are not fired (its history
-// says how many). Resuming a schedule that is not paused changes nothing
-// but its history.
-func (r *Router) ResumeSchedule(ctx context.Context, name, by string) (ScheduleInfo, error) {
-	sc, err := r.lookup(name)
+// Resume resumes schedule name: it fires from its next time on; the
+// times that passed while it was paused are not fired (its history says
+// how many). Resuming a schedule that is not paused changes nothing but
+// its history.
+func (h *Schedules) Resume(ctx context.Context, name, by string) (ScheduleInfo, error) {
+	sc, err := h.c.lookup(name)
 	if err != nil {
 		return ScheduleInfo{}, err
 	}
-	in, _, err := r.changeSchedule(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
+	in, _, err := h.c.change(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
 		detail := ""
 		if rec.Paused {
 			if _, n := sc.due(rec.Last, now); n > 0 {
@@ -172,12 +186,13 @@ func (r *Router) ResumeSchedule(ctx context.Context, name, by string) (ScheduleI
 	return in, err
 }
 
-// TriggerSchedule fires schedule name now, once, outside its times (also
-// while it is paused), and starts its task whatever runs (the overlap
-// policy is for the schedule's times); it returns the fire (its TaskID
-// names the task).
-func (r *Router) TriggerSchedule(ctx context.Context, name, by string) (store.Fire, error) {
-	_, fires, err := r.changeSchedule(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
+// Trigger fires schedule name now, once, outside its times (also while it
+// is paused), and starts its task whatever runs (the overlap policy is
+// for the schedule's times); it returns the fire (its TaskID names the
+// task).
+func (h *Schedules) Trigger(ctx context.Context, name, by string) (store.Fire, error) {
+	c := h.c
+	_, fires, err := c.change(ctx, name, func(rec *store.ScheduleRecord, now time.Time) []store.Fire {
 		f := store.Fire{Schedule: name, At: now, TaskID: NewTaskID(), Reason: FireTrigger, By: by}
 		rec.Actions = append(rec.Actions, store.ScheduleAction{At: now, By: by, Action: "triggered", Detail: "task " + f.TaskID})
 		return []store.Fire{f}
@@ -186,26 +201,27 @@ func (r *Router) TriggerSchedule(ctx context.Context, name, by string) (store.Fi
 		return store.Fire{}, err
 	}
 	f := fires[0]
-	sc, _ := r.lookup(name)
-	c := r.crons
+	sc, _ := c.lookup(name)
 	if err := sc.Start(ctx, f); err != nil {
 		return f, fmt.Errorf("taskrouter: schedule %q: the trigger is recorded (its task %s starts in a later round): %w", name, f.TaskID, err)
 	}
-	if err := r.st.StartFire(ctx, name, f.At); err == nil {
+	if err := c.e.Store().StartFire(ctx, name, f.At); err == nil {
 		f.Started = true
 		c.signals.Started.Send(f)
 	}
 	return f, nil
 }
 
-// MayManageSchedule reports whether requestor q may see, pause, resume
-// and trigger schedule name: its owner may. A schedule of LocalOwner (the
+// MayManage reports whether requestor q may see, pause, resume and
+// trigger schedule name: its owner may. A schedule of LocalOwner (the
 // default: the server's own) is managed by a stdio or in-memory client
 // (the one local client), not by a stateless anonymous client (every such
 // client is LocalOwner: it would be anyone's) nor by a session's. An
 // administrator acts through the Go API or the dashboard.
-func (r *Router) MayManageSchedule(q *Request, name string) bool {
-	sc := r.crons.get(name)
+func (h *Schedules) MayManage(q *Request, name string) bool { return h.c.mayManage(q, name) }
+
+func (c *crons) mayManage(q *Request, name string) bool {
+	sc := c.get(name)
 	if sc == nil || q == nil || q.OwnerErr != nil {
 		return false
 	}

@@ -46,7 +46,7 @@ func cronRouter(t *testing.T, st store.Store, clock *fakeClock) *Router {
 // each creation.
 func startTasks(r *Router, created *[]store.Fire, mu *sync.Mutex) func(ctx context.Context, f store.Fire) error {
 	return func(ctx context.Context, f store.Fire) error {
-		_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, CreateOptions{ID: f.TaskID, Kind: "test"})
+		_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, &CreateOptions{ID: f.TaskID, Kind: "test"})
 		if errors.Is(err, store.ErrExists) {
 			return nil
 		}
@@ -85,10 +85,10 @@ func TestScheduleMissedPolicies(t *testing.T) {
 	} {
 		t.Run(string(c.policy), func(t *testing.T) {
 			clock := &fakeClock{now: day.Add(10*time.Hour + 30*time.Minute)}
-			r := cronRouter(t, memory.New(), clock)
+			r := cronRouter(t, memory.New(nil), clock)
 			var mu sync.Mutex
 			var created []store.Fire
-			require.NoError(t, r.AddSchedule(Schedule{Name: "hourly", Cron: "0 * * * *", Missed: c.policy, Backfill: c.backfill, Overlap: OverlapAllowAll, Start: startTasks(r, &created, &mu)}))
+			require.NoError(t, r.Schedules().Add(Schedule{Name: "hourly", Cron: "0 * * * *", Missed: c.policy, Backfill: c.backfill, Overlap: OverlapAllowAll, Start: startTasks(r, &created, &mu)}))
 			ctx := t.Context()
 
 			r.crons.round(ctx) // registers: nothing before 10:30 is missed
@@ -102,7 +102,7 @@ func TestScheduleMissedPolicies(t *testing.T) {
 			clock.set(day.Add(15*time.Hour + 30*time.Minute)) // down from 11:00:10 to 15:30
 			r.crons.round(ctx)
 			require.Equal(t, c.want, firedAt(created))
-			infos, err := r.Schedules(ctx)
+			infos, err := r.Schedules().List(ctx)
 			require.NoError(t, err)
 			require.Len(t, infos, 1)
 			last := infos[0].Actions[len(infos[0].Actions)-1]
@@ -139,7 +139,7 @@ func TestScheduleTimeZone(t *testing.T) {
 // TestScheduleRefusesWhatCannotWork: registration names every field that
 // cannot work.
 func TestScheduleRefusesWhatCannotWork(t *testing.T) {
-	r := cronRouter(t, memory.New(), &fakeClock{now: time.Now()})
+	r := cronRouter(t, memory.New(nil), &fakeClock{now: time.Now()})
 	start := func(context.Context, store.Fire) error { return nil }
 	for _, c := range []struct {
 		s    Schedule
@@ -154,23 +154,23 @@ func TestScheduleRefusesWhatCannotWork(t *testing.T) {
 		{Schedule{Name: "", Cron: "@daily", Start: start}, "Name must be"},
 		{Schedule{Name: "a", Cron: "@every 1h", MissedAfter: -time.Second, Start: start}, "MissedAfter is negative"},
 	} {
-		require.ErrorContains(t, r.AddSchedule(c.s), c.want)
+		require.ErrorContains(t, r.Schedules().Add(c.s), c.want)
 	}
-	require.NoError(t, r.AddSchedule(Schedule{Name: "ok", Cron: "@every 90m", Start: start}))
+	require.NoError(t, r.Schedules().Add(Schedule{Name: "ok", Cron: "@every 90m", Start: start}))
 }
 
 // TestScheduleOnceAcrossReplicas: two routers on one store (two replicas)
 // run their rounds at the same moment, many times over: each time is
 // fired once, and its task created once.
 func TestScheduleOnceAcrossReplicas(t *testing.T) {
-	st := sharedMemory{memory.New()}
+	st := sharedMemory{memory.New(nil)}
 	clock := &fakeClock{now: time.Date(2026, 3, 2, 10, 0, 30, 0, time.UTC)}
 	var mu sync.Mutex
 	var created []store.Fire
 	var routers []*Router
 	for range 2 {
 		r := cronRouter(t, st, clock)
-		require.NoError(t, r.AddSchedule(Schedule{Name: "every-minute", Cron: "* * * * *", Overlap: OverlapAllowAll, Start: startTasks(r, &created, &mu)}))
+		require.NoError(t, r.Schedules().Add(Schedule{Name: "every-minute", Cron: "* * * * *", Overlap: OverlapAllowAll, Start: startTasks(r, &created, &mu)}))
 		routers = append(routers, r)
 	}
 	ctx := t.Context()
@@ -202,14 +202,14 @@ func TestScheduleOnceAcrossReplicas(t *testing.T) {
 // once, also while paused; every action names who did it.
 func TestSchedulePauseResumeTrigger(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 3, 2, 10, 30, 0, 0, time.UTC)}
-	r := cronRouter(t, memory.New(), clock)
+	r := cronRouter(t, memory.New(nil), clock)
 	var mu sync.Mutex
 	var created []store.Fire
-	require.NoError(t, r.AddSchedule(Schedule{Name: "hourly", Cron: "@hourly", Start: startTasks(r, &created, &mu)}))
+	require.NoError(t, r.Schedules().Add(Schedule{Name: "hourly", Cron: "@hourly", Start: startTasks(r, &created, &mu)}))
 	ctx := t.Context()
 	r.crons.round(ctx)
 
-	info, err := r.PauseSchedule(ctx, "hourly", "alice", "release freeze")
+	info, err := r.Schedules().Pause(ctx, "hourly", "alice", "release freeze")
 	require.NoError(t, err)
 	require.True(t, info.Paused)
 	require.True(t, info.Next.IsZero())
@@ -217,7 +217,7 @@ func TestSchedulePauseResumeTrigger(t *testing.T) {
 	r.crons.round(ctx)
 	require.Empty(t, created, "paused: nothing fires")
 
-	f, err := r.TriggerSchedule(ctx, "hourly", "bob")
+	f, err := r.Schedules().Trigger(ctx, "hourly", "bob")
 	require.NoError(t, err)
 	require.True(t, f.Started)
 	require.Equal(t, FireTrigger, f.Reason)
@@ -225,7 +225,7 @@ func TestSchedulePauseResumeTrigger(t *testing.T) {
 	require.Len(t, created, 1)
 	require.Equal(t, f.TaskID, created[0].TaskID)
 
-	info, err = r.ResumeSchedule(ctx, "hourly", "alice")
+	info, err = r.Schedules().Resume(ctx, "hourly", "alice")
 	require.NoError(t, err)
 	require.False(t, info.Paused)
 	require.Equal(t, time.Date(2026, 3, 2, 14, 0, 0, 0, time.UTC), info.Next)
@@ -242,7 +242,7 @@ func TestSchedulePauseResumeTrigger(t *testing.T) {
 	r.crons.round(ctx)
 	require.Len(t, created, 1, "the times passed while paused do not fire")
 
-	_, err = r.PauseSchedule(ctx, "nope", "alice", "")
+	_, err = r.Schedules().Pause(ctx, "nope", "alice", "")
 	require.ErrorIs(t, err, ErrNoSchedule)
 }
 
@@ -250,12 +250,12 @@ func TestSchedulePauseResumeTrigger(t *testing.T) {
 // and not started; a later round starts it, once.
 func TestScheduleStartRetried(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 3, 2, 10, 59, 0, 0, time.UTC)}
-	r := cronRouter(t, memory.New(), clock)
+	r := cronRouter(t, memory.New(nil), clock)
 	var mu sync.Mutex
 	var created []store.Fire
 	fail := true
 	ok := startTasks(r, &created, &mu)
-	require.NoError(t, r.AddSchedule(Schedule{Name: "hourly", Cron: "@hourly", Start: func(ctx context.Context, f store.Fire) error {
+	require.NoError(t, r.Schedules().Add(Schedule{Name: "hourly", Cron: "@hourly", Start: func(ctx context.Context, f store.Fire) error {
 		if fail {
 			return errors.New("the database is away")
 		}
@@ -283,22 +283,22 @@ func TestScheduleStartRetried(t *testing.T) {
 func TestScheduleEveryNextCountsFromLastFiring(t *testing.T) {
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	clock := &fakeClock{now: day.Add(10*time.Hour + 30*time.Minute)}
-	r := cronRouter(t, memory.New(), clock)
+	r := cronRouter(t, memory.New(nil), clock)
 	var mu sync.Mutex
 	var created []store.Fire
-	require.NoError(t, r.AddSchedule(Schedule{Name: "every", Cron: "@every 1h", Start: startTasks(r, &created, &mu)}))
+	require.NoError(t, r.Schedules().Add(Schedule{Name: "every", Cron: "@every 1h", Start: startTasks(r, &created, &mu)}))
 	ctx := t.Context()
 	r.crons.round(ctx) // registers at 10:30
 	for _, at := range []time.Duration{10*time.Hour + 40*time.Minute, 11*time.Hour + 20*time.Minute} {
 		clock.set(day.Add(at))
-		infos, err := r.Schedules(ctx)
+		infos, err := r.Schedules().List(ctx)
 		require.NoError(t, err)
 		require.Equal(t, day.Add(11*time.Hour+30*time.Minute), infos[0].Next, "read at %v", day.Add(at))
 	}
 	clock.set(day.Add(11*time.Hour + 30*time.Minute + time.Second))
 	r.crons.round(ctx)
 	require.Len(t, created, 1)
-	infos, err := r.Schedules(ctx)
+	infos, err := r.Schedules().List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, day.Add(12*time.Hour+30*time.Minute), infos[0].Next)
 }

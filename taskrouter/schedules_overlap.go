@@ -103,7 +103,7 @@ func (c *crons) running(ctx context.Context, name string, fires []store.Fire) ([
 		if ended {
 			continue
 		}
-		t, err := c.r.st.Get(ctx, f.TaskID)
+		t, err := c.e.Store().Get(ctx, f.TaskID)
 		switch {
 		case errors.Is(err, store.ErrNotFound) || err == nil && t.Status.Terminal():
 			c.mu.Lock()
@@ -217,8 +217,8 @@ func (c *crons) before(ctx context.Context, sc *schedule, f store.Fire, a activi
 	case OverlapCancelOther:
 		for _, run := range a.runningBefore(f.At) {
 			msg := fmt.Sprintf("cancelled by schedule %q: its firing at %s replaces this task (overlap %s)", sc.Name, stamp(f.At), sc.Overlap)
-			if _, err := c.r.CancelTask(ctx, run.TaskID, msg); err != nil && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrInvalidTransition) {
-				c.r.log.Warn("cancelling a schedule's running task", "schedule", sc.Name, "task", run.TaskID, "error", err)
+			if _, err := c.e.CancelTask(ctx, run.TaskID, msg); err != nil && !errors.Is(err, store.ErrTerminal) && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrInvalidTransition) {
+				c.e.Logger().Warn("cancelling a schedule's running task", "schedule", sc.Name, "task", run.TaskID, "error", err)
 			}
 		}
 	}

@@ -27,16 +27,16 @@ func runOverlap(t *testing.T, policy OverlapPolicy, replicas int) *overlapRun {
 	t.Helper()
 	base := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	clock := &fakeClock{now: base}
-	st := store.Store(memory.New())
+	st := store.Store(memory.New(nil))
 	if replicas > 1 {
-		st = sharedMemory{memory.New()}
+		st = sharedMemory{memory.New(nil)}
 	}
 	run := &overlapRun{}
 	mu := &run.mu
 	var routers []*Router
 	for range replicas {
 		r := cronRouter(t, st, clock)
-		require.NoError(t, r.AddSchedule(Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy, Start: startTasks(r, &run.created, mu)}))
+		require.NoError(t, r.Schedules().Add(Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy, Start: startTasks(r, &run.created, mu)}))
 		routers = append(routers, r)
 	}
 	run.r = routers[0]
@@ -166,7 +166,7 @@ func TestScheduleOverlapOnceAcrossReplicas(t *testing.T) {
 
 func scheduleInfo(t *testing.T, r *Router) ScheduleInfo {
 	t.Helper()
-	infos, err := r.Schedules(t.Context())
+	infos, err := r.Schedules().List(t.Context())
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	return infos[0]

@@ -23,11 +23,11 @@ import (
 // listed nor reachable; a trigger starts its task at once.
 func TestScheduleTools(t *testing.T) {
 	h := newHarness(t, nil)
-	h.r.AddScheduleTools(nil)
+	h.r.Schedules().AddTools(nil)
 	var mu sync.Mutex
 	started := map[string]bool{}
 	start := func(ctx context.Context, f store.Fire) error {
-		_, err := h.r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
+		_, err := h.r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, &taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
 		if errors.Is(err, store.ErrExists) {
 			err = nil
 		}
@@ -36,8 +36,8 @@ func TestScheduleTools(t *testing.T) {
 		mu.Unlock()
 		return err
 	}
-	require.NoError(t, h.r.AddSchedule(taskrouter.Schedule{Name: "nightly", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Start: start}))
-	require.NoError(t, h.r.AddSchedule(taskrouter.Schedule{Name: "alices", Cron: "@daily", Owner: "user:alice", Start: start}))
+	require.NoError(t, h.r.Schedules().Add(taskrouter.Schedule{Name: "nightly", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Start: start}))
+	require.NoError(t, h.r.Schedules().Add(taskrouter.Schedule{Name: "alices", Cron: "@daily", Owner: "user:alice", Start: start}))
 	for _, d := range []dialect{core, ext} {
 		other := h.dial(overHTTP, d, nil)
 		list := other.mustCall("tools/call", map[string]any{"name": "schedule_list", "arguments": map[string]any{}})
@@ -86,7 +86,7 @@ func TestScheduleTools(t *testing.T) {
 		require.Equal(t, true, refused["isError"])
 		require.Contains(t, textOf(refused), "that you may manage")
 	}
-	infos, err := h.r.Schedules(t.Context())
+	infos, err := h.r.Schedules().List(t.Context())
 	require.NoError(t, err)
 	require.Len(t, infos, 2)
 	require.Len(t, infos[0].Fires, 0, "alices never fired")
@@ -113,7 +113,7 @@ func TestPauseTools(t *testing.T) {
 	h.r.HandleKind("pausable", pz)
 	require.Subset(t, listed(), []string{"task_pause", "task_resume"}, "a pausable kind brings them")
 	ctx := t.Context()
-	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "x"}, taskrouter.CreateOptions{Kind: "pausable"})
+	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "x"}, &taskrouter.CreateOptions{Kind: "pausable"})
 	require.NoError(t, err)
 	p := h.dial(inMemory, core, nil)
 
@@ -131,7 +131,7 @@ func TestPauseTools(t *testing.T) {
 	res = p.mustCall("tools/call", map[string]any{"name": "task_resume", "arguments": map[string]any{"task_id": "0123456789abcdef0123456789abcdef"}})
 	require.Equal(t, true, res["isError"])
 
-	_, _, err = h.r.PauseTask(ctx, tool, taskrouter.PauseRequest{By: "ops"})
+	_, _, err = h.r.Pauses().Pause(ctx, tool, taskrouter.PauseRequest{By: "ops"})
 	require.ErrorIs(t, err, taskrouter.ErrNotPausable)
 }
 

@@ -12,7 +12,7 @@ import (
 
 // The schedule tools let an operator (the CLI, a program, a model) list,
 // pause, resume and trigger the schedules it may manage
-// (MayManageSchedule) over MCP.
+// (Schedules.MayManage) over MCP.
 
 // Default names of the schedule tools.
 const (
@@ -57,31 +57,32 @@ type scheduleListOut struct {
 	Schedules []ScheduleInfo `json:"schedules"`
 }
 
-// AddScheduleTools registers the tools schedule_list, schedule_pause,
+// AddTools registers the tools schedule_list, schedule_pause,
 // schedule_resume and schedule_trigger (names from opts) on the router's
-// server. A requestor sees and acts on the schedules MayManageSchedule
-// lets it; every action is in the schedule's history, by the requestor's
-// owner. Install must have been called.
-func (r *Router) AddScheduleTools(opts *ScheduleToolsOptions) {
+// server. A requestor sees and acts on the schedules MayManage lets it;
+// every action is in the schedule's history, by the requestor's owner.
+// Install must have been called.
+func (h *Schedules) AddTools(opts *ScheduleToolsOptions) {
 	var o ScheduleToolsOptions
 	if opts != nil {
 		o = *opts
 	}
 	o = o.withDefaults()
-	AddTool(r, &mcp.Tool{Name: o.ListName, Description: "List the server's schedules you may manage: each one's cron expression and time zone, its overlap policy, whether it is paused, its next and last firing, its latest fires (the tasks they started) and its history."},
+	c := h.c
+	addTool(c.tools, &mcp.Tool{Name: o.ListName, Description: "List the server's schedules you may manage: each one's cron expression and time zone, its overlap policy, whether it is paused, its next and last firing, its latest fires (the tasks they started) and its history."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-			q := r.Resolve(ctx, req)
+			q := c.e.Resolve(ctx, req)
 			if q.OwnerErr != nil {
 				return nil, nil, q.OwnerErr
 			}
-			all, err := r.Schedules(ctx)
+			all, err := h.List(ctx)
 			if err != nil {
 				return nil, nil, err
 			}
 			out := scheduleListOut{Schedules: []ScheduleInfo{}}
 			var b strings.Builder
 			for _, in := range all {
-				if r.MayManageSchedule(q, in.Name) {
+				if c.mayManage(q, in.Name) {
 					out.Schedules = append(out.Schedules, in)
 					b.WriteString(scheduleLine(in) + "\n")
 				}
@@ -90,45 +91,45 @@ func (r *Router) AddScheduleTools(opts *ScheduleToolsOptions) {
 				b.WriteString("There is no schedule you may manage.")
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSpace(b.String())}}, StructuredContent: out}, nil, nil
-		}, ToolOptions{})
-	AddTool(r, &mcp.Tool{Name: o.PauseName, Description: "Pause a schedule: it starts no task until resumed (its times that pass meanwhile are not run)."},
+		}, nil)
+	addTool(c.tools, &mcp.Tool{Name: o.PauseName, Description: "Pause a schedule: it starts no task until resumed (its times that pass meanwhile are not run)."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in schedulePauseIn) (*mcp.CallToolResult, any, error) {
-			return r.scheduleTool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
-				info, err := r.PauseSchedule(ctx, in.Name, q.Owner, in.Reason)
+			return c.tool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
+				info, err := h.Pause(ctx, in.Name, q.Owner, in.Reason)
 				return info, fmt.Sprintf("Schedule %q is paused.", in.Name), err
 			})
-		}, ToolOptions{})
-	AddTool(r, &mcp.Tool{Name: o.ResumeName, Description: "Resume a paused schedule: it fires from its next time on."},
+		}, nil)
+	addTool(c.tools, &mcp.Tool{Name: o.ResumeName, Description: "Resume a paused schedule: it fires from its next time on."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in scheduleIn) (*mcp.CallToolResult, any, error) {
-			return r.scheduleTool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
-				info, err := r.ResumeSchedule(ctx, in.Name, q.Owner)
+			return c.tool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
+				info, err := h.Resume(ctx, in.Name, q.Owner)
 				return info, fmt.Sprintf("Schedule %q is resumed; it fires next at %s.", in.Name, stamp(info.Next)), err
 			})
-		}, ToolOptions{})
-	AddTool(r, &mcp.Tool{Name: o.TriggerName, Description: "Fire a schedule now, once, outside its times (also while paused): it starts its task at once. Returns the task's id."},
+		}, nil)
+	addTool(c.tools, &mcp.Tool{Name: o.TriggerName, Description: "Fire a schedule now, once, outside its times (also while paused): it starts its task at once. Returns the task's id."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in scheduleIn) (*mcp.CallToolResult, any, error) {
-			return r.scheduleTool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
-				f, err := r.TriggerSchedule(ctx, in.Name, q.Owner)
+			return c.tool(ctx, req, in.Name, func(q *Request) (ScheduleInfo, string, error) {
+				f, err := h.Trigger(ctx, in.Name, q.Owner)
 				if err != nil && f.TaskID == "" {
 					return ScheduleInfo{}, "", err
 				}
-				info, ierr := r.info(ctx, r.crons.get(in.Name))
+				info, ierr := c.info(ctx, c.get(in.Name))
 				if err == nil {
 					err = ierr
 				}
 				return info, fmt.Sprintf("Schedule %q fired: task %s started (check it with task_result {\"task_id\": %q}).", in.Name, f.TaskID, f.TaskID), err
 			})
-		}, ToolOptions{})
+		}, nil)
 }
 
-// scheduleTool checks that the requestor may manage schedule name and
-// applies do, answering with what it said and the schedule.
-func (r *Router) scheduleTool(ctx context.Context, req *mcp.CallToolRequest, name string, do func(q *Request) (ScheduleInfo, string, error)) (*mcp.CallToolResult, any, error) {
-	q := r.Resolve(ctx, req)
+// tool checks that the requestor of a schedule tool may manage schedule
+// name and applies do, answering with what it said and the schedule.
+func (c *crons) tool(ctx context.Context, req *mcp.CallToolRequest, name string, do func(q *Request) (ScheduleInfo, string, error)) (*mcp.CallToolResult, any, error) {
+	q := c.e.Resolve(ctx, req)
 	if q.OwnerErr != nil {
 		return nil, nil, q.OwnerErr
 	}
-	if !r.MayManageSchedule(q, name) {
+	if !c.mayManage(q, name) {
 		return errorResult("there is no schedule %q that you may manage (schedule_list lists yours)", name), nil, nil
 	}
 	info, said, err := do(q)

@@ -23,9 +23,9 @@ func (sharedMemory) Shared() bool { return true }
 // in order (the takeover only on a shared store), Close stops them all.
 func TestServicesRunUnderOneSupervisor(t *testing.T) {
 	for _, shared := range []bool{false, true} {
-		var st store.Store = memory.New()
+		var st store.Store = memory.New(nil)
 		if shared {
-			st = sharedMemory{memory.New()}
+			st = sharedMemory{memory.New(nil)}
 		}
 		r, err := NewRouter(st, nil)
 		require.NoError(t, err)
@@ -44,14 +44,14 @@ func TestServicesRunUnderOneSupervisor(t *testing.T) {
 // that cannot work, naming the field.
 func TestServiceConfigsNameTheField(t *testing.T) {
 	r := &Router{}
-	_, err := newScheduler(r, schedulerConfig{Poll: 0, MaxWakers: -1})
+	_, err := newScheduler(r, &r.leases, &registry{}, &r.kinds, schedulerConfig{Poll: 0, MaxWakers: -1})
 	require.ErrorContains(t, err, "scheduler: Poll must be positive")
 	require.ErrorContains(t, err, "scheduler: MaxWakers is negative")
-	_, err = newSweeper(r, sweeperConfig{Interval: time.Second, Grace: -time.Second})
+	_, err = newSweeper(r, &r.kinds, sweeperConfig{Interval: time.Second, Grace: -time.Second})
 	require.ErrorContains(t, err, "sweeper: Grace is negative")
-	_, err = newLeaseRenewer(r, leaseWorkConfig{Interval: time.Second, LeaseDuration: time.Second})
+	_, err = newLeaseRenewer(r, &r.leases, leaseWorkConfig{Interval: time.Second, LeaseDuration: time.Second})
 	require.ErrorContains(t, err, "lease renewer: ReplicaID is empty")
-	_, err = newLeaseTakeover(r, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
+	_, err = newLeaseTakeover(r, &registry{}, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
 	require.ErrorContains(t, err, "lease takeover: Interval must be positive")
 }
 
@@ -62,18 +62,18 @@ func TestSweeperSignalsWhatItSwept(t *testing.T) {
 	start := time.Now()
 	now.Store(&start)
 	clock := func() time.Time { return *now.Load() }
-	st := memory.New(store.WithClock(clock))
+	st := memory.New(&store.Options{Now: clock})
 	r, err := NewRouter(st, &Options{Now: clock, SweepInterval: 10 * time.Millisecond, DefaultTTL: time.Minute})
 	require.NoError(t, err)
 	r.sweeper.signals.Swept.Init()
 	ctx := t.Context()
 	require.NoError(t, r.Start(ctx)) // before the tasks exist: recovery would fail the active one
 	t.Cleanup(func() { _ = r.Close() })
-	ended, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, CreateOptions{})
+	ended, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, nil)
 	require.NoError(t, err)
 	_, err = r.Complete(ctx, ended.ID, map[string]any{"content": []any{}}, nil, 0)
 	require.NoError(t, err)
-	active, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, CreateOptions{})
+	active, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, nil)
 	require.NoError(t, err)
 	later := start.Add(2 * time.Minute)
 	now.Store(&later)
@@ -112,7 +112,7 @@ func (k *wakeKind) Wake(ctx context.Context, t *store.Task) error {
 // TestSchedulerSignalsWakeups: a due wake-up runs its kind's Wake hook; a
 // failed one is tried again after a backoff.
 func TestSchedulerSignalsWakeups(t *testing.T) {
-	r, err := NewRouter(memory.New(), &Options{SweepInterval: time.Hour})
+	r, err := NewRouter(memory.New(nil), &Options{SweepInterval: time.Hour})
 	require.NoError(t, err)
 	k := &wakeKind{r: r}
 	r.HandleKind("nap", k)
@@ -121,7 +121,7 @@ func TestSchedulerSignalsWakeups(t *testing.T) {
 	require.NoError(t, r.Start(t.Context()))
 	t.Cleanup(func() { _ = r.Close() })
 	task, err := r.CreateTask(t.Context(), nil, store.Request{Method: "tools/call", Name: "nap"},
-		CreateOptions{Kind: "nap", WakeAt: time.Now().Add(10 * time.Millisecond)})
+		&CreateOptions{Kind: "nap", WakeAt: time.Now().Add(10 * time.Millisecond)})
 	require.NoError(t, err)
 	id, ok := r.sched.signals.Retry.Wait(30 * time.Second)
 	require.True(t, ok, "the failed wake-up is to be retried")
@@ -135,14 +135,14 @@ func TestSchedulerSignalsWakeups(t *testing.T) {
 // TestRenewerSignalsALostLease: a lease whose task was deleted elsewhere
 // is not renewed; its work is stopped as ended.
 func TestRenewerSignalsALostLease(t *testing.T) {
-	st := sharedMemory{memory.New()}
+	st := sharedMemory{memory.New(nil)}
 	r, err := NewRouter(st, &Options{ReplicaID: "here", LeaseDuration: 60 * time.Millisecond})
 	require.NoError(t, err)
 	r.renewer.signals.Lost.Init()
 	ctx := t.Context()
 	require.NoError(t, r.Start(ctx))
 	t.Cleanup(func() { _ = r.Close() })
-	task, err := r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"}, CreateOptions{})
+	task, err := r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"}, nil)
 	require.NoError(t, err)
 	l, err := r.Lease(ctx, task.ID)
 	require.NoError(t, err)
@@ -228,7 +228,7 @@ func TestSchedulerWakesWhatNoNoteAnnounced(t *testing.T) {
 	start := time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
 	now.Store(&start)
 	clock := func() time.Time { return *now.Load() }
-	st := memory.New(store.WithClock(clock))
+	st := memory.New(&store.Options{Now: clock})
 	r, err := NewRouter(st, &Options{Now: clock, SweepInterval: 5 * time.Millisecond})
 	require.NoError(t, err)
 	k := &clearKind{r: r, woken: make(chan string, 4)}
@@ -241,7 +241,7 @@ func TestSchedulerWakesWhatNoNoteAnnounced(t *testing.T) {
 		TTL: time.Hour, Labels: map[string]string{LabelKind: "nap"}, WakeAt: start.Add(10 * time.Second)})
 	require.NoError(t, err)
 	// Noted: a later wake-up written through the router.
-	_, err = r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "nap"}, CreateOptions{Kind: "nap", WakeAt: start.Add(time.Minute)})
+	_, err = r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "nap"}, &CreateOptions{Kind: "nap", WakeAt: start.Add(time.Minute)})
 	require.NoError(t, err)
 	at := start.Add(10 * time.Second)
 	now.Store(&at)

@@ -25,14 +25,6 @@ import (
 
 // ---- stdio / in-memory ----
 
-// Transport wraps an MCP transport (stdio, in-memory, or any other
-// persistent one) so core-dialect task-augmented calls reach the router and
-// task status notifications can be pushed to the client. The wrapped
-// connection answers the task methods itself (see fastpath.go).
-func (r *Router) Transport(t mcp.Transport) mcp.Transport {
-	return &taskTransport{inner: t, r: r}
-}
-
 type taskTransport struct {
 	inner  mcp.Transport
 	r      *Router
@@ -327,13 +319,13 @@ func (c *pushConn) listen(req *jsonrpc.Request, lp *wire.ListenParams) {
 		refuse(mcptask.MissingExtension("task notifications on subscriptions/listen"))
 		return
 	}
-	q := c.r.listenOwner(context.Background(), &mcp.RequestExtra{})
+	q := c.r.streaming.listenOwner(context.Background(), &mcp.RequestExtra{})
 	if q.OwnerErr != nil {
 		refuse(q.OwnerErr)
 		return
 	}
 	c.serveStream(req.ID, func(ctx context.Context) {
-		c.r.runListen(ctx, q, req.ID.Raw(), lp.TaskIDs(), listenSink{
+		c.r.streaming.runListen(ctx, q, req.ID.Raw(), lp.TaskIDs(), listenSink{
 			notify: func(method string, params any) bool {
 				raw, err := json.Marshal(params)
 				return err == nil && write(ctx, &jsonrpc.Request{Method: method, Params: raw})

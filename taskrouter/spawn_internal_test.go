@@ -20,7 +20,7 @@ import (
 // server is shutting down. Before, spawn counted it in the WaitGroup
 // after Close's Wait had begun (a panic, or a handler nothing stops).
 func TestSpawnAfterCloseStartsNothing(t *testing.T) {
-	r, err := NewRouter(memory.New(), nil)
+	r, err := NewRouter(memory.New(nil), nil)
 	require.NoError(t, err)
 	adm := admission{owner: LocalOwner, source: "test"}
 	require.NoError(t, r.quotas.admit(adm, false))
@@ -31,10 +31,11 @@ func TestSpawnAfterCloseStartsNothing(t *testing.T) {
 	exec := func(context.Context) (mcp.Result, error) { ran.Add(1); return &mcp.CallToolResult{}, nil }
 	now := time.Now()
 	stored := &store.Task{ID: NewTaskID(), Status: mcptask.StatusWorking, CreatedAt: now, UpdatedAt: now}
-	ru := r.spawn(stored, adm, mcptask.Core, exec, nil)
+	ru := r.spawn(stored.ID, "", stored, adm, mcptask.Core, exec, nil)
 
 	p := &pendingRecord{rec: stored, done: make(chan struct{}), ended: make(chan handlerOutcome, 1)}
-	r.spawn(&store.Task{ID: NewTaskID(), Status: mcptask.StatusWorking}, adm, mcptask.Core, exec, p)
+	pt := &store.Task{ID: NewTaskID(), Status: mcptask.StatusWorking}
+	r.spawn(pt.ID, "", pt, adm, mcptask.Core, exec, p)
 	select {
 	case o := <-p.ended:
 		require.ErrorIs(t, o.cause, errShutdown)
@@ -50,7 +51,7 @@ func TestSpawnAfterCloseStartsNothing(t *testing.T) {
 // runs (and Close waits for it) or is refused, and nothing panics.
 func TestCloseWhileSpawning(t *testing.T) {
 	for range 20 {
-		r, err := NewRouter(memory.New(), nil)
+		r, err := NewRouter(memory.New(nil), nil)
 		require.NoError(t, err)
 		adm := admission{owner: LocalOwner, source: "test"}
 		var wg sync.WaitGroup
@@ -60,7 +61,8 @@ func TestCloseWhileSpawning(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				now := time.Now()
-				r.spawn(&store.Task{ID: NewTaskID(), Status: mcptask.StatusWorking, CreatedAt: now, UpdatedAt: now}, adm, mcptask.Core,
+				task := &store.Task{ID: NewTaskID(), Status: mcptask.StatusWorking, CreatedAt: now, UpdatedAt: now}
+				r.spawn(task.ID, "", task, adm, mcptask.Core,
 					func(ctx context.Context) (mcp.Result, error) { <-ctx.Done(); return nil, ctx.Err() }, nil)
 			}()
 		}

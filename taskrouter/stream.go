@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -14,8 +15,9 @@ import (
 )
 
 // The read side of task event logs: readers that follow a task's events
-// from a sequence number on, live (StreamEvents), and tasks/stream, which
-// puts them on the wire (streamwire.go).
+// from a sequence number on, live (Router.Streams: Streams.Events), and
+// tasks/stream, which puts them on the wire (streamwire.go); and the
+// followers of a task's status (subscriptions/listen, listen.go).
 //
 // A reader never holds the engine up. Writers only signal: every write of
 // this process that appends events (Router.Update, reported events'
@@ -27,6 +29,41 @@ import (
 // one that fell behind the log's caps gets an mcptask.EventDropped marker
 // and goes on from the oldest event kept. So what a slow reader costs is
 // its own goroutine and, at most, a page of the store's events.
+
+// Streams is the handle of the readers of task events (Router.Streams):
+// a task's event log, from a sequence number on, live.
+type Streams struct{ s *streaming }
+
+// streamEngine is what the streams of a task's life need of the engine;
+// *Router has it.
+type streamEngine interface {
+	// Store holds the tasks and their event logs.
+	Store() store.Store
+	Logger() *slog.Logger
+	Now() time.Time
+	// Resolve resolves a request the shims serve below the SDK
+	// (tasks/stream, subscriptions/listen).
+	Resolve(ctx context.Context, req mcp.Request) *Request
+	// TaskFor reads a task as requestor q may.
+	TaskFor(ctx context.Context, q *Request, id string) (*store.Task, error)
+	// load reads the task a tasks/* request names, as TaskFor does, and
+	// tells its kind that a client named it.
+	load(ctx context.Context, q *Request, id string) (*store.Task, error)
+}
+
+// streaming serves the streams of a task's life: the readers of its
+// events (Streams, tasks/stream) and the followers of its status
+// (subscriptions/listen). The feeds and listeners are parts of their
+// own, with their own locks, that the engine's writes signal.
+type streaming struct {
+	e         streamEngine
+	feeds     *streams
+	listeners *listeners
+	poll      time.Duration // the re-read of a shared store (pollTick); 0: none
+	// inputs are where a task's input requests are, which a listen
+	// notification carries as tasks/get does (getReply).
+	inputs pendingInputs
+}
 
 // feedCap is the number of recent events a task's feed keeps for its
 // readers.
@@ -224,9 +261,9 @@ func (f *taskFeed) refresh(ctx context.Context, st store.Store, force bool) erro
 	return nil
 }
 
-// StreamEvents passes fn the events of task id's log with a sequence
-// number after after, oldest first, as they are written, whoever owns the
-// task (for an operator's view; StreamEventsFor checks the owner). Where
+// Events passes fn the events of task id's log with a sequence number
+// after after, oldest first, as they are written, whoever owns the task
+// (for an operator's view; EventsFor checks the owner). Where
 // the log dropped events before they were read (it keeps the latest,
 // store.Limits), fn gets one mcptask.EventDropped event instead
 // (mcptask.DroppedEvent), numbered like the last event it stands for, and
@@ -238,39 +275,40 @@ func (f *taskFeed) refresh(ctx context.Context, st store.Store, force bool) erro
 // ctx's error when ctx ends; fn's error when fn fails. fn runs in the
 // caller's goroutine, one event at a time: a slow fn slows only its own
 // reading, never the task's work or other readers.
-func (r *Router) StreamEvents(ctx context.Context, id string, after uint64, fn func(store.Event) error) error {
-	_, err := r.streamEvents(ctx, id, after, fn)
+func (h *Streams) Events(ctx context.Context, id string, after uint64, fn func(store.Event) error) error {
+	_, err := h.s.events(ctx, id, after, fn)
 	return err
 }
 
-// StreamEventsFor is StreamEvents for a requestor: a task it may not see
-// is store.ErrNotFound, as for TaskFor.
-func (r *Router) StreamEventsFor(ctx context.Context, q *Request, id string, after uint64, fn func(store.Event) error) error {
-	if _, err := r.TaskFor(ctx, q, id); err != nil {
+// EventsFor is Events for a requestor: a task it may not see is
+// store.ErrNotFound, as for Router.TaskFor.
+func (h *Streams) EventsFor(ctx context.Context, q *Request, id string, after uint64, fn func(store.Event) error) error {
+	if _, err := h.s.e.TaskFor(ctx, q, id); err != nil {
 		return err
 	}
-	return r.StreamEvents(ctx, id, after, fn)
+	return h.Events(ctx, id, after, fn)
 }
 
-// streamEvents is StreamEvents, returning the task's status once it ended.
-func (r *Router) streamEvents(ctx context.Context, id string, after uint64, fn func(store.Event) error) (mcptask.Status, error) {
-	f := r.streams.join(id)
+// events is Streams.Events, returning the task's status once it ended.
+func (s *streaming) events(ctx context.Context, id string, after uint64, fn func(store.Event) error) (mcptask.Status, error) {
+	f := s.feeds.join(id)
 	if f == nil {
 		return "", errShutdown
 	}
-	defer r.streams.leave(f)
-	done := r.streams.doneChan()
+	defer s.feeds.leave(f)
+	st := s.e.Store()
+	done := s.feeds.doneChan()
 	check := true   // read the task's status once caught up (first, and after each poll)
 	ending := false // the task has ended: pass what is left, then stop
 	for {
 		wake := f.wakeChan()
-		evs, dropped, firstKept, err := f.next(ctx, r.st, after, ending)
+		evs, dropped, firstKept, err := f.next(ctx, st, after, ending)
 		if err != nil {
 			return "", err
 		}
 		if dropped > 0 {
 			marker, _ := json.Marshal(mcptask.DroppedEvent{Count: dropped, Next: firstKept})
-			if err := fn(store.Event{Seq: firstKept - 1, At: r.opts.Now(), Type: mcptask.EventDropped, Data: marker}); err != nil {
+			if err := fn(store.Event{Seq: firstKept - 1, At: s.e.Now(), Type: mcptask.EventDropped, Data: marker}); err != nil {
 				return "", err
 			}
 			after = firstKept - 1
@@ -288,7 +326,7 @@ func (r *Router) streamEvents(ctx context.Context, id string, after uint64, fn f
 			continue
 		}
 		if ending {
-			t, err := r.st.Get(ctx, id)
+			t, err := st.Get(ctx, id)
 			if err != nil {
 				return "", err
 			}
@@ -297,7 +335,7 @@ func (r *Router) streamEvents(ctx context.Context, id string, after uint64, fn f
 		if check {
 			// Read after the status: a task seen ended has written every
 			// event it has, and the next read gets them.
-			t, err := r.st.Get(ctx, id)
+			t, err := st.Get(ctx, id)
 			if err != nil {
 				return "", err
 			}
@@ -308,7 +346,7 @@ func (r *Router) streamEvents(ctx context.Context, id string, after uint64, fn f
 		}
 		select {
 		case <-wake:
-		case <-r.pollTick():
+		case <-pollTick(s.poll):
 			check = true
 			f.signal()
 		case <-done:
@@ -333,9 +371,9 @@ func terminalStatus(e store.Event) (mcptask.Status, bool) {
 }
 
 // latestReport is the line of the latest progress report or log line
-// among task id's recent events, or "" when it has none.
-func (r *Router) latestReport(ctx context.Context, id string) string {
-	head, err := r.st.Events(ctx, id, 0, 1)
+// among task id's recent events in st, or "" when it has none.
+func latestReport(ctx context.Context, st store.Store, id string) string {
+	head, err := st.Events(ctx, id, 0, 1)
 	if err != nil || head.Last == 0 {
 		return ""
 	}
@@ -344,7 +382,7 @@ func (r *Router) latestReport(ctx context.Context, id string) string {
 	if head.Last > recent {
 		after = head.Last - recent
 	}
-	page, err := r.st.Events(ctx, id, after, recent)
+	page, err := st.Events(ctx, id, after, recent)
 	if err != nil {
 		return ""
 	}

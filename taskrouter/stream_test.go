@@ -71,7 +71,7 @@ func addReporter(h *harness, g *gates) {
 		}
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "tok", Progress: 99, Total: 100, Message: "via notify"})
 		return textResult("reported"), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 }
 
 // createTask starts tool as a task in the peer's dialect and returns its id.
@@ -245,7 +245,7 @@ func TestStreamRateBound(t *testing.T) {
 		}
 		elapsed = time.Since(start)
 		return textResult("ok"), nil, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	p := h.dial(inMemory, ext, nil)
 	id := p.createTask("chatty", nil)
 	p.mustCall(mcptask.MethodTasksStream, map[string]any{"taskId": id})
@@ -266,7 +266,7 @@ func TestStreamRateBound(t *testing.T) {
 // (an EventDropped numbered like the last one it stands for) and resumes
 // at the first event kept, each number once.
 func TestStreamSlowReader(t *testing.T) {
-	st := memory.New(store.WithLimits(store.Limits{MaxEvents: 20}))
+	st := memory.New(&store.Options{Limits: store.Limits{MaxEvents: 20}})
 	h := newHarnessOn(t, st, nil)
 	g := &gates{}
 	addReporter(h, g)
@@ -278,7 +278,7 @@ func TestStreamSlowReader(t *testing.T) {
 	var seen []store.Event
 	done := make(chan error, 1)
 	go func() {
-		done <- h.r.StreamEvents(context.Background(), id, 0, func(e store.Event) error {
+		done <- h.r.Streams().Events(context.Background(), id, 0, func(e store.Event) error {
 			if len(seen) == 0 {
 				got <- e
 				<-hold // a reader that does not read

@@ -156,8 +156,8 @@ type streamResult struct {
 // session ss (nil when none), with what the transport knows in extra.
 // header is the dialect the transport's headers name: it counts when the
 // params do not name one.
-func (r *Router) resolveStream(ctx context.Context, ss *mcp.ServerSession, extra *mcp.RequestExtra, p *streamParams, header mcptask.Dialect) *Request {
-	q := r.resolve(ctx, &mcp.ServerRequest[*streamParams]{Session: ss, Params: p, Extra: extra})
+func (s *streaming) resolveStream(ctx context.Context, ss *mcp.ServerSession, extra *mcp.RequestExtra, p *streamParams, header mcptask.Dialect) *Request {
+	q := s.e.Resolve(ctx, &mcp.ServerRequest[*streamParams]{Session: ss, Params: p, Extra: extra})
 	if header.NegotiatesPerRequest() && q.Dialect != mcptask.Extension {
 		q.Dialect = mcptask.Extension
 	}
@@ -166,17 +166,17 @@ func (r *Router) resolveStream(ctx context.Context, ss *mcp.ServerSession, extra
 
 // runStream serves tasks/stream p for q on out, until the task has ended
 // and its events were sent, the client goes away or ctx ends.
-func (r *Router) runStream(ctx context.Context, q *Request, p *streamParams, out streamOut) {
+func (s *streaming) runStream(ctx context.Context, q *Request, p *streamParams, out streamOut) {
 	if err := gate(q, mcptask.MethodTasksStream, p.TaskID); err != nil {
 		out.fail(err)
 		return
 	}
-	if _, err := r.load(ctx, q, p.TaskID); err != nil {
+	if _, err := s.e.load(ctx, q, p.TaskID); err != nil {
 		out.fail(err)
 		return
 	}
 	end := mcptask.StreamEnd{Last: p.After}
-	status, err := r.streamEvents(ctx, p.TaskID, p.After, func(e store.Event) error {
+	status, err := s.events(ctx, p.TaskID, p.After, func(e store.Event) error {
 		if !out.event(e.Seq, wireEvent(p.TaskID, e)) {
 			return errStreamGone
 		}
@@ -217,7 +217,7 @@ func (h *httpShim) serveStreamHTTP(w http.ResponseWriter, req *http.Request, sr 
 	if last, ok := lastEventAfter(req, sr.Params.TaskID); ok && last > sr.Params.After {
 		sr.Params.After = last
 	}
-	q := h.r.resolveStream(req.Context(), h.session(req), h.extra(req), sr.Params, d)
+	q := h.r.streaming.resolveStream(req.Context(), h.session(req), h.extra(req), sr.Params, d)
 	h.streamSSE(w, req, q, sr.Params, sr.ID)
 }
 
@@ -243,7 +243,7 @@ func (h *httpShim) resumeStreamHTTP(w http.ResponseWriter, req *http.Request) bo
 		return true
 	}
 	p := &streamParams{TaskID: taskID, After: seq}
-	q := h.r.resolveStream(req.Context(), h.session(req), h.extra(req), p, d)
+	q := h.r.streaming.resolveStream(req.Context(), h.session(req), h.extra(req), p, d)
 	q.Dialect = d
 	q.Declared = true // declared by the request that opened the stream
 	h.streamSSE(w, req, q, p, reqID)
@@ -314,7 +314,7 @@ func (h *httpShim) streamSSE(w http.ResponseWriter, req *http.Request, q *Reques
 		return true
 	}
 	ctx := req.Context()
-	h.r.runStream(ctx, q, p, streamOut{
+	h.r.streaming.runStream(ctx, q, p, streamOut{
 		event: func(seq uint64, ev *mcptask.TaskEventParams) bool {
 			return send(streamEventID(seq, q.Dialect, p.TaskID, reqID), notification(mcptask.NotificationTaskEvent, ev))
 		},
@@ -377,8 +377,8 @@ func (c *pushConn) stream(req *jsonrpc.Request) {
 		}
 	}
 	c.serveStream(req.ID, func(ctx context.Context) {
-		q := c.r.resolveStream(ctx, c.ss.Load(), &mcp.RequestExtra{}, p, 0)
-		c.r.runStream(ctx, q, p, streamOut{
+		q := c.r.streaming.resolveStream(ctx, c.ss.Load(), &mcp.RequestExtra{}, p, 0)
+		c.r.streaming.runStream(ctx, q, p, streamOut{
 			event: func(_ uint64, ev *mcptask.TaskEventParams) bool {
 				raw, err := json.Marshal(ev)
 				return err == nil && write(ctx, &jsonrpc.Request{Method: mcptask.NotificationTaskEvent, Params: raw})

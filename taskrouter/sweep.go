@@ -59,7 +59,8 @@ type sweeperSignals struct {
 
 // sweeper is the engine's ttl sweeper service.
 type sweeper struct {
-	r       *Router
+	e       sweepEngine
+	kinds   expiryWords // the kinds' wording of an expiry (*kinds)
 	cfg     sweeperConfig
 	loop    service.Loop
 	signals sweeperSignals
@@ -67,12 +68,28 @@ type sweeper struct {
 	stopping atomic.Bool
 }
 
-func newSweeper(r *Router, cfg sweeperConfig) (*sweeper, error) {
+// sweepEngine is what the sweeper needs of the engine; *Router has it.
+type sweepEngine interface {
+	engineBase
+	// endTask writes u, which fails active task t, stops its work with
+	// cause and tells its kind.
+	endTask(ctx context.Context, t *store.Task, u store.Update, cause error) (*store.Task, error)
+	// deleteTask deletes ended task t and forgets it here.
+	deleteTask(ctx context.Context, t *store.Task) error
+}
+
+// expiryWords words the failure of an expired task (*kinds).
+type expiryWords interface {
+	expiryMessage(t *store.Task) string
+	endWrite(t *store.Task, u *store.Update) bool
+}
+
+func newSweeper(e sweepEngine, kinds expiryWords, cfg sweeperConfig) (*sweeper, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &sweeper{r: r, cfg: cfg}, nil
+	return &sweeper{e: e, kinds: kinds, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -83,7 +100,7 @@ func (s *sweeper) Start(ctx context.Context) error {
 	s.loop.Start(ctx, s.cfg.Interval, service.Every(s.cfg.Interval, func(ctx context.Context) {
 		n, err := s.sweep(ctx)
 		if err != nil {
-			s.r.log.Warn("ttl sweep", "error", err)
+			s.e.Logger().Warn("ttl sweep", "error", err)
 		}
 		s.signals.Swept.Send(n)
 	}))
@@ -98,17 +115,14 @@ func (s *sweeper) Stop() {
 	s.loop.Stop()
 }
 
-// Sweep handles every task whose expiry has passed: finished tasks are
+// sweep handles every task whose expiry has passed: finished tasks are
 // deleted; tasks still active are cancelled and marked failed with a
 // status message saying why, and kept readable for Options.ExpiredGrace.
-// It returns how many tasks it deleted or marked. The engine sweeps every
-// Options.SweepInterval by itself.
-func (r *Router) Sweep(ctx context.Context) (int, error) { return r.sweeper.sweep(ctx) }
-
+// It returns how many tasks it deleted or marked.
 func (s *sweeper) sweep(ctx context.Context) (int, error) {
 	n := 0
 	for {
-		batch, err := s.r.st.Expired(ctx, s.cfg.Now(), s.cfg.Batch)
+		batch, err := s.e.Store().Expired(ctx, s.cfg.Now(), s.cfg.Batch)
 		if err != nil {
 			return n, err
 		}
@@ -182,36 +196,25 @@ func (s *sweeper) deleteEnded(ctx context.Context, ended []*store.Task) (int, er
 // sweepOne deletes expired task t if it finished, or fails it; done
 // reports whether it did either (false: another write got there first).
 func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err error) {
-	r := s.r
 	if t.Status.Terminal() {
-		r.recent.forget(t.ID)
-		if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := s.e.deleteTask(ctx, t); err != nil {
 			return false, err
 		}
-		r.watches.drop(t.ID)
-		r.observe(TaskDeleted, t, nil)
-		r.ended(t.ID, t.Status, true)
 		return true, nil
 	}
 	msg := fmt.Sprintf("expired: ttl of %s elapsed before the task finished; it was cancelled", t.TTL)
-	if m := r.kinds.expiryMessage(t); m != "" {
+	if m := s.kinds.expiryMessage(t); m != "" {
 		msg = m
 	}
 	grace := s.cfg.Now().Add(s.cfg.Grace)
 	u := store.Update{IfVersion: t.Version, Status: mcptask.StatusFailed, StatusMessage: &msg,
 		Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}, ExpiresAt: &grace}
-	r.kinds.endWrite(t, &u) // conditional already: a conflict is swept again
-	nt, err := r.st.Update(ctx, t.ID, u)
-	if err != nil {
+	s.kinds.endWrite(t, &u) // conditional already: a conflict is swept again
+	if _, err := s.e.endTask(ctx, t, u, errExpired); err != nil {
 		if errors.Is(err, store.ErrTerminal) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
 			return false, nil
 		}
 		return false, err
 	}
-	r.stopRun(t.ID, errExpired)
-	r.observe(TaskUpdated, nt, &u)
-	r.changed(nt)
-	r.ended(nt.ID, nt.Status, false)
-	r.kinds.ended(ctx, nt)
 	return true, nil
 }

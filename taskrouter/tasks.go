@@ -3,6 +3,7 @@ package taskrouter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"slices"
@@ -16,7 +17,8 @@ import (
 // (the workflow bridge) uses to drive a task it owns: create, read, update,
 // complete, fail.
 
-// CreateOptions shape a task created through CreateTask.
+// CreateOptions shape a task created through CreateTask; nil means the
+// defaults.
 type CreateOptions struct {
 	// TTL is the requested ttl; zero means the configured default. It is
 	// capped at Options.MaxTTL.
@@ -48,14 +50,13 @@ type CreateOptions struct {
 	InputRequired bool
 }
 
-func (r *Router) actualTTL(requested time.Duration) time.Duration {
+// ttl is the ttl a task gets when requested asks for one: DefaultTTL
+// for none, at most MaxTTL.
+func (o *Options) ttl(requested time.Duration) time.Duration {
 	if requested <= 0 {
-		return r.opts.DefaultTTL
+		return o.DefaultTTL
 	}
-	if requested > r.opts.MaxTTL {
-		return r.opts.MaxTTL
-	}
-	return requested
+	return min(requested, o.MaxTTL)
 }
 
 // Task returns a task by id, whoever owns it. A webhook's record comes
@@ -81,7 +82,7 @@ func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.T
 	if !req.mayAccess(&r.opts, t) {
 		return nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
 	}
-	r.bindPeer(id, req)
+	r.peers.bindRequest(id, req)
 	return t, nil
 }
 
@@ -94,7 +95,7 @@ func (r *Router) TaskFor(ctx context.Context, req *Request, id string) (*store.T
 // without them. A pure append (u.AppendOnly) wakes only the readers of the
 // task's events.
 func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
-	t, err := r.updateWithPending(ctx, id, u)
+	t, err := r.sinks.updateWithPending(ctx, id, u)
 	if err != nil {
 		return nil, err
 	}
@@ -107,20 +108,14 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 	if u.WakeAt != nil {
 		r.sched.note(t.WakeAt)
 	}
-	r.observe(TaskUpdated, t, &u)
+	r.obs.task(TaskUpdated, t, &u)
 	r.changed(t)
-	r.ended(t.ID, t.Status, false)
+	r.quotas.ended(t.ID, t.Status, false)
 	return t, nil
 }
 
 // MaxTTL is the longest ttl a task may have (Options.MaxTTL).
 func (r *Router) MaxTTL() time.Duration { return r.opts.MaxTTL }
-
-// SetVariables merges vars into the task's variables (a JSON null deletes
-// a key). ifVersion, when non-zero, makes the write conditional.
-func (r *Router) SetVariables(ctx context.Context, id string, vars map[string]json.RawMessage, ifVersion uint64) (*store.Task, error) {
-	return r.Update(ctx, id, store.Update{IfVersion: ifVersion, Variables: vars})
-}
 
 // Complete ends a task as completed with result (any JSON-encodable MCP
 // result), optionally merging final variables in the same write.
@@ -140,6 +135,16 @@ func (r *Router) Fail(ctx context.Context, id string, message string, rpcErr *mc
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// deref is *p, or T's zero value (the defaults) for a nil p: how a
+// function that takes *XOptions reads them.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
 
 // LabelCount is the number of active tasks whose labels have Values (in
 // the order the labels were asked for).
@@ -192,4 +197,30 @@ func (r *Router) ActiveByLabels(ctx context.Context, kind string, labels []strin
 	}
 	slices.SortFunc(counts, func(a, b LabelCount) int { return slices.Compare(a.Values, b.Values) })
 	return counts, complete, nil
+}
+
+// endTask writes u, which ends active task t from outside its work (a
+// cancel, its expiry), then stops its work with cause and tells its kind
+// (EndKind).
+func (r *Router) endTask(ctx context.Context, t *store.Task, u store.Update, cause error) (*store.Task, error) {
+	nt, err := r.Update(ctx, t.ID, u)
+	if err != nil {
+		return nil, err
+	}
+	r.stopRun(t.ID, cause)
+	r.kinds.ended(ctx, nt)
+	return nt, nil
+}
+
+// deleteTask deletes ended task t (its expiry passed) and forgets it
+// here: its recent record, its waiters, its slot.
+func (r *Router) deleteTask(ctx context.Context, t *store.Task) error {
+	r.recent.forget(t.ID)
+	if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	r.watches.drop(t.ID)
+	r.obs.task(TaskDeleted, t, nil)
+	r.quotas.ended(t.ID, t.Status, true)
+	return nil
 }

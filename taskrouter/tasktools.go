@@ -52,6 +52,31 @@ type Reporter interface {
 	Report(ctx context.Context, t *store.Task) (res *mcp.CallToolResult, waiting bool)
 }
 
+// taskTools are the built-in task tools (task_result, task_cancel, and
+// task_pause and task_resume, pause.go), registered on the tool registry.
+type taskTools struct {
+	e      taskToolEngine
+	kinds  *kinds
+	tools  *toolRegistry
+	pauses *pauses
+	// hostDeadline bounds task_result's wait (Options.HostDeadline).
+	hostDeadline time.Duration
+}
+
+// taskToolEngine is what the task tools need of the engine; *Router has
+// it.
+type taskToolEngine interface {
+	Store() store.Store
+	// Resolve resolves the tool call's request (its owner).
+	Resolve(ctx context.Context, req mcp.Request) *Request
+	// TaskFor reads the task a tool names, as tasks/get would.
+	TaskFor(ctx context.Context, q *Request, id string) (*store.Task, error)
+	// Await waits for the task task_result waits for.
+	Await(ctx context.Context, id string, done func(*store.Task) bool) (*store.Task, error)
+	// cancelTask cancels the task task_cancel names.
+	cancelTask(ctx context.Context, t *store.Task, message string) (*store.Task, error)
+}
+
 // taskResultIn is task_result's input.
 type taskResultIn struct {
 	TaskID      string   `json:"task_id" jsonschema:"the id of the task (from the tool result or handoff that named it)"`
@@ -63,13 +88,7 @@ type taskCancelIn struct {
 	TaskID string `json:"task_id" jsonschema:"the id of the task to cancel"`
 }
 
-// AddTaskTools registers the built-in tools task_result and task_cancel
-// (names from opts) on the router's server, and task_pause and
-// task_resume once a kind of task can be paused (a handler that is a
-// Pauser, registered before or after: the workflow bridge's), so a server
-// with nothing to pause lists no pause tools to a model. Install must
-// have been called.
-func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
+func (tt *taskTools) add(opts *TaskToolsOptions) {
 	var o TaskToolsOptions
 	if opts != nil {
 		o = *opts
@@ -80,53 +99,46 @@ func (r *Router) AddTaskTools(opts *TaskToolsOptions) {
 	if o.CancelName == "" {
 		o.CancelName = DefaultCancelToolName
 	}
-	AddTool(r, &mcp.Tool{Name: o.ResultName, Description: "Wait for a task (a long tool call that became a task, or a workflow task) and return its result: the tool's own result once the task has ended, or where it stands (for a workflow: its handoff, saying what to do next). Call it with the task id a tool result or handoff gave you.",
+	addTool(tt.tools, &mcp.Tool{Name: o.ResultName, Description: "Wait for a task (a long tool call that became a task, or a workflow task) and return its result: the tool's own result once the task has ended, or where it stands (for a workflow: its handoff, saying what to do next). Call it with the task id a tool result or handoff gave you.",
 		InputSchema: taskResultSchema()},
-		r.taskResultTool, ToolOptions{})
-	AddTool(r, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
-		r.taskCancelTool, ToolOptions{})
-	r.tools.setTaskTools(o.ResultName, o.CancelName)
-	o = o.withPauseDefaults()
-	r.tools.mu.Lock()
-	r.tools.pauseNames = &o
-	r.tools.mu.Unlock()
-	r.pauseToolsIfPausable()
+		tt.taskResultTool, nil)
+	addTool(tt.tools, &mcp.Tool{Name: o.CancelName, Description: "Cancel a task (a long tool call that became a task, or a workflow task): its work stops. Call it with the task id a tool result or handoff gave you."},
+		tt.taskCancelTool, nil)
+	tt.tools.setTaskTools(o.ResultName, o.CancelName, o.withPauseDefaults())
+	tt.pauseToolsIfPausable()
 }
 
 // toolTask loads the task a built-in tool names, as tasks/get would: an
 // unknown or foreign id gets an isError result naming it.
-func (r *Router) toolTask(ctx context.Context, id string) (*store.Task, *mcp.CallToolResult) {
-	q := RequestFrom(ctx)
-	if q == nil {
-		q = r.resolve(ctx, nil)
-	}
+func (tt *taskTools) toolTask(ctx context.Context, id string) (*store.Task, *mcp.CallToolResult) {
+	q := tt.e.Resolve(ctx, nil)
 	if q.OwnerErr != nil {
 		return nil, errorResult("%v", q.OwnerErr)
 	}
 	if id == "" {
 		return nil, errorResult("task_id is empty: pass the id of a task")
 	}
-	t, err := r.TaskFor(ctx, q, id)
+	t, err := tt.e.TaskFor(ctx, q, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, errorResult("there is no task %q that you may see: the id is wrong, the task expired, or it belongs to someone else", id)
 		}
 		return nil, errorResult("reading task %q: %v", id, err)
 	}
-	r.kinds.touched(ctx, t)
+	tt.kinds.touched(ctx, t)
 	return t, nil
 }
 
-func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in taskResultIn) (*mcp.CallToolResult, any, error) {
-	t, bad := r.toolTask(ctx, in.TaskID)
+func (tt *taskTools) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in taskResultIn) (*mcp.CallToolResult, any, error) {
+	t, bad := tt.toolTask(ctx, in.TaskID)
 	if bad != nil {
 		return bad, nil, nil
 	}
-	wait, err := waitFor(r.opts.HostDeadline, in.WaitSeconds)
+	wait, err := waitFor(tt.hostDeadline, in.WaitSeconds)
 	if err != nil {
 		return errorResult("%v", err), nil, nil
 	}
-	rep := r.kinds.reporter(t)
+	rep := tt.kinds.reporter(t)
 	settled := func(t *store.Task) bool {
 		if t.Status.Terminal() {
 			return true
@@ -139,7 +151,7 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 	}
 	if !settled(t) && wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		got, err := r.Await(wctx, t.ID, settled)
+		got, err := tt.e.Await(wctx, t.ID, settled)
 		cancel()
 		if got != nil {
 			t = got
@@ -148,7 +160,7 @@ func (r *Router) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest, in 
 			return nil, nil, ctx.Err()
 		}
 	}
-	return r.resultOf(ctx, t, rep), nil, nil
+	return tt.resultOf(ctx, t, rep), nil, nil
 }
 
 // taskResultSchema is task_result's input schema: the one inferred from
@@ -192,7 +204,7 @@ func waitFor(hostDeadline time.Duration, seconds *float64) (time.Duration, error
 }
 
 // resultOf is task_result's answer for t as it stands.
-func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp.CallToolResult {
+func (tt *taskTools) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp.CallToolResult {
 	switch {
 	case t.Status == mcptask.StatusCompleted || (t.Status == mcptask.StatusFailed && t.Error == nil && len(t.Result) > 0):
 		var res mcp.CallToolResult
@@ -215,7 +227,7 @@ func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp
 	case t.Status == mcptask.StatusCancelled:
 		return withState(errorResult("task %s was cancelled: %s", t.ID, t.StatusMessage), t)
 	}
-	latest := r.latestReport(ctx, t.ID) // the model never sees statusMessage in some hosts
+	latest := latestReport(ctx, tt.e.Store(), t.ID) // the model never sees statusMessage in some hosts
 	if rep != nil {
 		if res, waiting := rep.Report(ctx, t); res != nil {
 			if latest != "" && !waiting {
@@ -232,20 +244,20 @@ func (r *Router) resultOf(ctx context.Context, t *store.Task, rep Reporter) *mcp
 		msg += ". Latest progress: " + latest
 	}
 	return withState(textResult("Task %s is still running%s. Call %s again with {\"task_id\": %s} to keep waiting, or %s to stop it.",
-		t.ID, msg, r.tools.resultToolName(), strconv.Quote(t.ID), r.tools.cancelToolName()), t)
+		t.ID, msg, tt.tools.resultToolName(), strconv.Quote(t.ID), tt.tools.cancelToolName()), t)
 }
 
-func (r *Router) taskCancelTool(ctx context.Context, _ *mcp.CallToolRequest, in taskCancelIn) (*mcp.CallToolResult, any, error) {
-	t, bad := r.toolTask(ctx, in.TaskID)
+func (tt *taskTools) taskCancelTool(ctx context.Context, _ *mcp.CallToolRequest, in taskCancelIn) (*mcp.CallToolResult, any, error) {
+	t, bad := tt.toolTask(ctx, in.TaskID)
 	if bad != nil {
 		return bad, nil, nil
 	}
 	if t.Status.Terminal() {
 		return withState(textResult("Task %s had already ended (%s); there was nothing to cancel.", t.ID, t.Status), t), nil, nil
 	}
-	nt, err := r.cancelTask(ctx, t, "cancelled by request")
+	nt, err := tt.e.cancelTask(ctx, t, "cancelled by request")
 	if err != nil {
-		if cur, gerr := r.st.Get(ctx, t.ID); gerr == nil && cur.Status.Terminal() {
+		if cur, gerr := tt.e.Store().Get(ctx, t.ID); gerr == nil && cur.Status.Terminal() {
 			return withState(textResult("Task %s had already ended (%s); there was nothing to cancel.", cur.ID, cur.Status), cur), nil, nil
 		}
 		return errorResult("cancelling task %s: %v", t.ID, err), nil, nil

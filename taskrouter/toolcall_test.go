@@ -117,7 +117,7 @@ func TestTypedToolMatchesSDK(t *testing.T) {
 	typedTools(func(tool *mcp.Tool, h any) { addSDK(sdk, tool, h) })
 
 	ours := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	r, err := taskrouter.NewRouter(memory.New(), nil)
+	r, err := taskrouter.NewRouter(memory.New(nil), nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Install(ours))
 	typedTools(func(tool *mcp.Tool, h any) { addOurs(r, tool, h) })
@@ -190,7 +190,7 @@ func addSDK(s *mcp.Server, t *mcp.Tool, h any) {
 
 // addOurs adds one of typedTools' handlers with taskrouter.AddTool.
 func addOurs(r *taskrouter.Router, t *mcp.Tool, h any) {
-	opts := taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden}
+	opts := &taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden}
 	switch h := h.(type) {
 	case func(context.Context, *mcp.CallToolRequest, typedIn) (*mcp.CallToolResult, typedOut, error):
 		taskrouter.AddTool(r, t, h, opts)

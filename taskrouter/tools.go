@@ -13,7 +13,8 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 )
 
-// ToolOptions say how a tool behaves as a task.
+// ToolOptions say how a tool behaves as a task; nil means the defaults
+// (a tool that never runs as a task).
 type ToolOptions struct {
 	// TaskSupport is the level advertised in tools/list as
 	// execution.taskSupport. The zero value means mcptask.TaskForbidden.
@@ -53,23 +54,31 @@ type toolEntry struct {
 // before running it (a task about to be created) decodes and validates
 // the arguments once. Install must have been called. It panics, as
 // mcp.AddTool does, on an unusable schema.
-func AddTool[In, Out any](r *Router, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
-	srv := r.mustServer()
+func AddTool[In, Out any](r *Router, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts *ToolOptions) {
+	addTool(&r.tools, t, h, opts)
+}
+
+// toolAdder registers tools on the router's server: what a feature that
+// brings its own tools (the schedule tools, the pause tools) needs of
+// the engine. *toolRegistry has it.
+type toolAdder interface {
+	addTool(t *mcp.Tool, h mcp.ToolHandler, opts *ToolOptions, check argCheck)
+}
+
+// addTool is AddTool on a toolAdder.
+func addTool[In, Out any](g toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts *ToolOptions) {
 	tt, handler, check, err := typedTool(t, h)
 	if err != nil {
 		panic(fmt.Sprintf("taskrouter: AddTool %q: %v", t.Name, err))
 	}
-	r.register(tt, opts, check)
-	srv.AddTool(tt, handler)
+	g.addTool(tt, handler, opts, check)
 }
 
 // AddRawTool adds an untyped tool, like (*mcp.Server).AddTool, and records
 // it in the router's registry. As with the SDK, the handler validates its
 // own arguments.
-func (r *Router) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
-	srv := r.mustServer()
-	r.register(t, opts, nil)
-	srv.AddTool(t, h)
+func (r *Router) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts *ToolOptions) {
+	r.tools.addTool(t, h, opts, nil)
 }
 
 // CheckToolArguments checks args against the input schema of tool name as
@@ -130,18 +139,8 @@ func schemaCheck(schema any) func(json.RawMessage) error {
 
 // SetToolOptions sets the task behaviour of a tool registered directly on
 // the server (not through AddTool or AddRawTool).
-func (r *Router) SetToolOptions(name string, opts ToolOptions) {
-	r.register(&mcp.Tool{Name: name}, opts, nil)
-}
-
-func (r *Router) register(t *mcp.Tool, opts ToolOptions, check argCheck) {
-	if opts.TaskSupport == "" {
-		opts.TaskSupport = mcptask.TaskForbidden
-	}
-	if !opts.TaskSupport.Valid() {
-		panic(fmt.Sprintf("taskrouter: tool %q: unknown task support %q", t.Name, opts.TaskSupport))
-	}
-	r.tools.add(&toolEntry{tool: t, opts: opts, check: check})
+func (r *Router) SetToolOptions(name string, opts *ToolOptions) {
+	r.tools.addTool(&mcp.Tool{Name: name}, nil, opts, nil)
 }
 
 // toolRegistry is what the router knows of tools: the entries AddTool,
@@ -159,6 +158,49 @@ type toolRegistry struct {
 	pauseNames   *TaskToolsOptions     // the pause tools' names, once AddTaskTools asked for them
 	pauseAdded   bool                  // and whether they are registered (see pauseToolsIfPausable)
 	continuation ContinuationHandler
+	server       *mcp.Server // the server tools are added to, once Install ran
+}
+
+// install records the server tools are added to.
+func (g *toolRegistry) install(s *mcp.Server) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.server = s
+}
+
+// mustServer returns the server Install put the router on; it panics
+// before Install.
+func (g *toolRegistry) mustServer() *mcp.Server {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.server == nil {
+		panic("taskrouter: call Install before adding tools")
+	}
+	return g.server
+}
+
+// addTool records t with its task behaviour and, when h is set, adds it
+// to the server with h as its handler. It panics before Install and on
+// an unknown task support level.
+func (g *toolRegistry) addTool(t *mcp.Tool, h mcp.ToolHandler, o *ToolOptions, check argCheck) {
+	var opts ToolOptions
+	if o != nil {
+		opts = *o
+	}
+	var srv *mcp.Server
+	if h != nil {
+		srv = g.mustServer()
+	}
+	if opts.TaskSupport == "" {
+		opts.TaskSupport = mcptask.TaskForbidden
+	}
+	if !opts.TaskSupport.Valid() {
+		panic(fmt.Sprintf("taskrouter: tool %q: unknown task support %q", t.Name, opts.TaskSupport))
+	}
+	g.add(&toolEntry{tool: t, opts: opts, check: check})
+	if srv != nil {
+		srv.AddTool(t, h)
+	}
 }
 
 // add registers te under its tool's name, replacing an earlier entry.
@@ -245,12 +287,27 @@ func (g *toolRegistry) taskIDToolsOf(tools []*mcp.Tool) map[string]bool {
 	return out
 }
 
-// setTaskTools records the names of the built-in task_result and
-// task_cancel tools.
-func (g *toolRegistry) setTaskTools(result, cancel string) {
+// setTaskTools records the names of the built-in task tools: task_result
+// and task_cancel, registered, and the pause tools', to register once a
+// kind can pause (claimPauseTools).
+func (g *toolRegistry) setTaskTools(result, cancel string, pause TaskToolsOptions) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.resultTool, g.cancelTool = result, cancel
+	g.pauseNames = &pause
+}
+
+// claimPauseTools returns the pause tools' names when AddTaskTools asked
+// for them and nobody claimed them before (the caller registers them),
+// nil otherwise.
+func (g *toolRegistry) claimPauseTools() *TaskToolsOptions {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pauseNames == nil || g.pauseAdded {
+		return nil
+	}
+	g.pauseAdded = true
+	return g.pauseNames
 }
 
 // resultToolName is the name of the built-in task_result tool, or "" when
@@ -280,13 +337,6 @@ func (g *toolRegistry) continuationHandler() ContinuationHandler {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.continuation
-}
-
-func (r *Router) mustServer() *mcp.Server {
-	if r.server == nil {
-		panic("taskrouter: call Install before adding tools")
-	}
-	return r.server
 }
 
 // CallTool runs a tool of the installed server in-process and in the
@@ -410,3 +460,11 @@ type ContinuationHandler func(ctx context.Context, q *Request, req *mcp.CallTool
 // SetContinuation makes h serve every tools/call that carries
 // _meta._task_id. Without one, such calls are ordinary tool calls.
 func (r *Router) SetContinuation(h ContinuationHandler) { r.tools.setContinuation(h) }
+
+// AddTaskTools registers the built-in tools task_result and task_cancel
+// (names from opts) on the router's server, and task_pause and
+// task_resume once a kind of task can be paused (a handler that is a
+// Pauser, registered before or after: the workflow bridge's), so a server
+// with nothing to pause lists no pause tools to a model. Install must
+// have been called.
+func (r *Router) AddTaskTools(opts *TaskToolsOptions) { r.taskTools.add(opts) }

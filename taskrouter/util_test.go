@@ -17,7 +17,7 @@ import (
 )
 
 func newMemoryWithClock(clock func() time.Time) store.Store {
-	return memory.New(store.WithClock(clock))
+	return memory.New(&store.Options{Now: clock})
 }
 
 func dataOf(err error) (json.RawMessage, bool) {

@@ -2,6 +2,7 @@ package taskrouter
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -136,7 +137,7 @@ func (r *Router) changed(t *store.Task) {
 	} else {
 		r.watches.wake(t.ID)
 	}
-	r.push(t)
+	r.pushers.push(t)
 	r.listeners.changed(t.ID)
 	r.hooks.changed(t)
 	r.streams.notify(t.ID)
@@ -167,7 +168,7 @@ func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bo
 		}
 		select {
 		case <-w:
-		case <-r.pollTick():
+		case <-pollTick(r.poll):
 			r.watches.unwatch(id, w)
 		case <-ctx.Done():
 			r.watches.unwatch(id, w)
@@ -176,12 +177,55 @@ func (r *Router) Await(ctx context.Context, id string, done func(*store.Task) bo
 	}
 }
 
-// pollTick returns a channel that fires after Options.ChangePollInterval on
-// a shared store, and never on an exclusive one (every change there is
+// pollTick returns a channel that fires after every, the safety net of a
+// waiter on a shared store (Router.poll: Options.ChangePollInterval), and
+// never when every is zero (an exclusive store: every change there is
 // this process's own and wakes its waiters directly).
-func (r *Router) pollTick() <-chan time.Time {
-	if !r.shared {
+func pollTick(every time.Duration) <-chan time.Time {
+	if every <= 0 {
 		return nil
 	}
-	return time.After(r.opts.ChangePollInterval)
+	return time.After(every)
+}
+
+// announced handles a change the store's feed announced (it may be this
+// process's own write: its waiters were woken when it was written, and
+// its echo wakes them no more, see watches.own).
+func (r *Router) announced(c store.Change) {
+	switch {
+	case c.Events > 0:
+		r.streams.notify(c.ID) // an append: only event readers care
+	case c.Resync:
+		// The feed's connection was lost: wake everyone to re-read, and
+		// stop the work (and give back the slots) of the tasks that ended
+		// elsewhere meanwhile.
+		r.watches.wakeAll()
+		r.listeners.changedAll()
+		r.streams.notifyAll()
+		for _, id := range r.runs.workingOn() {
+			if t, err := r.st.Get(context.Background(), id); err != nil || t.Status.Terminal() {
+				r.stopRun(id, errEnded)
+			}
+		}
+		for _, id := range r.quotas.heldTasks() {
+			switch t, err := r.st.Get(context.Background(), id); {
+			case errors.Is(err, store.ErrNotFound):
+				r.quotas.ended(id, "", true)
+			case err == nil:
+				r.quotas.ended(id, t.Status, false)
+			}
+		}
+	default:
+		if c.Deleted {
+			r.recent.forget(c.ID)
+		}
+		r.watches.wakeFeed(c.ID, c.Version)
+		if c.Deleted || c.Status.Terminal() {
+			r.stopRun(c.ID, errEnded)
+			r.quotas.ended(c.ID, c.Status, c.Deleted)
+		}
+		r.listeners.changed(c.ID)
+		r.hooks.feedChange(c)
+		r.streams.notify(c.ID)
+	}
 }

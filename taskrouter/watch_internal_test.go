@@ -59,12 +59,12 @@ func TestFeedEchoWakesNoOne(t *testing.T) {
 // continuation's own wait ended and left its leg, waiting on the same
 // workflow task, asleep through the workflow's cancel.
 func TestAwaitersShareAWatch(t *testing.T) {
-	r, err := NewRouter(memory.New(), nil)
+	r, err := NewRouter(memory.New(nil), nil)
 	require.NoError(t, err)
 	ctx := t.Context()
 	require.NoError(t, r.Start(ctx))
 	t.Cleanup(func() { _ = r.Close() })
-	task, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, CreateOptions{})
+	task, err := r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "x"}, nil)
 	require.NoError(t, err)
 
 	ended := make(chan error, 1)

@@ -30,11 +30,11 @@ func Example() {
 	tp := tracing.NewProvider(sdktrace.WithSyncer(exp)) // sdktrace.WithBatcher(otlpExporter) in production
 	defer tp.Shutdown(ctx)
 
-	b := builder.New("demo", "1").WithStore(memory.New()).WithoutEnv().
-		WithObserver(tracing.New(tp, tracing.Options{}))
+	b := builder.New("demo", "1").WithStore(memory.New(nil)).WithoutEnv().
+		WithObserver(tracing.New(tp, nil))
 	builder.Tool(b, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textIn, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	srv, err := b.Build(ctx)
 	if err != nil {
 		log.Fatal(err)

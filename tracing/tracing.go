@@ -208,7 +208,7 @@ func NewProvider(opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider
 	return sdktrace.NewTracerProvider(append(opts, sdktrace.WithIDGenerator(IDGenerator()))...)
 }
 
-// Options configure New.
+// Options configure New; nil means the defaults.
 type Options struct {
 	// Logger reports a TracerProvider that does not use IDGenerator; nil
 	// means slog.Default().
@@ -225,9 +225,12 @@ type Tracer struct {
 }
 
 // New returns a Tracer that makes spans with tp (use NewProvider, or add
-// IDGenerator to your provider).
-func New(tp trace.TracerProvider, opts Options) *Tracer {
-	t := &Tracer{tracer: tp.Tracer(ScopeName), log: opts.Logger}
+// IDGenerator to your provider). A nil opts means the defaults.
+func New(tp trace.TracerProvider, opts *Options) *Tracer {
+	t := &Tracer{tracer: tp.Tracer(ScopeName)}
+	if opts != nil {
+		t.log = opts.Logger
+	}
 	if t.log == nil {
 		t.log = slog.Default()
 	}

@@ -32,7 +32,7 @@ func traced(t *testing.T, st store.Store, extra ...taskrouter.Observer) (*obstes
 	exp := tracetest.NewInMemoryExporter()
 	tp := tracing.NewProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
-	tr := tracing.New(tp, tracing.Options{})
+	tr := tracing.New(tp, nil)
 	f := obstest.New(t, st, func(b *builder.Builder) {
 		b.WithObserver(tr)
 		for _, o := range extra {
@@ -102,7 +102,7 @@ func TestWorkflowIsOneTrace(t *testing.T) {
 	res, doc := obstest.Handoff(t, c, "tracing")
 	id := doc.TaskID
 	require.Equal(t, tracing.TraceParent(id), res.Meta[tracing.MetaTraceParent], "the prompt result carries the task's traceparent")
-	obstest.Finish(t, c, doc, client.FollowOptions{})
+	obstest.Finish(t, c, doc, nil)
 	task := f.Wait(t, id, mcptask.StatusCompleted)
 
 	rec.mu.Lock()
@@ -149,13 +149,13 @@ func TestWorkflowIsOneTrace(t *testing.T) {
 // of the task span) gets the step span under it; a context from another
 // trace becomes a link.
 func TestClientSpanParentsItsStep(t *testing.T) {
-	f, exp := traced(t, memory.New())
+	f, exp := traced(t, memory.New(nil))
 	c := f.Client(t)
 
 	_, doc := obstest.Handoff(t, c, "mine")
 	tid := tracing.TraceID(doc.TaskID)
 	clientSpan := trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}
-	obstest.Finish(t, c, doc, client.FollowOptions{TraceParent: fmt.Sprintf("00-%s-%s-01", tid, clientSpan)})
+	obstest.Finish(t, c, doc, &client.FollowOptions{TraceParent: fmt.Sprintf("00-%s-%s-01", tid, clientSpan)})
 	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 	var review tracetest.SpanStub
 	require.Eventually(t, func() bool {
@@ -172,7 +172,7 @@ func TestClientSpanParentsItsStep(t *testing.T) {
 
 	_, doc = obstest.Handoff(t, c, "theirs")
 	other := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	obstest.Finish(t, c, doc, client.FollowOptions{TraceParent: other})
+	obstest.Finish(t, c, doc, &client.FollowOptions{TraceParent: other})
 	f.Wait(t, doc.TaskID, mcptask.StatusCompleted)
 	tid = tracing.TraceID(doc.TaskID)
 	require.Eventually(t, func() bool {
@@ -247,7 +247,7 @@ func TestForeignProviderWarns(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	var logs bytes.Buffer
-	tr := tracing.New(tp, tracing.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	tr := tracing.New(tp, &tracing.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 2 {
 		task := &store.Task{ID: fmt.Sprintf("%032x", i+1), Status: mcptask.StatusCompleted, CreatedAt: time.Now(), UpdatedAt: time.Now()}
 		tr.TaskEvent(taskrouter.TaskEvent{Kind: taskrouter.TaskUpdated, Task: task, Ended: true})

@@ -284,7 +284,7 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 	if addTool {
 		s.AddTool(workflowTool(w), b.toolHandler(w.Name))
 		// A client that takes tasks gets one for the call: a leg (leg.go).
-		b.engine.SetToolOptions(w.Name, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Preflight: b.preflight(w.Name)})
+		b.engine.SetToolOptions(w.Name, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Preflight: b.preflight(w.Name)})
 	}
 	for _, st := range w.flat() { // a container's members too
 		for _, tool := range st.kind.tools(&b.opts) {

@@ -1,11 +1,18 @@
 package workflow
 
+// Continuations: a tool call bound to a workflow task (continueCall),
+// from the step it performs (claimStep, prepareCall) through the record
+// of its outcome (recordClient) to the answer (answer): one walk, in the
+// order a call takes it.
+
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -167,48 +174,7 @@ func (b *Bridge) narrowTaskRef(ctx context.Context, q *taskrouter.Request, req *
 	return nil
 }
 
-// answerOrLeg answers a recorded continuation (see answer), or, for a
-// client that takes tasks, makes the rest of it a leg when the workflow
-// has nothing for the model yet (its server steps outlast PromptWait, or
-// it waits for a person's decision): the leg's result is the same answer,
-// once it has.
-func (b *Bridge) answerOrLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, in *instance, at target, res *mcp.CallToolResult) mcp.Result {
-	rd := readerOf(q)
-	if !taskrouter.CanStartLeg(q) {
-		return b.answer(ctx, in, at, res, rd, false)
-	}
-	cur, p := b.settle(ctx, in.id)
-	answer := func(t *store.Task, p *Progress) (*mcp.CallToolResult, error) {
-		return b.continuationResult(t, p, at, res, rd, false), nil
-	}
-	if leg, ok, err := b.legTail(ctx, q, req, cur, p, answer); ok && err == nil {
-		return leg
-	}
-	if cur == nil || p == nil {
-		return b.answer(ctx, in, at, res, rd, false) // reads what this process knows
-	}
-	return b.continuationResult(cur, p, at, res, rd, false)
-}
-
-// answer is a continuation's reply once its step is recorded (by this
-// call, or by an earlier one it repeats): the step's result and where the
-// workflow stands once it rests or Options.PromptWait has passed. It never
-// fails: when the task cannot be read now (the store is down, the task was
-// deleted), it shows the task as this process last knew it.
-func (b *Bridge) answer(ctx context.Context, in *instance, at target, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
-	cur, p := b.settle(ctx, in.id)
-	if cur == nil || p == nil {
-		cur, p = in.known()
-	}
-	if cur == nil || p == nil {
-		out := *res
-		out.Meta = mcp.Meta{}
-		maps.Copy(out.Meta, res.Meta)
-		maps.Copy(out.Meta, mcptask.RelatedTaskMeta(in.id))
-		return &out
-	}
-	return b.continuationResult(cur, p, at, res, rd, replayed)
-}
+// ---- claiming the step the call performs, and preparing its arguments ----
 
 // target is what a continuation performs: the record at path (a step of
 // the workflow, "review"; or a record a container keeps, "review[2]"),
@@ -285,6 +251,16 @@ func (in *instance) claimStep(ctx context.Context, t *store.Task, req *mcp.CallT
 			return target{}, nil, ctx.Err()
 		}
 	}
+}
+
+// releaseStep ends a continuation of the record at path.
+func (in *instance) releaseStep(path string) {
+	in.locked(func() {
+		if ch := in.clients[path]; ch != nil {
+			close(ch)
+			delete(in.clients, path)
+		}
+	})
 }
 
 // prepareCall readies a continuation's arguments before anything runs.
@@ -380,6 +356,156 @@ func article(t string) string {
 	return "a " + t
 }
 
+// ---- recording the call: the step's outcome written at its record ----
+
+// recordClient records the outcome of the client step a continuation ran
+// (at its target's record), durably, with the task variables it sets; the
+// task is marked held by a client. It returns a replay answer when another
+// call recorded the step first, and an error only when nothing was
+// recorded.
+func (in *instance) recordClient(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, setVars map[string]json.RawMessage, by string) (*mcp.CallToolResult, error) {
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return nil, mcptask.InternalError("encoding the result of tool %q: %v", req.Params.Name, err)
+	}
+	meta := req.Params.GetMeta()
+	var ans *mcp.CallToolResult
+	var told []StepEvent
+	in.writing(func() { ans, told, err = in.recordClientTurn(ctx, at, req, res, raw, meta, setVars, by) })
+	in.b.tell(told) // after the write, holding nothing
+	return ans, err
+}
+
+// recordClientTurn is recordClient; told is the attempt it recorded, for
+// the observer. Call with the turn held.
+func (in *instance) recordClientTurn(ctx context.Context, at target, req *mcp.CallToolRequest, res *mcp.CallToolResult, raw []byte, meta mcp.Meta, setVars map[string]json.RawMessage, by string) (_ *mcp.CallToolResult, told []StepEvent, err error) {
+	b := in.b
+	for attempt := 0; ; attempt++ {
+		err = in.commit(ctx, func(p *Progress) (store.Update, error) {
+			told = nil
+			sl := in.wf.slotAt(p, at.path)
+			if sl == nil || sl.sp.ended() || !reached(in.wf, p, in.wf.index[sl.root().s.Name]) || !clientSide(sl.s, sl.sp) {
+				return store.Update{}, errStale
+			}
+			sp := sl.sp
+			now := b.engine.Now()
+			vars := maps.Clone(setVars)
+			if vars == nil {
+				vars = map[string]json.RawMessage{}
+			}
+			if res.IsError {
+				fail(p, sl, by, toolError(res), now)
+				p.PauseReason = clientFailedMessage(at.path, sl.s, toolError(res))
+			} else {
+				complete(p, sl, by, canonical(req.Params.Arguments), res, now)
+				vars[VarResultPrefix+at.path] = raw
+			}
+			if sp.IdempotencyKey == "" {
+				sp.IdempotencyKey = idempotencyKey(in.id, at.path)
+			}
+			sp.ReachedAt, sp.Deadline = nil, nil
+			if e, ok := observed(in.id, p, sl, meta); ok {
+				told = append(told, e)
+			}
+			if !res.IsError {
+				markReached(in.wf, p, now)
+				p.PauseReason = pauseReason(in.wf, p)
+			}
+			return store.Update{Variables: vars, Labels: map[string]string{LabelTouched: "1"}}, nil
+		})
+		switch {
+		case err == nil:
+			return nil, told, nil
+		case errors.Is(err, errTakenOver) && attempt == 0:
+			continue // the lease this process held is gone: record without it
+		case errors.Is(err, errStale):
+			// Another call recorded this step (or the workflow moved on):
+			// answer as a repeated call would be answered.
+			if ans, rerr, ok := in.recordedNow(ctx, at, req); ok {
+				return ans, nil, rerr
+			}
+			return nil, nil, mcptask.InvalidParams("step %q of workflow task %s can no longer be performed: the workflow moved on while the tool ran; nothing was recorded", at.path, in.id)
+		case errors.Is(err, errEnded):
+			cur := in.task
+			if cur == nil {
+				cur, _ = b.engine.Task(ctx, in.id)
+			}
+			status := "ended"
+			if cur != nil {
+				status = string(cur.Status)
+			}
+			return nil, nil, mcptask.InvalidParams("workflow task %s %s while step %q ran; nothing was recorded", in.id, status, at.path)
+		}
+		// A store failure may hide a write that committed (the
+		// connection broke before the store answered): when the step
+		// reads as recorded with these arguments now, that is the answer.
+		if ans, rerr, ok := in.recordedNow(ctx, at, req); ok {
+			return ans, nil, rerr
+		}
+		return nil, nil, err
+	}
+}
+
+// recordedNow reloads the task and returns the recorded result of the
+// target's record when it was recorded with req's arguments (ok), as a
+// repeated call is answered. Call with the turn held.
+func (in *instance) recordedNow(ctx context.Context, at target, req *mcp.CallToolRequest) (*mcp.CallToolResult, error, bool) {
+	in.invalidate()
+	if err := in.load(ctx); err != nil || in.wf == nil {
+		return nil, nil, false
+	}
+	sl := replayable(in.wf, in.p, toolOf(at.s), at.path)
+	if sl == nil {
+		return nil, nil, false
+	}
+	return recordedResult(in.task, in.wf, in.p, sl, req, at.path)
+}
+
+// ---- answering the call ----
+
+// answerOrLeg answers a recorded continuation (see answer), or, for a
+// client that takes tasks, makes the rest of it a leg when the workflow
+// has nothing for the model yet (its server steps outlast PromptWait, or
+// it waits for a person's decision): the leg's result is the same answer,
+// once it has.
+func (b *Bridge) answerOrLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, in *instance, at target, res *mcp.CallToolResult) mcp.Result {
+	rd := readerOf(q)
+	if !taskrouter.CanStartLeg(q) {
+		return b.answer(ctx, in, at, res, rd, false)
+	}
+	cur, p := b.settle(ctx, in.id)
+	answer := func(t *store.Task, p *Progress) (*mcp.CallToolResult, error) {
+		return b.continuationResult(t, p, at, res, rd, false), nil
+	}
+	if leg, ok, err := b.legTail(ctx, q, req, cur, p, answer); ok && err == nil {
+		return leg
+	}
+	if cur == nil || p == nil {
+		return b.answer(ctx, in, at, res, rd, false) // reads what this process knows
+	}
+	return b.continuationResult(cur, p, at, res, rd, false)
+}
+
+// answer is a continuation's reply once its step is recorded (by this
+// call, or by an earlier one it repeats): the step's result and where the
+// workflow stands once it rests or Options.PromptWait has passed. It never
+// fails: when the task cannot be read now (the store is down, the task was
+// deleted), it shows the task as this process last knew it.
+func (b *Bridge) answer(ctx context.Context, in *instance, at target, res *mcp.CallToolResult, rd reader, replayed bool) *mcp.CallToolResult {
+	cur, p := b.settle(ctx, in.id)
+	if cur == nil || p == nil {
+		cur, p = in.known()
+	}
+	if cur == nil || p == nil {
+		out := *res
+		out.Meta = mcp.Meta{}
+		maps.Copy(out.Meta, res.Meta)
+		maps.Copy(out.Meta, mcptask.RelatedTaskMeta(in.id))
+		return &out
+	}
+	return b.continuationResult(cur, p, at, res, rd, replayed)
+}
+
 // continuationResult is the answer to a continuation call: the tool's
 // result, then (what a model reads) the handoff of the workflow as it
 // stands now, or its completion; the task and a summary in _meta. For a
@@ -439,6 +565,9 @@ func (b *Bridge) summary(t *store.Task, p *Progress, step string, replayed bool)
 		PauseReason:    p.PauseReason,
 	}
 }
+
+// ---- matching a call to a step, and answering a retried call from its
+// record ----
 
 // checkStep finds the record a client call of tool performs now (see
 // match), or refuses the call, naming what the client may do instead
@@ -625,6 +754,78 @@ func missingInputs(wf *compiled, p *Progress, step *Step) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// replayable returns the completed record the client performed with tool
+// (itself, or an outside system through the webhook), if any: a call of it
+// is a retry of that record. A call that names a record (path) retries
+// that one; one that names none, a step of the workflow.
+func replayable(wf *compiled, p *Progress, tool, path string) *slot {
+	done := func(sl *slot) bool {
+		return sl != nil && sl.s.kind.performs(tool) && sl.sp.Status == mcptask.StepCompleted && (sl.sp.CompletedBy == string(mcptask.ExecClient) || sl.sp.CompletedBy == ByWebhook)
+	}
+	if path != "" {
+		if sl := wf.slotAt(p, path); done(sl) {
+			return sl
+		}
+		return nil
+	}
+	for i := range wf.steps {
+		if i < len(p.Steps) {
+			if sl := wf.slotOf(p, i); done(sl) {
+				return sl
+			}
+		}
+	}
+	return nil
+}
+
+// recordedResult answers a retried continuation of the record at sl (the
+// call named path): the recorded result when the arguments are the
+// recorded ones, a clear refusal otherwise. ok is false when the call is
+// not a retry after all (other arguments, and a remaining record takes the
+// same tool).
+func recordedResult(t *store.Task, wf *compiled, p *Progress, sl *slot, req *mcp.CallToolRequest, path string) (res *mcp.CallToolResult, err error, ok bool) {
+	sp := sl.sp
+	if !sameJSON(canonical(req.Params.Arguments), sp.Arguments) {
+		if next := match(wf, p, toolOf(sl.s), path); next != nil && !t.Status.Terminal() {
+			return nil, nil, false
+		}
+		return nil, mcptask.InvalidParams("step %q (tool %q) of workflow task %s is already done: it was recorded with arguments %s and result %s; a retry must repeat those arguments",
+			sl.path, toolOf(sl.s), t.ID, sp.Arguments, truncate(string(sl.result(p)), 500)), true
+	}
+	raw, found := t.Variables[VarResultPrefix+sl.path]
+	if !found {
+		return nil, mcptask.InternalError("step %q of workflow task %s is done but its result was not kept", sl.path, t.ID), true
+	}
+	var ctr mcp.CallToolResult
+	if err := json.Unmarshal(raw, &ctr); err != nil {
+		return nil, mcptask.InternalError("decoding the recorded result of step %q: %v", sl.path, err), true
+	}
+	return &ctr, nil, true
+}
+
+// canonical returns args as compact JSON with sorted object keys, for
+// comparing a retried call's arguments with the recorded ones.
+func canonical(args json.RawMessage) json.RawMessage {
+	if len(args) == 0 {
+		return json.RawMessage("{}")
+	}
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return args
+	}
+	return marshal(v)
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return string(a) == string(b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// ---- helpers ----
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -103,6 +103,19 @@ func (d *delivery) notWaiting(why string) error {
 	return fmt.Errorf("step %q of workflow task %s does not wait for a delivery now (%s): %w", d.s.Name, d.in.id, why, ErrNotWaiting)
 }
 
+// settled reports a delivery that changes nothing of step record sp: a
+// payload delivered already (true, nil: said again, acknowledged), or a
+// step that has ended (true, and why it does not wait).
+func (d *delivery) settled(p *Progress, sp *StepProgress) (bool, error) {
+	switch {
+	case sp.Status == mcptask.StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
+		return true, nil // delivered already
+	case sp.ended():
+		return true, d.notWaiting(fmt.Sprintf("it is %s", sp.Status))
+	}
+	return false, nil
+}
+
 // reached reports whether the workflow waits for the client on the step
 // now (progress p).
 func (d *delivery) reached(p *Progress) bool {

@@ -29,6 +29,14 @@
 // at once, by one process or by replicas side by side during a rolling
 // deploy (see VersionOf, Options.VersionGrace).
 //
+// Settings come as *Options (NewBridge; nil: the defaults), as in every
+// package of the module, with one exception: where a run takes its place
+// on a queue, OnQueue takes functional options (QueueKey,
+// QueuePriority), because they are the queue's per-placement choices,
+// optional and composable, which DBOS, the anchor for queues, passes the
+// same way (WithQueue, WithPriority, WithDeduplicationID on a
+// workflow's start).
+//
 // # The path of a prompt
 //
 // prompts/get (or the workflow's tool) reaches TaskPromptHandler.start
@@ -84,13 +92,33 @@
 //
 // # Files
 //
-//	definition.go         Definition, Step, sources, policies, the constructors
-//	condition.go          conditions (When, Unless) and their evaluation
-//	kinds.go              what varies by kind: a sleep's start and end, sources
+//	definition.go         Definition and its constructors, registration as prompt and tool
+//	step.go               Step: what every kind of step holds, its builder methods
+//	args.go               declared arguments: prompt arguments, the tool's properties
+//	source.go             sources: where an argument's value comes from
+//	kind.go               the step-kind contract every kind_*.go file implements
+//	kind_server.go        a server step
+//	kind_client.go        a client step
+//	kind_group.go         a parallel group
+//	kind_sleep.go         a sleep
+//	kind_event.go         an event step
+//	kind_foreach.go       a for-each
+//	kind_loop.go          a loop
+//	kind_child.go         a child workflow
+//	kind_condition.go     the condition gate (When, Unless) any step may carry
+//	kind_sample.go        sampling and question steps (Sample, Ask)
+//	kind_ask.go           a question: its form, its answer
+//	kind_sample_route.go  how their requests reach the client
+//	kind_sample_text.go   their prompt templates and the model's replies
+//	call.go               a tool call: what server and client steps share
+//	container.go          what a for-each and a loop share: their records' turns
+//	slot.go               slots: the records a step's rules apply to
 //	validate.go           registration checks
 //	version.go            versions, fingerprints, the compiled form of a definition
-//	unserved.go           a task whose version this process does not serve: left to a replica, waiting, failing
+//	unserved.go           a task whose version this process does not serve
 //	bridge.go             Bridge, Options, Register, RegisterPlain
+//	env.go                OptionsFromEnv
+//	engine.go             TaskEngine and the hooks handed to the engine
 //	prompt.go             starting and resuming a task, settle, the final result
 //	plan.go               the decision: one pure function per event, its passes in order
 //	effects.go            events and effects: what a decision is about and leaves to do
@@ -98,30 +126,34 @@
 //	drive.go              the drive loop: decide, write, carry the effects out, drain
 //	attempt.go            the attempt budget: attempts, outcomes, stops, crashes, giving up
 //	queue.go              queues: places taken and freed
+//	queue_owner.go        queue keys in their owner's scope (Queue.SharedKeys)
 //	pause.go              pause and resume
+//	paused.go             the event of a pause for the client (push webhooks hear of it)
 //	compensation.go       undo steps (compensation)
 //	cancel.go             an end the engine wrote (cancel, expiry): places, children, undo
 //	timerules.go          the time rules: waits, retries, deadlines, wake-ups
 //	ttl.go                the ttl pass: the wake-up, the expiry and the status of a write
 //	lineage.go            child workflows and their parents
-//	continue.go           continuation calls: matching a call to a step
-//	continue_record.go    recording a continuation, answering a retried one
+//	continue.go           continuation calls, one walk: the step a call performs, its
+//	                      record, the answer (a retried call's from the record)
+//	leg.go                legs: a call that becomes a task for a host that runs tasks
 //	deliver.go            events and webhooks
+//	eventtool.go          the event tool, for a model in an LLM host
+//	events.go             a task's step events, written with its progress
 //	fork.go               rerun and fork
+//	schedules.go          a workflow started at the times of a cron expression
 //	recover.go            recovery, wake-ups, touches
 //	status.go             status lines
-//	paused.go             the event of a pause for the client (push webhooks hear of it)
 //	handoff.go            the handoff document of a task
 //	progress.go           Progress, the record kept in the task's variables
 //	exec.go               argument resolution; the plain runner
 //	plain.go              plain workflow prompts
 //	tool.go               workflows as tools
+//	context.go            StepInfo: which step a tool call performs
 //	observe.go            step observers
 //	testhooks.go          the test hooks' seam (internal/testhooks): no user sets them
-//	engine.go             TaskEngine and the hooks handed to the engine
-//	kind_sample.go        sampling and ask steps (Sample, Ask)
-//	kind_sample_route.go  how their requests reach the client
-//	kind_sample_text.go   their prompt templates and the model's replies
-//	queue_owner.go        queue keys in their owner's scope (Queue.SharedKeys), who a status names
-//	simplant*.go          bugs planted under test-only build tags, which internal/sim's simulation must catch
+//	simplant.go           bugs planted under a test-only build tag (simplant_attempts.go,
+//	                      simplant_undo.go), which internal/sim's simulation must catch
+//
+// TestDocFileMap fails when a file of the package is missing here.
 package workflow

@@ -178,13 +178,13 @@ func TestForkOntoServedVersion(t *testing.T) {
 	f := redeploy(t, e, &Options{PromptWait: -1}, v2)
 	orig, _ := f.task(t, id)
 
-	_, err = f.b.Fork(ctx, id, ForkOptions{From: "b"})
+	_, err = f.b.Fork(ctx, id, &ForkOptions{From: "b"})
 	require.ErrorIs(t, err, ErrCannotFork, "the original's version is not served")
 	require.Contains(t, err.Error(), "ForkOptions.Version")
-	_, err = f.b.Fork(ctx, id, ForkOptions{From: "b", Version: "3"})
+	_, err = f.b.Fork(ctx, id, &ForkOptions{From: "b", Version: "3"})
 	require.ErrorContains(t, err, `no served version "3"`)
 
-	nt, err := f.b.Fork(ctx, id, ForkOptions{From: "b", Version: "2"})
+	nt, err := f.b.Fork(ctx, id, &ForkOptions{From: "b", Version: "2"})
 	require.NoError(t, err)
 	require.Equal(t, "2", nt.Labels[LabelVersion])
 	_, p := f.task(t, nt.ID)
@@ -290,7 +290,7 @@ func TestTypedArguments(t *testing.T) {
 	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 	require.JSONEq(t, `{"replicas":3,"color":"green"}`, string(p.step("deploy").Arguments))
 
-	_, err = f.b.Fork(context.Background(), tk.ID, ForkOptions{From: "deploy", Arguments: map[string]string{"replicas": "many"}})
+	_, err = f.b.Fork(context.Background(), tk.ID, &ForkOptions{From: "deploy", Arguments: map[string]string{"replicas": "many"}})
 	require.ErrorIs(t, err, ErrCannotFork)
 	require.ErrorAs(t, err, &je)
 	require.EqualValues(t, mcptask.CodeInvalidParams, je.Code)

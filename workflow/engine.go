@@ -18,7 +18,7 @@ type TaskEngine interface {
 	// Resolve returns the resolved form of a request (dialect, owner).
 	Resolve(ctx context.Context, req mcp.Request) *taskrouter.Request
 	// CreateTask durably creates a working task for the requestor.
-	CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts taskrouter.CreateOptions) (*store.Task, error)
+	CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts *taskrouter.CreateOptions) (*store.Task, error)
 	// TaskFor returns a task the requestor may access, or an error
 	// matching store.ErrNotFound.
 	TaskFor(ctx context.Context, req *taskrouter.Request, id string) (*store.Task, error)
@@ -57,7 +57,7 @@ type TaskEngine interface {
 	AcceptTaskIDArgument(tool string)
 	// SetToolOptions sets the task behaviour of a tool registered on the
 	// server directly (a workflow's own tool).
-	SetToolOptions(name string, opts taskrouter.ToolOptions)
+	SetToolOptions(name string, opts *taskrouter.ToolOptions)
 	// StartLeg makes a tools/call a task whose handler is exec (a leg, see
 	// leg.go); ResumeLeg runs a leg's handler again after a restart.
 	StartLeg(ctx context.Context, q *taskrouter.Request, req *mcp.CallToolRequest, kind string, labels map[string]string, exec func(ctx context.Context) (mcp.Result, error)) (mcp.Result, error)

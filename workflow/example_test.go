@@ -12,7 +12,6 @@ import (
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/memory"
-	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 )
 
@@ -32,16 +31,16 @@ type decision struct {
 // skips the other.
 func Example() {
 	ctx := context.Background()
-	b := builder.New("example", "1.0.0").WithStore(memory.New()).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
+	b := builder.New("example", "1.0.0").WithStore(memory.New(nil)).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
 	builder.Tool(b, &mcp.Tool{Name: "check"}, func(ctx context.Context, _ *mcp.CallToolRequest, in checkIn) (*mcp.CallToolResult, checkIn, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "decide"}, func(ctx context.Context, _ *mcp.CallToolRequest, in decision) (*mcp.CallToolResult, decision, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "ship"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "shipped"}}}, nil, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	approved := workflow.Truthy(workflow.StepOutput("approve", "approved"))
 	b.TaskWorkflow(workflow.New("release", "check, soak, approve, ship").Step(
 		workflow.Parallel("checks",
@@ -127,10 +126,10 @@ func Example() {
 // outputs, the rest run again with the edited argument.
 func ExampleBridge_Fork() {
 	ctx := context.Background()
-	b := builder.New("example", "1.0.0").WithStore(memory.New()).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
+	b := builder.New("example", "1.0.0").WithStore(memory.New(nil)).WithoutEnv().WithWorkflowOptions(workflow.Options{PromptWait: -1})
 	builder.Tool(b, &mcp.Tool{Name: "check"}, func(ctx context.Context, _ *mcp.CallToolRequest, in checkIn) (*mcp.CallToolResult, checkIn, error) {
 		return nil, in, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("two", "two checks").Arg("suite", "which suite", true).Step(
 		workflow.Server("first", "check").Bind("suite", workflow.Const("lint")),
 		workflow.Server("second", "check").Bind("suite", workflow.PromptArg("suite")),
@@ -158,7 +157,7 @@ func ExampleBridge_Fork() {
 		log.Fatal(err)
 	}
 
-	fork, err := srv.Bridge.Fork(ctx, doc.TaskID, workflow.ForkOptions{From: "second", Arguments: map[string]string{"suite": "integration"}})
+	fork, err := srv.Bridge.Fork(ctx, doc.TaskID, &workflow.ForkOptions{From: "second", Arguments: map[string]string{"suite": "integration"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func newFakeEngine() *fakeEngine {
 		taskIDTools: map[string]bool{},
 		maxTTL:      24 * time.Hour,
 	}
-	e.st = memory.New(store.WithClock(e.Now))
+	e.st = memory.New(&store.Options{Now: e.Now})
 	return e
 }
 
@@ -74,7 +74,11 @@ func (e *fakeEngine) Resolve(ctx context.Context, req mcp.Request) *taskrouter.R
 	return &taskrouter.Request{MCP: req, Dialect: mcptask.Extension, Declared: e.takesTasks, Owner: taskrouter.LocalOwner, Source: "local"}
 }
 
-func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, opts taskrouter.CreateOptions) (*store.Task, error) {
+func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, origin store.Request, o *taskrouter.CreateOptions) (*store.Task, error) {
+	var opts taskrouter.CreateOptions
+	if o != nil {
+		opts = *o
+	}
 	e.called("create", opts.Labels[LabelParent])
 	labels := map[string]string{taskrouter.LabelKind: opts.Kind, taskrouter.LabelDialect: "ext"}
 	for k, v := range opts.Labels {
@@ -263,7 +267,7 @@ func (e *fakeEngine) AcceptTaskIDArgument(tool string) {
 	e.taskIDTools[tool] = true
 }
 
-func (e *fakeEngine) SetToolOptions(string, taskrouter.ToolOptions) {}
+func (e *fakeEngine) SetToolOptions(string, *taskrouter.ToolOptions) {}
 
 // StartLeg runs exec in the background, as the router runs a leg's
 // handler, and answers with a stand-in for the task (its outcome comes

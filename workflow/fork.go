@@ -83,7 +83,11 @@ var ErrCannotFork = errors.New("workflow: cannot fork the task")
 // it). The original is not changed beyond the label recording the fork.
 // The fork is admitted as any task is (a -32000 naming the limit when the
 // owner or the server has too many).
-func (b *Bridge) Fork(ctx context.Context, id string, o ForkOptions) (*store.Task, error) {
+func (b *Bridge) Fork(ctx context.Context, id string, opts *ForkOptions) (*store.Task, error) {
+	o := ForkOptions{}
+	if opts != nil {
+		o = *opts
+	}
 	t, err := b.engine.Task(ctx, id)
 	if err != nil {
 		return nil, err

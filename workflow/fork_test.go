@@ -42,7 +42,7 @@ func TestForkRerunsFromAStep(t *testing.T) {
 	// A rerun of what failed: the steps before publish keep their outputs.
 	broken = false
 	ctx := context.Background()
-	nt, err := f.b.Fork(ctx, orig.ID, ForkOptions{})
+	nt, err := f.b.Fork(ctx, orig.ID, nil)
 	require.NoError(t, err)
 	require.Equal(t, orig.ID, nt.Labels[LabelForkedFrom])
 	require.Equal(t, "publish", nt.Labels[LabelForkedAt])
@@ -62,7 +62,7 @@ func TestForkRerunsFromAStep(t *testing.T) {
 
 	// A fork from draft with an edited argument: draft and publish run
 	// again with it; a second fork is appended to the lineage.
-	nt2, err := f.b.Fork(ctx, orig.ID, ForkOptions{From: "draft", Arguments: map[string]string{"topic": "sleeps"}})
+	nt2, err := f.b.Fork(ctx, orig.ID, &ForkOptions{From: "draft", Arguments: map[string]string{"topic": "sleeps"}})
 	require.NoError(t, err)
 	nt2, np2 := f.settled(t, nt2.ID)
 	require.Equal(t, mcptask.StatusCompleted, nt2.Status, nt2.StatusMessage)
@@ -74,16 +74,16 @@ func TestForkRerunsFromAStep(t *testing.T) {
 	require.Equal(t, []Fork{{TaskID: nt.ID, From: "publish"}, {TaskID: nt2.ID, From: "draft"}}, Forks(orig))
 
 	// Refusals.
-	_, err = f.b.Fork(ctx, orig.ID, ForkOptions{From: "nope"})
+	_, err = f.b.Fork(ctx, orig.ID, &ForkOptions{From: "nope"})
 	var je *jsonrpc.Error
 	require.ErrorAs(t, err, &je)
 	require.EqualValues(t, jsonrpc.CodeInvalidParams, je.Code)
 	require.Contains(t, err.Error(), `has no step "nope"`)
-	_, err = f.b.Fork(ctx, orig.ID, ForkOptions{Arguments: map[string]string{"other": "x"}})
+	_, err = f.b.Fork(ctx, orig.ID, &ForkOptions{Arguments: map[string]string{"other": "x"}})
 	require.ErrorIs(t, err, ErrCannotFork)
-	_, err = f.b.Fork(ctx, nt.ID, ForkOptions{})
+	_, err = f.b.Fork(ctx, nt.ID, nil)
 	require.ErrorIs(t, err, ErrCannotFork, "every step completed: name one")
-	_, err = f.b.Fork(ctx, "no-such-task", ForkOptions{})
+	_, err = f.b.Fork(ctx, "no-such-task", nil)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -92,10 +92,10 @@ func TestForkNeedsEveryEarlierStepEnded(t *testing.T) {
 	abcTools(e)
 	f := newFixture(t, e, &Options{PromptWait: -1}, abc(nil))
 	tk, _ := f.start(t, "abc", nil) // paused at the client's step b
-	_, err := f.b.Fork(context.Background(), tk.ID, ForkOptions{From: "c"})
+	_, err := f.b.Fork(context.Background(), tk.ID, &ForkOptions{From: "c"})
 	require.ErrorIs(t, err, ErrCannotFork)
 	require.Contains(t, err.Error(), `step "b", before "c", has not ended`)
-	nt, err := f.b.Fork(context.Background(), tk.ID, ForkOptions{From: "b"})
+	nt, err := f.b.Fork(context.Background(), tk.ID, &ForkOptions{From: "b"})
 	require.NoError(t, err)
 	_, np := f.settled(t, nt.ID)
 	require.Equal(t, mcptask.StepAwaitingClient, np.step("b").Status, "the fork waits for the client's b")
@@ -110,7 +110,7 @@ func TestForkOfAGroupMemberRerunsTheGroup(t *testing.T) {
 	tk, _ = f.settled(t, tk.ID)
 	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 	require.Equal(t, []string{"checks", "report"}, f.b.ForkPoints(tk))
-	nt, err := f.b.Fork(context.Background(), tk.ID, ForkOptions{From: "unit"})
+	nt, err := f.b.Fork(context.Background(), tk.ID, &ForkOptions{From: "unit"})
 	require.NoError(t, err)
 	require.Equal(t, "checks", nt.Labels[LabelForkedAt])
 	nt, _ = f.settled(t, nt.ID)
@@ -180,7 +180,7 @@ func TestForkAnswersItsTask(t *testing.T) {
 		}
 		return nil
 	})
-	nt, err := f.b.Fork(context.Background(), orig.ID, ForkOptions{})
+	nt, err := f.b.Fork(context.Background(), orig.ID, nil)
 	require.NoError(t, err)
 	require.NotNil(t, nt, "the fork is answered")
 	require.Equal(t, orig.ID, nt.Labels[LabelForkedFrom])

@@ -269,5 +269,5 @@ func readerOf(q *taskrouter.Request) reader {
 // renderTool is the handoff's text in a tool result: the prose, and the
 // JSON block only when the reader asked for it.
 func renderTool(doc *handoff.Document, rd reader) (string, error) {
-	return handoff.RenderWith(doc, handoff.RenderOptions{NoJSON: !rd.block})
+	return handoff.RenderWith(doc, &handoff.RenderOptions{NoJSON: !rd.block})
 }

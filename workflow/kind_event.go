@@ -148,11 +148,10 @@ func (k *event) deliver(d *delivery) error {
 		}
 	}
 	return d.commit(func(p *Progress, sp *StepProgress, now time.Time) (bool, error) {
+		if settled, err := d.settled(p, sp); settled {
+			return false, err
+		}
 		switch {
-		case sp.Status == mcptask.StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
-			return false, nil // delivered already
-		case sp.ended():
-			return false, d.notWaiting(fmt.Sprintf("it is %s", sp.Status))
 		case d.reached(p):
 			k.arrive(p, d.s, sp, d.payload, d.by, d.skipReason(), now)
 			return true, nil

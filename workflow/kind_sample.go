@@ -82,7 +82,7 @@ var DefaultSampleRetry = RetryPolicy{MaxAttempts: 3, Backoff: 500 * time.Millise
 const DefaultMaxTokens = 1024
 
 // peerWait bounds how long an attempt of a step that asks the client
-// waits for a connection of the client (see taskrouter.AwaitPeer): after
+// waits for a connection of the client (see taskrouter.Peers.Await): after
 // a restart the client has to name the workflow task again; an HTTP
 // client opens its stream for requests after it initialized.
 const peerWait = 10 * time.Second
@@ -517,11 +517,10 @@ func (a *clientAsk) deliverAsk(d *delivery, self asker) error {
 		}
 	}
 	return d.commit(func(p *Progress, sp *StepProgress, now time.Time) (bool, error) {
+		if settled, err := d.settled(p, sp); settled {
+			return false, err
+		}
 		switch {
-		case sp.Status == mcptask.StepCompleted && !d.declined() && sameJSON(p.Outputs[d.s.binding()], d.payload):
-			return false, nil // delivered already
-		case sp.ended():
-			return false, d.notWaiting(fmt.Sprintf("it is %s", sp.Status))
 		case !d.reached(p):
 			why := "the workflow has not reached it"
 			if sp.Status == mcptask.StepRunning {

@@ -37,8 +37,7 @@ func (b *Bridge) clientTaskOf(ctx context.Context, t *store.Task) string {
 // peerer is an engine that reaches a task's client with requests
 // (*taskrouter.Router).
 type peerer interface {
-	PeerOf(id string) *taskrouter.Peer
-	AwaitPeer(ctx context.Context, id string) (*taskrouter.Peer, error)
+	Peers() *taskrouter.Peers
 }
 
 // askedClient reports whether the client performs a step that asks it:
@@ -88,7 +87,7 @@ func (a *clientAsk) performFor(self asker) func(ctx context.Context, w *attemptW
 			target = w.in.b.clientTaskOf(ctx, t)
 		}
 		wctx, cancel := context.WithTimeout(ctx, peerWait)
-		peer, err := pe.AwaitPeer(wctx, target)
+		peer, err := pe.Peers().Await(wctx, target)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -306,6 +305,6 @@ func (in *instance) peerRoot(ctx context.Context) {
 	if root == "" {
 		root = in.id
 	}
-	of := pe.PeerOf(root)
+	of := pe.Peers().Of(root)
 	in.locked(func() { in.peer = peerView{reach: true, of: of} })
 }

@@ -234,7 +234,7 @@ func TestSampleFork(t *testing.T) {
 	tk, _ = f.settled(t, tk.ID)
 	require.Equal(t, mcptask.StatusCompleted, tk.Status)
 
-	again, err := f.b.Fork(ctx, tk.ID, ForkOptions{From: "summary"})
+	again, err := f.b.Fork(ctx, tk.ID, &ForkOptions{From: "summary"})
 	require.NoError(t, err)
 	again, p := f.settled(t, again.ID)
 	require.Equal(t, mcptask.StatusInputRequired, again.Status)
@@ -242,7 +242,7 @@ func TestSampleFork(t *testing.T) {
 	require.Equal(t, AskViaInput, p.step("summary").Asked.Via)
 	require.NotContains(t, p.Outputs, "summary", "the fork asks again")
 
-	kept, err := f.b.Fork(ctx, tk.ID, ForkOptions{From: "publish"})
+	kept, err := f.b.Fork(ctx, tk.ID, &ForkOptions{From: "publish"})
 	require.NoError(t, err)
 	kept, p = f.settled(t, kept.ID)
 	require.Equal(t, mcptask.StatusCompleted, kept.Status, kept.StatusMessage)

@@ -74,7 +74,7 @@ func TestPauseLetsTheRunningStepFinish(t *testing.T) {
 
 	doc := f.b.handoff(tk, p, mcptask.Extension)
 	require.NotNil(t, doc.Paused)
-	text, err := handoff.RenderWith(doc, handoff.RenderOptions{NoJSON: true})
+	text, err := handoff.RenderWith(doc, &handoff.RenderOptions{NoJSON: true})
 	require.NoError(t, err)
 	require.Contains(t, text, `Workflow "two" (task "`+tk.ID+`") is paused by alice (status: working).`)
 	require.Contains(t, text, `Next: nothing for you to call now; the workflow is paused: it goes on when someone allowed to resumes it (tool "task_resume" with {"task_id": "`+tk.ID+`"}).`)

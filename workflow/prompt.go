@@ -151,7 +151,7 @@ func (b *Bridge) create(ctx context.Context, q *taskrouter.Request, wf *compiled
 	l := map[string]string{LabelWorkflow: wf.def.Name, LabelVersion: wf.version, LabelFingerprint: wf.fingerprint}
 	maps.Copy(l, labels)
 	t, err := b.engine.CreateTask(ctx, q, store.Request{Method: mcptask.MethodPromptsGet, Name: wf.def.Name, Arguments: rawArgs},
-		taskrouter.CreateOptions{ID: id, TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
+		&taskrouter.CreateOptions{ID: id, TTL: b.ttlOf(wf), Kind: taskrouter.KindWorkflow, Labels: l,
 			Variables: v, StatusMessage: p.PauseReason, Lease: true, WakeAt: p.timerWake(),
 			InputRequired: statusFor(p) == mcptask.StatusInputRequired})
 	if err != nil {

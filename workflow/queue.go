@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/taskrouter"
 )
 
 // Queues. A step's runs (Step.OnQueue), or a whole workflow's tasks
@@ -158,18 +159,28 @@ func (q *QueuePlace) waiting() bool { return q != nil && q.GrantedAt == nil }
 // wake).
 const queuePoll = 30 * time.Second
 
-// queueEngine is what the queues need of the engine; *taskrouter.Router
-// has it. Registration refuses a queue on an engine without it.
+// queueEngine is what the queues need of the engine: *taskrouter.Queues
+// has it, which *taskrouter.Router hands out (queueHolder); a test's
+// engine may be one itself. Registration refuses a queue on an engine
+// without either.
 type queueEngine interface {
 	Enqueue(ctx context.Context, e store.QueueEntry, lim store.QueueLimits) (store.QueueResult, error)
 	Dequeue(ctx context.Context, queue, id string, lim store.QueueLimits) (store.QueueResult, error)
 	WakeNow(ctx context.Context, id string) error
 }
 
+// queueHolder is an engine that hands out its queues (*taskrouter.Router).
+type queueHolder interface{ Queues() *taskrouter.Queues }
+
 // queues returns the engine's queues, or nil.
 func (b *Bridge) queues() queueEngine {
-	qe, _ := b.engine.(queueEngine)
-	return qe
+	switch e := b.engine.(type) {
+	case queueHolder:
+		return e.Queues()
+	case queueEngine:
+		return e
+	}
+	return nil
 }
 
 // queue checks a placement at registration: the queue's limits, that the

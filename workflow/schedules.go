@@ -69,7 +69,7 @@ type Schedule struct {
 // scheduleEngine is what schedules need of the engine; *taskrouter.Router
 // has it.
 type scheduleEngine interface {
-	AddSchedule(s taskrouter.Schedule) error
+	Schedules() *taskrouter.Schedules
 }
 
 // AddSchedule registers s with the engine's schedules service: register
@@ -94,7 +94,7 @@ func (b *Bridge) AddSchedule(s Schedule) error {
 	if _, err := wf.def.promptArgs(s.withTime(time.Unix(0, 0))); err != nil {
 		return fmt.Errorf("schedule %q: its arguments do not start workflow %q: %w", s.Name, s.Workflow, err)
 	}
-	return se.AddSchedule(taskrouter.Schedule{Name: s.Name, Cron: s.Cron, TimeZone: s.TimeZone, Missed: s.Missed, Backfill: s.Backfill,
+	return se.Schedules().Add(taskrouter.Schedule{Name: s.Name, Cron: s.Cron, TimeZone: s.TimeZone, Missed: s.Missed, Backfill: s.Backfill,
 		MissedAfter: s.MissedAfter, Overlap: s.Overlap, Owner: s.Owner, Description: s.Description,
 		Start: func(ctx context.Context, f store.Fire) error { return b.startScheduled(ctx, s, f) }})
 }

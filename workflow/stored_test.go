@@ -143,7 +143,7 @@ func TestStoredProgressNeverCrashes(t *testing.T) {
 			_, _ = f.b.workflows["all"].prompt.Handle(context.Background(), req)
 			if got, err := e.st.Get(context.Background(), tk.ID); err == nil {
 				_ = f.b.ForkPoints(got)
-				_, _ = f.b.Fork(context.Background(), tk.ID, ForkOptions{})
+				_, _ = f.b.Fork(context.Background(), tk.ID, nil)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

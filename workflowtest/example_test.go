@@ -7,7 +7,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/taskbridge/taskbridge/builder"
-	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 	"github.com/taskbridge/taskbridge/workflowtest"
 )
@@ -46,7 +45,7 @@ func Example() {
 			workflow.Event("manager", "the manager's decision").WithPayload(map[string]any{"type": "object"}),
 		)
 	env := workflowtest.New(t, func(b *builder.Builder) {
-		builder.Tool(b, &mcp.Tool{Name: "request_leave"}, request, taskrouter.ToolOptions{})
+		builder.Tool(b, &mcp.Tool{Name: "request_leave"}, request, nil)
 		b.TaskWorkflow(leave)
 	}, nil)
 
@@ -80,7 +79,7 @@ func ExampleEnv_CrashAfter() {
 		return nil, map[string]any{"charged": charges[info.IdempotencyKey] == 1}, nil
 	}
 	env := workflowtest.New(t, func(b *builder.Builder) {
-		builder.Tool(b, &mcp.Tool{Name: "charge"}, charge, taskrouter.ToolOptions{})
+		builder.Tool(b, &mcp.Tool{Name: "charge"}, charge, nil)
 		b.TaskWorkflow(workflow.New("pay", "charge once").Step(workflow.Server("charge", "charge")))
 	}, nil)
 	env.CrashAfter("charge")
@@ -105,7 +104,7 @@ func ExampleEnv_Fail() {
 		return nil, map[string]any{"label": "L-1"}, nil
 	}
 	env := workflowtest.New(t, func(b *builder.Builder) {
-		builder.Tool(b, &mcp.Tool{Name: "print_label"}, label, taskrouter.ToolOptions{})
+		builder.Tool(b, &mcp.Tool{Name: "print_label"}, label, nil)
 		b.TaskWorkflow(workflow.New("ship", "print a label").Step(workflow.Server("label", "print_label")))
 	}, nil)
 	env.Fail("label", 1)

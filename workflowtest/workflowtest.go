@@ -11,7 +11,7 @@
 // (internal/sim).
 //
 //	env := workflowtest.New(t, func(b *builder.Builder) {
-//		builder.Tool(b, &mcp.Tool{Name: "charge"}, charge, taskrouter.ToolOptions{})
+//		builder.Tool(b, &mcp.Tool{Name: "charge"}, charge, nil)
 //		b.TaskWorkflow(checkout())
 //	}, nil)
 //	run := env.Start("checkout", map[string]string{"cart": "42"})
@@ -135,13 +135,13 @@ func New(t TB, setup func(b *builder.Builder), opts *Options) *Env {
 	clock := sim.NewClock(o.Start)
 	var st store.Store
 	if o.File != "" {
-		b, err := bboltstore.Open(o.File, bboltstore.WithOptions(store.WithClock(clock.Now)))
+		b, err := bboltstore.Open(o.File, &bboltstore.Options{Options: store.Options{Now: clock.Now}})
 		if err != nil {
 			t.Fatalf("workflowtest: opening %s: %v", o.File, err)
 		}
 		st = b
 	} else {
-		st = memory.New(store.WithClock(clock.Now))
+		st = memory.New(&store.Options{Now: clock.Now})
 	}
 	e := &Env{t: t, ctx: context.Background(), setup: setup, held: map[string]bool{}}
 	e.world = sim.NewWorld(clock, sim.NewDisk(st), sim.WorldOptions{
@@ -640,7 +640,7 @@ func Replay(t TB, path string, setup func(b *builder.Builder), opts *Options) *E
 
 // activeIn reads the active workflow tasks of the bbolt file at path.
 func activeIn(path string) ([]*store.Task, error) {
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	if err != nil {
 		return nil, err
 	}

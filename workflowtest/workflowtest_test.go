@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/builder"
 	"github.com/taskbridge/taskbridge/mcptask"
-	"github.com/taskbridge/taskbridge/taskrouter"
 	"github.com/taskbridge/taskbridge/workflow"
 	"github.com/taskbridge/taskbridge/workflowtest"
 )
@@ -67,8 +66,8 @@ func checkout(version string) *workflow.Definition {
 // register is the server's own setup: its tools and workflows.
 func (s *shop) register(versions ...string) func(b *builder.Builder) {
 	return func(b *builder.Builder) {
-		builder.Tool(b, &mcp.Tool{Name: "charge"}, s.charge, taskrouter.ToolOptions{})
-		builder.Tool(b, &mcp.Tool{Name: "ship"}, s.ship, taskrouter.ToolOptions{})
+		builder.Tool(b, &mcp.Tool{Name: "charge"}, s.charge, nil)
+		builder.Tool(b, &mcp.Tool{Name: "ship"}, s.ship, nil)
 		for _, v := range versions {
 			b.TaskWorkflow(checkout(v))
 		}

@@ -478,7 +478,7 @@ func (cmd *command) follow(ctx context.Context, doc *handoff.Document) error {
 	if err != nil {
 		return err
 	}
-	final, err := cmd.c.Follow(ctx, doc, client.FollowOptions{
+	final, err := cmd.c.Follow(ctx, doc, &client.FollowOptions{
 		OnEvent: (&eventPrinter{out: cmd.out, stderr: cmd.stderr, asker: cmd.in}).print,
 		Fill: func(ctx context.Context, s handoff.RemainingStep, ph []string) (map[string]any, error) {
 			return cmd.in.fill(ctx, s, ph, schemas[s.Tool])

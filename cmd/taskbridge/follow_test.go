@@ -134,12 +134,12 @@ type loudIn struct {
 // works, then asks the client for a step.
 func loudServer(t *testing.T) string {
 	t.Helper()
-	b := builder.New("loud", "1").WithStore(memory.New()).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
+	b := builder.New("loud", "1").WithStore(memory.New(nil)).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "upper"}, func(ctx context.Context, _ *mcp.CallToolRequest, in loudIn) (*mcp.CallToolResult, loudIn, error) {
 		taskrouter.Logger(ctx).Info("shouting " + in.Text)
 		_ = taskrouter.Progress(ctx, 1, 1, "shouted")
 		return nil, loudIn{Text: strings.ToUpper(in.Text)}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("shout", "shout twice").Arg("text", "t", true).Step(
 		workflow.Server("one", "upper").Bind("text", workflow.PromptArg("text")),
 		workflow.Client("two", "upper").Bind("text", workflow.FromClient("something to shout")),

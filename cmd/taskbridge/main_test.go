@@ -26,10 +26,10 @@ type up struct {
 
 func workflowServer(t *testing.T) string {
 	t.Helper()
-	b := builder.New("wf", "1").WithStore(memory.New()).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
+	b := builder.New("wf", "1").WithStore(memory.New(nil)).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "upper"}, func(ctx context.Context, _ *mcp.CallToolRequest, in up) (*mcp.CallToolResult, up, error) {
 		return nil, up{Text: strings.ToUpper(in.Text)}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("shout", "shout twice").Arg("text", "t", true).Step(
 		workflow.Server("one", "upper").Bind("text", workflow.PromptArg("text")),
 		workflow.Client("two", "upper").Bind("text", workflow.FromClient("something to shout")),

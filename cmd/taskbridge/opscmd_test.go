@@ -21,15 +21,15 @@ import (
 // the server's local owner's schedules are for stdio's client only.
 func opsServer(t *testing.T, tokens map[string]string) string {
 	t.Helper()
-	b := builder.New("ops", "1").WithStore(memory.New()).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
+	b := builder.New("ops", "1").WithStore(memory.New(nil)).WithoutEnv().WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond}).
 		WithWorkflowOptions(workflow.Options{PromptWait: 50 * time.Millisecond})
 	builder.Tool(b, &mcp.Tool{Name: "hold"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "note"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, map[string]any{"noted": true}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New("soak", "hold, then note").Step(workflow.Server("hold", "hold"), workflow.Server("note", "note")))
 	b.TaskWorkflow(workflow.New("report", "the nightly report").Arg("scheduled_at", "when", true).Step(workflow.Server("note", "note")))
 	b.Schedule(workflow.Schedule{Name: "nightly", Workflow: "report", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Description: "the nightly report", Overlap: taskrouter.OverlapCancelOther, Owner: "user:ops"})

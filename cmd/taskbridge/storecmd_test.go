@@ -17,7 +17,7 @@ import (
 func TestStoreCheck(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tasks.db")
-	st, err := bboltstore.Open(path)
+	st, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	for i := range 50 {
 		_, err := st.Create(context.Background(), &store.Task{ID: fmt.Sprintf("task-%d", i), Owner: "o", CreatedAt: time.Now(), Status: mcptask.StatusWorking, Labels: map[string]string{"name": "x"}})

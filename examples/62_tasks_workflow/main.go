@@ -276,7 +276,10 @@ func serve(args []string, stderr io.Writer) error {
 	// The webhooks authenticate with each task's own token, not the
 	// bearer tokens of the MCP endpoint.
 	mux.Handle("/hooks/", srv.Bridge.WebhookHandler())
-	dash := newDashboard(srv, obs.feed, *dashToken, tokens)
+	dash, err := newDashboard(srv, obs.feed, *dashToken, tokens)
+	if err != nil {
+		return err
+	}
 	defer dash.Close()
 	mux.Handle("/dashboard/", dash)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

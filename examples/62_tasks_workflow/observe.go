@@ -32,7 +32,11 @@ type observers struct {
 // observe adds metrics, tracing (exported as traceTo says) and the
 // dashboard feed to b.
 func observe(b *builder.Builder, traceTo string, stderr io.Writer) (*observers, error) {
-	o := &observers{metrics: metrics.New(metrics.Options{}), feed: dashboard.NewFeed()}
+	m, err := metrics.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	o := &observers{metrics: m, feed: dashboard.NewFeed()}
 	b.WithObserver(o.metrics).WithObserver(o.feed)
 	switch traceTo {
 	case "none", "":
@@ -46,7 +50,7 @@ func observe(b *builder.Builder, traceTo string, stderr io.Writer) (*observers, 
 			return nil, err
 		}
 		o.provider = tracing.NewProvider(sdktrace.WithBatcher(exp))
-		b.WithObserver(tracing.New(o.provider, tracing.Options{}))
+		b.WithObserver(tracing.New(o.provider, nil))
 	default:
 		return nil, fmt.Errorf("serve: -trace %q: want none or stdout", traceTo)
 	}
@@ -80,12 +84,12 @@ func (o *observers) shutdown() {
 // task; each user of -tokens signs in with their own token and sees the
 // tasks they own ("user:<USER>", the owner the engine gives their MCP
 // requests), and may cancel them. With no token at all it is off (404).
-func newDashboard(srv *builder.Server, feed *dashboard.Feed, admin string, users map[string]string) *dashboard.Dashboard {
+func newDashboard(srv *builder.Server, feed *dashboard.Feed, admin string, users map[string]string) (*dashboard.Dashboard, error) {
 	viewers := map[string]dashboard.Viewer{}
 	for token, user := range users {
 		viewers[token] = dashboard.Viewer{Name: user, Owner: "user:" + user, CanCancel: true}
 	}
-	opts := dashboard.Options{Token: admin, Feed: feed, Forker: srv.Bridge}
+	opts := &dashboard.Options{Token: admin, Feed: feed, Forker: srv.Bridge}
 	if len(viewers) > 0 {
 		opts.Authenticate = dashboard.TokenViewers(viewers)
 	}

@@ -44,7 +44,8 @@ func (s *syncBuffer) String() string {
 func TestServeObservability(t *testing.T) {
 	var spans syncBuffer
 	srv, obs, res, doc := releaseNotesObserved(t, "stdout", &spans)
-	dash := newDashboard(srv, obs.feed, "admin-token", map[string]string{"alice-token": "alice"})
+	dash, err := newDashboard(srv, obs.feed, "admin-token", map[string]string{"alice-token": "alice"})
+	require.NoError(t, err)
 	defer dash.Close()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", obs.metrics.Handler())
@@ -92,7 +93,8 @@ func TestDashboardOffWithoutTokens(t *testing.T) {
 	srv, err := b.Build(t.Context())
 	require.NoError(t, err)
 	defer srv.Close()
-	dash := newDashboard(srv, obs.feed, "", nil)
+	dash, err := newDashboard(srv, obs.feed, "", nil)
+	require.NoError(t, err)
 	defer dash.Close()
 	rec := httptest.NewRecorder()
 	dash.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/dashboard/", nil))

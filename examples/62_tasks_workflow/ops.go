@@ -95,7 +95,7 @@ func addApprovalSchedule(b *builder.Builder, o options) {
 		return
 	}
 	builder.Tool(b, &mcp.Tool{Name: "ship_build", Description: "Ship a nightly build a person approved."}, shipBuild,
-		taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		&taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(nightlyRelease())
 	b.Schedule(workflow.Schedule{Name: nightlyName, Workflow: "nightly_release", Cron: o.ApprovalSchedule, TimeZone: o.ScheduleTZ,
 		Missed: taskrouter.MissedRunOnce, Description: "the night's build, shipped on a person's approval", Owner: scheduleOwner(o)})

@@ -500,17 +500,17 @@ func (a *app) register(b *builder.Builder, o options) {
 // addTools adds the tools of the example's workflows to b (release_train
 // adds its own).
 func (a *app) addTools(b *builder.Builder) {
-	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."}, fetchChanges, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."}, draftNotes, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."}, reviewNotes, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "publish_notes", Description: "Publish release notes to a chat channel (once per workflow step)."}, a.publishNotes, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
-	builder.Tool(b, &mcp.Tool{Name: "generate_report", Description: "Produce a report; slow, so best run as a task."}, generateReport, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "run_checks", Description: "Run a repository's test suite (flaky: fails on the first run of a workflow step)."}, a.runChecks, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "create_tag", Description: "Tag a release with a semantic version."}, createTag, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "announce_release", Description: "Announce a tagged release."}, announceRelease, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "run_suite", Description: "Run one check suite (lint, unit or integration) of a release."}, a.runSuite, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
-	builder.Tool(b, &mcp.Tool{Name: "promote_release", Description: "Send every user to a release."}, promoteRelease, taskrouter.ToolOptions{})
-	builder.Tool(b, &mcp.Tool{Name: "rollback_release", Description: "Send every user back to the previous release."}, rollbackRelease, taskrouter.ToolOptions{})
+	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."}, fetchChanges, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."}, draftNotes, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."}, reviewNotes, nil)
+	builder.Tool(b, &mcp.Tool{Name: "publish_notes", Description: "Publish release notes to a chat channel (once per workflow step)."}, a.publishNotes, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	builder.Tool(b, &mcp.Tool{Name: "generate_report", Description: "Produce a report; slow, so best run as a task."}, generateReport, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "run_checks", Description: "Run a repository's test suite (flaky: fails on the first run of a workflow step)."}, a.runChecks, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "create_tag", Description: "Tag a release with a semantic version."}, createTag, nil)
+	builder.Tool(b, &mcp.Tool{Name: "announce_release", Description: "Announce a tagged release."}, announceRelease, nil)
+	builder.Tool(b, &mcp.Tool{Name: "run_suite", Description: "Run one check suite (lint, unit or integration) of a release."}, a.runSuite, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+	builder.Tool(b, &mcp.Tool{Name: "promote_release", Description: "Send every user to a release."}, promoteRelease, nil)
+	builder.Tool(b, &mcp.Tool{Name: "rollback_release", Description: "Send every user back to the previous release."}, rollbackRelease, nil)
 }
 
 // ledger records publications by idempotency key in an append-only file,

@@ -139,7 +139,7 @@ func trainWorkflow() *workflow.Definition {
 // addTrain registers release_train's tools and workflow (after
 // release_notes, the child it starts).
 func addTrain(b *builder.Builder) {
-	opts := taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional}
+	opts := &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional}
 	builder.Tool(b, &mcp.Tool{Name: "build_service", Description: "Build one service of a repository."}, buildService, opts)
 	builder.Tool(b, &mcp.Tool{Name: "deploy_service", Description: "Deploy one service's build; the result says when the deploy started and ended."}, deployService, opts)
 	builder.Tool(b, &mcp.Tool{Name: "rollback_service", Description: "Take a service back to its previous build."}, rollbackService, opts)

@@ -61,7 +61,7 @@ func run(addr, dbPath string, verbose bool, tokens map[string]string) error {
 		defer os.RemoveAll(dir)
 		dbPath = dir + "/tasks.db"
 	}
-	st, err := builder.OpenStore(context.Background(), dbPath)
+	st, err := builder.OpenStore(context.Background(), dbPath, nil)
 	if err != nil {
 		return err
 	}

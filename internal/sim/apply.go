@@ -77,7 +77,7 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 			return "no task to pause"
 		}
 		id := ids[o.N%len(ids)]
-		_, msg, err := p.Server.Router.PauseTask(ctx, id, taskrouter.PauseRequest{By: "sim", Reason: "simulated operator", Cut: o.Flag})
+		_, msg, err := p.Server.Router.Pauses().Pause(ctx, id, taskrouter.PauseRequest{By: "sim", Reason: "simulated operator", Cut: o.Flag})
 		s.noteInternal(err, "pause")
 		return fmt.Sprintf("pause %s (cut=%v): %s %s", s.handleOf(id), o.Flag, msg, errText(err))
 	case OpResume:
@@ -96,7 +96,7 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 		if step != "" {
 			undo = s.ledger.newSeries(id, step)
 		}
-		_, msg, err := p.Server.Router.ResumeTask(ctx, id, "sim")
+		_, msg, err := p.Server.Router.Pauses().Resume(ctx, id, "sim")
 		if err != nil {
 			undo()
 		}
@@ -127,7 +127,7 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 			return "no task to fork"
 		}
 		id := ids[o.N%len(ids)]
-		t, err := p.Server.Bridge.Fork(ctx, id, workflow.ForkOptions{})
+		t, err := p.Server.Bridge.Fork(ctx, id, nil)
 		s.noteInternal(err, "fork")
 		switch {
 		case err != nil:

@@ -6,7 +6,7 @@ import (
 )
 
 // Clock is the simulated clock: the engine (taskrouter.Options.Now), the
-// store (store.WithClock) and the tools read it, and only the simulation
+// store (store.Options.Now) and the tools read it, and only the simulation
 // (or a test kit's caller) moves it. Its zero value is not usable; use
 // NewClock.
 type Clock struct {

@@ -22,7 +22,7 @@ import (
 // cancelled while its leg asked).
 func TestLegEndsWithItsWorkflow(t *testing.T) {
 	clock := NewClock(Epoch)
-	disk := NewDisk(memory.New(store.WithClock(clock.Now)))
+	disk := NewDisk(memory.New(&store.Options{Now: clock.Now}))
 	w := NewWorld(clock, disk, WorldOptions{
 		Workflow: workflow.Options{PromptWait: time.Millisecond},
 		Setup: func(b *builder.Builder, _ *Process) error {

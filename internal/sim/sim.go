@@ -119,9 +119,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var st store.Store
 	switch cfg.Store {
 	case "", "memory":
-		st = memory.New(store.WithClock(clock.Now))
+		st = memory.New(&store.Options{Now: clock.Now})
 	case "bbolt":
-		b, err := bboltstore.Open(filepath.Join(cfg.Dir, "sim.db"), bboltstore.WithOptions(store.WithClock(clock.Now)), bboltstore.WithNoSync(true))
+		b, err := bboltstore.Open(filepath.Join(cfg.Dir, "sim.db"), &bboltstore.Options{Options: store.Options{Now: clock.Now}, NoSync: true})
 		if err != nil {
 			return nil, err
 		}

@@ -104,7 +104,7 @@ func (h *holds) holding(id, path string) bool {
 
 // addTools registers the simulation's tools on process p's builder.
 func (s *Sim) addTools(b *builder.Builder, p *Process) {
-	opts := taskrouter.ToolOptions{}
+	opts := &taskrouter.ToolOptions{}
 	builder.Tool(b, &mcp.Tool{Name: toolStep, Description: "a simulated step"}, s.serverTool(p, false), opts)
 	builder.Tool(b, &mcp.Tool{Name: toolUndo, Description: "a simulated undo"}, s.serverTool(p, true), opts)
 	builder.Tool(b, &mcp.Tool{Name: toolClient, Description: "a step the simulated client performs"}, s.clientTool(p), opts)

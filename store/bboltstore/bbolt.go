@@ -81,7 +81,7 @@ const (
 	// maxBatch caps the number of operations committed in one transaction.
 	maxBatch = 512
 	// DefaultCommitWindow is how long a busy batch stays open for more
-	// writes by default: not at all (see WithCommitWindow).
+	// writes by default: not at all (see Options.CommitWindow).
 	DefaultCommitWindow = time.Duration(0)
 	// CommitWindowFrom is how many writes must be waiting at once for the
 	// commit window to open.
@@ -107,7 +107,7 @@ type Store struct {
 	closedFlag atomic.Bool // for the lock-free check in readers
 	ops        chan *op
 	done       chan struct{} // closed when the committer exits
-	window     time.Duration // the commit window (WithCommitWindow)
+	window     time.Duration // the commit window (Options.CommitWindow)
 
 	stats struct {
 		commits, commitNanos, opsCommitted, opsFailed, maxBatch, commitErrors, retries atomic.Uint64
@@ -124,22 +124,22 @@ var _ store.Store = (*Store)(nil)
 // another Store (in this or another process) holds the file, and with an
 // error matching ErrCorrupt (never a panic) when the file is damaged in a
 // way bbolt notices while opening. A file of an older schema is upgraded
-// in place (see migrate.go).
-func Open(path string, opts ...Option) (*Store, error) {
-	o := options{openTimeout: DefaultOpenTimeout, commitWindow: DefaultCommitWindow, logger: slog.New(slog.DiscardHandler)}
-	for _, opt := range opts {
-		opt(&o)
+// in place (see migrate.go). A nil opts means the defaults; a field that
+// cannot work fails Open, named.
+func Open(path string, opts *Options) (*Store, error) {
+	o, err := opts.resolved()
+	if err != nil {
+		return nil, err
 	}
-	o.Options = o.Options.WithDefaults()
 	db, file, err := openBolt(path, &bolt.Options{
-		Timeout:      o.openTimeout,
-		NoSync:       o.noSync,
+		Timeout:      o.OpenTimeout,
+		NoSync:       o.NoSync,
 		FreelistType: bolt.FreelistMapType,
-		MmapFlags:    mmapFlags(o.prefault),
+		MmapFlags:    mmapFlags(o.Prefault),
 	})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("bboltstore: open %s: the file is locked by another open store (waited %v for the lock): %w", path, o.openTimeout, err)
+			return nil, fmt.Errorf("bboltstore: open %s: the file is locked by another open store (waited %v for the lock): %w", path, o.OpenTimeout, err)
 		}
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		})
 	})
 	if err == nil && schema < SchemaVersion {
-		err = guard(path, func() error { return migrate(db, schema, o.logger) })
+		err = guard(path, func() error { return migrate(db, schema, o.Logger) })
 	}
 	if err != nil {
 		_ = closeQuietly(db, file)
@@ -200,10 +200,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 		path:   path,
 		limits: o.Limits,
 		now:    o.Now,
-		log:    o.logger,
+		log:    o.Logger,
 		codec:  store.NewCursorCodec(cursorKey),
 		ops:    make(chan *op, maxBatch),
-		window: o.commitWindow,
+		window: o.CommitWindow,
 		done:   make(chan struct{}),
 	}
 	go s.commitLoop()

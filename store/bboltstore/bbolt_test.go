@@ -21,10 +21,10 @@ import (
 	"github.com/taskbridge/taskbridge/store/storetest"
 )
 
-func openTemp(t testing.TB, opts ...bboltstore.Option) (*bboltstore.Store, string) {
+func openTemp(t testing.TB, opts *bboltstore.Options) (*bboltstore.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tasks.db")
-	s, err := bboltstore.Open(path, opts...)
+	s, err := bboltstore.Open(path, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, path
@@ -32,7 +32,7 @@ func openTemp(t testing.TB, opts ...bboltstore.Option) (*bboltstore.Store, strin
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, _ := openTemp(t)
+		s, _ := openTemp(t, nil)
 		return s
 	})
 }
@@ -45,7 +45,7 @@ func TestDurable(t *testing.T) {
 		if _, err := os.Stat(path); err == nil {
 			require.NoError(t, bboltstore.Check(path), "the file the suite wrote checks clean")
 		}
-		s, err := bboltstore.Open(path)
+		s, err := bboltstore.Open(path, nil)
 		require.NoError(t, err)
 		return s
 	})
@@ -56,17 +56,17 @@ func task(id string, at time.Time) *store.Task {
 }
 
 func TestOpenLockedFileFailsFast(t *testing.T) {
-	s, path := openTemp(t)
+	s, path := openTemp(t, nil)
 	_, err := s.Create(t.Context(), task("a", time.Now()))
 	require.NoError(t, err)
 
 	// Open gives up (rather than waiting for the lock forever): within a
 	// minute, however slow the machine, for timeouts of a second or less.
-	openWithin := func(opts ...bboltstore.Option) error {
+	openWithin := func(opts *bboltstore.Options) error {
 		t.Helper()
 		done := make(chan error, 1)
 		go func() {
-			s, err := bboltstore.Open(path, opts...)
+			s, err := bboltstore.Open(path, opts)
 			if err == nil {
 				_ = s.Close()
 			}
@@ -80,17 +80,17 @@ func TestOpenLockedFileFailsFast(t *testing.T) {
 			return nil
 		}
 	}
-	err = openWithin(bboltstore.WithOpenTimeout(100 * time.Millisecond))
+	err = openWithin(&bboltstore.Options{OpenTimeout: 100 * time.Millisecond})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "locked")
 	require.Contains(t, err.Error(), path)
 
 	if !testing.Short() {
-		require.ErrorContains(t, openWithin(), "locked") // the default timeout
+		require.ErrorContains(t, openWithin(nil), "locked") // the default timeout
 	}
 
 	require.NoError(t, s.Close())
-	s2, err := bboltstore.Open(path, bboltstore.WithOpenTimeout(100*time.Millisecond))
+	s2, err := bboltstore.Open(path, &bboltstore.Options{OpenTimeout: 100 * time.Millisecond})
 	require.NoError(t, err, "the lock is released by Close")
 	got, err := s2.Get(t.Context(), "a")
 	require.NoError(t, err)
@@ -99,13 +99,13 @@ func TestOpenLockedFileFailsFast(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	_, err := bboltstore.Open(filepath.Join(t.TempDir(), "missing-dir", "tasks.db"))
+	_, err := bboltstore.Open(filepath.Join(t.TempDir(), "missing-dir", "tasks.db"), nil)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "bboltstore: open")
 }
 
 func TestGroupCommitBatches(t *testing.T) {
-	s, _ := openTemp(t)
+	s, _ := openTemp(t, nil)
 	ctx := t.Context()
 	start := time.Now()
 	const writers, each = 64, 10
@@ -149,7 +149,7 @@ func TestGroupCommitBatches(t *testing.T) {
 // for). The commit window is an hour: a write that waited for it would not
 // end within the test's generous bound, however fast or slow the machine.
 func TestSingleWriterNoDelay(t *testing.T) {
-	s, _ := openTemp(t, bboltstore.WithNoSync(true), bboltstore.WithCommitWindow(time.Hour))
+	s, _ := openTemp(t, &bboltstore.Options{NoSync: true, CommitWindow: time.Hour})
 	ctx := t.Context()
 	const n = 200
 	done := make(chan error, 1)
@@ -174,7 +174,7 @@ func TestSingleWriterNoDelay(t *testing.T) {
 }
 
 func TestNoSync(t *testing.T) {
-	s, path := openTemp(t, bboltstore.WithNoSync(true))
+	s, path := openTemp(t, &bboltstore.Options{NoSync: true})
 	ctx := t.Context()
 	for i := range 50 {
 		_, err := s.Create(ctx, task(strconv.Itoa(i), time.Unix(0, int64(i))))
@@ -182,7 +182,7 @@ func TestNoSync(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 	// Closing the file (without a crash) keeps everything.
-	s2, err := bboltstore.Open(path, bboltstore.WithNoSync(true))
+	s2, err := bboltstore.Open(path, &bboltstore.Options{NoSync: true})
 	require.NoError(t, err)
 	defer s2.Close()
 	page, err := s2.List(ctx, store.ListOptions{Owner: "owner", Limit: 100})
@@ -192,10 +192,7 @@ func TestNoSync(t *testing.T) {
 
 func TestClockAndLimits(t *testing.T) {
 	now := time.Date(2031, 5, 6, 7, 8, 9, 10, time.UTC)
-	s, _ := openTemp(t,
-		bboltstore.WithOptions(store.WithClock(func() time.Time { return now }), store.WithLimits(store.Limits{MaxResultBytes: 4})),
-		bboltstore.WithLogger(nil),
-	)
+	s, _ := openTemp(t, &bboltstore.Options{Options: store.Options{Now: func() time.Time { return now }, Limits: store.Limits{MaxResultBytes: 4}}})
 	ctx := t.Context()
 	_, err := s.Create(ctx, task("a", now.Add(-time.Minute)))
 	require.NoError(t, err)
@@ -215,7 +212,7 @@ func TestClockAndLimits(t *testing.T) {
 // every write either fails with ErrClosed or was acknowledged, and every
 // acknowledged write is in the file.
 func TestCloseFinishesQueuedWrites(t *testing.T) {
-	s, path := openTemp(t)
+	s, path := openTemp(t, nil)
 	ctx := t.Context()
 	const writers = 32
 	var (
@@ -261,7 +258,7 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 	}
 	require.NotEmpty(t, acked)
 
-	s2, err := bboltstore.Open(path)
+	s2, err := bboltstore.Open(path, nil)
 	require.NoError(t, err)
 	defer s2.Close()
 	for _, id := range acked {
@@ -273,7 +270,7 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 // TestCancelledWhileQueued checks that a context cancelled before the op
 // reaches the committer is reported and the op does not run.
 func TestCancelledContext(t *testing.T) {
-	s, _ := openTemp(t)
+	s, _ := openTemp(t, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := s.Create(ctx, task("a", time.Now()))
@@ -285,7 +282,7 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func openBench(b *testing.B) *bboltstore.Store {
-	s, _ := openTemp(b)
+	s, _ := openTemp(b, nil)
 	return s
 }
 
@@ -323,16 +320,16 @@ func BenchmarkQueryPage(b *testing.B) {
 	}
 }
 
-// TestPrefault: a store opened WithPrefault passes the conformance suite,
+// TestPrefault: a store opened with Options.Prefault passes the conformance suite,
 // and keeps every write across the remaps of a file growing to tens of
 // megabytes and a reopen.
 func TestPrefault(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, _ := openTemp(t, bboltstore.WithPrefault(true))
+		s, _ := openTemp(t, &bboltstore.Options{Prefault: true})
 		return s
 	})
 	t.Run("growth", func(t *testing.T) {
-		s, path := openTemp(t, bboltstore.WithPrefault(true))
+		s, path := openTemp(t, &bboltstore.Options{Prefault: true})
 		ctx := t.Context()
 		big := json.RawMessage(`"` + strings.Repeat("x", 60_000) + `"`)
 		const n = 400 // ~24 MB of variables: several remaps
@@ -345,7 +342,7 @@ func TestPrefault(t *testing.T) {
 		}
 		require.NoError(t, s.Close())
 		require.NoError(t, bboltstore.Check(path))
-		s2, err := bboltstore.Open(path, bboltstore.WithPrefault(true))
+		s2, err := bboltstore.Open(path, &bboltstore.Options{Prefault: true})
 		require.NoError(t, err)
 		defer s2.Close()
 		for i := range n {

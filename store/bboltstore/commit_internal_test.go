@@ -2,6 +2,7 @@ package bboltstore
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -127,12 +128,13 @@ func TestGatherWindow(t *testing.T) {
 	})
 }
 
-// TestCommitWindowOption checks the option's default and its floor.
+// TestCommitWindowOption checks the option's default, and that a
+// negative window is refused.
 func TestCommitWindowOption(t *testing.T) {
-	s, _ := openT(t)
+	s, _ := openT(t, nil)
 	require.Equal(t, time.Duration(DefaultCommitWindow), s.window)
-	s1, _ := openT(t, WithCommitWindow(2*time.Millisecond))
+	s1, _ := openT(t, &Options{CommitWindow: 2 * time.Millisecond})
 	require.Equal(t, 2*time.Millisecond, s1.window)
-	s2, _ := openT(t, WithCommitWindow(-time.Second))
-	require.Equal(t, time.Duration(0), s2.window)
+	_, err := Open(filepath.Join(t.TempDir(), "tasks.db"), &Options{CommitWindow: -time.Second})
+	require.ErrorContains(t, err, "CommitWindow is negative", "the field is named")
 }

@@ -22,7 +22,7 @@ import (
 func goodFile(t *testing.T) (data []byte, pageSize int, ids []string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "good.db")
-	s, err := Open(path, WithNoSync(true))
+	s, err := Open(path, &Options{NoSync: true})
 	require.NoError(t, err)
 	ctx := t.Context()
 	for i := range 600 {
@@ -114,7 +114,7 @@ func exercise(t *testing.T, path string, ids []string) (openErr error) {
 			t.Fatalf("panic: %v", r)
 		}
 	}()
-	s, err := Open(path, WithOpenTimeout(200*time.Millisecond))
+	s, err := Open(path, &Options{OpenTimeout: 200 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -272,11 +272,11 @@ func TestCorruptOpenReleasesLock(t *testing.T) {
 	bad := append([]byte(nil), data...)
 	copy(bad[int(freelist)*ps:int(freelist+1)*ps], garbage(ps, 7))
 	path := writeVariant(t, bad)
-	_, err := Open(path)
+	_, err := Open(path, nil)
 	requireCorrupt(t, err, path)
 	require.NoError(t, os.WriteFile(path+".tmp", data, 0o600))
 	require.NoError(t, os.Rename(path+".tmp", path))
-	s, err := Open(path, WithOpenTimeout(100*time.Millisecond))
+	s, err := Open(path, &Options{OpenTimeout: 100 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 }
@@ -366,7 +366,7 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tasks.db")
-			s, err := Open(path)
+			s, err := Open(path, nil)
 			require.NoError(t, err)
 			for i := range 3 {
 				task := &store.Task{ID: fmt.Sprintf("t%d", i), Owner: "o", Status: mcptask.StatusWorking,
@@ -391,7 +391,7 @@ func TestCheckErrors(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, ErrCorrupt)
 
-	s, path := openT(t)
+	s, path := openT(t, nil)
 	err = Check(path)
 	require.ErrorContains(t, err, "open in a store", "the lock is held")
 	require.NotErrorIs(t, err, ErrCorrupt)
@@ -410,11 +410,11 @@ func TestOpenRecoversBoltPanic(t *testing.T) {
 	bad := append([]byte(nil), data...)
 	copy(bad[int(freelist)*ps:int(freelist+1)*ps], garbage(ps, 3))
 	path := writeVariant(t, bad)
-	_, err := Open(path)
+	_, err := Open(path, nil)
 	requireCorrupt(t, err, path)
 	require.Contains(t, err.Error(), "bbolt failed while opening it")
 	require.NoError(t, os.WriteFile(path, data, 0o600))
-	s, err := Open(path, WithOpenTimeout(100*time.Millisecond))
+	s, err := Open(path, &Options{OpenTimeout: 100 * time.Millisecond})
 	require.NoError(t, err, "the lock was released")
 	require.NoError(t, s.Close())
 }

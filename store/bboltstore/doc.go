@@ -94,9 +94,9 @@
 // with the committer.
 //
 // Reads go through bbolt's memory map of the file: the first read of each
-// page takes a page fault. With WithPrefault(true) (Linux) the map is
+// page takes a page fault. With Options.Prefault (Linux) the map is
 // populated at Open instead, which pays off for large stores read at
-// random; see WithPrefault for its costs.
+// random; see Options.Prefault for its costs.
 //
 // # Damaged files
 //
@@ -112,20 +112,20 @@
 // # Durability
 //
 // A write is acknowledged (its call returns nil) only after the transaction
-// containing it has been committed and, unless WithNoSync(true) was given,
+// containing it has been committed and, unless Options.NoSync was set,
 // fsynced: an acknowledged write survives a process crash or power loss.
-// With WithNoSync(true) a crash of the machine (not just the process) may
+// With Options.NoSync a crash of the machine (not just the process) may
 // lose acknowledged writes or corrupt the file.
 //
 // Writes share commits: one goroutine commits every write queued while the
 // previous commit ran in one transaction and one pair of fsyncs. With a
-// commit window (WithCommitWindow, opt-in for saturated servers), when
+// commit window (Options.CommitWindow, opt-in for saturated servers), when
 // CommitWindowFrom or more writes are waiting at once, it holds the batch
 // open for more to join; fewer writers never wait. Close finishes every queued
 // operation before it closes the file; after Close every method fails with
 // store.ErrClosed.
 //
 // A file may be open in one Store at a time (bbolt takes an exclusive file
-// lock); a second Open fails after the open timeout (WithOpenTimeout,
+// lock); a second Open fails after the open timeout (Options.OpenTimeout,
 // default one second) instead of hanging.
 package bboltstore

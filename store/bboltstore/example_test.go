@@ -20,7 +20,7 @@ func ExampleOpen() {
 	}
 	defer os.RemoveAll(dir)
 
-	s, err := bboltstore.Open(filepath.Join(dir, "tasks.db"))
+	s, err := bboltstore.Open(filepath.Join(dir, "tasks.db"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -18,10 +18,10 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-func openT(t *testing.T, opts ...Option) (*Store, string) {
+func openT(t *testing.T, opts *Options) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tasks.db")
-	s, err := Open(path, opts...)
+	s, err := Open(path, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, path
@@ -35,7 +35,7 @@ func newTask(id string) *store.Task {
 // update writes neither variables nor the result record, and a variable
 // merge writes only the merged names.
 func TestStatusUpdateWritesOnlyHeader(t *testing.T) {
-	s, _ := openT(t)
+	s, _ := openT(t, nil)
 	ctx := t.Context()
 	task := newTask("a")
 	task.Variables = map[string]json.RawMessage{"x": json.RawMessage(`1`), "y": json.RawMessage(`2`), "z": json.RawMessage(`3`)}
@@ -86,7 +86,7 @@ func TestStatusUpdateWritesOnlyHeader(t *testing.T) {
 // logs: a pure append writes its events and nothing else of the task (no
 // header, no variable, no result), and returns the header only.
 func TestPureAppendWritesOnlyEvents(t *testing.T) {
-	s, _ := openT(t)
+	s, _ := openT(t, nil)
 	ctx := t.Context()
 	task := newTask("a")
 	task.Variables = map[string]json.RawMessage{"big": json.RawMessage(`"` + strings.Repeat("x", 100_000) + `"`)}
@@ -124,7 +124,7 @@ func TestPureAppendWritesOnlyEvents(t *testing.T) {
 // after it has written: the batch is retried without it, the other
 // operations commit, and none of the failed operation's writes survive.
 func TestBatchWriteFailureIsIsolated(t *testing.T) {
-	s, _ := openT(t)
+	s, _ := openT(t, nil)
 	ctx := t.Context()
 	mkop := func(fn func(tx *bolt.Tx) error) *op {
 		return &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
@@ -181,24 +181,24 @@ func TestBatchWriteFailureIsIsolated(t *testing.T) {
 }
 
 func TestNoSyncFlag(t *testing.T) {
-	s, _ := openT(t, WithNoSync(true))
+	s, _ := openT(t, &Options{NoSync: true})
 	require.True(t, s.db.NoSync)
-	s2, _ := openT(t)
+	s2, _ := openT(t, nil)
 	require.False(t, s2.db.NoSync)
 }
 
 func TestSchemaVersionMismatch(t *testing.T) {
-	s, path := openT(t)
+	s, path := openT(t, nil)
 	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(metaSchema, []byte{SchemaVersion + 1})
 	}))
 	require.NoError(t, s.Close())
-	_, err := Open(path)
+	_, err := Open(path, nil)
 	require.ErrorContains(t, err, "unsupported schema version")
 }
 
 func TestCursorKeyPersists(t *testing.T) {
-	s, path := openT(t)
+	s, path := openT(t, nil)
 	var key []byte
 	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
 		key = append(key, tx.Bucket(bucketMeta).Get(metaCursorKey)...)
@@ -207,7 +207,7 @@ func TestCursorKeyPersists(t *testing.T) {
 	require.Len(t, key, cursorKeyLen)
 	c := s.codec.Encode("o", time.Unix(5, 6), "id")
 	require.NoError(t, s.Close())
-	s2, err := Open(path)
+	s2, err := Open(path, nil)
 	require.NoError(t, err)
 	defer s2.Close()
 	at, id, err := s2.codec.Decode("o", c)

@@ -157,7 +157,7 @@ func TestMigrateSchema1(t *testing.T) {
 	writeSchema1(t, path, tasks)
 	require.NoError(t, Check(path), "Check accepts a schema 1 file")
 
-	s, err := Open(path)
+	s, err := Open(path, nil)
 	require.NoError(t, err)
 	ctx := t.Context()
 	got, err := s.Counts(ctx)
@@ -203,7 +203,7 @@ func TestMigrateSchema1(t *testing.T) {
 // transaction, to what that schema wrote.
 func writeOlder(t *testing.T, path string, tasks []*store.Task, downgrade func(tx *bolt.Tx)) {
 	t.Helper()
-	s, err := Open(path)
+	s, err := Open(path, nil)
 	require.NoError(t, err)
 	for _, task := range tasks {
 		_, err := s.Create(t.Context(), task)
@@ -260,7 +260,7 @@ func TestMigrateSchema2(t *testing.T) {
 	writeSchema2(t, path, tasks)
 	require.NoError(t, Check(path), "Check accepts a schema 2 file")
 
-	s, err := Open(path)
+	s, err := Open(path, nil)
 	require.NoError(t, err)
 	ctx := t.Context()
 	for _, task := range tasks {
@@ -305,7 +305,7 @@ func TestMigrateSchema2(t *testing.T) {
 	}))
 	require.NoError(t, db.Close())
 
-	s, err = Open(path)
+	s, err = Open(path, nil)
 	require.NoError(t, err, "an upgraded file opens again")
 	got, err := s.Get(ctx, "v2-0")
 	require.NoError(t, err)
@@ -345,7 +345,7 @@ func TestMigrateResumes(t *testing.T) {
 	require.Equal(t, 10, n)
 	require.NoError(t, db.Close())
 
-	s, err := Open(path)
+	s, err := Open(path, nil)
 	require.NoError(t, err)
 	got, err := s.Counts(t.Context())
 	require.NoError(t, err)
@@ -377,7 +377,7 @@ func TestMigrateSchema3(t *testing.T) {
 	writeSchema3(t, path, tasks)
 	require.NoError(t, Check(path), "Check accepts a schema 3 file")
 
-	s, err := Open(path)
+	s, err := Open(path, nil)
 	require.NoError(t, err)
 	ctx := t.Context()
 	for _, id := range []string{"w", "d"} {

@@ -2,7 +2,7 @@ package bboltstore
 
 import "syscall"
 
-// mmapFlags returns the bbolt MmapFlags for WithPrefault.
+// mmapFlags returns the bbolt MmapFlags for Options.Prefault.
 func mmapFlags(prefault bool) int {
 	if prefault {
 		return syscall.MAP_POPULATE

@@ -2,6 +2,6 @@
 
 package bboltstore
 
-// mmapFlags returns the bbolt MmapFlags for WithPrefault: nothing outside
+// mmapFlags returns the bbolt MmapFlags for Options.Prefault: nothing outside
 // Linux.
 func mmapFlags(bool) int { return 0 }

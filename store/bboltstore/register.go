@@ -22,10 +22,11 @@ func init() {
 // openDSN is the store.Opener of Scheme and store.FileScheme: it opens the
 // bbolt file a DSN names, "bbolt://path", "file://path" or a plain path
 // ("bbolt:///var/lib/tasks.db" is the absolute path /var/lib/tasks.db),
-// creating its directory when missing. It applies the shared options and
-// the Option values among store.Options.Backend. ctx is not used: the
-// wait for the file lock is bounded by WithOpenTimeout.
-func openDSN(_ context.Context, dsn string, opts ...store.Option) (store.Store, error) {
+// creating its directory when missing. It opens with the *Options among
+// opts.Backend, and opts' shared settings where those leave them unset.
+// ctx is not used: the wait for the file lock is bounded by
+// Options.OpenTimeout.
+func openDSN(_ context.Context, dsn string, opts *store.Options) (store.Store, error) {
 	path := store.TrimScheme(dsn)
 	if path == "" {
 		return nil, fmt.Errorf("%w: the DSN %q names no file", store.ErrInvalid, dsn)
@@ -35,7 +36,10 @@ func openDSN(_ context.Context, dsn string, opts ...store.Option) (store.Store, 
 			return nil, err
 		}
 	}
-	o := store.NewOptions(opts...)
-	own := append([]Option{WithOptions(opts...)}, store.BackendOptions[Option](o)...)
-	return Open(path, own...)
+	var o Options
+	if own, ok := store.BackendOptions[*Options](opts); ok && own != nil {
+		o = *own
+	}
+	o.Options = o.Options.Merge(opts)
+	return Open(path, &o)
 }

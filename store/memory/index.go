@@ -52,10 +52,11 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// New returns an empty store configured by opts (store.WithLimits,
-// store.WithClock).
-func New(opts ...Option) *Store {
-	o := store.NewOptions(opts...)
+// New returns an empty store configured by opts: the settings every
+// backend shares (its limits and clock; the memory store has no others).
+// A nil opts means the defaults.
+func New(opts *store.Options) *Store {
+	o := opts.WithDefaults()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand.Read never fails (it crashes the program instead)
 	return &Store{

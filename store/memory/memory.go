@@ -41,11 +41,6 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// Option configures a Store. The memory store has only the settings every
-// backend shares, so its options are package store's: store.WithLimits
-// and store.WithClock.
-type Option = store.Option
-
 // headers returns a copy of t without Variables, Result, Error and History.
 func headers(t *store.Task) *store.Task {
 	h := *t

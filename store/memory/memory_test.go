@@ -16,12 +16,12 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+	storetest.Run(t, func(t *testing.T) store.Store { return memory.New(nil) })
 }
 
 func TestClock(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 6, time.FixedZone("Y", -3600))
-	s := memory.New(store.WithClock(func() time.Time { return now }))
+	s := memory.New(&store.Options{Now: func() time.Time { return now }})
 	defer s.Close()
 	ctx := t.Context()
 	created, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now.Add(-time.Hour)})
@@ -34,7 +34,7 @@ func TestClock(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	s := memory.New(store.WithLimits(store.Limits{MaxVariableBytes: 10, MaxVariablesBytes: 20, MaxResultBytes: 5, MaxArgumentsBytes: 8}))
+	s := memory.New(&store.Options{Limits: store.Limits{MaxVariableBytes: 10, MaxVariablesBytes: 20, MaxResultBytes: 5, MaxArgumentsBytes: 8}})
 	defer s.Close()
 	ctx := t.Context()
 	task := &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Now(), Request: store.Request{Arguments: json.RawMessage(`"123456789"`)}}
@@ -63,7 +63,7 @@ func TestLimits(t *testing.T) {
 func openBench(b *testing.B) *memory.Store { return benchStore(b) }
 
 func benchStore(b *testing.B) *memory.Store {
-	s := memory.New()
+	s := memory.New(nil)
 	b.Cleanup(func() { _ = s.Close() })
 	return s
 }

@@ -9,7 +9,7 @@
 //
 // # Schema
 //
-// The tables live in one PostgreSQL schema (WithSchema, default
+// The tables live in one PostgreSQL schema (Options.Schema, default
 // "taskbridge"), created and migrated by Open: versioned migrations run in
 // a transaction that holds a transaction-scoped advisory lock on the
 // schema's name, so replicas starting at once migrate it exactly once. The

@@ -27,7 +27,7 @@ func logLine(msg string) store.Event {
 func TestUpdateAfterLockWait(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := t.Context()
-	s := openSchema(t, dsn, postgres.WithSchema("lockwait"))
+	s := openSchema(t, dsn, &postgres.Options{Schema: "lockwait"})
 	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
 	require.NoError(t, err)
 
@@ -112,7 +112,7 @@ func seqs(events []store.Event) []uint64 {
 func TestPureAppendWritesNoTaskRow(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := t.Context()
-	s := openSchema(t, dsn, postgres.WithSchema("pure"))
+	s := openSchema(t, dsn, &postgres.Options{Schema: "pure"})
 	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0),
 		Variables: map[string]json.RawMessage{"v": json.RawMessage(`{"big":true}`)}})
 	require.NoError(t, err)
@@ -180,8 +180,8 @@ func TestEventsAcrossReplicas(t *testing.T) {
 // returns the appends b's SubscribeEvents hears of.
 func replicas(tb testing.TB, schema string) (a, b *postgres.Store, heard chan store.Change) {
 	dsn := pgtest.DSN(tb)
-	a = openSchema(tb, dsn, postgres.WithSchema(schema))
-	b = openSchema(tb, dsn, postgres.WithSchema(schema))
+	a = openSchema(tb, dsn, &postgres.Options{Schema: schema})
+	b = openSchema(tb, dsn, &postgres.Options{Schema: schema})
 	heard = make(chan store.Change, 1024)
 	stop, err := b.SubscribeEvents(tb.Context(), func(c store.Change) {
 		if c.Events > 0 {

@@ -45,7 +45,7 @@ func openAtOnce(t *testing.T, dsn, schema string, n int) []*postgres.Store {
 		go func() {
 			defer wg.Done()
 			<-start
-			stores[i], errs[i] = postgres.Open(t.Context(), dsn, postgres.WithSchema(schema))
+			stores[i], errs[i] = postgres.Open(t.Context(), dsn, &postgres.Options{Schema: schema})
 		}()
 	}
 	close(start)
@@ -89,7 +89,7 @@ func TestConcurrentOpen(t *testing.T) {
 
 func TestSchemaNewerThanPackage(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("future"))
+	s, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: "future"})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	conn, err := pgx.Connect(t.Context(), dsn)
@@ -97,12 +97,13 @@ func TestSchemaNewerThanPackage(t *testing.T) {
 	defer conn.Close(t.Context())
 	_, err = conn.Exec(t.Context(), "INSERT INTO future.migrations (version) VALUES (99)")
 	require.NoError(t, err)
-	_, err = postgres.Open(t.Context(), dsn, postgres.WithSchema("future"))
+	_, err = postgres.Open(t.Context(), dsn, &postgres.Options{Schema: "future"})
 	require.ErrorContains(t, err, "newer than this package")
 
-	_, err = postgres.Open(t.Context(), dsn, postgres.WithSchema(""))
+	_, err = postgres.Open(t.Context(), dsn, &postgres.Options{MaxConns: -1})
 	require.ErrorIs(t, err, store.ErrInvalid)
-	_, err = postgres.Open(t.Context(), "postgres://nowhere.invalid:1/x?connect_timeout=1")
+	require.ErrorContains(t, err, "MaxConns is negative", "the field is named")
+	_, err = postgres.Open(t.Context(), "postgres://nowhere.invalid:1/x?connect_timeout=1", nil)
 	require.Error(t, err)
 }
 
@@ -115,7 +116,7 @@ func TestMigrateWake(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := t.Context()
 	now := time.Unix(1700000000, 0).UTC()
-	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v1"))
+	s, err := postgres.Open(ctx, dsn, &postgres.Options{Schema: "v1"})
 	require.NoError(t, err)
 	for _, id := range []string{"old-a", "old-b", "old-c"} {
 		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
@@ -161,7 +162,7 @@ func TestMigrateEvents(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := t.Context()
 	now := time.Unix(1700000000, 0).UTC()
-	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v2"))
+	s, err := postgres.Open(ctx, dsn, &postgres.Options{Schema: "v2"})
 	require.NoError(t, err)
 	for _, id := range []string{"old-a", "old-b"} {
 		_, err := s.Create(ctx, &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
@@ -199,7 +200,7 @@ func TestMigrateQueues(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := t.Context()
 	now := time.Unix(1700000000, 0).UTC()
-	s, err := postgres.Open(ctx, dsn, postgres.WithSchema("v3"))
+	s, err := postgres.Open(ctx, dsn, &postgres.Options{Schema: "v3"})
 	require.NoError(t, err)
 	_, err = s.Create(ctx, &store.Task{ID: "old-a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now})
 	require.NoError(t, err)

@@ -18,50 +18,48 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// DefaultSchema is the schema the tables live in unless WithSchema says
-// otherwise.
+// DefaultSchema is the schema the tables live in unless Options.Schema
+// says otherwise.
 const DefaultSchema = "taskbridge"
 
-// Option configures Open.
-type Option func(*options)
-
-type options struct {
-	store.Options // limits and clock, shared by every backend
-	schema        string
-	logger        *slog.Logger
-	maxConns      int32
+// Options configure Open; nil means the defaults.
+type Options struct {
+	// Options are the settings every backend shares: its limits and its
+	// clock.
+	store.Options
+	// Schema is the PostgreSQL schema that holds the store's tables
+	// ("" means DefaultSchema). Open creates it when missing. Stores on
+	// different schemas of one database are independent, change feed
+	// included.
+	Schema string
+	// Logger reports unusual events (a lost change-feed connection); nil
+	// discards them.
+	Logger *slog.Logger
+	// MaxConns is the size of the connection pool (zero: pgxpool's, the
+	// larger of 4 and the number of CPUs, unless the DSN sets
+	// pool_max_conns). The change notifier holds one more connection of
+	// its own (opened at the first write), and each Subscribe one more.
+	MaxConns int32
 }
 
-// WithSchema sets the PostgreSQL schema that holds the store's tables
-// (default DefaultSchema). Open creates it when missing. Stores on
-// different schemas of one database are independent, change feed
-// included.
-func WithSchema(name string) Option {
-	return func(o *options) { o.schema = name }
-}
-
-// WithOptions applies the options every backend shares: store.WithLimits
-// and store.WithClock.
-func WithOptions(opts ...store.Option) Option {
-	return func(o *options) { o.Options.Apply(opts...) }
-}
-
-// WithLogger sets the logger for unusual events (a lost change-feed
-// connection). The default discards everything. A nil logger is ignored.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
-		if l != nil {
-			o.logger = l
-		}
+// resolved returns o (nil: the defaults) with its defaults filled in, or
+// an error naming the field that cannot work.
+func (o *Options) resolved() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
 	}
-}
-
-// WithMaxConns sets the size of the connection pool (default: pgxpool's,
-// the larger of 4 and the number of CPUs, unless the DSN sets
-// pool_max_conns). The change notifier holds one more connection of its
-// own (opened at the first write), and each Subscribe one more.
-func WithMaxConns(n int32) Option {
-	return func(o *options) { o.maxConns = n }
+	if r.MaxConns < 0 {
+		return r, fmt.Errorf("postgres: %w: MaxConns is negative (%d)", store.ErrInvalid, r.MaxConns)
+	}
+	r.Options = r.Options.WithDefaults()
+	if r.Schema == "" {
+		r.Schema = DefaultSchema
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	return r, nil
 }
 
 // Store is a task store on PostgreSQL. It is safe for concurrent use, and
@@ -99,22 +97,19 @@ var (
 // Open connects to the database at dsn (a PostgreSQL URL or key=value
 // string, as pgx accepts), creates or migrates the schema (see the package
 // documentation) and returns the store. ctx bounds the connection and the
-// migration only.
-func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	o := options{schema: DefaultSchema, logger: slog.New(slog.DiscardHandler)}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	o.Options = o.Options.WithDefaults()
-	if o.schema == "" {
-		return nil, fmt.Errorf("postgres: %w: empty schema name", store.ErrInvalid)
+// migration only. A nil opts means the defaults; a field that cannot work
+// fails Open, named.
+func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	o, err := opts.resolved()
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
 	}
-	if o.maxConns > 0 {
-		cfg.MaxConns = o.maxConns
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
 	}
 	wire := &wireCounter{}
 	cfg.ConnConfig.Tracer = wire
@@ -122,16 +117,16 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	quoted := pgx.Identifier{o.schema}.Sanitize()
+	quoted := pgx.Identifier{o.Schema}.Sanitize()
 	var key []byte
 	err = pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
 		var err error
-		key, err = migrate(ctx, c.Conn(), o.schema, quoted)
+		key, err = migrate(ctx, c.Conn(), o.Schema, quoted)
 		return err
 	})
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: open schema %s: %w", o.schema, err)
+		return nil, fmt.Errorf("postgres: open schema %s: %w", o.Schema, err)
 	}
 	// Count from here: the schema's creation or migration is Open's, not
 	// the store's work.
@@ -140,15 +135,15 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	s := &Store{
 		pool:    pool,
 		connCfg: cfg.ConnConfig.Copy(),
-		schema:  o.schema,
-		channel: channelName("taskbridge:", o.schema),
+		schema:  o.Schema,
+		channel: channelName("taskbridge:", o.Schema),
 		// A name of its own, not a prefix of the other.
-		eventsChannel: channelName("taskbridge-events:", o.schema),
+		eventsChannel: channelName("taskbridge-events:", o.Schema),
 		sql:           newStatements(quoted),
 		codec:         store.NewCursorCodec(key),
 		limits:        o.Limits,
 		now:           o.Now,
-		log:           o.logger,
+		log:           o.Logger,
 		subs:          make(map[*subscription]struct{}),
 		wire:          wire,
 	}

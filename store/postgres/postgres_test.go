@@ -28,10 +28,16 @@ var schemaSeq atomic.Int64
 
 // openSchema opens a store on a fresh schema of dsn and closes it when t
 // ends.
-func openSchema(t testing.TB, dsn string, opts ...postgres.Option) *postgres.Store {
+func openSchema(t testing.TB, dsn string, opts *postgres.Options) *postgres.Store {
 	t.Helper()
-	opts = append([]postgres.Option{postgres.WithSchema(fmt.Sprintf("s%d", schemaSeq.Add(1)))}, opts...)
-	s, err := postgres.Open(context.Background(), dsn, opts...)
+	var o postgres.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema == "" {
+		o.Schema = fmt.Sprintf("s%d", schemaSeq.Add(1))
+	}
+	s, err := postgres.Open(context.Background(), dsn, &o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -42,7 +48,7 @@ func openSchema(t testing.TB, dsn string, opts ...postgres.Option) *postgres.Sto
 func TestConformance(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return openSchema(t, dsn, postgres.WithMaxConns(8))
+		return openSchema(t, dsn, &postgres.Options{MaxConns: 8})
 	})
 }
 
@@ -52,14 +58,14 @@ func TestDurable(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	storetest.RunDurable(t, func(t *testing.T, path string) store.Store {
 		sum := sha256.Sum256([]byte(path))
-		s, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("d_"+hex.EncodeToString(sum[:8])))
+		s, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: "d_" + hex.EncodeToString(sum[:8])})
 		require.NoError(t, err)
 		return s
 	})
 }
 
 func TestShared(t *testing.T) {
-	s := openSchema(t, pgtest.DSN(t))
+	s := openSchema(t, pgtest.DSN(t), nil)
 	require.True(t, s.Shared())
 	require.True(t, store.IsShared(s))
 }
@@ -69,8 +75,8 @@ func TestShared(t *testing.T) {
 // exactly one winner.
 func TestReplicasCannotBothWin(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	a := openSchema(t, dsn, postgres.WithSchema("shared"))
-	b, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("shared"))
+	a := openSchema(t, dsn, &postgres.Options{Schema: "shared"})
+	b, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: "shared"})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := t.Context()
@@ -188,11 +194,11 @@ func hasChange(want store.Change) func([]store.Change) bool {
 
 func TestNotifierAcrossStores(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	reader := openSchema(t, dsn, postgres.WithSchema("feed"))
-	writer, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("feed"))
+	reader := openSchema(t, dsn, &postgres.Options{Schema: "feed"})
+	writer, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: "feed"})
 	require.NoError(t, err)
 	defer writer.Close()
-	other := openSchema(t, dsn, postgres.WithSchema("elsewhere"))
+	other := openSchema(t, dsn, &postgres.Options{Schema: "elsewhere"})
 	ctx := t.Context()
 
 	seen := newCollector()
@@ -253,8 +259,8 @@ func TestNotifierAcrossStores(t *testing.T) {
 // fewer round trips than there were changes.
 func TestNotifierBatches(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	writer := openSchema(t, dsn, postgres.WithSchema("batches"), postgres.WithMaxConns(16))
-	reader, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("batches"))
+	writer := openSchema(t, dsn, &postgres.Options{Schema: "batches", MaxConns: 16})
+	reader, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: "batches"})
 	require.NoError(t, err)
 	defer reader.Close()
 	ctx := t.Context()
@@ -350,7 +356,7 @@ func TestNotifierBatches(t *testing.T) {
 // are still delivered (the notifier reconnects and sends them).
 func TestNotifierReconnects(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s := openSchema(t, dsn)
+	s := openSchema(t, dsn, nil)
 	ctx := t.Context()
 	seen := newCollector()
 	stop, err := s.Subscribe(ctx, seen.add)
@@ -384,7 +390,7 @@ func TestNotifierReconnects(t *testing.T) {
 // (the suite's check, with PostgreSQL's way of losing a connection).
 func TestNotifierResync(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	storetest.RunNotifierResync(t, func(t *testing.T) store.Store { return openSchema(t, dsn) }, func(t *testing.T, s store.Store) {
+	storetest.RunNotifierResync(t, func(t *testing.T) store.Store { return openSchema(t, dsn, nil) }, func(t *testing.T, s store.Store) {
 		admin, err := pgx.Connect(t.Context(), dsn)
 		require.NoError(t, err)
 		defer admin.Close(t.Context())
@@ -397,10 +403,10 @@ func TestNotifierResync(t *testing.T) {
 
 func TestNotifierAndClose(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s, err := postgres.Open(t.Context(), dsn)
+	s, err := postgres.Open(t.Context(), dsn, nil)
 	require.NoError(t, err)
 	require.Equal(t, postgres.DefaultSchema, s.Schema())
-	watcher, err := postgres.Open(t.Context(), dsn)
+	watcher, err := postgres.Open(t.Context(), dsn, nil)
 	require.NoError(t, err)
 	seen := newCollector()
 	stopWatching, err := watcher.Subscribe(t.Context(), seen.add)
@@ -443,7 +449,7 @@ func TestNotifierAndClose(t *testing.T) {
 // rows).
 func TestPlansUseIndexes(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s := openSchema(t, dsn, postgres.WithSchema("plans"))
+	s := openSchema(t, dsn, &postgres.Options{Schema: "plans"})
 	_ = s
 	conn, err := pgx.Connect(t.Context(), dsn)
 	require.NoError(t, err)
@@ -492,7 +498,7 @@ func TestPlansUseIndexes(t *testing.T) {
 }
 
 func openBench(b *testing.B) *postgres.Store {
-	return openSchema(b, pgtest.DSN(b), postgres.WithMaxConns(32))
+	return openSchema(b, pgtest.DSN(b), &postgres.Options{MaxConns: 32})
 }
 
 func BenchmarkCreateComplete(b *testing.B) {
@@ -525,13 +531,13 @@ func BenchmarkQueryPage(b *testing.B) {
 	}
 }
 
-// TestOptions: the options every backend shares (store.WithLimits,
-// store.WithClock through WithOptions).
+// TestOptions: the settings every backend shares (store.Options: limits
+// and clock, embedded in Options).
 func TestOptions(t *testing.T) {
 	now := time.Date(2031, 5, 6, 7, 8, 9, 10, time.UTC)
 	clock := func() time.Time { return now }
 	limits := store.Limits{MaxResultBytes: 4}
-	s := openSchema(t, pgtest.DSN(t), postgres.WithOptions(store.WithClock(clock), store.WithLimits(limits)))
+	s := openSchema(t, pgtest.DSN(t), &postgres.Options{Options: store.Options{Now: clock, Limits: limits}})
 	ctx := t.Context()
 	_, err := s.Create(ctx, &store.Task{ID: "a", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now.Add(-time.Minute)})
 	require.NoError(t, err)
@@ -545,7 +551,7 @@ func TestOptions(t *testing.T) {
 // TestStats: every committed write is one transaction, counted with its
 // commit time; refused writes count as failed.
 func TestStats(t *testing.T) {
-	s := openSchema(t, pgtest.DSN(t))
+	s := openSchema(t, pgtest.DSN(t), nil)
 	var reporter store.StatsReporter = s
 	require.Equal(t, store.Stats{}, reporter.Stats())
 	ctx := t.Context()
@@ -578,8 +584,8 @@ func TestStats(t *testing.T) {
 // across them.
 func TestQueueAcrossReplicas(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	a := openSchema(t, dsn, postgres.WithSchema("queue_replicas"))
-	b, err := postgres.Open(t.Context(), dsn, postgres.WithSchema("queue_replicas"))
+	a := openSchema(t, dsn, &postgres.Options{Schema: "queue_replicas"})
+	b, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: "queue_replicas"})
 	require.NoError(t, err)
 	defer b.Close()
 	storetest.QueueRace(t, a, b)
@@ -592,7 +598,7 @@ func TestQueueAcrossReplicas(t *testing.T) {
 // the write).
 func TestStatsCountStatementsAndRoundTrips(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s := openSchema(t, dsn, postgres.WithMaxConns(1))
+	s := openSchema(t, dsn, &postgres.Options{MaxConns: 1})
 	ctx := context.Background()
 	before := s.Stats()
 	_, err := s.Create(ctx, &store.Task{ID: "t", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: time.Unix(1700000000, 0)})
@@ -602,7 +608,7 @@ func TestStatsCountStatementsAndRoundTrips(t *testing.T) {
 	require.Greater(t, created.Statements-before.Statements, created.RoundTrips-before.RoundTrips, "BEGIN shares the write's round trip")
 	// A store that never writes sends no notifications, so its counts
 	// move only with its reads.
-	r, err := postgres.Open(ctx, dsn, postgres.WithSchema(s.Schema()), postgres.WithMaxConns(1))
+	r, err := postgres.Open(ctx, dsn, &postgres.Options{Schema: s.Schema(), MaxConns: 1})
 	require.NoError(t, err)
 	defer r.Close()
 	_, err = r.Get(ctx, "t") // prepares the read on the connection
@@ -622,7 +628,7 @@ func TestStatsCountStatementsAndRoundTrips(t *testing.T) {
 // decided with everything committed before it.
 func TestQueueLookWhileLocked(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s := openSchema(t, dsn)
+	s := openSchema(t, dsn, nil)
 	ctx := t.Context()
 	now := time.Unix(1700000000, 0)
 	for _, id := range []string{"a", "b", "c"} {

@@ -74,7 +74,7 @@ func TestSendable(t *testing.T) {
 // is not held up by another task's pending one.
 func TestPublisherOrderPerTask(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s, err := Open(t.Context(), dsn, WithSchema("order"))
+	s, err := Open(t.Context(), dsn, &Options{Schema: "order"})
 	require.NoError(t, err)
 	defer s.Close()
 	var (
@@ -128,7 +128,7 @@ func TestPublisherOrderPerTask(t *testing.T) {
 // NOTIFYs) and arrive in order.
 func TestPublisherLargeBatch(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	s, err := Open(t.Context(), dsn, WithSchema("large"))
+	s, err := Open(t.Context(), dsn, &Options{Schema: "large"})
 	require.NoError(t, err)
 	defer s.Close()
 	var (

@@ -8,8 +8,8 @@ import (
 
 // The schemes this package registers with store.Register: a PostgreSQL
 // URL, "postgres://..." or "postgresql://...", opens a Store (Open with
-// the whole DSN, the shared options and the Option values among
-// store.Options.Backend, such as WithSchema).
+// the whole DSN and the *Options among store.Options.Backend, with the
+// shared settings where those leave them unset).
 const (
 	Scheme    = "postgres"
 	SchemeAlt = "postgresql"
@@ -20,8 +20,11 @@ func init() {
 	store.Register(SchemeAlt, openDSN)
 }
 
-func openDSN(ctx context.Context, dsn string, opts ...store.Option) (store.Store, error) {
-	o := store.NewOptions(opts...)
-	own := append([]Option{WithOptions(opts...)}, store.BackendOptions[Option](o)...)
-	return Open(ctx, dsn, own...)
+func openDSN(ctx context.Context, dsn string, opts *store.Options) (store.Store, error) {
+	var o Options
+	if own, ok := store.BackendOptions[*Options](opts); ok && own != nil {
+		o = *own
+	}
+	o.Options = o.Options.Merge(opts)
+	return Open(ctx, dsn, &o)
 }

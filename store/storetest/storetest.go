@@ -6,7 +6,7 @@
 // opens (or reopens) the store kept at a path:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) store.Store { return memory.New() })
+//		storetest.Run(t, func(t *testing.T) store.Store { return memory.New(nil) })
 //	}
 //
 // Every subtest opens its own store, closes it when it ends (a second

@@ -85,7 +85,7 @@ func addOutcomeTools(r *taskrouter.Router) {
 	taskrouter.AddTool(r, &mcp.Tool{Name: "greet", Description: "Greets someone; never a task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, any, error) {
 			return text(fmt.Sprintf("Hello, %s!", in.Name)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 
 	// maxComputeSeconds bounds slow_compute: beyond ~292 years a duration
 	// overflows, and a day is plenty for a test tool.
@@ -106,7 +106,7 @@ func addOutcomeTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return text(fmt.Sprintf("Computation %q completed after %g seconds. Result: 42.", label, in.Seconds)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "failing_job", Description: "Always ends with a tool error (isError)."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -114,7 +114,7 @@ func addOutcomeTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return nil, nil, errors.New("simulated failure: job crashed")
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	r.AddRawTool(&mcp.Tool{Name: "protocol_error_job", Description: "Always ends with a JSON-RPC error.",
 		InputSchema: map[string]any{"type": "object"}},
@@ -123,7 +123,7 @@ func addOutcomeTools(r *taskrouter.Router) {
 				return nil, err
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: simulated protocol error: server internal failure"}
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 }
 
@@ -145,7 +145,7 @@ func addInputTools(r *taskrouter.Router) {
 				return text(fmt.Sprintf("deleted '%s'", in.Filename)), nil, nil
 			}
 			return text(fmt.Sprintf("kept '%s'", in.Filename)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "multi_input", Description: "Asks two questions at once."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -167,7 +167,7 @@ func addInputTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return text(fmt.Sprintf("name=%q confirmed=%v", n.res.Content["name"], c.res.Content["confirm"] == true)), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 
 	taskrouter.AddTool(r, &mcp.Tool{Name: "test_tool_with_task", Description: "Asks for a name before becoming a task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
@@ -181,7 +181,7 @@ func addInputTools(r *taskrouter.Router) {
 				return nil, nil, err
 			}
 			return text(fmt.Sprintf("Hello, %s! (computed in task)", name)), nil, nil
-		}, taskrouter.ToolOptions{
+		}, &taskrouter.ToolOptions{
 			TaskSupport: mcptask.TaskRequired,
 			Preflight: func(ctx context.Context, req *mcp.CallToolRequest) (mcp.InputRequestMap, error) {
 				if _, ok := req.Params.InputResponses["user_name"]; ok {

@@ -13,7 +13,7 @@ import (
 // error (1e18 used to overflow the duration, so the tool completed at once
 // claiming to have slept 1e18 seconds); zero completes instantly.
 func TestSlowComputeRejectsOutOfRangeDurations(t *testing.T) {
-	srv, router, err := NewServer(memory.New(), nil)
+	srv, router, err := NewServer(memory.New(nil), nil)
 	require.NoError(t, err)
 	require.NoError(t, router.Start(context.Background()))
 	t.Cleanup(func() { _ = router.Close() })

@@ -100,7 +100,7 @@ func main() {
 			}
 			j.add(ctx, name, a, "end")
 			return nil, out, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	}
 	field := func(k string) func(args map[string]any) string {
 		return func(args map[string]any) string { return fmt.Sprint(args[k]) }

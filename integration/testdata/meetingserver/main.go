@@ -81,7 +81,7 @@ func main() {
 				return nil, out{}, err
 			}
 			return nil, out{OK: true}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	}
 	tool("charge", func(ctx context.Context) error {
 		select {

@@ -72,15 +72,15 @@ func main() {
 		}
 		d.Ended = time.Now().UTC()
 		return nil, d, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "hold"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ noteIn) (*mcp.CallToolResult, any, error) {
 		fmt.Fprintf(os.Stderr, "HOLD START %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 		return nil, map[string]any{"held": true}, wait(ctx)
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "announce"}, func(ctx context.Context, _ *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, any, error) {
 		fmt.Fprintf(os.Stderr, "ANNOUNCE %s\n", in.Text)
 		return nil, map[string]any{"announced": in.Text, "by": replica}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 
 	deploys := &workflow.Queue{Name: "deploys", PerKey: 1}
 	b.TaskWorkflow(workflow.New("train", "deploy a repo, one deploy per repo at a time").Arg("repo", "the repo", true).Step(

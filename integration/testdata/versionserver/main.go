@@ -66,7 +66,7 @@ func main() {
 			}
 			fmt.Fprintf(os.Stderr, "RAN %s at %s\n", name, time.Now().UTC().Format(time.RFC3339Nano))
 			return nil, out{By: name}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	}
 	tool("ta", nil)
 	tool("tb", nil)

@@ -54,7 +54,7 @@ func Serve(t testing.TB, h http.Handler) string {
 // failing_job, protocol_error_job, confirm_delete) and returns the URL.
 func Jobs(t testing.TB) string {
 	t.Helper()
-	b := builder.New("taskbridge-test-jobs", "0.1.0").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("taskbridge-test-jobs", "0.1.0").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	addJobs(b)
 	srv, err := b.Build(context.Background())
@@ -134,7 +134,7 @@ func ReleaseWithTokens(t testing.TB, tokens map[string]string) string {
 
 func releaseHandler(t testing.TB) http.Handler {
 	t.Helper()
-	b := builder.New("taskbridge-test-release", "0.1.0").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("taskbridge-test-release", "0.1.0").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "fetch_changes", Description: "List the commits of a repository since a tag."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in fetchIn) (*mcp.CallToolResult, fetchOut, error) {
@@ -142,22 +142,22 @@ func releaseHandler(t testing.TB) http.Handler {
 				return nil, fetchOut{}, fmt.Errorf("unknown repository %q (try %q)", in.Repo, "taskbridge")
 			}
 			return nil, fetchOut{Repo: in.Repo, Commits: []string{"feat: durable tasks", "fix: cancel stops the handler"}}, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "draft_notes", Description: "Draft release notes from commits."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in draftIn) (*mcp.CallToolResult, draftOut, error) {
 			return nil, draftOut{Draft: "# " + in.Repo + "\n- " + strings.Join(in.Commits, "\n- ")}, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "review_notes", Description: "Record a review of draft release notes."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp.CallToolResult, reviewOut, error) {
 			return nil, reviewOut{Approved: in.Approved, FinalText: in.Draft + "\n_" + in.Feedback + "_"}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "publish_notes", Description: "Publish release notes to a chat channel."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, publishOut, error) {
 			if !in.Approved {
 				return nil, publishOut{}, fmt.Errorf("the notes were not approved")
 			}
 			return nil, publishOut{URL: "https://chat.example/releases/1"}, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	builder.Tool(b, &mcp.Tool{Name: "generate_report", Description: "Produce a report; slow, so best run as a task."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, any, error) {
 			select {
@@ -166,7 +166,7 @@ func releaseHandler(t testing.TB) http.Handler {
 				return nil, nil, ctx.Err()
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Report on %q is ready.", in.Topic)}}}, nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
 	b.TaskWorkflow(releaseWorkflow("release_notes"))
 	b.PlainWorkflow(releaseWorkflow("release_notes_plain"))
 	b.TaskWorkflow(signOffWorkflow())
@@ -244,7 +244,7 @@ func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var got []string
-	b := builder.New("taskbridge-test-bound", "0.1.0").WithStore(memory.New()).WithoutEnv().
+	b := builder.New("taskbridge-test-bound", "0.1.0").WithStore(memory.New(nil)).WithoutEnv().
 		WithRouterOptions(taskrouter.Options{PollInterval: PollInterval})
 	builder.Tool(b, &mcp.Tool{Name: "bound", Description: "Record a note against a workflow task."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in boundIn) (*mcp.CallToolResult, boundOut, error) {
@@ -256,7 +256,7 @@ func TaskIDArgument(t testing.TB) (url string, seen func() []string) {
 			got = append(got, id)
 			mu.Unlock()
 			return nil, boundOut{Seen: id + ": " + in.Note}, nil
-		}, taskrouter.ToolOptions{})
+		}, nil)
 	b.TaskWorkflow(workflow.New("bound_flow", "A step that names its workflow task").Step(
 		workflow.Client("mark", "bound").Bind("note", workflow.FromClient("a note")),
 	))

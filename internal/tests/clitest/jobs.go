@@ -57,7 +57,7 @@ func addJobs(b *builder.Builder) {
 	builder.Tool(b, &mcp.Tool{Name: "greet", Description: "Greet someone; never a task."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, any, error) {
 			return textResult("Hello, %s!", in.Name), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskForbidden})
 	builder.Tool(b, &mcp.Tool{Name: "slow_compute", Description: "Compute for a number of seconds; a task when the client allows."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in computeIn) (*mcp.CallToolResult, any, error) {
 			if in.Seconds < 0 || in.Seconds > 3600 {
@@ -67,21 +67,21 @@ func addJobs(b *builder.Builder) {
 				return nil, nil, err
 			}
 			return textResult("Computation %q completed after %g seconds.", in.Label, in.Seconds), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Retryable: true})
 	builder.Tool(b, &mcp.Tool{Name: "failing_job", Description: "Ends with a tool error (isError) after a second."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			if err := pause(ctx, time.Second); err != nil {
 				return nil, nil, err
 			}
 			return nil, nil, errors.New("simulated failure: job crashed")
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 	b.RawTool(&mcp.Tool{Name: "protocol_error_job", Description: "Ends with a JSON-RPC error.", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			if err := pause(ctx, 200*time.Millisecond); err != nil {
 				return nil, err
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: simulated protocol error"}
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 	builder.Tool(b, &mcp.Tool{Name: "confirm_delete", Description: "Ask the client to confirm before deleting a file."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in deleteIn) (*mcp.CallToolResult, any, error) {
 			res, err := taskrouter.Elicit(ctx, req, &mcp.ElicitParams{
@@ -100,5 +100,5 @@ func addJobs(b *builder.Builder) {
 				return textResult("deleted '%s'", in.Filename), nil, nil
 			}
 			return textResult("kept '%s'", in.Filename), nil, nil
-		}, taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
+		}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskRequired})
 }

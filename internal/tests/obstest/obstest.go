@@ -73,7 +73,7 @@ func New(t testing.TB, st store.Store, configure func(*builder.Builder)) *Fixtur
 	} else {
 		b.WithDB(t.TempDir() + "/tasks.db")
 	}
-	opt := taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional}
+	opt := &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional}
 	builder.Tool(b, &mcp.Tool{Name: "echo", Description: "Echo text."}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textOut, error) {
 		return nil, textOut{Text: in.Text}, nil
 	}, opt)
@@ -94,10 +94,10 @@ func New(t testing.TB, st store.Store, configure func(*builder.Builder)) *Fixtur
 	}, opt)
 	builder.Tool(b, &mcp.Tool{Name: "draft", Description: "Drafts notes."}, func(ctx context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, textOut, error) {
 		return nil, textOut{Text: "notes on " + in.Text}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	builder.Tool(b, &mcp.Tool{Name: "review", Description: "Records a review."}, func(ctx context.Context, _ *mcp.CallToolRequest, in reviewIn) (*mcp.CallToolResult, textOut, error) {
 		return nil, textOut{Text: in.Draft + " (" + in.Verdict + ")"}, nil
-	}, taskrouter.ToolOptions{})
+	}, nil)
 	b.TaskWorkflow(workflow.New(Workflow, "Draft, review and publish notes").
 		Arg("topic", "what the notes are about", true).
 		Step(
@@ -159,16 +159,20 @@ func Handoff(t testing.TB, c *client.Client, topic string) (*mcp.GetPromptResult
 
 // Finish performs the client step of a handed-off fixture workflow and
 // waits for the task to complete.
-func Finish(t testing.TB, c *client.Client, doc *handoff.Document, opts client.FollowOptions) {
+func Finish(t testing.TB, c *client.Client, doc *handoff.Document, opts *client.FollowOptions) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if opts.Fill == nil {
-		opts.Fill = func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
+	var o client.FollowOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Fill == nil {
+		o.Fill = func(context.Context, handoff.RemainingStep, []string) (map[string]any, error) {
 			return map[string]any{"verdict": "approved"}, nil
 		}
 	}
-	_, err := c.Follow(ctx, doc, opts)
+	_, err := c.Follow(ctx, doc, &o)
 	require.NoError(t, err, "following %s", doc.TaskID)
 }
 
