@@ -19,8 +19,9 @@ import (
 // and -schedule-approval starts nightly_release, which waits for a
 // person's decision (both off by default).
 
-// deploysQueue is one deploy per repository at a time.
-var deploysQueue = &workflow.Queue{Name: "deploys", PerKey: 1}
+// deploysQueue is one deploy per repository at a time, whoever starts
+// the train: a repository is one resource for every owner (SharedKeys).
+var deploysQueue = &workflow.Queue{Name: "deploys", PerKey: 1, SharedKeys: true}
 
 // scheduleName is the schedule -schedule registers.
 const scheduleName = "report"

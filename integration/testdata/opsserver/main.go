@@ -82,7 +82,7 @@ func main() {
 		return nil, map[string]any{"announced": in.Text, "by": replica}, nil
 	}, nil)
 
-	deploys := &workflow.Queue{Name: "deploys", PerKey: 1}
+	deploys := &workflow.Queue{Name: "deploys", PerKey: 1, SharedKeys: true} // a repository everyone deploys
 	b.TaskWorkflow(workflow.New("train", "deploy a repo, one deploy per repo at a time").Arg("repo", "the repo", true).Step(
 		workflow.Server("deploy", "deploy_service").Bind("repo", workflow.PromptArg("repo")).
 			OnQueue(deploys, workflow.QueueKey(workflow.PromptArg("repo"))),
