@@ -185,6 +185,8 @@
 //     session ends them), the step tools queued; the running and step
 //     semaphores are channels beside them.
 //   - watches (watch.go): the channels waiters block on, by task id.
+//     The fanout (watch.go) takes a task's change to every part that
+//     waits on it; the door (admit.go) admits a task at the quotas.
 //   - leases (lease.go): the leases this process holds.
 //   - listeners (listen.go): the subscriptions/listen streams, by task.
 //   - sinks (events.go): the events tasks reported (progress, log lines,
@@ -219,8 +221,9 @@
 // no part's lock is held while another part's lock is taken or while
 // calling out (a hook, a cancel function, a log line, a store call, a
 // write to a connection, a session's connect). Code that needs several
-// parts (Close, Stats, admit, stopRun) calls each part's methods in turn;
-// each such place says why seeing the parts a moment apart is fine. A
+// parts (Close, Stats, the door's admit, the fanout's changed and
+// announced) calls each part's methods in turn; each such place says
+// why seeing the parts a moment apart is fine. A
 // run's own mu, a pendingRecord's and a pushConn's are likewise never
 // held across a part's lock. TestDocLockRule checks what the code can
 // show: no Router method takes a lock, and no lock is taken through a
@@ -293,7 +296,7 @@
 // No service holds the Router: each sees a narrow interface of what it
 // needs of the engine (engineBase: the store and the logger; the
 // sweeper's sweepEngine adds endTask and deleteTask, the takeover's
-// resolveTask, the feed's feedEngine is announced alone) and the parts it
+// resolveTask, the feed's feedEngine is the fanout's announced alone) and the parts it
 // reads through one-method interfaces (the leases, the replicas'
 // registry, the kinds' hooks), so what a service may touch is in its
 // constructor's signature. A new piece of background work plugs in the
@@ -313,7 +316,7 @@
 // The Router's own methods (the engine: creating, reading, updating,
 // cancelling and admitting tasks, running their handlers, serving the two
 // dialects, its lifecycle and the handles of its features) are in
-// router.go, create.go, tasks.go, runs.go, admit.go, methods.go,
+// router.go, create.go, tasks.go, runs.go, methods.go,
 // middleware.go, tools.go, kinds.go, lease.go, recover.go and watch.go;
 // every other file holds a part, a feature or a service
 // (TestDocRouterFiles).
@@ -339,12 +342,13 @@
 // anonymous requests), tasks.go (read, update, complete, fail, end,
 // delete, count), methods.go (tasks/*), dialect.go (the replies that
 // differ by dialect), wire.go (the wire types), watch.go (waiting for a
-// change; this process's writes and the feed's), hostmode.go (the
+// change; the fanout of this process's writes and the feed's), hostmode.go (the
 // argument _task_id of host mode), tasktools.go (the built-in task tools:
 // task_result, task_cancel), pause.go (pausing a task: Pauser, the Pauses
 // handle, task_pause, task_resume), input.go (input mid-task), admit.go
-// (quotas), observe.go (Observer, Stats), events.go (what a task's work
-// reports: Progress, Logger, Output, written as its events),
+// (quotas, and the door every task is admitted at), observe.go
+// (Observer, Stats), events.go (what a task's work reports: Progress,
+// Logger, Output, written as its events),
 // events_log.go (captured notifications/progress and
 // notifications/message, Logger's slog handler), stream.go (reading a
 // task's events live: the Streams handle), streamwire.go (tasks/stream

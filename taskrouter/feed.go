@@ -36,7 +36,8 @@ type changeFeed struct {
 	stop func() // ends the subscription; nil when not subscribed
 }
 
-// feedEngine is what the change feed needs of the engine; *Router has it.
+// feedEngine is what the change feed needs of the engine: the fanout
+// (watch.go) has it.
 type feedEngine interface {
 	// announced takes a change the store's feed announced (another
 	// process's write, or this one's echoed).

@@ -424,7 +424,7 @@ func (r *Router) AdoptLease(t *store.Task) *Lease {
 	if t.LeaseHolder != r.opts.ReplicaID {
 		return nil
 	}
-	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.stopRun(id, cause) }}
+	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.runs.stop(id, cause) }}
 	r.leases.add(id, h)
 	return &Lease{book: &r.leases, id: id, held: h, Task: t}
 }

@@ -73,7 +73,7 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 	case hook != nil:
 		// Admitted before the crash (or by the process it takes over
 		// from): it counts again here, and is never refused.
-		if err := r.admitTask(t.ID, admission{owner: t.Owner, source: "recovered"}, true); err != nil {
+		if err := r.door.admitTask(t.ID, admission{owner: t.Owner, source: "recovered"}, true); err != nil {
 			return err
 		}
 		return hook(ctx, t, reason)
@@ -111,7 +111,7 @@ func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec f
 	}
 	// The owner's quota was taken before the crash; the source is gone.
 	adm := admission{owner: claimed.Owner, source: "recovered"}
-	if err := r.admit(adm, true); err != nil {
+	if err := r.door.admit(adm, true); err != nil {
 		return err // only a closed router refuses; the next start resolves the task
 	}
 	msg := "re-running after a server restart"

@@ -73,6 +73,8 @@ type Router struct {
 	tools   toolRegistry // tools and their task behaviour (tools.go)
 	runs    runTable     // handler runs and tracked work; closed (runs.go)
 	quotas  quotas       // pending and running slots, waiters (admit.go)
+	door    door         // admission: the quotas, shut by the runs' closing (admit.go)
+	fan     fanout       // a task's change taken to the parts waiting on it (watch.go)
 	watches watches      // waiters blocked until a task changes
 	pushers pushConns    // shimmed connections to push task status to (push.go)
 	peers   peers        // connections the server sends requests to (peer.go)
@@ -140,6 +142,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		r.poll = o.ChangePollInterval
 	}
 	r.obs = observer{o.Observer}
+	r.door = door{runs: &r.runs, quotas: &r.quotas}
 	r.leases.st, r.leases.replica, r.leases.dur, r.leases.now = st, o.ReplicaID, o.LeaseDuration, o.Now
 	r.pushers.log = o.Logger
 	r.sinks.st, r.sinks.log, r.sinks.now, r.sinks.readers = st, o.Logger, o.Now, &r.streams
@@ -152,7 +155,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	// The background services, each on the narrow view of the engine it
 	// needs (an interface *Router has, and the parts it reads).
 	notifier, _ := st.(store.Notifier)
-	r.feed = newChangeFeed(r, notifier)
+	r.feed = newChangeFeed(&r.fan, notifier)
 	poll := o.SweepInterval
 	beat := exclusiveBeat
 	if r.shared {
@@ -173,6 +176,8 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		return nil, err
 	}
 	r.hooks = newWebhooks(r, r.sched, o.Push, o.SessionBound)
+	r.fan = fanout{shared: r.shared, st: st, watches: &r.watches, pushers: &r.pushers, listeners: &r.listeners, hooks: r.hooks,
+		streams: &r.streams, recent: &r.recent, runs: &r.runs, quotas: &r.quotas}
 	r.HandleKind(KindPush, r.hooks)
 	return r, nil
 }
@@ -296,7 +301,7 @@ func (r *Router) Close() error {
 		return nil
 	}
 	for _, id := range ids {
-		r.stopRun(id, errShutdown)
+		r.runs.stop(id, errShutdown)
 	}
 	r.services.Stop()
 	r.listeners.closeAll()

@@ -232,9 +232,10 @@ func Stopped(ctx context.Context) StopReason {
 	return ""
 }
 
-// stopRun cancels the handler run and the tracked work of task id.
-func (r *Router) stopRun(id string, cause error) {
-	ru, trs := r.runs.workOn(id)
+// stop cancels the handler run and the tracked work of task id (each
+// cancelled after the table's lock is let go).
+func (t *runTable) stop(id string, cause error) {
+	ru, trs := t.workOn(id)
 	if ru != nil {
 		ru.cancel(cause)
 	}

@@ -109,7 +109,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 		r.sched.note(t.WakeAt)
 	}
 	r.obs.task(TaskUpdated, t, &u)
-	r.changed(t)
+	r.fan.changed(t)
 	r.quotas.ended(t.ID, t.Status, false)
 	return t, nil
 }
@@ -207,7 +207,7 @@ func (r *Router) endTask(ctx context.Context, t *store.Task, u store.Update, cau
 	if err != nil {
 		return nil, err
 	}
-	r.stopRun(t.ID, cause)
+	r.runs.stop(t.ID, cause)
 	r.kinds.ended(ctx, nt)
 	return nt, nil
 }
