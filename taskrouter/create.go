@@ -514,5 +514,5 @@ func (r *Router) StartLeg(ctx context.Context, q *Request, req *mcp.CallToolRequ
 // ResumeLeg runs exec as the handler of leg t again, after its process
 // stopped (from its kind's Recover hook; reason is the hook's).
 func (r *Router) ResumeLeg(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error {
-	return r.rerun(ctx, t, reason, exec)
+	return r.recovery.rerun(ctx, t, reason, exec)
 }

@@ -295,11 +295,11 @@
 //
 // No service holds the Router: each sees a narrow interface of what it
 // needs of the engine (engineBase: the store and the logger; the
-// sweeper's sweepEngine adds endTask and deleteTask, the takeover's
-// resolveTask, the feed's feedEngine is the fanout's announced alone) and the parts it
-// reads through one-method interfaces (the leases, the replicas'
-// registry, the kinds' hooks), so what a service may touch is in its
-// constructor's signature. A new piece of background work plugs in the
+// sweeper's sweepEngine adds endTask and deleteTask; the takeover
+// resolves through recovery's resolveTask, and the feed's feedEngine is
+// the fanout's announced alone) and the parts it reads through
+// one-method interfaces (the leases, the replicas' registry, the kinds'
+// hooks), so what a service may touch is in its constructor's signature. A new piece of background work plugs in the
 // same way: a type in its own file, its engine interface, a config
 // struct with withDefaults and validate, Name/Start/Stop (a service.Loop
 // for periodic rounds), signals of service.Signal, made in NewRouter and
@@ -317,7 +317,7 @@
 // cancelling and admitting tasks, running their handlers, serving the two
 // dialects, its lifecycle and the handles of its features) are in
 // router.go, create.go, tasks.go, runs.go, methods.go,
-// middleware.go, tools.go, kinds.go, lease.go, recover.go and watch.go;
+// middleware.go, tools.go, kinds.go, lease.go and watch.go;
 // every other file holds a part, a feature or a service
 // (TestDocRouterFiles).
 //
@@ -359,8 +359,9 @@
 // handler run: execute, finish, its fenced writes, its input requests),
 // runs.go (the runs table, spawn, Track, stopping and cancel), workers.go
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
-// the renewer and the takeover), recover.go (restart), recent.go (tasks
-// ended moments ago), loopback.go (the engine's own session), schedule.go,
+// the renewer and the takeover), recover.go (recovery: a restart's
+// tasks, a takeover's, a leg run again), recent.go (tasks ended moments
+// ago), loopback.go (the engine's own session), schedule.go,
 // sweep.go, feed.go, schedules.go, replicas.go (the services above; the
 // last also Placer and ServedBy), schedules_api.go (the Schedules handle:
 // adding, listing, pausing, resuming, triggering), schedules_overlap.go

@@ -249,27 +249,26 @@ type takeoverSignals struct {
 // the active tasks whose lease expired (their process stopped renewing)
 // and resolves them as after a restart.
 type leaseTakeover struct {
-	e       takeoverEngine
+	e       engineBase
+	res     resolver  // recovery (recover.go)
 	place   placement // the replicas' registry (*registry)
 	cfg     leaseWorkConfig
 	loop    service.Loop
 	signals takeoverSignals
 }
 
-// takeoverEngine is what the takeover needs of the engine; *Router has
-// it.
-type takeoverEngine interface {
-	engineBase
+// resolver is what the takeover needs of recovery (recover.go).
+type resolver interface {
 	// resolveTask resolves a task taken over as after a restart.
 	resolveTask(ctx context.Context, t *store.Task, reason string) error
 }
 
-func newLeaseTakeover(e takeoverEngine, place placement, cfg leaseWorkConfig) (*leaseTakeover, error) {
+func newLeaseTakeover(e engineBase, res resolver, place placement, cfg leaseWorkConfig) (*leaseTakeover, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate("lease takeover"); err != nil {
 		return nil, err
 	}
-	return &leaseTakeover{e: e, place: place, cfg: cfg}, nil
+	return &leaseTakeover{e: e, res: res, place: place, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -314,7 +313,7 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 			progressed = true
 			n++
 			log.Info("took over a task whose process stopped renewing its lease", "task", t.ID, "previous", t.LeaseHolder, "epoch", claimed.LeaseEpoch)
-			if err := l.e.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
+			if err := l.res.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
 				log.Error("resolving a task taken over", "task", t.ID, "error", err)
 			}
 			l.signals.TookOver.Send(t.ID)

@@ -96,6 +96,7 @@ type Router struct {
 	streaming *streaming
 	pauses    *pauses        // pausing tasks (Router.Pauses; pause.go)
 	taskTools *taskTools     // the built-in task tools (tasktools.go)
+	recovery  *recovery      // the work of a process that is gone (recover.go)
 	runsDone  sync.WaitGroup // handler runs (run.go)
 
 	// The background work, each a service (package internal/service)
@@ -165,12 +166,14 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	var errs [6]error
 	r.registry, errs[0] = newRegistry(r, &r.kinds, registryConfig{Interval: beat, Live: o.LeaseDuration, ReplicaID: o.ReplicaID, Shared: r.shared, Now: o.Now})
 	r.sched, errs[1] = newScheduler(r, &r.leases, r.registry, &r.kinds, schedulerConfig{Poll: poll, Shared: r.shared, ReplicaID: o.ReplicaID, Now: o.Now})
+	r.recovery = &recovery{e: r, st: st, log: o.Logger, shared: r.shared, replica: o.ReplicaID, door: r.door, quotas: &r.quotas,
+		kinds: &r.kinds, tools: &r.tools, leases: &r.leases, sched: r.sched}
 	r.sweeper, errs[2] = newSweeper(r, &r.kinds, sweeperConfig{Interval: o.SweepInterval, Grace: o.ExpiredGrace, Now: o.Now})
 	lease := leaseWorkConfig{LeaseDuration: o.LeaseDuration, ReplicaID: o.ReplicaID, Now: o.Now}
 	lease.Interval = max(o.LeaseDuration/3, 10*time.Millisecond)
 	r.renewer, errs[3] = newLeaseRenewer(r, &r.leases, lease)
 	lease.Interval = max(o.LeaseDuration/4, 10*time.Millisecond)
-	r.takeover, errs[4] = newLeaseTakeover(r, r.registry, lease)
+	r.takeover, errs[4] = newLeaseTakeover(r, r.recovery, r.registry, lease)
 	r.crons, errs[5] = newCrons(r, &r.tools, cronConfig{Poll: poll, Now: o.Now})
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
@@ -279,7 +282,11 @@ func (r *Router) Start(ctx context.Context) error {
 		if err = r.services.Start(ctx, r.registry, r.feed, r.hooks); err != nil {
 			return
 		}
-		err = r.recover(ctx)
+		if r.shared {
+			_, err = r.takeover.takeOver(ctx) // tasks whose process died, by their expired leases
+		} else {
+			err = r.recovery.restart(ctx)
+		}
 		background := []service.Service{r.sched, r.sweeper, r.renewer, r.crons}
 		if r.shared {
 			background = append(background, r.takeover)

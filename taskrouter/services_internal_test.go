@@ -51,7 +51,7 @@ func TestServiceConfigsNameTheField(t *testing.T) {
 	require.ErrorContains(t, err, "sweeper: Grace is negative")
 	_, err = newLeaseRenewer(r, &r.leases, leaseWorkConfig{Interval: time.Second, LeaseDuration: time.Second})
 	require.ErrorContains(t, err, "lease renewer: ReplicaID is empty")
-	_, err = newLeaseTakeover(r, &registry{}, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
+	_, err = newLeaseTakeover(r, &recovery{}, &registry{}, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
 	require.ErrorContains(t, err, "lease takeover: Interval must be positive")
 }
 
