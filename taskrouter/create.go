@@ -16,7 +16,7 @@ import (
 )
 
 // Creating a tool task: the record a request makes (newRecord), stored
-// (createRecord), and the task-augmented tools/call that starts its
+// (the fanout's create), and the task-augmented tools/call that starts its
 // handler at once (startToolTask), folding an instant handler's outcome
 // into the create commit (instant tasks, below).
 
@@ -44,7 +44,7 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 	if err := r.door.admitTask(rec.ID, adm, false); err != nil {
 		return nil, err
 	}
-	t, err := r.createRecord(ctx, rec)
+	t, err := r.fan.create(ctx, rec)
 	if err != nil {
 		r.quotas.releaseTask(rec.ID)
 		return nil, err
@@ -100,18 +100,6 @@ func newRecord(o *Options, shared bool, req *Request, origin store.Request, co *
 	return t
 }
 
-// createRecord stores a new task record and reports it.
-func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, error) {
-	created, err := r.st.Create(ctx, t)
-	if err == nil {
-		r.sched.note(created.WakeAt)
-		r.obs.task(TaskCreated, created, nil)
-		r.recent.remember(created, r.opts.Now())
-		r.hooks.changed(created)
-	}
-	return created, err
-}
-
 // startToolTask creates a task for a tools/call and runs the tool in the
 // background. When checked is set, in is the input the router already
 // decoded from the call's arguments (see toolcall.go), which the tool's
@@ -139,7 +127,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		}
 		return createReply(q.Dialect, rec.Request.Name, t, r.opts.ImmediateResponse), nil
 	}
-	t, err := r.createRecord(ctx, rec)
+	t, err := r.fan.create(ctx, rec)
 	if err != nil {
 		r.quotas.release(adm, false)
 		return nil, storeError(err)
@@ -229,7 +217,7 @@ func (ru *run) materialize() (*store.Task, error) {
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	t, err := r.createRecord(ctx, p.record())
+	t, err := r.fan.create(ctx, p.record())
 	if err == nil {
 		r.pushers.bind(t.ID, p.connID)
 		if t.LeaseHolder == r.opts.ReplicaID {
@@ -319,11 +307,11 @@ func (r *Router) createEnded(ctx context.Context, d mcptask.Dialect, rec *store.
 	}
 	t.LeaseHolder, t.LeaseUntil = "", time.Time{}
 	t.UpdatedAt = r.opts.Now()
-	created, err := r.createRecord(ctx, &t)
+	created, err := r.fan.create(ctx, &t)
 	if errors.Is(err, store.ErrTooLarge) {
 		f := tooLargeFailure(err)
 		t.Status, t.StatusMessage, t.Result, t.Error = f.Status, *f.StatusMessage, nil, f.Error
-		created, err = r.createRecord(ctx, &t)
+		created, err = r.fan.create(ctx, &t)
 	}
 	if err != nil {
 		return nil, storeError(err)
@@ -500,7 +488,7 @@ func (r *Router) StartLeg(ctx context.Context, q *Request, req *mcp.CallToolRequ
 	}
 	rec := newRecord(&r.opts, r.shared, q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		&CreateOptions{Kind: kind, Labels: labels, Lease: true})
-	t, err := r.createRecord(ctx, rec)
+	t, err := r.fan.create(ctx, rec)
 	if err != nil {
 		r.quotas.release(adm, false)
 		return nil, storeError(err)

@@ -295,14 +295,15 @@
 //
 // No service holds the Router: each sees a narrow interface of what it
 // needs of the engine (engineBase: the store and the logger; the
-// sweeper's sweepEngine adds endTask and deleteTask; the takeover
-// resolves through recovery's resolveTask, and the feed's feedEngine is
-// the fanout's announced alone) and the parts it reads through
-// one-method interfaces (the leases, the replicas' registry, the kinds'
-// hooks), so what a service may touch is in its constructor's signature. A new piece of background work plugs in the
-// same way: a type in its own file, its engine interface, a config
-// struct with withDefaults and validate, Name/Start/Stop (a service.Loop
-// for periodic rounds), signals of service.Signal, made in NewRouter and
+// sweeper's sweepEngine adds endTask, and it deletes through the fanout's
+// delete; the takeover resolves through recovery's resolveTask, and the
+// feed's feedEngine is the fanout's announced alone) and the parts it
+// reads through one-method interfaces (the leases, the replicas'
+// registry, the kinds' hooks), so what a service may touch is in its
+// constructor's signature. A new piece of background work plugs in the
+// same way: a type in its own file, its engine interface, a config struct
+// with withDefaults and validate, Name/Start/Stop (a service.Loop for
+// periodic rounds), signals of service.Signal, made in NewRouter and
 // started in Start. Work that must survive a restart or run on any
 // replica is not timed in memory: it is a durable wake-up (a task of its
 // own kind, or a WakeAt on the task it belongs to) that the scheduler
@@ -340,9 +341,10 @@
 // once, the instant fold, a plain call that outlives the host deadline,
 // a workflow's leg), scope.go (owner scopes: OwnerScope, RequestOf,
 // anonymous requests), tasks.go (read, update, complete, fail, end,
-// delete, count), methods.go (tasks/*), dialect.go (the replies that
-// differ by dialect), wire.go (the wire types), watch.go (waiting for a
-// change; the fanout of this process's writes and the feed's), hostmode.go (the
+// count), methods.go (tasks/*), dialect.go (the replies that differ by
+// dialect), wire.go (the wire types), watch.go (waiting for a change;
+// the fanout: a record's create and delete, this process's writes and
+// the feed's, taken to the parts), hostmode.go (the
 // argument _task_id of host mode), tasktools.go (the built-in task tools:
 // task_result, task_cancel), pause.go (pausing a task: Pauser, the Pauses
 // handle, task_pause, task_resume), input.go (input mid-task), admit.go

@@ -168,7 +168,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	r.sched, errs[1] = newScheduler(r, &r.leases, r.registry, &r.kinds, schedulerConfig{Poll: poll, Shared: r.shared, ReplicaID: o.ReplicaID, Now: o.Now})
 	r.recovery = &recovery{e: r, st: st, log: o.Logger, shared: r.shared, replica: o.ReplicaID, door: r.door, quotas: &r.quotas,
 		kinds: &r.kinds, tools: &r.tools, leases: &r.leases, sched: r.sched}
-	r.sweeper, errs[2] = newSweeper(r, &r.kinds, sweeperConfig{Interval: o.SweepInterval, Grace: o.ExpiredGrace, Now: o.Now})
+	r.sweeper, errs[2] = newSweeper(r, &r.fan, &r.kinds, sweeperConfig{Interval: o.SweepInterval, Grace: o.ExpiredGrace, Now: o.Now})
 	lease := leaseWorkConfig{LeaseDuration: o.LeaseDuration, ReplicaID: o.ReplicaID, Now: o.Now}
 	lease.Interval = max(o.LeaseDuration/3, 10*time.Millisecond)
 	r.renewer, errs[3] = newLeaseRenewer(r, &r.leases, lease)
@@ -179,7 +179,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		return nil, err
 	}
 	r.hooks = newWebhooks(r, r.sched, o.Push, o.SessionBound)
-	r.fan = fanout{shared: r.shared, st: st, watches: &r.watches, pushers: &r.pushers, listeners: &r.listeners, hooks: r.hooks,
+	r.fan = fanout{shared: r.shared, st: st, now: o.Now, obs: r.obs, sched: r.sched, watches: &r.watches, pushers: &r.pushers, listeners: &r.listeners, hooks: r.hooks,
 		streams: &r.streams, recent: &r.recent, runs: &r.runs, quotas: &r.quotas}
 	r.HandleKind(KindPush, r.hooks)
 	return r, nil

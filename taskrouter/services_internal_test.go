@@ -47,7 +47,7 @@ func TestServiceConfigsNameTheField(t *testing.T) {
 	_, err := newScheduler(r, &r.leases, &registry{}, &r.kinds, schedulerConfig{Poll: 0, MaxWakers: -1})
 	require.ErrorContains(t, err, "scheduler: Poll must be positive")
 	require.ErrorContains(t, err, "scheduler: MaxWakers is negative")
-	_, err = newSweeper(r, &r.kinds, sweeperConfig{Interval: time.Second, Grace: -time.Second})
+	_, err = newSweeper(r, &r.fan, &r.kinds, sweeperConfig{Interval: time.Second, Grace: -time.Second})
 	require.ErrorContains(t, err, "sweeper: Grace is negative")
 	_, err = newLeaseRenewer(r, &r.leases, leaseWorkConfig{Interval: time.Second, LeaseDuration: time.Second})
 	require.ErrorContains(t, err, "lease renewer: ReplicaID is empty")

@@ -3,7 +3,6 @@ package taskrouter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"slices"
@@ -210,17 +209,4 @@ func (r *Router) endTask(ctx context.Context, t *store.Task, u store.Update, cau
 	r.runs.stop(t.ID, cause)
 	r.kinds.ended(ctx, nt)
 	return nt, nil
-}
-
-// deleteTask deletes ended task t (its expiry passed) and forgets it
-// here: its recent record, its waiters, its slot.
-func (r *Router) deleteTask(ctx context.Context, t *store.Task) error {
-	r.recent.forget(t.ID)
-	if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	r.watches.drop(t.ID)
-	r.obs.task(TaskDeleted, t, nil)
-	r.quotas.ended(t.ID, t.Status, true)
-	return nil
 }

@@ -132,12 +132,17 @@ func (w *watches) wakeAll() {
 // fanout takes a task's change to every part that waits on it: the
 // waiters (watches), the status pushes, the listeners, the webhooks, the
 // readers of events; for a change the feed announced, the work and the
-// slots of a task that ended elsewhere too. It has no state of its own:
-// it calls each part in turn, and seeing them a moment apart is fine,
-// as each part re-reads the store when woken.
+// slots of a task that ended elsewhere too. It writes a task's birth
+// and death to the store itself (create, delete), as the parts must
+// hear of both. It has no state of its own: it calls each part in turn,
+// and seeing them a moment apart is fine, as each part re-reads the
+// store when woken.
 type fanout struct {
 	shared    bool // the store is shared: a write's echo comes back (watches.own)
 	st        store.Store
+	now       func() time.Time // Options.Now
+	obs       observer
+	sched     *scheduler
 	watches   *watches
 	pushers   *pushConns
 	listeners *listeners
@@ -146,6 +151,32 @@ type fanout struct {
 	recent    *recentEnded
 	runs      *runTable
 	quotas    *quotas
+}
+
+// create stores new task t, and tells the scheduler of its wake-up, the
+// observer, the recent records and the webhooks.
+func (f *fanout) create(ctx context.Context, t *store.Task) (*store.Task, error) {
+	created, err := f.st.Create(ctx, t)
+	if err == nil {
+		f.sched.note(created.WakeAt)
+		f.obs.task(TaskCreated, created, nil)
+		f.recent.remember(created, f.now())
+		f.hooks.changed(created)
+	}
+	return created, err
+}
+
+// delete deletes ended task t (its expiry passed) and forgets it here:
+// its recent record, its waiters, its slot.
+func (f *fanout) delete(ctx context.Context, t *store.Task) error {
+	f.recent.forget(t.ID)
+	if err := f.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	f.watches.drop(t.ID)
+	f.obs.task(TaskDeleted, t, nil)
+	f.quotas.ended(t.ID, t.Status, true)
+	return nil
 }
 
 // changed wakes everyone watching task t (its events' readers too) and
