@@ -349,7 +349,7 @@ func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, v Viewer, id 
 	result := "cancelled"
 	if t.Status.Terminal() {
 		result = "ended"
-	} else if _, err := d.r.Cancel(r.Context(), &taskrouter.Request{Owner: t.Owner, Authenticated: true}, id); err != nil {
+	} else if _, err := d.r.CancelTask(r.Context(), id, "cancelled by request"); err != nil {
 		if !errors.Is(err, store.ErrTerminal) {
 			d.log.Error("dashboard: cancelling", "task", id, "err", err)
 			http.Error(w, "cancelling failed: "+err.Error(), http.StatusInternalServerError)

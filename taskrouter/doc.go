@@ -81,10 +81,11 @@
 //   - custom method handlers receive no request: the resolved *Request
 //     travels in the context (request.go).
 //   - a method handler needs a *mcp.ServerSession: calls the engine makes
-//     without a client (restart recovery, listing tools) use a loopback
-//     session whose client end discards everything (loopback.go). Tool
-//     calls never go through JSON-RPC in-process: RunTool calls the SDK's
-//     dispatch below the router's middleware directly (tools.go).
+//     without a client (restart recovery, in-process tool calls) use a
+//     loopback session whose client end discards everything
+//     (loopback.go). Tool calls never go through JSON-RPC in-process:
+//     RunTool calls the SDK's dispatch below the router's middleware
+//     directly (tools.go).
 //   - the SDK sends no custom notifications: notifications/tasks/status is
 //     written on connections wrapped by Transport (shim.go), and
 //     subscriptions/listen for tasks and tasks/stream are served by the

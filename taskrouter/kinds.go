@@ -18,7 +18,7 @@ import (
 type KindHandler interface {
 	// Recover resolves an active task whose process is gone (reason
 	// ReasonRestart or ReasonTakeover; after a takeover the task is
-	// claimed by this process). It claims (Router.Lease) whatever it
+	// claimed by this process). It claims (Router.TryLease) whatever it
 	// runs.
 	Recover(ctx context.Context, t *store.Task, reason string) error
 	// Wake runs a task whose wake-up time (store.Task.WakeAt) came. On a

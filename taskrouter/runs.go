@@ -280,16 +280,6 @@ func (r *Router) CancelTask(ctx context.Context, id, message string) (*store.Tas
 	return r.cancelTask(ctx, t, message)
 }
 
-// Cancel cancels a task on behalf of a requestor: the task is marked
-// cancelled before its work's context is cancelled.
-func (r *Router) Cancel(ctx context.Context, req *Request, id string) (*store.Task, error) {
-	t, err := r.TaskFor(ctx, req, id)
-	if err != nil {
-		return nil, err
-	}
-	return r.cancelTask(ctx, t, "cancelled by request")
-}
-
 // spawn runs exec in the background for task id of tool: t is its stored
 // record, created (or re-run) in dialect d, or nil when pending holds the
 // record about to be created. The caller has admitted it.

@@ -144,7 +144,7 @@ func TestRenewerSignalsALostLease(t *testing.T) {
 	t.Cleanup(func() { _ = r.Close() })
 	task, err := r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"}, nil)
 	require.NoError(t, err)
-	l, err := r.Lease(ctx, task.ID)
+	l, err := r.TryLease(ctx, task.ID)
 	require.NoError(t, err)
 	require.True(t, l.Held())
 	work, done := r.Track(ctx, task.ID)

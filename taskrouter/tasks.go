@@ -31,7 +31,7 @@ type CreateOptions struct {
 	// StatusMessage is the initial status message.
 	StatusMessage string
 	// Lease makes this process the task's lease holder from creation (it
-	// is about to run work for it) on a shared store; see Router.Lease.
+	// is about to run work for it) on a shared store; see Router.TryLease.
 	Lease bool
 	// WakeAt, when set, is the task's first wake-up time (see
 	// store.Task.WakeAt and the engine's scheduler).
