@@ -329,21 +329,11 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 
 // cancel cancels a task through the router (its handler is stopped).
 func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, v Viewer, id string) {
-	if !sameOrigin(r) {
-		http.Error(w, "cross-site request refused", http.StatusForbidden)
+	if !d.checkForm(w, r, v, v.CanCancel, "cancel tasks") {
 		return
 	}
-	if !v.CanCancel {
-		http.Error(w, "you may not cancel tasks", http.StatusForbidden)
-		return
-	}
-	if !d.formTokenOK(v, r.PostFormValue("csrf")) {
-		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
-		return
-	}
-	t, err := d.r.Task(r.Context(), id)
-	if err != nil || !v.mayView(t.Owner) {
-		http.NotFound(w, r)
+	t, ok := d.viewable(w, r, v, id)
+	if !ok {
 		return
 	}
 	result := "cancelled"
@@ -363,16 +353,7 @@ func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, v Viewer, id 
 // fork runs a workflow task again from a step (admins only) and opens
 // the new task.
 func (d *Dashboard) fork(w http.ResponseWriter, r *http.Request, v Viewer, id string) {
-	if !sameOrigin(r) {
-		http.Error(w, "cross-site request refused", http.StatusForbidden)
-		return
-	}
-	if !v.Admin || d.opts.Forker == nil {
-		http.Error(w, "only an admin may rerun workflow tasks", http.StatusForbidden)
-		return
-	}
-	if !d.formTokenOK(v, r.PostFormValue("csrf")) {
-		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
+	if !d.checkForm(w, r, v, v.Admin && d.opts.Forker != nil, "rerun workflow tasks (only an admin may)") {
 		return
 	}
 	if _, err := d.r.Task(r.Context(), id); err != nil {
@@ -399,8 +380,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, v Viewer) {
 	}
 	only := r.URL.Query().Get("task")
 	if only != "" {
-		if t, err := d.r.Task(r.Context(), only); err != nil || !v.mayView(t.Owner) {
-			http.NotFound(w, r)
+		if _, ok := d.viewable(w, r, v, only); !ok {
 			return
 		}
 	}

@@ -36,9 +36,7 @@ func (d *Dashboard) taskEvents(w http.ResponseWriter, r *http.Request, v Viewer,
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	t, err := d.r.Task(r.Context(), id)
-	if err != nil || !v.mayView(t.Owner) {
-		http.NotFound(w, r)
+	if _, ok := d.viewable(w, r, v, id); !ok {
 		return
 	}
 	var after uint64
@@ -51,7 +49,7 @@ func (d *Dashboard) taskEvents(w http.ResponseWriter, r *http.Request, v Viewer,
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 1000\n\n")
 	fl.Flush()
-	err = d.r.Streams().Events(r.Context(), id, after, func(e store.Event) error {
+	err := d.r.Streams().Events(r.Context(), id, after, func(e store.Event) error {
 		data, _ := json.Marshal(taskEventLine{Seq: e.Seq, Type: string(e.Type), At: e.At.UTC().Format(time.RFC3339), Line: mcptask.EventLine(e.Type, e.Data)})
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: taskevent\ndata: %s\n\n", e.Seq, data); err != nil {
 			return err
