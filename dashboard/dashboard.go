@@ -391,12 +391,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, v Viewer) {
 		return
 	}
 	defer d.feed.unsubscribe(sub)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, "retry: 1000\n\nevent: hello\ndata: {}\n\n")
-	fl.Flush()
+	startEvents(w, fl, "event: hello\ndata: {}\n\n")
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
 	var poll <-chan time.Time
