@@ -53,7 +53,7 @@ type InputKind interface {
 
 // An EndKind is implemented by a KindHandler that must learn when the
 // engine ends one of its tasks from outside the task's own work: a cancel
-// (tasks/cancel, task_cancel, Router.Cancel, Router.CancelTask) or an
+// (tasks/cancel, task_cancel, Router.CancelTask) or an
 // expiry. The workflow bridge cancels a cancelled workflow's children.
 type EndKind interface {
 	Ended(ctx context.Context, t *store.Task)

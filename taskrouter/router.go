@@ -179,7 +179,10 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		return nil, err
 	}
 	r.hooks = newWebhooks(r, r.sched, o.Push, o.SessionBound)
-	r.fan = fanout{shared: r.shared, st: st, now: o.Now, obs: r.obs, sched: r.sched, watches: &r.watches, pushers: &r.pushers, listeners: &r.listeners, hooks: r.hooks,
+	// The feed and the sweeper hold &r.fan: it is filled once the parts
+	// it reaches (the webhooks last) exist, before any change is made.
+	r.fan = fanout{shared: r.shared, st: st, now: o.Now, obs: r.obs, sched: r.sched,
+		watches: &r.watches, pushers: &r.pushers, listeners: &r.listeners, hooks: r.hooks,
 		streams: &r.streams, recent: &r.recent, runs: &r.runs, quotas: &r.quotas}
 	r.HandleKind(KindPush, r.hooks)
 	return r, nil
