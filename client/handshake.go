@@ -120,12 +120,19 @@ func (c *Client) discover(ctx context.Context) (*discovery, error) {
 }
 
 func (c *Client) useDiscovery(d *discovery) {
-	c.dialect = mcptask.Extension
-	c.protocolVersion = mcptask.ExtensionVersion
-	c.support = parseSupport(d.caps)
-	c.serverCaps = decodeServerCaps(d.caps)
-	c.serverInfo = d.serverInfo
-	c.instructions = d.instructions
+	c.adopt(mcptask.Extension, mcptask.ExtensionVersion, d.caps, d.serverInfo, d.instructions)
+}
+
+// adopt records what the handshake (discovery, or initialize) said of
+// the server: the dialect and version spoken, its capabilities, who it
+// is, its instructions.
+func (c *Client) adopt(d mcptask.Dialect, version string, caps json.RawMessage, info *mcp.Implementation, instructions string) {
+	c.dialect = d
+	c.protocolVersion = version
+	c.support = parseSupport(caps)
+	c.serverCaps = decodeServerCaps(caps)
+	c.serverInfo = info
+	c.instructions = instructions
 }
 
 func (c *Client) initialize(ctx context.Context) error {
@@ -157,12 +164,7 @@ func (c *Client) initialize(ctx context.Context) error {
 	if res.ProtocolVersion == "" {
 		return fmt.Errorf("client: initialize: %w", malformed("no protocolVersion"))
 	}
-	c.dialect = mcptask.Core
-	c.protocolVersion = res.ProtocolVersion
-	c.support = parseSupport(res.Capabilities)
-	c.serverCaps = decodeServerCaps(res.Capabilities)
-	c.serverInfo = res.ServerInfo
-	c.instructions = res.Instructions
+	c.adopt(mcptask.Core, res.ProtocolVersion, res.Capabilities, res.ServerInfo, res.Instructions)
 	if vs, ok := c.transport.(interface{ setProtocolVersion(string) }); ok {
 		vs.setProtocolVersion(res.ProtocolVersion)
 	}

@@ -329,27 +329,17 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 
 // cancel cancels a task through the router (its handler is stopped).
 func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, v Viewer, id string) {
-	if !sameOrigin(r) {
-		http.Error(w, "cross-site request refused", http.StatusForbidden)
+	if !d.checkForm(w, r, v, v.CanCancel, "cancel tasks") {
 		return
 	}
-	if !v.CanCancel {
-		http.Error(w, "you may not cancel tasks", http.StatusForbidden)
-		return
-	}
-	if !d.formTokenOK(v, r.PostFormValue("csrf")) {
-		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
-		return
-	}
-	t, err := d.r.Task(r.Context(), id)
-	if err != nil || !v.mayView(t.Owner) {
-		http.NotFound(w, r)
+	t, ok := d.viewable(w, r, v, id)
+	if !ok {
 		return
 	}
 	result := "cancelled"
 	if t.Status.Terminal() {
 		result = "ended"
-	} else if _, err := d.r.Cancel(r.Context(), &taskrouter.Request{Owner: t.Owner, Authenticated: true}, id); err != nil {
+	} else if _, err := d.r.CancelTask(r.Context(), id, "cancelled by request"); err != nil {
 		if !errors.Is(err, store.ErrTerminal) {
 			d.log.Error("dashboard: cancelling", "task", id, "err", err)
 			http.Error(w, "cancelling failed: "+err.Error(), http.StatusInternalServerError)
@@ -363,16 +353,7 @@ func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, v Viewer, id 
 // fork runs a workflow task again from a step (admins only) and opens
 // the new task.
 func (d *Dashboard) fork(w http.ResponseWriter, r *http.Request, v Viewer, id string) {
-	if !sameOrigin(r) {
-		http.Error(w, "cross-site request refused", http.StatusForbidden)
-		return
-	}
-	if !v.Admin || d.opts.Forker == nil {
-		http.Error(w, "only an admin may rerun workflow tasks", http.StatusForbidden)
-		return
-	}
-	if !d.formTokenOK(v, r.PostFormValue("csrf")) {
-		http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
+	if !d.checkForm(w, r, v, v.Admin && d.opts.Forker != nil, "rerun workflow tasks (only an admin may)") {
 		return
 	}
 	if _, err := d.r.Task(r.Context(), id); err != nil {
@@ -399,8 +380,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, v Viewer) {
 	}
 	only := r.URL.Query().Get("task")
 	if only != "" {
-		if t, err := d.r.Task(r.Context(), only); err != nil || !v.mayView(t.Owner) {
-			http.NotFound(w, r)
+		if _, ok := d.viewable(w, r, v, only); !ok {
 			return
 		}
 	}
@@ -411,12 +391,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, v Viewer) {
 		return
 	}
 	defer d.feed.unsubscribe(sub)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, "retry: 1000\n\nevent: hello\ndata: {}\n\n")
-	fl.Flush()
+	startEvents(w, fl, "event: hello\ndata: {}\n\n")
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
 	var poll <-chan time.Time

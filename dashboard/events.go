@@ -29,6 +29,17 @@ type taskEventLine struct {
 	Line string `json:"line"`
 }
 
+// startEvents opens a server-sent event stream on w (its headers, no
+// proxy buffering, a reconnect after a second) and sends first at once.
+func startEvents(w http.ResponseWriter, fl http.Flusher, first string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 1000\n\n"+first)
+	fl.Flush()
+}
+
 // taskEvents streams task id's events to a page of viewer v.
 func (d *Dashboard) taskEvents(w http.ResponseWriter, r *http.Request, v Viewer, id string) {
 	fl, ok := w.(http.Flusher)
@@ -36,22 +47,15 @@ func (d *Dashboard) taskEvents(w http.ResponseWriter, r *http.Request, v Viewer,
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	t, err := d.r.Task(r.Context(), id)
-	if err != nil || !v.mayView(t.Owner) {
-		http.NotFound(w, r)
+	if _, ok := d.viewable(w, r, v, id); !ok {
 		return
 	}
 	var after uint64
 	if s := r.Header.Get("Last-Event-ID"); s != "" {
 		after, _ = strconv.ParseUint(s, 10, 64)
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, "retry: 1000\n\n")
-	fl.Flush()
-	err = d.r.Streams().Events(r.Context(), id, after, func(e store.Event) error {
+	startEvents(w, fl, "")
+	err := d.r.Streams().Events(r.Context(), id, after, func(e store.Event) error {
 		data, _ := json.Marshal(taskEventLine{Seq: e.Seq, Type: string(e.Type), At: e.At.UTC().Format(time.RFC3339), Line: mcptask.EventLine(e.Type, e.Data)})
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: taskevent\ndata: %s\n\n", e.Seq, data); err != nil {
 			return err

@@ -68,6 +68,17 @@ func (v Viewer) actor() string {
 	return "a dashboard user"
 }
 
+// viewable reads task id for viewer v; a task v may not see, or one that
+// is not there, is answered 404 alike (it reports false).
+func (d *Dashboard) viewable(w http.ResponseWriter, r *http.Request, v Viewer, id string) (*store.Task, bool) {
+	t, err := d.r.Task(r.Context(), id)
+	if err != nil || !v.mayView(t.Owner) {
+		http.NotFound(w, r)
+		return nil, false
+	}
+	return t, true
+}
+
 // checkForm refuses a cross-site post, a viewer who may not act, and a
 // missing or stale form token; it reports whether the post may go on.
 func (d *Dashboard) checkForm(w http.ResponseWriter, r *http.Request, v Viewer, may bool, what string) bool {
@@ -94,12 +105,11 @@ func (d *Dashboard) pause(w http.ResponseWriter, r *http.Request, v Viewer, id s
 	if !d.checkForm(w, r, v, v.CanCancel, what) {
 		return
 	}
-	t, err := d.r.Task(r.Context(), id)
-	if err != nil || !v.mayView(t.Owner) {
-		http.NotFound(w, r)
+	if _, ok := d.viewable(w, r, v, id); !ok {
 		return
 	}
 	done := "paused"
+	var err error
 	if resume {
 		done = "resumed"
 		_, _, err = d.r.Pauses().Resume(r.Context(), id, v.actor())

@@ -364,7 +364,7 @@ func TestBridgeItem4HonestStatus(t *testing.T) {
 	running, err := f.srv.Store.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, `running step "wait" (tool "slow"), attempt 1`, running.StatusMessage)
-	_, err = f.srv.Router.Cancel(ctx, &taskrouter.Request{Owner: taskrouter.LocalOwner}, running.ID)
+	_, err = f.srv.Router.CancelTask(ctx, running.ID, "cancelled by request")
 	require.NoError(t, err)
 	<-done
 

@@ -94,6 +94,14 @@ func newQuotas(cfg Options) quotas {
 	}
 }
 
+// door is where every task is admitted (create.go's, recovery's): the
+// quotas, shut once the runs table is closed. It has no state of its
+// own; it calls each part in turn.
+type door struct {
+	runs   *runTable
+	quotas *quotas
+}
+
 // admit reserves a pending slot, or refuses with CodeTooManyTasks naming
 // the limit that was hit, or errShutdown once the router is closed. With
 // recovered set it skips the caps: a task re-run after a restart was
@@ -105,11 +113,11 @@ func newQuotas(cfg Options) quotas {
 // could always come between admit and the spawn that registers the run,
 // and a task admitted then is, as before, either started and then
 // resolved by policy on the next Start or released by its caller.
-func (r *Router) admit(a admission, recovered bool) error {
-	if r.runs.isClosed() {
+func (d door) admit(a admission, recovered bool) error {
+	if d.runs.isClosed() {
 		return errShutdown
 	}
-	return r.quotas.admit(a, recovered)
+	return d.quotas.admit(a, recovered)
 }
 
 func (q *quotas) admit(a admission, recovered bool) error {
@@ -150,11 +158,11 @@ func (q *quotas) admitLocked(a admission, recovered bool) error {
 // admitTask admits task id, which holds its pending slot until it ends
 // (releaseTask). A task held already is not counted twice. recovered is as
 // for admit.
-func (r *Router) admitTask(id string, a admission, recovered bool) error {
-	if r.runs.isClosed() {
+func (d door) admitTask(id string, a admission, recovered bool) error {
+	if d.runs.isClosed() {
 		return errShutdown
 	}
-	return r.quotas.admitHeld(id, a, recovered)
+	return d.quotas.admitHeld(id, a, recovered)
 }
 
 // admitHeld is admitTask's reservation.

@@ -13,9 +13,10 @@ import (
 func TestHeldTasksShareTheirOwnerAndSource(t *testing.T) {
 	r := &Router{quotas: newQuotas(Options{MaxPending: 10, MaxPendingPerOwner: 10, MaxPendingPerSource: 10, MaxConcurrent: 1, MaxConcurrentSteps: 1})}
 	r.runs.byID = map[string]*run{}
+	r.door = door{runs: &r.runs, quotas: &r.quotas}
 	copyOf := func(s string) string { return string(append([]byte(nil), s...)) }
 	for _, id := range []string{"a", "b"} {
-		require.NoError(t, r.admitTask(id, admission{owner: copyOf("user:alice"), source: copyOf("session:s1")}, false))
+		require.NoError(t, r.door.admitTask(id, admission{owner: copyOf("user:alice"), source: copyOf("session:s1")}, false))
 	}
 	a, b := r.quotas.held["a"], r.quotas.held["b"]
 	require.Equal(t, "session:s1", b.source)

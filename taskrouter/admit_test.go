@@ -75,7 +75,7 @@ func TestCreateTaskIsAdmitted(t *testing.T) {
 	require.NoError(t, err, "a completed task frees its owner's slot")
 	_, err = r.Fail(ctx, a2.ID, "no", nil)
 	require.NoError(t, err)
-	_, err = r.Cancel(ctx, req("user:b", "session:1"), b1.ID)
+	_, err = r.CancelTask(ctx, b1.ID, "cancelled by request")
 	require.NoError(t, err)
 	require.Equal(t, 2, r.Stats().Pending)
 

@@ -16,7 +16,7 @@ import (
 )
 
 // Creating a tool task: the record a request makes (newRecord), stored
-// (createRecord), and the task-augmented tools/call that starts its
+// (the fanout's create), and the task-augmented tools/call that starts its
 // handler at once (startToolTask), folding an instant handler's outcome
 // into the create commit (instant tasks, below).
 
@@ -40,11 +40,11 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 		}
 		adm = admission{owner: req.Owner, source: req.Source}
 	}
-	rec := r.newRecord(req, origin, opts)
-	if err := r.admitTask(rec.ID, adm, false); err != nil {
+	rec := newRecord(&r.opts, r.shared, req, origin, opts)
+	if err := r.door.admitTask(rec.ID, adm, false); err != nil {
 		return nil, err
 	}
-	t, err := r.createRecord(ctx, rec)
+	t, err := r.fan.create(ctx, rec)
 	if err != nil {
 		r.quotas.releaseTask(rec.ID)
 		return nil, err
@@ -54,9 +54,10 @@ func (r *Router) CreateTask(ctx context.Context, req *Request, origin store.Requ
 	return t, nil
 }
 
-// newRecord builds the record CreateTask stores.
-func (r *Router) newRecord(req *Request, origin store.Request, o *CreateOptions) *store.Task {
-	opts := deref(o)
+// newRecord builds the record CreateTask stores, by the engine's
+// options o (shared: the store is shared by several processes).
+func newRecord(o *Options, shared bool, req *Request, origin store.Request, co *CreateOptions) *store.Task {
+	opts := deref(co)
 	labels := make(map[string]string, len(opts.Labels)+3)
 	for k, v := range opts.Labels {
 		labels[k] = v
@@ -68,14 +69,14 @@ func (r *Router) newRecord(req *Request, origin store.Request, o *CreateOptions)
 	if req != nil {
 		owner = req.Owner
 		labels[LabelDialect] = req.Dialect.Label()
-		if req.byID(r.opts.SessionBound) {
+		if req.byID(o.SessionBound) {
 			labels[labelAccess] = accessByID
 		}
 		if req.ownScope || req.anonymous() {
 			labels[labelScope] = scopeTask
 		}
 	}
-	now := r.opts.Now()
+	now := o.Now()
 	t := &store.Task{
 		ID:            cmp.Or(opts.ID, NewTaskID()),
 		Owner:         owner,
@@ -83,8 +84,8 @@ func (r *Router) newRecord(req *Request, origin store.Request, o *CreateOptions)
 		StatusMessage: opts.StatusMessage,
 		CreatedAt:     now,
 		UpdatedAt:     now,
-		TTL:           r.opts.ttl(opts.TTL),
-		PollInterval:  r.opts.PollInterval,
+		TTL:           o.ttl(opts.TTL),
+		PollInterval:  o.PollInterval,
 		Request:       origin,
 		Labels:        labels,
 		Variables:     opts.Variables,
@@ -93,22 +94,10 @@ func (r *Router) newRecord(req *Request, origin store.Request, o *CreateOptions)
 	if opts.InputRequired {
 		t.Status = mcptask.StatusInputRequired
 	}
-	if opts.Lease && r.shared {
-		t.LeaseHolder, t.LeaseUntil = r.opts.ReplicaID, r.opts.Now().Add(r.opts.LeaseDuration)
+	if opts.Lease && shared {
+		t.LeaseHolder, t.LeaseUntil = o.ReplicaID, o.Now().Add(o.LeaseDuration)
 	}
 	return t
-}
-
-// createRecord stores a new task record and reports it.
-func (r *Router) createRecord(ctx context.Context, t *store.Task) (*store.Task, error) {
-	created, err := r.st.Create(ctx, t)
-	if err == nil {
-		r.sched.note(created.WakeAt)
-		r.obs.task(TaskCreated, created, nil)
-		r.recent.remember(created, r.opts.Now())
-		r.hooks.changed(created)
-	}
-	return created, err
 }
 
 // startToolTask creates a task for a tools/call and runs the tool in the
@@ -120,10 +109,10 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		return nil, q.OwnerErr
 	}
 	adm := admission{owner: q.Owner, source: q.Source}
-	if err := r.admit(adm, false); err != nil {
+	if err := r.door.admit(adm, false); err != nil {
 		return nil, err
 	}
-	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
+	rec := newRecord(&r.opts, r.shared, q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		&CreateOptions{TTL: ttl, Kind: KindTool, Lease: true})
 	exec := toolExec(r.inner, req, checked, in)
 	if r.opts.InstantWindow > 0 {
@@ -138,7 +127,7 @@ func (r *Router) startToolTask(ctx context.Context, q *Request, req *mcp.CallToo
 		}
 		return createReply(q.Dialect, rec.Request.Name, t, r.opts.ImmediateResponse), nil
 	}
-	t, err := r.createRecord(ctx, rec)
+	t, err := r.fan.create(ctx, rec)
 	if err != nil {
 		r.quotas.release(adm, false)
 		return nil, storeError(err)
@@ -228,7 +217,7 @@ func (ru *run) materialize() (*store.Task, error) {
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	t, err := r.createRecord(ctx, p.record())
+	t, err := r.fan.create(ctx, p.record())
 	if err == nil {
 		r.pushers.bind(t.ID, p.connID)
 		if t.LeaseHolder == r.opts.ReplicaID {
@@ -318,11 +307,11 @@ func (r *Router) createEnded(ctx context.Context, d mcptask.Dialect, rec *store.
 	}
 	t.LeaseHolder, t.LeaseUntil = "", time.Time{}
 	t.UpdatedAt = r.opts.Now()
-	created, err := r.createRecord(ctx, &t)
+	created, err := r.fan.create(ctx, &t)
 	if errors.Is(err, store.ErrTooLarge) {
 		f := tooLargeFailure(err)
 		t.Status, t.StatusMessage, t.Result, t.Error = f.Status, *f.StatusMessage, nil, f.Error
-		created, err = r.createRecord(ctx, &t)
+		created, err = r.fan.create(ctx, &t)
 	}
 	if err != nil {
 		return nil, storeError(err)
@@ -384,7 +373,7 @@ func refusedAsToolError(res mcp.Result, err error) (mcp.Result, error) {
 func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequest, te toolEntry, in any) (mcp.Result, error) {
 	checked := te.check != nil
 	adm := admission{owner: q.Owner, source: q.Source}
-	if err := r.admit(adm, false); err != nil {
+	if err := r.door.admit(adm, false); err != nil {
 		return toolExec(r.inner, req, checked, in)(ctx) // no room for a task: a plain call, as before
 	}
 	deadline := time.Now().Add(r.opts.HostDeadline)
@@ -393,7 +382,7 @@ func (r *Router) hostCall(ctx context.Context, q *Request, req *mcp.CallToolRequ
 	// and makes no record.
 	id, name := NewTaskID(), req.Params.Name
 	build := func() *store.Task {
-		rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: name, Arguments: req.Params.Arguments},
+		rec := newRecord(&r.opts, r.shared, q, store.Request{Method: mcptask.MethodToolsCall, Name: name, Arguments: req.Params.Arguments},
 			&CreateOptions{Kind: KindTool, Lease: true, Labels: map[string]string{LabelHost: "1"}})
 		rec.ID = id
 		return rec
@@ -494,12 +483,12 @@ func (r *Router) StartLeg(ctx context.Context, q *Request, req *mcp.CallToolRequ
 		return nil, mcptask.InternalError("taskrouter: a leg for a client that takes no task")
 	}
 	adm := admission{owner: q.Owner, source: q.Source}
-	if err := r.admit(adm, false); err != nil {
+	if err := r.door.admit(adm, false); err != nil {
 		return nil, err
 	}
-	rec := r.newRecord(q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
+	rec := newRecord(&r.opts, r.shared, q, store.Request{Method: mcptask.MethodToolsCall, Name: req.Params.Name, Arguments: req.Params.Arguments},
 		&CreateOptions{Kind: kind, Labels: labels, Lease: true})
-	t, err := r.createRecord(ctx, rec)
+	t, err := r.fan.create(ctx, rec)
 	if err != nil {
 		r.quotas.release(adm, false)
 		return nil, storeError(err)
@@ -513,5 +502,5 @@ func (r *Router) StartLeg(ctx context.Context, q *Request, req *mcp.CallToolRequ
 // ResumeLeg runs exec as the handler of leg t again, after its process
 // stopped (from its kind's Recover hook; reason is the hook's).
 func (r *Router) ResumeLeg(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error {
-	return r.rerun(ctx, t, reason, exec)
+	return r.recovery.rerun(ctx, t, reason, exec)
 }

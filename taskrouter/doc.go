@@ -81,10 +81,11 @@
 //   - custom method handlers receive no request: the resolved *Request
 //     travels in the context (request.go).
 //   - a method handler needs a *mcp.ServerSession: calls the engine makes
-//     without a client (restart recovery, listing tools) use a loopback
-//     session whose client end discards everything (loopback.go). Tool
-//     calls never go through JSON-RPC in-process: RunTool calls the SDK's
-//     dispatch below the router's middleware directly (tools.go).
+//     without a client (restart recovery, in-process tool calls) use a
+//     loopback session whose client end discards everything
+//     (loopback.go). Tool calls never go through JSON-RPC in-process:
+//     RunTool calls the SDK's dispatch below the router's middleware
+//     directly (tools.go).
 //   - the SDK sends no custom notifications: notifications/tasks/status is
 //     written on connections wrapped by Transport (shim.go), and
 //     subscriptions/listen for tasks and tasks/stream are served by the
@@ -185,6 +186,8 @@
 //     session ends them), the step tools queued; the running and step
 //     semaphores are channels beside them.
 //   - watches (watch.go): the channels waiters block on, by task id.
+//     The fanout (watch.go) takes a task's change to every part that
+//     waits on it; the door (admit.go) admits a task at the quotas.
 //   - leases (lease.go): the leases this process holds.
 //   - listeners (listen.go): the subscriptions/listen streams, by task.
 //   - sinks (events.go): the events tasks reported (progress, log lines,
@@ -219,8 +222,9 @@
 // no part's lock is held while another part's lock is taken or while
 // calling out (a hook, a cancel function, a log line, a store call, a
 // write to a connection, a session's connect). Code that needs several
-// parts (Close, Stats, admit, stopRun) calls each part's methods in turn;
-// each such place says why seeing the parts a moment apart is fine. A
+// parts (Close, Stats, the door's admit, the fanout's changed and
+// announced) calls each part's methods in turn; each such place says
+// why seeing the parts a moment apart is fine. A
 // run's own mu, a pendingRecord's and a pushConn's are likewise never
 // held across a part's lock. TestDocLockRule checks what the code can
 // show: no Router method takes a lock, and no lock is taken through a
@@ -292,14 +296,15 @@
 //
 // No service holds the Router: each sees a narrow interface of what it
 // needs of the engine (engineBase: the store and the logger; the
-// sweeper's sweepEngine adds endTask and deleteTask, the takeover's
-// resolveTask, the feed's feedEngine is announced alone) and the parts it
+// sweeper's sweepEngine adds endTask, and it deletes through the fanout's
+// delete; the takeover resolves through recovery's resolveTask, and the
+// feed's feedEngine is the fanout's announced alone) and the parts it
 // reads through one-method interfaces (the leases, the replicas'
 // registry, the kinds' hooks), so what a service may touch is in its
 // constructor's signature. A new piece of background work plugs in the
-// same way: a type in its own file, its engine interface, a config
-// struct with withDefaults and validate, Name/Start/Stop (a service.Loop
-// for periodic rounds), signals of service.Signal, made in NewRouter and
+// same way: a type in its own file, its engine interface, a config struct
+// with withDefaults and validate, Name/Start/Stop (a service.Loop for
+// periodic rounds), signals of service.Signal, made in NewRouter and
 // started in Start. Work that must survive a restart or run on any
 // replica is not timed in memory: it is a durable wake-up (a task of its
 // own kind, or a WakeAt on the task it belongs to) that the scheduler
@@ -313,8 +318,8 @@
 // The Router's own methods (the engine: creating, reading, updating,
 // cancelling and admitting tasks, running their handlers, serving the two
 // dialects, its lifecycle and the handles of its features) are in
-// router.go, create.go, tasks.go, runs.go, admit.go, methods.go,
-// middleware.go, tools.go, kinds.go, lease.go, recover.go and watch.go;
+// router.go, create.go, tasks.go, runs.go, methods.go,
+// middleware.go, tools.go, kinds.go, lease.go and watch.go;
 // every other file holds a part, a feature or a service
 // (TestDocRouterFiles).
 //
@@ -337,14 +342,16 @@
 // once, the instant fold, a plain call that outlives the host deadline,
 // a workflow's leg), scope.go (owner scopes: OwnerScope, RequestOf,
 // anonymous requests), tasks.go (read, update, complete, fail, end,
-// delete, count), methods.go (tasks/*), dialect.go (the replies that
-// differ by dialect), wire.go (the wire types), watch.go (waiting for a
-// change; this process's writes and the feed's), hostmode.go (the
+// count), methods.go (tasks/*), dialect.go (the replies that differ by
+// dialect), wire.go (the wire types), watch.go (waiting for a change;
+// the fanout: a record's create and delete, this process's writes and
+// the feed's, taken to the parts), hostmode.go (the
 // argument _task_id of host mode), tasktools.go (the built-in task tools:
 // task_result, task_cancel), pause.go (pausing a task: Pauser, the Pauses
 // handle, task_pause, task_resume), input.go (input mid-task), admit.go
-// (quotas), observe.go (Observer, Stats), events.go (what a task's work
-// reports: Progress, Logger, Output, written as its events),
+// (quotas, and the door every task is admitted at), observe.go
+// (Observer, Stats), events.go (what a task's work reports: Progress,
+// Logger, Output, written as its events),
 // events_log.go (captured notifications/progress and
 // notifications/message, Logger's slog handler), stream.go (reading a
 // task's events live: the Streams handle), streamwire.go (tasks/stream
@@ -355,8 +362,9 @@
 // handler run: execute, finish, its fenced writes, its input requests),
 // runs.go (the runs table, spawn, Track, stopping and cancel), workers.go
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
-// the renewer and the takeover), recover.go (restart), recent.go (tasks
-// ended moments ago), loopback.go (the engine's own session), schedule.go,
+// the renewer and the takeover), recover.go (recovery: a restart's
+// tasks, a takeover's, a leg run again), recent.go (tasks ended moments
+// ago), loopback.go (the engine's own session), schedule.go,
 // sweep.go, feed.go, schedules.go, replicas.go (the services above; the
 // last also Placer and ServedBy), schedules_api.go (the Schedules handle:
 // adding, listing, pausing, resuming, triggering), schedules_overlap.go

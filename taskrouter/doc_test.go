@@ -155,5 +155,6 @@ func TestDocRouterFiles(t *testing.T) {
 }
 
 // routerMethodBudget is the most methods the Router may have (156 before
-// issue 42 moved the features behind their handles).
-const routerMethodBudget = 76
+// issue 42 moved the features behind their handles, 76 before the engine's
+// own parts left it: recovery, the door, the fanout).
+const routerMethodBudget = 60

@@ -10,7 +10,7 @@ import (
 )
 
 // The change feed. Every write this process makes wakes its own waiters
-// at once (Router.changed). On a shared store the writes of other
+// at once (the fanout's changed). On a shared store the writes of other
 // processes arrive through the store's Notifier: they wake waiters here,
 // stop work here on a task another process ended (a tasks/cancel that
 // landed on another replica stops the handler running on this one), and
@@ -36,7 +36,8 @@ type changeFeed struct {
 	stop func() // ends the subscription; nil when not subscribed
 }
 
-// feedEngine is what the change feed needs of the engine; *Router has it.
+// feedEngine is what the change feed needs of the engine: the fanout
+// (watch.go) has it.
 type feedEngine interface {
 	// announced takes a change the store's feed announced (another
 	// process's write, or this one's echoed).

@@ -18,7 +18,7 @@ import (
 type KindHandler interface {
 	// Recover resolves an active task whose process is gone (reason
 	// ReasonRestart or ReasonTakeover; after a takeover the task is
-	// claimed by this process). It claims (Router.Lease) whatever it
+	// claimed by this process). It claims (Router.TryLease) whatever it
 	// runs.
 	Recover(ctx context.Context, t *store.Task, reason string) error
 	// Wake runs a task whose wake-up time (store.Task.WakeAt) came. On a
@@ -53,7 +53,7 @@ type InputKind interface {
 
 // An EndKind is implemented by a KindHandler that must learn when the
 // engine ends one of its tasks from outside the task's own work: a cancel
-// (tasks/cancel, task_cancel, Router.Cancel, Router.CancelTask) or an
+// (tasks/cancel, task_cancel, Router.CancelTask) or an
 // expiry. The workflow bridge cancels a cancelled workflow's children.
 type EndKind interface {
 	Ended(ctx context.Context, t *store.Task)

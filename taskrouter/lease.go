@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/taskrouter/internal/service"
 )
@@ -249,27 +248,26 @@ type takeoverSignals struct {
 // the active tasks whose lease expired (their process stopped renewing)
 // and resolves them as after a restart.
 type leaseTakeover struct {
-	e       takeoverEngine
+	e       engineBase
+	res     resolver  // recovery (recover.go)
 	place   placement // the replicas' registry (*registry)
 	cfg     leaseWorkConfig
 	loop    service.Loop
 	signals takeoverSignals
 }
 
-// takeoverEngine is what the takeover needs of the engine; *Router has
-// it.
-type takeoverEngine interface {
-	engineBase
+// resolver is what the takeover needs of recovery (recover.go).
+type resolver interface {
 	// resolveTask resolves a task taken over as after a restart.
 	resolveTask(ctx context.Context, t *store.Task, reason string) error
 }
 
-func newLeaseTakeover(e takeoverEngine, place placement, cfg leaseWorkConfig) (*leaseTakeover, error) {
+func newLeaseTakeover(e engineBase, res resolver, place placement, cfg leaseWorkConfig) (*leaseTakeover, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate("lease takeover"); err != nil {
 		return nil, err
 	}
-	return &leaseTakeover{e: e, place: place, cfg: cfg}, nil
+	return &leaseTakeover{e: e, res: res, place: place, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -314,7 +312,7 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 			progressed = true
 			n++
 			log.Info("took over a task whose process stopped renewing its lease", "task", t.ID, "previous", t.LeaseHolder, "epoch", claimed.LeaseEpoch)
-			if err := l.e.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
+			if err := l.res.resolveTask(ctx, claimed, ReasonTakeover); err != nil {
 				log.Error("resolving a task taken over", "task", t.ID, "error", err)
 			}
 			l.signals.TookOver.Send(t.ID)
@@ -326,7 +324,7 @@ func (l *leaseTakeover) takeOver(ctx context.Context) (int, error) {
 }
 
 // A Lease is this process's claim on a task while it runs work for it (see
-// Router.Lease): its writes carry Fence, and Release gives it up.
+// Router.TryLease): its writes carry Fence, and Release gives it up.
 type Lease struct {
 	book *leases // this process's leases, which Release leaves
 	id   string
@@ -360,14 +358,15 @@ func (l *Lease) Release() {
 	}
 }
 
-// Lease claims task id for this process while it runs work for the task
-// outside a tool handler (the workflow bridge's server steps), and keeps
-// it renewed until Release. If the lease is lost, the task's tracked work
-// (Track) is stopped with Stopped reporting StopLeaseLost. When another
-// process holds a valid lease, Lease waits for it (it is usually finishing
-// a short step) up to the lease duration, then fails with a -32603 error
-// saying so. A terminal or unknown task fails with the store's error.
-func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
+// TryLease claims task id for this process while it runs work for the
+// task outside a tool handler (the workflow bridge's server steps), and
+// keeps it renewed until Release. If the lease is lost, the task's
+// tracked work (Track) is stopped with Stopped reporting StopLeaseLost.
+// When another process holds a valid lease it fails at once with an
+// error matching store.ErrLeased (the caller tries again later, or
+// leaves the task to that process). A terminal or unknown task fails
+// with the store's error.
+func (r *Router) TryLease(ctx context.Context, id string) (*Lease, error) {
 	if !r.shared {
 		t, err := r.st.Get(ctx, id)
 		if err != nil {
@@ -377,32 +376,6 @@ func (r *Router) Lease(ctx context.Context, id string) (*Lease, error) {
 			return nil, fmt.Errorf("%w: task %s is %s", store.ErrTerminal, id, t.Status)
 		}
 		return &Lease{book: &r.leases, id: id, Task: t}, nil
-	}
-	deadline := time.Now().Add(r.opts.LeaseDuration)
-	for {
-		t, err := r.leases.claim(ctx, id)
-		if err == nil {
-			return r.AdoptLease(t), nil
-		}
-		if !errors.Is(err, store.ErrLeased) {
-			return nil, err
-		}
-		if time.Now().After(deadline) {
-			return nil, mcptask.InternalError("task %s is being worked on by another server process; retry shortly", id)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// TryLease is Lease without the wait: when another process holds a valid
-// lease it fails at once with an error matching store.ErrLeased.
-func (r *Router) TryLease(ctx context.Context, id string) (*Lease, error) {
-	if !r.shared {
-		return r.Lease(ctx, id)
 	}
 	t, err := r.leases.claim(ctx, id)
 	if err != nil {
@@ -424,7 +397,7 @@ func (r *Router) AdoptLease(t *store.Task) *Lease {
 	if t.LeaseHolder != r.opts.ReplicaID {
 		return nil
 	}
-	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.stopRun(id, cause) }}
+	h := &heldLease{fence: t.Fence(), stop: func(cause error) { r.runs.stop(id, cause) }}
 	r.leases.add(id, h)
 	return &Lease{book: &r.leases, id: id, held: h, Task: t}
 }

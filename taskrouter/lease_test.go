@@ -59,7 +59,7 @@ func leasedWork(t *testing.T) (*racyStore, *taskrouter.Router, *taskrouter.Lease
 	_, err = st.Create(ctx, &store.Task{ID: "w1", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now, UpdatedAt: now,
 		Request: store.Request{Method: "prompts/get", Name: "wf"}})
 	require.NoError(t, err)
-	l, err := r.Lease(ctx, "w1")
+	l, err := r.TryLease(ctx, "w1")
 	require.NoError(t, err)
 	require.True(t, l.Held())
 	tctx, done := r.Track(ctx, "w1")

@@ -124,7 +124,7 @@ func (r *Router) handle(ctx context.Context, method string, req mcp.Request) (re
 		err = wireError(err)
 	}()
 	normalizeParams(req)
-	q := r.resolve(ctx, req)
+	q := resolve(ctx, &r.opts, &r.fast, req)
 	ctx = context.WithValue(ctx, requestKey{}, q)
 	switch method {
 	case mcptask.MethodInitialize:
@@ -326,13 +326,13 @@ func (r *Router) Resolve(ctx context.Context, req mcp.Request) *Request {
 	if q := RequestFrom(ctx); q != nil && (req == nil || q.MCP == req) {
 		return q
 	}
-	return r.resolve(ctx, req)
+	return resolve(ctx, &r.opts, &r.fast, req)
 }
 
 // resolve works out everything the engine needs to know about req and
 // removes the private _meta keys the shims added, so no handler ever sees
-// them.
-func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
+// them; o says who the owner is, and fast learns from req.
+func resolve(ctx context.Context, o *Options, fast *fastPath, req mcp.Request) *Request {
 	q := &Request{MCP: req, Dialect: mcptask.Core, Source: "local"}
 	if req == nil {
 		q.Owner = LocalOwner
@@ -361,12 +361,12 @@ func (r *Router) resolve(ctx context.Context, req mcp.Request) *Request {
 	case extra != nil && extra.Header != nil && http.Header(extra.Header).Get(remoteHeader) != "":
 		q.Source = "addr:" + http.Header(extra.Header).Get(remoteHeader)
 	}
-	owner, err := r.opts.Owner(ctx, req)
+	owner, err := o.Owner(ctx, req)
 	if err != nil {
 		q.OwnerErr = mcptask.InvalidRequest("cannot identify the requestor: %v", err)
 	} else {
 		q.Owner = owner
 	}
-	r.fast.noteRequest(req, q)
+	fast.noteRequest(req, q)
 	return q
 }

@@ -23,8 +23,8 @@ import (
 // Push deliveries: from a task's event log to the records the scheduler
 // delivers. The source of truth is the task's event log (store.Event),
 // written in the same commit as the state it reports. After every write
-// this process makes to a task some webhook watches (Router.changed,
-// createRecord), and, on a shared store, after every change the store's
+// this process makes to a task some webhook watches (the fanout's
+// changed and create), and, on a shared store, after every change the store's
 // feed announces (a write of any replica), the task is queued for a scan:
 // its events after the last one scanned are read, and each that a
 // webhook asks for (mcptask.WebhookEventOf) becomes a delivery record: a

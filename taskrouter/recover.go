@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,18 +23,42 @@ const (
 	ReasonTakeover = "takeover"
 )
 
-// recover resolves, on Start, the tasks a previous process left active.
-// On an exclusive store every active task is resolved now (no other process
-// can be running it). On a shared store nothing is done here: tasks whose
-// process died are found by their expired leases (Takeover), and an active
-// task without a lease (a workflow waiting for its client) needs nothing.
-// Every failure to resolve a task is logged; the task is then left for the
-// next start (or takeover).
-func (r *Router) recover(ctx context.Context) error {
-	if r.shared {
-		_, err := r.takeover.takeOver(ctx)
-		return err
-	}
+// recovery resolves the work a process that is gone left behind: on
+// Start, every task active in an exclusive store (restart); on a shared
+// store, each task whose lease the takeover claimed (its resolveTask); a
+// leg re-run after either (Router.ResumeLeg). It sees the engine through
+// recoverEngine and reads the parts it needs (the door, the kinds' hooks,
+// the tool registry, the leases, the scheduler's note of a wake-up).
+type recovery struct {
+	e       recoverEngine
+	st      store.Store
+	log     *slog.Logger
+	shared  bool   // a shared store: claim a task before re-running it
+	replica string // Options.ReplicaID
+	door    door
+	quotas  *quotas
+	kinds   *kinds
+	tools   *toolRegistry
+	leases  *leases
+	sched   *scheduler
+}
+
+// recoverEngine is what recovery needs of the engine; *Router has it.
+type recoverEngine interface {
+	Fail(ctx context.Context, id string, message string, rpcErr *mcptask.ErrorInfo) (*store.Task, error)
+	Update(ctx context.Context, id string, u store.Update) (*store.Task, error)
+	CallTool(ctx context.Context, session *mcp.ServerSession, name string, args any, meta mcp.Meta) (*mcp.CallToolResult, error)
+	spawn(id, tool string, t *store.Task, adm admission, d mcptask.Dialect, exec execFunc, pending *pendingRecord) *run
+}
+
+// restart resolves, on Start, the tasks a previous process left active
+// in an exclusive store: every one now (no other process can be running
+// it). On a shared store Start takes over expired leases instead: tasks
+// whose process died are found by them, and an active task without a
+// lease (a workflow waiting for its client) needs nothing. Every failure
+// to resolve a task is logged; the task is then left for the next start
+// (or takeover).
+func (r *recovery) restart(ctx context.Context) error {
 	active, err := r.st.Active(ctx)
 	if err != nil {
 		return fmt.Errorf("taskrouter: listing active tasks: %w", err)
@@ -57,14 +82,14 @@ func (r *Router) recover(ctx context.Context) error {
 // resolveTask hands a task whose process is gone to the policy of its kind: its
 // KindHandler's Recover (workflows), the tool policy, or failure with a
 // reason.
-func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) (err error) {
+func (r *recovery) resolveTask(ctx context.Context, t *store.Task, reason string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			// One bad task must not keep the others from recovering, nor
 			// crash every start.
 			r.log.Error("panic resolving a task", "task", t.ID, "panic", p, "stack", string(debug.Stack()))
 			msg := fmt.Sprintf("interrupted, and resolving it after the restart failed: internal error: %v", p)
-			_, err = r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+			_, err = r.e.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 		}
 	}()
 	kind := t.Labels[LabelKind]
@@ -73,7 +98,7 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 	case hook != nil:
 		// Admitted before the crash (or by the process it takes over
 		// from): it counts again here, and is never refused.
-		if err := r.admitTask(t.ID, admission{owner: t.Owner, source: "recovered"}, true); err != nil {
+		if err := r.door.admitTask(t.ID, admission{owner: t.Owner, source: "recovered"}, true); err != nil {
 			return err
 		}
 		return hook(ctx, t, reason)
@@ -81,27 +106,27 @@ func (r *Router) resolveTask(ctx context.Context, t *store.Task, reason string) 
 		return r.recoverTool(ctx, t, reason)
 	}
 	msg := fmt.Sprintf("interrupted: the process running this task stopped while it was %s, and no recovery is registered for kind %q", t.Status, kind)
-	_, err = r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+	_, err = r.e.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 	return err
 }
 
 // recoverTool re-runs a Retryable tool's task from the start, or fails it.
-func (r *Router) recoverTool(ctx context.Context, t *store.Task, reason string) error {
+func (r *recovery) recoverTool(ctx context.Context, t *store.Task, reason string) error {
 	te, _ := r.tools.lookup(t.Request.Name)
 	if !te.opts.Retryable {
 		msg := fmt.Sprintf("interrupted: the process running tool %q stopped, and the tool is not registered as safe to retry", t.Request.Name)
-		_, err := r.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
+		_, err := r.e.Fail(ctx, t.ID, msg, &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg})
 		return err
 	}
 	name, args := t.Request.Name, t.Request.Arguments
 	return r.rerun(ctx, t, reason, func(ctx context.Context) (mcp.Result, error) {
-		return r.CallTool(ctx, nil, name, args, nil)
+		return r.e.CallTool(ctx, nil, name, args, nil)
 	})
 }
 
 // rerun runs exec again as the handler of interrupted task t (claimed
 // first on a shared store), recording that it runs again and why.
-func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error {
+func (r *recovery) rerun(ctx context.Context, t *store.Task, reason string, exec func(ctx context.Context) (mcp.Result, error)) error {
 	claimed := t
 	if r.shared {
 		var err error
@@ -111,19 +136,19 @@ func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec f
 	}
 	// The owner's quota was taken before the crash; the source is gone.
 	adm := admission{owner: claimed.Owner, source: "recovered"}
-	if err := r.admit(adm, true); err != nil {
+	if err := r.door.admit(adm, true); err != nil {
 		return err // only a closed router refuses; the next start resolves the task
 	}
 	msg := "re-running after a server restart"
 	if reason == ReasonTakeover {
-		msg = fmt.Sprintf("re-running on %s: the process running it stopped", r.opts.ReplicaID)
+		msg = fmt.Sprintf("re-running on %s: the process running it stopped", r.replica)
 	}
 	u := store.Update{Status: mcptask.StatusWorking, StatusMessage: &msg}
 	if r.shared {
 		fence := claimed.Fence()
 		u.Fence = &fence
 	}
-	nt, err := r.Update(ctx, claimed.ID, u)
+	nt, err := r.e.Update(ctx, claimed.ID, u)
 	if err != nil {
 		r.quotas.release(adm, false)
 		if errors.Is(err, store.ErrFenced) {
@@ -142,6 +167,6 @@ func (r *Router) rerun(ctx context.Context, t *store.Task, reason string, exec f
 		d = mcptask.Core
 	}
 	r.log.Info("re-running interrupted task", "task", nt.ID, "tool", nt.Request.Name, "reason", reason)
-	r.spawn(nt.ID, nt.Request.Name, nt, adm, d, exec, nil)
+	r.e.spawn(nt.ID, nt.Request.Name, nt, adm, d, exec, nil)
 	return nil
 }

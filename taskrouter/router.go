@@ -73,6 +73,8 @@ type Router struct {
 	tools   toolRegistry // tools and their task behaviour (tools.go)
 	runs    runTable     // handler runs and tracked work; closed (runs.go)
 	quotas  quotas       // pending and running slots, waiters (admit.go)
+	door    door         // admission: the quotas, shut by the runs' closing (admit.go)
+	fan     fanout       // a task's change taken to the parts waiting on it (watch.go)
 	watches watches      // waiters blocked until a task changes
 	pushers pushConns    // shimmed connections to push task status to (push.go)
 	peers   peers        // connections the server sends requests to (peer.go)
@@ -94,6 +96,7 @@ type Router struct {
 	streaming *streaming
 	pauses    *pauses        // pausing tasks (Router.Pauses; pause.go)
 	taskTools *taskTools     // the built-in task tools (tasktools.go)
+	recovery  *recovery      // the work of a process that is gone (recover.go)
 	runsDone  sync.WaitGroup // handler runs (run.go)
 
 	// The background work, each a service (package internal/service)
@@ -140,6 +143,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 		r.poll = o.ChangePollInterval
 	}
 	r.obs = observer{o.Observer}
+	r.door = door{runs: &r.runs, quotas: &r.quotas}
 	r.leases.st, r.leases.replica, r.leases.dur, r.leases.now = st, o.ReplicaID, o.LeaseDuration, o.Now
 	r.pushers.log = o.Logger
 	r.sinks.st, r.sinks.log, r.sinks.now, r.sinks.readers = st, o.Logger, o.Now, &r.streams
@@ -152,7 +156,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	// The background services, each on the narrow view of the engine it
 	// needs (an interface *Router has, and the parts it reads).
 	notifier, _ := st.(store.Notifier)
-	r.feed = newChangeFeed(r, notifier)
+	r.feed = newChangeFeed(&r.fan, notifier)
 	poll := o.SweepInterval
 	beat := exclusiveBeat
 	if r.shared {
@@ -162,17 +166,24 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	var errs [6]error
 	r.registry, errs[0] = newRegistry(r, &r.kinds, registryConfig{Interval: beat, Live: o.LeaseDuration, ReplicaID: o.ReplicaID, Shared: r.shared, Now: o.Now})
 	r.sched, errs[1] = newScheduler(r, &r.leases, r.registry, &r.kinds, schedulerConfig{Poll: poll, Shared: r.shared, ReplicaID: o.ReplicaID, Now: o.Now})
-	r.sweeper, errs[2] = newSweeper(r, &r.kinds, sweeperConfig{Interval: o.SweepInterval, Grace: o.ExpiredGrace, Now: o.Now})
+	r.recovery = &recovery{e: r, st: st, log: o.Logger, shared: r.shared, replica: o.ReplicaID, door: r.door, quotas: &r.quotas,
+		kinds: &r.kinds, tools: &r.tools, leases: &r.leases, sched: r.sched}
+	r.sweeper, errs[2] = newSweeper(r, &r.fan, &r.kinds, sweeperConfig{Interval: o.SweepInterval, Grace: o.ExpiredGrace, Now: o.Now})
 	lease := leaseWorkConfig{LeaseDuration: o.LeaseDuration, ReplicaID: o.ReplicaID, Now: o.Now}
 	lease.Interval = max(o.LeaseDuration/3, 10*time.Millisecond)
 	r.renewer, errs[3] = newLeaseRenewer(r, &r.leases, lease)
 	lease.Interval = max(o.LeaseDuration/4, 10*time.Millisecond)
-	r.takeover, errs[4] = newLeaseTakeover(r, r.registry, lease)
+	r.takeover, errs[4] = newLeaseTakeover(r, r.recovery, r.registry, lease)
 	r.crons, errs[5] = newCrons(r, &r.tools, cronConfig{Poll: poll, Now: o.Now})
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
 	r.hooks = newWebhooks(r, r.sched, o.Push, o.SessionBound)
+	// The feed and the sweeper hold &r.fan: it is filled once the parts
+	// it reaches (the webhooks last) exist, before any change is made.
+	r.fan = fanout{shared: r.shared, st: st, now: o.Now, obs: r.obs, sched: r.sched,
+		watches: &r.watches, pushers: &r.pushers, listeners: &r.listeners, hooks: r.hooks,
+		streams: &r.streams, recent: &r.recent, runs: &r.runs, quotas: &r.quotas}
 	r.HandleKind(KindPush, r.hooks)
 	return r, nil
 }
@@ -274,7 +285,11 @@ func (r *Router) Start(ctx context.Context) error {
 		if err = r.services.Start(ctx, r.registry, r.feed, r.hooks); err != nil {
 			return
 		}
-		err = r.recover(ctx)
+		if r.shared {
+			_, err = r.takeover.takeOver(ctx) // tasks whose process died, by their expired leases
+		} else {
+			err = r.recovery.restart(ctx)
+		}
 		background := []service.Service{r.sched, r.sweeper, r.renewer, r.crons}
 		if r.shared {
 			background = append(background, r.takeover)
@@ -296,7 +311,7 @@ func (r *Router) Close() error {
 		return nil
 	}
 	for _, id := range ids {
-		r.stopRun(id, errShutdown)
+		r.runs.stop(id, errShutdown)
 	}
 	r.services.Stop()
 	r.listeners.closeAll()

@@ -232,9 +232,10 @@ func Stopped(ctx context.Context) StopReason {
 	return ""
 }
 
-// stopRun cancels the handler run and the tracked work of task id.
-func (r *Router) stopRun(id string, cause error) {
-	ru, trs := r.runs.workOn(id)
+// stop cancels the handler run and the tracked work of task id (each
+// cancelled after the table's lock is let go).
+func (t *runTable) stop(id string, cause error) {
+	ru, trs := t.workOn(id)
 	if ru != nil {
 		ru.cancel(cause)
 	}
@@ -277,16 +278,6 @@ func (r *Router) CancelTask(ctx context.Context, id, message string) (*store.Tas
 		return nil, err
 	}
 	return r.cancelTask(ctx, t, message)
-}
-
-// Cancel cancels a task on behalf of a requestor: the task is marked
-// cancelled before its work's context is cancelled.
-func (r *Router) Cancel(ctx context.Context, req *Request, id string) (*store.Task, error) {
-	t, err := r.TaskFor(ctx, req, id)
-	if err != nil {
-		return nil, err
-	}
-	return r.cancelTask(ctx, t, "cancelled by request")
 }
 
 // spawn runs exec in the background for task id of tool: t is its stored

@@ -47,11 +47,11 @@ func TestServiceConfigsNameTheField(t *testing.T) {
 	_, err := newScheduler(r, &r.leases, &registry{}, &r.kinds, schedulerConfig{Poll: 0, MaxWakers: -1})
 	require.ErrorContains(t, err, "scheduler: Poll must be positive")
 	require.ErrorContains(t, err, "scheduler: MaxWakers is negative")
-	_, err = newSweeper(r, &r.kinds, sweeperConfig{Interval: time.Second, Grace: -time.Second})
+	_, err = newSweeper(r, &r.fan, &r.kinds, sweeperConfig{Interval: time.Second, Grace: -time.Second})
 	require.ErrorContains(t, err, "sweeper: Grace is negative")
 	_, err = newLeaseRenewer(r, &r.leases, leaseWorkConfig{Interval: time.Second, LeaseDuration: time.Second})
 	require.ErrorContains(t, err, "lease renewer: ReplicaID is empty")
-	_, err = newLeaseTakeover(r, &registry{}, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
+	_, err = newLeaseTakeover(r, &recovery{}, &registry{}, leaseWorkConfig{LeaseDuration: time.Second, ReplicaID: "x"})
 	require.ErrorContains(t, err, "lease takeover: Interval must be positive")
 }
 
@@ -144,7 +144,7 @@ func TestRenewerSignalsALostLease(t *testing.T) {
 	t.Cleanup(func() { _ = r.Close() })
 	task, err := r.CreateTask(ctx, nil, store.Request{Method: "prompts/get", Name: "wf"}, nil)
 	require.NoError(t, err)
-	l, err := r.Lease(ctx, task.ID)
+	l, err := r.TryLease(ctx, task.ID)
 	require.NoError(t, err)
 	require.True(t, l.Held())
 	work, done := r.Track(ctx, task.ID)

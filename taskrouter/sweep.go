@@ -60,6 +60,7 @@ type sweeperSignals struct {
 // sweeper is the engine's ttl sweeper service.
 type sweeper struct {
 	e       sweepEngine
+	gone    deleter     // deletes an ended task and forgets it here (the fanout)
 	kinds   expiryWords // the kinds' wording of an expiry (*kinds)
 	cfg     sweeperConfig
 	loop    service.Loop
@@ -74,8 +75,11 @@ type sweepEngine interface {
 	// endTask writes u, which fails active task t, stops its work with
 	// cause and tells its kind.
 	endTask(ctx context.Context, t *store.Task, u store.Update, cause error) (*store.Task, error)
-	// deleteTask deletes ended task t and forgets it here.
-	deleteTask(ctx context.Context, t *store.Task) error
+}
+
+// deleter deletes ended task t and forgets it here (the fanout, watch.go).
+type deleter interface {
+	delete(ctx context.Context, t *store.Task) error
 }
 
 // expiryWords words the failure of an expired task (*kinds).
@@ -84,12 +88,12 @@ type expiryWords interface {
 	endWrite(t *store.Task, u *store.Update) bool
 }
 
-func newSweeper(e sweepEngine, kinds expiryWords, cfg sweeperConfig) (*sweeper, error) {
+func newSweeper(e sweepEngine, gone deleter, kinds expiryWords, cfg sweeperConfig) (*sweeper, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &sweeper{e: e, kinds: kinds, cfg: cfg}, nil
+	return &sweeper{e: e, gone: gone, kinds: kinds, cfg: cfg}, nil
 }
 
 // Name names the service.
@@ -197,7 +201,7 @@ func (s *sweeper) deleteEnded(ctx context.Context, ended []*store.Task) (int, er
 // reports whether it did either (false: another write got there first).
 func (s *sweeper) sweepOne(ctx context.Context, t *store.Task) (done bool, err error) {
 	if t.Status.Terminal() {
-		if err := s.e.deleteTask(ctx, t); err != nil {
+		if err := s.gone.delete(ctx, t); err != nil {
 			return false, err
 		}
 		return true, nil

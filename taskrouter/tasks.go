@@ -3,7 +3,6 @@ package taskrouter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"slices"
@@ -32,7 +31,7 @@ type CreateOptions struct {
 	// StatusMessage is the initial status message.
 	StatusMessage string
 	// Lease makes this process the task's lease holder from creation (it
-	// is about to run work for it) on a shared store; see Router.Lease.
+	// is about to run work for it) on a shared store; see Router.TryLease.
 	Lease bool
 	// WakeAt, when set, is the task's first wake-up time (see
 	// store.Task.WakeAt and the engine's scheduler).
@@ -109,7 +108,7 @@ func (r *Router) Update(ctx context.Context, id string, u store.Update) (*store.
 		r.sched.note(t.WakeAt)
 	}
 	r.obs.task(TaskUpdated, t, &u)
-	r.changed(t)
+	r.fan.changed(t)
 	r.quotas.ended(t.ID, t.Status, false)
 	return t, nil
 }
@@ -207,20 +206,7 @@ func (r *Router) endTask(ctx context.Context, t *store.Task, u store.Update, cau
 	if err != nil {
 		return nil, err
 	}
-	r.stopRun(t.ID, cause)
+	r.runs.stop(t.ID, cause)
 	r.kinds.ended(ctx, nt)
 	return nt, nil
-}
-
-// deleteTask deletes ended task t (its expiry passed) and forgets it
-// here: its recent record, its waiters, its slot.
-func (r *Router) deleteTask(ctx context.Context, t *store.Task) error {
-	r.recent.forget(t.ID)
-	if err := r.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	r.watches.drop(t.ID)
-	r.obs.task(TaskDeleted, t, nil)
-	r.quotas.ended(t.ID, t.Status, true)
-	return nil
 }

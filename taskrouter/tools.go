@@ -407,40 +407,10 @@ func (r *Router) RunTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 
 // RegisteredTools returns the tools added through AddTool and AddRawTool,
 // with the input schemas the server advertises for them, without touching
-// the server. (Router.Tools also sees tools added directly to the server,
-// but it opens the loopback session: registering prompts or resources
-// while a session exists makes the SDK send list_changed notifications.)
+// the server (a tools/list in-process would open the loopback session:
+// registering prompts or resources while a session exists makes the SDK
+// send list_changed notifications).
 func (r *Router) RegisteredTools() []*mcp.Tool { return r.tools.registered() }
-
-// Tools lists the installed server's tools (every page), in-process,
-// including tools added directly to the server.
-func (r *Router) Tools(ctx context.Context) ([]*mcp.Tool, error) {
-	if r.inner == nil {
-		return nil, fmt.Errorf("taskrouter: Install has not been called")
-	}
-	ss, err := r.loop.session(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []*mcp.Tool
-	params := &mcp.ListToolsParams{}
-	for range 10000 {
-		res, err := r.inner(ctx, mcptask.MethodToolsList, &mcp.ListToolsRequest{Session: ss, Params: params})
-		if err != nil {
-			return nil, err
-		}
-		lr, ok := res.(*mcp.ListToolsResult)
-		if !ok {
-			return nil, fmt.Errorf("taskrouter: tools/list returned %T", res)
-		}
-		out = append(out, lr.Tools...)
-		if lr.NextCursor == "" || lr.NextCursor == params.Cursor {
-			break
-		}
-		params = &mcp.ListToolsParams{Cursor: lr.NextCursor}
-	}
-	return slices.Clip(out), nil
-}
 
 // AcceptTaskIDArgument makes tool name take the argument _task_id (see
 // above); the workflow bridge calls it for every tool a client may be asked

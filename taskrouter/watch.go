@@ -129,18 +129,68 @@ func (w *watches) wakeAll() {
 	}
 }
 
-// changed wakes everyone watching task t (its events' readers too) and
-// pushes its status.
-func (r *Router) changed(t *store.Task) {
-	if r.shared {
-		r.watches.wakeOwn(t.ID, t.Version)
-	} else {
-		r.watches.wake(t.ID)
+// fanout takes a task's change to every part that waits on it: the
+// waiters (watches), the status pushes, the listeners, the webhooks, the
+// readers of events; for a change the feed announced, the work and the
+// slots of a task that ended elsewhere too. It writes a task's birth
+// and death to the store itself (create, delete), as the parts must
+// hear of both. It has no state of its own: it calls each part in turn,
+// and seeing them a moment apart is fine, as each part re-reads the
+// store when woken.
+type fanout struct {
+	shared    bool // the store is shared: a write's echo comes back (watches.own)
+	st        store.Store
+	now       func() time.Time // Options.Now
+	obs       observer
+	sched     *scheduler
+	watches   *watches
+	pushers   *pushConns
+	listeners *listeners
+	hooks     *webhooks
+	streams   *streams
+	recent    *recentEnded
+	runs      *runTable
+	quotas    *quotas
+}
+
+// create stores new task t, and tells the scheduler of its wake-up, the
+// observer, the recent records and the webhooks.
+func (f *fanout) create(ctx context.Context, t *store.Task) (*store.Task, error) {
+	created, err := f.st.Create(ctx, t)
+	if err == nil {
+		f.sched.note(created.WakeAt)
+		f.obs.task(TaskCreated, created, nil)
+		f.recent.remember(created, f.now())
+		f.hooks.changed(created)
 	}
-	r.pushers.push(t)
-	r.listeners.changed(t.ID)
-	r.hooks.changed(t)
-	r.streams.notify(t.ID)
+	return created, err
+}
+
+// delete deletes ended task t (its expiry passed) and forgets it here:
+// its recent record, its waiters, its slot.
+func (f *fanout) delete(ctx context.Context, t *store.Task) error {
+	f.recent.forget(t.ID)
+	if err := f.st.Delete(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	f.watches.drop(t.ID)
+	f.obs.task(TaskDeleted, t, nil)
+	f.quotas.ended(t.ID, t.Status, true)
+	return nil
+}
+
+// changed wakes everyone watching task t (its events' readers too) and
+// pushes its status: this process wrote t.
+func (f *fanout) changed(t *store.Task) {
+	if f.shared {
+		f.watches.wakeOwn(t.ID, t.Version)
+	} else {
+		f.watches.wake(t.ID)
+	}
+	f.pushers.push(t)
+	f.listeners.changed(t.ID)
+	f.hooks.changed(t)
+	f.streams.notify(t.ID)
 }
 
 // Await waits until done reports true for task id, or ctx ends. It reads
@@ -191,41 +241,41 @@ func pollTick(every time.Duration) <-chan time.Time {
 // announced handles a change the store's feed announced (it may be this
 // process's own write: its waiters were woken when it was written, and
 // its echo wakes them no more, see watches.own).
-func (r *Router) announced(c store.Change) {
+func (f *fanout) announced(c store.Change) {
 	switch {
 	case c.Events > 0:
-		r.streams.notify(c.ID) // an append: only event readers care
+		f.streams.notify(c.ID) // an append: only event readers care
 	case c.Resync:
 		// The feed's connection was lost: wake everyone to re-read, and
 		// stop the work (and give back the slots) of the tasks that ended
 		// elsewhere meanwhile.
-		r.watches.wakeAll()
-		r.listeners.changedAll()
-		r.streams.notifyAll()
-		for _, id := range r.runs.workingOn() {
-			if t, err := r.st.Get(context.Background(), id); err != nil || t.Status.Terminal() {
-				r.stopRun(id, errEnded)
+		f.watches.wakeAll()
+		f.listeners.changedAll()
+		f.streams.notifyAll()
+		for _, id := range f.runs.workingOn() {
+			if t, err := f.st.Get(context.Background(), id); err != nil || t.Status.Terminal() {
+				f.runs.stop(id, errEnded)
 			}
 		}
-		for _, id := range r.quotas.heldTasks() {
-			switch t, err := r.st.Get(context.Background(), id); {
+		for _, id := range f.quotas.heldTasks() {
+			switch t, err := f.st.Get(context.Background(), id); {
 			case errors.Is(err, store.ErrNotFound):
-				r.quotas.ended(id, "", true)
+				f.quotas.ended(id, "", true)
 			case err == nil:
-				r.quotas.ended(id, t.Status, false)
+				f.quotas.ended(id, t.Status, false)
 			}
 		}
 	default:
 		if c.Deleted {
-			r.recent.forget(c.ID)
+			f.recent.forget(c.ID)
 		}
-		r.watches.wakeFeed(c.ID, c.Version)
+		f.watches.wakeFeed(c.ID, c.Version)
 		if c.Deleted || c.Status.Terminal() {
-			r.stopRun(c.ID, errEnded)
-			r.quotas.ended(c.ID, c.Status, c.Deleted)
+			f.runs.stop(c.ID, errEnded)
+			f.quotas.ended(c.ID, c.Status, c.Deleted)
 		}
-		r.listeners.changed(c.ID)
-		r.hooks.feedChange(c)
-		r.streams.notify(c.ID)
+		f.listeners.changed(c.ID)
+		f.hooks.feedChange(c)
+		f.streams.notify(c.ID)
 	}
 }

@@ -357,12 +357,7 @@ type (
 // cancelled and the attempt fails ("timed out"), and the step's retry
 // policy applies. A client's own calls are not timed.
 func (s *Step) Timeout(d time.Duration) *Step {
-	if k, ok := s.kind.(timed); ok {
-		k.setTimeout(d)
-	} else {
-		s.misused("Timeout", "only a tool step's attempts are timed")
-	}
-	return s
+	return on(s, "Timeout", "only a tool step's attempts are timed", func(k timed) { k.setTimeout(d) })
 }
 
 // Heartbeat makes each attempt of a tool step report liveness with
@@ -371,12 +366,7 @@ func (s *Step) Timeout(d time.Duration) *Step {
 // retry policy applies. (An attempt on a replica that died is taken over
 // with the task's lease, heartbeat or not.)
 func (s *Step) Heartbeat(d time.Duration) *Step {
-	if k, ok := s.kind.(beater); ok {
-		k.setHeartbeat(d)
-	} else {
-		s.misused("Heartbeat", "only a tool step's attempts beat")
-	}
-	return s
+	return on(s, "Heartbeat", "only a tool step's attempts beat", func(k beater) { k.setHeartbeat(d) })
 }
 
 // errCut is the cause of an attempt's context cut by its own bound.

@@ -51,24 +51,14 @@ const SkipStep FailurePolicy = "skip"
 // SkipsOnFailure makes a child step skipped when its child fails or is
 // cancelled, instead of failing the workflow.
 func (s *Step) SkipsOnFailure() *Step {
-	if k, ok := s.kind.(*childStep); ok {
-		k.onFailure = SkipStep
-	} else {
-		s.misused("SkipsOnFailure", "only a child step is skipped when it fails")
-	}
-	return s
+	return on(s, "SkipsOnFailure", "only a child step is skipped when it fails", func(k *childStep) { k.onFailure = SkipStep })
 }
 
 // HandsToClient makes a child step handed to the client when its child
 // fails or is cancelled: the workflow waits, and a resume starts a new
 // child.
 func (s *Step) HandsToClient() *Step {
-	if k, ok := s.kind.(failer); ok {
-		k.setFailure(HandToClient)
-	} else {
-		s.misused("HandsToClient", "only a tool step or a child step fails")
-	}
-	return s
+	return on(s, "HandsToClient", "only a tool step or a child step fails", func(k failer) { k.setFailure(HandToClient) })
 }
 
 func (k *childStep) name() mcptask.StepKind        { return mcptask.StepKindChild }

@@ -49,12 +49,7 @@ func ForEach(name string, items Source, body *Step) *Step {
 
 // Limit runs at most n records of a for-each at once (1: in sequence).
 func (s *Step) Limit(n int) *Step {
-	if k, ok := s.kind.(limiter); ok {
-		k.setLimit(n)
-	} else {
-		s.misused("Limit", "only a for-each runs records at once")
-	}
-	return s
+	return on(s, "Limit", "only a for-each runs records at once", func(k limiter) { k.setLimit(n) })
 }
 
 // InSequence runs a for-each's items one at a time, in order.

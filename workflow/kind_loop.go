@@ -43,12 +43,7 @@ func (k *loop) loopSet(f func(*loop)) { f(k) }
 func (k *loop) body() *Step           { return k.do }
 
 func (s *Step) loopSet(method string, f func(*loop)) *Step {
-	if k, ok := s.kind.(looper); ok {
-		k.loopSet(f)
-	} else {
-		s.misused(method, "only a loop (Repeat) runs again")
-	}
-	return s
+	return on(s, method, "only a loop (Repeat) runs again", func(k looper) { k.loopSet(f) })
 }
 
 // Until ends a loop as soon as c holds of its body's latest output.

@@ -142,12 +142,7 @@ func (s *Step) ReturnsJSON(schema any) *Step {
 // sampling applies set to the step's kind when it is a sampling step, and
 // records builder method's misuse otherwise.
 func (s *Step) sampling(method string, set func(k sampler)) *Step {
-	if k, ok := s.kind.(sampler); ok {
-		set(k)
-	} else {
-		s.misused(method, "only a sampling step asks a model")
-	}
-	return s
+	return on(s, method, "only a sampling step asks a model", set)
 }
 
 func (k *sample) setSystem(text string) { k.system = text }

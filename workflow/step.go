@@ -64,6 +64,18 @@ func (s *Step) misused(method, what string) {
 	s.misuse = append(s.misuse, fmt.Sprintf("%s does not apply to a %s step (%s)", method, s.Kind(), what))
 }
 
+// on applies set to s's kind when the kind is a K (the kinds builder
+// method applies to), and records the method's misuse otherwise (what
+// says which kinds it applies to); it returns s for chaining.
+func on[K any](s *Step, method, what string, set func(K)) *Step {
+	if k, ok := s.kind.(K); ok {
+		set(k)
+	} else {
+		s.misused(method, what)
+	}
+	return s
+}
+
 // As sets the step's output binding name.
 func (s *Step) As(binding string) *Step { s.Output = binding; return s }
 
@@ -93,12 +105,7 @@ type (
 // Bind binds a tool argument of a tool step and returns the step for
 // chaining.
 func (s *Step) Bind(arg string, src Source) *Step {
-	if k, ok := s.kind.(binder); ok {
-		k.bind(arg, src)
-	} else {
-		s.misused("Bind", "it calls no tool: bind a tool step's arguments")
-	}
-	return s
+	return on(s, "Bind", "it calls no tool: bind a tool step's arguments", func(k binder) { k.bind(arg, src) })
 }
 
 // WithRetry makes a tool step retryable with DefaultRetryPolicy: the
@@ -108,69 +115,41 @@ func (s *Step) WithRetry() *Step { return s.WithRetryPolicy(RetryPolicy{}) }
 // WithRetryPolicy makes a tool step retryable with policy p (a zero
 // MaxAttempts means DefaultRetryPolicy).
 func (s *Step) WithRetryPolicy(p RetryPolicy) *Step {
-	if k, ok := s.kind.(retrier); ok {
-		k.setRetry(p)
-	} else {
-		s.misused("WithRetry", "only a tool step's attempts are retried")
-	}
-	return s
+	return on(s, "WithRetry", "only a tool step's attempts are retried", func(k retrier) { k.setRetry(p) })
 }
 
 // FailsWorkflow makes a tool step's failure (once the server gives up)
 // fail the whole workflow task instead of handing the step to the client.
 func (s *Step) FailsWorkflow() *Step {
-	if k, ok := s.kind.(failer); ok {
-		k.setFailure(FailWorkflow)
-	} else {
-		s.misused("FailsWorkflow", "only a tool step fails")
-	}
-	return s
+	return on(s, "FailsWorkflow", "only a tool step fails", func(k failer) { k.setFailure(FailWorkflow) })
 }
 
 // WaitsAtMost bounds how long the workflow waits for the client to
 // perform the step (a client step, an event, or a server step once it is
 // handed to the client), and says what happens then.
 func (s *Step) WaitsAtMost(d time.Duration, then TimeoutPolicy) *Step {
-	if k, ok := s.kind.(waiter); ok {
+	return on(s, "WaitsAtMost", "the client never performs it", func(k waiter) {
 		w := k.wait()
 		w.max, w.then = d, then
-	} else {
-		s.misused("WaitsAtMost", "the client never performs it")
-	}
-	return s
+	})
 }
 
 // AcceptsWebhook lets an HTTP POST with the task's webhook token perform
 // a client step (an event always accepts it).
 func (s *Step) AcceptsWebhook() *Step {
-	if k, ok := s.kind.(webhooked); ok {
-		k.acceptWebhook()
-	} else {
-		s.misused("AcceptsWebhook", "only a client step or an event may be performed through the webhook")
-	}
-	return s
+	return on(s, "AcceptsWebhook", "only a client step or an event may be performed through the webhook", func(k webhooked) { k.acceptWebhook() })
 }
 
 // WithPayload sets the JSON Schema an event's payload must match.
 func (s *Step) WithPayload(schema any) *Step {
-	if k, ok := s.kind.(payloaded); ok {
-		k.setPayload(schema)
-	} else {
-		s.misused("WithPayload", "only an event has a payload")
-	}
-	return s
+	return on(s, "WithPayload", "only an event has a payload", func(k payloaded) { k.setPayload(schema) })
 }
 
 // StopOnFailure makes a group or a for-each fail fast: as soon as the
 // server gives up on one member (one item), the others are stopped
 // (recorded as cancelled) and the workflow fails.
 func (s *Step) StopOnFailure() *Step {
-	if k, ok := s.kind.(stopper); ok {
-		k.stopOnFailure()
-	} else {
-		s.misused("StopOnFailure", "only a group or a for-each fails fast")
-	}
-	return s
+	return on(s, "StopOnFailure", "only a group or a for-each fails fast", func(k stopper) { k.stopOnFailure() })
 }
 
 // binding is the name the step's output is stored under.

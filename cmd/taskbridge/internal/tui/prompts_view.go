@@ -25,22 +25,11 @@ func (m *Model) promptsView(w, h int) []string {
 		return []string{"the server has no prompts"}
 	}
 	lines := []string{m.st.faint.Render(fit(fmt.Sprintf("  %-24s %s", "PROMPT", "DESCRIPTION"), w))}
-	listH := min(len(p.list), max(3, h/3))
-	start := min(max(0, p.sel-listH/2), len(p.list)-listH)
-	for i := start; i < start+listH; i++ {
-		pr := p.list[i]
-		row := fmt.Sprintf("%-24s %s", clip(pr.Name, 24), oneLine(pr.Description))
-		if i == p.sel {
-			lines = append(lines, m.st.selected.Render(fit("› "+row, w)))
-		} else {
-			lines = append(lines, fit("  "+row, w))
-		}
-	}
+	lines = append(lines, m.pickList(len(p.list), p.sel, min(len(p.list), max(3, h/3)), w, func(i int) string {
+		return fmt.Sprintf("%-24s %s", clip(p.list[i].Name, 24), oneLine(p.list[i].Description))
+	})...)
 	sel := p.list[p.sel]
-	lines = append(lines, "", m.st.bold.Render(clip(sel.Name, w)))
-	for _, l := range wrap(sel.Description, w-2) {
-		lines = append(lines, "  "+l)
-	}
+	lines = append(lines, m.picked(sel.Name, sel.Description, w)...)
 	var args []string
 	for _, a := range sel.Arguments {
 		n := a.Name

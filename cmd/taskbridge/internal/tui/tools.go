@@ -192,6 +192,32 @@ func resultLines(r *mcp.CallToolResult) []string {
 	return out
 }
 
+// pickList is the listH lines of a list of n items that show the
+// selected one (sel) in their middle where they can, each row(i) fit to
+// w, the selected one marked.
+func (m *Model) pickList(n, sel, listH, w int, row func(i int) string) []string {
+	var lines []string
+	start := min(max(0, sel-listH/2), n-listH)
+	for i := start; i < start+listH; i++ {
+		if i == sel {
+			lines = append(lines, m.st.selected.Render(fit("› "+row(i), w)))
+		} else {
+			lines = append(lines, fit("  "+row(i), w))
+		}
+	}
+	return lines
+}
+
+// picked heads the details of a list's selected item: its name, then
+// its description wrapped to w.
+func (m *Model) picked(name, description string, w int) []string {
+	lines := []string{"", m.st.bold.Render(clip(name, w))}
+	for _, l := range wrap(description, w-2) {
+		lines = append(lines, "  "+l)
+	}
+	return lines
+}
+
 func (m *Model) toolsView(w, h int) []string {
 	t := &m.tools
 	switch {
@@ -203,22 +229,12 @@ func (m *Model) toolsView(w, h int) []string {
 		return []string{"the server has no tools"}
 	}
 	lines := []string{m.st.faint.Render(fit(fmt.Sprintf("  %-22s %-10s %s", "TOOL", "TASKS", "DESCRIPTION"), w))}
-	listH := min(len(t.list), max(3, h/2-1))
-	start := min(max(0, t.sel-listH/2), len(t.list)-listH)
-	for i := start; i < start+listH; i++ {
+	lines = append(lines, m.pickList(len(t.list), t.sel, min(len(t.list), max(3, h/2-1)), w, func(i int) string {
 		tool := t.list[i]
-		row := fmt.Sprintf("%-22s %-10s %s", clip(tool.Name, 22), tool.TaskSupport, oneLine(tool.Description))
-		if i == t.sel {
-			lines = append(lines, m.st.selected.Render(fit("› "+row, w)))
-		} else {
-			lines = append(lines, fit("  "+row, w))
-		}
-	}
+		return fmt.Sprintf("%-22s %-10s %s", clip(tool.Name, 22), tool.TaskSupport, oneLine(tool.Description))
+	})...)
 	sel := t.list[t.sel]
-	lines = append(lines, "", m.st.bold.Render(clip(sel.Name, w)))
-	for _, l := range wrap(sel.Description, w-2) {
-		lines = append(lines, "  "+l)
-	}
+	lines = append(lines, m.picked(sel.Name, sel.Description, w)...)
 	lines = append(lines, clip(fmt.Sprintf("  runs as: %s (taskSupport %s)", asTask(sel), sel.TaskSupport), w))
 	lines = append(lines, clip("  arguments: "+describeFields(m.schemas[sel.Name]), w))
 	lines = append(lines, m.st.faint.Render(clip("  enter call · ↑↓ select · r reload", w)))
