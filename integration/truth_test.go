@@ -411,7 +411,10 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 		return got
 	}
 	require.Equal(t, mcptask.StatusInputRequired, status().Status, "a core client is told the workflow waits for input")
-	require.Contains(t, status().StatusMessage, `waiting for event "approve"`)
+	msg := status().StatusMessage
+	require.Contains(t, msg, `waiting for event "approve"`)
+	require.Contains(t, msg, `deliver it with tool "workflow_event" or the task's webhook`, "the core dialect's status names what a core client can do first")
+	require.NotContains(t, strings.SplitN(msg, "(an extension-dialect client", 2)[0], "tasks/update", "tasks/update, which the core dialect lacks, only as the extension's way")
 
 	// deliveries of the task, in the order their events happened.
 	seen := map[string]bool{}

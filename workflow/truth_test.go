@@ -62,6 +62,21 @@ func TestWrongToolAtEventNamesTheEventTool(t *testing.T) {
 	}
 }
 
+// TestEventStatusNamesTheEventTool: a workflow waiting for an event says
+// how any client delivers it, the core dialect's included (which has no
+// tasks/update): the bridge's event tool, under the name it was given,
+// and the webhook; tasks/update only as the extension's way.
+func TestEventStatusNamesTheEventTool(t *testing.T) {
+	e := newFakeEngine()
+	echoTools(e, "ship")
+	f := newFixture(t, e, &Options{EventTool: "deliver_decision"}, New("gate", "a decision").Step(Event("approve", "whether to ship"), Server("ship", "ship")))
+	tk, _ := f.start(t, "gate", nil)
+	got, err := e.st.Get(context.Background(), tk.ID)
+	require.NoError(t, err)
+	require.Equal(t, mcptask.StatusInputRequired, got.Status)
+	require.Equal(t, `waiting for event "approve" (whether to ship): deliver it with tool "deliver_decision" or the task's webhook (an extension-dialect client may answer the task's input request with tasks/update)`, got.StatusMessage)
+}
+
 // TestEndedHandoffSaysWhatDidNotFinish: a workflow that failed in the
 // loop of a for-each's item names that record ("smoke[0]", as its
 // handoff shows it), and its handoff lists the for-each as failed, never
