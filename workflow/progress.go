@@ -35,6 +35,10 @@ const (
 	ReasonFirst   = "first"   // the step's first run
 	ReasonRetry   = "retry"   // the server's retry policy
 	ReasonRestart = "restart" // the server restarted while the step was due or running
+	// ReasonTakeover: on a shared store, another replica took the task
+	// over (its process stopped renewing the lease) while the step was
+	// due or running.
+	ReasonTakeover = "takeover"
 	ReasonResume  = "resume"  // a client resumed the workflow (prompts/get with _meta._task_id)
 	ReasonClient  = "client"  // the client performed the step (a continuation call)
 	ReasonTimeout = "timeout" // the server performs a step whose client did not in time (TimeoutServer)

@@ -77,6 +77,21 @@ func TestEventStatusNamesTheEventTool(t *testing.T) {
 	require.Equal(t, `waiting for event "approve" (whether to ship): deliver it with tool "deliver_decision" or the task's webhook (an extension-dialect client may answer the task's input request with tasks/update)`, got.StatusMessage)
 }
 
+// TestTakeoverIsNamed: a step run again because another replica took
+// its task over says so in its status line and in its step_started
+// event (reason "takeover"), apart from a restart of the process.
+func TestTakeoverIsNamed(t *testing.T) {
+	s := Server("build", "build")
+	for reason, want := range map[string]string{ReasonTakeover: "another replica that ran it stopped (a takeover)", ReasonRestart: "after a server restart"} {
+		sp := &StepProgress{Name: "build", Status: mcptask.StepRunning}
+		sp.begin(reason, string(mcptask.ExecServer), time.Now())
+		require.Contains(t, runningMessage(s, sp), want)
+		var ev mcptask.StepEvent
+		require.NoError(t, json.Unmarshal(stepEvent(mcptask.EventStepStarted, sp, sp.History[0]).Data, &ev))
+		require.Equal(t, reason, ev.Reason)
+	}
+}
+
 // TestEndedHandoffSaysWhatDidNotFinish: a workflow that failed in the
 // loop of a for-each's item names that record ("smoke[0]", as its
 // handoff shows it), and its handoff lists the for-each as failed, never
