@@ -39,9 +39,9 @@ const (
 	// over (its process stopped renewing the lease) while the step was
 	// due or running.
 	ReasonTakeover = "takeover"
-	ReasonResume  = "resume"  // a client resumed the workflow (prompts/get with _meta._task_id)
-	ReasonClient  = "client"  // the client performed the step (a continuation call)
-	ReasonTimeout = "timeout" // the server performs a step whose client did not in time (TimeoutServer)
+	ReasonResume   = "resume"  // a client resumed the workflow (prompts/get with _meta._task_id)
+	ReasonClient   = "client"  // the client performed the step (a continuation call)
+	ReasonTimeout  = "timeout" // the server performs a step whose client did not in time (TimeoutServer)
 )
 
 // Attempt outcomes (Attempt.Outcome).
