@@ -28,7 +28,7 @@ type event struct {
 	base
 	schema any
 	waits  clientWait
-	tool   string // the bridge's event tool, named by its status line (Bridge.AddWorkflow sets it)
+	tool   string // the bridge's event tool, named by its status line (configure)
 }
 
 // Event returns a step that waits for the event of its name (see event);
@@ -54,6 +54,9 @@ func (k *event) acceptsWebhook() bool { return true }
 
 // tools: a model performs an event with the bridge's event tool.
 func (k *event) tools(o *Options) []string { return []string{o.EventTool} }
+
+// configure: the status line names the bridge's event tool.
+func (k *event) configure(o *Options) { k.tool = o.EventTool }
 
 // invalidPayload is the -32602 refusal of an event's payload.
 func invalidPayload(s *Step, format string, args ...any) error {
