@@ -357,7 +357,9 @@ func (h *webhook) live(now time.Time) bool { return h.expires.IsZero() || now.Be
 
 // liveRecord reports whether registration record t has not expired at
 // now (the sweeper deletes it a while after).
-func liveRecord(t *store.Task, now time.Time) bool { return t.ExpiresAt.IsZero() || now.Before(t.ExpiresAt) }
+func liveRecord(t *store.Task, now time.Time) bool {
+	return t.ExpiresAt.IsZero() || now.Before(t.ExpiresAt)
+}
 
 // mayWatch reports whether a change of task id (owner unknown) may
 // concern a webhook: one watches it, or one watches an owner's tasks.
