@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -492,4 +493,59 @@ func TestInitializeBadParamsHasACode(t *testing.T) {
 		require.Contains(t, reply.Error.Message, "invalid params of initialize")
 		require.JSONEq(t, "7", string(reply.ID))
 	}
+}
+
+// TestPauseOnFailureIsPushed: a workflow that pauses itself on a failure
+// (PausesOnFailure) waits for an operator: its core tasks/get reads
+// working with a status message saying the server paused it and why,
+// and a webhook is told (paused, By "the server"); resumed, it runs the
+// step again.
+func TestPauseOnFailureIsPushed(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	b := builder.New("pof", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
+	builder.Tool(b, &mcp.Tool{Name: "deploy", Description: "Deploy."}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		if fail.Load() {
+			return nil, nil, errors.New("registry unreachable")
+		}
+		return nil, map[string]any{"deployed": true}, nil
+	}, nil)
+	b.TaskWorkflow(workflow.New("rollout", "Deploy; an operator looks at a failure").Step(workflow.Server("deploy", "deploy").FailsWorkflow()).PausesOnFailure())
+	srv, url := serveBuilt(t, b)
+	ctx := context.Background()
+	rc := pushtest.New(t)
+	_, secret, err := srv.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
+	require.NoError(t, err)
+	c := coreConn(t, url, nil)
+	var prompt mcp.GetPromptResult
+	require.NoError(t, c.Call(ctx, "prompts/get", map[string]any{"name": "rollout"}, &prompt))
+	doc, err := handoff.FromPromptResult(&prompt)
+	require.NoError(t, err)
+
+	var pe mcptask.PausedEvent
+	require.Eventually(t, func() bool {
+		for _, r := range rc.Got() {
+			d := pushtest.Verified(t, secret, r)
+			if d.Task.TaskID == doc.TaskID && d.Type == mcptask.WebhookPaused {
+				require.NoError(t, json.Unmarshal(d.Event.Data, &pe))
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond, "no paused push")
+	require.Equal(t, workflow.PausedByServer, pe.By, "%+v", pe)
+	require.Contains(t, pe.Reason, "registry unreachable")
+	var got mcptask.CoreTask
+	require.NoError(t, c.Call(ctx, "tasks/get", map[string]any{"taskId": doc.TaskID}, &got))
+	require.Equal(t, mcptask.StatusWorking, got.Status, "a pause waits for an operator, not for input")
+	require.Contains(t, got.StatusMessage, "paused by the server")
+
+	fail.Store(false)
+	_, _, err = srv.Router.Pauses().Resume(ctx, doc.TaskID, "ops")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		require.NoError(t, c.Call(ctx, "tasks/get", map[string]any{"taskId": doc.TaskID}, &got))
+		return got.Status == mcptask.StatusCompleted
+	}, 20*time.Second, 10*time.Millisecond)
 }
