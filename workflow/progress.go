@@ -234,8 +234,9 @@ type Early struct {
 type Attempt struct {
 	// N numbers the step's attempts from 1.
 	N int `json:"n"`
-	// Reason says why the step ran: first, retry, restart, resume, client.
-	Reason string `json:"reason" jsonschema:"enum=first,enum=retry,enum=restart,enum=resume,enum=client,enum=timeout"`
+	// Reason says why the step ran: first, retry, restart, takeover,
+	// resume, client, timeout.
+	Reason string `json:"reason" jsonschema:"enum=first,enum=retry,enum=restart,enum=takeover,enum=resume,enum=client,enum=timeout"`
 	// By says who ran it: server or client.
 	By string `json:"by" jsonschema:"enum=server,enum=client"`
 	// At is when the attempt started.
