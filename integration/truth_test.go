@@ -398,14 +398,7 @@ func TestLegWithdrawsAnsweredQuestion(t *testing.T) {
 func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	srv, url := gateServer(t)
 	ctx := context.Background()
-	rc := pushtest.New(t)
-	_, secret, err := srv.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
-	require.NoError(t, err)
-	c := coreConn(t, url, nil)
-	var prompt mcp.GetPromptResult
-	require.NoError(t, c.Call(ctx, "prompts/get", map[string]any{"name": "gate", "arguments": map[string]string{"what": "v6"}}, &prompt))
-	doc, err := handoff.FromPromptResult(&prompt)
-	require.NoError(t, err)
+	rc, secret, c, doc := watchedCoreStart(t, srv, url, "gate", map[string]string{"what": "v6"})
 	status := func() mcptask.CoreTask {
 		var got mcptask.CoreTask
 		require.NoError(t, c.Call(ctx, "tasks/get", map[string]any{"taskId": doc.TaskID}, &got))
@@ -446,7 +439,7 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	d := next(mcptask.WebhookInputRequired)
 	require.Equal(t, mcptask.StatusInputRequired, d.Task.Status)
 
-	_, _, err = srv.Router.Pauses().Pause(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
+	_, _, err := srv.Router.Pauses().Pause(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
 	require.NoError(t, err)
 	d = next(mcptask.WebhookPaused)
 	var pe mcptask.PausedEvent
@@ -466,6 +459,23 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	require.True(t, ev.IsError)
 	d = next(mcptask.WebhookTerminal)
 	require.Equal(t, mcptask.StatusFailed, d.Task.Status, "the push tells the failure as tasks/get does")
+}
+
+// watchedCoreStart registers a webhook for every owner's tasks on srv and
+// starts workflow prompt name over HTTP at url as a core client; it
+// returns the receiver, its secret, the client and the handoff.
+func watchedCoreStart(t *testing.T, srv *builder.Server, url, name string, args map[string]string) (*pushtest.Receiver, string, *rpcconn.Conn, *handoff.Document) {
+	t.Helper()
+	ctx := context.Background()
+	rc := pushtest.New(t)
+	_, secret, err := srv.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
+	require.NoError(t, err)
+	c := coreConn(t, url, nil)
+	var prompt mcp.GetPromptResult
+	require.NoError(t, c.Call(ctx, "prompts/get", map[string]any{"name": name, "arguments": args}, &prompt))
+	doc, err := handoff.FromPromptResult(&prompt)
+	require.NoError(t, err)
+	return rc, secret, c, doc
 }
 
 // TestInitializeBadParamsHasACode: initialize whose params go-sdk cannot
@@ -514,14 +524,7 @@ func TestPauseOnFailureIsPushed(t *testing.T) {
 	b.TaskWorkflow(workflow.New("rollout", "Deploy; an operator looks at a failure").Step(workflow.Server("deploy", "deploy").FailsWorkflow()).PausesOnFailure())
 	srv, url := serveBuilt(t, b)
 	ctx := context.Background()
-	rc := pushtest.New(t)
-	_, secret, err := srv.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
-	require.NoError(t, err)
-	c := coreConn(t, url, nil)
-	var prompt mcp.GetPromptResult
-	require.NoError(t, c.Call(ctx, "prompts/get", map[string]any{"name": "rollout"}, &prompt))
-	doc, err := handoff.FromPromptResult(&prompt)
-	require.NoError(t, err)
+	rc, secret, c, doc := watchedCoreStart(t, srv, url, "rollout", nil)
 
 	var pe mcptask.PausedEvent
 	require.Eventually(t, func() bool {
@@ -542,7 +545,7 @@ func TestPauseOnFailureIsPushed(t *testing.T) {
 	require.Contains(t, got.StatusMessage, "paused by the server")
 
 	fail.Store(false)
-	_, _, err = srv.Router.Pauses().Resume(ctx, doc.TaskID, "ops")
+	_, _, err := srv.Router.Pauses().Resume(ctx, doc.TaskID, "ops")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		require.NoError(t, c.Call(ctx, "tasks/get", map[string]any{"taskId": doc.TaskID}, &got))
