@@ -181,7 +181,7 @@ func TestForEachSIGKILLMidFanOut(t *testing.T) {
 				last := it.History[len(it.History)-1]
 				if strings.HasPrefix(items[i], "slow") {
 					require.Equal(t, 2, it.Attempts, it.Name)
-					require.Equal(t, workflow.ReasonRestart, last.Reason, "%s: %+v", it.Name, it.History)
+					require.Equal(t, backend.rerun, last.Reason, "%s: %+v", it.Name, it.History)
 					require.True(t, last.At.After(killed), it.Name)
 				} else {
 					require.Equal(t, 1, it.Attempts, it.Name)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,21 +398,17 @@ func TestLegWithdrawsAnsweredQuestion(t *testing.T) {
 func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	srv, url := gateServer(t)
 	ctx := context.Background()
-	rc := pushtest.New(t)
-	_, secret, err := srv.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
-	require.NoError(t, err)
-	c := coreConn(t, url, nil)
-	var prompt mcp.GetPromptResult
-	require.NoError(t, c.Call(ctx, "prompts/get", map[string]any{"name": "gate", "arguments": map[string]string{"what": "v6"}}, &prompt))
-	doc, err := handoff.FromPromptResult(&prompt)
-	require.NoError(t, err)
+	rc, secret, c, doc := watchedCoreStart(t, srv, url, "gate", map[string]string{"what": "v6"})
 	status := func() mcptask.CoreTask {
 		var got mcptask.CoreTask
 		require.NoError(t, c.Call(ctx, "tasks/get", map[string]any{"taskId": doc.TaskID}, &got))
 		return got
 	}
 	require.Equal(t, mcptask.StatusInputRequired, status().Status, "a core client is told the workflow waits for input")
-	require.Contains(t, status().StatusMessage, `waiting for event "approve"`)
+	msg := status().StatusMessage
+	require.Contains(t, msg, `waiting for event "approve"`)
+	require.Contains(t, msg, `deliver it with tool "workflow_event" or the task's webhook`, "the core dialect's status names what a core client can do first")
+	require.NotContains(t, strings.SplitN(msg, "(an extension-dialect client", 2)[0], "tasks/update", "tasks/update, which the core dialect lacks, only as the extension's way")
 
 	// deliveries of the task, in the order their events happened.
 	seen := map[string]bool{}
@@ -442,7 +439,7 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	d := next(mcptask.WebhookInputRequired)
 	require.Equal(t, mcptask.StatusInputRequired, d.Task.Status)
 
-	_, _, err = srv.Router.Pauses().Pause(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
+	_, _, err := srv.Router.Pauses().Pause(ctx, doc.TaskID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
 	require.NoError(t, err)
 	d = next(mcptask.WebhookPaused)
 	var pe mcptask.PausedEvent
@@ -462,6 +459,23 @@ func TestWaitsOnPersonAndOperatorArePushed(t *testing.T) {
 	require.True(t, ev.IsError)
 	d = next(mcptask.WebhookTerminal)
 	require.Equal(t, mcptask.StatusFailed, d.Task.Status, "the push tells the failure as tasks/get does")
+}
+
+// watchedCoreStart registers a webhook for every owner's tasks on srv and
+// starts workflow prompt name over HTTP at url as a core client; it
+// returns the receiver, its secret, the client and the handoff.
+func watchedCoreStart(t *testing.T, srv *builder.Server, url, name string, args map[string]string) (*pushtest.Receiver, string, *rpcconn.Conn, *handoff.Document) {
+	t.Helper()
+	ctx := context.Background()
+	rc := pushtest.New(t)
+	_, secret, err := srv.Router.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, Owner: "*"})
+	require.NoError(t, err)
+	c := coreConn(t, url, nil)
+	var prompt mcp.GetPromptResult
+	require.NoError(t, c.Call(ctx, "prompts/get", map[string]any{"name": name, "arguments": args}, &prompt))
+	doc, err := handoff.FromPromptResult(&prompt)
+	require.NoError(t, err)
+	return rc, secret, c, doc
 }
 
 // TestInitializeBadParamsHasACode: initialize whose params go-sdk cannot
@@ -489,4 +503,52 @@ func TestInitializeBadParamsHasACode(t *testing.T) {
 		require.Contains(t, reply.Error.Message, "invalid params of initialize")
 		require.JSONEq(t, "7", string(reply.ID))
 	}
+}
+
+// TestPauseOnFailureIsPushed: a workflow that pauses itself on a failure
+// (PausesOnFailure) waits for an operator: its core tasks/get reads
+// working with a status message saying the server paused it and why,
+// and a webhook is told (paused, By "the server"); resumed, it runs the
+// step again.
+func TestPauseOnFailureIsPushed(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	b := builder.New("pof", "1").WithDB(filepath.Join(t.TempDir(), "tasks.db")).WithoutEnv().
+		WithRouterOptions(taskrouter.Options{PollInterval: 20 * time.Millisecond})
+	builder.Tool(b, &mcp.Tool{Name: "deploy", Description: "Deploy."}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		if fail.Load() {
+			return nil, nil, errors.New("registry unreachable")
+		}
+		return nil, map[string]any{"deployed": true}, nil
+	}, nil)
+	b.TaskWorkflow(workflow.New("rollout", "Deploy; an operator looks at a failure").Step(workflow.Server("deploy", "deploy").FailsWorkflow()).PausesOnFailure())
+	srv, url := serveBuilt(t, b)
+	ctx := context.Background()
+	rc, secret, c, doc := watchedCoreStart(t, srv, url, "rollout", nil)
+
+	var pe mcptask.PausedEvent
+	require.Eventually(t, func() bool {
+		for _, r := range rc.Got() {
+			d := pushtest.Verified(t, secret, r)
+			if d.Task.TaskID == doc.TaskID && d.Type == mcptask.WebhookPaused {
+				require.NoError(t, json.Unmarshal(d.Event.Data, &pe))
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond, "no paused push")
+	require.Equal(t, workflow.PausedByServer, pe.By, "%+v", pe)
+	require.Contains(t, pe.Reason, "registry unreachable")
+	var got mcptask.CoreTask
+	require.NoError(t, c.Call(ctx, "tasks/get", map[string]any{"taskId": doc.TaskID}, &got))
+	require.Equal(t, mcptask.StatusWorking, got.Status, "a pause waits for an operator, not for input")
+	require.Contains(t, got.StatusMessage, "paused by the server")
+
+	fail.Store(false)
+	_, _, err := srv.Router.Pauses().Resume(ctx, doc.TaskID, "ops")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		require.NoError(t, c.Call(ctx, "tasks/get", map[string]any{"taskId": doc.TaskID}, &got))
+		return got.Status == mcptask.StatusCompleted
+	}, 20*time.Second, 10*time.Millisecond)
 }

@@ -64,9 +64,9 @@ type StepEvent struct {
 	// Attempt counts the step's attempts, from 1.
 	Attempt int `json:"attempt,omitempty"`
 	// Reason says why the attempt was made: "first", "retry", "restart"
-	// (its process stopped, or another replica took the task over),
-	// "resume", "client", "timeout" (the workflow package's Reason
-	// values).
+	// (its process stopped), "takeover" (another replica took the task
+	// over: the process running it stopped renewing its lease), "resume",
+	// "client", "timeout" (the workflow package's Reason values).
 	Reason string `json:"reason,omitempty"`
 	// Status is the step's status after an EventStepEnded (a step status:
 	// StepCompleted, StepFailed, ...).

@@ -159,11 +159,11 @@ func (w *webhooks) register(ctx context.Context, q *Request, reg WebhookRegistra
 // stateless anonymous requestor, which is no one to count for, its
 // task's.
 func (w *webhooks) checkCaps(ctx context.Context, q *Request, by string, rec hookRecord) error {
-	if n := w.hooks.count(); n >= w.opts.MaxWebhooks {
+	if n := w.hooks.count(w.e.Now()); n >= w.opts.MaxWebhooks {
 		return mcptask.Errorf(mcptask.CodeTooManyTasks, "the server holds too many webhooks: %d registered, limit %d (taskrouter.PushOptions.MaxWebhooks); retry later", n, w.opts.MaxWebhooks)
 	}
 	if q.anonymous() {
-		if n := w.hooks.countTask(rec.TaskID, by); n >= w.opts.MaxWebhooksPerOwner {
+		if n := w.hooks.countTask(rec.TaskID, by, w.e.Now()); n >= w.opts.MaxWebhooksPerOwner {
 			return mcptask.Errorf(mcptask.CodeTooManyTasks, "too many webhooks for task %s: %d registered, limit %d (taskrouter.PushOptions.MaxWebhooksPerOwner, per task for a client without a token or a session); delete one first", rec.TaskID, n, w.opts.MaxWebhooksPerOwner)
 		}
 		return nil
@@ -264,17 +264,18 @@ func (w *webhooks) countOwn(ctx context.Context, by string) (int, error) {
 	return n, err
 }
 
-// eachOwn calls f with the header of each of by's registrations, oldest
-// first, until f returns false.
+// eachOwn calls f with the header of each of by's registrations that
+// have not expired, oldest first, until f returns false.
 func (w *webhooks) eachOwn(ctx context.Context, by string, f func(*store.Task) bool) error {
 	cursor := ""
+	now := w.e.Now()
 	for {
 		page, err := w.e.Store().List(ctx, store.ListOptions{Owner: webhookOwnerPrefix + by, Cursor: cursor, HeadersOnly: true, Limit: store.MaxPageSize})
 		if err != nil {
 			return err
 		}
 		for _, t := range page.Tasks {
-			if t.Labels[LabelKind] == KindWebhook && !f(t) {
+			if t.Labels[LabelKind] == KindWebhook && liveRecord(t, now) && !f(t) {
 				return nil
 			}
 		}
@@ -318,13 +319,14 @@ func (w *webhooks) list(ctx context.Context, q *Request, taskID string) ([]mcpta
 		return out, nil
 	}
 	q2 := store.Query{Name: hookRequestName, Limit: store.MaxPageSize, Oldest: true}
+	now := w.e.Now()
 	for {
 		page, err := w.e.Store().Query(ctx, q2)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		for _, t := range page.Tasks {
-			if isHookRecord(t) {
+			if isHookRecord(t) && liveRecord(t, now) {
 				keep(t)
 			}
 		}
@@ -350,9 +352,10 @@ func (w *webhooks) capabilitiesOf(ctx context.Context, q *Request, by, taskID st
 	if _, err := w.e.TaskFor(ctx, q, taskID); err != nil {
 		return
 	}
+	now := w.e.Now()
 	for _, h := range w.hooks.ofTask(taskID) {
-		if h.static || h.by == by && !q.anonymous() {
-			continue // listed already
+		if h.static || h.by == by && !q.anonymous() || !h.live(now) {
+			continue // listed already, or expired
 		}
 		if t, err := w.e.Store().Get(ctx, h.id); err == nil && w.mayManage(q, by, t) {
 			keep(t)

@@ -159,6 +159,15 @@ func (tt *taskTools) taskResultTool(ctx context.Context, _ *mcp.CallToolRequest,
 		if err != nil && ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
+		if err != nil {
+			// The wait ran out: what it read last may be stale (a change
+			// another replica made, whose announcement has not come or
+			// was lost), so the answer reads the task again, as the
+			// workflow prompt's wait does.
+			if cur, gerr := tt.e.Store().Get(ctx, t.ID); gerr == nil {
+				t = cur
+			}
+		}
 	}
 	return tt.resultOf(ctx, t, rep), nil, nil
 }

@@ -69,11 +69,13 @@ func (r *record) runnable(sl *slot, reason string) string {
 	}
 	switch {
 	case interrupted, sp.handedBack():
-		reason = ReasonRestart
+		if reason != ReasonTakeover {
+			reason = ReasonRestart
+		}
 	case reason == ReasonTimeout:
 	case sp.Attempts == 0:
 		reason = ReasonFirst
-	case reason == ReasonResume, reason == ReasonRestart:
+	case reason == ReasonResume, reason == ReasonRestart, reason == ReasonTakeover:
 	default:
 		reason = ReasonRetry
 	}
@@ -266,6 +268,8 @@ func runningMessage(s *Step, sp *StepProgress) string {
 		switch a.Reason {
 		case ReasonRestart:
 			b.WriteString(", re-running after a server restart")
+		case ReasonTakeover:
+			b.WriteString(", re-running here after another replica that ran it stopped (a takeover)")
 		case ReasonResume:
 			b.WriteString(", retried because the client resumed the workflow")
 		case ReasonRetry:

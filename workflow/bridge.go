@@ -287,6 +287,7 @@ func (b *Bridge) Register(s *mcp.Server, w *Definition, tools ToolLookup) (*Task
 		b.engine.SetToolOptions(w.Name, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional, Preflight: b.preflight(w.Name)})
 	}
 	for _, st := range w.flat() { // a container's members too
+		st.kind.configure(&b.opts)
 		for _, tool := range st.kind.tools(&b.opts) {
 			if tool == b.opts.EventTool {
 				b.addEventTool(s)

@@ -73,7 +73,8 @@
 //
 // A task outlives the process that ran it. At start the engine hands each
 // active workflow task to Bridge.recoverTask (recover.go): a step found
-// running was cut short and runs again (recorded "restart"), anything due
+// running was cut short and runs again (recorded "restart", or "takeover"
+// when another replica's lease ran out: the step events say which), anything due
 // runs, and the rest waits. Time-based work (a retry's backoff, a client's
 // wait running out, a sleep's end) is the task's wake-up time
 // (store.Task.WakeAt): the engine's scheduler wakes the task on whichever

@@ -66,7 +66,7 @@ const inProcessWait = 2 * time.Second
 
 // kick makes sure the drive loop runs for the task, starting it unless it
 // runs; reason is why steps that ran before run again (ReasonRestart,
-// ReasonResume; "" otherwise). The channel it returns is closed when the
+// ReasonTakeover, ReasonResume; "" otherwise). The channel it returns is closed when the
 // loop's next pass has ended: what was due then is written (a wake-up
 // waits for it, so the scheduler does not wake the task again before its
 // wake-up time moved).

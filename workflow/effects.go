@@ -21,7 +21,8 @@ import (
 // occurrence is an event: what a decision is about.
 type occurrence struct {
 	// reason says why steps that ran before run again: ReasonRestart (a
-	// recovery after a crash or a takeover), ReasonResume (a client
+	// recovery after a crash), ReasonTakeover (another replica's lease
+	// ran out), ReasonResume (a client
 	// resumed the workflow); "" for a kick, a timer or a wake-up.
 	reason string
 	// results are the outcomes of attempts that came in.

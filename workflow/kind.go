@@ -98,6 +98,9 @@ type kind interface {
 	// step (they take the task id as the argument _task_id); o names the
 	// bridge's own tools (the event tool).
 	tools(o *Options) []string
+	// configure gives the step the options of the bridge that registers its
+	// workflow (the event kind's status line names the event tool).
+	configure(o *Options)
 	// performs reports whether a client call of tool performs the step
 	// (continuations).
 	performs(tool string) bool
@@ -193,6 +196,7 @@ func (base) onReach(*Progress, *Step, *StepProgress, time.Time) bool   { return 
 func (base) acceptsWebhook() bool                                      { return false }
 func (base) status(*Step, *StepProgress) (string, rank)                { return "", rankNone }
 func (base) tools(*Options) []string                                   { return nil }
+func (base) configure(*Options)                                        {}
 func (base) performs(string) bool                                      { return false }
 func (base) inputRequest(*Step, *StepProgress) json.RawMessage         { return nil }
 func (base) answer(d *delivery, key string, raw json.RawMessage) error { return d.elicited(key, raw) }

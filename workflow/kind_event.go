@@ -12,7 +12,8 @@ import (
 )
 
 // An event step waits for a named event that the client or an outside
-// system delivers: tasks/update (the extension dialect answers the
+// system delivers: the event tool (Options.EventTool; any client, core
+// dialect included), tasks/update (the extension dialect answers the
 // task's input request), an HTTP POST to the webhook with the task's
 // token, or Bridge.Deliver. The event's payload (a JSON object matching
 // WithPayload's schema) is the step's output. An event is a durable
@@ -27,6 +28,7 @@ type event struct {
 	base
 	schema any
 	waits  clientWait
+	tool   string // the bridge's event tool, named by its status line (configure)
 }
 
 // Event returns a step that waits for the event of its name (see event);
@@ -52,6 +54,9 @@ func (k *event) acceptsWebhook() bool { return true }
 
 // tools: a model performs an event with the bridge's event tool.
 func (k *event) tools(o *Options) []string { return []string{o.EventTool} }
+
+// configure: the status line names the bridge's event tool.
+func (k *event) configure(o *Options) { k.tool = o.EventTool }
 
 // invalidPayload is the -32602 refusal of an event's payload.
 func invalidPayload(s *Step, format string, args ...any) error {
@@ -79,16 +84,22 @@ func (k *event) status(s *Step, sp *StepProgress) (string, rank) {
 	if sp.Status != mcptask.StepAwaitingEvent {
 		return "", rankNone
 	}
-	return eventMessage(s), rankWaiting
+	return eventMessage(s, k.tool), rankWaiting
 }
 
-// eventMessage is the status line of a workflow waiting for an event.
-func eventMessage(s *Step) string {
+// eventMessage is the status line of a workflow waiting for an event: it
+// names first what every client can do, whatever its dialect (the event
+// tool, the webhook; the core dialect has no tasks/update), then the
+// extension's input request.
+func eventMessage(s *Step, tool string) string {
+	if tool == "" {
+		tool = DefaultEventTool
+	}
 	msg := fmt.Sprintf("waiting for event %q", s.Name)
 	if s.Guidance != "" {
 		msg += " (" + oneLine(s.Guidance) + ")"
 	}
-	return msg + ": deliver it with tasks/update (inputResponses) or the task's webhook"
+	return msg + fmt.Sprintf(": deliver it with tool %q or the task's webhook (an extension-dialect client may answer the task's input request with tasks/update)", tool)
 }
 
 func (k *event) entry(v *view, s *Step, sp *StepProgress, rs *handoff.RemainingStep) {

@@ -125,7 +125,7 @@ type turn struct {
 	s      *Step
 	sp     *StepProgress
 	now    time.Time
-	reason string // why steps that ran before run again (ReasonRestart, ReasonResume, ReasonTimeout)
+	reason string // why steps that ran before run again (ReasonRestart, ReasonTakeover, ReasonResume, ReasonTimeout)
 }
 
 // newTurn is the turn of slot sl.
@@ -209,7 +209,7 @@ func (r *record) plan() {
 		failure = p.pastDeadline(wf.def, now) // 2. timeouts
 	}
 	r.freePlaces(false) // 3. places of what ended first, for what waits for them
-	if r.ev.reason == ReasonRestart {
+	if r.ev.reason == ReasonRestart || r.ev.reason == ReasonTakeover {
 		r.freeLost() // 3. places a stopped process may not have freed
 	}
 	if failure == "" && !p.undoing() && r.mayWalk() { // 4. pause, 5. the workflow's place

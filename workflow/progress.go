@@ -35,9 +35,13 @@ const (
 	ReasonFirst   = "first"   // the step's first run
 	ReasonRetry   = "retry"   // the server's retry policy
 	ReasonRestart = "restart" // the server restarted while the step was due or running
-	ReasonResume  = "resume"  // a client resumed the workflow (prompts/get with _meta._task_id)
-	ReasonClient  = "client"  // the client performed the step (a continuation call)
-	ReasonTimeout = "timeout" // the server performs a step whose client did not in time (TimeoutServer)
+	// ReasonTakeover: on a shared store, another replica took the task
+	// over (its process stopped renewing the lease) while the step was
+	// due or running.
+	ReasonTakeover = "takeover"
+	ReasonResume   = "resume"  // a client resumed the workflow (prompts/get with _meta._task_id)
+	ReasonClient   = "client"  // the client performed the step (a continuation call)
+	ReasonTimeout  = "timeout" // the server performs a step whose client did not in time (TimeoutServer)
 )
 
 // Attempt outcomes (Attempt.Outcome).
@@ -230,8 +234,9 @@ type Early struct {
 type Attempt struct {
 	// N numbers the step's attempts from 1.
 	N int `json:"n"`
-	// Reason says why the step ran: first, retry, restart, resume, client.
-	Reason string `json:"reason" jsonschema:"enum=first,enum=retry,enum=restart,enum=resume,enum=client,enum=timeout"`
+	// Reason says why the step ran: first, retry, restart, takeover,
+	// resume, client, timeout.
+	Reason string `json:"reason" jsonschema:"enum=first,enum=retry,enum=restart,enum=takeover,enum=resume,enum=client,enum=timeout"`
 	// By says who ran it: server or client.
 	By string `json:"by" jsonschema:"enum=server,enum=client"`
 	// At is when the attempt started.

@@ -24,7 +24,8 @@ import (
 //
 // reason is taskrouter.ReasonRestart or ReasonTakeover (steps found
 // running ran in a process that is gone: they run again, recorded as a
-// restart), or "" for a wake-up of the scheduler.
+// restart or a takeover, so that the step events and the status line say
+// which), or "" for a wake-up of the scheduler.
 func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -76,7 +77,10 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 		return b.releaseLease(ctx, release)
 	}
 	if due {
-		if reason == taskrouter.ReasonTakeover {
+		switch reason {
+		case taskrouter.ReasonTakeover:
+			reason = ReasonTakeover // a step found running ran in another replica, which stopped
+		case taskrouter.ReasonRestart:
 			reason = ReasonRestart // a step found running ran in a process that stopped
 		}
 		passed := in.kick(reason)

@@ -62,6 +62,36 @@ func TestWrongToolAtEventNamesTheEventTool(t *testing.T) {
 	}
 }
 
+// TestEventStatusNamesTheEventTool: a workflow waiting for an event says
+// how any client delivers it, the core dialect's included (which has no
+// tasks/update): the bridge's event tool, under the name it was given,
+// and the webhook; tasks/update only as the extension's way.
+func TestEventStatusNamesTheEventTool(t *testing.T) {
+	e := newFakeEngine()
+	echoTools(e, "ship")
+	f := newFixture(t, e, &Options{EventTool: "deliver_decision"}, New("gate", "a decision").Step(Event("approve", "whether to ship"), Server("ship", "ship")))
+	tk, _ := f.start(t, "gate", nil)
+	got, err := e.st.Get(context.Background(), tk.ID)
+	require.NoError(t, err)
+	require.Equal(t, mcptask.StatusInputRequired, got.Status)
+	require.Equal(t, `waiting for event "approve" (whether to ship): deliver it with tool "deliver_decision" or the task's webhook (an extension-dialect client may answer the task's input request with tasks/update)`, got.StatusMessage)
+}
+
+// TestTakeoverIsNamed: a step run again because another replica took
+// its task over says so in its status line and in its step_started
+// event (reason "takeover"), apart from a restart of the process.
+func TestTakeoverIsNamed(t *testing.T) {
+	s := Server("build", "build")
+	for reason, want := range map[string]string{ReasonTakeover: "another replica that ran it stopped (a takeover)", ReasonRestart: "after a server restart"} {
+		sp := &StepProgress{Name: "build", Status: mcptask.StepRunning}
+		sp.begin(reason, string(mcptask.ExecServer), time.Now())
+		require.Contains(t, runningMessage(s, sp), want)
+		var ev mcptask.StepEvent
+		require.NoError(t, json.Unmarshal(stepEvent(mcptask.EventStepStarted, sp, sp.History[0]).Data, &ev))
+		require.Equal(t, reason, ev.Reason)
+	}
+}
+
 // TestEndedHandoffSaysWhatDidNotFinish: a workflow that failed in the
 // loop of a for-each's item names that record ("smoke[0]", as its
 // handoff shows it), and its handoff lists the for-each as failed, never

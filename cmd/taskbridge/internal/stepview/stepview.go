@@ -199,8 +199,12 @@ func State(s handoff.RemainingStep) string {
 		state = "failed"
 	case s.Status == mcptask.StepSleeping && s.Until != nil:
 		state = "sleeping until " + s.Until.Local().Format("15:04:05")
+	case s.Status == mcptask.StepAwaitingEvent && s.Call != nil:
+		// Every dialect delivers with the tool the handoff names; only
+		// the extension has tasks/update.
+		state = "waiting for its event (tool " + s.Call.Tool + ", the webhook, or tasks/update in the extension)"
 	case s.Status == mcptask.StepAwaitingEvent:
-		state = "waiting for its event (webhook or tasks/update)"
+		state = "waiting for its event (the webhook, or tasks/update in the extension)"
 	case s.Status == mcptask.StepAwaitingChild:
 		state = "its child workflow runs (server)"
 	case s.Kind != "" && s.Execution == mcptask.ExecServer && s.Status == mcptask.StepAwaitingClient:

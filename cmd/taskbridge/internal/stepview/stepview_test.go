@@ -99,3 +99,14 @@ func TestStateOfTheNewKinds(t *testing.T) {
 	require.Equal(t, "↓", Mark(child))
 	require.Equal(t, "its child workflow runs (server)", State(child))
 }
+
+// TestEventStateNamesTheEventTool: a step waiting for its event names the
+// tool the handoff gives (which every dialect has) before tasks/update,
+// which only the extension has.
+func TestEventStateNamesTheEventTool(t *testing.T) {
+	s := handoff.RemainingStep{Name: "approve", Kind: string(mcptask.StepKindEvent), Execution: mcptask.ExecClient, Status: mcptask.StepAwaitingEvent,
+		Call: &handoff.Call{Tool: "workflow_event"}}
+	require.Equal(t, "waiting for its event (tool workflow_event, the webhook, or tasks/update in the extension)", State(s))
+	s.Call = nil
+	require.Equal(t, "waiting for its event (the webhook, or tasks/update in the extension)", State(s))
+}
