@@ -29,6 +29,9 @@ const (
 	// EventStepEnded: a step's attempt ended (completed, failed, ...).
 	// Payload: StepEvent.
 	EventStepEnded EventType = "step_ended"
+	// EventStepQueued: a workflow, or one of its steps or items, waits
+	// for its place on a queue. Payload: QueueEvent.
+	EventStepQueued EventType = "step_queued"
 	// EventProgress: a handler or step reported progress. Payload:
 	// ProgressEvent.
 	EventProgress EventType = "progress"
@@ -76,6 +79,19 @@ type StepEvent struct {
 	Outcome string `json:"outcome,omitempty"`
 	// Error says why an attempt failed.
 	Error string `json:"error,omitempty"`
+}
+
+// QueueEvent is the payload of EventStepQueued.
+type QueueEvent struct {
+	// Step names the step (an item as "step[i]"); empty when the
+	// workflow as a whole waits for its place.
+	Step string `json:"step,omitempty"`
+	// Queue names the queue.
+	Queue string `json:"queue"`
+	// Key is the place's key on the queue, if it has one.
+	Key string `json:"key,omitempty"`
+	// Why says what the place waits for (the limit that is full).
+	Why string `json:"why,omitempty"`
 }
 
 // ProgressEvent is the payload of EventProgress, the fields of MCP's

@@ -42,8 +42,9 @@ const (
 	// itself on a failure, PauseOnFailure) and it waits to be resumed;
 	// its EventPaused event (PausedEvent.By tells the two apart).
 	WebhookPaused WebhookEvent = "paused"
-	// WebhookStep: a workflow step began or ended an attempt; its
-	// EventStepStarted and EventStepEnded events.
+	// WebhookStep: a workflow step began or ended an attempt, or a
+	// workflow, step or item waits for its place on a queue; its
+	// EventStepStarted, EventStepEnded and EventStepQueued events.
 	WebhookStep WebhookEvent = "step"
 )
 
@@ -77,7 +78,7 @@ func WebhookEventOf(t EventType, status Status) (WebhookEvent, bool) {
 		}
 	case EventPaused:
 		return WebhookPaused, true
-	case EventStepStarted, EventStepEnded:
+	case EventStepStarted, EventStepEnded, EventStepQueued:
 		return WebhookStep, true
 	}
 	return "", false

@@ -124,6 +124,11 @@ func EventLine(t EventType, data json.RawMessage) string {
 		if json.Unmarshal(data, &s) == nil {
 			return stepText(t, s)
 		}
+	case EventStepQueued:
+		var q QueueEvent
+		if json.Unmarshal(data, &q) == nil {
+			return oneLine(stepPrefix(q.Step) + q.Line())
+		}
 	case EventOutput:
 		var o OutputEvent
 		if json.Unmarshal(data, &o) == nil {
@@ -155,6 +160,19 @@ func EventLine(t EventType, data json.RawMessage) string {
 		}
 	}
 	return oneLine(string(t) + " " + cut(string(data), 300))
+}
+
+// Line says where q waits, as a status line says it: queued on "deploys"
+// (key "a"): why.
+func (q QueueEvent) Line() string {
+	s := fmt.Sprintf("queued on %q", q.Queue)
+	if q.Key != "" {
+		s += fmt.Sprintf(" (key %q)", q.Key)
+	}
+	if q.Why != "" {
+		s += ": " + q.Why
+	}
+	return s
 }
 
 func stepPrefix(step string) string {

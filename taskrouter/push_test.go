@@ -183,6 +183,30 @@ func TestPushGivesUpVisibly(t *testing.T) {
 	require.Equal(t, 3, failed.Attempts)
 }
 
+// TestPushTellsOfAQueueWait: a webhook told of steps is told when a
+// workflow, a step or an item starts to wait for its place on a queue
+// (EventStepQueued), with where it waits.
+func TestPushTellsOfAQueueWait(t *testing.T) {
+	h := newHarness(t, fastRetries)
+	rc := pushtest.New(t)
+	ctx := context.Background()
+	task, err := h.r.CreateTask(ctx, nil, store.Request{Method: "tools/call", Name: "build"}, &taskrouter.CreateOptions{Kind: "test"})
+	require.NoError(t, err)
+	_, secret, err := h.r.Webhooks().Register(ctx, nil, taskrouter.WebhookRegistration{URL: rc.URL, TaskID: task.ID,
+		Events: []mcptask.WebhookEvent{mcptask.WebhookStep}})
+	require.NoError(t, err)
+	wait, _ := json.Marshal(mcptask.QueueEvent{Step: "deploy", Queue: "deploys", Key: "acme", Why: "1 of 1 places of the key taken"})
+	_, err = h.r.Update(ctx, task.ID, store.Update{Events: []store.Event{{Type: mcptask.EventStepQueued, Data: wait}}})
+	require.NoError(t, err)
+	d := pushtest.Verified(t, secret, rc.Wait(t, 1)[0])
+	require.Equal(t, mcptask.WebhookStep, d.Type)
+	require.Equal(t, mcptask.EventStepQueued, d.Event.Type)
+	var got mcptask.QueueEvent
+	require.NoError(t, json.Unmarshal(d.Event.Data, &got))
+	require.Equal(t, "acme", got.Key)
+	require.Equal(t, `deploy: queued on "deploys" (key "acme"): 1 of 1 places of the key taken`, mcptask.EventLine(d.Event.Type, d.Event.Data))
+}
+
 // ownerFromMeta makes requests act for _meta["test/owner"] (default
 // "alice"), with tasks bound to their owner.
 func ownerFromMeta(o *taskrouter.Options) {

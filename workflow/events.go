@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 	"unicode/utf8"
 
@@ -128,19 +127,13 @@ func stepEvents(t *store.Task, p *Progress) []store.Event {
 	return append(ended, started...)
 }
 
-// queueEvent is the log line of record step ("" for the workflow)
-// starting to wait for place q on its queue, so that a reader of the
-// task's events sees the wait as it sees an attempt.
+// queueEvent is the EventStepQueued of record step ("" for the
+// workflow) starting to wait for place q on its queue, so that a reader
+// of the task's events, and a webhook told of steps, sees the wait as it
+// sees an attempt.
 func queueEvent(step string, q *QueuePlace) store.Event {
-	msg := fmt.Sprintf("queued on %q", q.Queue)
-	if q.Key != "" {
-		msg += fmt.Sprintf(" (key %q)", q.Key)
-	}
-	if q.Why != "" {
-		msg += ": " + q.Why
-	}
-	data, _ := json.Marshal(mcptask.LogEvent{Level: "info", Message: msg, Step: step})
-	return store.Event{Type: mcptask.EventLog, Data: data}
+	data, _ := json.Marshal(mcptask.QueueEvent{Step: step, Queue: q.Queue, Key: q.Key, Why: q.Why}) // plain strings
+	return store.Event{Type: mcptask.EventStepQueued, Data: data}
 }
 
 // stepEvent is the event of attempt a of step sp beginning

@@ -173,7 +173,8 @@ func TestQueuedItemsNameTheirQueue(t *testing.T) {
 }
 
 // TestQueueWaitIsAnEvent: a workflow that waits for its place on a queue
-// says so in its event log (a reader of tasks/stream sees the wait).
+// says so in its event log (EventStepQueued: a reader of tasks/stream,
+// and a webhook told of steps, sees the wait).
 func TestQueueWaitIsAnEvent(t *testing.T) {
 	e := newFakeEngine()
 	r := newRuns()
@@ -189,13 +190,17 @@ func TestQueueWaitIsAnEvent(t *testing.T) {
 	require.NoError(t, err)
 	var lines []string
 	for _, ev := range page.Events {
-		if ev.Type == mcptask.EventLog {
-			var le mcptask.LogEvent
-			require.NoError(t, json.Unmarshal(ev.Data, &le))
-			lines = append(lines, le.Message)
+		if ev.Type == mcptask.EventStepQueued {
+			var qe mcptask.QueueEvent
+			require.NoError(t, json.Unmarshal(ev.Data, &qe))
+			require.Equal(t, mcptask.QueueEvent{Queue: "trains", Key: "a", Why: qe.Why}, qe, "the workflow as a whole waits")
+			lines = append(lines, mcptask.EventLine(ev.Type, ev.Data))
 		}
 	}
-	require.NotEmpty(t, lines)
+	require.Len(t, lines, 1, "one event when the wait begins")
 	require.True(t, strings.HasPrefix(lines[0], `queued on "trains" (key "a")`), "%q", lines)
+	kind, ok := mcptask.WebhookEventOf(mcptask.EventStepQueued, "")
+	require.True(t, ok)
+	require.Equal(t, mcptask.WebhookStep, kind, "a webhook told of steps is told of the wait")
 	r.release <- struct{}{}
 }
