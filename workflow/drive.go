@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"time"
 
@@ -162,7 +163,7 @@ func (in *instance) drive(reason string) {
 			b.failTask(context.WithoutCancel(b.ctx), in.id, fmt.Sprintf("internal error while running the workflow's steps: %v", p))
 		}
 	}()
-	ev := &occurrence{reason: reason}
+	ev := in.takeHanded(&occurrence{reason: reason})
 	for {
 		if !ev.answers() {
 			// A kick from now on asks for another pass. (One that came
@@ -191,7 +192,7 @@ func (in *instance) drive(reason string) {
 			return
 		}
 		if next != nil {
-			ev = next // the answers of the effects: decided at once
+			ev = in.takeHanded(next) // the answers of the effects: decided at once
 			continue
 		}
 		var results []stepResult
@@ -221,8 +222,54 @@ func (in *instance) drive(reason string) {
 				drained = true
 			}
 		}
-		ev = in.takeUnwritten(&occurrence{results: results})
+		ev = in.takeHanded(in.takeUnwritten(&occurrence{results: results}))
 	}
+}
+
+// handAnswers gives the drive loop next, the answers of effects carried
+// outside it (a pause's or a resume's decision, Bridge.hold): its next
+// pass decides them, as it decides the answers of its own effects. A
+// place a queue granted to a resume is then known to the record, and a
+// pause that follows gives it up (simulation seed 18: the answer was
+// dropped, and the place stayed held by the paused task).
+func (in *instance) handAnswers(next *occurrence) {
+	if !next.answers() {
+		return
+	}
+	in.locked(func() {
+		if in.handed == nil {
+			in.handed = &occurrence{places: map[string]placeAnswer{}, children: map[string]childAnswer{}}
+		}
+		maps.Copy(in.handed.places, next.places)
+		maps.Copy(in.handed.children, next.children)
+	})
+}
+
+// takeHanded returns ev with the answers handed to the drive loop
+// (handAnswers) added, ev's own first.
+func (in *instance) takeHanded(ev *occurrence) *occurrence {
+	var h *occurrence
+	in.locked(func() { h, in.handed = in.handed, nil })
+	if h == nil {
+		return ev
+	}
+	if ev.places == nil {
+		ev.places = map[string]placeAnswer{}
+	}
+	if ev.children == nil {
+		ev.children = map[string]childAnswer{}
+	}
+	for k, a := range h.places {
+		if _, ok := ev.places[k]; !ok {
+			ev.places[k] = a
+		}
+	}
+	for k, a := range h.children {
+		if _, ok := ev.children[k]; !ok {
+			ev.children[k] = a
+		}
+	}
+	return ev
 }
 
 // An event whose decision's write the store refused for a passing reason

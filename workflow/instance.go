@@ -73,6 +73,10 @@ type instance struct {
 	// counts the refusals in a row.
 	unwritten *occurrence
 	refusals  int
+
+	// handed are the answers of effects carried outside the drive loop
+	// (a pause's, a resume's: handAnswers), for its next pass to decide.
+	handed *occurrence
 }
 
 // peerView is what the instance knows of its client's connection.

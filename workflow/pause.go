@@ -139,7 +139,7 @@ func (b *Bridge) hold(ctx context.Context, id string, ev *occurrence) (*store.Ta
 	if err != nil {
 		return nil, "", pauseErr(err)
 	}
-	in.carry(d.effects)
+	in.handAnswers(in.carry(d.effects)) // decided by the drive loop the kick sets off
 	in.kick("")
 	t, _ := in.known()
 	return t, d.said, nil

@@ -247,6 +247,38 @@ func TestDecideQueues(t *testing.T) {
 	d = x4.decide(&occurrence{reason: ReasonRestart})
 	require.Len(t, effectsOf[takePlace](d), 1, "the resume queues again")
 
+	// An answer that comes after a pause (the pause decided between the
+	// question and its answer, so it gave up nothing) gives the entry
+	// up, granted or waiting: a paused task holds no place (simulation
+	// seed 18, on a loaded machine). Its resume asks again.
+	for _, grant := range []bool{true, false} {
+		x5 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q)))
+		ask := effectsOf[takePlace](x5.decide(&occurrence{}))[0]
+		x5.decide(&occurrence{pause: &Pause{By: "ops"}})
+		late := placeAnswer{entry: ask.entry, res: store.QueueResult{Entry: ask.entry, Reason: store.QueueWaitConcurrency}}
+		if grant {
+			late.res = store.QueueResult{Entry: ask.entry}
+			late.res.Entry.GrantedAt = x5.now
+		}
+		d = x5.decide(&occurrence{places: map[string]placeAnswer{"T#a": late}})
+		require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d), "granted %v", grant)
+		require.Empty(t, effectsOf[startAttempt](d))
+		require.Nil(t, x5.p.step("a").Queue)
+		x5.decide(&occurrence{resume: "ops"})
+		require.Len(t, effectsOf[takePlace](x5.decide(&occurrence{})), 1, "the resume queues again")
+	}
+
+	// An older answer handed to the drive loop late (a resume's, decided
+	// after the loop asked again and got the place) takes nothing back.
+	x6 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q)))
+	ask := effectsOf[takePlace](x6.decide(&occurrence{}))[0]
+	got := placeAnswer{entry: ask.entry, res: store.QueueResult{Entry: ask.entry}}
+	got.res.Entry.GrantedAt = x6.now
+	x6.run(x6.decide(&occurrence{places: map[string]placeAnswer{"T#a": got}}))
+	stale := placeAnswer{entry: ask.entry, res: store.QueueResult{Entry: ask.entry, Reason: store.QueueWaitConcurrency}}
+	x6.decide(&occurrence{places: map[string]placeAnswer{"T#a": stale}})
+	require.NotNil(t, x6.p.step("a").Queue.GrantedAt, "the place stays held")
+
 	// A recovery frees the places of what ended, in case the store never
 	// heard of it.
 	x2 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q), Client("b", "b")))

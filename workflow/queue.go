@@ -392,20 +392,28 @@ func (r *record) answered() bool {
 		done := false
 		if id == r.id {
 			place, pl = &r.p.Queue, r.wf.def.queue
+			done = r.p.Paused != nil && !r.p.running()
 		} else if task, path, ok := strings.Cut(id, "#"); ok && task == r.id {
 			if sl := r.wf.slotAt(r.p, path); sl != nil {
 				place, pl = &sl.sp.Queue, sl.s.queue
-				done = sl.sp.ended() || sl.sp.HandedToClient || sl.sp.GaveUp
+				done = sl.sp.ended() || sl.sp.HandedToClient || sl.sp.GaveUp || r.p.Paused != nil && sl.sp.open() == nil
 			}
 		}
 		if pl == nil || pl.q == nil || pl.q.Name != a.entry.Queue {
 			continue
 		}
 		if done {
-			if a.err == nil && a.res.Entry.Granted() {
-				r.givePlace(pl, id) // it no longer asks: the place it got goes to the next run
-			}
+			// It no longer asks (it ended, or its task was paused
+			// after it asked: an answer may come after the pause's
+			// decision gave up what the record held): the entry the
+			// queue made for it, granted or waiting, goes, and the
+			// place to the next run. A paused run asks again on resume.
+			r.givePlace(pl, id)
+			*place = nil
 			continue
+		}
+		if held := *place; held != nil && held.GrantedAt != nil && held.Queue == a.entry.Queue && (a.err != nil || !a.res.Entry.Granted()) {
+			continue // an older answer (one handed over late): the place is held
 		}
 		r.placed(place, pl, a)
 		any = true
