@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 	"unicode/utf8"
@@ -69,6 +70,46 @@ func (before priorAttempts) note(rs []recordedStep) {
 	}
 }
 
+// writtenAttempts is the progress an instance wrote last, as the next
+// write's step events compare with it: its encoding, and the attempts
+// read from it when it was written (attemptsOf). A task that holds
+// exactly that encoding (no other process wrote since) is not decoded
+// again: that decode reads every record, a for-each's items included, on
+// every write, so it grew with the items (bench row 22). Anything else
+// the task holds is decoded as before.
+type writtenAttempts struct {
+	raw    []byte
+	before priorAttempts
+	queued bool
+}
+
+// attemptsOf returns what stepEvents reads from raw, p encoded: the
+// attempts of p's records (and those they hold, and the undo steps'), and
+// whether p waits for its place on its queue.
+func attemptsOf(raw []byte, p *Progress) *writtenAttempts {
+	w := &writtenAttempts{raw: raw, before: priorAttempts{}, queued: p.Queue.waiting()}
+	w.before.noteProgress(p.Steps)
+	if p.Undo != nil {
+		w.before.noteProgress(p.Undo.Steps)
+	}
+	return w
+}
+
+// noteProgress is note of records rs as they are, not encoded.
+func (before priorAttempts) noteProgress(rs []StepProgress) {
+	for i := range rs {
+		s := &rs[i]
+		sa := stepAttempts{count: s.Attempts, open: map[int]bool{}, queued: s.Queue.waiting()}
+		for _, a := range s.History {
+			if a.Outcome == OutcomeRunning {
+				sa.open[a.N] = true
+			}
+		}
+		before[s.Name] = sa
+		before.noteProgress(s.Items)
+	}
+}
+
 // stepAttempts is one step's attempts as the task held them.
 type stepAttempts struct {
 	count  int          // attempts made (StepProgress.Attempts)
@@ -80,13 +121,18 @@ type stepAttempts struct {
 // holds (none when t holds none that reads: a first write reports every
 // attempt p has): of every record, a step's, an item's or a run's a
 // container keeps, an undo step's, so a reader sees an item fail, retry
-// or be taken over, and the undo run, as it sees a step.
-func stepEvents(t *store.Task, p *Progress) []store.Event {
+// or be taken over, and the undo run, as it sees a step. last is what
+// this instance wrote last (see writtenAttempts), or nil.
+func stepEvents(t *store.Task, p *Progress, last *writtenAttempts) []store.Event {
 	before := priorAttempts{}
 	wasQueued := false
 	if t != nil {
+		raw, ok := t.Variables[VarProgress]
 		var rec recordedAttempts
-		if raw, ok := t.Variables[VarProgress]; ok && json.Unmarshal(raw, &rec) == nil {
+		switch {
+		case ok && last != nil && bytes.Equal(raw, last.raw):
+			before, wasQueued = last.before, last.queued
+		case ok && json.Unmarshal(raw, &rec) == nil:
 			before.note(rec.Steps)
 			if rec.Undo != nil {
 				before.note(rec.Undo.Steps)

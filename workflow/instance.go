@@ -52,6 +52,10 @@ type instance struct {
 	lease   *taskrouter.Lease
 	written time.Time // when this process last wrote the task
 	kept    bool      // p holds a change not written yet (errNoWrite): the next commit writes it
+	// lastWrite is the progress this process wrote last and its
+	// attempts, for the next write's step events (events.go); the
+	// write turn guards it.
+	lastWrite *writtenAttempts
 
 	mu sync.Mutex
 
@@ -369,12 +373,13 @@ func (in *instance) write(ctx context.Context, p *Progress, u store.Update) erro
 	if !u.Status.Terminal() {
 		in.b.recordRules(t, p, &u, now) // the wake-up, the expiry, the status (timerules.go)
 	}
-	u.Events = append(stepEvents(t, p), u.Events...) // the attempts it opens and closes (events.go), then what the plan adds (a pause)
+	u.Events = append(stepEvents(t, p, in.lastWrite), u.Events...) // the attempts it opens and closes (events.go), then what the plan adds (a pause)
 	nt, err := in.b.engine.Update(ctx, in.id, u)
 	if err != nil {
 		p.Revision--
 		return err
 	}
+	in.lastWrite = attemptsOf(raw, p)
 	in.locked(func() { in.task = nt })
 	in.written, in.kept = now, false
 	if u.ReleaseLease || nt.Status.Terminal() {
