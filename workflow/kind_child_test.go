@@ -129,7 +129,11 @@ func TestChildWorkflow(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, testhooks.LineageChildCreated, points[0])
 	require.Contains(t, points, testhooks.LineageChildEnded)
-	require.Equal(t, testhooks.LineageEndRecorded, points[len(points)-1], "the points between the two tasks' writes (the child's end may reach its parent by the answer's path before its own signal)")
+	// The parent recorded the child's end. (Which hook is told last is
+	// not ordered: the child's end may reach its parent by the answer's
+	// path, and the parent's write be told, before the child's own write
+	// is told on a loaded machine.)
+	require.Contains(t, points, testhooks.LineageEndRecorded)
 }
 
 func TestChildFailurePolicies(t *testing.T) {
