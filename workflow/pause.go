@@ -152,7 +152,7 @@ func parentBy(parent string) string { return "workflow task " + parent + " (its 
 // paused it, when and why; with Cut, the attempts running are recorded
 // stopped (they run again on resume; the cut is not a failure, and the
 // count of failures stays) and cut after the write; the children running
-// are paused as it is.
+// are paused as it is; the queue places it runs nothing on are given up.
 func (r *record) pause(pz *Pause) {
 	p, d := r.p, r.d
 	if p.Paused != nil {
@@ -180,6 +180,10 @@ func (r *record) pause(pz *Pause) {
 			r.effect(cutAttempt{path: sl.path, n: n, cause: errPauseCut})
 		}
 	})
+	// The places it runs nothing on are given up in the pause's own write
+	// (the store hears of it after the write): a paused workflow holds no
+	// place it does not use, and no later decision is needed to free it.
+	r.freePlaces(false)
 	p.refresh()
 	p.PauseReason = pauseReason(r.wf, p)
 	d.said = fmt.Sprintf("Workflow task %s is paused: no step starts until it is resumed.", r.id)

@@ -209,7 +209,7 @@ func (r *record) plan() {
 		failure = p.pastDeadline(wf.def, now) // 2. timeouts
 	}
 	r.freePlaces(false) // 3. places of what ended first, for what waits for them
-	if r.ev.reason == ReasonRestart {
+	if lostPlaces(r.task, p, r.ev.reason, now) {
 		r.freeLost() // 3. places a stopped process may not have freed
 	}
 	if failure == "" && !p.undoing() && r.mayWalk() { // 4. pause, 5. the workflow's place
@@ -243,7 +243,7 @@ func (r *record) plan() {
 	if ev, ok := pausedEvent(r.task, p, len(d.start)+len(r.here)); ok {
 		d.update.Events = append(d.update.Events, ev)
 	}
-	if before != nil && !d.update.ReleaseLease && len(d.start) == 0 && r.task.Status == wantStatus(r.task, p) {
+	if before != nil && !d.update.ReleaseLease && len(d.start) == 0 && r.task.Status == wantStatus(r.task, p) && !staleWake(r.task, p, now) {
 		if after, _ := json.Marshal(p); bytes.Equal(before, after) {
 			d.err = errUnchanged // nothing new to record
 			return

@@ -255,6 +255,47 @@ func TestDecideQueues(t *testing.T) {
 	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
 }
 
+// A paused workflow holds no queue place, whatever came between its
+// pause and the store (simulation seed 59): the pause gives its place up
+// in its own write; a recovery, and a wake-up of a paused task (a queue
+// granting it the place it asked for before its pause, whose give-up a
+// crash lost), give it up again; and a wake-up that came for nothing
+// writes the task's wake-up, so the scheduler does not wake it again and
+// again.
+func TestDecidePausedQueue(t *testing.T) {
+	q := &Queue{Name: "q", Concurrency: 1}
+	free := []freePlace{{queue: "q", id: "T", lim: q.limits()}}
+	x := newDecisionOf(t, New("w", "").OnQueue(q).Step(Server("a", "a")))
+	x.p.Queue = &QueuePlace{Queue: "q", Since: decideNow}
+	d := x.decide(&occurrence{pause: &Pause{By: "ops"}})
+	require.NoError(t, d.err)
+	require.Equal(t, free, effectsOf[freePlace](d), "the pause's own write gives the place up")
+	require.Nil(t, x.p.Queue)
+
+	// The process crashed before the store heard of it; the queue then
+	// granted the place and woke the task.
+	x.tk.WakeAt = x.now
+	d = x.decide(&occurrence{})
+	require.Equal(t, free, effectsOf[freePlace](d), "a paused task woken gives up the place it no longer asks for")
+	require.NotErrorIs(t, d.err, errUnchanged, "its wake-up is written: it came for nothing")
+	require.True(t, x.p.nextWake(x.now).IsZero())
+	require.True(t, staleWake(x.tk, x.p, x.now))
+
+	// A recovery gives it up too.
+	x.tk.WakeAt = time.Time{}
+	d = x.decide(&occurrence{reason: ReasonRestart})
+	require.Equal(t, free, effectsOf[freePlace](d))
+	require.ErrorIs(t, d.err, errUnchanged, "nothing to write: only the effect")
+
+	// A step's place the pause gave up is given up again at a recovery.
+	x2 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q)))
+	x2.p.Steps[0].Queue = &QueuePlace{Queue: "q", Since: decideNow}
+	d = x2.decide(&occurrence{pause: &Pause{By: "ops"}})
+	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
+	d = x2.decide(&occurrence{reason: ReasonRestart})
+	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
+}
+
 // Pause: a pause records who and why, cuts the running attempts (with
 // Cut) after the write without counting them as failures, and pauses the
 // children; a paused workflow starts nothing; a resume re-runs what the

@@ -460,7 +460,13 @@ func (c *checker) queuesAtRest() {
 			byKey[e.Key]++
 			id, path, _ := strings.Cut(e.ID, "#")
 			f := c.tasks[id]
-			if f == nil || path == "" || f.p == nil {
+			if f == nil || f.p == nil {
+				continue
+			}
+			if path == "" { // the workflow's own place
+				if f.p.Paused != nil && !f.ended && !slices.ContainsFunc(records(f.p), func(r record) bool { return openAttempt(r.sp) }) {
+					c.fail(InvPausedQueue, id, e.ID, "queue %q: the workflow holds its place while it is paused and runs nothing", q.Name)
+				}
 				continue
 			}
 			sp := byPath(records(f.p))[path]
