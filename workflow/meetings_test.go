@@ -224,6 +224,23 @@ func TestPauseReachesChildren(t *testing.T) {
 	_, cp = f.task(t, child)
 	require.NotNil(t, cp.Paused)
 	require.Equal(t, "ops", cp.Paused.By)
+
+	// Nor is a child paused on its own resumed while its parent is
+	// paused (simulation seed 86: the operator's resume of the child ran
+	// its steps under the paused parent): resume the parent first.
+	_, _, err = f.b.Pause(context.Background(), tk.ID, taskrouter.PauseRequest{By: "ops"})
+	require.NoError(t, err)
+	_, _, err = f.b.Resume(context.Background(), child, "ops")
+	require.ErrorIs(t, err, taskrouter.ErrNotPausable)
+	require.ErrorContains(t, err, "is paused: resume the parent first")
+	_, cp = f.task(t, child)
+	require.Equal(t, "ops", cp.Paused.By, "its own pause stays")
+	_, _, err = f.b.Resume(context.Background(), tk.ID, "ops")
+	require.NoError(t, err)
+	_, _, err = f.b.Resume(context.Background(), child, "ops")
+	require.NoError(t, err, "resumed after its parent")
+	_, cp = f.task(t, child)
+	require.Nil(t, cp.Paused)
 }
 
 // A failure's cause reaches every ancestor's message: eight children

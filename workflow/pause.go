@@ -203,17 +203,24 @@ func (r *record) pause(pz *Pause) {
 // resume is the decision of a resume by by (see Resume): the step whose
 // failure paused the workflow runs again, and the children the pause
 // paused are resumed after the write. A child's resume (ev.parent set)
-// applies only to a pause its parent's made; and a pause its parent made
-// is lifted by the parent's resume only while the parent stays paused
-// (ev.heldBy): a paused tree starts nothing.
+// applies only to a pause its parent's made; and no other resume lifts
+// a child's pause, its own or its parent's, while the parent stays
+// paused (ev.heldBy): a paused tree starts nothing.
 func (r *record) resume(by string) {
 	p, d := r.p, r.d
 	if p.Paused == nil || r.ev.parent != "" && p.Paused.By != parentBy(r.ev.parent) {
 		d.err = ErrNotPaused
 		return
 	}
-	if held := r.ev.heldBy; r.ev.parent == "" && held != "" && p.Paused.By == parentBy(held) {
-		d.err = fmt.Errorf("%w: workflow task %s was paused with its parent, workflow task %s, which is still paused: resume the parent", taskrouter.ErrNotPausable, r.id, held)
+	if held := r.ev.heldBy; r.ev.parent == "" && held != "" {
+		// A paused tree starts nothing: a child is resumed only while
+		// its parent is not paused, whoever paused it (simulation seeds
+		// 18 and 86).
+		if p.Paused.By == parentBy(held) {
+			d.err = fmt.Errorf("%w: workflow task %s was paused with its parent, workflow task %s, which is still paused: resume the parent", taskrouter.ErrNotPausable, r.id, held)
+		} else {
+			d.err = fmt.Errorf("%w: the parent of workflow task %s, workflow task %s, is paused: resume the parent first, then this task (it stays paused by %s until then)", taskrouter.ErrNotPausable, r.id, held, p.Paused.By)
+		}
 		return
 	}
 	was := p.Paused
