@@ -172,6 +172,14 @@ var (
 	followsEnd = map[string]bool{InvUndoComplete: true, InvUndoOnce: true, InvUndoOrder: true, InvEndedClean: true}
 )
 
+// forget drops the violations found during operation op (a run cut
+// short there).
+func (c *checker) forget(op int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vio = slices.DeleteFunc(c.vio, func(v Violation) bool { return v.Op >= op })
+}
+
 // violations returns the violations found so far.
 func (c *checker) violations() []Violation {
 	c.mu.Lock()
