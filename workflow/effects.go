@@ -112,18 +112,23 @@ type (
 		pause  *Pause
 		resume string
 	}
+	// recheckParent reads parent again after the write that paused the
+	// task with it (heldByParent): when the parent was resumed
+	// meanwhile, the task is resumed too.
+	recheckParent struct{ parent string }
 	// noticeStep tells the observer of an attempt.
 	noticeStep struct{ e StepEvent }
 )
 
-func (startAttempt) effectName() string { return "start an attempt" }
-func (cutAttempt) effectName() string   { return "cut an attempt" }
-func (takePlace) effectName() string    { return "take a queue place" }
-func (freePlace) effectName() string    { return "free a queue place" }
-func (startChild) effectName() string   { return "start a child" }
-func (readChild) effectName() string    { return "read a child" }
-func (holdChild) effectName() string    { return "pause or resume a child" }
-func (noticeStep) effectName() string   { return "tell the observer" }
+func (startAttempt) effectName() string  { return "start an attempt" }
+func (cutAttempt) effectName() string    { return "cut an attempt" }
+func (takePlace) effectName() string     { return "take a queue place" }
+func (freePlace) effectName() string     { return "free a queue place" }
+func (startChild) effectName() string    { return "start a child" }
+func (readChild) effectName() string     { return "read a child" }
+func (holdChild) effectName() string     { return "pause or resume a child" }
+func (recheckParent) effectName() string { return "look at the parent's pause again" }
+func (noticeStep) effectName() string    { return "tell the observer" }
 
 // effectWait bounds one effect's call (a queue, a child, the store).
 const effectWait = 10 * time.Second
@@ -184,6 +189,10 @@ func (in *instance) carry(effects []effect) *occurrence {
 			answer().children[e.path] = childAnswer{id: e.id, task: ct, err: err}
 		case holdChild:
 			b.holdChild(ctx, in.id, e)
+		case recheckParent:
+			if b.parentPause(ctx, e.parent) == nil {
+				b.holdChild(ctx, e.parent, holdChild{id: in.id, resume: "the resume of its parent, workflow task " + e.parent})
+			}
 		case noticeStep:
 			if o := b.opts.Observer; o != nil {
 				o.StepEvent(e.e)

@@ -106,14 +106,64 @@ func (b *Bridge) pausedParent(ctx context.Context, id string) string {
 	if err != nil || t.Labels[LabelParent] == "" {
 		return ""
 	}
-	pt, err := b.engine.Task(ctx, t.Labels[LabelParent])
-	if err != nil || pt.Status.Terminal() {
-		return ""
-	}
-	if pp, err := decodeProgress(pt); err == nil && pp.Paused != nil {
-		return pt.ID
+	if b.parentPause(ctx, t.Labels[LabelParent]) != nil {
+		return t.Labels[LabelParent]
 	}
 	return ""
+}
+
+// parentPause returns the pause of workflow task parent, nil when it is
+// not paused, has ended or cannot be read.
+func (b *Bridge) parentPause(ctx context.Context, parent string) *Pause {
+	pt, err := b.engine.Task(ctx, parent)
+	if err != nil || pt.Status.Terminal() {
+		return nil
+	}
+	if pp, err := decodeProgress(pt); err == nil {
+		return pp.Paused
+	}
+	return nil
+}
+
+// A pause reaches a workflow's children twice over: the parent's
+// decision pauses them after its write (holdChild), and a child's
+// decision reads its parent's pause before it decides (heldByParent), so
+// that a child whose decision was under way when its parent's pause was
+// written, or whose parent's process stopped before it paused the
+// children, pauses itself as its parent's pause would have, and starts
+// nothing. The read comes before the child's write: a parent resumed
+// between the two is looked at again after it (recheckParent).
+
+// parentHold is the pause of a task's parent, as the executor read it
+// before a decision (record.parent).
+type parentHold struct {
+	id    string
+	pause *Pause
+}
+
+// parentHold reads the pause of the task's parent before a decision:
+// nil for a task that is no child, or whose parent is not paused. Call
+// with the turn held.
+func (in *instance) parentHold(ctx context.Context) *parentHold {
+	if in.task == nil || in.task.Labels[LabelParent] == "" {
+		return nil
+	}
+	parent := in.task.Labels[LabelParent]
+	if pz := in.b.parentPause(ctx, parent); pz != nil {
+		return &parentHold{id: parent, pause: pz}
+	}
+	return nil
+}
+
+// heldByParent pauses a workflow whose parent is paused, as the parent's
+// pause would (see parentHold): a pass of the decision (plan.go, 4).
+func (r *record) heldByParent() {
+	h := r.parent
+	if h == nil || r.p.Paused != nil {
+		return
+	}
+	r.pause(&Pause{By: parentBy(h.id), Reason: fmt.Sprintf("its parent workflow task %s was paused by %s", h.id, h.pause.By), Cut: h.pause.Cut})
+	r.effect(recheckParent{parent: h.id})
 }
 
 // resumeChild resumes child workflow task id when its parent's pause
@@ -194,9 +244,11 @@ func (r *record) pause(pz *Pause) {
 	default:
 		d.said += fmt.Sprintf(" The steps running now (%s) finish; their outcomes are recorded.", quoteList(running))
 	}
-	d.update.Events = []store.Event{actionEvent("paused", pz.By, pz.Reason)}
-	if ev, ok := pauseEvent(p); ok {
-		d.update.Events = append(d.update.Events, ev) // push webhooks hear of it (paused.go)
+	d.update.Events = append(d.update.Events, actionEvent("paused", pz.By, pz.Reason))
+	if ev, ok := pauseEvent(p); ok && r.ev.pause != nil {
+		// Push webhooks hear of it (paused.go); a pause a decision of
+		// another event makes (heldByParent) is told by its pass 9.
+		d.update.Events = append(d.update.Events, ev)
 	}
 }
 

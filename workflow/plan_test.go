@@ -335,6 +335,22 @@ func TestDecidePause(t *testing.T) {
 	require.ErrorIs(t, d.err, ErrNotPaused)
 }
 
+// A child whose parent is paused (the executor read it before the
+// decision) pauses itself as its parent's pause would, starts nothing,
+// and looks at its parent again after the write.
+func TestDecideParentPaused(t *testing.T) {
+	x := newDecisionOf(t, New("w", "").Step(Server("a", "a")))
+	r := &record{id: "T", task: x.tk, p: x.p.clone(), wf: x.wf, opts: &Options{}, now: x.now, leased: true, queues: true,
+		parent: &parentHold{id: "P", pause: &Pause{By: "ops", Cut: true}}}
+	d := decide(r, &occurrence{})
+	require.NoError(t, d.err)
+	require.Empty(t, effectsOf[startAttempt](d), "a paused parent's child starts nothing")
+	require.Equal(t, []recheckParent{{parent: "P"}}, effectsOf[recheckParent](d))
+	require.Equal(t, parentBy("P"), r.p.Paused.By)
+	require.True(t, r.p.Paused.Cut)
+	require.Len(t, d.update.Events, 2, "the pause is in the task's event log, and push webhooks hear of it, once")
+}
+
 // Undo: a failure with something to undo cuts what runs (after the
 // write), waits for it, lists the undo steps and runs them one at a
 // time, with the idempotency key of the task whose undo it is.
