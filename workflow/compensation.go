@@ -347,14 +347,43 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 		}
 	}
 	id := undoTaskID(t.ID)
-	in, err := b.create(ctx, taskrouter.RequestOf(t), wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
-	if err != nil {
-		if _, gerr := b.engine.Task(ctx, id); gerr != nil {
-			b.engine.Logger().Error("starting the undo of a cancelled workflow task", "task", t.ID, "error", err)
+	start := func(ctx context.Context) bool {
+		in, err := b.create(ctx, taskrouter.RequestOf(t), wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
+		if err == nil {
+			b.done(in)
+			return true
 		}
+		if _, gerr := b.engine.Task(ctx, id); gerr == nil {
+			return true // started already (a cancel seen twice)
+		}
+		b.engine.Logger().Warn("starting the undo of a cancelled workflow task; trying again", "task", t.ID, "error", err)
+		return permanent(err)
+	}
+	if start(ctx) || start(ctx) {
 		return
 	}
-	b.done(in)
+	// The store refused it for a reason that may pass: the cancel's
+	// write promised the undo, so it is tried again, at once, then in the
+	// background (100ms, doubling up to 30s) until the store takes it or
+	// the bridge closes (simulation seed 349), as a place is given up
+	// (freePlace).
+	b.spawn(func() {
+		for n := 1; ; n++ {
+			t := time.NewTimer(unwrittenBackoff(n))
+			select {
+			case <-b.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(b.ctx, effectWait)
+			done := start(ctx)
+			cancel()
+			if done {
+				return
+			}
+		}
+	})
 }
 
 // undoStatus is the status line while p is being undone.
