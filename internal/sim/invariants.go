@@ -274,7 +274,12 @@ func (c *checker) transition(seq uint64, proc int, t *store.Task) {
 			}
 		}
 		old := prev[r.path]
-		if n, reasons := serverOpened(old, sp); n > 0 && prevT != nil {
+		// The write that pauses a task may carry a change decided before
+		// the pause and kept unwritten (a child's start that failed, with
+		// its failure): what a write opens counts against the pause once
+		// the task was paused already (the pause's own decision opens
+		// nothing; simulation seed 604).
+		if n, reasons := serverOpened(old, sp); n > 0 && prevT != nil && (p.Paused == nil || prevP != nil && prevP.Paused != nil) {
 			switch {
 			case p.Paused != nil && r.undo:
 				c.fail(InvPausedUndo, t.ID, r.path, "write %d opened attempt %d of %s while the task was paused", seq, sp.Attempts, r.path)
