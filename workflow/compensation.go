@@ -359,31 +359,9 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 		b.engine.Logger().Warn("starting the undo of a cancelled workflow task; trying again", "task", t.ID, "error", err)
 		return permanent(err)
 	}
-	if start(ctx) || start(ctx) {
-		return
-	}
-	// The store refused it for a reason that may pass: the cancel's
-	// write promised the undo, so it is tried again, at once, then in the
-	// background (100ms, doubling up to 30s) until the store takes it or
-	// the bridge closes (simulation seed 349), as a place is given up
-	// (freePlace).
-	b.spawn(func() {
-		for n := 1; ; n++ {
-			t := time.NewTimer(unwrittenBackoff(n))
-			select {
-			case <-b.ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(b.ctx, effectWait)
-			done := start(ctx)
-			cancel()
-			if done {
-				return
-			}
-		}
-	})
+	// The cancel's write promised the undo: a refusal that may pass is
+	// tried again until the store takes it (simulation seed 349).
+	b.until(ctx, start)
 }
 
 // undoStatus is the status line while p is being undone.

@@ -211,7 +211,18 @@ func (in *instance) carry(effects []effect) *occurrence {
 // takes it or the bridge closes; a recovery gives it up again too
 // (freeLost).
 func (b *Bridge) freePlace(ctx context.Context, task string, e freePlace) {
-	if b.queues() == nil || b.dequeue(ctx, task, e) || b.dequeue(ctx, task, e) {
+	if b.queues() == nil {
+		return
+	}
+	b.until(ctx, func(ctx context.Context) bool { return b.dequeue(ctx, task, e) })
+}
+
+// until does what a write promised (done reports it done, or never to
+// be: refused for good): at once, again at once, then in the background
+// (unwrittenBackoff: 100ms, doubling up to 30s) until it is done or the
+// bridge closes.
+func (b *Bridge) until(ctx context.Context, done func(ctx context.Context) bool) {
+	if done(ctx) || done(ctx) {
 		return
 	}
 	b.spawn(func() {
@@ -224,9 +235,9 @@ func (b *Bridge) freePlace(ctx context.Context, task string, e freePlace) {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(b.ctx, effectWait)
-			done := b.dequeue(ctx, task, e)
+			ok := done(ctx)
 			cancel()
-			if done {
+			if ok {
 				return
 			}
 		}
