@@ -230,6 +230,7 @@ func TestDecideQueues(t *testing.T) {
 	d = x3.decide(&occurrence{reason: ReasonRestart})
 	require.Empty(t, effectsOf[startAttempt](d))
 	require.Len(t, effectsOf[takePlace](d), 1)
+	require.Equal(t, mcptask.StepPending, x3.p.step("a").Status, "it waits for its place: nothing runs (simulation seed 215)")
 
 	// A graceful stop of a paused task hands its running step back and
 	// gives the place that step held up: the paused task runs nothing
