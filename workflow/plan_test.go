@@ -297,6 +297,20 @@ func TestDecidePausedQueue(t *testing.T) {
 	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
 }
 
+// A workflow waiting for its place (a resume asked for it again) judges
+// its steps' timers once it holds it: its wake-up is the queue's next
+// look, never a retry that fell due meanwhile (simulation seed 1202: the
+// scheduler woke it at every round, a queue write each time).
+func TestWakeOfWorkflowWaitingForItsPlace(t *testing.T) {
+	x := newDecisionOf(t, New("w", "").OnQueue(&Queue{Name: "q", Concurrency: 1}).Step(Server("a", "a")))
+	past, next := x.now.Add(-2*time.Hour), x.now.Add(30*time.Second)
+	x.p.Steps[0].Status, x.p.Steps[0].RetryAt = mcptask.StepFailed, &past
+	x.p.Queue = &QueuePlace{Queue: "q", Since: x.now, Next: &next}
+	require.Equal(t, next, x.p.nextWake(x.now))
+	x.p.Queue.GrantedAt = &x.now
+	require.Equal(t, past, x.p.nextWake(x.now), "holding its place, the retry is due")
+}
+
 // Pause: a pause records who and why, cuts the running attempts (with
 // Cut) after the write without counting them as failures, and pauses the
 // children; a paused workflow starts nothing; a resume re-runs what the

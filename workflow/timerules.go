@@ -188,6 +188,13 @@ func (p *Progress) stepsWake() time.Time {
 			at = *t
 		}
 	}
+	if p.Queue.waiting() {
+		// The workflow waits for its place (a resume asks for it again):
+		// its steps' timers are judged once it holds it, a retry that
+		// fell due meanwhile included (simulation seed 1202: a retry
+		// due while the resumed workflow waited woke it at every round).
+		return p.queueWake()
+	}
 	steps := p.Steps
 	if p.undoing() {
 		steps = p.Undo.Steps // the workflow's own steps wait no more
