@@ -2,6 +2,7 @@ package taskrouter_test
 
 import (
 	"context"
+	"errors"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"log/slog"
 	"strings"
@@ -183,4 +184,48 @@ func TestTakeoverOfTaskEndedMeanwhile(t *testing.T) {
 	got, err := st.Get(t.Context(), "orphan")
 	require.NoError(t, err)
 	require.Equal(t, mcptask.StatusCancelled, got.Status)
+}
+
+// refusingStore refuses the first writes that end a task (a store down
+// or busy for a moment).
+type refusingStore struct {
+	*memory.Store
+	mu     sync.Mutex
+	refuse int
+}
+
+func (s *refusingStore) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+	s.mu.Lock()
+	refused := u.Status.Terminal() && s.refuse > 0
+	if refused {
+		s.refuse--
+	}
+	s.mu.Unlock()
+	if refused {
+		return nil, errors.New("the store is busy")
+	}
+	return s.Store.Update(ctx, id, u)
+}
+
+// TestFinishRecordsAfterARefusal: the store refuses the write of a task's
+// outcome for a moment; the outcome is written when it takes it (the
+// task stayed working forever: simulation seed 341, a workflow's leg).
+func TestFinishRecordsAfterARefusal(t *testing.T) {
+	st := &refusingStore{Store: memory.New(nil), refuse: 3}
+	h := newHarnessOn(t, st, nil)
+	gate := make(chan struct{})
+	taskrouter.AddTool(h.r, &mcp.Tool{Name: "gated"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		<-gate
+		return textResult("done"), nil, nil
+	}, &taskrouter.ToolOptions{TaskSupport: mcptask.TaskOptional})
+	p := h.dial(inMemory, core, nil)
+	id := taskOf(t, p.mustCall("tools/call", map[string]any{"name": "gated", "arguments": map[string]any{}, "task": map[string]any{}}))["taskId"].(string)
+	close(gate) // the task is stored: its outcome is a write of its own
+	require.Eventually(t, func() bool {
+		got, err := st.Get(t.Context(), id)
+		return err == nil && got.Status == mcptask.StatusCompleted
+	}, 30*time.Second, 5*time.Millisecond, "the outcome is recorded once the store takes it")
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	require.Zero(t, st.refuse, "every refusal was met")
 }

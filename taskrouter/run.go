@@ -141,7 +141,7 @@ func (ru *run) finish(ctx context.Context, res mcp.Result, err error) {
 	// the terminal status, and an ended task has no holder), or taken
 	// over. Without a lease (an exclusive store) an ended task is
 	// ErrTerminal.
-	switch _, uerr := ru.fenced(wctx, u); {
+	switch uerr := ru.record(wctx, u); {
 	case errors.Is(uerr, errEnded) || errors.Is(uerr, store.ErrTerminal) || errors.Is(uerr, store.ErrNotFound):
 		r.log.Info("not recording a task's outcome: the task ended meanwhile (cancelled, expired, or ended in another process)", "task", ru.id)
 	case errors.Is(uerr, errLeaseLost):
@@ -154,6 +154,36 @@ func (ru *run) finish(ctx context.Context, res mcp.Result, err error) {
 			}
 		}
 	}
+}
+
+// record writes a run's outcome u. A write the store refuses for a
+// reason that may pass (down, busy) is tried again, at once, then after
+// 100ms, doubling, until ctx ends: the outcome is the task's end, and a
+// task left working would wait for its ttl (simulation seed 341: a
+// workflow's leg whose end was refused once).
+func (ru *run) record(ctx context.Context, u store.Update) error {
+	_, err := ru.fenced(ctx, u)
+	for wait := time.Duration(0); err != nil && mayPass(err); wait = max(100*time.Millisecond, 2*wait) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		_, err = ru.fenced(ctx, u)
+	}
+	return err
+}
+
+// mayPass reports a refused write that trying again may get past.
+func mayPass(err error) bool {
+	for _, gone := range []error{errEnded, errLeaseLost, store.ErrTerminal, store.ErrNotFound, store.ErrTooLarge, store.ErrInvalid, store.ErrFenced, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, gone) {
+			return false
+		}
+	}
+	return true
 }
 
 // tooLargeFailure is the update that fails a task whose outcome the store

@@ -47,6 +47,7 @@ func (r *record) runnable(sl *slot, reason string) string {
 		a.Outcome, a.Error = OutcomeError, "interrupted: the server stopped while the step ran"
 		a.DurationMs = max(0, now.Sub(a.At).Milliseconds())
 		sp.Interrupted++
+		sp.Status = mcptask.StepPending // until it runs again: it may wait for its place first (simulation seed 215)
 		if sl.s.queue != nil {
 			sp.Queue = nil // its place may have been given up as its tool returned (freeEarly): it asks again
 		}

@@ -347,14 +347,21 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 		}
 	}
 	id := undoTaskID(t.ID)
-	in, err := b.create(ctx, taskrouter.RequestOf(t), wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
-	if err != nil {
-		if _, gerr := b.engine.Task(ctx, id); gerr != nil {
-			b.engine.Logger().Error("starting the undo of a cancelled workflow task", "task", t.ID, "error", err)
+	start := func(ctx context.Context) bool {
+		in, err := b.create(ctx, taskrouter.RequestOf(t), wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
+		if err == nil {
+			b.done(in)
+			return true
 		}
-		return
+		if _, gerr := b.engine.Task(ctx, id); gerr == nil {
+			return true // started already (a cancel seen twice)
+		}
+		b.engine.Logger().Warn("starting the undo of a cancelled workflow task; trying again", "task", t.ID, "error", err)
+		return permanent(err)
 	}
-	b.done(in)
+	// The cancel's write promised the undo: a refusal that may pass is
+	// tried again until the store takes it (simulation seed 349).
+	b.until(ctx, start)
 }
 
 // undoStatus is the status line while p is being undone.

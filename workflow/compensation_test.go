@@ -283,6 +283,35 @@ func TestUndoOnCancel(t *testing.T) {
 	require.Nil(t, up3.Paused, "the cancel ended the pause")
 	require.Equal(t, []string{"deploy(api)", "rollback(api)"}, j3.list())
 
+	// The store refuses the undo task's creation for a while: the
+	// cancel promised the undo, so it is tried again until it is made
+	// (simulation seed 349: the undo never ran).
+	e4 := newFakeEngine()
+	j4 := &journal{}
+	g4 := newGate()
+	j4.tool(e4, "deploy", "service", nil)
+	j4.tool(e4, "rollback", "service", nil)
+	e4.tool("tag", g4.tool("tag"))
+	j4.tool(e4, "untag", "", nil)
+	j4.tool(e4, "check", "", nil)
+	f4 := newFixture(t, e4, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
+	tk4, _ := f4.start(t, "release", map[string]string{"services": "api"})
+	g4.waitStarted(t, 1)
+	refusals := 2
+	e4.mu.Lock()
+	e4.failCreate = func(id string) error {
+		if id == undoTaskID(tk4.ID) && refusals > 0 {
+			refusals--
+			return errors.New("the store is down")
+		}
+		return nil
+	}
+	e4.mu.Unlock()
+	e4.cancel(t, tk4.ID)
+	ut4 := f4.waitEnded(t, undoTaskID(tk4.ID))
+	require.Equal(t, mcptask.StatusCompleted, ut4.Status, ut4.StatusMessage)
+	require.Equal(t, []string{"deploy(api)", "rollback(api)"}, j4.list())
+
 	// Without UndoOnCancel, a cancel undoes nothing.
 	e2 := newFakeEngine()
 	j2 := &journal{}

@@ -519,9 +519,12 @@ func (in *instance) recordOf(p *Progress) *record {
 // task. Call with the turn held.
 func (in *instance) decideWrite(ctx context.Context, ev *occurrence) (d decision, ok, refused bool) {
 	log := in.b.engine.Logger()
+	held := in.parentHold(ctx) // a paused parent's child starts nothing (pause.go)
 	for attempt := 0; attempt < 3; attempt++ {
 		err := in.commit(ctx, func(p *Progress) (store.Update, error) {
-			d = decide(in.recordOf(p), ev)
+			r := in.recordOf(p)
+			r.parent = held
+			d = decide(r, ev)
 			return d.update, d.err
 		})
 		switch {

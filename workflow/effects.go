@@ -113,18 +113,23 @@ type (
 		pause  *Pause
 		resume string
 	}
+	// recheckParent reads parent again after the write that paused the
+	// task with it (heldByParent): when the parent was resumed
+	// meanwhile, the task is resumed too.
+	recheckParent struct{ parent string }
 	// noticeStep tells the observer of an attempt.
 	noticeStep struct{ e StepEvent }
 )
 
-func (startAttempt) effectName() string { return "start an attempt" }
-func (cutAttempt) effectName() string   { return "cut an attempt" }
-func (takePlace) effectName() string    { return "take a queue place" }
-func (freePlace) effectName() string    { return "free a queue place" }
-func (startChild) effectName() string   { return "start a child" }
-func (readChild) effectName() string    { return "read a child" }
-func (holdChild) effectName() string    { return "pause or resume a child" }
-func (noticeStep) effectName() string   { return "tell the observer" }
+func (startAttempt) effectName() string  { return "start an attempt" }
+func (cutAttempt) effectName() string    { return "cut an attempt" }
+func (takePlace) effectName() string     { return "take a queue place" }
+func (freePlace) effectName() string     { return "free a queue place" }
+func (startChild) effectName() string    { return "start a child" }
+func (readChild) effectName() string     { return "read a child" }
+func (holdChild) effectName() string     { return "pause or resume a child" }
+func (recheckParent) effectName() string { return "look at the parent's pause again" }
+func (noticeStep) effectName() string    { return "tell the observer" }
 
 // effectWait bounds one effect's call (a queue, a child, the store).
 const effectWait = 10 * time.Second
@@ -185,6 +190,10 @@ func (in *instance) carry(effects []effect) *occurrence {
 			answer().children[e.path] = childAnswer{id: e.id, task: ct, err: err}
 		case holdChild:
 			b.holdChild(ctx, in.id, e)
+		case recheckParent:
+			if b.parentPause(ctx, e.parent) == nil {
+				b.holdChild(ctx, e.parent, holdChild{id: in.id, resume: "the resume of its parent, workflow task " + e.parent})
+			}
 		case noticeStep:
 			if o := b.opts.Observer; o != nil {
 				o.StepEvent(e.e)
@@ -203,7 +212,18 @@ func (in *instance) carry(effects []effect) *occurrence {
 // takes it or the bridge closes; a recovery gives it up again too
 // (freeLost).
 func (b *Bridge) freePlace(ctx context.Context, task string, e freePlace) {
-	if b.queues() == nil || b.dequeue(ctx, task, e) || b.dequeue(ctx, task, e) {
+	if b.queues() == nil {
+		return
+	}
+	b.until(ctx, func(ctx context.Context) bool { return b.dequeue(ctx, task, e) })
+}
+
+// until does what a write promised (done reports it done, or never to
+// be: refused for good): at once, again at once, then in the background
+// (unwrittenBackoff: 100ms, doubling up to 30s) until it is done or the
+// bridge closes.
+func (b *Bridge) until(ctx context.Context, done func(ctx context.Context) bool) {
+	if done(ctx) || done(ctx) {
 		return
 	}
 	b.spawn(func() {
@@ -216,9 +236,9 @@ func (b *Bridge) freePlace(ctx context.Context, task string, e freePlace) {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(b.ctx, effectWait)
-			done := b.dequeue(ctx, task, e)
+			ok := done(ctx)
 			cancel()
-			if done {
+			if ok {
 				return
 			}
 		}

@@ -40,6 +40,7 @@ type fakeEngine struct {
 	failWrite   func(id string, u store.Update) error // when set, a write it fails is not made
 	awaitBlocks func(id string)                       // when set, called each time Await is about to wait for a change
 	onCall      func(what, id string)                 // when set, told of every call of the store, a queue or a child, before it is made
+	failCreate  func(id string) error                 // when set, a create it fails is not made
 }
 
 // called tells onCall of a call (what, on task id).
@@ -80,6 +81,14 @@ func (e *fakeEngine) CreateTask(ctx context.Context, req *taskrouter.Request, or
 		opts = *o
 	}
 	e.called("create", opts.Labels[LabelParent])
+	e.mu.Lock()
+	fail := e.failCreate
+	e.mu.Unlock()
+	if fail != nil {
+		if err := fail(opts.ID); err != nil {
+			return nil, err
+		}
+	}
 	labels := map[string]string{taskrouter.LabelKind: opts.Kind, taskrouter.LabelDialect: "ext"}
 	for k, v := range opts.Labels {
 		labels[k] = v

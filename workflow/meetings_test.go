@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -224,6 +225,61 @@ func TestPauseReachesChildren(t *testing.T) {
 	_, cp = f.task(t, child)
 	require.NotNil(t, cp.Paused)
 	require.Equal(t, "ops", cp.Paused.By)
+
+	// Nor is a child paused on its own resumed while its parent is
+	// paused (simulation seed 86: the operator's resume of the child ran
+	// its steps under the paused parent): resume the parent first.
+	_, _, err = f.b.Pause(context.Background(), tk.ID, taskrouter.PauseRequest{By: "ops"})
+	require.NoError(t, err)
+	_, _, err = f.b.Resume(context.Background(), child, "ops")
+	require.ErrorIs(t, err, taskrouter.ErrNotPausable)
+	require.ErrorContains(t, err, "is paused: resume the parent first")
+	_, cp = f.task(t, child)
+	require.Equal(t, "ops", cp.Paused.By, "its own pause stays")
+	_, _, err = f.b.Resume(context.Background(), tk.ID, "ops")
+	require.NoError(t, err)
+	_, _, err = f.b.Resume(context.Background(), child, "ops")
+	require.NoError(t, err, "resumed after its parent")
+	_, cp = f.task(t, child)
+	require.Nil(t, cp.Paused)
+}
+
+// A child pauses with its parent even when the parent's pause never
+// reached it (the parent's process stopped between its pause's write and
+// the child's pause, or the child's decision was under way): the child
+// reads its parent's pause before it decides, pauses itself as the
+// parent's pause would have, and starts nothing; the parent's resume
+// resumes it.
+func TestChildPausesWithItsParentByItself(t *testing.T) {
+	e := newFakeEngine()
+	childTools(e)
+	f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
+	tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
+	_, p := f.settled(t, tk.ID)
+	child := p.step("notes").Child
+	require.NotEmpty(t, child)
+
+	// The parent's pause is written; its effects are lost.
+	p.Paused = &Pause{By: "ops", At: e.Now(), Reason: "freeze"}
+	raw, err := json.Marshal(p)
+	require.NoError(t, err)
+	_, err = e.Update(context.Background(), tk.ID, store.Update{Variables: map[string]json.RawMessage{VarProgress: raw}})
+	require.NoError(t, err)
+
+	// The client performs the child's step: the child's decision pauses
+	// it, and nothing after that step starts.
+	_, err = f.call(t, child, "review_notes", map[string]any{"approved": true})
+	require.NoError(t, err)
+	_, cp := f.settled(t, child)
+	require.NotNil(t, cp.Paused, "the child paused itself with its parent")
+	require.Equal(t, parentBy(tk.ID), cp.Paused.By)
+	require.Equal(t, mcptask.StepPending, cp.step("publish_notes").Status)
+	require.Zero(t, e.callsOf("publish_notes"))
+
+	_, _, err = f.b.Resume(context.Background(), tk.ID, "ops")
+	require.NoError(t, err)
+	tk, _ = f.settled(t, tk.ID)
+	require.Equal(t, mcptask.StatusCompleted, tk.Status, tk.StatusMessage)
 }
 
 // A failure's cause reaches every ancestor's message: eight children

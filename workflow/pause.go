@@ -106,14 +106,64 @@ func (b *Bridge) pausedParent(ctx context.Context, id string) string {
 	if err != nil || t.Labels[LabelParent] == "" {
 		return ""
 	}
-	pt, err := b.engine.Task(ctx, t.Labels[LabelParent])
-	if err != nil || pt.Status.Terminal() {
-		return ""
-	}
-	if pp, err := decodeProgress(pt); err == nil && pp.Paused != nil {
-		return pt.ID
+	if b.parentPause(ctx, t.Labels[LabelParent]) != nil {
+		return t.Labels[LabelParent]
 	}
 	return ""
+}
+
+// parentPause returns the pause of workflow task parent, nil when it is
+// not paused, has ended or cannot be read.
+func (b *Bridge) parentPause(ctx context.Context, parent string) *Pause {
+	pt, err := b.engine.Task(ctx, parent)
+	if err != nil || pt.Status.Terminal() {
+		return nil
+	}
+	if pp, err := decodeProgress(pt); err == nil {
+		return pp.Paused
+	}
+	return nil
+}
+
+// A pause reaches a workflow's children twice over: the parent's
+// decision pauses them after its write (holdChild), and a child's
+// decision reads its parent's pause before it decides (heldByParent), so
+// that a child whose decision was under way when its parent's pause was
+// written, or whose parent's process stopped before it paused the
+// children, pauses itself as its parent's pause would have, and starts
+// nothing. The read comes before the child's write: a parent resumed
+// between the two is looked at again after it (recheckParent).
+
+// parentHold is the pause of a task's parent, as the executor read it
+// before a decision (record.parent).
+type parentHold struct {
+	id    string
+	pause *Pause
+}
+
+// parentHold reads the pause of the task's parent before a decision:
+// nil for a task that is no child, or whose parent is not paused. Call
+// with the turn held.
+func (in *instance) parentHold(ctx context.Context) *parentHold {
+	if in.task == nil || in.task.Labels[LabelParent] == "" {
+		return nil
+	}
+	parent := in.task.Labels[LabelParent]
+	if pz := in.b.parentPause(ctx, parent); pz != nil {
+		return &parentHold{id: parent, pause: pz}
+	}
+	return nil
+}
+
+// heldByParent pauses a workflow whose parent is paused, as the parent's
+// pause would (see parentHold): a pass of the decision (plan.go, 4).
+func (r *record) heldByParent() {
+	h := r.parent
+	if h == nil || r.p.Paused != nil {
+		return
+	}
+	r.pause(&Pause{By: parentBy(h.id), Reason: fmt.Sprintf("its parent workflow task %s was paused by %s", h.id, h.pause.By), Cut: h.pause.Cut})
+	r.effect(recheckParent{parent: h.id})
 }
 
 // resumeChild resumes child workflow task id when its parent's pause
@@ -152,7 +202,7 @@ func parentBy(parent string) string { return "workflow task " + parent + " (its 
 // paused it, when and why; with Cut, the attempts running are recorded
 // stopped (they run again on resume; the cut is not a failure, and the
 // count of failures stays) and cut after the write; the children running
-// are paused as it is.
+// are paused as it is; the queue places it runs nothing on are given up.
 func (r *record) pause(pz *Pause) {
 	p, d := r.p, r.d
 	if p.Paused != nil {
@@ -180,6 +230,10 @@ func (r *record) pause(pz *Pause) {
 			r.effect(cutAttempt{path: sl.path, n: n, cause: errPauseCut})
 		}
 	})
+	// The places it runs nothing on are given up in the pause's own write
+	// (the store hears of it after the write): a paused workflow holds no
+	// place it does not use, and no later decision is needed to free it.
+	r.freePlaces(false)
 	p.refresh()
 	p.PauseReason = pauseReason(r.wf, p)
 	d.said = fmt.Sprintf("Workflow task %s is paused: no step starts until it is resumed.", r.id)
@@ -190,26 +244,35 @@ func (r *record) pause(pz *Pause) {
 	default:
 		d.said += fmt.Sprintf(" The steps running now (%s) finish; their outcomes are recorded.", quoteList(running))
 	}
-	d.update.Events = []store.Event{actionEvent("paused", pz.By, pz.Reason)}
-	if ev, ok := pauseEvent(p); ok {
-		d.update.Events = append(d.update.Events, ev) // push webhooks hear of it (paused.go)
+	d.update.Events = append(d.update.Events, actionEvent("paused", pz.By, pz.Reason))
+	if ev, ok := pauseEvent(p); ok && r.ev.pause != nil {
+		// Push webhooks hear of it (paused.go); a pause a decision of
+		// another event makes (heldByParent) is told by its pass 9.
+		d.update.Events = append(d.update.Events, ev)
 	}
 }
 
 // resume is the decision of a resume by by (see Resume): the step whose
 // failure paused the workflow runs again, and the children the pause
 // paused are resumed after the write. A child's resume (ev.parent set)
-// applies only to a pause its parent's made; and a pause its parent made
-// is lifted by the parent's resume only while the parent stays paused
-// (ev.heldBy): a paused tree starts nothing.
+// applies only to a pause its parent's made; and no other resume lifts
+// a child's pause, its own or its parent's, while the parent stays
+// paused (ev.heldBy): a paused tree starts nothing.
 func (r *record) resume(by string) {
 	p, d := r.p, r.d
 	if p.Paused == nil || r.ev.parent != "" && p.Paused.By != parentBy(r.ev.parent) {
 		d.err = ErrNotPaused
 		return
 	}
-	if held := r.ev.heldBy; r.ev.parent == "" && held != "" && p.Paused.By == parentBy(held) {
-		d.err = fmt.Errorf("%w: workflow task %s was paused with its parent, workflow task %s, which is still paused: resume the parent", taskrouter.ErrNotPausable, r.id, held)
+	if held := r.ev.heldBy; r.ev.parent == "" && held != "" {
+		// A paused tree starts nothing: a child is resumed only while
+		// its parent is not paused, whoever paused it (simulation seeds
+		// 18 and 86).
+		if p.Paused.By == parentBy(held) {
+			d.err = fmt.Errorf("%w: workflow task %s was paused with its parent, workflow task %s, which is still paused: resume the parent", taskrouter.ErrNotPausable, r.id, held)
+		} else {
+			d.err = fmt.Errorf("%w: the parent of workflow task %s, workflow task %s, is paused: resume the parent first, then this task (it stays paused by %s until then)", taskrouter.ErrNotPausable, r.id, held, p.Paused.By)
+		}
 		return
 	}
 	was := p.Paused

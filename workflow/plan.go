@@ -40,7 +40,8 @@ import (
 //  2. Timeouts: the workflow's deadline (timerules.go).
 //  3. Queues: the places of what ended, handed to the client or paused
 //     are freed (queue.go).
-//  4. Pause: a paused workflow walks no step (pause.go).
+//  4. Pause: a child whose parent is paused (read before the decision)
+//     pauses with it; a paused workflow walks no step (pause.go).
 //  5. Queues: the workflow's own place is taken before any step runs.
 //  6. The walk: every step reached takes its turn, by its kind (kind.serve,
 //     the kind's own pass: a tool step's attempt opens (attempt.go) once
@@ -76,6 +77,7 @@ type record struct {
 	fenced  bool           // the lease is the store's (a shared store): a write gives it back
 	written time.Time      // when this process last wrote the task
 	queues  bool           // the engine keeps queues
+	parent  *parentHold    // the pause of the task's parent, read before the decision (pause.go)
 	// peer says whether the workflow's client can be sent a request of
 	// method (reach: the engine reaches clients at all; refuses: the
 	// client is connected and declared no capability for it).
@@ -208,8 +210,9 @@ func (r *record) plan() {
 	if failure == "" && !p.undoing() {
 		failure = p.pastDeadline(wf.def, now) // 2. timeouts
 	}
+	r.heldByParent()    // 4. pause: a child of a paused parent pauses with it
 	r.freePlaces(false) // 3. places of what ended first, for what waits for them
-	if r.ev.reason == ReasonRestart || r.ev.reason == ReasonTakeover {
+	if lostPlaces(r.task, p, r.ev.reason, now) {
 		r.freeLost() // 3. places a stopped process may not have freed
 	}
 	if failure == "" && !p.undoing() && r.mayWalk() { // 4. pause, 5. the workflow's place
@@ -243,7 +246,7 @@ func (r *record) plan() {
 	if ev, ok := pausedEvent(r.task, p, len(d.start)+len(r.here)); ok {
 		d.update.Events = append(d.update.Events, ev)
 	}
-	if before != nil && !d.update.ReleaseLease && len(d.start) == 0 && r.task.Status == wantStatus(r.task, p) {
+	if before != nil && !d.update.ReleaseLease && len(d.start) == 0 && r.task.Status == wantStatus(r.task, p) && !staleWake(r.task, p, now) {
 		if after, _ := json.Marshal(p); bytes.Equal(before, after) {
 			d.err = errUnchanged // nothing new to record
 			return

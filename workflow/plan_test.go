@@ -230,6 +230,7 @@ func TestDecideQueues(t *testing.T) {
 	d = x3.decide(&occurrence{reason: ReasonRestart})
 	require.Empty(t, effectsOf[startAttempt](d))
 	require.Len(t, effectsOf[takePlace](d), 1)
+	require.Equal(t, mcptask.StepPending, x3.p.step("a").Status, "it waits for its place: nothing runs (simulation seed 215)")
 
 	// A graceful stop of a paused task hands its running step back and
 	// gives the place that step held up: the paused task runs nothing
@@ -287,6 +288,61 @@ func TestDecideQueues(t *testing.T) {
 	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
 }
 
+// A paused workflow holds no queue place, whatever came between its
+// pause and the store (simulation seed 59): the pause gives its place up
+// in its own write; a recovery, and a wake-up of a paused task (a queue
+// granting it the place it asked for before its pause, whose give-up a
+// crash lost), give it up again; and a wake-up that came for nothing
+// writes the task's wake-up, so the scheduler does not wake it again and
+// again.
+func TestDecidePausedQueue(t *testing.T) {
+	q := &Queue{Name: "q", Concurrency: 1}
+	free := []freePlace{{queue: "q", id: "T", lim: q.limits()}}
+	x := newDecisionOf(t, New("w", "").OnQueue(q).Step(Server("a", "a")))
+	x.p.Queue = &QueuePlace{Queue: "q", Since: decideNow}
+	d := x.decide(&occurrence{pause: &Pause{By: "ops"}})
+	require.NoError(t, d.err)
+	require.Equal(t, free, effectsOf[freePlace](d), "the pause's own write gives the place up")
+	require.Nil(t, x.p.Queue)
+
+	// The process crashed before the store heard of it; the queue then
+	// granted the place and woke the task.
+	x.tk.WakeAt = x.now
+	d = x.decide(&occurrence{})
+	require.Equal(t, free, effectsOf[freePlace](d), "a paused task woken gives up the place it no longer asks for")
+	require.NotErrorIs(t, d.err, errUnchanged, "its wake-up is written: it came for nothing")
+	require.True(t, x.p.nextWake(x.now).IsZero())
+	require.True(t, staleWake(x.tk, x.p, x.now))
+
+	// A recovery gives it up too.
+	x.tk.WakeAt = time.Time{}
+	d = x.decide(&occurrence{reason: ReasonRestart})
+	require.Equal(t, free, effectsOf[freePlace](d))
+	require.ErrorIs(t, d.err, errUnchanged, "nothing to write: only the effect")
+
+	// A step's place the pause gave up is given up again at a recovery.
+	x2 := newDecisionOf(t, New("w", "").Step(Server("a", "a").OnQueue(q)))
+	x2.p.Steps[0].Queue = &QueuePlace{Queue: "q", Since: decideNow}
+	d = x2.decide(&occurrence{pause: &Pause{By: "ops"}})
+	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
+	d = x2.decide(&occurrence{reason: ReasonRestart})
+	require.Equal(t, []freePlace{{queue: "q", id: "T#a", lim: q.limits()}}, effectsOf[freePlace](d))
+}
+
+// A workflow waiting for its place (a resume asked for it again) judges
+// its steps' timers once it holds it: its wake-up is the queue's next
+// look, never a retry that fell due meanwhile (simulation seed 1202: the
+// scheduler woke it at every round, a queue write each time).
+func TestWakeOfWorkflowWaitingForItsPlace(t *testing.T) {
+	x := newDecisionOf(t, New("w", "").OnQueue(&Queue{Name: "q", Concurrency: 1}).Step(Server("a", "a")))
+	past, next := x.now.Add(-2*time.Hour), x.now.Add(30*time.Second)
+	x.p.Steps[0].Status, x.p.Steps[0].RetryAt = mcptask.StepFailed, &past
+	x.p.Queue = &QueuePlace{Queue: "q", Since: x.now, Next: &next}
+	require.Equal(t, next, x.p.nextWake(x.now))
+	x.p.Queue.GrantedAt = &x.now
+	require.Equal(t, past, x.p.nextWake(x.now), "holding its place, the retry is due")
+}
+
 // Pause: a pause records who and why, cuts the running attempts (with
 // Cut) after the write without counting them as failures, and pauses the
 // children; a paused workflow starts nothing; a resume re-runs what the
@@ -324,6 +380,22 @@ func TestDecidePause(t *testing.T) {
 	require.Equal(t, []startAttempt{{path: "a", n: 2}}, effectsOf[startAttempt](d), "what the pause cut runs again")
 	d = x.decide(&occurrence{resume: "ops"})
 	require.ErrorIs(t, d.err, ErrNotPaused)
+}
+
+// A child whose parent is paused (the executor read it before the
+// decision) pauses itself as its parent's pause would, starts nothing,
+// and looks at its parent again after the write.
+func TestDecideParentPaused(t *testing.T) {
+	x := newDecisionOf(t, New("w", "").Step(Server("a", "a")))
+	r := &record{id: "T", task: x.tk, p: x.p.clone(), wf: x.wf, opts: &Options{}, now: x.now, leased: true, queues: true,
+		parent: &parentHold{id: "P", pause: &Pause{By: "ops", Cut: true}}}
+	d := decide(r, &occurrence{})
+	require.NoError(t, d.err)
+	require.Empty(t, effectsOf[startAttempt](d), "a paused parent's child starts nothing")
+	require.Equal(t, []recheckParent{{parent: "P"}}, effectsOf[recheckParent](d))
+	require.Equal(t, parentBy("P"), r.p.Paused.By)
+	require.True(t, r.p.Paused.Cut)
+	require.Len(t, d.update.Events, 2, "the pause is in the task's event log, and push webhooks hear of it, once")
 }
 
 // Undo: a failure with something to undo cuts what runs (after the

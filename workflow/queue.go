@@ -654,19 +654,46 @@ func (in *instance) offered(ev *occurrence) {
 // freeLost gives up, at a recovery, the places of the slots that no
 // longer hold one by their record but may by the store's (a process that
 // stopped between the write that freed them and the store hearing of
-// it); freeing a place not held does nothing.
+// it; or a queue that granted a paused task the place it had asked for
+// before its pause, and woke it: lostPlaces); freeing a place not held
+// does nothing.
 func (r *record) freeLost() {
 	if !r.queues {
 		return
 	}
+	paused := r.p.Paused != nil
 	for _, sl := range r.wf.slots(r.p) {
-		if sl.s.queue != nil && sl.s.queue.q != nil && sl.sp.Queue == nil && (sl.sp.ended() || sl.sp.HandedToClient || sl.sp.GaveUp) {
+		if sl.s.queue != nil && sl.s.queue.q != nil && sl.sp.Queue == nil && (sl.sp.ended() || sl.sp.HandedToClient || sl.sp.GaveUp || paused && sl.sp.open() == nil) {
 			r.givePlace(sl.s.queue, slotEntry(r.id, sl.path))
 		}
 	}
 	if pl := r.wf.def.queue; pl != nil && pl.q != nil && r.p.Queue == nil && r.p.Paused != nil {
 		r.givePlace(pl, r.id)
 	}
+}
+
+// lostPlaces reports whether a decision of event ev on the task as
+// stored (t, at progress p) at now looks for places the store may hold
+// that the record gave up (freeLost): at a recovery, and at a wake-up of
+// a paused task (nothing wakes one but its deadline, or a queue granting
+// it a place it no longer asks for: queue.go's wakeGranted).
+func lostPlaces(t *store.Task, p *Progress, reason string, now time.Time) bool {
+	return reason == ReasonRestart || reason == ReasonTakeover || p.Paused != nil && staleWake(t, p, now)
+}
+
+// queued reports whether the definition places the workflow or one of
+// the slots of p on a queue: a recovery looks for places a stopped
+// process may not have freed (freeLost).
+func (c *compiled) queued(p *Progress) bool {
+	if c.def.queue != nil {
+		return true
+	}
+	for _, sl := range c.slots(p) {
+		if sl.s.queue != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // givePlace frees entry id of pl's queue after the write.

@@ -56,7 +56,13 @@ func (b *Bridge) recoverTask(ctx context.Context, t *store.Task, reason string) 
 			unserved = true
 			return
 		}
-		due = dueNow(in.p, b.engine.Now())
+		now := b.engine.Now()
+		// Due: what its progress waits for came; a wake-up that came for
+		// nothing (its decision moves it: staleWake); or a recovery of a
+		// task on a queue (places a stopped process may not have freed:
+		// freeLost).
+		due = dueNow(in.p, now) || reason == "" && staleWake(in.task, in.p, now) ||
+			reason != "" && b.queues() != nil && in.wf != nil && in.wf.queued(in.p)
 		unpark = !due && parked(in.task) // it waited for its version: served here now
 		if !due && in.lease != nil && in.lease.Held() {
 			release = in.lease.Task

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/mcptask"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // The time rules. Every deadline of a workflow task is decided here, from
@@ -187,6 +188,13 @@ func (p *Progress) stepsWake() time.Time {
 			at = *t
 		}
 	}
+	if p.Queue.waiting() {
+		// The workflow waits for its place (a resume asks for it again):
+		// its steps' timers are judged once it holds it, a retry that
+		// fell due meanwhile included (simulation seed 1202: a retry
+		// due while the resumed workflow waited woke it at every round).
+		return p.queueWake()
+	}
 	steps := p.Steps
 	if p.undoing() {
 		steps = p.Undo.Steps // the workflow's own steps wait no more
@@ -228,6 +236,20 @@ func (p *Progress) nextWake(now time.Time) time.Time {
 		return now
 	}
 	return p.timerWake()
+}
+
+// staleWake reports whether task t, at progress p, was woken (its stored
+// wake-up came by now) for nothing its progress waits for at now: a
+// queue's grant to a paused task, a wake-up left from before a pause or
+// a crash. Its decision writes the wake-up its progress asks for, even
+// when nothing else changed; otherwise the scheduler would wake it again
+// and again, and never for anything.
+func staleWake(t *store.Task, p *Progress, now time.Time) bool {
+	if t == nil || t.WakeAt.IsZero() || t.WakeAt.After(now) {
+		return false
+	}
+	next := p.nextWake(now)
+	return next.IsZero() || next.After(now)
 }
 
 // serverDue reports whether the server has a step to start now: the first

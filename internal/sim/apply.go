@@ -31,6 +31,11 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 	if p == nil {
 		return "no process"
 	}
+	// The client's calls are bounded (opTimeout); waiting until the
+	// engine rests (a time jump's stops) and starting the next process
+	// are bounded by Settle's own bounds (on a loaded machine a jump
+	// of 40 stops may well take longer than one call may).
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	switch o.Kind {
@@ -103,14 +108,14 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 		s.noteInternal(err, "resume")
 		return fmt.Sprintf("resume %s: %s %s", s.handleOf(id), msg, errText(err))
 	case OpAdvance:
-		return s.advance(ctx, o.D)
+		return s.advance(outer, o.D)
 	case OpStop:
 		s.world.Stop()
-		s.restart(ctx, "a graceful stop")
+		s.restart(outer, "a graceful stop")
 		return "stopped and restarted"
 	case OpCrash:
 		s.world.Crash()
-		s.restart(ctx, "a crash")
+		s.restart(outer, "a crash")
 		return "crashed and restarted"
 	case OpCrashAfter:
 		p.Conn.CrashAfter(o.N, func() {})
@@ -145,7 +150,7 @@ func (s *Sim) apply(ctx context.Context, o Op) string {
 		s.mu.Lock()
 		s.deploy = d
 		s.mu.Unlock()
-		s.restart(ctx, "a deploy")
+		s.restart(outer, "a deploy")
 		return "deployed " + d.String()
 	}
 	return "unknown operation"

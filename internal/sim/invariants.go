@@ -172,6 +172,14 @@ var (
 	followsEnd = map[string]bool{InvUndoComplete: true, InvUndoOnce: true, InvUndoOrder: true, InvEndedClean: true}
 )
 
+// forget drops the violations found during operation op (a run cut
+// short there).
+func (c *checker) forget(op int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vio = slices.DeleteFunc(c.vio, func(v Violation) bool { return v.Op >= op })
+}
+
 // violations returns the violations found so far.
 func (c *checker) violations() []Violation {
 	c.mu.Lock()
@@ -266,7 +274,12 @@ func (c *checker) transition(seq uint64, proc int, t *store.Task) {
 			}
 		}
 		old := prev[r.path]
-		if n, reasons := serverOpened(old, sp); n > 0 && prevT != nil {
+		// The write that pauses a task may carry a change decided before
+		// the pause and kept unwritten (a child's start that failed, with
+		// its failure): what a write opens counts against the pause once
+		// the task was paused already (the pause's own decision opens
+		// nothing; simulation seed 604).
+		if n, reasons := serverOpened(old, sp); n > 0 && prevT != nil && (p.Paused == nil || prevP != nil && prevP.Paused != nil) {
 			switch {
 			case p.Paused != nil && r.undo:
 				c.fail(InvPausedUndo, t.ID, r.path, "write %d opened attempt %d of %s while the task was paused", seq, sp.Attempts, r.path)
@@ -460,7 +473,13 @@ func (c *checker) queuesAtRest() {
 			byKey[e.Key]++
 			id, path, _ := strings.Cut(e.ID, "#")
 			f := c.tasks[id]
-			if f == nil || path == "" || f.p == nil {
+			if f == nil || f.p == nil {
+				continue
+			}
+			if path == "" { // the workflow's own place
+				if f.p.Paused != nil && !f.ended && !slices.ContainsFunc(records(f.p), func(r record) bool { return openAttempt(r.sp) }) {
+					c.fail(InvPausedQueue, id, e.ID, "queue %q: the workflow holds its place while it is paused and runs nothing", q.Name)
+				}
 				continue
 			}
 			sp := byPath(records(f.p))[path]

@@ -161,6 +161,8 @@ func taskRestless(t *store.Task, p *workflow.Progress, now time.Time, held func(
 		switch {
 		case p.Paused != nil:
 			return "" // a paused task's timers wait for its resume
+		case p.Queue != nil && p.Queue.GrantedAt == nil:
+			return "" // a workflow waiting for its place judges its timers at the grant
 		case !at.After(now):
 			return "due: " + what + " " + path + " at " + stamp(at)
 		case t.WakeAt.IsZero() || t.WakeAt.After(at):

@@ -43,9 +43,10 @@ type Config struct {
 	// Dump, when set with Trace, writes every task's last state at the
 	// end.
 	Dump bool
-	// SettleBound bounds how long (real time) the engine may take to
-	// rest after an operation before the task that does not rest is a
-	// violation (settles); zero means 5 seconds.
+	// SettleBound bounds how long (real time, as Rest.Bound counts it:
+	// longer on a loaded machine) the engine may take to rest after an
+	// operation before the task that does not rest is a violation
+	// (settles); zero means 5 seconds.
 	SettleBound time.Duration
 }
 
@@ -103,7 +104,9 @@ type continuation struct {
 
 // Run runs a simulation: the plan (drawn from the seed unless given), one
 // operation at a time, each followed by a wait until the engine rests
-// and the invariants' checks.
+// and the invariants' checks. When ctx ends, the run stops at the
+// operation under way (Result.Ran says how many ran), reporting nothing
+// of it.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	plan := cfg.Plan
 	if plan == nil {
@@ -151,6 +154,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		what := s.apply(ctx, o)
 		applied := time.Since(began)
 		s.settle(ctx)
+		if ctx.Err() != nil {
+			s.check.forget(i) // cut short: what it saw is not a finding
+			break
+		}
 		s.check.atRest()
 		line := fmt.Sprintf("%4d %-20s %s", i, o, what)
 		if cfg.Trace != nil {

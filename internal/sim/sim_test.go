@@ -21,13 +21,20 @@ import (
 // seed, the shortest plan it found that shows it, and how to replay it.
 //
 //	go test ./internal/sim -run TestSimulation                       # the CI budget
-//	go test ./internal/sim -run TestSimulation -sim.seeds=500        # more seeds
+//	go test ./internal/sim -run TestSimulation -sim.seeds=500 -timeout 60m  # more seeds
 //	go test ./internal/sim -run TestSimulation -sim.seed=42 -sim.trace -v  # replay one, every operation printed
 //	go test ./internal/sim -run TestSimulation -sim.plan='start 1; crash; release 0 !' -sim.trace -v
 //	... -sim.log                                                     # and the engine's logs
+//
+// A seed takes seconds to a minute (more on a loaded machine, and a
+// failure's shrink takes minutes): pass go test's -timeout for more than
+// the CI budget (its default, 10 minutes, holds about 100 seeds). The
+// test starts no seed within startMargin of its deadline, and cuts the
+// runs and shrinks under way endMargin before it: it says how many seeds
+// ran, and fails when some did not.
 
 var (
-	flagSeeds  = flag.Int("sim.seeds", 0, "number of seeds to run (0: the CI budget)")
+	flagSeeds  = flag.Int("sim.seeds", 0, "number of seeds to run (0: the CI budget); pass -timeout for more than about 100")
 	flagFirst  = flag.Int64("sim.first", 1, "the first seed of a run of several")
 	flagSeed   = flag.Int64("sim.seed", 0, "run this seed only (a replay)")
 	flagPlan   = flag.String("sim.plan", "", "run this plan (operations separated by ;) with -sim.seed's tool behaviour")
@@ -45,6 +52,15 @@ const (
 	ciSeeds = 24
 	ciOps   = 120
 	simRuns = 6 // seeds run at once
+)
+
+// The margins TestSimulation keeps before go test's deadline: it starts
+// no seed within startMargin of it, and cuts the runs (and shrinks)
+// under way endMargin before it (each at most a third of the time the
+// test has).
+const (
+	startMargin = 2 * time.Minute
+	endMargin   = 20 * time.Second
 )
 
 func TestSimulation(t *testing.T) {
@@ -78,13 +94,28 @@ func TestSimulation(t *testing.T) {
 		total runTotals
 	)
 	start := time.Now()
+	ctx := context.Background()
+	deadline, bounded := t.Deadline()
+	noStart := startMargin
+	if bounded {
+		noStart = min(startMargin, time.Until(deadline)/3)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-min(endMargin, time.Until(deadline)/3)))
+		defer cancel()
+	}
 	// Seeds run side by side (simRuns at once): a run mostly waits for
 	// the engine to rest.
 	sem := make(chan struct{}, simRuns)
 	var wg sync.WaitGroup
+	started, cut := 0, 0
 	for _, seed := range seeds {
-		wg.Add(1)
 		sem <- struct{}{}
+		if bounded && time.Until(deadline) < noStart {
+			<-sem
+			break // the rest would meet go test's deadline
+		}
+		started++
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
@@ -95,13 +126,16 @@ func TestSimulation(t *testing.T) {
 			if *flagLog {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
-			res, err := Run(context.Background(), cfg)
+			res, err := Run(ctx, cfg)
 			if err != nil {
 				t.Errorf("seed %d: %v", seed, err)
 				return
 			}
 			mu.Lock()
 			total.add(res)
+			if res.Ran < len(res.Plan) {
+				cut++
+			}
 			mu.Unlock()
 			for _, v := range res.Violations {
 				if v.Known != "" && *flagTrace {
@@ -112,13 +146,16 @@ func TestSimulation(t *testing.T) {
 				for _, v := range bad {
 					t.Errorf("seed %d (%s store): %s", seed, cfg.Store, v)
 				}
-				reportShrunk(t, cfg, bad[0])
+				reportShrunk(ctx, t, cfg, bad[0])
 			}
 		}()
 	}
 	wg.Wait()
+	if started < len(seeds) || cut > 0 {
+		t.Errorf("go test's deadline came first: %d of %d seeds started, %d of them cut short; pass -timeout (e.g. -timeout 60m for 300 seeds)", started, len(seeds), cut)
+	}
 	t.Logf("%d seeds, %d operations (%d tool calls, %d store writes, %d tasks, %d processes) in %s",
-		len(seeds), total.ops, total.calls, total.writes, total.tasks, total.procs, time.Since(start).Round(time.Millisecond))
+		started, total.ops, total.calls, total.writes, total.tasks, total.procs, time.Since(start).Round(time.Millisecond))
 	t.Log(total.knownSummary())
 }
 
@@ -135,14 +172,14 @@ func storeFor(seed int64) string {
 
 // reportShrunk shrinks the plan of a failed run to the shortest that
 // still shows v's invariant, and says how to replay it.
-func reportShrunk(t *testing.T, cfg Config, v Violation) {
+func reportShrunk(ctx context.Context, t *testing.T, cfg Config, v Violation) {
 	t.Helper()
 	if *flagShrink <= 0 {
 		t.Logf("replay: go test ./internal/sim -run TestSimulation -sim.seed=%d -sim.ops=%d -sim.store=%s -sim.trace -v", cfg.Seed, cfg.Ops, cfg.Store)
 		return
 	}
 	cfg.SettleBound = 3 * time.Second
-	plan, err := Shrink(context.Background(), cfg, func(w Violation) bool { return w.Invariant == v.Invariant }, *flagShrink)
+	plan, err := Shrink(ctx, cfg, func(w Violation) bool { return w.Invariant == v.Invariant }, *flagShrink)
 	if err != nil {
 		t.Logf("shrinking: %v", err)
 		return

@@ -216,7 +216,9 @@ type Rest struct {
 	Held func(id, path string) bool
 	// Bound bounds the wait (zero: 10 s); Quiet is how long the engine
 	// may write nothing and run nothing while a task does not rest
-	// before that task is found silent (zero: 1 s).
+	// before that task is found silent (zero: 1 s). Both count Settle's
+	// looks (each about a millisecond, at most maxLook): on a loaded
+	// machine they last longer in real time, never shorter.
 	Bound, Quiet time.Duration
 	// Restarted is told when Settle started the next process after a
 	// crash (an armed crash fired).
@@ -270,11 +272,18 @@ func (w *World) Settle(ctx context.Context, r Rest) error {
 	if r.Restless == nil {
 		r.Restless = func(now time.Time) []string { return w.restless(ctx, now, r.Held) }
 	}
-	deadline := time.Now().Add(r.Bound)
+	// The bounds count the looks' own time (looked): at most maxLook a
+	// look, however late the look after it comes. On a loaded machine a
+	// look may come long after the last; the engine's goroutines wait as
+	// this one does, and that time is not the engine's to account for.
+	// A task that does not rest is still found: every look counts.
+	var looked, quietAt time.Duration // quietAt: looked at the last write, or the last look a call was in progress
+	lastLook := time.Now()
 	stable, last := 0, w.Disk.Seq()
 	var stuckSince time.Time
-	quietSince := time.Now() // the last write, or the last look a call was in progress
 	for ctx.Err() == nil {
+		looked += min(time.Since(lastLook), maxLook)
+		lastLook = time.Now()
 		if w.Crashed() || w.Process() == nil {
 			w.Crash()
 			p, err := w.restart(ctx)
@@ -284,7 +293,7 @@ func (w *World) Settle(ctx context.Context, r Rest) error {
 			if r.Restarted != nil {
 				r.Restarted(p)
 			}
-			stable, stuckSince, quietSince = 0, time.Time{}, time.Now()
+			stable, stuckSince, quietAt = 0, time.Time{}, looked
 			continue
 		}
 		p := w.Process()
@@ -300,14 +309,14 @@ func (w *World) Settle(ctx context.Context, r Rest) error {
 			stable = 0
 		}
 		if busy || seq != last {
-			quietSince = time.Now()
+			quietAt = looked
 		}
 		last = seq
 		due := len(why) > 0 && allDue(why)
 		switch {
-		case len(why) > 0 && !due && time.Since(quietSince) > r.Quiet:
+		case len(why) > 0 && !due && looked-quietAt > r.Quiet:
 			return &RestlessError{Why: why, Quiet: true, Busy: busy}
-		case time.Now().After(deadline):
+		case looked > r.Bound:
 			return &RestlessError{Why: why, Busy: busy}
 		case !busy && due:
 			if stuckSince.IsZero() {
@@ -323,6 +332,10 @@ func (w *World) Settle(ctx context.Context, r Rest) error {
 	}
 	return ctx.Err()
 }
+
+// maxLook is the most time one look of Settle counts against its
+// bounds: a look takes a millisecond or a few on an idle machine.
+const maxLook = 10 * time.Millisecond
 
 // restart starts the next process, trying three times.
 func (w *World) restart(ctx context.Context) (p *Process, err error) {
