@@ -363,7 +363,7 @@
 // runs.go (the runs table, spawn, Track, stopping and cancel), workers.go
 // (goroutines for handlers), kinds.go (the kind hooks), lease.go (leases,
 // the renewer and the takeover), recover.go (recovery: a restart's
-// tasks, a takeover's, a leg run again), recent.go (tasks ended moments
+// tasks, a takeover's, a leg run again, a cancel's owed effects), recent.go (tasks ended moments
 // ago), loopback.go (the engine's own session), schedule.go,
 // sweep.go, feed.go, schedules.go, replicas.go (the services above; the
 // last also Placer and ServedBy), schedules_api.go (the Schedules handle:

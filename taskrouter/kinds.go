@@ -193,6 +193,18 @@ func (k *kinds) placers() []Placer {
 	return out
 }
 
+// owers reports whether a registered kind's handler is an endOwer.
+func (k *kinds) owers() bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	for _, h := range k.handlers {
+		if _, ok := h.(endOwer); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // reporter returns t's kind handler when it is a Reporter.
 func (k *kinds) reporter(t *store.Task) Reporter {
 	rep, _ := k.of(t).(Reporter)

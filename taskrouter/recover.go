@@ -79,6 +79,40 @@ func (r *recovery) restart(ctx context.Context) error {
 	return nil
 }
 
+// An endOwer is a KindHandler some of whose cancelled tasks may owe an
+// effect of their cancel that a process stopped before carrying out (the
+// workflow bridge: a cancelled workflow's undo task, which the cancel's
+// write promised). On Start, after the active tasks are resolved, the
+// engine hands it each cancelled task of its kind (Owed), which carries
+// out what the task still owes, idempotently, and ignores the others.
+type endOwer interface {
+	Owed(ctx context.Context, t *store.Task)
+}
+
+// owed hands every cancelled task whose kind is an endOwer to its Owed
+// (on Start, on every store): a page of the status index at a time.
+func (r *recovery) owed(ctx context.Context) error {
+	if !r.kinds.owers() {
+		return nil
+	}
+	q := store.Query{Statuses: []mcptask.Status{mcptask.StatusCancelled}, Limit: store.MaxPageSize, Oldest: true}
+	for {
+		page, err := r.st.Query(ctx, q)
+		if err != nil {
+			return fmt.Errorf("taskrouter: listing cancelled tasks: %w", err)
+		}
+		for _, t := range page.Tasks {
+			if o, ok := r.kinds.of(t).(endOwer); ok {
+				o.Owed(ctx, t)
+			}
+		}
+		if page.NextCursor == "" {
+			return nil
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
 // resolveTask hands a task whose process is gone to the policy of its kind: its
 // KindHandler's Recover (workflows), the tool policy, or failure with a
 // reason.

@@ -270,7 +270,9 @@ func (r *Router) Pauses() *Pauses { return &Pauses{p: r.pauses} }
 // Queues returns the store's queues on the router's clock.
 func (r *Router) Queues() *Queues { return &Queues{e: r} }
 
-// Start resolves tasks left active by a previous process and starts the
+// Start resolves tasks left active by a previous process, hands the
+// cancelled tasks to the kinds that may still owe an effect of a cancel
+// (a workflow's undo task: recovery.owed), and starts the
 // engine's background services: the replicas' registry (its first
 // heartbeat, so that recovery knows which replicas serve what), the
 // change feed and the push deliveries (first, so that no change is
@@ -290,6 +292,7 @@ func (r *Router) Start(ctx context.Context) error {
 		} else {
 			err = r.recovery.restart(ctx)
 		}
+		err = errors.Join(err, r.recovery.owed(ctx))
 		background := []service.Service{r.sched, r.sweeper, r.renewer, r.crons}
 		if r.shared {
 			background = append(background, r.takeover)

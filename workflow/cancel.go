@@ -24,7 +24,9 @@ import (
 //     compensation), or that asks for it (Definition.UndoOnCancel), has
 //     its undo steps run to their end by a task of its own (LabelUndoOf),
 //     which keeps each undo step's idempotency key; the cancel's status
-//     message says so (CancelMessage). Cancelling that undo task cuts the
+//     message says so (CancelMessage); the cancel's write marks the task
+//     as owing it (labelUndoOwed), so that a start creates it when a
+//     process stopped before it did (Owed). Cancelling that undo task cuts the
 //     undo: its status message says which undo steps ran, which failed,
 //     and which never ran;
 //   - its parent hears of it (lineage.go).
@@ -153,6 +155,12 @@ func (k kindHooks) EndWrite(t *store.Task, u *store.Update) {
 	why := "the task expired"
 	if u.Status == mcptask.StatusCancelled {
 		why = "the task was cancelled"
+		if wf, err := b.compiledFor(t, p); err == nil && undoesOnCancel(wf, p) {
+			if u.Labels == nil {
+				u.Labels = map[string]string{}
+			}
+			u.Labels[labelUndoOwed] = "1" // the cancel's write promises the undo task (Owed)
+		}
 		if u.StatusMessage != nil {
 			msg := b.cancelMessage(t, p, *u.StatusMessage)
 			u.StatusMessage = &msg
@@ -176,6 +184,26 @@ func (k kindHooks) EndWrite(t *store.Task, u *store.Update) {
 }
 
 var _ taskrouter.EndWriter = kindHooks{}
+
+// labelUndoOwed marks a cancelled workflow task whose cancel's write
+// promised an undo task (EndWrite), until the undo task exists (its id is
+// derived from the task's: undoTaskID; undoKept clears the mark).
+const labelUndoOwed = "workflow.undo_owed"
+
+// Owed starts, on the engine's Start, the undo task a cancelled workflow
+// task t is owed when it has none: a process stopped between the cancel's
+// write and the undo task's creation (simulation seed 935); one found
+// made clears the mark. Any other task is left alone.
+func (k kindHooks) Owed(ctx context.Context, t *store.Task) {
+	if t.Labels[labelUndoOwed] == "" {
+		return
+	}
+	full, err := k.b.engine.Task(ctx, t.ID) // a listing may leave the progress out
+	if err != nil {
+		return
+	}
+	k.b.undoCancelled(ctx, full)
+}
 
 // cancelMessage words the cancel of workflow task t (at p, before the
 // cancel; message is the engine's wording): a task whose undo goes on in

@@ -351,10 +351,12 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 		in, err := b.create(ctx, taskrouter.RequestOf(t), wf, p, map[string]string{LabelUndoOf: t.ID, LabelTouched: "1"}, nil, id)
 		if err == nil {
 			b.done(in)
+			b.undoKept(ctx, t)
 			return true
 		}
 		if _, gerr := b.engine.Task(ctx, id); gerr == nil {
-			return true // started already (a cancel seen twice)
+			b.undoKept(ctx, t)
+			return true // started already (a cancel seen twice, a start that found the mark)
 		}
 		b.engine.Logger().Warn("starting the undo of a cancelled workflow task; trying again", "task", t.ID, "error", err)
 		return permanent(err)
@@ -362,6 +364,20 @@ func (b *Bridge) undoCancelled(ctx context.Context, t *store.Task) {
 	// The cancel's write promised the undo: a refusal that may pass is
 	// tried again until the store takes it (simulation seed 349).
 	b.until(ctx, start)
+}
+
+// undoKept clears the mark of cancelled task t that its undo task is
+// owed (labelUndoOwed), now that the undo task exists: a later start
+// leaves t alone even once the undo task is deleted. A mark left (the
+// write failed) is cleared by the next start, which finds the undo task.
+func (b *Bridge) undoKept(ctx context.Context, t *store.Task) {
+	if t.Labels[labelUndoOwed] == "" {
+		return
+	}
+	_, err := b.engine.Update(ctx, t.ID, store.Update{Annotate: true, Labels: map[string]string{labelUndoOwed: ""}})
+	if err != nil && !isGone(err) {
+		b.engine.Logger().Warn("clearing the mark of a cancelled workflow task's undo; the next start clears it", "task", t.ID, "error", err)
+	}
 }
 
 // undoStatus is the status line while p is being undone.

@@ -312,6 +312,57 @@ func TestUndoOnCancel(t *testing.T) {
 	require.Equal(t, mcptask.StatusCompleted, ut4.Status, ut4.StatusMessage)
 	require.Equal(t, []string{"deploy(api)", "rollback(api)"}, j4.list())
 
+	// The process stops between the cancel's write and the undo task's
+	// creation (here: the store refuses it until the process is gone):
+	// the cancel's write marked the task, and the next start creates its
+	// undo task, once, and the undo runs once (simulation seed 935: the
+	// undo was lost, the cancelled task being terminal).
+	e5 := newFakeEngine()
+	j5 := &journal{}
+	g5 := newGate()
+	j5.tool(e5, "deploy", "service", nil)
+	j5.tool(e5, "rollback", "service", nil)
+	e5.tool("tag", g5.tool("tag"))
+	echoTools(e5, "untag", "check")
+	f5 := newFixture(t, e5, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
+	tk5, _ := f5.start(t, "release", map[string]string{"services": "api"})
+	g5.waitStarted(t, 1)
+	e5.mu.Lock()
+	e5.failCreate = func(id string) error {
+		if id == undoTaskID(tk5.ID) {
+			return errors.New("the store is down")
+		}
+		return nil
+	}
+	e5.mu.Unlock()
+	e5.cancel(t, tk5.ID)
+	f5.b.Close() // the crash: the undo task was never created
+	_, err = e5.Task(context.Background(), undoTaskID(tk5.ID))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	ct5, err := e5.Task(context.Background(), tk5.ID)
+	require.NoError(t, err)
+	require.Equal(t, mcptask.StatusCancelled, ct5.Status)
+	require.NotEmpty(t, ct5.Labels[labelUndoOwed], "the cancel's write says the undo task is owed")
+	e5.mu.Lock()
+	e5.failCreate = nil
+	e5.mu.Unlock()
+	f6 := redeploy(t, e5, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
+	ut5 := f6.waitEnded(t, undoTaskID(tk5.ID))
+	require.Equal(t, mcptask.StatusCompleted, ut5.Status, ut5.StatusMessage)
+	require.Equal(t, tk5.ID, ut5.Labels[LabelUndoOf])
+	require.Empty(t, ut5.Labels[labelUndoOwed])
+	ct5, err = e5.Task(context.Background(), tk5.ID)
+	require.NoError(t, err)
+	require.Empty(t, ct5.Labels[labelUndoOwed], "the undo task made, the mark is cleared")
+	require.Equal(t, []string{"deploy(api)", "rollback(api)"}, j5.list())
+	f6.b.Close()
+	f7 := redeploy(t, e5, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel()) // a start finds it kept
+	ut5b, err := e5.Task(context.Background(), undoTaskID(tk5.ID))
+	require.NoError(t, err)
+	require.Equal(t, ut5.Version, ut5b.Version, "the undo task is made once")
+	require.Equal(t, []string{"deploy(api)", "rollback(api)"}, j5.list(), "the undo ran once")
+	f7.b.Close()
+
 	// Without UndoOnCancel, a cancel undoes nothing.
 	e2 := newFakeEngine()
 	j2 := &journal{}

@@ -362,6 +362,26 @@ func (e *fakeEngine) recoverAll(t *testing.T) {
 	for _, task := range active {
 		require.NoError(t, e.kind.Recover(context.Background(), task, taskrouter.ReasonRestart))
 	}
+	// Then, as Start does, it hands every cancelled task to the kind's
+	// Owed (an undo task a crash kept from being created).
+	owed, ok := e.kind.(interface {
+		Owed(ctx context.Context, t *store.Task)
+	})
+	if !ok {
+		return
+	}
+	q := store.Query{Statuses: []mcptask.Status{mcptask.StatusCancelled}, Limit: store.MaxPageSize}
+	for {
+		page, err := e.st.Query(context.Background(), q)
+		require.NoError(t, err)
+		for _, task := range page.Tasks {
+			owed.Owed(context.Background(), task)
+		}
+		if page.NextCursor == "" {
+			return
+		}
+		q.Cursor = page.NextCursor
+	}
 }
 
 // ok is a tool result with structured content v.
