@@ -172,10 +172,10 @@ func TestCancelDuringUndo(t *testing.T) {
 	})
 }
 
-// A pause reaches the children as a cancel does: the child stops
-// starting steps while its parent is paused, and goes on when the parent
-// is resumed; a child paused on its own stays paused.
-func TestPauseReachesChildren(t *testing.T) {
+// trainWithChild starts a train whose notes step runs a child workflow,
+// settled, and returns it, its progress and the child's id.
+func trainWithChild(t *testing.T) (*fixture, *fakeEngine, *store.Task, *Progress, string) {
+	t.Helper()
 	e := newFakeEngine()
 	childTools(e)
 	f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
@@ -183,6 +183,14 @@ func TestPauseReachesChildren(t *testing.T) {
 	_, p := f.settled(t, tk.ID)
 	child := p.step("notes").Child
 	require.NotEmpty(t, child)
+	return f, e, tk, p, child
+}
+
+// A pause reaches the children as a cancel does: the child stops
+// starting steps while its parent is paused, and goes on when the parent
+// is resumed; a child paused on its own stays paused.
+func TestPauseReachesChildren(t *testing.T) {
+	f, e, tk, p, child := trainWithChild(t)
 	_, said, err := f.b.Pause(context.Background(), tk.ID, taskrouter.PauseRequest{By: "ops", Reason: "freeze"})
 	require.NoError(t, err)
 	require.Contains(t, said, "is paused")
@@ -251,13 +259,7 @@ func TestPauseReachesChildren(t *testing.T) {
 // parent's pause would have, and starts nothing; the parent's resume
 // resumes it.
 func TestChildPausesWithItsParentByItself(t *testing.T) {
-	e := newFakeEngine()
-	childTools(e)
-	f := newFixture(t, e, &Options{PromptWait: -1}, notesWorkflow(), train())
-	tk, _ := f.start(t, "train", map[string]string{"repo": "r"})
-	_, p := f.settled(t, tk.ID)
-	child := p.step("notes").Child
-	require.NotEmpty(t, child)
+	f, e, tk, p, child := trainWithChild(t)
 
 	// The parent's pause is written; its effects are lost.
 	p.Paused = &Pause{By: "ops", At: e.Now(), Reason: "freeze"}
