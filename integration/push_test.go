@@ -176,6 +176,14 @@ func TestPushReplicas(t *testing.T) {
 	}
 	first := *pushtest.Verified(t, secret, rc.Wait(t, n+1)[n])
 	require.Equal(t, last, first.Task.TaskID)
+	// r1 stops once it has recorded the failed attempt: an attempt cut
+	// short by the stop before its answer was read is made again
+	// uncounted (see webhooks.attempt), which is not what this part tests.
+	require.Eventually(t, func() bool {
+		ds, _, err := b.Router.Webhooks().Deliveries(ctx, nil, wh.WebhookID, "")
+		require.NoError(t, err)
+		return ds[0].DeliveryID == first.ID && ds[0].Attempts >= 1
+	}, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, a.Close())
 	retried := *pushtest.Verified(t, secret, rc.Wait(t, n+2)[n+1])
 	require.Equal(t, first.ID, retried.ID)
