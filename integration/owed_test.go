@@ -57,21 +57,23 @@ func (k *killable) updated(id string, u store.Update) {
 	}
 }
 
-// killablePG is a killable PostgreSQL store (the concrete store
-// embedded: the engine finds it shared and follows its change feed).
-type killablePG struct {
-	*postgres.Store
+// killableStore is a replica's store, shared by the replicas, that the
+// test may kill (killable).
+type killableStore struct {
+	store.Store
 	killable
 }
 
-func (s *killablePG) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
+func (*killableStore) Shared() bool { return true }
+
+func (s *killableStore) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
 	if err := s.write(); err != nil {
 		return nil, err
 	}
 	return s.Store.Create(ctx, t)
 }
 
-func (s *killablePG) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
+func (s *killableStore) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
 	if err := s.write(); err != nil {
 		return nil, err
 	}
@@ -82,77 +84,47 @@ func (s *killablePG) Update(ctx context.Context, id string, u store.Update) (*st
 	return t, err
 }
 
-func (s *killablePG) Claim(ctx context.Context, id, holder string, now, until time.Time) (*store.Task, error) {
+func (s *killableStore) Claim(ctx context.Context, id, holder string, now, until time.Time) (*store.Task, error) {
 	if err := s.write(); err != nil {
 		return nil, err
 	}
 	return s.Store.Claim(ctx, id, holder, now, until)
 }
 
-func (s *killablePG) Renew(ctx context.Context, holder string, until time.Time, ids []string) ([]string, error) {
+func (s *killableStore) Renew(ctx context.Context, holder string, until time.Time, ids []string) ([]string, error) {
 	if err := s.write(); err != nil {
 		return nil, err
 	}
 	return s.Store.Renew(ctx, holder, until, ids)
 }
 
-func (s *killablePG) Heartbeat(ctx context.Context, hb store.Heartbeat) error {
+func (s *killableStore) Heartbeat(ctx context.Context, hb store.Heartbeat) error {
 	if err := s.write(); err != nil {
 		return err
 	}
 	return s.Store.Heartbeat(ctx, hb)
 }
 
-// sharedMem is a memory store that says several processes share it (two
-// replicas in one test process).
+// killableFeed is a killableStore over a store with a change feed
+// (PostgreSQL), which the engine follows through it.
+type killableFeed struct {
+	*killableStore
+	feed store.EventNotifier
+}
+
+func (s killableFeed) Subscribe(ctx context.Context, fn func(store.Change)) (func(), error) {
+	return s.feed.Subscribe(ctx, fn)
+}
+
+func (s killableFeed) SubscribeEvents(ctx context.Context, fn func(store.Change)) (func(), error) {
+	return s.feed.SubscribeEvents(ctx, fn)
+}
+
+// sharedMem is a memory store that says several processes share it (the
+// replicas of one test process).
 type sharedMem struct{ *memory.Store }
 
 func (sharedMem) Shared() bool { return true }
-
-// killableMem is a killable shared memory store.
-type killableMem struct {
-	sharedMem
-	killable
-}
-
-func (s *killableMem) Create(ctx context.Context, t *store.Task) (*store.Task, error) {
-	if err := s.write(); err != nil {
-		return nil, err
-	}
-	return s.sharedMem.Create(ctx, t)
-}
-
-func (s *killableMem) Update(ctx context.Context, id string, u store.Update) (*store.Task, error) {
-	if err := s.write(); err != nil {
-		return nil, err
-	}
-	t, err := s.sharedMem.Update(ctx, id, u)
-	if err == nil {
-		s.updated(id, u)
-	}
-	return t, err
-}
-
-func (s *killableMem) Claim(ctx context.Context, id, holder string, now, until time.Time) (*store.Task, error) {
-	if err := s.write(); err != nil {
-		return nil, err
-	}
-	return s.sharedMem.Claim(ctx, id, holder, now, until)
-}
-
-func (s *killableMem) Renew(ctx context.Context, holder string, until time.Time, ids []string) ([]string, error) {
-	if err := s.write(); err != nil {
-		return nil, err
-	}
-	return s.sharedMem.Renew(ctx, holder, until, ids)
-}
-
-func (s *killableMem) Heartbeat(ctx context.Context, hb store.Heartbeat) error {
-	if err := s.write(); err != nil {
-		return err
-	}
-	return s.sharedMem.Heartbeat(ctx, hb)
-}
 
 // owedLedger counts what the tools of every replica did.
 type owedLedger struct {
@@ -234,7 +206,7 @@ func TestOwedUndoMadeWithoutRestart(t *testing.T) {
 	}{
 		{"memory", func(t *testing.T) (store.Store, *killable, func() store.Store) {
 			m := memory.New(nil)
-			a := &killableMem{sharedMem: sharedMem{m}}
+			a := &killableStore{Store: m}
 			return a, &a.killable, func() store.Store { return sharedMem{m} }
 		}},
 		{"postgres", func(t *testing.T) (store.Store, *killable, func() store.Store) {
@@ -245,8 +217,9 @@ func TestOwedUndoMadeWithoutRestart(t *testing.T) {
 				t.Cleanup(func() { _ = st.Close() })
 				return st
 			}
-			a := &killablePG{Store: open()}
-			return a, &a.killable, func() store.Store { return open() }
+			pa := open()
+			a := &killableStore{Store: pa}
+			return killableFeed{a, pa}, &a.killable, func() store.Store { return open() }
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,6 +68,17 @@ func owingRouter(t *testing.T, st store.Store, clock *fakeClock, id string) (*Ro
 	return r, k
 }
 
+// cancelOwing writes what the cancel of an "owing" task id writes: the
+// task cancelled and marked as owing its effect.
+func cancelOwing(t *testing.T, st store.Store, now time.Time, id string) {
+	t.Helper()
+	_, err := st.Create(t.Context(), &store.Task{ID: id, Owner: "o", Status: mcptask.StatusWorking, CreatedAt: now,
+		Labels: map[string]string{LabelKind: "owing"}})
+	require.NoError(t, err)
+	_, err = st.Update(t.Context(), id, store.Update{Status: mcptask.StatusCancelled, Labels: map[string]string{"owed": "1"}})
+	require.NoError(t, err)
+}
+
 // TestOwedOfDepartedReplica: a replica stops between a cancel's write
 // (which marks the task as owing an effect, as a workflow's cancel marks
 // it owing its undo task) and the effect's creation, and never starts
@@ -89,11 +100,7 @@ func TestOwedOfDepartedReplica(t *testing.T) {
 
 	// The cancel's write, by the replica that then stops: the task is
 	// cancelled and marked, its effect never made.
-	_, err := st.Create(ctx, &store.Task{ID: "x", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: clock.Now(),
-		Labels: map[string]string{LabelKind: "owing"}})
-	require.NoError(t, err)
-	_, err = st.Update(ctx, "x", store.Update{Status: mcptask.StatusCancelled, Labels: map[string]string{"owed": "1"}})
-	require.NoError(t, err)
+	cancelOwing(t, st, clock.Now(), "x")
 
 	// The replica is still live: the rounds read no cancelled task.
 	for _, r := range []*Router{b, c} {
@@ -121,7 +128,7 @@ func TestOwedOfDepartedReplica(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int32(1), kb.made.Load()+kc.made.Load(), "the effect is made once")
 	require.GreaterOrEqual(t, kb.calls.Load()+kc.calls.Load(), int32(1))
-	_, err = st.Get(ctx, "undo-x")
+	_, err := st.Get(ctx, "undo-x")
 	require.NoError(t, err)
 	x, err := st.Get(ctx, "x")
 	require.NoError(t, err)
@@ -150,11 +157,7 @@ func TestOwedOfDepartedRetriesAFailedPass(t *testing.T) {
 	ctx := t.Context()
 	gone, _ := owingRouter(t, st, clock, "gone")
 	b, kb := owingRouter(t, st, clock, "b") // its first read sees gone live
-	_, err := st.Create(ctx, &store.Task{ID: "x", Owner: "o", Status: mcptask.StatusWorking, CreatedAt: clock.Now(),
-		Labels: map[string]string{LabelKind: "owing"}})
-	require.NoError(t, err)
-	_, err = st.Update(ctx, "x", store.Update{Status: mcptask.StatusCancelled, Labels: map[string]string{"owed": "1"}})
-	require.NoError(t, err)
+	cancelOwing(t, st, clock.Now(), "x")
 	gone.registry.Stop() // a graceful stop, between the cancel's write and its effect: gone at b's next read
 	b.registry.beat(ctx, false)
 	require.Equal(t, uint64(1), b.registry.departures())
