@@ -267,7 +267,8 @@
 //     (its Placer kinds': the workflow versions) into the store's
 //     replicas' registry, first, and keeps the latest read of it: the
 //     scheduler and the takeover leave a task to a live replica that
-//     serves its key when this process does not.
+//     serves its key when this process does not; it counts the replicas
+//     that left (departures).
 //   - feed, a changeFeed (feed.go): follows the store's change feed
 //     (store.Notifier), first, so that nothing is missed while recovering.
 //   - sched, a scheduler (schedule.go): runs due wake-ups (store.Task.WakeAt)
@@ -277,7 +278,9 @@
 //   - renewer, a leaseRenewer (lease.go): renews this process's leases and
 //     stops the work of those it lost.
 //   - takeover, a leaseTakeover (lease.go): on a shared store, claims and
-//     resolves tasks whose lease expired.
+//     resolves tasks whose lease expired, and after a replica left hands
+//     the cancelled tasks to the kinds that may owe an effect of their
+//     cancel (recovery's owed, as Start does: a workflow's undo task).
 //   - hooks, the push service (webhooks, push_scan.go), started with the
 //     feed: keeps what the matching needs of the webhook registrations in
 //     memory (push_hooks.go), scans the event logs of the tasks they
@@ -297,7 +300,7 @@
 // No service holds the Router: each sees a narrow interface of what it
 // needs of the engine (engineBase: the store and the logger; the
 // sweeper's sweepEngine adds endTask, and it deletes through the fanout's
-// delete; the takeover resolves through recovery's resolveTask, and the
+// delete; the takeover resolves through recovery's resolveTask and owed, and the
 // feed's feedEngine is the fanout's announced alone) and the parts it
 // reads through one-method interfaces (the leases, the replicas'
 // registry, the kinds' hooks), so what a service may touch is in its

@@ -246,23 +246,39 @@ type takeoverSignals struct {
 
 // leaseTakeover is the engine's service that, on a shared store, claims
 // the active tasks whose lease expired (their process stopped renewing)
-// and resolves them as after a restart.
+// and resolves them as after a restart; and, when a replica has left
+// since its last look (the registry's departures), hands the cancelled
+// tasks to the kinds that may owe an effect of their cancel, as a start
+// does (owedOfDeparted).
 type leaseTakeover struct {
 	e       engineBase
-	res     resolver  // recovery (recover.go)
-	place   placement // the replicas' registry (*registry)
+	res     resolver      // recovery (recover.go)
+	place   takeoverPlace // the replicas' registry (*registry)
 	cfg     leaseWorkConfig
 	loop    service.Loop
 	signals takeoverSignals
+	// owedAt is the count of departures that the latest owed pass that
+	// succeeded followed (the takeover's loop alone reads and writes it).
+	owedAt uint64
 }
 
 // resolver is what the takeover needs of recovery (recover.go).
 type resolver interface {
 	// resolveTask resolves a task taken over as after a restart.
 	resolveTask(ctx context.Context, t *store.Task, reason string) error
+	// owed hands the cancelled tasks to the kinds that may owe an effect
+	// of their cancel.
+	owed(ctx context.Context) error
 }
 
-func newLeaseTakeover(e engineBase, res resolver, place placement, cfg leaseWorkConfig) (*leaseTakeover, error) {
+// takeoverPlace is what the takeover needs of the replicas' registry
+// (*registry): where a task is served, and how many replicas left.
+type takeoverPlace interface {
+	placement
+	departures() uint64
+}
+
+func newLeaseTakeover(e engineBase, res resolver, place takeoverPlace, cfg leaseWorkConfig) (*leaseTakeover, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate("lease takeover"); err != nil {
 		return nil, err
@@ -273,14 +289,39 @@ func newLeaseTakeover(e engineBase, res resolver, place placement, cfg leaseWork
 // Name names the service.
 func (l *leaseTakeover) Name() string { return "lease takeover" }
 
-// Start takes over expired leases every Interval.
+// Start takes over expired leases every Interval, and looks for what a
+// replica that left owes (owedOfDeparted).
 func (l *leaseTakeover) Start(ctx context.Context) error {
 	l.loop.Start(ctx, l.cfg.Interval, service.Every(l.cfg.Interval, func(ctx context.Context) {
 		if _, err := l.takeOver(ctx); err != nil {
 			l.e.Logger().Warn("taking over expired leases", "error", err)
 		}
+		l.owedOfDeparted(ctx)
 	}))
 	return nil
+}
+
+// owedOfDeparted runs recovery.owed when a replica has left since the
+// latest pass that succeeded (a failed one is tried again next round).
+// A replica stopped between a cancel's write and the effect the write
+// promised (a workflow's undo task) leaves it marked on the cancelled
+// task, no lease expires for it (the task is terminal), and no start may
+// come to find it. A round costs one read of a counter, and no store
+// read, while no replica leaves; a departure costs one pass over the
+// cancelled tasks (the status index, a page at a time) on each replica
+// that sees it. Replicas that run it at once create an owed effect once:
+// the kind makes it idempotent (the undo task's id is derived from the
+// cancelled task's).
+func (l *leaseTakeover) owedOfDeparted(ctx context.Context) {
+	gone := l.place.departures()
+	if gone == l.owedAt {
+		return
+	}
+	if err := l.res.owed(ctx); err != nil {
+		l.e.Logger().Warn("looking for what a replica that left owes; trying again", "error", err)
+		return
+	}
+	l.owedAt = gone
 }
 
 // Stop ends the takeovers (one in progress finishes first).

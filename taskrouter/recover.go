@@ -82,15 +82,18 @@ func (r *recovery) restart(ctx context.Context) error {
 // An endOwer is a KindHandler some of whose cancelled tasks may owe an
 // effect of their cancel that a process stopped before carrying out (the
 // workflow bridge: a cancelled workflow's undo task, which the cancel's
-// write promised). On Start, after the active tasks are resolved, the
-// engine hands it each cancelled task of its kind (Owed), which carries
-// out what the task still owes, idempotently, and ignores the others.
+// write promised). On Start, after the active tasks are resolved, and on
+// a shared store each time a replica leaves (the takeover's
+// owedOfDeparted), the engine hands it each cancelled task of its kind
+// (Owed), which carries out what the task still owes, idempotently (two
+// replicas may hand it the same task at once), and ignores the others.
 type endOwer interface {
 	Owed(ctx context.Context, t *store.Task)
 }
 
 // owed hands every cancelled task whose kind is an endOwer to its Owed
-// (on Start, on every store): a page of the status index at a time.
+// (on Start, on every store; on a shared store, after a replica left):
+// a page of the status index at a time.
 func (r *recovery) owed(ctx context.Context) error {
 	if !r.kinds.owers() {
 		return nil

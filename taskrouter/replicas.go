@@ -109,6 +109,8 @@ type registry struct {
 	mu      sync.Mutex
 	records []store.ReplicaRecord // the latest read
 	serves  map[string]bool       // the keys of the latest heartbeat
+	alive   map[string]bool       // the other replicas live at the latest read
+	gone    uint64                // departures: see departures
 }
 
 // placements are the kinds' Placers (*kinds has them).
@@ -188,11 +190,36 @@ func (g *registry) read(ctx context.Context) ([]store.ReplicaRecord, error) {
 	if err != nil {
 		return nil, err
 	}
+	now := g.cfg.Now()
+	live := make(map[string]bool, len(recs))
+	for i := range recs {
+		if recs[i].ID != g.cfg.ReplicaID && g.live(&recs[i], now) {
+			live[recs[i].ID] = true
+		}
+	}
 	g.mu.Lock()
 	g.records = recs
+	for id := range g.alive {
+		if !live[id] {
+			g.gone++
+		}
+	}
+	g.alive = live
 	g.mu.Unlock()
 	g.signals.Beat.Send(len(recs))
 	return recs, nil
+}
+
+// departures counts the other replicas that one read of the registry
+// found live and a later one did not (they stopped, or their heartbeats
+// aged past Live: a crash). Each may have left behind an effect that a
+// write of its promised and that it never carried out (a cancelled
+// workflow's undo task): the takeover then hands the cancelled tasks to
+// the kinds that may owe one (recovery.owed), as a start does.
+func (g *registry) departures() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gone
 }
 
 // servesHere reports whether this process serves key.

@@ -25,8 +25,9 @@ import (
 //     its undo steps run to their end by a task of its own (LabelUndoOf),
 //     which keeps each undo step's idempotency key; the cancel's status
 //     message says so (CancelMessage); the cancel's write marks the task
-//     as owing it (labelUndoOwed), so that a start creates it when a
-//     process stopped before it did (Owed). Cancelling that undo task cuts the
+//     as owing it (labelUndoOwed), so that a start, or on a shared
+//     store the takeover of a replica that saw the process gone, creates
+//     it when that process stopped before it did (Owed). Cancelling that undo task cuts the
 //     undo: its status message says which undo steps ran, which failed,
 //     and which never ran;
 //   - its parent hears of it (lineage.go).
@@ -190,10 +191,13 @@ var _ taskrouter.EndWriter = kindHooks{}
 // derived from the task's: undoTaskID; undoKept clears the mark).
 const labelUndoOwed = "workflow.undo_owed"
 
-// Owed starts, on the engine's Start, the undo task a cancelled workflow
-// task t is owed when it has none: a process stopped between the cancel's
-// write and the undo task's creation (simulation seed 935); one found
-// made clears the mark. Any other task is left alone.
+// Owed starts, on the engine's Start (and on a shared store, in the
+// takeover of each replica that sees another gone), the undo task a
+// cancelled workflow task t is owed when it has none: a process stopped
+// between the cancel's write and the undo task's creation (simulation
+// seed 935); one found made clears the mark. Replicas that call it at
+// once make the undo task once (its id is derived: undoTaskID). Any
+// other task is left alone.
 func (k kindHooks) Owed(ctx context.Context, t *store.Task) {
 	if t.Labels[labelUndoOwed] == "" {
 		return
