@@ -300,8 +300,9 @@ type proc struct {
 	debug bool
 	// tools are the tools a load calls on this server (nil: benchTools).
 	tools *toolSet
-	// perf is set for Go servers without /debug/pprof (the examples as
-	// shipped): -cpuprofile and -where profile them with perf record.
+	// perf is set for Go servers profiled with perf record rather than
+	// their /debug/pprof: the examples as shipped (which serve none), and
+	// every server of -where when perf is there (oneProfiler).
 	perf bool
 	// metrics is the URL of a server's Prometheus page, where a server
 	// without /debug/bench reports its store's counters ("": none).

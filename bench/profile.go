@@ -32,14 +32,11 @@ type profiler struct {
 // nothing was profiled). The server's /debug/pprof/profile profiles for
 // whole seconds: l.d rounded, at least one.
 func (p *profiler) start(t *proc, l load) func() string {
-	if p.dir == "" || t.pid() == 0 {
-		return func() string { return "" }
-	}
-	if !t.debug {
-		if !t.perf {
-			return func() string { return "" }
-		}
+	switch profilerOf(p.dir, t) {
+	case "perf":
 		return p.startPerf(t, l)
+	case "":
+		return func() string { return "" }
 	}
 	secs := max(1, int(l.d.Seconds()+0.5))
 	path := p.path(t, l)
@@ -77,8 +74,25 @@ func (p *profiler) start(t *proc, l load) func() string {
 	}
 }
 
-// startPerf profiles a server that serves no /debug/pprof (an example
-// server as shipped) with `perf record -g` for l's window: Go keeps frame
+// profilerOf is what profiles t's windows when profiles go to dir: "perf"
+// (perf record) when t.perf is set, whether or not t serves
+// /debug/pprof, "pprof" (its /debug/pprof/profile) for the bench's own
+// servers otherwise, "" when nothing profiles it (no dir, a group, a
+// server with neither).
+func profilerOf(dir string, t *proc) string {
+	switch {
+	case dir == "" || t.pid() == 0:
+		return ""
+	case t.perf:
+		return "perf"
+	case t.debug:
+		return "pprof"
+	}
+	return ""
+}
+
+// startPerf profiles a server (an example as shipped, which serves no
+// /debug/pprof, or any server of -where) with `perf record -g` for l's window: Go keeps frame
 // pointers, so perf walks the same stacks pprof would, kernel frames on
 // top. profileSamples reads either kind of file.
 func (p *profiler) startPerf(t *proc, l load) func() string {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,12 +17,12 @@ import (
 
 // `go run ./bench -where`: where the server's CPU time goes on a plain
 // call and on a task round trip. It profiles taskbridge's bench server
-// (bbolt), the example servers as shipped (with perf) and the floor under
-// the load generator (o.rounds windows of
-// o.cpuDuration per column), sorts every profile sample into one kind of
-// work by the functions on its stack, and prints each kind's share and
-// its CPU time per operation (the share times the CPU per operation read
-// from /proc in the same windows).
+// (bbolt), the example servers as shipped and the floor, all with perf
+// when it is there (the examples serve no pprof), under the load
+// generator (o.rounds windows of o.cpuDuration per column), sorts every
+// profile sample into one kind of work by the functions on its stack, and
+// prints each kind's share and its CPU time per operation (the share times
+// the CPU per operation read from /proc in the same windows).
 
 // kind is one kind of work a sample can be counted as: the first kind (in
 // this order) any frame of the sample's stack belongs to. A frame belongs
@@ -176,6 +177,8 @@ type breakdown struct {
 	total  time.Duration
 	byKind map[string]time.Duration
 	byFunc map[string]time.Duration
+	// profiler is what took the column's profiles.
+	profiler string
 }
 
 func newBreakdown(title string, cpu float64, profiles []string) (*breakdown, error) {
@@ -184,6 +187,10 @@ func newBreakdown(title string, cpu float64, profiles []string) (*breakdown, err
 		samples, err := profileSamples(p)
 		if err != nil {
 			return nil, err
+		}
+		b.profiler = "pprof at 100 Hz"
+		if strings.HasSuffix(p, ".perf") {
+			b.profiler = "perf record at 499 Hz"
 		}
 		for _, s := range samples {
 			b.total += s.d
@@ -225,6 +232,15 @@ func where(o options) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	if bin, err := perfableSelf(tmp); err != nil {
+		return err
+	} else if bin != "" {
+		// This binary has no symbol table (go run): the one built with
+		// it measures instead, so that perf names its functions.
+		cmd := exec.Command(bin, os.Args[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		return cmd.Run()
+	}
 	if profiling.dir == "" {
 		profiling.dir = tmp
 	}
@@ -250,6 +266,7 @@ func where(o options) error {
 		return err
 	}
 	defer ex62.stop()
+	oneProfiler(ours, fl)
 	cols := []whereColumn{
 		{"taskbridge plain call, 64 clients", ours, "plain", 64},
 		{"taskbridge task round trip, 64 clients", ours, "task", 64},
@@ -296,11 +313,88 @@ func where(o options) error {
 	return nil
 }
 
+// oneProfiler has perf profile the bench's own servers too when perf is
+// there, as it profiles the examples: the columns must come from one
+// profiler to compare. perf sees the kernel's side of a context switch
+// (finish_task_switch), which pprof's samples miss: the same server read
+// 5–7% scheduling by pprof and 13–16% by perf (docs/PERFORMANCE.md, issue
+// 43), so a pprof column beside a perf one reads ~2.5× less scheduling
+// and a few percent more of everything else.
+func oneProfiler(servers ...*proc) {
+	if _, err := exec.LookPath("perf"); err != nil {
+		return
+	}
+	for _, s := range servers {
+		s.perf = true
+	}
+}
+
+// perfableSelf is "" when perf can profile this binary's servers, or
+// perf is not there (pprof profiles them, oneProfiler), and otherwise the
+// path of the bench built into dir with its symbol table: `go run` links
+// without one, and perf reads every Go frame of such a binary as a bare
+// address.
+func perfableSelf(dir string) (string, error) {
+	if _, err := exec.LookPath("perf"); err != nil {
+		return "", nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if hasSymbolTable(self) {
+		return "", nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "bin", "bench")
+	build := exec.Command("go", "build", "-o", bin, "./bench")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building the bench with its symbol table for perf: %w", err)
+	}
+	return bin, nil
+}
+
+// hasSymbolTable says whether the ELF file at path has a symbol table.
+func hasSymbolTable(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Section(".symtab") != nil
+}
+
+// profilersOf names what profiled the columns bs: one profiler, or each
+// with its columns and a warning, since perf reads ~2.5× the scheduling
+// pprof does on the same server (oneProfiler).
+func profilersOf(bs []*breakdown) string {
+	var names []string
+	cols := map[string][]string{}
+	for _, b := range bs {
+		if _, ok := cols[b.profiler]; !ok {
+			names = append(names, b.profiler)
+		}
+		cols[b.profiler] = append(cols[b.profiler], b.title)
+	}
+	if len(names) == 1 {
+		return names[0] + " for every column"
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n + " for " + strings.Join(cols[n], ", ")
+	}
+	return strings.Join(parts, "; ") + "; the profilers differ: compare the columns of one profiler only, scheduling above all"
+}
+
 // whereTable prints the kinds of work, one column per breakdown.
 func whereTable(o options, bs []*breakdown) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "Where the server's CPU time goes, %s: CPU profiles of the server process (100 Hz), %d windows of %s per column; µs per operation = the kind's share of the profile × the server's CPU per operation read from /proc in the same windows.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), o.rounds, o.cpuDuration)
+	fmt.Fprintf(&w, "Where the server's CPU time goes, %s: CPU profiles of the server process (%s), %d windows of %s per column; µs per operation = the kind's share of the profile × the server's CPU per operation read from /proc in the same windows.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), profilersOf(bs), o.rounds, o.cpuDuration)
 	w.WriteString("| kind of work |")
 	for _, b := range bs {
 		fmt.Fprintf(&w, " %s |", b.title)

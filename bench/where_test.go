@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"testing"
@@ -94,4 +96,61 @@ not a sample
 	require.Equal(t, []string{"futex_wake", "entry_SYSCALL_64_after_hwframe", "syscall.Syscall", "syscall.Fdatasync", "go.etcd.io/bbolt.fdatasync", "runtime.goexit"}, samples[0].frames)
 	require.Equal(t, "fsync (fdatasync/fsync)", kindOf(samples[0]))
 	require.Equal(t, "decode (JSON)", kindOf(samples[1]))
+}
+
+// -where profiles every server with one profiler: perf for the bench's own
+// servers too when perf is there, so that their columns compare with the
+// examples'; -cpuprofile alone keeps pprof for the servers that serve it.
+func TestWhereProfilesEveryServerWithOneProfiler(t *testing.T) {
+	running := func(debug, perf bool) *proc {
+		return &proc{cmd: &exec.Cmd{Process: &os.Process{Pid: os.Getpid()}}, debug: debug, perf: perf}
+	}
+	ours, example := running(true, false), running(false, true)
+	require.Equal(t, "pprof", profilerOf("dir", ours))
+	require.Equal(t, "perf", profilerOf("dir", example))
+	require.Empty(t, profilerOf("", ours), "no profile without -cpuprofile or -where")
+	require.Empty(t, profilerOf("dir", running(false, false)), "a server with neither pprof nor perf (the peer)")
+	require.Empty(t, profilerOf("dir", group("g", "http://127.0.0.1:1/mcp", ours)), "a group is profiled through its members")
+
+	oneProfiler(ours)
+	if _, err := exec.LookPath("perf"); err != nil {
+		require.Equal(t, "pprof", profilerOf("dir", ours), "no perf: pprof as before")
+		return
+	}
+	require.Equal(t, "perf", profilerOf("dir", ours), "perf profiles the bench's own server too")
+	require.True(t, ours.debug, "it still serves /debug/bench for the store's counters")
+}
+
+// A binary linked without its symbol table (go run's, -ldflags=-s) is
+// told from one with it, which perf can name the functions of.
+func TestWhereTellsABinaryWithoutSymbols(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ELF binaries, as perf profiles them, on Linux")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module symbols\n\ngo 1.26\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644))
+	for _, c := range []struct {
+		flags string
+		want  bool
+	}{{"", true}, {"-s", false}} {
+		bin := filepath.Join(dir, "bin"+c.flags)
+		build := exec.Command("go", "build", "-ldflags="+c.flags, "-o", bin, ".")
+		build.Dir = dir
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Equal(t, c.want, hasSymbolTable(bin), "ldflags %q", c.flags)
+	}
+	require.False(t, hasSymbolTable(filepath.Join(dir, "main.go")), "not an ELF file")
+}
+
+// The table's header names the profiler, and warns when its columns come
+// from two.
+func TestWhereNamesItsProfilers(t *testing.T) {
+	perf := &breakdown{title: "a", profiler: "perf record at 499 Hz"}
+	pp := &breakdown{title: "b", profiler: "pprof at 100 Hz"}
+	require.Equal(t, "perf record at 499 Hz for every column", profilersOf([]*breakdown{perf, perf}))
+	mixed := profilersOf([]*breakdown{perf, pp, perf})
+	require.Contains(t, mixed, "perf record at 499 Hz for a, a; pprof at 100 Hz for b")
+	require.Contains(t, mixed, "compare the columns of one profiler only")
 }
