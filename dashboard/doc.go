@@ -39,8 +39,9 @@
 // random per-process secret) from the same origin (Origin and
 // Sec-Fetch-Site are checked when the browser sends them); it goes through
 // Router.CancelTask once the viewer may see the task, so the task is
-// marked cancelled and its handler's context is cancelled. Every response carries a strict Content-Security-Policy,
-// no-store caching and no referrer to other sites.
+// marked cancelled and its handler's context is cancelled. Every response
+// carries a strict Content-Security-Policy, no-store caching and no
+// referrer to other sites.
 //
 // # Operations
 //

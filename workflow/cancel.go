@@ -25,11 +25,11 @@ import (
 //     its undo steps run to their end by a task of its own (LabelUndoOf),
 //     which keeps each undo step's idempotency key; the cancel's status
 //     message says so (CancelMessage); the cancel's write marks the task
-//     as owing it (labelUndoOwed), so that a start, or on a shared
-//     store the takeover of a replica that saw the process gone, creates
-//     it when that process stopped before it did (Owed). Cancelling that undo task cuts the
-//     undo: its status message says which undo steps ran, which failed,
-//     and which never ran;
+//     as owing it (labelUndoOwed), so that a start, or on a shared store
+//     the takeover of a replica that saw the process gone, creates it
+//     when that process stopped before it did (Owed). Cancelling that
+//     undo task cuts the undo: its status message says which undo steps
+//     ran, which failed, and which never ran;
 //   - its parent hears of it (lineage.go).
 
 // ended is the decision of an ended event: the effects of an end the

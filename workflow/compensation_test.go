@@ -226,21 +226,29 @@ func TestUndoValidation(t *testing.T) {
 	require.NotEqual(t, fingerprint(a), fingerprint(b))
 }
 
-// A cancelled workflow that asks for it is undone by a task of its own:
-// what completed is taken back, last first; what the cancel cut short is
-// not (its tool was stopped).
-func TestUndoOnCancel(t *testing.T) {
+// startHeldRelease starts release (def: it, or a variant) for services
+// on a fake engine of its own whose tag step holds: the deploys have run
+// (journaled, as a rollback would be), untag and check answer.
+func startHeldRelease(t *testing.T, def *Definition, services string) (*fakeEngine, *journal, *fixture, *store.Task) {
+	t.Helper()
 	e := newFakeEngine()
 	j := &journal{}
 	g := newGate()
 	j.tool(e, "deploy", "service", nil)
 	j.tool(e, "rollback", "service", nil)
 	e.tool("tag", g.tool("tag"))
-	j.tool(e, "untag", "", nil)
-	j.tool(e, "check", "", nil)
-	f := newFixture(t, e, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
-	tk, _ := f.start(t, "release", map[string]string{"services": "api,web"})
+	echoTools(e, "untag", "check")
+	f := newFixture(t, e, &Options{PromptWait: 20 * time.Millisecond}, def)
+	tk, _ := f.start(t, "release", map[string]string{"services": services})
 	g.waitStarted(t, 1)
+	return e, j, f, tk
+}
+
+// A cancelled workflow that asks for it is undone by a task of its own:
+// what completed is taken back, last first; what the cancel cut short is
+// not (its tool was stopped).
+func TestUndoOnCancel(t *testing.T) {
+	e, j, f, tk := startHeldRelease(t, release().WithUndoOnCancel(), "api,web")
 	e.cancel(t, tk.ID)
 
 	undo := undoTaskID(tk.ID)
@@ -263,17 +271,7 @@ func TestUndoOnCancel(t *testing.T) {
 	// A paused task that is cancelled is undone all the same: the cancel
 	// ends the pause, and its undo task runs unpaused (simulation seed 5:
 	// the undo task was paused, and ran its undo steps anyway).
-	e3 := newFakeEngine()
-	j3 := &journal{}
-	g3 := newGate()
-	j3.tool(e3, "deploy", "service", nil)
-	j3.tool(e3, "rollback", "service", nil)
-	e3.tool("tag", g3.tool("tag"))
-	j3.tool(e3, "untag", "", nil)
-	j3.tool(e3, "check", "", nil)
-	f3 := newFixture(t, e3, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
-	tk3, _ := f3.start(t, "release", map[string]string{"services": "api"})
-	g3.waitStarted(t, 1)
+	e3, j3, f3, tk3 := startHeldRelease(t, release().WithUndoOnCancel(), "api")
 	_, _, err := f3.b.Pause(context.Background(), tk3.ID, taskrouter.PauseRequest{By: "ops", Cut: true})
 	require.NoError(t, err)
 	e3.cancel(t, tk3.ID)
@@ -286,17 +284,7 @@ func TestUndoOnCancel(t *testing.T) {
 	// The store refuses the undo task's creation for a while: the
 	// cancel promised the undo, so it is tried again until it is made
 	// (simulation seed 349: the undo never ran).
-	e4 := newFakeEngine()
-	j4 := &journal{}
-	g4 := newGate()
-	j4.tool(e4, "deploy", "service", nil)
-	j4.tool(e4, "rollback", "service", nil)
-	e4.tool("tag", g4.tool("tag"))
-	j4.tool(e4, "untag", "", nil)
-	j4.tool(e4, "check", "", nil)
-	f4 := newFixture(t, e4, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
-	tk4, _ := f4.start(t, "release", map[string]string{"services": "api"})
-	g4.waitStarted(t, 1)
+	e4, j4, f4, tk4 := startHeldRelease(t, release().WithUndoOnCancel(), "api")
 	refusals := 2
 	e4.mu.Lock()
 	e4.failCreate = func(id string) error {
@@ -317,16 +305,7 @@ func TestUndoOnCancel(t *testing.T) {
 	// the cancel's write marked the task, and the next start creates its
 	// undo task, once, and the undo runs once (simulation seed 935: the
 	// undo was lost, the cancelled task being terminal).
-	e5 := newFakeEngine()
-	j5 := &journal{}
-	g5 := newGate()
-	j5.tool(e5, "deploy", "service", nil)
-	j5.tool(e5, "rollback", "service", nil)
-	e5.tool("tag", g5.tool("tag"))
-	echoTools(e5, "untag", "check")
-	f5 := newFixture(t, e5, &Options{PromptWait: 20 * time.Millisecond}, release().WithUndoOnCancel())
-	tk5, _ := f5.start(t, "release", map[string]string{"services": "api"})
-	g5.waitStarted(t, 1)
+	e5, j5, f5, tk5 := startHeldRelease(t, release().WithUndoOnCancel(), "api")
 	e5.mu.Lock()
 	e5.failCreate = func(id string) error {
 		if id == undoTaskID(tk5.ID) {
@@ -364,16 +343,7 @@ func TestUndoOnCancel(t *testing.T) {
 	f7.b.Close()
 
 	// Without UndoOnCancel, a cancel undoes nothing.
-	e2 := newFakeEngine()
-	j2 := &journal{}
-	g2 := newGate()
-	j2.tool(e2, "deploy", "service", nil)
-	j2.tool(e2, "rollback", "service", nil)
-	e2.tool("tag", g2.tool("tag"))
-	echoTools(e2, "untag", "check")
-	f2 := newFixture(t, e2, &Options{PromptWait: 20 * time.Millisecond}, release())
-	tk2, _ := f2.start(t, "release", map[string]string{"services": "api"})
-	g2.waitStarted(t, 1)
+	e2, j2, _, tk2 := startHeldRelease(t, release(), "api")
 	e2.cancel(t, tk2.ID)
 	_, err = e2.Task(context.Background(), undoTaskID(tk2.ID))
 	require.ErrorIs(t, err, store.ErrNotFound)

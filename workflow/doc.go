@@ -131,7 +131,7 @@
 //	pause.go              pause and resume
 //	paused.go             the event of a pause for the client (push webhooks hear of it)
 //	compensation.go       undo steps (compensation)
-//	cancel.go             an end the engine wrote (cancel, expiry): places, children, undo (owed at a start)
+//	cancel.go             an end the engine wrote (cancel, expiry): places, children, undo (owed: made at a start or a takeover)
 //	timerules.go          the time rules: waits, retries, deadlines, wake-ups
 //	ttl.go                the ttl pass: the wake-up, the expiry and the status of a write
 //	lineage.go            child workflows and their parents

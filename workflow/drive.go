@@ -253,23 +253,23 @@ func (in *instance) takeHanded(ev *occurrence) *occurrence {
 	if h == nil {
 		return ev
 	}
-	if ev.places == nil {
-		ev.places = map[string]placeAnswer{}
-	}
-	if ev.children == nil {
-		ev.children = map[string]childAnswer{}
-	}
-	for k, a := range h.places {
-		if _, ok := ev.places[k]; !ok {
-			ev.places[k] = a
-		}
-	}
-	for k, a := range h.children {
-		if _, ok := ev.children[k]; !ok {
-			ev.children[k] = a
-		}
-	}
+	ev.places = addMissing(ev.places, h.places)
+	ev.children = addMissing(ev.children, h.children)
 	return ev
+}
+
+// addMissing adds to dst (made when nil) the entries of src whose keys
+// it lacks, and returns it.
+func addMissing[V any](dst, src map[string]V) map[string]V {
+	if dst == nil {
+		dst = make(map[string]V, len(src))
+	}
+	for k, v := range src {
+		if _, ok := dst[k]; !ok {
+			dst[k] = v
+		}
+	}
+	return dst
 }
 
 // An event whose decision's write the store refused for a passing reason
