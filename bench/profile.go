@@ -92,9 +92,9 @@ func profilerOf(dir string, t *proc) string {
 }
 
 // startPerf profiles a server (an example as shipped, which serves no
-// /debug/pprof, or any server of -where) with `perf record -g` for l's window: Go keeps frame
-// pointers, so perf walks the same stacks pprof would, kernel frames on
-// top. profileSamples reads either kind of file.
+// /debug/pprof, or any server of -where) with `perf record -g` for l's
+// window: Go keeps frame pointers, so perf walks the same stacks pprof
+// would, kernel frames on top. profileSamples reads either kind of file.
 func (p *profiler) startPerf(t *proc, l load) func() string {
 	path := strings.TrimSuffix(p.path(t, l), ".pprof") + ".perf"
 	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(t.pid()), "-o", path, "--", "sleep", strconv.Itoa(max(1, int(l.d.Seconds()+0.5))))
