@@ -234,14 +234,25 @@ func TestScheduleOnceAcrossReplicas(t *testing.T) {
 			break
 		}
 	}
+	// The last kill can land after a replica claimed its next fire and
+	// before it started the fire's task (the schedule keeps firing while
+	// the test checks): that one fire, the latest, may be left unstarted
+	// with at most one task, for the next replica to finish.
+	claimed := 0
 	for i, f := range fs {
 		at := f.At.UTC().Format(time.RFC3339)
-		require.Equal(t, 1, byTime[at], "firing %s started %d tasks", at, byTime[at])
+		if !f.Started {
+			require.Equal(t, len(fs)-1, i, "only the latest fire may be left unstarted by the last kill, not %s", at)
+			require.LessOrEqual(t, byTime[at], 1, "firing %s started %d tasks", at, byTime[at])
+			claimed = 1 - byTime[at]
+		} else {
+			require.Equal(t, 1, byTime[at], "firing %s started %d tasks", at, byTime[at])
+		}
 		if i > 0 {
 			require.Equal(t, 2*time.Second, f.At.Sub(fs[i-1].At), "no firing skipped or repeated between %s and %s", fs[i-1].At, f.At)
 		}
 	}
-	require.Len(t, byTime, len(fs), "a task for every fire, and no task without one")
+	require.Len(t, byTime, len(fs)-claimed, "a task for every fire, and no task without one")
 }
 
 // TestPauseSurvivesAKill: a workflow paused while its step runs, its
