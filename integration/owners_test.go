@@ -69,7 +69,8 @@ type proc struct {
 }
 
 // startProc runs bin with args (ADDR in args is replaced by a free
-// loopback address) and waits until it answers tasks/get.
+// loopback address), in a directory of its own, and waits until it
+// accepts connections.
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
 	return startProcAt(t, crashFreeAddr(t), bin, env, args...)
@@ -88,6 +89,7 @@ func startProcAt(t *testing.T, addr, bin string, env []string, args ...string) *
 	}
 	p := &proc{t: t, url: "http://" + addr + "/mcp", exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, full...)
+	p.cmd.Dir = t.TempDir() // a default path (the README's commands name none) stays out of the source tree
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
 	require.NoError(t, p.cmd.Start())
