@@ -271,7 +271,15 @@ func TestPauseSurvivesAKill(t *testing.T) {
 	require.NotEqual(t, true, res["isError"], res)
 	c.procs[0].kill()
 	c.start(0)
-	time.Sleep(3 * time.Second) // past the lease and the step's length
+	// The restarted replica takes the expired lease over and records the
+	// killed run's attempt ended; a fixed sleep for that fell short on a
+	// loaded machine (the restart alone can take seconds under -race).
+	c.waitFor("the killed run recorded ended", 30*time.Second, func() bool {
+		_, p := c.progress(id)
+		h := p.Steps[0].History
+		return len(h) > 0 && h[len(h)-1].Outcome != workflow.OutcomeRunning
+	})
+	time.Sleep(2500 * time.Millisecond) // the step's length: were it run again despite the pause, the next would start
 	tk, p := c.progress(id)
 	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	require.True(t, strings.HasPrefix(tk.StatusMessage, "paused by local since "), tk.StatusMessage)
