@@ -137,7 +137,15 @@ func TestQueueOneDeployPerRepoAcrossReplicas(t *testing.T) {
 	ctx := relCtx(t, 2*time.Minute)
 	var a []string
 	for i := range 3 {
-		a = append(a, c.startWorkflow(ctx, i%2, "train", map[string]any{"repo": "a"}))
+		id := c.startWorkflow(ctx, i%2, "train", map[string]any{"repo": "a"})
+		// The queue's order is the order of arrival on it, which prompts/get
+		// (answering after PROMPT_WAIT) does not wait for: each train is on
+		// the queue before the next comes, and is there for the checks below.
+		c.waitFor("train "+id+" on the queue", 20*time.Second, func() bool {
+			_, p := c.progress(id)
+			return p.Steps[0].Queue != nil || p.Steps[0].Status != mcptask.StepPending
+		})
+		a = append(a, id)
 	}
 	b := c.startWorkflow(ctx, 1, "train", map[string]any{"repo": "b"})
 
