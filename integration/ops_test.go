@@ -133,7 +133,10 @@ func (c *opsCluster) deployed(id string) deployed {
 // another, in the order the trains came, never two at once (the killed
 // one re-runs holding its place); every place is given back.
 func TestQueueOneDeployPerRepoAcrossReplicas(t *testing.T) {
-	c := newOpsCluster(t, 2, "-deploy", "1500ms")
+	// A deploy outlasts starting the other trains and the checks before
+	// the kill, which must land in the middle of the first deploy (1.5 s
+	// left too little on a loaded machine).
+	c := newOpsCluster(t, 2, "-deploy", "3s")
 	ctx := relCtx(t, 2*time.Minute)
 	var a []string
 	for i := range 3 {
