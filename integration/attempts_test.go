@@ -102,7 +102,10 @@ func TestAttemptBudgetAcrossStopsAndCrashes(t *testing.T) {
 			})
 			t.Run("MaxAttempts 2 bounds timeouts to two", func(t *testing.T) {
 				db, led := st.db(t), filepath.Join(t.TempDir(), "ledger")
-				args := []string{"-http", "ADDR", "-db", db, "-ledger", led, "-timeout", "1500ms"}
+				// A timeout long enough for the stop and the kill below to
+				// land inside attempts 2 and 3 (1.5 s was tight for a
+				// graceful stop's write on a loaded machine).
+				args := []string{"-http", "ADDR", "-db", db, "-ledger", led, "-timeout", "3s"}
 				p := startProc(t, bin, nil, args...)
 				ctx := relCtx(t, 2*time.Minute)
 				c := newRelClient(p.url, newRelHTTPClient(2), relExt, "")

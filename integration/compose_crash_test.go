@@ -154,6 +154,12 @@ func TestForEachSIGKILLMidFanOut(t *testing.T) {
 				"arguments": map[string]any{"items": strings.Join(items, ",")}}))
 			id := doc.TaskID
 			s.waitStatus(t, id, `step "build": 1 of 5 items done, 2 running (tool "build_item" per item)`)
+			// The engine records the attempts running before it calls the
+			// tools, which journal their start a moment later: the kill
+			// waits for both, or it can cut an item before its tool started.
+			for deadline := time.Now().Add(composeWait); s.calls(t, "build_item slow1", "start") == 0 || s.calls(t, "build_item slow2", "start") == 0; time.Sleep(20 * time.Millisecond) {
+				require.True(t, time.Now().Before(deadline), "the slow items' tools never started:\n%s", s.p.log.String())
+			}
 			require.Equal(t, 1, s.calls(t, "build_item fast1", "end"))
 			require.Equal(t, 1, s.calls(t, "build_item slow1", "start"))
 			require.Equal(t, 1, s.calls(t, "build_item slow2", "start"))

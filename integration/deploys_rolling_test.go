@@ -65,9 +65,13 @@ func TestRollingDeployCompletesEveryTask(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := relCtx(t, 3*time.Minute)
 	hc := newRelHTTPClient(8)
-	old := startProc(t, bin, rollingEnv("old"), "-http", "ADDR", "-db", dsn, "-nap", "v1")
+	// The nap outlasts starting three tasks and stopping a replica: the
+	// draining tasks below must still sleep when the old replica stops,
+	// or it wakes them itself (1.5 s left too little on a loaded machine).
+	nap := []string{"-nap-sleep", "4s"}
+	old := startProc(t, bin, rollingEnv("old"), append([]string{"-http", "ADDR", "-db", dsn, "-nap", "v1"}, nap...)...)
 	oldC := newRelClient(old.url, hc, relExt, "")
-	fresh := startProc(t, bin, rollingEnv("new"), "-http", "ADDR", "-db", dsn, "-nap", "v2")
+	fresh := startProc(t, bin, rollingEnv("new"), append([]string{"-http", "ADDR", "-db", dsn, "-nap", "v2"}, nap...)...)
 	freshC := newRelClient(fresh.url, hc, relExt, "")
 
 	// Side by side: tasks started on either replica sleep while the other
@@ -88,7 +92,7 @@ func TestRollingDeployCompletesEveryTask(t *testing.T) {
 	// The deploy goes on: a replica serving both versions starts, and the
 	// old one is stopped (SIGTERM) while its newest tasks sleep: they
 	// complete on the replica that serves their version.
-	both := startProc(t, bin, rollingEnv("both"), "-http", "ADDR", "-db", dsn, "-nap", "v1,v2")
+	both := startProc(t, bin, rollingEnv("both"), append([]string{"-http", "ADDR", "-db", dsn, "-nap", "v1,v2"}, nap...)...)
 	var draining []string
 	for range 3 {
 		draining = append(draining, startNap(t, ctx, oldC))

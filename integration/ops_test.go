@@ -133,11 +133,22 @@ func (c *opsCluster) deployed(id string) deployed {
 // another, in the order the trains came, never two at once (the killed
 // one re-runs holding its place); every place is given back.
 func TestQueueOneDeployPerRepoAcrossReplicas(t *testing.T) {
-	c := newOpsCluster(t, 2, "-deploy", "1500ms")
+	// A deploy outlasts starting the other trains and the checks before
+	// the kill, which must land in the middle of the first deploy (1.5 s
+	// left too little on a loaded machine).
+	c := newOpsCluster(t, 2, "-deploy", "3s")
 	ctx := relCtx(t, 2*time.Minute)
 	var a []string
 	for i := range 3 {
-		a = append(a, c.startWorkflow(ctx, i%2, "train", map[string]any{"repo": "a"}))
+		id := c.startWorkflow(ctx, i%2, "train", map[string]any{"repo": "a"})
+		// The queue's order is the order of arrival on it, which prompts/get
+		// (answering after PROMPT_WAIT) does not wait for: each train is on
+		// the queue before the next comes, and is there for the checks below.
+		c.waitFor("train "+id+" on the queue", 20*time.Second, func() bool {
+			_, p := c.progress(id)
+			return p.Steps[0].Queue != nil || p.Steps[0].Status != mcptask.StepPending
+		})
+		a = append(a, id)
 	}
 	b := c.startWorkflow(ctx, 1, "train", map[string]any{"repo": "b"})
 
@@ -271,7 +282,15 @@ func TestPauseSurvivesAKill(t *testing.T) {
 	require.NotEqual(t, true, res["isError"], res)
 	c.procs[0].kill()
 	c.start(0)
-	time.Sleep(3 * time.Second) // past the lease and the step's length
+	// The restarted replica takes the expired lease over and records the
+	// killed run's attempt ended; a fixed sleep for that fell short on a
+	// loaded machine (the restart alone can take seconds under -race).
+	c.waitFor("the killed run recorded ended", 30*time.Second, func() bool {
+		_, p := c.progress(id)
+		h := p.Steps[0].History
+		return len(h) > 0 && h[len(h)-1].Outcome != workflow.OutcomeRunning
+	})
+	time.Sleep(2500 * time.Millisecond) // the step's length: were it run again despite the pause, the next would start
 	tk, p := c.progress(id)
 	require.Equal(t, mcptask.StatusWorking, tk.Status)
 	require.True(t, strings.HasPrefix(tk.StatusMessage, "paused by local since "), tk.StatusMessage)

@@ -272,9 +272,13 @@ func TestOwedUndoMadeWithoutRestart(t *testing.T) {
 				"each undo keeps the cancelled task's key")
 			require.NotEqual(t, "r1", on["rollback(a)"])
 			require.NotEqual(t, "r1", on["rollback(b)"])
-			ct, err = st.Get(ctx, id)
-			require.NoError(t, err)
-			require.Empty(t, ct.Labels["workflow.undo_owed"], "the undo task made, the mark is cleared")
+			// The mark is cleared by a write of its own after the undo task's
+			// creation (undoKept), which the undo task's run may outpace.
+			require.Eventually(t, func() bool {
+				ct, err = st.Get(ctx, id)
+				require.NoError(t, err)
+				return ct.Labels["workflow.undo_owed"] == ""
+			}, 30*time.Second, 20*time.Millisecond, "the undo task made, the mark is cleared")
 			n := 0
 			for _, tk := range allTasks(t, st) {
 				if tk.Labels[workflow.LabelUndoOf] == id {

@@ -133,7 +133,10 @@ func TestReplicasAnswerAnyTask(t *testing.T) {
 	cExt := newRelClient(rs[2].url, hc, relExt, "")
 
 	// tasks/result on B for a task that runs (and ends) on A.
-	id := relTaskID(a.must(t, ctx, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": "short", "ms": 300}, "task": map[string]any{}}))
+	// Held 2 s, not 300 ms: the tasks/get below must land while it runs,
+	// one HTTP round trip and a PostgreSQL read a loaded machine can make
+	// take longer than 300 ms.
+	id := relTaskID(a.must(t, ctx, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": "short", "ms": 2000}, "task": map[string]any{}}))
 	require.Equal(t, "short", <-rs[0].started)
 	got := cExt.must(t, ctx, "tasks/get", map[string]any{"taskId": id})
 	require.Equal(t, "working", got["status"])
@@ -163,7 +166,11 @@ func TestReplicaTakeover(t *testing.T) {
 	ctx := relCtx(t, time.Minute)
 	hc := newRelHTTPClient(4)
 	a := newRelClient(rs[0].url, hc, relExt, "")
-	id := relTaskID(a.must(t, ctx, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": "moved", "ms": 200}}))
+	// Held 3 s, not 200 ms: r1 must be stopped before its run ends, or it
+	// completes the task itself and there is nothing to take over; waking
+	// the test and closing r1 can take longer than 200 ms on a loaded
+	// machine.
+	id := relTaskID(a.must(t, ctx, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": "moved", "ms": 3000}}))
 	require.Equal(t, "moved", <-rs[0].started)
 	stoppedAt := time.Now()
 	rs[0].stop() // as good as a crash for its leases: they are not renewed
