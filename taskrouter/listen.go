@@ -122,6 +122,9 @@ func (s *streaming) runListen(ctx context.Context, q *Request, rawID any, taskID
 	// Report every followed task once now (a change between the client's
 	// last poll and this subscription is not lost), then on every change.
 	for {
+		if ctx.Err() != nil {
+			return // cancelled while a change was also ready: select picked the change
+		}
 		open := 0
 		for _, tid := range agreed {
 			t, err := s.e.TaskFor(ctx, q, tid)
