@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,16 @@ func TestScheduleOverlapAcrossReplicasOnPostgres(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, r.Schedules().Add(taskrouter.Schedule{Name: "every-second", Cron: "@every 1s", Overlap: policy,
 					Start: func(ctx context.Context, f store.Fire) error {
+						// order is the order of first attempts: a replica
+						// that finds a fire made by the other (ErrExists)
+						// goes on to the next while the maker may not have
+						// returned yet, so the order of creations is not
+						// the order the schedule started them in.
+						mu.Lock()
+						if !slices.ContainsFunc(order, func(o store.Fire) bool { return o.TaskID == f.TaskID }) {
+							order = append(order, f)
+						}
+						mu.Unlock()
 						_, err := r.CreateTask(ctx, nil, store.Request{Method: "scheduled", Name: f.Schedule}, &taskrouter.CreateOptions{ID: f.TaskID, Kind: "report"})
 						if errors.Is(err, store.ErrExists) {
 							return nil
@@ -53,7 +64,6 @@ func TestScheduleOverlapAcrossReplicasOnPostgres(t *testing.T) {
 						if err == nil {
 							mu.Lock()
 							started[f.TaskID]++
-							order = append(order, f)
 							mu.Unlock()
 						}
 						return err
@@ -74,7 +84,7 @@ func TestScheduleOverlapAcrossReplicasOnPostgres(t *testing.T) {
 				require.Eventually(t, func() bool {
 					mu.Lock()
 					defer mu.Unlock()
-					if len(order) > 0 {
+					if len(order) > 0 && started[order[0].TaskID] > 0 {
 						id = order[0].TaskID
 					}
 					return id != ""
