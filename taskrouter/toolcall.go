@@ -268,9 +268,8 @@ func hasDefaultsIn(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) bool 
 // required, additionalProperties false, and annotations (title,
 // description, a property's default, the inferred property order).
 // jsonschema-go's Validate formats the schema it checks into a string
-// for a possible error on every call, whether or not one comes: that
-// was ~55k of a task round trip's ~1,030k instructions (callgrind,
-// examples/conformance at 1 client).
+// for a possible error on every call, whether or not one comes: about
+// half of a typed tool's argument check (BenchmarkArgumentSchema).
 type flatSchema struct {
 	props    map[string]jsonTypes
 	required []string
