@@ -82,13 +82,20 @@ func (c *recentEnded) remember(t *store.Task, now time.Time) {
 // get returns a copy of the record of id if this process ended it moments
 // before now, or nil.
 func (c *recentEnded) get(id string, now time.Time) *store.Task {
+	return c.peek(id, now).Clone()
+}
+
+// peek is get without the copy: the record kept, which the caller reads
+// and never changes (nor hands to code that might). Nothing changes it
+// once kept (remember keeps a copy of its own), so readers may share it.
+func (c *recentEnded) peek(id string, now time.Time) *store.Task {
 	c.mu.Lock()
 	e, ok := c.byID[id]
 	c.mu.Unlock()
 	if !ok || !now.Before(e.until) {
 		return nil
 	}
-	return e.t.Clone()
+	return e.t
 }
 
 // forget drops id (the task was deleted).

@@ -2,6 +2,9 @@ package taskrouter_test
 
 import (
 	"context"
+	"fmt"
+	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,6 +61,84 @@ func TestRecentEndedSameAsStore(t *testing.T) {
 			require.NoError(t, err)
 			_, err = h.r.TaskFor(ctx, &taskrouter.Request{Owner: taskrouter.LocalOwner}, instant)
 			require.ErrorIs(t, err, store.ErrNotFound)
+		})
+	}
+}
+
+// TestTasksResultFromRecentRecord: tasks/result of a task this process
+// ended moments ago is answered from the kept record itself: the answer
+// is the one the store's record gives (a result, a JSON-RPC error),
+// concurrent readers all get it, the kept record is left as the store
+// has it, and another session over HTTP (its own owner, the router
+// SessionBound) is still refused.
+func TestTasksResultFromRecentRecord(t *testing.T) {
+	for _, k := range []transportKind{inMemory, overHTTP} {
+		t.Run(k.String(), func(t *testing.T) {
+			h := newHarness(t, func(c *taskrouter.Options) { c.SessionBound = true })
+			go func() {
+				for range h.started {
+				}
+			}()
+			a := h.dial(k, core, nil)
+			b := h.dial(k, core, nil)
+			ctx := context.Background()
+			create := func(tool string, args map[string]any) string {
+				res := a.mustCall("tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": 120000}})
+				id := taskOf(t, res)["taskId"].(string)
+				require.Eventually(t, func() bool { return taskrouter.RecentTask(h.r, id) != nil }, 30*time.Second, time.Millisecond)
+				return id
+			}
+			instant := create("sleepy", map[string]any{"ms": 0, "label": "<kept & shared>"})
+			failed := create("rpcerr", map[string]any{})
+
+			first, err := a.call("tasks/result", map[string]any{"taskId": instant})
+			require.NoError(t, err)
+			require.Equal(t, instant, first["_meta"].(map[string]any)["io.modelcontextprotocol/related-task"].(map[string]any)["taskId"])
+			_, ferr := a.call("tasks/result", map[string]any{"taskId": failed})
+			require.Error(t, ferr)
+			code := rpcCode(t, ferr)
+
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 4 {
+						res, err := a.call("tasks/result", map[string]any{"taskId": instant})
+						if err != nil {
+							errs <- err
+							return
+						}
+						if !reflect.DeepEqual(first, res) {
+							errs <- fmt.Errorf("tasks/result %v, want %v", res, first)
+							return
+						}
+						_, err = a.call("tasks/result", map[string]any{"taskId": failed})
+						if err == nil || err.Error() != ferr.Error() {
+							errs <- fmt.Errorf("tasks/result of the failed task: %v, want %v", err, ferr)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			require.EqualValues(t, rpcCode(t, ferr), code)
+
+			for _, id := range []string{instant, failed} {
+				stored, err := h.st.Get(ctx, id)
+				require.NoError(t, err)
+				require.Equal(t, stored, taskrouter.RecentTask(h.r, id), "task %s", id)
+				if k == overHTTP { // (in memory, as over stdio, every session is the one local owner)
+					_, err = b.call("tasks/result", map[string]any{"taskId": id})
+					require.EqualValues(t, -32602, rpcCode(t, err))
+					require.ErrorContains(t, err, "not found")
+				}
+			}
 		})
 	}
 }

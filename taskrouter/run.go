@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -204,7 +205,7 @@ func outcome(res mcp.Result, err error) store.Update {
 		msg := info.Message
 		return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg, Error: info}
 	}
-	raw, merr := json.Marshal(res)
+	raw, merr := encodeResult(res)
 	if merr != nil {
 		msg := "encoding task result: " + merr.Error()
 		return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg, Error: &mcptask.ErrorInfo{Code: mcptask.CodeInternalError, Message: msg}}
@@ -214,6 +215,24 @@ func outcome(res mcp.Result, err error) store.Update {
 		return store.Update{Status: mcptask.StatusFailed, StatusMessage: &msg, Result: raw}
 	}
 	return store.Update{Status: mcptask.StatusCompleted, Result: raw, StatusMessage: ptr("")}
+}
+
+// encodeResult is json.Marshal(res), without its second pass over a tool
+// result: a *mcp.CallToolResult encodes itself with json.Marshal (so its
+// bytes are compact, with HTML characters escaped), and json.Marshal
+// would then check and compact that encoding again, copying it (a third
+// of encoding an instant tool's result). The bytes, and the error when
+// there is one, are json.Marshal's (TestEncodeResultIsJSONMarshal).
+func encodeResult(res mcp.Result) ([]byte, error) {
+	ctr, ok := res.(*mcp.CallToolResult)
+	if !ok || ctr == nil {
+		return json.Marshal(res)
+	}
+	b, err := ctr.MarshalJSON()
+	if err != nil {
+		return nil, &json.MarshalerError{Type: reflect.TypeOf(ctr), Err: err}
+	}
+	return b, nil
 }
 
 // toolErrorText is the status message of a task whose tool reported an

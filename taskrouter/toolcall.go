@@ -32,6 +32,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -113,9 +114,9 @@ func typedTool[In, Out any](t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) (*mcp.To
 			return nil, nil, nil, fmt.Errorf("output schema: %w", err)
 		}
 	}
-	inDefaults := hasDefaults(inResolved.Schema())
+	inDefaults, inFlat := hasDefaults(inResolved.Schema()), flatSchemaOf(inResolved.Schema())
 	check := func(args json.RawMessage) (any, error) {
-		withDefaults, err := applyArgumentSchema(args, inResolved, inDefaults)
+		withDefaults, err := applyArgumentSchema(args, inResolved, inDefaults, inFlat)
 		if err != nil {
 			return nil, &argumentsError{err: err, schema: true}
 		}
@@ -207,8 +208,11 @@ func resolveSchema[T any](given any) (advertised any, resolved *jsonschema.Resol
 
 // applyArgumentSchema decodes a tool's arguments into an object (none is
 // {}), applies the schema's defaults (when it has any: see hasDefaults),
-// validates the result and returns it encoded.
-func applyArgumentSchema(args json.RawMessage, resolved *jsonschema.Resolved, defaults bool) (json.RawMessage, error) {
+// validates the result and returns it encoded. flat, when the schema is
+// one (see flatSchemaOf), accepts the arguments it can tell are valid
+// without jsonschema-go; anything else is validated by jsonschema-go, so
+// an error reads the same either way.
+func applyArgumentSchema(args json.RawMessage, resolved *jsonschema.Resolved, defaults bool, flat *flatSchema) (json.RawMessage, error) {
 	var v any = map[string]any{}
 	if len(args) > 0 {
 		m := map[string]any{}
@@ -222,8 +226,10 @@ func applyArgumentSchema(args json.RawMessage, resolved *jsonschema.Resolved, de
 			return nil, fmt.Errorf("applying schema defaults:\n%w", err)
 		}
 	}
-	if err := resolved.Validate(&v); err != nil {
-		return nil, err
+	if !flat.accepts(v) {
+		if err := resolved.Validate(&v); err != nil {
+			return nil, err
+		}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -254,6 +260,138 @@ func hasDefaultsIn(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) bool 
 		}
 	}
 	return false
+}
+
+// flatSchema is an object schema whose properties each only name their
+// JSON types (as a typed tool's inferred schema of a struct of strings,
+// numbers and booleans does): the keywords are type, properties,
+// required, additionalProperties false, and annotations (title,
+// description, a property's default, the inferred property order).
+// jsonschema-go's Validate formats the schema it checks into a string
+// for a possible error on every call, whether or not one comes: about
+// half of a typed tool's argument check (BenchmarkArgumentSchema).
+type flatSchema struct {
+	props    map[string]jsonTypes
+	required []string
+	closed   bool // additionalProperties: false
+}
+
+// jsonTypes is a set of JSON types, one bit each.
+type jsonTypes uint8
+
+const (
+	typeNull jsonTypes = 1 << iota
+	typeBoolean
+	typeString
+	typeInteger
+	typeNumber // subsumes integer, as in jsonschema-go
+)
+
+var jsonTypeBits = map[string]jsonTypes{
+	"null": typeNull, "boolean": typeBoolean, "string": typeString,
+	"integer": typeInteger, "number": typeNumber | typeInteger,
+}
+
+// flatSchemaOf returns s as a flatSchema, or nil when s has any other
+// keyword, anywhere (nested objects, arrays, enums, bounds, patterns,
+// references, $schema...): those are left to jsonschema-go.
+func flatSchemaOf(s *jsonschema.Schema) *flatSchema {
+	if s == nil || (s.Type != "" && s.Type != "object") {
+		return nil
+	}
+	rest := *s
+	rest.Type, rest.Title, rest.Description, rest.PropertyOrder = "", "", "", nil
+	rest.Properties, rest.Required, rest.AdditionalProperties = nil, nil, nil
+	if !reflect.ValueOf(rest).IsZero() {
+		return nil
+	}
+	f := &flatSchema{props: make(map[string]jsonTypes, len(s.Properties)), required: s.Required}
+	if a := s.AdditionalProperties; a != nil {
+		// jsonschema-go reads additionalProperties false as {"not": {}}.
+		others := *a
+		others.Not = nil
+		if a.Not == nil || !reflect.ValueOf(*a.Not).IsZero() || !reflect.ValueOf(others).IsZero() {
+			return nil
+		}
+		f.closed = true
+	}
+	for name, p := range s.Properties {
+		if p == nil {
+			return nil
+		}
+		prop := *p
+		types := prop.Types
+		if prop.Type != "" {
+			if len(types) > 0 {
+				return nil // jsonschema-go would read type alone
+			}
+			types = []string{prop.Type}
+		}
+		prop.Type, prop.Types, prop.Title, prop.Description, prop.Default = "", nil, "", "", nil
+		if len(types) == 0 || !reflect.ValueOf(prop).IsZero() {
+			return nil
+		}
+		var bits jsonTypes
+		for _, t := range types {
+			b, ok := jsonTypeBits[t]
+			if !ok {
+				return nil
+			}
+			bits |= b
+		}
+		f.props[name] = bits
+	}
+	return f
+}
+
+// accepts reports whether v, decoded JSON arguments, is valid against the
+// schema. false means "not known valid": jsonschema-go decides.
+func (f *flatSchema) accepts(v any) bool {
+	if f == nil {
+		return false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, val := range m {
+		want, ok := f.props[k]
+		if !ok {
+			if f.closed {
+				return false
+			}
+			continue
+		}
+		if want&typeOf(val) == 0 {
+			return false
+		}
+	}
+	for _, r := range f.required {
+		if _, ok := m[r]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// typeOf is the JSON type of a decoded value as jsonschema-go names it
+// (an integral number is an integer), 0 for any type flatSchema does not
+// check.
+func typeOf(v any) jsonTypes {
+	switch x := v.(type) {
+	case nil:
+		return typeNull
+	case bool:
+		return typeBoolean
+	case string:
+		return typeString
+	case float64:
+		if _, frac := math.Modf(x); frac == 0 {
+			return typeInteger
+		}
+		return typeNumber
+	}
+	return 0
 }
 
 // setOutput puts a typed tool's output into its result: encoded and

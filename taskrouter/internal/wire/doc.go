@@ -20,7 +20,8 @@
 // body or a message as go-sdk would: which requests the fast path takes),
 // params.go (the params of the tasks/* methods, the private _meta keys,
 // the core params.task), rewrite.go (the shims' rewriting of params and
-// of HTTP bodies), meta.go (merging _meta into a stored result),
+// of HTTP bodies), meta.go (merging _meta into a stored result, and
+// compacting it for a reply only when it holds whitespace),
 // listen.go (a subscriptions/listen request for task notifications),
 // reply.go (the replies go-sdk's jsonrpc2 layer and Streamable HTTP
 // handler write, and the request checks that handler makes), guard.go
@@ -32,7 +33,8 @@
 // standin.go (stand-in sessions for 2026-07-28 requests).
 //
 // The fuzz targets (FuzzRewriteParams, FuzzTakeTaskParam, FuzzMergeMeta,
-// FuzzParseFastBody, FuzzFrame) and taskrouter's differential tests, which
-// send the same requests through the fast path and through go-sdk and
-// compare the bytes, hold the codec to go-sdk's behaviour.
+// FuzzCompactValid, FuzzParseFastBody, FuzzFrame) and taskrouter's
+// differential tests, which send the same requests through the fast path
+// and through go-sdk and compare the bytes, hold the codec to go-sdk's
+// behaviour.
 package wire

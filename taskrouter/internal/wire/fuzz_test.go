@@ -279,3 +279,22 @@ func FuzzParseFastBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCompactValid: on valid JSON, CompactValid gives json.Compact's
+// bytes (what encoding/json without HTML escaping makes of a
+// MarshalJSON's output).
+func FuzzCompactValid(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, ` { "a" : [1, 2] } `, "{\n\t\"a\": \"b c\"\r\n}", `"x y"`, `"a\" b"`, `["a\\", 1 ]`, `{"t":"<&>\u2028"}`, `null`, ` 5`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return // CompactValid is given valid JSON only
+		}
+		var want bytes.Buffer
+		require.NoError(t, json.Compact(&want, raw))
+		got, err := CompactValid(raw)
+		require.NoError(t, err)
+		require.Equal(t, want.String(), string(got))
+	})
+}

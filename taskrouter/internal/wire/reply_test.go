@@ -1,12 +1,14 @@
 package wire
 
 import (
+	"encoding/json"
 	"net"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"github.com/taskbridge/taskbridge/mcptask"
 )
 
 // EncodeResponse frames a result exactly as go-sdk's jsonrpc.EncodeMessage
@@ -56,4 +58,25 @@ func mustID(v any) jsonrpc.ID {
 		panic(err)
 	}
 	return id
+}
+
+// TestMarshalMetaIsJSONMarshal: a _meta naming the related task is
+// written as json.Marshal writes it, whatever its id holds; any other
+// _meta is json.Marshal's.
+func TestMarshalMetaIsJSONMarshal(t *testing.T) {
+	ids := []string{"019ac4f1d2e37a4b8c9d0e1f2a3b4c5d", "", "a b", "<x>&", `q"uote`, `back\slash`, "tab\t", "é", "\u2028", "\xff", "~!/"}
+	for _, id := range ids {
+		for _, add := range []map[string]any{
+			mcptask.RelatedTaskMeta(id),
+			{mcptask.MetaRelatedTask: mcptask.RelatedTask{TaskID: id}, "other": 1},
+			{mcptask.MetaRelatedTask: map[string]string{"taskId": id}},
+			{"x": mcptask.RelatedTask{TaskID: id}},
+		} {
+			want, err := json.Marshal(add)
+			require.NoError(t, err)
+			got, err := marshalMeta(add)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got), "%q", id)
+		}
+	}
 }
