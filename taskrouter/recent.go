@@ -15,14 +15,16 @@ import (
 // its expiry has passed; so the record this process wrote when the task
 // ended is what a read returns, and reads of it need no store round trip
 // (on a shared store, a database query). The router keeps those records a
-// few seconds, and never past their expiry minus a margin for clocks of
-// other replicas; a deletion by this process or announced by the store's
-// change feed drops the record at once.
+// few seconds, and never past their expiry: on a shared store, never past
+// their expiry minus a margin for the clocks of other replicas (whose
+// sweepers may delete it first); on an exclusive one only this process
+// deletes. A deletion by this process or announced by the store's change
+// feed drops the record at once.
 
 const (
 	recentMax      = 4096             // records kept
 	recentFor      = 10 * time.Second // how long
-	recentMargin   = time.Minute      // kept only while expiry is further away than this
+	recentMargin   = time.Minute      // on a shared store, kept only while expiry is further away than this
 	recentMaxBytes = 64 << 10         // larger results and variables are read from the store
 )
 
@@ -30,6 +32,8 @@ const (
 // is a leaf: it guards the fields below it and nothing is called while it
 // is held.
 type recentEnded struct {
+	margin time.Duration // before expiry: recentMargin on a shared store, else 0
+
 	mu   sync.Mutex
 	byID map[string]recentTask
 	ring [recentMax]string // ids in the order they were added
@@ -58,7 +62,7 @@ func (c *recentEnded) remember(t *store.Task, now time.Time) {
 	}
 	until := now.Add(recentFor)
 	if !t.ExpiresAt.IsZero() {
-		if limit := t.ExpiresAt.Add(-recentMargin); limit.Before(until) {
+		if limit := t.ExpiresAt.Add(-c.margin); limit.Before(until) {
 			until = limit
 		}
 	}

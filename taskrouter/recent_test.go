@@ -52,7 +52,7 @@ func TestRecentEndedSameAsStore(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, got, taskrouter.RecentTask(h.r, id), "task %s", id)
 			}
-			// Never within a minute of the expiry, and never past it.
+			// Kept a few seconds at most (and never past the expiry).
 			now.Add(int64(61 * time.Second))
 			require.Nil(t, taskrouter.RecentTask(h.r, instant))
 			// Swept: gone.

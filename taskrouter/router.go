@@ -141,6 +141,7 @@ func NewRouter(st store.Store, opts *Options) (*Router, error) {
 	}
 	if r.shared {
 		r.poll = o.ChangePollInterval
+		r.recent.margin = recentMargin
 	}
 	r.obs = observer{o.Observer}
 	r.door = door{runs: &r.runs, quotas: &r.quotas}
