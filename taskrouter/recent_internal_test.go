@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/taskbridge/taskbridge/mcptask"
 	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/store/memory"
 )
 
 // TestRecentKeptUpToItsExpiry: a router on an exclusive store keeps a
@@ -22,11 +21,7 @@ func TestRecentKeptUpToItsExpiry(t *testing.T) {
 		return &store.Task{ID: id, Status: mcptask.StatusCompleted, CreatedAt: now, ExpiresAt: now.Add(ttl), Result: json.RawMessage(`{"content":[]}`)}
 	}
 	for _, shared := range []bool{false, true} {
-		var st store.Store = memory.New(nil)
-		if shared {
-			st = sharedMemory{memory.New(nil)}
-		}
-		r, err := NewRouter(st, nil)
+		r, err := NewRouter(memoryStore(shared), nil)
 		require.NoError(t, err)
 		r.recent.remember(ended("short", 5*time.Second), now)
 		r.recent.remember(ended("minute", time.Minute), now)

@@ -19,15 +19,19 @@ type sharedMemory struct{ *memory.Store }
 
 func (sharedMemory) Shared() bool { return true }
 
+// memoryStore is a fresh memory store, shared (sharedMemory) or not.
+func memoryStore(shared bool) store.Store {
+	if shared {
+		return sharedMemory{memory.New(nil)}
+	}
+	return memory.New(nil)
+}
+
 // TestServicesRunUnderOneSupervisor: Start starts the background services
 // in order (the takeover only on a shared store), Close stops them all.
 func TestServicesRunUnderOneSupervisor(t *testing.T) {
 	for _, shared := range []bool{false, true} {
-		var st store.Store = memory.New(nil)
-		if shared {
-			st = sharedMemory{memory.New(nil)}
-		}
-		r, err := NewRouter(st, nil)
+		r, err := NewRouter(memoryStore(shared), nil)
 		require.NoError(t, err)
 		require.NoError(t, r.Start(t.Context()))
 		want := []string{"replicas' registry", "change feed", "push deliveries", "scheduler", "ttl sweeper", "lease renewer", "schedules"}
