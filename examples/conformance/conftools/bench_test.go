@@ -21,9 +21,9 @@ import (
 // server examples/conformance starts, with its shipped options: bbolt in
 // a temporary directory, Streamable HTTP on 127.0.0.1, one session (so
 // one owner) per client goroutine; each op is a tools/call of
-// slow_compute with a task (ttl 10 minutes, as bench load sends: a ttl
-// under recentMargin keeps the task out of the router's recently-ended
-// cache, so tasks/result reads the store), then tasks/result. The client
+// slow_compute with a task (ttl 10 minutes, as bench load sends), then
+// tasks/result, which reads the record the router kept of the task it
+// just ended (taskrouter's recently-ended cache). The client
 // is minimal (request bodies built once per session, replies read into a
 // reused buffer), so allocs/op and B/op are mostly the server's:
 //
